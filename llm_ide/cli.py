@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="llm-ide",
+    help="A software-engineering agent with an IDE-like structured memory, built as a LangGraph state machine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+extra_app = typer.Typer(
+    name="mini-extra",
+    help="mini-swe-agent compatible entry points, with llm-ide as the agent.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Command registration: each area keeps its commands in its own module (imports inside the functions stay lazy).

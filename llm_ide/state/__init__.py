@@ -1,0 +1,33 @@
+from llm_ide.state.context import (
+    Activity,
+    Chunk,
+    Scope,
+    ScoreParams,
+    add_scope,
+    normalize_path,
+    record_operation,
+    referral_score,
+    rescore,
+)
+from llm_ide.state.operations import OperationNode, Reflection, all_lessons, next_parent, reasoning_chain
+from llm_ide.state.references import Reference, count_references, parse_references
+
+__all__ = [
+    "Activity",
+    "Chunk",
+    "OperationNode",
+    "Reference",
+    "Reflection",
+    "Scope",
+    "ScoreParams",
+    "add_scope",
+    "all_lessons",
+    "count_references",
+    "next_parent",
+    "normalize_path",
+    "parse_references",
+    "reasoning_chain",
+    "record_operation",
+    "referral_score",
+    "rescore",
+]

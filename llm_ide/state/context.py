@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import operator
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+
+@dataclass
+class Activity:
+    accessed: list[int] = field(default_factory=list)
+    referred: list[int] = field(default_factory=list)
+    score: float = 0.0
+
+
+@dataclass
+class Chunk:
+    file_path: str
+    lines: list[int] = field(default_factory=list)
+    class_name: str = ""
+    function: str = ""
+    whole_function: bool = False
+    activity: Activity = field(default_factory=Activity)
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(part for part in (self.class_name, self.function) if part)
+
+    @property
+    def key(self) -> tuple[str, str, str, bool]:
+        return self.file_path, self.class_name, self.function, self.whole_function
+
+
+@dataclass(frozen=True)
+class ScoreParams:
+    alpha: float = 1.0
+    beta: float = 1.0
+    gamma: float = 0.9
+    threshold: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One piece of code an operation touched: lines inside one class/function of a file."""
+
+    file_path: str
+    lines: tuple[int, ...]
+    class_name: str = ""
+    function: str = ""
+    whole_function: bool = False
+
+
+def normalize_path(path: str, root: str = "") -> str:
+    """Repo-relative POSIX path: `./a.py`, `a//b.py` and `<root>/a.py` all name one file."""
+    path = path.replace("\\", "/")
+    root = root.replace("\\", "/").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root) + 1 :]
+    normalized = posixpath.normpath(path) if path else ""
+    return "" if normalized == "." else str(PurePosixPath(normalized))
+
+
+def decay_powers(n: int, gamma: float) -> list[float]:
+    """γ^(M−i) for i = 1..M, oldest first."""
+    return [gamma ** (n - i) for i in range(1, n + 1)]
+
+
+def referral_score(activity: Activity, params: ScoreParams, powers: list[float] | None = None) -> float:
+    """S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i)."""
+    powers = powers if powers is not None else decay_powers(len(activity.accessed), params.gamma)
+    accessed = sum(map(operator.mul, activity.accessed, powers))
+    referred = sum(map(operator.mul, activity.referred, powers))
+    return params.alpha * accessed + params.beta * referred
+
+
+def rescore(chunks: Iterable[Chunk], n_operations: int, params: ScoreParams) -> None:
+    powers = decay_powers(n_operations, params.gamma)
+    for chunk in chunks:
+        chunk.activity.score = referral_score(chunk.activity, params, powers)
+
+
+def select_chunks(chunks: list[Chunk], params: ScoreParams) -> list[Chunk]:
+    """Chunks worth rendering, in their original order: score above the threshold or accessed just now."""
+    return [c for c in chunks if c.activity.score > params.threshold or _accessed_last(c)]
+
+
+def trim_to_budget(chunks: list[Chunk], sizes: list[int], budget: int) -> list[Chunk]:
+    """Drop the lowest-scored chunks until the summed size fits; never one accessed by the latest operation."""
+    total = sum(sizes)
+    dropped: set[int] = set()
+    for index in sorted(range(len(chunks)), key=lambda i: (chunks[i].activity.score, -i)):
+        if total <= budget:
+            break
+        if _accessed_last(chunks[index]):
+            continue
+        dropped.add(index)
+        total -= sizes[index]
+    return [chunk for i, chunk in enumerate(chunks) if i not in dropped]
+
+
+def _accessed_last(chunk: Chunk) -> bool:
+    return bool(chunk.activity.accessed) and chunk.activity.accessed[-1] == 1
+
+
+def find_chunk(chunks: list[Chunk], scope: Scope) -> int | None:
+    key = (scope.file_path, scope.class_name, scope.function, scope.whole_function)
+    return next((i for i, chunk in enumerate(chunks) if chunk.key == key), None)
+
+
+def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
+    """Index of the chunk holding `scope`: an existing chunk of the same file/class/function grows, else a new one."""
+    index = find_chunk(chunks, scope)
+    if index is None:
+        zeros = [0] * n_operations
+        chunks.append(
+            Chunk(
+                file_path=scope.file_path,
+                lines=sorted(set(scope.lines)),
+                class_name=scope.class_name,
+                function=scope.function,
+                whole_function=scope.whole_function,
+                activity=Activity(accessed=list(zeros), referred=list(zeros)),
+            )
+        )
+        return len(chunks) - 1
+    chunk = chunks[index]
+    if not set(scope.lines) <= set(chunk.lines):
+        chunk.lines = sorted(set(chunk.lines) | set(scope.lines))
+    return index
+
+
+def record_operation(chunks: list[Chunk], accessed: set[int], referred: dict[int, int]) -> None:
+    """Append one operation's entries to every chunk, keeping both lists at length n_operations."""
+    for index, chunk in enumerate(chunks):
+        chunk.activity.accessed.append(1 if index in accessed else 0)
+        chunk.activity.referred.append(referred.get(index, 0))

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class OperationNode:
+    id: int
+    parent_id: int | None
+    thought: str = ""
+    action_type: str = ""
+    action_params: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    returncode: int | None = None
+    duration: float = 0.0
+    bad_action: bool | None = None
+    summary: str = ""
+    lessons: str = ""
+
+
+@dataclass
+class Reflection:
+    bad_action: bool
+    summary: str
+    lessons: str
+
+
+def next_parent(nodes: list[OperationNode]) -> int | None:
+    """Where the next node hangs: child of the last node unless its reflection marked it bad (then its sibling)."""
+    if not nodes:
+        return None
+    last = nodes[-1]
+    return last.parent_id if last.bad_action else last.id
+
+
+def children_index(nodes: list[OperationNode]) -> dict[int | None, list[int]]:
+    """parent id → positions of its children, in creation order (None is the virtual root)."""
+    children: dict[int | None, list[int]] = {}
+    for position, node in enumerate(nodes):
+        children.setdefault(node.parent_id, []).append(position)
+    return children
+
+
+def reasoning_chain(nodes: list[OperationNode]) -> list[OperationNode]:
+    """Walk from the root: at each level take the first sibling that has a child and descend; the last node is
+    always included. Failed alternatives (childless siblings) drop out."""
+    if not nodes:
+        return []
+    children = children_index(nodes)
+    chain: list[OperationNode] = []
+    level = children.get(None, [])
+    while level:
+        for position in level:
+            node = nodes[position]
+            if node.id in children:
+                chain.append(node)
+                level = children[node.id]
+                break
+        else:
+            break
+    if not chain or chain[-1] is not nodes[-1]:
+        chain.append(nodes[-1])
+    return chain
+
+
+def all_lessons(nodes: list[OperationNode]) -> list[str]:
+    """Lessons of every node, on the chain or not, one per line, de-duplicated in first-seen order."""
+    seen: dict[str, None] = {}
+    for node in nodes:
+        for line in node.lessons.splitlines():
+            lesson = line.strip().lstrip("-*• ").strip()
+            if lesson:
+                seen.setdefault(lesson, None)
+    return list(seen)
+
+
+def failed_ids(nodes: list[OperationNode]) -> set[int]:
+    """Nodes off the reasoning chain: the failed alternatives."""
+    return {node.id for node in nodes} - {node.id for node in reasoning_chain(nodes)}

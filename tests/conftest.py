@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
+
+
+def require_docker() -> None:
+    """Skip without a Docker engine, except in CI where a missing engine is a failure."""
+    if docker_available():
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI is set but no Docker engine is reachable (scripts/start_docker.sh should have started one)")
+    pytest.skip("no Docker engine reachable (run scripts/start_docker.sh)")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def make_git_repo(path: Path, files: dict[str, str]) -> Path:
+    """A real git repository holding `files`, committed once."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(content)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    return path
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not SHARED.exists():
+        pytest.skip(f"{SHARED} is absent (the shared data lives beside the repository)")
+    return SHARED
