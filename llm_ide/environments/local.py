@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+
+READ_CHUNK = 1 << 16
+EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
+
+
+def signal_returncode(returncode: int) -> int:
+    """Killed by signal N → 128 + N, as a shell reports it (and as docker exec does)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def pump_output(fd: int, cap: OutputCap, process: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Streams `fd` into `cap` until EOF, the deadline, or shortly after `process` exits. True when the deadline hit."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    exited_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EXIT_GRACE:
+            return False
+        if now >= deadline:
+            return exited_at is None
+        if poller.poll(min(deadline - now, 0.05) * 1000):
+            data = os.read(fd, READ_CHUNK)
+            if not data:
+                return False
+            cap.feed(data)
+
+
+def drain(fd: int, cap: OutputCap, seconds: float) -> None:
+    """Reads what is left in the pipe after a kill (bounded in time: an escaped process may still hold it)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+        data = os.read(fd, READ_CHUNK)
+        if not data:
+            return
+        cap.feed(data)
+
+
+class LocalEnvironment:
+    """Runs commands with `bash -c` in the repository on the host, which the agent edits in place."""
+
+    def __init__(
+        self,
+        repo: Path,
+        *,
+        env: dict[str, str] | None = None,
+        command_timeout: float = 120,
+        output_max_bytes: int = 1_000_000,
+        tools_dir: Path | None = None,
+        messages: dict[str, str] | None = None,
+    ) -> None:
+        self.repo = Path(repo).resolve()
+        if not self.repo.is_dir():
+            raise EnvironmentFailure(f"repository not found: {repo}")
+        self.workdir = str(self.repo)
+        self._owns_tools = tools_dir is None
+        self.tools_root = str(
+            Path(tools_dir).resolve() if tools_dir else Path(tempfile.mkdtemp(prefix="llm-ide-tools-"))
+        )
+        Path(self.tools_root).mkdir(parents=True, exist_ok=True)
+        self.command_timeout = command_timeout
+        self.output_max_bytes = output_max_bytes
+        self.messages = {**default_messages(), **(messages or {})}
+        self.env = {**os.environ, **{key: str(value) for key, value in (env or {}).items()}}
+
+    def _path(self, path: str) -> Path:
+        return self.repo / path
+
+    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+        timeout = self.command_timeout if timeout is None else timeout
+        start = time.monotonic()
+        process = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=self._path(cwd) if cwd else self.repo,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        cap = OutputCap(self.output_max_bytes)
+        fd = process.stdout.fileno()
+        try:
+            timed_out = pump_output(fd, cap, process, start + timeout)
+            if timed_out:
+                kill_group(process.pid)
+                drain(fd, cap, 0.5)
+            returncode = signal_returncode(process.wait())
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C) while the command ran: do not leave it behind
+                kill_group(process.pid)
+                process.wait()
+            process.stdout.close()
+        output = cap.text(self.messages["elided"])
+        if timed_out:
+            output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
+        return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
+
+    def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
+        snapshots: dict[str, FileSnapshot | None] = {}
+        for path in paths:
+            try:
+                with open(self._path(path), "rb") as handle:
+                    mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
+                    snapshots[path] = FileSnapshot(handle.read(), mtime_ns)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                snapshots[path] = None
+        return snapshots
+
+    def write_file(self, path: str, data: bytes) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def copy_in(self, source: Path, destination: str) -> None:
+        target = self._path(destination)
+        if Path(source).is_dir():
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+    def close(self) -> None:
+        if self._owns_tools:
+            shutil.rmtree(self.tools_root, ignore_errors=True)
+
+    def __enter__(self) -> LocalEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)

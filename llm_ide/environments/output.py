@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from jinja2 import Environment as Jinja
+from jinja2 import StrictUndefined, Template
+
+
+@cache
+def _template(text: str) -> Template:
+    return Jinja(undefined=StrictUndefined, keep_trailing_newline=True).from_string(text)
+
+
+def render(template: str, **values: object) -> str:
+    return _template(template).render(**values)
+
+
+@cache
+def default_messages() -> dict[str, str]:
+    """The `environment.messages` templates of the bundled default config (elision line, timeout note)."""
+    from llm_ide.config import load_config
+
+    return dict(load_config("default")["environment"]["messages"])
+
+
+def append_note(text: str, note: str) -> str:
+    """`note` on a line of its own after `text`."""
+    return text + note if not text or text.endswith("\n") else f"{text}\n{note}"
+
+
+def messages_from_config(env_config: dict) -> dict[str, str]:
+    return {**default_messages(), **(env_config.get("messages") or {})}
+
+
+@dataclass
+class OutputCap:
+    """Keeps the first and last `max_bytes / 2` bytes of a stream and counts the rest, in bounded memory."""
+
+    max_bytes: int
+    total: int = 0
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+
+    @property
+    def head_limit(self) -> int:
+        return self.max_bytes // 2
+
+    @property
+    def tail_limit(self) -> int:
+        return self.max_bytes - self.head_limit
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail += data[-self.tail_limit :] if len(data) > self.tail_limit else data
+        if len(self.tail) > 2 * self.tail_limit:
+            del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.max_bytes
+
+    def text(self, elided_template: str | None = None) -> str:
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
+        if not self.truncated:
+            return (bytes(self.head) + tail).decode("utf-8", errors="replace")
+        note = render(
+            elided_template or default_messages()["elided"],
+            elided_bytes=self.total - len(self.head) - len(tail),
+            total_bytes=self.total,
+        )
+        return append_note(bytes(self.head).decode("utf-8", errors="replace"), note) + tail.decode(
+            "utf-8", errors="replace"
+        )
