@@ -1,0 +1,281 @@
+"""Chat models (SPEC §7): `scripted:PATH`, `provider:name` via `init_chat_model`, any other name via `ChatOpenAI`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import yaml
+from pydantic import SecretStr
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, str]
+Failure = Literal["auth", "transient", "fatal"]
+KEYLESS_PLACEHOLDER = "not-needed"
+SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|_PASSWORD)$")
+DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float
+    output: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+class ModelError(Exception):
+    """The model cannot answer; the run ends with exit status `model_error`."""
+
+
+class ModelAuthError(ModelError):
+    """Authentication, permission or not-found failure: never retried."""
+
+
+class Model(Protocol):
+    name: str
+
+    def complete(self, messages: list[Message], call_index: int) -> ModelReply: ...
+
+
+def estimate_tokens(text: str) -> int:
+    return len(text) // 4
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(topic: str, name: str, message: str) -> None:
+    with _warned_lock:
+        if (topic, name) in _warned:
+            return
+        _warned.add((topic, name))
+    log.warning(message)
+
+
+def bare_model_name(name: str) -> str:
+    """`openai:gpt-5-mini`, `tensorblock/gpt-5-mini`, `openrouter/openai/gpt-5-mini` → `gpt-5-mini`."""
+    prefix, _, rest = name.partition(":")
+    if rest and prefix in langchain_providers():
+        name = rest
+    return name.rsplit("/", 1)[-1]
+
+
+def find_price(name: str, prices: dict[str, dict[str, float]]) -> Price | None:
+    """The price of `name`: exact, then without provider prefix, then without a date/`-latest` suffix."""
+    bare = bare_model_name(name)
+    for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
+        entry = prices.get(candidate)
+        if entry is not None:
+            return Price(input=float(entry.get("input", 0.0)), output=float(entry.get("output", 0.0)))
+    return None
+
+
+def known_secrets(api_key: str | None = None) -> list[str]:
+    values = [value for key, value in os.environ.items() if SECRET_ENV.search(key)]
+    return [secret for secret in [api_key, *values] if secret and len(secret) >= 8]
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
+    text = " ".join(str(error).split()) or "(no message)"
+    text = redact(text, secrets)
+    return f"{type(error).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
+
+
+def classify(error: BaseException) -> Failure | None:
+    """What a failed call means: give up at once (auth), retry (transient), give up (fatal), or not ours (None)."""
+    from langchain_core import exceptions as lc
+
+    if isinstance(error, lc.ModelAuthenticationError | lc.ModelPermissionDeniedError | lc.ModelNotFoundError):
+        return "auth"
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        if status in (401, 403, 404):
+            return "auth"
+        return "transient" if status in (408, 409, 429) or status >= 500 else "fatal"
+    if isinstance(error, lc.ModelError):
+        return "transient" if error.is_retryable else "fatal"
+    if isinstance(error, _transient_errors()):
+        return "transient"
+    return None
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    import httpx
+    import openai
+
+    return (
+        TimeoutError,
+        ConnectionError,
+        json.JSONDecodeError,
+        httpx.TransportError,
+        openai.APIConnectionError,
+        openai.APIResponseValidationError,
+    )
+
+
+def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(maximum, base * 2**attempt)]."""
+    return rng.uniform(0.0, min(maximum, base * 2**attempt))
+
+
+class ScriptedModel:
+    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = f"scripted:{path}"
+        self.responses = load_script(path)
+
+    def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+        if call_index >= len(self.responses):
+            raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
+        text = self.responses[call_index]
+        prompt = "".join(message["content"] for message in messages)
+        return ModelReply(text, estimate_tokens(prompt), estimate_tokens(text), cost=0.0)
+
+
+def load_script(path: Path) -> list[str]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"scripted model: file not found: {path}") from None
+    except yaml.YAMLError as error:
+        raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
+    responses = data.get("responses") if isinstance(data, dict) else data
+    if not isinstance(responses, list) or not all(isinstance(item, str) for item in responses):
+        raise ModelError(f"scripted model: {path} must hold a list of strings (or a mapping with a `responses:` list)")
+    return responses
+
+
+class ChatModel:
+    """A langchain chat model behind our own retry loop, usage accounting and secret redaction."""
+
+    def __init__(self, name: str, chat: Any, config: dict[str, Any], api_key: str | None = None) -> None:
+        self.name = name
+        self.chat = chat
+        self.max_retries = int(config.get("max_retries", 6))
+        self.base_delay = float(config.get("retry_base_delay", 1.0))
+        self.max_delay = float(config.get("retry_max_delay", 30.0))
+        self.price = find_price(name, config.get("prices") or {})
+        self.secrets = known_secrets(api_key)
+        self.rng = random.Random()
+
+    def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+        attempt = 0
+        while True:
+            try:
+                response = self.chat.invoke(messages)
+            except Exception as error:
+                self._give_up_or_wait(error, attempt)
+                attempt += 1
+            else:
+                return self._reply(response, messages)
+
+    def _give_up_or_wait(self, error: Exception, attempt: int) -> None:
+        kind = classify(error)
+        if kind is None:
+            raise error
+        detail = describe(error, self.secrets)
+        if kind == "auth":
+            raise ModelAuthError(f"model {self.name}: {detail} (check the model name, URL and API key)") from None
+        if kind == "fatal":
+            raise ModelError(f"model {self.name}: {detail}") from None
+        if attempt >= self.max_retries:
+            raise ModelError(f"model {self.name} failed after {attempt + 1} attempts: {detail}") from None
+        delay = backoff_delay(attempt, self.base_delay, self.max_delay, self.rng)
+        log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
+        time.sleep(delay)
+
+    def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
+        text = response.text
+        usage = response.usage_metadata
+        if usage:
+            input_tokens, output_tokens = int(usage["input_tokens"]), int(usage["output_tokens"])
+        else:
+            warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
+            input_tokens = estimate_tokens("".join(message["content"] for message in messages))
+            output_tokens = estimate_tokens(text)
+        if self.price is None:
+            warn_once("price", self.name, f"model {self.name}: no price in the config's model.prices; its cost is 0")
+            return ModelReply(text, input_tokens, output_tokens, 0.0)
+        return ModelReply(text, input_tokens, output_tokens, self.price.cost(input_tokens, output_tokens))
+
+
+def langchain_providers() -> frozenset[str]:
+    from langchain.chat_models import base
+
+    return frozenset(getattr(base, "_BUILTIN_PROVIDERS", ()))  # init_chat_model's own provider table
+
+
+def client_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"max_retries": 0, "timeout": float(config.get("timeout", 120))}
+    if config.get("temperature") is not None:
+        kwargs["temperature"] = config["temperature"]
+    return {**kwargs, **(config.get("kwargs") or {})}
+
+
+def construct(spec: str, factory: Callable[[], Any]) -> Any:
+    """Build a third-party chat model; any failure (missing integration package, credentials, bad kwargs) is ours."""
+    try:
+        return factory()
+    except Exception as error:
+        raise ModelError(f"cannot create model {spec}: {describe(error, known_secrets())}") from None
+
+
+def provider_model(spec: str, config: dict[str, Any], base_url: str | None) -> ChatModel:
+    from langchain.chat_models import init_chat_model
+
+    provider, name = spec.split(":", 1)
+    kwargs = client_kwargs(config) | ({"base_url": base_url} if base_url else {})
+    chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
+    return ChatModel(spec, chat, config)
+
+
+def openai_compatible_model(spec: str, config: dict[str, Any], base_url: str | None) -> ChatModel:
+    from langchain_openai import ChatOpenAI
+
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    key = os.environ.get("OPENAI_API_KEY") or (KEYLESS_PLACEHOLDER if url else None)
+    if key is None:
+        raise ModelAuthError(
+            f"model {spec}: OPENAI_API_KEY is not set (for a keyless local server give --base-url or OPENAI_BASE_URL)"
+        )
+    kwargs = client_kwargs(config)
+    chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
+    return ChatModel(spec, chat, config, api_key=key)
+
+
+def get_model(spec: str, config: dict[str, Any], base_url: str | None = None) -> Model:
+    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
+    if spec.startswith("scripted:"):
+        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser())
+    if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
+        return provider_model(spec, config, base_url)
+    return openai_compatible_model(spec, config, base_url)

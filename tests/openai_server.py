@@ -1,0 +1,226 @@
+"""A scriptable OpenAI-compatible chat-completions server on 127.0.0.1, for tests.
+
+    with OpenAIServer(replies=["first answer", 429, "second answer"]) as server:
+        model = get_model("my-model", config, base_url=server.url)
+
+Each POST to `.../chat/completions` takes the next reply; once the list is used up the last reply repeats
+(so `[500]` is "500 forever" and `["garbage"]` is garbage forever). A reply is
+- a str: an assistant message with that text and usage (estimated as chars // 4 unless given by `Reply`);
+- an int: that HTTP status with an OpenAI-style error body (404 says the model does not exist);
+- "hang": no answer until the client gives up or the server closes;
+- "invalid_json": status 200, content-type application/json, a body that is not JSON;
+- a `Reply` for anything else (exact usage, a custom error message, a text that is literally "hang").
+`server.requests` records every request (path, headers, parsed body) in arrival order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+HANG = "hang"
+INVALID_JSON = "invalid_json"
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str | None = None
+    status: int = 200
+    hang: bool = False
+    invalid_json: bool = False
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usage: bool = True
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def as_reply(item: str | int | Reply) -> Reply:
+    if isinstance(item, Reply):
+        return item
+    if isinstance(item, bool) or not isinstance(item, str | int):
+        raise TypeError(f"a reply is a str, an int status or a Reply, not {item!r}")
+    if isinstance(item, int):
+        return Reply(status=item)
+    if item == HANG:
+        return Reply(hang=True)
+    if item == INVALID_JSON:
+        return Reply(invalid_json=True)
+    return Reply(text=item)
+
+
+ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("rate_limit_exceeded", "rate_limit_exceeded"),
+}
+
+
+def error_body(status: int, model: str, message: str | None) -> dict[str, Any]:
+    default = f"The model `{model}` does not exist or you do not have access to it." if status == 404 else None
+    kind, code = ERROR_TYPES.get(status, ("server_error", None))
+    text = message or default or f"test server error {status}"
+    return {"error": {"message": text, "type": kind, "param": None, "code": code}}
+
+
+def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[str, Any]:
+    text = reply.text or ""
+    prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-test-{index}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "unknown"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+    }
+    if reply.usage:
+        prompt = reply.input_tokens if reply.input_tokens is not None else prompt_chars // 4
+        completion = reply.output_tokens if reply.output_tokens is not None else len(text) // 4
+        body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return body
+
+
+@dataclass
+class OpenAIServer:
+    replies: list[str | int | Reply]
+    host: str = "127.0.0.1"
+    port: int = 0
+    hang_seconds: float = 60.0
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.replies:
+            raise ValueError("OpenAIServer needs at least one reply")
+        self._replies = [as_reply(item) for item in self.replies]
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the server is not running")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def hits(self) -> int:
+        return len(self.requests)
+
+    def start(self) -> OpenAIServer:
+        self._httpd = ThreadingHTTPServer((self.host, self.port), _handler_class(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-test-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _next(self, request: RecordedRequest) -> tuple[int, Reply]:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+            return index, self._replies[min(index, len(self._replies) - 1)]
+
+
+def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send_json(200, {"object": "list", "data": []})
+            else:
+                self._send_json(404, error_body(404, "", f"no route {self.path}"))
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send_json(404, error_body(404, "", f"no route {self.path}"))
+                return
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                body = raw.decode("utf-8", "replace")
+            recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            index, reply = server._next(recorded)
+            request = body if isinstance(body, dict) else {}
+            if reply.hang:
+                server._closing.wait(server.hang_seconds)
+                self.close_connection = True
+            elif reply.invalid_json:
+                self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ', "application/json")
+            elif reply.status != 200:
+                self._send_json(reply.status, error_body(reply.status, request.get("model", ""), reply.error_message))
+            else:
+                self._send_json(200, completion_body(reply, request, index))
+
+        def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), "application/json")
+
+        def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+    return Handler
+
+
+def main() -> None:
+    """`python tests/openai_server.py REPLIES.yaml [PORT]`: serve a YAML list of replies until interrupted."""
+    import sys
+
+    import yaml
+
+    replies = yaml.safe_load(Path(sys.argv[1]).read_text())
+    port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    with OpenAIServer(replies=replies, port=port) as server:
+        print(server.url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
