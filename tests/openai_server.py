@@ -132,7 +132,9 @@ class OpenAIServer:
     def start(self) -> OpenAIServer:
         self._httpd = ThreadingHTTPServer((self.host, self.port), _handler_class(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True
+        )
         self._thread.start()
         return self
 

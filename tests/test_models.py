@@ -1,0 +1,268 @@
+from __future__ import annotations
+
+import importlib.util
+import logging
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.config import load_config
+from llm_ide.models import (
+    ModelAuthError,
+    ModelError,
+    ModelReply,
+    Price,
+    ScriptedModel,
+    backoff_delay,
+    find_price,
+    get_model,
+)
+
+SECRET = "sk-test-" + "S3cr3tK3yValue" * 3
+MESSAGES = [
+    {"role": "system", "content": "You are careful."},
+    {"role": "user", "content": "Fix the bug in calc.py."},
+    {"role": "assistant", "content": "<thought>look first</thought>"},
+    {"role": "user", "content": "Observation: 1 failed"},
+]
+
+
+@pytest.fixture
+def config() -> dict[str, Any]:
+    """The bundled `model:` section with delays and timeouts small enough for fast tests."""
+    model = load_config()["model"]
+    return model | {"timeout": 0.5, "max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02}
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_reply_carries_usage_and_cost_from_price_table(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with OpenAIServer(replies=[Reply("<thought>ok</thought>", input_tokens=1200, output_tokens=300)]) as server:
+        model = get_model("tensorblock/gpt-5-mini", config, base_url=server.url)
+        reply = model.complete(MESSAGES, call_index=0)
+    assert model.name == "tensorblock/gpt-5-mini"
+    assert reply == ModelReply("<thought>ok</thought>", 1200, 300, pytest.approx(1200 * 0.25e-6 + 300 * 2.0e-6))
+    [request] = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+    assert request.body["model"] == "tensorblock/gpt-5-mini"
+    assert request.body["messages"] == [{"role": m["role"], "content": m["content"]} for m in MESSAGES]
+    assert "temperature" not in request.body
+
+
+def test_provider_spec_goes_through_init_chat_model(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    config = config | {"temperature": 0.25, "kwargs": {"seed": 7}}
+    with OpenAIServer(replies=[Reply("done", input_tokens=2_000_000, output_tokens=1_000_000)]) as server:
+        model = get_model("openai:gpt-4o-mini-2024-07-18", config, base_url=server.url)
+        reply = model.complete(MESSAGES[:2], call_index=5)
+    assert (reply.text, reply.input_tokens, reply.output_tokens) == ("done", 2_000_000, 1_000_000)
+    assert reply.cost == pytest.approx(2 * 0.15 + 1 * 0.6)
+    body = server.requests[0].body
+    assert (body["model"], body["temperature"], body["seed"]) == ("gpt-4o-mini-2024-07-18", 0.25, 7)
+
+
+def test_unknown_price_costs_zero_with_one_warning(
+    config: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = unique("local/qwen-coder")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    caplog.set_level(logging.WARNING, logger="llm_ide.models")
+    with OpenAIServer(replies=[Reply("a", input_tokens=10, output_tokens=2), "bbbbbbbb"]) as server:
+        model = get_model(name, config, base_url=server.url)
+        replies = [model.complete(MESSAGES, call_index=i) for i in range(2)]
+    prompt_chars = sum(len(m["content"]) for m in MESSAGES)
+    assert replies == [ModelReply("a", 10, 2, 0.0), ModelReply("bbbbbbbb", prompt_chars // 4, 2, 0.0)]
+    price_warnings = [r.getMessage() for r in caplog.records if "no price" in r.getMessage()]
+    assert price_warnings == [f"model {name}: no price in the config's model.prices; its cost is 0"]
+    assert server.hits == 2
+
+
+def test_rate_limit_then_success_is_retried(config: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="llm_ide.models")
+    with OpenAIServer(replies=[429, Reply("after the wait", input_tokens=5, output_tokens=3)]) as server:
+        reply = get_model("gpt-5-nano", config, base_url=server.url).complete(MESSAGES, call_index=0)
+    assert reply == ModelReply("after the wait", 5, 3, pytest.approx(5 * 0.05e-6 + 3 * 0.4e-6))
+    assert server.hits == 2
+    [retry] = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert "RateLimitError" in retry and "retry 1/2" in retry
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (500, "OpenAIAPIError: Error code: 500 - test server error 500"),
+        (503, "OpenAIAPIError: Error code: 503 - test server error 503"),
+        ("invalid_json", "JSONDecodeError"),
+        ("hang", "Request timed out"),
+    ],
+)
+@pytest.mark.timeout(30)
+def test_transient_failures_beyond_the_retry_budget_end_in_model_error(
+    config: dict[str, Any], reply: str | int, expected: str
+) -> None:
+    config = config | {"timeout": 0.3}
+    with OpenAIServer(replies=[reply]) as server, pytest.raises(ModelError) as raised:
+        get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES, call_index=0)
+    message = str(raised.value)
+    assert not isinstance(raised.value, ModelAuthError)
+    assert message.startswith("model gpt-5-mini failed after 3 attempts: ")
+    assert expected in message and "\n" not in message
+    assert server.hits == 3
+
+
+def test_transient_failure_then_success_within_budget(config: dict[str, Any]) -> None:
+    config = config | {"timeout": 0.3, "max_retries": 3}
+    with OpenAIServer(replies=["hang", "invalid_json", 502, "finally"]) as server:
+        reply = get_model("gpt-5", config, base_url=server.url).complete(MESSAGES, call_index=0)
+    assert reply.text == "finally"
+    assert server.hits == 4
+
+
+def test_connection_refused_is_retried_then_model_error(config: dict[str, Any]) -> None:
+    with OpenAIServer(replies=["unused"]) as server:
+        dead_url = server.url
+    with pytest.raises(ModelError, match=r"failed after 3 attempts: .*Connection"):
+        get_model("gpt-5", config, base_url=dead_url).complete(MESSAGES, call_index=0)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [(401, "OpenAIAuthenticationError"), (403, "OpenAIPermissionDeniedError"), (404, "OpenAIModelNotFoundError")],
+)
+def test_auth_and_not_found_fail_at_once_without_leaking_the_key(
+    config: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    error_type: str,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    caplog.set_level(logging.DEBUG)
+    echo = Reply(status=status, error_message=f"Incorrect API key provided: {SECRET}") if status == 401 else status
+    with OpenAIServer(replies=[echo, "never reached"]) as server, pytest.raises(ModelAuthError) as raised:
+        get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES, call_index=0)
+    message = str(raised.value)
+    assert server.hits == 1
+    assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert message.startswith(f"model gpt-5-mini: {error_type}: Error code: {status} - ")
+    assert ("Incorrect API key provided: ***" in message) == (status == 401)
+    assert ("`gpt-5-mini` does not exist" in message) == (status == 404)
+    assert SECRET not in message and SECRET not in repr(raised.value.args)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    assert caplog.records and SECRET not in caplog.text
+
+
+def test_base_url_from_environment_and_keyless_placeholder(
+    config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with OpenAIServer(replies=["from env"]) as env_server, OpenAIServer(replies=["from argument"]) as arg_server:
+        monkeypatch.setenv("OPENAI_BASE_URL", env_server.url)
+        from_env = get_model("gpt-5-mini", config).complete(MESSAGES, call_index=0)
+        from_argument = get_model("gpt-5-mini", config, base_url=arg_server.url).complete(MESSAGES, call_index=0)
+    assert (from_env.text, from_argument.text) == ("from env", "from argument")
+    assert (env_server.hits, arg_server.hits) == (1, 1)
+    assert env_server.requests[0].headers["authorization"] == "Bearer not-needed"
+
+
+def test_default_endpoint_without_key_is_an_auth_error(config: dict[str, Any]) -> None:
+    with pytest.raises(ModelAuthError, match="OPENAI_API_KEY is not set"):
+        get_model("gpt-5-mini", config)
+
+
+def test_missing_integration_package_is_named(config: dict[str, Any]) -> None:
+    if importlib.util.find_spec("langchain_anthropic") is not None:
+        pytest.skip("langchain-anthropic is installed here")
+    with pytest.raises(ModelError, match=r"cannot create model anthropic:claude-haiku-4-5: .*langchain-anthropic"):
+        get_model("anthropic:claude-haiku-4-5", config)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("gpt-5-mini", Price(0.25, 2.0)),
+        ("openai:gpt-5-mini", Price(0.25, 2.0)),
+        ("tensorblock/gpt-5-mini", Price(0.25, 2.0)),
+        ("openrouter/openai/gpt-4o-mini", Price(0.15, 0.6)),
+        ("anthropic:claude-sonnet-4-5-20250929", Price(3.0, 15.0)),
+        ("gpt-4o-2024-08-06", Price(2.5, 10.0)),
+        ("claude-haiku-4-5-latest", Price(1.0, 5.0)),
+        ("gpt-5-pro", None),
+        ("ollama:qwen2.5-coder:7b", None),
+        ("gpt-5-mini-turbo", None),
+    ],
+)
+def test_find_price(name: str, expected: Price | None) -> None:
+    prices = load_config()["model"]["prices"] | {"ollama:qwen2.5-coder:7b-typo": {"input": 1, "output": 1}}
+    assert find_price(name, prices) == expected
+
+
+def test_find_price_prefers_the_exact_name() -> None:
+    prices = {"my/model": {"input": 9.0, "output": 9.0}, "model": {"input": 1.0, "output": 2.0}}
+    assert (find_price("my/model", prices), find_price("other/model", prices)) == (Price(9, 9), Price(1, 2))
+
+
+def test_backoff_is_exponential_with_full_jitter() -> None:
+    rng = random.Random(3)
+    delays = {attempt: [backoff_delay(attempt, 0.5, 6.0, rng) for _ in range(400)] for attempt in range(6)}
+    caps = {attempt: min(6.0, 0.5 * 2**attempt) for attempt in range(6)}
+    for attempt, values in delays.items():
+        assert all(0.0 <= value <= caps[attempt] for value in values)
+        assert min(values) < caps[attempt] * 0.1 and max(values) > caps[attempt] * 0.9
+    assert caps == {0: 0.5, 1: 1.0, 2: 2.0, 3: 4.0, 4: 6.0, 5: 6.0}
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "- |\n  <thought>first</thought>\n- second reply\n- third\n",
+        "responses:\n  - |\n    <thought>first</thought>\n  - second reply\n  - third\n",
+    ],
+)
+def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: dict[str, Any], script: str) -> None:
+    path = write(tmp_path / "script.yaml", script)
+    model = get_model(f"scripted:{path}", config)
+    assert isinstance(model, ScriptedModel) and model.name == f"scripted:{path}"
+    first = model.complete(MESSAGES, call_index=0)
+    prompt_tokens = sum(len(m["content"]) for m in MESSAGES) // 4
+    assert first == ModelReply("<thought>first</thought>\n", prompt_tokens, 6, 0.0)
+    resumed = get_model(f"scripted:{path}", config)
+    assert [resumed.complete(MESSAGES[:1], call_index=i).text for i in (2, 1)] == ["third", "second reply"]
+    with pytest.raises(ModelError, match=r"^scripted model ran out of responses after 3 calls"):
+        resumed.complete(MESSAGES, call_index=3)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "file not found"),
+        ("- a\n- [b\n", "not valid YAML"),
+        ("just a string\n", "must hold a list of strings"),
+        ("- a\n- {b: c}\n", "must hold a list of strings"),
+        ("steps: [a]\n", "must hold a list of strings"),
+    ],
+)
+def test_scripted_model_rejects_bad_scripts(tmp_path: Path, config: dict[str, Any], content: str | None, message: str):
+    path = tmp_path / "script.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ModelError, match=f"^scripted model: .*{message}"):
+        get_model(f"scripted:{path}", config)
