@@ -45,10 +45,14 @@ def resolve_config_path(name: str | Path) -> Path:
     bundled = PROMPTS_DIR / f"{Path(name).stem}.yaml"
     if bundled.exists():
         return bundled
-    raise ConfigError(f"config not found: {name} (neither a file nor one of {sorted(p.stem for p in PROMPTS_DIR.glob('*.yaml'))})")
+    raise ConfigError(
+        f"config not found: {name} (neither a file nor one of {sorted(p.stem for p in PROMPTS_DIR.glob('*.yaml'))})"
+    )
 
 
-def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> dict[str, Any]:
+def load_config(
+    base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any
+) -> dict[str, Any]:
     """The bundled/base config, its `extends` chain first, then each override file deep-merged in order."""
     config = _load_with_extends(resolve_config_path(base), set())
     for override in overrides or []:

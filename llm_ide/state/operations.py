@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -24,6 +24,14 @@ class Reflection:
     bad_action: bool
     summary: str
     lessons: str
+
+
+def with_reflection(nodes: list[OperationNode], reflection: Reflection | None) -> list[OperationNode]:
+    """The nodes with the pending reflection stored on the last one (a new list; the input is not changed)."""
+    if reflection is None or not nodes:
+        return nodes
+    last = replace(nodes[-1], bad_action=reflection.bad_action, summary=reflection.summary, lessons=reflection.lessons)
+    return [*nodes[:-1], last]
 
 
 def next_parent(nodes: list[OperationNode]) -> int | None:

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from llm_ide.state.context import Chunk, Scope, add_scope, normalize_path
 
-REFERENCE = re.compile(r"\[(?P<index>[^\]\n]{1,12})\]\(\s*`?(?P<path>[^()\s:`]+):(?P<start>\d+)(?:\s*-\s*(?P<end>\d+))?`?\s*\)")
+REFERENCE = re.compile(
+    r"\[(?P<index>[^\]\n]{1,12})\]\(\s*`?(?P<path>[^()\s:`]+):(?P<start>\d+)(?:\s*-\s*(?P<end>\d+))?`?\s*\)"
+)
 MAX_RANGE = 400
 
 

@@ -1,0 +1,294 @@
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_ide.codeview import CodeView
+from llm_ide.environments.base import Environment
+from llm_ide.prompting import render
+from llm_ide.state.context import Scope, normalize_path
+
+LOCATION_PATTERNS = (
+    re.compile(r"(?P<path>[\w./-]+\.py)\((?P<line>\d+)\)"),
+    re.compile(r"File \"(?P<path>[^\"]+)\", line (?P<line>\d+)"),
+    re.compile(r"(?P<path>[\w./-]+\.\w+):(?P<line>\d+)"),
+)
+MAX_LOCATIONS = 40
+VIEWERS = {"cat", "nl", "head", "tail", "sed"}
+
+
+class ParamError(ValueError):
+    pass
+
+
+@dataclass
+class ActionOutcome:
+    observation: str
+    returncode: int
+    accessed: list[Scope] = field(default_factory=list)
+    duration: float = 0.0
+    submitted: bool = False
+    timed_out: bool = False
+
+
+@dataclass
+class Workspace:
+    """What actions act on: the environment, the code view over it, and the settings they need."""
+
+    env: Environment
+    view: CodeView
+    templates: dict[str, Any]
+    view_max_lines: int = 200
+    search_max_results: int = 100
+    command_timeout: float = 120.0
+    tool_commands: tuple[str, ...] = ()
+
+    def observe(self, name: str, **values: Any) -> str:
+        return render(self.templates, f"observations.{name}", **values)
+
+    def path(self, params: dict[str, Any], key: str = "path") -> str:
+        raw = params.get(key)
+        if not isinstance(raw, str) or not raw.strip():
+            raise ParamError(f"`{key}` must be a non-empty string")
+        path = normalize_path(raw.strip(), self.env.workdir)
+        if not path or path.startswith("../") or path == ".." or path.startswith("/"):
+            raise ParamError(f"`{key}` must name a file inside the repository, got {raw!r}")
+        return path
+
+    def read_text(self, path: str) -> str | None:
+        snapshot = self.env.read_files([path])[path]
+        return None if snapshot is None else snapshot.data.decode("utf-8", errors="surrogateescape")
+
+
+def numbered(lines: list[str], start: int) -> str:
+    return "\n".join(f"{number:>6}\t{text.rstrip(chr(13))}" for number, text in enumerate(lines, start))
+
+
+def display(text: str) -> str:
+    return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
+def _int(params: dict[str, Any], key: str, default: int) -> int:
+    value = params.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
+        raise ParamError(f"`{key}` must be an integer, got {value!r}")
+    return int(value)
+
+
+def view(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    path = ws.path(params)
+    text = ws.read_text(path)
+    if text is None:
+        return ActionOutcome(ws.observe("view_missing", path=path), 1)
+    lines = text.split("\n")
+    start = max(1, _int(params, "start_line", 1))
+    end = _int(params, "end_line", start + ws.view_max_lines - 1)
+    end = min(max(start, end), len(lines), start + ws.view_max_lines - 1)
+    shown = lines[start - 1 : end]
+    observation = ws.observe(
+        "view", path=path, total=len(lines), start=start, end=end, numbered=display(numbered(shown, start))
+    )
+    return ActionOutcome(observation, 0, ws.view.scopes(path, range(start, end + 1)))
+
+
+def view_symbol(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    path = ws.path(params)
+    symbol = str(params.get("symbol") or "").strip()
+    if not symbol:
+        raise ParamError("`symbol` must be a qualified name such as `Class.method`")
+    text = ws.read_text(path)
+    if text is None:
+        return ActionOutcome(ws.observe("view_missing", path=path), 1)
+    span = ws.view.definition_range(path, symbol)
+    scope = ws.view.symbol_scope(path, symbol)
+    if span is None or scope is None:
+        names = sorted(set(re.findall(r"^\s*(?:async\s+def|def|class)\s+(\w+)", text, re.MULTILINE)))
+        return ActionOutcome(
+            ws.observe("view_symbol_missing", path=path, symbol=symbol, candidates=", ".join(names[:40])), 1
+        )
+    start, end = span
+    lines = text.split("\n")[start - 1 : end]
+    observation = ws.observe(
+        "view_symbol", path=path, symbol=symbol, start=start, end=end, numbered=display(numbered(lines, start))
+    )
+    return ActionOutcome(observation, 0, [scope])
+
+
+def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    pattern = params.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise ParamError("`pattern` must be a non-empty regular expression")
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        return ActionOutcome(ws.observe("search_bad_pattern", pattern=pattern, error=str(error)), 2)
+    raw_path = str(params.get("path") or "").strip()
+    target = ws.path(params) if raw_path and not any(c in raw_path for c in "*?[") else "."
+    include = f"--include={shlex.quote(raw_path)} " if raw_path and target == "." else ""
+    command = (
+        f"grep -rnIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
+        f"-e {shlex.quote(pattern)} -- {shlex.quote(target)} | head -n {ws.search_max_results * 20}"
+    )
+    result = ws.env.execute(command, timeout=ws.command_timeout)
+    hits = [line.removeprefix("./") for line in result.output.splitlines() if re.match(r"[^:]+:\d+:", line)]
+    if not hits:
+        return ActionOutcome(ws.observe("search_none", pattern=pattern, path=raw_path), 1)
+    shown = [hit if len(hit) <= 240 else hit[:240] + " …" for hit in hits[: ws.search_max_results]]
+    observation = ws.observe(
+        "search", pattern=pattern, count=len(hits), shown=len(shown), results=display("\n".join(shown))
+    )
+    return ActionOutcome(observation, 0)
+
+
+def edit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    path = ws.path(params)
+    old, new = params.get("old"), params.get("new")
+    if not isinstance(old, str) or not old:
+        raise ParamError("`old` must be the exact, non-empty text to replace")
+    if not isinstance(new, str):
+        raise ParamError("`new` must be a string (may be empty)")
+    text = ws.read_text(path)
+    if text is None:
+        return ActionOutcome(ws.observe("view_missing", path=path), 1)
+    count = text.count(old)
+    if count == 0:
+        return ActionOutcome(ws.observe("edit_no_match", path=path), 1)
+    if count > 1:
+        starts = [m.start() for m in re.finditer(re.escape(old), text)]
+        lines = ", ".join(str(text.count("\n", 0, s) + 1) for s in starts[:20])
+        return ActionOutcome(ws.observe("edit_many_matches", path=path, count=count, lines=lines), 1)
+    at = text.index(old)
+    updated = text[:at] + new + text[at + len(old) :]
+    ws.env.write_file(path, updated.encode("utf-8", errors="surrogateescape"))
+    first = text.count("\n", 0, at) + 1
+    last = first + new.count("\n")
+    lines = updated.split("\n")
+    start, end = max(1, first - 3), min(len(lines), last + 3)
+    observation = ws.observe(
+        "edit", path=path, start=start, end=end, numbered=display(numbered(lines[start - 1 : end], start))
+    )
+    return ActionOutcome(observation, 0, ws.view.scopes(path, range(first, last + 1)))
+
+
+def create(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    path = ws.path(params)
+    content = params.get("content")
+    if not isinstance(content, str):
+        raise ParamError("`content` must be the file's text")
+    if ws.env.read_files([path])[path] is not None:
+        return ActionOutcome(ws.observe("create_exists", path=path), 1)
+    ws.env.write_file(path, content.encode("utf-8"))
+    total = content.count("\n") + (0 if content.endswith("\n") else 1)
+    return ActionOutcome(ws.observe("create", path=path, total=total), 0, ws.view.scopes(path, range(1, total + 1)))
+
+
+def bash(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    command = params.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ParamError("`command` must be a non-empty shell command")
+    result = ws.env.execute(command, timeout=ws.command_timeout)
+    name = "bash_timeout" if result.timed_out else "bash"
+    observation = ws.observe(name, output=result.output, timeout=ws.command_timeout)
+    locations = viewed_ranges(command, ws) + tool_locations(command, result.output, ws)
+    return ActionOutcome(observation, result.returncode, _scopes(ws, locations), timed_out=result.timed_out)
+
+
+def submit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+    return ActionOutcome(ws.observe("submit"), 0, submitted=True)
+
+
+ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
+
+
+def execute_action(ws: Workspace, action_type: str, params: dict[str, Any]) -> ActionOutcome:
+    started = time.perf_counter()
+    try:
+        outcome = ACTIONS[action_type](ws, params)
+    except ParamError as error:
+        outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
+    outcome.duration = time.perf_counter() - started
+    return outcome
+
+
+def _segments(command: str) -> list[list[str]]:
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return []
+    segments: list[list[str]] = [[]]
+    for token in tokens:
+        if token and set(token) <= set(";&|"):
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    return [segment for segment in segments if segment]
+
+
+def viewed_ranges(command: str, ws: Workspace) -> list[tuple[str, range | None]]:
+    """Files printed by `cat`, `nl`, `head`, `tail`, `sed -n a,bp`: (path, lines or None for 'from the start')."""
+    found: list[tuple[str, range | None]] = []
+    for words in _segments(command):
+        tool, args = words[0].rsplit("/", 1)[-1], words[1:]
+        if tool not in VIEWERS:
+            continue
+        files = [a for a in args if not a.startswith("-") and not re.fullmatch(r"\d+|'?\d+,\d+p'?|\d+,\d+p", a)]
+        lines: range | None = None
+        if tool == "sed":
+            spec = next(
+                (re.fullmatch(r"(\d+)(?:,(\d+))?p", a) for a in args if re.fullmatch(r"\d+(?:,\d+)?p", a)), None
+            )
+            if spec is None or "-n" not in args:
+                continue
+            lines = range(int(spec[1]), int(spec[2] or spec[1]) + 1)
+        elif tool == "head":
+            count = next((int(a) for a in args if a.isdigit()), 10)
+            lines = range(1, count + 1)
+        elif tool == "tail":
+            count = next((int(a) for a in args if a.isdigit()), 10)
+            lines = range(-count, 0)
+        found.extend((path, lines) for path in files)
+    return found
+
+
+def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, range | None]]:
+    """`file:line` locations named in the output of a configured tool (e.g. a debugger's `where`)."""
+    if not ws.tool_commands or not any(words[0] in ws.tool_commands for words in _segments(command)):
+        return []
+    seen: dict[tuple[str, int], None] = {}
+    for pattern in LOCATION_PATTERNS:
+        for match in pattern.finditer(output):
+            seen.setdefault((match["path"], int(match["line"])), None)
+            if len(seen) >= MAX_LOCATIONS:
+                break
+    return [(path, range(line, line + 1)) for path, line in seen]
+
+
+def _scopes(ws: Workspace, locations: list[tuple[str, range | None]]) -> list[Scope]:
+    if not locations:
+        return []
+    paths = {}
+    for raw, _ in locations:
+        path = normalize_path(raw, ws.env.workdir)
+        if path and not path.startswith(("../", "/")):
+            paths[raw] = path
+    snapshots = ws.env.read_files(sorted(set(paths.values())))
+    scopes: list[Scope] = []
+    for raw, lines in locations:
+        path = paths.get(raw)
+        snapshot = snapshots.get(path) if path else None
+        if snapshot is None:
+            continue
+        total = snapshot.data.count(b"\n") + (0 if snapshot.data.endswith(b"\n") else 1)
+        if lines is None:
+            lines = range(1, min(total, ws.view_max_lines) + 1)
+        elif lines.start < 0:
+            lines = range(max(1, total + lines.start + 1), total + 1)
+        scopes.extend(ws.view.scopes(path, lines))
+    return scopes

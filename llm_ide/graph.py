@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from llm_ide.nodes.act import act
+from llm_ide.nodes.branch import branch
+from llm_ide.nodes.execute_tool import execute_tool
+from llm_ide.nodes.reflect import reflect
+from llm_ide.nodes.render_context import render_context
+from llm_ide.nodes.update_activity import update_activity
+from llm_ide.resources import AgentContext
+from llm_ide.state.graph_state import AgentInput, AgentState
+
+
+def after_render(state: AgentState) -> Literal["reflect", "branch"]:
+    return "reflect" if state.get("operations") else "branch"
+
+
+def after_reflect(state: AgentState) -> Literal["reflect", "branch", "__end__"]:
+    if state.get("exit_status"):
+        return END
+    return "reflect" if state.get("retry") else "branch"
+
+
+def after_act(state: AgentState) -> Literal["act", "execute_tool", "__end__"]:
+    if state.get("exit_status"):
+        return END
+    return "act" if state.get("retry") else "execute_tool"
+
+
+def after_update(state: AgentState) -> Literal["render_context", "__end__"]:
+    return END if state.get("exit_status") else "render_context"
+
+
+def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    builder = StateGraph(AgentState, context_schema=AgentContext, input_schema=AgentInput)
+    for node in (render_context, reflect, branch, act, execute_tool, update_activity):
+        builder.add_node(node.__name__, node)
+    builder.add_edge(START, "render_context")
+    builder.add_conditional_edges("render_context", after_render)
+    builder.add_conditional_edges("reflect", after_reflect)
+    builder.add_edge("branch", "act")
+    builder.add_conditional_edges("act", after_act)
+    builder.add_edge("execute_tool", "update_activity")
+    builder.add_conditional_edges("update_activity", after_update)
+    return builder.compile(checkpointer=checkpointer, name="llm-ide")
+
+
+graph = build_graph()

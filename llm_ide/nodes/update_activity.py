@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from llm_ide.resources import AgentContext, resolve
+from llm_ide.state.context import Activity, Chunk, add_scope, record_operation
+from llm_ide.state.graph_state import AgentState, empty_usage
+from llm_ide.state.operations import with_reflection
+from llm_ide.state.references import count_references, parse_references
+
+CHANGES_FILES = {"edit", "create", "bash"}
+
+
+def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
+    return [
+        replace(
+            c,
+            lines=list(c.lines),
+            activity=Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score),
+        )
+        for c in chunks
+    ]
+
+
+def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> str | None:
+    agent = ctx.agent
+    cost = (state.get("usage") or empty_usage())["cost"]
+    if state.get("submitted"):
+        return "submitted"
+    if agent.get("step_limit") and n_operations >= agent["step_limit"]:
+        return "step_limit"
+    if (agent.get("cost_limit") and cost >= agent["cost_limit"]) or (ctx.cost_budget and ctx.cost_budget.exhausted):
+        return "cost_limit"
+    if agent.get("wall_time_limit") and elapsed >= agent["wall_time_limit"]:
+        return "time_limit"
+    return None
+
+
+def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
+    ctx = resolve(runtime, state)
+    view = ctx.workspace.view
+    pending = state["pending"]
+    n_operations = state.get("n_operations", 0)
+    chunks = copy_chunks(state.get("code_context", []))
+    accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
+    referred = count_references(
+        chunks,
+        parse_references(pending.thought, ctx.workspace.env.workdir),
+        exists=view.exists,
+        locate=view.scopes,
+        covers=view.covers,
+        n_operations=n_operations,
+    )
+    record_operation(chunks, accessed, referred)
+    now = time.monotonic()
+    elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
+    ctx.mark = now
+    update: dict[str, Any] = {
+        "operations": [*with_reflection(state.get("operations", []), state.get("reflection")), pending],
+        "code_context": chunks,
+        "n_operations": n_operations + 1,
+        "pending": None,
+        "reflection": None,
+        "accessed": [],
+        "elapsed": elapsed,
+        "exit_status": state.get("exit_status") or limit_reached(ctx, state, n_operations + 1, elapsed),
+    }
+    if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
+        update["worktree_patch"] = ctx.snapshot_patch()
+    return update

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from llm_ide.state.operations import Reflection
+
+ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
+_TRUE = {"true", "yes", "1"}
+_FALSE = {"false", "no", "0"}
+_FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+class FormatError(ValueError):
+    pass
+
+
+@dataclass
+class ParsedAction:
+    thought: str
+    action_type: str
+    action_params: dict[str, Any]
+
+
+def extract_tag(text: str, name: str, required: bool = True) -> str | None:
+    """Content of <name>...</name>, lenient about whitespace, case, `-`/`_` and a missing or misspelt closing tag."""
+    stem = "[-_ ]?".join(re.escape(part) for part in re.split(r"[-_]", name))
+    opening = re.compile(rf"<\s*{stem}\s*>", re.IGNORECASE)
+    match = opening.search(text)
+    if match is None:
+        if required:
+            raise FormatError(f"missing <{name}> tag")
+        return None
+    rest = text[match.end() :]
+    closing = re.compile(rf"<\s*/?\s*{stem}\s*>", re.IGNORECASE).search(rest)
+    if closing is None:
+        following = re.search(r"<\s*[a-z][\w-]*\s*>", rest, re.IGNORECASE)
+        closing_at = following.start() if following else len(rest)
+    else:
+        closing_at = closing.start()
+    return rest[:closing_at].strip()
+
+
+def parse_bool(value: str, name: str) -> bool:
+    word = value.strip().strip("`'\"*").lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise FormatError(f"<{name}> must be true or false, got {value.strip()[:40]!r}")
+
+
+def parse_reflection(text: str) -> Reflection:
+    return Reflection(
+        bad_action=parse_bool(extract_tag(text, "bad_action") or "", "bad_action"),
+        summary=extract_tag(text, "summary") or "",
+        lessons=extract_tag(text, "lessons", required=False) or "",
+    )
+
+
+def parse_params(raw: str | None) -> dict[str, Any]:
+    if raw is None or not raw.strip():
+        return {}
+    body = raw.strip()
+    if fence := _FENCE.match(body):
+        body = fence.group(1).strip()
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as error:
+        raise FormatError(f"<action_params> is not valid JSON ({error.msg} at line {error.lineno})") from None
+    if not isinstance(value, dict):
+        raise FormatError(f"<action_params> must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def parse_action(text: str) -> ParsedAction:
+    action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
+    if action_type not in ACTION_TYPES:
+        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}")
+    params = parse_params(extract_tag(text, "action_params", required=action_type != "submit"))
+    return ParsedAction(extract_tag(text, "thought") or "", action_type, params)

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from llm_ide.actions import Workspace
+from llm_ide.codeview import CodeView
+from llm_ide.environments import Environment, LocalEnvironment, make_environment
+from llm_ide.models import get_model
+from llm_ide.resources import AgentContext, CostBudget
+from llm_ide.run.patch import extract_patch
+
+log = logging.getLogger("llm_ide.run")
+
+
+def install_tools(env: Environment, config: dict[str, Any], task_vars: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """Install the configured tools into the environment: the Tool Usage text and the tools' command names."""
+    names = config["environment"].get("tools") or []
+    if not names:
+        return "", ()
+    from llm_ide.tools.installer import install_tools as install
+    from llm_ide.tools.installer import tool_usage_text
+
+    report = install(env, names, task_vars)
+    for failure in report.failed:
+        log.warning("tool %s was not installed and is left out: %s", failure.name, failure.reason)
+    return tool_usage_text(report.installed), tuple(cmd for tool in report.installed for cmd in tool.commands)
+
+
+def build_context(
+    *,
+    config: dict[str, Any],
+    model_spec: str,
+    run_id: str,
+    base_url: str | None = None,
+    repo: Path | None = None,
+    env: Environment | None = None,
+    image: str | None = None,
+    base: str | None = None,
+    record_call: Callable[[dict[str, Any]], None] | None = None,
+    cost_budget: CostBudget | None = None,
+    task_vars: dict[str, Any] | None = None,
+) -> AgentContext:
+    env = env or make_environment(config, repo, run_id, image)
+    usage, commands = install_tools(env, config, {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})})
+    agent, settings = config["agent"], config["environment"]
+    workspace = Workspace(
+        env=env,
+        view=CodeView(env),
+        templates=config["templates"],
+        view_max_lines=agent["view_max_lines"],
+        search_max_results=agent["search_max_results"],
+        command_timeout=settings["command_timeout"],
+        tool_commands=commands,
+    )
+    ephemeral = base is not None and not isinstance(env, LocalEnvironment)
+    return AgentContext(
+        config=config,
+        model=get_model(model_spec, config["model"], base_url),
+        workspace=workspace,
+        tool_usage=usage,
+        record_call=record_call,
+        cost_budget=cost_budget,
+        snapshot_patch=(lambda: extract_patch(env, base, config["patch"])) if ephemeral else None,
+    )

@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llm_ide.config import deep_merge
+from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.models import ModelError
+from llm_ide.resources import CostBudget
+from llm_ide.run.checkpoint import open_checkpointer, prune
+from llm_ide.run.patch import base_commit, extract_patch
+from llm_ide.run.setup import build_context
+from llm_ide.run.trajectory import Recorder
+from llm_ide.state.graph_state import empty_usage
+
+log = logging.getLogger("llm_ide.run")
+FINISHED = {"submitted", "step_limit", "cost_limit", "time_limit", "format_error", "environment_error"}
+
+
+@dataclass
+class RunEvent:
+    run_id: str
+    kind: str
+    phase: str = ""
+    step: int = 0
+    action: str = ""
+    observation: str = ""
+    cost: float = 0.0
+    exit_status: str | None = None
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    exit_status: str
+    submission: str
+    trajectory_path: Path
+    model_stats: dict[str, Any]
+
+
+def describe_action(node: Any) -> str:
+    params = node.action_params
+    match node.action_type:
+        case "bash":
+            return f"bash: {params.get('command', '')}"
+        case "view":
+            return f"view {params.get('path', '')}:{params.get('start_line', 1)}-{params.get('end_line', '')}"
+        case "view_symbol":
+            return f"view_symbol {params.get('path', '')} {params.get('symbol', '')}"
+        case "search":
+            return f"search {params.get('pattern', '')!r} {params.get('path', '')}".rstrip()
+        case "edit" | "create":
+            return f"{node.action_type} {params.get('path', '')}"
+    return node.action_type
+
+
+@contextmanager
+def run_log(path: Path):
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("llm_ide")
+    root.addHandler(handler)
+    root.setLevel(min(root.level or logging.INFO, logging.INFO))
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+
+
+def restore_worktree(env: Environment, patch: str) -> None:
+    """A resumed run in a fresh container gets back the changes it had made."""
+    if not patch.strip():
+        return
+    env.write_file(".git/llm-ide-resume.diff", patch.encode("utf-8"))
+    result = env.execute("git apply --whitespace=nowarn .git/llm-ide-resume.diff && rm .git/llm-ide-resume.diff")
+    if result.returncode != 0:
+        raise EnvironmentFailure(f"could not restore the run's changes: {result.output.strip()[:300]}")
+
+
+def run_task(
+    task: str,
+    *,
+    model: str,
+    config: dict[str, Any],
+    output_dir: Path,
+    run_id: str,
+    repo: Path | None = None,
+    environment: str | None = None,
+    image: str | None = None,
+    base_url: str | None = None,
+    checkpoint: str | None = None,
+    task_vars: dict[str, Any] | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    cost_budget: CostBudget | None = None,
+) -> RunResult:
+    """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
+    from llm_ide.graph import build_graph
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if environment:
+        config = deep_merge(config, {"environment": {"type": environment}})
+    emit = on_event or (lambda event: None)
+    recorder = Recorder(output_dir, run_id)
+    thread = {"configurable": {"thread_id": run_id}}
+    info: dict[str, Any] = {"run_id": run_id, "model": model, "config": config, "exit_status": None, "submission": ""}
+    with (
+        run_log(output_dir / f"{run_id}.log"),
+        open_checkpointer(checkpoint, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
+    ):
+        graph = build_graph(saver)
+        snapshot = graph.get_state(thread)
+        values: dict[str, Any] = dict(snapshot.values or {})
+        if values.get("exit_status") in FINISHED and not snapshot.next:
+            log.info("run %s already finished (%s)", run_id, values["exit_status"])
+            return _finish(recorder, values, info, values["exit_status"], previous_submission(recorder.path), emit)
+        resumed = bool(values) and bool(snapshot.next)
+        status, submission, env = "error", "", None
+        base = values.get("base_commit") if resumed else None
+        try:
+            emit(RunEvent(run_id, "phase", phase="starting environment"))
+            env = make_environment(config, repo, run_id, image)
+            base = base or base_commit(env)
+            if resumed and not isinstance(env, LocalEnvironment):
+                restore_worktree(env, values.get("worktree_patch", ""))
+            emit(RunEvent(run_id, "phase", phase="installing tools"))
+            ctx = build_context(
+                config=config,
+                model_spec=model,
+                run_id=run_id,
+                base_url=base_url,
+                env=env,
+                base=base,
+                record_call=recorder.record_call,
+                cost_budget=cost_budget,
+                task_vars=task_vars,
+            )
+            log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
+            inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+            status = _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run_id)
+        except ModelError as error:
+            status = "model_error"
+            log.error("model error: %s", error)
+        except EnvironmentFailure as error:
+            status = "environment_error"
+            log.error("environment error: %s", error)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            log.warning("interrupted")
+            raise
+        except Exception:
+            status = "error"
+            log.exception("run failed")
+        finally:
+            if env is not None:
+                try:
+                    submission = extract_patch(env, base, config["patch"]) if base else ""
+                except Exception as error:  # the run's outcome must still be saved
+                    log.error("patch extraction failed: %s", error)
+                env.close()
+            result = _finish(recorder, values, info, status, submission, emit)
+    return result
+
+
+def previous_submission(path: Path) -> str:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["info"]["submission"] or ""
+    except (OSError, ValueError, KeyError):
+        return ""
+
+
+def _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run_id) -> str:
+    steps = values.get("n_operations", 0)
+    keep_history = ctx.config.get("checkpoint", {}).get("keep_history", False)
+    for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+        values.clear()
+        values.update(state)
+        if state.get("n_operations", 0) > steps:
+            steps = state["n_operations"]
+            node = state["operations"][-1]
+            recorder.write(state, info)
+            if not keep_history:
+                prune(saver, run_id)
+            cost = (state.get("usage") or empty_usage())["cost"]
+            emit(
+                RunEvent(
+                    run_id, "step", step=steps, action=describe_action(node), observation=node.observation, cost=cost
+                )
+            )
+            log.info("step %d: %s (cost %.4f)", steps, describe_action(node), cost)
+    return values.get("exit_status") or "error"
+
+
+def _finish(recorder, values, info, status, submission, emit) -> RunResult:
+    info.update(exit_status=status, submission=submission)
+    recorder.write(values, info)
+    usage = dict(values.get("usage") or empty_usage())
+    emit(RunEvent(info["run_id"], "end", step=values.get("n_operations", 0), cost=usage["cost"], exit_status=status))
+    log.info("run %s ended: %s", info["run_id"], status)
+    return RunResult(info["run_id"], status, submission, recorder.path, usage)
+
+
+__all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from llm_ide.state.context import Chunk, Scope
+from llm_ide.state.operations import OperationNode, Reflection
+
+
+class AgentInput(TypedDict, total=False):
+    """What a run starts from (the fields LangGraph Studio asks for)."""
+
+    task: str
+    repo: str
+    model: str
+    base_url: str
+    config: dict[str, Any]
+    base_commit: str
+
+
+class Usage(TypedDict):
+    api_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+class AgentState(AgentInput, total=False):
+    code_context: list[Chunk]
+    operations: list[OperationNode]
+    n_operations: int
+    workspace: str
+    reflection: Reflection | None
+    parent_id: int | None
+    pending: OperationNode | None
+    accessed: list[Scope]
+    submitted: bool
+    retry: dict[str, str] | None
+    format_errors: int
+    usage: Usage
+    elapsed: float
+    exit_status: str | None
+    worktree_patch: str
+
+
+def empty_usage() -> Usage:
+    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cost=0.0)
