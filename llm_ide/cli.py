@@ -18,3 +18,12 @@ extra_app = typer.Typer(
 )
 
 # Command registration: each area keeps its commands in its own module (imports inside the functions stay lazy).
+
+from llm_ide.run.commands import demo, inspect, run  # noqa: E402
+
+app.command("run")(run)
+app.command("demo")(demo)
+app.command("inspect")(inspect)
+from llm_ide.codeview.cli import context_command  # noqa: E402
+
+app.command("context")(context_command)

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from llm_ide.codeview.files import LocalFiles
+from llm_ide.codeview.view import CodeView
+from llm_ide.state.context import Chunk
+
+LINE_SPEC = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+def parse_line_spec(spec: str) -> list[int]:
+    """`12,40-45` → [12, 40, 41, 42, 43, 44, 45]; ValueError for anything else."""
+    lines: set[int] = set()
+    for part in spec.split(","):
+        match = LINE_SPEC.match(part)
+        if not match:
+            raise ValueError(f"malformed line spec {spec!r}: expected numbers and ranges like 12,40-45")
+        start = int(match[1])
+        end = int(match[2]) if match[2] else start
+        if start < 1 or end < start:
+            raise ValueError(f"malformed line spec {spec!r}: lines start at 1 and ranges go upwards ({part.strip()})")
+        lines.update(range(start, end + 1))
+    return sorted(lines)
+
+
+def context_command(
+    file: Annotated[
+        str | None, typer.Argument(help="File to show (relative to the current directory or absolute)")
+    ] = None,
+    lines: Annotated[str | None, typer.Option("--lines", help="Lines of interest, e.g. 12,40-45")] = None,
+    whole_function: Annotated[
+        str | None, typer.Option("--whole-function", help="Show this whole definition, e.g. Class.method")
+    ] = None,
+    chunks: Annotated[
+        Path | None, typer.Option("--chunks", help="JSON list of chunk objects (SPEC §3.1 fields; activity optional)")
+    ] = None,
+) -> None:
+    """Render a code context exactly as the agent sees it (SPEC §4)."""
+    view = CodeView(LocalFiles(Path.cwd()))
+    try:
+        if chunks is not None:
+            selected = _chunks_from_file(chunks)
+        else:
+            selected = _chunk_from_options(view, file, lines, whole_function)
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(view.render(selected))
+
+
+def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, whole_function: str | None) -> list[Chunk]:
+    if file is None:
+        raise ValueError("give a FILE (with --lines and/or --whole-function) or --chunks chunks.json")
+    if lines is None and whole_function is None:
+        raise ValueError("give --lines (e.g. 12,40-45) and/or --whole-function QUALNAME")
+    numbers = parse_line_spec(lines) if lines is not None else []
+    if not view.exists(file):
+        raise ValueError(f"no such file: {file}")
+    if whole_function is None:
+        return [Chunk(view.path(file), numbers)]
+    scope = view.symbol_scope(file, whole_function, near=numbers[0] if numbers else None)
+    if scope is None:
+        raise ValueError(f"no definition named {whole_function!r} in {file}")
+    return [Chunk(scope.file_path, sorted(set(numbers) | set(scope.lines)), scope.class_name, scope.function, True)]
+
+
+def _chunks_from_file(path: Path) -> list[Chunk]:
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"no such file: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from None
+    try:
+        return TypeAdapter(list[Chunk]).validate_python(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"{path}: invalid chunk list at {where or 'top level'}: {first['msg']}") from None

@@ -1,0 +1,248 @@
+"""Per-file index: display lines plus, for Python, the frames (definitions and compound-statement clauses) that
+decide which header rows accompany a shown line. Built once per file content; rendering is then lookups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tree_sitter import Language, Node, Parser
+
+PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
+DEFINITIONS = frozenset({"function_definition", "class_definition"})
+STATEMENTS = frozenset(
+    {"if_statement", "for_statement", "while_statement", "try_statement", "with_statement", "match_statement"}
+)
+CLAUSES = frozenset({"elif_clause", "else_clause", "except_clause", "finally_clause", "case_clause"})
+FRAMES = DEFINITIONS | STATEMENTS | CLAUSES
+CONTAINERS = frozenset({"module", "block", "ERROR", "decorated_definition"})
+DESCEND = FRAMES | CONTAINERS
+
+
+@dataclass(slots=True)
+class Frame:
+    """A definition, compound statement or clause: lines `start..end` (1-based, decorators included), whose header
+    rows `start..header_end` are shown with any line inside it. `owner` is the innermost enclosing definition."""
+
+    start: int
+    header_end: int
+    end: int
+    parent: int
+    owner: int
+
+
+@dataclass(slots=True)
+class Definition:
+    frame: int
+    start: int
+    end: int
+    class_name: str
+    function: str
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(part for part in (self.class_name, self.function) if part)
+
+
+@dataclass
+class FileIndex:
+    """Display lines of one file content (split on `\\n` only, `\\r` of CRLF and NUL bytes made harmless) and, for
+    Python, its frames. `frame_at[line]` is the innermost frame holding `line` (-1: module level)."""
+
+    data: bytes
+    mtime_ns: int
+    lines: list[str]
+    frames: list[Frame] = field(default_factory=list)
+    frame_at: list[int] = field(default_factory=list)
+    definitions: list[Definition] = field(default_factory=list)
+    by_qualname: dict[str, list[int]] = field(default_factory=dict)
+    rows: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def line_count(self) -> int:
+        return len(self.lines)
+
+    def matches(self, data: bytes, mtime_ns: int) -> bool:
+        """Same size, mtime and content (compared exactly: a same-size edit with the mtime restored is still seen)."""
+        return len(data) == len(self.data) and mtime_ns == self.mtime_ns and data == self.data
+
+    def row(self, line: int) -> str:
+        text = self.rows.get(line)
+        if text is None:
+            text = self.rows[line] = f"{line:>6}\t{self.lines[line - 1]}"
+        return text
+
+    def innermost_definition(self, line: int) -> Definition | None:
+        frame = self.frame_at[line] if self.frame_at else -1
+        owner = self.frames[frame].owner if frame >= 0 else -1
+        return self.definitions[owner] if owner >= 0 else None
+
+    def resolve(self, qualname: str, near: list[int] | tuple[int, ...] = ()) -> Definition | None:
+        """The definition named `qualname`; among duplicates (a property and its setter) the one holding a line of
+        `near`, else the first."""
+        found = self.by_qualname.get(qualname)
+        if not found:
+            return None
+        for index in found if len(found) > 1 else ():
+            definition = self.definitions[index]
+            if any(definition.start <= line <= definition.end for line in near):
+                return definition
+        return self.definitions[found[0]]
+
+    def context_rows(self, lines: set[int]) -> set[int]:
+        """Header rows of every frame enclosing one of `lines`: signatures and statement/clause headers."""
+        rows: set[int] = set()
+        if not self.frame_at:
+            return rows
+        frames, frame_at = self.frames, self.frame_at
+        seen: set[int] = set()
+        for start in {frame_at[line] for line in lines}:
+            index = start
+            while index >= 0 and index not in seen:
+                seen.add(index)
+                frame = frames[index]
+                rows.update(range(frame.start, frame.header_end + 1))
+                index = frame.parent
+        return rows
+
+
+def is_python(path: str, data: bytes) -> bool:
+    if path.endswith(PYTHON_SUFFIXES):
+        return True
+    first = data[:200].split(b"\n", 1)[0]
+    return first.startswith(b"#!") and b"python" in first
+
+
+def display_lines(data: bytes) -> list[str]:
+    text = data.decode("utf-8", errors="replace")
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
+
+
+def build_index(path: str, data: bytes, mtime_ns: int) -> FileIndex:
+    index = FileIndex(data=data, mtime_ns=mtime_ns, lines=display_lines(data))
+    if is_python(path, data):
+        _index_python(index)
+    return index
+
+
+@cache
+def _language() -> Language:
+    import tree_sitter_python
+    from tree_sitter import Language
+
+    return Language(tree_sitter_python.language())
+
+
+@cache
+def _parser() -> Parser:
+    from tree_sitter import Parser
+
+    return Parser(_language())
+
+
+@cache
+def _kind_ids() -> tuple[frozenset[int], frozenset[int], frozenset[int], int, int, int]:
+    """Grammar ids of the node kinds the walk cares about (cheaper to compare than type strings)."""
+    language = _language()
+
+    def ids(kinds: frozenset[str]) -> frozenset[int]:
+        return frozenset(language.id_for_node_kind(kind, True) for kind in kinds) - {None}
+
+    return (
+        ids(FRAMES),
+        ids(DESCEND),
+        ids(DEFINITIONS),
+        language.id_for_node_kind(":", False),
+        language.id_for_node_kind("block", True),
+        language.id_for_node_kind("decorated_definition", True),
+    )
+
+
+def _end_row(node: Node) -> int:
+    end = node.end_point
+    return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row
+
+
+def _index_python(index: FileIndex) -> None:
+    frame_ids, descend_ids, definition_ids, colon_id, block_id, decorated_id = _kind_ids()
+    frames = index.frames
+    definitions = index.definitions
+    # (node, parent frame, owner definition, start row given by an enclosing decorated_definition)
+    stack: list[tuple[Node, int, int, int]] = [(_parser().parse(index.data).root_node, -1, -1, -1)]
+    while stack:
+        node, parent, owner, start_row = stack.pop()
+        kind = node.kind_id
+        children = node.children
+        child_start = node.start_point.row if kind == decorated_id else -1
+        if kind in frame_ids:
+            row = node.start_point.row if start_row < 0 else start_row
+            header_end = row
+            for child in children:  # the `:` ending the header; without one, the row before the body
+                child_kind = child.kind_id
+                if child_kind == colon_id:
+                    header_end = child.start_point.row
+                    break
+                if child_kind == block_id:
+                    break
+                header_end = child.end_point.row
+            end = _end_row(node) + 1
+            frame = len(frames)
+            if kind in definition_ids and (name := node.child_by_field_name("name")) is not None:
+                owner = _add_definition(definitions, frame, owner, node.type, name, row + 1, end)
+            frames.append(Frame(row + 1, header_end + 1, end, parent, owner))
+            parent = frame
+        stack.extend(
+            (child, parent, owner, child_start) for child in reversed(children) if child.kind_id in descend_ids
+        )
+    for position, definition in enumerate(definitions):
+        index.by_qualname.setdefault(definition.qualname, []).append(position)
+    index.frame_at = _innermost_frames(frames, index.line_count)
+
+
+def _add_definition(
+    definitions: list[Definition], frame: int, owner: int, kind: str, name_node: Node, start: int, end: int
+) -> int:
+    name = (name_node.text or b"").decode("utf-8", errors="replace")
+    if owner < 0:
+        class_name, function = "", ""
+    else:
+        outer = definitions[owner]
+        class_name, function = outer.class_name, outer.function
+    if kind == "class_definition":
+        class_name, function = ".".join(part for part in (class_name, function, name) if part), ""
+    else:
+        function = f"{function}.{name}" if function else name
+    definitions.append(Definition(frame, start, end, class_name, function))
+    return len(definitions) - 1
+
+
+def _innermost_frames(frames: list[Frame], line_count: int) -> list[int]:
+    """frame_at[line] for lines 0..line_count (index 0 unused), in one sweep over frames in pre-order."""
+    frame_at = [-1] * (line_count + 1)
+    open_frames: list[int] = []
+    position = 1
+
+    def fill(upto: int) -> None:
+        nonlocal position
+        while position < upto:
+            while open_frames and frames[open_frames[-1]].end < position:
+                open_frames.pop()
+            current = open_frames[-1] if open_frames else -1
+            stop = min(upto, frames[current].end + 1) if current >= 0 else upto
+            frame_at[position:stop] = [current] * (stop - position)
+            position = stop
+
+    for number, frame in enumerate(frames):
+        fill(min(frame.start, line_count + 1))
+        open_frames.append(number)
+    fill(line_count + 1)
+    return frame_at

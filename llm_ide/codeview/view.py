@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from llm_ide.codeview.index import FileIndex, build_index
+from llm_ide.environments.base import FileSnapshot, FileSource
+from llm_ide.state.context import Chunk, Scope, normalize_path
+
+MISSING_NOTE = "[file not found]"
+PAST_END_NOTE = "[none of the chosen lines exist: the file has {count} lines]"
+
+
+class CodeView:
+    """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`.
+
+    Each read is kept as the latest snapshot of its path; parses are cached per path and reused while size, mtime
+    and content are unchanged. Reads: `render` re-reads all its files in one `read_files` call (never stale);
+    `scopes`, `symbol_scope` and `definition_range` re-read their file (they follow actions that may have changed
+    it); the hot per-step lookups `covers`, `chunk_size`, `exists` and `line_count` use the latest snapshot and read
+    only files not read yet (`exists` re-checks a file last seen missing). `refresh` reads many files in one call,
+    `invalidate` forgets the snapshots."""
+
+    def __init__(self, source: FileSource, root: str | None = None) -> None:
+        self.source = source
+        self.root = root if root is not None else str(getattr(source, "workdir", "") or getattr(source, "root", ""))
+        self._snapshots: dict[str, FileSnapshot | None] = {}
+        self._indexes: dict[str, FileIndex] = {}
+        self._paths: dict[str, str] = {}
+
+    def path(self, path: str) -> str:
+        normalized = self._paths.get(path)
+        if normalized is None:
+            normalized = self._paths[path] = normalize_path(path, self.root)
+        return normalized
+
+    def refresh(self, paths: Iterable[str]) -> None:
+        """Read these files now, in one `read_files` call."""
+        wanted = list(dict.fromkeys(self.path(path) for path in paths))
+        if not wanted:
+            return
+        snapshots = self.source.read_files(wanted)
+        for path in wanted:
+            snapshot = self._snapshots[path] = snapshots.get(path)
+            index = self._indexes.get(path)
+            if index is not None and (snapshot is None or not index.matches(snapshot.data, snapshot.mtime_ns)):
+                del self._indexes[path]
+
+    def invalidate(self) -> None:
+        """Forget the snapshots (not the parses): the next lookup of each file reads it again."""
+        self._snapshots.clear()
+
+    def render(self, chunks: Sequence[Chunk], reread: bool = True) -> str:
+        by_file: dict[str, list[Chunk]] = {}
+        for chunk in chunks:
+            by_file.setdefault(self.path(chunk.file_path), []).append(chunk)
+        self.refresh(by_file if reread else [path for path in by_file if path not in self._snapshots])
+        return "\n\n".join(self._render_file(path, file_chunks) for path, file_chunks in by_file.items())
+
+    def chunk_size(self, chunk: Chunk) -> int:
+        """Characters this chunk alone renders to (its file's latest snapshot)."""
+        return len(self._render_file(self.path(chunk.file_path), [chunk]))
+
+    def scopes(self, path: str, lines: Iterable[int], fresh: bool = True) -> list[Scope]:
+        """The existing `lines` grouped by their innermost enclosing class/function, in line order."""
+        path = self.path(path)
+        index = self._index(path, fresh)
+        if index is None:
+            return []
+        count = index.line_count
+        groups: dict[tuple[str, str], list[int]] = {}
+        for line in sorted(set(lines)):
+            if 1 <= line <= count:
+                definition = index.innermost_definition(line)
+                key = (definition.class_name, definition.function) if definition else ("", "")
+                groups.setdefault(key, []).append(line)
+        return [Scope(path, tuple(group), class_name, function) for (class_name, function), group in groups.items()]
+
+    def symbol_scope(self, path: str, qualname: str, near: int | None = None, fresh: bool = True) -> Scope | None:
+        """A whole-function scope for `Class.method`, `outer.inner`, `Outer.Inner`...; None if there is none."""
+        path = self.path(path)
+        index = self._index(path, fresh)
+        definition = index.resolve(qualname.strip(), () if near is None else (near,)) if index else None
+        if definition is None:
+            return None
+        return Scope(path, (definition.start,), definition.class_name, definition.function, whole_function=True)
+
+    def definition_range(
+        self, path: str, qualname: str, near: int | None = None, fresh: bool = True
+    ) -> tuple[int, int] | None:
+        """First decorator row .. last row of the definition named `qualname`."""
+        index = self._index(self.path(path), fresh)
+        definition = index.resolve(qualname.strip(), () if near is None else (near,)) if index else None
+        return (definition.start, definition.end) if definition else None
+
+    def covers(self, chunk: Chunk, line: int) -> bool:
+        if line in chunk.lines:
+            return True
+        if not chunk.whole_function:
+            return False
+        index = self._index(self.path(chunk.file_path))
+        definition = index.resolve(chunk.qualname, chunk.lines) if index else None
+        return definition is not None and definition.start <= line <= definition.end
+
+    def exists(self, path: str) -> bool:
+        path = self.path(path)
+        return self._index(path, fresh=self._snapshots.get(path) is None) is not None
+
+    def line_count(self, path: str) -> int:
+        index = self._index(self.path(path))
+        return index.line_count if index else 0
+
+    def _index(self, path: str, fresh: bool = False) -> FileIndex | None:
+        if fresh or path not in self._snapshots:
+            self.refresh([path])
+        snapshot = self._snapshots[path]
+        if snapshot is None:
+            return None
+        index = self._indexes.get(path)
+        if index is None:
+            index = self._indexes[path] = build_index(path, snapshot.data, snapshot.mtime_ns)
+        return index
+
+    def _render_file(self, path: str, chunks: list[Chunk]) -> str:
+        header = f"### File: `{path}`"
+        index = self._index(path)
+        if index is None:
+            return f"{header}\n{MISSING_NOTE}"
+        shown = _shown_lines(index, chunks)
+        if not shown:
+            return f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
+        out = [header]
+        previous = -1
+        for line in sorted(shown):
+            if previous > 0 and line != previous + 1:
+                out.append("...")
+            out.append(index.row(line))
+            previous = line
+        return "\n".join(out)
+
+
+def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
+    count = index.line_count
+    shown: set[int] = set()
+    for chunk in chunks:
+        if chunk.whole_function and (definition := index.resolve(chunk.qualname, chunk.lines)):
+            shown.update(range(definition.start, min(definition.end, count) + 1))
+        shown.update(line for line in chunk.lines if 1 <= line <= count)
+    shown |= index.context_rows(shown)
+    return shown
