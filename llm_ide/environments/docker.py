@@ -1,0 +1,529 @@
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import os
+import posixpath
+import re
+import shlex
+import signal
+import socket
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+import docker
+import docker.errors
+
+from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+
+LABEL = "llm-ide"
+RUN_ID_LABEL = "llm-ide.run-id"
+BASE_IMAGE = "llm-ide-base:bookworm"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
+START_TIMEOUT = 120.0
+TOOLS_ROOT = "/tools"
+STATUS = re.compile(rb"ready|-?\d+")
+
+# The shell session: one long-lived bash inside the container. It reads this script, then its settings (the token
+# travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command) triples
+# from stdin and runs each command in its own process group under `timeout -s KILL`, so a timeout kills the whole
+# group inside the container. After each command it prints the token and the exit status. When its stdin closes (the
+# client went away, even by SIGKILL) it stops the container, which docker then removes (auto_remove).
+SESSION = r"""
+IFS= read -r -d '' token && IFS= read -r -d '' pidfile && IFS= read -r -d '' conda_env || exit 1
+if [ -n "$conda_env" ]; then
+  for base in "${CONDA_EXE%/bin/conda}" /opt/miniconda3 /opt/conda "$HOME"/miniconda3 "$HOME"/miniforge3; do
+    if [ -n "$base" ] && [ -d "$base/envs/$conda_env" ] && [ -f "$base/etc/profile.d/conda.sh" ]; then
+      . "$base/etc/profile.d/conda.sh" && conda activate "$conda_env"
+      break
+    fi
+  done
+fi
+echo $$ > "$pidfile.session"
+printf '%sready\n' "$token"
+exec 2>/dev/null
+while IFS= read -r -d '' limit && IFS= read -r -d '' dir && IFS= read -r -d '' cmd; do
+  (cd -- "$dir" && exec timeout -s KILL "$limit" bash -c "$cmd") </dev/null 2>&1 &
+  echo $! > "$pidfile"
+  wait $!
+  printf '%s%d\n' "$token" $?
+done
+kill 1
+"""
+
+
+class Sink(Protocol):
+    def feed(self, data: bytes) -> None: ...
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self.data += data
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def connect(timeout: float = 60) -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=int(timeout))
+        client.ping()
+    except docker.errors.DockerException as error:
+        raise EnvironmentFailure(
+            f"the Docker engine is not reachable ({one_line(error)}); start it (e.g. scripts/start_docker.sh)"
+        ) from None
+    return client
+
+
+def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
+    try:
+        client.images.get(image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    hint = (
+        "build it with scripts/build_base_image.sh"
+        if image == BASE_IMAGE
+        else f"pull or build it (docker pull {image}); scripts/build_base_image.sh builds the small local base image"
+    )
+    if pull != "missing":
+        raise EnvironmentFailure(f"docker image {image} not found locally; {hint}")
+    try:
+        client.images.pull(image)
+    except docker.errors.DockerException as error:
+        raise EnvironmentFailure(
+            f"docker image {image} not found locally and could not be pulled ({one_line(error)}); {hint}"
+        ) from None
+
+
+def tar_directory(source: Path, spool: tempfile.SpooledTemporaryFile[bytes]) -> None:
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(fileobj=spool, mode="w") as archive:
+        archive.add(source, arcname=".", filter=as_root)
+
+
+def single_file_tar(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mtime = int(time.time())
+        info.mode = 0o644
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def pax_mtime_ns(member: tarfile.TarInfo) -> int:
+    exact = member.pax_headers.get("mtime")
+    return int(Decimal(exact) * 1_000_000_000) if exact else int(member.mtime) * 1_000_000_000
+
+
+def member_key(path: str) -> str:
+    return posixpath.normpath(path).lstrip("/")
+
+
+class Session:
+    """The container's shell session: a bash read loop attached over the exec API (stdin in, multiplexed output out)."""
+
+    def __init__(self, api: docker.APIClient, container_id: str, conda_env: str | None, workdir: str) -> None:
+        self.token = f"\x1e__llm_ide_{uuid.uuid4().hex}__".encode()
+        self.pidfile = f"/tmp/.llm-ide-{uuid.uuid4().hex}.pid"
+        exec_id = api.exec_create(
+            container_id,
+            ["bash", "-c", 'IFS= read -r -d "" script && eval "$script"', "llm-ide-session"],
+            stdin=True,
+            workdir=workdir,
+        )["Id"]
+        raw = api.exec_start(exec_id, socket=True)
+        self._raw = raw
+        self.sock: socket.socket = getattr(raw, "_sock", raw)
+        self._frames = bytearray()
+        self._left = 0  # bytes of the current frame's payload not received yet
+        self.alive = True
+        self.stale = False  # interrupted mid-command: its output would leak into the next one, so it is replaced
+        self.send(SESSION, self.token.decode(), self.pidfile, conda_env or "")
+        startup = Collector()
+        if self.wait_token(startup, time.monotonic() + START_TIMEOUT) is None:
+            raise EnvironmentFailure(f"the container's shell did not start: {startup.data.decode(errors='replace')}")
+        self.startup_output = startup.data.decode(errors="replace")
+
+    def send(self, *fields: str) -> None:
+        self.sock.sendall(b"".join(field.encode() + b"\0" for field in fields))
+
+    def read(self, deadline: float) -> bytes | None:
+        """The next payload bytes; b"" at end of stream; None when the deadline passes."""
+        while True:
+            if self._left and self._frames:
+                take = bytes(self._frames[: self._left])
+                del self._frames[: len(take)]
+                self._left -= len(take)
+                return take
+            if not self._left and len(self._frames) >= 8:
+                self._left = int.from_bytes(self._frames[4:8], "big")
+                del self._frames[:8]
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 16)
+            except TimeoutError:
+                return None
+            if not data:
+                self.alive = False
+                return b""
+            self._frames += data
+
+    def wait_token(self, sink: Sink, deadline: float) -> str | None:
+        """Feeds the output before the token to `sink`; returns what follows the token up to the newline."""
+        pending = bytearray()
+        keep = len(self.token) + 16
+        while True:
+            at = pending.find(self.token)
+            if at >= 0:
+                end = pending.find(b"\n", at)
+                status = pending[at + len(self.token) : end if end >= 0 else len(pending)]
+                if end >= 0 and STATUS.fullmatch(status):
+                    sink.feed(bytes(pending[:at]))
+                    return status.decode()
+                if end >= 0 or len(status) > 16:  # not our status line: ordinary output
+                    sink.feed(bytes(pending[: at + 1]))
+                    del pending[: at + 1]
+                    continue
+            elif len(pending) > keep:
+                sink.feed(bytes(pending[:-keep]))
+                del pending[:-keep]
+            data = self.read(deadline)
+            if not data:
+                sink.feed(bytes(pending))
+                return None
+            pending += data
+
+    def close(self) -> None:
+        self.alive = False
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(Exception):
+            self._raw.close()
+
+
+class DockerEnvironment:
+    """One container per run; commands go through one shell session attached with the exec API."""
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        run_id: str,
+        workdir: str = "/testbed",
+        env: dict[str, str] | None = None,
+        conda_env: str | None = None,
+        network: str | None = "host",
+        cpus: float | None = None,
+        memory: str | int | None = None,
+        command_timeout: float = 120,
+        output_max_bytes: int = 1_000_000,
+        pull: str = "missing",
+        messages: dict[str, str] | None = None,
+        repo: Path | None = None,
+    ) -> None:
+        self.image = image
+        self.run_id = run_id
+        self.workdir = workdir
+        self.tools_root = TOOLS_ROOT
+        self.conda_env = conda_env
+        self.command_timeout = command_timeout
+        self.output_max_bytes = output_max_bytes
+        self.messages = {**default_messages(), **(messages or {})}
+        self.kill_grace = KILL_GRACE
+        self._lock = threading.RLock()
+        self._session: Session | None = None
+        self.container_id: str | None = None
+        self.client = connect()
+        ensure_image(self.client, image, pull)
+        if repo is not None and not Path(repo).is_dir():
+            raise EnvironmentFailure(f"repository not found: {repo}")
+        self._start_container(env or {}, network, cpus, memory)
+        try:
+            self._session = self._open_session()
+            if repo is not None:
+                self.copy_in(Path(repo), workdir)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_config(
+        cls, settings: dict[str, Any], *, repo: Path | None, run_id: str, image: str | None
+    ) -> DockerEnvironment:
+        from llm_ide.environments.output import messages_from_config
+
+        image = image or settings.get("image")
+        if not image:
+            raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
+        return cls(
+            image,
+            run_id=run_id,
+            workdir=settings.get("workdir") or "/testbed",
+            env=settings.get("env") or {},
+            conda_env=settings.get("conda_env"),
+            network=settings.get("network"),
+            cpus=settings.get("cpus"),
+            memory=settings.get("memory"),
+            command_timeout=settings["command_timeout"],
+            output_max_bytes=settings["output_max_bytes"],
+            pull=settings.get("pull", "missing"),
+            messages=messages_from_config(settings),
+            repo=repo,
+        )
+
+    def _start_container(self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any) -> None:
+        options: dict[str, Any] = {}
+        if network:
+            options["network_mode"] = network
+        if network != "none" and CA_BUNDLE.is_file():
+            options["volumes"] = {str(CA_BUNDLE): {"bind": str(CA_BUNDLE), "mode": "ro"}}
+        if cpus:
+            options["nano_cpus"] = int(float(cpus) * 1e9)
+        if memory:
+            options["mem_limit"] = memory
+        name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
+        install_cleanup_handlers()
+        try:
+            container = self.client.containers.create(
+                self.image,
+                entrypoint=["sleep", "infinity"],
+                command=[],
+                name=name,
+                labels={LABEL: "1", RUN_ID_LABEL: self.run_id},
+                environment={key: str(value) for key, value in env.items()},
+                working_dir=self.workdir,
+                init=True,
+                auto_remove=True,
+                detach=True,
+                **options,
+            )
+        except docker.errors.DockerException as error:
+            raise EnvironmentFailure(f"could not create a container from {self.image}: {one_line(error)}") from None
+        self.container_id = container.id
+        _LIVE[container.id] = self
+        try:
+            container.start()
+        except docker.errors.DockerException as error:
+            self.close()
+            raise EnvironmentFailure(f"could not start a container from {self.image}: {one_line(error)}") from None
+
+    def _open_session(self) -> Session:
+        assert self.container_id is not None
+        try:
+            return Session(self.client.api, self.container_id, self.conda_env, "/")
+        except docker.errors.DockerException as error:
+            raise EnvironmentFailure(f"container {self.container_id[:12]} is not usable: {one_line(error)}") from None
+
+    def _session_ready(self) -> Session:
+        if self.container_id is None:
+            raise EnvironmentFailure("the docker environment is closed")
+        old = self._session
+        if old is not None and (old.stale or not old.alive):
+            self._session = None
+            if old.alive:
+                self._kill(old, server=True)
+            old.close()
+        if self._session is None:
+            self._session = self._open_session()
+        return self._session
+
+    def _resolve(self, path: str | None) -> str:
+        return posixpath.join(self.workdir, path) if path else self.workdir
+
+    def run(self, command: str, sink: Sink, timeout: float, cwd: str | None = None) -> tuple[int, bool, bool]:
+        """Runs `command`, streaming its output into `sink`. Returns (returncode, timed_out, session_lost)."""
+        with self._lock:
+            session = self._session_ready()
+            try:
+                session.send(repr(float(timeout)), self._resolve(cwd), command)
+            except OSError:  # the session went away between commands: nothing ran, so a fresh one may run it
+                session.stale = True
+                session = self._session_ready()
+                session.send(repr(float(timeout)), self._resolve(cwd), command)
+            start = time.monotonic()
+            try:
+                status = session.wait_token(sink, start + timeout + self.kill_grace)
+                if status is None and session.alive:  # the in-container timeout did not fire: kill the group here
+                    self._kill(session, server=False)
+                    status = session.wait_token(sink, time.monotonic() + self.kill_grace)
+            except BaseException:
+                session.stale = True
+                raise
+            elapsed = time.monotonic() - start
+            if status is None:
+                session.stale = True
+                return 137, elapsed >= timeout, True
+            returncode = int(status)
+            return returncode, returncode == 137 and elapsed >= timeout, False
+
+    def _kill(self, session: Session, server: bool) -> None:
+        """Kills the running command's process group (and the session's shell) with a separate exec."""
+        assert self.container_id is not None
+        script = f'kill -KILL -- -"$(cat {session.pidfile})"'
+        if server:
+            script += f'; kill -KILL "$(cat {session.pidfile}.session)"'
+        with contextlib.suppress(docker.errors.DockerException):
+            exec_id = self.client.api.exec_create(self.container_id, ["bash", "-c", script + " 2>/dev/null"])["Id"]
+            self.client.api.exec_start(exec_id)
+
+    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+        timeout = self.command_timeout if timeout is None else timeout
+        start = time.monotonic()
+        cap = OutputCap(self.output_max_bytes)
+        returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
+        output = cap.text(self.messages["elided"])
+        if timed_out:
+            output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
+        elif lost:
+            output = append_note(output, render(self.messages["session_lost"]))
+        return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
+
+    def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
+        snapshots: dict[str, FileSnapshot | None] = dict.fromkeys(paths)
+        if not paths:
+            return snapshots
+        command = "tar -c -h --no-recursion --ignore-failed-read --format=posix -f - -- " + " ".join(
+            shlex.quote(path) for path in paths
+        )
+        archive = Collector()
+        returncode, _, lost = self.run(command + " 2>/dev/null", archive, self.command_timeout)
+        if lost or returncode > 1:
+            raise EnvironmentFailure(f"reading files from the container failed (tar exit status {returncode})")
+        wanted = {member_key(path): path for path in paths}
+        with tarfile.open(fileobj=io.BytesIO(archive.data), mode="r:") as tar:
+            for member in tar:
+                path = wanted.get(member_key(member.name))
+                if path is not None and member.isfile():
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    snapshots[path] = FileSnapshot(handle.read(), pax_mtime_ns(member))
+        return snapshots
+
+    def write_file(self, path: str, data: bytes) -> None:
+        staging = f".llm-ide-write-{uuid.uuid4().hex}"
+        self._put_archive("/tmp", single_file_tar(staging, data))
+        target = shlex.quote(self._resolve(path))
+        script = (
+            f'mkdir -p -- "$(dirname -- {target})" && cat -- /tmp/{staging} > {target}; rc=$?; '
+            f"rm -f /tmp/{staging}; exit $rc"
+        )
+        sink = Collector()
+        returncode, _, _ = self.run(script, sink, self.command_timeout)
+        if returncode != 0:
+            raise OSError(f"cannot write {path} in the container: {sink.data.decode(errors='replace').strip()}")
+
+    def copy_in(self, source: Path, destination: str) -> None:
+        source = Path(source)
+        target = self._resolve(destination)
+        if not source.is_dir():
+            self.write_file(target, source.read_bytes())
+            return
+        sink = Collector()
+        if self.run(f"mkdir -p -- {shlex.quote(target)}", sink, self.command_timeout)[0] != 0:
+            raise EnvironmentFailure(f"cannot create {target} in the container: {sink.data.decode(errors='replace')}")
+        with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
+            tar_directory(source, spool)
+            spool.seek(0)
+            self._put_archive(target, spool)
+
+    def _put_archive(self, path: str, data: Any) -> None:
+        if self.container_id is None:
+            raise EnvironmentFailure("the docker environment is closed")
+        try:
+            self.client.api.put_archive(self.container_id, path, data)
+        except docker.errors.DockerException as error:
+            raise EnvironmentFailure(f"copying into the container failed: {one_line(error)}") from None
+
+    def close(self) -> None:
+        container_id, self.container_id = self.container_id, None
+        if container_id is None:
+            return
+        if self._session is not None:
+            self._session.close()
+        with contextlib.suppress(docker.errors.NotFound):
+            try:
+                self.client.api.remove_container(container_id, force=True)
+            except docker.errors.APIError as error:
+                if error.status_code != 409:  # 409: removal already in progress (auto_remove)
+                    raise
+        _LIVE.pop(container_id, None)
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+    def __enter__(self) -> DockerEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_LIVE: dict[str, DockerEnvironment] = {}
+_OWNER_PID = os.getpid()
+_installed = False
+
+
+def close_all() -> None:
+    """Removes every container this process still holds (atexit, SIGTERM/SIGHUP)."""
+    if os.getpid() != _OWNER_PID:
+        return
+    for environment in list(_LIVE.values()):
+        with contextlib.suppress(Exception):
+            environment.close()
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def install_cleanup_handlers() -> None:
+    """atexit removes live containers; SIGTERM/SIGHUP, when still at their default (which would skip atexit and
+    `finally`), are turned into SystemExit. Handlers the caller installed are left alone."""
+    global _installed, _OWNER_PID
+    if _installed and os.getpid() == _OWNER_PID:
+        return
+    _installed, _OWNER_PID = True, os.getpid()
+    atexit.register(close_all)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, _exit_on_signal)
+
+
+def cleanup_containers(client: docker.DockerClient | None = None) -> int:
+    """Removes every container labelled `llm-ide` (leftovers of runs killed too hard to clean up). Returns how many."""
+    client = client or connect()
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        with contextlib.suppress(docker.errors.NotFound):
+            try:
+                container.remove(force=True)
+                removed += 1
+            except docker.errors.APIError as error:
+                if error.status_code != 409:
+                    raise
+    return removed
