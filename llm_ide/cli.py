@@ -27,3 +27,6 @@ app.command("inspect")(inspect)
 from llm_ide.codeview.cli import context_command  # noqa: E402
 
 app.command("context")(context_command)
+from llm_ide.environments.commands import cleanup_command  # noqa: E402
+
+app.command("cleanup")(cleanup_command)

@@ -47,7 +47,7 @@ def workspace_text(ctx: AgentContext, state: AgentState) -> str:
         task=render(ctx.templates, "task", task=state["task"]),
         code_context=code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
         operation_history=history_text(ctx, nodes),
-        tool_usage=ctx.tool_usage,
+        tool_usage=ctx.tool_usage or render(ctx.templates, "tool_usage_empty"),
         lessons="\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
     )
 

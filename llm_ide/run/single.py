@@ -41,6 +41,7 @@ class RunResult:
     submission: str
     trajectory_path: Path
     model_stats: dict[str, Any]
+    error: str = ""
 
 
 def describe_action(node: Any) -> str:
@@ -145,17 +146,17 @@ def run_task(
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             status = _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run_id)
         except ModelError as error:
-            status = "model_error"
+            status, info["error"] = "model_error", str(error)
             log.error("model error: %s", error)
         except EnvironmentFailure as error:
-            status = "environment_error"
+            status, info["error"] = "environment_error", str(error)
             log.error("environment error: %s", error)
         except KeyboardInterrupt:
-            status = "interrupted"
+            status, info["error"] = "interrupted", "interrupted by the user"
             log.warning("interrupted")
             raise
-        except Exception:
-            status = "error"
+        except Exception as error:
+            status, info["error"] = "error", f"{type(error).__name__}: {error}"
             log.exception("run failed")
         finally:
             if env is not None:
@@ -203,7 +204,7 @@ def _finish(recorder, values, info, status, submission, emit) -> RunResult:
     usage = dict(values.get("usage") or empty_usage())
     emit(RunEvent(info["run_id"], "end", step=values.get("n_operations", 0), cost=usage["cost"], exit_status=status))
     log.info("run %s ended: %s", info["run_id"], status)
-    return RunResult(info["run_id"], status, submission, recorder.path, usage)
+    return RunResult(info["run_id"], status, submission, recorder.path, usage, info.get("error", ""))
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]
