@@ -26,6 +26,8 @@ from llm_ide.environments.output import OutputCap, append_note, default_messages
 
 LABEL = "llm-ide"
 RUN_ID_LABEL = "llm-ide.run-id"
+PID_LABEL = "llm-ide.pid"
+HOST_LABEL = "llm-ide.host"
 BASE_IMAGE = "llm-ide-base:bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
@@ -313,7 +315,7 @@ class DockerEnvironment:
                 entrypoint=["sleep", "infinity"],
                 command=[],
                 name=name,
-                labels={LABEL: "1", RUN_ID_LABEL: self.run_id},
+                labels=owner_labels(self.run_id),
                 environment={key: str(value) for key, value in env.items()},
                 working_dir=self.workdir,
                 init=True,
@@ -514,11 +516,35 @@ def install_cleanup_handlers() -> None:
             signal.signal(signum, _exit_on_signal)
 
 
-def cleanup_containers(client: docker.DockerClient | None = None) -> int:
-    """Removes every container labelled `llm-ide` (leftovers of runs killed too hard to clean up). Returns how many."""
+def owner_labels(run_id: str) -> dict[str, str]:
+    return {LABEL: "1", RUN_ID_LABEL: run_id, PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that made a container still runs (on this host; other hosts count as alive)."""
+    if labels.get(HOST_LABEL) != socket.gethostname():
+        return labels.get(HOST_LABEL) is not None
+    try:
+        os.kill(int(labels.get(PID_LABEL, "")), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_containers(
+    client: docker.DockerClient | None = None, *, include_live: bool = False, run_id: str | None = None
+) -> tuple[int, int]:
+    """Removes the containers labelled `llm-ide` whose run is over (its process is gone), or all of them with
+    `include_live`; only those of `run_id` when given. Returns (removed, skipped because their run is alive)."""
     client = client or connect()
-    removed = 0
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    label_filter = [LABEL] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    removed = skipped = 0
+    for container in client.containers.list(all=True, filters={"label": label_filter}):
+        if not include_live and owner_alive(container.labels):
+            skipped += 1
+            continue
         with contextlib.suppress(docker.errors.NotFound):
             try:
                 container.remove(force=True)
@@ -526,4 +552,4 @@ def cleanup_containers(client: docker.DockerClient | None = None) -> int:
             except docker.errors.APIError as error:
                 if error.status_code != 409:
                     raise
-    return removed
+    return removed, skipped

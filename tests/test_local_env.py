@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from llm_ide.config import load_config
+from llm_ide.environments import EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.environments.output import OutputCap
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def process_gone(pid: int, wait: float = 5.0) -> bool:
+    """True once `pid` no longer runs (absent, or a zombie waiting for its new parent to reap it)."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in {"Z", "X"}:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> LocalEnvironment:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "mod.py").write_text("x = 1\n")
+    environment = make_environment(load_config("default"), repo, "local-test", None, tmp_path / "tools")
+    assert isinstance(environment, LocalEnvironment)
+    yield environment
+    environment.close()
+
+
+def test_execute_in_repo_with_config_env_cwd_and_returncode(env: LocalEnvironment, tmp_path: Path) -> None:
+    result = env.execute('pwd; echo "$PAGER $GIT_PAGER $NO_COLOR $TERM"; echo oops >&2; exit 3')
+    assert result.output == f"{tmp_path / 'repo'}\ncat cat 1 dumb\noops\n"
+    assert (result.returncode, result.timed_out, result.truncated) == (3, False, False)
+    assert env.execute("ls; cat mod.py", cwd="pkg").output == "mod.py\nx = 1\n"
+    assert env.workdir == str(tmp_path / "repo")
+    assert env.tools_root == str(tmp_path / "tools") and Path(env.tools_root).is_dir()
+    assert env.execute("read line; echo got:$line").output == "got:\n"  # stdin is /dev/null, never a hang
+
+
+def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(env: LocalEnvironment) -> None:
+    command = "echo started; sleep 300 & echo $! > child.pid; sleep 300; echo never"
+    result = env.execute(command, timeout=1)
+    assert result.timed_out is True
+    assert result.returncode == 137
+    assert result.output.startswith("started\n")
+    assert "timed out after 1 s" in result.output and "never" not in result.output
+    child = int((Path(env.workdir) / "child.pid").read_text())
+    assert process_gone(child), "the background child outlived the timeout"
+    assert env.execute("echo next").output == "next\n"
+
+
+def test_background_child_holding_the_pipe_does_not_block(env: LocalEnvironment) -> None:
+    result = env.execute("sleep 300 & echo $! > bg.pid; echo done", timeout=20)
+    child = int((Path(env.workdir) / "bg.pid").read_text())
+    try:
+        assert (result.output, result.returncode, result.timed_out) == ("done\n", 0, False)
+        assert not process_gone(child, wait=0.1), "a background process the agent started must keep running"
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_100mb_of_output_is_capped_in_bounded_memory(env: LocalEnvironment) -> None:
+    env.output_max_bytes = 10_000
+    tracemalloc.start()
+    try:
+        result = env.execute("echo BEGIN; yes 0123456789 | head -c 100000000; echo; echo END")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000, f"peak Python allocation {peak} bytes while streaming 100 MB"
+    assert result.truncated is True and result.returncode == 0
+    assert result.output.startswith("BEGIN\n0123456789\n")
+    assert result.output.endswith("\nEND\n")
+    total = len("BEGIN\n") + 100_000_000 + len("\nEND\n")
+    assert f"bytes of output elided ({total} bytes in total)" in result.output
+    head, note, tail = result.output.split("\n[", 1)[0], *result.output.split("\n[", 1)[1].split("]\n", 1)
+    assert (len(head) + 1, len(tail)) == (5_000, 5_000)
+    assert note.startswith(f"... {total - 10_000} bytes")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "max_bytes", "expected_text", "truncated"),
+    [
+        ([b"abc", b"def"], 10, "abcdef", False),
+        ([b"0123456789"], 10, "0123456789", False),
+        ([b"01234", b"56789", b"ab"], 4, "01\n[... 8 bytes of output elided (12 bytes in total) ...]\nab", True),
+        ([b"x" * 100, b"yz"], 6, "xxx\n[... 96 bytes of output elided (102 bytes in total) ...]\nxyz", True),
+    ],
+)
+def test_output_cap_keeps_head_and_tail(
+    chunks: list[bytes], max_bytes: int, expected_text: str, truncated: bool
+) -> None:
+    cap = OutputCap(max_bytes)
+    for chunk in chunks:
+        cap.feed(chunk)
+    assert (cap.text(), cap.truncated, cap.total) == (expected_text, truncated, sum(map(len, chunks)))
+
+
+def test_read_write_and_copy_files(env: LocalEnvironment, tmp_path: Path) -> None:
+    env.write_file("new/dir/data.bin", b"\xff\xfe\x00binary")
+    env.execute("chmod +x pkg/mod.py")
+    env.write_file("pkg/mod.py", b"x = 2\n")
+    snapshots = env.read_files(["pkg/mod.py", "new/dir/data.bin", "missing.py", "pkg"])
+    repo = Path(env.workdir)
+    assert snapshots == {
+        "pkg/mod.py": type(snapshots["pkg/mod.py"])(b"x = 2\n", (repo / "pkg/mod.py").stat().st_mtime_ns),
+        "new/dir/data.bin": type(snapshots["pkg/mod.py"])(
+            b"\xff\xfe\x00binary", (repo / "new/dir/data.bin").stat().st_mtime_ns
+        ),
+        "missing.py": None,
+        "pkg": None,
+    }
+    assert os.access(repo / "pkg/mod.py", os.X_OK), "write_file must keep the file's mode"
+    source = tmp_path / "src"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "a.txt").write_text("a")
+    env.copy_in(source, "vendor")
+    assert env.execute("cat vendor/sub/a.txt").output == "a"
+
+
+def test_missing_repository_and_unknown_type_are_clear_errors(tmp_path: Path) -> None:
+    config = load_config("default")
+    with pytest.raises(EnvironmentFailure, match="repository not found"):
+        make_environment(config, tmp_path / "nope", "r", None, None)
+    with pytest.raises(EnvironmentFailure, match="needs a repository"):
+        make_environment(config, None, "r", None, None)
+    with pytest.raises(EnvironmentFailure, match="unknown environment type 'vm'"):
+        make_environment({"environment": {**config["environment"], "type": "vm"}}, tmp_path, "r", None, None)
+
+
+def test_own_tools_dir_is_removed_on_close(tmp_path: Path) -> None:
+    environment = LocalEnvironment(tmp_path)
+    tools = Path(environment.tools_root)
+    assert tools.is_dir() and tools != tmp_path
+    environment.close()
+    assert not tools.exists() and tmp_path.exists()
+
+
+def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from llm_ide.environments import LocalEnvironment
+        env = LocalEnvironment(Path({str(tmp_path)!r}))
+        print("running", flush=True)
+        env.execute("sleep 300 & echo $! > child.pid; sleep 300", timeout=600)
+        """
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline() == "running\n"
+    pid_file = tmp_path / "child.pid"
+    end = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < end, "the command did not start"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=10)
+    assert process.returncode != 0 and "KeyboardInterrupt" in stderr
+    assert process_gone(int(pid_file.read_text())), "Ctrl-C left the command's child running"
