@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import shutil
@@ -14,7 +15,15 @@ from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSna
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 
 READ_CHUNK = 1 << 16
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
 EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec: a command must not outlive an agent that was killed (even with SIGKILL)."""
+    with contextlib.suppress(AttributeError):
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def signal_returncode(returncode: int) -> int:
@@ -93,6 +102,7 @@ class LocalEnvironment:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         assert process.stdout is not None
         cap = OutputCap(self.output_max_bytes)

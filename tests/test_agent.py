@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from agent_script import BUGGY_FILES, FIX_SCRIPT, TEST_COMMAND, act, reflect, write_script
+from conftest import git, make_git_repo
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+
+
+def config(**agent: object) -> dict:
+    settings = load_config("default")
+    settings["environment"]["tools"] = []
+    settings["agent"].update(agent)
+    settings["model"].update(max_retries=2, retry_base_delay=0.01, retry_max_delay=0.02, timeout=2)
+    return settings
+
+
+def run(tmp_path: Path, responses: list[str], repo: Path | None = None, **agent: object):
+    repo = repo or make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "script.yaml", responses)
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=model,
+        config=config(**agent),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo,
+    )
+    return result, json.loads(result.trajectory_path.read_text())
+
+
+def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: Path) -> None:
+    result, traj = run(tmp_path, FIX_SCRIPT)
+    ops = traj["operations"]
+    assert result.exit_status == "submitted" == traj["info"]["exit_status"]
+    assert [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in ops] == [
+        (0, None, "view", False),
+        (1, 0, "bash", True),
+        (2, 0, "edit", False),
+        (3, 2, "bash", False),
+        (4, 3, "submit", None),
+    ]
+    assert "Ran 1 test" in ops[3]["observation"] and "OK" in ops[3]["observation"]
+    assert "FAILED" in ops[1]["observation"]
+    assert result.submission == traj["info"]["submission"]
+    assert "-            total += price\n+            total += price * quantity\n" in result.submission
+    assert subprocess.run(TEST_COMMAND, shell=True, cwd=tmp_path / "repo").returncode == 0
+
+    chunks = {(c["class_name"], c["function"]): c for c in traj["code_context"]}
+    total = chunks[("Cart", "total")]
+    assert total["activity"]["accessed"] == [1, 0, 1, 0, 0]
+    assert total["activity"]["referred"] == [1, 1, 2, 1, 0]
+    # scored when the context was last rendered, before the fifth operation: S = Σ (A_i + R_i)·0.9^(4−i)
+    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**3 + 1 * 0.9**2 + (1 + 2) * 0.9 + 1)
+    assert all(len(c["activity"]["accessed"]) == len(c["activity"]["referred"]) == 5 for c in traj["code_context"])
+
+    calls = traj["model_calls"]
+    assert [c["kind"] for c in calls] == ["act"] + ["reflect", "act"] * 4
+    assert traj["info"]["model_stats"]["api_calls"] == 9
+    last_act = calls[-1]["prompt"]
+    assert "### Operation 1" not in last_act  # the failed alternative left the reasoning chain...
+    assert "- Rounding in Cart.total is fine; 11.5 means quantities are ignored." in last_act  # ...its lessons stay
+    assert "- Run the tests before guessing." in last_act
+    assert "### Operation 0" in last_act and "### Operation 3 (latest)" in last_act
+    assert "            total += price * quantity" in last_act  # the code context shows the edited code
+    alternative = calls[4]["prompt"]
+    assert "## Alternative action" in alternative and "## Next step" not in alternative
+    assert "## Next step" in calls[2]["prompt"]
+
+
+def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
+    responses = [
+        "I think I should look at the code.",
+        act("Look[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=5),
+        "<bad_action>maybe</bad_action><summary>x</summary>",
+        "no tags at all",
+        '<thought>x</thought><action_type>dance</action_type><action_params>{"a": 1}</action_params>',
+    ]
+    result, traj = run(tmp_path, responses, max_format_errors=3)
+    assert result.exit_status == "format_error"
+    assert len(traj["operations"]) == 1
+    prompts = [c["prompt"] for c in traj["model_calls"]]
+    assert "missing <action_type> tag" in prompts[1] and "[assistant]\nI think I should look" in prompts[1]
+    assert "<bad_action> must be true or false, got 'maybe'" in prompts[3]
+    assert "missing <bad_action> tag" in prompts[4]
+    assert len(prompts) == 5
+
+
+@pytest.mark.parametrize(
+    ("agent", "status", "n_ops"),
+    [
+        ({"step_limit": 2}, "step_limit", 2),
+        ({"cost_limit": 1e-9}, "cost_limit", 1),
+    ],
+)
+def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent: dict, status: str, n_ops: int) -> None:
+    script = [
+        act("Fix.", "edit", path="shop/cart.py", old="total += price\n", new="total += price * quantity\n"),
+        reflect(False, "edited"),
+        act("Check.", "bash", command=TEST_COMMAND),
+        reflect(False, "ok"),
+        act("Done.", "submit"),
+    ]
+    if status == "cost_limit":
+        with OpenAIServer(replies=[Reply(text=script[0], input_tokens=10_000, output_tokens=100)]) as server:
+            repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+            result = run_task(
+                "fix",
+                model="gpt-4o",
+                base_url=server.url,
+                config=config(**agent),
+                output_dir=tmp_path / "out",
+                run_id="t1",
+                repo=repo,
+            )
+            traj = json.loads(result.trajectory_path.read_text())
+            assert traj["info"]["model_stats"]["cost"] == pytest.approx(10_000 * 2.5e-6 + 100 * 10e-6)
+    else:
+        result, traj = run(tmp_path, script, **agent)
+    assert result.exit_status == status
+    assert len(traj["operations"]) == n_ops
+    assert "+            total += price * quantity" in result.submission
+
+
+def test_http_model_errors_end_the_run_cleanly(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=[act("Look.", "view", path="shop/cart.py"), 500]) as server:
+        result = run_task(
+            "fix",
+            model="some-model",
+            base_url=server.url,
+            config=config(),
+            output_dir=tmp_path / "out",
+            run_id="t1",
+            repo=repo,
+        )
+    traj = json.loads(result.trajectory_path.read_text())
+    assert result.exit_status == "model_error" == traj["info"]["exit_status"]
+    assert "500" in result.error and "after 3 attempts" in result.error
+    assert [o["action_type"] for o in traj["operations"]] == ["view"]
+    assert server.hits == 4
+
+
+def test_garbage_from_the_endpoint_ends_with_format_error(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=["☃ garbage ☃"]) as server:
+        result = run_task(
+            "fix",
+            model="some-model",
+            base_url=server.url,
+            config=config(max_format_errors=2),
+            output_dir=tmp_path / "out",
+            run_id="t1",
+            repo=repo,
+        )
+    assert result.exit_status == "format_error"
+    assert server.hits == 2
+    assert "Your response could not be used" in server.requests[1].body["messages"][-1]["content"]
+
+
+def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path) -> None:
+    script = [
+        act("Add a helper.", "create", path="shop/util.py", content="def double(x):\n    return 2 * x\n"),
+        reflect(False, "created"),
+        act("Log noise.", "bash", command="echo noise > debug.log && mkdir -p build && echo x > build/out.txt"),
+        reflect(False, "ok"),
+        act("Done.", "submit"),
+    ]
+    result, traj = run(tmp_path, script)
+    assert result.exit_status == "submitted"
+    assert "+++ b/shop/util.py" in result.submission
+    assert "debug.log" not in result.submission and "build/out.txt" not in result.submission
+    assert git(tmp_path / "repo", "status", "--porcelain").splitlines() == ["?? build/", "?? shop/util.py"]
+    again = run_task(
+        "ignored",
+        model="scripted:/nonexistent.yaml",
+        config=config(),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=tmp_path / "repo",
+    )
+    assert (again.exit_status, again.submission) == ("submitted", result.submission)
