@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import pytest
+
+from llm_ide.state.context import (
+    Activity,
+    Chunk,
+    Scope,
+    ScoreParams,
+    add_scope,
+    normalize_path,
+    record_operation,
+    referral_score,
+    rescore,
+    select_chunks,
+    trim_to_budget,
+)
+
+
+def chunk(name: str, accessed: list[int], referred: list[int] | None = None, score: float = 0.0) -> Chunk:
+    return Chunk(
+        name, [1], activity=Activity(accessed, referred if referred is not None else [0] * len(accessed), score)
+    )
+
+
+@pytest.mark.parametrize(
+    ("accessed", "referred", "params", "expected"),
+    [
+        ([1, 0, 1], [0, 2, 1], ScoreParams(1, 1, 0.9), 1 * 0.81 + 2 * 0.9 + 2 * 1),
+        ([1, 0, 1], [0, 2, 1], ScoreParams(1, 1, 1.0), 5.0),
+        ([1, 1, 0, 1], [0, 0, 3, 1], ScoreParams(1, 1, 0.5), 0.125 + 0.25 + 1.5 + 2.0),
+        ([1, 0, 1], [0, 2, 1], ScoreParams(2, 0.5, 0.9), 2 * 0.81 + 0.5 * 2 * 0.9 + 2.5),
+        ([1, 1, 1], [4, 0, 0], ScoreParams(0, 1, 0.5), 1.0),
+        ([0, 0, 1, 0, 0], [0, 0, 0, 0, 0], ScoreParams(1, 1, 0.9), 0.81),
+        ([1, 1], [3, 2], ScoreParams(1, 1, 0.0), 3.0),
+        ([0, 0, 0], [0, 0, 0], ScoreParams(1, 1, 0.9), 0.0),
+        ([], [], ScoreParams(1, 1, 0.9), 0.0),
+    ],
+)
+def test_referral_score(accessed: list[int], referred: list[int], params: ScoreParams, expected: float) -> None:
+    assert referral_score(Activity(accessed, referred), params) == pytest.approx(expected)
+
+
+def test_referral_score_of_the_spec_example_is_4_61() -> None:
+    assert referral_score(Activity([1, 0, 1], [0, 2, 1]), ScoreParams()) == pytest.approx(4.61)
+
+
+@pytest.mark.parametrize(
+    ("gamma", "expected"),
+    [
+        (0.9, [0.729 + 0.81, 0.9 + 2.0, 1.0, 0.0]),
+        (1.0, [2.0, 3.0, 1.0, 0.0]),
+        (0.5, [0.125 + 0.25, 0.5 + 2.0, 1.0, 0.0]),
+    ],
+)
+def test_rescore_chunks_of_different_ages(gamma: float, expected: list[float]) -> None:
+    chunks = [
+        chunk("old.py", [1, 0, 0, 0], [0, 1, 0, 0]),
+        chunk("mid.py", [0, 0, 1, 0], [0, 0, 0, 2]),
+        chunk("new.py", [0, 0, 0, 1], [0, 0, 0, 0]),
+        chunk("idle.py", [0, 0, 0, 0], [0, 0, 0, 0], score=7.0),
+    ]
+    rescore(chunks, 4, ScoreParams(gamma=gamma))
+    assert [c.activity.score for c in chunks] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "kept"),
+    [
+        (1.0, ["last.py", "high.py"]),
+        (0.0, ["last.py", "equal.py", "high.py", "low.py"]),
+        (0.75, ["last.py", "equal.py", "high.py"]),
+        (10.0, ["last.py"]),
+    ],
+)
+def test_select_chunks_threshold_and_latest_access(threshold: float, kept: list[str]) -> None:
+    chunks = [
+        chunk("last.py", [0, 0, 1]),
+        chunk("equal.py", [0, 1, 0], [0, 1, 0]),
+        chunk("high.py", [1, 0, 0], [0, 0, 2]),
+        chunk("low.py", [1, 1, 0]),
+        chunk("idle.py", [0, 0, 0]),
+    ]
+    params = ScoreParams(gamma=0.5, threshold=threshold)
+    rescore(chunks, 3, params)
+    assert [c.activity.score for c in chunks] == pytest.approx([1.0, 1.0, 2.25, 0.75, 0.0])
+    assert [c.file_path for c in select_chunks(chunks, params)] == kept
+
+
+@pytest.mark.parametrize(
+    ("scores", "accessed_last", "sizes", "budget", "kept"),
+    [
+        ([3, 1, 2, 0.5], [], [100] * 4, 400, [0, 1, 2, 3]),
+        ([3, 1, 2, 0.5], [], [100] * 4, 1000, [0, 1, 2, 3]),
+        ([3, 1, 2, 0.5], [], [100] * 4, 350, [0, 1, 2]),
+        ([3, 1, 2, 0.5], [], [100] * 4, 250, [0, 2]),
+        ([3, 1, 2, 0.5], [3], [100] * 4, 250, [0, 3]),
+        ([3, 1, 2, 0.5], [1, 3], [100] * 4, 150, [1, 3]),
+        ([3, 1, 2, 0.5], [0, 1, 2, 3], [100] * 4, 50, [0, 1, 2, 3]),
+        ([3, 1, 2, 0.5], [], [100] * 4, 0, []),
+        ([0.1, 0.2, 5], [], [10, 500, 10], 100, [2]),
+        ([0.1, 0.2, 5], [], [500, 10, 10], 100, [1, 2]),
+    ],
+)
+def test_trim_to_budget(
+    scores: list[float], accessed_last: list[int], sizes: list[int], budget: int, kept: list[int]
+) -> None:
+    chunks = [chunk(f"{i}.py", [1, 1 if i in accessed_last else 0], score=s) for i, s in enumerate(scores)]
+    assert trim_to_budget(chunks, sizes, budget) == [chunks[i] for i in kept]
+
+
+def test_add_scope_creates_padded_chunk_then_merges() -> None:
+    chunks: list[Chunk] = []
+    assert add_scope(chunks, Scope("a.py", (9, 3, 3), "C", "f"), 3) == 0
+    assert chunks == [Chunk("a.py", [3, 9], "C", "f", False, Activity([0, 0, 0], [0, 0, 0]))]
+    chunks[0].activity = Activity([0, 1, 0], [2, 0, 0], 1.5)
+    assert add_scope(chunks, Scope("a.py", (4, 9), "C", "f"), 3) == 0
+    assert chunks == [Chunk("a.py", [3, 4, 9], "C", "f", False, Activity([0, 1, 0], [2, 0, 0], 1.5))]
+    assert add_scope(chunks, Scope("a.py", (3,), "C", "f"), 3) == 0
+    assert chunks[0].lines == [3, 4, 9]
+
+
+@pytest.mark.parametrize(
+    ("scope", "index", "lines"),
+    [
+        (Scope("a.py", (12,), "C", "f"), 0, [3, 9, 12]),
+        (Scope("a.py", (12,), "C", "f", whole_function=True), 1, [12]),
+        (Scope("a.py", (12,), "D", "f"), 1, [12]),
+        (Scope("a.py", (12,), "C", "f.inner"), 1, [12]),
+        (Scope("a.py", (12,), "C", ""), 1, [12]),
+        (Scope("b.py", (12,), "C", "f"), 1, [12]),
+        (Scope("a.py", (2,), "", ""), 1, [2]),
+    ],
+)
+def test_add_scope_key_is_file_class_function_whole(scope: Scope, index: int, lines: list[int]) -> None:
+    chunks = [Chunk("a.py", [3, 9], "C", "f", activity=Activity([1, 0], [0, 1]))]
+    assert add_scope(chunks, scope, 2) == index
+    assert len(chunks) == index + 1
+    assert chunks[index] == Chunk(
+        scope.file_path,
+        lines,
+        scope.class_name,
+        scope.function,
+        scope.whole_function,
+        Activity([1, 0], [0, 1]) if index == 0 else Activity([0, 0], [0, 0]),
+    )
+
+
+def test_record_operation_keeps_lengths_at_n_operations() -> None:
+    chunks: list[Chunk] = []
+    steps: list[tuple[list[Scope], dict[int, int]]] = [
+        ([Scope("a.py", (1,))], {}),
+        ([], {0: 2}),
+        ([Scope("b.py", (5,), "K", "m"), Scope("a.py", (2,))], {1: 1}),
+        ([Scope("c.py", (7,), whole_function=True)], {0: 1, 2: 3}),
+        ([], {}),
+    ]
+    for n_operations, (scopes, referred) in enumerate(steps):
+        accessed = {add_scope(chunks, scope, n_operations) for scope in scopes}
+        record_operation(chunks, accessed, referred)
+        assert {len(c.activity.accessed) for c in chunks} == {n_operations + 1}
+        assert {len(c.activity.referred) for c in chunks} == {n_operations + 1}
+    assert [(c.file_path, c.lines, c.activity.accessed, c.activity.referred) for c in chunks] == [
+        ("a.py", [1, 2], [1, 0, 1, 0, 0], [0, 2, 0, 1, 0]),
+        ("b.py", [5], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0]),
+        ("c.py", [7], [0, 0, 0, 1, 0], [0, 0, 0, 3, 0]),
+    ]
+    rescore(chunks, len(steps), ScoreParams(gamma=0.5))
+    assert [c.activity.score for c in chunks] == pytest.approx([0.0625 + 0.25 + 0.25 + 0.5, 0.5, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("path", "root", "expected"),
+    [
+        ("a.py", "", "a.py"),
+        ("./a.py", "", "a.py"),
+        ("a//b.py", "", "a/b.py"),
+        ("pkg/./sub//c.py", "", "pkg/sub/c.py"),
+        ("/repo/a.py", "/repo", "a.py"),
+        ("/repo/a.py", "/repo/", "a.py"),
+        ("/repo/pkg/a.py", "/repo", "pkg/a.py"),
+        ("/repo//a.py", "/repo", "a.py"),
+        ("/repo/./a.py", "/repo", "a.py"),
+        ("/repo/pkg/../a.py", "/repo", "a.py"),
+        ("/repo/../repo/a.py", "/repo", "a.py"),
+        ("/repo", "/repo", ""),
+        ("/repository/a.py", "/repo", "/repository/a.py"),
+        ("/other/a.py", "/repo", "/other/a.py"),
+        ("pkg/../a.py", "", "a.py"),
+        ("../a.py", "", "../a.py"),
+        ("pkg\\sub\\a.py", "", "pkg/sub/a.py"),
+        (".\\a.py", "", "a.py"),
+        ("C:\\repo\\pkg\\a.py", "C:\\repo", "pkg/a.py"),
+        ("a.py", "/repo", "a.py"),
+        ("", "", ""),
+        (".", "", ""),
+    ],
+)
+def test_normalize_path(path: str, root: str, expected: str) -> None:
+    assert normalize_path(path, root) == expected
