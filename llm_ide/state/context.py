@@ -4,7 +4,6 @@ import operator
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 
 @dataclass
@@ -53,12 +52,11 @@ class Scope:
 
 def normalize_path(path: str, root: str = "") -> str:
     """Repo-relative POSIX path: `./a.py`, `a//b.py` and `<root>/a.py` all name one file."""
-    path = path.replace("\\", "/")
-    root = root.replace("\\", "/").rstrip("/")
+    path = posixpath.normpath(path.replace("\\", "/")) if path else ""
+    root = posixpath.normpath(root.replace("\\", "/")).rstrip("/") if root else ""
     if root and (path == root or path.startswith(root + "/")):
         path = path[len(root) + 1 :]
-    normalized = posixpath.normpath(path) if path else ""
-    return "" if normalized == "." else str(PurePosixPath(normalized))
+    return "" if path == "." else path
 
 
 def decay_powers(n: int, gamma: float) -> list[float]:
