@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from llm_ide.cli import app
+
+BOX = b"""class Box:
+    @property
+    def value(self):
+        return self._value
+
+    @value.setter
+    def value(self, new):
+        if new is None:
+            raise ValueError(new)
+        self._value = new
+"""
+
+
+def context(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`llm-ide context ...` in a real process."""
+    return subprocess.run(
+        [sys.executable, "-c", "from llm_ide.cli import app; app()", "context", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def context_in_process(cwd: Path, *args: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    monkeypatch.chdir(cwd)
+    result = CliRunner().invoke(app, ["context", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "box.py").write_bytes(BOX)
+    return tmp_path
+
+
+def test_lines_option_prints_the_exact_format(repo: Path) -> None:
+    result = context(repo, "pkg/box.py", "--lines", "9,4-4")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (
+        "### File: `pkg/box.py`\n"
+        "     1\tclass Box:\n"
+        "     2\t    @property\n"
+        "     3\t    def value(self):\n"
+        "     4\t        return self._value\n"
+        "...\n"
+        "     6\t    @value.setter\n"
+        "     7\t    def value(self, new):\n"
+        "     8\t        if new is None:\n"
+        "     9\t            raise ValueError(new)\n"
+    )
+
+
+def test_whole_function_option_resolves_duplicates_by_the_given_lines(repo: Path) -> None:
+    result = context(repo / "pkg", "box.py", "--whole-function", "Box.value", "--lines", "10")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (
+        "### File: `box.py`\n"
+        "     1\tclass Box:\n"
+        "...\n"
+        "     6\t    @value.setter\n"
+        "     7\t    def value(self, new):\n"
+        "     8\t        if new is None:\n"
+        "     9\t            raise ValueError(new)\n"
+        "    10\t        self._value = new\n"
+    )
+    first = context(repo, str(repo / "pkg" / "box.py"), "--whole-function", "Box.value")
+    assert first.stdout.splitlines()[1:] == [
+        "     1\tclass Box:",
+        *[f"{n:>6}\t" + BOX.decode().split("\n")[n - 1] for n in (2, 3, 4)],
+    ]
+
+
+def test_chunks_file_with_relative_absolute_and_missing_paths(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "notes.txt"
+    outside.write_text("alpha\nbeta\ngamma\n")
+    chunks = [
+        {"file_path": "./pkg/box.py", "lines": [4], "class_name": "Box", "function": "value"},
+        {"file_path": str(outside), "lines": [1, 3]},
+        {"file_path": "pkg/gone.py", "lines": [1], "activity": {"accessed": [1], "referred": [0], "score": 1.0}},
+        {"file_path": str(repo / "pkg" / "box.py"), "lines": [], "class_name": "Box", "function": "value",
+         "whole_function": True},
+    ]  # fmt: skip
+    (repo / "chunks.json").write_text(json.dumps(chunks))
+    result = context(repo, "--chunks", "chunks.json")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (
+        "### File: `pkg/box.py`\n"
+        "     1\tclass Box:\n"
+        "     2\t    @property\n"
+        "     3\t    def value(self):\n"
+        "     4\t        return self._value\n"
+        "\n"
+        f"### File: `{outside.as_posix()}`\n"
+        "     1\talpha\n"
+        "...\n"
+        "     3\tgamma\n"
+        "\n"
+        "### File: `pkg/gone.py`\n"
+        "[file not found]\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "lines", "stdout"),
+    [
+        (b"def f():\r\n    x = 1\r\n    return x\r\n", "3", "     1\tdef f():\n...\n     3\t    return x\n"),
+        (b"def f(:\n  return [\n", "1-2", "     1\tdef f(:\n     2\t  return [\n"),
+        (b"x = '\xff'\ny = 2\n", "1", "     1\tx = '\ufffd'\n"),
+        (b"x = 1\x00\ny = 2\n", "1-2", "     1\tx = 1\ufffd\n     2\ty = 2\n"),
+        (b"a\x0cb = 1\nc = 2\n", "2,7-9", "     2\tc = 2\n"),
+        (b"\tif x:\n\t\ty\n", "2", "     1\t\tif x:\n     2\t\t\ty\n"),
+        (b"one\n", "5", "[none of the chosen lines exist: the file has 1 lines]\n"),
+    ],
+)
+def test_robustness_cases_exit_zero_and_show_the_lines_that_exist(
+    tmp_path: Path, data: bytes, lines: str, stdout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "f.py").write_bytes(data)
+    result = context_in_process(tmp_path, "f.py", "--lines", lines, monkeypatch=monkeypatch)
+    assert result == (0, "### File: `f.py`\n" + stdout, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["pkg/box.py", "--lines", "3-x"],
+            "error: malformed line spec '3-x': expected numbers and ranges like 12,40-45",
+        ),
+        (
+            ["pkg/box.py", "--lines", "5-2"],
+            "error: malformed line spec '5-2': lines start at 1 and ranges go upwards (5-2)",
+        ),
+        (["pkg/box.py", "--lines", "0"], "error: malformed line spec '0': lines start at 1 and ranges go upwards (0)"),
+        (["pkg/box.py", "--lines", ""], "error: malformed line spec '': expected numbers and ranges like 12,40-45"),
+        (["pkg/missing.py", "--lines", "1"], "error: no such file: pkg/missing.py"),
+        (["pkg/box.py", "--whole-function", "Box.nope"], "error: no definition named 'Box.nope' in pkg/box.py"),
+        (["pkg/box.py"], "error: give --lines (e.g. 12,40-45) and/or --whole-function QUALNAME"),
+        ([], "error: give a FILE (with --lines and/or --whole-function) or --chunks chunks.json"),
+        (["--chunks", "none.json"], "error: no such file: none.json"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(
+    repo: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert context_in_process(repo, *args, monkeypatch=monkeypatch) == (2, "", message + "\n")
+
+
+def test_user_error_in_a_real_process_has_no_traceback(repo: Path) -> None:
+    result = context(repo, "pkg/missing.py", "--lines", "1,2")
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", "error: no such file: pkg/missing.py\n")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[{", "error: bad.json is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 3"),
+        ('[{"lines": [1]}]', "error: bad.json: invalid chunk list at 0.file_path: Field required"),
+        (
+            '[{"file_path": "a.py", "lines": ["x"]}]',
+            "error: bad.json: invalid chunk list at 0.lines.0: Input should be",
+        ),
+        ('{"file_path": "a.py"}', "error: bad.json: invalid chunk list at top level: Input should be a valid list"),
+    ],
+)
+def test_malformed_chunks_file_exits_2(repo: Path, content: str, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / "bad.json").write_text(content)
+    code, stdout, stderr = context_in_process(repo, "--chunks", "bad.json", monkeypatch=monkeypatch)
+    assert (code, stdout) == (2, "")
+    assert stderr.startswith(message)
+    assert stderr.count("\n") == 1

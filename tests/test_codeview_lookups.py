@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from llm_ide.codeview import CodeView, LocalFiles
+from llm_ide.environments.base import FileSnapshot
+from llm_ide.state.context import Chunk, Scope
+
+SOURCE = '''
+import os
+
+
+class Outer(Base):
+    """Doc."""
+
+    class Inner:
+        def method(self):
+            def helper():
+                return 1
+            return helper()
+
+    @property
+    def value(self):
+        return self._value
+
+    @value.setter
+    def value(self, new):
+        self._value = new
+
+
+def make():
+    class Local:
+        def run(self):
+            return 2
+
+    return Local
+'''
+
+
+class CountingFiles(LocalFiles):
+    """A real LocalFiles that also records each read_files call."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[list[str]] = []
+
+    def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
+        self.calls.append(list(paths))
+        return super().read_files(paths)
+
+
+@pytest.fixture
+def view(tmp_path: Path) -> CodeView:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(textwrap.dedent(SOURCE).lstrip("\n"))
+    (tmp_path / "notes.md").write_text("# Title\n\ntext\n")
+    return CodeView(LocalFiles(tmp_path))
+
+
+def test_scopes_group_lines_by_innermost_class_and_function(view: CodeView) -> None:
+    assert view.scopes("./pkg/mod.py", [99, 1, 10, 9, 16, 20, 0, 4, 25, 5, 23, 27, 15, 19, -3]) == [
+        Scope("pkg/mod.py", (1, 20), "", ""),
+        Scope("pkg/mod.py", (4, 5, 16), "Outer", ""),
+        Scope("pkg/mod.py", (9, 10), "Outer.Inner", "method.helper"),
+        Scope("pkg/mod.py", (15, 19), "Outer", "value"),
+        Scope("pkg/mod.py", (23,), "make.Local", ""),
+        Scope("pkg/mod.py", (25,), "make.Local", "run"),
+        Scope("pkg/mod.py", (27,), "", "make"),
+    ]
+
+
+def test_scopes_of_decorator_and_signature_rows_belong_to_the_definition(view: CodeView) -> None:
+    assert view.scopes("pkg/mod.py", [13, 14, 8]) == [
+        Scope("pkg/mod.py", (8,), "Outer.Inner", "method"),
+        Scope("pkg/mod.py", (13, 14), "Outer", "value"),
+    ]
+
+
+def test_scopes_of_missing_file_and_non_python_file(view: CodeView) -> None:
+    assert view.scopes("pkg/absent.py", [1, 2]) == []
+    assert view.scopes("notes.md", [3, 1, 7]) == [Scope("notes.md", (1, 3), "", "")]
+
+
+@pytest.mark.parametrize(
+    ("qualname", "near", "scope", "span"),
+    [
+        ("Outer", None, Scope("pkg/mod.py", (4,), "Outer", "", True), (4, 19)),
+        ("Outer.Inner", None, Scope("pkg/mod.py", (7,), "Outer.Inner", "", True), (7, 11)),
+        ("Outer.Inner.method.helper", None, Scope("pkg/mod.py", (9,), "Outer.Inner", "method.helper", True), (9, 10)),
+        ("Outer.value", None, Scope("pkg/mod.py", (13,), "Outer", "value", True), (13, 15)),
+        ("Outer.value", 19, Scope("pkg/mod.py", (17,), "Outer", "value", True), (17, 19)),
+        ("Outer.value", 2, Scope("pkg/mod.py", (13,), "Outer", "value", True), (13, 15)),
+        ("make.Local.run", None, Scope("pkg/mod.py", (24,), "make.Local", "run", True), (24, 25)),
+        (" make ", None, Scope("pkg/mod.py", (22,), "", "make", True), (22, 27)),
+    ],
+)
+def test_symbol_scope_and_definition_range(
+    view: CodeView, qualname: str, near: int | None, scope: Scope, span: tuple[int, int]
+) -> None:
+    assert view.symbol_scope("pkg/mod.py", qualname, near) == scope
+    assert view.definition_range("pkg/mod.py", qualname, near) == span
+
+
+@pytest.mark.parametrize(("path", "qualname"), [("pkg/mod.py", "Inner"), ("pkg/mod.py", "Outer.nope"), ("x.py", "f")])
+def test_symbol_scope_absent(view: CodeView, path: str, qualname: str) -> None:
+    assert view.symbol_scope(path, qualname) is None
+    assert view.definition_range(path, qualname) is None
+
+
+def test_covers_lines_and_whole_definitions_by_position(view: CodeView) -> None:
+    plain = Chunk("pkg/mod.py", [9, 10], "Outer.Inner", "method.helper")
+    setter = Chunk("pkg/mod.py", [17], "Outer", "value", whole_function=True)
+    getter = Chunk("pkg/mod.py", [], "Outer", "value", whole_function=True)
+    assert [line for line in range(1, 30) if view.covers(plain, line)] == [9, 10]
+    assert [line for line in range(1, 30) if view.covers(setter, line)] == [17, 18, 19]
+    assert [line for line in range(1, 30) if view.covers(getter, line)] == [13, 14, 15]
+
+
+def test_chunk_size_is_the_length_of_the_chunk_rendered_alone(view: CodeView) -> None:
+    chunks = [
+        Chunk("pkg/mod.py", [10]),
+        Chunk("pkg/mod.py", [], "Outer", "value", whole_function=True),
+        Chunk("notes.md", [1, 3]),
+        Chunk("gone.py", [1]),
+    ]
+    sizes = [view.chunk_size(chunk) for chunk in chunks]
+    assert sizes == [len(view.render([chunk])) for chunk in chunks]
+    assert sizes[2] == len("### File: `notes.md`\n     1\t# Title\n...\n     3\ttext")
+
+
+def test_exists_and_line_count(view: CodeView, tmp_path: Path) -> None:
+    assert (view.exists("pkg/mod.py"), view.line_count("pkg/mod.py")) == (True, 27)
+    assert (view.exists(str(tmp_path / "notes.md")), view.line_count("notes.md")) == (True, 3)
+    assert (view.exists("pkg"), view.line_count("nope.py")) == (False, 0)
+    (tmp_path / "nope.py").write_text("a\nb")
+    assert (view.exists("nope.py"), view.line_count("nope.py")) == (True, 2)
+
+
+def test_one_read_per_render_and_parses_reused_while_unchanged(tmp_path: Path) -> None:
+    for name in ("a.py", "b.py", "c.txt"):
+        (tmp_path / name).write_text("def f():\n    return 1\n")
+    source = CountingFiles(tmp_path)
+    view = CodeView(source)
+    chunks = [Chunk("a.py", [2]), Chunk("./b.py", [2]), Chunk("c.txt", [1]), Chunk("a.py", [1])]
+    first = view.render(chunks)
+    indexes = dict(view._indexes)
+    assert view.render(chunks) == first
+    assert source.calls == [["a.py", "b.py", "c.txt"], ["a.py", "b.py", "c.txt"]]
+    assert all(view._indexes[path] is index for path, index in indexes.items())
+    (tmp_path / "b.py").write_text("def g():\n    return 2\n")
+    assert "def g():" in view.render(chunks)
+    assert view._indexes["a.py"] is indexes["a.py"]
+    assert view._indexes["b.py"] is not indexes["b.py"]
+
+
+def test_lookups_after_an_edit_see_the_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_text("def f():\n    return 1\n")
+    view = CodeView(LocalFiles(tmp_path))
+    assert view.scopes("a.py", [2]) == [Scope("a.py", (2,), "", "f")]
+    path.write_text("class C:\n    def g(self):\n        return 1\n")
+    assert view.scopes("a.py", [3]) == [Scope("a.py", (3,), "C", "g")]
+    assert view.symbol_scope("a.py", "C.g") == Scope("a.py", (2,), "C", "g", True)
+    (tmp_path / "new.py").write_text("x = 1\n")
+    assert view.scopes("new.py", [1, 2]) == [Scope("new.py", (1,), "", "")]
+
+
+def test_local_files_reads_relative_and_absolute_paths(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.py").write_bytes(b"x\r\n")
+    files = LocalFiles(tmp_path)
+    absolute = str(tmp_path / "d" / "f.py")
+    snapshots = files.read_files(["d/f.py", "./d/f.py", absolute, "d", "missing.py"])
+    assert [None if s is None else s.data for s in snapshots.values()] == [b"x\r\n", b"x\r\n", b"x\r\n", None, None]
+    assert snapshots["d/f.py"].mtime_ns == (tmp_path / "d" / "f.py").stat().st_mtime_ns
