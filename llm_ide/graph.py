@@ -36,8 +36,10 @@ def after_update(state: AgentState) -> Literal["render_context", "__end__"]:
     return END if state.get("exit_status") else "render_context"
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
-    builder = StateGraph(AgentState, context_schema=AgentContext, input_schema=AgentInput)
+def build_graph(
+    checkpointer: BaseCheckpointSaver | None = None, context_schema: type[AgentContext] | None = AgentContext
+) -> CompiledStateGraph:
+    builder = StateGraph(AgentState, context_schema=context_schema, input_schema=AgentInput)
     for node in (render_context, reflect, branch, act, execute_tool, update_activity):
         builder.add_node(node.__name__, node)
     builder.add_edge(START, "render_context")
@@ -50,4 +52,5 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     return builder.compile(checkpointer=checkpointer, name="llm-ide")
 
 
-graph = build_graph()
+# LangGraph Studio: no runtime context (not JSON-describable); nodes build it from the input fields (resolve)
+graph = build_graph(context_schema=None)

@@ -66,7 +66,7 @@ _STUDIO_LOCK = threading.Lock()
 
 def resolve(runtime: Runtime[AgentContext] | None, state: dict[str, Any]) -> AgentContext:
     """The run's context; for runs started without one (LangGraph Studio), built once per thread from the input."""
-    if runtime is not None and runtime.context is not None:
+    if runtime is not None and isinstance(runtime.context, AgentContext):
         return runtime.context
     thread_id = str(get_config().get("configurable", {}).get("thread_id", "default"))
     with _STUDIO_LOCK:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas) needs it on Python < 3.12
 
 from llm_ide.state.context import Chunk, Scope
 from llm_ide.state.operations import OperationNode, Reflection

@@ -1,0 +1,177 @@
+"""LangGraph Studio: `langgraph dev` serves the exported graph and runs it to the end through `langgraph_sdk`."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import git, make_git_repo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BUGGY = '''"""Temperature helpers."""
+
+
+def to_fahrenheit(celsius: float) -> float:
+    return celsius * 9 / 5 - 32
+
+
+def to_celsius(fahrenheit: float) -> float:
+    return (fahrenheit - 32) * 5 / 9
+'''
+
+TEST = """import unittest
+
+from temps import to_celsius, to_fahrenheit
+
+
+class TemperatureTest(unittest.TestCase):
+    def test_round_trip(self) -> None:
+        self.assertEqual(to_fahrenheit(100), 212)
+        self.assertEqual(to_celsius(212), 100)
+"""
+
+SCRIPT = [
+    "<thought>The task names `to_fahrenheit`[1](temps.py:4); read it.</thought>\n<action_type>view</action_type>\n"
+    '<action_params>{"path": "temps.py", "start_line": 1, "end_line": 10}</action_params>',
+    "<bad_action>false</bad_action>\n<lessons></lessons>\n"
+    "<summary>to_fahrenheit subtracts 32 instead of adding it.</summary>",
+    "<thought>The offset has the wrong sign[1](temps.py:5).</thought>\n<action_type>edit</action_type>\n"
+    '<action_params>{"path": "temps.py", "old": "9 / 5 - 32", "new": "9 / 5 + 32"}</action_params>',
+    "<bad_action>false</bad_action>\n<lessons></lessons>\n<summary>to_fahrenheit now adds 32.</summary>",
+    "<thought>Run the tests[1](temps.py:5).</thought>\n<action_type>bash</action_type>\n"
+    '<action_params>{"command": "python3 -m unittest -q test_temps 2>&1"}</action_params>',
+    "<bad_action>false</bad_action>\n<lessons>Run the unit tests after an edit.</lessons>\n"
+    "<summary>The round-trip test passes.</summary>",
+    "<thought>Fixed and tested; submit.</thought>\n<action_type>submit</action_type>\n"
+    "<action_params>{}</action_params>",
+]
+
+
+def require_langgraph_dev() -> None:
+    modules = ("langgraph_cli", "langgraph_api", "langgraph_sdk")
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    reason = f"{', '.join(missing)} not installed (pip install 'llm-ide[studio]')"
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but {reason}")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 90) -> None:
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"langgraph dev exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"langgraph dev did not answer on {url} within {seconds}s:\n{log.read_text()[-3000:]}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> int:
+    """SIGINT (Ctrl-C) to the server's process group, SIGKILL if it does not exit in time."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            return process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    return process.wait()
+
+
+@pytest.fixture
+def studio(tmp_path: Path) -> Iterator[str]:
+    """`langgraph dev` on a free loopback port, serving the repository's langgraph.json (it keeps its in-memory
+    store in ROOT/.langgraph_api, which is git-ignored)."""
+    require_langgraph_dev()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "langgraph-dev.log"
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        wait_ready(process, url, log)
+        yield url
+    finally:
+        stop(process)
+    assert process.returncode is not None
+
+
+@pytest.mark.slow
+def test_langgraph_dev_runs_the_graph(studio: str, tmp_path: Path) -> None:
+    from langgraph_sdk import get_sync_client
+
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"responses": SCRIPT}))
+    client = get_sync_client(url=studio)
+
+    (assistant,) = client.assistants.search(graph_id="llm-ide")
+    schemas = client.assistants.get_schemas(assistant["assistant_id"])
+    fields = schemas["input_schema"]["properties"]
+    assert {"task", "repo", "model", "base_url", "config"} <= set(fields)
+    assert fields["config"]["type"] == "object"
+    assert {fields[name]["type"] for name in ("task", "repo", "model", "base_url")} == {"string"}
+    assert "operations" in schemas["state_schema"]["properties"]
+
+    thread = client.threads.create()
+    task = "`to_fahrenheit(100)` returns 148 instead of 212. Fix it so that `python3 -m unittest test_temps` passes."
+    inputs = {
+        "task": task,
+        "repo": str(repo),
+        "model": f"scripted:{script}",
+        "config": {"environment": {"tools": []}},
+    }
+    final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
+
+    assert final["exit_status"] == "submitted"
+    assert final["n_operations"] == 4
+    operations = final["operations"]
+    assert [op["action_type"] for op in operations] == ["view", "edit", "bash", "submit"]
+    assert [op["parent_id"] for op in operations] == [None, 0, 1, 2]
+    assert [op["bad_action"] for op in operations] == [False, False, False, None]
+    assert "5\t    return celsius * 9 / 5 - 32" in operations[0]["observation"]
+    assert "OK" in operations[2]["observation"]
+    assert operations[2]["returncode"] == 0
+    assert final["usage"]["api_calls"] == len(SCRIPT)
+    assert any(chunk["file_path"] == "temps.py" for chunk in final["code_context"])
+    assert "return celsius * 9 / 5 + 32" in (repo / "temps.py").read_text()
+    assert git(repo, "diff", "--stat").strip().startswith("temps.py")
+
+    (run,) = client.runs.list(thread["thread_id"])
+    assert run["status"] == "success"
+    state = client.threads.get_state(thread["thread_id"])
+    assert state["next"] == []
+    assert state["values"]["operations"] == operations
+    history = client.threads.get_history(thread["thread_id"], limit=200)
+    counts = [len(snapshot["values"].get("operations", [])) for snapshot in reversed(history)]
+    assert counts == sorted(counts)
+    assert set(counts) == {0, 1, 2, 3, 4}
