@@ -17,8 +17,9 @@ def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int)
     rescore(chunks, n_operations, params)
     shown = select_chunks(chunks, params)
     view = ctx.workspace.view
+    view.refresh(chunk.file_path for chunk in shown)
     shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.config["memory"]["context_budget_chars"])
-    return view.render(shown) if shown else render(ctx.templates, "code_context_empty")
+    return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
 
 
 def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
