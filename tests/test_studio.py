@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-
-from tests.conftest import git, make_git_repo
+from agent_script import act, reflect, write_script
+from conftest import git, make_git_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,19 +41,13 @@ class TemperatureTest(unittest.TestCase):
 """
 
 SCRIPT = [
-    "<thought>The task names `to_fahrenheit`[1](temps.py:4); read it.</thought>\n<action_type>view</action_type>\n"
-    '<action_params>{"path": "temps.py", "start_line": 1, "end_line": 10}</action_params>',
-    "<bad_action>false</bad_action>\n<lessons></lessons>\n"
-    "<summary>to_fahrenheit subtracts 32 instead of adding it.</summary>",
-    "<thought>The offset has the wrong sign[1](temps.py:5).</thought>\n<action_type>edit</action_type>\n"
-    '<action_params>{"path": "temps.py", "old": "9 / 5 - 32", "new": "9 / 5 + 32"}</action_params>',
-    "<bad_action>false</bad_action>\n<lessons></lessons>\n<summary>to_fahrenheit now adds 32.</summary>",
-    "<thought>Run the tests[1](temps.py:5).</thought>\n<action_type>bash</action_type>\n"
-    '<action_params>{"command": "python3 -m unittest -q test_temps 2>&1"}</action_params>',
-    "<bad_action>false</bad_action>\n<lessons>Run the unit tests after an edit.</lessons>\n"
-    "<summary>The round-trip test passes.</summary>",
-    "<thought>Fixed and tested; submit.</thought>\n<action_type>submit</action_type>\n"
-    "<action_params>{}</action_params>",
+    act("The task names `to_fahrenheit`[1](temps.py:4); read it.", "view", path="temps.py", start_line=1, end_line=10),
+    reflect(False, "to_fahrenheit subtracts 32 instead of adding it."),
+    act("The offset has the wrong sign[1](temps.py:5).", "edit", path="temps.py", old="9 / 5 - 32", new="9 / 5 + 32"),
+    reflect(False, "to_fahrenheit now adds 32."),
+    act("Run the tests[1](temps.py:5).", "bash", command="python3 -m unittest -q test_temps 2>&1"),
+    reflect(False, "The round-trip test passes.", "Run the unit tests after an edit."),
+    act("Fixed and tested; submit.", "submit"),
 ]
 
 
@@ -130,8 +123,7 @@ def test_langgraph_dev_runs_the_graph(studio: str, tmp_path: Path) -> None:
     from langgraph_sdk import get_sync_client
 
     repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump({"responses": SCRIPT}))
+    model = write_script(tmp_path / "script.yaml", SCRIPT)
     client = get_sync_client(url=studio)
 
     (assistant,) = client.assistants.search(graph_id="llm-ide")
@@ -147,7 +139,7 @@ def test_langgraph_dev_runs_the_graph(studio: str, tmp_path: Path) -> None:
     inputs = {
         "task": task,
         "repo": str(repo),
-        "model": f"scripted:{script}",
+        "model": model,
         "config": {"environment": {"tools": []}},
     }
     final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
