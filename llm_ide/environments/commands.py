@@ -24,4 +24,4 @@ def cleanup_command(
     message = f"removed {removed} llm-ide container{'s' if removed != 1 else ''}"
     if skipped:
         message += f"; kept {skipped} of runs still going (--all removes them too)"
-    Console(highlight=False).print(message)
+    Console(highlight=False, soft_wrap=True).print(message)

@@ -38,8 +38,7 @@ STATUS = re.compile(rb"ready|-?\d+")
 # The shell session: one long-lived bash inside the container. It reads this script, then its settings (the token
 # travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command) triples
 # from stdin and runs each command in its own process group under `timeout -s KILL`, so a timeout kills the whole
-# group inside the container. After each command it prints the token and the exit status. When its stdin closes (the
-# client went away, even by SIGKILL) it stops the container, which docker then removes (auto_remove).
+# group inside the container. After each command it prints the token and the exit status.
 SESSION = r"""
 IFS= read -r -d '' token && IFS= read -r -d '' pidfile && IFS= read -r -d '' conda_env || exit 1
 if [ -n "$conda_env" ]; then
@@ -59,8 +58,10 @@ while IFS= read -r -d '' limit && IFS= read -r -d '' dir && IFS= read -r -d '' c
   wait $!
   printf '%s%d\n' "$token" $?
 done
-kill 1
 """
+# The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
+# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
+WATCHDOG = ["sh", "-c", "read -r _; kill 1", "llm-ide-watchdog"]
 
 
 class Sink(Protocol):
@@ -258,6 +259,7 @@ class DockerEnvironment:
         self.kill_grace = KILL_GRACE
         self._lock = threading.RLock()
         self._session: Session | None = None
+        self._watchdog: Any = None
         self.container_id: str | None = None
         self.client = connect()
         ensure_image(self.client, image, pull)
@@ -329,6 +331,8 @@ class DockerEnvironment:
         _LIVE[container.id] = self
         try:
             container.start()
+            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
+            self._watchdog = self.client.api.exec_start(watchdog, socket=True)
         except docker.errors.DockerException as error:
             self.close()
             raise EnvironmentFailure(f"could not start a container from {self.image}: {one_line(error)}") from None
@@ -415,14 +419,16 @@ class DockerEnvironment:
         returncode, _, lost = self.run(command + " 2>/dev/null", archive, self.command_timeout)
         if lost or returncode > 1:
             raise EnvironmentFailure(f"reading files from the container failed (tar exit status {returncode})")
-        wanted = {member_key(path): path for path in paths}
+        wanted: dict[str, list[str]] = {}
+        for path in paths:
+            wanted.setdefault(member_key(path), []).append(path)
         with tarfile.open(fileobj=io.BytesIO(archive.data), mode="r:") as tar:
             for member in tar:
-                path = wanted.get(member_key(member.name))
-                if path is not None and member.isfile():
+                if member.isfile() and (same := wanted.get(member_key(member.name))):
                     handle = tar.extractfile(member)
                     assert handle is not None
-                    snapshots[path] = FileSnapshot(handle.read(), pax_mtime_ns(member))
+                    snapshot = FileSnapshot(handle.read(), pax_mtime_ns(member))
+                    snapshots.update(dict.fromkeys(same, snapshot))
         return snapshots
 
     def write_file(self, path: str, data: bytes) -> None:
@@ -466,6 +472,9 @@ class DockerEnvironment:
             return
         if self._session is not None:
             self._session.close()
+        if self._watchdog is not None:
+            with contextlib.suppress(Exception):
+                self._watchdog.close()
         with contextlib.suppress(docker.errors.NotFound):
             try:
                 self.client.api.remove_container(container_id, force=True)

@@ -1,0 +1,291 @@
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import git, make_git_repo, require_docker
+
+from llm_ide.config import load_config
+from llm_ide.environments import EnvironmentFailure, FileSnapshot, make_environment
+
+pytestmark = pytest.mark.docker
+
+BASE_IMAGE = "llm-ide-base:bookworm"
+CONDA_IMAGE = "llm-ide-test-conda:bookworm"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def docker_client():
+    require_docker()
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        if os.environ.get("CI"):
+            pytest.fail(f"{BASE_IMAGE} is missing in CI (scripts/build_base_image.sh should have built it)")
+        pytest.skip(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
+    return client
+
+
+def settings(**values: object) -> dict:
+    return {**load_config("default")["environment"], "type": "docker", "image": BASE_IMAGE, **values}
+
+
+def containers_of(client, run_id: str) -> list:
+    return client.containers.list(all=True, filters={"label": f"llm-ide.run-id={run_id}"})
+
+
+def wait_until_gone(client, run_id: str, seconds: float = 15) -> list:
+    end = time.monotonic() + seconds
+    while (left := containers_of(client, run_id)) and time.monotonic() < end:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.fixture
+def client():
+    return docker_client()
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+def test_commands_workdir_env_and_container_settings(client, run_id: str) -> None:
+    config = settings(workdir="/work/project", env={"PAGER": "cat", "MY_SETTING": "a b"}, cpus=1.5, memory="256m")
+    env = make_environment(config, None, run_id, None, None)
+    try:
+        result = env.execute('pwd; echo "$PAGER|$MY_SETTING"; echo err >&2; exit 4')
+        assert (result.output, result.returncode, result.timed_out) == ("/work/project\ncat|a b\nerr\n", 4, False)
+        env.execute("mkdir -p sub && echo hi > sub/f")
+        assert env.execute("pwd; cat f", cwd="sub").output == "/work/project/sub\nhi\n"
+        assert env.execute("cd /nope").returncode == 1
+        assert env.execute("read line; echo got:$line").output == "got:\n"
+        assert (env.workdir, env.tools_root) == ("/work/project", "/tools")
+        [container] = containers_of(client, run_id)
+        assert container.labels["llm-ide"] == "1" and container.labels["llm-ide.pid"] == str(os.getpid())
+        host_config = container.attrs["HostConfig"]
+        assert (host_config["NanoCpus"], host_config["Memory"]) == (1_500_000_000, 256 * 1024 * 1024)
+        assert host_config["NetworkMode"] == "host" and host_config["Init"] is True
+        ca = Path("/etc/ssl/certs/ca-certificates.crt")
+        if ca.is_file():
+            assert env.read_files([str(ca)])[str(ca)].data == ca.read_bytes()
+            assert env.execute(f"touch {ca}").returncode != 0, "the CA bundle must be mounted read-only"
+    finally:
+        env.close()
+    assert containers_of(client, run_id) == []
+
+
+def test_repo_is_copied_with_git_and_the_host_copy_stays_untouched(client, run_id: str, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"pkg/mod.py": "x = 1\n", "run.sh": "echo run\n", "README": "r\n"})
+    (repo / "run.sh").chmod(0o755)
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "make run.sh executable")
+    env = make_environment(settings(), repo, run_id, BASE_IMAGE, None)
+    try:
+        assert env.execute("git status --porcelain && git log --format=%s").output == "make run.sh executable\nbase\n"
+        assert env.execute("stat -c '%U %a' pkg/mod.py run.sh").output == "root 644\nroot 755\n"
+        env.write_file("pkg/mod.py", b"x = 2\n")
+        env.write_file("run.sh", b"echo changed\n")
+        env.write_file("new/deep/data.bin", b"\x00\xffbin")
+        assert env.execute("./run.sh && git status --porcelain").output == (
+            "changed\n M pkg/mod.py\n M run.sh\n?? new/\n"
+        )
+        mtimes = env.execute(
+            "python3 -c 'import os,sys; print(*(os.stat(p).st_mtime_ns for p in sys.argv[1:]))' "
+            "pkg/mod.py new/deep/data.bin README"
+        ).output.split()
+        snapshots = env.read_files(["pkg/mod.py", "new/deep/data.bin", "README", "missing.py", "pkg", "./README"])
+        assert snapshots == {
+            "pkg/mod.py": FileSnapshot(b"x = 2\n", int(mtimes[0])),
+            "new/deep/data.bin": FileSnapshot(b"\x00\xffbin", int(mtimes[1])),
+            "README": FileSnapshot(b"r\n", int(mtimes[2])),
+            "missing.py": None,
+            "pkg": None,
+            "./README": FileSnapshot(b"r\n", int(mtimes[2])),
+        }
+        assert env.read_files([]) == {}
+    finally:
+        env.close()
+    assert (repo / "pkg/mod.py").read_text() == "x = 1\n" and not (repo / "new").exists()
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_copy_in_a_directory_and_a_file(client, run_id: str, tmp_path: Path) -> None:
+    source = tmp_path / "tool"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "__init__.py").write_text("VERSION = 3\n")
+    (source / "setup.cfg").write_text("[metadata]\n")
+    with make_environment(settings(), None, run_id, None, None) as env:
+        env.copy_in(source, "/tools/mytool")
+        env.copy_in(source / "setup.cfg", "conf/setup.cfg")
+        assert env.execute("cd /tools/mytool && python3 -B -c 'import pkg; print(pkg.VERSION)'").output == "3\n"
+        assert env.execute("find /tools -type f | sort; cat conf/setup.cfg").output == (
+            "/tools/mytool/pkg/__init__.py\n/tools/mytool/setup.cfg\n[metadata]\n"
+        )
+
+
+def test_timeout_kills_the_command_inside_the_container(client, run_id: str) -> None:
+    with make_environment(settings(), None, run_id, None, None) as env:
+        result = env.execute("echo started; sleep 301 & sleep 302; echo never", timeout=1.5)
+        assert result.timed_out is True and result.returncode == 137
+        assert result.output.startswith("started\n") and "never" not in result.output
+        assert "timed out after 1.5 s" in result.output
+        processes = env.execute("ps -eo stat,args").output
+        assert "sleep 30" not in processes, processes
+        assert env.execute("echo next").output == "next\n"
+
+
+def test_a_stopped_timeout_is_killed_from_outside(client, run_id: str) -> None:
+    with make_environment(settings(), None, run_id, None, None) as env:
+        env.kill_grace = 1.0
+        result = env.execute("echo a; kill -STOP $PPID; sleep 303", timeout=1)
+        assert (result.timed_out, result.returncode) == (True, 137) and result.output.startswith("a\n")
+        assert "sleep 303" not in env.execute("ps -eo args").output
+        assert env.execute("echo fine").output == "fine\n"
+
+
+def test_a_killed_session_is_replaced(client, run_id: str) -> None:
+    with make_environment(settings(), None, run_id, None, None) as env:
+        env.execute("echo keep > /tmp/state")
+        lost = env.execute("pkill -KILL -f llm-ide-session; sleep 5")
+        assert "shell session in the container ended" in lost.output and lost.timed_out is False
+        assert env.execute("cat /tmp/state").output == "keep\n"
+
+
+def test_100mb_of_output_is_capped_in_bounded_memory(client, run_id: str) -> None:
+    config = settings(output_max_bytes=10_000)
+    with make_environment(config, None, run_id, None, None) as env:
+        tracemalloc.start()
+        try:
+            result = env.execute("echo BEGIN; yes 0123456789 | head -c 100000000; echo; echo END")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 5_000_000, f"peak Python allocation {peak} bytes while streaming 100 MB"
+        assert result.truncated is True and result.returncode == 0
+        assert result.output.startswith("BEGIN\n0123456789\n") and result.output.endswith("\nEND\n")
+        assert f"({6 + 100_000_000 + 5} bytes in total)" in result.output
+        assert env.execute("echo small").output == "small\n"
+
+
+def test_container_removed_after_an_exception(client, run_id: str) -> None:
+    with pytest.raises(RuntimeError, match="boom"), make_environment(settings(), None, run_id, None, None) as env:
+        assert len(containers_of(client, run_id)) == 1
+        env.execute("true")
+        raise RuntimeError("boom")
+    assert containers_of(client, run_id) == []
+    with pytest.raises(EnvironmentFailure, match="closed"):
+        env.execute("true")
+
+
+@pytest.mark.parametrize(
+    ("signum", "expected_returncode"),
+    [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)],
+)
+def test_container_removed_when_the_process_is_interrupted(client, run_id: str, signum: int, expected_returncode: int):
+    script = textwrap.dedent(
+        f"""
+        from llm_ide.config import load_config
+        from llm_ide.environments import make_environment
+        config = load_config("default")
+        config["environment"].update(type="docker", image={BASE_IMAGE!r})
+        env = make_environment(config, None, {run_id!r}, None, None)
+        print("running", flush=True)
+        env.execute("sleep 300")
+        """
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline() == "running\n", process.stderr
+    assert len(containers_of(client, run_id)) == 1
+    time.sleep(0.3)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == expected_returncode, stderr
+    assert wait_until_gone(client, run_id) == []
+
+
+def test_cleanup_sweeps_leftovers_and_keeps_live_runs(client, run_id: str) -> None:
+    from typer.testing import CliRunner
+
+    from llm_ide.cli import app
+    from llm_ide.environments.docker import owner_labels
+
+    dead = subprocess.run(["true"], check=True)  # noqa: F841 - a pid that has just exited
+    dead_labels = {**owner_labels(run_id), "llm-ide.pid": str(2**22 + 7)}
+    for labels in (dead_labels, dead_labels, owner_labels(run_id)):
+        client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=labels)
+    runner = CliRunner()
+    result = runner.invoke(app, ["cleanup", "--run-id", run_id])
+    assert (result.exit_code, result.output) == (
+        0,
+        "removed 2 llm-ide containers; kept 1 of runs still going (--all removes them too)\n",
+    )
+    assert [c.labels["llm-ide.pid"] for c in containers_of(client, run_id)] == [str(os.getpid())]
+    result = runner.invoke(app, ["cleanup", "--run-id", run_id, "--all"])
+    assert (result.exit_code, result.output) == (0, "removed 1 llm-ide container\n")
+    assert containers_of(client, run_id) == []
+
+
+def test_missing_image_and_unreachable_engine_are_clear_errors(client, run_id: str, tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentFailure) as error:
+        make_environment(settings(image="llm-ide-missing:nope", pull="never"), None, run_id, None, None)
+    assert str(error.value) == (
+        "docker image llm-ide-missing:nope not found locally; pull or build it (docker pull llm-ide-missing:nope); "
+        "scripts/build_base_image.sh builds the small local base image"
+    )
+    with pytest.raises(EnvironmentFailure, match="needs an image"):
+        make_environment(settings(image=None), None, run_id, None, None)
+    with pytest.raises(EnvironmentFailure, match="repository not found"):
+        make_environment(settings(), tmp_path / "absent", run_id, None, None)
+    assert containers_of(client, run_id) == []
+    unreachable = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "cleanup"]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=unreachable, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: the Docker engine is not reachable") and result.stderr.count("\n") == 1
+
+
+def conda_image(client) -> str:
+    """The base image plus a conda-like layout (`etc/profile.d/conda.sh`, `envs/testbed`) as in SWE-bench images."""
+    import docker
+
+    try:
+        client.images.get(CONDA_IMAGE)
+        return CONDA_IMAGE
+    except docker.errors.ImageNotFound:
+        pass
+    dockerfile = textwrap.dedent(
+        f"""
+        FROM {BASE_IMAGE}
+        RUN mkdir -p /opt/miniconda3/envs/testbed/bin /opt/miniconda3/etc/profile.d \\
+         && ln -s /usr/bin/python3 /opt/miniconda3/envs/testbed/bin/python \\
+         && echo 'conda() {{ [ "$1" = activate ] && export CONDA_DEFAULT_ENV="$2" \\
+              PATH="/opt/miniconda3/envs/$2/bin:$PATH"; }}' > /opt/miniconda3/etc/profile.d/conda.sh
+        """
+    )
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=CONDA_IMAGE, rm=True)
+    return CONDA_IMAGE
+
+
+@pytest.mark.parametrize(
+    ("conda_env", "expected"), [("testbed", "testbed /opt/miniconda3/envs/testbed/bin/python"), ("other", "- ")]
+)
+def test_conda_env_is_activated_when_present(client, run_id: str, conda_env: str, expected: str) -> None:
+    image = conda_image(client)
+    with make_environment(settings(conda_env=conda_env), None, run_id, image, None) as env:
+        output = env.execute('echo "${CONDA_DEFAULT_ENV:--} $(command -v python)"').output
+        assert output == expected + "\n"
