@@ -1,0 +1,503 @@
+"""The session server: runs the target under pdb in this very process and serves pdb commands on a unix socket.
+
+`debugger start` launches it detached. The program's output (fd 1 and 2, so subprocesses too) and pdb's own output
+go through one pipe, in order; at every pdb prompt a sync mark goes down the same pipe, so a request knows where
+the output of its command ends. A command that does not come back to the prompt within its timeout gets the
+program interrupted (SIGINT → pdb stops where it is), so nothing hangs.
+"""
+
+import argparse
+import bdb
+import contextlib
+import io
+import json
+import linecache
+import os
+import pdb
+import re
+import reprlib
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+from llm_ide_debugger import common
+
+HEAD_BYTES = 20000
+TAIL_BYTES = 20000
+MARK = re.compile(rb"\x1edbg-sync-(\d+)\x1e")
+MARK_BODY = b"dbg-sync-"
+INTERRUPT_GRACE = 3.0
+SYNC_WAIT = 2.0
+INTERNAL_DIRS = ("_pytest", "pluggy", "llm_ide_debugger")
+INTERNAL_FILES = ("bdb.py", "pdb.py", "runpy.py")
+SKIPPED_MODULES = ["llm_ide_debugger", "llm_ide_debugger.*", "_pytest.*", "pluggy", "pluggy.*"]
+PREFIX = common.PREFIX
+
+SESSION = None  # the running Session (the pytest plugin reaches it here)
+
+
+def _could_be_mark(tail: bytes) -> bool:
+    """`tail` (what follows a trailing \\x1e) may be the start of a sync mark cut by a read boundary."""
+    if len(tail) <= len(MARK_BODY):
+        return MARK_BODY.startswith(tail)
+    return tail.startswith(MARK_BODY) and tail[len(MARK_BODY) :].isdigit()
+
+
+class Output:
+    """Reads the pipe in a thread; keeps the head and tail of what arrived since the last take()."""
+
+    def __init__(self, read_fd: int, condition: threading.Condition) -> None:
+        self._fd = read_fd
+        self._condition = condition
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._elided = 0
+        self._rest = b""
+        self.mark = 0
+        threading.Thread(target=self._read, name="debugger-output", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            data = os.read(self._fd, 65536)
+            if not data:
+                return
+            with self._condition:
+                self._feed(self._rest + data)
+                self._condition.notify_all()
+
+    def _feed(self, data: bytes) -> None:
+        position = 0
+        for match in MARK.finditer(data):
+            self._append(data[position : match.start()])
+            self.mark = max(self.mark, int(match.group(1)))
+            position = match.end()
+        rest = data[position:]
+        cut = rest.rfind(b"\x1e")
+        if cut >= 0 and _could_be_mark(rest[cut + 1 :]):
+            self._append(rest[:cut])
+            self._rest = rest[cut:]
+        else:
+            self._append(rest)
+            self._rest = b""
+
+    def _append(self, data: bytes) -> None:
+        room = HEAD_BYTES - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        self._tail += data
+        if len(self._tail) > TAIL_BYTES:
+            drop = len(self._tail) - TAIL_BYTES
+            del self._tail[:drop]
+            self._elided += drop
+
+    def take(self) -> str:
+        """Call with the condition held."""
+        text = self._head.decode("utf-8", "replace")
+        if self._elided:
+            text += f"\n[... {self._elided} bytes of output elided ...]\n"
+        text += self._tail.decode("utf-8", "replace")
+        self._head, self._tail, self._elided = bytearray(), bytearray(), 0
+        return text
+
+
+class Channel:
+    """pdb's stdin: each readline() is a prompt, answered with the next command a client sent."""
+
+    def __init__(self, session: "Session") -> None:
+        self._session = session
+
+    def readline(self) -> str:
+        return self._session.next_command()
+
+
+class SessionPdb(pdb.Pdb):
+    def __init__(self, session: "Session", stdin: Channel, stdout: io.TextIOBase) -> None:
+        pdb.Pdb.__init__(self, stdin=stdin, stdout=stdout, skip=SKIPPED_MODULES, nosigint=True, readrc=False)
+        self.prompt = ""
+        self.session = session
+        self.skip_first_stop = False
+        self.pending_breaks = []  # type: list[tuple[str, int]]
+        self.silent_breaks = set()  # type: set[str]
+
+    def interaction(self, frame, traceback):  # noqa: ANN001, ANN201 (pdb's signature)
+        if self.skip_first_stop and traceback is None:
+            self.skip_first_stop = False  # pytest: run on, untraced, to the start of the selected test
+            self.set_continue()
+            return None
+        return pdb.Pdb.interaction(self, frame, traceback)
+
+    def arm_pending_breaks(self) -> None:
+        """Sets the breakpoints at the start of the selected tests and turns tracing on (pytest calls this just
+        before a test runs, so collection and plugin loading run at full speed, untraced)."""
+        for filename, line in self.pending_breaks:
+            if self.set_break(self.canonic(filename), line, temporary=True) is None:
+                self.silent_breaks.add(str(self.get_breaks(self.canonic(filename), line)[-1].number))
+        if self.pending_breaks:
+            self.pending_breaks = []
+            sys.settrace(self.trace_dispatch)
+
+    def do_clear(self, arg):  # noqa: ANN001, ANN201
+        if arg.strip() in self.silent_breaks:  # our own breakpoint at the start of a test, hit once
+            self.silent_breaks.discard(arg.strip())
+            self.clear_bpbynumber(arg.strip())
+            return None
+        if arg:
+            return pdb.Pdb.do_clear(self, arg)
+        breakpoints = [bp for bp in bdb.Breakpoint.bpbynumber if bp]
+        self.clear_all_breaks()  # no "Clear all breaks?" question: nobody could answer it
+        for bp in breakpoints:
+            self.message(f"Deleted {bp}")
+        return None
+
+    do_cl = do_clear
+
+    def format_stack_entry(self, frame_lineno, lprefix=": "):  # noqa: ANN001, ANN201
+        """`path:line in function()` (path relative to the project root) instead of pdb's `path(line)function()`."""
+        frame, lineno = frame_lineno
+        filename = self.canonic(frame.f_code.co_filename)
+        entry = f"{self.session.display_path(filename)}:{lineno} in {frame.f_code.co_name or '<lambda>'}()"
+        if "__return__" in frame.f_locals:
+            entry += " -> " + reprlib.repr(frame.f_locals["__return__"])
+        line = linecache.getline(filename, lineno, frame.f_globals) if lineno is not None else ""
+        return entry + (lprefix + line.strip() if line else "")
+
+    def print_stack_trace(self, count=None):  # noqa: ANN001, ANN201 (Python 3.13 passes `where N`)
+        stack = self.stack if not count else (self.stack[-count:] if count > 0 else self.stack[:-count])
+        hidden = 0
+        try:
+            for frame_lineno in stack:
+                if frame_lineno[0] is not self.curframe and self.session.is_internal(frame_lineno[0]):
+                    hidden += 1
+                    continue
+                self._report_hidden(hidden)
+                hidden = 0
+                self.print_stack_entry(frame_lineno)
+            self._report_hidden(hidden)
+        except KeyboardInterrupt:
+            pass
+
+    def _report_hidden(self, hidden: int) -> None:
+        if hidden:
+            self.message(f"  [... {hidden} frame(s) of pdb/pytest internals ...]")
+
+
+class Session:
+    def __init__(self, root: str, sync_fd: int, output: Output, condition: threading.Condition) -> None:
+        self.root = root
+        self.state = "starting"  # starting | prompt | sent | running | ended
+        self.prompts = 0
+        self.prompt_mark = 0
+        self.end_mark = 0
+        self.delivered_end = False
+        self.last_request = time.time()
+        self.pdb = None  # type: SessionPdb | None
+        self.streams = []  # type: list[io.TextIOBase]
+        self._sync_fd = sync_fd
+        self._output = output
+        self._condition = condition
+        self._marks = 0
+        self._commands = []  # type: list[str]
+        self._client_lock = threading.Lock()
+
+    # -- paths and frames
+
+    def display_path(self, filename: str) -> str:
+        if filename.startswith("<"):
+            return filename
+        relative = os.path.relpath(filename, self.root)
+        return filename if relative.startswith(os.pardir) else relative
+
+    def is_internal(self, frame) -> bool:  # noqa: ANN001
+        filename = frame.f_code.co_filename
+        if filename.startswith("<"):
+            return True
+        parts = filename.split(os.sep)
+        if any(part in INTERNAL_DIRS for part in parts):
+            return True
+        return parts[-1] in INTERNAL_FILES or parts[-2:] == ["pytest", "__main__.py"]
+
+    # -- the main thread (pdb) side
+
+    def sync(self) -> int:
+        for stream in self.streams:
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        with self._condition:
+            self._marks += 1
+            mark = self._marks
+        os.write(self._sync_fd, b"\x1edbg-sync-%d\x1e" % mark)
+        return mark
+
+    def next_command(self) -> str:
+        mark = self.sync()
+        with self._condition:
+            self.prompts += 1
+            self.prompt_mark = mark
+            self.state = "prompt"
+            self._condition.notify_all()
+            while not self._commands:
+                self._condition.wait()
+            command = self._commands.pop(0)
+            self.state = "running"
+        return command + "\n"
+
+    def end(self, message: str) -> None:
+        self.pdb.message(f"{PREFIX} {message}")
+        mark = self.sync()
+        with self._condition:
+            self.state = "ended"
+            self.end_mark = mark
+            self._condition.notify_all()
+
+    def wait_delivered(self, timeout: float) -> None:
+        with self._condition:
+            self._condition.wait_for(lambda: self.delivered_end, timeout)
+
+    def on_sigint(self, signum, frame) -> None:  # noqa: ANN001
+        if self.state == "running":
+            self.pdb.sigint_handler(signum, frame)
+
+    def post_mortem(self, title: str, traceback_object) -> None:  # noqa: ANN001
+        self.pdb.message(
+            f"{PREFIX} {title}: post-mortem debugging at the frame that raised"
+            " (`where`, `up`, `down`, `p EXPR`); `c` lets the program go on."
+        )
+        self.pdb.reset()
+        self.pdb.interaction(None, traceback_object)
+
+    # -- the client side (request threads)
+
+    def run(self, commands: "list[str]", timeout: float) -> "list[dict]":
+        with self._client_lock:
+            self.last_request = time.time()
+            if not commands:
+                return [{"command": None, "output": self._await_prompt(0, timeout, "the start")}]
+            return [{"command": command, "output": self._execute(command, timeout)} for command in commands]
+
+    def _execute(self, command: str, timeout: float) -> str:
+        with self._condition:
+            ready = self._condition.wait_for(lambda: self.state in ("prompt", "ended"), timeout)
+            if self.state == "ended":
+                return self._ended_output()
+            if not ready:
+                return self._output.take() + (
+                    f"\n{PREFIX} not sent: the program is still running the previous command"
+                    f" (no stop within {timeout:g}s more); `debugger stop` ends the session."
+                )
+            before = self._synced_take(self.prompt_mark)
+            after = self.prompts
+            self._commands.append(command)
+            self.state = "sent"
+            self._condition.notify_all()
+        return before + self._await_prompt(after, timeout, f"`{command}`")
+
+    def _await_prompt(self, after: int, timeout: float, what: str) -> str:
+        def stopped() -> bool:
+            return (self.state == "prompt" and self.prompts > after) or self.state == "ended"
+
+        with self._condition:
+            note = ""
+            if not self._condition.wait_for(stopped, timeout):
+                os.kill(os.getpid(), signal.SIGINT)
+                if self._condition.wait_for(stopped, INTERRUPT_GRACE):
+                    note = (
+                        f"{PREFIX} {what} did not stop within {timeout:g}s:"
+                        " the program was interrupted where it was (above)."
+                    )
+                else:
+                    note = (
+                        f"{PREFIX} {what} did not stop within {timeout:g}s and could not be interrupted"
+                        " (blocked outside Python code?); it is still running: later commands wait for it,"
+                        " `debugger stop` ends the session."
+                    )
+            if self.state == "ended":
+                text = self._ended_output()
+            elif self.state == "prompt":
+                text = self._synced_take(self.prompt_mark)
+            else:
+                text = self._output.take()
+        return text.rstrip("\n") + "\n" + note if note else text
+
+    def _synced_take(self, mark: int) -> str:
+        self._condition.wait_for(lambda: self._output.mark >= mark, SYNC_WAIT)
+        return self._output.take()
+
+    def _ended_output(self) -> str:
+        text = self._synced_take(self.end_mark)
+        if not text.strip():
+            text = f"{PREFIX} The session has ended; `debugger start TARGET` starts a new one."
+        return text
+
+    def mark_delivered(self) -> None:
+        with self._condition:
+            if self.state == "ended":
+                self.delivered_end = True
+                self._condition.notify_all()
+
+    def status(self) -> dict:
+        location = ""
+        if self.state == "prompt" and self.pdb is not None and self.pdb.stack:
+            location = self.pdb.format_stack_entry(self.pdb.stack[self.pdb.curindex], "\n-> ")
+        return {"state": self.state, "location": location}
+
+
+def run_target(debugger: SessionPdb, kind: str, name: str) -> None:
+    target_class = getattr(pdb, "_ModuleTarget" if kind == "module" else "_ScriptTarget", None)
+    if target_class is not None and hasattr(debugger, "_run"):
+        target = target_class(name)
+        if hasattr(target, "check"):
+            target.check()
+        debugger._run(target)
+    elif kind == "module":
+        debugger._runmodule(name)
+    else:
+        debugger._runscript(name)
+
+
+def format_exception(session: Session, error: BaseException) -> str:
+    details = traceback.TracebackException(type(error), error, error.__traceback__)
+    details.stack[:] = [entry for entry in details.stack if not _internal_file(entry.filename)]
+    return "".join(details.format()).rstrip()
+
+
+def _internal_file(filename: str) -> bool:
+    parts = filename.split(os.sep)
+    return filename.startswith("<") or parts[-1] in INTERNAL_FILES or "llm_ide_debugger" in parts
+
+
+def run_program(session: Session, spec: dict) -> str:
+    """Runs the target under pdb; returns how it ended (post-mortem happens inside)."""
+    debugger = session.pdb
+    sys.argv[:] = spec["argv"]
+    script_dir = os.path.dirname(os.path.realpath(spec["name"])) if spec["kind"] == "script" else session.root
+    sys.path.insert(0, script_dir)
+    debugger.pending_breaks = [(filename, line) for filename, line in spec.get("breakpoints", [])]
+    debugger.skip_first_stop = bool(debugger.pending_breaks)
+    try:
+        run_target(debugger, spec["kind"], spec["name"])
+    except SystemExit as exit:
+        code = exit.code
+        if code is None or isinstance(code, int):
+            return f"The program exited with status {code or 0}; the session has ended."
+        return f"The program exited: {code} (status 1); the session has ended."
+    except bdb.BdbQuit:
+        return "Quit: the program was stopped and the session has ended."
+    except BaseException as error:  # the program's own uncaught exception: show it and debug it post mortem
+        debugger.message(format_exception(session, error))
+        session.post_mortem(f"The program raised {type(error).__name__}", sys.exc_info()[2])
+        return "Post-mortem debugging finished; the session has ended."
+    if getattr(debugger, "_user_requested_quit", False):
+        return "Quit: the program was stopped and the session has ended."
+    return "The program finished (exit status 0); the session has ended."
+
+
+def serve(listener: socket.socket, session: Session) -> None:
+    while True:
+        connection, _ = listener.accept()
+        threading.Thread(target=handle, args=(connection, session), daemon=True).start()
+
+
+def handle(connection: socket.socket, session: Session) -> None:
+    with connection:
+        connection.settimeout(30)
+        try:
+            request = json.loads(common.receive_all(connection).decode("utf-8"))
+        except (OSError, ValueError):
+            return
+        connection.settimeout(None)
+        if request.get("op") == "status":
+            response = session.status()
+        else:
+            results = session.run(list(request.get("commands") or []), float(request.get("timeout") or 10))
+            response = {"results": results, "state": session.state}
+        try:
+            connection.sendall(json.dumps(response).encode("utf-8"))
+        except OSError:
+            return
+    if response.get("state") == "ended":
+        session.mark_delivered()
+
+
+def watchdog(session: Session, idle_timeout: float, cleanup) -> None:  # noqa: ANN001
+    while True:
+        time.sleep(min(5.0, idle_timeout))
+        if time.time() - session.last_request > idle_timeout:
+            cleanup()
+            if os.getpgid(0) == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os._exit(3)
+
+
+def text_stream(fd: int) -> io.TextIOWrapper:
+    return open(fd, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    parser = argparse.ArgumentParser(prog="llm_ide_debugger.server")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--spec", required=True, help="JSON: kind, name, argv, root, breakpoints, target")
+    parser.add_argument("--idle-timeout", type=float, default=3600.0)
+    args = parser.parse_args(argv)
+    spec = json.loads(args.spec)
+    directory = args.state_dir
+
+    read_fd, write_fd = os.pipe()
+    sync_fd = os.dup(write_fd)
+    os.dup2(write_fd, 1)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    # Process-lifetime streams (no context manager): the program's stdio, and pdb's own output down the same pipe.
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    sys.stdout = text_stream(1)
+    sys.stderr = text_stream(2)
+    pdb_output = text_stream(sync_fd)
+
+    condition = threading.Condition()
+    session = Session(spec["root"], sync_fd, Output(read_fd, condition), condition)
+    session.streams = [pdb_output, sys.stdout, sys.stderr]
+    session.pdb = SessionPdb(session, Channel(session), pdb_output)
+    global SESSION
+    SESSION = session
+    signal.signal(signal.SIGINT, session.on_sigint)
+
+    path = common.socket_path(directory)
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(8)
+
+    def cleanup() -> None:
+        for leftover in (path, common.session_file(directory)):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+
+    common.write_session(
+        directory,
+        {
+            "pid": os.getpid(),
+            "socket": path,
+            "target": spec["target"],
+            "root": spec["root"],
+            "python": sys.executable,
+            "started": time.time(),
+        },
+    )
+    threading.Thread(target=serve, args=(listener, session), name="debugger-serve", daemon=True).start()
+    threading.Thread(
+        target=watchdog, args=(session, args.idle_timeout, cleanup), name="debugger-watchdog", daemon=True
+    ).start()
+    try:
+        outcome = run_program(session, spec)
+    except BaseException as error:  # the debugger itself failed: say so to the client instead of vanishing
+        outcome = f"The debugger failed: {format_exception(session, error)}"
+    session.end(outcome)
+    session.wait_delivered(args.idle_timeout)
+    time.sleep(0.2)
+    cleanup()
+    os._exit(0)
