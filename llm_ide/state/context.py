@@ -49,6 +49,9 @@ class Scope:
     function: str = ""
     whole_function: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", tuple(self.lines))  # checkpoint serializers restore tuples as lists
+
 
 def normalize_path(path: str, root: str = "") -> str:
     """Repo-relative POSIX path: `./a.py`, `a//b.py` and `<root>/a.py` all name one file."""
