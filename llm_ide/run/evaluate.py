@@ -102,7 +102,7 @@ def log_parser(name: str | None) -> Callable[[str], dict[str, str]]:
     return lambda log: parser(log, None)
 
 
-def test_output(log: str) -> str:
+def extract_test_output(log: str) -> str:
     if START_MARKER not in log or END_MARKER not in log.split(START_MARKER, 1)[1]:
         raise EvaluationError("the tests did not run to the end (no test-output markers in the log)")
     return log.split(START_MARKER, 1)[1].split(END_MARKER, 1)[0]
@@ -222,7 +222,7 @@ class Evaluator:
             log_path.write_text(apply_log + "\n" + log, encoding="utf-8")
             if code == 137 and END_MARKER not in log:
                 raise EvaluationError(f"the tests timed out after {int(self.timeout)}s")
-            statuses = log_parser(instance.log_parser)(test_output(log))
+            statuses = log_parser(instance.log_parser)(extract_test_output(log))
             result.status, result.fail_to_pass, result.pass_to_pass = grade(instance, statuses)
         finally:
             with contextlib.suppress(docker.errors.APIError):

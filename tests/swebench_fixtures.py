@@ -1,0 +1,354 @@
+"""A tiny SWE-bench-format dataset built for real: git repos with one bug each, tests, and docker images per instance.
+
+Every bug is the same shape (an extra ` + 1` on a line ending in `# BUG`), so one scripted model can fix any of them
+with a single `sed`; FAIL_TO_PASS tests arrive in each instance's `test_patch`, as in SWE-bench.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+BASE_IMAGE = "llm-ide-base:bookworm"
+PYTEST_IMAGE = "llm-ide-test/pytest"
+HASH_LABEL = "llm-ide.test-hash"
+FIX_COMMAND = r"grep -rlZ --include='*.py' -e '# BUG$' . | xargs -0 sed -i 's/ + 1\(.*\)  # BUG$/\1/'"
+WRONG_COMMAND = "printf 'see the issue tracker\\n' >> README.md"
+
+
+@dataclass(frozen=True)
+class Spec:
+    instance_id: str
+    files: dict[str, str]  # the repository at its base commit (bug included)
+    test_patch_files: dict[str, str]  # test files after the test patch (FAIL_TO_PASS tests added)
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    image_field: str | None  # "image_name", "image" or None (the official name rule)
+    v5_eval_script: bool = False
+
+
+def specs(count: int = 3) -> list[Spec]:
+    """`count` instances cycling through three small projects (calc, text, shapes)."""
+    makers = [_calc, _text, _shapes]
+    return [makers[i % 3](i // 3 + 1) for i in range(count)]
+
+
+def _calc(n: int) -> Spec:
+    stats = "def total(xs):\n    return sum(xs)\n\n\ndef mean(xs):\n    return total(xs) / (len(xs) + 1)  # BUG\n"
+    tests = "from calc.stats import total\n\n\ndef test_total():\n    assert total([1, 2, 3]) == 6\n"
+    patched = tests.replace("import total", "import mean, total") + (
+        "\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n"
+    )
+    return Spec(
+        f"demo__calc-{n}",
+        {"README.md": "# calc\n", "calc/__init__.py": "", "calc/stats.py": stats, "tests/test_stats.py": tests},
+        {"tests/test_stats.py": patched},
+        ["tests/test_stats.py::test_mean"],
+        ["tests/test_stats.py::test_total"],
+        "image_name",
+    )
+
+
+def _text(n: int) -> Spec:
+    words = (
+        "def shout(s):\n    return s.upper() + '!'\n\n\n"
+        "def last_word(s):\n    words = s.split()\n    return words[len(words) - 1 + 1]  # BUG\n"
+    )
+    tests = "from text.words import shout\n\n\ndef test_shout():\n    assert shout('hi') == 'HI!'\n"
+    new_test = (
+        "import pytest\n\nfrom text.words import last_word\n\n\n"
+        "@pytest.mark.parametrize(('s', 'w'), [('a b c', 'c'), ('one', 'one')])\n"
+        "def test_last_word(s, w):\n    assert last_word(s) == w\n"
+    )
+    return Spec(
+        f"demo__text-{n}",
+        {"README.md": "# text\n", "text/__init__.py": "", "text/words.py": words, "tests/test_shout.py": tests},
+        {"tests/test_last.py": new_test},
+        ["tests/test_last.py::test_last_word[a b c-c]", "tests/test_last.py::test_last_word[one-one]"],
+        ["tests/test_shout.py::test_shout"],
+        None,
+    )
+
+
+def _shapes(n: int) -> Spec:
+    rect = (
+        "class Rect:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n\n"
+        "    def perimeter(self):\n        return 2 * (self.w + self.h)\n\n"
+        "    def area(self):\n        return (self.w + 1) * self.h  # BUG\n"
+    )
+    tests = "from shapes.rect import Rect\n\n\ndef test_perimeter():\n    assert Rect(2, 3).perimeter() == 10\n"
+    patched = tests + "\n\ndef test_area():\n    assert Rect(2, 3).area() == 6\n"
+    return Spec(
+        f"demo__shapes-{n}",
+        {"README.md": "# shapes\n", "shapes/__init__.py": "", "shapes/rect.py": rect, "tests/test_rect.py": tests},
+        {"tests/test_rect.py": patched},
+        ["tests/test_rect.py::test_area"],
+        ["tests/test_rect.py::test_perimeter"],
+        "image",
+        v5_eval_script=True,
+    )
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+0000",
+}  # fixed identity and dates: the base commit has the same hash on the host and in the image
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(content)
+
+
+def fixed(text: str) -> str:
+    """What FIX_COMMAND does to a file."""
+    return re.sub(r" \+ 1(.*)  # BUG$", r"\1", text, flags=re.M)
+
+
+def diff_after(repo: Path, files: dict[str, str]) -> str:
+    """The `git diff` that turns the base commit into `files`, leaving the repository as it was."""
+    write_files(repo, files)
+    git(repo, "add", "-A")
+    patch = git(repo, "diff", "--cached", "HEAD")
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    return patch
+
+
+def official_image(instance_id: str) -> str:
+    return f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_')}:latest".lower()
+
+
+def build_repo(spec: Spec, root: Path) -> tuple[Path, str, str, str]:
+    """(repo, base commit, gold patch, test patch)."""
+    repo = root / spec.instance_id
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir(parents=True)
+    write_files(repo, spec.files)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    gold = diff_after(repo, {name: fixed(text) for name, text in spec.files.items() if "# BUG" in text})
+    test_patch = diff_after(repo, spec.test_patch_files)
+    return repo, base, gold, test_patch
+
+
+def v5_eval_script(base: str, test_patch: str, test_files: list[str]) -> str:
+    """An eval script in the shape of SWE-bench v5's `eval_script` field."""
+    files = " ".join(test_files)
+    return (
+        "#!/bin/bash\nset -uxo pipefail\ncd /testbed\ngit config --global --add safe.directory /testbed\n"
+        f"git checkout {base} {files}\ngit apply -v - <<'EOF_114329324912'\n{test_patch}\nEOF_114329324912\n"
+        f": '>>>>> Start Test Output'\npython -m pytest -rA {files}\n: '>>>>> End Test Output'\n"
+        f"git checkout {base} {files}\n"
+    )
+
+
+def instance_row(spec: Spec, repo: Path, base: str, gold: str, test_patch: str, image: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "repo": str(repo),
+        "instance_id": spec.instance_id,
+        "base_commit": base,
+        "patch": gold,
+        "test_patch": test_patch,
+        "problem_statement": f"A function in {spec.instance_id.split('__')[1]} is off by one; fix it.",
+        "version": "1.0",
+        # SWE-bench files hold JSON strings; the calc rows use plain lists (both forms are accepted)
+        "FAIL_TO_PASS": spec.fail_to_pass if "calc" in spec.instance_id else json.dumps(spec.fail_to_pass),
+        "PASS_TO_PASS": spec.pass_to_pass if "calc" in spec.instance_id else json.dumps(spec.pass_to_pass),
+    }
+    if spec.image_field:
+        row[spec.image_field] = image
+    if spec.v5_eval_script:
+        row["eval_script"] = v5_eval_script(base, test_patch, sorted({t.split("::")[0] for t in spec.pass_to_pass}))
+        row["log_parser"] = "parse_log_pytest"
+    return row
+
+
+def pytest_files() -> dict[str, Path]:
+    """Installed files of pytest and its dependencies (pure Python), relative to site-packages."""
+    from packaging.requirements import Requirement
+
+    wanted, seen, files = ["pytest"], set(), {}
+    while wanted:
+        name = wanted.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = importlib.metadata.distribution(name)
+        for file in dist.files or []:
+            if file.parts[0] != ".." and "__pycache__" not in file.parts:
+                files[str(file)] = Path(dist.locate_file(file))
+        for text in dist.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+    return files
+
+
+def _context(files: dict[str, Path | bytes], dockerfile: str) -> tuple[bytes, str]:
+    digest = hashlib.sha256(dockerfile.encode())
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in sorted(files):
+            source = files[name]
+            data = source if isinstance(source, bytes) else source.read_bytes()
+            digest.update(name.encode() + b"\0" + data)
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile.encode())
+        tar.addfile(info, io.BytesIO(dockerfile.encode()))
+    return buffer.getvalue(), digest.hexdigest()[:16]
+
+
+def build_image(client: Any, tag: str, files: dict[str, Path | bytes], dockerfile: str, extra_tags: list[str]) -> str:
+    """Build (cached by content hash) with the docker SDK; no registry access."""
+    import docker.errors
+
+    context, digest = _context(files, dockerfile)
+    try:
+        image = client.images.get(tag)
+        if image.labels.get(HASH_LABEL) == digest:
+            for other in extra_tags:
+                image.tag(other)
+            return tag
+    except docker.errors.ImageNotFound:
+        pass
+    image, _ = client.images.build(
+        fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True, pull=False, labels={HASH_LABEL: digest}
+    )
+    for other in extra_tags:
+        image.tag(other)
+    return tag
+
+
+def pytest_image(client: Any) -> str:
+    files: dict[str, Path | bytes] = {f"site/{name}": path for name, path in pytest_files().items()}
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nCOPY site/ /usr/local/lib/python3.11/dist-packages/\n"
+        "RUN ln -sf /usr/bin/python3 /usr/local/bin/python && python -m pytest --version\n"
+    )
+    return build_image(client, f"{PYTEST_IMAGE}:latest", files, dockerfile, [])
+
+
+def repo_files(repo: Path) -> dict[str, Path | bytes]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=repo, check=True, capture_output=True).stdout
+    return {f"repo/{name}": repo / name for name in listed.decode().split("\0") if name}
+
+
+def instance_dockerfile(base_image: str, base_commit: str) -> str:
+    """/testbed holds the repository at its base commit (recommitted in the image with the same hash)."""
+    env = " ".join(f"{key}={value}" for key, value in GIT_ENV.items())
+    return (
+        f"FROM {base_image}\nCOPY repo/ /testbed/\nWORKDIR /testbed\n"
+        f"RUN git init -q -b main && git add -A && {env} git commit -q -m base"
+        f' && test "$(git rev-parse HEAD)" = {base_commit} && git config --global --add safe.directory /testbed\n'
+    )
+
+
+def build_dataset(root: Path, count: int = 3, *, client: Any = None) -> tuple[Path, list[dict[str, Any]]]:
+    """Repos + rows (+ one image per instance when `client` is given); returns (dataset.jsonl, rows)."""
+    rows = []
+    root.mkdir(parents=True, exist_ok=True)
+    base_image = pytest_image(client) if client is not None else None
+    for spec in specs(count):
+        repo, base, gold, test_patch = build_repo(spec, root / "repos")
+        tag = f"llm-ide-test/{spec.instance_id.replace('__', '.')}:latest"
+        image = official_image(spec.instance_id) if spec.image_field is None else tag
+        if client is not None:
+            dockerfile = instance_dockerfile(base_image, base)
+            build_image(client, tag, repo_files(repo), dockerfile, [image] if image != tag else [])
+        rows.append(instance_row(spec, repo, base, gold, test_patch, image))
+    path = root / "dataset.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path, rows
+
+
+def reply(thought: str, action_type: str, params: dict[str, Any]) -> str:
+    return (
+        f"<thought>{thought}</thought>\n<action_type>{action_type}</action_type>\n"
+        f"<action_params>{json.dumps(params)}</action_params>\n"
+    )
+
+
+def reflection(summary: str) -> str:
+    return f"<bad_action>false</bad_action>\n<lessons></lessons>\n<summary>{summary}</summary>\n"
+
+
+def script(commands: list[str]) -> list[str]:
+    """Responses for: one bash action per command, each reflected on as good, then submit."""
+    responses: list[str] = []
+    for number, command in enumerate(commands):
+        if number:
+            responses.append(reflection(f"Ran step {number}."))
+        responses.append(reply(f"Step {number + 1}.", "bash", {"command": command}))
+    responses.append(reflection("Done."))
+    responses.append(reply("The fix is in place; submit.", "submit", {}))
+    return responses
+
+
+def write_script(path: Path, commands: list[str]) -> str:
+    path.write_text(yaml.safe_dump({"responses": script(commands)}, sort_keys=False))
+    return f"scripted:{path}"
+
+
+def write_config(path: Path, **agent: Any) -> Path:
+    """Batch config for the tests: no tools to install (offline, fast)."""
+    path.write_text(yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 30, **agent}}))
+    return path
+
+
+@dataclass
+class TinyDataset:
+    path: Path
+    rows: list[dict[str, Any]]
+    client: Any
+
+    def row(self, instance_id: str) -> dict[str, Any]:
+        return next(row for row in self.rows if row["instance_id"] == instance_id)
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> TinyDataset:
+    """Three instances (calc, text, shapes) with their images; images are cached by content across sessions."""
+    import docker
+    from conftest import require_docker
+
+    require_docker()
+    client = docker.from_env()
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
+    path, rows = build_dataset(tmp_path_factory.mktemp("swebench"), 3, client=client)
+    return TinyDataset(path, rows, client)
+
+
+def leftover_containers(client: Any, prefix: str) -> list[str]:
+    containers = client.containers.list(all=True, filters={"label": "llm-ide.run-id"})
+    return [c.name for c in containers if c.labels.get("llm-ide.run-id", "").startswith(prefix)]
