@@ -1,0 +1,477 @@
+"""SWE-bench batch runner: instances → run_task (one container each) → preds.json, exit statuses, trajectories."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+
+from llm_ide.run.dataset import Dataset, Instance, load_dataset, select
+from llm_ide.run.progress import BatchProgress
+
+log = logging.getLogger("llm_ide.swebench")
+
+PREDS = "preds.json"
+STATUSES = "exit_statuses.yaml"
+LOCK = ".llm-ide-batch.lock"
+BATCH_LOG = "swebench.log"
+UNFINISHED = frozenset({"interrupted"})  # not written to preds.json: a rerun continues them from their checkpoint
+
+
+class SWEbenchError(ValueError):
+    """A user error that stops the batch before it starts (unreachable model, bad options)."""
+
+
+def atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on `path`: excludes other threads (each opens its own description) and processes."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_preds(output: Path) -> dict[str, dict[str, Any]]:
+    path = output / PREDS
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise SWEbenchError(f"{path} is not valid JSON ({error}); fix or move it away") from None
+    if isinstance(data, list):
+        data = {pred["instance_id"]: pred for pred in data if isinstance(pred, dict) and "instance_id" in pred}
+    if not isinstance(data, dict):
+        raise SWEbenchError(f"{path}: expected an object of instance_id → prediction")
+    return data
+
+
+@dataclass
+class OutputStore:
+    """preds.json and exit_statuses.yaml of a batch directory, updated read-modify-write under a file lock."""
+
+    output: Path
+
+    def __post_init__(self) -> None:
+        self.output.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def lock(self) -> Path:
+        return self.output / LOCK
+
+    def existing(self) -> set[str]:
+        with file_lock(self.lock):
+            return set(read_preds(self.output))
+
+    def add_prediction(self, instance_id: str, model: str, patch: str) -> None:
+        with file_lock(self.lock):
+            preds = read_preds(self.output)
+            preds[instance_id] = {"instance_id": instance_id, "model_name_or_path": model, "model_patch": patch}
+            atomic_write(self.output / PREDS, json.dumps(preds, indent=2) + "\n")
+
+    def remove_prediction(self, instance_id: str) -> None:
+        with file_lock(self.lock):
+            preds = read_preds(self.output)
+            if preds.pop(instance_id, None) is not None:
+                atomic_write(self.output / PREDS, json.dumps(preds, indent=2) + "\n")
+
+    def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
+        with file_lock(self.lock):
+            path = self.output / STATUSES
+            data = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
+            instances: dict[str, Any] = data.get("instances") or {}
+            instances[instance_id] = {"exit_status": exit_status, **details}
+            by_status: dict[str, list[str]] = {}
+            for iid, info in sorted(instances.items()):
+                by_status.setdefault(info["exit_status"], []).append(iid)
+            data = {"instances_by_exit_status": dict(sorted(by_status.items())), "instances": instances}
+            atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+@dataclass
+class BatchOptions:
+    model: str
+    output: Path
+    workers: int = 1
+    environment: str = "docker"
+    config_files: list[Path] = field(default_factory=list)
+    base_url: str | None = None
+    cost_limit: float | None = None
+    checkpoint: str | None = None
+    redo_existing: bool = False
+    config_values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    instance_id: str
+    exit_status: str
+    cost: float = 0.0
+    steps: int = 0
+    patch: str = ""
+    error: str = ""
+
+
+@dataclass
+class BatchSummary:
+    output: Path
+    selected: list[str]
+    skipped_existing: list[str]
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    not_started: list[str] = field(default_factory=list)
+    row_errors: list[str] = field(default_factory=list)
+
+    @property
+    def cost(self) -> float:
+        return sum(outcome.cost for outcome in self.outcomes.values())
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes.values():
+            counts[outcome.exit_status] = counts.get(outcome.exit_status, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+def batch_config(options: BatchOptions) -> dict[str, Any]:
+    from llm_ide.config import load_config
+
+    config = load_config("swebench", list(options.config_files), **options.config_values)
+    config.setdefault("environment", {})["type"] = options.environment
+    return config
+
+
+def model_endpoint(model: str, base_url: str | None) -> str | None:
+    """The URL an OpenAI-compatible `--model` talks to; None when we cannot tell (scripted, other providers)."""
+    if model.startswith("scripted:"):
+        return None
+    default = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    if ":" in model:
+        from llm_ide.models import langchain_providers
+
+        provider = model.split(":", 1)[0]
+        if provider in langchain_providers():
+            return default if provider == "openai" else base_url
+    return default
+
+
+def check_model(model: str, config: dict[str, Any], base_url: str | None, timeout: float = 5.0) -> None:
+    """Fail before the batch when the model cannot be built or its endpoint does not accept connections."""
+    from llm_ide.models import ModelError, get_model
+
+    try:
+        get_model(model, config.get("model") or {}, base_url)
+    except ModelError as error:
+        raise SWEbenchError(str(error)) from None
+    url = model_endpoint(model, base_url)
+    if url is None:
+        return
+    parsed = urlparse(url)
+    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise SWEbenchError(
+            f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable OpenAI-compatible "
+            "endpoint with --base-url URL or OPENAI_BASE_URL (or use --model scripted:FILE.yaml for a dry run)"
+        ) from None
+
+
+def clone_for_local(instance: Instance, destination: Path) -> Path:
+    """For `--environment local`: a checkout of the instance's repository at its base commit (reused on resume)."""
+    if (destination / ".git").exists():
+        return destination
+    source = instance.repo
+    if not source:
+        raise SWEbenchError(f"{instance.instance_id}: the local environment needs the row's `repo` field")
+    if not (Path(source).exists() or "://" in source or source.startswith("git@")):
+        source = f"https://github.com/{source}.git"
+    partial = destination.with_name(destination.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    steps = [["git", "clone", "-q", source, str(partial)]]
+    if instance.base_commit:
+        steps.append(["git", "-C", str(partial), "checkout", "-q", instance.base_commit])
+    for command in steps:
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SWEbenchError(f"{instance.instance_id}: {' '.join(command)} failed: {result.stderr.strip()[:500]}")
+    partial.rename(destination)
+    return destination
+
+
+EventSink = Callable[[str, Any], None]
+
+
+def unfinished(outcome: Outcome) -> bool:
+    """Interrupted runs, and runs whose environment never came up, stay out of preds.json: a rerun retries them."""
+    return outcome.exit_status in UNFINISHED or (outcome.exit_status == "environment_error" and outcome.steps == 0)
+
+
+def check_docker() -> None:
+    import docker
+
+    try:
+        docker.from_env().ping()
+    except docker.errors.DockerException as error:
+        raise SWEbenchError(
+            f"the Docker engine is not reachable ({error}); "
+            "start it (scripts/start_docker.sh) or use --environment local"
+        ) from None
+
+
+def run_instance(
+    instance: Instance,
+    options: BatchOptions,
+    config: dict[str, Any],
+    store: OutputStore,
+    *,
+    budget: Any = None,
+    on_event: EventSink | None = None,
+    stop: threading.Event | None = None,
+) -> Outcome:
+    """Run one instance with run_task (resuming its checkpoint when it has one) and record its prediction."""
+    from llm_ide.run.single import run_task
+
+    run_dir = options.output / instance.instance_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    repo = clone_for_local(instance, run_dir / "repo") if options.environment == "local" else None
+
+    steps = 0
+
+    def forward(event: Any) -> None:
+        nonlocal steps
+        steps = max(steps, event.step)
+        if on_event is not None:
+            on_event(instance.instance_id, event)
+        if stop is not None and stop.is_set() and event.kind != "end":
+            raise KeyboardInterrupt  # run_task ends the run as `interrupted` (container removed, state saved)
+
+    log.info("%s: starting (image %s)", instance.instance_id, instance.image if repo is None else repo)
+    try:
+        result = run_task(
+            instance.problem_statement,
+            model=options.model,
+            config=config,
+            output_dir=run_dir,
+            run_id=instance.instance_id,
+            repo=repo,
+            environment=options.environment,
+            image=instance.image if options.environment == "docker" else None,
+            base_url=options.base_url,
+            checkpoint=options.checkpoint,
+            task_vars=instance.task_vars(),
+            on_event=forward,
+            cost_budget=budget,
+        )
+    except KeyboardInterrupt:
+        if stop is None or not stop.is_set():
+            raise
+        store.record_status(instance.instance_id, "interrupted", steps=steps)
+        log.warning(
+            "%s: interrupted after %d steps; it resumes from its checkpoint on the next run",
+            instance.instance_id,
+            steps,
+        )
+        return Outcome(instance.instance_id, "interrupted", steps=steps)
+    stats = result.model_stats or {}
+    outcome = Outcome(
+        instance.instance_id,
+        result.exit_status,
+        cost=float(stats.get("cost", 0.0)),
+        steps=steps,
+        patch=result.submission or "",
+    )
+    if not unfinished(outcome):
+        store.add_prediction(instance.instance_id, options.model, outcome.patch)
+    store.record_status(
+        instance.instance_id,
+        outcome.exit_status,
+        cost=outcome.cost,
+        api_calls=int(stats.get("api_calls", 0)),
+        patch_lines=outcome.patch.count("\n"),
+        trajectory=str(result.trajectory_path.relative_to(options.output))
+        if result.trajectory_path.is_relative_to(options.output)
+        else str(result.trajectory_path),
+    )
+    log.info(
+        "%s: %s (cost %.4f, %d patch lines)",
+        instance.instance_id,
+        outcome.exit_status,
+        outcome.cost,
+        outcome.patch.count("\n"),
+    )
+    return outcome
+
+
+@contextmanager
+def batch_log(output: Path) -> Iterator[None]:
+    output.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(output / BATCH_LOG, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    previous = log.level
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(previous)
+        handler.close()
+
+
+def run_batch(
+    instances: list[Instance],
+    options: BatchOptions,
+    *,
+    progress: BatchProgress | None = None,
+    skipped_existing: list[str] | None = None,
+) -> BatchSummary:
+    """Run `instances` with `options.workers` threads; Ctrl-C ends the running instances as `interrupted`."""
+    from llm_ide.run.single import CostBudget
+
+    config = batch_config(options)
+    store = OutputStore(options.output)
+    summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
+    budget = CostBudget(options.cost_limit)
+    stop = threading.Event()
+    progress = progress or BatchProgress(total=len(instances), live=False)
+
+    def on_event(instance_id: str, event: Any) -> None:
+        progress.event(
+            instance_id,
+            event.kind,
+            phase=event.phase,
+            step=event.step,
+            action=event.action,
+            cost=event.cost,
+        )
+
+    def work(instance: Instance) -> Outcome:
+        if stop.is_set() or budget.exhausted:
+            return Outcome(instance.instance_id, "not_started")
+        progress.start(instance.instance_id)
+        try:
+            outcome = run_instance(instance, options, config, store, budget=budget, on_event=on_event, stop=stop)
+        except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
+            log.exception("%s: crashed", instance.instance_id)
+            store.record_status(instance.instance_id, "error", error=f"{type(error).__name__}: {error}")
+            outcome = Outcome(instance.instance_id, "error", error=f"{type(error).__name__}: {error}")
+        progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
+        return outcome
+
+    with batch_log(options.output), progress, ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+        log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
+        futures: set[Future[Outcome]] = {pool.submit(work, instance) for instance in instances}
+        try:
+            while futures:
+                finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    outcome = future.result()
+                    if outcome.exit_status == "not_started":
+                        summary.not_started.append(outcome.instance_id)
+                    else:
+                        summary.outcomes[outcome.instance_id] = outcome
+        except KeyboardInterrupt:
+            stop.set()
+            log.warning("batch: interrupted; ending the running instances (they resume on the next run)")
+            for future in futures:
+                future.cancel()
+            for future in futures:
+                if not future.cancelled():
+                    outcome = future.result()
+                    summary.outcomes[outcome.instance_id] = outcome
+            raise
+    if budget.exhausted and summary.not_started:
+        log.warning(
+            "batch: global cost limit %.2f reached; %d instances not started",
+            options.cost_limit or 0,
+            len(summary.not_started),
+        )
+    return summary
+
+
+def prepare(
+    subset: str,
+    split: str,
+    *,
+    slice_spec: str = "",
+    filter_regex: str = "",
+    shuffle: bool = False,
+    output: Path,
+    redo_existing: bool = False,
+) -> tuple[Dataset, list[Instance], list[str]]:
+    """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo)."""
+    dataset = load_dataset(subset, split)
+    chosen = select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec)
+    existing = OutputStore(output).existing() if (output / PREDS).exists() else set()
+    skipped = [] if redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
+    if redo_existing:
+        for instance in chosen:
+            if instance.instance_id in existing:
+                shutil.rmtree(output / instance.instance_id, ignore_errors=True)
+                OutputStore(output).remove_prediction(instance.instance_id)
+    return dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped
+
+
+def run_swebench(
+    subset: str,
+    split: str,
+    options: BatchOptions,
+    *,
+    slice_spec: str = "",
+    filter_regex: str = "",
+    shuffle: bool = False,
+    progress_factory: Callable[[int], BatchProgress] | None = None,
+    before_run: Callable[[Dataset, list[Instance], list[str]], None] | None = None,
+    check: bool = True,
+) -> BatchSummary:
+    """The Python-level batch entry point (what `llm-ide swebench` runs)."""
+    dataset, todo, skipped = prepare(
+        subset,
+        split,
+        slice_spec=slice_spec,
+        filter_regex=filter_regex,
+        shuffle=shuffle,
+        output=options.output,
+        redo_existing=options.redo_existing,
+    )
+    if before_run is not None:
+        before_run(dataset, todo, skipped)
+    if check and todo:
+        check_model(options.model, batch_config(options), options.base_url)
+    progress = progress_factory(len(todo)) if progress_factory else None
+    with batch_log(options.output):
+        for error in dataset.errors:
+            log.error("skipping malformed %s", error)
+    summary = run_batch(todo, options, progress=progress, skipped_existing=skipped)
+    summary.row_errors = [str(error) for error in dataset.errors]
+    return summary

@@ -1,0 +1,276 @@
+"""`llm-ide swebench`, `llm-ide swebench-single`, `llm-ide evaluate` (also `mini-extra swebench[-single]`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+Subset = Annotated[
+    str,
+    typer.Option(help="lite | verified | full | a Hugging Face dataset name | a local .json/.jsonl/.parquet file."),
+]
+Split = Annotated[str, typer.Option(help="Dataset split (dev, test); ignored for local files.")]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="provider:name, scripted:PATH, or an OpenAI-compatible name ($LLM_IDE_MODEL)."),
+]
+BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint ($OPENAI_BASE_URL).")]
+ConfigFiles = Annotated[
+    list[Path] | None, typer.Option("--config", "-c", help="YAML file(s) overriding keys of the swebench config.")
+]
+EnvironmentKind = Annotated[
+    str, typer.Option("--environment", "--environment-class", help="docker (one container per instance) or local.")
+]
+Checkpoint = Annotated[
+    str | None, typer.Option(help="sqlite:PATH | postgres://… | memory (default: SQLite in each instance's folder).")
+]
+StepLimit = Annotated[int | None, typer.Option(help="Maximum operations per instance (config agent.step_limit).")]
+
+
+def fail(message: str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _model(model: str | None) -> str:
+    model = model or os.environ.get("LLM_IDE_MODEL")
+    if not model:
+        raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
+    return model
+
+
+def _environment(kind: str) -> str:
+    kind = kind.lower().removesuffix("environment")
+    if kind not in ("docker", "local"):
+        raise fail(f"unknown environment {kind!r}: use docker or local")
+    return kind
+
+
+def _options(**values: Any) -> Any:
+    from llm_ide.config import ConfigError
+    from llm_ide.run.swebench import BatchOptions, batch_config
+
+    step_limit, run_cost_limit = values.pop("step_limit", None), values.pop("run_cost_limit", None)
+    agent = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", run_cost_limit)) if v is not None}
+    options = BatchOptions(config_values={"agent": agent} if agent else {}, **values)
+    try:
+        batch_config(options)
+    except ConfigError as error:
+        raise fail(str(error)) from None
+    return options
+
+
+def _check_environment(kind: str) -> None:
+    from llm_ide.run.swebench import SWEbenchError, check_docker
+
+    if kind == "docker":
+        try:
+            check_docker()
+        except SWEbenchError as error:
+            raise fail(str(error)) from None
+
+
+def swebench_command(
+    subset: Subset = "lite",
+    split: Split = "dev",
+    slice_spec: Annotated[str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.")] = "",
+    filter_regex: Annotated[str, typer.Option("--filter", help="Regex matched against instance ids.")] = "",
+    shuffle: Annotated[bool, typer.Option(help="Shuffle (seeded) before filtering and slicing.")] = False,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("swebench_output"),
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances run in parallel.")] = 1,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    config: ConfigFiles = None,
+    environment: EnvironmentKind = "docker",
+    redo_existing: Annotated[bool, typer.Option(help="Run again instances already in preds.json.")] = False,
+    cost_limit: Annotated[
+        float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0 or unset: none.")
+    ] = None,
+    step_limit: StepLimit = None,
+    checkpoint: Checkpoint = None,
+) -> None:
+    """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
+    from llm_ide.run.commands import terminate_on_sigterm
+    from llm_ide.run.dataset import DatasetError
+    from llm_ide.run.progress import BatchProgress
+    from llm_ide.run.swebench import SWEbenchError, run_swebench
+
+    model = _model(model)
+    kind = _environment(environment)
+    options = _options(
+        model=model,
+        output=output,
+        workers=workers,
+        environment=kind,
+        config_files=config or [],
+        base_url=base_url,
+        cost_limit=cost_limit,
+        checkpoint=checkpoint,
+        redo_existing=redo_existing,
+        step_limit=step_limit,
+    )
+    terminate_on_sigterm()
+    try:
+        summary = run_swebench(
+            subset,
+            split,
+            options,
+            slice_spec=slice_spec,
+            filter_regex=filter_regex,
+            shuffle=shuffle,
+            progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
+            before_run=lambda dataset, todo, skipped: _announce(dataset, todo, skipped, kind),
+        )
+    except (DatasetError, SWEbenchError, ValueError) as error:
+        raise fail(str(error)) from None
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted: run the same command again to resume ({output / 'preds.json'})")
+        raise typer.Exit(130) from None
+    console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
+    console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
+    if summary.not_started:
+        console.print(f"[yellow]global cost limit reached: {len(summary.not_started)} instances not started[/]")
+
+
+def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str) -> None:
+    for error in dataset.errors:
+        err_console.print(f"[yellow]skipping malformed {error}[/]", soft_wrap=True)
+    if skipped:
+        console.print(f"{len(skipped)} instances already in preds.json are skipped (--redo-existing to run them again)")
+    if todo:
+        _check_environment(kind)
+
+
+def swebench_single_command(
+    subset: Subset = "lite",
+    split: Split = "dev",
+    instance: Annotated[str, typer.Option("--instance", "-i", help="Instance id, or its index in the dataset.")] = "0",
+    model: Model = None,
+    base_url: BaseUrl = None,
+    config: ConfigFiles = None,
+    environment: EnvironmentKind = "docker",
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("swebench_single"),
+    step_limit: StepLimit = None,
+    cost_limit: Annotated[float | None, typer.Option(help="Cost limit (USD) of this run.")] = None,
+    checkpoint: Checkpoint = None,
+) -> None:
+    """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
+    from llm_ide.run.commands import print_event, terminate_on_sigterm
+    from llm_ide.run.dataset import DatasetError, find_instance, load_dataset
+    from llm_ide.run.swebench import OutputStore, SWEbenchError, batch_config, check_model, run_instance
+
+    model = _model(model)
+    kind = _environment(environment)
+    options = _options(
+        model=model,
+        output=output,
+        environment=kind,
+        config_files=config or [],
+        base_url=base_url,
+        checkpoint=checkpoint,
+        step_limit=step_limit,
+        run_cost_limit=cost_limit,
+    )
+    try:
+        dataset = load_dataset(subset, split)
+        chosen = find_instance(dataset.instances, instance)
+        check_model(model, batch_config(options), base_url)
+    except (DatasetError, SWEbenchError, ValueError) as error:
+        raise fail(str(error)) from None
+    _check_environment(kind)
+    console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
+    terminate_on_sigterm()
+    try:
+        outcome = run_instance(
+            chosen,
+            options,
+            batch_config(options),
+            OutputStore(output),
+            on_event=lambda _, event: print_event(event),
+        )
+    except SWEbenchError as error:
+        raise fail(str(error)) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted: run the same command again to resume from the checkpoint")
+        raise typer.Exit(130) from None
+    colour = "green" if outcome.exit_status == "submitted" else "yellow"
+    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
+    console.print(outcome.patch or "[dim](empty patch)[/]", markup=False)
+    console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
+    raise typer.Exit(0 if outcome.exit_status == "submitted" else 1)
+
+
+def evaluate_command(
+    predictions: Annotated[Path, typer.Argument(help="preds.json ({id: prediction}) or a .jsonl of predictions.")],
+    subset: Subset = "lite",
+    split: Split = "dev",
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="JSON report (default: report.json beside the predictions).")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per instance's test run (config default).")] = None,
+    config: ConfigFiles = None,
+) -> None:
+    """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
+    import json
+
+    from rich.table import Table
+
+    from llm_ide.config import ConfigError, load_config
+    from llm_ide.run.dataset import DatasetError, load_dataset
+    from llm_ide.run.evaluate import EvaluationError, evaluate_predictions, load_predictions
+
+    try:
+        settings = load_config("swebench", config or [])["swebench"]
+        preds = load_predictions(predictions)
+        dataset = load_dataset(subset, split)
+    except (ConfigError, DatasetError, EvaluationError) as error:
+        raise fail(str(error)) from None
+    for error in dataset.errors:
+        err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
+    instances = {i.instance_id: i for i in dataset.instances}
+    report_path = output or predictions.with_name("report.json")
+    console.print(f"evaluating {len(preds)} predictions with {workers} workers")
+
+    def show(result: Any) -> None:
+        console.print(f"  {result.instance_id}: {result.status} {result.detail}".rstrip(), markup=False)
+
+    try:
+        report = evaluate_predictions(
+            preds,
+            instances,
+            settings=settings,
+            log_dir=report_path.parent / "eval_logs",
+            workers=workers,
+            timeout=timeout,
+            on_result=show,
+        )
+    except EvaluationError as error:
+        raise fail(str(error)) from None
+    table = Table("instance", "status", "FAIL_TO_PASS", "PASS_TO_PASS", "seconds", "detail")
+    colours = {"resolved": "green", "unresolved": "yellow", "error": "red"}
+    for result in sorted(report.results, key=lambda r: r.instance_id):
+        f2p, p2p = result.fail_to_pass, result.pass_to_pass
+        table.add_row(
+            result.instance_id,
+            f"[{colours[result.status]}]{result.status}[/]",
+            f"{len(f2p['success'])}/{len(f2p['success']) + len(f2p['failure'])}",
+            f"{len(p2p['success'])}/{len(p2p['success']) + len(p2p['failure'])}",
+            f"{result.seconds:.1f}",
+            result.detail,
+        )
+    console.print(table)
+    data = report.to_json()
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    console.print(
+        f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
+        f"unresolved {data['unresolved']}, error {data['error']} — report: {report_path}"
+    )
