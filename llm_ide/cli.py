@@ -30,3 +30,11 @@ app.command("context")(context_command)
 from llm_ide.environments.commands import cleanup_command  # noqa: E402
 
 app.command("cleanup")(cleanup_command)
+
+from llm_ide.run.swebench_commands import evaluate_command, swebench_command, swebench_single_command  # noqa: E402
+
+app.command("swebench")(swebench_command)
+app.command("swebench-single")(swebench_single_command)
+app.command("evaluate")(evaluate_command)
+extra_app.command("swebench")(swebench_command)
+extra_app.command("swebench-single")(swebench_single_command)
