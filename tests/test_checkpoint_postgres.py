@@ -1,0 +1,168 @@
+"""Postgres checkpoints (SPEC §8) against a real server started by the test: a full run, resuming an interrupted
+run without losing or repeating an operation, and pruning that keeps the checkpoint tables small."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import BUGGY_FILES, act, reflect, write_script
+from conftest import make_git_repo
+from pg_server import postgres_server
+
+from llm_ide.config import deep_merge, load_config
+from llm_ide.run.single import RunResult, run_task
+
+CHECK = "echo {label} >> trail.log; python3 -m unittest discover -s tests -t . 2>&1"
+SCRIPT = [
+    act("Read the cart's total[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=15),
+    reflect(False, "Cart.total sums the price of each item."),
+    act("Hypothesis: rounding[1](shop/cart.py:15) loses money.", "bash", command=CHECK.format(label="hypothesis")),
+    reflect(True, "11.5 != 16.0: rounding is fine, quantities are ignored.", "Run the tests before guessing."),
+    act(
+        "The loop ignores the quantity[1](shop/cart.py:14).",
+        "edit",
+        path="shop/cart.py",
+        old="            total += price\n",
+        new="            total += price * quantity\n",
+    ),
+    reflect(False, "Cart.total multiplies price by quantity."),
+    act("Check the fix[1](shop/cart.py:14).", "bash", command=CHECK.format(label="check")),
+    reflect(False, "The tests pass."),
+    act("Done.", "submit"),
+]
+EXPECTED_TREE = [
+    (0, None, "view"),
+    (1, 0, "bash"),
+    (2, 0, "edit"),
+    (3, 2, "bash"),
+    (4, 3, "submit"),
+]
+ACTION_KEYS = ("id", "parent_id", "thought", "action_type", "action_params", "observation", "returncode", "duration")
+TASK = "Cart.total ignores quantities; make `python3 -m unittest discover -s tests -t .` pass."
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+def config(**checkpoint: Any) -> dict[str, Any]:
+    return deep_merge(load_config("default"), {"environment": {"tools": []}, "checkpoint": checkpoint})
+
+
+def run(tmp_path: Path, url: str, run_id: str, responses: list[str], **checkpoint: Any) -> RunResult:
+    model = write_script(tmp_path / "script.yaml", responses)
+    return run_task(
+        TASK,
+        model=model,
+        config=config(**checkpoint),
+        output_dir=tmp_path / "out",
+        run_id=run_id,
+        repo=tmp_path / "repo",
+        checkpoint=url,
+    )
+
+
+def table_rows(url: str, thread_id: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {
+            table: conn.execute(f"SELECT count(*) FROM {table} WHERE thread_id = %s", (thread_id,)).fetchone()[0]
+            for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        }
+
+
+def thought(response: str) -> str:
+    return response.split("<thought>", 1)[1].split("</thought>", 1)[0]
+
+
+def tree(traj: dict[str, Any]) -> list[tuple[int, int | None, str]]:
+    return [(op["id"], op["parent_id"], op["action_type"]) for op in traj["operations"]]
+
+
+@pytest.mark.slow
+def test_full_run_with_postgres_checkpoints_prunes_history(tmp_path: Path, postgres_url: str) -> None:
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    result = run(tmp_path, postgres_url, "pg-full", SCRIPT)
+
+    assert result.exit_status == "submitted", result.error
+    assert not (tmp_path / "out" / "pg-full.checkpoint.sqlite").exists()
+    traj = json.loads(result.trajectory_path.read_text())
+    assert tree(traj) == EXPECTED_TREE
+    assert traj["operations"][1]["bad_action"] is True
+    assert traj["operations"][1]["lessons"] == "Run the tests before guessing."
+    assert "OK" in traj["operations"][3]["observation"]
+    assert [call["kind"] for call in traj["model_calls"]] == ["act"] + ["reflect", "act"] * 4
+    assert "+            total += price * quantity" in result.submission
+    assert (tmp_path / "repo" / "trail.log").read_text() == "hypothesis\ncheck\n"
+
+    pruned = table_rows(postgres_url, "pg-full")
+    assert pruned["checkpoints"] == 1
+    assert pruned["checkpoint_writes"] == 0
+    assert 0 < pruned["checkpoint_blobs"] <= 30
+
+    # The same run keeping its history: one checkpoint per superstep and blobs for every version of every channel.
+    history_dir = tmp_path / "history"
+    history_dir.mkdir()
+    make_git_repo(history_dir / "repo", BUGGY_FILES)
+    kept = run(history_dir, postgres_url, "pg-history", SCRIPT, keep_history=True)
+    assert kept.exit_status == "submitted", kept.error
+    assert tree(json.loads(kept.trajectory_path.read_text())) == EXPECTED_TREE
+    full = table_rows(postgres_url, "pg-history")
+    assert full["checkpoints"] > 25
+    assert full["checkpoint_blobs"] > 3 * pruned["checkpoint_blobs"]
+
+    # Finished: running the thread again returns at once, nothing re-executed.
+    again = run(tmp_path, postgres_url, "pg-full", SCRIPT)
+    assert again.exit_status == "submitted"
+    assert again.submission == result.submission
+    assert (tmp_path / "repo" / "trail.log").read_text() == "hypothesis\ncheck\n"
+    assert table_rows(postgres_url, "pg-full") == pruned
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("cut", "done_before"),
+    [
+        (4, ["view", "bash"]),  # the script ends after the reflection that marks the bash action bad
+        (5, ["view", "bash", "edit"]),  # ends before the reflection on the edit
+        (8, ["view", "bash", "edit", "bash"]),  # ends just before submitting
+    ],
+)
+def test_interrupted_run_resumes_from_postgres(
+    tmp_path: Path, postgres_url: str, cut: int, done_before: list[str]
+) -> None:
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    run_id = f"pg-resume-{cut}"
+    first = run(tmp_path, postgres_url, run_id, SCRIPT[:cut])
+
+    assert first.exit_status == "model_error"
+    assert "ran out of responses" in first.error
+    stopped = json.loads(first.trajectory_path.read_text())
+    assert [op["action_type"] for op in stopped["operations"]] == done_before
+    assert [call["index"] for call in stopped["model_calls"]] == list(range(cut))
+    assert table_rows(postgres_url, run_id)["checkpoints"] <= 7  # pruned per step: one iteration's supersteps remain
+
+    second = run(tmp_path, postgres_url, run_id, SCRIPT)
+
+    assert second.exit_status == "submitted", second.error
+    traj = json.loads(second.trajectory_path.read_text())
+    assert tree(traj) == EXPECTED_TREE
+    n = len(done_before)
+    assert traj["operations"][: n - 1] == stopped["operations"][: n - 1]
+    assert {key: traj["operations"][n - 1][key] for key in ACTION_KEYS} == {
+        key: stopped["operations"][-1][key] for key in ACTION_KEYS
+    }
+    assert [op["thought"] for op in traj["operations"]] == [thought(SCRIPT[i]) for i in range(0, len(SCRIPT), 2)]
+    assert [call["index"] for call in traj["model_calls"]] == list(range(len(SCRIPT)))
+    assert [call["response"] for call in traj["model_calls"]] == SCRIPT
+    assert traj["info"]["model_stats"]["api_calls"] == len(SCRIPT)
+    assert (tmp_path / "repo" / "trail.log").read_text() == "hypothesis\ncheck\n"
+    assert "+            total += price * quantity" in second.submission
+    assert table_rows(postgres_url, run_id)["checkpoints"] == 1
