@@ -179,6 +179,10 @@ def test_all_lessons_every_node_one_per_line_deduplicated() -> None:
         (["", "   \n\n"], []),
         (["a\nb", "b\na", "c"], ["a", "b", "c"]),
         (["- x\n- y", "* y\n• z"], ["x", "y", "z"]),
+        (
+            ["- **Check imports** after a rename", "* --force breaks the install", "*emphasis* stays"],
+            ["**Check imports** after a rename", "--force breaks the install", "*emphasis* stays"],
+        ),
     ],
 )
 def test_all_lessons_lines(lessons: list[str], expected: list[str]) -> None:
