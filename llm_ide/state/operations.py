@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+BULLET = re.compile(r"^[-*•](?:\s+|$)")
 
 
 @dataclass
@@ -77,7 +80,7 @@ def all_lessons(nodes: list[OperationNode]) -> list[str]:
     seen: dict[str, None] = {}
     for node in nodes:
         for line in node.lessons.splitlines():
-            lesson = line.strip().lstrip("-*• ").strip()
+            lesson = BULLET.sub("", line.strip()).strip()
             if lesson:
                 seen.setdefault(lesson, None)
     return list(seen)
