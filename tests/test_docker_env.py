@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -59,8 +60,15 @@ def client():
 
 
 @pytest.fixture
-def run_id() -> str:
-    return f"test-{uuid.uuid4().hex[:10]}"
+def run_id(client):
+    """A fresh run id; whatever a failing test leaves behind under it is removed afterwards."""
+    run_id = f"test-{uuid.uuid4().hex[:10]}"
+    yield run_id
+    import docker
+
+    for container in containers_of(client, run_id):
+        with contextlib.suppress(docker.errors.APIError):  # NotFound / 409: auto-removal already under way
+            container.remove(force=True)
 
 
 def test_commands_workdir_env_and_container_settings(client, run_id: str) -> None:
