@@ -13,6 +13,7 @@ from pathlib import Path
 
 from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.secrets import redact, scrubbed_environ, secret_values
 
 READ_CHUNK = 1 << 16
 PR_SET_PDEATHSIG = 1
@@ -86,7 +87,8 @@ class LocalEnvironment:
         self.command_timeout = command_timeout
         self.output_max_bytes = output_max_bytes
         self.messages = {**default_messages(), **(messages or {})}
-        self.env = {**os.environ, **{key: str(value) for key, value in (env or {}).items()}}
+        self.env = {**scrubbed_environ(), **{key: str(value) for key, value in (env or {}).items()}}
+        self.secrets = secret_values()  # still readable by a command (e.g. /proc/$PPID/environ): masked in output
 
     def _path(self, path: str) -> Path:
         return self.repo / path
@@ -118,7 +120,7 @@ class LocalEnvironment:
                 kill_group(process.pid)
                 process.wait()
             process.stdout.close()
-        output = cap.text(self.messages["elided"])
+        output = redact(cap.text(self.messages["elided"]), self.secrets)
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
