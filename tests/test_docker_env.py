@@ -297,3 +297,62 @@ def test_conda_env_is_activated_when_present(client, run_id: str, conda_env: str
     with make_environment(settings(conda_env=conda_env), None, run_id, image, None) as env:
         output = env.execute('echo "${CONDA_DEFAULT_ENV:--} $(command -v python)"').output
         assert output == expected + "\n"
+
+
+def demo_repo(path: Path) -> Path:
+    demo = REPO_ROOT / "llm_ide" / "demo" / "project"
+    files = {str(file.relative_to(demo)): file.read_text() for file in demo.rglob("*.py")}
+    return make_git_repo(path, files)
+
+
+def llm_ide_run(repo: Path, output: Path, run_id: str, script: Path, **popen: object) -> subprocess.Popen[str]:
+    command = [
+        *(sys.executable, "-c", "from llm_ide.cli import app; app()", "run"),
+        *("--repo", str(repo), "--task-file", str(REPO_ROOT / "llm_ide/demo/task.md")),
+        *("--model", f"scripted:{script}", "--config", str(REPO_ROOT / "llm_ide/demo/config.yaml")),
+        *("--environment", "docker", "--image", BASE_IMAGE, "--output", str(output), "--thread-id", run_id),
+    ]
+    return subprocess.Popen(command, cwd=REPO_ROOT, text=True, **popen)
+
+
+@pytest.mark.slow
+def test_scripted_demo_run_fixes_the_bug_inside_a_container(client, run_id: str, tmp_path: Path) -> None:
+    import json
+
+    repo = demo_repo(tmp_path / "project")
+    process = llm_ide_run(
+        repo, tmp_path / "out", run_id, REPO_ROOT / "llm_ide/demo/script.yaml", stdout=subprocess.PIPE
+    )
+    stdout, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, stdout
+    info = json.loads((tmp_path / "out" / f"{run_id}.traj.json").read_text())["info"]
+    assert info["exit_status"] == "submitted"
+    assert "+    return (ordered[middle - 1] + ordered[middle]) / 2" in info["submission"]
+    assert git(repo, "status", "--porcelain") == "", "the host copy must stay untouched"
+    assert wait_until_gone(client, run_id) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_docker_run_removes_its_container(client, run_id: str, tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    action = '{"command": "echo sleeping; sleep 300"}'
+    script.write_text(
+        "responses:\n  - |\n    <thought>Wait.</thought>\n    <action_type>bash</action_type>\n"
+        f"    <action_params>{action}</action_params>\n"
+    )
+    process = llm_ide_run(
+        demo_repo(tmp_path / "project"),
+        tmp_path / "out",
+        run_id,
+        script,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    end = time.monotonic() + 120
+    while not any("sleep 300" in row[-1] for c in containers_of(client, run_id) for row in c.top()["Processes"]):
+        assert time.monotonic() < end and process.poll() is None, "the run did not reach its command"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    stdout, _ = process.communicate(timeout=60)
+    assert process.returncode != 0 and "Traceback" not in stdout, stdout
+    assert wait_until_gone(client, run_id) == []
