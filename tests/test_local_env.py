@@ -175,3 +175,25 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
     _, stderr = process.communicate(timeout=10)
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
     assert process_gone(int(pid_file.read_text())), "Ctrl-C left the command's child running"
+
+
+def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from llm_ide.environments import LocalEnvironment
+        env = LocalEnvironment(Path({str(tmp_path)!r}))
+        env.execute("echo $$ > command.pid; exec sleep 300", timeout=600)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
+    pid_file = tmp_path / "command.pid"
+    end = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < end, "the command did not start"
+        time.sleep(0.05)
+    command = int(pid_file.read_text())
+    assert not process_gone(command, wait=0.2)
+    process.kill()
+    process.wait(timeout=10)
+    assert process_gone(command), "the command outlived the SIGKILLed agent"

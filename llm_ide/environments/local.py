@@ -18,11 +18,15 @@ from llm_ide.environments.secrets import redact, scrubbed_environ, secret_values
 READ_CHUNK = 1 << 16
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
+# `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
+# vfork path (about 10 ms less per command) and is safe with threads.
+SETPRIV = shutil.which("setpriv")
 EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
 
 
 def die_with_parent() -> None:
-    """Runs in the child before exec: a command must not outlive an agent that was killed (even with SIGKILL)."""
+    """Runs in the child before exec when setpriv is missing: a command must not outlive an agent that was killed
+    (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children."""
     with contextlib.suppress(AttributeError):
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -97,14 +101,14 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         process = subprocess.Popen(
-            ["bash", "-c", command],
+            [*([SETPRIV, "--pdeathsig", "KILL"] if SETPRIV else []), "bash", "-c", command],
             cwd=self._path(cwd) if cwd else self.repo,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=None if SETPRIV else die_with_parent,
         )
         assert process.stdout is not None
         cap = OutputCap(self.output_max_bytes)
