@@ -87,7 +87,7 @@ def base_chunks() -> list[Chunk]:
             "links [x](http://example.com) [y](https://example.com:8080/a) [docs](README.md) [1](a.py)",
             [],
         ),
-        ("bare a.py:12 and (a.py:12) and a column [1](a.py:12:5)", []),
+        ("bare a.py:12 and (a.py:12) and a column [1](a.py:12:5)", [Reference("a.py", 12, 12)]),
         ("line zero [1](a.py:0) and [2](a.py:0-3)", []),
         ("", []),
     ],
@@ -101,7 +101,7 @@ def test_parse_references(text: str, refs: list[Reference]) -> None:
     [
         ("[1](/repo/pkg/a.py:4)", "/repo", [Reference("pkg/a.py", 4, 4)]),
         ("[1](/repo//a.py:4-6)", "/repo/", [Reference("a.py", 4, 6)]),
-        ("[1](/elsewhere/a.py:4)", "/repo", [Reference("/elsewhere/a.py", 4, 4)]),
+        ("[1](/elsewhere/a.py:4) [2](../up.py:1)", "/repo", []),
     ],
 )
 def test_parse_references_relative_to_root(text: str, root: str, refs: list[Reference]) -> None:

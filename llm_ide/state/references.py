@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from llm_ide.state.context import Chunk, Scope, add_scope, normalize_path
 
 REFERENCE = re.compile(
-    r"\[(?P<index>[^\]\n]{1,12})\]\(\s*`?(?P<path>[^()\s:`]+):(?P<start>\d+)(?:\s*-\s*(?P<end>\d+))?`?\s*\)"
+    r"\[(?P<index>[^\]\n]{1,12})\]\(\s*`?(?P<path>[^()\s:`]+):(?P<start>\d+)(?:\s*-\s*(?P<end>\d+)|:\d+)?`?\s*\)"
 )
 MAX_RANGE = 400
 
@@ -24,14 +24,16 @@ class Reference:
 
 
 def parse_references(text: str, root: str = "") -> list[Reference]:
-    """Grounded references `[k](path:line)` and `[k](path:a-b)` in a thought, paths normalised."""
+    """Grounded references `[k](path:line)`, `[k](path:line:col)` and `[k](path:a-b)` in a thought, paths normalised;
+    paths outside the repository are not references to its code."""
     refs = []
     for match in REFERENCE.finditer(text):
         start = int(match["start"])
         end = int(match["end"]) if match["end"] else start
         start, end = min(start, end), max(start, end)
-        if start >= 1:
-            refs.append(Reference(normalize_path(match["path"], root), start, min(end, start + MAX_RANGE - 1)))
+        path = normalize_path(match["path"], root)
+        if start >= 1 and path and not path.startswith(("/", "../")) and path != "..":
+            refs.append(Reference(path, start, min(end, start + MAX_RANGE - 1)))
     return refs
 
 
