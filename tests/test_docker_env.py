@@ -81,6 +81,9 @@ def test_commands_workdir_env_and_container_settings(client, run_id: str) -> Non
         assert env.execute("pwd; cat f", cwd="sub").output == "/work/project/sub\nhi\n"
         assert env.execute("cd /nope").returncode == 1
         assert env.execute("read line; echo got:$line").output == "got:\n"
+        with pytest.raises(ValueError, match="embedded null byte"):
+            env.execute("echo a\0b")
+        assert env.execute("printf 'caf\\xc3\\xa9 \\xff\\n'").output == "café \ufffd\n"
         assert (env.workdir, env.tools_root) == ("/work/project", "/tools")
         [container] = containers_of(client, run_id)
         assert container.labels["llm-ide"] == "1" and container.labels["llm-ide.pid"] == str(os.getpid())

@@ -362,6 +362,8 @@ class DockerEnvironment:
 
     def run(self, command: str, sink: Sink, timeout: float, cwd: str | None = None) -> tuple[int, bool, bool]:
         """Runs `command`, streaming its output into `sink`. Returns (returncode, timed_out, session_lost)."""
+        if "\0" in command or (cwd and "\0" in cwd):
+            raise ValueError("embedded null byte")  # as subprocess says; it would also break the session's framing
         with self._lock:
             session = self._session_ready()
             try:
