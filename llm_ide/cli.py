@@ -38,3 +38,6 @@ app.command("swebench-single")(swebench_single_command)
 app.command("evaluate")(evaluate_command)
 extra_app.command("swebench")(swebench_command)
 extra_app.command("swebench-single")(swebench_single_command)
+from llm_ide.tools.commands import tools_app  # noqa: E402
+
+app.add_typer(tools_app, name="tools")

@@ -1,0 +1,94 @@
+"""`llm-ide tools list` and `llm-ide tools plan NAME`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+tools_app = typer.Typer(
+    name="tools",
+    help="The tools installed into each run's environment (llm_ide/tools/<name>.yaml).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+ToolsDir = Annotated[
+    Path | None, typer.Option("--tools-dir", help="Folder of tool yaml files (default: the bundled llm_ide/tools).")
+]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"Error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@tools_app.command("list")
+def list_command(tools_dir: ToolsDir = None) -> None:
+    """Name, version, source, standalone Python and the first line of usage of each tool."""
+    from llm_ide.tools.config import TOOLS_DIR, ToolConfigError, available_tools, load_tools
+
+    folder = tools_dir or TOOLS_DIR
+    try:
+        configs = load_tools(available_tools(folder), folder)
+    except ToolConfigError as error:
+        _fail(str(error))
+    rows = [("NAME", "VERSION", "SOURCE", "PYTHON", "USAGE")] + [
+        (
+            tool.tool_name,
+            tool.version or "-",
+            _shown(tool.source),
+            tool.py_standalone or "-",
+            tool.first_usage_line,
+        )
+        for tool in configs
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4])
+
+
+def _shown(source: Path | None) -> str:
+    if source is None:
+        return "-"
+    try:
+        return str(source.relative_to(Path.cwd()))
+    except ValueError:
+        return str(source)
+
+
+@tools_app.command("plan")
+def plan_command(
+    name: Annotated[str, typer.Argument(help="A tool name (or a path to a tool yaml).")],
+    environment: Annotated[
+        str, typer.Option("--environment", "-e", help="docker or local (they differ in the tools root).")
+    ] = "docker",
+    conda: Annotated[
+        bool, typer.Option("--conda", help="Plan for an image with conda (SWE-bench images): conda, not venv.")
+    ] = False,
+    tools_root: Annotated[
+        str | None, typer.Option("--tools-root", help="Default: /tools (docker), $TOOLS_ROOT (local: one per run).")
+    ] = None,
+    tools_dir: ToolsDir = None,
+) -> None:
+    """Print the exact commands that install the tool, one per line, in order."""
+    from llm_ide.tools.config import TOOLS_DIR, ToolConfigError, load_tool_config, tool_config_path
+    from llm_ide.tools.installer import plan
+
+    if environment not in ("docker", "local"):
+        _fail(f"--environment must be docker or local, not {environment!r}")
+    kind: Literal["docker", "local"] = "docker" if environment == "docker" else "local"
+    try:
+        tool = load_tool_config(tool_config_path(name, tools_dir or TOOLS_DIR))
+    except ToolConfigError as error:
+        _fail(str(error))
+    import jinja2
+
+    try:
+        commands = plan(tool, kind, conda=conda, tools_root=tools_root)
+    except jinja2.TemplateError as error:
+        _fail(f"{tool_config_path(name, tools_dir or TOOLS_DIR)}: key `setup_script`: {error}")
+    for command in commands:
+        typer.echo(command)

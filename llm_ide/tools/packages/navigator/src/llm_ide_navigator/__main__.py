@@ -1,0 +1,5 @@
+import sys
+
+from llm_ide_navigator.cli import main
+
+sys.exit(main())
