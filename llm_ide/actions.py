@@ -238,7 +238,7 @@ def viewed_ranges(command: str, ws: Workspace) -> list[tuple[str, range | None]]
         tool, args = words[0].rsplit("/", 1)[-1], words[1:]
         if tool not in VIEWERS:
             continue
-        files = [a for a in args if not a.startswith("-") and not re.fullmatch(r"\d+|'?\d+,\d+p'?|\d+,\d+p", a)]
+        files = [a for i, a in enumerate(args) if not a.startswith("-") and not _is_option_value(args, i)]
         lines: range | None = None
         if tool == "sed":
             spec = next(
@@ -247,19 +247,31 @@ def viewed_ranges(command: str, ws: Workspace) -> list[tuple[str, range | None]]
             if spec is None or "-n" not in args:
                 continue
             lines = range(int(spec[1]), int(spec[2] or spec[1]) + 1)
-        elif tool == "head":
-            count = next((int(a) for a in args if a.isdigit()), 10)
-            lines = range(1, count + 1)
-        elif tool == "tail":
-            count = next((int(a) for a in args if a.isdigit()), 10)
-            lines = range(-count, 0)
+        elif tool in {"head", "tail"}:
+            count = _line_count_option(args)
+            lines = range(1, count + 1) if tool == "head" else range(-count, 0)
         found.extend((path, lines) for path in files)
     return found
 
 
+def _is_option_value(args: list[str], i: int) -> bool:
+    return bool(re.fullmatch(r"\d+(?:,\d+)?p?", args[i])) or (i > 0 and args[i - 1] in {"-n", "--lines"})
+
+
+def _line_count_option(args: list[str]) -> int:
+    """N of `-n N`, `-nN`, `-N` or `--lines=N` (head/tail), else 10."""
+    for i, arg in enumerate(args):
+        if match := re.fullmatch(r"-n?(\d+)|--lines=(\d+)", arg):
+            return int(match[1] or match[2])
+        if arg in {"-n", "--lines"} and i + 1 < len(args) and args[i + 1].isdigit():
+            return int(args[i + 1])
+    return 10
+
+
 def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, range | None]]:
     """`file:line` locations named in the output of a configured tool (e.g. a debugger's `where`)."""
-    if not ws.tool_commands or not any(words[0] in ws.tool_commands for words in _segments(command)):
+    names = {words[0].rsplit("/", 1)[-1] for words in _segments(command)}
+    if not names & set(ws.tool_commands):
         return []
     seen: dict[tuple[str, int], None] = {}
     for pattern in LOCATION_PATTERNS:

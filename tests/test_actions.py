@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import git, make_git_repo
+
+from llm_ide.actions import Workspace, execute_action, viewed_ranges
+from llm_ide.codeview import CodeView
+from llm_ide.config import load_config
+from llm_ide.environments import LocalEnvironment
+from llm_ide.run.patch import extract_patch
+from llm_ide.state.context import Scope
+
+SOURCE = (
+    "import os\n"
+    "\n"
+    "\n"
+    "class Greeter:\n"
+    "    def hello(self, name):\n"
+    "        return f'hello {name}'\n"
+    "\n"
+    "    def bye(self, name):\n"
+    "        return f'bye {name}'\n"
+    "\n"
+    "\n"
+    "def main():\n"
+    "    print(Greeter().hello('x'))\n"
+)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    repo = make_git_repo(tmp_path / "repo", {"app/greet.py": SOURCE, "README.md": "hello\n" * 30})
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    return Workspace(
+        env=env,
+        view=CodeView(env),
+        templates=load_config("default")["templates"],
+        view_max_lines=5,
+        tool_commands=("navigator",),
+    )
+
+
+def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Workspace) -> None:
+    outcome = execute_action(ws, "view", {"path": "./app/greet.py", "start_line": 4, "end_line": 40})
+    assert outcome.observation.splitlines() == [
+        "app/greet.py (14 lines), lines 4-8:",
+        "     4\tclass Greeter:",
+        "     5\t    def hello(self, name):",
+        "     6\t        return f'hello {name}'",
+        "     7\t",
+        "     8\t    def bye(self, name):",
+    ]
+    assert outcome.accessed == [
+        Scope("app/greet.py", (4, 7), "Greeter", ""),
+        Scope("app/greet.py", (5, 6), "Greeter", "hello"),
+        Scope("app/greet.py", (8,), "Greeter", "bye"),
+    ]
+    assert execute_action(ws, "view", {"path": "nope.py"}).returncode == 1
+    bad = execute_action(ws, "view", {"path": "../etc/passwd"})
+    assert (bad.returncode, bad.accessed) == (2, [])
+    assert "must name a file inside the repository" in bad.observation
+
+
+def test_view_symbol_gives_a_whole_function_chunk(ws: Workspace) -> None:
+    outcome = execute_action(ws, "view_symbol", {"path": "app/greet.py", "symbol": "Greeter.bye"})
+    assert outcome.observation.splitlines() == [
+        "app/greet.py:8-9 (Greeter.bye):",
+        "     8\t    def bye(self, name):",
+        "     9\t        return f'bye {name}'",
+    ]
+    assert outcome.accessed == [Scope("app/greet.py", (8,), "Greeter", "bye", whole_function=True)]
+    missing = execute_action(ws, "view_symbol", {"path": "app/greet.py", "symbol": "Greeter.nope"})
+    assert missing.returncode == 1 and "Definitions there: Greeter, bye, hello, main" in missing.observation
+
+
+@pytest.mark.parametrize(
+    ("old", "expected"),
+    [
+        ("return f'nothing'", "No change: `old` does not occur in app/greet.py"),
+        ("name}'\n", "No change: `old` occurs 2 times in app/greet.py (lines 6, 9)"),
+    ],
+)
+def test_edit_refuses_zero_or_several_matches(ws: Workspace, old: str, expected: str) -> None:
+    outcome = execute_action(ws, "edit", {"path": "app/greet.py", "old": old, "new": "x"})
+    assert (outcome.returncode, outcome.accessed) == (1, [])
+    assert outcome.observation.startswith(expected)
+    assert (Path(ws.env.workdir) / "app/greet.py").read_text() == SOURCE
+
+
+def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Workspace) -> None:
+    params = {"path": "app/greet.py", "old": "return f'bye {name}'", "new": "name = name.title()\n        return name"}
+    outcome = execute_action(ws, "edit", params)
+    assert outcome.returncode == 0
+    assert outcome.observation.splitlines()[0] == "Edited app/greet.py; lines 6-13 now read:"
+    assert "    10\t        return name" in outcome.observation
+    assert outcome.accessed == [Scope("app/greet.py", (9, 10), "Greeter", "bye")]
+    assert "name = name.title()\n        return name\n" in (Path(ws.env.workdir) / "app/greet.py").read_text()
+
+
+def test_create_refuses_to_overwrite(ws: Workspace) -> None:
+    created = execute_action(ws, "create", {"path": "app/new.py", "content": "def f():\n    return 1\n"})
+    assert (created.returncode, created.observation) == (0, "Created app/new.py (2 lines).")
+    assert created.accessed == [Scope("app/new.py", (1, 2), "", "f")]
+    again = execute_action(ws, "create", {"path": "app/new.py", "content": "x"})
+    assert again.returncode == 1 and "already exists" in again.observation
+
+
+def test_search_reports_matches_and_bad_patterns(ws: Workspace) -> None:
+    found = execute_action(ws, "search", {"pattern": r"def (hello|bye)", "path": "app"})
+    assert found.observation.splitlines() == [
+        "2 matches for `def (hello|bye)`:",
+        "app/greet.py:5:    def hello(self, name):",
+        "app/greet.py:8:    def bye(self, name):",
+    ]
+    assert execute_action(ws, "search", {"pattern": "zzz_nothing"}).returncode == 1
+    assert "Invalid regular expression" in execute_action(ws, "search", {"pattern": "(unclosed"}).observation
+    globbed = execute_action(ws, "search", {"pattern": "^def", "path": "*.py"})
+    assert "app/greet.py:12:def main():" in globbed.observation
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("cat app/greet.py", [("app/greet.py", None)]),
+        ("sed -n '5,9p' app/greet.py | head -3", [("app/greet.py", range(5, 10))]),
+        ("head -n 3 README.md && tail -2 README.md", [("README.md", range(1, 4)), ("README.md", range(-2, 0))]),
+        ("nl -ba app/greet.py; echo done", [("app/greet.py", None)]),
+        ("python -c 'print(1)'", []),
+    ],
+)
+def test_viewer_commands_are_recognised(ws: Workspace, command: str, expected: list) -> None:
+    assert viewed_ranges(command, ws) == expected
+
+
+def test_bash_marks_viewed_lines_and_tool_locations_accessed(ws: Workspace) -> None:
+    outcome = execute_action(ws, "bash", {"command": "sed -n '12,13p' app/greet.py"})
+    assert outcome.accessed == [Scope("app/greet.py", (12, 13), "", "main")]
+    assert outcome.observation == "def main():\n    print(Greeter().hello('x'))"
+    tool = Path(ws.env.workdir) / "navigator"
+    tool.write_text(f"#!/bin/sh\necho '{ws.env.workdir}/app/greet.py:9: return'; echo '/usr/lib/x.py:3: y'\n")
+    tool.chmod(0o755)
+    outcome = execute_action(ws, "bash", {"command": "./navigator references Greeter.bye"})
+    assert outcome.accessed == [Scope("app/greet.py", (9,), "Greeter", "bye")]
+    assert execute_action(ws, "bash", {"command": "cat navigator | grep -c echo"}).accessed == [
+        Scope("navigator", (1, 2), "", "")
+    ]
+
+
+def test_patch_leaves_out_ignored_binary_artefact_and_oversized_files(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", ".gitignore": "*.log\n", "data.bin": "old"})
+    (repo / "a.py").write_text("x = 2\n")
+    (repo / "new.py").write_text("y = 1\n")
+    (repo / "run.log").write_text("noise\n")
+    (repo / "pkg.egg-info").mkdir()
+    (repo / "pkg.egg-info" / "PKG-INFO").write_text("Name: pkg\n")
+    (repo / "__pycache__").mkdir()
+    (repo / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00\x01")
+    (repo / "image.png").write_bytes(b"\x89PNG\x00\x00binary")
+    (repo / "data.bin").write_bytes(b"\x00\x01\x02")
+    (repo / "huge.txt").write_text("z" * 600_000)
+    (repo / "ok.txt").write_text("z" * 1000)
+    git(repo, "add", "a.py")
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    patch = extract_patch(env, base, load_config("default")["patch"])
+    files = sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git"))
+    assert files == ["a.py", "new.py", "ok.txt"]
+    assert "-x = 1\n+x = 2\n" in patch
+    assert git(repo, "diff", "--cached", "--name-only") == "a.py\n"  # the repository's own index is untouched
+    assert not (repo / ".git" / "llm-ide-patch-index").exists()
