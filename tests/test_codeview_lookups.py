@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -146,14 +147,15 @@ def test_one_read_per_render_and_parses_reused_while_unchanged(tmp_path: Path) -
     view = CodeView(source)
     chunks = [Chunk("a.py", [2]), Chunk("./b.py", [2]), Chunk("c.txt", [1]), Chunk("a.py", [1])]
     first = view.render(chunks)
-    indexes = dict(view._indexes)
+    indexes = dict(view._parsed)
     assert view.render(chunks) == first
     assert source.calls == [["a.py", "b.py", "c.txt"], ["a.py", "b.py", "c.txt"]]
-    assert all(view._indexes[path] is index for path, index in indexes.items())
+    assert all(view._parsed[path] is index for path, index in indexes.items())
     (tmp_path / "b.py").write_text("def g():\n    return 2\n")
     assert "def g():" in view.render(chunks)
-    assert view._indexes["a.py"] is indexes["a.py"]
-    assert view._indexes["b.py"] is not indexes["b.py"]
+    assert view._parsed["a.py"] is indexes["a.py"]
+    assert view._parsed["b.py"] is not indexes["b.py"]
+    assert len(source.calls) == 3
 
 
 def test_lookups_after_an_edit_see_the_new_file(tmp_path: Path) -> None:
@@ -171,8 +173,43 @@ def test_lookups_after_an_edit_see_the_new_file(tmp_path: Path) -> None:
 def test_local_files_reads_relative_and_absolute_paths(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f.py").write_bytes(b"x\r\n")
+    os.mkfifo(tmp_path / "pipe")
     files = LocalFiles(tmp_path)
     absolute = str(tmp_path / "d" / "f.py")
-    snapshots = files.read_files(["d/f.py", "./d/f.py", absolute, "d", "missing.py"])
-    assert [None if s is None else s.data for s in snapshots.values()] == [b"x\r\n", b"x\r\n", b"x\r\n", None, None]
+    snapshots = files.read_files(["d/f.py", "./d/f.py", absolute, "d", "missing.py", "d/f.py/x", "pipe"])
+    assert [None if s is None else s.data for s in snapshots.values()] == [b"x\r\n"] * 3 + [None] * 4
     assert snapshots["d/f.py"].mtime_ns == (tmp_path / "d" / "f.py").stat().st_mtime_ns
+
+
+def test_hot_lookups_use_the_latest_read_until_refresh_or_invalidate(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")
+    source = CountingFiles(tmp_path)
+    view = CodeView(source)
+    chunk = Chunk("a.py", [1], "", "f", whole_function=True)
+    view.refresh(["a.py", "b.py"])
+    assert (view.covers(chunk, 2), view.exists("a.py"), view.line_count("a.py"), view.chunk_size(chunk)) == (
+        True,
+        True,
+        2,
+        len("### File: `a.py`\n     1\tdef f():\n     2\t    return 1"),
+    )
+    assert view.scopes("a.py", [2], fresh=False) == [Scope("a.py", (2,), "", "f")]
+    assert source.calls == [["a.py", "b.py"]]
+    (tmp_path / "a.py").write_text("x = 0\ndef f():\n    return 1\n")
+    assert view.covers(chunk, 3) is False
+    view.invalidate()
+    assert view.covers(chunk, 3) is True
+    assert view.exists("b.py") is False
+    assert source.calls == [["a.py", "b.py"], ["a.py"], ["b.py"]]
+
+
+def test_parse_cache_is_bounded(tmp_path: Path) -> None:
+    for name in "abc":
+        (tmp_path / f"{name}.py").write_text(f"def {name}():\n    return 1\n")
+    view = CodeView(LocalFiles(tmp_path), max_files=2)
+    chunks = [Chunk(f"{name}.py", [2]) for name in "abc"]
+    text = view.render(chunks)
+    assert text.count("### File:") == 3 and "def c():" in text
+    assert list(view._parsed) == ["b.py", "c.py"]
+    assert view.render(chunks[:1]) == "### File: `a.py`\n     1\tdef a():\n     2\t    return 1"
+    assert list(view._parsed) == ["c.py", "a.py"]

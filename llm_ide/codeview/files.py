@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from llm_ide.environments.base import FileSnapshot
@@ -12,16 +13,30 @@ class LocalFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
-        self._root_text = self.root.as_posix()
+        self._targets: dict[str, str] = {}
+
+    def target(self, path: str) -> str:
+        target = self._targets.get(path)
+        if target is None:
+            target = self._targets[path] = os.path.join(self.root, normalize_path(path, self.root.as_posix()))
+        return target
 
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
-        snapshots: dict[str, FileSnapshot | None] = {}
-        for path in paths:
-            target = self.root / normalize_path(path, self._root_text)
-            try:
-                with open(target, "rb") as handle:
-                    mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
-                    snapshots[path] = FileSnapshot(handle.read(), mtime_ns)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
-                snapshots[path] = None
-        return snapshots
+        return {path: _read(self.target(path)) for path in paths}
+
+
+def _read(target: str) -> FileSnapshot | None:
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        parts = [os.read(fd, info.st_size + 1)]
+        while parts[-1]:
+            parts.append(os.read(fd, 1 << 20))
+        return FileSnapshot(b"".join(parts), info.st_mtime_ns)
+    finally:
+        os.close(fd)

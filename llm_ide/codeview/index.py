@@ -58,7 +58,8 @@ class FileIndex:
     frame_at: list[int] = field(default_factory=list)
     definitions: list[Definition] = field(default_factory=list)
     by_qualname: dict[str, list[int]] = field(default_factory=dict)
-    rows: dict[int, str] = field(default_factory=dict)
+    _rows: list[str] = field(default_factory=list)
+    chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
 
     @property
     def line_count(self) -> int:
@@ -68,11 +69,13 @@ class FileIndex:
         """Same size, mtime and content (compared exactly: a same-size edit with the mtime restored is still seen)."""
         return len(data) == len(self.data) and mtime_ns == self.mtime_ns and data == self.data
 
-    def row(self, line: int) -> str:
-        text = self.rows.get(line)
-        if text is None:
-            text = self.rows[line] = f"{line:>6}\t{self.lines[line - 1]}"
-        return text
+    @property
+    def rows(self) -> list[str]:
+        """`rows[line]` is the display row `f"{line:>6}\t{text}"` (built on first use; index 0 unused)."""
+        if not self._rows and self.lines:
+            prefixes = _prefixes(len(self.lines))
+            self._rows = ["", *map(str.__add__, prefixes, self.lines)]
+        return self._rows
 
     def innermost_definition(self, line: int) -> Definition | None:
         frame = self.frame_at[line] if self.frame_at else -1
@@ -93,19 +96,36 @@ class FileIndex:
 
     def context_rows(self, lines: set[int]) -> set[int]:
         """Header rows of every frame enclosing one of `lines`: signatures and statement/clause headers."""
-        rows: set[int] = set()
         if not self.frame_at:
-            return rows
-        frames, frame_at = self.frames, self.frame_at
-        seen: set[int] = set()
-        for start in {frame_at[line] for line in lines}:
-            index = start
-            while index >= 0 and index not in seen:
-                seen.add(index)
-                frame = frames[index]
-                rows.update(range(frame.start, frame.header_end + 1))
-                index = frame.parent
+            return set()
+        frame_at = self.frame_at
+        return set().union(*map(self.chain, {frame_at[line] for line in lines}))
+
+    def chain(self, frame: int) -> frozenset[int]:
+        """Header rows of `frame` and all its ancestors (memoised; computed without recursion)."""
+        chains = self.chains
+        found = chains.get(frame)
+        if found is not None:
+            return found
+        missing = []
+        while frame >= 0 and frame not in chains:
+            missing.append(frame)
+            frame = self.frames[frame].parent
+        rows = chains[frame] if frame >= 0 else frozenset()
+        for index in reversed(missing):
+            current = self.frames[index]
+            rows = chains[index] = rows.union(range(current.start, current.header_end + 1))
         return rows
+
+
+_PREFIXES: list[str] = []
+
+
+def _prefixes(count: int) -> list[str]:
+    """Row prefixes `f"{n:>6}\t"` for n = 1..count (shared, grown on demand: formatting them is the slow part)."""
+    if len(_PREFIXES) < count:
+        _PREFIXES.extend(f"{n:>6}\t" for n in range(len(_PREFIXES) + 1, count + 1))
+    return _PREFIXES[:count]
 
 
 def is_python(path: str, data: bytes) -> bool:
@@ -226,23 +246,10 @@ def _add_definition(
 
 
 def _innermost_frames(frames: list[Frame], line_count: int) -> list[int]:
-    """frame_at[line] for lines 0..line_count (index 0 unused), in one sweep over frames in pre-order."""
+    """frame_at[line] for lines 0..line_count (index 0 unused): frames come in pre-order, so inner ones overwrite."""
     frame_at = [-1] * (line_count + 1)
-    open_frames: list[int] = []
-    position = 1
-
-    def fill(upto: int) -> None:
-        nonlocal position
-        while position < upto:
-            while open_frames and frames[open_frames[-1]].end < position:
-                open_frames.pop()
-            current = open_frames[-1] if open_frames else -1
-            stop = min(upto, frames[current].end + 1) if current >= 0 else upto
-            frame_at[position:stop] = [current] * (stop - position)
-            position = stop
-
     for number, frame in enumerate(frames):
-        fill(min(frame.start, line_count + 1))
-        open_frames.append(number)
-    fill(line_count + 1)
+        end = min(frame.end, line_count)
+        if end >= frame.start:
+            frame_at[frame.start : end + 1] = [number] * (end + 1 - frame.start)
     return frame_at

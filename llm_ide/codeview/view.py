@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from llm_ide.codeview.index import FileIndex, build_index
@@ -13,18 +14,20 @@ PAST_END_NOTE = "[none of the chosen lines exist: the file has {count} lines]"
 class CodeView:
     """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`.
 
-    Each read is kept as the latest snapshot of its path; parses are cached per path and reused while size, mtime
-    and content are unchanged. Reads: `render` re-reads all its files in one `read_files` call (never stale);
-    `scopes`, `symbol_scope` and `definition_range` re-read their file (they follow actions that may have changed
-    it); the hot per-step lookups `covers`, `chunk_size`, `exists` and `line_count` use the latest snapshot and read
-    only files not read yet (`exists` re-checks a file last seen missing). `refresh` reads many files in one call,
-    `invalidate` forgets the snapshots."""
+    The latest read of each path is kept; parses (`FileIndex`) are cached per path, at most `max_files` of them
+    (least recently used go first), and reused while size, mtime and content are unchanged. Reads: `render`
+    re-reads all its files in one `read_files` call (never stale); `scopes`, `symbol_scope` and `definition_range`
+    re-read their file (they follow actions that may have changed it; pass `fresh=False` after a `refresh`); the
+    hot per-step lookups `covers`, `chunk_size`, `exists` and `line_count` use the latest read and read only files
+    not read yet (`exists` re-checks a file last seen missing). `refresh` reads many files in one call, `invalidate`
+    forgets the latest reads (not the parses)."""
 
-    def __init__(self, source: FileSource, root: str | None = None) -> None:
+    def __init__(self, source: FileSource, root: str | None = None, max_files: int = 512) -> None:
         self.source = source
         self.root = root if root is not None else str(getattr(source, "workdir", "") or getattr(source, "root", ""))
-        self._snapshots: dict[str, FileSnapshot | None] = {}
-        self._indexes: dict[str, FileIndex] = {}
+        self.max_files = max_files
+        self._current: dict[str, FileIndex | FileSnapshot | None] = {}
+        self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
 
     def path(self, path: str) -> str:
@@ -40,20 +43,26 @@ class CodeView:
             return
         snapshots = self.source.read_files(wanted)
         for path in wanted:
-            snapshot = self._snapshots[path] = snapshots.get(path)
-            index = self._indexes.get(path)
-            if index is not None and (snapshot is None or not index.matches(snapshot.data, snapshot.mtime_ns)):
-                del self._indexes[path]
+            snapshot = snapshots.get(path)
+            index = self._parsed.get(path)
+            if snapshot is not None and index is not None and index.matches(snapshot.data, snapshot.mtime_ns):
+                self._current[path] = index
+                self._parsed.move_to_end(path)
+            else:
+                self._current[path] = snapshot
+        if len(self._current) > 4 * self.max_files:
+            for path in list(self._current)[: len(self._current) - 2 * self.max_files]:
+                del self._current[path]
 
     def invalidate(self) -> None:
-        """Forget the snapshots (not the parses): the next lookup of each file reads it again."""
-        self._snapshots.clear()
+        """Forget the latest reads (not the parses): the next lookup of each file reads it again."""
+        self._current.clear()
 
     def render(self, chunks: Sequence[Chunk], reread: bool = True) -> str:
         by_file: dict[str, list[Chunk]] = {}
         for chunk in chunks:
             by_file.setdefault(self.path(chunk.file_path), []).append(chunk)
-        self.refresh(by_file if reread else [path for path in by_file if path not in self._snapshots])
+        self.refresh(by_file if reread else [path for path in by_file if path not in self._current])
         return "\n\n".join(self._render_file(path, file_chunks) for path, file_chunks in by_file.items())
 
     def chunk_size(self, chunk: Chunk) -> int:
@@ -103,21 +112,25 @@ class CodeView:
 
     def exists(self, path: str) -> bool:
         path = self.path(path)
-        return self._index(path, fresh=self._snapshots.get(path) is None) is not None
+        if self._current.get(path) is None:
+            self.refresh([path])
+        return self._current[path] is not None
 
     def line_count(self, path: str) -> int:
         index = self._index(self.path(path))
         return index.line_count if index else 0
 
     def _index(self, path: str, fresh: bool = False) -> FileIndex | None:
-        if fresh or path not in self._snapshots:
+        if fresh or path not in self._current:
             self.refresh([path])
-        snapshot = self._snapshots[path]
-        if snapshot is None:
-            return None
-        index = self._indexes.get(path)
-        if index is None:
-            index = self._indexes[path] = build_index(path, snapshot.data, snapshot.mtime_ns)
+        entry = self._current[path]
+        if entry is None or isinstance(entry, FileIndex):
+            return entry
+        index = self._current[path] = self._parsed[path] = build_index(path, entry.data, entry.mtime_ns)
+        self._parsed.move_to_end(path)
+        while len(self._parsed) > self.max_files:
+            evicted, _ = self._parsed.popitem(last=False)
+            self._current.pop(evicted, None)
         return index
 
     def _render_file(self, path: str, chunks: list[Chunk]) -> str:
@@ -128,14 +141,18 @@ class CodeView:
         shown = _shown_lines(index, chunks)
         if not shown:
             return f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
-        out = [header]
-        previous = -1
-        for line in sorted(shown):
-            if previous > 0 and line != previous + 1:
-                out.append("...")
-            out.append(index.row(line))
+        ordered = sorted(shown)
+        rows = index.rows
+        parts = [header]
+        start = previous = ordered[0]
+        for line in ordered:
+            if line > previous + 1:
+                parts.append("\n".join(rows[start : previous + 1]))
+                parts.append("...")
+                start = line
             previous = line
-        return "\n".join(out)
+        parts.append("\n".join(rows[start : previous + 1]))
+        return "\n".join(parts)
 
 
 def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
@@ -144,6 +161,7 @@ def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
     for chunk in chunks:
         if chunk.whole_function and (definition := index.resolve(chunk.qualname, chunk.lines)):
             shown.update(range(definition.start, min(definition.end, count) + 1))
-        shown.update(line for line in chunk.lines if 1 <= line <= count)
-    shown |= index.context_rows(shown)
-    return shown
+        shown.update(chunk.lines)
+    if shown and (min(shown) < 1 or max(shown) > count):
+        shown = {line for line in shown if 1 <= line <= count}
+    return shown | index.context_rows(shown)
