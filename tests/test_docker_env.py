@@ -319,23 +319,6 @@ def llm_ide_run(repo: Path, output: Path, run_id: str, script: Path, **popen: ob
 
 
 @pytest.mark.slow
-def test_scripted_demo_run_fixes_the_bug_inside_a_container(client, run_id: str, tmp_path: Path) -> None:
-    import json
-
-    repo = demo_repo(tmp_path / "project")
-    process = llm_ide_run(
-        repo, tmp_path / "out", run_id, REPO_ROOT / "llm_ide/demo/script.yaml", stdout=subprocess.PIPE
-    )
-    stdout, _ = process.communicate(timeout=300)
-    assert process.returncode == 0, stdout
-    info = json.loads((tmp_path / "out" / f"{run_id}.traj.json").read_text())["info"]
-    assert info["exit_status"] == "submitted"
-    assert "+    return (ordered[middle - 1] + ordered[middle]) / 2" in info["submission"]
-    assert git(repo, "status", "--porcelain") == "", "the host copy must stay untouched"
-    assert wait_until_gone(client, run_id) == []
-
-
-@pytest.mark.slow
 def test_ctrl_c_on_a_docker_run_removes_its_container(client, run_id: str, tmp_path: Path) -> None:
     script = tmp_path / "script.yaml"
     action = '{"command": "echo sleeping; sleep 300"}'
