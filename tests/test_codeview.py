@@ -620,6 +620,17 @@ def test_form_feed_does_not_split_lines(tmp_path: Path) -> None:
     assert text == "### File: `a.py`\n     3\t\x0c\n     4\tdef b():\n     5\t    x = 1  # \x0c inside"
 
 
+def test_only_newline_separates_lines(tmp_path: Path) -> None:
+    source = "a = 1  # \x0b \x1c \x1d \x1e \x85 \u2028 \u2029 \r x\ndef f():\n    return 2\n".encode()
+    text = render(tmp_path, source, [1, 3])
+    assert text.split("\n") == [
+        "### File: `a.py`",
+        "     1\ta = 1  # \x0b \x1c \x1d \x1e \x85 \u2028 \u2029 \r x",
+        "     2\tdef f():",
+        "     3\t    return 2",
+    ]
+
+
 def test_tab_indented_file_keeps_tabs(tmp_path: Path) -> None:
     source = b"class T:\n\tdef m(self):\n\t\tif self:\n\t\t\treturn 1\n\t\treturn 2\n"
     assert render(tmp_path, source, [4]) == (

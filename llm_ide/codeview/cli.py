@@ -44,6 +44,8 @@ def context_command(
     """Render a code context exactly as the agent sees it (SPEC §4)."""
     view = CodeView(LocalFiles(Path.cwd()))
     try:
+        if chunks is not None and (file, lines, whole_function) != (None, None, None):
+            raise ValueError("give either FILE with --lines/--whole-function, or --chunks chunks.json, not both")
         if chunks is not None:
             selected = _chunks_from_file(chunks)
         else:
