@@ -1,0 +1,242 @@
+"""Batch runner without docker: output store under concurrency, progress, CLI errors, local-environment batches."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from openai_server import OpenAIServer, Reply
+from rich.console import Console
+from swebench_fixtures import FIX_COMMAND, build_dataset, reflection, reply, write_config, write_script
+
+from llm_ide.run.progress import BatchProgress
+from llm_ide.run.swebench import BatchOptions, OutputStore, model_endpoint, read_preds, run_swebench
+
+CLI = "import sys; from llm_ide.cli import app, extra_app; (extra_app if sys.argv.pop(1) == 'mini-extra' else app)()"
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
+    )
+
+
+def writer_process(output: Path, prefix: str, count: int) -> None:
+    store = OutputStore(output)
+    for n in range(count):
+        store.add_prediction(f"{prefix}-{n}", "m", f"patch {n}\n")
+        store.record_status(f"{prefix}-{n}", "submitted", cost=0.0)
+
+
+def test_output_store_survives_concurrent_threads_and_processes(tmp_path: Path) -> None:
+    code = (
+        f"import sys, pathlib; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        f"from test_swebench import writer_process; writer_process(pathlib.Path({str(tmp_path)!r}), sys.argv[1], 10)"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"proc{p}"]) for p in range(2)]
+    threads = [threading.Thread(target=writer_process, args=(tmp_path, f"thread{t}", 10)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [proc.wait(timeout=120) for proc in procs] == [0, 0]
+    preds = read_preds(tmp_path)
+    expected = {f"{who}-{n}" for who in ["proc0", "proc1", *(f"thread{t}" for t in range(4))] for n in range(10)}
+    assert set(preds) == expected
+    assert preds["thread3-7"] == {"instance_id": "thread3-7", "model_name_or_path": "m", "model_patch": "patch 7\n"}
+    statuses = yaml.safe_load((tmp_path / "exit_statuses.yaml").read_text())
+    assert sorted(statuses["instances_by_exit_status"]["submitted"]) == sorted(expected)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    OutputStore(tmp_path).remove_prediction("proc1-3")
+    assert len(read_preds(tmp_path)) == len(expected) - 1
+
+
+def test_progress_plain_lines_and_live_render() -> None:
+    plain = io.StringIO()
+    with BatchProgress(total=3, console=Console(file=plain, width=200), title="swebench") as progress:
+        progress.start("a__x-1")
+        progress.event("a__x-1", "phase", phase="starting environment")
+        progress.event("a__x-1", "step", step=3, action="bash: pytest -q", cost=0.25)
+        progress.start("b__y-2")
+        progress.event("b__y-2", "step", step=1, action="view a.py:1-20", cost=0.05)
+        live = Console(file=io.StringIO(), width=160, force_terminal=True, color_system=None)
+        live.print(progress.render())
+        screen = live.file.getvalue()
+        progress.finish("a__x-1", "submitted", cost=0.5, steps=4)
+    assert "0/3" in screen and "$0.30" in screen and "ETA -:--:--" in screen
+    assert [line.split()[:3] for line in screen.splitlines() if "__" in line] == [
+        ["a__x-1", "step", "3"],
+        ["b__y-2", "step", "1"],
+    ]
+    assert "bash: pytest -q" in screen and "$0.25" in screen
+    lines = plain.getvalue().splitlines()
+    assert lines[0] == "swebench: 3 instances"
+    assert lines[1:3] == ["[0/3] a__x-1: started", "[0/3] b__y-2: started"]
+    assert lines[3].startswith("[1/3] a__x-1: submitted (4 steps, $0.50) | total $0.55 | ETA ")
+    assert lines[3].endswith("| submitted: 1")
+    assert lines[4] == "swebench: 1/3 done, cost $0.55, submitted: 1"
+    assert (progress.done, dict(progress.statuses), list(progress.running)) == (1, {"submitted": 1}, ["b__y-2"])
+
+
+@pytest.mark.parametrize(
+    ("model", "base_url", "env_url", "expected"),
+    [
+        ("scripted:x.yaml", None, None, None),
+        ("tensorblock/gpt-5-mini", None, None, "https://api.openai.com/v1"),
+        ("tensorblock/gpt-5-mini", None, "http://proxy:4000/v1", "http://proxy:4000/v1"),
+        ("tensorblock/gpt-5-mini", "http://127.0.0.1:1/v1", "http://proxy:4000/v1", "http://127.0.0.1:1/v1"),
+        ("openai:gpt-5-mini", None, None, "https://api.openai.com/v1"),
+        ("anthropic:claude-sonnet-4-5", None, None, None),
+    ],
+)
+def test_model_endpoint(model: str, base_url: str | None, env_url: str | None, expected: str | None) -> None:
+    previous = os.environ.pop("OPENAI_BASE_URL", None)
+    try:
+        if env_url:
+            os.environ["OPENAI_BASE_URL"] = env_url
+        assert model_endpoint(model, base_url) == expected
+    finally:
+        os.environ.pop("OPENAI_BASE_URL", None)
+        if previous is not None:
+            os.environ["OPENAI_BASE_URL"] = previous
+
+
+def offline_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "HF_", "LLM_IDE_"))}
+    return {**env, "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "HF_HOME": str(tmp_path / "hf")}
+
+
+@pytest.mark.parametrize("command", ["swebench", "swebench-single"])
+def test_request_command_lines_offline_fail_with_one_clear_line(tmp_path: Path, command: str) -> None:
+    env = offline_env(tmp_path)
+    args = ["mini-extra", command, "--subset", "verified", "--split", "test", "--model", "tensorblock/gpt-5-mini"]
+    result = cli(*args, "-o", str(tmp_path / "out"), env=env)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: could not reach dataset princeton-nlp/SWE-bench_Verified (split test)")
+    assert "--subset path/to/SWE-bench_Verified-test.jsonl" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreachable_model_and_missing_key_fail_before_the_batch(tmp_path: Path) -> None:
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    env = offline_env(tmp_path)
+    base = ["mini-extra", "swebench", "--subset", str(dataset), "--split", "test", "--model", "tensorblock/gpt-5-mini"]
+    port = closed_port()
+    unreachable = cli(*base, "--base-url", f"http://127.0.0.1:{port}/v1", "-o", str(tmp_path / "o1"), env=env)
+    assert unreachable.returncode == 2 and unreachable.stderr.count("\n") == 1, unreachable.stderr
+    assert unreachable.stderr.startswith(
+        f"error: could not reach model tensorblock/gpt-5-mini at http://127.0.0.1:{port}/v1"
+    )
+    no_key = cli(*base, "-o", str(tmp_path / "o2"), env=env)
+    assert no_key.returncode == 2 and no_key.stderr.count("\n") == 1, no_key.stderr
+    assert "OPENAI_API_KEY is not set" in no_key.stderr
+    bad_args = cli(
+        "llm-ide", "swebench", "--subset", str(dataset), "--slice", "x:y", "--model", "scripted:s.yaml", env=env
+    )
+    assert (bad_args.returncode, bad_args.stderr.strip()) == (
+        2,
+        "error: invalid slice 'x:y': expected integers, e.g. 0:10",
+    )
+    bad_env = cli("llm-ide", "swebench", "--subset", str(dataset), "--environment", "podman", "--model", "m", env=env)
+    assert (bad_env.returncode, bad_env.stderr.strip()) == (
+        2,
+        "error: unknown environment 'podman': use docker or local",
+    )
+
+
+def test_local_environment_batch_fixes_every_instance_and_resume_skips_them(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 3)
+    model = write_script(tmp_path / "fix.yaml", ["grep -rn '# BUG' --include='*.py' .", FIX_COMMAND])
+    options = BatchOptions(
+        model=model,
+        output=tmp_path / "out",
+        workers=2,
+        environment="local",
+        config_files=[write_config(tmp_path / "c.yaml")],
+    )
+    summary = run_swebench(str(dataset), "test", options)
+    assert summary.counts() == {"submitted": 3} and summary.skipped_existing == []
+    preds = read_preds(options.output)
+    assert {k: v["model_patch"] for k, v in preds.items()} == {row["instance_id"]: row["patch"] for row in rows}
+    assert {v["model_name_or_path"] for v in preds.values()} == {model}
+    for row in rows:
+        trajectory = json.loads((options.output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+        assert trajectory["info"]["exit_status"] == "submitted"
+        assert [op["action_type"] for op in trajectory["operations"]] == ["bash", "bash", "submit"]
+        assert (Path(row["repo"]) / ".git").exists()  # the dataset's repositories are cloned, never edited
+        assert "# BUG" in (Path(row["repo"]) / next(n for n in ("calc/stats.py", "text/words.py", "shapes/rect.py")
+                                                    if (Path(row["repo"]) / n).exists())).read_text()  # fmt: skip
+    statuses = yaml.safe_load((options.output / "exit_statuses.yaml").read_text())
+    assert sorted(statuses["instances_by_exit_status"]["submitted"]) == sorted(r["instance_id"] for r in rows)
+    log = (options.output / "swebench.log").read_text()
+    assert log.count(": submitted (cost 0.0000") == 3
+    stamps = {p: p.stat().st_mtime_ns for p in options.output.rglob("*.traj.json")}
+
+    again = run_swebench(str(dataset), "test", options)
+    assert (again.selected, sorted(again.skipped_existing)) == ([], sorted(r["instance_id"] for r in rows))
+    assert {p: p.stat().st_mtime_ns for p in options.output.rglob("*.traj.json")} == stamps
+
+    options.redo_existing = True
+    redo = run_swebench(str(dataset), "test", options, filter_regex="demo__calc")
+    assert (redo.selected, redo.counts()) == (["demo__calc-1"], {"submitted": 1})
+    changed = [p.parent.name for p, stamp in stamps.items() if p.stat().st_mtime_ns != stamp]
+    assert changed == ["demo__calc-1"]
+
+
+def test_malformed_row_is_reported_and_the_others_run(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    broken = {**rows[0], "instance_id": "demo__broken-1", "PASS_TO_PASS": "[oops"}
+    dataset.write_text(dataset.read_text() + json.dumps(broken) + "\n")
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    result = cli(
+        "llm-ide", "swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-w", "2",
+        "-c", str(write_config(tmp_path / "c.yaml")), "-o", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "skipping malformed row 2 (demo__broken-1): field PASS_TO_PASS: not a JSON list" in result.stderr
+    assert sorted(read_preds(tmp_path / "out")) == ["demo__calc-1", "demo__text-1"]
+    assert "submitted: 2" in result.stdout
+    assert "skipping malformed row 2 (demo__broken-1)" in (tmp_path / "out" / "swebench.log").read_text()
+
+
+def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
+    """A real OpenAI-compatible server on loopback; every call costs $1 (1M input tokens at $1/M)."""
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
+    calls = [
+        Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
+        Reply(reflection("Fixed."), **one_dollar),
+        Reply(reply("Submit.", "submit", {}), **one_dollar),
+    ]
+    config = write_config(tmp_path / "c.yaml")
+    data = yaml.safe_load(config.read_text())
+    data["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
+    config.write_text(yaml.safe_dump(data))
+    with OpenAIServer(replies=calls * 3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0,
+        )  # fmt: skip
+        summary = run_swebench(str(dataset), "test", options)
+    assert {k: (v.exit_status, v.cost) for k, v in summary.outcomes.items()} == {
+        "demo__calc-1": ("submitted", 3.0),
+        "demo__text-1": ("cost_limit", 1.0),
+    }
+    assert summary.not_started == ["demo__shapes-1"]
+    assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
+    assert summary.cost == 4.0

@@ -1,0 +1,184 @@
+"""End to end in real containers: batches with 1 and 2 workers, evaluation, kill/interrupt and resume, single runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
+    FIX_COMMAND,
+    TinyDataset,
+    leftover_containers,
+    tiny_dataset,
+    write_config,
+    write_script,
+)
+
+from llm_ide.config import load_config
+from llm_ide.run.dataset import load_dataset
+from llm_ide.run.evaluate import evaluate_predictions
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+CLI = "import sys; from llm_ide.cli import app, extra_app; (extra_app if sys.argv.pop(1) == 'mini-extra' else app)()"
+IDS = ["demo__calc-1", "demo__shapes-1", "demo__text-1"]
+SLOW_STEPS = ["sleep 1; date +%s%N", "sleep 1; date +%s%N", "sleep 1; date +%s%N", FIX_COMMAND]
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-c", CLI, *args]
+
+
+def batch_args(dataset: Path, model: str, output: Path, config: Path, workers: int) -> list[str]:
+    """The request's command line, against the local dataset."""
+    return command(
+        "mini-extra", "swebench", "--subset", str(dataset), "--split", "test", "--model", model,
+        "--workers", str(workers), "--output", str(output), "--config", str(config),
+    )  # fmt: skip
+
+
+def operations(output: Path, instance_id: str) -> list[dict]:
+    path = output / instance_id / f"{instance_id}.traj.json"
+    return json.loads(path.read_text())["operations"] if path.exists() else []
+
+
+def preds_ids(output: Path) -> list[str]:
+    path = output / "preds.json"
+    return sorted(json.loads(path.read_text())) if path.exists() else []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batch_end_to_end(tiny_dataset: TinyDataset, tmp_path: Path, workers: int) -> None:  # noqa: F811
+    from swebench.harness.utils import get_predictions_from_file
+
+    model = write_script(tmp_path / "fix.yaml", ["grep -rn '# BUG' --include='*.py' .", FIX_COMMAND])
+    output = tmp_path / "out"
+    result = subprocess.run(
+        batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "swebench: 3/3 done, cost $0.00, submitted: 3" in result.stdout
+
+    predictions = get_predictions_from_file(str(output / "preds.json"), "SWE-bench/SWE-bench_Lite", "test")
+    assert sorted(p["instance_id"] for p in predictions) == IDS
+    for prediction in predictions:
+        assert set(prediction) == {"instance_id", "model_name_or_path", "model_patch"}
+        assert prediction["model_name_or_path"] == model
+        assert prediction["model_patch"] == tiny_dataset.row(prediction["instance_id"])["patch"]
+
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
+    assert statuses["instances_by_exit_status"] == {"submitted": IDS}
+    for instance_id in IDS:
+        trajectory = json.loads((output / instance_id / f"{instance_id}.traj.json").read_text())
+        assert trajectory["info"]["exit_status"] == "submitted"
+        assert trajectory["info"]["submission"] == tiny_dataset.row(instance_id)["patch"]
+        assert [op["action_type"] for op in trajectory["operations"]] == ["bash", "bash", "submit"]
+        assert "# BUG" in trajectory["operations"][0]["observation"]
+    log = (output / "swebench.log").read_text()
+    assert "demo__text-1: starting (image swebench/sweb.eval.x86_64.demo_1776_text-1:latest)" in log  # name rule
+    assert f"{workers} workers" in log
+    assert leftover_containers(tiny_dataset.client, "demo__") == []
+
+    report = evaluate_predictions(
+        json.loads((output / "preds.json").read_text()),
+        {i.instance_id: i for i in load_dataset(str(tiny_dataset.path)).instances},
+        settings=load_config("swebench")["swebench"],
+        log_dir=tmp_path / "eval",
+        workers=workers,
+    )
+    assert (report.ids("resolved"), report.resolve_rate) == (IDS, 1.0)
+
+
+def wait_for(predicate, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting for the batch"
+        time.sleep(0.05)
+
+
+def test_killed_batch_resumes_without_redoing_finished_instances(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811
+    model = write_script(tmp_path / "slow.yaml", SLOW_STEPS)
+    output = tmp_path / "out"
+    args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=1)
+    batch = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: preds_ids(output) == ["demo__calc-1"] and len(operations(output, "demo__text-1")) >= 2)
+    finally:
+        os.killpg(batch.pid, signal.SIGKILL)
+        batch.wait()
+    at_kill = operations(output, "demo__text-1")
+    finished = (output / "demo__calc-1" / "demo__calc-1.traj.json").read_text()
+    assert len(at_kill) in (2, 3) and not (output / "demo__shapes-1").exists()
+
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "1 instances already in preds.json are skipped" in rerun.stdout
+    assert preds_ids(output) == IDS
+    assert (output / "demo__calc-1" / "demo__calc-1.traj.json").read_text() == finished  # not redone
+    resumed = operations(output, "demo__text-1")
+    assert [op["action_type"] for op in resumed] == ["bash"] * 4 + ["submit"]
+    # the nanosecond timestamps printed before the kill survive: the steps were continued, not run again
+    assert [op["observation"] for op in resumed[: len(at_kill)]] == [op["observation"] for op in at_kill]
+    assert len({op["observation"] for op in resumed[:3]}) == 3
+    preds = json.loads((output / "preds.json").read_text())
+    assert preds["demo__text-1"]["model_patch"] == tiny_dataset.row("demo__text-1")["patch"]  # edits made after resume
+    assert leftover_containers(tiny_dataset.client, "demo__") == []
+
+
+def test_interrupted_batch_ends_running_instances_and_resumes_them(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811
+    model = write_script(tmp_path / "slow.yaml", SLOW_STEPS)
+    output = tmp_path / "out"
+    args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=2)
+    batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(lambda: all(len(operations(output, i)) >= 1 for i in ["demo__calc-1", "demo__text-1"]))
+    batch.send_signal(signal.SIGINT)
+    stdout, stderr = batch.communicate(timeout=120)
+    assert batch.returncode == 130, stderr
+    assert "interrupted: run the same command again to resume" in stderr
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
+    assert statuses["instances_by_exit_status"] == {"interrupted": ["demo__calc-1", "demo__text-1"]}
+    assert preds_ids(output) == []
+    assert leftover_containers(tiny_dataset.client, "demo__") == []
+    at_stop = {i: operations(output, i) for i in ["demo__calc-1", "demo__text-1"]}
+
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert preds_ids(output) == IDS
+    for instance_id, before in at_stop.items():
+        after = operations(output, instance_id)
+        assert len(after) == 5
+        assert [op["observation"] for op in after[: len(before)]] == [op["observation"] for op in before]
+
+
+@pytest.mark.parametrize("instance", ["demo__shapes-1", "2"])
+def test_swebench_single_prints_steps_live(tiny_dataset: TinyDataset, tmp_path: Path, instance: str) -> None:  # noqa: F811
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "python -m pytest -q tests 2>&1 | tail -1"])
+    result = subprocess.run(
+        command(
+            "mini-extra", "swebench-single", "--subset", str(tiny_dataset.path), "--split", "test", "--model", model,
+            "-i", instance, "-o", str(tmp_path / "single"), "-c", str(write_config(tmp_path / "c.yaml")),
+        ),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("demo__shapes-1 (llm-ide-test/demo.shapes-1:latest)")
+    steps = [line.split()[:3] for line in lines if line.startswith("step")]
+    assert steps == [["step", "1", "bash:"], ["step", "2", "bash:"], ["step", "3", "submit"]]
+    assert any("1 passed" in line for line in lines)  # the run's own test command, inside the container
+    assert "submitted after 3 steps" in result.stdout
+    assert "-        return (self.w + 1) * self.h  # BUG" in result.stdout
+    assert (
+        json.loads((tmp_path / "single" / "preds.json").read_text())["demo__shapes-1"]["model_patch"]
+        == (tiny_dataset.row("demo__shapes-1")["patch"])
+    )
