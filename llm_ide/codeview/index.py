@@ -71,7 +71,7 @@ class FileIndex:
 
     @property
     def rows(self) -> list[str]:
-        """`rows[line]` is the display row `f"{line:>6}\t{text}"` (built on first use; index 0 unused)."""
+        """`rows[line]` is the display row `f"{line:>6}\\t{text}"` (built on first use; index 0 unused)."""
         if not self._rows and self.lines:
             prefixes = _prefixes(len(self.lines))
             self._rows = ["", *map(str.__add__, prefixes, self.lines)]
@@ -122,7 +122,7 @@ _PREFIXES: list[str] = []
 
 
 def _prefixes(count: int) -> list[str]:
-    """Row prefixes `f"{n:>6}\t"` for n = 1..count (shared, grown on demand: formatting them is the slow part)."""
+    """Row prefixes `f"{n:>6}\\t"` for n = 1..count (shared, grown on demand: formatting them is the slow part)."""
     if len(_PREFIXES) < count:
         _PREFIXES.extend(f"{n:>6}\t" for n in range(len(_PREFIXES) + 1, count + 1))
     return _PREFIXES[:count]

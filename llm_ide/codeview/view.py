@@ -164,4 +164,5 @@ def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
         shown.update(chunk.lines)
     if shown and (min(shown) < 1 or max(shown) > count):
         shown = {line for line in shown if 1 <= line <= count}
-    return shown | index.context_rows(shown)
+    shown |= index.context_rows(shown)
+    return shown if max(shown, default=0) <= count else {line for line in shown if line <= count}
