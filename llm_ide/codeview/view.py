@@ -143,16 +143,9 @@ class CodeView:
             return f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
         ordered = sorted(shown)
         rows = index.rows
-        parts = [header]
-        start = previous = ordered[0]
-        for line in ordered:
-            if line > previous + 1:
-                parts.append("\n".join(rows[start : previous + 1]))
-                parts.append("...")
-                start = line
-            previous = line
-        parts.append("\n".join(rows[start : previous + 1]))
-        return "\n".join(parts)
+        out = [header, rows[ordered[0]]]
+        out += [rows[b] if b - a == 1 else "...\n" + rows[b] for a, b in zip(ordered, ordered[1:], strict=False)]
+        return "\n".join(out)
 
 
 def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
