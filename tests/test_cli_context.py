@@ -126,6 +126,7 @@ def test_chunks_file_with_relative_absolute_and_missing_paths(
         (b"a\x0cb = 1\nc = 2\n", "2,7-9", "     2\tc = 2\n"),
         (b"\tif x:\n\t\ty\n", "2", "     1\t\tif x:\n     2\t\t\ty\n"),
         (b"one\n", "5", "[none of the chosen lines exist: the file has 1 lines]\n"),
+        (b"one\ntwo\n", "2-999999999999", "     2\ttwo\n"),
     ],
 )
 def test_robustness_cases_exit_zero_and_show_the_lines_that_exist(
@@ -154,6 +155,7 @@ def test_robustness_cases_exit_zero_and_show_the_lines_that_exist(
         (["pkg/box.py"], "error: give --lines (e.g. 12,40-45) and/or --whole-function QUALNAME"),
         ([], "error: give a FILE (with --lines and/or --whole-function) or --chunks chunks.json"),
         (["--chunks", "none.json"], "error: no such file: none.json"),
+        (["--chunks", "pkg"], "error: cannot read pkg: Is a directory"),
         (
             ["pkg/box.py", "--chunks", "c.json"],
             "error: give either FILE with --lines/--whole-function, or --chunks chunks.json, not both",

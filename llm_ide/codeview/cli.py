@@ -12,6 +12,7 @@ from llm_ide.codeview.view import CodeView
 from llm_ide.state.context import Chunk
 
 LINE_SPEC = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+MAX_LINES = 1_000_000
 
 
 def parse_line_spec(spec: str) -> list[int]:
@@ -25,7 +26,7 @@ def parse_line_spec(spec: str) -> list[int]:
         end = int(match[2]) if match[2] else start
         if start < 1 or end < start:
             raise ValueError(f"malformed line spec {spec!r}: lines start at 1 and ranges go upwards ({part.strip()})")
-        lines.update(range(start, end + 1))
+        lines.update(range(start, min(end, MAX_LINES) + 1))
     return sorted(lines)
 
 
@@ -79,6 +80,8 @@ def _chunks_from_file(path: Path) -> list[Chunk]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"no such file: {path}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not valid JSON: {error}") from None
     try:
