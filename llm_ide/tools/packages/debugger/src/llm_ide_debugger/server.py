@@ -202,6 +202,7 @@ class Session:
         self._marks = 0
         self._commands = []  # type: list[str]
         self._client_lock = threading.Lock()
+        self.cleanup = lambda: None  # removes the socket and session file (set by main)
 
     # -- paths and frames
 
@@ -411,14 +412,18 @@ def handle(connection: socket.socket, session: Session) -> None:
         connection.settimeout(None)
         if request.get("op") == "status":
             response = session.status()
+            ended = False
         else:
             results = session.run(list(request.get("commands") or []), float(request.get("timeout") or 10))
             response = {"results": results, "state": session.state}
+            ended = session.state == "ended"
+        if ended:
+            session.cleanup()  # from now on clients find no session, even while this process winds down
         try:
             connection.sendall(json.dumps(response).encode("utf-8"))
         except OSError:
             return
-    if response.get("state") == "ended":
+    if ended:
         session.mark_delivered()
 
 
@@ -477,6 +482,7 @@ def main(argv: "list[str] | None" = None) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(leftover)
 
+    session.cleanup = cleanup
     common.write_session(
         directory,
         {
