@@ -72,7 +72,8 @@ class Navigator:
             return f"<{name.module_name}>: {name.description}"
         path = Path(name.module_path)
         shown = path.relative_to(self.root) if path.is_relative_to(self.root) else path
-        return f"{shown}:{name.line}: {name.get_line_code().strip()}"
+        text = f"(module {name.full_name or name.name})" if name.type == "module" else name.get_line_code().strip()
+        return f"{shown}:{name.line or 1}: {text}"
 
     def at(self, script: jedi.Script, line: int, where: str) -> tuple[int, int]:
         """(line, 0-based column) for `LINE COL` (1-based) or `LINE NAME`."""
