@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from llm_ide.run.trajectory import Recorder
 from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
+_CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 FINISHED = {"submitted", "step_limit", "cost_limit", "time_limit", "format_error", "environment_error"}
 
 
@@ -64,6 +66,9 @@ def describe_action(node: Any) -> str:
 def run_log(path: Path):
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
+    token = _CURRENT_RUN.set(marker)
+    handler.addFilter(lambda record: _CURRENT_RUN.get() is marker)
     root = logging.getLogger("llm_ide")
     root.addHandler(handler)
     root.setLevel(min(root.level or logging.INFO, logging.INFO))
@@ -72,6 +77,7 @@ def run_log(path: Path):
     finally:
         root.removeHandler(handler)
         handler.close()
+        _CURRENT_RUN.reset(token)
 
 
 def restore_worktree(env: Environment, patch: str) -> None:
