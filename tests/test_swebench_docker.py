@@ -84,6 +84,9 @@ def test_batch_end_to_end(tiny_dataset: TinyDataset, tmp_path: Path, workers: in
         assert trajectory["info"]["submission"] == tiny_dataset.row(instance_id)["patch"]
         assert [op["action_type"] for op in trajectory["operations"]] == ["bash", "bash", "submit"]
         assert "# BUG" in trajectory["operations"][0]["observation"]
+        run_log = (output / instance_id / f"{instance_id}.log").read_text()
+        assert f"run {instance_id} ended: submitted" in run_log
+        assert [other for other in IDS if other != instance_id and other in run_log] == []  # logs never mix
     log = (output / "swebench.log").read_text()
     assert "demo__text-1: starting (image swebench/sweb.eval.x86_64.demo_1776_text-1:latest)" in log  # name rule
     assert f"{workers} workers" in log

@@ -95,7 +95,7 @@ class BatchProgress:
                 f"[{self.done}/{self.total}] {instance_id}: {exit_status} ({steps} steps, ${cost:.2f}) | "
                 f"total ${self.cost:.2f} | ETA {format_duration(self.eta())} | {self.status_text()}"
             )
-        self._plain(line)
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # above the live display, if any
 
     def _add_cost(self, instance_id: str, cost: float) -> None:
         """`cost` is cumulative per run; only its increase is added to the batch total."""

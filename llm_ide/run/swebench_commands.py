@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 Subset = Annotated[
     str,
