@@ -185,3 +185,29 @@ def test_swebench_single_prints_steps_live(tiny_dataset: TinyDataset, tmp_path: 
         json.loads((tmp_path / "single" / "preds.json").read_text())["demo__shapes-1"]["model_patch"]
         == (tiny_dataset.row("demo__shapes-1")["patch"])
     )
+
+
+def test_missing_image_is_an_environment_error_retried_on_the_next_run(
+    tiny_dataset: TinyDataset,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows = [dict(tiny_dataset.row("demo__calc-1")), {**tiny_dataset.row("demo__calc-1"), "instance_id": "demo__gone-1"}]
+    rows[1]["image_name"] = "llm-ide-test/never-built:1"
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = write_config(tmp_path / "c.yaml")
+    settings = yaml.safe_load(config.read_text())
+    settings["environment"]["pull"] = "never"  # no registry lookups
+    config.write_text(yaml.safe_dump(settings))
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    output = tmp_path / "out"
+    for _ in range(2):
+        result = subprocess.run(
+            batch_args(dataset, model, output, config, 2), capture_output=True, text=True, timeout=600
+        )
+        assert result.returncode == 0, result.stderr
+        statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances_by_exit_status"]
+        assert statuses == {"environment_error": ["demo__gone-1"], "submitted": ["demo__calc-1"]}
+        assert preds_ids(output) == ["demo__calc-1"]  # the failed start is not a prediction: the rerun retries it
+    assert "demo__gone-1: environment_error" in result.stdout
+    assert "llm-ide-test/never-built:1 not found locally" in (output / "demo__gone-1" / "demo__gone-1.log").read_text()
