@@ -198,3 +198,16 @@ def test_record_operation_keeps_lengths_at_n_operations() -> None:
 )
 def test_normalize_path(path: str, root: str, expected: str) -> None:
     assert normalize_path(path, root) == expected
+
+
+@pytest.mark.parametrize(("gamma", "steps"), [(0.9, 300), (1.0, 50), (0.5, 40)])
+def test_incremental_rescore_step_by_step_equals_the_full_sum(gamma: float, steps: int) -> None:
+    params = ScoreParams(alpha=1.5, beta=0.5, gamma=gamma)
+    chunks = [chunk("a.py", []), chunk("b.py", [])]
+    for step in range(steps):
+        record_operation(chunks, {0, 1} if step % 3 == 0 else {1}, {0: step % 5, 1: (step * 7) % 3})
+        rescore(chunks, step + 1, params)
+        if step % 37 == 0:
+            rescore(chunks, step + 1, params)  # rescoring twice at the same step changes nothing
+    assert [c.activity.score for c in chunks] == pytest.approx([referral_score(c.activity, params) for c in chunks])
+    assert [c.activity.scored for c in chunks] == [steps, steps]

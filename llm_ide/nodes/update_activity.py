@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.resources import AgentContext, resolve
-from llm_ide.state.context import Activity, Chunk, add_scope, record_operation
+from llm_ide.state.context import Chunk, add_scope, record_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
 from llm_ide.state.references import count_references, parse_references
@@ -20,7 +20,7 @@ def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
         replace(
             c,
             lines=list(c.lines),
-            activity=Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score),
+            activity=replace(c.activity, accessed=list(c.activity.accessed), referred=list(c.activity.referred)),
         )
         for c in chunks
     ]
