@@ -283,24 +283,17 @@ def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, 
 
 
 def _scopes(ws: Workspace, locations: list[tuple[str, range | None]]) -> list[Scope]:
-    if not locations:
-        return []
-    paths = {}
-    for raw, _ in locations:
-        path = normalize_path(raw, ws.env.workdir)
-        if path and not path.startswith(("../", "/")):
-            paths[raw] = path
-    snapshots = ws.env.read_files(sorted(set(paths.values())))
+    paths = {raw: normalize_path(raw, ws.env.workdir) for raw, _ in locations}
+    paths = {raw: path for raw, path in paths.items() if path and not path.startswith(("../", "/"))}
+    ws.view.refresh(set(paths.values()))
     scopes: list[Scope] = []
     for raw, lines in locations:
-        path = paths.get(raw)
-        snapshot = snapshots.get(path) if path else None
-        if snapshot is None:
+        total = ws.view.line_count(paths[raw]) if raw in paths else 0
+        if not total:
             continue
-        total = snapshot.data.count(b"\n") + (0 if snapshot.data.endswith(b"\n") else 1)
         if lines is None:
             lines = range(1, min(total, ws.view_max_lines) + 1)
         elif lines.start < 0:
             lines = range(max(1, total + lines.start + 1), total + 1)
-        scopes.extend(ws.view.scopes(path, lines))
+        scopes.extend(ws.view.scopes(paths[raw], lines, fresh=False))
     return scopes
