@@ -1,0 +1,199 @@
+"""The installer against the real local environment: tools from source, isolated venvs, failing steps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import make_git_repo
+
+from llm_ide.environments.local import LocalEnvironment
+from llm_ide.tools.config import TOOLS_DIR, load_tool_config
+from llm_ide.tools.installer import FailedTool, InstalledTool, install_tools, tool_usage_text
+
+HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def write_package(folder: Path, name: str) -> Path:
+    """A stdlib-only package with a console script `<name>` that prints its interpreter's version."""
+    module = name.replace("-", "_")
+    (folder / "src" / module).mkdir(parents=True)
+    (folder / "src" / module / "__init__.py").write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+
+
+            def main():
+                print("{name} runs on Python %d.%d" % sys.version_info[:2], " ".join(sys.argv[1:]))
+            """
+        )
+    )
+    (folder / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [build-system]
+            requires = ["setuptools>=61", "wheel"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "{name}"
+            version = "0.1.0"
+
+            [project.scripts]
+            {name} = "{module}:main"
+
+            [tool.setuptools.packages.find]
+            where = ["src"]
+            """
+        )
+    )
+    return folder
+
+
+def write_tool(folder: Path, name: str, **values: object) -> Path:
+    data = {
+        "tool_name": name,
+        "version": "0.1.0",
+        "source": f"packages/{name}",
+        "py_standalone": None,
+        "installation": "pip",
+        "setup_script": None,
+        "executable": name,
+        "usage": f"`{{{{ invocation }}}} ARGS` prints its Python version ({name}).",
+        **values,
+    }
+    write_package(folder / "packages" / name, name)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def project_python(tmp_path: Path) -> Path:
+    """The environment's `python3`: a throwaway venv seeing the host's packages (pip, setuptools), so installs of
+    tools without an isolated environment land there and never in the interpreter running the tests."""
+    venv = tmp_path / "project-python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    return venv / "bin"
+
+
+@pytest.fixture
+def env(tmp_path: Path, project_python: Path) -> LocalEnvironment:
+    repo = make_git_repo(tmp_path / "repo", {"app.py": "def f(x):\n    y = x * 2\n    return y\n\n\nprint(f(21))\n"})
+    path = f"{project_python}:{os.environ['PATH']}"
+    environment = LocalEnvironment(repo, env={"PATH": path}, tools_dir=tmp_path / "tools", command_timeout=600)
+    yield environment
+    environment.execute("debugger stop")
+    environment.close()
+
+
+def test_debugger_installs_from_source_into_the_local_environment_and_runs(env: LocalEnvironment) -> None:
+    report = install_tools(env, ["debugger"], {"workdir": env.workdir})
+    assert report.failed == []
+    [debugger] = report.installed
+    assert (debugger.name, debugger.invocation, debugger.commands) == (
+        "debugger",
+        "debugger",
+        ("debugger", "debugger-commands"),
+    )
+    assert (
+        debugger.usage
+        == load_tool_config(TOOLS_DIR / "debugger.yaml").usage.replace("{{ invocation }}", "debugger").strip()
+    )
+    located = env.execute("command -v debugger; python3 -c 'import llm_ide_debugger as d; print(d.__file__)'")
+    assert located.output.splitlines() == [
+        str(Path(env.env["PATH"].split(":")[0]) / "debugger"),
+        f"{env.tools_root}/debugger/src/llm_ide_debugger/__init__.py",
+    ]
+    session = env.execute("debugger start app.py && debugger-commands 'b app.py:3' c 'p x, y' where c")
+    assert session.returncode == 0, session.output
+    assert session.output.split("\n", 1)[1] == (
+        "> app.py:1 in <module>()\n-> def f(x):\n"
+        f"(Pdb) b app.py:3\nBreakpoint 1 at {env.workdir}/app.py:3\n"
+        "(Pdb) c\n> app.py:3 in f()\n-> return y\n(Pdb) p x, y\n(21, 42)\n"
+        "(Pdb) where\n  [... 2 frame(s) of pdb/pytest internals ...]\n  app.py:6 in <module>()\n-> print(f(21))\n"
+        "> app.py:3 in f()\n-> return y\n"
+        "(Pdb) c\n42\n[debugger] The program finished (exit status 0); the session has ended.\n"
+    )
+
+
+@pytest.mark.slow
+def test_standalone_tool_gets_its_own_venv_with_the_requested_python(env: LocalEnvironment, tmp_path: Path) -> None:
+    tools = tmp_path / "tool-configs"
+    config = write_tool(
+        tools, "hello", py_standalone=HOST_PYTHON, setup_script="{{ invocation }} set up in {{ workdir }}"
+    )
+    report = install_tools(env, [str(config)], {"workdir": env.workdir}, tools_dir=tools)
+    assert report.failed == []
+    venv = f"{env.tools_root}/envs/hello"
+    [hello] = report.installed
+    assert (hello.name, hello.invocation, hello.commands) == ("hello", f"{venv}/bin/hello", (f"{venv}/bin/hello",))
+    assert hello.usage == f"`{venv}/bin/hello ARGS` prints its Python version (hello)."
+    assert env.execute(f"{hello.invocation} now").output == f"hello runs on Python {HOST_PYTHON} now\n"
+    assert env.execute(f"{venv}/bin/python -c 'import sys, hello; print(sys.prefix, hello.__file__)'").output == (
+        f"{venv} {env.tools_root}/hello/src/hello/__init__.py\n"
+    )
+    assert env.execute("python3 -c 'import hello'").returncode == 1, "the tool must stay out of the project's Python"
+
+
+def test_failing_steps_are_reported_and_the_other_tools_install(env: LocalEnvironment, tmp_path: Path) -> None:
+    tools = tmp_path / "tool-configs"
+    missing_python = write_tool(tools, "ancient", py_standalone="3.99")
+    broken_setup = write_tool(tools, "broken", setup_script="echo preparing {{ tool_dir }}; ls /no/such/dir")
+    undefined = write_tool(tools, "strict", setup_script="echo {{ instance_id }}")
+    events: list[tuple[str, str]] = []
+    report = install_tools(
+        env,
+        [str(missing_python), str(broken_setup), "debugger", str(undefined), "no-such-tool"],
+        {"workdir": env.workdir},
+        on_event=lambda name, what: events.append((name, what)),
+    )
+    assert [tool.name for tool in report.installed] == ["debugger"]
+    failed = {failure.name: failure for failure in report.failed}
+    assert sorted(failed) == ["ancient", "broken", "no-such-tool", "strict"]
+    assert (failed["ancient"].step, failed["ancient"].returncode) == ("environment", 1)
+    assert failed["ancient"].output == "no working Python 3.99 interpreter found (tried python3.99, python3)\n"
+    assert failed["ancient"].command.endswith(f'"$PY" -m venv --clear {env.tools_root}/envs/ancient')
+    assert failed["broken"] == FailedTool(
+        "broken",
+        "setup",
+        f"echo preparing {env.tools_root}/broken; ls /no/such/dir",
+        f"preparing {env.tools_root}/broken\nls: cannot access '/no/such/dir': No such file or directory\n",
+        2,
+    )
+    assert failed["broken"].reason == (
+        f"step `setup` failed (exit status 2): echo preparing {env.tools_root}/broken; ls /no/such/dir\n"
+        f"preparing {env.tools_root}/broken\nls: cannot access '/no/such/dir': No such file or directory"
+    )
+    assert (failed["strict"].step, failed["strict"].output) == ("setup", "'instance_id' is undefined")
+    assert failed["no-such-tool"].step == "config" and "unknown tool 'no-such-tool'" in failed["no-such-tool"].output
+    assert events == [
+        ("ancient", "installing"),
+        ("broken", "installing"),
+        ("debugger", "installing"),
+        ("strict", "installing"),
+        ("no-such-tool", "failed"),
+        ("ancient", "failed"),
+        ("broken", "failed"),
+        ("strict", "failed"),
+    ]
+    assert tool_usage_text(report.installed).startswith("### `debugger`\nA live pdb session you drive command by")
+    assert env.execute("debugger start app.py && debugger-commands c").output.endswith(
+        "(Pdb) c\n42\n[debugger] The program finished (exit status 0); the session has ended.\n"
+    )
+
+
+def test_tool_usage_text_lists_each_installed_tool(tmp_path: Path) -> None:
+    tools = [load_tool_config(write_tool(tmp_path, name)) for name in ("one", "two")]
+    installed = [
+        InstalledTool(tool.tool_name, tool.version, f"/opt/{tool.tool_name}", f"Run /opt/{tool.tool_name}.", (), tool)
+        for tool in tools
+    ]
+    assert tool_usage_text(installed) == "### `one`\nRun /opt/one.\n\n### `two`\nRun /opt/two."
+    assert tool_usage_text([]) == ""
