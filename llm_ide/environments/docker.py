@@ -469,23 +469,20 @@ class DockerEnvironment:
             raise EnvironmentFailure(f"copying into the container failed: {one_line(error)}") from None
 
     def close(self) -> None:
+        """Removes the container (and waits until it is gone), then lets go of the session and the watchdog."""
         container_id, self.container_id = self.container_id, None
         if container_id is None:
             return
-        if self._session is not None:
-            self._session.close()
-        if self._watchdog is not None:
+        try:
+            remove_container(self.client, container_id)
+        finally:
+            for connection in (self._session, self._watchdog):
+                if connection is not None:
+                    with contextlib.suppress(Exception):
+                        connection.close()
+            _LIVE.pop(container_id, None)
             with contextlib.suppress(Exception):
-                self._watchdog.close()
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self.client.api.remove_container(container_id, force=True)
-            except docker.errors.APIError as error:
-                if error.status_code != 409:  # 409: removal already in progress (auto_remove)
-                    raise
-        _LIVE.pop(container_id, None)
-        with contextlib.suppress(Exception):
-            self.client.close()
+                self.client.close()
 
     def __enter__(self) -> DockerEnvironment:
         return self
@@ -527,6 +524,27 @@ def install_cleanup_handlers() -> None:
             signal.signal(signum, _exit_on_signal)
 
 
+def remove_container(client: docker.DockerClient, container_id: str, wait: float = 30.0) -> bool:
+    """Force-removes a container; when docker is already removing it (auto_remove), waits until it is gone.
+    Returns False when it was already gone."""
+    try:
+        client.api.remove_container(container_id, force=True)
+        return True
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as error:
+        if error.status_code != 409:  # 409: removal already in progress
+            raise
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            client.api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            return True
+        time.sleep(0.05)
+    raise EnvironmentFailure(f"container {container_id[:12]} is still being removed after {wait:.0f} s")
+
+
 def owner_labels(run_id: str) -> dict[str, str]:
     return {LABEL: "1", RUN_ID_LABEL: run_id, PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
 
@@ -556,11 +574,5 @@ def cleanup_containers(
         if not include_live and owner_alive(container.labels):
             skipped += 1
             continue
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                container.remove(force=True)
-                removed += 1
-            except docker.errors.APIError as error:
-                if error.status_code != 409:
-                    raise
+        removed += remove_container(client, container.id)
     return removed, skipped
