@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from llm_ide.tools.config import TOOLS_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+VERSION_CHECK = (
+    """'import sys; have = ".".join(map(str, sys.version_info[:2])); print("Python", sys.version.split()[0]);"""
+    """ sys.exit(0 if have == "3.11" else "Python " + have + " found, 3.11 wanted")'"""
+)
+
+
+def llm_ide(*args: str, cwd: Path = REPO_ROOT) -> tuple[str, str, int]:
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "tools", *args]
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
+    return done.stdout, done.stderr, done.returncode
+
+
+def test_tools_list() -> None:
+    out, err, status = llm_ide("list")
+    assert (err, status) == ("", 0)
+    rows = [line.split(None, 4) for line in out.splitlines()]
+    assert rows == [
+        ["NAME", "VERSION", "SOURCE", "PYTHON", "USAGE"],
+        [
+            "debugger",
+            "0.1.0",
+            "llm_ide/tools/packages/debugger",
+            "-",
+            "A live pdb session you drive command by command: the program keeps its state between your calls.",
+        ],
+        [
+            "navigator",
+            "0.1.0",
+            "llm_ide/tools/packages/navigator",
+            "3.11",
+            "Code navigation (jedi), run from the repository root; every location prints as `path:line: code`.",
+        ],
+    ]
+    assert out.splitlines()[1].index("0.1.0") == out.splitlines()[0].index("VERSION"), "columns are aligned"
+
+
+def test_tools_plan_docker_and_local() -> None:
+    source = TOOLS_DIR / "packages"
+    pip_env = "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
+    out, _, status = llm_ide("plan", "debugger")
+    assert status == 0
+    assert out.splitlines() == [
+        "rm -rf /tools/debugger && mkdir -p /tools",
+        f"copy {source}/debugger -> /tools/debugger",
+        f"cd /tools/debugger && {pip_env} PIP_BREAK_SYSTEM_PACKAGES=1 && if python3 -c 'import setuptools' >/dev/null"
+        " 2>&1; then python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .;"
+        " else python3 -m pip install -e .; fi",
+        "command -v debugger || { echo 'debugger: not found after installation'; false; }",
+        "debugger --help > /dev/null && debugger-commands --help > /dev/null",
+    ]
+    out, _, status = llm_ide("plan", "navigator", "--environment", "local", "--tools-root", "/run/tools")
+    python = "/run/tools/envs/navigator/bin/python"
+    assert status == 0
+    assert out.splitlines() == [
+        "rm -rf /run/tools/navigator && mkdir -p /run/tools",
+        f"copy {source}/navigator -> /run/tools/navigator",
+        'PY=""; for candidate in python3.11 python3; do if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c'
+        f' {VERSION_CHECK} >/dev/null 2>&1; then PY="$candidate"; break; fi; done; [ -n "$PY" ] || {{ echo "no working'
+        ' Python 3.11 interpreter found (tried python3.11, python3)"; false; } && "$PY" -m venv --clear'
+        " /run/tools/envs/navigator",
+        f"{python} -c {VERSION_CHECK} && {python} -m pip --version",
+        f"cd /run/tools/navigator && {pip_env} && if {python} -c 'import setuptools' >/dev/null 2>&1;"
+        f" then {python} -m pip install --no-build-isolation -e . || {python} -m pip install -e .;"
+        f" else {python} -m pip install -e .; fi",
+        "command -v /run/tools/envs/navigator/bin/navigator || { echo '/run/tools/envs/navigator/bin/navigator: not"
+        " found after installation'; false; }",
+        "/run/tools/envs/navigator/bin/navigator --help > /dev/null",
+    ]
+
+
+def test_tools_plan_with_conda_and_without_source(tmp_path: Path) -> None:
+    config = {
+        "tool_name": "ruff",
+        "version": "0.6.9",
+        "source": None,
+        "py_standalone": "3.12",
+        "installation": "pip",
+        "setup_script": "cd {{ workdir }} && {{ invocation }} --version",
+        "executable": "ruff check",
+        "usage": "`{{ invocation }} PATH` lints.",
+    }
+    (tmp_path / "ruff.yaml").write_text(yaml.safe_dump(config))
+    out, _, status = llm_ide("plan", str(tmp_path / "ruff.yaml"), "--conda")
+    check = VERSION_CHECK.replace("3.11", "3.12")
+    assert status == 0
+    assert out.splitlines() == [
+        "conda create -n ruff python=3.12 -y",
+        f"conda run -n ruff python -c {check} && conda run -n ruff python -m pip --version",
+        "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off &&"
+        " conda run -n ruff python -m pip install ruff==0.6.9",
+        "conda run -n ruff sh -c 'command -v ruff'",
+        "cd /testbed && conda run -n ruff ruff check --version",
+    ]
+
+
+def test_tools_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("tool_name: bad\ninstallation: apt\n")
+    out, err, status = llm_ide("plan", str(tmp_path / "bad.yaml"))
+    assert (out, status) == ("", 2)
+    assert err == (
+        f"Error: {tmp_path / 'bad.yaml'}: missing key `version`; missing key `source`; missing key `py_standalone`;"
+        " key `installation`: unsupported value 'apt' (supported: pip); missing key `setup_script`;"
+        " missing key `executable`; missing key `usage`\n"
+    )
+    assert llm_ide("plan", "nope")[1:] == (
+        f"Error: unknown tool 'nope': {TOOLS_DIR / 'nope.yaml'} not found (available: debugger, navigator)\n",
+        2,
+    )
+    assert llm_ide("plan", "debugger", "-e", "kubernetes")[1:] == (
+        "Error: --environment must be docker or local, not 'kubernetes'\n",
+        2,
+    )
+    out, err, status = llm_ide("list", "--tools-dir", str(tmp_path))
+    assert (out, status) == ("", 2) and err.startswith(f"Error: {tmp_path / 'bad.yaml'}: ")
