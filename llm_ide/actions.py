@@ -192,8 +192,7 @@ def bash(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
     result = ws.env.execute(command, timeout=ws.command_timeout)
-    name = "bash_timeout" if result.timed_out else "bash"
-    observation = ws.observe(name, output=result.output, timeout=ws.command_timeout)
+    observation = ws.observe("bash", output=result.output)
     locations = viewed_ranges(command, ws) + tool_locations(command, result.output, ws)
     return ActionOutcome(observation, result.returncode, _scopes(ws, locations), timed_out=result.timed_out)
 

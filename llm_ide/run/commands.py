@@ -97,6 +97,8 @@ def run(
         on_event=print_event,
     )
     report(result)
+    if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
+        raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     raise typer.Exit(0 if result.exit_status == "submitted" else 1)
 
 
