@@ -79,6 +79,22 @@ def test_tools_plan_docker_and_local() -> None:
     ]
 
 
+def test_tools_plan_local_keeps_plain_tools_out_of_the_users_python() -> None:
+    out, _, status = llm_ide("plan", "debugger", "-e", "local")
+    python = "$TOOLS_ROOT/envs/debugger/bin/python"
+    assert status == 0
+    assert out.splitlines()[2:4] == [
+        "python3 -m venv --clear --without-pip --system-site-packages $TOOLS_ROOT/envs/debugger"
+        f" && {{ {python} -m pip --version >/dev/null 2>&1 || {python} -m ensurepip --default-pip; }}",
+        f"{python} -m pip --version",
+    ]
+    assert out.splitlines()[-1] == (
+        "$TOOLS_ROOT/envs/debugger/bin/debugger --help > /dev/null"
+        " && $TOOLS_ROOT/envs/debugger/bin/debugger-commands --help > /dev/null"
+    )
+    assert "PIP_BREAK_SYSTEM_PACKAGES" not in out
+
+
 def test_tools_plan_with_conda_and_without_source(tmp_path: Path) -> None:
     config = {
         "tool_name": "ruff",

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,50 +77,56 @@ def write_tool(folder: Path, name: str, **values: object) -> Path:
 
 @pytest.fixture
 def project_python(tmp_path: Path) -> Path:
-    """The environment's `python3`: a throwaway venv seeing the host's packages (pip, setuptools), so installs of
-    tools without an isolated environment land there and never in the interpreter running the tests."""
+    """The project's interpreter: `python3` on the environment's PATH is a venv of its own."""
     venv = tmp_path / "project-python"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
-    return venv / "bin"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv
 
 
 @pytest.fixture
-def env(tmp_path: Path, project_python: Path) -> LocalEnvironment:
-    repo = make_git_repo(tmp_path / "repo", {"app.py": "def f(x):\n    y = x * 2\n    return y\n\n\nprint(f(21))\n"})
-    path = f"{project_python}:{os.environ['PATH']}"
+def env(tmp_path: Path, project_python: Path) -> Iterator[LocalEnvironment]:
+    repo = make_git_repo(
+        tmp_path / "repo",
+        {"app.py": "import sys\n\n\ndef f(x):\n    y = x * 2\n    return y\n\n\nprint(f(21), sys.prefix)\n"},
+    )
+    path = f"{project_python}/bin:{os.environ['PATH']}"
     environment = LocalEnvironment(repo, env={"PATH": path}, tools_dir=tmp_path / "tools", command_timeout=600)
     yield environment
-    environment.execute("debugger stop")
+    environment.execute(f"{environment.tools_root}/envs/debugger/bin/debugger stop")
     environment.close()
 
 
-def test_debugger_installs_from_source_into_the_local_environment_and_runs(env: LocalEnvironment) -> None:
+def test_debugger_installs_from_source_into_the_local_environment_and_runs(
+    env: LocalEnvironment, project_python: Path
+) -> None:
+    """Locally a tool without py_standalone goes into an overlay venv of the tools dir, never into the user's
+    Python; the debugger still runs the program with the project's `python3`."""
     report = install_tools(env, ["debugger"], {"workdir": env.workdir})
     assert report.failed == []
     [debugger] = report.installed
+    bin_dir = f"{env.tools_root}/envs/debugger/bin"
     assert (debugger.name, debugger.invocation, debugger.commands) == (
         "debugger",
-        "debugger",
-        ("debugger", "debugger-commands"),
+        f"{bin_dir}/debugger",
+        (f"{bin_dir}/debugger", f"{bin_dir}/debugger-commands"),
     )
-    assert (
-        debugger.usage
-        == load_tool_config(TOOLS_DIR / "debugger.yaml").usage.replace("{{ invocation }}", "debugger").strip()
+    usage = load_tool_config(TOOLS_DIR / "debugger.yaml").usage
+    assert debugger.usage == usage.replace("{{ invocation }}", f"{bin_dir}/debugger").strip()
+    located = env.execute(f"{bin_dir}/python -c 'import llm_ide_debugger as d; print(d.__file__)'")
+    assert located.output == f"{env.tools_root}/debugger/src/llm_ide_debugger/__init__.py\n"
+    assert env.execute("python3 -c 'import llm_ide_debugger'").returncode == 1, "the project's Python stays clean"
+
+    session = env.execute(
+        f"{bin_dir}/debugger start app.py && {bin_dir}/debugger-commands 'b app.py:6' c 'p x, y' where c"
     )
-    located = env.execute("command -v debugger; python3 -c 'import llm_ide_debugger as d; print(d.__file__)'")
-    assert located.output.splitlines() == [
-        str(Path(env.env["PATH"].split(":")[0]) / "debugger"),
-        f"{env.tools_root}/debugger/src/llm_ide_debugger/__init__.py",
-    ]
-    session = env.execute("debugger start app.py && debugger-commands 'b app.py:3' c 'p x, y' where c")
     assert session.returncode == 0, session.output
     assert session.output.split("\n", 1)[1] == (
-        "> app.py:1 in <module>()\n-> def f(x):\n"
-        f"(Pdb) b app.py:3\nBreakpoint 1 at {env.workdir}/app.py:3\n"
-        "(Pdb) c\n> app.py:3 in f()\n-> return y\n(Pdb) p x, y\n(21, 42)\n"
-        "(Pdb) where\n  [... 2 frame(s) of pdb/pytest internals ...]\n  app.py:6 in <module>()\n-> print(f(21))\n"
-        "> app.py:3 in f()\n-> return y\n"
-        "(Pdb) c\n42\n[debugger] The program finished (exit status 0); the session has ended.\n"
+        "> app.py:1 in <module>()\n-> import sys\n"
+        f"(Pdb) b app.py:6\nBreakpoint 1 at {env.workdir}/app.py:6\n"
+        "(Pdb) c\n> app.py:6 in f()\n-> return y\n(Pdb) p x, y\n(21, 42)\n"
+        "(Pdb) where\n  [... 2 frame(s) of pdb/pytest internals ...]\n  app.py:9 in <module>()\n"
+        "-> print(f(21), sys.prefix)\n> app.py:6 in f()\n-> return y\n"
+        f"(Pdb) c\n42 {project_python}\n[debugger] The program finished (exit status 0); the session has ended.\n"
     )
 
 
@@ -142,7 +149,9 @@ def test_standalone_tool_gets_its_own_venv_with_the_requested_python(env: LocalE
     assert env.execute("python3 -c 'import hello'").returncode == 1, "the tool must stay out of the project's Python"
 
 
-def test_failing_steps_are_reported_and_the_other_tools_install(env: LocalEnvironment, tmp_path: Path) -> None:
+def test_failing_steps_are_reported_and_the_other_tools_install(
+    env: LocalEnvironment, tmp_path: Path, project_python: Path
+) -> None:
     tools = tmp_path / "tool-configs"
     missing_python = write_tool(tools, "ancient", py_standalone="3.99")
     broken_setup = write_tool(tools, "broken", setup_script="echo preparing {{ tool_dir }}; ls /no/such/dir")
@@ -184,8 +193,9 @@ def test_failing_steps_are_reported_and_the_other_tools_install(env: LocalEnviro
         ("strict", "failed"),
     ]
     assert tool_usage_text(report.installed).startswith("### `debugger`\nA live pdb session you drive command by")
-    assert env.execute("debugger start app.py && debugger-commands c").output.endswith(
-        "(Pdb) c\n42\n[debugger] The program finished (exit status 0); the session has ended.\n"
+    debugger = report.installed[0].invocation
+    assert env.execute(f"{debugger} start app.py && {debugger}-commands c").output.endswith(
+        f"(Pdb) c\n42 {project_python}\n[debugger] The program finished (exit status 0); the session has ended.\n"
     )
 
 

@@ -79,30 +79,55 @@ def render_template(source: str, variables: dict[str, Any]) -> str:
     return _JINJA.from_string(source).render(**variables).strip("\n")
 
 
-def tool_dir(tool: ToolConfig, tools_root: str) -> str:
-    return f"{tools_root}/{tool.tool_name}"
+@dataclass(frozen=True)
+class Target:
+    """Where tools go: the environment's tools root, whether it has conda, whether it is the local host."""
+
+    tools_root: str
+    conda: bool = False
+    local: bool = False
 
 
-def venv_dir(tool: ToolConfig, tools_root: str) -> str:
-    return f"{tools_root}/envs/{tool.tool_name}"
+Isolation = Literal["conda", "venv", "overlay", "none"]
 
 
-def python_command(tool: ToolConfig, tools_root: str, conda: bool) -> str:
-    """The interpreter pip runs with: the isolated environment's, else the environment's own `python3`."""
-    if not tool.py_standalone:
-        return "python3"
-    if conda:
-        return f"conda run -n {tool.tool_name} python"
-    return quote(f"{venv_dir(tool, tools_root)}/bin/python")
+def isolation(tool: ToolConfig, target: Target) -> Isolation:
+    """py_standalone: conda where present, else a venv with that Python. Without it: the environment's own Python
+    in a container; on the local host an overlay venv (`--system-site-packages`) of `python3`, so that a run never
+    installs into the user's interpreter."""
+    if tool.py_standalone:
+        return "conda" if target.conda else "venv"
+    return "overlay" if target.local else "none"
 
 
-def invocation(tool: ToolConfig, tools_root: str, conda: bool) -> str:
-    if not tool.py_standalone:
-        return tool.executable
-    if conda:
-        return f"conda run -n {tool.tool_name} {tool.executable}"
-    program, _, arguments = tool.executable.partition(" ")
-    return " ".join(part for part in (quote(f"{venv_dir(tool, tools_root)}/bin/{program}"), arguments) if part)
+def tool_dir(tool: ToolConfig, target: Target) -> str:
+    return f"{target.tools_root}/{tool.tool_name}"
+
+
+def venv_dir(tool: ToolConfig, target: Target) -> str:
+    return f"{target.tools_root}/envs/{tool.tool_name}"
+
+
+def python_command(tool: ToolConfig, target: Target) -> str:
+    """The interpreter pip runs with."""
+    match isolation(tool, target):
+        case "conda":
+            return f"conda run -n {tool.tool_name} python"
+        case "venv" | "overlay":
+            return quote(f"{venv_dir(tool, target)}/bin/python")
+        case _:
+            return "python3"
+
+
+def invocation(tool: ToolConfig, target: Target) -> str:
+    match isolation(tool, target):
+        case "conda":
+            return f"conda run -n {tool.tool_name} {tool.executable}"
+        case "venv" | "overlay":
+            program, _, arguments = tool.executable.partition(" ")
+            return " ".join(part for part in (quote(f"{venv_dir(tool, target)}/bin/{program}"), arguments) if part)
+        case _:
+            return tool.executable
 
 
 def version_check(version: str) -> str:
@@ -133,63 +158,72 @@ def venv_command(version: str, target: str) -> str:
     )
 
 
-def pip_command(tool: ToolConfig, python: str, tools_root: str) -> str:
-    # Not isolated: the environment's own Python, which Debian marks as externally managed (PEP 668).
-    environment = f"export {PIP_ENV}" + ("" if tool.py_standalone else " PIP_BREAK_SYSTEM_PACKAGES=1")
+def environment_steps(tool: ToolConfig, target: Target) -> list[Step]:
+    python, venv = python_command(tool, target), venv_dir(tool, target)
+    match isolation(tool, target):
+        case "conda":
+            create = f"conda create -n {tool.tool_name} python={tool.py_standalone} -y"
+        case "venv":
+            create = venv_command(str(tool.py_standalone), venv)
+        case "overlay":  # pip and setuptools from the base interpreter when it has them (fast, no index needed)
+            create = f"python3 -m venv --clear --without-pip --system-site-packages {quote(venv)}"
+            pip = f"{{ {python} -m pip --version >/dev/null 2>&1 || {python} -m ensurepip --default-pip; }}"
+            return [Step("environment", f"{create} && {pip}"), Step("verify", f"{python} -m pip --version")]
+        case _:
+            return []
+    verify = f"{python} -c {quote(version_check(str(tool.py_standalone)))} && {python} -m pip --version"
+    return [Step("environment", create), Step("verify", verify)]
+
+
+def pip_command(tool: ToolConfig, target: Target) -> str:
+    python = python_command(tool, target)
+    # The environment's own Python in a container: Debian marks it as externally managed (PEP 668).
+    unmanaged = " PIP_BREAK_SYSTEM_PACKAGES=1" if isolation(tool, target) == "none" else ""
+    environment = f"export {PIP_ENV}{unmanaged}"
     pip = f"{python} -m pip install"
     if tool.source is None:
         return f"{environment} && {pip} {quote(f'{tool.tool_name}=={tool.version}')}"
     # Without build isolation no index is needed (setuptools comes from the environment); when that fails (e.g.
     # setuptools too old for PEP 660 and no `wheel`), pip builds in isolation with setuptools from the index.
     return (
-        f"cd {quote(tool_dir(tool, tools_root))} && {environment} &&"
+        f"cd {quote(tool_dir(tool, target))} && {environment} &&"
         f" if {python} -c 'import setuptools' >/dev/null 2>&1;"
         f" then {pip} --no-build-isolation -e . || {pip} -e .; else {pip} -e .; fi"
     )
 
 
-def executable_check(tool: ToolConfig, tools_root: str, conda: bool) -> str:
-    program = tool.executable.split()[0]
-    if tool.py_standalone and conda:
-        return f"conda run -n {tool.tool_name} sh -c {quote(f'command -v {program}')}"
-    resolved = invocation(tool, tools_root, conda).split()[0]
+def executable_check(tool: ToolConfig, target: Target) -> str:
+    if isolation(tool, target) == "conda":
+        return f"conda run -n {tool.tool_name} sh -c {quote(f'command -v {tool.executable.split()[0]}')}"
+    resolved = invocation(tool, target).split()[0]
     return f"command -v {resolved} || {{ echo {quote(f'{resolved}: not found after installation')}; false; }}"
 
 
-def tool_variables(tool: ToolConfig, tools_root: str, conda: bool, variables: dict[str, Any]) -> dict[str, Any]:
+def tool_variables(tool: ToolConfig, target: Target, variables: dict[str, Any]) -> dict[str, Any]:
     return {
         **variables,
-        "tools_root": tools_root,
+        "tools_root": target.tools_root,
         "tool_name": tool.tool_name,
-        "tool_dir": tool_dir(tool, tools_root),
+        "tool_dir": tool_dir(tool, target),
         "version": tool.version,
         "executable": tool.executable,
-        "invocation": invocation(tool, tools_root, conda),
-        "python": python_command(tool, tools_root, conda),
+        "invocation": invocation(tool, target),
+        "python": python_command(tool, target),
     }
 
 
-def steps(tool: ToolConfig, tools_root: str, conda: bool, variables: dict[str, Any]) -> list[Step]:
+def steps(tool: ToolConfig, target: Target, variables: dict[str, Any]) -> list[Step]:
     """SPEC §9's installation, in order. Raises jinja2 errors when `setup_script` needs a variable not given."""
     planned: list[Step] = []
     if tool.source is not None:
-        target = tool_dir(tool, tools_root)
-        planned.append(Step("prepare", f"rm -rf {quote(target)} && mkdir -p {quote(tools_root)}"))
-        planned.append(Step("copy", f"copy {tool.source} -> {target}", copy=(tool.source, target)))
-    if tool.py_standalone is not None:
-        if conda:
-            planned.append(Step("environment", f"conda create -n {tool.tool_name} python={tool.py_standalone} -y"))
-        else:
-            planned.append(Step("environment", venv_command(tool.py_standalone, venv_dir(tool, tools_root))))
-        python = python_command(tool, tools_root, conda)
-        planned.append(
-            Step("verify", f"{python} -c {quote(version_check(tool.py_standalone))} && {python} -m pip --version")
-        )
-    planned.append(Step("pip", pip_command(tool, python_command(tool, tools_root, conda), tools_root)))
-    planned.append(Step("executable", executable_check(tool, tools_root, conda)))
+        folder = tool_dir(tool, target)
+        planned.append(Step("prepare", f"rm -rf {quote(folder)} && mkdir -p {quote(target.tools_root)}"))
+        planned.append(Step("copy", f"copy {tool.source} -> {folder}", copy=(tool.source, folder)))
+    planned += environment_steps(tool, target)
+    planned.append(Step("pip", pip_command(tool, target)))
+    planned.append(Step("executable", executable_check(tool, target)))
     if tool.setup_script and tool.setup_script.strip():
-        script = render_template(tool.setup_script, tool_variables(tool, tools_root, conda, variables))
-        planned.append(Step("setup", script))
+        planned.append(Step("setup", render_template(tool.setup_script, tool_variables(tool, target, variables))))
     return planned
 
 
@@ -213,7 +247,8 @@ def plan(
 ) -> list[str]:
     """The exact commands `install_tool` would run (copies shown as `copy SRC -> DEST`)."""
     root = tools_root or (DOCKER_TOOLS_ROOT if env_kind == "docker" else LOCAL_TOOLS_ROOT)
-    return [step.command for step in steps(tool, root, conda, variables or example_variables(env_kind, root))]
+    target = Target(root, conda=conda, local=env_kind == "local")
+    return [step.command for step in steps(tool, target, variables or example_variables(env_kind, root))]
 
 
 def tail(text: str) -> str:
@@ -250,12 +285,12 @@ def has_conda(env: Environment) -> bool:
 
 
 def install_tool(
-    env: Environment, tool: ToolConfig, variables: dict[str, Any], conda: bool, timeout: float = STEP_TIMEOUT
+    env: Environment, tool: ToolConfig, variables: dict[str, Any], target: Target, timeout: float = STEP_TIMEOUT
 ) -> InstalledTool:
     """Runs the steps; raises StepFailed with the failing step's command and output."""
-    values = tool_variables(tool, env.tools_root, conda, variables)
+    values = tool_variables(tool, target, variables)
     try:
-        planned = steps(tool, env.tools_root, conda, variables)
+        planned = steps(tool, target, variables)
     except jinja2.TemplateError as error:
         raise StepFailed(FailedTool(tool.tool_name, "setup", "(setup_script template)", str(error))) from None
     for step in planned:
@@ -274,6 +309,12 @@ def install_tool(
     )
 
 
+def environment_kind(env: Environment) -> EnvKind:
+    from llm_ide.environments.local import LocalEnvironment
+
+    return "local" if isinstance(env, LocalEnvironment) else "docker"
+
+
 def install_tools(
     env: Environment,
     tools: Sequence[str | ToolConfig],
@@ -281,6 +322,7 @@ def install_tools(
     tools_dir: Path = TOOLS_DIR,
     timeout: float = STEP_TIMEOUT,
     on_event: Callable[[str, str], None] | None = None,
+    env_kind: EnvKind | None = None,
 ) -> InstallReport:
     """Installs each tool (by name, yaml path or config); a tool that fails is reported and left out."""
     report = InstallReport()
@@ -294,11 +336,12 @@ def install_tools(
         except ToolConfigError as error:
             report.failed.append(FailedTool(str(entry), "config", "(load the tool yaml)", str(error)))
     conda = any(tool.py_standalone for tool in configs) and has_conda(env)
+    target = Target(env.tools_root, conda=conda, local=(env_kind or environment_kind(env)) == "local")
     for tool in configs:
         if on_event:
             on_event(tool.tool_name, "installing")
         try:
-            report.installed.append(install_tool(env, tool, dict(variables or {}), conda, timeout))
+            report.installed.append(install_tool(env, tool, dict(variables or {}), target, timeout))
         except StepFailed as failed:
             report.failed.append(failed.failure)
     for failure in report.failed:

@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ TARGET: a script path (its arguments follow), `-m module ARGS`, or pytest: a nod
 a test file, or `pytest ARGS`. A pytest session stops at the start of the selected test; a failing test (or a
 script's uncaught exception) enters post-mortem debugging. Each command runs in the same live pdb session;
 one that does not stop within --timeout seconds (default 10) gets the program interrupted where it is.
+The program runs with --python, else $DEBUGGER_PYTHON, else `python3` on PATH (as your shell would run it).
 Options for all: --state-dir DIR (default: $DEBUGGER_STATE_DIR or a temp dir per installation)."""
 
 
@@ -130,6 +132,20 @@ def package_path_dir(directory: str) -> str:
     return holder
 
 
+def project_python(explicit: "str | None") -> str:
+    """The interpreter the program runs with: --python, $DEBUGGER_PYTHON, else `python3` (or `python`) on PATH as the
+    shell would run it, unless that is this installation's own environment; else the interpreter running this."""
+    chosen = explicit or os.environ.get("DEBUGGER_PYTHON")
+    if chosen:
+        return chosen
+    own = os.path.abspath(sys.prefix) + os.sep
+    for name in ("python3", "python"):
+        found = shutil.which(name)
+        if found and not os.path.abspath(found).startswith(own):
+            return found
+    return sys.executable
+
+
 def start(words: "list[str]") -> int:
     options, target_words = split_start_arguments(words)
     directory = common.state_dir(options.get("state_dir"))
@@ -143,7 +159,7 @@ def start(words: "list[str]") -> int:
     if previous:
         kill_session(directory, previous)
         print(f"{PREFIX} Stopped the previous session ({previous.get('target')}).")
-    python = options.get("python") or sys.executable
+    python = project_python(options.get("python"))
     environment = dict(os.environ)
     if python != sys.executable:
         paths = [package_path_dir(directory)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
