@@ -211,3 +211,22 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
         assert preds_ids(output) == ["demo__calc-1"]  # the failed start is not a prediction: the rerun retries it
     assert "demo__gone-1: environment_error" in result.stdout
     assert "llm-ide-test/never-built:1 not found locally" in (output / "demo__gone-1" / "demo__gone-1.log").read_text()
+
+
+def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811
+    model = write_script(tmp_path / "long.yaml", ["sleep 8; date +%s%N", FIX_COMMAND])
+    output = tmp_path / "out"
+    args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=2)
+    batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(lambda: len(leftover_containers(tiny_dataset.client, "demo__")) == 2)
+    time.sleep(1)  # both runs are inside their 8 s command now
+    batch.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    batch.send_signal(signal.SIGINT)
+    stdout, stderr = batch.communicate(timeout=5)  # not waiting for the commands to end
+    assert batch.returncode == 130, stderr
+    assert "interrupted again; leaving at once" in (output / "swebench.log").read_text()
+    wait_for(lambda: leftover_containers(tiny_dataset.client, "demo__") == [], timeout=30)
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert preds_ids(output) == IDS

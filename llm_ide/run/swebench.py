@@ -33,6 +33,10 @@ BATCH_LOG = "swebench.log"
 UNFINISHED = frozenset({"interrupted"})  # not written to preds.json: a rerun continues them from their checkpoint
 
 
+class BatchAbandoned(KeyboardInterrupt):
+    """A second Ctrl-C: worker threads are still running; the caller should exit the process (os._exit)."""
+
+
 class SWEbenchError(ValueError):
     """A user error that stops the batch before it starts (unreachable model, bad options)."""
 
@@ -388,28 +392,36 @@ def run_batch(
         progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
         return outcome
 
-    with batch_log(options.output), progress, ThreadPoolExecutor(max_workers=max(1, options.workers)) as pool:
+    def collect(future: Future[Outcome]) -> None:
+        outcome = future.result()
+        if outcome.exit_status == "not_started":
+            summary.not_started.append(outcome.instance_id)
+        else:
+            summary.outcomes[outcome.instance_id] = outcome
+
+    pool = ThreadPoolExecutor(max_workers=max(1, options.workers))
+    with batch_log(options.output), progress:
         log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
         futures: set[Future[Outcome]] = {pool.submit(work, instance) for instance in instances}
         try:
             while futures:
                 finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    outcome = future.result()
-                    if outcome.exit_status == "not_started":
-                        summary.not_started.append(outcome.instance_id)
-                    else:
-                        summary.outcomes[outcome.instance_id] = outcome
+                    collect(future)
         except KeyboardInterrupt:
             stop.set()
-            log.warning("batch: interrupted; ending the running instances (they resume on the next run)")
-            for future in futures:
-                future.cancel()
-            for future in futures:
-                if not future.cancelled():
-                    outcome = future.result()
-                    summary.outcomes[outcome.instance_id] = outcome
+            log.warning("batch: interrupted; the running instances end at their next event (Ctrl-C again: at once)")
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                for future in futures:
+                    if not future.cancelled():
+                        collect(future)
+            except KeyboardInterrupt:  # a second Ctrl-C: leave the workers; checkpoints hold every finished step
+                log.warning("batch: interrupted again; leaving at once")
+                raise BatchAbandoned from None
             raise
+        finally:
+            pool.shutdown(wait=not stop.is_set())
     if budget.exhausted and summary.not_started:
         log.warning(
             "batch: global cost limit %.2f reached; %d instances not started",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -100,7 +101,7 @@ def swebench_command(
     from llm_ide.run.commands import terminate_on_sigterm
     from llm_ide.run.dataset import DatasetError
     from llm_ide.run.progress import BatchProgress
-    from llm_ide.run.swebench import SWEbenchError, run_swebench
+    from llm_ide.run.swebench import BatchAbandoned, SWEbenchError, run_swebench
 
     model = _model(model)
     kind = _environment(environment)
@@ -130,8 +131,12 @@ def swebench_command(
         )
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         err_console.print(f"interrupted: run the same command again to resume ({output / 'preds.json'})")
+        if isinstance(interrupt, BatchAbandoned):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)  # worker threads are still in their runs; their containers go when this process does
         raise typer.Exit(130) from None
     console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
