@@ -259,7 +259,7 @@ class Session:
             self._condition.wait_for(lambda: self.delivered_end, timeout)
 
     def on_sigint(self, signum, frame) -> None:  # noqa: ANN001
-        if self.state == "running":
+        if self.state in ("starting", "running"):
             self.pdb.sigint_handler(signum, frame)
 
     def post_mortem(self, title: str, traceback_object) -> None:  # noqa: ANN001
@@ -276,7 +276,7 @@ class Session:
         with self._client_lock:
             self.last_request = time.time()
             if not commands:
-                return [{"command": None, "output": self._await_prompt(0, timeout, "the start")}]
+                return [{"command": None, "output": self._await_prompt(0, timeout, "the program")}]
             return [{"command": command, "output": self._execute(command, timeout)} for command in commands]
 
     def _execute(self, command: str, timeout: float) -> str:
