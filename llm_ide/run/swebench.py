@@ -441,17 +441,23 @@ def prepare(
     output: Path,
     redo_existing: bool = False,
 ) -> tuple[Dataset, list[Instance], list[str]]:
-    """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo)."""
+    """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo).
+    Returns (dataset, instances to run, ids skipped as already done)."""
     dataset = load_dataset(subset, split)
     chosen = select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec)
     existing = OutputStore(output).existing() if (output / PREDS).exists() else set()
     skipped = [] if redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
-    if redo_existing:
-        for instance in chosen:
-            if instance.instance_id in existing:
-                shutil.rmtree(output / instance.instance_id, ignore_errors=True)
-                OutputStore(output).remove_prediction(instance.instance_id)
     return dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped
+
+
+def forget(output: Path, instances: list[Instance]) -> None:
+    """--redo-existing: drop the finished instances' predictions and run folders so they start afresh."""
+    store = OutputStore(output)
+    existing = store.existing()
+    for instance in instances:
+        if instance.instance_id in existing:
+            shutil.rmtree(output / instance.instance_id, ignore_errors=True)
+            store.remove_prediction(instance.instance_id)
 
 
 def run_swebench(
@@ -480,6 +486,8 @@ def run_swebench(
         before_run(dataset, todo, skipped)
     if check and todo:
         check_model(options.model, batch_config(options), options.base_url)
+    if options.redo_existing and (options.output / PREDS).exists():
+        forget(options.output, todo)
     progress = progress_factory(len(todo)) if progress_factory else None
     with batch_log(options.output):
         for error in dataset.errors:
