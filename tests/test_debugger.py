@@ -275,3 +275,21 @@ def test_starting_again_replaces_the_session(debugger: Debugger) -> None:
         "[debugger] The program finished (exit status 0); the session has ended.\n",
         0,
     )
+
+
+def test_a_start_that_does_not_reach_the_test_in_time_is_interrupted(debugger: Debugger, project: Path) -> None:
+    (project / "tests" / "test_slow.py").write_text(
+        "import time\n\n\ndef wait():\n    for _ in range(600):\n        time.sleep(0.05)\n\n\nwait()\n\n\n"
+        "def test_never_reached_in_time():\n    assert True\n"
+    )
+    output, status = debugger("start", "--timeout", "1", "tests/test_slow.py::test_never_reached_in_time")
+    assert status == 0
+    assert re.search(
+        r"Program interrupted\. \(Use 'cont' to resume\)\.\n> tests/test_slow\.py:[56] in wait\(\)\n-> .*\n"
+        r"\[debugger\] the program did not stop within 1s: the program was interrupted where it was \(above\)\.\n$",
+        output,
+    ), output
+    assert debugger("commands", "up", "p wait.__name__") == (
+        "(Pdb) up\n> tests/test_slow.py:9 in <module>()\n-> wait()\n(Pdb) p wait.__name__\n'wait'\n",
+        0,
+    )
