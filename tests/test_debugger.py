@@ -15,7 +15,7 @@ import pytest
 from llm_ide.tools.config import TOOLS_DIR
 
 DEBUGGER_SRC = TOOLS_DIR / "packages" / "debugger" / "src"
-HIDDEN = r"  \[\.\.\. \d+ frame\(s\) of pdb/pytest internals \.\.\.\]\n"
+HIDDEN = r"  \[\.\.\. \d+ frame\(s\) of pdb/pytest/unittest internals \.\.\.\]\n"
 
 APP = """\
 def compute(values):

@@ -96,7 +96,7 @@ def test_debugger_is_installed_into_the_container_and_drives_a_session(
         ("debugger-commands s", "(Pdb) s\n> app.py:3 in scale()\n-> for value in values:\n"),
         (
             "debugger-commands where",
-            "(Pdb) where\n  [... 2 frame(s) of pdb/pytest internals ...]\n"
+            "(Pdb) where\n  [... 2 frame(s) of pdb/pytest/unittest internals ...]\n"
             "  app.py:8 in <module>()\n-> print(scale([1, 2, 3], 10))\n"
             "> app.py:3 in scale()\n-> for value in values:\n",
         ),

@@ -124,7 +124,7 @@ def test_debugger_installs_from_source_into_the_local_environment_and_runs(
         "> app.py:1 in <module>()\n-> import sys\n"
         f"(Pdb) b app.py:6\nBreakpoint 1 at {env.workdir}/app.py:6\n"
         "(Pdb) c\n> app.py:6 in f()\n-> return y\n(Pdb) p x, y\n(21, 42)\n"
-        "(Pdb) where\n  [... 2 frame(s) of pdb/pytest internals ...]\n  app.py:9 in <module>()\n"
+        "(Pdb) where\n  [... 2 frame(s) of pdb/pytest/unittest internals ...]\n  app.py:9 in <module>()\n"
         "-> print(f(21), sys.prefix)\n> app.py:6 in f()\n-> return y\n"
         f"(Pdb) c\n42 {project_python}\n[debugger] The program finished (exit status 0); the session has ended.\n"
     )

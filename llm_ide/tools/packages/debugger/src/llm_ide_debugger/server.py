@@ -33,6 +33,7 @@ INTERRUPT_GRACE = 3.0
 SYNC_WAIT = 2.0
 INTERNAL_DIRS = ("_pytest", "pluggy", "llm_ide_debugger")
 INTERNAL_FILES = ("bdb.py", "pdb.py", "runpy.py")
+STDLIB_UNITTEST = os.path.join(os.path.dirname(os.__file__), "unittest") + os.sep
 SKIPPED_MODULES = ["llm_ide_debugger", "llm_ide_debugger.*", "_pytest.*", "pluggy", "pluggy.*"]
 PREFIX = common.PREFIX
 
@@ -182,7 +183,7 @@ class SessionPdb(pdb.Pdb):
 
     def _report_hidden(self, hidden: int) -> None:
         if hidden:
-            self.message(f"  [... {hidden} frame(s) of pdb/pytest internals ...]")
+            self.message(f"  [... {hidden} frame(s) of pdb/pytest/unittest internals ...]")
 
 
 class Session:
@@ -217,7 +218,7 @@ class Session:
         if filename.startswith("<"):
             return True
         parts = filename.split(os.sep)
-        if any(part in INTERNAL_DIRS for part in parts):
+        if any(part in INTERNAL_DIRS for part in parts) or filename.startswith(STDLIB_UNITTEST):
             return True
         return parts[-1] in INTERNAL_FILES or parts[-2:] == ["pytest", "__main__.py"]
 
