@@ -350,5 +350,6 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> TinyDataset:
 
 
 def leftover_containers(client: Any, prefix: str) -> list[str]:
-    containers = client.containers.list(all=True, filters={"label": "llm-ide.run-id"})
-    return [c.name for c in containers if c.labels.get("llm-ide.run-id", "").startswith(prefix)]
+    """Labelled containers of runs whose id starts with `prefix` (one listing call: no race with removal)."""
+    containers = client.api.containers(all=True, filters={"label": "llm-ide.run-id"})
+    return [c["Names"][0] for c in containers if c["Labels"].get("llm-ide.run-id", "").startswith(prefix)]
