@@ -22,21 +22,38 @@ def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int)
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
 
 
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
+    """The reasoning chain: newest nodes in full (the latest with its observation), older ones briefly, the oldest
+    only counted."""
     if not nodes:
         return render(ctx.templates, "operation_history_empty")
-    latest = nodes[-1]
-    return "\n\n".join(
-        render(
-            ctx.templates,
-            "operation",
-            node=node,
-            latest=node is latest,
-            params=json.dumps(node.action_params, ensure_ascii=False),
-            observation=node.observation,
+    memory = ctx.config["memory"]
+    chain = reasoning_chain(nodes)
+    recent, brief = memory["history_recent"], memory["history_brief"]
+    omitted = max(0, len(chain) - recent - brief)
+    parts = [render(ctx.templates, "operations_omitted", count=omitted)] if omitted else []
+    for position, node in enumerate(chain[omitted:], omitted):
+        params = json.dumps(node.action_params, ensure_ascii=False)
+        if position < len(chain) - recent:
+            parts.append(render(ctx.templates, "operation_brief", node=node, params=clip(params, 160)))
+            continue
+        latest = node is nodes[-1]
+        limit = memory["history_params_chars"]
+        parts.append(
+            render(
+                ctx.templates,
+                "operation",
+                node=node,
+                latest=latest,
+                params=clip(params, limit),
+                observation=node.observation,
+            )
         )
-        for node in reasoning_chain(nodes)
-    )
+    return "\n\n".join(parts)
 
 
 def workspace_text(ctx: AgentContext, state: AgentState) -> str:

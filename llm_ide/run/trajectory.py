@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ class Recorder:
         self.path = output_dir / f"{run_id}.traj.json"
         self.calls_path = output_dir / f"{run_id}.calls.jsonl"
         self._calls: dict[int, str] = {}
+        self._nodes: dict[int, str] = {}
         if self.calls_path.exists():
             for line in self.calls_path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -49,7 +49,6 @@ class Recorder:
 
     def write(self, state: dict[str, Any], info: dict[str, Any]) -> None:
         usage = state.get("usage") or empty_usage()
-        n_calls = usage["api_calls"]
         head = {
             "format": FORMAT,
             "info": {
@@ -60,9 +59,35 @@ class Recorder:
                 **info,
             },
             "task": state.get("task", ""),
-            "operations": [asdict(node) for node in state.get("operations", [])],
-            "code_context": [asdict(chunk) for chunk in state.get("code_context", [])],
         }
-        calls = ",\n".join(line for index, line in sorted(self._calls.items()) if index < n_calls)
-        text = json.dumps(head, ensure_ascii=False, indent=1)
-        atomic_write(self.path, f'{text[:-2]},\n "model_calls": [\n{calls}\n ]\n}}\n')
+        operations = ",\n".join(self._operations(state.get("operations", [])))
+        context = ",\n".join(_dumps(chunk) for chunk in state.get("code_context", []))
+        calls = ",\n".join(line for index, line in sorted(self._calls.items()) if index < usage["api_calls"])
+        body = _dumps(head)[:-1]
+        atomic_write(
+            self.path,
+            f'{body},\n"operations": [\n{operations}\n],\n"code_context": [\n{context}\n],\n'
+            f'"model_calls": [\n{calls}\n]}}\n',
+        )
+
+    def _operations(self, nodes: list[Any]) -> list[str]:
+        """Each node encoded once it is final (its reflection arrives with the next node); the newest every time."""
+        encoded = []
+        for position, node in enumerate(nodes):
+            text = self._nodes.get(node.id) if position < len(nodes) - 1 else None
+            if text is None:
+                text = _dumps(node)
+                if position < len(nodes) - 1:
+                    self._nodes[node.id] = text
+            encoded.append(text)
+        return encoded
+
+
+def _encode(value: Any) -> Any:
+    if hasattr(value, "_asdict"):
+        return value._asdict()
+    raise TypeError(f"cannot encode {type(value).__name__} in a trajectory")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value._asdict() if hasattr(value, "_asdict") else value, ensure_ascii=False, default=_encode)

@@ -5,9 +5,11 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from llm_ide.state.record import Record
+
 
 @dataclass
-class Activity:
+class Activity(Record):
     accessed: list[int] = field(default_factory=list)
     referred: list[int] = field(default_factory=list)
     score: float = 0.0
@@ -15,7 +17,7 @@ class Activity:
 
 
 @dataclass
-class Chunk:
+class Chunk(Record):
     file_path: str
     lines: list[int] = field(default_factory=list)
     class_name: str = ""
@@ -41,7 +43,7 @@ class ScoreParams:
 
 
 @dataclass(frozen=True)
-class Scope:
+class Scope(Record):
     """One piece of code an operation touched: lines inside one class/function of a file."""
 
     file_path: str

@@ -4,11 +4,13 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llm_ide.state.record import Record
+
 BULLET = re.compile(r"^[-*•](?:\s+|$)")
 
 
 @dataclass
-class OperationNode:
+class OperationNode(Record):
     id: int
     parent_id: int | None
     thought: str = ""
@@ -23,7 +25,7 @@ class OperationNode:
 
 
 @dataclass
-class Reflection:
+class Reflection(Record):
     bad_action: bool
     summary: str
     lessons: str
