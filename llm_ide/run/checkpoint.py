@@ -4,8 +4,16 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -22,6 +30,82 @@ MEMORY_TYPES = [
 def serializer() -> JsonPlusSerializer:
     """LangGraph's checkpoint serializer, with the memory models allowed by name."""
     return JsonPlusSerializer(allowed_msgpack_modules=MEMORY_TYPES)
+
+
+INLINE_STR = 1024
+
+
+def _inline(value: Any) -> bool:
+    return (
+        value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) < INLINE_STR)
+    )
+
+
+class ChannelSqliteSaver(SqliteSaver):
+    """SQLite checkpoints that store each channel value once per version, like LangGraph's Postgres saver: a step
+    serializes only the channels it changed, not the whole state at each of the graph's six super-steps."""
+
+    def setup(self) -> None:
+        if self.is_setup:
+            return
+        super().setup()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS blobs (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', "
+            "channel TEXT NOT NULL, version TEXT NOT NULL, type TEXT, value BLOB, "
+            "PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+        )
+        self.conn.commit()
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        values = checkpoint["channel_values"]
+        stored = {k: v for k, v in values.items() if not _inline(v)}
+        rows = [
+            (config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", ""), k, str(version))
+            + (self.serde.dumps_typed(stored[k]) if k in stored else ("empty", None))
+            for k, version in new_versions.items()
+            if k in stored or k not in values
+        ]
+        with self.cursor() as cur:
+            cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
+        inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
+        return super().put(config, inline, metadata, new_versions)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = super().get_tuple(config)
+        return None if found is None else self._with_blobs(found)
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        for found in super().list(config, **kwargs):
+            yield self._with_blobs(found)
+
+    def _with_blobs(self, found: CheckpointTuple) -> CheckpointTuple:
+        checkpoint = found.checkpoint
+        values = dict(checkpoint["channel_values"])
+        thread_id = found.config["configurable"]["thread_id"]
+        ns = found.config["configurable"].get("checkpoint_ns", "")
+        with self.cursor(transaction=False) as cur:
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in values:
+                    continue
+                row = cur.execute(
+                    "SELECT type, value FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
+                    "AND version = ?",
+                    (thread_id, ns, channel, str(version)),
+                ).fetchone()
+                if row is not None and row[0] != "empty":
+                    values[channel] = self.serde.loads_typed((row[0], row[1]))
+        return found._replace(checkpoint={**checkpoint, "channel_values": values})
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        with self.cursor() as cur:
+            cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))
 
 
 @contextmanager
@@ -49,7 +133,7 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            saver = SqliteSaver(conn, serde=serializer())
+            saver = ChannelSqliteSaver(conn, serde=serializer())
             saver.setup()
             yield saver
         finally:
@@ -61,6 +145,8 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
 def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
     """Keep only the newest checkpoints of a thread, so that storage grows with the state, not with its history."""
     if isinstance(saver, SqliteSaver):
+        newest = SqliteSaver.list(saver, {"configurable": {"thread_id": thread_id}}, limit=keep)
+        kept = [found.checkpoint["channel_versions"] for found in newest]
         with saver.lock:
             saver.conn.execute(
                 "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN "
@@ -72,6 +158,16 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
                 "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?)",
                 (thread_id, thread_id),
             )
+            if isinstance(saver, ChannelSqliteSaver):
+                live = {(channel, str(version)) for versions in kept for channel, version in versions.items()}
+                stale = [
+                    (thread_id, channel, version)
+                    for channel, version in saver.conn.execute(
+                        "SELECT channel, version FROM blobs WHERE thread_id = ?", (thread_id,)
+                    )
+                    if (channel, version) not in live
+                ]
+                saver.conn.executemany("DELETE FROM blobs WHERE thread_id = ? AND channel = ? AND version = ?", stale)
             saver.conn.commit()
     elif type(saver).__name__ == "PostgresSaver":
         saver.prune([thread_id], strategy="keep_latest")
