@@ -81,7 +81,7 @@ class ChannelSqliteSaver(SqliteSaver):
         return None if found is None else self._with_blobs(found)
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        for found in super().list(config, **kwargs):
+        for found in list(super().list(config, **kwargs)):  # the base class holds the lock while it iterates
             yield self._with_blobs(found)
 
     def _with_blobs(self, found: CheckpointTuple) -> CheckpointTuple:
