@@ -61,7 +61,7 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
     ctx.mark = now
     update: dict[str, Any] = {
-        "operations": [*with_reflection(state.get("operations", []), state.get("reflection")), pending],
+        "operations": [*with_reflection(state.get("operations", []), state.get("reflection"))[-1:], pending],
         "code_context": chunks,
         "n_operations": n_operations + 1,
         "pending": None,

@@ -145,9 +145,12 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
 def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
     """Keep only the newest checkpoints of a thread, so that storage grows with the state, not with its history."""
     if isinstance(saver, SqliteSaver):
-        newest = SqliteSaver.list(saver, {"configurable": {"thread_id": thread_id}}, limit=keep)
-        kept = [found.checkpoint["channel_versions"] for found in newest]
         with saver.lock:
+            newest = saver.conn.execute(
+                "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT ?",
+                (thread_id, keep),
+            ).fetchall()
+            kept = [saver.serde.loads_typed(row)["channel_versions"] for row in newest]
             saver.conn.execute(
                 "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN "
                 "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT ?)",

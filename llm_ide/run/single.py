@@ -206,7 +206,7 @@ def _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run
 
 def _finish(recorder, values, info, status, submission, emit) -> RunResult:
     info.update(exit_status=status, submission=submission)
-    recorder.write(values, info)
+    recorder.save(values, info)
     usage = dict(values.get("usage") or empty_usage())
     emit(RunEvent(info["run_id"], "end", step=values.get("n_operations", 0), cost=usage["cost"], exit_status=status))
     log.info("run %s ended: %s", info["run_id"], status)

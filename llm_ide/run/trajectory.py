@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +13,12 @@ from llm_ide.state.graph_state import empty_usage
 FORMAT = "llm-ide-1"
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, parts: str | list[str]) -> None:
     """Write temp + rename: a reader (or a crash) never sees a half-written file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines([parts] if isinstance(parts, str) else parts)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -26,13 +27,19 @@ def atomic_write(path: Path, text: str) -> None:
 
 class Recorder:
     """The trajectory of one run: model calls appended to a side log as they happen (so that a killed run keeps
-    them), the whole trajectory JSON rewritten atomically after every step."""
+    them), the whole trajectory JSON rewritten atomically after every step — by a background thread, so that the
+    agent's step does not wait for it (`write` hands over the newest state; `save` writes and waits)."""
 
     def __init__(self, output_dir: Path, run_id: str) -> None:
         self.path = output_dir / f"{run_id}.traj.json"
         self.calls_path = output_dir / f"{run_id}.calls.jsonl"
         self._calls: dict[int, str] = {}
         self._nodes: dict[int, str] = {}
+        self._changed = threading.Condition()
+        self._latest: tuple[dict[str, Any], dict[str, Any], list[str]] | None = None
+        self._busy = False
+        self._error: BaseException | None = None
+        self._writer: threading.Thread | None = None
         if self.calls_path.exists():
             for line in self.calls_path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -48,6 +55,42 @@ class Recorder:
         self._calls[call["index"]] = line
 
     def write(self, state: dict[str, Any], info: dict[str, Any]) -> None:
+        """Hand the newest state to the writer thread (a newer one replaces a snapshot not yet written)."""
+        with self._changed:
+            self._raise()
+            calls = [line for index, line in sorted(self._calls.items()) if index < state_calls(state)]
+            self._latest = (dict(state), {**info}, calls)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._run, name=f"trajectory-{self.path.name}", daemon=True)
+                self._writer.start()
+            self._changed.notify_all()
+
+    def save(self, state: dict[str, Any], info: dict[str, Any]) -> None:
+        """Write the trajectory now and wait until it is on disk."""
+        self.write(state, info)
+        with self._changed:
+            self._changed.wait_for(lambda: (self._latest is None and not self._busy) or self._error is not None)
+            self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._latest is not None)
+                (state, info, calls), self._latest, self._busy = self._latest, None, True
+            try:
+                self._write_now(state, info, calls)
+            except BaseException as error:  # handed to the agent's thread at its next write
+                self._error = error
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+
+    def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[str]) -> None:
         usage = state.get("usage") or empty_usage()
         head = {
             "format": FORMAT,
@@ -60,14 +103,18 @@ class Recorder:
             },
             "task": state.get("task", ""),
         }
-        operations = ",\n".join(self._operations(state.get("operations", [])))
-        context = ",\n".join(_dumps(chunk) for chunk in state.get("code_context", []))
-        calls = ",\n".join(line for index, line in sorted(self._calls.items()) if index < usage["api_calls"])
-        body = _dumps(head)[:-1]
         atomic_write(
             self.path,
-            f'{body},\n"operations": [\n{operations}\n],\n"code_context": [\n{context}\n],\n'
-            f'"model_calls": [\n{calls}\n]}}\n',
+            [
+                _dumps(head)[:-1],
+                ',\n"operations": [\n',
+                ",\n".join(self._operations(state.get("operations", []))),
+                '\n],\n"code_context": [\n',
+                ",\n".join(_dumps(chunk) for chunk in state.get("code_context", [])),
+                '\n],\n"model_calls": [\n',
+                ",\n".join(calls),
+                "\n]}\n",
+            ],
         )
 
     def _operations(self, nodes: list[Any]) -> list[str]:
@@ -81,6 +128,10 @@ class Recorder:
                     self._nodes[node.id] = text
             encoded.append(text)
         return encoded
+
+
+def state_calls(state: dict[str, Any]) -> int:
+    return (state.get("usage") or empty_usage())["api_calls"]
 
 
 def _encode(value: Any) -> Any:

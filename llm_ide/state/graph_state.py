@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas) needs it on Python < 3.12
 
 from llm_ide.state.context import Chunk, Scope
-from llm_ide.state.operations import OperationNode, Reflection
+from llm_ide.state.operations import OperationNode, Reflection, merge_operations
 
 
 class AgentInput(TypedDict, total=False):
@@ -28,7 +28,7 @@ class Usage(TypedDict):
 
 class AgentState(AgentInput, total=False):
     code_context: list[Chunk]
-    operations: list[OperationNode]
+    operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
     workspace: str
     reflection: Reflection | None

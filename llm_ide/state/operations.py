@@ -31,6 +31,18 @@ class Reflection(Record):
     lessons: str
 
 
+def merge_operations(current: list[OperationNode] | None, update: list[OperationNode]) -> list[OperationNode]:
+    """The operations channel's reducer: a node whose id exists replaces it (a reflection arrived), a new one is
+    appended; so a step writes only the nodes it touched, not the whole tree."""
+    merged = list(current or [])
+    for node in update:
+        if node.id < len(merged) and merged[node.id].id == node.id:
+            merged[node.id] = node
+        else:
+            merged.append(node)
+    return merged
+
+
 def with_reflection(nodes: list[OperationNode], reflection: Reflection | None) -> list[OperationNode]:
     """The nodes with the pending reflection stored on the last one (a new list; the input is not changed)."""
     if reflection is None or not nodes:
