@@ -75,6 +75,17 @@ def resolve(runtime: Runtime[AgentContext] | None, state: dict[str, Any]) -> Age
         return _STUDIO_CONTEXTS[thread_id]
 
 
+def release(runtime: Runtime[AgentContext] | None, state: dict[str, Any]) -> None:
+    """A run started without a context (Studio) ended: close the environment that was built for it."""
+    if not state.get("exit_status") or (runtime is not None and isinstance(runtime.context, AgentContext)):
+        return
+    thread_id = str(get_config().get("configurable", {}).get("thread_id", "default"))
+    with _STUDIO_LOCK:
+        ctx = _STUDIO_CONTEXTS.pop(thread_id, None)
+    if ctx is not None:
+        ctx.workspace.env.close()
+
+
 def context_from_input(state: dict[str, Any], run_id: str) -> AgentContext:
     from llm_ide.run.setup import build_context
 

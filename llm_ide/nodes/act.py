@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 from llm_ide.nodes.model_call import call_model, format_failure
 from llm_ide.parsing import FormatError, parse_action
 from llm_ide.prompting import render
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext, release, resolve
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 
@@ -36,7 +36,9 @@ def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     try:
         action = parse_action(text)
     except FormatError as error:
-        return {"usage": usage, **format_failure(ctx, state, text, error, "act_format")}
+        update = {"usage": usage, **format_failure(ctx, state, text, error, "act_format")}
+        release(runtime, update)
+        return update
     pending = OperationNode(
         id=len(nodes),
         parent_id=state.get("parent_id"),

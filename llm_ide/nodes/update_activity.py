@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext, release, resolve
 from llm_ide.state.context import Chunk, add_scope, record_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
@@ -72,4 +72,5 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     }
     if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
         update["worktree_patch"] = ctx.snapshot_patch()
+    release(runtime, update)
     return update
