@@ -171,6 +171,8 @@ def run_task(
                 except Exception as error:  # the run's outcome must still be saved
                     log.error("patch extraction failed: %s", error)
                 env.close()
+            if not config.get("checkpoint", {}).get("keep_history"):
+                prune(saver, run_id)
             result = _finish(recorder, values, info, status, submission, emit)
     return result
 
@@ -184,7 +186,8 @@ def previous_submission(path: Path) -> str:
 
 def _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run_id) -> str:
     steps = values.get("n_operations", 0)
-    keep_history = ctx.config.get("checkpoint", {}).get("keep_history", False)
+    settings = ctx.config.get("checkpoint", {})
+    prune_every = 0 if settings.get("keep_history") else settings.get("prune_every", 10)
     for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
         values.clear()
         values.update(state)
@@ -192,7 +195,7 @@ def _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run
             steps = state["n_operations"]
             node = state["operations"][-1]
             recorder.write(state, info)
-            if not keep_history:
+            if prune_every and steps % prune_every == 0:
                 prune(saver, run_id)
             cost = (state.get("usage") or empty_usage())["cost"]
             emit(
