@@ -13,12 +13,12 @@ from llm_ide.state.graph_state import empty_usage
 FORMAT = "llm-ide-1"
 
 
-def atomic_write(path: Path, parts: str | list[str]) -> None:
+def atomic_write(path: Path, parts: str | list[bytes]) -> None:
     """Write temp + rename: a reader (or a crash) never sees a half-written file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.writelines([parts] if isinstance(parts, str) else parts)
+        with os.fdopen(fd, "wb") as handle:
+            handle.writelines([parts.encode("utf-8")] if isinstance(parts, str) else parts)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -33,10 +33,10 @@ class Recorder:
     def __init__(self, output_dir: Path, run_id: str) -> None:
         self.path = output_dir / f"{run_id}.traj.json"
         self.calls_path = output_dir / f"{run_id}.calls.jsonl"
-        self._calls: dict[int, str] = {}
-        self._nodes: dict[int, str] = {}
+        self._calls: dict[int, bytes] = {}
+        self._nodes: dict[int, bytes] = {}
         self._changed = threading.Condition()
-        self._latest: tuple[dict[str, Any], dict[str, Any], list[str]] | None = None
+        self._latest: tuple[dict[str, Any], dict[str, Any], list[bytes]] | None = None
         self._busy = False
         self._error: BaseException | None = None
         self._writer: threading.Thread | None = None
@@ -46,13 +46,13 @@ class Recorder:
                     call = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                self._calls[call["index"]] = line
+                self._calls[call["index"]] = line.encode("utf-8")
 
     def record_call(self, call: dict[str, Any]) -> None:
         line = json.dumps(call, ensure_ascii=False)
         with self.calls_path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
-        self._calls[call["index"]] = line
+        self._calls[call["index"]] = line.encode("utf-8")
 
     def write(self, state: dict[str, Any], info: dict[str, Any]) -> None:
         """Hand the newest state to the writer thread (a newer one replaces a snapshot not yet written)."""
@@ -90,7 +90,7 @@ class Recorder:
                 self._busy = False
                 self._changed.notify_all()
 
-    def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[str]) -> None:
+    def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[bytes]) -> None:
         usage = state.get("usage") or empty_usage()
         head = {
             "format": FORMAT,
@@ -107,17 +107,17 @@ class Recorder:
             self.path,
             [
                 _dumps(head)[:-1],
-                ',\n"operations": [\n',
-                ",\n".join(self._operations(state.get("operations", []))),
-                '\n],\n"code_context": [\n',
-                ",\n".join(_dumps(chunk) for chunk in state.get("code_context", [])),
-                '\n],\n"model_calls": [\n',
-                ",\n".join(calls),
-                "\n]}\n",
+                b',\n"operations": [\n',
+                b",\n".join(self._operations(state.get("operations", []))),
+                b'\n],\n"code_context": [\n',
+                _dumps([chunk._asdict() for chunk in state.get("code_context", [])])[1:-1],
+                b'\n],\n"model_calls": [\n',
+                b",\n".join(calls),
+                b"\n]}\n",
             ],
         )
 
-    def _operations(self, nodes: list[Any]) -> list[str]:
+    def _operations(self, nodes: list[Any]) -> list[bytes]:
         """Each node encoded once it is final (its reflection arrives with the next node); the newest every time."""
         encoded = []
         for position, node in enumerate(nodes):
@@ -140,5 +140,6 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} in a trajectory")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value._asdict() if hasattr(value, "_asdict") else value, ensure_ascii=False, default=_encode)
+def _dumps(value: Any) -> bytes:
+    value = value._asdict() if hasattr(value, "_asdict") else value
+    return json.dumps(value, ensure_ascii=False, default=_encode).encode("utf-8")
