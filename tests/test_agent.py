@@ -186,3 +186,40 @@ def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path
         repo=tmp_path / "repo",
     )
     assert (again.exit_status, again.submission) == ("submitted", result.submission)
+
+
+def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None:
+    script = []
+    for step in range(10):
+        script += [
+            act(f"Look again, step {step}[1](shop/cart.py:{step + 1}).", "bash", command=f"echo step-{step}"),
+            reflect(False, f"printed step-{step}"),
+        ]
+    script.append(act("Done.", "submit"))
+    settings = config()
+    settings["memory"].update(history_recent=2, history_brief=3)
+    result = run_task(
+        "print the steps",
+        model=write_script(tmp_path / "script.yaml", script),
+        config=settings,
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+    )
+    traj = json.loads(result.trajectory_path.read_text())
+    assert result.exit_status == "submitted"
+    last = traj["model_calls"][-1]["prompt"]
+    history = last[last.index("## Operation History") : last.index("## Tool Usage")]
+    assert "(5 earlier operations of the reasoning chain not shown.)" in history
+    assert [line for line in history.splitlines() if line.startswith("### Operation")] == [
+        "### Operation 5",
+        "### Operation 6",
+        "### Operation 7",
+        "### Operation 8",
+        "### Operation 9 (latest)",
+    ]
+    assert "Thought: Look again, step 8" in history and "Thought: Look again, step 7" not in history
+    assert "Summary: printed step-5" in history and "Look again, step 5" not in history
+    assert history.count("Observation (return code 0)") == 1
+    sizes = [c["prompt_chars"] for c in traj["model_calls"] if c["kind"] == "act"]
+    assert max(sizes[6:]) - min(sizes[6:]) < 400  # once the window is full the prompt no longer grows
