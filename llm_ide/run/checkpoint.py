@@ -71,7 +71,7 @@ class ChannelSqliteSaver(SqliteSaver):
             for k, version in new_versions.items()
             if k in stored or k not in values
         ]
-        with self.cursor() as cur:
+        with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         return super().put(config, inline, metadata, new_versions)
