@@ -134,6 +134,9 @@ def run_task(
             emit(RunEvent(run_id, "phase", phase="starting environment"))
             env = make_environment(config, repo, run_id, image)
             base = base or base_commit(env)
+            if base is None:
+                log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
+                emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, values.get("worktree_patch", ""))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
