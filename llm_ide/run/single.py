@@ -115,18 +115,18 @@ def run_task(
         config = deep_merge(config, {"environment": {"type": environment}})
     emit = on_event or (lambda event: None)
     recorder = Recorder(output_dir, run_id)
-    thread = {"configurable": {"thread_id": run_id}}
     info: dict[str, Any] = {"run_id": run_id, "model": model, "config": config, "exit_status": None, "submission": ""}
     with (
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(checkpoint, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
         graph = build_graph(saver)
-        snapshot = graph.get_state(thread)
+        snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
         values: dict[str, Any] = dict(snapshot.values or {})
+        run = _Run(run_id, saver, recorder, emit, info, values)
         if values.get("exit_status") in FINISHED and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            return _finish(recorder, values, info, values["exit_status"], previous_submission(recorder.path), emit)
+            return run.finish(values["exit_status"], previous_submission(recorder.path))
         resumed = bool(values) and bool(snapshot.next)
         status, submission, env = "error", "", None
         base = values.get("base_commit") if resumed else None
@@ -153,7 +153,7 @@ def run_task(
             )
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
-            status = _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run_id)
+            status = run.stream(graph, inputs, ctx)
         except ModelError as error:
             status, info["error"] = "model_error", str(error)
             log.error("model error: %s", error)
@@ -176,7 +176,7 @@ def run_task(
                 env.close()
             if not config.get("checkpoint", {}).get("keep_history"):
                 prune(saver, run_id)
-            result = _finish(recorder, values, info, status, submission, emit)
+            result = run.finish(status, submission)
     return result
 
 
@@ -187,36 +187,45 @@ def previous_submission(path: Path) -> str:
         return ""
 
 
-def _stream(graph, inputs, thread, ctx, saver, recorder, info, values, emit, run_id) -> str:
-    steps = values.get("n_operations", 0)
-    settings = ctx.config.get("checkpoint", {})
-    prune_every = 0 if settings.get("keep_history") else settings.get("prune_every", 10)
-    for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
-        values.clear()
-        values.update(state)
-        if state.get("n_operations", 0) > steps:
+@dataclass
+class _Run:
+    """One run's outputs while it streams: the latest state, the trajectory, the checkpoint pruning, the events."""
+
+    run_id: str
+    saver: Any
+    recorder: Recorder
+    emit: Callable[[RunEvent], None]
+    info: dict[str, Any]
+    values: dict[str, Any]
+
+    def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> str:
+        steps = self.values.get("n_operations", 0)
+        settings = ctx.config.get("checkpoint", {})
+        prune_every = 0 if settings.get("keep_history") else settings.get("prune_every", 10)
+        thread = {"configurable": {"thread_id": self.run_id}}
+        for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+            self.values.clear()
+            self.values.update(state)
+            if state.get("n_operations", 0) <= steps:
+                continue
             steps = state["n_operations"]
-            node = state["operations"][-1]
-            recorder.write(state, info)
+            self.recorder.write(state, self.info)
             if prune_every and steps % prune_every == 0:
-                prune(saver, run_id)
-            cost = (state.get("usage") or empty_usage())["cost"]
-            emit(
-                RunEvent(
-                    run_id, "step", step=steps, action=describe_action(node), observation=node.observation, cost=cost
-                )
-            )
-            log.info("step %d: %s (cost %.4f)", steps, describe_action(node), cost)
-    return values.get("exit_status") or "error"
+                prune(self.saver, self.run_id)
+            node, cost = state["operations"][-1], (state.get("usage") or empty_usage())["cost"]
+            action = describe_action(node)
+            self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
+            log.info("step %d: %s (cost %.4f)", steps, action, cost)
+        return self.values.get("exit_status") or "error"
 
-
-def _finish(recorder, values, info, status, submission, emit) -> RunResult:
-    info.update(exit_status=status, submission=submission)
-    recorder.save(values, info)
-    usage = dict(values.get("usage") or empty_usage())
-    emit(RunEvent(info["run_id"], "end", step=values.get("n_operations", 0), cost=usage["cost"], exit_status=status))
-    log.info("run %s ended: %s", info["run_id"], status)
-    return RunResult(info["run_id"], status, submission, recorder.path, usage, info.get("error", ""))
+    def finish(self, status: str, submission: str) -> RunResult:
+        self.info.update(exit_status=status, submission=submission)
+        self.recorder.save(self.values, self.info)
+        usage = dict(self.values.get("usage") or empty_usage())
+        step = self.values.get("n_operations", 0)
+        self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))
+        log.info("run %s ended: %s", self.run_id, status)
+        return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]
