@@ -73,3 +73,49 @@ def test_run_in_docker_fixes_the_demo_bug_and_leaves_nothing_behind(tmp_path: Pa
     assert "+    return (ordered[middle - 1] + ordered[middle]) / 2" in traj["info"]["submission"]
     assert git(project, "status", "--porcelain") == ""  # the host copy is untouched: the patch is the result
     assert containers("llm-ide.run-id=docker-demo") == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_path: Path) -> None:
+    require_docker()
+    from agent_script import act, reflect, write_script
+    from conftest import make_git_repo
+
+    from llm_ide.config import load_config
+    from llm_ide.run.single import run_task
+
+    repo = make_git_repo(tmp_path / "repo", {"app.py": "VALUE = 1\n"})
+    config = load_config("default")
+    config["environment"]["tools"] = []
+    first = [
+        act("Change it.", "edit", path="app.py", old="VALUE = 1\n", new="VALUE = 2\n"),
+        reflect(False, "changed"),
+        act("Add a file.", "create", path="notes.txt", content="kept\n"),
+    ]
+    script = tmp_path / "script.yaml"
+
+    def run(responses: list[str]):
+        return run_task(
+            "change VALUE",
+            model=write_script(script, responses),
+            config=config,
+            output_dir=tmp_path / "out",
+            run_id="resume-docker",
+            repo=repo,
+            environment="docker",
+            image=BASE_IMAGE,
+        )
+
+    stopped = run(first)
+    assert stopped.exit_status == "model_error"  # the script ran out: a resumable end
+    assert "+VALUE = 2" in stopped.submission and "+kept" in stopped.submission
+    check = act("Check.", "bash", command="cat app.py notes.txt")
+    resumed = run([*first, reflect(False, "created"), check, reflect(False, "both there"), act("Done.", "submit")])
+    traj = json.loads(resumed.trajectory_path.read_text())
+    assert resumed.exit_status == "submitted"
+    assert [o["action_type"] for o in traj["operations"]] == ["edit", "create", "bash", "submit"]
+    assert traj["operations"][2]["observation"] == "VALUE = 2\nkept"
+    assert "+VALUE = 2" in resumed.submission and "+kept" in resumed.submission
+    assert git(repo, "status", "--porcelain") == ""
+    assert containers("llm-ide.run-id=resume-docker") == []
