@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+BASE_IMAGE = "llm-ide-base:bookworm"
 
 
 def docker_available() -> bool:
@@ -23,6 +24,21 @@ def require_docker() -> None:
     if os.environ.get("CI"):
         pytest.fail("CI is set but no Docker engine is reachable (scripts/start_docker.sh should have started one)")
     pytest.skip("no Docker engine reachable (run scripts/start_docker.sh)")
+
+
+def base_image_client():
+    """A Docker client, with the base image built (scripts/build_base_image.sh); skip without, fail in CI."""
+    require_docker()
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        if os.environ.get("CI"):
+            pytest.fail(f"{BASE_IMAGE} is missing in CI (scripts/build_base_image.sh should have built it)")
+        pytest.skip(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
+    return client
 
 
 def git(repo: Path, *args: str) -> str:

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import BASE_IMAGE
 
-BASE_IMAGE = "llm-ide-base:bookworm"
 PYTEST_IMAGE = "llm-ide-test/pytest"
 HASH_LABEL = "llm-ide.test-hash"
 FIX_COMMAND = r"grep -rlZ --include='*.py' -e '# BUG$' . | xargs -0 sed -i 's/ + 1\(.*\)  # BUG$/\1/'"

@@ -13,30 +13,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import git, make_git_repo, require_docker
+from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.environments import EnvironmentFailure, FileSnapshot, make_environment
 
 pytestmark = pytest.mark.docker
 
-BASE_IMAGE = "llm-ide-base:bookworm"
 CONDA_IMAGE = "llm-ide-test-conda:bookworm"
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def docker_client():
-    require_docker()
-    import docker
-
-    client = docker.from_env()
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        if os.environ.get("CI"):
-            pytest.fail(f"{BASE_IMAGE} is missing in CI (scripts/build_base_image.sh should have built it)")
-        pytest.skip(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
-    return client
 
 
 def settings(**values: object) -> dict:
@@ -56,7 +41,7 @@ def wait_until_gone(client, run_id: str, seconds: float = 15) -> list:
 
 @pytest.fixture
 def client():
-    return docker_client()
+    return base_image_client()
 
 
 @pytest.fixture

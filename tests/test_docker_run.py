@@ -7,11 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, require_docker
+from conftest import BASE_IMAGE, git, require_docker
 
 from llm_ide.run.commands import DEMO_DIR
-
-BASE_IMAGE = "llm-ide-base:bookworm"
 
 
 def containers(label: str) -> list[str]:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from agent_script import act, reflect
-from conftest import make_git_repo, require_docker
+from conftest import BASE_IMAGE, make_git_repo, require_docker
 from openai_server import OpenAIServer
 
-BASE_IMAGE = "llm-ide-base:bookworm"
 PROBES = [
     ("env", "env; echo env-done"),
     ("printenv", "printenv OPENAI_API_KEY; echo printenv-rc=$?"),

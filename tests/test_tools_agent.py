@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 from agent_script import BUGGY_FILES, act, reflect, write_script
-from conftest import make_git_repo, require_docker
+from conftest import BASE_IMAGE, make_git_repo, require_docker
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
-
-BASE_IMAGE = "llm-ide-base:bookworm"
 
 
 @pytest.mark.docker

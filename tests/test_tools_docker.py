@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_git_repo, require_docker
+from conftest import BASE_IMAGE, base_image_client, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.environments import Environment, make_environment
@@ -19,7 +18,6 @@ from llm_ide.tools.installer import install_tools, plan
 
 pytestmark = pytest.mark.docker
 
-BASE_IMAGE = "llm-ide-base:bookworm"
 APP = """\
 def scale(values, factor):
     scaled = []
@@ -32,20 +30,6 @@ print(scale([1, 2, 3], 10))
 """
 LIB = "def area(width, height):\n    return width * height\n"
 USE = "from shapes.lib import area\n\nprint(area(2, 3))\n"
-
-
-def base_image_client():
-    require_docker()
-    import docker
-
-    client = docker.from_env()
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        if os.environ.get("CI"):
-            pytest.fail(f"{BASE_IMAGE} is missing in CI (scripts/build_base_image.sh should have built it)")
-        pytest.skip(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
-    return client
 
 
 @pytest.fixture
