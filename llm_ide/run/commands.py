@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 
 
