@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from openai_server import OpenAIServer, RecordedRequest, Reply  # noqa: E402
 from swebench_fixtures import FIX_COMMAND, build_dataset, script, write_config, write_script  # noqa: E402
 
-from llm_ide.run.dataset import load_dataset  # noqa: E402
-from llm_ide.run.progress import BatchProgress  # noqa: E402
-from llm_ide.run.swebench import BatchOptions, run_batch  # noqa: E402
+from llm_ide.swebench.batch import BatchOptions, run_batch  # noqa: E402
+from llm_ide.swebench.dataset import load_dataset  # noqa: E402
+from llm_ide.swebench.progress import BatchProgress  # noqa: E402
 
 COMMANDS = [
     "grep -rn '# BUG' --include='*.py' .",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.run.dataset import (
+from llm_ide.swebench.dataset import (
     DatasetError,
     Instance,
     RowError,
@@ -138,7 +138,7 @@ def test_unreachable_hub_fails_fast_with_the_local_file_hint(tmp_path: Path) -> 
     """A subprocess (fresh `datasets` import) whose Hub endpoint is a closed loopback port."""
     pytest.importorskip("datasets")
     code = (
-        "from llm_ide.run.dataset import load_dataset, DatasetError\n"
+        "from llm_ide.swebench.dataset import load_dataset, DatasetError\n"
         "try:\n    load_dataset('verified', 'test')\nexcept DatasetError as e:\n    print(e)\n"
     )
     env = {"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"}

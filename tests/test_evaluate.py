@@ -9,8 +9,8 @@ import pytest
 from swebench_fixtures import TinyDataset, leftover_containers, tiny_dataset  # noqa: F401 - fixture
 
 from llm_ide.config import load_config
-from llm_ide.run.dataset import Instance, load_dataset
-from llm_ide.run.evaluate import (
+from llm_ide.swebench.dataset import Instance, load_dataset
+from llm_ide.swebench.evaluate import (
     EvaluationError,
     changed_files,
     eval_script,

@@ -17,8 +17,9 @@ from openai_server import OpenAIServer, Reply
 from rich.console import Console
 from swebench_fixtures import FIX_COMMAND, build_dataset, reflection, reply, write_config, write_script
 
-from llm_ide.run.progress import BatchProgress
-from llm_ide.run.swebench import BatchOptions, OutputStore, model_endpoint, read_preds, run_swebench
+from llm_ide.swebench.batch import BatchOptions, model_endpoint, run_swebench
+from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.store import OutputStore, read_preds
 
 CLI = "import sys; from llm_ide.cli import app, extra_app; (extra_app if sys.argv.pop(1) == 'mini-extra' else app)()"
 

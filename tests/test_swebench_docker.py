@@ -22,8 +22,8 @@ from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
 )
 
 from llm_ide.config import load_config
-from llm_ide.run.dataset import load_dataset
-from llm_ide.run.evaluate import evaluate_predictions
+from llm_ide.swebench.dataset import load_dataset
+from llm_ide.swebench.evaluate import evaluate_predictions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -1,14 +1,12 @@
+"""A run's container: created from an image, the repository copied in, commands through one shell session."""
+
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
-import os
 import posixpath
 import re
 import shlex
-import signal
-import socket
 import tarfile
 import tempfile
 import threading
@@ -16,79 +14,31 @@ import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import docker
 import docker.errors
 
 from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.docker.cleanup import (
+    _LIVE,
+    connect,
+    install_cleanup_handlers,
+    one_line,
+    owner_labels,
+    remove_container,
+)
+from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 
-LABEL = "llm-ide"
-RUN_ID_LABEL = "llm-ide.run-id"
-PID_LABEL = "llm-ide.pid"
-HOST_LABEL = "llm-ide.host"
 BASE_IMAGE = "llm-ide-base:bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
-START_TIMEOUT = 120.0
 TOOLS_ROOT = "/tools"
-STATUS = re.compile(rb"ready|-?\d+")
 
-# The shell session: one long-lived bash inside the container. It reads this script, then its settings (the token
-# travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command) triples
-# from stdin and runs each command in its own process group under `timeout -s KILL`, so a timeout kills the whole
-# group inside the container. After each command it prints the token and the exit status.
-SESSION = r"""
-IFS= read -r -d '' token && IFS= read -r -d '' pidfile && IFS= read -r -d '' conda_env || exit 1
-if [ -n "$conda_env" ]; then
-  for base in "${CONDA_EXE%/bin/conda}" /opt/miniconda3 /opt/conda "$HOME"/miniconda3 "$HOME"/miniforge3; do
-    if [ -n "$base" ] && [ -d "$base/envs/$conda_env" ] && [ -f "$base/etc/profile.d/conda.sh" ]; then
-      . "$base/etc/profile.d/conda.sh" && conda activate "$conda_env"
-      break
-    fi
-  done
-fi
-echo $$ > "$pidfile.session"
-printf '%sready\n' "$token"
-exec 2>/dev/null
-while IFS= read -r -d '' limit && IFS= read -r -d '' dir && IFS= read -r -d '' cmd; do
-  (cd -- "$dir" && exec timeout -s KILL "$limit" bash -c "$cmd") </dev/null 2>&1 &
-  echo $! > "$pidfile"
-  wait $!
-  printf '%s%d\n' "$token" $?
-done
-"""
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
 # by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
 WATCHDOG = ["sh", "-c", "read -r _; kill 1", "llm-ide-watchdog"]
-
-
-class Sink(Protocol):
-    def feed(self, data: bytes) -> None: ...
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def feed(self, data: bytes) -> None:
-        self.data += data
-
-
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
-def connect(timeout: float = 60) -> docker.DockerClient:
-    try:
-        client = docker.from_env(timeout=int(timeout))
-        client.ping()
-    except docker.errors.DockerException as error:
-        raise EnvironmentFailure(
-            f"the Docker engine is not reachable ({one_line(error)}); start it (e.g. scripts/start_docker.sh)"
-        ) from None
-    return client
 
 
 def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
@@ -140,92 +90,6 @@ def pax_mtime_ns(member: tarfile.TarInfo) -> int:
 
 def member_key(path: str) -> str:
     return posixpath.normpath(path).lstrip("/")
-
-
-class Session:
-    """The container's shell session: a bash read loop attached over the exec API (stdin in, multiplexed output out)."""
-
-    def __init__(self, api: docker.APIClient, container_id: str, conda_env: str | None, workdir: str) -> None:
-        self.token = f"\x1e__llm_ide_{uuid.uuid4().hex}__".encode()
-        self.pidfile = f"/tmp/.llm-ide-{uuid.uuid4().hex}.pid"
-        exec_id = api.exec_create(
-            container_id,
-            ["bash", "-c", 'IFS= read -r -d "" script && eval "$script"', "llm-ide-session"],
-            stdin=True,
-            workdir=workdir,
-        )["Id"]
-        raw = api.exec_start(exec_id, socket=True)
-        self._raw = raw
-        self.sock: socket.socket = getattr(raw, "_sock", raw)
-        self._frames = bytearray()
-        self._left = 0  # bytes of the current frame's payload not received yet
-        self.alive = True
-        self.stale = False  # interrupted mid-command: its output would leak into the next one, so it is replaced
-        self.send(SESSION, self.token.decode(), self.pidfile, conda_env or "")
-        startup = Collector()
-        if self.wait_token(startup, time.monotonic() + START_TIMEOUT) is None:
-            raise EnvironmentFailure(f"the container's shell did not start: {startup.data.decode(errors='replace')}")
-        self.startup_output = startup.data.decode(errors="replace")
-
-    def send(self, *fields: str) -> None:
-        self.sock.sendall(b"".join(field.encode() + b"\0" for field in fields))
-
-    def read(self, deadline: float) -> bytes | None:
-        """The next payload bytes; b"" at end of stream; None when the deadline passes."""
-        while True:
-            if self._left and self._frames:
-                take = bytes(self._frames[: self._left])
-                del self._frames[: len(take)]
-                self._left -= len(take)
-                return take
-            if not self._left and len(self._frames) >= 8:
-                self._left = int.from_bytes(self._frames[4:8], "big")
-                del self._frames[:8]
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self.sock.settimeout(remaining)
-            try:
-                data = self.sock.recv(1 << 16)
-            except TimeoutError:
-                return None
-            if not data:
-                self.alive = False
-                return b""
-            self._frames += data
-
-    def wait_token(self, sink: Sink, deadline: float) -> str | None:
-        """Feeds the output before the token to `sink`; returns what follows the token up to the newline."""
-        pending = bytearray()
-        keep = len(self.token) + 16
-        while True:
-            at = pending.find(self.token)
-            if at >= 0:
-                end = pending.find(b"\n", at)
-                status = pending[at + len(self.token) : end if end >= 0 else len(pending)]
-                if end >= 0 and STATUS.fullmatch(status):
-                    sink.feed(bytes(pending[:at]))
-                    return status.decode()
-                if end >= 0 or len(status) > 16:  # not our status line: ordinary output
-                    sink.feed(bytes(pending[: at + 1]))
-                    del pending[: at + 1]
-                    continue
-            elif len(pending) > keep:
-                sink.feed(bytes(pending[:-keep]))
-                del pending[:-keep]
-            data = self.read(deadline)
-            if not data:
-                sink.feed(bytes(pending))
-                return None
-            pending += data
-
-    def close(self) -> None:
-        self.alive = False
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        with contextlib.suppress(Exception):
-            self._raw.close()
 
 
 class DockerEnvironment:
@@ -489,90 +353,3 @@ class DockerEnvironment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_LIVE: dict[str, DockerEnvironment] = {}
-_OWNER_PID = os.getpid()
-_installed = False
-
-
-def close_all() -> None:
-    """Removes every container this process still holds (atexit, SIGTERM/SIGHUP)."""
-    if os.getpid() != _OWNER_PID:
-        return
-    for environment in list(_LIVE.values()):
-        with contextlib.suppress(Exception):
-            environment.close()
-
-
-def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-def install_cleanup_handlers() -> None:
-    """atexit removes live containers; SIGTERM/SIGHUP, when still at their default (which would skip atexit and
-    `finally`), are turned into SystemExit. Handlers the caller installed are left alone."""
-    global _installed, _OWNER_PID
-    if _installed and os.getpid() == _OWNER_PID:
-        return
-    _installed, _OWNER_PID = True, os.getpid()
-    atexit.register(close_all)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) == signal.SIG_DFL:
-            signal.signal(signum, _exit_on_signal)
-
-
-def remove_container(client: docker.DockerClient, container_id: str, wait: float = 30.0) -> bool:
-    """Force-removes a container; when docker is already removing it (auto_remove), waits until it is gone.
-    Returns False when it was already gone."""
-    try:
-        client.api.remove_container(container_id, force=True)
-        return True
-    except docker.errors.NotFound:
-        return False
-    except docker.errors.APIError as error:
-        if error.status_code != 409:  # 409: removal already in progress
-            raise
-    end = time.monotonic() + wait
-    while time.monotonic() < end:
-        try:
-            client.api.inspect_container(container_id)
-        except docker.errors.NotFound:
-            return True
-        time.sleep(0.05)
-    raise EnvironmentFailure(f"container {container_id[:12]} is still being removed after {wait:.0f} s")
-
-
-def owner_labels(run_id: str) -> dict[str, str]:
-    return {LABEL: "1", RUN_ID_LABEL: run_id, PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
-
-
-def owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process that made a container still runs (on this host; other hosts count as alive)."""
-    if labels.get(HOST_LABEL) != socket.gethostname():
-        return labels.get(HOST_LABEL) is not None
-    try:
-        os.kill(int(labels.get(PID_LABEL, "")), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def cleanup_containers(
-    client: docker.DockerClient | None = None, *, include_live: bool = False, run_id: str | None = None
-) -> tuple[int, int]:
-    """Removes the containers labelled `llm-ide` whose run is over (its process is gone), or all of them with
-    `include_live`; only those of `run_id` when given. Returns (removed, skipped because their run is alive)."""
-    client = client or connect()
-    label_filter = [LABEL] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
-    removed = skipped = 0
-    for container in client.containers.list(all=True, filters={"label": label_filter}):
-        if not include_live and owner_alive(container.labels):
-            skipped += 1
-            continue
-        removed += remove_container(client, container.id)
-    return removed, skipped

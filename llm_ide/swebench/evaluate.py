@@ -18,7 +18,7 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
-from llm_ide.run.dataset import Instance
+from llm_ide.swebench.dataset import Instance
 
 START_MARKER = ">>>>> Start Test Output"
 END_MARKER = ">>>>> End Test Output"

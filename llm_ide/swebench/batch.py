@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
 import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -19,16 +16,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import yaml
-
-from llm_ide.run.dataset import Dataset, Instance, load_dataset, select
-from llm_ide.run.progress import BatchProgress
+from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
+from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.store import PREDS, OutputStore
 
 log = logging.getLogger("llm_ide.swebench")
 
-PREDS = "preds.json"
-STATUSES = "exit_statuses.yaml"
-LOCK = ".llm-ide-batch.lock"
 BATCH_LOG = "swebench.log"
 UNFINISHED = frozenset({"interrupted"})  # not written to preds.json: a rerun continues them from their checkpoint
 
@@ -39,87 +32,6 @@ class BatchAbandoned(KeyboardInterrupt):
 
 class SWEbenchError(ValueError):
     """A user error that stops the batch before it starts (unreachable model, bad options)."""
-
-
-def atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive flock on `path`: excludes other threads (each opens its own description) and processes."""
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def read_preds(output: Path) -> dict[str, dict[str, Any]]:
-    path = output / PREDS
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise SWEbenchError(f"{path} is not valid JSON ({error}); fix or move it away") from None
-    if isinstance(data, list):
-        data = {pred["instance_id"]: pred for pred in data if isinstance(pred, dict) and "instance_id" in pred}
-    if not isinstance(data, dict):
-        raise SWEbenchError(f"{path}: expected an object of instance_id → prediction")
-    return data
-
-
-@dataclass
-class OutputStore:
-    """preds.json and exit_statuses.yaml of a batch directory, updated read-modify-write under a file lock."""
-
-    output: Path
-
-    def __post_init__(self) -> None:
-        self.output.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def lock(self) -> Path:
-        return self.output / LOCK
-
-    def existing(self) -> set[str]:
-        with file_lock(self.lock):
-            return set(read_preds(self.output))
-
-    def add_prediction(self, instance_id: str, model: str, patch: str) -> None:
-        with file_lock(self.lock):
-            preds = read_preds(self.output)
-            preds[instance_id] = {"instance_id": instance_id, "model_name_or_path": model, "model_patch": patch}
-            atomic_write(self.output / PREDS, json.dumps(preds, indent=2) + "\n")
-
-    def remove_prediction(self, instance_id: str) -> None:
-        with file_lock(self.lock):
-            preds = read_preds(self.output)
-            if preds.pop(instance_id, None) is not None:
-                atomic_write(self.output / PREDS, json.dumps(preds, indent=2) + "\n")
-
-    def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
-        with file_lock(self.lock):
-            path = self.output / STATUSES
-            data = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
-            instances: dict[str, Any] = data.get("instances") or {}
-            instances[instance_id] = {"exit_status": exit_status, **details}
-            by_status: dict[str, list[str]] = {}
-            for iid, info in sorted(instances.items()):
-                by_status.setdefault(info["exit_status"], []).append(iid)
-            data = {"instances_by_exit_status": dict(sorted(by_status.items())), "instances": instances}
-            atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
 
 
 @dataclass

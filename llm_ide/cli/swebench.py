@@ -56,7 +56,7 @@ def _environment(kind: str) -> str:
 
 def _options(**values: Any) -> Any:
     from llm_ide.config import ConfigError
-    from llm_ide.run.swebench import BatchOptions, batch_config
+    from llm_ide.swebench.batch import BatchOptions, batch_config
 
     step_limit, run_cost_limit = values.pop("step_limit", None), values.pop("run_cost_limit", None)
     agent = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", run_cost_limit)) if v is not None}
@@ -69,7 +69,7 @@ def _options(**values: Any) -> Any:
 
 
 def _check_environment(kind: str) -> None:
-    from llm_ide.run.swebench import SWEbenchError, check_docker
+    from llm_ide.swebench.batch import SWEbenchError, check_docker
 
     if kind == "docker":
         try:
@@ -98,10 +98,10 @@ def swebench_command(
     checkpoint: Checkpoint = None,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
-    from llm_ide.run.commands import terminate_on_sigterm
-    from llm_ide.run.dataset import DatasetError
-    from llm_ide.run.progress import BatchProgress
-    from llm_ide.run.swebench import BatchAbandoned, SWEbenchError, run_swebench
+    from llm_ide.cli.run import terminate_on_sigterm
+    from llm_ide.swebench.batch import BatchAbandoned, SWEbenchError, run_swebench
+    from llm_ide.swebench.dataset import DatasetError
+    from llm_ide.swebench.progress import BatchProgress
 
     model = _model(model)
     kind = _environment(environment)
@@ -167,9 +167,9 @@ def swebench_single_command(
     checkpoint: Checkpoint = None,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
-    from llm_ide.run.commands import print_event, terminate_on_sigterm
-    from llm_ide.run.dataset import DatasetError, find_instance, load_dataset
-    from llm_ide.run.swebench import OutputStore, SWEbenchError, batch_config, check_model, run_instance
+    from llm_ide.cli.run import print_event, terminate_on_sigterm
+    from llm_ide.swebench.batch import OutputStore, SWEbenchError, batch_config, check_model, run_instance
+    from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
 
     model = _model(model)
     kind = _environment(environment)
@@ -229,8 +229,8 @@ def evaluate_command(
     from rich.table import Table
 
     from llm_ide.config import ConfigError, load_config
-    from llm_ide.run.dataset import DatasetError, load_dataset
-    from llm_ide.run.evaluate import EvaluationError, evaluate_predictions, load_predictions
+    from llm_ide.swebench.dataset import DatasetError, load_dataset
+    from llm_ide.swebench.evaluate import EvaluationError, evaluate_predictions, load_predictions
 
     try:
         settings = load_config("swebench", config or [])["swebench"]

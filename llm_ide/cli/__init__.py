@@ -1,6 +1,14 @@
+"""The `llm-ide` and `mini-extra` command-line interfaces: one module per area, registered here."""
+
 from __future__ import annotations
 
 import typer
+
+from llm_ide.cli.cleanup import cleanup_command
+from llm_ide.cli.context import context_command
+from llm_ide.cli.run import demo, inspect, run
+from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
+from llm_ide.cli.tools import tools_app
 
 app = typer.Typer(
     name="llm-ide",
@@ -17,27 +25,14 @@ extra_app = typer.Typer(
     add_completion=False,
 )
 
-# Command registration: each area keeps its commands in its own module (imports inside the functions stay lazy).
-
-from llm_ide.run.commands import demo, inspect, run  # noqa: E402
-
 app.command("run")(run)
 app.command("demo")(demo)
 app.command("inspect")(inspect)
-from llm_ide.codeview.cli import context_command  # noqa: E402
-
 app.command("context")(context_command)
-from llm_ide.environments.commands import cleanup_command  # noqa: E402
-
 app.command("cleanup")(cleanup_command)
-
-from llm_ide.run.swebench_commands import evaluate_command, swebench_command, swebench_single_command  # noqa: E402
-
 app.command("swebench")(swebench_command)
 app.command("swebench-single")(swebench_single_command)
 app.command("evaluate")(evaluate_command)
+app.add_typer(tools_app, name="tools")
 extra_app.command("swebench")(swebench_command)
 extra_app.command("swebench-single")(swebench_single_command)
-from llm_ide.tools.commands import tools_app  # noqa: E402
-
-app.add_typer(tools_app, name="tools")

@@ -1,0 +1,31 @@
+"""The docker environment: session protocol (session.py), container lifecycle (container.py), cleanup (cleanup.py)."""
+
+from llm_ide.environments.docker.cleanup import (
+    HOST_LABEL,
+    LABEL,
+    PID_LABEL,
+    RUN_ID_LABEL,
+    cleanup_containers,
+    close_all,
+    connect,
+    owner_alive,
+    owner_labels,
+    remove_container,
+)
+from llm_ide.environments.docker.container import BASE_IMAGE, DockerEnvironment, ensure_image
+
+__all__ = [
+    "BASE_IMAGE",
+    "HOST_LABEL",
+    "LABEL",
+    "PID_LABEL",
+    "RUN_ID_LABEL",
+    "DockerEnvironment",
+    "cleanup_containers",
+    "close_all",
+    "connect",
+    "ensure_image",
+    "owner_alive",
+    "owner_labels",
+    "remove_container",
+]

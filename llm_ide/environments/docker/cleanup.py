@@ -1,0 +1,127 @@
+"""Labels that mark our containers, the registry of the live ones, their removal on every exit path, and sweeping."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import docker
+import docker.errors
+
+from llm_ide.environments.base import EnvironmentFailure
+
+if TYPE_CHECKING:
+    from llm_ide.environments.docker.container import DockerEnvironment
+
+LABEL = "llm-ide"
+RUN_ID_LABEL = "llm-ide.run-id"
+PID_LABEL = "llm-ide.pid"
+HOST_LABEL = "llm-ide.host"
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def connect(timeout: float = 60) -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=int(timeout))
+        client.ping()
+    except docker.errors.DockerException as error:
+        raise EnvironmentFailure(
+            f"the Docker engine is not reachable ({one_line(error)}); start it (e.g. scripts/start_docker.sh)"
+        ) from None
+    return client
+
+
+_LIVE: dict[str, DockerEnvironment] = {}
+_OWNER_PID = os.getpid()
+_installed = False
+
+
+def close_all() -> None:
+    """Removes every container this process still holds (atexit, SIGTERM/SIGHUP)."""
+    if os.getpid() != _OWNER_PID:
+        return
+    for environment in list(_LIVE.values()):
+        with contextlib.suppress(Exception):
+            environment.close()
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def install_cleanup_handlers() -> None:
+    """atexit removes live containers; SIGTERM/SIGHUP, when still at their default (which would skip atexit and
+    `finally`), are turned into SystemExit. Handlers the caller installed are left alone."""
+    global _installed, _OWNER_PID
+    if _installed and os.getpid() == _OWNER_PID:
+        return
+    _installed, _OWNER_PID = True, os.getpid()
+    atexit.register(close_all)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, _exit_on_signal)
+
+
+def remove_container(client: docker.DockerClient, container_id: str, wait: float = 30.0) -> bool:
+    """Force-removes a container; when docker is already removing it (auto_remove), waits until it is gone.
+    Returns False when it was already gone."""
+    try:
+        client.api.remove_container(container_id, force=True)
+        return True
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as error:
+        if error.status_code != 409:  # 409: removal already in progress
+            raise
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            client.api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            return True
+        time.sleep(0.05)
+    raise EnvironmentFailure(f"container {container_id[:12]} is still being removed after {wait:.0f} s")
+
+
+def owner_labels(run_id: str) -> dict[str, str]:
+    return {LABEL: "1", RUN_ID_LABEL: run_id, PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that made a container still runs (on this host; other hosts count as alive)."""
+    if labels.get(HOST_LABEL) != socket.gethostname():
+        return labels.get(HOST_LABEL) is not None
+    try:
+        os.kill(int(labels.get(PID_LABEL, "")), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_containers(
+    client: docker.DockerClient | None = None, *, include_live: bool = False, run_id: str | None = None
+) -> tuple[int, int]:
+    """Removes the containers labelled `llm-ide` whose run is over (its process is gone), or all of them with
+    `include_live`; only those of `run_id` when given. Returns (removed, skipped because their run is alive)."""
+    client = client or connect()
+    label_filter = [LABEL] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    removed = skipped = 0
+    for container in client.containers.list(all=True, filters={"label": label_filter}):
+        if not include_live and owner_alive(container.labels):
+            skipped += 1
+            continue
+        removed += remove_container(client, container.id)
+    return removed, skipped
