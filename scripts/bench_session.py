@@ -27,6 +27,7 @@ import contextlib
 import cProfile
 import io
 import json
+import os
 import pstats
 import random
 import shutil
@@ -640,6 +641,8 @@ def main(
             median_chars = statistics.median(chars for _, _, chars in anchor)
             table.add_row("median", f"{statistics.median(c for _, c, _ in anchor):.0f}", f"{median_chars:,.0f}")
             console.print(table)
+        elif os.environ.get("CI"):
+            raise SystemExit(f"CI is set but {TRAJECTORIES} holds no trajectories (../shared must be beside the clone)")
         else:
             median_chars = 0
             console.print(f"anchor: {TRAJECTORIES} is absent; no real-trajectory figure")

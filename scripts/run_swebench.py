@@ -18,9 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from llm_ide.config import load_config
-from llm_ide.swebench.batch import BatchOptions, SWEbenchError, run_swebench
+from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.dataset import DatasetError, load_dataset
 from llm_ide.swebench.evaluate import evaluate_predictions, load_predictions
+from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
 
 

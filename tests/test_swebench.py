@@ -17,7 +17,8 @@ from openai_server import OpenAIServer, Reply
 from rich.console import Console
 from swebench_fixtures import FIX_COMMAND, build_dataset, reflection, reply, write_config, write_script
 
-from llm_ide.swebench.batch import BatchOptions, model_endpoint, run_swebench
+from llm_ide.swebench.batch import BatchOptions, run_swebench
+from llm_ide.swebench.preflight import model_endpoint
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore, read_preds
 

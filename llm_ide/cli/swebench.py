@@ -69,7 +69,7 @@ def _options(**values: Any) -> Any:
 
 
 def _check_environment(kind: str) -> None:
-    from llm_ide.swebench.batch import SWEbenchError, check_docker
+    from llm_ide.swebench.preflight import SWEbenchError, check_docker
 
     if kind == "docker":
         try:
@@ -99,8 +99,9 @@ def swebench_command(
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
     from llm_ide.cli.run import terminate_on_sigterm
-    from llm_ide.swebench.batch import BatchAbandoned, SWEbenchError, run_swebench
+    from llm_ide.swebench.batch import BatchAbandoned, run_swebench
     from llm_ide.swebench.dataset import DatasetError
+    from llm_ide.swebench.preflight import SWEbenchError
     from llm_ide.swebench.progress import BatchProgress
 
     model = _model(model)
@@ -168,8 +169,9 @@ def swebench_single_command(
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
     from llm_ide.cli.run import print_event, terminate_on_sigterm
-    from llm_ide.swebench.batch import OutputStore, SWEbenchError, batch_config, check_model, run_instance
+    from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
+    from llm_ide.swebench.preflight import SWEbenchError, check_model
 
     model = _model(model)
     kind = _environment(environment)
