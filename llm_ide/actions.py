@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_ide.codeview import CodeView
-from llm_ide.environments.base import Environment
+from llm_ide.environments.base import Environment, OutsideRepository
 from llm_ide.prompting import render
 from llm_ide.state.context import Scope, normalize_path
 
@@ -54,12 +54,16 @@ class Workspace:
         if not isinstance(raw, str) or not raw.strip():
             raise ParamError(f"`{key}` must be a non-empty string")
         path = normalize_path(raw.strip(), self.env.workdir)
-        if not path or path.startswith("../") or path == ".." or path.startswith("/"):
+        if not path:
             raise ParamError(f"`{key}` must name a file inside the repository, got {raw!r}")
+        if path.startswith("../") or path == ".." or path.startswith("/"):
+            raise OutsideRepository(raw.strip())
         return path
 
     def read_text(self, path: str) -> str | None:
         snapshot = self.env.read_files([path])[path]
+        if snapshot is None and not self.env.inside(path):
+            raise OutsideRepository(path)
         return None if snapshot is None else snapshot.data.decode("utf-8", errors="surrogateescape")
 
 
@@ -180,7 +184,7 @@ def create(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     content = params.get("content")
     if not isinstance(content, str):
         raise ParamError("`content` must be the file's text")
-    if ws.env.read_files([path])[path] is not None:
+    if ws.read_text(path) is not None:
         return ActionOutcome(ws.observe("create_exists", path=path), 1)
     ws.env.write_file(path, content.encode("utf-8"))
     total = content.count("\n") + (0 if content.endswith("\n") else 1)
@@ -210,6 +214,8 @@ def execute_action(ws: Workspace, action_type: str, params: dict[str, Any]) -> A
         outcome = ACTIONS[action_type](ws, params)
     except ParamError as error:
         outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
+    except OutsideRepository as error:
+        outcome = ActionOutcome(ws.observe("outside_repository", path=error.path), 2)
     outcome.duration = time.perf_counter() - started
     return outcome
 

@@ -60,7 +60,7 @@ def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Workspace) 
     assert execute_action(ws, "view", {"path": "nope.py"}).returncode == 1
     bad = execute_action(ws, "view", {"path": "../etc/passwd"})
     assert (bad.returncode, bad.accessed) == (2, [])
-    assert "must name a file inside the repository" in bad.observation
+    assert "outside the repository" in bad.observation
 
 
 def test_view_symbol_gives_a_whole_function_chunk(ws: Workspace) -> None:

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from llm_ide.terminal import terminal_safe
+
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
@@ -25,10 +27,11 @@ def fail(message: str) -> typer.Exit:
 
 def print_event(event) -> None:
     if event.kind == "phase":
-        console.print(f"[dim]… {event.phase}[/]")
+        console.print(f"[dim]… {escape(terminal_safe(event.phase))}[/]")
     elif event.kind == "step":
-        first = next((line for line in event.observation.splitlines() if line.strip()), "")
-        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
+        observation = terminal_safe(event.observation)
+        first = next((line for line in observation.splitlines() if line.strip()), "")
+        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
         if first:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
 
@@ -110,7 +113,7 @@ def report(result) -> None:
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
     )
     if result.error:
-        err_console.print(f"[red]{escape(result.error)}[/]")
+        err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
     console.print(f"trajectory: {result.trajectory_path}")
 
 
@@ -144,7 +147,7 @@ def demo(
     passed, verdict = unittest_verdict(project)
     console.print(f"[bold]Tests after the run:[/] {verdict}")
     console.print("[bold]Patch:[/]")
-    console.print(result.submission, markup=False)
+    console.print(terminal_safe(result.submission), markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == "submitted" and passed else 1)
 

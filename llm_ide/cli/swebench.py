@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from llm_ide.terminal import terminal_safe
+
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -209,7 +211,7 @@ def swebench_single_command(
         raise typer.Exit(130) from None
     colour = "green" if outcome.exit_status == "submitted" else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
-    console.print(outcome.patch or "[dim](empty patch)[/]", markup=False)
+    console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     raise typer.Exit(0 if outcome.exit_status == "submitted" else 1)
 
@@ -247,7 +249,7 @@ def evaluate_command(
     console.print(f"evaluating {len(preds)} predictions with {workers} workers")
 
     def show(result: Any) -> None:
-        console.print(f"  {result.instance_id}: {result.status} {result.detail}".rstrip(), markup=False)
+        console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
 
     try:
         report = evaluate_predictions(

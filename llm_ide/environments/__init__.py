@@ -3,7 +3,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments.base import CommandResult, Environment, EnvironmentFailure, FileSnapshot, FileSource
+from llm_ide.environments.base import (
+    CommandResult,
+    Environment,
+    EnvironmentFailure,
+    FileSnapshot,
+    FileSource,
+    OutsideRepository,
+)
 from llm_ide.environments.local import LocalEnvironment
 from llm_ide.environments.output import messages_from_config
 
@@ -14,6 +21,7 @@ __all__ = [
     "FileSnapshot",
     "FileSource",
     "LocalEnvironment",
+    "OutsideRepository",
     "make_environment",
 ]
 
@@ -38,6 +46,9 @@ def make_environment(
             output_max_bytes=settings["output_max_bytes"],
             tools_dir=tools_dir,
             messages=messages_from_config(settings),
+            sandbox=settings.get("sandbox", "bwrap"),
+            network=settings.get("network") != "none",
+            writable=settings.get("writable") or [],
         )
     if kind == "docker":
         from llm_ide.environments.docker import DockerEnvironment

@@ -14,7 +14,7 @@ from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironme
 from llm_ide.models import ModelError
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
-from llm_ide.run.patch import base_commit, extract_patch
+from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
 from llm_ide.state.graph_state import empty_usage
@@ -137,6 +137,8 @@ def run_task(
             if base is None:
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
+            else:
+                keep_base(env, base)  # out of the agent's reach before its first command
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, values.get("worktree_patch", ""))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
@@ -173,6 +175,8 @@ def run_task(
                     submission = extract_patch(env, base, config["patch"]) if base else ""
                 except Exception as error:  # the run's outcome must still be saved
                     log.error("patch extraction failed: %s", error)
+                    if status == "submitted":  # an empty patch is not the result of a submitted run
+                        status, info["error"] = "error", f"patch extraction failed: {error}"
                 env.close()
             if not config.get("checkpoint", {}).get("keep_history"):
                 prune(saver, run_id)

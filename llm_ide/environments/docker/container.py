@@ -19,7 +19,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
     connect,
@@ -32,6 +32,8 @@ from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 
 BASE_IMAGE = "llm-ide-base:bookworm"
+PRIVATE_ROOT = "/var/lib/llm-ide"
+OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
@@ -274,12 +276,26 @@ class DockerEnvironment:
             output = append_note(output, render(self.messages["session_lost"]))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
+    def _inside_check(self) -> str:
+        """Shell code: `inside PATH` succeeds when PATH, symlinks resolved, is inside the workdir."""
+        workdir = shlex.quote(self.workdir)
+        return (
+            f'W=$(realpath -m -- {workdir}); inside() {{ local r; r=$(realpath -m -- "$1") && '
+            'case "$r/" in "$W"/*) return 0;; esac; return 1; }; '
+        )
+
+    def inside(self, path: str) -> bool:
+        sink = Collector()
+        return self.run(f"{self._inside_check()}inside {shlex.quote(path)}", sink, self.command_timeout)[0] == 0
+
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
         snapshots: dict[str, FileSnapshot | None] = dict.fromkeys(paths)
         if not paths:
             return snapshots
-        command = "tar -c -h --no-recursion --ignore-failed-read --format=posix -f - -- " + " ".join(
-            shlex.quote(path) for path in paths
+        command = (
+            f"{self._inside_check()}for p in {' '.join(shlex.quote(path) for path in paths)}; do "
+            'inside "$p" && printf \'%s\\0\' "$p"; done | '
+            "tar -c -h --null -T - --no-recursion --ignore-failed-read --format=posix -f -"
         )
         archive = Collector()
         returncode, _, lost = self.run(command + " 2>/dev/null", archive, self.command_timeout)
@@ -302,19 +318,42 @@ class DockerEnvironment:
         self._put_archive("/tmp", single_file_tar(staging, data))
         target = shlex.quote(self._resolve(path))
         script = (
+            f"{self._inside_check()}if ! inside {target}; then rm -f /tmp/{staging}; exit {OUTSIDE}; fi; "
             f'mkdir -p -- "$(dirname -- {target})" && cat -- /tmp/{staging} > {target}; rc=$?; '
             f"rm -f /tmp/{staging}; exit $rc"
         )
         sink = Collector()
         returncode, _, _ = self.run(script, sink, self.command_timeout)
+        if returncode == OUTSIDE:
+            raise OutsideRepository(path)
         if returncode != 0:
             raise OSError(f"cannot write {path} in the container: {sink.data.decode(errors='replace').strip()}")
+
+    def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
+        errors = f"/tmp/.llm-ide-err-{uuid.uuid4().hex}"
+        script = f"({command}) 2>{errors}; rc=$?; [ $rc = 0 ] || cat {errors}; rm -f {errors}; exit $rc"
+        sink = Collector()
+        returncode, _, lost = self.run(script, sink, timeout)
+        if lost:
+            raise EnvironmentFailure("the container's shell session ended during one of our own commands")
+        return returncode, bytes(sink.data)
+
+    def private_dir(self, name: str) -> str:
+        """Outside the workdir; the agent's commands run as root in the container, so the host keeps what matters
+        (e.g. the base commit's pack) and puts it back when this copy is damaged."""
+        return posixpath.join(PRIVATE_ROOT, self.run_id.replace("/", "-"), name)
+
+    def put_private(self, path: str, data: bytes) -> None:
+        folder, name = posixpath.split(path)
+        if self.run_trusted(f"mkdir -p -- {shlex.quote(folder)}", self.command_timeout)[0] != 0:
+            raise EnvironmentFailure(f"cannot create {folder} in the container")
+        self._put_archive(folder, single_file_tar(name, data))
 
     def copy_in(self, source: Path, destination: str) -> None:
         source = Path(source)
         target = self._resolve(destination)
         if not source.is_dir():
-            self.write_file(target, source.read_bytes())
+            self.put_private(target, source.read_bytes())
             return
         sink = Collector()
         if self.run(f"mkdir -p -- {shlex.quote(target)}", sink, self.command_timeout)[0] != 0:
