@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 Message = dict[str, str]
 Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
-SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|_PASSWORD)$")
 DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
@@ -91,17 +91,6 @@ def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
         if entry is not None:
             return Price(input=entry.input, output=entry.output)
     return None
-
-
-def known_secrets(api_key: str | None = None) -> list[str]:
-    values = [value for key, value in os.environ.items() if SECRET_ENV.search(key)]
-    return [secret for secret in [api_key, *values] if secret and len(secret) >= 8]
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
 
 
 def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
