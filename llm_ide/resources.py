@@ -11,8 +11,9 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from llm_ide.actions import Workspace
-from llm_ide.config import deep_merge, load_config
+from llm_ide.config import load_config
 from llm_ide.models import Model
+from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import ScoreParams
 
 
@@ -37,7 +38,7 @@ class CostBudget:
 class AgentContext:
     """Static dependencies of a run, reaching the nodes through LangGraph's runtime context."""
 
-    config: dict[str, Any]
+    settings: Settings
     model: Model
     workspace: Workspace
     tool_usage: str = ""
@@ -47,17 +48,13 @@ class AgentContext:
     mark: float = field(default_factory=time.monotonic)
 
     @property
-    def templates(self) -> dict[str, Any]:
-        return self.config["templates"]
-
-    @property
-    def agent(self) -> dict[str, Any]:
-        return self.config["agent"]
+    def templates(self) -> Templates:
+        return self.settings.templates
 
     @property
     def score_params(self) -> ScoreParams:
-        memory = self.config["memory"]
-        return ScoreParams(memory["alpha"], memory["beta"], memory["gamma"], memory["threshold"])
+        memory = self.settings.memory
+        return ScoreParams(memory.alpha, memory.beta, memory.gamma, memory.threshold)
 
 
 _STUDIO_CONTEXTS: dict[str, AgentContext] = {}
@@ -91,10 +88,10 @@ def context_from_input(state: dict[str, Any], run_id: str) -> AgentContext:
 
     if not state.get("repo") or not state.get("model"):
         raise ValueError("the graph input needs `repo` (a local repository path) and `model` (e.g. scripted:PATH)")
-    overrides = state.get("config") or {}
-    config = deep_merge(load_config(overrides.get("base", "default")), overrides)
+    overrides = dict(state.get("config") or {})
+    settings = load_config(overrides.pop("base", "default"), **overrides)
     return build_context(
-        config=config,
+        settings=settings,
         model_spec=state["model"],
         base_url=state.get("base_url"),
         repo=Path(state["repo"]).expanduser().resolve(),

@@ -19,7 +19,7 @@ from conftest import git, make_git_repo
 from llm_ide.actions import Workspace, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
-from llm_ide.environments import LocalEnvironment
+from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.run.patch import extract_patch, keep_base
 from llm_ide.run.single import run_task
 
@@ -28,7 +28,7 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewr
 
 
 def workspace(env: LocalEnvironment) -> Workspace:
-    return Workspace(env=env, view=CodeView(env), templates=load_config("default")["templates"])
+    return Workspace(env=env, view=CodeView(env), templates=load_config("default").templates)
 
 
 @pytest.fixture
@@ -114,10 +114,8 @@ def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_
 @needs_bwrap
 @pytest.mark.parametrize(("network", "interfaces"), [("none", {"lo"}), ("llm-ide", None)])
 def test_network_is_a_setting(tmp_path: Path, network: str, interfaces: set[str] | None) -> None:
-    settings = {**load_config("default")["environment"], "network": network, "tools": []}
-    from llm_ide.environments import make_environment
-
-    env = make_environment(settings, tmp_path, "net", None, tmp_path / "tools")
+    config = load_config("default", environment={"network": network, "tools": []})
+    env = make_environment(config.environment, tmp_path, "net", None, tmp_path / "tools")
     output = env.execute("tail -n +3 /proc/net/dev | cut -d: -f1").output
     found = {line.strip() for line in output.splitlines() if line.strip()}
     if interfaces is None:
@@ -135,7 +133,7 @@ def test_a_missing_bwrap_is_said_once_and_commands_still_run(tmp_path: Path) -> 
     script = textwrap.dedent(
         f"""
         from pathlib import Path
-        from llm_ide.environments import LocalEnvironment
+        from llm_ide.environments import LocalEnvironment, make_environment
         for _ in range(2):
             env = LocalEnvironment(Path({str(tmp_path)!r}), tools_dir=Path({str(tmp_path / "tools")!r}))
             print(env.execute("echo ran").output, end="")
@@ -158,7 +156,7 @@ def test_the_patch_survives_a_deleted_git_directory(tmp_path: Path, sabotage: st
     (repo / "b.py").unlink()
     (repo / "new.py").write_text("y = 1\n")
     assert env.execute(sabotage).returncode == 0
-    patch = extract_patch(env, base, load_config("default")["patch"])
+    patch = extract_patch(env, base, load_config("default").patch)
     assert "-x = 1\n+x = 2\n" in patch
     assert "deleted file mode" in patch and "+y = 1" in patch
     assert ".git" not in patch
@@ -174,7 +172,7 @@ def test_patch_extraction_works_with_6000_new_files(tmp_path: Path) -> None:
         (folder / f"module_with_a_long_name_{index:05d}.py").write_text(f"value = {index}\n")
     (folder / "artefact.pyc").write_bytes(b"\x00")
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
-    patch = extract_patch(env, git(repo, "rev-parse", "HEAD").strip(), load_config("default")["patch"])
+    patch = extract_patch(env, git(repo, "rev-parse", "HEAD").strip(), load_config("default").patch)
     assert patch.count("diff --git") == 6000
     assert "+value = 5999" in patch and "artefact.pyc" not in patch
     env.close()
@@ -201,10 +199,10 @@ def test_control_sequences_never_reach_the_console(tmp_path: Path) -> None:
 
 def test_a_submitted_run_whose_patch_cannot_be_extracted_is_an_error(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    config = load_config("default")
-    config["environment"]["tools"] = []
-    config["patch"]["artefacts"] = None  # a broken setting makes the extraction fail after the submit
+    config = load_config("default", environment={"tools": []})
+    broken = config.patch.model_copy(update={"artefacts": None})  # makes the extraction fail after the submit
+    config = config.model_copy(update={"patch": broken})
     script = [act("Add.", "create", path="b.py", content="y = 1\n"), reflect(False, "Added."), act("Done.", "submit")]
     model = write_script(tmp_path / "script.yaml", script)
-    result = run_task("t", model=model, config=config, output_dir=tmp_path / "out", run_id="p", repo=repo)
+    result = run_task("t", model=model, settings=config, output_dir=tmp_path / "out", run_id="p", repo=repo)
     assert result.exit_status == "error" and "patch extraction failed" in result.error

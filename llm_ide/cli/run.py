@@ -80,16 +80,18 @@ def run(
         settings = load_config("default", overrides=config or [])
     except ConfigError as error:
         raise fail(str(error)) from None
-    for key, value in (("step_limit", step_limit), ("cost_limit", cost_limit)):
-        if value is not None:
-            settings["agent"][key] = value
+    limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
+    try:
+        settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
+    except ConfigError as error:
+        raise fail(str(error)) from None
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     terminate_on_sigterm()
     result = run_task(
         task if task is not None else task_file.read_text(encoding="utf-8"),
         model=model,
-        config=settings,
+        settings=settings,
         output_dir=output,
         run_id=run_id,
         repo=repo.resolve(),
@@ -138,7 +140,7 @@ def demo(
     result = run_task(
         task,
         model=f"scripted:{DEMO_DIR / 'script.yaml'}",
-        config=settings,
+        settings=settings,
         output_dir=workdir / "run",
         run_id="demo",
         repo=project,

@@ -20,6 +20,6 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
         return {"pending": failed, "accessed": [], "exit_status": "environment_error"}
-    observation = truncate(outcome.observation, ctx.agent["observation_max_chars"], ctx.templates)
+    observation = truncate(outcome.observation, ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
     return {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}

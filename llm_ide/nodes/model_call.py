@@ -62,6 +62,6 @@ def format_failure(
             ),
         },
     }
-    if errors >= ctx.agent["max_format_errors"]:
+    if errors >= ctx.settings.agent.max_format_errors:
         update["exit_status"] = "format_error"
     return update

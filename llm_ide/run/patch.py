@@ -7,9 +7,12 @@ import shlex
 import uuid
 import weakref
 from fnmatch import fnmatch
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
+
+if TYPE_CHECKING:
+    from llm_ide.settings import PatchSettings
 
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 
@@ -65,7 +68,7 @@ class BaseTree:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
-    def extract(self, settings: dict[str, Any]) -> str:
+    def extract(self, settings: PatchSettings) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
         build artefacts, binary files and oversized new files left out. The repository's `.git` is not used."""
         base = shlex.quote(self.base)
@@ -80,11 +83,11 @@ class BaseTree:
         diff = f"diff --cached --no-renames -z {base}"
         added = split_z(self._run(f"{diff} --name-only --diff-filter=A"))
         binary = {entry.split("\t", 2)[2] for entry in split_z(self._run(f"{diff} --numstat")) if entry[:4] == "-\t-\t"}
-        excluded = binary | {path for path in added if is_artefact(path, settings["artefacts"])}
+        excluded = binary | {path for path in added if is_artefact(path, settings.artefacts)}
         sizes = self._run(f"{diff} --name-only --diff-filter=A | xargs -0 -r stat --printf '%s %n\\0' --")
         for entry in split_z(sizes):
             size, _, name = entry.partition(" ")
-            if size.isdigit() and int(size) > settings["max_new_file_bytes"]:
+            if size.isdigit() and int(size) > settings.max_new_file_bytes:
                 excluded.add(name)
         if excluded:
             listing = f"{self.git_dir}/excluded"
@@ -111,5 +114,5 @@ def keep_base(env: Environment, base: str) -> BaseTree:
     return tree
 
 
-def extract_patch(env: Environment, base: str, settings: dict[str, Any]) -> str:
+def extract_patch(env: Environment, base: str, settings: PatchSettings) -> str:
     return keep_base(env, base).extract(settings)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_ide.config import deep_merge
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.models import ModelError
 from llm_ide.resources import CostBudget
@@ -17,6 +16,7 @@ from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
+from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
@@ -94,7 +94,7 @@ def run_task(
     task: str,
     *,
     model: str,
-    config: dict[str, Any],
+    settings: Settings,
     output_dir: Path,
     run_id: str,
     repo: Path | None = None,
@@ -112,10 +112,16 @@ def run_task(
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     if environment:
-        config = deep_merge(config, {"environment": {"type": environment}})
+        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     emit = on_event or (lambda event: None)
     recorder = Recorder(output_dir, run_id)
-    info: dict[str, Any] = {"run_id": run_id, "model": model, "config": config, "exit_status": None, "submission": ""}
+    info: dict[str, Any] = {
+        "run_id": run_id,
+        "model": model,
+        "config": settings.model_dump(mode="json"),
+        "exit_status": None,
+        "submission": "",
+    }
     with (
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(checkpoint, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
@@ -132,7 +138,7 @@ def run_task(
         base = values.get("base_commit") if resumed else None
         try:
             emit(RunEvent(run_id, "phase", phase="starting environment"))
-            env = make_environment(config, repo, run_id, image)
+            env = make_environment(settings.environment, repo, run_id, image)
             base = base or base_commit(env)
             if base is None:
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
@@ -143,7 +149,7 @@ def run_task(
                 restore_worktree(env, values.get("worktree_patch", ""))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
             ctx = build_context(
-                config=config,
+                settings=settings,
                 model_spec=model,
                 run_id=run_id,
                 base_url=base_url,
@@ -172,13 +178,13 @@ def run_task(
         finally:
             if env is not None:
                 try:
-                    submission = extract_patch(env, base, config["patch"]) if base else ""
+                    submission = extract_patch(env, base, settings.patch) if base else ""
                 except Exception as error:  # the run's outcome must still be saved
                     log.error("patch extraction failed: %s", error)
                     if status == "submitted":  # an empty patch is not the result of a submitted run
                         status, info["error"] = "error", f"patch extraction failed: {error}"
                 env.close()
-            if not config.get("checkpoint", {}).get("keep_history"):
+            if not settings.checkpoint.keep_history:
                 prune(saver, run_id)
             result = run.finish(status, submission)
     return result
@@ -204,8 +210,8 @@ class _Run:
 
     def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> str:
         steps = self.values.get("n_operations", 0)
-        settings = ctx.config.get("checkpoint", {})
-        prune_every = 0 if settings.get("keep_history") else settings.get("prune_every", 10)
+        settings = ctx.settings.checkpoint
+        prune_every = 0 if settings.keep_history else settings.prune_every
         thread = {"configurable": {"thread_id": self.run_id}}
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
             self.values.clear()

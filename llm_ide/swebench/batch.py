@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
 from llm_ide.swebench.progress import BatchProgress
@@ -71,12 +72,11 @@ class BatchSummary:
         return dict(sorted(counts.items()))
 
 
-def batch_config(options: BatchOptions) -> dict[str, Any]:
-    from llm_ide.config import load_config
+def batch_config(options: BatchOptions) -> Settings:
+    from llm_ide.config import deep_merge, load_config
 
-    config = load_config("swebench", list(options.config_files), **options.config_values)
-    config.setdefault("environment", {})["type"] = options.environment
-    return config
+    values = deep_merge(options.config_values, {"environment": {"type": options.environment}})
+    return load_config("swebench", list(options.config_files), **values)
 
 
 EventSink = Callable[[str, Any], None]
@@ -90,7 +90,7 @@ def unfinished(outcome: Outcome) -> bool:
 def run_instance(
     instance: Instance,
     options: BatchOptions,
-    config: dict[str, Any],
+    settings: Settings,
     store: OutputStore,
     *,
     budget: Any = None,
@@ -119,7 +119,7 @@ def run_instance(
         result = run_task(
             instance.problem_statement,
             model=options.model,
-            config=config,
+            settings=settings,
             output_dir=run_dir,
             run_id=instance.instance_id,
             repo=repo,
@@ -197,7 +197,7 @@ def run_batch(
     """Run `instances` with `options.workers` threads; Ctrl-C ends the running instances as `interrupted`."""
     from llm_ide.run.single import CostBudget
 
-    config = batch_config(options)
+    settings = batch_config(options)
     store = OutputStore(options.output)
     summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
     budget = CostBudget(options.cost_limit)
@@ -219,7 +219,7 @@ def run_batch(
             return Outcome(instance.instance_id, "not_started")
         progress.start(instance.instance_id)
         try:
-            outcome = run_instance(instance, options, config, store, budget=budget, on_event=on_event, stop=stop)
+            outcome = run_instance(instance, options, settings, store, budget=budget, on_event=on_event, stop=stop)
         except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
             log.exception("%s: crashed", instance.instance_id)
             store.record_status(instance.instance_id, "error", error=f"{type(error).__name__}: {error}")
