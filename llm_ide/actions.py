@@ -9,6 +9,7 @@ from typing import Any
 from llm_ide.codeview import CodeView
 from llm_ide.environments.base import Environment, OutsideRepository
 from llm_ide.prompting import render
+from llm_ide.secrets import redact
 from llm_ide.settings import Templates
 from llm_ide.state.context import Scope, normalize_path
 
@@ -217,6 +218,7 @@ def execute_action(ws: Workspace, action_type: str, params: dict[str, Any]) -> A
         outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
     except OutsideRepository as error:
         outcome = ActionOutcome(ws.observe("outside_repository", path=error.path), 2)
+    outcome.observation = redact(outcome.observation)
     outcome.duration = time.perf_counter() - started
     return outcome
 

@@ -8,6 +8,7 @@ import yaml
 from pydantic import ValidationError
 
 from llm_ide.errors import ConfigError
+from llm_ide.secrets import mark_secret_names, register, secrets_in
 from llm_ide.settings import Settings
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -74,9 +75,17 @@ def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
     for _, data in layers:
         merged = deep_merge(merged, data)
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(describe_error(error, layers)) from None
+    register_config_secrets(settings)
+    return settings
+
+
+def register_config_secrets(settings: Settings) -> None:
+    """The secrets the settings hold (headers, `environment.env`): masked in every output from now on."""
+    mark_secret_names(settings.secrets)
+    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
 
 
 def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:

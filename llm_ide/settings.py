@@ -150,6 +150,7 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, resolve_inside, warn_missing_once
-from llm_ide.secrets import redact, scrubbed_environ, secret_values
+from llm_ide.secrets import redact, scrubbed_environ
 
 READ_CHUNK = 1 << 16
 PR_SET_PDEATHSIG = 1
@@ -97,7 +97,6 @@ class LocalEnvironment:
         self.output_max_bytes = output_max_bytes
         self.messages = {**default_messages(), **(messages or {})}
         self.env = {**scrubbed_environ(), **{key: str(value) for key, value in (env or {}).items()}}
-        self.secrets = secret_values()  # readable without the sandbox (e.g. /proc/$PPID/environ): masked in output
         self.network = network
         self.bwrap = bwrap_path() if sandbox == "bwrap" else None
         if sandbox == "bwrap" and self.bwrap is None:
@@ -150,7 +149,7 @@ class LocalEnvironment:
                 kill_group(process.pid)
                 process.wait()
             process.stdout.close()
-        output = redact(cap.text(self.messages["elided"]), self.secrets)
+        output = redact(cap.text(self.messages["elided"]))
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)

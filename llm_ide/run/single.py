@@ -16,6 +16,7 @@ from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
+from llm_ide.secrets import RedactingFormatter, redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
@@ -65,7 +66,7 @@ def describe_action(node: Any) -> str:
 @contextmanager
 def run_log(path: Path):
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
     token = _CURRENT_RUN.set(marker)
     handler.addFilter(lambda record: _CURRENT_RUN.get() is marker)
@@ -118,7 +119,7 @@ def run_task(
     info: dict[str, Any] = {
         "run_id": run_id,
         "model": model,
-        "config": settings.model_dump(mode="json"),
+        "config": redacted(settings.model_dump(mode="json")),
         "exit_status": None,
         "submission": "",
     }
@@ -229,6 +230,9 @@ class _Run:
         return self.values.get("exit_status") or "error"
 
     def finish(self, status: str, submission: str) -> RunResult:
+        submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
+        if self.info.get("error"):
+            self.info["error"] = redact(self.info["error"])
         self.info.update(exit_status=status, submission=submission)
         self.recorder.save(self.values, self.info)
         usage = dict(self.values.get("usage") or empty_usage())
