@@ -99,14 +99,19 @@ def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_
     repo = tmp_path / "repo"
     repo.mkdir()
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    probe = Path.home() / f".llm-ide-probe-{tmp_path.name}"
     command = (
-        f"echo in > inside.txt; echo out > {tmp_path}/outside.txt; echo $?; echo home > $HOME/.llm-ide-probe; echo $?;"
+        f"echo in > inside.txt; echo out > {tmp_path}/outside.txt; echo $?; echo home > {probe}; echo $?;"
+        " mktemp >/dev/null && echo scratch-ok;"
         " setsid sleep 310.7 & ( sleep 310.8 & ) ; nohup sleep 310.9 >/dev/null 2>&1 & echo started"
     )
     result = env.execute(command, timeout=60)
-    assert result.output.splitlines()[-1] == "started" and not result.timed_out
+    assert result.output.splitlines()[-2:] == ["scratch-ok", "started"] and not result.timed_out
     assert (repo / "inside.txt").read_text() == "in\n"
-    assert not (tmp_path / "outside.txt").exists() and not (Path.home() / ".llm-ide-probe").exists()
+    try:
+        assert not (tmp_path / "outside.txt").exists() and not probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
     survivors = subprocess.run(["pgrep", "-f", "sleep 310.[789]"], capture_output=True, text=True).stdout
     assert survivors == ""
 

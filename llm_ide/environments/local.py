@@ -101,8 +101,12 @@ class LocalEnvironment:
         self.bwrap = bwrap_path() if sandbox == "bwrap" else None
         if sandbox == "bwrap" and self.bwrap is None:
             warn_missing_once()
-        self.writable = [self.repo, Path(self.tools_root), *(Path(p).expanduser().resolve() for p in writable or [])]
         self._private: str | None = None
+        self.scratch: str | None = None
+        if self.bwrap:
+            self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
+        extra = [Path(p).expanduser().resolve() for p in writable or []]
+        self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
 
     def _path(self, path: str) -> Path:
         target = resolve_inside(self.repo, path)
@@ -171,7 +175,8 @@ class LocalEnvironment:
         target.write_bytes(data)
 
     def copy_in(self, source: Path, destination: str) -> None:
-        target = self._path(destination)
+        """Our own copies (the tools): the destination is trusted, e.g. the tools folder outside the repository."""
+        target = self.repo / destination
         if Path(source).is_dir():
             shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
         else:
@@ -189,7 +194,7 @@ class LocalEnvironment:
         return done.returncode, done.stdout + (done.stderr if done.returncode else b"")
 
     def private_dir(self, name: str) -> str:
-        """A directory of ours on the host, which the sandboxed commands do not see (a private /tmp hides it)."""
+        """A directory of ours on the host, which the sandboxed commands cannot write (read-only outside the repo)."""
         if self._private is None:
             self._private = tempfile.mkdtemp(prefix="llm-ide-private-")
         return os.path.join(self._private, name)
@@ -201,9 +206,10 @@ class LocalEnvironment:
     def close(self) -> None:
         if self._owns_tools:
             shutil.rmtree(self.tools_root, ignore_errors=True)
-        if self._private is not None:
-            shutil.rmtree(self._private, ignore_errors=True)
-            self._private = None
+        for folder in (self._private, self.scratch):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        self._private = self.scratch = None
 
     def __enter__(self) -> LocalEnvironment:
         return self

@@ -1,5 +1,5 @@
-"""The local sandbox: bubblewrap around every command (own PID namespace and /proc, the repository and the tools
-writable, the rest of the file system read-only, a private /tmp, network optional)."""
+"""The local sandbox: bubblewrap around every command (own PID namespace and /proc, the repository, the tools and a
+scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def bwrap_argv(bwrap: str, *, writable: list[Path], cwd: Path, network: bool, co
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
     if not network:
         argv.append("--unshare-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for path in writable:
         argv += ["--bind", str(path), str(path)]
     return [*argv, "--chdir", str(cwd), *command]
