@@ -129,12 +129,24 @@ def test_network_is_a_setting(tmp_path: Path, network: str, interfaces: set[str]
         assert found == interfaces
 
 
-def test_a_missing_bwrap_is_said_once_and_commands_still_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bwrap", "said"),
+    [
+        (None, "bubblewrap (bwrap) is not installed"),
+        ("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n", "does not work here"),
+    ],
+)
+def test_a_missing_or_unusable_bwrap_is_said_once_and_commands_still_run(
+    tmp_path: Path, bwrap: str | None, said: str
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("bash", "sh", "setpriv", "echo", "cat"):
         if found := shutil.which(tool):
             (bin_dir / tool).symlink_to(found)
+    if bwrap is not None:
+        (bin_dir / "bwrap").write_text(bwrap)
+        (bin_dir / "bwrap").chmod(0o755)
     script = textwrap.dedent(
         f"""
         from pathlib import Path
@@ -148,7 +160,7 @@ def test_a_missing_bwrap_is_said_once_and_commands_still_run(tmp_path: Path) -> 
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ran\nran\n"
-    assert done.stderr.count("bubblewrap (bwrap) is not installed") == 1
+    assert done.stderr.count(said) == 1 and done.stderr.count("run unsandboxed") == 1
 
 
 @pytest.mark.parametrize("sabotage", ["rm -rf .git", "rm -rf .git && git init -q && echo junk > .git/HEAD"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
-from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, resolve_inside, warn_missing_once
+from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, resolve_inside
 from llm_ide.secrets import redact, scrubbed_environ
 
 READ_CHUNK = 1 << 16
@@ -99,8 +99,6 @@ class LocalEnvironment:
         self.env = {**scrubbed_environ(), **{key: str(value) for key, value in (env or {}).items()}}
         self.network = network
         self.bwrap = bwrap_path() if sandbox == "bwrap" else None
-        if sandbox == "bwrap" and self.bwrap is None:
-            warn_missing_once()
         self._private: str | None = None
         self.scratch: str | None = None
         if self.bwrap:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
+from functools import cache
 from pathlib import Path
 
 log = logging.getLogger("llm_ide.environment")
@@ -13,16 +15,36 @@ _warned = False
 
 
 def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
+    """bwrap when it is installed and works here (it may lack the right to create namespaces, e.g. in a container);
+    otherwise None, said once."""
+    found = shutil.which("bwrap")
+    if found is None:
+        warn_once("bubblewrap (bwrap) is not installed")
+        return None
+    problem = _probe(found)
+    if problem:
+        warn_once(f"bubblewrap (bwrap) does not work here ({problem})")
+        return None
+    return found
 
 
-def warn_missing_once() -> None:
+@cache
+def _probe(bwrap: str) -> str:
+    argv = bwrap_argv(bwrap, writable=[], cwd=Path("/"), network=True, command=["true"])
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    return "" if done.returncode == 0 else " ".join(done.stderr.split())[:200] or f"exit status {done.returncode}"
+
+
+def warn_once(problem: str) -> None:
     global _warned
     if not _warned:
         _warned = True
         log.warning(
-            "bubblewrap (bwrap) is not installed: local commands run unsandboxed, with access to the whole machine "
-            "(install the bubblewrap package to contain them)"
+            f"{problem}: local commands run unsandboxed, with access to the whole machine and the agent's "
+            "environment (install the bubblewrap package, or allow user namespaces, to contain them)"
         )
 
 
