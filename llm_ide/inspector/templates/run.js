@@ -1,0 +1,75 @@
+(() => {
+  const data = JSON.parse(document.getElementById("run-data").textContent);
+  const $ = (id) => document.getElementById(id);
+  const REF = /\[(\d+)\]\(([^()\s:]+):(\d+)(?:-(\d+))?\)/g;
+
+  function withRefs(target, text) {
+    target.textContent = "";
+    let last = 0;
+    for (const match of (text || "").matchAll(REF)) {
+      target.append(text.slice(last, match.index));
+      const link = document.createElement("a");
+      link.className = "ref";
+      link.textContent = match[0];
+      link.title = `${match[2]}:${match[3]}`;
+      link.addEventListener("click", () => showChunk(match[2], Number(match[3])));
+      target.append(link);
+      last = match.index + match[0].length;
+    }
+    target.append(text ? text.slice(last) : "—");
+  }
+
+  function showChunk(path, line) {
+    document.querySelectorAll("#heat tr.highlight").forEach((row) => row.classList.remove("highlight"));
+    data.chunks.forEach((label, index) => {
+      const match = label.match(/^(.*?):(\d+)-(\d+)/);
+      if (match && match[1] === path && line >= Number(match[2]) && line <= Number(match[3])) {
+        const row = document.querySelector(`#heat tr[data-chunk="${index}"]`);
+        row.classList.add("highlight");
+        row.scrollIntoView({ block: "nearest" });
+      }
+    });
+  }
+
+  function callDetails(index) {
+    const call = data.calls[String(index)];
+    const box = document.createElement("details");
+    box.className = "call";
+    const summary = document.createElement("summary");
+    summary.textContent = `#${call.index} ${call.kind}: ${call.prompt_chars.toLocaleString()} prompt chars, ` +
+      `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, $${call.cost.toFixed(4)}`;
+    const prompt = document.createElement("pre");
+    prompt.className = "prompt";
+    prompt.textContent = call.prompt;
+    const response = document.createElement("pre");
+    response.className = "response";
+    response.textContent = call.response;
+    box.append(summary, "prompt", prompt, "response", response);
+    return box;
+  }
+
+  function select(group) {
+    document.querySelectorAll("#tree .node.selected").forEach((node) => node.classList.remove("selected"));
+    group.classList.add("selected");
+    const node = data.nodes[group.dataset.key];
+    $("panel-empty").hidden = true;
+    $("panel-body").hidden = false;
+    $("panel-title").textContent = `[${node.id}] ${node.action_type}` + (node.attempt ? ` (attempt ${node.attempt})` : "");
+    const facts = [`marks: ${node.marks.join(", ")}`, `duration ${node.duration.toFixed(2)} s`, `cost $${node.cost.toFixed(4)}`];
+    if (node.returncode !== null) facts.push(`exit code ${node.returncode}`);
+    $("panel-facts").textContent = facts.join(" · ");
+    withRefs($("panel-thought"), node.thought);
+    $("panel-action").textContent = `${node.action_type} ${JSON.stringify(node.action_params, null, 2)}`;
+    $("panel-observation").textContent = node.observation || "—";
+    withRefs($("panel-summary"), node.summary);
+    withRefs($("panel-lessons"), node.lessons);
+    const calls = $("panel-calls");
+    calls.textContent = node.calls.length ? "" : "—";
+    node.calls.forEach((index) => calls.append(callDetails(index)));
+  }
+
+  document.querySelectorAll("#tree .node").forEach((group) => {
+    group.addEventListener("click", () => select(group));
+    group.addEventListener("keydown", (event) => { if (event.key === "Enter") select(group); });
+  });
+})();
