@@ -89,14 +89,13 @@ def report_command(
 
 
 def graph_command(
-    mermaid: Annotated[
-        bool, typer.Option("--mermaid", help="Print the graphs as Mermaid diagrams (the default).")
-    ] = True,
+    name: Annotated[str, typer.Argument(help="Which graph: agent.")] = "agent",
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="A Mermaid diagram (the one format offered).")] = True,
 ) -> None:
-    """Print the agent's state machine (the picture LangGraph Studio draws)."""
+    """Print a state machine as LangGraph Studio draws it."""
     from llm_ide.graph import build_graph
 
-    graphs = {"llm-ide (agent)": build_graph()}
-    for name, graph in graphs.items():
-        console.print(f"%% {name}", markup=False, highlight=False)
-        console.print(graph.get_graph().draw_mermaid(), markup=False, highlight=False)
+    graphs = {"agent": build_graph}
+    if name not in graphs:
+        raise fail(f"unknown graph {name!r}: choose one of {', '.join(graphs)}")
+    typer.echo(graphs[name]().get_graph().draw_mermaid())

@@ -137,13 +137,22 @@ def heat_strips(chunks: list[dict[str, Any]], memory: dict[str, Any], steps: int
             score = score * gamma + alpha * a + beta * r
             scores.append(round(score, 3))
             shown.append(score > threshold or a == 1)
-        lines = chunk.get("lines") or []
-        where = f":{lines[0]}-{lines[-1]}" if lines else ""
+        lines = sorted(chunk.get("lines") or [])
         scope = ".".join(part for part in (chunk.get("class_name"), chunk.get("function")) if part)
-        strips.append(
-            ChunkHeat(label=f"{chunk['file_path']}{where}{' ' + scope if scope else ''}", scores=scores, shown=shown)
-        )
+        label = f"{chunk['file_path']}:{line_ranges(lines)}{' ' + scope if scope else ''}"
+        strips.append(ChunkHeat(label=label, file_path=chunk["file_path"], lines=lines, scores=scores, shown=shown))
     return strips
+
+
+def line_ranges(lines: list[int]) -> str:
+    """[1, 2, 3, 8, 9] → "1-3,8-9"."""
+    ranges: list[list[int]] = []
+    for line in lines:
+        if ranges and line == ranges[-1][1] + 1:
+            ranges[-1][1] = line
+        else:
+            ranges.append([line, line])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
 
 
 def step_stats(calls: list[CallView]) -> list[StepStat]:

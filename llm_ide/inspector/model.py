@@ -48,6 +48,8 @@ class ChunkHeat(BaseModel):
     """One code-context chunk: its decayed score after each step and whether it was shown in that step's prompt."""
 
     label: str
+    file_path: str
+    lines: list[int]
     scores: list[float]
     shown: list[bool]
 

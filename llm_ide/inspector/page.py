@@ -39,7 +39,7 @@ def run_page(run: RunView) -> str:
     data = {
         "nodes": {f"{n.attempt}:{n.id}": n.model_dump() for n in run.nodes},
         "calls": {str(c.index): c.model_dump() for c in run.calls},
-        "chunks": [h.label for h in run.heat],
+        "chunks": [{"file": h.file_path, "lines": h.lines} for h in run.heat],
     }
     return (
         environment()

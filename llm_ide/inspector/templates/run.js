@@ -12,18 +12,17 @@
       link.className = "ref";
       link.textContent = match[0];
       link.title = `${match[2]}:${match[3]}`;
-      link.addEventListener("click", () => showChunk(match[2], Number(match[3])));
+      link.addEventListener("click", () => showChunk(match[2], Number(match[3]), Number(match[4] || match[3])));
       target.append(link);
       last = match.index + match[0].length;
     }
     target.append(text ? text.slice(last) : "—");
   }
 
-  function showChunk(path, line) {
+  function showChunk(path, first, last) {
     document.querySelectorAll("#heat tr.highlight").forEach((row) => row.classList.remove("highlight"));
-    data.chunks.forEach((label, index) => {
-      const match = label.match(/^(.*?):(\d+)-(\d+)/);
-      if (match && match[1] === path && line >= Number(match[2]) && line <= Number(match[3])) {
+    data.chunks.forEach((chunk, index) => {
+      if (chunk.file === path && chunk.lines.some((line) => line >= first && line <= last)) {
         const row = document.querySelector(`#heat tr[data-chunk="${index}"]`);
         row.classList.add("highlight");
         row.scrollIntoView({ block: "nearest" });
