@@ -34,12 +34,34 @@ def script_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def intern_lines(texts: list[str]) -> tuple[list[str], list[list[int]]]:
+    """Prompts repeat most of their lines from call to call: each distinct line is stored once, and each text becomes
+    runs of consecutive line numbers, flattened as [first, count, first, count, …] (a 300-step run: 12 MB → 2 MB)."""
+    table: dict[str, int] = {}
+    encoded = []
+    for text in texts:
+        runs: list[int] = []
+        for line in text.split("\n"):
+            number = table.setdefault(line, len(table))
+            if runs and runs[-2] + runs[-1] == number:
+                runs[-1] += 1
+            else:
+                runs += [number, 1]
+        encoded.append(runs)
+    return list(table), encoded
+
+
 def run_page(run: RunView) -> str:
     tree = layout(run.nodes)
+    lines, texts = intern_lines([text for call in run.calls for text in (call.prompt, call.response)])
+    calls = {
+        str(call.index): {**call.model_dump(exclude={"prompt", "response"}), "text": texts[2 * i : 2 * i + 2]}
+        for i, call in enumerate(run.calls)
+    }
     data = {
         "nodes": {f"{n.attempt}:{n.id}": n.model_dump() for n in run.nodes},
-        "calls": {str(c.index): c.model_dump() for c in run.calls},
-        "chunks": [{"file": h.file_path, "lines": h.lines} for h in run.heat],
+        "chunks": [{"file": h.file_path, "lines": h.lines, "scores": h.scores, "shown": h.shown} for h in run.heat],
+        "cell": HEAT_CELL,
     }
     return (
         environment()
@@ -51,6 +73,7 @@ def run_page(run: RunView) -> str:
             heat_cell=HEAT_CELL,
             patch_lines=[diff_class(line) for line in run.patch.splitlines()],
             data_json=script_json(data),
+            calls_json=script_json({"lines": lines, "calls": calls}),
         )
     )
 

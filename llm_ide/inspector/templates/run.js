@@ -30,8 +30,23 @@
     });
   }
 
+  let callData = null;  // parsed on the first click: the page opens without reading every prompt
+  function calls() {
+    if (!callData) callData = JSON.parse(document.getElementById("call-data").textContent);
+    return callData;
+  }
+
+  function expand(runs) {
+    const { lines } = calls();
+    const out = [];
+    for (let i = 0; i < runs.length; i += 2) {
+      for (let n = runs[i]; n < runs[i] + runs[i + 1]; n++) out.push(lines[n]);
+    }
+    return out.join("\n");
+  }
+
   function callDetails(index) {
-    const call = data.calls[String(index)];
+    const call = calls().calls[String(index)];
     const box = document.createElement("details");
     box.className = "call";
     const summary = document.createElement("summary");
@@ -39,10 +54,10 @@
       `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, $${call.cost.toFixed(4)}`;
     const prompt = document.createElement("pre");
     prompt.className = "prompt";
-    prompt.textContent = call.prompt;
+    prompt.textContent = expand(call.text[0]);
     const response = document.createElement("pre");
     response.className = "response";
-    response.textContent = call.response;
+    response.textContent = expand(call.text[1]);
     box.append(summary, "prompt", prompt, "response", response);
     return box;
   }
@@ -66,6 +81,31 @@
     calls.textContent = node.calls.length ? "" : "—";
     node.calls.forEach((index) => calls.append(callDetails(index)));
   }
+
+  function drawStrips() {
+    const cell = data.cell;
+    document.querySelectorAll("#heat tr").forEach((row) => {
+      const chunk = data.chunks[Number(row.dataset.chunk)];
+      const canvas = row.querySelector("canvas.strip");
+      const paint = canvas.getContext("2d");
+      const top = Math.max(...chunk.scores, 0) || 1;
+      chunk.scores.forEach((score, step) => {
+        paint.fillStyle = `rgba(234, 88, 12, ${0.08 + 0.92 * score / top})`;
+        paint.fillRect(step * cell, 1, cell - 1, cell * 2 - 2);
+        if (chunk.shown[step]) {
+          paint.strokeStyle = "#1d2330";
+          paint.strokeRect(step * cell + 0.5, 1.5, cell - 2, cell * 2 - 3);
+        }
+      });
+      canvas.addEventListener("mousemove", (event) => {
+        const step = Math.floor(event.offsetX / cell);
+        if (step < chunk.scores.length) {
+          canvas.title = `step ${step + 1}: score ${chunk.scores[step]}${chunk.shown[step] ? ", shown" : ""}`;
+        }
+      });
+    });
+  }
+  drawStrips();
 
   document.querySelectorAll("#tree .node").forEach((group) => {
     group.addEventListener("click", () => select(group));
