@@ -125,6 +125,8 @@ def demo(
 
     workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
     project = workdir / "project"
+    if project.exists():
+        raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
     shutil.copytree(DEMO_DIR / "project", project)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
         subprocess.run(
