@@ -9,12 +9,12 @@ from llm_ide.actions import execute_action
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import truncate
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 
 
 def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     pending = state["pending"]
     try:
         outcome = execute_action(ctx.workspace, pending.action_type, pending.action_params)

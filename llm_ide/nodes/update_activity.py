@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import ExitStatus
-from llm_ide.resources import AgentContext, release, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.context import Chunk, add_scope, record_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
@@ -43,7 +43,7 @@ def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elaps
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     view = ctx.workspace.view
     pending = state["pending"]
     n_operations = state.get("n_operations", 0)
@@ -73,5 +73,4 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     }
     if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
         update["worktree_patch"] = ctx.snapshot_patch()
-    release(runtime, update)
     return update

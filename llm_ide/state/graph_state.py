@@ -43,6 +43,8 @@ class AgentState(AgentInput, total=False):
     elapsed: float
     exit_status: ExitStatus | None
     worktree_patch: str
+    error: str  # LangGraph Studio: the message of the error that ended the run
+    submission: str  # LangGraph Studio: the patch, when the run has ended
 
 
 def empty_usage() -> Usage:
