@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
 
@@ -43,14 +44,6 @@ class Price:
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
-
-
-class ModelError(Exception):
-    """The model cannot answer; the run ends with exit status `model_error`."""
-
-
-class ModelAuthError(ModelError):
-    """Authentication, permission or not-found failure: never retried."""
 
 
 class Model(Protocol):

@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
@@ -32,6 +33,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
             {
                 "index": usage["api_calls"],
                 "kind": kind,
+                "step": state.get("n_operations", 0),
                 "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages),
                 "prompt_chars": sum(len(m["content"]) for m in messages),
                 "prompt_tokens": reply.input_tokens,
@@ -66,5 +68,5 @@ def format_failure(
         },
     }
     if errors >= ctx.settings.agent.max_format_errors:
-        update["exit_status"] = "format_error"
+        update["exit_status"] = ExitStatus.FORMAT_ERROR
     return update

@@ -6,7 +6,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.prompting import render
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
 from llm_ide.state.context import Chunk, rescore, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
@@ -72,4 +72,4 @@ def workspace_text(ctx: AgentContext, state: AgentState) -> str:
 
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    return {"workspace": redact(workspace_text(resolve(runtime, state), state))}  # files may hold secrets
+    return {"workspace": redact(workspace_text(runtime.context, state))}  # files may hold secrets

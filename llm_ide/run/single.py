@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
-from llm_ide.models import ModelError
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
@@ -22,7 +22,6 @@ from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
-FINISHED = {"submitted", "step_limit", "cost_limit", "time_limit", "format_error", "environment_error"}
 
 
 @dataclass
@@ -34,13 +33,13 @@ class RunEvent:
     action: str = ""
     observation: str = ""
     cost: float = 0.0
-    exit_status: str | None = None
+    exit_status: ExitStatus | None = None
 
 
 @dataclass
 class RunResult:
     run_id: str
-    exit_status: str
+    exit_status: ExitStatus
     submission: str
     trajectory_path: Path
     model_stats: dict[str, Any]
@@ -110,6 +109,7 @@ def run_task(
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
     from llm_ide.graph import build_graph
 
+    install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     if environment:
@@ -131,11 +131,11 @@ def run_task(
         snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
         values: dict[str, Any] = dict(snapshot.values or {})
         run = _Run(run_id, saver, recorder, emit, info, values)
-        if values.get("exit_status") in FINISHED and not snapshot.next:
+        if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            return run.finish(values["exit_status"], previous_submission(recorder.path))
+            return run.finish(ExitStatus(values["exit_status"]), previous_submission(recorder.path))
         resumed = bool(values) and bool(snapshot.next)
-        status, submission, env = "error", "", None
+        status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
             emit(RunEvent(run_id, "phase", phase="starting environment"))
@@ -163,18 +163,16 @@ def run_task(
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             status = run.stream(graph, inputs, ctx)
-        except ModelError as error:
-            status, info["error"] = "model_error", str(error)
-            log.error("model error: %s", error)
-        except EnvironmentFailure as error:
-            status, info["error"] = "environment_error", str(error)
-            log.error("environment error: %s", error)
-        except KeyboardInterrupt:
-            status, info["error"] = "interrupted", "interrupted by the user"
-            log.warning("interrupted")
+        except LlmIdeError as error:
+            status, info["error"] = error.exit_status, str(error)
+            log.error("%s: %s", status, error)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
+            how = f"signal {interrupt.signum}" if isinstance(interrupt, Terminated) else "the user"
+            status, info["error"] = ExitStatus.INTERRUPTED, f"interrupted by {how}"
+            log.warning("interrupted by %s", how)
             raise
         except Exception as error:
-            status, info["error"] = "error", f"{type(error).__name__}: {error}"
+            status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
             log.exception("run failed")
         finally:
             if env is not None:
@@ -182,8 +180,8 @@ def run_task(
                     submission = extract_patch(env, base, settings.patch) if base else ""
                 except Exception as error:  # the run's outcome must still be saved
                     log.error("patch extraction failed: %s", error)
-                    if status == "submitted":  # an empty patch is not the result of a submitted run
-                        status, info["error"] = "error", f"patch extraction failed: {error}"
+                    if status == ExitStatus.SUBMITTED:  # an empty patch is not the result of a submitted run
+                        status, info["error"] = ExitStatus.ERROR, f"patch extraction failed: {error}"
                 env.close()
             if not settings.checkpoint.keep_history:
                 prune(saver, run_id)
@@ -209,7 +207,7 @@ class _Run:
     info: dict[str, Any]
     values: dict[str, Any]
 
-    def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> str:
+    def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> ExitStatus:
         steps = self.values.get("n_operations", 0)
         settings = ctx.settings.checkpoint
         prune_every = 0 if settings.keep_history else settings.prune_every
@@ -227,9 +225,9 @@ class _Run:
             action = describe_action(node)
             self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
             log.info("step %d: %s (cost %.4f)", steps, action, cost)
-        return self.values.get("exit_status") or "error"
+        return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
 
-    def finish(self, status: str, submission: str) -> RunResult:
+    def finish(self, status: ExitStatus, submission: str) -> RunResult:
         submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
         if self.info.get("error"):
             self.info["error"] = redact(self.info["error"])

@@ -18,6 +18,7 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
+from llm_ide.errors import LlmIdeError
 from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 
@@ -32,7 +33,7 @@ _JINJA = Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_
 _JINJA.filters["shquote"] = shlex.quote
 
 
-class EvaluationError(Exception):
+class EvaluationError(LlmIdeError):
     """This instance cannot be graded (image, container, patch or test run failure): status `error`."""
 
 

@@ -9,11 +9,12 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
+from llm_ide.errors import UsageError
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Instance
 
 
-class SWEbenchError(ValueError):
+class SWEbenchError(UsageError, ValueError):
     """A user error that stops the batch before it starts (unreachable model, bad options)."""
 
 
