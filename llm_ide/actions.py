@@ -135,6 +135,8 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
         return ActionOutcome(ws.observe("search_bad_pattern", pattern=pattern, error=str(error)), 2)
     raw_path = str(params.get("path") or "").strip()
     target = ws.path(params) if raw_path and not any(c in raw_path for c in "*?[") else "."
+    if target != "." and not ws.env.inside(target):  # grep follows a symlink named on its command line
+        raise OutsideRepository(target)
     include = f"--include={shlex.quote(raw_path)} " if raw_path and target == "." else ""
     command = (
         f"grep -rnIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"

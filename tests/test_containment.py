@@ -53,6 +53,8 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
         ("edit", {"path": "victim.txt", "old": "keep me", "new": "owned"}),
         ("create", {"path": "escape/new.txt", "content": "x"}),
         ("create", {"path": "escape/deeper/new.txt", "content": "x"}),
+        ("search", {"pattern": "keep", "path": "escape"}),
+        ("search", {"pattern": "root", "path": "passwd"}),
         ("view", {"path": "/etc/passwd"}),
         ("edit", {"path": "../outside/victim.txt", "old": "keep me", "new": "owned"}),
     ],
@@ -65,7 +67,7 @@ def test_paths_leading_outside_the_repository_are_refused(
     outcome = execute_action(workspace(env), action, params)
     assert outcome.returncode == 2
     assert "outside the repository" in outcome.observation
-    assert "root:" not in outcome.observation
+    assert "root:" not in outcome.observation and "keep me" not in outcome.observation
     assert (outside / "victim.txt").read_text() == "keep me\n"
     assert sorted(p.name for p in outside.rglob("*")) == ["victim.txt"]
 
