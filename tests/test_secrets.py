@@ -6,11 +6,14 @@ them (the agent's own environment, base64/rev/hex/URL-encoded), when they come f
 from __future__ import annotations
 
 import base64
+import contextlib
+import gzip
 import json
 import os
 import subprocess
 import sys
 import uuid
+import zlib
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -70,12 +73,28 @@ def forms(value: str) -> set[str]:
     return found
 
 
+def readable(data: bytes) -> bytes:
+    """The bytes and whatever gzip or zlib streams they hold, decompressed (a compressed checkpoint value or calls
+    log hides nothing from the scan)."""
+    parts = [data]
+    if data[:2] == b"\x1f\x8b":
+        with contextlib.suppress(OSError, EOFError, zlib.error):
+            parts.append(gzip.decompress(data))
+    for header in (b"\x78\x9c", b"\x78\x01", b"\x78\xda", b"\x78\x5e"):
+        start = data.find(header)
+        while start >= 0:
+            with contextlib.suppress(zlib.error):
+                parts.append(zlib.decompressobj().decompress(data[start:]))
+            start = data.find(header, start + 1)
+    return b"".join(parts)
+
+
 def leaks(directory: Path, values: list[str]) -> list[str]:
     """Every (file, secret) pair where a form of the secret occurs in a file under `directory` (checkpoint, WAL…);
     the agent's own working copy of a batch instance (`<id>/repo`, where it wrote a secret into a file) aside."""
     found = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file() and "repo" not in p.relative_to(directory).parts):
-        data = path.read_bytes().replace(b"\n", b"")
+        data = readable(path.read_bytes()).replace(b"\n", b"")
         found += [f"{path.name}: {value}" for value in values if any(f.encode() in data for f in forms(value))]
     return found
 

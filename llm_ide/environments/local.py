@@ -106,6 +106,12 @@ class LocalEnvironment:
         extra = [Path(p).expanduser().resolve() for p in writable or []]
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
 
+    def allow_write(self, path: Path) -> None:
+        """Lets the sandboxed commands write `path` too (e.g. a tool cache entry being built)."""
+        resolved = Path(path).resolve()
+        if resolved not in self.writable:
+            self.writable.append(resolved)
+
     def _path(self, path: str) -> Path:
         target = resolve_inside(self.repo, path)
         if target is None:
