@@ -60,5 +60,6 @@ def bwrap_argv(bwrap: str, *, writable: list[Path], cwd: Path, network: bool, co
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for path in writable:
-        argv += ["--bind", str(path), str(path)]
+        if path.exists():  # bwrap refuses to bind a missing path (and would fail every command)
+            argv += ["--bind", str(path), str(path)]
     return [*argv, "--chdir", str(cwd), *command]
