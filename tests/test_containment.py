@@ -225,3 +225,15 @@ def test_a_submitted_run_whose_patch_cannot_be_extracted_is_an_error(tmp_path: P
     model = write_script(tmp_path / "script.yaml", script)
     result = run_task("t", model=model, settings=config, output_dir=tmp_path / "out", run_id="p", repo=repo)
     assert result.exit_status == "error" and "patch extraction failed" in result.error
+
+
+@needs_bwrap
+def test_writable_setting_adds_paths_and_a_missing_one_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "cache").mkdir()
+    writable = [str(tmp_path / "cache"), str(tmp_path / "not-there")]
+    config = load_config("default", environment={"writable": writable, "tools": []})
+    env = make_environment(config.environment, tmp_path / "repo", "w", None, tmp_path / "tools")
+    result = env.execute(f"echo hit > {tmp_path}/cache/entry && echo ok; echo no > {tmp_path}/other 2>/dev/null")
+    assert result.output == "ok\n"
+    assert (tmp_path / "cache" / "entry").read_text() == "hit\n" and not (tmp_path / "other").exists()
