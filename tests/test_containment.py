@@ -234,6 +234,6 @@ def test_writable_setting_adds_paths_and_a_missing_one_is_skipped(tmp_path: Path
     writable = [str(tmp_path / "cache"), str(tmp_path / "not-there")]
     config = load_config("default", environment={"writable": writable, "tools": []})
     env = make_environment(config.environment, tmp_path / "repo", "w", None, tmp_path / "tools")
-    result = env.execute(f"echo hit > {tmp_path}/cache/entry && echo ok; echo no > {tmp_path}/other 2>/dev/null")
+    result = env.execute(f"echo hit > {tmp_path}/cache/entry && echo ok; (echo no > {tmp_path}/other) 2>/dev/null")
     assert result.output == "ok\n"
     assert (tmp_path / "cache" / "entry").read_text() == "hit\n" and not (tmp_path / "other").exists()
