@@ -48,3 +48,32 @@ def test_render_and_update_leave_the_given_state_unchanged(tmp_path: Path) -> No
     assert mean.activity.referred == [0, 0, 0, 1]
     assert total.activity.score > 0 and mean.activity.score > 0
     ctx.workspace.env.close()
+
+
+def test_step_scratch_fields_stay_private_to_the_nodes(tmp_path: Path) -> None:
+    from agent_script import BUGGY_FILES, act, reflect
+
+    from llm_ide.graph import build_graph
+    from llm_ide.run.checkpoint import open_checkpointer
+    from llm_ide.run.single import run_task
+    from llm_ide.state.graph_state import RunState, StepState
+
+    script = [act("Look[1](shop/cart.py:1).", "bash", command="echo hi"), reflect(False, "ok"), act("Done.", "submit")]
+    result = run_task(
+        "look",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=load_config("default", environment={"tools": []}),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+    )
+    assert result.exit_status == "submitted"
+    private = set(StepState.__annotations__)
+    with open_checkpointer(None, tmp_path / "out" / "t1.checkpoint.sqlite") as saver:
+        graph = build_graph(saver)
+        thread = {"configurable": {"thread_id": "t1"}}
+        values = graph.get_state(thread).values
+        output = graph.invoke(None, thread, context=None)  # the finished thread: its output, nothing run again
+    assert private <= set(values) and values["n_operations"] == 2  # checkpointed, so a resumed step has them
+    assert set(output) <= set(RunState.__annotations__) and output["n_operations"] == 2
+    assert not private & set(graph.get_output_jsonschema()["properties"])
