@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.context import context_command
+from llm_ide.cli.inspector import graph_command, report_command
 from llm_ide.cli.run import demo, inspect, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
@@ -48,6 +49,8 @@ extra_app = App(
 app.command("run")(run)
 app.command("demo")(demo)
 app.command("inspect")(inspect)
+app.command("report")(report_command)
+app.command("graph")(graph_command)
 app.command("context")(context_command)
 app.command("cleanup")(cleanup_command)
 app.command("swebench")(swebench_command)

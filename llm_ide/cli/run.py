@@ -160,9 +160,22 @@ def unittest_verdict(project: Path) -> tuple[bool, str]:
     return check.returncode == 0, (check.stderr.strip().splitlines() or ["(no output)"])[-1]
 
 
-def inspect(trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file.")]) -> None:
+def inspect(
+    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide or mini-swe-agent).")],
+    out: Annotated[
+        Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
+    ] = None,
+    html: Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.")] = False,
+) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
     import json
+
+    if html or out is not None:
+        from llm_ide.cli.inspector import write_inspector_page
+
+        if not html:
+            raise fail(f"{out}: an output page is only written with --html")
+        return write_inspector_page(trajectory, out)
 
     from rich.table import Table
     from rich.tree import Tree

@@ -30,6 +30,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
             {
                 "index": usage["api_calls"],
                 "kind": kind,
+                "step": state.get("n_operations", 0),
                 "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages),
                 "prompt_chars": sum(len(m["content"]) for m in messages),
                 "prompt_tokens": reply.input_tokens,
