@@ -6,7 +6,8 @@ import typer
 
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.context import context_command
-from llm_ide.cli.run import demo, inspect, run
+from llm_ide.cli.inspect import inspect
+from llm_ide.cli.run import demo, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
 

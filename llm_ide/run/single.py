@@ -24,6 +24,10 @@ _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("ll
 FINISHED = {"submitted", "step_limit", "cost_limit", "time_limit", "format_error", "environment_error"}
 
 
+class ThreadMismatchError(ValueError):
+    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
+
+
 @dataclass
 class RunEvent:
     run_id: str
@@ -123,11 +127,19 @@ def run_task(
         graph = build_graph(saver)
         snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
         values: dict[str, Any] = dict(snapshot.values or {})
+        if values.get("task") not in (None, task):
+            raise ThreadMismatchError(
+                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
+            )
         run = _Run(run_id, saver, recorder, emit, info, values)
         if values.get("exit_status") in FINISHED and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
+            emit(RunEvent(run_id, "phase", phase=f"run {run_id} already finished ({values['exit_status']})"))
             return run.finish(values["exit_status"], previous_submission(recorder.path))
         resumed = bool(values) and bool(snapshot.next)
+        if resumed:
+            done = values.get("n_operations", 0)
+            emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
         status, submission, env = "error", "", None
         base = values.get("base_commit") if resumed else None
         try:
@@ -228,4 +240,4 @@ class _Run:
         return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
 
 
-__all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]
+__all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]
