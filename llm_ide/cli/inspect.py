@@ -42,7 +42,11 @@ def inspect(
     trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file.")],
     full: Annotated[
         bool,
-        typer.Option("--full", help="Every operation's thought, observation, summary and lessons, then the patch."),
+        typer.Option(
+            "--full",
+            help="Every operation's thought, observation, summary and lessons, then the patch.",
+            show_default="off",
+        ),
     ] = False,
 ) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""

@@ -9,7 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from llm_ide.cli.console import console, err_console, fail, model_warnings_on_console, print_event, terminate_on_sigterm
+from llm_ide.cli.console import (
+    config_default,
+    console,
+    err_console,
+    fail,
+    model_warnings_on_console,
+    print_event,
+    terminate_on_sigterm,
+)
 
 Subset = Annotated[
     str,
@@ -18,19 +26,37 @@ Subset = Annotated[
 Split = Annotated[str, typer.Option(help="Dataset split (dev, test); ignored for local files.")]
 Model = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="provider:name, scripted:PATH, or an OpenAI-compatible name ($LLM_IDE_MODEL)."),
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:name, scripted:PATH, or an OpenAI-compatible name.",
+        show_default="$LLM_IDE_MODEL",
+    ),
 ]
-BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint ($OPENAI_BASE_URL).")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(help="OpenAI-compatible endpoint.", show_default="$OPENAI_BASE_URL, else the provider's own"),
+]
 ConfigFiles = Annotated[
-    list[Path] | None, typer.Option("--config", "-c", help="YAML file(s) overriding keys of the swebench config.")
+    list[Path] | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML file(s) overriding keys of the swebench config.",
+        show_default="none: llm_ide/prompts/swebench.yaml",
+    ),
 ]
 EnvironmentKind = Annotated[
     str, typer.Option("--environment", "--environment-class", help="docker (one container per instance) or local.")
 ]
 Checkpoint = Annotated[
-    str | None, typer.Option(help="sqlite:PATH | postgres://… | memory (default: SQLite in each instance's folder).")
+    str | None,
+    typer.Option(help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"),
 ]
-StepLimit = Annotated[int | None, typer.Option(help="Maximum operations per instance (config agent.step_limit).")]
+StepLimit = Annotated[
+    int | None,
+    typer.Option(help="Maximum operations per instance.", show_default=config_default("agent.step_limit", "swebench")),
+]
 
 
 def _model(model: str | None) -> str:
@@ -74,7 +100,9 @@ def _check_environment(kind: str) -> None:
 def swebench_command(
     subset: Subset = "lite",
     split: Split = "dev",
-    slice_spec: Annotated[str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.")] = "",
+    slice_spec: Annotated[
+        str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.", show_default="all")
+    ] = "",
     filter_regex: Annotated[
         str,
         typer.Option(
@@ -90,7 +118,7 @@ def swebench_command(
     environment: EnvironmentKind = "docker",
     redo_existing: Annotated[bool, typer.Option(help="Run again instances already in preds.json.")] = False,
     cost_limit: Annotated[
-        float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0 or unset: none.")
+        float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0: none.", show_default="none")
     ] = None,
     step_limit: StepLimit = None,
     checkpoint: Checkpoint = None,
@@ -170,7 +198,10 @@ def swebench_single_command(
     environment: EnvironmentKind = "docker",
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("swebench_single"),
     step_limit: StepLimit = None,
-    cost_limit: Annotated[float | None, typer.Option(help="Cost limit (USD) of this run.")] = None,
+    cost_limit: Annotated[
+        float | None,
+        typer.Option(help="Cost limit (USD) of this run.", show_default=config_default("agent.cost_limit", "swebench")),
+    ] = None,
     checkpoint: Checkpoint = None,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
@@ -226,9 +257,15 @@ def evaluate_command(
     split: Split = "dev",
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="JSON report (default: report.json beside the predictions).")
+        Path | None,
+        typer.Option("--output", "-o", help="JSON report.", show_default="report.json beside the predictions"),
     ] = None,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per instance's test run (config default).")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
+        ),
+    ] = None,
     config: ConfigFiles = None,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
