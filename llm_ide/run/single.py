@@ -134,15 +134,14 @@ def run_task(
         run = _Run(run_id, saver, recorder, emit, info, values)
         if values.get("exit_status") in FINISHED and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            emit(RunEvent(run_id, "phase", phase=f"run {run_id} already finished ({values['exit_status']})"))
             return run.finish(values["exit_status"], previous_submission(recorder.path))
         resumed = bool(values) and bool(snapshot.next)
-        if resumed:
-            done = values.get("n_operations", 0)
-            emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
         status, submission, env = "error", "", None
         base = values.get("base_commit") if resumed else None
         try:
+            if resumed:
+                done = values.get("n_operations", 0)
+                emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
             emit(RunEvent(run_id, "phase", phase="starting environment"))
             env = make_environment(config, repo, run_id, image)
             base = base or base_commit(env)
