@@ -125,7 +125,7 @@ def test_killed_batch_resumes_without_redoing_finished_instances(tiny_dataset: T
 
     rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
-    assert "1 instances already in preds.json are skipped" in rerun.stdout
+    assert "1 instance skipped as finished in an earlier run" in rerun.stdout
     assert preds_ids(output) == IDS
     assert (output / "demo__calc-1" / "demo__calc-1.traj.json").read_text() == finished  # not redone
     resumed = operations(output, "demo__text-1")
