@@ -150,13 +150,14 @@ def run(
         err_console.print("resume with:")
         err_console.print(resume_command(run_id, thread_id is not None), markup=False)
         raise typer.Exit(130) from None
+    if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
+        report(result)
+        raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     patch_path = output / f"{run_id}.patch"
     patch_path.write_text(result.submission, encoding="utf-8")
     console.print(f"[bold]patch[/] ({patch_path}):")
     console.print(result.submission.rstrip("\n") if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
-    if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
-        raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     raise typer.Exit(0 if result.exit_status == "submitted" else 1)
 
 
