@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -42,6 +45,22 @@ def terminate_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+
+
+PROGRAMS = ("llm-ide", "mini-extra")
+
+
+def command_line(*extra: str) -> str:
+    """This process's command line, shell-quoted, with `extra` arguments appended: what resumes a run."""
+    program = Path(sys.argv[0]).name
+    return shlex.join([program if program in PROGRAMS else "llm-ide", *sys.argv[1:], *extra])
+
+
+def print_interrupted(note: str, *extra: str) -> None:
+    """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues."""
+    err_console.print(f"[bold yellow]interrupted[/]: {escape(note)}")
+    err_console.print("resume with:")
+    err_console.print(command_line(*extra), markup=False)
 
 
 class _ConsoleWarnings(logging.Handler):

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from llm_ide.cli.console import (
     fail,
     model_warnings_on_console,
     print_event,
+    print_interrupted,
     terminate_on_sigterm,
 )
 
@@ -40,12 +39,6 @@ def environment_kind(environment: str | None, image: str | None) -> str | None:
     if environment is None:
         console.print(f"[dim]… --image {escape(image)}: running in docker[/]")
     return "docker"
-
-
-def resume_command(run_id: str, thread_id_given: bool) -> str:
-    """The command line that continues this run: the one given, with `--thread-id` added when it was not."""
-    args = sys.argv[1:] + ([] if thread_id_given else ["--thread-id", run_id])
-    return shlex.join(["llm-ide", *args])
 
 
 def run(
@@ -144,11 +137,8 @@ def run(
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt:
-        err_console.print(
-            f"[bold yellow]interrupted[/]: saved at the last completed step ({output / (run_id + '.traj.json')})"
-        )
-        err_console.print("resume with:")
-        err_console.print(resume_command(run_id, thread_id is not None), markup=False)
+        saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
+        print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
         raise typer.Exit(130) from None
     if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
         report(result)

@@ -16,6 +16,7 @@ from llm_ide.cli.console import (
     fail,
     model_warnings_on_console,
     print_event,
+    print_interrupted,
     terminate_on_sigterm,
 )
 
@@ -159,7 +160,7 @@ def swebench_command(
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        err_console.print(f"interrupted: run the same command again to resume ({output / 'preds.json'})")
+        print_interrupted(f"finished instances are in {output / 'preds.json'}; the others continue where they were")
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -242,7 +243,7 @@ def swebench_single_command(
     except SWEbenchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt:
-        err_console.print("interrupted: run the same command again to resume from the checkpoint")
+        print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
         raise typer.Exit(130) from None
     colour = "green" if outcome.exit_status == "submitted" else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
