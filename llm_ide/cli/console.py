@@ -96,8 +96,8 @@ def _bundled(name: str) -> dict[str, Any]:
 
 
 def config_default(key: str, config: str = "default") -> str:
-    """`key` and its value in a bundled config, for `--help`: `agent.step_limit in the config: 100`."""
+    """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`."""
     value: Any = _bundled(config)
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
-    return f"{key} in the {config} config: {'none' if value is None else value}"
+    return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"

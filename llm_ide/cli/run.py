@@ -43,11 +43,9 @@ def environment_kind(environment: str | None, image: str | None) -> str | None:
 
 def run(
     repo: Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")],
-    task: Annotated[
-        str | None, typer.Option(help="The task text.", show_default="none: give --task or --task-file")
-    ] = None,
+    task: Annotated[str | None, typer.Option(help="The task text.", show_default="none; or --task-file")] = None,
     task_file: Annotated[
-        Path | None, typer.Option(help="A file holding the task text.", show_default="none: give --task or --task-file")
+        Path | None, typer.Option(help="A file holding the task text.", show_default="none; or --task")
     ] = None,
     model: Annotated[
         str | None,
