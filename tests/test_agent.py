@@ -176,7 +176,7 @@ def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path
     assert "debug.log" not in result.submission and "build/out.txt" not in result.submission
     assert git(tmp_path / "repo", "status", "--porcelain").splitlines() == ["?? build/", "?? shop/util.py"]
     again = run_task(
-        "ignored",
+        "Cart.total ignores quantities.",
         model="scripted:/nonexistent.yaml",
         settings=config(),
         output_dir=tmp_path / "out",

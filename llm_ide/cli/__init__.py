@@ -11,8 +11,9 @@ from rich.markup import escape
 
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.context import context_command
+from llm_ide.cli.inspect import inspect
 from llm_ide.cli.inspector import graph_command, report_command
-from llm_ide.cli.run import demo, inspect, run
+from llm_ide.cli.run import demo, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
 

@@ -6,17 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
-
-
-def fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
+from llm_ide.cli.console import console, err_console, fail
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:

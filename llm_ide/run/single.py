@@ -25,6 +25,10 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 
 
+class ThreadMismatchError(ValueError):
+    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
+
+
 @dataclass
 class RunEvent:
     run_id: str
@@ -141,6 +145,10 @@ def run_task(
         graph = build_graph(saver)
         snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
         values: dict[str, Any] = dict(snapshot.values or {})
+        if values.get("task") not in (None, task):
+            raise ThreadMismatchError(
+                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
+            )
         run = _Run(run_id, saver, recorder, emit, info, values)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
@@ -149,6 +157,9 @@ def run_task(
         status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
+            if resumed:
+                done = values.get("n_operations", 0)
+                emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
             emit(RunEvent(run_id, "phase", phase="starting environment"))
             env = make_environment(settings.environment, repo, run_id, image)
             base = base or base_commit(env)
@@ -244,4 +255,4 @@ class _Run:
         return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
 
 
-__all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]
+__all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]
