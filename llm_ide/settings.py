@@ -101,6 +101,7 @@ class ObservationTemplates(Strict):
     search: str
     search_none: str
     search_bad_pattern: str
+    search_missing: str
     edit: str
     edit_no_match: str
     edit_many_matches: str

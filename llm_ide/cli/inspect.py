@@ -45,7 +45,9 @@ def inspect(
     out: Annotated[
         Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
     ] = None,
-    html: Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.")] = False,
+    html: Annotated[
+        bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")
+    ] = False,
     full: Annotated[
         bool,
         typer.Option(
