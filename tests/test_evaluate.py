@@ -197,7 +197,12 @@ def test_fallback_eval_script_restores_tests_and_quotes_node_ids() -> None:
     )
     assert changed_files(test_patch) == (["tests/test_a.py"], ["tests/test_new.py"])
     instance = Instance(
-        "a__b-1", "p", base_commit="abc123", test_patch=test_patch, fail_to_pass=["tests/test_new.py::t[a b]"]
+        "a__b-1",
+        "p",
+        base_commit="abc123",
+        test_patch=test_patch,
+        fail_to_pass=["tests/test_new.py::t[a", "tests/test_new.py::t[b]"],
+        pass_to_pass=["tests/test_a.py::t", "tests/x y.py::t"],
     )
     script = eval_script(instance, load_config("swebench")["swebench"])
     lines = script.splitlines()
@@ -205,7 +210,8 @@ def test_fallback_eval_script_restores_tests_and_quotes_node_ids() -> None:
     assert "rm -f tests/test_new.py" in lines
     assert lines.index(": '>>>>> Start Test Output'") > lines.index("EOF_LLM_IDE_TEST_PATCH")
     assert "LLM_IDE_PYTHON=$(command -v python || command -v python3 || echo python)" in lines
-    assert "\"$LLM_IDE_PYTHON\" -m pytest -rA -p no:cacheprovider 'tests/test_new.py::t[a b]' " in lines
+    run = '"$LLM_IDE_PYTHON" -m pytest -rA -p no:cacheprovider'
+    assert f"{run} tests/test_new.py tests/test_a.py 'tests/x y.py' " in lines  # files: ids may be cut
     assert lines[lines.index(": '>>>>> End Test Output'") - 1] == "SWEBENCH_TEST_EXIT_CODE=$?"
     assert test_patch.strip() in script
     assert eval_script(Instance("a__b-1", "p", eval_script="echo v5"), {}) == "echo v5"
@@ -248,11 +254,11 @@ def test_evaluate_resolved_unresolved_and_errors(tiny_dataset: TinyDataset, tmp_
     )
     result = subprocess.run(
         [sys.executable, "-c", "from llm_ide.cli import app; app()", "evaluate", str(preds_path), "--subset",
-         str(tiny_dataset.path), "--workers", "2", "--output", str(tmp_path / "report.json")],
+         str(tiny_dataset.path), "--workers", "2", "--output", str(tmp_path / "eval")],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert (report["resolved_ids"], report["unresolved_ids"], report["error_ids"]) == (
         ["demo__shapes-1", "demo__text-1"],
         ["demo__calc-1"],
@@ -298,7 +304,7 @@ def test_evaluate_patch_that_does_not_apply_empty_patch_and_missing_image(
     assert sorted(seen) == sorted(preds)
     assert (by_id["demo__calc-1"].status, by_id["demo__calc-1"].patch_applied) == ("error", False)
     assert "patch did not apply" in by_id["demo__calc-1"].detail
-    assert (by_id["demo__text-1"].status, by_id["demo__text-1"].detail) == ("unresolved", "empty patch")
+    assert (by_id["demo__text-1"].status, by_id["demo__text-1"].detail) == ("empty_patch", "empty patch")
     assert by_id["demo__ghost-1"].status == "error"
     assert "llm-ide-test/does-not-exist:never" in by_id["demo__ghost-1"].detail
     assert report.to_json()["resolve_rate"] == 0.0

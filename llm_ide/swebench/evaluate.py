@@ -101,8 +101,9 @@ def changed_files(patch: str) -> tuple[list[str], list[str]]:
 
 
 def eval_script(instance: Instance, settings: dict[str, Any]) -> str:
-    """The v5 `eval_script` of the instance, else our pytest script for FAIL_TO_PASS + PASS_TO_PASS; either way
-    recording the test command's exit code after the end marker."""
+    """The v5 `eval_script` of the instance, else our pytest script for the files of FAIL_TO_PASS + PASS_TO_PASS
+    (files, not ids: the datasets' ids are cut at their first space); either way recording the test command's exit
+    code after the end marker."""
     if instance.eval_script:
         return record_exit_code(instance.eval_script)
     modified, created = changed_files(instance.test_patch)
@@ -111,7 +112,7 @@ def eval_script(instance: Instance, settings: dict[str, Any]) -> str:
         test_patch=instance.test_patch,
         test_files=modified,
         new_test_files=created,
-        tests=[*instance.fail_to_pass, *instance.pass_to_pass],
+        tests=list(dict.fromkeys(test.split("::")[0] for test in [*instance.fail_to_pass, *instance.pass_to_pass])),
         start_marker=START_MARKER,
         end_marker=END_MARKER,
     )
