@@ -105,22 +105,26 @@ class GradingError(Exception):
 
 
 def swebench_parsers() -> dict[str, Callable[..., dict[str, str]]] | None:
+    """swebench's PARSER_REGISTRY when a 5.x release (the rules followed here) is installed."""
     try:
+        from swebench import __version__
         from swebench.harness.log_parsers import PARSER_REGISTRY
     except ImportError:
         return None
-    return PARSER_REGISTRY
+    major = __version__.split(".", 1)[0]
+    return PARSER_REGISTRY if major == "5" else None
 
 
 def log_parser(name: str | None) -> Parser:
-    """The instance's `log_parser` from the swebench package when it is installed; our pytest parsers otherwise."""
+    """The instance's `log_parser` from the swebench package (5.x) when installed; our pytest parsers otherwise."""
     name = name or "parse_log_pytest"
     registry = swebench_parsers()
     if registry is None:
         if name in FALLBACK_PARSERS:
             return FALLBACK_PARSERS[name]
         raise GradingError(
-            f"log parser {name} needs the swebench package (pip install swebench), or use the official harness"
+            f"log parser {name} needs the swebench package 5.x (pip install 'swebench>=5.0.2,<6'), or use the official "
+            "harness"
         )
     if name not in registry:
         raise GradingError(f"unknown log parser {name} (not in swebench's PARSER_REGISTRY)")
