@@ -181,7 +181,7 @@ def main(
         ours = {
             r.instance_id: r
             for r in evaluate_predictions(
-                preds, instances, settings=load_config("swebench")["swebench"], log_dir=work / "llm-ide" / name
+                preds, instances, settings=load_config("swebench").swebench, log_dir=work / "llm-ide" / name
             ).results
         }
         for instance_id in sorted(patches):

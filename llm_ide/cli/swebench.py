@@ -241,7 +241,7 @@ def evaluate_command(
     from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
 
     try:
-        settings = load_config("swebench", config or [])["swebench"]
+        settings = load_config("swebench", config or []).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
         folder = claim_folder(output, predictions)

@@ -19,6 +19,8 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
+from llm_ide.errors import LlmIdeError
+from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.grading import (
     END_MARKER,
@@ -47,7 +49,7 @@ _JINJA = Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_
 _JINJA.filters["shquote"] = shlex.quote
 
 
-class EvaluationError(Exception):
+class EvaluationError(LlmIdeError):
     """This instance cannot be graded (image, container, patch or test run failure): status `error`."""
 
 
@@ -100,14 +102,14 @@ def changed_files(patch: str) -> tuple[list[str], list[str]]:
     return modified, created
 
 
-def eval_script(instance: Instance, settings: dict[str, Any]) -> str:
+def eval_script(instance: Instance, settings: SweBenchSettings) -> str:
     """The v5 `eval_script` of the instance, else our pytest script for the files of FAIL_TO_PASS + PASS_TO_PASS
     (files, not ids: the datasets' ids are cut at their first space); either way recording the test command's exit
     code after the end marker."""
     if instance.eval_script:
         return record_exit_code(instance.eval_script)
     modified, created = changed_files(instance.test_patch)
-    script = _JINJA.from_string(settings["eval_script"]).render(
+    script = _JINJA.from_string(settings.eval_script).render(
         base_commit=instance.base_commit or "HEAD",
         test_patch=instance.test_patch,
         test_files=modified,
@@ -143,7 +145,7 @@ def missing_runner(log: str, exit_code: int | None) -> str | None:
 
 
 class Evaluator:
-    def __init__(self, settings: dict[str, Any], log_dir: Path, timeout: float | None = None) -> None:
+    def __init__(self, settings: SweBenchSettings, log_dir: Path, timeout: float | None = None) -> None:
         import docker
 
         from llm_ide.environments.docker import LABEL, RUN_ID_LABEL
@@ -155,7 +157,7 @@ class Evaluator:
             raise EvaluationError(f"the Docker engine is not reachable: {error}") from None
         self.labels = (LABEL, RUN_ID_LABEL)
         self.settings = settings
-        self.timeout = float(timeout or settings["eval_timeout"])
+        self.timeout = float(timeout or settings.eval_timeout)
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -263,7 +265,7 @@ def evaluate_predictions(
     preds: dict[str, dict[str, Any]],
     instances: dict[str, Instance],
     *,
-    settings: dict[str, Any],
+    settings: SweBenchSettings,
     log_dir: Path,
     workers: int = 1,
     timeout: float | None = None,

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from llm_ide.errors import LlmIdeError
 from llm_ide.swebench.dataset import Instance
 
 START_MARKER = ">>>>> Start Test Output"
@@ -100,7 +101,7 @@ FALLBACK_PARSERS: dict[str, Parser] = {
 }  # fmt: skip
 
 
-class GradingError(Exception):
+class GradingError(LlmIdeError):
     """The log cannot be graded with this parser (unknown or unavailable)."""
 
 
