@@ -1,5 +1,6 @@
 """`llm-ide evaluate` side by side with the official `swebench` harness, on real SWE-bench instances and the same
-predictions (gold, empty, wrong, unappliable, fuzzy, reversed gold, forged test output).
+predictions (gold, empty, wrong, unappliable, fuzzy, reversed gold, forged test output, every test skipped, forged
+output with a zeroed exit status).
 
 The instance images are built here, under their official names, from `llm-ide-base:bookworm` (no registry): the
 repository at its base commit in /testbed (from a local clone or mirror given with `--repo ID=GIT_DIR`), a venv at
@@ -54,6 +55,25 @@ IDS = {ids!r}
 def pytest_sessionstart(session):
     atexit.register(lambda: os.write(1, "".join(f"PASSED {{i}}\\n" for i in IDS).encode()))
 """
+
+
+SKIPPING_CONFTEST = """\
+import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason="skipped by the patch"))
+"""
+# forged lines and a zeroed exit status: no log-based grader can tell (the official harness neither)
+FORGED_EXIT0_CONFTEST = (
+    FORGED_CONFTEST
+    + """
+
+def pytest_sessionfinish(session, exitstatus):
+    session.exitstatus = 0
+"""
+)
 
 
 def sh(*args: str, cwd: Path | None = None, stdin: str | None = None) -> str:
@@ -131,6 +151,8 @@ def predictions(row: dict[str, Any], source: Path, work: Path) -> dict[str, str]
         "fuzzy": "".join(line for line in fuzzy.splitlines(True) if not line.startswith("index ")),
         "reversed": reversed_gold,
         "forged": diff_of(repo, {"conftest.py": FORGED_CONFTEST.format(ids=tests)}),
+        "skipping": diff_of(repo, {"conftest.py": SKIPPING_CONFTEST}),
+        "forged_exit0": diff_of(repo, {"conftest.py": FORGED_EXIT0_CONFTEST.format(ids=tests)}),
     }
 
 
