@@ -309,3 +309,37 @@ def test_evaluate_patch_that_does_not_apply_empty_patch_and_missing_image(
     assert "llm-ide-test/does-not-exist:never" in by_id["demo__ghost-1"].detail
     assert report.to_json()["resolve_rate"] == 0.0
     assert leftover_containers(tiny_dataset.client, "eval-") == []
+
+
+def pytest_log_line(status: str, test: str) -> str:
+    """What `pytest -rA` prints for `test`; an id the dataset holds cut inside its parameters gets its rest back."""
+    full = f"{test} and more]" if test.count("[") > test.count("]") else test
+    return f"{status} {full} - the reason" if status in ("XFAIL", "FAILED") else f"{status} {full}"
+
+
+def test_real_instances_with_cut_ids_grade_like_swebench(shared_dir: Path) -> None:
+    """Every Lite/Verified instance on a pytest parser whose ids are cut: resolved when its F2P tests xfail with a
+    reason (pass, for parse_log_pytest_v2, which keeps XFAIL reasons) and its P2P tests pass, unresolved with one F2P
+    failure, exactly as swebench's own grading says."""
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+    checked = set()
+    for path in sorted((shared_dir / "data" / "swebench").glob("*.jsonl")):
+        for instance in load_dataset(str(path)).instances:
+            tests = instance.fail_to_pass + instance.pass_to_pass
+            if instance.log_parser not in FALLBACK_PARSERS or not any(t.count("[") > t.count("]") for t in tests):
+                continue
+            checked.add(instance.instance_id)
+            parser = FALLBACK_PARSERS[instance.log_parser]
+            fixed = "PASSED" if parser is FALLBACK_PARSERS["parse_log_pytest_v2"] else "XFAIL"
+            lines = [pytest_log_line(fixed, t) for t in instance.fail_to_pass]
+            lines += [pytest_log_line("PASSED", t) for t in instance.pass_to_pass]
+            failing = [pytest_log_line("FAILED", instance.fail_to_pass[0]), *lines[1:]]
+            for log, expected in (("\n".join(lines), "resolved"), ("\n".join(failing), "unresolved")):
+                statuses = parser(log)
+                gold = {"FAIL_TO_PASS": instance.fail_to_pass, "PASS_TO_PASS": instance.pass_to_pass}
+                official = get_resolution_status(get_eval_tests_report(statuses, gold)) == "RESOLVED_FULL"
+                assert grade(instance, statuses)[0] == expected == ("resolved" if official else "unresolved"), (
+                    instance.instance_id
+                )
+    assert len(checked) == 55  # 28 on parse_log_pytest, 8 on parse_log_pytest_options, 19 on parse_log_pytest_v2
