@@ -144,7 +144,6 @@ class PatchSettings(Strict):
 
 class SweBenchSettings(Strict):
     eval_timeout: PositiveFloat
-    apply_patch: str
     eval_script: str
 
 
