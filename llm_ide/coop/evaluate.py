@@ -203,6 +203,10 @@ def evaluate_pair(
 
     started = time.perf_counter()
     repo = checkout_base(task, source, scratch / "repo")
+    for number in pair:
+        tests = task.feature(number).tests
+        if git(repo, "apply", "--check", str(tests), check=False).returncode != 0:
+            raise CoopError(f"{tests}: does not apply to the base commit {task.base_commit}")
     merge, status = merge_pair(repo, drop_test_files(patches[0]), drop_test_files(patches[1]), scratch)
     result = PairEval(
         task=task.name, feature1_id=pair[0], feature2_id=pair[1], setting=setting, k=k, apply_status=status,
