@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from llm_ide.errors import ConfigError
+from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
 class Strict(BaseModel):
@@ -65,6 +66,9 @@ class EnvironmentSettings(Strict):
     network: str | None
     cpus: PositiveFloat | None
     memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    pids_limit: PositiveInt | None  # docker: processes and threads in the container
+    sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
+    writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     env: dict[str, str]
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
@@ -110,6 +114,7 @@ class ObservationTemplates(Strict):
     bash: str
     submit: str
     bad_params: str
+    outside_repository: str
     unknown_action: str
 
 
@@ -158,6 +163,7 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
@@ -179,9 +185,17 @@ def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
     for _, data in layers:
         merged = deep_merge(merged, data)
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(describe_error(error, layers)) from None
+    register_config_secrets(settings)
+    return settings
+
+
+def register_config_secrets(settings: Settings) -> None:
+    """The secrets the settings hold (headers, `environment.env`): masked in every output from now on."""
+    mark_secret_names(settings.secrets)
+    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
 
 
 def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:

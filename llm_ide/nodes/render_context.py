@@ -7,6 +7,7 @@ from langgraph.runtime import Runtime
 
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
@@ -70,4 +71,4 @@ def workspace_text(ctx: AgentContext, state: AgentState) -> str:
 
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    return {"workspace": workspace_text(runtime.context, state)}
+    return {"workspace": redact(workspace_text(runtime.context, state))}  # files may hold secrets
