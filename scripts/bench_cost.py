@@ -305,12 +305,24 @@ def llm_ide_command(repo: Path, task: Path, folder: Path, url: str, steps: int, 
     settings = {
         "agent": {"cost_limit": 0},
         "environment": {"type": "local", "tools": []},
-        "model": {"prices": {MODEL["llm-ide"]: {"input": 1.0, "output": OUTPUT}}},
+        "model": {"prices": {MODEL["llm-ide"]: {"input": 1.0, "cache_read": CACHED, "output": OUTPUT}}},
     }
     overrides.write_text(yaml.safe_dump(settings))
     return [str(Path(sys.executable).with_name("llm-ide")), "run", "--repo", str(repo), "--task-file", str(task),
             "--model", MODEL["llm-ide"], "--base-url", url, "--config", str(overrides), "--output", str(folder),
             "--step-limit", str(steps + 10), "--thread-id", "bench"]  # fmt: skip
+
+
+def own_accounting(agent: Agent, console: Console) -> None:
+    """llm-ide's model_stats (its price table holds the bench's prices per token) against the endpoint's figures."""
+    stats = json.loads((agent.folder / "bench.traj.json").read_text())["info"]["model_stats"]
+    tokens = [(c.raw // 4, c.cached // 4, c.output // 4) for c in agent.calls]
+    wire = sum(raw - cached + CACHED * cached + OUTPUT * out for raw, cached, out in tokens) / 1e6
+    console.print(
+        f"llm-ide's own model_stats: cost {stats.get('cost', 0):.4f}, cache_read_tokens "
+        f"{stats.get('cache_read_tokens', 'absent')} (the endpoint's usage: cost {wire:.4f}, "
+        f"cached {sum(cached for _, cached, _ in tokens)})"
+    )
 
 
 def same_tree(repos: dict[str, Path], console: Console) -> bool:
@@ -356,6 +368,7 @@ def main(
         endpoint.httpd.shutdown()
         endpoint.wire.close()
         same = same_tree(repos, console)
+        own_accounting(agents["llm-ide"], console)
         if writes["mini"] is None:
             console.print("strace is missing: bytes written are not measured")
         result, last = report(agents, writes, steps, console), max(MARKS)

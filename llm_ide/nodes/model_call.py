@@ -21,7 +21,7 @@ def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict
 def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
     messages = messages_for(ctx, state, prompt)
-    usage = dict(state.get("usage") or empty_usage())
+    usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])
     if ctx.record_call is not None:
@@ -34,6 +34,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
                 "prompt_tokens": reply.input_tokens,
                 "response": reply.text,
                 "response_tokens": reply.output_tokens,
+                "cache_read_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
             }
@@ -44,6 +46,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
         api_calls=usage["api_calls"] + 1,
         input_tokens=usage["input_tokens"] + reply.input_tokens,
         output_tokens=usage["output_tokens"] + reply.output_tokens,
+        cache_read_tokens=usage["cache_read_tokens"] + reply.cache_read_tokens,
+        cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
     return reply.text, Usage(**usage)
