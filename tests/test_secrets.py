@@ -3,6 +3,7 @@ goes looking for them: `env`, `printenv`, and the environment of the agent proce
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -45,7 +46,7 @@ def leaks(directory: Path, values: list[str]) -> list[str]:
     """Every (file, secret) pair where the secret's bytes occur in a file under `directory`."""
     found = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        data = path.read_bytes()
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         found += [f"{path.name}: {value}" for value in values if value.encode() in data]
     return found
 
@@ -94,4 +95,4 @@ def test_secrets_stay_out_of_every_output(tmp_path: Path, environment: str) -> N
     else:
         assert "LLM_IDE_HARMLESS_MARKER" not in observations["env"]  # nothing of the host's environment
     written = {path.name for path in (tmp_path / "out").iterdir()}
-    assert {"S.traj.json", "S.log", "S.calls.jsonl", "S.checkpoint.sqlite"} <= written  # all were searched above
+    assert {"S.traj.json", "S.log", "S.calls.jsonl.gz", "S.checkpoint.sqlite"} <= written  # all were searched above
