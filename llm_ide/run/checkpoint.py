@@ -32,7 +32,7 @@ MEMORY_TYPES = [
 # one WAL checkpoint every 4 MB copies a page changed many times in between once
 SQLITE_PRAGMAS = ["page_size=1024", "auto_vacuum=INCREMENTAL", "journal_mode=WAL", "synchronous=NORMAL",
                   "wal_autocheckpoint=4000"]  # fmt: skip
-COMPRESS_OVER = 4096  # bytes
+COMPRESS_OVER = 1024  # bytes
 ZLIB = "+zlib"
 
 
