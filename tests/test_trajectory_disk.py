@@ -27,10 +27,9 @@ from llm_ide.config import load_config
 from llm_ide.run.single import run_task
 
 model, repo, output = sys.argv[1:4]
-config = load_config("default")
-config["environment"]["tools"] = []
-result = run_task("Read mod.py.", model=model, config=config, output_dir=Path(output), run_id="d", repo=Path(repo),
-                  checkpoint="memory")
+settings = load_config("default", environment={"tools": []})
+result = run_task("Read mod.py.", model=model, settings=settings, output_dir=Path(output), run_id="d",
+                  repo=Path(repo), checkpoint="memory")
 fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
 print(result.exit_status, fields["wchar"])
 """

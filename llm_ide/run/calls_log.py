@@ -8,6 +8,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from llm_ide.fileio import atomic_write
+
 GZIP = 31  # zlib's wbits for a gzip container
 LEVEL = 6
 CHUNK = 1 << 16
@@ -87,8 +89,6 @@ class CallLog:
                 self._zip = None
 
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
-        from llm_ide.run.trajectory import atomic_write
-
         packer = zlib.compressobj(LEVEL, zlib.DEFLATED, GZIP)
         lines = b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in records)
         atomic_write(self.path, [packer.compress(lines) + packer.flush()])
