@@ -76,10 +76,13 @@ class EnvironmentSettings(Strict):
 
 
 class PriceSettings(Strict):
-    """USD per million tokens."""
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None
+    cache_write: NonNegativeFloat | None = None
 
 
 class ModelSettings(Strict):

@@ -24,7 +24,7 @@ def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict
 def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
     messages = [{**message, "content": redact(message["content"])} for message in messages_for(ctx, state, prompt)]
-    usage = dict(state.get("usage") or empty_usage())
+    usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])
     reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
@@ -39,6 +39,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
                 "prompt_tokens": reply.input_tokens,
                 "response": reply.text,
                 "response_tokens": reply.output_tokens,
+                "cache_read_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
             }
@@ -49,6 +51,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
         api_calls=usage["api_calls"] + 1,
         input_tokens=usage["input_tokens"] + reply.input_tokens,
         output_tokens=usage["output_tokens"] + reply.output_tokens,
+        cache_read_tokens=usage["cache_read_tokens"] + reply.cache_read_tokens,
+        cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
     return reply.text, Usage(**usage)
