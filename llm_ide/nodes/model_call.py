@@ -7,20 +7,33 @@ from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
+Message = dict[str, str]
 
-def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict[str, str]]:
-    messages = [
-        {"role": "system", "content": render(ctx.templates, "system")},
-        {"role": "user", "content": prompt},
-    ]
+
+def system_prompt(ctx: AgentContext) -> str:
+    ws = ctx.workspace
+    actions = render(
+        ctx.templates,
+        "actions",
+        view_max_lines=ws.view_max_lines,
+        search_max_results=ws.search_max_results,
+        command_timeout=ws.command_timeout,
+    )
+    formats = {name: render(ctx.templates, name) for name in ("reflect_format", "act_format")}
+    return render(ctx.templates, "system", actions=actions, **formats)
+
+
+def messages_for(ctx: AgentContext, state: AgentState, turns: list[Message]) -> list[Message]:
+    """System prompt, the conversation's turns, and the pending format-error exchange when there is one."""
+    messages = [{"role": "system", "content": system_prompt(ctx)}, *turns]
     if retry := state.get("retry"):
         messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
     return messages
 
 
-def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
+def call_model(ctx: AgentContext, state: AgentState, kind: str, turns: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    messages = messages_for(ctx, state, prompt)
+    messages = messages_for(ctx, state, turns)
     usage = dict(state.get("usage") or empty_usage())
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])

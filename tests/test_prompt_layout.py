@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sysconfig
+from pathlib import Path
+
+from agent_script import act, reflect, write_script
+from conftest import make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+
+ARGPARSE = Path(sysconfig.get_paths()["stdlib"]) / "argparse.py"
+TASK = "`ArgumentParser.parse_known_args` applies a default twice when the option is given; find where and fix it."
+SCRIPT = [
+    act("Start at the parser class[1](argparse.py:1).", "view", path="argparse.py", start_line=1, end_line=110),
+    reflect(False, "The module header and imports; the parser classes come later."),
+    act("Defaults are set in parse_known_args[1](argparse.py:100).", "search", pattern=r"def parse_known_args"),
+    reflect(True, "The search found nothing useful.", "Search with the method's full signature."),
+    act("Read the definition instead.", "view_symbol", path="argparse.py", symbol="ArgumentParser.parse_known_args"),
+    reflect(False, "parse_known_args fills defaults before parsing."),
+    act("Check it compiles[1](argparse.py:1).", "bash", command="python3 -m py_compile argparse.py && echo ok"),
+    reflect(False, "It compiles."),
+    act("Done.", "submit"),
+]
+
+
+def run_session(tmp_path: Path, **memory: object) -> dict:
+    settings = load_config("default")
+    settings["environment"]["tools"] = []
+    settings["memory"].update(memory)
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    result = run_task(
+        TASK,
+        model=write_script(tmp_path / "script.yaml", SCRIPT),
+        config=settings,
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo,
+    )
+    assert result.exit_status == "submitted"
+    return json.loads(result.trajectory_path.read_text())
+
+
+def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
+    calls = run_session(tmp_path)["model_calls"]
+    pairs = [(calls[i]["prompt"], calls[i + 1]["prompt"]) for i, c in enumerate(calls) if c["kind"] == "reflect"]
+    assert len(pairs) == 4
+    for reflect_prompt, act_prompt in pairs:
+        shared = len(os.path.commonprefix([reflect_prompt, act_prompt]))
+        assert shared == len(reflect_prompt)
+        assert shared >= 0.95 * len(act_prompt)
+    good, bad = pairs[0][1][len(pairs[0][0]) :], pairs[1][1][len(pairs[1][0]) :]
+    assert "## Next step" in good and "## Alternative action" not in good
+    assert "## Alternative action" in bad and "<bad_action>true</bad_action>" in bad
+    system = calls[0]["prompt"].split("\n\n[user]\n", 1)[0]
+    assert all(c["prompt"].startswith(system) for c in calls)
+    actions_line = '`view_symbol` {"path": "<file>"'
+    assert all(c["prompt"].count(actions_line) == 1 for c in calls)  # the actions text only in the system part
