@@ -60,3 +60,15 @@ def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
     assert all(c["prompt"].startswith(system) for c in calls)
     actions_line = '`view_symbol` {"path": "<file>"'
     assert all(c["prompt"].count(actions_line) == 1 for c in calls)  # the actions text only in the system part
+
+
+def test_within_an_epoch_every_prompt_extends_the_previous_one(tmp_path: Path) -> None:
+    calls = run_session(tmp_path, snapshot_every=3)["model_calls"]
+    prompts = [c["prompt"] for c in calls]
+    renewed = [i for i in range(1, len(prompts)) if not prompts[i].startswith(prompts[i - 1])]
+    # calls: act 0 | reflect 0, act 1 | reflect 1, act 2 | reflect 2, act 3 (new snapshot after 3 operations) | ...
+    assert renewed == [5]
+    assert "# Memory as of operation 3" in prompts[5] and "# Memory as of operation 0" in prompts[4]
+    history = prompts[5][prompts[5].index("## Operation History") : prompts[5].index("## Lessons Learned")]
+    assert "### Operation 0" in history and "### Operation 1" not in history  # the bad one left the chain
+    assert "- Search with the method's full signature." in prompts[5]

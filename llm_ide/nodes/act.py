@@ -4,40 +4,19 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.nodes.model_call import Message, call_model, format_failure
-from llm_ide.nodes.reflect import reflect_turns
+from llm_ide.conversation import messages_for
+from llm_ide.nodes.model_call import call_model, format_failure
 from llm_ide.parsing import FormatError, parse_action
-from llm_ide.prompting import render
 from llm_ide.resources import AgentContext, release, resolve
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 
 
-def act_turns(ctx: AgentContext, state: AgentState) -> list[Message]:
-    """The reflect call's conversation continued (its reflection, then the instruction that `bad_action` chooses), so
-    the act prompt is the reflect prompt plus a few lines; the first step has no reflection."""
-    nodes = state.get("operations", [])
-    reflection = state.get("reflection")
-    if reflection is None:
-        instruction = render(ctx.templates, "next_step", node=None)
-        return [
-            {
-                "role": "user",
-                "content": render(ctx.templates, "first_step", workspace=state["workspace"], instruction=instruction),
-            }
-        ]
-    template = "alternative_action" if reflection.bad_action else "next_step"
-    return [
-        *reflect_turns(ctx, state),
-        {"role": "assistant", "content": render(ctx.templates, "reflection", reflection=reflection)},
-        {"role": "user", "content": render(ctx.templates, template, node=nodes[-1])},
-    ]
-
-
 def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """The reflect call's conversation continued: its reflection, then the instruction `bad_action` chose."""
     ctx = resolve(runtime, state)
     nodes = state.get("operations", [])
-    text, usage = call_model(ctx, state, "act", act_turns(ctx, state))
+    text, usage = call_model(ctx, state, "act", messages_for(ctx, state, with_pending_reflection=True))
     try:
         action = parse_action(text)
     except FormatError as error:

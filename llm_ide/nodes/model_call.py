@@ -3,37 +3,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from llm_ide.conversation import Message
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
-Message = dict[str, str]
 
-
-def system_prompt(ctx: AgentContext) -> str:
-    ws = ctx.workspace
-    actions = render(
-        ctx.templates,
-        "actions",
-        view_max_lines=ws.view_max_lines,
-        search_max_results=ws.search_max_results,
-        command_timeout=ws.command_timeout,
-    )
-    formats = {name: render(ctx.templates, name) for name in ("reflect_format", "act_format")}
-    return render(ctx.templates, "system", actions=actions, **formats)
-
-
-def messages_for(ctx: AgentContext, state: AgentState, turns: list[Message]) -> list[Message]:
-    """System prompt, the conversation's turns, and the pending format-error exchange when there is one."""
-    messages = [{"role": "system", "content": system_prompt(ctx)}, *turns]
-    if retry := state.get("retry"):
-        messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
-    return messages
-
-
-def call_model(ctx: AgentContext, state: AgentState, kind: str, turns: list[Message]) -> tuple[str, Usage]:
+def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    messages = messages_for(ctx, state, turns)
     usage = dict(state.get("usage") or empty_usage())
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])

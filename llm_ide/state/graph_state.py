@@ -30,7 +30,8 @@ class AgentState(AgentInput, total=False):
     code_context: list[Chunk]
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
-    workspace: str
+    snapshot: str  # the memory as rendered when the current epoch began
+    snapshot_step: int  # n_operations then
     reflection: Reflection | None
     parent_id: int | None
     pending: OperationNode | None
