@@ -10,6 +10,9 @@ from llm_ide.state.operations import Reflection
 ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
+_BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
+_VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
+_LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -53,10 +56,30 @@ def parse_bool(value: str, name: str) -> bool:
 
 
 def parse_reflection(text: str) -> Reflection:
+    """The terse format (`good: <summary>` or `bad: <summary>`, then `lesson: ...` lines), or the tagged one
+    (`<bad_action>`, `<summary>`, `<lessons>`)."""
+    if _BAD_ACTION_TAG.search(text):
+        return Reflection(
+            bad_action=parse_bool(extract_tag(text, "bad_action") or "", "bad_action"),
+            summary=extract_tag(text, "summary") or "",
+            lessons=extract_tag(text, "lessons", required=False) or "",
+        )
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    verdict = _VERDICT.match(lines[0]) if lines else None
+    if verdict is None:
+        raise FormatError("the reflection's first line must be `good: <summary>` or `bad: <summary>`")
+    summary, lessons = [verdict.group(2).strip()], []
+    for line in lines[1:]:
+        if lesson := _LESSON.match(line):
+            lessons.append(lesson.group(1).strip())
+        elif lessons:
+            lessons[-1] += " " + line
+        else:
+            summary.append(line)
     return Reflection(
-        bad_action=parse_bool(extract_tag(text, "bad_action") or "", "bad_action"),
-        summary=extract_tag(text, "summary") or "",
-        lessons=extract_tag(text, "lessons", required=False) or "",
+        bad_action=verdict.group(1).lower() == "bad",
+        summary=" ".join(part for part in summary if part),
+        lessons="\n".join(lesson for lesson in lessons if lesson),
     )
 
 

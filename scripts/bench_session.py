@@ -175,7 +175,9 @@ def act(thought: str, action_type: str, **params: Any) -> str:
 
 
 def reflect(bad: bool, summary: str, lessons: str = "") -> str:
-    return f"<bad_action>{str(bad).lower()}</bad_action>\n<lessons>{lessons}</lessons>\n<summary>{summary}</summary>"
+    """The reflection format: `good:`/`bad:` and one short sentence; a `lesson:` line only when there is a lesson."""
+    lesson = f"\nlesson: {lessons}" if lessons else ""
+    return f"{'bad' if bad else 'good'}: {summary}{lesson}"
 
 
 @dataclass
@@ -229,13 +231,8 @@ class SessionWriter:
     def summary(self, kind: str, sym: Symbol, **values: Any) -> str:
         fact = self.rng.choice(FACTS)
         where = f"{sym.path}:{values.get('a', sym.start)}-{values.get('b', sym.end)}"
-        return f"{kind.replace('_', ' ').capitalize()} of `{sym.qualname}` ({where}): it {fact}. " + self.rng.choice(
-            [
-                "Nothing in it converts the value a second time.",
-                "The default is applied after the explicit value is checked.",
-                "Its callers pass the raw value, so the conversion happens here.",
-            ]
-        )
+        self.rng.random()  # the draw of an earlier two-sentence summary: keeps the generated sessions as they were
+        return f"`{sym.qualname}` ({where}) {fact}."
 
     def next_focus(self) -> Symbol:
         if self.focus is None or self.focus_left <= 0:

@@ -90,7 +90,7 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
     prompts = [c["prompt"] for c in traj["model_calls"]]
     assert "missing <action_type> tag" in prompts[1] and "[assistant]\nI think I should look" in prompts[1]
     assert "<bad_action> must be true or false, got 'maybe'" in prompts[3]
-    assert "missing <bad_action> tag" in prompts[4]
+    assert "first line must be `good: <summary>` or `bad: <summary>`" in prompts[4]
     assert len(prompts) == 5
 
 

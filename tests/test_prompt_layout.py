@@ -55,7 +55,7 @@ def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
         assert shared >= 0.95 * len(act_prompt)
     good, bad = pairs[0][1][len(pairs[0][0]) :], pairs[1][1][len(pairs[1][0]) :]
     assert "## Next step" in good and "## Alternative action" not in good
-    assert "## Alternative action" in bad and "<bad_action>true</bad_action>" in bad
+    assert "## Alternative action" in bad and "bad: The search found nothing useful." in bad
     system = calls[0]["prompt"].split("\n\n[user]\n", 1)[0]
     assert all(c["prompt"].startswith(system) for c in calls)
     actions_line = '`view_symbol` {"path": "<file>"'
