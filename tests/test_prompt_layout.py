@@ -6,6 +6,7 @@ import shutil
 import sysconfig
 from pathlib import Path
 
+import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 
@@ -72,3 +73,49 @@ def test_within_an_epoch_every_prompt_extends_the_previous_one(tmp_path: Path) -
     history = prompts[5][prompts[5].index("## Operation History") : prompts[5].index("## Lessons Learned")]
     assert "### Operation 0" in history and "### Operation 1" not in history  # the bad one left the chain
     assert "- Search with the method's full signature." in prompts[5]
+
+
+def long_session(steps: int) -> list[str]:
+    """Views of a big file, outputs past the observation cap, searches; every seventh action bad, with a lesson."""
+    script: list[str] = []
+    for step in range(steps - 1):
+        start = 1 + (step * 37) % 2400
+        thought = f"Step {step}[1](argparse.py:{start})."
+        if step % 3 == 0:
+            script.append(act(thought, "view", path="argparse.py", start_line=start, end_line=start + 150))
+        elif step % 3 == 1:
+            script.append(act(thought, "bash", command="seq 1 4000"))
+        else:
+            script.append(act(thought, "search", pattern=r"def _get_\w+", path="argparse.py"))
+        bad = step % 7 == 6
+        script.append(reflect(bad, f"Step {step} looked at line {start}.", f"Lesson {step % 40}." if bad else ""))
+    script.append(act("Done.", "submit"))
+    return script
+
+
+@pytest.mark.slow
+def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> None:
+    settings = load_config("default")
+    settings["environment"]["tools"] = []
+    settings["agent"]["step_limit"] = 400
+    budget = settings["memory"]["prompt_budget_chars"]
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    result = run_task(
+        TASK,
+        model=write_script(tmp_path / "script.yaml", long_session(300)),
+        config=settings,
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo,
+    )
+    traj = json.loads(result.trajectory_path.read_text())
+    assert result.exit_status == "submitted" and len(traj["operations"]) == 300
+    sizes = [c["prompt_chars"] for c in traj["model_calls"]]
+    assert len(sizes) == 599
+    assert max(sizes) <= budget
+    assert "- Lesson 5." in traj["model_calls"][-1]["prompt"]  # an early lesson is still shown
+    marker = "# Memory as of operation "
+    starts = sorted({int(c["prompt"].split(marker, 1)[1].split("\n", 1)[0]) for c in traj["model_calls"]})
+    gaps = {b - a for a, b in zip(starts, starts[1:], strict=False)}
+    assert min(gaps) < settings["memory"]["snapshot_every"] == max(gaps)  # renewed early when near the budget
