@@ -17,6 +17,8 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.cache_hints import with_cache_hints
+
 log = logging.getLogger(__name__)
 
 Message = dict[str, str]
@@ -186,12 +188,14 @@ class ChatModel:
         self.price = find_price(name, config.get("prices") or {})
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
+        self.cache_hints = bool(config.get("cache_hints", True))
 
     def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         attempt = 0
         while True:
             try:
-                response = self.chat.invoke(messages)
+                response = self.chat.invoke(payload, **hints)
             except Exception as error:
                 self._give_up_or_wait(error, attempt)
                 attempt += 1
