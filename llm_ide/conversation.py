@@ -68,15 +68,32 @@ def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: i
     return messages
 
 
+def single_call_turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
+    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action."""
+    templates = ctx.templates
+    head = act_instruction(ctx, None) if start == 0 else render(templates, "single_step", node=nodes[start - 1])
+    messages = [{"role": "user", "content": f"{snapshot}\n\n{head}"}]
+    for position in range(start, len(nodes)):
+        node = nodes[position]
+        reply = render(templates, "action_turn", node=node, params=params_text(node))
+        if position > 0:
+            reply = render(templates, "reflection", reflection=nodes[position - 1]) + "\n" + reply
+        instruction = render(templates, "single_step", node=node)
+        observation = render(templates, "observation_turn", node=node, instruction=instruction)
+        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": observation}]
+    return messages
+
+
 def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: bool) -> list[Message]:
     """The messages of the reflect call, or (with the pending reflection) of the act call that continues it; a
     pending format-error exchange comes last."""
     nodes = state.get("operations", [])
     if with_pending_reflection:
         nodes = with_reflection(nodes, state.get("reflection"))
+    build = single_call_turns if ctx.agent.get("single_call") else turns
     messages = [
         {"role": "system", "content": system_prompt(ctx, state["task"])},
-        *turns(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0)),
+        *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0)),
     ]
     if retry := state.get("retry"):
         messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]

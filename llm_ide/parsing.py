@@ -13,6 +13,7 @@ _FALSE = {"false", "no", "0"}
 _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
+_ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -81,6 +82,14 @@ def parse_reflection(text: str) -> Reflection:
         summary=" ".join(part for part in summary if part),
         lessons="\n".join(lesson for lesson in lessons if lesson),
     )
+
+
+def split_reflection(text: str) -> tuple[str, str]:
+    """A single-call reply: the reflection before the first action tag, and the action from it on."""
+    match = _ACTION_START.search(text)
+    if match is None:
+        raise FormatError("missing <thought> and <action_type> tags after the reflection")
+    return text[: match.start()], text[match.start() :]
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:

@@ -225,3 +225,18 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
     assert memory.count("Observation (return code 0)") == 1
     sizes = [c["prompt_chars"] for c in traj["model_calls"] if c["kind"] == "act"]
     assert max(sizes[6:]) - min(sizes[6:]) < 600  # once the window is full the prompt no longer grows
+
+
+def test_single_call_builds_the_same_tree_with_one_call_per_step(tmp_path: Path) -> None:
+    merged = [FIX_SCRIPT[0]] + [f"{FIX_SCRIPT[i]}\n{FIX_SCRIPT[i + 1]}" for i in range(1, len(FIX_SCRIPT), 2)]
+    _, two = run(tmp_path / "two", FIX_SCRIPT)
+    result, one = run(tmp_path / "one", merged, single_call=True)
+    assert result.exit_status == "submitted"
+    fields = ("id", "parent_id", "thought", "action_type", "bad_action", "summary", "lessons")
+    assert [[o[f] for f in fields] for o in one["operations"]] == [[o[f] for f in fields] for o in two["operations"]]
+    assert [c["kind"] for c in one["model_calls"]] == ["act"] * 5
+    prompts = [c["prompt"] for c in one["model_calls"]]
+    assert all(later.startswith(earlier) for earlier, later in zip(prompts, prompts[1:], strict=False))
+    assert "## Reflect on operation 1, then the next step" in prompts[2]
+    assert "[assistant]\nbad: The test fails with 11.5 != 16.0" in prompts[3]  # the reflection stays in its reply
+    assert "+            total += price * quantity" in result.submission

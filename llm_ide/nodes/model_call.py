@@ -39,6 +39,11 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
     return reply.text, Usage(**usage)
 
 
+def expected_format(ctx: AgentContext, name: str) -> str:
+    formats = {part: render(ctx.templates, part) for part in ("reflect_format", "act_format")}
+    return render(ctx.templates, name, **formats)
+
+
 def format_failure(
     ctx: AgentContext, state: AgentState, response: str, error: Exception, expected: str
 ) -> dict[str, Any]:
@@ -47,9 +52,7 @@ def format_failure(
         "format_errors": errors,
         "retry": {
             "response": response,
-            "message": render(
-                ctx.templates, "format_error", error=str(error), expected=render(ctx.templates, expected)
-            ),
+            "message": render(ctx.templates, "format_error", error=str(error), expected=expected_format(ctx, expected)),
         },
     }
     if errors >= ctx.agent["max_format_errors"]:

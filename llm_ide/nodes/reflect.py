@@ -13,6 +13,8 @@ from llm_ide.state.graph_state import AgentState
 
 def reflect(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = resolve(runtime, state)
+    if ctx.agent.get("single_call"):
+        return {}  # the act call reflects too
     text, usage = call_model(ctx, state, "reflect", messages_for(ctx, state, with_pending_reflection=False))
     try:
         reflection = parse_reflection(text)
