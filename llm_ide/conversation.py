@@ -5,6 +5,8 @@ extends the previous one (providers serve that prefix from their cache); a new s
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
@@ -12,9 +14,24 @@ from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, with_reflection
 
 Message = dict[str, str]
+MEMO_SIZE = 64
+
+
+def memo(ctx: AgentContext, key: tuple[Any, ...], make: Callable[[], str]) -> str:
+    """A prompt part that never changes once made (the system part, an operation's turns), rendered once."""
+    text = ctx.rendered.get(key)
+    if text is None:
+        if len(ctx.rendered) >= MEMO_SIZE:
+            ctx.rendered.clear()
+        text = ctx.rendered[key] = make()
+    return text
 
 
 def system_prompt(ctx: AgentContext, task: str) -> str:
+    return memo(ctx, ("system", task), lambda: render_system(ctx, task))
+
+
+def render_system(ctx: AgentContext, task: str) -> str:
     ws = ctx.workspace
     templates = ctx.templates
     actions = render(
@@ -45,24 +62,39 @@ def params_text(node: OperationNode) -> str:
     return json.dumps(node.action_params, ensure_ascii=False)
 
 
+def action_turn(ctx: AgentContext, node: OperationNode) -> str:
+    return memo(
+        ctx, ("action", node.id), lambda: render(ctx.templates, "action_turn", node=node, params=params_text(node))
+    )
+
+
+def observation_turn(ctx: AgentContext, node: OperationNode, instruction: str) -> str:
+    def make() -> str:
+        text = render(ctx.templates, instruction, node=node)
+        return render(ctx.templates, "observation_turn", node=node, instruction=text)
+
+    return memo(ctx, ("observation", node.id, instruction), make)
+
+
+def reflection_turn(ctx: AgentContext, node: OperationNode) -> str:
+    return memo(ctx, ("reflection", node.id), lambda: render(ctx.templates, "reflection", reflection=node))
+
+
 def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
     """The snapshot (taken after `start` operations) and the turns since: each operation's action and observation
     with the request to reflect on it, and, once reflected, the reflection and the request for the next action."""
-    templates = ctx.templates
-    head = act_instruction(ctx, None) if start == 0 else render(templates, "reflect", node=nodes[start - 1])
+    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "reflect", node=nodes[start - 1])
     messages = [{"role": "user", "content": f"{snapshot}\n\n{head}"}]
     for position in range(max(start - 1, 0), len(nodes)):
         node = nodes[position]
         if position >= start:
-            action = render(templates, "action_turn", node=node, params=params_text(node))
-            observation = render(
-                templates, "observation_turn", node=node, instruction=render(templates, "reflect", node=node)
-            )
-            messages += [{"role": "assistant", "content": action}, {"role": "user", "content": observation}]
-        if node.bad_action is not None:
-            reflection = render(templates, "reflection", reflection=node)
             messages += [
-                {"role": "assistant", "content": reflection},
+                {"role": "assistant", "content": action_turn(ctx, node)},
+                {"role": "user", "content": observation_turn(ctx, node, "reflect")},
+            ]
+        if node.bad_action is not None:
+            messages += [
+                {"role": "assistant", "content": reflection_turn(ctx, node)},
                 {"role": "user", "content": act_instruction(ctx, node)},
             ]
     return messages
@@ -70,17 +102,17 @@ def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: i
 
 def single_call_turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
     """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action."""
-    templates = ctx.templates
-    head = act_instruction(ctx, None) if start == 0 else render(templates, "single_step", node=nodes[start - 1])
+    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "single_step", node=nodes[start - 1])
     messages = [{"role": "user", "content": f"{snapshot}\n\n{head}"}]
     for position in range(start, len(nodes)):
         node = nodes[position]
-        reply = render(templates, "action_turn", node=node, params=params_text(node))
+        reply = action_turn(ctx, node)
         if position > 0:
-            reply = render(templates, "reflection", reflection=nodes[position - 1]) + "\n" + reply
-        instruction = render(templates, "single_step", node=node)
-        observation = render(templates, "observation_turn", node=node, instruction=instruction)
-        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": observation}]
+            reply = reflection_turn(ctx, nodes[position - 1]) + "\n" + reply
+        messages += [
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": observation_turn(ctx, node, "single_step")},
+        ]
     return messages
 
 
