@@ -37,6 +37,7 @@ class Reply:
     invalid_json: bool = False
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
     usage: bool = True
     error_message: str | None = None
 
@@ -99,6 +100,8 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
         prompt = reply.input_tokens if reply.input_tokens is not None else prompt_chars // 4
         completion = reply.output_tokens if reply.output_tokens is not None else len(text) // 4
         body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        if reply.cached_tokens is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
     return body
 
 

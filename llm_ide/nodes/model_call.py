@@ -11,7 +11,7 @@ from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
 def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    usage = dict(state.get("usage") or empty_usage())
+    usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])
     if ctx.record_call is not None:
@@ -24,6 +24,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
                 "prompt_tokens": reply.input_tokens,
                 "response": reply.text,
                 "response_tokens": reply.output_tokens,
+                "cache_read_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
             }
@@ -34,6 +36,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
         api_calls=usage["api_calls"] + 1,
         input_tokens=usage["input_tokens"] + reply.input_tokens,
         output_tokens=usage["output_tokens"] + reply.output_tokens,
+        cache_read_tokens=usage["cache_read_tokens"] + reply.cache_read_tokens,
+        cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
     return reply.text, Usage(**usage)

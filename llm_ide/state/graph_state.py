@@ -20,9 +20,13 @@ class AgentInput(TypedDict, total=False):
 
 
 class Usage(TypedDict):
+    """The run's model usage; `input_tokens` includes the cached ones (read from / written to the prompt cache)."""
+
     api_calls: int
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
     cost: float
 
 
@@ -46,4 +50,4 @@ class AgentState(AgentInput, total=False):
 
 
 def empty_usage() -> Usage:
-    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cost=0.0)
+    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_write_tokens=0, cost=0.0)
