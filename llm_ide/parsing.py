@@ -13,6 +13,8 @@ _FALSE = {"false", "no", "0"}
 _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
+_ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
+_ACTION_TAG = re.compile(rf"<\s*({'|'.join(sorted(ACTION_TYPES, key=len, reverse=True))})\s*(/)?\s*>", re.IGNORECASE)
 _ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -85,11 +87,15 @@ def parse_reflection(text: str) -> Reflection:
 
 
 def split_reflection(text: str) -> tuple[str, str]:
-    """A single-call reply: the reflection before the first action tag, and the action from it on."""
-    match = _ACTION_START.search(text)
-    if match is None:
-        raise FormatError("missing <thought> and <action_type> tags after the reflection")
-    return text[: match.start()], text[match.start() :]
+    """A single-call reply: the reflection (its verdict line and `lesson:` lines, or its tags), then the action."""
+    if _BAD_ACTION_TAG.search(text):
+        match = _ACTION_START.search(text)
+        if match is None:
+            raise FormatError("missing the action after the reflection")
+        return text[: match.start()], text[match.start() :]
+    lines = text.strip().splitlines(keepends=True)
+    taken = 1 + next((i for i, line in enumerate(lines[1:]) if not _LESSON.match(line.strip())), len(lines) - 1)
+    return "".join(lines[:taken]), "".join(lines[taken:])
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:
@@ -101,13 +107,37 @@ def parse_params(raw: str | None) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except json.JSONDecodeError as error:
-        raise FormatError(f"<action_params> is not valid JSON ({error.msg} at line {error.lineno})") from None
+        raise FormatError(f"the action's parameters are not valid JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(value, dict):
-        raise FormatError(f"<action_params> must be a JSON object, got {type(value).__name__}")
+        raise FormatError(f"the action's parameters must be a JSON object, got {type(value).__name__}")
     return value
 
 
 def parse_action(text: str) -> ParsedAction:
+    """The terse format (the thought, then the action as a tag named after its type holding the JSON parameters:
+    `<view>{"path": ...}</view>`), or the tagged one (`<thought>`, `<action_type>`, `<action_params>`)."""
+    if _ACTION_TYPE_TAG.search(text):
+        return parse_tagged_action(text)
+    error: FormatError | None = None
+    for match in _ACTION_TAG.finditer(text):  # the first tag whose body parses (a later one may sit in the params)
+        action_type = match.group(1).lower()
+        rest = text[match.end() :]
+        closings = list(re.finditer(rf"<\s*/\s*{action_type}\s*>", rest, re.IGNORECASE))
+        body = "" if match.group(2) else rest[: closings[-1].start()] if closings else rest
+        try:
+            params = parse_params(body)
+        except FormatError as problem:
+            error = error or problem
+            continue
+        before = text[: match.start()]
+        thought = extract_tag(before, "thought", required=False) or before.strip()
+        return ParsedAction(thought, action_type, params)
+    raise error or FormatError(
+        f"missing the action: a tag named after its type ({', '.join(ACTION_TYPES)}) holding its JSON parameters"
+    )
+
+
+def parse_tagged_action(text: str) -> ParsedAction:
     action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
     if action_type not in ACTION_TYPES:
         raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}")

@@ -168,10 +168,8 @@ def make_repo(directory: Path) -> Path:
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
-    return (
-        f"<thought>{thought}</thought>\n<action_type>{action_type}</action_type>\n"
-        f"<action_params>{json.dumps(params)}</action_params>"
-    )
+    """The action format: the thought, then the action's tag holding its JSON parameters."""
+    return f"{thought}\n<{action_type}>{json.dumps(params) if params else ''}</{action_type}>"
 
 
 def reflect(bad: bool, summary: str, lessons: str = "") -> str:

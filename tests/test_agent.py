@@ -88,7 +88,10 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
     assert result.exit_status == "format_error"
     assert len(traj["operations"]) == 1
     prompts = [c["prompt"] for c in traj["model_calls"]]
-    assert "missing <action_type> tag" in prompts[1] and "[assistant]\nI think I should look" in prompts[1]
+    assert (
+        "missing the action: a tag named after its type" in prompts[1]
+        and "[assistant]\nI think I should look" in prompts[1]
+    )
     assert "<bad_action> must be true or false, got 'maybe'" in prompts[3]
     assert "first line must be `good: <summary>` or `bad: <summary>`" in prompts[4]
     assert len(prompts) == 5

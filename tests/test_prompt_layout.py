@@ -59,7 +59,7 @@ def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
     assert "## Alternative action" in bad and "bad: The search found nothing useful." in bad
     system = calls[0]["prompt"].split("\n\n[user]\n", 1)[0]
     assert all(c["prompt"].startswith(system) for c in calls)
-    actions_line = '`view_symbol` {"path": "<file>"'
+    actions_line = '<view_symbol>{"path": "<file>"'
     assert all(c["prompt"].count(actions_line) == 1 for c in calls)  # the actions text only in the system part
 
 
