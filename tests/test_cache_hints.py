@@ -60,4 +60,4 @@ def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch:
         assert 1 <= len(marked) <= 2  # the snapshot message and the last one (one message when they are the same)
         last = body["messages"][-1]["content"]
         assert isinstance(last, list) and last[-1]["cache_control"] == {"type": "ephemeral"}
-        assert "# Memory as of operation" in body["messages"][0]["content"][0]["text"]
+        assert "## Code Context (as of operation" in body["messages"][0]["content"][0]["text"]

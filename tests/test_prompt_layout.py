@@ -69,7 +69,7 @@ def test_within_an_epoch_every_prompt_extends_the_previous_one(tmp_path: Path) -
     renewed = [i for i in range(1, len(prompts)) if not prompts[i].startswith(prompts[i - 1])]
     # calls: act 0 | reflect 0, act 1 | reflect 1, act 2 | reflect 2, act 3 (new snapshot after 3 operations) | ...
     assert renewed == [5]
-    assert "# Memory as of operation 3" in prompts[5] and "# Memory as of operation 0" in prompts[4]
+    assert "## Code Context (as of operation 3)" in prompts[5] and "(as of operation 0)" in prompts[4]
     history = prompts[5][prompts[5].index("## Operation History") : prompts[5].index("## Lessons Learned")]
     assert "### Operation 0" in history and "### Operation 1" not in history  # the bad one left the chain
     assert "- Search with the method's full signature." in prompts[5]
@@ -115,7 +115,7 @@ def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> Non
     assert len(sizes) == 599
     assert max(sizes) <= budget
     assert "- Lesson 5." in traj["model_calls"][-1]["prompt"]  # an early lesson is still shown
-    marker = "# Memory as of operation "
-    starts = sorted({int(c["prompt"].split(marker, 1)[1].split("\n", 1)[0]) for c in traj["model_calls"]})
+    marker = "## Code Context (as of operation "
+    starts = sorted({int(c["prompt"].split(marker, 1)[1].split(")", 1)[0]) for c in traj["model_calls"]})
     gaps = {b - a for a, b in zip(starts, starts[1:], strict=False)}
     assert min(gaps) < settings["memory"]["snapshot_every"] == max(gaps)  # renewed early when near the budget
