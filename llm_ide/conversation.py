@@ -122,7 +122,7 @@ def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: 
     nodes = state.get("operations", [])
     if with_pending_reflection:
         nodes = with_reflection(nodes, state.get("reflection"))
-    build = single_call_turns if ctx.agent.get("single_call") else turns
+    build = single_call_turns if ctx.settings.agent.single_call else turns
     messages = [
         {"role": "system", "content": system_prompt(ctx, state["task"])},
         *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0)),

@@ -11,25 +11,21 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.settings import Settings
 
 
-def config(**agent: object) -> dict:
-    settings = load_config("default")
-    settings["environment"]["tools"] = []
-    settings["agent"].update(agent)
-    settings["model"].update(max_retries=2, retry_base_delay=0.01, retry_max_delay=0.02, timeout=2)
-    return settings
+def config(**agent: object) -> Settings:
+    model = {"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, "timeout": 2}
+    return load_config("default", environment={"tools": []}, agent=agent, model=model)
 
 
 def run(tmp_path: Path, responses: list[str], repo: Path | None = None, memory: dict | None = None, **agent: object):
     repo = repo or make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "script.yaml", responses)
-    settings = config(**agent)
-    settings["memory"].update(memory or {})
     result = run_task(
         "Cart.total ignores quantities.",
         model=model,
-        config=settings,
+        settings=config(**agent).merged({"memory": memory or {}}),
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=repo,
@@ -59,7 +55,7 @@ def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: 
     assert total["activity"]["accessed"] == [1, 0, 1, 0, 0]
     assert total["activity"]["referred"] == [1, 1, 2, 1, 0]
     # scored when the context was last rendered, before the fifth operation: S = Σ (A_i + R_i)·0.9^(4−i)
-    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**3 + 1 * 0.9**2 + (1 + 2) * 0.9 + 1)
+    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**4 + 1 * 0.9**3 + (1 + 2) * 0.9**2 + 1 * 0.9 + 0)
     assert all(len(c["activity"]["accessed"]) == len(c["activity"]["referred"]) == 5 for c in traj["code_context"])
 
     calls = traj["model_calls"]
@@ -119,7 +115,7 @@ def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent:
                 "fix",
                 model="gpt-4o",
                 base_url=server.url,
-                config=config(**agent),
+                settings=config(**agent),
                 output_dir=tmp_path / "out",
                 run_id="t1",
                 repo=repo,
@@ -140,7 +136,7 @@ def test_http_model_errors_end_the_run_cleanly(tmp_path: Path) -> None:
             "fix",
             model="some-model",
             base_url=server.url,
-            config=config(),
+            settings=config(),
             output_dir=tmp_path / "out",
             run_id="t1",
             repo=repo,
@@ -159,7 +155,7 @@ def test_garbage_from_the_endpoint_ends_with_format_error(tmp_path: Path) -> Non
             "fix",
             model="some-model",
             base_url=server.url,
-            config=config(max_format_errors=2),
+            settings=config(max_format_errors=2),
             output_dir=tmp_path / "out",
             run_id="t1",
             repo=repo,
@@ -183,9 +179,9 @@ def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path
     assert "debug.log" not in result.submission and "build/out.txt" not in result.submission
     assert git(tmp_path / "repo", "status", "--porcelain").splitlines() == ["?? build/", "?? shop/util.py"]
     again = run_task(
-        "ignored",
+        "Cart.total ignores quantities.",
         model="scripted:/nonexistent.yaml",
-        config=config(),
+        settings=config(),
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=tmp_path / "repo",
@@ -201,12 +197,11 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
             reflect(False, f"printed step-{step}"),
         ]
     script.append(act("Done.", "submit"))
-    settings = config()
-    settings["memory"].update(history_max=4, snapshot_every=1)
+    settings = config().merged({"memory": {"history_max": 4, "snapshot_every": 1}})
     result = run_task(
         "print the steps",
         model=write_script(tmp_path / "script.yaml", script),
-        config=settings,
+        settings=settings,
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),

@@ -13,14 +13,13 @@ from llm_ide.run.single import run_task
 
 
 def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = True) -> dict:
-    settings = load_config("default")
-    settings["environment"]["tools"] = []
-    settings["model"].update(max_retries=0, timeout=10, cache_hints=cache_hints)
+    client = {"max_retries": 0, "timeout": 10, "cache_hints": cache_hints}
+    settings = load_config("default", environment={"tools": []}, model=client)
     result = run_task(
         "Cart.total ignores quantities.",
         model=model,
         base_url=base_url,
-        config=settings,
+        settings=settings,
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),

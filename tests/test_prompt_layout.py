@@ -29,15 +29,13 @@ SCRIPT = [
 
 
 def run_session(tmp_path: Path, **memory: object) -> dict:
-    settings = load_config("default")
-    settings["environment"]["tools"] = []
-    settings["memory"].update(memory)
+    settings = load_config("default", environment={"tools": []}, memory=memory)
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
     shutil.copyfile(ARGPARSE, repo / "argparse.py")
     result = run_task(
         TASK,
         model=write_script(tmp_path / "script.yaml", SCRIPT),
-        config=settings,
+        settings=settings,
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=repo,
@@ -95,16 +93,14 @@ def long_session(steps: int) -> list[str]:
 
 @pytest.mark.slow
 def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> None:
-    settings = load_config("default")
-    settings["environment"]["tools"] = []
-    settings["agent"]["step_limit"] = 400
-    budget = settings["memory"]["prompt_budget_chars"]
+    settings = load_config("default", environment={"tools": []}, agent={"step_limit": 400})
+    budget = settings.memory.prompt_budget_chars
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
     shutil.copyfile(ARGPARSE, repo / "argparse.py")
     result = run_task(
         TASK,
         model=write_script(tmp_path / "script.yaml", long_session(300)),
-        config=settings,
+        settings=settings,
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=repo,
@@ -118,4 +114,4 @@ def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> Non
     marker = "## Code Context (as of operation "
     starts = sorted({int(c["prompt"].split(marker, 1)[1].split(")", 1)[0]) for c in traj["model_calls"]})
     gaps = {b - a for a, b in zip(starts, starts[1:], strict=False)}
-    assert min(gaps) < settings["memory"]["snapshot_every"] == max(gaps)  # renewed early when near the budget
+    assert min(gaps) < settings.memory.snapshot_every == max(gaps)  # renewed early when near the budget

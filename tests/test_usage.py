@@ -20,14 +20,13 @@ def test_cached_tokens_and_cost_reach_model_stats_and_every_recorded_call(tmp_pa
         for text, (i, c, o) in zip(FIX_SCRIPT, tokens, strict=True)
     ]
     costs = [((i - c) * 0.25 + c * 0.025 + o * 2.0) / 1e6 for i, c, o in tokens]
-    config = load_config("default")
-    config["environment"]["tools"] = []
+    settings = load_config("default", environment={"tools": []})
     with OpenAIServer(replies=replies) as server:
         result = run_task(
             "Cart.total ignores quantities.",
             model="gpt-5-mini",
             base_url=server.url,
-            config=config,
+            settings=settings,
             output_dir=tmp_path / "out",
             run_id="t1",
             repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),

@@ -3,17 +3,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from jinja2 import Environment as Jinja
-from jinja2 import StrictUndefined, Template
-
-
-@cache
-def _template(text: str) -> Template:
-    return Jinja(undefined=StrictUndefined, keep_trailing_newline=True).from_string(text)
+from llm_ide.prompting import compile_template
 
 
 def render(template: str, **values: object) -> str:
-    return _template(template).render(**values)
+    return compile_template(template).render(**values)
 
 
 @cache
@@ -21,16 +15,12 @@ def default_messages() -> dict[str, str]:
     """The `environment.messages` templates of the bundled default config (elision line, timeout note)."""
     from llm_ide.config import load_config
 
-    return dict(load_config("default")["environment"]["messages"])
+    return load_config("default").environment.messages.model_dump()
 
 
 def append_note(text: str, note: str) -> str:
     """`note` on a line of its own after `text`."""
     return text + note if not text or text.endswith("\n") else f"{text}\n{note}"
-
-
-def messages_from_config(env_config: dict) -> dict[str, str]:
-    return {**default_messages(), **(env_config.get("messages") or {})}
 
 
 @dataclass

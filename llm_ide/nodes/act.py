@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 from llm_ide.conversation import messages_for
 from llm_ide.nodes.model_call import call_model, format_failure
 from llm_ide.parsing import FormatError, parse_action, parse_reflection, split_reflection
-from llm_ide.resources import AgentContext, release, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, next_parent, with_reflection
 
@@ -15,9 +15,9 @@ from llm_ide.state.operations import OperationNode, next_parent, with_reflection
 def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """The reflect call's conversation continued: its reflection, then the instruction `bad_action` chose. With
     `agent.single_call` the one reply also holds the reflection on the previous operation, and places the new node."""
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     nodes = state.get("operations", [])
-    single = bool(ctx.agent.get("single_call")) and bool(nodes)
+    single = ctx.settings.agent.single_call and bool(nodes)
     reply, usage = call_model(ctx, state, "act", messages_for(ctx, state, with_pending_reflection=not single))
     update: dict[str, Any] = {"usage": usage, "format_errors": 0, "retry": None}
     text = reply
@@ -29,9 +29,7 @@ def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         action = parse_action(text)
     except FormatError as error:
         expected = "single_format" if single else "act_format"
-        update = {"usage": usage, **format_failure(ctx, state, reply, error, expected)}
-        release(runtime, update)
-        return update
+        return {"usage": usage, **format_failure(ctx, state, reply, error, expected)}
     update["pending"] = OperationNode(
         id=len(nodes),
         parent_id=update.get("parent_id", state.get("parent_id")),

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.resources import AgentContext, release, resolve
-from llm_ide.state.context import Chunk, add_scope, record_operation
+from llm_ide.errors import ExitStatus
+from llm_ide.resources import AgentContext
+from llm_ide.state.context import add_scope, copy_chunks, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
 from llm_ide.state.references import count_references, parse_references
@@ -15,34 +15,23 @@ from llm_ide.state.references import count_references, parse_references
 CHANGES_FILES = {"edit", "create", "bash"}
 
 
-def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
-    return [
-        replace(
-            c,
-            lines=list(c.lines),
-            activity=replace(c.activity, accessed=list(c.activity.accessed), referred=list(c.activity.referred)),
-        )
-        for c in chunks
-    ]
-
-
-def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> str | None:
-    agent = ctx.agent
+def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> ExitStatus | None:
+    agent = ctx.settings.agent
     cost = (state.get("usage") or empty_usage())["cost"]
     if state.get("submitted"):
-        return "submitted"
-    if agent.get("step_limit") and n_operations >= agent["step_limit"]:
-        return "step_limit"
-    if (agent.get("cost_limit") and cost >= agent["cost_limit"]) or (ctx.cost_budget and ctx.cost_budget.exhausted):
-        return "cost_limit"
-    if agent.get("wall_time_limit") and elapsed >= agent["wall_time_limit"]:
-        return "time_limit"
+        return ExitStatus.SUBMITTED
+    if agent.step_limit and n_operations >= agent.step_limit:
+        return ExitStatus.STEP_LIMIT
+    if (agent.cost_limit and cost >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
+        return ExitStatus.COST_LIMIT
+    if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
+        return ExitStatus.TIME_LIMIT
     return None
 
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     view = ctx.workspace.view
     pending = state["pending"]
     n_operations = state.get("n_operations", 0)
@@ -57,6 +46,7 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
         n_operations=n_operations,
     )
     record_operation(chunks, accessed, referred)
+    rescore(chunks, n_operations + 1, ctx.score_params)
     now = time.monotonic()
     elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
     ctx.mark = now
@@ -72,5 +62,4 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     }
     if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
         update["worktree_patch"] = ctx.snapshot_patch()
-    release(runtime, update)
     return update

@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas) needs it on Python < 3.12
 
+from llm_ide.errors import ExitStatus
 from llm_ide.state.context import Chunk, Scope
 from llm_ide.state.operations import OperationNode, Reflection, merge_operations
 
@@ -30,10 +31,24 @@ class Usage(TypedDict):
     cost: float
 
 
-class AgentState(AgentInput, total=False):
+class RunState(AgentInput, total=False):
+    """The run's memory and outcome: what the graph returns and what outlives a step."""
+
     code_context: list[Chunk]
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
+    usage: Usage
+    elapsed: float
+    exit_status: ExitStatus | None
+    worktree_patch: str
+    error: str  # LangGraph Studio: the message of the error that ended the run
+    submission: str  # LangGraph Studio: the patch, when the run has ended
+
+
+class StepState(TypedDict, total=False):
+    """Scratch fields of the current step, and the current epoch's memory snapshot, private to the nodes (not in the
+    graph's output)."""
+
     snapshot: str  # the memory as rendered when the current epoch began
     snapshot_step: int  # n_operations then
     reflection: Reflection | None
@@ -43,10 +58,10 @@ class AgentState(AgentInput, total=False):
     submitted: bool
     retry: dict[str, str] | None
     format_errors: int
-    usage: Usage
-    elapsed: float
-    exit_status: str | None
-    worktree_patch: str
+
+
+class AgentState(RunState, StepState, total=False):
+    """What the nodes read: the run's state and the step's scratch fields."""
 
 
 def empty_usage() -> Usage:

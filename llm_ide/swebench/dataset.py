@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from llm_ide.errors import UsageError
+
 SUBSETS: dict[str, str] = {
     "lite": "princeton-nlp/SWE-bench_Lite",
     "verified": "princeton-nlp/SWE-bench_Verified",
@@ -21,7 +23,7 @@ LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
 SHUFFLE_SEED = 42
 
 
-class DatasetError(ValueError):
+class DatasetError(UsageError, ValueError):
     """The dataset as a whole cannot be loaded (unreachable, missing file, unreadable format)."""
 
 
@@ -284,7 +286,7 @@ def select(
             pattern = re.compile(filter_regex)
         except re.error as error:
             raise ValueError(f"invalid --filter regex {filter_regex!r}: {error}") from None
-        chosen = [inst for inst in chosen if pattern.match(inst.instance_id)]
+        chosen = [inst for inst in chosen if pattern.search(inst.instance_id)]
     chosen = chosen[parse_slice(slice_spec)]
     return [inst for inst in chosen if inst.instance_id not in skip_ids]
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,26 +12,16 @@ from typing import Any
 
 import yaml
 
+from llm_ide.errors import UsageError
+from llm_ide.fileio import atomic_write
+
 PREDS = "preds.json"
 STATUSES = "exit_statuses.yaml"
 LOCK = ".llm-ide-batch.lock"
 
 
-class StoreError(ValueError):
+class StoreError(UsageError, ValueError):
     """preds.json or exit_statuses.yaml cannot be read."""
-
-
-def atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextmanager
@@ -59,6 +47,19 @@ def read_preds(output: Path) -> dict[str, dict[str, Any]]:
         data = {pred["instance_id"]: pred for pred in data if isinstance(pred, dict) and "instance_id" in pred}
     if not isinstance(data, dict):
         raise StoreError(f"{path}: expected an object of instance_id → prediction")
+    return data
+
+
+def read_statuses(output: Path) -> dict[str, Any]:
+    path = output / STATUSES
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise StoreError(f"{path} is not valid YAML ({' '.join(str(error).split())}); fix or move it away") from None
+    if not isinstance(data, dict) or not isinstance(data.get("instances") or {}, dict):
+        raise StoreError(f"{path}: expected `instances:` mapping ids to exit statuses; fix or move it away")
     return data
 
 
@@ -94,9 +95,8 @@ class OutputStore:
     def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
         with file_lock(self.lock):
             path = self.output / STATUSES
-            data = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
-            instances: dict[str, Any] = data.get("instances") or {}
-            instances[instance_id] = {"exit_status": exit_status, **details}
+            instances: dict[str, Any] = read_statuses(self.output).get("instances") or {}
+            instances[instance_id] = {"exit_status": str(exit_status), **details}
             by_status: dict[str, list[str]] = {}
             for iid, info in sorted(instances.items()):
                 by_status.setdefault(info["exit_status"], []).append(iid)

@@ -1,0 +1,223 @@
+"""The typed configuration: every key of `prompts/default.yaml` (its values are the defaults), validated once at load.
+
+Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, never ignored.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+)
+
+from llm_ide.errors import ConfigError
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentSettings(Strict):
+    step_limit: NonNegativeInt  # 0: no limit
+    cost_limit: NonNegativeFloat  # 0: no limit
+    wall_time_limit: NonNegativeFloat  # seconds; 0: no limit
+    max_format_errors: PositiveInt
+    observation_max_chars: PositiveInt
+    view_max_lines: PositiveInt
+    search_max_results: PositiveInt
+    single_call: bool  # one model call per step: its reply holds the reflection and the next action
+
+
+class MemorySettings(Strict):
+    alpha: float
+    beta: float
+    gamma: float = Field(gt=0, le=1)
+    threshold: float
+    context_budget_chars: PositiveInt
+    history_max: PositiveInt
+    history_thought_chars: PositiveInt
+    history_params_chars: PositiveInt
+    snapshot_every: PositiveInt
+    prompt_budget_chars: PositiveInt
+
+
+class EnvironmentMessages(Strict):
+    elided: str
+    timed_out: str
+    session_lost: str
+
+
+class EnvironmentSettings(Strict):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
+
+    type: Literal["local", "docker"]
+    command_timeout: PositiveFloat
+    output_max_bytes: PositiveInt
+    image: str | None
+    workdir: str
+    conda_env: str | None
+    network: str | None
+    cpus: PositiveFloat | None
+    memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    env: dict[str, str]
+    pull: Literal["missing", "never"]
+    messages: EnvironmentMessages
+    tools: list[str]
+
+
+class PriceSettings(Strict):
+    """USD per million tokens."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None  # left out: the input price
+    cache_write: NonNegativeFloat | None = None
+
+
+class ModelSettings(Strict):
+    timeout: PositiveFloat
+    max_retries: NonNegativeInt
+    retry_base_delay: NonNegativeFloat
+    retry_max_delay: NonNegativeFloat
+    temperature: float | None
+    kwargs: dict[str, Any]
+    prices: dict[str, PriceSettings]
+    cache_hints: bool
+
+
+class CheckpointSettings(Strict):
+    keep_history: bool
+    prune_every: NonNegativeInt
+
+
+class ObservationTemplates(Strict):
+    view: str
+    view_missing: str
+    view_symbol: str
+    view_symbol_missing: str
+    search: str
+    search_none: str
+    search_bad_pattern: str
+    search_missing: str
+    edit: str
+    edit_no_match: str
+    edit_many_matches: str
+    create: str
+    create_exists: str
+    bash: str
+    submit: str
+    bad_params: str
+    unknown_action: str
+
+
+class Templates(Strict):
+    """Jinja2 prompt templates (their text lives in the YAML)."""
+
+    system: str
+    task: str
+    code_context_empty: str
+    operation: str
+    operation_brief: str
+    operations_omitted: str
+    operation_history_empty: str
+    lessons_empty: str
+    tool_usage_empty: str
+    snapshot: str
+    actions: str
+    reflect: str
+    action_turn: str
+    observation_turn: str
+    next_step: str
+    alternative_action: str
+    single_step: str
+    reflection: str
+    format_error: str
+    reflect_format: str
+    single_format: str
+    act_format: str
+    truncated: str
+    observations: ObservationTemplates
+
+
+class PatchSettings(Strict):
+    max_new_file_bytes: PositiveInt
+    artefacts: list[str]
+
+
+class SweBenchSettings(Strict):
+    eval_timeout: PositiveFloat
+    eval_script: str
+
+
+class Settings(Strict):
+    """The whole configuration of a run."""
+
+    agent: AgentSettings
+    memory: MemorySettings
+    environment: EnvironmentSettings
+    model: ModelSettings
+    checkpoint: CheckpointSettings
+    templates: Templates
+    patch: PatchSettings
+    swebench: SweBenchSettings | None = None  # only in the `swebench` config
+
+    def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
+        """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
+        return validate_layers([(origin, self.model_dump(mode="python")), (origin, values)])
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = deepcopy(value)
+    return merged
+
+
+def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
+    merged: dict[str, Any] = {}
+    for _, data in layers:
+        merged = deep_merge(merged, data)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as error:
+        raise ConfigError(describe_error(error, layers)) from None
+
+
+def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """One line: the file that set the offending key, the key path, what is wrong."""
+    first = error.errors()[0]
+    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
+    key = ".".join(str(part) for part in loc)
+    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
+    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
+        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
+    if first["type"] == "extra_forbidden":
+        what = "unknown setting"
+    elif first["type"] == "missing":
+        what = "missing setting"
+    else:
+        what = f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    more = error.error_count() - 1
+    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+
+
+def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
+    for part in loc:
+        found = isinstance(data, dict) and part in data
+        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
+        if not found:
+            return False
+        data = data[part]
+    return True
