@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.cache_hints import with_cache_hints
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
@@ -182,12 +183,14 @@ class ChatModel:
         self.price = find_price(name, settings.prices)
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
+        self.cache_hints = settings.cache_hints
 
     def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         attempt = 0
         while True:
             try:
-                response = self.chat.invoke(messages)
+                response = self.chat.invoke(payload, **hints)
             except Exception as error:
                 self._give_up_or_wait(error, attempt)
                 attempt += 1

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
 from bench_session import act, reflect, symbols_of
 
-ACT = re.compile(
-    r"<thought>(.*?)</thought>\s*<action_type>(.*?)</action_type>\s*<action_params>(.*?)</action_params>", re.S
-)
+from llm_ide.parsing import parse_action, parse_reflection
+
 ANNOTATION = "  # reviewed: value computed here"
 CHECK_SCRIPT = """import subprocess
 
@@ -33,8 +30,8 @@ def with_check_script(script: list[str]) -> list[str]:
     for step in range(2, acts):
         if not wanted or step < wanted[0]:
             continue
-        kind = ACT.search(script[2 * (step - 1)])[2]
-        if kind in ("edit", "submit") or "<bad_action>true" in reflections[step - 2] + reflections[step - 1]:
+        kind = parse_action(script[2 * (step - 1)]).action_type
+        if kind in ("edit", "submit") or any(parse_reflection(r).bad_action for r in reflections[step - 2 : step]):
             continue
         if wanted.pop(0) == CHECK_AT[0]:
             thought = "A small script that compares the diff with the original lines checks the annotations for me."
@@ -52,10 +49,8 @@ def mini_responses(repo: Path, acts: list[str]) -> list[str]:
     spans = {(s.path, s.qualname): (s.start, s.end) for path, text in texts.items() for s in symbols_of(path, text)}
     responses = []
     for response in acts:
-        match = ACT.search(response)
-        if match is None:
-            raise ValueError(f"not an action: {response[:200]}")
-        thought, kind, params = match[1], match[2], json.loads(match[3])
+        action = parse_action(response)
+        thought, kind, params = action.thought, action.action_type, action.action_params
         responses.append(
             f"THOUGHT: {thought}\n\n```mswea_bash_command\n{mini_command(kind, params, texts, spans)}\n```"
         )

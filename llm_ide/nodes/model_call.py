@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
@@ -11,19 +12,9 @@ from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
 
-def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict[str, str]]:
-    messages = [
-        {"role": "system", "content": render(ctx.templates, "system")},
-        {"role": "user", "content": prompt},
-    ]
-    if retry := state.get("retry"):
-        messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
-    return messages
-
-
-def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
+def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    messages = [{**message, "content": redact(message["content"])} for message in messages_for(ctx, state, prompt)]
+    messages = [{**message, "content": redact(message["content"])} for message in messages]  # files may hold secrets
     usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])
@@ -58,6 +49,11 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
     return reply.text, Usage(**usage)
 
 
+def expected_format(ctx: AgentContext, name: str) -> str:
+    formats = {part: render(ctx.templates, part) for part in ("reflect_format", "act_format")}
+    return render(ctx.templates, name, **formats)
+
+
 def format_failure(
     ctx: AgentContext, state: AgentState, response: str, error: Exception, expected: str
 ) -> dict[str, Any]:
@@ -66,9 +62,7 @@ def format_failure(
         "format_errors": errors,
         "retry": {
             "response": response,
-            "message": render(
-                ctx.templates, "format_error", error=str(error), expected=render(ctx.templates, expected)
-            ),
+            "message": render(ctx.templates, "format_error", error=str(error), expected=expected_format(ctx, expected)),
         },
     }
     if errors >= ctx.settings.agent.max_format_errors:

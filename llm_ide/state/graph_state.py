@@ -46,9 +46,11 @@ class RunState(AgentInput, total=False):
 
 
 class StepState(TypedDict, total=False):
-    """Scratch fields of the current step, private to the nodes (not in the graph's output)."""
+    """Scratch fields of the current step, and the current epoch's memory snapshot, private to the nodes (not in the
+    graph's output)."""
 
-    workspace: str
+    snapshot: str  # the memory as rendered when the current epoch began
+    snapshot_step: int  # n_operations then
     reflection: Reflection | None
     parent_id: int | None
     pending: OperationNode | None
