@@ -6,8 +6,8 @@ from fnmatch import fnmatch
 from llm_ide.environments.base import Environment
 from llm_ide.settings import PatchSettings
 
-INDEX = ".git/llm-ide-patch-index"
-DIFF = ".git/llm-ide-patch.diff"
+INDEX = "llm-ide-patch-index"  # inside the repository's git directory (`.git`, or a worktree's own one)
+DIFF = "llm-ide-patch.diff"
 
 
 def base_commit(env: Environment) -> str | None:
@@ -23,10 +23,12 @@ def is_artefact(path: str, patterns: list[str]) -> bool:
 def extract_patch(env: Environment, base: str, settings: PatchSettings) -> str:
     """`git diff` of the working tree against `base`, new files included; files matched by .gitignore, build
     artefacts, binary files and oversized new files left out. The repository's own index is not touched."""
-    git = f"GIT_INDEX_FILE={INDEX} git -c core.quotepath=off"
+    git_dir = _run(env, "git rev-parse --absolute-git-dir").strip()
+    index, diff_file = shlex.quote(f"{git_dir}/{INDEX}"), f"{git_dir}/{DIFF}"
+    git = f"GIT_INDEX_FILE={index} git -c core.quotepath=off"
     diff = f"{git} diff --cached --no-renames {shlex.quote(base)}"
     try:
-        env.execute(f"rm -f {INDEX} {DIFF}", timeout=30)
+        env.execute(f"rm -f {index} {shlex.quote(diff_file)}", timeout=30)
         _run(env, f"{git} read-tree {shlex.quote(base)} && {git} add -A .")
         added = {line[2:] for line in _run(env, f"{diff} --name-status").splitlines() if line.startswith("A\t")}
         binary = {line[4:] for line in _run(env, f"{diff} --numstat").splitlines() if line.startswith("-\t-\t")}
@@ -34,11 +36,11 @@ def extract_patch(env: Environment, base: str, settings: PatchSettings) -> str:
         sizes = _sizes(env, sorted(added - excluded))
         excluded |= {p for p, size in sizes.items() if size > settings.max_new_file_bytes}
         pathspec = " ".join(shlex.quote(f":(exclude,literal){p}") for p in sorted(excluded))
-        _run(env, f"{diff} -- . {pathspec} > {DIFF}")
-        snapshot = env.read_files([DIFF])[DIFF]
+        _run(env, f"{diff} -- . {pathspec} > {shlex.quote(diff_file)}")
+        snapshot = env.read_files([diff_file])[diff_file]
         return "" if snapshot is None else snapshot.data.decode("utf-8", errors="replace")
     finally:
-        env.execute(f"rm -f {INDEX} {DIFF}", timeout=30)
+        env.execute(f"rm -f {index} {shlex.quote(diff_file)}", timeout=30)
 
 
 def _run(env: Environment, command: str) -> str:
