@@ -182,3 +182,56 @@ def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_pat
     trajectory = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())
     assert [op["action_type"] for op in trajectory["operations"]] == ["bash", "create", "submit"]
     assert "+def four():" in (folder / "patch_agent2.patch").read_text()
+
+
+def reference_edits(repo: Path, patch: Path) -> list[str]:
+    """Scripted responses that implement a reference feature.patch through `edit` actions (one per source file:
+    the whole file before → after), each reflected on, then submit."""
+    from llm_ide.coop.evaluate import drop_test_files
+
+    source = drop_test_files(patch.read_text())
+    files = [line.split(" b/", 1)[1] for line in source.splitlines() if line.startswith("diff --git")]
+    before = {name: (repo / name).read_text() for name in files}
+    applied = subprocess.run(["git", "-C", str(repo), "apply", "-"], input=source, text=True, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    after = {name: (repo / name).read_text() for name in files}
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--", "."], check=True)
+    responses = []
+    for name in files:
+        responses += [act(f"Implement the plan in {name}.", "edit", path=name, old=before[name], new=after[name]),
+                      reflect(False, f"{name} updated.")]  # fmt: skip
+    return [*responses, act("Both parts of the plan are in place.", "submit")]
+
+
+@pytest.mark.slow
+def test_scripted_coop_run_on_the_shared_task_grades_like_gold(shared_dir: Path, tmp_path: Path) -> None:
+    """Each agent implements its reference feature through edits; eval.json says what `coop evaluate --gold` says."""
+    from llm_ide.coop.evaluate import evaluate_pair
+    from llm_ide.coop.task import checkout_base, load_task
+
+    root = shared_dir / "data" / "cooperbench"
+    folder, bundle = (
+        root / "dataset" / "samuelcolvin_dirty_equals_task" / "task43",
+        root / "repos" / "dirty-equals.bundle",
+    )
+    task = load_task(folder)
+    repo = checkout_base(task, bundle, tmp_path / "scratch-repo")
+    model = scripts(
+        tmp_path / "scripts",
+        plan_1=[act("Split the work.", "communicate_with_agent", message="I add IsIP to _other.py and __init__",
+                    message_type="proposal"), act("Done.", "agreement_reached", plan="IsIP in dirty_equals/_other.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="IsMac in dirty_equals/_other.py")],
+        run_1=reference_edits(repo, task.feature(1).patch),
+        run_2=reference_edits(repo, task.feature(2).patch),
+    )  # fmt: skip
+    process = coop_run(folder, bundle, model, tmp_path / "out")
+    stdout, stderr = process.communicate(timeout=1800)
+    assert process.returncode == 0, stderr
+    result = json.loads((tmp_path / "out" / "samuelcolvin_dirty_equals_task43_f1_f2_coop_k0" / "eval.json").read_text())
+    patches = (task.feature(1).patch.read_text(), task.feature(2).patch.read_text())
+    gold = evaluate_pair(task, (1, 2), patches, bundle, tmp_path / "gold")
+    assert (result["merge"]["status"], result["merge"]["strategy"]) == (gold.merge.status, gold.merge.strategy)
+    assert result["merge"]["conflict_sections"] == gold.merge.conflict_sections
+    assert (result["feature1"]["passed"], result["feature2"]["passed"]) == (gold.feature1.passed, gold.feature2.passed)
+    assert (result["both_passed"], gold.both_passed) == (True, True)
+    assert result["feature1"]["tests_passed"] == gold.feature1.tests_passed > 0
