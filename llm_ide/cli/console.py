@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,15 +35,6 @@ def print_event(event: Any) -> None:
         console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
         if first:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
-
-
-def terminate_on_sigterm() -> None:
-    """SIGTERM ends a run like Ctrl-C: trajectory saved, environment removed, checkpoint kept for a resume."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 PROGRAMS = ("llm-ide", "mini-extra")

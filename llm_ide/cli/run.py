@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -21,17 +22,19 @@ from llm_ide.cli.console import (
     model_warnings_on_console,
     print_event,
     print_interrupted,
-    terminate_on_sigterm,
 )
+from llm_ide.errors import install_signal_policy
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
-ENVIRONMENTS = ("local", "docker")
+
+
+class EnvironmentType(StrEnum):
+    local = "local"
+    docker = "docker"
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
     """`--image` means docker: implied when `--environment` is not given, an error with `--environment local`."""
-    if environment is not None and environment not in ENVIRONMENTS:
-        raise fail(f"unknown environment {environment!r}: use local or docker")
     if image is None:
         return environment
     if environment == "local":
@@ -80,8 +83,9 @@ def run(
         ),
     ] = None,
     environment: Annotated[
-        str | None,
+        EnvironmentType | None,
         typer.Option(
+            case_sensitive=False,
             help="local (on this host, in the repository) or docker (in a container, on a copy).",
             show_default=config_default("environment.type") + "; docker with --image",
         ),
@@ -118,7 +122,7 @@ def run(
         raise fail(str(error)) from None
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
-    terminate_on_sigterm()
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
             result = run_task(

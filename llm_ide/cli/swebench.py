@@ -17,8 +17,8 @@ from llm_ide.cli.console import (
     model_warnings_on_console,
     print_event,
     print_interrupted,
-    terminate_on_sigterm,
 )
+from llm_ide.errors import install_signal_policy
 
 Subset = Annotated[
     str,
@@ -144,7 +144,7 @@ def swebench_command(
         redo_existing=redo_existing,
         step_limit=step_limit,
     )
-    terminate_on_sigterm()
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
             summary = run_swebench(
@@ -230,7 +230,7 @@ def swebench_single_command(
         raise fail(str(error)) from None
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
-    terminate_on_sigterm()
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
             outcome = run_instance(
