@@ -17,7 +17,7 @@ def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     nodes = state.get("operations", [])
     reflection = state.get("reflection")
     template = "alternative_action" if reflection is not None and reflection.bad_action else "next_step"
-    ws = ctx.workspace
+    ws = ctx.codebase
     prompt = render(
         ctx.templates,
         template,
