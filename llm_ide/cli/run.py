@@ -23,7 +23,7 @@ from llm_ide.cli.console import (
     print_event,
     print_interrupted,
 )
-from llm_ide.errors import install_signal_policy
+from llm_ide.errors import ExitStatus, install_signal_policy
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 
@@ -144,7 +144,7 @@ def run(
         saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
         print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
         raise typer.Exit(130) from None
-    if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
+    if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
         report(result)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     patch_path = output / f"{run_id}.patch"
@@ -152,12 +152,12 @@ def run(
     console.print(f"[bold]patch[/] ({patch_path}):")
     console.print(result.submission.rstrip("\n") if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
-    raise typer.Exit(0 if result.exit_status == "submitted" else 1)
+    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
 
 
 def report(result) -> None:
     stats = result.model_stats
-    colour = "green" if result.exit_status == "submitted" else "yellow"
+    colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
     console.print(
         f"[bold {colour}]{result.exit_status}[/] after {stats['api_calls']} model calls, "
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
@@ -204,7 +204,7 @@ def demo(
     console.print("[bold]Patch:[/]")
     console.print(result.submission, markup=False)
     report(result)
-    raise typer.Exit(0 if result.exit_status == "submitted" and passed else 1)
+    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED and passed else 1)
 
 
 def unittest_verdict(project: Path) -> tuple[bool, str]:

@@ -18,7 +18,7 @@ from llm_ide.cli.console import (
     print_event,
     print_interrupted,
 )
-from llm_ide.errors import install_signal_policy
+from llm_ide.errors import ExitStatus, install_signal_policy
 
 Subset = Annotated[
     str,
@@ -245,11 +245,11 @@ def swebench_single_command(
     except KeyboardInterrupt:
         print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
         raise typer.Exit(130) from None
-    colour = "green" if outcome.exit_status == "submitted" else "yellow"
+    colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
     console.print(outcome.patch or "[dim](empty patch)[/]", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
-    raise typer.Exit(0 if outcome.exit_status == "submitted" else 1)
+    raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
 
 
 def evaluate_command(
