@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_ide.actions import Workspace
+from llm_ide.actions import Codebase
 from llm_ide.models import Model
 from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import ScoreParams
@@ -35,7 +35,7 @@ class AgentContext:
 
     settings: Settings
     model: Model
-    workspace: Workspace
+    codebase: Codebase
     tool_usage: str = ""
     record_call: Callable[[dict[str, Any]], None] | None = None
     cost_budget: CostBudget | None = None
