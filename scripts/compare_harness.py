@@ -38,6 +38,8 @@ ENVIRONMENTS: dict[str, list[str]] = {
     "pallets/flask": ["setuptools==70.0.0", "click==8.1.3", "itsdangerous==2.1.2", "Jinja2==3.1.2",
                       "MarkupSafe==2.1.1", "Werkzeug==2.3.7", "pytest<8"],
     "marshmallow-code/marshmallow": ["pytest<8", "pytz", "simplejson"],
+    "pydicom/pydicom": ["pytest<8", "numpy<2"],
+    "pylint-dev/astroid": ["pytest<8", "lazy_object_proxy>=1.4.0", "wrapt>=1.14,<2"],
 }  # fmt: skip
 ACTIVATE = """\
 conda() {
