@@ -177,6 +177,7 @@ def main(
     dataset: Annotated[list[Path], typer.Option(help="SWE-bench .jsonl file(s) holding the instances.")],
     repo: Annotated[list[str], typer.Option(help="ID=GIT_DIR: a clone (or mirror) of the instance's repository.")],
     work: Annotated[Path | None, typer.Option(help="Working folder (default: a new temporary one).")] = None,
+    prediction: Annotated[list[str] | None, typer.Option(help="Only these predictions (default: all).")] = None,
 ) -> None:
     work = work or Path(tempfile.mkdtemp(prefix="compare-harness-"))
     sources = dict(item.split("=", 1) for item in repo)
@@ -193,7 +194,8 @@ def main(
     for instance_id, row in rows.items():
         build_image(row, Path(sources[instance_id]), work / instance_id)
         for name, patch in predictions(row, Path(sources[instance_id]), work / instance_id).items():
-            cases.setdefault(name, {})[instance_id] = patch
+            if not prediction or name in prediction:
+                cases.setdefault(name, {})[instance_id] = patch
     instances = {i.instance_id: i for i in load_dataset(str(subset)).instances}
     table = Table("prediction", "instance", "official", "llm-ide", "agree", "llm-ide detail")
     agree = total = resolved_agree = 0
