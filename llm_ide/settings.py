@@ -35,6 +35,7 @@ class AgentSettings(Strict):
     observation_max_chars: PositiveInt
     view_max_lines: PositiveInt
     search_max_results: PositiveInt
+    single_call: bool  # one model call per step: its reply holds the reflection and the next action
 
 
 class MemorySettings(Strict):
@@ -43,9 +44,11 @@ class MemorySettings(Strict):
     gamma: float = Field(gt=0, le=1)
     threshold: float
     context_budget_chars: PositiveInt
-    history_recent: NonNegativeInt
-    history_brief: NonNegativeInt
+    history_max: PositiveInt
+    history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
+    snapshot_every: PositiveInt
+    prompt_budget_chars: PositiveInt
 
 
 class EnvironmentMessages(Strict):
@@ -76,10 +79,13 @@ class EnvironmentSettings(Strict):
 
 
 class PriceSettings(Strict):
-    """USD per million tokens."""
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None  # left out: the input price
+    cache_write: NonNegativeFloat | None = None
 
 
 class ModelSettings(Strict):
@@ -90,6 +96,7 @@ class ModelSettings(Strict):
     temperature: float | None
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
+    cache_hints: bool
 
 
 class CheckpointSettings(Strict):
@@ -130,13 +137,18 @@ class Templates(Strict):
     operation_history_empty: str
     lessons_empty: str
     tool_usage_empty: str
-    workspace: str
+    snapshot: str
     actions: str
     reflect: str
+    action_turn: str
+    observation_turn: str
     next_step: str
     alternative_action: str
+    single_step: str
+    reflection: str
     format_error: str
     reflect_format: str
+    single_format: str
     act_format: str
     truncated: str
     observations: ObservationTemplates

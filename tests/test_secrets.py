@@ -94,7 +94,8 @@ def leaks(directory: Path, values: list[str]) -> list[str]:
     the agent's own working copy of a batch instance (`<id>/repo`, where it wrote a secret into a file) aside."""
     found = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file() and "repo" not in p.relative_to(directory).parts):
-        data = readable(path.read_bytes()).replace(b"\n", b"")
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        data = readable(raw).replace(b"\n", b"")
         found += [f"{path.name}: {value}" for value in values if any(f.encode() in data for f in forms(value))]
     return found
 
@@ -184,7 +185,7 @@ def test_secrets_stay_out_of_every_output(tmp_path: Path, environment: str) -> N
     else:
         assert "LLM_IDE_HARMLESS_MARKER" not in observations["env"]  # nothing of the host's environment
     written = {path.name for path in (tmp_path / "out").iterdir()}
-    assert {"S.traj.json", "S.log", "S.calls.jsonl", "S.checkpoint.sqlite"} <= written  # all were searched above
+    assert {"S.traj.json", "S.log", "S.calls.jsonl.gz", "S.checkpoint.sqlite"} <= written  # all were searched above
 
 
 def test_secrets_stay_out_of_a_batch_and_its_preds(tmp_path: Path) -> None:
