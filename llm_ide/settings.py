@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from llm_ide.errors import ConfigError
+from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
 class Strict(BaseModel):
@@ -68,6 +69,9 @@ class EnvironmentSettings(Strict):
     network: str | None
     cpus: PositiveFloat | None
     memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    pids_limit: PositiveInt | None  # docker: processes and threads in the container
+    sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
+    writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     env: dict[str, str]
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
@@ -75,7 +79,8 @@ class EnvironmentSettings(Strict):
 
 
 class PriceSettings(Strict):
-    """USD per million tokens."""
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
@@ -116,6 +121,7 @@ class ObservationTemplates(Strict):
     bash: str
     submit: str
     bad_params: str
+    outside_repository: str
     unknown_action: str
 
 
@@ -169,6 +175,7 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
@@ -190,9 +197,17 @@ def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
     for _, data in layers:
         merged = deep_merge(merged, data)
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(describe_error(error, layers)) from None
+    register_config_secrets(settings)
+    return settings
+
+
+def register_config_secrets(settings: Settings) -> None:
+    """The secrets the settings hold (headers, `environment.env`): masked in every output from now on."""
+    mark_secret_names(settings.secrets)
+    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
 
 
 def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:

@@ -211,8 +211,9 @@ def strace_prefix(log: Path) -> list[str]:
             "-e", "signal=none", "-o", str(log), "--"]  # fmt: skip
 
 
-def writes_into(log: Path, folder: Path) -> list[tuple[float, int]]:
-    """(time, bytes) of every write syscall into `folder` (an unfinished call completes on its `resumed` line)."""
+def writes_into(log: Path, folder: Path) -> list[tuple[float, int, str]]:
+    """(time, bytes, file) of every write syscall into `folder` (an unfinished call completes on its `resumed` line);
+    a temporary file counts for the file it replaces."""
     pending: dict[str, str] = {}
     found = []
     prefix = str(folder.resolve()) + "/"
@@ -227,11 +228,12 @@ def writes_into(log: Path, folder: Path) -> list[tuple[float, int]]:
             pending[pid] = path
             continue
         if result is not None and int(result) > 0 and path.startswith(prefix):
-            found.append((float(when), int(result)))
+            name = re.sub(r"^\.(.+)\.\w+\.tmp$", r"\1", path[len(prefix) :])
+            found.append((float(when), int(result), name))
     return found
 
 
-def run_agent(agent: Agent, command: list[str], workdir: Path, console: Console) -> list[tuple[float, int]] | None:
+def run_agent(agent: Agent, command: list[str], workdir: Path, console: Console) -> list[tuple[float, int, str]] | None:
     log = workdir / f"{agent.name}.strace"
     traced = strace_prefix(log)
     started = time.perf_counter()
@@ -256,13 +258,13 @@ class Figures:
     on_disk: int
 
 
-def figures(agent: Agent, writes: list[tuple[float, int]] | None, step: int) -> Figures:
+def figures(agent: Agent, writes: list[tuple[float, int, str]] | None, step: int) -> Figures:
     calls = [call for call in agent.calls if call.step <= step]
     later = [call for call in agent.calls if call.step > step]
     until = later[0].arrived if later else float("inf")
     on_disk = later[0].folder if later else folder_bytes(agent.folder)
     bill = sum((c.raw - c.cached) + CACHED * c.cached + OUTPUT * c.output for c in calls)
-    written = None if writes is None else sum(size for when, size in writes if when < until)
+    written = None if writes is None else sum(size for when, size, _ in writes if when < until)
     return Figures(sum(c.raw for c in calls), bill, sum(c.output for c in calls), len(calls), written, on_disk)
 
 
@@ -297,6 +299,11 @@ def report(agents: dict[str, Agent], writes: dict[str, Any], steps: int, console
     for name, agent in agents.items():
         raw, cached = sum(c.raw for c in agent.calls), sum(c.cached for c in agent.calls)
         console.print(f"{name}: {cached / raw:.0%} of all prompt characters repeat a prefix of the previous request")
+        by_file: dict[str, int] = {}
+        for _, size, file in writes[name] or []:
+            by_file[file] = by_file.get(file, 0) + size
+        ranked = sorted(by_file.items(), key=lambda item: -item[1])
+        console.print(f"{name} wrote: " + ", ".join(f"{file} {size / 1e6:.1f} MB" for file, size in ranked[:5]))
     return result
 
 

@@ -52,6 +52,7 @@ from rich.table import Table
 from llm_ide.config import load_config
 from llm_ide.prompting import render
 from llm_ide.run.single import RunEvent, run_task
+from llm_ide.run.trajectory import load_trajectory
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["typing.py", "argparse.py", "email/_header_value_parser.py", "tkinter/__init__.py", "_pydecimal.py"]
@@ -433,7 +434,7 @@ def run_session(workdir: Path, steps: int, seed: int, profiler: ThreadProfiler |
             on_event=on_event,
         )
     seconds = time.perf_counter() - started
-    traj = json.loads(result.trajectory_path.read_text(encoding="utf-8"))
+    traj = load_trajectory(result.trajectory_path)
     return Session(steps, traj, step_times, sizes, result.exit_status, seconds)
 
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 from llm_ide.settings import Settings
 
 
@@ -30,7 +30,7 @@ def run(tmp_path: Path, responses: list[str], repo: Path | None = None, memory: 
         run_id="t1",
         repo=repo,
     )
-    return result, json.loads(result.trajectory_path.read_text())
+    return result, load_trajectory(result.trajectory_path)
 
 
 def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent:
                 run_id="t1",
                 repo=repo,
             )
-            traj = json.loads(result.trajectory_path.read_text())
+            traj = load_trajectory(result.trajectory_path)
             assert traj["info"]["model_stats"]["cost"] == pytest.approx(10_000 * 2.5e-6 + 100 * 10e-6)
     else:
         result, traj = run(tmp_path, script, **agent)
@@ -141,7 +141,7 @@ def test_http_model_errors_end_the_run_cleanly(tmp_path: Path) -> None:
             run_id="t1",
             repo=repo,
         )
-    traj = json.loads(result.trajectory_path.read_text())
+    traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "model_error" == traj["info"]["exit_status"]
     assert "500" in result.error and "after 3 attempts" in result.error
     assert [o["action_type"] for o in traj["operations"]] == ["view"]
@@ -206,7 +206,7 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
     )
-    traj = json.loads(result.trajectory_path.read_text())
+    traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "submitted"
     last = traj["model_calls"][-1]["prompt"]
     memory = last[last.index("## Operation History") :]

@@ -1,20 +1,24 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
 
 def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
+    messages = [{**message, "content": redact(message["content"])} for message in messages]  # files may hold secrets
     usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])
+    reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
     if ctx.record_call is not None:
         ctx.record_call(
             {

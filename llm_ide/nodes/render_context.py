@@ -7,6 +7,7 @@ from langgraph.runtime import Runtime
 from llm_ide.conversation import messages_for, params_text, prompt_chars
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
@@ -74,4 +75,7 @@ def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[st
     ctx = runtime.context
     if not epoch_over(ctx, state):
         return {}
-    return {"snapshot": snapshot_text(ctx, state), "snapshot_step": state.get("n_operations", 0)}
+    return {
+        "snapshot": redact(snapshot_text(ctx, state)),  # files may hold secrets
+        "snapshot_step": state.get("n_operations", 0),
+    }
