@@ -42,6 +42,7 @@ class AgentContext:
     snapshot_patch: Callable[[], str] | None = None
     mark: float = field(default_factory=time.monotonic)
     rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
+    redacted: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
 
     @property
     def templates(self) -> Templates:

@@ -41,7 +41,7 @@ def run_session(tmp_path: Path, **memory: object) -> dict:
         repo=repo,
     )
     assert result.exit_status == "submitted"
-    return load_trajectory(result.trajectory_path)  # prompts come back from the calls log
+    return load_trajectory(result.trajectory_path)
 
 
 def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
