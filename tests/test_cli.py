@@ -137,12 +137,10 @@ def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> N
 
 def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    config = load_config("default")
-    config["environment"]["tools"] = []
     result = run_task(
         "Cart.total ignores quantities.",
         model=write_script(tmp_path / "fix.yaml", FIX_SCRIPT),
-        config=config,
+        settings=load_config("default", environment={"tools": []}),
         output_dir=tmp_path / "out",
         run_id="fix",
         repo=repo,

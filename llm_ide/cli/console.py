@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,13 +37,11 @@ def print_event(event: Any) -> None:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
 
 
-def terminate_on_sigterm() -> None:
-    """SIGTERM ends a run like Ctrl-C: trajectory saved, environment removed, checkpoint kept for a resume."""
+def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
+    """Ctrl-C exits 130; SIGTERM/SIGHUP (`errors.Terminated`) 128 + the signal number."""
+    from llm_ide.errors import Terminated
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    return typer.Exit(interrupt.code if isinstance(interrupt, Terminated) else 130)
 
 
 PROGRAMS = ("llm-ide", "mini-extra")

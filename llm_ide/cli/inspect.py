@@ -39,7 +39,14 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
 
 
 def inspect(
-    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file.")],
+    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide or mini-swe-agent).")],
+    out: Annotated[
+        Path | None,
+        typer.Argument(help="With --html: the page to write.", show_default="<run id>.html beside the trajectory"),
+    ] = None,
+    html: Annotated[
+        bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")
+    ] = False,
     full: Annotated[
         bool,
         typer.Option(
@@ -50,6 +57,13 @@ def inspect(
     ] = False,
 ) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
+    if html or out is not None:
+        from llm_ide.cli.inspector import write_inspector_page
+
+        if not html:
+            raise fail(f"{out}: an output page is only written with --html")
+        return write_inspector_page(trajectory, out)
+
     from rich.table import Table
     from rich.tree import Tree
 

@@ -18,11 +18,12 @@ from llm_ide.cli.console import (
     console,
     err_console,
     fail,
+    interrupted_exit,
     model_warnings_on_console,
     print_event,
     print_interrupted,
-    terminate_on_sigterm,
 )
+from llm_ide.errors import install_signal_policy
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 ENVIRONMENTS = ("local", "docker")
@@ -111,18 +112,20 @@ def run(
         settings = load_config("default", overrides=config or [])
     except ConfigError as error:
         raise fail(str(error)) from None
-    for key, value in (("step_limit", step_limit), ("cost_limit", cost_limit)):
-        if value is not None:
-            settings["agent"][key] = value
+    limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
+    try:
+        settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
+    except ConfigError as error:
+        raise fail(str(error)) from None
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
-    terminate_on_sigterm()
+    install_signal_policy()
     try:
         with model_warnings_on_console():
             result = run_task(
                 task if task is not None else task_file.read_text(encoding="utf-8"),
                 model=model,
-                config=settings,
+                settings=settings,
                 output_dir=output,
                 run_id=run_id,
                 repo=repo.resolve(),
@@ -134,10 +137,10 @@ def run(
             )
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
         print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
-        raise typer.Exit(130) from None
+        raise interrupted_exit(interrupt) from None
     if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
         report(result)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
@@ -173,6 +176,8 @@ def demo(
 
     workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
     project = workdir / "project"
+    if project.exists():
+        raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
     shutil.copytree(DEMO_DIR / "project", project)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
         subprocess.run(
@@ -185,7 +190,7 @@ def demo(
     result = run_task(
         task,
         model=f"scripted:{DEMO_DIR / 'script.yaml'}",
-        config=settings,
+        settings=settings,
         output_dir=workdir / "run",
         run_id="demo",
         repo=project,
