@@ -10,13 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from llm_ide.cli.console import fail
+
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
-
-
-def fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:
