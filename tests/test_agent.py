@@ -55,7 +55,7 @@ def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: 
     assert total["activity"]["accessed"] == [1, 0, 1, 0, 0]
     assert total["activity"]["referred"] == [1, 1, 2, 1, 0]
     # scored when the context was last rendered, before the fifth operation: S = Σ (A_i + R_i)·0.9^(4−i)
-    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**3 + 1 * 0.9**2 + (1 + 2) * 0.9 + 1)
+    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**4 + 1 * 0.9**3 + (1 + 2) * 0.9**2 + 1 * 0.9 + 0)
     assert all(len(c["activity"]["accessed"]) == len(c["activity"]["referred"]) == 5 for c in traj["code_context"])
 
     calls = traj["model_calls"]

@@ -47,6 +47,8 @@ def no_tools(tmp_path: Path, **model: object) -> Path:
         "evaluate",
         "tools list",
         "tools plan",
+        "report",
+        "graph",
     ],
 )
 def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path: Path) -> None:

@@ -39,7 +39,9 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
 
 
 def inspect(
-    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide or mini-swe-agent).")],
+    trajectory: Annotated[
+        Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")
+    ],
     out: Annotated[
         Path | None,
         typer.Argument(help="With --html: the page to write.", show_default="<run id>.html beside the trajectory"),

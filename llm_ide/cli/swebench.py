@@ -260,7 +260,12 @@ def evaluate_command(
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="JSON report.", show_default="report.json beside the predictions"),
+        typer.Option(
+            "--output",
+            "-o",
+            help="Folder of this evaluation: report.json and logs/<instance id>/ (never one holding another).",
+            show_default="evaluations/<predictions name>.<UTC time> beside the predictions",
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
@@ -277,19 +282,20 @@ def evaluate_command(
 
     from llm_ide.config import ConfigError, load_config
     from llm_ide.swebench.dataset import DatasetError, load_dataset
-    from llm_ide.swebench.evaluate import EvaluationError, evaluate_predictions, load_predictions
+    from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
 
     try:
         settings = load_config("swebench", config or []).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
+        folder = claim_folder(output, predictions)
     except (ConfigError, DatasetError, EvaluationError) as error:
         raise fail(str(error)) from None
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
     instances = {i.instance_id: i for i in dataset.instances}
-    report_path = output or predictions.with_name("report.json")
-    console.print(f"evaluating {len(preds)} predictions with {workers} workers")
+    report_path = folder / "report.json"
+    console.print(f"evaluating {len(preds)} predictions with {workers} workers into {folder}", markup=False)
 
     def show(result: Any) -> None:
         console.print(f"  {result.instance_id}: {result.status} {result.detail}".rstrip(), markup=False)
@@ -299,7 +305,7 @@ def evaluate_command(
             preds,
             instances,
             settings=settings,
-            log_dir=report_path.parent / "eval_logs",
+            log_dir=folder / "logs",
             workers=workers,
             timeout=timeout,
             on_result=show,
@@ -307,7 +313,7 @@ def evaluate_command(
     except EvaluationError as error:
         raise fail(str(error)) from None
     table = Table("instance", "status", "FAIL_TO_PASS", "PASS_TO_PASS", "seconds", "detail")
-    colours = {"resolved": "green", "unresolved": "yellow", "error": "red"}
+    colours = {"resolved": "green", "unresolved": "yellow", "error": "red", "empty_patch": "dim"}
     for result in sorted(report.results, key=lambda r: r.instance_id):
         f2p, p2p = result.fail_to_pass, result.pass_to_pass
         table.add_row(
@@ -320,9 +326,9 @@ def evaluate_command(
         )
     console.print(table)
     data = report.to_json()
-    report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     console.print(
         f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
-        f"unresolved {data['unresolved']}, error {data['error']} — report: {report_path}"
+        f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
+        f"{report_path}"
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 
 
@@ -83,6 +85,17 @@ def run_log(path: Path):
         _CURRENT_RUN.reset(token)
 
 
+def prepare_output(output_dir: Path, run_id: str) -> Path:
+    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
+    return output_dir
+
+
 def restore_worktree(env: Environment, patch: str) -> None:
     """A resumed run in a fresh container gets back the changes it had made."""
     if not patch.strip():
@@ -113,8 +126,7 @@ def run_task(
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = prepare_output(Path(output_dir), run_id)
     if environment:
         settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     emit = on_event or (lambda event: None)
