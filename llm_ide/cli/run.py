@@ -96,6 +96,7 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
     from llm_ide.config import ConfigError, load_config
+    from llm_ide.fileio import atomic_write
     from llm_ide.run.single import ThreadMismatchError, run_task
 
     if (task is None) == (task_file is None):
@@ -145,7 +146,7 @@ def run(
         report(result)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     patch_path = output / f"{run_id}.patch"
-    patch_path.write_text(result.submission, encoding="utf-8")
+    atomic_write(patch_path, result.submission)
     console.print(f"[bold]patch[/] ({patch_path}):")
     console.print(result.submission.rstrip("\n") if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
