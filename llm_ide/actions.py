@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_ide.codeview import CodeView
-from llm_ide.environments.base import Environment
+from llm_ide.environments.base import Environment, OutsideRepository
 from llm_ide.prompting import render
+from llm_ide.secrets import redact
 from llm_ide.settings import Templates
 from llm_ide.state.context import Scope, normalize_path
 
@@ -55,12 +56,16 @@ class Workspace:
         if not isinstance(raw, str) or not raw.strip():
             raise ParamError(f"`{key}` must be a non-empty string")
         path = normalize_path(raw.strip(), self.env.workdir)
-        if not path or path.startswith("../") or path == ".." or path.startswith("/"):
+        if not path:
             raise ParamError(f"`{key}` must name a file inside the repository, got {raw!r}")
+        if path.startswith("../") or path == ".." or path.startswith("/"):
+            raise OutsideRepository(raw.strip())
         return path
 
     def read_text(self, path: str) -> str | None:
         snapshot = self.env.read_files([path])[path]
+        if snapshot is None and not self.env.inside(path):
+            raise OutsideRepository(path)
         return None if snapshot is None else snapshot.data.decode("utf-8", errors="surrogateescape")
 
 
@@ -130,6 +135,8 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
         return ActionOutcome(ws.observe("search_bad_pattern", pattern=pattern, error=str(error)), 2)
     raw_path = str(params.get("path") or "").strip()
     target, include, selected = _search_scope(ws, params, raw_path)
+    if target != "." and not ws.env.inside(target):  # grep follows a symlink named on its command line
+        raise OutsideRepository(target)
     command = (
         f"grep -rnHIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
         f"-e {shlex.quote(pattern)} -- {shlex.quote(target)} | head -n {ws.search_max_results * 20}"
@@ -163,7 +170,7 @@ def _search_scope(ws: Workspace, params: dict[str, Any], raw: str) -> tuple[str,
         return ws.path(params), "", None
     glob = normalize_path(raw, ws.env.workdir)
     if glob.startswith(("../", "/")) or glob == "..":
-        raise ParamError(f"`path` must be inside the repository, got {raw!r}")
+        raise OutsideRepository(raw)
     parts = glob.split("/")
     if len(parts) == 1:
         return ".", f"--include={shlex.quote(glob)} ", None
@@ -233,7 +240,7 @@ def create(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     content = params.get("content")
     if not isinstance(content, str):
         raise ParamError("`content` must be the file's text")
-    if ws.env.read_files([path])[path] is not None:
+    if ws.read_text(path) is not None:
         return ActionOutcome(ws.observe("create_exists", path=path), 1)
     ws.env.write_file(path, content.encode("utf-8"))
     total = content.count("\n") + (0 if content.endswith("\n") else 1)
@@ -263,6 +270,9 @@ def execute_action(ws: Workspace, action_type: str, params: dict[str, Any]) -> A
         outcome = ACTIONS[action_type](ws, params)
     except ParamError as error:
         outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
+    except OutsideRepository as error:
+        outcome = ActionOutcome(ws.observe("outside_repository", path=error.path), 2)
+    outcome.observation = redact(outcome.observation)
     outcome.duration = time.perf_counter() - started
     return outcome
 

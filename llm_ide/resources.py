@@ -41,6 +41,7 @@ class AgentContext:
     cost_budget: CostBudget | None = None
     snapshot_patch: Callable[[], str] | None = None
     mark: float = field(default_factory=time.monotonic)
+    rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
 
     @property
     def templates(self) -> Templates:

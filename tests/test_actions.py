@@ -60,7 +60,7 @@ def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Workspace) 
     assert execute_action(ws, "view", {"path": "nope.py"}).returncode == 1
     bad = execute_action(ws, "view", {"path": "../etc/passwd"})
     assert (bad.returncode, bad.accessed) == (2, [])
-    assert "must name a file inside the repository" in bad.observation
+    assert "outside the repository" in bad.observation
 
 
 def test_view_symbol_gives_a_whole_function_chunk(ws: Workspace) -> None:
@@ -146,7 +146,7 @@ def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: 
     assert (missing.returncode, missing.observation.strip()) == (1, "No file or directory nowhere.")
     for outside in ("../*.py", "../elsewhere"):
         refused = execute_action(ws, "search", {"pattern": "x", "path": outside})
-        assert refused.returncode == 2 and "inside the repository" in refused.observation
+        assert refused.returncode == 2 and "outside the repository" in refused.observation
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from llm_ide.config import PROMPTS_DIR
+from llm_ide.secrets import redact
+from llm_ide.terminal import terminal_safe
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -29,10 +31,11 @@ def fail(message: str) -> typer.Exit:
 
 def print_event(event: Any) -> None:
     if event.kind == "phase":
-        console.print(f"[dim]… {escape(event.phase)}[/]")
+        console.print(f"[dim]… {escape(terminal_safe(event.phase))}[/]")
     elif event.kind == "step":
-        first = next((line for line in event.observation.splitlines() if line.strip()), "")
-        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
+        observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
+        first = next((line for line in observation.splitlines() if line.strip()), "")
+        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
         if first:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
 
@@ -62,7 +65,7 @@ def print_interrupted(note: str, *extra: str) -> None:
 
 class _ConsoleWarnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(f"[yellow]{escape(record.getMessage())}[/]")
+        err_console.print(f"[yellow]{escape(terminal_safe(redact(record.getMessage())))}[/]")
 
 
 @contextmanager

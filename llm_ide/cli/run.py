@@ -24,6 +24,7 @@ from llm_ide.cli.console import (
     print_interrupted,
 )
 from llm_ide.errors import install_signal_policy
+from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 ENVIRONMENTS = ("local", "docker")
@@ -148,7 +149,8 @@ def run(
     patch_path = output / f"{run_id}.patch"
     atomic_write(patch_path, result.submission)
     console.print(f"[bold]patch[/] ({patch_path}):")
-    console.print(result.submission.rstrip("\n") if result.submission.strip() else "(empty patch)", markup=False)
+    patch = terminal_safe(result.submission.rstrip("\n"))
+    console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == "submitted" else 1)
 
@@ -161,7 +163,7 @@ def report(result) -> None:
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
     )
     if result.error:
-        err_console.print(f"[red]{escape(result.error)}[/]")
+        err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
     console.print(f"trajectory: {result.trajectory_path}")
 
 
@@ -200,7 +202,7 @@ def demo(
     passed, verdict = unittest_verdict(project)
     console.print(f"[bold]Tests after the run:[/] {verdict}")
     console.print("[bold]Patch:[/]")
-    console.print(result.submission, markup=False)
+    console.print(terminal_safe(result.submission), markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == "submitted" and passed else 1)
 

@@ -20,6 +20,7 @@ from llm_ide.cli.console import (
     print_interrupted,
 )
 from llm_ide.errors import install_signal_policy
+from llm_ide.terminal import terminal_safe
 
 Subset = Annotated[
     str,
@@ -248,7 +249,7 @@ def swebench_single_command(
         raise interrupted_exit(interrupt) from None
     colour = "green" if outcome.exit_status == "submitted" else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
-    console.print(outcome.patch or "[dim](empty patch)[/]", markup=False)
+    console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     raise typer.Exit(0 if outcome.exit_status == "submitted" else 1)
 
@@ -298,7 +299,7 @@ def evaluate_command(
     console.print(f"evaluating {len(preds)} predictions with {workers} workers into {folder}", markup=False)
 
     def show(result: Any) -> None:
-        console.print(f"  {result.instance_id}: {result.status} {result.detail}".rstrip(), markup=False)
+        console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
 
     try:
         report = evaluate_predictions(
