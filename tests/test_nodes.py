@@ -39,7 +39,7 @@ def test_render_and_update_leave_the_given_state_unchanged(tmp_path: Path) -> No
     }
     before = copy.deepcopy(state)
     rendered = render_context(state, Runtime(context=ctx))
-    assert state == before and "def total(items):" in rendered["workspace"]
+    assert state == before and "def total(items):" in rendered["snapshot"]
     update = update_activity(state, Runtime(context=ctx))
     assert state == before
     total, mean = update["code_context"]

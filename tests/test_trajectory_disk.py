@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,10 @@ def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_pa
     assert finished and [r["index"] for r in records] == list(range(23))
     traj = load_trajectory(output / "d.traj.json")
     assert [call["prompt"] for call in traj["model_calls"]] == [r["prompt"] for r in records]
-    assert all(len(call["prompt"]) == call["prompt_chars"] + 2 * len("[system]\n") for call in traj["model_calls"])
+    for call in traj["model_calls"]:  # the prompt as sent: each message's content under its role, blank-line separated
+        roles = re.findall(r"(?:^|\n\n)\[(system|user|assistant)\]\n", call["prompt"])
+        headers = sum(len(f"[{role}]\n") for role in roles) + 2 * (len(roles) - 1)
+        assert roles[0] == "system" and len(call["prompt"]) == call["prompt_chars"] + headers
     assert gzip.decompress((output / "d.calls.jsonl.gz").read_bytes()).count(b"\n") == 23
 
 
