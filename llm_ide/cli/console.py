@@ -38,6 +38,13 @@ def print_event(event: Any) -> None:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
 
 
+def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
+    """Ctrl-C exits 130; SIGTERM/SIGHUP (`errors.Terminated`) 128 + the signal number."""
+    from llm_ide.errors import Terminated
+
+    return typer.Exit(interrupt.code if isinstance(interrupt, Terminated) else 130)
+
+
 PROGRAMS = ("llm-ide", "mini-extra")
 
 

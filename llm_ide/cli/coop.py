@@ -34,9 +34,19 @@ def evaluate_command(
     ] = None,
     pairs: Annotated[str, typer.Option("--pairs", "--pair", help="i,j pairs separated by spaces, or `all`.")] = "all",
     repo_source: Annotated[
-        Path | None, typer.Option("--repo-source", help="A local clone or git bundle of the task's repository.")
+        Path | None,
+        typer.Option(
+            "--repo-source",
+            help="A local clone or git bundle of the task's repository.",
+            show_default="the one *.bundle in the dataset's repos/ folder",
+        ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Folder for eval_<i>_<j>.json files.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Folder for eval_<i>_<j>.json files.", show_default="runs/coop-gold/<task name>"
+        ),
+    ] = None,
     tests: Annotated[bool, typer.Option("--tests/--no-tests", help="Run each feature's tests on the merge.")] = True,
 ) -> None:
     """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""

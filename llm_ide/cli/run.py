@@ -19,6 +19,7 @@ from llm_ide.cli.console import (
     console,
     err_console,
     fail,
+    interrupted_exit,
     model_warnings_on_console,
     print_event,
     print_interrupted,
@@ -100,6 +101,7 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
     from llm_ide.config import ConfigError, load_config
+    from llm_ide.fileio import atomic_write
     from llm_ide.run.single import ThreadMismatchError, run_task
 
     if (task is None) == (task_file is None):
@@ -141,15 +143,15 @@ def run(
             )
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
         print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
-        raise typer.Exit(130) from None
+        raise interrupted_exit(interrupt) from None
     if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
         report(result)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     patch_path = output / f"{run_id}.patch"
-    patch_path.write_text(result.submission, encoding="utf-8")
+    atomic_write(patch_path, result.submission)
     console.print(f"[bold]patch[/] ({patch_path}):")
     patch = terminal_safe(result.submission.rstrip("\n"))
     console.print(patch if result.submission.strip() else "(empty patch)", markup=False)

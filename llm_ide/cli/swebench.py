@@ -14,6 +14,7 @@ from llm_ide.cli.console import (
     console,
     err_console,
     fail,
+    interrupted_exit,
     model_warnings_on_console,
     print_event,
     print_interrupted,
@@ -165,8 +166,8 @@ def swebench_command(
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(130)  # worker threads are still in their runs; their containers go when this process does
-        raise typer.Exit(130) from None
+            os._exit(interrupted_exit(interrupt).exit_code)  # the workers are still in their runs; see batch.py
+        raise interrupted_exit(interrupt) from None
     ran, finished = len(summary.outcomes), len(summary.skipped_existing)
     console.print(f"{ran} instance{'s' * (ran != 1)} run, {finished} skipped as finished in an earlier run")
     console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
@@ -243,9 +244,9 @@ def swebench_single_command(
             )
     except SWEbenchError as error:
         raise fail(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
-        raise typer.Exit(130) from None
+        raise interrupted_exit(interrupt) from None
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
