@@ -32,7 +32,7 @@ def system_prompt(ctx: AgentContext, task: str) -> str:
 
 
 def render_system(ctx: AgentContext, task: str) -> str:
-    ws = ctx.workspace
+    ws = ctx.codebase
     templates = ctx.templates
     actions = render(
         templates,
