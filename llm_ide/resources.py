@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from llm_ide.actions import Workspace
 from llm_ide.config import deep_merge, load_config
 from llm_ide.models import Model
+from llm_ide.run.intents import IntentLog
 from llm_ide.state.context import ScoreParams
 
 
@@ -44,6 +45,7 @@ class AgentContext:
     record_call: Callable[[dict[str, Any]], None] | None = None
     cost_budget: CostBudget | None = None
     snapshot_patch: Callable[[], str] | None = None
+    intents: IntentLog | None = None
     mark: float = field(default_factory=time.monotonic)
 
     @property

@@ -62,6 +62,7 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository."""
     from llm_ide.config import ConfigError, load_config
+    from llm_ide.run.guard import RunStateError
     from llm_ide.run.single import run_task
 
     if (task is None) == (task_file is None):
@@ -83,19 +84,22 @@ def run(
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     terminate_on_sigterm()
-    result = run_task(
-        task if task is not None else task_file.read_text(encoding="utf-8"),
-        model=model,
-        config=settings,
-        output_dir=output,
-        run_id=run_id,
-        repo=repo.resolve(),
-        environment=environment,
-        image=image,
-        base_url=base_url,
-        checkpoint=checkpoint,
-        on_event=print_event,
-    )
+    try:
+        result = run_task(
+            task if task is not None else task_file.read_text(encoding="utf-8"),
+            model=model,
+            config=settings,
+            output_dir=output,
+            run_id=run_id,
+            repo=repo.resolve(),
+            environment=environment,
+            image=image,
+            base_url=base_url,
+            checkpoint=checkpoint,
+            on_event=print_event,
+        )
+    except RunStateError as error:
+        raise fail(str(error)) from None
     report(result)
     if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above

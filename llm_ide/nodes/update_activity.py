@@ -12,8 +12,6 @@ from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
 from llm_ide.state.references import count_references, parse_references
 
-CHANGES_FILES = {"edit", "create", "bash"}
-
 
 def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
     return [
@@ -70,7 +68,5 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
         "elapsed": elapsed,
         "exit_status": state.get("exit_status") or limit_reached(ctx, state, n_operations + 1, elapsed),
     }
-    if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
-        update["worktree_patch"] = ctx.snapshot_patch()
     release(runtime, update)
     return update

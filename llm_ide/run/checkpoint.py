@@ -18,6 +18,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from llm_ide.run.faults import failpoint
+from llm_ide.run.guard import RunStateError
+
 MEMORY_TYPES = [
     ("llm_ide.state.context", "Activity"),
     ("llm_ide.state.context", "Chunk"),
@@ -76,6 +79,10 @@ class ChannelSqliteSaver(SqliteSaver):
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         return super().put(config, inline, metadata, new_versions)
 
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = super().get_tuple(config)
         return None if found is None else self._with_blobs(found)
@@ -131,10 +138,14 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), check_same_thread=False)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            saver = ChannelSqliteSaver(conn, serde=serializer())
-            saver.setup()
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                saver = ChannelSqliteSaver(conn, serde=serializer())
+                saver.setup()
+                conn.execute("SELECT count(*) FROM checkpoints").fetchone()
+            except sqlite3.Error as error:  # not a database, truncated, read-only: one line, nothing overwritten
+                raise RunStateError(f"checkpoint {path} cannot be used: {error}") from None
             yield saver
         finally:
             conn.close()

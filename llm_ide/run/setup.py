@@ -10,6 +10,7 @@ from llm_ide.codeview import CodeView
 from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
+from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import extract_patch
 
 log = logging.getLogger("llm_ide.run")
@@ -42,6 +43,7 @@ def build_context(
     record_call: Callable[[dict[str, Any]], None] | None = None,
     cost_budget: CostBudget | None = None,
     task_vars: dict[str, Any] | None = None,
+    intents: IntentLog | None = None,
 ) -> AgentContext:
     env = env or make_environment(config, repo, run_id, image)
     usage, commands = install_tools(env, config, {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})})
@@ -62,6 +64,7 @@ def build_context(
         workspace=workspace,
         tool_usage=usage,
         record_call=record_call,
+        intents=intents,
         cost_budget=cost_budget,
         snapshot_patch=(lambda: extract_patch(env, base, config["patch"])) if ephemeral else None,
     )

@@ -14,6 +14,9 @@ from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironme
 from llm_ide.models import ModelError
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
+from llm_ide.run.faults import failpoint
+from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
+from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import base_commit, extract_patch
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
@@ -116,18 +119,31 @@ def run_task(
     emit = on_event or (lambda event: None)
     recorder = Recorder(output_dir, run_id)
     info: dict[str, Any] = {"run_id": run_id, "model": model, "config": config, "exit_status": None, "submission": ""}
+    spec = checkpoint or f"sqlite:{output_dir / f'{run_id}.checkpoint.sqlite'}"
     with (
+        thread_lock(output_dir, run_id),
         run_log(output_dir / f"{run_id}.log"),
-        open_checkpointer(checkpoint, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
+        open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
         graph = build_graph(saver)
-        snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
+        snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
+        resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
+        if spec != "memory":
+            check_saved_state(
+                has_checkpoint=resumed,
+                state_operations=values.get("n_operations", 0),
+                trajectory=recorder.path,
+                calls=recorder.calls_path,
+                checkpoint=spec,
+            )
         run = _Run(run_id, saver, recorder, emit, info, values)
-        if values.get("exit_status") in FINISHED and not snapshot.next:
+        if values.get("exit_status") in FINISHED and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            return run.finish(values["exit_status"], previous_submission(recorder.path))
-        resumed = bool(values) and bool(snapshot.next)
+            status, submission = values["exit_status"], previous_submission(recorder.path, values["exit_status"])
+            if submission is None:
+                status, submission = recover_submission(values, config, repo, run_id, image, info)
+            return run.finish(status, submission)
         status, submission, env = "error", "", None
         base = values.get("base_commit") if resumed else None
         try:
@@ -138,7 +154,7 @@ def run_task(
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
             if resumed and not isinstance(env, LocalEnvironment):
-                restore_worktree(env, values.get("worktree_patch", ""))
+                restore_worktree(env, latest_worktree_patch(snapshot))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
             ctx = build_context(
                 config=config,
@@ -150,10 +166,12 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
+                intents=IntentLog(output_dir / f"{run_id}.intents.jsonl"),
             )
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             status = run.stream(graph, inputs, ctx)
+            failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except ModelError as error:
             status, info["error"] = "model_error", str(error)
             log.error("model error: %s", error)
@@ -171,8 +189,10 @@ def run_task(
             if env is not None:
                 try:
                     submission = extract_patch(env, base, config["patch"]) if base else ""
-                except Exception as error:  # the run's outcome must still be saved
+                except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
                     log.error("patch extraction failed: %s", error)
+                    if status in FINISHED:
+                        status, info["error"] = "error", f"the patch could not be extracted: {error}"
                 env.close()
             if not config.get("checkpoint", {}).get("keep_history"):
                 prune(saver, run_id)
@@ -180,11 +200,55 @@ def run_task(
     return result
 
 
-def previous_submission(path: Path) -> str:
+def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["info"]["submission"] or ""
-    except (OSError, ValueError, KeyError):
-        return ""
+        return graph.get_state({"configurable": {"thread_id": run_id}})
+    except Exception as error:  # a corrupt database, an unreadable blob: one line, nothing overwritten
+        detail = " ".join(str(error).split())[:300]
+        raise RunStateError(f"checkpoint {spec} cannot be read ({type(error).__name__}: {detail})") from None
+
+
+def latest_worktree_patch(snapshot: Any) -> str:
+    """The worktree snapshot of the newest completed step, counting writes saved after the last checkpoint row."""
+    for task in snapshot.tasks:
+        if isinstance(task.result, dict) and "worktree_patch" in task.result:
+            return task.result["worktree_patch"]
+    return (snapshot.values or {}).get("worktree_patch", "")
+
+
+def recover_submission(
+    values: dict[str, Any], config: dict[str, Any], repo: Path | None, run_id: str, image: str | None, info: dict
+) -> tuple[str, str]:
+    """A finished run whose trajectory lost its submission (killed before it was saved, or truncated): the patch
+    again from the worktree snapshot (docker) or the repository (local); an `error` when it cannot be had."""
+    status = values["exit_status"]
+    if "worktree_patch" in values:
+        return status, values["worktree_patch"]
+    base = values.get("base_commit")
+    if not base:
+        return status, ""
+    env = None
+    try:
+        env = make_environment(config, repo, run_id, image)
+        return status, extract_patch(env, base, config["patch"])
+    except Exception as error:
+        info["error"] = f"the finished run's patch could not be recovered: {error}"
+        log.error("%s", info["error"])
+        return "error", ""
+    finally:
+        if env is not None:
+            env.close()
+
+
+def previous_submission(path: Path, status: str) -> str | None:
+    """The submission the trajectory saved with the run's final status; None when it did not save one."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))["info"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(info, dict) or info.get("exit_status") != status or not isinstance(info.get("submission"), str):
+        return None
+    return info["submission"]
 
 
 @dataclass
