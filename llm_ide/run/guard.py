@@ -7,7 +7,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +29,21 @@ def thread_lock(output_dir: Path, run_id: str) -> Iterator[Path]:
         handle.close()
         raise RunStateError(f"thread {run_id} is already being run by process {holder} (lock file {path})") from None
     try:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only the holder's PID is not told
         yield path
     finally:
-        handle.seek(0)
-        handle.truncate()
+        with suppress(OSError):
+            handle.seek(0)
+            handle.truncate()
         fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        with suppress(OSError):
+            handle.close()
 
 
 def saved_trajectory(path: Path) -> dict[str, Any] | None:

@@ -65,9 +65,16 @@ def describe_action(node: Any) -> str:
     return node.action_type
 
 
+class QuietFileHandler(logging.FileHandler):
+    """A log file that cannot be written (a full disk) loses the record, not the run: no traceback per line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 @contextmanager
 def run_log(path: Path):
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = QuietFileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
     token = _CURRENT_RUN.set(marker)
@@ -195,7 +202,10 @@ def run_task(
                         status, info["error"] = "error", f"the patch could not be extracted: {error}"
                 env.close()
             if not config.get("checkpoint", {}).get("keep_history"):
-                prune(saver, run_id)
+                try:
+                    prune(saver, run_id)
+                except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
+                    log.error("checkpoint pruning failed: %s", error)
             result = run.finish(status, submission)
     return result
 
@@ -284,7 +294,14 @@ class _Run:
 
     def finish(self, status: str, submission: str) -> RunResult:
         self.info.update(exit_status=status, submission=submission)
-        self.recorder.save(self.values, self.info)
+        for attempt in range(2):  # the first may report an earlier background write's failure
+            try:
+                self.recorder.save(self.values, self.info)
+                break
+            except OSError as error:
+                if attempt:
+                    self.info.setdefault("error", f"the trajectory could not be saved: {error}")
+                    log.error("trajectory not saved (%s); the last one written is kept", error)
         usage = dict(self.values.get("usage") or empty_usage())
         step = self.values.get("n_operations", 0)
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))

@@ -44,9 +44,10 @@ class Recorder:
             for line in self.calls_path.read_text(encoding="utf-8").splitlines():
                 try:
                     call = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self._calls[call["index"]] = line.encode("utf-8")
+                except ValueError:
+                    continue  # a line cut by a kill, or not ours
+                if isinstance(call, dict) and isinstance(call.get("index"), int):
+                    self._calls[call["index"]] = line.encode("utf-8")
 
     def record_call(self, call: dict[str, Any]) -> None:
         line = json.dumps(call, ensure_ascii=False)

@@ -1,0 +1,95 @@
+"""A batch's shared files under kills, corruption and a full disk: preds.json never half-written, never lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
+
+from llm_ide.swebench.store import OutputStore, StoreError, read_preds
+
+CLI = "from llm_ide.cli import app; app()"
+
+
+def swebench(
+    dataset: Path, model: str, config: Path, output: Path, failpoints: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints} if failpoints else dict(os.environ)
+    args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-w", "2"]
+    args += ["-c", str(config), "-o", str(output)]
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_batch_killed_right_after_a_submit_loses_no_patch(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 3)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
+    killed = swebench(dataset, model, config, output, "run.ended=1")
+    assert killed.returncode == -9, killed.stderr
+    again = swebench(dataset, model, config, output)
+    assert again.returncode == 0, again.stderr
+    preds = read_preds(output)
+    assert {k: v["model_patch"] for k, v in preds.items()} == {row["instance_id"]: row["patch"] for row in rows}
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
+    assert sorted(statuses["instances_by_exit_status"]["submitted"]) == sorted(r["instance_id"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"a": "not a prediction"}', "entry 'a' is not a prediction"),
+        ('{"a": {"instance_id": "b", "model_patch": ""}}', "entry 'a' is not a prediction"),
+        ('[{"model_patch": "x"}]', "is not a prediction"),
+        ('"text"', "got str"),
+        ('{"a": {"instance_id": "a", "model_patch": 3}}', "entry 'a' is not a prediction"),
+        ('{"a": ', "is not valid JSON"),
+    ],
+)
+def test_wrong_shaped_preds_is_an_error_and_left_untouched(tmp_path: Path, content: str, problem: str) -> None:
+    (tmp_path / "preds.json").write_text(content)
+    store = OutputStore(tmp_path)
+    with pytest.raises(StoreError, match=problem):
+        store.add_prediction("x", "m", "diff\n")
+    assert (tmp_path / "preds.json").read_text() == content
+
+
+def test_corrupt_exit_statuses_is_rebuilt_from_the_trajectories(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
+    assert swebench(dataset, model, config, output).returncode == 0
+    (output / "exit_statuses.yaml").write_text("instances: [1, 2\n  : {")
+    OutputStore(output).record_status("demo__new-1", "error", error="boom")
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
+    assert statuses["instances_by_exit_status"] == {
+        "error": ["demo__new-1"],
+        "submitted": sorted(row["instance_id"] for row in rows),
+    }
+    for row in rows:
+        info = statuses["instances"][row["instance_id"]]
+        assert info["trajectory"] == f"{row['instance_id']}/{row['instance_id']}.traj.json"
+        assert info["patch_lines"] == row["patch"].count("\n")
+
+
+def test_preds_survive_a_full_disk(tmp_path: Path, small_disk: Path) -> None:
+    store = OutputStore(small_disk)
+    store.add_prediction("a", "m", "diff a\n")
+    before = (small_disk / "preds.json").read_bytes()
+    filler = small_disk / "filler"
+    with pytest.raises(OSError), filler.open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    with pytest.raises(OSError):
+        store.add_prediction("b", "m", "x" * 300_000)
+    assert (small_disk / "preds.json").read_bytes() == before
+    assert not [p.name for p in small_disk.iterdir() if p.name.startswith(".preds.json.")]
+    filler.unlink()
+    store.add_prediction("b", "m", "diff b\n")
+    assert json.loads((small_disk / "preds.json").read_text())["b"]["model_patch"] == "diff b\n"
