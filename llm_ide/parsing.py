@@ -10,6 +10,7 @@ from llm_ide.state.operations import Reflection
 ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
+MAX_DEPTH = 50
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -70,9 +71,23 @@ def parse_params(raw: str | None) -> dict[str, Any]:
         value = json.loads(body)
     except json.JSONDecodeError as error:
         raise FormatError(f"<action_params> is not valid JSON ({error.msg} at line {error.lineno})") from None
+    except RecursionError:
+        raise FormatError(f"<action_params> is nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(value, dict):
         raise FormatError(f"<action_params> must be a JSON object, got {type(value).__name__}")
+    check_storable(value)
     return value
+
+
+def check_storable(value: Any, depth: int = 0) -> None:
+    """Parameters the checkpoint can hold: nesting at most MAX_DEPTH, integers within 64 bits."""
+    if depth > MAX_DEPTH:
+        raise FormatError(f"<action_params> is nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise FormatError(f"<action_params> holds an integer out of range ({str(value)[:20]}…)")
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for child in children:
+        check_storable(child, depth + 1)
 
 
 def parse_action(text: str) -> ParsedAction:

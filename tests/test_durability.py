@@ -215,3 +215,28 @@ def test_an_empty_object_line_in_the_calls_log_is_skipped(tmp_path: Path) -> Non
     traj = trajectory(tmp_path)
     assert [c["index"] for c in traj["model_calls"]] == list(range(5))
     assert traj["operations"][1]["observation"].startswith(STOPPED)
+
+
+def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tmp_path: Path, small_disk: Path) -> None:
+    steps = [
+        act("First.", "bash", command="echo one >> trail.txt"),
+        reflect(False, "one"),
+        act("Fill.", "bash", command=f"head -c 4M /dev/zero > {small_disk}/filler; echo filled"),
+        reflect(False, "filled"),
+        act("Third.", "bash", command="echo three >> trail.txt"),
+        reflect(False, "three"),
+        act("Done.", "submit"),
+    ]
+    repo, args = setup_run(tmp_path, steps)
+    args[args.index("--output") + 1] = str(small_disk / "out")
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 1, output
+    assert "Traceback" not in output and ("No space left on device" in output or "disk is full" in output), output
+    saved = json.loads((small_disk / "out" / "T.traj.json").read_text())
+    assert saved["info"]["exit_status"] in (None, "error")
+    (small_disk / "filler").unlink()
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = json.loads((small_disk / "out" / "T.traj.json").read_text())
+    assert [o["thought"] for o in traj["operations"]] == ["First.", "Fill.", "Third.", "Done."]
+    assert (repo / "trail.txt").read_text() == "one\nthree\n"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from llm_ide.prompting import render
+from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
@@ -18,12 +18,21 @@ def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict
     return messages
 
 
+def wall_deadline(ctx: AgentContext, state: AgentState) -> float | None:
+    """When (time.monotonic()) the run's wall-time limit passes: a model call may not run past it."""
+    limit = ctx.agent.get("wall_time_limit")
+    return ctx.mark + limit - state.get("elapsed", 0.0) if limit else None
+
+
 def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
     messages = messages_for(ctx, state, prompt)
     usage = dict(state.get("usage") or empty_usage())
     started = time.perf_counter()
-    reply = ctx.model.complete(messages, call_index=usage["api_calls"])
+    reply = ctx.model.complete(messages, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))
+    text = reply.text
+    if (cap := ctx.agent.get("max_reply_chars")) and len(text) > cap:  # head and tail: the closing tags survive
+        text = truncate(text, cap, ctx.templates)
     if ctx.record_call is not None:
         ctx.record_call(
             {
@@ -32,7 +41,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
                 "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages),
                 "prompt_chars": sum(len(m["content"]) for m in messages),
                 "prompt_tokens": reply.input_tokens,
-                "response": reply.text,
+                "response": text,
                 "response_tokens": reply.output_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
@@ -46,7 +55,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
         output_tokens=usage["output_tokens"] + reply.output_tokens,
         cost=usage["cost"] + reply.cost,
     )
-    return reply.text, Usage(**usage)
+    return text, Usage(**usage)
 
 
 def format_failure(

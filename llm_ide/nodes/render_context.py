@@ -5,7 +5,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.prompting import render
+from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext, resolve
 from llm_ide.state.context import Chunk, rescore, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
@@ -59,15 +59,18 @@ def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
 def workspace_text(ctx: AgentContext, state: AgentState) -> str:
     nodes = state.get("operations", [])
     lessons = all_lessons(nodes)
-    return render(
-        ctx.templates,
-        "workspace",
-        task=render(ctx.templates, "task", task=state["task"]),
-        code_context=code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
-        operation_history=history_text(ctx, nodes),
-        tool_usage=ctx.tool_usage or render(ctx.templates, "tool_usage_empty"),
-        lessons="\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
-    )
+    sections = {
+        "task": render(ctx.templates, "task", task=state["task"]),
+        "code_context": code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
+        "operation_history": history_text(ctx, nodes),
+        "tool_usage": ctx.tool_usage or render(ctx.templates, "tool_usage_empty"),
+        "lessons": "\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
+    }
+    caps = ctx.config["memory"].get("section_max_chars") or {}
+    for name, limit in caps.items():  # whatever the code, the thoughts or the lessons hold, a section has a ceiling
+        if name in sections and limit:
+            sections[name] = truncate(sections[name], limit, ctx.templates)
+    return render(ctx.templates, "workspace", **sections)
 
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:

@@ -26,13 +26,16 @@ def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
 
 def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> str | None:
     agent = ctx.agent
-    cost = (state.get("usage") or empty_usage())["cost"]
+    usage = state.get("usage") or empty_usage()
+    cost = usage["cost"]
     if state.get("submitted"):
         return "submitted"
     if agent.get("step_limit") and n_operations >= agent["step_limit"]:
         return "step_limit"
     if (agent.get("cost_limit") and cost >= agent["cost_limit"]) or (ctx.cost_budget and ctx.cost_budget.exhausted):
         return "cost_limit"
+    if agent.get("token_limit") and usage["input_tokens"] + usage["output_tokens"] >= agent["token_limit"]:
+        return "cost_limit"  # the limit that holds whatever the price (an unknown price counts as 0)
     if agent.get("wall_time_limit") and elapsed >= agent["wall_time_limit"]:
         return "time_limit"
     return None

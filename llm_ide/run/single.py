@@ -11,7 +11,7 @@ from typing import Any
 
 from llm_ide.config import deep_merge
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
-from llm_ide.models import ModelError
+from llm_ide.models import ModelError, ModelTimeLimit, unpriced
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.faults import failpoint
@@ -175,10 +175,15 @@ def run_task(
                 task_vars=task_vars,
                 intents=IntentLog(output_dir / f"{run_id}.intents.jsonl"),
             )
+            if getattr(ctx.model, "price", True) is None and config["agent"].get("cost_limit"):
+                emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
+        except ModelTimeLimit as error:
+            status, info["error"] = "time_limit", str(error)
+            log.error("%s", error)
         except ModelError as error:
             status, info["error"] = "model_error", str(error)
             log.error("model error: %s", error)
