@@ -1,12 +1,11 @@
 """Guards between the agent and a model endpoint: a total deadline per request (not per read: a server dripping one
 byte every two seconds cannot hold a call past it), 200 responses that are not completions treated like a 5xx,
-Retry-After, implausible usage clamped, and reply text that every store can hold."""
+Retry-After, implausible usage clamped."""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ import httpx
 log = logging.getLogger("llm_ide.models")
 
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _local = threading.local()
 
 
@@ -161,10 +159,3 @@ def clamp_usage(name: str, input_tokens: Any, output_tokens: Any, prompt: str, t
         log.warning("model %s: %s tokens %s are impossible; counted as %d", name, label, str(value)[:40], estimate)
         counts.append(estimate)
     return counts[0], counts[1]
-
-
-def clean_text(text: str) -> str:
-    """A reply every store can hold: no NUL (Postgres rejects it), no lone surrogate (not encodable as UTF-8)."""
-    if "\0" in text:
-        text = text.replace("\0", "\ufffd")
-    return _LONE_SURROGATE.sub("\ufffd", text)

@@ -17,7 +17,8 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
-from llm_ide.endpoint import BadCompletion, cause, clamp_usage, clean_text, http_client, request_deadline, retry_after
+from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
+from llm_ide.parsing import clean_text
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "subm
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -75,19 +76,30 @@ def parse_params(raw: str | None) -> dict[str, Any]:
         raise FormatError(f"<action_params> is nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(value, dict):
         raise FormatError(f"<action_params> must be a JSON object, got {type(value).__name__}")
-    check_storable(value)
+    return storable(value)
+
+
+def storable(value: Any, depth: int = 0) -> Any:
+    """Parameters every store can hold: nesting at most MAX_DEPTH and integers within 64 bits (else a format error),
+    strings cleaned of NUL and lone surrogates (JSON escapes can carry them)."""
+    if depth > MAX_DEPTH:
+        raise FormatError(f"<action_params> is nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise FormatError(f"<action_params> holds an integer out of range ({str(value)[:20]}…)")
+    if isinstance(value, dict):
+        return {clean_text(str(key)): storable(child, depth + 1) for key, child in value.items()}
+    if isinstance(value, list):
+        return [storable(child, depth + 1) for child in value]
     return value
 
 
-def check_storable(value: Any, depth: int = 0) -> None:
-    """Parameters the checkpoint can hold: nesting at most MAX_DEPTH, integers within 64 bits."""
-    if depth > MAX_DEPTH:
-        raise FormatError(f"<action_params> is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        raise FormatError(f"<action_params> holds an integer out of range ({str(value)[:20]}…)")
-    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    for child in children:
-        check_storable(child, depth + 1)
+def clean_text(text: str) -> str:
+    """Text every store can hold: no NUL (Postgres rejects it), no lone surrogate (not encodable as UTF-8)."""
+    if "\0" in text:
+        text = text.replace("\0", "\ufffd")
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def parse_action(text: str) -> ParsedAction:
