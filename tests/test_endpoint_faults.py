@@ -17,21 +17,20 @@ from openai_server import OpenAIServer, Reply
 from llm_ide.config import load_config
 from llm_ide.models import ModelError, get_model
 from llm_ide.run.single import RunEvent, run_task
+from llm_ide.settings import ModelSettings, Settings
 
 MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug."}]
 SUBMIT = act("Done.", "submit")
 
 
-def model_config(**values: Any) -> dict[str, Any]:
-    return load_config()["model"] | {"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02} | values
+def model_config(**values: Any) -> ModelSettings:
+    return load_config(model={"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, **values}).model
 
 
-def settings(**agent: Any) -> dict[str, Any]:
-    config = load_config("default")
-    config["environment"]["tools"] = []
-    config["agent"].update({"cost_limit": 1e9, "token_limit": None, **agent})
-    config["model"].update(max_retries=2, retry_base_delay=0.01, retry_max_delay=0.02, timeout=5)
-    return config
+def settings(**agent: Any) -> Settings:
+    model = {"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, "timeout": 5}
+    agent = {"cost_limit": 1e9, "token_limit": None, **agent}
+    return load_config("default", environment={"tools": []}, agent=agent, model=model)
 
 
 def run_against(tmp_path: Path, server: OpenAIServer, model: str = "gpt-4o", **agent: Any) -> tuple[Any, list[str]]:
@@ -45,7 +44,7 @@ def run_against(tmp_path: Path, server: OpenAIServer, model: str = "gpt-4o", **a
         "Cart.total ignores quantities.",
         model=model,
         base_url=server.url,
-        config=settings(**agent),
+        settings=settings(**agent),
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),

@@ -62,7 +62,6 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository."""
     from llm_ide.config import ConfigError, load_config
-    from llm_ide.run.guard import RunStateError
     from llm_ide.run.single import run_task
 
     if (task is None) == (task_file is None):
@@ -78,28 +77,27 @@ def run(
         settings = load_config("default", overrides=config or [])
     except ConfigError as error:
         raise fail(str(error)) from None
-    for key, value in (("step_limit", step_limit), ("cost_limit", cost_limit)):
-        if value is not None:
-            settings["agent"][key] = value
+    limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
+    try:
+        settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
+    except ConfigError as error:
+        raise fail(str(error)) from None
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     terminate_on_sigterm()
-    try:
-        result = run_task(
-            task if task is not None else task_file.read_text(encoding="utf-8"),
-            model=model,
-            config=settings,
-            output_dir=output,
-            run_id=run_id,
-            repo=repo.resolve(),
-            environment=environment,
-            image=image,
-            base_url=base_url,
-            checkpoint=checkpoint,
-            on_event=print_event,
-        )
-    except RunStateError as error:
-        raise fail(str(error)) from None
+    result = run_task(
+        task if task is not None else task_file.read_text(encoding="utf-8"),
+        model=model,
+        settings=settings,
+        output_dir=output,
+        run_id=run_id,
+        repo=repo.resolve(),
+        environment=environment,
+        image=image,
+        base_url=base_url,
+        checkpoint=checkpoint,
+        on_event=print_event,
+    )
     report(result)
     if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
@@ -127,6 +125,8 @@ def demo(
 
     workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
     project = workdir / "project"
+    if project.exists():
+        raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
     shutil.copytree(DEMO_DIR / "project", project)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
         subprocess.run(
@@ -139,7 +139,7 @@ def demo(
     result = run_task(
         task,
         model=f"scripted:{DEMO_DIR / 'script.yaml'}",
-        config=settings,
+        settings=settings,
         output_dir=workdir / "run",
         run_id="demo",
         repo=project,
@@ -160,9 +160,22 @@ def unittest_verdict(project: Path) -> tuple[bool, str]:
     return check.returncode == 0, (check.stderr.strip().splitlines() or ["(no output)"])[-1]
 
 
-def inspect(trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file.")]) -> None:
+def inspect(
+    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide or mini-swe-agent).")],
+    out: Annotated[
+        Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
+    ] = None,
+    html: Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.")] = False,
+) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
     import json
+
+    if html or out is not None:
+        from llm_ide.cli.inspector import write_inspector_page
+
+        if not html:
+            raise fail(f"{out}: an output page is only written with --html")
+        return write_inspector_page(trajectory, out)
 
     from rich.table import Table
     from rich.tree import Tree

@@ -7,8 +7,9 @@ from langgraph.runtime import Runtime
 
 from llm_ide.actions import ActionOutcome, Workspace, execute_action
 from llm_ide.environments.base import EnvironmentFailure
+from llm_ide.errors import ExitStatus
 from llm_ide.prompting import truncate
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.run.faults import failpoint
 from llm_ide.run.intents import CHANGES_WORKSPACE, edit_applied
 from llm_ide.state.graph_state import AgentState
@@ -51,7 +52,7 @@ def run_once(ctx: AgentContext, node: OperationNode) -> ActionOutcome:
 
 
 def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     pending = state["pending"]
     try:
         outcome = run_once(ctx, pending)
@@ -60,8 +61,8 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
         snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and pending.action_type in CHANGES_WORKSPACE else None
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
-        return {"pending": failed, "accessed": [], "exit_status": "environment_error"}
-    observation = truncate(outcome.observation, ctx.agent["observation_max_chars"], ctx.templates)
+        return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
+    observation = truncate(outcome.observation, ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
     update = {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}
     return update if snapshot is None else {**update, "worktree_patch": snapshot}

@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
@@ -20,7 +21,7 @@ def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict
 
 def wall_deadline(ctx: AgentContext, state: AgentState) -> float | None:
     """When (time.monotonic()) the run's wall-time limit passes: a model call may not run past it."""
-    limit = ctx.agent.get("wall_time_limit")
+    limit = ctx.settings.agent.wall_time_limit
     return ctx.mark + limit - state.get("elapsed", 0.0) if limit else None
 
 
@@ -31,13 +32,14 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))
     text = reply.text
-    if (cap := ctx.agent.get("max_reply_chars")) and len(text) > cap:  # head and tail: the closing tags survive
+    if (cap := ctx.settings.agent.max_reply_chars) and len(text) > cap:  # head and tail: the closing tags survive
         text = truncate(text, cap, ctx.templates)
     if ctx.record_call is not None:
         ctx.record_call(
             {
                 "index": usage["api_calls"],
                 "kind": kind,
+                "step": state.get("n_operations", 0),
                 "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages),
                 "prompt_chars": sum(len(m["content"]) for m in messages),
                 "prompt_tokens": reply.input_tokens,
@@ -71,6 +73,6 @@ def format_failure(
             ),
         },
     }
-    if errors >= ctx.agent["max_format_errors"]:
-        update["exit_status"] = "format_error"
+    if errors >= ctx.settings.agent.max_format_errors:
+        update["exit_status"] = ExitStatus.FORMAT_ERROR
     return update

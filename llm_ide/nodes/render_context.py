@@ -6,7 +6,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.prompting import render, truncate
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.context import Chunk, rescore, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
@@ -18,7 +18,7 @@ def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int)
     shown = select_chunks(chunks, params)
     view = ctx.workspace.view
     view.refresh(chunk.file_path for chunk in shown)
-    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.config["memory"]["context_budget_chars"])
+    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
 
 
@@ -31,9 +31,9 @@ def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
     only counted."""
     if not nodes:
         return render(ctx.templates, "operation_history_empty")
-    memory = ctx.config["memory"]
+    memory = ctx.settings.memory
     chain = reasoning_chain(nodes)
-    recent, brief = memory["history_recent"], memory["history_brief"]
+    recent, brief = memory.history_recent, memory.history_brief
     omitted = max(0, len(chain) - recent - brief)
     parts = [render(ctx.templates, "operations_omitted", count=omitted)] if omitted else []
     for position, node in enumerate(chain[omitted:], omitted):
@@ -42,7 +42,7 @@ def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
             parts.append(render(ctx.templates, "operation_brief", node=node, params=clip(params, 160)))
             continue
         latest = node is nodes[-1]
-        limit = memory["history_params_chars"]
+        limit = memory.history_params_chars
         parts.append(
             render(
                 ctx.templates,
@@ -66,7 +66,7 @@ def workspace_text(ctx: AgentContext, state: AgentState) -> str:
         "tool_usage": ctx.tool_usage or render(ctx.templates, "tool_usage_empty"),
         "lessons": "\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
     }
-    caps = ctx.config["memory"].get("section_max_chars") or {}
+    caps = ctx.settings.memory.section_max_chars
     for name, limit in caps.items():  # whatever the code, the thoughts or the lessons hold, a section has a ceiling
         if name in sections and limit:
             sections[name] = truncate(sections[name], limit, ctx.templates)
@@ -74,4 +74,4 @@ def workspace_text(ctx: AgentContext, state: AgentState) -> str:
 
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    return {"workspace": workspace_text(resolve(runtime, state), state)}
+    return {"workspace": workspace_text(runtime.context, state)}

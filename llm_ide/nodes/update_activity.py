@@ -6,7 +6,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.resources import AgentContext, release, resolve
+from llm_ide.errors import ExitStatus
+from llm_ide.resources import AgentContext
 from llm_ide.state.context import Chunk, add_scope, record_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
@@ -24,26 +25,26 @@ def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
     ]
 
 
-def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> str | None:
-    agent = ctx.agent
+def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> ExitStatus | None:
+    agent = ctx.settings.agent
     usage = state.get("usage") or empty_usage()
     cost = usage["cost"]
     if state.get("submitted"):
-        return "submitted"
-    if agent.get("step_limit") and n_operations >= agent["step_limit"]:
-        return "step_limit"
-    if (agent.get("cost_limit") and cost >= agent["cost_limit"]) or (ctx.cost_budget and ctx.cost_budget.exhausted):
-        return "cost_limit"
-    if agent.get("token_limit") and usage["input_tokens"] + usage["output_tokens"] >= agent["token_limit"]:
-        return "cost_limit"  # the limit that holds whatever the price (an unknown price counts as 0)
-    if agent.get("wall_time_limit") and elapsed >= agent["wall_time_limit"]:
-        return "time_limit"
+        return ExitStatus.SUBMITTED
+    if agent.step_limit and n_operations >= agent.step_limit:
+        return ExitStatus.STEP_LIMIT
+    if (agent.cost_limit and cost >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
+        return ExitStatus.COST_LIMIT
+    if agent.token_limit and usage["input_tokens"] + usage["output_tokens"] >= agent.token_limit:
+        return ExitStatus.COST_LIMIT  # the limit that holds whatever the price (an unknown price counts as 0)
+    if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
+        return ExitStatus.TIME_LIMIT
     return None
 
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     view = ctx.workspace.view
     pending = state["pending"]
     n_operations = state.get("n_operations", 0)
@@ -71,5 +72,4 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
         "elapsed": elapsed,
         "exit_status": state.get("exit_status") or limit_reached(ctx, state, n_operations + 1, elapsed),
     }
-    release(runtime, update)
     return update

@@ -11,8 +11,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from llm_ide.errors import UsageError
 
-class RunStateError(Exception):
+
+class RunStateError(UsageError):
     """The run cannot start: another process holds its thread, or its saved state is unusable (one line)."""
 
 

@@ -12,13 +12,13 @@ from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import extract_patch
+from llm_ide.settings import Settings
 
 log = logging.getLogger("llm_ide.run")
 
 
-def install_tools(env: Environment, config: dict[str, Any], task_vars: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+def install_tools(env: Environment, names: list[str], task_vars: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     """Install the configured tools into the environment: the Tool Usage text and the tools' command names."""
-    names = config["environment"].get("tools") or []
     if not names:
         return "", ()
     from llm_ide.tools.installer import install_tools as install
@@ -32,7 +32,7 @@ def install_tools(env: Environment, config: dict[str, Any], task_vars: dict[str,
 
 def build_context(
     *,
-    config: dict[str, Any],
+    settings: Settings,
     model_spec: str,
     run_id: str,
     base_url: str | None = None,
@@ -45,26 +45,26 @@ def build_context(
     task_vars: dict[str, Any] | None = None,
     intents: IntentLog | None = None,
 ) -> AgentContext:
-    env = env or make_environment(config, repo, run_id, image)
-    usage, commands = install_tools(env, config, {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})})
-    agent, settings = config["agent"], config["environment"]
+    env = env or make_environment(settings.environment, repo, run_id, image)
+    task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
+    usage, commands = install_tools(env, settings.environment.tools, task_vars)
     workspace = Workspace(
         env=env,
         view=CodeView(env),
-        templates=config["templates"],
-        view_max_lines=agent["view_max_lines"],
-        search_max_results=agent["search_max_results"],
-        command_timeout=settings["command_timeout"],
+        templates=settings.templates,
+        view_max_lines=settings.agent.view_max_lines,
+        search_max_results=settings.agent.search_max_results,
+        command_timeout=settings.environment.command_timeout,
         tool_commands=commands,
     )
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
     return AgentContext(
-        config=config,
-        model=get_model(model_spec, config["model"], base_url),
+        settings=settings,
+        model=get_model(model_spec, settings.model, base_url),
         workspace=workspace,
         tool_usage=usage,
         record_call=record_call,
         intents=intents,
         cost_budget=cost_budget,
-        snapshot_patch=(lambda: extract_patch(env, base, config["patch"])) if ephemeral else None,
+        snapshot_patch=(lambda: extract_patch(env, base, settings.patch)) if ephemeral else None,
     )

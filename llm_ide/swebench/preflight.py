@@ -7,13 +7,14 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
+from llm_ide.errors import UsageError
+from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Instance
 
 
-class SWEbenchError(ValueError):
+class SWEbenchError(UsageError, ValueError):
     """A user error that stops the batch before it starts (unreachable model, bad options)."""
 
 
@@ -31,12 +32,12 @@ def model_endpoint(model: str, base_url: str | None) -> str | None:
     return default
 
 
-def check_model(model: str, config: dict[str, Any], base_url: str | None, timeout: float = 5.0) -> None:
+def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
     """Fail before the batch when the model cannot be built or its endpoint does not accept connections."""
     from llm_ide.models import ModelError, get_model
 
     try:
-        get_model(model, config.get("model") or {}, base_url)
+        get_model(model, settings.model, base_url)
     except ModelError as error:
         raise SWEbenchError(str(error)) from None
     url = model_endpoint(model, base_url)

@@ -15,13 +15,15 @@ from typing import Any
 
 import yaml
 
+from llm_ide.errors import UsageError
+
 PREDS = "preds.json"
 STATUSES = "exit_statuses.yaml"
 LOCK = ".llm-ide-batch.lock"
 log = logging.getLogger("llm_ide.swebench")
 
 
-class StoreError(ValueError):
+class StoreError(UsageError, ValueError):
     """preds.json or exit_statuses.yaml cannot be read."""
 
 
@@ -150,7 +152,7 @@ class OutputStore:
         with file_lock(self.lock):
             path = self.output / STATUSES
             instances = read_statuses(self.output)
-            instances[instance_id] = {"exit_status": exit_status, **details}
+            instances[instance_id] = {"exit_status": str(exit_status), **details}
             by_status: dict[str, list[str]] = {}
             for iid, info in sorted(instances.items()):
                 by_status.setdefault(info["exit_status"], []).append(iid)
