@@ -33,12 +33,19 @@ from fault_kills import run_kills  # noqa: E402
 CATEGORIES = ["kills", "corruption", "bad_input", "endpoint", "secrets"]
 # pytest node ids (file::name prefix) per category; files that do not exist (another branch's) are left out
 PYTEST_CASES = {
+    "kills": [  # targeted: at exact failpoints, and two processes on one thread
+        "tests/test_durability.py::test_kill",
+        "tests/test_durability.py::test_killed_after",
+        "tests/test_durability.py::test_second_process",
+        "tests/test_batch_durability.py::test_batch_killed",
+        "tests/test_resume.py",
+        "tests/test_docker_durability.py",
+    ],
     "corruption": [
         "tests/test_durability.py::test_corrupt_checkpoint",
         "tests/test_durability.py::test_truncated_trajectory",
         "tests/test_durability.py::test_an_empty_object_line",
         "tests/test_durability.py::test_full_disk",
-        "tests/test_durability.py::test_second_process",
         "tests/test_batch_durability.py::test_wrong_shaped_preds",
         "tests/test_batch_durability.py::test_corrupt_exit_statuses",
         "tests/test_batch_durability.py::test_preds_survive_a_full_disk",
@@ -47,7 +54,7 @@ PYTEST_CASES = {
         "tests/test_endpoint_faults.py::test_hostile_bytes",
         "tests/test_endpoint_faults.py::test_every_prompt_stays_within_budget",
         "tests/test_containment.py",
-        "tests/test_errors.py",
+        "tests/test_errors.py::test_a_checkpoint_store_that_cannot_be_opened",
     ],
     "endpoint": [
         "tests/test_endpoint_faults.py::test_slow_drip",
@@ -79,34 +86,44 @@ class Tally:
 def pytest_category(category: str, tally: Tally, docker: bool) -> None:
     """Run the category's tests (those whose files exist here); each test case is a fault case."""
     selected = [spec for spec in PYTEST_CASES[category] if (ROOT / spec.split("::")[0]).exists()]
-    files = sorted({spec.split("::")[0] for spec in selected})
-    names = [spec.split("::")[1] for spec in selected if "::" in spec]
     whole = [spec for spec in selected if "::" not in spec]
-    keyword = " or ".join(names)
+    named = [spec for spec in selected if "::" in spec]
+    runs = [whole] if whole else []
+    if named:
+        files = sorted({spec.split("::")[0] for spec in named})
+        runs.append([*files, "-k", " or ".join(spec.split("::")[1] for spec in named)])
+    for args in runs:
+        for file, name, problem in pytest_cases(args, docker):
+            if not any(spec == file or f"{file}::{name}".startswith(spec) for spec in selected):
+                continue  # -k matched a test of another category in the same file
+            if problem is None:
+                tally.skipped[category] += 1
+            else:
+                tally.record(category, f"{file}::{name}", not problem, problem)
+
+
+def pytest_cases(args: list[str], docker: bool) -> list[tuple[str, str, str | None]]:
+    """(file, test, problem) of each test pytest ran: problem '' when it passed, None when it was skipped."""
     with tempfile.TemporaryDirectory(prefix="fault-pytest-") as tmp:
         report = Path(tmp) / "report.xml"
-        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *files]
-        if names and not whole:
-            args += ["-k", keyword]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *args]
         if not docker:
-            args += ["-m", "not docker"]
-        subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+            command += ["-m", "not docker"]
+        subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if not report.exists():
-            tally.record(category, "pytest did not run", False, " ".join(files))
-            return
+            return [(" ".join(args), "(pytest did not run)", "no report")]
+        found = []
         for case in ET.parse(report).getroot().iter("testcase"):
             file = case.get("classname", "").replace(".", "/") + ".py"
-            name = case.get("name", "")
-            if not any(spec == file or spec == f"{file}::{name}"[: len(spec)] for spec in selected):
-                continue  # -k matched a test of another file in the same run
+            failure = case.find("failure") if case.find("failure") is not None else case.find("error")
             if case.find("skipped") is not None:
-                tally.skipped[category] += 1
-                continue
-            failure = case.find("failure")
-            if failure is None:
-                failure = case.find("error")
-            detail = "" if failure is None else (failure.get("message") or "").splitlines()[0][:200]
-            tally.record(category, f"{file}::{name}", failure is None, detail)
+                problem = None
+            elif failure is not None:
+                problem = ((failure.get("message") or "failed").splitlines() or ["failed"])[0][:200]
+            else:
+                problem = ""
+            found.append((file, case.get("name", ""), problem))
+        return found
 
 
 def main() -> None:
@@ -132,8 +149,8 @@ def main() -> None:
                 print("  (no PostgreSQL server binaries: the Postgres series is left out)")
         print("kills:", flush=True)
         run_kills(rng, counts, tally.record, url)
-    for category in CATEGORIES[1:]:
-        print(f"{category}:", flush=True)
+    for category in CATEGORIES:
+        print(f"{category}:" if category != "kills" else "kills (targeted):", flush=True)
         pytest_category(category, tally, docker)
     print()
     for category in CATEGORIES:
