@@ -62,7 +62,10 @@ PYTEST_CASES = {
         "tests/test_endpoint_faults.py::test_200",
         "tests/test_endpoint_faults.py::test_impossible_usage",
         "tests/test_endpoint_faults.py::test_token_limit",
-        "tests/test_models.py",
+        "tests/test_models.py::test_rate_limit_then_success",
+        "tests/test_models.py::test_transient_failure",
+        "tests/test_models.py::test_connection_refused",
+        "tests/test_models.py::test_auth_and_not_found",
     ],
     "secrets": ["tests/test_secrets.py"],
 }
