@@ -69,10 +69,10 @@ def shared_dir() -> Path:
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    """A 2 MB tmpfs (a disk that fills up for real); skipped where mounting is not allowed (needs root)."""
+    """An 8 MB tmpfs (a disk that fills up for real); skipped where mounting is not allowed (needs root)."""
     mount = tmp_path / "small-disk"
     mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True)
     if result.returncode != 0:
         if os.environ.get("CI") and os.geteuid() == 0:
             pytest.fail(f"cannot mount a tmpfs: {result.stderr.decode().strip()}")

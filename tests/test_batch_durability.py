@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,36 @@ def test_preds_survive_a_full_disk(tmp_path: Path, small_disk: Path) -> None:
     filler.unlink()
     store.add_prediction("b", "m", "diff b\n")
     assert json.loads((small_disk / "preds.json").read_text())["b"]["model_patch"] == "diff b\n"
+
+
+def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_path: Path, small_disk: Path) -> None:
+    """Both instances wait at a command; the disk is filled; they go on and fail; a rerun with room finishes both."""
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    wait = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo went"
+    model = write_script(tmp_path / "fix.yaml", [wait, FIX_COMMAND])
+    config, output = write_config(tmp_path / "c.yaml"), small_disk / "out"
+    args = [sys.executable, "-c", CLI, "swebench", "--subset", str(dataset), "--environment", "local"]
+    args += ["--model", model, "-w", "2", "-c", str(config), "-o", str(output)]
+    batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    repos = [output / row["instance_id"] / "repo" for row in rows]
+    deadline = time.monotonic() + 300
+    while not all((repo / "waiting").exists() for repo in repos):
+        assert batch.poll() is None and time.monotonic() < deadline, batch.communicate()
+        time.sleep(0.05)
+    with pytest.raises(OSError), (small_disk / "filler").open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    for repo in repos:
+        (repo / "go").touch()
+    stdout, stderr = batch.communicate(timeout=300)
+    assert "Traceback" not in stdout + stderr, stderr
+    if (output / "preds.json").exists():
+        read_preds(output)  # whole, never half-written
+    (small_disk / "filler").unlink()
+    again = swebench(dataset, model, config, output)
+    assert again.returncode == 0, again.stderr
+    preds = read_preds(output)
+    assert sorted(preds) == sorted(row["instance_id"] for row in rows), again.stdout + again.stderr
+    for row in rows:
+        assert row["patch"] in preds[row["instance_id"]]["model_patch"]

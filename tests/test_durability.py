@@ -221,7 +221,7 @@ def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tm
     steps = [
         act("First.", "bash", command="echo one >> trail.txt"),
         reflect(False, "one"),
-        act("Fill.", "bash", command=f"head -c 4M /dev/zero > {small_disk}/filler; echo filled"),
+        act("Fill.", "bash", command=f"head -c 20M /dev/zero > {small_disk}/filler; echo filled"),
         reflect(False, "filled"),
         act("Third.", "bash", command="echo three >> trail.txt"),
         reflect(False, "three"),
