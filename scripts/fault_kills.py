@@ -119,8 +119,11 @@ def kill_trial(kind: str, trial: int, rng: random.Random, window: float, extra: 
         run_id = f"fault-{kind}-{trial}-{rng.randrange(10**6)}"
         args = ["run", "--repo", str(root / "repo"), "--task", "trail", "--model", write_script(root / "s.yaml", STEPS)]
         args += ["--thread-id", run_id, "--output", str(root / "out"), "--config", str(root / "c.yaml"), *extra]
-        modes = [rng.choice(["time", "failpoint"]) for _ in range(rng.randint(1, 3))]
-        done = [attempt(args, root, rng, mode, window, kind) for mode in modes]
+        done: list[str] = []
+        for _ in range(rng.randint(1, 3)):  # up to three kills in a row, until one start runs to its end
+            done.append(attempt(args, root, rng, rng.choice(["time", "failpoint"]), window, kind))
+            if done[-1].startswith("ended") or done[-1].endswith("(not reached)"):
+                break
         final = start(args, root)
         output = final.communicate(timeout=600)[0].decode(errors="replace")
         problem = check_run(root, run_id, final.returncode, output)
@@ -165,6 +168,8 @@ def batch_trial(trial: int, rng: random.Random, window: float, record: Record) -
                 done.append(spec)
             else:
                 done.append(attempt(args, root, rng, "time", window, "local"))
+            if done[-1].startswith("ended"):
+                break
         final = start(args, root)
         output = final.communicate(timeout=600)[0].decode(errors="replace")
         problem = "" if final.returncode == 0 else f"final batch exited {final.returncode}: {output[-300:]}"

@@ -46,9 +46,11 @@ PYTEST_CASES = {
         "tests/test_durability.py::test_truncated_trajectory",
         "tests/test_durability.py::test_an_empty_object_line",
         "tests/test_durability.py::test_full_disk",
+        "tests/test_durability.py::test_read_only",
         "tests/test_batch_durability.py::test_wrong_shaped_preds",
         "tests/test_batch_durability.py::test_corrupt_exit_statuses",
         "tests/test_batch_durability.py::test_preds_survive_a_full_disk",
+        "tests/test_batch_durability.py::test_batch_on_a_full_disk",
     ],
     "bad_input": [
         "tests/test_endpoint_faults.py::test_hostile_bytes",

@@ -240,3 +240,21 @@ def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tm
     traj = json.loads((small_disk / "out" / "T.traj.json").read_text())
     assert [o["thought"] for o in traj["operations"]] == ["First.", "Fill.", "Third.", "Done."]
     assert (repo / "trail.txt").read_text() == "one\nthree\n"
+
+
+def test_read_only_run_folder_is_one_line_and_keeps_everything(tmp_path: Path) -> None:
+    """A checkpoint (and trajectory) on a read-only mount: one line, nothing changed (a read-only bind mount holds
+    even for root, unlike file modes)."""
+    repo, args, saved = killed_mid_run(tmp_path)
+    out = tmp_path / "out"
+    if subprocess.run(["mount", "--bind", str(out), str(out)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount (needs root)")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], check=True, capture_output=True)
+        (repo / "go").touch()
+        code, output = finish(llm_ide(args, tmp_path))
+    finally:
+        subprocess.run(["umount", str(out)], capture_output=True)
+    assert code == 2, output
+    assert len(output.strip().splitlines()) == 1 and output.startswith("error:"), output
+    assert (out / "T.traj.json").read_bytes() == saved

@@ -22,7 +22,10 @@ class RunStateError(UsageError):
 def thread_lock(output_dir: Path, run_id: str) -> Iterator[Path]:
     """An exclusive lock on the thread id, held for the whole run; the lock file names the holder's PID."""
     path = output_dir / f"{run_id}.lock"
-    handle = path.open("a+", encoding="utf-8")
+    try:
+        handle = path.open("a+", encoding="utf-8")
+    except OSError as error:
+        raise RunStateError(f"{output_dir} cannot be written ({error.strerror}): nothing was run") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
