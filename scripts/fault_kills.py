@@ -36,8 +36,7 @@ STEPS = [
 ]
 THOUGHTS = ["First.", "Second.", "Third.", "Fourth.", "Fifth.", "Done."]
 TRAIL = {1: "one", 2: "two", 5: "five"}  # operation number → the line its command appends
-FAILPOINTS = {"local": ["checkpoint.writes", "execute.done", "run.ended"], "postgres": ["execute.done", "run.ended"]}
-FAILPOINTS["docker"] = FAILPOINTS["local"]
+FAILPOINTS = dict.fromkeys(["local", "postgres", "docker"], ["checkpoint.writes", "execute.done", "run.ended"])
 MAX_HITS = {"checkpoint.writes": 26, "execute.done": 5, "run.ended": 1}
 
 Record = Callable[[str, str, bool, str], None]

@@ -36,6 +36,7 @@ PYTEST_CASES = {
     "kills": [  # targeted: at exact failpoints, and two processes on one thread
         "tests/test_durability.py::test_kill",
         "tests/test_durability.py::test_killed_after",
+        "tests/test_durability.py::test_postgres",
         "tests/test_durability.py::test_second_process",
         "tests/test_batch_durability.py::test_batch_killed",
         "tests/test_resume.py",

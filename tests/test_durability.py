@@ -258,3 +258,22 @@ def test_read_only_run_folder_is_one_line_and_keeps_everything(tmp_path: Path) -
     assert code == 2, output
     assert len(output.strip().splitlines()) == 1 and output.startswith("error:"), output
     assert (out / "T.traj.json").read_bytes() == saved
+
+
+@pytest.mark.slow
+def test_postgres_checkpoints_resume_after_kills_between_writes_and_checkpoint_rows(tmp_path: Path) -> None:
+    from pg_server import postgres_server
+
+    with postgres_server() as url:
+        for hit in (5, 12):
+            root = tmp_path / f"hit{hit}"
+            root.mkdir()
+            repo, args = setup_run(root)
+            args += ["--checkpoint", url, "--thread-id", f"T{hit}"]
+            code, output = finish(llm_ide(args, root, f"checkpoint.writes={hit}"))
+            assert code == -signal.SIGKILL, output
+            code, output = finish(llm_ide(args, root))
+            assert code == 0, output
+            (root / "out" / "T.traj.json").write_bytes((root / "out" / f"T{hit}.traj.json").read_bytes())
+            traj = assert_complete_run(root, repo)
+            assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])

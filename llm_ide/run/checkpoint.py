@@ -134,6 +134,18 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
         raise CheckpointError(f"--checkpoint {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
 
 
+def _with_failpoint(saver_class: type) -> type:
+    """The saver with the `checkpoint.writes` failpoint after a step's writes are stored (as ChannelSqliteSaver)."""
+
+    class Saver(saver_class):
+        def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+            super().put_writes(config, writes, task_id, task_path)
+            failpoint("checkpoint.writes")
+
+    Saver.__name__ = saver_class.__name__  # prune() recognises the Postgres saver by name
+    return Saver
+
+
 @contextmanager
 def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     try:
@@ -148,7 +160,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     except OperationalError as error:
         raise CheckpointError(f"--checkpoint {where}: cannot connect: {_first_line(error)}") from None
     with conn:
-        saver = PostgresSaver(conn, serde=serializer())
+        saver = _with_failpoint(PostgresSaver)(conn, serde=serializer())
         try:
             saver.setup()
         except OperationalError as error:
