@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.cache_hints import with_cache_hints
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
 from llm_ide.parsing import clean_text
@@ -34,19 +35,31 @@ DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 @dataclass(frozen=True)
 class ModelReply:
+    """A reply and its usage; `input_tokens` counts all prompt tokens, of which `cache_read_tokens` were read from
+    the provider's prompt cache and `cache_write_tokens` written to it."""
+
     text: str
     input_tokens: int
     output_tokens: int
     cost: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True)
 class Price:
+    """USD per million tokens; a cache price left out is the input price (no discount assumed)."""
+
     input: float
     output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+    def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
+        uncached = max(0, input_tokens - cache_read - cache_write)
+        read = self.input if self.cache_read is None else self.cache_read
+        write = self.input if self.cache_write is None else self.cache_write
+        return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
 
 
 class ModelTimeLimit(ModelError):
@@ -91,7 +104,7 @@ def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
     for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
         entry = prices.get(candidate)
         if entry is not None:
-            return Price(input=entry.input, output=entry.output)
+            return Price(entry.input, entry.output, entry.cache_read, entry.cache_write)
     return None
 
 
@@ -182,9 +195,11 @@ class ChatModel:
         self.timeout = settings.timeout
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
+        self.cache_hints = settings.cache_hints
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         attempt = 0
         while True:
             if deadline is not None and time.monotonic() >= deadline:
@@ -192,7 +207,7 @@ class ChatModel:
             at = time.monotonic() + self.timeout
             try:
                 with request_deadline(at if deadline is None else min(at, deadline)):
-                    response = self.chat.invoke(messages)
+                    response = self.chat.invoke(payload, **hints)
             except Exception as error:
                 self._give_up_or_wait(error, attempt, deadline)
                 attempt += 1
@@ -223,10 +238,15 @@ class ChatModel:
     def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
         text = clean_text(response.text)
         usage = response.usage_metadata
+        read = written = 0
         if usage:
             prompt = "".join(message["content"] for message in messages)
             input_tokens, output_tokens = clamp_usage(
                 self.name, usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
+            )
+            details = usage.get("input_token_details") or {}
+            read, written = (
+                min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
@@ -234,8 +254,9 @@ class ChatModel:
             output_tokens = estimate_tokens(text)
         if self.price is None:
             warn_once("price", self.name, unpriced(self.name))
-            return ModelReply(text, input_tokens, output_tokens, 0.0)
-        return ModelReply(text, input_tokens, output_tokens, self.price.cost(input_tokens, output_tokens))
+            return ModelReply(text, input_tokens, output_tokens, 0.0, read, written)
+        cost = self.price.cost(input_tokens, output_tokens, read, written)
+        return ModelReply(text, input_tokens, output_tokens, cost, read, written)
 
 
 def unpriced(name: str) -> str:

@@ -43,6 +43,7 @@ class AgentContext:
     snapshot_patch: Callable[[], str] | None = None
     intents: IntentLog | None = None
     mark: float = field(default_factory=time.monotonic)
+    rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
 
     @property
     def templates(self) -> Templates:

@@ -5,9 +5,22 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+)
+
+from llm_ide.errors import ConfigError
+from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
 class Strict(BaseModel):
@@ -24,6 +37,7 @@ class AgentSettings(Strict):
     observation_max_chars: PositiveInt
     view_max_lines: PositiveInt
     search_max_results: PositiveInt
+    single_call: bool  # one model call per step: its reply holds the reflection and the next action
 
 
 class MemorySettings(Strict):
@@ -32,10 +46,14 @@ class MemorySettings(Strict):
     gamma: float = Field(gt=0, le=1)
     threshold: float
     context_budget_chars: PositiveInt
-    history_recent: NonNegativeInt
-    history_brief: NonNegativeInt
+    history_max: PositiveInt
+    history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
-    section_max_chars: dict[Literal["task", "code_context", "operation_history", "tool_usage", "lessons"], PositiveInt]
+    snapshot_every: PositiveInt
+    prompt_budget_chars: PositiveInt
+    section_max_chars: dict[
+        Literal["task", "tool_usage", "code_context", "operation_history", "lessons", "latest"], PositiveInt
+    ]
 
 
 class EnvironmentMessages(Strict):
@@ -56,6 +74,9 @@ class EnvironmentSettings(Strict):
     network: str | None
     cpus: PositiveFloat | None
     memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    pids_limit: PositiveInt | None  # docker: processes and threads in the container
+    sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
+    writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     env: dict[str, str]
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
@@ -63,10 +84,13 @@ class EnvironmentSettings(Strict):
 
 
 class PriceSettings(Strict):
-    """USD per million tokens."""
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None  # left out: the input price
+    cache_write: NonNegativeFloat | None = None
 
 
 class ModelSettings(Strict):
@@ -77,6 +101,7 @@ class ModelSettings(Strict):
     temperature: float | None
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
+    cache_hints: bool
 
 
 class CheckpointSettings(Strict):
@@ -92,6 +117,7 @@ class ObservationTemplates(Strict):
     search: str
     search_none: str
     search_bad_pattern: str
+    search_missing: str
     edit: str
     edit_no_match: str
     edit_many_matches: str
@@ -100,6 +126,7 @@ class ObservationTemplates(Strict):
     bash: str
     submit: str
     bad_params: str
+    outside_repository: str
     unknown_action: str
     interrupted: str
     already_applied: str
@@ -117,13 +144,18 @@ class Templates(Strict):
     operation_history_empty: str
     lessons_empty: str
     tool_usage_empty: str
-    workspace: str
+    snapshot: str
     actions: str
     reflect: str
+    action_turn: str
+    observation_turn: str
     next_step: str
     alternative_action: str
+    single_step: str
+    reflection: str
     format_error: str
     reflect_format: str
+    single_format: str
     act_format: str
     truncated: str
     observations: ObservationTemplates
@@ -136,7 +168,6 @@ class PatchSettings(Strict):
 
 class SweBenchSettings(Strict):
     eval_timeout: PositiveFloat
-    apply_patch: str
     eval_script: str
 
 
@@ -151,9 +182,64 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
-        from llm_ide.config import validate_layers
-
         return validate_layers([(origin, self.model_dump(mode="python")), (origin, values)])
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = deepcopy(value)
+    return merged
+
+
+def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
+    merged: dict[str, Any] = {}
+    for _, data in layers:
+        merged = deep_merge(merged, data)
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as error:
+        raise ConfigError(describe_error(error, layers)) from None
+    register_config_secrets(settings)
+    return settings
+
+
+def register_config_secrets(settings: Settings) -> None:
+    """The secrets the settings hold (headers, `environment.env`): masked in every output from now on."""
+    mark_secret_names(settings.secrets)
+    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
+
+
+def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """One line: the file that set the offending key, the key path, what is wrong."""
+    first = error.errors()[0]
+    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
+    key = ".".join(str(part) for part in loc)
+    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
+    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
+        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
+    if first["type"] == "extra_forbidden":
+        what = "unknown setting"
+    elif first["type"] == "missing":
+        what = "missing setting"
+    else:
+        what = f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    more = error.error_count() - 1
+    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+
+
+def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
+    for part in loc:
+        found = isinstance(data, dict) and part in data
+        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
+        if not found:
+            return False
+        data = data[part]
+    return True

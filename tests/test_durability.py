@@ -221,15 +221,22 @@ def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tm
     steps = [
         act("First.", "bash", command="echo one >> trail.txt"),
         reflect(False, "one"),
-        act("Fill.", "bash", command=f"head -c 20M /dev/zero > {small_disk}/filler; echo filled"),
-        reflect(False, "filled"),
+        act("Wait.", "bash", command="touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt"),
+        reflect(False, "two"),
         act("Third.", "bash", command="echo three >> trail.txt"),
         reflect(False, "three"),
         act("Done.", "submit"),
     ]
     repo, args = setup_run(tmp_path, steps)
     args[args.index("--output") + 1] = str(small_disk / "out")
-    code, output = finish(llm_ide(args, tmp_path))
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    with pytest.raises(OSError), (small_disk / "filler").open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    (repo / "go").touch()
+    code, output = finish(first)
     assert code == 1, output
     assert "Traceback" not in output and ("No space left on device" in output or "disk is full" in output), output
     saved = json.loads((small_disk / "out" / "T.traj.json").read_text())
@@ -238,8 +245,8 @@ def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tm
     code, output = finish(llm_ide(args, tmp_path))
     assert code == 0, output
     traj = json.loads((small_disk / "out" / "T.traj.json").read_text())
-    assert [o["thought"] for o in traj["operations"]] == ["First.", "Fill.", "Third.", "Done."]
-    assert (repo / "trail.txt").read_text() == "one\nthree\n"
+    assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Third.", "Done."]
+    assert (repo / "trail.txt").read_text() == "one\ntwo\nthree\n"
 
 
 def test_read_only_run_folder_is_one_line_and_keeps_everything(tmp_path: Path) -> None:

@@ -1,22 +1,15 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
+from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
-
-
-def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict[str, str]]:
-    messages = [
-        {"role": "system", "content": render(ctx.templates, "system")},
-        {"role": "user", "content": prompt},
-    ]
-    if retry := state.get("retry"):
-        messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
-    return messages
 
 
 def wall_deadline(ctx: AgentContext, state: AgentState) -> float | None:
@@ -25,12 +18,13 @@ def wall_deadline(ctx: AgentContext, state: AgentState) -> float | None:
     return ctx.mark + limit - state.get("elapsed", 0.0) if limit else None
 
 
-def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
+def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    messages = messages_for(ctx, state, prompt)
-    usage = dict(state.get("usage") or empty_usage())
+    messages = [{**message, "content": redact(message["content"])} for message in messages]  # files may hold secrets
+    usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))
+    reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
     text = reply.text
     if (cap := ctx.settings.agent.max_reply_chars) and len(text) > cap:  # head and tail: the closing tags survive
         text = truncate(text, cap, ctx.templates)
@@ -45,6 +39,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
                 "prompt_tokens": reply.input_tokens,
                 "response": text,
                 "response_tokens": reply.output_tokens,
+                "cache_read_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
             }
@@ -55,9 +51,16 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
         api_calls=usage["api_calls"] + 1,
         input_tokens=usage["input_tokens"] + reply.input_tokens,
         output_tokens=usage["output_tokens"] + reply.output_tokens,
+        cache_read_tokens=usage["cache_read_tokens"] + reply.cache_read_tokens,
+        cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
     return text, Usage(**usage)
+
+
+def expected_format(ctx: AgentContext, name: str) -> str:
+    formats = {part: render(ctx.templates, part) for part in ("reflect_format", "act_format")}
+    return render(ctx.templates, name, **formats)
 
 
 def format_failure(
@@ -68,9 +71,7 @@ def format_failure(
         "format_errors": errors,
         "retry": {
             "response": response,
-            "message": render(
-                ctx.templates, "format_error", error=str(error), expected=render(ctx.templates, expected)
-            ),
+            "message": render(ctx.templates, "format_error", error=str(error), expected=expected_format(ctx, expected)),
         },
     }
     if errors >= ctx.settings.agent.max_format_errors:

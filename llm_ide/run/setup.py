@@ -12,6 +12,7 @@ from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import extract_patch
+from llm_ide.secrets import redact
 from llm_ide.settings import Settings
 
 log = logging.getLogger("llm_ide.run")
@@ -66,5 +67,6 @@ def build_context(
         record_call=record_call,
         intents=intents,
         cost_budget=cost_budget,
-        snapshot_patch=(lambda: extract_patch(env, base, settings.patch)) if ephemeral else None,
+        # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
+        snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if ephemeral else None,
     )

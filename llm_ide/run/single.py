@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -10,21 +11,27 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, install_signal_policy
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
-from llm_ide.run.patch import base_commit, extract_patch
+from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
+from llm_ide.secrets import RedactingFormatter, redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
+
+
+class ThreadMismatchError(ValueError):
+    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 
 @dataclass
@@ -75,7 +82,7 @@ class QuietFileHandler(logging.FileHandler):
 @contextmanager
 def run_log(path: Path):
     handler = QuietFileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
     token = _CURRENT_RUN.set(marker)
     handler.addFilter(lambda record: _CURRENT_RUN.get() is marker)
@@ -88,6 +95,17 @@ def run_log(path: Path):
         root.removeHandler(handler)
         handler.close()
         _CURRENT_RUN.reset(token)
+
+
+def prepare_output(output_dir: Path, run_id: str) -> Path:
+    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
+    return output_dir
 
 
 def restore_worktree(env: Environment, patch: str) -> None:
@@ -120,16 +138,14 @@ def run_task(
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = prepare_output(Path(output_dir), run_id)
     if environment:
         settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     emit = on_event or (lambda event: None)
-    recorder = Recorder(output_dir, run_id)
     info: dict[str, Any] = {
         "run_id": run_id,
         "model": model,
-        "config": settings.model_dump(mode="json"),
+        "config": redacted(settings.model_dump(mode="json")),
         "exit_status": None,
         "submission": "",
     }
@@ -147,10 +163,15 @@ def run_task(
             check_saved_state(
                 has_checkpoint=resumed,
                 state_operations=values.get("n_operations", 0),
-                trajectory=recorder.path,
-                calls=recorder.calls_path,
+                trajectory=output_dir / f"{run_id}.traj.json",
+                calls=output_dir / f"{run_id}.calls.jsonl.gz",
                 checkpoint=spec,
             )
+        if values.get("task") not in (None, task):
+            raise ThreadMismatchError(
+                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
+            )
+        recorder = Recorder(output_dir, run_id)  # once the thread is ours and its state checked: it may rewrite the log
         run = _Run(run_id, saver, recorder, emit, info, values)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
@@ -162,12 +183,17 @@ def run_task(
         status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
+            if resumed:
+                done = values.get("n_operations", 0)
+                emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
             emit(RunEvent(run_id, "phase", phase="starting environment"))
             env = make_environment(settings.environment, repo, run_id, image)
             base = base or base_commit(env)
             if base is None:
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
+            else:
+                keep_base(env, base)  # out of the agent's reach before its first command
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, latest_worktree_patch(snapshot))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
@@ -206,8 +232,8 @@ def run_task(
                     submission = extract_patch(env, base, settings.patch) if base else ""
                 except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
                     log.error("patch extraction failed: %s", error)
-                    if status.finished:
-                        status, info["error"] = ExitStatus.ERROR, f"the patch could not be extracted: {error}"
+                    if status.finished:  # an empty patch is not the result of a finished run
+                        status, info["error"] = ExitStatus.ERROR, f"patch extraction failed: {error}"
                 env.close()
             if not settings.checkpoint.keep_history:
                 try:
@@ -301,6 +327,9 @@ class _Run:
         return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
+        submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
+        if self.info.get("error"):
+            self.info["error"] = redact(self.info["error"])
         self.info.update(exit_status=status, submission=submission)
         for attempt in range(2):  # the first may report an earlier background write's failure
             try:
@@ -317,4 +346,4 @@ class _Run:
         return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
 
 
-__all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]
+__all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]

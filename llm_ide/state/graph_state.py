@@ -21,24 +21,22 @@ class AgentInput(TypedDict, total=False):
 
 
 class Usage(TypedDict):
+    """The run's model usage; `input_tokens` includes the cached ones (read from / written to the prompt cache)."""
+
     api_calls: int
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
     cost: float
 
 
-class AgentState(AgentInput, total=False):
+class RunState(AgentInput, total=False):
+    """The run's memory and outcome: what the graph returns and what outlives a step."""
+
     code_context: list[Chunk]
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
-    workspace: str
-    reflection: Reflection | None
-    parent_id: int | None
-    pending: OperationNode | None
-    accessed: list[Scope]
-    submitted: bool
-    retry: dict[str, str] | None
-    format_errors: int
     usage: Usage
     elapsed: float
     exit_status: ExitStatus | None
@@ -47,5 +45,24 @@ class AgentState(AgentInput, total=False):
     submission: str  # LangGraph Studio: the patch, when the run has ended
 
 
+class StepState(TypedDict, total=False):
+    """Scratch fields of the current step, and the current epoch's memory snapshot, private to the nodes (not in the
+    graph's output)."""
+
+    snapshot: str  # the memory as rendered when the current epoch began
+    snapshot_step: int  # n_operations then
+    reflection: Reflection | None
+    parent_id: int | None
+    pending: OperationNode | None
+    accessed: list[Scope]
+    submitted: bool
+    retry: dict[str, str] | None
+    format_errors: int
+
+
+class AgentState(RunState, StepState, total=False):
+    """What the nodes read: the run's state and the step's scratch fields."""
+
+
 def empty_usage() -> Usage:
-    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cost=0.0)
+    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_write_tokens=0, cost=0.0)

@@ -14,6 +14,7 @@ import jinja2
 
 from llm_ide.config import PROMPTS_DIR, read_yaml
 from llm_ide.environments.base import Environment, EnvironmentFailure
+from llm_ide.prompting import render_string
 from llm_ide.tools.config import TOOLS_DIR, ToolConfig, ToolConfigError, load_tool_config, tool_config_path
 
 log = logging.getLogger("llm_ide.tools")
@@ -24,7 +25,6 @@ LOCAL_TOOLS_ROOT = "$TOOLS_ROOT"  # shown by `plan` for the local environment: a
 STEP_TIMEOUT = 900.0
 PIP_ENV = "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
 OUTPUT_TAIL = 6000
-_JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def quote(value: str) -> str:
 
 
 def render_template(source: str, variables: dict[str, Any]) -> str:
-    return _JINJA.from_string(source).render(**variables).strip("\n")
+    return render_string(source, **variables)
 
 
 @dataclass(frozen=True)

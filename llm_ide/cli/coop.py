@@ -1,0 +1,143 @@
+"""`llm-ide coop …`: two agents, two features, one repository (CooperBench)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from llm_ide.cli.console import console, fail
+
+coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
+
+
+def default_source(task_dir: Path) -> Path | None:
+    """The bundle CooperBench ships beside its dataset folder (`repos/<repo>.bundle`), when there is one."""
+    repos = task_dir.resolve().parents[2] / "repos" if len(task_dir.resolve().parents) > 2 else None
+    bundles = sorted(repos.glob("*.bundle")) if repos and repos.is_dir() else []
+    return bundles[0] if len(bundles) == 1 else None
+
+
+@coop_app.command("evaluate")
+def evaluate_command(
+    gold: Annotated[Path, typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.")],
+    pairs: Annotated[str, typer.Option("--pairs", "--pair", help="i,j pairs separated by spaces, or `all`.")] = "all",
+    repo_source: Annotated[
+        Path | None, typer.Option("--repo-source", help="A local clone or git bundle of the task's repository.")
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Folder for eval_<i>_<j>.json files.")] = None,
+    tests: Annotated[bool, typer.Option("--tests/--no-tests", help="Run each feature's tests on the merge.")] = True,
+) -> None:
+    """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""
+    from llm_ide.coop.evaluate import evaluate_pair
+    from llm_ide.coop.task import CoopError, load_task, parse_pairs
+
+    try:
+        task = load_task(gold)
+        chosen = parse_pairs(task, pairs)
+        source = repo_source or default_source(gold)
+        if source is None:
+            raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
+        out = output or Path("runs") / "coop-gold" / task.name.replace("/", "_")
+        out.mkdir(parents=True, exist_ok=True)
+        table = Table("pair", "merge", "strategy", "sections", "feature 1", "feature 2", "both", "seconds")
+        results = []
+        for pair in chosen:
+            patches = (task.feature(pair[0]).patch.read_text(), task.feature(pair[1]).patch.read_text())
+            with tempfile.TemporaryDirectory(prefix="llm-ide-coop-") as scratch:
+                result = evaluate_pair(task, pair, patches, source, Path(scratch), run_tests=tests)
+            (out / f"eval_{pair[0]}_{pair[1]}.json").write_text(result.model_dump_json(indent=2) + "\n")
+            results.append(result)
+
+            def verdict(outcome) -> str:  # noqa: ANN001
+                return "—" if outcome is None else f"{'pass' if outcome.passed else 'FAIL'} {outcome.tests_passed}"
+
+            table.add_row(
+                f"{pair[0]},{pair[1]}", result.merge.status, result.merge.strategy or "—",
+                str(result.merge.conflict_sections), verdict(result.feature1), verdict(result.feature2),
+                "yes" if result.both_passed else "no", f"{sum(result.seconds.values()):.1f}",
+            )  # fmt: skip
+    except CoopError as error:
+        raise fail(str(error)) from None
+    console.print(table)
+    conflicted = sum(r.merge.status == "conflicts" for r in results)
+    passed = sum(r.both_passed for r in results)
+    summary = {"pairs": len(results), "conflicts": conflicted, "both_passed": passed if tests else None}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    console.print(f"{len(results)} pairs: {conflicted} conflict under the naive merge"
+                  + (f", {passed} pass both features" if tests else "") + f" → {out}")  # fmt: skip
+
+
+def show_event(agent: str, event: Any) -> None:
+    if event.kind == "step":
+        console.print(f"  agent {agent} step {event.step:>3} {escape(str(event.action)[:100])}")
+
+
+@coop_app.command("run")
+def run_command(
+    task_dir: Annotated[Path, typer.Argument(help="A task folder: dataset/<repo>_task/task<id>/.")],
+    pair: Annotated[str, typer.Option("--pair", "--pairs", help="i,j (or several: `1,2 3,4`, or `all`).")],
+    model: Annotated[
+        str,
+        typer.Option(help="The model of every agent; `{agent}`/`{phase}` (plan, run) in it pick one per agent/phase."),
+    ],
+    setting: Annotated[str, typer.Option(help="single | solo | coop | coop_ablation.")] = "coop",
+    k: Annotated[int, typer.Option(help="Repetition index (in every output path).")] = 0,
+    repo_source: Annotated[
+        Path | None,
+        typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")] = Path("runs/coop"),
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.", show_default="none")] = None,
+    environment: Annotated[str, typer.Option(help="local or docker.")] = "local",
+    config: Annotated[list[Path] | None, typer.Option(help="Agent config file(s).", show_default="none")] = None,
+    coop_config: Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")] = None,
+    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")] = True,
+) -> None:
+    """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes)."""
+    from llm_ide.config import load_config
+    from llm_ide.coop.run import CoopRun, Setting, run_pair
+    from llm_ide.coop.settings import load_coop_settings
+    from llm_ide.coop.task import CoopError, load_task, parse_pairs
+    from llm_ide.errors import LlmIdeError
+
+    if setting not in {s.value for s in Setting}:
+        raise fail(f"unknown setting {setting!r}: use single, solo, coop or coop_ablation")
+    if environment not in ("local", "docker"):
+        raise fail(f"unknown environment {environment!r}: use local or docker")
+    table = Table("pair", "setting", "merge", "feature 1", "feature 2", "both", "plan s", "exec s", "eval s")
+    results = []
+    try:
+        task = load_task(task_dir)
+        source = repo_source or default_source(task_dir)
+        if source is None:
+            raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
+        settings, coop = load_config("default", config or []), load_coop_settings(coop_config)
+        for chosen in parse_pairs(task, pair):
+            spec = CoopRun(
+                task=task.folder, pair=chosen, setting=Setting(setting), model=model, k=k,
+                repo_source=source.resolve(), base_url=base_url, environment=environment,
+            )  # fmt: skip
+            console.print(f"[bold]pair {chosen[0]},{chosen[1]}[/] ({setting}, k={k})")
+            result = run_pair(spec, task, output, settings, coop, evaluate=evaluate, on_event=show_event)
+            results.append(result)
+            verdicts = [result.get(f"feature{i}") for i in (1, 2)]
+            table.add_row(
+                f"{chosen[0]},{chosen[1]}", setting, (result.get("merge") or {}).get("status", "—"),
+                *["—" if v is None else ("pass" if v["passed"] else "FAIL") for v in verdicts],
+                "yes" if result.get("both_passed") else "no",
+                *[f"{result['seconds'].get(phase, 0):.1f}" for phase in ("planning", "execution", "evaluation")],
+            )  # fmt: skip
+    except LlmIdeError as error:
+        raise fail(str(error)) from None
+    console.print(table)
+    if evaluate and results:
+        passed = sum(bool(r.get("both_passed")) for r in results)
+        conflicts = sum((r.get("merge") or {}).get("status") == "conflicts" for r in results)
+        rates = f"pass rate {passed / len(results):.0%}, conflict rate {conflicts / len(results):.0%}"
+        console.print(f"{len(results)} pairs ({setting}): {rates} → {output}")
