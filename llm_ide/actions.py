@@ -37,8 +37,9 @@ class ActionOutcome:
 
 
 @dataclass
-class Workspace:
-    """What actions act on: the environment, the code view over it, and the settings they need."""
+class Codebase:
+    """The repository as the actions reach it: the environment it lives in, the code view over it, and the
+    templates and limits the actions need."""
 
     env: Environment
     view: CodeView
@@ -86,7 +87,7 @@ def _int(params: dict[str, Any], key: str, default: int) -> int:
     return int(value)
 
 
-def view(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     text = ws.read_text(path)
     if text is None:
@@ -102,7 +103,7 @@ def view(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, 0, ws.view.scopes(path, range(start, end + 1)))
 
 
-def view_symbol(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def view_symbol(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     symbol = str(params.get("symbol") or "").strip()
     if not symbol:
@@ -125,7 +126,7 @@ def view_symbol(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, 0, [scope])
 
 
-def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def search(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     pattern = params.get("pattern")
     if not isinstance(pattern, str) or not pattern:
         raise ParamError("`pattern` must be a non-empty regular expression")
@@ -159,7 +160,7 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
 GLOB_CHARS = "*?["
 
 
-def _search_scope(ws: Workspace, params: dict[str, Any], raw: str) -> tuple[str, str, re.Pattern[str] | None]:
+def _search_scope(ws: Codebase, params: dict[str, Any], raw: str) -> tuple[str, str, re.Pattern[str] | None]:
     """What grep searches for `path`: (file or directory, `--include` option, full-path filter for globs).
 
     `""`/`"."`: the repository; a file or a directory: itself; `*.py`: every such file name anywhere;
@@ -205,7 +206,7 @@ def _glob_regex(parts: list[str]) -> str:
     return "".join(pieces)
 
 
-def edit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def edit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     old, new = params.get("old"), params.get("new")
     if not isinstance(old, str) or not old:
@@ -235,7 +236,7 @@ def edit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, 0, ws.view.scopes(path, range(first, last + 1)))
 
 
-def create(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def create(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     content = params.get("content")
     if not isinstance(content, str):
@@ -247,7 +248,7 @@ def create(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.observe("create", path=path, total=total), 0, ws.view.scopes(path, range(1, total + 1)))
 
 
-def bash(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     command = params.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
@@ -257,14 +258,14 @@ def bash(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, result.returncode, _scopes(ws, locations), timed_out=result.timed_out)
 
 
-def submit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.observe("submit"), 0, submitted=True)
 
 
 ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
 
 
-def execute_action(ws: Workspace, action_type: str, params: dict[str, Any]) -> ActionOutcome:
+def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> ActionOutcome:
     started = time.perf_counter()
     try:
         outcome = ACTIONS[action_type](ws, params)
@@ -293,7 +294,7 @@ def _segments(command: str) -> list[list[str]]:
     return [segment for segment in segments if segment]
 
 
-def viewed_ranges(command: str, ws: Workspace) -> list[tuple[str, range | None]]:
+def viewed_ranges(command: str, ws: Codebase) -> list[tuple[str, range | None]]:
     """Files printed by `cat`, `nl`, `head`, `tail`, `sed -n a,bp`: (path, lines or None for 'from the start')."""
     found: list[tuple[str, range | None]] = []
     for words in _segments(command):
@@ -330,7 +331,7 @@ def _line_count_option(args: list[str]) -> int:
     return 10
 
 
-def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, range | None]]:
+def tool_locations(command: str, output: str, ws: Codebase) -> list[tuple[str, range | None]]:
     """`file:line` locations named in the output of a configured tool (e.g. a debugger's `where`)."""
     names = {words[0].rsplit("/", 1)[-1] for words in _segments(command)}
     if not names & set(ws.tool_commands):
@@ -344,7 +345,7 @@ def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, 
     return [(path, range(line, line + 1)) for path, line in seen]
 
 
-def _scopes(ws: Workspace, locations: list[tuple[str, range | None]]) -> list[Scope]:
+def _scopes(ws: Codebase, locations: list[tuple[str, range | None]]) -> list[Scope]:
     paths = {raw: normalize_path(raw, ws.env.workdir) for raw, _ in locations}
     paths = {raw: path for raw, path in paths.items() if path and not path.startswith(("../", "/"))}
     ws.view.refresh(set(paths.values()))

@@ -32,7 +32,7 @@ def system_prompt(ctx: AgentContext, task: str) -> str:
 
 
 def render_system(ctx: AgentContext, task: str) -> str:
-    ws = ctx.workspace
+    ws = ctx.codebase
     templates = ctx.templates
     actions = render(
         templates,
@@ -60,7 +60,7 @@ def render_system(ctx: AgentContext, task: str) -> str:
 def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
     """Whatever the task, the code, the thoughts or the lessons hold, each prompt section has a ceiling
     (`memory.section_max_chars`; head and tail kept)."""
-    caps = ctx.settings.memory.section_max_chars
+    caps = ctx.settings.memory.section_max_chars.model_dump()
     return {
         name: truncate(text, caps[name], ctx.templates) if name in caps else text for name, text in sections.items()
     }

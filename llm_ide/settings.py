@@ -40,6 +40,17 @@ class AgentSettings(Strict):
     single_call: bool  # one model call per step: its reply holds the reflection and the next action
 
 
+class SectionCaps(Strict):
+    """Characters each prompt section may hold (head and tail kept): the prompt stays within budget."""
+
+    task: PositiveInt
+    tool_usage: PositiveInt
+    code_context: PositiveInt
+    operation_history: PositiveInt
+    lessons: PositiveInt
+    latest: PositiveInt
+
+
 class MemorySettings(Strict):
     alpha: float
     beta: float
@@ -51,9 +62,7 @@ class MemorySettings(Strict):
     history_params_chars: PositiveInt
     snapshot_every: PositiveInt
     prompt_budget_chars: PositiveInt
-    section_max_chars: dict[
-        Literal["task", "tool_usage", "code_context", "operation_history", "lessons", "latest"], PositiveInt
-    ]
+    section_max_chars: SectionCaps
 
 
 class EnvironmentMessages(Strict):

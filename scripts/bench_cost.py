@@ -307,10 +307,12 @@ def report(agents: dict[str, Agent], writes: dict[str, Any], steps: int, console
     return result
 
 
-def llm_ide_command(repo: Path, task: Path, folder: Path, url: str, steps: int, workdir: Path) -> list[str]:
+def llm_ide_command(
+    repo: Path, task: Path, folder: Path, url: str, steps: int, workdir: Path, single_call: bool = False
+) -> list[str]:
     overrides = workdir / "llm-ide.yaml"
     settings = {
-        "agent": {"cost_limit": 0},
+        "agent": {"cost_limit": 0, "single_call": single_call},
         "environment": {"type": "local", "tools": []},
         "model": {"prices": {MODEL["llm-ide"]: {"input": 1.0, "cache_read": CACHED, "output": OUTPUT}}},
     }
@@ -343,6 +345,9 @@ def main(
     steps: Annotated[int, typer.Option(help="Steps of the session (≥100).")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
     keep: Annotated[Path | None, typer.Option(help="Keep the repositories, outputs and wire log here.")] = None,
+    single_call: Annotated[
+        bool, typer.Option(help="llm-ide with agent.single_call: one call per step (reflection + action).")
+    ] = False,
 ) -> None:
     console = Console()
     if steps < max(MARKS):
@@ -353,8 +358,11 @@ def main(
     try:
         repos = {name: make_repo(workdir / name / "repo") for name in AGENTS}
         script = with_check_script(session_script(repos["llm-ide"], steps, seed))
+        ours = [((i + 1) // 2 + 1, text) for i, text in enumerate(script)]
+        if single_call:  # each reflection joins the next action in one reply
+            ours = [(1, script[0])] + [(i // 2 + 2, f"{script[i]}\n{script[i + 1]}") for i in range(1, len(script), 2)]
         replies = {
-            "llm-ide": [((i + 1) // 2 + 1, text) for i, text in enumerate(script)],
+            "llm-ide": ours,
             "mini": list(enumerate(mini_responses(repos["mini"], script[0::2]), start=1)),
         }
         agents = {name: Agent(name, replies[name], workdir / name / "out") for name in AGENTS}
@@ -363,7 +371,9 @@ def main(
         endpoint = Endpoint(agents, workdir / "wire.jsonl")
         endpoint.thread.start()
         commands = {
-            "llm-ide": llm_ide_command(repos["llm-ide"], task, agents["llm-ide"].folder, endpoint.url, steps, workdir),
+            "llm-ide": llm_ide_command(
+                repos["llm-ide"], task, agents["llm-ide"].folder, endpoint.url, steps, workdir, single_call
+            ),
             "mini": [str(python), str(HERE / "bench_cost_mini.py"), str(task), str(repos["mini"]),
                      str(agents["mini"].folder / "mini.traj.json"), MODEL["mini"], endpoint.url],
         }  # fmt: skip

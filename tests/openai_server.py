@@ -39,7 +39,8 @@ class Reply:
     invalid_json: bool = False
     input_tokens: int | None = None
     output_tokens: int | None = None
-    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
+    cached_tokens: int | None = None  # of input_tokens: read from the prompt cache (OpenAI: prompt_tokens_details)
+    cache_write_tokens: int | None = None  # of input_tokens: written to the prompt cache (Anthropic only)
     usage: bool = True
     error_message: str | None = None
     body: Any = None
@@ -121,7 +122,12 @@ def anthropic_body(reply: Reply, request: dict[str, Any], index: int) -> dict[st
         "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": reply.input_tokens or 100, "output_tokens": reply.output_tokens or len(text) // 4},
+        "usage": {
+            "input_tokens": (reply.input_tokens or 100) - (reply.cached_tokens or 0) - (reply.cache_write_tokens or 0),
+            "cache_read_input_tokens": reply.cached_tokens or 0,
+            "cache_creation_input_tokens": reply.cache_write_tokens or 0,
+            "output_tokens": reply.output_tokens or len(text) // 4,
+        },
     }
 
 

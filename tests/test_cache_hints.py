@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from openai_server import OpenAIServer
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 
 
 def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = True) -> dict:
@@ -25,7 +25,7 @@ def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = T
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
     )
     assert result.exit_status == "submitted", result.error
-    return json.loads(result.trajectory_path.read_text())
+    return load_trajectory(result.trajectory_path)
 
 
 @pytest.mark.parametrize(("cache_hints", "keys"), [(True, 1), (False, 0)])

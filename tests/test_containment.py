@@ -16,7 +16,7 @@ import pytest
 from agent_script import act, reflect, write_script
 from conftest import git, make_git_repo
 
-from llm_ide.actions import Workspace, execute_action
+from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
@@ -27,8 +27,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
-def workspace(env: LocalEnvironment) -> Workspace:
-    return Workspace(env=env, view=CodeView(env), templates=load_config("default").templates)
+def workspace(env: LocalEnvironment) -> Codebase:
+    return Codebase(env=env, view=CodeView(env), templates=load_config("default").templates)
 
 
 @pytest.fixture

@@ -141,6 +141,13 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
         "## Plan\nCreate pkg/extra.py with four()"
     )
     assert "1,2  │ coop    │ clean │ pass" in stdout and "pass rate 100%, conflict rate 0%" in stdout
+    (folder / "eval.json").unlink()
+    again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(folder)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "merge clean, both passed: yes" in again.stdout
+    regraded = json.loads((folder / "eval.json").read_text())
+    assert {k: regraded[k] for k in ("merge", "both_passed")} == {k: result[k] for k in ("merge", "both_passed")}
+    assert regraded["feature1"]["tests_passed"] == result["feature1"]["tests_passed"]
 
 
 @pytest.mark.slow

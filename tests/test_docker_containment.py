@@ -102,3 +102,13 @@ def test_paths_outside_the_workdir_are_refused_and_the_patch_survives_a_deleted_
         env.execute(f"rm -rf .git {env.private_dir('')}")  # even our copy inside the container: the host has the pack
         patch = extract_patch(env, base, config.patch)
         assert "-x = 1\n+x = 2\n" in patch and "passwd" in patch
+
+
+@pytest.mark.parametrize(
+    "command", ["exec >/dev/null 2>&1; sleep 120", "setsid sh -c 'exec >&- 2>&-; sleep 120' & wait"]
+)
+def test_the_timeout_holds_whatever_the_command_does_with_its_output(run_id: str, command: str) -> None:
+    with make_environment(settings().environment, None, run_id) as env:
+        result = env.execute(command, timeout=3)
+        assert result.timed_out and result.duration < 60
+        assert env.execute("echo next").output == "next\n"

@@ -80,6 +80,22 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_priced(
     assert second == ModelReply("again", 10_000, 200, pytest.approx(cost), cache_read_tokens=8800)
 
 
+def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("langchain_anthropic")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    reply = Reply("cached", input_tokens=10_000, output_tokens=100, cached_tokens=6000, cache_write_tokens=3000)
+    with OpenAIServer(replies=[reply]) as server:
+        model = get_model("anthropic:claude-sonnet-4-5", config, base_url=server.url.removesuffix("/v1"))
+        answer = model.complete(MESSAGES, call_index=0)
+    assert server.requests[0].path.endswith("/v1/messages")
+    cost = 1000 * 3e-6 + 6000 * 0.3e-6 + 3000 * 3.75e-6 + 100 * 15e-6
+    assert answer == ModelReply(
+        "cached", 10_000, 100, pytest.approx(cost), cache_read_tokens=6000, cache_write_tokens=3000
+    )
+
+
 @pytest.mark.parametrize(
     ("price", "tokens", "expected"),
     [

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sysconfig
@@ -12,6 +11,7 @@ from conftest import make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 
 ARGPARSE = Path(sysconfig.get_paths()["stdlib"]) / "argparse.py"
 TASK = "`ArgumentParser.parse_known_args` applies a default twice when the option is given; find where and fix it."
@@ -41,7 +41,7 @@ def run_session(tmp_path: Path, **memory: object) -> dict:
         repo=repo,
     )
     assert result.exit_status == "submitted"
-    return json.loads(result.trajectory_path.read_text())
+    return load_trajectory(result.trajectory_path)
 
 
 def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> Non
         run_id="t1",
         repo=repo,
     )
-    traj = json.loads(result.trajectory_path.read_text())
+    traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "submitted" and len(traj["operations"]) == 300
     sizes = [c["prompt_chars"] for c in traj["model_calls"]]
     assert len(sizes) == 599

@@ -36,6 +36,7 @@ print(result.exit_status, fields["wchar"])
 
 
 def views(steps: int) -> list[str]:
+    """`steps` operations: views of the module, the last one a submit."""
     responses = []
     for step in range(steps - 1):
         start = 1 + (step * 37) % 560
@@ -57,13 +58,21 @@ def run(tmp_path: Path, steps: int) -> tuple[int, Path]:
     return int(written), output
 
 
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.iterdir())
+
+
 @pytest.mark.skipif(not IO.exists(), reason="needs /proc/self/io (Linux)")
 def test_bytes_written_grow_linearly_with_the_steps(tmp_path: Path) -> None:
-    written = {steps: run(tmp_path, steps)[0] for steps in (10, 20, 40)}
-    first, second = written[20] - written[10], written[40] - written[20]
-    # linear: the second 20 steps write about twice what steps 11-20 wrote; every prompt kept in the trajectory
-    # and rewritten after every step (steps²) made it more than three times as much
-    assert second < 2.6 * first, written
+    """What a run leaves grows linearly with its steps, and what it writes beyond a one-step run's (the environment's
+    own files) stays within a constant multiple of that: the trajectory is rewritten after a fifth more steps, each
+    call appended once. Rewriting a trajectory that held every prompt after every step wrote twenty times what was
+    left after 40 steps, and ever more with more steps."""
+    runs = {steps: run(tmp_path, steps) for steps in (1, 20, 40)}
+    left = {steps: folder_bytes(output) for steps, (_, output) in runs.items()}
+    beyond = {steps: runs[steps][0] - runs[1][0] for steps in (20, 40)}
+    assert left[40] < 2.3 * left[20], left
+    assert all(beyond[steps] < 8 * left[steps] for steps in (20, 40)), (beyond, left)
 
 
 def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_path: Path) -> None:
@@ -75,7 +84,8 @@ def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_pa
     assert finished and [r["index"] for r in records] == list(range(23))
     traj = load_trajectory(output / "d.traj.json")
     assert [call["prompt"] for call in traj["model_calls"]] == [r["prompt"] for r in records]
-    assert all(len(call["prompt"]) == call["prompt_chars"] + 2 * len("[system]\n") for call in traj["model_calls"])
+    assert all(call["prompt"].startswith("[system]\n") for call in traj["model_calls"])
+    assert all(len(call["prompt"]) > call["prompt_chars"] > 0 for call in traj["model_calls"])
     assert gzip.decompress((output / "d.calls.jsonl.gz").read_bytes()).count(b"\n") == 23
 
 

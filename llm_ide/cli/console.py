@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import logging
 import shlex
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.config import PROMPTS_DIR
+from llm_ide.config import bundled_config
 from llm_ide.secrets import redact
 from llm_ide.terminal import terminal_safe
 
@@ -41,13 +38,11 @@ def print_event(event: Any) -> None:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
 
 
-def terminate_on_sigterm() -> None:
-    """SIGTERM ends a run like Ctrl-C: trajectory saved, environment removed, checkpoint kept for a resume."""
+def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
+    """Ctrl-C exits 130; SIGTERM/SIGHUP (`errors.Terminated`) 128 + the signal number."""
+    from llm_ide.errors import Terminated
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    return typer.Exit(interrupt.code if isinstance(interrupt, Terminated) else 130)
 
 
 PROGRAMS = ("llm-ide", "mini-extra")
@@ -83,24 +78,9 @@ def model_warnings_on_console() -> Iterator[None]:
         logger.removeHandler(handler)
 
 
-@cache
-def _bundled(name: str) -> dict[str, Any]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    data = yaml.load((PROMPTS_DIR / f"{name}.yaml").read_text(encoding="utf-8"), Loader=loader) or {}
-    parent = data.get("extends")
-    if not parent:
-        return data
-    merged = dict(_bundled(str(parent).removesuffix(".yaml")))
-    for key, value in data.items():
-        merged[key] = (
-            {**merged[key], **value} if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-        )
-    return merged
-
-
 def config_default(key: str, config: str = "default") -> str:
     """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`."""
-    value: Any = _bundled(config)
+    value: Any = bundled_config(config)
     for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
+        value = getattr(value, part)
     return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"

@@ -25,18 +25,38 @@ def default_source(task_dir: Path) -> Path | None:
 
 @coop_app.command("evaluate")
 def evaluate_command(
-    gold: Annotated[Path, typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.")],
+    run_dir: Annotated[
+        Path | None, typer.Argument(help="A pair folder written by `coop run` (holds run.json and the patches).")
+    ] = None,
+    gold: Annotated[
+        Path | None,
+        typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.", show_default="none"),
+    ] = None,
     pairs: Annotated[str, typer.Option("--pairs", "--pair", help="i,j pairs separated by spaces, or `all`.")] = "all",
     repo_source: Annotated[
-        Path | None, typer.Option("--repo-source", help="A local clone or git bundle of the task's repository.")
+        Path | None,
+        typer.Option(
+            "--repo-source",
+            help="A local clone or git bundle of the task's repository.",
+            show_default="the one *.bundle in the dataset's repos/ folder",
+        ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Folder for eval_<i>_<j>.json files.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Folder for eval_<i>_<j>.json files.", show_default="runs/coop-gold/<task name>"
+        ),
+    ] = None,
     tests: Annotated[bool, typer.Option("--tests/--no-tests", help="Run each feature's tests on the merge.")] = True,
 ) -> None:
     """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""
     from llm_ide.coop.evaluate import evaluate_pair
     from llm_ide.coop.task import CoopError, load_task, parse_pairs
 
+    if (run_dir is None) == (gold is None):
+        raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
+    if run_dir is not None:
+        return regrade(run_dir)
     try:
         task = load_task(gold)
         chosen = parse_pairs(task, pairs)
@@ -71,6 +91,31 @@ def evaluate_command(
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     console.print(f"{len(results)} pairs: {conflicted} conflict under the naive merge"
                   + (f", {passed} pass both features" if tests else "") + f" → {out}")  # fmt: skip
+
+
+def regrade(folder: Path) -> None:
+    """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
+    from llm_ide.coop.run import CoopRun, grade
+    from llm_ide.coop.task import CoopError, load_task
+    from llm_ide.fileio import atomic_write
+
+    manifest = folder / "run.json"
+    try:
+        if not manifest.is_file():
+            raise CoopError(f"{folder}: not a coop run folder (run.json is missing)")
+        run = CoopRun.model_validate_json(manifest.read_text())
+        patches = [folder / f"patch_agent{agent}.patch" for agent in run.agents()]
+        missing = [p.name for p in patches if not p.is_file()]
+        if missing:
+            raise CoopError(f"{folder}: {', '.join(missing)} missing (the run did not finish: run it again to resume)")
+        task = load_task(run.task)
+        result = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
+        result |= grade(run, task, folder, [p.read_text() for p in patches])
+    except (CoopError, ValueError) as error:
+        raise fail(str(error)) from None
+    atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    merge = (result.get("merge") or {}).get("status", "—")
+    console.print(f"{folder.name}: merge {merge}, both passed: {'yes' if result.get('both_passed') else 'no'}")
 
 
 def show_event(agent: str, event: Any) -> None:

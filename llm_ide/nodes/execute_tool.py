@@ -5,7 +5,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.actions import ActionOutcome, Workspace, execute_action
+from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import truncate
@@ -16,7 +16,7 @@ from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 
 
-def started_before(ws: Workspace, node: OperationNode) -> ActionOutcome | None:
+def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
     """The outcome of an operation a killed process had started: told, never run twice. None: it had not begun to
     change anything (an edit whose `old` text is still there, a file not yet created), so it runs now."""
     params = node.action_params
@@ -42,7 +42,7 @@ def started_before(ws: Workspace, node: OperationNode) -> ActionOutcome | None:
 
 
 def run_once(ctx: AgentContext, node: OperationNode) -> ActionOutcome:
-    ws = ctx.workspace
+    ws = ctx.codebase
     if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
         return execute_action(ws, node.action_type, node.action_params)
     if ctx.intents.started_before(node.id) and (outcome := started_before(ws, node)) is not None:

@@ -8,7 +8,7 @@ from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
-from llm_ide.secrets import redact
+from llm_ide.secrets import known_secrets, redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
 
@@ -18,9 +18,25 @@ def wall_deadline(ctx: AgentContext, state: AgentState) -> float | None:
     return ctx.mark + limit - state.get("elapsed", 0.0) if limit else None
 
 
+def redacted_messages(ctx: AgentContext, messages: list[Message]) -> list[Message]:
+    """The messages with every known secret masked; a message already seen (most of a conversation is the previous
+    call's) is not scanned again."""
+    secrets = tuple(known_secrets())
+    seen = ctx.redacted
+    if len(seen) > 4 * len(messages) + 16:
+        seen.clear()
+    out = []
+    for message in messages:
+        key = (message["content"], secrets)
+        if key not in seen:
+            seen[key] = redact(message["content"], list(secrets))
+        out.append({**message, "content": seen[key]})
+    return out
+
+
 def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    messages = [{**message, "content": redact(message["content"])} for message in messages]  # files may hold secrets
+    messages = redacted_messages(ctx, messages)  # files may hold secrets
     usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))

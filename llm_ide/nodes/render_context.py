@@ -18,7 +18,7 @@ RENEW_AT = 0.9  # of the prompt budget: a reflect prompt past it starts a new ep
 def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int) -> str:
     params = ctx.score_params
     shown = select_chunks(scored(chunks, n_operations, params), params)
-    view = ctx.workspace.view
+    view = ctx.codebase.view
     view.refresh(chunk.file_path for chunk in shown)
     shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.actions import Workspace
+from llm_ide.actions import Codebase
 from llm_ide.codeview import CodeView
 from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
@@ -49,7 +49,7 @@ def build_context(
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars)
-    workspace = Workspace(
+    codebase = Codebase(
         env=env,
         view=CodeView(env),
         templates=settings.templates,
@@ -62,7 +62,7 @@ def build_context(
     return AgentContext(
         settings=settings,
         model=get_model(model_spec, settings.model, base_url),
-        workspace=workspace,
+        codebase=codebase,
         tool_usage=usage,
         record_call=record_call,
         intents=intents,

@@ -30,7 +30,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 
 
-class ThreadMismatchError(ValueError):
+class ThreadMismatchError(UsageError, ValueError):
     """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 

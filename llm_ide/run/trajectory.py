@@ -13,8 +13,7 @@ from llm_ide.state.graph_state import empty_usage
 FORMAT = "llm-ide-1"
 
 
-REWRITE_EVERY_STEP = 16  # the trajectory is rewritten after each of the first steps,
-GROWTH = 1.2  # then when the run has 20% more operations than when it was last written: writes grow linearly
+GROWTH = 1.2  # the trajectory is rewritten when the run has 20% more operations than when it was last written
 
 
 class Recorder:
@@ -24,9 +23,9 @@ class Recorder:
     gzip stream flushed after each call (a killed run keeps its calls; `zcat` reads it). A call repeated after a
     resume appears again: the last record of an index wins.
     `<run>.traj.json`: info, operations, code context and the model calls without their prompts (the log holds
-    them; `load_trajectory` puts them back). It is rewritten by a background thread after each of the first steps,
-    then whenever the run has grown by a fifth, and at the end (`save`), atomically: the bytes written grow with the
-    steps, not their square."""
+    them; `load_trajectory` puts them back). It is rewritten by a background thread whenever the run has grown by a
+    fifth (after steps 1-6, 8, 10, 12, 15, 18, 22, …) and at the end (`save`), atomically: the bytes written stay
+    within a constant multiple of the trajectory's size, so they grow with the steps, not their square."""
 
     def __init__(self, output_dir: Path, run_id: str) -> None:
         self.path = output_dir / f"{run_id}.traj.json"
@@ -51,7 +50,7 @@ class Recorder:
         """Hand the newest state to the writer thread (a newer one replaces a snapshot not yet written); between
         the scheduled rewrites (see the class) nothing is written unless `force`."""
         steps = state.get("n_operations", 0)
-        if not force and REWRITE_EVERY_STEP < steps < self._written_steps * GROWTH:
+        if not force and steps < self._written_steps * GROWTH:
             return
         self._written_steps = steps
         with self._changed:
