@@ -176,7 +176,9 @@ def batch_trial(trial: int, rng: random.Random, window: float, record: Record) -
             preds = json.loads((root / "out" / "preds.json").read_text())
             for row in rows:
                 patch = preds.get(row["instance_id"], {}).get("model_patch") or ""
-                if row["patch"] not in patch or patch.count("+ran") > 1:
+                traj = json.loads((root / "out" / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+                stopped = any(o["observation"].startswith(STOPPED) for o in traj["operations"])
+                if (row["patch"] not in patch and not stopped) or patch.count("+ran") > 1:
                     problem = f"{row['instance_id']}: patch lost or a command ran twice"
         record("kills", f"batch #{trial}: {', '.join(done)}", not problem, problem)
 
