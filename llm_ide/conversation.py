@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from llm_ide.prompting import render
+from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, with_reflection
@@ -47,9 +47,23 @@ def render_system(ctx: AgentContext, task: str) -> str:
         actions=actions,
         reflect_format=render(templates, "reflect_format"),
         act_format=render(templates, "act_format"),
-        task=render(templates, "task", task=task),
-        tool_usage=ctx.tool_usage or render(templates, "tool_usage_empty"),
+        **capped(
+            ctx,
+            {
+                "task": render(templates, "task", task=task),
+                "tool_usage": ctx.tool_usage or render(templates, "tool_usage_empty"),
+            },
+        ),
     )
+
+
+def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
+    """Whatever the task, the code, the thoughts or the lessons hold, each prompt section has a ceiling
+    (`memory.section_max_chars`; head and tail kept)."""
+    caps = ctx.settings.memory.section_max_chars.model_dump()
+    return {
+        name: truncate(text, caps[name], ctx.templates) if name in caps else text for name, text in sections.items()
+    }
 
 
 def act_instruction(ctx: AgentContext, node: OperationNode | None) -> str:

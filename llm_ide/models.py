@@ -18,7 +18,9 @@ import yaml
 from pydantic import SecretStr
 
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.errors import ModelAuthError, ModelError
+from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
+from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
+from llm_ide.parsing import clean_text
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
 
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 Message = dict[str, str]
 Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
+MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
 DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
@@ -59,10 +62,16 @@ class Price:
         return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
 
 
+class ModelTimeLimit(ModelError):
+    """The run's wall-time limit passed while the model call was under way: the run ends with `time_limit`."""
+
+    exit_status = ExitStatus.TIME_LIMIT
+
+
 class Model(Protocol):
     name: str
 
-    def complete(self, messages: list[Message], call_index: int) -> ModelReply: ...
+    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply: ...
 
 
 def estimate_tokens(text: str) -> int:
@@ -116,6 +125,8 @@ def classify(error: BaseException) -> Failure | None:
         if status in (401, 403, 404):
             return "auth"
         return "transient" if status in (408, 409, 429) or status >= 500 else "fatal"
+    if isinstance(cause(error), BadCompletion):
+        return "transient"
     if isinstance(error, lc.ModelError):
         return "transient" if error.is_retryable else "fatal"
     if isinstance(error, _transient_errors()):
@@ -150,7 +161,7 @@ class ScriptedModel:
         self.name = f"scripted:{path}"
         self.responses = load_script(path)
 
-    def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         if call_index >= len(self.responses):
             raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
         text = self.responses[call_index]
@@ -181,27 +192,33 @@ class ChatModel:
         self.base_delay = settings.retry_base_delay
         self.max_delay = settings.retry_max_delay
         self.price = find_price(name, settings.prices)
+        self.timeout = settings.timeout
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
         self.cache_hints = settings.cache_hints
 
-    def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
+        """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         attempt = 0
         while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ModelTimeLimit(f"model {self.name}: the run's wall-time limit passed during the call")
+            at = time.monotonic() + self.timeout
             try:
-                response = self.chat.invoke(payload, **hints)
+                with request_deadline(at if deadline is None else min(at, deadline)):
+                    response = self.chat.invoke(payload, **hints)
             except Exception as error:
-                self._give_up_or_wait(error, attempt)
+                self._give_up_or_wait(error, attempt, deadline)
                 attempt += 1
             else:
                 return self._reply(response, messages)
 
-    def _give_up_or_wait(self, error: Exception, attempt: int) -> None:
+    def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None = None) -> None:
         kind = classify(error)
         if kind is None:
             raise error
-        detail = describe(error, self.secrets)
+        detail = describe(cause(error), self.secrets)
         if kind == "auth":
             raise ModelAuthError(f"model {self.name}: {detail} (check the model name, URL and API key)") from None
         if kind == "fatal":
@@ -209,26 +226,44 @@ class ChatModel:
         if attempt >= self.max_retries:
             raise ModelError(f"model {self.name} failed after {attempt + 1} attempts: {detail}") from None
         delay = backoff_delay(attempt, self.base_delay, self.max_delay, self.rng)
+        if (asked := retry_after(error)) is not None:
+            if asked > MAX_RETRY_AFTER:
+                raise ModelError(f"model {self.name}: {detail}; the server asks to retry after {asked:.0f} s") from None
+            delay = asked
+        if deadline is not None and time.monotonic() + delay >= deadline:
+            raise ModelTimeLimit(f"model {self.name}: {detail}; no time left to retry before the wall-time limit")
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
         time.sleep(delay)
 
     def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
-        text = response.text
+        text = clean_text(response.text)
         usage = response.usage_metadata
         read = written = 0
         if usage:
-            input_tokens, output_tokens = int(usage["input_tokens"]), int(usage["output_tokens"])
+            prompt = "".join(message["content"] for message in messages)
+            input_tokens, output_tokens = clamp_usage(
+                self.name, usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
+            )
             details = usage.get("input_token_details") or {}
-            read, written = int(details.get("cache_read") or 0), int(details.get("cache_creation") or 0)
+            read, written = (
+                min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
+            )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
             input_tokens = estimate_tokens("".join(message["content"] for message in messages))
             output_tokens = estimate_tokens(text)
         if self.price is None:
-            warn_once("price", self.name, f"model {self.name}: no price in the config's model.prices; its cost is 0")
+            warn_once("price", self.name, unpriced(self.name))
             return ModelReply(text, input_tokens, output_tokens, 0.0, read, written)
         cost = self.price.cost(input_tokens, output_tokens, read, written)
         return ModelReply(text, input_tokens, output_tokens, cost, read, written)
+
+
+def unpriced(name: str) -> str:
+    return (
+        f"model {name} has no price in the config's model.prices: its cost counts as 0, so the cost limit cannot be "
+        "enforced (agent.token_limit still applies)"
+    )
 
 
 def langchain_providers() -> frozenset[str]:
@@ -257,6 +292,8 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
 
     provider, name = spec.split(":", 1)
     kwargs = client_kwargs(config) | ({"base_url": base_url} if base_url else {})
+    if provider == "openai":
+        kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
     return ChatModel(spec, chat, config)
 
@@ -271,6 +308,7 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
             f"model {spec}: OPENAI_API_KEY is not set (for a keyless local server give --base-url or OPENAI_BASE_URL)"
         )
     kwargs = client_kwargs(config)
+    kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
     return ChatModel(spec, chat, config, api_key=key)
 

@@ -10,6 +10,8 @@ from llm_ide.state.operations import Reflection
 ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
+MAX_DEPTH = 50
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
@@ -108,9 +110,34 @@ def parse_params(raw: str | None) -> dict[str, Any]:
         value = json.loads(body)
     except json.JSONDecodeError as error:
         raise FormatError(f"the action's parameters are not valid JSON ({error.msg} at line {error.lineno})") from None
+    except RecursionError:
+        raise FormatError(f"the action's parameters are nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(value, dict):
         raise FormatError(f"the action's parameters must be a JSON object, got {type(value).__name__}")
+    return storable(value)
+
+
+def storable(value: Any, depth: int = 0) -> Any:
+    """Parameters every store can hold: nesting at most MAX_DEPTH and integers within 64 bits (else a format error),
+    strings cleaned of NUL and lone surrogates (JSON escapes can carry them)."""
+    if depth > MAX_DEPTH:
+        raise FormatError(f"the action's parameters are nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise FormatError(f"the action's parameters hold an integer out of range ({str(value)[:20]}…)")
+    if isinstance(value, dict):
+        return {clean_text(str(key)): storable(child, depth + 1) for key, child in value.items()}
+    if isinstance(value, list):
+        return [storable(child, depth + 1) for child in value]
     return value
+
+
+def clean_text(text: str) -> str:
+    """Text every store can hold: no NUL (Postgres rejects it), no lone surrogate (not encodable as UTF-8)."""
+    if "\0" in text:
+        text = text.replace("\0", "\ufffd")
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def parse_action(text: str) -> ParsedAction:

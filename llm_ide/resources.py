@@ -8,6 +8,7 @@ from typing import Any
 
 from llm_ide.actions import Codebase
 from llm_ide.models import Model
+from llm_ide.run.intents import IntentLog
 from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import ScoreParams
 
@@ -40,6 +41,7 @@ class AgentContext:
     record_call: Callable[[dict[str, Any]], None] | None = None
     cost_budget: CostBudget | None = None
     snapshot_patch: Callable[[], str] | None = None
+    intents: IntentLog | None = None
     mark: float = field(default_factory=time.monotonic)
     rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
     redacted: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked

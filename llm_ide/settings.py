@@ -30,12 +30,25 @@ class Strict(BaseModel):
 class AgentSettings(Strict):
     step_limit: NonNegativeInt  # 0: no limit
     cost_limit: NonNegativeFloat  # 0: no limit
+    token_limit: NonNegativeInt | None = None  # input + output tokens; holds whatever the price; 0/None: no limit
+    max_reply_chars: PositiveInt | None = None  # a longer reply keeps its head and tail; None: no cap
     wall_time_limit: NonNegativeFloat  # seconds; 0: no limit
     max_format_errors: PositiveInt
     observation_max_chars: PositiveInt
     view_max_lines: PositiveInt
     search_max_results: PositiveInt
     single_call: bool  # one model call per step: its reply holds the reflection and the next action
+
+
+class SectionCaps(Strict):
+    """Characters each prompt section may hold (head and tail kept): the prompt stays within budget."""
+
+    task: PositiveInt
+    tool_usage: PositiveInt
+    code_context: PositiveInt
+    operation_history: PositiveInt
+    lessons: PositiveInt
+    latest: PositiveInt
 
 
 class MemorySettings(Strict):
@@ -49,6 +62,7 @@ class MemorySettings(Strict):
     history_params_chars: PositiveInt
     snapshot_every: PositiveInt
     prompt_budget_chars: PositiveInt
+    section_max_chars: SectionCaps
 
 
 class EnvironmentMessages(Strict):
@@ -123,6 +137,8 @@ class ObservationTemplates(Strict):
     bad_params: str
     outside_repository: str
     unknown_action: str
+    interrupted: str
+    already_applied: str
 
 
 class Templates(Strict):

@@ -65,3 +65,19 @@ def shared_dir() -> Path:
             pytest.fail(f"CI is set but {SHARED / 'data'} is absent (CI runs with ../shared beside the clone)")
         pytest.skip(f"{SHARED} is absent (the shared data lives beside the repository)")
     return SHARED
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """An 8 MB tmpfs (a disk that fills up for real); skipped where mounting is not allowed (needs root)."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True)
+    if result.returncode != 0:
+        if os.environ.get("CI") and os.geteuid() == 0:
+            pytest.fail(f"cannot mount a tmpfs: {result.stderr.decode().strip()}")
+        pytest.skip(f"cannot mount a tmpfs (needs root): {result.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -9,7 +9,9 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
 - an int: that HTTP status with an OpenAI-style error body (404 says the model does not exist);
 - "hang": no answer until the client gives up or the server closes;
 - "invalid_json": status 200, content-type application/json, a body that is not JSON;
-- a `Reply` for anything else (exact usage, a custom error message, a text that is literally "hang").
+- a `Reply` for anything else (exact usage, a custom error message, a text that is literally "hang"), or to misbehave
+  on purpose: `body` sent verbatim (bytes, or JSON-encoded) instead of a completion, `headers` added (Retry-After),
+  `drip` seconds between the bytes of the whole response (a slow-drip server).
 `server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
 the same replies in Anthropic's Messages API shape.
 """
@@ -41,6 +43,9 @@ class Reply:
     cache_write_tokens: int | None = None  # of input_tokens: written to the prompt cache (Anthropic only)
     usage: bool = True
     error_message: str | None = None
+    body: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+    drip: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,7 @@ class OpenAIServer:
     port: int = 0
     hang_seconds: float = 60.0
     requests: list[RecordedRequest] = field(default_factory=list)
+    dripped: list[int] = field(default_factory=list)  # bytes each dripping response got out before the client left
 
     def __post_init__(self) -> None:
         if not self.replies:
@@ -213,27 +219,55 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if reply.hang:
                 server._closing.wait(server.hang_seconds)
                 self.close_connection = True
+            elif reply.body is not None:
+                data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                self._send_raw(reply.status, data, "application/json", reply)
             elif reply.invalid_json:
                 self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ', "application/json")
             elif reply.status != 200:
-                self._send_json(reply.status, error_body(reply.status, request.get("model", ""), reply.error_message))
+                body = error_body(reply.status, request.get("model", ""), reply.error_message)
+                self._send_json(reply.status, body, reply)
             elif anthropic:
-                self._send_json(200, anthropic_body(reply, request, index))
+                self._send_json(200, anthropic_body(reply, request, index), reply)
             else:
-                self._send_json(200, completion_body(reply, request, index))
+                self._send_json(200, completion_body(reply, request, index), reply)
 
-        def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-            self._send_raw(status, json.dumps(payload).encode(), "application/json")
+        def _send_json(self, status: int, payload: dict[str, Any], reply: Reply | None = None) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", reply)
 
-        def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
+        def _send_raw(self, status: int, data: bytes, content_type: str, reply: Reply | None = None) -> None:
+            headers = [
+                ("content-type", content_type),
+                ("content-length", str(len(data))),
+                *(reply.headers if reply else ()),
+            ]
+            if reply is not None and reply.drip:
+                self._drip(status, headers, data, reply.drip)
+                return
             try:
                 self.send_response(status)
-                self.send_header("content-type", content_type)
-                self.send_header("content-length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        def _drip(self, status: int, headers: list[tuple[str, str]], data: bytes, seconds: float) -> None:
+            lines = [f"HTTP/1.1 {status} OK", *(f"{name}: {value}" for name, value in headers)]
+            raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+            sent = 0
+            try:
+                for byte in raw:
+                    if server._closing.wait(seconds):
+                        break
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    sent += 1
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            server.dripped.append(sent)
+            self.close_connection = True
 
     return Handler
 

@@ -138,7 +138,10 @@ def test_unknown_price_costs_zero_with_one_warning(
     prompt_chars = sum(len(m["content"]) for m in MESSAGES)
     assert replies == [ModelReply("a", 10, 2, 0.0), ModelReply("bbbbbbbb", prompt_chars // 4, 2, 0.0)]
     price_warnings = [r.getMessage() for r in caplog.records if "no price" in r.getMessage()]
-    assert price_warnings == [f"model {name}: no price in the config's model.prices; its cost is 0"]
+    assert price_warnings == [
+        f"model {name} has no price in the config's model.prices: its cost counts as 0, so the cost limit cannot be "
+        "enforced (agent.token_limit still applies)"
+    ]
     assert server.hits == 2
 
 

@@ -5,22 +5,64 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.actions import execute_action
+from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
+from llm_ide.run.faults import failpoint
+from llm_ide.run.intents import CHANGES_WORKSPACE, edit_applied
 from llm_ide.state.graph_state import AgentState
+from llm_ide.state.operations import OperationNode
+
+
+def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
+    """The outcome of an operation a killed process had started: told, never run twice. None: it had not begun to
+    change anything (an edit whose `old` text is still there, a file not yet created), so it runs now."""
+    params = node.action_params
+    path = params.get("path") if isinstance(params.get("path"), str) else None
+    if node.action_type in {"edit", "create"} and path:
+        try:
+            path = ws.path(params)
+        except ValueError:
+            return None
+        text = ws.read_text(path)
+        if node.action_type == "create":
+            if text is None:
+                return None
+            if text == params.get("content"):
+                return ActionOutcome(ws.observe("already_applied", path=path, action_type="create"), 0)
+        elif text is not None and isinstance(params.get("old"), str) and isinstance(params.get("new"), str):
+            applied = edit_applied(text, params["old"], params["new"])
+            if applied is False:
+                return None
+            if applied:
+                return ActionOutcome(ws.observe("already_applied", path=path, action_type="edit"), 0)
+    return ActionOutcome(ws.observe("interrupted", action_type=node.action_type), -1)
+
+
+def run_once(ctx: AgentContext, node: OperationNode) -> ActionOutcome:
+    ws = ctx.codebase
+    if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
+        return execute_action(ws, node.action_type, node.action_params)
+    if ctx.intents.started_before(node.id) and (outcome := started_before(ws, node)) is not None:
+        return outcome
+    ctx.intents.begin(node.id, node.action_type)
+    return execute_action(ws, node.action_type, node.action_params)
 
 
 def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     pending = state["pending"]
     try:
-        outcome = execute_action(ctx.codebase, pending.action_type, pending.action_params)
+        outcome = run_once(ctx, pending)
+        failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
+        # the worktree snapshot belongs to the step that changed it: saved with the step, or redone with it
+        snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and pending.action_type in CHANGES_WORKSPACE else None
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
         return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
     observation = truncate(outcome.observation, ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
-    return {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}
+    update = {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}
+    return update if snapshot is None else {**update, "worktree_patch": snapshot}

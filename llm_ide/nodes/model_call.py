@@ -6,10 +6,16 @@ from typing import Any
 
 from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
-from llm_ide.prompting import render
+from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
+
+
+def wall_deadline(ctx: AgentContext, state: AgentState) -> float | None:
+    """When (time.monotonic()) the run's wall-time limit passes: a model call may not run past it."""
+    limit = ctx.settings.agent.wall_time_limit
+    return ctx.mark + limit - state.get("elapsed", 0.0) if limit else None
 
 
 def redacted_messages(ctx: AgentContext, messages: list[Message]) -> list[Message]:
@@ -33,8 +39,11 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
     messages = redacted_messages(ctx, messages)  # files may hold secrets
     usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
-    reply = ctx.model.complete(messages, call_index=usage["api_calls"])
+    reply = ctx.model.complete(messages, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))
     reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
+    text = reply.text
+    if (cap := ctx.settings.agent.max_reply_chars) and len(text) > cap:  # head and tail: the closing tags survive
+        text = truncate(text, cap, ctx.templates)
     if ctx.record_call is not None:
         ctx.record_call(
             {
@@ -44,7 +53,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
                 "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages),
                 "prompt_chars": sum(len(m["content"]) for m in messages),
                 "prompt_tokens": reply.input_tokens,
-                "response": reply.text,
+                "response": text,
                 "response_tokens": reply.output_tokens,
                 "cache_read_tokens": reply.cache_read_tokens,
                 "cache_write_tokens": reply.cache_write_tokens,
@@ -62,7 +71,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
         cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
-    return reply.text, Usage(**usage)
+    return text, Usage(**usage)
 
 
 def expected_format(ctx: AgentContext, name: str) -> str:

@@ -4,7 +4,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.conversation import messages_for, params_text, prompt_chars
+from llm_ide.conversation import capped, messages_for, params_text, prompt_chars
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
@@ -50,15 +50,14 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     nodes = state.get("operations", [])
     chain = reasoning_chain(nodes)
     latest = render(ctx.templates, "operation", node=nodes[-1], params=params_text(nodes[-1])) if nodes else ""
-    return render(
-        ctx.templates,
-        "snapshot",
-        step=state.get("n_operations", 0),
-        operation_history=history_text(ctx, chain[:-1]),
-        lessons="\n".join(f"- {lesson}" for lesson in all_lessons(nodes)) or render(ctx.templates, "lessons_empty"),
-        code_context=code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
-        latest=latest,
-    )
+    lessons = "\n".join(f"- {lesson}" for lesson in all_lessons(nodes)) or render(ctx.templates, "lessons_empty")
+    sections = {
+        "operation_history": history_text(ctx, chain[:-1]),
+        "lessons": lessons,
+        "code_context": code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
+        "latest": latest,
+    }
+    return render(ctx.templates, "snapshot", step=state.get("n_operations", 0), **capped(ctx, sections))
 
 
 def epoch_over(ctx: AgentContext, state: AgentState) -> bool:

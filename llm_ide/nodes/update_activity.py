@@ -12,18 +12,19 @@ from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
 from llm_ide.state.references import count_references, parse_references
 
-CHANGES_FILES = {"edit", "create", "bash"}
-
 
 def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> ExitStatus | None:
     agent = ctx.settings.agent
-    cost = (state.get("usage") or empty_usage())["cost"]
+    usage = state.get("usage") or empty_usage()
+    cost = usage["cost"]
     if state.get("submitted"):
         return ExitStatus.SUBMITTED
     if agent.step_limit and n_operations >= agent.step_limit:
         return ExitStatus.STEP_LIMIT
     if (agent.cost_limit and cost >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
         return ExitStatus.COST_LIMIT
+    if agent.token_limit and usage["input_tokens"] + usage["output_tokens"] >= agent.token_limit:
+        return ExitStatus.COST_LIMIT  # the limit that holds whatever the price (an unknown price counts as 0)
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
         return ExitStatus.TIME_LIMIT
     return None
@@ -60,6 +61,4 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
         "elapsed": elapsed,
         "exit_status": state.get("exit_status") or limit_reached(ctx, state, n_operations + 1, elapsed),
     }
-    if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
-        update["worktree_patch"] = ctx.snapshot_patch()
     return update

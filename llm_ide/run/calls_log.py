@@ -39,7 +39,7 @@ def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and "index" in record:
+        if isinstance(record, dict) and isinstance(record.get("index"), int):
             records.append(record)
     return records, not damaged and fed == 0  # complete: no bytes went into an unfinished member
 
@@ -49,9 +49,11 @@ def plain_records(path: Path) -> list[dict[str, Any]]:
     records = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict) and isinstance(record.get("index"), int):
+            records.append(record)
     return records
 
 

@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
+from llm_ide.run.faults import failpoint
 
 MEMORY_TYPES = [
     ("llm_ide.errors", "ExitStatus"),
@@ -107,6 +108,10 @@ class ChannelSqliteSaver(SqliteSaver):
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         return super().put(config, inline, metadata, new_versions)
 
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = super().get_tuple(config)
         return None if found is None else self._with_blobs(found)
@@ -156,6 +161,18 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
         raise CheckpointError(f"--checkpoint {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
 
 
+def _with_failpoint(saver_class: type) -> type:
+    """The saver with the `checkpoint.writes` failpoint after a step's writes are stored (as ChannelSqliteSaver)."""
+
+    class Saver(saver_class):
+        def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+            super().put_writes(config, writes, task_id, task_path)
+            failpoint("checkpoint.writes")
+
+    Saver.__name__ = saver_class.__name__  # prune() recognises the Postgres saver by name
+    return Saver
+
+
 @contextmanager
 def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     try:
@@ -170,7 +187,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     except OperationalError as error:
         raise CheckpointError(f"--checkpoint {where}: cannot connect: {_first_line(error)}") from None
     with conn:
-        saver = PostgresSaver(conn, serde=serializer())
+        saver = _with_failpoint(PostgresSaver)(conn, serde=serializer())
         try:
             saver.setup()
         except OperationalError as error:
@@ -191,6 +208,7 @@ def _sqlite(path: Path) -> Iterator[BaseCheckpointSaver]:
                 conn.execute(f"PRAGMA {pragma}")
             saver = ChannelSqliteSaver(conn, serde=serializer())
             saver.setup()
+            conn.execute("SELECT count(*) FROM checkpoints").fetchone()  # truncated or not a database: said here
         except sqlite3.Error as error:
             raise CheckpointError(f"--checkpoint sqlite:{path}: not a usable database: {_first_line(error)}") from None
         yield saver

@@ -10,6 +10,7 @@ from llm_ide.codeview import CodeView
 from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
+from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import extract_patch
 from llm_ide.secrets import redact
 from llm_ide.settings import Settings
@@ -43,6 +44,7 @@ def build_context(
     record_call: Callable[[dict[str, Any]], None] | None = None,
     cost_budget: CostBudget | None = None,
     task_vars: dict[str, Any] | None = None,
+    intents: IntentLog | None = None,
 ) -> AgentContext:
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
@@ -63,6 +65,7 @@ def build_context(
         codebase=codebase,
         tool_usage=usage,
         record_call=record_call,
+        intents=intents,
         cost_budget=cost_budget,
         # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
         snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if ephemeral else None,

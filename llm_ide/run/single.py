@@ -12,8 +12,12 @@ from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
+from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
+from llm_ide.run.faults import failpoint
+from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
+from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
@@ -68,9 +72,16 @@ def describe_action(node: Any) -> str:
     return node.action_type
 
 
+class QuietFileHandler(logging.FileHandler):
+    """A log file that cannot be written (a full disk) loses the record, not the run: no traceback per line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 @contextmanager
 def run_log(path: Path):
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = QuietFileHandler(path, encoding="utf-8")
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
     token = _CURRENT_RUN.set(marker)
@@ -131,7 +142,6 @@ def run_task(
     if environment:
         settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     emit = on_event or (lambda event: None)
-    recorder = Recorder(output_dir, run_id)
     info: dict[str, Any] = {
         "run_id": run_id,
         "model": model,
@@ -139,22 +149,37 @@ def run_task(
         "exit_status": None,
         "submission": "",
     }
+    spec = checkpoint or f"sqlite:{output_dir / f'{run_id}.checkpoint.sqlite'}"
     with (
+        thread_lock(output_dir, run_id),
         run_log(output_dir / f"{run_id}.log"),
-        open_checkpointer(checkpoint, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
+        open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
         graph = build_graph(saver)
-        snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
+        snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
+        resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
+        if spec != "memory":
+            check_saved_state(
+                has_checkpoint=resumed,
+                state_operations=values.get("n_operations", 0),
+                trajectory=output_dir / f"{run_id}.traj.json",
+                calls=output_dir / f"{run_id}.calls.jsonl.gz",
+                checkpoint=spec,
+            )
         if values.get("task") not in (None, task):
             raise ThreadMismatchError(
                 f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
             )
+        recorder = Recorder(output_dir, run_id)  # once the thread is ours and its state checked: it may rewrite the log
         run = _Run(run_id, saver, recorder, emit, info, values)
-        if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.next:
+        if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            return run.finish(ExitStatus(values["exit_status"]), previous_submission(recorder.path))
-        resumed = bool(values) and bool(snapshot.next)
+            status = ExitStatus(values["exit_status"])
+            submission = previous_submission(recorder.path, status)
+            if submission is None:
+                status, submission = recover_submission(values, settings, repo, run_id, image, info)
+            return run.finish(status, submission)
         status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
@@ -170,7 +195,7 @@ def run_task(
             else:
                 keep_base(env, base)  # out of the agent's reach before its first command
             if resumed and not isinstance(env, LocalEnvironment):
-                restore_worktree(env, values.get("worktree_patch", ""))
+                restore_worktree(env, latest_worktree_patch(snapshot))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
             ctx = build_context(
                 settings=settings,
@@ -182,10 +207,14 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
+                intents=IntentLog(output_dir / f"{run_id}.intents.jsonl"),
             )
+            if getattr(ctx.model, "price", True) is None and settings.agent.cost_limit:
+                emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             status = run.stream(graph, inputs, ctx)
+            failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:
             status, info["error"] = error.exit_status, str(error)
             log.error("%s: %s", status, error)
@@ -201,22 +230,69 @@ def run_task(
             if env is not None:
                 try:
                     submission = extract_patch(env, base, settings.patch) if base else ""
-                except Exception as error:  # the run's outcome must still be saved
+                except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
                     log.error("patch extraction failed: %s", error)
-                    if status == ExitStatus.SUBMITTED:  # an empty patch is not the result of a submitted run
+                    if status.finished:  # an empty patch is not the result of a finished run
                         status, info["error"] = ExitStatus.ERROR, f"patch extraction failed: {error}"
                 env.close()
             if not settings.checkpoint.keep_history:
-                prune(saver, run_id)
+                try:
+                    prune(saver, run_id)
+                except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
+                    log.error("checkpoint pruning failed: %s", error)
             result = run.finish(status, submission)
     return result
 
 
-def previous_submission(path: Path) -> str:
+def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["info"]["submission"] or ""
-    except (OSError, ValueError, KeyError):
-        return ""
+        return graph.get_state({"configurable": {"thread_id": run_id}})
+    except Exception as error:  # a corrupt database, an unreadable blob: one line, nothing overwritten
+        detail = " ".join(str(error).split())[:300]
+        raise RunStateError(f"checkpoint {spec} cannot be read ({type(error).__name__}: {detail})") from None
+
+
+def latest_worktree_patch(snapshot: Any) -> str:
+    """The worktree snapshot of the newest completed step, counting writes saved after the last checkpoint row."""
+    for task in snapshot.tasks:
+        if isinstance(task.result, dict) and "worktree_patch" in task.result:
+            return task.result["worktree_patch"]
+    return (snapshot.values or {}).get("worktree_patch", "")
+
+
+def recover_submission(
+    values: dict[str, Any], settings: Settings, repo: Path | None, run_id: str, image: str | None, info: dict
+) -> tuple[ExitStatus, str]:
+    """A finished run whose trajectory lost its submission (killed before it was saved, or truncated): the patch
+    again from the worktree snapshot (docker) or the repository (local); an `error` when it cannot be had."""
+    status = ExitStatus(values["exit_status"])
+    if "worktree_patch" in values:
+        return status, values["worktree_patch"]
+    base = values.get("base_commit")
+    if not base:
+        return status, ""
+    env = None
+    try:
+        env = make_environment(settings.environment, repo, run_id, image)
+        return status, extract_patch(env, base, settings.patch)
+    except Exception as error:
+        info["error"] = f"the finished run's patch could not be recovered: {error}"
+        log.error("%s", info["error"])
+        return ExitStatus.ERROR, ""
+    finally:
+        if env is not None:
+            env.close()
+
+
+def previous_submission(path: Path, status: str) -> str | None:
+    """The submission the trajectory saved with the run's final status; None when it did not save one."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))["info"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(info, dict) or info.get("exit_status") != status or not isinstance(info.get("submission"), str):
+        return None
+    return info["submission"]
 
 
 @dataclass
@@ -255,7 +331,14 @@ class _Run:
         if self.info.get("error"):
             self.info["error"] = redact(self.info["error"])
         self.info.update(exit_status=status, submission=submission)
-        self.recorder.save(self.values, self.info)
+        for attempt in range(2):  # the first may report an earlier background write's failure
+            try:
+                self.recorder.save(self.values, self.info)
+                break
+            except OSError as error:
+                if attempt:
+                    self.info.setdefault("error", f"the trajectory could not be saved: {error}")
+                    log.error("trajectory not saved (%s); the last one written is kept", error)
         usage = dict(self.values.get("usage") or empty_usage())
         step = self.values.get("n_operations", 0)
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))

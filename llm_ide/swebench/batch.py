@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import ExitStatus
+from llm_ide.run.single import QuietFileHandler
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
@@ -83,9 +84,12 @@ EventSink = Callable[[str, Any], None]
 
 
 def unfinished(outcome: Outcome) -> bool:
-    """Interrupted runs, and runs whose environment never came up, stay out of preds.json: a rerun retries them."""
+    """Interrupted runs, runs that failed on our side (`error`: a full disk, a crash, a patch that could not be
+    extracted) and runs whose environment never came up stay out of preds.json: a rerun resumes them."""
     status = outcome.exit_status
-    return status == ExitStatus.INTERRUPTED or (status == ExitStatus.ENVIRONMENT_ERROR and outcome.steps == 0)
+    return status in (ExitStatus.INTERRUPTED, ExitStatus.ERROR) or (
+        status == ExitStatus.ENVIRONMENT_ERROR and outcome.steps == 0
+    )
 
 
 def run_instance(
@@ -175,7 +179,7 @@ def run_instance(
 @contextmanager
 def batch_log(output: Path) -> Iterator[None]:
     output.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(output / BATCH_LOG, encoding="utf-8")
+    handler = QuietFileHandler(output / BATCH_LOG, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     previous = log.level
@@ -223,7 +227,10 @@ def run_batch(
             outcome = run_instance(instance, options, settings, store, budget=budget, on_event=on_event, stop=stop)
         except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
             log.exception("%s: crashed", instance.instance_id)
-            store.record_status(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
+            try:
+                store.record_status(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
+            except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
+                log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
             outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
         progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
         return outcome

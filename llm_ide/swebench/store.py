@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from llm_ide.fileio import atomic_write
 PREDS = "preds.json"
 STATUSES = "exit_statuses.yaml"
 LOCK = ".llm-ide-batch.lock"
+log = logging.getLogger("llm_ide.swebench")
 
 
 class StoreError(UsageError, ValueError):
@@ -36,18 +38,54 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def read_preds(output: Path) -> dict[str, dict[str, Any]]:
+    """preds.json as instance_id → prediction; anything else (bad JSON, wrong shape) is an error, never overwritten."""
     path = output / PREDS
     if not path.exists():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
+    except (ValueError, UnicodeDecodeError) as error:
         raise StoreError(f"{path} is not valid JSON ({error}); fix or move it away") from None
     if isinstance(data, list):
-        data = {pred["instance_id"]: pred for pred in data if isinstance(pred, dict) and "instance_id" in pred}
+        ids = [pred.get("instance_id") if isinstance(pred, dict) else None for pred in data]
+        data = dict(zip(ids, data, strict=True))
     if not isinstance(data, dict):
-        raise StoreError(f"{path}: expected an object of instance_id → prediction")
+        raise StoreError(f"{path}: expected an object of instance_id → prediction, got {type(data).__name__}")
+    for key, pred in data.items():
+        if not (
+            isinstance(pred, dict)
+            and isinstance(key, str)
+            and pred.get("instance_id") == key
+            and isinstance(pred.get("model_patch"), str | None)
+            and isinstance(pred.get("model_name_or_path", ""), str)
+        ):
+            raise StoreError(
+                f"{path}: entry {str(key)[:80]!r} is not a prediction (an object with this instance_id, a "
+                "model_name_or_path and a model_patch string); fix or move the file away"
+            )
     return data
+
+
+def statuses_from_trajectories(output: Path) -> dict[str, dict[str, Any]]:
+    """Each instance's last outcome, as its trajectory saved it (to rebuild a lost or corrupt exit_statuses.yaml)."""
+    instances: dict[str, dict[str, Any]] = {}
+    for path in sorted(output.glob("*/*.traj.json")):
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))["info"]
+            instance_id = info["run_id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if path.parent.name != instance_id or not info.get("exit_status"):
+            continue
+        stats = info.get("model_stats") or {}
+        instances[instance_id] = {
+            "exit_status": info["exit_status"],
+            "cost": float(stats.get("cost", 0.0)),
+            "api_calls": int(stats.get("api_calls", 0)),
+            "patch_lines": str(info.get("submission") or "").count("\n"),
+            "trajectory": str(path.relative_to(output)),
+        }
+    return instances
 
 
 def read_statuses(output: Path) -> dict[str, Any]:
@@ -56,11 +94,15 @@ def read_statuses(output: Path) -> dict[str, Any]:
         return {}
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise StoreError(f"{path} is not valid YAML ({' '.join(str(error).split())}); fix or move it away") from None
-    if not isinstance(data, dict) or not isinstance(data.get("instances") or {}, dict):
-        raise StoreError(f"{path}: expected `instances:` mapping ids to exit statuses; fix or move it away")
-    return data
+        instances = data.get("instances") or {}
+        if not isinstance(instances, dict) or not all(
+            isinstance(info, dict) and isinstance(info.get("exit_status"), str) for info in instances.values()
+        ):
+            raise ValueError("`instances` is not a mapping of instance id → exit_status")
+        return instances
+    except (OSError, ValueError, AttributeError, yaml.YAMLError) as error:
+        log.warning("%s is corrupt (%s); rebuilt from the instances' trajectories", path, " ".join(str(error).split()))
+        return statuses_from_trajectories(output)
 
 
 @dataclass
@@ -95,7 +137,7 @@ class OutputStore:
     def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
         with file_lock(self.lock):
             path = self.output / STATUSES
-            instances: dict[str, Any] = read_statuses(self.output).get("instances") or {}
+            instances = read_statuses(self.output)
             instances[instance_id] = {"exit_status": str(exit_status), **details}
             by_status: dict[str, list[str]] = {}
             for iid, info in sorted(instances.items()):

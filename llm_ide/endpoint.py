@@ -1,0 +1,161 @@
+"""Guards between the agent and a model endpoint: a total deadline per request (not per read: a server dripping one
+byte every two seconds cannot hold a call past it), 200 responses that are not completions treated like a 5xx,
+Retry-After, implausible usage clamped."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpcore
+import httpx
+
+log = logging.getLogger("llm_ide.models")
+
+MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
+_local = threading.local()
+
+
+class BadCompletion(Exception):
+    """A 200 response that is not a completion (an error body, no choices, unparsable): retried like a 5xx."""
+
+
+@contextmanager
+def request_deadline(at: float) -> Iterator[None]:
+    """Every socket operation of the requests made inside ends by `at` (time.monotonic())."""
+    previous = getattr(_local, "deadline", None)
+    _local.deadline = at
+    try:
+        yield
+    finally:
+        _local.deadline = previous
+
+
+def _remaining(timeout: float | None) -> float | None:
+    deadline = getattr(_local, "deadline", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpcore.ReadTimeout("the model call's total deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _remaining(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _remaining(timeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        return DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, _remaining(timeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self.inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> httpcore.NetworkStream:
+        return DeadlineStream(self.inner.connect_tcp(host, port, _remaining(timeout), **kwargs))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> httpcore.NetworkStream:
+        return DeadlineStream(self.inner.connect_unix_socket(path, _remaining(timeout), **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+def check_completion(response: httpx.Response) -> None:
+    """Response hook: a 200 chat completion must hold choices and no error."""
+    if response.status_code != 200 or not response.request.url.path.endswith("/chat/completions"):
+        return
+    response.read()
+    try:
+        body = json.loads(response.content)
+    except RecursionError:
+        raise BadCompletion("the response's JSON is nested too deeply") from None
+    except ValueError:
+        return  # the SDK reports it (a JSONDecodeError, retried)
+    if not isinstance(body, dict):
+        raise BadCompletion(f"the response is a JSON {type(body).__name__}, not a completion")
+    if body.get("error"):
+        raise BadCompletion(f"status 200 with an error: {json.dumps(body['error'])[:300]}")
+    if not body.get("choices"):
+        raise BadCompletion("status 200 with no choices")
+
+
+def http_client(timeout: float) -> httpx.Client:
+    """An httpx client whose requests obey `request_deadline` and whose 200 responses are checked."""
+    transport = httpx.HTTPTransport()
+    pool = transport._pool  # httpx does not take a network backend; its connection pool does
+    pool._network_backend = DeadlineBackend(pool._network_backend)
+    return httpx.Client(transport=transport, timeout=timeout, event_hooks={"response": [check_completion]})
+
+
+def cause(error: BaseException) -> BaseException:
+    """The BadCompletion behind an SDK's connection error, else the error itself."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, BadCompletion):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return error
+
+
+def retry_after(error: BaseException) -> float | None:
+    """Seconds a 429/503 asks to wait (Retry-After: seconds or an HTTP date; retry-after-ms)."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    if (millis := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def clamp_usage(name: str, input_tokens: Any, output_tokens: Any, prompt: str, text: str) -> tuple[int, int]:
+    """Token counts a provider reported, kept possible: never negative, never above MAX_CALL_TOKENS (no model reads or
+    writes more in one call); an impossible count is replaced by an estimate from the text, with a warning."""
+    counts = []
+    reported = (input_tokens, output_tokens)
+    estimates = (len(prompt) // 4, len(text) // 4)
+    for label, value, estimate in zip(("input", "output"), reported, estimates, strict=True):
+        try:
+            number = int(value)
+        except (TypeError, ValueError, OverflowError):
+            number = -1
+        if 0 <= number <= MAX_CALL_TOKENS:
+            counts.append(number)
+            continue
+        log.warning("model %s: %s tokens %s are impossible; counted as %d", name, label, str(value)[:40], estimate)
+        counts.append(estimate)
+    return counts[0], counts[1]

@@ -1,0 +1,92 @@
+"""What must hold before a run touches its thread: one process per thread id, and saved state that agrees with
+itself (a thread with a trajectory is never restarted from scratch over it)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from llm_ide.errors import UsageError
+
+
+class RunStateError(UsageError):
+    """The run cannot start: another process holds its thread, or its saved state is unusable (one line)."""
+
+
+@contextmanager
+def thread_lock(output_dir: Path, run_id: str) -> Iterator[Path]:
+    """An exclusive lock on the thread id, held for the whole run; the lock file names the holder's PID."""
+    path = output_dir / f"{run_id}.lock"
+    try:
+        handle = path.open("a+", encoding="utf-8")
+    except OSError as error:
+        raise RunStateError(f"{output_dir} cannot be written ({error.strerror}): nothing was run") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise RunStateError(f"thread {run_id} is already being run by process {holder} (lock file {path})") from None
+    try:
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only the holder's PID is not told
+        yield path
+    finally:
+        with suppress(OSError):
+            handle.seek(0)
+            handle.truncate()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        with suppress(OSError):
+            handle.close()
+
+
+def saved_trajectory(path: Path) -> dict[str, Any] | None:
+    """The trajectory's `info` (None when there is no file); a file that cannot be read gives `{"unreadable": …}`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        info = json.loads(data)["info"]
+        if not isinstance(info, dict):
+            raise TypeError("info is not an object")
+        return info
+    except (ValueError, KeyError, TypeError) as error:
+        return {"unreadable": f"{type(error).__name__}: {error}"}
+
+
+def has_work(info: dict[str, Any] | None, calls_path: Path) -> bool:
+    if info is None:
+        return calls_path.exists() and calls_path.stat().st_size > 0
+    return bool(info.get("unreadable") or info.get("n_operations") or info.get("exit_status"))
+
+
+def check_saved_state(
+    *, has_checkpoint: bool, state_operations: int, trajectory: Path, calls: Path, checkpoint: str
+) -> None:
+    """Refuse to start over a trajectory whose checkpoint is gone or behind it (emptied, truncated, WAL lost)."""
+    info = saved_trajectory(trajectory)
+    if not has_checkpoint:
+        if has_work(info, calls):
+            raise RunStateError(
+                f"{checkpoint} holds no state for this thread but {trajectory.name} records a run: refusing to "
+                "restart over it (was the checkpoint emptied or its WAL lost?); move the run's files away to start "
+                "afresh"
+            )
+        return
+    if info is not None and not info.get("unreadable") and int(info.get("n_operations") or 0) > state_operations:
+        raise RunStateError(
+            f"{checkpoint} is behind the trajectory ({state_operations} < {info['n_operations']} operations; was its "
+            f"WAL lost?): refusing to resume over {trajectory.name}"
+        )

@@ -1,0 +1,56 @@
+"""At most once: an operation that changes the workspace is recorded (and synced to disk) before it runs, so that a
+resumed run which meets it again knows a killed process had started it, and does not run it a second time."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+CHANGES_WORKSPACE = frozenset({"bash", "edit", "create"})
+
+
+class IntentLog:
+    """`<run id>.intents.jsonl`: one line per started operation (node id and action type), appended and fsynced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._started: set[int] = set()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a kill: its operation never started
+            if isinstance(entry, dict) and isinstance(entry.get("node"), int):
+                self._started.add(entry["node"])
+
+    def started_before(self, node_id: int) -> bool:
+        return node_id in self._started
+
+    def begin(self, node_id: int, action_type: str) -> None:
+        line = json.dumps({"node": node_id, "action": action_type}) + "\n"
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._started.add(node_id)
+
+
+def edit_applied(text: str, old: str, new: str) -> bool | None:
+    """Whether an edit (`old` → `new`) is in `text`: True applied, False not yet, None cannot tell."""
+    if new and old in new:
+        if new in text:
+            return True
+        return False if text.count(old) == 1 else None
+    if text.count(old) == 1:
+        return False
+    return True if new and new in text and old not in text else None

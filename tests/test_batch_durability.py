@@ -1,0 +1,133 @@
+"""A batch's shared files under kills, corruption and a full disk: preds.json never half-written, never lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
+
+from llm_ide.swebench.store import OutputStore, StoreError, read_preds
+
+CLI = "from llm_ide.cli import app; app()"
+
+
+def swebench(
+    dataset: Path, model: str, config: Path, output: Path, failpoints: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints} if failpoints else dict(os.environ)
+    args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-w", "2"]
+    args += ["-c", str(config), "-o", str(output)]
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_batch_killed_right_after_a_submit_loses_no_patch(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 3)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
+    killed = swebench(dataset, model, config, output, "run.ended=1")
+    assert killed.returncode == -9, killed.stderr
+    again = swebench(dataset, model, config, output)
+    assert again.returncode == 0, again.stderr
+    preds = read_preds(output)
+    assert sorted(preds) == sorted(row["instance_id"] for row in rows)
+    for row in rows:  # the other worker's fix command may have been the one the kill interrupted: told, not rerun
+        traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+        stopped = any(o["observation"].startswith("The run was stopped while") for o in traj["operations"])
+        assert preds[row["instance_id"]]["model_patch"] in (("", row["patch"]) if stopped else (row["patch"],))
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
+    assert sorted(statuses["instances_by_exit_status"]["submitted"]) == sorted(r["instance_id"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"a": "not a prediction"}', "entry 'a' is not a prediction"),
+        ('{"a": {"instance_id": "b", "model_patch": ""}}', "entry 'a' is not a prediction"),
+        ('[{"model_patch": "x"}]', "is not a prediction"),
+        ('"text"', "got str"),
+        ('{"a": {"instance_id": "a", "model_patch": 3}}', "entry 'a' is not a prediction"),
+        ('{"a": ', "is not valid JSON"),
+    ],
+)
+def test_wrong_shaped_preds_is_an_error_and_left_untouched(tmp_path: Path, content: str, problem: str) -> None:
+    (tmp_path / "preds.json").write_text(content)
+    store = OutputStore(tmp_path)
+    with pytest.raises(StoreError, match=problem):
+        store.add_prediction("x", "m", "diff\n")
+    assert (tmp_path / "preds.json").read_text() == content
+
+
+def test_corrupt_exit_statuses_is_rebuilt_from_the_trajectories(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
+    assert swebench(dataset, model, config, output).returncode == 0
+    (output / "exit_statuses.yaml").write_text("instances: [1, 2\n  : {")
+    OutputStore(output).record_status("demo__new-1", "error", error="boom")
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
+    assert statuses["instances_by_exit_status"] == {
+        "error": ["demo__new-1"],
+        "submitted": sorted(row["instance_id"] for row in rows),
+    }
+    for row in rows:
+        info = statuses["instances"][row["instance_id"]]
+        assert info["trajectory"] == f"{row['instance_id']}/{row['instance_id']}.traj.json"
+        assert info["patch_lines"] == row["patch"].count("\n")
+
+
+def test_preds_survive_a_full_disk(tmp_path: Path, small_disk: Path) -> None:
+    store = OutputStore(small_disk)
+    store.add_prediction("a", "m", "diff a\n")
+    before = (small_disk / "preds.json").read_bytes()
+    filler = small_disk / "filler"
+    with pytest.raises(OSError), filler.open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    with pytest.raises(OSError):
+        store.add_prediction("b", "m", "x" * 300_000)
+    assert (small_disk / "preds.json").read_bytes() == before
+    assert not [p.name for p in small_disk.iterdir() if p.name.startswith(".preds.json.")]
+    filler.unlink()
+    store.add_prediction("b", "m", "diff b\n")
+    assert json.loads((small_disk / "preds.json").read_text())["b"]["model_patch"] == "diff b\n"
+
+
+def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_path: Path, small_disk: Path) -> None:
+    """Both instances wait at a command; the disk is filled; they go on and fail; a rerun with room finishes both."""
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    wait = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo went"
+    model = write_script(tmp_path / "fix.yaml", [wait, FIX_COMMAND])
+    config, output = write_config(tmp_path / "c.yaml"), small_disk / "out"
+    args = [sys.executable, "-c", CLI, "swebench", "--subset", str(dataset), "--environment", "local"]
+    args += ["--model", model, "-w", "2", "-c", str(config), "-o", str(output)]
+    batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    repos = [output / row["instance_id"] / "repo" for row in rows]
+    deadline = time.monotonic() + 300
+    while not all((repo / "waiting").exists() for repo in repos):
+        assert batch.poll() is None and time.monotonic() < deadline, batch.communicate()
+        time.sleep(0.05)
+    with pytest.raises(OSError), (small_disk / "filler").open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    for repo in repos:
+        (repo / "go").touch()
+    stdout, stderr = batch.communicate(timeout=300)
+    assert "Traceback" not in stdout + stderr, stderr
+    if (output / "preds.json").exists():
+        read_preds(output)  # whole, never half-written
+    (small_disk / "filler").unlink()
+    again = swebench(dataset, model, config, output)
+    assert again.returncode == 0, again.stderr
+    preds = read_preds(output)
+    assert sorted(preds) == sorted(row["instance_id"] for row in rows), again.stdout + again.stderr
+    for row in rows:
+        assert row["patch"] in preds[row["instance_id"]]["model_patch"]

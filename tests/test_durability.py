@@ -1,0 +1,286 @@
+"""Kills at exact moments (failpoints) and resumes: nothing lost, nothing done twice, never a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect, write_script
+from conftest import make_git_repo
+
+STEPS = [
+    act("First.", "bash", command="echo one >> trail.txt"),
+    reflect(False, "one"),
+    act("Second.", "bash", command="echo two >> trail.txt"),
+    reflect(False, "two"),
+    act("Third.", "edit", path="README.md", old="demo\n", new="demo, edited\n"),
+    reflect(False, "three"),
+    act("Fourth.", "create", path="notes.txt", content="a note\n"),
+    reflect(False, "four"),
+    act("Done.", "submit"),
+]
+THOUGHTS = ["First.", "Second.", "Third.", "Fourth.", "Done."]
+STOPPED = "The run was stopped while this"
+
+
+def llm_ide(args: list[str], cwd: Path, failpoints: str = "") -> subprocess.Popen:
+    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints} if failpoints else dict(os.environ)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    output = process.communicate(timeout=180)[0].decode()
+    return process.returncode, output
+
+
+def setup_run(tmp_path: Path, steps: list[str] = STEPS) -> tuple[Path, list[str]]:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
+    (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
+    model = write_script(tmp_path / "script.yaml", steps)
+    args = ["run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T"]
+    args += ["--output", str(tmp_path / "out"), "--config", str(tmp_path / "no-tools.yaml")]
+    return repo, args
+
+
+def trajectory(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "out" / "T.traj.json").read_text())
+
+
+def assert_complete_run(tmp_path: Path, repo: Path) -> dict:
+    traj = trajectory(tmp_path)
+    assert traj["info"]["exit_status"] == "submitted"
+    assert [o["thought"] for o in traj["operations"]] == THOUGHTS
+    assert [c["index"] for c in traj["model_calls"]] == list(range(9))
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"
+    assert (repo / "README.md").read_text() == "demo, edited\n"
+    assert (repo / "notes.txt").read_text() == "a note\n"
+    for text in ("+one\n+two", "+demo, edited", "+a note"):
+        assert text in traj["info"]["submission"]
+    return traj
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hit", [2, 4, 5, 6, 9, 10, 12, 14, 15, 17, 20])
+def test_kill_between_saved_writes_and_checkpoint_row_resumes(tmp_path: Path, hit: int) -> None:
+    """The n-th task's writes are saved, the process dies before the checkpoint row: the rerun resumes it."""
+    repo, args = setup_run(tmp_path)
+    code, output = finish(llm_ide(args, tmp_path, f"checkpoint.writes={hit}"))
+    assert code == -signal.SIGKILL, output
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = assert_complete_run(tmp_path, repo)
+    assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])
+
+
+@pytest.mark.parametrize(("hit", "kind"), [(3, "edit"), (4, "create")])
+def test_kill_after_an_edit_or_create_says_it_was_applied(tmp_path: Path, hit: int, kind: str) -> None:
+    """Killed after the change but before the step was saved: the rerun does not apply it again, and says so."""
+    repo, args = setup_run(tmp_path)
+    code, output = finish(llm_ide(args, tmp_path, f"execute.done={hit}"))
+    assert code == -signal.SIGKILL, output
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = assert_complete_run(tmp_path, repo)
+    observation = traj["operations"][hit - 1]["observation"]
+    assert "already" in observation and "before the run was stopped" in observation
+    assert kind in observation or "edit" in observation
+
+
+def test_kill_after_a_command_does_not_run_it_again(tmp_path: Path) -> None:
+    repo, args = setup_run(tmp_path)
+    code, output = finish(llm_ide(args, tmp_path, "execute.done=2"))
+    assert code == -signal.SIGKILL, output
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = assert_complete_run(tmp_path, repo)
+    assert traj["operations"][1]["observation"].startswith(STOPPED)
+
+
+def test_killed_after_the_graph_ended_keeps_the_patch(tmp_path: Path) -> None:
+    """Killed after submit, before the outcome was saved: the rerun reports the run with its patch, not an empty one."""
+    repo, args = setup_run(tmp_path)
+    code, output = finish(llm_ide(args, tmp_path, "run.ended=1"))
+    assert code == -signal.SIGKILL, output
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    assert_complete_run(tmp_path, repo)
+
+
+def test_truncated_trajectory_of_a_finished_run_keeps_the_patch(tmp_path: Path) -> None:
+    repo, args = setup_run(tmp_path)
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    path = tmp_path / "out" / "T.traj.json"
+    path.write_bytes(path.read_bytes()[:200])
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    assert_complete_run(tmp_path, repo)
+
+
+def wait_for(path: Path, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert process.poll() is None, process.stdout.read().decode()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+WAITING_STEPS = [
+    act("First.", "bash", command="echo one >> trail.txt"),
+    reflect(False, "one"),
+    act("Wait.", "bash", command="touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt"),
+    reflect(False, "two"),
+    act("Done.", "submit"),
+]
+
+
+def test_second_process_on_the_same_thread_exits_naming_the_first(tmp_path: Path) -> None:
+    repo, args = setup_run(tmp_path, WAITING_STEPS)
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 2
+    assert f"already being run by process {first.pid}" in output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+    (repo / "go").touch()
+    code, output = finish(first)
+    assert code == 0, output
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"
+
+
+def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:
+    """A run SIGKILLed while its second command runs (one operation saved); its trajectory's bytes."""
+    repo, args = setup_run(tmp_path, WAITING_STEPS)
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    saved = (tmp_path / "out" / "T.traj.json").read_bytes()
+    assert json.loads(saved)["info"]["n_operations"] == 1
+    return repo, args, saved
+
+
+def corrupt(database: Path, how: str) -> None:
+    wal = database.with_name(database.name + "-wal")
+    match how:
+        case "emptied":
+            database.write_bytes(b"")
+            wal.unlink(missing_ok=True)
+        case "truncated":
+            data = database.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+            wal.unlink(missing_ok=True)
+            database.write_bytes(data[: len(data) // 3])
+        case "wal_lost":
+            wal.unlink()
+        case "random":
+            database.write_bytes(os.urandom(64 * 1024))
+            wal.unlink(missing_ok=True)
+        case "deleted":
+            database.unlink()
+            wal.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("how", ["emptied", "truncated", "wal_lost", "random", "deleted"])
+def test_corrupt_checkpoint_is_one_line_and_keeps_the_trajectory(tmp_path: Path, how: str) -> None:
+    repo, args, saved = killed_mid_run(tmp_path)
+    corrupt(tmp_path / "out" / "T.checkpoint.sqlite", how)
+    (repo / "go").touch()
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 2, output
+    assert len(output.strip().splitlines()) == 1 and output.startswith("error:"), output
+    assert (tmp_path / "out" / "T.traj.json").read_bytes() == saved
+    assert (repo / "trail.txt").read_text() == "one\n"
+
+
+def test_an_empty_object_line_in_the_calls_log_is_skipped(tmp_path: Path) -> None:
+    repo, args, _ = killed_mid_run(tmp_path)
+    with (tmp_path / "out" / "T.calls.jsonl").open("a") as handle:
+        handle.write("{}\n[1, 2]\n")
+    (repo / "go").touch()
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = trajectory(tmp_path)
+    assert [c["index"] for c in traj["model_calls"]] == list(range(5))
+    assert traj["operations"][1]["observation"].startswith(STOPPED)
+
+
+def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tmp_path: Path, small_disk: Path) -> None:
+    steps = [
+        act("First.", "bash", command="echo one >> trail.txt"),
+        reflect(False, "one"),
+        act("Wait.", "bash", command="touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt"),
+        reflect(False, "two"),
+        act("Third.", "bash", command="echo three >> trail.txt"),
+        reflect(False, "three"),
+        act("Done.", "submit"),
+    ]
+    repo, args = setup_run(tmp_path, steps)
+    args[args.index("--output") + 1] = str(small_disk / "out")
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    with pytest.raises(OSError), (small_disk / "filler").open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    (repo / "go").touch()
+    code, output = finish(first)
+    assert code == 1, output
+    assert "Traceback" not in output and ("No space left on device" in output or "disk is full" in output), output
+    saved = json.loads((small_disk / "out" / "T.traj.json").read_text())
+    assert saved["info"]["exit_status"] in (None, "error")
+    (small_disk / "filler").unlink()
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = json.loads((small_disk / "out" / "T.traj.json").read_text())
+    assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Third.", "Done."]
+    assert (repo / "trail.txt").read_text() == "one\ntwo\nthree\n"
+
+
+def test_read_only_run_folder_is_one_line_and_keeps_everything(tmp_path: Path) -> None:
+    """A checkpoint (and trajectory) on a read-only mount: one line, nothing changed (a read-only bind mount holds
+    even for root, unlike file modes)."""
+    repo, args, saved = killed_mid_run(tmp_path)
+    out = tmp_path / "out"
+    if subprocess.run(["mount", "--bind", str(out), str(out)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount (needs root)")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], check=True, capture_output=True)
+        (repo / "go").touch()
+        code, output = finish(llm_ide(args, tmp_path))
+    finally:
+        subprocess.run(["umount", str(out)], capture_output=True)
+    assert code == 2, output
+    assert len(output.strip().splitlines()) == 1 and output.startswith("error:"), output
+    assert (out / "T.traj.json").read_bytes() == saved
+
+
+@pytest.mark.slow
+def test_postgres_checkpoints_resume_after_kills_between_writes_and_checkpoint_rows(tmp_path: Path) -> None:
+    from pg_server import postgres_server
+
+    with postgres_server() as url:
+        for hit in (5, 12):
+            root = tmp_path / f"hit{hit}"
+            root.mkdir()
+            repo, args = setup_run(root)
+            args += ["--checkpoint", url, "--thread-id", f"T{hit}"]
+            code, output = finish(llm_ide(args, root, f"checkpoint.writes={hit}"))
+            assert code == -signal.SIGKILL, output
+            code, output = finish(llm_ide(args, root))
+            assert code == 0, output
+            (root / "out" / "T.traj.json").write_bytes((root / "out" / f"T{hit}.traj.json").read_bytes())
+            traj = assert_complete_run(root, repo)
+            assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])

@@ -1,0 +1,197 @@
+"""A model endpoint that misbehaves on purpose (tests/openai_server.py): bounded time, bounded cost, bounded prompts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import BUGGY_FILES, act, reflect
+from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.config import load_config
+from llm_ide.models import ModelError, get_model
+from llm_ide.run.single import RunEvent, run_task
+from llm_ide.settings import ModelSettings, Settings
+
+MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug."}]
+SUBMIT = act("Done.", "submit")
+
+
+def model_config(**values: Any) -> ModelSettings:
+    return load_config(model={"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, **values}).model
+
+
+def settings(**agent: Any) -> Settings:
+    model = {"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, "timeout": 5}
+    agent = {"cost_limit": 1e9, "token_limit": None, **agent}
+    return load_config("default", environment={"tools": []}, agent=agent, model=model)
+
+
+def run_against(tmp_path: Path, server: OpenAIServer, model: str = "gpt-4o", **agent: Any) -> tuple[Any, list[str]]:
+    phases: list[str] = []
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind == "phase":
+            phases.append(event.phase)
+
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=model,
+        base_url=server.url,
+        settings=settings(**agent),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        on_event=on_event,
+    )
+    return result, phases
+
+
+@pytest.fixture(autouse=True)
+def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.timeout(120)
+def test_slow_drip_cannot_hold_a_request_past_its_total_deadline() -> None:
+    """One byte a second never trips a per-read timeout; the 2.5 s total deadline ends each attempt after a few."""
+    with OpenAIServer(replies=[Reply("a reply long enough to take minutes", drip=1.0)]) as server:
+        model = get_model("gpt-4o", model_config(timeout=2.5, max_retries=1), base_url=server.url)
+        with pytest.raises(ModelError, match="failed after 2 attempts.*(deadline|[Tt]imeout)"):
+            model.complete(MESSAGES, call_index=0)
+    assert server.hits == 2
+    assert all(sent < 20 for sent in server.dripped), server.dripped
+
+
+@pytest.mark.timeout(120)
+def test_slow_drip_cannot_hold_the_run_past_its_wall_time_limit(tmp_path: Path) -> None:
+    with OpenAIServer(replies=[Reply("a reply long enough to take minutes", drip=1.0)]) as server:
+        result, _ = run_against(tmp_path, server, wall_time_limit=3)
+    assert result.exit_status == "time_limit", result.error
+    assert "wall-time limit" in result.error
+
+
+def test_retry_after_is_honoured(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="llm_ide.models")
+    replies = [Reply(status=429, headers=(("retry-after", "1.5"),)), "after the wait"]
+    with OpenAIServer(replies=replies) as server:
+        model = get_model("gpt-4o", model_config(), base_url=server.url)
+        assert model.complete(MESSAGES, call_index=0).text == "after the wait"
+    [warning] = [r.getMessage() for r in caplog.records if "retry 1/2" in r.getMessage()]
+    assert warning.endswith("retry 1/2 in 1.50s")
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"error": {"message": "overloaded", "type": "server_error"}}, "status 200 with an error"),
+        ({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}, "no choices"),
+        (b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply"),
+    ],
+)
+def test_200_that_is_not_a_completion_is_retried_then_a_model_error(body: Any, reason: str) -> None:
+    with OpenAIServer(replies=[Reply(body=body)]) as server:
+        model = get_model("gpt-4o", model_config(), base_url=server.url)
+        with pytest.raises(ModelError, match=f"failed after 3 attempts: BadCompletion: .*{reason}"):
+            model.complete(MESSAGES, call_index=0)
+    assert server.hits == 3
+
+
+def test_200_error_body_then_a_completion_goes_on() -> None:
+    replies = [Reply(body={"error": {"message": "overloaded"}}), Reply(body={"choices": []}), "fine"]
+    with OpenAIServer(replies=replies) as server:
+        model = get_model("gpt-4o", model_config(), base_url=server.url)
+        assert model.complete(MESSAGES, call_index=0).text == "fine"
+
+
+@pytest.mark.parametrize(("input_tokens", "output_tokens"), [(-5_000_000, 10), (10, -1), (10**12, 10), (10, 10**30)])
+def test_impossible_usage_is_clamped_and_flagged(
+    input_tokens: int, output_tokens: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="llm_ide.models")
+    reply = Reply("<thought>ok</thought>", input_tokens=input_tokens, output_tokens=output_tokens)
+    with OpenAIServer(replies=[reply]) as server:
+        model = get_model("gpt-4o", model_config(), base_url=server.url)
+        result = model.complete(MESSAGES, call_index=0)
+    assert 0 <= result.input_tokens < 1000 and 0 <= result.output_tokens < 1000
+    assert 0 <= result.cost < 0.01
+    assert any("impossible" in r.getMessage() for r in caplog.records)
+
+
+def test_token_limit_holds_for_an_unpriced_model_with_a_console_warning(tmp_path: Path) -> None:
+    steps = [act("Look.", "bash", command="true"), reflect(False, "ok")] * 5 + [SUBMIT]
+    with OpenAIServer(replies=[Reply(text, input_tokens=4000, output_tokens=100) for text in steps]) as server:
+        result, phases = run_against(tmp_path, server, model="local/unpriced-model", token_limit=10_000)
+    assert result.exit_status == "cost_limit"
+    assert result.model_stats["cost"] == 0.0
+    assert result.model_stats["input_tokens"] + result.model_stats["output_tokens"] >= 10_000
+    assert result.model_stats["api_calls"] < len(steps)
+    [warning] = [p for p in phases if p.startswith("warning:")]
+    assert "no price" in warning and "cost limit cannot be enforced" in warning
+
+
+BAD_REPLIES = {
+    "nul": act("A NUL\0 inside.", "bash", command="echo nul\0byte"),
+    "surrogate": act("A lone \ud800 surrogate.", "bash", command="echo \udc00"),
+    "huge_integer": act("Huge.", "view", path="shop/cart.py", start_line=10**30),
+    "deep_json": "<thought>Deep.</thought><action_type>view</action_type><action_params>"
+    + '{"a": ' * 200_000
+    + "1"
+    + "}" * 200_000
+    + "</action_params>",
+}
+
+
+def strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [text for child in children for text in strings(child)]
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_REPLIES))
+def test_hostile_bytes_in_a_reply_cost_that_call_only(tmp_path: Path, kind: str) -> None:
+    replies = [BAD_REPLIES[kind], reflect(False, "looked"), act("Look.", "bash", command="true"), reflect(False, "ok")]
+    with OpenAIServer(replies=[*replies, SUBMIT]) as server:
+        result, _ = run_against(tmp_path, server)
+    assert result.exit_status == "submitted", result.error
+    out = tmp_path / "out"
+    data = json.loads((out / "t1.traj.json").read_bytes().decode("utf-8"))  # valid UTF-8 throughout
+    assert not [text for text in strings(data) if "\0" in text or re.search(r"[\ud800-\udfff]", text)]
+    if kind in {"huge_integer", "deep_json"}:
+        assert [o["thought"] for o in data["operations"]] == ["Look.", "Done."]
+        retry = "".join(str(m["content"]) for m in server.requests[1].body["messages"])
+        assert retry.count("could not be used") == 1
+    else:
+        assert data["operations"][0]["thought"].startswith("A ")
+    with sqlite3.connect(out / "t1.checkpoint.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] > 0
+
+
+def test_every_prompt_stays_within_budget_whatever_the_model_writes(tmp_path: Path) -> None:
+    """A 10 MB thought, 1 MB of lessons, a 100k-character source line and a 10 MB unusable reply."""
+    long_line = "x = '" + "y" * 100_000 + "'\n"
+    steps = [
+        act("T" * 10_000_000, "create", path="wide.py", content=long_line),
+        reflect(False, "created", "\n".join(f"- lesson {n} " + "l" * 100 for n in range(10_000))),
+        act("View it.", "view", path="wide.py"),
+        reflect(False, "viewed"),
+        "R" * 10_000_000,
+        act("Done.", "submit"),
+    ]
+    with OpenAIServer(replies=steps) as server:
+        result, _ = run_against(tmp_path, server)
+    assert result.exit_status == "submitted", result.error
+    budget = 250_000
+    sizes = [sum(len(m["content"]) for m in request.body["messages"]) for request in server.requests]
+    assert max(sizes) < budget, sizes
+    checkpoint = tmp_path / "out" / "t1.checkpoint.sqlite"
+    stored = sum(p.stat().st_size for p in checkpoint.parent.glob("t1.checkpoint.sqlite*"))
+    assert stored < 5_000_000
