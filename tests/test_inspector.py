@@ -203,5 +203,44 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     edges = {line.strip().rstrip(";") for line in result.stdout.splitlines() if "->" in line}
     assert {"__start__ --> render_context", "branch --> act", "execute_tool --> update_activity"} <= edges
     assert {"act -.-> execute_tool", "update_activity -.-> render_context", "reflect -.-> branch"} <= edges
-    unknown = cli("graph", "coop")
-    assert (unknown.returncode, unknown.stderr.strip()) == (2, "error: unknown graph 'coop': choose one of agent")
+    coop = cli("graph", "coop", "--mermaid")
+    assert coop.returncode == 0, coop.stderr
+    for node in ("planner\\3athink", "planner\\3aact", "coordinator"):  # the planner subgraph drawn inside
+        assert node in coop.stdout, coop.stdout
+    unknown = cli("graph", "attempts")
+    assert (unknown.returncode, unknown.stderr.strip()) == (
+        2,
+        "error: unknown graph 'attempts': choose one of agent, coop",
+    )
+
+
+def test_attempts_side_by_side_and_decision_marks(tmp_path: Path) -> None:
+    """Fields a trajectory carries for attempts (info.attempts, each operation's `attempt`) and for decisions (a
+    denied permission, a review round, sampled candidates): each attempt in its own band, each decision its mark."""
+    import re
+
+    from llm_ide.inspector.load import load_run
+    from llm_ide.inspector.page import run_page
+
+    def op(attempt: int, node: int, parent: int | None, **extra: object) -> dict:
+        params = {"command": f"step {attempt}.{node}"}
+        return {"id": node, "parent_id": parent, "attempt": attempt, "action_type": "bash", "action_params": params,
+                "observation": f"out {attempt}.{node}", **extra}  # fmt: skip
+
+    operations = [
+        op(1, 0, None), op(1, 1, 0, denied=True, lessons="navigator: not in the plan"), op(1, 2, 0),
+        op(2, 0, None, candidates=["ls", "ls -la"]), op(2, 1, 0, review={"passed": False, "comment": "no test"}),
+        op(2, 2, 1),
+    ]  # fmt: skip
+    attempts = [{"index": 1, "score": 3.0, "exit_status": "submitted"},
+                {"index": 2, "score": 8.5, "chosen": True, "exit_status": "submitted"}]  # fmt: skip
+    trajectory = tmp_path / "t.traj.json"
+    trajectory.write_text(json.dumps({"format": "llm-ide-1", "info": {"exit_status": "submitted", "attempts": attempts},
+                                      "operations": operations}))  # fmt: skip
+    page = run_page(load_run(trajectory))
+    marks = dict(re.findall(r'<g class="node ([^"]*)" data-key="(\d+:\d+)"', page)[i][::-1] for i in range(6))
+    assert marks == {"1:0": "chain", "1:1": "failed denied", "1:2": "chain", "2:0": "chain sampled",
+                     "2:1": "chain review", "2:2": "chain"}  # fmt: skip
+    assert re.findall(r'<text class="band" x="[\d.]+" y="13">(attempt \d)</text>', page) == ["attempt 1", "attempt 2"]
+    assert re.findall(r'class="attempt( chosen)?" data-attempt="(\d)"', page) == [("", "1"), (" chosen", "2")]
+    assert "attempt 2 · score 8.5 · chosen" in page

@@ -96,19 +96,25 @@ def assign_steps(calls: list[CallView]) -> None:
 
 
 def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[NodeView]:
-    records = [
-        OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__}) for op in operations
-    ]
-    chain = {node.id for node in reasoning_chain(records)}
+    """Nodes with their marks; the reasoning chain is each attempt's own (ids restart in every attempt)."""
+    chain: set[tuple[int, int]] = set()
+    for attempt in sorted({int(op.get("attempt") or 0) for op in operations}):
+        records = [
+            OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__})
+            for op in operations
+            if int(op.get("attempt") or 0) == attempt
+        ]
+        chain |= {(attempt, node.id) for node in reasoning_chain(records)}
     nodes = []
     for op in operations:
-        node_id = op["id"]
+        node_id, attempt = op["id"], int(op.get("attempt") or 0)
         mine = [
             c
             for c in calls
-            if (c.kind != "reflect" and c.step == node_id) or (c.kind == "reflect" and c.step == node_id + 1)
+            if c.attempt == attempt
+            and ((c.kind != "reflect" and c.step == node_id) or (c.kind == "reflect" and c.step == node_id + 1))
         ]
-        marks = ["chain" if node_id in chain else "failed"]
+        marks = ["chain" if (attempt, node_id) in chain else "failed"]
         if op.get("bad_action"):
             marks.append("bad")
         marks += [mark for field, mark in MARK_FIELDS.items() if op.get(field)]

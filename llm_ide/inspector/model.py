@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 class CallView(BaseModel):
     index: int
     kind: str
+    attempt: int = 0
     step: int | None = None
     prompt: str = ""
     response: str = ""
