@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 
 
@@ -62,7 +63,6 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository."""
     from llm_ide.config import ConfigError, load_config
-    from llm_ide.run.single import run_task
 
     if (task is None) == (task_file is None):
         raise fail("give exactly one of --task TEXT or --task-file FILE")
@@ -80,6 +80,9 @@ def run(
     for key, value in (("step_limit", step_limit), ("cost_limit", cost_limit)):
         if value is not None:
             settings["agent"][key] = value
+    check_model_before_start(model, settings, base_url)
+    from llm_ide.run.single import run_task
+
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     terminate_on_sigterm()
@@ -100,6 +103,16 @@ def run(
     if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     raise typer.Exit(0 if result.exit_status == "submitted" else 1)
+
+
+def check_model_before_start(model: str, settings: dict, base_url: str | None) -> None:
+    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
+    from llm_ide.swebench.preflight import SWEbenchError, check_model
+
+    try:
+        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
+    except SWEbenchError as error:
+        raise fail(str(error)) from None
 
 
 def report(result) -> None:
