@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -25,13 +26,22 @@ def fail(message: str) -> typer.Exit:
 
 
 def print_event(event) -> None:
-    if event.kind == "phase":
+    if event.kind == "tool":
+        tool_progress()(event.tool)
+    elif event.kind == "phase":
         console.print(f"[dim]… {event.phase}[/]")
     elif event.kind == "step":
         first = next((line for line in event.observation.splitlines() if line.strip()), "")
         console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
         if first:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
+
+
+@functools.cache
+def tool_progress():
+    from llm_ide.tools.progress import ToolProgress
+
+    return ToolProgress(console)
 
 
 def terminate_on_sigterm() -> None:

@@ -69,13 +69,14 @@ def plan_command(
         bool, typer.Option("--conda", help="Plan for an image with conda (SWE-bench images): conda, not venv.")
     ] = False,
     tools_root: Annotated[
-        str | None, typer.Option("--tools-root", help="Default: /tools (docker), $TOOLS_ROOT (local: one per run).")
+        str | None,
+        typer.Option("--tools-root", help="Default: /tools (docker), $TOOLS_ROOT (local: the tool's cache entry)."),
     ] = None,
     tools_dir: ToolsDir = None,
 ) -> None:
     """Print the exact commands that install the tool, one per line, in order."""
     from llm_ide.tools.config import TOOLS_DIR, ToolConfigError, load_tool_config, tool_config_path
-    from llm_ide.tools.installer import plan
+    from llm_ide.tools.plan import plan
 
     if environment not in ("docker", "local"):
         _fail(f"--environment must be docker or local, not {environment!r}")

@@ -15,17 +15,22 @@ from llm_ide.run.patch import extract_patch
 log = logging.getLogger("llm_ide.run")
 
 
-def install_tools(env: Environment, config: dict[str, Any], task_vars: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """Install the configured tools into the environment: the Tool Usage text and the tools' command names."""
+def install_tools(
+    env: Environment,
+    config: dict[str, Any],
+    task_vars: dict[str, Any],
+    on_event: Callable[[Any], None] | None = None,
+) -> tuple[str, tuple[str, ...]]:
+    """Install the configured tools into the environment (from the per-user tool cache when it has them): the Tool
+    Usage text and the tools' command names. `on_event` gets each ToolEvent (progress, failures)."""
     names = config["environment"].get("tools") or []
     if not names:
         return "", ()
+    from llm_ide.tools.cache import ToolCache
     from llm_ide.tools.installer import install_tools as install
     from llm_ide.tools.installer import tool_usage_text
 
-    report = install(env, names, task_vars)
-    for failure in report.failed:
-        log.warning("tool %s was not installed and is left out: %s", failure.name, failure.reason)
+    report = install(env, names, task_vars, on_event=on_event, cache=ToolCache.default())
     return tool_usage_text(report.installed), tuple(cmd for tool in report.installed for cmd in tool.commands)
 
 
@@ -42,9 +47,11 @@ def build_context(
     record_call: Callable[[dict[str, Any]], None] | None = None,
     cost_budget: CostBudget | None = None,
     task_vars: dict[str, Any] | None = None,
+    on_tool_event: Callable[[Any], None] | None = None,
 ) -> AgentContext:
     env = env or make_environment(config, repo, run_id, image)
-    usage, commands = install_tools(env, config, {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})})
+    variables = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
+    usage, commands = install_tools(env, config, variables, on_tool_event)
     agent, settings = config["agent"], config["environment"]
     workspace = Workspace(
         env=env,

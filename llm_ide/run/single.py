@@ -34,6 +34,7 @@ class RunEvent:
     observation: str = ""
     cost: float = 0.0
     exit_status: str | None = None
+    tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
 
 
 @dataclass
@@ -150,6 +151,7 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
+                on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
             )
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}

@@ -1,0 +1,198 @@
+"""A per-user cache of built tool environments, keyed by the tool's source and the interpreter it is built from.
+
+Local: a tool is built in place in its cache entry (`<root>/local/<tool>-<key>/`) and every later run uses it from
+there. Docker: the built tool and its environment are kept as a tar (`<root>/docker/<tool>-<key>.tar`) and unpacked
+into each new container at the same paths. Either way a warm install runs no pip and needs no network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from llm_ide.environments.base import Environment, EnvironmentFailure
+from llm_ide.tools.config import ToolConfig
+from llm_ide.tools.plan import Target, build_steps, interpreter_probe, isolation, quote, tool_dir, venv_dir
+
+log = logging.getLogger("llm_ide.tools")
+
+CACHE_VARIABLE = "LLM_IDE_TOOLS_CACHE"  # a folder, or `off`; default: $XDG_CACHE_HOME/llm-ide/tools
+OFF = {"", "0", "off", "none", "false", "no"}
+SKIPPED = {"__pycache__", ".git", "build", "dist", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
+COMPLETE = ".complete"
+PROBE_TIMEOUT = 60.0
+
+
+class TreeEnvironment(Protocol):
+    """An environment whose files can be archived and unpacked at the same paths (the docker environment)."""
+
+    def export_tree(self, paths: list[str], sink: Any, timeout: float) -> None: ...
+
+    def import_tree(self, archive: Path) -> None: ...
+
+
+def default_root() -> Path | None:
+    value = os.environ.get(CACHE_VARIABLE)
+    if value is not None:
+        return None if value.strip().lower() in OFF else Path(value).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-ide" / "tools"
+
+
+def source_digest(folder: Path) -> str:
+    """The tool's source tree: relative paths and bytes, without caches and build output."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if any(part in SKIPPED or part.endswith(".egg-info") for part in relative.parts) or path.suffix == ".pyc":
+            continue
+        if path.is_symlink():
+            digest.update(f"{relative}\0->{os.readlink(path)}\0".encode())
+        elif path.is_file():
+            digest.update(f"{relative}\0{path.stat().st_mode & 0o111}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def cache_key(tool: ToolConfig, target: Target, identity: str) -> str:
+    """Tool source hash + interpreter: the build commands (with a neutral root), the source tree, the interpreter."""
+    neutral = Target("$ROOT", conda=target.conda, local=target.local)
+    commands = [step.command for step in build_steps(tool, neutral) if step.copy is None]
+    material = {
+        "tool": tool.tool_name,
+        "version": tool.version,
+        "build": commands,
+        "source": source_digest(tool.source) if tool.source else None,
+        "interpreter": identity,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
+
+
+class FileSink:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def feed(self, data: bytes) -> None:
+        self.handle.write(data)
+
+
+@dataclass
+class Lookup:
+    target: Target  # where the tool is (for local: its cache entry)
+    hit: bool  # installed from the cache (nothing was built)
+    key: str | None = None  # None: not cacheable here (no interpreter found, local conda, an unknown environment)
+
+
+@dataclass(frozen=True)
+class ToolCache:
+    root: Path
+
+    @classmethod
+    def default(cls) -> ToolCache | None:
+        root = default_root()
+        return cls(root) if root is not None else None
+
+    def local_entry(self, tool: ToolConfig, key: str) -> Path:
+        return self.root / "local" / f"{tool.tool_name}-{key}"
+
+    def docker_archive(self, tool: ToolConfig, key: str) -> Path:
+        return self.root / "docker" / f"{tool.tool_name}-{key}.tar"
+
+    @contextlib.contextmanager
+    def locked(self, name: str) -> Iterator[None]:
+        """Runs on this host that build the same entry wait for each other."""
+        folder = self.root / "locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{name}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def install(
+        self, env: Environment, tool: ToolConfig, target: Target, build: Callable[[Target], None], timeout: float
+    ) -> Lookup:
+        """Puts the built tool in place from the cache, else builds it with `build(target)` and keeps the result."""
+        local = target.local and isolation(tool, target) != "conda"  # a conda env lives outside the entry
+        tree = not target.local and hasattr(env, "export_tree")
+        identity = probe(env, tool, target) if local or tree else None
+        if identity is None:
+            build(target)
+            return Lookup(target, hit=False)
+        key = cache_key(tool, target, identity)
+        if local:
+            return self._local(tool, target, key, identity, build)
+        return self._docker(env, tool, target, key, build, timeout)
+
+    def _local(self, tool: ToolConfig, target: Target, key: str, identity: str, build: Callable) -> Lookup:
+        entry = self.local_entry(tool, key)
+        here = Target(str(entry), conda=target.conda, local=True)
+        with self.locked(entry.name):
+            if (entry / COMPLETE).is_file():
+                return Lookup(here, hit=True, key=key)
+            shutil.rmtree(entry, ignore_errors=True)
+            entry.mkdir(parents=True)
+            try:
+                build(here)
+            except BaseException:
+                shutil.rmtree(entry, ignore_errors=True)
+                raise
+            (entry / COMPLETE).write_text(identity + "\n", encoding="utf-8")
+        return Lookup(here, hit=False, key=key)
+
+    def _docker(
+        self, env: Environment, tool: ToolConfig, target: Target, key: str, build: Callable, timeout: float
+    ) -> Lookup:
+        archive = self.docker_archive(tool, key)
+        if archive.is_file():
+            try:
+                env.import_tree(archive)  # type: ignore[attr-defined]
+                return Lookup(target, hit=True, key=key)
+            except (OSError, EnvironmentFailure) as error:
+                log.warning("tool %s: cached %s not usable (%s); building it", tool.tool_name, archive, error)
+        build(target)
+        try:
+            paths = [*([tool_dir(tool, target)] if tool.source else []), environment_path(env, tool, target)]
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            partial = archive.with_name(f"{archive.name}.{uuid.uuid4().hex[:8]}.partial")
+            try:
+                with open(partial, "wb") as handle:
+                    env.export_tree(paths, FileSink(handle), timeout)  # type: ignore[attr-defined]
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(partial, archive)
+            finally:
+                partial.unlink(missing_ok=True)
+        except OSError as error:
+            log.warning("tool %s: not cached (%s)", tool.tool_name, error)
+        return Lookup(target, hit=False, key=key)
+
+
+def probe(env: Environment, tool: ToolConfig, target: Target) -> str | None:
+    result = env.execute(interpreter_probe(tool, target), timeout=PROBE_TIMEOUT)
+    lines = result.output.strip().splitlines()
+    if result.returncode != 0 or result.timed_out or not lines:
+        log.info("tool %s: no interpreter to key the cache with: %s", tool.tool_name, result.output.strip()[-300:])
+        return None
+    return lines[-1].strip()
+
+
+def environment_path(env: Environment, tool: ToolConfig, target: Target) -> str:
+    """Where the tool's environment lives: its venv, or its conda environment's prefix."""
+    if isolation(tool, target) != "conda":
+        return venv_dir(tool, target)
+    script = quote("import sys; print(sys.prefix)")
+    result = env.execute(f"conda run -n {tool.tool_name} python -c {script}", timeout=PROBE_TIMEOUT)
+    prefix = result.output.strip().splitlines()[-1:] if result.returncode == 0 else []
+    if not prefix or not prefix[0].startswith("/"):
+        raise OSError(f"the prefix of conda environment {tool.tool_name} is unknown: {result.output.strip()[-200:]}")
+    return prefix[0]
