@@ -1,8 +1,10 @@
 """A per-user cache of built tool environments, keyed by the tool's source and the interpreter it is built from.
 
 Local: a tool is built in place in its cache entry (`<root>/local/<tool>-<key>/`) and every later run uses it from
-there. Docker: the built tool and its environment are kept as a tar (`<root>/docker/<tool>-<key>.tar`) and unpacked
-into each new container at the same paths. Either way a warm install runs no pip and needs no network.
+there. Docker: the tool is built in the container, then its folder and environment are copied out into the entry
+(`<root>/docker/<tool>-<key>/<same absolute paths>`); the entries are mounted read-only into each container and a warm
+install links the paths to them (or, where the engine cannot see the host's folder, copies them in). Either way a
+warm install runs no pip and needs no network.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import shutil
+import tarfile
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +35,8 @@ CACHE_VARIABLE = "LLM_IDE_TOOLS_CACHE"  # a folder, or `off`; default: $XDG_CACH
 OFF = {"", "0", "off", "none", "false", "no"}
 SKIPPED = {"__pycache__", ".git", "build", "dist", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 COMPLETE = ".complete"
+MANIFEST = ".paths.json"  # docker: the absolute paths in the container that the entry holds
+EXTRACT: dict[str, Any] = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
 PROBE_TIMEOUT = 60.0
 
 
@@ -38,7 +45,7 @@ class TreeEnvironment(Protocol):
 
     def export_tree(self, paths: list[str], sink: Any, timeout: float) -> None: ...
 
-    def import_tree(self, archive: Path) -> None: ...
+    def import_tree(self, archive: Any) -> None: ...
 
 
 def default_root() -> Path | None:
@@ -103,9 +110,6 @@ class ToolCache:
     def local_entry(self, tool: ToolConfig, key: str) -> Path:
         return self.root / "local" / f"{tool.tool_name}-{key}"
 
-    def docker_archive(self, tool: ToolConfig, key: str) -> Path:
-        return self.root / "docker" / f"{tool.tool_name}-{key}.tar"
-
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
         """Runs on this host that build the same entry wait for each other."""
@@ -131,7 +135,7 @@ class ToolCache:
         key = cache_key(tool, target, identity)
         if local:
             return self._local(tool, target, key, identity, build)
-        return self._docker(env, tool, target, key, build, timeout)
+        return self._docker(env, tool, target, key, identity, build, timeout)
 
     def _local(self, tool: ToolConfig, target: Target, key: str, identity: str, build: Callable) -> Lookup:
         entry = self.local_entry(tool, key)
@@ -150,31 +154,80 @@ class ToolCache:
         return Lookup(here, hit=False, key=key)
 
     def _docker(
-        self, env: Environment, tool: ToolConfig, target: Target, key: str, build: Callable, timeout: float
+        self,
+        env: Environment,
+        tool: ToolConfig,
+        target: Target,
+        key: str,
+        identity: str,
+        build: Callable,
+        timeout: float,
     ) -> Lookup:
-        archive = self.docker_archive(tool, key)
-        if archive.is_file():
-            try:
-                env.import_tree(archive)  # type: ignore[attr-defined]
-                return Lookup(target, hit=True, key=key)
-            except (OSError, EnvironmentFailure) as error:
-                log.warning("tool %s: cached %s not usable (%s); building it", tool.tool_name, archive, error)
-        build(target)
+        entry = self.root / "docker" / f"{tool.tool_name}-{key}"
+        if not (entry / COMPLETE).is_file():
+            with self.locked(entry.name):
+                if not (entry / COMPLETE).is_file():
+                    build(target)
+                    keep_tree(env, tool, target, entry, identity, timeout)
+                    return Lookup(target, hit=False, key=key)
         try:
-            paths = [*([tool_dir(tool, target)] if tool.source else []), environment_path(env, tool, target)]
-            archive.parent.mkdir(parents=True, exist_ok=True)
-            partial = archive.with_name(f"{archive.name}.{uuid.uuid4().hex[:8]}.partial")
-            try:
-                with open(partial, "wb") as handle:
-                    env.export_tree(paths, FileSink(handle), timeout)  # type: ignore[attr-defined]
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(partial, archive)
-            finally:
-                partial.unlink(missing_ok=True)
-        except OSError as error:
-            log.warning("tool %s: not cached (%s)", tool.tool_name, error)
+            put_in_place(env, entry, timeout)
+            return Lookup(target, hit=True, key=key)
+        except (OSError, EnvironmentFailure, tarfile.TarError) as error:
+            log.warning("tool %s: cached %s not usable (%s); building it", tool.tool_name, entry, error)
+        build(target)
         return Lookup(target, hit=False, key=key)
+
+
+def docker_tools_cache() -> Path | None:
+    """The host folder of the built trees of docker tools, mounted read-only into each container (cache on)."""
+    root = default_root()
+    return root / "docker" if root is not None else None
+
+
+def keep_tree(env: Environment, tool: ToolConfig, target: Target, entry: Path, identity: str, timeout: float) -> None:
+    """Copies what the build made in the container (the tool's folder and environment) into the cache entry."""
+    partial = entry.with_name(f"{entry.name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        paths = [*([tool_dir(tool, target)] if tool.source else []), environment_path(env, tool, target)]
+        partial.mkdir(parents=True)
+        with tempfile.TemporaryFile() as handle:
+            env.export_tree(paths, FileSink(handle), timeout)  # type: ignore[attr-defined]
+            handle.seek(0)
+            with tarfile.open(fileobj=handle) as archive:
+                archive.extractall(partial, **EXTRACT)
+        (partial / MANIFEST).write_text(json.dumps(paths), encoding="utf-8")
+        (partial / COMPLETE).write_text(identity + "\n", encoding="utf-8")
+        shutil.rmtree(entry, ignore_errors=True)  # what an interrupted build left
+        os.rename(partial, entry)
+    except (OSError, tarfile.TarError) as error:
+        log.warning("tool %s: not cached (%s)", tool.tool_name, error)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def put_in_place(env: Environment, entry: Path, timeout: float) -> None:
+    """Links the entry's paths to the read-only mount of the cache, else (an engine on another host, where the mount
+    is empty) copies them in."""
+    paths: list[str] = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+    mount = getattr(env, "tools_cache_mount", None)
+    if mount and Path(mount[0]).resolve() == entry.parent.resolve():
+        inside = f"{mount[1]}/{entry.name}"
+        links = [
+            f"mkdir -p {quote(posixpath.dirname(path))} && rm -rf {quote(path)} && ln -s {quote(inside + path)} "
+            + quote(path)
+            for path in paths
+        ]
+        result = env.execute(" && ".join([f"test -f {quote(inside)}/{COMPLETE}", *links]), timeout=timeout)
+        if result.returncode == 0:
+            return
+        log.info("the tool cache is not visible in the container (%s); copying %s in", result.output.strip(), entry)
+    with tempfile.TemporaryFile() as handle:
+        with tarfile.open(fileobj=handle, mode="w") as archive:
+            for path in paths:
+                archive.add(entry / path.lstrip("/"), arcname=path.lstrip("/"))
+        handle.seek(0)
+        env.import_tree(handle)  # type: ignore[attr-defined]
 
 
 def probe(env: Environment, tool: ToolConfig, target: Target) -> str | None:

@@ -35,6 +35,7 @@ BASE_IMAGE = "llm-ide-base:bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
+TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
 # by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
@@ -111,11 +112,14 @@ class DockerEnvironment:
         pull: str = "missing",
         messages: dict[str, str] | None = None,
         repo: Path | None = None,
+        tools_cache: Path | None = None,
     ) -> None:
         self.image = image
         self.run_id = run_id
         self.workdir = workdir
         self.tools_root = TOOLS_ROOT
+        # the per-user tool cache's built trees, mounted read-only (llm_ide/tools/cache.py links tools from there)
+        self.tools_cache_mount = (str(tools_cache), TOOLS_CACHE_MOUNT) if tools_cache else None
         self.conda_env = conda_env
         self.command_timeout = command_timeout
         self.output_max_bytes = output_max_bytes
@@ -143,6 +147,7 @@ class DockerEnvironment:
         cls, settings: dict[str, Any], *, repo: Path | None, run_id: str, image: str | None
     ) -> DockerEnvironment:
         from llm_ide.environments.output import messages_from_config
+        from llm_ide.tools.cache import docker_tools_cache
 
         image = image or settings.get("image")
         if not image:
@@ -161,14 +166,21 @@ class DockerEnvironment:
             pull=settings.get("pull", "missing"),
             messages=messages_from_config(settings),
             repo=repo,
+            tools_cache=docker_tools_cache() if settings.get("tools") else None,
         )
 
     def _start_container(self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any) -> None:
         options: dict[str, Any] = {}
         if network:
             options["network_mode"] = network
+        volumes: dict[str, dict[str, str]] = {}
         if network != "none" and CA_BUNDLE.is_file():
-            options["volumes"] = {str(CA_BUNDLE): {"bind": str(CA_BUNDLE), "mode": "ro"}}
+            volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}
+        if self.tools_cache_mount:
+            Path(self.tools_cache_mount[0]).mkdir(parents=True, exist_ok=True)
+            volumes[self.tools_cache_mount[0]] = {"bind": TOOLS_CACHE_MOUNT, "mode": "ro"}
+        if volumes:
+            options["volumes"] = volumes
         if cpus:
             options["nano_cpus"] = int(float(cpus) * 1e9)
         if memory:
@@ -331,10 +343,9 @@ class DockerEnvironment:
         if lost or returncode != 0:
             raise OSError(f"archiving {', '.join(paths)} in the container failed (tar exit status {returncode})")
 
-    def import_tree(self, archive: Path) -> None:
-        """Unpacks a tar made by `export_tree` at / (the same paths as where it was made)."""
-        with open(archive, "rb") as handle:
-            self._put_archive("/", handle)
+    def import_tree(self, archive: Any) -> None:
+        """Unpacks a tar (bytes or a file) whose members are relative to / at the same paths."""
+        self._put_archive("/", archive)
 
     def _put_archive(self, path: str, data: Any) -> None:
         if self.container_id is None:
