@@ -123,8 +123,16 @@ def interpreter_probe(tool: ToolConfig, target: Target) -> str:
     match isolation(tool, target):
         case "conda":
             return 'printf "conda %s %s\\n" "$(readlink -f "$(command -v conda)")" "$(uname -m)"'
-        case "venv":
-            return f'{find_interpreter(str(tool.py_standalone))} && "$PY" -c {quote(IDENTITY)}'
+        case "venv":  # the interpreter `find_interpreter` picks, with one start of each candidate
+            version = str(tool.py_standalone)
+            parts = len(version.split("."))
+            wanted = f'".".join(map(str, sys.version_info[:{parts}])) == "{version}"'
+            code = f"import sys; {wanted} or sys.exit(1); {IDENTITY}"
+            candidates = " ".join(interpreter_candidates(version))
+            return (
+                f'found=""; for candidate in {candidates}; do if command -v "$candidate" >/dev/null 2>&1'
+                f' && "$candidate" -c {quote(code)} 2>/dev/null; then found=1; break; fi; done; [ -n "$found" ]'
+            )
         case _:
             return f"python3 -c {quote(IDENTITY)}"
 
