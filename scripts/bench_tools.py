@@ -141,7 +141,8 @@ def main(
         table.add_row(
             kind, f"{result['cold']:.2f}", f"{median:.2f}", f"{worst:.2f}", f"{result['cold'] / median:.0f}×", ok
         )
-    console.print(f"tools: {', '.join(names)}; warm runs: {runs} each (offline)")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    console.print(f"tools: {', '.join(names)}; warm runs: {runs} each (offline); {os.cpu_count()} CPUs, load {load}")
     console.print(table)
     console.print(
         f"`llm-ide run --model openai:x` without a key: error after {error_seconds:.2f} s (goal ≤ {ERROR_GOAL:g} s)"

@@ -63,7 +63,7 @@ def test_tools_plan_docker_and_local() -> None:
         f"mkdir -p /usr/local/bin && for f in {venv}/bin/*; do case ${{f##*/}} in"
         ' python*|pip*|activate*|Activate*|easy_install*) ;; *) ln -sf "$f" /usr/local/bin/ ;; esac; done',
         "command -v debugger || { echo 'debugger: not found after installation'; false; }",
-        "debugger --help > /dev/null && debugger-commands --help > /dev/null",
+        "debugger --help > /dev/null && command -v debugger-commands > /dev/null",
     ]
     out, _, status = llm_ide("plan", "navigator", "--environment", "local", "--tools-root", "/run/tools")
     python = "/run/tools/envs/navigator/bin/python"
@@ -96,7 +96,7 @@ def test_tools_plan_local_keeps_plain_tools_out_of_the_users_python() -> None:
     ]
     assert out.splitlines()[-1] == (
         "$TOOLS_ROOT/envs/debugger/bin/debugger --help > /dev/null"
-        " && $TOOLS_ROOT/envs/debugger/bin/debugger-commands --help > /dev/null"
+        " && command -v $TOOLS_ROOT/envs/debugger/bin/debugger-commands > /dev/null"
     )
     assert "PIP_BREAK_SYSTEM_PACKAGES" not in out
 

@@ -49,6 +49,7 @@ def build_context(
     task_vars: dict[str, Any] | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
 ) -> AgentContext:
+    model = get_model(model_spec, config["model"], base_url)  # a bad model fails before any tool installs
     env = env or make_environment(config, repo, run_id, image)
     variables = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, config, variables, on_tool_event)
@@ -65,7 +66,7 @@ def build_context(
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
     return AgentContext(
         config=config,
-        model=get_model(model_spec, config["model"], base_url),
+        model=model,
         workspace=workspace,
         tool_usage=usage,
         record_call=record_call,
