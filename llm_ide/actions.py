@@ -9,6 +9,7 @@ from typing import Any
 from llm_ide.codeview import CodeView
 from llm_ide.environments.base import Environment
 from llm_ide.prompting import render
+from llm_ide.settings import Templates
 from llm_ide.state.context import Scope, normalize_path
 
 LOCATION_PATTERNS = (
@@ -40,7 +41,7 @@ class Workspace:
 
     env: Environment
     view: CodeView
-    templates: dict[str, Any]
+    templates: Templates
     view_max_lines: int = 200
     search_max_results: int = 100
     command_timeout: float = 120.0

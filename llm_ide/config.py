@@ -5,12 +5,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
+
+from llm_ide.errors import ConfigError
+from llm_ide.settings import Settings
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
+CONFIG_NAMES = ("default", "swebench")
 
-
-class ConfigError(ValueError):
-    pass
+__all__ = ["PROMPTS_DIR", "ConfigError", "Settings", "deep_merge", "load_config", "read_yaml", "validate_layers"]
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -28,8 +31,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file") from None
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -42,30 +49,70 @@ def resolve_config_path(name: str | Path) -> Path:
     path = Path(name)
     if path.suffix in {".yaml", ".yml"} and path.exists():
         return path
-    bundled = PROMPTS_DIR / f"{Path(name).stem}.yaml"
-    if bundled.exists():
-        return bundled
-    raise ConfigError(
-        f"config not found: {name} (neither a file nor one of {sorted(p.stem for p in PROMPTS_DIR.glob('*.yaml'))})"
-    )
+    if str(name) in CONFIG_NAMES:
+        return PROMPTS_DIR / f"{name}.yaml"
+    raise ConfigError(f"config not found: {name} (neither a file nor one of {list(CONFIG_NAMES)})")
 
 
-def load_config(
-    base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any
-) -> dict[str, Any]:
-    """The bundled/base config, its `extends` chain first, then each override file deep-merged in order."""
-    config = _load_with_extends(resolve_config_path(base), set())
+def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Settings:
+    """The bundled/base config (its `extends` chain first), each override file deep-merged in order, then `values`;
+    validated once: a bad key or value raises ConfigError naming the file and the key path."""
+    layers = _layers_with_extends(resolve_config_path(base), set())
     for override in overrides or []:
-        config = deep_merge(config, read_yaml(Path(override)))
-    return deep_merge(config, values) if values else config
+        path = Path(override)
+        data = read_yaml(path)
+        if "extends" in data:
+            raise ConfigError(f"{path}: extends: only a base config may extend another; an override file cannot")
+        layers.append((str(path), data))
+    if values:
+        layers.append(("settings", values))
+    return validate_layers(layers)
 
 
-def _load_with_extends(path: Path, seen: set[Path]) -> dict[str, Any]:
+def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
+    merged: dict[str, Any] = {}
+    for _, data in layers:
+        merged = deep_merge(merged, data)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as error:
+        raise ConfigError(describe_error(error, layers)) from None
+
+
+def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """One line: the file that set the offending key, the key path, what is wrong."""
+    first = error.errors()[0]
+    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
+    key = ".".join(str(part) for part in loc)
+    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
+    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
+        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
+    if first["type"] == "extra_forbidden":
+        what = "unknown setting"
+    elif first["type"] == "missing":
+        what = "missing setting"
+    else:
+        what = f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    more = error.error_count() - 1
+    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+
+
+def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
+    for part in loc:
+        found = isinstance(data, dict) and part in data
+        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
+        if not found:
+            return False
+        data = data[part]
+    return True
+
+
+def _layers_with_extends(path: Path, seen: set[Path]) -> list[tuple[str, dict[str, Any]]]:
     if path.resolve() in seen:
-        raise ConfigError(f"{path}: `extends` loops back to itself")
+        raise ConfigError(f"{path}: extends: loops back to itself")
     data = read_yaml(path)
     parent = data.pop("extends", None)
     if parent is None:
-        return data
+        return [(str(path), data)]
     parent_path = (path.parent / parent) if (path.parent / str(parent)).exists() else resolve_config_path(parent)
-    return deep_merge(_load_with_extends(parent_path, seen | {path.resolve()}), data)
+    return [*_layers_with_extends(parent_path, seen | {path.resolve()}), (str(path), data)]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from typing import Literal
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -16,7 +18,9 @@ from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentInput, AgentState
 
 
-def after_render(state: AgentState) -> Literal["reflect", "branch"]:
+def after_render(state: AgentState) -> Literal["reflect", "branch", "__end__"]:
+    if state.get("exit_status"):
+        return END
     return "reflect" if state.get("operations") else "branch"
 
 
@@ -37,11 +41,15 @@ def after_update(state: AgentState) -> Literal["render_context", "__end__"]:
 
 
 def build_graph(
-    checkpointer: BaseCheckpointSaver | None = None, context_schema: type[AgentContext] | None = AgentContext
+    checkpointer: BaseCheckpointSaver | None = None,
+    context_schema: type[AgentContext] | None = AgentContext,
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> CompiledStateGraph:
+    """The agent's graph; `wrap` (LangGraph Studio: llm_ide.studio) wraps each node that uses the run's context."""
     builder = StateGraph(AgentState, context_schema=context_schema, input_schema=AgentInput)
     for node in (render_context, reflect, branch, act, execute_tool, update_activity):
-        builder.add_node(node.__name__, node)
+        uses_context = "runtime" in inspect.signature(node).parameters
+        builder.add_node(node.__name__, wrap(node) if wrap is not None and uses_context else node)
     builder.add_edge(START, "render_context")
     builder.add_conditional_edges("render_context", after_render)
     builder.add_conditional_edges("reflect", after_reflect)
@@ -50,7 +58,3 @@ def build_graph(
     builder.add_edge("execute_tool", "update_activity")
     builder.add_conditional_edges("update_activity", after_update)
     return builder.compile(checkpointer=checkpointer, name="llm-ide")
-
-
-# LangGraph Studio: no runtime context (not JSON-describable); nodes build it from the input fields (resolve)
-graph = build_graph(context_schema=None)

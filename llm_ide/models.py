@@ -9,7 +9,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -17,12 +17,15 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.errors import ModelAuthError, ModelError
+from llm_ide.secrets import known_secrets, redact
+from llm_ide.settings import ModelSettings, PriceSettings
+
 log = logging.getLogger(__name__)
 
 Message = dict[str, str]
 Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
-SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|_PASSWORD)$")
 DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
@@ -41,14 +44,6 @@ class Price:
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
-
-
-class ModelError(Exception):
-    """The model cannot answer; the run ends with exit status `model_error`."""
-
-
-class ModelAuthError(ModelError):
-    """Authentication, permission or not-found failure: never retried."""
 
 
 class Model(Protocol):
@@ -81,25 +76,14 @@ def bare_model_name(name: str) -> str:
     return name.rsplit("/", 1)[-1]
 
 
-def find_price(name: str, prices: dict[str, dict[str, float]]) -> Price | None:
+def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
     """The price of `name`: exact, then without provider prefix, then without a date/`-latest` suffix."""
     bare = bare_model_name(name)
     for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
         entry = prices.get(candidate)
         if entry is not None:
-            return Price(input=float(entry.get("input", 0.0)), output=float(entry.get("output", 0.0)))
+            return Price(input=entry.input, output=entry.output)
     return None
-
-
-def known_secrets(api_key: str | None = None) -> list[str]:
-    values = [value for key, value in os.environ.items() if SECRET_ENV.search(key)]
-    return [secret for secret in [api_key, *values] if secret and len(secret) >= 8]
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
 
 
 def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
@@ -177,13 +161,13 @@ def load_script(path: Path) -> list[str]:
 class ChatModel:
     """A langchain chat model behind our own retry loop, usage accounting and secret redaction."""
 
-    def __init__(self, name: str, chat: Any, config: dict[str, Any], api_key: str | None = None) -> None:
+    def __init__(self, name: str, chat: Any, settings: ModelSettings, api_key: str | None = None) -> None:
         self.name = name
         self.chat = chat
-        self.max_retries = int(config.get("max_retries", 6))
-        self.base_delay = float(config.get("retry_base_delay", 1.0))
-        self.max_delay = float(config.get("retry_max_delay", 30.0))
-        self.price = find_price(name, config.get("prices") or {})
+        self.max_retries = settings.max_retries
+        self.base_delay = settings.retry_base_delay
+        self.max_delay = settings.retry_max_delay
+        self.price = find_price(name, settings.prices)
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
 
@@ -234,11 +218,11 @@ def langchain_providers() -> frozenset[str]:
     return frozenset(getattr(base, "_BUILTIN_PROVIDERS", ()))  # init_chat_model's own provider table
 
 
-def client_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"max_retries": 0, "timeout": float(config.get("timeout", 120))}
-    if config.get("temperature") is not None:
-        kwargs["temperature"] = config["temperature"]
-    return {**kwargs, **(config.get("kwargs") or {})}
+def client_kwargs(settings: ModelSettings) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"max_retries": 0, "timeout": settings.timeout}
+    if settings.temperature is not None:
+        kwargs["temperature"] = settings.temperature
+    return {**kwargs, **settings.kwargs}
 
 
 def construct(spec: str, factory: Callable[[], Any]) -> Any:
@@ -249,7 +233,7 @@ def construct(spec: str, factory: Callable[[], Any]) -> Any:
         raise ModelError(f"cannot create model {spec}: {describe(error, known_secrets())}") from None
 
 
-def provider_model(spec: str, config: dict[str, Any], base_url: str | None) -> ChatModel:
+def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
     from langchain.chat_models import init_chat_model
 
     provider, name = spec.split(":", 1)
@@ -258,7 +242,7 @@ def provider_model(spec: str, config: dict[str, Any], base_url: str | None) -> C
     return ChatModel(spec, chat, config)
 
 
-def openai_compatible_model(spec: str, config: dict[str, Any], base_url: str | None) -> ChatModel:
+def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
     from langchain_openai import ChatOpenAI
 
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -272,7 +256,7 @@ def openai_compatible_model(spec: str, config: dict[str, Any], base_url: str | N
     return ChatModel(spec, chat, config, api_key=key)
 
 
-def get_model(spec: str, config: dict[str, Any], base_url: str | None = None) -> Model:
+def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
     """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
     if spec.startswith("scripted:"):
         return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser())

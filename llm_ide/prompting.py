@@ -5,6 +5,8 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined, Template
 
+from llm_ide.settings import Templates
+
 _JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=False, autoescape=False)
 
 
@@ -13,16 +15,14 @@ def _compile(source: str) -> Template:
     return _JINJA.from_string(source)
 
 
-def template_source(templates: dict[str, Any], name: str) -> str:
+def template_source(templates: Templates, name: str) -> str:
     node: Any = templates
     for part in name.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise KeyError(f"prompt template `{name}` is missing from the config's `templates` section")
-        node = node[part]
+        node = getattr(node, part)
     return node
 
 
-def render(templates: dict[str, Any], name: str, **values: Any) -> str:
+def render(templates: Templates, name: str, **values: Any) -> str:
     return render_string(template_source(templates, name), **values)
 
 
@@ -30,7 +30,7 @@ def render_string(source: str, **values: Any) -> str:
     return _compile(source).render(**values).strip("\n")
 
 
-def truncate(text: str, limit: int, templates: dict[str, Any]) -> str:
+def truncate(text: str, limit: int, templates: Templates) -> str:
     """Head + tail of `text` with an elision line when it is longer than `limit` characters."""
     if len(text) <= limit:
         return text

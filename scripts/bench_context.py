@@ -156,9 +156,9 @@ def main(
         f" warm with re-read {median['ours_reread'] / median['grep_warm']:.4f}"
     )
 
-    memory = load_config("default")["memory"]
-    params = ScoreParams(memory["alpha"], memory["beta"], memory["gamma"], memory["threshold"])
-    budget = memory["context_budget_chars"]
+    memory = load_config("default").memory
+    params = ScoreParams(memory.alpha, memory.beta, memory.gamma, memory.threshold)
+    budget = memory.context_budget_chars
     n_operations = 1000
     view = CodeView(LocalFiles(STDLIB))
     chunks = step_chunks(view, files, 200, n_operations)

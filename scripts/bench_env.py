@@ -116,8 +116,7 @@ def main(
     files: int = typer.Option(20, help="Files per read_files batch."),
 ) -> None:
     console = Console(highlight=False)
-    config = load_config("default")
-    settings = {**config["environment"], "type": "docker", "image": image}
+    settings = load_config("default", environment={"type": "docker", "image": image}).environment
     environment = make_environment(settings, None, "bench-env", None, None)
     assert isinstance(environment, DockerEnvironment)
     with tempfile.TemporaryDirectory() as repo, environment:

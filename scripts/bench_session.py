@@ -49,7 +49,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from llm_ide.config import deep_merge, load_config
+from llm_ide.config import load_config
 from llm_ide.prompting import render
 from llm_ide.run.single import RunEvent, run_task
 
@@ -425,13 +425,13 @@ def run_session(workdir: Path, steps: int, seed: int, profiler: ThreadProfiler |
                 sizes[event.step] = (*db_sizes(database), (output / f"{name}.traj.json").stat().st_size)
 
     overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
-    config = deep_merge(load_config("default"), overrides)
+    config = load_config("default", **overrides)
     started = time.perf_counter()
     with profiler or contextlib.nullcontext():
         result = run_task(
             TASK,
             model=f"scripted:{script}",
-            config=config,
+            settings=config,
             output_dir=output,
             run_id=name,
             repo=repo,
@@ -592,7 +592,7 @@ def main(
     console = Console()
     workdir = Path(tempfile.mkdtemp(prefix="bench-session-")) if keep is None else keep
     workdir.mkdir(parents=True, exist_ok=True)
-    templates = load_config("default")["templates"]
+    templates = load_config("default").templates
     try:
         sessions = {steps: run_session(workdir, steps, seed) for steps in (100, 200)}
         for session in sessions.values():

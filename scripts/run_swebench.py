@@ -81,7 +81,7 @@ def main(
         report = evaluate_predictions(
             load_predictions(output / "preds.json"),
             instances,
-            settings=load_config("swebench", config or [])["swebench"],
+            settings=load_config("swebench", config or []).swebench,
             log_dir=output / "eval_logs",
             workers=workers,
             on_result=lambda r: console.print(f"  {r.instance_id}: {r.status} {r.detail}".rstrip(), markup=False),

@@ -36,7 +36,7 @@ def ws(tmp_path: Path) -> Workspace:
     return Workspace(
         env=env,
         view=CodeView(env),
-        templates=load_config("default")["templates"],
+        templates=load_config("default").templates,
         view_max_lines=5,
         tool_commands=("navigator",),
     )
@@ -164,7 +164,7 @@ def test_patch_leaves_out_ignored_binary_artefact_and_oversized_files(tmp_path: 
     git(repo, "add", "a.py")
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
     base = git(repo, "rev-parse", "HEAD").strip()
-    patch = extract_patch(env, base, load_config("default")["patch"])
+    patch = extract_patch(env, base, load_config("default").patch)
     files = sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git"))
     assert files == ["a.py", "new.py", "ok.txt"]
     assert "-x = 1\n+x = 2\n" in patch

@@ -11,14 +11,12 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.settings import Settings
 
 
-def config(**agent: object) -> dict:
-    settings = load_config("default")
-    settings["environment"]["tools"] = []
-    settings["agent"].update(agent)
-    settings["model"].update(max_retries=2, retry_base_delay=0.01, retry_max_delay=0.02, timeout=2)
-    return settings
+def config(**agent: object) -> Settings:
+    model = {"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, "timeout": 2}
+    return load_config("default", environment={"tools": []}, agent=agent, model=model)
 
 
 def run(tmp_path: Path, responses: list[str], repo: Path | None = None, **agent: object):
@@ -27,7 +25,7 @@ def run(tmp_path: Path, responses: list[str], repo: Path | None = None, **agent:
     result = run_task(
         "Cart.total ignores quantities.",
         model=model,
-        config=config(**agent),
+        settings=config(**agent),
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=repo,
@@ -114,7 +112,7 @@ def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent:
                 "fix",
                 model="gpt-4o",
                 base_url=server.url,
-                config=config(**agent),
+                settings=config(**agent),
                 output_dir=tmp_path / "out",
                 run_id="t1",
                 repo=repo,
@@ -135,7 +133,7 @@ def test_http_model_errors_end_the_run_cleanly(tmp_path: Path) -> None:
             "fix",
             model="some-model",
             base_url=server.url,
-            config=config(),
+            settings=config(),
             output_dir=tmp_path / "out",
             run_id="t1",
             repo=repo,
@@ -154,7 +152,7 @@ def test_garbage_from_the_endpoint_ends_with_format_error(tmp_path: Path) -> Non
             "fix",
             model="some-model",
             base_url=server.url,
-            config=config(max_format_errors=2),
+            settings=config(max_format_errors=2),
             output_dir=tmp_path / "out",
             run_id="t1",
             repo=repo,
@@ -180,7 +178,7 @@ def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path
     again = run_task(
         "ignored",
         model="scripted:/nonexistent.yaml",
-        config=config(),
+        settings=config(),
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=tmp_path / "repo",
@@ -196,12 +194,11 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
             reflect(False, f"printed step-{step}"),
         ]
     script.append(act("Done.", "submit"))
-    settings = config()
-    settings["memory"].update(history_recent=2, history_brief=3)
+    settings = config().merged({"memory": {"history_recent": 2, "history_brief": 3}})
     result = run_task(
         "print the steps",
         model=write_script(tmp_path / "script.yaml", script),
-        config=settings,
+        settings=settings,
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),

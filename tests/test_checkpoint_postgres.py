@@ -13,8 +13,9 @@ from agent_script import BUGGY_FILES, act, reflect, write_script
 from conftest import make_git_repo
 from pg_server import postgres_server
 
-from llm_ide.config import deep_merge, load_config
+from llm_ide.config import load_config
 from llm_ide.run.single import RunResult, run_task
+from llm_ide.settings import Settings
 
 CHECK = "echo {label} >> trail.log; python3 -m unittest discover -s tests -t . 2>&1"
 SCRIPT = [
@@ -51,8 +52,8 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-def config(**checkpoint: Any) -> dict[str, Any]:
-    return deep_merge(load_config("default"), {"environment": {"tools": []}, "checkpoint": checkpoint})
+def config(**checkpoint: Any) -> Settings:
+    return load_config("default", environment={"tools": []}, checkpoint=checkpoint)
 
 
 def run(tmp_path: Path, url: str, run_id: str, responses: list[str], **checkpoint: Any) -> RunResult:
@@ -60,7 +61,7 @@ def run(tmp_path: Path, url: str, run_id: str, responses: list[str], **checkpoin
     return run_task(
         TASK,
         model=model,
-        config=config(**checkpoint),
+        settings=config(**checkpoint),
         output_dir=tmp_path / "out",
         run_id=run_id,
         repo=tmp_path / "repo",

@@ -15,13 +15,11 @@ from llm_ide.run.single import run_task
 
 
 def fixed_run(tmp_path: Path, keep_history: bool) -> tuple[dict, Path]:
-    config = load_config("default")
-    config["environment"]["tools"] = []
-    config["checkpoint"]["keep_history"] = keep_history
+    config = load_config("default", environment={"tools": []}, checkpoint={"keep_history": keep_history})
     result = run_task(
         "Cart.total ignores quantities.",
         model=write_script(tmp_path / "script.yaml", FIX_SCRIPT),
-        config=config,
+        settings=config,
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),

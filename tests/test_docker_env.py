@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def settings(**values: object) -> dict:
-    return {**load_config("default")["environment"], "type": "docker", "image": BASE_IMAGE, **values}
+    return load_config("default", environment={"type": "docker", "image": BASE_IMAGE, **values}).environment
 
 
 def containers_of(client, run_id: str) -> list:
@@ -195,9 +195,8 @@ def test_container_removed_when_the_process_is_interrupted(client, run_id: str, 
         f"""
         from llm_ide.config import load_config
         from llm_ide.environments import make_environment
-        config = load_config("default")
-        config["environment"].update(type="docker", image={BASE_IMAGE!r})
-        env = make_environment(config, None, {run_id!r}, None, None)
+        config = load_config("default", environment=dict(type="docker", image={BASE_IMAGE!r}))
+        env = make_environment(config.environment, None, {run_id!r}, None, None)
         print("running", flush=True)
         env.execute("sleep 300")
         """

@@ -84,8 +84,7 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
     from llm_ide.run.single import run_task
 
     repo = make_git_repo(tmp_path / "repo", {"app.py": "VALUE = 1\n"})
-    config = load_config("default")
-    config["environment"]["tools"] = []
+    config = load_config("default", environment={"tools": []})
     first = [
         act("Change it.", "edit", path="app.py", old="VALUE = 1\n", new="VALUE = 2\n"),
         reflect(False, "changed"),
@@ -97,7 +96,7 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
         return run_task(
             "change VALUE",
             model=write_script(script, responses),
-            config=config,
+            settings=config,
             output_dir=tmp_path / "out",
             run_id="resume-docker",
             repo=repo,

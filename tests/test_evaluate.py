@@ -83,7 +83,7 @@ def test_fallback_eval_script_restores_tests_and_quotes_node_ids() -> None:
     instance = Instance(
         "a__b-1", "p", base_commit="abc123", test_patch=test_patch, fail_to_pass=["tests/test_new.py::t[a b]"]
     )
-    script = eval_script(instance, load_config("swebench")["swebench"])
+    script = eval_script(instance, load_config("swebench").swebench)
     lines = script.splitlines()
     assert "git checkout abc123 -- tests/test_a.py " in lines
     assert "rm -f tests/test_new.py" in lines
@@ -172,7 +172,7 @@ def test_evaluate_patch_that_does_not_apply_empty_patch_and_missing_image(
     report = evaluate_predictions(
         preds,
         instances,
-        settings=load_config("swebench")["swebench"],
+        settings=load_config("swebench").swebench,
         log_dir=tmp_path / "logs",
         on_result=lambda r: seen.append(r.instance_id),
     )

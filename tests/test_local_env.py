@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.config import load_config
+from llm_ide.config import ConfigError, load_config
 from llm_ide.environments import EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.environments.output import OutputCap
 
@@ -37,7 +37,7 @@ def env(tmp_path: Path) -> LocalEnvironment:
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "mod.py").write_text("x = 1\n")
-    environment = make_environment(load_config("default"), repo, "local-test", None, tmp_path / "tools")
+    environment = make_environment(load_config("default").environment, repo, "local-test", None, tmp_path / "tools")
     assert isinstance(environment, LocalEnvironment)
     yield environment
     environment.close()
@@ -135,13 +135,15 @@ def test_read_write_and_copy_files(env: LocalEnvironment, tmp_path: Path) -> Non
 
 
 def test_missing_repository_and_unknown_type_are_clear_errors(tmp_path: Path) -> None:
-    config = load_config("default")
+    config = load_config("default").environment
     with pytest.raises(EnvironmentFailure, match="repository not found"):
         make_environment(config, tmp_path / "nope", "r", None, None)
     with pytest.raises(EnvironmentFailure, match="needs a repository"):
         make_environment(config, None, "r", None, None)
-    with pytest.raises(EnvironmentFailure, match="unknown environment type 'vm'"):
-        make_environment({"environment": {**config["environment"], "type": "vm"}}, tmp_path, "r", None, None)
+    with pytest.raises(
+        ConfigError, match=r"settings: environment.type: input should be 'local' or 'docker' \(got 'vm'\)"
+    ):
+        load_config("default", environment={"type": "vm"})
 
 
 def test_own_tools_dir_is_removed_on_close(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ import logging
 import random
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from openai_server import OpenAIServer, Reply
@@ -21,6 +20,7 @@ from llm_ide.models import (
     find_price,
     get_model,
 )
+from llm_ide.settings import ModelSettings, PriceSettings
 
 SECRET = "sk-test-" + "S3cr3tK3yValue" * 3
 MESSAGES = [
@@ -32,10 +32,11 @@ MESSAGES = [
 
 
 @pytest.fixture
-def config() -> dict[str, Any]:
+def config() -> ModelSettings:
     """The bundled `model:` section with delays and timeouts small enough for fast tests."""
-    model = load_config()["model"]
-    return model | {"timeout": 0.5, "max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02}
+    return load_config(
+        model={"timeout": 0.5, "max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02}
+    ).model
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +49,7 @@ def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def test_reply_carries_usage_and_cost_from_price_table(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reply_carries_usage_and_cost_from_price_table(config: ModelSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     with OpenAIServer(replies=[Reply("<thought>ok</thought>", input_tokens=1200, output_tokens=300)]) as server:
         model = get_model("tensorblock/gpt-5-mini", config, base_url=server.url)
@@ -63,9 +64,9 @@ def test_reply_carries_usage_and_cost_from_price_table(config: dict[str, Any], m
     assert "temperature" not in request.body
 
 
-def test_provider_spec_goes_through_init_chat_model(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provider_spec_goes_through_init_chat_model(config: ModelSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    config = config | {"temperature": 0.25, "kwargs": {"seed": 7}}
+    config = config.model_copy(update={"temperature": 0.25, "kwargs": {"seed": 7}})
     with OpenAIServer(replies=[Reply("done", input_tokens=2_000_000, output_tokens=1_000_000)]) as server:
         model = get_model("openai:gpt-4o-mini-2024-07-18", config, base_url=server.url)
         reply = model.complete(MESSAGES[:2], call_index=5)
@@ -76,7 +77,7 @@ def test_provider_spec_goes_through_init_chat_model(config: dict[str, Any], monk
 
 
 def test_unknown_price_costs_zero_with_one_warning(
-    config: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    config: ModelSettings, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = unique("local/qwen-coder")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
@@ -91,7 +92,7 @@ def test_unknown_price_costs_zero_with_one_warning(
     assert server.hits == 2
 
 
-def test_rate_limit_then_success_is_retried(config: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+def test_rate_limit_then_success_is_retried(config: ModelSettings, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="llm_ide.models")
     with OpenAIServer(replies=[429, Reply("after the wait", input_tokens=5, output_tokens=3)]) as server:
         reply = get_model("gpt-5-nano", config, base_url=server.url).complete(MESSAGES, call_index=0)
@@ -112,9 +113,9 @@ def test_rate_limit_then_success_is_retried(config: dict[str, Any], caplog: pyte
 )
 @pytest.mark.timeout(30)
 def test_transient_failures_beyond_the_retry_budget_end_in_model_error(
-    config: dict[str, Any], reply: str | int, expected: str
+    config: ModelSettings, reply: str | int, expected: str
 ) -> None:
-    config = config | {"timeout": 0.3}
+    config = config.model_copy(update={"timeout": 0.3})
     with OpenAIServer(replies=[reply]) as server, pytest.raises(ModelError) as raised:
         get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES, call_index=0)
     message = str(raised.value)
@@ -124,15 +125,15 @@ def test_transient_failures_beyond_the_retry_budget_end_in_model_error(
     assert server.hits == 3
 
 
-def test_transient_failure_then_success_within_budget(config: dict[str, Any]) -> None:
-    config = config | {"timeout": 0.3, "max_retries": 3}
+def test_transient_failure_then_success_within_budget(config: ModelSettings) -> None:
+    config = config.model_copy(update={"timeout": 0.3, "max_retries": 3})
     with OpenAIServer(replies=["hang", "invalid_json", 502, "finally"]) as server:
         reply = get_model("gpt-5", config, base_url=server.url).complete(MESSAGES, call_index=0)
     assert reply.text == "finally"
     assert server.hits == 4
 
 
-def test_connection_refused_is_retried_then_model_error(config: dict[str, Any]) -> None:
+def test_connection_refused_is_retried_then_model_error(config: ModelSettings) -> None:
     with OpenAIServer(replies=["unused"]) as server:
         dead_url = server.url
     with pytest.raises(ModelError, match=r"failed after 3 attempts: .*Connection"):
@@ -144,7 +145,7 @@ def test_connection_refused_is_retried_then_model_error(config: dict[str, Any]) 
     [(401, "OpenAIAuthenticationError"), (403, "OpenAIPermissionDeniedError"), (404, "OpenAIModelNotFoundError")],
 )
 def test_auth_and_not_found_fail_at_once_without_leaking_the_key(
-    config: dict[str, Any],
+    config: ModelSettings,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
     status: int,
@@ -167,7 +168,7 @@ def test_auth_and_not_found_fail_at_once_without_leaking_the_key(
 
 
 def test_base_url_from_environment_and_keyless_placeholder(
-    config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with OpenAIServer(replies=["from env"]) as env_server, OpenAIServer(replies=["from argument"]) as arg_server:
         monkeypatch.setenv("OPENAI_BASE_URL", env_server.url)
@@ -178,12 +179,12 @@ def test_base_url_from_environment_and_keyless_placeholder(
     assert env_server.requests[0].headers["authorization"] == "Bearer not-needed"
 
 
-def test_default_endpoint_without_key_is_an_auth_error(config: dict[str, Any]) -> None:
+def test_default_endpoint_without_key_is_an_auth_error(config: ModelSettings) -> None:
     with pytest.raises(ModelAuthError, match="OPENAI_API_KEY is not set"):
         get_model("gpt-5-mini", config)
 
 
-def test_missing_integration_package_is_named(config: dict[str, Any]) -> None:
+def test_missing_integration_package_is_named(config: ModelSettings) -> None:
     if importlib.util.find_spec("langchain_anthropic") is not None:
         pytest.skip("langchain-anthropic is installed here")
     with pytest.raises(ModelError, match=r"cannot create model anthropic:claude-haiku-4-5: .*langchain-anthropic"):
@@ -206,12 +207,12 @@ def test_missing_integration_package_is_named(config: dict[str, Any]) -> None:
     ],
 )
 def test_find_price(name: str, expected: Price | None) -> None:
-    prices = load_config()["model"]["prices"] | {"ollama:qwen2.5-coder:7b-typo": {"input": 1, "output": 1}}
+    prices = load_config(model={"prices": {"ollama:qwen2.5-coder:7b-typo": {"input": 1, "output": 1}}}).model.prices
     assert find_price(name, prices) == expected
 
 
 def test_find_price_prefers_the_exact_name() -> None:
-    prices = {"my/model": {"input": 9.0, "output": 9.0}, "model": {"input": 1.0, "output": 2.0}}
+    prices = {"my/model": PriceSettings(input=9.0, output=9.0), "model": PriceSettings(input=1.0, output=2.0)}
     assert (find_price("my/model", prices), find_price("other/model", prices)) == (Price(9, 9), Price(1, 2))
 
 
@@ -237,7 +238,7 @@ def write(path: Path, text: str) -> Path:
         "responses:\n  - |\n    <thought>first</thought>\n  - second reply\n  - third\n",
     ],
 )
-def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: dict[str, Any], script: str) -> None:
+def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: ModelSettings, script: str) -> None:
     path = write(tmp_path / "script.yaml", script)
     model = get_model(f"scripted:{path}", config)
     assert isinstance(model, ScriptedModel) and model.name == f"scripted:{path}"
@@ -260,7 +261,7 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
         ("steps: [a]\n", "must hold a list of strings"),
     ],
 )
-def test_scripted_model_rejects_bad_scripts(tmp_path: Path, config: dict[str, Any], content: str | None, message: str):
+def test_scripted_model_rejects_bad_scripts(tmp_path: Path, config: ModelSettings, content: str | None, message: str):
     path = tmp_path / "script.yaml"
     if content is not None:
         path.write_text(content)

@@ -103,7 +103,10 @@ def studio(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "langgraph-dev.log"
+    server_tmp = tmp_path / "server-tmp"  # the server's temporary files: a run's leftovers would show here
+    server_tmp.mkdir()
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONUNBUFFERED": "1"}
+    env["TMPDIR"] = str(server_tmp)
     command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
     command += ["--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as output:
@@ -145,6 +148,8 @@ def test_langgraph_dev_runs_the_graph(studio: str, tmp_path: Path) -> None:
     final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
 
     assert final["exit_status"] == "submitted"
+    assert final["submission"].startswith("diff --git a/temps.py b/temps.py")
+    assert "+    return celsius * 9 / 5 + 32" in final["submission"]
     assert final["n_operations"] == 4
     operations = final["operations"]
     assert [op["action_type"] for op in operations] == ["view", "edit", "bash", "submit"]
@@ -167,3 +172,27 @@ def test_langgraph_dev_runs_the_graph(studio: str, tmp_path: Path) -> None:
     counts = [len(snapshot["values"].get("operations", [])) for snapshot in reversed(history)]
     assert counts == sorted(counts)
     assert set(counts) == {0, 1, 2, 3, 4}
+
+
+@pytest.mark.slow
+def test_a_failing_run_closes_its_environment_and_the_client_gets_the_message(studio: str, tmp_path: Path) -> None:
+    from langgraph_sdk import get_sync_client
+
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    model = write_script(tmp_path / "script.yaml", SCRIPT[:3])  # edits, then the model has nothing more to say
+    client = get_sync_client(url=studio)
+    (assistant,) = client.assistants.search(graph_id="llm-ide")
+    thread = client.threads.create()
+    inputs = {"task": "Fix to_fahrenheit.", "repo": str(repo), "model": model, "config": {"environment": {"tools": []}}}
+    final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
+
+    assert final["exit_status"] == "model_error"
+    assert final["error"] == f"scripted model ran out of responses after 3 calls ({tmp_path / 'script.yaml'})"
+    assert "+    return celsius * 9 / 5 + 32" in final["submission"]
+    assert list((tmp_path / "server-tmp").glob("llm-ide-*")) == []  # the run's tools folder went with it
+
+    bad = {**inputs, "config": {"agent": {"step_limt": 3}}}
+    failed = client.runs.create(client.threads.create()["thread_id"], assistant["assistant_id"], input=bad)
+    client.runs.join(failed["thread_id"], failed["run_id"])
+    state = client.threads.get_state(failed["thread_id"])["values"]
+    assert (state["exit_status"], state["error"]) == ("error", "settings: agent.step_limt: unknown setting")

@@ -95,7 +95,7 @@ def test_batch_end_to_end(tiny_dataset: TinyDataset, tmp_path: Path, workers: in
     report = evaluate_predictions(
         json.loads((output / "preds.json").read_text()),
         {i.instance_id: i for i in load_dataset(str(tiny_dataset.path)).instances},
-        settings=load_config("swebench")["swebench"],
+        settings=load_config("swebench").swebench,
         log_dir=tmp_path / "eval",
         workers=workers,
     )

@@ -44,12 +44,11 @@ def test_agent_drives_the_debugger_in_a_container(tmp_path: Path) -> None:
             act("Done.", "submit"),
         ],
     )
-    config = load_config("default")
-    config["environment"]["tools"] = ["debugger"]
+    config = load_config("default", environment={"tools": ["debugger"]})
     result = run_task(
         "Cart.total ignores quantities.",
         model=script,
-        config=config,
+        settings=config,
         output_dir=tmp_path / "out",
         run_id="debugger-agent",
         repo=repo,

@@ -41,7 +41,8 @@ def container_env(tmp_path: Path) -> Iterator[Environment]:
     repo = make_git_repo(
         tmp_path / "repo", {"app.py": APP, "shapes/__init__.py": "", "shapes/lib.py": LIB, "use.py": USE}
     )
-    settings = {**load_config("default")["environment"], "type": "docker", "image": BASE_IMAGE, "workdir": "/work/repo"}
+    settings = load_config("default", environment={"type": "docker", "image": BASE_IMAGE, "workdir": "/work/repo"})
+    settings = settings.environment
     env = make_environment(settings, repo, run_id, BASE_IMAGE, None)
     try:
         yield env

@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.context import context_command
+from llm_ide.cli.inspector import graph_command, report_command
 from llm_ide.cli.run import demo, inspect, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
 
-app = typer.Typer(
+
+class App(typer.Typer):
+    """An error of ours that no command caught (e.g. a checkpoint store that cannot be opened) is one line on stderr
+    and the error's exit code (2 for a bad input), never a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from llm_ide.errors import LlmIdeError
+
+        try:
+            return super().__call__(*args, **kwargs)
+        except LlmIdeError as error:
+            Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(error))}")
+            sys.exit(error.exit_code)
+
+
+app = App(
     name="llm-ide",
     help="A software-engineering agent with an IDE-like structured memory, built as a LangGraph state machine.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-extra_app = typer.Typer(
+extra_app = App(
     name="mini-extra",
     help="mini-swe-agent compatible entry points, with llm-ide as the agent.",
     no_args_is_help=True,
@@ -28,6 +49,8 @@ extra_app = typer.Typer(
 app.command("run")(run)
 app.command("demo")(demo)
 app.command("inspect")(inspect)
+app.command("report")(report_command)
+app.command("graph")(graph_command)
 app.command("context")(context_command)
 app.command("cleanup")(cleanup_command)
 app.command("swebench")(swebench_command)

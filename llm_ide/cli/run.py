@@ -87,9 +87,11 @@ def run(
         settings = load_config("default", overrides=config or [])
     except ConfigError as error:
         raise fail(str(error)) from None
-    for key, value in (("step_limit", step_limit), ("cost_limit", cost_limit)):
-        if value is not None:
-            settings["agent"][key] = value
+    limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
+    try:
+        settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
+    except ConfigError as error:
+        raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
     from llm_ide.run.single import run_task
 
@@ -99,7 +101,7 @@ def run(
     result = run_task(
         task if task is not None else task_file.read_text(encoding="utf-8"),
         model=model,
-        config=settings,
+        settings=settings,
         output_dir=output,
         run_id=run_id,
         repo=repo.resolve(),
@@ -115,7 +117,7 @@ def run(
     raise typer.Exit(0 if result.exit_status == "submitted" else 1)
 
 
-def check_model_before_start(model: str, settings: dict, base_url: str | None) -> None:
+def check_model_before_start(model: str, settings, base_url: str | None) -> None:
     """Model name, API key and endpoint: checked before the environment starts and the tools install."""
     from llm_ide.swebench.preflight import SWEbenchError, check_model
 
@@ -146,6 +148,8 @@ def demo(
 
     workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
     project = workdir / "project"
+    if project.exists():
+        raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
     shutil.copytree(DEMO_DIR / "project", project)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
         subprocess.run(
@@ -158,7 +162,7 @@ def demo(
     result = run_task(
         task,
         model=f"scripted:{DEMO_DIR / 'script.yaml'}",
-        config=settings,
+        settings=settings,
         output_dir=workdir / "run",
         run_id="demo",
         repo=project,
@@ -179,9 +183,22 @@ def unittest_verdict(project: Path) -> tuple[bool, str]:
     return check.returncode == 0, (check.stderr.strip().splitlines() or ["(no output)"])[-1]
 
 
-def inspect(trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file.")]) -> None:
+def inspect(
+    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide or mini-swe-agent).")],
+    out: Annotated[
+        Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
+    ] = None,
+    html: Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.")] = False,
+) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
     import json
+
+    if html or out is not None:
+        from llm_ide.cli.inspector import write_inspector_page
+
+        if not html:
+            raise fail(f"{out}: an output page is only written with --html")
+        return write_inspector_page(trajectory, out)
 
     from rich.table import Table
     from rich.tree import Tree

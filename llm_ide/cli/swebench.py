@@ -235,7 +235,7 @@ def evaluate_command(
     from llm_ide.swebench.evaluate import EvaluationError, evaluate_predictions, load_predictions
 
     try:
-        settings = load_config("swebench", config or [])["swebench"]
+        settings = load_config("swebench", config or []).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
     except (ConfigError, DatasetError, EvaluationError) as error:

@@ -4,9 +4,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from llm_ide.errors import EnvironmentFailure
 
-class EnvironmentFailure(Exception):
-    """The environment cannot go on (container gone, engine unreachable): the run ends with `environment_error`."""
+__all__ = ["CommandResult", "Environment", "EnvironmentFailure", "FileSnapshot", "FileSource"]
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
-from llm_ide.environments.secrets import redact, scrubbed_environ, secret_values
+from llm_ide.secrets import redact, scrubbed_environ, secret_values
 
 READ_CHUNK = 1 << 16
 PR_SET_PDEATHSIG = 1

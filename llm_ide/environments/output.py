@@ -21,16 +21,12 @@ def default_messages() -> dict[str, str]:
     """The `environment.messages` templates of the bundled default config (elision line, timeout note)."""
     from llm_ide.config import load_config
 
-    return dict(load_config("default")["environment"]["messages"])
+    return load_config("default").environment.messages.model_dump()
 
 
 def append_note(text: str, note: str) -> str:
     """`note` on a line of its own after `text`."""
     return text + note if not text or text.endswith("\n") else f"{text}\n{note}"
-
-
-def messages_from_config(env_config: dict) -> dict[str, str]:
-    return {**default_messages(), **(env_config.get("messages") or {})}
 
 
 @dataclass

@@ -7,13 +7,13 @@ from langgraph.runtime import Runtime
 from llm_ide.nodes.model_call import call_model, format_failure
 from llm_ide.parsing import FormatError, parse_action
 from llm_ide.prompting import render
-from llm_ide.resources import AgentContext, release, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 
 
 def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     nodes = state.get("operations", [])
     reflection = state.get("reflection")
     template = "alternative_action" if reflection is not None and reflection.bad_action else "next_step"
@@ -36,9 +36,7 @@ def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     try:
         action = parse_action(text)
     except FormatError as error:
-        update = {"usage": usage, **format_failure(ctx, state, text, error, "act_format")}
-        release(runtime, update)
-        return update
+        return {"usage": usage, **format_failure(ctx, state, text, error, "act_format")}
     pending = OperationNode(
         id=len(nodes),
         parent_id=state.get("parent_id"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
@@ -29,6 +30,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
             {
                 "index": usage["api_calls"],
                 "kind": kind,
+                "step": state.get("n_operations", 0),
                 "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages),
                 "prompt_chars": sum(len(m["content"]) for m in messages),
                 "prompt_tokens": reply.input_tokens,
@@ -62,6 +64,6 @@ def format_failure(
             ),
         },
     }
-    if errors >= ctx.agent["max_format_errors"]:
-        update["exit_status"] = "format_error"
+    if errors >= ctx.settings.agent.max_format_errors:
+        update["exit_status"] = ExitStatus.FORMAT_ERROR
     return update

@@ -7,18 +7,16 @@ from langgraph.runtime import Runtime
 from llm_ide.nodes.model_call import call_model, format_failure
 from llm_ide.parsing import FormatError, parse_reflection
 from llm_ide.prompting import render
-from llm_ide.resources import AgentContext, release, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 
 
 def reflect(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     prompt = render(ctx.templates, "reflect", workspace=state["workspace"], node=state["operations"][-1])
     text, usage = call_model(ctx, state, "reflect", prompt)
     try:
         reflection = parse_reflection(text)
     except FormatError as error:
-        update = {"usage": usage, **format_failure(ctx, state, text, error, "reflect_format")}
-        release(runtime, update)
-        return update
+        return {"usage": usage, **format_failure(ctx, state, text, error, "reflect_format")}
     return {"usage": usage, "reflection": reflection, "format_errors": 0, "retry": None}

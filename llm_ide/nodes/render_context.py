@@ -6,7 +6,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.prompting import render
-from llm_ide.resources import AgentContext, resolve
+from llm_ide.resources import AgentContext
 from llm_ide.state.context import Chunk, rescore, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
@@ -18,7 +18,7 @@ def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int)
     shown = select_chunks(chunks, params)
     view = ctx.workspace.view
     view.refresh(chunk.file_path for chunk in shown)
-    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.config["memory"]["context_budget_chars"])
+    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
 
 
@@ -31,9 +31,9 @@ def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
     only counted."""
     if not nodes:
         return render(ctx.templates, "operation_history_empty")
-    memory = ctx.config["memory"]
+    memory = ctx.settings.memory
     chain = reasoning_chain(nodes)
-    recent, brief = memory["history_recent"], memory["history_brief"]
+    recent, brief = memory.history_recent, memory.history_brief
     omitted = max(0, len(chain) - recent - brief)
     parts = [render(ctx.templates, "operations_omitted", count=omitted)] if omitted else []
     for position, node in enumerate(chain[omitted:], omitted):
@@ -42,7 +42,7 @@ def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
             parts.append(render(ctx.templates, "operation_brief", node=node, params=clip(params, 160)))
             continue
         latest = node is nodes[-1]
-        limit = memory["history_params_chars"]
+        limit = memory.history_params_chars
         parts.append(
             render(
                 ctx.templates,
@@ -71,4 +71,4 @@ def workspace_text(ctx: AgentContext, state: AgentState) -> str:
 
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    return {"workspace": workspace_text(resolve(runtime, state), state)}
+    return {"workspace": workspace_text(runtime.context, state)}

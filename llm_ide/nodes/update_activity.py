@@ -6,7 +6,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.resources import AgentContext, release, resolve
+from llm_ide.errors import ExitStatus
+from llm_ide.resources import AgentContext
 from llm_ide.state.context import Chunk, add_scope, record_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
@@ -26,23 +27,23 @@ def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
     ]
 
 
-def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> str | None:
-    agent = ctx.agent
+def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> ExitStatus | None:
+    agent = ctx.settings.agent
     cost = (state.get("usage") or empty_usage())["cost"]
     if state.get("submitted"):
-        return "submitted"
-    if agent.get("step_limit") and n_operations >= agent["step_limit"]:
-        return "step_limit"
-    if (agent.get("cost_limit") and cost >= agent["cost_limit"]) or (ctx.cost_budget and ctx.cost_budget.exhausted):
-        return "cost_limit"
-    if agent.get("wall_time_limit") and elapsed >= agent["wall_time_limit"]:
-        return "time_limit"
+        return ExitStatus.SUBMITTED
+    if agent.step_limit and n_operations >= agent.step_limit:
+        return ExitStatus.STEP_LIMIT
+    if (agent.cost_limit and cost >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
+        return ExitStatus.COST_LIMIT
+    if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
+        return ExitStatus.TIME_LIMIT
     return None
 
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
-    ctx = resolve(runtime, state)
+    ctx = runtime.context
     view = ctx.workspace.view
     pending = state["pending"]
     n_operations = state.get("n_operations", 0)
@@ -72,5 +73,4 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     }
     if ctx.snapshot_patch is not None and pending.action_type in CHANGES_FILES:
         update["worktree_patch"] = ctx.snapshot_patch()
-    release(runtime, update)
     return update

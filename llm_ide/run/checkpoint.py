@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -18,7 +19,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from llm_ide.errors import CheckpointError
+
 MEMORY_TYPES = [
+    ("llm_ide.errors", "ExitStatus"),
     ("llm_ide.state.context", "Activity"),
     ("llm_ide.state.context", "Chunk"),
     ("llm_ide.state.context", "Scope"),
@@ -110,36 +114,72 @@ class ChannelSqliteSaver(SqliteSaver):
 
 @contextmanager
 def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseCheckpointSaver]:
-    """`sqlite:PATH` (default: `default_path`), `postgres://…`/`postgresql://…`, or `memory`."""
+    """`sqlite:PATH` (default: `default_path`), `postgres://…`/`postgresql://…`, or `memory`; a store that cannot
+    be opened is a CheckpointError (one line)."""
     spec = spec or f"sqlite:{default_path}"
     if spec == "memory":
         yield InMemorySaver(serde=serializer())
     elif spec.startswith(("postgres://", "postgresql://")):
-        try:
-            from langgraph.checkpoint.postgres import PostgresSaver
-        except ImportError:
-            raise ValueError("Postgres checkpoints need: pip install 'llm-ide[postgres]'") from None
-        from psycopg import Connection
-        from psycopg.rows import dict_row
-
-        with Connection.connect(spec, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
-            saver = PostgresSaver(conn, serde=serializer())
-            saver.setup()
+        with _postgres(spec) as saver:
             yield saver
     elif spec.startswith("sqlite:"):
-        path = Path(spec.removeprefix("sqlite:")).expanduser()
+        with _sqlite(Path(spec.removeprefix("sqlite:")).expanduser()) as saver:
+            yield saver
+    else:
+        raise CheckpointError(f"--checkpoint {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
+
+
+@contextmanager
+def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection, OperationalError
+        from psycopg.rows import dict_row
+    except ImportError:
+        raise CheckpointError("Postgres checkpoints need: pip install 'llm-ide[postgres]'") from None
+    where = _without_password(url)
+    try:
+        conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10)
+    except OperationalError as error:
+        raise CheckpointError(f"--checkpoint {where}: cannot connect: {_first_line(error)}") from None
+    with conn:
+        saver = PostgresSaver(conn, serde=serializer())
+        try:
+            saver.setup()
+        except OperationalError as error:
+            raise CheckpointError(f"--checkpoint {where}: cannot create the tables: {_first_line(error)}") from None
+        yield saver
+
+
+@contextmanager
+def _sqlite(path: Path) -> Iterator[BaseCheckpointSaver]:
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), check_same_thread=False)
+    except (OSError, sqlite3.Error) as error:
+        raise CheckpointError(f"--checkpoint sqlite:{path}: cannot open: {_first_line(error)}") from None
+    try:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             saver = ChannelSqliteSaver(conn, serde=serializer())
             saver.setup()
-            yield saver
-        finally:
-            conn.close()
-    else:
-        raise ValueError(f"unknown checkpoint spec {spec!r}: use sqlite:PATH, postgres://… or memory")
+        except sqlite3.Error as error:
+            raise CheckpointError(f"--checkpoint sqlite:{path}: not a usable database: {_first_line(error)}") from None
+        yield saver
+    finally:
+        conn.close()
+
+
+def _without_password(url: str) -> str:
+    parsed = urlsplit(url)
+    if parsed.password is None:
+        return url
+    return urlunsplit(parsed._replace(netloc=parsed.netloc.replace(f":{parsed.password}@", ":***@")))
+
+
+def _first_line(error: BaseException) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
 def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:

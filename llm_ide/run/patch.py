@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import shlex
 from fnmatch import fnmatch
-from typing import Any
 
 from llm_ide.environments.base import Environment
+from llm_ide.settings import PatchSettings
 
 INDEX = ".git/llm-ide-patch-index"
 DIFF = ".git/llm-ide-patch.diff"
@@ -20,7 +20,7 @@ def is_artefact(path: str, patterns: list[str]) -> bool:
     return any(fnmatch(part, pattern) or fnmatch(path, pattern) for pattern in patterns for part in parts)
 
 
-def extract_patch(env: Environment, base: str, settings: dict[str, Any]) -> str:
+def extract_patch(env: Environment, base: str, settings: PatchSettings) -> str:
     """`git diff` of the working tree against `base`, new files included; files matched by .gitignore, build
     artefacts, binary files and oversized new files left out. The repository's own index is not touched."""
     git = f"GIT_INDEX_FILE={INDEX} git -c core.quotepath=off"
@@ -30,9 +30,9 @@ def extract_patch(env: Environment, base: str, settings: dict[str, Any]) -> str:
         _run(env, f"{git} read-tree {shlex.quote(base)} && {git} add -A .")
         added = {line[2:] for line in _run(env, f"{diff} --name-status").splitlines() if line.startswith("A\t")}
         binary = {line[4:] for line in _run(env, f"{diff} --numstat").splitlines() if line.startswith("-\t-\t")}
-        excluded = binary | {p for p in added if is_artefact(p, settings["artefacts"])}
+        excluded = binary | {p for p in added if is_artefact(p, settings.artefacts)}
         sizes = _sizes(env, sorted(added - excluded))
-        excluded |= {p for p, size in sizes.items() if size > settings["max_new_file_bytes"]}
+        excluded |= {p for p, size in sizes.items() if size > settings.max_new_file_bytes}
         pathspec = " ".join(shlex.quote(f":(exclude,literal){p}") for p in sorted(excluded))
         _run(env, f"{diff} -- . {pathspec} > {DIFF}")
         snapshot = env.read_files([DIFF])[DIFF]

@@ -11,19 +11,19 @@ from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.run.patch import extract_patch
+from llm_ide.settings import Settings
 
 log = logging.getLogger("llm_ide.run")
 
 
 def install_tools(
     env: Environment,
-    config: dict[str, Any],
+    names: list[str],
     task_vars: dict[str, Any],
     on_event: Callable[[Any], None] | None = None,
 ) -> tuple[str, tuple[str, ...]]:
     """Install the configured tools into the environment (from the per-user tool cache when it has them): the Tool
     Usage text and the tools' command names. `on_event` gets each ToolEvent (progress, failures)."""
-    names = config["environment"].get("tools") or []
     if not names:
         return "", ()
     from llm_ide.tools.cache import ToolCache
@@ -36,7 +36,7 @@ def install_tools(
 
 def build_context(
     *,
-    config: dict[str, Any],
+    settings: Settings,
     model_spec: str,
     run_id: str,
     base_url: str | None = None,
@@ -49,27 +49,26 @@ def build_context(
     task_vars: dict[str, Any] | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
 ) -> AgentContext:
-    model = get_model(model_spec, config["model"], base_url)  # a bad model fails before any tool installs
-    env = env or make_environment(config, repo, run_id, image)
-    variables = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
-    usage, commands = install_tools(env, config, variables, on_tool_event)
-    agent, settings = config["agent"], config["environment"]
+    model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
+    env = env or make_environment(settings.environment, repo, run_id, image)
+    task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
+    usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
     workspace = Workspace(
         env=env,
         view=CodeView(env),
-        templates=config["templates"],
-        view_max_lines=agent["view_max_lines"],
-        search_max_results=agent["search_max_results"],
-        command_timeout=settings["command_timeout"],
+        templates=settings.templates,
+        view_max_lines=settings.agent.view_max_lines,
+        search_max_results=settings.agent.search_max_results,
+        command_timeout=settings.environment.command_timeout,
         tool_commands=commands,
     )
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
     return AgentContext(
-        config=config,
+        settings=settings,
         model=model,
         workspace=workspace,
         tool_usage=usage,
         record_call=record_call,
         cost_budget=cost_budget,
-        snapshot_patch=(lambda: extract_patch(env, base, config["patch"])) if ephemeral else None,
+        snapshot_patch=(lambda: extract_patch(env, base, settings.patch)) if ephemeral else None,
     )

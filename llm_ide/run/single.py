@@ -9,19 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_ide.config import deep_merge
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
-from llm_ide.models import ModelError
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.patch import base_commit, extract_patch
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
+from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
-FINISHED = {"submitted", "step_limit", "cost_limit", "time_limit", "format_error", "environment_error"}
 
 
 @dataclass
@@ -33,14 +32,14 @@ class RunEvent:
     action: str = ""
     observation: str = ""
     cost: float = 0.0
-    exit_status: str | None = None
+    exit_status: ExitStatus | None = None
     tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
 
 
 @dataclass
 class RunResult:
     run_id: str
-    exit_status: str
+    exit_status: ExitStatus
     submission: str
     trajectory_path: Path
     model_stats: dict[str, Any]
@@ -95,7 +94,7 @@ def run_task(
     task: str,
     *,
     model: str,
-    config: dict[str, Any],
+    settings: Settings,
     output_dir: Path,
     run_id: str,
     repo: Path | None = None,
@@ -110,13 +109,20 @@ def run_task(
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
     from llm_ide.graph import build_graph
 
+    install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     if environment:
-        config = deep_merge(config, {"environment": {"type": environment}})
+        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     emit = on_event or (lambda event: None)
     recorder = Recorder(output_dir, run_id)
-    info: dict[str, Any] = {"run_id": run_id, "model": model, "config": config, "exit_status": None, "submission": ""}
+    info: dict[str, Any] = {
+        "run_id": run_id,
+        "model": model,
+        "config": settings.model_dump(mode="json"),
+        "exit_status": None,
+        "submission": "",
+    }
     with (
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(checkpoint, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
@@ -125,15 +131,15 @@ def run_task(
         snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
         values: dict[str, Any] = dict(snapshot.values or {})
         run = _Run(run_id, saver, recorder, emit, info, values)
-        if values.get("exit_status") in FINISHED and not snapshot.next:
+        if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            return run.finish(values["exit_status"], previous_submission(recorder.path))
+            return run.finish(ExitStatus(values["exit_status"]), previous_submission(recorder.path))
         resumed = bool(values) and bool(snapshot.next)
-        status, submission, env = "error", "", None
+        status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
             emit(RunEvent(run_id, "phase", phase="starting environment"))
-            env = make_environment(config, repo, run_id, image)
+            env = make_environment(settings.environment, repo, run_id, image)
             base = base or base_commit(env)
             if base is None:
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
@@ -142,7 +148,7 @@ def run_task(
                 restore_worktree(env, values.get("worktree_patch", ""))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
             ctx = build_context(
-                config=config,
+                settings=settings,
                 model_spec=model,
                 run_id=run_id,
                 base_url=base_url,
@@ -156,27 +162,25 @@ def run_task(
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             status = run.stream(graph, inputs, ctx)
-        except ModelError as error:
-            status, info["error"] = "model_error", str(error)
-            log.error("model error: %s", error)
-        except EnvironmentFailure as error:
-            status, info["error"] = "environment_error", str(error)
-            log.error("environment error: %s", error)
-        except KeyboardInterrupt:
-            status, info["error"] = "interrupted", "interrupted by the user"
-            log.warning("interrupted")
+        except LlmIdeError as error:
+            status, info["error"] = error.exit_status, str(error)
+            log.error("%s: %s", status, error)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
+            how = f"signal {interrupt.signum}" if isinstance(interrupt, Terminated) else "the user"
+            status, info["error"] = ExitStatus.INTERRUPTED, f"interrupted by {how}"
+            log.warning("interrupted by %s", how)
             raise
         except Exception as error:
-            status, info["error"] = "error", f"{type(error).__name__}: {error}"
+            status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
             log.exception("run failed")
         finally:
             if env is not None:
                 try:
-                    submission = extract_patch(env, base, config["patch"]) if base else ""
+                    submission = extract_patch(env, base, settings.patch) if base else ""
                 except Exception as error:  # the run's outcome must still be saved
                     log.error("patch extraction failed: %s", error)
                 env.close()
-            if not config.get("checkpoint", {}).get("keep_history"):
+            if not settings.checkpoint.keep_history:
                 prune(saver, run_id)
             result = run.finish(status, submission)
     return result
@@ -200,10 +204,10 @@ class _Run:
     info: dict[str, Any]
     values: dict[str, Any]
 
-    def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> str:
+    def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> ExitStatus:
         steps = self.values.get("n_operations", 0)
-        settings = ctx.config.get("checkpoint", {})
-        prune_every = 0 if settings.get("keep_history") else settings.get("prune_every", 10)
+        settings = ctx.settings.checkpoint
+        prune_every = 0 if settings.keep_history else settings.prune_every
         thread = {"configurable": {"thread_id": self.run_id}}
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
             self.values.clear()
@@ -218,9 +222,9 @@ class _Run:
             action = describe_action(node)
             self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
             log.info("step %d: %s (cost %.4f)", steps, action, cost)
-        return self.values.get("exit_status") or "error"
+        return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
 
-    def finish(self, status: str, submission: str) -> RunResult:
+    def finish(self, status: ExitStatus, submission: str) -> RunResult:
         self.info.update(exit_status=status, submission=submission)
         self.recorder.save(self.values, self.info)
         usage = dict(self.values.get("usage") or empty_usage())

@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas) needs it on Python < 3.12
 
+from llm_ide.errors import ExitStatus
 from llm_ide.state.context import Chunk, Scope
 from llm_ide.state.operations import OperationNode, Reflection, merge_operations
 
@@ -40,8 +41,10 @@ class AgentState(AgentInput, total=False):
     format_errors: int
     usage: Usage
     elapsed: float
-    exit_status: str | None
+    exit_status: ExitStatus | None
     worktree_patch: str
+    error: str  # LangGraph Studio: the message of the error that ended the run
+    submission: str  # LangGraph Studio: the patch, when the run has ended
 
 
 def empty_usage() -> Usage:

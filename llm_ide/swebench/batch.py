@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_ide.errors import ExitStatus
+from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
 from llm_ide.swebench.progress import BatchProgress
-from llm_ide.swebench.store import PREDS, OutputStore
+from llm_ide.swebench.store import PREDS, OutputStore, read_preds, read_statuses
 
 log = logging.getLogger("llm_ide.swebench")
 
 BATCH_LOG = "swebench.log"
-UNFINISHED = frozenset({"interrupted"})  # not written to preds.json: a rerun continues them from their checkpoint
 
 
 class BatchAbandoned(KeyboardInterrupt):
@@ -71,12 +72,11 @@ class BatchSummary:
         return dict(sorted(counts.items()))
 
 
-def batch_config(options: BatchOptions) -> dict[str, Any]:
-    from llm_ide.config import load_config
+def batch_config(options: BatchOptions) -> Settings:
+    from llm_ide.config import deep_merge, load_config
 
-    config = load_config("swebench", list(options.config_files), **options.config_values)
-    config.setdefault("environment", {})["type"] = options.environment
-    return config
+    values = deep_merge(options.config_values, {"environment": {"type": options.environment}})
+    return load_config("swebench", list(options.config_files), **values)
 
 
 EventSink = Callable[[str, Any], None]
@@ -84,13 +84,14 @@ EventSink = Callable[[str, Any], None]
 
 def unfinished(outcome: Outcome) -> bool:
     """Interrupted runs, and runs whose environment never came up, stay out of preds.json: a rerun retries them."""
-    return outcome.exit_status in UNFINISHED or (outcome.exit_status == "environment_error" and outcome.steps == 0)
+    status = outcome.exit_status
+    return status == ExitStatus.INTERRUPTED or (status == ExitStatus.ENVIRONMENT_ERROR and outcome.steps == 0)
 
 
 def run_instance(
     instance: Instance,
     options: BatchOptions,
-    config: dict[str, Any],
+    settings: Settings,
     store: OutputStore,
     *,
     budget: Any = None,
@@ -119,7 +120,7 @@ def run_instance(
         result = run_task(
             instance.problem_statement,
             model=options.model,
-            config=config,
+            settings=settings,
             output_dir=run_dir,
             run_id=instance.instance_id,
             repo=repo,
@@ -134,13 +135,13 @@ def run_instance(
     except KeyboardInterrupt:
         if stop is None or not stop.is_set():
             raise
-        store.record_status(instance.instance_id, "interrupted", steps=steps)
+        store.record_status(instance.instance_id, ExitStatus.INTERRUPTED, steps=steps)
         log.warning(
             "%s: interrupted after %d steps; it resumes from its checkpoint on the next run",
             instance.instance_id,
             steps,
         )
-        return Outcome(instance.instance_id, "interrupted", steps=steps)
+        return Outcome(instance.instance_id, ExitStatus.INTERRUPTED, steps=steps)
     stats = result.model_stats or {}
     outcome = Outcome(
         instance.instance_id,
@@ -197,7 +198,7 @@ def run_batch(
     """Run `instances` with `options.workers` threads; Ctrl-C ends the running instances as `interrupted`."""
     from llm_ide.run.single import CostBudget
 
-    config = batch_config(options)
+    settings = batch_config(options)
     store = OutputStore(options.output)
     summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
     budget = CostBudget(options.cost_limit)
@@ -222,11 +223,11 @@ def run_batch(
             return Outcome(instance.instance_id, "not_started")
         progress.start(instance.instance_id)
         try:
-            outcome = run_instance(instance, options, config, store, budget=budget, on_event=on_event, stop=stop)
+            outcome = run_instance(instance, options, settings, store, budget=budget, on_event=on_event, stop=stop)
         except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
             log.exception("%s: crashed", instance.instance_id)
-            store.record_status(instance.instance_id, "error", error=f"{type(error).__name__}: {error}")
-            outcome = Outcome(instance.instance_id, "error", error=f"{type(error).__name__}: {error}")
+            store.record_status(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
+            outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
         progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
         return outcome
 
@@ -283,7 +284,8 @@ def prepare(
     Returns (dataset, instances to run, ids skipped as already done)."""
     dataset = load_dataset(subset, split)
     chosen = select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec)
-    existing = OutputStore(output).existing() if (output / PREDS).exists() else set()
+    existing = set(read_preds(output))
+    read_statuses(output)  # a corrupt file is said now, not after the first instance
     skipped = [] if redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
     return dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped
 

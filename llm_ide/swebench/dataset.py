@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from llm_ide.errors import UsageError
+
 SUBSETS: dict[str, str] = {
     "lite": "princeton-nlp/SWE-bench_Lite",
     "verified": "princeton-nlp/SWE-bench_Verified",
@@ -21,7 +23,7 @@ LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
 SHUFFLE_SEED = 42
 
 
-class DatasetError(ValueError):
+class DatasetError(UsageError, ValueError):
     """The dataset as a whole cannot be loaded (unreachable, missing file, unreadable format)."""
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from jinja2 import Environment, StrictUndefined
 
+from llm_ide.errors import LlmIdeError
+from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 
 START_MARKER = ">>>>> Start Test Output"
@@ -31,7 +33,7 @@ _JINJA = Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_
 _JINJA.filters["shquote"] = shlex.quote
 
 
-class EvaluationError(Exception):
+class EvaluationError(LlmIdeError):
     """This instance cannot be graded (image, container, patch or test run failure): status `error`."""
 
 
@@ -129,12 +131,12 @@ def changed_files(patch: str) -> tuple[list[str], list[str]]:
     return modified, created
 
 
-def eval_script(instance: Instance, settings: dict[str, Any]) -> str:
+def eval_script(instance: Instance, settings: SweBenchSettings) -> str:
     """The v5 `eval_script` of the instance, else our pytest script for FAIL_TO_PASS + PASS_TO_PASS."""
     if instance.eval_script:
         return instance.eval_script
     modified, created = changed_files(instance.test_patch)
-    return _JINJA.from_string(settings["eval_script"]).render(
+    return _JINJA.from_string(settings.eval_script).render(
         base_commit=instance.base_commit or "HEAD",
         test_patch=instance.test_patch,
         test_files=modified,
@@ -157,7 +159,7 @@ def _archive(files: dict[str, str]) -> bytes:
 
 
 class Evaluator:
-    def __init__(self, settings: dict[str, Any], log_dir: Path, timeout: float | None = None) -> None:
+    def __init__(self, settings: SweBenchSettings, log_dir: Path, timeout: float | None = None) -> None:
         import docker
 
         from llm_ide.environments.docker import LABEL, RUN_ID_LABEL
@@ -169,7 +171,7 @@ class Evaluator:
             raise EvaluationError(f"the Docker engine is not reachable: {error}") from None
         self.labels = (LABEL, RUN_ID_LABEL)
         self.settings = settings
-        self.timeout = float(timeout or settings["eval_timeout"])
+        self.timeout = float(timeout or settings.eval_timeout)
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -209,7 +211,7 @@ class Evaluator:
             files = {"model.patch": patch, "eval.sh": eval_script(instance, self.settings)}
             container.exec_run(["mkdir", "-p", EVAL_DIR])
             container.put_archive(EVAL_DIR, _archive(files))
-            apply = _JINJA.from_string(self.settings["apply_patch"]).render(patch_file=f"{EVAL_DIR}/model.patch")
+            apply = _JINJA.from_string(self.settings.apply_patch).render(patch_file=f"{EVAL_DIR}/model.patch")
             code, output = container.exec_run(["bash", "-c", apply], workdir="/testbed")
             apply_log = output.decode("utf-8", errors="replace")
             result.patch_applied = code == 0
@@ -233,7 +235,7 @@ def evaluate_predictions(
     preds: dict[str, dict[str, Any]],
     instances: dict[str, Instance],
     *,
-    settings: dict[str, Any],
+    settings: SweBenchSettings,
     log_dir: Path,
     workers: int = 1,
     timeout: float | None = None,

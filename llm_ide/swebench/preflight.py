@@ -7,13 +7,14 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
+from llm_ide.errors import UsageError
+from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Instance
 
 
-class SWEbenchError(ValueError):
+class SWEbenchError(UsageError, ValueError):
     """A user error that stops the batch before it starts (unreachable model, bad options)."""
 
 
@@ -31,11 +32,10 @@ def model_endpoint(model: str, base_url: str | None) -> str | None:
     return default
 
 
-def missing_openai_key(model: str, config: dict[str, Any], base_url: str | None) -> str | None:
+def missing_openai_key(model: str, settings: Settings, base_url: str | None) -> str | None:
     """Checked before anything heavy is imported: an OpenAI model (`openai:NAME`, or a bare name without a URL of a
-    keyless local server) needs OPENAI_API_KEY unless the config's model kwargs carry a key."""
-    kwargs = (config.get("model") or {}).get("kwargs") or {}
-    if os.environ.get("OPENAI_API_KEY") or {"api_key", "openai_api_key"} & set(kwargs):
+    keyless local server) needs OPENAI_API_KEY unless the settings' model kwargs carry a key."""
+    if os.environ.get("OPENAI_API_KEY") or {"api_key", "openai_api_key"} & set(settings.model.kwargs):
         return None
     if model.startswith("openai:"):
         return f"model {model}: OPENAI_API_KEY is not set"
@@ -45,14 +45,14 @@ def missing_openai_key(model: str, config: dict[str, Any], base_url: str | None)
     return None
 
 
-def check_model(model: str, config: dict[str, Any], base_url: str | None, timeout: float = 5.0) -> None:
+def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
     """Fail before the batch when the model cannot be built or its endpoint does not accept connections."""
-    if problem := missing_openai_key(model, config, base_url):
+    if problem := missing_openai_key(model, settings, base_url):
         raise SWEbenchError(problem)
     from llm_ide.models import ModelError, get_model
 
     try:
-        get_model(model, config.get("model") or {}, base_url)
+        get_model(model, settings.model, base_url)
     except ModelError as error:
         raise SWEbenchError(str(error)) from None
     url = model_endpoint(model, base_url)

@@ -14,12 +14,14 @@ from typing import Any
 
 import yaml
 
+from llm_ide.errors import UsageError
+
 PREDS = "preds.json"
 STATUSES = "exit_statuses.yaml"
 LOCK = ".llm-ide-batch.lock"
 
 
-class StoreError(ValueError):
+class StoreError(UsageError, ValueError):
     """preds.json or exit_statuses.yaml cannot be read."""
 
 
@@ -62,6 +64,19 @@ def read_preds(output: Path) -> dict[str, dict[str, Any]]:
     return data
 
 
+def read_statuses(output: Path) -> dict[str, Any]:
+    path = output / STATUSES
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise StoreError(f"{path} is not valid YAML ({' '.join(str(error).split())}); fix or move it away") from None
+    if not isinstance(data, dict) or not isinstance(data.get("instances") or {}, dict):
+        raise StoreError(f"{path}: expected `instances:` mapping ids to exit statuses; fix or move it away")
+    return data
+
+
 @dataclass
 class OutputStore:
     """preds.json and exit_statuses.yaml of a batch directory, updated read-modify-write under a file lock."""
@@ -94,9 +109,8 @@ class OutputStore:
     def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
         with file_lock(self.lock):
             path = self.output / STATUSES
-            data = (yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
-            instances: dict[str, Any] = data.get("instances") or {}
-            instances[instance_id] = {"exit_status": exit_status, **details}
+            instances: dict[str, Any] = read_statuses(self.output).get("instances") or {}
+            instances[instance_id] = {"exit_status": str(exit_status), **details}
             by_status: dict[str, list[str]] = {}
             for iid, info in sorted(instances.items()):
                 by_status.setdefault(info["exit_status"], []).append(iid)

@@ -8,12 +8,14 @@ import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
+from llm_ide.errors import UsageError
+
 TOOLS_DIR = Path(__file__).parent
 KEYS = ("tool_name", "version", "source", "py_standalone", "installation", "setup_script", "executable", "usage")
 SUPPORTED_INSTALLATIONS = ("pip",)
 
 
-class ToolConfigError(ValueError):
+class ToolConfigError(UsageError, ValueError):
     pass
 
 

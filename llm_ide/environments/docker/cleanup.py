@@ -5,9 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import socket
-import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -15,6 +13,7 @@ import docker
 import docker.errors
 
 from llm_ide.environments.base import EnvironmentFailure
+from llm_ide.errors import install_signal_policy
 
 if TYPE_CHECKING:
     from llm_ide.environments.docker.container import DockerEnvironment
@@ -54,23 +53,14 @@ def close_all() -> None:
             environment.close()
 
 
-def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def install_cleanup_handlers() -> None:
-    """atexit removes live containers; SIGTERM/SIGHUP, when still at their default (which would skip atexit and
-    `finally`), are turned into SystemExit. Handlers the caller installed are left alone."""
+    """atexit removes live containers; SIGTERM/SIGHUP follow the signal policy (llm_ide.errors.Terminated)."""
     global _installed, _OWNER_PID
     if _installed and os.getpid() == _OWNER_PID:
         return
     _installed, _OWNER_PID = True, os.getpid()
     atexit.register(close_all)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) == signal.SIG_DFL:
-            signal.signal(signum, _exit_on_signal)
+    install_signal_policy()
 
 
 def remove_container(client: docker.DockerClient, container_id: str, wait: float = 30.0) -> bool:

@@ -14,7 +14,7 @@ import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
@@ -30,6 +30,9 @@ from llm_ide.environments.docker.cleanup import (
 )
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+
+if TYPE_CHECKING:
+    from llm_ide.settings import EnvironmentSettings
 
 BASE_IMAGE = "llm-ide-base:bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -144,29 +147,28 @@ class DockerEnvironment:
 
     @classmethod
     def from_config(
-        cls, settings: dict[str, Any], *, repo: Path | None, run_id: str, image: str | None
+        cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None
     ) -> DockerEnvironment:
-        from llm_ide.environments.output import messages_from_config
         from llm_ide.tools.cache import docker_tools_cache
 
-        image = image or settings.get("image")
+        image = image or settings.image
         if not image:
             raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
         return cls(
             image,
             run_id=run_id,
-            workdir=settings.get("workdir") or "/testbed",
-            env=settings.get("env") or {},
-            conda_env=settings.get("conda_env"),
-            network=settings.get("network"),
-            cpus=settings.get("cpus"),
-            memory=settings.get("memory"),
-            command_timeout=settings["command_timeout"],
-            output_max_bytes=settings["output_max_bytes"],
-            pull=settings.get("pull", "missing"),
-            messages=messages_from_config(settings),
+            workdir=settings.workdir,
+            env=settings.env,
+            conda_env=settings.conda_env,
+            network=settings.network,
+            cpus=settings.cpus,
+            memory=settings.memory,
+            command_timeout=settings.command_timeout,
+            output_max_bytes=settings.output_max_bytes,
+            pull=settings.pull,
+            messages=settings.messages.model_dump(),
             repo=repo,
-            tools_cache=docker_tools_cache() if settings.get("tools") else None,
+            tools_cache=docker_tools_cache() if settings.tools else None,
         )
 
     def _start_container(self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any) -> None:

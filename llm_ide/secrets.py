@@ -1,4 +1,5 @@
-"""Secrets of the host environment (API keys, tokens, passwords) kept away from the agent's commands and outputs."""
+"""The one secrets filter: which names and values are secrets (API keys, tokens, passwords), kept away from the
+agent's commands and masked in every output (command output, model errors, logs)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of the secret-looking variables (long enough to be told apart from ordinary text), longest first."""
     values = {value for key, value in (os.environ if environ is None else environ).items() if is_secret_name(key)}
     return sorted((value for value in values if len(value) >= MIN_SECRET_LENGTH), key=len, reverse=True)
+
+
+def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The secret values of the environment plus `extra` ones (e.g. an API key given in the code), longest first."""
+    values = set(secret_values(environ)) | {value for value in extra if value and len(value) >= MIN_SECRET_LENGTH}
+    return sorted(values, key=len, reverse=True)
 
 
 def redact(text: str, secrets: list[str], mask: str = "***") -> str:

@@ -1,0 +1,101 @@
+"""`llm-ide inspect --html`, `llm-ide report` and `llm-ide graph`: runs and batches drawn for people."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(2)
+
+
+def html_page_path(trajectory: Path, out: Path | None) -> Path:
+    return out or trajectory.with_name(trajectory.name.removesuffix(".traj.json") + ".html")
+
+
+def write_inspector_page(trajectory: Path, out: Path | None) -> None:
+    """The inspector page of one trajectory (llm-ide's or mini-swe-agent's)."""
+    from llm_ide.inspector.load import TrajectoryError, load_run
+    from llm_ide.inspector.page import run_page, write_page
+
+    if not trajectory.is_file():
+        raise fail(f"trajectory not found: {trajectory}")
+    try:
+        run = load_run(trajectory)
+    except TrajectoryError as error:
+        raise fail(str(error)) from None
+    page = write_page(run_page(run), html_page_path(trajectory, out))
+    console.print(f"{len(run.nodes)} operations, {len(run.calls)} model calls → {page} ({page.stat().st_size:,} bytes)")
+
+
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A SWE-bench batch folder (the --output of `llm-ide swebench`).")],
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write an HTML report here, with one inspector page per instance beside it."),
+    ] = None,
+    evaluation: Annotated[
+        Path | None,
+        typer.Option(
+            "--eval", help="The evaluation report (default: the newest report.json or harness summary found)."
+        ),
+    ] = None,
+    status: Annotated[str | None, typer.Option("--status", help="Only rows with this exit status.")] = None,
+    resolved: Annotated[
+        bool | None, typer.Option("--resolved/--unresolved", help="Only resolved (or unresolved) rows.")
+    ] = None,
+) -> None:
+    """One row per instance: exit status, steps, cost and whether the evaluation resolved it; with totals."""
+    from llm_ide.inspector.page import report_page, write_page
+    from llm_ide.inspector.report import ReportError, load_batch, write_instance_pages
+
+    if not run_dir.is_dir():
+        raise fail(f"batch folder not found: {run_dir}")
+    try:
+        batch, trajectories = load_batch(run_dir, evaluation)
+    except ReportError as error:
+        raise fail(str(error)) from None
+    if html is not None:
+        problems = write_instance_pages(batch, trajectories, html.parent / f"{html.stem}_pages", html.parent)
+        for problem in problems:
+            err_console.print(f"[yellow]warning:[/] {escape(problem)}")
+        write_page(report_page(batch), html)
+        console.print(f"{len(batch.rows)} instances → {html} (+ {len(trajectories) - len(problems)} inspector pages)")
+        return
+    rows = [
+        row
+        for row in batch.rows
+        if (status is None or row.exit_status == status) and (resolved is None or row.resolved is resolved)
+    ]
+    table = Table("instance", "exit status", "steps", "cost", "resolved", title=batch.title)
+    for row in rows:
+        verdict = "—" if row.resolved is None else ("resolved" if row.resolved else "not resolved")
+        table.add_row(row.instance_id, row.exit_status, str(row.steps), f"${row.cost:.4f}", verdict)
+    console.print(table)
+    totals = batch.totals()
+    solved = "" if totals["resolved"] is None else f", {totals['resolved']} resolved"
+    shown = f"{len(rows)} of {totals['instances']} instances shown"
+    console.print(f"{shown}; total {totals['steps']} steps, ${totals['cost']:.4f}{solved}")
+
+
+def graph_command(
+    name: Annotated[str, typer.Argument(help="Which graph: agent.")] = "agent",
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="A Mermaid diagram (the one format offered).")] = True,
+) -> None:
+    """Print a state machine as LangGraph Studio draws it."""
+    from llm_ide.graph import build_graph
+
+    graphs = {"agent": build_graph}
+    if name not in graphs:
+        raise fail(f"unknown graph {name!r}: choose one of {', '.join(graphs)}")
+    typer.echo(graphs[name]().get_graph().draw_mermaid())

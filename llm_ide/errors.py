@@ -1,0 +1,90 @@
+"""One set of exit statuses, one error hierarchy, one signal policy.
+
+Every error we raise on purpose is an `LlmIdeError`: it reaches the user as one line, carries the exit status a run
+ends with when it stops the run, and the CLI's exit code (2: a bad input, told before anything runs).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from enum import StrEnum
+
+
+class ExitStatus(StrEnum):
+    """How a run ended (the trajectory's `info.exit_status`, exit_statuses.yaml)."""
+
+    SUBMITTED = "submitted"
+    STEP_LIMIT = "step_limit"
+    COST_LIMIT = "cost_limit"
+    TIME_LIMIT = "time_limit"
+    FORMAT_ERROR = "format_error"
+    MODEL_ERROR = "model_error"
+    ENVIRONMENT_ERROR = "environment_error"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+    @property
+    def finished(self) -> bool:
+        """A finished run is not resumed: its thread is done. Interrupted, model and other errors resume."""
+        return self not in {ExitStatus.MODEL_ERROR, ExitStatus.INTERRUPTED, ExitStatus.ERROR}
+
+
+class LlmIdeError(Exception):
+    """An error told to the user in one line."""
+
+    exit_status = ExitStatus.ERROR
+    exit_code = 1
+
+
+class UsageError(LlmIdeError):
+    """A bad input of the user (option, file, URL, settings): exit code 2, before anything runs."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError, ValueError):
+    """A configuration file or value that does not validate; the message names the file and the key path."""
+
+
+class CheckpointError(UsageError):
+    """The checkpoint store cannot be opened (unknown scheme, unreachable database, unwritable file)."""
+
+
+class ModelError(LlmIdeError):
+    """The model cannot answer; the run ends with exit status `model_error`."""
+
+    exit_status = ExitStatus.MODEL_ERROR
+
+
+class ModelAuthError(ModelError, UsageError):
+    """Authentication, permission, not-found or missing-key failure: never retried."""
+
+
+class EnvironmentFailure(LlmIdeError):
+    """The environment cannot go on (container gone, engine unreachable): the run ends with `environment_error`."""
+
+    exit_status = ExitStatus.ENVIRONMENT_ERROR
+
+
+class Terminated(SystemExit, KeyboardInterrupt):
+    """SIGTERM or SIGHUP: caught wherever Ctrl-C is (the run ends `interrupted`, resumable, its environment removed);
+    uncaught, the process exits with 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_signal_policy() -> None:
+    """SIGTERM and SIGHUP, while at their default (which would skip `finally` and atexit), raise `Terminated` in the
+    main thread. Handlers the caller installed are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) in (signal.SIG_DFL, _terminate):
+            signal.signal(signum, _terminate)

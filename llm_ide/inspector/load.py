@@ -1,0 +1,236 @@
+"""Trajectories → RunView: llm-ide's own (`llm-ide-1`, an operation tree) and mini-swe-agent's (a linear chain)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from llm_ide.inspector.model import AttemptView, CallView, ChunkHeat, NodeView, RunView, StepStat
+from llm_ide.state.operations import OperationNode, reasoning_chain
+
+MINI_FORMAT = "mini-swe-agent-1"
+MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
+MARK_FIELDS = {"denied": "denied", "review": "review", "candidates": "sampled"}
+
+
+class TrajectoryError(ValueError):
+    """A file the inspector cannot read as a trajectory."""
+
+
+def load_run(path: Path) -> RunView:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TrajectoryError(f"{path}: not a readable trajectory ({error})") from None
+    if not isinstance(data, dict):
+        raise TrajectoryError(f"{path}: not a trajectory (a JSON object is expected)")
+    try:
+        if data.get("trajectory_format") == MINI_FORMAT:
+            return mini_run(data, path)
+        if "operations" in data:
+            return llm_ide_run(data, path)
+    except (KeyError, TypeError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else repr(error)
+        raise TrajectoryError(f"{path}: malformed trajectory ({first})") from None
+    raise TrajectoryError(f"{path}: neither an llm-ide nor a {MINI_FORMAT} trajectory")
+
+
+def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
+    info = data.get("info") or {}
+    stats = info.get("model_stats") or {}
+    operations = data["operations"]
+    calls = [call_view(call) for call in (data.get("model_calls") or side_calls(path))]
+    assign_steps(calls)
+    nodes = tree_nodes(operations, calls)
+    memory = (info.get("config") or {}).get("memory") or {}
+    return RunView(
+        title=str(info.get("run_id") or path.name.removesuffix(".traj.json")),
+        source_format=str(data.get("format") or "llm-ide"),
+        exit_status=str(info.get("exit_status") or ""),
+        model=str(info.get("model") or ""),
+        task=str(data.get("task") or ""),
+        patch=str(info.get("submission") or ""),
+        cost=float(stats.get("cost") or 0.0),
+        api_calls=int(stats.get("api_calls") or len(calls)),
+        elapsed=float(info.get("elapsed") or 0.0),
+        nodes=nodes,
+        calls=calls,
+        heat=heat_strips(data.get("code_context") or [], memory, len(operations)),
+        steps=step_stats(calls),
+        attempts=[AttemptView(**attempt) for attempt in info.get("attempts") or []],
+    )
+
+
+def side_calls(path: Path) -> list[dict[str, Any]]:
+    """The calls log beside a trajectory that references it instead of holding its calls."""
+    log = path.with_name(path.name.removesuffix(".traj.json") + ".calls.jsonl")
+    if not log.is_file():
+        return []
+    calls = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            call = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        calls[call["index"]] = call
+    return [calls[index] for index in sorted(calls)]
+
+
+def call_view(call: dict[str, Any]) -> CallView:
+    details = call.get("input_token_details") or {}
+    cached = call.get("cached_tokens", details.get("cache_read", 0)) or 0
+    fields = {key: call[key] for key in CallView.model_fields if key in call and call[key] is not None}
+    return CallView(**{**fields, "cached_tokens": int(cached)})
+
+
+def assign_steps(calls: list[CallView]) -> None:
+    """Calls recorded without their step (older trajectories): a step ends with an act call that is not retried."""
+    step = 0
+    for position, call in enumerate(calls):
+        if call.step is not None:
+            step = call.step
+            continue
+        call.step = step
+        retried = position + 1 < len(calls) and calls[position + 1].kind == call.kind == "act"
+        if call.kind == "act" and not retried:
+            step += 1
+
+
+def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[NodeView]:
+    records = [
+        OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__}) for op in operations
+    ]
+    chain = {node.id for node in reasoning_chain(records)}
+    nodes = []
+    for op in operations:
+        node_id = op["id"]
+        mine = [
+            c
+            for c in calls
+            if (c.kind != "reflect" and c.step == node_id) or (c.kind == "reflect" and c.step == node_id + 1)
+        ]
+        marks = ["chain" if node_id in chain else "failed"]
+        if op.get("bad_action"):
+            marks.append("bad")
+        marks += [mark for field, mark in MARK_FIELDS.items() if op.get(field)]
+        fields = {key: op[key] for key in NodeView.model_fields if key in op}
+        nodes.append(
+            NodeView(**{**fields, "marks": marks, "calls": [c.index for c in mine], "cost": sum(c.cost for c in mine)})
+        )
+    return nodes
+
+
+def heat_strips(chunks: list[dict[str, Any]], memory: dict[str, Any], steps: int) -> list[ChunkHeat]:
+    """Replays the decayed score S_t = γ·S_{t−1} + α·A_t + β·R_t of each chunk; a chunk is selected for the prompt of
+    step t when S_t is above the threshold or the previous operation accessed it."""
+    alpha, beta = float(memory.get("alpha", 1.0)), float(memory.get("beta", 1.0))
+    gamma, threshold = float(memory.get("gamma", 0.9)), float(memory.get("threshold", 0.05))
+    strips = []
+    for chunk in chunks:
+        activity = chunk.get("activity") or {}
+        accessed, referred = activity.get("accessed") or [], activity.get("referred") or []
+        score, scores, shown = 0.0, [], []
+        for step in range(steps):
+            a, r = (accessed[step], referred[step]) if step < len(accessed) else (0, 0)
+            score = score * gamma + alpha * a + beta * r
+            scores.append(round(score, 3))
+            shown.append(score > threshold or a == 1)
+        lines = sorted(chunk.get("lines") or [])
+        scope = ".".join(part for part in (chunk.get("class_name"), chunk.get("function")) if part)
+        label = f"{chunk['file_path']}:{line_ranges(lines)}{' ' + scope if scope else ''}"
+        strips.append(ChunkHeat(label=label, file_path=chunk["file_path"], lines=lines, scores=scores, shown=shown))
+    return strips
+
+
+def line_ranges(lines: list[int]) -> str:
+    """[1, 2, 3, 8, 9] → "1-3,8-9"."""
+    ranges: list[list[int]] = []
+    for line in lines:
+        if ranges and line == ranges[-1][1] + 1:
+            ranges[-1][1] = line
+        else:
+            ranges.append([line, line])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+
+
+def step_stats(calls: list[CallView]) -> list[StepStat]:
+    stats: dict[int, StepStat] = {}
+    for call in calls:
+        stat = stats.setdefault(call.step or 0, StepStat(step=call.step or 0))
+        stat.prompt_chars += call.prompt_chars
+        stat.cached_tokens += call.cached_tokens
+        stat.uncached_tokens += max(0, call.prompt_tokens - call.cached_tokens)
+        stat.output_tokens += call.response_tokens
+        stat.cost += call.cost
+    return [stats[step] for step in sorted(stats)]
+
+
+def mini_run(data: dict[str, Any], path: Path) -> RunView:
+    """A mini-swe-agent run is a chain: each assistant message is one operation, the next user message its output."""
+    info = data.get("info") or {}
+    messages = data.get("messages") or []
+    nodes: list[NodeView] = []
+    calls: list[CallView] = []
+    task = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    for position, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        text = content_text(message)
+        step = len(nodes)
+        following = messages[position + 1] if position + 1 < len(messages) else {}
+        observation = content_text(following) if following.get("role") == "user" else ""
+        usage = (((message.get("extra") or {}).get("response") or {}).get("usage")) or {}
+        cached = ((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0
+        prompt_chars = sum(len(content_text(m)) for m in messages[:position])
+        calls.append(
+            CallView(
+                index=step,
+                kind="step",
+                step=step,
+                response=text,
+                prompt_chars=prompt_chars,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                cached_tokens=int(cached),
+                response_tokens=int(usage.get("completion_tokens") or 0),
+                prompt=f"({position} earlier messages, {prompt_chars:,} characters: the whole history)",
+            )
+        )
+        command = MINI_COMMAND.search(text)
+        thought = text[: command.start()].strip() if command else text.strip()
+        returncode = re.search(r"<returncode>(-?\d+)</returncode>", observation)
+        nodes.append(
+            NodeView(
+                id=step,
+                parent_id=step - 1 if step else None,
+                action_type="bash" if command else "(no command)",
+                action_params={"command": command.group(1)} if command else {},
+                thought=thought.removeprefix("THOUGHT:").strip(),
+                observation=observation,
+                returncode=int(returncode.group(1)) if returncode else None,
+                marks=["chain"],
+                calls=[step],
+            )
+        )
+    stats = info.get("model_stats") or {}
+    return RunView(
+        title=str(data.get("instance_id") or path.name.removesuffix(".traj.json")),
+        source_format=MINI_FORMAT,
+        exit_status=str(info.get("exit_status") or ""),
+        model=str((((info.get("config") or {}).get("model") or {}).get("model_name")) or ""),
+        task=task,
+        patch=str(info.get("submission") or ""),
+        cost=float(stats.get("instance_cost") or 0.0),
+        api_calls=int(stats.get("api_calls") or len(calls)),
+        nodes=nodes,
+        calls=calls,
+        steps=step_stats(calls),
+    )
+
+
+def content_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content)
+    return "" if content is None else str(content)

@@ -1,0 +1,111 @@
+"""What the inspector draws: one run (an operation tree, its calls, code context and steps) and one batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class CallView(BaseModel):
+    index: int
+    kind: str
+    step: int | None = None
+    prompt: str = ""
+    response: str = ""
+    prompt_chars: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    response_tokens: int = 0
+    cost: float = 0.0
+    seconds: float = 0.0
+
+
+class NodeView(BaseModel):
+    id: int
+    parent_id: int | None
+    attempt: int = 0
+    action_type: str = ""
+    action_params: dict[str, Any] = Field(default_factory=dict)
+    thought: str = ""
+    observation: str = ""
+    returncode: int | None = None
+    summary: str = ""
+    lessons: str = ""
+    duration: float = 0.0
+    cost: float = 0.0
+    marks: list[str] = Field(default_factory=list)
+    calls: list[int] = Field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        params = self.action_params
+        detail = params.get("path") or params.get("command") or params.get("symbol") or params.get("pattern") or ""
+        return f"{self.action_type} {str(detail).splitlines()[0][:40] if detail else ''}".strip()
+
+
+class ChunkHeat(BaseModel):
+    """One code-context chunk: its decayed score after each step and whether it was shown in that step's prompt."""
+
+    label: str
+    file_path: str
+    lines: list[int]
+    scores: list[float]
+    shown: list[bool]
+
+
+class StepStat(BaseModel):
+    step: int
+    prompt_chars: int = 0
+    cached_tokens: int = 0
+    uncached_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+class AttemptView(BaseModel):
+    index: int
+    chosen: bool = False
+    score: float | None = None
+    exit_status: str = ""
+
+
+class RunView(BaseModel):
+    title: str
+    source_format: str
+    exit_status: str = ""
+    model: str = ""
+    task: str = ""
+    patch: str = ""
+    cost: float = 0.0
+    api_calls: int = 0
+    elapsed: float = 0.0
+    nodes: list[NodeView] = Field(default_factory=list)
+    calls: list[CallView] = Field(default_factory=list)
+    heat: list[ChunkHeat] = Field(default_factory=list)
+    steps: list[StepStat] = Field(default_factory=list)
+    attempts: list[AttemptView] = Field(default_factory=list)
+
+
+class InstanceRow(BaseModel):
+    instance_id: str
+    exit_status: str = ""
+    steps: int = 0
+    cost: float = 0.0
+    resolved: bool | None = None
+    page: str | None = None
+
+
+class BatchView(BaseModel):
+    title: str
+    rows: list[InstanceRow]
+    evaluated: bool = False
+
+    def totals(self) -> dict[str, Any]:
+        resolved = [row for row in self.rows if row.resolved]
+        return {
+            "instances": len(self.rows),
+            "steps": sum(row.steps for row in self.rows),
+            "cost": sum(row.cost for row in self.rows),
+            "resolved": len(resolved) if self.evaluated else None,
+        }

@@ -1,0 +1,127 @@
+"""RunView / BatchView → one self-contained HTML page (inline CSS, JS and SVG; no network)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from llm_ide.inspector.layout import layout
+from llm_ide.inspector.model import BatchView, RunView, StepStat
+
+CHART_HEIGHT = 90
+BAR = 6
+HEAT_CELL = 9
+
+
+@cache
+def environment() -> Environment:
+    """HTML needs autoescaping, which the prompt templates must not have: the one Jinja environment for pages."""
+    return Environment(
+        loader=PackageLoader("llm_ide.inspector", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside <script>: no `</script>` can close the element early."""
+    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def intern_lines(texts: list[str]) -> tuple[list[str], list[list[int]]]:
+    """Prompts repeat most of their lines from call to call: each distinct line is stored once, and each text becomes
+    runs of consecutive line numbers, flattened as [first, count, first, count, …] (a 300-step run: 12 MB → 2 MB)."""
+    table: dict[str, int] = {}
+    encoded = []
+    for text in texts:
+        runs: list[int] = []
+        for line in text.split("\n"):
+            number = table.setdefault(line, len(table))
+            if runs and runs[-2] + runs[-1] == number:
+                runs[-1] += 1
+            else:
+                runs += [number, 1]
+        encoded.append(runs)
+    return list(table), encoded
+
+
+def run_page(run: RunView) -> str:
+    tree = layout(run.nodes)
+    lines, texts = intern_lines([text for call in run.calls for text in (call.prompt, call.response)])
+    calls = {
+        str(call.index): {**call.model_dump(exclude={"prompt", "response"}), "text": texts[2 * i : 2 * i + 2]}
+        for i, call in enumerate(run.calls)
+    }
+    data = {
+        "nodes": {f"{n.attempt}:{n.id}": n.model_dump() for n in run.nodes},
+        "chunks": [{"file": h.file_path, "lines": h.lines, "scores": h.scores, "shown": h.shown} for h in run.heat],
+        "cell": HEAT_CELL,
+    }
+    return (
+        environment()
+        .get_template("run.html.j2")
+        .render(
+            run=run,
+            tree=tree,
+            charts=charts(run.steps),
+            heat_cell=HEAT_CELL,
+            patch_lines=[diff_class(line) for line in run.patch.splitlines()],
+            data_json=script_json(data),
+            calls_json=script_json({"lines": lines, "calls": calls}),
+        )
+    )
+
+
+def charts(steps: list[StepStat]) -> list[dict[str, Any]]:
+    """Per-step bars: prompt characters, tokens (cached part stacked under the uncached part), cost."""
+    specs = [
+        ("prompt characters", [(s.prompt_chars, 0) for s in steps], "{:,.0f}"),
+        ("input tokens: cached | uncached", [(s.uncached_tokens, s.cached_tokens) for s in steps], "{:,.0f}"),
+        ("cost ($)", [(s.cost, 0) for s in steps], "{:.4f}"),
+    ]
+    out = []
+    for title, values, fmt in specs:
+        top = max((a + b for a, b in values), default=0) or 1
+        bars = [
+            {
+                "x": i * BAR,
+                "step": steps[i].step,
+                "cached": b / top * CHART_HEIGHT,
+                "uncached": a / top * CHART_HEIGHT,
+                "tip": f"step {steps[i].step}: " + (fmt.format(a) if not b else f"{b:,} cached, {a:,} uncached"),
+            }
+            for i, (a, b) in enumerate(values)
+        ]
+        out.append({"title": title, "bars": bars, "max": fmt.format(top), "width": max(len(values), 1) * BAR})
+    return out
+
+
+def diff_class(line: str) -> tuple[str, str]:
+    if line.startswith(("+++", "---", "diff --git", "index ")):
+        return "meta", line
+    if line.startswith("@@"):
+        return "hunk", line
+    if line.startswith("+"):
+        return "add", line
+    if line.startswith("-"):
+        return "del", line
+    return "ctx", line
+
+
+def report_page(batch: BatchView) -> str:
+    statuses = sorted({row.exit_status for row in batch.rows})
+    return environment().get_template("report.html.j2").render(batch=batch, totals=batch.totals(), statuses=statuses)
+
+
+def write_page(html: str, out: Path) -> Path:
+    from llm_ide.run.trajectory import atomic_write
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, html)
+    return out

@@ -1,0 +1,107 @@
+"""A SWE-bench batch folder → BatchView (and one inspector page per instance)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llm_ide.inspector.load import TrajectoryError, load_run
+from llm_ide.inspector.model import BatchView, InstanceRow
+from llm_ide.inspector.page import run_page, write_page
+
+STATUSES = "exit_statuses.yaml"
+
+
+class ReportError(ValueError):
+    """A folder the report cannot read as a batch."""
+
+
+def find_evaluation(run_dir: Path) -> Path | None:
+    """The batch's evaluation: `report.json` (llm-ide evaluate) or a swebench harness summary, newest first."""
+    candidates = sorted(run_dir.rglob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in candidates:
+        if path.name == "preds.json" or path.name.endswith(".traj.json"):
+            continue
+        if resolved_ids(path) is not None:
+            return path
+    return None
+
+
+def resolved_ids(path: Path) -> tuple[set[str], set[str]] | None:
+    """(resolved, evaluated) ids of an evaluation report; None when the file is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("resolved_ids"), list):
+        return None
+    evaluated = {*data["resolved_ids"]}
+    for key in ("unresolved_ids", "error_ids", "completed_ids", "empty_patch_ids"):
+        evaluated |= set(data.get(key) or [])
+    return set(data["resolved_ids"]), evaluated
+
+
+def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView, dict[str, Path]]:
+    """The rows of a batch and, per instance, the trajectory that backs its inspector page."""
+    statuses_path = run_dir / STATUSES
+    if not statuses_path.is_file():
+        raise ReportError(f"{run_dir}: not a batch folder ({STATUSES} is missing)")
+    try:
+        statuses: dict[str, Any] = (yaml.safe_load(statuses_path.read_text(encoding="utf-8")) or {}).get(
+            "instances"
+        ) or {}
+    except (yaml.YAMLError, AttributeError) as error:
+        raise ReportError(f"{statuses_path}: unreadable ({error})") from None
+    evaluation = evaluation or find_evaluation(run_dir)
+    verdicts = resolved_ids(evaluation) if evaluation else None
+    if evaluation and verdicts is None:
+        raise ReportError(f"{evaluation}: not an evaluation report (no `resolved_ids`)")
+    rows, trajectories = [], {}
+    for instance_id, info in sorted(statuses.items()):
+        info = info or {}
+        trajectory = run_dir / str(info.get("trajectory") or f"{instance_id}/{instance_id}.traj.json")
+        steps = 0
+        if trajectory.is_file():
+            trajectories[instance_id] = trajectory
+            steps = trajectory_steps(trajectory)
+        resolved = None
+        if verdicts and instance_id in verdicts[1]:
+            resolved = instance_id in verdicts[0]
+        rows.append(
+            InstanceRow(
+                instance_id=instance_id,
+                exit_status=str(info.get("exit_status") or ""),
+                steps=steps,
+                cost=float(info.get("cost") or 0.0),
+                resolved=resolved,
+            )
+        )
+    title = f"{run_dir.resolve().name}" + (f" · evaluation {evaluation.name}" if evaluation else "")
+    return BatchView(title=title, rows=rows, evaluated=verdicts is not None), trajectories
+
+
+def trajectory_steps(path: Path) -> int:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return int((data.get("info") or {}).get("n_operations") or len(data.get("operations") or []))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
+def write_instance_pages(batch: BatchView, trajectories: dict[str, Path], folder: Path, relative_to: Path) -> list[str]:
+    """One inspector page per instance; the rows link to them. Returns the problems met (unreadable trajectories)."""
+    problems = []
+    for row in batch.rows:
+        path = trajectories.get(row.instance_id)
+        if path is None:
+            continue
+        try:
+            page = write_page(run_page(load_run(path)), folder / f"{row.instance_id}.html")
+        except TrajectoryError as error:
+            problems.append(str(error))
+            continue
+        row.page = page.relative_to(relative_to).as_posix()
+    return problems

@@ -1,0 +1,154 @@
+"""The typed configuration: every key of `prompts/default.yaml` (its values are the defaults), validated once at load.
+
+Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, never ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentSettings(Strict):
+    step_limit: NonNegativeInt  # 0: no limit
+    cost_limit: NonNegativeFloat  # 0: no limit
+    wall_time_limit: NonNegativeFloat  # seconds; 0: no limit
+    max_format_errors: PositiveInt
+    observation_max_chars: PositiveInt
+    view_max_lines: PositiveInt
+    search_max_results: PositiveInt
+
+
+class MemorySettings(Strict):
+    alpha: float
+    beta: float
+    gamma: float = Field(gt=0, le=1)
+    threshold: float
+    context_budget_chars: PositiveInt
+    history_recent: NonNegativeInt
+    history_brief: NonNegativeInt
+    history_params_chars: PositiveInt
+
+
+class EnvironmentMessages(Strict):
+    elided: str
+    timed_out: str
+    session_lost: str
+
+
+class EnvironmentSettings(Strict):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
+
+    type: Literal["local", "docker"]
+    command_timeout: PositiveFloat
+    output_max_bytes: PositiveInt
+    image: str | None
+    workdir: str
+    conda_env: str | None
+    network: str | None
+    cpus: PositiveFloat | None
+    memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    env: dict[str, str]
+    pull: Literal["missing", "never"]
+    messages: EnvironmentMessages
+    tools: list[str]
+
+
+class PriceSettings(Strict):
+    """USD per million tokens."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+
+
+class ModelSettings(Strict):
+    timeout: PositiveFloat
+    max_retries: NonNegativeInt
+    retry_base_delay: NonNegativeFloat
+    retry_max_delay: NonNegativeFloat
+    temperature: float | None
+    kwargs: dict[str, Any]
+    prices: dict[str, PriceSettings]
+
+
+class CheckpointSettings(Strict):
+    keep_history: bool
+    prune_every: NonNegativeInt
+
+
+class ObservationTemplates(Strict):
+    view: str
+    view_missing: str
+    view_symbol: str
+    view_symbol_missing: str
+    search: str
+    search_none: str
+    search_bad_pattern: str
+    edit: str
+    edit_no_match: str
+    edit_many_matches: str
+    create: str
+    create_exists: str
+    bash: str
+    submit: str
+    bad_params: str
+    unknown_action: str
+
+
+class Templates(Strict):
+    """Jinja2 prompt templates (their text lives in the YAML)."""
+
+    system: str
+    task: str
+    code_context_empty: str
+    operation: str
+    operation_brief: str
+    operations_omitted: str
+    operation_history_empty: str
+    lessons_empty: str
+    tool_usage_empty: str
+    workspace: str
+    actions: str
+    reflect: str
+    next_step: str
+    alternative_action: str
+    format_error: str
+    reflect_format: str
+    act_format: str
+    truncated: str
+    observations: ObservationTemplates
+
+
+class PatchSettings(Strict):
+    max_new_file_bytes: PositiveInt
+    artefacts: list[str]
+
+
+class SweBenchSettings(Strict):
+    eval_timeout: PositiveFloat
+    apply_patch: str
+    eval_script: str
+
+
+class Settings(Strict):
+    """The whole configuration of a run."""
+
+    agent: AgentSettings
+    memory: MemorySettings
+    environment: EnvironmentSettings
+    model: ModelSettings
+    checkpoint: CheckpointSettings
+    templates: Templates
+    patch: PatchSettings
+    swebench: SweBenchSettings | None = None  # only in the `swebench` config
+
+    def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
+        """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
+        from llm_ide.config import validate_layers
+
+        return validate_layers([(origin, self.model_dump(mode="python")), (origin, values)])

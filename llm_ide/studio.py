@@ -1,0 +1,114 @@
+"""LangGraph Studio (`langgraph dev`): the graph factory that langgraph.json points at.
+
+The server calls `graph` for every run (and for schema and state reads). A run's resources — environment, tools,
+model — are built from the graph input by its first node and closed when the server leaves the factory's context,
+on every exit path. An error of ours ends the run with its exit status and the message in the state's `error`; the
+final state carries the patch (`submission`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from llm_ide.config import load_config
+from llm_ide.errors import LlmIdeError
+from llm_ide.graph import build_graph
+from llm_ide.resources import AgentContext
+
+log = logging.getLogger("llm_ide.studio")
+Node = Callable[..., dict[str, Any]]
+
+
+class StudioRun:
+    """The resources of one server run, built on first use from the graph input."""
+
+    def __init__(self) -> None:
+        self.ctx: AgentContext | None = None
+        self.base: str | None = None
+
+    def context(self, state: dict[str, Any]) -> AgentContext:
+        if self.ctx is None:
+            self.ctx = self._build(state)
+        return self.ctx
+
+    def _build(self, state: dict[str, Any]) -> AgentContext:
+        from llm_ide.environments import make_environment
+        from llm_ide.run.patch import base_commit
+        from llm_ide.run.setup import build_context
+
+        if not state.get("repo") or not state.get("model"):
+            raise ValueError("the graph input needs `repo` (a local repository path) and `model` (e.g. scripted:PATH)")
+        values = dict(state.get("config") or {})
+        settings = load_config(values.pop("base", "default"), **values)
+        run_id = str(get_config().get("configurable", {}).get("thread_id", "studio"))
+        repo = Path(state["repo"]).expanduser().resolve()
+        env = make_environment(settings.environment, repo, run_id)
+        try:
+            self.base = state.get("base_commit") or base_commit(env)
+            self.ctx = build_context(
+                settings=settings, model_spec=state["model"], base_url=state.get("base_url"), run_id=run_id, env=env
+            )
+        except BaseException:
+            env.close()
+            raise
+        return self.ctx
+
+    def patch(self) -> str:
+        from llm_ide.run.patch import extract_patch
+
+        if self.ctx is None or not self.base:
+            return ""
+        try:
+            return extract_patch(self.ctx.workspace.env, self.base, self.ctx.settings.patch)
+        except LlmIdeError as error:
+            log.error("patch extraction failed: %s", error)
+            return ""
+
+    def close(self) -> None:
+        if self.ctx is not None:
+            self.ctx.workspace.env.close()
+
+
+def bind(node: Node, run: StudioRun) -> Node:
+    """`node` with the run's context; an error of ours becomes the run's exit status and message; a run that ends
+    gets its patch."""
+
+    def studio_node(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+        try:
+            ctx = run.context(state)
+            update = node(state, runtime.override(context=ctx))
+        except LlmIdeError as error:
+            log.error("%s: %s", error.exit_status, error)
+            update = {"exit_status": error.exit_status, "error": str(error)}
+        except (ValueError, RuntimeError):
+            raise  # the server shows their message to the client
+        except Exception as error:
+            raise RuntimeError(f"{type(error).__name__}: {error}") from error
+        if not state.get("base_commit") and run.base:
+            update["base_commit"] = run.base
+        if update.get("exit_status") and not state.get("exit_status"):
+            update["submission"] = run.patch()
+        return update
+
+    studio_node.__name__ = node.__name__
+    return studio_node
+
+
+@asynccontextmanager
+async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The graph of one server call; what its run opened is closed when the server is done with it."""
+    run = StudioRun()
+    try:
+        yield build_graph(context_schema=None, wrap=lambda node: bind(node, run))
+    finally:
+        await asyncio.to_thread(run.close)  # off the server's event loop

@@ -1,0 +1,163 @@
+"""Bad inputs are one line and exit code 2, never a traceback; a terminated run is saved as `interrupted`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import BASE_IMAGE, base_image_client, make_git_repo
+from swebench_fixtures import build_dataset, write_config
+from swebench_fixtures import write_script as write_batch_script
+
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`llm-ide ...` in a real process."""
+    return subprocess.run(
+        [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], expected: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert (result.returncode, len(lines)) == (2, 1), result.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "expected"),
+    [
+        ("redis://x", "--checkpoint redis://x: unknown kind of store; use sqlite:PATH, postgres://… or memory"),
+        ("postgres://me:hunter22@127.0.0.1:{port}/db", "--checkpoint postgres://me:***@127.0.0.1:{port}/db: cannot"),
+        ("sqlite:{tmp}/file/x.sqlite", "--checkpoint sqlite:{tmp}/file/x.sqlite: cannot open"),
+        ("sqlite:{tmp}/garbage.sqlite", "--checkpoint sqlite:{tmp}/garbage.sqlite: not a usable database"),
+    ],
+)
+def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, checkpoint: str, expected: str) -> None:
+    port = closed_port()
+    (tmp_path / "file").write_text("a file, not a folder")
+    (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    spec, expected = (text.format(port=port, tmp=tmp_path) for text in (checkpoint, expected))
+    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x", "--checkpoint", spec)
+    assert_one_line(result, expected)
+    assert "hunter22" not in result.stderr
+
+
+def test_demo_into_the_same_output_twice_is_one_line(tmp_path: Path) -> None:
+    first = cli(tmp_path, "demo", "--output", "D")
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = cli(tmp_path, "demo", "--output", "D")
+    assert_one_line(second, "D already holds a demo project: give another --output, or remove D/project")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("instances: {a: [unclosed\n", "exit_statuses.yaml is not valid YAML"),
+        ("- just a list\n", "exit_statuses.yaml: expected `instances:` mapping ids to exit statuses"),
+        ("instances: [a, b]\n", "exit_statuses.yaml: expected `instances:` mapping ids to exit statuses"),
+    ],
+)
+def test_a_corrupt_exit_statuses_file_is_one_line(tmp_path: Path, content: str, expected: str) -> None:
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "exit_statuses.yaml").write_text(content)
+    model = write_batch_script(tmp_path / "s.yaml", ["true"])
+    args = ["--subset", str(dataset), "--split", "test", "--environment", "local", "--output", "out"]
+    result = cli(tmp_path, "swebench", *args, "--model", model, "--config", str(write_config(tmp_path / "c.yaml")))
+    assert_one_line(result, expected)
+
+
+def test_every_error_carries_its_exit_status_and_code() -> None:
+    from llm_ide.config import ConfigError
+    from llm_ide.environments import EnvironmentFailure
+    from llm_ide.models import ModelAuthError, ModelError
+
+    statuses = {cls.__name__: (cls.exit_status, cls.exit_code) for cls in (ModelError, ModelAuthError)}
+    assert statuses == {"ModelError": (ExitStatus.MODEL_ERROR, 1), "ModelAuthError": (ExitStatus.MODEL_ERROR, 2)}
+    assert (EnvironmentFailure.exit_status, EnvironmentFailure.exit_code) == (ExitStatus.ENVIRONMENT_ERROR, 1)
+    assert issubclass(ConfigError, UsageError) and issubclass(UsageError, LlmIdeError)
+    assert [status for status in ExitStatus if not status.finished] == ["model_error", "interrupted", "error"]
+    assert issubclass(Terminated, KeyboardInterrupt) and Terminated(signal.SIGTERM).code == 143
+
+
+TERMINATED_RUN = """
+import sys
+from pathlib import Path
+from llm_ide import load_config, run_task
+
+out = Path(sys.argv[1])
+
+def on_event(event):
+    if event.kind == "step" and event.step == 1:
+        print("step 1 done", flush=True)
+
+run_task(
+    "sleep",
+    model="scripted:" + sys.argv[2],
+    settings=load_config("default", environment={{"tools": [], "type": {kind!r}, "image": {image!r}}}),
+    output_dir=out,
+    run_id="t1",
+    repo=Path(sys.argv[3]),
+    on_event=on_event,
+)
+"""
+
+
+def terminate_a_run(tmp_path: Path, kind: str) -> tuple[subprocess.Popen[str], dict]:
+    from agent_script import act, reflect, write_script
+
+    script = write_script(
+        tmp_path / "script.yaml",
+        [act("First.", "bash", command="echo one"), reflect(False, "ok"), act("Wait.", "bash", command="sleep 120")],
+    )
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    code = textwrap.dedent(TERMINATED_RUN).format(kind=kind, image=BASE_IMAGE)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "out"), script.removeprefix("scripted:"), str(repo)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline() == "step 1 done\n", process.communicate()
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=120)
+    return process, json.loads((tmp_path / "out" / "t1.traj.json").read_text())
+
+
+def test_sigterm_of_a_local_run_from_the_python_api_saves_interrupted(tmp_path: Path) -> None:
+    process, trajectory = terminate_a_run(tmp_path, "local")
+    assert process.returncode == 128 + signal.SIGTERM
+    info = trajectory["info"]
+    assert (info["exit_status"], info["error"]) == ("interrupted", f"interrupted by signal {signal.SIGTERM}")
+
+
+@pytest.mark.docker
+def test_sigterm_of_a_docker_run_from_the_python_api_saves_interrupted(tmp_path: Path) -> None:
+    client = base_image_client()
+    process, trajectory = terminate_a_run(tmp_path, "docker")
+    assert process.returncode == 128 + signal.SIGTERM
+    assert trajectory["info"]["exit_status"] == "interrupted"
+    assert client.containers.list(all=True, filters={"label": "llm-ide.run-id=t1"}) == []

@@ -1,0 +1,206 @@
+"""The HTML inspector and batch report, opened in real headless Chromium (Debian's chromium + chromium-driver)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
+
+from llm_ide.inspector.layout import assign_lanes
+from llm_ide.inspector.model import NodeView
+from llm_ide.state.operations import OperationNode, reasoning_chain
+from llm_ide.swebench.batch import BatchOptions, run_swebench
+
+CLI = "from llm_ide.cli import app; app()"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        message = f"{', '.join(missing)} missing (apt-get install chromium chromium-driver)"
+        pytest.fail(f"CI is set but {message}") if os.environ.get("CI") else pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    yield driver
+    driver.quit()
+
+
+def text_of(element: object) -> str:
+    return element.get_attribute("textContent")  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """The demo run (a failed alternative, a fix, tests, submit) and its inspector page, made by the CLI."""
+    folder = tmp_path_factory.mktemp("demo")
+    assert cli("demo", "--output", str(folder / "d")).returncode == 0
+    trajectory = folder / "d" / "run" / "demo.traj.json"
+    result = cli("inspect", str(trajectory), "--html", str(folder / "page.html"))
+    assert result.returncode == 0, result.stderr
+    assert f"→ {folder / 'page.html'}" in result.stdout
+    return json.loads(trajectory.read_text()), folder / "page.html"
+
+
+def test_run_page_draws_the_tree_marks_failed_alternatives_and_opens_nodes(browser, demo_run) -> None:
+    from selenium.webdriver.common.by import By
+
+    data, page = demo_run
+    browser.get(page.as_uri())
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#tree .node")
+    operations = data["operations"]
+    assert len(nodes) == len(operations) == 5
+    chain = {node.id for node in reasoning_chain([OperationNode(**op) for op in operations])}
+    failed = [n.get_attribute("data-key") for n in browser.find_elements(By.CSS_SELECTOR, "#tree .node.failed")]
+    assert failed == [f"0:{op['id']}" for op in operations if op["id"] not in chain] == ["0:1"]
+    assert browser.find_element(By.CSS_SELECTOR, '#tree .node[data-key="0:1"] .cross').is_displayed()
+    assert browser.find_element(By.ID, "panel-body").get_attribute("hidden") is not None
+    for node, operation in zip(nodes, operations, strict=True):
+        node.click()
+        assert text_of(browser.find_element(By.ID, "panel-observation")) == (operation["observation"] or "—")
+        assert text_of(browser.find_element(By.ID, "panel-title")).startswith(f"[{operation['id']}] ")
+        assert text_of(browser.find_element(By.ID, "panel-lessons")) == (operation["lessons"] or "—")
+    calls = browser.find_elements(By.CSS_SELECTOR, "#panel-calls details.call")
+    assert [text_of(c.find_element(By.CSS_SELECTOR, "summary")).split(":")[0] for c in calls] == ["#8 act"]
+    recorded = next(call for call in data["model_calls"] if call["index"] == 8)
+    assert text_of(calls[0].find_element(By.CSS_SELECTOR, "pre.prompt")) == recorded["prompt"]
+    assert text_of(calls[0].find_element(By.CSS_SELECTOR, "pre.response")) == recorded["response"]
+    nodes[1].click()
+    browser.find_element(By.CSS_SELECTOR, "#panel-thought a.ref").click()
+    highlighted = browser.find_elements(By.CSS_SELECTOR, "#heat tr.highlight th")
+    assert [text_of(h) for h in highlighted] == ["calc/stats.py:10-17 median"]
+    nodes[2].click()  # its thought cites lines 17 and 14: the second reference
+    browser.find_elements(By.CSS_SELECTOR, "#panel-thought a.ref")[0].click()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#heat tr")) == len(data["code_context"])
+    assert "+    return (ordered[middle - 1] + ordered[middle]) / 2" in text_of(browser.find_element(By.ID, "patch"))
+    assert text_of(browser.find_element(By.ID, "exit-status")) == "submitted"
+    assert browser.get_log("browser") == []
+
+
+def test_mini_swe_agent_trajectory_renders_as_a_chain(browser, shared_dir: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    source = shared_dir / "data" / "trajectories" / "mini-swe-agent" / "pallets__flask-5014.traj.json"
+    messages = json.loads(source.read_text())["messages"]
+    assert cli("inspect", str(source), "--html", str(tmp_path / "mini.html")).returncode == 0
+    browser.get((tmp_path / "mini.html").as_uri())
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#tree .node")
+    assert len(nodes) == sum(1 for m in messages if m["role"] == "assistant") == 20
+    assert browser.find_elements(By.CSS_SELECTOR, "#tree .node.failed") == []
+    nodes[0].click()
+    assert text_of(browser.find_element(By.ID, "panel-observation")) == messages[3]["content"]
+    assert "ls -R" in text_of(browser.find_element(By.ID, "panel-action"))
+    assert "if not name:" in text_of(browser.find_element(By.ID, "patch"))
+    assert browser.get_log("browser") == []
+
+
+def test_batch_report_lists_instances_links_their_pages_and_filters(browser, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+
+    dataset, rows = build_dataset(tmp_path / "data", 3)
+    model = write_script(tmp_path / "fix.yaml", ["grep -rn '# BUG' --include='*.py' .", FIX_COMMAND])
+    config = write_config(tmp_path / "c.yaml")
+    short = tmp_path / "short.yaml"
+    short.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "agent": {"step_limit": 1}}))
+    out = tmp_path / "out"
+    for configs, only in (([short], "demo__calc"), ([config], "")):
+        options = BatchOptions(model=model, output=out, environment="local", config_files=configs)
+        run_swebench(str(dataset), "test", options, filter_regex=only)
+    ids = sorted(row["instance_id"] for row in rows)
+    (out / "eval").mkdir()
+    (out / "eval" / "report.json").write_text(json.dumps({"resolved_ids": ["demo__text-1"], "unresolved_ids": ids[:1]}))
+
+    text = cli("report", str(out), "--unresolved")
+    assert text.returncode == 0, text.stderr
+    assert (
+        "demo__calc-1" in text.stdout and "demo__text-1" not in text.stdout and "1 of 3 instances shown" in text.stdout
+    )
+
+    result = cli("report", str(out), "--html", str(tmp_path / "report.html"))
+    assert result.returncode == 0, result.stderr
+    browser.get((tmp_path / "report.html").as_uri())
+
+    def visible() -> list[str]:
+        return [r.get_attribute("data-status") + " " + text_of(r.find_element(By.TAG_NAME, "a"))
+                for r in browser.find_elements(By.CSS_SELECTOR, "#rows tbody tr") if r.is_displayed()]  # fmt: skip
+
+    assert visible() == ["step_limit demo__calc-1", "submitted demo__shapes-1", "submitted demo__text-1"]
+    Select(browser.find_element(By.ID, "filter-status")).select_by_value("submitted")
+    assert visible() == ["submitted demo__shapes-1", "submitted demo__text-1"]
+    Select(browser.find_element(By.ID, "filter-resolved")).select_by_value("yes")
+    assert visible() == ["submitted demo__text-1"]
+    Select(browser.find_element(By.ID, "filter-status")).select_by_value("")
+    Select(browser.find_element(By.ID, "filter-resolved")).select_by_value("unknown")
+    assert visible() == ["submitted demo__shapes-1"]
+    assert text_of(browser.find_element(By.ID, "shown-count")) == "1 of 3 shown"
+    assert "1 resolved" in text_of(browser.find_element(By.ID, "totals"))
+    browser.find_element(By.LINK_TEXT, "demo__shapes-1").click()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tree .node")) == 3
+    assert browser.get_log("browser") == []
+
+
+@pytest.mark.parametrize(
+    ("parents", "expected"),
+    [
+        ([None, 0, 1, 2], {0: 0, 1: 0, 2: 0, 3: 0}),
+        ([None, 0, 0, 2, 3], {0: 0, 1: 1, 2: 0, 3: 0, 4: 0}),
+        ([None, 0, 0, 0, 3, 4, 4], {0: 0, 1: 1, 2: 2, 3: 0, 4: 0, 5: 1, 6: 0}),
+        ([None, 0, 1, 0, 3, 1], {0: 0, 1: 0, 2: 2, 3: 1, 4: 1, 5: 0}),
+    ],
+)
+def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
+    parents: list[int | None], expected: dict[int, int]
+) -> None:
+    nodes = [NodeView(id=i, parent_id=p) for i, p in enumerate(parents)]
+    lanes = assign_lanes(nodes)
+    assert lanes == expected
+    for node in nodes[1:]:  # the edge runs down the child's lane from the parent's row: no other node sits on it
+        between = range(node.parent_id + 1, node.id)
+        assert all(lanes[other] != lanes[node.id] for other in between if lanes[node.id] != lanes[node.parent_id])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["inspect", "nowhere.traj.json", "--html"], "error: trajectory not found: nowhere.traj.json"),
+        (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
+        (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
+        (["report", "{folder}"], "error: {folder}: not a batch folder (exit_statuses.yaml is missing)"),
+    ],
+)
+def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path}
+    names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": []}))
+    names["bad"].write_text(json.dumps({"hello": 1}))
+    result = cli(*[a.format(**names) for a in args])
+    assert (result.returncode, result.stderr.strip()) == (2, message.format(**names))
+
+
+def test_graph_prints_the_state_machine_as_mermaid() -> None:
+    result = cli("graph", "--mermaid")
+    assert result.returncode == 0, result.stderr
+    assert "graph TD;" in result.stdout
+    edges = {line.strip().rstrip(";") for line in result.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> render_context", "branch --> act", "execute_tool --> update_activity"} <= edges
+    assert {"act -.-> execute_tool", "update_activity -.-> render_context", "reflect -.-> branch"} <= edges
+    unknown = cli("graph", "coop")
+    assert (unknown.returncode, unknown.stderr.strip()) == (2, "error: unknown graph 'coop': choose one of agent")

@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llm_ide.config import ConfigError, load_config
+from llm_ide.settings import Settings
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("agent:\n  step_limt: 5\n", "agent.step_limt: unknown setting"),
+        ("memroy:\n  alpha: 2\n", "memroy: unknown setting"),
+        (
+            'agent:\n  max_format_errors: "three"\n',
+            "agent.max_format_errors: input should be a valid integer, unable to parse string as an integer "
+            "(got 'three')",
+        ),
+        ("agent:\n  step_limit: -1\n", "agent.step_limit: input should be greater than or equal to 0 (got -1)"),
+        ("memory:\n  gamma: 1.5\n", "memory.gamma: input should be less than or equal to 1 (got 1.5)"),
+        ("environment:\n  type: kube\n", "environment.type: input should be 'local' or 'docker' (got 'kube')"),
+        ("environment:\n  tools: debugger\n", "environment.tools: input should be a valid list (got 'debugger')"),
+        ("model:\n  prices:\n    my-model: {input: 1}\n", "model.prices.my-model.output: missing setting"),
+        (
+            "model:\n  prices:\n    my-model: {input: 1, output: 2, cache: 3}\n",
+            "model.prices.my-model.cache: unknown setting",
+        ),
+        ("templates:\n  observations:\n    veiw: x\n", "templates.observations.veiw: unknown setting"),
+        ("checkpoint: null\n", "checkpoint: input should be a valid dictionary or instance of CheckpointSettings"),
+        ("extends: swebench\n", "extends: only a base config may extend another"),
+        ("agent: [1, 2\n", "not valid YAML"),
+        ("- agent\n", "expected a mapping at the top level, got list"),
+    ],
+)
+def test_a_bad_override_file_is_one_line_naming_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:
+    bad = write(tmp_path / "config.yaml", text)
+    good = write(tmp_path / "good.yaml", "patch:\n  max_new_file_bytes: 7\n")
+    with pytest.raises(ConfigError) as error:
+        load_config("default", [good, bad, good])
+    assert str(error.value).startswith(f"{bad}: ")
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_the_error_names_the_file_in_an_extends_chain_that_set_the_key(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.yaml", "extends: swebench\nagent:\n  wall_time_limit: soon\n")
+    top = write(tmp_path / "top.yaml", "extends: base.yaml\nagent:\n  step_limit: 3\n")
+    with pytest.raises(ConfigError, match=rf"^{base}: agent.wall_time_limit: input should be a valid number"):
+        load_config(top)
+    fixed = write(tmp_path / "base.yaml", "extends: swebench\nagent:\n  wall_time_limit: 60\n")
+    settings = load_config(top)
+    assert (settings.agent.step_limit, settings.agent.wall_time_limit, fixed.exists()) == (3, 60.0, True)
+    assert settings.environment.type == "docker" and settings.swebench is not None
+
+
+def test_several_errors_are_counted_on_the_same_line(tmp_path: Path) -> None:
+    bad = write(tmp_path / "c.yaml", "agent:\n  step_limt: 5\n  cost_limit: lots\nmemroy: {}\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: agent\.cost_limit: .* \(and 2 more errors\)$"):
+        load_config("default", [bad])
+
+
+def test_values_of_the_python_api_are_validated_and_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^settings: agent\.step_limt: unknown setting$"):
+        load_config("default", agent={"step_limt": 3})
+    settings = load_config("default", agent={"step_limit": 3})
+    with pytest.raises(ConfigError, match=r"^command line: agent\.cost_limit: input should be a valid number"):
+        settings.merged({"agent": {"cost_limit": "much"}}, origin="command line")
+    assert settings.merged({"agent": {"cost_limit": 1}}).agent.cost_limit == 1.0 and settings.agent.cost_limit == 3.0
+
+
+def test_every_bundled_config_validates_and_unknown_names_are_refused() -> None:
+    default, swebench = load_config("default"), load_config("swebench")
+    assert isinstance(default, Settings) and default.swebench is None
+    assert swebench.agent.step_limit == 250 and swebench.templates.task != default.templates.task
+    with pytest.raises(ConfigError, match=r"config not found: tools \(neither a file nor one of"):
+        load_config("tools")
+
+
+def test_the_settings_schema_has_no_key_the_default_yaml_lacks() -> None:
+    """The YAML holds every default: a model field without one would make every config invalid."""
+    dumped = load_config("default").model_dump()
+
+    def keys(model: type, prefix: str = "") -> set[str]:
+        found = set()
+        for name, field in model.model_fields.items():
+            inner = field.annotation
+            found.add(prefix + name)
+            if isinstance(inner, type) and hasattr(inner, "model_fields"):
+                found |= keys(inner, f"{prefix}{name}.")
+        return found
+
+    def present(data: dict, prefix: str = "") -> set[str]:
+        found = set()
+        for name, value in data.items():
+            found.add(prefix + name)
+            if isinstance(value, dict) and name not in {"env", "kwargs", "prices"}:
+                found |= present(value, f"{prefix}{name}.")
+        return found
+
+    assert keys(Settings) - {"swebench"} == present(dumped) - {"swebench"}
+
+
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("run", "error: config.yaml: agent.max_format_errors: input should be a valid integer"),
+        ("swebench", "error: config.yaml: agent.max_format_errors: input should be a valid integer"),
+        ("evaluate", "error: config.yaml: agent.max_format_errors: input should be a valid integer"),
+    ],
+)
+def test_the_cli_reports_a_bad_config_in_one_line_with_exit_code_2(tmp_path: Path, command: str, message: str) -> None:
+    write(tmp_path / "config.yaml", 'agent:\n  max_format_errors: "three"\n')
+    (tmp_path / "repo").mkdir()
+    args = {
+        "run": ["run", "--repo", "repo", "--task", "t", "--model", "scripted:none.yaml", "--config", "config.yaml"],
+        "swebench": ["swebench", "--model", "scripted:none.yaml", "--config", "config.yaml", "-o", "out"],
+        "evaluate": ["evaluate", "preds.json", "--config", "config.yaml"],
+    }[command]
+    result = run_cli(tmp_path, *args)
+    lines = result.stderr.strip().splitlines()
+    assert (result.returncode, len(lines), lines[0].startswith(message)) == (2, 1, True), result.stderr
+    assert "Traceback" not in result.stderr + result.stdout and "got 'three'" in result.stderr
