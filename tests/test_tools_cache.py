@@ -8,6 +8,8 @@ import hashlib
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -158,3 +160,21 @@ def test_concurrent_runs_build_a_tool_once(tmp_path: Path) -> None:
         assert env.execute(f"{results[0].invocation} ok").returncode == 0
         env.close()
     assert not any(name.endswith(".partial") for name in os.listdir(cache.root / "local"))
+
+
+def test_another_interpreter_gets_its_own_entry(tmp_path: Path) -> None:
+    """The key holds the interpreter the environment is built from: `python3` from two venvs made with `--copies`
+    (two interpreter files) builds twice; the same one again is taken from the cache."""
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    wheels = str(write_wheel(tmp_path / "wheels").parent)
+    results = []
+    for name in ("one", "two", "one"):
+        python = tmp_path / f"python-{name}"
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(python)], check=True)
+        pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": wheels, "PATH": f"{python}/bin:{os.environ['PATH']}"}
+        with environment(tmp_path, f"{name}-{len(results)}", pip) as env:
+            results.append(install(env, tool, cache)[0])
+    assert [result.how for result in results] == ["built and cached", "built and cached", "from cache"]
+    assert results[0].invocation != results[1].invocation and results[0].invocation == results[2].invocation
