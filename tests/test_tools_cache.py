@@ -178,3 +178,14 @@ def test_another_interpreter_gets_its_own_entry(tmp_path: Path) -> None:
             results.append(install(env, tool, cache)[0])
     assert [result.how for result in results] == ["built and cached", "built and cached", "from cache"]
     assert results[0].invocation != results[1].invocation and results[0].invocation == results[2].invocation
+
+
+def test_an_unusable_cache_folder_installs_without_the_cache(tmp_path: Path) -> None:
+    (blocker := tmp_path / "a-file").write_text("not a folder")
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
+    with environment(tmp_path, "uncached", pip) as env:
+        installed, _ = install(env, tool, ToolCache(blocker / "cache"))
+        assert installed.how == "built"
+        assert installed.invocation.startswith(f"{env.tools_root}/envs/greeter/"), "the run's own tools folder"
+        assert env.execute(f"{installed.invocation} x").returncode == 0

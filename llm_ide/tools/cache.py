@@ -40,6 +40,10 @@ EXTRACT: dict[str, Any] = {"filter": "tar"} if hasattr(tarfile, "tar_filter") el
 PROBE_TIMEOUT = 60.0
 
 
+class CacheUnavailable(Exception):
+    """The cache folder cannot be written (read-only home, full disk): tools install without it."""
+
+
 class TreeEnvironment(Protocol):
     """An environment whose files can be archived and unpacked at the same paths (the docker environment)."""
 
@@ -51,8 +55,8 @@ class TreeEnvironment(Protocol):
 def default_root() -> Path | None:
     value = os.environ.get(CACHE_VARIABLE)
     if value is not None:
-        return None if value.strip().lower() in OFF else Path(value).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-ide" / "tools"
+        return None if value.strip().lower() in OFF else Path(value).expanduser().absolute()
+    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-ide" / "tools").absolute()
 
 
 def source_digest(folder: Path) -> str:
@@ -114,8 +118,12 @@ class ToolCache:
     def locked(self, name: str) -> Iterator[None]:
         """Runs on this host that build the same entry wait for each other."""
         folder = self.root / "locks"
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"{name}.lock", "a") as handle:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle = open(folder / f"{name}.lock", "a")  # noqa: SIM115 (closed below)
+        except OSError as error:
+            raise CacheUnavailable(f"{folder}: {error.strerror or error}") from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -133,9 +141,14 @@ class ToolCache:
             build(target)
             return Lookup(target, hit=False)
         key = cache_key(tool, target, identity)
-        if local:
-            return self._local(tool, target, key, identity, build)
-        return self._docker(env, tool, target, key, identity, build, timeout)
+        try:
+            if local:
+                return self._local(tool, target, key, identity, build)
+            return self._docker(env, tool, target, key, identity, build, timeout)
+        except CacheUnavailable as error:
+            log.warning("tool %s: the tool cache cannot be used (%s); installing without it", tool.tool_name, error)
+        build(target)
+        return Lookup(target, hit=False)
 
     def _local(self, tool: ToolConfig, target: Target, key: str, identity: str, build: Callable) -> Lookup:
         entry = self.local_entry(tool, key)
@@ -144,13 +157,19 @@ class ToolCache:
             if (entry / COMPLETE).is_file():
                 return Lookup(here, hit=True, key=key)
             shutil.rmtree(entry, ignore_errors=True)
-            entry.mkdir(parents=True)
+            try:
+                entry.mkdir(parents=True)
+            except OSError as error:
+                raise CacheUnavailable(f"{entry}: {error.strerror or error}") from None
             try:
                 build(here)
             except BaseException:
                 shutil.rmtree(entry, ignore_errors=True)
                 raise
-            (entry / COMPLETE).write_text(identity + "\n", encoding="utf-8")
+            try:
+                (entry / COMPLETE).write_text(identity + "\n", encoding="utf-8")
+            except OSError as error:  # usable by this run; the next one builds it again
+                log.warning("tool %s: %s not marked complete (%s)", tool.tool_name, entry, error)
         return Lookup(here, hit=False, key=key)
 
     def _docker(
@@ -182,7 +201,14 @@ class ToolCache:
 def docker_tools_cache() -> Path | None:
     """The host folder of the built trees of docker tools, mounted read-only into each container (cache on)."""
     root = default_root()
-    return root / "docker" if root is not None else None
+    if root is None:
+        return None
+    try:
+        (root / "docker").mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        log.warning("the tool cache %s cannot be used (%s)", root, error.strerror or error)
+        return None
+    return root / "docker"
 
 
 def keep_tree(env: Environment, tool: ToolConfig, target: Target, entry: Path, identity: str, timeout: float) -> None:

@@ -179,7 +179,6 @@ class DockerEnvironment:
         if network != "none" and CA_BUNDLE.is_file():
             volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}
         if self.tools_cache_mount:
-            Path(self.tools_cache_mount[0]).mkdir(parents=True, exist_ok=True)
             volumes[self.tools_cache_mount[0]] = {"bind": TOOLS_CACHE_MOUNT, "mode": "ro"}
         if volumes:
             options["volumes"] = volumes
