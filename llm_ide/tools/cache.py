@@ -212,7 +212,10 @@ def docker_tools_cache() -> Path | None:
 
 
 def keep_tree(env: Environment, tool: ToolConfig, target: Target, entry: Path, identity: str, timeout: float) -> None:
-    """Copies what the build made in the container (the tool's folder and environment) into the cache entry."""
+    """Copies what the build made in the container (the tool's folder and environment) into the cache entry. Runs
+    under the entry's lock: another `.partial` of this entry was left by a process that died while copying."""
+    for stale in entry.parent.glob(f"{entry.name}.*.partial"):
+        shutil.rmtree(stale, ignore_errors=True)
     partial = entry.with_name(f"{entry.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
         paths = [*([tool_dir(tool, target)] if tool.source else []), environment_path(env, tool, target)]
