@@ -59,7 +59,9 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     spec, expected = (text.format(port=port, tmp=tmp_path) for text in (checkpoint, expected))
-    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x", "--checkpoint", spec)
+    (script := tmp_path / "script.yaml").write_text("responses: []\n")  # a valid model: the checkpoint is the error
+    model = f"scripted:{script}"
+    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", model, "--checkpoint", spec)
     assert_one_line(result, expected)
     assert "hunter22" not in result.stderr
 
