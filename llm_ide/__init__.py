@@ -3,7 +3,18 @@
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["CostBudget", "RunEvent", "RunResult", "build_graph", "load_config", "run_task"]
+__all__ = [
+    "ConfigError",
+    "CostBudget",
+    "ExitStatus",
+    "LlmIdeError",
+    "RunEvent",
+    "RunResult",
+    "Settings",
+    "build_graph",
+    "load_config",
+    "run_task",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -11,10 +22,14 @@ def __getattr__(name: str) -> Any:
         from llm_ide.graph import build_graph
 
         return build_graph
-    if name == "load_config":
-        from llm_ide.config import load_config
+    if name in {"load_config", "Settings", "ConfigError"}:
+        from llm_ide import config
 
-        return load_config
+        return getattr(config, name)
+    if name in {"ExitStatus", "LlmIdeError"}:
+        from llm_ide import errors
+
+        return getattr(errors, name)
     if name in {"run_task", "RunEvent", "RunResult", "CostBudget"}:
         from llm_ide.run import single
 

@@ -129,14 +129,17 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     except re.error as error:
         return ActionOutcome(ws.observe("search_bad_pattern", pattern=pattern, error=str(error)), 2)
     raw_path = str(params.get("path") or "").strip()
-    target = ws.path(params) if raw_path and not any(c in raw_path for c in "*?[") else "."
-    include = f"--include={shlex.quote(raw_path)} " if raw_path and target == "." else ""
+    target, include, selected = _search_scope(ws, params, raw_path)
     command = (
-        f"grep -rnIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
+        f"grep -rnHIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
         f"-e {shlex.quote(pattern)} -- {shlex.quote(target)} | head -n {ws.search_max_results * 20}"
     )
     result = ws.env.execute(command, timeout=ws.command_timeout)
     hits = [line.removeprefix("./") for line in result.output.splitlines() if re.match(r"[^:]+:\d+:", line)]
+    if selected is not None:
+        hits = [hit for hit in hits if selected.fullmatch(hit.split(":", 1)[0])]
+    if not hits and f"{target}: No such file or directory" in result.output:
+        return ActionOutcome(ws.observe("search_missing", path=target), 1)
     if not hits:
         return ActionOutcome(ws.observe("search_none", pattern=pattern, path=raw_path), 1)
     shown = [hit if len(hit) <= 240 else hit[:240] + " …" for hit in hits[: ws.search_max_results]]
@@ -144,6 +147,55 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
         "search", pattern=pattern, count=len(hits), shown=len(shown), results=display("\n".join(shown))
     )
     return ActionOutcome(observation, 0)
+
+
+GLOB_CHARS = "*?["
+
+
+def _search_scope(ws: Workspace, params: dict[str, Any], raw: str) -> tuple[str, str, re.Pattern[str] | None]:
+    """What grep searches for `path`: (file or directory, `--include` option, full-path filter for globs).
+
+    `""`/`"."`: the repository; a file or a directory: itself; `*.py`: every such file name anywhere;
+    `sub/*.py`, `src/**/test_*.py`: the glob on the repo-relative path (`*` stays within one directory)."""
+    if not raw or normalize_path(raw, ws.env.workdir) == "":
+        return ".", "", None
+    if not any(c in raw for c in GLOB_CHARS):
+        return ws.path(params), "", None
+    glob = normalize_path(raw, ws.env.workdir)
+    if glob.startswith(("../", "/")) or glob == "..":
+        raise ParamError(f"`path` must be inside the repository, got {raw!r}")
+    parts = glob.split("/")
+    if len(parts) == 1:
+        return ".", f"--include={shlex.quote(glob)} ", None
+    fixed = next(i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARS))
+    include = "" if parts[-1] == "**" else f"--include={shlex.quote(parts[-1])} "
+    return "/".join(parts[:fixed]) or ".", include, re.compile(_glob_regex(parts))
+
+
+def _glob_regex(parts: list[str]) -> str:
+    """A regex for a path glob: `*`, `?` and `[…]` within one directory, `**` across any number of them."""
+    pieces = []
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            pieces.append(".*" if last else "(?:[^/]+/)*")
+            continue
+        regex, at = "", 0
+        while at < len(part):
+            char, at = part[at], at + 1
+            close = part.find("]", at + 1) if char == "[" else -1
+            if char == "*":
+                regex += "[^/]*"
+            elif char == "?":
+                regex += "[^/]"
+            elif close != -1:
+                inner = part[at:close]
+                regex += "[" + ("^" + inner[1:] if inner.startswith("!") else inner).replace("\\", "\\\\") + "]"
+                at = close + 1
+            else:
+                regex += re.escape(char)
+        pieces.append(regex if last else regex + "/")
+    return "".join(pieces)
 
 
 def edit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:

@@ -1,29 +1,17 @@
 from __future__ import annotations
 
-from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from llm_ide.errors import ConfigError
-from llm_ide.settings import Settings
+from llm_ide.settings import Settings, deep_merge, validate_layers
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 CONFIG_NAMES = ("default", "swebench")
 
 __all__ = ["PROMPTS_DIR", "ConfigError", "Settings", "deep_merge", "load_config", "read_yaml", "validate_layers"]
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = deepcopy(value)
-    return merged
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -67,44 +55,6 @@ def load_config(base: str | Path = "default", overrides: list[str | Path] | None
     if values:
         layers.append(("settings", values))
     return validate_layers(layers)
-
-
-def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
-    merged: dict[str, Any] = {}
-    for _, data in layers:
-        merged = deep_merge(merged, data)
-    try:
-        return Settings.model_validate(merged)
-    except ValidationError as error:
-        raise ConfigError(describe_error(error, layers)) from None
-
-
-def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
-    """One line: the file that set the offending key, the key path, what is wrong."""
-    first = error.errors()[0]
-    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
-    key = ".".join(str(part) for part in loc)
-    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
-    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
-        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
-    if first["type"] == "extra_forbidden":
-        what = "unknown setting"
-    elif first["type"] == "missing":
-        what = "missing setting"
-    else:
-        what = f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
-    more = error.error_count() - 1
-    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
-
-
-def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
-    for part in loc:
-        found = isinstance(data, dict) and part in data
-        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
-        if not found:
-            return False
-        data = data[part]
-    return True
 
 
 def _layers_with_extends(path: Path, seen: set[Path]) -> list[tuple[str, dict[str, Any]]]:

@@ -15,7 +15,7 @@ from llm_ide.nodes.reflect import reflect
 from llm_ide.nodes.render_context import render_context
 from llm_ide.nodes.update_activity import update_activity
 from llm_ide.resources import AgentContext
-from llm_ide.state.graph_state import AgentInput, AgentState
+from llm_ide.state.graph_state import AgentInput, AgentState, RunState
 
 
 def after_render(state: AgentState) -> Literal["reflect", "branch", "__end__"]:
@@ -46,10 +46,11 @@ def build_graph(
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> CompiledStateGraph:
     """The agent's graph; `wrap` (LangGraph Studio: llm_ide.studio) wraps each node that uses the run's context."""
-    builder = StateGraph(AgentState, context_schema=context_schema, input_schema=AgentInput)
+    builder = StateGraph(RunState, context_schema=context_schema, input_schema=AgentInput, output_schema=RunState)
     for node in (render_context, reflect, branch, act, execute_tool, update_activity):
         uses_context = "runtime" in inspect.signature(node).parameters
-        builder.add_node(node.__name__, wrap(node) if wrap is not None and uses_context else node)
+        action = wrap(node) if wrap is not None and uses_context else node
+        builder.add_node(node.__name__, action, input_schema=AgentState)  # AgentState: with the private fields
     builder.add_edge(START, "render_context")
     builder.add_conditional_edges("render_context", after_render)
     builder.add_conditional_edges("reflect", after_reflect)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shlex
 from functools import lru_cache
 from typing import Any
 
@@ -7,12 +8,14 @@ from jinja2 import Environment, StrictUndefined, Template
 
 from llm_ide.settings import Templates
 
-_JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=False, autoescape=False)
+# The one Jinja environment of the project: prompts, observations, environment notes, tool scripts, eval scripts.
+JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+JINJA.filters["shquote"] = shlex.quote
 
 
 @lru_cache(maxsize=512)
-def _compile(source: str) -> Template:
-    return _JINJA.from_string(source)
+def compile_template(source: str) -> Template:
+    return JINJA.from_string(source)
 
 
 def template_source(templates: Templates, name: str) -> str:
@@ -27,7 +30,8 @@ def render(templates: Templates, name: str, **values: Any) -> str:
 
 
 def render_string(source: str, **values: Any) -> str:
-    return _compile(source).render(**values).strip("\n")
+    """`source` rendered, without leading and trailing newlines."""
+    return compile_template(source).render(**values).strip("\n")
 
 
 def truncate(text: str, limit: int, templates: Templates) -> str:

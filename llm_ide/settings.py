@@ -5,9 +5,21 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+)
+
+from llm_ide.errors import ConfigError
 
 
 class Strict(BaseModel):
@@ -89,6 +101,7 @@ class ObservationTemplates(Strict):
     search: str
     search_none: str
     search_bad_pattern: str
+    search_missing: str
     edit: str
     edit_no_match: str
     edit_many_matches: str
@@ -131,7 +144,6 @@ class PatchSettings(Strict):
 
 class SweBenchSettings(Strict):
     eval_timeout: PositiveFloat
-    apply_patch: str
     eval_script: str
 
 
@@ -149,6 +161,52 @@ class Settings(Strict):
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
-        from llm_ide.config import validate_layers
-
         return validate_layers([(origin, self.model_dump(mode="python")), (origin, values)])
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = deepcopy(value)
+    return merged
+
+
+def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
+    merged: dict[str, Any] = {}
+    for _, data in layers:
+        merged = deep_merge(merged, data)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as error:
+        raise ConfigError(describe_error(error, layers)) from None
+
+
+def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """One line: the file that set the offending key, the key path, what is wrong."""
+    first = error.errors()[0]
+    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
+    key = ".".join(str(part) for part in loc)
+    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
+    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
+        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
+    if first["type"] == "extra_forbidden":
+        what = "unknown setting"
+    elif first["type"] == "missing":
+        what = "missing setting"
+    else:
+        what = f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    more = error.error_count() - 1
+    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+
+
+def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
+    for part in loc:
+        found = isinstance(data, dict) and part in data
+        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
+        if not found:
+            return False
+        data = data[part]
+    return True

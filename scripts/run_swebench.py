@@ -20,7 +20,7 @@ from rich.table import Table
 from llm_ide.config import load_config
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.dataset import DatasetError, load_dataset
-from llm_ide.swebench.evaluate import evaluate_predictions, load_predictions
+from llm_ide.swebench.evaluate import claim_folder, evaluate_predictions, load_predictions
 from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
 
@@ -82,7 +82,7 @@ def main(
             load_predictions(output / "preds.json"),
             instances,
             settings=load_config("swebench", config or []).swebench,
-            log_dir=output / "eval_logs",
+            log_dir=claim_folder(None, output / "preds.json") / "logs",
             workers=workers,
             on_result=lambda r: console.print(f"  {r.instance_id}: {r.status} {r.detail}".rstrip(), markup=False),
         )

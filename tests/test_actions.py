@@ -121,6 +121,35 @@ def test_search_reports_matches_and_bad_patterns(ws: Workspace) -> None:
 
 
 @pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("app/greet.py", ["app/greet.py:5:    def hello(self, name):"]),
+        ("./app/greet.py", ["app/greet.py:5:    def hello(self, name):"]),
+        (".", ["app/greet.py:5:    def hello(self, name):", "app/sub/deep/more.py:1:def hello():"]),
+        ("app/", ["app/greet.py:5:    def hello(self, name):", "app/sub/deep/more.py:1:def hello():"]),
+        ("app/*.py", ["app/greet.py:5:    def hello(self, name):"]),
+        ("app/sub/*/*.py", ["app/sub/deep/more.py:1:def hello():"]),
+        ("app/**/more.py", ["app/sub/deep/more.py:1:def hello():"]),
+        ("app/g[a-z]eet.p?", ["app/greet.py:5:    def hello(self, name):"]),
+        ("*.py", ["app/greet.py:5:    def hello(self, name):", "app/sub/deep/more.py:1:def hello():"]),
+    ],
+)
+def test_search_takes_a_file_a_directory_or_a_path_glob(ws: Workspace, path: str, expected: list[str]) -> None:
+    ws.env.write_file("app/sub/deep/more.py", b"def hello():\n    pass\n")
+    found = execute_action(ws, "search", {"pattern": r"def hello", "path": path})
+    assert found.returncode == 0, found.observation
+    assert sorted(found.observation.splitlines()[1:]) == expected
+
+
+def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: Workspace) -> None:
+    missing = execute_action(ws, "search", {"pattern": "x", "path": "nowhere/"})
+    assert (missing.returncode, missing.observation.strip()) == (1, "No file or directory nowhere.")
+    for outside in ("../*.py", "../elsewhere"):
+        refused = execute_action(ws, "search", {"pattern": "x", "path": outside})
+        assert refused.returncode == 2 and "inside the repository" in refused.observation
+
+
+@pytest.mark.parametrize(
     ("command", "expected"),
     [
         ("cat app/greet.py", [("app/greet.py", None)]),

@@ -55,7 +55,7 @@ def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: 
     assert total["activity"]["accessed"] == [1, 0, 1, 0, 0]
     assert total["activity"]["referred"] == [1, 1, 2, 1, 0]
     # scored when the context was last rendered, before the fifth operation: S = Σ (A_i + R_i)·0.9^(4−i)
-    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**3 + 1 * 0.9**2 + (1 + 2) * 0.9 + 1)
+    assert total["activity"]["score"] == pytest.approx((1 + 1) * 0.9**4 + 1 * 0.9**3 + (1 + 2) * 0.9**2 + 1 * 0.9 + 0)
     assert all(len(c["activity"]["accessed"]) == len(c["activity"]["referred"]) == 5 for c in traj["code_context"])
 
     calls = traj["model_calls"]
@@ -176,7 +176,7 @@ def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path
     assert "debug.log" not in result.submission and "build/out.txt" not in result.submission
     assert git(tmp_path / "repo", "status", "--porcelain").splitlines() == ["?? build/", "?? shop/util.py"]
     again = run_task(
-        "ignored",
+        "Cart.total ignores quantities.",
         model="scripted:/nonexistent.yaml",
         settings=config(),
         output_dir=tmp_path / "out",

@@ -213,26 +213,39 @@ def test_container_removed_when_the_process_is_interrupted(client, run_id: str, 
     assert wait_until_gone(client, run_id) == []
 
 
-def test_cleanup_sweeps_leftovers_and_keeps_live_runs(client, run_id: str) -> None:
-    from typer.testing import CliRunner
-
-    from llm_ide.cli import app
+def test_cleanup_sweeps_only_this_users_leftovers_on_this_host_and_says_which(client, run_id: str) -> None:
     from llm_ide.environments.docker import owner_labels
 
-    dead = subprocess.run(["true"], check=True)  # noqa: F841 - a pid that has just exited
-    dead_labels = {**owner_labels(run_id), "llm-ide.pid": str(2**22 + 7)}
-    for labels in (dead_labels, dead_labels, owner_labels(run_id)):
+    dead_labels = {**owner_labels(run_id), "llm-ide.pid": str(2**22 + 7)}  # a pid no process has
+    others = [
+        {**dead_labels, "llm-ide.user": "someone-else"},  # another user's run on the same engine
+        {**dead_labels, "llm-ide.host": "another-host"},  # another host's run on a shared engine
+        {key: value for key, value in dead_labels.items() if key != "llm-ide.user"},  # made before the user label
+    ]
+    ours = [client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=dead_labels) for _ in range(2)]
+    live = client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(run_id))
+    for labels in others:
         client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=labels)
-    runner = CliRunner()
-    result = runner.invoke(app, ["cleanup", "--run-id", run_id])
-    assert (result.exit_code, result.output) == (
-        0,
-        "removed 2 llm-ide containers; kept 1 of runs still going (--all removes them too)\n",
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "cleanup", "--run-id", run_id]
+
+    def cleanup(*args: str) -> list[str]:
+        result = subprocess.run([*command, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    names = sorted(container.name for container in ours)
+    listed = [f"would remove {name} (run {run_id}, created)" for name in names]
+    assert sorted(cleanup("--dry-run")[:-1]) == listed
+    assert len(containers_of(client, run_id)) == 6
+    output = cleanup()
+    assert sorted(output[:-1]) == [line.replace("would remove", "removed") for line in listed]
+    assert output[-1] == "removed 2 llm-ide containers; kept 1 of runs still going (--all removes them too)"
+    assert len(containers_of(client, run_id)) == 4
+    assert cleanup("--all") == [f"removed {live.name} (run {run_id}, created)", "removed 1 llm-ide container"]
+    left = containers_of(client, run_id)
+    assert sorted(c.labels.get("llm-ide.user", "-") + "@" + c.labels["llm-ide.host"] for c in left) == sorted(
+        labels.get("llm-ide.user", "-") + "@" + labels["llm-ide.host"] for labels in others
     )
-    assert [c.labels["llm-ide.pid"] for c in containers_of(client, run_id)] == [str(os.getpid())]
-    result = runner.invoke(app, ["cleanup", "--run-id", run_id, "--all"])
-    assert (result.exit_code, result.output) == (0, "removed 1 llm-ide container\n")
-    assert containers_of(client, run_id) == []
 
 
 def test_missing_image_and_unreachable_engine_are_clear_errors(client, run_id: str, tmp_path: Path) -> None:

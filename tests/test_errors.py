@@ -66,6 +66,23 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
     assert "hunter22" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--output", "a-file"], "output folder a-file: cannot create it (File exists)"),
+        (["--output", "a-file/below"], "output folder a-file/below: cannot create it (Not a directory)"),
+        (["--thread-id", "a/b"], "thread id 'a/b': use letters, digits, '.', '_' and '-' (it names the run's files)"),
+        (["--thread-id", "../up"], "thread id '../up': use letters, digits"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (script := tmp_path / "script.yaml").write_text("responses: []\n")  # a valid model: the output is the error
+    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", f"scripted:{script}", *args)
+    assert_one_line(result, expected)
+
+
 def test_demo_into_the_same_output_twice_is_one_line(tmp_path: Path) -> None:
     first = cli(tmp_path, "demo", "--output", "D")
     assert first.returncode == 0, first.stdout + first.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -125,7 +126,7 @@ def test_killed_batch_resumes_without_redoing_finished_instances(tiny_dataset: T
 
     rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
-    assert "1 instances already in preds.json are skipped" in rerun.stdout
+    assert "1 instance skipped as finished in an earlier run" in rerun.stdout
     assert preds_ids(output) == IDS
     assert (output / "demo__calc-1" / "demo__calc-1.traj.json").read_text() == finished  # not redone
     resumed = operations(output, "demo__text-1")
@@ -147,7 +148,8 @@ def test_interrupted_batch_ends_running_instances_and_resumes_them(tiny_dataset:
     batch.send_signal(signal.SIGINT)
     stdout, stderr = batch.communicate(timeout=120)
     assert batch.returncode == 130, stderr
-    assert "interrupted: run the same command again to resume" in stderr
+    assert "interrupted: finished instances are in" in stderr
+    assert stderr.splitlines()[-1] == shlex.join(["llm-ide", *args[4:]])  # the resume command: the same one
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
     assert statuses["instances_by_exit_status"] == {"interrupted": ["demo__calc-1", "demo__text-1"]}
     assert preds_ids(output) == []

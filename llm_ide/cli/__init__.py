@@ -11,8 +11,10 @@ from rich.markup import escape
 
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.context import context_command
+from llm_ide.cli.coop import coop_app
+from llm_ide.cli.inspect import inspect
 from llm_ide.cli.inspector import graph_command, report_command
-from llm_ide.cli.run import demo, inspect, run
+from llm_ide.cli.run import demo, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
 
@@ -57,5 +59,6 @@ app.command("swebench")(swebench_command)
 app.command("swebench-single")(swebench_single_command)
 app.command("evaluate")(evaluate_command)
 app.add_typer(tools_app, name="tools")
+app.add_typer(coop_app, name="coop")
 extra_app.command("swebench")(swebench_command)
 extra_app.command("swebench-single")(swebench_single_command)

@@ -32,17 +32,27 @@ def parse_line_spec(spec: str) -> list[int]:
 
 def context_command(
     file: Annotated[
-        str | None, typer.Argument(help="File to show (relative to the current directory or absolute)")
+        str | None,
+        typer.Argument(help="File to show (relative to the current directory or absolute)", show_default="none"),
     ] = None,
-    lines: Annotated[str | None, typer.Option("--lines", help="Lines of interest, e.g. 12,40-45")] = None,
+    lines: Annotated[
+        str | None, typer.Option("--lines", help="Lines of interest, e.g. 12,40-45", show_default="none")
+    ] = None,
     whole_function: Annotated[
-        str | None, typer.Option("--whole-function", help="Show this whole definition, e.g. Class.method")
+        str | None,
+        typer.Option("--whole-function", help="Show this whole definition, e.g. Class.method", show_default="none"),
     ] = None,
     chunks: Annotated[
-        Path | None, typer.Option("--chunks", help="JSON list of chunk objects (SPEC §3.1 fields; activity optional)")
+        Path | None,
+        typer.Option(
+            "--chunks",
+            help="JSON list of chunks: file_path, lines, class_name, function, whole_function (activity optional).",
+            show_default="none",
+        ),
     ] = None,
 ) -> None:
-    """Render a code context exactly as the agent sees it (SPEC §4)."""
+    """Render code exactly as the agent sees it in its code context: the lines of interest with their enclosing
+    definitions' headers, the rest elided."""
     view = CodeView(LocalFiles(Path.cwd()))
     try:
         if chunks is not None and (file, lines, whole_function) != (None, None, None):

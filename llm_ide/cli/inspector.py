@@ -6,17 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
-
-
-def fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
+from llm_ide.cli.console import console, err_console, fail
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:
@@ -42,17 +35,24 @@ def report_command(
     run_dir: Annotated[Path, typer.Argument(help="A SWE-bench batch folder (the --output of `llm-ide swebench`).")],
     html: Annotated[
         Path | None,
-        typer.Option("--html", help="Write an HTML report here, with one inspector page per instance beside it."),
+        typer.Option(
+            "--html",
+            help="Write an HTML report here, with one inspector page per instance beside it.",
+            show_default="no",
+        ),
     ] = None,
     evaluation: Annotated[
         Path | None,
         typer.Option(
-            "--eval", help="The evaluation report (default: the newest report.json or harness summary found)."
+            "--eval", help="The evaluation report.", show_default="the newest report.json or harness summary in it"
         ),
     ] = None,
-    status: Annotated[str | None, typer.Option("--status", help="Only rows with this exit status.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only rows with this exit status.", show_default="all")
+    ] = None,
     resolved: Annotated[
-        bool | None, typer.Option("--resolved/--unresolved", help="Only resolved (or unresolved) rows.")
+        bool | None,
+        typer.Option("--resolved/--unresolved", help="Only resolved (or unresolved) rows.", show_default="both"),
     ] = None,
 ) -> None:
     """One row per instance: exit status, steps, cost and whether the evaluation resolved it; with totals."""

@@ -1,9 +1,9 @@
+"""`llm-ide run` and `llm-ide demo`: one task in a repository, live steps, the patch printed and written."""
+
 from __future__ import annotations
 
-import functools
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -11,67 +11,90 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
+from llm_ide.cli.console import (
+    config_default,
+    console,
+    err_console,
+    fail,
+    model_warnings_on_console,
+    print_event,
+    print_interrupted,
+    terminate_on_sigterm,
+)
+
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
+ENVIRONMENTS = ("local", "docker")
 
 
-def fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
-
-
-def print_event(event) -> None:
-    if event.kind == "tool":
-        tool_progress()(event.tool)
-    elif event.kind == "phase":
-        console.print(f"[dim]… {event.phase}[/]")
-    elif event.kind == "step":
-        first = next((line for line in event.observation.splitlines() if line.strip()), "")
-        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
-        if first:
-            console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
-
-
-@functools.cache
-def tool_progress():
-    from llm_ide.tools.progress import ToolProgress
-
-    return ToolProgress(console)
-
-
-def terminate_on_sigterm() -> None:
-    """SIGTERM ends a run like Ctrl-C: trajectory saved, environment removed, checkpoint kept for a resume."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+def environment_kind(environment: str | None, image: str | None) -> str | None:
+    """`--image` means docker: implied when `--environment` is not given, an error with `--environment local`."""
+    if environment is not None and environment not in ENVIRONMENTS:
+        raise fail(f"unknown environment {environment!r}: use local or docker")
+    if image is None:
+        return environment
+    if environment == "local":
+        raise fail("--image runs the task in a docker container: it cannot go with --environment local")
+    if environment is None:
+        console.print(f"[dim]… --image {escape(image)}: running in docker[/]")
+    return "docker"
 
 
 def run(
     repo: Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")],
-    task: Annotated[str | None, typer.Option(help="The task text.")] = None,
-    task_file: Annotated[Path | None, typer.Option(help="A file holding the task text.")] = None,
+    task: Annotated[str | None, typer.Option(help="The task text.", show_default="none; or --task-file")] = None,
+    task_file: Annotated[
+        Path | None, typer.Option(help="A file holding the task text.", show_default="none; or --task")
+    ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="provider:name, scripted:PATH, or an OpenAI-compatible name ($LLM_IDE_MODEL)."),
+        typer.Option(help="provider:name, scripted:PATH, or an OpenAI-compatible name.", show_default="$LLM_IDE_MODEL"),
     ] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint ($OPENAI_BASE_URL).")] = None,
-    config: Annotated[list[Path] | None, typer.Option(help="YAML file(s) overriding any config key.")] = None,
-    output: Annotated[Path | None, typer.Option(help="Output directory (default runs/<thread id>).")] = None,
-    step_limit: Annotated[int | None, typer.Option(help="Maximum number of operations.")] = None,
-    cost_limit: Annotated[float | None, typer.Option(help="Maximum model cost in USD.")] = None,
-    thread_id: Annotated[str | None, typer.Option(help="Run id; an unfinished run with this id resumes.")] = None,
-    checkpoint: Annotated[str | None, typer.Option(help="sqlite:PATH | postgres://… | memory.")] = None,
-    environment: Annotated[str | None, typer.Option(help="local or docker.")] = None,
-    image: Annotated[str | None, typer.Option(help="Docker image (with --environment docker).")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint.", show_default="$OPENAI_BASE_URL, else the provider's own"),
+    ] = None,
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
+    ] = None,
+    output: Annotated[Path | None, typer.Option(help="Output directory.", show_default="runs/<thread id>")] = None,
+    step_limit: Annotated[
+        int | None, typer.Option(help="Maximum number of operations.", show_default=config_default("agent.step_limit"))
+    ] = None,
+    cost_limit: Annotated[
+        float | None, typer.Option(help="Maximum model cost in USD.", show_default=config_default("agent.cost_limit"))
+    ] = None,
+    thread_id: Annotated[
+        str | None,
+        typer.Option(
+            help="Run id; an unfinished run with this id resumes (with the same task).",
+            show_default="run-<YYYYmmdd-HHMMSS>",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="sqlite:PATH | postgres://… | memory.", show_default="sqlite:<output>/<thread id>.checkpoint.sqlite"
+        ),
+    ] = None,
+    environment: Annotated[
+        str | None,
+        typer.Option(
+            help="local (on this host, in the repository) or docker (in a container, on a copy).",
+            show_default=config_default("environment.type") + "; docker with --image",
+        ),
+    ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            help="Docker image; implies --environment docker.", show_default=config_default("environment.image")
+        ),
+    ] = None,
 ) -> None:
-    """Run the agent on one task in a repository."""
+    """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
     from llm_ide.config import ConfigError, load_config
 
     if (task is None) == (task_file is None):
@@ -83,6 +106,7 @@ def run(
     model = model or os.environ.get("LLM_IDE_MODEL")
     if not model:
         raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
+    kind = environment_kind(environment, image)
     try:
         settings = load_config("default", overrides=config or [])
     except ConfigError as error:
@@ -93,27 +117,40 @@ def run(
     except ConfigError as error:
         raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
-    from llm_ide.run.single import run_task
+    from llm_ide.run.single import ThreadMismatchError, run_task
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     terminate_on_sigterm()
-    result = run_task(
-        task if task is not None else task_file.read_text(encoding="utf-8"),
-        model=model,
-        settings=settings,
-        output_dir=output,
-        run_id=run_id,
-        repo=repo.resolve(),
-        environment=environment,
-        image=image,
-        base_url=base_url,
-        checkpoint=checkpoint,
-        on_event=print_event,
-    )
-    report(result)
+    try:
+        with model_warnings_on_console():
+            result = run_task(
+                task if task is not None else task_file.read_text(encoding="utf-8"),
+                model=model,
+                settings=settings,
+                output_dir=output,
+                run_id=run_id,
+                repo=repo.resolve(),
+                environment=kind,
+                image=image,
+                base_url=base_url,
+                checkpoint=checkpoint,
+                on_event=print_event,
+            )
+    except ThreadMismatchError as error:
+        raise fail(str(error)) from None
+    except KeyboardInterrupt:
+        saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
+        print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
+        raise typer.Exit(130) from None
     if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
+        report(result)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
+    patch_path = output / f"{run_id}.patch"
+    patch_path.write_text(result.submission, encoding="utf-8")
+    console.print(f"[bold]patch[/] ({patch_path}):")
+    console.print(result.submission.rstrip("\n") if result.submission.strip() else "(empty patch)", markup=False)
+    report(result)
     raise typer.Exit(0 if result.exit_status == "submitted" else 1)
 
 
@@ -140,7 +177,10 @@ def report(result) -> None:
 
 
 def demo(
-    output: Annotated[Path | None, typer.Option(help="Where to keep the demo project and its run.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Where to keep the demo project and its run.", show_default="a new llm-ide-demo-* temp dir"),
+    ] = None,
 ) -> None:
     """Fix a small bug in a bundled project, offline, with the full agent and a scripted model."""
     from llm_ide.config import load_config
@@ -181,64 +221,3 @@ def unittest_verdict(project: Path) -> tuple[bool, str]:
         ["python3", "-m", "unittest", "discover", "-s", "tests", "-t", "."], cwd=project, capture_output=True, text=True
     )
     return check.returncode == 0, (check.stderr.strip().splitlines() or ["(no output)"])[-1]
-
-
-def inspect(
-    trajectory: Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide or mini-swe-agent).")],
-    out: Annotated[
-        Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
-    ] = None,
-    html: Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.")] = False,
-) -> None:
-    """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
-    import json
-
-    if html or out is not None:
-        from llm_ide.cli.inspector import write_inspector_page
-
-        if not html:
-            raise fail(f"{out}: an output page is only written with --html")
-        return write_inspector_page(trajectory, out)
-
-    from rich.table import Table
-    from rich.tree import Tree
-
-    from llm_ide.state.operations import OperationNode, reasoning_chain
-
-    if not trajectory.is_file():
-        raise fail(f"trajectory not found: {trajectory}")
-    try:
-        data = json.loads(trajectory.read_text(encoding="utf-8"))
-        nodes = [OperationNode(**node) for node in data["operations"]]
-    except (ValueError, KeyError, TypeError) as error:
-        raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
-    chain = {node.id for node in reasoning_chain(nodes)}
-    info = data["info"]
-    stats = info["model_stats"]
-    root = Tree(
-        f"[bold]{info.get('run_id', trajectory.stem)}[/]: {info['exit_status']} — {len(nodes)} operations, "
-        f"{stats['api_calls']} model calls, ${stats['cost']:.4f}"
-    )
-    branches = {None: root}
-    for node in nodes:
-        params = json.dumps(node.action_params, ensure_ascii=False)
-        label = escape(f"[{node.id}] {node.action_type} {params[:80]}")
-        if node.id not in chain:
-            label = f"[red]✗ {label}[/] [dim](failed alternative)[/]"
-        elif node.bad_action:
-            label = f"[yellow]{label}[/] [dim](marked bad)[/]"
-        if node.summary:
-            label += f"\n[dim]{escape(node.summary[:160])}[/]"
-        branches[node.id] = branches[node.parent_id].add(label)
-    console.print(root)
-    table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
-    for call in data.get("model_calls", []):
-        table.add_row(
-            str(call["index"]),
-            call["kind"],
-            str(call["prompt_chars"]),
-            str(call["prompt_tokens"]),
-            str(call["response_tokens"]),
-            f"${call['cost']:.4f}",
-        )
-    console.print(table)

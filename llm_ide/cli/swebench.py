@@ -8,10 +8,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+from llm_ide.cli.console import (
+    config_default,
+    console,
+    err_console,
+    fail,
+    model_warnings_on_console,
+    print_event,
+    print_interrupted,
+    terminate_on_sigterm,
+)
 
 Subset = Annotated[
     str,
@@ -20,24 +27,37 @@ Subset = Annotated[
 Split = Annotated[str, typer.Option(help="Dataset split (dev, test); ignored for local files.")]
 Model = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="provider:name, scripted:PATH, or an OpenAI-compatible name ($LLM_IDE_MODEL)."),
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:name, scripted:PATH, or an OpenAI-compatible name.",
+        show_default="$LLM_IDE_MODEL",
+    ),
 ]
-BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint ($OPENAI_BASE_URL).")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(help="OpenAI-compatible endpoint.", show_default="$OPENAI_BASE_URL, else the provider's own"),
+]
 ConfigFiles = Annotated[
-    list[Path] | None, typer.Option("--config", "-c", help="YAML file(s) overriding keys of the swebench config.")
+    list[Path] | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML file(s) overriding keys of the swebench config.",
+        show_default="none: llm_ide/prompts/swebench.yaml",
+    ),
 ]
 EnvironmentKind = Annotated[
     str, typer.Option("--environment", "--environment-class", help="docker (one container per instance) or local.")
 ]
 Checkpoint = Annotated[
-    str | None, typer.Option(help="sqlite:PATH | postgres://… | memory (default: SQLite in each instance's folder).")
+    str | None,
+    typer.Option(help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"),
 ]
-StepLimit = Annotated[int | None, typer.Option(help="Maximum operations per instance (config agent.step_limit).")]
-
-
-def fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
-    return typer.Exit(2)
+StepLimit = Annotated[
+    int | None,
+    typer.Option(help="Maximum operations per instance.", show_default=config_default("agent.step_limit", "swebench")),
+]
 
 
 def _model(model: str | None) -> str:
@@ -81,8 +101,15 @@ def _check_environment(kind: str) -> None:
 def swebench_command(
     subset: Subset = "lite",
     split: Split = "dev",
-    slice_spec: Annotated[str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.")] = "",
-    filter_regex: Annotated[str, typer.Option("--filter", help="Regex matched against instance ids.")] = "",
+    slice_spec: Annotated[
+        str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.", show_default="all")
+    ] = "",
+    filter_regex: Annotated[
+        str,
+        typer.Option(
+            "--filter", help="Regex searched anywhere in the instance ids (a substring works).", show_default="all"
+        ),
+    ] = "",
     shuffle: Annotated[bool, typer.Option(help="Shuffle (seeded) before filtering and slicing.")] = False,
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("swebench_output"),
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances run in parallel.")] = 1,
@@ -92,13 +119,12 @@ def swebench_command(
     environment: EnvironmentKind = "docker",
     redo_existing: Annotated[bool, typer.Option(help="Run again instances already in preds.json.")] = False,
     cost_limit: Annotated[
-        float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0 or unset: none.")
+        float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0: none.", show_default="none")
     ] = None,
     step_limit: StepLimit = None,
     checkpoint: Checkpoint = None,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
-    from llm_ide.cli.run import terminate_on_sigterm
     from llm_ide.swebench.batch import BatchAbandoned, run_swebench
     from llm_ide.swebench.dataset import DatasetError
     from llm_ide.swebench.preflight import SWEbenchError
@@ -120,36 +146,45 @@ def swebench_command(
     )
     terminate_on_sigterm()
     try:
-        summary = run_swebench(
-            subset,
-            split,
-            options,
-            slice_spec=slice_spec,
-            filter_regex=filter_regex,
-            shuffle=shuffle,
-            progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
-            before_run=lambda dataset, todo, skipped: _announce(dataset, todo, skipped, kind),
-        )
+        with model_warnings_on_console():
+            summary = run_swebench(
+                subset,
+                split,
+                options,
+                slice_spec=slice_spec,
+                filter_regex=filter_regex,
+                shuffle=shuffle,
+                progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
+                before_run=lambda dataset, todo, skipped: _announce(dataset, todo, skipped, kind, filter_regex),
+            )
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        err_console.print(f"interrupted: run the same command again to resume ({output / 'preds.json'})")
+        print_interrupted(f"finished instances are in {output / 'preds.json'}; the others continue where they were")
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(130)  # worker threads are still in their runs; their containers go when this process does
         raise typer.Exit(130) from None
+    ran, finished = len(summary.outcomes), len(summary.skipped_existing)
+    console.print(f"{ran} instance{'s' * (ran != 1)} run, {finished} skipped as finished in an earlier run")
     console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
     if summary.not_started:
         console.print(f"[yellow]global cost limit reached: {len(summary.not_started)} instances not started[/]")
 
 
-def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str) -> None:
+def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str, filter_regex: str) -> None:
     for error in dataset.errors:
         err_console.print(f"[yellow]skipping malformed {error}[/]", soft_wrap=True)
+    if not todo and not skipped:
+        chosen_by = f"--filter {filter_regex!r}" if filter_regex else "the selection"
+        raise fail(f"no instance selected: {chosen_by} matches none of the {len(dataset.instances)} instances")
     if skipped:
-        console.print(f"{len(skipped)} instances already in preds.json are skipped (--redo-existing to run them again)")
+        console.print(
+            f"{len(skipped)} instance{'s' * (len(skipped) != 1)} skipped as finished in an earlier run "
+            "(in preds.json; --redo-existing runs them again)"
+        )
     if todo:
         _check_environment(kind)
 
@@ -164,11 +199,13 @@ def swebench_single_command(
     environment: EnvironmentKind = "docker",
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("swebench_single"),
     step_limit: StepLimit = None,
-    cost_limit: Annotated[float | None, typer.Option(help="Cost limit (USD) of this run.")] = None,
+    cost_limit: Annotated[
+        float | None,
+        typer.Option(help="Cost limit (USD) of this run.", show_default=config_default("agent.cost_limit", "swebench")),
+    ] = None,
     checkpoint: Checkpoint = None,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
-    from llm_ide.cli.run import print_event, terminate_on_sigterm
     from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
     from llm_ide.swebench.preflight import SWEbenchError, check_model
@@ -195,17 +232,18 @@ def swebench_single_command(
     console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
     terminate_on_sigterm()
     try:
-        outcome = run_instance(
-            chosen,
-            options,
-            batch_config(options),
-            OutputStore(output),
-            on_event=lambda _, event: print_event(event),
-        )
+        with model_warnings_on_console():
+            outcome = run_instance(
+                chosen,
+                options,
+                batch_config(options),
+                OutputStore(output),
+                on_event=lambda _, event: print_event(event),
+            )
     except SWEbenchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt:
-        err_console.print("interrupted: run the same command again to resume from the checkpoint")
+        print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
         raise typer.Exit(130) from None
     colour = "green" if outcome.exit_status == "submitted" else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
@@ -220,9 +258,20 @@ def evaluate_command(
     split: Split = "dev",
     workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="JSON report (default: report.json beside the predictions).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Folder of this evaluation: report.json and logs/<instance id>/ (never one holding another).",
+            show_default="evaluations/<predictions name>.<UTC time> beside the predictions",
+        ),
     ] = None,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per instance's test run (config default).")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
+        ),
+    ] = None,
     config: ConfigFiles = None,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
@@ -232,19 +281,20 @@ def evaluate_command(
 
     from llm_ide.config import ConfigError, load_config
     from llm_ide.swebench.dataset import DatasetError, load_dataset
-    from llm_ide.swebench.evaluate import EvaluationError, evaluate_predictions, load_predictions
+    from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
 
     try:
         settings = load_config("swebench", config or []).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
+        folder = claim_folder(output, predictions)
     except (ConfigError, DatasetError, EvaluationError) as error:
         raise fail(str(error)) from None
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
     instances = {i.instance_id: i for i in dataset.instances}
-    report_path = output or predictions.with_name("report.json")
-    console.print(f"evaluating {len(preds)} predictions with {workers} workers")
+    report_path = folder / "report.json"
+    console.print(f"evaluating {len(preds)} predictions with {workers} workers into {folder}", markup=False)
 
     def show(result: Any) -> None:
         console.print(f"  {result.instance_id}: {result.status} {result.detail}".rstrip(), markup=False)
@@ -254,7 +304,7 @@ def evaluate_command(
             preds,
             instances,
             settings=settings,
-            log_dir=report_path.parent / "eval_logs",
+            log_dir=folder / "logs",
             workers=workers,
             timeout=timeout,
             on_result=show,
@@ -262,7 +312,7 @@ def evaluate_command(
     except EvaluationError as error:
         raise fail(str(error)) from None
     table = Table("instance", "status", "FAIL_TO_PASS", "PASS_TO_PASS", "seconds", "detail")
-    colours = {"resolved": "green", "unresolved": "yellow", "error": "red"}
+    colours = {"resolved": "green", "unresolved": "yellow", "error": "red", "empty_patch": "dim"}
     for result in sorted(report.results, key=lambda r: r.instance_id):
         f2p, p2p = result.fail_to_pass, result.pass_to_pass
         table.add_row(
@@ -275,9 +325,9 @@ def evaluate_command(
         )
     console.print(table)
     data = report.to_json()
-    report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     console.print(
         f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
-        f"unresolved {data['unresolved']}, error {data['error']} — report: {report_path}"
+        f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
+        f"{report_path}"
     )

@@ -16,7 +16,7 @@ tools_app = typer.Typer(
 )
 
 ToolsDir = Annotated[
-    Path | None, typer.Option("--tools-dir", help="Folder of tool yaml files (default: the bundled llm_ide/tools).")
+    Path | None, typer.Option("--tools-dir", help="Folder of tool yaml files.", show_default="llm_ide/tools (bundled)")
 ]
 
 
@@ -66,11 +66,18 @@ def plan_command(
         str, typer.Option("--environment", "-e", help="docker or local (they differ in the tools root).")
     ] = "docker",
     conda: Annotated[
-        bool, typer.Option("--conda", help="Plan for an image with conda (SWE-bench images): conda, not venv.")
+        bool,
+        typer.Option(
+            "--conda", help="Plan for an image with conda (SWE-bench images): conda, not venv.", show_default="off"
+        ),
     ] = False,
     tools_root: Annotated[
         str | None,
-        typer.Option("--tools-root", help="Default: /tools (docker), $TOOLS_ROOT (local: the tool's cache entry)."),
+        typer.Option(
+            "--tools-root",
+            help="Where tools are installed.",
+            show_default="/tools (docker), $TOOLS_ROOT (local: the tool's cache entry)",
+        ),
     ] = None,
     tools_dir: ToolsDir = None,
 ) -> None:

@@ -3,17 +3,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from jinja2 import Environment as Jinja
-from jinja2 import StrictUndefined, Template
-
-
-@cache
-def _template(text: str) -> Template:
-    return Jinja(undefined=StrictUndefined, keep_trailing_newline=True).from_string(text)
+from llm_ide.prompting import compile_template
 
 
 def render(template: str, **values: object) -> str:
-    return _template(template).render(**values)
+    return compile_template(template).render(**values)
 
 
 @cache

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from llm_ide.errors import UsageError
 from llm_ide.inspector.model import AttemptView, CallView, ChunkHeat, NodeView, RunView, StepStat
 from llm_ide.state.operations import OperationNode, reasoning_chain
 
@@ -15,7 +16,7 @@ MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 MARK_FIELDS = {"denied": "denied", "review": "review", "candidates": "sampled"}
 
 
-class TrajectoryError(ValueError):
+class TrajectoryError(UsageError):
     """A file the inspector cannot read as a trajectory."""
 
 

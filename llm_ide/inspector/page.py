@@ -120,7 +120,7 @@ def report_page(batch: BatchView) -> str:
 
 
 def write_page(html: str, out: Path) -> Path:
-    from llm_ide.run.trajectory import atomic_write
+    from llm_ide.fileio import atomic_write
 
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, html)

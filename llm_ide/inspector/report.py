@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from llm_ide.errors import UsageError
 from llm_ide.inspector.load import TrajectoryError, load_run
 from llm_ide.inspector.model import BatchView, InstanceRow
 from llm_ide.inspector.page import run_page, write_page
@@ -15,7 +16,7 @@ from llm_ide.inspector.page import run_page, write_page
 STATUSES = "exit_statuses.yaml"
 
 
-class ReportError(ValueError):
+class ReportError(UsageError):
     """A folder the report cannot read as a batch."""
 
 

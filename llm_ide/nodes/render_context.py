@@ -7,15 +7,14 @@ from langgraph.runtime import Runtime
 
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
-from llm_ide.state.context import Chunk, rescore, select_chunks, trim_to_budget
+from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 
 
 def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int) -> str:
     params = ctx.score_params
-    rescore(chunks, n_operations, params)
-    shown = select_chunks(chunks, params)
+    shown = select_chunks(scored(chunks, n_operations, params), params)
     view = ctx.workspace.view
     view.refresh(chunk.file_path for chunk in shown)
     shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)

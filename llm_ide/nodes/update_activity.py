@@ -1,30 +1,18 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import ExitStatus
 from llm_ide.resources import AgentContext
-from llm_ide.state.context import Chunk, add_scope, record_operation
+from llm_ide.state.context import add_scope, copy_chunks, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
 from llm_ide.state.references import count_references, parse_references
 
 CHANGES_FILES = {"edit", "create", "bash"}
-
-
-def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
-    return [
-        replace(
-            c,
-            lines=list(c.lines),
-            activity=replace(c.activity, accessed=list(c.activity.accessed), referred=list(c.activity.referred)),
-        )
-        for c in chunks
-    ]
 
 
 def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> ExitStatus | None:
@@ -58,6 +46,7 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
         n_operations=n_operations,
     )
     record_operation(chunks, accessed, referred)
+    rescore(chunks, n_operations + 1, ctx.score_params)
     now = time.monotonic()
     elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
     ctx.mark = now

@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, install_signal_policy
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.patch import base_commit, extract_patch
@@ -20,7 +21,12 @@ from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
 log = logging.getLogger("llm_ide.run")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
+
+
+class ThreadMismatchError(ValueError):
+    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 
 @dataclass
@@ -80,6 +86,17 @@ def run_log(path: Path):
         _CURRENT_RUN.reset(token)
 
 
+def prepare_output(output_dir: Path, run_id: str) -> Path:
+    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
+    return output_dir
+
+
 def restore_worktree(env: Environment, patch: str) -> None:
     """A resumed run in a fresh container gets back the changes it had made."""
     if not patch.strip():
@@ -110,8 +127,7 @@ def run_task(
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = prepare_output(Path(output_dir), run_id)
     if environment:
         settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     emit = on_event or (lambda event: None)
@@ -130,6 +146,10 @@ def run_task(
         graph = build_graph(saver)
         snapshot = graph.get_state({"configurable": {"thread_id": run_id}})
         values: dict[str, Any] = dict(snapshot.values or {})
+        if values.get("task") not in (None, task):
+            raise ThreadMismatchError(
+                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
+            )
         run = _Run(run_id, saver, recorder, emit, info, values)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.next:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
@@ -138,6 +158,9 @@ def run_task(
         status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
+            if resumed:
+                done = values.get("n_operations", 0)
+                emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
             emit(RunEvent(run_id, "phase", phase="starting environment"))
             env = make_environment(settings.environment, repo, run_id, image)
             base = base or base_commit(env)
@@ -234,4 +257,4 @@ class _Run:
         return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
 
 
-__all__ = ["CostBudget", "RunEvent", "RunResult", "run_task"]
+__all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]

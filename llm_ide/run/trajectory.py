@@ -1,28 +1,15 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from llm_ide import __version__
+from llm_ide.fileio import atomic_write
 from llm_ide.state.graph_state import empty_usage
 
 FORMAT = "llm-ide-1"
-
-
-def atomic_write(path: Path, parts: str | list[bytes]) -> None:
-    """Write temp + rename: a reader (or a crash) never sees a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.writelines([parts.encode("utf-8")] if isinstance(parts, str) else parts)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class Recorder:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import operator
 import posixpath
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llm_ide.state.record import Record
 
@@ -89,6 +89,27 @@ def rescore(chunks: Iterable[Chunk], n_operations: int, params: ScoreParams) -> 
         for a, r in zip(activity.accessed[start:n_operations], activity.referred[start:n_operations], strict=True):
             score = score * gamma + alpha * a + beta * r
         activity.score, activity.scored = score, n_operations
+
+
+def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
+    """Copies a node can change without touching the state it was given."""
+    return [
+        replace(
+            c,
+            lines=list(c.lines),
+            activity=replace(c.activity, accessed=list(c.activity.accessed), referred=list(c.activity.referred)),
+        )
+        for c in chunks
+    ]
+
+
+def scored(chunks: list[Chunk], n_operations: int, params: ScoreParams) -> list[Chunk]:
+    """`chunks` with scores up to date: themselves when they are (update_activity rescores), else rescored copies."""
+    if all(chunk.activity.scored == n_operations for chunk in chunks):
+        return chunks
+    chunks = copy_chunks(chunks)
+    rescore(chunks, n_operations, params)
+    return chunks
 
 
 def select_chunks(chunks: list[Chunk], params: ScoreParams) -> list[Chunk]:

@@ -27,10 +27,23 @@ class Usage(TypedDict):
     cost: float
 
 
-class AgentState(AgentInput, total=False):
+class RunState(AgentInput, total=False):
+    """The run's memory and outcome: what the graph returns and what outlives a step."""
+
     code_context: list[Chunk]
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
+    usage: Usage
+    elapsed: float
+    exit_status: ExitStatus | None
+    worktree_patch: str
+    error: str  # LangGraph Studio: the message of the error that ended the run
+    submission: str  # LangGraph Studio: the patch, when the run has ended
+
+
+class StepState(TypedDict, total=False):
+    """Scratch fields of the current step, private to the nodes (not in the graph's output)."""
+
     workspace: str
     reflection: Reflection | None
     parent_id: int | None
@@ -39,12 +52,10 @@ class AgentState(AgentInput, total=False):
     submitted: bool
     retry: dict[str, str] | None
     format_errors: int
-    usage: Usage
-    elapsed: float
-    exit_status: ExitStatus | None
-    worktree_patch: str
-    error: str  # LangGraph Studio: the message of the error that ended the run
-    submission: str  # LangGraph Studio: the patch, when the run has ended
+
+
+class AgentState(RunState, StepState, total=False):
+    """What the nodes read: the run's state and the step's scratch fields."""
 
 
 def empty_usage() -> Usage:

@@ -286,7 +286,7 @@ def select(
             pattern = re.compile(filter_regex)
         except re.error as error:
             raise ValueError(f"invalid --filter regex {filter_regex!r}: {error}") from None
-        chosen = [inst for inst in chosen if pattern.match(inst.instance_id)]
+        chosen = [inst for inst in chosen if pattern.search(inst.instance_id)]
     chosen = chosen[parse_slice(slice_spec)]
     return [inst for inst in chosen if inst.instance_id not in skip_ids]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import re
 import shlex
@@ -21,13 +22,28 @@ from jinja2 import Environment, StrictUndefined
 from llm_ide.errors import LlmIdeError
 from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.grading import (
+    END_MARKER,
+    START_MARKER,
+    GradingError,
+    grade,
+    log_parser,
+    read_test_log,
+    record_exit_code,
+)
 
-START_MARKER = ">>>>> Start Test Output"
-END_MARKER = ">>>>> End Test Output"
 EVAL_DIR = "/tmp/llm-ide-eval"
-PASSING = frozenset({"PASSED", "XFAIL"})
-PYTEST_STATUSES = ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL")
-PYTEST_PARSERS = frozenset({"parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2"})
+PATCH_FILE = f"{EVAL_DIR}/patch.diff"
+# the official harness's chain (swebench 5.0.2 GIT_APPLY_CMDS), each attempt from a pristine tree
+APPLY_COMMANDS = (
+    ["git", "apply", "--verbose"],
+    ["git", "apply", "--verbose", "--3way"],
+    ["git", "apply", "--verbose", "--reject"],
+    ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "-i"],
+)
+RESET_TREE = "git checkout -- . ; git clean -fd"
+REVERSE_CHECK = ["git", "apply", "--check", "--reverse"]  # the chain failed: is the patch already in the tree?
+MISSING_MODULE = re.compile(r"^\S*python[\d.]*: No module named (\S+)\s*$", re.M)
 
 _JINJA = Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 _JINJA.filters["shquote"] = shlex.quote
@@ -40,13 +56,19 @@ class EvaluationError(LlmIdeError):
 @dataclass
 class EvalResult:
     instance_id: str
-    status: str  # resolved | unresolved | error
+    status: str  # resolved | unresolved | error | empty_patch
     detail: str = ""
     patch_applied: bool | None = None
+    applied_with: str = ""  # the apply command that took the patch
+    test_exit_code: int | None = None
     fail_to_pass: dict[str, list[str]] = field(default_factory=lambda: {"success": [], "failure": []})
     pass_to_pass: dict[str, list[str]] = field(default_factory=lambda: {"success": [], "failure": []})
-    log: str = ""
+    log: str = ""  # the test output
+    log_dir: str = ""  # patch.diff, eval.sh, apply.log, test_output.txt
     seconds: float = 0.0
+
+
+STATUSES = ("resolved", "unresolved", "error", "empty_patch")
 
 
 @dataclass
@@ -61,65 +83,14 @@ class EvalReport:
         return len(self.ids("resolved")) / len(self.results) if self.results else 0.0
 
     def to_json(self) -> dict[str, Any]:
+        counts = {status: len(self.ids(status)) for status in STATUSES}
         return {
             "total": len(self.results),
-            "resolved": len(self.ids("resolved")),
-            "unresolved": len(self.ids("unresolved")),
-            "error": len(self.ids("error")),
+            **counts,
             "resolve_rate": round(self.resolve_rate, 4),
-            "resolved_ids": self.ids("resolved"),
-            "unresolved_ids": self.ids("unresolved"),
-            "error_ids": self.ids("error"),
+            **{f"{status}_ids": self.ids(status) for status in STATUSES},
             "instances": {r.instance_id: asdict(r) for r in sorted(self.results, key=lambda r: r.instance_id)},
         }
-
-
-def parse_pytest_log(log: str) -> dict[str, str]:
-    """`pytest -rA` summary lines (`PASSED node`, `FAILED node - message`) → {node id: status}."""
-    statuses: dict[str, str] = {}
-    for line in log.split("\n"):
-        status, _, rest = line.rstrip().partition(" ")
-        if status not in PYTEST_STATUSES or not rest or re.match(r"\[\d+\] ", rest):  # `SKIPPED [2] file:1: why`
-            continue
-        node = rest.split(" - ", 1)[0] if status in ("FAILED", "ERROR") else rest
-        statuses[node.strip()] = status
-    return statuses
-
-
-def log_parser(name: str | None) -> Callable[[str], dict[str, str]]:
-    """The instance's `log_parser` from the swebench package when it is installed; our pytest parser otherwise."""
-    if not name:
-        return parse_pytest_log
-    try:
-        from swebench.harness.log_parsers import PARSER_REGISTRY
-    except ImportError:
-        if name in PYTEST_PARSERS:
-            return parse_pytest_log
-        raise EvaluationError(
-            f"log parser {name} needs the swebench package (pip install swebench), or use the official harness"
-        ) from None
-    if name not in PARSER_REGISTRY:
-        raise EvaluationError(f"unknown log parser {name} (not in swebench's PARSER_REGISTRY)")
-    parser = PARSER_REGISTRY[name]
-    return lambda log: parser(log, None)
-
-
-def extract_test_output(log: str) -> str:
-    if START_MARKER not in log or END_MARKER not in log.split(START_MARKER, 1)[1]:
-        raise EvaluationError("the tests did not run to the end (no test-output markers in the log)")
-    return log.split(START_MARKER, 1)[1].split(END_MARKER, 1)[0]
-
-
-def grade(instance: Instance, statuses: dict[str, str]) -> tuple[str, dict[str, list[str]], dict[str, list[str]]]:
-    """SWE-bench's rule: resolved iff every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails (skips allowed)."""
-    f2p = {"success": [], "failure": []}
-    p2p = {"success": [], "failure": []}
-    for test in instance.fail_to_pass:
-        f2p["success" if statuses.get(test) in PASSING else "failure"].append(test)
-    for test in instance.pass_to_pass:
-        p2p["success" if statuses.get(test) in PASSING | {"SKIPPED"} else "failure"].append(test)
-    resolved = not f2p["failure"] and not p2p["failure"]
-    return ("resolved" if resolved else "unresolved"), f2p, p2p
 
 
 def changed_files(patch: str) -> tuple[list[str], list[str]]:
@@ -132,19 +103,22 @@ def changed_files(patch: str) -> tuple[list[str], list[str]]:
 
 
 def eval_script(instance: Instance, settings: SweBenchSettings) -> str:
-    """The v5 `eval_script` of the instance, else our pytest script for FAIL_TO_PASS + PASS_TO_PASS."""
+    """The v5 `eval_script` of the instance, else our pytest script for the files of FAIL_TO_PASS + PASS_TO_PASS
+    (files, not ids: the datasets' ids are cut at their first space); either way recording the test command's exit
+    code after the end marker."""
     if instance.eval_script:
-        return instance.eval_script
+        return record_exit_code(instance.eval_script)
     modified, created = changed_files(instance.test_patch)
-    return _JINJA.from_string(settings.eval_script).render(
+    script = _JINJA.from_string(settings.eval_script).render(
         base_commit=instance.base_commit or "HEAD",
         test_patch=instance.test_patch,
         test_files=modified,
         new_test_files=created,
-        tests=[*instance.fail_to_pass, *instance.pass_to_pass],
+        tests=list(dict.fromkeys(test.split("::")[0] for test in [*instance.fail_to_pass, *instance.pass_to_pass])),
         start_marker=START_MARKER,
         end_marker=END_MARKER,
     )
+    return record_exit_code(script)
 
 
 def _archive(files: dict[str, str]) -> bytes:
@@ -156,6 +130,18 @@ def _archive(files: dict[str, str]) -> bytes:
             info.size, info.mode, info.mtime = len(data), 0o755, int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def missing_runner(log: str, exit_code: int | None) -> str | None:
+    """Why the test command could not start (not found, or `python -m` without the module), else None."""
+    if exit_code == 127:
+        lines = [line for line in log.splitlines() if "not found" in line or "No such file" in line]
+        return f"the test command was not found (exit 127){': ' + lines[-1].strip() if lines else ''}"
+    output = log.split(START_MARKER, 1)[-1].split(END_MARKER, 1)[0]
+    match = MISSING_MODULE.search(output)
+    if exit_code not in (None, 0) and match:
+        return f"the test runner is missing: {match.group(0).strip()}"
+    return None
 
 
 class Evaluator:
@@ -175,29 +161,32 @@ class Evaluator:
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
 
-    def evaluate(self, instance: Instance | None, instance_id: str, patch: str) -> EvalResult:
+    def evaluate(self, instance: Instance | None, instance_id: str, patch: str | None) -> EvalResult:
         started = time.monotonic()
         result = EvalResult(instance_id, "error")
         if instance is None:
             result.detail = "instance is not in the dataset"
-        elif not patch.strip():
-            result.status, result.detail = "unresolved", "empty patch"
+        elif patch in ("", None):  # the harness's empty-patch category: not run, neither resolved nor unresolved
+            result.status, result.detail = "empty_patch", "empty patch"
         else:
-            log_path = self.log_dir / f"{instance_id}.log"
-            result.log = str(log_path)
+            folder = self.log_dir / instance_id
+            folder.mkdir(parents=True, exist_ok=True)
+            result.log_dir = str(folder)
             try:
-                self._run(instance, patch, result, log_path)
+                self._run(instance, patch, result, folder)
             except EvaluationError as error:
+                result.status, result.detail = "error", str(error)
+            except GradingError as error:
                 result.status, result.detail = "error", str(error)
         result.seconds = round(time.monotonic() - started, 2)
         return result
 
-    def _run(self, instance: Instance, patch: str, result: EvalResult, log_path: Path) -> None:
+    def _start(self, instance: Instance) -> Any:
         import docker
 
         label, run_label = self.labels
         try:
-            container = self.client.containers.run(
+            return self.client.containers.run(
                 instance.image,
                 ["sleep", "infinity"],
                 detach=True,
@@ -207,25 +196,66 @@ class Evaluator:
             raise EvaluationError(f"image {instance.image} not found (docker pull {instance.image})") from None
         except docker.errors.APIError as error:
             raise EvaluationError(f"cannot start image {instance.image}: {error.explanation or error}") from None
+
+    def _apply(self, container: Any, result: EvalResult, folder: Path) -> None:
+        """The official chain: each command in turn from a pristine tree; a patch already in the tree counts."""
+        import docker
+
+        attempts: list[str] = []
+        output = ""
+        for number, command in enumerate(APPLY_COMMANDS):
+            if number:
+                container.exec_run(["bash", "-c", RESET_TREE], workdir="/testbed")
+            try:
+                code, raw = container.exec_run([*command, PATCH_FILE], workdir="/testbed")
+            except docker.errors.APIError as error:
+                code, raw = 126, str(error).encode()
+            output = raw.decode("utf-8", errors="replace")
+            attempts.append(f"$ {shlex.join(command)} {PATCH_FILE}  # exit {code}\n{output}")
+            if code == 0:
+                result.applied_with = shlex.join(command)
+                break
+        else:
+            code, raw = container.exec_run([*REVERSE_CHECK, PATCH_FILE], workdir="/testbed")
+            check = raw.decode("utf-8", errors="replace")
+            attempts.append(f"$ {shlex.join(REVERSE_CHECK)} {PATCH_FILE}  # exit {code}\n{check}")
+            if code == 0:
+                result.applied_with = "already applied (git apply --check --reverse)"
+        (folder / "apply.log").write_text("\n".join(attempts), encoding="utf-8")
+        result.patch_applied = bool(result.applied_with)
+        if not result.patch_applied:
+            raise EvaluationError(f"patch did not apply: {output.strip().splitlines()[-1:]}")
+
+    def _run(self, instance: Instance, patch: str, result: EvalResult, folder: Path) -> None:
+        import docker
+
+        parser = log_parser(instance.log_parser)
+        script = eval_script(instance, self.settings)
+        (folder / "patch.diff").write_text(patch, encoding="utf-8")
+        (folder / "eval.sh").write_text(script, encoding="utf-8")
+        container = self._start(instance)
         try:
-            files = {"model.patch": patch, "eval.sh": eval_script(instance, self.settings)}
             container.exec_run(["mkdir", "-p", EVAL_DIR])
-            container.put_archive(EVAL_DIR, _archive(files))
-            apply = _JINJA.from_string(self.settings.apply_patch).render(patch_file=f"{EVAL_DIR}/model.patch")
-            code, output = container.exec_run(["bash", "-c", apply], workdir="/testbed")
-            apply_log = output.decode("utf-8", errors="replace")
-            result.patch_applied = code == 0
-            if code != 0:
-                log_path.write_text(apply_log, encoding="utf-8")
-                raise EvaluationError(f"patch did not apply: {apply_log.strip().splitlines()[-1:]}")
+            container.put_archive(EVAL_DIR, _archive({"patch.diff": patch, "eval.sh": script}))
+            self._apply(container, result, folder)
             command = ["timeout", "-s", "KILL", str(int(self.timeout)), "bash", f"{EVAL_DIR}/eval.sh"]
             code, output = container.exec_run(command, workdir="/testbed")
             log = output.decode("utf-8", errors="replace")
-            log_path.write_text(apply_log + "\n" + log, encoding="utf-8")
+            log_path = folder / "test_output.txt"
+            log_path.write_text(log, encoding="utf-8")
+            result.log = str(log_path)
             if code == 137 and END_MARKER not in log:
                 raise EvaluationError(f"the tests timed out after {int(self.timeout)}s")
-            statuses = log_parser(instance.log_parser)(extract_test_output(log))
-            result.status, result.fail_to_pass, result.pass_to_pass = grade(instance, statuses)
+            test_log = read_test_log(log, parser)
+            result.test_exit_code = test_log.exit_code
+            problem = missing_runner(log, test_log.exit_code)
+            if problem:
+                raise EvaluationError(problem)
+            if not test_log.valid and test_log.reason.startswith("no test-output markers"):
+                raise EvaluationError("the tests did not run to the end (no test-output markers in the log)")
+            result.status, result.fail_to_pass, result.pass_to_pass = grade(instance, test_log.statuses)
+            if not test_log.valid:
+                result.status, result.detail = "unresolved", test_log.reason
         finally:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
@@ -246,7 +276,7 @@ def evaluate_predictions(
     results: list[EvalResult] = []
 
     def one(instance_id: str) -> None:
-        patch = preds[instance_id].get("model_patch") or ""
+        patch = preds[instance_id].get("model_patch")
         result = evaluator.evaluate(instances.get(instance_id), instance_id, patch)
         with lock:
             results.append(result)
@@ -275,3 +305,20 @@ def load_predictions(path: Path) -> dict[str, dict[str, Any]]:
     if not isinstance(items, list) or not all(isinstance(p, dict) and "instance_id" in p for p in items):
         raise EvaluationError(f"{path}: expected predictions with an instance_id each ({{id: prediction}} or a list)")
     return {p["instance_id"]: p for p in items}
+
+
+def claim_folder(output: Path | None, predictions: Path) -> Path:
+    """The folder of one evaluation (created here): `output`, or a new one under `evaluations/` beside the
+    predictions. A folder holding another evaluation's report or logs is refused, never overwritten."""
+    if output is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        (predictions.parent / "evaluations").mkdir(parents=True, exist_ok=True)
+        for suffix in itertools.count(1):
+            output = predictions.parent / "evaluations" / f"{predictions.stem}.{stamp}{f'-{suffix}' * (suffix > 1)}"
+            with contextlib.suppress(FileExistsError):
+                output.mkdir()
+                return output
+    if (output / "report.json").exists() or (output / "logs").exists():
+        raise EvaluationError(f"{output} already holds an evaluation: choose another --output")
+    output.mkdir(parents=True, exist_ok=True)
+    return output

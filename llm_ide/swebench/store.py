@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from typing import Any
 import yaml
 
 from llm_ide.errors import UsageError
+from llm_ide.fileio import atomic_write
 
 PREDS = "preds.json"
 STATUSES = "exit_statuses.yaml"
@@ -23,19 +22,6 @@ LOCK = ".llm-ide-batch.lock"
 
 class StoreError(UsageError, ValueError):
     """preds.json or exit_statuses.yaml cannot be read."""
-
-
-def atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextmanager

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import jinja2
-
+from llm_ide.prompting import render_string
 from llm_ide.tools.config import ToolConfig
 
 EnvKind = Literal["docker", "local"]
@@ -23,7 +22,6 @@ IDENTITY = (
     "import os, platform, sys; "
     'print(os.path.realpath(sys.executable), platform.machine(), sys.version.replace("\\n", " "))'
 )
-_JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def quote(value: str) -> str:
 
 
 def render_template(source: str, variables: dict[str, Any]) -> str:
-    return _JINJA.from_string(source).render(**variables).strip("\n")
+    return render_string(source, **variables)
 
 
 def isolation(tool: ToolConfig, target: Target) -> Isolation:

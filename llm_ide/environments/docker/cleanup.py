@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import getpass
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import docker
@@ -22,6 +24,7 @@ LABEL = "llm-ide"
 RUN_ID_LABEL = "llm-ide.run-id"
 PID_LABEL = "llm-ide.pid"
 HOST_LABEL = "llm-ide.host"
+USER_LABEL = "llm-ide.user"
 
 
 def one_line(error: BaseException) -> str:
@@ -84,8 +87,21 @@ def remove_container(client: docker.DockerClient, container_id: str, wait: float
     raise EnvironmentFailure(f"container {container_id[:12]} is still being removed after {wait:.0f} s")
 
 
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no $USER: the uid still tells users apart
+        return str(os.getuid())
+
+
 def owner_labels(run_id: str) -> dict[str, str]:
-    return {LABEL: "1", RUN_ID_LABEL: run_id, PID_LABEL: str(os.getpid()), HOST_LABEL: socket.gethostname()}
+    return {
+        LABEL: "1",
+        RUN_ID_LABEL: run_id,
+        PID_LABEL: str(os.getpid()),
+        HOST_LABEL: socket.gethostname(),
+        USER_LABEL: current_user(),
+    }
 
 
 def owner_alive(labels: dict[str, str]) -> bool:
@@ -101,17 +117,40 @@ def owner_alive(labels: dict[str, str]) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class LeftContainer:
+    name: str
+    run_id: str
+    status: str
+
+    def __str__(self) -> str:
+        return f"{self.name} (run {self.run_id}, {self.status})"
+
+
+@dataclass
+class Sweep:
+    removed: list[LeftContainer]
+    kept_live: list[LeftContainer]
+
+
 def cleanup_containers(
-    client: docker.DockerClient | None = None, *, include_live: bool = False, run_id: str | None = None
-) -> tuple[int, int]:
-    """Removes the containers labelled `llm-ide` whose run is over (its process is gone), or all of them with
-    `include_live`; only those of `run_id` when given. Returns (removed, skipped because their run is alive)."""
+    client: docker.DockerClient | None = None,
+    *,
+    include_live: bool = False,
+    run_id: str | None = None,
+    dry_run: bool = False,
+) -> Sweep:
+    """Removes the llm-ide containers that this user created on this host and whose run is over (its process is
+    gone), or all of this user's with `include_live`; only those of `run_id` when given. Another user's containers,
+    or another host's on a shared engine, are never touched. `dry_run`: only says what would go."""
     client = client or connect()
-    label_filter = [LABEL] + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
-    removed = skipped = 0
+    owner = [LABEL, f"{USER_LABEL}={current_user()}", f"{HOST_LABEL}={socket.gethostname()}"]
+    label_filter = owner + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    sweep = Sweep([], [])
     for container in client.containers.list(all=True, filters={"label": label_filter}):
+        left = LeftContainer(container.name, container.labels.get(RUN_ID_LABEL, "?"), container.status)
         if not include_live and owner_alive(container.labels):
-            skipped += 1
-            continue
-        removed += remove_container(client, container.id)
-    return removed, skipped
+            sweep.kept_live.append(left)
+        elif dry_run or remove_container(client, container.id):
+            sweep.removed.append(left)
+    return sweep

@@ -11,11 +11,8 @@ import bdb
 import contextlib
 import io
 import json
-import linecache
 import os
 import pdb
-import re
-import reprlib
 import signal
 import socket
 import sys
@@ -24,166 +21,17 @@ import time
 import traceback
 
 from llm_ide_debugger import common
+from llm_ide_debugger.pipe import Output
+from llm_ide_debugger.session_pdb import Channel, SessionPdb
 
-HEAD_BYTES = 20000
-TAIL_BYTES = 20000
-MARK = re.compile(rb"\x1edbg-sync-(\d+)\x1e")
-MARK_BODY = b"dbg-sync-"
 INTERRUPT_GRACE = 3.0
 SYNC_WAIT = 2.0
 INTERNAL_DIRS = ("_pytest", "pluggy", "llm_ide_debugger")
 INTERNAL_FILES = ("bdb.py", "pdb.py", "runpy.py")
 STDLIB_UNITTEST = os.path.join(os.path.dirname(os.__file__), "unittest") + os.sep
-SKIPPED_MODULES = ["llm_ide_debugger", "llm_ide_debugger.*", "_pytest.*", "pluggy", "pluggy.*"]
 PREFIX = common.PREFIX
 
 SESSION = None  # the running Session (the pytest plugin reaches it here)
-
-
-def _could_be_mark(tail: bytes) -> bool:
-    """`tail` (what follows a trailing \\x1e) may be the start of a sync mark cut by a read boundary."""
-    if len(tail) <= len(MARK_BODY):
-        return MARK_BODY.startswith(tail)
-    return tail.startswith(MARK_BODY) and tail[len(MARK_BODY) :].isdigit()
-
-
-class Output:
-    """Reads the pipe in a thread; keeps the head and tail of what arrived since the last take()."""
-
-    def __init__(self, read_fd: int, condition: threading.Condition) -> None:
-        self._fd = read_fd
-        self._condition = condition
-        self._head = bytearray()
-        self._tail = bytearray()
-        self._elided = 0
-        self._rest = b""
-        self.mark = 0
-        threading.Thread(target=self._read, name="debugger-output", daemon=True).start()
-
-    def _read(self) -> None:
-        while True:
-            data = os.read(self._fd, 65536)
-            if not data:
-                return
-            with self._condition:
-                self._feed(self._rest + data)
-                self._condition.notify_all()
-
-    def _feed(self, data: bytes) -> None:
-        position = 0
-        for match in MARK.finditer(data):
-            self._append(data[position : match.start()])
-            self.mark = max(self.mark, int(match.group(1)))
-            position = match.end()
-        rest = data[position:]
-        cut = rest.rfind(b"\x1e")
-        if cut >= 0 and _could_be_mark(rest[cut + 1 :]):
-            self._append(rest[:cut])
-            self._rest = rest[cut:]
-        else:
-            self._append(rest)
-            self._rest = b""
-
-    def _append(self, data: bytes) -> None:
-        room = HEAD_BYTES - len(self._head)
-        if room > 0:
-            self._head += data[:room]
-            data = data[room:]
-        self._tail += data
-        if len(self._tail) > TAIL_BYTES:
-            drop = len(self._tail) - TAIL_BYTES
-            del self._tail[:drop]
-            self._elided += drop
-
-    def take(self) -> str:
-        """Call with the condition held."""
-        text = self._head.decode("utf-8", "replace")
-        if self._elided:
-            text += f"\n[... {self._elided} bytes of output elided ...]\n"
-        text += self._tail.decode("utf-8", "replace")
-        self._head, self._tail, self._elided = bytearray(), bytearray(), 0
-        return text
-
-
-class Channel:
-    """pdb's stdin: each readline() is a prompt, answered with the next command a client sent."""
-
-    def __init__(self, session: "Session") -> None:
-        self._session = session
-
-    def readline(self) -> str:
-        return self._session.next_command()
-
-
-class SessionPdb(pdb.Pdb):
-    def __init__(self, session: "Session", stdin: Channel, stdout: io.TextIOBase) -> None:
-        pdb.Pdb.__init__(self, stdin=stdin, stdout=stdout, skip=SKIPPED_MODULES, nosigint=True, readrc=False)
-        self.prompt = ""
-        self.session = session
-        self.skip_first_stop = False
-        self.pending_breaks = []  # type: list[tuple[str, int]]
-        self.silent_breaks = set()  # type: set[str]
-
-    def interaction(self, frame, traceback):  # noqa: ANN001, ANN201 (pdb's signature)
-        if self.skip_first_stop and traceback is None:
-            self.skip_first_stop = False  # pytest: run on, untraced, to the start of the selected test
-            self.set_continue()
-            return None
-        return pdb.Pdb.interaction(self, frame, traceback)
-
-    def arm_pending_breaks(self) -> None:
-        """Sets the breakpoints at the start of the selected tests and turns tracing on (pytest calls this just
-        before a test runs, so collection and plugin loading run at full speed, untraced)."""
-        for filename, line in self.pending_breaks:
-            if self.set_break(self.canonic(filename), line, temporary=True) is None:
-                self.silent_breaks.add(str(self.get_breaks(self.canonic(filename), line)[-1].number))
-        if self.pending_breaks:
-            self.pending_breaks = []
-            sys.settrace(self.trace_dispatch)
-
-    def do_clear(self, arg):  # noqa: ANN001, ANN201
-        if arg.strip() in self.silent_breaks:  # our own breakpoint at the start of a test, hit once
-            self.silent_breaks.discard(arg.strip())
-            self.clear_bpbynumber(arg.strip())
-            return None
-        if arg:
-            return pdb.Pdb.do_clear(self, arg)
-        breakpoints = [bp for bp in bdb.Breakpoint.bpbynumber if bp]
-        self.clear_all_breaks()  # no "Clear all breaks?" question: nobody could answer it
-        for bp in breakpoints:
-            self.message(f"Deleted {bp}")
-        return None
-
-    do_cl = do_clear
-
-    def format_stack_entry(self, frame_lineno, lprefix=": "):  # noqa: ANN001, ANN201
-        """`path:line in function()` (path relative to the project root) instead of pdb's `path(line)function()`."""
-        frame, lineno = frame_lineno
-        filename = self.canonic(frame.f_code.co_filename)
-        entry = f"{self.session.display_path(filename)}:{lineno} in {frame.f_code.co_name or '<lambda>'}()"
-        if "__return__" in frame.f_locals:
-            entry += " -> " + reprlib.repr(frame.f_locals["__return__"])
-        line = linecache.getline(filename, lineno, frame.f_globals) if lineno is not None else ""
-        return entry + (lprefix + line.strip() if line else "")
-
-    def print_stack_trace(self, count=None):  # noqa: ANN001, ANN201 (Python 3.13 passes `where N`)
-        stack = self.stack if not count else (self.stack[-count:] if count > 0 else self.stack[:-count])
-        hidden = 0
-        try:
-            for frame_lineno in stack:
-                if frame_lineno[0] is not self.curframe and self.session.is_internal(frame_lineno[0]):
-                    hidden += 1
-                    continue
-                self._report_hidden(hidden)
-                hidden = 0
-                self.print_stack_entry(frame_lineno)
-            self._report_hidden(hidden)
-        except KeyboardInterrupt:
-            pass
-
-    def _report_hidden(self, hidden: int) -> None:
-        if hidden:
-            self.message(f"  [... {hidden} frame(s) of pdb/pytest/unittest internals ...]")
 
 
 class Session:

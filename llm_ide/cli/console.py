@@ -1,0 +1,112 @@
+"""What every command shares: the consoles, the one-line failure, live run events, model warnings, help defaults."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+
+from llm_ide.config import PROMPTS_DIR
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `openai:x:` is no emoji
+
+
+def fail(message: str) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(2)
+
+
+def print_event(event: Any) -> None:
+    if event.kind == "tool":
+        tool_progress()(event.tool)
+    elif event.kind == "phase":
+        console.print(f"[dim]… {escape(event.phase)}[/]")
+    elif event.kind == "step":
+        first = next((line for line in event.observation.splitlines() if line.strip()), "")
+        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
+        if first:
+            console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
+
+
+@cache
+def tool_progress() -> Any:
+    from llm_ide.tools.progress import ToolProgress
+
+    return ToolProgress(console)
+
+
+def terminate_on_sigterm() -> None:
+    """SIGTERM ends a run like Ctrl-C: trajectory saved, environment removed, checkpoint kept for a resume."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+PROGRAMS = ("llm-ide", "mini-extra")
+
+
+def command_line(*extra: str) -> str:
+    """This process's command line, shell-quoted, with `extra` arguments appended: what resumes a run."""
+    program = Path(sys.argv[0]).name
+    return shlex.join([program if program in PROGRAMS else "llm-ide", *sys.argv[1:], *extra])
+
+
+def print_interrupted(note: str, *extra: str) -> None:
+    """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues."""
+    err_console.print(f"[bold yellow]interrupted[/]: {escape(note)}")
+    err_console.print("resume with:")
+    err_console.print(command_line(*extra), markup=False)
+
+
+class _ConsoleWarnings(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(f"[yellow]{escape(record.getMessage())}[/]")
+
+
+@contextmanager
+def model_warnings_on_console() -> Iterator[None]:
+    """The model's retries (with their reason) and its other warnings are shown as they happen, not only logged."""
+    handler = _ConsoleWarnings(logging.WARNING)
+    logger = logging.getLogger("llm_ide.models")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+@cache
+def _bundled(name: str) -> dict[str, Any]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load((PROMPTS_DIR / f"{name}.yaml").read_text(encoding="utf-8"), Loader=loader) or {}
+    parent = data.get("extends")
+    if not parent:
+        return data
+    merged = dict(_bundled(str(parent).removesuffix(".yaml")))
+    for key, value in data.items():
+        merged[key] = (
+            {**merged[key], **value} if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
+    return merged
+
+
+def config_default(key: str, config: str = "default") -> str:
+    """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`."""
+    value: Any = _bundled(config)
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"

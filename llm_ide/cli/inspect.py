@@ -1,0 +1,107 @@
+"""`llm-ide inspect`: a trajectory's operation tree and prompt sizes; `--full` adds every thought, observation,
+lesson and the patch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from llm_ide.cli.console import console, fail
+
+PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
+
+
+def _crop(text: str, limit: int, cropped: bool) -> str:
+    return text[:limit] + " …" if cropped and len(text) > limit else text
+
+
+def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
+    params = json.dumps(node.action_params, ensure_ascii=False)
+    label = escape(f"[{node.id}] {node.action_type} {_crop(params, 80, cropped and not full)}")
+    if not on_chain:
+        label = f"[red]✗ {label}[/] [dim](failed alternative)[/]"
+    elif node.bad_action:
+        label = f"[yellow]{label}[/] [dim](marked bad)[/]"
+    if full:
+        sections = [("thought", node.thought), ("observation", node.observation)]
+        sections += [("summary", node.summary), ("lessons", node.lessons)]
+        for title, text in sections:
+            if text.strip():
+                label += f"\n[bold]{title}:[/]\n{escape(text.rstrip())}"
+    elif node.summary:
+        label += f"\n[dim]{escape(_crop(node.summary, 160, cropped))}[/]"
+    return label
+
+
+def inspect(
+    trajectory: Annotated[
+        Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")
+    ],
+    out: Annotated[
+        Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
+    ] = None,
+    html: Annotated[
+        bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Every operation's thought, observation, summary and lessons, then the patch.",
+            show_default="off",
+        ),
+    ] = False,
+) -> None:
+    """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
+    if html or out is not None:
+        from llm_ide.cli.inspector import write_inspector_page
+
+        if not html:
+            raise fail(f"{out}: an output page is only written with --html")
+        return write_inspector_page(trajectory, out)
+
+    from rich.table import Table
+    from rich.tree import Tree
+
+    from llm_ide.state.operations import OperationNode, reasoning_chain
+
+    if not trajectory.is_file():
+        raise fail(f"trajectory not found: {trajectory}")
+    try:
+        data = json.loads(trajectory.read_text(encoding="utf-8"))
+        nodes = [OperationNode(**node) for node in data["operations"]]
+        info = data["info"]
+        stats = info["model_stats"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
+    out = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)
+    chain = {node.id for node in reasoning_chain(nodes)}
+    root = Tree(
+        f"[bold]{escape(str(info.get('run_id', trajectory.stem)))}[/]: {info['exit_status']} — {len(nodes)} "
+        f"operations, {stats['api_calls']} model calls, ${stats['cost']:.4f}"
+    )
+    branches = {None: root}
+    for node in nodes:
+        label = _label(node, node.id in chain, full, cropped=out.is_terminal)
+        branches[node.id] = branches[node.parent_id].add(label)
+    out.print(root)
+    table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
+    for call in data.get("model_calls", []):
+        table.add_row(
+            str(call["index"]),
+            call["kind"],
+            str(call["prompt_chars"]),
+            str(call["prompt_tokens"]),
+            str(call["response_tokens"]),
+            f"${call['cost']:.4f}",
+        )
+    out.print(table)
+    if full:
+        patch = info.get("submission") or ""
+        out.print("[bold]patch:[/]")
+        out.print(patch.rstrip("\n") if patch.strip() else "(empty patch)", markup=False)

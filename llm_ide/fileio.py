@@ -1,0 +1,36 @@
+"""Files written so that a reader, a crash or a full disk never leaves a half-written one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: str | bytes | Iterable[bytes]) -> None:
+    """Write a temporary file beside `path`, fsync it, rename it over `path`, fsync the folder: `path` holds either
+    its old content or the new one, never a part; the temporary file is removed when anything fails."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(data, str):
+                handle.write(data.encode("utf-8"))
+            elif isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # some file systems cannot open or sync a directory
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)

@@ -1,0 +1,180 @@
+"""The CLI says what it does: real `llm-ide` processes driven by the scripted model (or a loopback endpoint)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
+from conftest import make_git_repo
+from openai_server import OpenAIServer
+from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+
+CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
+WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done"
+
+
+def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def no_tools(tmp_path: Path, **model: object) -> Path:
+    path = tmp_path / "no-tools.yaml"
+    path.write_text(json.dumps({"environment": {"tools": [], "pull": "never"}, "model": model}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "run",
+        "demo",
+        "inspect",
+        "context",
+        "cleanup",
+        "swebench",
+        "swebench-single",
+        "evaluate",
+        "tools list",
+        "tools plan",
+        "report",
+        "graph",
+    ],
+)
+def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "400", "TERM": "dumb"}
+    result = llm_ide(*command.split(), "--help", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│") and line.lstrip("│ ").startswith("-")]
+    options = [row for row in rows if not row.lstrip("│ ").startswith("--help")]
+    assert options, result.stdout
+    undocumented = [row.split()[1] for row in options if "[default: " not in row and "[required]" not in row]
+    assert undocumented == []
+    assert "SPEC" not in result.stdout
+
+
+def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    model = write_script(tmp_path / "s.yaml", [act("Run it.", "bash", command="touch ran-on-host"), "submit"])
+    base = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(no_tools(tmp_path))]
+    implied = llm_ide(*base, "--image", "llm-ide-missing:nope", "--output", str(tmp_path / "o1"), cwd=tmp_path)
+    assert implied.returncode == 2, implied.stdout + implied.stderr
+    assert "--image llm-ide-missing:nope: running in docker" in implied.stdout
+    assert "docker" in implied.stderr.lower() and not (repo / "ran-on-host").exists()
+    for extra, message in [
+        (["--environment", "local", "--image", "x"], "error: --image runs the task in a docker container"),
+        (["--environment", "kube"], "error: unknown environment 'kube': use local or docker"),
+    ]:
+        result = llm_ide(*base, *extra, "--output", str(tmp_path / "o2"), cwd=tmp_path)
+        assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+        assert result.stderr.startswith(message)
+    assert not (repo / "ran-on-host").exists()
+
+
+def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_patch(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
+    model = write_script(
+        tmp_path / "script.yaml",
+        [
+            act("Note it.", "bash", command="echo one >> trail.txt"),
+            reflect(False, "wrote one"),
+            act("Wait.", "bash", command=WAIT_FOR_GO),
+            reflect(False, "waited"),
+            act("Done.", "submit"),
+        ],
+    )
+    args = ["run", "--repo", "repo", "--task", "write the trail", "--model", model, "--config", "no-tools.yaml"]
+    no_tools(tmp_path)
+    first = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (repo / "waiting").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)
+    stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    resume = stderr.splitlines()[stderr.splitlines().index("resume with:") + 1]
+    words = shlex.split(resume)
+    assert words[:2] == ["llm-ide", "run"] and "--thread-id" in words
+    run_id = words[words.index("--thread-id") + 1]
+
+    (repo / "go").touch()
+    second = llm_ide(*words[1:], cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"resuming run {run_id} after step 1" in second.stdout
+    patch = (tmp_path / "runs" / run_id / f"{run_id}.patch").read_text()
+    traj = json.loads((tmp_path / "runs" / run_id / f"{run_id}.traj.json").read_text())
+    assert patch == traj["info"]["submission"] and "+one" in patch
+    assert patch.rstrip("\n") in second.stdout
+
+    other = llm_ide(*[w if w != "write the trail" else "another task" for w in words[1:]], cwd=tmp_path)
+    assert (other.returncode, other.stderr.count("\n")) == (2, 1), other.stderr
+    assert other.stderr.startswith(f"error: thread id '{run_id}' is a run of another task")
+
+
+def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = no_tools(tmp_path, max_retries=3, retry_base_delay=0.01, retry_max_delay=0.02)
+    with OpenAIServer(replies=[429, act("Done.", "submit")]) as server:
+        result = llm_ide(
+            "run", "--repo", str(repo), "--task", "t", "--model", "test-model", "--base-url", server.url,
+            "--config", str(config), "--thread-id", "T", "--output", str(tmp_path / "out"),
+            cwd=tmp_path, env={**os.environ, "OPENAI_API_KEY": "sk-test-key-for-the-loopback-server"},
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    retry = [line for line in result.stderr.splitlines() if "retry 1/3" in line]
+    assert len(retry) == 1 and "429" in retry[0] and "model test-model" in retry[0]
+
+
+def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=write_script(tmp_path / "fix.yaml", FIX_SCRIPT),
+        settings=load_config("default", environment={"tools": []}),
+        output_dir=tmp_path / "out",
+        run_id="fix",
+        repo=repo,
+    )
+    traj = json.loads(result.trajectory_path.read_text())
+    edit = next(op for op in traj["operations"] if op["action_type"] == "edit")
+    params = json.dumps(edit["action_params"], ensure_ascii=False)
+    assert len(params) > 100
+    plain = llm_ide("inspect", str(result.trajectory_path), cwd=tmp_path)
+    assert plain.returncode == 0 and params in plain.stdout and "…" not in plain.stdout
+    full = llm_ide("inspect", "--full", str(result.trajectory_path), cwd=tmp_path)
+    assert full.returncode == 0, full.stderr
+    shown = " ".join(full.stdout.split())  # tabs are expanded; lines carry the tree's guides
+    for op in traj["operations"]:
+        for text in (op["thought"], op["summary"], *op["lessons"].splitlines(), *op["observation"].splitlines()):
+            assert " ".join(text.split()) in shown
+    assert "11.5 != 16.0" in full.stdout  # a failing test run's observation
+    assert "patch:" in full.stdout and result.submission.rstrip("\n") in full.stdout
+
+
+def test_filter_searches_the_whole_id_and_the_batch_counts_finished_instances(tmp_path: Path) -> None:
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-o", "out"]
+    args += ["-c", str(write_config(tmp_path / "c.yaml"))]
+    first = llm_ide(*args, "--filter", "calc|text", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert sorted(json.loads((tmp_path / "out" / "preds.json").read_text())) == ["demo__calc-1", "demo__text-1"]
+    assert "2 instances run, 0 skipped as finished in an earlier run" in first.stdout
+    again = llm_ide(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 instance run, 2 skipped as finished in an earlier run" in again.stdout
+    none = llm_ide(*args, "--filter", "nothing-like-this", cwd=tmp_path)
+    assert (none.returncode, none.stderr.count("\n")) == (2, 1), none.stderr
+    assert none.stderr.startswith("error: no instance selected: --filter 'nothing-like-this' matches none of the 3")

@@ -1,0 +1,200 @@
+"""`llm-ide evaluate` against a dataset built here: one small git repository (the calc project) in three locally
+built images (python3 only; `python` too; no pytest), and the predictions that fooled it before: the gold patch
+reversed, and a root conftest.py printing forged `PASSED` lines after a failing run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BASE_IMAGE, base_image_client
+from swebench_fixtures import (
+    _calc,
+    build_image,
+    build_repo,
+    git,
+    instance_dockerfile,
+    instance_row,
+    leftover_containers,
+    pytest_files,
+    repo_files,
+    v5_eval_script,
+)
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+FORGED_CONFTEST = """\
+import atexit
+import os
+
+
+def pytest_sessionstart(session):
+    # after the run, whatever it did: forged summary lines for every test the instance grades
+    ids = ["tests/test_stats.py::test_mean", "tests/test_stats.py::test_total"]
+    atexit.register(lambda: os.write(1, "".join(f"PASSED {i}\\n" for i in ids).encode()))
+"""
+
+
+def forged_patch(repo: Path) -> str:
+    (repo / "conftest.py").write_text(FORGED_CONFTEST)
+    git(repo, "add", "-A")
+    patch = git(repo, "diff", "--cached", "HEAD")
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    return patch
+
+
+def reversed_patch(repo: Path, gold: str) -> str:
+    """The gold patch turned around (what `git diff` gives from the fixed tree back to the base)."""
+    scratch = repo.parent / "reversed"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(repo, scratch)
+    subprocess.run(["git", "apply", "-"], cwd=scratch, input=gold, text=True, check=True)
+    git(scratch, "add", "-A")
+    return git(scratch, "diff", "--cached", "-R", "HEAD")
+
+
+def fuzzy_patch(gold: str) -> str:
+    """The gold patch with a changed context line and no index line: only `patch --fuzz` takes it."""
+    assert "\n def mean(xs):\n" in gold
+    lines = [line for line in gold.replace("\n def mean(xs):\n", "\n def mean(values):\n").splitlines(True)]
+    return "".join(line for line in lines if not line.startswith("index "))
+
+
+IMAGES = {  # tag suffix → what the image holds besides the repository, git and GNU patch
+    "py3": "pytest, python3 only",
+    "py": "pytest, python and python3",
+    "nopytest": "python3 without pytest",
+}
+
+
+def image_dockerfile(kind: str, base_commit: str) -> str:
+    repo = instance_dockerfile(BASE_IMAGE, base_commit).replace(f"FROM {BASE_IMAGE}\n", "")
+    lines = [f"FROM {BASE_IMAGE}", "COPY bin/patch /usr/bin/patch", "RUN chmod 755 /usr/bin/patch && patch --version"]
+    if kind != "nopytest":
+        lines.append("COPY site/ /usr/local/lib/python3.11/dist-packages/")
+    if kind == "py":
+        lines.append("RUN ln -sf /usr/bin/python3 /usr/local/bin/python")
+    else:
+        lines.append("RUN ! command -v python")
+    return "\n".join(lines) + "\n" + repo
+
+
+@pytest.fixture(scope="module")
+def calc_dataset(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return build_calc_dataset(tmp_path_factory.mktemp("evaldata"), base_image_client())
+
+
+def build_calc_dataset(root: Path, client: Any) -> dict[str, Any]:
+    """Rows of one project under several ids (each id is one prediction case), and their predictions."""
+    spec = _calc(1)
+    repo, base, gold, test_patch = build_repo(spec, root / "repos")
+    files: dict[str, Path | bytes] = {**repo_files(repo), "bin/patch": Path(shutil.which("patch") or "/usr/bin/patch")}
+    site = {f"site/{name}": path for name, path in pytest_files().items()}
+    images = {
+        kind: build_image(
+            client, f"llm-ide-test/eval-{kind}:latest", {**files, **(site if kind != "nopytest" else {})},
+            image_dockerfile(kind, base), [],
+        )
+        for kind in IMAGES
+    }  # fmt: skip
+    unappliable = gold.replace("-    return total(xs) / (len(xs) + 1)  # BUG", "-    return None  # not in the file")
+    cases = {  # id → (image, v5 eval_script?, prediction)
+        "demo__calc-1": ("py3", False, gold),
+        "demo__calc-2": ("py3", False, reversed_patch(repo, gold)),
+        "demo__calc-3": ("py3", False, forged_patch(repo)),
+        "demo__calc-4": ("py3", False, fuzzy_patch(gold)),
+        "demo__calc-5": ("py3", False, ""),
+        "demo__calc-6": ("py3", False, unappliable),
+        "demo__calc-7": ("nopytest", False, gold),
+        "demo__calc-8": ("py", True, forged_patch(repo)),
+        "demo__calc-9": ("py", True, reversed_patch(repo, gold)),
+        "demo__calc-10": ("py", True, gold),
+        "demo__calc-11": ("py3", True, gold),  # the v5 script calls `python`: not on this image
+    }
+    rows = []
+    for instance_id, (kind, v5, _) in cases.items():
+        row = instance_row(spec, repo, base, gold, test_patch, images[kind]) | {"instance_id": instance_id}
+        if v5:
+            row["eval_script"] = v5_eval_script(base, test_patch, ["tests/test_stats.py"])
+            row["log_parser"] = "parse_log_pytest"
+        rows.append(row)
+    (root / "dataset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    preds = {i: {"instance_id": i, "model_name_or_path": "t", "model_patch": p} for i, (_, _, p) in cases.items()}
+    return {"path": root / "dataset.jsonl", "preds": preds, "client": client, "gold": gold}
+
+
+def evaluate(dataset: Path, preds: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from llm_ide.cli import app; app()", "evaluate", str(preds), "--subset", str(dataset),
+         "--workers", "2", *extra],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+def test_reversed_forged_fuzzy_empty_unappliable_and_missing_runners(calc_dataset: dict[str, Any], tmp_path: Path):
+    preds_path = tmp_path / "preds.json"
+    preds_path.write_text(json.dumps(calc_dataset["preds"]))
+    result = evaluate(calc_dataset["path"], preds_path)
+    assert result.returncode == 0, result.stderr
+    (folder,) = (tmp_path / "evaluations").iterdir()
+    report = json.loads((folder / "report.json").read_text())
+    instances = report["instances"]
+    assert {i: r["status"] for i, r in instances.items()} == {
+        "demo__calc-1": "resolved",  # python3 stands in for python
+        "demo__calc-2": "unresolved",  # the gold patch reversed: not taken backwards
+        "demo__calc-3": "unresolved",  # forged PASSED lines after a failing run
+        "demo__calc-4": "resolved",  # only GNU patch with fuzz takes it
+        "demo__calc-5": "empty_patch",
+        "demo__calc-6": "error",
+        "demo__calc-7": "error",  # no pytest: not a verdict
+        "demo__calc-8": "unresolved",
+        "demo__calc-9": "unresolved",
+        "demo__calc-10": "resolved",
+        "demo__calc-11": "error",  # `python: command not found`
+    }
+    assert instances["demo__calc-1"]["applied_with"] == "git apply --verbose"
+    assert instances["demo__calc-4"]["applied_with"] == "patch --batch --forward --fuzz=5 -p1 -i"
+    for reversed_id in ("demo__calc-2", "demo__calc-9"):
+        assert instances[reversed_id]["applied_with"] == "already applied (git apply --check --reverse)"
+        assert instances[reversed_id]["fail_to_pass"]["failure"] == ["tests/test_stats.py::test_mean"]
+    apply_log = (folder / "logs" / "demo__calc-2" / "apply.log").read_text()
+    assert "Reversed (or previously applied) patch detected!  Skipping patch." in apply_log
+    for forged_id in ("demo__calc-3", "demo__calc-8"):
+        forged = instances[forged_id]
+        assert (forged["test_exit_code"], forged["applied_with"]) == (1, "git apply --verbose")
+        assert "exited with 1" in forged["detail"]
+        output = Path(forged["log"]).read_text()
+        assert "FAILED tests/test_stats.py::test_mean" in output
+        assert output.rindex("PASSED tests/test_stats.py::test_mean") > output.index("FAILED tests/test_stats.py")
+    assert "patch did not apply" in instances["demo__calc-6"]["detail"]
+    assert instances["demo__calc-6"]["patch_applied"] is False
+    assert "No module named pytest" in instances["demo__calc-7"]["detail"]
+    assert "not found (exit 127)" in instances["demo__calc-11"]["detail"]
+    assert instances["demo__calc-1"]["test_exit_code"] == 0
+    assert (report["resolved"], report["unresolved"], report["error"], report["empty_patch"]) == (3, 4, 3, 1)
+    assert "resolved 3/11" in result.stdout
+    assert leftover_containers(calc_dataset["client"], "eval-") == []
+
+
+def test_two_prediction_files_in_one_folder_keep_their_own_logs(calc_dataset: dict[str, Any], tmp_path: Path):
+    one = {"demo__calc-1": calc_dataset["preds"]["demo__calc-1"]}
+    two = {"demo__calc-1": calc_dataset["preds"]["demo__calc-3"] | {"instance_id": "demo__calc-1"}}
+    (tmp_path / "a.json").write_text(json.dumps(one))
+    (tmp_path / "b.json").write_text(json.dumps(two))
+    for name in ("a.json", "b.json"):
+        result = evaluate(calc_dataset["path"], tmp_path / name)
+        assert result.returncode == 0, result.stderr
+    folders = sorted((tmp_path / "evaluations").iterdir())
+    assert [f.name.split(".")[0] for f in folders] == ["a", "b"]
+    reports = [json.loads((f / "report.json").read_text()) for f in folders]
+    assert [r["instances"]["demo__calc-1"]["status"] for r in reports] == ["resolved", "unresolved"]
+    assert "conftest.py" not in (folders[0] / "logs" / "demo__calc-1" / "patch.diff").read_text()
+    assert "conftest.py" in (folders[1] / "logs" / "demo__calc-1" / "patch.diff").read_text()
+    again = evaluate(calc_dataset["path"], tmp_path / "a.json", "--output", str(folders[0]))
+    assert again.returncode == 2
+    assert "already holds an evaluation" in again.stderr + again.stdout
