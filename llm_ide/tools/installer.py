@@ -173,9 +173,10 @@ def install_tool(
 
 
 def environment_kind(env: Environment) -> EnvKind:
-    from llm_ide.environments.local import LocalEnvironment
+    """docker only for a container: elsewhere nothing may be linked onto PATH (e.g. the host's /usr/local/bin)."""
+    from llm_ide.environments.docker import DockerEnvironment
 
-    return "local" if isinstance(env, LocalEnvironment) else "docker"
+    return "docker" if isinstance(env, DockerEnvironment) else "local"
 
 
 def install_tools(
