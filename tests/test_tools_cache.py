@@ -189,3 +189,29 @@ def test_an_unusable_cache_folder_installs_without_the_cache(tmp_path: Path) -> 
         assert installed.how == "built"
         assert installed.invocation.startswith(f"{env.tools_root}/envs/greeter/"), "the run's own tools folder"
         assert env.execute(f"{installed.invocation} x").returncode == 0
+
+
+def test_runs_sharing_the_cached_debugger_keep_their_own_sessions(tmp_path: Path) -> None:
+    """Local runs use one cached installation of the debugger: each repository has its own session."""
+    cache = ToolCache(tmp_path / "cache")
+    program = "print('start')\nx = 1\nprint(x)\n"
+    environments = []
+    for name in ("one", "two"):
+        repo = make_git_repo(tmp_path / f"repo-{name}", {"app.py": program})
+        environments.append(LocalEnvironment(repo, tools_dir=tmp_path / f"tools-{name}", command_timeout=600))
+    one, two = environments
+    try:
+        [first] = install_tools(one, ["debugger"], {"workdir": one.workdir}, cache=cache).installed
+        [second] = install_tools(two, ["debugger"], {"workdir": two.workdir}, cache=cache).installed
+        assert (first.how, second.how, first.invocation) == ("built and cached", "from cache", second.invocation)
+        debugger = first.invocation
+        assert one.execute(f"{debugger} start app.py").returncode == 0
+        assert two.execute(f"{debugger} status").returncode == 1, "no session in the other repository"
+        assert two.execute(f"{debugger} start app.py").returncode == 0
+        assert two.execute(f"{debugger} stop").returncode == 0
+        still = one.execute(f"{debugger}-commands n n 'p x'")
+        assert still.output.endswith("(Pdb) p x\n1\n"), still.output
+    finally:
+        for env in environments:
+            env.execute(f"{cache.root}/local/*/envs/debugger/bin/debugger stop")
+            env.close()
