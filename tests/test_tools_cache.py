@@ -215,3 +215,24 @@ def test_runs_sharing_the_cached_debugger_keep_their_own_sessions(tmp_path: Path
         for env in environments:
             env.execute(f"{cache.root}/local/*/envs/debugger/bin/debugger stop")
             env.close()
+
+
+def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path) -> None:
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
+    with environment(tmp_path, "one", pip) as env:
+        install(env, tool, cache)
+    [entry] = (cache.root / "local").iterdir()
+
+    def tools_cache(*args: str) -> list[str]:
+        command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "tools", "cache", *args]
+        environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache.root)}
+        done = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+        return done.stdout.splitlines()
+
+    listed = tools_cache()
+    assert listed[0] == f"{cache.root} (LLM_IDE_TOOLS_CACHE=DIR or =off to change)"
+    assert len(listed) == 2 and listed[1].split()[:2] == ["local", entry.name] and listed[1].endswith(" MB")
+    assert tools_cache("--clear") == [f"removed 1 entries from {cache.root}"]
+    assert tools_cache()[1:] == ["(empty)"] and not (cache.root / "local").exists()

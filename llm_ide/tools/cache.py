@@ -59,6 +59,23 @@ def default_root() -> Path | None:
     return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-ide" / "tools").absolute()
 
 
+def cache_entries(root: Path) -> list[tuple[str, str, int]]:
+    """(local | docker, entry name, bytes) of each complete entry."""
+    found = []
+    for kind in ("local", "docker"):
+        folder = root / kind
+        for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if (entry / COMPLETE).is_file():
+                size = sum(path.lstat().st_size for path in entry.rglob("*"))
+                found.append((kind, entry.name, size))
+    return found
+
+
+def clear_cache(root: Path) -> None:
+    for part in ("local", "docker", "locks"):
+        shutil.rmtree(root / part, ignore_errors=True)
+
+
 def source_digest(folder: Path) -> str:
     """The tool's source tree: relative paths and bytes, without caches and build output."""
     digest = hashlib.sha256()
