@@ -160,14 +160,16 @@ class ToolCache:
         key = cache_key(tool, target, identity)
         try:
             if local:
-                return self._local(tool, target, key, identity, build)
+                return self._local(env, tool, target, key, identity, build)
             return self._docker(env, tool, target, key, identity, build, timeout)
         except CacheUnavailable as error:
             log.warning("tool %s: the tool cache cannot be used (%s); installing without it", tool.tool_name, error)
         build(target)
         return Lookup(target, hit=False)
 
-    def _local(self, tool: ToolConfig, target: Target, key: str, identity: str, build: Callable) -> Lookup:
+    def _local(
+        self, env: Environment, tool: ToolConfig, target: Target, key: str, identity: str, build: Callable
+    ) -> Lookup:
         entry = self.local_entry(tool, key)
         here = Target(str(entry), conda=target.conda, local=True)
         with self.locked(entry.name):
@@ -178,6 +180,8 @@ class ToolCache:
                 entry.mkdir(parents=True)
             except OSError as error:
                 raise CacheUnavailable(f"{entry}: {error.strerror or error}") from None
+            if allow_write := getattr(env, "allow_write", None):  # a sandboxed local environment: the build writes
+                allow_write(entry)
             try:
                 build(here)
             except BaseException:
