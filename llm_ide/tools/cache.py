@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import posixpath
+import shlex
 import shutil
 import tarfile
 import tempfile
@@ -23,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
 from llm_ide.tools.config import ToolConfig
@@ -42,14 +43,6 @@ PROBE_TIMEOUT = 60.0
 
 class CacheUnavailable(Exception):
     """The cache folder cannot be written (read-only home, full disk): tools install without it."""
-
-
-class TreeEnvironment(Protocol):
-    """An environment whose files can be archived and unpacked at the same paths (the docker environment)."""
-
-    def export_tree(self, paths: list[str], sink: Any, timeout: float) -> None: ...
-
-    def import_tree(self, archive: Any) -> None: ...
 
 
 def default_root() -> Path | None:
@@ -152,7 +145,7 @@ class ToolCache:
     ) -> Lookup:
         """Puts the built tool in place from the cache, else builds it with `build(target)` and keeps the result."""
         local = target.local and isolation(tool, target) != "conda"  # a conda env lives outside the entry
-        tree = not target.local and hasattr(env, "export_tree")
+        tree = not target.local and is_docker(env)
         identity = probe(env, tool, target) if local or tree else None
         if identity is None:
             build(target)
@@ -242,7 +235,7 @@ def keep_tree(env: Environment, tool: ToolConfig, target: Target, entry: Path, i
         paths = [*([tool_dir(tool, target)] if tool.source else []), environment_path(env, tool, target)]
         partial.mkdir(parents=True)
         with tempfile.TemporaryFile() as handle:
-            env.export_tree(paths, FileSink(handle), timeout)  # type: ignore[attr-defined]
+            export_tree(env, paths, FileSink(handle), timeout)
             handle.seek(0)
             with tarfile.open(fileobj=handle) as archive:
                 archive.extractall(partial, **EXTRACT)
@@ -277,7 +270,33 @@ def put_in_place(env: Environment, entry: Path, timeout: float) -> None:
             for path in paths:
                 archive.add(entry / path.lstrip("/"), arcname=path.lstrip("/"))
         handle.seek(0)
-        env.import_tree(handle)  # type: ignore[attr-defined]
+        import_tree(env, handle)
+
+
+def is_docker(env: Environment) -> bool:
+    from llm_ide.environments.docker import DockerEnvironment
+
+    return isinstance(env, DockerEnvironment)
+
+
+def export_tree(env: Any, paths: list[str], sink: FileSink, timeout: float) -> None:
+    """Streams a tar of these absolute paths in the container (members relative to /) into `sink`."""
+    command = "tar -cf - -C / -- " + " ".join(shlex.quote(path.lstrip("/")) for path in paths) + " 2>/dev/null"
+    returncode, _, lost = env.run(command, sink, timeout)
+    if lost or returncode != 0:
+        raise OSError(f"archiving {', '.join(paths)} in the container failed (tar exit status {returncode})")
+
+
+def import_tree(env: Any, archive: Any) -> None:
+    """Unpacks a tar whose members are relative to / at the same paths in the container."""
+    import docker.errors
+
+    if env.container_id is None:
+        raise EnvironmentFailure("the docker environment is closed")
+    try:
+        env.client.api.put_archive(env.container_id, "/", archive)
+    except docker.errors.DockerException as error:
+        raise OSError(f"copying into the container failed: {error}") from None
 
 
 def probe(env: Environment, tool: ToolConfig, target: Target) -> str | None:

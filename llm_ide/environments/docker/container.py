@@ -337,17 +337,6 @@ class DockerEnvironment:
             spool.seek(0)
             self._put_archive(target, spool)
 
-    def export_tree(self, paths: list[str], sink: Sink, timeout: float) -> None:
-        """Streams a tar of these absolute paths (members relative to /) into `sink`: for the tool cache."""
-        command = "tar -cf - -C / -- " + " ".join(shlex.quote(path.lstrip("/")) for path in paths) + " 2>/dev/null"
-        returncode, _, lost = self.run(command, sink, timeout)
-        if lost or returncode != 0:
-            raise OSError(f"archiving {', '.join(paths)} in the container failed (tar exit status {returncode})")
-
-    def import_tree(self, archive: Any) -> None:
-        """Unpacks a tar (bytes or a file) whose members are relative to / at the same paths."""
-        self._put_archive("/", archive)
-
     def _put_archive(self, path: str, data: Any) -> None:
         if self.container_id is None:
             raise EnvironmentFailure("the docker environment is closed")
