@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_ide.codeview import CodeView
-from llm_ide.environments.base import Environment
+from llm_ide.environments.base import Environment, OutsideRepository
 from llm_ide.prompting import render
+from llm_ide.secrets import redact
 from llm_ide.settings import Templates
 from llm_ide.state.context import Scope, normalize_path
 
@@ -36,8 +37,9 @@ class ActionOutcome:
 
 
 @dataclass
-class Workspace:
-    """What actions act on: the environment, the code view over it, and the settings they need."""
+class Codebase:
+    """The repository as the actions reach it: the environment it lives in, the code view over it, and the
+    templates and limits the actions need."""
 
     env: Environment
     view: CodeView
@@ -55,12 +57,16 @@ class Workspace:
         if not isinstance(raw, str) or not raw.strip():
             raise ParamError(f"`{key}` must be a non-empty string")
         path = normalize_path(raw.strip(), self.env.workdir)
-        if not path or path.startswith("../") or path == ".." or path.startswith("/"):
+        if not path:
             raise ParamError(f"`{key}` must name a file inside the repository, got {raw!r}")
+        if path.startswith("../") or path == ".." or path.startswith("/"):
+            raise OutsideRepository(raw.strip())
         return path
 
     def read_text(self, path: str) -> str | None:
         snapshot = self.env.read_files([path])[path]
+        if snapshot is None and not self.env.inside(path):
+            raise OutsideRepository(path)
         return None if snapshot is None else snapshot.data.decode("utf-8", errors="surrogateescape")
 
 
@@ -81,7 +87,7 @@ def _int(params: dict[str, Any], key: str, default: int) -> int:
     return int(value)
 
 
-def view(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     text = ws.read_text(path)
     if text is None:
@@ -97,7 +103,7 @@ def view(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, 0, ws.view.scopes(path, range(start, end + 1)))
 
 
-def view_symbol(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def view_symbol(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     symbol = str(params.get("symbol") or "").strip()
     if not symbol:
@@ -120,7 +126,7 @@ def view_symbol(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, 0, [scope])
 
 
-def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def search(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     pattern = params.get("pattern")
     if not isinstance(pattern, str) or not pattern:
         raise ParamError("`pattern` must be a non-empty regular expression")
@@ -130,6 +136,8 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
         return ActionOutcome(ws.observe("search_bad_pattern", pattern=pattern, error=str(error)), 2)
     raw_path = str(params.get("path") or "").strip()
     target, include, selected = _search_scope(ws, params, raw_path)
+    if target != "." and not ws.env.inside(target):  # grep follows a symlink named on its command line
+        raise OutsideRepository(target)
     command = (
         f"grep -rnHIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
         f"-e {shlex.quote(pattern)} -- {shlex.quote(target)} | head -n {ws.search_max_results * 20}"
@@ -152,7 +160,7 @@ def search(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
 GLOB_CHARS = "*?["
 
 
-def _search_scope(ws: Workspace, params: dict[str, Any], raw: str) -> tuple[str, str, re.Pattern[str] | None]:
+def _search_scope(ws: Codebase, params: dict[str, Any], raw: str) -> tuple[str, str, re.Pattern[str] | None]:
     """What grep searches for `path`: (file or directory, `--include` option, full-path filter for globs).
 
     `""`/`"."`: the repository; a file or a directory: itself; `*.py`: every such file name anywhere;
@@ -163,7 +171,7 @@ def _search_scope(ws: Workspace, params: dict[str, Any], raw: str) -> tuple[str,
         return ws.path(params), "", None
     glob = normalize_path(raw, ws.env.workdir)
     if glob.startswith(("../", "/")) or glob == "..":
-        raise ParamError(f"`path` must be inside the repository, got {raw!r}")
+        raise OutsideRepository(raw)
     parts = glob.split("/")
     if len(parts) == 1:
         return ".", f"--include={shlex.quote(glob)} ", None
@@ -198,7 +206,7 @@ def _glob_regex(parts: list[str]) -> str:
     return "".join(pieces)
 
 
-def edit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def edit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     old, new = params.get("old"), params.get("new")
     if not isinstance(old, str) or not old:
@@ -228,19 +236,19 @@ def edit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, 0, ws.view.scopes(path, range(first, last + 1)))
 
 
-def create(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def create(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
     content = params.get("content")
     if not isinstance(content, str):
         raise ParamError("`content` must be the file's text")
-    if ws.env.read_files([path])[path] is not None:
+    if ws.read_text(path) is not None:
         return ActionOutcome(ws.observe("create_exists", path=path), 1)
     ws.env.write_file(path, content.encode("utf-8"))
     total = content.count("\n") + (0 if content.endswith("\n") else 1)
     return ActionOutcome(ws.observe("create", path=path, total=total), 0, ws.view.scopes(path, range(1, total + 1)))
 
 
-def bash(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     command = params.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
@@ -250,19 +258,22 @@ def bash(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(observation, result.returncode, _scopes(ws, locations), timed_out=result.timed_out)
 
 
-def submit(ws: Workspace, params: dict[str, Any]) -> ActionOutcome:
+def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.observe("submit"), 0, submitted=True)
 
 
 ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
 
 
-def execute_action(ws: Workspace, action_type: str, params: dict[str, Any]) -> ActionOutcome:
+def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> ActionOutcome:
     started = time.perf_counter()
     try:
         outcome = ACTIONS[action_type](ws, params)
     except ParamError as error:
         outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
+    except OutsideRepository as error:
+        outcome = ActionOutcome(ws.observe("outside_repository", path=error.path), 2)
+    outcome.observation = redact(outcome.observation)
     outcome.duration = time.perf_counter() - started
     return outcome
 
@@ -283,7 +294,7 @@ def _segments(command: str) -> list[list[str]]:
     return [segment for segment in segments if segment]
 
 
-def viewed_ranges(command: str, ws: Workspace) -> list[tuple[str, range | None]]:
+def viewed_ranges(command: str, ws: Codebase) -> list[tuple[str, range | None]]:
     """Files printed by `cat`, `nl`, `head`, `tail`, `sed -n a,bp`: (path, lines or None for 'from the start')."""
     found: list[tuple[str, range | None]] = []
     for words in _segments(command):
@@ -320,7 +331,7 @@ def _line_count_option(args: list[str]) -> int:
     return 10
 
 
-def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, range | None]]:
+def tool_locations(command: str, output: str, ws: Codebase) -> list[tuple[str, range | None]]:
     """`file:line` locations named in the output of a configured tool (e.g. a debugger's `where`)."""
     names = {words[0].rsplit("/", 1)[-1] for words in _segments(command)}
     if not names & set(ws.tool_commands):
@@ -334,7 +345,7 @@ def tool_locations(command: str, output: str, ws: Workspace) -> list[tuple[str, 
     return [(path, range(line, line + 1)) for path, line in seen]
 
 
-def _scopes(ws: Workspace, locations: list[tuple[str, range | None]]) -> list[Scope]:
+def _scopes(ws: Codebase, locations: list[tuple[str, range | None]]) -> list[Scope]:
     paths = {raw: normalize_path(raw, ws.env.workdir) for raw, _ in locations}
     paths = {raw: path for raw, path in paths.items() if path and not path.startswith(("../", "/"))}
     ws.view.refresh(set(paths.values()))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from llm_ide.errors import ConfigError
 from llm_ide.settings import Settings, deep_merge, validate_layers
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
 CONFIG_NAMES = ("default", "swebench")
 
 __all__ = ["PROMPTS_DIR", "ConfigError", "Settings", "deep_merge", "load_config", "read_yaml", "validate_layers"]
@@ -16,7 +18,7 @@ __all__ = ["PROMPTS_DIR", "ConfigError", "Settings", "deep_merge", "load_config"
 
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -40,6 +42,12 @@ def resolve_config_path(name: str | Path) -> Path:
     if str(name) in CONFIG_NAMES:
         return PROMPTS_DIR / f"{name}.yaml"
     raise ConfigError(f"config not found: {name} (neither a file nor one of {list(CONFIG_NAMES)})")
+
+
+@cache
+def bundled_config(name: str) -> Settings:
+    """A bundled config (`default`, `swebench`), loaded once per process."""
+    return load_config(name)
 
 
 def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Settings:

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import SecretStr
 
+from llm_ide.cache_hints import with_cache_hints
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
@@ -31,19 +32,31 @@ DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 @dataclass(frozen=True)
 class ModelReply:
+    """A reply and its usage; `input_tokens` counts all prompt tokens, of which `cache_read_tokens` were read from
+    the provider's prompt cache and `cache_write_tokens` written to it."""
+
     text: str
     input_tokens: int
     output_tokens: int
     cost: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True)
 class Price:
+    """USD per million tokens; a cache price left out is the input price (no discount assumed)."""
+
     input: float
     output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+    def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
+        uncached = max(0, input_tokens - cache_read - cache_write)
+        read = self.input if self.cache_read is None else self.cache_read
+        write = self.input if self.cache_write is None else self.cache_write
+        return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
 
 
 class Model(Protocol):
@@ -82,7 +95,7 @@ def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
     for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
         entry = prices.get(candidate)
         if entry is not None:
-            return Price(input=entry.input, output=entry.output)
+            return Price(entry.input, entry.output, entry.cache_read, entry.cache_write)
     return None
 
 
@@ -170,12 +183,14 @@ class ChatModel:
         self.price = find_price(name, settings.prices)
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
+        self.cache_hints = settings.cache_hints
 
     def complete(self, messages: list[Message], call_index: int) -> ModelReply:
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         attempt = 0
         while True:
             try:
-                response = self.chat.invoke(messages)
+                response = self.chat.invoke(payload, **hints)
             except Exception as error:
                 self._give_up_or_wait(error, attempt)
                 attempt += 1
@@ -200,16 +215,20 @@ class ChatModel:
     def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
         text = response.text
         usage = response.usage_metadata
+        read = written = 0
         if usage:
             input_tokens, output_tokens = int(usage["input_tokens"]), int(usage["output_tokens"])
+            details = usage.get("input_token_details") or {}
+            read, written = int(details.get("cache_read") or 0), int(details.get("cache_creation") or 0)
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
             input_tokens = estimate_tokens("".join(message["content"] for message in messages))
             output_tokens = estimate_tokens(text)
         if self.price is None:
             warn_once("price", self.name, f"model {self.name}: no price in the config's model.prices; its cost is 0")
-            return ModelReply(text, input_tokens, output_tokens, 0.0)
-        return ModelReply(text, input_tokens, output_tokens, self.price.cost(input_tokens, output_tokens))
+            return ModelReply(text, input_tokens, output_tokens, 0.0, read, written)
+        cost = self.price.cost(input_tokens, output_tokens, read, written)
+        return ModelReply(text, input_tokens, output_tokens, cost, read, written)
 
 
 def langchain_providers() -> frozenset[str]:

@@ -10,6 +10,12 @@ from llm_ide.state.operations import Reflection
 ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
+_BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
+_VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
+_LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
+_ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
+_ACTION_TAG = re.compile(rf"<\s*({'|'.join(sorted(ACTION_TYPES, key=len, reverse=True))})\s*(/)?\s*>", re.IGNORECASE)
+_ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -53,11 +59,43 @@ def parse_bool(value: str, name: str) -> bool:
 
 
 def parse_reflection(text: str) -> Reflection:
+    """The terse format (`good: <summary>` or `bad: <summary>`, then `lesson: ...` lines), or the tagged one
+    (`<bad_action>`, `<summary>`, `<lessons>`)."""
+    if _BAD_ACTION_TAG.search(text):
+        return Reflection(
+            bad_action=parse_bool(extract_tag(text, "bad_action") or "", "bad_action"),
+            summary=extract_tag(text, "summary") or "",
+            lessons=extract_tag(text, "lessons", required=False) or "",
+        )
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    verdict = _VERDICT.match(lines[0]) if lines else None
+    if verdict is None:
+        raise FormatError("the reflection's first line must be `good: <summary>` or `bad: <summary>`")
+    summary, lessons = [verdict.group(2).strip()], []
+    for line in lines[1:]:
+        if lesson := _LESSON.match(line):
+            lessons.append(lesson.group(1).strip())
+        elif lessons:
+            lessons[-1] += " " + line
+        else:
+            summary.append(line)
     return Reflection(
-        bad_action=parse_bool(extract_tag(text, "bad_action") or "", "bad_action"),
-        summary=extract_tag(text, "summary") or "",
-        lessons=extract_tag(text, "lessons", required=False) or "",
+        bad_action=verdict.group(1).lower() == "bad",
+        summary=" ".join(part for part in summary if part),
+        lessons="\n".join(lesson for lesson in lessons if lesson),
     )
+
+
+def split_reflection(text: str) -> tuple[str, str]:
+    """A single-call reply: the reflection (its verdict line and `lesson:` lines, or its tags), then the action."""
+    if _BAD_ACTION_TAG.search(text):
+        match = _ACTION_START.search(text)
+        if match is None:
+            raise FormatError("missing the action after the reflection")
+        return text[: match.start()], text[match.start() :]
+    lines = text.strip().splitlines(keepends=True)
+    taken = 1 + next((i for i, line in enumerate(lines[1:]) if not _LESSON.match(line.strip())), len(lines) - 1)
+    return "".join(lines[:taken]), "".join(lines[taken:])
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:
@@ -69,13 +107,37 @@ def parse_params(raw: str | None) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except json.JSONDecodeError as error:
-        raise FormatError(f"<action_params> is not valid JSON ({error.msg} at line {error.lineno})") from None
+        raise FormatError(f"the action's parameters are not valid JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(value, dict):
-        raise FormatError(f"<action_params> must be a JSON object, got {type(value).__name__}")
+        raise FormatError(f"the action's parameters must be a JSON object, got {type(value).__name__}")
     return value
 
 
 def parse_action(text: str) -> ParsedAction:
+    """The terse format (the thought, then the action as a tag named after its type holding the JSON parameters:
+    `<view>{"path": ...}</view>`), or the tagged one (`<thought>`, `<action_type>`, `<action_params>`)."""
+    if _ACTION_TYPE_TAG.search(text):
+        return parse_tagged_action(text)
+    error: FormatError | None = None
+    for match in _ACTION_TAG.finditer(text):  # the first tag whose body parses (a later one may sit in the params)
+        action_type = match.group(1).lower()
+        rest = text[match.end() :]
+        closings = list(re.finditer(rf"<\s*/\s*{action_type}\s*>", rest, re.IGNORECASE))
+        body = "" if match.group(2) else rest[: closings[-1].start()] if closings else rest
+        try:
+            params = parse_params(body)
+        except FormatError as problem:
+            error = error or problem
+            continue
+        before = text[: match.start()]
+        thought = extract_tag(before, "thought", required=False) or before.strip()
+        return ParsedAction(thought, action_type, params)
+    raise error or FormatError(
+        f"missing the action: a tag named after its type ({', '.join(ACTION_TYPES)}) holding its JSON parameters"
+    )
+
+
+def parse_tagged_action(text: str) -> ParsedAction:
     action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
     if action_type not in ACTION_TYPES:
         raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_ide.actions import Workspace
+from llm_ide.actions import Codebase
 from llm_ide.models import Model
 from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import ScoreParams
@@ -35,12 +35,14 @@ class AgentContext:
 
     settings: Settings
     model: Model
-    workspace: Workspace
+    codebase: Codebase
     tool_usage: str = ""
     record_call: Callable[[dict[str, Any]], None] | None = None
     cost_budget: CostBudget | None = None
     snapshot_patch: Callable[[], str] | None = None
     mark: float = field(default_factory=time.monotonic)
+    rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
+    redacted: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
 
     @property
     def templates(self) -> Templates:

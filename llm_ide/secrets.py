@@ -1,23 +1,52 @@
 """The one secrets filter: which names and values are secrets (API keys, tokens, passwords), kept away from the
-agent's commands and masked in every output (command output, model errors, logs)."""
+agent's commands and masked in every output (observations, model requests and replies, logs, trajectories, preds).
+
+A secret is the value of an environment variable, an `environment.env` entry or a model setting (e.g. a header)
+whose name says so (KEY, TOKEN, SECRET, PASS, PASSWORD, CREDENTIAL, AUTH … as a word or a word's end) or that the
+settings list under `secrets`. Masking covers the value as is, reversed, URL-encoded, hex and base64 (at any
+alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH` characters or more."""
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote, quote_plus
 
-SECRET_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL"
-    r"|^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|MISTRAL|COHERE|GROQ|TOGETHER|DEEPSEEK|OPENROUTER|XAI|FIREWORKS"
+SECRET_WORD = re.compile(
+    r"(KEYS?|TOKENS?|SECRETS?|PASS|PASSWD|PASSWORDS?|PASSPHRASE|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE|PRIVATE)$"
+)
+PROVIDER = re.compile(
+    r"^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|MISTRAL|COHERE|GROQ|TOGETHER|DEEPSEEK|OPENROUTER|XAI|FIREWORKS"
     r"|LITELLM|LANGSMITH|LANGCHAIN)_",
     re.IGNORECASE,
 )
-MIN_SECRET_LENGTH = 8
+MIN_SECRET_LENGTH = 6
+NOT_SECRETS = {"true", "false", "yes", "no", "none", "null", "enabled", "disabled"}
+MASK = "***"
+_registered: set[str] = set()
+_marked: set[str] = set()
+_lock = threading.Lock()
 
 
 def is_secret_name(name: str) -> bool:
-    return SECRET_NAME.search(name) is not None
+    """KEY, TOKEN, SECRET, PASS(WORD), CREDENTIAL, AUTH(ORIZATION) … as a word of the name or a word's end
+    (`DB_PASS`, `PGPASSWORD`, `X-Api-Key`, `Authorization`; not `GIT_AUTHOR_NAME`), a provider's variable, or a
+    name the settings mark as secret."""
+    if name.upper() in _marked or PROVIDER.search(name):
+        return True
+    return any(SECRET_WORD.search(word) for word in re.split(r"[^A-Z0-9]+", name.upper()) if word)
+
+
+def mark_secret_names(names: Iterable[str]) -> None:
+    """Names the settings list under `secrets`: secret whatever they are called."""
+    with _lock:
+        _marked.update(name.upper() for name in names)
 
 
 def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -27,21 +56,108 @@ def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]
     }
 
 
+def maskable(value: str) -> bool:
+    return len(value) >= MIN_SECRET_LENGTH and value.strip().lower() not in NOT_SECRETS
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the secret-looking variables (long enough to be told apart from ordinary text), longest first."""
+    """Values of the secret variables of the environment (long enough to be told apart from ordinary words), longest
+    first."""
     values = {value for key, value in (os.environ if environ is None else environ).items() if is_secret_name(key)}
-    return sorted((value for value in values if len(value) >= MIN_SECRET_LENGTH), key=len, reverse=True)
+    return sorted((value for value in values if maskable(value)), key=len, reverse=True)
 
 
 def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The secret values of the environment plus `extra` ones (e.g. an API key given in the code), longest first."""
-    values = set(secret_values(environ)) | {value for value in extra if value and len(value) >= MIN_SECRET_LENGTH}
+    """The secret values of the environment, of the loaded settings and `extra` ones (e.g. an API key given in the
+    code), longest first."""
+    with _lock:
+        registered = set(_registered)
+    values = set(secret_values(environ)) | registered | {value for value in extra if value and maskable(value)}
     return sorted(values, key=len, reverse=True)
 
 
-def redact(text: str, secrets: list[str], mask: str = "***") -> str:
-    """`text` with every occurrence of a secret replaced (a command can still read them, e.g. in /proc)."""
+def register(values: Iterable[str]) -> None:
+    """Values that are secret although no environment variable holds them (settings: headers, `environment.env`)."""
+    with _lock:
+        _registered.update(value for value in values if isinstance(value, str) and maskable(value))
+
+
+def secrets_in(data: Any, secret_key: bool = False) -> list[str]:
+    """The secret values in nested settings data: the strings under a secret name (at any depth below it)."""
+    found: list[str] = []
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            found += secrets_in(value, secret_key or (isinstance(key, str) and is_secret_name(key)))
+    elif isinstance(data, list | tuple):
+        for value in data:
+            found += secrets_in(value, secret_key)
+    elif isinstance(data, str) and secret_key:
+        found.append(data)
+        found += [part for part in data.split() if maskable(part)]  # "Bearer sk-…": the token on its own too
+    return found
+
+
+def redacted(data: Any, secret_key: bool = False) -> Any:
+    """Nested settings data with every value under a secret name replaced by the mask."""
+    if isinstance(data, Mapping):
+        return {
+            key: redacted(value, secret_key or (isinstance(key, str) and is_secret_name(key)))
+            for key, value in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [redacted(value, secret_key) for value in data]
+    return MASK if secret_key and isinstance(data, str) else data
+
+
+def _base64_forms(raw: bytes) -> set[str]:
+    """The base64 text that encodes `raw` wherever it starts in a longer stream (three alignments, both alphabets)."""
+    forms = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode()
+        start, end = (8 * offset + 5) // 6, (8 * (offset + len(raw))) // 6
+        piece = encoded[start:end]
+        forms |= {piece, piece.replace("+", "-").replace("/", "_")}
+    return forms
+
+
+def _forms(secret: str) -> tuple[set[str], set[str]]:
+    """(forms matched as they are, encoded forms that may also be wrapped over lines)."""
+    raw = secret.encode("utf-8")
+    plain = {secret, secret[::-1], quote(secret, safe=""), quote_plus(secret, safe="")}
+    encoded = {raw.hex(), raw.hex().upper(), *_base64_forms(raw)}
+    return plain, {form for form in encoded if len(form) >= MIN_SECRET_LENGTH}
+
+
+@lru_cache(maxsize=64)
+def _compiled(secrets: tuple[str, ...]) -> tuple[list[str], list[str], re.Pattern[str] | None]:
+    plain: set[str] = set()
+    wrapped: set[str] = set()
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, mask)
-    return text
+        forms, encoded = _forms(secret)
+        plain |= forms
+        wrapped |= encoded
+    alternatives = [re.escape(form) for form in sorted(plain, key=len, reverse=True)]
+    alternatives += [r"(?:\r?\n)?".join(map(re.escape, form)) for form in sorted(wrapped, key=len, reverse=True)]
+    pattern = re.compile("|".join(alternatives)) if alternatives else None
+    return sorted(plain), sorted(wrapped), pattern
+
+
+def redact(text: str, secrets: list[str] | None = None, mask: str = MASK) -> str:
+    """`text` with every form of every secret replaced (all known secrets when `secrets` is None)."""
+    values = tuple(sorted(set(known_secrets() if secrets is None else secrets), key=len, reverse=True))
+    if not values or not text:
+        return text
+    plain, wrapped, pattern = _compiled(values)
+    if pattern is None:
+        return text
+    flat = text.replace("\n", "").replace("\r", "") if wrapped else text
+    if not any(form in text for form in plain) and not any(form in flat for form in wrapped):
+        return text  # the usual case, at the speed of `in`
+    return pattern.sub(mask, text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Log lines with every known secret masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from llm_ide.errors import ConfigError
+from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
 class Strict(BaseModel):
@@ -34,6 +35,7 @@ class AgentSettings(Strict):
     observation_max_chars: PositiveInt
     view_max_lines: PositiveInt
     search_max_results: PositiveInt
+    single_call: bool  # one model call per step: its reply holds the reflection and the next action
 
 
 class MemorySettings(Strict):
@@ -42,9 +44,11 @@ class MemorySettings(Strict):
     gamma: float = Field(gt=0, le=1)
     threshold: float
     context_budget_chars: PositiveInt
-    history_recent: NonNegativeInt
-    history_brief: NonNegativeInt
+    history_max: PositiveInt
+    history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
+    snapshot_every: PositiveInt
+    prompt_budget_chars: PositiveInt
 
 
 class EnvironmentMessages(Strict):
@@ -65,6 +69,9 @@ class EnvironmentSettings(Strict):
     network: str | None
     cpus: PositiveFloat | None
     memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    pids_limit: PositiveInt | None  # docker: processes and threads in the container
+    sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
+    writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     env: dict[str, str]
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
@@ -72,10 +79,13 @@ class EnvironmentSettings(Strict):
 
 
 class PriceSettings(Strict):
-    """USD per million tokens."""
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
 
     input: NonNegativeFloat
     output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None  # left out: the input price
+    cache_write: NonNegativeFloat | None = None
 
 
 class ModelSettings(Strict):
@@ -86,6 +96,7 @@ class ModelSettings(Strict):
     temperature: float | None
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
+    cache_hints: bool
 
 
 class CheckpointSettings(Strict):
@@ -110,6 +121,7 @@ class ObservationTemplates(Strict):
     bash: str
     submit: str
     bad_params: str
+    outside_repository: str
     unknown_action: str
 
 
@@ -125,13 +137,18 @@ class Templates(Strict):
     operation_history_empty: str
     lessons_empty: str
     tool_usage_empty: str
-    workspace: str
+    snapshot: str
     actions: str
     reflect: str
+    action_turn: str
+    observation_turn: str
     next_step: str
     alternative_action: str
+    single_step: str
+    reflection: str
     format_error: str
     reflect_format: str
+    single_format: str
     act_format: str
     truncated: str
     observations: ObservationTemplates
@@ -158,6 +175,7 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
@@ -179,9 +197,17 @@ def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
     for _, data in layers:
         merged = deep_merge(merged, data)
     try:
-        return Settings.model_validate(merged)
+        settings = Settings.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(describe_error(error, layers)) from None
+    register_config_secrets(settings)
+    return settings
+
+
+def register_config_secrets(settings: Settings) -> None:
+    """The secrets the settings hold (headers, `environment.env`): masked in every output from now on."""
+    mark_secret_names(settings.secrets)
+    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
 
 
 def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:

@@ -69,14 +69,14 @@ class StudioRun:
         if self.ctx is None or not self.base:
             return ""
         try:
-            return extract_patch(self.ctx.workspace.env, self.base, self.ctx.settings.patch)
+            return extract_patch(self.ctx.codebase.env, self.base, self.ctx.settings.patch)
         except LlmIdeError as error:
             log.error("patch extraction failed: %s", error)
             return ""
 
     def close(self) -> None:
         if self.ctx is not None:
-            self.ctx.workspace.env.close()
+            self.ctx.codebase.env.close()
 
 
 def bind(node: Node, run: StudioRun) -> Node:

@@ -52,6 +52,7 @@ from rich.table import Table
 from llm_ide.config import load_config
 from llm_ide.prompting import render
 from llm_ide.run.single import RunEvent, run_task
+from llm_ide.run.trajectory import load_trajectory
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ["typing.py", "argparse.py", "email/_header_value_parser.py", "tkinter/__init__.py", "_pydecimal.py"]
@@ -168,14 +169,14 @@ def make_repo(directory: Path) -> Path:
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
-    return (
-        f"<thought>{thought}</thought>\n<action_type>{action_type}</action_type>\n"
-        f"<action_params>{json.dumps(params)}</action_params>"
-    )
+    """The action format: the thought, then the action's tag holding its JSON parameters."""
+    return f"{thought}\n<{action_type}>{json.dumps(params) if params else ''}</{action_type}>"
 
 
 def reflect(bad: bool, summary: str, lessons: str = "") -> str:
-    return f"<bad_action>{str(bad).lower()}</bad_action>\n<lessons>{lessons}</lessons>\n<summary>{summary}</summary>"
+    """The reflection format: `good:`/`bad:` and one short sentence; a `lesson:` line only when there is a lesson."""
+    lesson = f"\nlesson: {lessons}" if lessons else ""
+    return f"{'bad' if bad else 'good'}: {summary}{lesson}"
 
 
 @dataclass
@@ -229,13 +230,8 @@ class SessionWriter:
     def summary(self, kind: str, sym: Symbol, **values: Any) -> str:
         fact = self.rng.choice(FACTS)
         where = f"{sym.path}:{values.get('a', sym.start)}-{values.get('b', sym.end)}"
-        return f"{kind.replace('_', ' ').capitalize()} of `{sym.qualname}` ({where}): it {fact}. " + self.rng.choice(
-            [
-                "Nothing in it converts the value a second time.",
-                "The default is applied after the explicit value is checked.",
-                "Its callers pass the raw value, so the conversion happens here.",
-            ]
-        )
+        self.rng.random()  # the draw of an earlier two-sentence summary: keeps the generated sessions as they were
+        return f"`{sym.qualname}` ({where}) {fact}."
 
     def next_focus(self) -> Symbol:
         if self.focus is None or self.focus_left <= 0:
@@ -438,7 +434,7 @@ def run_session(workdir: Path, steps: int, seed: int, profiler: ThreadProfiler |
             on_event=on_event,
         )
     seconds = time.perf_counter() - started
-    traj = json.loads(result.trajectory_path.read_text(encoding="utf-8"))
+    traj = load_trajectory(result.trajectory_path)
     return Session(steps, traj, step_times, sizes, result.exit_status, seconds)
 
 
@@ -505,7 +501,8 @@ def mini_observation_chars(observation: str, returncode: int | None) -> int:
 
 def full_history_chars(traj: dict[str, Any], templates: dict[str, Any]) -> dict[int, int]:
     """The prompt a full-history agent sends for operation k: system + task + (action, observation) of ops 1..k−1."""
-    fixed = len(render(templates, "system")) + len(render(templates, "task", task=traj["task"]))
+    blank = dict.fromkeys(("actions", "reflect_format", "act_format", "task", "tool_usage"), "")
+    fixed = len(render(templates, "system", **blank)) + len(render(templates, "task", task=traj["task"]))
     acts = [call["response"] for call in traj["model_calls"] if call["kind"] == "act"]
     sizes, total = {}, fixed
     for step, (op, response) in enumerate(zip(traj["operations"], acts, strict=False), start=1):

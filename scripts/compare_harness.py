@@ -38,6 +38,8 @@ ENVIRONMENTS: dict[str, list[str]] = {
     "pallets/flask": ["setuptools==70.0.0", "click==8.1.3", "itsdangerous==2.1.2", "Jinja2==3.1.2",
                       "MarkupSafe==2.1.1", "Werkzeug==2.3.7", "pytest<8"],
     "marshmallow-code/marshmallow": ["pytest<8", "pytz", "simplejson"],
+    "pydicom/pydicom": ["pytest<8", "numpy<2"],
+    "pylint-dev/astroid": ["pytest<8", "lazy_object_proxy>=1.4.0", "wrapt>=1.14,<2"],
 }  # fmt: skip
 ACTIVATE = """\
 conda() {
@@ -175,6 +177,7 @@ def main(
     dataset: Annotated[list[Path], typer.Option(help="SWE-bench .jsonl file(s) holding the instances.")],
     repo: Annotated[list[str], typer.Option(help="ID=GIT_DIR: a clone (or mirror) of the instance's repository.")],
     work: Annotated[Path | None, typer.Option(help="Working folder (default: a new temporary one).")] = None,
+    prediction: Annotated[list[str] | None, typer.Option(help="Only these predictions (default: all).")] = None,
 ) -> None:
     work = work or Path(tempfile.mkdtemp(prefix="compare-harness-"))
     sources = dict(item.split("=", 1) for item in repo)
@@ -191,7 +194,8 @@ def main(
     for instance_id, row in rows.items():
         build_image(row, Path(sources[instance_id]), work / instance_id)
         for name, patch in predictions(row, Path(sources[instance_id]), work / instance_id).items():
-            cases.setdefault(name, {})[instance_id] = patch
+            if not prediction or name in prediction:
+                cases.setdefault(name, {})[instance_id] = patch
     instances = {i.instance_id: i for i in load_dataset(str(subset)).instances}
     table = Table("prediction", "instance", "official", "llm-ide", "agree", "llm-ide detail")
     agree = total = resolved_agree = 0

@@ -10,6 +10,7 @@ continues from its checkpoint. With `--evaluate` the predictions are then graded
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -78,15 +79,18 @@ def main(
     )
     if evaluate:
         instances = {i.instance_id: i for i in load_dataset(subset, split).instances}
+        folder = claim_folder(None, output / "preds.json")
         report = evaluate_predictions(
             load_predictions(output / "preds.json"),
             instances,
             settings=load_config("swebench", config or []).swebench,
-            log_dir=claim_folder(None, output / "preds.json") / "logs",
+            log_dir=folder / "logs",
             workers=workers,
             on_result=lambda r: console.print(f"  {r.instance_id}: {r.status} {r.detail}".rstrip(), markup=False),
         )
+        (folder / "report.json").write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
         console.print(f"resolved {len(report.ids('resolved'))}/{len(report.results)} ({report.resolve_rate:.1%})")
+        console.print(f"evaluation: {folder}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
 - "hang": no answer until the client gives up or the server closes;
 - "invalid_json": status 200, content-type application/json, a body that is not JSON;
 - a `Reply` for anything else (exact usage, a custom error message, a text that is literally "hang").
-`server.requests` records every request (path, headers, parsed body) in arrival order.
+`server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
+the same replies in Anthropic's Messages API shape.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Reply:
     invalid_json: bool = False
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None  # of input_tokens: read from the prompt cache (OpenAI: prompt_tokens_details)
+    cache_write_tokens: int | None = None  # of input_tokens: written to the prompt cache (Anthropic only)
     usage: bool = True
     error_message: str | None = None
 
@@ -98,7 +101,29 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
         prompt = reply.input_tokens if reply.input_tokens is not None else prompt_chars // 4
         completion = reply.output_tokens if reply.output_tokens is not None else len(text) // 4
         body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        if reply.cached_tokens is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
     return body
+
+
+def anthropic_body(reply: Reply, request: dict[str, Any], index: int) -> dict[str, Any]:
+    """The same reply in Anthropic's Messages API shape (POST `/v1/messages`, for `ChatAnthropic(base_url=...)`)."""
+    text = reply.text or ""
+    return {
+        "id": f"msg_test_{index}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "unknown"),
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": (reply.input_tokens or 100) - (reply.cached_tokens or 0) - (reply.cache_write_tokens or 0),
+            "cache_read_input_tokens": reply.cached_tokens or 0,
+            "cache_creation_input_tokens": reply.cache_write_tokens or 0,
+            "output_tokens": reply.output_tokens or len(text) // 4,
+        },
+    }
 
 
 @dataclass
@@ -174,7 +199,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            anthropic = self.path.rstrip("/").endswith("/v1/messages")
+            if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send_json(404, error_body(404, "", f"no route {self.path}"))
                 return
             try:
@@ -191,6 +217,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ', "application/json")
             elif reply.status != 200:
                 self._send_json(reply.status, error_body(reply.status, request.get("model", ""), reply.error_message))
+            elif anthropic:
+                self._send_json(200, anthropic_body(reply, request, index))
             else:
                 self._send_json(200, completion_body(reply, request, index))
 

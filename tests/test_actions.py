@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import git, make_git_repo
 
-from llm_ide.actions import Workspace, execute_action, viewed_ranges
+from llm_ide.actions import Codebase, execute_action, viewed_ranges
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
@@ -30,10 +30,10 @@ SOURCE = (
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
+def ws(tmp_path: Path) -> Codebase:
     repo = make_git_repo(tmp_path / "repo", {"app/greet.py": SOURCE, "README.md": "hello\n" * 30})
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
-    return Workspace(
+    return Codebase(
         env=env,
         view=CodeView(env),
         templates=load_config("default").templates,
@@ -42,7 +42,7 @@ def ws(tmp_path: Path) -> Workspace:
     )
 
 
-def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Workspace) -> None:
+def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Codebase) -> None:
     outcome = execute_action(ws, "view", {"path": "./app/greet.py", "start_line": 4, "end_line": 40})
     assert outcome.observation.splitlines() == [
         "app/greet.py (14 lines), lines 4-8:",
@@ -60,10 +60,10 @@ def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Workspace) 
     assert execute_action(ws, "view", {"path": "nope.py"}).returncode == 1
     bad = execute_action(ws, "view", {"path": "../etc/passwd"})
     assert (bad.returncode, bad.accessed) == (2, [])
-    assert "must name a file inside the repository" in bad.observation
+    assert "outside the repository" in bad.observation
 
 
-def test_view_symbol_gives_a_whole_function_chunk(ws: Workspace) -> None:
+def test_view_symbol_gives_a_whole_function_chunk(ws: Codebase) -> None:
     outcome = execute_action(ws, "view_symbol", {"path": "app/greet.py", "symbol": "Greeter.bye"})
     assert outcome.observation.splitlines() == [
         "app/greet.py:8-9 (Greeter.bye):",
@@ -82,14 +82,14 @@ def test_view_symbol_gives_a_whole_function_chunk(ws: Workspace) -> None:
         ("name}'\n", "No change: `old` occurs 2 times in app/greet.py (lines 6, 9)"),
     ],
 )
-def test_edit_refuses_zero_or_several_matches(ws: Workspace, old: str, expected: str) -> None:
+def test_edit_refuses_zero_or_several_matches(ws: Codebase, old: str, expected: str) -> None:
     outcome = execute_action(ws, "edit", {"path": "app/greet.py", "old": old, "new": "x"})
     assert (outcome.returncode, outcome.accessed) == (1, [])
     assert outcome.observation.startswith(expected)
     assert (Path(ws.env.workdir) / "app/greet.py").read_text() == SOURCE
 
 
-def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Workspace) -> None:
+def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Codebase) -> None:
     params = {"path": "app/greet.py", "old": "return f'bye {name}'", "new": "name = name.title()\n        return name"}
     outcome = execute_action(ws, "edit", params)
     assert outcome.returncode == 0
@@ -99,7 +99,7 @@ def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Workspace) -> Non
     assert "name = name.title()\n        return name\n" in (Path(ws.env.workdir) / "app/greet.py").read_text()
 
 
-def test_create_refuses_to_overwrite(ws: Workspace) -> None:
+def test_create_refuses_to_overwrite(ws: Codebase) -> None:
     created = execute_action(ws, "create", {"path": "app/new.py", "content": "def f():\n    return 1\n"})
     assert (created.returncode, created.observation) == (0, "Created app/new.py (2 lines).")
     assert created.accessed == [Scope("app/new.py", (1, 2), "", "f")]
@@ -107,7 +107,7 @@ def test_create_refuses_to_overwrite(ws: Workspace) -> None:
     assert again.returncode == 1 and "already exists" in again.observation
 
 
-def test_search_reports_matches_and_bad_patterns(ws: Workspace) -> None:
+def test_search_reports_matches_and_bad_patterns(ws: Codebase) -> None:
     found = execute_action(ws, "search", {"pattern": r"def (hello|bye)", "path": "app"})
     assert found.observation.splitlines() == [
         "2 matches for `def (hello|bye)`:",
@@ -134,19 +134,19 @@ def test_search_reports_matches_and_bad_patterns(ws: Workspace) -> None:
         ("*.py", ["app/greet.py:5:    def hello(self, name):", "app/sub/deep/more.py:1:def hello():"]),
     ],
 )
-def test_search_takes_a_file_a_directory_or_a_path_glob(ws: Workspace, path: str, expected: list[str]) -> None:
+def test_search_takes_a_file_a_directory_or_a_path_glob(ws: Codebase, path: str, expected: list[str]) -> None:
     ws.env.write_file("app/sub/deep/more.py", b"def hello():\n    pass\n")
     found = execute_action(ws, "search", {"pattern": r"def hello", "path": path})
     assert found.returncode == 0, found.observation
     assert sorted(found.observation.splitlines()[1:]) == expected
 
 
-def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: Workspace) -> None:
+def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: Codebase) -> None:
     missing = execute_action(ws, "search", {"pattern": "x", "path": "nowhere/"})
     assert (missing.returncode, missing.observation.strip()) == (1, "No file or directory nowhere.")
     for outside in ("../*.py", "../elsewhere"):
         refused = execute_action(ws, "search", {"pattern": "x", "path": outside})
-        assert refused.returncode == 2 and "inside the repository" in refused.observation
+        assert refused.returncode == 2 and "outside the repository" in refused.observation
 
 
 @pytest.mark.parametrize(
@@ -159,11 +159,11 @@ def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: 
         ("python -c 'print(1)'", []),
     ],
 )
-def test_viewer_commands_are_recognised(ws: Workspace, command: str, expected: list) -> None:
+def test_viewer_commands_are_recognised(ws: Codebase, command: str, expected: list) -> None:
     assert viewed_ranges(command, ws) == expected
 
 
-def test_bash_marks_viewed_lines_and_tool_locations_accessed(ws: Workspace) -> None:
+def test_bash_marks_viewed_lines_and_tool_locations_accessed(ws: Codebase) -> None:
     outcome = execute_action(ws, "bash", {"command": "sed -n '12,13p' app/greet.py"})
     assert outcome.accessed == [Scope("app/greet.py", (12, 13), "", "main")]
     assert outcome.observation == "def main():\n    print(Greeter().hello('x'))"

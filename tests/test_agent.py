@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 from llm_ide.settings import Settings
 
 
@@ -19,22 +19,22 @@ def config(**agent: object) -> Settings:
     return load_config("default", environment={"tools": []}, agent=agent, model=model)
 
 
-def run(tmp_path: Path, responses: list[str], repo: Path | None = None, **agent: object):
+def run(tmp_path: Path, responses: list[str], repo: Path | None = None, memory: dict | None = None, **agent: object):
     repo = repo or make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "script.yaml", responses)
     result = run_task(
         "Cart.total ignores quantities.",
         model=model,
-        settings=config(**agent),
+        settings=config(**agent).merged({"memory": memory or {}}),
         output_dir=tmp_path / "out",
         run_id="t1",
         repo=repo,
     )
-    return result, json.loads(result.trajectory_path.read_text())
+    return result, load_trajectory(result.trajectory_path)
 
 
 def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: Path) -> None:
-    result, traj = run(tmp_path, FIX_SCRIPT)
+    result, traj = run(tmp_path, FIX_SCRIPT, memory={"snapshot_every": 1})  # every prompt a fresh memory snapshot
     ops = traj["operations"]
     assert result.exit_status == "submitted" == traj["info"]["exit_status"]
     assert [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in ops] == [
@@ -84,9 +84,12 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
     assert result.exit_status == "format_error"
     assert len(traj["operations"]) == 1
     prompts = [c["prompt"] for c in traj["model_calls"]]
-    assert "missing <action_type> tag" in prompts[1] and "[assistant]\nI think I should look" in prompts[1]
+    assert (
+        "missing the action: a tag named after its type" in prompts[1]
+        and "[assistant]\nI think I should look" in prompts[1]
+    )
     assert "<bad_action> must be true or false, got 'maybe'" in prompts[3]
-    assert "missing <bad_action> tag" in prompts[4]
+    assert "first line must be `good: <summary>` or `bad: <summary>`" in prompts[4]
     assert len(prompts) == 5
 
 
@@ -117,7 +120,7 @@ def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent:
                 run_id="t1",
                 repo=repo,
             )
-            traj = json.loads(result.trajectory_path.read_text())
+            traj = load_trajectory(result.trajectory_path)
             assert traj["info"]["model_stats"]["cost"] == pytest.approx(10_000 * 2.5e-6 + 100 * 10e-6)
     else:
         result, traj = run(tmp_path, script, **agent)
@@ -138,7 +141,7 @@ def test_http_model_errors_end_the_run_cleanly(tmp_path: Path) -> None:
             run_id="t1",
             repo=repo,
         )
-    traj = json.loads(result.trajectory_path.read_text())
+    traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "model_error" == traj["info"]["exit_status"]
     assert "500" in result.error and "after 3 attempts" in result.error
     assert [o["action_type"] for o in traj["operations"]] == ["view"]
@@ -194,7 +197,7 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
             reflect(False, f"printed step-{step}"),
         ]
     script.append(act("Done.", "submit"))
-    settings = config().merged({"memory": {"history_recent": 2, "history_brief": 3}})
+    settings = config().merged({"memory": {"history_max": 4, "snapshot_every": 1}})
     result = run_task(
         "print the steps",
         model=write_script(tmp_path / "script.yaml", script),
@@ -203,20 +206,35 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
         run_id="t1",
         repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
     )
-    traj = json.loads(result.trajectory_path.read_text())
+    traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "submitted"
     last = traj["model_calls"][-1]["prompt"]
-    history = last[last.index("## Operation History") : last.index("## Tool Usage")]
-    assert "(5 earlier operations of the reasoning chain not shown.)" in history
-    assert [line for line in history.splitlines() if line.startswith("### Operation")] == [
-        "### Operation 5",
+    memory = last[last.index("## Operation History") :]
+    # 9 nodes before the latest; at most 4 shown, the oldest counted 2 at a time
+    assert "(6 earlier operations of the reasoning chain not shown.)" in memory
+    assert [line for line in memory.splitlines() if line.startswith("### Operation")] == [
         "### Operation 6",
         "### Operation 7",
         "### Operation 8",
         "### Operation 9 (latest)",
     ]
-    assert "Thought: Look again, step 8" in history and "Thought: Look again, step 7" not in history
-    assert "Summary: printed step-5" in history and "Look again, step 5" not in history
-    assert history.count("Observation (return code 0)") == 1
+    assert "Thought: Look again, step 6" in memory and "Look again, step 5" not in memory
+    assert "Summary: printed step-8" in memory and "printed step-5" not in memory
+    assert memory.count("Observation (return code 0)") == 1
     sizes = [c["prompt_chars"] for c in traj["model_calls"] if c["kind"] == "act"]
-    assert max(sizes[6:]) - min(sizes[6:]) < 400  # once the window is full the prompt no longer grows
+    assert max(sizes[6:]) - min(sizes[6:]) < 600  # once the window is full the prompt no longer grows
+
+
+def test_single_call_builds_the_same_tree_with_one_call_per_step(tmp_path: Path) -> None:
+    merged = [FIX_SCRIPT[0]] + [f"{FIX_SCRIPT[i]}\n{FIX_SCRIPT[i + 1]}" for i in range(1, len(FIX_SCRIPT), 2)]
+    _, two = run(tmp_path / "two", FIX_SCRIPT)
+    result, one = run(tmp_path / "one", merged, single_call=True)
+    assert result.exit_status == "submitted"
+    fields = ("id", "parent_id", "thought", "action_type", "bad_action", "summary", "lessons")
+    assert [[o[f] for f in fields] for o in one["operations"]] == [[o[f] for f in fields] for o in two["operations"]]
+    assert [c["kind"] for c in one["model_calls"]] == ["act"] * 5
+    prompts = [c["prompt"] for c in one["model_calls"]]
+    assert all(later.startswith(earlier) for earlier, later in zip(prompts, prompts[1:], strict=False))
+    assert "## Reflect on operation 1, then the next step" in prompts[2]
+    assert "[assistant]\nbad: The test fails with 11.5 != 16.0" in prompts[3]  # the reflection stays in its reply
+    assert "+            total += price * quantity" in result.submission

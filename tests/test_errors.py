@@ -83,6 +83,26 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list
     assert_one_line(result, expected)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["run", "--environment", "kube"],
+            "error: Invalid value for '--environment': Value error, 'kube' is not one of 'local', 'docker'. "
+            "(see: llm-ide run --help)",
+        ),
+        (["run", "--step-limit", "many"], "error: Invalid value for '--step-limit'"),
+        (["run", "--no-such-option"], "error: No such option: --no-such-option"),
+        (["no-such-command"], "error: No such command 'no-such-command'. (see: llm-ide --help)"),
+    ],
+)
+def test_options_are_checked_at_parse_time_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    """Before anything runs: no model is asked for, no output folder appears."""
+    result = cli(tmp_path, *args)
+    assert_one_line(result, expected)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_demo_into_the_same_output_twice_is_one_line(tmp_path: Path) -> None:
     first = cli(tmp_path, "demo", "--output", "D")
     assert first.returncode == 0, first.stdout + first.stderr

@@ -107,7 +107,11 @@ FORGED = (
     ("log", "valid", "statuses"),
     [
         (exit_code_log(FORGED, 1), False, {}),  # no failure shown, the tests exited 1: forged
-        (exit_code_log(FORGED, 0), True, {"t.py::test_f": "PASSED", "t.py::test_p": "PASSED"}),
+        (exit_code_log(FORGED, 0), False, {}),  # exit status zeroed too: status lines after pytest's final bar
+        (exit_code_log("PASSED t.py::test_p\n===== 1 passed in 0.10s =====\nbye\n", 0), True,
+         {"t.py::test_p": "PASSED"}),
+        (exit_code_log("===== 1 passed in 0.10s =====\nPASSED t.py::test_p\n===== 1 passed in 0.20s =====\n", 0), True,
+         {"t.py::test_p": "PASSED"}),  # two pytest runs: only lines after the last bar count
         (exit_code_log("FAILED t.py::test_f - x\nPASSED t.py::test_p\n", 1), True,
          {"t.py::test_f": "FAILED", "t.py::test_p": "PASSED"}),
         (exit_code_log("collected 0 items\n", 5), False, {}),  # nothing ran

@@ -40,8 +40,15 @@ def pytest_sessionstart(session):
 """
 
 
-def forged_patch(repo: Path) -> str:
-    (repo / "conftest.py").write_text(FORGED_CONFTEST)
+ZEROED_EXIT = """
+
+def pytest_sessionfinish(session, exitstatus):
+    session.exitstatus = 0
+"""
+
+
+def forged_patch(repo: Path, zero_exit: bool = False) -> str:
+    (repo / "conftest.py").write_text(FORGED_CONFTEST + (ZEROED_EXIT if zero_exit else ""))
     git(repo, "add", "-A")
     patch = git(repo, "diff", "--cached", "HEAD")
     git(repo, "reset", "-q", "--hard", "HEAD")
@@ -115,6 +122,7 @@ def build_calc_dataset(root: Path, client: Any) -> dict[str, Any]:
         "demo__calc-9": ("py", True, reversed_patch(repo, gold)),
         "demo__calc-10": ("py", True, gold),
         "demo__calc-11": ("py3", True, gold),  # the v5 script calls `python`: not on this image
+        "demo__calc-12": ("py", True, forged_patch(repo, zero_exit=True)),
     }
     rows = []
     for instance_id, (kind, v5, _) in cases.items():
@@ -156,6 +164,7 @@ def test_reversed_forged_fuzzy_empty_unappliable_and_missing_runners(calc_datase
         "demo__calc-9": "unresolved",
         "demo__calc-10": "resolved",
         "demo__calc-11": "error",  # `python: command not found`
+        "demo__calc-12": "unresolved",  # forged lines and a zeroed exit status (the official harness: resolved)
     }
     assert instances["demo__calc-1"]["applied_with"] == "git apply --verbose"
     assert instances["demo__calc-4"]["applied_with"] == "patch --batch --forward --fuzz=5 -p1 -i"
@@ -176,8 +185,10 @@ def test_reversed_forged_fuzzy_empty_unappliable_and_missing_runners(calc_datase
     assert "No module named pytest" in instances["demo__calc-7"]["detail"]
     assert "not found (exit 127)" in instances["demo__calc-11"]["detail"]
     assert instances["demo__calc-1"]["test_exit_code"] == 0
-    assert (report["resolved"], report["unresolved"], report["error"], report["empty_patch"]) == (3, 4, 3, 1)
-    assert "resolved 3/11" in result.stdout
+    assert instances["demo__calc-12"]["test_exit_code"] == 0
+    assert "after pytest's final summary" in instances["demo__calc-12"]["detail"]
+    assert (report["resolved"], report["unresolved"], report["error"], report["empty_patch"]) == (3, 5, 3, 1)
+    assert "resolved 3/12" in result.stdout
     assert leftover_containers(calc_dataset["client"], "eval-") == []
 
 

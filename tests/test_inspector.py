@@ -15,6 +15,7 @@ from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_sc
 
 from llm_ide.inspector.layout import assign_lanes
 from llm_ide.inspector.model import NodeView
+from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.operations import OperationNode, reasoning_chain
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 
@@ -57,7 +58,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     result = cli("inspect", str(trajectory), "--html", str(folder / "page.html"))
     assert result.returncode == 0, result.stderr
     assert f"→ {folder / 'page.html'}" in result.stdout
-    return json.loads(trajectory.read_text()), folder / "page.html"
+    return load_trajectory(trajectory), folder / "page.html"
 
 
 def test_run_page_draws_the_tree_marks_failed_alternatives_and_opens_nodes(browser, demo_run) -> None:

@@ -32,6 +32,30 @@ def process_gone(pid: int, wait: float = 5.0) -> bool:
     return False
 
 
+def running(marker: str) -> list[int]:
+    """Host pids of the processes whose command line holds `marker` (pids inside a sandbox differ from the host's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if marker.encode() in cmdline and state not in {"Z", "X"}:
+                found.append(int(entry.name))
+    return found
+
+
+def all_gone(marker: str, wait: float = 5.0) -> bool:
+    end = time.monotonic() + wait
+    while running(marker):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> LocalEnvironment:
     repo = tmp_path / "repo"
@@ -54,25 +78,46 @@ def test_execute_in_repo_with_config_env_cwd_and_returncode(env: LocalEnvironmen
 
 
 def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(env: LocalEnvironment) -> None:
-    command = "echo started; sleep 300 & echo $! > child.pid; sleep 300; echo never"
+    command = "echo started; sleep 300.1 & sleep 300; echo never"
     result = env.execute(command, timeout=1)
     assert result.timed_out is True
     assert result.returncode == 137
     assert result.output.startswith("started\n")
     assert "timed out after 1 s" in result.output and "never" not in result.output
-    child = int((Path(env.workdir) / "child.pid").read_text())
-    assert process_gone(child), "the background child outlived the timeout"
+    assert all_gone("300.1"), "the background child outlived the timeout"
     assert env.execute("echo next").output == "next\n"
 
 
-def test_background_child_holding_the_pipe_does_not_block(env: LocalEnvironment) -> None:
-    result = env.execute("sleep 300 & echo $! > bg.pid; echo done", timeout=20)
-    child = int((Path(env.workdir) / "bg.pid").read_text())
+@pytest.mark.parametrize(
+    ("command", "marker"),
+    [
+        ("exec >/dev/null 2>&1; sleep 120.1", "120.1"),
+        ("exec 1>&- 2>&-; sleep 120.2", "120.2"),
+        ("setsid sh -c 'exec >/dev/null 2>&1; sleep 120.3' & wait", "120.3"),
+    ],
+)
+def test_timeout_holds_whatever_the_command_does_with_its_output(
+    env: LocalEnvironment, command: str, marker: str
+) -> None:
+    result = env.execute(command, timeout=2)
+    assert (result.timed_out, result.returncode) == (True, 137)
+    assert result.duration < 60, f"a 2 s timeout took {result.duration:.0f} s"
+    assert all_gone(marker)
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_background_child_holding_the_pipe_does_not_block(tmp_path: Path, sandbox: str) -> None:
+    environment = LocalEnvironment(tmp_path, sandbox=sandbox, tools_dir=tmp_path / "tools")
+    result = environment.execute("sleep 300.4 & echo done", timeout=20)
     try:
         assert (result.output, result.returncode, result.timed_out) == ("done\n", 0, False)
-        assert not process_gone(child, wait=0.1), "a background process the agent started must keep running"
+        if sandbox == "bwrap":  # its own PID namespace: every process ends with the command
+            assert all_gone("300.4")
+        else:
+            assert running("300.4"), "without the sandbox a background process keeps running"
     finally:
-        os.kill(child, signal.SIGKILL)
+        for pid in running("300.4"):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_100mb_of_output_is_capped_in_bounded_memory(env: LocalEnvironment) -> None:
@@ -161,7 +206,7 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
         from llm_ide.environments import LocalEnvironment
         env = LocalEnvironment(Path({str(tmp_path)!r}))
         print("running", flush=True)
-        env.execute("sleep 300 & echo $! > child.pid; sleep 300", timeout=600)
+        env.execute("sleep 300.5 & echo started > child.pid; sleep 300", timeout=600)
         """
     )
     process = subprocess.Popen(
@@ -176,7 +221,7 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=10)
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
-    assert process_gone(int(pid_file.read_text())), "Ctrl-C left the command's child running"
+    assert all_gone("300.5"), "Ctrl-C left the command's child running"
 
 
 def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
@@ -185,7 +230,7 @@ def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
         from pathlib import Path
         from llm_ide.environments import LocalEnvironment
         env = LocalEnvironment(Path({str(tmp_path)!r}))
-        env.execute("echo $$ > command.pid; exec sleep 300", timeout=600)
+        env.execute("echo started > command.pid; exec sleep 300.6", timeout=600)
         """
     )
     process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
@@ -194,8 +239,7 @@ def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert time.monotonic() < end, "the command did not start"
         time.sleep(0.05)
-    command = int(pid_file.read_text())
-    assert not process_gone(command, wait=0.2)
+    assert running("300.6")
     process.kill()
     process.wait(timeout=10)
-    assert process_gone(command), "the command outlived the SIGKILLed agent"
+    assert all_gone("300.6"), "the command outlived the SIGKILLed agent"

@@ -64,6 +64,56 @@ def test_reply_carries_usage_and_cost_from_price_table(config: ModelSettings, mo
     assert "temperature" not in request.body
 
 
+def test_cached_prompt_tokens_are_read_from_the_usage_and_priced(
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    replies = [
+        Reply("first", input_tokens=9000, output_tokens=100),
+        Reply("again", input_tokens=10_000, output_tokens=200, cached_tokens=8800),
+    ]
+    with OpenAIServer(replies=replies) as server:
+        model = get_model("gpt-5-mini", config, base_url=server.url)
+        first, second = (model.complete(MESSAGES, call_index=i) for i in range(2))
+    assert first == ModelReply("first", 9000, 100, pytest.approx(9000 * 0.25e-6 + 100 * 2.0e-6))
+    cost = 1200 * 0.25e-6 + 8800 * 0.025e-6 + 200 * 2.0e-6
+    assert second == ModelReply("again", 10_000, 200, pytest.approx(cost), cache_read_tokens=8800)
+
+
+def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("langchain_anthropic")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    reply = Reply("cached", input_tokens=10_000, output_tokens=100, cached_tokens=6000, cache_write_tokens=3000)
+    with OpenAIServer(replies=[reply]) as server:
+        model = get_model("anthropic:claude-sonnet-4-5", config, base_url=server.url.removesuffix("/v1"))
+        answer = model.complete(MESSAGES, call_index=0)
+    assert server.requests[0].path.endswith("/v1/messages")
+    cost = 1000 * 3e-6 + 6000 * 0.3e-6 + 3000 * 3.75e-6 + 100 * 15e-6
+    assert answer == ModelReply(
+        "cached", 10_000, 100, pytest.approx(cost), cache_read_tokens=6000, cache_write_tokens=3000
+    )
+
+
+@pytest.mark.parametrize(
+    ("price", "tokens", "expected"),
+    [
+        (
+            Price(3.0, 15.0, cache_read=0.3, cache_write=3.75),
+            (10_000, 100, 6000, 3000),
+            3e-3 + 1.8e-3 + 11.25e-3 + 1.5e-3,
+        ),
+        (Price(1.0, 2.0), (10_000, 100, 6000, 3000), 10_000e-6 + 200e-6),  # no cache prices: input price
+        (Price(0.25, 2.0, cache_read=0.025), (10_000, 0, 10_000, 0), 250e-6),  # all of the prompt cached
+    ],
+)
+def test_cost_prices_uncached_cache_read_cache_write_and_output_tokens(
+    price: Price, tokens: tuple[int, int, int, int], expected: float
+) -> None:
+    assert price.cost(*tokens) == pytest.approx(expected)
+
+
 def test_provider_spec_goes_through_init_chat_model(config: ModelSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     config = config.model_copy(update={"temperature": 0.25, "kwargs": {"seed": 7}})
@@ -194,13 +244,13 @@ def test_missing_integration_package_is_named(config: ModelSettings) -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("gpt-5-mini", Price(0.25, 2.0)),
-        ("openai:gpt-5-mini", Price(0.25, 2.0)),
-        ("tensorblock/gpt-5-mini", Price(0.25, 2.0)),
-        ("openrouter/openai/gpt-4o-mini", Price(0.15, 0.6)),
-        ("anthropic:claude-sonnet-4-5-20250929", Price(3.0, 15.0)),
-        ("gpt-4o-2024-08-06", Price(2.5, 10.0)),
-        ("claude-haiku-4-5-latest", Price(1.0, 5.0)),
+        ("gpt-5-mini", Price(0.25, 2.0, cache_read=0.025)),
+        ("openai:gpt-5-mini", Price(0.25, 2.0, cache_read=0.025)),
+        ("tensorblock/gpt-5-mini", Price(0.25, 2.0, cache_read=0.025)),
+        ("openrouter/openai/gpt-4o-mini", Price(0.15, 0.6, cache_read=0.075)),
+        ("anthropic:claude-sonnet-4-5-20250929", Price(3.0, 15.0, cache_read=0.3, cache_write=3.75)),
+        ("gpt-4o-2024-08-06", Price(2.5, 10.0, cache_read=1.25)),
+        ("claude-haiku-4-5-latest", Price(1.0, 5.0, cache_read=0.1, cache_write=1.25)),
         ("gpt-5-pro", None),
         ("ollama:qwen2.5-coder:7b", None),
         ("gpt-5-mini-turbo", None),

@@ -39,7 +39,7 @@ def test_render_and_update_leave_the_given_state_unchanged(tmp_path: Path) -> No
     }
     before = copy.deepcopy(state)
     rendered = render_context(state, Runtime(context=ctx))
-    assert state == before and "def total(items):" in rendered["workspace"]
+    assert state == before and "def total(items):" in rendered["snapshot"]
     update = update_activity(state, Runtime(context=ctx))
     assert state == before
     total, mean = update["code_context"]
@@ -47,7 +47,7 @@ def test_render_and_update_leave_the_given_state_unchanged(tmp_path: Path) -> No
     assert (total.activity.accessed, mean.activity.accessed) == ([1, 0, 1, 0], [0, 0, 0, 1])
     assert mean.activity.referred == [0, 0, 0, 1]
     assert total.activity.score > 0 and mean.activity.score > 0
-    ctx.workspace.env.close()
+    ctx.codebase.env.close()
 
 
 def test_step_scratch_fields_stay_private_to_the_nodes(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ the code its output names marked as accessed. No debugger-specific code is invol
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from conftest import BASE_IMAGE, make_git_repo, require_docker
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 
 
 @pytest.mark.docker
@@ -55,7 +55,7 @@ def test_agent_drives_the_debugger_in_a_container(tmp_path: Path) -> None:
         environment="docker",
         image=BASE_IMAGE,
     )
-    traj = json.loads(result.trajectory_path.read_text())
+    traj = load_trajectory(result.trajectory_path)
     assert traj["info"]["exit_status"] == "submitted"
     first_prompt = traj["model_calls"][0]["prompt"]
     assert "## Tool Usage\n### `debugger`\nA live pdb session you drive command by command" in first_prompt

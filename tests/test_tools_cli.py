@@ -131,17 +131,17 @@ def test_tools_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     out, err, status = llm_ide("plan", str(tmp_path / "bad.yaml"))
     assert (out, status) == ("", 2)
     assert err == (
-        f"Error: {tmp_path / 'bad.yaml'}: missing key `version`; missing key `source`; missing key `py_standalone`;"
+        f"error: {tmp_path / 'bad.yaml'}: missing key `version`; missing key `source`; missing key `py_standalone`;"
         " key `installation`: unsupported value 'apt' (supported: pip); missing key `setup_script`;"
         " missing key `executable`; missing key `usage`\n"
     )
     assert llm_ide("plan", "nope")[1:] == (
-        f"Error: unknown tool 'nope': {TOOLS_DIR / 'nope.yaml'} not found (available: debugger, navigator)\n",
+        f"error: unknown tool 'nope': {TOOLS_DIR / 'nope.yaml'} not found (available: debugger, navigator)\n",
         2,
     )
     assert llm_ide("plan", "debugger", "-e", "kubernetes")[1:] == (
-        "Error: --environment must be docker or local, not 'kubernetes'\n",
+        "error: --environment must be docker or local, not 'kubernetes'\n",
         2,
     )
     out, err, status = llm_ide("list", "--tools-dir", str(tmp_path))
-    assert (out, status) == ("", 2) and err.startswith(f"Error: {tmp_path / 'bad.yaml'}: ")
+    assert (out, status) == ("", 2) and err.startswith(f"error: {tmp_path / 'bad.yaml'}: ")

@@ -20,17 +20,40 @@ from llm_ide.cli.tools import tools_app
 
 
 class App(typer.Typer):
-    """An error of ours that no command caught (e.g. a checkpoint store that cannot be opened) is one line on stderr
-    and the error's exit code (2 for a bad input), never a traceback."""
+    """Every bad input is one line on stderr and exit code 2, never a traceback or a box: the options' own checks
+    (an unknown option, `--environment kube`) and an error of ours that no command caught (e.g. a checkpoint store
+    that cannot be opened, with the error's exit code)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from llm_ide.errors import LlmIdeError
 
         try:
-            return super().__call__(*args, **kwargs)
+            code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
         except LlmIdeError as error:
-            Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(error))}")
+            one_line(str(error))
             sys.exit(error.exit_code)
+        except typer.Abort:
+            one_line("aborted")
+            sys.exit(1)
+        except Exception as error:
+            if not is_usage_error(error):
+                raise
+            if type(error).__name__ == "NoArgsIsHelpError":  # `llm-ide` alone: the help
+                error.show()
+                sys.exit(0)
+            command = f" (see: {error.ctx.command_path} --help)" if getattr(error, "ctx", None) else ""
+            one_line(" ".join(error.format_message().split()) + command)
+            sys.exit(error.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def is_usage_error(error: Exception) -> bool:
+    """Click's own errors (typer vendors click in some versions: told by their shape, not their module)."""
+    return any(cls.__name__ == "ClickException" for cls in type(error).__mro__)
+
+
+def one_line(message: str) -> None:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
 
 
 app = App(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.config import PROMPTS_DIR
+from llm_ide.config import bundled_config
+from llm_ide.secrets import redact
+from llm_ide.terminal import terminal_safe
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `openai:x:` is no emoji
@@ -32,10 +32,11 @@ def print_event(event: Any) -> None:
     if event.kind == "tool":
         tool_progress()(event.tool)
     elif event.kind == "phase":
-        console.print(f"[dim]… {escape(event.phase)}[/]")
+        console.print(f"[dim]… {escape(terminal_safe(event.phase))}[/]")
     elif event.kind == "step":
-        first = next((line for line in event.observation.splitlines() if line.strip()), "")
-        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(event.action[:110])}")
+        observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
+        first = next((line for line in observation.splitlines() if line.strip()), "")
+        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
         if first:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
 
@@ -47,13 +48,11 @@ def tool_progress() -> Any:
     return ToolProgress(console)
 
 
-def terminate_on_sigterm() -> None:
-    """SIGTERM ends a run like Ctrl-C: trajectory saved, environment removed, checkpoint kept for a resume."""
+def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
+    """Ctrl-C exits 130; SIGTERM/SIGHUP (`errors.Terminated`) 128 + the signal number."""
+    from llm_ide.errors import Terminated
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+    return typer.Exit(interrupt.code if isinstance(interrupt, Terminated) else 130)
 
 
 PROGRAMS = ("llm-ide", "mini-extra")
@@ -74,7 +73,7 @@ def print_interrupted(note: str, *extra: str) -> None:
 
 class _ConsoleWarnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(f"[yellow]{escape(record.getMessage())}[/]")
+        err_console.print(f"[yellow]{escape(terminal_safe(redact(record.getMessage())))}[/]")
 
 
 @contextmanager
@@ -89,24 +88,9 @@ def model_warnings_on_console() -> Iterator[None]:
         logger.removeHandler(handler)
 
 
-@cache
-def _bundled(name: str) -> dict[str, Any]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    data = yaml.load((PROMPTS_DIR / f"{name}.yaml").read_text(encoding="utf-8"), Loader=loader) or {}
-    parent = data.get("extends")
-    if not parent:
-        return data
-    merged = dict(_bundled(str(parent).removesuffix(".yaml")))
-    for key, value in data.items():
-        merged[key] = (
-            {**merged[key], **value} if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
-        )
-    return merged
-
-
 def config_default(key: str, config: str = "default") -> str:
     """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`."""
-    value: Any = _bundled(config)
+    value: Any = bundled_config(config)
     for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
+        value = getattr(value, part)
     return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from llm_ide.cli.console import fail
 from llm_ide.codeview.files import LocalFiles
 from llm_ide.codeview.view import CodeView
 from llm_ide.state.context import Chunk
@@ -62,8 +63,7 @@ def context_command(
         else:
             selected = _chunk_from_options(view, file, lines, whole_function)
     except ValueError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(error)) from None
     typer.echo(view.render(selected))
 
 

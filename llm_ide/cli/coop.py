@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from llm_ide.cli.console import console, fail
@@ -24,18 +25,38 @@ def default_source(task_dir: Path) -> Path | None:
 
 @coop_app.command("evaluate")
 def evaluate_command(
-    gold: Annotated[Path, typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.")],
+    run_dir: Annotated[
+        Path | None, typer.Argument(help="A pair folder written by `coop run` (holds run.json and the patches).")
+    ] = None,
+    gold: Annotated[
+        Path | None,
+        typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.", show_default="none"),
+    ] = None,
     pairs: Annotated[str, typer.Option("--pairs", "--pair", help="i,j pairs separated by spaces, or `all`.")] = "all",
     repo_source: Annotated[
-        Path | None, typer.Option("--repo-source", help="A local clone or git bundle of the task's repository.")
+        Path | None,
+        typer.Option(
+            "--repo-source",
+            help="A local clone or git bundle of the task's repository.",
+            show_default="the one *.bundle in the dataset's repos/ folder",
+        ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Folder for eval_<i>_<j>.json files.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Folder for eval_<i>_<j>.json files.", show_default="runs/coop-gold/<task name>"
+        ),
+    ] = None,
     tests: Annotated[bool, typer.Option("--tests/--no-tests", help="Run each feature's tests on the merge.")] = True,
 ) -> None:
     """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""
     from llm_ide.coop.evaluate import evaluate_pair
     from llm_ide.coop.task import CoopError, load_task, parse_pairs
 
+    if (run_dir is None) == (gold is None):
+        raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
+    if run_dir is not None:
+        return regrade(run_dir)
     try:
         task = load_task(gold)
         chosen = parse_pairs(task, pairs)
@@ -70,3 +91,98 @@ def evaluate_command(
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     console.print(f"{len(results)} pairs: {conflicted} conflict under the naive merge"
                   + (f", {passed} pass both features" if tests else "") + f" → {out}")  # fmt: skip
+
+
+def regrade(folder: Path) -> None:
+    """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
+    from llm_ide.coop.run import CoopRun, grade
+    from llm_ide.coop.task import CoopError, load_task
+    from llm_ide.fileio import atomic_write
+
+    manifest = folder / "run.json"
+    try:
+        if not manifest.is_file():
+            raise CoopError(f"{folder}: not a coop run folder (run.json is missing)")
+        run = CoopRun.model_validate_json(manifest.read_text())
+        patches = [folder / f"patch_agent{agent}.patch" for agent in run.agents()]
+        missing = [p.name for p in patches if not p.is_file()]
+        if missing:
+            raise CoopError(f"{folder}: {', '.join(missing)} missing (the run did not finish: run it again to resume)")
+        task = load_task(run.task)
+        result = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
+        result |= grade(run, task, folder, [p.read_text() for p in patches])
+    except (CoopError, ValueError) as error:
+        raise fail(str(error)) from None
+    atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    merge = (result.get("merge") or {}).get("status", "—")
+    console.print(f"{folder.name}: merge {merge}, both passed: {'yes' if result.get('both_passed') else 'no'}")
+
+
+def show_event(agent: str, event: Any) -> None:
+    if event.kind == "step":
+        console.print(f"  agent {agent} step {event.step:>3} {escape(str(event.action)[:100])}")
+
+
+@coop_app.command("run")
+def run_command(
+    task_dir: Annotated[Path, typer.Argument(help="A task folder: dataset/<repo>_task/task<id>/.")],
+    pair: Annotated[str, typer.Option("--pair", "--pairs", help="i,j (or several: `1,2 3,4`, or `all`).")],
+    model: Annotated[
+        str,
+        typer.Option(help="The model of every agent; `{agent}`/`{phase}` (plan, run) in it pick one per agent/phase."),
+    ],
+    setting: Annotated[str, typer.Option(help="single | solo | coop | coop_ablation.")] = "coop",
+    k: Annotated[int, typer.Option(help="Repetition index (in every output path).")] = 0,
+    repo_source: Annotated[
+        Path | None,
+        typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")] = Path("runs/coop"),
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.", show_default="none")] = None,
+    environment: Annotated[str, typer.Option(help="local or docker.")] = "local",
+    config: Annotated[list[Path] | None, typer.Option(help="Agent config file(s).", show_default="none")] = None,
+    coop_config: Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")] = None,
+    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")] = True,
+) -> None:
+    """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes)."""
+    from llm_ide.config import load_config
+    from llm_ide.coop.run import CoopRun, Setting, run_pair
+    from llm_ide.coop.settings import load_coop_settings
+    from llm_ide.coop.task import CoopError, load_task, parse_pairs
+    from llm_ide.errors import LlmIdeError
+
+    if setting not in {s.value for s in Setting}:
+        raise fail(f"unknown setting {setting!r}: use single, solo, coop or coop_ablation")
+    if environment not in ("local", "docker"):
+        raise fail(f"unknown environment {environment!r}: use local or docker")
+    table = Table("pair", "setting", "merge", "feature 1", "feature 2", "both", "plan s", "exec s", "eval s")
+    results = []
+    try:
+        task = load_task(task_dir)
+        source = repo_source or default_source(task_dir)
+        if source is None:
+            raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
+        settings, coop = load_config("default", config or []), load_coop_settings(coop_config)
+        for chosen in parse_pairs(task, pair):
+            spec = CoopRun(
+                task=task.folder, pair=chosen, setting=Setting(setting), model=model, k=k,
+                repo_source=source.resolve(), base_url=base_url, environment=environment,
+            )  # fmt: skip
+            console.print(f"[bold]pair {chosen[0]},{chosen[1]}[/] ({setting}, k={k})")
+            result = run_pair(spec, task, output, settings, coop, evaluate=evaluate, on_event=show_event)
+            results.append(result)
+            verdicts = [result.get(f"feature{i}") for i in (1, 2)]
+            table.add_row(
+                f"{chosen[0]},{chosen[1]}", setting, (result.get("merge") or {}).get("status", "—"),
+                *["—" if v is None else ("pass" if v["passed"] else "FAIL") for v in verdicts],
+                "yes" if result.get("both_passed") else "no",
+                *[f"{result['seconds'].get(phase, 0):.1f}" for phase in ("planning", "execution", "evaluation")],
+            )  # fmt: skip
+    except LlmIdeError as error:
+        raise fail(str(error)) from None
+    console.print(table)
+    if evaluate and results:
+        passed = sum(bool(r.get("both_passed")) for r in results)
+        conflicts = sum((r.get("merge") or {}).get("status") == "conflicts" for r in results)
+        rates = f"pass rate {passed / len(results):.0%}, conflict rate {conflicts / len(results):.0%}"
+        console.print(f"{len(results)} pairs ({setting}): {rates} → {output}")

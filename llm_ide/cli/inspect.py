@@ -12,11 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from llm_ide.cli.console import console, fail
+from llm_ide.terminal import terminal_safe
 
 PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
 
 
 def _crop(text: str, limit: int, cropped: bool) -> str:
+    text = terminal_safe(text)  # what commands and models wrote never drives the terminal
     return text[:limit] + " …" if cropped and len(text) > limit else text
 
 
@@ -32,7 +34,7 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
         sections += [("summary", node.summary), ("lessons", node.lessons)]
         for title, text in sections:
             if text.strip():
-                label += f"\n[bold]{title}:[/]\n{escape(text.rstrip())}"
+                label += f"\n[bold]{title}:[/]\n{escape(terminal_safe(text.rstrip()))}"
     elif node.summary:
         label += f"\n[dim]{escape(_crop(node.summary, 160, cropped))}[/]"
     return label
@@ -43,7 +45,8 @@ def inspect(
         Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")
     ],
     out: Annotated[
-        Path | None, typer.Argument(help="With --html: the page to write (default: <run id>.html beside it).")
+        Path | None,
+        typer.Argument(help="With --html: the page to write.", show_default="<run id>.html beside the trajectory"),
     ] = None,
     html: Annotated[
         bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")
@@ -104,4 +107,4 @@ def inspect(
     if full:
         patch = info.get("submission") or ""
         out.print("[bold]patch:[/]")
-        out.print(patch.rstrip("\n") if patch.strip() else "(empty patch)", markup=False)
+        out.print(terminal_safe(patch.rstrip("\n")) if patch.strip() else "(empty patch)", markup=False)

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,21 +19,25 @@ from llm_ide.cli.console import (
     console,
     err_console,
     fail,
+    interrupted_exit,
     model_warnings_on_console,
     print_event,
     print_interrupted,
-    terminate_on_sigterm,
 )
+from llm_ide.errors import ExitStatus, install_signal_policy
+from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
-ENVIRONMENTS = ("local", "docker")
+
+
+class EnvironmentType(StrEnum):
+    local = "local"
+    docker = "docker"
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
     """`--image` means docker: implied when `--environment` is not given, an error with `--environment local`."""
-    if environment is not None and environment not in ENVIRONMENTS:
-        raise fail(f"unknown environment {environment!r}: use local or docker")
     if image is None:
         return environment
     if environment == "local":
@@ -81,8 +86,9 @@ def run(
         ),
     ] = None,
     environment: Annotated[
-        str | None,
+        EnvironmentType | None,
         typer.Option(
+            case_sensitive=False,
             help="local (on this host, in the repository) or docker (in a container, on a copy).",
             show_default=config_default("environment.type") + "; docker with --image",
         ),
@@ -96,6 +102,7 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
     from llm_ide.config import ConfigError, load_config
+    from llm_ide.fileio import atomic_write
 
     if (task is None) == (task_file is None):
         raise fail("give exactly one of --task TEXT or --task-file FILE")
@@ -121,7 +128,7 @@ def run(
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
-    terminate_on_sigterm()
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
             result = run_task(
@@ -139,19 +146,20 @@ def run(
             )
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
         print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
-        raise typer.Exit(130) from None
-    if result.exit_status == "environment_error" and not result.model_stats["api_calls"]:
+        raise interrupted_exit(interrupt) from None
+    if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
         report(result)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     patch_path = output / f"{run_id}.patch"
-    patch_path.write_text(result.submission, encoding="utf-8")
+    atomic_write(patch_path, result.submission)
     console.print(f"[bold]patch[/] ({patch_path}):")
-    console.print(result.submission.rstrip("\n") if result.submission.strip() else "(empty patch)", markup=False)
+    patch = terminal_safe(result.submission.rstrip("\n"))
+    console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
-    raise typer.Exit(0 if result.exit_status == "submitted" else 1)
+    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
 
 
 def check_model_before_start(model: str, settings, base_url: str | None) -> None:
@@ -166,13 +174,13 @@ def check_model_before_start(model: str, settings, base_url: str | None) -> None
 
 def report(result) -> None:
     stats = result.model_stats
-    colour = "green" if result.exit_status == "submitted" else "yellow"
+    colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
     console.print(
         f"[bold {colour}]{result.exit_status}[/] after {stats['api_calls']} model calls, "
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
     )
     if result.error:
-        err_console.print(f"[red]{escape(result.error)}[/]")
+        err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
     console.print(f"trajectory: {result.trajectory_path}")
 
 
@@ -211,9 +219,9 @@ def demo(
     passed, verdict = unittest_verdict(project)
     console.print(f"[bold]Tests after the run:[/] {verdict}")
     console.print("[bold]Patch:[/]")
-    console.print(result.submission, markup=False)
+    console.print(terminal_safe(result.submission), markup=False)
     report(result)
-    raise typer.Exit(0 if result.exit_status == "submitted" and passed else 1)
+    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED and passed else 1)
 
 
 def unittest_verdict(project: Path) -> tuple[bool, str]:

@@ -14,11 +14,13 @@ from llm_ide.cli.console import (
     console,
     err_console,
     fail,
+    interrupted_exit,
     model_warnings_on_console,
     print_event,
     print_interrupted,
-    terminate_on_sigterm,
 )
+from llm_ide.errors import ExitStatus, install_signal_policy
+from llm_ide.terminal import terminal_safe
 
 Subset = Annotated[
     str,
@@ -144,7 +146,7 @@ def swebench_command(
         redo_existing=redo_existing,
         step_limit=step_limit,
     )
-    terminate_on_sigterm()
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
             summary = run_swebench(
@@ -164,8 +166,8 @@ def swebench_command(
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(130)  # worker threads are still in their runs; their containers go when this process does
-        raise typer.Exit(130) from None
+            os._exit(interrupted_exit(interrupt).exit_code)  # the workers are still in their runs; see batch.py
+        raise interrupted_exit(interrupt) from None
     ran, finished = len(summary.outcomes), len(summary.skipped_existing)
     console.print(f"{ran} instance{'s' * (ran != 1)} run, {finished} skipped as finished in an earlier run")
     console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
@@ -230,7 +232,7 @@ def swebench_single_command(
         raise fail(str(error)) from None
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
-    terminate_on_sigterm()
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
             outcome = run_instance(
@@ -242,14 +244,14 @@ def swebench_single_command(
             )
     except SWEbenchError as error:
         raise fail(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
-        raise typer.Exit(130) from None
-    colour = "green" if outcome.exit_status == "submitted" else "yellow"
+        raise interrupted_exit(interrupt) from None
+    colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
-    console.print(outcome.patch or "[dim](empty patch)[/]", markup=False)
+    console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
-    raise typer.Exit(0 if outcome.exit_status == "submitted" else 1)
+    raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
 
 
 def evaluate_command(
@@ -297,7 +299,7 @@ def evaluate_command(
     console.print(f"evaluating {len(preds)} predictions with {workers} workers into {folder}", markup=False)
 
     def show(result: Any) -> None:
-        console.print(f"  {result.instance_id}: {result.status} {result.detail}".rstrip(), markup=False)
+        console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
 
     try:
         report = evaluate_predictions(

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from llm_ide.cli.console import fail
+
 tools_app = typer.Typer(
     name="tools",
     help="The tools installed into each run's environment (llm_ide/tools/<name>.yaml).",
@@ -20,11 +22,6 @@ ToolsDir = Annotated[
 ]
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"Error: {message}", err=True)
-    raise typer.Exit(2)
-
-
 @tools_app.command("list")
 def list_command(tools_dir: ToolsDir = None) -> None:
     """Name, version, source, standalone Python and the first line of usage of each tool."""
@@ -34,7 +31,7 @@ def list_command(tools_dir: ToolsDir = None) -> None:
     try:
         configs = load_tools(available_tools(folder), folder)
     except ToolConfigError as error:
-        _fail(str(error))
+        raise fail(str(error)) from None
     rows = [("NAME", "VERSION", "SOURCE", "PYTHON", "USAGE")] + [
         (
             tool.tool_name,
@@ -86,18 +83,18 @@ def plan_command(
     from llm_ide.tools.plan import plan
 
     if environment not in ("docker", "local"):
-        _fail(f"--environment must be docker or local, not {environment!r}")
+        raise fail(f"--environment must be docker or local, not {environment!r}")
     kind: Literal["docker", "local"] = "docker" if environment == "docker" else "local"
     try:
         tool = load_tool_config(tool_config_path(name, tools_dir or TOOLS_DIR))
     except ToolConfigError as error:
-        _fail(str(error))
+        raise fail(str(error)) from None
     import jinja2
 
     try:
         commands = plan(tool, kind, conda=conda, tools_root=tools_root)
     except jinja2.TemplateError as error:
-        _fail(f"{tool_config_path(name, tools_dir or TOOLS_DIR)}: key `setup_script`: {error}")
+        raise fail(f"{tool_config_path(name, tools_dir or TOOLS_DIR)}: key `setup_script`: {error}") from None
     for command in commands:
         typer.echo(command)
 

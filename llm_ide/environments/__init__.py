@@ -3,7 +3,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llm_ide.environments.base import CommandResult, Environment, EnvironmentFailure, FileSnapshot, FileSource
+from llm_ide.environments.base import (
+    CommandResult,
+    Environment,
+    EnvironmentFailure,
+    FileSnapshot,
+    FileSource,
+    OutsideRepository,
+)
 from llm_ide.environments.local import LocalEnvironment
 
 if TYPE_CHECKING:
@@ -16,6 +23,7 @@ __all__ = [
     "FileSnapshot",
     "FileSource",
     "LocalEnvironment",
+    "OutsideRepository",
     "make_environment",
 ]
 
@@ -42,6 +50,9 @@ def make_environment(
             output_max_bytes=settings.output_max_bytes,
             tools_dir=tools_dir,
             messages=settings.messages.model_dump(),
+            sandbox=settings.sandbox,
+            network=settings.network != "none",
+            writable=settings.writable,
         )
     from llm_ide.environments.docker import DockerEnvironment
 

@@ -11,9 +11,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
-from llm_ide.secrets import redact, scrubbed_environ, secret_values
+from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, resolve_inside
+from llm_ide.secrets import redact, scrubbed_environ
 
 READ_CHUNK = 1 << 16
 PR_SET_PDEATHSIG = 1
@@ -67,7 +68,8 @@ def drain(fd: int, cap: OutputCap, seconds: float) -> None:
 
 
 class LocalEnvironment:
-    """Runs commands with `bash -c` in the repository on the host, which the agent edits in place."""
+    """Runs commands with `bash -c` in the repository on the host, which the agent edits in place; inside bubblewrap
+    (`sandbox: bwrap`) when it is installed."""
 
     def __init__(
         self,
@@ -78,6 +80,9 @@ class LocalEnvironment:
         output_max_bytes: int = 1_000_000,
         tools_dir: Path | None = None,
         messages: dict[str, str] | None = None,
+        sandbox: str = "bwrap",
+        network: bool = True,
+        writable: list[str] | None = None,
     ) -> None:
         self.repo = Path(repo).resolve()
         if not self.repo.is_dir():
@@ -92,17 +97,43 @@ class LocalEnvironment:
         self.output_max_bytes = output_max_bytes
         self.messages = {**default_messages(), **(messages or {})}
         self.env = {**scrubbed_environ(), **{key: str(value) for key, value in (env or {}).items()}}
-        self.secrets = secret_values()  # still readable by a command (e.g. /proc/$PPID/environ): masked in output
+        self.network = network
+        self.bwrap = bwrap_path() if sandbox == "bwrap" else None
+        self._private: str | None = None
+        self.scratch: str | None = None
+        if self.bwrap:
+            self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
+        extra = [Path(p).expanduser().resolve() for p in writable or []]
+        self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
+
+    def allow_write(self, path: Path) -> None:
+        """Lets the sandboxed commands write `path` too (e.g. a tool cache entry being built)."""
+        resolved = Path(path).resolve()
+        if resolved not in self.writable:
+            self.writable.append(resolved)
 
     def _path(self, path: str) -> Path:
-        return self.repo / path
+        target = resolve_inside(self.repo, path)
+        if target is None:
+            raise OutsideRepository(path)
+        return target
+
+    def inside(self, path: str) -> bool:
+        return resolve_inside(self.repo, path) is not None
+
+    def _argv(self, command: str, cwd: Path) -> list[str]:
+        argv = ["bash", "-c", command]
+        if self.bwrap:
+            argv = bwrap_argv(self.bwrap, writable=self.writable, cwd=cwd, network=self.network, command=argv)
+        return [*([SETPRIV, "--pdeathsig", "KILL"] if SETPRIV else []), *argv]
 
     def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
+        where = self._path(cwd) if cwd else self.repo
         process = subprocess.Popen(
-            [*([SETPRIV, "--pdeathsig", "KILL"] if SETPRIV else []), "bash", "-c", command],
-            cwd=self._path(cwd) if cwd else self.repo,
+            self._argv(command, where),
+            cwd=where,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -115,6 +146,8 @@ class LocalEnvironment:
         fd = process.stdout.fileno()
         try:
             timed_out = pump_output(fd, cap, process, start + timeout)
+            if not timed_out:  # the output ended (closed, or sent elsewhere): the command still has its deadline
+                timed_out = wait_until(process, start + timeout)
             if timed_out:
                 kill_group(process.pid)
                 drain(fd, cap, 0.5)
@@ -124,7 +157,7 @@ class LocalEnvironment:
                 kill_group(process.pid)
                 process.wait()
             process.stdout.close()
-        output = redact(cap.text(self.messages["elided"]), self.secrets)
+        output = redact(cap.text(self.messages["elided"]))
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
@@ -136,7 +169,7 @@ class LocalEnvironment:
                 with open(self._path(path), "rb") as handle:
                     mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
                     snapshots[path] = FileSnapshot(handle.read(), mtime_ns)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, OutsideRepository):
                 snapshots[path] = None
         return snapshots
 
@@ -146,22 +179,56 @@ class LocalEnvironment:
         target.write_bytes(data)
 
     def copy_in(self, source: Path, destination: str) -> None:
-        target = self._path(destination)
+        """Our own copies (the tools): the destination is trusted, e.g. the tools folder outside the repository."""
+        target = self.repo / destination
         if Path(source).is_dir():
             shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
 
+    def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
+        """Our own commands (patch extraction), outside the sandbox: stdout, and stderr too when they fail."""
+        try:
+            done = subprocess.run(
+                ["bash", "-c", command], cwd=self.repo, env=self.env, capture_output=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return 124, b"timed out"
+        return done.returncode, done.stdout + (done.stderr if done.returncode else b"")
+
+    def private_dir(self, name: str) -> str:
+        """A directory of ours on the host, which the sandboxed commands cannot write (read-only outside the repo)."""
+        if self._private is None:
+            self._private = tempfile.mkdtemp(prefix="llm-ide-private-")
+        return os.path.join(self._private, name)
+
+    def put_private(self, path: str, data: bytes) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+
     def close(self) -> None:
         if self._owns_tools:
             shutil.rmtree(self.tools_root, ignore_errors=True)
+        for folder in (self._private, self.scratch):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        self._private = self.scratch = None
 
     def __enter__(self) -> LocalEnvironment:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def wait_until(process: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Waits for `process` until `deadline`; True when it is still running then."""
+    try:
+        process.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
 
 
 def kill_group(pgid: int) -> None:

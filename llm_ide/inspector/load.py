@@ -9,6 +9,8 @@ from typing import Any
 
 from llm_ide.errors import UsageError
 from llm_ide.inspector.model import AttemptView, CallView, ChunkHeat, NodeView, RunView, StepStat
+from llm_ide.run.calls_log import read_log
+from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.operations import OperationNode, reasoning_chain
 
 MINI_FORMAT = "mini-swe-agent-1"
@@ -22,7 +24,7 @@ class TrajectoryError(UsageError):
 
 def load_run(path: Path) -> RunView:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_trajectory(path)  # the prompts come back from the calls log the trajectory references
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TrajectoryError(f"{path}: not a readable trajectory ({error})") from None
     if not isinstance(data, dict):
@@ -65,23 +67,17 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
 
 
 def side_calls(path: Path) -> list[dict[str, Any]]:
-    """The calls log beside a trajectory that references it instead of holding its calls."""
-    log = path.with_name(path.name.removesuffix(".traj.json") + ".calls.jsonl")
+    """The calls log beside a trajectory that references it instead of holding its calls (a killed run's)."""
+    log = path.with_name(path.name.removesuffix(".traj.json") + ".calls.jsonl.gz")
     if not log.is_file():
         return []
-    calls = {}
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            call = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        calls[call["index"]] = call
+    calls = {call["index"]: call for call in read_log(log)[0]}
     return [calls[index] for index in sorted(calls)]
 
 
 def call_view(call: dict[str, Any]) -> CallView:
     details = call.get("input_token_details") or {}
-    cached = call.get("cached_tokens", details.get("cache_read", 0)) or 0
+    cached = call.get("cache_read_tokens", call.get("cached_tokens", details.get("cache_read", 0))) or 0
     fields = {key: call[key] for key in CallView.model_fields if key in call and call[key] is not None}
     return CallView(**{**fields, "cached_tokens": int(cached)})
 

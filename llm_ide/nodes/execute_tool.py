@@ -17,7 +17,7 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
     ctx = runtime.context
     pending = state["pending"]
     try:
-        outcome = execute_action(ctx.workspace, pending.action_type, pending.action_params)
+        outcome = execute_action(ctx.codebase, pending.action_type, pending.action_params)
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
         return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}

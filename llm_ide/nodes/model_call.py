@@ -1,30 +1,40 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
+from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import known_secrets, redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
 
-def messages_for(ctx: AgentContext, state: AgentState, prompt: str) -> list[dict[str, str]]:
-    messages = [
-        {"role": "system", "content": render(ctx.templates, "system")},
-        {"role": "user", "content": prompt},
-    ]
-    if retry := state.get("retry"):
-        messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
-    return messages
+def redacted_messages(ctx: AgentContext, messages: list[Message]) -> list[Message]:
+    """The messages with every known secret masked; a message already seen (most of a conversation is the previous
+    call's) is not scanned again."""
+    secrets = tuple(known_secrets())
+    seen = ctx.redacted
+    if len(seen) > 4 * len(messages) + 16:
+        seen.clear()
+    out = []
+    for message in messages:
+        key = (message["content"], secrets)
+        if key not in seen:
+            seen[key] = redact(message["content"], list(secrets))
+        out.append({**message, "content": seen[key]})
+    return out
 
 
-def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> tuple[str, Usage]:
+def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
     """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
-    messages = messages_for(ctx, state, prompt)
-    usage = dict(state.get("usage") or empty_usage())
+    messages = redacted_messages(ctx, messages)  # files may hold secrets
+    usage = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     reply = ctx.model.complete(messages, call_index=usage["api_calls"])
+    reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
     if ctx.record_call is not None:
         ctx.record_call(
             {
@@ -36,6 +46,8 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
                 "prompt_tokens": reply.input_tokens,
                 "response": reply.text,
                 "response_tokens": reply.output_tokens,
+                "cache_read_tokens": reply.cache_read_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
             }
@@ -46,9 +58,16 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, prompt: str) -> 
         api_calls=usage["api_calls"] + 1,
         input_tokens=usage["input_tokens"] + reply.input_tokens,
         output_tokens=usage["output_tokens"] + reply.output_tokens,
+        cache_read_tokens=usage["cache_read_tokens"] + reply.cache_read_tokens,
+        cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
     return reply.text, Usage(**usage)
+
+
+def expected_format(ctx: AgentContext, name: str) -> str:
+    formats = {part: render(ctx.templates, part) for part in ("reflect_format", "act_format")}
+    return render(ctx.templates, name, **formats)
 
 
 def format_failure(
@@ -59,9 +78,7 @@ def format_failure(
         "format_errors": errors,
         "retry": {
             "response": response,
-            "message": render(
-                ctx.templates, "format_error", error=str(error), expected=render(ctx.templates, expected)
-            ),
+            "message": render(ctx.templates, "format_error", error=str(error), expected=expected_format(ctx, expected)),
         },
     }
     if errors >= ctx.settings.agent.max_format_errors:

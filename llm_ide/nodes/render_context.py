@@ -1,21 +1,24 @@
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from llm_ide.conversation import messages_for, params_text, prompt_chars
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+
+RENEW_AT = 0.9  # of the prompt budget: a reflect prompt past it starts a new epoch
 
 
 def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int) -> str:
     params = ctx.score_params
     shown = select_chunks(scored(chunks, n_operations, params), params)
-    view = ctx.workspace.view
+    view = ctx.codebase.view
     view.refresh(chunk.file_path for chunk in shown)
     shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
@@ -25,49 +28,54 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def history_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
-    """The reasoning chain: newest nodes in full (the latest with its observation), older ones briefly, the oldest
-    only counted."""
-    if not nodes:
+def history_text(ctx: AgentContext, chain: list[OperationNode]) -> str:
+    """The reasoning chain before the latest operation, every node rendered the same way whenever it is shown (so the
+    section only grows at its end); past `history_max` nodes the oldest are only counted, half of the maximum at a
+    time."""
+    if not chain:
         return render(ctx.templates, "operation_history_empty")
     memory = ctx.settings.memory
-    chain = reasoning_chain(nodes)
-    recent, brief = memory.history_recent, memory.history_brief
-    omitted = max(0, len(chain) - recent - brief)
+    limit = memory.history_max
+    block = max(1, limit // 2)
+    omitted = -(-(len(chain) - limit) // block) * block if len(chain) > limit else 0
     parts = [render(ctx.templates, "operations_omitted", count=omitted)] if omitted else []
-    for position, node in enumerate(chain[omitted:], omitted):
-        params = json.dumps(node.action_params, ensure_ascii=False)
-        if position < len(chain) - recent:
-            parts.append(render(ctx.templates, "operation_brief", node=node, params=clip(params, 160)))
-            continue
-        latest = node is nodes[-1]
-        limit = memory.history_params_chars
-        parts.append(
-            render(
-                ctx.templates,
-                "operation",
-                node=node,
-                latest=latest,
-                params=clip(params, limit),
-                observation=node.observation,
-            )
-        )
+    for node in chain[omitted:]:
+        thought = clip(node.thought, memory.history_thought_chars)
+        params = clip(params_text(node), memory.history_params_chars)
+        parts.append(render(ctx.templates, "operation_brief", node=node, thought=thought, params=params))
     return "\n\n".join(parts)
 
 
-def workspace_text(ctx: AgentContext, state: AgentState) -> str:
+def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     nodes = state.get("operations", [])
-    lessons = all_lessons(nodes)
+    chain = reasoning_chain(nodes)
+    latest = render(ctx.templates, "operation", node=nodes[-1], params=params_text(nodes[-1])) if nodes else ""
     return render(
         ctx.templates,
-        "workspace",
-        task=render(ctx.templates, "task", task=state["task"]),
+        "snapshot",
+        step=state.get("n_operations", 0),
+        operation_history=history_text(ctx, chain[:-1]),
+        lessons="\n".join(f"- {lesson}" for lesson in all_lessons(nodes)) or render(ctx.templates, "lessons_empty"),
         code_context=code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
-        operation_history=history_text(ctx, nodes),
-        tool_usage=ctx.tool_usage or render(ctx.templates, "tool_usage_empty"),
-        lessons="\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
+        latest=latest,
     )
 
 
+def epoch_over(ctx: AgentContext, state: AgentState) -> bool:
+    if "snapshot" not in state:
+        return True
+    memory = ctx.settings.memory
+    if state.get("n_operations", 0) - state.get("snapshot_step", 0) >= memory.snapshot_every:
+        return True
+    return prompt_chars(messages_for(ctx, state, with_pending_reflection=False)) > RENEW_AT * memory.prompt_budget_chars
+
+
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    return {"workspace": workspace_text(runtime.context, state)}
+    """At the start of an epoch, render the memory snapshot the prompts build on."""
+    ctx = runtime.context
+    if not epoch_over(ctx, state):
+        return {}
+    return {
+        "snapshot": redact(snapshot_text(ctx, state)),  # files may hold secrets
+        "snapshot_step": state.get("n_operations", 0),
+    }

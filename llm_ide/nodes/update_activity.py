@@ -32,14 +32,14 @@ def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elaps
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
     ctx = runtime.context
-    view = ctx.workspace.view
+    view = ctx.codebase.view
     pending = state["pending"]
     n_operations = state.get("n_operations", 0)
     chunks = copy_chunks(state.get("code_context", []))
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
     referred = count_references(
         chunks,
-        parse_references(pending.thought, ctx.workspace.env.workdir),
+        parse_references(pending.thought, ctx.codebase.env.workdir),
         exists=view.exists,
         locate=view.scopes,
         covers=view.covers,

@@ -1,13 +1,24 @@
+"""The run's patch: the working tree against the base commit, whose objects are kept in a git directory of our own
+outside the repository (a deleted or rewritten `.git` keeps the patch), at any number of files."""
+
 from __future__ import annotations
 
 import shlex
+import uuid
+import weakref
 from fnmatch import fnmatch
+from typing import TYPE_CHECKING, Any
 
-from llm_ide.environments.base import Environment
-from llm_ide.settings import PatchSettings
+from llm_ide.environments.base import Environment, EnvironmentFailure
 
-INDEX = ".git/llm-ide-patch-index"
-DIFF = ".git/llm-ide-patch.diff"
+if TYPE_CHECKING:
+    from llm_ide.settings import PatchSettings
+
+MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
+
+
+class PatchError(RuntimeError):
+    pass
 
 
 def base_commit(env: Environment) -> str | None:
@@ -20,41 +31,88 @@ def is_artefact(path: str, patterns: list[str]) -> bool:
     return any(fnmatch(part, pattern) or fnmatch(path, pattern) for pattern in patterns for part in parts)
 
 
+class BaseTree:
+    """The base commit (its tree and blobs, packed) copied out of the repository when the run starts: into a
+    directory the agent's commands cannot write (local: a host directory the sandbox does not show; docker: a
+    directory of the container, restored from the host's copy of the pack whenever it is damaged)."""
+
+    def __init__(self, env: Environment, base: str) -> None:
+        self.env, self.base = env, base
+        returncode, pack = env.run_trusted(
+            f"git rev-list --objects --no-walk {shlex.quote(base)} | git pack-objects --window=0 --stdout", 600
+        )
+        if returncode != 0 or not pack.startswith(b"PACK"):
+            raise PatchError(f"cannot read the base commit {base[:12]} from the repository")
+        self.pack = pack
+        self.git_dir = env.private_dir(f"base-{uuid.uuid4().hex[:12]}.git")
+        self._install()
+
+    def _install(self) -> None:
+        git_dir = shlex.quote(self.git_dir)
+        self.env.put_private(f"{self.git_dir}/base.pack", self.pack)
+        script = (
+            f"git init -q --bare {git_dir} && git --git-dir={git_dir} index-pack --stdin < {git_dir}/base.pack"
+            f" && rm -f {git_dir}/base.pack"
+        )
+        returncode, output = self.env.run_trusted(script, 600)
+        if returncode != 0:
+            raise PatchError(f"cannot store the base commit: {output.decode(errors='replace').strip()[:300]}")
+
+    def _git(self) -> str:
+        git_dir = shlex.quote(self.git_dir)
+        return f"GIT_DIR={git_dir} GIT_INDEX_FILE={git_dir}/index GIT_WORK_TREE=. GIT_LITERAL_PATHSPECS=1 git"
+
+    def _run(self, command: str) -> bytes:
+        returncode, output = self.env.run_trusted(f"{self._git()} -c core.quotepath=off {command}", 600)
+        if returncode != 0:
+            raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
+        return output
+
+    def extract(self, settings: PatchSettings) -> str:
+        """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
+        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used."""
+        base = shlex.quote(self.base)
+        check = f"{self._git()} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
+        stage = f"{self._git()} read-tree {base} && {self._git()} add -A ."
+        returncode, output = self.env.run_trusted(check + stage, 600)
+        if returncode == MISSING:
+            self._install()
+            returncode, output = self.env.run_trusted(stage, 600)
+        if returncode != 0:
+            raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
+        diff = f"diff --cached --no-renames -z {base}"
+        added = split_z(self._run(f"{diff} --name-only --diff-filter=A"))
+        binary = {entry.split("\t", 2)[2] for entry in split_z(self._run(f"{diff} --numstat")) if entry[:4] == "-\t-\t"}
+        excluded = binary | {path for path in added if is_artefact(path, settings.artefacts)}
+        sizes = self._run(f"{diff} --name-only --diff-filter=A | xargs -0 -r stat --printf '%s %n\\0' --")
+        for entry in split_z(sizes):
+            size, _, name = entry.partition(" ")
+            if size.isdigit() and int(size) > settings.max_new_file_bytes:
+                excluded.add(name)
+        if excluded:
+            listing = f"{self.git_dir}/excluded"
+            self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in sorted(excluded)))
+            self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
+        return self._run(f"diff --cached --no-renames {base}").decode("utf-8", errors="replace")
+
+
+def split_z(output: bytes) -> list[str]:
+    return [entry for entry in output.decode("utf-8", errors="surrogateescape").split("\0") if entry]
+
+
+_TREES: weakref.WeakKeyDictionary[Any, BaseTree] = weakref.WeakKeyDictionary()
+
+
+def keep_base(env: Environment, base: str) -> BaseTree:
+    """Copies the base commit out of the repository (once per environment): call it before the agent's first step."""
+    tree = _TREES.get(env)
+    if tree is None or tree.base != base:
+        try:
+            tree = _TREES[env] = BaseTree(env, base)
+        except PatchError as error:
+            raise EnvironmentFailure(str(error)) from None
+    return tree
+
+
 def extract_patch(env: Environment, base: str, settings: PatchSettings) -> str:
-    """`git diff` of the working tree against `base`, new files included; files matched by .gitignore, build
-    artefacts, binary files and oversized new files left out. The repository's own index is not touched."""
-    git = f"GIT_INDEX_FILE={INDEX} git -c core.quotepath=off"
-    diff = f"{git} diff --cached --no-renames {shlex.quote(base)}"
-    try:
-        env.execute(f"rm -f {INDEX} {DIFF}", timeout=30)
-        _run(env, f"{git} read-tree {shlex.quote(base)} && {git} add -A .")
-        added = {line[2:] for line in _run(env, f"{diff} --name-status").splitlines() if line.startswith("A\t")}
-        binary = {line[4:] for line in _run(env, f"{diff} --numstat").splitlines() if line.startswith("-\t-\t")}
-        excluded = binary | {p for p in added if is_artefact(p, settings.artefacts)}
-        sizes = _sizes(env, sorted(added - excluded))
-        excluded |= {p for p, size in sizes.items() if size > settings.max_new_file_bytes}
-        pathspec = " ".join(shlex.quote(f":(exclude,literal){p}") for p in sorted(excluded))
-        _run(env, f"{diff} -- . {pathspec} > {DIFF}")
-        snapshot = env.read_files([DIFF])[DIFF]
-        return "" if snapshot is None else snapshot.data.decode("utf-8", errors="replace")
-    finally:
-        env.execute(f"rm -f {INDEX} {DIFF}", timeout=30)
-
-
-def _run(env: Environment, command: str) -> str:
-    result = env.execute(command, timeout=300)
-    if result.returncode != 0:
-        raise RuntimeError(f"patch extraction failed ({result.returncode}): {result.output.strip()[:500]}")
-    return result.output
-
-
-def _sizes(env: Environment, paths: list[str]) -> dict[str, int]:
-    if not paths:
-        return {}
-    output = _run(env, "stat -c '%s %n' -- " + " ".join(shlex.quote(p) for p in paths))
-    sizes = {}
-    for line in output.splitlines():
-        size, _, name = line.partition(" ")
-        if size.isdigit():
-            sizes[name] = int(size)
-    return sizes
+    return keep_base(env, base).extract(settings)

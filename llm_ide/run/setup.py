@@ -5,12 +5,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.actions import Workspace
+from llm_ide.actions import Codebase
 from llm_ide.codeview import CodeView
 from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.run.patch import extract_patch
+from llm_ide.secrets import redact
 from llm_ide.settings import Settings
 
 log = logging.getLogger("llm_ide.run")
@@ -53,7 +54,7 @@ def build_context(
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
-    workspace = Workspace(
+    codebase = Codebase(
         env=env,
         view=CodeView(env),
         templates=settings.templates,
@@ -66,9 +67,10 @@ def build_context(
     return AgentContext(
         settings=settings,
         model=model,
-        workspace=workspace,
+        codebase=codebase,
         tool_usage=usage,
         record_call=record_call,
         cost_budget=cost_budget,
-        snapshot_patch=(lambda: extract_patch(env, base, settings.patch)) if ephemeral else None,
+        # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
+        snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if ephemeral else None,
     )

@@ -14,9 +14,10 @@ from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironme
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
-from llm_ide.run.patch import base_commit, extract_patch
+from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
+from llm_ide.secrets import RedactingFormatter, redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
@@ -25,7 +26,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 
 
-class ThreadMismatchError(ValueError):
+class ThreadMismatchError(UsageError, ValueError):
     """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 
@@ -71,7 +72,7 @@ def describe_action(node: Any) -> str:
 @contextmanager
 def run_log(path: Path):
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
     token = _CURRENT_RUN.set(marker)
     handler.addFilter(lambda record: _CURRENT_RUN.get() is marker)
@@ -135,7 +136,7 @@ def run_task(
     info: dict[str, Any] = {
         "run_id": run_id,
         "model": model,
-        "config": settings.model_dump(mode="json"),
+        "config": redacted(settings.model_dump(mode="json")),
         "exit_status": None,
         "submission": "",
     }
@@ -167,6 +168,8 @@ def run_task(
             if base is None:
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
+            else:
+                keep_base(env, base)  # out of the agent's reach before its first command
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, values.get("worktree_patch", ""))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
@@ -202,6 +205,8 @@ def run_task(
                     submission = extract_patch(env, base, settings.patch) if base else ""
                 except Exception as error:  # the run's outcome must still be saved
                     log.error("patch extraction failed: %s", error)
+                    if status == ExitStatus.SUBMITTED:  # an empty patch is not the result of a submitted run
+                        status, info["error"] = ExitStatus.ERROR, f"patch extraction failed: {error}"
                 env.close()
             if not settings.checkpoint.keep_history:
                 prune(saver, run_id)
@@ -248,6 +253,9 @@ class _Run:
         return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
+        submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
+        if self.info.get("error"):
+            self.info["error"] = redact(self.info["error"])
         self.info.update(exit_status=status, submission=submission)
         self.recorder.save(self.values, self.info)
         usage = dict(self.values.get("usage") or empty_usage())

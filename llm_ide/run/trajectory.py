@@ -7,54 +7,65 @@ from typing import Any
 
 from llm_ide import __version__
 from llm_ide.fileio import atomic_write
+from llm_ide.run.calls_log import PROMPT_KEYS, CallLog, read_log, without_prompt
 from llm_ide.state.graph_state import empty_usage
 
 FORMAT = "llm-ide-1"
 
 
+GROWTH = 1.2  # the trajectory is rewritten when the run has 20% more operations than when it was last written
+
+
 class Recorder:
-    """The trajectory of one run: model calls appended to a side log as they happen (so that a killed run keeps
-    them), the whole trajectory JSON rewritten atomically after every step — by a background thread, so that the
-    agent's step does not wait for it (`write` hands over the newest state; `save` writes and waits)."""
+    """The trajectory of one run, in two files.
+
+    `<run>.calls.jsonl.gz`: every model call (prompt, response, tokens, cost) appended once, as it happens, to one
+    gzip stream flushed after each call (a killed run keeps its calls; `zcat` reads it). A call repeated after a
+    resume appears again: the last record of an index wins.
+    `<run>.traj.json`: info, operations, code context and the model calls without their prompts (the log holds
+    them; `load_trajectory` puts them back). It is rewritten by a background thread whenever the run has grown by a
+    fifth (after steps 1-6, 8, 10, 12, 15, 18, 22, …) and at the end (`save`), atomically: the bytes written stay
+    within a constant multiple of the trajectory's size, so they grow with the steps, not their square."""
 
     def __init__(self, output_dir: Path, run_id: str) -> None:
         self.path = output_dir / f"{run_id}.traj.json"
-        self.calls_path = output_dir / f"{run_id}.calls.jsonl"
+        self.calls_path = output_dir / f"{run_id}.calls.jsonl.gz"
         self._calls: dict[int, bytes] = {}
         self._nodes: dict[int, bytes] = {}
+        self._log = CallLog(self.calls_path, legacy=output_dir / f"{run_id}.calls.jsonl")
+        self._written_steps = 0
         self._changed = threading.Condition()
         self._latest: tuple[dict[str, Any], dict[str, Any], list[bytes]] | None = None
         self._busy = False
         self._error: BaseException | None = None
         self._writer: threading.Thread | None = None
-        if self.calls_path.exists():
-            for line in self.calls_path.read_text(encoding="utf-8").splitlines():
-                try:
-                    call = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self._calls[call["index"]] = line.encode("utf-8")
+        for call in self._log.existing:
+            self._calls[call["index"]] = _dumps(without_prompt(call))
 
     def record_call(self, call: dict[str, Any]) -> None:
-        line = json.dumps(call, ensure_ascii=False)
-        with self.calls_path.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-        self._calls[call["index"]] = line.encode("utf-8")
+        self._log.append(call)
+        self._calls[call["index"]] = _dumps(without_prompt(call))
 
-    def write(self, state: dict[str, Any], info: dict[str, Any]) -> None:
-        """Hand the newest state to the writer thread (a newer one replaces a snapshot not yet written)."""
+    def write(self, state: dict[str, Any], info: dict[str, Any], *, force: bool = False) -> None:
+        """Hand the newest state to the writer thread (a newer one replaces a snapshot not yet written); between
+        the scheduled rewrites (see the class) nothing is written unless `force`."""
+        steps = state.get("n_operations", 0)
+        if not force and steps < self._written_steps * GROWTH:
+            return
+        self._written_steps = steps
         with self._changed:
             self._raise()
             calls = [line for index, line in sorted(self._calls.items()) if index < state_calls(state)]
-            self._latest = (dict(state), {**info}, calls)
+            self._latest = (dict(state), {**info, "calls_log": self.calls_path.name}, calls)
             if self._writer is None:
                 self._writer = threading.Thread(target=self._run, name=f"trajectory-{self.path.name}", daemon=True)
                 self._writer.start()
             self._changed.notify_all()
 
     def save(self, state: dict[str, Any], info: dict[str, Any]) -> None:
-        """Write the trajectory now and wait until it is on disk."""
-        self.write(state, info)
+        """Write the trajectory now and wait until it is on disk; the calls log's gzip member is completed."""
+        self._log.close()
+        self.write(state, info, force=True)
         with self._changed:
             self._changed.wait_for(lambda: (self._latest is None and not self._busy) or self._error is not None)
             self._raise()
@@ -130,3 +141,15 @@ def _encode(value: Any) -> Any:
 def _dumps(value: Any) -> bytes:
     value = value._asdict() if hasattr(value, "_asdict") else value
     return json.dumps(value, ensure_ascii=False, default=_encode).encode("utf-8")
+
+
+def load_trajectory(path: Path) -> dict[str, Any]:
+    """A trajectory with each model call's prompt put back from the calls log beside it (when it is there)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    name = (data.get("info") or {}).get("calls_log")
+    if name and (path.parent / name).is_file():
+        logged = {record["index"]: record for record in read_log(path.parent / name)[0]}
+        for call in data.get("model_calls", []):
+            record = logged.get(call.get("index"), {})
+            call.update({key: record[key] for key in PROMPT_KEYS if key in record})
+    return data

@@ -21,9 +21,13 @@ class AgentInput(TypedDict, total=False):
 
 
 class Usage(TypedDict):
+    """The run's model usage; `input_tokens` includes the cached ones (read from / written to the prompt cache)."""
+
     api_calls: int
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
     cost: float
 
 
@@ -42,9 +46,11 @@ class RunState(AgentInput, total=False):
 
 
 class StepState(TypedDict, total=False):
-    """Scratch fields of the current step, private to the nodes (not in the graph's output)."""
+    """Scratch fields of the current step, and the current epoch's memory snapshot, private to the nodes (not in the
+    graph's output)."""
 
-    workspace: str
+    snapshot: str  # the memory as rendered when the current epoch began
+    snapshot_step: int  # n_operations then
     reflection: Reflection | None
     parent_id: int | None
     pending: OperationNode | None
@@ -59,4 +65,4 @@ class AgentState(RunState, StepState, total=False):
 
 
 def empty_usage() -> Usage:
-    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cost=0.0)
+    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_write_tokens=0, cost=0.0)

@@ -17,9 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined
-
 from llm_ide.errors import LlmIdeError
+from llm_ide.prompting import compile_template
 from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.grading import (
@@ -44,9 +43,6 @@ APPLY_COMMANDS = (
 RESET_TREE = "git checkout -- . ; git clean -fd"
 REVERSE_CHECK = ["git", "apply", "--check", "--reverse"]  # the chain failed: is the patch already in the tree?
 MISSING_MODULE = re.compile(r"^\S*python[\d.]*: No module named (\S+)\s*$", re.M)
-
-_JINJA = Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-_JINJA.filters["shquote"] = shlex.quote
 
 
 class EvaluationError(LlmIdeError):
@@ -109,7 +105,7 @@ def eval_script(instance: Instance, settings: SweBenchSettings) -> str:
     if instance.eval_script:
         return record_exit_code(instance.eval_script)
     modified, created = changed_files(instance.test_patch)
-    script = _JINJA.from_string(settings.eval_script).render(
+    script = compile_template(settings.eval_script).render(
         base_commit=instance.base_commit or "HEAD",
         test_patch=instance.test_patch,
         test_files=modified,

@@ -23,6 +23,8 @@ STATUSES = ("FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL")
 PASSING = frozenset({"PASSED", "XFAIL"})
 FAILING = frozenset({"FAILED", "ERROR"})
 PYTEST_SUMMARY = re.compile(r"^=+ .*\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed)\b.* in [\d.]+s", re.M)
+PYTEST_FINAL_BAR = re.compile(r"^=+ .* in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))? =+$", re.M)
+PYTEST_STATUS_LINE = re.compile(r"^(?:FAILED|PASSED|SKIPPED|ERROR|XFAIL) \S", re.M)
 EXIT_CODE_LINE = re.compile(rf"{re.escape(EXIT_CODE_MARKER)}:\s*(-?\d+)")
 
 Parser = Callable[[str], dict[str, str]]
@@ -144,7 +146,7 @@ def record_exit_code(script: str) -> str:
     return script
 
 
-def test_exit_code(log: str) -> int | None:
+def recorded_exit_code(log: str) -> int | None:
     """The recorded exit code: the last record in the log (the script echoes it after everything the tests print)."""
     codes = EXIT_CODE_LINE.findall(log)
     return int(codes[-1]) if codes else None
@@ -160,29 +162,35 @@ def suite_ran(log: str) -> bool:
 
 
 @dataclass
-class TestLog:
+class LogReading:
     statuses: dict[str, str]
     valid: bool  # False: the log gives no verdict (the instance is unresolved)
     reason: str = ""
     exit_code: int | None = None
 
 
-def read_test_log(log: str, parser: Parser) -> TestLog:
+def read_test_log(log: str, parser: Parser) -> LogReading:
     """The harness's `get_logs_eval`: the status map between the markers, or no verdict when the log shows a
-    failure marker, lacks the markers, shows no test ran, or shows no failure while the tests exited non-zero."""
-    exit_code = test_exit_code(log)
+    failure marker, lacks the markers, shows no test ran, or shows no failure while the tests exited non-zero.
+    Stricter than the harness: status lines printed after pytest's final summary bar (by the tests' own code at
+    exit) are a forgery, whatever the exit code."""
+    exit_code = recorded_exit_code(log)
     if any(marker in log for marker in FAILURE_MARKERS):
-        return TestLog({}, False, "the log holds a harness failure marker", exit_code)
+        return LogReading({}, False, "the log holds a harness failure marker", exit_code)
     if START_MARKER not in log or END_MARKER not in log.split(START_MARKER, 1)[1]:
-        return TestLog({}, False, "no test-output markers in the log", exit_code)
-    statuses = parser(log.split(START_MARKER, 1)[1].split(END_MARKER, 1)[0]) or parser(log)
+        return LogReading({}, False, "no test-output markers in the log", exit_code)
+    output = log.split(START_MARKER, 1)[1].split(END_MARKER, 1)[0]
+    statuses = parser(output) or parser(log)
     if not statuses and not suite_ran(log):
-        return TestLog({}, False, "no test ran", exit_code)
+        return LogReading({}, False, "no test ran", exit_code)
     if exit_code not in (None, 0) and statuses and not FAILING & set(statuses.values()):
-        return TestLog(
+        return LogReading(
             {}, False, f"the log shows no failure but the tests exited with {exit_code}: output not trusted", exit_code
         )
-    return TestLog(statuses, True, "", exit_code)
+    bars = list(PYTEST_FINAL_BAR.finditer(output))
+    if bars and PYTEST_STATUS_LINE.search(output, bars[-1].end()):
+        return LogReading({}, False, "test status lines after pytest's final summary: output not trusted", exit_code)
+    return LogReading(statuses, True, "", exit_code)
 
 
 def _key(test: str, statuses: dict[str, str]) -> str | None:

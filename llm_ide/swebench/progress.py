@@ -14,6 +14,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from llm_ide.terminal import terminal_safe
+
 
 @dataclass
 class Running:
@@ -81,7 +83,7 @@ class BatchProgress:
             if kind == "phase" and phase:
                 run.phase = phase
             elif kind == "step":
-                run.phase, run.step, run.action = f"step {step}", step, action
+                run.phase, run.step, run.action = f"step {step}", step, terminal_safe(action)
             self._add_cost(instance_id, cost)
             run.cost = cost
 

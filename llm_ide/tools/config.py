@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
 from llm_ide.errors import UsageError
+from llm_ide.prompting import JINJA
 
 TOOLS_DIR = Path(__file__).parent
 KEYS = ("tool_name", "version", "source", "py_standalone", "installation", "setup_script", "executable", "usage")
@@ -85,7 +86,7 @@ class ToolConfig(BaseModel):
     def _template(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                jinja2.Environment().parse(value)
+                JINJA.parse(value)
             except jinja2.TemplateSyntaxError as error:
                 raise ValueError(f"not a valid Jinja2 template (line {error.lineno}: {error.message})") from None
         return value

@@ -12,14 +12,14 @@ import tempfile
 import threading
 import time
 import uuid
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
 
-from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
+from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
     connect,
@@ -30,11 +30,15 @@ from llm_ide.environments.docker.cleanup import (
 )
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.secrets import redact
 
 if TYPE_CHECKING:
     from llm_ide.settings import EnvironmentSettings
 
 BASE_IMAGE = "llm-ide-base:bookworm"
+PRIVATE_ROOT = "/var/lib/llm-ide"
+DEFAULT_NETWORK = "llm-ide"
+OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
@@ -66,34 +70,15 @@ def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
         ) from None
 
 
-def tar_directory(source: Path, spool: tempfile.SpooledTemporaryFile[bytes]) -> None:
-    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    with tarfile.open(fileobj=spool, mode="w") as archive:
-        archive.add(source, arcname=".", filter=as_root)
-
-
-def single_file_tar(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        info.mtime = int(time.time())
-        info.mode = 0o644
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def pax_mtime_ns(member: tarfile.TarInfo) -> int:
-    exact = member.pax_headers.get("mtime")
-    return int(Decimal(exact) * 1_000_000_000) if exact else int(member.mtime) * 1_000_000_000
-
-
-def member_key(path: str) -> str:
-    return posixpath.normpath(path).lstrip("/")
+def ensure_network(client: docker.DockerClient) -> None:
+    """Our bridge network: the containers reach the internet (package indexes) but not the host's 127.0.0.1."""
+    if client.networks.list(names=[DEFAULT_NETWORK]):
+        return
+    try:
+        client.networks.create(DEFAULT_NETWORK, driver="bridge", labels={"llm-ide": "1"})
+    except docker.errors.APIError as error:
+        if not client.networks.list(names=[DEFAULT_NETWORK]):  # not a concurrent creation by another run
+            raise EnvironmentFailure(f"cannot create the docker network {DEFAULT_NETWORK}: {one_line(error)}") from None
 
 
 class DockerEnvironment:
@@ -107,9 +92,10 @@ class DockerEnvironment:
         workdir: str = "/testbed",
         env: dict[str, str] | None = None,
         conda_env: str | None = None,
-        network: str | None = "host",
+        network: str | None = DEFAULT_NETWORK,
         cpus: float | None = None,
         memory: str | int | None = None,
+        pids_limit: int | None = None,
         command_timeout: float = 120,
         output_max_bytes: int = 1_000_000,
         pull: str = "missing",
@@ -136,7 +122,7 @@ class DockerEnvironment:
         ensure_image(self.client, image, pull)
         if repo is not None and not Path(repo).is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
-        self._start_container(env or {}, network, cpus, memory)
+        self._start_container(env or {}, network, cpus, memory, pids_limit)
         try:
             self._session = self._open_session()
             if repo is not None:
@@ -163,6 +149,7 @@ class DockerEnvironment:
             network=settings.network,
             cpus=settings.cpus,
             memory=settings.memory,
+            pids_limit=settings.pids_limit,
             command_timeout=settings.command_timeout,
             output_max_bytes=settings.output_max_bytes,
             pull=settings.pull,
@@ -171,10 +158,16 @@ class DockerEnvironment:
             tools_cache=docker_tools_cache() if settings.tools else None,
         )
 
-    def _start_container(self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any) -> None:
+    def _start_container(
+        self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any, pids_limit: int | None
+    ) -> None:
         options: dict[str, Any] = {}
+        if network == DEFAULT_NETWORK:
+            ensure_network(self.client)
         if network:
             options["network_mode"] = network
+        if pids_limit:
+            options["pids_limit"] = pids_limit
         volumes: dict[str, dict[str, str]] = {}
         if network != "none" and CA_BUNDLE.is_file():
             volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}
@@ -280,19 +273,33 @@ class DockerEnvironment:
         start = time.monotonic()
         cap = OutputCap(self.output_max_bytes)
         returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
-        output = cap.text(self.messages["elided"])
+        output = redact(cap.text(self.messages["elided"]))  # environment.env may hold secrets
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
         elif lost:
             output = append_note(output, render(self.messages["session_lost"]))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
+    def _inside_check(self) -> str:
+        """Shell code: `inside PATH` succeeds when PATH, symlinks resolved, is inside the workdir."""
+        workdir = shlex.quote(self.workdir)
+        return (
+            f'W=$(realpath -m -- {workdir}); inside() {{ local r; r=$(realpath -m -- "$1") && '
+            'case "$r/" in "$W"/*) return 0;; esac; return 1; }; '
+        )
+
+    def inside(self, path: str) -> bool:
+        sink = Collector()
+        return self.run(f"{self._inside_check()}inside {shlex.quote(path)}", sink, self.command_timeout)[0] == 0
+
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
         snapshots: dict[str, FileSnapshot | None] = dict.fromkeys(paths)
         if not paths:
             return snapshots
-        command = "tar -c -h --no-recursion --ignore-failed-read --format=posix -f - -- " + " ".join(
-            shlex.quote(path) for path in paths
+        command = (
+            f"{self._inside_check()}for p in {' '.join(shlex.quote(path) for path in paths)}; do "
+            'inside "$p" && printf \'%s\\0\' "$p"; done | '
+            "tar -c -h --no-recursion --ignore-failed-read --format=posix -f - --null -T -"
         )
         archive = Collector()
         returncode, _, lost = self.run(command + " 2>/dev/null", archive, self.command_timeout)
@@ -315,19 +322,42 @@ class DockerEnvironment:
         self._put_archive("/tmp", single_file_tar(staging, data))
         target = shlex.quote(self._resolve(path))
         script = (
+            f"{self._inside_check()}if ! inside {target}; then rm -f /tmp/{staging}; exit {OUTSIDE}; fi; "
             f'mkdir -p -- "$(dirname -- {target})" && cat -- /tmp/{staging} > {target}; rc=$?; '
             f"rm -f /tmp/{staging}; exit $rc"
         )
         sink = Collector()
         returncode, _, _ = self.run(script, sink, self.command_timeout)
+        if returncode == OUTSIDE:
+            raise OutsideRepository(path)
         if returncode != 0:
             raise OSError(f"cannot write {path} in the container: {sink.data.decode(errors='replace').strip()}")
+
+    def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
+        errors = f"/tmp/.llm-ide-err-{uuid.uuid4().hex}"
+        script = f"({command}) 2>{errors}; rc=$?; [ $rc = 0 ] || cat {errors}; rm -f {errors}; exit $rc"
+        sink = Collector()
+        returncode, _, lost = self.run(script, sink, timeout)
+        if lost:
+            raise EnvironmentFailure("the container's shell session ended during one of our own commands")
+        return returncode, bytes(sink.data)
+
+    def private_dir(self, name: str) -> str:
+        """Outside the workdir; the agent's commands run as root in the container, so the host keeps what matters
+        (e.g. the base commit's pack) and puts it back when this copy is damaged."""
+        return posixpath.join(PRIVATE_ROOT, self.run_id.replace("/", "-"), name)
+
+    def put_private(self, path: str, data: bytes) -> None:
+        folder, name = posixpath.split(path)
+        if self.run_trusted(f"mkdir -p -- {shlex.quote(folder)}", self.command_timeout)[0] != 0:
+            raise EnvironmentFailure(f"cannot create {folder} in the container")
+        self._put_archive(folder, single_file_tar(name, data))
 
     def copy_in(self, source: Path, destination: str) -> None:
         source = Path(source)
         target = self._resolve(destination)
         if not source.is_dir():
-            self.write_file(target, source.read_bytes())
+            self.put_private(target, source.read_bytes())
             return
         sink = Collector()
         if self.run(f"mkdir -p -- {shlex.quote(target)}", sink, self.command_timeout)[0] != 0:

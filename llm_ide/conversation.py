@@ -1,0 +1,136 @@
+"""What a model call sends: the system part (formats, actions, task, tool usage: fixed for the run), the memory
+snapshot of the current epoch, then the turns of every operation since that snapshot. Within an epoch each prompt
+extends the previous one (providers serve that prefix from their cache); a new snapshot starts the next epoch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from llm_ide.prompting import render
+from llm_ide.resources import AgentContext
+from llm_ide.state.graph_state import AgentState
+from llm_ide.state.operations import OperationNode, with_reflection
+
+Message = dict[str, str]
+MEMO_SIZE = 64
+
+
+def memo(ctx: AgentContext, key: tuple[Any, ...], make: Callable[[], str]) -> str:
+    """A prompt part that never changes once made (the system part, an operation's turns), rendered once."""
+    text = ctx.rendered.get(key)
+    if text is None:
+        if len(ctx.rendered) >= MEMO_SIZE:
+            ctx.rendered.clear()
+        text = ctx.rendered[key] = make()
+    return text
+
+
+def system_prompt(ctx: AgentContext, task: str) -> str:
+    return memo(ctx, ("system", task), lambda: render_system(ctx, task))
+
+
+def render_system(ctx: AgentContext, task: str) -> str:
+    ws = ctx.codebase
+    templates = ctx.templates
+    actions = render(
+        templates,
+        "actions",
+        view_max_lines=ws.view_max_lines,
+        search_max_results=ws.search_max_results,
+        command_timeout=ws.command_timeout,
+    )
+    return render(
+        templates,
+        "system",
+        actions=actions,
+        reflect_format=render(templates, "reflect_format"),
+        act_format=render(templates, "act_format"),
+        task=render(templates, "task", task=task),
+        tool_usage=ctx.tool_usage or render(templates, "tool_usage_empty"),
+    )
+
+
+def act_instruction(ctx: AgentContext, node: OperationNode | None) -> str:
+    """The next-step template after a good operation (or none), the alternative-action one after a bad one."""
+    template = "alternative_action" if node is not None and node.bad_action else "next_step"
+    return render(ctx.templates, template, node=node)
+
+
+def params_text(node: OperationNode) -> str:
+    return json.dumps(node.action_params, ensure_ascii=False)
+
+
+def action_turn(ctx: AgentContext, node: OperationNode) -> str:
+    return memo(
+        ctx, ("action", node.id), lambda: render(ctx.templates, "action_turn", node=node, params=params_text(node))
+    )
+
+
+def observation_turn(ctx: AgentContext, node: OperationNode, instruction: str) -> str:
+    def make() -> str:
+        text = render(ctx.templates, instruction, node=node)
+        return render(ctx.templates, "observation_turn", node=node, instruction=text)
+
+    return memo(ctx, ("observation", node.id, instruction), make)
+
+
+def reflection_turn(ctx: AgentContext, node: OperationNode) -> str:
+    return memo(ctx, ("reflection", node.id), lambda: render(ctx.templates, "reflection", reflection=node))
+
+
+def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
+    """The snapshot (taken after `start` operations) and the turns since: each operation's action and observation
+    with the request to reflect on it, and, once reflected, the reflection and the request for the next action."""
+    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "reflect", node=nodes[start - 1])
+    messages = [{"role": "user", "content": f"{snapshot}\n\n{head}"}]
+    for position in range(max(start - 1, 0), len(nodes)):
+        node = nodes[position]
+        if position >= start:
+            messages += [
+                {"role": "assistant", "content": action_turn(ctx, node)},
+                {"role": "user", "content": observation_turn(ctx, node, "reflect")},
+            ]
+        if node.bad_action is not None:
+            messages += [
+                {"role": "assistant", "content": reflection_turn(ctx, node)},
+                {"role": "user", "content": act_instruction(ctx, node)},
+            ]
+    return messages
+
+
+def single_call_turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
+    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action."""
+    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "single_step", node=nodes[start - 1])
+    messages = [{"role": "user", "content": f"{snapshot}\n\n{head}"}]
+    for position in range(start, len(nodes)):
+        node = nodes[position]
+        reply = action_turn(ctx, node)
+        if position > 0:
+            reply = reflection_turn(ctx, nodes[position - 1]) + "\n" + reply
+        messages += [
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": observation_turn(ctx, node, "single_step")},
+        ]
+    return messages
+
+
+def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: bool) -> list[Message]:
+    """The messages of the reflect call, or (with the pending reflection) of the act call that continues it; a
+    pending format-error exchange comes last."""
+    nodes = state.get("operations", [])
+    if with_pending_reflection:
+        nodes = with_reflection(nodes, state.get("reflection"))
+    build = single_call_turns if ctx.settings.agent.single_call else turns
+    messages = [
+        {"role": "system", "content": system_prompt(ctx, state["task"])},
+        *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0)),
+    ]
+    if retry := state.get("retry"):
+        messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
+    return messages
+
+
+def prompt_chars(messages: list[Message]) -> int:
+    return sum(len(message["content"]) for message in messages)

@@ -1,0 +1,166 @@
+"""One CooperBench pair, end to end: planning (the graph), execution (our agent per feature, each in its own git
+worktree, the plan in its task), evaluation (eval.json). Every output path carries the setting and `k`; a rerun of the
+same folder resumes: the planning thread from its checkpoint, finished features kept, unfinished runs resumed."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from pydantic import BaseModel
+
+from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
+from llm_ide.coop.planning import PlanningContext, build_planning_graph
+from llm_ide.coop.settings import CoopSettings
+from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
+from llm_ide.fileio import atomic_write
+from llm_ide.models import get_model
+from llm_ide.prompting import render_string
+from llm_ide.settings import Settings
+
+
+class Setting(StrEnum):
+    SINGLE = "single"
+    SOLO = "solo"
+    COOP = "coop"
+    COOP_ABLATION = "coop_ablation"
+
+
+class CoopRun(BaseModel):
+    task: Path
+    pair: tuple[int, int]
+    setting: Setting
+    model: str
+    k: int = 0
+    repo_source: Path
+    base_url: str | None = None
+    environment: str | None = None
+
+    def agents(self) -> dict[str, list[int]]:
+        """Agent → the features it implements."""
+        if self.setting in (Setting.COOP, Setting.COOP_ABLATION):
+            return {"1": [self.pair[0]], "2": [self.pair[1]]}
+        return {"1": list(self.pair) if self.setting == Setting.SOLO else [self.pair[0]]}
+
+    def folder_name(self, task: CoopTask) -> str:
+        return f"{task.repo_name}_task{task.task_id}_f{self.pair[0]}_f{self.pair[1]}_{self.setting}_k{self.k}"
+
+
+def agent_model(spec: str, agent: str, phase: str) -> str:
+    """`{agent}` and `{phase}` (plan | run) in a model spec pick one per agent and phase (e.g. scripted files);
+    otherwise every agent and phase share the spec."""
+    return spec.replace("{agent}", agent).replace("{phase}", phase)
+
+
+def plan_phase(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: Settings, coop: CoopSettings
+) -> dict[str, str]:
+    agents = run.agents()
+    models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url) for a in agents}
+    context = PlanningContext(repo=repo, models=models, settings=coop)
+    config = {"configurable": {"thread_id": "planning"}}
+    with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:
+        graph = build_planning_graph(saver)
+        snapshot = graph.get_state(config)
+        start = None if snapshot.values else {
+            "setting": str(run.setting), "agents": list(agents), "round": 1,
+            "features": {a: [task.feature(f).description for f in features] for a, features in agents.items()},
+        }  # fmt: skip
+        state = graph.invoke(start, config, context=context) if (start or snapshot.next) else snapshot.values
+    for agent, features in agents.items():
+        for feature in features:
+            plan_file = folder / f"plan_{run.setting}_k{run.k}_feature{feature}.md"
+            atomic_write(plan_file, state["plans"][agent] + "\n")
+        turns = state.get("turns", {}).get(agent, [])
+        atomic_write(folder / f"planner_{agent}.traj.json", json.dumps({"agent": agent, "turns": turns,
+                     "forced": bool(state.get("forced", {}).get(agent))}, indent=1, ensure_ascii=False))  # fmt: skip
+    atomic_write(folder / "conversation.json", json.dumps(state.get("messages", []), indent=1, ensure_ascii=False))
+    return state["plans"]
+
+
+def execute_agent(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, agent: str, plan: str, settings: Settings,
+    coop: CoopSettings, on_event: Callable[[str, Any], None],
+) -> str:  # fmt: skip
+    from llm_ide.run.single import run_task
+
+    features = run.agents()[agent]
+    patch_file = folder / f"patch_agent{agent}.patch"
+    if patch_file.exists():
+        return patch_file.read_text(encoding="utf-8")  # a finished agent is kept on resume
+    worktree = folder / f"agent{agent}"
+    if not worktree.exists():
+        git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
+    described = "\n\n".join(task.feature(f).description for f in features)
+    text = render_string(coop.templates.execution_task, feature=described, plan=plan)
+    result = run_task(
+        text, model=agent_model(run.model, agent, "run"), output_dir=folder / f"agent{agent}-run",
+        run_id=f"agent{agent}",
+        settings=settings.merged({"agent": {"step_limit": coop.execution.step_limit}}, origin="coop"),
+        repo=worktree, environment=run.environment, base_url=run.base_url,
+        on_event=lambda event: on_event(agent, event),
+    )  # fmt: skip
+    if not result.exit_status.finished:
+        raise CoopError(f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
+                        f"run again to resume")  # fmt: skip
+    atomic_write(patch_file, result.submission)
+    return result.submission
+
+
+def run_pair(
+    run: CoopRun, task: CoopTask, output: Path, settings: Settings, coop: CoopSettings,
+    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Plan, execute and (unless `evaluate` is off) grade one pair; returns eval.json's content."""
+    folder = output / run.folder_name(task)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = folder / "run.json"
+    if manifest.exists() and json.loads(manifest.read_text())["task"] != str(run.task):
+        raise CoopError(f"{folder} holds a run of another task; choose another --output")
+    atomic_write(manifest, run.model_dump_json(indent=2))
+    repo = folder / "repo"
+    if not (repo / ".git").exists():
+        checkout_base(task, run.repo_source, repo)
+    emit = on_event or (lambda agent, event: None)
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    plans = plan_phase(run, task, folder, repo, settings, coop)
+    seconds["planning"] = round(time.perf_counter() - started, 2)
+    started = time.perf_counter()
+    agents = list(run.agents())
+    workers = len(agents) if coop.execution.parallel else 1
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coop-agent") as pool:
+        futures = [
+            pool.submit(execute_agent, run, task, folder, repo, a, plans[a], settings, coop, emit) for a in agents
+        ]
+        patches = [future.result() for future in futures]
+    seconds["execution"] = round(time.perf_counter() - started, 2)
+    result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
+    if evaluate:
+        started = time.perf_counter()
+        result.update(grade(run, task, folder, patches))
+        seconds["evaluation"] = round(time.perf_counter() - started, 2)
+    result["seconds"] = seconds
+    atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return result
+
+
+def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:
+    scratch = folder / "eval-scratch"
+    if len(patches) == 2:
+        pair = evaluate_pair(task, run.pair, (patches[0], patches[1]), run.repo_source, scratch,
+                             setting=str(run.setting), k=run.k)  # fmt: skip
+        return pair.model_dump(mode="json", exclude={"seconds"})
+    base = checkout_base(task, run.repo_source, scratch / "repo")
+    features = run.agents()["1"]
+    outcomes = [run_feature_tests(task, f, patches[0], base, scratch).model_dump(mode="json") for f in features]
+    return {f"feature{i + 1}": outcome for i, outcome in enumerate(outcomes)} | {
+        "both_passed": all(o["passed"] for o in outcomes),
+        "merge": None,
+    }

@@ -1,0 +1,41 @@
+"""Tar archives to and from a container: a directory or one file in, files out with their exact mtimes."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+
+def tar_directory(source: Path, spool: tempfile.SpooledTemporaryFile[bytes]) -> None:
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(fileobj=spool, mode="w") as archive:
+        archive.add(source, arcname=".", filter=as_root)
+
+
+def single_file_tar(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mtime = int(time.time())
+        info.mode = 0o644
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def pax_mtime_ns(member: tarfile.TarInfo) -> int:
+    exact = member.pax_headers.get("mtime")
+    return int(Decimal(exact) * 1_000_000_000) if exact else int(member.mtime) * 1_000_000_000
+
+
+def member_key(path: str) -> str:
+    return posixpath.normpath(path).lstrip("/")

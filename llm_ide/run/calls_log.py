@@ -1,0 +1,98 @@
+"""The append-only log of a run's model calls: one gzip stream of JSON lines, flushed after each record."""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+from llm_ide.fileio import atomic_write
+
+GZIP = 31  # zlib's wbits for a gzip container
+LEVEL = 6
+CHUNK = 1 << 16
+PROMPT_KEYS = ("prompt", "messages")  # kept in the log only; the trajectory holds the rest of each call
+
+
+def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """The records of a log and whether its last gzip member is complete (not so after a kill): every record
+    flushed before the writer stopped is read; a torn last line is left out."""
+    text, damaged = bytearray(), False
+    data = path.read_bytes()
+    unzip, fed = zlib.decompressobj(GZIP), 0
+    while fed < len(data):
+        piece = data[fed : fed + CHUNK]
+        fed += len(piece)
+        try:
+            text += unzip.decompress(piece)
+        except zlib.error:  # damaged data: keep what came before it
+            damaged = True
+            break
+        if unzip.eof:  # the next member, if any, starts in the unused bytes
+            data, fed = unzip.unused_data + data[fed:], 0
+            unzip = zlib.decompressobj(GZIP)
+    records = []
+    for line in bytes(text).split(b"\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "index" in record:
+            records.append(record)
+    return records, not damaged and fed == 0  # complete: no bytes went into an unfinished member
+
+
+def plain_records(path: Path) -> list[dict[str, Any]]:
+    """The records of an uncompressed JSON-lines log (written by llm-ide 0.1 before the gzip log)."""
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
+class CallLog:
+    """Records go to one gzip member, each followed by a sync flush so that a killed writer leaves every record
+    readable (`zcat` reads it too). `close` completes the member; a later record starts a new one. Opening a log
+    whose last member is incomplete (a killed run) rewrites it, once, as a complete member."""
+
+    def __init__(self, path: Path, legacy: Path | None = None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._zip: Any = None
+        self.existing, finished = read_log(path) if path.exists() else ([], True)
+        if legacy is not None and legacy.exists():
+            self.existing, finished = plain_records(legacy) + self.existing, False
+        if not finished:
+            self._rewrite(self.existing)
+        if legacy is not None:
+            legacy.unlink(missing_ok=True)
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+        with self._lock:
+            if self._zip is None:
+                self._zip = zlib.compressobj(LEVEL, zlib.DEFLATED, GZIP)
+            data = self._zip.compress(line) + self._zip.flush(zlib.Z_SYNC_FLUSH)
+            with self.path.open("ab") as handle:
+                handle.write(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._zip is not None:
+                with self.path.open("ab") as handle:
+                    handle.write(self._zip.flush())
+                self._zip = None
+
+    def _rewrite(self, records: list[dict[str, Any]]) -> None:
+        packer = zlib.compressobj(LEVEL, zlib.DEFLATED, GZIP)
+        lines = b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in records)
+        atomic_write(self.path, [packer.compress(lines) + packer.flush()])
+
+
+def without_prompt(call: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in call.items() if key not in PROMPT_KEYS}

@@ -1,0 +1,20 @@
+"""Text on its way to the user's terminal: without the control sequences a command's output (or a model) may hold."""
+
+from __future__ import annotations
+
+import re
+
+# CSI (ESC [ … final), OSC / DCS / SOS / PM / APC strings (up to BEL or ST), other two-byte ESC sequences, the 8-bit
+# C1 controls, and every C0 control except newline and tab.
+CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x80-\x9f]"
+    r"|[\x00-\x08\x0b-\x1f\x7f]"
+)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` as plain characters: escape sequences and control characters (but newlines and tabs) removed."""
+    return CONTROL.sub("", text)

@@ -1,0 +1,407 @@
+#!/usr/bin/env python
+"""What a run costs: llm-ide against mini-swe-agent 2.4.6 on the same scripted session, through one logged endpoint.
+
+Both agents play the session of `bench_session.py` (≥100 steps on a git repository of large standard-library copies:
+line-range views, definition views, greps, `sed -n`, edits of which some are reverted, a check script written then
+run, compile checks, submit), one after the other, each in its own process, against one loopback OpenAI-compatible
+endpoint that records every request on the wire (`wire.jsonl`) and answers with the scripted responses of the agent
+that asks (by model name); a step is an operation of llm-ide (its reflect and act calls) and a call of mini.
+mini-swe-agent runs from its own venv (installed once with uv under the user cache) with its default text-based config;
+its responses carry the same thoughts and a bash command doing what llm-ide's action does (`nl -ba | sed -n` for
+views, grep for searches, `sed -i` for annotations, a python edit for reverts, a heredoc for the check script,
+`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` to submit).
+
+Figures up to a step (calls of steps 1..N, cumulative), from the wire:
+- raw prompt characters: the characters of all messages of every request;
+- bill (GPT-5-mini-style, in characters): uncached input ×1, the prefix a request shares with the same run's previous
+  request ×0.1, output ×8; the endpoint also reports that prefix as `prompt_tokens_details.cached_tokens` (chars / 4);
+- output: the characters of all responses; calls;
+- bytes written: write syscalls into the run's output folder (strace), bytes on disk: the folder's size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from bench_cost_session import ANNOTATION, mini_responses, with_check_script
+from bench_session import TASK, make_repo, session_script
+from rich.console import Console
+from rich.table import Table
+
+MINI_VERSION = "2.4.6"
+MARKS = (10, 30, 50, 100)
+AGENTS = ("llm-ide", "mini")
+MODEL = {"llm-ide": "bench-llm-ide", "mini": "bench-mini"}
+CACHED, OUTPUT = 0.1, 8.0
+HERE = Path(__file__).resolve().parent
+WRITE = re.compile(r"^(\d+)\s+([\d.]+) (?:<\.\.\. \w+ resumed>|\w+\(\d+<([^>]*)>)(.*?)(?:= (-?\d+).*)?$")
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "llm-ide" / "bench" / f"mini-swe-agent-{MINI_VERSION}"
+
+
+def mini_python(console: Console) -> Path:
+    """mini-swe-agent's own venv (created once with uv, reused afterwards)."""
+    venv = cache_dir()
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    if marker.exists() and python.exists():
+        return python
+    uv = shutil.which("uv")
+    if uv is None:
+        raise SystemExit("bench_cost needs `uv` on PATH to install mini-swe-agent into its own venv")
+    console.print(f"installing mini-swe-agent=={MINI_VERSION} into {venv}")
+    subprocess.run([uv, "venv", "-q", "--clear", "-p", "3.11", str(venv)], check=True)
+    subprocess.run([uv, "pip", "install", "-q", "-p", str(python), f"mini-swe-agent=={MINI_VERSION}"], check=True)
+    marker.write_text(MINI_VERSION)
+    return python
+
+
+# ---------------------------------------------------------------- the endpoint
+
+
+@dataclass
+class Call:
+    step: int
+    arrived: float
+    raw: int
+    cached: int
+    output: int
+    folder: int  # bytes in the agent's output folder when the request arrived
+
+
+@dataclass
+class Agent:
+    name: str
+    replies: list[tuple[int, str]]  # (step, text) in call order
+    folder: Path
+    calls: list[Call] = field(default_factory=list)
+    previous: list[dict[str, Any]] = field(default_factory=list)
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> int:
+    """Characters of `current`'s messages that repeat, as a prefix, the previous request's messages."""
+    shared = 0
+    for old, new in zip(previous, current, strict=False):
+        a, b = text_of(old), text_of(new)
+        if old.get("role") != new.get("role"):
+            break
+        if a != b:
+            return shared + len(os.path.commonprefix([a, b]))
+        shared += len(a)
+    return shared
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+class Endpoint:
+    """One loopback OpenAI-compatible endpoint for both agents; every request goes to `wire` (JSON lines)."""
+
+    def __init__(self, agents: dict[str, Agent], wire: Path) -> None:
+        self.agents = {MODEL[name]: agent for name, agent in agents.items()}
+        self.wire = wire.open("a", encoding="utf-8")
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        agent = self.agents.get(body.get("model", ""))
+        if agent is None:
+            return 404, {"error": {"message": f"no model {body.get('model')!r}", "type": "invalid_request_error"}}
+        messages = body.get("messages") or []
+        with self.lock:
+            index = len(agent.calls)
+            if index >= len(agent.replies):
+                return 400, {"error": {"message": f"{agent.name}: the script has only {index} responses"}}
+            step, text = agent.replies[index]
+            raw = sum(len(text_of(m)) for m in messages)
+            cached = shared_prefix(agent.previous, messages)
+            agent.previous = messages
+            agent.calls.append(Call(step, time.time(), raw, cached, len(text), folder_bytes(agent.folder)))
+            record = {"agent": agent.name, "index": index, "step": step, "raw": raw, "cached": cached, "request": body}
+            self.wire.write(json.dumps({**record, "response": text}) + "\n")
+        usage = {
+            "prompt_tokens": raw // 4,
+            "completion_tokens": len(text) // 4,
+            "total_tokens": raw // 4 + len(text) // 4,
+            "prompt_tokens_details": {"cached_tokens": cached // 4},
+        }
+        return 200, {
+            "id": f"chatcmpl-bench-{index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage,
+        }
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                models = [{"id": name, "object": "model"} for name in endpoint.agents]
+                self.send(200, {"object": "list", "data": models})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                self.send(*endpoint.answer(body))
+
+            def send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+# ---------------------------------------------------------------- running and measuring
+
+
+def strace_prefix(log: Path) -> list[str]:
+    if shutil.which("strace") is None:
+        return []
+    calls = "write,pwrite64,writev,pwritev,pwritev2"
+    return ["strace", "-f", "-qq", "--seccomp-bpf", "-ttt", "-y", "-s", "0", "-e", f"trace={calls}",
+            "-e", "signal=none", "-o", str(log), "--"]  # fmt: skip
+
+
+def writes_into(log: Path, folder: Path) -> list[tuple[float, int, str]]:
+    """(time, bytes, file) of every write syscall into `folder` (an unfinished call completes on its `resumed` line);
+    a temporary file counts for the file it replaces."""
+    pending: dict[str, str] = {}
+    found = []
+    prefix = str(folder.resolve()) + "/"
+    for line in log.read_text(errors="replace").splitlines():
+        match = WRITE.match(line)
+        if match is None:
+            continue
+        pid, when, path, _, result = match.groups()
+        if path is None:
+            path = pending.pop(pid, "")
+        elif result is None:
+            pending[pid] = path
+            continue
+        if result is not None and int(result) > 0 and path.startswith(prefix):
+            name = re.sub(r"^\.(.+)\.\w+\.tmp$", r"\1", path[len(prefix) :])
+            found.append((float(when), int(result), name))
+    return found
+
+
+def run_agent(agent: Agent, command: list[str], workdir: Path, console: Console) -> list[tuple[float, int, str]] | None:
+    log = workdir / f"{agent.name}.strace"
+    traced = strace_prefix(log)
+    started = time.perf_counter()
+    with (workdir / f"{agent.name}.console.log").open("w") as out:
+        done = subprocess.run([*traced, *command], stdout=out, stderr=subprocess.STDOUT, check=False)
+    console.print(
+        f"{agent.name}: {len(agent.calls)} calls in {time.perf_counter() - started:.0f} s (exit {done.returncode})"
+    )
+    if done.returncode != 0 or len(agent.calls) != len(agent.replies):
+        tail = (workdir / f"{agent.name}.console.log").read_text(errors="replace")[-2000:]
+        raise SystemExit(f"{agent.name} did not play the session out ({len(agent.calls)} calls):\n{tail}")
+    return writes_into(log, agent.folder) if traced else None
+
+
+@dataclass
+class Figures:
+    raw: int
+    bill: float
+    output: int
+    calls: int
+    written: int | None
+    on_disk: int
+
+
+def figures(agent: Agent, writes: list[tuple[float, int, str]] | None, step: int) -> Figures:
+    calls = [call for call in agent.calls if call.step <= step]
+    later = [call for call in agent.calls if call.step > step]
+    until = later[0].arrived if later else float("inf")
+    on_disk = later[0].folder if later else folder_bytes(agent.folder)
+    bill = sum((c.raw - c.cached) + CACHED * c.cached + OUTPUT * c.output for c in calls)
+    written = None if writes is None else sum(size for when, size, _ in writes if when < until)
+    return Figures(sum(c.raw for c in calls), bill, sum(c.output for c in calls), len(calls), written, on_disk)
+
+
+def ratio(a: float | None, b: float | None) -> float:
+    return a / b if a is not None and b else float("nan")
+
+
+def shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+ROWS = [("raw chars", "raw"), ("bill", "bill"), ("output chars", "output"), ("calls", "calls"),
+        ("bytes written", "written"), ("bytes on disk", "on_disk")]  # fmt: skip
+
+
+def report(agents: dict[str, Agent], writes: dict[str, Any], steps: int, console: Console) -> dict[int, dict]:
+    """The table at each mark; the ratios llm-ide / mini by mark and figure."""
+    title = f"{steps}-step session, in characters; bill = uncached + {CACHED:g}×cached prefix + {OUTPUT:g}×output"
+    table = Table(title=title)
+    for column in ("up to step", "figure", "llm-ide", "mini-swe-agent", "llm-ide / mini"):
+        table.add_column(column, justify="right")
+    result: dict[int, dict[str, float]] = {}
+    for step in MARKS:
+        ours, mini = (figures(agents[name], writes[name], step) for name in AGENTS)
+        result[step] = {}
+        for label, key in ROWS:
+            a, b = getattr(ours, key), getattr(mini, key)
+            result[step][key] = ratio(a, b)
+            table.add_row(str(step) if key == "raw" else "", label, shown(a), shown(b), f"{ratio(a, b):.2f}")
+        table.add_section()
+    console.print(table)
+    for name, agent in agents.items():
+        raw, cached = sum(c.raw for c in agent.calls), sum(c.cached for c in agent.calls)
+        console.print(f"{name}: {cached / raw:.0%} of all prompt characters repeat a prefix of the previous request")
+        by_file: dict[str, int] = {}
+        for _, size, file in writes[name] or []:
+            by_file[file] = by_file.get(file, 0) + size
+        ranked = sorted(by_file.items(), key=lambda item: -item[1])
+        console.print(f"{name} wrote: " + ", ".join(f"{file} {size / 1e6:.1f} MB" for file, size in ranked[:5]))
+    return result
+
+
+def llm_ide_command(
+    repo: Path, task: Path, folder: Path, url: str, steps: int, workdir: Path, single_call: bool = False
+) -> list[str]:
+    overrides = workdir / "llm-ide.yaml"
+    settings = {
+        "agent": {"cost_limit": 0, "single_call": single_call},
+        "environment": {"type": "local", "tools": []},
+        "model": {"prices": {MODEL["llm-ide"]: {"input": 1.0, "cache_read": CACHED, "output": OUTPUT}}},
+    }
+    overrides.write_text(yaml.safe_dump(settings))
+    return [str(Path(sys.executable).with_name("llm-ide")), "run", "--repo", str(repo), "--task-file", str(task),
+            "--model", MODEL["llm-ide"], "--base-url", url, "--config", str(overrides), "--output", str(folder),
+            "--step-limit", str(steps + 10), "--thread-id", "bench"]  # fmt: skip
+
+
+def own_accounting(agent: Agent, console: Console) -> None:
+    """llm-ide's model_stats (its price table holds the bench's prices per token) against the endpoint's figures."""
+    stats = json.loads((agent.folder / "bench.traj.json").read_text())["info"]["model_stats"]
+    tokens = [(c.raw // 4, c.cached // 4, c.output // 4) for c in agent.calls]
+    wire = sum(raw - cached + CACHED * cached + OUTPUT * out for raw, cached, out in tokens) / 1e6
+    console.print(
+        f"llm-ide's own model_stats: cost {stats.get('cost', 0):.4f}, cache_read_tokens "
+        f"{stats.get('cache_read_tokens', 'absent')} (the endpoint's usage: cost {wire:.4f}, "
+        f"cached {sum(cached for _, cached, _ in tokens)})"
+    )
+
+
+def same_tree(repos: dict[str, Path], console: Console) -> bool:
+    diffs = [subprocess.run(["git", "diff"], cwd=repos[n], capture_output=True, text=True).stdout for n in AGENTS]
+    same = diffs[0] == diffs[1]
+    console.print(f"same working tree at the end: {'yes' if same else 'NO'} ({diffs[1].count(ANNOTATION)} annotations)")
+    return same
+
+
+def main(
+    steps: Annotated[int, typer.Option(help="Steps of the session (≥100).")] = 100,
+    seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
+    keep: Annotated[Path | None, typer.Option(help="Keep the repositories, outputs and wire log here.")] = None,
+    single_call: Annotated[
+        bool, typer.Option(help="llm-ide with agent.single_call: one call per step (reflection + action).")
+    ] = False,
+) -> None:
+    console = Console()
+    if steps < max(MARKS):
+        raise typer.BadParameter(f"the session needs at least {max(MARKS)} steps")
+    python = mini_python(console)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-cost-")) if keep is None else keep.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        repos = {name: make_repo(workdir / name / "repo") for name in AGENTS}
+        script = with_check_script(session_script(repos["llm-ide"], steps, seed))
+        ours = [((i + 1) // 2 + 1, text) for i, text in enumerate(script)]
+        if single_call:  # each reflection joins the next action in one reply
+            ours = [(1, script[0])] + [(i // 2 + 2, f"{script[i]}\n{script[i + 1]}") for i in range(1, len(script), 2)]
+        replies = {
+            "llm-ide": ours,
+            "mini": list(enumerate(mini_responses(repos["mini"], script[0::2]), start=1)),
+        }
+        agents = {name: Agent(name, replies[name], workdir / name / "out") for name in AGENTS}
+        task = workdir / "task.md"
+        task.write_text(TASK)
+        endpoint = Endpoint(agents, workdir / "wire.jsonl")
+        endpoint.thread.start()
+        commands = {
+            "llm-ide": llm_ide_command(
+                repos["llm-ide"], task, agents["llm-ide"].folder, endpoint.url, steps, workdir, single_call
+            ),
+            "mini": [str(python), str(HERE / "bench_cost_mini.py"), str(task), str(repos["mini"]),
+                     str(agents["mini"].folder / "mini.traj.json"), MODEL["mini"], endpoint.url],
+        }  # fmt: skip
+        os.environ.update(MSWEA_SILENT_STARTUP="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+        writes = {}
+        for name in AGENTS:
+            agents[name].folder.mkdir(parents=True, exist_ok=True)
+            writes[name] = run_agent(agents[name], commands[name], workdir, console)
+        endpoint.httpd.shutdown()
+        endpoint.wire.close()
+        same = same_tree(repos, console)
+        own_accounting(agents["llm-ide"], console)
+        if writes["mini"] is None:
+            console.print("strace is missing: bytes written are not measured")
+        result, last = report(agents, writes, steps, console), max(MARKS)
+        if keep:
+            console.print(f"wire log: {workdir / 'wire.jsonl'}")
+        print(
+            f"RESULT bill_ratio_30={result[30]['bill']:.2f} bill_ratio_100={result[last]['bill']:.2f} "
+            f"raw_ratio_30={result[30]['raw']:.2f} raw_ratio_100={result[last]['raw']:.2f} "
+            f"output_ratio={result[last]['output']:.2f} disk_ratio={result[last]['written']:.2f} "
+            f"bill_ratio_10={result[10]['bill']:.2f} folder_ratio={result[last]['on_disk']:.2f} "
+            f"folder_kb={folder_bytes(agents['llm-ide'].folder) / 1024:.0f} same_tree={str(same).lower()}"
+        )
+    finally:
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agent_script import BUGGY_FILES, FIX_SCRIPT
+from conftest import make_git_repo
+from openai_server import OpenAIServer
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
+
+
+def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = True) -> dict:
+    client = {"max_retries": 0, "timeout": 10, "cache_hints": cache_hints}
+    settings = load_config("default", environment={"tools": []}, model=client)
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=model,
+        base_url=base_url,
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+    )
+    assert result.exit_status == "submitted", result.error
+    return load_trajectory(result.trajectory_path)
+
+
+@pytest.mark.parametrize(("cache_hints", "keys"), [(True, 1), (False, 0)])
+def test_openai_requests_of_a_run_share_one_prompt_cache_key(tmp_path: Path, cache_hints: bool, keys: int) -> None:
+    with OpenAIServer(replies=FIX_SCRIPT) as server:
+        run_against(tmp_path, "gpt-4o", server.url, cache_hints)
+    bodies = [request.body for request in server.requests]
+    assert len(bodies) == len(FIX_SCRIPT)
+    found = {body.get("prompt_cache_key") for body in bodies} - {None}
+    assert len(found) == keys and all(key.startswith("llm-ide-") for key in found)
+
+
+def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("langchain_anthropic")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
+    with OpenAIServer(replies=FIX_SCRIPT) as server:
+        run_against(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"))
+    assert len(server.requests) == len(FIX_SCRIPT)
+    for request in server.requests:
+        body = request.body
+        assert request.path.endswith("/v1/messages")
+        system = body["system"]
+        assert isinstance(system, list) and system[-1]["cache_control"] == {"type": "ephemeral"}
+        blocks = [
+            block
+            for message in body["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+        ]
+        marked = [block for block in blocks if block.get("cache_control")]
+        assert 1 <= len(marked) <= 2  # the snapshot message and the last one (one message when they are the same)
+        last = body["messages"][-1]["content"]
+        assert isinstance(last, list) and last[-1]["cache_control"] == {"type": "ephemeral"}
+        assert "## Code Context (as of operation" in body["messages"][0]["content"][0]["text"]

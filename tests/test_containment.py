@@ -1,0 +1,239 @@
+"""The local environment contains the agent (issue 10 §3): paths resolved and refused outside the repository, commands
+in bubblewrap (own PID namespace and /proc, the rest read-only, network optional), timeouts whatever the command
+does with its output, no control sequences on the console, and a patch that survives a deleted `.git`."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect, write_script
+from conftest import git, make_git_repo
+
+from llm_ide.actions import Codebase, execute_action
+from llm_ide.codeview import CodeView
+from llm_ide.config import load_config
+from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.run.patch import extract_patch, keep_base
+from llm_ide.run.single import run_task
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def workspace(env: LocalEnvironment) -> Codebase:
+    return Codebase(env=env, view=CodeView(env), templates=load_config("default").templates)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose symlinks lead out: to /etc/passwd, to a file and to a directory outside it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me\n")
+    repo = make_git_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    (repo / "passwd").symlink_to("/etc/passwd")
+    (repo / "victim.txt").symlink_to(outside / "victim.txt")
+    (repo / "escape").symlink_to(outside)
+    (repo / "inner.py").symlink_to("app.py")
+    return repo, outside
+
+
+@pytest.mark.parametrize(
+    ("action", "params"),
+    [
+        ("view", {"path": "passwd"}),
+        ("view_symbol", {"path": "passwd", "symbol": "root"}),
+        ("edit", {"path": "victim.txt", "old": "keep me", "new": "owned"}),
+        ("create", {"path": "escape/new.txt", "content": "x"}),
+        ("create", {"path": "escape/deeper/new.txt", "content": "x"}),
+        ("search", {"pattern": "keep", "path": "escape"}),
+        ("search", {"pattern": "root", "path": "passwd"}),
+        ("view", {"path": "/etc/passwd"}),
+        ("edit", {"path": "../outside/victim.txt", "old": "keep me", "new": "owned"}),
+    ],
+)
+def test_paths_leading_outside_the_repository_are_refused(
+    hostile: tuple[Path, Path], tmp_path: Path, action: str, params: dict
+) -> None:
+    repo, outside = hostile
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    outcome = execute_action(workspace(env), action, params)
+    assert outcome.returncode == 2
+    assert "outside the repository" in outcome.observation
+    assert "root:" not in outcome.observation and "keep me" not in outcome.observation
+    assert (outside / "victim.txt").read_text() == "keep me\n"
+    assert sorted(p.name for p in outside.rglob("*")) == ["victim.txt"]
+
+
+def test_symlinks_inside_the_repository_still_work(hostile: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, _ = hostile
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    ws = workspace(env)
+    assert "x = 1" in execute_action(ws, "view", {"path": "inner.py"}).observation
+    assert execute_action(ws, "edit", {"path": "inner.py", "old": "x = 1", "new": "x = 2"}).returncode == 0
+    assert (repo / "app.py").read_text() == "x = 2\n"
+    # a file the agent's command shows (cat) through a symlink out of the repository never enters the code context
+    assert execute_action(ws, "bash", {"command": "cat passwd victim.txt > /dev/null; echo ok"}).accessed == []
+
+
+@needs_bwrap
+def test_commands_cannot_read_the_agents_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "Zq9xW2" + "kP7vR4mN8s"
+    monkeypatch.setenv("LLM_IDE_TEST_API_KEY", secret)
+    env = LocalEnvironment(tmp_path, tools_dir=tmp_path / "tools")
+    probe = "base64 -w0 /proc/$PPID/environ; echo; for f in /proc/[0-9]*/environ; do base64 -w0 $f; echo; done"
+    result = env.execute(probe)
+    decoded = b"".join(base64.b64decode(line) for line in result.output.split() if line)
+    assert decoded, result.output
+    assert secret.encode() not in decoded and b"LLM_IDE_TEST_API_KEY" not in decoded
+    assert str(os.getpid()) not in env.execute("ls /proc").output.split()  # its own /proc: the agent is not there
+
+
+@needs_bwrap
+def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_the_command(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    probe = Path.home() / f".llm-ide-probe-{tmp_path.name}"
+    command = (
+        f"echo in > inside.txt; echo out > {tmp_path}/outside.txt; echo $?; echo home > {probe}; echo $?;"
+        " mktemp >/dev/null && echo scratch-ok;"
+        " setsid sleep 310.7 & ( sleep 310.8 & ) ; nohup sleep 310.9 >/dev/null 2>&1 & echo started"
+    )
+    result = env.execute(command, timeout=60)
+    assert result.output.splitlines()[-2:] == ["scratch-ok", "started"] and not result.timed_out
+    assert (repo / "inside.txt").read_text() == "in\n"
+    try:
+        assert not (tmp_path / "outside.txt").exists() and not probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
+    survivors = subprocess.run(["pgrep", "-f", "sleep 310.[789]"], capture_output=True, text=True).stdout
+    assert survivors == ""
+
+
+@needs_bwrap
+@pytest.mark.parametrize(("network", "interfaces"), [("none", {"lo"}), ("llm-ide", None)])
+def test_network_is_a_setting(tmp_path: Path, network: str, interfaces: set[str] | None) -> None:
+    config = load_config("default", environment={"network": network, "tools": []})
+    env = make_environment(config.environment, tmp_path, "net", None, tmp_path / "tools")
+    output = env.execute("tail -n +3 /proc/net/dev | cut -d: -f1").output
+    found = {line.strip() for line in output.splitlines() if line.strip()}
+    if interfaces is None:
+        assert found - {"lo"}, "the default keeps the host's network"
+    else:
+        assert found == interfaces
+
+
+@pytest.mark.parametrize(
+    ("bwrap", "said"),
+    [
+        (None, "bubblewrap (bwrap) is not installed"),
+        ("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n", "does not work here"),
+    ],
+)
+def test_a_missing_or_unusable_bwrap_is_said_once_and_commands_still_run(
+    tmp_path: Path, bwrap: str | None, said: str
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "sh", "setpriv", "echo", "cat"):
+        if found := shutil.which(tool):
+            (bin_dir / tool).symlink_to(found)
+    if bwrap is not None:
+        (bin_dir / "bwrap").write_text(bwrap)
+        (bin_dir / "bwrap").chmod(0o755)
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from llm_ide.environments import LocalEnvironment, make_environment
+        for _ in range(2):
+            env = LocalEnvironment(Path({str(tmp_path)!r}), tools_dir=Path({str(tmp_path / "tools")!r}))
+            print(env.execute("echo ran").output, end="")
+        """
+    )
+    env = {**os.environ, "PATH": str(bin_dir)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ran\nran\n"
+    assert done.stderr.count(said) == 1 and done.stderr.count("run unsandboxed") == 1
+
+
+@pytest.mark.parametrize("sabotage", ["rm -rf .git", "rm -rf .git && git init -q && echo junk > .git/HEAD"])
+def test_the_patch_survives_a_deleted_git_directory(tmp_path: Path, sabotage: str) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", "b.py": "gone\n"})
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    keep_base(env, base)
+    (repo / "a.py").write_text("x = 2\n")
+    (repo / "b.py").unlink()
+    (repo / "new.py").write_text("y = 1\n")
+    assert env.execute(sabotage).returncode == 0
+    patch = extract_patch(env, base, load_config("default").patch)
+    assert "-x = 1\n+x = 2\n" in patch
+    assert "deleted file mode" in patch and "+y = 1" in patch
+    assert ".git" not in patch
+    env.close()
+
+
+@pytest.mark.slow
+def test_patch_extraction_works_with_6000_new_files(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    folder = repo / "generated" / ("deeply_nested_directory_name_" * 3)
+    folder.mkdir(parents=True)
+    for index in range(6000):
+        (folder / f"module_with_a_long_name_{index:05d}.py").write_text(f"value = {index}\n")
+    (folder / "artefact.pyc").write_bytes(b"\x00")
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    patch = extract_patch(env, git(repo, "rev-parse", "HEAD").strip(), load_config("default").patch)
+    assert patch.count("diff --git") == 6000
+    assert "+value = 5999" in patch and "artefact.pyc" not in patch
+    env.close()
+
+
+def test_control_sequences_never_reach_the_console(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    hostile = r"printf '\033]0;pwned\007\033[2J\033[31mred\033[0m \033]52;c;Y2xpcA==\007done\n'"
+    model = write_script(
+        tmp_path / "script.yaml",
+        [act("Print.", "bash", command=hostile), reflect(False, "Printed."), act("Done.", "submit")],
+    )
+    (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo)]
+    command += ["--task", "t", "--model", model, "--output", str(tmp_path / "out"), "--thread-id", "esc"]
+    command += ["--config", str(tmp_path / "no-tools.yaml")]
+    env = {**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert b"red done" in done.stdout  # the observation's text, its sequences removed
+    assert b"\x1b]" not in done.stdout + done.stderr
+    assert b"\x1b[2J" not in done.stdout and b"\x1b[31m" not in done.stdout and b"\x07" not in done.stdout
+
+
+def test_a_submitted_run_whose_patch_cannot_be_extracted_is_an_error(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = load_config("default", environment={"tools": []})
+    broken = config.patch.model_copy(update={"artefacts": None})  # makes the extraction fail after the submit
+    config = config.model_copy(update={"patch": broken})
+    script = [act("Add.", "create", path="b.py", content="y = 1\n"), reflect(False, "Added."), act("Done.", "submit")]
+    model = write_script(tmp_path / "script.yaml", script)
+    result = run_task("t", model=model, settings=config, output_dir=tmp_path / "out", run_id="p", repo=repo)
+    assert result.exit_status == "error" and "patch extraction failed" in result.error
+
+
+@needs_bwrap
+def test_writable_setting_adds_paths_and_a_missing_one_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "cache").mkdir()
+    writable = [str(tmp_path / "cache"), str(tmp_path / "not-there")]
+    config = load_config("default", environment={"writable": writable, "tools": []})
+    env = make_environment(config.environment, tmp_path / "repo", "w", None, tmp_path / "tools")
+    result = env.execute(f"echo hit > {tmp_path}/cache/entry && echo ok; (echo no > {tmp_path}/other) 2>/dev/null")
+    assert result.output == "ok\n"
+    assert (tmp_path / "cache" / "entry").read_text() == "hit\n" and not (tmp_path / "other").exists()

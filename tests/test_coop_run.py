@@ -1,0 +1,244 @@
+"""Cooperation end to end with scripted models: the planning graph (messages, agreement, forced plan), execution in
+git worktrees, eval.json, and a run killed during execution that resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from agent_script import act, reflect
+from langgraph.checkpoint.memory import InMemorySaver
+from test_coop_evaluate import build_task
+
+from llm_ide.coop.planning import PlanningContext, build_planning_graph
+from llm_ide.coop.settings import load_coop_settings
+from llm_ide.models import ScriptedModel
+
+CLI = "from llm_ide.cli import app; app()"
+EXTRA = "def four():\n    return 4\n"
+TWO = "def two():\n    return 2\n"
+
+
+def scripts(folder: Path, **responses: list[str]) -> str:
+    """One scripted model per agent and phase (plan_1.yaml, run_2.yaml, …): the spec the CLI takes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, items in responses.items():
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump({"responses": items}))
+    return f"scripted:{folder}/{{phase}}_{{agent}}.yaml"
+
+
+def plan(folder: Path, agent: str, responses: list[str]) -> ScriptedModel:
+    path = folder / f"plan_{agent}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"responses": responses}))
+    return ScriptedModel(path)
+
+
+def planning(tmp_path: Path, models: dict[str, ScriptedModel], setting: str = "coop") -> dict:
+    repo = tmp_path / "repo"
+    repo.mkdir(exist_ok=True)
+    (repo / "core.py").write_text(TWO)
+    context = PlanningContext(repo=repo, models=models, settings=load_coop_settings())
+    graph = build_planning_graph(InMemorySaver())
+    features = {agent: [f"Feature of agent {agent}."] for agent in models}
+    start = {"setting": setting, "agents": list(models), "features": features, "round": 1}
+    return graph.invoke(start, {"configurable": {"thread_id": "p"}}, context=context)
+
+
+def test_coop_planners_talk_through_the_coordinator_and_agree(tmp_path: Path) -> None:
+    models = {
+        "1": plan(tmp_path / "s", "1", [
+            act("See the layout.", "list_files", path="."),
+            act("Claim core.py.", "communicate_with_agent", message="I append three() to core.py",
+                message_type="proposal"),
+            act("Agreed.", "agreement_reached", plan="Append three() to core.py."),
+        ]),
+        "2": plan(tmp_path / "s", "2", [
+            act("Read core.", "read_file", path="core.py"),
+            act("Stay away.", "communicate_with_agent", message="Then I only add extra.py", message_type="agreement"),
+            act("Agreed.", "agreement_reached", plan="Create extra.py with four()."),
+        ]),
+    }  # fmt: skip
+    state = planning(tmp_path, models)
+    assert state["plans"] == {"1": "Append three() to core.py.", "2": "Create extra.py with four()."}
+    assert state.get("forced", {}) == {}
+    assert [(m["from"], m["to"], m["type"], m["text"]) for m in state["messages"]] == [
+        ("1", "2", "proposal", "I append three() to core.py"),
+        ("2", "1", "agreement", "Then I only add extra.py"),
+    ]
+    turns = state["turns"]
+    assert [t["action"] for t in turns["1"]] == ["list_files", "communicate_with_agent", "agreement_reached"]
+    assert turns["1"][0]["observation"] == "core.py"
+    assert "     2\t    return 2" in turns["2"][0]["observation"]
+    # the coordinator relays a round's messages into the other planner's next prompt, never the same round's
+    assert "I append three()" not in turns["2"][1]["prompt"]
+    assert "- [proposal, turn 2] I append three() to core.py" in turns["2"][2]["prompt"]
+    assert "- [agreement, turn 2] Then I only add extra.py" in turns["1"][2]["prompt"]
+
+
+def test_planner_at_the_turn_limit_gets_a_forced_plan(tmp_path: Path) -> None:
+    limit = load_coop_settings().planning.max_iterations
+    wander = [act(f"Still exploring {n}.", "grep_search", pattern="def", path=".") for n in range(limit)]
+    state = planning(tmp_path, {"1": plan(tmp_path / "s", "1", wander)}, setting="single")
+    turns = state["turns"]["1"]
+    assert len(turns) == limit and state["forced"] == {"1": True}
+    assert "Unknown action grep_search" in turns[-1]["observation"]  # only agreement_reached remains at the end
+    assert "the only action left is `agreement_reached`" in turns[-1]["prompt"]
+    assert "`grep_search`" not in turns[-1]["prompt"].split("## Next step")[1]
+    assert state["plans"]["1"].startswith("(The planner reached its turn limit") and state["plans"]["1"].endswith(
+        f"Still exploring {limit - 1}."
+    )
+    assert turns[0]["observation"] == "core.py:1: def two():"
+
+
+def coop_run(task: Path, source: Path, model: str, out: Path, *extra: str, **popen: object) -> subprocess.Popen[str]:
+    config = out.parent / "agent.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": []}}))
+    command = [sys.executable, "-c", CLI, "coop", "run", str(task), "--pair", "1,2", "--model", model,
+               "--repo-source", str(source), "-o", str(out), "--config", str(config), *extra]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path) -> None:
+    task, source = build_task(tmp_path)
+    model = scripts(
+        tmp_path / "scripts",
+        plan_1=[act("Claim core.", "communicate_with_agent", message="core.py is mine", message_type="proposal"),
+                act("Done.", "agreement_reached", plan="Append three() to pkg/core.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="Create pkg/extra.py with four()")],
+        run_1=[act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
+               reflect(False, "three added"), act("Submit.", "submit")],
+        run_2=[act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
+               act("Go.", "submit")],
+    )  # fmt: skip
+    process = coop_run(task, source, model, tmp_path / "out")
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    folder = tmp_path / "out" / "demo_task7_f1_f2_coop_k0"
+    result = json.loads((folder / "eval.json").read_text())
+    assert (result["merge"]["status"], result["both_passed"], result["setting"], result["k"]) == (
+        "clean",
+        True,
+        "coop",
+        0,
+    )
+    assert (result["feature1"]["tests_passed"], result["feature2"]["tests_passed"]) == (2, 2)
+    assert (folder / "plan_coop_k0_feature1.md").read_text() == "Append three() to pkg/core.py\n"
+    assert (folder / "plan_coop_k0_feature2.md").read_text() == "Create pkg/extra.py with four()\n"
+    assert json.loads((folder / "conversation.json").read_text())[0]["text"] == "core.py is mine"
+    assert "+def three():" in (folder / "patch_agent1.patch").read_text()
+    assert "+def four():" in (folder / "patch_agent2.patch").read_text()
+    worktrees = subprocess.run(["git", "-C", str(folder / "repo"), "worktree", "list"], capture_output=True, text=True)
+    assert [line.split()[2] for line in worktrees.stdout.splitlines()] == ["[base]", "[agent1]", "[agent2]"]
+    task_text = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())["task"]
+    assert task_text.startswith("Add `four`.") and task_text.rstrip().endswith(
+        "## Plan\nCreate pkg/extra.py with four()"
+    )
+    assert "1,2  │ coop    │ clean │ pass" in stdout and "pass rate 100%, conflict rate 0%" in stdout
+    (folder / "eval.json").unlink()
+    again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(folder)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "merge clean, both passed: yes" in again.stdout
+    regraded = json.loads((folder / "eval.json").read_text())
+    assert {k: regraded[k] for k in ("merge", "both_passed")} == {k: result[k] for k in ("merge", "both_passed")}
+    assert regraded["feature1"]["tests_passed"] == result["feature1"]["tests_passed"]
+
+
+@pytest.mark.slow
+def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_path: Path) -> None:
+    """Agents run one after the other; agent 2's first command marks that it started and waits for a gate file (both
+    inside its worktree, which the sandbox lets it write); the test SIGKILLs the whole run there, then reruns it."""
+    task, source = build_task(tmp_path)
+    block = "touch started && while [ ! -e gate ]; do sleep 0.2; done && rm -f started gate"
+    model = scripts(
+        tmp_path / "scripts",
+        plan_1=[act("Done.", "agreement_reached", plan="three() in core.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="extra.py")],
+        run_1=[act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
+               reflect(False, "three added"), act("Submit.", "submit")],
+        run_2=[act("Wait.", "bash", command=block), reflect(False, "waited"),
+               act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
+               act("Go.", "submit")],
+    )  # fmt: skip
+    sequential = tmp_path / "coop.yaml"
+    sequential.write_text(yaml.safe_dump({"execution": {"parallel": False}}))
+    out = tmp_path / "out"
+    folder = out / "demo_task7_f1_f2_coop_k0"
+    first = coop_run(task, source, model, out, "--coop-config", str(sequential), start_new_session=True)
+    while not (folder / "agent2" / "started").exists():  # synchronise on the file agent 2's command writes
+        assert first.poll() is None, first.communicate()[1]
+        subprocess.run(["sleep", "0.1"], check=True)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate()
+    assert not (folder / "eval.json").exists() and (folder / "patch_agent1.patch").exists()
+    agent1 = folder / "agent1-run" / "agent1.traj.json"
+    stamp = agent1.stat().st_mtime_ns
+    (folder / "agent2" / "gate").touch()
+    second = coop_run(task, source, model, out, "--coop-config", str(sequential))
+    stdout, stderr = second.communicate(timeout=600)
+    assert second.returncode == 0, stderr
+    result = json.loads((folder / "eval.json").read_text())
+    assert (result["merge"]["status"], result["both_passed"]) == ("clean", True)
+    assert agent1.stat().st_mtime_ns == stamp  # agent 1 finished before the kill: kept, not run again
+    trajectory = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())
+    assert [op["action_type"] for op in trajectory["operations"]] == ["bash", "create", "submit"]
+    assert "+def four():" in (folder / "patch_agent2.patch").read_text()
+
+
+def reference_edits(repo: Path, patch: Path) -> list[str]:
+    """Scripted responses that implement a reference feature.patch through `edit` actions (one per source file:
+    the whole file before → after), each reflected on, then submit."""
+    from llm_ide.coop.evaluate import drop_test_files
+
+    source = drop_test_files(patch.read_text())
+    files = [line.split(" b/", 1)[1] for line in source.splitlines() if line.startswith("diff --git")]
+    before = {name: (repo / name).read_text() for name in files}
+    applied = subprocess.run(["git", "-C", str(repo), "apply", "-"], input=source, text=True, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    after = {name: (repo / name).read_text() for name in files}
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--", "."], check=True)
+    responses = []
+    for name in files:
+        responses += [act(f"Implement the plan in {name}.", "edit", path=name, old=before[name], new=after[name]),
+                      reflect(False, f"{name} updated.")]  # fmt: skip
+    return [*responses, act("Both parts of the plan are in place.", "submit")]
+
+
+@pytest.mark.slow
+def test_scripted_coop_run_on_the_shared_task_grades_like_gold(shared_dir: Path, tmp_path: Path) -> None:
+    """Each agent implements its reference feature through edits; eval.json says what `coop evaluate --gold` says."""
+    from llm_ide.coop.evaluate import evaluate_pair
+    from llm_ide.coop.task import checkout_base, load_task
+
+    root = shared_dir / "data" / "cooperbench"
+    folder, bundle = (
+        root / "dataset" / "samuelcolvin_dirty_equals_task" / "task43",
+        root / "repos" / "dirty-equals.bundle",
+    )
+    task = load_task(folder)
+    repo = checkout_base(task, bundle, tmp_path / "scratch-repo")
+    model = scripts(
+        tmp_path / "scripts",
+        plan_1=[act("Split the work.", "communicate_with_agent", message="I add IsIP to _other.py and __init__",
+                    message_type="proposal"), act("Done.", "agreement_reached", plan="IsIP in dirty_equals/_other.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="IsMac in dirty_equals/_other.py")],
+        run_1=reference_edits(repo, task.feature(1).patch),
+        run_2=reference_edits(repo, task.feature(2).patch),
+    )  # fmt: skip
+    process = coop_run(folder, bundle, model, tmp_path / "out")
+    stdout, stderr = process.communicate(timeout=1800)
+    assert process.returncode == 0, stderr
+    result = json.loads((tmp_path / "out" / "samuelcolvin_dirty_equals_task43_f1_f2_coop_k0" / "eval.json").read_text())
+    patches = (task.feature(1).patch.read_text(), task.feature(2).patch.read_text())
+    gold = evaluate_pair(task, (1, 2), patches, bundle, tmp_path / "gold")
+    assert (result["merge"]["status"], result["merge"]["strategy"]) == (gold.merge.status, gold.merge.strategy)
+    assert result["merge"]["conflict_sections"] == gold.merge.conflict_sections
+    assert (result["feature1"]["passed"], result["feature2"]["passed"]) == (gold.feature1.passed, gold.feature2.passed)
+    assert (result["both_passed"], gold.both_passed) == (True, True)
+    assert result["feature1"]["tests_passed"] == gold.feature1.tests_passed > 0

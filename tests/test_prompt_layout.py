@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect, write_script
+from conftest import make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
+
+ARGPARSE = Path(sysconfig.get_paths()["stdlib"]) / "argparse.py"
+TASK = "`ArgumentParser.parse_known_args` applies a default twice when the option is given; find where and fix it."
+SCRIPT = [
+    act("Start at the parser class[1](argparse.py:1).", "view", path="argparse.py", start_line=1, end_line=110),
+    reflect(False, "The module header and imports; the parser classes come later."),
+    act("Defaults are set in parse_known_args[1](argparse.py:100).", "search", pattern=r"def parse_known_args"),
+    reflect(True, "The search found nothing useful.", "Search with the method's full signature."),
+    act("Read the definition instead.", "view_symbol", path="argparse.py", symbol="ArgumentParser.parse_known_args"),
+    reflect(False, "parse_known_args fills defaults before parsing."),
+    act("Check it compiles[1](argparse.py:1).", "bash", command="python3 -m py_compile argparse.py && echo ok"),
+    reflect(False, "It compiles."),
+    act("Done.", "submit"),
+]
+
+
+def run_session(tmp_path: Path, **memory: object) -> dict:
+    settings = load_config("default", environment={"tools": []}, memory=memory)
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    result = run_task(
+        TASK,
+        model=write_script(tmp_path / "script.yaml", SCRIPT),
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo,
+    )
+    assert result.exit_status == "submitted"
+    return load_trajectory(result.trajectory_path)
+
+
+def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
+    calls = run_session(tmp_path)["model_calls"]
+    pairs = [(calls[i]["prompt"], calls[i + 1]["prompt"]) for i, c in enumerate(calls) if c["kind"] == "reflect"]
+    assert len(pairs) == 4
+    for reflect_prompt, act_prompt in pairs:
+        shared = len(os.path.commonprefix([reflect_prompt, act_prompt]))
+        assert shared == len(reflect_prompt)
+        assert shared >= 0.95 * len(act_prompt)
+    good, bad = pairs[0][1][len(pairs[0][0]) :], pairs[1][1][len(pairs[1][0]) :]
+    assert "## Next step" in good and "## Alternative action" not in good
+    assert "## Alternative action" in bad and "bad: The search found nothing useful." in bad
+    system = calls[0]["prompt"].split("\n\n[user]\n", 1)[0]
+    assert all(c["prompt"].startswith(system) for c in calls)
+    actions_line = '<view_symbol>{"path": "<file>"'
+    assert all(c["prompt"].count(actions_line) == 1 for c in calls)  # the actions text only in the system part
+
+
+def test_within_an_epoch_every_prompt_extends_the_previous_one(tmp_path: Path) -> None:
+    calls = run_session(tmp_path, snapshot_every=3)["model_calls"]
+    prompts = [c["prompt"] for c in calls]
+    renewed = [i for i in range(1, len(prompts)) if not prompts[i].startswith(prompts[i - 1])]
+    # calls: act 0 | reflect 0, act 1 | reflect 1, act 2 | reflect 2, act 3 (new snapshot after 3 operations) | ...
+    assert renewed == [5]
+    assert "## Code Context (as of operation 3)" in prompts[5] and "(as of operation 0)" in prompts[4]
+    history = prompts[5][prompts[5].index("## Operation History") : prompts[5].index("## Lessons Learned")]
+    assert "### Operation 0" in history and "### Operation 1" not in history  # the bad one left the chain
+    assert "- Search with the method's full signature." in prompts[5]
+
+
+def long_session(steps: int) -> list[str]:
+    """Views of a big file, outputs past the observation cap, searches; every seventh action bad, with a lesson."""
+    script: list[str] = []
+    for step in range(steps - 1):
+        start = 1 + (step * 37) % 2400
+        thought = f"Step {step}[1](argparse.py:{start})."
+        if step % 3 == 0:
+            script.append(act(thought, "view", path="argparse.py", start_line=start, end_line=start + 150))
+        elif step % 3 == 1:
+            script.append(act(thought, "bash", command="seq 1 4000"))
+        else:
+            script.append(act(thought, "search", pattern=r"def _get_\w+", path="argparse.py"))
+        bad = step % 7 == 6
+        script.append(reflect(bad, f"Step {step} looked at line {start}.", f"Lesson {step % 40}." if bad else ""))
+    script.append(act("Done.", "submit"))
+    return script
+
+
+@pytest.mark.slow
+def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> None:
+    settings = load_config("default", environment={"tools": []}, agent={"step_limit": 400})
+    budget = settings.memory.prompt_budget_chars
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    result = run_task(
+        TASK,
+        model=write_script(tmp_path / "script.yaml", long_session(300)),
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo,
+    )
+    traj = load_trajectory(result.trajectory_path)
+    assert result.exit_status == "submitted" and len(traj["operations"]) == 300
+    sizes = [c["prompt_chars"] for c in traj["model_calls"]]
+    assert len(sizes) == 599
+    assert max(sizes) <= budget
+    assert "- Lesson 5." in traj["model_calls"][-1]["prompt"]  # an early lesson is still shown
+    marker = "## Code Context (as of operation "
+    starts = sorted({int(c["prompt"].split(marker, 1)[1].split(")", 1)[0]) for c in traj["model_calls"]})
+    gaps = {b - a for a, b in zip(starts, starts[1:], strict=False)}
+    assert min(gaps) < settings.memory.snapshot_every == max(gaps)  # renewed early when near the budget

@@ -1,0 +1,109 @@
+"""What a run writes: each prompt once (the gzip calls log), a trajectory that references it, bytes linear in steps."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect, write_script
+from conftest import make_git_repo
+
+from llm_ide.run.calls_log import CallLog, read_log
+from llm_ide.run.trajectory import load_trajectory
+
+SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(150))
+IO = Path("/proc/self/io")
+
+
+MEASURED_RUN = """
+import sys
+from pathlib import Path
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+
+model, repo, output = sys.argv[1:4]
+settings = load_config("default", environment={"tools": []})
+result = run_task("Read mod.py.", model=model, settings=settings, output_dir=Path(output), run_id="d",
+                  repo=Path(repo), checkpoint="memory")
+fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+print(result.exit_status, fields["wchar"])
+"""
+
+
+def views(steps: int) -> list[str]:
+    """`steps` operations: views of the module, the last one a submit."""
+    responses = []
+    for step in range(steps - 1):
+        start = 1 + (step * 37) % 560
+        responses += [act(f"Read part {step}.", "view", path="mod.py", start_line=start, end_line=start + 30)]
+        responses += [reflect(False, f"part {step} defines simple adders")]
+    return [*responses, act("Done.", "submit")]
+
+
+def run(tmp_path: Path, steps: int) -> tuple[int, Path]:
+    """A run of `steps` views with in-memory checkpoints, in a process of its own: the bytes it passes to write
+    calls (/proc/self/io `wchar`) are the trajectory's, the run log's and a few git commands'."""
+    repo = make_git_repo(tmp_path / f"repo{steps}", {"mod.py": SOURCE})
+    model = write_script(tmp_path / f"script{steps}.yaml", views(steps))
+    output = tmp_path / f"out{steps}"
+    done = subprocess.run([sys.executable, "-c", MEASURED_RUN, model, str(repo), str(output)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    status, written = done.stdout.split()[-2:]
+    assert status == "submitted", done.stdout + done.stderr
+    return int(written), output
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.iterdir())
+
+
+@pytest.mark.skipif(not IO.exists(), reason="needs /proc/self/io (Linux)")
+def test_bytes_written_grow_linearly_with_the_steps(tmp_path: Path) -> None:
+    """What a run leaves grows linearly with its steps, and what it writes beyond a one-step run's (the environment's
+    own files) stays within a constant multiple of that: the trajectory is rewritten after a fifth more steps, each
+    call appended once. Rewriting a trajectory that held every prompt after every step wrote twenty times what was
+    left after 40 steps, and ever more with more steps."""
+    runs = {steps: run(tmp_path, steps) for steps in (1, 20, 40)}
+    left = {steps: folder_bytes(output) for steps, (_, output) in runs.items()}
+    beyond = {steps: runs[steps][0] - runs[1][0] for steps in (20, 40)}
+    assert left[40] < 2.3 * left[20], left
+    assert all(beyond[steps] < 8 * left[steps] for steps in (20, 40)), (beyond, left)
+
+
+def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_path: Path) -> None:
+    _, output = run(tmp_path, 12)
+    raw = json.loads((output / "d.traj.json").read_text())
+    assert raw["info"]["calls_log"] == "d.calls.jsonl.gz"
+    assert all("prompt" not in call for call in raw["model_calls"])
+    records, finished = read_log(output / "d.calls.jsonl.gz")
+    assert finished and [r["index"] for r in records] == list(range(23))
+    traj = load_trajectory(output / "d.traj.json")
+    assert [call["prompt"] for call in traj["model_calls"]] == [r["prompt"] for r in records]
+    assert all(call["prompt"].startswith("[system]\n") for call in traj["model_calls"])
+    assert all(len(call["prompt"]) > call["prompt_chars"] > 0 for call in traj["model_calls"])
+    assert gzip.decompress((output / "d.calls.jsonl.gz").read_bytes()).count(b"\n") == 23
+
+
+def test_a_killed_writer_leaves_every_flushed_call_and_reopening_completes_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "r.calls.jsonl.gz"
+    log = CallLog(path)
+    for index in range(3):
+        log.append({"index": index, "prompt": f"{index}: " + "p" * 5000, "response": "r"})
+    intact = path.stat().st_size
+    log.append({"index": 9, "prompt": "x" * 5000, "response": "torn"})
+    with path.open("r+b") as handle:  # the last record's write cut short by the kill
+        handle.truncate(intact + (path.stat().st_size - intact) // 2)
+    assert [r["index"] for r in read_log(path)[0]] == [0, 1, 2]
+    with pytest.raises(EOFError):
+        gzip.decompress(path.read_bytes())  # no member is complete
+    reopened = CallLog(path)
+    assert [r["prompt"][:2] for r in reopened.existing] == ["0:", "1:", "2:"]
+    reopened.append({"index": 3, "prompt": "again", "response": "r"})
+    reopened.close()
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    assert [json.loads(line)["index"] for line in lines] == [0, 1, 2, 3]

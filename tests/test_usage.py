@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agent_script import BUGGY_FILES, FIX_SCRIPT
+from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+
+
+def test_cached_tokens_and_cost_reach_model_stats_and_every_recorded_call(tmp_path: Path) -> None:
+    """The endpoint reports cached prompt tokens; the run prices them at gpt-5-mini's cache-read price."""
+    tokens = [(4000 + 500 * i, 3000 + 450 * i if i else 0, 40 + i) for i in range(len(FIX_SCRIPT))]
+    replies = [
+        Reply(text, input_tokens=i, cached_tokens=c, output_tokens=o)
+        for text, (i, c, o) in zip(FIX_SCRIPT, tokens, strict=True)
+    ]
+    costs = [((i - c) * 0.25 + c * 0.025 + o * 2.0) / 1e6 for i, c, o in tokens]
+    settings = load_config("default", environment={"tools": []})
+    with OpenAIServer(replies=replies) as server:
+        result = run_task(
+            "Cart.total ignores quantities.",
+            model="gpt-5-mini",
+            base_url=server.url,
+            settings=settings,
+            output_dir=tmp_path / "out",
+            run_id="t1",
+            repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        )
+    assert result.exit_status == "submitted"
+    traj = json.loads(result.trajectory_path.read_text())
+    stats = traj["info"]["model_stats"]
+    assert stats == result.model_stats
+    assert (stats["api_calls"], stats["input_tokens"], stats["output_tokens"]) == (
+        len(FIX_SCRIPT),
+        sum(i for i, _, _ in tokens),
+        sum(o for _, _, o in tokens),
+    )
+    assert (stats["cache_read_tokens"], stats["cache_write_tokens"]) == (sum(c for _, c, _ in tokens), 0)
+    assert stats["cost"] == pytest.approx(sum(costs))
+    calls = traj["model_calls"]
+    assert [(c["prompt_tokens"], c["cache_read_tokens"], c["response_tokens"]) for c in calls] == tokens
+    assert [c["cost"] for c in calls] == pytest.approx(costs)
