@@ -198,7 +198,10 @@ def test_runs_sharing_the_cached_debugger_keep_their_own_sessions(tmp_path: Path
     environments = []
     for name in ("one", "two"):
         repo = make_git_repo(tmp_path / f"repo-{name}", {"app.py": program})
-        environments.append(LocalEnvironment(repo, tools_dir=tmp_path / f"tools-{name}", command_timeout=600))
+        # without the sandbox: under bwrap each command has its own PID namespace and no session outlives it
+        environments.append(
+            LocalEnvironment(repo, tools_dir=tmp_path / f"tools-{name}", command_timeout=600, sandbox="none")
+        )
     one, two = environments
     try:
         [first] = install_tools(one, ["debugger"], {"workdir": one.workdir}, cache=cache).installed
