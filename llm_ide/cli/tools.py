@@ -102,7 +102,10 @@ def plan_command(
 @tools_app.command("cache")
 def cache_command(
     clear: Annotated[
-        bool, typer.Option("--clear", help="Remove every cached tool environment (not while runs are going).")
+        bool,
+        typer.Option(
+            "--clear", help="Remove every cached tool environment (not while runs are going).", show_default="off"
+        ),
     ] = False,
 ) -> None:
     """The per-user cache of built tool environments: its folder, then each entry (where it is used, tool and key,
