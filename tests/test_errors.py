@@ -60,7 +60,9 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     spec, expected = (text.format(port=port, tmp=tmp_path) for text in (checkpoint, expected))
-    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x", "--checkpoint", spec)
+    (script := tmp_path / "script.yaml").write_text("responses: []\n")  # a valid model: the checkpoint is the error
+    model = f"scripted:{script}"
+    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", model, "--checkpoint", spec)
     assert_one_line(result, expected)
     assert "hunter22" not in result.stderr
 
@@ -77,7 +79,8 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
 def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     (tmp_path / "a-file").write_text("not a folder")
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x", *args)
+    (script := tmp_path / "script.yaml").write_text("responses: []\n")  # a valid model: the output is the error
+    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", f"scripted:{script}", *args)
     assert_one_line(result, expected)
 
 

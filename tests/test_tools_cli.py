@@ -50,14 +50,20 @@ def test_tools_plan_docker_and_local() -> None:
     pip_env = "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
     out, _, status = llm_ide("plan", "debugger")
     assert status == 0
+    venv = "/tools/envs/debugger"
     assert out.splitlines() == [
         "rm -rf /tools/debugger && mkdir -p /tools",
         f"copy {source}/debugger -> /tools/debugger",
-        f"cd /tools/debugger && {pip_env} PIP_BREAK_SYSTEM_PACKAGES=1 && if python3 -c 'import setuptools' >/dev/null"
-        " 2>&1; then python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .;"
-        " else python3 -m pip install -e .; fi",
+        f"python3 -m venv --clear --without-pip --system-site-packages {venv} && {{ {venv}/bin/python -m pip --version"
+        f" >/dev/null 2>&1 || {venv}/bin/python -m ensurepip --default-pip; }}",
+        f"{venv}/bin/python -m pip --version",
+        f"cd /tools/debugger && {pip_env} && if {venv}/bin/python -c 'import setuptools' >/dev/null 2>&1;"
+        f" then {venv}/bin/python -m pip install --no-build-isolation -e . || {venv}/bin/python -m pip install -e .;"
+        f" else {venv}/bin/python -m pip install -e .; fi",
+        f"mkdir -p /usr/local/bin && for f in {venv}/bin/*; do case ${{f##*/}} in"
+        ' python*|pip*|activate*|Activate*|easy_install*) ;; *) ln -sf "$f" /usr/local/bin/ ;; esac; done',
         "command -v debugger || { echo 'debugger: not found after installation'; false; }",
-        "debugger --help > /dev/null && debugger-commands --help > /dev/null",
+        "debugger --help > /dev/null && command -v debugger-commands > /dev/null",
     ]
     out, _, status = llm_ide("plan", "navigator", "--environment", "local", "--tools-root", "/run/tools")
     python = "/run/tools/envs/navigator/bin/python"
@@ -90,7 +96,7 @@ def test_tools_plan_local_keeps_plain_tools_out_of_the_users_python() -> None:
     ]
     assert out.splitlines()[-1] == (
         "$TOOLS_ROOT/envs/debugger/bin/debugger --help > /dev/null"
-        " && $TOOLS_ROOT/envs/debugger/bin/debugger-commands --help > /dev/null"
+        " && command -v $TOOLS_ROOT/envs/debugger/bin/debugger-commands > /dev/null"
     )
     assert "PIP_BREAK_SYSTEM_PACKAGES" not in out
 

@@ -13,8 +13,10 @@ from conftest import BASE_IMAGE, base_image_client, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.environments import Environment, make_environment
+from llm_ide.environments.docker import DockerEnvironment
+from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import load_tools
-from llm_ide.tools.installer import install_tools, plan
+from llm_ide.tools.installer import InstalledTool, ToolEvent, install_tools, plan
 
 pytestmark = pytest.mark.docker
 
@@ -60,10 +62,14 @@ def test_debugger_is_installed_into_the_container_and_drives_a_session(
     assert report.failed == []
     [debugger] = report.installed
     assert (debugger.invocation, debugger.commands) == ("debugger", ("debugger", "debugger-commands"))
-    ran = [record.getMessage().split(": ", 2)[2] for record in caplog.records if record.name == "llm_ide.tools"]
+    ran = [record.args[2] for record in caplog.records if record.msg == "tool %s: %s: %s"]
     assert ran == plan(load_tools(["debugger"])[0], "docker"), "`llm-ide tools plan` must show what really runs"
-    located = env.execute("command -v debugger-commands; python3 -c 'import llm_ide_debugger as d; print(d.__file__)'")
+    located = env.execute(
+        "command -v debugger-commands;"
+        " /tools/envs/debugger/bin/python -c 'import llm_ide_debugger as d; print(d.__file__)'"
+    )
     assert located.output == "/usr/local/bin/debugger-commands\n/tools/debugger/src/llm_ide_debugger/__init__.py\n"
+    assert env.execute("python3 -c 'import llm_ide_debugger'").returncode == 1, "the project's Python stays clean"
 
     start = env.execute("debugger start app.py")
     assert start.output.split("\n", 1)[1] == "> app.py:1 in <module>()\n-> def scale(values, factor):\n"
@@ -114,3 +120,41 @@ def test_navigator_gets_its_own_python_in_the_container(container_env: Environme
         "use.py:1: from shapes.lib import area\n"
         "use.py:3: print(area(2, 3))\n"
     )
+
+
+@pytest.mark.parametrize("mounted", [True, False])
+def test_next_container_takes_the_tool_from_the_cache_without_network(tmp_path: Path, mounted: bool) -> None:
+    """The first container builds the debugger and the host keeps it; the next one, with no network at all, gets it
+    linked from the read-only mount of the cache (or, when the engine cannot see that folder, copied in)."""
+    client = base_image_client()
+    run_id = f"test-tools-cache-{uuid.uuid4().hex[:10]}"
+    repo = make_git_repo(tmp_path / "repo", {"app.py": APP})
+    cache = ToolCache(tmp_path / "cache")
+    mount = cache.root / "docker" if mounted else None
+    reports: list[tuple[InstalledTool, list[ToolEvent]]] = []
+    try:
+        for network in ("host", "none"):
+            with DockerEnvironment(
+                BASE_IMAGE, run_id=run_id, repo=repo, network=network, tools_cache=mount, workdir="/work/repo"
+            ) as env:
+                events: list[ToolEvent] = []
+                report = install_tools(env, ["debugger"], {"workdir": env.workdir}, on_event=events.append, cache=cache)
+                assert report.failed == [], report.failed[0].reason if report.failed else ""
+                reports.append((report.installed[0], events))
+                session = env.execute("debugger start app.py && debugger-commands 'b app.py:4' c 'p value'")
+                assert session.output.endswith("(Pdb) p value\n1\n"), session.output
+                placed = env.execute("readlink /tools/envs/debugger /tools/debugger")
+                assert env.execute("python3 -c 'import llm_ide_debugger'").returncode == 1
+        (first, first_events), (second, second_events) = reports
+        assert (first.how, second.how) == ("built and cached", "from cache")
+        assert "step" in {event.kind for event in first_events}
+        assert [event.kind for event in second_events] == ["installing", "installed"], "nothing was built"
+        [entry] = (cache.root / "docker").iterdir()
+        expected = (
+            f"/opt/llm-ide-tools/{entry.name}/tools/envs/debugger\n/opt/llm-ide-tools/{entry.name}/tools/debugger\n"
+        )
+        assert placed.output == (expected if mounted else ""), "linked to the mount, else copied in"
+    finally:
+        for container in client.containers.list(all=True, filters={"label": f"llm-ide.run-id={run_id}"}):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)

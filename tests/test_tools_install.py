@@ -15,7 +15,7 @@ from conftest import make_git_repo
 
 from llm_ide.environments.local import LocalEnvironment
 from llm_ide.tools.config import TOOLS_DIR, load_tool_config
-from llm_ide.tools.installer import FailedTool, InstalledTool, install_tools, tool_usage_text
+from llm_ide.tools.installer import FailedTool, InstalledTool, ToolEvent, install_tools, tool_usage_text
 
 HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -156,12 +156,12 @@ def test_failing_steps_are_reported_and_the_other_tools_install(
     missing_python = write_tool(tools, "ancient", py_standalone="3.99")
     broken_setup = write_tool(tools, "broken", setup_script="echo preparing {{ tool_dir }}; ls /no/such/dir")
     undefined = write_tool(tools, "strict", setup_script="echo {{ instance_id }}")
-    events: list[tuple[str, str]] = []
+    events: list[ToolEvent] = []
     report = install_tools(
         env,
         [str(missing_python), str(broken_setup), "debugger", str(undefined), "no-such-tool"],
         {"workdir": env.workdir},
-        on_event=lambda name, what: events.append((name, what)),
+        on_event=events.append,
     )
     assert [tool.name for tool in report.installed] == ["debugger"]
     failed = {failure.name: failure for failure in report.failed}
@@ -182,16 +182,30 @@ def test_failing_steps_are_reported_and_the_other_tools_install(
     )
     assert (failed["strict"].step, failed["strict"].output) == ("setup", "'instance_id' is undefined")
     assert failed["no-such-tool"].step == "config" and "unknown tool 'no-such-tool'" in failed["no-such-tool"].output
-    assert events == [
-        ("ancient", "installing"),
-        ("broken", "installing"),
-        ("debugger", "installing"),
-        ("strict", "installing"),
-        ("no-such-tool", "failed"),
-        ("ancient", "failed"),
-        ("broken", "failed"),
-        ("strict", "failed"),
+    outcomes = [(event.tool, event.kind, event.detail) for event in events if event.kind != "step"]
+    assert outcomes[0][:2] == ("no-such-tool", "failed")
+    assert outcomes[0][2].startswith("step `config` failed: unknown tool 'no-such-tool'")
+    assert outcomes[1:] == [
+        ("ancient", "installing", ""),
+        (
+            "ancient",
+            "failed",
+            "step `environment` failed, exit status 1: no working Python 3.99 interpreter found (tried python3.99,"
+            " python3)",
+        ),
+        ("broken", "installing", ""),
+        (
+            "broken",
+            "failed",
+            "step `setup` failed, exit status 2: ls: cannot access '/no/such/dir': No such file or directory",
+        ),
+        ("debugger", "installing", ""),
+        ("debugger", "installed", "built"),
+        ("strict", "installing", ""),
+        ("strict", "failed", "step `setup` failed: 'instance_id' is undefined"),
     ]
+    built = [event.detail for event in events if event.tool == "debugger" and event.kind == "step"]
+    assert built == ["prepare", "copy", "environment", "verify", "pip"], "build steps are told as they start"
     assert tool_usage_text(report.installed).startswith("### `debugger`\nA live pdb session you drive command by")
     debugger = report.installed[0].invocation
     assert env.execute(f"{debugger} start app.py && {debugger}-commands c").output.endswith(

@@ -7,6 +7,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from llm_ide.secrets import redact
 from llm_ide.terminal import terminal_safe
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `openai:x:` is no emoji
 
 
 def fail(message: str) -> typer.Exit:
@@ -28,7 +29,9 @@ def fail(message: str) -> typer.Exit:
 
 
 def print_event(event: Any) -> None:
-    if event.kind == "phase":
+    if event.kind == "tool":
+        tool_progress()(event.tool)
+    elif event.kind == "phase":
         console.print(f"[dim]… {escape(terminal_safe(event.phase))}[/]")
     elif event.kind == "step":
         observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
@@ -36,6 +39,13 @@ def print_event(event: Any) -> None:
         console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
         if first:
             console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
+
+
+@cache
+def tool_progress() -> Any:
+    from llm_ide.tools.progress import ToolProgress
+
+    return ToolProgress(console)
 
 
 def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:

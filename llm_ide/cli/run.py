@@ -28,6 +28,7 @@ from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 
 
 class EnvironmentType(StrEnum):
@@ -102,7 +103,6 @@ def run(
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
     from llm_ide.config import ConfigError, load_config
     from llm_ide.fileio import atomic_write
-    from llm_ide.run.single import ThreadMismatchError, run_task
 
     if (task is None) == (task_file is None):
         raise fail("give exactly one of --task TEXT or --task-file FILE")
@@ -123,6 +123,9 @@ def run(
         settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
     except ConfigError as error:
         raise fail(str(error)) from None
+    check_model_before_start(model, settings, base_url)
+    from llm_ide.run.single import ThreadMismatchError, run_task
+
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
@@ -157,6 +160,16 @@ def run(
     console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
+
+
+def check_model_before_start(model: str, settings, base_url: str | None) -> None:
+    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
+    from llm_ide.swebench.preflight import SWEbenchError, check_model
+
+    try:
+        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
+    except SWEbenchError as error:
+        raise fail(str(error)) from None
 
 
 def report(result) -> None:

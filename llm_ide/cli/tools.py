@@ -1,4 +1,4 @@
-"""`llm-ide tools list` and `llm-ide tools plan NAME`."""
+"""`llm-ide tools list`, `llm-ide tools plan NAME` and `llm-ide tools cache`."""
 
 from __future__ import annotations
 
@@ -73,14 +73,14 @@ def plan_command(
         typer.Option(
             "--tools-root",
             help="Where tools are installed.",
-            show_default="/tools (docker), $TOOLS_ROOT (local: one per run)",
+            show_default="/tools (docker), $TOOLS_ROOT (local: the tool's cache entry)",
         ),
     ] = None,
     tools_dir: ToolsDir = None,
 ) -> None:
     """Print the exact commands that install the tool, one per line, in order."""
     from llm_ide.tools.config import TOOLS_DIR, ToolConfigError, load_tool_config, tool_config_path
-    from llm_ide.tools.installer import plan
+    from llm_ide.tools.plan import plan
 
     if environment not in ("docker", "local"):
         raise fail(f"--environment must be docker or local, not {environment!r}")
@@ -97,3 +97,32 @@ def plan_command(
         raise fail(f"{tool_config_path(name, tools_dir or TOOLS_DIR)}: key `setup_script`: {error}") from None
     for command in commands:
         typer.echo(command)
+
+
+@tools_app.command("cache")
+def cache_command(
+    clear: Annotated[
+        bool,
+        typer.Option(
+            "--clear", help="Remove every cached tool environment (not while runs are going).", show_default="off"
+        ),
+    ] = False,
+) -> None:
+    """The per-user cache of built tool environments: its folder, then each entry (where it is used, tool and key,
+    size). Runs fill it; a changed tool source or another interpreter gets a new entry."""
+    from llm_ide.tools.cache import CACHE_VARIABLE, cache_entries, clear_cache, default_root
+
+    root = default_root()
+    if root is None:
+        typer.echo(f"the tool cache is off ({CACHE_VARIABLE})")
+        return
+    entries = cache_entries(root)
+    if clear:
+        clear_cache(root)
+        typer.echo(f"removed {len(entries)} entries from {root}")
+        return
+    typer.echo(f"{root} ({CACHE_VARIABLE}=DIR or =off to change)")
+    for kind, name, size in entries:
+        typer.echo(f"{kind:<7} {name:<40} {size / 1e6:8.1f} MB")
+    if not entries:
+        typer.echo("(empty)")

@@ -18,16 +18,21 @@ from llm_ide.settings import Settings
 log = logging.getLogger("llm_ide.run")
 
 
-def install_tools(env: Environment, names: list[str], task_vars: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """Install the configured tools into the environment: the Tool Usage text and the tools' command names."""
+def install_tools(
+    env: Environment,
+    names: list[str],
+    task_vars: dict[str, Any],
+    on_event: Callable[[Any], None] | None = None,
+) -> tuple[str, tuple[str, ...]]:
+    """Install the configured tools into the environment (from the per-user tool cache when it has them): the Tool
+    Usage text and the tools' command names. `on_event` gets each ToolEvent (progress, failures)."""
     if not names:
         return "", ()
+    from llm_ide.tools.cache import ToolCache
     from llm_ide.tools.installer import install_tools as install
     from llm_ide.tools.installer import tool_usage_text
 
-    report = install(env, names, task_vars)
-    for failure in report.failed:
-        log.warning("tool %s was not installed and is left out: %s", failure.name, failure.reason)
+    report = install(env, names, task_vars, on_event=on_event, cache=ToolCache.default())
     return tool_usage_text(report.installed), tuple(cmd for tool in report.installed for cmd in tool.commands)
 
 
@@ -45,10 +50,12 @@ def build_context(
     cost_budget: CostBudget | None = None,
     task_vars: dict[str, Any] | None = None,
     intents: IntentLog | None = None,
+    on_tool_event: Callable[[Any], None] | None = None,
 ) -> AgentContext:
+    model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
-    usage, commands = install_tools(env, settings.environment.tools, task_vars)
+    usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
     codebase = Codebase(
         env=env,
         view=CodeView(env),
@@ -61,7 +68,7 @@ def build_context(
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
     return AgentContext(
         settings=settings,
-        model=get_model(model_spec, settings.model, base_url),
+        model=model,
         codebase=codebase,
         tool_usage=usage,
         record_call=record_call,

@@ -44,6 +44,7 @@ class RunEvent:
     observation: str = ""
     cost: float = 0.0
     exit_status: ExitStatus | None = None
+    tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
 
 
 @dataclass
@@ -208,6 +209,7 @@ def run_task(
                 cost_budget=cost_budget,
                 task_vars=task_vars,
                 intents=IntentLog(output_dir / f"{run_id}.intents.jsonl"),
+                on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
             )
             if getattr(ctx.model, "price", True) is None and settings.agent.cost_limit:
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))

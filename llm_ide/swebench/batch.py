@@ -210,6 +210,9 @@ def run_batch(
     progress = progress or BatchProgress(total=len(instances), live=False)
 
     def on_event(instance_id: str, event: Any) -> None:
+        if event.kind == "tool":
+            progress.tool(instance_id, event.tool)
+            return
         progress.event(
             instance_id,
             event.kind,

@@ -32,8 +32,23 @@ def model_endpoint(model: str, base_url: str | None) -> str | None:
     return default
 
 
+def missing_openai_key(model: str, settings: Settings, base_url: str | None) -> str | None:
+    """Checked before anything heavy is imported: an OpenAI model (`openai:NAME`, or a bare name without a URL of a
+    keyless local server) needs OPENAI_API_KEY unless the settings' model kwargs carry a key."""
+    if os.environ.get("OPENAI_API_KEY") or {"api_key", "openai_api_key"} & set(settings.model.kwargs):
+        return None
+    if model.startswith("openai:"):
+        return f"model {model}: OPENAI_API_KEY is not set"
+    if ":" not in model and not (base_url or os.environ.get("OPENAI_BASE_URL")):
+        hint = "for a keyless local server give --base-url or OPENAI_BASE_URL"
+        return f"model {model}: OPENAI_API_KEY is not set ({hint})"
+    return None
+
+
 def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
     """Fail before the batch when the model cannot be built or its endpoint does not accept connections."""
+    if problem := missing_openai_key(model, settings, base_url):
+        raise SWEbenchError(problem)
     from llm_ide.models import ModelError, get_model
 
     try:

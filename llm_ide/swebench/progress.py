@@ -87,6 +87,15 @@ class BatchProgress:
             self._add_cost(instance_id, cost)
             run.cost = cost
 
+    def tool(self, instance_id: str, event: Any) -> None:
+        """A ToolEvent: installing shows as the instance's phase; a tool that failed to install gets its own line."""
+        from llm_ide.tools.progress import activity, outcome_line
+
+        if event.kind in ("installing", "step"):
+            self.event(instance_id, "phase", phase=activity(event))
+        elif event.kind == "failed":
+            self.console.print(f"{instance_id}: {outcome_line(event)}", highlight=False, soft_wrap=True)
+
     def finish(self, instance_id: str, exit_status: str, cost: float = 0.0, steps: int = 0) -> None:
         with self._lock:
             self.running.pop(instance_id, None)

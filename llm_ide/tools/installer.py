@@ -1,10 +1,11 @@
-"""Installs tools into an environment, following SPEC §9 step by step, and renders their Tool Usage text."""
+"""Installs tools into an environment (SPEC §9), from the per-user cache when it has them, and renders their Tool
+Usage text. Each tool's progress and outcome is told through `on_event`."""
 
 from __future__ import annotations
 
 import logging
 import re
-import shlex
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,24 +15,24 @@ import jinja2
 
 from llm_ide.config import PROMPTS_DIR, read_yaml
 from llm_ide.environments.base import Environment, EnvironmentFailure
-from llm_ide.prompting import render_string
+from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import TOOLS_DIR, ToolConfig, ToolConfigError, load_tool_config, tool_config_path
+from llm_ide.tools.plan import (
+    EnvKind,
+    Step,
+    Target,
+    build_steps,
+    plan,
+    render_template,
+    run_steps,
+    tool_variables,
+)
 
 log = logging.getLogger("llm_ide.tools")
 
-EnvKind = Literal["docker", "local"]
-DOCKER_TOOLS_ROOT = "/tools"
-LOCAL_TOOLS_ROOT = "$TOOLS_ROOT"  # shown by `plan` for the local environment: a new directory per run
 STEP_TIMEOUT = 900.0
-PIP_ENV = "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
 OUTPUT_TAIL = 6000
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str  # prepare | copy | environment | verify | pip | executable | setup
-    command: str  # the shell command (for `copy`: what is copied where)
-    copy: tuple[Path, str] | None = None
+__all__ = ["FailedTool", "InstallReport", "InstalledTool", "ToolEvent", "install_tools", "plan", "tool_usage_text"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class InstalledTool:
     usage: str  # the rendered `usage`
     commands: tuple[str, ...]  # the command words the agent types to call it (to spot its output in observations)
     config: ToolConfig = field(repr=False)
+    how: str = "built"  # "from cache" (nothing was built) | "built and cached" | "built"
+
+    @property
+    def cached(self) -> bool:
+        return self.how == "from cache"
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,23 @@ class FailedTool:
         status = f" (exit status {self.returncode})" if self.returncode is not None else ""
         return f"step `{self.step}` failed{status}: {self.command}\n{self.output.strip()}".strip()
 
+    @property
+    def summary(self) -> str:
+        """One line: the failing step and the last line of its output."""
+        status = f", exit status {self.returncode}" if self.returncode is not None else ""
+        last = next((line.strip() for line in reversed(self.output.splitlines()) if line.strip()), "")
+        return f"step `{self.step}` failed{status}" + (f": {last}" if last else "")
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """installing → step* → installed | failed. `step` events come only while a tool is built (not from cache)."""
+
+    tool: str
+    kind: Literal["installing", "step", "installed", "failed"]
+    detail: str = ""  # step: its name; installed: "from cache" | "built and cached" | "built"; failed: the summary
+    seconds: float = 0.0  # installed, failed: since `installing`
+
 
 @dataclass
 class InstallReport:
@@ -68,187 +91,6 @@ class StepFailed(Exception):
     def __init__(self, failure: FailedTool) -> None:
         super().__init__(failure.reason)
         self.failure = failure
-
-
-def quote(value: str) -> str:
-    """shlex.quote, except that the `$TOOLS_ROOT` placeholder of a local plan stays readable."""
-    return value if re.fullmatch(r"[\w@%+=:,./$-]+", value) else shlex.quote(value)
-
-
-def render_template(source: str, variables: dict[str, Any]) -> str:
-    return render_string(source, **variables)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where tools go: the environment's tools root, whether it has conda, whether it is the local host."""
-
-    tools_root: str
-    conda: bool = False
-    local: bool = False
-
-
-Isolation = Literal["conda", "venv", "overlay", "none"]
-
-
-def isolation(tool: ToolConfig, target: Target) -> Isolation:
-    """py_standalone: conda where present, else a venv with that Python. Without it: the environment's own Python
-    in a container; on the local host an overlay venv (`--system-site-packages`) of `python3`, so that a run never
-    installs into the user's interpreter."""
-    if tool.py_standalone:
-        return "conda" if target.conda else "venv"
-    return "overlay" if target.local else "none"
-
-
-def tool_dir(tool: ToolConfig, target: Target) -> str:
-    return f"{target.tools_root}/{tool.tool_name}"
-
-
-def venv_dir(tool: ToolConfig, target: Target) -> str:
-    return f"{target.tools_root}/envs/{tool.tool_name}"
-
-
-def python_command(tool: ToolConfig, target: Target) -> str:
-    """The interpreter pip runs with."""
-    match isolation(tool, target):
-        case "conda":
-            return f"conda run -n {tool.tool_name} python"
-        case "venv" | "overlay":
-            return quote(f"{venv_dir(tool, target)}/bin/python")
-        case _:
-            return "python3"
-
-
-def invocation(tool: ToolConfig, target: Target) -> str:
-    match isolation(tool, target):
-        case "conda":
-            return f"conda run -n {tool.tool_name} {tool.executable}"
-        case "venv" | "overlay":
-            program, _, arguments = tool.executable.partition(" ")
-            return " ".join(part for part in (quote(f"{venv_dir(tool, target)}/bin/{program}"), arguments) if part)
-        case _:
-            return tool.executable
-
-
-def version_check(version: str) -> str:
-    """Python code that prints the interpreter's version and fails unless it is `version` (to its precision)."""
-    parts = len(version.split("."))
-    return (
-        f'import sys; have = ".".join(map(str, sys.version_info[:{parts}])); print("Python", sys.version.split()[0]);'
-        f' sys.exit(0 if have == "{version}" else "Python " + have + " found, {version} wanted")'
-    )
-
-
-def interpreter_candidates(version: str) -> list[str]:
-    numbers = version.split(".")
-    exact = f"python{'.'.join(numbers[:2])}" if len(numbers) >= 2 else f"python{numbers[0]}"
-    return list(dict.fromkeys([exact, f"python{numbers[0]}"]))
-
-
-def venv_command(version: str, target: str) -> str:
-    """Create a venv with the first of python<X.Y>, python<X> that runs and has the requested version."""
-    candidates = interpreter_candidates(version)
-    check = quote(version_check(version))
-    tried = ", ".join(candidates)
-    return (
-        f'PY=""; for candidate in {" ".join(candidates)}; do if command -v "$candidate" >/dev/null 2>&1'
-        f' && "$candidate" -c {check} >/dev/null 2>&1; then PY="$candidate"; break; fi; done;'
-        f' [ -n "$PY" ] || {{ echo "no working Python {version} interpreter found (tried {tried})"; false; }}'
-        f' && "$PY" -m venv --clear {quote(target)}'
-    )
-
-
-def environment_steps(tool: ToolConfig, target: Target) -> list[Step]:
-    python, venv = python_command(tool, target), venv_dir(tool, target)
-    match isolation(tool, target):
-        case "conda":
-            create = f"conda create -n {tool.tool_name} python={tool.py_standalone} -y"
-        case "venv":
-            create = venv_command(str(tool.py_standalone), venv)
-        case "overlay":  # pip and setuptools from the base interpreter when it has them (fast, no index needed)
-            create = f"python3 -m venv --clear --without-pip --system-site-packages {quote(venv)}"
-            pip = f"{{ {python} -m pip --version >/dev/null 2>&1 || {python} -m ensurepip --default-pip; }}"
-            return [Step("environment", f"{create} && {pip}"), Step("verify", f"{python} -m pip --version")]
-        case _:
-            return []
-    verify = f"{python} -c {quote(version_check(str(tool.py_standalone)))} && {python} -m pip --version"
-    return [Step("environment", create), Step("verify", verify)]
-
-
-def pip_command(tool: ToolConfig, target: Target) -> str:
-    python = python_command(tool, target)
-    # The environment's own Python in a container: Debian marks it as externally managed (PEP 668).
-    unmanaged = " PIP_BREAK_SYSTEM_PACKAGES=1" if isolation(tool, target) == "none" else ""
-    environment = f"export {PIP_ENV}{unmanaged}"
-    pip = f"{python} -m pip install"
-    if tool.source is None:
-        return f"{environment} && {pip} {quote(f'{tool.tool_name}=={tool.version}')}"
-    # Without build isolation no index is needed (setuptools comes from the environment); when that fails (e.g.
-    # setuptools too old for PEP 660 and no `wheel`), pip builds in isolation with setuptools from the index.
-    return (
-        f"cd {quote(tool_dir(tool, target))} && {environment} &&"
-        f" if {python} -c 'import setuptools' >/dev/null 2>&1;"
-        f" then {pip} --no-build-isolation -e . || {pip} -e .; else {pip} -e .; fi"
-    )
-
-
-def executable_check(tool: ToolConfig, target: Target) -> str:
-    if isolation(tool, target) == "conda":
-        return f"conda run -n {tool.tool_name} sh -c {quote(f'command -v {tool.executable.split()[0]}')}"
-    resolved = invocation(tool, target).split()[0]
-    return f"command -v {resolved} || {{ echo {quote(f'{resolved}: not found after installation')}; false; }}"
-
-
-def tool_variables(tool: ToolConfig, target: Target, variables: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **variables,
-        "tools_root": target.tools_root,
-        "tool_name": tool.tool_name,
-        "tool_dir": tool_dir(tool, target),
-        "version": tool.version,
-        "executable": tool.executable,
-        "invocation": invocation(tool, target),
-        "python": python_command(tool, target),
-    }
-
-
-def steps(tool: ToolConfig, target: Target, variables: dict[str, Any]) -> list[Step]:
-    """SPEC §9's installation, in order. Raises jinja2 errors when `setup_script` needs a variable not given."""
-    planned: list[Step] = []
-    if tool.source is not None:
-        folder = tool_dir(tool, target)
-        planned.append(Step("prepare", f"rm -rf {quote(folder)} && mkdir -p {quote(target.tools_root)}"))
-        planned.append(Step("copy", f"copy {tool.source} -> {folder}", copy=(tool.source, folder)))
-    planned += environment_steps(tool, target)
-    planned.append(Step("pip", pip_command(tool, target)))
-    planned.append(Step("executable", executable_check(tool, target)))
-    if tool.setup_script and tool.setup_script.strip():
-        planned.append(Step("setup", render_template(tool.setup_script, tool_variables(tool, target, variables))))
-    return planned
-
-
-def example_variables(env_kind: EnvKind, tools_root: str) -> dict[str, Any]:
-    workdir = "/testbed" if env_kind == "docker" else "$REPO"
-    return {
-        "workdir": workdir,
-        "repo": workdir,
-        "instance_id": "$INSTANCE_ID",
-        "run_id": "$RUN_ID",
-        "tools_root": tools_root,
-    }
-
-
-def plan(
-    tool: ToolConfig,
-    env_kind: EnvKind,
-    conda: bool = False,
-    tools_root: str | None = None,
-    variables: dict[str, Any] | None = None,
-) -> list[str]:
-    """The exact commands `install_tool` would run (copies shown as `copy SRC -> DEST`)."""
-    root = tools_root or (DOCKER_TOOLS_ROOT if env_kind == "docker" else LOCAL_TOOLS_ROOT)
-    target = Target(root, conda=conda, local=env_kind == "local")
-    return [step.command for step in steps(tool, target, variables or example_variables(env_kind, root))]
 
 
 def tail(text: str) -> str:
@@ -285,16 +127,36 @@ def has_conda(env: Environment) -> bool:
 
 
 def install_tool(
-    env: Environment, tool: ToolConfig, variables: dict[str, Any], target: Target, timeout: float = STEP_TIMEOUT
+    env: Environment,
+    tool: ToolConfig,
+    variables: dict[str, Any],
+    target: Target,
+    timeout: float = STEP_TIMEOUT,
+    cache: ToolCache | None = None,
+    emit: Callable[[ToolEvent], None] = lambda event: None,
 ) -> InstalledTool:
-    """Runs the steps; raises StepFailed with the failing step's command and output."""
-    values = tool_variables(tool, target, variables)
+    """Builds the tool (or takes it from `cache`), then runs the per-run steps; raises StepFailed with the failing
+    step's command and output."""
+
+    def build(where: Target) -> None:
+        for step in build_steps(tool, where):
+            emit(ToolEvent(tool.tool_name, "step", step.name))
+            run_step(env, tool, step, timeout)
+
     try:
-        planned = steps(tool, target, variables)
+        run_steps(tool, target, variables)  # a setup_script that needs a missing variable fails before any build
     except jinja2.TemplateError as error:
         raise StepFailed(FailedTool(tool.tool_name, "setup", "(setup_script template)", str(error))) from None
-    for step in planned:
+    how = "built"
+    if cache is None:
+        build(target)
+    else:
+        lookup = cache.install(env, tool, target, build, timeout)
+        target = lookup.target
+        how = "from cache" if lookup.hit else "built and cached" if lookup.key else "built"
+    for step in run_steps(tool, target, variables):
         run_step(env, tool, step, timeout)
+    values = tool_variables(tool, target, variables)
     try:
         usage = render_template(tool.usage, values)
     except jinja2.TemplateError as error:
@@ -306,13 +168,15 @@ def install_tool(
         usage=usage,
         commands=command_words(usage, values["invocation"]),
         config=tool,
+        how=how,
     )
 
 
 def environment_kind(env: Environment) -> EnvKind:
-    from llm_ide.environments.local import LocalEnvironment
+    """docker only for a container: elsewhere nothing may be linked onto PATH (e.g. the host's /usr/local/bin)."""
+    from llm_ide.environments.docker import DockerEnvironment
 
-    return "local" if isinstance(env, LocalEnvironment) else "docker"
+    return "docker" if isinstance(env, DockerEnvironment) else "local"
 
 
 def install_tools(
@@ -321,10 +185,13 @@ def install_tools(
     variables: dict[str, Any] | None = None,
     tools_dir: Path = TOOLS_DIR,
     timeout: float = STEP_TIMEOUT,
-    on_event: Callable[[str, str], None] | None = None,
+    on_event: Callable[[ToolEvent], None] | None = None,
     env_kind: EnvKind | None = None,
+    cache: ToolCache | None = None,
 ) -> InstallReport:
-    """Installs each tool (by name, yaml path or config); a tool that fails is reported and left out."""
+    """Installs each tool (by name, yaml path or config); a tool that fails is reported and left out. With `cache`,
+    a tool built before for the same source and interpreter is put in place from there."""
+    emit = on_event or (lambda event: None)
     report = InstallReport()
     configs: list[ToolConfig] = []
     for entry in tools:
@@ -334,20 +201,25 @@ def install_tools(
         try:
             configs.append(load_tool_config(tool_config_path(entry, tools_dir)))
         except ToolConfigError as error:
-            report.failed.append(FailedTool(str(entry), "config", "(load the tool yaml)", str(error)))
+            failure = FailedTool(str(entry), "config", "(load the tool yaml)", str(error))
+            report.failed.append(failure)
+            log.warning("tool %s is left out: %s", failure.name, failure.reason)
+            emit(ToolEvent(failure.name, "failed", failure.summary))
     conda = any(tool.py_standalone for tool in configs) and has_conda(env)
     target = Target(env.tools_root, conda=conda, local=(env_kind or environment_kind(env)) == "local")
     for tool in configs:
-        if on_event:
-            on_event(tool.tool_name, "installing")
+        start = time.monotonic()
+        emit(ToolEvent(tool.tool_name, "installing"))
         try:
-            report.installed.append(install_tool(env, tool, dict(variables or {}), target, timeout))
+            installed = install_tool(env, tool, dict(variables or {}), target, timeout, cache, emit)
         except StepFailed as failed:
             report.failed.append(failed.failure)
-    for failure in report.failed:
-        log.warning("tool %s is left out: %s", failure.name, failure.reason)
-        if on_event:
-            on_event(failure.name, "failed")
+            log.warning("tool %s is left out: %s", failed.failure.name, failed.failure.reason)
+            emit(ToolEvent(tool.tool_name, "failed", failed.failure.summary, time.monotonic() - start))
+            continue
+        report.installed.append(installed)
+        log.info("tool %s installed (%s) in %.1f s", tool.tool_name, installed.how, time.monotonic() - start)
+        emit(ToolEvent(tool.tool_name, "installed", installed.how, time.monotonic() - start))
     return report
 
 

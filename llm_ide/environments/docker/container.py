@@ -42,6 +42,7 @@ OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
+TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
 # by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
@@ -100,11 +101,14 @@ class DockerEnvironment:
         pull: str = "missing",
         messages: dict[str, str] | None = None,
         repo: Path | None = None,
+        tools_cache: Path | None = None,
     ) -> None:
         self.image = image
         self.run_id = run_id
         self.workdir = workdir
         self.tools_root = TOOLS_ROOT
+        # the per-user tool cache's built trees, mounted read-only (llm_ide/tools/cache.py links tools from there)
+        self.tools_cache_mount = (str(tools_cache), TOOLS_CACHE_MOUNT) if tools_cache else None
         self.conda_env = conda_env
         self.command_timeout = command_timeout
         self.output_max_bytes = output_max_bytes
@@ -131,6 +135,8 @@ class DockerEnvironment:
     def from_config(
         cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None
     ) -> DockerEnvironment:
+        from llm_ide.tools.cache import docker_tools_cache
+
         image = image or settings.image
         if not image:
             raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
@@ -149,6 +155,7 @@ class DockerEnvironment:
             pull=settings.pull,
             messages=settings.messages.model_dump(),
             repo=repo,
+            tools_cache=docker_tools_cache() if settings.tools else None,
         )
 
     def _start_container(
@@ -161,8 +168,13 @@ class DockerEnvironment:
             options["network_mode"] = network
         if pids_limit:
             options["pids_limit"] = pids_limit
+        volumes: dict[str, dict[str, str]] = {}
         if network != "none" and CA_BUNDLE.is_file():
-            options["volumes"] = {str(CA_BUNDLE): {"bind": str(CA_BUNDLE), "mode": "ro"}}
+            volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}
+        if self.tools_cache_mount:
+            volumes[self.tools_cache_mount[0]] = {"bind": TOOLS_CACHE_MOUNT, "mode": "ro"}
+        if volumes:
+            options["volumes"] = volumes
         if cpus:
             options["nano_cpus"] = int(float(cpus) * 1e9)
         if memory:

@@ -10,11 +10,25 @@ PREFIX = "[debugger]"
 MAX_SOCKET_PATH = 100
 
 
+def work_tree(directory: str) -> str:
+    """The nearest enclosing folder with a `.git` (the repository being worked on), else `directory` itself."""
+    current = directory
+    while True:
+        if os.path.exists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return directory
+        current = parent
+
+
 def state_dir(explicit: "str | None" = None) -> str:
-    """--state-dir, else $DEBUGGER_STATE_DIR, else a temp dir unique to this installation of the package."""
+    """--state-dir, else $DEBUGGER_STATE_DIR, else a temp dir unique to this installation of the package and the
+    repository it is used in (runs on one host share a cached installation, each on its own repository)."""
     chosen = explicit or os.environ.get("DEBUGGER_STATE_DIR")
     if not chosen:
-        install = hashlib.sha256(os.path.dirname(os.path.abspath(__file__)).encode()).hexdigest()[:10]
+        place = os.path.dirname(os.path.abspath(__file__)) + "\0" + work_tree(os.path.abspath(os.getcwd()))
+        install = hashlib.sha256(place.encode()).hexdigest()[:10]
         chosen = os.path.join(tempfile.gettempdir(), f"llm-ide-debugger-{os.getuid()}-{install}")
     return os.path.abspath(chosen)
 

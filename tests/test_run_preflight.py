@@ -1,0 +1,64 @@
+"""`llm-ide run` checks the model name, its API key and its endpoint before the environment starts and the tools
+install: a bad model is one line and exit status 2, and nothing was set up."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_git_repo
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo), "--task", "t"]
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    environ |= {"LLM_IDE_TOOLS_CACHE": str(tmp_path / "tools-cache"), **env}
+    return subprocess.run(
+        [*command, "--output", str(tmp_path / "out"), *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--model", "openai:x"], {}, "error: model openai:x: OPENAI_API_KEY is not set"),
+        (
+            ["--model", "gpt-x"],
+            {},
+            "error: model gpt-x: OPENAI_API_KEY is not set (for a keyless local server give --base-url or "
+            "OPENAI_BASE_URL)",
+        ),
+        (["--model", "nosuchprovider-x:y"], {"OPENAI_API_KEY": "k"}, "error: could not reach model"),
+        (["--model", "openai:x", "--base-url", "http://127.0.0.1:{port}/v1"], {"OPENAI_API_KEY": "k"}, None),
+        (["--model", "openai:x", "--environment", "docker"], {}, "error: model openai:x: OPENAI_API_KEY is not set"),
+    ],
+)
+def test_bad_model_fails_in_one_line_before_the_environment_starts(
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str | None
+) -> None:
+    port = closed_port()
+    args = [arg.format(port=port) for arg in args]
+    if "nosuchprovider-x:y" in args:  # an OpenAI-compatible name (unknown provider prefix) at an endpoint that is down
+        env = {**env, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
+    done = run_cli(tmp_path, *args, env=env)
+    expected = message or f"error: could not reach model openai:x at http://127.0.0.1:{port}/v1 (Connection refused)"
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(expected), done.stderr
+    assert done.stdout == "", "nothing started: no phase was printed"
+    assert not (tmp_path / "out").exists(), "the run never started: no output directory"
+    assert not (tmp_path / "tools-cache").exists(), "no tool was installed"

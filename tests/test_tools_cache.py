@@ -1,0 +1,241 @@
+"""The per-user tool cache on the local host: a second install takes the built environment from the cache without
+pip or an index, a changed source builds again, and concurrent runs build a tool once."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import yaml
+from conftest import make_git_repo
+from test_tools_install import write_package
+
+from llm_ide.environments.local import LocalEnvironment
+from llm_ide.tools.cache import ToolCache
+from llm_ide.tools.config import load_tool_config
+from llm_ide.tools.installer import InstalledTool, ToolEvent, install_tools
+
+DEPENDENCY = "tinydep"
+
+
+def write_wheel(folder: Path) -> Path:
+    """A pure-Python wheel of `tinydep` (only reachable through PIP_FIND_LINKS, never from an index)."""
+    files = {
+        f"{DEPENDENCY}/__init__.py": "GREETING = 'hello from tinydep'\n",
+        f"{DEPENDENCY}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {DEPENDENCY}\nVersion: 1.0\n",
+        f"{DEPENDENCY}-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    records = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        records.append(f"{name},sha256={digest},{len(text.encode())}")
+    records.append(f"{DEPENDENCY}-1.0.dist-info/RECORD,,")
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{DEPENDENCY}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in {**files, f"{DEPENDENCY}-1.0.dist-info/RECORD": "\n".join(records) + "\n"}.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def write_dependent_tool(folder: Path, name: str = "greeter") -> Path:
+    """A tool whose package needs `tinydep`: its first install needs the wheel, a cached one must not."""
+    package = write_package(folder / "packages" / name, name)
+    pyproject = package / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('version = "0.1.0"', f'version = "0.1.0"\ndependencies = ["{DEPENDENCY}"]')
+    )
+    module = package / "src" / name / "__init__.py"
+    module.write_text(module.read_text() + f"\n\nfrom {DEPENDENCY} import GREETING\n")
+    data = {
+        "tool_name": name,
+        "version": "0.1.0",
+        "source": f"packages/{name}",
+        "py_standalone": None,
+        "installation": "pip",
+        "setup_script": "{{ invocation }} set up",
+        "executable": name,
+        "usage": "`{{ invocation }} ARGS` greets.",
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def unreachable_index() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/simple"
+
+
+def environment(tmp_path: Path, name: str, pip: dict[str, str]) -> LocalEnvironment:
+    repo = make_git_repo(tmp_path / f"repo-{name}", {"a.py": "x = 1\n"})
+    return LocalEnvironment(repo, env=pip, tools_dir=tmp_path / f"run-tools-{name}", command_timeout=600)
+
+
+def install(env: LocalEnvironment, tool: Path, cache: ToolCache) -> tuple[InstalledTool, list[ToolEvent]]:
+    events: list[ToolEvent] = []
+    report = install_tools(env, [str(tool)], {"workdir": env.workdir}, on_event=events.append, cache=cache)
+    assert report.failed == [], report.failed[0].reason if report.failed else ""
+    return report.installed[0], events
+
+
+def test_second_install_comes_from_the_cache_offline(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    write_wheel(wheels)
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    online = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    with environment(tmp_path, "first", online) as env:
+        first, events = install(env, tool, cache)
+        assert first.how == "built and cached"
+        assert [event.detail for event in events if event.kind == "step"] == [
+            "prepare",
+            "copy",
+            "environment",
+            "verify",
+            "pip",
+        ]
+        assert env.execute(f"{first.invocation} one").output.startswith("greeter runs on Python")
+
+    shutil.rmtree(wheels)  # the dependency is gone, and the index cannot be reached: pip would fail now
+    offline = {"PIP_INDEX_URL": unreachable_index(), "PIP_FIND_LINKS": str(wheels), "PIP_RETRIES": "0"}
+    with environment(tmp_path, "second", offline) as env:
+        broken = env.execute(f"python3 -m pip download --no-deps -d {tmp_path / 'dl'} {DEPENDENCY}")
+        assert broken.returncode != 0, "the second environment really has no index"
+        second, events = install(env, tool, cache)
+        assert second.how == "from cache"
+        assert [event.kind for event in events] == ["installing", "installed"], "nothing was built"
+        assert second.invocation == first.invocation
+        assert second.invocation.startswith(f"{cache.root}/local/greeter-")
+        assert env.execute(f"{second.invocation} two").output.startswith("greeter runs on Python")
+    assert sorted(path.name for path in (cache.root / "local").iterdir()) == [Path(first.invocation).parents[3].name]
+
+
+def test_a_changed_source_is_built_again(tmp_path: Path) -> None:
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
+    with environment(tmp_path, "first", pip) as env:
+        first, _ = install(env, tool, cache)
+    module = load_tool_config(tool).source / "src" / "greeter" / "__init__.py"
+    module.write_text(module.read_text().replace("runs on", "now runs on"))
+    with environment(tmp_path, "second", pip) as env:
+        second, _ = install(env, tool, cache)
+        assert second.how == "built and cached"
+        assert second.invocation != first.invocation
+        assert env.execute(f"{second.invocation} x").output.startswith("greeter now runs on Python")
+    (pycache := module.parent / "__pycache__").mkdir(exist_ok=True)
+    (pycache / "greeter.cpython-311.pyc").write_bytes(b"not part of the source")
+    with environment(tmp_path, "third", pip) as env:
+        assert install(env, tool, cache)[0].how == "from cache", "byte code is not part of the source hash"
+
+
+def test_concurrent_runs_build_a_tool_once(tmp_path: Path) -> None:
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
+    environments = [environment(tmp_path, str(number), pip) for number in range(3)]
+    results: list[InstalledTool] = []
+    threads = [
+        threading.Thread(target=lambda env=env: results.append(install(env, tool, cache)[0])) for env in environments
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(result.how for result in results) == ["built and cached", "from cache", "from cache"]
+    assert len({result.invocation for result in results}) == 1
+    for env in environments:
+        assert env.execute(f"{results[0].invocation} ok").returncode == 0
+        env.close()
+    assert not any(name.endswith(".partial") for name in os.listdir(cache.root / "local"))
+
+
+def test_another_interpreter_gets_its_own_entry(tmp_path: Path) -> None:
+    """The key holds the interpreter the environment is built from: `python3` from two venvs made with `--copies`
+    (two interpreter files) builds twice; the same one again is taken from the cache."""
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    wheels = str(write_wheel(tmp_path / "wheels").parent)
+    results = []
+    for name in ("one", "two", "one"):
+        python = tmp_path / f"python-{name}"
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(python)], check=True)
+        pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": wheels, "PATH": f"{python}/bin:{os.environ['PATH']}"}
+        with environment(tmp_path, f"{name}-{len(results)}", pip) as env:
+            results.append(install(env, tool, cache)[0])
+    assert [result.how for result in results] == ["built and cached", "built and cached", "from cache"]
+    assert results[0].invocation != results[1].invocation and results[0].invocation == results[2].invocation
+
+
+def test_an_unusable_cache_folder_installs_without_the_cache(tmp_path: Path) -> None:
+    (blocker := tmp_path / "a-file").write_text("not a folder")
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
+    with environment(tmp_path, "uncached", pip) as env:
+        installed, _ = install(env, tool, ToolCache(blocker / "cache"))
+        assert installed.how == "built"
+        assert installed.invocation.startswith(f"{env.tools_root}/envs/greeter/"), "the run's own tools folder"
+        assert env.execute(f"{installed.invocation} x").returncode == 0
+
+
+def test_runs_sharing_the_cached_debugger_keep_their_own_sessions(tmp_path: Path) -> None:
+    """Local runs use one cached installation of the debugger: each repository has its own session."""
+    cache = ToolCache(tmp_path / "cache")
+    program = "print('start')\nx = 1\nprint(x)\n"
+    environments = []
+    for name in ("one", "two"):
+        repo = make_git_repo(tmp_path / f"repo-{name}", {"app.py": program})
+        # without the sandbox: under bwrap each command has its own PID namespace and no session outlives it
+        environments.append(
+            LocalEnvironment(repo, tools_dir=tmp_path / f"tools-{name}", command_timeout=600, sandbox="none")
+        )
+    one, two = environments
+    try:
+        [first] = install_tools(one, ["debugger"], {"workdir": one.workdir}, cache=cache).installed
+        [second] = install_tools(two, ["debugger"], {"workdir": two.workdir}, cache=cache).installed
+        assert (first.how, second.how, first.invocation) == ("built and cached", "from cache", second.invocation)
+        debugger = first.invocation
+        assert one.execute(f"{debugger} start app.py").returncode == 0
+        assert two.execute(f"{debugger} status").returncode == 1, "no session in the other repository"
+        assert two.execute(f"{debugger} start app.py").returncode == 0
+        assert two.execute(f"{debugger} stop").returncode == 0
+        still = one.execute(f"{debugger}-commands n n 'p x'")
+        assert still.output.endswith("(Pdb) p x\n1\n"), still.output
+    finally:
+        for env in environments:
+            env.execute(f"{cache.root}/local/*/envs/debugger/bin/debugger stop")
+            env.close()
+
+
+def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path) -> None:
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
+    with environment(tmp_path, "one", pip) as env:
+        install(env, tool, cache)
+    [entry] = (cache.root / "local").iterdir()
+
+    def tools_cache(*args: str) -> list[str]:
+        command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "tools", "cache", *args]
+        environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache.root)}
+        done = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+        return done.stdout.splitlines()
+
+    listed = tools_cache()
+    assert listed[0] == f"{cache.root} (LLM_IDE_TOOLS_CACHE=DIR or =off to change)"
+    assert len(listed) == 2 and listed[1].split()[:2] == ["local", entry.name] and listed[1].endswith(" MB")
+    assert tools_cache("--clear") == [f"removed 1 entries from {cache.root}"]
+    assert tools_cache()[1:] == ["(empty)"] and not (cache.root / "local").exists()

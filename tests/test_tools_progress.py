@@ -1,0 +1,59 @@
+"""`llm-ide run` tells on the console how each tool was installed, and which tool failed and why."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from agent_script import act, write_script
+from conftest import make_git_repo
+from test_tools_install import write_tool
+
+
+def run_cli(tmp_path: Path, run_id: str, config: Path, model: str) -> subprocess.CompletedProcess[str]:
+    repo = make_git_repo(tmp_path / f"repo-{run_id}", {"a.py": "x = 1\n"})
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo), "--task", "t"]
+    environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(tmp_path / "tools-cache")}
+    return subprocess.run(
+        [
+            *command,
+            "--model",
+            model,
+            "--config",
+            str(config),
+            "--output",
+            str(tmp_path / run_id),
+            "--thread-id",
+            run_id,
+        ],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=600,
+    )
+
+
+def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path) -> None:
+    broken = write_tool(tmp_path / "tool-configs", "broken", setup_script="ls /no/such/dir")
+    config = tmp_path / "tools.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": ["debugger", str(broken)]}}))
+    model = write_script(tmp_path / "script.yaml", [act("Done.", "submit")])
+
+    first = run_cli(tmp_path, "first", config, model)
+    assert first.returncode == 0, first.stdout + first.stderr
+    lines = first.stdout.splitlines()
+    assert any(line.startswith("✓ tool debugger installed (built and cached, ") for line in lines), first.stdout
+    assert (
+        "✗ tool broken failed to install: step `setup` failed, exit status 2: ls: cannot access '/no/such/dir': No such"
+        " file or directory (the run goes on without it; the full output is in the run's log)"
+    ) in lines, first.stdout
+    assert lines.index("… installing tools") < min(i for i, line in enumerate(lines) if "tool debugger" in line)
+
+    second = run_cli(tmp_path, "second", config, model)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert any(line.startswith("✓ tool debugger installed (from cache, ") for line in second.stdout.splitlines())
+    assert "✗ tool broken failed to install" in second.stdout, "its setup step runs (and fails) on every run"
+    assert (tmp_path / "tools-cache" / "local").is_dir(), "(the preflight tests rely on runs creating the cache)"
