@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -38,7 +37,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 from bench_cost_session import ANNOTATION, mini_responses, with_check_script
-from bench_session import TASK, make_repo, session_script
+from bench_disk import folder_bytes, strace_prefix, writes_into
+from bench_session_script import TASK, make_repo, session_script
 from rich.console import Console
 from rich.table import Table
 
@@ -48,7 +48,6 @@ AGENTS = ("llm-ide", "mini")
 MODEL = {"llm-ide": "bench-llm-ide", "mini": "bench-mini"}
 CACHED, OUTPUT = 0.1, 8.0
 HERE = Path(__file__).resolve().parent
-WRITE = re.compile(r"^(\d+)\s+([\d.]+) (?:<\.\.\. \w+ resumed>|\w+\(\d+<([^>]*)>)(.*?)(?:= (-?\d+).*)?$")
 
 
 def cache_dir() -> Path:
@@ -113,10 +112,6 @@ def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]])
             return shared + len(os.path.commonprefix([a, b]))
         shared += len(a)
     return shared
-
-
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
 
 class Endpoint:
@@ -201,36 +196,6 @@ class Endpoint:
 
 
 # ---------------------------------------------------------------- running and measuring
-
-
-def strace_prefix(log: Path) -> list[str]:
-    if shutil.which("strace") is None:
-        return []
-    calls = "write,pwrite64,writev,pwritev,pwritev2"
-    return ["strace", "-f", "-qq", "--seccomp-bpf", "-ttt", "-y", "-s", "0", "-e", f"trace={calls}",
-            "-e", "signal=none", "-o", str(log), "--"]  # fmt: skip
-
-
-def writes_into(log: Path, folder: Path) -> list[tuple[float, int, str]]:
-    """(time, bytes, file) of every write syscall into `folder` (an unfinished call completes on its `resumed` line);
-    a temporary file counts for the file it replaces."""
-    pending: dict[str, str] = {}
-    found = []
-    prefix = str(folder.resolve()) + "/"
-    for line in log.read_text(errors="replace").splitlines():
-        match = WRITE.match(line)
-        if match is None:
-            continue
-        pid, when, path, _, result = match.groups()
-        if path is None:
-            path = pending.pop(pid, "")
-        elif result is None:
-            pending[pid] = path
-            continue
-        if result is not None and int(result) > 0 and path.startswith(prefix):
-            name = re.sub(r"^\.(.+)\.\w+\.tmp$", r"\1", path[len(prefix) :])
-            found.append((float(when), int(result), name))
-    return found
 
 
 def run_agent(agent: Agent, command: list[str], workdir: Path, console: Console) -> list[tuple[float, int, str]] | None:

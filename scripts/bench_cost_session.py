@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench_session import act, reflect, symbols_of
+from bench_session_script import act, reflect, symbols_of
 
 from llm_ide.parsing import parse_action, parse_reflection
 
