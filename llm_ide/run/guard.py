@@ -67,9 +67,14 @@ def saved_trajectory(path: Path) -> dict[str, Any] | None:
 
 
 def has_work(info: dict[str, Any] | None, calls_path: Path) -> bool:
+    """Whether a restart would lose anything: a run that ended before its first model call (e.g. its environment
+    never came up) has nothing to lose and starts again."""
+    if calls_path.exists() and calls_path.stat().st_size > 0:
+        return True
     if info is None:
-        return calls_path.exists() and calls_path.stat().st_size > 0
-    return bool(info.get("unreadable") or info.get("n_operations") or info.get("exit_status"))
+        return False
+    calls = (info.get("model_stats") or {}).get("api_calls") if isinstance(info.get("model_stats"), dict) else 0
+    return bool(info.get("unreadable") or info.get("n_operations") or calls)
 
 
 def check_saved_state(
