@@ -33,21 +33,15 @@ def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
         if unzip.eof:  # the next member, if any, starts in the unused bytes
             data, fed = unzip.unused_data + data[fed:], 0
             unzip = zlib.decompressobj(GZIP)
-    records = []
-    for line in bytes(text).split(b"\n"):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("index"), int):
-            records.append(record)
-    return records, not damaged and fed == 0  # complete: no bytes went into an unfinished member
+    return parse_records(
+        bytes(text).split(b"\n")
+    ), not damaged and fed == 0  # complete: nothing in an unfinished member
 
 
-def plain_records(path: Path) -> list[dict[str, Any]]:
-    """The records of an uncompressed JSON-lines log (written by llm-ide 0.1 before the gzip log)."""
+def parse_records(lines: list[bytes] | list[str]) -> list[dict[str, Any]]:
+    """The call records among JSON lines; a torn or foreign line is left out."""
     records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
@@ -55,6 +49,11 @@ def plain_records(path: Path) -> list[dict[str, Any]]:
         if isinstance(record, dict) and isinstance(record.get("index"), int):
             records.append(record)
     return records
+
+
+def plain_records(path: Path) -> list[dict[str, Any]]:
+    """The records of an uncompressed JSON-lines log (written by llm-ide 0.1 before the gzip log)."""
+    return parse_records(path.read_text(encoding="utf-8", errors="replace").splitlines())
 
 
 class CallLog:
