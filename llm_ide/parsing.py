@@ -7,7 +7,7 @@ from typing import Any
 
 from llm_ide.state.operations import Reflection
 
-ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
+ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit", "send_message")
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50

@@ -137,9 +137,8 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     worktrees = subprocess.run(["git", "-C", str(folder / "repo"), "worktree", "list"], capture_output=True, text=True)
     assert [line.split()[2] for line in worktrees.stdout.splitlines()] == ["[base]", "[agent1]", "[agent2]"]
     task_text = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())["task"]
-    assert task_text.startswith("Add `four`.") and task_text.rstrip().endswith(
-        "## Plan\nCreate pkg/extra.py with four()"
-    )
+    assert task_text.startswith("Add `four`.\n\n## Plan\nCreate pkg/extra.py with four()\n")
+    assert "## Agent 1\n" in task_text and '`<send_message>{"message": "<text>"}</send_message>`' in task_text
     assert "1,2  │ coop    │ clean │ pass" in stdout and "pass rate 100%, conflict rate 0%" in stdout
     (folder / "eval.json").unlink()
     again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(folder)], capture_output=True, text=True)

@@ -16,6 +16,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel
 
 from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
+from llm_ide.coop.messages import Mailbox, Turns
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
@@ -86,8 +87,9 @@ def plan_phase(
 
 def execute_agent(
     run: CoopRun, task: CoopTask, folder: Path, repo: Path, agent: str, plan: str, settings: Settings,
-    coop: CoopSettings, on_event: Callable[[str, Any], None],
+    coop: CoopSettings, on_event: Callable[[str, Any], None], mailbox: Mailbox | None = None,
 ) -> str:  # fmt: skip
+    """One agent's run in its worktree; with a `mailbox` (coop) it messages the other agent and reads its messages."""
     from llm_ide.run.single import run_task
 
     features = run.agents()[agent]
@@ -98,13 +100,14 @@ def execute_agent(
     if not worktree.exists():
         git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
     described = "\n\n".join(task.feature(f).description for f in features)
-    text = render_string(coop.templates.execution_task, feature=described, plan=plan)
+    text = render_string(coop.templates.execution_task, feature=described, plan=plan, messages=mailbox is not None,
+                         other=mailbox.other if mailbox else "")  # fmt: skip
     result = run_task(
         text, model=agent_model(run.model, agent, "run"), output_dir=folder / f"agent{agent}-run",
         run_id=f"agent{agent}",
         settings=settings.merged({"agent": {"step_limit": coop.execution.step_limit}}, origin="coop"),
         repo=worktree, environment=run.environment, base_url=run.base_url,
-        on_event=lambda event: on_event(agent, event),
+        on_event=lambda event: on_event(agent, event), mailbox=mailbox,
     )  # fmt: skip
     if not result.exit_status.finished:
         raise CoopError(f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
@@ -133,13 +136,7 @@ def run_pair(
     plans = plan_phase(run, task, folder, repo, settings, coop)
     seconds["planning"] = round(time.perf_counter() - started, 2)
     started = time.perf_counter()
-    agents = list(run.agents())
-    workers = len(agents) if coop.execution.parallel else 1
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coop-agent") as pool:
-        futures = [
-            pool.submit(execute_agent, run, task, folder, repo, a, plans[a], settings, coop, emit) for a in agents
-        ]
-        patches = [future.result() for future in futures]
+    patches = execute_phase(run, task, folder, repo, plans, settings, coop, emit)
     seconds["execution"] = round(time.perf_counter() - started, 2)
     result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
     if evaluate:
@@ -149,6 +146,37 @@ def run_pair(
     result["seconds"] = seconds
     atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return result
+
+
+def execute_phase(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, plans: dict[str, str], settings: Settings,
+    coop: CoopSettings, emit: Callable[[str, Any], None],
+) -> list[str]:  # fmt: skip
+    """Every agent's run, at the same time when `execution.parallel`; in `coop` with a mailbox each, in turns when
+    `execution.lockstep`."""
+    agents = list(run.agents())
+    parallel = coop.execution.parallel and len(agents) > 1
+    turns = Turns(agents) if run.setting == Setting.COOP and parallel and coop.execution.lockstep else None
+    mailboxes = {
+        a: Mailbox(folder / "messages.jsonl", a, next(o for o in agents if o != a), coop, turns)
+        for a in agents if run.setting == Setting.COOP and len(agents) > 1
+    }  # fmt: skip
+
+    def execute(agent: str) -> str:
+        try:
+            return execute_agent(run, task, folder, repo, agent, plans[agent], settings, coop, emit,
+                                 mailboxes.get(agent))  # fmt: skip
+        except BaseException:
+            if turns is not None:
+                turns.abort()
+            raise
+        finally:
+            if turns is not None:
+                turns.leave(agent)
+
+    with ThreadPoolExecutor(max_workers=len(agents) if parallel else 1, thread_name_prefix="coop-agent") as pool:
+        futures = [pool.submit(execute, a) for a in agents]
+        return [future.result() for future in futures]
 
 
 def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:

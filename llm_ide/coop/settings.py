@@ -27,6 +27,7 @@ class PlanningSettings(Strict):
 class ExecutionSettings(Strict):
     step_limit: PositiveInt
     parallel: bool
+    lockstep: bool
 
 
 class ToolMessages(Strict):
@@ -38,6 +39,12 @@ class ToolMessages(Strict):
     sent: str
 
 
+class MessageTemplates(Strict):
+    sent: str
+    duplicate: str
+    received: str
+
+
 class CoopTemplates(Strict):
     planner_system: str
     planner_turn: str
@@ -45,6 +52,7 @@ class CoopTemplates(Strict):
     forced_plan: str
     execution_task: str
     tool_messages: ToolMessages
+    messages: MessageTemplates
 
 
 class CoopSettings(Strict):

@@ -43,6 +43,7 @@ class RunState(AgentInput, total=False):
     worktree_patch: str
     error: str  # LangGraph Studio: the message of the error that ended the run
     submission: str  # LangGraph Studio: the patch, when the run has ended
+    received: list[dict[str, Any]]  # coop: the other agent's messages (from, text, seq, step they arrived after)
 
 
 class StepState(TypedDict, total=False):

@@ -1,0 +1,103 @@
+"""The coop message channel during execution: agent 1's `send_message` reaches agent 2's prompt before its next step
+(lockstep), and changes what agent 2 does; without the channel (coop_ablation) agent 2 does otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect
+from test_coop_evaluate import build_task
+from test_coop_run import TWO, scripts
+
+from llm_ide.config import load_config
+from llm_ide.coop.run import CoopRun, Setting, run_pair
+from llm_ide.coop.settings import load_coop_settings
+from llm_ide.coop.task import load_task
+
+NOTE = "I append three() to pkg/core.py: keep out of it, put four() in pkg/extra.py"
+EXTRA = "def four():\n    return 4\n"
+
+
+def pair_scripts(folder: Path) -> str:
+    """Agent 2 creates pkg/extra.py when agent 1's note is in its prompt, else appends four() to pkg/core.py."""
+    chosen = {
+        "if_prompt_contains": NOTE,
+        "then": act("Agent 1 owns core.py: a module of my own.", "create", path="pkg/extra.py", content=EXTRA),
+        "else": act("Append four() to core.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\n" + EXTRA),
+    }
+    return scripts(
+        folder,
+        plan_1=[act("Done.", "agreement_reached", plan="three() in pkg/core.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="four() somewhere")],
+        run_1=[act("Tell agent 2 first.", "send_message", message=NOTE), reflect(False, "told"),
+               act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
+               reflect(False, "three added"), act("Submit.", "submit")],
+        run_2=[chosen, reflect(False, "four added"), act("Submit.", "submit")],
+    )  # fmt: skip
+
+
+def run(tmp_path: Path, setting: Setting) -> Path:
+    folder, source = build_task(tmp_path)
+    task = load_task(folder)
+    spec = CoopRun(task=task.folder, pair=(1, 2), setting=setting, model=pair_scripts(tmp_path / "scripts"),
+                   repo_source=source)  # fmt: skip
+    settings = load_config("default", environment={"tools": []})
+    coop = load_coop_settings().model_copy(
+        update={"execution": load_coop_settings().execution.model_copy(update={"lockstep": True})}
+    )
+    run_pair(spec, task, tmp_path / "out", settings, coop, evaluate=False)
+    return tmp_path / "out" / spec.folder_name(task)
+
+
+def operations(folder: Path, agent: str) -> list[dict]:
+    return json.loads((folder / f"agent{agent}-run" / f"agent{agent}.traj.json").read_text())["operations"]
+
+
+def first_prompt(folder: Path, agent: str) -> str:
+    from llm_ide.run.trajectory import load_trajectory
+
+    call = load_trajectory(folder / f"agent{agent}-run" / f"agent{agent}.traj.json")["model_calls"][0]
+    return call.get("prompt") or "".join(message["content"] for message in call["messages"])
+
+
+def test_agent_one_message_changes_agent_two_action(tmp_path: Path) -> None:
+    folder = run(tmp_path, Setting.COOP)
+    assert [json.loads(line) for line in (folder / "messages.jsonl").read_text().splitlines()] == [
+        {"from": "1", "to": "2", "text": NOTE, "seq": 1}
+    ]
+    sent = operations(folder, "1")[0]
+    assert (sent["action_type"], sent["returncode"]) == ("send_message", 0)
+    assert "Message sent to agent 2." in sent["observation"]
+    agent2 = operations(folder, "2")
+    assert [(op["action_type"], op["action_params"].get("path")) for op in agent2] == [
+        ("create", "pkg/extra.py"),
+        ("submit", None),
+    ]
+    prompt = first_prompt(folder, "2")
+    assert f"## Messages from agent 1\n- {NOTE}" in prompt
+    assert "`<send_message>" in prompt  # the action is offered in coop execution
+    assert "+def four():" in (folder / "patch_agent2.patch").read_text()
+    assert "pkg/core.py" not in (folder / "patch_agent2.patch").read_text()
+
+
+def test_without_the_channel_agent_two_acts_otherwise(tmp_path: Path) -> None:
+    folder = run(tmp_path, Setting.COOP_ABLATION)
+    assert not (folder / "messages.jsonl").exists()
+    assert "only available when another agent works beside you" in operations(folder, "1")[0]["observation"]
+    assert [op["action_type"] for op in operations(folder, "2")] == ["edit", "submit"]
+    assert "Messages from agent" not in first_prompt(folder, "2")
+    assert "send_message" not in first_prompt(folder, "2")
+    assert "pkg/core.py" in (folder / "patch_agent2.patch").read_text()
+
+
+@pytest.mark.parametrize(("contains", "expected"), [("needle", "yes"), ("absent", "no")])
+def test_scripted_model_chooses_by_prompt(tmp_path: Path, contains: str, expected: str) -> None:
+    from llm_ide.models import ScriptedModel
+
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps([{"if_prompt_contains": contains, "then": "yes", "else": "no"}, "plain"]))
+    model = ScriptedModel(path)
+    assert model.complete([{"role": "user", "content": "a needle here"}], 0).text == expected
+    assert model.complete([{"role": "user", "content": "x"}], 1).text == "plain"
