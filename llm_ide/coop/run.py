@@ -5,7 +5,6 @@ same folder resumes: the planning thread from its checkpoint, finished features 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 
 from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
@@ -60,14 +60,16 @@ def agent_model(spec: str, agent: str, phase: str) -> str:
 
 
 def plan_phase(
-    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: Settings, coop: CoopSettings
-) -> dict[str, str]:
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: Settings, coop: CoopSettings,
+    graph: CompiledStateGraph | None = None,
+) -> dict[str, str]:  # fmt: skip
+    """The planning graph (`graph`, else a new one) on the pair's own checkpoint (planning.sqlite): resumed if there."""
     agents = run.agents()
     models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url) for a in agents}
     context = PlanningContext(repo=repo, models=models, settings=coop)
     config = {"configurable": {"thread_id": "planning"}}
     with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:
-        graph = build_planning_graph(saver)
+        graph = build_planning_graph(saver) if graph is None else graph.copy(update={"checkpointer": saver})
         snapshot = graph.get_state(config)
         start = None if snapshot.values else {
             "setting": str(run.setting), "agents": list(agents), "round": 1,
@@ -88,6 +90,7 @@ def plan_phase(
 def execute_agent(
     run: CoopRun, task: CoopTask, folder: Path, repo: Path, agent: str, plan: str, settings: Settings,
     coop: CoopSettings, on_event: Callable[[str, Any], None], mailbox: Mailbox | None = None,
+    graph: CompiledStateGraph | None = None,
 ) -> str:  # fmt: skip
     """One agent's run in its worktree; with a `mailbox` (coop) it messages the other agent and reads its messages."""
     from llm_ide.run.single import run_task
@@ -107,7 +110,7 @@ def execute_agent(
         run_id=f"agent{agent}",
         settings=settings.merged({"agent": {"step_limit": coop.execution.step_limit}}, origin="coop"),
         repo=worktree, environment=run.environment, base_url=run.base_url,
-        on_event=lambda event: on_event(agent, event), mailbox=mailbox,
+        on_event=lambda event: on_event(agent, event), mailbox=mailbox, graph=graph if mailbox else None,
     )  # fmt: skip
     if not result.exit_status.finished:
         raise CoopError(f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
@@ -116,11 +119,8 @@ def execute_agent(
     return result.submission
 
 
-def run_pair(
-    run: CoopRun, task: CoopTask, output: Path, settings: Settings, coop: CoopSettings,
-    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
-) -> dict[str, Any]:  # fmt: skip
-    """Plan, execute and (unless `evaluate` is off) grade one pair; returns eval.json's content."""
+def prepare(run: CoopRun, task: CoopTask, output: Path) -> tuple[Path, Path]:
+    """The pair's folder (run.json written, another task's folder refused) and its checkout at the base commit."""
     folder = output / run.folder_name(task)
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "run.json"
@@ -130,27 +130,25 @@ def run_pair(
     repo = folder / "repo"
     if not (repo / ".git").exists():
         checkout_base(task, run.repo_source, repo)
-    emit = on_event or (lambda agent, event: None)
-    seconds: dict[str, float] = {}
-    started = time.perf_counter()
-    plans = plan_phase(run, task, folder, repo, settings, coop)
-    seconds["planning"] = round(time.perf_counter() - started, 2)
-    started = time.perf_counter()
-    patches = execute_phase(run, task, folder, repo, plans, settings, coop, emit)
-    seconds["execution"] = round(time.perf_counter() - started, 2)
-    result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
-    if evaluate:
-        started = time.perf_counter()
-        result.update(grade(run, task, folder, patches))
-        seconds["evaluation"] = round(time.perf_counter() - started, 2)
-    result["seconds"] = seconds
-    atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    return result
+    return folder, repo
+
+
+def run_pair(
+    run: CoopRun, task: CoopTask, output: Path, settings: Settings, coop: CoopSettings,
+    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Plan, execute and (unless `evaluate` is off) grade one pair through the pair graph; returns eval.json's
+    content (with the seconds of each phase)."""
+    from llm_ide.coop.pair import PairContext, build_pair_graph
+
+    context = PairContext(settings=settings, coop=coop, on_event=on_event, evaluate=evaluate)
+    state = build_pair_graph().invoke({"run": run.model_dump(mode="json"), "output": str(output)}, context=context)
+    return state["result"]
 
 
 def execute_phase(
     run: CoopRun, task: CoopTask, folder: Path, repo: Path, plans: dict[str, str], settings: Settings,
-    coop: CoopSettings, emit: Callable[[str, Any], None],
+    coop: CoopSettings, emit: Callable[[str, Any], None], graph: CompiledStateGraph | None = None,
 ) -> list[str]:  # fmt: skip
     """Every agent's run, at the same time when `execution.parallel`; in `coop` with a mailbox each, in turns when
     `execution.lockstep`."""
@@ -165,7 +163,7 @@ def execute_phase(
     def execute(agent: str) -> str:
         try:
             return execute_agent(run, task, folder, repo, agent, plans[agent], settings, coop, emit,
-                                 mailboxes.get(agent))  # fmt: skip
+                                 mailboxes.get(agent), graph)  # fmt: skip
         except BaseException:
             if turns is not None:
                 turns.abort()

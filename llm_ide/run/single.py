@@ -138,9 +138,11 @@ def run_task(
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
     mailbox: Mailbox | None = None,
+    graph: Any = None,
 ) -> RunResult:
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished.
-    `mailbox` (coop execution): the channel to another agent, with the graph variant that reads it."""
+    `mailbox` (coop execution): the channel to another agent, with the graph variant that reads it; `graph`: the
+    compiled agent graph to run (the run's checkpointer is attached to it)."""
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
@@ -161,7 +163,11 @@ def run_task(
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
-        graph = build_graph(saver, messages=mailbox is not None)
+        graph = (
+            build_graph(saver, messages=mailbox is not None)
+            if graph is None
+            else graph.copy(update={"checkpointer": saver})
+        )
         snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
         resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
