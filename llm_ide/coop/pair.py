@@ -26,10 +26,14 @@ from llm_ide.settings import Settings
 
 
 class PairInput(TypedDict, total=False):
-    """What a pair starts from: the run (task, pair, setting, model, k, repo_source, …: `CoopRun`) and the output."""
+    """What a pair starts from: the run (task, pair, setting, model, k, repo_source, …: `CoopRun`), the output folder
+    and (LangGraph Studio) agent settings overrides like the agent graph's `config` (`base` names the base config)
+    and coop settings overrides (`coop`, over coop.yaml)."""
 
     run: dict[str, Any]
     output: str
+    config: dict[str, Any]
+    coop: dict[str, Any]
 
 
 class PairState(PairInput, total=False):
@@ -50,13 +54,14 @@ class PairContext:
     evaluate: bool = True
     started: dict[str, float] = field(default_factory=dict)
 
-    def loaded(self) -> tuple[Settings, CoopSettings]:
+    def loaded(self, state: PairState) -> tuple[Settings, CoopSettings]:
         from llm_ide.config import load_config
 
         if self.settings is None:
-            self.settings = load_config("default")
+            values = dict(state.get("config") or {})
+            self.settings = load_config(values.pop("base", "default"), **values)
         if self.coop is None:
-            self.coop = load_coop_settings()
+            self.coop = load_coop_settings(values=state.get("coop"))
         return self.settings, self.coop
 
 
@@ -71,7 +76,9 @@ def spec(state: PairState) -> Any:
     return run, load_task(run.task)
 
 
-def build_pair_graph(checkpointer: Any = None) -> CompiledStateGraph:
+def build_pair_graph(
+    checkpointer: Any = None, context_schema: type[PairContext] | None = PairContext
+) -> CompiledStateGraph:
     from llm_ide.coop.run import execute_phase, grade, plan_phase, prepare
     from llm_ide.graph import build_graph
 
@@ -85,14 +92,14 @@ def build_pair_graph(checkpointer: Any = None) -> CompiledStateGraph:
 
     def plan(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
         (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
-        settings, coop = ctx.loaded()
+        settings, coop = ctx.loaded(state)
         folder = Path(state["folder"])
         plans = plan_phase(run, task, folder, folder / "repo", settings, coop, planning)
         return {"plans": plans, "seconds": {"planning": round(time.perf_counter() - started, 2)}}
 
     def execute(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
         (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
-        settings, coop = ctx.loaded()
+        settings, coop = ctx.loaded(state)
         folder, emit = Path(state["folder"]), ctx.on_event or (lambda agent, event: None)
         patches = execute_phase(run, task, folder, folder / "repo", state["plans"], settings, coop, emit, agent)
         return {"patches": patches, "seconds": {"execution": round(time.perf_counter() - started, 2)}}
@@ -109,7 +116,7 @@ def build_pair_graph(checkpointer: Any = None) -> CompiledStateGraph:
         atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         return {"result": result, "seconds": seconds}
 
-    builder = StateGraph(PairState, context_schema=PairContext, input_schema=PairInput)
+    builder = StateGraph(PairState, context_schema=context_schema, input_schema=PairInput)
     for name, node in (("prepare", prepare_pair), ("plan", plan), ("execute", execute), ("evaluate", evaluate)):
         builder.add_node(name, node)
     builder.add_edge(START, "prepare")
@@ -122,4 +129,4 @@ def build_pair_graph(checkpointer: Any = None) -> CompiledStateGraph:
 
 def graph(config: RunnableConfig) -> CompiledStateGraph:
     """LangGraph Studio (langgraph.json): the pair graph; input {run: {task, pair, setting, model, …}, output}."""
-    return build_pair_graph()
+    return build_pair_graph(context_schema=None)

@@ -61,10 +61,13 @@ class CoopSettings(Strict):
     templates: CoopTemplates
 
 
-def load_coop_settings(override: Path | None = None) -> CoopSettings:
+def load_coop_settings(override: Path | None = None, values: dict | None = None) -> CoopSettings:
+    """coop.yaml, then the override file, then `values` (e.g. LangGraph Studio's input)."""
     layers = [(str(COOP_CONFIG), read_yaml(COOP_CONFIG))]
     if override is not None:
         layers.append((str(override), read_yaml(override)))
+    if values:
+        layers.append(("the coop values given", values))
     merged: dict = {}
     for _, data in layers:
         merged = deep_merge(merged, data)
