@@ -101,3 +101,48 @@ def test_scripted_model_chooses_by_prompt(tmp_path: Path, contains: str, expecte
     model = ScriptedModel(path)
     assert model.complete([{"role": "user", "content": "a needle here"}], 0).text == expected
     assert model.complete([{"role": "user", "content": "x"}], 1).text == "plain"
+
+
+@pytest.mark.slow
+def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_path: Path) -> None:
+    """In turns: agent 1 sends, agent 2 (seeing it) creates its module, agent 1 edits, agent 2's command blocks on a
+    gate file: the whole run is SIGKILLed there and run again; the message is neither sent nor received twice."""
+    import os
+    import signal
+    import subprocess
+
+    import yaml
+    from test_coop_run import coop_run
+
+    task, source = build_task(tmp_path)
+    block = "touch started && while [ ! -e gate ]; do sleep 0.2; done && rm -f started gate"
+    model = pair_scripts(tmp_path / "scripts")
+    script = tmp_path / "scripts" / "run_2.yaml"
+    responses = yaml.safe_load(script.read_text())["responses"]
+    script.write_text(yaml.safe_dump({"responses": [*responses[:2], act("Wait.", "bash", command=block),
+                                                    reflect(False, "waited"), responses[-1]]}))  # fmt: skip
+    lockstep = tmp_path / "coop.yaml"
+    lockstep.write_text(yaml.safe_dump({"execution": {"lockstep": True}}))
+    out = tmp_path / "out"
+    folder = out / "demo_task7_f1_f2_coop_k0"
+    first = coop_run(task, source, model, out, "--coop-config", str(lockstep), start_new_session=True)
+    while not (folder / "agent2" / "started").exists():
+        assert first.poll() is None, first.communicate()
+        subprocess.run(["sleep", "0.1"], check=True)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate()
+    assert not (folder / "patch_agent1.patch").exists()  # agent 1 waits for its turn behind agent 2
+    (folder / "agent2" / "gate").touch()
+    second = coop_run(task, source, model, out, "--coop-config", str(lockstep))
+    stdout, stderr = second.communicate(timeout=600)
+    assert second.returncode == 0, stdout + stderr
+    result = json.loads((folder / "eval.json").read_text())
+    assert (result["merge"]["status"], result["both_passed"]) == ("clean", True)
+    assert len((folder / "messages.jsonl").read_text().splitlines()) == 1
+    assert [op["action_type"] for op in operations(folder, "1")] == ["send_message", "edit", "submit"]
+    assert [op["action_type"] for op in operations(folder, "2")] == ["create", "bash", "submit"]
+    from llm_ide.run.trajectory import load_trajectory
+
+    last = load_trajectory(folder / "agent2-run" / "agent2.traj.json")["model_calls"][-1]
+    prompt = last.get("prompt") or "".join(m["content"] for m in last["messages"])
+    assert prompt.count(f"- {NOTE}") == 1
