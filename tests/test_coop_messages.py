@@ -17,6 +17,7 @@ from llm_ide.coop.settings import load_coop_settings
 from llm_ide.coop.task import load_task
 
 NOTE = "I append three() to pkg/core.py: keep out of it, put four() in pkg/extra.py"
+LATER = "pkg/core.py is done: three() is at its end"
 EXTRA = "def four():\n    return 4\n"
 
 
@@ -32,6 +33,7 @@ def pair_scripts(folder: Path) -> str:
         plan_1=[act("Done.", "agreement_reached", plan="three() in pkg/core.py")],
         plan_2=[act("Done.", "agreement_reached", plan="four() somewhere")],
         run_1=[act("Tell agent 2 first.", "send_message", message=NOTE), reflect(False, "told"),
+               act("Tell again.", "send_message", message=LATER), reflect(False, "told"),
                act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
                reflect(False, "three added"), act("Submit.", "submit")],
         run_2=[chosen, reflect(False, "four added"), act("Submit.", "submit")],
@@ -65,7 +67,8 @@ def first_prompt(folder: Path, agent: str) -> str:
 def test_agent_one_message_changes_agent_two_action(tmp_path: Path) -> None:
     folder = run(tmp_path, Setting.COOP)
     assert [json.loads(line) for line in (folder / "messages.jsonl").read_text().splitlines()] == [
-        {"from": "1", "to": "2", "text": NOTE, "seq": 1}
+        {"from": "1", "to": "2", "text": NOTE, "seq": 1},
+        {"from": "1", "to": "2", "text": LATER, "seq": 2},
     ]
     sent = operations(folder, "1")[0]
     assert (sent["action_type"], sent["returncode"]) == ("send_message", 0)
@@ -75,8 +78,19 @@ def test_agent_one_message_changes_agent_two_action(tmp_path: Path) -> None:
         ("create", "pkg/extra.py"),
         ("submit", None),
     ]
+    received = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())["info"]["received"]
+    assert received == [  # lockstep: the first before agent 2's first step, the second after it
+        {"from": "1", "to": "2", "text": NOTE, "seq": 1, "step": 0},
+        {"from": "1", "to": "2", "text": LATER, "seq": 2, "step": 1},
+    ]
     prompt = first_prompt(folder, "2")
-    assert f"## Messages from agent 1\n- {NOTE}" in prompt
+    assert f"## Messages from agent 1\n- {NOTE}" in prompt and LATER not in prompt
+    from llm_ide.run.trajectory import load_trajectory
+
+    prompts = [c["prompt"] for c in load_trajectory(folder / "agent2-run" / "agent2.traj.json")["model_calls"]]
+    assert len(prompts) == 3 and prompts[1].startswith(prompts[0]) and prompts[2].startswith(prompts[1])  # cached
+    observation = prompts[1].rsplit(": observation (return code", 1)[1]  # the reflect prompt's last turn
+    assert observation.index("Created pkg/extra.py") < observation.index(f"- {LATER}") < observation.index("Reflect")
     assert "`<send_message>" in prompt  # the action is offered in coop execution
     assert "+def four():" in (folder / "patch_agent2.patch").read_text()
     assert "pkg/core.py" not in (folder / "patch_agent2.patch").read_text()
@@ -105,8 +119,8 @@ def test_scripted_model_chooses_by_prompt(tmp_path: Path, contains: str, expecte
 
 @pytest.mark.slow
 def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_path: Path) -> None:
-    """In turns: agent 1 sends, agent 2 (seeing it) creates its module, agent 1 edits, agent 2's command blocks on a
-    gate file: the whole run is SIGKILLed there and run again; the message is neither sent nor received twice."""
+    """In turns: agent 1 sends, agent 2 (seeing it) creates its module, agent 1 sends again, agent 2's command blocks
+    on a gate file: the whole run is SIGKILLed there and run again; the message is neither sent nor received twice."""
     import os
     import signal
     import subprocess
@@ -138,8 +152,8 @@ def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_
     assert second.returncode == 0, stdout + stderr
     result = json.loads((folder / "eval.json").read_text())
     assert (result["merge"]["status"], result["both_passed"]) == ("clean", True)
-    assert len((folder / "messages.jsonl").read_text().splitlines()) == 1
-    assert [op["action_type"] for op in operations(folder, "1")] == ["send_message", "edit", "submit"]
+    assert len((folder / "messages.jsonl").read_text().splitlines()) == 2
+    assert [op["action_type"] for op in operations(folder, "1")] == ["send_message", "send_message", "edit", "submit"]
     assert [op["action_type"] for op in operations(folder, "2")] == ["create", "bash", "submit"]
     from llm_ide.run.trajectory import load_trajectory
 

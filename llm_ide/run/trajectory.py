@@ -98,6 +98,7 @@ class Recorder:
                 "n_operations": state.get("n_operations", 0),
                 "elapsed": round(state.get("elapsed", 0.0), 3),
                 **info,
+                **({"received": state["received"]} if state.get("received") else {}),  # coop: the other's messages
             },
             "task": state.get("task", ""),
         }
