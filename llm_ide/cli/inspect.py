@@ -93,6 +93,9 @@ def inspect(
         label = _label(node, node.id in chain, full, cropped=out.is_terminal)
         branches[node.id] = branches[node.parent_id].add(label)
     out.print(root)
+    for message in info.get("received") or []:  # coop: the other agent's messages, where they arrived
+        out.print(f"message before operation {message['step'] + 1}, from agent {escape(str(message['from']))}: "
+                  f"{escape(terminal_safe(str(message['text'])))}")  # fmt: skip
     table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
     for call in data.get("model_calls", []):
         table.add_row(

@@ -71,6 +71,14 @@ class AttemptView(BaseModel):
     exit_status: str = ""
 
 
+class MessageView(BaseModel):
+    """Coop: a message of the other agent, received before operation `step + 1`."""
+
+    sender: str
+    text: str
+    step: int
+
+
 class RunView(BaseModel):
     title: str
     source_format: str
@@ -86,6 +94,7 @@ class RunView(BaseModel):
     heat: list[ChunkHeat] = Field(default_factory=list)
     steps: list[StepStat] = Field(default_factory=list)
     attempts: list[AttemptView] = Field(default_factory=list)
+    messages: list[MessageView] = Field(default_factory=list)
 
 
 class InstanceRow(BaseModel):
