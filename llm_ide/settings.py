@@ -148,6 +148,7 @@ class Templates(Strict):
     task: str
     code_context_empty: str
     operation: str
+    rows_in_context: str
     operation_brief: str
     operations_omitted: str
     operation_history_empty: str
