@@ -55,6 +55,7 @@ class RunResult:
     trajectory_path: Path
     model_stats: dict[str, Any]
     error: str = ""
+    written: int = 0  # bytes the trajectory's rewrites and the calls log's records wrote in this process
 
 
 def describe_action(node: Any) -> str:
@@ -345,7 +346,8 @@ class _Run:
         step = self.values.get("n_operations", 0)
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
+        error = self.info.get("error", "")
+        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.recorder.written)
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]
