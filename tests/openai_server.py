@@ -9,7 +9,8 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
 - an int: that HTTP status with an OpenAI-style error body (404 says the model does not exist);
 - "hang": no answer until the client gives up or the server closes;
 - "invalid_json": status 200, content-type application/json, a body that is not JSON;
-- a `Reply` for anything else (exact usage, a custom error message, a text that is literally "hang"), or to misbehave
+- a `Reply` for anything else (several choices for a request with `n`, exact usage, a custom error message, a text
+  that is literally "hang"), or to misbehave
   on purpose: `body` sent verbatim (bytes, or JSON-encoded) instead of a completion, `headers` added (Retry-After),
   `drip` seconds between the bytes of the whole response (a slow-drip server).
 `server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
@@ -46,6 +47,7 @@ class Reply:
     body: Any = None
     headers: tuple[tuple[str, str], ...] = ()
     drip: float = 0.0
+    choices: tuple[str, ...] = ()  # several choices (a request with `n`): these texts instead of `text`
 
 
 @dataclass(frozen=True)
@@ -95,16 +97,18 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
         "model": request.get("model", "unknown"),
         "choices": [
             {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "index": position,
+                "message": {"role": "assistant", "content": choice, "refusal": None},
                 "finish_reason": "stop",
                 "logprobs": None,
             }
+            for position, choice in enumerate(reply.choices or (text,))
         ],
     }
     if reply.usage:
         prompt = reply.input_tokens if reply.input_tokens is not None else prompt_chars // 4
-        completion = reply.output_tokens if reply.output_tokens is not None else len(text) // 4
+        written = sum(len(choice) for choice in reply.choices or (text,))
+        completion = reply.output_tokens if reply.output_tokens is not None else written // 4
         body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         if reply.cached_tokens is not None:
             body["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
