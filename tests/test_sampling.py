@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,3 +204,33 @@ def test_bad_sampling_and_demonstration_settings_are_one_line_errors(
         load_config("default", [override])
     assert message in str(error.value)
     assert str(error.value).startswith(f"{override}: ") and "\n" not in str(error.value)
+
+
+def test_a_kill_after_the_choice_resumes_the_step_and_runs_the_pick_once(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    one = act("First.", "bash", command="echo one >> trail.txt")
+    two = act("Second.", "bash", command="echo two >> trail.txt")
+    other = act("Something else.", "bash", command="echo never >> trail.txt")
+    script = [one, one, one, reflect(False, "wrote one"), other, two, two, "<choice>2</choice>"]
+    script += [reflect(False, "wrote two"), *[act("Done.", "submit")] * 3]
+    model = write_script(tmp_path / "script.yaml", script)
+    (tmp_path / "config.yaml").write_text(json.dumps({"environment": {"tools": []}, "sampling": {"k": 3}}))
+    args = ["run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T"]
+    args += ["--output", str(tmp_path / "out"), "--config", str(tmp_path / "config.yaml")]
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
+    env = {**os.environ, "LLM_IDE_FAILPOINTS": "sampling.chosen=2"}  # in step 1, after its choice
+    killed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert (repo / "trail.txt").read_text() == "one\n"
+
+    resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    traj = load_trajectory(tmp_path / "out" / "T.traj.json")
+    assert traj["info"]["exit_status"] == "submitted"
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"  # the pick ran once, the other candidate never
+    assert [op["choice"]["method"] for op in traj["operations"]] == ["unanimous", "ask_colleagues", "unanimous"]
+    assert [(c["action_params"]["command"], c["chosen"]) for c in traj["operations"][1]["candidates"]] == [
+        ("echo never >> trail.txt", False),
+        ("echo two >> trail.txt", True),
+    ]
+    assert [c["index"] for c in traj["model_calls"]] == list(range(len(script)))

@@ -8,6 +8,7 @@ from llm_ide.conversation import messages_for
 from llm_ide.nodes.act import act
 from llm_ide.nodes.model_call import format_failure
 from llm_ide.resources import AgentContext
+from llm_ide.run.faults import failpoint
 from llm_ide.sampling.candidates import fold, sample_replies
 from llm_ide.sampling.choose import Chooser
 from llm_ide.state.graph_state import AgentState
@@ -31,6 +32,7 @@ def sampled_act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
         return {"usage": usage, **format_failure(ctx, state, text, error, "single_format" if single else "act_format")}
     chooser = Chooser(ctx, {**state, "usage": usage}, messages, ctx.sampler)
     chosen, choice = chooser.choose(candidates)
+    failpoint("sampling.chosen")  # every call of the step made, its update not yet saved
     pick = candidates[chosen]
     update: dict[str, Any] = {"usage": chooser.usage, "format_errors": 0, "retry": None}
     if single:
