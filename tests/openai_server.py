@@ -143,12 +143,14 @@ class OpenAIServer:
     hang_seconds: float = 60.0
     requests: list[RecordedRequest] = field(default_factory=list)
     dripped: list[int] = field(default_factory=list)  # bytes each dripping response got out before the client left
+    together: int = 0  # the first `together` requests are answered only once all of them have arrived (else a 500)
 
     def __post_init__(self) -> None:
         if not self.replies:
             raise ValueError("OpenAIServer needs at least one reply")
         self._replies = [as_reply(item) for item in self.replies]
         self._lock = threading.Lock()
+        self._together = threading.Barrier(self.together) if self.together > 1 else None
         self._closing = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -220,6 +222,11 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             index, reply = server._next(recorded)
             request = body if isinstance(body, dict) else {}
+            if server._together is not None and index < server.together:
+                try:
+                    server._together.wait(timeout=server.hang_seconds)
+                except threading.BrokenBarrierError:
+                    reply = Reply(status=500, error_message="the requests did not arrive together")
             if reply.hang:
                 server._closing.wait(server.hang_seconds)
                 self.close_connection = True

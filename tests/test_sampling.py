@@ -234,3 +234,17 @@ def test_a_kill_after_the_choice_resumes_the_step_and_runs_the_pick_once(tmp_pat
         ("echo two >> trail.txt", True),
     ]
     assert [c["index"] for c in traj["model_calls"]] == list(range(len(script)))
+
+
+def test_the_k_requests_are_in_flight_together(tmp_path: Path) -> None:
+    """Without `n` the k samples are asked at the same time: the endpoint answers the first three requests only once
+    all three have arrived (one after the other, they would time out and fail)."""
+    replies = [VIEW, VIEW_AGAIN, VIEW, reflect(False, "Read."), SUBMIT, SUBMIT, SUBMIT]
+    with OpenAIServer(replies=replies, together=3, hang_seconds=30) as server:
+        result, traj = run(tmp_path, "gpt-5-mini", settings(k=3, n="never"), base_url=server.url)
+        bodies = [request.body for request in server.requests]
+    assert result.exit_status == "submitted", result.error
+    assert [body.get("n") for body in bodies] == [None] * 7
+    ops = traj["operations"]
+    assert [op["action_type"] for op in ops] == ["view", "submit"] and ops[0]["candidates"][0]["samples"] == 3
+    assert [call["index"] for call in traj["model_calls"]] == list(range(7))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_ide.conversation import Message
-from llm_ide.nodes.model_call import account, call_model, redacted_messages, wall_deadline
+from llm_ide.models import Model, ModelReply
+from llm_ide.nodes.model_call import account, agent_call_index, redacted_messages, wall_deadline
 from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_reflection, split_reflection
 from llm_ide.prompting import render_string, truncate
 from llm_ide.resources import AgentContext
@@ -40,16 +42,42 @@ class Candidate:
 
 
 def sample_replies(ctx: AgentContext, state: AgentState, messages: list[Message], k: int) -> tuple[list[str], Usage]:
-    """k replies of the agent's model to the act conversation, each call recorded (kind `act`) and charged."""
+    """k replies of the agent's model to the act conversation, asked at the same time; each call recorded (kind
+    `act`), charged and counted in order."""
     model = ctx.model
     if ctx.settings.sampling.n == "auto" and getattr(model, "takes_n", False):
         return sample_at_once(ctx, state, messages, k)
-    texts: list[str] = []
-    usage = state.get("usage") or empty_usage()
-    for _ in range(k):
-        text, usage = call_model(ctx, {**state, "usage": usage}, "act", messages)
-        texts.append(text)
-    return texts, usage
+    messages = redacted_messages(ctx, messages)
+    usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
+    first = agent_call_index(ctx, state, usage["api_calls"])
+    replies = complete_together(model, messages, range(first, first + k), wall_deadline(ctx, state))
+    texts = [account(ctx, state, "act", messages, reply, started, usage, model) for reply, started in replies]
+    return texts, Usage(**usage)
+
+
+def complete_together(
+    model: Model, messages: list[Message], indexes: range, deadline: float | None
+) -> list[tuple[ModelReply, float]]:
+    """One call per index, each in its own (daemon) thread: the k samples take the time of the slowest, and Ctrl-C
+    is not held up by them. Each reply with the time its call started; the first failure is raised."""
+    results: list[tuple[ModelReply, float] | BaseException | None] = [None] * len(indexes)
+
+    def one(position: int, index: int) -> None:
+        started = time.perf_counter()
+        try:
+            results[position] = (model.complete(messages, call_index=index, deadline=deadline), started)
+        except BaseException as error:  # handed to the caller's thread
+            results[position] = error
+
+    threads = [threading.Thread(target=one, args=item, daemon=True) for item in enumerate(indexes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [result for result in results if result is not None]
 
 
 def sample_at_once(ctx: AgentContext, state: AgentState, messages: list[Message], k: int) -> tuple[list[str], Usage]:
@@ -57,7 +85,8 @@ def sample_at_once(ctx: AgentContext, state: AgentState, messages: list[Message]
     messages = redacted_messages(ctx, messages)
     usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
-    replies = ctx.model.complete_n(messages, k, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))
+    index = agent_call_index(ctx, state, usage["api_calls"])
+    replies = ctx.model.complete_n(messages, k, call_index=index, deadline=wall_deadline(ctx, state))
     texts = [redact(reply.text) for reply in replies]
     if cap := ctx.settings.agent.max_reply_chars:
         texts = [truncate(text, cap, ctx.templates) for text in texts]
