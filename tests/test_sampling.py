@@ -248,3 +248,25 @@ def test_the_k_requests_are_in_flight_together(tmp_path: Path) -> None:
     ops = traj["operations"]
     assert [op["action_type"] for op in ops] == ["view", "submit"] and ops[0]["candidates"][0]["samples"] == 3
     assert [call["index"] for call in traj["model_calls"]] == list(range(7))
+
+
+def test_single_call_takes_the_reflection_of_the_candidate_that_runs(tmp_path: Path) -> None:
+    """`agent.single_call`: each sample holds a reflection on the previous operation and the next action; the chosen
+    candidate's reflection decides where the new node hangs (a `bad` verdict: a sibling of the failed operation)."""
+    good = "good: The file is read.\n" + RUN_TESTS
+    bad = "bad: The wrong part of the file.\nlesson: Search before viewing.\n" + SEARCH
+    script = [VIEW, VIEW, VIEW, good, bad, good, "<choice>2</choice>", *["good: Found it.\n" + SUBMIT] * 3]
+    config = settings(k=3).merged({"agent": {"single_call": True}})
+    result, traj = run(tmp_path, write_script(tmp_path / "script.yaml", script), config)
+    ops = traj["operations"]
+    assert result.exit_status == "submitted"
+    assert [(op["id"], op["parent_id"], op["action_type"], op["bad_action"]) for op in ops] == [
+        (0, None, "view", True),
+        (1, None, "search", False),  # the pick's `bad` verdict: the search replaces the view
+        (2, 1, "submit", None),
+    ]
+    assert ops[0]["lessons"] == "Search before viewing."
+    assert [(c["action_type"], c["samples"], c["chosen"]) for c in ops[1]["candidates"]] == [
+        ("bash", 2, False),
+        ("search", 1, True),
+    ]
