@@ -46,11 +46,7 @@ def render_system(ctx: AgentContext, task: str) -> str:
         templates,
         "system",
         actions=actions,
-        demonstrations=memo(
-            ctx,
-            ("demonstrations",),
-            lambda: render_demonstrations(ctx.settings.sampling.templates, ctx.settings.demonstrations),
-        ),
+        demonstrations=memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings)),
         reflect_format=render(templates, "reflect_format"),
         act_format=render(templates, "act_format"),
         **capped(

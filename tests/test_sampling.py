@@ -18,6 +18,7 @@ from llm_ide.config import load_config
 from llm_ide.errors import ConfigError
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
+from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.settings import Settings
 
 TASK = "Cart.total ignores quantities."
@@ -172,6 +173,10 @@ def test_demonstrations_from_a_scripted_run_appear_in_the_prompt_before_the_task
     assert "- Run the tests before guessing." in demos  # but its lesson is
     assert "+            total += price * quantity" in demos  # and the patch it led to
     assert system.index("## Demonstrations") < system.index("## Task Description") < system.index("## Tool Usage")
+
+    capped = render_demonstrations(config.merged({"sampling": {"demonstration_max_chars": 800}}))
+    assert "characters elided" in capped and len(capped) < 800 + 400  # the ceiling, plus the section's own text
+    assert capped.count("### Demonstration 1") == 1 and "+            total += price * quantity" in capped  # the tail
 
     plain = run(tmp_path / "c", write_script(tmp_path / "plain.yaml", [SUBMIT]), settings())[1]
     plain_system = plain["model_calls"][0]["prompt"].split("\n\n[user]\n")[0]

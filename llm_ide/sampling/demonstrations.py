@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llm_ide.prompting import render_string
+from llm_ide.prompting import render_string, truncate
 from llm_ide.sampling.settings import SamplingTemplates, read_demonstration
+from llm_ide.settings import Settings
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 
 
@@ -39,9 +40,15 @@ def render_demonstration(templates: SamplingTemplates, path: Path, number: int) 
     )
 
 
-def render_demonstrations(templates: SamplingTemplates, paths: list[Path]) -> str:
-    """The demonstrations section of the system prompt; empty without demonstrations."""
+def render_demonstrations(settings: Settings) -> str:
+    """The demonstrations section of the system prompt (each within `sampling.demonstration_max_chars`); empty
+    without demonstrations."""
+    paths, sampling = settings.demonstrations, settings.sampling
     if not paths:
         return ""
-    parts = [render_demonstration(templates, path, number) for number, path in enumerate(paths, 1)]
-    return render_string(templates.demonstrations, demonstrations="\n\n".join(parts))
+    cap = sampling.demonstration_max_chars
+    parts = [
+        truncate(render_demonstration(sampling.templates, path, number), cap, settings.templates)
+        for number, path in enumerate(paths, 1)
+    ]
+    return render_string(sampling.templates.demonstrations, demonstrations="\n\n".join(parts))

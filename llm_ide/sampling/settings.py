@@ -47,6 +47,7 @@ class SamplingSettings(Section):
     choice: Literal["ask_colleagues", "pairwise"] = "ask_colleagues"
     model: str | None = None  # the model of the choosing calls (discriminator, comparisons); None: the agent's
     n: Literal["auto", "never"] = "auto"  # auto: the k candidates in one request (`n`) where the provider takes it
+    demonstration_max_chars: PositiveInt = 16000  # each demonstration's ceiling in the prompt (head and tail kept)
     templates: SamplingTemplates = Field(default_factory=lambda: SamplingTemplates())
 
 
