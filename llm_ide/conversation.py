@@ -10,6 +10,7 @@ from typing import Any
 
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
+from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, with_reflection
 
@@ -45,6 +46,7 @@ def render_system(ctx: AgentContext, task: str) -> str:
         templates,
         "system",
         actions=actions,
+        demonstrations=memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings)),
         reflect_format=render(templates, "reflect_format"),
         act_format=render(templates, "act_format"),
         **capped(

@@ -13,6 +13,7 @@ from llm_ide.nodes.branch import branch
 from llm_ide.nodes.execute_tool import execute_tool
 from llm_ide.nodes.reflect import reflect
 from llm_ide.nodes.render_context import render_context
+from llm_ide.nodes.sampled_act import sampled_act
 from llm_ide.nodes.update_activity import update_activity
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentInput, AgentState, RunState
@@ -44,13 +45,16 @@ def build_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     context_schema: type[AgentContext] | None = AgentContext,
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    sampled: bool = False,
 ) -> CompiledStateGraph:
-    """The agent's graph; `wrap` (LangGraph Studio: llm_ide.studio) wraps each node that uses the run's context."""
+    """The agent's graph; `wrap` (LangGraph Studio: llm_ide.studio) wraps each node that uses the run's context;
+    `sampled`: the `act` node is the action-sampling variant (`sampled_act`: `sampling.k` candidates, one runs)."""
     builder = StateGraph(RunState, context_schema=context_schema, input_schema=AgentInput, output_schema=RunState)
-    for node in (render_context, reflect, branch, act, execute_tool, update_activity):
+    for node in (render_context, reflect, branch, sampled_act if sampled else act, execute_tool, update_activity):
         uses_context = "runtime" in inspect.signature(node).parameters
         action = wrap(node) if wrap is not None and uses_context else node
-        builder.add_node(node.__name__, action, input_schema=AgentState)  # AgentState: with the private fields
+        name = "act" if node is sampled_act else node.__name__  # the same graph: only the node's behaviour differs
+        builder.add_node(name, action, input_schema=AgentState)  # AgentState: with the private fields
     builder.add_edge(START, "render_context")
     builder.add_conditional_edges("render_context", after_render)
     builder.add_conditional_edges("reflect", after_reflect)

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from llm_ide.errors import ConfigError
+from llm_ide.sampling.settings import Demonstrations, SamplingSettings
 from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
@@ -192,6 +193,8 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    sampling: SamplingSettings = SamplingSettings()  # action sampling at `act` (llm_ide/sampling)
+    demonstrations: Demonstrations = []  # trajectories of ours shown as worked examples in the system prompt
     secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:

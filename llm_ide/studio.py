@@ -105,10 +105,24 @@ def bind(node: Node, run: StudioRun) -> Node:
 
 
 @asynccontextmanager
-async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+async def served(sampled: bool) -> AsyncIterator[CompiledStateGraph]:
     """The graph of one server call; what its run opened is closed when the server is done with it."""
     run = StudioRun()
     try:
-        yield build_graph(context_schema=None, wrap=lambda node: bind(node, run))
+        yield build_graph(context_schema=None, wrap=lambda node: bind(node, run), sampled=sampled)
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
+
+
+@asynccontextmanager
+async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The agent's graph, served (`llm-ide` in langgraph.json)."""
+    async with served(sampled=False) as compiled:
+        yield compiled
+
+
+@asynccontextmanager
+async def sampled_graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The graph with action sampling at `act` (`llm-ide-sampled`; `sampling` in the input's `config`: k, choice…)."""
+    async with served(sampled=True) as compiled:
+        yield compiled

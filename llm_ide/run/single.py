@@ -157,7 +157,7 @@ def run_task(
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
-        graph = build_graph(saver)
+        graph = build_graph(saver, sampled=settings.sampling.k > 1)
         snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
         resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
