@@ -135,6 +135,7 @@ def run_task(
     task_vars: dict[str, Any] | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
+    intents: IntentLog | None = None,
 ) -> RunResult:
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
     from llm_ide.graph import build_graph
@@ -209,7 +210,7 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
-                intents=IntentLog(output_dir / f"{run_id}.intents.jsonl"),
+                intents=intents or IntentLog(output_dir / f"{run_id}.intents.jsonl"),
                 on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
             )
             if getattr(ctx.model, "price", True) is None and settings.agent.cost_limit:
