@@ -19,6 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
+from llm_ide.attempts.settings import AttemptsSettings
 from llm_ide.errors import ConfigError
 from llm_ide.secrets import mark_secret_names, register, secrets_in
 
@@ -191,6 +192,7 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)  # issue 11: llm_ide/attempts
     secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:

@@ -50,7 +50,8 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     nodes = state.get("operations", [])
     chain = reasoning_chain(nodes)
     latest = render(ctx.templates, "operation", node=nodes[-1], params=params_text(nodes[-1])) if nodes else ""
-    lessons = "\n".join(f"- {lesson}" for lesson in all_lessons(nodes)) or render(ctx.templates, "lessons_empty")
+    learned = dict.fromkeys([*state.get("carried_lessons", []), *all_lessons(nodes)])
+    lessons = "\n".join(f"- {lesson}" for lesson in learned) or render(ctx.templates, "lessons_empty")
     sections = {
         "operation_history": history_text(ctx, chain[:-1]),
         "lessons": lessons,

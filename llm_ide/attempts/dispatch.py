@@ -1,0 +1,34 @@
+"""The `dispatch` node: which attempts start now. One after another: the next one, unless an attempt was accepted,
+`attempts.max` is reached or the task's budget is spent. In parallel: all of them at once, then none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from llm_ide.attempts.context import AttemptsContext, context_of
+from llm_ide.attempts.state import AttemptsState
+
+
+def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
+    ctx = context_of(runtime, dict(state))
+    settings = ctx.settings.attempts
+    attempts = state.get("attempts", [])
+    accept = settings.accept_score
+    accepted = any(accept is not None and (r.get("score") or 0) >= accept and r.get("submission") for r in attempts)
+    assert ctx.budget is not None
+    if accepted or len(attempts) >= settings.max or ctx.budget.exhausted or (attempts and settings.parallel):
+        return {"pending": []}
+    last = len(attempts) + 1
+    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last])}
+
+
+def send_attempts(state: AttemptsState) -> list[Send] | str:
+    """The pending attempts, each through its own Send; none left: the choice."""
+    if not state.get("pending"):
+        return "choose"
+    shared = {key: state[key] for key in ("task", "repo", "model", "base_url", "config", "base_commit") if key in state}
+    lessons = state.get("carried_lessons", [])
+    return [Send("attempt", {**shared, "index": index, "carried_lessons": lessons}) for index in state["pending"]]
