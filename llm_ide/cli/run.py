@@ -123,7 +123,7 @@ def run(
         settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
     except ConfigError as error:
         raise fail(str(error)) from None
-    check_model_before_start(model.replace("{attempt}", "1"), settings, base_url)
+    check_model_before_start(model, settings, base_url)
     from llm_ide.attempts.run import run_attempts
     from llm_ide.run.single import ThreadMismatchError, run_task
 

@@ -102,9 +102,12 @@ def run_instance(
     on_event: EventSink | None = None,
     stop: threading.Event | None = None,
 ) -> Outcome:
-    """Run one instance with run_task (resuming its checkpoint when it has one) and record its prediction."""
+    """Run one instance with run_task (resuming its checkpoint when it has one) and record its prediction; with
+    `attempts.max` > 1, run_attempts (preds.json gets the chosen patch)."""
+    from llm_ide.attempts.run import run_attempts
     from llm_ide.run.single import run_task
 
+    runner = run_attempts if settings.attempts.max > 1 else run_task
     run_dir = options.output / instance.instance_id
     run_dir.mkdir(parents=True, exist_ok=True)
     repo = clone_for_local(instance, run_dir / "repo") if options.environment == "local" else None
@@ -121,7 +124,7 @@ def run_instance(
 
     log.info("%s: starting (image %s)", instance.instance_id, instance.image if repo is None else repo)
     try:
-        result = run_task(
+        result = runner(
             instance.problem_statement,
             model=options.model,
             settings=settings,
