@@ -277,10 +277,7 @@ def evaluate_command(
     config: ConfigFiles = None,
     attempts: Annotated[
         bool,
-        typer.Option(
-            "--attempts",
-            help="Also grade every attempt's patch (attempts.max > 1): pass@k beside the chosen patch's resolve rate.",
-        ),
+        typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
     ] = False,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
