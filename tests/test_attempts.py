@@ -17,7 +17,7 @@ from agent_script import act, reflect
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
 from conftest import make_git_repo
 
-from llm_ide.attempts.run import run_attempts
+from llm_ide import run_attempts  # the Python API
 from llm_ide.config import load_config
 
 NO_TOOLS = {"environment": {"tools": []}}

@@ -113,7 +113,7 @@ def context_of(runtime: Runtime[AttemptsContext] | Any, state: dict[str, Any]) -
             settings=load_config(values.pop("base", "default"), **values),
             model=state["model"],
             run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
-            output_dir=Path("runs") / thread,
+            output_dir=Path(state.get("output") or Path("runs") / thread),
             repo=Path(state["repo"]).expanduser().resolve(),
             base_url=state.get("base_url"),
         )

@@ -8,8 +8,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from llm_ide.attempts.context import AttemptsContext, context_of
+from llm_ide.attempts.context import AttemptsContext, context_of, git
 from llm_ide.attempts.state import AttemptsState
+
+SHARED = ("task", "repo", "model", "base_url", "config", "base_commit", "output")
 
 
 def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
@@ -19,16 +21,20 @@ def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[st
     accept = settings.accept_score
     accepted = any(accept is not None and (r.get("score") or 0) >= accept and r.get("submission") for r in attempts)
     assert ctx.budget is not None
+    base = {}  # LangGraph Studio's input has no base commit: the repository's HEAD
+    local = (ctx.environment or ctx.settings.environment.type) == "local"
+    if not state.get("base_commit") and ctx.repo is not None and local:
+        base = {"base_commit": git(ctx.repo, "rev-parse", "--verify", "HEAD")}
     if accepted or len(attempts) >= settings.max or ctx.budget.exhausted or (attempts and settings.parallel):
-        return {"pending": []}
+        return {"pending": [], **base}
     last = len(attempts) + 1
-    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last])}
+    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last]), **base}
 
 
 def send_attempts(state: AttemptsState) -> list[Send] | str:
     """The pending attempts, each through its own Send; none left: the choice."""
     if not state.get("pending"):
         return "choose"
-    shared = {key: state[key] for key in ("task", "repo", "model", "base_url", "config", "base_commit") if key in state}
+    shared = {key: state[key] for key in SHARED if key in state}
     lessons = state.get("carried_lessons", [])
     return [Send("attempt", {**shared, "index": index, "carried_lessons": lessons}) for index in state["pending"]]

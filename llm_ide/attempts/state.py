@@ -43,6 +43,7 @@ class AttemptsInput(TypedDict, total=False):
     base_url: str
     config: dict[str, Any]
     base_commit: str
+    output: str  # LangGraph Studio: the folder of the attempts' runs (default runs/<thread id>)
 
 
 class AttemptTask(AttemptsInput, total=False):
