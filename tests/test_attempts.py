@@ -19,6 +19,7 @@ from conftest import make_git_repo
 
 from llm_ide import run_attempts  # the Python API
 from llm_ide.config import load_config
+from llm_ide.inspector.load import load_run
 
 NO_TOOLS = {"environment": {"tools": []}}
 
@@ -71,6 +72,11 @@ def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the
     review_prompt = next(c["prompt"] for c in traj["model_calls"] if c["kind"] == "review")
     assert "double(2) = 5" in review_prompt  # the attempt's test output reached the reviewer
     assert "README.md" in review_prompt and "The README is not the code." in review_prompt
+
+    run = load_run(result.trajectory_path)  # the inspector's view: a band per attempt, scores, the choice
+    assert [(a.index, a.chosen, a.score) for a in run.attempts] == [(1, False, 2.0), (2, True, 9.0)]
+    assert [(n.attempt, n.id) for n in run.nodes] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    assert all("chain" in n.marks for n in run.nodes)
 
 
 @pytest.mark.parametrize(("mode", "choices", "by"), [("model", [choice(2, "Only candidate 2 fixes calc.")], "chooser"),
