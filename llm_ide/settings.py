@@ -19,6 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
+from llm_ide.attempts.settings import AttemptsSettings
 from llm_ide.errors import ConfigError
 from llm_ide.sampling.settings import Demonstrations, SamplingSettings
 from llm_ide.secrets import mark_secret_names, register, secrets_in
@@ -195,6 +196,7 @@ class Settings(Strict):
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
     sampling: SamplingSettings = SamplingSettings()  # action sampling at `act` (llm_ide/sampling)
     demonstrations: Demonstrations = []  # trajectories of ours shown as worked examples in the system prompt
+    attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)  # issue 11: llm_ide/attempts
     secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:

@@ -207,10 +207,14 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert coop.returncode == 0, coop.stderr
     for node in ("planner\\3athink", "planner\\3aact", "coordinator"):  # the planner subgraph drawn inside
         assert node in coop.stdout, coop.stdout
-    unknown = cli("graph", "attempts")
+    attempts = cli("graph", "attempts", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in attempts.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> dispatch", "dispatch -.-> attempt", "attempt --> review", "review --> dispatch"} <= edges
+    assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
+    unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
-        "error: unknown graph 'attempts': choose one of agent, coop",
+        "error: unknown graph 'nope': choose one of agent, coop, attempts",
     )
 
 

@@ -136,6 +136,7 @@ def run_task(
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
     intents: IntentLog | None = None,
+    carried_lessons: list[str] | None = None,
 ) -> RunResult:
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
     from llm_ide.graph import build_graph
@@ -217,6 +218,8 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+            if inputs is not None and carried_lessons:
+                inputs["carried_lessons"] = list(carried_lessons)
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:

@@ -18,6 +18,7 @@ class AgentInput(TypedDict, total=False):
     base_url: str
     config: dict[str, Any]
     base_commit: str
+    carried_lessons: list[str]  # lessons of earlier attempts at the task (llm_ide/attempts), shown first
 
 
 class Usage(TypedDict):
