@@ -139,6 +139,10 @@ class ObservationTemplates(Strict):
     outside_repository: str
     unknown_action: str
     navigator_off: str
+    navigator_denied: str
+    navigator_review: str
+    navigator_guidance: str
+    navigator_timeout: str
     interrupted: str
     already_applied: str
 

@@ -22,7 +22,7 @@ def make_navigator(
     if config.mode == "model":
         from llm_ide.navigator.model import ModelNavigator
 
-        model = get_model(config.model or model_spec, settings.model, base_url)
+        model = get_model(config.model or model_spec, settings.model, config.base_url or base_url)
         return ModelNavigator(settings, model, codebase, record_call=record_call)
     if config.mode == "human":
         from llm_ide.navigator.human import HumanNavigator

@@ -12,6 +12,7 @@ class NavigatorSettings(BaseModel):
 
     mode: Literal["off", "model", "human", "mcp"] = "off"
     model: str | None = None  # the navigator's model; None: the driver's
+    base_url: str | None = None  # the navigator model's endpoint; None: the driver's
     url: str | None = None  # mode mcp: the navigator server's URL (http://127.0.0.1:PORT/mcp)
     prompts: str | None = None  # a YAML of navigator templates; None: llm_ide/prompts/navigator.yaml
     gate: list[str] = ["edit", "create", "bash"]  # bash: only commands that are not read-only
