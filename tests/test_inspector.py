@@ -211,10 +211,14 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     edges = {line.strip().rstrip(";") for line in attempts.stdout.splitlines() if "->" in line}
     assert {"__start__ --> dispatch", "dispatch -.-> attempt", "attempt --> review", "review --> dispatch"} <= edges
     assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
+    navigator = cli("graph", "navigator", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> plan", "plan -.-> render_context", "act -.-> permission", "act -.-> consult"} <= edges
+    assert {"permission -.-> execute_tool", "permission -.-> update_activity", "consult -.-> update_activity"} <= edges
     unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
-        "error: unknown graph 'nope': choose one of agent, coop, attempts",
+        "error: unknown graph 'nope': choose one of agent, coop, attempts, navigator",
     )
 
 
