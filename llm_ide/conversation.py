@@ -40,6 +40,7 @@ def render_system(ctx: AgentContext, task: str) -> str:
         view_max_lines=ws.view_max_lines,
         search_max_results=ws.search_max_results,
         command_timeout=ws.command_timeout,
+        navigator=ctx.settings.navigator.mode != "off",
     )
     return render(
         templates,

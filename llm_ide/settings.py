@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from llm_ide.errors import ConfigError
+from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
@@ -137,6 +138,11 @@ class ObservationTemplates(Strict):
     bad_params: str
     outside_repository: str
     unknown_action: str
+    navigator_off: str
+    navigator_denied: str
+    navigator_review: str
+    navigator_guidance: str
+    navigator_timeout: str
     interrupted: str
     already_applied: str
 
@@ -191,6 +197,7 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    navigator: NavigatorSettings = NavigatorSettings()
     secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:

@@ -57,7 +57,8 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
         "code_context": code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
         "latest": latest,
     }
-    return render(ctx.templates, "snapshot", step=state.get("n_operations", 0), **capped(ctx, sections))
+    step = state.get("n_operations", 0)
+    return render(ctx.templates, "snapshot", step=step, plan=state.get("plan", ""), **capped(ctx, sections))
 
 
 def epoch_over(ctx: AgentContext, state: AgentState) -> bool:

@@ -66,7 +66,10 @@ def build_context(
         tool_commands=commands,
     )
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
+    from llm_ide.navigator.factory import make_navigator
+
     return AgentContext(
+        navigator=make_navigator(settings, codebase, model_spec, base_url),
         settings=settings,
         model=model,
         codebase=codebase,

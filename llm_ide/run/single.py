@@ -55,6 +55,7 @@ class RunResult:
     trajectory_path: Path
     model_stats: dict[str, Any]
     error: str = ""
+    interrupt: dict[str, Any] | None = None  # exit status awaiting_navigator: what the human navigator is asked
 
 
 def describe_action(node: Any) -> str:
@@ -134,8 +135,13 @@ def run_task(
     task_vars: dict[str, Any] | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
+    resume: Any = None,
+    ask_navigator: Callable[[dict[str, Any]], Any] | None = None,
 ) -> RunResult:
-    """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
+    """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished.
+    A human navigator (navigator.mode human): each question goes to `ask_navigator` (its return value is the answer);
+    without it the run returns `awaiting_navigator` with the question in `interrupt`, and `resume` carries the answer
+    to the next call on the same thread."""
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
@@ -156,7 +162,7 @@ def run_task(
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
-        graph = build_graph(saver)
+        graph = build_graph(saver, navigator=settings.navigator.mode != "off")
         snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
         resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
@@ -173,7 +179,7 @@ def run_task(
                 f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
             )
         recorder = Recorder(output_dir, run_id)  # once the thread is ours and its state checked: it may rewrite the log
-        run = _Run(run_id, saver, recorder, emit, info, values)
+        run = _Run(run_id, saver, recorder, emit, info, values, ask_navigator)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
             status = ExitStatus(values["exit_status"])
@@ -215,6 +221,10 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+            if resumed and resume is not None:
+                from langgraph.types import Command
+
+                inputs = Command(resume=resume)
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:
@@ -307,13 +317,32 @@ class _Run:
     emit: Callable[[RunEvent], None]
     info: dict[str, Any]
     values: dict[str, Any]
+    ask_navigator: Callable[[dict[str, Any]], Any] | None = None
+    interrupt: dict[str, Any] | None = None
 
     def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> ExitStatus:
         steps = self.values.get("n_operations", 0)
         settings = ctx.settings.checkpoint
         prune_every = 0 if settings.keep_history else settings.prune_every
         thread = {"configurable": {"thread_id": self.run_id}}
+        while True:
+            self._stream_once(graph, inputs, thread, ctx, steps, prune_every)
+            steps = self.values.get("n_operations", 0)
+            pending = graph.get_state(thread).interrupts
+            if not pending:
+                return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
+            question = pending[0].value
+            if self.ask_navigator is None:
+                self.interrupt = question
+                return ExitStatus.AWAITING_NAVIGATOR
+            from langgraph.types import Command
+
+            inputs = Command(resume=self.ask_navigator(question))
+
+    def _stream_once(self, graph: Any, inputs: Any, thread: dict[str, Any], ctx: Any, steps: int, prune_every: int):
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+            if "__interrupt__" in state:
+                continue
             self.values.clear()
             self.values.update(state)
             if state.get("n_operations", 0) <= steps:
@@ -326,9 +355,10 @@ class _Run:
             action = describe_action(node)
             self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
             log.info("step %d: %s (cost %.4f)", steps, action, cost)
-        return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
+        if not self.info.get("error") and self.values.get("error"):
+            self.info["error"] = str(self.values["error"])  # e.g. which navigator turn limit ended the run
         submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
         if self.info.get("error"):
             self.info["error"] = redact(self.info["error"])
@@ -345,7 +375,8 @@ class _Run:
         step = self.values.get("n_operations", 0)
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
+        error = self.info.get("error", "")
+        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.interrupt)
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]

@@ -22,6 +22,15 @@ class OperationNode(Record):
     bad_action: bool | None = None
     summary: str = ""
     lessons: str = ""
+    denied: dict[str, Any] | None = None  # the navigator denied it: {reason, by}; it was not run
+    review: dict[str, Any] | None = None  # the navigator's review it asked for: {round, passed, comment, by}
+
+    def _asdict(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        for key in ("denied", "review"):  # most nodes have neither: not stored
+            if data[key] is None:
+                del data[key]
+        return data
 
 
 @dataclass
