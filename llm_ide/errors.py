@@ -74,14 +74,6 @@ class EnvironmentFailure(LlmIdeError):
     exit_status = ExitStatus.ENVIRONMENT_ERROR
 
 
-class NavigatorUnavailable(LlmIdeError):
-    """The remote (MCP) navigator cannot be reached or fails: told in one line; a run it gates cannot go on."""
-
-
-class NavigatorTimeout(NavigatorUnavailable):
-    """The remote navigator did not answer within its deadline (the caller applies `timeout_decision`)."""
-
-
 class Terminated(SystemExit, KeyboardInterrupt):
     """SIGTERM or SIGHUP: caught wherever Ctrl-C is (the run ends `interrupted`, resumable, its environment removed);
     uncaught, the process exits with 128 + the signal number."""

@@ -4,23 +4,48 @@ client and by the driver's `McpNavigator`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from agent_script import BUGGY_FILES, TEST_COMMAND, act, reflect, write_script
+from conftest import git, make_git_repo
 
-from llm_ide.errors import NavigatorUnavailable
-from llm_ide.navigator.mcp_client import McpNavigator
-from llm_ide.navigator.protocol import PermissionRequest, ReviewRequest
+from llm_ide.config import load_config
+from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
+from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest, ReviewRequest
+from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 
-TESTS = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parent
 CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
 READY = "navigator serving at "
 TESTS_DIFF = "--- a/tests/test_cart.py\n+++ b/tests/test_cart.py\n@@ -1 +1 @@\n-assert total == 9\n+assert True\n"
 CODE_DIFF = "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1 +1 @@\n-RATE = 0.1\n+RATE = 0.2\n"
+FIX_DIFF = (
+    "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -13,3 +13,3 @@\n         for name, price, quantity in self.items:\n"
+    "-            total += price\n+            total += price * quantity\n         return round(total, 2)\n"
+)
+KEYS = {"approved", "passed", "reason", "comment", "answer", "by"}
+VIEW = act("Read Cart.total[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=15)
+FIX = act(
+    "The loop ignores the quantity[1](shop/cart.py:14).",
+    "edit",
+    path="shop/cart.py",
+    old="            total += price\n",
+    new="            total += price * quantity\n",
+)
+CHEAT = act(
+    "Expect what the code returns[1](tests/test_cart.py:11).", "edit", path="tests/test_cart.py", old="16.0", new="11.5"
+)
+TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
+SUBMIT = act("Fixed and tested.", "submit")
 
 Serve = Callable[..., str]
 
@@ -36,7 +61,7 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
             process = subprocess.Popen(
                 [*CLI, "navigator", "serve", "--port", "0", *args],
                 cwd=tmp_path,
-                env={**os.environ, "PYTHONPATH": str(TESTS), **(env or {})},
+                env={**os.environ, "PYTHONPATH": str(TESTS_DIR), **(env or {})},
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,
@@ -59,28 +84,42 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
         process.stdout.close()
 
 
-async def sdk_round_trip(url: str) -> dict[str, object]:
+async def sdk_round_trip(url: str) -> dict[str, Any]:
     """What any MCP client sees: the tools with their input and output schemas, and the structured answers."""
     from mcp import Client
 
     async with Client(url) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        denied = await client.call_tool(
-            "request_permission", {"action": "edit tests/test_cart.py", "diff": TESTS_DIFF, "reason": "make it pass"}
-        )
-        approved = await client.call_tool(
-            "request_permission", {"action": "edit shop/cart.py", "diff": CODE_DIFF, "reason": "the rate is 20%"}
-        )
-        failed = await client.call_tool("request_review", {"patch": CODE_DIFF + "+print(RATE)\n", "summary": "rate"})
-        passed = await client.call_tool("request_review", {"patch": CODE_DIFF, "summary": "rate fixed"})
-        guidance = await client.call_tool("request_guidance", {"question": "where is the rate?"})
-    return {"tools": tools, "answers": [denied, approved, failed, passed, guidance]}
+        calls = [
+            ("request_permission", {"action": "edit tests/test_cart.py", "diff": TESTS_DIFF, "reason": "make it pass"}),
+            ("request_permission", {"action": "edit shop/cart.py", "diff": FIX_DIFF, "reason": "count quantities"}),
+            ("request_review", {"patch": FIX_DIFF.replace("price * quantity", "price * 1"), "summary": "first try"}),
+            ("request_review", {"patch": FIX_DIFF, "summary": "quantities counted"}),
+            ("request_guidance", {"question": "Where is the total computed?"}),
+        ]
+        answers = [await client.call_tool(name, arguments) for name, arguments in calls]
+    return {"tools": tools, "answers": answers}
 
 
-def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_navigator(serve: Serve) -> None:
-    url = serve("--navigator", "remote_navigators:RulesNavigator")
+def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_model_navigator(
+    serve: Serve, tmp_path: Path
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    script = [
+        '<view>{"path": "tests/test_cart.py"}</view>',  # it explores the repository read-only before deciding
+        "<deny>The test states the intended total: fix Cart.total instead.</deny>",
+        "<approve>Multiplying by the quantity is the fix.</approve>",
+        f'<bash>{{"command": "{TEST_COMMAND}"}}</bash>',  # a reviewer may run the tests
+        "<fail>Quantities are still ignored: price * 1.</fail>",
+        "<pass>Cart.total multiplies by the quantity.</pass>",
+        "<answer>In Cart.total, shop/cart.py line 14.</answer>",
+    ]
+    model = write_script(tmp_path / "navigator.yaml", script)
+    url = serve("--model", model, "--repo", str(repo), "--task", "Cart.total ignores quantities.")
     assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+
     seen = asyncio.run(sdk_round_trip(url))
+
     tools = seen["tools"]
     assert sorted(tools) == ["request_guidance", "request_permission", "request_review"]
     assert {"action", "diff", "reason"} <= set(tools["request_permission"].input_schema["properties"])
@@ -89,18 +128,56 @@ def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_navigator(s
     assert {"approved", "reason", "usage"} <= set(tools["request_permission"].output_schema["properties"])
     assert {"passed", "comment", "usage"} <= set(tools["request_review"].output_schema["properties"])
     assert not any(answer.is_error for answer in seen["answers"])
-    usage = {"calls": 1, "input_tokens": 120, "cached_tokens": 0, "output_tokens": 8, "cost": 0.0021}
-    assert [answer.structured_content for answer in seen["answers"]] == [
-        {"approved": False, "reason": "leave the tests alone (edit tests/test_cart.py)", "by": "model", "usage": usage},
-        {"approved": True, "reason": "fine: the rate is 20%", "by": "model", "usage": usage},
-        {"passed": False, "comment": "remove the debug print", "by": "model", "usage": usage},
-        {"passed": True, "comment": "looks right: rate fixed", "by": "model", "usage": usage},
-        {"answer": "start from the failing test; you asked: where is the rate?", "by": "model", "usage": usage},
+    results = [answer.structured_content for answer in seen["answers"]]
+    assert [{k: v for k, v in result.items() if k in KEYS} for result in results] == [
+        {"approved": False, "reason": "The test states the intended total: fix Cart.total instead.", "by": "model"},
+        {"approved": True, "reason": "Multiplying by the quantity is the fix.", "by": "model"},
+        {"passed": False, "comment": "Quantities are still ignored: price * 1.", "by": "model"},
+        {"passed": True, "comment": "Cart.total multiplies by the quantity.", "by": "model"},
+        {"answer": "In Cart.total, shop/cart.py line 14.", "by": "model"},
     ]
+    assert [result["usage"]["calls"] for result in results] == [2, 1, 2, 1, 1]  # exploring costs calls too
+    assert all(result["usage"]["input_tokens"] > 0 for result in results)
+    assert git(repo, "status", "--porcelain") == ""  # read-only: the served navigator changed nothing
+
+
+def test_a_driver_run_is_gated_by_a_served_navigator(serve: Serve, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    navigator = [
+        "<deny>Changing the test hides the bug: fix Cart.total instead.</deny>",
+        "<approve>This multiplies by the quantity.</approve>",
+        "<approve>Running the tests is fine.</approve>",
+    ]
+    url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo))
+    driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
+    driver += [reflect(False, "tests pass"), SUBMIT]
+    settings = load_config("default", environment={"tools": []}, navigator={"mode": "mcp", "url": url})
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=write_script(tmp_path / "driver.yaml", driver),
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="served",
+        repo=repo,
+    )
+    traj = load_trajectory(result.trajectory_path)
+
+    assert result.exit_status == "submitted"
+    assert "+            total += price * quantity" in result.submission and "test_cart" not in result.submission
+    operations = [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in traj["operations"]]
+    assert operations[:3] == [(0, None, "view", False), (1, 0, "edit", True), (2, 0, "edit", False)]  # a sibling
+    assert traj["operations"][1]["denied"] == {
+        "reason": "Changing the test hides the bug: fix Cart.total instead.",
+        "by": "mcp",
+    }
+    record = traj["info"]["navigator"]
+    assert [(d["approved"], d["by"]) for d in record["decisions"]] == [(False, "mcp"), (True, "mcp"), (True, "mcp")]
+    assert record["usage"]["calls"] == 3 and record["turns"] == 3  # the server's model calls, apart from the driver's
+    assert traj["info"]["model_stats"]["api_calls"] == len(driver)
 
 
 def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve: Serve) -> None:
-    navigator = McpNavigator(serve("--navigator", "remote_navigators:RulesNavigator"), timeout=60)
+    navigator = McpNavigator(serve("--navigator", "remote_navigators:RulesNavigator"))
     navigator.check()
     denied = navigator.request_permission(
         PermissionRequest(action="edit tests/test_cart.py", diff=TESTS_DIFF, thought="make it pass", context="…")
@@ -113,18 +190,32 @@ def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve
     assert navigator.request_guidance("why?").answer == "start from the failing test; you asked: why?"
 
 
-@pytest.mark.parametrize(("timeout_decision", "approved"), [("deny", False), ("allow", True)])
-def test_a_navigator_that_does_not_answer_in_time_gets_the_timeout_decision(
-    serve: Serve, tmp_path: Path, timeout_decision: str, approved: bool
+def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decision(
+    serve: Serve, tmp_path: Path
 ) -> None:
     release = tmp_path / "release"
     url = serve("--navigator", "remote_navigators:SlowNavigator", env={"RELEASE_NAVIGATOR": str(release)})
-    navigator = McpNavigator(url, timeout=0.5, timeout_decision=timeout_decision)
-    decision = navigator.request_permission(PermissionRequest(action="edit shop/cart.py", diff=CODE_DIFF))
-    assert (decision.approved, decision.by) == (approved, "timeout")
-    assert decision.reason == f"navigator at {url} did not answer within 0.5 s"
+    with pytest.raises(NavigatorTimeout) as late:
+        McpNavigator(url, permission_timeout=0.5).request_permission(PermissionRequest(action="edit shop/cart.py"))
+    assert str(late.value) == f"navigator at {url} did not answer within 0.5 s"
+
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    navigator = {"mode": "mcp", "url": url, "permission_timeout": 0.5, "timeout_decision": "allow"}
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=write_script(
+            tmp_path / "driver.yaml", [VIEW, reflect(False, "price only"), FIX, reflect(False, "ok"), SUBMIT]
+        ),
+        settings=load_config("default", environment={"tools": []}, navigator=navigator),
+        output_dir=tmp_path / "out",
+        run_id="late",
+        repo=repo,
+    )
     release.touch()
-    assert McpNavigator(url, timeout=60).request_review(ReviewRequest(patch=CODE_DIFF)).passed
+    (decision,) = load_trajectory(result.trajectory_path)["info"]["navigator"]["decisions"]
+    assert (result.exit_status, decision["approved"], decision["by"]) == ("submitted", True, "timeout")
+    assert f"navigator at {url} did not answer within 0.5 s" in decision["reason"]
+    assert "+            total += price * quantity" in result.submission
 
 
 def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
@@ -142,16 +233,36 @@ def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
     assert "\n" not in str(missing.value)
 
 
-def test_a_server_that_is_down_is_one_line(tmp_path: Path) -> None:
-    import socket
-
+@pytest.mark.parametrize(
+    ("navigator", "message"),
+    [
+        ({"mode": "mcp", "url": "URL"}, "error: navigator at URL is unreachable: ConnectError: "),
+        (
+            {"mode": "mcp"},
+            "error: navigator.url: missing setting (navigator.mode mcp needs the server's address)",
+        ),
+    ],
+)
+def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it_starts(
+    tmp_path: Path, navigator: dict[str, str], message: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     with socket.socket() as sock:  # a port nobody listens on: bound, never listening
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        with pytest.raises(NavigatorUnavailable) as down:
-            McpNavigator(url).request_permission(PermissionRequest(action="bash rm -rf build"))
-    assert str(down.value).startswith(f"navigator at {url} is unreachable: ConnectError")
-    assert "\n" not in str(down.value)
+        config = tmp_path / "navigator.yaml"
+        config.write_text(json.dumps({"navigator": {k: v.replace("URL", url) for k, v in navigator.items()}}))
+        model = write_script(tmp_path / "driver.yaml", [VIEW])
+        done = subprocess.run(
+            [*CLI, "run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    assert done.stderr.startswith(message.replace("URL", url)) and done.stderr.count("\n") == 1
+    assert not (tmp_path / "runs").exists()  # nothing ran
 
 
 @pytest.mark.parametrize(
@@ -166,7 +277,7 @@ def test_bad_serve_options_are_one_line(tmp_path: Path, args: list[str], message
     done = subprocess.run(
         [*CLI, "navigator", "serve", "--port", "0", *(["--navigator", "remote_navigators:RulesNavigator"]), *args],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
         capture_output=True,
         text=True,
         timeout=60,

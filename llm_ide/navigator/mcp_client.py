@@ -6,60 +6,64 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from llm_ide.errors import NavigatorTimeout, NavigatorUnavailable
-from llm_ide.navigator.protocol import Decision, Guidance, PermissionRequest, Review, ReviewRequest
+from llm_ide.errors import ConfigError
+from llm_ide.navigator.protocol import (
+    Decision,
+    Guidance,
+    NavigatorError,
+    NavigatorTimeout,
+    PermissionRequest,
+    Review,
+    ReviewRequest,
+)
 
 TOOLS = ("request_permission", "request_review", "request_guidance")
 T = TypeVar("T")
 Result = TypeVar("Result", bound=BaseModel)
 
 
+class NavigatorUnavailable(NavigatorError):
+    """The navigator's server cannot be reached, fails, or answers out of protocol: the run ends, told in one line."""
+
+
 class McpNavigator:
     """Implements the `Navigator` protocol by calling the tools of an MCP server. Each request opens its own
-    connection (a restarted server is simply reached again) and ends within `timeout` seconds: then the permission
-    or review follows `timeout_decision` (recorded `by="timeout"`), a guidance question gets no answer. A server
-    that cannot be reached or fails raises `NavigatorUnavailable` (one line)."""
+    connection (a restarted server is simply reached again). A permission must come within `permission_timeout`
+    seconds, a review or an answer within `review_timeout`, else `NavigatorTimeout` (the graph's nodes apply
+    `navigator.timeout_decision`); a server that cannot be reached or fails raises `NavigatorUnavailable`."""
 
-    def __init__(
-        self, url: str, timeout: float = 60.0, timeout_decision: Literal["deny", "allow"] = "deny", name: str = ""
-    ) -> None:
+    def __init__(self, url: str | None, permission_timeout: float = 15.0, review_timeout: float = 300.0) -> None:
+        if not url:
+            raise ConfigError("navigator.url: missing setting (navigator.mode mcp needs the server's address)")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"navigator.url: expected http(s)://HOST:PORT/mcp (got {url!r})")
         self.url = url
-        self.timeout = timeout
-        self.timeout_decision = timeout_decision
-        self.name = name or f"mcp:{url}"
+        self.permission_timeout = permission_timeout
+        self.review_timeout = review_timeout
 
     def request_permission(self, request: PermissionRequest) -> Decision:
         arguments = request.model_dump(include={"action", "diff", "reason", "thought", "context"})
-        try:
-            return self._ask("request_permission", arguments, Decision)
-        except NavigatorTimeout as late:
-            return Decision(approved=self.timeout_decision == "allow", reason=str(late), by="timeout")
+        return self._ask("request_permission", arguments, Decision, self.permission_timeout)
 
     def request_review(self, request: ReviewRequest) -> Review:
-        try:
-            return self._ask("request_review", request.model_dump(), Review)
-        except NavigatorTimeout as late:
-            return Review(passed=self.timeout_decision == "allow", comment=str(late), by="timeout")
+        return self._ask("request_review", request.model_dump(), Review, self.review_timeout)
 
     def request_guidance(self, question: str) -> Guidance:
-        try:
-            return self._ask("request_guidance", {"question": question}, Guidance)
-        except NavigatorTimeout as late:
-            return Guidance(answer=f"(no answer: {late})", by="timeout")
+        return self._ask("request_guidance", {"question": question}, Guidance, self.review_timeout)
 
     def check(self) -> None:
         """The server answers and serves the three tools (before a run starts)."""
-        names = run_in_thread(self._list_tools(), self.timeout, self.url)
+        names = run_in_thread(self._list_tools(), self.permission_timeout, self.url)
         missing = [tool for tool in TOOLS if tool not in names]
         if missing:
             raise NavigatorUnavailable(f"navigator at {self.url} does not serve {', '.join(missing)}")
 
-    def _ask(self, tool: str, arguments: dict[str, Any], kind: type[Result]) -> Result:
-        data = run_in_thread(self._call(tool, arguments), self.timeout, self.url)
+    def _ask(self, tool: str, arguments: dict[str, Any], kind: type[Result], timeout: float) -> Result:
+        data = run_in_thread(self._call(tool, arguments), timeout, self.url)
         try:
             result = kind.model_validate(data)
         except ValidationError as error:
