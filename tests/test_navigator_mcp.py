@@ -19,7 +19,7 @@ from conftest import git, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
-from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest, ReviewRequest
+from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -121,7 +121,7 @@ def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_model_navig
     seen = asyncio.run(sdk_round_trip(url))
 
     tools = seen["tools"]
-    assert sorted(tools) == ["request_guidance", "request_permission", "request_review"]
+    assert sorted(tools) == ["request_guidance", "request_permission", "request_plan", "request_review"]
     assert {"action", "diff", "reason"} <= set(tools["request_permission"].input_schema["properties"])
     assert tools["request_permission"].input_schema["required"] == ["action"]
     assert tools["request_review"].input_schema["required"] == ["patch"]
@@ -141,21 +141,24 @@ def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_model_navig
     assert git(repo, "status", "--porcelain") == ""  # read-only: the served navigator changed nothing
 
 
-def test_a_driver_run_is_gated_by_a_served_navigator(serve: Serve, tmp_path: Path) -> None:
+def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve: Serve, tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     navigator = [
+        '<view>{"path": "shop/cart.py"}</view>',
+        "<plan>1. In Cart.total multiply price by quantity.\n2. Run the unit tests.</plan>",
         "<deny>Changing the test hides the bug: fix Cart.total instead.</deny>",
-        "<approve>This multiplies by the quantity.</approve>",
+        "<approve>This multiplies by the quantity, as planned.</approve>",
         "<approve>Running the tests is fine.</approve>",
+        "<pass>The loop counts quantities and the tests pass.</pass>",
     ]
     url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo))
     driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
     driver += [reflect(False, "tests pass"), SUBMIT]
-    settings = load_config("default", environment={"tools": []}, navigator={"mode": "mcp", "url": url})
+    nav = {"mode": "mcp", "url": url, "review_on_submit": True}
     result = run_task(
         "Cart.total ignores quantities.",
         model=write_script(tmp_path / "driver.yaml", driver),
-        settings=settings,
+        settings=load_config("default", environment={"tools": []}, navigator=nav),
         output_dir=tmp_path / "out",
         run_id="served",
         repo=repo,
@@ -166,13 +169,18 @@ def test_a_driver_run_is_gated_by_a_served_navigator(serve: Serve, tmp_path: Pat
     assert "+            total += price * quantity" in result.submission and "test_cart" not in result.submission
     operations = [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in traj["operations"]]
     assert operations[:3] == [(0, None, "view", False), (1, 0, "edit", True), (2, 0, "edit", False)]  # a sibling
-    assert traj["operations"][1]["denied"] == {
-        "reason": "Changing the test hides the bug: fix Cart.total instead.",
+    reason = "Changing the test hides the bug: fix Cart.total instead."
+    assert traj["operations"][1]["denied"] == {"reason": reason, "by": "mcp"}
+    assert traj["operations"][-1]["review"] == {
+        "round": 1,
+        "passed": True,
         "by": "mcp",
+        "comment": "The loop counts quantities and the tests pass.",
     }
+    assert "# Plan (from the navigator)\n1. In Cart.total multiply" in traj["model_calls"][0]["prompt"]
     record = traj["info"]["navigator"]
     assert [(d["approved"], d["by"]) for d in record["decisions"]] == [(False, "mcp"), (True, "mcp"), (True, "mcp")]
-    assert record["usage"]["calls"] == 3 and record["turns"] == 3  # the server's model calls, apart from the driver's
+    assert record["usage"]["calls"] == len(navigator)  # the server's model calls, apart from the driver's
     assert traj["info"]["model_stats"]["api_calls"] == len(driver)
 
 
@@ -188,6 +196,7 @@ def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve
     review = navigator.request_review(ReviewRequest(patch=CODE_DIFF, summary="rate"))
     assert (review.passed, review.comment, review.by) == (True, "looks right: rate", "mcp")
     assert navigator.request_guidance("why?").answer == "start from the failing test; you asked: why?"
+    assert navigator.plan("Fix the rate.") == Plan(text="", by="mcp")  # a navigator that does not plan: no plan
 
 
 def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decision(

@@ -17,6 +17,7 @@ from llm_ide.navigator.protocol import (
     NavigatorError,
     NavigatorTimeout,
     PermissionRequest,
+    Plan,
     Review,
     ReviewRequest,
 )
@@ -55,6 +56,11 @@ class McpNavigator:
     def request_guidance(self, question: str) -> Guidance:
         return self._ask("request_guidance", {"question": question}, Guidance, self.review_timeout)
 
+    def plan(self, task: str) -> Plan:
+        """The served navigator's plan when it plans (its `request_plan` tool); else none (an empty plan)."""
+        data = run_in_thread(self._plan(task), self.review_timeout, self.url)
+        return Plan(text="", by="mcp") if data is None else self._result("request_plan", data, Plan)
+
     def check(self) -> None:
         """The server answers and serves the three tools (before a run starts)."""
         names = run_in_thread(self._list_tools(), self.permission_timeout, self.url)
@@ -63,7 +69,9 @@ class McpNavigator:
             raise NavigatorUnavailable(f"navigator at {self.url} does not serve {', '.join(missing)}")
 
     def _ask(self, tool: str, arguments: dict[str, Any], kind: type[Result], timeout: float) -> Result:
-        data = run_in_thread(self._call(tool, arguments), timeout, self.url)
+        return self._result(tool, run_in_thread(self._call(tool, arguments), timeout, self.url), kind)
+
+    def _result(self, tool: str, data: dict[str, Any], kind: type[Result]) -> Result:
         try:
             result = kind.model_validate(data)
         except ValidationError as error:
@@ -76,7 +84,18 @@ class McpNavigator:
         from mcp import Client
 
         async with Client(self.url) as client:
-            result = await client.call_tool(tool, arguments)
+            return await self._called(client, tool, arguments)
+
+    async def _plan(self, task: str) -> dict[str, Any] | None:
+        from mcp import Client
+
+        async with Client(self.url) as client:
+            if "request_plan" not in [tool.name for tool in (await client.list_tools()).tools]:
+                return None
+            return await self._called(client, "request_plan", {"task": task})
+
+    async def _called(self, client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await client.call_tool(tool, arguments)
         if result.is_error:
             text = " ".join(" ".join(getattr(block, "text", "") for block in result.content).split())
             text = text.removeprefix(f"Error executing tool {tool}: ")

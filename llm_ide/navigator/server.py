@@ -10,14 +10,22 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_ide.errors import LlmIdeError, UsageError
-from llm_ide.navigator.protocol import Decision, Guidance, Navigator, PermissionRequest, Review, ReviewRequest
+from llm_ide.navigator.protocol import (
+    Decision,
+    Guidance,
+    Navigator,
+    PermissionRequest,
+    Plan,
+    Review,
+    ReviewRequest,
+)
 
 MCP_PATH = "/mcp"
 LOOPBACK_NAMES = {"localhost"}
 
 
 def build_server(navigator: Navigator) -> Any:
-    """An `MCPServer` whose three tools call `navigator`, one request at a time (a navigator keeps its own context)."""
+    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -57,6 +65,14 @@ def build_server(navigator: Navigator) -> Any:
     def request_guidance(question: str) -> Guidance:
         """Ask the navigator a question about the task or the code; the answer comes back."""
         return ask(lambda: navigator.request_guidance(question))
+
+    if hasattr(navigator, "plan"):  # a planner (the model navigator): a fourth tool
+
+        @server.tool()
+        def request_plan(task: str) -> Plan:
+            """Before the agent's first step: the navigator explores the repository read-only and writes a plan for
+            `task`; later reviews may update it (their `plan`)."""
+            return ask(lambda: navigator.plan(task))
 
     return server
 
