@@ -24,6 +24,7 @@ from llm_ide.cli.console import (
     print_event,
     print_interrupted,
 )
+from llm_ide.cli.navigator import check_served_navigator
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -141,6 +142,7 @@ def run(
     except ConfigError as error:
         raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
+    check_served_navigator(settings)
     from llm_ide.attempts.run import run_attempts
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.run.single import ThreadMismatchError, run_task
