@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
@@ -24,6 +24,9 @@ from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import RedactingFormatter, redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
+
+if TYPE_CHECKING:
+    from llm_ide.coop.messages import Mailbox
 
 log = logging.getLogger("llm_ide.run")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -140,11 +143,14 @@ def run_task(
     carried_lessons: list[str] | None = None,
     resume: Any = None,
     ask_navigator: Callable[[dict[str, Any]], Any] | None = None,
+    mailbox: Mailbox | None = None,
+    graph: Any = None,
 ) -> RunResult:
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished.
     A human navigator (navigator.mode human): each question goes to `ask_navigator` (its return value is the answer);
     without it the run returns `awaiting_navigator` with the question in `interrupt`, and `resume` carries the answer
-    to the next call on the same thread."""
+    to the next call on the same thread. `mailbox` (coop execution): the channel to another agent, with the graph
+    variant that reads it; `graph`: the compiled agent graph to run (the run's checkpointer is attached to it)."""
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
@@ -165,7 +171,16 @@ def run_task(
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
-        graph = build_graph(saver, sampled=settings.sampling.k > 1, navigator=settings.navigator.mode != "off")
+        graph = (
+            build_graph(
+                saver,
+                sampled=settings.sampling.k > 1,
+                navigator=settings.navigator.mode != "off",
+                messages=mailbox is not None,
+            )
+            if graph is None
+            else graph.copy(update={"checkpointer": saver})
+        )
         snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
         resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
@@ -217,6 +232,7 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
+                mailbox=mailbox,
                 intents=intents or IntentLog(output_dir / f"{run_id}.intents.jsonl"),
                 on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
             )

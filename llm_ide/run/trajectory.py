@@ -106,6 +106,7 @@ class Recorder:
                 "elapsed": round(state.get("elapsed", 0.0), 3),
                 **navigator_info(state),
                 **info,
+                **({"received": state["received"]} if state.get("received") else {}),  # coop: the other's messages
             },
             "task": state.get("task", ""),
         }
