@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import re
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,10 +16,11 @@ from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
+from llm_ide.run.logfile import run_log
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
-from llm_ide.secrets import RedactingFormatter, redact, redacted
+from llm_ide.secrets import redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("llm_ide.run")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 
 
 class ThreadMismatchError(UsageError, ValueError):
@@ -76,31 +74,6 @@ def describe_action(node: Any) -> str:
         case "edit" | "create":
             return f"{node.action_type} {params.get('path', '')}"
     return node.action_type
-
-
-class QuietFileHandler(logging.FileHandler):
-    """A log file that cannot be written (a full disk) loses the record, not the run: no traceback per line."""
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        pass
-
-
-@contextmanager
-def run_log(path: Path):
-    handler = QuietFileHandler(path, encoding="utf-8")
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
-    token = _CURRENT_RUN.set(marker)
-    handler.addFilter(lambda record: _CURRENT_RUN.get() is marker)
-    root = logging.getLogger("llm_ide")
-    root.addHandler(handler)
-    root.setLevel(min(root.level or logging.INFO, logging.INFO))
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-        _CURRENT_RUN.reset(token)
 
 
 def prepare_output(output_dir: Path, run_id: str) -> Path:
