@@ -275,7 +275,19 @@ def send_message(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.mailbox.send(message.strip()), 0)
 
 
-ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit, send_message)}
+def request_review(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
+    """With a navigator the graph's `consult` node answers it; run as an action, there is none."""
+    return ActionOutcome(ws.observe("navigator_off", action_type="request_review"), 1)
+
+
+def request_guidance(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
+    return ActionOutcome(ws.observe("navigator_off", action_type="request_guidance"), 1)
+
+
+ACTIONS = {
+    f.__name__: f
+    for f in (view, view_symbol, search, edit, create, bash, submit, request_review, request_guidance, send_message)
+}
 
 
 def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> ActionOutcome:

@@ -10,6 +10,7 @@ from typing import Any
 
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
+from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, with_reflection
 
@@ -40,11 +41,13 @@ def render_system(ctx: AgentContext, task: str) -> str:
         view_max_lines=ws.view_max_lines,
         search_max_results=ws.search_max_results,
         command_timeout=ws.command_timeout,
+        navigator=ctx.settings.navigator.mode != "off",
     )
     return render(
         templates,
         "system",
         actions=actions,
+        demonstrations=memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings)),
         reflect_format=render(templates, "reflect_format"),
         act_format=render(templates, "act_format"),
         **capped(

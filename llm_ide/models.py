@@ -220,6 +220,30 @@ class ChatModel:
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
+        return self._reply(self._request(lambda: self.chat.invoke(payload, **hints), deadline), messages)
+
+    @property
+    def takes_n(self) -> bool:
+        """Whether one request can return several choices (the chat-completions `n`)."""
+        from langchain_openai import ChatOpenAI
+
+        return isinstance(self.chat, ChatOpenAI) and not getattr(self.chat, "use_responses_api", None)
+
+    def complete_n(
+        self, messages: list[Message], n: int, call_index: int, deadline: float | None = None
+    ) -> list[ModelReply]:
+        """`n` replies from one request (`takes_n`): the first carries the request's whole usage and cost (the
+        prompt is paid once), the others none."""
+        from langchain_core.messages import convert_to_messages
+
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
+        batch = [convert_to_messages(payload)]
+        result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
+        choices = [generation.message for generation in result.generations[0]]
+        first = self._reply(choices[0], messages)
+        return [first, *(ModelReply(clean_text(choice.text), 0, 0, 0.0) for choice in choices[1:])]
+
+    def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:
         attempt = 0
         while True:
             if deadline is not None and time.monotonic() >= deadline:
@@ -227,12 +251,10 @@ class ChatModel:
             at = time.monotonic() + self.timeout
             try:
                 with request_deadline(at if deadline is None else min(at, deadline)):
-                    response = self.chat.invoke(payload, **hints)
+                    return send()
             except Exception as error:
                 self._give_up_or_wait(error, attempt, deadline)
                 attempt += 1
-            else:
-                return self._reply(response, messages)
 
     def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None = None) -> None:
         kind = classify(error)

@@ -57,6 +57,8 @@ def build_context(
     mailbox: Mailbox | None = None,
 ) -> AgentContext:
     model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
+    sampling = settings.sampling
+    sampler = get_model(sampling.model, settings.model, base_url) if sampling.model and sampling.k > 1 else None
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
@@ -71,13 +73,17 @@ def build_context(
         mailbox=mailbox,
     )
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
+    from llm_ide.navigator.factory import make_navigator
+
     return AgentContext(
+        navigator=make_navigator(settings, codebase, model_spec, base_url),
         settings=settings,
         model=model,
         codebase=codebase,
         tool_usage=usage,
         record_call=record_call,
         intents=intents,
+        sampler=sampler,
         cost_budget=cost_budget,
         # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
         snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if ephemeral else None,
