@@ -5,6 +5,7 @@ same folder resumes: the planning thread from its checkpoint, finished features 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -24,6 +25,8 @@ from llm_ide.fileio import atomic_write
 from llm_ide.models import get_model
 from llm_ide.prompting import render_string
 from llm_ide.settings import Settings
+
+WORKTREES = threading.Lock()
 
 
 class Setting(StrEnum):
@@ -100,8 +103,9 @@ def execute_agent(
     if patch_file.exists():
         return patch_file.read_text(encoding="utf-8")  # a finished agent is kept on resume
     worktree = folder / f"agent{agent}"
-    if not worktree.exists():
-        git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
+    with WORKTREES:  # `git worktree add` of two agents at once in one repository races on .git/worktrees
+        if not worktree.exists():
+            git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
     described = "\n\n".join(task.feature(f).description for f in features)
     text = render_string(coop.templates.execution_task, feature=described, plan=plan, messages=mailbox is not None,
                          other=mailbox.other if mailbox else "")  # fmt: skip
