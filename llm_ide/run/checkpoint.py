@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import zlib
@@ -94,9 +95,40 @@ def _inline(value: Any) -> bool:
     )
 
 
+# Nodes that call nothing outside (no model call, no action): after a kill they are simply run again, with the same
+# result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
+# a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
+# their own: a step commits 7 times, not 12, and no transaction stays open during a model call or an action.
+RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
+NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
+
+
 class ChannelSqliteSaver(SqliteSaver):
     """SQLite checkpoints that store each channel value once per version, like LangGraph's Postgres saver: a step
-    serializes only the channels it changed, not the whole state at each of the graph's six super-steps."""
+    serializes only the channels it changed, not the whole state at each of the graph's six super-steps. Commits:
+    see RERUNNABLE."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferring = threading.local()
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        with super().cursor(transaction=transaction and not getattr(self._deferring, "on", False)) as cur:
+            yield cur
+
+    @contextmanager
+    def _deferred(self, on: bool = True) -> Iterator[None]:
+        self._deferring.on = on
+        try:
+            yield
+        finally:
+            self._deferring.on = False
+
+    def commit(self) -> None:
+        """Commit what was deferred (an operation ended: the trajectory written next must not be ahead of it)."""
+        with self.lock:
+            self.conn.commit()
 
     def setup(self) -> None:
         if self.is_setup:
@@ -127,10 +159,13 @@ class ChannelSqliteSaver(SqliteSaver):
         with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
-        return super().put(config, inline, metadata, new_versions)
+        following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
+        with self._deferred(bool(following) and all(node in RERUNNABLE for node in following)):
+            return super().put(config, inline, metadata, new_versions)
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
-        super().put_writes(config, writes, task_id, task_path)
+        with self._deferred(task_path.rsplit(", ", 1)[-1] in RERUNNABLE):
+            super().put_writes(config, writes, task_id, task_path)
         failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -234,6 +269,8 @@ def _sqlite(path: Path) -> Iterator[BaseCheckpointSaver]:
             raise CheckpointError(f"--checkpoint sqlite:{path}: not a usable database: {_first_line(error)}") from None
         yield saver
     finally:
+        with contextlib.suppress(sqlite3.Error):  # what was deferred (a full disk: the last commit stands)
+            conn.commit()
         conn.close()
 
 

@@ -320,6 +320,8 @@ class _Run:
             if state.get("n_operations", 0) <= steps:
                 continue
             steps = state["n_operations"]
+            if commit := getattr(self.saver, "commit", None):
+                commit()
             self.recorder.write(state, self.info)
             if prune_every and steps % prune_every == 0:
                 prune(self.saver, self.run_id)
