@@ -25,6 +25,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.run.faults import failpoint
+from llm_ide.state.operations import OperationNode
 
 MEMORY_TYPES = [
     ("llm_ide.errors", "ExitStatus"),
@@ -43,6 +44,7 @@ SQLITE_PRAGMAS = ["page_size=1024", "auto_vacuum=INCREMENTAL", "journal_mode=WAL
                   "wal_autocheckpoint=1500", "journal_size_limit=1600000"]  # fmt: skip
 COMPRESS_OVER = 1024  # bytes
 RECENT = 16  # large encodings kept for the checkpoint that follows the writes
+NODES = 4096  # operation nodes whose encoding is kept
 ZLIB = "+zlib"
 
 
@@ -57,6 +59,7 @@ class CompressingSerializer(JsonPlusSerializer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._recent: OrderedDict[int, tuple[Any, tuple[str, bytes]]] = OrderedDict()
+        self._nodes: OrderedDict[int, tuple[OperationNode, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -64,7 +67,10 @@ class CompressingSerializer(JsonPlusSerializer):
             hit = self._recent.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        kind, data = super().dumps_typed(obj)
+        if isinstance(obj, list) and len(obj) > 1 and all(type(item) is OperationNode for item in obj):
+            kind, data = "msgpack", self._node_list(obj)
+        else:
+            kind, data = super().dumps_typed(obj)
         if len(data) <= COMPRESS_OVER:
             return kind, data
         encoded = (kind + ZLIB, zlib.compress(data, 1))
@@ -74,11 +80,34 @@ class CompressingSerializer(JsonPlusSerializer):
                 self._recent.popitem(last=False)
         return encoded
 
+    def _node_list(self, nodes: list[OperationNode]) -> bytes:
+        """The msgpack array of the operations, each node encoded once: a node is final once its reflection is on
+        it (a new node object), so a step encodes one or two of them, not the whole tree."""
+        parts = [_array_header(len(nodes))]
+        for node in nodes:
+            with self._lock:
+                hit = self._nodes.get(id(node))
+            if hit is None or hit[0] is not node:
+                hit = (node, super().dumps_typed(node)[1])
+                with self._lock:
+                    self._nodes[id(node)] = hit
+                    while len(self._nodes) > NODES:
+                        self._nodes.popitem(last=False)
+            parts.append(hit[1])
+        return b"".join(parts)
+
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, payload = data
         if kind.endswith(ZLIB):
             return super().loads_typed((kind.removesuffix(ZLIB), zlib.decompress(payload)))
         return super().loads_typed(data)
+
+
+def _array_header(length: int) -> bytes:
+    """msgpack's array header (fixarray, array 16, array 32)."""
+    if length < 16:
+        return bytes([0x90 | length])
+    return b"\xdc" + length.to_bytes(2, "big") if length < 1 << 16 else b"\xdd" + length.to_bytes(4, "big")
 
 
 def serializer() -> JsonPlusSerializer:
