@@ -85,14 +85,16 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     chain = reasoning_chain(nodes)
     code_context = code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0))
     code_context = capped(ctx, {"code_context": code_context})["code_context"]  # what the latest row refers to
-    lessons = "\n".join(f"- {lesson}" for lesson in all_lessons(nodes)) or render(ctx.templates, "lessons_empty")
+    learned = dict.fromkeys([*state.get("carried_lessons", []), *all_lessons(nodes)])
+    lessons = "\n".join(f"- {lesson}" for lesson in learned) or render(ctx.templates, "lessons_empty")
     sections = {
         "operation_history": history_text(ctx, chain[:-1]),
         "lessons": lessons,
         "code_context": code_context,
         "latest": latest_text(ctx, nodes[-1], code_context) if nodes else "",
     }
-    return render(ctx.templates, "snapshot", step=state.get("n_operations", 0), **capped(ctx, sections))
+    step = state.get("n_operations", 0)
+    return render(ctx.templates, "snapshot", step=step, plan=state.get("plan", ""), **capped(ctx, sections))
 
 
 def epoch_over(ctx: AgentContext, state: AgentState) -> bool:
