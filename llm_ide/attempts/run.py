@@ -90,9 +90,13 @@ def run_attempts(
         base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if kind == "local" else "")
         inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
         try:
+            written = None
             for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
                 values = dict(state)
-                write_combined(path, values, info)
+                progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
+                if progress != written:  # a finished attempt or a review: the trajectory shows it
+                    write_combined(path, values, info)
+                    written = progress
         except LlmIdeError as error:
             values = {**values, "exit_status": str(error.exit_status), "error": str(error)}
             info["error"] = str(error)
