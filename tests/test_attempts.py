@@ -16,6 +16,7 @@ import yaml
 from agent_script import act, reflect
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
 from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
 
 from llm_ide import run_attempts  # the Python API
 from llm_ide.config import load_config
@@ -157,3 +158,24 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_r
     assert second_ops == ["Record.", "Wait.", "Fix.", "Done."]
     assert "+    return x + x\n" in traj["info"]["submission"]
     assert "attempt 2: submitted, score 9, $0.0000 (chosen)" in output
+
+
+def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:
+    """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.06 are spent by the third call."""
+    replies = [Reply(text, input_tokens=100_000, output_tokens=10) for text in attempt_script(RIGHT)]
+    with OpenAIServer(replies=replies) as server:
+        result = run_attempts(
+            TASK,
+            model="gpt-5-mini",
+            base_url=server.url,
+            output_dir=tmp_path / "out",
+            run_id="T",
+            settings=settings(max=3, cost_limit=0.06),
+            repo=make_git_repo(tmp_path / "repo", FILES),
+        )
+        requests = len(server.requests)  # fmt: skip
+    assert requests == 3  # act, reflect, act: no fourth agent call, no review, no second attempt
+    assert result.exit_status == "cost_limit"
+    assert [(a["index"], a["exit_status"], a["score"]) for a in result.attempts] == [(1, "cost_limit", None)]
+    assert result.chosen == 1 and "+    return x + x\n" in result.submission  # its patch is still the task's
+    assert result.model_stats["cost"] == pytest.approx(3 * (100_000 * 0.25 + 10 * 2.0) / 1e6)

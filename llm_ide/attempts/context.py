@@ -23,7 +23,23 @@ from llm_ide.resources import CostBudget
 from llm_ide.settings import Settings
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 
-ROLES = ("review", "choose")
+
+class TaskBudget(CostBudget):
+    """The task's budget (`attempts.cost_limit`) over all its attempts, reviews and choice; spending also counts
+    against the batch's budget when there is one, and either one spent stops the task."""
+
+    def __init__(self, limit: float | None, batch: CostBudget | None = None) -> None:
+        super().__init__(limit)
+        self.batch = batch
+
+    def add(self, cost: float) -> None:
+        super().add(cost)
+        if self.batch is not None:
+            self.batch.add(cost)
+
+    @property
+    def exhausted(self) -> bool:
+        return super().exhausted or (self.batch is not None and self.batch.exhausted)
 
 
 def attempt_model(spec: str, role: str) -> str:
@@ -50,7 +66,7 @@ class AttemptsContext:
 
     def __post_init__(self) -> None:
         if self.budget is None:
-            self.budget = CostBudget(self.settings.attempts.cost_limit or None)
+            self.budget = TaskBudget(self.settings.attempts.cost_limit or None)
 
     def attempt_id(self, index: int) -> str:
         return f"{self.run_id}-attempt{index}"

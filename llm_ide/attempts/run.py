@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
+from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
 from llm_ide.attempts.trajectory import write_combined
 from llm_ide.errors import ExitStatus, LlmIdeError, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
@@ -57,7 +57,7 @@ def run_attempts(
     kind = settings.environment.type
     if kind == "local" and repo is None:
         raise UsageError("attempts in the local environment need a repository (--repo PATH)")
-    budget = cost_budget or CostBudget(settings.attempts.cost_limit or None)
+    budget = TaskBudget(settings.attempts.cost_limit or None, cost_budget)
     ctx = AttemptsContext(
         settings=settings, model=model, run_id=run_id, output_dir=output_dir,
         repo=Path(repo).resolve() if repo else None, environment=kind, image=image, base_url=base_url,
@@ -81,7 +81,7 @@ def run_attempts(
         spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + sum(
             c.get("cost", 0.0) for c in values.get("calls", [])
         )
-        budget.add(spent if cost_budget is None else 0.0)
+        CostBudget.add(budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
         if resumed and values.get("exit_status") and not snapshot.next:
             return finish(path, values, info)
         if resumed:
