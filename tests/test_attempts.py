@@ -179,3 +179,41 @@ def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_o
     assert [(a["index"], a["exit_status"], a["score"]) for a in result.attempts] == [(1, "cost_limit", None)]
     assert result.chosen == 1 and "+    return x + x\n" in result.submission  # its patch is still the task's
     assert result.model_stats["cost"] == pytest.approx(3 * (100_000 * 0.25 + 10 * 2.0) / 1e6)
+
+
+def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    go = tmp_path / "go"
+
+    def waiting(number: int) -> list[str]:
+        started = tmp_path / f"started{number}"
+        command = f"echo {number} >> {tmp_path}/trail; touch {started}; while [ ! -f {go} ]; do sleep 0.05; done"
+        return [act("Wait.", "bash", command=command), reflect(False, "waited"), *attempt_script(RIGHT)]
+
+    model = scripts(tmp_path / "scripts", [waiting(1), waiting(2)], [review(5, "Fine."), review(5, "Fine.")])
+    config = tmp_path / "config.yaml"
+    environment = {"tools": [], "writable": [str(tmp_path)]}
+    config.write_text(yaml.safe_dump({"environment": environment, "attempts": {"max": 2, "parallel": True}}))
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "P"]
+    args += ["--output", str(tmp_path / "out"), "--config", str(config)]
+    first = llm_ide(*args, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"started{n}").exists() for n in (1, 2)):  # both attempts at once
+        assert first.poll() is None, first.stdout.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(first.pid, signal.SIGINT)
+    go.touch()
+    output = first.communicate(timeout=120)[0].decode()
+    assert first.returncode == 130, output
+    for number in (1, 2):
+        killed = json.loads((tmp_path / "out" / f"attempt{number}" / f"P-attempt{number}.traj.json").read_text())
+        assert killed["info"]["exit_status"] == "interrupted"
+
+    rerun = llm_ide(*args, cwd=tmp_path)
+    output = rerun.communicate(timeout=180)[0].decode()
+    assert rerun.returncode == 0, output
+    traj = json.loads((tmp_path / "out" / "P.traj.json").read_text())
+    assert [(a["index"], a["exit_status"]) for a in traj["info"]["attempts"]] == [(1, "submitted"), (2, "submitted")]
+    assert sorted((tmp_path / "trail").read_text().split()) == ["1", "2"]  # the waiting commands ran once each
+    assert traj["info"]["choice"]["by"] == "only"  # the same fix twice: one distinct patch

@@ -50,7 +50,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         base_url=ctx.base_url,
         checkpoint=checkpoint,
         task_vars=ctx.task_vars,
-        on_event=ctx.on_event,
+        on_event=ctx.forward,
         cost_budget=ctx.budget,
         carried_lessons=state.get("carried_lessons") or None,
     )

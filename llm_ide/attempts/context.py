@@ -61,6 +61,7 @@ class AttemptsContext:
     task_vars: dict[str, Any] | None = None
     on_event: Callable[[Any], None] | None = None
     budget: CostBudget | None = None
+    stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -81,6 +82,14 @@ class AttemptsContext:
             if role not in self._models:
                 self._models[role] = get_model(attempt_model(spec, role), self.settings.model, self.base_url)
             return self._models[role]
+
+    def forward(self, event: Any) -> None:
+        """An attempt's event to the caller; once the run is stopped the attempt ends `interrupted` at its next step
+        (its environment removed, its state saved)."""
+        if self.on_event is not None:
+            self.on_event(event)
+        if self.stop.is_set() and event.kind != "end":
+            raise KeyboardInterrupt
 
     def emit(self, phase: str) -> None:
         if self.on_event is not None:

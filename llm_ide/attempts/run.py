@@ -7,14 +7,17 @@ from its last step, and the finished ones are kept."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
 from llm_ide.attempts.trajectory import write_combined
-from llm_ide.errors import ExitStatus, LlmIdeError, UsageError, install_signal_policy
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import thread_lock
@@ -91,12 +94,13 @@ def run_attempts(
         inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
         try:
             written = None
-            for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
-                values = dict(state)
-                progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
-                if progress != written:  # a finished attempt or a review: the trajectory shows it
-                    write_combined(path, values, info)
-                    written = progress
+            with stop_on_signals(ctx.stop):
+                for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+                    values = dict(state)
+                    progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
+                    if progress != written:  # a finished attempt or a review: the trajectory shows it
+                        write_combined(path, values, info)
+                        written = progress
         except LlmIdeError as error:
             values = {**values, "exit_status": str(error.exit_status), "error": str(error)}
             info["error"] = str(error)
@@ -105,6 +109,34 @@ def run_attempts(
         if result.exit_status.finished and kind == "local":
             remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
     return result
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C, SIGTERM, SIGHUP also tell the attempts under way in the graph's other threads to stop (LangGraph waits
+    for them before the interrupt goes on): each ends `interrupted` at its next step, its environment removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+        before = previous[signum]
+        if callable(before):
+            before(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:
+            raise Terminated(signum)
+
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
 
 
 def finish(path: Path, values: dict[str, Any], info: dict[str, Any]) -> AttemptsResult:
