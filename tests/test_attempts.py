@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect
-from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
+from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
 from conftest import make_git_repo
 from openai_server import OpenAIServer, Reply
 
@@ -88,10 +88,11 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
         tmp_path / "scripts",
         [attempt_script(WRONG), attempt_script(WRONG), attempt_script(RIGHT)],
         [review(3, "README only."), review(3, "README only."), review(6, "Plausible.")],
-        choices,
+        [choice(1, "the agent's chooser file: not used when attempts.chooser.model is set")],
     )
-    result = run_attempts(TASK, model=model, settings=settings(max=3, choose=mode), output_dir=tmp_path / "out",
-                          run_id="T", repo=repo)  # fmt: skip
+    chooser = write(tmp_path / "elsewhere", "chooser.yaml", choices or ["unused"])  # a model of its own
+    config = settings(max=3, choose=mode, chooser={"model": f"scripted:{chooser}"})
+    result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
     assert [a["index"] for a in result.attempts] == [1, 2, 3]
     assert result.chosen == 3
     assert "+    return x + x\n" in result.submission
