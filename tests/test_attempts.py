@@ -21,6 +21,7 @@ from openai_server import OpenAIServer, Reply
 from llm_ide import run_attempts  # the Python API
 from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
+from llm_ide.inspector.page import run_page
 
 NO_TOOLS = {"environment": {"tools": []}}
 
@@ -78,6 +79,9 @@ def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the
     assert [(a.index, a.chosen, a.score) for a in run.attempts] == [(1, False, 2.0), (2, True, 9.0)]
     assert [(n.attempt, n.id) for n in run.nodes] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
     assert all("chain" in n.marks for n in run.nodes)
+    page = run_page(run)
+    assert 'title="The patch only edits the README; calc.double still adds 1."' in page
+    assert "attempt 2 · score 9.0 · chosen" in page
 
 
 @pytest.mark.parametrize(("mode", "choices", "by"), [("model", [choice(2, "Only candidate 2 fixes calc.")], "chooser"),
