@@ -21,7 +21,8 @@ from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, inst
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import thread_lock
-from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output, run_log
+from llm_ide.run.logfile import run_log
+from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output
 from llm_ide.secrets import redacted
 from llm_ide.settings import Settings
 

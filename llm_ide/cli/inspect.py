@@ -29,7 +29,15 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
         label = f"[red]✗ {label}[/] [dim](failed alternative)[/]"
     elif node.bad_action:
         label = f"[yellow]{label}[/] [dim](marked bad)[/]"
+    if node.candidates:
+        samples, method = node.choice.get("samples", "?"), node.choice.get("method")
+        label += f" [magenta](sampled: {len(node.candidates)} distinct of {samples}, {method})[/]"
     if full:
+        for candidate in node.candidates:
+            mark = "✓" if candidate.get("chosen") else "·"
+            params = json.dumps(candidate.get("action_params"), ensure_ascii=False)
+            text = f"{mark} {candidate.get('samples', 1)}× {candidate.get('action_type')} {params}"
+            label += f"\n  [magenta]{escape(terminal_safe(text))}[/]"
         sections = [("thought", node.thought), ("observation", node.observation)]
         sections += [("summary", node.summary), ("lessons", node.lessons)]
         for title, text in sections:

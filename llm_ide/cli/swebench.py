@@ -56,6 +56,17 @@ Checkpoint = Annotated[
     str | None,
     typer.Option(help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"),
 ]
+Engine = Annotated[
+    str, typer.Option(help="local (a thread pool of --workers) or ray (Ray tasks on the cluster at --address).")
+]
+Address = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="--engine ray: the cluster (HOST:PORT of `ray start --head`, or auto).",
+        show_default="a one-node cluster started for the batch",
+    ),
+]
 StepLimit = Annotated[
     int | None,
     typer.Option(help="Maximum operations per instance.", show_default=config_default("agent.step_limit", "swebench")),
@@ -125,6 +136,19 @@ def swebench_command(
     ] = None,
     step_limit: StepLimit = None,
     checkpoint: Checkpoint = None,
+    engine: Engine = "local",
+    address: Address = None,
+    task_cpus: Annotated[float, typer.Option(min=0, help="--engine ray: CPUs each instance's task asks for.")] = 1.0,
+    task_memory: Annotated[
+        int, typer.Option(min=0, help="--engine ray: memory (MB) each instance's task asks for.")
+    ] = 1024,
+    shared_output: Annotated[
+        bool,
+        typer.Option(help="--engine ray: the nodes see --output (shared filesystem) and write the run folders there."),
+    ] = False,
+    prefetch_images: Annotated[
+        bool, typer.Option(help="--engine ray: every docker node pulls the instances' images before the run.")
+    ] = False,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
     from llm_ide.swebench.batch import BatchAbandoned, run_swebench
@@ -134,6 +158,8 @@ def swebench_command(
 
     model = _model(model)
     kind = _environment(environment)
+    if engine not in ("local", "ray"):
+        raise fail(f"unknown engine {engine!r}: use local or ray")
     options = _options(
         model=model,
         output=output,
@@ -145,6 +171,12 @@ def swebench_command(
         checkpoint=checkpoint,
         redo_existing=redo_existing,
         step_limit=step_limit,
+        engine=engine,
+        ray_address=address,
+        task_cpus=task_cpus,
+        task_memory_mb=task_memory,
+        ray_shared_output=shared_output,
+        prefetch_images=prefetch_images,
     )
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
@@ -157,7 +189,9 @@ def swebench_command(
                 filter_regex=filter_regex,
                 shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
-                before_run=lambda dataset, todo, skipped: _announce(dataset, todo, skipped, kind, filter_regex),
+                before_run=lambda dataset, todo, skipped: _announce(
+                    dataset, todo, skipped, kind if engine == "local" else "nodes", filter_regex
+                ),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
