@@ -112,6 +112,10 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
         assert "[1] bash: Applied." in call["prompt"]  # each candidate's reasoning summary
     else:
         assert chooser == []
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "inspect", str(result.trajectory_path)]
+    shown = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "attempt 1: submitted, score 3" in shown and "attempt 3: submitted, score 6 (chosen)" in shown
+    assert f"chosen: attempt 3 ({by})" in shown
 
 
 def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_run_twice(tmp_path: Path) -> None:
