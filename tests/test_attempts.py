@@ -226,3 +226,25 @@ def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Pat
     assert [(a["index"], a["exit_status"]) for a in traj["info"]["attempts"]] == [(1, "submitted"), (2, "submitted")]
     assert sorted((tmp_path / "trail").read_text().split()) == ["1", "2"]  # the waiting commands ran once each
     assert traj["info"]["choice"]["by"] == "only"  # the same fix twice: one distinct patch
+
+
+def test_the_graph_streams_each_attempts_steps_to_its_custom_stream(tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from llm_ide.attempts.context import AttemptsContext
+    from llm_ide.attempts.graph import build_attempts_graph
+
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)],
+                    [review(1, "README only."), review(9, "Fixed.")])  # fmt: skip
+    ctx = AttemptsContext(settings=settings(max=2), model=model, run_id="S", output_dir=tmp_path / "out", repo=repo,
+                          environment="local")  # fmt: skip
+    inputs = {"task": TASK, "repo": str(repo), "model": model}
+    graph = build_attempts_graph(InMemorySaver())
+    chunks = list(graph.stream(inputs, {"configurable": {"thread_id": "S"}}, context=ctx, stream_mode="custom"))
+    assert [(c["attempt"], c["kind"], c["step"]) for c in chunks] == [
+        (1, "step", 1), (1, "step", 2), (1, "step", 3), (1, "end", 3),
+        (2, "step", 1), (2, "step", 2), (2, "step", 3), (2, "end", 3),
+    ]  # fmt: skip
+    assert chunks[5]["action"] == f"bash: {RIGHT}" and chunks[-1]["exit_status"] == "submitted"
+    assert graph.get_state({"configurable": {"thread_id": "S"}}).values["chosen"] == 2
