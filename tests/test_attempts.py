@@ -248,3 +248,27 @@ def test_the_graph_streams_each_attempts_steps_to_its_custom_stream(tmp_path: Pa
     ]  # fmt: skip
     assert chunks[5]["action"] == f"bash: {RIGHT}" and chunks[-1]["exit_status"] == "submitted"
     assert graph.get_state({"configurable": {"thread_id": "S"}}).values["chosen"] == 2
+
+
+def test_an_attempt_stopped_by_a_model_error_stops_the_run_and_the_rerun_resumes_it(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    second = attempt_script(RIGHT)
+    folder = tmp_path / "scripts"
+    model = scripts(folder, [attempt_script(WRONG), second[:3]], [review(2, "README only."), review(9, "Fixed.")])
+    run = dict(model=model, settings=settings(max=3), output_dir=tmp_path / "out", run_id="T", repo=repo)
+    stopped = run_attempts(TASK, **run)
+    assert stopped.exit_status == "model_error"  # the script ran out during attempt 2
+    assert "attempt 2 stopped with model_error" in stopped.error
+    assert [a["index"] for a in stopped.attempts] == [1]
+
+    write(folder, "attempt2.yaml", second)  # the model answers again
+    resumed = run_attempts(TASK, **run)
+    assert resumed.exit_status == "submitted" and resumed.chosen == 2
+    assert [(a["index"], a["score"]) for a in resumed.attempts] == [(1, 2.0), (2, 9.0)]
+    traj = json.loads(resumed.trajectory_path.read_text())
+    assert [op["thought"] for op in traj["operations"] if op["attempt"] == 2] == [
+        "Check what double(2) gives; run the test.",
+        "Apply the fix.",
+        "Done.",
+    ]
+    assert [c["attempt"] for c in traj["model_calls"] if c["kind"] == "review"] == [1, 2]
