@@ -118,6 +118,7 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
     assert f"chosen: attempt 3 ({by})" in shown
 
 
+@pytest.mark.slow
 def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_run_twice(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", FILES)
     trail, waiting, go = tmp_path / "trail.txt", tmp_path / "waiting", tmp_path / "go"
@@ -190,6 +191,7 @@ def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_o
     assert result.model_stats["cost"] == pytest.approx(3 * (100_000 * 0.25 + 10 * 2.0) / 1e6)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", FILES)
     go = tmp_path / "go"
