@@ -275,3 +275,14 @@ def test_single_call_takes_the_reflection_of_the_candidate_that_runs(tmp_path: P
         ("bash", 2, False),
         ("search", 1, True),
     ]
+
+
+def test_the_cli_tells_a_bad_sampling_setting_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("sampling:\n  k: 3\n  choice: majority\n")
+    args = ["run", "--repo", str(tmp_path), "--task", "t", "--model", "scripted:x.yaml", "--config", "bad.yaml"]
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: bad.yaml: sampling.choice: input should be 'ask_colleagues' or 'pairwise' (got 'majority')"
+    ]
