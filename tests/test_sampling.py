@@ -286,3 +286,31 @@ def test_the_cli_tells_a_bad_sampling_setting_in_one_line(tmp_path: Path) -> Non
     assert result.stderr.strip().splitlines() == [
         "error: bad.yaml: sampling.choice: input should be 'ask_colleagues' or 'pairwise' (got 'majority')"
     ]
+
+
+def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_candidates(tmp_path: Path) -> None:
+    """Attempts (issue 11 items 1-3) run the sampled graph when `sampling.k > 1`: in attempt 1 the discriminator
+    picks the wrong fix, in attempt 2 the right one; the reviewer accepts attempt 2."""
+    from attempts_scripts import FILES, RIGHT, TASK, WRONG, review, scripts
+
+    from llm_ide import run_attempts
+
+    check = act("Run the check.", "bash", command="python3 test_calc.py")
+    right, wrong = act("Drop the + 1.", "bash", command=RIGHT), act("Note it.", "bash", command=WRONG)
+    done = act("Done.", "submit")
+
+    def attempt(pick: int) -> list[str]:
+        fix = [right, wrong, right, f"<choice>{pick}</choice>"]  # two distinct candidates: the discriminator picks
+        return [*[check] * 3, reflect(False, "double(2) is 5."), *fix, reflect(False, "Applied."), *[done] * 3]
+
+    model = scripts(tmp_path / "scripts", [attempt(2), attempt(1)], [review(2, "README only."), review(9, "Fixed.")])
+    config = load_config("default", environment={"tools": []}, attempts={"max": 3}, sampling={"k": 3})
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
+    assert [a["index"] for a in result.attempts] == [1, 2] and result.chosen == 2
+    assert "-    return x + x + 1  # BUG\n+    return x + x" in result.submission
+    ops = json.loads(result.trajectory_path.read_text())["operations"]
+    chosen = [op for op in ops if op["choice"].get("method") == "ask_colleagues"]
+    picked = {op["attempt"]: op["action_params"]["command"] for op in chosen}
+    assert picked == {1: WRONG, 2: RIGHT}
+    assert all(op["candidates"] for op in ops)
