@@ -314,3 +314,14 @@ def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_can
     picked = {op["attempt"]: op["action_params"]["command"] for op in chosen}
     assert picked == {1: WRONG, 2: RIGHT}
     assert all(op["candidates"] for op in ops)
+
+
+def test_an_endpoint_refusing_n_gets_k_requests_from_then_on(tmp_path: Path) -> None:
+    replies = [400, VIEW, VIEW, VIEW, reflect(False, "Read."), SUBMIT, SUBMIT, SUBMIT]
+    with OpenAIServer(replies=replies) as server:
+        result, traj = run(tmp_path, "gpt-5-mini", settings(k=3), base_url=server.url)
+        bodies = [request.body for request in server.requests]
+    assert result.exit_status == "submitted", result.error
+    assert [body.get("n") for body in bodies] == [3] + [None] * 7  # refused once, never asked again
+    assert [op["action_type"] for op in traj["operations"]] == ["view", "submit"]
+    assert traj["info"]["model_stats"]["api_calls"] == 7  # the refused request is no call
