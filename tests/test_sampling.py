@@ -252,7 +252,10 @@ def test_the_k_requests_are_in_flight_together(tmp_path: Path) -> None:
     assert [body.get("n") for body in bodies] == [None] * 7
     ops = traj["operations"]
     assert [op["action_type"] for op in ops] == ["view", "submit"] and ops[0]["candidates"][0]["samples"] == 3
-    assert [call["index"] for call in traj["model_calls"]] == list(range(7))
+    calls = traj["model_calls"]
+    assert [call["index"] for call in calls] == list(range(7))
+    assert traj["info"]["model_stats"]["cost"] == pytest.approx(sum(call["cost"] for call in calls))  # each sample paid
+    assert all(call["cost"] > 0 for call in calls)
 
 
 def test_single_call_takes_the_reflection_of_the_candidate_that_runs(tmp_path: Path) -> None:
