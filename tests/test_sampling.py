@@ -318,6 +318,9 @@ def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_can
     assert picked == {1: WRONG, 2: RIGHT}
     assert all(op["candidates"] for op in ops)
 
+    demos = render_demonstrations(config.merged({"demonstrations": [str(result.trajectory_path)]}))
+    assert RIGHT in demos and "issue tracker" not in demos  # a run with attempts demonstrates its chosen attempt
+
 
 def test_an_endpoint_refusing_n_gets_k_requests_from_then_on(tmp_path: Path) -> None:
     replies = [400, VIEW, VIEW, VIEW, reflect(False, "Read."), SUBMIT, SUBMIT, SUBMIT]
