@@ -154,7 +154,8 @@ def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random)
 
 
 class ScriptedModel:
-    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run."""
+    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run. An
+    item may choose by the prompt: `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -164,12 +165,28 @@ class ScriptedModel:
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         if call_index >= len(self.responses):
             raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-        text = self.responses[call_index]
         prompt = "".join(message["content"] for message in messages)
+        text = choose(self.responses[call_index], prompt)
         return ModelReply(text, estimate_tokens(prompt), estimate_tokens(text), cost=0.0)
 
 
-def load_script(path: Path) -> list[str]:
+ScriptItem = str | dict[str, str]
+CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
+
+
+def choose(item: ScriptItem, prompt: str) -> str:
+    if isinstance(item, str):
+        return item
+    return item["then"] if item["if_prompt_contains"] in prompt else item["else"]
+
+
+def valid_item(item: object) -> bool:
+    if isinstance(item, dict):
+        return set(item) == CHOICE_KEYS and all(isinstance(value, str) for value in item.values())
+    return isinstance(item, str)
+
+
+def load_script(path: Path) -> list[ScriptItem]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -177,8 +194,11 @@ def load_script(path: Path) -> list[str]:
     except yaml.YAMLError as error:
         raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
     responses = data.get("responses") if isinstance(data, dict) else data
-    if not isinstance(responses, list) or not all(isinstance(item, str) for item in responses):
-        raise ModelError(f"scripted model: {path} must hold a list of strings (or a mapping with a `responses:` list)")
+    if not isinstance(responses, list) or not all(valid_item(item) for item in responses):
+        raise ModelError(
+            f"scripted model: {path} must hold a list of strings or {{if_prompt_contains, then, else}} choices "
+            "(or a mapping with a `responses:` list)"
+        )
     return responses
 
 

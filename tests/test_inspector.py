@@ -205,16 +205,24 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert {"act -.-> execute_tool", "update_activity -.-> render_context", "reflect -.-> branch"} <= edges
     coop = cli("graph", "coop", "--mermaid")
     assert coop.returncode == 0, coop.stderr
-    for node in ("planner\\3athink", "planner\\3aact", "coordinator"):  # the planner subgraph drawn inside
+    # the pair: planning (its planner subgraph drawn inside), then execution (the agent graph that reads messages)
+    for node in ("plan\\3aplanner\\3athink", "plan\\3acoordinator", "execute\\3areceive_messages", "evaluate"):
         assert node in coop.stdout, coop.stdout
+    pair_edges = {line.strip().rstrip(";") for line in coop.stdout.splitlines() if "->" in line}
+    assert {"prepare --> plan\\3a__start__", "plan\\3a__end__ --> execute\\3a__start__"} <= pair_edges
+    assert "execute\\3aupdate_activity -.-> execute\\3areceive_messages" in pair_edges
     attempts = cli("graph", "attempts", "--mermaid")
     edges = {line.strip().rstrip(";") for line in attempts.stdout.splitlines() if "->" in line}
     assert {"__start__ --> dispatch", "dispatch -.-> attempt", "attempt --> review", "review --> dispatch"} <= edges
     assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
+    navigator = cli("graph", "navigator", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> plan", "plan -.-> render_context", "act -.-> permission", "act -.-> consult"} <= edges
+    assert {"permission -.-> execute_tool", "permission -.-> update_activity", "consult -.-> update_activity"} <= edges
     unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
-        "error: unknown graph 'nope': choose one of agent, coop, attempts",
+        "error: unknown graph 'nope': choose one of agent, coop, coop-planning, attempts, navigator",
     )
 
 

@@ -93,7 +93,8 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
         "code_context": code_context,
         "latest": latest_text(ctx, nodes[-1], code_context) if nodes else "",
     }
-    return render(ctx.templates, "snapshot", step=state.get("n_operations", 0), **capped(ctx, sections))
+    step = state.get("n_operations", 0)
+    return render(ctx.templates, "snapshot", step=step, plan=state.get("plan", ""), **capped(ctx, sections))
 
 
 def epoch_over(ctx: AgentContext, state: AgentState) -> bool:

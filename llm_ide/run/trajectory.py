@@ -104,7 +104,9 @@ class Recorder:
                 "model_stats": dict(usage),
                 "n_operations": state.get("n_operations", 0),
                 "elapsed": round(state.get("elapsed", 0.0), 3),
+                **navigator_info(state),
                 **info,
+                **({"received": state["received"]} if state.get("received") else {}),  # coop: the other's messages
             },
             "task": state.get("task", ""),
         }
@@ -132,6 +134,12 @@ class Recorder:
                     self._nodes[node.id] = text
             encoded.append(text)
         return encoded
+
+
+def navigator_info(state: dict[str, Any]) -> dict[str, Any]:
+    """The navigator's records (issue 12), apart from the driver's usage; none without a navigator."""
+    record = state.get("navigator")
+    return {"navigator": {**record, "plan": state.get("plan", "")}} if record else {}
 
 
 def state_calls(state: dict[str, Any]) -> int:

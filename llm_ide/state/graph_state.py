@@ -44,6 +44,9 @@ class RunState(AgentInput, total=False):
     worktree_patch: str
     error: str  # LangGraph Studio: the message of the error that ended the run
     submission: str  # LangGraph Studio: the patch, when the run has ended
+    plan: str  # the navigator's plan, in the driver's prompt
+    navigator: dict[str, Any]  # the navigator's records: decisions, reviews, guidance, calls, usage, turns
+    received: list[dict[str, Any]]  # coop: the other agent's messages (from, text, seq, step they arrived after)
 
 
 class StepState(TypedDict, total=False):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import ExitStatus
-from llm_ide.run.single import QuietFileHandler
+from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
