@@ -331,3 +331,41 @@ def test_an_endpoint_refusing_n_gets_k_requests_from_then_on(tmp_path: Path) -> 
     assert [body.get("n") for body in bodies] == [3] + [None] * 7  # refused once, never asked again
     assert [op["action_type"] for op in traj["operations"]] == ["view", "submit"]
     assert traj["info"]["model_stats"]["api_calls"] == 7  # the refused request is no call
+
+
+def test_the_navigator_gates_only_the_chosen_candidate_and_a_denial_is_sampled_again(tmp_path: Path) -> None:
+    """Sampling with the navigator (issue 12): the permission node sees the action that was chosen; denied, it
+    stays a failed operation with its candidates, and the alternative is sampled again."""
+    cheat = act("Make the test expect 11.5.", "edit", path="tests/test_cart.py", old="16.0", new="11.5")
+    fix = act("Multiply by the quantity.", "edit", path="shop/cart.py", old="            total += price\n",
+              new="            total += price * quantity\n")  # fmt: skip
+    driver = [*[VIEW] * 3, reflect(False, "total sums price only."), cheat, fix, cheat, "<choice>1</choice>"]
+    driver += [*[fix] * 3, reflect(False, "fixed"), *[RUN_TESTS] * 3, reflect(False, "tests pass"), *[SUBMIT] * 3]
+    navigator = [
+        '<view>{"path": "shop/cart.py"}</view>',
+        "<plan>1. Multiply price by quantity in Cart.total.\n2. Run the tests.</plan>",
+        "<deny>Changing the test hides the bug.</deny>",
+        "<approve>As planned.</approve>",
+        "<approve>Running the tests is fine.</approve>",
+    ]
+    nav = {"mode": "model", "model": write_script(tmp_path / "navigator.yaml", navigator)}
+    config = settings(k=3).merged({"navigator": nav})
+    result, traj = run(tmp_path, write_script(tmp_path / "driver.yaml", driver), config)
+    assert result.exit_status == "submitted"
+    ops = traj["operations"]
+    assert [(op["id"], op["parent_id"], op["action_type"], op["bad_action"]) for op in ops] == [
+        (0, None, "view", False),
+        (1, 0, "edit", True),  # the pick, denied: never run
+        (2, 0, "edit", False),  # its alternative, sampled again (three identical samples)
+        (3, 2, "bash", False),
+        (4, 3, "submit", None),
+    ]
+    assert ops[1]["denied"]["reason"] == "Changing the test hides the bug."
+    assert [(c["action_params"]["path"], c["samples"], c["chosen"]) for c in ops[1]["candidates"]] == [
+        ("tests/test_cart.py", 2, True),
+        ("shop/cart.py", 1, False),
+    ]
+    assert ops[2]["choice"]["method"] == "unanimous" and ops[2]["candidates"][0]["samples"] == 3
+    assert "16.0" in (tmp_path / "repo" / "tests" / "test_cart.py").read_text()
+    decisions = traj["info"]["navigator"]["decisions"]
+    assert [(d["step"], d["approved"]) for d in decisions] == [(1, False), (2, True), (3, True)]  # one per pick
