@@ -31,5 +31,5 @@ def make_navigator(
     if config.mode == "mcp":
         from llm_ide.navigator.mcp_client import McpNavigator
 
-        return McpNavigator(config.url, timeout=config.permission_timeout)
+        return McpNavigator(config.url, config.permission_timeout, config.review_timeout)
     return None
