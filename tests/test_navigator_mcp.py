@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -74,14 +75,16 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
         pytest.fail(f"navigator serve exited {process.returncode} before it was ready: {log.read_text()}")
 
     yield start
+    stopped = []
     for process in processes:
         process.terminate()
         try:
-            process.wait(timeout=30)
+            stopped.append(process.wait(timeout=30))
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait()
+            stopped.append(process.wait())
         process.stdout.close()
+    assert stopped == [128 + signal.SIGTERM] * len(processes)  # a graceful stop on SIGTERM, the navigator closed
 
 
 async def sdk_round_trip(url: str) -> dict[str, Any]:

@@ -121,10 +121,10 @@ def run_in_thread(coroutine: Coroutine[Any, Any, T], timeout: float, url: str) -
             outcome["value"] = await asyncio.wait_for(coroutine, timeout)
         except TimeoutError:
             outcome["error"] = NavigatorTimeout(f"navigator at {url} did not answer within {timeout:g} s")
-        except NavigatorUnavailable as error:
-            outcome["error"] = error
-        except Exception as error:  # transport failures arrive wrapped in exception groups
-            outcome["error"] = NavigatorUnavailable(f"navigator at {url} is unreachable: {root_cause(error)}")
+        except Exception as error:  # ours and transport failures alike may arrive wrapped in exception groups
+            cause = root_cause(error)
+            unreachable = NavigatorUnavailable(f"navigator at {url} is unreachable: {described(cause)}")
+            outcome["error"] = cause if isinstance(cause, NavigatorUnavailable) else unreachable
 
     worker = threading.Thread(target=asyncio.run, args=(bounded(),), name="mcp-navigator", daemon=True)
     worker.start()
@@ -134,13 +134,16 @@ def run_in_thread(coroutine: Coroutine[Any, Any, T], timeout: float, url: str) -
     return outcome["value"]
 
 
-def root_cause(error: BaseException) -> str:
+def root_cause(error: BaseException) -> BaseException:
     while True:
         if isinstance(error, BaseExceptionGroup) and error.exceptions:
             error = error.exceptions[0]
-        elif error.__cause__ is not None:
+        elif error.__cause__ is not None and not isinstance(error, NavigatorUnavailable):
             error = error.__cause__
         else:
-            break
+            return error
+
+
+def described(error: BaseException) -> str:
     text = " ".join(str(error).split()) or "(no message)"
     return f"{type(error).__name__}: {text[:300]}"
