@@ -207,10 +207,14 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert coop.returncode == 0, coop.stderr
     for node in ("planner\\3athink", "planner\\3aact", "coordinator"):  # the planner subgraph drawn inside
         assert node in coop.stdout, coop.stdout
+    navigator = cli("graph", "navigator", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> plan", "plan -.-> render_context", "act -.-> permission", "act -.-> consult"} <= edges
+    assert {"permission -.-> execute_tool", "permission -.-> update_activity", "consult -.-> update_activity"} <= edges
     unknown = cli("graph", "attempts")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
-        "error: unknown graph 'attempts': choose one of agent, coop",
+        "error: unknown graph 'attempts': choose one of agent, coop, navigator",
     )
 
 

@@ -14,6 +14,8 @@ from conftest import make_git_repo
 from openai_server import HANG, OpenAIServer
 
 from llm_ide.config import load_config
+from llm_ide.inspector.load import load_run
+from llm_ide.inspector.page import run_page
 from llm_ide.run.single import RunResult, run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -101,6 +103,12 @@ def test_a_denied_edit_gets_a_sibling_alternative_that_is_approved_and_the_run_s
     assert [c["kind"] for c in record["calls"]][:2] == ["navigator_plan", "navigator_plan"]
     assert traj["info"]["model_stats"]["api_calls"] == len(driver)  # the driver's usage, apart
     assert record["plan"].startswith("1. In Cart.total")
+
+    view = load_run(result.trajectory_path)  # the inspector: the denied mark, the navigator's records apart
+    assert "denied" in view.nodes[1].marks and "failed" in view.nodes[1].marks
+    assert view.navigator is not None and (view.navigator.calls, len(view.navigator.decisions)) == (5, 3)
+    page = run_page(view)
+    assert "Navigator (model): 3 decisions, 0 reviews, 5 model calls" in page and "hides the bug" in page
 
 
 def test_a_failed_review_is_a_lesson_the_driver_fixes_then_the_reviewed_submit_passes(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from conftest import make_git_repo
 from test_studio import BUGGY, TEST, studio  # noqa: F401  (the `langgraph dev` fixture)
 
 WRONG = act("Subtract less[1](temps.py:5).", "edit", path="temps.py", old="9 / 5 - 32", new="9 / 5 - 0")
-RIGHT = act("The offset has the wrong sign[1](temps.py:5).", "edit", path="temps.py", old="9 / 5 - 32", new="9 / 5 + 32")
+RIGHT = act("The offset's sign[1](temps.py:5).", "edit", path="temps.py", old="9 / 5 - 32", new="9 / 5 + 32")
 SCRIPT = [
     act("Read it[1](temps.py:4).", "view", path="temps.py", start_line=1, end_line=10),
     reflect(False, "to_fahrenheit subtracts 32."),

@@ -89,7 +89,7 @@ def report_command(
 
 
 def graph_command(
-    name: Annotated[str, typer.Argument(help="Which graph: agent, coop (the planning phase) or navigator (the agent with one).")] = "agent",
+    name: Annotated[str, typer.Argument(help="agent, coop (planning phase) or navigator.")] = "agent",
     mermaid: Annotated[bool, typer.Option("--mermaid", help="A Mermaid diagram (the one format offered).")] = True,
 ) -> None:
     """Print a state machine as LangGraph Studio draws it."""

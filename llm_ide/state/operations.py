@@ -25,13 +25,6 @@ class OperationNode(Record):
     denied: dict[str, Any] | None = None  # the navigator denied it: {reason, by}; it was not run
     review: dict[str, Any] | None = None  # the navigator's review it asked for: {round, passed, comment, by}
 
-    def _asdict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        for key in ("denied", "review"):  # most nodes have neither: not stored
-            if data[key] is None:
-                del data[key]
-        return data
-
 
 @dataclass
 class Reflection(Record):
