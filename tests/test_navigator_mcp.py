@@ -154,7 +154,8 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
         "<approve>Running the tests is fine.</approve>",
         "<pass>The loop counts quantities and the tests pass.</pass>",
     ]
-    url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo))
+    log = tmp_path / "served.jsonl"
+    url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo), "--log", str(log))
     driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
     driver += [reflect(False, "tests pass"), SUBMIT]
     nav = {"mode": "mcp", "url": url, "review_on_submit": True}
@@ -185,6 +186,15 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
     assert [(d["approved"], d["by"]) for d in record["decisions"]] == [(False, "mcp"), (True, "mcp"), (True, "mcp")]
     assert record["usage"]["calls"] == len(navigator)  # the server's model calls, apart from the driver's
     assert traj["info"]["model_stats"]["api_calls"] == len(driver)
+
+    served = [json.loads(line) for line in log.read_text().splitlines()]  # the server's own record
+    assert [entry["tool"] for entry in served] == ["request_plan", *["request_permission"] * 3, "request_review"]
+    cheat = served[1]["arguments"]
+    assert cheat["thought"] == "Expect what the code returns[1](tests/test_cart.py:11)."
+    assert "-        self.assertEqual(cart.total(), 16.0)" in cheat["diff"]
+    assert "def total(self)" in cheat["context"]  # the driver's code context went along
+    assert served[1]["result"]["approved"] is False and served[4]["result"]["passed"] is True
+    assert [len(entry["calls"]) for entry in served] == [2, 1, 1, 1, 1]  # the navigator's model calls, each logged
 
 
 def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve: Serve) -> None:
