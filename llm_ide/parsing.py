@@ -17,6 +17,7 @@ ACTION_TYPES = (
     "submit",
     "request_review",
     "request_guidance",
+    "send_message",
 )
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}

@@ -107,13 +107,28 @@ def bind(node: Node, run: StudioRun) -> Node:
 
 
 @asynccontextmanager
-async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+async def served(sampled: bool = False, navigator: bool = False) -> AsyncIterator[CompiledStateGraph]:
     """The graph of one server call; what its run opened is closed when the server is done with it."""
-    run = StudioRun()
+    run = StudioRun({"navigator": {"mode": "human"}} if navigator else None)
     try:
-        yield build_graph(context_schema=None, wrap=lambda node: bind(node, run))
+        wrap = lambda node: bind(node, run)  # noqa: E731
+        yield build_graph(context_schema=None, wrap=wrap, sampled=sampled, navigator=navigator)
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
+
+
+@asynccontextmanager
+async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The agent's graph, served (`llm-ide` in langgraph.json)."""
+    async with served(sampled=False) as compiled:
+        yield compiled
+
+
+@asynccontextmanager
+async def sampled_graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The graph with action sampling at `act` (`llm-ide-sampled`; `sampling` in the input's `config`: k, choice…)."""
+    async with served(sampled=True) as compiled:
+        yield compiled
 
 
 @asynccontextmanager
@@ -121,8 +136,5 @@ async def navigator_graph(config: RunnableConfig) -> AsyncIterator[CompiledState
     """The graph with the navigator (issue 12); a human navigator unless the input's config says otherwise: a person
     approves or denies a gated action, or passes a review, by resuming the thread (`Command(resume={"approved":
     false, "reason": "..."})`)."""
-    run = StudioRun({"navigator": {"mode": "human"}})
-    try:
-        yield build_graph(context_schema=None, wrap=lambda node: bind(node, run), navigator=True)
-    finally:
-        await asyncio.to_thread(run.close)
+    async with served(navigator=True) as compiled:
+        yield compiled

@@ -56,6 +56,17 @@ Checkpoint = Annotated[
     str | None,
     typer.Option(help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"),
 ]
+Engine = Annotated[
+    str, typer.Option(help="local (a thread pool of --workers) or ray (Ray tasks on the cluster at --address).")
+]
+Address = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="--engine ray: the cluster (HOST:PORT of `ray start --head`, or auto).",
+        show_default="a one-node cluster started for the batch",
+    ),
+]
 StepLimit = Annotated[
     int | None,
     typer.Option(help="Maximum operations per instance.", show_default=config_default("agent.step_limit", "swebench")),
@@ -125,6 +136,19 @@ def swebench_command(
     ] = None,
     step_limit: StepLimit = None,
     checkpoint: Checkpoint = None,
+    engine: Engine = "local",
+    address: Address = None,
+    task_cpus: Annotated[float, typer.Option(min=0, help="--engine ray: CPUs each instance's task asks for.")] = 1.0,
+    task_memory: Annotated[
+        int, typer.Option(min=0, help="--engine ray: memory (MB) each instance's task asks for.")
+    ] = 1024,
+    shared_output: Annotated[
+        bool,
+        typer.Option(help="--engine ray: the nodes see --output (shared filesystem) and write the run folders there."),
+    ] = False,
+    prefetch_images: Annotated[
+        bool, typer.Option(help="--engine ray: every docker node pulls the instances' images before the run.")
+    ] = False,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
     from llm_ide.swebench.batch import BatchAbandoned, run_swebench
@@ -134,6 +158,8 @@ def swebench_command(
 
     model = _model(model)
     kind = _environment(environment)
+    if engine not in ("local", "ray"):
+        raise fail(f"unknown engine {engine!r}: use local or ray")
     options = _options(
         model=model,
         output=output,
@@ -145,6 +171,12 @@ def swebench_command(
         checkpoint=checkpoint,
         redo_existing=redo_existing,
         step_limit=step_limit,
+        engine=engine,
+        ray_address=address,
+        task_cpus=task_cpus,
+        task_memory_mb=task_memory,
+        ray_shared_output=shared_output,
+        prefetch_images=prefetch_images,
     )
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
@@ -157,7 +189,9 @@ def swebench_command(
                 filter_regex=filter_regex,
                 shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
-                before_run=lambda dataset, todo, skipped: _announce(dataset, todo, skipped, kind, filter_regex),
+                before_run=lambda dataset, todo, skipped: _announce(
+                    dataset, todo, skipped, kind if engine == "local" else "nodes", filter_regex
+                ),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
@@ -275,6 +309,10 @@ def evaluate_command(
         ),
     ] = None,
     config: ConfigFiles = None,
+    attempts: Annotated[
+        bool,
+        typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
+    ] = False,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
     import json
@@ -327,9 +365,36 @@ def evaluate_command(
         )
     console.print(table)
     data = report.to_json()
+    if attempts:
+        data["attempts"] = grade_attempts(report, preds, instances, predictions.parent, settings, folder, workers,
+                                          timeout, show)  # fmt: skip
     report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     console.print(
         f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
         f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
         f"{report_path}"
     )
+    if attempts:
+        graded = data["attempts"]
+        console.print(
+            f"[bold]pass@{graded['k']} {graded['pass_at_k_count']}/{data['total']} ({graded['pass_at_k']:.1%})[/] "
+            f"(any attempt resolved); chosen patch resolved {graded['chosen_resolved_count']}/{data['total']} "
+            f"({graded['chosen_resolve_rate']:.1%})"
+        )
+
+
+def grade_attempts(report, preds, instances, run_folder, settings, folder, workers, timeout, show) -> dict[str, Any]:
+    """`evaluate --attempts`: every attempt graded; a table of each instance's attempts beside its chosen patch."""
+    from rich.table import Table
+
+    from llm_ide.attempts.evaluate import evaluate_attempts
+    from llm_ide.swebench.evaluate import Evaluator
+
+    graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),
+                               workers=workers, on_result=show).to_json()  # fmt: skip
+    table = Table("instance", "chosen", "attempts", title=f"attempts (pass@{graded['k']})")
+    for instance_id, row in graded["instances"].items():
+        statuses = ", ".join(f"{index}: {status}" for index, status in row["attempts"].items()) or "(no attempts)"
+        table.add_row(instance_id, row["chosen"], statuses)
+    console.print(table)
+    return graded

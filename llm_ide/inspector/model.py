@@ -37,6 +37,8 @@ class NodeView(BaseModel):
     cost: float = 0.0
     marks: list[str] = Field(default_factory=list)
     calls: list[int] = Field(default_factory=list)
+    candidates: list[Any] = Field(default_factory=list)  # action sampling: every distinct candidate (a dict each)
+    choice: dict[str, Any] = Field(default_factory=dict)  # action sampling: how the one that ran was chosen
 
     @property
     def label(self) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import ExitStatus
-from llm_ide.run.single import QuietFileHandler
+from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
@@ -41,6 +41,12 @@ class BatchOptions:
     checkpoint: str | None = None
     redo_existing: bool = False
     config_values: dict[str, Any] = field(default_factory=dict)
+    engine: str = "local"  # local: a thread pool; ray: Ray tasks on a cluster (swebench/ray_engine.py)
+    ray_address: str | None = None  # None: a one-node cluster started for the batch
+    ray_shared_output: bool = False  # the nodes write the run folders into `output` themselves
+    task_cpus: float = 1.0
+    task_memory_mb: int = 1024
+    prefetch_images: bool = False
 
 
 @dataclass
@@ -51,6 +57,8 @@ class Outcome:
     steps: int = 0
     patch: str = ""
     error: str = ""
+    details: dict[str, Any] = field(default_factory=dict)  # exit_statuses.yaml's fields for this instance
+    node: str = ""  # the Ray node that ran it (--engine ray)
 
 
 @dataclass
@@ -103,9 +111,34 @@ def run_instance(
     stop: threading.Event | None = None,
 ) -> Outcome:
     """Run one instance with run_task (resuming its checkpoint when it has one) and record its prediction."""
+    outcome = execute_instance(
+        instance, options, settings, options.output / instance.instance_id, budget=budget, on_event=on_event, stop=stop
+    )
+    record_outcome(store, options.model, outcome)
+    return outcome
+
+
+def execute_instance(
+    instance: Instance,
+    options: BatchOptions,
+    settings: Settings,
+    run_dir: Path,
+    *,
+    budget: Any = None,
+    on_event: EventSink | None = None,
+    stop: Any = None,
+    intents: Any = None,
+) -> Outcome:
+    """Run one instance in `run_dir` (its thread resumed when it has a checkpoint); nothing shared is written:
+    `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
+    `is_set()`; `intents` replaces the run folder's intent log (e.g. one in Postgres). With `attempts.max` > 1 it is
+    run_attempts (the outcome's patch is the chosen one)."""
+    from llm_ide.attempts.run import run_attempts
     from llm_ide.run.single import run_task
 
-    run_dir = options.output / instance.instance_id
+    runner = run_attempts if settings.attempts.max > 1 else run_task
+    extra = {"intents": intents} if runner is run_task else {}
+
     run_dir.mkdir(parents=True, exist_ok=True)
     repo = clone_for_local(instance, run_dir / "repo") if options.environment == "local" else None
 
@@ -121,7 +154,7 @@ def run_instance(
 
     log.info("%s: starting (image %s)", instance.instance_id, instance.image if repo is None else repo)
     try:
-        result = run_task(
+        result = runner(
             instance.problem_statement,
             model=options.model,
             settings=settings,
@@ -135,11 +168,11 @@ def run_instance(
             task_vars=instance.task_vars(),
             on_event=forward,
             cost_budget=budget,
+            **extra,
         )
     except KeyboardInterrupt:
         if stop is None or not stop.is_set():
             raise
-        store.record_status(instance.instance_id, ExitStatus.INTERRUPTED, steps=steps)
         log.warning(
             "%s: interrupted after %d steps; it resumes from its checkpoint on the next run",
             instance.instance_id,
@@ -153,18 +186,14 @@ def run_instance(
         cost=float(stats.get("cost", 0.0)),
         steps=steps,
         patch=result.submission or "",
-    )
-    if not unfinished(outcome):
-        store.add_prediction(instance.instance_id, options.model, outcome.patch)
-    store.record_status(
-        instance.instance_id,
-        outcome.exit_status,
-        cost=outcome.cost,
-        api_calls=int(stats.get("api_calls", 0)),
-        patch_lines=outcome.patch.count("\n"),
-        trajectory=str(result.trajectory_path.relative_to(options.output))
-        if result.trajectory_path.is_relative_to(options.output)
-        else str(result.trajectory_path),
+        details={
+            "cost": float(stats.get("cost", 0.0)),
+            "api_calls": int(stats.get("api_calls", 0)),
+            "patch_lines": (result.submission or "").count("\n"),
+            "trajectory": str(result.trajectory_path.relative_to(options.output))
+            if result.trajectory_path.is_relative_to(options.output)
+            else f"{instance.instance_id}/{result.trajectory_path.name}",
+        },
     )
     log.info(
         "%s: %s (cost %.4f, %d patch lines)",
@@ -174,6 +203,16 @@ def run_instance(
         outcome.patch.count("\n"),
     )
     return outcome
+
+
+def record_outcome(store: OutputStore, model: str, outcome: Outcome) -> None:
+    """preds.json (finished runs only) and exit_statuses.yaml for one instance's outcome."""
+    if outcome.exit_status == ExitStatus.INTERRUPTED and not outcome.details:
+        store.record_status(outcome.instance_id, ExitStatus.INTERRUPTED, steps=outcome.steps)
+        return
+    if not unfinished(outcome):
+        store.add_prediction(outcome.instance_id, model, outcome.patch)
+    store.record_status(outcome.instance_id, outcome.exit_status, **outcome.details)
 
 
 @contextmanager
@@ -199,15 +238,20 @@ def run_batch(
     progress: BatchProgress | None = None,
     skipped_existing: list[str] | None = None,
 ) -> BatchSummary:
-    """Run `instances` with `options.workers` threads; Ctrl-C ends the running instances as `interrupted`."""
+    """Run `instances` with `options.workers` threads (or as Ray tasks: `options.engine`); Ctrl-C ends the running
+    instances as `interrupted`."""
     from llm_ide.run.single import CostBudget
 
+    summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
+    progress = progress or BatchProgress(total=len(instances), live=False)
+    if options.engine == "ray":
+        from llm_ide.swebench.ray_engine import run_batch_ray
+
+        return run_batch_ray(instances, options, progress, summary)
     settings = batch_config(options)
     store = OutputStore(options.output)
-    summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
     budget = CostBudget(options.cost_limit)
     stop = threading.Event()
-    progress = progress or BatchProgress(total=len(instances), live=False)
 
     def on_event(instance_id: str, event: Any) -> None:
         if event.kind == "tool":

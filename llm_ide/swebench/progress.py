@@ -25,6 +25,7 @@ class Running:
     step: int = 0
     cost: float = 0.0
     action: str = ""
+    node: str = ""  # the Ray node running it (--engine ray)
 
 
 def format_duration(seconds: float | None) -> str:
@@ -68,10 +69,10 @@ class BatchProgress:
         line = f"{self.title}: {self.done}/{self.total} done, cost ${self.cost:.2f}, {self.status_text()}"
         self.console.print(line, markup=False, highlight=False)
 
-    def start(self, instance_id: str) -> None:
+    def start(self, instance_id: str, node: str = "") -> None:
         with self._lock:
-            self.running[instance_id] = Running(instance_id, time.monotonic(), phase="starting")
-        self._plain(f"[{self.done}/{self.total}] {instance_id}: started")
+            self.running[instance_id] = Running(instance_id, time.monotonic(), phase="starting", node=node)
+        self._plain(f"[{self.done}/{self.total}] {instance_id}: started{f' on node {node}' * bool(node)}")
 
     def event(
         self, instance_id: str, kind: str, *, phase: str = "", step: int = 0, action: str = "", cost: float = 0.0
@@ -142,13 +143,15 @@ class BatchProgress:
             )
             statuses = Text(self.status_text(), style="dim" if not self.statuses else "")
             rows = Table(box=None, show_header=bool(self.running), padding=(0, 2))
-            for column in ("instance", "phase", "cost", "time", "last action"):
+            nodes = any(run.node for run in self.running.values())
+            for column in ("instance", *("node",) * nodes, "phase", "cost", "time", "last action"):
                 rows.add_column(
                     column, overflow="ellipsis", no_wrap=True, max_width=60 if column == "last action" else None
                 )
             for run in sorted(self.running.values(), key=lambda r: r.started):
                 rows.add_row(
                     run.instance_id,
+                    *(run.node,) * nodes,
                     run.phase,
                     f"${run.cost:.2f}",
                     format_duration(time.monotonic() - run.started),

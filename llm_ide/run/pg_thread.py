@@ -1,0 +1,65 @@
+"""A thread's run guard and intent log in Postgres, for runs that may resume on another machine (a Ray batch): the
+advisory lock replaces the run folder's file lock, the `llm_ide_intents` table its `intents.jsonl`."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from llm_ide.errors import CheckpointError
+
+INTENTS_TABLE = """CREATE TABLE IF NOT EXISTS llm_ide_intents (
+    thread_id TEXT NOT NULL, node_id INTEGER NOT NULL, action TEXT NOT NULL, started TIMESTAMPTZ DEFAULT now(),
+    PRIMARY KEY (thread_id, node_id))"""
+
+
+def is_postgres(spec: str | None) -> bool:
+    return bool(spec) and str(spec).startswith(("postgres://", "postgresql://"))
+
+
+class PostgresThread:
+    """Held for one run of `thread_id`: a session advisory lock (a second holder waits until the first one's
+    connection is gone, e.g. its node died) and the thread's intents, each committed before its operation runs."""
+
+    def __init__(self, url: str, thread_id: str) -> None:
+        import psycopg
+
+        self.thread_id = thread_id
+        self._lock = threading.Lock()
+        try:
+            self.conn = psycopg.connect(url, autocommit=True)
+            self.conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7151))", (f"llm-ide:{thread_id}",))
+            self.conn.execute(INTENTS_TABLE)
+            if not self._has_checkpoint():  # a thread started afresh: intents of an earlier, deleted one go
+                self.conn.execute("DELETE FROM llm_ide_intents WHERE thread_id = %s", (thread_id,))
+            rows = self.conn.execute("SELECT node_id FROM llm_ide_intents WHERE thread_id = %s", (thread_id,))
+            self._started = {row[0] for row in rows.fetchall()}
+        except psycopg.Error as error:
+            raise CheckpointError(f"postgres intents of {thread_id}: {' '.join(str(error).split())[:300]}") from None
+
+    def _has_checkpoint(self) -> bool:
+        exists = self.conn.execute("SELECT to_regclass('checkpoints') IS NOT NULL").fetchone()
+        if not (exists and exists[0]):
+            return False
+        found = self.conn.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1", (self.thread_id,))
+        return found.fetchone() is not None
+
+    def started_before(self, node_id: int) -> bool:
+        return node_id in self._started
+
+    def begin(self, node_id: int, action_type: str) -> None:
+        with self._lock:
+            self.conn.execute(
+                "INSERT INTO llm_ide_intents (thread_id, node_id, action) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (self.thread_id, node_id, action_type),
+            )
+            self._started.add(node_id)
+
+    def close(self) -> None:
+        self.conn.close()  # the advisory lock goes with the session
+
+    def __enter__(self) -> PostgresThread:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

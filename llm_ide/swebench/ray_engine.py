@@ -1,0 +1,291 @@
+"""`--engine ray`: a batch's instances as Ray tasks on the nodes of a cluster. Each task asks for CPU, memory and a
+docker slot; a task whose node dies is retried by Ray on another node and resumes from the thread's last completed
+step (Postgres checkpoints). The driver is the single writer of the batch folder."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from llm_ide.errors import ExitStatus
+from llm_ide.fileio import atomic_write
+from llm_ide.run.pg_thread import is_postgres
+from llm_ide.swebench.batch import (
+    BatchOptions,
+    BatchSummary,
+    Outcome,
+    batch_config,
+    batch_log,
+    record_outcome,
+)
+from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.preflight import SWEbenchError
+from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.store import OutputStore
+
+log = logging.getLogger("llm_ide.swebench")
+
+FORWARDED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DOCKER_HOST")
+MAX_RETRIES = 3  # a task whose node (or worker process) died runs again, up to this many times
+OBJECT_STORE_BYTES = 80 * 1024 * 1024  # a one-node cluster started by the batch: results are small
+
+
+def forwarded_env() -> dict[str, str]:
+    """The environment the runs need on the nodes (model keys, LLM_IDE_* settings); Ray's workers do not inherit
+    the driver's environment on a cluster started with `ray start`."""
+    return {k: v for k, v in os.environ.items() if k in FORWARDED_ENV or k.startswith("LLM_IDE_")}
+
+
+def absolute(options: BatchOptions) -> BatchOptions:
+    """Paths as every node sees them (a worker's current folder is not the driver's)."""
+    from dataclasses import replace
+
+    model = options.model
+    if model.startswith("scripted:") and not Path(model.removeprefix("scripted:")).is_absolute():
+        model = "scripted:" + str(Path(model.removeprefix("scripted:")).resolve())
+    return replace(
+        options,
+        model=model,
+        output=options.output.resolve(),
+        config_files=[path.resolve() for path in options.config_files],
+    )
+
+
+def connect(options: BatchOptions) -> None:
+    """Join the cluster at `--address`, or start a one-node cluster (workers × task CPUs, workers docker slots)."""
+    import ray
+
+    from llm_ide.swebench.ray_worker import DOCKER_SLOT
+
+    if ray.is_initialized():
+        return
+    common: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+        "runtime_env": {"env_vars": forwarded_env()},
+    }
+    try:
+        if options.ray_address:
+            ray.init(address=options.ray_address, **common)
+        else:
+            ray.init(
+                num_cpus=max(1.0, options.workers * options.task_cpus),
+                resources={DOCKER_SLOT: options.workers},
+                object_store_memory=OBJECT_STORE_BYTES,
+                **common,
+            )
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = options.ray_address or "a local one-node cluster"
+        raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    import ray
+
+    return [node for node in ray.nodes() if node.get("Alive")]
+
+
+def check_cluster(options: BatchOptions) -> list[dict[str, Any]]:
+    """The nodes, once the batch can run on them: >1 node needs Postgres checkpoints, docker needs docker slots."""
+    from llm_ide.swebench.ray_worker import DOCKER_SLOT
+
+    nodes = alive_nodes()
+    if len(nodes) > 1 and not is_postgres(options.checkpoint):
+        raise SWEbenchError(
+            f"--engine ray on a cluster of {len(nodes)} nodes needs --checkpoint postgres://… (an instance "
+            "resumed on another node must find its checkpoint there)"
+        )
+    if options.environment == "docker" and not any(node["Resources"].get(DOCKER_SLOT) for node in nodes):
+        raise SWEbenchError(
+            f"no node of the Ray cluster offers a {DOCKER_SLOT} resource: start the nodes that run docker with "
+            f"ray start --resources='{{\"{DOCKER_SLOT}\": N}}' (N instances at once)"
+        )
+    return nodes
+
+
+def task_options(options: BatchOptions) -> dict[str, Any]:
+    from llm_ide.swebench.ray_worker import DOCKER_SLOT
+
+    return {
+        "num_cpus": options.task_cpus,
+        "memory": options.task_memory_mb * 1024 * 1024,
+        "resources": {DOCKER_SLOT: 1} if options.environment == "docker" else {},
+        "max_retries": MAX_RETRIES,
+        "retry_exceptions": False,
+    }
+
+
+def on_nodes(function: Any, nodes: list[dict[str, Any]], *args: Any, timeout: float = 600) -> list[Any]:
+    """`function(*args)` once on each node, pinned there."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    remote = ray.remote(function)
+    refs = [
+        remote.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote(*args)
+        for node in nodes
+    ]
+    return ray.get(refs, timeout=timeout)
+
+
+def docker_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from llm_ide.swebench.ray_worker import DOCKER_SLOT
+
+    return [node for node in nodes if node["Resources"].get(DOCKER_SLOT)]
+
+
+def prefetch_images(instances: list[Instance], options: BatchOptions, nodes: list[dict[str, Any]]) -> None:
+    """--prefetch-images: every docker node pulls the batch's images before the first task starts."""
+    from llm_ide.swebench.ray_worker import ensure_images
+
+    images = sorted({instance.image for instance in instances})
+    pull = batch_config(options).environment.pull
+    for node, fetched, seconds in on_nodes(ensure_images, docker_nodes(nodes), images, pull, timeout=3600):
+        log.info("prefetch: node %s has the %d images (%d fetched, %.1f s)", node, len(images), fetched, seconds)
+
+
+def remove_batch_containers(instances: list[Instance]) -> int:
+    """Every docker node removes the containers of the batch's runs (those of cancelled tasks)."""
+    from llm_ide.swebench.ray_worker import remove_containers
+
+    nodes = docker_nodes(alive_nodes())
+    removed = on_nodes(remove_containers, nodes, [instance.instance_id for instance in instances], timeout=120)
+    return sum(count for _, count in removed)
+
+
+def write_run_files(output: Path, instance_id: str, files: dict[str, bytes]) -> None:
+    folder = output / instance_id
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        atomic_write(folder / name, data)
+
+
+class RayBatch:
+    """The driver's side of one batch: submit, drain the hub's events into the progress, record the results."""
+
+    def __init__(self, instances: list[Instance], options: BatchOptions, progress: BatchProgress) -> None:
+        import ray
+
+        from llm_ide.swebench.ray_worker import BatchHub, run_instance_task, seed_files
+
+        self.options, self.progress = options, progress
+        self.store = OutputStore(options.output)
+        self.hub = BatchHub.remote(options.cost_limit)
+        task = ray.remote(run_instance_task).options(**task_options(options))
+        self.pending = {
+            task.remote(instance, options, self.hub, seed_files(options.output, instance.instance_id)): instance
+            for instance in instances
+        }
+        self.outcomes: dict[str, Outcome] = {}
+        self.not_started: list[str] = []
+        self.spent = 0.0
+
+    def drain(self) -> None:
+        import ray
+
+        events, self.spent = ray.get(self.hub.drain.remote())
+        for instance_id, node, kind, phase, step, action, cost in events:
+            if kind == "start":
+                self.progress.start(instance_id, node)
+            elif kind == "tool_failed":
+                self.progress.console.print(f"{instance_id}: {phase}", highlight=False, soft_wrap=True)
+            else:
+                self.progress.event(instance_id, kind, phase=phase, step=step, action=action, cost=cost)
+
+    def wait(self, timeout: float = 0.5) -> None:
+        import ray
+
+        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+        self.drain()
+        for ref in ready:
+            self.collect(ref, self.pending.pop(ref))
+
+    def collect(self, ref: Any, instance: Instance) -> None:
+        import ray
+
+        try:
+            result = ray.get(ref)
+            outcome, files = result.outcome, result.files
+        except ray.exceptions.TaskCancelledError:
+            self.not_started.append(instance.instance_id)
+            return
+        except ray.exceptions.RayError as error:  # the task's nodes died more often than it may be retried
+            text = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+            outcome, files = Outcome(instance.instance_id, ExitStatus.ERROR, error=text, details={"error": text}), {}
+        if outcome.exit_status == "not_started":
+            self.not_started.append(instance.instance_id)
+            return
+        try:
+            write_run_files(self.options.output, instance.instance_id, files)
+            record_outcome(self.store, self.options.model, outcome)
+        except OSError as error:  # a full disk: the status is rebuilt from the trajectories later
+            log.error("%s: result not recorded: %s", instance.instance_id, error)
+        log.info("%s: %s on node %s", instance.instance_id, outcome.exit_status, outcome.node or "?")
+        self.outcomes[instance.instance_id] = outcome
+        self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
+
+    def interrupt(self, instances: list[Instance]) -> None:
+        """Ctrl-C: queued tasks are cancelled, running ones end as `interrupted` at their next event (state saved,
+        container removed); a second Ctrl-C kills them. Either way every node then removes the batch's containers."""
+        import ray
+
+        ray.get(self.hub.stop.remote())
+        for ref in self.pending:
+            ray.cancel(ref, force=False)
+        try:
+            while self.pending:
+                self.wait()
+        except KeyboardInterrupt:
+            log.warning("batch: interrupted again; killing the tasks")
+            for ref in self.pending:
+                ray.cancel(ref, force=True)
+        finally:
+            removed = remove_batch_containers(instances)
+            log.info("batch: %d containers removed on the nodes", removed)
+
+
+def run_batch_ray(
+    instances: list[Instance], options: BatchOptions, progress: BatchProgress, summary: BatchSummary
+) -> BatchSummary:
+    import ray
+
+    options = absolute(options)
+    connect(options)
+    try:
+        nodes = check_cluster(options)
+        with batch_log(options.output), progress:
+            log.info(
+                "batch: %d instances as Ray tasks on %d nodes (%s), model %s",
+                len(instances),
+                len(nodes),
+                options.ray_address or "local",
+                options.model,
+            )
+            if options.prefetch_images and options.environment == "docker":
+                prefetch_images(instances, options, nodes)
+            batch = RayBatch(instances, options, progress)
+            try:
+                while batch.pending:
+                    batch.wait()
+            except KeyboardInterrupt:
+                log.warning("batch: interrupted; the running instances end at their next event (Ctrl-C again: at once)")
+                batch.interrupt(instances)
+                raise
+            finally:
+                summary.outcomes.update(batch.outcomes)
+                summary.not_started.extend(batch.not_started)
+            if options.cost_limit and batch.not_started:
+                log.warning(
+                    "batch: global cost limit %.2f reached (spent %.4f); %d instances not started",
+                    options.cost_limit,
+                    batch.spent,
+                    len(batch.not_started),
+                )
+    finally:
+        ray.shutdown()
+    return summary

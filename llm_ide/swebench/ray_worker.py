@@ -1,0 +1,189 @@
+"""What runs on the Ray nodes: the batch's hub actor (global cost budget, stop flag, progress events) and the task
+that runs one instance and sends its outcome and files back to the driver (the single writer of the batch folder)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from llm_ide.errors import ExitStatus
+from llm_ide.run.pg_thread import PostgresThread, is_postgres
+from llm_ide.swebench.batch import BatchOptions, Outcome, batch_config, execute_instance
+from llm_ide.swebench.dataset import Instance
+
+DOCKER_SLOT = "docker_slot"  # the custom resource a node offers when it runs docker: `ray start --resources`
+RUN_FILES = (".traj.json", ".calls.jsonl.gz", ".log")  # what comes back from a node-local run folder
+STOP_POLL = 0.5  # seconds between two looks at the hub's stop flag from one task
+
+
+@ray.remote(num_cpus=0)
+class BatchHub:
+    """One per batch, on the driver's node: the global cost limit, the stop flag (Ctrl-C) and the queue of progress
+    events the driver drains. Tasks call it fire-and-forget, except for the budget and the stop flag."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit if limit and limit > 0 else None
+        self.spent = 0.0
+        self.stopped = False
+        self.events: list[tuple[Any, ...]] = []
+
+    def add_cost(self, cost: float) -> bool:
+        self.spent += cost
+        return self.exhausted()
+
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def is_stopped(self) -> bool:
+        return self.stopped
+
+    def post(self, event: tuple[Any, ...]) -> None:
+        self.events.append(event)
+
+    def drain(self) -> tuple[list[tuple[Any, ...]], float]:
+        events, self.events = self.events, []
+        return events, self.spent
+
+
+class RemoteBudget:
+    """The run's view of the hub's budget, with the interface of `llm_ide.resources.CostBudget`."""
+
+    def __init__(self, hub: Any) -> None:
+        self.hub = hub
+
+    def add(self, cost: float) -> None:
+        if cost:
+            ray.get(self.hub.add_cost.remote(cost))
+
+    @property
+    def exhausted(self) -> bool:
+        return ray.get(self.hub.exhausted.remote())
+
+
+@dataclass
+class RemoteStop:
+    """`is_set()` of the hub's stop flag, asked at most every STOP_POLL seconds."""
+
+    hub: Any
+    _seen: bool = False
+    _asked: float = field(default=0.0)
+
+    def is_set(self) -> bool:
+        if not self._seen and time.monotonic() - self._asked >= STOP_POLL:
+            self._asked = time.monotonic()
+            self._seen = ray.get(self.hub.is_stopped.remote())
+        return self._seen
+
+
+@dataclass
+class TaskResult:
+    outcome: Outcome
+    files: dict[str, bytes]  # name → content of the run folder's trajectory, calls log and log (none when shared)
+    node: str
+
+
+def node_name() -> str:
+    context = ray.get_runtime_context()
+    return context.get_node_id()[:8]
+
+
+def scratch_folder(instance_id: str) -> Path:
+    """A node-local run folder (under LLM_IDE_RAY_SCRATCH or the temp dir), one per node, removed after the task."""
+    root = Path(os.environ.get("LLM_IDE_RAY_SCRATCH") or Path(tempfile.gettempdir()) / "llm-ide-ray")
+    return root / ray.get_runtime_context().get_node_id()[:16] / instance_id
+
+
+def event_tuple(instance_id: str, node: str, event: Any) -> tuple[Any, ...]:
+    if event.kind == "tool":
+        from llm_ide.tools.progress import activity, outcome_line
+
+        tool = event.tool
+        if tool.kind == "failed":
+            return (instance_id, node, "tool_failed", outcome_line(tool), 0, "", 0.0)
+        return (instance_id, node, "phase", activity(tool), 0, "", 0.0)
+    return (instance_id, node, event.kind, event.phase, event.step, event.action[:300], event.cost)
+
+
+def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed: dict[str, bytes]) -> TaskResult:
+    """The body of a Ray task: one instance, resumed from its checkpoint (a retry after a node died included)."""
+    node = node_name()
+    stop = RemoteStop(hub)
+    if stop.is_set() or ray.get(hub.exhausted.remote()):
+        return TaskResult(Outcome(instance.instance_id, "not_started"), {}, node)
+    hub.post.remote((instance.instance_id, node, "start", "", 0, "", 0.0))
+    shared = options.ray_shared_output or not is_postgres(options.checkpoint)
+    run_dir = options.output / instance.instance_id if shared else scratch_folder(instance.instance_id)
+    if not shared:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        for name, data in seed.items():  # the run's files as the driver has them: the log of calls continues
+            (run_dir / name).write_bytes(data)
+    guard = PostgresThread(options.checkpoint, instance.instance_id) if is_postgres(options.checkpoint) else None
+    try:
+        outcome = execute_instance(
+            instance,
+            options,
+            batch_config(options),
+            run_dir,
+            budget=RemoteBudget(hub),
+            on_event=lambda iid, event: hub.post.remote(event_tuple(iid, node, event)),
+            stop=stop,
+            intents=guard,
+        )
+    except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
+        text = f"{type(error).__name__}: {error}"
+        outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=text, details={"error": text})
+    finally:
+        if guard is not None:
+            guard.close()
+    outcome.node = node
+    files = {} if shared else run_files(run_dir, instance.instance_id)
+    if not shared:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return TaskResult(outcome, files, node)
+
+
+def run_files(run_dir: Path, instance_id: str) -> dict[str, bytes]:
+    names = [instance_id + suffix for suffix in RUN_FILES]
+    return {name: (run_dir / name).read_bytes() for name in names if (run_dir / name).exists()}
+
+
+def seed_files(output: Path, instance_id: str) -> dict[str, bytes]:
+    """What a run folder on a node starts with: the driver's copy of the run's files (a resumed run's calls)."""
+    return run_files(output / instance_id, instance_id)
+
+
+def ensure_images(images: list[str], pull: str) -> tuple[str, int, float]:
+    """On one node: pull (or find) each image; (node, images fetched, seconds)."""
+    from llm_ide.environments.docker.cleanup import connect
+    from llm_ide.environments.docker.container import ensure_image
+
+    started, fetched = time.monotonic(), 0
+    client = connect()
+    for image in images:
+        try:
+            client.images.get(image)
+        except Exception:
+            ensure_image(client, image, pull)
+            fetched += 1
+    return node_name(), fetched, time.monotonic() - started
+
+
+def remove_containers(run_ids: list[str]) -> tuple[str, int]:
+    """On one node: remove this batch's containers (any left by a cancelled task)."""
+    from llm_ide.environments.docker.cleanup import cleanup_containers, connect
+
+    client, removed = connect(), 0
+    for run_id in run_ids:
+        removed += len(cleanup_containers(client, include_live=True, run_id=run_id).removed)
+    return node_name(), removed
