@@ -158,19 +158,23 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
     url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo), "--log", str(log))
     driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
     driver += [reflect(False, "tests pass"), SUBMIT]
-    nav = {"mode": "mcp", "url": url, "review_on_submit": True}
-    result = run_task(
-        "Cart.total ignores quantities.",
-        model=write_script(tmp_path / "driver.yaml", driver),
-        settings=load_config("default", environment={"tools": []}, navigator=nav),
-        output_dir=tmp_path / "out",
-        run_id="served",
-        repo=repo,
+    config = tmp_path / "served.yaml"  # `llm-ide run` end to end: the server is checked, then the run is gated by it
+    config.write_text(json.dumps({"environment": {"tools": []}, "navigator": {"url": url, "review_on_submit": True}}))
+    done = subprocess.run(
+        [*CLI, "run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+        + ["--model", write_script(tmp_path / "driver.yaml", driver), "--output", str(tmp_path / "out")]
+        + ["--thread-id", "served", "--navigator", "mcp"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    traj = load_trajectory(result.trajectory_path)
+    traj = load_trajectory(tmp_path / "out" / "served.traj.json")
 
-    assert result.exit_status == "submitted"
-    assert "+            total += price * quantity" in result.submission and "test_cart" not in result.submission
+    assert done.returncode == 0, done.stderr
+    assert traj["info"]["exit_status"] == "submitted"
+    patch = (tmp_path / "out" / "served.patch").read_text()
+    assert "+            total += price * quantity" in patch and "test_cart" not in patch
     operations = [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in traj["operations"]]
     assert operations[:3] == [(0, None, "view", False), (1, 0, "edit", True), (2, 0, "edit", False)]  # a sibling
     reason = "Changing the test hides the bug: fix Cart.total instead."
