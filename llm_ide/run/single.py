@@ -370,8 +370,8 @@ class _Run:
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)
         error = self.info.get("error", "")
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.recorder.written)
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.interrupt)
+        written = self.recorder.written
+        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, written, self.interrupt)
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]
