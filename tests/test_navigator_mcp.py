@@ -259,6 +259,28 @@ def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
     assert "\n" not in str(missing.value)
 
 
+def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with socket.socket() as sock:  # bound, never listening: the server is gone by the time the edit is gated
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        result = run_task(
+            "Cart.total ignores quantities.",
+            model=write_script(tmp_path / "driver.yaml", [VIEW, reflect(False, "price only"), FIX]),
+            settings=load_config(
+                "default", environment={"tools": []}, navigator={"mode": "mcp", "url": url, "plan": False}
+            ),
+            output_dir=tmp_path / "out",
+            run_id="gone",
+            repo=repo,
+        )
+    traj = load_trajectory(result.trajectory_path)
+    assert result.exit_status == "error" == traj["info"]["exit_status"]
+    assert result.error.startswith(f"navigator at {url} is unreachable: ConnectError") and "\n" not in result.error
+    assert [o["action_type"] for o in traj["operations"]] == ["view"]  # the ungated view ran, the edit did not
+    assert "price * quantity" not in (repo / "shop/cart.py").read_text()
+
+
 @pytest.mark.parametrize(
     ("navigator", "message"),
     [
