@@ -244,6 +244,25 @@ def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decisi
     assert "+            total += price * quantity" in result.submission
 
 
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),
+        ({"Host": "attacker.example"}, 421),  # a rebound DNS name
+        ({"Origin": "http://attacker.example"}, 403),  # a web page's request
+    ],
+)
+def test_only_loopback_names_reach_the_served_navigator(serve: Serve, headers: dict[str, str], status: int) -> None:
+    import httpx
+
+    url = serve("--navigator", "remote_navigators:RulesNavigator")
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    accept = {"Accept": "application/json, text/event-stream"}
+    response = httpx.post(url, json=body, headers={**accept, **headers}, timeout=60)
+    assert response.status_code == status
+
+
 def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
     url = serve("--navigator", "remote_navigators:FailingNavigator")
     with pytest.raises(NavigatorUnavailable) as failed:

@@ -128,11 +128,24 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}{MCP_PATH}" if ":" in host else f"http://{host}:{port}{MCP_PATH}"
 
 
+def loopback_only(sock: socket.socket) -> Any:
+    """Host and Origin headers must name this loopback server: a web page cannot reach it by DNS rebinding."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    host = sock.getsockname()[0]
+    names = ["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in dict.fromkeys(names)],
+        allowed_origins=[f"http://{name}:*" for name in dict.fromkeys(names)],
+    )
+
+
 def serve(navigator: Navigator, sock: socket.socket, on_ready: Callable[[str], None], log: Path | None = None) -> None:
     """Serve until SIGINT/SIGTERM; `on_ready(url)` once the server accepts requests."""
     import uvicorn
 
-    app = build_server(navigator, log).streamable_http_app(host=sock.getsockname()[0])  # DNS-rebinding protection
+    app = build_server(navigator, log).streamable_http_app(transport_security=loopback_only(sock))
     url = url_of(sock)
 
     class Server(uvicorn.Server):
