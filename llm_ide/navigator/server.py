@@ -119,7 +119,6 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {error.strerror}") from None
     sock.listen(128)
-    sock.set_inheritable(True)
     return sock
 
 
