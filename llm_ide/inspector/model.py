@@ -74,6 +74,14 @@ class AttemptView(BaseModel):
     reasons: str = ""  # the reviewer's (llm_ide/attempts)
 
 
+class MessageView(BaseModel):
+    """Coop: a message of the other agent, received before operation `step + 1`."""
+
+    sender: str
+    text: str
+    step: int
+
+
 class NavigatorView(BaseModel):
     """The navigator's records (issue 12), its usage apart from the driver's."""
 
@@ -103,6 +111,8 @@ class RunView(BaseModel):
     heat: list[ChunkHeat] = Field(default_factory=list)
     steps: list[StepStat] = Field(default_factory=list)
     attempts: list[AttemptView] = Field(default_factory=list)
+    messages: list[MessageView] = Field(default_factory=list)
+
     navigator: NavigatorView | None = None
 
 
