@@ -170,12 +170,14 @@ class RayBatch:
 
     def __init__(self, instances: list[Instance], options: BatchOptions, progress: BatchProgress) -> None:
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from llm_ide.swebench.ray_worker import BatchHub, run_instance_task, seed_files
 
         self.options, self.progress = options, progress
         self.store = OutputStore(options.output)
-        self.hub = BatchHub.remote(options.cost_limit)
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.hub = BatchHub.options(scheduling_strategy=here).remote(options.cost_limit)  # lives as long as we do
         task = ray.remote(run_instance_task).options(**task_options(options))
         self.pending = {
             task.remote(instance, options, self.hub, seed_files(options.output, instance.instance_id)): instance
