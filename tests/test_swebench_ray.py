@@ -184,6 +184,9 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
     client = docker.from_env()
     with two_nodes(tmp_path) as (cluster, scratch):
         args = batch_args(path, model, output, write_config(tmp_path / "c.yaml"), cluster.address, postgres_url)
+        without = start([arg for arg in args if arg not in ("--checkpoint", postgres_url)], cluster)
+        _, stderr = without.communicate(timeout=300)
+        assert without.returncode == 2 and "2 nodes needs --checkpoint postgres://" in " ".join(stderr.split())
         batch = start(args, cluster)
         try:
             wait_for(lambda: all(any(len(ops) >= 1 for _, ops in running_on(folder)) for folder in scratch.values()))
@@ -196,13 +199,22 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
         assert leftover_containers(client, f"{PREFIX}__") == []  # removed on every node before the driver returned
         statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances_by_exit_status"]
         stopped = statuses.pop("interrupted")
-        assert len(stopped) == 2 and set(statuses) <= {"submitted"}  # one running instance per node
+        assert 1 <= len(stopped) <= 2 and set(statuses) <= {"submitted"}  # at most one running instance per node
         at_stop = {iid: json.loads((output / iid / f"{iid}.traj.json").read_text())["operations"] for iid in stopped}
-        assert all(1 <= len(ops) < 5 for ops in at_stop.values())
+        assert all(len(ops) <= 5 for ops in at_stop.values()), {i: len(ops) for i, ops in at_stop.items()}
 
         rerun = start(args, cluster)
         stdout, stderr = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, stderr[-3000:]
+        assert rerun.returncode == 0, stderr[-3000:]
+        evaluate = start(
+            [sys.executable, "-c", CLI, "evaluate", str(output / "preds.json"), "--subset", str(path), "--split",
+             "test", "--engine", "ray", "--address", cluster.address, "--output", str(tmp_path / "eval")],
+            cluster,
+        )  # fmt: skip
+        stdout, stderr = evaluate.communicate(timeout=600)
+    assert evaluate.returncode == 0, stderr[-3000:]
+    assert "resolved 6/6 (100.0%)" in stdout
+    assert all((tmp_path / "eval" / "logs" / iid / "test_output.txt").is_file() for iid in ids)  # logs came back
     assert sorted(json.loads((output / "preds.json").read_text())) == ids
     for iid, before in at_stop.items():
         after = json.loads((output / iid / f"{iid}.traj.json").read_text())["operations"]

@@ -53,7 +53,7 @@ def absolute(options: BatchOptions) -> BatchOptions:
     )
 
 
-def connect(options: BatchOptions) -> None:
+def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> None:
     """Join the cluster at `--address`, or start a one-node cluster (workers × task CPUs, workers docker slots)."""
     import ray
 
@@ -68,17 +68,17 @@ def connect(options: BatchOptions) -> None:
         "runtime_env": {"env_vars": forwarded_env()},
     }
     try:
-        if options.ray_address:
-            ray.init(address=options.ray_address, **common)
+        if address:
+            ray.init(address=address, **common)
         else:
             ray.init(
-                num_cpus=max(1.0, options.workers * options.task_cpus),
-                resources={DOCKER_SLOT: options.workers},
+                num_cpus=max(1.0, workers * task_cpus),
+                resources={DOCKER_SLOT: workers},
                 object_store_memory=OBJECT_STORE_BYTES,
                 **common,
             )
     except (ConnectionError, RuntimeError, ValueError) as error:
-        where = options.ray_address or "a local one-node cluster"
+        where = address or "a local one-node cluster"
         raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
 
 
@@ -257,7 +257,7 @@ def run_batch_ray(
     import ray
 
     options = absolute(options)
-    connect(options)
+    connect(options.ray_address, options.workers, options.task_cpus)
     try:
         nodes = check_cluster(options)
         with batch_log(options.output), progress:
