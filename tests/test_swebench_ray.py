@@ -133,7 +133,7 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(
     output = tmp_path / "out"
     with two_nodes(tmp_path) as (cluster, scratch):
         args = batch_args(path, model, output, write_config(tmp_path / "c.yaml"), cluster.address, postgres_url)
-        batch = start(args, cluster)
+        batch = start([*args, "--prefetch-images"], cluster)
         try:
             wait_for(lambda: any(len(ops) >= 1 for _, ops in running_on(scratch["node2"])))
             raylet = cluster.nodes[1].raylet_pid()
@@ -168,6 +168,8 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(
     log = (output / "swebench.log").read_text().splitlines()
     ended_on = {line.split()[3].rstrip(":"): line.split()[-1] for line in log if " on node " in line}
     assert ended_on[killed] != node2
+    prefetched = [line for line in log if "prefetch: node" in line]
+    assert len(prefetched) == 2 and all("has the 6 images" in line for line in prefetched)
     for iid in ids:
         assert preds[iid]["model_patch"].count("+one") == 1
     wait_for(lambda: leftover_containers(docker.from_env(), f"{PREFIX}__") == [], timeout=60)
@@ -221,3 +223,38 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
         assert len(after) == 5
         assert [op["observation"] for op in after[: len(before)]] == [op["observation"] for op in before]
     assert leftover_containers(client, f"{PREFIX}__") == []
+
+
+def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
+    """The budget lives in the batch's hub actor: runs in Ray worker processes add to it and stop at it. A real
+    OpenAI-compatible server on loopback; every call costs $1."""
+    from openai_server import OpenAIServer, Reply
+    from ray_cluster import require_ray
+    from swebench_fixtures import reflection, reply
+
+    from llm_ide.swebench.batch import BatchOptions, run_swebench
+
+    require_ray()
+    data, _ = build_dataset(tmp_path / "data", 3)
+    one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
+    calls = [
+        Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
+        Reply(reflection("Fixed."), **one_dollar),
+        Reply(reply("Submit.", "submit", {}), **one_dollar),
+    ]
+    config = write_config(tmp_path / "c.yaml")
+    settings = yaml.safe_load(config.read_text())
+    settings["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
+    config.write_text(yaml.safe_dump(settings))
+    with OpenAIServer(replies=calls * 3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0, engine="ray",
+        )  # fmt: skip
+        summary = run_swebench(str(data), "test", options)
+    ended = sorted((outcome.exit_status, outcome.cost) for outcome in summary.outcomes.values())
+    assert ended == [("cost_limit", 1.0), ("submitted", 3.0)]
+    assert len(summary.not_started) == 1 and summary.cost == 4.0
+    assert "global cost limit 4.00 reached (spent 4.0000); 1 instances not started" in (
+        (tmp_path / "out" / "swebench.log").read_text()
+    )

@@ -60,6 +60,8 @@ def evaluate_on_ray(
 ) -> EvalReport:
     import ray
 
+    from llm_ide.swebench.evaluate import EvaluationError
+    from llm_ide.swebench.preflight import SWEbenchError
     from llm_ide.swebench.ray_engine import (
         MAX_RETRIES,
         alive_nodes,
@@ -68,9 +70,6 @@ def evaluate_on_ray(
         on_nodes,
     )
     from llm_ide.swebench.ray_worker import DOCKER_SLOT
-
-    from llm_ide.swebench.evaluate import EvaluationError
-    from llm_ide.swebench.preflight import SWEbenchError
 
     try:
         connect(address, workers, task_cpus)
