@@ -16,6 +16,7 @@ import os
 import secrets
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -72,6 +73,38 @@ def batch(workdir: Path, dataset: Path, url: str, base_url: str, *, engine: str,
     return wall, len(nodes - {""})
 
 
+class PostgresWatch:
+    """Peak connections to one database while a batch runs (sampled every 0.1 s), and the bytes it holds after."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.name = url.rsplit("/", 1)[1]
+        self.empty = self.size()
+        self.peak = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def size(self) -> int:
+        return self.conn.execute("SELECT pg_database_size(%s)", (self.name,)).fetchone()[0]
+
+    def _sample(self) -> None:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+        while not self.done.wait(0.1):
+            self.peak = max(self.peak, self.conn.execute(query, (self.name,)).fetchone()[0])
+
+    def __enter__(self) -> PostgresWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self.grown = self.size() - self.empty
+        self.conn.close()
+
+
 def connect_seconds(address: str) -> float:
     import ray
 
@@ -91,6 +124,7 @@ def main(
     console = Console()
     walls: dict[str, tuple[float, int]] = {}
     connect: list[float] = []
+    postgres: dict[str, tuple[int, int]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp,
         LatencyServer(replies=["unused"], script=script(COMMANDS), latency=latency) as server,
@@ -105,21 +139,30 @@ def main(
             url = fresh_database(pg, f"run{number}")
             where = root / f"run{number}"
             if engine == "local":
-                walls[label] = batch(where, dataset, url, server.url, engine=engine, workers=workers, address=None)
+                with PostgresWatch(url) as watch:
+                    walls[label] = batch(where, dataset, url, server.url, engine=engine, workers=workers, address=None)
+                postgres[label] = (watch.peak, watch.grown)
                 continue
             slots = [{"docker_slot": 1}] * nodes
             with ray_cluster(root / f"cluster{number}", slots, cpus=1) as cluster:
                 connect.append(connect_seconds(cluster.address))
-                walls[label] = batch(where, dataset, url, server.url, engine=engine, workers=1, address=cluster.address)
+                with PostgresWatch(url) as watch:
+                    walls[label] = batch(
+                        where, dataset, url, server.url, engine=engine, workers=1, address=cluster.address
+                    )
+                postgres[label] = (watch.peak, watch.grown)
     ratio = walls["ray, 2 nodes"][0] / walls["ray, 1 node"][0]
     local_ratio = walls["local, 2 workers"][0] / walls["local, 1 worker"][0]
     connect_s = min(connect)
     overhead = (walls["ray, 1 node"][0] - walls["local, 1 worker"][0] - connect_s) / instances
     table = Table(title=f"SWE-bench batch: {instances} tiny docker instances, model {latency:g}s/call, Postgres")
-    for column in ("engine", "wall", "per instance", "nodes used"):
+    for column in ("engine", "wall", "per instance", "nodes used", "peak PG connections", "PG bytes per instance"):
         table.add_column(column, justify="right")
     for label, (wall, used) in walls.items():
-        table.add_row(label, f"{wall:.2f}s", f"{wall / instances:.2f}s", str(used or "-"))
+        peak, grown = postgres[label]
+        table.add_row(
+            label, f"{wall:.2f}s", f"{wall / instances:.2f}s", str(used or "-"), str(peak), f"{grown / instances:.0f}"
+        )
     console.print(table)
     console.print(
         f"wall(2 nodes)/wall(1 node) = {ratio:.2f}; local pool wall(2)/wall(1) = {local_ratio:.2f}; "
@@ -129,7 +172,8 @@ def main(
         f"RESULT ray_node_ratio={ratio:.3f} local_worker_ratio={local_ratio:.3f} "
         f"ray_overhead_ms_per_instance={overhead * 1000:.0f} ray_connect_s={connect_s:.2f} "
         f"wall_ray1_s={walls['ray, 1 node'][0]:.2f} wall_ray2_s={walls['ray, 2 nodes'][0]:.2f} "
-        f"wall_local1_s={walls['local, 1 worker'][0]:.2f}"
+        f"wall_local1_s={walls['local, 1 worker'][0]:.2f} pg_peak_connections_2_nodes={postgres['ray, 2 nodes'][0]} "
+        f"pg_bytes_per_instance={postgres['ray, 2 nodes'][1] / instances:.0f}"
     )
 
 
