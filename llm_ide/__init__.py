@@ -4,6 +4,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 __all__ = [
+    "AttemptsResult",
     "ConfigError",
     "CostBudget",
     "ExitStatus",
@@ -11,8 +12,10 @@ __all__ = [
     "RunEvent",
     "RunResult",
     "Settings",
+    "build_attempts_graph",
     "build_graph",
     "load_config",
+    "run_attempts",
     "run_task",
 ]
 
@@ -34,4 +37,12 @@ def __getattr__(name: str) -> Any:
         from llm_ide.run import single
 
         return getattr(single, name)
+    if name in {"run_attempts", "AttemptsResult"}:
+        from llm_ide.attempts import run
+
+        return getattr(run, name)
+    if name == "build_attempts_graph":
+        from llm_ide.attempts.graph import build_attempts_graph
+
+        return build_attempts_graph
     raise AttributeError(f"module 'llm_ide' has no attribute {name!r}")

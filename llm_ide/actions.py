@@ -4,7 +4,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.codeview import CodeView
 from llm_ide.environments.base import Environment, OutsideRepository
@@ -12,6 +12,9 @@ from llm_ide.prompting import render
 from llm_ide.secrets import redact
 from llm_ide.settings import Templates
 from llm_ide.state.context import Scope, normalize_path
+
+if TYPE_CHECKING:
+    from llm_ide.coop.messages import Mailbox
 
 LOCATION_PATTERNS = (
     re.compile(r"(?P<path>[\w./-]+\.py)\((?P<line>\d+)\)"),
@@ -48,6 +51,7 @@ class Codebase:
     search_max_results: int = 100
     command_timeout: float = 120.0
     tool_commands: tuple[str, ...] = ()
+    mailbox: Mailbox | None = None  # coop execution: the channel to the other agent (send_message)
 
     def observe(self, name: str, **values: Any) -> str:
         return render(self.templates, f"observations.{name}", **values)
@@ -262,7 +266,28 @@ def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.observe("submit"), 0, submitted=True)
 
 
-ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
+def send_message(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
+    if ws.mailbox is None:
+        raise ParamError("`send_message` is only available when another agent works beside you (coop)")
+    message = params.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise ParamError("`message` must be a non-empty text")
+    return ActionOutcome(ws.mailbox.send(message.strip()), 0)
+
+
+def request_review(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
+    """With a navigator the graph's `consult` node answers it; run as an action, there is none."""
+    return ActionOutcome(ws.observe("navigator_off", action_type="request_review"), 1)
+
+
+def request_guidance(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
+    return ActionOutcome(ws.observe("navigator_off", action_type="request_guidance"), 1)
+
+
+ACTIONS = {
+    f.__name__: f
+    for f in (view, view_symbol, search, edit, create, bash, submit, request_review, request_guidance, send_message)
+}
 
 
 def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> ActionOutcome:

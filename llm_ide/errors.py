@@ -22,12 +22,19 @@ class ExitStatus(StrEnum):
     MODEL_ERROR = "model_error"
     ENVIRONMENT_ERROR = "environment_error"
     INTERRUPTED = "interrupted"
+    TURN_LIMIT = "turn_limit"  # a navigator turn limit: its turns, the driver's turns between reviews, review rounds
+    AWAITING_NAVIGATOR = "awaiting_navigator"  # a human navigator's answer is pending (the run resumes with it)
     ERROR = "error"
 
     @property
     def finished(self) -> bool:
         """A finished run is not resumed: its thread is done. Interrupted, model and other errors resume."""
-        return self not in {ExitStatus.MODEL_ERROR, ExitStatus.INTERRUPTED, ExitStatus.ERROR}
+        return self not in {
+            ExitStatus.MODEL_ERROR,
+            ExitStatus.INTERRUPTED,
+            ExitStatus.ERROR,
+            ExitStatus.AWAITING_NAVIGATOR,
+        }
 
 
 class LlmIdeError(Exception):

@@ -154,7 +154,8 @@ def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random)
 
 
 class ScriptedModel:
-    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run."""
+    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run. An
+    item may choose by the prompt: `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -164,12 +165,28 @@ class ScriptedModel:
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         if call_index >= len(self.responses):
             raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-        text = self.responses[call_index]
         prompt = "".join(message["content"] for message in messages)
+        text = choose(self.responses[call_index], prompt)
         return ModelReply(text, estimate_tokens(prompt), estimate_tokens(text), cost=0.0)
 
 
-def load_script(path: Path) -> list[str]:
+ScriptItem = str | dict[str, str]
+CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
+
+
+def choose(item: ScriptItem, prompt: str) -> str:
+    if isinstance(item, str):
+        return item
+    return item["then"] if item["if_prompt_contains"] in prompt else item["else"]
+
+
+def valid_item(item: object) -> bool:
+    if isinstance(item, dict):
+        return set(item) == CHOICE_KEYS and all(isinstance(value, str) for value in item.values())
+    return isinstance(item, str)
+
+
+def load_script(path: Path) -> list[ScriptItem]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -177,8 +194,11 @@ def load_script(path: Path) -> list[str]:
     except yaml.YAMLError as error:
         raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
     responses = data.get("responses") if isinstance(data, dict) else data
-    if not isinstance(responses, list) or not all(isinstance(item, str) for item in responses):
-        raise ModelError(f"scripted model: {path} must hold a list of strings (or a mapping with a `responses:` list)")
+    if not isinstance(responses, list) or not all(valid_item(item) for item in responses):
+        raise ModelError(
+            f"scripted model: {path} must hold a list of strings or {{if_prompt_contains, then, else}} choices "
+            "(or a mapping with a `responses:` list)"
+        )
     return responses
 
 
@@ -200,6 +220,30 @@ class ChatModel:
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
+        return self._reply(self._request(lambda: self.chat.invoke(payload, **hints), deadline), messages)
+
+    @property
+    def takes_n(self) -> bool:
+        """Whether one request can return several choices (the chat-completions `n`)."""
+        from langchain_openai import ChatOpenAI
+
+        return isinstance(self.chat, ChatOpenAI) and not getattr(self.chat, "use_responses_api", None)
+
+    def complete_n(
+        self, messages: list[Message], n: int, call_index: int, deadline: float | None = None
+    ) -> list[ModelReply]:
+        """`n` replies from one request (`takes_n`): the first carries the request's whole usage and cost (the
+        prompt is paid once), the others none."""
+        from langchain_core.messages import convert_to_messages
+
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
+        batch = [convert_to_messages(payload)]
+        result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
+        choices = [generation.message for generation in result.generations[0]]
+        first = self._reply(choices[0], messages)
+        return [first, *(ModelReply(clean_text(choice.text), 0, 0, 0.0) for choice in choices[1:])]
+
+    def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:
         attempt = 0
         while True:
             if deadline is not None and time.monotonic() >= deadline:
@@ -207,12 +251,10 @@ class ChatModel:
             at = time.monotonic() + self.timeout
             try:
                 with request_deadline(at if deadline is None else min(at, deadline)):
-                    response = self.chat.invoke(payload, **hints)
+                    return send()
             except Exception as error:
                 self._give_up_or_wait(error, attempt, deadline)
                 attempt += 1
-            else:
-                return self._reply(response, messages)
 
     def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None = None) -> None:
         kind = classify(error)

@@ -7,7 +7,18 @@ from typing import Any
 
 from llm_ide.state.operations import Reflection
 
-ACTION_TYPES = ("view", "view_symbol", "search", "edit", "create", "bash", "submit")
+ACTION_TYPES = (
+    "view",
+    "view_symbol",
+    "search",
+    "edit",
+    "create",
+    "bash",
+    "submit",
+    "request_review",
+    "request_guidance",
+    "send_message",
+)
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50
@@ -168,5 +179,5 @@ def parse_tagged_action(text: str) -> ParsedAction:
     action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
     if action_type not in ACTION_TYPES:
         raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}")
-    params = parse_params(extract_tag(text, "action_params", required=action_type != "submit"))
+    params = parse_params(extract_tag(text, "action_params", required=action_type not in {"submit", "request_review"}))
     return ParsedAction(extract_tag(text, "thought") or "", action_type, params)

@@ -42,6 +42,8 @@ class AgentContext:
     cost_budget: CostBudget | None = None
     snapshot_patch: Callable[[], str] | None = None
     intents: IntentLog | None = None
+    sampler: Model | None = None  # `sampling.model`: the model of action sampling's choosing calls
+    navigator: Any = None  # llm_ide.navigator.protocol.Navigator when navigator.mode is not off
     mark: float = field(default_factory=time.monotonic)
     rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
     redacted: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked

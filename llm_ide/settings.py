@@ -19,7 +19,10 @@ from pydantic import (
     ValidationError,
 )
 
+from llm_ide.attempts.settings import AttemptsSettings
 from llm_ide.errors import ConfigError
+from llm_ide.navigator.settings import NavigatorSettings
+from llm_ide.sampling.settings import Demonstrations, SamplingSettings
 from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 
@@ -137,6 +140,11 @@ class ObservationTemplates(Strict):
     bad_params: str
     outside_repository: str
     unknown_action: str
+    navigator_off: str
+    navigator_denied: str
+    navigator_review: str
+    navigator_guidance: str
+    navigator_timeout: str
     interrupted: str
     already_applied: str
 
@@ -148,6 +156,7 @@ class Templates(Strict):
     task: str
     code_context_empty: str
     operation: str
+    rows_in_context: str
     operation_brief: str
     operations_omitted: str
     operation_history_empty: str
@@ -191,6 +200,10 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
+    sampling: SamplingSettings = SamplingSettings()  # action sampling at `act` (llm_ide/sampling)
+    demonstrations: Demonstrations = []  # trajectories of ours shown as worked examples in the system prompt
+    attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)  # issue 11: llm_ide/attempts
+    navigator: NavigatorSettings = NavigatorSettings()
     secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
     def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:

@@ -17,10 +17,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from llm_ide.config import load_config
+from llm_ide.config import deep_merge, load_config
 from llm_ide.errors import LlmIdeError
 from llm_ide.graph import build_graph
 from llm_ide.resources import AgentContext
@@ -32,9 +33,10 @@ Node = Callable[..., dict[str, Any]]
 class StudioRun:
     """The resources of one server run, built on first use from the graph input."""
 
-    def __init__(self) -> None:
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         self.ctx: AgentContext | None = None
         self.base: str | None = None
+        self.defaults = defaults or {}  # settings under the input's `config` (the navigator graph: a human navigator)
 
     def context(self, state: dict[str, Any]) -> AgentContext:
         if self.ctx is None:
@@ -48,7 +50,7 @@ class StudioRun:
 
         if not state.get("repo") or not state.get("model"):
             raise ValueError("the graph input needs `repo` (a local repository path) and `model` (e.g. scripted:PATH)")
-        values = dict(state.get("config") or {})
+        values = deep_merge(self.defaults, dict(state.get("config") or {}))
         settings = load_config(values.pop("base", "default"), **values)
         run_id = str(get_config().get("configurable", {}).get("thread_id", "studio"))
         repo = Path(state["repo"]).expanduser().resolve()
@@ -90,8 +92,8 @@ def bind(node: Node, run: StudioRun) -> Node:
         except LlmIdeError as error:
             log.error("%s: %s", error.exit_status, error)
             update = {"exit_status": error.exit_status, "error": str(error)}
-        except (ValueError, RuntimeError):
-            raise  # the server shows their message to the client
+        except (ValueError, RuntimeError, GraphBubbleUp):
+            raise  # the server shows their message to the client; an interrupt() waits for the resume
         except Exception as error:
             raise RuntimeError(f"{type(error).__name__}: {error}") from error
         if not state.get("base_commit") and run.base:
@@ -105,10 +107,34 @@ def bind(node: Node, run: StudioRun) -> Node:
 
 
 @asynccontextmanager
-async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+async def served(sampled: bool = False, navigator: bool = False) -> AsyncIterator[CompiledStateGraph]:
     """The graph of one server call; what its run opened is closed when the server is done with it."""
-    run = StudioRun()
+    run = StudioRun({"navigator": {"mode": "human"}} if navigator else None)
     try:
-        yield build_graph(context_schema=None, wrap=lambda node: bind(node, run))
+        wrap = lambda node: bind(node, run)  # noqa: E731
+        yield build_graph(context_schema=None, wrap=wrap, sampled=sampled, navigator=navigator)
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
+
+
+@asynccontextmanager
+async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The agent's graph, served (`llm-ide` in langgraph.json)."""
+    async with served(sampled=False) as compiled:
+        yield compiled
+
+
+@asynccontextmanager
+async def sampled_graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The graph with action sampling at `act` (`llm-ide-sampled`; `sampling` in the input's `config`: k, choice…)."""
+    async with served(sampled=True) as compiled:
+        yield compiled
+
+
+@asynccontextmanager
+async def navigator_graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    """The graph with the navigator (issue 12); a human navigator unless the input's config says otherwise: a person
+    approves or denies a gated action, or passes a review, by resuming the thread (`Command(resume={"approved":
+    false, "reason": "..."})`)."""
+    async with served(navigator=True) as compiled:
+        yield compiled

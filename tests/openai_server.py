@@ -9,7 +9,8 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
 - an int: that HTTP status with an OpenAI-style error body (404 says the model does not exist);
 - "hang": no answer until the client gives up or the server closes;
 - "invalid_json": status 200, content-type application/json, a body that is not JSON;
-- a `Reply` for anything else (exact usage, a custom error message, a text that is literally "hang"), or to misbehave
+- a `Reply` for anything else (several choices for a request with `n`, exact usage, a custom error message, a text
+  that is literally "hang"), or to misbehave
   on purpose: `body` sent verbatim (bytes, or JSON-encoded) instead of a completion, `headers` added (Retry-After),
   `drip` seconds between the bytes of the whole response (a slow-drip server).
 `server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
@@ -46,6 +47,7 @@ class Reply:
     body: Any = None
     headers: tuple[tuple[str, str], ...] = ()
     drip: float = 0.0
+    choices: tuple[str, ...] = ()  # several choices (a request with `n`): these texts instead of `text`
 
 
 @dataclass(frozen=True)
@@ -95,16 +97,18 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
         "model": request.get("model", "unknown"),
         "choices": [
             {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "index": position,
+                "message": {"role": "assistant", "content": choice, "refusal": None},
                 "finish_reason": "stop",
                 "logprobs": None,
             }
+            for position, choice in enumerate(reply.choices or (text,))
         ],
     }
     if reply.usage:
         prompt = reply.input_tokens if reply.input_tokens is not None else prompt_chars // 4
-        completion = reply.output_tokens if reply.output_tokens is not None else len(text) // 4
+        written = sum(len(choice) for choice in reply.choices or (text,))
+        completion = reply.output_tokens if reply.output_tokens is not None else written // 4
         body["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         if reply.cached_tokens is not None:
             body["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
@@ -139,12 +143,14 @@ class OpenAIServer:
     hang_seconds: float = 60.0
     requests: list[RecordedRequest] = field(default_factory=list)
     dripped: list[int] = field(default_factory=list)  # bytes each dripping response got out before the client left
+    together: int = 0  # the first `together` requests are answered only once all of them have arrived (else a 500)
 
     def __post_init__(self) -> None:
         if not self.replies:
             raise ValueError("OpenAIServer needs at least one reply")
         self._replies = [as_reply(item) for item in self.replies]
         self._lock = threading.Lock()
+        self._together = threading.Barrier(self.together) if self.together > 1 else None
         self._closing = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -216,6 +222,11 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             index, reply = server._next(recorded)
             request = body if isinstance(body, dict) else {}
+            if server._together is not None and index < server.together:
+                try:
+                    server._together.wait(timeout=server.hang_seconds)
+                except threading.BrokenBarrierError:
+                    reply = Reply(status=500, error_message="the requests did not arrive together")
             if reply.hang:
                 server._closing.wait(server.hang_seconds)
                 self.close_connection = True

@@ -119,7 +119,7 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     )  # fmt: skip
     process = coop_run(task, source, model, tmp_path / "out")
     stdout, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stderr
+    assert process.returncode == 0, stdout + stderr
     folder = tmp_path / "out" / "demo_task7_f1_f2_coop_k0"
     result = json.loads((folder / "eval.json").read_text())
     assert (result["merge"]["status"], result["both_passed"], result["setting"], result["k"]) == (
@@ -137,10 +137,12 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     worktrees = subprocess.run(["git", "-C", str(folder / "repo"), "worktree", "list"], capture_output=True, text=True)
     assert [line.split()[2] for line in worktrees.stdout.splitlines()] == ["[base]", "[agent1]", "[agent2]"]
     task_text = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())["task"]
-    assert task_text.startswith("Add `four`.") and task_text.rstrip().endswith(
-        "## Plan\nCreate pkg/extra.py with four()"
-    )
-    assert "1,2  │ coop    │ clean │ pass" in stdout and "pass rate 100%, conflict rate 0%" in stdout
+    assert task_text.startswith("Add `four`.\n\n## Plan\nCreate pkg/extra.py with four()\n")
+    assert "## Agent 1\n" in task_text and '`<send_message>{"message": "<text>"}</send_message>`' in task_text
+    assert "pair 1,2 coop k=0: clean, both pass (planning " in stdout and "1/1 (100%)" in stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["by_setting"]["coop"]
+    assert {k: summary[k] for k in ("pairs", "passed", "conflicts", "pass_rate", "conflict_rate")} == {
+        "pairs": 1, "passed": 1, "conflicts": 0, "pass_rate": 1.0, "conflict_rate": 0.0}  # fmt: skip
     (folder / "eval.json").unlink()
     again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(folder)], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr

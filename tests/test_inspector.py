@@ -205,12 +205,24 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert {"act -.-> execute_tool", "update_activity -.-> render_context", "reflect -.-> branch"} <= edges
     coop = cli("graph", "coop", "--mermaid")
     assert coop.returncode == 0, coop.stderr
-    for node in ("planner\\3athink", "planner\\3aact", "coordinator"):  # the planner subgraph drawn inside
+    # the pair: planning (its planner subgraph drawn inside), then execution (the agent graph that reads messages)
+    for node in ("plan\\3aplanner\\3athink", "plan\\3acoordinator", "execute\\3areceive_messages", "evaluate"):
         assert node in coop.stdout, coop.stdout
-    unknown = cli("graph", "attempts")
+    pair_edges = {line.strip().rstrip(";") for line in coop.stdout.splitlines() if "->" in line}
+    assert {"prepare --> plan\\3a__start__", "plan\\3a__end__ --> execute\\3a__start__"} <= pair_edges
+    assert "execute\\3aupdate_activity -.-> execute\\3areceive_messages" in pair_edges
+    attempts = cli("graph", "attempts", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in attempts.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> dispatch", "dispatch -.-> attempt", "attempt --> review", "review --> dispatch"} <= edges
+    assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
+    navigator = cli("graph", "navigator", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> plan", "plan -.-> render_context", "act -.-> permission", "act -.-> consult"} <= edges
+    assert {"permission -.-> execute_tool", "permission -.-> update_activity", "consult -.-> update_activity"} <= edges
+    unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
-        "error: unknown graph 'attempts': choose one of agent, coop",
+        "error: unknown graph 'nope': choose one of agent, coop, coop-planning, attempts, navigator",
     )
 
 
@@ -244,3 +256,45 @@ def test_attempts_side_by_side_and_decision_marks(tmp_path: Path) -> None:
     assert re.findall(r'<text class="band" x="[\d.]+" y="13">(attempt \d)</text>', page) == ["attempt 1", "attempt 2"]
     assert re.findall(r'class="attempt( chosen)?" data-attempt="(\d)"', page) == [("", "1"), (" chosen", "2")]
     assert "attempt 2 · score 8.5 · chosen" in page
+
+
+def test_sampled_candidates_show_in_the_panel_and_the_text_tree(browser, tmp_path: Path) -> None:
+    """A run with action sampling (k=3): the node that ran is marked sampled; its panel lists every candidate, the
+    one that ran first marked, with the discriminator's reason; `inspect --full` lists them too."""
+    from agent_script import BUGGY_FILES, TEST_COMMAND, act, reflect
+    from agent_script import write_script as script_file
+    from conftest import make_git_repo
+    from selenium.webdriver.common.by import By
+
+    from llm_ide.config import load_config
+    from llm_ide.run.single import run_task
+
+    view = act("Read the total.", "view", path="shop/cart.py", start_line=1, end_line=15)
+    tests = act("Run the tests.", "bash", command=TEST_COMMAND)
+    responses = [view, tests, view, "The tests say more.\n<choice>2</choice>", reflect(False, "Fails.")]
+    responses += [act("Done.", "submit")] * 3
+    settings = load_config("default", environment={"tools": []}, sampling={"k": 3})
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=script_file(tmp_path / "script.yaml", responses),
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="sampled",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+    )
+    page = tmp_path / "page.html"
+    assert cli("inspect", str(result.trajectory_path), "--html", str(page)).returncode == 0
+    browser.get(page.as_uri())
+    first = browser.find_element(By.CSS_SELECTOR, '#tree .node[data-key="0:0"]')
+    assert "sampled" in first.get_attribute("class").split()
+    first.click()
+    assert browser.find_element(By.ID, "panel-sampling").is_displayed()
+    items = [text_of(item) for item in browser.find_elements(By.CSS_SELECTOR, "#panel-candidates li")]
+    assert items[0].startswith("2× view ") and items[1].startswith("✓ ran · 1× bash ") and len(items) == 2
+    assert "ask_colleagues · 3 samples, 1 choosing calls" in text_of(browser.find_element(By.ID, "panel-choice"))
+    assert "The tests say more." in text_of(browser.find_element(By.CSS_SELECTOR, "#panel-candidates pre"))
+
+    text = cli("inspect", "--full", str(result.trajectory_path))
+    assert text.returncode == 0, text.stderr
+    assert "(sampled: 2 distinct of 3, ask_colleagues)" in text.stdout
+    assert "· 2× view" in text.stdout and "✓ 1× bash" in text.stdout

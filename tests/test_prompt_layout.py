@@ -115,3 +115,13 @@ def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> Non
     starts = sorted({int(c["prompt"].split(marker, 1)[1].split(")", 1)[0]) for c in traj["model_calls"]})
     gaps = {b - a for a, b in zip(starts, starts[1:], strict=False)}
     assert min(gaps) < settings.memory.snapshot_every == max(gaps)  # renewed early when near the budget
+
+
+def test_the_latest_observation_does_not_repeat_rows_the_code_context_shows(tmp_path: Path) -> None:
+    calls = run_session(tmp_path, snapshot_every=1)["model_calls"]
+    snapshot = next(c["prompt"] for c in calls if "### Operation 2 (latest)" in c["prompt"])
+    context, latest = snapshot.split("### Operation 2 (latest)", 1)
+    rows = [line for line in latest.splitlines() if "\t" in line]
+    assert "as shown in the Code Context above]" in latest
+    assert "    def parse_known_args(" in context and "def parse_known_args(" not in latest
+    assert all(row not in context for row in rows)  # what is left of the observation is not shown above

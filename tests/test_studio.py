@@ -196,3 +196,32 @@ def test_a_failing_run_closes_its_environment_and_the_client_gets_the_message(st
     client.runs.join(failed["thread_id"], failed["run_id"])
     state = client.threads.get_state(failed["thread_id"])["values"]
     assert (state["exit_status"], state["error"]) == ("error", "settings: agent.step_limt: unknown setting")
+
+
+@pytest.mark.slow
+def test_the_sampled_graph_runs_the_discriminators_pick(studio: str, tmp_path: Path) -> None:
+    from langgraph_sdk import get_sync_client
+
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    view, edit, test = SCRIPT[0], SCRIPT[2], SCRIPT[4]
+    submit = SCRIPT[6]
+    script = [view, test, view, "<choice>2</choice>"]  # two distinct candidates: the discriminator picks the tests
+    script += [reflect(False, "The round-trip test fails."), edit, edit, edit]  # three identical: no choosing call
+    script += [reflect(False, "Fixed."), submit, submit, submit]
+    model = write_script(tmp_path / "script.yaml", script)
+    client = get_sync_client(url=studio)
+    (assistant,) = client.assistants.search(graph_id="llm-ide-sampled")
+    config = {"environment": {"tools": []}, "sampling": {"k": 3}}
+    inputs = {"task": "Fix to_fahrenheit.", "repo": str(repo), "model": model, "config": config}
+    final = client.runs.wait(client.threads.create()["thread_id"], assistant["assistant_id"], input=inputs)
+
+    assert final["exit_status"] == "submitted"
+    operations = final["operations"]
+    assert [op["action_type"] for op in operations] == ["bash", "edit", "submit"]
+    assert [(c["action_type"], c["samples"], c["chosen"]) for c in operations[0]["candidates"]] == [
+        ("view", 2, False),
+        ("bash", 1, True),
+    ]
+    assert operations[0]["choice"]["method"] == "ask_colleagues" and operations[1]["choice"]["method"] == "unanimous"
+    assert final["usage"]["api_calls"] == len(script)
+    assert "+    return celsius * 9 / 5 + 32" in final["submission"]

@@ -4,35 +4,18 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 
+from llm_ide.config import load_config
 from llm_ide.run.calls_log import CallLog, read_log
+from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(150))
-IO = Path("/proc/self/io")
-
-
-MEASURED_RUN = """
-import sys
-from pathlib import Path
-
-from llm_ide.config import load_config
-from llm_ide.run.single import run_task
-
-model, repo, output = sys.argv[1:4]
-settings = load_config("default", environment={"tools": []})
-result = run_task("Read mod.py.", model=model, settings=settings, output_dir=Path(output), run_id="d",
-                  repo=Path(repo), checkpoint="memory")
-fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
-print(result.exit_status, fields["wchar"])
-"""
 
 
 def views(steps: int) -> list[str]:
@@ -46,33 +29,32 @@ def views(steps: int) -> list[str]:
 
 
 def run(tmp_path: Path, steps: int) -> tuple[int, Path]:
-    """A run of `steps` views with in-memory checkpoints, in a process of its own: the bytes it passes to write
-    calls (/proc/self/io `wchar`) are the trajectory's, the run log's and a few git commands'."""
+    """A run of `steps` views with in-memory checkpoints: the bytes its trajectory writer wrote (every rewrite of
+    the trajectory, every record of the calls log), and its output folder."""
     repo = make_git_repo(tmp_path / f"repo{steps}", {"mod.py": SOURCE})
     model = write_script(tmp_path / f"script{steps}.yaml", views(steps))
-    output = tmp_path / f"out{steps}"
-    done = subprocess.run([sys.executable, "-c", MEASURED_RUN, model, str(repo), str(output)],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    status, written = done.stdout.split()[-2:]
-    assert status == "submitted", done.stdout + done.stderr
-    return int(written), output
+    settings = load_config("default", environment={"tools": []})
+    result = run_task("Read mod.py.", model=model, settings=settings, output_dir=tmp_path / f"out{steps}",
+                      run_id="d", repo=repo, checkpoint="memory")  # fmt: skip
+    assert result.exit_status == "submitted"
+    return result.written, tmp_path / f"out{steps}"
 
 
 def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.iterdir())
 
 
-@pytest.mark.skipif(not IO.exists(), reason="needs /proc/self/io (Linux)")
 def test_bytes_written_grow_linearly_with_the_steps(tmp_path: Path) -> None:
-    """What a run leaves grows linearly with its steps, and what it writes beyond a one-step run's (the environment's
-    own files) stays within a constant multiple of that: the trajectory is rewritten after a fifth more steps, each
-    call appended once. Rewriting a trajectory that held every prompt after every step wrote twenty times what was
-    left after 40 steps, and ever more with more steps."""
-    runs = {steps: run(tmp_path, steps) for steps in (1, 20, 40)}
+    """What a run leaves grows linearly with its steps, and what its writer writes stays within a constant multiple
+    of that: the trajectory is rewritten after a fifth more steps (a geometric series: at most 1.2 / 0.2 = 6 times
+    its final size, plus the final save), each call appended once. Rewriting a trajectory that held every prompt
+    after every step wrote twenty times what was left after 40 steps, and ever more with more steps."""
+    runs = {steps: run(tmp_path, steps) for steps in (20, 40, 80)}
     left = {steps: folder_bytes(output) for steps, (_, output) in runs.items()}
-    beyond = {steps: runs[steps][0] - runs[1][0] for steps in (20, 40)}
-    assert left[40] < 2.3 * left[20], left
-    assert all(beyond[steps] < 8 * left[steps] for steps in (20, 40)), (beyond, left)
+    written = {steps: runs[steps][0] for steps in runs}
+    assert left[80] < 2.3 * left[40] < 2.3**2 * left[20], left
+    assert all(written[steps] < 8 * left[steps] for steps in runs), (written, left)
+    assert written[80] < 2.3 * written[40] < 2.3**2 * written[20], written
 
 
 def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from llm_ide.cli.context import context_command
 from llm_ide.cli.coop import coop_app
 from llm_ide.cli.inspect import inspect
 from llm_ide.cli.inspector import graph_command, report_command
+from llm_ide.cli.navigator import navigator_app
 from llm_ide.cli.run import demo, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
@@ -83,5 +84,6 @@ app.command("swebench-single")(swebench_single_command)
 app.command("evaluate")(evaluate_command)
 app.add_typer(tools_app, name="tools")
 app.add_typer(coop_app, name="coop")
+app.add_typer(navigator_app, name="navigator")
 extra_app.command("swebench")(swebench_command)
 extra_app.command("swebench-single")(swebench_single_command)

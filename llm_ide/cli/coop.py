@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from llm_ide.cli.console import console, fail
@@ -26,7 +25,8 @@ def default_source(task_dir: Path) -> Path | None:
 @coop_app.command("evaluate")
 def evaluate_command(
     run_dir: Annotated[
-        Path | None, typer.Argument(help="A pair folder written by `coop run` (holds run.json and the patches).")
+        Path | None,
+        typer.Argument(help="A pair folder of `coop run` (run.json, patches), or a folder of them (the --output)."),
     ] = None,
     gold: Annotated[
         Path | None,
@@ -56,7 +56,7 @@ def evaluate_command(
     if (run_dir is None) == (gold is None):
         raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
     if run_dir is not None:
-        return regrade(run_dir)
+        return regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
     try:
         task = load_task(gold)
         chosen = parse_pairs(task, pairs)
@@ -93,6 +93,29 @@ def evaluate_command(
                   + (f", {passed} pass both features" if tests else "") + f" → {out}")  # fmt: skip
 
 
+def grade_folder(folder: Path) -> None:
+    """A folder of `coop run` pair folders: the ones without eval.json graded, then every pair and the summary."""
+    from llm_ide.cli.coop_batch import pairs_table, summary_table
+    from llm_ide.coop.batch import collect, summarize
+    from llm_ide.coop.run import CoopRun
+
+    pairs = sorted(path.parent for path in folder.glob("*/run.json"))
+    if not pairs:
+        raise fail(f"{folder}: neither a coop run folder (run.json) nor a folder of them")
+    for pair in pairs:
+        patches = [pair / f"patch_agent{agent}.patch" for agent in CoopRun.model_validate_json(
+            (pair / "run.json").read_text()).agents()]  # fmt: skip
+        if not (pair / "eval.json").is_file() and all(path.is_file() for path in patches):
+            regrade(pair)
+    results = collect(folder)
+    summary = summarize(results)
+    console.print(pairs_table(results))
+    console.print(summary_table(summary))
+    (folder / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    unfinished = len(pairs) - len(results)
+    console.print(f"{len(results)} pairs graded" + (f", {unfinished} unfinished (no eval.json)" if unfinished else ""))
+
+
 def regrade(folder: Path) -> None:
     """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
     from llm_ide.coop.run import CoopRun, grade
@@ -118,11 +141,6 @@ def regrade(folder: Path) -> None:
     console.print(f"{folder.name}: merge {merge}, both passed: {'yes' if result.get('both_passed') else 'no'}")
 
 
-def show_event(agent: str, event: Any) -> None:
-    if event.kind == "step":
-        console.print(f"  agent {agent} step {event.step:>3} {escape(str(event.action)[:100])}")
-
-
 @coop_app.command("run")
 def run_command(
     task_dir: Annotated[Path, typer.Argument(help="A task folder: dataset/<repo>_task/task<id>/.")],
@@ -131,7 +149,13 @@ def run_command(
         str,
         typer.Option(help="The model of every agent; `{agent}`/`{phase}` (plan, run) in it pick one per agent/phase."),
     ],
-    setting: Annotated[str, typer.Option(help="single | solo | coop | coop_ablation.")] = "coop",
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="single | solo | coop | coop_ablation; several (repeated or `coop,solo`) compare them.",
+            show_default="coop",
+        ),
+    ] = None,
     k: Annotated[int, typer.Option(help="Repetition index (in every output path).")] = 0,
     repo_source: Annotated[
         Path | None,
@@ -144,45 +168,38 @@ def run_command(
     coop_config: Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")] = None,
     evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")] = True,
 ) -> None:
-    """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes)."""
+    """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes); several pairs or
+    settings make a batch with a progress bar and a summary (pass rate, conflict rate, per setting: summary.json)."""
+    from llm_ide.cli.coop_batch import pair_progress, pairs_table, summary_table
     from llm_ide.config import load_config
-    from llm_ide.coop.run import CoopRun, Setting, run_pair
+    from llm_ide.coop.batch import run_pairs
+    from llm_ide.coop.run import Setting
     from llm_ide.coop.settings import load_coop_settings
     from llm_ide.coop.task import CoopError, load_task, parse_pairs
     from llm_ide.errors import LlmIdeError
 
-    if setting not in {s.value for s in Setting}:
-        raise fail(f"unknown setting {setting!r}: use single, solo, coop or coop_ablation")
+    names = [name.strip() for item in (setting or ["coop"]) for name in item.split(",") if name.strip()]
+    if unknown := [name for name in names if name not in {s.value for s in Setting}]:
+        raise fail(f"unknown setting {unknown[0]!r}: use single, solo, coop or coop_ablation")
     if environment not in ("local", "docker"):
         raise fail(f"unknown environment {environment!r}: use local or docker")
-    table = Table("pair", "setting", "merge", "feature 1", "feature 2", "both", "plan s", "exec s", "eval s")
-    results = []
     try:
         task = load_task(task_dir)
         source = repo_source or default_source(task_dir)
         if source is None:
             raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
         settings, coop = load_config("default", config or []), load_coop_settings(coop_config)
-        for chosen in parse_pairs(task, pair):
-            spec = CoopRun(
-                task=task.folder, pair=chosen, setting=Setting(setting), model=model, k=k,
-                repo_source=source.resolve(), base_url=base_url, environment=environment,
-            )  # fmt: skip
-            console.print(f"[bold]pair {chosen[0]},{chosen[1]}[/] ({setting}, k={k})")
-            result = run_pair(spec, task, output, settings, coop, evaluate=evaluate, on_event=show_event)
-            results.append(result)
-            verdicts = [result.get(f"feature{i}") for i in (1, 2)]
-            table.add_row(
-                f"{chosen[0]},{chosen[1]}", setting, (result.get("merge") or {}).get("status", "—"),
-                *["—" if v is None else ("pass" if v["passed"] else "FAIL") for v in verdicts],
-                "yes" if result.get("both_passed") else "no",
-                *[f"{result['seconds'].get(phase, 0):.1f}" for phase in ("planning", "execution", "evaluation")],
+        chosen = parse_pairs(task, pair)
+        with pair_progress(len(chosen) * len(names)) as progress:
+            results, summary = run_pairs(
+                task, chosen, names, model=model, repo_source=source, output=output, settings=settings, coop=coop,
+                k=k, base_url=base_url, environment=environment, evaluate=evaluate,
+                on_pair=progress.start, on_event=progress.event, on_result=progress.done,
             )  # fmt: skip
     except LlmIdeError as error:
         raise fail(str(error)) from None
-    console.print(table)
-    if evaluate and results:
-        passed = sum(bool(r.get("both_passed")) for r in results)
-        conflicts = sum((r.get("merge") or {}).get("status") == "conflicts" for r in results)
-        rates = f"pass rate {passed / len(results):.0%}, conflict rate {conflicts / len(results):.0%}"
-        console.print(f"{len(results)} pairs ({setting}): {rates} → {output}")
+    console.print(pairs_table(results))
+    console.print(summary_table(summary))
+    console.print(f"{len(results)} pairs → {output} (summary.json)")
+    if summary.total.errors:
+        raise typer.Exit(1)

@@ -29,7 +29,15 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
         label = f"[red]✗ {label}[/] [dim](failed alternative)[/]"
     elif node.bad_action:
         label = f"[yellow]{label}[/] [dim](marked bad)[/]"
+    if node.candidates:
+        samples, method = node.choice.get("samples", "?"), node.choice.get("method")
+        label += f" [magenta](sampled: {len(node.candidates)} distinct of {samples}, {method})[/]"
     if full:
+        for candidate in node.candidates:
+            mark = "✓" if candidate.get("chosen") else "·"
+            params = json.dumps(candidate.get("action_params"), ensure_ascii=False)
+            text = f"{mark} {candidate.get('samples', 1)}× {candidate.get('action_type')} {params}"
+            label += f"\n  [magenta]{escape(terminal_safe(text))}[/]"
         sections = [("thought", node.thought), ("observation", node.observation)]
         sections += [("summary", node.summary), ("lessons", node.lessons)]
         for title, text in sections:
@@ -38,6 +46,14 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
     elif node.summary:
         label += f"\n[dim]{escape(_crop(node.summary, 160, cropped))}[/]"
     return label
+
+
+def attempt_label(attempt: dict[str, Any]) -> str:
+    score = "not reviewed" if attempt.get("score") is None else f"score {attempt['score']:g}"
+    label = f"[bold]attempt {attempt['index']}[/]: {attempt.get('exit_status', '')}, {score}"
+    label += " [bold green](chosen)[/]" if attempt.get("chosen") else ""
+    reasons = attempt.get("reasons") or ""
+    return label + (f"\n[dim]{escape(_crop(reasons, 200, True))}[/]" if reasons else "")
 
 
 def inspect(
@@ -77,21 +93,26 @@ def inspect(
         raise fail(f"trajectory not found: {trajectory}")
     try:
         data = json.loads(trajectory.read_text(encoding="utf-8"))
-        nodes = [OperationNode(**node) for node in data["operations"]]
+        fields = OperationNode.__dataclass_fields__
+        operations = [(int(op.get("attempt") or 0), OperationNode(**{k: v for k, v in op.items() if k in fields}))
+                      for op in data["operations"]]  # fmt: skip
         info = data["info"]
         stats = info["model_stats"]
     except (ValueError, KeyError, TypeError) as error:
         raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
     out = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)
-    chain = {node.id for node in reasoning_chain(nodes)}
     root = Tree(
-        f"[bold]{escape(str(info.get('run_id', trajectory.stem)))}[/]: {info['exit_status']} — {len(nodes)} "
+        f"[bold]{escape(str(info.get('run_id', trajectory.stem)))}[/]: {info['exit_status']} — {len(operations)} "
         f"operations, {stats['api_calls']} model calls, ${stats['cost']:.4f}"
     )
-    branches = {None: root}
-    for node in nodes:
-        label = _label(node, node.id in chain, full, cropped=out.is_terminal)
-        branches[node.id] = branches[node.parent_id].add(label)
+    attempts = {int(a["index"]): a for a in info.get("attempts") or []}
+    for number in sorted({attempt for attempt, _ in operations}):
+        nodes = [node for attempt, node in operations if attempt == number]
+        chain = {node.id for node in reasoning_chain(nodes)}
+        branches = {None: root.add(attempt_label(attempts[number])) if number in attempts else root}
+        for node in nodes:
+            label = _label(node, node.id in chain, full, cropped=out.is_terminal)
+            branches[node.id] = branches[node.parent_id].add(label)
     out.print(root)
     table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
     for call in data.get("model_calls", []):

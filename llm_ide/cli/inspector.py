@@ -89,14 +89,24 @@ def report_command(
 
 
 def graph_command(
-    name: Annotated[str, typer.Argument(help="Which graph: agent or coop (the planning phase).")] = "agent",
+    name: Annotated[
+        str, typer.Argument(help="Which graph: agent, coop (a pair), coop-planning, attempts or navigator.")
+    ] = "agent",
     mermaid: Annotated[bool, typer.Option("--mermaid", help="A Mermaid diagram (the one format offered).")] = True,
 ) -> None:
     """Print a state machine as LangGraph Studio draws it."""
+    from llm_ide.attempts.graph import build_attempts_graph
+    from llm_ide.coop.pair import build_pair_graph
     from llm_ide.coop.planning import build_planning_graph
     from llm_ide.graph import build_graph
 
-    graphs = {"agent": build_graph, "coop": build_planning_graph}
+    graphs = {
+        "agent": build_graph,
+        "coop": build_pair_graph,
+        "coop-planning": build_planning_graph,
+        "attempts": build_attempts_graph,
+        "navigator": lambda: build_graph(navigator=True),
+    }
     if name not in graphs:
         raise fail(f"unknown graph {name!r}: choose one of {', '.join(graphs)}")
-    typer.echo(graphs[name]().get_graph(xray=1).draw_mermaid())
+    typer.echo(graphs[name]().get_graph(xray=True).draw_mermaid())

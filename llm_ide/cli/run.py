@@ -24,11 +24,19 @@ from llm_ide.cli.console import (
     print_event,
     print_interrupted,
 )
+from llm_ide.cli.navigator import check_served_navigator
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
+
+
+class NavigatorMode(StrEnum):
+    off = "off"
+    model = "model"
+    human = "human"
+    mcp = "mcp"
 
 
 class EnvironmentType(StrEnum):
@@ -99,6 +107,14 @@ def run(
             help="Docker image; implies --environment docker.", show_default=config_default("environment.image")
         ),
     ] = None,
+    navigator: Annotated[
+        NavigatorMode | None,
+        typer.Option(
+            case_sensitive=False,
+            help="A navigator beside the agent: model, human (asks here: y/n and a reason) or mcp (navigator.url).",
+            show_default=config_default("navigator.mode"),
+        ),
+    ] = None,
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
     from llm_ide.config import ConfigError, load_config
@@ -121,17 +137,28 @@ def run(
     limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
     try:
         settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
+        if navigator is not None:
+            settings = settings.merged({"navigator": {"mode": navigator.value}}, origin="command line")
     except ConfigError as error:
         raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
+    check_served_navigator(settings)
+    from llm_ide.attempts.run import run_attempts
+    from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.run.single import ThreadMismatchError, run_task
+
+    runner = run_attempts if settings.attempts.max > 1 else run_task
+    human = settings.navigator.mode == "human"
+    if human and runner is run_attempts:
+        raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
+    extra = {"ask_navigator": ask_on_terminal} if human else {}
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with model_warnings_on_console():
-            result = run_task(
+            result = runner(
                 task if task is not None else task_file.read_text(encoding="utf-8"),
                 model=model,
                 settings=settings,
@@ -143,6 +170,7 @@ def run(
                 base_url=base_url,
                 checkpoint=checkpoint,
                 on_event=print_event,
+                **extra,
             )
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
@@ -179,6 +207,10 @@ def report(result) -> None:
         f"[bold {colour}]{result.exit_status}[/] after {stats['api_calls']} model calls, "
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
     )
+    for attempt in getattr(result, "attempts", []):
+        score = "not reviewed" if attempt["score"] is None else f"score {attempt['score']:g}"
+        chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""
+        console.print(f"attempt {attempt['index']}: {attempt['exit_status']}, {score}, ${attempt['cost']:.4f}{chosen}")
     if result.error:
         err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
     console.print(f"trajectory: {result.trajectory_path}")

@@ -309,6 +309,10 @@ def evaluate_command(
         ),
     ] = None,
     config: ConfigFiles = None,
+    attempts: Annotated[
+        bool,
+        typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
+    ] = False,
     engine: Engine = "local",
     address: Address = None,
 ) -> None:
@@ -380,9 +384,36 @@ def evaluate_command(
         )
     console.print(table)
     data = report.to_json()
+    if attempts:
+        data["attempts"] = grade_attempts(report, preds, instances, predictions.parent, settings, folder, workers,
+                                          timeout, show)  # fmt: skip
     report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     console.print(
         f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
         f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
         f"{report_path}"
     )
+    if attempts:
+        graded = data["attempts"]
+        console.print(
+            f"[bold]pass@{graded['k']} {graded['pass_at_k_count']}/{data['total']} ({graded['pass_at_k']:.1%})[/] "
+            f"(any attempt resolved); chosen patch resolved {graded['chosen_resolved_count']}/{data['total']} "
+            f"({graded['chosen_resolve_rate']:.1%})"
+        )
+
+
+def grade_attempts(report, preds, instances, run_folder, settings, folder, workers, timeout, show) -> dict[str, Any]:
+    """`evaluate --attempts`: every attempt graded; a table of each instance's attempts beside its chosen patch."""
+    from rich.table import Table
+
+    from llm_ide.attempts.evaluate import evaluate_attempts
+    from llm_ide.swebench.evaluate import Evaluator
+
+    graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),
+                               workers=workers, on_result=show).to_json()  # fmt: skip
+    table = Table("instance", "chosen", "attempts", title=f"attempts (pass@{graded['k']})")
+    for instance_id, row in graded["instances"].items():
+        statuses = ", ".join(f"{index}: {status}" for index, status in row["attempts"].items()) or "(no attempts)"
+        table.add_row(instance_id, row["chosen"], statuses)
+    console.print(table)
+    return graded

@@ -5,7 +5,6 @@ same folder resumes: the planning thread from its checkpoint, finished features 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -13,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 
 from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
+from llm_ide.coop.messages import Mailbox, Turns
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
@@ -59,14 +60,16 @@ def agent_model(spec: str, agent: str, phase: str) -> str:
 
 
 def plan_phase(
-    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: Settings, coop: CoopSettings
-) -> dict[str, str]:
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: Settings, coop: CoopSettings,
+    graph: CompiledStateGraph | None = None,
+) -> dict[str, str]:  # fmt: skip
+    """The planning graph (`graph`, else a new one) on the pair's own checkpoint (planning.sqlite): resumed if there."""
     agents = run.agents()
     models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url) for a in agents}
     context = PlanningContext(repo=repo, models=models, settings=coop)
     config = {"configurable": {"thread_id": "planning"}}
     with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:
-        graph = build_planning_graph(saver)
+        graph = build_planning_graph(saver) if graph is None else graph.copy(update={"checkpointer": saver})
         snapshot = graph.get_state(config)
         start = None if snapshot.values else {
             "setting": str(run.setting), "agents": list(agents), "round": 1,
@@ -86,8 +89,10 @@ def plan_phase(
 
 def execute_agent(
     run: CoopRun, task: CoopTask, folder: Path, repo: Path, agent: str, plan: str, settings: Settings,
-    coop: CoopSettings, on_event: Callable[[str, Any], None],
+    coop: CoopSettings, on_event: Callable[[str, Any], None], mailbox: Mailbox | None = None,
+    graph: CompiledStateGraph | None = None,
 ) -> str:  # fmt: skip
+    """One agent's run in its worktree; with a `mailbox` (coop) it messages the other agent and reads its messages."""
     from llm_ide.run.single import run_task
 
     features = run.agents()[agent]
@@ -98,13 +103,14 @@ def execute_agent(
     if not worktree.exists():
         git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
     described = "\n\n".join(task.feature(f).description for f in features)
-    text = render_string(coop.templates.execution_task, feature=described, plan=plan)
+    text = render_string(coop.templates.execution_task, feature=described, plan=plan, messages=mailbox is not None,
+                         other=mailbox.other if mailbox else "")  # fmt: skip
     result = run_task(
         text, model=agent_model(run.model, agent, "run"), output_dir=folder / f"agent{agent}-run",
         run_id=f"agent{agent}",
         settings=settings.merged({"agent": {"step_limit": coop.execution.step_limit}}, origin="coop"),
         repo=worktree, environment=run.environment, base_url=run.base_url,
-        on_event=lambda event: on_event(agent, event),
+        on_event=lambda event: on_event(agent, event), mailbox=mailbox, graph=graph if mailbox else None,
     )  # fmt: skip
     if not result.exit_status.finished:
         raise CoopError(f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
@@ -113,11 +119,8 @@ def execute_agent(
     return result.submission
 
 
-def run_pair(
-    run: CoopRun, task: CoopTask, output: Path, settings: Settings, coop: CoopSettings,
-    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
-) -> dict[str, Any]:  # fmt: skip
-    """Plan, execute and (unless `evaluate` is off) grade one pair; returns eval.json's content."""
+def prepare(run: CoopRun, task: CoopTask, output: Path) -> tuple[Path, Path]:
+    """The pair's folder (run.json written, another task's folder refused) and its checkout at the base commit."""
     folder = output / run.folder_name(task)
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "run.json"
@@ -127,28 +130,51 @@ def run_pair(
     repo = folder / "repo"
     if not (repo / ".git").exists():
         checkout_base(task, run.repo_source, repo)
-    emit = on_event or (lambda agent, event: None)
-    seconds: dict[str, float] = {}
-    started = time.perf_counter()
-    plans = plan_phase(run, task, folder, repo, settings, coop)
-    seconds["planning"] = round(time.perf_counter() - started, 2)
-    started = time.perf_counter()
+    return folder, repo
+
+
+def run_pair(
+    run: CoopRun, task: CoopTask, output: Path, settings: Settings, coop: CoopSettings,
+    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Plan, execute and (unless `evaluate` is off) grade one pair through the pair graph; returns eval.json's
+    content (with the seconds of each phase)."""
+    from llm_ide.coop.pair import PairContext, build_pair_graph
+
+    context = PairContext(settings=settings, coop=coop, on_event=on_event, evaluate=evaluate)
+    state = build_pair_graph().invoke({"run": run.model_dump(mode="json"), "output": str(output)}, context=context)
+    return state["result"]
+
+
+def execute_phase(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, plans: dict[str, str], settings: Settings,
+    coop: CoopSettings, emit: Callable[[str, Any], None], graph: CompiledStateGraph | None = None,
+) -> list[str]:  # fmt: skip
+    """Every agent's run, at the same time when `execution.parallel`; in `coop` with a mailbox each, in turns when
+    `execution.lockstep`."""
     agents = list(run.agents())
-    workers = len(agents) if coop.execution.parallel else 1
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coop-agent") as pool:
-        futures = [
-            pool.submit(execute_agent, run, task, folder, repo, a, plans[a], settings, coop, emit) for a in agents
-        ]
-        patches = [future.result() for future in futures]
-    seconds["execution"] = round(time.perf_counter() - started, 2)
-    result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
-    if evaluate:
-        started = time.perf_counter()
-        result.update(grade(run, task, folder, patches))
-        seconds["evaluation"] = round(time.perf_counter() - started, 2)
-    result["seconds"] = seconds
-    atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    return result
+    parallel = coop.execution.parallel and len(agents) > 1
+    turns = Turns(agents) if run.setting == Setting.COOP and parallel and coop.execution.lockstep else None
+    mailboxes = {
+        a: Mailbox(folder / "messages.jsonl", a, next(o for o in agents if o != a), coop, turns)
+        for a in agents if run.setting == Setting.COOP and len(agents) > 1
+    }  # fmt: skip
+
+    def execute(agent: str) -> str:
+        try:
+            return execute_agent(run, task, folder, repo, agent, plans[agent], settings, coop, emit,
+                                 mailboxes.get(agent), graph)  # fmt: skip
+        except BaseException:
+            if turns is not None:
+                turns.abort()
+            raise
+        finally:
+            if turns is not None:
+                turns.leave(agent)
+
+    with ThreadPoolExecutor(max_workers=len(agents) if parallel else 1, thread_name_prefix="coop-agent") as pool:
+        futures = [pool.submit(execute, a) for a in agents]
+        return [future.result() for future in futures]
 
 
 def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:

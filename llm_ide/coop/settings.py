@@ -27,6 +27,7 @@ class PlanningSettings(Strict):
 class ExecutionSettings(Strict):
     step_limit: PositiveInt
     parallel: bool
+    lockstep: bool
 
 
 class ToolMessages(Strict):
@@ -38,6 +39,12 @@ class ToolMessages(Strict):
     sent: str
 
 
+class MessageTemplates(Strict):
+    sent: str
+    duplicate: str
+    received: str
+
+
 class CoopTemplates(Strict):
     planner_system: str
     planner_turn: str
@@ -45,6 +52,7 @@ class CoopTemplates(Strict):
     forced_plan: str
     execution_task: str
     tool_messages: ToolMessages
+    messages: MessageTemplates
 
 
 class CoopSettings(Strict):
@@ -53,10 +61,13 @@ class CoopSettings(Strict):
     templates: CoopTemplates
 
 
-def load_coop_settings(override: Path | None = None) -> CoopSettings:
+def load_coop_settings(override: Path | None = None, values: dict | None = None) -> CoopSettings:
+    """coop.yaml, then the override file, then `values` (e.g. LangGraph Studio's input)."""
     layers = [(str(COOP_CONFIG), read_yaml(COOP_CONFIG))]
     if override is not None:
         layers.append((str(override), read_yaml(override)))
+    if values:
+        layers.append(("the coop values given", values))
     merged: dict = {}
     for _, data in layers:
         merged = deep_merge(merged, data)

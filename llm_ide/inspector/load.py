@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import UsageError
-from llm_ide.inspector.model import AttemptView, CallView, ChunkHeat, NodeView, RunView, StepStat
+from llm_ide.inspector.model import AttemptView, CallView, ChunkHeat, NavigatorView, NodeView, RunView, StepStat
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.operations import OperationNode, reasoning_chain
@@ -63,6 +63,24 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         heat=heat_strips(data.get("code_context") or [], memory, len(operations)),
         steps=step_stats(calls),
         attempts=[AttemptView(**attempt) for attempt in info.get("attempts") or []],
+        navigator=navigator_view(info.get("navigator")),
+    )
+
+
+def navigator_view(record: dict[str, Any] | None) -> NavigatorView | None:
+    if not record:
+        return None
+    usage = record.get("usage") or {}
+    return NavigatorView(
+        mode=str(record.get("mode") or ""),
+        plan=str(record.get("plan") or ""),
+        calls=int(usage.get("calls") or 0),
+        tokens=int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0),
+        cost=float(usage.get("cost") or 0.0),
+        decisions=list(record.get("decisions") or []),
+        reviews=list(record.get("reviews") or []),
+        guidance=list(record.get("guidance") or []),
+        ended=str(record.get("ended") or ""),
     )
 
 

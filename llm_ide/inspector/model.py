@@ -37,6 +37,8 @@ class NodeView(BaseModel):
     cost: float = 0.0
     marks: list[str] = Field(default_factory=list)
     calls: list[int] = Field(default_factory=list)
+    candidates: list[Any] = Field(default_factory=list)  # action sampling: every distinct candidate (a dict each)
+    choice: dict[str, Any] = Field(default_factory=dict)  # action sampling: how the one that ran was chosen
 
     @property
     def label(self) -> str:
@@ -71,6 +73,20 @@ class AttemptView(BaseModel):
     exit_status: str = ""
 
 
+class NavigatorView(BaseModel):
+    """The navigator's records (issue 12), its usage apart from the driver's."""
+
+    mode: str = ""
+    plan: str = ""
+    calls: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+    reviews: list[dict[str, Any]] = Field(default_factory=list)
+    guidance: list[dict[str, Any]] = Field(default_factory=list)
+    ended: str = ""
+
+
 class RunView(BaseModel):
     title: str
     source_format: str
@@ -86,6 +102,7 @@ class RunView(BaseModel):
     heat: list[ChunkHeat] = Field(default_factory=list)
     steps: list[StepStat] = Field(default_factory=list)
     attempts: list[AttemptView] = Field(default_factory=list)
+    navigator: NavigatorView | None = None
 
 
 class InstanceRow(BaseModel):

@@ -7,6 +7,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from llm_ide.errors import LlmIdeError
+
 DecidedBy = Literal["model", "human", "timeout", "mcp"]
 
 
@@ -41,6 +43,7 @@ class ReviewRequest(BaseModel):
 class Review(BaseModel):
     passed: bool
     comment: str = ""
+    plan: str = ""  # the navigator's updated plan; empty: unchanged
     by: DecidedBy = "model"
     usage: NavigatorUsage = Field(default_factory=NavigatorUsage)
 
@@ -51,9 +54,29 @@ class Guidance(BaseModel):
     usage: NavigatorUsage = Field(default_factory=NavigatorUsage)
 
 
+class Plan(BaseModel):
+    text: str
+    by: DecidedBy = "model"
+    usage: NavigatorUsage = Field(default_factory=NavigatorUsage)
+
+
+class NavigatorError(LlmIdeError):
+    """The navigator cannot answer (no reply in its format, a server that is down): the run ends, told in one line."""
+
+
+class NavigatorTimeout(NavigatorError):
+    """No answer within the deadline: the permission and review nodes apply `navigator.timeout_decision`."""
+
+
 class Navigator(Protocol):
     def request_permission(self, request: PermissionRequest) -> Decision: ...
 
     def request_review(self, request: ReviewRequest) -> Review: ...
 
     def request_guidance(self, question: str) -> Guidance: ...
+
+
+class Planner(Protocol):
+    """A navigator that also plans (the model navigator): explores read-only and writes the driver's plan."""
+
+    def plan(self, task: str) -> Plan: ...

@@ -6,6 +6,7 @@ from typing import Any
 
 from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
+from llm_ide.models import Model, ModelReply
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import known_secrets, redact
@@ -34,12 +35,44 @@ def redacted_messages(ctx: AgentContext, messages: list[Message]) -> list[Messag
     return out
 
 
-def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[Message]) -> tuple[str, Usage]:
-    """One model call: the reply text and the run's usage after it; the call is recorded for the trajectory."""
+def call_model(
+    ctx: AgentContext,
+    state: AgentState,
+    kind: str,
+    messages: list[Message],
+    model: Model | None = None,
+    call_index: int | None = None,
+) -> tuple[str, Usage]:
+    """One model call (by default the agent's model, at the run's call count): the reply text and the run's usage
+    after it; the call is recorded for the trajectory."""
     messages = redacted_messages(ctx, messages)  # files may hold secrets
     usage = {**empty_usage(), **(state.get("usage") or {})}
+    model = model or ctx.model
+    index = agent_call_index(ctx, state, usage["api_calls"]) if call_index is None else call_index
     started = time.perf_counter()
-    reply = ctx.model.complete(messages, call_index=usage["api_calls"], deadline=wall_deadline(ctx, state))
+    reply = model.complete(messages, call_index=index, deadline=wall_deadline(ctx, state))
+    text = account(ctx, state, kind, messages, reply, started, usage, model)
+    return text, Usage(**usage)
+
+
+def agent_call_index(ctx: AgentContext, state: AgentState, api_calls: int) -> int:
+    """The agent model's own call count: the run's calls but those of a separate sampling model (`sampling.model`)."""
+    if ctx.sampler is None:
+        return api_calls
+    return api_calls - sum(node.choice.get("calls", 0) for node in state.get("operations", []))
+
+
+def account(
+    ctx: AgentContext,
+    state: AgentState,
+    kind: str,
+    messages: list[Message],
+    reply: ModelReply,
+    started: float,
+    usage: dict[str, Any],
+    model: Model,
+) -> str:
+    """The reply's text (redacted, capped); the call recorded, its cost charged and its usage added to `usage`."""
     reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
     text = reply.text
     if (cap := ctx.settings.agent.max_reply_chars) and len(text) > cap:  # head and tail: the closing tags survive
@@ -59,6 +92,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
                 "cache_write_tokens": reply.cache_write_tokens,
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
+                **({"model": model.name} if model is not ctx.model else {}),
             }
         )
     if ctx.cost_budget is not None:
@@ -71,7 +105,7 @@ def call_model(ctx: AgentContext, state: AgentState, kind: str, messages: list[M
         cache_write_tokens=usage["cache_write_tokens"] + reply.cache_write_tokens,
         cost=usage["cost"] + reply.cost,
     )
-    return text, Usage(**usage)
+    return text
 
 
 def expected_format(ctx: AgentContext, name: str) -> str:

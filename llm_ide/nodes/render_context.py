@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -13,6 +15,8 @@ from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 
 RENEW_AT = 0.9  # of the prompt budget: a reflect prompt past it starts a new epoch
+ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context and the view actions show them
+SHARED_RUN = 3  # consecutive rows of the latest observation shown as they are in the code context: elided
 
 
 def code_context_text(ctx: AgentContext, chunks: list[Chunk], n_operations: int) -> str:
@@ -46,18 +50,51 @@ def history_text(ctx: AgentContext, chain: list[OperationNode]) -> str:
     return "\n\n".join(parts)
 
 
+def without_shown_rows(ctx: AgentContext, observation: str, code_context: str) -> str:
+    """The observation with each run of numbered rows that the code context shows identically replaced by one line
+    saying so: the latest operation usually opened the code that now heads the context."""
+    shown = set(code_context.split("\n"))
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) >= SHARED_RUN:
+            first, last = (ROW.match(row).group(1) for row in (run[0], run[-1]))  # type: ignore[union-attr]
+            out.append(render(ctx.templates, "rows_in_context", first=first, last=last))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for line in observation.split("\n"):
+        if line in shown and ROW.match(line):
+            run.append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def latest_text(ctx: AgentContext, node: OperationNode, code_context: str) -> str:
+    shown = replace(node, observation=without_shown_rows(ctx, node.observation, code_context))
+    return render(ctx.templates, "operation", node=shown, params=params_text(node))
+
+
 def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     nodes = state.get("operations", [])
     chain = reasoning_chain(nodes)
-    latest = render(ctx.templates, "operation", node=nodes[-1], params=params_text(nodes[-1])) if nodes else ""
-    lessons = "\n".join(f"- {lesson}" for lesson in all_lessons(nodes)) or render(ctx.templates, "lessons_empty")
+    code_context = code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0))
+    code_context = capped(ctx, {"code_context": code_context})["code_context"]  # what the latest row refers to
+    learned = dict.fromkeys([*state.get("carried_lessons", []), *all_lessons(nodes)])
+    lessons = "\n".join(f"- {lesson}" for lesson in learned) or render(ctx.templates, "lessons_empty")
     sections = {
         "operation_history": history_text(ctx, chain[:-1]),
         "lessons": lessons,
-        "code_context": code_context_text(ctx, state.get("code_context", []), state.get("n_operations", 0)),
-        "latest": latest,
+        "code_context": code_context,
+        "latest": latest_text(ctx, nodes[-1], code_context) if nodes else "",
     }
-    return render(ctx.templates, "snapshot", step=state.get("n_operations", 0), **capped(ctx, sections))
+    step = state.get("n_operations", 0)
+    return render(ctx.templates, "snapshot", step=step, plan=state.get("plan", ""), **capped(ctx, sections))
 
 
 def epoch_over(ctx: AgentContext, state: AgentState) -> bool:

@@ -73,7 +73,8 @@ class CallLog:
         if legacy is not None:
             legacy.unlink(missing_ok=True)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any]) -> int:
+        """The bytes appended to the file."""
         line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
         with self._lock:
             if self._zip is None:
@@ -81,6 +82,7 @@ class CallLog:
             data = self._zip.compress(line) + self._zip.flush(zlib.Z_SYNC_FLUSH)
             with self.path.open("ab") as handle:
                 handle.write(data)
+        return len(data)
 
     def close(self) -> None:
         with self._lock:

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,18 +41,37 @@ MEMORY_TYPES = [
 SQLITE_PRAGMAS = ["page_size=1024", "auto_vacuum=INCREMENTAL", "journal_mode=WAL", "synchronous=NORMAL",
                   "wal_autocheckpoint=1500", "journal_size_limit=1600000"]  # fmt: skip
 COMPRESS_OVER = 1024  # bytes
+RECENT = 16  # large encodings kept for the checkpoint that follows the writes
 ZLIB = "+zlib"
 
 
 class CompressingSerializer(JsonPlusSerializer):
-    """LangGraph's serializer; a value whose encoding is over 4 KiB (the operations, the code context, the workspace)
-    is stored zlib-compressed under the type `<type>+zlib`: checkpoints write a fraction of the bytes."""
+    """LangGraph's serializer; a value whose encoding is over 1 KiB (the operations, the code context, the workspace)
+    is stored zlib-compressed under the type `<type>+zlib`: checkpoints write a fraction of the bytes.
+
+    A step's large values are serialized twice, as the node's writes and as the checkpoint's new channel versions:
+    the encoding of the last few large objects is kept (by identity, with the object itself so that the id is not
+    reused; state values are never changed in place) and the second time reuses it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._recent: OrderedDict[int, tuple[Any, tuple[str, bytes]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        with self._lock:
+            hit = self._recent.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
         kind, data = super().dumps_typed(obj)
-        if len(data) > COMPRESS_OVER:
-            return kind + ZLIB, zlib.compress(data, 1)
-        return kind, data
+        if len(data) <= COMPRESS_OVER:
+            return kind, data
+        encoded = (kind + ZLIB, zlib.compress(data, 1))
+        with self._lock:
+            self._recent[id(obj)] = (obj, encoded)
+            while len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
+        return encoded
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, payload = data

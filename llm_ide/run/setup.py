@@ -3,7 +3,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.actions import Codebase
 from llm_ide.codeview import CodeView
@@ -14,6 +14,9 @@ from llm_ide.run.intents import IntentLog
 from llm_ide.run.patch import extract_patch
 from llm_ide.secrets import redact
 from llm_ide.settings import Settings
+
+if TYPE_CHECKING:
+    from llm_ide.coop.messages import Mailbox
 
 log = logging.getLogger("llm_ide.run")
 
@@ -51,8 +54,11 @@ def build_context(
     task_vars: dict[str, Any] | None = None,
     intents: IntentLog | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
+    mailbox: Mailbox | None = None,
 ) -> AgentContext:
     model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
+    sampling = settings.sampling
+    sampler = get_model(sampling.model, settings.model, base_url) if sampling.model and sampling.k > 1 else None
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
@@ -64,15 +70,20 @@ def build_context(
         search_max_results=settings.agent.search_max_results,
         command_timeout=settings.environment.command_timeout,
         tool_commands=commands,
+        mailbox=mailbox,
     )
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
+    from llm_ide.navigator.factory import make_navigator
+
     return AgentContext(
+        navigator=make_navigator(settings, codebase, model_spec, base_url),
         settings=settings,
         model=model,
         codebase=codebase,
         tool_usage=usage,
         record_call=record_call,
         intents=intents,
+        sampler=sampler,
         cost_budget=cost_budget,
         # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
         snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if ephemeral else None,

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import re
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
@@ -18,16 +16,19 @@ from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
+from llm_ide.run.logfile import run_log
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
-from llm_ide.secrets import RedactingFormatter, redact, redacted
+from llm_ide.secrets import redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
 
+if TYPE_CHECKING:
+    from llm_ide.coop.messages import Mailbox
+
 log = logging.getLogger("llm_ide.run")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
 
 
 class ThreadMismatchError(UsageError, ValueError):
@@ -55,6 +56,8 @@ class RunResult:
     trajectory_path: Path
     model_stats: dict[str, Any]
     error: str = ""
+    written: int = 0  # bytes the trajectory's rewrites and the calls log's records wrote in this process
+    interrupt: dict[str, Any] | None = None  # exit status awaiting_navigator: what the human navigator is asked
 
 
 def describe_action(node: Any) -> str:
@@ -71,31 +74,6 @@ def describe_action(node: Any) -> str:
         case "edit" | "create":
             return f"{node.action_type} {params.get('path', '')}"
     return node.action_type
-
-
-class QuietFileHandler(logging.FileHandler):
-    """A log file that cannot be written (a full disk) loses the record, not the run: no traceback per line."""
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        pass
-
-
-@contextmanager
-def run_log(path: Path):
-    handler = QuietFileHandler(path, encoding="utf-8")
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    marker = object()  # runs of a batch share the logger: each log keeps only the records of its own run
-    token = _CURRENT_RUN.set(marker)
-    handler.addFilter(lambda record: _CURRENT_RUN.get() is marker)
-    root = logging.getLogger("llm_ide")
-    root.addHandler(handler)
-    root.setLevel(min(root.level or logging.INFO, logging.INFO))
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-        _CURRENT_RUN.reset(token)
 
 
 def prepare_output(output_dir: Path, run_id: str) -> Path:
@@ -135,8 +113,17 @@ def run_task(
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
     intents: IntentLog | None = None,
+    carried_lessons: list[str] | None = None,
+    resume: Any = None,
+    ask_navigator: Callable[[dict[str, Any]], Any] | None = None,
+    mailbox: Mailbox | None = None,
+    graph: Any = None,
 ) -> RunResult:
-    """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished."""
+    """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished.
+    A human navigator (navigator.mode human): each question goes to `ask_navigator` (its return value is the answer);
+    without it the run returns `awaiting_navigator` with the question in `interrupt`, and `resume` carries the answer
+    to the next call on the same thread. `mailbox` (coop execution): the channel to another agent, with the graph
+    variant that reads it; `graph`: the compiled agent graph to run (the run's checkpointer is attached to it)."""
     from llm_ide.graph import build_graph
 
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
@@ -157,7 +144,16 @@ def run_task(
         run_log(output_dir / f"{run_id}.log"),
         open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
     ):
-        graph = build_graph(saver)
+        graph = (
+            build_graph(
+                saver,
+                sampled=settings.sampling.k > 1,
+                navigator=settings.navigator.mode != "off",
+                messages=mailbox is not None,
+            )
+            if graph is None
+            else graph.copy(update={"checkpointer": saver})
+        )
         snapshot = read_snapshot(graph, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
         resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
@@ -174,7 +170,7 @@ def run_task(
                 f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
             )
         recorder = Recorder(output_dir, run_id)  # once the thread is ours and its state checked: it may rewrite the log
-        run = _Run(run_id, saver, recorder, emit, info, values)
+        run = _Run(run_id, saver, recorder, emit, info, values, ask_navigator)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
             status = ExitStatus(values["exit_status"])
@@ -209,6 +205,7 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
+                mailbox=mailbox,
                 intents=intents or IntentLog(output_dir / f"{run_id}.intents.jsonl"),
                 on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
             )
@@ -216,6 +213,12 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+            if inputs is not None and carried_lessons:
+                inputs["carried_lessons"] = list(carried_lessons)
+            if resumed and resume is not None:
+                from langgraph.types import Command
+
+                inputs = Command(resume=resume)
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:
@@ -308,13 +311,32 @@ class _Run:
     emit: Callable[[RunEvent], None]
     info: dict[str, Any]
     values: dict[str, Any]
+    ask_navigator: Callable[[dict[str, Any]], Any] | None = None
+    interrupt: dict[str, Any] | None = None
 
     def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> ExitStatus:
         steps = self.values.get("n_operations", 0)
         settings = ctx.settings.checkpoint
         prune_every = 0 if settings.keep_history else settings.prune_every
         thread = {"configurable": {"thread_id": self.run_id}}
+        while True:
+            self._stream_once(graph, inputs, thread, ctx, steps, prune_every)
+            steps = self.values.get("n_operations", 0)
+            pending = graph.get_state(thread).interrupts
+            if not pending:
+                return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
+            question = pending[0].value
+            if self.ask_navigator is None:
+                self.interrupt = question
+                return ExitStatus.AWAITING_NAVIGATOR
+            from langgraph.types import Command
+
+            inputs = Command(resume=self.ask_navigator(question))
+
+    def _stream_once(self, graph: Any, inputs: Any, thread: dict[str, Any], ctx: Any, steps: int, prune_every: int):
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+            if "__interrupt__" in state:
+                continue
             self.values.clear()
             self.values.update(state)
             if state.get("n_operations", 0) <= steps:
@@ -327,9 +349,10 @@ class _Run:
             action = describe_action(node)
             self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
             log.info("step %d: %s (cost %.4f)", steps, action, cost)
-        return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
+        if not self.info.get("error") and self.values.get("error"):
+            self.info["error"] = str(self.values["error"])  # e.g. which navigator turn limit ended the run
         submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
         if self.info.get("error"):
             self.info["error"] = redact(self.info["error"])
@@ -346,7 +369,9 @@ class _Run:
         step = self.values.get("n_operations", 0)
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, self.info.get("error", ""))
+        error = self.info.get("error", "")
+        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.recorder.written)
+        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.interrupt)
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ class Recorder:
     gzip stream flushed after each call (a killed run keeps its calls; `zcat` reads it). A call repeated after a
     resume appears again: the last record of an index wins.
     `<run>.traj.json`: info, operations, code context and the model calls without their prompts (the log holds
-    them; `load_trajectory` puts them back). It is rewritten by a background thread whenever the run has grown by a
-    fifth (after steps 1-6, 8, 10, 12, 15, 18, 22, …) and at the end (`save`), atomically: the bytes written stay
-    within a constant multiple of the trajectory's size, so they grow with the steps, not their square."""
+    them; `load_trajectory` puts them back). It is rewritten by a background thread, in order, whenever the run has
+    grown by a fifth (after steps 1-6, 8, 10, 12, 15, 18, 22, …) and at the end (`save`), atomically: the bytes
+    written stay within a constant multiple of the trajectory's size, so they grow with the steps, not their square.
+    `written` counts them (rewrites and log records), the same for the same run whatever the threads' timing."""
 
     def __init__(self, output_dir: Path, run_id: str) -> None:
         self.path = output_dir / f"{run_id}.traj.json"
@@ -34,8 +36,9 @@ class Recorder:
         self._nodes: dict[int, bytes] = {}
         self._log = CallLog(self.calls_path, legacy=output_dir / f"{run_id}.calls.jsonl")
         self._written_steps = 0
+        self.written = 0
         self._changed = threading.Condition()
-        self._latest: tuple[dict[str, Any], dict[str, Any], list[bytes]] | None = None
+        self._queue: deque[tuple[dict[str, Any], dict[str, Any], list[bytes]]] = deque()
         self._busy = False
         self._error: BaseException | None = None
         self._writer: threading.Thread | None = None
@@ -43,12 +46,14 @@ class Recorder:
             self._calls[call["index"]] = _dumps(without_prompt(call))
 
     def record_call(self, call: dict[str, Any]) -> None:
-        self._log.append(call)
+        appended = self._log.append(call)
+        with self._changed:
+            self.written += appended
         self._calls[call["index"]] = _dumps(without_prompt(call))
 
     def write(self, state: dict[str, Any], info: dict[str, Any], *, force: bool = False) -> None:
-        """Hand the newest state to the writer thread (a newer one replaces a snapshot not yet written); between
-        the scheduled rewrites (see the class) nothing is written unless `force`."""
+        """Queue the state for the writer thread; between the scheduled rewrites (see the class) nothing is written
+        unless `force`."""
         steps = state.get("n_operations", 0)
         if not force and steps < self._written_steps * GROWTH:
             return
@@ -56,7 +61,7 @@ class Recorder:
         with self._changed:
             self._raise()
             calls = [line for index, line in sorted(self._calls.items()) if index < state_calls(state)]
-            self._latest = (dict(state), {**info, "calls_log": self.calls_path.name}, calls)
+            self._queue.append((dict(state), {**info, "calls_log": self.calls_path.name}, calls))
             if self._writer is None:
                 self._writer = threading.Thread(target=self._run, name=f"trajectory-{self.path.name}", daemon=True)
                 self._writer.start()
@@ -67,7 +72,7 @@ class Recorder:
         self._log.close()
         self.write(state, info, force=True)
         with self._changed:
-            self._changed.wait_for(lambda: (self._latest is None and not self._busy) or self._error is not None)
+            self._changed.wait_for(lambda: (not self._queue and not self._busy) or self._error is not None)
             self._raise()
 
     def _raise(self) -> None:
@@ -78,17 +83,19 @@ class Recorder:
     def _run(self) -> None:
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._latest is not None)
-                (state, info, calls), self._latest, self._busy = self._latest, None, True
+                self._changed.wait_for(lambda: bool(self._queue))
+                (state, info, calls), self._busy = self._queue.popleft(), True
             try:
-                self._write_now(state, info, calls)
+                written = self._write_now(state, info, calls)
+                with self._changed:
+                    self.written += written
             except BaseException as error:  # handed to the agent's thread at its next write
                 self._error = error
             with self._changed:
                 self._busy = False
                 self._changed.notify_all()
 
-    def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[bytes]) -> None:
+    def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[bytes]) -> int:
         usage = state.get("usage") or empty_usage()
         head = {
             "format": FORMAT,
@@ -97,23 +104,24 @@ class Recorder:
                 "model_stats": dict(usage),
                 "n_operations": state.get("n_operations", 0),
                 "elapsed": round(state.get("elapsed", 0.0), 3),
+                **navigator_info(state),
                 **info,
+                **({"received": state["received"]} if state.get("received") else {}),  # coop: the other's messages
             },
             "task": state.get("task", ""),
         }
-        atomic_write(
-            self.path,
-            [
-                _dumps(head)[:-1],
-                b',\n"operations": [\n',
-                b",\n".join(self._operations(state.get("operations", []))),
-                b'\n],\n"code_context": [\n',
-                _dumps([chunk._asdict() for chunk in state.get("code_context", [])])[1:-1],
-                b'\n],\n"model_calls": [\n',
-                b",\n".join(calls),
-                b"\n]}\n",
-            ],
-        )
+        parts = [
+            _dumps(head)[:-1],
+            b',\n"operations": [\n',
+            b",\n".join(self._operations(state.get("operations", []))),
+            b'\n],\n"code_context": [\n',
+            _dumps([chunk._asdict() for chunk in state.get("code_context", [])])[1:-1],
+            b'\n],\n"model_calls": [\n',
+            b",\n".join(calls),
+            b"\n]}\n",
+        ]
+        atomic_write(self.path, parts)
+        return sum(len(part) for part in parts)
 
     def _operations(self, nodes: list[Any]) -> list[bytes]:
         """Each node encoded once it is final (its reflection arrives with the next node); the newest every time."""
@@ -126,6 +134,12 @@ class Recorder:
                     self._nodes[node.id] = text
             encoded.append(text)
         return encoded
+
+
+def navigator_info(state: dict[str, Any]) -> dict[str, Any]:
+    """The navigator's records (issue 12), apart from the driver's usage; none without a navigator."""
+    record = state.get("navigator")
+    return {"navigator": {**record, "plan": state.get("plan", "")}} if record else {}
 
 
 def state_calls(state: dict[str, Any]) -> int:

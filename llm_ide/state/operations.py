@@ -22,6 +22,10 @@ class OperationNode(Record):
     bad_action: bool | None = None
     summary: str = ""
     lessons: str = ""
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # action sampling: every distinct candidate
+    choice: dict[str, Any] = field(default_factory=dict)  # action sampling: how the candidate that ran was chosen
+    denied: dict[str, Any] | None = None  # the navigator denied it: {reason, by}; it was not run
+    review: dict[str, Any] | None = None  # the navigator's review it asked for: {round, passed, comment, by}
 
 
 @dataclass

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import ExitStatus
+from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
-from llm_ide.run.single import QuietFileHandler
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
@@ -132,8 +132,13 @@ def execute_instance(
 ) -> Outcome:
     """Run one instance in `run_dir` (its thread resumed when it has a checkpoint); nothing shared is written:
     `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
-    `is_set()`; `intents` replaces the run folder's intent log (e.g. one in Postgres)."""
+    `is_set()`; `intents` replaces the run folder's intent log (e.g. one in Postgres). With `attempts.max` > 1 it is
+    run_attempts (the outcome's patch is the chosen one)."""
+    from llm_ide.attempts.run import run_attempts
     from llm_ide.run.single import run_task
+
+    runner = run_attempts if settings.attempts.max > 1 else run_task
+    extra = {"intents": intents} if runner is run_task else {}
 
     run_dir.mkdir(parents=True, exist_ok=True)
     repo = clone_for_local(instance, run_dir / "repo") if options.environment == "local" else None
@@ -150,7 +155,7 @@ def execute_instance(
 
     log.info("%s: starting (image %s)", instance.instance_id, instance.image if repo is None else repo)
     try:
-        result = run_task(
+        result = runner(
             instance.problem_statement,
             model=options.model,
             settings=settings,
@@ -164,7 +169,7 @@ def execute_instance(
             task_vars=instance.task_vars(),
             on_event=forward,
             cost_budget=budget,
-            intents=intents,
+            **extra,
         )
     except KeyboardInterrupt:
         if stop is None or not stop.is_set():
@@ -182,7 +187,7 @@ def execute_instance(
         cost=float(stats.get("cost", 0.0)),
         steps=steps,
         patch=result.submission or "",
-        error=result.error,
+        error=getattr(result, "error", ""),
         details={
             "cost": float(stats.get("cost", 0.0)),
             "api_calls": int(stats.get("api_calls", 0)),

@@ -47,6 +47,7 @@ def missing_openai_key(model: str, settings: Settings, base_url: str | None) -> 
 
 def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
     """Fail before the batch when the model cannot be built or its endpoint does not accept connections."""
+    model = model.replace("{attempt}", "1")  # one model per attempt (llm_ide/attempts): the first one's is checked
     if problem := missing_openai_key(model, settings, base_url):
         raise SWEbenchError(problem)
     from llm_ide.models import ModelError, get_model

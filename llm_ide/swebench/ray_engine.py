@@ -162,6 +162,7 @@ def write_run_files(output: Path, instance_id: str, files: dict[str, bytes]) -> 
     folder = output / instance_id
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / name, data)
 
 

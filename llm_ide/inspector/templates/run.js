@@ -62,6 +62,35 @@
     return box;
   }
 
+  function showCandidates(node) {
+    $("panel-sampling").hidden = !node.candidates.length;
+    const list = $("panel-candidates");
+    list.textContent = "";
+    const choice = node.choice || {};
+    $("panel-choice").textContent = `${choice.method || ""} · ${choice.samples || 0} samples, ${choice.calls || 0} choosing calls`
+      + (choice.model ? ` on ${choice.model}` : "") + (choice.fallback ? " · fallback (unusable reply)" : "");
+    node.candidates.forEach((entry) => {
+      const candidate = typeof entry === "string" ? { action_type: entry, action_params: {}, samples: 1, thought: "" } : entry;
+      const item = document.createElement("li");
+      item.className = candidate.chosen ? "chosen" : "";
+      const head = document.createElement("div");
+      head.textContent = `${candidate.chosen ? "✓ ran · " : ""}${candidate.samples}× ${candidate.action_type} `
+        + JSON.stringify(candidate.action_params);
+      const thought = document.createElement("div");
+      thought.className = "dim";
+      thought.textContent = candidate.thought;
+      item.append(head, thought);
+      list.append(item);
+    });
+    const reasons = choice.reason ? [choice.reason] : (choice.rounds || []).map((r) => `${r.pair[0]} vs ${r.pair[1]} → ${r.winner}: ${r.reason}`);
+    reasons.forEach((text) => {
+      const reason = document.createElement("pre");
+      reason.className = "response";
+      reason.textContent = text;
+      list.append(reason);
+    });
+  }
+
   function select(group) {
     document.querySelectorAll("#tree .node.selected").forEach((node) => node.classList.remove("selected"));
     group.classList.add("selected");
@@ -75,6 +104,7 @@
     withRefs($("panel-thought"), node.thought);
     $("panel-action").textContent = `${node.action_type} ${JSON.stringify(node.action_params, null, 2)}`;
     $("panel-observation").textContent = node.observation || "—";
+    showCandidates(node);
     withRefs($("panel-summary"), node.summary);
     withRefs($("panel-lessons"), node.lessons);
     const calls = $("panel-calls");

@@ -1,0 +1,79 @@
+"""The `attempt` node: one run of the agent graph at the task, from the base commit in a fresh environment (docker:
+its own container; local: its own git worktree), as its own thread with its own checkpoints."""
+
+from __future__ import annotations
+
+import contextvars
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from llm_ide.attempts.context import AttemptsContext, attempt_model, context_of, local_worktree, summarize
+from llm_ide.attempts.state import AttemptRecord, AttemptTask
+from llm_ide.errors import ExitStatus, LlmIdeError
+
+
+class AttemptUnfinished(LlmIdeError):
+    """An attempt stopped before it finished (a model error, an error of ours): the run stops too and resumes it."""
+
+    def __init__(self, message: str, status: ExitStatus) -> None:
+        super().__init__(message)
+        self.exit_status = status
+
+
+def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
+    from llm_ide.run.single import run_task
+
+    ctx = context_of(runtime, dict(state))
+    index = state["index"]
+    settings = ctx.settings.merged({"attempts": {"max": 1}}, origin="attempts")
+    repo = ctx.repo
+    environment = ctx.environment or settings.environment.type
+    if environment == "local" and repo is not None:
+        base = state.get("base_commit")
+        if not base:
+            raise LlmIdeError(f"{repo}: attempts in the local environment need a git repository with a commit")
+        repo = local_worktree(ctx, index, base)
+    ctx.emit(f"attempt {index} of {ctx.settings.attempts.max}")
+    checkpoint = ctx.checkpoint if ctx.checkpoint and ctx.checkpoint.startswith("postgres") else None
+    result = contextvars.Context().run(  # a thread of its own, not a child of this graph's run
+        run_task,
+        state["task"],
+        model=attempt_model(ctx.model, str(index)),
+        settings=settings,
+        output_dir=ctx.attempt_dir(index),
+        run_id=ctx.attempt_id(index),
+        repo=repo,
+        environment=environment,
+        image=ctx.image,
+        base_url=ctx.base_url,
+        checkpoint=checkpoint,
+        task_vars=ctx.task_vars,
+        on_event=ctx.on_event,
+        cost_budget=ctx.budget,
+        carried_lessons=state.get("carried_lessons") or None,
+    )
+    if not result.exit_status.finished:
+        raise AttemptUnfinished(
+            f"attempt {index} stopped with {result.exit_status} ({result.error or 'see its trajectory'})",
+            result.exit_status,
+        )
+    record = AttemptRecord(
+        index=index,
+        run_id=result.run_id,
+        exit_status=str(result.exit_status),
+        submission=result.submission,
+        cost=float(result.model_stats.get("cost", 0.0)),
+        api_calls=int(result.model_stats.get("api_calls", 0)),
+        trajectory=str(relative(result.trajectory_path, ctx.output_dir)),
+        error=result.error,
+        score=None,
+        reasons="",
+        **summarize(ctx.settings, result.trajectory_path),
+    )
+    return {"attempts": [record]}
+
+
+def relative(path: Path, root: Path) -> Path:
+    return path.relative_to(root) if path.is_relative_to(root) else path

@@ -1,0 +1,167 @@
+"""What the attempts graph's nodes share: the run's settings and outputs, the task's cost budget, the reviewer's and
+chooser's models; built by `run_attempts`, or from the graph input under LangGraph Studio."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from llm_ide.errors import EnvironmentFailure, UsageError
+from llm_ide.models import Model, get_model
+from llm_ide.prompting import render_string
+from llm_ide.resources import CostBudget
+from llm_ide.settings import Settings
+from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+
+ROLES = ("review", "choose")
+
+
+def attempt_model(spec: str, role: str) -> str:
+    """`{attempt}` in a model spec picks one per attempt (its number) and role (`review`, `choose`)."""
+    return spec.replace("{attempt}", role)
+
+
+@dataclass
+class AttemptsContext:
+    settings: Settings
+    model: str
+    run_id: str
+    output_dir: Path
+    repo: Path | None = None
+    environment: str | None = None
+    image: str | None = None
+    base_url: str | None = None
+    checkpoint: str | None = None  # postgres: shared by the attempts (a thread each); None: a sqlite file each
+    task_vars: dict[str, Any] | None = None
+    on_event: Callable[[Any], None] | None = None
+    budget: CostBudget | None = None
+    _models: dict[str, Model] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            self.budget = CostBudget(self.settings.attempts.cost_limit or None)
+
+    def attempt_id(self, index: int) -> str:
+        return f"{self.run_id}-attempt{index}"
+
+    def attempt_dir(self, index: int) -> Path:
+        return self.output_dir / f"attempt{index}"
+
+    def role_model(self, role: str) -> Model:
+        settings = self.settings.attempts
+        spec = (settings.reviewer if role == "review" else settings.chooser).model or self.model
+        with self._lock:
+            if role not in self._models:
+                self._models[role] = get_model(attempt_model(spec, role), self.settings.model, self.base_url)
+            return self._models[role]
+
+    def emit(self, phase: str) -> None:
+        if self.on_event is not None:
+            from llm_ide.run.single import RunEvent
+
+            self.on_event(RunEvent(self.run_id, "phase", phase=phase))
+
+    def ask(self, role: str, system: str, user: str, call_index: int, attempt: int = 0) -> tuple[str, dict[str, Any]]:
+        """One reviewer or chooser call: the reply and its record (for the trajectory); its cost goes to the budget."""
+        started = time.perf_counter()
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        reply = self.role_model(role).complete(messages, call_index=call_index)
+        assert self.budget is not None
+        self.budget.add(reply.cost)
+        call = {
+            "kind": role,
+            "attempt": attempt,
+            "role_index": call_index,
+            "prompt": f"[system]\n{system}\n\n[user]\n{user}",
+            "prompt_chars": len(system) + len(user),
+            "prompt_tokens": reply.input_tokens,
+            "response": reply.text,
+            "response_tokens": reply.output_tokens,
+            "cache_read_tokens": reply.cache_read_tokens,
+            "cost": reply.cost,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        return reply.text, call
+
+
+_STUDIO: dict[str, AttemptsContext] = {}
+
+
+def context_of(runtime: Runtime[AttemptsContext] | Any, state: dict[str, Any]) -> AttemptsContext:
+    """The run's context; under LangGraph Studio (no context given) one built from the graph input per thread."""
+    if getattr(runtime, "context", None) is not None:
+        return runtime.context
+    from llm_ide.config import load_config
+
+    thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
+    if thread not in _STUDIO:
+        if not state.get("repo") or not state.get("model"):
+            raise UsageError("the graph input needs `repo` (a local repository path) and `model` (e.g. scripted:PATH)")
+        values = dict(state.get("config") or {})
+        _STUDIO[thread] = AttemptsContext(
+            settings=load_config(values.pop("base", "default"), **values),
+            model=state["model"],
+            run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
+            output_dir=Path(state.get("output") or Path("runs") / thread),
+            repo=Path(state["repo"]).expanduser().resolve(),
+            base_url=state.get("base_url"),
+        )
+    return _STUDIO[thread]
+
+
+def git(repo: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise EnvironmentFailure(f"git {' '.join(args)} in {repo}: {result.stderr.strip()[:300]}")
+    return result.stdout.strip()
+
+
+def local_worktree(ctx: AttemptsContext, index: int, base: str) -> Path:
+    """A git worktree of the repository at the base commit for one attempt (kept on resume)."""
+    assert ctx.repo is not None
+    worktree = ctx.attempt_dir(index) / "repo"
+    if not (worktree / ".git").exists():
+        worktree.parent.mkdir(parents=True, exist_ok=True)
+        git(ctx.repo, "worktree", "add", "--detach", "-f", str(worktree.resolve()), base)
+    return worktree
+
+
+def remove_worktrees(ctx: AttemptsContext, indices: list[int]) -> None:
+    for index in indices:
+        worktree = ctx.attempt_dir(index) / "repo"
+        if ctx.repo is not None and worktree.exists():
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree.resolve())], cwd=ctx.repo,
+                           capture_output=True)  # fmt: skip
+
+
+def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
+    """What the reviewer reads of an attempt: its reasoning chain, its lessons and the last test output."""
+    templates = settings.attempts.templates
+    try:
+        operations = json.loads(trajectory.read_text(encoding="utf-8")).get("operations", [])
+    except (OSError, ValueError):
+        operations = []
+    nodes = [OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__})
+             for op in operations]  # fmt: skip
+    chain = "\n".join(render_string(templates.reasoning_step, node=node) for node in reasoning_chain(nodes))
+    pattern = re.compile(settings.attempts.test_pattern)
+    tests = [n for n in nodes if n.action_type == "bash" and pattern.search(str(n.action_params.get("command", "")))]
+    limit = settings.attempts.test_output_chars
+    output = f"$ {tests[-1].action_params['command']}\n{tests[-1].observation}"[-limit:] if tests else ""
+    return {
+        "chain": chain,
+        "lessons": all_lessons(nodes),
+        "test_output": output or templates.no_tests.strip(),
+        "steps": len(nodes),
+    }

@@ -1,0 +1,40 @@
+"""The `dispatch` node: which attempts start now. One after another: the next one, unless an attempt was accepted,
+`attempts.max` is reached or the task's budget is spent. In parallel: all of them at once, then none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from llm_ide.attempts.context import AttemptsContext, context_of, git
+from llm_ide.attempts.state import AttemptsState
+
+SHARED = ("task", "repo", "model", "base_url", "config", "base_commit", "output")
+
+
+def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
+    ctx = context_of(runtime, dict(state))
+    settings = ctx.settings.attempts
+    attempts = state.get("attempts", [])
+    accept = settings.accept_score
+    accepted = any(accept is not None and (r.get("score") or 0) >= accept and r.get("submission") for r in attempts)
+    assert ctx.budget is not None
+    base = {}  # LangGraph Studio's input has no base commit: the repository's HEAD
+    local = (ctx.environment or ctx.settings.environment.type) == "local"
+    if not state.get("base_commit") and ctx.repo is not None and local:
+        base = {"base_commit": git(ctx.repo, "rev-parse", "--verify", "HEAD")}
+    if accepted or len(attempts) >= settings.max or ctx.budget.exhausted or (attempts and settings.parallel):
+        return {"pending": [], **base}
+    last = len(attempts) + 1
+    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last]), **base}
+
+
+def send_attempts(state: AttemptsState) -> list[Send] | str:
+    """The pending attempts, each through its own Send; none left: the choice."""
+    if not state.get("pending"):
+        return "choose"
+    shared = {key: state[key] for key in SHARED if key in state}
+    lessons = state.get("carried_lessons", [])
+    return [Send("attempt", {**shared, "index": index, "carried_lessons": lessons}) for index in state["pending"]]

@@ -1,0 +1,30 @@
+"""The attempts graph: dispatch → attempt (the agent graph, one Send per attempt) → review → dispatch … → choose."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from llm_ide.attempts.attempt import attempt
+from llm_ide.attempts.choose import choose
+from llm_ide.attempts.context import AttemptsContext
+from llm_ide.attempts.dispatch import dispatch, send_attempts
+from llm_ide.attempts.review import review
+from llm_ide.attempts.state import AttemptsInput, AttemptsState, AttemptTask
+
+
+def build_attempts_graph(
+    checkpointer: BaseCheckpointSaver | None = None, context_schema: type[AttemptsContext] | None = AttemptsContext
+) -> CompiledStateGraph:
+    builder = StateGraph(AttemptsState, context_schema=context_schema, input_schema=AttemptsInput)
+    builder.add_node("dispatch", dispatch)
+    builder.add_node("attempt", attempt, input_schema=AttemptTask)
+    builder.add_node("review", review)
+    builder.add_node("choose", choose)
+    builder.add_edge(START, "dispatch")
+    builder.add_conditional_edges("dispatch", send_attempts, ["attempt", "choose"])
+    builder.add_edge("attempt", "review")
+    builder.add_edge("review", "dispatch")
+    builder.add_edge("choose", END)
+    return builder.compile(checkpointer=checkpointer, name="llm-ide-attempts")

@@ -1,0 +1,118 @@
+"""`run_attempts`: the Python API (and `llm-ide run`/`swebench` with `attempts.max` > 1) of the attempts graph.
+
+The run's own thread (`<output>/<id>.attempts.sqlite`) holds the finished attempts, reviews and choice; each attempt
+is a thread of its own (`<output>/attempt<N>/<id>-attempt<N>.*`): a killed run resumes the attempt that was under way
+from its last step, and the finished ones are kept."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
+from llm_ide.attempts.trajectory import write_combined
+from llm_ide.errors import ExitStatus, LlmIdeError, UsageError, install_signal_policy
+from llm_ide.resources import CostBudget
+from llm_ide.run.checkpoint import open_checkpointer
+from llm_ide.run.guard import thread_lock
+from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output, run_log
+from llm_ide.secrets import redacted
+from llm_ide.settings import Settings
+
+log = logging.getLogger("llm_ide.run")
+
+
+@dataclass
+class AttemptsResult(RunResult):
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    chosen: int | None = None
+
+
+def run_attempts(
+    task: str,
+    *,
+    model: str,
+    settings: Settings,
+    output_dir: Path,
+    run_id: str,
+    repo: Path | None = None,
+    environment: str | None = None,
+    image: str | None = None,
+    base_url: str | None = None,
+    checkpoint: str | None = None,
+    task_vars: dict[str, Any] | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    cost_budget: CostBudget | None = None,
+) -> AttemptsResult:
+    """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`."""
+    from llm_ide.attempts.graph import build_attempts_graph
+
+    install_signal_policy()
+    output_dir = prepare_output(Path(output_dir), run_id)
+    if environment:
+        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
+    kind = settings.environment.type
+    if kind == "local" and repo is None:
+        raise UsageError("attempts in the local environment need a repository (--repo PATH)")
+    budget = cost_budget or CostBudget(settings.attempts.cost_limit or None)
+    ctx = AttemptsContext(
+        settings=settings, model=model, run_id=run_id, output_dir=output_dir,
+        repo=Path(repo).resolve() if repo else None, environment=kind, image=image, base_url=base_url,
+        checkpoint=checkpoint, task_vars=task_vars, on_event=on_event, budget=budget,
+    )  # fmt: skip
+    info = {"run_id": run_id, "model": model, "config": redacted(settings.model_dump(mode="json"))}
+    path = output_dir / f"{run_id}.traj.json"
+    thread = {"configurable": {"thread_id": run_id}}
+    spec = checkpoint or f"sqlite:{output_dir / f'{run_id}.attempts.sqlite'}"
+    with (
+        thread_lock(output_dir, run_id),
+        run_log(output_dir / f"{run_id}.log"),
+        open_checkpointer(spec, output_dir / f"{run_id}.attempts.sqlite") as saver,
+    ):
+        graph = build_attempts_graph(saver)
+        snapshot = graph.get_state(thread)
+        values: dict[str, Any] = dict(snapshot.values or {})
+        if values.get("task") not in (None, task):
+            raise ThreadMismatchError(f"thread id {run_id!r} is a run of another task; give a new --thread-id")
+        resumed = snapshot.created_at is not None
+        spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + sum(
+            c.get("cost", 0.0) for c in values.get("calls", [])
+        )
+        budget.add(spent if cost_budget is None else 0.0)
+        if resumed and values.get("exit_status") and not snapshot.next:
+            return finish(path, values, info)
+        if resumed:
+            done = [r["index"] for r in values.get("attempts", [])]
+            ctx.emit(f"resuming run {run_id}: attempts {done or 'none'} finished are kept")
+        base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if kind == "local" else "")
+        inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+        try:
+            for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+                values = dict(state)
+                write_combined(path, values, info)
+        except LlmIdeError as error:
+            values = {**values, "exit_status": str(error.exit_status), "error": str(error)}
+            info["error"] = str(error)
+            log.error("%s: %s", error.exit_status, error)
+        result = finish(path, values, info)
+        if result.exit_status.finished and kind == "local":
+            remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
+    return result
+
+
+def finish(path: Path, values: dict[str, Any], info: dict[str, Any]) -> AttemptsResult:
+    data = write_combined(path, values, info)
+    status = ExitStatus(values.get("exit_status") or ExitStatus.ERROR)
+    return AttemptsResult(
+        run_id=info["run_id"],
+        exit_status=status,
+        submission=values.get("submission", ""),
+        trajectory_path=path,
+        model_stats=data["info"]["model_stats"],
+        error=values.get("error", info.get("error", "")),
+        attempts=data["info"]["attempts"],
+        chosen=values.get("chosen"),
+    )

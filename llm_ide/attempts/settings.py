@@ -1,0 +1,51 @@
+"""The `attempts:` section of the settings (defaults in prompts/default.yaml, templates in prompts/attempts.yaml)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
+
+TEMPLATES = Path(__file__).parent.parent / "prompts" / "attempts.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AttemptTemplates(_Strict):
+    review_system: str
+    review: str
+    choose_system: str
+    choose: str
+    carried_lesson: str
+    no_patch: str
+    no_tests: str
+    reasoning_step: str
+
+
+@cache
+def bundled_templates() -> dict[str, str]:
+    return yaml.safe_load(TEMPLATES.read_text(encoding="utf-8"))["templates"]
+
+
+class RoleSettings(_Strict):
+    model: str | None = None  # None: the agent's model (`{attempt}` in it becomes the role's name)
+
+
+class AttemptsSettings(_Strict):
+    max: PositiveInt = 1  # 1: a plain run, no outer graph
+    parallel: bool = False  # all attempts at once (LangGraph Send); otherwise one after another
+    accept_score: float | None = 8.0  # a review score this high stops the run; None: never early
+    carry_lessons: bool = True  # the reviewer's critique and the attempt's lessons go into the next attempt
+    cost_limit: NonNegativeFloat = 0.0  # the task's budget over every attempt, review and choice; 0: none
+    choose: Literal["model", "best_score"] = "model"
+    test_pattern: str = "test"  # a bash command matching it (regex) ran tests: its output goes to the reviewer
+    test_output_chars: PositiveInt = 4000
+    patch_chars: PositiveInt = 20000
+    reviewer: RoleSettings = Field(default_factory=RoleSettings)
+    chooser: RoleSettings = Field(default_factory=RoleSettings)
+    templates: AttemptTemplates = Field(default_factory=lambda: AttemptTemplates(**bundled_templates()))

@@ -1,0 +1,66 @@
+"""The attempts graph's state: the task, one record per attempt (merged by index), the reviewer's and chooser's
+calls, the carried lessons and the choice."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+from typing_extensions import TypedDict
+
+
+class AttemptRecord(TypedDict, total=False):
+    index: int
+    run_id: str
+    exit_status: str
+    submission: str
+    cost: float
+    api_calls: int
+    steps: int
+    trajectory: str  # the attempt's own trajectory, relative to the run's output folder
+    chain: str  # its reasoning chain, one line per operation
+    lessons: list[str]
+    test_output: str
+    error: str
+    score: float | None  # the reviewer's
+    reasons: str
+
+
+def merge_attempts(old: list[AttemptRecord] | None, new: list[AttemptRecord] | None) -> list[AttemptRecord]:
+    """Records by attempt index; a newer record of the same attempt adds to (or replaces) its fields."""
+    merged = {record["index"]: dict(record) for record in old or []}
+    for record in new or []:
+        merged[record["index"]] = {**merged.get(record["index"], {}), **record}
+    return [AttemptRecord(**merged[index]) for index in sorted(merged)]  # type: ignore[typeddict-item]
+
+
+class AttemptsInput(TypedDict, total=False):
+    """What the attempts start from (the fields LangGraph Studio asks for)."""
+
+    task: str
+    repo: str
+    model: str
+    base_url: str
+    config: dict[str, Any]
+    base_commit: str
+    output: str  # LangGraph Studio: the folder of the attempts' runs (default runs/<thread id>)
+
+
+class AttemptTask(AttemptsInput, total=False):
+    """What one `attempt` node gets through its Send."""
+
+    index: int
+    carried_lessons: list[str]
+
+
+class AttemptsState(AttemptsInput, total=False):
+    attempts: Annotated[list[AttemptRecord], merge_attempts]
+    pending: list[int]  # the attempts `dispatch` starts now
+    carried_lessons: list[str]  # for the next attempt: critiques and lessons of the earlier ones
+    calls: Annotated[list[dict[str, Any]], operator.add]  # the reviewer's and the chooser's model calls
+    chosen: int | None  # the chosen attempt's index
+    chosen_by: str  # accept_score | chooser | best_score | only | none
+    choice_reasons: str
+    exit_status: str
+    submission: str
+    error: str

@@ -1,0 +1,88 @@
+"""The trajectory of a run with attempts: every attempt's operations and model calls (each marked with its attempt,
+call indexes made unique), the reviewer's and chooser's calls, and in `info.attempts` each attempt's outcome, score,
+reasons and whether it was chosen (the shapes llm_ide/inspector reads)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from llm_ide import __version__
+from llm_ide.fileio import atomic_write
+from llm_ide.run.trajectory import FORMAT, load_trajectory
+from llm_ide.state.graph_state import empty_usage
+
+USAGE_KEYS = ("api_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
+
+
+def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
+    chosen = state.get("chosen")
+    return [
+        {
+            "index": record["index"],
+            "chosen": record["index"] == chosen,
+            "score": record.get("score"),
+            "reasons": record.get("reasons", ""),
+            "exit_status": record.get("exit_status", ""),
+            "cost": record.get("cost", 0.0),
+            "steps": record.get("steps", 0),
+            "submission": record.get("submission", ""),
+            "trajectory": record.get("trajectory", ""),
+        }
+        for record in state.get("attempts", [])
+    ]
+
+
+def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    operations: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    usage: dict[str, Any] = dict(empty_usage())
+    for record in state.get("attempts", []):
+        path = output_dir / record.get("trajectory", "")
+        try:
+            data = load_trajectory(path)
+        except (OSError, ValueError):
+            continue
+        stats = (data.get("info") or {}).get("model_stats") or {}
+        for key in USAGE_KEYS:
+            usage[key] += stats.get(key, 0) or 0
+        operations += [{**op, "attempt": record["index"]} for op in data.get("operations", [])]
+        offset = len(calls)
+        calls += [
+            {**call, "index": offset + n, "attempt_call": call.get("index"), "attempt": record["index"]}
+            for n, call in enumerate(data.get("model_calls", []))
+        ]
+    for call in state.get("calls", []):
+        calls.append({**call, "index": len(calls)})
+        usage["api_calls"] += 1
+        usage["input_tokens"] += call.get("prompt_tokens", 0)
+        usage["output_tokens"] += call.get("response_tokens", 0)
+        usage["cost"] += call.get("cost", 0.0)
+    return {
+        "format": FORMAT,
+        "info": {
+            "version": __version__,
+            "model_stats": usage,
+            "n_operations": len(operations),
+            **info,
+            "exit_status": state.get("exit_status") or info.get("exit_status"),
+            "submission": state.get("submission", ""),
+            "attempts": attempts_info(state),
+            "choice": {
+                "attempt": state.get("chosen"),
+                "by": state.get("chosen_by", ""),
+                "reasons": state.get("choice_reasons", ""),
+            },
+        },
+        "task": state.get("task", ""),
+        "operations": operations,
+        "code_context": [],
+        "model_calls": calls,
+    }
+
+
+def write_combined(path: Path, state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    data = combined(path.parent, state, info)
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=None))
+    return data

@@ -1,0 +1,93 @@
+"""What `coop run` and `coop evaluate` show for several pairs: a rich progress while they run, one row per pair, and
+the summary (pass rate, conflict rate, and both per setting)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from llm_ide.cli.console import console
+from llm_ide.terminal import terminal_safe
+
+PHASES = ("planning", "execution", "evaluation")
+
+
+def rate(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "—"
+
+
+def verdict(outcome: dict[str, Any] | None) -> str:
+    return "—" if outcome is None else f"{'pass' if outcome['passed'] else 'FAIL'} {outcome.get('tests_passed', '')}"
+
+
+def pairs_table(results: list[dict[str, Any]]) -> Table:
+    table = Table("pair", "setting", "merge", "feature 1", "feature 2", "both", *(f"{p[:4]} s" for p in PHASES))
+    for result in results:
+        pair = ",".join(map(str, result.get("pair", [])))
+        if result.get("error"):
+            table.add_row(pair, str(result.get("setting")), "[red]error[/]", escape(result["error"][:80]), "", "no")
+            continue
+        seconds = result.get("seconds", {})
+        table.add_row(
+            pair, str(result.get("setting")), (result.get("merge") or {}).get("status", "—"),
+            verdict(result.get("feature1")), verdict(result.get("feature2")),
+            "—" if "both_passed" not in result else ("yes" if result["both_passed"] else "no"),
+            *(f"{seconds[p]:.1f}" if p in seconds else "—" for p in PHASES),
+        )  # fmt: skip
+    return table
+
+
+def summary_table(summary: Any) -> Table:
+    table = Table("setting", "pairs", "pass rate (both features)", "conflict rate (naive merge)", "errors",
+                  title="summary")  # fmt: skip
+    rows = [*summary.by_setting.items(), ("all", summary.total)] if len(summary.by_setting) > 1 else [
+        *summary.by_setting.items()]  # fmt: skip
+    for name, rates in rows:
+        table.add_row(name, str(rates.pairs), rate(rates.passed, rates.graded), rate(rates.conflicts, rates.merged),
+                      str(rates.errors))  # fmt: skip
+    return table
+
+
+class PairProgress:
+    """One bar over the batch's pairs, a line for the pair running now and its agents' latest steps."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.bar = progress.add_task("pairs", total=total)
+        self.current = ""
+        self.steps: dict[str, str] = {}
+
+    def start(self, run: Any) -> None:
+        self.current = f"pair {run.pair[0]},{run.pair[1]} {run.setting} k={run.k}"
+        self.steps = {}
+        self.progress.update(self.bar, description=self.current)
+
+    def event(self, agent: str, event: Any) -> None:
+        if event.kind != "step":
+            return
+        self.steps[agent] = f"agent {agent} step {event.step}: {terminal_safe(str(event.action))[:40]}"
+        described = " | ".join(self.steps[a] for a in sorted(self.steps))
+        self.progress.update(self.bar, description=f"{self.current}  {escape(described)}")
+
+    def done(self, run: Any, result: dict[str, Any]) -> None:
+        if result.get("error"):
+            line = f"[red]error[/] {escape(result['error'])}"
+        else:
+            merge = (result.get("merge") or {}).get("status", "no merge")
+            both = {True: "both pass", False: "not both pass"}.get(result.get("both_passed"), "not graded")
+            seconds = ", ".join(f"{p} {s:.1f} s" for p, s in result.get("seconds", {}).items())
+            line = f"{merge}, {both} ({seconds})"
+        self.progress.console.print(f"{escape(self.current)}: {line}")
+        self.progress.advance(self.bar)
+
+
+@contextmanager
+def pair_progress(total: int):  # noqa: ANN201
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress:
+        yield PairProgress(progress, total)

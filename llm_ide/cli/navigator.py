@@ -1,0 +1,126 @@
+"""`llm-ide navigator serve`: the navigator as an MCP server on loopback, for any MCP-capable coding agent."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from llm_ide.cli.console import config_default, fail, model_warnings_on_console
+from llm_ide.navigator.mcp_client import TOOLS
+
+navigator_app = typer.Typer(
+    name="navigator",
+    help="The navigator (planner, permission gate, reviewer) on its own, for other agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@navigator_app.command("serve")
+def serve_command(
+    host: Annotated[str, typer.Option(help="Loopback address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port; 0 picks a free one (the URL printed tells which).")] = 8765,
+    repo: Annotated[Path, typer.Option(help="Repository the navigator explores (read-only).")] = Path("."),
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="The navigator's model: provider:name, scripted:PATH, or an OpenAI-compatible name.",
+            show_default=config_default("navigator.model") + ", else $LLM_IDE_MODEL",
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint.", show_default="navigator.base_url, else $OPENAI_BASE_URL"),
+    ] = None,
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(help="The task the agent works on, if the navigator should know it.", show_default="none"),
+    ] = None,
+    navigator: Annotated[
+        str | None,
+        typer.Option(
+            help="MODULE:NAME of any other Navigator object (or a callable returning one) to serve instead.",
+            show_default="none: the model navigator",
+        ),
+    ] = None,
+) -> None:
+    """Serve the navigator over MCP (streamable HTTP) at http://HOST:PORT/mcp with the tools request_permission,
+    request_review and request_guidance. Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
+    from llm_ide.navigator.server import bind, serve
+
+    served = import_navigator(navigator) if navigator else model_navigator(repo, model, base_url, config or [], task)
+    try:
+        sock = bind(host, port)
+        with model_warnings_on_console():
+            serve(served, sock, announce)
+    finally:
+        if hasattr(served, "close"):
+            served.close()
+
+
+def announce(url: str) -> None:
+    typer.echo(f"navigator serving at {url}")
+    sys.stdout.flush()
+
+
+def model_navigator(repo: Path, model: str | None, base_url: str | None, config: list[Path], task: str | None) -> Any:
+    from llm_ide.cli.run import check_model_before_start
+    from llm_ide.config import ConfigError, load_config
+    from llm_ide.navigator.model import ModelNavigator
+
+    if not repo.is_dir():
+        raise fail(f"repository not found: {repo}")
+    try:
+        settings = load_config("default", overrides=config)
+    except ConfigError as error:
+        raise fail(str(error)) from None
+    spec = model or settings.navigator.model or os.environ.get("LLM_IDE_MODEL")
+    if not spec:
+        raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:PATH), navigator.model or LLM_IDE_MODEL")
+    base_url = base_url or settings.navigator.base_url
+    check_model_before_start(spec, settings, base_url)
+    return ModelNavigator.create(settings, spec, repo.resolve(), base_url, task=task or "")
+
+
+def check_served_navigator(settings: Any) -> None:
+    """`navigator.mode: mcp`: the server at `navigator.url` answers with the three tools, before the run starts."""
+    if settings.navigator.mode != "mcp":
+        return
+    from llm_ide.errors import ConfigError
+    from llm_ide.navigator.mcp_client import McpNavigator
+    from llm_ide.navigator.protocol import NavigatorError
+
+    try:
+        McpNavigator(settings.navigator.url, settings.navigator.permission_timeout).check()
+    except (ConfigError, NavigatorError) as error:
+        raise fail(str(error)) from None
+
+
+def import_navigator(spec: str) -> Any:
+    """`package.module:name` → the object (called first when it is a class or factory)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise fail(f"--navigator {spec}: expected MODULE:NAME")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+        factory = isinstance(target, type) or (callable(target) and not hasattr(target, "request_permission"))
+        served = target() if factory else target
+    except (ImportError, AttributeError, TypeError) as error:
+        raise fail(f"--navigator {spec}: {error}") from None
+    finally:
+        sys.path.pop(0)
+    missing = [name for name in TOOLS if not hasattr(served, name)]
+    if missing:
+        raise fail(f"--navigator {spec}: not a navigator (no {', '.join(missing)})")
+    return served

@@ -1,0 +1,102 @@
+"""Several pairs (and settings) of a task in one batch, and the summary of any set of pair results: pass rate, conflict
+rate, and both per setting. A pair that fails is recorded with its error and the batch goes on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from llm_ide.coop.run import CoopRun, Setting, run_pair
+from llm_ide.coop.settings import CoopSettings
+from llm_ide.coop.task import CoopTask
+from llm_ide.errors import LlmIdeError
+from llm_ide.settings import Settings
+
+
+class Rates(BaseModel):
+    pairs: int = 0
+    graded: int = 0  # pairs with both features tested (no error, evaluation on)
+    passed: int = 0  # both features pass on the merge
+    merged: int = 0  # pairs with a merge (two patches)
+    conflicts: int = 0  # naive merge conflicts
+    errors: int = 0
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.graded if self.graded else None
+
+    @property
+    def conflict_rate(self) -> float | None:
+        return self.conflicts / self.merged if self.merged else None
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.pairs += 1
+        if result.get("error"):
+            self.errors += 1
+            return
+        if "both_passed" in result:
+            self.graded += 1
+            self.passed += bool(result["both_passed"])
+        if merge := result.get("merge"):
+            self.merged += 1
+            self.conflicts += merge.get("status") == "conflicts"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.model_dump(), "pass_rate": self.pass_rate, "conflict_rate": self.conflict_rate}
+
+
+class Summary(BaseModel):
+    total: Rates
+    by_setting: dict[str, Rates]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"total": self.total.as_dict(), "by_setting": {k: v.as_dict() for k, v in self.by_setting.items()}}
+
+
+def summarize(results: Iterable[dict[str, Any]]) -> Summary:
+    """Rates over pair results (eval.json contents, or the error records of a batch)."""
+    total, by_setting = Rates(), {}
+    for result in results:
+        total.add(result)
+        by_setting.setdefault(str(result.get("setting")), Rates()).add(result)
+    order = [s.value for s in Setting]
+    ranked = dict(sorted(by_setting.items(), key=lambda item: order.index(item[0]) if item[0] in order else 99))
+    return Summary(total=total, by_setting=ranked)
+
+
+def collect(folder: Path) -> list[dict[str, Any]]:
+    """The eval.json of every pair folder under `folder` (the --output of `coop run`)."""
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*/eval.json"))]
+
+
+def run_pairs(
+    task: CoopTask, pairs: list[tuple[int, int]], settings_names: list[str], *, model: str, repo_source: Path,
+    output: Path, settings: Settings, coop: CoopSettings, k: int = 0, base_url: str | None = None,
+    environment: str | None = None, evaluate: bool = True,
+    on_pair: Callable[[CoopRun], None] | None = None,
+    on_event: Callable[[str, Any], None] | None = None,
+    on_result: Callable[[CoopRun, dict[str, Any]], None] | None = None,
+) -> tuple[list[dict[str, Any]], Summary]:  # fmt: skip
+    """Every pair in every setting, one after the other; each result is eval.json's content, or `{…, "error"}`."""
+    results = []
+    for setting in settings_names:
+        for pair in pairs:
+            run = CoopRun(task=task.folder, pair=pair, setting=Setting(setting), model=model, k=k,
+                          repo_source=repo_source.resolve(), base_url=base_url, environment=environment)  # fmt: skip
+            if on_pair:
+                on_pair(run)
+            try:
+                result = run_pair(run, task, output, settings, coop, on_event=on_event, evaluate=evaluate)
+            except LlmIdeError as error:
+                result = {"setting": setting, "k": k, "pair": list(pair), "error": str(error)}
+            results.append(result)
+            if on_result:
+                on_result(run, result)
+    summary = summarize(results)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    return results, summary

@@ -1,0 +1,132 @@
+"""One CooperBench pair as a LangGraph graph: prepare (the folder and the checkout) → plan (the planning graph) →
+execute (the agents, each running the agent graph — in coop its variant that reads the other's messages) → evaluate
+(eval.json). The graph keeps no checkpoint of its own: each phase is durable by itself (planning.sqlite, every agent's
+checkpoint, the patches), so a rerun resumes where the pair stopped. `graph` is the factory langgraph.json points at."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from llm_ide.coop.planning import build_planning_graph, merge_dict
+from llm_ide.coop.settings import CoopSettings, load_coop_settings
+from llm_ide.coop.task import load_task
+from llm_ide.fileio import atomic_write
+from llm_ide.settings import Settings
+
+
+class PairInput(TypedDict, total=False):
+    """What a pair starts from: the run (task, pair, setting, model, k, repo_source, …: `CoopRun`), the output folder
+    and (LangGraph Studio) agent settings overrides like the agent graph's `config` (`base` names the base config)
+    and coop settings overrides (`coop`, over coop.yaml)."""
+
+    run: dict[str, Any]
+    output: str
+    config: dict[str, Any]
+    coop: dict[str, Any]
+
+
+class PairState(PairInput, total=False):
+    folder: str
+    plans: dict[str, str]
+    patches: list[str]
+    seconds: Annotated[dict[str, float], merge_dict]
+    result: dict[str, Any]
+
+
+@dataclass
+class PairContext:
+    """The pair's settings and progress callback; LangGraph Studio gives none: the defaults are loaded."""
+
+    settings: Settings | None = None
+    coop: CoopSettings | None = None
+    on_event: Callable[[str, Any], None] | None = None
+    evaluate: bool = True
+    started: dict[str, float] = field(default_factory=dict)
+
+    def loaded(self, state: PairState) -> tuple[Settings, CoopSettings]:
+        from llm_ide.config import load_config
+
+        if self.settings is None:
+            values = dict(state.get("config") or {})
+            self.settings = load_config(values.pop("base", "default"), **values)
+        if self.coop is None:
+            self.coop = load_coop_settings(values=state.get("coop"))
+        return self.settings, self.coop
+
+
+def context_of(runtime: Runtime[PairContext]) -> PairContext:
+    return runtime.context if isinstance(runtime.context, PairContext) else PairContext()
+
+
+def spec(state: PairState) -> Any:
+    from llm_ide.coop.run import CoopRun
+
+    run = CoopRun.model_validate(state["run"])
+    return run, load_task(run.task)
+
+
+def build_pair_graph(
+    checkpointer: Any = None, context_schema: type[PairContext] | None = PairContext
+) -> CompiledStateGraph:
+    from llm_ide.coop.run import execute_phase, grade, plan_phase, prepare
+    from llm_ide.graph import build_graph
+
+    planning = build_planning_graph()  # its checkpointer (planning.sqlite) is attached per pair
+    agent = build_graph(messages=True)  # coop: the variant that reads the other's messages
+
+    def prepare_pair(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
+        run, task = spec(state)
+        folder, _ = prepare(run, task, Path(state.get("output") or "runs/coop"))
+        return {"folder": str(folder)}
+
+    def plan(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
+        (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
+        settings, coop = ctx.loaded(state)
+        folder = Path(state["folder"])
+        plans = plan_phase(run, task, folder, folder / "repo", settings, coop, planning)
+        return {"plans": plans, "seconds": {"planning": round(time.perf_counter() - started, 2)}}
+
+    def execute(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
+        (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
+        settings, coop = ctx.loaded(state)
+        folder, emit = Path(state["folder"]), ctx.on_event or (lambda agent, event: None)
+        patches = execute_phase(run, task, folder, folder / "repo", state["plans"], settings, coop, emit, agent)
+        return {"patches": patches, "seconds": {"execution": round(time.perf_counter() - started, 2)}}
+
+    def evaluate(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
+        (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
+        folder = Path(state["folder"])
+        result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
+        seconds = dict(state.get("seconds", {}))
+        if ctx.evaluate:
+            result.update(grade(run, task, folder, state["patches"]))
+            seconds["evaluation"] = round(time.perf_counter() - started, 2)
+        result["seconds"] = seconds
+        atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        return {"result": result, "seconds": seconds}
+
+    builder = StateGraph(PairState, context_schema=context_schema, input_schema=PairInput)
+    for name, node in (("prepare", prepare_pair), ("plan", plan), ("execute", execute), ("evaluate", evaluate)):
+        builder.add_node(name, node)
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "plan")
+    builder.add_edge("plan", "execute")
+    builder.add_edge("execute", "evaluate")
+    builder.add_edge("evaluate", END)
+    return builder.compile(checkpointer=checkpointer, name="coop-pair")
+
+
+def graph(config: RunnableConfig) -> CompiledStateGraph:
+    """LangGraph Studio (langgraph.json): the pair graph; input {run: {task, pair, setting, model, …}, output}."""
+    return build_pair_graph(context_schema=None)

@@ -1,0 +1,146 @@
+"""A remote navigator over MCP (`navigator.mode: mcp`, `navigator.url`): the driver is gated and reviewed by whatever
+navigator serves the three tools at that URL (`llm-ide navigator serve`, or another agent)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from llm_ide.errors import ConfigError
+from llm_ide.navigator.protocol import (
+    Decision,
+    Guidance,
+    NavigatorError,
+    NavigatorTimeout,
+    PermissionRequest,
+    Plan,
+    Review,
+    ReviewRequest,
+)
+
+TOOLS = ("request_permission", "request_review", "request_guidance")
+T = TypeVar("T")
+Result = TypeVar("Result", bound=BaseModel)
+
+
+class NavigatorUnavailable(NavigatorError):
+    """The navigator's server cannot be reached, fails, or answers out of protocol: the run ends, told in one line."""
+
+
+class McpNavigator:
+    """Implements the `Navigator` protocol by calling the tools of an MCP server. Each request opens its own
+    connection (a restarted server is simply reached again). A permission must come within `permission_timeout`
+    seconds, a review or an answer within `review_timeout`, else `NavigatorTimeout` (the graph's nodes apply
+    `navigator.timeout_decision`); a server that cannot be reached or fails raises `NavigatorUnavailable`."""
+
+    def __init__(self, url: str | None, permission_timeout: float = 15.0, review_timeout: float = 300.0) -> None:
+        if not url:
+            raise ConfigError("navigator.url: missing setting (navigator.mode mcp needs the server's address)")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"navigator.url: expected http(s)://HOST:PORT/mcp (got {url!r})")
+        self.url = url
+        self.permission_timeout = permission_timeout
+        self.review_timeout = review_timeout
+
+    def request_permission(self, request: PermissionRequest) -> Decision:
+        arguments = request.model_dump(include={"action", "diff", "reason", "thought", "context"})
+        return self._ask("request_permission", arguments, Decision, self.permission_timeout)
+
+    def request_review(self, request: ReviewRequest) -> Review:
+        return self._ask("request_review", request.model_dump(), Review, self.review_timeout)
+
+    def request_guidance(self, question: str) -> Guidance:
+        return self._ask("request_guidance", {"question": question}, Guidance, self.review_timeout)
+
+    def plan(self, task: str) -> Plan:
+        """The served navigator's plan when it plans (its `request_plan` tool); else none (an empty plan)."""
+        data = run_in_thread(self._plan(task), self.review_timeout, self.url)
+        return Plan(text="", by="mcp") if data is None else self._result("request_plan", data, Plan)
+
+    def check(self) -> None:
+        """The server answers and serves the three tools (before a run starts)."""
+        names = run_in_thread(self._list_tools(), self.permission_timeout, self.url)
+        missing = [tool for tool in TOOLS if tool not in names]
+        if missing:
+            raise NavigatorUnavailable(f"navigator at {self.url} does not serve {', '.join(missing)}")
+
+    def _ask(self, tool: str, arguments: dict[str, Any], kind: type[Result], timeout: float) -> Result:
+        return self._result(tool, run_in_thread(self._call(tool, arguments), timeout, self.url), kind)
+
+    def _result(self, tool: str, data: dict[str, Any], kind: type[Result]) -> Result:
+        try:
+            result = kind.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise NavigatorUnavailable(f"navigator at {self.url}: {tool} answered {where}: {first['msg']}") from None
+        return result if result.by == "timeout" else result.model_copy(update={"by": "mcp"})
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        from mcp import Client
+
+        async with Client(self.url) as client:
+            return await self._called(client, tool, arguments)
+
+    async def _plan(self, task: str) -> dict[str, Any] | None:
+        from mcp import Client
+
+        async with Client(self.url) as client:
+            if "request_plan" not in [tool.name for tool in (await client.list_tools()).tools]:
+                return None
+            return await self._called(client, "request_plan", {"task": task})
+
+    async def _called(self, client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await client.call_tool(tool, arguments)
+        if result.is_error:
+            text = " ".join(" ".join(getattr(block, "text", "") for block in result.content).split())
+            text = text.removeprefix(f"Error executing tool {tool}: ")
+            raise NavigatorUnavailable(f"navigator at {self.url}: {tool} failed: {text or '(no message)'}")
+        if result.structured_content is None:
+            raise NavigatorUnavailable(f"navigator at {self.url}: {tool} answered without a structured result")
+        return result.structured_content
+
+    async def _list_tools(self) -> list[str]:
+        from mcp import Client
+
+        async with Client(self.url) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+
+def run_in_thread(coroutine: Coroutine[Any, Any, T], timeout: float, url: str) -> T:
+    """Run `coroutine` on its own event loop in a worker thread (the caller may be inside a loop, e.g. a graph
+    node under `langgraph dev`), cancelled after `timeout` seconds."""
+    outcome: dict[str, Any] = {}
+
+    async def bounded() -> None:
+        try:
+            outcome["value"] = await asyncio.wait_for(coroutine, timeout)
+        except TimeoutError:
+            outcome["error"] = NavigatorTimeout(f"navigator at {url} did not answer within {timeout:g} s")
+        except NavigatorUnavailable as error:
+            outcome["error"] = error
+        except Exception as error:  # transport failures arrive wrapped in exception groups
+            outcome["error"] = NavigatorUnavailable(f"navigator at {url} is unreachable: {root_cause(error)}")
+
+    worker = threading.Thread(target=asyncio.run, args=(bounded(),), name="mcp-navigator", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def root_cause(error: BaseException) -> str:
+    while True:
+        if isinstance(error, BaseExceptionGroup) and error.exceptions:
+            error = error.exceptions[0]
+        elif error.__cause__ is not None:
+            error = error.__cause__
+        else:
+            break
+    text = " ".join(str(error).split()) or "(no message)"
+    return f"{type(error).__name__}: {text[:300]}"

@@ -1,0 +1,285 @@
+"""The model navigator: a model in its own isolated context that explores the repository read-only, with its own
+structured memory (operation chain and scored code context, rendered by the driver's snapshot machinery), and answers
+permission, review, guidance and planning requests."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from llm_ide.actions import Codebase, execute_action
+from llm_ide.errors import ModelError
+from llm_ide.models import Model, ModelTimeLimit, get_model
+from llm_ide.navigator.gate import explorable
+from llm_ide.navigator.protocol import (
+    Decision,
+    Guidance,
+    NavigatorError,
+    NavigatorTimeout,
+    NavigatorUsage,
+    PermissionRequest,
+    Plan,
+    Review,
+    ReviewRequest,
+)
+from llm_ide.parsing import FormatError, extract_tag, parse_action
+from llm_ide.prompting import render_string, truncate
+from llm_ide.resources import AgentContext
+from llm_ide.settings import Settings
+from llm_ide.state.context import Chunk, add_scope, copy_chunks, record_operation, rescore
+from llm_ide.state.operations import OperationNode
+from llm_ide.state.references import count_references, parse_references
+
+PROMPTS = Path(__file__).resolve().parent.parent / "prompts" / "navigator.yaml"
+ANSWER = re.compile(r"<\s*(approve|deny|pass|fail|answer|plan)\s*>", re.IGNORECASE)
+Message = dict[str, str]
+
+
+class NavigatorTemplates(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    system: str
+    plan: str
+    permission: str
+    review: str
+    guidance: str
+    observation: str
+    refused: str
+    answer_now: str
+    format_error: str
+
+
+def load_templates(path: str | None) -> NavigatorTemplates:
+    data = yaml.safe_load(PROMPTS.read_text(encoding="utf-8"))
+    if path:
+        try:
+            data |= yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as error:
+            raise NavigatorError(f"navigator.prompts {path}: cannot be read ({error})") from None
+    try:
+        return NavigatorTemplates.model_validate(data)
+    except ValueError as error:
+        raise NavigatorError(f"navigator.prompts: {' '.join(str(error).split())[:300]}") from None
+
+
+class ModelNavigator:
+    """Implements `Navigator` and `Planner`. Its memory (`nodes`, `chunks`) outlives each request: what it explored
+    for the plan is in its snapshot when it reviews."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        model: Model,
+        codebase: Codebase,
+        task: str = "",
+        calls: int = 0,
+        record_call: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.ctx = AgentContext(settings=settings, model=model, codebase=codebase)  # its own, isolated
+        self.config = settings.navigator
+        self.templates = load_templates(self.config.prompts)
+        self.task = task
+        self.plan_text = ""
+        self.nodes: list[OperationNode] = []
+        self.chunks: list[Chunk] = []
+        self.usage = NavigatorUsage(calls=calls)
+        self.record_call = record_call
+        self.calls: list[dict[str, Any]] = []  # the calls not yet taken by `drain`
+        self.env: Any = None
+
+    @classmethod
+    def create(
+        cls, settings: Settings, model_spec: str, repo: Path, base_url: str | None = None, task: str = ""
+    ) -> ModelNavigator:
+        """A navigator of its own over a local repository (`llm-ide navigator serve`); `close()` it when done."""
+        from llm_ide.codeview import CodeView
+        from llm_ide.environments import make_environment
+
+        model = get_model(model_spec, settings.model, base_url)
+        local = settings.merged({"environment": {"type": "local", "tools": []}}, origin="navigator")
+        env = make_environment(local.environment, repo, "navigator", None)
+        codebase = Codebase(
+            env=env,
+            view=CodeView(env),
+            templates=local.templates,
+            view_max_lines=local.agent.view_max_lines,
+            search_max_results=local.agent.search_max_results,
+            command_timeout=local.environment.command_timeout,
+        )
+        navigator = cls(local, model, codebase, task=task)
+        navigator.env = env
+        return navigator
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def drain(self) -> list[dict[str, Any]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+    # the protocol
+
+    def plan(self, task: str) -> Plan:
+        self.task = task or self.task
+        tag, body, usage = self._consult("plan", {}, ("plan",), tests=False)
+        self.plan_text = body
+        return Plan(text=body, usage=usage)
+
+    def request_permission(self, request: PermissionRequest) -> Decision:
+        tag, body, usage = self._consult("permission", {"request": request}, ("approve", "deny"), tests=False)
+        return Decision(approved=tag == "approve", reason=body, usage=usage)
+
+    def request_review(self, request: ReviewRequest, round: int = 1) -> Review:
+        tests = self.config.review_runs_tests
+        values = {"request": request, "round": round, "rounds": self.config.max_review_rounds}
+        deadline = time.monotonic() + self.config.review_timeout
+        tag, body, usage, reply = self._consult_reply("review", values, ("pass", "fail"), tests, deadline)
+        plan = extract_tag(reply, "plan", required=False) or ""
+        if plan:
+            self.plan_text = plan
+        return Review(passed=tag == "pass", comment=body, plan=plan, usage=usage)
+
+    def request_guidance(self, question: str) -> Guidance:
+        tag, body, usage = self._consult("guidance", {"question": question}, ("answer",), tests=False)
+        return Guidance(answer=body, usage=usage)
+
+    # the exploration loop
+
+    def _consult(self, kind: str, values: dict[str, Any], answers: tuple[str, ...], tests: bool):
+        tag, body, usage, _ = self._consult_reply(kind, values, answers, tests, None)
+        return tag, body, usage
+
+    def _consult_reply(
+        self, kind: str, values: dict[str, Any], answers: tuple[str, ...], tests: bool, deadline: float | None
+    ) -> tuple[str, str, NavigatorUsage, str]:
+        """Explore (read-only actions, each remembered) until the reply holds one of `answers`."""
+        before = self.usage.model_copy()
+        memory = self._memory()
+        prompt = render_string(getattr(self.templates, kind), memory=memory, plan=self.plan_text, tests=tests, **values)
+        messages: list[Message] = [
+            {"role": "system", "content": self._system(tests)},
+            {"role": "user", "content": prompt},
+        ]
+        left = self.config.explore_steps
+        for _ in range(self.config.explore_steps + 3):
+            reply = self._call(kind, messages, deadline)
+            found = next((m for m in ANSWER.finditer(reply) if m.group(1).lower() in answers), None)
+            if found is not None:
+                tag = found.group(1).lower()
+                body = extract_tag(reply[found.start() :], tag) or ""
+                return tag, body, self._spent(before), reply
+            messages.append({"role": "assistant", "content": reply})
+            if left <= 0:
+                messages.append({"role": "user", "content": render_string(self.templates.answer_now)})
+                continue
+            messages.append({"role": "user", "content": self._explore(reply, tests, left - 1)})
+            left -= 1
+        raise NavigatorError(f"the navigator gave no {'/'.join(answers)} answer to the {kind} request")
+
+    def _explore(self, reply: str, tests: bool, left: int) -> str:
+        try:
+            action = parse_action(reply)
+        except FormatError as error:
+            return render_string(self.templates.format_error, error=str(error))
+        if not explorable(action.action_type, action.action_params, self.config, tests):
+            return render_string(self.templates.refused, action_type=action.action_type)
+        outcome = execute_action(self.ctx.codebase, action.action_type, action.action_params)
+        observation = truncate(outcome.observation, self.ctx.settings.agent.observation_max_chars, self.ctx.templates)
+        node = OperationNode(
+            id=len(self.nodes),
+            parent_id=self.nodes[-1].id if self.nodes else None,
+            thought=action.thought,
+            action_type=action.action_type,
+            action_params=action.action_params,
+            observation=observation,
+            returncode=outcome.returncode,
+            duration=round(outcome.duration, 3),
+        )
+        self._remember(node, outcome.accessed)
+        return render_string(self.templates.observation, observation=observation, returncode=node.returncode, left=left)
+
+    def _remember(self, node: OperationNode, accessed: list[Any]) -> None:
+        """The driver's update_activity, on the navigator's own memory."""
+        view = self.ctx.codebase.view
+        n = len(self.nodes)
+        chunks = copy_chunks(self.chunks)
+        touched = {add_scope(chunks, scope, n) for scope in accessed}
+        referred = count_references(
+            chunks,
+            parse_references(node.thought, self.ctx.codebase.env.workdir),
+            exists=view.exists,
+            locate=view.scopes,
+            covers=view.covers,
+            n_operations=n,
+        )
+        record_operation(chunks, touched, referred)
+        rescore(chunks, n + 1, self.ctx.score_params)
+        self.chunks = chunks
+        self.nodes.append(node)
+
+    def _memory(self) -> str:
+        from llm_ide.nodes.render_context import snapshot_text
+
+        state = {"operations": self.nodes, "code_context": self.chunks, "n_operations": len(self.nodes)}
+        return snapshot_text(self.ctx, state)  # type: ignore[arg-type]
+
+    def _system(self, tests: bool) -> str:
+        return render_string(
+            self.templates.system,
+            explore_steps=self.config.explore_steps,
+            read_only_commands=", ".join(self.config.read_only_commands),
+            test_commands=", ".join(self.config.test_commands),
+            tests=tests,
+            task=self.task,
+        )
+
+    def _call(self, kind: str, messages: list[Message], deadline: float | None) -> str:
+        started = time.perf_counter()
+        try:
+            reply = self.ctx.model.complete(messages, call_index=self.usage.calls, deadline=deadline)
+        except ModelTimeLimit as error:
+            raise NavigatorTimeout(f"navigator: {error}") from None
+        except ModelError as error:
+            if "timeout" in str(error).lower() or "timed out" in str(error).lower():
+                raise NavigatorTimeout(f"navigator: {error}") from None
+            raise NavigatorError(f"navigator: {error}") from None
+        call = {
+            "index": self.usage.calls,
+            "kind": f"navigator_{kind}",
+            "prompt_chars": sum(len(m["content"]) for m in messages),
+            "prompt_tokens": reply.input_tokens,
+            "cached_tokens": reply.cache_read_tokens,
+            "response": reply.text,
+            "response_tokens": reply.output_tokens,
+            "cost": reply.cost,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        self.usage = NavigatorUsage(
+            calls=self.usage.calls + 1,
+            input_tokens=self.usage.input_tokens + reply.input_tokens,
+            cached_tokens=self.usage.cached_tokens + reply.cache_read_tokens,
+            output_tokens=self.usage.output_tokens + reply.output_tokens,
+            cost=self.usage.cost + reply.cost,
+        )
+        self.calls.append(call)
+        if self.record_call is not None:
+            self.record_call({**call, "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)})
+        return reply.text
+
+    def _spent(self, before: NavigatorUsage) -> NavigatorUsage:
+        now = self.usage
+        return NavigatorUsage(
+            calls=now.calls - before.calls,
+            input_tokens=now.input_tokens - before.input_tokens,
+            cached_tokens=now.cached_tokens - before.cached_tokens,
+            output_tokens=now.output_tokens - before.output_tokens,
+            cost=now.cost - before.cost,
+        )

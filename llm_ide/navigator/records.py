@@ -1,0 +1,73 @@
+"""The navigator's records in the run's state (`navigator`): every decision with its reason, every review round,
+guidance, its calls, tokens and cost (apart from the driver's), its turns; and the helpers the nodes share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_ide.errors import ExitStatus
+from llm_ide.navigator.protocol import NavigatorUsage
+from llm_ide.resources import AgentContext
+from llm_ide.state.graph_state import AgentState
+
+
+def new_record(mode: str) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "decisions": [],
+        "reviews": [],
+        "guidance": [],
+        "calls": [],
+        "usage": NavigatorUsage().model_dump(),
+        "turns": 0,
+        "rounds": 0,
+        "last_review_step": 0,
+        "ended": "",
+    }
+
+
+def record_of(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
+    """A copy of the state's record (the nodes return a new one), with the navigator's task set."""
+    record = state.get("navigator") or new_record(ctx.settings.navigator.mode)
+    navigator = ctx.navigator
+    if hasattr(navigator, "task") and not navigator.task:
+        navigator.task = state.get("task", "")
+    if hasattr(navigator, "usage") and navigator.usage.calls < record["usage"]["calls"]:
+        navigator.usage = NavigatorUsage(**record["usage"])  # a resumed run: the scripted replies go on from there
+    return {key: list(value) if isinstance(value, list) else value for key, value in record.items()}
+
+
+def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: str) -> None:
+    """The navigator's usage and turns after one answer (a human's or a server's answer is one turn)."""
+    total = NavigatorUsage(**record["usage"])
+    record["usage"] = NavigatorUsage(
+        calls=total.calls + usage.calls,
+        input_tokens=total.input_tokens + usage.input_tokens,
+        cached_tokens=total.cached_tokens + usage.cached_tokens,
+        output_tokens=total.output_tokens + usage.output_tokens,
+        cost=total.cost + usage.cost,
+    ).model_dump()
+    record["turns"] += usage.calls if by == "model" else 1
+    drain = getattr(ctx.navigator, "drain", None)
+    if drain is not None:
+        record["calls"] += drain()
+    if ctx.cost_budget is not None:
+        ctx.cost_budget.add(usage.cost)
+
+
+def turn_limit(ctx: AgentContext, state: AgentState, record: dict[str, Any], review: bool) -> str:
+    """Why the run must end before the navigator is asked (a limit reached), or ''."""
+    config = ctx.settings.navigator
+    if config.max_turns and record["turns"] >= config.max_turns:
+        return f"the navigator used its {config.max_turns} turns (navigator.max_turns)"
+    steps = state.get("n_operations", 0) - record["last_review_step"]
+    if config.max_driver_turns and not review and steps >= config.max_driver_turns:
+        return f"{steps} driver operations without a review (navigator.max_driver_turns)"
+    if review and record["rounds"] >= config.max_review_rounds:
+        return f"{record['rounds']} review rounds done (navigator.max_review_rounds)"
+    return ""
+
+
+def end(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    record["ended"] = reason
+    return {"navigator": record, "exit_status": ExitStatus.TURN_LIMIT, "error": reason, "pending": None}

@@ -1,0 +1,126 @@
+"""The navigator as an MCP server (official `mcp` SDK, streamable HTTP on loopback): any MCP-capable coding agent asks
+it for permission, a review or guidance, and gets the navigator's structured decision back with its usage."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from llm_ide.errors import LlmIdeError, UsageError
+from llm_ide.navigator.protocol import (
+    Decision,
+    Guidance,
+    Navigator,
+    PermissionRequest,
+    Plan,
+    Review,
+    ReviewRequest,
+)
+
+MCP_PATH = "/mcp"
+LOOPBACK_NAMES = {"localhost"}
+
+
+def build_server(navigator: Navigator) -> Any:
+    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server = MCPServer(
+        "llm-ide-navigator",
+        instructions="A navigator beside a coding agent: ask permission before writes, a review of the patch before "
+        "submitting, guidance when stuck. Every answer is structured (approved/reason, passed/comment, answer) with "
+        "the navigator's usage.",
+        log_level="WARNING",
+    )
+    lock = threading.Lock()
+
+    def ask(call: Callable[[], Any]) -> Any:
+        with lock:
+            try:
+                return call()
+            except LlmIdeError as error:
+                raise ToolError(f"navigator: {error}") from None
+
+    @server.tool()
+    def request_permission(
+        action: str, diff: str = "", reason: str = "", thought: str = "", context: str = ""
+    ) -> Decision:
+        """Ask before running `action` (the tool call as written). `diff`: the change it makes (edit/create);
+        `reason`: why the agent wants it; `thought` and `context`: the agent's reasoning and the code it looked at.
+        Approved or denied, with the navigator's reason."""
+        request = PermissionRequest(action=action, diff=diff, reason=reason, thought=thought, context=context)
+        return ask(lambda: navigator.request_permission(request))
+
+    @server.tool()
+    def request_review(patch: str, summary: str = "") -> Review:
+        """Ask for a review of `patch` (a unified diff of the work so far), described by `summary`. Passed or failed,
+        with the navigator's comment."""
+        return ask(lambda: navigator.request_review(ReviewRequest(patch=patch, summary=summary)))
+
+    @server.tool()
+    def request_guidance(question: str) -> Guidance:
+        """Ask the navigator a question about the task or the code; the answer comes back."""
+        return ask(lambda: navigator.request_guidance(question))
+
+    if hasattr(navigator, "plan"):  # a planner (the model navigator): a fourth tool
+
+        @server.tool()
+        def request_plan(task: str) -> Plan:
+            """Before the agent's first step: the navigator explores the repository read-only and writes a plan for
+            `task`; later reviews may update it (their `plan`)."""
+            return ask(lambda: navigator.plan(task))
+
+    return server
+
+
+def check_loopback(host: str) -> None:
+    """No authentication: the server listens on loopback only."""
+    if host in LOOPBACK_NAMES:
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise UsageError(f"--host {host}: the navigator serves on loopback only (127.0.0.1, ::1 or localhost)")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the server starts (port 0: a free port, told in the announced URL)."""
+    check_loopback(host)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}{MCP_PATH}" if ":" in host else f"http://{host}:{port}{MCP_PATH}"
+
+
+def serve(navigator: Navigator, sock: socket.socket, on_ready: Callable[[str], None]) -> None:
+    """Serve until SIGINT/SIGTERM; `on_ready(url)` once the server accepts requests."""
+    import uvicorn
+
+    app = build_server(navigator).streamable_http_app(host=sock.getsockname()[0])  # DNS-rebinding protection
+    url = url_of(sock)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                on_ready(url)
+
+    Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])

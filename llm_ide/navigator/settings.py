@@ -1,0 +1,33 @@
+"""The navigator's settings (`navigator:` in the config): who navigates, what is gated, timeouts and turn limits."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveFloat, PositiveInt
+
+
+class NavigatorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    mode: Literal["off", "model", "human", "mcp"] = "off"
+    model: str | None = None  # the navigator's model; None: the driver's
+    base_url: str | None = None  # the navigator model's endpoint; None: the driver's
+    url: str | None = None  # mode mcp: the navigator server's URL (http://127.0.0.1:PORT/mcp)
+    prompts: str | None = None  # a YAML of navigator templates; None: llm_ide/prompts/navigator.yaml
+    gate: list[str] = ["edit", "create", "bash"]  # bash: only commands that are not read-only
+    read_only_commands: list[str] = ["cat", "ls", "grep", "head", "tail", "wc", "find", "nl", "sed", "git"]
+    read_only_git: list[str] = ["diff", "log", "show", "status", "grep", "blame"]
+    test_commands: list[str] = ["python -m pytest", "python3 -m pytest", "pytest", "python -m unittest"]
+    review_runs_tests: bool = True  # the reviewer may run `test_commands`
+    plan: bool = True  # explore and write a plan before the driver's first step
+    explore_steps: PositiveInt = 8  # read-only actions the navigator may take per request
+    permission_timeout: PositiveFloat = 15.0  # seconds a human has to answer; a model's call has its own deadline
+    review_timeout: PositiveFloat = 300.0
+    timeout_decision: Literal["deny", "allow"] = "deny"
+    max_turns: NonNegativeInt = 0  # navigator turns (model calls, human answers) in the run; 0: no limit
+    max_driver_turns: NonNegativeInt = 0  # driver operations between two reviews; 0: no limit
+    max_review_rounds: PositiveInt = 3
+    review_on_submit: bool = False  # a submit is reviewed first; it goes through only when the review passes
+    context_chars: PositiveInt = 6000  # the driver's code context shown with a permission request
+    diff_chars: PositiveInt = 6000

@@ -1,0 +1,121 @@
+"""The k candidate replies of one `act` (k requests, or one with the provider's `n`), parsed and folded."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llm_ide.conversation import Message
+from llm_ide.models import Model, ModelReply
+from llm_ide.nodes.model_call import account, agent_call_index, redacted_messages, wall_deadline
+from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_reflection, split_reflection
+from llm_ide.prompting import render_string, truncate
+from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
+from llm_ide.state.graph_state import AgentState, Usage, empty_usage
+from llm_ide.state.operations import Reflection
+
+
+@dataclass
+class Candidate:
+    """A distinct candidate action; `samples` counts the replies that proposed it (identical actions fold)."""
+
+    action: ParsedAction
+    reflection: Reflection | None
+    samples: int = 1
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.action.action_type, json.dumps(self.action.action_params, sort_keys=True)
+
+    def record(self, chosen: bool) -> dict[str, Any]:
+        return {
+            "thought": self.action.thought,
+            "action_type": self.action.action_type,
+            "action_params": self.action.action_params,
+            "samples": self.samples,
+            "chosen": chosen,
+        }
+
+
+def sample_replies(ctx: AgentContext, state: AgentState, messages: list[Message], k: int) -> tuple[list[str], Usage]:
+    """k replies of the agent's model to the act conversation, asked at the same time; each call recorded (kind
+    `act`), charged and counted in order."""
+    model = ctx.model
+    if ctx.settings.sampling.n == "auto" and getattr(model, "takes_n", False):
+        return sample_at_once(ctx, state, messages, k)
+    messages = redacted_messages(ctx, messages)
+    usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
+    first = agent_call_index(ctx, state, usage["api_calls"])
+    replies = complete_together(model, messages, range(first, first + k), wall_deadline(ctx, state))
+    texts = [account(ctx, state, "act", messages, reply, started, usage, model) for reply, started in replies]
+    return texts, Usage(**usage)
+
+
+def complete_together(
+    model: Model, messages: list[Message], indexes: range, deadline: float | None
+) -> list[tuple[ModelReply, float]]:
+    """One call per index, each in its own (daemon) thread: the k samples take the time of the slowest, and Ctrl-C
+    is not held up by them. Each reply with the time its call started; the first failure is raised."""
+    results: list[tuple[ModelReply, float] | BaseException | None] = [None] * len(indexes)
+
+    def one(position: int, index: int) -> None:
+        started = time.perf_counter()
+        try:
+            results[position] = (model.complete(messages, call_index=index, deadline=deadline), started)
+        except BaseException as error:  # handed to the caller's thread
+            results[position] = error
+
+    threads = [threading.Thread(target=one, args=item, daemon=True) for item in enumerate(indexes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [result for result in results if result is not None]
+
+
+def sample_at_once(ctx: AgentContext, state: AgentState, messages: list[Message], k: int) -> tuple[list[str], Usage]:
+    """One request for the k replies (the provider's `n`): the prompt is paid once. Recorded as one call."""
+    messages = redacted_messages(ctx, messages)
+    usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
+    started = time.perf_counter()
+    index = agent_call_index(ctx, state, usage["api_calls"])
+    replies = ctx.model.complete_n(messages, k, call_index=index, deadline=wall_deadline(ctx, state))
+    texts = [redact(reply.text) for reply in replies]
+    if cap := ctx.settings.agent.max_reply_chars:
+        texts = [truncate(text, cap, ctx.templates) for text in texts]
+    combined = replace(replies[0], text=render_string(ctx.settings.sampling.templates.choices, texts=texts))
+    account(ctx, state, "act", messages, combined, started, usage, ctx.model)
+    return texts, Usage(**usage)
+
+
+def parse_reply(text: str, single: bool) -> tuple[ParsedAction, Reflection | None]:
+    """A candidate's action (and, with `agent.single_call`, its reflection on the previous operation)."""
+    if not single:
+        return parse_action(text), None
+    reflection_text, rest = split_reflection(text)
+    return parse_action(rest), parse_reflection(reflection_text)
+
+
+def fold(texts: list[str], single: bool) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:
+    """The distinct candidates in first-seen order, and the replies that could not be parsed."""
+    candidates: dict[tuple[str, str], Candidate] = {}
+    failures: list[tuple[str, FormatError]] = []
+    for text in texts:
+        try:
+            action, reflection = parse_reply(text, single)
+        except FormatError as error:
+            failures.append((text, error))
+            continue
+        candidate = Candidate(action, reflection)
+        if candidate.key in candidates:
+            candidates[candidate.key].samples += 1
+        else:
+            candidates[candidate.key] = candidate
+    return list(candidates.values()), failures

@@ -1,0 +1,54 @@
+"""Demonstrations: trajectories of ours rendered as worked examples (their reasoning chain, lessons and patch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from llm_ide.prompting import render_string, truncate
+from llm_ide.sampling.settings import SamplingTemplates, read_demonstration
+from llm_ide.settings import Settings
+from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+
+
+def operation_nodes(operations: list[dict[str, Any]]) -> list[OperationNode]:
+    fields = OperationNode.__dataclass_fields__
+    return [OperationNode(**{key: value for key, value in op.items() if key in fields}) for op in operations]
+
+
+def step_view(node: OperationNode) -> dict[str, Any]:
+    return {
+        "thought": node.thought,
+        "action_type": node.action_type,
+        "params": json.dumps(node.action_params, ensure_ascii=False),
+        "returncode": node.returncode,
+        "observation": node.observation,
+    }
+
+
+def render_demonstration(templates: SamplingTemplates, path: Path, number: int) -> str:
+    data = read_demonstration(path)
+    nodes = operation_nodes(data["operations"])
+    return render_string(
+        templates.demonstration,
+        number=number,
+        task=str(data.get("task") or ""),
+        steps=[step_view(node) for node in reasoning_chain(nodes)],
+        lessons=all_lessons(nodes),
+        patch=str((data.get("info") or {}).get("submission") or ""),
+    )
+
+
+def render_demonstrations(settings: Settings) -> str:
+    """The demonstrations section of the system prompt (each within `sampling.demonstration_max_chars`); empty
+    without demonstrations."""
+    paths, sampling = settings.demonstrations, settings.sampling
+    if not paths:
+        return ""
+    cap = sampling.demonstration_max_chars
+    parts = [
+        truncate(render_demonstration(sampling.templates, path, number), cap, settings.templates)
+        for number, path in enumerate(paths, 1)
+    ]
+    return render_string(sampling.templates.demonstrations, demonstrations="\n\n".join(parts))

@@ -1,0 +1,176 @@
+#!/usr/bin/env python
+"""What action sampling costs: the same scripted session (bench_session_script, N steps) with k=1 and with k=3.
+
+Each k=3 step gets three candidate replies: the session's own action, the same action with another thought (folded
+into the first candidate) and a different action (`git status`); the chooser always picks candidate 1, so every run
+makes the same operations and only the sampling differs. Configurations, side by side in one run:
+- k=1: no sampling (one act call per step);
+- k=3 ask_colleagues: three act calls and one discriminator call per step (none when the candidates are identical);
+- k=3 pairwise: three act calls and one comparison per step (two distinct candidates);
+- k=3 n: the three candidates in one request with the provider's `n` (a loopback OpenAI-compatible endpoint,
+  tests/openai_server.py), then the discriminator call.
+Bill (GPT-5-mini-style, in characters, as in bench_cost.py): uncached prompt ×1, the prefix a request shares with the
+run's previous request ×0.1, output ×8, from each call's prompt and response in the calls log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from bench_session_script import TASK, act, make_repo, session_script
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from openai_server import OpenAIServer, Reply  # noqa: E402
+
+from llm_ide.config import load_config  # noqa: E402
+from llm_ide.run.single import run_task  # noqa: E402
+from llm_ide.run.trajectory import load_trajectory  # noqa: E402
+
+CACHED, OUTPUT = 0.1, 8.0
+OTHER = act("Another way: list the changed files before going on.", "bash", command="git status --short")
+PICK = "Candidate 1 follows the plan and is grounded in the code read so far.\n<choice>1</choice>"
+
+
+@dataclass
+class Measured:
+    name: str
+    calls: int
+    steps: int
+    prompt_chars: int
+    bill: float
+    output_chars: int
+    seconds: float
+    kinds: dict[str, int]
+
+
+def is_action(response: str) -> bool:
+    return not response.startswith(("good:", "bad:"))
+
+
+def is_submit(response: str) -> bool:
+    return response.rstrip().endswith("<submit></submit>")
+
+
+def rethought(response: str) -> str:
+    """The same action with another thought: folded into the first candidate."""
+    return f"On reflection, {response}"
+
+
+def sampled_script(responses: list[str], choice: str) -> list[str]:
+    """Each action becomes three candidates (and a chooser reply when two of them differ)."""
+    out: list[str] = []
+    for response in responses:
+        if not is_action(response):
+            out.append(response)
+        elif is_submit(response):
+            out += [response] * 3  # identical: no choosing call
+        else:
+            out += [response, rethought(response), OTHER, PICK]
+    return out
+
+
+def n_replies(responses: list[str]) -> list[Reply]:
+    """The same session for an endpoint answering `n=3` requests with three choices."""
+    replies: list[Reply] = []
+    for response in responses:
+        if not is_action(response):
+            replies.append(Reply(text=response))
+        elif is_submit(response):
+            replies.append(Reply(choices=(response,) * 3))
+        else:
+            replies += [Reply(choices=(response, rethought(response), OTHER)), Reply(text=PICK)]
+    return replies
+
+
+def bill_of(calls: list[dict[str, Any]]) -> tuple[int, float, int]:
+    """Raw prompt characters, the bill (cached prefix ×0.1, output ×8) and the output characters of a run's calls."""
+    raw = out = 0
+    bill, previous = 0.0, ""
+    for call in calls:
+        prompt, response = call.get("prompt", ""), call.get("response", "")
+        shared = len(os.path.commonprefix([previous, prompt]))
+        raw, out = raw + len(prompt), out + len(response)
+        bill += (len(prompt) - shared) + CACHED * shared + OUTPUT * len(response)
+        previous = prompt
+    return raw, bill, out
+
+
+def run_one(workdir: Path, name: str, steps: int, seed: int, sampling: dict[str, Any], n: bool) -> Measured:
+    repo = make_repo(workdir / name / "repo")
+    responses = session_script(repo, steps, seed)
+    overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
+    config = load_config("default", sampling=sampling, **overrides)
+    started = time.perf_counter()
+    kwargs = {"task": TASK, "settings": config, "output_dir": workdir / name / "out", "run_id": name, "repo": repo}
+    if n:
+        with OpenAIServer(replies=n_replies(responses)) as server:
+            result = run_task(model="gpt-5-mini", base_url=server.url, **kwargs)
+    else:
+        script = workdir / name / "script.yaml"
+        chosen = responses if sampling["k"] == 1 else sampled_script(responses, sampling["choice"])
+        script.write_text(yaml.safe_dump({"responses": chosen}, sort_keys=False))
+        result = run_task(model=f"scripted:{script}", **kwargs)
+    seconds = time.perf_counter() - started
+    if result.exit_status != "submitted":
+        raise SystemExit(f"{name}: the session ended with {result.exit_status}: {result.error}")
+    traj = load_trajectory(result.trajectory_path)
+    calls = traj["model_calls"]
+    raw, bill, out = bill_of(calls)
+    kinds: dict[str, int] = {}
+    for call in calls:
+        kinds[call["kind"]] = kinds.get(call["kind"], 0) + 1
+    return Measured(name, len(calls), len(traj["operations"]), raw, bill, out, seconds, kinds)
+
+
+def main(
+    steps: Annotated[int, typer.Option(help="Operations in the session.")] = 30,
+    seed: Annotated[int, typer.Option(help="Seed of the scripted session.")] = 7,
+) -> None:
+    console = Console(width=170)
+    configs = [
+        ("k=1", {"k": 1}, False),
+        ("k=3 ask_colleagues", {"k": 3, "choice": "ask_colleagues"}, False),
+        ("k=3 pairwise", {"k": 3, "choice": "pairwise"}, False),
+        ("k=3 n (one request)", {"k": 3, "choice": "ask_colleagues", "n": "auto"}, True),
+    ]
+    with tempfile.TemporaryDirectory(prefix="bench-sampling-") as tmp:
+        run_one(Path(tmp), "warm-up", 3, seed, {"k": 1}, False)  # imports and caches: the seconds compare
+        runs = [run_one(Path(tmp), name.split(" ")[0].replace("=", "") + str(i), steps, seed, s, n)
+                for i, (name, s, n) in enumerate(configs)]  # fmt: skip
+    base = runs[0]
+    table = Table("configuration", "operations", "calls", "by kind", "calls/step", "prompt chars", "bill", "bill ×k=1",
+                  "output chars", "seconds", title=f"Action sampling on a {steps}-step scripted session")  # fmt: skip
+    for (name, _, _), run in zip(configs, runs, strict=True):
+        table.add_row(
+            name,
+            str(run.steps),
+            str(run.calls),
+            ", ".join(f"{kind} {count}" for kind, count in sorted(run.kinds.items())),
+            f"{run.calls / run.steps:.2f}",
+            f"{run.prompt_chars:,}",
+            f"{run.bill:,.0f}",
+            f"{run.bill / base.bill:.2f}",
+            f"{run.output_chars:,}",
+            f"{run.seconds:.1f}",
+        )
+    console.print(table)
+    ask, pairwise, one_request = runs[1:]
+    print(
+        f"RESULT steps={steps} k1_calls={base.calls} k3_calls={ask.calls} k3_call_ratio={ask.calls / base.calls:.2f} "
+        f"k3_bill_ratio={ask.bill / base.bill:.2f} pairwise_bill_ratio={pairwise.bill / base.bill:.2f} "
+        f"n_bill_ratio={one_request.bill / base.bill:.2f} n_requests={one_request.calls}"
+    )
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,159 @@
+"""Attempts at one task (issue 11), driven by the scripted model in the local environment (a git worktree each)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from agent_script import act, reflect
+from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
+from conftest import make_git_repo
+
+from llm_ide import run_attempts  # the Python API
+from llm_ide.config import load_config
+from llm_ide.inspector.load import load_run
+
+NO_TOOLS = {"environment": {"tools": []}}
+
+
+def settings(**attempts):
+    return load_config("default", **NO_TOOLS, attempts=attempts)
+
+
+def llm_ide(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "from llm_ide.cli import app; app()", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+def prompts(output: Path, index: int) -> list[str]:
+    path = output / f"attempt{index}" / f"T-attempt{index}.calls.jsonl.gz"
+    with gzip.open(path, "rt") as log:
+        return [json.loads(line)["prompt"] for line in log if line.strip()]
+
+
+def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the_next(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(
+        tmp_path / "scripts",
+        [attempt_script(WRONG, "The README is not the code."), attempt_script(RIGHT), attempt_script(RIGHT)],
+        [review(2, "The patch only edits the README; calc.double still adds 1."), review(9, "Removes the + 1.")],
+    )
+    result = run_attempts(TASK, model=model, settings=settings(max=3), output_dir=tmp_path / "out", run_id="T",
+                          repo=repo)  # fmt: skip
+    assert result.exit_status == "submitted"
+    assert [a["index"] for a in result.attempts] == [1, 2]  # accepted at 2: no third attempt
+    assert [a["score"] for a in result.attempts] == [2.0, 9.0]
+    assert result.chosen == 2
+    assert "-    return x + x + 1  # BUG\n+    return x + x" in result.submission
+    assert "README" not in result.submission
+    assert (repo / "calc.py").read_text() == FILES["calc.py"]  # each attempt worked in its own worktree
+
+    second = prompts(tmp_path / "out", 2)[0]
+    lessons = second.split("## Lessons Learned", 1)[1]
+    assert "Attempt 1 (submitted, review score 2/10) was not accepted: The patch only edits the README" in lessons
+    assert "- The README is not the code." in lessons
+    assert "Lessons Learned" in prompts(tmp_path / "out", 1)[0]
+    assert "The README is not the code" not in prompts(tmp_path / "out", 1)[0]
+
+    traj = json.loads(result.trajectory_path.read_text())
+    outcomes = [(a["index"], a["chosen"], a["score"]) for a in traj["info"]["attempts"]]
+    assert outcomes == [(1, False, 2.0), (2, True, 9.0)]
+    assert traj["info"]["choice"]["by"] == "accept_score"
+    assert {op["attempt"] for op in traj["operations"]} == {1, 2}
+    assert [c["kind"] for c in traj["model_calls"] if c["kind"] in ("review", "choose")] == ["review", "review"]
+    review_prompt = next(c["prompt"] for c in traj["model_calls"] if c["kind"] == "review")
+    assert "double(2) = 5" in review_prompt  # the attempt's test output reached the reviewer
+    assert "README.md" in review_prompt and "The README is not the code." in review_prompt
+
+    run = load_run(result.trajectory_path)  # the inspector's view: a band per attempt, scores, the choice
+    assert [(a.index, a.chosen, a.score) for a in run.attempts] == [(1, False, 2.0), (2, True, 9.0)]
+    assert [(n.attempt, n.id) for n in run.nodes] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    assert all("chain" in n.marks for n in run.nodes)
+
+
+@pytest.mark.parametrize(("mode", "choices", "by"), [("model", [choice(2, "Only candidate 2 fixes calc.")], "chooser"),
+                                                     ("best_score", [], "best_score")])  # fmt: skip
+def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path, mode: str, choices, by: str) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(
+        tmp_path / "scripts",
+        [attempt_script(WRONG), attempt_script(WRONG), attempt_script(RIGHT)],
+        [review(3, "README only."), review(3, "README only."), review(6, "Plausible.")],
+        choices,
+    )
+    result = run_attempts(TASK, model=model, settings=settings(max=3, choose=mode), output_dir=tmp_path / "out",
+                          run_id="T", repo=repo)  # fmt: skip
+    assert [a["index"] for a in result.attempts] == [1, 2, 3]
+    assert result.chosen == 3
+    assert "+    return x + x\n" in result.submission
+    traj = json.loads(result.trajectory_path.read_text())
+    assert traj["info"]["choice"]["by"] == by
+    chooser = [c for c in traj["model_calls"] if c["kind"] == "choose"]
+    if mode == "model":
+        assert traj["info"]["choice"]["reasons"] == "Only candidate 2 fixes calc."
+        (call,) = chooser
+        assert "## Candidate 1 (attempts 1, 2" in call["prompt"]  # attempts 1 and 2 made the same patch: one candidate
+        assert "## Candidate 2 (attempts 3" in call["prompt"]
+        assert "## Candidate 3" not in call["prompt"]
+        assert "[1] bash: Applied." in call["prompt"]  # each candidate's reasoning summary
+    else:
+        assert chooser == []
+
+
+def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_run_twice(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    trail, waiting, go = tmp_path / "trail.txt", tmp_path / "waiting", tmp_path / "go"
+    wait = f"echo a2-wait-start >> {trail}; touch {waiting}; while [ ! -f {go} ]; do sleep 0.05; done; "
+    wait += f"echo a2-wait-end >> {trail}"
+    second = [
+        act("Record.", "bash", command=f"echo a2-first >> {trail}"),
+        reflect(False, "recorded"),
+        act("Wait.", "bash", command=wait),
+        reflect(False, "waited"),
+        act("Fix.", "bash", command=RIGHT),
+        reflect(False, "fixed"),
+        act("Done.", "submit"),
+    ]
+    first = [act("Record.", "bash", command=f"echo a1 >> {trail}"), reflect(False, "recorded"),
+             *attempt_script(WRONG)[2:]]  # fmt: skip
+    model = scripts(tmp_path / "scripts", [first, second], [review(2, "README only."), review(9, "Fixed.")])
+    config = tmp_path / "config.yaml"
+    environment = {"tools": [], "writable": [str(tmp_path)]}  # the trail and the signal files, beside the worktrees
+    config.write_text(yaml.safe_dump({"environment": environment, "attempts": {"max": 3}}))
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "T"]
+    args += ["--output", str(tmp_path / "out"), "--config", str(config)]
+    killed = llm_ide(*args, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not waiting.exists():
+        assert killed.poll() is None, killed.stdout.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    first_traj = (tmp_path / "out" / "attempt1" / "T-attempt1.traj.json").read_bytes()
+
+    go.touch()
+    resumed = llm_ide(*args, cwd=tmp_path)
+    output = resumed.communicate(timeout=180)[0].decode()
+    assert resumed.returncode == 0, output
+    assert "resuming run T: attempts [1] finished are kept" in output
+    assert trail.read_text() == "a1\na2-first\na2-wait-start\n"  # no command ran twice (the killed one not again)
+    assert (tmp_path / "out" / "attempt1" / "T-attempt1.traj.json").read_bytes() == first_traj
+    traj = json.loads((tmp_path / "out" / "T.traj.json").read_text())
+    assert [(a["index"], a["score"], a["chosen"]) for a in traj["info"]["attempts"]] == [
+        (1, 2.0, False),
+        (2, 9.0, True),
+    ]
+    assert [c["attempt"] for c in traj["model_calls"] if c["kind"] == "review"] == [1, 2]
+    second_ops = [op["thought"] for op in traj["operations"] if op["attempt"] == 2]
+    assert second_ops == ["Record.", "Wait.", "Fix.", "Done."]
+    assert "+    return x + x\n" in traj["info"]["submission"]
+    assert "attempt 2: submitted, score 9, $0.0000 (chosen)" in output

@@ -1,0 +1,88 @@
+"""A batch over pairs and settings: progress, a row per pair, the summary per setting (summary.json), and `coop
+evaluate` over the folder of runs; the Python API's summary of the same results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_coop_evaluate import build_task
+from test_coop_messages import pair_scripts
+
+from llm_ide.coop import collect, summarize
+
+CLI = "from llm_ide.cli import app; app()"
+
+
+@pytest.mark.slow
+def test_batch_over_pairs_and_settings_summarizes_pass_and_conflict_rates(tmp_path: Path) -> None:
+    """Agent 2 keeps out of core.py only when agent 1's message reaches it: coop merges cleanly, the ablation
+    conflicts; feature 3 (`five`) is never implemented, so pair 1,3 fails its tests in both settings."""
+    task, source = build_task(tmp_path)
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump({"environment": {"tools": []}}))
+    (tmp_path / "coop.yaml").write_text(yaml.safe_dump({"execution": {"lockstep": True}}))
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-c",
+        CLI,
+        "coop",
+        "run",
+        str(task),
+        "--pairs",
+        "1,2 1,3",
+        "--setting",
+        "coop,coop_ablation",
+        "--model",
+        pair_scripts(tmp_path / "scripts"),
+        "--repo-source",
+        str(source),
+        "-o",
+        str(out),
+        "--config",
+        str(tmp_path / "agent.yaml"),
+        "--coop-config",
+        str(tmp_path / "coop.yaml"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env={"COLUMNS": "160", **_env()})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for line in (
+        "pair 1,2 coop k=0: clean, both pass",
+        "pair 1,3 coop k=0: clean, not both pass",
+        "pair 1,2 coop_ablation k=0: conflicts, not both pass",
+        "pair 1,3 coop_ablation k=0: conflicts",
+    ):
+        assert line in done.stdout, done.stdout
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in done.stdout.splitlines() if line.startswith("│ ") and "/" in line}  # fmt: skip
+    assert rows == {
+        "coop": ["2", "1/2 (50%)", "0/2 (0%)", "0"],
+        "coop_ablation": ["2", "0/2 (0%)", "2/2 (100%)", "0"],
+        "all": ["4", "1/4 (25%)", "2/4 (50%)", "0"],
+    }
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["total"]["pass_rate"], summary["total"]["conflict_rate"]) == (0.25, 0.5)
+    assert summarize(collect(out)).as_dict() == summary
+    folders = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert folders == sorted(f"demo_task7_f1_f{j}_{s}_k0" for s in ("coop", "coop_ablation") for j in (2, 3))
+    for folder in folders:
+        assert set(json.loads((out / folder / "eval.json").read_text())["seconds"]) == {
+            "planning", "execution", "evaluation"}  # fmt: skip
+
+    (out / "demo_task7_f1_f2_coop_k0" / "eval.json").unlink()  # graded again by `coop evaluate` over the folder
+    again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(out)], capture_output=True, text=True,
+                           timeout=900, env={"COLUMNS": "160", **_env()})  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "4 pairs graded" in again.stdout and "2/4 (50%)" in again.stdout
+    assert json.loads((out / "demo_task7_f1_f2_coop_k0" / "eval.json").read_text())["both_passed"] is True
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)

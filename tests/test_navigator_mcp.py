@@ -1,0 +1,295 @@
+"""The navigator over MCP: real `llm-ide navigator serve` processes on a free loopback port, asked by the MCP SDK's own
+client and by the driver's `McpNavigator`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import BUGGY_FILES, TEST_COMMAND, act, reflect, write_script
+from conftest import git, make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
+from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
+from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
+
+TESTS_DIR = Path(__file__).resolve().parent
+CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
+READY = "navigator serving at "
+TESTS_DIFF = "--- a/tests/test_cart.py\n+++ b/tests/test_cart.py\n@@ -1 +1 @@\n-assert total == 9\n+assert True\n"
+CODE_DIFF = "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1 +1 @@\n-RATE = 0.1\n+RATE = 0.2\n"
+FIX_DIFF = (
+    "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -13,3 +13,3 @@\n         for name, price, quantity in self.items:\n"
+    "-            total += price\n+            total += price * quantity\n         return round(total, 2)\n"
+)
+KEYS = {"approved", "passed", "reason", "comment", "answer", "by"}
+VIEW = act("Read Cart.total[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=15)
+FIX = act(
+    "The loop ignores the quantity[1](shop/cart.py:14).",
+    "edit",
+    path="shop/cart.py",
+    old="            total += price\n",
+    new="            total += price * quantity\n",
+)
+CHEAT = act(
+    "Expect what the code returns[1](tests/test_cart.py:11).", "edit", path="tests/test_cart.py", old="16.0", new="11.5"
+)
+TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
+SUBMIT = act("Fixed and tested.", "submit")
+
+Serve = Callable[..., str]
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    """Start `llm-ide navigator serve --port 0 ARGS…`; return its URL once the server says it accepts requests."""
+    processes: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> str:
+        log = tmp_path / f"serve-{len(processes)}.log"
+        with log.open("w") as stderr:
+            process = subprocess.Popen(
+                [*CLI, "navigator", "serve", "--port", "0", *args],
+                cwd=tmp_path,
+                env={**os.environ, "PYTHONPATH": str(TESTS_DIR), **(env or {})},
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+        processes.append(process)
+        for line in process.stdout:
+            if line.startswith(READY):
+                return line.removeprefix(READY).strip()
+        process.wait(timeout=30)
+        pytest.fail(f"navigator serve exited {process.returncode} before it was ready: {log.read_text()}")
+
+    yield start
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+
+async def sdk_round_trip(url: str) -> dict[str, Any]:
+    """What any MCP client sees: the tools with their input and output schemas, and the structured answers."""
+    from mcp import Client
+
+    async with Client(url) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        calls = [
+            ("request_permission", {"action": "edit tests/test_cart.py", "diff": TESTS_DIFF, "reason": "make it pass"}),
+            ("request_permission", {"action": "edit shop/cart.py", "diff": FIX_DIFF, "reason": "count quantities"}),
+            ("request_review", {"patch": FIX_DIFF.replace("price * quantity", "price * 1"), "summary": "first try"}),
+            ("request_review", {"patch": FIX_DIFF, "summary": "quantities counted"}),
+            ("request_guidance", {"question": "Where is the total computed?"}),
+        ]
+        answers = [await client.call_tool(name, arguments) for name, arguments in calls]
+    return {"tools": tools, "answers": answers}
+
+
+def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_model_navigator(
+    serve: Serve, tmp_path: Path
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    script = [
+        '<view>{"path": "tests/test_cart.py"}</view>',  # it explores the repository read-only before deciding
+        "<deny>The test states the intended total: fix Cart.total instead.</deny>",
+        "<approve>Multiplying by the quantity is the fix.</approve>",
+        f'<bash>{{"command": "{TEST_COMMAND}"}}</bash>',  # a reviewer may run the tests
+        "<fail>Quantities are still ignored: price * 1.</fail>",
+        "<pass>Cart.total multiplies by the quantity.</pass>",
+        "<answer>In Cart.total, shop/cart.py line 14.</answer>",
+    ]
+    model = write_script(tmp_path / "navigator.yaml", script)
+    url = serve("--model", model, "--repo", str(repo), "--task", "Cart.total ignores quantities.")
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+
+    seen = asyncio.run(sdk_round_trip(url))
+
+    tools = seen["tools"]
+    assert sorted(tools) == ["request_guidance", "request_permission", "request_plan", "request_review"]
+    assert {"action", "diff", "reason"} <= set(tools["request_permission"].input_schema["properties"])
+    assert tools["request_permission"].input_schema["required"] == ["action"]
+    assert tools["request_review"].input_schema["required"] == ["patch"]
+    assert {"approved", "reason", "usage"} <= set(tools["request_permission"].output_schema["properties"])
+    assert {"passed", "comment", "usage"} <= set(tools["request_review"].output_schema["properties"])
+    assert not any(answer.is_error for answer in seen["answers"])
+    results = [answer.structured_content for answer in seen["answers"]]
+    assert [{k: v for k, v in result.items() if k in KEYS} for result in results] == [
+        {"approved": False, "reason": "The test states the intended total: fix Cart.total instead.", "by": "model"},
+        {"approved": True, "reason": "Multiplying by the quantity is the fix.", "by": "model"},
+        {"passed": False, "comment": "Quantities are still ignored: price * 1.", "by": "model"},
+        {"passed": True, "comment": "Cart.total multiplies by the quantity.", "by": "model"},
+        {"answer": "In Cart.total, shop/cart.py line 14.", "by": "model"},
+    ]
+    assert [result["usage"]["calls"] for result in results] == [2, 1, 2, 1, 1]  # exploring costs calls too
+    assert all(result["usage"]["input_tokens"] > 0 for result in results)
+    assert git(repo, "status", "--porcelain") == ""  # read-only: the served navigator changed nothing
+
+
+def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve: Serve, tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    navigator = [
+        '<view>{"path": "shop/cart.py"}</view>',
+        "<plan>1. In Cart.total multiply price by quantity.\n2. Run the unit tests.</plan>",
+        "<deny>Changing the test hides the bug: fix Cart.total instead.</deny>",
+        "<approve>This multiplies by the quantity, as planned.</approve>",
+        "<approve>Running the tests is fine.</approve>",
+        "<pass>The loop counts quantities and the tests pass.</pass>",
+    ]
+    url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo))
+    driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
+    driver += [reflect(False, "tests pass"), SUBMIT]
+    nav = {"mode": "mcp", "url": url, "review_on_submit": True}
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=write_script(tmp_path / "driver.yaml", driver),
+        settings=load_config("default", environment={"tools": []}, navigator=nav),
+        output_dir=tmp_path / "out",
+        run_id="served",
+        repo=repo,
+    )
+    traj = load_trajectory(result.trajectory_path)
+
+    assert result.exit_status == "submitted"
+    assert "+            total += price * quantity" in result.submission and "test_cart" not in result.submission
+    operations = [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in traj["operations"]]
+    assert operations[:3] == [(0, None, "view", False), (1, 0, "edit", True), (2, 0, "edit", False)]  # a sibling
+    reason = "Changing the test hides the bug: fix Cart.total instead."
+    assert traj["operations"][1]["denied"] == {"reason": reason, "by": "mcp"}
+    assert traj["operations"][-1]["review"] == {
+        "round": 1,
+        "passed": True,
+        "by": "mcp",
+        "comment": "The loop counts quantities and the tests pass.",
+    }
+    assert "# Plan (from the navigator)\n1. In Cart.total multiply" in traj["model_calls"][0]["prompt"]
+    record = traj["info"]["navigator"]
+    assert [(d["approved"], d["by"]) for d in record["decisions"]] == [(False, "mcp"), (True, "mcp"), (True, "mcp")]
+    assert record["usage"]["calls"] == len(navigator)  # the server's model calls, apart from the driver's
+    assert traj["info"]["model_stats"]["api_calls"] == len(driver)
+
+
+def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve: Serve) -> None:
+    navigator = McpNavigator(serve("--navigator", "remote_navigators:RulesNavigator"))
+    navigator.check()
+    denied = navigator.request_permission(
+        PermissionRequest(action="edit tests/test_cart.py", diff=TESTS_DIFF, thought="make it pass", context="…")
+    )
+    assert (denied.approved, denied.by) == (False, "mcp")
+    assert denied.reason == "leave the tests alone (edit tests/test_cart.py)"
+    assert (denied.usage.calls, denied.usage.input_tokens, denied.usage.cost) == (1, 120, 0.0021)
+    review = navigator.request_review(ReviewRequest(patch=CODE_DIFF, summary="rate"))
+    assert (review.passed, review.comment, review.by) == (True, "looks right: rate", "mcp")
+    assert navigator.request_guidance("why?").answer == "start from the failing test; you asked: why?"
+    assert navigator.plan("Fix the rate.") == Plan(text="", by="mcp")  # a navigator that does not plan: no plan
+
+
+def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decision(
+    serve: Serve, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    url = serve("--navigator", "remote_navigators:SlowNavigator", env={"RELEASE_NAVIGATOR": str(release)})
+    with pytest.raises(NavigatorTimeout) as late:
+        McpNavigator(url, permission_timeout=0.5).request_permission(PermissionRequest(action="edit shop/cart.py"))
+    assert str(late.value) == f"navigator at {url} did not answer within 0.5 s"
+
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    navigator = {"mode": "mcp", "url": url, "permission_timeout": 0.5, "timeout_decision": "allow"}
+    result = run_task(
+        "Cart.total ignores quantities.",
+        model=write_script(
+            tmp_path / "driver.yaml", [VIEW, reflect(False, "price only"), FIX, reflect(False, "ok"), SUBMIT]
+        ),
+        settings=load_config("default", environment={"tools": []}, navigator=navigator),
+        output_dir=tmp_path / "out",
+        run_id="late",
+        repo=repo,
+    )
+    release.touch()
+    (decision,) = load_trajectory(result.trajectory_path)["info"]["navigator"]["decisions"]
+    assert (result.exit_status, decision["approved"], decision["by"]) == ("submitted", True, "timeout")
+    assert f"navigator at {url} did not answer within 0.5 s" in decision["reason"]
+    assert "+            total += price * quantity" in result.submission
+
+
+def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
+    url = serve("--navigator", "remote_navigators:FailingNavigator")
+    with pytest.raises(NavigatorUnavailable) as failed:
+        McpNavigator(url).request_review(ReviewRequest(patch=CODE_DIFF))
+    assert str(failed.value) == (
+        f"navigator at {url}: request_review failed: navigator: model openai:gpt-x failed after 3 attempts: "
+        "APIConnectionError: Connection refused"
+    )
+    down = url.replace("/mcp", "/nothing-here")
+    with pytest.raises(NavigatorUnavailable) as missing:
+        McpNavigator(down).check()
+    assert str(missing.value).startswith(f"navigator at {down} is unreachable: ")
+    assert "\n" not in str(missing.value)
+
+
+@pytest.mark.parametrize(
+    ("navigator", "message"),
+    [
+        ({"mode": "mcp", "url": "URL"}, "error: navigator at URL is unreachable: ConnectError: "),
+        (
+            {"mode": "mcp"},
+            "error: navigator.url: missing setting (navigator.mode mcp needs the server's address)",
+        ),
+    ],
+)
+def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it_starts(
+    tmp_path: Path, navigator: dict[str, str], message: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with socket.socket() as sock:  # a port nobody listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        config = tmp_path / "navigator.yaml"
+        config.write_text(json.dumps({"navigator": {k: v.replace("URL", url) for k, v in navigator.items()}}))
+        model = write_script(tmp_path / "driver.yaml", [VIEW])
+        done = subprocess.run(
+            [*CLI, "run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    assert done.stderr.startswith(message.replace("URL", url)) and done.stderr.count("\n") == 1
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "0.0.0.0"], "--host 0.0.0.0: the navigator serves on loopback only (127.0.0.1, ::1 or localhost)"),
+        (["--navigator", "remote_navigators"], "--navigator remote_navigators: expected MODULE:NAME"),
+        (["--navigator", "remote_navigators:ONE_CALL"], "--navigator remote_navigators:ONE_CALL: not a navigator"),
+    ],
+)
+def test_bad_serve_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    done = subprocess.run(
+        [*CLI, "navigator", "serve", "--port", "0", *(["--navigator", "remote_navigators:RulesNavigator"]), *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {message}") and done.stderr.count("\n") == 1

@@ -1,0 +1,109 @@
+"""The model navigator on its own (as `llm-ide navigator serve` uses it): read-only exploration in its own memory,
+then permission, review, guidance and plan answers; a scripted model drives it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agent_script import BUGGY_FILES, write_script
+from conftest import make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.navigator.gate import gated, read_only
+from llm_ide.navigator.model import ModelNavigator
+from llm_ide.navigator.protocol import NavigatorError, PermissionRequest, ReviewRequest
+from llm_ide.navigator.settings import NavigatorSettings
+
+
+def tag(name: str, params: dict | None = None, thought: str = "") -> str:
+    return f"{thought}\n<{name}>{json.dumps(params or {})}</{name}>"
+
+
+@pytest.fixture
+def make(tmp_path: Path):
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    made: list[ModelNavigator] = []
+
+    def build(responses: list[str], **navigator: object) -> ModelNavigator:
+        model = write_script(tmp_path / f"nav{len(made)}.yaml", responses)
+        settings = load_config("default", environment={"tools": []}, navigator={"mode": "model", **navigator})
+        logged: list[dict] = []
+        nav = ModelNavigator.create(settings, model, repo, task="Cart.total ignores quantities.")
+        nav.record_call = logged.append
+        nav.logged = logged  # type: ignore[attr-defined]
+        made.append(nav)
+        return nav
+
+    yield build
+    for nav in made:
+        nav.close()
+
+
+def test_plan_explores_read_only_in_its_own_memory_then_answers_every_request(make, tmp_path: Path) -> None:
+    nav = make(
+        [
+            tag("view", {"path": "shop/cart.py", "start_line": 1, "end_line": 15}, "The total[1](shop/cart.py:11)."),
+            tag("edit", {"path": "shop/cart.py", "old": "price\n", "new": "price * quantity\n"}),
+            tag("bash", {"command": "grep -n quantity shop/cart.py"}),
+            tag("bash", {"command": "sed -i s/price/x/ shop/cart.py"}),
+            "<plan>1. Multiply price by quantity in Cart.total.\n2. Run the tests.</plan>",
+            "<deny>Editing the tests hides the bug; fix Cart.total instead.</deny>",
+            tag("bash", {"command": "python3 -m unittest discover -s tests -t . 2>&1"}),
+            "<fail>The test still fails: 11.5 != 16.0.</fail>\n<plan>1. Use price * quantity.</plan>",
+            "<answer>Look at the loop in Cart.total.</answer>",
+        ]
+    )
+    plan = nav.plan("Cart.total ignores quantities.")
+    assert plan.text == "1. Multiply price by quantity in Cart.total.\n2. Run the tests."
+    assert plan.usage.calls == 5
+    assert [n.action_type for n in nav.nodes] == ["view", "bash"]  # the edit and `sed -i` were refused, never run
+    assert "price * quantity" not in (tmp_path / "repo" / "shop/cart.py").read_text()
+    assert "Refused: `edit` is not read-only" in nav.logged[2]["prompt"]
+    assert "13:        for name, price, quantity in self.items:" in nav.nodes[1].observation
+
+    request = PermissionRequest(action="edit tests/test_cart.py", thought="Relax the test.", diff="-16.0\n+11.5")
+    decision = nav.request_permission(request)
+    assert (decision.approved, decision.by, decision.usage.calls) == (False, "model", 1)
+    assert decision.reason == "Editing the tests hides the bug; fix Cart.total instead."
+    prompt = nav.logged[5]["prompt"]
+    assert "## Code Context" in prompt and "total += price" in prompt  # its own memory, rendered by the snapshot
+    assert "### Operation 0" in prompt and "Multiply price by quantity" in prompt and "-16.0\n+11.5" in prompt
+
+    review = nav.request_review(ReviewRequest(patch="(none)", summary="nothing yet"), round=1)
+    assert (review.passed, review.comment) == (False, "The test still fails: 11.5 != 16.0.")
+    assert review.plan == "1. Use price * quantity."
+    assert "FAILED" in nav.nodes[-1].observation  # the reviewer ran the tests
+    assert nav.plan_text == "1. Use price * quantity."
+    assert nav.request_guidance("Where?").answer == "Look at the loop in Cart.total."
+    assert nav.usage.calls == 9 == len(nav.drain())
+    assert [c["kind"] for c in nav.logged][-3:] == ["navigator_review", "navigator_review", "navigator_guidance"]
+
+
+def test_a_navigator_that_never_answers_is_an_error(make) -> None:
+    nav = make([tag("view", {"path": "shop/cart.py"})] * 6, explore_steps=2)
+    with pytest.raises(NavigatorError, match="no approve/deny answer to the permission request"):
+        nav.request_permission(PermissionRequest(action="bash: rm -rf /"))
+    assert len(nav.nodes) == 2  # two read-only actions, then only asked to answer
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("grep -rn total shop | head -5", True),
+        ("cat shop/cart.py 2>&1", True),
+        ("git diff HEAD", True),
+        ("git commit -am x", False),
+        ("sed -n 1,5p shop/cart.py", True),
+        ("sed -i s/a/b/ shop/cart.py", False),
+        ("cat a > b", False),
+        ("python3 -m unittest", False),
+        ("find . -name '*.pyc' -delete", False),
+        ("ls $(rm -rf x)", False),
+    ],
+)
+def test_read_only_commands(command: str, expected: bool) -> None:
+    config = NavigatorSettings()
+    assert read_only(command, config) is expected
+    assert gated("bash", {"command": command}, config) is not expected
