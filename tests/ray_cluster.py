@@ -152,7 +152,8 @@ def ray_cluster(
     env = env or [{} for _ in resources]
     nodes: list[Node] = []
     try:
-        port, auth = free_port(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)  # a driver in this process has it already
+        port, auth = free_port(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
         nodes.append(start_node("head", root, resources[0], None, env[0], cpus, port, auth))
         address = f"{node_ip()}:{port}"
         for number, (extra, node_env) in enumerate(zip(resources[1:], env[1:], strict=True), start=2):

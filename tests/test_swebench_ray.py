@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,30 +78,62 @@ def commands(trajectory: dict[str, Any]) -> list[tuple[str, str]]:
     return [(op["action_type"], op["action_params"].get("command", "")) for op in trajectory["operations"]]
 
 
-def test_node_killed_mid_instance_resumes_on_the_other_node(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def six(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    path, rows = dataset(tmp_path_factory.mktemp("ray-data"), 6)
+    return path, sorted(row["instance_id"] for row in rows)
+
+
+@pytest.fixture(scope="module")
+def postgres_server_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str, request: pytest.FixtureRequest) -> str:
+    """A database of its own per test: the threads (named by instance ids) never meet another test's."""
+    import psycopg
+
+    name = "t_" + request.node.name.removeprefix("test_")[:40]
+    with psycopg.connect(postgres_server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return postgres_server_url.rsplit("/", 1)[0] + "/" + name
+
+
+@contextmanager
+def two_nodes(tmp_path: Path) -> Iterator[tuple[Any, dict[str, Path]]]:
+    """Two nodes of one docker slot each; each node's runs go to its own scratch folder (its "local disk")."""
+    scratch = {name: tmp_path / f"scratch-{name}" for name in ("head", "node2")}
+    env = [{"LLM_IDE_RAY_SCRATCH": str(scratch[name])} for name in ("head", "node2")]
+    with ray_cluster(tmp_path / "ray", [{"docker_slot": 1}, {"docker_slot": 1}], env=env) as cluster:
+        yield cluster, scratch
+
+
+def batch_args(data: Path, model: str, output: Path, config: Path, address: str, url: str) -> list[str]:
+    return [
+        sys.executable, "-c", CLI, "swebench", "--subset", str(data), "--split", "test", "--model", model,
+        "--output", str(output), "--config", str(config), "--engine", "ray", "--address", address,
+        "--checkpoint", url, "--task-cpus", "0.5", "--task-memory", "256",
+    ]  # fmt: skip
+
+
+def start(args: list[str], cluster: Any) -> subprocess.Popen:
+    env = {**os.environ, **cluster.env}
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_node_killed_mid_instance_resumes_on_the_other_node(
+    tmp_path: Path, six: tuple[Path, list[str]], postgres_url: str
+) -> None:
     import docker
 
-    path, rows = dataset(tmp_path / "data", 6)
-    ids = sorted(row["instance_id"] for row in rows)
+    path, ids = six
     model = write_script(tmp_path / "steps.yaml", COMMANDS)
     output = tmp_path / "out"
-    scratch = {name: tmp_path / f"scratch-{name}" for name in ("head", "node2")}
-    slots = [{"docker_slot": 1}, {"docker_slot": 1}]
-    env = [{"LLM_IDE_RAY_SCRATCH": str(scratch[name])} for name in ("head", "node2")]
-    with postgres_server() as url, ray_cluster(tmp_path / "ray", slots, env=env) as cluster:
-        args = [
-            sys.executable, "-c", CLI, "swebench", "--subset", str(path), "--split", "test", "--model", model,
-            "--output", str(output), "--config", str(write_config(tmp_path / "c.yaml")), "--engine", "ray",
-            "--address", cluster.address, "--checkpoint", url, "--task-cpus", "0.5", "--task-memory", "256",
-        ]  # fmt: skip
-        batch = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **cluster.env},
-            start_new_session=True,
-        )
+    with two_nodes(tmp_path) as (cluster, scratch):
+        args = batch_args(path, model, output, write_config(tmp_path / "c.yaml"), cluster.address, postgres_url)
+        batch = start([*args, "--prefetch-images"], cluster)
         try:
             wait_for(lambda: any(len(ops) >= 1 for _, ops in running_on(scratch["node2"])))
             raylet = cluster.nodes[1].raylet_pid()
@@ -110,7 +144,7 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(tmp_path: Path) -> N
             stdout, stderr = batch.communicate(timeout=600)
         finally:
             if batch.poll() is None:
-                os.killpg(batch.pid, signal.SIGKILL)
+                batch.kill()
     assert batch.returncode == 0, stderr[-3000:]
     assert "swebench: 6/6 done, cost $0.00, submitted: 6" in stdout
 
@@ -134,6 +168,93 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(tmp_path: Path) -> N
     log = (output / "swebench.log").read_text().splitlines()
     ended_on = {line.split()[3].rstrip(":"): line.split()[-1] for line in log if " on node " in line}
     assert ended_on[killed] != node2
+    prefetched = [line for line in log if "prefetch: node" in line]
+    assert len(prefetched) == 2 and all("has the 6 images" in line for line in prefetched)
     for iid in ids:
         assert preds[iid]["model_patch"].count("+one") == 1
     wait_for(lambda: leftover_containers(docker.from_env(), f"{PREFIX}__") == [], timeout=60)
+
+
+def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers(
+    tmp_path: Path, six: tuple[Path, list[str]], postgres_url: str
+) -> None:
+    import docker
+
+    path, ids = six
+    model = write_script(tmp_path / "slow.yaml", ["sleep 1; date +%s%N"] * 3 + [FIX_COMMAND])
+    output = tmp_path / "out"
+    client = docker.from_env()
+    with two_nodes(tmp_path) as (cluster, scratch):
+        args = batch_args(path, model, output, write_config(tmp_path / "c.yaml"), cluster.address, postgres_url)
+        without = start([arg for arg in args if arg not in ("--checkpoint", postgres_url)], cluster)
+        _, stderr = without.communicate(timeout=300)
+        assert without.returncode == 2 and "2 nodes needs --checkpoint postgres://" in " ".join(stderr.split())
+        batch = start(args, cluster)
+        try:
+            wait_for(lambda: all(any(len(ops) >= 1 for _, ops in running_on(folder)) for folder in scratch.values()))
+            batch.send_signal(signal.SIGINT)
+            stdout, stderr = batch.communicate(timeout=300)
+        finally:
+            if batch.poll() is None:
+                batch.kill()
+        assert batch.returncode == 130, stderr[-3000:]
+        assert leftover_containers(client, f"{PREFIX}__") == []  # removed on every node before the driver returned
+        statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances_by_exit_status"]
+        stopped = statuses.pop("interrupted")
+        assert 1 <= len(stopped) <= 2 and set(statuses) <= {"submitted"}  # at most one running instance per node
+        at_stop = {iid: json.loads((output / iid / f"{iid}.traj.json").read_text())["operations"] for iid in stopped}
+        assert all(len(ops) <= 5 for ops in at_stop.values()), {i: len(ops) for i, ops in at_stop.items()}
+
+        rerun = start(args, cluster)
+        stdout, stderr = rerun.communicate(timeout=600)
+        assert rerun.returncode == 0, stderr[-3000:]
+        evaluate = start(
+            [sys.executable, "-c", CLI, "evaluate", str(output / "preds.json"), "--subset", str(path), "--split",
+             "test", "--engine", "ray", "--address", cluster.address, "--output", str(tmp_path / "eval")],
+            cluster,
+        )  # fmt: skip
+        stdout, stderr = evaluate.communicate(timeout=600)
+    assert evaluate.returncode == 0, stderr[-3000:]
+    assert "resolved 6/6 (100.0%)" in stdout
+    assert all((tmp_path / "eval" / "logs" / iid / "test_output.txt").is_file() for iid in ids)  # logs came back
+    assert sorted(json.loads((output / "preds.json").read_text())) == ids
+    for iid, before in at_stop.items():
+        after = json.loads((output / iid / f"{iid}.traj.json").read_text())["operations"]
+        assert len(after) == 5
+        assert [op["observation"] for op in after[: len(before)]] == [op["observation"] for op in before]
+    assert leftover_containers(client, f"{PREFIX}__") == []
+
+
+def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
+    """The budget lives in the batch's hub actor: runs in Ray worker processes add to it and stop at it. A real
+    OpenAI-compatible server on loopback; every call costs $1."""
+    from openai_server import OpenAIServer, Reply
+    from ray_cluster import require_ray
+    from swebench_fixtures import reflection, reply
+
+    from llm_ide.swebench.batch import BatchOptions, run_swebench
+
+    require_ray()
+    data, _ = build_dataset(tmp_path / "data", 3)
+    one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
+    calls = [
+        Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
+        Reply(reflection("Fixed."), **one_dollar),
+        Reply(reply("Submit.", "submit", {}), **one_dollar),
+    ]
+    config = write_config(tmp_path / "c.yaml")
+    settings = yaml.safe_load(config.read_text())
+    settings["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
+    config.write_text(yaml.safe_dump(settings))
+    with OpenAIServer(replies=calls * 3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0, engine="ray",
+        )  # fmt: skip
+        summary = run_swebench(str(data), "test", options)
+    ended = sorted((outcome.exit_status, outcome.cost) for outcome in summary.outcomes.values())
+    assert ended == [("cost_limit", 1.0), ("submitted", 3.0)]
+    assert len(summary.not_started) == 1 and summary.cost == 4.0
+    assert "global cost limit 4.00 reached (spent 4.0000); 1 instances not started" in (
+        (tmp_path / "out" / "swebench.log").read_text()
+    )

@@ -313,6 +313,8 @@ def evaluate_command(
         bool,
         typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
     ] = False,
+    engine: Engine = "local",
+    address: Address = None,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
     import json
@@ -334,21 +336,38 @@ def evaluate_command(
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
     instances = {i.instance_id: i for i in dataset.instances}
     report_path = folder / "report.json"
-    console.print(f"evaluating {len(preds)} predictions with {workers} workers into {folder}", markup=False)
+    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
+    console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
 
     def show(result: Any) -> None:
         console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
 
+    if engine not in ("local", "ray"):
+        raise fail(f"unknown engine {engine!r}: use local or ray")
     try:
-        report = evaluate_predictions(
-            preds,
-            instances,
-            settings=settings,
-            log_dir=folder / "logs",
-            workers=workers,
-            timeout=timeout,
-            on_result=show,
-        )
+        if engine == "ray":
+            from llm_ide.swebench.ray_evaluate import evaluate_on_ray
+
+            report = evaluate_on_ray(
+                preds,
+                instances,
+                settings=settings,
+                log_dir=folder / "logs",
+                address=address,
+                workers=workers,
+                timeout=timeout,
+                on_result=show,
+            )
+        else:
+            report = evaluate_predictions(
+                preds,
+                instances,
+                settings=settings,
+                log_dir=folder / "logs",
+                workers=workers,
+                timeout=timeout,
+                on_result=show,
+            )
     except EvaluationError as error:
         raise fail(str(error)) from None
     table = Table("instance", "status", "FAIL_TO_PASS", "PASS_TO_PASS", "seconds", "detail")

@@ -71,6 +71,7 @@ class AttemptView(BaseModel):
     chosen: bool = False
     score: float | None = None
     exit_status: str = ""
+    reasons: str = ""  # the reviewer's (llm_ide/attempts)
 
 
 class MessageView(BaseModel):

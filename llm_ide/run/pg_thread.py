@@ -3,7 +3,9 @@ advisory lock replaces the run folder's file lock, the `llm_ide_intents` table i
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import CheckpointError
@@ -15,6 +17,22 @@ INTENTS_TABLE = """CREATE TABLE IF NOT EXISTS llm_ide_intents (
 
 def is_postgres(spec: str | None) -> bool:
     return bool(spec) and str(spec).startswith(("postgres://", "postgresql://"))
+
+
+def prepare_postgres(url: str) -> None:
+    """The checkpoint and intent tables, made once before a batch's runs start: their concurrent creation on a fresh
+    database races (a duplicate key in LangGraph's migrations table)."""
+    import psycopg
+
+    from llm_ide.run.checkpoint import open_checkpointer
+
+    with open_checkpointer(url, Path(os.devnull)):
+        pass
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(INTENTS_TABLE)
+    except psycopg.Error as error:
+        raise CheckpointError(f"postgres intents table: {' '.join(str(error).split())[:300]}") from None
 
 
 class PostgresThread:

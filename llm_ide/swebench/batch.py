@@ -14,6 +14,7 @@ from typing import Any
 
 from llm_ide.errors import ExitStatus
 from llm_ide.run.logfile import QuietFileHandler
+from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
@@ -186,6 +187,7 @@ def execute_instance(
         cost=float(stats.get("cost", 0.0)),
         steps=steps,
         patch=result.submission or "",
+        error=getattr(result, "error", ""),
         details={
             "cost": float(stats.get("cost", 0.0)),
             "api_calls": int(stats.get("api_calls", 0)),
@@ -244,6 +246,8 @@ def run_batch(
 
     summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
     progress = progress or BatchProgress(total=len(instances), live=False)
+    if instances and is_postgres(options.checkpoint):
+        prepare_postgres(options.checkpoint)
     if options.engine == "ray":
         from llm_ide.swebench.ray_engine import run_batch_ray
 

@@ -53,7 +53,7 @@ def absolute(options: BatchOptions) -> BatchOptions:
     )
 
 
-def connect(options: BatchOptions) -> None:
+def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> None:
     """Join the cluster at `--address`, or start a one-node cluster (workers × task CPUs, workers docker slots)."""
     import ray
 
@@ -68,17 +68,17 @@ def connect(options: BatchOptions) -> None:
         "runtime_env": {"env_vars": forwarded_env()},
     }
     try:
-        if options.ray_address:
-            ray.init(address=options.ray_address, **common)
+        if address:
+            ray.init(address=address, **common)
         else:
             ray.init(
-                num_cpus=max(1.0, options.workers * options.task_cpus),
-                resources={DOCKER_SLOT: options.workers},
+                num_cpus=max(1.0, workers * task_cpus),
+                resources={DOCKER_SLOT: workers},
                 object_store_memory=OBJECT_STORE_BYTES,
                 **common,
             )
     except (ConnectionError, RuntimeError, ValueError) as error:
-        where = options.ray_address or "a local one-node cluster"
+        where = address or "a local one-node cluster"
         raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
 
 
@@ -162,6 +162,7 @@ def write_run_files(output: Path, instance_id: str, files: dict[str, bytes]) -> 
     folder = output / instance_id
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / name, data)
 
 
@@ -170,12 +171,14 @@ class RayBatch:
 
     def __init__(self, instances: list[Instance], options: BatchOptions, progress: BatchProgress) -> None:
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from llm_ide.swebench.ray_worker import BatchHub, run_instance_task, seed_files
 
         self.options, self.progress = options, progress
         self.store = OutputStore(options.output)
-        self.hub = BatchHub.remote(options.cost_limit)
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.hub = BatchHub.options(scheduling_strategy=here).remote(options.cost_limit)  # lives as long as we do
         task = ray.remote(run_instance_task).options(**task_options(options))
         self.pending = {
             task.remote(instance, options, self.hub, seed_files(options.output, instance.instance_id)): instance
@@ -255,7 +258,7 @@ def run_batch_ray(
     import ray
 
     options = absolute(options)
-    connect(options)
+    connect(options.ray_address, options.workers, options.task_cpus)
     try:
         nodes = check_cluster(options)
         with batch_log(options.output), progress:

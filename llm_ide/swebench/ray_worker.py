@@ -19,7 +19,7 @@ from llm_ide.swebench.batch import BatchOptions, Outcome, batch_config, execute_
 from llm_ide.swebench.dataset import Instance
 
 DOCKER_SLOT = "docker_slot"  # the custom resource a node offers when it runs docker: `ray start --resources`
-RUN_FILES = (".traj.json", ".calls.jsonl.gz", ".log")  # what comes back from a node-local run folder
+NODE_FILES = (".lock", ".intents.jsonl", ".checkpoint.sqlite", ".checkpoint.sqlite-wal", ".checkpoint.sqlite-shm")
 STOP_POLL = 0.5  # seconds between two looks at the hub's stop flag from one task
 
 
@@ -88,7 +88,7 @@ class RemoteStop:
 @dataclass
 class TaskResult:
     outcome: Outcome
-    files: dict[str, bytes]  # name → content of the run folder's trajectory, calls log and log (none when shared)
+    files: dict[str, bytes]  # relative path → content of the run folder's files (none when shared)
     node: str
 
 
@@ -127,6 +127,7 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         for name, data in seed.items():  # the run's files as the driver has them: the log of calls continues
+            (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
             (run_dir / name).write_bytes(data)
     guard = PostgresThread(options.checkpoint, instance.instance_id) if is_postgres(options.checkpoint) else None
     try:
@@ -154,8 +155,16 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
 
 
 def run_files(run_dir: Path, instance_id: str) -> dict[str, bytes]:
-    names = [instance_id + suffix for suffix in RUN_FILES]
-    return {name: (run_dir / name).read_bytes() for name in names if (run_dir / name).exists()}
+    """The run folder's files by relative path (trajectories, calls logs, logs, attempts' folders), without what
+    belongs to the node (locks, SQLite checkpoints, intents: Postgres holds those) or a local checkout."""
+    if not run_dir.is_dir():
+        return {}
+    files = {}
+    for path in sorted(run_dir.rglob("*")):
+        relative = path.relative_to(run_dir)
+        if path.is_file() and relative.parts[0] != "repo" and not path.name.endswith(NODE_FILES):
+            files[str(relative)] = path.read_bytes()
+    return files
 
 
 def seed_files(output: Path, instance_id: str) -> dict[str, bytes]:
