@@ -216,6 +216,7 @@ class ChatModel:
         self.secrets = known_secrets(api_key)
         self.rng = random.Random()
         self.cache_hints = settings.cache_hints
+        self.n_refused = False  # the endpoint refused a request with `n`: several requests from then on
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
@@ -227,7 +228,8 @@ class ChatModel:
         """Whether one request can return several choices (the chat-completions `n`)."""
         from langchain_openai import ChatOpenAI
 
-        return isinstance(self.chat, ChatOpenAI) and not getattr(self.chat, "use_responses_api", None)
+        responses_api = getattr(self.chat, "use_responses_api", None)
+        return isinstance(self.chat, ChatOpenAI) and not responses_api and not self.n_refused
 
     def complete_n(
         self, messages: list[Message], n: int, call_index: int, deadline: float | None = None

@@ -9,6 +9,9 @@ makes the same operations and only the sampling differs. Configurations, side by
 - k=3 pairwise: three act calls and one comparison per step (two distinct candidates);
 - k=3 n: the three candidates in one request with the provider's `n` (a loopback OpenAI-compatible endpoint,
   tests/openai_server.py), then the discriminator call.
+Then the wall time at a remote endpoint's latency (`--latency` seconds per request, loopback endpoint), k=1 against
+k=3 without `n` (three identical samples: no choosing call, so each step waits for two rounds in both): the k
+requests are in flight together, so k=3 costs about the time of k=1, not k times the act call's.
 Bill (GPT-5-mini-style, in characters, as in bench_cost.py): uncached prompt ×1, the prefix a request shares with the
 run's previous request ×0.1, output ×8, from each call's prompt and response in the calls log.
 """
@@ -92,6 +95,25 @@ def n_replies(responses: list[str]) -> list[Reply]:
     return replies
 
 
+def timed_at_latency(workdir: Path, name: str, steps: int, seed: int, k: int, latency: float) -> tuple[float, int]:
+    """Seconds per operation and requests of the session against an endpoint answering after `latency` seconds."""
+    repo = make_repo(workdir / name / "repo")
+    replies: list[str | Reply] = []
+    for response in session_script(repo, steps, seed):
+        replies += [response] * (k if is_action(response) else 1)  # identical samples: no choosing call
+    overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
+    config = load_config("default", sampling={"k": k, "n": "never"}, **overrides)
+    with OpenAIServer(replies=replies, latency=latency) as server:
+        started = time.perf_counter()
+        result = run_task(TASK, model="gpt-5-mini", base_url=server.url, settings=config,
+                          output_dir=workdir / name / "out", run_id=name, repo=repo)  # fmt: skip
+        seconds = time.perf_counter() - started
+        requests = server.hits
+    if result.exit_status != "submitted":
+        raise SystemExit(f"{name}: the session ended with {result.exit_status}: {result.error}")
+    return seconds / steps, requests
+
+
 def bill_of(calls: list[dict[str, Any]]) -> tuple[int, float, int]:
     """Raw prompt characters, the bill (cached prefix ×0.1, output ×8) and the output characters of a run's calls."""
     raw = out = 0
@@ -135,6 +157,8 @@ def run_one(workdir: Path, name: str, steps: int, seed: int, sampling: dict[str,
 def main(
     steps: Annotated[int, typer.Option(help="Operations in the session.")] = 30,
     seed: Annotated[int, typer.Option(help="Seed of the scripted session.")] = 7,
+    latency: Annotated[float, typer.Option(help="Seconds per request of the endpoint in the wall-time part.")] = 0.3,
+    latency_steps: Annotated[int, typer.Option(help="Operations of the session in the wall-time part.")] = 10,
 ) -> None:
     console = Console(width=170)
     configs = [
@@ -147,6 +171,7 @@ def main(
         run_one(Path(tmp), "warm-up", 3, seed, {"k": 1}, False)  # imports and caches: the seconds compare
         runs = [run_one(Path(tmp), name.split(" ")[0].replace("=", "") + str(i), steps, seed, s, n)
                 for i, (name, s, n) in enumerate(configs)]  # fmt: skip
+        timed = [timed_at_latency(Path(tmp), f"latency-k{k}", latency_steps, seed, k, latency) for k in (1, 3)]
     base = runs[0]
     table = Table("configuration", "operations", "calls", "by kind", "calls/step", "prompt chars", "bill", "bill ×k=1",
                   "output chars", "seconds", title=f"Action sampling on a {steps}-step scripted session")  # fmt: skip
@@ -164,11 +189,18 @@ def main(
             f"{run.seconds:.1f}",
         )
     console.print(table)
+    title = f"Wall time at {latency} s per request ({latency_steps} operations, three identical samples)"
+    wall = Table("configuration", "requests", "s / operation", "×k=1", "one after the other ×k=1", title=title)
+    for k, (per_step, requests) in zip((1, 3), timed, strict=True):
+        sequential = (1 + k) / 2  # rounds per operation: the reflect call and k act calls, against 1 + 1
+        wall.add_row(f"k={k}", str(requests), f"{per_step:.2f}", f"{per_step / timed[0][0]:.2f}", f"{sequential:.2f}")
+    console.print(wall)
     ask, pairwise, one_request = runs[1:]
     print(
         f"RESULT steps={steps} k1_calls={base.calls} k3_calls={ask.calls} k3_call_ratio={ask.calls / base.calls:.2f} "
         f"k3_bill_ratio={ask.bill / base.bill:.2f} pairwise_bill_ratio={pairwise.bill / base.bill:.2f} "
-        f"n_bill_ratio={one_request.bill / base.bill:.2f} n_requests={one_request.calls}"
+        f"n_bill_ratio={one_request.bill / base.bill:.2f} n_requests={one_request.calls} "
+        f"k3_wall_ratio_at_latency={timed[1][0] / timed[0][0]:.2f}"
     )
 
 

@@ -144,6 +144,7 @@ class OpenAIServer:
     requests: list[RecordedRequest] = field(default_factory=list)
     dripped: list[int] = field(default_factory=list)  # bytes each dripping response got out before the client left
     together: int = 0  # the first `together` requests are answered only once all of them have arrived (else a 500)
+    latency: float = 0.0  # seconds before each answer (benchmarks: a remote endpoint's round trip)
 
     def __post_init__(self) -> None:
         if not self.replies:
@@ -222,6 +223,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             index, reply = server._next(recorded)
             request = body if isinstance(body, dict) else {}
+            if server.latency:
+                server._closing.wait(server.latency)
             if server._together is not None and index < server.together:
                 try:
                     server._together.wait(timeout=server.hang_seconds)

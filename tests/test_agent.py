@@ -211,7 +211,7 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
     last = traj["model_calls"][-1]["prompt"]
     memory = last[last.index("## Operation History") :]
     # 9 nodes before the latest; at most 4 shown, the oldest counted 2 at a time
-    assert "(6 earlier operations of the reasoning chain not shown.)" in memory
+    assert "(6 earlier operations of the chain not shown.)" in memory
     assert [line for line in memory.splitlines() if line.startswith("### Operation")] == [
         "### Operation 6",
         "### Operation 7",

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect
-from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
+from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
 from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
 
 from llm_ide import run_attempts  # the Python API
 from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
+from llm_ide.inspector.page import run_page
 
 NO_TOOLS = {"environment": {"tools": []}}
 
@@ -77,6 +79,9 @@ def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the
     assert [(a.index, a.chosen, a.score) for a in run.attempts] == [(1, False, 2.0), (2, True, 9.0)]
     assert [(n.attempt, n.id) for n in run.nodes] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
     assert all("chain" in n.marks for n in run.nodes)
+    page = run_page(run)
+    assert 'title="The patch only edits the README; calc.double still adds 1."' in page
+    assert "attempt 2 · score 9.0 · chosen" in page
 
 
 @pytest.mark.parametrize(("mode", "choices", "by"), [("model", [choice(2, "Only candidate 2 fixes calc.")], "chooser"),
@@ -87,10 +92,11 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
         tmp_path / "scripts",
         [attempt_script(WRONG), attempt_script(WRONG), attempt_script(RIGHT)],
         [review(3, "README only."), review(3, "README only."), review(6, "Plausible.")],
-        choices,
+        [choice(1, "the agent's chooser file: not used when attempts.chooser.model is set")],
     )
-    result = run_attempts(TASK, model=model, settings=settings(max=3, choose=mode), output_dir=tmp_path / "out",
-                          run_id="T", repo=repo)  # fmt: skip
+    chooser = write(tmp_path / "elsewhere", "chooser.yaml", choices or ["unused"])  # a model of its own
+    config = settings(max=3, choose=mode, chooser={"model": f"scripted:{chooser}"})
+    result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
     assert [a["index"] for a in result.attempts] == [1, 2, 3]
     assert result.chosen == 3
     assert "+    return x + x\n" in result.submission
@@ -106,8 +112,13 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
         assert "[1] bash: Applied." in call["prompt"]  # each candidate's reasoning summary
     else:
         assert chooser == []
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "inspect", str(result.trajectory_path)]
+    shown = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "attempt 1: submitted, score 3" in shown and "attempt 3: submitted, score 6 (chosen)" in shown
+    assert f"chosen: attempt 3 ({by})" in shown
 
 
+@pytest.mark.slow
 def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_run_twice(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", FILES)
     trail, waiting, go = tmp_path / "trail.txt", tmp_path / "waiting", tmp_path / "go"
@@ -157,3 +168,109 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_r
     assert second_ops == ["Record.", "Wait.", "Fix.", "Done."]
     assert "+    return x + x\n" in traj["info"]["submission"]
     assert "attempt 2: submitted, score 9, $0.0000 (chosen)" in output
+
+
+def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:
+    """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.06 are spent by the third call."""
+    replies = [Reply(text, input_tokens=100_000, output_tokens=10) for text in attempt_script(RIGHT)]
+    with OpenAIServer(replies=replies) as server:
+        result = run_attempts(
+            TASK,
+            model="gpt-5-mini",
+            base_url=server.url,
+            output_dir=tmp_path / "out",
+            run_id="T",
+            settings=settings(max=3, cost_limit=0.06),
+            repo=make_git_repo(tmp_path / "repo", FILES),
+        )
+        requests = len(server.requests)  # fmt: skip
+    assert requests == 3  # act, reflect, act: no fourth agent call, no review, no second attempt
+    assert result.exit_status == "cost_limit"
+    assert [(a["index"], a["exit_status"], a["score"]) for a in result.attempts] == [(1, "cost_limit", None)]
+    assert result.chosen == 1 and "+    return x + x\n" in result.submission  # its patch is still the task's
+    assert result.model_stats["cost"] == pytest.approx(3 * (100_000 * 0.25 + 10 * 2.0) / 1e6)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    go = tmp_path / "go"
+
+    def waiting(number: int) -> list[str]:
+        started = tmp_path / f"started{number}"
+        command = f"echo {number} >> {tmp_path}/trail; touch {started}; while [ ! -f {go} ]; do sleep 0.05; done"
+        return [act("Wait.", "bash", command=command), reflect(False, "waited"), *attempt_script(RIGHT)]
+
+    model = scripts(tmp_path / "scripts", [waiting(1), waiting(2)], [review(5, "Fine."), review(5, "Fine.")])
+    config = tmp_path / "config.yaml"
+    environment = {"tools": [], "writable": [str(tmp_path)]}
+    config.write_text(yaml.safe_dump({"environment": environment, "attempts": {"max": 2, "parallel": True}}))
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "P"]
+    args += ["--output", str(tmp_path / "out"), "--config", str(config)]
+    first = llm_ide(*args, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"started{n}").exists() for n in (1, 2)):  # both attempts at once
+        assert first.poll() is None, first.stdout.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(first.pid, signal.SIGINT)
+    go.touch()
+    output = first.communicate(timeout=120)[0].decode()
+    assert first.returncode == 130, output
+    for number in (1, 2):
+        killed = json.loads((tmp_path / "out" / f"attempt{number}" / f"P-attempt{number}.traj.json").read_text())
+        assert killed["info"]["exit_status"] == "interrupted"
+
+    rerun = llm_ide(*args, cwd=tmp_path)
+    output = rerun.communicate(timeout=180)[0].decode()
+    assert rerun.returncode == 0, output
+    traj = json.loads((tmp_path / "out" / "P.traj.json").read_text())
+    assert [(a["index"], a["exit_status"]) for a in traj["info"]["attempts"]] == [(1, "submitted"), (2, "submitted")]
+    assert sorted((tmp_path / "trail").read_text().split()) == ["1", "2"]  # the waiting commands ran once each
+    assert traj["info"]["choice"]["by"] == "only"  # the same fix twice: one distinct patch
+
+
+def test_the_graph_streams_each_attempts_steps_to_its_custom_stream(tmp_path: Path) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from llm_ide.attempts.context import AttemptsContext
+    from llm_ide.attempts.graph import build_attempts_graph
+
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)],
+                    [review(1, "README only."), review(9, "Fixed.")])  # fmt: skip
+    ctx = AttemptsContext(settings=settings(max=2), model=model, run_id="S", output_dir=tmp_path / "out", repo=repo,
+                          environment="local")  # fmt: skip
+    inputs = {"task": TASK, "repo": str(repo), "model": model}
+    graph = build_attempts_graph(InMemorySaver())
+    chunks = list(graph.stream(inputs, {"configurable": {"thread_id": "S"}}, context=ctx, stream_mode="custom"))
+    assert [(c["attempt"], c["kind"], c["step"]) for c in chunks] == [
+        (1, "step", 1), (1, "step", 2), (1, "step", 3), (1, "end", 3),
+        (2, "step", 1), (2, "step", 2), (2, "step", 3), (2, "end", 3),
+    ]  # fmt: skip
+    assert chunks[5]["action"] == f"bash: {RIGHT}" and chunks[-1]["exit_status"] == "submitted"
+    assert graph.get_state({"configurable": {"thread_id": "S"}}).values["chosen"] == 2
+
+
+def test_an_attempt_stopped_by_a_model_error_stops_the_run_and_the_rerun_resumes_it(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    second = attempt_script(RIGHT)
+    folder = tmp_path / "scripts"
+    model = scripts(folder, [attempt_script(WRONG), second[:3]], [review(2, "README only."), review(9, "Fixed.")])
+    run = dict(model=model, settings=settings(max=3), output_dir=tmp_path / "out", run_id="T", repo=repo)
+    stopped = run_attempts(TASK, **run)
+    assert stopped.exit_status == "model_error"  # the script ran out during attempt 2
+    assert "attempt 2 stopped with model_error" in stopped.error
+    assert [a["index"] for a in stopped.attempts] == [1]
+
+    write(folder, "attempt2.yaml", second)  # the model answers again
+    resumed = run_attempts(TASK, **run)
+    assert resumed.exit_status == "submitted" and resumed.chosen == 2
+    assert [(a["index"], a["score"]) for a in resumed.attempts] == [(1, 2.0), (2, 9.0)]
+    traj = json.loads(resumed.trajectory_path.read_text())
+    assert [op["thought"] for op in traj["operations"] if op["attempt"] == 2] == [
+        "Check what double(2) gives; run the test.",
+        "Apply the fix.",
+        "Done.",
+    ]
+    assert [c["attempt"] for c in traj["model_calls"] if c["kind"] == "review"] == [1, 2]

@@ -27,7 +27,12 @@ def test_langgraph_dev_runs_the_attempts_graph(studio: str, tmp_path: Path) -> N
         "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
         "config": {"environment": {"tools": []}, "attempts": {"max": 3}},
     }  # fmt: skip
-    final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
+    parts = list(client.runs.stream(thread["thread_id"], assistant["assistant_id"], input=inputs,
+                                    stream_mode=["custom", "values"]))  # fmt: skip
+    steps = [(p.data["attempt"], p.data["kind"], p.data["step"]) for p in parts if p.event == "custom"]
+    each = [("step", 1), ("step", 2), ("step", 3), ("end", 3)]
+    assert steps == [(n, kind, s) for n in (1, 2) for kind, s in each]  # each attempt's steps, live
+    final = [p.data for p in parts if p.event == "values"][-1]
     assert [(a["index"], a["score"]) for a in final["attempts"]] == [(1, 1.0), (2, 9.0)]
     assert final["chosen"] == 2 and final["chosen_by"] == "accept_score"
     assert "+    return x + x\n" in final["submission"]

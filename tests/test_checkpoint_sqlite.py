@@ -2,16 +2,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from llm_ide.config import load_config
 from llm_ide.graph import build_graph
-from llm_ide.run.checkpoint import ChannelSqliteSaver, open_checkpointer
+from llm_ide.run.checkpoint import MEMORY_TYPES, ChannelSqliteSaver, open_checkpointer, serializer
 from llm_ide.run.single import run_task
+from llm_ide.state.operations import OperationNode
 
 
 def fixed_run(tmp_path: Path, keep_history: bool) -> tuple[dict, Path]:
@@ -66,3 +70,19 @@ def test_a_blob_is_stored_once_per_channel_version(tmp_path: Path) -> None:
     assert per_channel["operations"] == 5  # one version per committed operation, not one per super-step
     assert per_channel["code_context"] == 5
     assert per_channel.get("snapshot", 0) <= 1  # a 5-step run is one epoch: one memory snapshot (a short one inline)
+
+
+@pytest.mark.parametrize("count", [2, 15, 16, 300, 70_000])
+def test_the_operations_encode_node_by_node_exactly_as_langgraph_encodes_the_list(count: int) -> None:
+    """Each node is encoded once and reused while it is in the list: the bytes are LangGraph's own encoding."""
+    nodes = [
+        OperationNode(id=i, parent_id=i - 1 or None, thought="t" * (i % 50), observation="o" * (i % 300))
+        for i in range(count)
+    ]
+    ours, plain = serializer(), JsonPlusSerializer(allowed_msgpack_modules=MEMORY_TYPES)
+    first = ours.dumps_typed(nodes)
+    grown = [*nodes[:-1], replace(nodes[-1], summary="s"), OperationNode(id=count, parent_id=count - 1)]
+    for value, (kind, data) in ((nodes, first), (grown, ours.dumps_typed(grown))):
+        raw = zlib.decompress(data) if kind.endswith("+zlib") else data
+        assert (kind.removesuffix("+zlib"), raw) == plain.dumps_typed(value)
+        assert ours.loads_typed((kind, data)) == value

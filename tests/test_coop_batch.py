@@ -70,8 +70,12 @@ def test_batch_over_pairs_and_settings_summarizes_pass_and_conflict_rates(tmp_pa
     folders = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert folders == sorted(f"demo_task7_f1_f{j}_{s}_k0" for s in ("coop", "coop_ablation") for j in (2, 3))
     for folder in folders:
-        assert set(json.loads((out / folder / "eval.json").read_text())["seconds"]) == {
-            "planning", "execution", "evaluation"}  # fmt: skip
+        graded = json.loads((out / folder / "eval.json").read_text())
+        assert set(graded["seconds"]) == {"planning", "execution", "evaluation"}
+        conflicted = "ablation" in folder  # graded as a conflict, then merged with the union strategy and tested
+        assert (graded["merge"]["status"], graded["merge"]["strategy"]) == (
+            ("conflicts", "union") if conflicted else ("clean", "naive"))  # fmt: skip
+        assert (graded["merge"]["conflict_sections"] > 0) is conflicted
 
     (out / "demo_task7_f1_f2_coop_k0" / "eval.json").unlink()  # graded again by `coop evaluate` over the folder
     again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(out)], capture_output=True, text=True,

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import load_coop_settings
 from llm_ide.coop.task import load_task
 
+CLI = "from llm_ide.cli import app; app()"
 NOTE = "I append three() to pkg/core.py: keep out of it, put four() in pkg/extra.py"
 LATER = "pkg/core.py is done: three() is at its end"
 EXTRA = "def four():\n    return 4\n"
@@ -89,11 +92,18 @@ def test_agent_one_message_changes_agent_two_action(tmp_path: Path) -> None:
 
     prompts = [c["prompt"] for c in load_trajectory(folder / "agent2-run" / "agent2.traj.json")["model_calls"]]
     assert len(prompts) == 3 and prompts[1].startswith(prompts[0]) and prompts[2].startswith(prompts[1])  # cached
-    observation = prompts[1].rsplit(": observation (return code", 1)[1]  # the reflect prompt's last turn
+    observation = prompts[1].rsplit(" (return code", 1)[1]  # the reflect prompt's last turn
     assert observation.index("Created pkg/extra.py") < observation.index(f"- {LATER}") < observation.index("Reflect")
     assert "`<send_message>" in prompt  # the action is offered in coop execution
     assert "+def four():" in (folder / "patch_agent2.patch").read_text()
     assert "pkg/core.py" not in (folder / "patch_agent2.patch").read_text()
+    trajectory = folder / "agent2-run" / "agent2.traj.json"
+    shown = subprocess.run([sys.executable, "-c", CLI, "inspect", str(trajectory)], capture_output=True, text=True)
+    assert f"message before operation 2, from agent 1: {LATER}" in shown.stdout, shown.stderr
+    page = subprocess.run([sys.executable, "-c", CLI, "inspect", str(trajectory), "--html"], capture_output=True)
+    assert page.returncode == 0, page.stderr
+    html = (folder / "agent2-run" / "agent2.html").read_text()
+    assert "before operation 1, from agent 1: I append three() to pkg/core.py" in html
 
 
 def test_without_the_channel_agent_two_acts_otherwise(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from test_coop_evaluate import build_task
-from test_coop_messages import NOTE, pair_scripts
+from test_coop_messages import LATER, NOTE, pair_scripts
 from test_studio import studio  # noqa: F401 (the fixture)
 
 
@@ -32,5 +32,6 @@ def test_langgraph_dev_runs_a_coop_pair(studio: str, tmp_path: Path) -> None:  #
     assert set(result["seconds"]) == {"planning", "execution", "evaluation"}
     folder = Path(final["folder"])
     assert json.loads((folder / "eval.json").read_text())["both_passed"] is True
-    assert json.loads((folder / "messages.jsonl").read_text())["text"] == NOTE
+    sent = [json.loads(line)["text"] for line in (folder / "messages.jsonl").read_text().splitlines()]
+    assert sent == [NOTE, LATER]
     assert final["plans"] == {"1": "three() in pkg/core.py", "2": "four() somewhere"}

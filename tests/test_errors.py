@@ -135,7 +135,8 @@ def test_every_error_carries_its_exit_status_and_code() -> None:
     assert statuses == {"ModelError": (ExitStatus.MODEL_ERROR, 1), "ModelAuthError": (ExitStatus.MODEL_ERROR, 2)}
     assert (EnvironmentFailure.exit_status, EnvironmentFailure.exit_code) == (ExitStatus.ENVIRONMENT_ERROR, 1)
     assert issubclass(ConfigError, UsageError) and issubclass(UsageError, LlmIdeError)
-    assert [status for status in ExitStatus if not status.finished] == ["model_error", "interrupted", "error"]
+    unfinished = [status for status in ExitStatus if not status.finished]
+    assert unfinished == ["model_error", "interrupted", "awaiting_navigator", "error"]
     assert issubclass(Terminated, KeyboardInterrupt) and Terminated(signal.SIGTERM).code == 143
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -74,14 +75,16 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
         pytest.fail(f"navigator serve exited {process.returncode} before it was ready: {log.read_text()}")
 
     yield start
+    stopped = []
     for process in processes:
         process.terminate()
         try:
-            process.wait(timeout=30)
+            stopped.append(process.wait(timeout=30))
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait()
+            stopped.append(process.wait())
         process.stdout.close()
+    assert stopped == [128 + signal.SIGTERM] * len(processes)  # a graceful stop on SIGTERM, the navigator closed
 
 
 async def sdk_round_trip(url: str) -> dict[str, Any]:
@@ -151,22 +154,27 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
         "<approve>Running the tests is fine.</approve>",
         "<pass>The loop counts quantities and the tests pass.</pass>",
     ]
-    url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo))
+    log = tmp_path / "served.jsonl"
+    url = serve("--model", write_script(tmp_path / "navigator.yaml", navigator), "--repo", str(repo), "--log", str(log))
     driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
     driver += [reflect(False, "tests pass"), SUBMIT]
-    nav = {"mode": "mcp", "url": url, "review_on_submit": True}
-    result = run_task(
-        "Cart.total ignores quantities.",
-        model=write_script(tmp_path / "driver.yaml", driver),
-        settings=load_config("default", environment={"tools": []}, navigator=nav),
-        output_dir=tmp_path / "out",
-        run_id="served",
-        repo=repo,
+    config = tmp_path / "served.yaml"  # `llm-ide run` end to end: the server is checked, then the run is gated by it
+    config.write_text(json.dumps({"environment": {"tools": []}, "navigator": {"url": url, "review_on_submit": True}}))
+    done = subprocess.run(
+        [*CLI, "run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+        + ["--model", write_script(tmp_path / "driver.yaml", driver), "--output", str(tmp_path / "out")]
+        + ["--thread-id", "served", "--navigator", "mcp"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    traj = load_trajectory(result.trajectory_path)
+    traj = load_trajectory(tmp_path / "out" / "served.traj.json")
 
-    assert result.exit_status == "submitted"
-    assert "+            total += price * quantity" in result.submission and "test_cart" not in result.submission
+    assert done.returncode == 0, done.stderr
+    assert traj["info"]["exit_status"] == "submitted"
+    patch = (tmp_path / "out" / "served.patch").read_text()
+    assert "+            total += price * quantity" in patch and "test_cart" not in patch
     operations = [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in traj["operations"]]
     assert operations[:3] == [(0, None, "view", False), (1, 0, "edit", True), (2, 0, "edit", False)]  # a sibling
     reason = "Changing the test hides the bug: fix Cart.total instead."
@@ -182,6 +190,15 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
     assert [(d["approved"], d["by"]) for d in record["decisions"]] == [(False, "mcp"), (True, "mcp"), (True, "mcp")]
     assert record["usage"]["calls"] == len(navigator)  # the server's model calls, apart from the driver's
     assert traj["info"]["model_stats"]["api_calls"] == len(driver)
+
+    served = [json.loads(line) for line in log.read_text().splitlines()]  # the server's own record
+    assert [entry["tool"] for entry in served] == ["request_plan", *["request_permission"] * 3, "request_review"]
+    cheat = served[1]["arguments"]
+    assert cheat["thought"] == "Expect what the code returns[1](tests/test_cart.py:11)."
+    assert "-        self.assertEqual(cart.total(), 16.0)" in cheat["diff"]
+    assert "def total(self)" in cheat["context"]  # the driver's code context went along
+    assert served[1]["result"]["approved"] is False and served[4]["result"]["passed"] is True
+    assert [len(entry["calls"]) for entry in served] == [2, 1, 1, 1, 1]  # the navigator's model calls, each logged
 
 
 def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve: Serve) -> None:
@@ -227,6 +244,25 @@ def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decisi
     assert "+            total += price * quantity" in result.submission
 
 
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),
+        ({"Host": "attacker.example"}, 421),  # a rebound DNS name
+        ({"Origin": "http://attacker.example"}, 403),  # a web page's request
+    ],
+)
+def test_only_loopback_names_reach_the_served_navigator(serve: Serve, headers: dict[str, str], status: int) -> None:
+    import httpx
+
+    url = serve("--navigator", "remote_navigators:RulesNavigator")
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    accept = {"Accept": "application/json, text/event-stream"}
+    response = httpx.post(url, json=body, headers={**accept, **headers}, timeout=60)
+    assert response.status_code == status
+
+
 def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
     url = serve("--navigator", "remote_navigators:FailingNavigator")
     with pytest.raises(NavigatorUnavailable) as failed:
@@ -240,6 +276,28 @@ def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
         McpNavigator(down).check()
     assert str(missing.value).startswith(f"navigator at {down} is unreachable: ")
     assert "\n" not in str(missing.value)
+
+
+def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with socket.socket() as sock:  # bound, never listening: the server is gone by the time the edit is gated
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        result = run_task(
+            "Cart.total ignores quantities.",
+            model=write_script(tmp_path / "driver.yaml", [VIEW, reflect(False, "price only"), FIX]),
+            settings=load_config(
+                "default", environment={"tools": []}, navigator={"mode": "mcp", "url": url, "plan": False}
+            ),
+            output_dir=tmp_path / "out",
+            run_id="gone",
+            repo=repo,
+        )
+    traj = load_trajectory(result.trajectory_path)
+    assert result.exit_status == "error" == traj["info"]["exit_status"]
+    assert result.error.startswith(f"navigator at {url} is unreachable: ConnectError") and "\n" not in result.error
+    assert [o["action_type"] for o in traj["operations"]] == ["view"]  # the ungated view ran, the edit did not
+    assert "price * quantity" not in (repo / "shop/cart.py").read_text()
 
 
 @pytest.mark.parametrize(

@@ -252,7 +252,10 @@ def test_the_k_requests_are_in_flight_together(tmp_path: Path) -> None:
     assert [body.get("n") for body in bodies] == [None] * 7
     ops = traj["operations"]
     assert [op["action_type"] for op in ops] == ["view", "submit"] and ops[0]["candidates"][0]["samples"] == 3
-    assert [call["index"] for call in traj["model_calls"]] == list(range(7))
+    calls = traj["model_calls"]
+    assert [call["index"] for call in calls] == list(range(7))
+    assert traj["info"]["model_stats"]["cost"] == pytest.approx(sum(call["cost"] for call in calls))  # each sample paid
+    assert all(call["cost"] > 0 for call in calls)
 
 
 def test_single_call_takes_the_reflection_of_the_candidate_that_runs(tmp_path: Path) -> None:
@@ -275,3 +278,94 @@ def test_single_call_takes_the_reflection_of_the_candidate_that_runs(tmp_path: P
         ("bash", 2, False),
         ("search", 1, True),
     ]
+
+
+def test_the_cli_tells_a_bad_sampling_setting_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("sampling:\n  k: 3\n  choice: majority\n")
+    args = ["run", "--repo", str(tmp_path), "--task", "t", "--model", "scripted:x.yaml", "--config", "bad.yaml"]
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: bad.yaml: sampling.choice: input should be 'ask_colleagues' or 'pairwise' (got 'majority')"
+    ]
+
+
+def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_candidates(tmp_path: Path) -> None:
+    """Attempts (issue 11 items 1-3) run the sampled graph when `sampling.k > 1`: in attempt 1 the discriminator
+    picks the wrong fix, in attempt 2 the right one; the reviewer accepts attempt 2."""
+    from attempts_scripts import FILES, RIGHT, TASK, WRONG, review, scripts
+
+    from llm_ide import run_attempts
+
+    check = act("Run the check.", "bash", command="python3 test_calc.py")
+    right, wrong = act("Drop the + 1.", "bash", command=RIGHT), act("Note it.", "bash", command=WRONG)
+    done = act("Done.", "submit")
+
+    def attempt(pick: int) -> list[str]:
+        fix = [right, wrong, right, f"<choice>{pick}</choice>"]  # two distinct candidates: the discriminator picks
+        return [*[check] * 3, reflect(False, "double(2) is 5."), *fix, reflect(False, "Applied."), *[done] * 3]
+
+    model = scripts(tmp_path / "scripts", [attempt(2), attempt(1)], [review(2, "README only."), review(9, "Fixed.")])
+    config = load_config("default", environment={"tools": []}, attempts={"max": 3}, sampling={"k": 3})
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
+    assert [a["index"] for a in result.attempts] == [1, 2] and result.chosen == 2
+    assert "-    return x + x + 1  # BUG\n+    return x + x" in result.submission
+    ops = json.loads(result.trajectory_path.read_text())["operations"]
+    chosen = [op for op in ops if op["choice"].get("method") == "ask_colleagues"]
+    picked = {op["attempt"]: op["action_params"]["command"] for op in chosen}
+    assert picked == {1: WRONG, 2: RIGHT}
+    assert all(op["candidates"] for op in ops)
+
+    demos = render_demonstrations(config.merged({"demonstrations": [str(result.trajectory_path)]}))
+    assert RIGHT in demos and "issue tracker" not in demos  # a run with attempts demonstrates its chosen attempt
+
+
+def test_an_endpoint_refusing_n_gets_k_requests_from_then_on(tmp_path: Path) -> None:
+    replies = [400, VIEW, VIEW, VIEW, reflect(False, "Read."), SUBMIT, SUBMIT, SUBMIT]
+    with OpenAIServer(replies=replies) as server:
+        result, traj = run(tmp_path, "gpt-5-mini", settings(k=3), base_url=server.url)
+        bodies = [request.body for request in server.requests]
+    assert result.exit_status == "submitted", result.error
+    assert [body.get("n") for body in bodies] == [3] + [None] * 7  # refused once, never asked again
+    assert [op["action_type"] for op in traj["operations"]] == ["view", "submit"]
+    assert traj["info"]["model_stats"]["api_calls"] == 7  # the refused request is no call
+
+
+def test_the_navigator_gates_only_the_chosen_candidate_and_a_denial_is_sampled_again(tmp_path: Path) -> None:
+    """Sampling with the navigator (issue 12): the permission node sees the action that was chosen; denied, it
+    stays a failed operation with its candidates, and the alternative is sampled again."""
+    cheat = act("Make the test expect 11.5.", "edit", path="tests/test_cart.py", old="16.0", new="11.5")
+    fix = act("Multiply by the quantity.", "edit", path="shop/cart.py", old="            total += price\n",
+              new="            total += price * quantity\n")  # fmt: skip
+    driver = [*[VIEW] * 3, reflect(False, "total sums price only."), cheat, fix, cheat, "<choice>1</choice>"]
+    driver += [*[fix] * 3, reflect(False, "fixed"), *[RUN_TESTS] * 3, reflect(False, "tests pass"), *[SUBMIT] * 3]
+    navigator = [
+        '<view>{"path": "shop/cart.py"}</view>',
+        "<plan>1. Multiply price by quantity in Cart.total.\n2. Run the tests.</plan>",
+        "<deny>Changing the test hides the bug.</deny>",
+        "<approve>As planned.</approve>",
+        "<approve>Running the tests is fine.</approve>",
+    ]
+    nav = {"mode": "model", "model": write_script(tmp_path / "navigator.yaml", navigator)}
+    config = settings(k=3).merged({"navigator": nav})
+    result, traj = run(tmp_path, write_script(tmp_path / "driver.yaml", driver), config)
+    assert result.exit_status == "submitted"
+    ops = traj["operations"]
+    assert [(op["id"], op["parent_id"], op["action_type"], op["bad_action"]) for op in ops] == [
+        (0, None, "view", False),
+        (1, 0, "edit", True),  # the pick, denied: never run
+        (2, 0, "edit", False),  # its alternative, sampled again (three identical samples)
+        (3, 2, "bash", False),
+        (4, 3, "submit", None),
+    ]
+    assert ops[1]["denied"]["reason"] == "Changing the test hides the bug."
+    assert [(c["action_params"]["path"], c["samples"], c["chosen"]) for c in ops[1]["candidates"]] == [
+        ("tests/test_cart.py", 2, True),
+        ("shop/cart.py", 1, False),
+    ]
+    assert ops[2]["choice"]["method"] == "unanimous" and ops[2]["candidates"][0]["samples"] == 3
+    assert "16.0" in (tmp_path / "repo" / "tests" / "test_cart.py").read_text()
+    decisions = traj["info"]["navigator"]["decisions"]
+    assert [(d["step"], d["approved"]) for d in decisions] == [(1, False), (2, True), (3, True)]  # one per pick

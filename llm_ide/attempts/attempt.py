@@ -37,6 +37,17 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         repo = local_worktree(ctx, index, base)
     ctx.emit(f"attempt {index} of {ctx.settings.attempts.max}")
     checkpoint = ctx.checkpoint if ctx.checkpoint and ctx.checkpoint.startswith("postgres") else None
+    writer = getattr(runtime, "stream_writer", None)
+    outer = contextvars.copy_context()  # where the writer finds this node's run (the agent runs in a context apart)
+
+    def on_event(event: Any) -> None:
+        """The agent's steps also go to the graph's `custom` stream (LangGraph Studio, langgraph_sdk, `stream`)."""
+        if event.kind in ("step", "end") and writer is not None:
+            status = str(event.exit_status or "")
+            outer.run(writer, {"attempt": index, "kind": event.kind, "step": event.step, "action": event.action,
+                               "cost": event.cost, "exit_status": status})  # fmt: skip
+        ctx.forward(event)
+
     result = contextvars.Context().run(  # a thread of its own, not a child of this graph's run
         run_task,
         state["task"],
@@ -50,7 +61,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         base_url=ctx.base_url,
         checkpoint=checkpoint,
         task_vars=ctx.task_vars,
-        on_event=ctx.on_event,
+        on_event=on_event,
         cost_budget=ctx.budget,
         carried_lessons=state.get("carried_lessons") or None,
     )

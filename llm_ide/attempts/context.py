@@ -23,7 +23,23 @@ from llm_ide.resources import CostBudget
 from llm_ide.settings import Settings
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 
-ROLES = ("review", "choose")
+
+class TaskBudget(CostBudget):
+    """The task's budget (`attempts.cost_limit`) over all its attempts, reviews and choice; spending also counts
+    against the batch's budget when there is one, and either one spent stops the task."""
+
+    def __init__(self, limit: float | None, batch: CostBudget | None = None) -> None:
+        super().__init__(limit)
+        self.batch = batch
+
+    def add(self, cost: float) -> None:
+        super().add(cost)
+        if self.batch is not None:
+            self.batch.add(cost)
+
+    @property
+    def exhausted(self) -> bool:
+        return super().exhausted or (self.batch is not None and self.batch.exhausted)
 
 
 def attempt_model(spec: str, role: str) -> str:
@@ -45,12 +61,13 @@ class AttemptsContext:
     task_vars: dict[str, Any] | None = None
     on_event: Callable[[Any], None] | None = None
     budget: CostBudget | None = None
+    stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.budget is None:
-            self.budget = CostBudget(self.settings.attempts.cost_limit or None)
+            self.budget = TaskBudget(self.settings.attempts.cost_limit or None)
 
     def attempt_id(self, index: int) -> str:
         return f"{self.run_id}-attempt{index}"
@@ -65,6 +82,14 @@ class AttemptsContext:
             if role not in self._models:
                 self._models[role] = get_model(attempt_model(spec, role), self.settings.model, self.base_url)
             return self._models[role]
+
+    def forward(self, event: Any) -> None:
+        """An attempt's event to the caller; once the run is stopped the attempt ends `interrupted` at its next step
+        (its environment removed, its state saved)."""
+        if self.on_event is not None:
+            self.on_event(event)
+        if self.stop.is_set() and event.kind != "end":
+            raise KeyboardInterrupt
 
     def emit(self, phase: str) -> None:
         if self.on_event is not None:

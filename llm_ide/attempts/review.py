@@ -1,5 +1,6 @@
-"""The `review` node: each attempt not yet reviewed gets a score (0-10) and reasons from the reviewer model; when
-`carry_lessons` is on, its critique and lessons go into the next attempt's Lessons Learned."""
+"""The `review` node: each attempt not yet reviewed gets a score (0-10) and reasons from the reviewer model (none
+once the task's budget is spent); when `carry_lessons` is on, its critique and lessons go into the next attempt's
+Lessons Learned."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def review(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
     reviewed, calls = [], []
     lessons = list(state.get("carried_lessons", []))
     for record in state.get("attempts", []):
-        if record.get("score") is not None:
-            continue
+        if record.get("score") is not None or (ctx.budget is not None and ctx.budget.exhausted):
+            continue  # reviewed, or the task's budget is spent: no more calls
         scored, call = review_one(ctx, state["task"], record, done + len(calls))
         reviewed.append(scored)
         calls.append(call)

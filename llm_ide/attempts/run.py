@@ -7,18 +7,22 @@ from its last step, and the finished ones are kept."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
+from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
 from llm_ide.attempts.trajectory import write_combined
-from llm_ide.errors import ExitStatus, LlmIdeError, UsageError, install_signal_policy
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import thread_lock
-from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output, run_log
+from llm_ide.run.logfile import run_log
+from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output
 from llm_ide.secrets import redacted
 from llm_ide.settings import Settings
 
@@ -57,7 +61,7 @@ def run_attempts(
     kind = settings.environment.type
     if kind == "local" and repo is None:
         raise UsageError("attempts in the local environment need a repository (--repo PATH)")
-    budget = cost_budget or CostBudget(settings.attempts.cost_limit or None)
+    budget = TaskBudget(settings.attempts.cost_limit or None, cost_budget)
     ctx = AttemptsContext(
         settings=settings, model=model, run_id=run_id, output_dir=output_dir,
         repo=Path(repo).resolve() if repo else None, environment=kind, image=image, base_url=base_url,
@@ -81,7 +85,7 @@ def run_attempts(
         spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + sum(
             c.get("cost", 0.0) for c in values.get("calls", [])
         )
-        budget.add(spent if cost_budget is None else 0.0)
+        CostBudget.add(budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
         if resumed and values.get("exit_status") and not snapshot.next:
             return finish(path, values, info)
         if resumed:
@@ -90,9 +94,14 @@ def run_attempts(
         base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if kind == "local" else "")
         inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
         try:
-            for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
-                values = dict(state)
-                write_combined(path, values, info)
+            written = None
+            with stop_on_signals(ctx.stop):
+                for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+                    values = dict(state)
+                    progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
+                    if progress != written:  # a finished attempt or a review: the trajectory shows it
+                        write_combined(path, values, info)
+                        written = progress
         except LlmIdeError as error:
             values = {**values, "exit_status": str(error.exit_status), "error": str(error)}
             info["error"] = str(error)
@@ -101,6 +110,34 @@ def run_attempts(
         if result.exit_status.finished and kind == "local":
             remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
     return result
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C, SIGTERM, SIGHUP also tell the attempts under way in the graph's other threads to stop (LangGraph waits
+    for them before the interrupt goes on): each ends `interrupted` at its next step, its environment removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+        before = previous[signum]
+        if callable(before):
+            before(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:
+            raise Terminated(signum)
+
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
 
 
 def finish(path: Path, values: dict[str, Any], info: dict[str, Any]) -> AttemptsResult:

@@ -34,6 +34,18 @@ def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def attempt_trajectory(path: Path, cache: dict[Path, tuple[tuple[int, int], dict[str, Any]]]) -> dict[str, Any]:
+    """A finished attempt's trajectory with its prompts, read again only when the file changed."""
+    stat = path.stat()
+    key = (stat.st_mtime_ns, stat.st_size)
+    if path not in cache or cache[path][0] != key:
+        cache[path] = (key, load_trajectory(path))
+    return cache[path][1]
+
+
+_READ: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
 def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
     operations: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
@@ -41,7 +53,7 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any]) -> d
     for record in state.get("attempts", []):
         path = output_dir / record.get("trajectory", "")
         try:
-            data = load_trajectory(path)
+            data = attempt_trajectory(path, _READ)
         except (OSError, ValueError):
             continue
         stats = (data.get("info") or {}).get("model_stats") or {}

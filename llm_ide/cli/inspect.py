@@ -114,6 +114,14 @@ def inspect(
             label = _label(node, node.id in chain, full, cropped=out.is_terminal)
             branches[node.id] = branches[node.parent_id].add(label)
     out.print(root)
+    if choice := info.get("choice"):
+        picked = f"attempt {choice['attempt']}" if choice.get("attempt") else "no attempt"
+        out.print(
+            f"[bold]chosen:[/] {picked} ({choice.get('by', '')}) {escape(_crop(choice.get('reasons', ''), 300, True))}"
+        )
+    for message in info.get("received") or []:  # coop: the other agent's messages, where they arrived
+        out.print(f"message before operation {message['step'] + 1}, from agent {escape(str(message['from']))}: "
+                  f"{escape(terminal_safe(str(message['text'])))}")  # fmt: skip
     table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
     for call in data.get("model_calls", []):
         table.add_row(

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from llm_ide.cli.console import config_default, fail, model_warnings_on_console
+from llm_ide.cli.console import config_default, fail, interrupted_exit, model_warnings_on_console
 from llm_ide.navigator.mcp_client import TOOLS
 
 navigator_app = typer.Typer(
@@ -53,16 +53,29 @@ def serve_command(
             show_default="none: the model navigator",
         ),
     ] = None,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            help="Append every request, its answer and the navigator's model calls here (JSON lines).",
+            show_default="none",
+        ),
+    ] = None,
 ) -> None:
     """Serve the navigator over MCP (streamable HTTP) at http://HOST:PORT/mcp with the tools request_permission,
     request_review and request_guidance. Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
+    from llm_ide.errors import install_signal_policy
     from llm_ide.navigator.server import bind, serve
 
+    if log is not None and not log.parent.is_dir():
+        raise fail(f"--log {log}: no such directory: {log.parent}")
     served = import_navigator(navigator) if navigator else model_navigator(repo, model, base_url, config or [], task)
+    install_signal_policy()  # SIGTERM/SIGHUP, after the server's graceful stop: the navigator closed, exit 143/129
     try:
         sock = bind(host, port)
         with model_warnings_on_console():
-            serve(served, sock, announce)
+            serve(served, sock, announce, log)
+    except KeyboardInterrupt as interrupt:
+        raise interrupted_exit(interrupt) from None
     finally:
         if hasattr(served, "close"):
             served.close()

@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import UsageError
-from llm_ide.inspector.model import AttemptView, CallView, ChunkHeat, NavigatorView, NodeView, RunView, StepStat
+from llm_ide.inspector.model import (
+    AttemptView,
+    CallView,
+    ChunkHeat,
+    MessageView,
+    NavigatorView,
+    NodeView,
+    RunView,
+    StepStat,
+)
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.operations import OperationNode, reasoning_chain
@@ -63,6 +72,10 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         heat=heat_strips(data.get("code_context") or [], memory, len(operations)),
         steps=step_stats(calls),
         attempts=[AttemptView(**attempt) for attempt in info.get("attempts") or []],
+        messages=[
+            MessageView(sender=str(m.get("from")), text=str(m.get("text")), step=int(m.get("step") or 0))
+            for m in info.get("received") or []
+        ],  # fmt: skip
         navigator=navigator_view(info.get("navigator")),
     )
 

@@ -71,6 +71,15 @@ class AttemptView(BaseModel):
     chosen: bool = False
     score: float | None = None
     exit_status: str = ""
+    reasons: str = ""  # the reviewer's (llm_ide/attempts)
+
+
+class MessageView(BaseModel):
+    """Coop: a message of the other agent, received before operation `step + 1`."""
+
+    sender: str
+    text: str
+    step: int
 
 
 class NavigatorView(BaseModel):
@@ -102,6 +111,8 @@ class RunView(BaseModel):
     heat: list[ChunkHeat] = Field(default_factory=list)
     steps: list[StepStat] = Field(default_factory=list)
     attempts: list[AttemptView] = Field(default_factory=list)
+    messages: list[MessageView] = Field(default_factory=list)
+
     navigator: NavigatorView | None = None
 
 

@@ -4,8 +4,11 @@ navigator serves the three tools at that URL (`llm-ide navigator serve`, or anot
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from functools import cache
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -23,6 +26,7 @@ from llm_ide.navigator.protocol import (
 )
 
 TOOLS = ("request_permission", "request_review", "request_guidance")
+HTTP_TIMEOUT = 30.0  # seconds to connect and send; reading an answer waits up to the request's own timeout
 T = TypeVar("T")
 Result = TypeVar("Result", bound=BaseModel)
 
@@ -80,16 +84,27 @@ class McpNavigator:
             raise NavigatorUnavailable(f"navigator at {self.url}: {tool} answered {where}: {first['msg']}") from None
         return result if result.by == "timeout" else result.model_copy(update={"by": "mcp"})
 
-    async def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    @asynccontextmanager
+    async def _client(self) -> AsyncIterator[Any]:
+        """The SDK's client on a fresh connection; its HTTP client reuses one TLS context (building one per request
+        would cost more than the loopback round trips)."""
+        import httpx2
         from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
 
-        async with Client(self.url) as client:
+        timeout = httpx2.Timeout(HTTP_TIMEOUT, read=max(self.permission_timeout, self.review_timeout))
+        async with (
+            httpx2.AsyncClient(verify=tls_context(), timeout=timeout) as http,
+            Client(streamable_http_client(self.url, http_client=http)) as client,
+        ):
+            yield client
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        async with self._client() as client:
             return await self._called(client, tool, arguments)
 
     async def _plan(self, task: str) -> dict[str, Any] | None:
-        from mcp import Client
-
-        async with Client(self.url) as client:
+        async with self._client() as client:
             if "request_plan" not in [tool.name for tool in (await client.list_tools()).tools]:
                 return None
             return await self._called(client, "request_plan", {"task": task})
@@ -105,10 +120,13 @@ class McpNavigator:
         return result.structured_content
 
     async def _list_tools(self) -> list[str]:
-        from mcp import Client
-
-        async with Client(self.url) as client:
+        async with self._client() as client:
             return [tool.name for tool in (await client.list_tools()).tools]
+
+
+@cache
+def tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context()
 
 
 def run_in_thread(coroutine: Coroutine[Any, Any, T], timeout: float, url: str) -> T:
@@ -121,10 +139,10 @@ def run_in_thread(coroutine: Coroutine[Any, Any, T], timeout: float, url: str) -
             outcome["value"] = await asyncio.wait_for(coroutine, timeout)
         except TimeoutError:
             outcome["error"] = NavigatorTimeout(f"navigator at {url} did not answer within {timeout:g} s")
-        except NavigatorUnavailable as error:
-            outcome["error"] = error
-        except Exception as error:  # transport failures arrive wrapped in exception groups
-            outcome["error"] = NavigatorUnavailable(f"navigator at {url} is unreachable: {root_cause(error)}")
+        except Exception as error:  # ours and transport failures alike may arrive wrapped in exception groups
+            cause = root_cause(error)
+            unreachable = NavigatorUnavailable(f"navigator at {url} is unreachable: {described(cause)}")
+            outcome["error"] = cause if isinstance(cause, NavigatorUnavailable) else unreachable
 
     worker = threading.Thread(target=asyncio.run, args=(bounded(),), name="mcp-navigator", daemon=True)
     worker.start()
@@ -134,13 +152,16 @@ def run_in_thread(coroutine: Coroutine[Any, Any, T], timeout: float, url: str) -
     return outcome["value"]
 
 
-def root_cause(error: BaseException) -> str:
+def root_cause(error: BaseException) -> BaseException:
     while True:
         if isinstance(error, BaseExceptionGroup) and error.exceptions:
             error = error.exceptions[0]
-        elif error.__cause__ is not None:
+        elif error.__cause__ is not None and not isinstance(error, NavigatorUnavailable):
             error = error.__cause__
         else:
-            break
+            return error
+
+
+def described(error: BaseException) -> str:
     text = " ".join(str(error).split()) or "(no message)"
     return f"{type(error).__name__}: {text[:300]}"

@@ -32,6 +32,8 @@ def record_of(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     navigator = ctx.navigator
     if hasattr(navigator, "task") and not navigator.task:
         navigator.task = state.get("task", "")
+    if hasattr(navigator, "plan_text") and not navigator.plan_text:
+        navigator.plan_text = state.get("plan", "")  # a resumed run's navigator starts with the plan it wrote
     if hasattr(navigator, "usage") and navigator.usage.calls < record["usage"]["calls"]:
         navigator.usage = NavigatorUsage(**record["usage"])  # a resumed run: the scripted replies go on from there
     return {key: list(value) if isinstance(value, list) else value for key, value in record.items()}

@@ -4,10 +4,15 @@ it for permission, a review or guidance, and gets the navigator's structured dec
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from llm_ide.errors import LlmIdeError, UsageError
 from llm_ide.navigator.protocol import (
@@ -24,8 +29,9 @@ MCP_PATH = "/mcp"
 LOOPBACK_NAMES = {"localhost"}
 
 
-def build_server(navigator: Navigator) -> Any:
-    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context)."""
+def build_server(navigator: Navigator, log: Path | None = None) -> Any:
+    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context). With
+    `log`, every request, its answer (or error) and the navigator's own model calls are appended there (JSON lines)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -38,12 +44,23 @@ def build_server(navigator: Navigator) -> Any:
     )
     lock = threading.Lock()
 
-    def ask(call: Callable[[], Any]) -> Any:
+    def ask(tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
         with lock:
+            entry: dict[str, Any] = {"time": time.time(), "tool": tool, "arguments": arguments}
             try:
-                return call()
+                result = call()
             except LlmIdeError as error:
+                entry["error"] = str(error)
                 raise ToolError(f"navigator: {error}") from None
+            else:
+                entry["result"] = result.model_dump(mode="json")
+                return result
+            finally:
+                drain = getattr(navigator, "drain", None)  # a long-lived server keeps no unbounded call list
+                entry["calls"] = drain() if drain is not None else []
+                if log is not None:
+                    with log.open("a", encoding="utf-8") as file:
+                        file.write(json.dumps(entry) + "\n")
 
     @server.tool()
     def request_permission(
@@ -53,18 +70,19 @@ def build_server(navigator: Navigator) -> Any:
         `reason`: why the agent wants it; `thought` and `context`: the agent's reasoning and the code it looked at.
         Approved or denied, with the navigator's reason."""
         request = PermissionRequest(action=action, diff=diff, reason=reason, thought=thought, context=context)
-        return ask(lambda: navigator.request_permission(request))
+        return ask("request_permission", request.model_dump(), lambda: navigator.request_permission(request))
 
     @server.tool()
     def request_review(patch: str, summary: str = "") -> Review:
         """Ask for a review of `patch` (a unified diff of the work so far), described by `summary`. Passed or failed,
         with the navigator's comment."""
-        return ask(lambda: navigator.request_review(ReviewRequest(patch=patch, summary=summary)))
+        request = ReviewRequest(patch=patch, summary=summary)
+        return ask("request_review", request.model_dump(), lambda: navigator.request_review(request))
 
     @server.tool()
     def request_guidance(question: str) -> Guidance:
         """Ask the navigator a question about the task or the code; the answer comes back."""
-        return ask(lambda: navigator.request_guidance(question))
+        return ask("request_guidance", {"question": question}, lambda: navigator.request_guidance(question))
 
     if hasattr(navigator, "plan"):  # a planner (the model navigator): a fourth tool
 
@@ -72,7 +90,7 @@ def build_server(navigator: Navigator) -> Any:
         def request_plan(task: str) -> Plan:
             """Before the agent's first step: the navigator explores the repository read-only and writes a plan for
             `task`; later reviews may update it (their `plan`)."""
-            return ask(lambda: navigator.plan(task))
+            return ask("request_plan", {"task": task}, lambda: navigator.plan(task))
 
     return server
 
@@ -101,7 +119,6 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {error.strerror}") from None
     sock.listen(128)
-    sock.set_inheritable(True)
     return sock
 
 
@@ -110,11 +127,24 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}{MCP_PATH}" if ":" in host else f"http://{host}:{port}{MCP_PATH}"
 
 
-def serve(navigator: Navigator, sock: socket.socket, on_ready: Callable[[str], None]) -> None:
+def loopback_only(sock: socket.socket) -> Any:
+    """Host and Origin headers must name this loopback server: a web page cannot reach it by DNS rebinding."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    host = sock.getsockname()[0]
+    names = ["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in dict.fromkeys(names)],
+        allowed_origins=[f"http://{name}:*" for name in dict.fromkeys(names)],
+    )
+
+
+def serve(navigator: Navigator, sock: socket.socket, on_ready: Callable[[str], None], log: Path | None = None) -> None:
     """Serve until SIGINT/SIGTERM; `on_ready(url)` once the server accepts requests."""
     import uvicorn
 
-    app = build_server(navigator).streamable_http_app(host=sock.getsockname()[0])  # DNS-rebinding protection
+    app = build_server(navigator, log).streamable_http_app(transport_security=loopback_only(sock))
     url = url_of(sock)
 
     class Server(uvicorn.Server):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import zlib
@@ -24,6 +25,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.run.faults import failpoint
+from llm_ide.state.operations import OperationNode
 
 MEMORY_TYPES = [
     ("llm_ide.errors", "ExitStatus"),
@@ -42,6 +44,7 @@ SQLITE_PRAGMAS = ["page_size=1024", "auto_vacuum=INCREMENTAL", "journal_mode=WAL
                   "wal_autocheckpoint=1500", "journal_size_limit=1600000"]  # fmt: skip
 COMPRESS_OVER = 1024  # bytes
 RECENT = 16  # large encodings kept for the checkpoint that follows the writes
+NODES = 4096  # operation nodes whose encoding is kept
 ZLIB = "+zlib"
 
 
@@ -56,6 +59,7 @@ class CompressingSerializer(JsonPlusSerializer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._recent: OrderedDict[int, tuple[Any, tuple[str, bytes]]] = OrderedDict()
+        self._nodes: OrderedDict[int, tuple[OperationNode, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -63,7 +67,10 @@ class CompressingSerializer(JsonPlusSerializer):
             hit = self._recent.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        kind, data = super().dumps_typed(obj)
+        if isinstance(obj, list) and len(obj) > 1 and all(type(item) is OperationNode for item in obj):
+            kind, data = "msgpack", self._node_list(obj)
+        else:
+            kind, data = super().dumps_typed(obj)
         if len(data) <= COMPRESS_OVER:
             return kind, data
         encoded = (kind + ZLIB, zlib.compress(data, 1))
@@ -73,11 +80,34 @@ class CompressingSerializer(JsonPlusSerializer):
                 self._recent.popitem(last=False)
         return encoded
 
+    def _node_list(self, nodes: list[OperationNode]) -> bytes:
+        """The msgpack array of the operations, each node encoded once: a node is final once its reflection is on
+        it (a new node object), so a step encodes one or two of them, not the whole tree."""
+        parts = [_array_header(len(nodes))]
+        for node in nodes:
+            with self._lock:
+                hit = self._nodes.get(id(node))
+            if hit is None or hit[0] is not node:
+                hit = (node, super().dumps_typed(node)[1])
+                with self._lock:
+                    self._nodes[id(node)] = hit
+                    while len(self._nodes) > NODES:
+                        self._nodes.popitem(last=False)
+            parts.append(hit[1])
+        return b"".join(parts)
+
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, payload = data
         if kind.endswith(ZLIB):
             return super().loads_typed((kind.removesuffix(ZLIB), zlib.decompress(payload)))
         return super().loads_typed(data)
+
+
+def _array_header(length: int) -> bytes:
+    """msgpack's array header (fixarray, array 16, array 32)."""
+    if length < 16:
+        return bytes([0x90 | length])
+    return b"\xdc" + length.to_bytes(2, "big") if length < 1 << 16 else b"\xdd" + length.to_bytes(4, "big")
 
 
 def serializer() -> JsonPlusSerializer:
@@ -94,9 +124,40 @@ def _inline(value: Any) -> bool:
     )
 
 
+# Nodes that call nothing outside (no model call, no action): after a kill they are simply run again, with the same
+# result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
+# a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
+# their own: a step commits 7 times, not 12, and no transaction stays open during a model call or an action.
+RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
+NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
+
+
 class ChannelSqliteSaver(SqliteSaver):
     """SQLite checkpoints that store each channel value once per version, like LangGraph's Postgres saver: a step
-    serializes only the channels it changed, not the whole state at each of the graph's six super-steps."""
+    serializes only the channels it changed, not the whole state at each of the graph's six super-steps. Commits:
+    see RERUNNABLE."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferring = threading.local()
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        with super().cursor(transaction=transaction and not getattr(self._deferring, "on", False)) as cur:
+            yield cur
+
+    @contextmanager
+    def _deferred(self, on: bool = True) -> Iterator[None]:
+        self._deferring.on = on
+        try:
+            yield
+        finally:
+            self._deferring.on = False
+
+    def commit(self) -> None:
+        """Commit what was deferred (an operation ended: the trajectory written next must not be ahead of it)."""
+        with self.lock:
+            self.conn.commit()
 
     def setup(self) -> None:
         if self.is_setup:
@@ -127,10 +188,13 @@ class ChannelSqliteSaver(SqliteSaver):
         with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
-        return super().put(config, inline, metadata, new_versions)
+        following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
+        with self._deferred(bool(following) and all(node in RERUNNABLE for node in following)):
+            return super().put(config, inline, metadata, new_versions)
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
-        super().put_writes(config, writes, task_id, task_path)
+        with self._deferred(task_path.rsplit(", ", 1)[-1] in RERUNNABLE):
+            super().put_writes(config, writes, task_id, task_path)
         failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -234,6 +298,8 @@ def _sqlite(path: Path) -> Iterator[BaseCheckpointSaver]:
             raise CheckpointError(f"--checkpoint sqlite:{path}: not a usable database: {_first_line(error)}") from None
         yield saver
     finally:
+        with contextlib.suppress(sqlite3.Error):  # what was deferred (a full disk: the last commit stands)
+            conn.commit()
         conn.close()
 
 

@@ -342,6 +342,8 @@ class _Run:
             if state.get("n_operations", 0) <= steps:
                 continue
             steps = state["n_operations"]
+            if commit := getattr(self.saver, "commit", None):
+                commit()
             self.recorder.write(state, self.info)
             if prune_every and steps % prune_every == 0:
                 prune(self.saver, self.run_id)
@@ -370,8 +372,8 @@ class _Run:
         self.emit(RunEvent(self.run_id, "end", step=step, cost=usage["cost"], exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)
         error = self.info.get("error", "")
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.recorder.written)
-        return RunResult(self.run_id, status, submission, self.recorder.path, usage, error, self.interrupt)
+        path, written = self.recorder.path, self.recorder.written
+        return RunResult(self.run_id, status, submission, path, usage, error, written=written, interrupt=self.interrupt)
 
 
 __all__ = ["CostBudget", "RunEvent", "RunResult", "ThreadMismatchError", "run_task"]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_ide.conversation import Message
-from llm_ide.models import Model, ModelReply
+from llm_ide.errors import ModelAuthError, ModelError
+from llm_ide.models import Model, ModelReply, ModelTimeLimit
 from llm_ide.nodes.model_call import account, agent_call_index, redacted_messages, wall_deadline
 from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_reflection, split_reflection
 from llm_ide.prompting import render_string, truncate
@@ -17,6 +19,8 @@ from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 from llm_ide.state.operations import Reflection
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,7 +50,14 @@ def sample_replies(ctx: AgentContext, state: AgentState, messages: list[Message]
     `act`), charged and counted in order."""
     model = ctx.model
     if ctx.settings.sampling.n == "auto" and getattr(model, "takes_n", False):
-        return sample_at_once(ctx, state, messages, k)
+        try:
+            return sample_at_once(ctx, state, messages, k)
+        except (ModelAuthError, ModelTimeLimit):
+            raise
+        except ModelError as error:  # e.g. a proxy whose provider takes no `n`: k requests, now and from now on
+            log.warning("model %s: a request for %d choices failed (%s); asking %d requests instead", model.name, k,
+                        error, k)  # fmt: skip
+            model.n_refused = True
     messages = redacted_messages(ctx, messages)
     usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
     first = agent_call_index(ctx, state, usage["api_calls"])

@@ -27,9 +27,19 @@ def step_view(node: OperationNode) -> dict[str, Any]:
     }
 
 
+def chosen_operations(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The operations to show: a run with attempts (llm_ide/attempts) shows only its chosen attempt's."""
+    operations = data["operations"]
+    if not any("attempt" in op for op in operations):
+        return operations
+    attempts = (data.get("info") or {}).get("attempts") or []
+    chosen = next((a["index"] for a in attempts if a.get("chosen")), max(op.get("attempt", 0) for op in operations))
+    return [op for op in operations if op.get("attempt") == chosen]
+
+
 def render_demonstration(templates: SamplingTemplates, path: Path, number: int) -> str:
     data = read_demonstration(path)
-    nodes = operation_nodes(data["operations"])
+    nodes = operation_nodes(chosen_operations(data))
     return render_string(
         templates.demonstration,
         number=number,
