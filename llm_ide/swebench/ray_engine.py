@@ -186,6 +186,7 @@ class RayBatch:
         }
         self.outcomes: dict[str, Outcome] = {}
         self.not_started: list[str] = []
+        self.started: set[str] = set()
         self.spent = 0.0
 
     def drain(self) -> None:
@@ -194,6 +195,7 @@ class RayBatch:
         events, self.spent = ray.get(self.hub.drain.remote())
         for instance_id, node, kind, phase, step, action, cost in events:
             if kind == "start":
+                self.started.add(instance_id)
                 self.progress.start(instance_id, node)
             elif kind == "tool_failed":
                 self.progress.console.print(f"{instance_id}: {phase}", highlight=False, soft_wrap=True)
@@ -234,12 +236,15 @@ class RayBatch:
 
     def interrupt(self, instances: list[Instance]) -> None:
         """Ctrl-C: queued tasks are cancelled, running ones end as `interrupted` at their next event (state saved,
-        container removed); a second Ctrl-C kills them. Either way every node then removes the batch's containers."""
+        container removed, files sent back); a second Ctrl-C kills them. Either way every node then removes the
+        batch's containers."""
         import ray
 
         ray.get(self.hub.stop.remote())
-        for ref in self.pending:
-            ray.cancel(ref, force=False)
+        self.drain()
+        for ref, instance in self.pending.items():
+            if instance.instance_id not in self.started:  # a running one ends by itself and sends its files back
+                ray.cancel(ref, force=False)
         try:
             while self.pending:
                 self.wait()
