@@ -319,8 +319,7 @@ def evaluate_command(
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
     import json
 
-    from rich.table import Table
-
+    from llm_ide.cli.evaluation import grade_attempts, report_table
     from llm_ide.config import ConfigError, load_config
     from llm_ide.swebench.dataset import DatasetError, load_dataset
     from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
@@ -370,19 +369,7 @@ def evaluate_command(
             )
     except EvaluationError as error:
         raise fail(str(error)) from None
-    table = Table("instance", "status", "FAIL_TO_PASS", "PASS_TO_PASS", "seconds", "detail")
-    colours = {"resolved": "green", "unresolved": "yellow", "error": "red", "empty_patch": "dim"}
-    for result in sorted(report.results, key=lambda r: r.instance_id):
-        f2p, p2p = result.fail_to_pass, result.pass_to_pass
-        table.add_row(
-            result.instance_id,
-            f"[{colours[result.status]}]{result.status}[/]",
-            f"{len(f2p['success'])}/{len(f2p['success']) + len(f2p['failure'])}",
-            f"{len(p2p['success'])}/{len(p2p['success']) + len(p2p['failure'])}",
-            f"{result.seconds:.1f}",
-            result.detail,
-        )
-    console.print(table)
+    console.print(report_table(report))
     data = report.to_json()
     if attempts:
         data["attempts"] = grade_attempts(report, preds, instances, predictions.parent, settings, folder, workers,
@@ -400,20 +387,3 @@ def evaluate_command(
             f"(any attempt resolved); chosen patch resolved {graded['chosen_resolved_count']}/{data['total']} "
             f"({graded['chosen_resolve_rate']:.1%})"
         )
-
-
-def grade_attempts(report, preds, instances, run_folder, settings, folder, workers, timeout, show) -> dict[str, Any]:
-    """`evaluate --attempts`: every attempt graded; a table of each instance's attempts beside its chosen patch."""
-    from rich.table import Table
-
-    from llm_ide.attempts.evaluate import evaluate_attempts
-    from llm_ide.swebench.evaluate import Evaluator
-
-    graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),
-                               workers=workers, on_result=show).to_json()  # fmt: skip
-    table = Table("instance", "chosen", "attempts", title=f"attempts (pass@{graded['k']})")
-    for instance_id, row in graded["instances"].items():
-        statuses = ", ".join(f"{index}: {status}" for index, status in row["attempts"].items()) or "(no attempts)"
-        table.add_row(instance_id, row["chosen"], statuses)
-    console.print(table)
-    return graded
