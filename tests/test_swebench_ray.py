@@ -189,6 +189,11 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
         without = start([arg for arg in args if arg not in ("--checkpoint", postgres_url)], cluster)
         _, stderr = without.communicate(timeout=300)
         assert without.returncode == 2 and "2 nodes needs --checkpoint postgres://" in " ".join(stderr.split())
+        attempts = tmp_path / "attempts.yaml"
+        attempts.write_text("attempts: {max: 3}\n")
+        refused = start([*args, "--config", str(attempts)], cluster)
+        _, stderr = refused.communicate(timeout=300)
+        assert refused.returncode == 2 and "(attempts.max must be 1)" in " ".join(stderr.split()), stderr[-2000:]
         batch = start(args, cluster)
         try:
             wait_for(lambda: all(any(len(ops) >= 1 for _, ops in running_on(folder)) for folder in scratch.values()))

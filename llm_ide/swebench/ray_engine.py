@@ -98,6 +98,11 @@ def check_cluster(options: BatchOptions) -> list[dict[str, Any]]:
             f"--engine ray on a cluster of {len(nodes)} nodes needs --checkpoint postgres://… (an instance "
             "resumed on another node must find its checkpoint there)"
         )
+    if len(nodes) > 1 and batch_config(options).attempts.max > 1:
+        raise SWEbenchError(
+            f"--engine ray on a cluster of {len(nodes)} nodes runs one attempt per instance: each attempt's record of "
+            "the commands it ran stays on its node, so a retry elsewhere could run one twice (attempts.max must be 1)"
+        )
     if options.environment == "docker" and not any(node["Resources"].get(DOCKER_SLOT) for node in nodes):
         raise SWEbenchError(
             f"no node of the Ray cluster offers a {DOCKER_SLOT} resource: start the nodes that run docker with "
