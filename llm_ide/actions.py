@@ -10,7 +10,7 @@ from llm_ide.codeview import CodeView
 from llm_ide.environments.base import Environment, OutsideRepository
 from llm_ide.prompting import render
 from llm_ide.secrets import redact
-from llm_ide.settings import Templates
+from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import Scope, normalize_path
 
 if TYPE_CHECKING:
@@ -52,6 +52,19 @@ class Codebase:
     command_timeout: float = 120.0
     tool_commands: tuple[str, ...] = ()
     mailbox: Mailbox | None = None  # coop execution: the channel to the other agent (send_message)
+
+    @classmethod
+    def for_settings(cls, env: Environment, settings: Settings, **extra: Any) -> Codebase:
+        """The repository in `env` with the templates and limits of `settings`."""
+        return cls(
+            env=env,
+            view=CodeView(env),
+            templates=settings.templates,
+            view_max_lines=settings.agent.view_max_lines,
+            search_max_results=settings.agent.search_max_results,
+            command_timeout=settings.environment.command_timeout,
+            **extra,
+        )
 
     def observe(self, name: str, **values: Any) -> str:
         return render(self.templates, f"observations.{name}", **values)

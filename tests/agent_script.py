@@ -88,3 +88,15 @@ FIX_SCRIPT = [
     reflect(False, "The tests pass."),
     act("Done.", "submit"),
 ]
+
+# Single driver steps on the cart project (the navigator tests script their own orders of them)
+CART_VIEW = act("Read Cart.total[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=15)
+CART_FIX = act(
+    "The loop ignores the quantity[1](shop/cart.py:14).",
+    "edit",
+    path="shop/cart.py",
+    old="            total += price\n",
+    new="            total += price * quantity\n",
+)
+CART_TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
+CART_SUBMIT = act("Fixed and tested.", "submit")

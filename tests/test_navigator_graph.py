@@ -9,7 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_script import BUGGY_FILES, TEST_COMMAND, act, reflect, write_script
+from agent_script import (
+    BUGGY_FILES,
+    TEST_COMMAND,
+    act,
+    reflect,
+    write_script,
+)
+from agent_script import (
+    CART_FIX as FIX,
+)
+from agent_script import (
+    CART_SUBMIT as SUBMIT,
+)
+from agent_script import (
+    CART_TESTS as TESTS,
+)
+from agent_script import (
+    CART_VIEW as VIEW,
+)
 from conftest import make_git_repo
 from openai_server import HANG, OpenAIServer
 
@@ -19,14 +37,6 @@ from llm_ide.inspector.page import run_page
 from llm_ide.run.single import RunResult, run_task
 from llm_ide.run.trajectory import load_trajectory
 
-VIEW = act("Read Cart.total[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=15)
-FIX = act(
-    "The loop ignores the quantity[1](shop/cart.py:14).",
-    "edit",
-    path="shop/cart.py",
-    old="            total += price\n",
-    new="            total += price * quantity\n",
-)
 CHEAT = act(
     "Make the test expect what the code returns[1](tests/test_cart.py:11).",
     "edit",
@@ -34,8 +44,6 @@ CHEAT = act(
     old="16.0",
     new="11.5",
 )
-TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
-SUBMIT = act("Fixed and tested.", "submit")
 PLAN = [
     '<view>{"path": "shop/cart.py"}</view>',
     "<plan>1. In Cart.total multiply price by quantity.\n2. Run the unit tests.</plan>",

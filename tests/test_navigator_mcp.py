@@ -15,7 +15,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_script import BUGGY_FILES, TEST_COMMAND, act, reflect, write_script
+from agent_script import (
+    BUGGY_FILES,
+    TEST_COMMAND,
+    act,
+    reflect,
+    write_script,
+)
+from agent_script import (
+    CART_FIX as FIX,
+)
+from agent_script import (
+    CART_SUBMIT as SUBMIT,
+)
+from agent_script import (
+    CART_TESTS as TESTS,
+)
+from agent_script import (
+    CART_VIEW as VIEW,
+)
 from conftest import git, make_git_repo
 
 from llm_ide.config import load_config
@@ -34,19 +52,9 @@ FIX_DIFF = (
     "-            total += price\n+            total += price * quantity\n         return round(total, 2)\n"
 )
 KEYS = {"approved", "passed", "reason", "comment", "answer", "by"}
-VIEW = act("Read Cart.total[1](shop/cart.py:11).", "view", path="shop/cart.py", start_line=1, end_line=15)
-FIX = act(
-    "The loop ignores the quantity[1](shop/cart.py:14).",
-    "edit",
-    path="shop/cart.py",
-    old="            total += price\n",
-    new="            total += price * quantity\n",
-)
 CHEAT = act(
     "Expect what the code returns[1](tests/test_cart.py:11).", "edit", path="tests/test_cart.py", old="16.0", new="11.5"
 )
-TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
-SUBMIT = act("Fixed and tested.", "submit")
 
 Serve = Callable[..., str]
 

@@ -98,20 +98,12 @@ class ModelNavigator:
         cls, settings: Settings, model_spec: str, repo: Path, base_url: str | None = None, task: str = ""
     ) -> ModelNavigator:
         """A navigator of its own over a local repository (`llm-ide navigator serve`); `close()` it when done."""
-        from llm_ide.codeview import CodeView
         from llm_ide.environments import make_environment
 
         model = get_model(model_spec, settings.model, base_url)
         local = settings.merged({"environment": {"type": "local", "tools": []}}, origin="navigator")
         env = make_environment(local.environment, repo, "navigator", None)
-        codebase = Codebase(
-            env=env,
-            view=CodeView(env),
-            templates=local.templates,
-            view_max_lines=local.agent.view_max_lines,
-            search_max_results=local.agent.search_max_results,
-            command_timeout=local.environment.command_timeout,
-        )
+        codebase = Codebase.for_settings(env, local)
         navigator = cls(local, model, codebase, task=task)
         navigator.env = env
         return navigator

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.actions import Codebase
-from llm_ide.codeview import CodeView
 from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
@@ -62,16 +61,7 @@ def build_context(
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
-    codebase = Codebase(
-        env=env,
-        view=CodeView(env),
-        templates=settings.templates,
-        view_max_lines=settings.agent.view_max_lines,
-        search_max_results=settings.agent.search_max_results,
-        command_timeout=settings.environment.command_timeout,
-        tool_commands=commands,
-        mailbox=mailbox,
-    )
+    codebase = Codebase.for_settings(env, settings, tool_commands=commands, mailbox=mailbox)
     ephemeral = base is not None and not isinstance(env, LocalEnvironment)
     from llm_ide.navigator.factory import make_navigator
 
