@@ -318,6 +318,24 @@ def write_script(path: Path, commands: list[str]) -> str:
     return f"scripted:{path}"
 
 
+def dollar_calls(folder: Path, runs: int) -> tuple[list[Any], Path]:
+    """A fix-and-submit session whose every call costs $1 (1M input tokens at $1/M of `gpt-test`), `runs` times over,
+    and the batch config that prices it."""
+    from openai_server import Reply
+
+    one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
+    calls = [
+        Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
+        Reply(reflection("Fixed."), **one_dollar),
+        Reply(reply("Submit.", "submit", {}), **one_dollar),
+    ]
+    config = write_config(folder / "c.yaml")
+    data = yaml.safe_load(config.read_text())
+    data["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
+    config.write_text(yaml.safe_dump(data))
+    return calls * runs, config
+
+
 def write_config(path: Path, **agent: Any) -> Path:
     """Batch config for the tests: no tools to install (offline, fast)."""
     path.write_text(yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 30, **agent}}))

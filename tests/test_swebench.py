@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from openai_server import OpenAIServer, Reply
+from openai_server import OpenAIServer
 from rich.console import Console
-from swebench_fixtures import FIX_COMMAND, build_dataset, reflection, reply, write_config, write_script
+from swebench_fixtures import FIX_COMMAND, build_dataset, dollar_calls, write_config, write_script
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.preflight import model_endpoint
@@ -219,17 +219,8 @@ def test_malformed_row_is_reported_and_the_others_run(tmp_path: Path) -> None:
 def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     """A real OpenAI-compatible server on loopback; every call costs $1 (1M input tokens at $1/M)."""
     dataset, _ = build_dataset(tmp_path / "data", 3)
-    one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
-    calls = [
-        Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
-        Reply(reflection("Fixed."), **one_dollar),
-        Reply(reply("Submit.", "submit", {}), **one_dollar),
-    ]
-    config = write_config(tmp_path / "c.yaml")
-    data = yaml.safe_load(config.read_text())
-    data["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
-    config.write_text(yaml.safe_dump(data))
-    with OpenAIServer(replies=calls * 3) as server:
+    calls, config = dollar_calls(tmp_path, 3)
+    with OpenAIServer(replies=calls) as server:
         options = BatchOptions(
             model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
             cost_limit=4.0,

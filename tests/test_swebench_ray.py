@@ -233,25 +233,16 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
 def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     """The budget lives in the batch's hub actor: runs in Ray worker processes add to it and stop at it. A real
     OpenAI-compatible server on loopback; every call costs $1."""
-    from openai_server import OpenAIServer, Reply
+    from openai_server import OpenAIServer
     from ray_cluster import require_ray
-    from swebench_fixtures import reflection, reply
+    from swebench_fixtures import dollar_calls
 
     from llm_ide.swebench.batch import BatchOptions, run_swebench
 
     require_ray()
     data, _ = build_dataset(tmp_path / "data", 3)
-    one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
-    calls = [
-        Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
-        Reply(reflection("Fixed."), **one_dollar),
-        Reply(reply("Submit.", "submit", {}), **one_dollar),
-    ]
-    config = write_config(tmp_path / "c.yaml")
-    settings = yaml.safe_load(config.read_text())
-    settings["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
-    config.write_text(yaml.safe_dump(settings))
-    with OpenAIServer(replies=calls * 3) as server:
+    calls, config = dollar_calls(tmp_path, 3)
+    with OpenAIServer(replies=calls) as server:
         options = BatchOptions(
             model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
             cost_limit=4.0, engine="ray",
