@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict
 
+from llm_ide.state.graph_state import AgentInput
+
 
 class AttemptRecord(TypedDict, total=False):
     index: int
@@ -34,15 +36,9 @@ def merge_attempts(old: list[AttemptRecord] | None, new: list[AttemptRecord] | N
     return [AttemptRecord(**merged[index]) for index in sorted(merged)]  # type: ignore[typeddict-item]
 
 
-class AttemptsInput(TypedDict, total=False):
-    """What the attempts start from (the fields LangGraph Studio asks for)."""
+class AttemptsInput(AgentInput, total=False):
+    """What the attempts start from: a run's input (the fields LangGraph Studio asks for) and where they go."""
 
-    task: str
-    repo: str
-    model: str
-    base_url: str
-    config: dict[str, Any]
-    base_commit: str
     output: str  # LangGraph Studio: the folder of the attempts' runs (default runs/<thread id>)
 
 
@@ -50,13 +46,11 @@ class AttemptTask(AttemptsInput, total=False):
     """What one `attempt` node gets through its Send."""
 
     index: int
-    carried_lessons: list[str]
 
 
 class AttemptsState(AttemptsInput, total=False):
     attempts: Annotated[list[AttemptRecord], merge_attempts]
     pending: list[int]  # the attempts `dispatch` starts now
-    carried_lessons: list[str]  # for the next attempt: critiques and lessons of the earlier ones
     calls: Annotated[list[dict[str, Any]], operator.add]  # the reviewer's and the chooser's model calls
     chosen: int | None  # the chosen attempt's index
     chosen_by: str  # accept_score | chooser | best_score | only | none
