@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import unavailable
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide.inspector.layout import assign_lanes
@@ -32,7 +32,7 @@ def browser() -> Iterator[object]:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
         message = f"{', '.join(missing)} missing (apt-get install chromium chromium-driver)"
-        pytest.fail(f"CI is set but {message}") if os.environ.get("CI") else pytest.skip(message)
+        unavailable(message)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -189,7 +189,8 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
     ],
 )
 def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path}
+    names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path, "file": tmp_path / "f"}
+    names["file"].write_text("not a folder")
     names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": []}))
     names["bad"].write_text(json.dumps({"hello": 1}))
     result = cli(*[a.format(**names) for a in args])

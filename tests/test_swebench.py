@@ -138,6 +138,7 @@ def test_unreachable_model_and_missing_key_fail_before_the_batch(tmp_path: Path)
     dataset, _ = build_dataset(tmp_path / "data", 3)
     env = offline_env(tmp_path)
     base = ["mini-extra", "swebench", "--subset", str(dataset), "--split", "test", "--model", "tensorblock/gpt-5-mini"]
+    base += ["--environment", "local"]  # the model is checked whether a Docker engine runs here or not
     port = closed_port()
     unreachable = cli(*base, "--base-url", f"http://127.0.0.1:{port}/v1", "-o", str(tmp_path / "o1"), env=env)
     assert unreachable.returncode == 2 and unreachable.stderr.count("\n") == 1, unreachable.stderr
