@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -357,10 +358,27 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     return ChatModel(spec, chat, config, api_key=key)
 
 
+def unknown_provider(spec: str, base_url: str | None) -> str | None:
+    """`provider:name` whose provider langchain does not know, with no endpoint that could serve it as a model name
+    (an OpenAI-compatible server's `qwen2.5-coder:7b`): what to say, naming the known providers."""
+    prefix, colon, _ = spec.partition(":")
+    known = langchain_providers()
+    if not colon or prefix in known or base_url or os.environ.get("OPENAI_BASE_URL"):
+        return None
+    close = difflib.get_close_matches(prefix, sorted(known), n=1)
+    guess = f" (did you mean {close[0]}?)" if close else ""
+    return (
+        f"model {spec}: unknown provider {prefix!r}{guess}; known providers: {', '.join(sorted(known))} "
+        "(or give --base-url for a model name of an OpenAI-compatible endpoint)"
+    )
+
+
 def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
     """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
     if spec.startswith("scripted:"):
         return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser())
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
+    if problem := unknown_provider(spec, base_url):
+        raise ModelAuthError(problem)
     return openai_compatible_model(spec, config, base_url)

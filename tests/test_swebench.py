@@ -102,7 +102,9 @@ def test_progress_plain_lines_and_live_render() -> None:
         ("tensorblock/gpt-5-mini", None, "http://proxy:4000/v1", "http://proxy:4000/v1"),
         ("tensorblock/gpt-5-mini", "http://127.0.0.1:1/v1", "http://proxy:4000/v1", "http://127.0.0.1:1/v1"),
         ("openai:gpt-5-mini", None, None, "https://api.openai.com/v1"),
-        ("anthropic:claude-sonnet-4-5", None, None, None),
+        ("anthropic:claude-sonnet-4-5", None, None, "https://api.anthropic.com"),
+        ("anthropic:claude-sonnet-4-5", "http://127.0.0.1:1", None, "http://127.0.0.1:1"),
+        ("groq:llama-3", None, None, None),
     ],
 )
 def test_model_endpoint(model: str, base_url: str | None, env_url: str | None, expected: str | None) -> None:
