@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from llm_ide import __version__
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.context import context_command
 from llm_ide.cli.coop import coop_app
@@ -57,19 +58,33 @@ def one_line(message: str) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
 
 
+def print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"llm-ide {__version__}")
+        raise typer.Exit()
+
+
+def options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """The options every command line starts with (`--install-completion` and `--show-completion`: typer's)."""
+
+
 app = App(
     name="llm-ide",
     help="A software-engineering agent with an IDE-like structured memory, built as a LangGraph state machine.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    callback=options,
 )
 extra_app = App(
     name="mini-extra",
     help="mini-swe-agent compatible entry points, with llm-ide as the agent.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    callback=options,
 )
 
 app.command("run")(run)
