@@ -82,3 +82,40 @@ def test_bad_model_fails_in_one_line_before_the_environment_starts(
     assert done.stdout == "", "nothing started: no phase was printed"
     assert not (tmp_path / "out").exists(), "the run never started: no output directory"
     assert not (tmp_path / "tools-cache").exists(), "no tool was installed"
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        (["--task", ""], "error: the task is empty (--task): say what the agent should do"),
+        (["--task", "  \n\t"], "error: the task is empty (--task): say what the agent should do"),
+        (["--task-file", "{blank}"], "error: the task is empty (task file {blank}): say what the agent should do"),
+        (["--task-file", "{binary}"], "error: task file {binary}: not UTF-8 text"),
+    ],
+)
+def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: list[str], message: str) -> None:
+    files = {"blank": tmp_path / "blank.md", "binary": tmp_path / "binary.md"}
+    files["blank"].write_text("\n   \n")
+    files["binary"].write_bytes(b"\xff\xfe\x00")
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = tmp_path / "script.yaml"
+    script.write_text("- never used\n")
+    args = ["run", "--repo", str(repo), *[a.format(**files) for a in task], "--model", f"scripted:{script}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (2, message.format(**files) + "\n")
+    assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_run_task_refuses_an_empty_task_before_writing_anything(tmp_path: Path) -> None:
+    from llm_ide.config import load_config
+    from llm_ide.errors import UsageError
+    from llm_ide.run.single import run_task
+
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with pytest.raises(UsageError, match=r"^the task is empty: say what the agent should do$"):
+        run_task(
+            " \n", model="scripted:none.yaml", settings=load_config(), output_dir=tmp_path / "o", run_id="r", repo=repo
+        )
+    assert not (tmp_path / "o").exists()

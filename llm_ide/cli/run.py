@@ -120,10 +120,7 @@ def run(
     from llm_ide.config import ConfigError, load_config
     from llm_ide.fileio import atomic_write
 
-    if (task is None) == (task_file is None):
-        raise fail("give exactly one of --task TEXT or --task-file FILE")
-    if task_file is not None and not task_file.is_file():
-        raise fail(f"task file not found: {task_file}")
+    text = task_text(task, task_file)
     if not repo.is_dir():
         raise fail(f"repository not found: {repo}")
     model = model or os.environ.get("LLM_IDE_MODEL")
@@ -159,7 +156,7 @@ def run(
     try:
         with model_warnings_on_console():
             result = runner(
-                task if task is not None else task_file.read_text(encoding="utf-8"),
+                text,
                 model=model,
                 settings=settings,
                 output_dir=output,
@@ -188,6 +185,24 @@ def run(
     console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
+
+
+def task_text(task: str | None, task_file: Path | None) -> str:
+    """The task from --task or --task-file; a blank one is refused (it would run the whole loop for nothing)."""
+    if (task is None) == (task_file is None):
+        raise fail("give exactly one of --task TEXT or --task-file FILE")
+    if task_file is None:
+        text, source = task or "", "--task"
+    elif not task_file.is_file():
+        raise fail(f"task file not found: {task_file}")
+    else:
+        try:
+            text, source = task_file.read_text(encoding="utf-8"), f"task file {task_file}"
+        except UnicodeDecodeError:
+            raise fail(f"task file {task_file}: not UTF-8 text") from None
+    if not text.strip():
+        raise fail(f"the task is empty ({source}): say what the agent should do")
+    return text
 
 
 def check_model_before_start(model: str, settings, base_url: str | None) -> None:

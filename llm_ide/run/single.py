@@ -126,6 +126,8 @@ def run_task(
     variant that reads it; `graph`: the compiled agent graph to run (the run's checkpointer is attached to it)."""
     from llm_ide.graph import build_graph
 
+    if not task.strip():
+        raise UsageError("the task is empty: say what the agent should do")
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
     output_dir = prepare_output(Path(output_dir), run_id)
     if environment:
