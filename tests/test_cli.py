@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
-from conftest import make_git_repo
+from conftest import git, make_git_repo
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
 
@@ -177,3 +177,30 @@ def test_filter_searches_the_whole_id_and_the_batch_counts_finished_instances(tm
     none = llm_ide(*args, "--filter", "nothing-like-this", cwd=tmp_path)
     assert (none.returncode, none.stderr.count("\n")) == (2, 1), none.stderr
     assert none.stderr.startswith("error: no instance selected: --filter 'nothing-like-this' matches none of the 3")
+
+
+def test_a_run_names_its_baseline_and_warns_of_uncommitted_changes(tmp_path: Path) -> None:
+    """The patch is the working tree against HEAD: changes the user had not committed end up in it, so the run says
+    so before it starts; a clean repository gets the baseline line only."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    model = write_script(tmp_path / "s.yaml", [act("Nothing to change.", "submit")])
+    args = ["run", "--repo", str(repo), "--task", "look", "--model", model, "--config", str(no_tools(tmp_path))]
+    clean = llm_ide(*args, "--output", str(tmp_path / "clean"), cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    baseline = f"… baseline: commit {head[:12]} (HEAD); the patch is the working tree's change against it"
+    assert baseline in clean.stdout.splitlines() and "uncommitted" not in clean.stdout
+    assert "(empty patch)" in clean.stdout
+
+    (repo / "a.py").write_text("x = 10  # work in progress\n")
+    (repo / "notes.txt").write_text("todo\n")
+    dirty = llm_ide(*args, "--output", str(tmp_path / "dirty"), cwd=tmp_path)
+    assert dirty.returncode == 0, dirty.stdout + dirty.stderr
+    lines = dirty.stdout.splitlines()
+    warning = lines[lines.index(baseline) + 1]
+    assert warning == (
+        "… warning: the repository has uncommitted changes (a.py, notes.txt): they are not in the baseline, so the "
+        "patch will hold them too; commit or stash them first for a patch of the run's own change"
+    )
+    patch = next((tmp_path / "dirty").glob("*.patch")).read_text()
+    assert "+x = 10  # work in progress" in patch and "+todo" in patch  # as the warning said

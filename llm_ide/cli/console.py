@@ -32,7 +32,8 @@ def print_event(event: Any) -> None:
     if event.kind == "tool":
         tool_progress()(event.tool)
     elif event.kind == "phase":
-        console.print(f"[dim]… {escape(terminal_safe(event.phase))}[/]")
+        style = "yellow" if event.phase.startswith("warning:") else "dim"
+        console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
     elif event.kind == "step":
         observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
         first = next((line for line in observation.splitlines() if line.strip()), "")

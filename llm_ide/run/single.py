@@ -17,7 +17,7 @@ from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.logfile import run_log
-from llm_ide.run.patch import base_commit, extract_patch, keep_base
+from llm_ide.run.patch import base_commit, baseline_notes, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redact, redacted
@@ -194,6 +194,8 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
             else:
                 keep_base(env, base)  # out of the agent's reach before its first command
+                for note in [] if resumed else baseline_notes(env, base):
+                    emit(RunEvent(run_id, "phase", phase=note))
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, latest_worktree_patch(snapshot))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
