@@ -187,6 +187,15 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
         (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
         (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
         (["report", "{folder}"], "error: {folder}: not a batch folder (exit_statuses.yaml is missing)"),
+        (
+            ["inspect", "{traj}", "--html", "{file}/pages/x.html"],
+            "error: cannot write the page {file}/pages/x.html: {file} is a file, not a folder",
+        ),
+        (["inspect", "{traj}", "--html", "{folder}"], "error: cannot write the page {folder}: Is a directory"),
+        (
+            ["inspect", "{traj}", "--html", "/proc/llm-ide/x.html"],
+            "error: cannot write the page /proc/llm-ide/x.html: No such file or directory",
+        ),
     ],
 )
 def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
