@@ -236,3 +236,34 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     assert summary.not_started == ["demo__shapes-1"]
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
     assert summary.cost == 4.0
+
+
+def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_zero(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    ids = sorted(row["instance_id"] for row in rows)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("responses: []\n")
+    out = tmp_path / "out"
+    args = ["--subset", str(dataset), "--environment", "local", "-c", str(write_config(tmp_path / "c.yaml"))]
+    failed = cli("llm-ide", "swebench", *args, "--model", f"scripted:{empty}", "-o", str(out))
+    reason = f"scripted model ran out of responses after 0 calls ({empty})"
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    finished = [line for line in failed.stdout.splitlines() if line.startswith("[")]
+    assert sorted(line.split("] ")[1].split(" |")[0] for line in finished if "model_error" in line) == [
+        f"{instance_id}: model_error (0 steps, $0.00): {reason}" for instance_id in ids
+    ]
+    assert failed.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {out / 'swebench.log'})"
+    log = (out / "swebench.log").read_text()
+    for instance_id in ids:
+        assert f"WARNING {instance_id}: model_error (cost 0.0000, 0 patch lines): {reason}\n" in log
+    statuses = yaml.safe_load((out / "exit_statuses.yaml").read_text())["instances"]
+    assert {statuses[instance_id]["error"] for instance_id in ids} == {reason}
+
+    broken = {**rows[0], "instance_id": "demo__nowhere-1", "repo": str(tmp_path / "no-such-repo")}
+    dataset.write_text(dataset.read_text() + json.dumps(broken) + "\n")
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    mixed = cli("llm-ide", "swebench", *args, "--model", model, "-o", str(tmp_path / "mixed"))
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr
+    [line] = [line for line in mixed.stdout.splitlines() if "demo__nowhere-1: error" in line]
+    assert "demo__nowhere-1: error (0 steps, $0.00): SWEbenchError: demo__nowhere-1: git clone -q " in line
+    assert "every instance failed" not in mixed.stderr and "submitted: 2" in mixed.stdout

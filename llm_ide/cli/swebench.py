@@ -208,6 +208,9 @@ def swebench_command(
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
     if summary.not_started:
         console.print(f"[yellow]global cost limit reached: {len(summary.not_started)} instances not started[/]")
+    if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):
+        err_console.print(f"[bold red]every instance failed[/] (reasons above and in {output / 'swebench.log'})")
+        raise typer.Exit(1)
 
 
 def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str, filter_regex: str) -> None:

@@ -18,6 +18,7 @@ from llm_ide.swebench.batch import (
     Outcome,
     batch_config,
     batch_log,
+    log_outcome,
     record_outcome,
 )
 from llm_ide.swebench.dataset import Instance
@@ -235,9 +236,9 @@ class RayBatch:
             record_outcome(self.store, self.options.model, outcome)
         except OSError as error:  # a full disk: the status is rebuilt from the trajectories later
             log.error("%s: result not recorded: %s", instance.instance_id, error)
-        log.info("%s: %s on node %s", instance.instance_id, outcome.exit_status, outcome.node or "?")
+        log_outcome(outcome, f"node {outcome.node or '?'}")
         self.outcomes[instance.instance_id] = outcome
-        self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
+        self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
 
     def interrupt(self, instances: list[Instance]) -> None:
         """Ctrl-C: queued tasks are cancelled, running ones end as `interrupted` at their next event (state saved,
