@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from llm_ide.cli.console import config_default, fail, interrupted_exit, model_warnings_on_console
+from llm_ide.cli.console import config_default, fail, interrupted_exit, warnings_on_console
 from llm_ide.navigator.mcp_client import TOOLS
 
 navigator_app = typer.Typer(
@@ -72,7 +72,7 @@ def serve_command(
     install_signal_policy()  # SIGTERM/SIGHUP, after the server's graceful stop: the navigator closed, exit 143/129
     try:
         sock = bind(host, port)
-        with model_warnings_on_console():
+        with warnings_on_console():
             serve(served, sock, announce, log)
     except KeyboardInterrupt as interrupt:
         raise interrupted_exit(interrupt) from None

@@ -20,9 +20,9 @@ from llm_ide.cli.console import (
     err_console,
     fail,
     interrupted_exit,
-    model_warnings_on_console,
     print_event,
     print_interrupted,
+    warnings_on_console,
 )
 from llm_ide.cli.navigator import check_served_navigator
 from llm_ide.errors import ExitStatus, install_signal_policy
@@ -154,7 +154,7 @@ def run(
     output = output or Path("runs") / run_id
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with model_warnings_on_console():
+        with warnings_on_console():
             result = runner(
                 text,
                 model=model,

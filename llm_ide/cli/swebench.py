@@ -15,9 +15,9 @@ from llm_ide.cli.console import (
     err_console,
     fail,
     interrupted_exit,
-    model_warnings_on_console,
     print_event,
     print_interrupted,
+    warnings_on_console,
 )
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
@@ -180,7 +180,7 @@ def swebench_command(
     )
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with model_warnings_on_console():
+        with warnings_on_console():
             summary = run_swebench(
                 subset,
                 split,
@@ -271,7 +271,7 @@ def swebench_single_command(
     console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with model_warnings_on_console():
+        with warnings_on_console():
             outcome = run_instance(
                 chosen,
                 options,
