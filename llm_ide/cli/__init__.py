@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from llm_ide import __version__
 from llm_ide.cli.cleanup import cleanup_command
+from llm_ide.cli.config import config_app
 from llm_ide.cli.context import context_command
 from llm_ide.cli.coop import coop_app
 from llm_ide.cli.inspect import inspect
@@ -97,6 +98,7 @@ app.command("cleanup")(cleanup_command)
 app.command("swebench")(swebench_command)
 app.command("swebench-single")(swebench_single_command)
 app.command("evaluate")(evaluate_command)
+app.add_typer(config_app, name="config")
 app.add_typer(tools_app, name="tools")
 app.add_typer(coop_app, name="coop")
 app.add_typer(navigator_app, name="navigator")

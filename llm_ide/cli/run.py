@@ -25,6 +25,7 @@ from llm_ide.cli.console import (
     warnings_on_console,
 )
 from llm_ide.cli.navigator import check_served_navigator
+from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -128,7 +129,7 @@ def run(
         raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
     kind = environment_kind(environment, image)
     try:
-        settings = load_config("default", overrides=config or [])
+        settings = load_config("default", overrides=with_user_config(config))
     except ConfigError as error:
         raise fail(str(error)) from None
     limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}

@@ -19,6 +19,7 @@ from llm_ide.cli.console import (
     print_interrupted,
     warnings_on_console,
 )
+from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -165,7 +166,7 @@ def swebench_command(
         output=output,
         workers=workers,
         environment=kind,
-        config_files=config or [],
+        config_files=with_user_config(config),
         base_url=base_url,
         cost_limit=cost_limit,
         checkpoint=checkpoint,
@@ -255,7 +256,7 @@ def swebench_single_command(
         model=model,
         output=output,
         environment=kind,
-        config_files=config or [],
+        config_files=with_user_config(config),
         base_url=base_url,
         checkpoint=checkpoint,
         step_limit=step_limit,
@@ -328,7 +329,7 @@ def evaluate_command(
     from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
 
     try:
-        settings = load_config("swebench", config or []).swebench
+        settings = load_config("swebench", with_user_config(config)).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
         folder = claim_folder(output, predictions)
