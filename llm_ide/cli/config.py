@@ -60,7 +60,9 @@ def show_command(
     base: Annotated[
         str, typer.Option(help="The bundled config: default (run) or swebench (swebench, evaluate).")
     ] = "default",
-    full: Annotated[bool, typer.Option("--full", help="Long values (prompt templates) in full.")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Long values (prompt templates) in full.", show_default="shortened")
+    ] = False,
 ) -> None:
     """Every effective setting, `key: value  # origin`: bundled config < user config file < --config files."""
     from llm_ide.config import ConfigError, config_layers, explain, user_config_path
