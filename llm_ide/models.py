@@ -19,6 +19,7 @@ import yaml
 from pydantic import SecretStr
 
 from llm_ide.cache_hints import with_cache_hints
+from llm_ide.calls import CallListener, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
 from llm_ide.parsing import clean_text
@@ -162,13 +163,16 @@ class ScriptedModel:
         self.path = path
         self.name = f"scripted:{path}"
         self.responses = load_script(path)
+        self.listener: CallListener | None = None  # told of each call (a live status)
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
-        if call_index >= len(self.responses):
-            raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-        prompt = "".join(message["content"] for message in messages)
-        text = choose(self.responses[call_index], prompt)
-        return ModelReply(text, estimate_tokens(prompt), estimate_tokens(text), cost=0.0)
+        with observed(self.listener, self.name, messages) as call:
+            if call_index >= len(self.responses):
+                raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
+            text = choose(self.responses[call_index], prompt := "".join(m["content"] for m in messages))
+            call.text(text)  # all at once: -v shows it as it would a streamed reply
+            call.replied(estimate_tokens(prompt), estimate_tokens(text))
+        return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0)
 
 
 ScriptItem = str | dict[str, str]
@@ -218,11 +222,20 @@ class ChatModel:
         self.rng = random.Random()
         self.cache_hints = settings.cache_hints
         self.n_refused = False  # the endpoint refused a request with `n`: several requests from then on
+        self.stream = settings.stream  # each reply requested as a stream, its text told to `listener` as it comes
+        self.listener: CallListener | None = None
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
-        return self._reply(self._request(lambda: self.chat.invoke(payload, **hints), deadline), messages)
+        with observed(self.listener, self.name, messages) as call:
+            if self.stream:
+                response = self._request(lambda: streamed(self.chat, payload, hints, call), deadline)
+            else:
+                response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
+            reply = self._reply(response, messages)
+            call.replied(reply.input_tokens, reply.output_tokens)
+        return reply
 
     @property
     def takes_n(self) -> bool:
@@ -241,9 +254,11 @@ class ChatModel:
 
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         batch = [convert_to_messages(payload)]
-        result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
-        choices = [generation.message for generation in result.generations[0]]
-        first = self._reply(choices[0], messages)
+        with observed(self.listener, self.name, messages) as call:
+            result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
+            choices = [generation.message for generation in result.generations[0]]
+            first = self._reply(choices[0], messages)
+            call.replied(first.input_tokens, first.output_tokens)
         return [first, *(ModelReply(clean_text(choice.text), 0, 0, 0.0) for choice in choices[1:])]
 
     def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:

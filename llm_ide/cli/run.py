@@ -25,6 +25,7 @@ from llm_ide.cli.console import (
     warnings_on_console,
 )
 from llm_ide.cli.navigator import check_served_navigator
+from llm_ide.cli.status import ThinkingStatus
 from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
@@ -116,8 +117,15 @@ def run(
             show_default=config_default("navigator.mode"),
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show each model reply as it streams in (model.stream on).", show_default="off"
+        ),
+    ] = False,
 ) -> None:
-    """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
+    """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
+    the model thinks, a live line shows the seconds and tokens so far."""
     from llm_ide.config import ConfigError, load_config
     from llm_ide.fileio import atomic_write
 
@@ -137,6 +145,8 @@ def run(
         settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
         if navigator is not None:
             settings = settings.merged({"navigator": {"mode": navigator.value}}, origin="command line")
+        if verbose:
+            settings = settings.merged({"model": {"stream": True}}, origin="command line")
     except ConfigError as error:
         raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
@@ -150,6 +160,8 @@ def run(
     if human and runner is run_attempts:
         raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
     extra = {"ask_navigator": ask_on_terminal} if human else {}
+    if runner is run_task:
+        extra["on_model_call"] = ThinkingStatus(console, verbose)
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
