@@ -22,13 +22,17 @@ from llm_ide.swebench.batch import (
     record_outcome,
 )
 from llm_ide.swebench.dataset import Instance
-from llm_ide.swebench.preflight import SWEbenchError
+from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS, SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore
 
 log = logging.getLogger("llm_ide.swebench")
 
-FORWARDED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DOCKER_HOST")
+FORWARDED_ENV = (  # every provider's key and endpoint variable: the nodes build the model as the driver did
+    "DOCKER_HOST",
+    *(name for names in PROVIDER_KEYS.values() for name in names),
+    *(name for names, _ in PROVIDER_URLS.values() for name in names),
+)
 MAX_RETRIES = 3  # a task whose node (or worker process) died runs again, up to this many times
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # a one-node cluster started by the batch: results are small
 
