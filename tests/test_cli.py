@@ -60,6 +60,7 @@ def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path:
     undocumented = [row.split()[1] for row in options if "[default: " not in row and "[required]" not in row]
     assert undocumented == []
     assert "SPEC" not in result.stdout
+    assert "../" not in result.stdout and "shared/" not in result.stdout  # no path outside the repository
 
 
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
