@@ -17,6 +17,7 @@ from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
 from conftest import git, make_git_repo
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
+from swebench_fixtures import write_script as write_batch_script
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
@@ -165,13 +166,13 @@ def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: P
 
 def test_filter_searches_the_whole_id_and_the_batch_counts_finished_instances(tmp_path: Path) -> None:
     dataset, _ = build_dataset(tmp_path / "data", 3)
-    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    model = write_batch_script(tmp_path / "fix.yaml", [FIX_COMMAND])  # the fix, then submit: every instance submits
     args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-o", "out"]
     args += ["-c", str(write_config(tmp_path / "c.yaml"))]
     first = llm_ide(*args, "--filter", "calc|text", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     assert sorted(json.loads((tmp_path / "out" / "preds.json").read_text())) == ["demo__calc-1", "demo__text-1"]
-    assert "2 instances run, 0 skipped as finished in an earlier run" in first.stdout
+    assert "2 instances run, 0 skipped as finished in an earlier run" in first.stdout and "submitted: 2" in first.stdout
     again = llm_ide(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 instance run, 2 skipped as finished in an earlier run" in again.stdout
