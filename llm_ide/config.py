@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,20 @@ from llm_ide.settings import Settings, deep_merge, validate_layers
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
 CONFIG_NAMES = ("default", "swebench")
+USER_CONFIG_VARIABLE = "LLM_IDE_CONFIG"
+Layers = list[tuple[str, dict[str, Any]]]
 
-__all__ = ["PROMPTS_DIR", "ConfigError", "Settings", "deep_merge", "load_config", "read_yaml", "validate_layers"]
+__all__ = [
+    "PROMPTS_DIR",
+    "ConfigError",
+    "Settings",
+    "deep_merge",
+    "load_config",
+    "read_yaml",
+    "user_config_path",
+    "validate_layers",
+    "with_user_config",
+]
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -50,9 +63,34 @@ def bundled_config(name: str) -> Settings:
     return load_config(name)
 
 
-def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Settings:
-    """The bundled/base config (its `extends` chain first), each override file deep-merged in order, then `values`;
-    validated once: a bad key or value raises ConfigError naming the file and the key path."""
+def user_config_path() -> Path | None:
+    """The user's own config file, merged under `--config` by the CLI: `$LLM_IDE_CONFIG` (`off`: none; a path that is
+    not a file is an error), else `$XDG_CONFIG_HOME/llm-ide/config.yaml` (`~/.config/…`) when it exists."""
+    value = os.environ.get(USER_CONFIG_VARIABLE)
+    if value == "off":
+        return None
+    if value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{USER_CONFIG_VARIABLE}={value}: no such config file (unset it, or =off for none)")
+        return path
+    path = default_user_config()
+    return path if path.is_file() else None
+
+
+def default_user_config() -> Path:
+    """Where the user's config file is looked for when $LLM_IDE_CONFIG is unset."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "llm-ide" / "config.yaml"
+
+
+def with_user_config(overrides: list[Path] | None) -> list[Path]:
+    """The override files of a command: the user's config file (if any), then the `--config` files."""
+    user = user_config_path()
+    return [*([user] if user else []), *(overrides or [])]
+
+
+def config_layers(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Layers:
+    """The (origin, data) layers in merge order: the base's `extends` chain, the override files, then `values`."""
     layers = _layers_with_extends(resolve_config_path(base), set())
     for override in overrides or []:
         path = Path(override)
@@ -62,10 +100,16 @@ def load_config(base: str | Path = "default", overrides: list[str | Path] | None
         layers.append((str(path), data))
     if values:
         layers.append(("settings", values))
-    return validate_layers(layers)
+    return layers
 
 
-def _layers_with_extends(path: Path, seen: set[Path]) -> list[tuple[str, dict[str, Any]]]:
+def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Settings:
+    """The bundled/base config (its `extends` chain first), each override file deep-merged in order, then `values`;
+    validated once: a bad key or value raises ConfigError naming the file and the key path."""
+    return validate_layers(config_layers(base, overrides, **values))
+
+
+def _layers_with_extends(path: Path, seen: set[Path]) -> Layers:
     if path.resolve() in seen:
         raise ConfigError(f"{path}: extends: loops back to itself")
     data = read_yaml(path)
@@ -74,3 +118,31 @@ def _layers_with_extends(path: Path, seen: set[Path]) -> list[tuple[str, dict[st
         return [(str(path), data)]
     parent_path = (path.parent / parent) if (path.parent / str(parent)).exists() else resolve_config_path(parent)
     return [*_layers_with_extends(parent_path, seen | {path.resolve()}), (str(path), data)]
+
+
+def _leaves(data: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    if isinstance(data, dict) and data:
+        return [leaf for key, value in data.items() for leaf in _leaves(value, (*prefix, str(key)))]
+    return [(prefix, data)]
+
+
+def _sets(layer: dict[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether a layer sets the value at `path`: it holds the path, or a non-mapping above it that replaces it all."""
+    data: Any = layer
+    for depth, part in enumerate(path):
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+        if depth < len(path) - 1 and not isinstance(data, dict):
+            return True
+    return True
+
+
+def explain(layers: Layers) -> list[tuple[str, Any, str]]:
+    """Every effective setting as (dotted key, value, origin): the last layer that set it, `built-in` when none did
+    (a default of the typed settings)."""
+    effective = validate_layers(layers).model_dump(mode="json")
+    return [
+        (".".join(path), value, next((name for name, data in reversed(layers) if _sets(data, path)), "built-in"))
+        for path, value in _leaves(effective)
+    ]

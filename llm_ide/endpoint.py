@@ -85,6 +85,8 @@ def check_completion(response: httpx.Response) -> None:
     """Response hook: a 200 chat completion must hold choices and no error."""
     if response.status_code != 200 or not response.request.url.path.endswith("/chat/completions"):
         return
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return  # a streamed reply is read as it comes, by the SDK
     response.read()
     try:
         body = json.loads(response.content)

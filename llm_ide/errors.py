@@ -36,6 +36,17 @@ class ExitStatus(StrEnum):
             ExitStatus.AWAITING_NAVIGATOR,
         }
 
+    @property
+    def failed(self) -> bool:
+        """The run could not do its work (not a limit it reached, not an interruption): a batch of nothing but
+        failures exits non-zero."""
+        return self in {
+            ExitStatus.FORMAT_ERROR,
+            ExitStatus.MODEL_ERROR,
+            ExitStatus.ENVIRONMENT_ERROR,
+            ExitStatus.ERROR,
+        }
+
 
 class LlmIdeError(Exception):
     """An error told to the user in one line."""

@@ -53,13 +53,15 @@ def build_graph(
     sampled: bool = False,
     navigator: bool = False,
     messages: bool = False,
+    input_schema: type[Any] = AgentInput,
 ) -> CompiledStateGraph:
     """The agent's graph; `wrap` (LangGraph Studio: llm_ide.studio) wraps each node that uses the run's context.
     Variants: `sampled`: the `act` node is action sampling (`sampled_act`: `sampling.k` candidates, one runs);
     `navigator` (navigator.mode not off): `plan` before the driver's first step, `permission` between `act` and
     `execute_tool`, `consult` for the driver's review and guidance requests; `messages` (coop execution): the other
-    agent's messages taken in before every step."""
-    builder = StateGraph(RunState, context_schema=context_schema, input_schema=AgentInput, output_schema=RunState)
+    agent's messages taken in before every step. `input_schema`: what the graph's input holds (Studio's marks the
+    required fields)."""
+    builder = StateGraph(RunState, context_schema=context_schema, input_schema=input_schema, output_schema=RunState)
     nodes: list[Callable[..., Any]] = [render_context, reflect, branch, sampled_act if sampled else act]
     nodes += [execute_tool, update_activity]
     if messages:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import yaml
 from pydantic import SecretStr
 
 from llm_ide.cache_hints import with_cache_hints
+from llm_ide.calls import CallListener, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
 from llm_ide.parsing import clean_text
@@ -161,13 +163,16 @@ class ScriptedModel:
         self.path = path
         self.name = f"scripted:{path}"
         self.responses = load_script(path)
+        self.listener: CallListener | None = None  # told of each call (a live status)
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
-        if call_index >= len(self.responses):
-            raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-        prompt = "".join(message["content"] for message in messages)
-        text = choose(self.responses[call_index], prompt)
-        return ModelReply(text, estimate_tokens(prompt), estimate_tokens(text), cost=0.0)
+        with observed(self.listener, self.name, messages) as call:
+            if call_index >= len(self.responses):
+                raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
+            text = choose(self.responses[call_index], prompt := "".join(m["content"] for m in messages))
+            call.text(text)  # all at once: -v shows it as it would a streamed reply
+            call.replied(estimate_tokens(prompt), estimate_tokens(text))
+        return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0)
 
 
 ScriptItem = str | dict[str, str]
@@ -217,11 +222,20 @@ class ChatModel:
         self.rng = random.Random()
         self.cache_hints = settings.cache_hints
         self.n_refused = False  # the endpoint refused a request with `n`: several requests from then on
+        self.stream = settings.stream  # each reply requested as a stream, its text told to `listener` as it comes
+        self.listener: CallListener | None = None
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
-        return self._reply(self._request(lambda: self.chat.invoke(payload, **hints), deadline), messages)
+        with observed(self.listener, self.name, messages) as call:
+            if self.stream:
+                response = self._request(lambda: streamed(self.chat, payload, hints, call), deadline)
+            else:
+                response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
+            reply = self._reply(response, messages)
+            call.replied(reply.input_tokens, reply.output_tokens)
+        return reply
 
     @property
     def takes_n(self) -> bool:
@@ -240,9 +254,11 @@ class ChatModel:
 
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         batch = [convert_to_messages(payload)]
-        result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
-        choices = [generation.message for generation in result.generations[0]]
-        first = self._reply(choices[0], messages)
+        with observed(self.listener, self.name, messages) as call:
+            result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
+            choices = [generation.message for generation in result.generations[0]]
+            first = self._reply(choices[0], messages)
+            call.replied(first.input_tokens, first.output_tokens)
         return [first, *(ModelReply(clean_text(choice.text), 0, 0, 0.0) for choice in choices[1:])]
 
     def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:
@@ -357,10 +373,27 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     return ChatModel(spec, chat, config, api_key=key)
 
 
+def unknown_provider(spec: str, base_url: str | None) -> str | None:
+    """`provider:name` whose provider langchain does not know, with no endpoint that could serve it as a model name
+    (an OpenAI-compatible server's `qwen2.5-coder:7b`): what to say, naming the known providers."""
+    prefix, colon, _ = spec.partition(":")
+    known = langchain_providers()
+    if not colon or prefix in known or base_url or os.environ.get("OPENAI_BASE_URL"):
+        return None
+    close = difflib.get_close_matches(prefix, sorted(known), n=1)
+    guess = f" (did you mean {close[0]}?)" if close else ""
+    return (
+        f"model {spec}: unknown provider {prefix!r}{guess}; known providers: {', '.join(sorted(known))} "
+        "(or give --base-url for a model name of an OpenAI-compatible endpoint)"
+    )
+
+
 def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
     """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
     if spec.startswith("scripted:"):
         return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser())
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
+    if problem := unknown_provider(spec, base_url):
+        raise ModelAuthError(problem)
     return openai_compatible_model(spec, config, base_url)

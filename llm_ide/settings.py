@@ -114,6 +114,7 @@ class ModelSettings(Strict):
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
     cache_hints: bool
+    stream: bool = False  # each reply requested as a stream (`llm-ide run -v` shows it as it comes)
 
 
 class CheckpointSettings(Strict):

@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 from llm_ide.config import deep_merge, load_config
 from llm_ide.errors import LlmIdeError
 from llm_ide.graph import build_graph
+from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.resources import AgentContext
 
 log = logging.getLogger("llm_ide.studio")
@@ -48,8 +49,7 @@ class StudioRun:
         from llm_ide.run.patch import base_commit
         from llm_ide.run.setup import build_context
 
-        if not state.get("repo") or not state.get("model"):
-            raise ValueError("the graph input needs `repo` (a local repository path) and `model` (e.g. scripted:PATH)")
+        require_inputs(state)
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
         settings = load_config(values.pop("base", "default"), **values)
         run_id = str(get_config().get("configurable", {}).get("thread_id", "studio"))
@@ -112,7 +112,9 @@ async def served(sampled: bool = False, navigator: bool = False) -> AsyncIterato
     run = StudioRun({"navigator": {"mode": "human"}} if navigator else None)
     try:
         wrap = lambda node: bind(node, run)  # noqa: E731
-        yield build_graph(context_schema=None, wrap=wrap, sampled=sampled, navigator=navigator)
+        yield build_graph(
+            context_schema=None, wrap=wrap, sampled=sampled, navigator=navigator, input_schema=StudioInput
+        )
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
 

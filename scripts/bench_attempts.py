@@ -86,7 +86,10 @@ def main(
     steps: Annotated[int, typer.Option(help="Operations of each attempt before its fix.")] = 10,
     runs: Annotated[int, typer.Option(help="Repetitions of each variant (medians are reported).")] = 3,
     price_model: Annotated[str, typer.Option(help="Whose price (default.yaml) turns tokens into USD.")] = "gpt-5-mini",
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
+    if quick:
+        steps, runs = 2, 1
     settings = load_config("default", environment={"tools": []})
     price = find_price(price_model, settings.model.prices)
     assert price is not None, f"no price for {price_model}"
@@ -146,7 +149,7 @@ def main(
     table.add_row("  of which reviews + choice", "", f"{judge:.5f}", f"{judge / (3 * one_cost):.2f}")
     table.add_row("  outer graph overhead per attempt", f"{overhead * 1000:.0f} ms", "", "")
     console.print(table)
-    console.print(
+    print(
         f"RESULT outer_overhead_ms_per_attempt={overhead * 1000:.0f} cost_ratio_3_attempts={ratio:.2f} "
         f"judge_cost_share={judge / three_cost:.3f} time_ratio_3_attempts={three_time / (3 * one_time):.2f} "
         f"steps={steps}"

@@ -106,8 +106,12 @@ def main(
     instances: Annotated[int, typer.Option(help="Number of tiny instances.")] = 8,
     rounds: Annotated[int, typer.Option(help="Rounds of (1 worker, 2 workers) per set-up; the best of each.")] = 1,
     latency: Annotated[float, typer.Option(help="Seconds the loopback model takes per call.")] = 0.5,
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
     import docker
+
+    if quick:
+        instances, latency = 2, 0.1
 
     console = Console()
     walls: dict[tuple[str, int], list[float]] = {}

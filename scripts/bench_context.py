@@ -112,7 +112,10 @@ def context_step(view: CodeView, chunks: list[Chunk], n_operations: int, params:
 def main(
     repeat: int = typer.Option(15, help="Cold repetitions per file"),
     warm_repeat: int = typer.Option(200, help="Warm repetitions per file"),
+    quick: bool = typer.Option(False, help="Small sizes, the same comparison: what the test suite runs."),
 ) -> None:
+    if quick:
+        repeat, warm_repeat = 2, 5
     console = Console(width=160)
     files = [*NAMED, largest_stdlib_file()]
     table = Table(title="Code context, 30 lines of interest per file: best of N, ms")

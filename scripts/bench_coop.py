@@ -74,7 +74,11 @@ def write_scripts(folder: Path, pair: tuple[int, int], repo: Path, task) -> str:
     return f"scripted:{folder}/{{phase}}_{{agent}}.yaml"
 
 
-def main(pairs: Annotated[str, typer.Option(help="Pairs of the shared task.")] = "1,2 3,4 5,6") -> None:
+def main(
+    pairs: Annotated[str, typer.Option(help="Pairs of the shared task.")] = "1,2 3,4 5,6",
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
+) -> None:
+    pairs = "1,2" if quick else pairs
     task = load_task(TASK)
     settings = load_config("default", environment={"tools": []})
     coop = load_coop_settings(values={"execution": {"lockstep": True}})
@@ -105,7 +109,7 @@ def main(pairs: Annotated[str, typer.Option(help="Pairs of the shared task.")] =
     def mean(phase: str) -> float:
         return statistics.mean(row[0][phase] for row in rows)
 
-    console.print(
+    print(
         f"RESULT pairs={len(rows)} planning_s={mean('planning'):.2f} execution_s={mean('execution'):.2f} "
         f"evaluation_s={mean('evaluation'):.2f} total_s={statistics.mean(r[1] for r in rows):.2f} "
         f"gold_eval_s={statistics.mean(r[2] for r in rows):.2f} matches_gold={sum(r[3] for r in rows)}/{len(rows)}"

@@ -245,14 +245,16 @@ ROWS = [("raw chars", "raw"), ("bill", "bill"), ("output chars", "output"), ("ca
         ("bytes written", "written"), ("bytes on disk", "on_disk")]  # fmt: skip
 
 
-def report(agents: dict[str, Agent], writes: dict[str, Any], steps: int, console: Console) -> dict[int, dict]:
+def report(
+    agents: dict[str, Agent], writes: dict[str, Any], steps: int, console: Console, marks: tuple[int, ...] = MARKS
+) -> dict[int, dict]:
     """The table at each mark; the ratios llm-ide / mini by mark and figure."""
     title = f"{steps}-step session, in characters; bill = uncached + {CACHED:g}×cached prefix + {OUTPUT:g}×output"
     table = Table(title=title)
     for column in ("up to step", "figure", "llm-ide", "mini-swe-agent", "llm-ide / mini"):
         table.add_column(column, justify="right")
     result: dict[int, dict[str, float]] = {}
-    for step in MARKS:
+    for step in marks:
         ours, mini = (figures(agents[name], writes[name], step) for name in AGENTS)
         result[step] = {}
         for label, key in ROWS:
@@ -313,10 +315,14 @@ def main(
     single_call: Annotated[
         bool, typer.Option(help="llm-ide with agent.single_call: one call per step (reflection + action).")
     ] = False,
+    quick: Annotated[
+        bool, typer.Option(help="A 30-step session (figures at 10, 30): what the test suite runs.")
+    ] = False,
 ) -> None:
     console = Console()
-    if steps < max(MARKS):
-        raise typer.BadParameter(f"the session needs at least {max(MARKS)} steps")
+    steps, marks = (30, (10, 30)) if quick else (steps, MARKS)
+    if steps < max(marks):
+        raise typer.BadParameter(f"the session needs at least {max(marks)} steps")
     python = mini_python(console)
     workdir = Path(tempfile.mkdtemp(prefix="bench-cost-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -353,14 +359,15 @@ def main(
         own_accounting(agents["llm-ide"], console)
         if writes["mini"] is None:
             console.print("strace is missing: bytes written are not measured")
-        result, last = report(agents, writes, steps, console), max(MARKS)
+        result, last = report(agents, writes, steps, console, marks), max(marks)
         if keep:
             console.print(f"wire log: {workdir / 'wire.jsonl'}")
+        bills = [f"bill_ratio_{mark}={result[mark]['bill']:.2f}" for mark in dict.fromkeys((10, 30, last))]
+        raws = [f"raw_ratio_{mark}={result[mark]['raw']:.2f}" for mark in dict.fromkeys((30, last))]
         print(
-            f"RESULT bill_ratio_30={result[30]['bill']:.2f} bill_ratio_100={result[last]['bill']:.2f} "
-            f"raw_ratio_30={result[30]['raw']:.2f} raw_ratio_100={result[last]['raw']:.2f} "
+            f"RESULT {' '.join(bills)} {' '.join(raws)} "
             f"output_ratio={result[last]['output']:.2f} disk_ratio={result[last]['written']:.2f} "
-            f"bill_ratio_10={result[10]['bill']:.2f} folder_ratio={result[last]['on_disk']:.2f} "
+            f"folder_ratio={result[last]['on_disk']:.2f} "
             f"folder_kb={folder_bytes(agents['llm-ide'].folder) / 1024:.0f} same_tree={str(same).lower()}"
         )
     finally:

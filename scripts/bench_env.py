@@ -114,19 +114,22 @@ def main(
     commands: int = typer.Option(200, help="Trivial commands per path."),
     image: str = typer.Option("llm-ide-base:bookworm", help="Image of the container (all docker paths share it)."),
     files: int = typer.Option(20, help="Files per read_files batch."),
+    quick: bool = typer.Option(False, help="Small sizes, the same comparison: what the test suite runs."),
 ) -> None:
+    if quick:
+        commands, files = 20, 3
     console = Console(highlight=False)
     settings = load_config("default", environment={"type": "docker", "image": image}).environment
     environment = make_environment(settings, None, "bench-env", None, None)
     assert isinstance(environment, DockerEnvironment)
     with tempfile.TemporaryDirectory() as repo, environment:
-        local = LocalEnvironment(Path(repo), env=settings["env"])
-        env_vars = {key: str(value) for key, value in settings["env"].items()}
+        local = LocalEnvironment(Path(repo), env=settings.env)
+        env_vars = {key: str(value) for key, value in settings.env.items()}
         ours = timed(lambda command: environment.execute(command).output, commands)
         cli = timed(cli_runner(environment.container_id, environment.workdir, env_vars), commands)
         sdk = timed(sdk_exec_runner(environment), commands)
         local_samples = timed(lambda command: local.execute(command).output, commands)
-        reads = read_files_benchmark(environment, files, rounds=10)
+        reads = read_files_benchmark(environment, files, rounds=2 if quick else 10)
         local.close()
 
     cli_mean = statistics.mean(cli)

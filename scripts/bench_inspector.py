@@ -155,7 +155,9 @@ def screenshots(driver, folder: Path, docs: Path) -> list[Path]:
 def main(
     steps: Annotated[int, typer.Option(help="Operations in the long run.")] = 300,
     docs: Annotated[Path | None, typer.Option("--screenshots", help="Write the docs' screenshots here.")] = None,
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
+    steps = 20 if quick else steps
     with tempfile.TemporaryDirectory(prefix="bench-inspector-") as tmp:
         folder = Path(tmp)
         started = time.perf_counter()

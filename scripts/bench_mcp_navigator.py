@@ -58,7 +58,11 @@ async def one_session(url: str, n: int) -> list[float]:
     return times
 
 
-def main(requests: Annotated[int, typer.Option(help="Requests per way of asking.")] = 50) -> None:
+def main(
+    requests: Annotated[int, typer.Option(help="Requests per way of asking.")] = 50,
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
+) -> None:
+    requests = 5 if quick else requests
     server = subprocess.Popen(
         [sys.executable, "-c", "from llm_ide.cli import app; app()", "navigator", "serve", "--port", "0"]
         + ["--navigator", "remote_navigators:RulesNavigator"],

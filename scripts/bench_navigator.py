@@ -167,7 +167,11 @@ def cost_share(root: Path) -> dict[str, float]:
     }
 
 
-def main(steps: int = typer.Option(40, help="Gated driver steps per session.")) -> None:
+def main(
+    steps: int = typer.Option(40, help="Gated driver steps per session."),
+    quick: bool = typer.Option(False, help="Small sizes, the same comparison: what the test suite runs."),
+) -> None:
+    steps = 5 if quick else steps
     with tempfile.TemporaryDirectory(prefix="bench-navigator-") as tmp:
         root = Path(tmp)
         plain_times, plain_wall, plain = session(root, steps, navigator=False)

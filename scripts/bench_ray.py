@@ -117,8 +117,12 @@ def connect_seconds(address: str) -> float:
 def main(
     instances: Annotated[int, typer.Option(help="Number of tiny instances.")] = 6,
     latency: Annotated[float, typer.Option(help="Seconds the loopback model takes per call.")] = 0.5,
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
     import docker
+
+    if quick:
+        instances, latency = 2, 0.1
 
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))  # before Ray reads it, for both
     console = Console()

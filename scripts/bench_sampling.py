@@ -159,7 +159,10 @@ def main(
     seed: Annotated[int, typer.Option(help="Seed of the scripted session.")] = 7,
     latency: Annotated[float, typer.Option(help="Seconds per request of the endpoint in the wall-time part.")] = 0.3,
     latency_steps: Annotated[int, typer.Option(help="Operations of the session in the wall-time part.")] = 10,
+    quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
+    if quick:
+        steps, latency, latency_steps = 6, 0.05, 3
     console = Console(width=170)
     configs = [
         ("k=1", {"k": 1}, False),

@@ -57,6 +57,20 @@ from llm_ide.run.single import RunEvent, run_task
 from llm_ide.run.trajectory import load_trajectory
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The two sessions' lengths and the steps each figure is read at."""
+
+    short: int = 100
+    long: int = 200
+    prompt_marks: tuple[int, ...] = PROMPT_MARKS
+    size_marks: tuple[int, ...] = SIZE_MARKS
+    window: range = WINDOW
+
+
+QUICK = Scale(20, 40, (5, 10, 20), (10, 20, 40), range(11, 21))
+
+
 @dataclass
 class Session:
     steps: int
@@ -74,7 +88,13 @@ def db_sizes(path: Path) -> tuple[int, int, int]:
     return path.stat().st_size, wal.stat().st_size if wal.exists() else 0, row[0] if row else 0
 
 
-def run_session(workdir: Path, steps: int, seed: int, profiler: ThreadProfiler | None = None) -> Session:
+def run_session(
+    workdir: Path,
+    steps: int,
+    seed: int,
+    profiler: ThreadProfiler | None = None,
+    size_marks: tuple[int, ...] = SIZE_MARKS,
+) -> Session:
     name = f"session-{steps}{'-profiled' if profiler else ''}"
     repo = make_repo(workdir / name / "repo")
     script = workdir / name / "script.yaml"
@@ -88,7 +108,7 @@ def run_session(workdir: Path, steps: int, seed: int, profiler: ThreadProfiler |
         now = time.perf_counter()
         if event.kind == "step":
             step_times[event.step] = now
-            if event.step in SIZE_MARKS:
+            if event.step in size_marks:
                 sizes[event.step] = (*db_sizes(database), (output / f"{name}.traj.json").stat().st_size)
 
     overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
@@ -218,6 +238,7 @@ def prompt_sections(prompt: str) -> dict[str, int]:
 def main(
     seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
     profile: Annotated[bool, typer.Option(help="Profile a 100-step session even when the machinery is fast.")] = False,
+    quick: Annotated[bool, typer.Option(help="Sessions of 20 and 40 steps: what the test suite runs.")] = False,
     keep: Annotated[
         Path | None, typer.Option(help="Keep the sessions (repositories, trajectories, databases).")
     ] = None,
@@ -227,7 +248,10 @@ def main(
     workdir.mkdir(parents=True, exist_ok=True)
     templates = load_config("default").templates
     try:
-        sessions = {steps: run_session(workdir, steps, seed) for steps in (100, 200)}
+        scale = QUICK if quick else Scale()
+        sessions = {
+            steps: run_session(workdir, steps, seed, size_marks=scale.size_marks) for steps in (scale.short, scale.long)
+        }
         for session in sessions.values():
             ops = session.traj["operations"]
             bad = sum(1 for op in ops if op["bad_action"])
@@ -240,7 +264,7 @@ def main(
                 raise typer.Exit(f"the {session.steps}-step session did not play out: {session.exit_status}")
 
         # (a) prompt size
-        hundred = sessions[100].traj
+        hundred = sessions[scale.short].traj
         ours_act, ours_all = last_act_prompts(hundred["model_calls"])
         full = full_history_chars(hundred, templates)
         table = Table(
@@ -248,7 +272,7 @@ def main(
         )
         for column in ("step", "ours: act", "ours: reflect+act", "full history", "act / full", "(reflect+act) / full"):
             table.add_column(column, justify="right")
-        for step in PROMPT_MARKS:
+        for step in scale.prompt_marks:
             table.add_row(
                 str(step),
                 f"{ours_act[step]:,}",
@@ -260,8 +284,8 @@ def main(
         console.print(table)
         observations = [len(op["observation"]) for op in hundred["operations"]]
         thoughts = [len(op["thought"]) for op in hundred["operations"]]
-        sections = ", ".join(f"{k} {v:,}" for k, v in prompt_sections(ours_act_prompt(hundred, 100)).items())
-        console.print(f"our act prompt at step 100 by section (chars): {sections}")
+        sections = ", ".join(f"{k} {v:,}" for k, v in prompt_sections(ours_act_prompt(hundred, scale.short)).items())
+        console.print(f"our act prompt at step {scale.short} by section (chars): {sections}")
         console.print(f"session shape: {shape(thoughts, observations)}")
         anchor, real_thoughts, real_observations = real_anchor()
         if anchor:
@@ -289,13 +313,13 @@ def main(
             s, p = machinery_ms(session)
             strict += s.values()
             in_process += p.values()
-            window_strict += [s[step] for step in WINDOW if step in s]
-            window_in_process += [p[step] for step in WINDOW if step in p]
+            window_strict += [s[step] for step in scale.window if step in s]
+            window_in_process += [p[step] for step in scale.window if step in p]
         table = Table(title="(b) agent machinery per step (ms): wall − model call − action execution")
         for column in ("steps", "samples", "median", "p95", "median, in-process actions", "p95, in-process actions"):
             table.add_column(column, justify="right")
         for label, values, extra in (
-            (f"{WINDOW.start}–{WINDOW.stop - 1}", window_strict, window_in_process),
+            (f"{scale.window.start}–{scale.window.stop - 1}", window_strict, window_in_process),
             ("all", strict, in_process),
         ):
             table.add_row(
@@ -310,27 +334,31 @@ def main(
         p50 = statistics.median(window_strict)
 
         # (c) checkpoint size
-        long = sessions[200]
-        table = Table(title="(c) checkpoint database (sqlite, bytes) of the 200-step session, and the trajectory")
+        long = sessions[scale.long]
+        table = Table(
+            title=f"(c) checkpoint database (sqlite, bytes) of the {scale.long}-step session, and the trajectory"
+        )
         for column in ("step", "db file", "WAL", "db + WAL", "latest checkpoint", "trajectory JSON"):
             table.add_column(column, justify="right")
-        for step in SIZE_MARKS:
+        for step in scale.size_marks:
             db, wal, blob, traj = long.sizes[step]
             table.add_row(str(step), f"{db:,}", f"{wal:,}", f"{db + wal:,}", f"{blob:,}", f"{traj:,}")
         console.print(table)
-        growth = sum(long.sizes[200][:2]) / sum(long.sizes[100][:2])
+        growth = sum(long.sizes[scale.long][:2]) / sum(long.sizes[scale.short][:2])
 
         if p50 > 10 or profile:
             profiler = ThreadProfiler()
-            run_session(workdir, 100, seed, profiler)
-            for table in profile_tables(profiler.stats(), 100):
+            run_session(workdir, scale.short, seed, profiler, scale.size_marks)
+            for table in profile_tables(profiler.stats(), scale.short):
                 console.print(table)
 
         anchor_note = f" anchor_mini_context_median={median_chars:.0f}" if anchor else ""
+        short = scale.short
         print(
-            f"RESULT prompt_ratio_100={ours_act[100] / full[100]:.3f} "
-            f"prompt_ratio_100_reflect_act={ours_all[100] / full[100]:.3f} machinery_ms_p50={p50:.1f} "
-            f"machinery_ms_p95={percentile(window_strict, 0.95):.1f} checkpoint_growth_200_100={growth:.2f}"
+            f"RESULT prompt_ratio_{short}={ours_act[short] / full[short]:.3f} "
+            f"prompt_ratio_{short}_reflect_act={ours_all[short] / full[short]:.3f} machinery_ms_p50={p50:.1f} "
+            f"machinery_ms_p95={percentile(window_strict, 0.95):.1f} "
+            f"checkpoint_growth_{scale.long}_{short}={growth:.2f}"
             f"{anchor_note}"
         )
     finally:

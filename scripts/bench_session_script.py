@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-FILES = ["typing.py", "argparse.py", "email/_header_value_parser.py", "tkinter/__init__.py", "_pydecimal.py"]
+WANTED = ["typing.py", "argparse.py", "email/_header_value_parser.py", "tkinter/__init__.py", "_pydecimal.py"]
+SPARE = ["pydoc.py", "inspect.py"]  # when a distribution leaves a module out (Debian's tkinter is python3-tk)
+FILES = [name for name in [*WANTED, *SPARE] if (STDLIB / name).is_file()][: len(WANTED)]
 TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories" / "mini-swe-agent"
 PROMPT_MARKS = (10, 30, 50, 100)
 SIZE_MARKS = (50, 100, 200)

@@ -99,7 +99,9 @@ def main(
     tools: str = typer.Option("debugger,navigator", help="Comma-separated tools to install."),
     image: str = typer.Option("llm-ide-base:bookworm", help="Docker image."),
     docker: bool = typer.Option(True, help="Also measure the docker environment."),
+    quick: bool = typer.Option(False, help="Small sizes, the same comparison: what the test suite runs."),
 ) -> None:
+    runs = 2 if quick else runs
     names = [name.strip() for name in tools.split(",") if name.strip()]
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-tools-") as scratch:

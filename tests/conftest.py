@@ -4,11 +4,24 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 BASE_IMAGE = "llm-ide-base:bookworm"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unavailable(reason: str) -> NoReturn:
+    """What a test needs from the machine (a system package, a service, the shared data) is missing: a skip that says
+    why, except under CI=true, where .ci/run installs everything and a skip would hide a test that never runs."""
+    if in_ci():
+        pytest.fail(f"CI is set but {reason}")
+    pytest.skip(reason)
 
 
 def docker_available() -> bool:
@@ -18,16 +31,22 @@ def docker_available() -> bool:
 
 
 def require_docker() -> None:
-    """Skip without a Docker engine, except in CI where a missing engine is a failure."""
-    if docker_available():
-        return
-    if os.environ.get("CI"):
-        pytest.fail("CI is set but no Docker engine is reachable (scripts/start_docker.sh should have started one)")
-    pytest.skip("no Docker engine reachable (run scripts/start_docker.sh)")
+    if not docker_available():
+        unavailable("no Docker engine is reachable (apt-get install docker.io; scripts/start_docker.sh starts it)")
+
+
+def require_bwrap() -> str:
+    """bubblewrap, installed and able to create its namespaces here (a container may forbid them)."""
+    from llm_ide.environments.sandbox import bwrap_path
+
+    found = bwrap_path()
+    if found is None:
+        unavailable("bubblewrap (bwrap) is missing or cannot create namespaces here (apt-get install bubblewrap)")
+    return found
 
 
 def base_image_client():
-    """A Docker client, with the base image built (scripts/build_base_image.sh); skip without, fail in CI."""
+    """A Docker client, with the base image built (scripts/build_base_image.sh)."""
     require_docker()
     import docker
 
@@ -35,9 +54,7 @@ def base_image_client():
     try:
         client.images.get(BASE_IMAGE)
     except docker.errors.ImageNotFound:
-        if os.environ.get("CI"):
-            pytest.fail(f"{BASE_IMAGE} is missing in CI (scripts/build_base_image.sh should have built it)")
-        pytest.skip(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
+        unavailable(f"{BASE_IMAGE} is missing (scripts/build_base_image.sh builds it)")
     return client
 
 
@@ -61,9 +78,7 @@ def make_git_repo(path: Path, files: dict[str, str]) -> Path:
 def shared_dir() -> Path:
     """../shared beside the repository: skipped on a clone without it, a failure under CI where it must exist."""
     if not (SHARED / "data").is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {SHARED / 'data'} is absent (CI runs with ../shared beside the clone)")
-        pytest.skip(f"{SHARED} is absent (the shared data lives beside the repository)")
+        unavailable(f"{SHARED / 'data'} is absent (the shared data lives beside the repository)")
     return SHARED
 
 
@@ -74,9 +89,8 @@ def small_disk(tmp_path: Path):
     mount.mkdir()
     result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True)
     if result.returncode != 0:
-        if os.environ.get("CI") and os.geteuid() == 0:
-            pytest.fail(f"cannot mount a tmpfs: {result.stderr.decode().strip()}")
-        pytest.skip(f"cannot mount a tmpfs (needs root): {result.stderr.decode().strip()}")
+        reason = f"cannot mount a tmpfs (needs root): {result.stderr.decode().strip()}"
+        unavailable(reason) if os.geteuid() == 0 else pytest.skip(reason)
     try:
         yield mount
     finally:

@@ -13,6 +13,8 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
   that is literally "hang"), or to misbehave
   on purpose: `body` sent verbatim (bytes, or JSON-encoded) instead of a completion, `headers` added (Retry-After),
   `drip` seconds between the bytes of the whole response (a slow-drip server).
+A request with `"stream": true` gets its reply as server-sent events, one chunk per word (and the usage last when
+`stream_options.include_usage` asks for it); with `Reply(gate=PATH)` only the first word is sent until PATH exists.
 `server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
 the same replies in Anthropic's Messages API shape.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,6 +51,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     drip: float = 0.0
     choices: tuple[str, ...] = ()  # several choices (a request with `n`): these texts instead of `text`
+    gate: str | None = None  # streamed: the rest of the reply waits until this file exists
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(reply.status, body, reply)
             elif anthropic:
                 self._send_json(200, anthropic_body(reply, request, index), reply)
+            elif request.get("stream"):
+                self._stream(reply, request, index)
             else:
                 self._send_json(200, completion_body(reply, request, index), reply)
 
@@ -266,6 +272,31 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        def _stream(self, reply: Reply, request: dict[str, Any], index: int) -> None:
+            """The completion as server-sent events, a chunk per word; the connection's end ends the body."""
+            body = completion_body(reply, request, index)
+            base = {key: body[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+            pieces = re.findall(r"\s*\S+\s*", reply.text or "") or [""]
+            events = [{"role": "assistant", "content": pieces[0]}, *({"content": piece} for piece in pieces[1:])]
+            chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in events]
+            chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            if (request.get("stream_options") or {}).get("include_usage") and "usage" in body:
+                chunks.append({**base, "choices": [], "usage": body["usage"]})
+            self.close_connection = True
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for number, chunk in enumerate([*chunks, "[DONE]"]):
+                    while number == 1 and reply.gate and not Path(reply.gate).exists():
+                        if server._closing.wait(0.02):
+                            return
+                    data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                    self.wfile.write(f"data: {data}\n\n".encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _drip(self, status: int, headers: list[tuple[str, str]], data: bytes, seconds: float) -> None:
             lines = [f"HTTP/1.1 {status} OK", *(f"{name}: {value}" for name, value in headers)]

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from conftest import unavailable
 
 SERVER_USER = "postgres"
 
@@ -49,9 +49,7 @@ def require_postgres() -> Path:
         except ImportError:
             reason = "langgraph-checkpoint-postgres / psycopg not installed (pip install 'llm-ide[postgres]')"
     if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {reason}")
-        pytest.skip(reason)
+        unavailable(reason)
     assert bin_dir is not None
     return bin_dir
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
+from conftest import unavailable
 from pg_server import free_port
 
 RAY = str(Path(sys.executable).parent / "ray")
@@ -36,9 +36,7 @@ def require_ray() -> None:
     try:
         import ray  # noqa: F401
     except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but ray is not installed (pip install 'llm-ide[ray]')")
-        pytest.skip("ray is not installed (pip install 'llm-ide[ray]')")
+        unavailable("ray is not installed (pip install 'llm-ide[ray]')")
 
 
 @dataclass

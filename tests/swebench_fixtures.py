@@ -355,15 +355,9 @@ class TinyDataset:
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> TinyDataset:
     """Three instances (calc, text, shapes) with their images; images are cached by content across sessions."""
-    import docker
-    from conftest import require_docker
+    from conftest import base_image_client
 
-    require_docker()
-    client = docker.from_env()
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.fail(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
+    client = base_image_client()
     path, rows = build_dataset(tmp_path_factory.mktemp("swebench"), 3, client=client)
     return TinyDataset(path, rows, client)
 

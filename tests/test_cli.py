@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
-from conftest import make_git_repo
+from conftest import git, make_git_repo
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
+from swebench_fixtures import write_script as write_batch_script
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
@@ -60,6 +61,7 @@ def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path:
     undocumented = [row.split()[1] for row in options if "[default: " not in row and "[required]" not in row]
     assert undocumented == []
     assert "SPEC" not in result.stdout
+    assert "../" not in result.stdout and "shared/" not in result.stdout  # no path outside the repository
 
 
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
@@ -164,16 +166,43 @@ def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: P
 
 def test_filter_searches_the_whole_id_and_the_batch_counts_finished_instances(tmp_path: Path) -> None:
     dataset, _ = build_dataset(tmp_path / "data", 3)
-    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    model = write_batch_script(tmp_path / "fix.yaml", [FIX_COMMAND])  # the fix, then submit: every instance submits
     args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-o", "out"]
     args += ["-c", str(write_config(tmp_path / "c.yaml"))]
     first = llm_ide(*args, "--filter", "calc|text", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     assert sorted(json.loads((tmp_path / "out" / "preds.json").read_text())) == ["demo__calc-1", "demo__text-1"]
-    assert "2 instances run, 0 skipped as finished in an earlier run" in first.stdout
+    assert "2 instances run, 0 skipped as finished in an earlier run" in first.stdout and "submitted: 2" in first.stdout
     again = llm_ide(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 instance run, 2 skipped as finished in an earlier run" in again.stdout
     none = llm_ide(*args, "--filter", "nothing-like-this", cwd=tmp_path)
     assert (none.returncode, none.stderr.count("\n")) == (2, 1), none.stderr
     assert none.stderr.startswith("error: no instance selected: --filter 'nothing-like-this' matches none of the 3")
+
+
+def test_a_run_names_its_baseline_and_warns_of_uncommitted_changes(tmp_path: Path) -> None:
+    """The patch is the working tree against HEAD: changes the user had not committed end up in it, so the run says
+    so before it starts; a clean repository gets the baseline line only."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    model = write_script(tmp_path / "s.yaml", [act("Nothing to change.", "submit")])
+    args = ["run", "--repo", str(repo), "--task", "look", "--model", model, "--config", str(no_tools(tmp_path))]
+    clean = llm_ide(*args, "--output", str(tmp_path / "clean"), cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    baseline = f"… baseline: commit {head[:12]} (HEAD); the patch is the working tree's change against it"
+    assert baseline in clean.stdout.splitlines() and "uncommitted" not in clean.stdout
+    assert "(empty patch)" in clean.stdout
+
+    (repo / "a.py").write_text("x = 10  # work in progress\n")
+    (repo / "notes.txt").write_text("todo\n")
+    dirty = llm_ide(*args, "--output", str(tmp_path / "dirty"), cwd=tmp_path)
+    assert dirty.returncode == 0, dirty.stdout + dirty.stderr
+    lines = dirty.stdout.splitlines()
+    warning = lines[lines.index(baseline) + 1]
+    assert warning == (
+        "… warning: the repository has uncommitted changes (a.py, notes.txt): they are not in the baseline, so the "
+        "patch will hold them too; commit or stash them first for a patch of the run's own change"
+    )
+    patch = next((tmp_path / "dirty").glob("*.patch")).read_text()
+    assert "+x = 10  # work in progress" in patch and "+todo" in patch  # as the warning said

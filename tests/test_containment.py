@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, write_script
-from conftest import git, make_git_repo
+from conftest import git, make_git_repo, require_bwrap
 
 from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
@@ -24,7 +24,11 @@ from llm_ide.run.patch import extract_patch, keep_base
 from llm_ide.run.single import run_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def needs_bwrap() -> None:
+    require_bwrap()
 
 
 def workspace(env: LocalEnvironment) -> Codebase:
@@ -83,7 +87,7 @@ def test_symlinks_inside_the_repository_still_work(hostile: tuple[Path, Path], t
     assert execute_action(ws, "bash", {"command": "cat passwd victim.txt > /dev/null; echo ok"}).accessed == []
 
 
-@needs_bwrap
+@pytest.mark.usefixtures("needs_bwrap")
 def test_commands_cannot_read_the_agents_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "Zq9xW2" + "kP7vR4mN8s"
     monkeypatch.setenv("LLM_IDE_TEST_API_KEY", secret)
@@ -96,7 +100,7 @@ def test_commands_cannot_read_the_agents_environment(tmp_path: Path, monkeypatch
     assert str(os.getpid()) not in env.execute("ls /proc").output.split()  # its own /proc: the agent is not there
 
 
-@needs_bwrap
+@pytest.mark.usefixtures("needs_bwrap")
 def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_the_command(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -118,7 +122,7 @@ def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_
     assert survivors == ""
 
 
-@needs_bwrap
+@pytest.mark.usefixtures("needs_bwrap")
 @pytest.mark.parametrize(("network", "interfaces"), [("none", {"lo"}), ("llm-ide", None)])
 def test_network_is_a_setting(tmp_path: Path, network: str, interfaces: set[str] | None) -> None:
     config = load_config("default", environment={"network": network, "tools": []})
@@ -227,7 +231,7 @@ def test_a_submitted_run_whose_patch_cannot_be_extracted_is_an_error(tmp_path: P
     assert result.exit_status == "error" and "patch extraction failed" in result.error
 
 
-@needs_bwrap
+@pytest.mark.usefixtures("needs_bwrap")
 def test_writable_setting_adds_paths_and_a_missing_one_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "repo").mkdir()
     (tmp_path / "cache").mkdir()
@@ -237,3 +241,34 @@ def test_writable_setting_adds_paths_and_a_missing_one_is_skipped(tmp_path: Path
     result = env.execute(f"echo hit > {tmp_path}/cache/entry && echo ok; (echo no > {tmp_path}/other) 2>/dev/null")
     assert result.output == "ok\n"
     assert (tmp_path / "cache" / "entry").read_text() == "hit\n" and not (tmp_path / "other").exists()
+
+
+def test_an_unsandboxed_run_says_so_on_the_console(tmp_path: Path) -> None:
+    """Without bwrap, local commands run on the host as they are: the user reads it at the start of the run, not only
+    in the log file."""
+    bin_dir = tmp_path / "bin"  # every program of PATH but bwrap
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        for program in Path(folder).glob("*") if Path(folder).is_dir() else []:
+            target = bin_dir / program.name
+            if program.name != "bwrap" and not target.exists() and os.access(program, os.X_OK):
+                target.symlink_to(program)
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("List it.", "bash", command="ls"), reflect(False, "Listed."), act("Done.", "submit")]
+    model = write_script(tmp_path / "s.yaml", script)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config)]
+    done = subprocess.run(
+        [sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(bin_dir)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    warning = (
+        "bubblewrap (bwrap) is not installed: local commands run unsandboxed, with access to the whole machine and "
+        "the agent's environment (install the bubblewrap package, or allow user namespaces, to contain them)"
+    )
+    assert done.stderr.splitlines()[0] == warning
+    assert done.stdout.index("… starting environment") < done.stdout.index("step   1 bash: ls")
+    assert warning in next((tmp_path / "out").glob("*.log")).read_text()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import unavailable
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide.inspector.layout import assign_lanes
@@ -32,7 +33,7 @@ def browser() -> Iterator[object]:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
         message = f"{', '.join(missing)} missing (apt-get install chromium chromium-driver)"
-        pytest.fail(f"CI is set but {message}") if os.environ.get("CI") else pytest.skip(message)
+        unavailable(message)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -186,10 +187,20 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
         (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
         (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
         (["report", "{folder}"], "error: {folder}: not a batch folder (exit_statuses.yaml is missing)"),
+        (
+            ["inspect", "{traj}", "--html", "{file}/pages/x.html"],
+            "error: cannot write the page {file}/pages/x.html: {file} is a file, not a folder",
+        ),
+        (["inspect", "{traj}", "--html", "{folder}"], "error: cannot write the page {folder}: Is a directory"),
+        (
+            ["inspect", "{traj}", "--html", "/proc/llm-ide/x.html"],
+            "error: cannot write the page /proc/llm-ide/x.html: No such file or directory",
+        ),
     ],
 )
 def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path}
+    names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path, "file": tmp_path / "f"}
+    names["file"].write_text("not a folder")
     names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": []}))
     names["bad"].write_text(json.dumps({"hello": 1}))
     result = cli(*[a.format(**names) for a in args])
@@ -298,3 +309,48 @@ def test_sampled_candidates_show_in_the_panel_and_the_text_tree(browser, tmp_pat
     assert text.returncode == 0, text.stderr
     assert "(sampled: 2 distinct of 3, ask_colleagues)" in text.stdout
     assert "· 2× view" in text.stdout and "✓ 1× bash" in text.stdout
+
+
+def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: Path) -> None:
+    ids = ["a__x-1", "b__y-1", "c__z-1", "d__w-1"]
+    statuses = {"instances": {i: {"exit_status": "submitted", "cost": 0.5} for i in ids}}
+    (tmp_path / "exit_statuses.yaml").write_text(yaml.safe_dump(statuses))
+    detail = "image swebench/sweb.eval.x86_64.c_1776_z-1:latest not found"
+    report = {
+        "resolved_ids": ["a__x-1"],
+        "unresolved_ids": ["b__y-1"],
+        "error_ids": ["c__z-1"],
+        "empty_patch_ids": [],
+        "instances": {"c__z-1": {"status": "error", "detail": detail}},
+    }
+    (tmp_path / "evaluations" / "preds.1").mkdir(parents=True)
+    (tmp_path / "evaluations" / "preds.1" / "report.json").write_text(json.dumps(report))
+
+    def report_rows(*args: str) -> tuple[dict[str, list[str]], str]:
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, "report", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines() if "__" in line]
+        return {row[0]: row[4:] for row in cells}, done.stdout.splitlines()[-1]
+
+    rows, totals = report_rows()
+    assert rows == {
+        "a__x-1": ["resolved", ""],
+        "b__y-1": ["not resolved", ""],
+        "c__z-1": ["—", detail],
+        "d__w-1": ["—", ""],
+    }
+    assert totals == "4 of 4 instances shown; total 0 steps, $2.0000, 1 resolved, 1 not resolved, 1 evaluation errors"
+    assert list(report_rows("--unresolved")[0]) == ["b__y-1"]
+    assert list(report_rows("--resolved")[0]) == ["a__x-1"]
+
+    page = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-c", CLI, "report", str(tmp_path), "--html", str(page)], text=True)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert '<span class="resolved-error">1 evaluation errors</span>' in html
+    assert f'<td class="resolved-error">{detail}</td>' in html and html.count('data-resolved="error"') == 1

@@ -22,7 +22,7 @@ def closed_port() -> int:
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo), "--task", "t"]
-    environ = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    environ = {key: value for key, value in os.environ.items() if not key.startswith(("OPENAI_", "ANTHROPIC_"))}
     environ |= {"LLM_IDE_TOOLS_CACHE": str(tmp_path / "tools-cache"), **env}
     return subprocess.run(
         [*command, "--output", str(tmp_path / "out"), *args],
@@ -46,6 +46,24 @@ def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Compl
         (["--model", "nosuchprovider-x:y"], {"OPENAI_API_KEY": "k"}, "error: could not reach model"),
         (["--model", "openai:x", "--base-url", "http://127.0.0.1:{port}/v1"], {"OPENAI_API_KEY": "k"}, None),
         (["--model", "openai:x", "--environment", "docker"], {}, "error: model openai:x: OPENAI_API_KEY is not set"),
+        (
+            ["--model", "opneai:gpt-5-mini"],
+            {"OPENAI_API_KEY": "k"},
+            "error: model opneai:gpt-5-mini: unknown provider 'opneai' (did you mean openai?); known providers: "
+            "anthropic, anthropic_bedrock, ",
+        ),
+        (["--model", "foo:bar"], {}, "error: model foo:bar: unknown provider 'foo'; known providers: anthropic, "),
+        (
+            ["--model", "anthropic:claude-haiku-4-5"],
+            {"OPENAI_API_KEY": "k"},
+            "error: model anthropic:claude-haiku-4-5: ANTHROPIC_API_KEY is not set",
+        ),
+        (
+            ["--model", "anthropic:claude-haiku-4-5"],
+            {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:{port}"},
+            "error: could not reach model anthropic:claude-haiku-4-5 at http://127.0.0.1:{port} (Connection refused)",
+        ),
+        (["--model", "groq:llama-3"], {}, "error: model groq:llama-3: GROQ_API_KEY is not set"),
     ],
 )
 def test_bad_model_fails_in_one_line_before_the_environment_starts(
@@ -53,6 +71,8 @@ def test_bad_model_fails_in_one_line_before_the_environment_starts(
 ) -> None:
     port = closed_port()
     args = [arg.format(port=port) for arg in args]
+    env = {key: value.format(port=port) for key, value in env.items()}
+    message = message and message.format(port=port)
     if "nosuchprovider-x:y" in args:  # an OpenAI-compatible name (unknown provider prefix) at an endpoint that is down
         env = {**env, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
     done = run_cli(tmp_path, *args, env=env)
@@ -62,3 +82,40 @@ def test_bad_model_fails_in_one_line_before_the_environment_starts(
     assert done.stdout == "", "nothing started: no phase was printed"
     assert not (tmp_path / "out").exists(), "the run never started: no output directory"
     assert not (tmp_path / "tools-cache").exists(), "no tool was installed"
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        (["--task", ""], "error: the task is empty (--task): say what the agent should do"),
+        (["--task", "  \n\t"], "error: the task is empty (--task): say what the agent should do"),
+        (["--task-file", "{blank}"], "error: the task is empty (task file {blank}): say what the agent should do"),
+        (["--task-file", "{binary}"], "error: task file {binary}: not UTF-8 text"),
+    ],
+)
+def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: list[str], message: str) -> None:
+    files = {"blank": tmp_path / "blank.md", "binary": tmp_path / "binary.md"}
+    files["blank"].write_text("\n   \n")
+    files["binary"].write_bytes(b"\xff\xfe\x00")
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = tmp_path / "script.yaml"
+    script.write_text("- never used\n")
+    args = ["run", "--repo", str(repo), *[a.format(**files) for a in task], "--model", f"scripted:{script}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (2, message.format(**files) + "\n")
+    assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_run_task_refuses_an_empty_task_before_writing_anything(tmp_path: Path) -> None:
+    from llm_ide.config import load_config
+    from llm_ide.errors import UsageError
+    from llm_ide.run.single import run_task
+
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with pytest.raises(UsageError, match=r"^the task is empty: say what the agent should do$"):
+        run_task(
+            " \n", model="scripted:none.yaml", settings=load_config(), output_dir=tmp_path / "o", run_id="r", repo=repo
+        )
+    assert not (tmp_path / "o").exists()

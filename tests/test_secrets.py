@@ -20,7 +20,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 import yaml
 from agent_script import act, reflect
-from conftest import BASE_IMAGE, require_docker
+from conftest import BASE_IMAGE, base_image_client
 from openai_server import OpenAIServer
 from swebench_fixtures import build_dataset
 
@@ -143,9 +143,7 @@ def check_server(server: OpenAIServer, host_secrets: dict[str, str], values: lis
 def test_secrets_stay_out_of_every_output(tmp_path: Path, environment: str) -> None:
     extra: list[str] = []
     if environment == "docker":
-        require_docker()
-        if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode != 0:
-            pytest.skip(f"{BASE_IMAGE} is missing: build it with scripts/build_base_image.sh")
+        base_image_client()
         extra = ["--environment", "docker", "--image", BASE_IMAGE]
     from conftest import make_git_repo
 

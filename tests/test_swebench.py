@@ -102,7 +102,9 @@ def test_progress_plain_lines_and_live_render() -> None:
         ("tensorblock/gpt-5-mini", None, "http://proxy:4000/v1", "http://proxy:4000/v1"),
         ("tensorblock/gpt-5-mini", "http://127.0.0.1:1/v1", "http://proxy:4000/v1", "http://127.0.0.1:1/v1"),
         ("openai:gpt-5-mini", None, None, "https://api.openai.com/v1"),
-        ("anthropic:claude-sonnet-4-5", None, None, None),
+        ("anthropic:claude-sonnet-4-5", None, None, "https://api.anthropic.com"),
+        ("anthropic:claude-sonnet-4-5", "http://127.0.0.1:1", None, "http://127.0.0.1:1"),
+        ("groq:llama-3", None, None, None),
     ],
 )
 def test_model_endpoint(model: str, base_url: str | None, env_url: str | None, expected: str | None) -> None:
@@ -138,6 +140,7 @@ def test_unreachable_model_and_missing_key_fail_before_the_batch(tmp_path: Path)
     dataset, _ = build_dataset(tmp_path / "data", 3)
     env = offline_env(tmp_path)
     base = ["mini-extra", "swebench", "--subset", str(dataset), "--split", "test", "--model", "tensorblock/gpt-5-mini"]
+    base += ["--environment", "local"]  # the model is checked whether a Docker engine runs here or not
     port = closed_port()
     unreachable = cli(*base, "--base-url", f"http://127.0.0.1:{port}/v1", "-o", str(tmp_path / "o1"), env=env)
     assert unreachable.returncode == 2 and unreachable.stderr.count("\n") == 1, unreachable.stderr
@@ -233,3 +236,34 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     assert summary.not_started == ["demo__shapes-1"]
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
     assert summary.cost == 4.0
+
+
+def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_zero(tmp_path: Path) -> None:
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    ids = sorted(row["instance_id"] for row in rows)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("responses: []\n")
+    out = tmp_path / "out"
+    args = ["--subset", str(dataset), "--environment", "local", "-c", str(write_config(tmp_path / "c.yaml"))]
+    failed = cli("llm-ide", "swebench", *args, "--model", f"scripted:{empty}", "-o", str(out))
+    reason = f"scripted model ran out of responses after 0 calls ({empty})"
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    finished = [line for line in failed.stdout.splitlines() if line.startswith("[")]
+    assert sorted(line.split("] ")[1].split(" |")[0] for line in finished if "model_error" in line) == [
+        f"{instance_id}: model_error (0 steps, $0.00): {reason}" for instance_id in ids
+    ]
+    assert failed.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {out / 'swebench.log'})"
+    log = (out / "swebench.log").read_text()
+    for instance_id in ids:
+        assert f"WARNING {instance_id}: model_error (cost 0.0000, 0 patch lines): {reason}\n" in log
+    statuses = yaml.safe_load((out / "exit_statuses.yaml").read_text())["instances"]
+    assert {statuses[instance_id]["error"] for instance_id in ids} == {reason}
+
+    broken = {**rows[0], "instance_id": "demo__nowhere-1", "repo": str(tmp_path / "no-such-repo")}
+    dataset.write_text(dataset.read_text() + json.dumps(broken) + "\n")
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    mixed = cli("llm-ide", "swebench", *args, "--model", model, "-o", str(tmp_path / "mixed"))
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr
+    [line] = [line for line in mixed.stdout.splitlines() if "demo__nowhere-1: error" in line]
+    assert "demo__nowhere-1: error (0 steps, $0.00): SWEbenchError: demo__nowhere-1: git clone -q " in line
+    assert "every instance failed" not in mixed.stderr and "submitted: 2" in mixed.stdout

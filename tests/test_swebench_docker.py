@@ -203,16 +203,22 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
     config.write_text(yaml.safe_dump(settings))
     model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
     output = tmp_path / "out"
-    for _ in range(2):
+    for rerun in (False, True):
         result = subprocess.run(
             batch_args(dataset, model, output, config, 2), capture_output=True, text=True, timeout=600
         )
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == (1 if rerun else 0), result.stderr  # the rerun runs only the failing one
         statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances_by_exit_status"]
         assert statuses == {"environment_error": ["demo__gone-1"], "submitted": ["demo__calc-1"]}
         assert preds_ids(output) == ["demo__calc-1"]  # the failed start is not a prediction: the rerun retries it
-    assert "demo__gone-1: environment_error" in result.stdout
+    [line] = [line for line in result.stdout.splitlines() if "demo__gone-1: environment_error" in line]
+    assert "llm-ide-test/never-built:1 not found locally" in line  # why, on the console
     assert "llm-ide-test/never-built:1 not found locally" in (output / "demo__gone-1" / "demo__gone-1.log").read_text()
+    batch_log = (output / "swebench.log").read_text()
+    assert "WARNING demo__gone-1: environment_error (cost 0.0000, 0 patch lines): " in batch_log
+    assert batch_log.count("llm-ide-test/never-built:1 not found locally") == 2  # once per run
+
+    assert result.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {output / 'swebench.log'})"
 
 
 def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811

@@ -14,8 +14,9 @@ import threading
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
-from conftest import make_git_repo
+from conftest import make_git_repo, unavailable
 from test_tools_install import write_package
 
 from llm_ide.environments.local import LocalEnvironment
@@ -72,6 +73,38 @@ def write_dependent_tool(folder: Path, name: str = "greeter") -> Path:
     return path
 
 
+BUILDS_OFFLINE = (
+    "import importlib.util, sys, setuptools; major, minor = map(int, setuptools.__version__.split('.')[:2]);"
+    " sys.exit(0 if (major, minor) >= (70, 1) or importlib.util.find_spec('wheel') else 1)"
+)
+
+
+@pytest.fixture(scope="session")
+def build_backend(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Find-links holding a build backend for the tools' first, index-less builds, when the environments' `python3`
+    cannot build a package without an index: its setuptools is older than 70.1 and has no `wheel` (Python 3.11's
+    stock 65.5). Downloaded once from the package index; "" when the interpreter builds offline by itself."""
+    probe = tmp_path_factory.mktemp("probe") / "venv"  # what a tool's overlay venv sees: python3's own site
+    subprocess.run(["python3", "-m", "venv", "--without-pip", "--system-site-packages", str(probe)], check=True)
+    if subprocess.run([probe / "bin" / "python", "-c", BUILDS_OFFLINE], capture_output=True).returncode == 0:
+        return ""
+    folder = tmp_path_factory.mktemp("build-backend")
+    pip = tmp_path_factory.mktemp("pip") / "venv"  # a pip of its own (ensurepip's): the tests' venv may have none
+    subprocess.run([sys.executable, "-m", "venv", str(pip)], check=True)
+    download = [pip / "bin" / "python", "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(folder)]
+    done = subprocess.run([*download, "setuptools>=70.1", "wheel"], capture_output=True, text=True)
+    if done.returncode != 0:
+        unavailable(f"python3 cannot build packages offline and the package index is unreachable: {done.stderr[-300:]}")
+    return str(folder)
+
+
+@pytest.fixture
+def offline_pip(tmp_path: Path, build_backend: str) -> dict[str, str]:
+    """pip without an index: `tinydep` (and the build backend, when python3 lacks one) from find-links only."""
+    wheels = write_wheel(tmp_path / "wheels").parent
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": f"{wheels} {build_backend}".strip()}
+
+
 def unreachable_index() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -90,13 +123,11 @@ def install(env: LocalEnvironment, tool: Path, cache: ToolCache) -> tuple[Instal
     return report.installed[0], events
 
 
-def test_second_install_comes_from_the_cache_offline(tmp_path: Path) -> None:
+def test_second_install_comes_from_the_cache_offline(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     wheels = tmp_path / "wheels"
-    write_wheel(wheels)
     tool = write_dependent_tool(tmp_path / "tool-configs")
     cache = ToolCache(tmp_path / "cache")
-    online = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
-    with environment(tmp_path, "first", online) as env:
+    with environment(tmp_path, "first", offline_pip) as env:
         first, events = install(env, tool, cache)
         assert first.how == "built and cached"
         assert [event.detail for event in events if event.kind == "step"] == [
@@ -122,30 +153,28 @@ def test_second_install_comes_from_the_cache_offline(tmp_path: Path) -> None:
     assert sorted(path.name for path in (cache.root / "local").iterdir()) == [Path(first.invocation).parents[3].name]
 
 
-def test_a_changed_source_is_built_again(tmp_path: Path) -> None:
+def test_a_changed_source_is_built_again(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     tool = write_dependent_tool(tmp_path / "tool-configs")
     cache = ToolCache(tmp_path / "cache")
-    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
-    with environment(tmp_path, "first", pip) as env:
+    with environment(tmp_path, "first", offline_pip) as env:
         first, _ = install(env, tool, cache)
     module = load_tool_config(tool).source / "src" / "greeter" / "__init__.py"
     module.write_text(module.read_text().replace("runs on", "now runs on"))
-    with environment(tmp_path, "second", pip) as env:
+    with environment(tmp_path, "second", offline_pip) as env:
         second, _ = install(env, tool, cache)
         assert second.how == "built and cached"
         assert second.invocation != first.invocation
         assert env.execute(f"{second.invocation} x").output.startswith("greeter now runs on Python")
     (pycache := module.parent / "__pycache__").mkdir(exist_ok=True)
     (pycache / "greeter.cpython-311.pyc").write_bytes(b"not part of the source")
-    with environment(tmp_path, "third", pip) as env:
+    with environment(tmp_path, "third", offline_pip) as env:
         assert install(env, tool, cache)[0].how == "from cache", "byte code is not part of the source hash"
 
 
-def test_concurrent_runs_build_a_tool_once(tmp_path: Path) -> None:
+def test_concurrent_runs_build_a_tool_once(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     tool = write_dependent_tool(tmp_path / "tool-configs")
     cache = ToolCache(tmp_path / "cache")
-    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
-    environments = [environment(tmp_path, str(number), pip) for number in range(3)]
+    environments = [environment(tmp_path, str(number), offline_pip) for number in range(3)]
     results: list[InstalledTool] = []
     threads = [
         threading.Thread(target=lambda env=env: results.append(install(env, tool, cache)[0])) for env in environments
@@ -162,29 +191,27 @@ def test_concurrent_runs_build_a_tool_once(tmp_path: Path) -> None:
     assert not any(name.endswith(".partial") for name in os.listdir(cache.root / "local"))
 
 
-def test_another_interpreter_gets_its_own_entry(tmp_path: Path) -> None:
+def test_another_interpreter_gets_its_own_entry(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     """The key holds the interpreter the environment is built from: `python3` from two venvs made with `--copies`
     (two interpreter files) builds twice; the same one again is taken from the cache."""
     tool = write_dependent_tool(tmp_path / "tool-configs")
     cache = ToolCache(tmp_path / "cache")
-    wheels = str(write_wheel(tmp_path / "wheels").parent)
     results = []
     for name in ("one", "two", "one"):
         python = tmp_path / f"python-{name}"
         if not python.exists():
             subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(python)], check=True)
-        pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": wheels, "PATH": f"{python}/bin:{os.environ['PATH']}"}
+        pip = {**offline_pip, "PATH": f"{python}/bin:{os.environ['PATH']}"}
         with environment(tmp_path, f"{name}-{len(results)}", pip) as env:
             results.append(install(env, tool, cache)[0])
     assert [result.how for result in results] == ["built and cached", "built and cached", "from cache"]
     assert results[0].invocation != results[1].invocation and results[0].invocation == results[2].invocation
 
 
-def test_an_unusable_cache_folder_installs_without_the_cache(tmp_path: Path) -> None:
+def test_an_unusable_cache_folder_installs_without_the_cache(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     (blocker := tmp_path / "a-file").write_text("not a folder")
     tool = write_dependent_tool(tmp_path / "tool-configs")
-    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
-    with environment(tmp_path, "uncached", pip) as env:
+    with environment(tmp_path, "uncached", offline_pip) as env:
         installed, _ = install(env, tool, ToolCache(blocker / "cache"))
         assert installed.how == "built"
         assert installed.invocation.startswith(f"{env.tools_root}/envs/greeter/"), "the run's own tools folder"
@@ -220,11 +247,10 @@ def test_runs_sharing_the_cached_debugger_keep_their_own_sessions(tmp_path: Path
             env.close()
 
 
-def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path) -> None:
+def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     tool = write_dependent_tool(tmp_path / "tool-configs")
     cache = ToolCache(tmp_path / "cache")
-    pip = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(write_wheel(tmp_path / "wheels").parent)}
-    with environment(tmp_path, "one", pip) as env:
+    with environment(tmp_path, "one", offline_pip) as env:
         install(env, tool, cache)
     [entry] = (cache.root / "local").iterdir()
 

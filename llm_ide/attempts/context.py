@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from llm_ide.errors import EnvironmentFailure, UsageError
+from llm_ide.errors import EnvironmentFailure
 from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
 from llm_ide.resources import CostBudget
@@ -128,11 +128,11 @@ def context_of(runtime: Runtime[AttemptsContext] | Any, state: dict[str, Any]) -
     if getattr(runtime, "context", None) is not None:
         return runtime.context
     from llm_ide.config import load_config
+    from llm_ide.inputs import require_inputs
 
     thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
     if thread not in _STUDIO:
-        if not state.get("repo") or not state.get("model"):
-            raise UsageError("the graph input needs `repo` (a local repository path) and `model` (e.g. scripted:PATH)")
+        require_inputs(state)
         values = dict(state.get("config") or {})
         _STUDIO[thread] = AttemptsContext(
             settings=load_config(values.pop("base", "default"), **values),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -15,9 +17,11 @@ from llm_ide.attempts.state import AttemptsInput, AttemptsState, AttemptTask
 
 
 def build_attempts_graph(
-    checkpointer: BaseCheckpointSaver | None = None, context_schema: type[AttemptsContext] | None = AttemptsContext
+    checkpointer: BaseCheckpointSaver | None = None,
+    context_schema: type[AttemptsContext] | None = AttemptsContext,
+    input_schema: type[Any] = AttemptsInput,
 ) -> CompiledStateGraph:
-    builder = StateGraph(AttemptsState, context_schema=context_schema, input_schema=AttemptsInput)
+    builder = StateGraph(AttemptsState, context_schema=context_schema, input_schema=input_schema)
     builder.add_node("dispatch", dispatch)
     builder.add_node("attempt", attempt, input_schema=AttemptTask)
     builder.add_node("review", review)

@@ -9,7 +9,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from llm_ide.attempts.graph import build_attempts_graph
+from llm_ide.inputs import AttemptsStudioInput
 
 
 def graph(config: RunnableConfig) -> CompiledStateGraph:
-    return build_attempts_graph(context_schema=None)
+    return build_attempts_graph(context_schema=None, input_schema=AttemptsStudioInput)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from llm_ide import __version__
 from llm_ide.cli.cleanup import cleanup_command
+from llm_ide.cli.config import config_app
 from llm_ide.cli.context import context_command
 from llm_ide.cli.coop import coop_app
 from llm_ide.cli.inspect import inspect
@@ -57,19 +59,33 @@ def one_line(message: str) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
 
 
+def print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"llm-ide {__version__}")
+        raise typer.Exit()
+
+
+def options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """The options every command line starts with (`--install-completion` and `--show-completion`: typer's)."""
+
+
 app = App(
     name="llm-ide",
     help="A software-engineering agent with an IDE-like structured memory, built as a LangGraph state machine.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    callback=options,
 )
 extra_app = App(
     name="mini-extra",
     help="mini-swe-agent compatible entry points, with llm-ide as the agent.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    callback=options,
 )
 
 app.command("run")(run)
@@ -82,6 +98,7 @@ app.command("cleanup")(cleanup_command)
 app.command("swebench")(swebench_command)
 app.command("swebench-single")(swebench_single_command)
 app.command("evaluate")(evaluate_command)
+app.add_typer(config_app, name="config")
 app.add_typer(tools_app, name="tools")
 app.add_typer(coop_app, name="coop")
 app.add_typer(navigator_app, name="navigator")

@@ -32,7 +32,8 @@ def print_event(event: Any) -> None:
     if event.kind == "tool":
         tool_progress()(event.tool)
     elif event.kind == "phase":
-        console.print(f"[dim]… {escape(terminal_safe(event.phase))}[/]")
+        style = "yellow" if event.phase.startswith("warning:") else "dim"
+        console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
     elif event.kind == "step":
         observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
         first = next((line for line in observation.splitlines() if line.strip()), "")
@@ -77,15 +78,18 @@ class _ConsoleWarnings(logging.Handler):
 
 
 @contextmanager
-def model_warnings_on_console() -> Iterator[None]:
-    """The model's retries (with their reason) and its other warnings are shown as they happen, not only logged."""
+def warnings_on_console() -> Iterator[None]:
+    """Warnings shown as they happen, not only logged: the model's retries (with their reason) and its other
+    warnings, and the environment's (local commands that run unsandboxed, without bubblewrap)."""
     handler = _ConsoleWarnings(logging.WARNING)
-    logger = logging.getLogger("llm_ide.models")
-    logger.addHandler(handler)
+    loggers = [logging.getLogger(name) for name in ("llm_ide.models", "llm_ide.environment")]
+    for logger in loggers:
+        logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
 
 
 def config_default(key: str, config: str = "default") -> str:

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from llm_ide.cli.console import console, fail
+from llm_ide.config import with_user_config
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
 
@@ -188,7 +189,7 @@ def run_command(
         source = repo_source or default_source(task_dir)
         if source is None:
             raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
-        settings, coop = load_config("default", config or []), load_coop_settings(coop_config)
+        settings, coop = load_config("default", with_user_config(config)), load_coop_settings(coop_config)
         chosen = parse_pairs(task, pair)
         with pair_progress(len(chosen) * len(names)) as progress:
             results, summary = run_pairs(

@@ -77,15 +77,18 @@ def report_command(
         for row in batch.rows
         if (status is None or row.exit_status == status) and (resolved is None or row.resolved is resolved)
     ]
-    table = Table("instance", "exit status", "steps", "cost", "resolved", title=batch.title)
+    table = Table("instance", "exit status", "steps", "cost", "resolved", "evaluation error", title=batch.title)
     for row in rows:
-        verdict = "—" if row.resolved is None else ("resolved" if row.resolved else "not resolved")
-        table.add_row(row.instance_id, row.exit_status, str(row.steps), f"${row.cost:.4f}", verdict)
+        error = (row.error or "error") if row.evaluation == "error" else ""
+        resolved_cell = "—" if row.evaluation == "error" else row.verdict
+        table.add_row(row.instance_id, row.exit_status, str(row.steps), f"${row.cost:.4f}", resolved_cell, error)
     console.print(table)
     totals = batch.totals()
-    solved = "" if totals["resolved"] is None else f", {totals['resolved']} resolved"
+    graded = "" if totals["resolved"] is None else (
+        f", {totals['resolved']} resolved, {totals['unresolved']} not resolved, {totals['errors']} evaluation errors"
+    )  # fmt: skip
     shown = f"{len(rows)} of {totals['instances']} instances shown"
-    console.print(f"{shown}; total {totals['steps']} steps, ${totals['cost']:.4f}{solved}")
+    console.print(f"{shown}; total {totals['steps']} steps, ${totals['cost']:.4f}{graded}")
 
 
 def graph_command(

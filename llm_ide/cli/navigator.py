@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from llm_ide.cli.console import config_default, fail, interrupted_exit, model_warnings_on_console
+from llm_ide.cli.console import config_default, fail, interrupted_exit, warnings_on_console
+from llm_ide.config import with_user_config
 from llm_ide.navigator.mcp_client import TOOLS
 
 navigator_app = typer.Typer(
@@ -68,11 +69,15 @@ def serve_command(
 
     if log is not None and not log.parent.is_dir():
         raise fail(f"--log {log}: no such directory: {log.parent}")
-    served = import_navigator(navigator) if navigator else model_navigator(repo, model, base_url, config or [], task)
+    served = (
+        import_navigator(navigator)
+        if navigator
+        else model_navigator(repo, model, base_url, with_user_config(config), task)
+    )
     install_signal_policy()  # SIGTERM/SIGHUP, after the server's graceful stop: the navigator closed, exit 143/129
     try:
         sock = bind(host, port)
-        with model_warnings_on_console():
+        with warnings_on_console():
             serve(served, sock, announce, log)
     except KeyboardInterrupt as interrupt:
         raise interrupted_exit(interrupt) from None

@@ -20,11 +20,13 @@ from llm_ide.cli.console import (
     err_console,
     fail,
     interrupted_exit,
-    model_warnings_on_console,
     print_event,
     print_interrupted,
+    warnings_on_console,
 )
 from llm_ide.cli.navigator import check_served_navigator
+from llm_ide.cli.status import ThinkingStatus
+from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -115,15 +117,19 @@ def run(
             show_default=config_default("navigator.mode"),
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show each model reply as it streams in (model.stream on).", show_default="off"
+        ),
+    ] = False,
 ) -> None:
-    """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch."""
+    """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
+    the model thinks, a live line shows the seconds and tokens so far."""
     from llm_ide.config import ConfigError, load_config
     from llm_ide.fileio import atomic_write
 
-    if (task is None) == (task_file is None):
-        raise fail("give exactly one of --task TEXT or --task-file FILE")
-    if task_file is not None and not task_file.is_file():
-        raise fail(f"task file not found: {task_file}")
+    text = task_text(task, task_file)
     if not repo.is_dir():
         raise fail(f"repository not found: {repo}")
     model = model or os.environ.get("LLM_IDE_MODEL")
@@ -131,7 +137,7 @@ def run(
         raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
     kind = environment_kind(environment, image)
     try:
-        settings = load_config("default", overrides=config or [])
+        settings = load_config("default", overrides=with_user_config(config))
     except ConfigError as error:
         raise fail(str(error)) from None
     limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
@@ -139,6 +145,8 @@ def run(
         settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
         if navigator is not None:
             settings = settings.merged({"navigator": {"mode": navigator.value}}, origin="command line")
+        if verbose:
+            settings = settings.merged({"model": {"stream": True}}, origin="command line")
     except ConfigError as error:
         raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
@@ -152,14 +160,16 @@ def run(
     if human and runner is run_attempts:
         raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
     extra = {"ask_navigator": ask_on_terminal} if human else {}
+    if runner is run_task:
+        extra["on_model_call"] = ThinkingStatus(console, verbose)
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with model_warnings_on_console():
+        with warnings_on_console():
             result = runner(
-                task if task is not None else task_file.read_text(encoding="utf-8"),
+                text,
                 model=model,
                 settings=settings,
                 output_dir=output,
@@ -188,6 +198,24 @@ def run(
     console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
+
+
+def task_text(task: str | None, task_file: Path | None) -> str:
+    """The task from --task or --task-file; a blank one is refused (it would run the whole loop for nothing)."""
+    if (task is None) == (task_file is None):
+        raise fail("give exactly one of --task TEXT or --task-file FILE")
+    if task_file is None:
+        text, source = task or "", "--task"
+    elif not task_file.is_file():
+        raise fail(f"task file not found: {task_file}")
+    else:
+        try:
+            text, source = task_file.read_text(encoding="utf-8"), f"task file {task_file}"
+        except UnicodeDecodeError:
+            raise fail(f"task file {task_file}: not UTF-8 text") from None
+    if not text.strip():
+        raise fail(f"the task is empty ({source}): say what the agent should do")
+    return text
 
 
 def check_model_before_start(model: str, settings, base_url: str | None) -> None:

@@ -15,10 +15,11 @@ from llm_ide.cli.console import (
     err_console,
     fail,
     interrupted_exit,
-    model_warnings_on_console,
     print_event,
     print_interrupted,
+    warnings_on_console,
 )
+from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -165,7 +166,7 @@ def swebench_command(
         output=output,
         workers=workers,
         environment=kind,
-        config_files=config or [],
+        config_files=with_user_config(config),
         base_url=base_url,
         cost_limit=cost_limit,
         checkpoint=checkpoint,
@@ -180,7 +181,7 @@ def swebench_command(
     )
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with model_warnings_on_console():
+        with warnings_on_console():
             summary = run_swebench(
                 subset,
                 split,
@@ -208,6 +209,9 @@ def swebench_command(
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
     if summary.not_started:
         console.print(f"[yellow]global cost limit reached: {len(summary.not_started)} instances not started[/]")
+    if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):
+        err_console.print(f"[bold red]every instance failed[/] (reasons above and in {output / 'swebench.log'})")
+        raise typer.Exit(1)
 
 
 def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str, filter_regex: str) -> None:
@@ -252,7 +256,7 @@ def swebench_single_command(
         model=model,
         output=output,
         environment=kind,
-        config_files=config or [],
+        config_files=with_user_config(config),
         base_url=base_url,
         checkpoint=checkpoint,
         step_limit=step_limit,
@@ -268,7 +272,7 @@ def swebench_single_command(
     console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with model_warnings_on_console():
+        with warnings_on_console():
             outcome = run_instance(
                 chosen,
                 options,
@@ -325,7 +329,7 @@ def evaluate_command(
     from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
 
     try:
-        settings = load_config("swebench", config or []).swebench
+        settings = load_config("swebench", with_user_config(config)).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
         folder = claim_folder(output, predictions)

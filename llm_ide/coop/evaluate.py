@@ -134,7 +134,7 @@ def uv_cache() -> Path:
 def uv_binary() -> Path:
     found = shutil.which("uv") or (Path(sys.executable).parent / "uv")
     if not Path(found).exists():
-        raise CoopError("the task's run_tests.sh needs uv: pip install uv")
+        raise CoopError("the task's run_tests.sh needs uv: pip install 'llm-ide[coop]'")
     return Path(found)
 
 

@@ -121,8 +121,20 @@ class InstanceRow(BaseModel):
     exit_status: str = ""
     steps: int = 0
     cost: float = 0.0
-    resolved: bool | None = None
+    evaluation: str | None = None  # resolved | unresolved | empty_patch | error; None: not evaluated
+    error: str = ""  # why the evaluation failed (status error), when the report says
     page: str | None = None
+
+    @property
+    def resolved(self) -> bool | None:
+        """Resolved, not resolved (an empty patch is not), or neither: not evaluated, or the evaluation failed."""
+        if self.evaluation in (None, "error"):
+            return None
+        return self.evaluation == "resolved"
+
+    @property
+    def verdict(self) -> str:
+        return {"resolved": "resolved", "error": "error", None: "—"}.get(self.evaluation, "not resolved")
 
 
 class BatchView(BaseModel):
@@ -131,10 +143,14 @@ class BatchView(BaseModel):
     evaluated: bool = False
 
     def totals(self) -> dict[str, Any]:
-        resolved = [row for row in self.rows if row.resolved]
+        def count(verdict: str) -> int | None:
+            return sum(row.verdict == verdict for row in self.rows) if self.evaluated else None
+
         return {
             "instances": len(self.rows),
             "steps": sum(row.steps for row in self.rows),
             "cost": sum(row.cost for row in self.rows),
-            "resolved": len(resolved) if self.evaluated else None,
+            "resolved": count("resolved"),
+            "unresolved": count("not resolved"),
+            "errors": count("error"),
         }

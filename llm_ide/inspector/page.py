@@ -120,8 +120,16 @@ def report_page(batch: BatchView) -> str:
 
 
 def write_page(html: str, out: Path) -> Path:
+    """The page written at `out` (its folder made); a path that cannot be written is a UsageError (one line)."""
+    from llm_ide.errors import UsageError
     from llm_ide.fileio import atomic_write
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, html)
+    blocker = next((folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()), None)
+    if blocker is not None:
+        raise UsageError(f"cannot write the page {out}: {blocker} is a file, not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, html)
+    except OSError as error:
+        raise UsageError(f"cannot write the page {out}: {error.strerror or error}") from None
     return out

@@ -20,29 +20,42 @@ class ReportError(UsageError):
     """A folder the report cannot read as a batch."""
 
 
+# report keys, weakest first: a later one wins (the harness's completed ids are resolved or unresolved)
+VERDICT_KEYS = (
+    ("completed_ids", "unresolved"),
+    ("unresolved_ids", "unresolved"),
+    ("empty_patch_ids", "empty_patch"),
+    ("error_ids", "error"),
+    ("resolved_ids", "resolved"),
+)
+
+
 def find_evaluation(run_dir: Path) -> Path | None:
     """The batch's evaluation: `report.json` (llm-ide evaluate) or a swebench harness summary, newest first."""
     candidates = sorted(run_dir.rglob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in candidates:
         if path.name == "preds.json" or path.name.endswith(".traj.json"):
             continue
-        if resolved_ids(path) is not None:
+        if verdicts(path) is not None:
             return path
     return None
 
 
-def resolved_ids(path: Path) -> tuple[set[str], set[str]] | None:
-    """(resolved, evaluated) ids of an evaluation report; None when the file is not one."""
+def verdicts(path: Path) -> dict[str, tuple[str, str]] | None:
+    """Each evaluated instance's (verdict, error detail) in an evaluation report; None when the file is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("resolved_ids"), list):
         return None
-    evaluated = {*data["resolved_ids"]}
-    for key in ("unresolved_ids", "error_ids", "completed_ids", "empty_patch_ids"):
-        evaluated |= set(data.get(key) or [])
-    return set(data["resolved_ids"]), evaluated
+    details = data.get("instances") if isinstance(data.get("instances"), dict) else {}
+    found: dict[str, tuple[str, str]] = {}
+    for key, verdict in VERDICT_KEYS:
+        for instance_id in data.get(key) or []:
+            detail = (details.get(instance_id) or {}).get("detail", "") if verdict == "error" else ""
+            found[str(instance_id)] = (verdict, " ".join(str(detail or "").split()))
+    return found
 
 
 def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView, dict[str, Path]]:
@@ -57,8 +70,8 @@ def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView
     except (yaml.YAMLError, AttributeError) as error:
         raise ReportError(f"{statuses_path}: unreadable ({error})") from None
     evaluation = evaluation or find_evaluation(run_dir)
-    verdicts = resolved_ids(evaluation) if evaluation else None
-    if evaluation and verdicts is None:
+    graded = verdicts(evaluation) if evaluation else None
+    if evaluation and graded is None:
         raise ReportError(f"{evaluation}: not an evaluation report (no `resolved_ids`)")
     rows, trajectories = [], {}
     for instance_id, info in sorted(statuses.items()):
@@ -68,20 +81,19 @@ def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView
         if trajectory.is_file():
             trajectories[instance_id] = trajectory
             steps = trajectory_steps(trajectory)
-        resolved = None
-        if verdicts and instance_id in verdicts[1]:
-            resolved = instance_id in verdicts[0]
+        verdict, error = (graded or {}).get(instance_id, (None, ""))
         rows.append(
             InstanceRow(
                 instance_id=instance_id,
                 exit_status=str(info.get("exit_status") or ""),
                 steps=steps,
                 cost=float(info.get("cost") or 0.0),
-                resolved=resolved,
+                evaluation=verdict,
+                error=error,
             )
         )
     title = f"{run_dir.resolve().name}" + (f" · evaluation {evaluation.name}" if evaluation else "")
-    return BatchView(title=title, rows=rows, evaluated=verdicts is not None), trajectories
+    return BatchView(title=title, rows=rows, evaluated=graded is not None), trajectories
 
 
 def trajectory_steps(path: Path) -> int:

@@ -101,7 +101,9 @@ class ModelNavigator:
         from llm_ide.environments import make_environment
 
         model = get_model(model_spec, settings.model, base_url)
-        local = settings.merged({"environment": {"type": "local", "tools": []}}, origin="navigator")
+        # read-only: the tests a reviewer runs leave no __pycache__ in the repository either
+        quiet = {"type": "local", "tools": [], "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
+        local = settings.merged({"environment": quiet}, origin="navigator")
         env = make_environment(local.environment, repo, "navigator", None)
         codebase = Codebase.for_settings(env, local)
         navigator = cls(local, model, codebase, task=task)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.actions import Codebase
+from llm_ide.calls import CallListener
 from llm_ide.environments import Environment, LocalEnvironment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
@@ -54,10 +55,15 @@ def build_context(
     intents: IntentLog | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
     mailbox: Mailbox | None = None,
+    on_model_call: CallListener | None = None,
 ) -> AgentContext:
+    """What the nodes need; `on_model_call` is told of each call of the agent's model (and sampler) as it happens."""
     model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
     sampling = settings.sampling
     sampler = get_model(sampling.model, settings.model, base_url) if sampling.model and sampling.k > 1 else None
+    for observed in (model, sampler):
+        if observed is not None:
+            observed.listener = on_model_call
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)

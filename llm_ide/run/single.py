@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llm_ide.calls import CallListener
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.models import unpriced
@@ -17,7 +18,7 @@ from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.logfile import run_log
-from llm_ide.run.patch import base_commit, extract_patch, keep_base
+from llm_ide.run.patch import base_commit, baseline_notes, extract_patch, keep_base
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redact, redacted
@@ -118,14 +119,18 @@ def run_task(
     ask_navigator: Callable[[dict[str, Any]], Any] | None = None,
     mailbox: Mailbox | None = None,
     graph: Any = None,
+    on_model_call: CallListener | None = None,
 ) -> RunResult:
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished.
     A human navigator (navigator.mode human): each question goes to `ask_navigator` (its return value is the answer);
     without it the run returns `awaiting_navigator` with the question in `interrupt`, and `resume` carries the answer
     to the next call on the same thread. `mailbox` (coop execution): the channel to another agent, with the graph
-    variant that reads it; `graph`: the compiled agent graph to run (the run's checkpointer is attached to it)."""
+    variant that reads it; `graph`: the compiled agent graph to run (the run's checkpointer is attached to it);
+    `on_model_call`: told of each model call as it happens (a live status)."""
     from llm_ide.graph import build_graph
 
+    if not task.strip():
+        raise UsageError("the task is empty: say what the agent should do")
     install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
     output_dir = prepare_output(Path(output_dir), run_id)
     if environment:
@@ -192,6 +197,8 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
             else:
                 keep_base(env, base)  # out of the agent's reach before its first command
+                for note in [] if resumed else baseline_notes(env, base):
+                    emit(RunEvent(run_id, "phase", phase=note))
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, latest_worktree_patch(snapshot))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
@@ -208,6 +215,7 @@ def run_task(
                 mailbox=mailbox,
                 intents=intents or IntentLog(output_dir / f"{run_id}.intents.jsonl"),
                 on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
+                on_model_call=on_model_call,
             )
             if getattr(ctx.model, "price", True) is None and settings.agent.cost_limit:
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))

@@ -18,7 +18,7 @@ from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
-from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.progress import BatchProgress, one_line
 from llm_ide.swebench.store import PREDS, OutputStore, read_preds, read_statuses
 
 log = logging.getLogger("llm_ide.swebench")
@@ -197,14 +197,17 @@ def execute_instance(
             else f"{instance.instance_id}/{result.trajectory_path.name}",
         },
     )
-    log.info(
-        "%s: %s (cost %.4f, %d patch lines)",
-        instance.instance_id,
-        outcome.exit_status,
-        outcome.cost,
-        outcome.patch.count("\n"),
-    )
+    if outcome.error:
+        outcome.details["error"] = one_line(outcome.error)
+    log_outcome(outcome, f"cost {outcome.cost:.4f}, {outcome.patch.count(chr(10))} patch lines")
     return outcome
+
+
+def log_outcome(outcome: Outcome, facts: str) -> None:
+    """swebench.log: how an instance ended, and why when it failed (a warning)."""
+    reason = f": {one_line(outcome.error)}" if outcome.error else ""
+    level = logging.WARNING if outcome.error else logging.INFO
+    log.log(level, "%s: %s (%s)%s", outcome.instance_id, outcome.exit_status, facts, reason)
 
 
 def record_outcome(store: OutputStore, model: str, outcome: Outcome) -> None:
@@ -283,7 +286,7 @@ def run_batch(
             except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
                 log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
             outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
-        progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
+        progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
         return outcome
 
     def collect(future: Future[Outcome]) -> None:

@@ -18,37 +18,80 @@ class SWEbenchError(UsageError, ValueError):
     """A user error that stops the batch before it starts (unreachable model, bad options)."""
 
 
+# The API key variables of the langchain providers that need one (any of them will do); a provider left out here
+# authenticates otherwise (cloud credential chains, a local server) and is not checked.
+PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "azure_openai": ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
+    "google_genai": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "mistralai": ("MISTRAL_API_KEY",),
+    "cohere": ("COHERE_API_KEY",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "perplexity": ("PPLX_API_KEY", "PERPLEXITY_API_KEY"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "nvidia": ("NVIDIA_API_KEY",),
+    "upstage": ("UPSTAGE_API_KEY",),
+    "huggingface": ("HUGGINGFACEHUB_API_TOKEN", "HF_TOKEN"),
+    "baseten": ("BASETEN_API_KEY",),
+    "ibm": ("WATSONX_APIKEY", "WATSONX_API_KEY"),
+    "langsmith": ("LANGSMITH_API_KEY",),
+}
+# The endpoint each provider talks to unless --base-url says otherwise: (variable that moves it, default URL).
+PROVIDER_URLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "openai": (("OPENAI_BASE_URL",), "https://api.openai.com/v1"),
+    "anthropic": (("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com"),
+}
+KEY_KWARGS = {"api_key", "openai_api_key", "anthropic_api_key", "google_api_key"}
+
+
+def provider_of(model: str) -> str | None:
+    """The langchain provider of `provider:name`; None for scripted and OpenAI-compatible names."""
+    from llm_ide.models import langchain_providers
+
+    prefix, colon, _ = model.partition(":")
+    return prefix if colon and prefix in langchain_providers() else None
+
+
 def model_endpoint(model: str, base_url: str | None) -> str | None:
-    """The URL an OpenAI-compatible `--model` talks to; None when we cannot tell (scripted, other providers)."""
+    """The URL a `--model` talks to; None when we cannot tell (scripted, providers of no known endpoint)."""
     if model.startswith("scripted:"):
         return None
-    default = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-    if ":" in model:
-        from llm_ide.models import langchain_providers
+    provider = provider_of(model)
+    if provider is None:
+        return base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    if base_url or provider not in PROVIDER_URLS:
+        return base_url
+    variables, default = PROVIDER_URLS[provider]
+    return next((os.environ[name] for name in variables if os.environ.get(name)), default)
 
-        provider = model.split(":", 1)[0]
-        if provider in langchain_providers():
-            return default if provider == "openai" else base_url
-    return default
 
-
-def missing_openai_key(model: str, settings: Settings, base_url: str | None) -> str | None:
-    """Checked before anything heavy is imported: an OpenAI model (`openai:NAME`, or a bare name without a URL of a
-    keyless local server) needs OPENAI_API_KEY unless the settings' model kwargs carry a key."""
-    if os.environ.get("OPENAI_API_KEY") or {"api_key", "openai_api_key"} & set(settings.model.kwargs):
+def missing_key(model: str, settings: Settings, base_url: str | None) -> str | None:
+    """Checked before anything heavy is imported: a provider's model needs its API key variable (or a key in the
+    settings' model kwargs); a bare OpenAI-compatible name needs OPENAI_API_KEY unless a URL (of a keyless local
+    server) is given."""
+    if KEY_KWARGS & set(settings.model.kwargs) or model.startswith("scripted:"):
         return None
-    if model.startswith("openai:"):
-        return f"model {model}: OPENAI_API_KEY is not set"
-    if ":" not in model and not (base_url or os.environ.get("OPENAI_BASE_URL")):
+    provider = provider_of(model)
+    if provider is None:
+        if ":" in model or os.environ.get("OPENAI_API_KEY") or base_url or os.environ.get("OPENAI_BASE_URL"):
+            return None  # an unknown provider is told by get_model
         hint = "for a keyless local server give --base-url or OPENAI_BASE_URL"
         return f"model {model}: OPENAI_API_KEY is not set ({hint})"
-    return None
+    names = PROVIDER_KEYS.get(provider, ())
+    if not names or any(os.environ.get(name) for name in names):
+        return None
+    return f"model {model}: {' or '.join(names)} is not set"
 
 
 def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
-    """Fail before the batch when the model cannot be built or its endpoint does not accept connections."""
+    """Fail before the batch when the model cannot be built, lacks its key, or its endpoint refuses connections."""
     model = model.replace("{attempt}", "1")  # one model per attempt (llm_ide/attempts): the first one's is checked
-    if problem := missing_openai_key(model, settings, base_url):
+    if problem := missing_key(model, settings, base_url):
         raise SWEbenchError(problem)
     from llm_ide.models import ModelError, get_model
 
@@ -64,9 +107,11 @@ def check_model(model: str, settings: Settings, base_url: str | None, timeout: f
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as error:
+        hint = "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL"
+        hint = hint if provider_of(model) is None else "endpoint with --base-url URL"
         raise SWEbenchError(
-            f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable OpenAI-compatible "
-            "endpoint with --base-url URL or OPENAI_BASE_URL (or use --model scripted:FILE.yaml for a dry run)"
+            f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable {hint} "
+            "(or use --model scripted:FILE.yaml for a dry run)"
         ) from None
 
 

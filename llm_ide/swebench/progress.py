@@ -28,6 +28,12 @@ class Running:
     node: str = ""  # the Ray node running it (--engine ray)
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """A failure's reason on one line: white space folded, escape codes out, cut at `limit` characters."""
+    text = " ".join(terminal_safe(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-:--:--"
@@ -97,14 +103,16 @@ class BatchProgress:
         elif event.kind == "failed":
             self.console.print(f"{instance_id}: {outcome_line(event)}", highlight=False, soft_wrap=True)
 
-    def finish(self, instance_id: str, exit_status: str, cost: float = 0.0, steps: int = 0) -> None:
+    def finish(self, instance_id: str, exit_status: str, cost: float = 0.0, steps: int = 0, error: str = "") -> None:
+        """An instance ended: one line, with the reason when it failed (`error`)."""
         with self._lock:
             self.running.pop(instance_id, None)
             self._add_cost(instance_id, cost)
             self.done += 1
             self.statuses[exit_status] += 1
+            reason = f": {one_line(error)}" if error else ""
             line = (
-                f"[{self.done}/{self.total}] {instance_id}: {exit_status} ({steps} steps, ${cost:.2f}) | "
+                f"[{self.done}/{self.total}] {instance_id}: {exit_status} ({steps} steps, ${cost:.2f}){reason} | "
                 f"total ${self.cost:.2f} | ETA {format_duration(self.eta())} | {self.status_text()}"
             )
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # above the live display, if any

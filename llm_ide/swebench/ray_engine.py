@@ -18,16 +18,21 @@ from llm_ide.swebench.batch import (
     Outcome,
     batch_config,
     batch_log,
+    log_outcome,
     record_outcome,
 )
 from llm_ide.swebench.dataset import Instance
-from llm_ide.swebench.preflight import SWEbenchError
+from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS, SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore
 
 log = logging.getLogger("llm_ide.swebench")
 
-FORWARDED_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DOCKER_HOST")
+FORWARDED_ENV = (  # every provider's key and endpoint variable: the nodes build the model as the driver did
+    "DOCKER_HOST",
+    *(name for names in PROVIDER_KEYS.values() for name in names),
+    *(name for names, _ in PROVIDER_URLS.values() for name in names),
+)
 MAX_RETRIES = 3  # a task whose node (or worker process) died runs again, up to this many times
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # a one-node cluster started by the batch: results are small
 
@@ -235,9 +240,9 @@ class RayBatch:
             record_outcome(self.store, self.options.model, outcome)
         except OSError as error:  # a full disk: the status is rebuilt from the trajectories later
             log.error("%s: result not recorded: %s", instance.instance_id, error)
-        log.info("%s: %s on node %s", instance.instance_id, outcome.exit_status, outcome.node or "?")
+        log_outcome(outcome, f"node {outcome.node or '?'}")
         self.outcomes[instance.instance_id] = outcome
-        self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps)
+        self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
 
     def interrupt(self, instances: list[Instance]) -> None:
         """Ctrl-C: queued tasks are cancelled, running ones end as `interrupted` at their next event (state saved,

@@ -1,0 +1,73 @@
+"""A model call as it happens, for whoever shows it live: its start (the prompt's size), the reply's text as it
+streams in (when the model streams), its end (the tokens it used)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llm_ide.endpoint import BadCompletion
+
+
+@dataclass(frozen=True)
+class CallProgress:
+    kind: Literal["start", "text", "end"]
+    model: str
+    prompt_tokens: int = 0  # start: estimated from the prompt; end: as the provider counted them
+    output_tokens: int = 0  # text: estimated from what streamed so far; end: as counted
+    text: str = ""  # text: the piece that just arrived
+
+
+CallListener = Callable[[CallProgress], None]
+
+
+@dataclass
+class Call:
+    listener: CallListener
+    model: str
+    prompt_tokens: int
+    streamed: str = ""
+    output_tokens: int = 0
+
+    def start(self) -> None:
+        """The request goes out (again, after a retry: what streamed before is dropped)."""
+        self.streamed = ""
+        self.listener(CallProgress("start", self.model, prompt_tokens=self.prompt_tokens))
+
+    def text(self, piece: str) -> None:
+        self.streamed += piece
+        self.listener(CallProgress("text", self.model, output_tokens=len(self.streamed) // 4, text=piece))
+
+    def replied(self, input_tokens: int, output_tokens: int) -> None:
+        self.prompt_tokens, self.output_tokens = input_tokens, output_tokens
+
+
+@contextmanager
+def observed(listener: CallListener | None, model: str, messages: list[dict[str, str]]) -> Iterator[Call]:
+    """One model call told to `listener` (nothing when None): start now, end however the call ends."""
+    call = Call(listener or (lambda progress: None), model, sum(len(m["content"]) for m in messages) // 4)
+    call.start()
+    try:
+        yield call
+    finally:
+        call.listener(CallProgress("end", model, call.prompt_tokens, call.output_tokens))
+
+
+def streamed(chat: Any, payload: Any, hints: dict[str, Any], call: Call) -> Any:
+    """`chat`'s reply requested as a stream, each piece of text told to `call` as it arrives, the pieces summed into
+    one message (its text and usage; an OpenAI-style endpoint is asked to send the usage at the end)."""
+    from langchain_openai import ChatOpenAI
+
+    options = {"stream_usage": True} if isinstance(chat, ChatOpenAI) else {}
+    if call.streamed:  # a retry after a stream that broke off
+        call.start()
+    message = None
+    for chunk in chat.stream(payload, **hints, **options):
+        message = chunk if message is None else message + chunk
+        if chunk.text:
+            call.text(chunk.text)
+    if message is None:
+        raise BadCompletion("the streamed reply held nothing")
+    return message

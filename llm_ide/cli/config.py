@@ -1,0 +1,81 @@
+"""`llm-ide config show`: the effective settings of a command and where each value comes from."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from llm_ide.cli.console import console, fail
+
+config_app = typer.Typer(
+    name="config",
+    help="The settings a command runs with: bundled config, user config file, --config files.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+SHORT = 70  # characters of a value shown without --full
+
+
+def shown_value(value: Any, full: bool) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    if full or len(text) <= SHORT:
+        return text
+    return f"{text[:SHORT]}… ({len(text)} chars; --full shows it)"
+
+
+def shown_origin(origin: str, user: Path | None) -> str:
+    from llm_ide.config import PROMPTS_DIR
+
+    path = Path(origin)
+    if path.parent == PROMPTS_DIR:
+        return f"bundled {path.name}"
+    if user is not None and path == user:
+        return f"user config {user}"
+    return origin if origin == "built-in" else f"--config {origin}"
+
+
+def why_no_user_config() -> str:
+    from llm_ide.config import USER_CONFIG_VARIABLE, default_user_config
+
+    if os.environ.get(USER_CONFIG_VARIABLE) == "off":
+        return f"none ({USER_CONFIG_VARIABLE}=off)"
+    return f"none ({USER_CONFIG_VARIABLE} is unset and {default_user_config()} does not exist)"
+
+
+@config_app.command("show")
+def show_command(
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(help="Only these settings or sections (e.g. agent.step_limit, model).", show_default="all"),
+    ] = None,
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(help="YAML file(s) merged over the rest, as a command's --config.", show_default="none"),
+    ] = None,
+    base: Annotated[
+        str, typer.Option(help="The bundled config: default (run) or swebench (swebench, evaluate).")
+    ] = "default",
+    full: Annotated[
+        bool, typer.Option("--full", help="Long values (prompt templates) in full.", show_default="shortened")
+    ] = False,
+) -> None:
+    """Every effective setting, `key: value  # origin`: bundled config < user config file < --config files."""
+    from llm_ide.config import ConfigError, config_layers, explain, user_config_path
+
+    try:
+        user = user_config_path()
+        rows = explain(config_layers(base, [*([user] if user else []), *(config or [])]))
+    except ConfigError as error:
+        raise fail(str(error)) from None
+    wanted = keys or []
+    rows = [row for row in rows if not wanted or any(row[0] == k or row[0].startswith(k + ".") for k in wanted)]
+    if not rows:
+        raise fail(f"no setting named {', '.join(wanted)} (llm-ide config show lists them all)")
+    console.print(f"# user config: {user or why_no_user_config()}", markup=False)
+    for key, value, origin in rows:
+        console.print(f"{key}: {shown_value(value, full)}  # {shown_origin(origin, user)}", markup=False)

@@ -1,0 +1,44 @@
+"""What a graph served by LangGraph Studio starts from: the input schemas it shows (required fields marked) and the
+check that turns a missing one into one clear message instead of a KeyError deep in a node."""
+
+from __future__ import annotations
+
+from typing import Any, Required
+
+from typing_extensions import TypedDict  # pydantic (Studio's schemas) needs it on Python < 3.12
+
+from llm_ide.errors import UsageError
+
+REQUIRED = {
+    "task": "the task text",
+    "repo": "a local repository path",
+    "model": "as for --model, e.g. scripted:PATH",
+}
+
+
+class InputError(UsageError, ValueError):
+    """A graph input that lacks a required field (a ValueError: LangGraph's server shows its message to the client)."""
+
+
+class StudioInput(TypedDict, total=False):
+    """The agent graph's input in Studio."""
+
+    task: Required[str]
+    repo: Required[str]
+    model: Required[str]
+    base_url: str
+    config: dict[str, Any]  # settings overrides, validated like --config (`base`: the bundled config to start from)
+
+
+class AttemptsStudioInput(StudioInput, total=False):
+    """The attempts graph's input in Studio."""
+
+    output: str  # the folder of the attempts' runs (default runs/<thread id>)
+
+
+def require_inputs(state: dict[str, Any]) -> None:
+    """An InputError naming every required input that is missing or blank."""
+    missing = [name for name in REQUIRED if not str(state.get(name) or "").strip()]
+    if missing:
+        wanted = "; ".join(f"`{name}` ({REQUIRED[name]})" for name in missing)
+        raise InputError(f"the graph input needs {wanted}")

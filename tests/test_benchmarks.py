@@ -1,0 +1,73 @@
+"""Every benchmark runs in its quick mode, so that none rots unseen: `python scripts/bench_X.py --quick` prints its
+table and ends with a `RESULT key=value …` line (figures are not checked: a timing never goes in an assertion; the
+invariants a benchmark reports about itself are). The full runs stay out of the suite."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import base_image_client, unavailable
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+BENCHMARKS = sorted(path.stem for path in SCRIPTS.glob("bench_*.py") if "typer.run(main)" in path.read_text())
+HELPERS = sorted(path.stem for path in SCRIPTS.glob("bench_*.py") if path.stem not in BENCHMARKS)
+CHROMIUM = [Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")]
+
+
+def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
+    """What a benchmark needs besides Python: skipped with the reason when missing (a failure under CI=true)."""
+    if benchmark in ("bench_env", "bench_batch", "bench_tools", "bench_ray"):
+        base_image_client()
+    if benchmark == "bench_ray":
+        from pg_server import require_postgres
+        from ray_cluster import require_ray
+
+        require_postgres()
+        require_ray()
+    if benchmark == "bench_inspector" and not all(path.exists() for path in CHROMIUM):
+        unavailable("chromium and chromedriver are missing (apt-get install chromium chromium-driver)")
+    if benchmark == "bench_coop":
+        request.getfixturevalue("shared_dir")  # the CooperBench task lives in ../shared
+
+
+SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_tools"}  # over ~30 s even when quick
+DOCKER = {"bench_batch", "bench_env", "bench_ray", "bench_tools"}
+INVARIANTS = {  # what a quick run reports about itself, whatever the machine's speed
+    "bench_attempts": {"steps": "2"},
+    "bench_coop": {"pairs": "1", "matches_gold": "1/1"},
+    "bench_cost": {"same_tree": "true"},
+    "bench_sampling": {"steps": "6", "k1_calls": "11"},
+    "bench_inspector": {"steps": "20", "operations": "20", "drawn": "20"},
+}
+
+
+def marks(benchmark: str) -> list[pytest.MarkDecorator]:
+    return [*([pytest.mark.slow] if benchmark in SLOW else []), *([pytest.mark.docker] if benchmark in DOCKER else [])]
+
+
+@pytest.mark.parametrize("benchmark", [pytest.param(name, marks=marks(name)) for name in BENCHMARKS])
+def test_the_quick_mode_prints_a_table_and_a_result_line(benchmark: str, request: pytest.FixtureRequest) -> None:
+    needs(benchmark, request)
+    done = subprocess.run(
+        [sys.executable, f"{benchmark}.py", "--quick"], cwd=SCRIPTS, capture_output=True, text=True, timeout=1500
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) > 3, done.stdout  # a table before the result
+    last = lines[-1]
+    assert re.fullmatch(r"RESULT( [a-z0-9_]+=\S+)+", last), last
+    figures = dict(pair.split("=", 1) for pair in last.split()[1:])
+    assert figures.items() >= INVARIANTS.get(benchmark, {}).items(), last
+
+
+def test_every_bench_script_is_a_benchmark_or_a_helper_one_uses() -> None:
+    assert len(BENCHMARKS) >= 13 and "bench_env" in BENCHMARKS
+    sources = {name: (SCRIPTS / f"{name}.py").read_text() for name in BENCHMARKS}
+    for benchmark, source in sources.items():
+        assert "--quick" in source or "quick:" in source, f"{benchmark} has no quick mode"
+    for helper in HELPERS:
+        assert any(helper in source for source in sources.values()), f"{helper}.py is used by no benchmark"

@@ -1,0 +1,64 @@
+"""The README and docs/ hold together: every link leads to a file of the repository, no text points outside it, and
+every environment variable the program reads is documented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+READS = re.compile(r"""(?:environ(?:\.get)?\(|environ\[|getenv\(|env_float\()\s*["']([A-Z][A-Z0-9_]+)["']""")
+NAMED = re.compile(r"""^[A-Z_]*VARIABLE\s*=\s*["']([A-Z][A-Z0-9_]+)["']""", re.M)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_links_lead_to_files_of_the_repository(page: Path) -> None:
+    prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", page.read_text(), flags=re.S))  # code is no link
+    for target, anchor in LINK.findall(prose):
+        if "://" in target:
+            continue
+        path = (page.parent / target).resolve()
+        assert path.is_relative_to(ROOT) and path.exists(), f"{page.name}: broken link {target}"
+        if anchor:
+            headers = {"#" + re.sub(r"[^a-z0-9 -]", "", line.lstrip("# ").lower()).replace(" ", "-")
+                       for line in path.read_text().splitlines() if line.startswith("#")}  # fmt: skip
+            assert anchor in headers, f"{page.name}: no section {anchor} in {target}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_no_text_points_outside_the_repository(page: Path) -> None:
+    text = page.read_text()
+    for outside in ("../shared", "shared/data", "shared/seeds", "SPEC", "/work/"):
+        assert outside not in text, f"{page.name} mentions {outside}"
+
+
+def test_the_readme_is_what_a_newcomer_reads_in_five_minutes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.split()) <= 1600
+    sections = re.findall(r"^## (.+)$", readme, re.M)
+    assert sections == ["Install", "First run", "Concepts", "Commands", "Where to go next", "How it works"]
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)\)", readme))
+    assert linked == {page.name for page in PAGES[1:]}, "every docs page is linked from the README"
+
+
+def program_variables() -> set[str]:
+    names: set[str] = set()
+    for source in (ROOT / "llm_ide").rglob("*.py"):
+        text = source.read_text()
+        names |= set(READS.findall(text)) | set(NAMED.findall(text))
+    names |= {name for group in PROVIDER_KEYS.values() for name in group}
+    names |= {name for group, _ in PROVIDER_URLS.values() for name in group}
+    return names - {"PATH"}
+
+
+def test_every_environment_variable_the_program_reads_is_documented() -> None:
+    found = program_variables()
+    assert {"LLM_IDE_MODEL", "LLM_IDE_CONFIG", "LLM_IDE_TOOLS_CACHE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"} <= found
+    documented = (ROOT / "docs" / "configuration.md").read_text()
+    assert sorted(name for name in found if f"`{name}`" not in documented) == []

@@ -1,0 +1,91 @@
+"""While the model thinks the console is not silent: on a terminal a live line counts the seconds and tokens; with -v
+the reply itself appears as it streams in. Real `llm-ide run` processes against the loopback OpenAI-compatible server
+(a streaming one), in a pseudo-terminal or on a pipe."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from agent_script import BUGGY_FILES, FIX_SCRIPT
+from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def run_args(tmp_path: Path, url: str, *extra: str) -> list[str]:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+    return [sys.executable, "-m", "llm_ide", *run, "--model", "gpt-test", "--base-url", url, *extra]
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    return {**env, "COLUMNS": "160", "TERM": "xterm-256color", "LLM_IDE_CONFIG": "off"}
+
+
+def test_verbose_shows_the_reply_as_it_streams_in(tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    replies: list[str | Reply] = [Reply(text=FIX_SCRIPT[0], gate=str(gate)), *FIX_SCRIPT[1:]]
+    with OpenAIServer(replies=replies) as server:
+        command = [*run_args(tmp_path, server.url, "-v"), "--output", str(tmp_path / "out")]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(tmp_path))
+        shown = bytearray()
+        first_word = threading.Event()
+
+        def read() -> None:
+            while chunk := os.read(process.stdout.fileno(), 4096):
+                shown.extend(chunk)
+                if b"<thought>Read " in shown:
+                    first_word.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        assert first_word.wait(120), shown.decode() + process.stderr.read().decode()
+        assert process.poll() is None and b"the cart's total" not in shown  # the rest of the reply is held back
+        gate.touch()
+        assert process.wait(timeout=300) == 0, process.stderr.read().decode()
+        reader.join(timeout=30)
+    assert server.requests[0].body["stream"] is True
+    assert server.requests[0].body["stream_options"] == {"include_usage": True}
+    text = shown.decode()
+    thought = "<thought>Read the cart's total[1](shop/cart.py:11).</thought>"
+    assert text.index(thought) < text.index("step   1 view shop/cart.py")
+    assert f"submitted after {len(FIX_SCRIPT)} model calls" in text
+    # the streamed usage was counted: no estimate warning
+    assert "no token usage" not in process.stderr.read().decode()
+
+
+def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> None:
+    with OpenAIServer(replies=FIX_SCRIPT, latency=0.3) as server:
+        primary, secondary = pty.openpty()
+        command = [*run_args(tmp_path, server.url), "--output", str(tmp_path / "out")]
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=environment(tmp_path)
+        )
+        os.close(secondary)
+        output = bytearray()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            output.extend(chunk)
+        os.close(primary)
+        assert process.wait(timeout=60) == 0, output.decode(errors="replace")
+    screen = ANSI.sub("", output.decode(errors="replace"))
+    lines = re.findall(r"model thinking · (\d+\.\d) s · prompt ~([\d,]+) tokens", screen)
+    assert len({seconds for seconds, _ in lines}) >= 2, screen  # the seconds count while a call is under way
+    assert all(int(tokens.replace(",", "")) > 100 for _, tokens in lines)  # the prompt's size, estimated
+    assert "step   1 view shop/cart.py" in screen and f"submitted after {len(FIX_SCRIPT)} model calls" in screen
