@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
+from llm_ide.parsing import clean_text
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
 from llm_ide.run.faults import failpoint
@@ -62,7 +63,7 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
         return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
-    observation = truncate(outcome.observation, ctx.settings.agent.observation_max_chars, ctx.templates)
+    observation = truncate(clean_text(outcome.observation), ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
     update = {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}
     return update if snapshot is None else {**update, "worktree_patch": snapshot}

@@ -93,6 +93,7 @@ def account(
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
                 **({"model": model.name} if model is not ctx.model else {}),
+                **({"reported_usage": reply.reported_usage} if reply.reported_usage else {}),
             }
         )
     if ctx.cost_budget is not None:
