@@ -336,6 +336,16 @@ def dollar_calls(folder: Path, runs: int) -> tuple[list[Any], Path]:
     return calls * runs, config
 
 
+def dollar_steps(folder: Path, calls: int) -> tuple[list[Any], Path]:
+    """`calls` replies of $1 each that serve as a reflection and as an action alike (a bash command, never a submit),
+    so runs served by one endpoint at the same time take them in any order; and the config that prices them."""
+    from openai_server import Reply
+
+    text = reflection("Went on.") + reply("Go on.", "bash", {"command": "echo step >> steps.txt"})
+    _, config = dollar_calls(folder, 1)
+    return [Reply(text, input_tokens=1_000_000, output_tokens=0)] * calls, config
+
+
 def write_config(path: Path, **agent: Any) -> Path:
     """Batch config for the tests: no tools to install (offline, fast)."""
     path.write_text(yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 30, **agent}}))

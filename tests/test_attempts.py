@@ -171,7 +171,8 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_no_command_r
 
 
 def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:
-    """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.06 are spent by the third call."""
+    """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.08 have room for three calls, not a
+    fourth (a call starts only when one more call as dear as the dearest so far still fits)."""
     replies = [Reply(text, input_tokens=100_000, output_tokens=10) for text in attempt_script(RIGHT)]
     with OpenAIServer(replies=replies) as server:
         result = run_attempts(
@@ -180,7 +181,7 @@ def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_o
             base_url=server.url,
             output_dir=tmp_path / "out",
             run_id="T",
-            settings=settings(max=3, cost_limit=0.06),
+            settings=settings(max=3, cost_limit=0.08),
             repo=make_git_repo(tmp_path / "repo", FILES),
         )
         requests = len(server.requests)  # fmt: skip
@@ -189,6 +190,7 @@ def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_o
     assert [(a["index"], a["exit_status"], a["score"]) for a in result.attempts] == [(1, "cost_limit", None)]
     assert result.chosen == 1 and "+    return x + x\n" in result.submission  # its patch is still the task's
     assert result.model_stats["cost"] == pytest.approx(3 * (100_000 * 0.25 + 10 * 2.0) / 1e6)
+    assert result.model_stats["cost"] <= 0.08
 
 
 @pytest.mark.slow

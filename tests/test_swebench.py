@@ -15,7 +15,7 @@ import pytest
 import yaml
 from openai_server import OpenAIServer
 from rich.console import Console
-from swebench_fixtures import FIX_COMMAND, build_dataset, dollar_calls, write_config, write_script
+from swebench_fixtures import FIX_COMMAND, build_dataset, dollar_calls, dollar_steps, write_config, write_script
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.preflight import model_endpoint
@@ -233,3 +233,20 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     assert summary.not_started == ["demo__shapes-1"]
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
     assert summary.cost == 4.0
+
+
+def test_global_cost_limit_holds_for_runs_calling_at_the_same_moment(tmp_path: Path) -> None:
+    """Three workers whose first calls the server answers only once all three have arrived: each call is admitted
+    against the budget before it starts, so $4 buys four $1 calls whatever the order, never more."""
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    calls, config = dollar_steps(tmp_path, 12)
+    with OpenAIServer(replies=calls, together=3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0, workers=3,
+        )  # fmt: skip
+        summary = run_swebench(str(dataset), "test", options)
+    assert server.hits == 4
+    assert summary.cost == 4.0 and sum(outcome.cost for outcome in summary.outcomes.values()) == 4.0
+    assert {outcome.exit_status for outcome in summary.outcomes.values()} == {"cost_limit"}
+    assert len(summary.outcomes) == 3 and summary.not_started == []

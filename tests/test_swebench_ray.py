@@ -254,3 +254,27 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     assert "global cost limit 4.00 reached (spent 4.0000); 1 instances not started" in (
         (tmp_path / "out" / "swebench.log").read_text()
     )
+
+
+def test_global_cost_limit_holds_for_ray_workers_calling_at_the_same_moment(tmp_path: Path) -> None:
+    """Three Ray tasks at once whose first calls the server answers only once all three have arrived: the hub admits
+    each call (check and reservation in one actor method), so $4 buys four $1 calls whatever the order."""
+    from openai_server import OpenAIServer
+    from ray_cluster import require_ray
+    from swebench_fixtures import dollar_steps
+
+    from llm_ide.swebench.batch import BatchOptions, run_swebench
+
+    require_ray()
+    data, _ = build_dataset(tmp_path / "data", 3)
+    calls, config = dollar_steps(tmp_path, 12)
+    with OpenAIServer(replies=calls, together=3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0, engine="ray", workers=3, task_cpus=0.5,
+        )  # fmt: skip
+        summary = run_swebench(str(data), "test", options)
+    assert server.hits == 4
+    assert summary.cost == 4.0 and sum(outcome.cost for outcome in summary.outcomes.values()) == 4.0
+    assert {outcome.exit_status for outcome in summary.outcomes.values()} == {"cost_limit"}
+    assert len(summary.outcomes) == 3 and summary.not_started == []
