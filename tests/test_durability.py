@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -284,3 +285,30 @@ def test_postgres_checkpoints_resume_after_kills_between_writes_and_checkpoint_r
             (root / "out" / "T.traj.json").write_bytes((root / "out" / f"T{hit}.traj.json").read_bytes())
             traj = assert_complete_run(root, repo)
             assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])
+
+
+def test_output_folder_deleted_mid_run_is_one_line_and_the_rerun_resumes(tmp_path: Path) -> None:
+    """The folder (checkpoint database included) is deleted while the second command runs: the run ends
+    `interrupted` with one line, the folder recreated with what the checkpoint holds; the rerun finishes the run with
+    each command's effect once."""
+    repo, args = setup_run(tmp_path, WAITING_STEPS)
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    shutil.rmtree(tmp_path / "out")
+    (repo / "go").touch()
+    code, output = finish(first)
+    assert code == 1, output
+    assert "Traceback" not in output and "Error" not in output
+    said = " ".join(output.split())  # the console wraps long lines
+    assert said.count(f"the output folder {tmp_path / 'out'} was deleted while the run ran: it is recreated") == 1
+    saved = trajectory(tmp_path)
+    assert saved["info"]["exit_status"] == "interrupted" and saved["info"]["n_operations"] == 1
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "T.calls.jsonl.gz", "T.checkpoint.sqlite", "T.patch", "T.traj.json",
+    ]  # fmt: skip
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = trajectory(tmp_path)
+    assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Done."]
+    assert [c["index"] for c in traj["model_calls"]] == list(range(5))
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"

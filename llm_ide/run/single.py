@@ -18,6 +18,7 @@ from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.logfile import run_log
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
+from llm_ide.run.salvage import ensure_output, folder_lost, recreate_output, sqlite_path
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redact, redacted
@@ -230,8 +231,11 @@ def run_task(
             log.warning("interrupted by %s", how)
             raise
         except Exception as error:
-            status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
-            log.exception("run failed")
+            if output_dir.is_dir():
+                status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
+                log.exception("run failed")
+            else:  # what failed was a write into the deleted output folder
+                status, info["error"] = ExitStatus.INTERRUPTED, folder_lost(output_dir)
         finally:
             if env is not None:
                 try:
@@ -246,6 +250,8 @@ def run_task(
                     prune(saver, run_id)
                 except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
                     log.error("checkpoint pruning failed: %s", error)
+            if not output_dir.is_dir():
+                recreate_output(output_dir, saver, sqlite_path(spec), recorder)
             result = run.finish(status, submission)
     return result
 
@@ -335,6 +341,7 @@ class _Run:
 
     def _stream_once(self, graph: Any, inputs: Any, thread: dict[str, Any], ctx: Any, steps: int, prune_every: int):
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+            ensure_output(self.recorder.path.parent)
             if "__interrupt__" in state:
                 continue
             self.values.clear()
