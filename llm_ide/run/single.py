@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.environments.processes import reap_leftovers
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
@@ -186,7 +187,12 @@ def run_task(
                 done = values.get("n_operations", 0)
                 emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
             emit(RunEvent(run_id, "phase", phase="starting environment"))
-            env = make_environment(settings.environment, repo, run_id, image)
+            if reaped := reap_leftovers(output_dir / f"{run_id}.leftovers.json"):
+                log.info("%s", reaped)
+                emit(RunEvent(run_id, "phase", phase=reaped))
+            env = make_environment(
+                settings.environment, repo, run_id, image, leftovers=output_dir / f"{run_id}.leftovers.json"
+            )
             base = base or base_commit(env)
             if base is None:
                 log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)

@@ -196,7 +196,7 @@ def seed_files(output: Path, instance_id: str) -> dict[str, bytes]:
 def ensure_images(images: list[str], pull: str) -> tuple[str, int, float]:
     """On one node: pull (or find) each image; (node, images fetched, seconds)."""
     from llm_ide.environments.docker.cleanup import connect
-    from llm_ide.environments.docker.container import ensure_image
+    from llm_ide.environments.docker.images import ensure_image
 
     started, fetched = time.monotonic(), 0
     client = connect()

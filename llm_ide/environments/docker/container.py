@@ -22,12 +22,14 @@ from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSna
 from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
+    cleanup_containers,
     connect,
     install_cleanup_handlers,
     one_line,
     owner_labels,
     remove_container,
 )
+from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.secrets import redact
@@ -35,9 +37,7 @@ from llm_ide.secrets import redact
 if TYPE_CHECKING:
     from llm_ide.settings import EnvironmentSettings
 
-BASE_IMAGE = "llm-ide-base:bookworm"
 PRIVATE_ROOT = "/var/lib/llm-ide"
-DEFAULT_NETWORK = "llm-ide"
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
@@ -47,38 +47,6 @@ TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
 # by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
 WATCHDOG = ["sh", "-c", "read -r _; kill 1", "llm-ide-watchdog"]
-
-
-def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
-    try:
-        client.images.get(image)
-        return
-    except docker.errors.ImageNotFound:
-        pass
-    hint = (
-        "build it with scripts/build_base_image.sh"
-        if image == BASE_IMAGE
-        else f"pull or build it (docker pull {image}); scripts/build_base_image.sh builds the small local base image"
-    )
-    if pull != "missing":
-        raise EnvironmentFailure(f"docker image {image} not found locally; {hint}")
-    try:
-        client.images.pull(image)
-    except docker.errors.DockerException as error:
-        raise EnvironmentFailure(
-            f"docker image {image} not found locally and could not be pulled ({one_line(error)}); {hint}"
-        ) from None
-
-
-def ensure_network(client: docker.DockerClient) -> None:
-    """Our bridge network: the containers reach the internet (package indexes) but not the host's 127.0.0.1."""
-    if client.networks.list(names=[DEFAULT_NETWORK]):
-        return
-    try:
-        client.networks.create(DEFAULT_NETWORK, driver="bridge", labels={"llm-ide": "1"})
-    except docker.errors.APIError as error:
-        if not client.networks.list(names=[DEFAULT_NETWORK]):  # not a concurrent creation by another run
-            raise EnvironmentFailure(f"cannot create the docker network {DEFAULT_NETWORK}: {one_line(error)}") from None
 
 
 class DockerEnvironment:
@@ -181,6 +149,8 @@ class DockerEnvironment:
             options["mem_limit"] = memory
         name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
         install_cleanup_handlers()
+        with contextlib.suppress(docker.errors.DockerException):  # what a killed run of this id left (watchdog gone)
+            cleanup_containers(self.client, run_id=self.run_id)
         try:
             container = self.client.containers.create(
                 self.image,
