@@ -16,6 +16,7 @@ from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer, prune
 from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
+from llm_ide.run.history import hide_future
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.logfile import run_log
 from llm_ide.run.patch import base_commit, extract_patch, keep_base
@@ -199,6 +200,9 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
             else:
                 keep_base(env, base)  # out of the agent's reach before its first command
+                if removed := hide_future(env, base, settings.environment.scrub_history):
+                    log.info("%s", removed)
+                    emit(RunEvent(run_id, "phase", phase=removed))
             if resumed and not isinstance(env, LocalEnvironment):
                 restore_worktree(env, latest_worktree_patch(snapshot))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
