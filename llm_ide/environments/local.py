@@ -111,6 +111,7 @@ class LocalEnvironment:
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
+        self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
 
     def allow_write(self, path: Path) -> None:
         """Lets the sandboxed commands write `path` too (e.g. a tool cache entry being built)."""
@@ -159,6 +160,8 @@ class LocalEnvironment:
         )
         assert process.stdout is not None
         self.leftovers.command_started(process.pid)
+        if self.containment == "subreaper":
+            self._groups.add(process.pid)
         cap = OutputCap(self.output_max_bytes)
         fd = process.stdout.fileno()
         try:
@@ -232,7 +235,7 @@ class LocalEnvironment:
             self._namespace.close()
             self._namespace = None
         if self.containment == "subreaper":
-            kill_adopted(self.env[TOKEN])
+            kill_adopted(self.env[TOKEN], self._groups)
         if self._owns_tools:
             shutil.rmtree(self.tools_root, ignore_errors=True)
         for folder in (self._private, self.scratch):

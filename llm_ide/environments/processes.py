@@ -173,12 +173,20 @@ def adopted_children() -> list[int]:
     return pids
 
 
-def kill_adopted(token: str, exclude: int | None = None) -> int:
-    """Kills (and reaps) this process's children that carry `token`, round after round as their own orphans come
-    back to it; the number killed."""
+def in_groups(pid: int, groups: set[int]) -> bool:
+    try:
+        return os.getpgid(pid) in groups
+    except ProcessLookupError:
+        return False
+
+
+def kill_adopted(token: str, groups: set[int]) -> int:
+    """Kills (and reaps) this process's children that carry `token` or belong to one of `groups` (a command's process
+    group: one that cleared its environment), round after round as their own orphans come back to it; the number
+    killed."""
     killed = 0
     for _ in range(MAX_SWEEPS):
-        found = [pid for pid in adopted_children() if pid != exclude and carries(pid, token)]
+        found = [pid for pid in adopted_children() if carries(pid, token) or in_groups(pid, groups)]
         if not found:
             break
         for pid in found:
