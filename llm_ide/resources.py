@@ -25,7 +25,8 @@ class AgentContext:
     tool_usage: str = ""
     record_call: Callable[[dict[str, Any]], None] | None = None
     cost_budget: Budget | None = None
-    snapshot_patch: Callable[[], str] | None = None
+    snapshot_patch: Callable[[], str] | None = None  # the worktree against the base commit, after each change
+    restore_worktree: Callable[[str], bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
     intents: IntentLog | None = None
     sampler: Model | None = None  # `sampling.model`: the model of action sampling's choosing calls
     navigator: Any = None  # llm_ide.navigator.protocol.Navigator when navigator.mode is not off

@@ -147,6 +147,7 @@ class ObservationTemplates(Strict):
     navigator_guidance: str
     navigator_timeout: str
     interrupted: str
+    rerun: str
     already_applied: str
 
 

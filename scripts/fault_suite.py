@@ -9,8 +9,9 @@ Prints each case, survived/total per category, and ends with
 
     python scripts/fault_suite.py [--seed N] [--local 8] [--postgres 4] [--docker 3] [--batch 3]
 
-"Survived" for a kill: the same operations and model calls as an uninterrupted run, no side effect twice (a command
-the kill interrupted is reported to the agent, not rerun), the patch intact, no container left.
+"Survived" for a kill: the same operations and model calls as an uninterrupted run, each command's effect on the
+worktree exactly once (a command the kill interrupted runs again on the worktree put back as it was before it), the
+patch intact, no container left.
 """
 
 from __future__ import annotations
