@@ -6,6 +6,7 @@ import contextlib
 import io
 import posixpath
 import re
+import select
 import shlex
 import tarfile
 import tempfile
@@ -44,9 +45,17 @@ KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its
 TOOLS_ROOT = "/tools"
 TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 
+# PID 1 of the container: it reaps orphans and outlives whatever the agent does inside (`kill -9 -1` spares it, a
+# namespace's init ignores the signals it has no handler for, and it ignores the usual ones), so the container and
+# the run's edits survive an agent that kills everything it sees; only SIGUSR2 (the watchdog's) ends it.
+KEEPER = [
+    "sh", "-c", "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; "
+    "while :; do sleep 2147483647 & wait $!; done", "llm-ide-init",
+]  # fmt: skip
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
-# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
-WATCHDOG = ["sh", "-c", "read -r _; kill 1", "llm-ide-watchdog"]
+# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. It is
+# started again when the agent's commands killed it.
+WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 
 
 class DockerEnvironment:
@@ -154,13 +163,12 @@ class DockerEnvironment:
         try:
             container = self.client.containers.create(
                 self.image,
-                entrypoint=["sleep", "infinity"],
+                entrypoint=KEEPER,
                 command=[],
                 name=name,
                 labels=owner_labels(self.run_id),
                 environment={key: str(value) for key, value in env.items()},
                 working_dir=self.workdir,
-                init=True,
                 auto_remove=True,
                 detach=True,
                 **options,
@@ -171,11 +179,23 @@ class DockerEnvironment:
         _LIVE[container.id] = self
         try:
             container.start()
-            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
-            self._watchdog = self.client.api.exec_start(watchdog, socket=True)
+            self._start_watchdog()
         except docker.errors.DockerException as error:
             self.close()
             raise EnvironmentFailure(f"could not start a container from {self.image}: {one_line(error)}") from None
+
+    def _start_watchdog(self) -> None:
+        assert self.container_id is not None
+        watchdog = self.client.api.exec_create(self.container_id, WATCHDOG, stdin=True)["Id"]
+        self._watchdog = self.client.api.exec_start(watchdog, socket=True)
+
+    def _watchdog_alive(self) -> bool:
+        """Its stream shows nothing until it ends: readable means it ended (the agent killed every process)."""
+        sock = getattr(self._watchdog, "_sock", self._watchdog)
+        try:
+            return not select.select([sock], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
 
     def _open_session(self) -> Session:
         assert self.container_id is not None
@@ -194,6 +214,13 @@ class DockerEnvironment:
                 self._kill(old, server=True)
             old.close()
         if self._session is None:
+            if not self._watchdog_alive():
+                with contextlib.suppress(Exception):
+                    self._watchdog.close()
+                try:
+                    self._start_watchdog()
+                except docker.errors.DockerException as error:
+                    raise EnvironmentFailure(f"container {self.container_id[:12]} is gone: {one_line(error)}") from None
             self._session = self._open_session()
         return self._session
 
