@@ -346,6 +346,14 @@ def dollar_steps(folder: Path, calls: int) -> tuple[list[Any], Path]:
     return [Reply(text, input_tokens=1_000_000, output_tokens=0)] * calls, config
 
 
+def assert_four_dollars(server: Any, summary: Any) -> None:
+    """$4 of budget, $1 calls (dollar_steps), runs calling at once: four calls in all, each run ended by the limit."""
+    assert server.hits == 4
+    assert summary.cost == 4.0 and sum(outcome.cost for outcome in summary.outcomes.values()) == 4.0
+    assert {outcome.exit_status for outcome in summary.outcomes.values()} == {"cost_limit"}
+    assert len(summary.outcomes) == 3 and summary.not_started == []
+
+
 def write_config(path: Path, **agent: Any) -> Path:
     """Batch config for the tests: no tools to install (offline, fast)."""
     path.write_text(yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 30, **agent}}))

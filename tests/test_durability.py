@@ -32,8 +32,10 @@ RERUN = "[The run was stopped while this command ran. The repository's files wer
 HALF_WAY = "echo two-a >> trail.txt; touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two-b >> trail.txt"
 
 
-def llm_ide(args: list[str], cwd: Path, failpoints: str = "") -> subprocess.Popen:
-    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints} if failpoints else dict(os.environ)
+def llm_ide(args: list[str], cwd: Path, failpoints: str = "", env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = dict(os.environ if env is None else env)
+    if failpoints:
+        env["LLM_IDE_FAILPOINTS"] = failpoints
     return subprocess.Popen(
         [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
         cwd=cwd,

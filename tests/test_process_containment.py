@@ -9,14 +9,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
-from test_durability import finish, wait_for
+from test_durability import finish, llm_ide, wait_for
 from test_local_env import all_gone, running
 
 from llm_ide.environments.processes import namespace_tools
@@ -64,17 +63,6 @@ def start(tmp_path: Path, mode: str, steps: list[str]) -> tuple[Path, list[str],
     return repo, args, env
 
 
-def llm_ide(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
 def escapes(first: str, second: str) -> str:
     """A detached process (setsid nohup) and a double fork's grandchild, both away from the command's pipe."""
     return f"setsid nohup sleep {first} >/dev/null 2>&1 & ( sleep {second} >/dev/null 2>&1 & ) ; echo started"
@@ -92,7 +80,7 @@ def test_setsid_and_double_forks_end_with_the_run(tmp_path: Path, mode: str) -> 
         act("Done.", "submit"),
     ]
     _, args, env = start(tmp_path, mode, steps)
-    code, output = finish(llm_ide(args, tmp_path, env))
+    code, output = finish(llm_ide(args, tmp_path, env=env))
     assert code == 0, output
     operations = json.loads((tmp_path / "out" / "P.traj.json").read_text())["operations"]
     # with bwrap they end with their command; otherwise they live on until the run ends
@@ -118,7 +106,7 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
         act("Done.", "submit"),
     ]
     repo, args, env = start(tmp_path, mode, steps)
-    first = llm_ide(args, tmp_path, env)
+    first = llm_ide(args, tmp_path, env=env)
     wait_for(repo / "waiting", first)
     record = json.loads((tmp_path / "out" / "P.leftovers.json").read_text())
     folders = [Path(folder) for folder in record["folders"]]
@@ -131,7 +119,7 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
     else:
         assert all_gone(one) and all_gone(two) and all_gone(three)
     (repo / "go").touch()
-    code, output = finish(llm_ide(args, tmp_path, env))
+    code, output = finish(llm_ide(args, tmp_path, env=env))
     assert code == 0, output
     assert "reaped what a killed run left" in output
     assert all_gone(one) and all_gone(two) and all_gone(three)

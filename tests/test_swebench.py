@@ -15,7 +15,15 @@ import pytest
 import yaml
 from openai_server import OpenAIServer
 from rich.console import Console
-from swebench_fixtures import FIX_COMMAND, build_dataset, dollar_calls, dollar_steps, write_config, write_script
+from swebench_fixtures import (
+    FIX_COMMAND,
+    assert_four_dollars,
+    build_dataset,
+    dollar_calls,
+    dollar_steps,
+    write_config,
+    write_script,
+)
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.preflight import model_endpoint
@@ -246,7 +254,4 @@ def test_global_cost_limit_holds_for_runs_calling_at_the_same_moment(tmp_path: P
             cost_limit=4.0, workers=3,
         )  # fmt: skip
         summary = run_swebench(str(dataset), "test", options)
-    assert server.hits == 4
-    assert summary.cost == 4.0 and sum(outcome.cost for outcome in summary.outcomes.values()) == 4.0
-    assert {outcome.exit_status for outcome in summary.outcomes.values()} == {"cost_limit"}
-    assert len(summary.outcomes) == 3 and summary.not_started == []
+    assert_four_dollars(server, summary)

@@ -261,7 +261,7 @@ def test_global_cost_limit_holds_for_ray_workers_calling_at_the_same_moment(tmp_
     each call (check and reservation in one actor method), so $4 buys four $1 calls whatever the order."""
     from openai_server import OpenAIServer
     from ray_cluster import require_ray
-    from swebench_fixtures import dollar_steps
+    from swebench_fixtures import assert_four_dollars, dollar_steps
 
     from llm_ide.swebench.batch import BatchOptions, run_swebench
 
@@ -274,10 +274,7 @@ def test_global_cost_limit_holds_for_ray_workers_calling_at_the_same_moment(tmp_
             cost_limit=4.0, engine="ray", workers=3, task_cpus=0.5,
         )  # fmt: skip
         summary = run_swebench(str(data), "test", options)
-    assert server.hits == 4
-    assert summary.cost == 4.0 and sum(outcome.cost for outcome in summary.outcomes.values()) == 4.0
-    assert {outcome.exit_status for outcome in summary.outcomes.values()} == {"cost_limit"}
-    assert len(summary.outcomes) == 3 and summary.not_started == []
+    assert_four_dollars(server, summary)
 
 
 def test_local_environment_retry_on_another_node_resumes_from_the_worktree_snapshot(
