@@ -186,6 +186,7 @@ def instance_row(spec: Spec, repo: Path, base: str, gold: str, test_patch: str, 
     if spec.v5_eval_script:
         row["eval_script"] = v5_eval_script(base, test_patch, sorted({t.split("::")[0] for t in spec.pass_to_pass}))
         row["log_parser"] = "parse_log_pytest"
+        row["eval_type"] = "pass_and_fail"  # the official harness's v5 rows carry it too
     return row
 
 

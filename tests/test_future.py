@@ -145,20 +145,35 @@ def test_a_containers_copy_of_a_repository_holds_nothing_after_the_base_commit(t
     assert_kept(source, shas)
 
 
+def official_verdict(dataset: Path, predictions: Path, run_id: str, cwd: Path) -> dict[str, list[str]]:
+    """The official harness (swebench) on a file of predictions: its report's resolved and unresolved ids."""
+    args = ["--dataset_name", str(dataset), "--split", "test", "--predictions_path", str(predictions)]
+    args += ["--max_workers", "1", "--run_id", run_id]
+    done = subprocess.run(
+        [sys.executable, "-m", "swebench.harness.run_evaluation", *args], cwd=cwd, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    report = json.loads(next(cwd.glob(f"*.{run_id}.json")).read_text())
+    return {key: report[key] for key in ("resolved_ids", "unresolved_ids", "error_ids")}
+
+
 @pytest.mark.docker
 @pytest.mark.slow
-def test_an_images_repository_is_scrubbed_and_the_verdict_is_the_gold_patchs(tmp_path: Path) -> None:
+def test_an_images_repository_is_scrubbed_and_the_verdicts_are_the_gold_patchs(tmp_path: Path) -> None:
     """An instance image whose /testbed holds the future (the fix on a branch and a tag, the reflog of the reset back
-    to the base, a stash): the agent's probe finds none of it, its fix is graded resolved like the gold patch, in a
-    fresh container from the same image (the evaluation never sees our removal)."""
+    to the base, a stash): the agent's probe finds none of it, and its prediction gets the gold patch's verdict from
+    the official harness and from `llm-ide evaluate`, each grading in a fresh container from the same image (which
+    still holds that history: the evaluation never sees our removal)."""
     from llm_ide.swebench.dataset import load_dataset
     from llm_ide.swebench.evaluate import evaluate_predictions
 
     client = base_image_client()
-    dataset, row, shas = source_dataset(tmp_path, client)
+    dataset, rows = build_dataset(tmp_path / "data", 3, client=client)
+    row = next(r for r in rows if "eval_script" in r)  # a v5 row (its own eval script): the harness grades it as is
+    shas = add_future(Path(row["repo"]))
     image = f"llm-ide-test/future-{os.getpid()}:latest"
     dockerfile = (
-        f"FROM {row['image_name']}\nCOPY future.bundle /tmp/future.bundle\nWORKDIR /testbed\n"
+        f"FROM {row['image']}\nCOPY future.bundle /tmp/future.bundle\nWORKDIR /testbed\n"
         "RUN git fetch -q --update-head-ok /tmp/future.bundle 'refs/*:refs/*'"
         " && git checkout -q v2.0 && git checkout -q -"
         f" && echo {MARK} > wip.txt && git -c user.name=t -c user.email=t@t stash push -q -u -m {MARK}"
@@ -168,8 +183,7 @@ def test_an_images_repository_is_scrubbed_and_the_verdict_is_the_gold_patchs(tmp
     git(Path(row["repo"]), "bundle", "create", str(bundle), "--all")
     build_image(client, image, {"future.bundle": bundle}, dockerfile, [])
     try:
-        rows = [{**json.loads(line), "image_name": image} for line in dataset.read_text().splitlines()]
-        dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        dataset.write_text(json.dumps({**row, "image": image}) + "\n")
         output = tmp_path / "out"
         args = ["swebench", "--subset", str(dataset), "--split", "test", "--output", str(output)]
         args += ["--model", write_batch_script(tmp_path / "s.yaml", [probe(shas), FIX_COMMAND])]
@@ -177,16 +191,26 @@ def test_an_images_repository_is_scrubbed_and_the_verdict_is_the_gold_patchs(tmp
         done = subprocess.run([sys.executable, "-c", "from llm_ide.cli import app; app()", *args], capture_output=True)
         assert done.returncode == 0, done.stderr.decode()
         assert_unseen(observations(output, row["instance_id"])[0], shas)
-        instances = {i.instance_id: i for i in load_dataset(str(dataset), "test").instances}
         preds = json.loads((output / "preds.json").read_text())
         assert preds[row["instance_id"]]["model_patch"] == row["patch"]
-        gold = {row["instance_id"]: {**preds[row["instance_id"]], "model_patch": row["patch"]}}
-        verdicts = {}
+        gold = {
+            row["instance_id"]: {**preds[row["instance_id"]], "model_name_or_path": "gold", "model_patch": row["patch"]}
+        }
+        (tmp_path / "gold.json").write_text(json.dumps(gold))
+        official = {
+            name: official_verdict(dataset, path, name, tmp_path)
+            for name, path in (("agent", output / "preds.json"), ("gold", tmp_path / "gold.json"))
+        }
+        assert official["agent"] == official["gold"] == {
+            "resolved_ids": [row["instance_id"]], "unresolved_ids": [], "error_ids": [],
+        }  # fmt: skip
+        instances = {i.instance_id: i for i in load_dataset(str(dataset), "test").instances}
+        ours = {}
         for name, predictions in (("agent", preds), ("gold", gold)):
             settings = load_config("swebench").swebench
             report = evaluate_predictions(predictions, instances, settings=settings, log_dir=tmp_path / name)
-            verdicts[name] = [(r.instance_id, r.status, r.fail_to_pass, r.pass_to_pass) for r in report.results]
-        assert verdicts["agent"] == verdicts["gold"] and verdicts["agent"][0][1] == "resolved"
+            ours[name] = [(r.instance_id, r.status, r.fail_to_pass, r.pass_to_pass) for r in report.results]
+        assert ours["agent"] == ours["gold"] and ours["agent"][0][1] == "resolved"
         git_log = ["docker", "run", "--rm", image, "git", "-C", "/testbed", "log", "--all", "--oneline"]
         assert MARK in subprocess.run(git_log, capture_output=True, text=True).stdout  # the image is as it was
     finally:
