@@ -10,9 +10,7 @@ from llm_ide.environments import Environment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.run.intents import IntentLog
-from llm_ide.run.patch import extract_patch
-from llm_ide.run.workspace import restorer
-from llm_ide.secrets import redact
+from llm_ide.run.workspace import restorer, snapshotter
 from llm_ide.settings import Settings
 
 if TYPE_CHECKING:
@@ -75,7 +73,6 @@ def build_context(
         intents=intents,
         sampler=sampler,
         cost_budget=cost_budget,
-        # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
-        snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if base else None,
+        snapshot_patch=snapshotter(env, base, settings) if base else None,
         restore_worktree=restorer(env, base, settings) if base else None,
     )

@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments import Environment, LocalEnvironment, make_environment
+from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.environments.processes import reap_leftovers
 from llm_ide.errors import ExitStatus
 from llm_ide.run.history import hide_future
 from llm_ide.run.patch import PatchError, base_commit, extract_patch, keep_base
+from llm_ide.secrets import redact
 from llm_ide.settings import Settings
 
 log = logging.getLogger("llm_ide.run")
@@ -57,6 +58,21 @@ def open_environment(
     except BaseException:
         env.close()
         raise
+
+
+def snapshotter(env: Environment, base: str, settings: Settings) -> Callable[[], str]:
+    """The worktree's snapshot (its diff against the base), as the checkpoint keeps it: a secret the agent wrote into a
+    file is masked there too (and in a worktree put back from it). A failure ends the run (`error`)."""
+
+    def snapshot() -> str:
+        try:
+            return redact(extract_patch(env, base, settings.patch))
+        except EnvironmentFailure:
+            raise
+        except Exception as error:
+            raise PatchError(f"patch extraction failed: {error}") from None
+
+    return snapshot
 
 
 def restorer(env: Environment, base: str, settings: Settings) -> Callable[[str], bool]:
