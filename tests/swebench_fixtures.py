@@ -242,7 +242,13 @@ def build_image(client: Any, tag: str, files: dict[str, Path | bytes], dockerfil
     except docker.errors.ImageNotFound:
         pass
     image, _ = client.images.build(
-        fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True, pull=False, labels={HASH_LABEL: digest}
+        fileobj=io.BytesIO(context),
+        custom_context=True,
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        labels={HASH_LABEL: digest},
     )
     for other in extra_tags:
         image.tag(other)
