@@ -1,11 +1,10 @@
 """Guards between the agent and a model endpoint: a total deadline per request (not per read: a server dripping one
 byte every two seconds cannot hold a call past it), 200 responses that are not completions treated like a 5xx,
-Retry-After, implausible usage clamped."""
+Retry-After, implausible usage replaced by an estimate."""
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -15,8 +14,6 @@ from typing import Any
 
 import httpcore
 import httpx
-
-log = logging.getLogger("llm_ide.models")
 
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
 _local = threading.local()
@@ -144,20 +141,23 @@ def retry_after(error: BaseException) -> float | None:
         return None
 
 
-def clamp_usage(name: str, input_tokens: Any, output_tokens: Any, prompt: str, text: str) -> tuple[int, int]:
+def clamp_usage(
+    input_tokens: Any, output_tokens: Any, prompt: str, text: str
+) -> tuple[int, int, dict[str, Any] | None]:
     """Token counts a provider reported, kept possible: never negative, never above MAX_CALL_TOKENS (no model reads or
-    writes more in one call); an impossible count is replaced by an estimate from the text, with a warning."""
-    counts = []
+    writes more in one call); an impossible count is replaced by an estimate from the text. The third item is what
+    was reported when a count was replaced (None when both were possible)."""
+    counts, replaced = [], False
     reported = (input_tokens, output_tokens)
-    estimates = (len(prompt) // 4, len(text) // 4)
-    for label, value, estimate in zip(("input", "output"), reported, estimates, strict=True):
+    for value, estimate in zip(reported, (len(prompt) // 4, len(text) // 4), strict=True):
         try:
             number = int(value)
         except (TypeError, ValueError, OverflowError):
             number = -1
-        if 0 <= number <= MAX_CALL_TOKENS:
-            counts.append(number)
-            continue
-        log.warning("model %s: %s tokens %s are impossible; counted as %d", name, label, str(value)[:40], estimate)
-        counts.append(estimate)
-    return counts[0], counts[1]
+        possible = 0 <= number <= MAX_CALL_TOKENS
+        replaced |= not possible
+        counts.append(number if possible else estimate)
+    if not replaced:
+        return counts[0], counts[1], None
+    as_json = [value if isinstance(value, int | float) else str(value)[:40] for value in reported]
+    return counts[0], counts[1], {"input_tokens": as_json[0], "output_tokens": as_json[1]}

@@ -46,6 +46,7 @@ class ModelReply:
     cost: float
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reported_usage: dict[str, Any] | None = None  # the provider's counts when they were impossible (then estimated)
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,8 @@ class ScriptedModel:
         with observed(self.listener, self.name, messages) as call:
             if call_index >= len(self.responses):
                 raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-            text = choose(self.responses[call_index], prompt := "".join(m["content"] for m in messages))
+            prompt = "".join(message["content"] for message in messages)
+            text = clean_text(choose(self.responses[call_index], prompt))  # YAML escapes can carry lone surrogates
             call.text(text)  # all at once: -v shows it as it would a streamed reply
             call.replied(estimate_tokens(prompt), estimate_tokens(text))
         return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0)
@@ -196,6 +198,8 @@ def load_script(path: Path) -> list[ScriptItem]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ModelError(f"scripted model: file not found: {path}") from None
+    except UnicodeDecodeError as error:
+        raise ModelError(f"scripted model: {path} is not UTF-8 text (byte {error.start}: {error.reason})") from None
     except yaml.YAMLError as error:
         raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
     responses = data.get("responses") if isinstance(data, dict) else data
@@ -224,6 +228,7 @@ class ChatModel:
         self.n_refused = False  # the endpoint refused a request with `n`: several requests from then on
         self.stream = settings.stream  # each reply requested as a stream, its text told to `listener` as it comes
         self.listener: CallListener | None = None
+        self.usage_warned = False  # implausible usage is said once per run (a run builds its own model)
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
@@ -299,11 +304,14 @@ class ChatModel:
         text = clean_text(response.text)
         usage = response.usage_metadata
         read = written = 0
+        reported = None
         if usage:
             prompt = "".join(message["content"] for message in messages)
-            input_tokens, output_tokens = clamp_usage(
-                self.name, usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
+            input_tokens, output_tokens, reported = clamp_usage(
+                usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
             )
+            if reported is not None:
+                self._warn_usage(reported, input_tokens, output_tokens)
             details = usage.get("input_token_details") or {}
             read, written = (
                 min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
@@ -314,9 +322,20 @@ class ChatModel:
             output_tokens = estimate_tokens(text)
         if self.price is None:
             warn_once("price", self.name, unpriced(self.name))
-            return ModelReply(text, input_tokens, output_tokens, 0.0, read, written)
+            return ModelReply(text, input_tokens, output_tokens, 0.0, read, written, reported)
         cost = self.price.cost(input_tokens, output_tokens, read, written)
-        return ModelReply(text, input_tokens, output_tokens, cost, read, written)
+        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported)
+
+    def _warn_usage(self, reported: dict[str, Any], input_tokens: int, output_tokens: int) -> None:
+        if self.usage_warned:
+            return
+        self.usage_warned = True
+        log.warning(
+            f"model {self.name}: implausible usage reported (input {reported['input_tokens']}, output "
+            f"{reported['output_tokens']} tokens); counted as estimated from the text (input {input_tokens}, output "
+            f"{output_tokens}): the cost and the cost limits use the estimate (said once per run; each call records "
+            "both as reported_usage and its tokens)"
+        )
 
 
 def unpriced(name: str) -> str:

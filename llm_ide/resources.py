@@ -1,33 +1,18 @@
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from llm_ide.actions import Codebase
+from llm_ide.budget import Budget, CostBudget
 from llm_ide.models import Model
 from llm_ide.run.intents import IntentLog
 from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import ScoreParams
 
-
-class CostBudget:
-    """A cost limit shared by the runs of a batch (thread-safe)."""
-
-    def __init__(self, limit: float | None) -> None:
-        self.limit = limit
-        self.spent = 0.0
-        self._lock = threading.Lock()
-
-    def add(self, cost: float) -> None:
-        with self._lock:
-            self.spent += cost
-
-    @property
-    def exhausted(self) -> bool:
-        return self.limit is not None and self.limit > 0 and self.spent >= self.limit
+__all__ = ["AgentContext", "CostBudget"]
 
 
 @dataclass
@@ -39,8 +24,9 @@ class AgentContext:
     codebase: Codebase
     tool_usage: str = ""
     record_call: Callable[[dict[str, Any]], None] | None = None
-    cost_budget: CostBudget | None = None
-    snapshot_patch: Callable[[], str] | None = None
+    cost_budget: Budget | None = None
+    snapshot_patch: Callable[[], str] | None = None  # the worktree against the base commit, after each change
+    restore_worktree: Callable[[str], bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
     intents: IntentLog | None = None
     sampler: Model | None = None  # `sampling.model`: the model of action sampling's choosing calls
     navigator: Any = None  # llm_ide.navigator.protocol.Navigator when navigator.mode is not off

@@ -89,6 +89,7 @@ class EnvironmentSettings(Strict):
     pids_limit: PositiveInt | None  # docker: processes and threads in the container
     sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
+    scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (run/history.py)
     env: dict[str, str]
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
@@ -147,6 +148,7 @@ class ObservationTemplates(Strict):
     navigator_guidance: str
     navigator_timeout: str
     interrupted: str
+    rerun: str
     already_applied: str
 
 

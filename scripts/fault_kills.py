@@ -21,6 +21,7 @@ from swebench_fixtures import write_script as write_batch_script
 
 CLI = "from llm_ide.cli import app; app()"
 STOPPED = "The run was stopped while this"
+RERUN = "[The run was stopped while this command ran."
 STEPS = [
     act("First.", "bash", command="echo one >> trail.txt"),
     reflect(False, "one"),
@@ -36,8 +37,10 @@ STEPS = [
 ]
 THOUGHTS = ["First.", "Second.", "Third.", "Fourth.", "Fifth.", "Done."]
 TRAIL = {1: "one", 2: "two", 5: "five"}  # operation number → the line its command appends
-FAILPOINTS = dict.fromkeys(["local", "postgres", "docker"], ["checkpoint.writes", "execute.done", "run.ended"])
-MAX_HITS = {"checkpoint.writes": 26, "execute.done": 5, "run.ended": 1}
+FAILPOINTS = dict.fromkeys(
+    ["local", "postgres", "docker"], ["checkpoint.writes", "execute.begun", "execute.done", "run.ended"]
+)
+MAX_HITS = {"checkpoint.writes": 26, "execute.begun": 5, "execute.done": 5, "run.ended": 1}
 
 Record = Callable[[str, str, bool, str], None]
 
@@ -101,10 +104,11 @@ def check_run(root: Path, run_id: str, code: int, output: str) -> str:
     lines = trail_lines(patch)  # from the patch: a docker run leaves the host's repository as it was
     if len(lines) != len(set(lines)):
         return f"a command ran twice: {lines}"
-    stopped = {n for n in TRAIL if ops[n - 1]["observation"].startswith(STOPPED)}
-    missing = [word for n, word in TRAIL.items() if word not in lines and n not in stopped]
+    missing = [word for word in TRAIL.values() if word not in lines]  # each command's effect exactly once
     if missing:
         return f"lost side effects {missing}"
+    if any(STOPPED in o["observation"] and not o["observation"].startswith(RERUN) for o in ops):
+        return "an interrupted operation was not run again"
     if "+demo, edited" not in patch or "+a note" not in patch:
         return "the patch lost the edit or the created file"
     return ""

@@ -9,8 +9,9 @@ Prints each case, survived/total per category, and ends with
 
     python scripts/fault_suite.py [--seed N] [--local 8] [--postgres 4] [--docker 3] [--batch 3]
 
-"Survived" for a kill: the same operations and model calls as an uninterrupted run, no side effect twice (a command
-the kill interrupted is reported to the agent, not rerun), the patch intact, no container left.
+"Survived" for a kill: the same operations and model calls as an uninterrupted run, each command's effect on the
+worktree exactly once (a command the kill interrupted runs again on the worktree put back as it was before it), the
+patch intact, no container left.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ PYTEST_CASES = {
         "tests/test_batch_durability.py::test_batch_killed",
         "tests/test_resume.py",
         "tests/test_docker_durability.py",
+        "tests/test_durability.py::test_a_command_killed_half_way",
+        "tests/test_process_containment.py",
     ],
     "corruption": [
         "tests/test_durability.py::test_corrupt_checkpoint",
@@ -48,6 +51,7 @@ PYTEST_CASES = {
         "tests/test_durability.py::test_an_empty_object_line",
         "tests/test_durability.py::test_full_disk",
         "tests/test_durability.py::test_read_only",
+        "tests/test_durability.py::test_output_folder_deleted",
         "tests/test_batch_durability.py::test_wrong_shaped_preds",
         "tests/test_batch_durability.py::test_corrupt_exit_statuses",
         "tests/test_batch_durability.py::test_preds_survive_a_full_disk",
@@ -57,6 +61,8 @@ PYTEST_CASES = {
         "tests/test_endpoint_faults.py::test_hostile_bytes",
         "tests/test_endpoint_faults.py::test_every_prompt_stays_within_budget",
         "tests/test_containment.py",
+        "tests/test_bad_input.py",
+        "tests/test_future.py",
         "tests/test_errors.py::test_a_checkpoint_store_that_cannot_be_opened",
     ],
     "endpoint": [
@@ -64,6 +70,7 @@ PYTEST_CASES = {
         "tests/test_endpoint_faults.py::test_retry_after",
         "tests/test_endpoint_faults.py::test_200",
         "tests/test_endpoint_faults.py::test_impossible_usage",
+        "tests/test_endpoint_faults.py::test_implausible_usage",
         "tests/test_endpoint_faults.py::test_token_limit",
         "tests/test_models.py::test_rate_limit_then_success",
         "tests/test_models.py::test_transient_failure",

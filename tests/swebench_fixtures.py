@@ -186,6 +186,7 @@ def instance_row(spec: Spec, repo: Path, base: str, gold: str, test_patch: str, 
     if spec.v5_eval_script:
         row["eval_script"] = v5_eval_script(base, test_patch, sorted({t.split("::")[0] for t in spec.pass_to_pass}))
         row["log_parser"] = "parse_log_pytest"
+        row["eval_type"] = "pass_and_fail"  # the official harness's v5 rows carry it too
     return row
 
 
@@ -241,7 +242,13 @@ def build_image(client: Any, tag: str, files: dict[str, Path | bytes], dockerfil
     except docker.errors.ImageNotFound:
         pass
     image, _ = client.images.build(
-        fileobj=io.BytesIO(context), custom_context=True, tag=tag, rm=True, pull=False, labels={HASH_LABEL: digest}
+        fileobj=io.BytesIO(context),
+        custom_context=True,
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        labels={HASH_LABEL: digest},
     )
     for other in extra_tags:
         image.tag(other)
@@ -334,6 +341,24 @@ def dollar_calls(folder: Path, runs: int) -> tuple[list[Any], Path]:
     data["model"] = {"prices": {"gpt-test": {"input": 1.0, "output": 0.0}}}
     config.write_text(yaml.safe_dump(data))
     return calls * runs, config
+
+
+def dollar_steps(folder: Path, calls: int) -> tuple[list[Any], Path]:
+    """`calls` replies of $1 each that serve as a reflection and as an action alike (a bash command, never a submit),
+    so runs served by one endpoint at the same time take them in any order; and the config that prices them."""
+    from openai_server import Reply
+
+    text = reflection("Went on.") + reply("Go on.", "bash", {"command": "echo step >> steps.txt"})
+    _, config = dollar_calls(folder, 1)
+    return [Reply(text, input_tokens=1_000_000, output_tokens=0)] * calls, config
+
+
+def assert_four_dollars(server: Any, summary: Any) -> None:
+    """$4 of budget, $1 calls (dollar_steps), runs calling at once: four calls in all, each run ended by the limit."""
+    assert server.hits == 4
+    assert summary.cost == 4.0 and sum(outcome.cost for outcome in summary.outcomes.values()) == 4.0
+    assert {outcome.exit_status for outcome in summary.outcomes.values()} == {"cost_limit"}
+    assert len(summary.outcomes) == 3 and summary.not_started == []
 
 
 def write_config(path: Path, **agent: Any) -> Path:

@@ -74,7 +74,12 @@ def test_commands_workdir_env_and_container_settings(client, run_id: str) -> Non
         assert container.labels["llm-ide"] == "1" and container.labels["llm-ide.pid"] == str(os.getpid())
         host_config = container.attrs["HostConfig"]
         assert (host_config["NanoCpus"], host_config["Memory"]) == (1_500_000_000, 256 * 1024 * 1024)
-        assert host_config["NetworkMode"] == "llm-ide" and host_config["Init"] is True
+        assert host_config["NetworkMode"] == "llm-ide" and container.attrs["Config"]["Entrypoint"][-1] == "llm-ide-init"
+        orphans = (  # three orphans (their parent gone at once), waited for until none runs, then zombies counted
+            "t=0.051; for i in 1 2 3; do (sleep $t &) ; done;"
+            ' while ps -eo stat=,args= | grep -q "^[^Z][^ ]* *sleep $t$"; do :; done; ps -eo stat= | grep -c "^Z"'
+        )
+        assert env.execute(orphans).output.strip() == "0"  # our PID 1 reaps them
         assert host_config["PidsLimit"] == 4096
         ca = Path("/etc/ssl/certs/ca-certificates.crt")
         if ca.is_file():

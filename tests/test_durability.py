@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,10 +28,14 @@ STEPS = [
 ]
 THOUGHTS = ["First.", "Second.", "Third.", "Fourth.", "Done."]
 STOPPED = "The run was stopped while this"
+RERUN = "[The run was stopped while this command ran. The repository's files were put back"
+HALF_WAY = "echo two-a >> trail.txt; touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two-b >> trail.txt"
 
 
-def llm_ide(args: list[str], cwd: Path, failpoints: str = "") -> subprocess.Popen:
-    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints} if failpoints else dict(os.environ)
+def llm_ide(args: list[str], cwd: Path, failpoints: str = "", env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = dict(os.environ if env is None else env)
+    if failpoints:
+        env["LLM_IDE_FAILPOINTS"] = failpoints
     return subprocess.Popen(
         [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
         cwd=cwd,
@@ -85,28 +90,54 @@ def test_kill_between_saved_writes_and_checkpoint_row_resumes(tmp_path: Path, hi
     assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])
 
 
-@pytest.mark.parametrize(("hit", "kind"), [(3, "edit"), (4, "create")])
-def test_kill_after_an_edit_or_create_says_it_was_applied(tmp_path: Path, hit: int, kind: str) -> None:
-    """Killed after the change but before the step was saved: the rerun does not apply it again, and says so."""
+@pytest.mark.parametrize(
+    "failpoint",
+    [
+        pytest.param("execute.begun=1", marks=pytest.mark.slow),  # the first command recorded as started, not run
+        pytest.param("execute.done=1", marks=pytest.mark.slow),  # the first command run, its step not saved
+        "execute.begun=2",
+        "execute.done=2",
+        pytest.param("execute.begun=3", marks=pytest.mark.slow),  # the edit
+        "execute.done=3",
+        pytest.param("execute.done=4", marks=pytest.mark.slow),  # the create
+    ],
+)
+def test_kill_around_an_operation_leaves_its_effect_exactly_once(tmp_path: Path, failpoint: str) -> None:
+    """Killed before or after an operation ran, its step not saved: the rerun puts the worktree back as the last
+    saved step left it and runs the operation again; a command's observation says so (its effects outside the
+    worktree may have happened twice), an edit's or a create's is the usual one."""
     repo, args = setup_run(tmp_path)
-    code, output = finish(llm_ide(args, tmp_path, f"execute.done={hit}"))
+    code, output = finish(llm_ide(args, tmp_path, failpoint))
     assert code == -signal.SIGKILL, output
     code, output = finish(llm_ide(args, tmp_path))
     assert code == 0, output
     traj = assert_complete_run(tmp_path, repo)
-    observation = traj["operations"][hit - 1]["observation"]
-    assert "already" in observation and "before the run was stopped" in observation
-    assert kind in observation or "edit" in observation
+    hit = int(failpoint.split("=")[1])
+    observations = [o["observation"] for o in traj["operations"]]
+    assert [n for n, o in enumerate(observations, 1) if o.startswith(RERUN)] == ([hit] if hit <= 2 else [])
+    assert [o for o in observations if STOPPED in o and not o.startswith(RERUN)] == []
+    assert observations[2].startswith("Edited README.md") and observations[3].startswith("Created notes.txt")
 
 
-def test_kill_after_a_command_does_not_run_it_again(tmp_path: Path) -> None:
-    repo, args = setup_run(tmp_path)
-    code, output = finish(llm_ide(args, tmp_path, "execute.done=2"))
-    assert code == -signal.SIGKILL, output
+def test_a_command_killed_half_way_is_undone_and_run_again(tmp_path: Path) -> None:
+    """SIGKILLed while its command runs, after the first half of its effect (`two-a`): the rerun puts the worktree
+    back (no `two-a`) and runs the whole command once."""
+    steps = [*WAITING_STEPS]
+    steps[2] = act("Wait.", "bash", command=HALF_WAY)
+    repo, args = setup_run(tmp_path, steps)
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    assert (repo / "trail.txt").read_text() == "one\ntwo-a\n"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    (repo / "go").touch()
     code, output = finish(llm_ide(args, tmp_path))
     assert code == 0, output
-    traj = assert_complete_run(tmp_path, repo)
-    assert traj["operations"][1]["observation"].startswith(STOPPED)
+    traj = trajectory(tmp_path)
+    assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Done."]
+    assert traj["operations"][1]["observation"].startswith(RERUN)
+    assert (repo / "trail.txt").read_text() == "one\ntwo-a\ntwo-b\n"
+    assert "+two-a\n+two-b" in traj["info"]["submission"]
 
 
 def test_killed_after_the_graph_ended_keeps_the_patch(tmp_path: Path) -> None:
@@ -214,7 +245,7 @@ def test_an_empty_object_line_in_the_calls_log_is_skipped(tmp_path: Path) -> Non
     assert code == 0, output
     traj = trajectory(tmp_path)
     assert [c["index"] for c in traj["model_calls"]] == list(range(5))
-    assert traj["operations"][1]["observation"].startswith(STOPPED)
+    assert traj["operations"][1]["observation"].startswith(RERUN)
 
 
 def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tmp_path: Path, small_disk: Path) -> None:
@@ -284,3 +315,30 @@ def test_postgres_checkpoints_resume_after_kills_between_writes_and_checkpoint_r
             (root / "out" / "T.traj.json").write_bytes((root / "out" / f"T{hit}.traj.json").read_bytes())
             traj = assert_complete_run(root, repo)
             assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])
+
+
+def test_output_folder_deleted_mid_run_is_one_line_and_the_rerun_resumes(tmp_path: Path) -> None:
+    """The folder (checkpoint database included) is deleted while the second command runs: the run ends
+    `interrupted` with one line, the folder recreated with what the checkpoint holds; the rerun finishes the run with
+    each command's effect once."""
+    repo, args = setup_run(tmp_path, WAITING_STEPS)
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    shutil.rmtree(tmp_path / "out")
+    (repo / "go").touch()
+    code, output = finish(first)
+    assert code == 1, output
+    assert "Traceback" not in output and "Error" not in output
+    said = " ".join(output.split())  # the console wraps long lines
+    assert said.count(f"the output folder {tmp_path / 'out'} was deleted while the run ran: it is recreated") == 1
+    saved = trajectory(tmp_path)
+    assert saved["info"]["exit_status"] == "interrupted" and saved["info"]["n_operations"] == 1
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "T.calls.jsonl.gz", "T.checkpoint.sqlite", "T.patch", "T.traj.json",
+    ]  # fmt: skip
+    code, output = finish(llm_ide(args, tmp_path))
+    assert code == 0, output
+    traj = trajectory(tmp_path)
+    assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Done."]
+    assert [c["index"] for c in traj["model_calls"]] == list(range(5))
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"

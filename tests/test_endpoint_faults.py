@@ -112,7 +112,7 @@ def test_200_error_body_then_a_completion_goes_on() -> None:
 
 
 @pytest.mark.parametrize(("input_tokens", "output_tokens"), [(-5_000_000, 10), (10, -1), (10**12, 10), (10, 10**30)])
-def test_impossible_usage_is_clamped_and_flagged(
+def test_impossible_usage_is_replaced_by_the_estimate_and_both_are_kept(
     input_tokens: int, output_tokens: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="llm_ide.models")
@@ -122,7 +122,33 @@ def test_impossible_usage_is_clamped_and_flagged(
         result = model.complete(MESSAGES, call_index=0)
     assert 0 <= result.input_tokens < 1000 and 0 <= result.output_tokens < 1000
     assert 0 <= result.cost < 0.01
-    assert any("impossible" in r.getMessage() for r in caplog.records)
+    assert result.reported_usage == {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    assert any("implausible usage" in r.getMessage() for r in caplog.records)
+
+
+def test_implausible_usage_is_said_once_per_run_and_each_call_records_both_figures(tmp_path: Path) -> None:
+    """A run whose endpoint reports 1e12 prompt tokens, then negative ones: one warning in the run, the estimate
+    priced and counted (so the cost limit uses it), the reported figures beside it in every call they concern."""
+    script = [act("Look.", "bash", command="true"), reflect(False, "ok"), SUBMIT]
+    usages = [(10**12, 30), (-7, 20), (500, 10)]
+    replies = [Reply(text, input_tokens=i, output_tokens=o) for text, (i, o) in zip(script, usages, strict=True)]
+    with OpenAIServer(replies=replies) as server:
+        result, _ = run_against(tmp_path, server, model="gpt-4o", cost_limit=1.0)
+    assert result.exit_status == "submitted", result.error
+    calls = json.loads(result.trajectory_path.read_text())["model_calls"]
+    assert [c.get("reported_usage") for c in calls] == [
+        {"input_tokens": 10**12, "output_tokens": 30},
+        {"input_tokens": -7, "output_tokens": 20},
+        None,
+    ]
+    estimated = [c["prompt_chars"] // 4 for c in calls[:2]]
+    assert [c["prompt_tokens"] for c in calls] == [*estimated, 500]
+    assert [c["response_tokens"] for c in calls] == [30, 20, 10]
+    assert result.model_stats["input_tokens"] == sum(estimated) + 500 < 100_000
+    cost = result.model_stats["cost"]
+    assert cost == pytest.approx(sum(c["cost"] for c in calls)) and cost < 0.1
+    log = (tmp_path / "out" / "t1.log").read_text()
+    assert log.count("implausible usage") == 1 and "cost limits use the estimate" in log
 
 
 def test_token_limit_holds_for_an_unpriced_model_with_a_console_warning(tmp_path: Path) -> None:

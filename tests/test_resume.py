@@ -24,7 +24,7 @@ def llm_ide(*args: str, cwd: Path) -> subprocess.Popen:
     )
 
 
-def test_sigkill_mid_command_then_resume_loses_nothing_and_does_not_rerun_it(tmp_path: Path) -> None:
+def test_sigkill_mid_command_then_resume_loses_nothing_and_runs_it_again_once(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
     (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
     model = write_script(
@@ -65,10 +65,10 @@ def test_sigkill_mid_command_then_resume_loses_nothing_and_does_not_rerun_it(tmp
         (2, 1, "Third."),
         (3, 2, "Done."),
     ]
-    assert (repo / "trail.txt").read_text() == "one\nthree\n"  # the killed command is not run a second time
-    assert traj["operations"][1]["observation"].startswith("The run was stopped while this `bash` ran")
+    assert (repo / "trail.txt").read_text() == "one\ntwo\nthree\n"  # the killed command ran again, once in all
+    assert traj["operations"][1]["observation"].startswith("[The run was stopped while this command ran. The reposi")
     assert [c["index"] for c in traj["model_calls"]] == list(range(7))
     assert [c["kind"] for c in traj["model_calls"]] == ["act"] + ["reflect", "act"] * 3
     readme = next(c for c in traj["code_context"] if c["file_path"] == "README.md")
     assert readme["activity"]["referred"] == [1, 0, 0, 0]
-    assert "+one\n+three" in traj["info"]["submission"]
+    assert "+one\n+two\n+three" in traj["info"]["submission"]

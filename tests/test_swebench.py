@@ -15,7 +15,15 @@ import pytest
 import yaml
 from openai_server import OpenAIServer
 from rich.console import Console
-from swebench_fixtures import FIX_COMMAND, build_dataset, dollar_calls, write_config, write_script
+from swebench_fixtures import (
+    FIX_COMMAND,
+    assert_four_dollars,
+    build_dataset,
+    dollar_calls,
+    dollar_steps,
+    write_config,
+    write_script,
+)
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.preflight import model_endpoint
@@ -267,3 +275,17 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     [line] = [line for line in mixed.stdout.splitlines() if "demo__nowhere-1: error" in line]
     assert "demo__nowhere-1: error (0 steps, $0.00): SWEbenchError: demo__nowhere-1: git clone -q " in line
     assert "every instance failed" not in mixed.stderr and "submitted: 2" in mixed.stdout
+
+
+def test_global_cost_limit_holds_for_runs_calling_at_the_same_moment(tmp_path: Path) -> None:
+    """Three workers whose first calls the server answers only once all three have arrived: each call is admitted
+    against the budget before it starts, so $4 buys four $1 calls whatever the order, never more."""
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    calls, config = dollar_steps(tmp_path, 12)
+    with OpenAIServer(replies=calls, together=3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0, workers=3,
+        )  # fmt: skip
+        summary = run_swebench(str(dataset), "test", options)
+    assert_four_dollars(server, summary)

@@ -254,3 +254,71 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     assert "global cost limit 4.00 reached (spent 4.0000); 1 instances not started" in (
         (tmp_path / "out" / "swebench.log").read_text()
     )
+
+
+def test_global_cost_limit_holds_for_ray_workers_calling_at_the_same_moment(tmp_path: Path) -> None:
+    """Three Ray tasks at once whose first calls the server answers only once all three have arrived: the hub admits
+    each call (check and reservation in one actor method), so $4 buys four $1 calls whatever the order."""
+    from openai_server import OpenAIServer
+    from ray_cluster import require_ray
+    from swebench_fixtures import assert_four_dollars, dollar_steps
+
+    from llm_ide.swebench.batch import BatchOptions, run_swebench
+
+    require_ray()
+    data, _ = build_dataset(tmp_path / "data", 3)
+    calls, config = dollar_steps(tmp_path, 12)
+    with OpenAIServer(replies=calls, together=3) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.0, engine="ray", workers=3, task_cpus=0.5,
+        )  # fmt: skip
+        summary = run_swebench(str(data), "test", options)
+    assert_four_dollars(server, summary)
+
+
+def test_local_environment_retry_on_another_node_resumes_from_the_worktree_snapshot(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """`--environment local` on two nodes: the node running an instance dies while its second command runs, half
+    done. The retry on the other node starts from a fresh checkout of its own, puts back the worktree snapshot of the
+    last completed step (`one`) and runs the interrupted command again on it: each line once in the patch."""
+    data, rows = build_dataset(tmp_path / "data", 2)
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    here = '$(basename "$(dirname "$PWD")")'  # the instance id: the checkout is <run folder>/repo
+    half_way = (
+        f"echo two-a >> steps.txt; touch {sync}/waiting-{here}; while [ ! -f {sync}/go-{here} ]; do sleep 0.05; done;"
+        " echo two-b >> steps.txt"
+    )
+    model = write_script(tmp_path / "steps.yaml", ["echo one >> steps.txt", half_way, FIX_COMMAND])
+    config = write_config(tmp_path / "c.yaml")
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "environment": {
+        "tools": [], "writable": [str(sync)],
+    }}))  # fmt: skip
+    output = tmp_path / "out"
+    with two_nodes(tmp_path) as (cluster, scratch):
+        args = batch_args(data, model, output, config, cluster.address, postgres_url)
+        args[args.index("--task-cpus") + 1] = "1"  # one instance per node
+        batch = start([*args, "--environment", "local"], cluster)
+        try:
+            wait_for(lambda: len(list(sync.glob("waiting-*"))) == 2)
+            [(killed, _)] = running_on(scratch["node2"])
+            cluster.nodes[1].kill()  # the whole node: its worker, mid-command, too
+            for row in rows:
+                (sync / f"go-{row['instance_id']}").touch()
+            stdout, stderr = batch.communicate(timeout=600)
+        finally:
+            if batch.poll() is None:
+                batch.kill()
+    assert batch.returncode == 0, stderr[-3000:]
+    assert "swebench: 2/2 done, cost $0.00, submitted: 2" in stdout
+    preds = json.loads((output / "preds.json").read_text())
+    for row in rows:
+        added = [line for line in preds[row["instance_id"]]["model_patch"].splitlines() if line.startswith("+")]
+        assert [line for line in added if line in ("+one", "+two-a", "+two-b")] == ["+one", "+two-a", "+two-b"]
+    resumed = json.loads((output / killed / f"{killed}.traj.json").read_text())["operations"]
+    assert [op["action_type"] for op in resumed] == ["bash", "bash", "bash", "submit"]
+    assert resumed[1]["observation"].startswith("[The run was stopped while this command ran. The repository's")
+    log = (output / killed / f"{killed}.log").read_text()
+    assert f"run {killed} resumed" in log and "the worktree put back as the last completed step left it" in log

@@ -16,26 +16,43 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from llm_ide.budget import Budget, CostBudget
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
-from llm_ide.resources import CostBudget
 from llm_ide.settings import Settings
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 
 
 class TaskBudget(CostBudget):
     """The task's budget (`attempts.cost_limit`) over all its attempts, reviews and choice; spending also counts
-    against the batch's budget when there is one, and either one spent stops the task."""
+    against the batch's budget when there is one, and either one spent stops the task. A call needs room in both."""
 
-    def __init__(self, limit: float | None, batch: CostBudget | None = None) -> None:
+    def __init__(self, limit: float | None, batch: Budget | None = None) -> None:
         super().__init__(limit)
         self.batch = batch
 
-    def add(self, cost: float) -> None:
-        super().add(cost)
+    def admit(self, calls: int = 1) -> Any:
+        own = super().admit(calls)
+        if self.batch is None:
+            return own
+        try:
+            return own, self.batch.admit(calls)
+        except BaseException:
+            super().release(own)
+            raise
+
+    def add(self, cost: float, reservation: Any = 0.0) -> None:
+        own, batch = reservation if isinstance(reservation, tuple) else (reservation, 0.0)
+        super().add(cost, own)
         if self.batch is not None:
-            self.batch.add(cost)
+            self.batch.add(cost, batch)
+
+    def release(self, reservation: Any) -> None:
+        own, batch = reservation if isinstance(reservation, tuple) else (reservation, 0.0)
+        super().release(own)
+        if self.batch is not None:
+            self.batch.release(batch)
 
     @property
     def exhausted(self) -> bool:
@@ -60,7 +77,7 @@ class AttemptsContext:
     checkpoint: str | None = None  # postgres: shared by the attempts (a thread each); None: a sqlite file each
     task_vars: dict[str, Any] | None = None
     on_event: Callable[[Any], None] | None = None
-    budget: CostBudget | None = None
+    budget: Budget | None = None
     stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

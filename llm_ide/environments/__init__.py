@@ -34,11 +34,13 @@ def make_environment(
     run_id: str,
     image: str | None = None,
     tools_dir: Path | None = None,
+    leftovers: Path | None = None,
 ) -> Environment:
     """The environment that the `environment` settings ask for.
 
-    local: commands run in `repo` on the host. docker: one container per run from `image` (else `environment.image`);
-    `repo`, when given, is copied (`.git` included) into the container's workdir, else the image holds it there.
+    local: commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders).
+    docker: one container per run from `image` (else `environment.image`); `repo`, when given, is copied (`.git`
+    included) into the container's workdir, else the image holds it there.
     """
     if settings.type == "local":
         if repo is None:
@@ -53,6 +55,7 @@ def make_environment(
             sandbox=settings.sandbox,
             network=settings.network != "none",
             writable=settings.writable,
+            leftovers=leftovers,
         )
     from llm_ide.environments.docker import DockerEnvironment
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import shutil
@@ -9,27 +8,27 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.processes import (
+    SETPRIV,
+    TOKEN,
+    Leftovers,
+    RunNamespace,
+    containment,
+    die_with_parent,
+    kill_adopted,
+    namespace_tools,
+    with_parent,
+)
 from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, resolve_inside
 from llm_ide.secrets import redact, scrubbed_environ
 
 READ_CHUNK = 1 << 16
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
-# `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
-# vfork path (about 10 ms less per command) and is safe with threads.
-SETPRIV = shutil.which("setpriv")
 EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
-
-
-def die_with_parent() -> None:
-    """Runs in the child before exec when setpriv is missing: a command must not outlive an agent that was killed
-    (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children."""
-    with contextlib.suppress(AttributeError):
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def signal_returncode(returncode: int) -> int:
@@ -69,7 +68,8 @@ def drain(fd: int, cap: OutputCap, seconds: float) -> None:
 
 class LocalEnvironment:
     """Runs commands with `bash -c` in the repository on the host, which the agent edits in place; inside bubblewrap
-    (`sandbox: bwrap`) when it is installed."""
+    (`sandbox: bwrap`) when it is installed. Every process the commands start ends with the run (with bwrap: with
+    its command), see environments/processes.py; `leftovers` is where the run's record of them is kept."""
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class LocalEnvironment:
         sandbox: str = "bwrap",
         network: bool = True,
         writable: list[str] | None = None,
+        leftovers: Path | None = None,
     ) -> None:
         self.repo = Path(repo).resolve()
         if not self.repo.is_dir():
@@ -97,6 +98,7 @@ class LocalEnvironment:
         self.output_max_bytes = output_max_bytes
         self.messages = {**default_messages(), **(messages or {})}
         self.env = {**scrubbed_environ(), **{key: str(value) for key, value in (env or {}).items()}}
+        self.env[TOKEN] = uuid.uuid4().hex
         self.network = network
         self.bwrap = bwrap_path() if sandbox == "bwrap" else None
         self._private: str | None = None
@@ -105,6 +107,11 @@ class LocalEnvironment:
             self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
         extra = [Path(p).expanduser().resolve() for p in writable or []]
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
+        owned = [self.tools_root] if self._owns_tools else []
+        self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
+        self.containment = containment(self.bwrap)
+        self._namespace: RunNamespace | None = None
+        self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
 
     def allow_write(self, path: Path) -> None:
         """Lets the sandboxed commands write `path` too (e.g. a tool cache entry being built)."""
@@ -125,7 +132,17 @@ class LocalEnvironment:
         argv = ["bash", "-c", command]
         if self.bwrap:
             argv = bwrap_argv(self.bwrap, writable=self.writable, cwd=cwd, network=self.network, command=argv)
-        return [*([SETPRIV, "--pdeathsig", "KILL"] if SETPRIV else []), *argv]
+        elif self.containment == "unshare":
+            argv = self._run_namespace().argv(command, cwd)
+        return with_parent(argv)
+
+    def _run_namespace(self) -> RunNamespace:
+        """The run's PID namespace, made at the first command (again if it was lost)."""
+        if self._namespace is None or not self._namespace.alive:
+            tools = namespace_tools()
+            assert tools is not None
+            self._namespace = RunNamespace(tools, self.env)
+        return self._namespace
 
     def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
@@ -142,6 +159,9 @@ class LocalEnvironment:
             preexec_fn=None if SETPRIV else die_with_parent,
         )
         assert process.stdout is not None
+        self.leftovers.command_started(process.pid)
+        if self.containment == "subreaper":
+            self._groups.add(process.pid)
         cap = OutputCap(self.output_max_bytes)
         fd = process.stdout.fileno()
         try:
@@ -157,6 +177,7 @@ class LocalEnvironment:
                 kill_group(process.pid)
                 process.wait()
             process.stdout.close()
+            self.leftovers.command_ended()
         output = redact(cap.text(self.messages["elided"]))
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
@@ -201,6 +222,7 @@ class LocalEnvironment:
         """A directory of ours on the host, which the sandboxed commands cannot write (read-only outside the repo)."""
         if self._private is None:
             self._private = tempfile.mkdtemp(prefix="llm-ide-private-")
+            self.leftovers.add_folder(self._private)
         return os.path.join(self._private, name)
 
     def put_private(self, path: str, data: bytes) -> None:
@@ -208,12 +230,19 @@ class LocalEnvironment:
         Path(path).write_bytes(data)
 
     def close(self) -> None:
+        """Ends every process the run started, then removes its temp folders."""
+        if self._namespace is not None:
+            self._namespace.close()
+            self._namespace = None
+        if self.containment == "subreaper":
+            kill_adopted(self.env[TOKEN], self._groups)
         if self._owns_tools:
             shutil.rmtree(self.tools_root, ignore_errors=True)
         for folder in (self._private, self.scratch):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._private = self.scratch = None
+        self.leftovers.close()
 
     def __enter__(self) -> LocalEnvironment:
         return self

@@ -8,6 +8,8 @@ from langgraph.runtime import Runtime
 from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
+from llm_ide.navigator.gate import read_only
+from llm_ide.parsing import clean_text
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
 from llm_ide.run.faults import failpoint
@@ -41,28 +43,45 @@ def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
     return ActionOutcome(ws.observe("interrupted", action_type=node.action_type), -1)
 
 
-def run_once(ctx: AgentContext, node: OperationNode) -> ActionOutcome:
+def run_once(ctx: AgentContext, node: OperationNode, before: str | None) -> ActionOutcome:
+    """The operation, its effect on the worktree exactly once: one a killed process had started runs again on the
+    worktree put back as the snapshot `before` it had (a command's effects outside the worktree may then happen
+    twice: its observation says so); without a snapshot it is not run again and the agent is told."""
     ws = ctx.codebase
     if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
         return execute_action(ws, node.action_type, node.action_params)
-    if ctx.intents.started_before(node.id) and (outcome := started_before(ws, node)) is not None:
-        return outcome
+    if ctx.intents.started_before(node.id):
+        if before is not None and ctx.restore_worktree is not None and ctx.restore_worktree(before):
+            outcome = execute_action(ws, node.action_type, node.action_params)
+            if node.action_type != "bash":
+                return outcome
+            return replace(outcome, observation=f"{ws.observe('rerun')}\n{outcome.observation}")
+        if (outcome := started_before(ws, node)) is not None:
+            return outcome
     ctx.intents.begin(node.id, node.action_type)
+    failpoint("execute.begun")  # recorded as started, not run yet
     return execute_action(ws, node.action_type, node.action_params)
+
+
+def may_change(ctx: AgentContext, node: OperationNode) -> bool:
+    if node.action_type != "bash":
+        return node.action_type in CHANGES_WORKSPACE
+    return not read_only(str(node.action_params.get("command") or ""), ctx.settings.navigator)
 
 
 def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     pending = state["pending"]
     try:
-        outcome = run_once(ctx, pending)
+        outcome = run_once(ctx, pending, state.get("worktree_patch"))
         failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
-        # the worktree snapshot belongs to the step that changed it: saved with the step, or redone with it
-        snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and pending.action_type in CHANGES_WORKSPACE else None
+        # the worktree snapshot belongs to the step that changed it: saved with the step, or redone with it (a
+        # read-only command changed nothing: the last snapshot stands)
+        snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(ctx, pending) else None
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
         return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
-    observation = truncate(outcome.observation, ctx.settings.agent.observation_max_chars, ctx.templates)
+    observation = truncate(clean_text(outcome.observation), ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
     update = {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}
     return update if snapshot is None else {**update, "worktree_patch": snapshot}

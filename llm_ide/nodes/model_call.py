@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from llm_ide.budget import admitted
 from llm_ide.conversation import Message
 from llm_ide.errors import ExitStatus
 from llm_ide.models import Model, ModelReply
@@ -50,8 +51,9 @@ def call_model(
     model = model or ctx.model
     index = agent_call_index(ctx, state, usage["api_calls"]) if call_index is None else call_index
     started = time.perf_counter()
-    reply = model.complete(messages, call_index=index, deadline=wall_deadline(ctx, state))
-    text = account(ctx, state, kind, messages, reply, started, usage, model)
+    with admitted(ctx.cost_budget) as reservation:  # a shared budget with no room left ends the run (cost_limit)
+        reply = model.complete(messages, call_index=index, deadline=wall_deadline(ctx, state))
+    text = account(ctx, state, kind, messages, reply, started, usage, model, reservation)
     return text, Usage(**usage)
 
 
@@ -71,8 +73,10 @@ def account(
     started: float,
     usage: dict[str, Any],
     model: Model,
+    reservation: Any = 0.0,
 ) -> str:
-    """The reply's text (redacted, capped); the call recorded, its cost charged and its usage added to `usage`."""
+    """The reply's text (redacted, capped); the call recorded, its cost charged (settling the budget's reservation
+    for it) and its usage added to `usage`."""
     reply = replace(reply, text=redact(reply.text))  # a key the endpoint echoes is never stored
     text = reply.text
     if (cap := ctx.settings.agent.max_reply_chars) and len(text) > cap:  # head and tail: the closing tags survive
@@ -93,10 +97,11 @@ def account(
                 "cost": reply.cost,
                 "seconds": round(time.perf_counter() - started, 3),
                 **({"model": model.name} if model is not ctx.model else {}),
+                **({"reported_usage": reply.reported_usage} if reply.reported_usage else {}),
             }
         )
     if ctx.cost_budget is not None:
-        ctx.cost_budget.add(reply.cost)
+        ctx.cost_budget.add(reply.cost, reservation)
     usage.update(
         api_calls=usage["api_calls"] + 1,
         input_tokens=usage["input_tokens"] + reply.input_tokens,

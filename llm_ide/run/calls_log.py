@@ -91,6 +91,12 @@ class CallLog:
                     handle.write(self._zip.flush())
                 self._zip = None
 
+    def restart(self, records: list[dict[str, Any]]) -> None:
+        """The log anew, holding `records` as one complete member (its file was lost)."""
+        with self._lock:
+            self._zip = None
+            self._rewrite(records)
+
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
         packer = zlib.compressobj(LEVEL, zlib.DEFLATED, GZIP)
         lines = b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in records)

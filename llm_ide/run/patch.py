@@ -74,42 +74,88 @@ class BaseTree:
         if returncode != 0:
             raise PatchError(f"cannot store the base commit: {output.decode(errors='replace').strip()[:300]}")
 
-    def _git(self) -> str:
+    def _git(self, index: str = "index") -> str:
         git_dir = shlex.quote(self.git_dir)
-        return f"GIT_DIR={git_dir} GIT_INDEX_FILE={git_dir}/index GIT_WORK_TREE=. GIT_LITERAL_PATHSPECS=1 git"
+        return f"GIT_DIR={git_dir} GIT_INDEX_FILE={git_dir}/{index} GIT_WORK_TREE=. GIT_LITERAL_PATHSPECS=1 git"
 
-    def _run(self, command: str) -> bytes:
-        returncode, output = self.env.run_trusted(f"{self._git()} -c core.quotepath=off {command}", 600)
+    def _run(self, command: str, index: str = "index") -> bytes:
+        returncode, output = self.env.run_trusted(f"{self._git(index)} -c core.quotepath=off {command}", 600)
         if returncode != 0:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
-    def extract(self, settings: PatchSettings) -> str:
-        """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
-        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used."""
-        base = shlex.quote(self.base)
-        check = f"{self._git()} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
-        stage = f"{self._git()} read-tree {base} && {self._git()} add -A ."
-        returncode, output = self.env.run_trusted(check + stage, 600)
+    def _staged(self, settings: PatchSettings, then: str) -> bytes:
+        """The working tree staged in our index against the base (files matched by .gitignore, build artefacts,
+        binary files and oversized new files left as the base has them), then the output of the git command `then`
+        on it: one call into the environment when nothing has to be left out, as most often."""
+        base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
+        git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
+        check = f"{git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
+        # the index is kept between calls (only changed files are hashed again); made from the base the first time
+        script = (
+            f"{{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --numstat"
+            f" && echo {token} && {git} {diff} --name-only --diff-filter=A > {git_dir}/added && cat {git_dir}/added"
+            f" && echo {token} && xargs -0 -r stat --printf '%s %n\\0' -- < {git_dir}/added && echo {token}"
+            f" && {git} {then}"
+        )
+        returncode, output = self.env.run_trusted(check + script, 600)
         if returncode == MISSING:
             self._install()
-            returncode, output = self.env.run_trusted(stage, 600)
+            returncode, output = self.env.run_trusted(script, 600)
         if returncode != 0:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
-        diff = f"diff --cached --no-renames -z {base}"
-        added = split_z(self._run(f"{diff} --name-only --diff-filter=A"))
-        binary = {entry.split("\t", 2)[2] for entry in split_z(self._run(f"{diff} --numstat")) if entry[:4] == "-\t-\t"}
-        excluded = binary | {path for path in added if is_artefact(path, settings.artefacts)}
-        sizes = self._run(f"{diff} --name-only --diff-filter=A | xargs -0 -r stat --printf '%s %n\\0' --")
+        numstat, added, sizes, result = output.split(f"{token}\n".encode(), 3)
+        excluded = {entry.split("\t", 2)[2] for entry in split_z(numstat) if entry[:4] == "-\t-\t"}  # binary
+        excluded |= {path for path in split_z(added) if is_artefact(path, settings.artefacts)}
         for entry in split_z(sizes):
             size, _, name = entry.partition(" ")
             if size.isdigit() and int(size) > settings.max_new_file_bytes:
                 excluded.add(name)
-        if excluded:
-            listing = f"{self.git_dir}/excluded"
-            self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in sorted(excluded)))
-            self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
-        return self._run(f"diff --cached --no-renames {base}").decode("utf-8", errors="replace")
+        if not excluded:
+            return result
+        listing = f"{self.git_dir}/excluded"
+        self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in sorted(excluded)))
+        self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
+        return self._run(then)
+
+    def extract(self, settings: PatchSettings) -> str:
+        """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
+        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used."""
+        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}")
+        return diff.decode("utf-8", errors="replace")
+
+    def restore(self, patch: str, settings: PatchSettings) -> int:
+        """The working tree put back as the snapshot `patch` (an `extract` of it) has it: each file the patch covers
+        that differs now is written back, or removed when the snapshot has none; nothing else is touched (ignored,
+        binary and oversized files stay as they are). The number of files put back; PatchError when the patch does
+        not apply to the base (e.g. a secret masked in its context lines)."""
+        now = self._staged(settings, "write-tree").decode().strip()
+        diff = f"{self.git_dir}/restore.diff"
+        self.env.put_private(diff, patch.encode("utf-8"))
+        self._run(f"read-tree {shlex.quote(self.base)}", index="restore")
+        if patch.strip():
+            self._run(f"apply --cached --whitespace=nowarn {shlex.quote(diff)}", index="restore")
+        wanted = self._run("write-tree", index="restore").decode().strip()
+        changes = split_z(self._run(f"diff-tree -r -z --no-renames --name-status {now} {wanted}"))
+        put = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status != "D"]
+        gone = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status == "D"]
+        for paths, command in (
+            (put, self._git("restore") + " checkout-index -f -z --stdin"),
+            (gone, "xargs -0 rm -f --"),
+        ):
+            if paths:
+                listing = f"{self.git_dir}/restore-paths"
+                self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in paths))
+                returncode, output = self.env.run_trusted(f"{command} < {shlex.quote(listing)}", 600)
+                if returncode != 0:
+                    raise PatchError(f"cannot restore the worktree: {output.decode(errors='replace').strip()[:300]}")
+        return len(put) + len(gone)
+
+    def pristine(self, settings: PatchSettings) -> bool:
+        """Whether the working tree is the base commit's (a fresh checkout)."""
+        tree = self._staged(settings, f"rev-parse {shlex.quote(self.base)}^{{tree}} && {self._git()} write-tree")
+        base, now = tree.decode().split()
+        return base == now
 
 
 def split_z(output: bytes) -> list[str]:

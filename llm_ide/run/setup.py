@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from llm_ide.actions import Codebase
 from llm_ide.calls import CallListener
-from llm_ide.environments import Environment, LocalEnvironment, make_environment
+from llm_ide.environments import Environment, make_environment
 from llm_ide.models import get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.run.intents import IntentLog
-from llm_ide.run.patch import extract_patch
-from llm_ide.secrets import redact
+from llm_ide.run.workspace import restorer, snapshotter
 from llm_ide.settings import Settings
 
 if TYPE_CHECKING:
@@ -68,7 +67,6 @@ def build_context(
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
     codebase = Codebase.for_settings(env, settings, tool_commands=commands, mailbox=mailbox)
-    ephemeral = base is not None and not isinstance(env, LocalEnvironment)
     from llm_ide.navigator.factory import make_navigator
 
     return AgentContext(
@@ -81,6 +79,6 @@ def build_context(
         intents=intents,
         sampler=sampler,
         cost_budget=cost_budget,
-        # kept in the checkpoint: a secret the agent wrote into a file is masked there too (and in a resumed worktree)
-        snapshot_patch=(lambda: redact(extract_patch(env, base, settings.patch))) if ephemeral else None,
+        snapshot_patch=snapshotter(env, base, settings) if base else None,
+        restore_worktree=restorer(env, base, settings) if base else None,
     )

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -9,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.calls import CallListener
-from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
@@ -18,9 +16,17 @@ from llm_ide.run.faults import failpoint
 from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
 from llm_ide.run.intents import IntentLog
 from llm_ide.run.logfile import run_log
-from llm_ide.run.patch import base_commit, baseline_notes, extract_patch, keep_base
+from llm_ide.run.patch import baseline_notes
+from llm_ide.run.salvage import ensure_output, folder_lost, recreate_output, sqlite_path
 from llm_ide.run.setup import build_context
 from llm_ide.run.trajectory import Recorder
+from llm_ide.run.workspace import (
+    final_patch,
+    latest_worktree_patch,
+    open_environment,
+    previous_submission,
+    recover_submission,
+)
 from llm_ide.secrets import redact, redacted
 from llm_ide.settings import Settings
 from llm_ide.state.graph_state import empty_usage
@@ -86,16 +92,6 @@ def prepare_output(output_dir: Path, run_id: str) -> Path:
     except OSError as error:
         raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
     return output_dir
-
-
-def restore_worktree(env: Environment, patch: str) -> None:
-    """A resumed run in a fresh container gets back the changes it had made."""
-    if not patch.strip():
-        return
-    env.write_file(".git/llm-ide-resume.diff", patch.encode("utf-8"))
-    result = env.execute("git apply --whitespace=nowarn .git/llm-ide-resume.diff && rm .git/llm-ide-resume.diff")
-    if result.returncode != 0:
-        raise EnvironmentFailure(f"could not restore the run's changes: {result.output.strip()[:300]}")
 
 
 def run_task(
@@ -190,17 +186,12 @@ def run_task(
                 done = values.get("n_operations", 0)
                 emit(RunEvent(run_id, "phase", phase=f"resuming run {run_id} after step {done} (from its checkpoint)"))
             emit(RunEvent(run_id, "phase", phase="starting environment"))
-            env = make_environment(settings.environment, repo, run_id, image)
-            base = base or base_commit(env)
-            if base is None:
-                log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
-                emit(RunEvent(run_id, "phase", phase="not a git repository with a commit: no patch will be extracted"))
-            else:
-                keep_base(env, base)  # out of the agent's reach before its first command
-                for note in [] if resumed else baseline_notes(env, base):
-                    emit(RunEvent(run_id, "phase", phase=note))
-            if resumed and not isinstance(env, LocalEnvironment):
-                restore_worktree(env, latest_worktree_patch(snapshot))
+            env, base = open_environment(
+                settings, repo, run_id, image, output_dir, base, latest_worktree_patch(snapshot) if resumed else None,
+                lambda phase: emit(RunEvent(run_id, "phase", phase=phase)),
+            )  # fmt: skip
+            for note in [] if resumed or base is None else baseline_notes(env, base):
+                emit(RunEvent(run_id, "phase", phase=note))
             emit(RunEvent(run_id, "phase", phase="installing tools"))
             ctx = build_context(
                 settings=settings,
@@ -221,6 +212,8 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+            if inputs is not None and ctx.snapshot_patch is not None:  # the worktree as the run found it
+                inputs["worktree_patch"] = ctx.snapshot_patch()
             if inputs is not None and carried_lessons:
                 inputs["carried_lessons"] = list(carried_lessons)
             if resumed and resume is not None:
@@ -238,12 +231,15 @@ def run_task(
             log.warning("interrupted by %s", how)
             raise
         except Exception as error:
-            status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
-            log.exception("run failed")
+            if output_dir.is_dir():
+                status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
+                log.exception("run failed")
+            else:  # what failed was a write into the deleted output folder
+                status, info["error"] = ExitStatus.INTERRUPTED, folder_lost(output_dir)
         finally:
             if env is not None:
                 try:
-                    submission = extract_patch(env, base, settings.patch) if base else ""
+                    submission = final_patch(env, base, settings, values)
                 except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
                     log.error("patch extraction failed: %s", error)
                     if status.finished:  # an empty patch is not the result of a finished run
@@ -254,6 +250,8 @@ def run_task(
                     prune(saver, run_id)
                 except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
                     log.error("checkpoint pruning failed: %s", error)
+            if not output_dir.is_dir():
+                recreate_output(output_dir, saver, sqlite_path(spec), recorder)
             result = run.finish(status, submission)
     return result
 
@@ -264,49 +262,6 @@ def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
     except Exception as error:  # a corrupt database, an unreadable blob: one line, nothing overwritten
         detail = " ".join(str(error).split())[:300]
         raise RunStateError(f"checkpoint {spec} cannot be read ({type(error).__name__}: {detail})") from None
-
-
-def latest_worktree_patch(snapshot: Any) -> str:
-    """The worktree snapshot of the newest completed step, counting writes saved after the last checkpoint row."""
-    for task in snapshot.tasks:
-        if isinstance(task.result, dict) and "worktree_patch" in task.result:
-            return task.result["worktree_patch"]
-    return (snapshot.values or {}).get("worktree_patch", "")
-
-
-def recover_submission(
-    values: dict[str, Any], settings: Settings, repo: Path | None, run_id: str, image: str | None, info: dict
-) -> tuple[ExitStatus, str]:
-    """A finished run whose trajectory lost its submission (killed before it was saved, or truncated): the patch
-    again from the worktree snapshot (docker) or the repository (local); an `error` when it cannot be had."""
-    status = ExitStatus(values["exit_status"])
-    if "worktree_patch" in values:
-        return status, values["worktree_patch"]
-    base = values.get("base_commit")
-    if not base:
-        return status, ""
-    env = None
-    try:
-        env = make_environment(settings.environment, repo, run_id, image)
-        return status, extract_patch(env, base, settings.patch)
-    except Exception as error:
-        info["error"] = f"the finished run's patch could not be recovered: {error}"
-        log.error("%s", info["error"])
-        return ExitStatus.ERROR, ""
-    finally:
-        if env is not None:
-            env.close()
-
-
-def previous_submission(path: Path, status: str) -> str | None:
-    """The submission the trajectory saved with the run's final status; None when it did not save one."""
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))["info"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(info, dict) or info.get("exit_status") != status or not isinstance(info.get("submission"), str):
-        return None
-    return info["submission"]
 
 
 @dataclass
@@ -343,6 +298,7 @@ class _Run:
 
     def _stream_once(self, graph: Any, inputs: Any, thread: dict[str, Any], ctx: Any, steps: int, prune_every: int):
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
+            ensure_output(self.recorder.path.parent)
             if "__interrupt__" in state:
                 continue
             self.values.clear()

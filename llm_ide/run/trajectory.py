@@ -51,6 +51,10 @@ class Recorder:
             self.written += appended
         self._calls[call["index"]] = _dumps(without_prompt(call))
 
+    def rewrite_calls(self) -> None:
+        """The calls log again from the calls held in memory, without their prompts (its file was lost)."""
+        self._log.restart([json.loads(line) for _, line in sorted(self._calls.items())])
+
     def write(self, state: dict[str, Any], info: dict[str, Any], *, force: bool = False) -> None:
         """Queue the state for the writer thread; between the scheduled rewrites (see the class) nothing is written
         unless `force`."""

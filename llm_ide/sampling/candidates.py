@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from llm_ide.budget import admitted
 from llm_ide.conversation import Message
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.models import Model, ModelReply, ModelTimeLimit
@@ -61,8 +62,13 @@ def sample_replies(ctx: AgentContext, state: AgentState, messages: list[Message]
     messages = redacted_messages(ctx, messages)
     usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
     first = agent_call_index(ctx, state, usage["api_calls"])
-    replies = complete_together(model, messages, range(first, first + k), wall_deadline(ctx, state))
-    texts = [account(ctx, state, "act", messages, reply, started, usage, model) for reply, started in replies]
+    with admitted(ctx.cost_budget, k) as reservation:
+        replies = complete_together(model, messages, range(first, first + k), wall_deadline(ctx, state))
+    settle = [reservation] + [0.0] * (k - 1)  # the first reply settles the reservation of all k
+    texts = [
+        account(ctx, state, "act", messages, reply, started, usage, model, held)
+        for (reply, started), held in zip(replies, settle, strict=True)
+    ]
     return texts, Usage(**usage)
 
 
@@ -97,12 +103,13 @@ def sample_at_once(ctx: AgentContext, state: AgentState, messages: list[Message]
     usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     index = agent_call_index(ctx, state, usage["api_calls"])
-    replies = ctx.model.complete_n(messages, k, call_index=index, deadline=wall_deadline(ctx, state))
+    with admitted(ctx.cost_budget) as reservation:
+        replies = ctx.model.complete_n(messages, k, call_index=index, deadline=wall_deadline(ctx, state))
     texts = [redact(reply.text) for reply in replies]
     if cap := ctx.settings.agent.max_reply_chars:
         texts = [truncate(text, cap, ctx.templates) for text in texts]
     combined = replace(replies[0], text=render_string(ctx.settings.sampling.templates.choices, texts=texts))
-    account(ctx, state, "act", messages, combined, started, usage, ctx.model)
+    account(ctx, state, "act", messages, combined, started, usage, ctx.model, reservation)
     return texts, Usage(**usage)
 
 

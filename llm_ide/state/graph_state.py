@@ -19,6 +19,7 @@ class AgentInput(TypedDict, total=False):
     config: dict[str, Any]
     base_commit: str
     carried_lessons: list[str]  # lessons of earlier attempts at the task (llm_ide/attempts), shown first
+    worktree_patch: str  # the worktree against the base as the run found it (set by run_task; then each change's)
 
 
 class Usage(TypedDict):
@@ -41,7 +42,6 @@ class RunState(AgentInput, total=False):
     usage: Usage
     elapsed: float
     exit_status: ExitStatus | None
-    worktree_patch: str
     error: str  # LangGraph Studio: the message of the error that ended the run
     submission: str  # LangGraph Studio: the patch, when the run has ended
     plan: str  # the navigator's plan, in the driver's prompt

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from llm_ide.errors import UsageError
+from llm_ide.run.history import mark_owned
 from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Instance
 
@@ -133,6 +134,7 @@ def clone_for_local(instance: Instance, destination: Path) -> Path:
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise SWEbenchError(f"{instance.instance_id}: {' '.join(command)} failed: {result.stderr.strip()[:500]}")
+    mark_owned(partial)  # ours: what came after the base commit is removed before the agent starts (run/history.py)
     partial.rename(destination)
     return destination
 

@@ -5,6 +5,7 @@ step (Postgres checkpoints). The driver is the single writer of the batch folder
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
             ray.init(address=address, **common)
         else:
             ray.init(
-                num_cpus=max(1.0, workers * task_cpus),
+                num_cpus=max(1, math.ceil(workers * task_cpus)),  # Ray takes whole CPUs only
                 resources={DOCKER_SLOT: workers},
                 object_store_memory=OBJECT_STORE_BYTES,
                 **common,

@@ -13,6 +13,7 @@ from typing import Any
 
 import ray
 
+from llm_ide.budget import BudgetSpent, CostBudget
 from llm_ide.errors import ExitStatus
 from llm_ide.run.pg_thread import PostgresThread, is_postgres
 from llm_ide.swebench.batch import BatchOptions, Outcome, batch_config, execute_instance
@@ -26,20 +27,29 @@ STOP_POLL = 0.5  # seconds between two looks at the hub's stop flag from one tas
 @ray.remote(num_cpus=0)
 class BatchHub:
     """One per batch, on the driver's node: the global cost limit, the stop flag (Ctrl-C) and the queue of progress
-    events the driver drains. Tasks call it fire-and-forget, except for the budget and the stop flag."""
+    events the driver drains. Tasks call it fire-and-forget, except for the budget and the stop flag. An actor runs
+    one method at a time: a call's admission (check and reservation) is atomic across every node."""
 
     def __init__(self, limit: float | None) -> None:
-        self.limit = limit if limit and limit > 0 else None
-        self.spent = 0.0
+        self.budget = CostBudget(limit)
         self.stopped = False
         self.events: list[tuple[Any, ...]] = []
 
-    def add_cost(self, cost: float) -> bool:
-        self.spent += cost
-        return self.exhausted()
+    def admit(self, calls: int) -> float | str:
+        """The reservation, or the message of BudgetSpent (raised on the caller's side)."""
+        try:
+            return self.budget.admit(calls)
+        except BudgetSpent as error:
+            return str(error)
+
+    def add_cost(self, cost: float, reservation: float) -> None:
+        self.budget.add(cost, reservation)
+
+    def release(self, reservation: float) -> None:
+        self.budget.release(reservation)
 
     def exhausted(self) -> bool:
-        return self.limit is not None and self.spent >= self.limit
+        return self.budget.exhausted
 
     def stop(self) -> None:
         self.stopped = True
@@ -52,18 +62,29 @@ class BatchHub:
 
     def drain(self) -> tuple[list[tuple[Any, ...]], float]:
         events, self.events = self.events, []
-        return events, self.spent
+        return events, self.budget.spent
 
 
 class RemoteBudget:
-    """The run's view of the hub's budget, with the interface of `llm_ide.resources.CostBudget`."""
+    """The run's view of the hub's budget (`llm_ide.budget.Budget`): every admission and spending is a call of the
+    hub actor, waited for."""
 
     def __init__(self, hub: Any) -> None:
         self.hub = hub
 
-    def add(self, cost: float) -> None:
-        if cost:
-            ray.get(self.hub.add_cost.remote(cost))
+    def admit(self, calls: int = 1) -> float:
+        answer = ray.get(self.hub.admit.remote(calls))
+        if isinstance(answer, str):
+            raise BudgetSpent(answer)
+        return answer
+
+    def add(self, cost: float, reservation: Any = 0.0) -> None:
+        if cost or reservation:
+            ray.get(self.hub.add_cost.remote(cost, reservation))
+
+    def release(self, reservation: Any) -> None:
+        if reservation:
+            ray.get(self.hub.release.remote(reservation))
 
     @property
     def exhausted(self) -> bool:
@@ -175,7 +196,7 @@ def seed_files(output: Path, instance_id: str) -> dict[str, bytes]:
 def ensure_images(images: list[str], pull: str) -> tuple[str, int, float]:
     """On one node: pull (or find) each image; (node, images fetched, seconds)."""
     from llm_ide.environments.docker.cleanup import connect
-    from llm_ide.environments.docker.container import ensure_image
+    from llm_ide.environments.docker.images import ensure_image
 
     started, fetched = time.monotonic(), 0
     client = connect()

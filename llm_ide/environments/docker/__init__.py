@@ -14,7 +14,8 @@ from llm_ide.environments.docker.cleanup import (
     owner_labels,
     remove_container,
 )
-from llm_ide.environments.docker.container import BASE_IMAGE, DockerEnvironment, ensure_image
+from llm_ide.environments.docker.container import DockerEnvironment
+from llm_ide.environments.docker.images import BASE_IMAGE, ensure_image
 
 __all__ = [
     "BASE_IMAGE",

@@ -6,6 +6,7 @@ import contextlib
 import io
 import posixpath
 import re
+import select
 import shlex
 import tarfile
 import tempfile
@@ -22,12 +23,14 @@ from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSna
 from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
+    cleanup_containers,
     connect,
     install_cleanup_handlers,
     one_line,
     owner_labels,
     remove_container,
 )
+from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.secrets import redact
@@ -35,50 +38,24 @@ from llm_ide.secrets import redact
 if TYPE_CHECKING:
     from llm_ide.settings import EnvironmentSettings
 
-BASE_IMAGE = "llm-ide-base:bookworm"
 PRIVATE_ROOT = "/var/lib/llm-ide"
-DEFAULT_NETWORK = "llm-ide"
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
 TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 
+# PID 1 of the container: it reaps orphans and outlives whatever the agent does inside (`kill -9 -1` spares it, a
+# namespace's init ignores the signals it has no handler for, and it ignores the usual ones), so the container and
+# the run's edits survive an agent that kills everything it sees; only SIGUSR2 (the watchdog's) ends it.
+KEEPER = [
+    "sh", "-c", "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; "
+    "while :; do sleep 2147483647 & wait $!; done", "llm-ide-init",
+]  # fmt: skip
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
-# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it.
-WATCHDOG = ["sh", "-c", "read -r _; kill 1", "llm-ide-watchdog"]
-
-
-def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
-    try:
-        client.images.get(image)
-        return
-    except docker.errors.ImageNotFound:
-        pass
-    hint = (
-        "build it with scripts/build_base_image.sh"
-        if image == BASE_IMAGE
-        else f"pull or build it (docker pull {image}); scripts/build_base_image.sh builds the small local base image"
-    )
-    if pull != "missing":
-        raise EnvironmentFailure(f"docker image {image} not found locally; {hint}")
-    try:
-        client.images.pull(image)
-    except docker.errors.DockerException as error:
-        raise EnvironmentFailure(
-            f"docker image {image} not found locally and could not be pulled ({one_line(error)}); {hint}"
-        ) from None
-
-
-def ensure_network(client: docker.DockerClient) -> None:
-    """Our bridge network: the containers reach the internet (package indexes) but not the host's 127.0.0.1."""
-    if client.networks.list(names=[DEFAULT_NETWORK]):
-        return
-    try:
-        client.networks.create(DEFAULT_NETWORK, driver="bridge", labels={"llm-ide": "1"})
-    except docker.errors.APIError as error:
-        if not client.networks.list(names=[DEFAULT_NETWORK]):  # not a concurrent creation by another run
-            raise EnvironmentFailure(f"cannot create the docker network {DEFAULT_NETWORK}: {one_line(error)}") from None
+# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. It is
+# started again when the agent's commands killed it.
+WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 
 
 class DockerEnvironment:
@@ -181,16 +158,17 @@ class DockerEnvironment:
             options["mem_limit"] = memory
         name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
         install_cleanup_handlers()
+        with contextlib.suppress(docker.errors.DockerException):  # what a killed run of this id left (watchdog gone)
+            cleanup_containers(self.client, run_id=self.run_id)
         try:
             container = self.client.containers.create(
                 self.image,
-                entrypoint=["sleep", "infinity"],
+                entrypoint=KEEPER,
                 command=[],
                 name=name,
                 labels=owner_labels(self.run_id),
                 environment={key: str(value) for key, value in env.items()},
                 working_dir=self.workdir,
-                init=True,
                 auto_remove=True,
                 detach=True,
                 **options,
@@ -201,11 +179,23 @@ class DockerEnvironment:
         _LIVE[container.id] = self
         try:
             container.start()
-            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
-            self._watchdog = self.client.api.exec_start(watchdog, socket=True)
+            self._start_watchdog()
         except docker.errors.DockerException as error:
             self.close()
             raise EnvironmentFailure(f"could not start a container from {self.image}: {one_line(error)}") from None
+
+    def _start_watchdog(self) -> None:
+        assert self.container_id is not None
+        watchdog = self.client.api.exec_create(self.container_id, WATCHDOG, stdin=True)["Id"]
+        self._watchdog = self.client.api.exec_start(watchdog, socket=True)
+
+    def _watchdog_alive(self) -> bool:
+        """Its stream shows nothing until it ends: readable means it ended (the agent killed every process)."""
+        sock = getattr(self._watchdog, "_sock", self._watchdog)
+        try:
+            return not select.select([sock], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
 
     def _open_session(self) -> Session:
         assert self.container_id is not None
@@ -224,6 +214,13 @@ class DockerEnvironment:
                 self._kill(old, server=True)
             old.close()
         if self._session is None:
+            if not self._watchdog_alive():
+                with contextlib.suppress(Exception):
+                    self._watchdog.close()
+                try:
+                    self._start_watchdog()
+                except docker.errors.DockerException as error:
+                    raise EnvironmentFailure(f"container {self.container_id[:12]} is gone: {one_line(error)}") from None
             self._session = self._open_session()
         return self._session
 

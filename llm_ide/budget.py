@@ -1,0 +1,90 @@
+"""A cost limit shared by concurrent runs (a batch's `--cost-limit`, an attempts run's `attempts.cost_limit`): a model
+call starts only once the budget admits it, checked and reserved in one step, so runs calling at the same moment
+cannot overshoot the limit together."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from llm_ide.errors import ExitStatus, LlmIdeError
+
+EPSILON = 1e-9  # dollars: sums of float prices that land on the limit count as on it
+
+
+class BudgetSpent(LlmIdeError):
+    """No room is left in a shared budget for another model call: the run ends with exit status `cost_limit`."""
+
+    exit_status = ExitStatus.COST_LIMIT
+
+
+class Budget(Protocol):
+    @property
+    def exhausted(self) -> bool: ...
+
+    def admit(self, calls: int = 1) -> Any: ...
+
+    def add(self, cost: float, reservation: Any = 0.0) -> None: ...
+
+    def release(self, reservation: Any) -> None: ...
+
+
+class CostBudget:
+    """A cost limit shared by the runs of a batch (thread-safe). `admit` lets `calls` model calls start when what is
+    spent, what the calls under way may still cost and these calls fit in the limit, every call counted as the
+    dearest one so far (before any call is known, as free: the first calls of concurrent runs all start); it reserves
+    that much, and `add` settles a call at its real cost (`release`: a call that failed)."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit if limit and limit > 0 else None
+        self.spent = 0.0
+        self.reserved = 0.0
+        self.dearest = 0.0
+        self._lock = threading.Lock()
+
+    def _room(self, calls: int) -> bool:
+        if self.limit is None:
+            return True
+        committed = self.spent + self.reserved
+        return committed < self.limit - EPSILON and committed + calls * self.dearest <= self.limit + EPSILON
+
+    @property
+    def exhausted(self) -> bool:
+        with self._lock:
+            return not self._room(1)
+
+    def admit(self, calls: int = 1) -> float:
+        """The reservation for `calls` calls; BudgetSpent when there is no room for them."""
+        with self._lock:
+            if not self._room(calls):
+                raise BudgetSpent(f"the shared cost limit ${self.limit:.2f} is reached (spent ${self.spent:.4f})")
+            reservation = calls * self.dearest
+            self.reserved += reservation
+            return reservation
+
+    def add(self, cost: float, reservation: Any = 0.0) -> None:
+        with self._lock:
+            self.spent += cost
+            self.reserved = max(0.0, self.reserved - reservation)
+            self.dearest = max(self.dearest, cost)
+
+    def release(self, reservation: Any) -> None:
+        with self._lock:
+            self.reserved = max(0.0, self.reserved - reservation)
+
+
+@contextmanager
+def admitted(budget: Budget | None, calls: int = 1) -> Iterator[Any]:
+    """The budget's reservation for `calls` model calls made inside the block (raises BudgetSpent when there is no
+    room); released when they fail. Settle it with `budget.add(cost, reservation)`."""
+    if budget is None:
+        yield 0.0
+        return
+    reservation = budget.admit(calls)
+    try:
+        yield reservation
+    except BaseException:
+        budget.release(reservation)
+        raise

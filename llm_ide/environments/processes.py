@@ -1,0 +1,291 @@
+"""Every process a local run starts ends with it. In a PID namespace the kernel kills every process left in it once
+its init exits: bubblewrap gives each command its own (they end with the command); without bwrap a namespace made
+with `unshare` is held for the whole run (they end with the run). Without either, this process becomes a child
+subreaper (prctl PR_SET_CHILD_SUBREAPER): the commands' orphans (setsid, double forks) are re-parented to it instead
+of to PID 1, and those carrying the environment's token are killed when the run ends.
+
+What a run killed outright (SIGKILL) may leave — its command's processes, its temp folders — is recorded in the run's
+output folder (`<run id>.leftovers.json`) and reaped by the next start of the same run."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from llm_ide.fileio import atomic_write
+
+log = logging.getLogger("llm_ide.environment")
+
+TOKEN = "LLM_IDE_RUN_TOKEN"  # in every command's environment: which run a process belongs to
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+FOLDER_PREFIX = "llm-ide-"
+# the namespace's init: it only reaps (orphans are re-parented to it) until it is killed, and every process left in
+# the namespace with it
+HOLD = ["bash", "-c", "while :; do sleep 86400 & wait $!; done", "llm-ide-init"]
+MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the parents of the next one's orphans)
+# `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
+# vfork path (about 10 ms less per command) and is safe with threads.
+SETPRIV = shutil.which("setpriv")
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec when setpriv is missing: a command must not outlive an agent that was killed
+    (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children."""
+    with contextlib.suppress(AttributeError):
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def with_parent(argv: list[str]) -> list[str]:
+    """`argv` killed when this process dies (see die_with_parent when setpriv is missing)."""
+    return [SETPRIV, "--pdeathsig", "KILL", *argv] if SETPRIV else argv
+
+
+class RunNamespace:
+    """A PID namespace held open for a run (`unshare`, with its own /proc): its init lives until `close`, or until
+    this process dies however it dies (the death signal kills unshare, whose --kill-child kills the init), and the
+    kernel then kills every process left in it. Commands enter it with nsenter; processes they leave behind (setsid,
+    double forks) stay until the run ends, as they would on the host."""
+
+    def __init__(self, tools: tuple[tuple[str, ...], tuple[str, ...]], env: dict[str, str]) -> None:
+        unshare, self.nsenter = tools
+        self.holder = subprocess.Popen(
+            with_parent([*unshare, *HOLD]),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=None if SETPRIV else die_with_parent,
+        )
+        self.init = self._find_init()
+
+    def _find_init(self) -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{self.holder.pid}/task").iterdir():
+                    if children := (task / "children").read_text().split():
+                        return int(children[0])
+            if self.holder.poll() is not None:
+                break
+            time.sleep(0.002)
+        self.close()
+        raise OSError("the run's PID namespace did not start")
+
+    def argv(self, command: str, cwd: Path) -> list[str]:
+        return [*self.nsenter, "--target", str(self.init), f"--wd={cwd}", "bash", "-c", command]
+
+    @property
+    def alive(self) -> bool:
+        return self.holder.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.holder.kill()
+        self.holder.wait()
+
+
+@cache
+def namespace_tools() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(unshare, nsenter) argv prefixes that make a run's PID namespace and enter it, when they work here (root, or
+    user namespaces allowed); with the namespace's own /proc where that works too."""
+    unshare, nsenter = shutil.which("unshare"), shutil.which("nsenter")
+    if unshare is None or nsenter is None:
+        return None
+    user = () if os.geteuid() == 0 else ("--user", "--map-current-user")
+    enter_user = () if os.geteuid() == 0 else ("--user", "--preserve-credentials")
+    for proc in (("--mount-proc", "--propagation", "slave"), ()):
+        tools = (
+            (unshare, *user, "--pid", "--fork", "--kill-child", *proc),
+            (nsenter, *enter_user, "--pid", *(("--mount",) if proc else ())),
+        )
+        try:
+            namespace = RunNamespace(tools, dict(os.environ))
+        except OSError:
+            continue
+        try:
+            done = subprocess.run(namespace.argv("true", Path("/")), capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        finally:
+            namespace.close()
+        if done.returncode == 0:
+            return tools
+    return None
+
+
+@cache
+def become_subreaper() -> bool:
+    """This process adopts its descendants' orphans (once; False where prctl is not there)."""
+    try:
+        return _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except AttributeError:
+        return False
+
+
+def containment(bwrap: str | None) -> str:
+    """How a local command's processes are held: bwrap, unshare or subreaper (said once when it is the last)."""
+    if bwrap:
+        return "bwrap"
+    if namespace_tools() is not None:
+        return "unshare"
+    if become_subreaper():
+        warn_subreaper()
+        return "subreaper"
+    return "none"
+
+
+@cache
+def warn_subreaper() -> None:
+    log.warning(
+        "no PID namespace available (bwrap and unshare do not work here): a command's background processes are "
+        "adopted and killed when it ends, except those that clear their environment"
+    )
+
+
+def carries(pid: int, token: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{TOKEN}={token}".encode() in environ.split(b"\0")
+
+
+def adopted_children() -> list[int]:
+    """The children of every thread of this process."""
+    pids = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            pids += [int(pid) for pid in (task / "children").read_text().split()]
+    return pids
+
+
+def in_groups(pid: int, groups: set[int]) -> bool:
+    try:
+        return os.getpgid(pid) in groups
+    except ProcessLookupError:
+        return False
+
+
+def kill_adopted(token: str, groups: set[int]) -> int:
+    """Kills (and reaps) this process's children that carry `token` or belong to one of `groups` (a command's process
+    group: one that cleared its environment), round after round as their own orphans come back to it; the number
+    killed."""
+    killed = 0
+    for _ in range(MAX_SWEEPS):
+        found = [pid for pid in adopted_children() if carries(pid, token) or in_groups(pid, groups)]
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in found:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        killed += len(found)
+    return killed
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (tells a reused PID apart), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def carriers(token: str) -> list[int]:
+    """Every process of this host (that we may read) carrying `token`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and carries(int(entry.name), token):
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class Leftovers:
+    """The record of what one local environment holds on the host, kept up to date in the run's output folder while
+    it runs and removed when it closes: its token, its owner, its temp folders, the command under way."""
+
+    path: Path | None
+    token: str
+    folders: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.owner = (os.getpid(), start_time(os.getpid()))
+        self.save(None)
+
+    def save(self, command: dict[str, object] | None) -> None:
+        if self.path is None:
+            return
+        record = {"token": self.token, "owner": list(self.owner), "folders": self.folders, "command": command}
+        with contextlib.suppress(OSError):  # a full disk or a lost folder: the record is a convenience
+            atomic_write(self.path, json.dumps(record) + "\n")
+
+    def add_folder(self, folder: str) -> None:
+        self.folders.append(folder)
+        self.save(None)
+
+    def command_started(self, pid: int) -> None:
+        namespace = ""
+        with contextlib.suppress(OSError):
+            namespace = os.readlink(f"/proc/{pid}/ns/pid")
+        self.save({"pid": pid, "start": start_time(pid), "pgid": pid, "pid_namespace": namespace})
+
+    def command_ended(self) -> None:
+        self.save(None)
+
+    def close(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def reap_leftovers(path: Path) -> str:
+    """What a killed run of this thread left (per its record): its processes killed, its temp folders removed; a
+    line saying what was reaped ('' when nothing was)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        token, (owner, owner_start) = str(record["token"]), record["owner"]
+        folders = [str(folder) for folder in record.get("folders", [])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if owner != os.getpid() and start_time(int(owner)) == owner_start:
+        return ""  # its owner still runs: not ours to reap
+    killed = 0
+    for pid in carriers(token):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    command = record.get("command") or {}
+    if isinstance(command.get("pgid"), int) and start_time(command["pgid"]) == command.get("start"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(command["pgid"], signal.SIGKILL)  # one that cleared its environment, still in the group
+    removed = [folder for folder in folders if remove_temp_folder(Path(folder))]
+    path.unlink(missing_ok=True)
+    if not killed and not removed:
+        return ""
+    return f"reaped what a killed run left: {killed} processes, {len(removed)} temp folders"
+
+
+def remove_temp_folder(folder: Path) -> bool:
+    """Only our own temp folders: directly in the temp directory, named llm-ide-…, not a symlink."""
+    ours = folder.name.startswith(FOLDER_PREFIX) and folder.parent == Path(tempfile.gettempdir())
+    if not ours or folder.is_symlink() or not folder.is_dir():
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()

@@ -1,0 +1,50 @@
+"""A run whose output folder is deleted while it runs ends in one line, resumable: the folder is recreated with what
+the checkpoint holds (copied back from the database the run still has open), the calls it recorded and its
+trajectory."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from llm_ide.errors import ExitStatus, LlmIdeError
+
+
+class OutputFolderLost(LlmIdeError):
+    """The run's output folder disappeared (deleted by hand, by a cleanup job): the run stops, resumable."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+
+def folder_lost(output_dir: Path) -> str:
+    return (
+        f"the output folder {output_dir} was deleted while the run ran: it is recreated with the run's checkpoint, "
+        "calls and trajectory; run the same command again to resume"
+    )
+
+
+def ensure_output(output_dir: Path) -> None:
+    if not output_dir.is_dir():
+        raise OutputFolderLost(folder_lost(output_dir))
+
+
+def sqlite_path(spec: str) -> Path | None:
+    return Path(spec.removeprefix("sqlite:")).expanduser() if spec.startswith("sqlite:") else None
+
+
+def recreate_output(output_dir: Path, saver: Any, checkpoint: Path | None, recorder: Any) -> None:
+    """The folder again: the checkpoint database copied back from its open connection when its file went with the
+    folder, the calls log rewritten from the calls held in memory (their prompts were only in the lost file)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    conn = getattr(saver, "conn", None)
+    if checkpoint is not None and not checkpoint.exists() and isinstance(conn, sqlite3.Connection):
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        with saver.lock:
+            conn.commit()
+            target = sqlite3.connect(str(checkpoint))
+            try:
+                conn.backup(target)
+            finally:
+                target.close()
+    recorder.rewrite_calls()

@@ -1,0 +1,147 @@
+"""A run's workspace across faults: the environment opened (a killed run's leftovers reaped, the base commit kept out
+of the agent's reach, the repository's future removed, a resumed run's worktree put back as its last snapshot), the
+worktree put back before an interrupted command runs again, and the run's patch at the end (the last snapshot when
+the environment is gone)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.environments.processes import reap_leftovers
+from llm_ide.errors import ExitStatus
+from llm_ide.run.history import hide_future
+from llm_ide.run.patch import PatchError, base_commit, extract_patch, keep_base
+from llm_ide.secrets import redact
+from llm_ide.settings import Settings
+
+log = logging.getLogger("llm_ide.run")
+
+
+def open_environment(
+    settings: Settings,
+    repo: Path | None,
+    run_id: str,
+    image: str | None,
+    output_dir: Path,
+    base: str | None,
+    snapshot: str | None,
+    say: Callable[[str], None],
+) -> tuple[Environment, str | None]:
+    """The run's environment, ready for the agent's first command, and the base commit (None: not a git
+    repository). `snapshot`: a resumed run's last worktree snapshot, put back in a fresh checkout (a new container,
+    a checkout on another node); a checkout that kept its files is left as it is."""
+    leftovers = output_dir / f"{run_id}.leftovers.json"
+    if reaped := reap_leftovers(leftovers):
+        log.info("%s", reaped)
+        say(reaped)
+    env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers)
+    try:
+        base = base or base_commit(env)
+        if base is None:
+            log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
+            say("not a git repository with a commit: no patch will be extracted")
+            return env, None
+        tree = keep_base(env, base)  # out of the agent's reach before its first command
+        if removed := hide_future(env, base, settings.environment.scrub_history):
+            log.info("%s", removed)
+            say(removed)
+        fresh = not isinstance(env, LocalEnvironment) or tree.pristine(settings.patch)
+        if snapshot and fresh and (count := tree.restore(snapshot, settings.patch)):
+            log.info("the worktree put back as the last completed step left it (%d files)", count)
+            say(f"the worktree put back as the last completed step left it ({count} files)")
+        return env, base
+    except BaseException:
+        env.close()
+        raise
+
+
+def snapshotter(env: Environment, base: str, settings: Settings) -> Callable[[], str]:
+    """The worktree's snapshot (its diff against the base), as the checkpoint keeps it: a secret the agent wrote into a
+    file is masked there too (and in a worktree put back from it). A failure ends the run (`error`)."""
+
+    def snapshot() -> str:
+        try:
+            return redact(extract_patch(env, base, settings.patch))
+        except EnvironmentFailure:
+            raise
+        except Exception as error:
+            raise PatchError(f"patch extraction failed: {error}") from None
+
+    return snapshot
+
+
+def restorer(env: Environment, base: str, settings: Settings) -> Callable[[str], bool]:
+    """Puts the worktree back as a snapshot has it; False when it cannot (the caller then tells the agent)."""
+
+    def restore(snapshot: str) -> bool:
+        try:
+            keep_base(env, base).restore(snapshot, settings.patch)
+        except PatchError as error:
+            log.warning("the worktree could not be put back before running a command again: %s", error)
+            return False
+        return True
+
+    return restore
+
+
+def final_patch(env: Environment, base: str | None, settings: Settings, values: dict[str, Any]) -> str:
+    """The run's patch from the environment; when that fails (the container is gone), the last worktree snapshot;
+    PatchError when there is neither."""
+    if base is None:
+        return ""
+    try:
+        return extract_patch(env, base, settings.patch)
+    except Exception as error:
+        if "worktree_patch" not in values:
+            raise PatchError(str(error)) from None
+        log.warning("patch extraction failed (%s): the patch is the last completed step's worktree snapshot", error)
+        return values["worktree_patch"]
+
+
+def latest_worktree_patch(snapshot: Any) -> str | None:
+    """The worktree snapshot of the newest completed step, counting writes saved after the last checkpoint row (None
+    when the run has none)."""
+    for task in snapshot.tasks:
+        if isinstance(task.result, dict) and "worktree_patch" in task.result:
+            return task.result["worktree_patch"]
+    return (snapshot.values or {}).get("worktree_patch")
+
+
+def recover_submission(
+    values: dict[str, Any], settings: Settings, repo: Path | None, run_id: str, image: str | None, info: dict
+) -> tuple[ExitStatus, str]:
+    """A finished run whose trajectory lost its submission (killed before it was saved, or truncated): the patch
+    again from the worktree snapshot or the repository; an `error` when it cannot be had."""
+    status = ExitStatus(values["exit_status"])
+    if "worktree_patch" in values:
+        return status, values["worktree_patch"]
+    base = values.get("base_commit")
+    if not base:
+        return status, ""
+    env = None
+    try:
+        env = make_environment(settings.environment, repo, run_id, image)
+        return status, extract_patch(env, base, settings.patch)
+    except Exception as error:
+        info["error"] = f"the finished run's patch could not be recovered: {error}"
+        log.error("%s", info["error"])
+        return ExitStatus.ERROR, ""
+    finally:
+        if env is not None:
+            env.close()
+
+
+def previous_submission(path: Path, status: str) -> str | None:
+    """The submission the trajectory saved with the run's final status; None when it did not save one."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))["info"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(info, dict) or info.get("exit_status") != status or not isinstance(info.get("submission"), str):
+        return None
+    return info["submission"]
