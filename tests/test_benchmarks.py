@@ -49,11 +49,11 @@ def marks(benchmark: str) -> list[pytest.MarkDecorator]:
     return [*([pytest.mark.slow] if benchmark in SLOW else []), *([pytest.mark.docker] if benchmark in DOCKER else [])]
 
 
-@pytest.mark.parametrize("benchmark", [pytest.param(name, marks=marks(name)) for name in BENCHMARKS])
-def test_the_quick_mode_prints_a_table_and_a_result_line(benchmark: str, request: pytest.FixtureRequest) -> None:
-    needs(benchmark, request)
+@pytest.mark.parametrize("script", [pytest.param(name, marks=marks(name)) for name in BENCHMARKS])
+def test_the_quick_mode_prints_a_table_and_a_result_line(script: str, request: pytest.FixtureRequest) -> None:
+    needs(script, request)
     done = subprocess.run(
-        [sys.executable, f"{benchmark}.py", "--quick"], cwd=SCRIPTS, capture_output=True, text=True, timeout=1500
+        [sys.executable, f"{script}.py", "--quick"], cwd=SCRIPTS, capture_output=True, text=True, timeout=1500
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
@@ -61,7 +61,7 @@ def test_the_quick_mode_prints_a_table_and_a_result_line(benchmark: str, request
     last = lines[-1]
     assert re.fullmatch(r"RESULT( [a-z0-9_]+=\S+)+", last), last
     figures = dict(pair.split("=", 1) for pair in last.split()[1:])
-    assert figures.items() >= INVARIANTS.get(benchmark, {}).items(), last
+    assert figures.items() >= INVARIANTS.get(script, {}).items(), last
 
 
 def test_every_bench_script_is_a_benchmark_or_a_helper_one_uses() -> None:
