@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,7 +167,7 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(
     assert f"run {killed} resumed" in (output / killed / f"{killed}.log").read_text()
     assert f"{killed}: started on node {node2}" in stdout
     log = (output / "swebench.log").read_text().splitlines()
-    ended_on = {line.split()[3].rstrip(":"): line.split()[-1] for line in log if " on node " in line}
+    ended_on = dict(re.findall(r" (\S+): \w+ \(node (\S+)\)$", "\n".join(log), re.M))  # `<id>: <status> (node <n>)`
     assert ended_on[killed] != node2
     prefetched = [line for line in log if "prefetch: node" in line]
     assert len(prefetched) == 2 and all("has the 6 images" in line for line in prefetched)
