@@ -23,7 +23,10 @@ class ExitStatus(StrEnum):
     ENVIRONMENT_ERROR = "environment_error"
     INTERRUPTED = "interrupted"
     TURN_LIMIT = "turn_limit"  # a navigator turn limit: its turns, the driver's turns between reviews, review rounds
-    AWAITING_NAVIGATOR = "awaiting_navigator"  # a human navigator's answer is pending (the run resumes with it)
+    AWAITING_ANSWER = (
+        "awaiting_navigator"  # a person's answer is pending (a human navigator's; the run resumes with it)
+    )
+    AWAITING_NAVIGATOR = "awaiting_navigator"  # the same status by the variant's name
     ERROR = "error"
 
     @property
@@ -33,7 +36,7 @@ class ExitStatus(StrEnum):
             ExitStatus.MODEL_ERROR,
             ExitStatus.INTERRUPTED,
             ExitStatus.ERROR,
-            ExitStatus.AWAITING_NAVIGATOR,
+            ExitStatus.AWAITING_ANSWER,
         }
 
     @property

@@ -2,23 +2,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from llm_ide.state.operations import Reflection
 
-ACTION_TYPES = (
-    "view",
-    "view_symbol",
-    "search",
-    "edit",
-    "create",
-    "bash",
-    "submit",
-    "request_review",
-    "request_guidance",
-    "send_message",
-)
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50
@@ -27,13 +17,31 @@ _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
 _ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
-_ACTION_TAG = re.compile(rf"<\s*({'|'.join(sorted(ACTION_TYPES, key=len, reverse=True))})\s*(/)?\s*>", re.IGNORECASE)
 _ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 class FormatError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The action types a run knows (the core's and its variants'), and those whose parameters may be left out."""
+
+    types: tuple[str, ...]
+    bare: frozenset[str]
+    tag: re.Pattern[str]
+
+    @staticmethod
+    @cache
+    def of(types: tuple[str, ...], bare: frozenset[str]) -> Grammar:
+        names = "|".join(sorted(types, key=len, reverse=True))
+        return Grammar(types, bare, re.compile(rf"<\s*({names})\s*(/)?\s*>", re.IGNORECASE))
+
+    def with_actions(self, types: Iterable[str], bare: Iterable[str]) -> Grammar:
+        more = tuple(name for name in types if name not in self.types)
+        return Grammar.of((*self.types, *more), self.bare | frozenset(bare))
 
 
 @dataclass
@@ -151,13 +159,13 @@ def clean_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-def parse_action(text: str) -> ParsedAction:
+def parse_action(text: str, grammar: Grammar) -> ParsedAction:
     """The terse format (the thought, then the action as a tag named after its type holding the JSON parameters:
     `<view>{"path": ...}</view>`), or the tagged one (`<thought>`, `<action_type>`, `<action_params>`)."""
     if _ACTION_TYPE_TAG.search(text):
-        return parse_tagged_action(text)
+        return parse_tagged_action(text, grammar)
     error: FormatError | None = None
-    for match in _ACTION_TAG.finditer(text):  # the first tag whose body parses (a later one may sit in the params)
+    for match in grammar.tag.finditer(text):  # the first tag whose body parses (a later one may sit in the params)
         action_type = match.group(1).lower()
         rest = text[match.end() :]
         closings = list(re.finditer(rf"<\s*/\s*{action_type}\s*>", rest, re.IGNORECASE))
@@ -171,13 +179,13 @@ def parse_action(text: str) -> ParsedAction:
         thought = extract_tag(before, "thought", required=False) or before.strip()
         return ParsedAction(thought, action_type, params)
     raise error or FormatError(
-        f"missing the action: a tag named after its type ({', '.join(ACTION_TYPES)}) holding its JSON parameters"
+        f"missing the action: a tag named after its type ({', '.join(grammar.types)}) holding its JSON parameters"
     )
 
 
-def parse_tagged_action(text: str) -> ParsedAction:
+def parse_tagged_action(text: str, grammar: Grammar) -> ParsedAction:
     action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
-    if action_type not in ACTION_TYPES:
-        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}")
-    params = parse_params(extract_tag(text, "action_params", required=action_type not in {"submit", "request_review"}))
+    if action_type not in grammar.types:
+        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(grammar.types)}")
+    params = parse_params(extract_tag(text, "action_params", required=action_type not in grammar.bare))
     return ParsedAction(extract_tag(text, "thought") or "", action_type, params)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.parsing import FormatError, parse_action, parse_reflection, split_reflection
 
 
@@ -46,7 +47,7 @@ from llm_ide.parsing import FormatError, parse_action, parse_reflection, split_r
 def test_actions_parse_in_the_terse_and_the_tagged_format(
     text: str, thought: str, action_type: str, params: dict
 ) -> None:
-    action = parse_action(text)
+    action = parse_action(text, CORE_GRAMMAR)
     assert (action.thought, action.action_type, action.action_params) == (thought, action_type, params)
 
 
@@ -60,7 +61,7 @@ def test_actions_parse_in_the_terse_and_the_tagged_format(
 )
 def test_unusable_actions_say_why(text: str, message: str) -> None:
     with pytest.raises(FormatError, match=message):
-        parse_action(text)
+        parse_action(text, CORE_GRAMMAR)
 
 
 @pytest.mark.parametrize(
@@ -86,4 +87,4 @@ def test_a_single_call_reply_splits_into_its_reflection_and_its_action() -> None
         'bad: wrong file\nlesson: check paths\nLook at b.py.\n<view>{"path": "b.py"}</view>'
     )
     assert parse_reflection(reflection).lessons == "check paths"
-    assert parse_action(action).thought == "Look at b.py."
+    assert parse_action(action, CORE_GRAMMAR).thought == "Look at b.py."

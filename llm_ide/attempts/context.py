@@ -17,11 +17,11 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from llm_ide.budget import Budget, CostBudget
+from llm_ide.composition import Settings
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
-from llm_ide.settings import Settings
-from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 
 
 class TaskBudget(CostBudget):
@@ -194,8 +194,7 @@ def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
         operations = json.loads(trajectory.read_text(encoding="utf-8")).get("operations", [])
     except (OSError, ValueError):
         operations = []
-    nodes = [OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__})
-             for op in operations]  # fmt: skip
+    nodes = [node_of(op) for op in operations]
     chain = "\n".join(render_string(templates.reasoning_step, node=node) for node in reasoning_chain(nodes))
     pattern = re.compile(settings.attempts.test_pattern)
     tests = [n for n in nodes if n.action_type == "bash" and pattern.search(str(n.action_params.get("command", "")))]

@@ -17,6 +17,7 @@ from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
 from llm_ide.attempts.trajectory import write_combined
+from llm_ide.composition import Settings
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer
@@ -24,7 +25,6 @@ from llm_ide.run.guard import thread_lock
 from llm_ide.run.logfile import run_log
 from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output
 from llm_ide.secrets import redacted
-from llm_ide.settings import Settings
 
 log = logging.getLogger("llm_ide.run")
 

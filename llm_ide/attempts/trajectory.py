@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llm_ide import __version__
 from llm_ide.fileio import atomic_write
 from llm_ide.run.trajectory import FORMAT, load_trajectory
 from llm_ide.state.graph_state import empty_usage
+from llm_ide.version import __version__
 
 USAGE_KEYS = ("api_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
 

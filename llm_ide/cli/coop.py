@@ -119,7 +119,7 @@ def grade_folder(folder: Path) -> None:
 
 def regrade(folder: Path) -> None:
     """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
-    from llm_ide.coop.run import CoopRun, grade
+    from llm_ide.coop.phases import CoopRun, grade
     from llm_ide.coop.task import CoopError, load_task
     from llm_ide.fileio import atomic_write
 

@@ -159,7 +159,7 @@ def run(
     human = settings.navigator.mode == "human"
     if human and runner is run_attempts:
         raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
-    extra = {"ask_navigator": ask_on_terminal} if human else {}
+    extra = {"ask": ask_on_terminal} if human else {}
     if runner is run_task:
         extra["on_model_call"] = ThinkingStatus(console, verbose)
 

@@ -20,7 +20,7 @@ from llm_ide.inspector.model import (
 )
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
-from llm_ide.state.operations import OperationNode, reasoning_chain
+from llm_ide.state.operations import node_of, reasoning_chain
 
 MINI_FORMAT = "mini-swe-agent-1"
 MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
@@ -130,11 +130,7 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
     """Nodes with their marks; the reasoning chain is each attempt's own (ids restart in every attempt)."""
     chain: set[tuple[int, int]] = set()
     for attempt in sorted({int(op.get("attempt") or 0) for op in operations}):
-        records = [
-            OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__})
-            for op in operations
-            if int(op.get("attempt") or 0) == attempt
-        ]
+        records = [node_of(op) for op in operations if int(op.get("attempt") or 0) == attempt]
         chain |= {(attempt, node.id) for node in reasoning_chain(records)}
     nodes = []
     for op in operations:

@@ -26,7 +26,7 @@ def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
             reflection_text, text = split_reflection(reply)
             update["reflection"] = parse_reflection(reflection_text)
             update["parent_id"] = next_parent(with_reflection(nodes, update["reflection"]))
-        action = parse_action(text)
+        action = parse_action(text, ctx.grammar)
     except FormatError as error:
         expected = "single_format" if single else "act_format"
         return {"usage": usage, **format_failure(ctx, state, reply, error, expected)}

@@ -58,10 +58,8 @@ def call_model(
 
 
 def agent_call_index(ctx: AgentContext, state: AgentState, api_calls: int) -> int:
-    """The agent model's own call count: the run's calls but those of a separate sampling model (`sampling.model`)."""
-    if ctx.sampler is None:
-        return api_calls
-    return api_calls - sum(node.choice.get("calls", 0) for node in state.get("operations", []))
+    """The agent model's own call count: the run's calls but those a variant made on a model of its own."""
+    return api_calls - ctx.variants.foreign_calls(ctx, state) if ctx.variants else api_calls
 
 
 def account(

@@ -14,7 +14,7 @@ from llm_ide.conversation import Message
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.models import Model, ModelReply, ModelTimeLimit
 from llm_ide.nodes.model_call import account, agent_call_index, redacted_messages, wall_deadline
-from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_reflection, split_reflection
+from llm_ide.parsing import FormatError, Grammar, ParsedAction, parse_action, parse_reflection, split_reflection
 from llm_ide.prompting import render_string, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
@@ -113,21 +113,21 @@ def sample_at_once(ctx: AgentContext, state: AgentState, messages: list[Message]
     return texts, Usage(**usage)
 
 
-def parse_reply(text: str, single: bool) -> tuple[ParsedAction, Reflection | None]:
+def parse_reply(text: str, single: bool, grammar: Grammar) -> tuple[ParsedAction, Reflection | None]:
     """A candidate's action (and, with `agent.single_call`, its reflection on the previous operation)."""
     if not single:
-        return parse_action(text), None
+        return parse_action(text, grammar), None
     reflection_text, rest = split_reflection(text)
-    return parse_action(rest), parse_reflection(reflection_text)
+    return parse_action(rest, grammar), parse_reflection(reflection_text)
 
 
-def fold(texts: list[str], single: bool) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:
+def fold(texts: list[str], single: bool, grammar: Grammar) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:
     """The distinct candidates in first-seen order, and the replies that could not be parsed."""
     candidates: dict[tuple[str, str], Candidate] = {}
     failures: list[tuple[str, FormatError]] = []
     for text in texts:
         try:
-            action, reflection = parse_reply(text, single)
+            action, reflection = parse_reply(text, single, grammar)
         except FormatError as error:
             failures.append((text, error))
             continue

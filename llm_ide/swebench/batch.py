@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_ide.composition import Settings
 from llm_ide.errors import ExitStatus
 from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
-from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.preflight import check_model, clone_for_local
 from llm_ide.swebench.progress import BatchProgress, one_line

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
+from llm_ide.composition import Settings
 from llm_ide.errors import UsageError
-from llm_ide.run.history import mark_owned
-from llm_ide.settings import Settings
 from llm_ide.swebench.dataset import Instance
+from llm_ide.workspace.history import mark_owned
 
 
 class SWEbenchError(UsageError, ValueError):
@@ -134,7 +134,9 @@ def clone_for_local(instance: Instance, destination: Path) -> Path:
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise SWEbenchError(f"{instance.instance_id}: {' '.join(command)} failed: {result.stderr.strip()[:500]}")
-    mark_owned(partial)  # ours: what came after the base commit is removed before the agent starts (run/history.py)
+    mark_owned(
+        partial
+    )  # ours: what came after the base commit is removed before the agent starts (workspace/history.py)
     partial.rename(destination)
     return destination
 
