@@ -355,28 +355,28 @@ def test_ctrl_c_on_a_docker_run_removes_its_container(client, run_id: str, tmp_p
     assert wait_until_gone(client, run_id) == []
 
 
-def test_our_network_is_created_once_whatever_runs_at_the_same_time_and_a_duplicate_is_removed(
-    client, run_id: str
-) -> None:
+def test_our_network_is_created_once_whatever_runs_at_the_same_time_and_a_duplicate_is_removed(client) -> None:
     """Docker lets concurrent creations make several networks of one name, and a container start then refuses the
-    ambiguous name: parallel attempts left three `llm-ide` networks and every later docker run failed."""
+    ambiguous name: parallel attempts once left three `llm-ide` networks and every later docker run failed."""
+    name = f"llm-ide-test-{uuid.uuid4().hex[:8]}"
 
-    def ours() -> list:
-        return [n for n in client.networks.list(names=[DEFAULT_NETWORK]) if n.name == DEFAULT_NETWORK]
+    def named() -> list:
+        return [n for n in client.networks.list(names=[name]) if n.name == name]
 
-    for network in ours():
-        with contextlib.suppress(Exception):
-            network.remove()
-    if ours():
-        pytest.skip("the llm-ide network is in use by a running container")
-    with ThreadPoolExecutor(6) as pool:
-        ids = set(pool.map(lambda _: ensure_network(client), range(6)))
-    assert len(ids) == 1 and [n.id for n in ours()] == list(ids)
-    client.networks.create(DEFAULT_NETWORK, driver="bridge", labels={"llm-ide": "1"})  # a duplicate, as a race left
-    assert len(ours()) == 2
-    env = make_environment(settings(), None, run_id)
     try:
-        assert env.execute("echo reachable").output.strip() == "reachable"
+        with ThreadPoolExecutor(6) as pool:
+            assert set(pool.map(lambda _: ensure_network(client, name), range(6))) == {name}
+        ids = [n.id for n in named()]
+        assert len(ids) == 1
+        client.networks.create(name, driver="bridge")  # a duplicate, as a race left them
+        assert len(named()) == 2
+        assert ensure_network(client, name) == name and [n.id for n in named()] == ids
+        container = client.containers.run(BASE_IMAGE, ["true"], network=name, detach=True)
+        try:
+            assert container.wait(timeout=60)["StatusCode"] == 0
+        finally:
+            container.remove(force=True)
+        assert DEFAULT_NETWORK == "llm-ide" and ensure_network(client) == DEFAULT_NETWORK
     finally:
-        env.close()
-    assert [n.id for n in ours()] == list(ids)
+        for network in named():
+            network.remove()
