@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.codeview import CodeView
@@ -264,7 +264,8 @@ def create(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
         return ActionOutcome(ws.observe("create_exists", path=path), 1)
     ws.env.write_file(path, content.encode("utf-8"))
     total = content.count("\n") + (0 if content.endswith("\n") else 1)
-    return ActionOutcome(ws.observe("create", path=path, total=total), 0, ws.view.scopes(path, range(1, total + 1)))
+    scopes = [replace(scope, created=True) for scope in ws.view.scopes(path, range(1, total + 1))]
+    return ActionOutcome(ws.observe("create", path=path, total=total), 0, scopes)
 
 
 def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:

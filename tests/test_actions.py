@@ -104,7 +104,7 @@ def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Codebase) -> None
 def test_create_refuses_to_overwrite(ws: Codebase) -> None:
     created = execute_action(ws, "create", {"path": "app/new.py", "content": "def f():\n    return 1\n"})
     assert (created.returncode, created.observation) == (0, "Created app/new.py (2 lines).")
-    assert created.accessed == [Scope("app/new.py", (1, 2), "", "f")]
+    assert created.accessed == [Scope("app/new.py", (1, 2), "", "f", created=True)]
     again = execute_action(ws, "create", {"path": "app/new.py", "content": "x"})
     assert again.returncode == 1 and "already exists" in again.observation
 

@@ -25,6 +25,7 @@ HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(?P<line>\d+)(?:,\d+)? @@")
 PATH_WORD = re.compile(r"(?<![\w.@+/-])(?:[\w.@+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]\w*(?![\w/])")
 BARE_WORD = re.compile(r"(?<![^\s;|&(])[\w@+][\w./@+-]*(?=$|[\s;|&)])")  # `cat Makefile`: words of the first line
 IMPORTS = re.compile(r"\b(?:from|import|-m)\s+([\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*)")
+FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?\s*(\w+(?:\s+as\s+\w+)?(?:\s*,\s*\w+(?:\s+as\s+\w+)?)*)")
 MODULE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s+as\s+\w+)?")
 LISTED = ("    ", ">   ")  # pytest prints source lines under four columns, `>` marking the failing one
 MAX_MENTIONS = 24
@@ -51,9 +52,10 @@ def shown_lines(command: str, output: str, load: Load) -> dict[str, set[int]]:
     """Repo path → the lines of it that `output` shows. `load` reads the files mentioned (raw paths, as the command
     and the output write them) in one call and gives those that exist inside the repository."""
     rows = output.split("\n")
-    files = load(_mentions(command, rows))
+    mentioned = _command_paths(command)
+    files = load(_mentions(mentioned, rows))
     texts = {path: lines for path, lines in files.values()}
-    named = list(dict.fromkeys(files[raw][0] for raw in _command_paths(command) if raw in files))
+    named = list(dict.fromkeys(files[raw][0] for raw in mentioned if raw in files))
     shown: dict[str, set[int]] = {}
     plain = _structured(rows, files, [(path, texts[path]) for path in named], shown)
     listed = [_unlisted(row) for row in plain] if any(row and row.startswith(LISTED[1]) for row in plain) else []
@@ -66,18 +68,22 @@ def shown_lines(command: str, output: str, load: Load) -> dict[str, set[int]]:
 
 
 def _command_paths(command: str) -> list[str]:
-    """Files the command names: path-like words, and the modules a Python snippet imports or runs (`a.b` as
-    `a/b.py`, `a/b/__init__.py`, also under `src/`)."""
-    paths = PATH_WORD.findall(command) + BARE_WORD.findall(command.split("\n", 1)[0])
-    imported = IMPORTS.findall(command) if "python" in command or "import " in command else []
-    for module in (name for names in imported for name in MODULE.findall(names)):
-        base = module.replace(".", "/")
-        paths += [f"{root}{base}{tail}" for root in ("", "src/") for tail in (".py", "/__init__.py")]
+    """Files the command names: path-like words, the modules a Python snippet imports or runs (`a.b` as `a/b.py`,
+    `a/b/__init__.py`, also under `src/`), then the other words of its first line (`cat Makefile`)."""
+    paths = PATH_WORD.findall(command)
+    if "python" in command or "import " in command:
+        modules = [
+            f"{package}.{name}" for package, names in FROM_IMPORT.findall(command) for name in MODULE.findall(names)
+        ]
+        modules += [name for names in IMPORTS.findall(command) for name in MODULE.findall(names)]
+        for base in (module.replace(".", "/") for module in modules):
+            paths += [f"{root}{base}{tail}" for root in ("", "src/") for tail in (".py", "/__init__.py")]
+    paths += BARE_WORD.findall(command.split("\n", 1)[0])
     return list(dict.fromkeys(paths))[:MAX_MENTIONS]
 
 
-def _mentions(command: str, rows: list[str]) -> list[str]:
-    found = dict.fromkeys(_command_paths(command))
+def _mentions(named: list[str], rows: list[str]) -> list[str]:
+    found = dict.fromkeys(named)
     for row in rows:
         match = GREP_ROW.match(row) or TRACEBACK.match(row) or DIFF_TARGET.match(row) or FILE_ROW.match(row)
         if match and len(found) < 2 * MAX_MENTIONS:
