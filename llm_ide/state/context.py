@@ -126,8 +126,11 @@ def select_chunks(chunks: list[Chunk], params: ScoreParams) -> list[Chunk]:
 
 def trim_to_budget(chunks: list[Chunk], sizes: list[int], budget: int) -> list[Chunk]:
     """Drop chunks until the summed size fits, those of files the agent created first, then the lowest-scored; never
-    one accessed by the latest operation."""
-    total = sum(sizes)
+    one accessed by the latest operation. A created file's chunk accessed just now (a scratch script written or run)
+    is shown beside the budget: it does not push out the code under repair."""
+    total = sum(
+        size for chunk, size in zip(chunks, sizes, strict=True) if not (chunk.created and _accessed_last(chunk))
+    )
     dropped: set[int] = set()
     for index in sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i)):
         if total <= budget:
@@ -177,7 +180,7 @@ def created_named(chunks: list[Chunk], command: str) -> set[int]:
     return {
         index
         for index, chunk in enumerate(chunks)
-        if chunk.created and re.search(rf"(?<![\w./-]){re.escape(chunk.file_path)}(?![\w/-])", command)
+        if chunk.created and re.search(rf"(?<![\w./-]){re.escape(chunk.file_path)}(?![\w./-])", command)
     }
 
 
