@@ -31,6 +31,7 @@ LISTED = ("    ", ">   ")  # pytest prints source lines under four columns, `>` 
 MAX_MENTIONS = 24
 MAX_STARTS = 16  # alignments tried for one output line (a line repeated more often anchors nothing)
 MIN_CHARS = 10  # non-blank characters a run (or a lone line) needs to count as shown code
+MAX_SCOPES = 40  # pieces of code one output records at most (`grep -n 'def '` lists every function of a file)
 
 Loaded = dict[str, tuple[str, list[str]]]  # raw path as mentioned → (repo path, the file's lines now)
 Load = Callable[[list[str]], Loaded]
@@ -45,7 +46,7 @@ def observed_scopes(view: CodeView, command: str, output: str) -> list[Scope]:
         return {raw: (path, lines) for raw, path in paths.items() if (lines := view.lines(path)) is not None}
 
     shown = shown_lines(command, output, load)
-    return [scope for path, lines in shown.items() for scope in view.scopes(path, lines, fresh=False)]
+    return [scope for path, lines in shown.items() for scope in view.scopes(path, lines, fresh=False)][:MAX_SCOPES]
 
 
 def shown_lines(command: str, output: str, load: Load) -> dict[str, set[int]]:
