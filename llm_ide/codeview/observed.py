@@ -86,6 +86,8 @@ def _command_paths(command: str) -> list[str]:
 def _mentions(named: list[str], rows: list[str]) -> list[str]:
     found = dict.fromkeys(named)
     for row in rows:
+        if ":" not in row and '"' not in row and "-" not in row and "+++ " not in row:
+            continue
         match = GREP_ROW.match(row) or TRACEBACK.match(row) or DIFF_TARGET.match(row) or FILE_ROW.match(row)
         if match and len(found) < 2 * MAX_MENTIONS:
             found.setdefault(match["path"])
@@ -131,6 +133,9 @@ def _structured(
                 shown.setdefault(path, set()).add(number)
                 plain.append(None)
                 continue
+        if ":" not in row and "\t" not in row and "-" not in row and '"' not in row:
+            plain.append(row)  # (none of the patterns below can match: most rows of a long listing)
+            continue
         if m := TRACEBACK.match(row):
             if m["path"] in files:
                 traceback = (*files[m["path"]], int(m["line"]))
