@@ -10,6 +10,7 @@ import textwrap
 import time
 import tracemalloc
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.environments import EnvironmentFailure, FileSnapshot, make_environment
+from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_network
 
 pytestmark = pytest.mark.docker
 
@@ -351,3 +353,30 @@ def test_ctrl_c_on_a_docker_run_removes_its_container(client, run_id: str, tmp_p
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode != 0 and "Traceback" not in stdout, stdout
     assert wait_until_gone(client, run_id) == []
+
+
+def test_our_network_is_created_once_whatever_runs_at_the_same_time_and_a_duplicate_is_removed(
+    client, run_id: str
+) -> None:
+    """Docker lets concurrent creations make several networks of one name, and a container start then refuses the
+    ambiguous name: parallel attempts left three `llm-ide` networks and every later docker run failed."""
+
+    def ours() -> list:
+        return [n for n in client.networks.list(names=[DEFAULT_NETWORK]) if n.name == DEFAULT_NETWORK]
+
+    for network in ours():
+        with contextlib.suppress(Exception):
+            network.remove()
+    if ours():
+        pytest.skip("the llm-ide network is in use by a running container")
+    with ThreadPoolExecutor(6) as pool:
+        ids = set(pool.map(lambda _: ensure_network(client), range(6)))
+    assert len(ids) == 1 and [n.id for n in ours()] == list(ids)
+    client.networks.create(DEFAULT_NETWORK, driver="bridge", labels={"llm-ide": "1"})  # a duplicate, as a race left
+    assert len(ours()) == 2
+    env = make_environment(settings(), None, run_id)
+    try:
+        assert env.execute("echo reachable").output.strip() == "reachable"
+    finally:
+        env.close()
+    assert [n.id for n in ours()] == list(ids)
