@@ -4,6 +4,7 @@ mini-swe-agent trajectories, run through the bash action in their repositories a
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,11 @@ from llm_ide.codeview.observed import shown_lines
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
 
+Checkouts = Callable[[Path, str], Codebase]
+
 
 @pytest.fixture(scope="module")
-def checkouts(tmp_path_factory: pytest.TempPathFactory):
+def checkouts(tmp_path_factory: pytest.TempPathFactory) -> Checkouts:
     """instance → a codebase over its checkout (one clone per instance for the module; the commands only read)."""
     made: dict[str, Codebase] = {}
     root = tmp_path_factory.mktemp("checkouts")
@@ -104,7 +107,7 @@ def spec(expected: dict[str, str]) -> dict[str, list[int]]:
     ],
 )
 def test_each_kind_of_code_showing_command_records_exactly_the_lines_it_showed(
-    shared_dir: Path, checkouts, instance: str, start: str, expected: dict[str, str] | None
+    shared_dir: Path, checkouts: Checkouts, instance: str, start: str, expected: dict[str, str] | None
 ) -> None:
     ws = checkouts(shared_dir, instance)
     command = real_command(shared_dir, instance, start)
@@ -116,7 +119,7 @@ def test_each_kind_of_code_showing_command_records_exactly_the_lines_it_showed(
     assert found == spec(expected)
 
 
-def test_python_snippet_and_awk_that_print_source(shared_dir: Path, checkouts) -> None:
+def test_python_snippet_and_awk_that_print_source(shared_dir: Path, checkouts: Checkouts) -> None:
     """Not in the trajectories, but how other agents read code: printed source is matched like any output."""
     ws = checkouts(shared_dir, "pytest-dev__pytest-7432")
     printed = "python3 -c \"print(''.join(open('src/_pytest/skipping.py').readlines()[87:92]))\""

@@ -162,7 +162,9 @@ def _structured(
     return plain
 
 
-def _preferring(current: tuple[str, list[str]] | None, named: list[tuple[str, list[str]]]) -> Iterator:
+def _preferring(
+    current: tuple[str, list[str]] | None, named: list[tuple[str, list[str]]]
+) -> Iterator[tuple[str, list[str]]]:
     if current is not None:
         yield current
     yield from (file for file in named if file is not current)
