@@ -140,7 +140,7 @@ class DockerEnvironment:
     ) -> None:
         options: dict[str, Any] = {}
         if network == DEFAULT_NETWORK:
-            ensure_network(self.client)
+            network = ensure_network(self.client)
         if network:
             options["network_mode"] = network
         if pids_limit:
