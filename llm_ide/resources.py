@@ -8,6 +8,7 @@ from typing import Any
 
 from llm_ide.actions import ActionOutcome, Codebase
 from llm_ide.budget import Budget, CostBudget
+from llm_ide.call_policy import CallPolicy
 from llm_ide.models import Model
 from llm_ide.parsing import Grammar
 from llm_ide.settings import CoreSettings, Templates
@@ -27,7 +28,7 @@ class AgentContext:
     model: Model
     codebase: Codebase
     tool_usage: str = ""
-    record_call: Callable[[dict[str, Any]], None] | None = None
+    policy: CallPolicy = field(default_factory=CallPolicy)  # how every model call of the run is made
     cost_budget: Budget | None = None
     snapshot_patch: Callable[[], str] | None = None  # the worktree against the base commit, after each change
     restore_worktree: Callable[[str], bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
@@ -36,7 +37,6 @@ class AgentContext:
     resources: dict[str, Any] = field(default_factory=dict)
     mark: float = field(default_factory=time.monotonic)
     rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
-    redacted: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
 
     @property
     def templates(self) -> Templates:

@@ -69,8 +69,8 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
         chosen, by, reasons = None, "none", "no attempt changed a file"
     elif len(groups) == 1:
         chosen, by, reasons = groups[0][0], "only", "the only distinct non-empty patch"
-    elif settings.choose == "best_score":
-        chosen = best([group[0] for group in groups])
+    elif settings.choose == "best_score" or (ctx.budget is not None and ctx.budget.exhausted):
+        chosen = best([group[0] for group in groups])  # the task's budget spent: no chooser call
         by, reasons = "best_score", chosen.get("reasons", "")
     else:
         chosen, reasons, call = ask_chooser(ctx, state["task"], groups, 0)

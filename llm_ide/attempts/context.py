@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from llm_ide.budget import Budget, CostBudget
+from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import Settings
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.models import Model, get_model
@@ -115,25 +115,11 @@ class AttemptsContext:
             self.on_event(RunEvent(self.run_id, "phase", phase=phase))
 
     def ask(self, role: str, system: str, user: str, call_index: int, attempt: int = 0) -> tuple[str, dict[str, Any]]:
-        """One reviewer or chooser call: the reply and its record (for the trajectory); its cost goes to the budget."""
-        started = time.perf_counter()
+        """One reviewer or chooser call by the call policy (the task's budget charged): the reply and its record."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        reply = self.role_model(role).complete(messages, call_index=call_index)
-        assert self.budget is not None
-        self.budget.add(reply.cost)
-        call = {
-            "kind": role,
-            "attempt": attempt,
-            "role_index": call_index,
-            "prompt": f"[system]\n{system}\n\n[user]\n{user}",
-            "prompt_chars": len(system) + len(user),
-            "prompt_tokens": reply.input_tokens,
-            "response": reply.text,
-            "response_tokens": reply.output_tokens,
-            "cache_read_tokens": reply.cache_read_tokens,
-            "cost": reply.cost,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
+        policy = CallPolicy(budget=self.budget)
+        reply, call = policy.call(self.role_model(role), messages, kind=role, call_index=call_index, attempt=attempt,
+                                  role_index=call_index)  # fmt: skip
         return reply.text, call
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
+from llm_ide.call_policy import CallPolicy
 from llm_ide.environments import make_environment
 from llm_ide.errors import ConfigError, ModelError
 from llm_ide.models import Model, ModelTimeLimit, get_model
@@ -77,8 +78,10 @@ class ModelNavigator:
         task: str = "",
         calls: int = 0,
         record_call: Callable[[dict[str, Any]], None] | None = None,
+        policy: CallPolicy | None = None,
     ) -> None:
         self.ctx = AgentContext(settings=settings, model=model, codebase=codebase)  # its own, isolated
+        self.policy = (policy or CallPolicy()).recording(None)  # the run's budget; its calls recorded here
         self.config = settings.navigator
         self.templates = load_templates(self.config.prompts)
         self.task = task
@@ -229,26 +232,17 @@ class ModelNavigator:
         )
 
     def _call(self, kind: str, messages: list[Message], deadline: float | None) -> str:
-        started = time.perf_counter()
+        index = self.usage.calls
         try:
-            reply = self.ctx.model.complete(messages, call_index=self.usage.calls, deadline=deadline)
+            reply, call = self.policy.call(
+                self.ctx.model, messages, kind=f"navigator_{kind}", call_index=index, deadline=deadline, index=index
+            )
         except ModelTimeLimit as error:
             raise NavigatorTimeout(f"navigator: {error}") from None
         except ModelError as error:
             if "timeout" in str(error).lower() or "timed out" in str(error).lower():
                 raise NavigatorTimeout(f"navigator: {error}") from None
             raise NavigatorError(f"navigator: {error}") from None
-        call = {
-            "index": self.usage.calls,
-            "kind": f"navigator_{kind}",
-            "prompt_chars": sum(len(m["content"]) for m in messages),
-            "prompt_tokens": reply.input_tokens,
-            "cached_tokens": reply.cache_read_tokens,
-            "response": reply.text,
-            "response_tokens": reply.output_tokens,
-            "cost": reply.cost,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
         self.usage = NavigatorUsage(
             calls=self.usage.calls + 1,
             input_tokens=self.usage.input_tokens + reply.input_tokens,
@@ -256,9 +250,9 @@ class ModelNavigator:
             output_tokens=self.usage.output_tokens + reply.output_tokens,
             cost=self.usage.cost + reply.cost,
         )
-        self.calls.append(call)
+        self.calls.append({key: value for key, value in call.items() if key != "prompt"})
         if self.record_call is not None:
-            self.record_call({**call, "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)})
+            self.record_call(call)
         return reply.text
 
     def _spent(self, before: NavigatorUsage) -> NavigatorUsage:

@@ -65,7 +65,7 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
     drain = getattr(navigator_of(ctx), "drain", None)
     if drain is not None:
         record["calls"] += drain()
-    if ctx.cost_budget is not None:
+    if by != "model" and ctx.cost_budget is not None:  # a model navigator's calls are charged as they are made
         ctx.cost_budget.add(usage.cost)
 
 

@@ -62,7 +62,7 @@ class Navigator(Variant):
         return {name: absent(name) for name in CONSULTED}
 
     def open(self, ctx: Any, opening: Opening) -> Any:
-        return make_navigator(ctx.settings, ctx.codebase, opening.model, opening.base_url)
+        return make_navigator(ctx.settings, ctx.codebase, opening.model, opening.base_url, policy=ctx.policy)
 
     def action_lines(self, ctx: Any) -> str:
         return render_string(ctx.settings.navigator.templates.actions)

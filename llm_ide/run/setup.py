@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.actions import Codebase
+from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments import Environment, make_environment
@@ -66,7 +67,7 @@ def build_context(
         model=model,
         codebase=Codebase.for_settings(env, settings, tool_commands=commands),
         tool_usage=usage,
-        record_call=record_call,
+        policy=CallPolicy(record_call, cost_budget, settings.agent.max_reply_chars, settings.templates),
         intents=intents,
         cost_budget=cost_budget,
         snapshot_patch=snapshotter(env, base, settings) if base else None,
