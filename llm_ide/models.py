@@ -22,9 +22,9 @@ from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
-from llm_ide.parsing import clean_text
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
+from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
 

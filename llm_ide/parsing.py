@@ -8,11 +8,11 @@ from functools import cache
 from typing import Any
 
 from llm_ide.state.operations import Reflection
+from llm_ide.text import clean_text
 
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
@@ -150,13 +150,6 @@ def storable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         return [storable(child, depth + 1) for child in value]
     return value
-
-
-def clean_text(text: str) -> str:
-    """Text every store can hold: no NUL (Postgres rejects it), no lone surrogate (not encodable as UTF-8)."""
-    if "\0" in text:
-        text = text.replace("\0", "\ufffd")
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def parse_action(text: str, grammar: Grammar) -> ParsedAction:

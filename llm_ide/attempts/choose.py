@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, context_of
+from llm_ide.attempts.context import AttemptsContext
 from llm_ide.attempts.review import NUMBER
 from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.parsing import extract_tag
@@ -56,7 +56,7 @@ def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord
 
 
 def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
-    ctx = context_of(runtime, dict(state))
+    ctx = runtime.context
     settings = ctx.settings.attempts
     attempts = state.get("attempts", [])
     accept = settings.accept_score

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langgraph.config import get_config
-from langgraph.runtime import Runtime
-
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import Settings
+from llm_ide.config import load_config
 from llm_ide.errors import EnvironmentFailure
+from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
+from llm_ide.run.single import RunEvent
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 
 
@@ -110,8 +110,6 @@ class AttemptsContext:
 
     def emit(self, phase: str) -> None:
         if self.on_event is not None:
-            from llm_ide.run.single import RunEvent
-
             self.on_event(RunEvent(self.run_id, "phase", phase=phase))
 
     def ask(self, role: str, system: str, user: str, call_index: int, attempt: int = 0) -> tuple[str, dict[str, Any]]:
@@ -123,29 +121,18 @@ class AttemptsContext:
         return reply.text, call
 
 
-_STUDIO: dict[str, AttemptsContext] = {}
-
-
-def context_of(runtime: Runtime[AttemptsContext] | Any, state: dict[str, Any]) -> AttemptsContext:
-    """The run's context; under LangGraph Studio (no context given) one built from the graph input per thread."""
-    if getattr(runtime, "context", None) is not None:
-        return runtime.context
-    from llm_ide.config import load_config
-    from llm_ide.inputs import require_inputs
-
-    thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
-    if thread not in _STUDIO:
-        require_inputs(state)
-        values = dict(state.get("config") or {})
-        _STUDIO[thread] = AttemptsContext(
-            settings=load_config(values.pop("base", "default"), **values),
-            model=state["model"],
-            run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
-            output_dir=Path(state.get("output") or Path("runs") / thread),
-            repo=Path(state["repo"]).expanduser().resolve(),
-            base_url=state.get("base_url"),
-        )
-    return _STUDIO[thread]
+def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
+    """LangGraph Studio (no context given): the run's context built from the graph input."""
+    require_inputs(state)
+    values = dict(state.get("config") or {})
+    return AttemptsContext(
+        settings=load_config(values.pop("base", "default"), **values),
+        model=state["model"],
+        run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
+        output_dir=Path(state.get("output") or Path("runs") / thread),
+        repo=Path(state["repo"]).expanduser().resolve(),
+        base_url=state.get("base_url"),
+    )
 
 
 def git(repo: Path, *args: str) -> str:

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
+from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.trajectory import write_combined
 from llm_ide.composition import Settings
+from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import open_checkpointer
@@ -52,15 +54,14 @@ def run_attempts(
     cost_budget: CostBudget | None = None,
 ) -> AttemptsResult:
     """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`."""
-    from llm_ide.attempts.graph import build_attempts_graph
-
     install_signal_policy()
     output_dir = prepare_output(Path(output_dir), run_id)
     if environment:
         settings = settings.merged({"environment": {"type": environment}}, origin="environment")
     kind = settings.environment.type
-    if kind == "local" and repo is None:
-        raise UsageError("attempts in the local environment need a repository (--repo PATH)")
+    in_place = not capabilities(kind).ephemeral  # the repository itself: each attempt in a git worktree of it
+    if in_place and repo is None:
+        raise UsageError(f"attempts in the {kind} environment need a repository (--repo PATH)")
     budget = TaskBudget(settings.attempts.cost_limit or None, cost_budget)
     ctx = AttemptsContext(
         settings=settings, model=model, run_id=run_id, output_dir=output_dir,
@@ -91,7 +92,7 @@ def run_attempts(
         if resumed:
             done = [r["index"] for r in values.get("attempts", [])]
             ctx.emit(f"resuming run {run_id}: attempts {done or 'none'} finished are kept")
-        base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if kind == "local" else "")
+        base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if in_place else "")
         inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
         try:
             written = None
@@ -107,7 +108,7 @@ def run_attempts(
             info["error"] = str(error)
             log.error("%s: %s", error.exit_status, error)
         result = finish(path, values, info)
-        if result.exit_status.finished and kind == "local":
+        if result.exit_status.finished and in_place:
             remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
     return result
 

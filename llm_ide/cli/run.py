@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from llm_ide.cli.console import (
+    check_model_before_start,
     config_default,
     console,
     err_console,
@@ -31,7 +32,6 @@ from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
-PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 
 
 class NavigatorMode(StrEnum):
@@ -216,16 +216,6 @@ def task_text(task: str | None, task_file: Path | None) -> str:
     if not text.strip():
         raise fail(f"the task is empty ({source}): say what the agent should do")
     return text
-
-
-def check_model_before_start(model: str, settings, base_url: str | None) -> None:
-    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
-    from llm_ide.swebench.preflight import SWEbenchError, check_model
-
-    try:
-        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
-    except SWEbenchError as error:
-        raise fail(str(error)) from None
 
 
 def report(result) -> None:

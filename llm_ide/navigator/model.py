@@ -12,7 +12,7 @@ from typing import Any
 
 from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
 from llm_ide.call_policy import CallPolicy
-from llm_ide.environments import make_environment
+from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import ConfigError, ModelError
 from llm_ide.models import Model, ModelTimeLimit, get_model
 from llm_ide.navigator.gate import explorable
@@ -100,7 +100,7 @@ class ModelNavigator:
         """A navigator of its own over a local repository (`llm-ide navigator serve`); `close()` it when done."""
         model = get_model(model_spec, settings.model, base_url)
         # read-only: the tests a reviewer runs leave no __pycache__ in the repository either
-        quiet = {"type": "local", "tools": [], "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
+        quiet = {"type": LocalEnvironment.kind, "tools": [], "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
         local = settings.merged({"environment": quiet}, origin="navigator")
         env = make_environment(local.environment, repo, "navigator", None)
         codebase = Codebase.for_settings(env, local)

@@ -11,11 +11,11 @@ from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
 from llm_ide.faults import failpoint
-from llm_ide.parsing import clean_text
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
+from llm_ide.text import clean_text
 from llm_ide.workspace.intents import CHANGES_WORKSPACE, edit_applied
 
 

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from llm_ide.composition import Settings
 from llm_ide.errors import UsageError
+from llm_ide.models import ModelError, get_model, langchain_providers
 from llm_ide.swebench.dataset import Instance
 from llm_ide.workspace.history import mark_owned
 
@@ -52,7 +53,6 @@ KEY_KWARGS = {"api_key", "openai_api_key", "anthropic_api_key", "google_api_key"
 
 def provider_of(model: str) -> str | None:
     """The langchain provider of `provider:name`; None for scripted and OpenAI-compatible names."""
-    from llm_ide.models import langchain_providers
 
     prefix, colon, _ = model.partition(":")
     return prefix if colon and prefix in langchain_providers() else None
@@ -94,7 +94,6 @@ def check_model(model: str, settings: Settings, base_url: str | None, timeout: f
     model = model.replace("{attempt}", "1")  # one model per attempt (llm_ide/attempts): the first one's is checked
     if problem := missing_key(model, settings, base_url):
         raise SWEbenchError(problem)
-    from llm_ide.models import ModelError, get_model
 
     try:
         get_model(model, settings.model, base_url)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.environments import Environment, EnvironmentFailure, make_environment
 from llm_ide.environments.processes import reap_leftovers
 from llm_ide.errors import ExitStatus
 from llm_ide.secrets import redact
@@ -50,7 +50,7 @@ def open_environment(
         if removed := hide_future(env, base, settings.environment.scrub_history):
             log.info("%s", removed)
             say(removed)
-        fresh = not isinstance(env, LocalEnvironment) or tree.pristine(settings.patch)
+        fresh = env.capabilities.ephemeral or tree.pristine(settings.patch)
         if snapshot and fresh and (count := tree.restore(snapshot, settings.patch)):
             log.info("the worktree put back as the last completed step left it (%d files)", count)
             say(f"the worktree put back as the last completed step left it ({count} files)")
