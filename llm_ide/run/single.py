@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,19 +10,19 @@ from langgraph.types import Command
 
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError
 from llm_ide.faults import failpoint
 from llm_ide.graph import build_graph
 from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
-from llm_ide.run.checkpoint import open_checkpointer, prune
-from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
-from llm_ide.run.logfile import run_log
+from llm_ide.run.checkpoint import prune
+from llm_ide.run.guard import check_saved_state
 from llm_ide.run.salvage import ensure_output, folder_lost, recreate_output, sqlite_path
 from llm_ide.run.setup import build_context
+from llm_ide.run.thread import ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redact, redacted
-from llm_ide.settings import CoreSettings, register_config_secrets
+from llm_ide.settings import CoreSettings
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.variant import Variant
 from llm_ide.workspace.intents import IntentLog
@@ -37,11 +36,6 @@ from llm_ide.workspace.lifecycle import (
 from llm_ide.workspace.patch import baseline_notes
 
 log = logging.getLogger("llm_ide.run")
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class ThreadMismatchError(UsageError, ValueError):
-    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 
 @dataclass
@@ -85,17 +79,6 @@ def describe_action(node: Any) -> str:
     return node.action_type
 
 
-def prepare_output(output_dir: Path, run_id: str) -> Path:
-    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
-    if not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
-    return output_dir
-
-
 def run_task(
     task: str,
     *,
@@ -126,11 +109,7 @@ def run_task(
     if not task.strip():
         raise UsageError("the task is empty: say what the agent should do")
     composed = compose(settings, variants)  # a combination that cannot work is refused before anything starts
-    install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
-    output_dir = prepare_output(Path(output_dir), run_id)
-    if environment:
-        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
-    register_config_secrets(settings)  # the secrets the settings hold never reach an output
+    output_dir, settings = start(output_dir, run_id, settings, environment)
     emit = on_event or (lambda event: None)
     info: dict[str, Any] = {
         "run_id": run_id,
@@ -139,16 +118,12 @@ def run_task(
         "exit_status": None,
         "submission": "",
     }
-    spec = checkpoint or f"sqlite:{output_dir / f'{run_id}.checkpoint.sqlite'}"
-    with (
-        thread_lock(output_dir, run_id),
-        run_log(output_dir / f"{run_id}.log"),
-        open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
-    ):
-        graph = build_graph(saver, variants=composed)
-        snapshot = read_snapshot(graph, run_id, spec)
-        values: dict[str, Any] = dict(snapshot.values or {})
-        resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
+    database = f"{run_id}.checkpoint.sqlite"
+    build = lambda saver: build_graph(saver, variants=composed)  # noqa: E731
+    with opened(output_dir, run_id, task, checkpoint, database, build) as thread:
+        spec, saver, graph, snapshot, values, resumed = (
+            thread.spec, thread.saver, thread.graph, thread.snapshot, thread.values, thread.resumed
+        )  # fmt: skip
         if spec != "memory":
             check_saved_state(
                 has_checkpoint=resumed,
@@ -157,13 +132,7 @@ def run_task(
                 calls=output_dir / f"{run_id}.calls.jsonl.gz",
                 checkpoint=spec,
             )
-        if values.get("task") not in (None, task):
-            raise ThreadMismatchError(
-                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
-            )
-        recorder = Recorder(
-            output_dir, run_id, composed.record
-        )  # the thread is ours, its state checked: it may rewrite
+        recorder = Recorder(output_dir, run_id, composed.record)  # the thread is ours, its state checked
         run = _Run(run_id, saver, recorder, emit, info, values, ask)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
@@ -245,14 +214,6 @@ def run_task(
                 recreate_output(output_dir, saver, sqlite_path(spec), recorder)
             result = run.finish(status, submission)
     return result
-
-
-def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
-    try:
-        return graph.get_state({"configurable": {"thread_id": run_id}})
-    except Exception as error:  # a corrupt database, an unreadable blob: one line, nothing overwritten
-        detail = " ".join(str(error).split())[:300]
-        raise RunStateError(f"checkpoint {spec} cannot be read ({type(error).__name__}: {detail})") from None
 
 
 @dataclass
