@@ -56,6 +56,7 @@ def make_environment(
             network=settings.network != "none",
             writable=settings.writable,
             leftovers=leftovers,
+            mount_at=settings.mount_at,
         )
     from llm_ide.environments.docker import DockerEnvironment
 
