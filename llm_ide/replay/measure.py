@@ -24,22 +24,36 @@ class Priced:
     messages: list[Message]
     raw: int
     cached: int
-    output: int
+    reply: str
+
+    @property
+    def output(self) -> int:
+        return len(self.reply)
 
 
 def original_calls(requests: list[Request]) -> list[Priced]:
     priced, previous = [], []
     for request in requests:
         cached = shared_prefix(previous, request.messages)
-        priced.append(
-            Priced(request.step, request.messages, prompt_chars(request.messages), cached, len(request.response))
-        )
+        priced.append(Priced(request.step, request.messages, prompt_chars(request.messages), cached, request.response))
         previous = request.messages
     return priced
 
 
 def wire_calls(calls: list[WireCall]) -> list[Priced]:
-    return [Priced(call.step, call.messages, call.raw, call.cached, len(call.response)) for call in calls]
+    return [Priced(call.step, call.messages, call.raw, call.cached, call.response) for call in calls]
+
+
+def issuing_prompt(agent: str, calls: list[Priced]) -> list[Message]:
+    """The messages of the request that issued the step's action: its last. llm-ide's act call continues the reflect
+    call of its step, whose reply the replay took from the original's thought that goes with this very action (its
+    first sentence): that reply is not counted, the memory did not hold it."""
+    messages = calls[-1].messages
+    if agent != "llm-ide" or len(calls) < 2:
+        return messages
+    supplied = calls[-2].reply
+    found = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m["content"] == supplied]
+    return messages[: found[-1]] + messages[found[-1] + 1 :] if found else messages
 
 
 def action_label(step: Step) -> str:
@@ -108,7 +122,8 @@ def measure(
             mine = [call for call in priced if call.step == number]
             figures[agent] = agent_step(mine, prices)
             if mine:  # the prompt that issued the action: the step's last request
-                fidelity(figures[agent], edit, tokens, Text.of(mine[-1].messages), number, agent, misses)
+                prompt = Text.of(issuing_prompt(agent, mine))
+                fidelity(figures[agent], edit, tokens, prompt, number, agent, misses)
         reports.append(
             StepReport(
                 step=number,

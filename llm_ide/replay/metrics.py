@@ -2,9 +2,10 @@
 references of a command (names, paths, numbers it took from earlier output). The definitions are in docs/replay.md.
 
 Text matching is the same for every agent: a line counts as present when, its whitespace collapsed and stripped,
-it occurs inside one line of the prompt (whitespace collapsed too); lines with fewer than MIN_CHARS non-space
-characters or no letter or digit are no evidence and are not counted. A token is present when it occurs in the
-prompt with no letter, digit or `_` right before or after it."""
+it occurs inside one line of the prompt (whitespace collapsed too), not glued to a name (`x = 1` is in
+`445  x = 1` but not in `max = 10`); lines with fewer than MIN_CHARS non-space characters or no letter or digit are
+no evidence and are not counted. A token is present when it occurs in the prompt with no letter, digit or `_` right
+before or after it."""
 
 from __future__ import annotations
 
@@ -51,8 +52,21 @@ def evidence(line: str) -> str | None:
     return text
 
 
-def bounded(token: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(token)}(?![A-Za-z0-9_])")
+def is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def occurs(needle: str, text: str) -> bool:
+    """`needle` in `text`, not continuing a name on either side (where the needle itself starts or ends one)."""
+    start = text.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = start == 0 or not is_word(text[start - 1]) or not is_word(needle[0])
+        after = end == len(text) or not is_word(text[end]) or not is_word(needle[-1])
+        if before and after:
+            return True
+        start = text.find(needle, start + 1)
+    return False
 
 
 @dataclass
@@ -70,10 +84,10 @@ class Text:
         return "\n".join(collapse(line) for line in self.raw.splitlines())
 
     def holds_line(self, line: str) -> bool:
-        return line in self.lines
+        return occurs(line, self.lines)
 
     def holds_token(self, token: str) -> bool:
-        return token in self.raw and bounded(token).search(self.raw) is not None
+        return occurs(token, self.raw)
 
 
 @dataclass(frozen=True)
