@@ -58,7 +58,10 @@ def replay_command(
         loaded = load(trajectory)
         target = out or Path("replays") / run_id_of(loaded, trajectory)
         columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, TextColumn("{task.description}"), console=err_console, transient=True) as progress:
+        shown = err_console.is_terminal
+        with Progress(
+            *columns, TextColumn("{task.description}"), console=err_console, transient=True, disable=not shown
+        ) as progress:
             task = progress.add_task("", total=len(loaded.steps))
 
             def on_event(event) -> None:

@@ -190,7 +190,8 @@ def llm_ide_trajectory(data: dict[str, Any]) -> Trajectory:
         instance_id=run_id if "__" in run_id else None,
         submission=str(info.get("submission") or ""),
         command_timeout=environment.get("command_timeout"),
-        workdir=environment.get("workdir") if environment.get("type") == "docker" else None,
+        workdir=environment.get("mount_at")
+        or (environment.get("workdir") if environment.get("type") == "docker" else None),
     )
 
 
