@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import require_bwrap
 
 from llm_ide.replay.metrics import Text, edit_lines, occurs, references
 from llm_ide.replay.model import AGENTS, ReplayReport
@@ -144,6 +145,28 @@ def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) ->
     assert "1 replayed commands ended with another return code than in the original (steps 1)" in done.stdout
     operations = json.loads(Path(report.run_trajectory).read_text())["operations"]
     assert "ModuleNotFoundError" in operations[0]["observation"]
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_the_commands_find_the_repository_at_testbed(sandbox: str, tmp_path: Path) -> None:
+    """mini-swe-agent's commands ran in /testbed: bubblewrap shows the checkout there (tracebacks read as they did);
+    without it the path in the commands is the checkout's."""
+    if sandbox == "bwrap":
+        require_bwrap()
+    repo = make_repo(tmp_path / "repo")
+    steps = [("Look.", "grep -n alpha_value /testbed/m.py && cd /testbed && pwd", 0, "15:alpha_value = 1\n/testbed\n")]
+    trajectory = mini_trajectory(tmp_path / "t.traj.json", steps)
+    (tmp_path / "c.yaml").write_text(f"environment: {{sandbox: {sandbox}}}\n")
+    args = ["--repo", str(repo), "--out", str(tmp_path / "out"), "--config", str(tmp_path / "c.yaml")]
+    assert cli("replay", str(trajectory), *args, cwd=tmp_path).returncode == 0
+    report = report_of(tmp_path / "out")
+    assert (report.mounted_at, report.workdir_rewritten) == (
+        ("/testbed", False) if sandbox == "bwrap" else (None, True)
+    )
+    observation = json.loads(Path(report.run_trajectory).read_text())["operations"][0]["observation"]
+    assert observation.startswith("15:alpha_value = 1\n") and report.steps[0].returncode == 0
+    assert observation.endswith("/testbed" if sandbox == "bwrap" else "/repo")
+    assert report.diverged == ""
 
 
 def test_our_own_trajectory_replays_to_the_same_bill(demo: tuple[Path, Path], tmp_path: Path) -> None:

@@ -28,15 +28,13 @@ REPORT = "replay.json"
 RUN_DIR = "run"
 
 
-def settings_for(
-    trajectory: Trajectory, overrides: list[Path], single_call: bool | None, mount: str | None
-) -> Settings:
+def settings_for(trajectory: Trajectory, overrides: list[Path], single_call: bool | None) -> Settings:
     """The bundled config, then the replay's defaults (local, no network, no tools: the original had none, no cost
     limit, the original's command timeout), then the `overrides` files; the environment type and the step limit are
-    the replay's whatever the files say."""
+    the replay's whatever the files say. The original's workdir (/testbed) is where bubblewrap shows the checkout."""
     defaults: dict[str, Any] = {
         "agent": {"cost_limit": 0},
-        "environment": {"tools": [], "network": "none", "sandbox": "bwrap", "mount_at": mount},
+        "environment": {"tools": [], "network": "none", "sandbox": "bwrap"},
         "model": {"prices": {MODEL: {"input": 1.0, "cache_read": 0.1, "output": 8.0}}},
     }
     if trajectory.command_timeout:
@@ -84,8 +82,11 @@ def replay(
     """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
     `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`."""
     trajectory = load(path)
-    mount = trajectory.workdir if trajectory.workdir and bwrap_path() else None
-    settings = settings_for(trajectory, overrides or [], single_call, mount)
+    settings = settings_for(trajectory, overrides or [], single_call)
+    environment = settings.environment
+    if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
+        settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
+    mount = settings.environment.mount_at
     prices = prices or Prices()
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
