@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from llm_ide.cli.console import console, err_console, fail
 from llm_ide.terminal import terminal_safe
+
+PIPED_WIDTH = 200  # piped output: the per-step table on one line per step
 
 
 def replay_command(
@@ -81,7 +84,7 @@ def replay_command(
             )
     except (ReplayError, ConfigError) as error:
         raise fail(str(error)) from None
-    print_report(report, console, misses)
+    print_report(report, console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH), misses)
     if html:
         from llm_ide.replay.page import write_replay_page
 
