@@ -34,7 +34,8 @@ def replay_command(
         typer.Option("--html", help="Write the replayed run's inspector page with the misses.", show_default="off"),
     ] = False,
     config: Annotated[
-        list[Path] | None, typer.Option(help="YAML file(s) overriding any config key (memory settings…).")
+        list[Path] | None,
+        typer.Option(help="YAML file(s) overriding any config key (memory settings…).", show_default="none"),
     ] = None,
     single_call: Annotated[
         bool | None,
