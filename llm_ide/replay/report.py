@@ -28,21 +28,23 @@ def per_edit(figures: AgentStep) -> Fraction:
 
 def steps_table(report: ReplayReport) -> Table:
     table = Table(title="per step: llm-ide · original (the original's figures rebuilt from its trajectory)")
-    for column in ("step", "action", "rc", "bill", "bill ratio (cum.)", "uncached", "pre-image", "±3 lines", "refs"):
+    columns = ("step", "action", "rc", "calls", "bill", "bill ratio (cum.)", "raw", "uncached", "pre-image", "±3 lines")
+    for column in (*columns, "refs"):
         table.add_column(column, justify="left" if column == "action" else "right")
     ours_total = theirs_total = 0.0
     for step in report.steps:
         ours, theirs = step.agents["llm-ide"], step.agents["original"]
         ours_total, theirs_total = ours_total + ours.bill, theirs_total + theirs.bill
-        codes = f"{step.returncode}" + (
-            "" if step.returncode == step.original_returncode else f" ({step.original_returncode})"
-        )
+        differs = step.original_returncode not in (None, step.returncode)
+        codes = f"{step.returncode}" + (f" ({step.original_returncode})" if differs else "")
         table.add_row(
             str(step.step),
             escape(terminal_safe(step.action)[:60]),
             codes,
+            f"{ours.calls} · {theirs.calls}",
             f"{ours.bill:,.0f} · {theirs.bill:,.0f}",
             ratio(ours_total / theirs_total if theirs_total else None),
+            f"{ours.raw:,} · {theirs.raw:,}",
             f"{ours.uncached:,} · {theirs.uncached:,}",
             f"{share(ours.pre_image)} · {share(theirs.pre_image)}",
             f"{share(ours.context)} · {share(theirs.context)}",
