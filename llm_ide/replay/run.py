@@ -86,20 +86,14 @@ def replay(
     environment = settings.environment
     if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
         settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
-    mount = settings.environment.mount_at
-    prices = prices or Prices()
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)
         run_dir = fresh_output(out)
-        rewrite = (
-            (lambda command: command.replace(trajectory.workdir, str(repo)))
-            if trajectory.workdir and not mount
-            else str
-        )
+        workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
+        rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
         script = Script.open(trajectory.steps, settings.agent.single_call, out / "wire.jsonl", watch.take, rewrite)
-        run_id = run_id_of(trajectory, path)
         try:
             with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
                 result = run_task(
@@ -107,7 +101,7 @@ def replay(
                     model=MODEL,
                     settings=settings,
                     output_dir=run_dir,
-                    run_id=run_id,
+                    run_id=run_id_of(trajectory, path),
                     repo=repo,
                     base_url=endpoint.url,
                     on_event=on_event,
@@ -116,31 +110,30 @@ def replay(
             script.close()
         watch.take()
         operations = json.loads(result.trajectory_path.read_text(encoding="utf-8")).get("operations") or []
-        steps, misses = measure(trajectory, script.calls, watch, operations, prices)
-        submitted = trajectory.submission.strip() != ""
+        steps, misses = measure(trajectory, script.calls, watch, operations, prices or Prices())
         report = ReplayReport(
             trajectory=str(path),
             format=trajectory.format,
             instance_id=trajectory.instance_id,
             commit=commit,
             single_call=settings.agent.single_call,
-            mounted_at=mount,
-            workdir_rewritten=bool(trajectory.workdir and not mount),
-            prices=prices,
+            mounted_at=settings.environment.mount_at,
+            workdir_rewritten=workdir is not None,
+            prices=prices or Prices(),
             exit_status=str(result.exit_status),
             run_trajectory=str(result.trajectory_path),
             steps=steps,
             misses=misses,
-            differing_returncodes=[
-                s.step for s in steps if s.original_returncode is not None and s.returncode != s.original_returncode
-            ],
-            same_as_submission=(
-                tracked_sections(watch.final_diff(), watch.tracked)
-                == tracked_sections(trajectory.submission, watch.tracked)
-            )
-            if submitted
-            else None,
+            differing_returncodes=[s.step for s in steps if s.original_returncode not in (None, s.returncode)],
+            same_as_submission=same_tree(watch, trajectory.submission),
             diverged=divergence(trajectory, operations, rewrite) or (result.error if not steps else ""),
         )
     atomic_write(out / REPORT, report.model_dump_json(indent=1))
     return report
+
+
+def same_tree(watch: TreeWatch, submission: str) -> bool | None:
+    """Whether the tracked files' diff equals the submitted one (new files left out); None without a submission."""
+    if not submission.strip():
+        return None
+    return tracked_sections(watch.final_diff(), watch.tracked) == tracked_sections(submission, watch.tracked)
