@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -183,24 +185,31 @@ def main(
     only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat).")] = None,
     jobs: Annotated[int, typer.Option(help="Replays at once (each its own process).")] = 2,
     data: Annotated[Path, typer.Option(help="The shared data folder.")] = DATA,
-    out: Annotated[Path, typer.Option(help="Where each replay's report, wire log and run go.")] = Path("bench-replay"),
+    out: Annotated[
+        Path | None, typer.Option(help="Keep each replay's report, wire log and run here.", show_default="not kept")
+    ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary figures here.")] = None,
 ) -> None:
     console = Console(width=max(Console().width, 180))
-    folder = data / "trajectories" / "mini-swe-agent"
-    if not folder.is_dir():
-        raise SystemExit(f"no trajectories in {folder} (--data: the shared data folder)")
-    instances = sorted(path.name.removesuffix(".traj.json") for path in folder.glob("*.traj.json"))
+    trajectories = data / "trajectories" / "mini-swe-agent"
+    if not trajectories.is_dir():
+        raise SystemExit(f"no trajectories in {trajectories} (--data: the shared data folder)")
+    instances = sorted(path.name.removesuffix(".traj.json") for path in trajectories.glob("*.traj.json"))
     instances = [i for i in instances if (only is None or i in only) and (not quick or i in QUICK)]
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
+    folder = out or Path(tempfile.mkdtemp(prefix="bench-replay-"))
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [
-            pool.submit(replay_one, data, instance, variant, out / variant_name(variant) / instance, single_call)
-            for variant in variants
-            for instance in instances
-        ]
-        done = [future.result() for future in futures]
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [
+                pool.submit(replay_one, data, instance, variant, folder / variant_name(variant) / instance, single_call)
+                for variant in variants
+                for instance in instances
+            ]
+            done = [future.result() for future in futures]
+    finally:
+        if out is None:
+            shutil.rmtree(folder, ignore_errors=True)
     seconds = time.perf_counter() - started
     grouped: dict[str, list[Run]] = {}
     for run in done:
@@ -208,7 +217,8 @@ def main(
     for variant, runs in grouped.items():
         console.print(runs_table(variant, runs))
     console.print(pooled_table(grouped))
-    console.print(f"{len(done)} replays in {seconds:.0f} s ({jobs} at once); reports in {out}/")
+    kept = f"; reports in {out}/" if out else ""
+    console.print(f"{len(done)} replays in {seconds:.0f} s ({jobs} at once){kept}")
     if json_out is not None:
         json_out.write_text(json.dumps({variant: summary(runs) for variant, runs in grouped.items()}, indent=1))
     print(result_line(grouped))
