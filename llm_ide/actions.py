@@ -3,12 +3,13 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.codeview import CodeView
+from llm_ide.codeview.observed import observed_scopes
 from llm_ide.environments.base import Environment, OutsideRepository
-from llm_ide.prompting import render
+from llm_ide.prompting import render, truncate
 from llm_ide.secrets import redact
 from llm_ide.settings import Settings, Templates
 from llm_ide.state.context import Scope, normalize_path
@@ -22,7 +23,6 @@ LOCATION_PATTERNS = (
     re.compile(r"(?P<path>[\w./-]+\.\w+):(?P<line>\d+)"),
 )
 MAX_LOCATIONS = 40
-VIEWERS = {"cat", "nl", "head", "tail", "sed"}
 
 
 class ParamError(ValueError):
@@ -50,6 +50,7 @@ class Codebase:
     view_max_lines: int = 200
     search_max_results: int = 100
     command_timeout: float = 120.0
+    observation_max_chars: int = 0  # what of an output the agent is shown (0: all of it)
     tool_commands: tuple[str, ...] = ()
     mailbox: Mailbox | None = None  # coop execution: the channel to the other agent (send_message)
 
@@ -63,6 +64,7 @@ class Codebase:
             view_max_lines=settings.agent.view_max_lines,
             search_max_results=settings.agent.search_max_results,
             command_timeout=settings.environment.command_timeout,
+            observation_max_chars=settings.agent.observation_max_chars,
             **extra,
         )
 
@@ -262,7 +264,8 @@ def create(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
         return ActionOutcome(ws.observe("create_exists", path=path), 1)
     ws.env.write_file(path, content.encode("utf-8"))
     total = content.count("\n") + (0 if content.endswith("\n") else 1)
-    return ActionOutcome(ws.observe("create", path=path, total=total), 0, ws.view.scopes(path, range(1, total + 1)))
+    scopes = [replace(scope, created=True) for scope in ws.view.scopes(path, range(1, total + 1))]
+    return ActionOutcome(ws.observe("create", path=path, total=total), 0, scopes)
 
 
 def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
@@ -271,8 +274,10 @@ def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
         raise ParamError("`command` must be a non-empty shell command")
     result = ws.env.execute(command, timeout=ws.command_timeout)
     observation = ws.observe("bash", output=result.output)
-    locations = viewed_ranges(command, ws) + tool_locations(command, result.output, ws)
-    return ActionOutcome(observation, result.returncode, _scopes(ws, locations), timed_out=result.timed_out)
+    limit = ws.observation_max_chars
+    shown = truncate(observation, limit, ws.templates) if limit else observation  # as execute_tool will cap it
+    accessed = observed_scopes(ws.view, command, shown) + _scopes(ws, tool_locations(command, result.output, ws))
+    return ActionOutcome(observation, result.returncode, accessed, timed_out=result.timed_out)
 
 
 def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
@@ -332,44 +337,7 @@ def _segments(command: str) -> list[list[str]]:
     return [segment for segment in segments if segment]
 
 
-def viewed_ranges(command: str, ws: Codebase) -> list[tuple[str, range | None]]:
-    """Files printed by `cat`, `nl`, `head`, `tail`, `sed -n a,bp`: (path, lines or None for 'from the start')."""
-    found: list[tuple[str, range | None]] = []
-    for words in _segments(command):
-        tool, args = words[0].rsplit("/", 1)[-1], words[1:]
-        if tool not in VIEWERS:
-            continue
-        files = [a for i, a in enumerate(args) if not a.startswith("-") and not _is_option_value(args, i)]
-        lines: range | None = None
-        if tool == "sed":
-            spec = next(
-                (re.fullmatch(r"(\d+)(?:,(\d+))?p", a) for a in args if re.fullmatch(r"\d+(?:,\d+)?p", a)), None
-            )
-            if spec is None or "-n" not in args:
-                continue
-            lines = range(int(spec[1]), int(spec[2] or spec[1]) + 1)
-        elif tool in {"head", "tail"}:
-            count = _line_count_option(args)
-            lines = range(1, count + 1) if tool == "head" else range(-count, 0)
-        found.extend((path, lines) for path in files)
-    return found
-
-
-def _is_option_value(args: list[str], i: int) -> bool:
-    return bool(re.fullmatch(r"\d+(?:,\d+)?p?", args[i])) or (i > 0 and args[i - 1] in {"-n", "--lines"})
-
-
-def _line_count_option(args: list[str]) -> int:
-    """N of `-n N`, `-nN`, `-N` or `--lines=N` (head/tail), else 10."""
-    for i, arg in enumerate(args):
-        if match := re.fullmatch(r"-n?(\d+)|--lines=(\d+)", arg):
-            return int(match[1] or match[2])
-        if arg in {"-n", "--lines"} and i + 1 < len(args) and args[i + 1].isdigit():
-            return int(args[i + 1])
-    return 10
-
-
-def tool_locations(command: str, output: str, ws: Codebase) -> list[tuple[str, range | None]]:
+def tool_locations(command: str, output: str, ws: Codebase) -> list[tuple[str, int]]:
     """`file:line` locations named in the output of a configured tool (e.g. a debugger's `where`)."""
     names = {words[0].rsplit("/", 1)[-1] for words in _segments(command)}
     if not names & set(ws.tool_commands):
@@ -380,21 +348,11 @@ def tool_locations(command: str, output: str, ws: Codebase) -> list[tuple[str, r
             seen.setdefault((match["path"], int(match["line"])), None)
             if len(seen) >= MAX_LOCATIONS:
                 break
-    return [(path, range(line, line + 1)) for path, line in seen]
+    return list(seen)
 
 
-def _scopes(ws: Codebase, locations: list[tuple[str, range | None]]) -> list[Scope]:
+def _scopes(ws: Codebase, locations: list[tuple[str, int]]) -> list[Scope]:
     paths = {raw: normalize_path(raw, ws.env.workdir) for raw, _ in locations}
     paths = {raw: path for raw, path in paths.items() if path and not path.startswith(("../", "/"))}
     ws.view.refresh(set(paths.values()))
-    scopes: list[Scope] = []
-    for raw, lines in locations:
-        total = ws.view.line_count(paths[raw]) if raw in paths else 0
-        if not total:
-            continue
-        if lines is None:
-            lines = range(1, min(total, ws.view_max_lines) + 1)
-        elif lines.start < 0:
-            lines = range(max(1, total + lines.start + 1), total + 1)
-        scopes.extend(ws.view.scopes(paths[raw], lines, fresh=False))
-    return scopes
+    return [scope for raw, line in locations if raw in paths for scope in ws.view.scopes(paths[raw], [line], False)]

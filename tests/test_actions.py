@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import git, make_git_repo
 
-from llm_ide.actions import Codebase, execute_action, viewed_ranges
+from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
@@ -31,7 +31,9 @@ SOURCE = (
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Codebase:
-    repo = make_git_repo(tmp_path / "repo", {"app/greet.py": SOURCE, "README.md": "hello\n" * 30})
+    repo = make_git_repo(
+        tmp_path / "repo", {"app/greet.py": SOURCE, "README.md": "".join(f"line {n}\n" for n in range(1, 31))}
+    )
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
     return Codebase(
         env=env,
@@ -102,7 +104,7 @@ def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Codebase) -> None
 def test_create_refuses_to_overwrite(ws: Codebase) -> None:
     created = execute_action(ws, "create", {"path": "app/new.py", "content": "def f():\n    return 1\n"})
     assert (created.returncode, created.observation) == (0, "Created app/new.py (2 lines).")
-    assert created.accessed == [Scope("app/new.py", (1, 2), "", "f")]
+    assert created.accessed == [Scope("app/new.py", (1, 2), "", "f", created=True)]
     again = execute_action(ws, "create", {"path": "app/new.py", "content": "x"})
     assert again.returncode == 1 and "already exists" in again.observation
 
@@ -152,15 +154,19 @@ def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: 
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("cat app/greet.py", [("app/greet.py", None)]),
-        ("sed -n '5,9p' app/greet.py | head -3", [("app/greet.py", range(5, 10))]),
-        ("head -n 3 README.md && tail -2 README.md", [("README.md", range(1, 4)), ("README.md", range(-2, 0))]),
-        ("nl -ba app/greet.py; echo done", [("app/greet.py", None)]),
-        ("python -c 'print(1)'", []),
+        ("cat app/greet.py", {"app/greet.py": list(range(1, 14))}),
+        ("sed -n '5,9p' app/greet.py | head -3", {"app/greet.py": [5, 6]}),
+        ("head -n 3 README.md && tail -2 README.md", {"README.md": [1, 2, 3, 29, 30]}),
+        ("nl -ba app/greet.py; echo done", {"app/greet.py": list(range(1, 14))}),
+        ("grep -n 'name' app/greet.py", {"app/greet.py": [5, 6, 8, 9]}),
+        ("python -c 'print(1)'", {}),
     ],
 )
-def test_viewer_commands_are_recognised(ws: Codebase, command: str, expected: list) -> None:
-    assert viewed_ranges(command, ws) == expected
+def test_bash_records_the_lines_its_output_shows(ws: Codebase, command: str, expected: dict) -> None:
+    shown: dict[str, list[int]] = {}
+    for scope in execute_action(ws, "bash", {"command": command}).accessed:
+        shown.setdefault(scope.file_path, []).extend(scope.lines)
+    assert {path: sorted(lines) for path, lines in shown.items()} == expected
 
 
 def test_bash_marks_viewed_lines_and_tool_locations_accessed(ws: Codebase) -> None:
@@ -172,9 +178,8 @@ def test_bash_marks_viewed_lines_and_tool_locations_accessed(ws: Codebase) -> No
     tool.chmod(0o755)
     outcome = execute_action(ws, "bash", {"command": "./navigator references Greeter.bye"})
     assert outcome.accessed == [Scope("app/greet.py", (9,), "Greeter", "bye")]
-    assert execute_action(ws, "bash", {"command": "cat navigator | grep -c echo"}).accessed == [
-        Scope("navigator", (1, 2), "", "")
-    ]
+    assert execute_action(ws, "bash", {"command": "cat navigator | grep -c echo"}).accessed == []  # a count only
+    assert execute_action(ws, "bash", {"command": "cat navigator"}).accessed == [Scope("navigator", (1, 2), "", "")]
 
 
 def test_patch_leaves_out_ignored_binary_artefact_and_oversized_files(tmp_path: Path) -> None:

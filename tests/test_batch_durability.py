@@ -101,9 +101,12 @@ def test_preds_survive_a_full_disk(tmp_path: Path, small_disk: Path) -> None:
 
 
 def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_path: Path, small_disk: Path) -> None:
-    """Both instances wait at a command; the disk is filled; they go on and fail; a rerun with room finishes both."""
+    """Both instances wait at a command; the disk is filled; they go on and fail; a rerun with room finishes both.
+    The signal to go lies outside the repositories: the rerun puts a repository back as it was before the interrupted
+    command and runs it again, which then goes at once."""
     dataset, rows = build_dataset(tmp_path / "data", 2)
-    wait = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo went"
+    go = tmp_path / "go"
+    wait = f"touch waiting; while [ ! -f {go} ]; do sleep 0.05; done; echo went"
     model = write_script(tmp_path / "fix.yaml", [wait, FIX_COMMAND])
     config, output = write_config(tmp_path / "c.yaml"), small_disk / "out"
     args = [sys.executable, "-c", CLI, "swebench", "--subset", str(dataset), "--environment", "local"]
@@ -118,8 +121,7 @@ def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_
         while True:
             handle.write(b"\0" * 65536)
             handle.flush()
-    for repo in repos:
-        (repo / "go").touch()
+    go.touch()
     stdout, stderr = batch.communicate(timeout=300)
     assert "Traceback" not in stdout + stderr, stderr
     if (output / "preds.json").exists():

@@ -139,7 +139,8 @@ def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_
     from test_coop_run import coop_run
 
     task, source = build_task(tmp_path)
-    block = "touch started && while [ ! -e gate ]; do sleep 0.2; done && rm -f started gate"
+    gate = tmp_path / "gate"  # outside the worktree: the rerun puts the worktree back and runs the command again
+    block = f"touch started && while [ ! -e {gate} ]; do sleep 0.2; done && rm -f started"
     model = pair_scripts(tmp_path / "scripts")
     script = tmp_path / "scripts" / "run_2.yaml"
     responses = yaml.safe_load(script.read_text())["responses"]
@@ -156,7 +157,7 @@ def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_
     os.killpg(first.pid, signal.SIGKILL)
     first.communicate()
     assert not (folder / "patch_agent1.patch").exists()  # agent 1 waits for its turn behind agent 2
-    (folder / "agent2" / "gate").touch()
+    gate.touch()
     second = coop_run(task, source, model, out, "--coop-config", str(lockstep))
     stdout, stderr = second.communicate(timeout=600)
     assert second.returncode == 0, stdout + stderr

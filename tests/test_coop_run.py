@@ -157,7 +157,8 @@ def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_pat
     """Agents run one after the other; agent 2's first command marks that it started and waits for a gate file (both
     inside its worktree, which the sandbox lets it write); the test SIGKILLs the whole run there, then reruns it."""
     task, source = build_task(tmp_path)
-    block = "touch started && while [ ! -e gate ]; do sleep 0.2; done && rm -f started gate"
+    gate = tmp_path / "gate"  # outside the worktree: the rerun puts the worktree back and runs the command again
+    block = f"touch started && while [ ! -e {gate} ]; do sleep 0.2; done && rm -f started"
     model = scripts(
         tmp_path / "scripts",
         plan_1=[act("Done.", "agreement_reached", plan="three() in core.py")],
@@ -181,7 +182,7 @@ def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_pat
     assert not (folder / "eval.json").exists() and (folder / "patch_agent1.patch").exists()
     agent1 = folder / "agent1-run" / "agent1.traj.json"
     stamp = agent1.stat().st_mtime_ns
-    (folder / "agent2" / "gate").touch()
+    gate.touch()
     second = coop_run(task, source, model, out, "--coop-config", str(sequential))
     stdout, stderr = second.communicate(timeout=600)
     assert second.returncode == 0, stderr

@@ -10,6 +10,7 @@ import textwrap
 import time
 import tracemalloc
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.environments import EnvironmentFailure, FileSnapshot, make_environment
+from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_network
 
 pytestmark = pytest.mark.docker
 
@@ -351,3 +353,30 @@ def test_ctrl_c_on_a_docker_run_removes_its_container(client, run_id: str, tmp_p
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode != 0 and "Traceback" not in stdout, stdout
     assert wait_until_gone(client, run_id) == []
+
+
+def test_our_network_is_created_once_whatever_runs_at_the_same_time_and_a_duplicate_is_removed(client) -> None:
+    """Docker lets concurrent creations make several networks of one name, and a container start then refuses the
+    ambiguous name: parallel attempts once left three `llm-ide` networks and every later docker run failed."""
+    name = f"llm-ide-test-{uuid.uuid4().hex[:8]}"
+
+    def named() -> list:
+        return [n for n in client.networks.list(names=[name]) if n.name == name]
+
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            assert set(pool.map(lambda _: ensure_network(client, name), range(6))) == {name}
+        ids = [n.id for n in named()]
+        assert len(ids) == 1
+        client.networks.create(name, driver="bridge")  # a duplicate, as a race left them
+        assert len(named()) == 2
+        assert ensure_network(client, name) == name and [n.id for n in named()] == ids
+        container = client.containers.run(BASE_IMAGE, ["true"], network=name, detach=True)
+        try:
+            assert container.wait(timeout=60)["StatusCode"] == 0
+        finally:
+            container.remove(force=True)
+        assert DEFAULT_NETWORK == "llm-ide" and ensure_network(client) == DEFAULT_NETWORK
+    finally:
+        for network in named():
+            network.remove()

@@ -8,6 +8,7 @@ from llm_ide.state.context import (
     Scope,
     ScoreParams,
     add_scope,
+    created_named,
     normalize_path,
     record_operation,
     referral_score,
@@ -107,6 +108,37 @@ def test_trim_to_budget(
 ) -> None:
     chunks = [chunk(f"{i}.py", [1, 1 if i in accessed_last else 0], score=s) for i, s in enumerate(scores)]
     assert trim_to_budget(chunks, sizes, budget) == [chunks[i] for i in kept]
+
+
+@pytest.mark.parametrize(
+    ("scores", "created", "accessed_last", "budget", "kept"),
+    [
+        ([3, 1, 2, 0.5], [0], [], 300, [1, 2, 3]),  # a created chunk goes first, whatever its score
+        ([3, 1, 2, 0.5], [0, 2], [], 250, [1, 3]),
+        ([3, 1, 2, 0.5], [0, 2], [], 150, [1]),
+        ([3, 1, 2, 0.5], [0], [0], 300, [0, 1, 2, 3]),  # just written or run: shown beside the budget
+        ([3, 1, 2, 0.5], [0], [0], 250, [0, 1, 2]),
+        ([3, 1, 2, 0.5], [0, 1], [0], 150, [0, 2]),
+    ],
+)
+def test_trim_to_budget_drops_chunks_of_created_files_first(
+    scores: list[float], created: list[int], accessed_last: list[int], budget: int, kept: list[int]
+) -> None:
+    chunks = [chunk(f"{i}.py", [1, 1 if i in accessed_last else 0], score=s) for i, s in enumerate(scores)]
+    for index in created:
+        chunks[index].created = True
+    assert trim_to_budget(chunks, [100] * 4, budget) == [chunks[i] for i in kept]
+
+
+def test_a_created_file_marks_every_chunk_of_it_and_a_command_naming_it_accesses_them() -> None:
+    chunks: list[Chunk] = []
+    assert add_scope(chunks, Scope("a.py", (3,), "", "f"), 1) == 0
+    assert add_scope(chunks, Scope("new.py", (1, 2), "", "", created=True), 1) == 1
+    assert add_scope(chunks, Scope("new.py", (5,), "", "main"), 1) == 2  # seen later by a view: still created
+    assert [c.created for c in chunks] == [False, True, True]
+    assert created_named(chunks, "python3 new.py && cat a.py") == {1, 2}
+    assert created_named(chunks, "python3 tests/new.py; python3 new.pyc; cat new.py.bak") == set()
+    assert created_named(chunks, "cd /repo && python new.py 2>&1 | tail") == {1, 2}
 
 
 def test_add_scope_creates_padded_chunk_then_merges() -> None:

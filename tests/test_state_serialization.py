@@ -5,9 +5,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_KW_ARGS, JsonPlusSerializer, _msgpack_enc
 
 from llm_ide.run.checkpoint import open_checkpointer, serializer
 from llm_ide.state.context import Activity, Chunk, Scope
@@ -95,6 +96,27 @@ def test_round_trip_through_a_plain_json_plus_serializer(value: Any) -> None:
         pytest.skip("LANGGRAPH_STRICT_MSGPACK blocks unregistered types in a plain JsonPlusSerializer")
     serde = JsonPlusSerializer()
     assert serde.loads_typed(serde.dumps_typed(value)) == value
+
+
+def test_a_checkpoint_written_before_the_created_flag_still_loads() -> None:
+    """Chunks and scopes saved without `created` (older runs) load as code the agent did not create."""
+    serde = serializer()
+    old_chunk = {"file_path": "a.py", "lines": [3], "class_name": "", "function": "f", "whole_function": False}
+    old_chunk["activity"] = Activity([1], [0], 1.0)
+    old_scope = {"file_path": "a.py", "lines": [3], "class_name": "", "function": "f", "whole_function": False}
+    saved = {
+        "code_context": [
+            ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, _msgpack_enc(("llm_ide.state.context", "Chunk", old_chunk)))
+        ],
+        "accessed": [
+            ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, _msgpack_enc(("llm_ide.state.context", "Scope", old_scope)))
+        ],
+    }
+    restored = serde.loads_typed(("msgpack", _msgpack_enc(saved)))
+    assert restored == {
+        "code_context": [Chunk("a.py", [3], "", "f", False, Activity([1], [0], 1.0), created=False)],
+        "accessed": [Scope("a.py", (3,), "", "f", created=False)],
+    }
 
 
 def test_restored_scopes_stay_hashable_and_frozen() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from llm_ide.codeview.index import FileIndex, build_index
+from llm_ide.codeview.index import FileIndex, build_index, display_lines
 from llm_ide.environments.base import FileSnapshot, FileSource
 from llm_ide.state.context import Chunk, Scope, normalize_path
 
@@ -115,6 +115,16 @@ class CodeView:
         if self._current.get(path) is None:
             self.refresh([path])
         return self._current[path] is not None
+
+    def lines(self, path: str) -> list[str] | None:
+        """The file's display lines as last read (read now if it was not), without parsing it; None: no such file."""
+        path = self.path(path)
+        if path not in self._current:
+            self.refresh([path])
+        entry = self._current[path]
+        if entry is None or isinstance(entry, FileIndex):
+            return entry.lines if entry else None
+        return display_lines(entry.data)
 
     def line_count(self, path: str) -> int:
         index = self._index(self.path(path))

@@ -6,6 +6,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.actions import ActionOutcome, Codebase, execute_action
+from llm_ide.codeview.changes import edited_scopes
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ExitStatus
 from llm_ide.navigator.gate import read_only
@@ -83,5 +84,8 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
         return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
     observation = truncate(clean_text(outcome.observation), ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
-    update = {"pending": done, "accessed": outcome.accessed, "submitted": outcome.submitted}
+    accessed = outcome.accessed
+    if snapshot is not None and (before := state.get("worktree_patch")) is not None and snapshot != before:
+        accessed = [*accessed, *edited_scopes(ctx.codebase.view, before, snapshot)]  # whatever made the change
+    update = {"pending": done, "accessed": accessed, "submitted": outcome.submitted}
     return update if snapshot is None else {**update, "worktree_patch": snapshot}

@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from llm_ide.errors import ExitStatus
 from llm_ide.resources import AgentContext
-from llm_ide.state.context import add_scope, copy_chunks, record_operation, rescore
+from llm_ide.state.context import add_scope, copy_chunks, created_named, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.operations import with_reflection
 from llm_ide.state.references import count_references, parse_references
@@ -38,6 +38,8 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     n_operations = state.get("n_operations", 0)
     chunks = copy_chunks(state.get("code_context", []))
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
+    if pending.action_type == "bash":
+        accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
     referred = count_references(
         chunks,
         parse_references(pending.thought, ctx.codebase.env.workdir),

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import operator
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ class Chunk(Record):
     function: str = ""
     whole_function: bool = False
     activity: Activity = field(default_factory=Activity)
+    created: bool = False  # of a file the agent created (not in the base): the budget trim drops these first
 
     @property
     def qualname(self) -> str:
@@ -51,6 +53,7 @@ class Scope(Record):
     class_name: str = ""
     function: str = ""
     whole_function: bool = False
+    created: bool = False  # the file is one the agent created
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lines", tuple(self.lines))  # checkpoint serializers restore tuples as lists
@@ -101,6 +104,7 @@ def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
             c.function,
             c.whole_function,
             Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score, c.activity.scored),
+            c.created,
         )
         for c in chunks
     ]
@@ -121,10 +125,14 @@ def select_chunks(chunks: list[Chunk], params: ScoreParams) -> list[Chunk]:
 
 
 def trim_to_budget(chunks: list[Chunk], sizes: list[int], budget: int) -> list[Chunk]:
-    """Drop the lowest-scored chunks until the summed size fits; never one accessed by the latest operation."""
-    total = sum(sizes)
+    """Drop chunks until the summed size fits, those of files the agent created first, then the lowest-scored; never
+    one accessed by the latest operation. A created file's chunk accessed just now (a scratch script written or run)
+    is shown beside the budget: it does not push out the code under repair."""
+    total = sum(
+        size for chunk, size in zip(chunks, sizes, strict=True) if not (chunk.created and _accessed_last(chunk))
+    )
     dropped: set[int] = set()
-    for index in sorted(range(len(chunks)), key=lambda i: (chunks[i].activity.score, -i)):
+    for index in sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i)):
         if total <= budget:
             break
         if _accessed_last(chunks[index]):
@@ -156,13 +164,24 @@ def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
                 function=scope.function,
                 whole_function=scope.whole_function,
                 activity=Activity(accessed=list(zeros), referred=list(zeros)),
+                created=scope.created or any(c.created and c.file_path == scope.file_path for c in chunks),
             )
         )
         return len(chunks) - 1
     chunk = chunks[index]
+    chunk.created = chunk.created or scope.created
     if not set(scope.lines) <= set(chunk.lines):
         chunk.lines = sorted(set(chunk.lines) | set(scope.lines))
     return index
+
+
+def created_named(chunks: list[Chunk], command: str) -> set[int]:
+    """Chunks of files the agent created that `command` names (running a scratch script shows it again)."""
+    return {
+        index
+        for index, chunk in enumerate(chunks)
+        if chunk.created and re.search(rf"(?<![\w./-]){re.escape(chunk.file_path)}(?![\w./-])", command)
+    }
 
 
 def record_operation(chunks: list[Chunk], accessed: set[int], referred: dict[int, int]) -> None:

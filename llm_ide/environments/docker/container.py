@@ -53,8 +53,8 @@ KEEPER = [
     "while :; do sleep 2147483647 & wait $!; done", "llm-ide-init",
 ]  # fmt: skip
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
-# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. It is
-# started again when the agent's commands killed it.
+# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. A new
+# one starts after every lost session (the agent's commands may have killed it).
 WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 
 
@@ -93,7 +93,7 @@ class DockerEnvironment:
         self.kill_grace = KILL_GRACE
         self._lock = threading.RLock()
         self._session: Session | None = None
-        self._watchdog: Any = None
+        self._watchdogs: list[Any] = []  # more than one only while a replaced one may still be alive
         self.container_id: str | None = None
         self.client = connect()
         ensure_image(self.client, image, pull)
@@ -140,7 +140,7 @@ class DockerEnvironment:
     ) -> None:
         options: dict[str, Any] = {}
         if network == DEFAULT_NETWORK:
-            ensure_network(self.client)
+            network = ensure_network(self.client)
         if network:
             options["network_mode"] = network
         if pids_limit:
@@ -187,15 +187,19 @@ class DockerEnvironment:
     def _start_watchdog(self) -> None:
         assert self.container_id is not None
         watchdog = self.client.api.exec_create(self.container_id, WATCHDOG, stdin=True)["Id"]
-        self._watchdog = self.client.api.exec_start(watchdog, socket=True)
+        self._watchdogs.append(self.client.api.exec_start(watchdog, socket=True))
 
-    def _watchdog_alive(self) -> bool:
-        """Its stream shows nothing until it ends: readable means it ended (the agent killed every process)."""
-        sock = getattr(self._watchdog, "_sock", self._watchdog)
+    def _renew_watchdog(self) -> None:
+        """After a lost session (every process killed?) a new watchdog starts; the old one's end may reach its stream
+        later, and closing a live one would end the container, so only the dead are let go."""
+        for watchdog in [w for w in self._watchdogs if not _alive(w)]:
+            self._watchdogs.remove(watchdog)
+            with contextlib.suppress(Exception):
+                watchdog.close()
         try:
-            return not select.select([sock], [], [], 0)[0]
-        except (OSError, ValueError):
-            return False
+            self._start_watchdog()
+        except docker.errors.DockerException as error:
+            raise EnvironmentFailure(f"container {str(self.container_id)[:12]} is gone: {one_line(error)}") from None
 
     def _open_session(self) -> Session:
         assert self.container_id is not None
@@ -214,13 +218,8 @@ class DockerEnvironment:
                 self._kill(old, server=True)
             old.close()
         if self._session is None:
-            if not self._watchdog_alive():
-                with contextlib.suppress(Exception):
-                    self._watchdog.close()
-                try:
-                    self._start_watchdog()
-                except docker.errors.DockerException as error:
-                    raise EnvironmentFailure(f"container {self.container_id[:12]} is gone: {one_line(error)}") from None
+            if old is not None or not any(_alive(w) for w in self._watchdogs):
+                self._renew_watchdog()
             self._session = self._open_session()
         return self._session
 
@@ -380,7 +379,7 @@ class DockerEnvironment:
         try:
             remove_container(self.client, container_id)
         finally:
-            for connection in (self._session, self._watchdog):
+            for connection in (self._session, *self._watchdogs):
                 if connection is not None:
                     with contextlib.suppress(Exception):
                         connection.close()
@@ -393,3 +392,11 @@ class DockerEnvironment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _alive(watchdog: Any) -> bool:  # a watchdog's stream shows nothing until it ends
+    sock = getattr(watchdog, "_sock", watchdog)
+    try:
+        return not select.select([sock], [], [], 0)[0]
+    except (OSError, ValueError):
+        return False

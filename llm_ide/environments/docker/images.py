@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import docker
 import docker.errors
 
@@ -35,12 +41,26 @@ def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
         ) from None
 
 
-def ensure_network(client: docker.DockerClient) -> None:
-    """Our bridge network: the containers reach the internet (package indexes) but not the host's 127.0.0.1."""
-    if client.networks.list(names=[DEFAULT_NETWORK]):
-        return
-    try:
-        client.networks.create(DEFAULT_NETWORK, driver="bridge", labels={"llm-ide": "1"})
-    except docker.errors.APIError as error:
-        if not client.networks.list(names=[DEFAULT_NETWORK]):  # not a concurrent creation by another run
-            raise EnvironmentFailure(f"cannot create the docker network {DEFAULT_NETWORK}: {one_line(error)}") from None
+def ensure_network(client: docker.DockerClient, name: str = DEFAULT_NETWORK) -> str:
+    """Our bridge network (the containers reach the internet, package indexes, but not the host's 127.0.0.1), created
+    once per host: its name, or its id while a copy of the name still in use makes the name ambiguous. Docker lets two
+    concurrent creations make two networks of one name, and a container start then refuses the name: creation holds a
+    host-wide lock, and extra copies are removed."""
+    with open(Path(tempfile.gettempdir()) / "llm-ide-docker-network.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _named(client, name)
+        if not found:
+            try:
+                client.networks.create(name, driver="bridge", labels={"llm-ide": "1"}, check_duplicate=True)
+            except docker.errors.APIError as error:
+                raise EnvironmentFailure(f"cannot create the docker network {name}: {one_line(error)}") from None
+            found = _named(client, name)
+        keep, *extra = sorted(found, key=lambda network: (network.attrs.get("Created", ""), network.id))
+        for network in extra:
+            with contextlib.suppress(docker.errors.APIError):  # still in use by a container: it stays, unused by us
+                network.remove()
+        return name if len(_named(client, name)) == 1 else keep.id
+
+
+def _named(client: docker.DockerClient, name: str) -> list[Any]:
+    return [network for network in client.networks.list(names=[name]) if network.name == name]

@@ -1,0 +1,132 @@
+"""The lines an edit changes enter the code context whatever made the edit, and files the agent creates do not push
+out the code under repair: real commands of the shared trajectories, run by the agent (scripted model) in their
+repositories at the base commit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from agent_script import act, reflect, write_script
+from mini_trajectories import checkout, real_command
+from test_agent import config
+
+from llm_ide.codeview.changes import changed_lines
+from llm_ide.config import load_config
+from llm_ide.environments import LocalEnvironment
+from llm_ide.run.patch import extract_patch
+from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
+
+
+def run_commands(tmp_path: Path, repo: Path, commands: list[str], budget: int) -> tuple[dict, list[str]]:
+    """The agent runs `commands` one per step (a fresh memory snapshot in every prompt), then submits: its trajectory
+    and the code context section of each act prompt."""
+    script = []
+    for step, command in enumerate(commands):
+        script += [act(f"Step {step}.", "bash", command=command), reflect(False, f"ran step {step}")]
+    script.append(act("Done.", "submit"))
+    result = run_task(
+        "Fix the skip location.",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=config().merged({"memory": {"snapshot_every": 1, "context_budget_chars": budget}}),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo,
+    )
+    assert result.exit_status == "submitted"
+    traj = load_trajectory(result.trajectory_path)
+    prompts = [call["prompt"] for call in traj["model_calls"] if call["kind"] == "act"]
+    return traj, [prompt.split("## Code Context", 1)[1].split("\n### Operation", 1)[0] for prompt in prompts]
+
+
+def rows(text: str, numbers: range) -> list[str]:
+    lines = text.split("\n")
+    return [f"{number:>6}\t{lines[number - 1]}" for number in numbers]
+
+
+def test_edits_by_python_heredoc_sed_and_patch_are_in_the_code_context_after(shared_dir: Path, tmp_path: Path) -> None:
+    instance = "pytest-dev__pytest-7432"
+    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    skipping = repo / "src/_pytest/skipping.py"
+    commands = [
+        real_command(shared_dir, instance, "nl -ba src/_pytest/skipping.py | sed -n '260,300p'"),
+        real_command(shared_dir, instance, "cat <<'EOF' > fix_skipping.py"),  # a scratch script
+        real_command(shared_dir, instance, "python3 fix_skipping.py"),  # moves a block of skipping.py
+        real_command(shared_dir, instance, "cat <<'EOF' >> testing/test_skipping.py"),  # a heredoc onto a tracked file
+        real_command(shared_dir, instance, 'sed -i "282i'),  # inserts a debug print
+        real_command(shared_dir, instance, "sed -i '/DEBUG: item.reportinfo()/d'"),  # deletes it
+        "git stash",
+        "git stash show -p | patch -p1",
+    ]
+    traj, contexts = run_commands(tmp_path, repo, commands, budget=3000)
+
+    base = subprocess.run(["git", "show", "HEAD:src/_pytest/skipping.py"], cwd=repo, capture_output=True, text=True)
+    viewed = rows(base.stdout, range(260, 301))
+    assert all(row in contexts[1] for row in viewed)
+    assert "   259\t" not in contexts[1] and "   301\t" not in contexts[1]  # (before: lines 1-200)
+    # the script moved a block up: inserted at 273-284, removed after 305; changed lines and 3 around each
+    fixed = skipping.read_text()
+    moved = rows(fixed, range(270, 288)) + rows(fixed, range(302, 310))
+    assert all(row in contexts[3] for row in moved)
+    appended = rows((repo / "testing/test_skipping.py").read_text(), range(1205, 1224))  # 1208-1223, 3 lines before
+    assert all(row in contexts[4] for row in appended)
+    assert "   282\t        print(f'DEBUG: item.reportinfo()={item.reportinfo()}')" in contexts[5]
+    assert all(row in contexts[6] for row in rows(fixed, range(279, 286)))  # around the gap the deletion left
+    assert "DEBUG" not in contexts[6]
+    assert all(row in contexts[8] for row in moved)  # put back by `git stash`, again by `patch`
+
+    chunks = {(c["file_path"], c["function"]): c for c in traj["code_context"]}
+    makereport = chunks[("src/_pytest/skipping.py", "pytest_runtest_makereport")]
+    assert makereport["activity"]["accessed"] == [1, 0, 1, 0, 1, 1, 1, 1, 0]
+    assert [c["created"] for c in traj["code_context"] if c["file_path"] == "fix_skipping.py"] == [True]
+    assert not any(c["created"] for c in traj["code_context"] if c["file_path"] != "fix_skipping.py")
+    assert chunks[("testing/test_skipping.py", "test_skip_location_with_runxfail")]["lines"] == list(range(1209, 1224))
+
+
+def test_a_created_scratch_file_does_not_evict_the_code_under_repair(shared_dir: Path, tmp_path: Path) -> None:
+    instance = "psf__requests-1766"
+    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    commands = [
+        real_command(shared_dir, instance, "nl -ba requests/auth.py | sed -n '130,160p'"),
+        real_command(shared_dir, instance, "cat <<'EOF' > reproduce_issue.py"),
+        real_command(shared_dir, instance, "sed -i 's/qop=auth/qop=\"auth\"/'"),
+        real_command(shared_dir, instance, "python3 reproduce_issue.py"),
+        real_command(shared_dir, instance, 'grep "qop" requests/auth.py'),
+    ]
+    traj, contexts = run_commands(tmp_path, repo, commands, budget=1800)
+    handle_401 = rows((repo / "requests/auth.py").read_text(), range(151, 161))  # viewed at step 0, the oldest
+    script = "### File: `reproduce_issue.py`\n     1\tfrom requests.auth import HTTPDigestAuth"
+    assert script in contexts[2] and all(row in contexts[2] for row in handle_401)  # just written: shown beside
+    # the script was used more recently than handle_401, but a created file goes first when the budget is tight
+    assert script not in contexts[3] and all(row in contexts[3] for row in handle_401)
+    assert '   147\t            base += \', qop="auth", nc=%s, cnonce="%s"\' % (ncvalue, cnonce)' in contexts[3]
+    assert script in contexts[4]  # just run: shown again
+    assert script not in contexts[5] and "    72\t        qop = self.chal.get('qop')" in contexts[5]  # a grep hit
+    created = {c["file_path"]: c["created"] for c in traj["code_context"]}
+    assert created["reproduce_issue.py"] and not created["requests/auth.py"]
+
+
+def test_changed_lines_between_worktree_snapshots(shared_dir: Path, tmp_path: Path) -> None:
+    repo = checkout(shared_dir, "psf__requests-1921", tmp_path / "repo")
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    settings = load_config("default").patch
+    before = extract_patch(env, base, settings)
+    steps = [
+        (
+            real_command(shared_dir, "psf__requests-1921", "sed -i '58,60c\\    for (k, v) in list("),
+            {"requests/sessions.py": ([58], False)},
+        ),  # fmt: skip
+        ("printf 'import requests\\nprint(1)\\n' > scratch.py", {"scratch.py": ([1, 2], True)}),
+        ("printf 'print(2)\\n' >> scratch.py", {"scratch.py": ([3], True)}),
+        ("sed -i '/^import os$/d' requests/sessions.py", {"requests/sessions.py": ([10, 11], False)}),  # the gap
+        ("git checkout requests/sessions.py", {"requests/sessions.py": ([11, 58], False)}),  # both put back
+        ("rm scratch.py", {}),
+        ("cat requests/models.py > /dev/null", {}),
+    ]
+    for command, expected in steps:
+        subprocess.run(command, shell=True, cwd=repo, check=True)
+        after = extract_patch(env, base, settings)
+        assert {path: (sorted(lines), new) for path, (lines, new) in changed_lines(before, after).items()} == expected
+        before = after

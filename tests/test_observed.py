@@ -1,0 +1,186 @@
+"""What a bash command showed enters the code context as exactly those lines: real commands of the shared
+mini-swe-agent trajectories, run through the bash action in their repositories at the base commit."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import unavailable
+from mini_trajectories import checkout, real_command
+
+from llm_ide.actions import Codebase, execute_action
+from llm_ide.cli.context import parse_line_spec
+from llm_ide.codeview import CodeView
+from llm_ide.codeview.observed import shown_lines
+from llm_ide.config import load_config
+from llm_ide.environments import LocalEnvironment
+
+Checkouts = Callable[[Path, str], Codebase]
+
+
+@pytest.fixture(scope="module")
+def checkouts(tmp_path_factory: pytest.TempPathFactory) -> Checkouts:
+    """instance → a codebase over its checkout (one clone per instance for the module; the commands only read)."""
+    made: dict[str, Codebase] = {}
+    root = tmp_path_factory.mktemp("checkouts")
+
+    def get(shared: Path, instance: str) -> Codebase:
+        if instance not in made:
+            env = LocalEnvironment(checkout(shared, instance, root / instance), tools_dir=root / "tools")
+            made[instance] = Codebase.for_settings(env, load_config("default"))
+        return made[instance]
+
+    return get
+
+
+def shown(ws: Codebase, command: str) -> dict[str, list[int]]:
+    lines: dict[str, set[int]] = {}
+    for scope in execute_action(ws, "bash", {"command": command}).accessed:
+        lines.setdefault(scope.file_path, set()).update(scope.lines)
+    return {path: sorted(found) for path, found in lines.items()}
+
+
+def spec(expected: dict[str, str]) -> dict[str, list[int]]:
+    return {path: parse_line_spec(lines) for path, lines in expected.items()}
+
+
+@pytest.mark.parametrize(
+    ("instance", "start", "expected"),
+    [
+        # numbered rows, a window of them (before: lines 1-200 of the file)
+        (
+            "pytest-dev__pytest-7432",
+            "nl -ba src/_pytest/skipping.py | sed -n '220,260p'",
+            {"src/_pytest/skipping.py": "220-260"},
+        ),
+        (
+            "psf__requests-1724",
+            "nl -ba requests/sessions.py | sed -n '1,25p;310,320p'",
+            {"requests/sessions.py": "1-25,310-320"},
+        ),
+        # numbered rows filtered by grep: the groups it printed, not the gap between them
+        (
+            "psf__requests-1142",
+            'nl -ba requests/models.py | grep -C 10 "Content-Length"',
+            {"requests/models.py": "352-372,379-420"},
+        ),
+        (
+            "psf__requests-6028",
+            'nl -ba requests/utils.py | grep -A 10 "def get_auth_from_url"',
+            {"requests/utils.py": "985-995"},
+        ),
+        # a whole file longer than the observation cap: its head and its tail, not the elided middle
+        ("pytest-dev__pytest-7432", "cat src/_pytest/skipping.py", {"src/_pytest/skipping.py": "1-144,171-314"}),
+        ("psf__requests-1766", "cat requests/auth.py", {"requests/auth.py": "1-194"}),
+        ("pytest-dev__pytest-7432", "head -n 50 testing/test_skipping.py", {"testing/test_skipping.py": "1-50"}),
+        ("pytest-dev__pytest-7432", "tail -n 20 testing/test_skipping.py", {"testing/test_skipping.py": "1188-1207"}),
+        # sed -n by patterns: raw lines matched to the file
+        (
+            "pallets__flask-5014",
+            "sed -n '/class Blueprint(Scaffold):/,/def __init__/p' src/flask/blueprints.py | head -n 50",
+            {"src/flask/blueprints.py": "117-165"},
+        ),
+        (
+            "pallets__flask-5014",
+            "sed -n '/class Blueprint(Scaffold):/,/def setup_loader/p' src/flask/blueprints.py | grep -A 50",
+            {"src/flask/blueprints.py": "172-222"},
+        ),
+        # grep hits: with line numbers, across files with them, without them (the lines, wherever they are)
+        (
+            "psf__requests-1142",
+            'grep -n "strict" requests/packages/urllib3/connectionpool.py',
+            {"requests/packages/urllib3/connectionpool.py": "142,171,176,198,513,519,542,546"},
+        ),
+        ("psf__requests-1142", 'grep "collections.MutableMapping" requests/cookies.py', {"requests/cookies.py": "136"}),
+        (
+            "psf__requests-1142",
+            'grep -r "Content-Length" requests',
+            {"requests/adapters.py": "157", "requests/models.py": "362,389,392,395,410"},
+        ),
+        ("pytest-dev__pytest-7432", 'grep -r "runxfail" testing', {"testing/test_skipping.py": "233,334,352"}),
+        # no code shown: nothing recorded (before: the heredoc's words counted as viewed files)
+        ("pytest-dev__pytest-7432", "ls -F", {}),
+        ("pytest-dev__pytest-7432", "cat pyproject.toml setup.cfg tox.ini 2>/dev/null", None),
+    ],
+)
+def test_each_kind_of_code_showing_command_records_exactly_the_lines_it_showed(
+    shared_dir: Path, checkouts: Checkouts, instance: str, start: str, expected: dict[str, str] | None
+) -> None:
+    ws = checkouts(shared_dir, instance)
+    command = real_command(shared_dir, instance, start)
+    found = shown(ws, command)
+    if expected is None:  # several whole files: every line of each
+        counts = {name: (Path(ws.env.workdir) / name).read_text().count("\n") for name in ("pyproject.toml", "tox.ini")}
+        assert {name: found[name] for name in counts} == {name: list(range(1, n + 1)) for name, n in counts.items()}
+        return
+    assert found == spec(expected)
+
+
+def test_python_snippet_and_awk_that_print_source(shared_dir: Path, checkouts: Checkouts) -> None:
+    """Not in the trajectories, but how other agents read code: printed source is matched like any output."""
+    ws = checkouts(shared_dir, "pytest-dev__pytest-7432")
+    printed = "python3 -c \"print(''.join(open('src/_pytest/skipping.py').readlines()[87:92]))\""
+    assert shown(ws, printed) == spec({"src/_pytest/skipping.py": "88-92"})
+    source = 'python3 -c \'import inspect, sys; sys.path.insert(0, "src"); from _pytest import store; ' + (
+        "print(inspect.getsource(store.Store.get))'"
+    )
+    assert shown(ws, source) == spec({"src/_pytest/store.py": "99-105"})
+    assert shown(ws, "awk 'NR>=100 && NR<=110' src/_pytest/skipping.py") == spec({"src/_pytest/skipping.py": "100-110"})
+    assert shown(ws, "awk '{print NR\":\"$0}' src/_pytest/skipping.py | sed -n '5,7p'") == spec(
+        {"src/_pytest/skipping.py": "5-7"}
+    )
+
+
+def test_diff_hunks_tracebacks_and_pytest_listings(shared_dir: Path, tmp_path: Path) -> None:
+    env = LocalEnvironment(checkout(shared_dir, "psf__requests-1766", tmp_path / "r1766"), tools_dir=tmp_path / "t")
+    ws = Codebase.for_settings(env, load_config("default"))
+    assert shown(ws, real_command(shared_dir, "psf__requests-1766", "sed -i 's/qop=auth/")) == {}
+    assert shown(ws, real_command(shared_dir, "psf__requests-1766", "git diff requests/auth.py")) == spec(
+        {"requests/auth.py": "144-150"}  # the hunk's post-image: context and added lines
+    )
+
+    env = LocalEnvironment(checkout(shared_dir, "psf__requests-1142", tmp_path / "r1142"), tools_dir=tmp_path / "t")
+    ws = Codebase.for_settings(env, load_config("default"))
+    assert shown(ws, real_command(shared_dir, "psf__requests-1142", "cat <<'EOF' > reproduce_issue.py")) == {}
+    # Python 3.11 cannot import this old requests: each traceback frame shows one code line
+    assert shown(ws, real_command(shared_dir, "psf__requests-1142", "python3 reproduce_issue.py")) == {
+        "reproduce_issue.py": [1],
+        "requests/__init__.py": [52],
+        "requests/utils.py": [23],
+        "requests/compat.py": [7],
+        "requests/packages/__init__.py": [3],
+        "requests/packages/urllib3/__init__.py": [24],
+        "requests/packages/urllib3/poolmanager.py": [9],
+        "requests/packages/urllib3/_collections.py": [7],
+    }
+
+    if shutil.which("pytest") is None:
+        unavailable("pytest is not on PATH (put the venv's bin first)")
+    env = LocalEnvironment(
+        checkout(shared_dir, "pytest-dev__pytest-7432", tmp_path / "p7432"), tools_dir=tmp_path / "t"
+    )
+    ws = Codebase.for_settings(env, load_config("default"))
+    # the failing test's source as pytest lists it, four columns in
+    assert shown(ws, real_command(shared_dir, "pytest-dev__pytest-7432", "cat <<'EOF' > test_loc.py")) == {
+        "test_loc.py": [2, 3]
+    }
+
+
+def test_rows_are_checked_against_the_file_as_it_is(tmp_path: Path) -> None:
+    """A numbered row whose text is not the file's line N, a grep row of another version, or a lone common line
+    shows nothing of the file; runs are anchored where the file has them."""
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 1\n")
+    view = CodeView(LocalEnvironment(tmp_path, tools_dir=tmp_path / ".tools"))
+
+    def load(raws: list[str]) -> dict[str, tuple[str, list[str]]]:
+        return {raw: (raw, lines) for raw in raws if (lines := view.lines(raw)) is not None}
+
+    assert shown_lines("nl -ba a.py", "     1\tdef f():\n     2\t    return 2", load) == {"a.py": {1}}
+    assert shown_lines("grep -n return a.py", "2:    return 1\n6:    return 7", load) == {"a.py": {2}}
+    assert shown_lines("grep -rn def .", "a.py:5:def g():\nb.py:1:def h():", load) == {"a.py": {5}}
+    assert shown_lines("cat a.py", "    return 1", load) == {}  # twice in the file, once in the output
+    assert shown_lines("sed -n 5,6p a.py", "def g():\n    return 1", load) == {"a.py": {5, 6}}
+    assert shown_lines("echo", "def g():\n    return 1", load) == {}  # no file named: nothing to match
