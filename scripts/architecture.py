@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("variants", ("navigator/", "sampling/", "messages/", "attempts/settings.py", "attempts/variant.py")),
     ("composition", ("composition.py", "config.py")),
     ("driver", ("run/",)),
-    ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/")),
+    ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
     ("interfaces", ("studio.py", "cli/", "__init__.py", "__main__.py")),
 ]  # fmt: skip
 CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "conversation.py",

@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +40,8 @@ from bench_disk import folder_bytes, strace_prefix, writes_into
 from bench_session_script import TASK, make_repo, session_script
 from rich.console import Console
 from rich.table import Table
+
+from llm_ide.replay.endpoint import LoopbackEndpoint, completion, error, prompt_chars, shared_prefix
 
 MINI_VERSION = "2.4.6"
 MARKS = (10, 30, 50, 100)
@@ -94,105 +95,33 @@ class Agent:
     previous: list[dict[str, Any]] = field(default_factory=list)
 
 
-def text_of(message: dict[str, Any]) -> str:
-    content = message.get("content") or ""
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return str(content)
-
-
-def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> int:
-    """Characters of `current`'s messages that repeat, as a prefix, the previous request's messages."""
-    shared = 0
-    for old, new in zip(previous, current, strict=False):
-        a, b = text_of(old), text_of(new)
-        if old.get("role") != new.get("role"):
-            break
-        if a != b:
-            return shared + len(os.path.commonprefix([a, b]))
-        shared += len(a)
-    return shared
-
-
 class Endpoint:
-    """One loopback OpenAI-compatible endpoint for both agents; every request goes to `wire` (JSON lines)."""
+    """One loopback OpenAI-compatible endpoint for both agents (llm_ide.replay.endpoint); every request goes to `wire`
+    (JSON lines)."""
 
     def __init__(self, agents: dict[str, Agent], wire: Path) -> None:
         self.agents = {MODEL[name]: agent for name, agent in agents.items()}
         self.wire = wire.open("a", encoding="utf-8")
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        self.loopback = LoopbackEndpoint(self.answer, list(self.agents))
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         agent = self.agents.get(body.get("model", ""))
         if agent is None:
-            return 404, {"error": {"message": f"no model {body.get('model')!r}", "type": "invalid_request_error"}}
+            return error(404, f"no model {body.get('model')!r}")
         messages = body.get("messages") or []
         with self.lock:
             index = len(agent.calls)
             if index >= len(agent.replies):
-                return 400, {"error": {"message": f"{agent.name}: the script has only {index} responses"}}
+                return error(400, f"{agent.name}: the script has only {index} responses")
             step, text = agent.replies[index]
-            raw = sum(len(text_of(m)) for m in messages)
+            raw = prompt_chars(messages)
             cached = shared_prefix(agent.previous, messages)
             agent.previous = messages
             agent.calls.append(Call(step, time.time(), raw, cached, len(text), folder_bytes(agent.folder)))
             record = {"agent": agent.name, "index": index, "step": step, "raw": raw, "cached": cached, "request": body}
             self.wire.write(json.dumps({**record, "response": text}) + "\n")
-        usage = {
-            "prompt_tokens": raw // 4,
-            "completion_tokens": len(text) // 4,
-            "total_tokens": raw // 4 + len(text) // 4,
-            "prompt_tokens_details": {"cached_tokens": cached // 4},
-        }
-        return 200, {
-            "id": f"chatcmpl-bench-{index}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": usage,
-        }
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                models = [{"id": name, "object": "model"} for name in endpoint.agents]
-                self.send(200, {"object": "list", "data": models})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                self.send(*endpoint.answer(body))
-
-            def send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+        return 200, completion(str(body.get("model")), text, index, raw, cached)
 
 
 # ---------------------------------------------------------------- running and measuring
@@ -340,20 +269,20 @@ def main(
         task = workdir / "task.md"
         task.write_text(TASK)
         endpoint = Endpoint(agents, workdir / "wire.jsonl")
-        endpoint.thread.start()
+        endpoint.loopback.__enter__()
         commands = {
             "llm-ide": llm_ide_command(
-                repos["llm-ide"], task, agents["llm-ide"].folder, endpoint.url, steps, workdir, single_call
+                repos["llm-ide"], task, agents["llm-ide"].folder, endpoint.loopback.url, steps, workdir, single_call
             ),
             "mini": [str(python), str(HERE / "bench_cost_mini.py"), str(task), str(repos["mini"]),
-                     str(agents["mini"].folder / "mini.traj.json"), MODEL["mini"], endpoint.url],
+                     str(agents["mini"].folder / "mini.traj.json"), MODEL["mini"], endpoint.loopback.url],
         }  # fmt: skip
         os.environ.update(MSWEA_SILENT_STARTUP="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
         writes = {}
         for name in AGENTS:
             agents[name].folder.mkdir(parents=True, exist_ok=True)
             writes[name] = run_agent(agents[name], commands[name], workdir, console)
-        endpoint.httpd.shutdown()
+        endpoint.loopback.__exit__()
         endpoint.wire.close()
         same = same_tree(repos, console)
         own_accounting(agents["llm-ide"], console)

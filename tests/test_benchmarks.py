@@ -30,8 +30,8 @@ def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
         require_ray()
     if benchmark == "bench_inspector" and not all(path.exists() for path in CHROMIUM):
         unavailable("chromium and chromedriver are missing (apt-get install chromium chromium-driver)")
-    if benchmark == "bench_coop":
-        request.getfixturevalue("shared_dir")  # the CooperBench task lives in ../shared
+    if benchmark in ("bench_coop", "bench_replay"):
+        request.getfixturevalue("shared_dir")  # the CooperBench task, the real trajectories live in ../shared
 
 
 SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_tools"}  # over ~30 s even when quick
@@ -42,6 +42,7 @@ INVARIANTS = {  # what a quick run reports about itself, whatever the machine's 
     "bench_cost": {"same_tree": "true"},
     "bench_sampling": {"steps": "6", "k1_calls": "11"},
     "bench_inspector": {"steps": "20", "operations": "20", "drawn": "20"},
+    "bench_replay": {"runs": "2", "same_tree": "2/2"},
 }
 
 

@@ -248,3 +248,33 @@ def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
     process.kill()
     process.wait(timeout=10)
     assert all_gone("300.6"), "the command outlived the SIGKILLed agent"
+
+
+@pytest.mark.parametrize(
+    ("mount_at", "problem"),
+    [
+        ("/testbed", None),
+        ("/srv-llm-ide-test/deep/repo", None),
+        ("/usr/llm-ide-missing", "a mount point must be an absolute path that exists or whose top folder does not"),
+        ("relative/path", "a mount point must be an absolute path"),
+    ],
+)
+def test_the_sandbox_shows_the_repository_at_its_mount_point(
+    tmp_path: Path, mount_at: str, problem: str | None
+) -> None:
+    require_bwrap()
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "a.py").write_text("x = 1\n")
+    if problem is not None:
+        with pytest.raises(EnvironmentFailure, match=problem):
+            LocalEnvironment(repo, mount_at=mount_at, tools_dir=tmp_path / "tools")
+        return
+    with LocalEnvironment(repo, mount_at=mount_at, tools_dir=tmp_path / "tools") as environment:
+        assert environment.workdir == mount_at
+        result = environment.execute("pwd && cat a.py && echo y > b.py && ls /", cwd="pkg")
+        assert result.output.startswith(f"{mount_at}/pkg\nx = 1\n") and result.returncode == 0
+        assert "usr\n" in result.output  # the rest of the file system is there, read-only
+        assert (repo / "pkg" / "b.py").read_text() == "y\n"  # written through the mount into the repository
+        assert environment.execute("touch /usr/llm-ide-probe").returncode != 0
+    assert not Path(mount_at).exists()  # nothing made on the host

@@ -16,6 +16,7 @@ from llm_ide.cli.coop import coop_app
 from llm_ide.cli.inspect import inspect
 from llm_ide.cli.inspector import graph_command, report_command
 from llm_ide.cli.navigator import navigator_app
+from llm_ide.cli.replay import replay_command
 from llm_ide.cli.run import demo, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
@@ -91,6 +92,7 @@ extra_app = App(
 app.command("run")(run)
 app.command("demo")(demo)
 app.command("inspect")(inspect)
+app.command("replay")(replay_command)
 app.command("report")(report_command)
 app.command("graph")(graph_command)
 app.command("context")(context_command)

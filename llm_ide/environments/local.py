@@ -25,7 +25,7 @@ from llm_ide.environments.processes import (
     namespace_tools,
     with_parent,
 )
-from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, resolve_inside
+from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, check_mount_point, resolve_inside
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
 
@@ -71,7 +71,9 @@ def drain(fd: int, cap: OutputCap, seconds: float) -> None:
 class LocalEnvironment:
     """Runs commands with `bash -c` in the repository on the host, which the agent edits in place; inside bubblewrap
     (`sandbox: bwrap`) when it is installed. Every process the commands start ends with the run (with bwrap: with
-    its command), see environments/processes.py; `leftovers` is where the run's record of them is kept."""
+    its command), see environments/processes.py; `leftovers` is where the run's record of them is kept. `mount_at`
+    (bwrap only): the commands see the repository at this path instead of its own (e.g. /testbed, as in the SWE-bench
+    images), and it is the workdir that absolute paths in actions are relative to."""
 
     kind = "local"
     capabilities = Capabilities(ephemeral=False, image=False, tools_mount=True, system_path=False)
@@ -95,6 +97,7 @@ class LocalEnvironment:
             network=settings.network != "none",
             writable=settings.writable,
             leftovers=leftovers,
+            mount_at=settings.mount_at,
         )
 
     def __init__(
@@ -110,6 +113,7 @@ class LocalEnvironment:
         network: bool = True,
         writable: list[str] | None = None,
         leftovers: Path | None = None,
+        mount_at: str | None = None,
     ) -> None:
         self.repo = Path(repo).resolve()
         if not self.repo.is_dir():
@@ -127,6 +131,7 @@ class LocalEnvironment:
         self.env[TOKEN] = uuid.uuid4().hex
         self.network = network
         self.bwrap = bwrap_path() if sandbox == "bwrap" else None
+        self.mounts = self._mounts(mount_at)
         self._private: str | None = None
         self.scratch: str | None = None
         if self.bwrap:
@@ -138,6 +143,17 @@ class LocalEnvironment:
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
+
+    def _mounts(self, mount_at: str | None) -> dict[str, Path]:
+        if mount_at is None:
+            return {}
+        if self.bwrap is None:
+            raise EnvironmentFailure(f"environment.mount_at ({mount_at}) needs bubblewrap (sandbox: bwrap, installed)")
+        try:
+            self.workdir = check_mount_point(mount_at)
+        except ValueError as error:
+            raise EnvironmentFailure(f"environment.mount_at: {error}") from None
+        return {self.workdir: self.repo}
 
     def allow_write(self, path: Path) -> None:
         """Lets the sandboxed commands write `path` too (e.g. a tool cache entry being built)."""
@@ -157,7 +173,11 @@ class LocalEnvironment:
     def _argv(self, command: str, cwd: Path) -> list[str]:
         argv = ["bash", "-c", command]
         if self.bwrap:
-            argv = bwrap_argv(self.bwrap, writable=self.writable, cwd=cwd, network=self.network, command=argv)
+            if self.mounts:
+                cwd = Path(self.workdir, cwd.relative_to(self.repo))
+            argv = bwrap_argv(
+                self.bwrap, writable=self.writable, cwd=cwd, network=self.network, command=argv, mounts=self.mounts
+            )
         elif self.containment == "unshare":
             argv = self._run_namespace().argv(command, cwd)
         return with_parent(argv)

@@ -54,12 +54,49 @@ def resolve_inside(root: Path, path: str) -> Path | None:
     return target if target == root or target.is_relative_to(root) else None
 
 
-def bwrap_argv(bwrap: str, *, writable: list[Path], cwd: Path, network: bool, command: list[str]) -> list[str]:
+def bwrap_argv(
+    bwrap: str,
+    *,
+    writable: list[Path],
+    cwd: Path,
+    network: bool,
+    command: list[str],
+    mounts: dict[str, Path] | None = None,
+) -> list[str]:
+    """`mounts`: more writable folders, each shown at another path (e.g. a checkout at /testbed)."""
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
     if not network:
         argv.append("--unshare-net")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += [*root_binds(list(mounts or {})), "--dev", "/dev", "--proc", "/proc"]
     for path in writable:
         if path.exists():  # bwrap refuses to bind a missing path (and would fail every command)
             argv += ["--bind", str(path), str(path)]
+    for target, source in (mounts or {}).items():
+        argv += ["--bind", str(source), target]
     return [*argv, "--chdir", str(cwd), *command]
+
+
+def root_binds(targets: list[str]) -> list[str]:
+    """`/` read-only. A mount point missing on the host (e.g. /testbed) cannot be made in it: then the root is rebuilt
+    from its entries (read-only binds, symlinks kept as symlinks), where bwrap can make it."""
+    if all(Path(target).exists() for target in targets):
+        return ["--ro-bind", "/", "/"]
+    argv = []
+    for entry in sorted(Path("/").iterdir()):
+        if entry.name in ("dev", "proc") or str(entry) in targets:
+            continue
+        if entry.is_symlink():
+            argv += ["--symlink", os.readlink(entry), str(entry)]
+        elif entry.exists():
+            argv += ["--ro-bind", str(entry), str(entry)]
+    return argv
+
+
+def check_mount_point(target: str) -> str:
+    """A path where bwrap can show a folder: absolute, and existing or not under an existing top-level entry (bwrap
+    cannot make a folder in the read-only root's existing entries)."""
+    path = Path(target)
+    top = Path("/", *path.parts[1:2])
+    if not path.is_absolute() or path == top.parent or (not path.exists() and path != top and top.exists()):
+        raise ValueError(f"{target}: a mount point must be an absolute path that exists or whose top folder does not")
+    return str(path)

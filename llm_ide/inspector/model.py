@@ -96,6 +96,15 @@ class NavigatorView(BaseModel):
     ended: str = ""
 
 
+class ReplayView(BaseModel):
+    """A replay of another agent's trajectory through this run (llm_ide/replay): its figures beside the original's,
+    and what the prompts missed."""
+
+    source: str  # the replayed trajectory
+    figures: list[tuple[str, str, str, str]]  # (figure, llm-ide, original, ratio)
+    misses: list[tuple[int, str, str, str]]  # (step, agent, kind, what)
+
+
 class RunView(BaseModel):
     title: str
     source_format: str
@@ -114,6 +123,7 @@ class RunView(BaseModel):
     messages: list[MessageView] = Field(default_factory=list)
 
     navigator: NavigatorView | None = None
+    replay: ReplayView | None = None
 
 
 class InstanceRow(BaseModel):

@@ -1,7 +1,7 @@
 """What every run of a task shares, a single run of the agent or the outer graph of several runs at it: the run
-signal policy, the output folder, the environment kind, the settings' secrets in the filter), then its thread opened
-(the folder's lock, the run's log, the checkpointer, the graph's saved state: resumed, never started over; a thread
-of another task refused)."""
+started (the task, the signal policy, the output folder, the environment kind, the settings' secrets in the filter),
+then its thread opened (the folder's lock, the run's log, the checkpointer, the graph's saved state: resumed, never
+started over; a thread of another task refused)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,104 @@
+"""The replay's report, as written to `replay.json`: per step and in total, for llm-ide and the original run."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+AGENTS = ("llm-ide", "original")
+MARKS = (10, 20, 30)
+
+
+class Prices(BaseModel):
+    """Per character: the prefix a request shares with its run's previous request, the rest of it, the output."""
+
+    cached: float = 0.1
+    input: float = 1.0
+    output: float = 8.0
+
+    def bill(self, raw: int, cached: int, output: int) -> float:
+        return (raw - cached) * self.input + cached * self.cached + output * self.output
+
+
+class Fraction(BaseModel):
+    total: int = 0
+    present: int = 0
+
+    def __add__(self, other: Fraction) -> Fraction:
+        return Fraction(total=self.total + other.total, present=self.present + other.present)
+
+    @property
+    def value(self) -> float | None:
+        return self.present / self.total if self.total else None
+
+
+class AgentStep(BaseModel):
+    """One agent's side of a step: its calls (llm-ide: the reflect call on the previous step and the act call; the
+    original: its request, and any whose reply had no usable action) and what the prompt that issued the action
+    held."""
+
+    calls: int = 0
+    raw: int = 0
+    cached: int = 0
+    output: int = 0
+    bill: float = 0.0
+    pre_image: Fraction = Field(default_factory=Fraction)
+    context: Fraction = Field(default_factory=Fraction)
+    edits: int = 0  # edits with pre-image lines
+    edits_grounded: int = 0  # of those, edits whose pre-image lines were all present
+    references: Fraction = Field(default_factory=Fraction)
+
+    @property
+    def uncached(self) -> int:
+        return self.raw - self.cached
+
+    def __add__(self, other: AgentStep) -> AgentStep:
+        summed = {name: getattr(self, name) + getattr(other, name) for name in AgentStep.model_fields}
+        return AgentStep(**summed)
+
+
+class StepReport(BaseModel):
+    step: int
+    action: str  # the action, shortened
+    returncode: int | None = None  # the replayed command's
+    original_returncode: int | None = None
+    edited: list[str] = Field(default_factory=list)  # tracked files the command changed
+    references: list[str] = Field(default_factory=list)
+    agents: dict[str, AgentStep]
+
+
+class Miss(BaseModel):
+    step: int
+    agent: str
+    kind: str  # pre-image | context | reference
+    what: str  # `path:line: text` of a line, or the token
+
+
+class ReplayReport(BaseModel):
+    trajectory: str
+    format: str
+    instance_id: str | None
+    commit: str
+    single_call: bool
+    mounted_at: str | None  # where the commands saw the checkout (None: at its own path)
+    workdir_rewritten: bool = False  # no bubblewrap: the original's workdir in the commands replaced by the checkout's
+    prices: Prices
+    exit_status: str
+    run_trajectory: str  # the replayed run's own trajectory (llm-ide inspect)
+    steps: list[StepReport]
+    misses: list[Miss]
+    differing_returncodes: list[int] = Field(default_factory=list)  # steps whose command ended otherwise than before
+    same_as_submission: bool | None = None  # the final tracked files' diff equals the original's submitted one
+    diverged: str = ""  # why the replayed actions stopped following the trajectory, if they did
+
+    def totals(self, agent: str, until: int | None = None) -> AgentStep:
+        total = AgentStep()
+        for step in self.steps:
+            if until is None or step.step <= until:
+                total = total + step.agents[agent]
+        return total
+
+    def bill_ratio(self, until: int | None = None) -> float | None:
+        if until is not None and until > len(self.steps):
+            return None
+        ours, theirs = self.totals("llm-ide", until).bill, self.totals("original", until).bill
+        return ours / theirs if theirs else None

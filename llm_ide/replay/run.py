@@ -1,0 +1,138 @@
+"""One replay: a fresh checkout, the loopback endpoint answering from the trajectory, llm-ide's own run on them
+(`run_task`, as `llm-ide run` runs it: local environment, no network), then the figures of both agents."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from llm_ide.config import Settings, config_layers, validate_layers
+from llm_ide.environments.sandbox import bwrap_path
+from llm_ide.fileio import atomic_write
+from llm_ide.replay.checkout import checkout
+from llm_ide.replay.endpoint import LoopbackEndpoint
+from llm_ide.replay.formats import ReplayError, Trajectory, load
+from llm_ide.replay.measure import divergence, measure
+from llm_ide.replay.model import Prices, ReplayReport
+from llm_ide.replay.script import MODEL, Script
+from llm_ide.replay.tree import TreeWatch, tracked_sections
+from llm_ide.run.single import RunEvent, run_task
+
+REPORT = "replay.json"
+RUN_DIR = "run"
+
+
+def settings_for(trajectory: Trajectory, overrides: list[Path], single_call: bool | None) -> Settings:
+    """The bundled config, then the replay's defaults (local, no network, no tools: the original had none, no cost
+    limit, the original's command timeout), then the `overrides` files; the environment type and the step limit are
+    the replay's whatever the files say. The original's workdir (/testbed) is where bubblewrap shows the checkout."""
+    defaults: dict[str, Any] = {
+        "agent": {"cost_limit": 0},
+        "environment": {"tools": [], "network": "none", "sandbox": "bwrap"},
+        "model": {"prices": {MODEL: {"input": 1.0, "cache_read": 0.1, "output": 8.0}}},
+    }
+    if trajectory.command_timeout:
+        defaults["environment"]["command_timeout"] = trajectory.command_timeout
+    forced: dict[str, Any] = {
+        "environment": {"type": "local"},
+        "agent": {
+            "step_limit": len(trajectory.steps) + 5,
+            **({} if single_call is None else {"single_call": single_call}),
+        },
+    }
+    base = len(config_layers("default"))
+    layers = config_layers("default", overrides)
+    return validate_layers([*layers[:base], ("replay", defaults), *layers[base:], ("replay", forced)])
+
+
+def run_id_of(trajectory: Trajectory, path: Path) -> str:
+    name = trajectory.instance_id or path.name.removesuffix(".json").removesuffix(".traj")
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".-_") or "replay"
+
+
+def fresh_output(out: Path) -> Path:
+    """`out/run`, emptied when it holds an earlier replay's run; a folder that is not a replay's is refused."""
+    run_dir = out / RUN_DIR
+    if run_dir.exists():
+        if not (out / REPORT).is_file():
+            raise ReplayError(f"{out} holds a {RUN_DIR}/ folder that is no replay's: give another --out")
+        shutil.rmtree(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def replay(
+    path: Path,
+    source: Path,
+    out: Path,
+    *,
+    branch: str | None = None,
+    commit: str | None = None,
+    overrides: list[Path] | None = None,
+    single_call: bool | None = None,
+    prices: Prices | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+) -> ReplayReport:
+    """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
+    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`."""
+    trajectory = load(path)
+    settings = settings_for(trajectory, overrides or [], single_call)
+    environment = settings.environment
+    if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
+        settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
+    with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
+        repo = Path(scratch) / "repo"
+        commit = checkout(source, repo, branch, commit, trajectory.instance_id)
+        run_dir = fresh_output(out)
+        workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
+        rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
+        watch = TreeWatch(repo, commit)
+        script = Script.open(trajectory.steps, settings.agent.single_call, out / "wire.jsonl", watch.take, rewrite)
+        try:
+            with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
+                result = run_task(
+                    trajectory.task,
+                    model=MODEL,
+                    settings=settings,
+                    output_dir=run_dir,
+                    run_id=run_id_of(trajectory, path),
+                    repo=repo,
+                    base_url=endpoint.url,
+                    on_event=on_event,
+                )
+        finally:
+            script.close()
+        watch.take()
+        operations = json.loads(result.trajectory_path.read_text(encoding="utf-8")).get("operations") or []
+        steps, misses = measure(trajectory, script.calls, watch, operations, prices or Prices())
+        report = ReplayReport(
+            trajectory=str(path),
+            format=trajectory.format,
+            instance_id=trajectory.instance_id,
+            commit=commit,
+            single_call=settings.agent.single_call,
+            mounted_at=settings.environment.mount_at,
+            workdir_rewritten=workdir is not None,
+            prices=prices or Prices(),
+            exit_status=str(result.exit_status),
+            run_trajectory=str(result.trajectory_path),
+            steps=steps,
+            misses=misses,
+            differing_returncodes=[s.step for s in steps if s.original_returncode not in (None, s.returncode)],
+            same_as_submission=same_tree(watch, trajectory.submission),
+            diverged=divergence(trajectory, operations, rewrite) or (result.error if not steps else ""),
+        )
+    atomic_write(out / REPORT, report.model_dump_json(indent=1))
+    return report
+
+
+def same_tree(watch: TreeWatch, submission: str) -> bool | None:
+    """Whether the tracked files' diff equals the submitted one (new files left out); None without a submission."""
+    if not submission.strip():
+        return None
+    return tracked_sections(watch.final_diff(), watch.tracked) == tracked_sections(submission, watch.tracked)

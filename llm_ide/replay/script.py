@@ -1,0 +1,110 @@
+"""The model side of a replay: llm-ide's calls answered from the trajectory, in the order the agent graph makes them
+(step 1: act; every later step: reflect on the previous one, then act; with `agent.single_call` one reply holds
+both), every request logged on the wire."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from llm_ide.inspector.load import content_text
+from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix
+from llm_ide.replay.formats import Message, Step
+
+MODEL = "replay"
+
+
+@dataclass(frozen=True)
+class Reply:
+    step: int  # 1-based: the step whose action (or reflection, for `reflect`) the reply holds
+    kind: str  # act | reflect
+    text: str
+
+
+@dataclass(frozen=True)
+class WireCall:
+    index: int
+    step: int
+    kind: str
+    messages: list[Message]
+    response: str
+    raw: int
+    cached: int
+
+
+def action_text(step: Step, rewrite: Callable[[str], str] | None = None) -> str:
+    """The thought, then the action's tag holding its JSON parameters (`<` escaped when the parameters would
+    otherwise hold the tag itself)."""
+    params = dict(step.params)
+    if rewrite is not None and isinstance(params.get("command"), str):
+        params["command"] = rewrite(params["command"])
+    body = json.dumps(params, ensure_ascii=False) if params or step.action_type != "submit" else ""
+    if re.search(rf"<\s*/?\s*{step.action_type}\s*/?\s*>", body, re.I):
+        body = body.replace("<", "\\u003c")
+    tag = f"<{step.action_type}>{body}</{step.action_type}>"
+    return f"{step.thought}\n{tag}" if step.thought.strip() else tag
+
+
+def planned_replies(steps: list[Step], single_call: bool, rewrite: Callable[[str], str] | None = None) -> list[Reply]:
+    replies: list[Reply] = []
+    for number, step in enumerate(steps, start=1):
+        action = action_text(step, rewrite)
+        if number == 1:
+            replies.append(Reply(1, "act", action))
+        elif single_call:
+            replies.append(Reply(number, "act", f"{steps[number - 2].verdict}\n{action}"))
+        else:
+            replies += [Reply(number, "reflect", steps[number - 2].verdict), Reply(number, "act", action)]
+    return replies
+
+
+class Script:
+    """Answers the requests in order; `before_act(step)` runs before the act call of each step is answered (the
+    working tree is then as the previous command left it)."""
+
+    def __init__(self, replies: list[Reply], wire: TextIO | None, before_act: Callable[[int], None]) -> None:
+        self.replies = replies
+        self.wire = wire
+        self.before_act = before_act
+        self.calls: list[WireCall] = []
+        self.previous: list[Message] = []
+        self.lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        steps: list[Step],
+        single_call: bool,
+        wire: Path,
+        before_act: Callable[[int], None],
+        rewrite: Callable[[str], str] | None = None,
+    ) -> Script:
+        return cls(planned_replies(steps, single_call, rewrite), wire.open("w", encoding="utf-8"), before_act)
+
+    def close(self) -> None:
+        if self.wire is not None:
+            self.wire.close()
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        messages = [{"role": str(m.get("role")), "content": content_text(m)} for m in body.get("messages") or []]
+        with self.lock:
+            index = len(self.calls)
+            if index >= len(self.replies):
+                return error(400, f"the trajectory has only {len(self.replies)} replies")
+            reply = self.replies[index]
+            if reply.kind == "act":
+                self.before_act(reply.step)
+            raw, cached = prompt_chars(messages), shared_prefix(self.previous, messages)
+            self.previous = messages
+            call = WireCall(index, reply.step, reply.kind, messages, reply.text, raw, cached)
+            self.calls.append(call)
+            if self.wire is not None:
+                record = {"index": index, "step": reply.step, "kind": reply.kind, "raw": raw, "cached": cached}
+                self.wire.write(json.dumps({**record, "request": body, "response": reply.text}) + "\n")
+                self.wire.flush()
+        return 200, completion(str(body.get("model") or MODEL), reply.text, index, raw, cached)

@@ -1,0 +1,81 @@
+"""The working tree around each replayed command: the tracked files (those of the base commit) that differ from it,
+taken before every step and at the end; what a command changed is the difference of the two states around it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+State = dict[str, bytes | None]  # path → content (None: deleted), for the tracked files that differ from the base
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    old: str  # "" when the file did not exist before (restored by the command)
+    new: str  # "" when the command deleted it
+
+
+def git_out(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
+
+
+class TreeWatch:
+    def __init__(self, repo: Path, base: str) -> None:
+        self.repo = repo
+        self.base = base
+        self.tracked = set(git_out(repo, "ls-tree", "-r", "-z", "--name-only", base).decode().split("\0")) - {""}
+        self.states: list[State] = []
+        self._blobs: dict[str, bytes] = {}
+
+    def take(self, *_: object) -> None:
+        names = git_out(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base, "--")
+        state: State = {}
+        for name in names.decode("utf-8", "surrogateescape").split("\0"):
+            if name in self.tracked:
+                path = self.repo / name
+                state[name] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        self.states.append(state)
+
+    def base_content(self, path: str) -> bytes:
+        if path not in self._blobs:
+            self._blobs[path] = git_out(self.repo, "show", f"{self.base}:{path}")
+        return self._blobs[path]
+
+    def content(self, state: State, path: str) -> bytes | None:
+        return state[path] if path in state else self.base_content(path)
+
+    def changes(self, step: int) -> list[FileChange]:
+        """What the command of `step` (1-based) changed in tracked files; none when the states are missing."""
+        if step >= len(self.states):
+            return []
+        before, after = self.states[step - 1], self.states[step]
+        changed = []
+        for path in sorted(set(before) | set(after)):
+            old, new = self.content(before, path), self.content(after, path)
+            if old != new:
+                changed.append(FileChange(path, text(old), text(new)))
+        return changed
+
+    def final_diff(self) -> str:
+        """The tracked files' diff against the base, as git prints it."""
+        return git_out(self.repo, "diff", "--no-renames", "--no-ext-diff", self.base, "--").decode("utf-8", "replace")
+
+
+def text(data: bytes | None) -> str:
+    return "" if data is None else data.decode("utf-8", "replace")
+
+
+def tracked_sections(diff: str, tracked: set[str]) -> dict[str, str]:
+    """A `git diff` as path → its section, for the tracked files only (new files left out), `index` lines dropped:
+    two diffs of the same tracked changes compare equal whatever made them (`git diff --cached`, `git diff BASE`)."""
+    sections: dict[str, str] = {}
+    for part in re.split(r"^(?=diff --git )", diff, flags=re.M):
+        header = re.match(r"diff --git a/(.+?) b/(.+)\n", part)
+        if header is None or header.group(1) not in tracked or re.search(r"^new file mode", part, re.M):
+            continue
+        lines = [line for line in part.rstrip("\n").split("\n") if not line.startswith("index ")]
+        sections[header.group(1)] = "\n".join(lines)
+    return sections

@@ -1,0 +1,281 @@
+"""`llm-ide replay`: a real shared trajectory replayed end to end (the same tree as its submission, the bench's
+figures), bad input refused in one line, a failing command recorded, and the metrics on hand-made runs whose prompts
+we know."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require_bwrap
+
+from llm_ide.replay.metrics import Text, edit_lines, occurs, references
+from llm_ide.replay.model import AGENTS, ReplayReport
+from llm_ide.replay.tree import FileChange, tracked_sections
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCE = "demo__demo-1"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+MODULE = "".join(
+    "alpha_value = 1\n" if n == 15 else "omega_value = 2\n" if n == 25 else f"filler_line_{n} = {n}\n"
+    for n in range(1, 31)
+)
+
+
+PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the replayed commands' python: ours
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "PATH": PATH}
+    return subprocess.run(
+        [sys.executable, "-m", "llm_ide", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
+    )
+
+
+def git(repo: Path, *args: str) -> str:
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    return subprocess.run(["git", *identity, *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def make_repo(path: Path, branch: str = INSTANCE) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", branch)
+    (path / "m.py").write_text(MODULE)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "base")
+    return path
+
+
+def mini_trajectory(path: Path, steps: list[tuple[str, str, int, str]], submission: str = "") -> Path:
+    """A mini-swe-agent-1 trajectory: each step (thought, command, return code, output), then the submit."""
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
+        {"role": "user", "content": "<pr_description>\nConsider the following PR description:\nRaise the values.\n"
+         "</pr_description>\n<instructions>Fix it; submit with COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT.</instructions>"},
+    ]  # fmt: skip
+    for thought, command, returncode, output in [*steps, ("Done. I submit.", SUBMIT, 0, submission)]:
+        messages.append({"role": "assistant", "content": f"THOUGHT: {thought}\n\n```bash\n{command}\n```"})
+        text = (
+            submission if command == SUBMIT else f"<returncode>{returncode}</returncode>\n<output>\n{output}</output>"
+        )
+        messages.append({"role": "user", "content": text})
+    info = {"exit_status": "Submitted", "submission": submission, "config": {"environment": {"timeout": 60}}}
+    data = {"trajectory_format": "mini-swe-agent-1", "instance_id": INSTANCE, "info": info, "messages": messages}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def fingerprint(path: Path) -> dict[str, str]:
+    """Every file under `path` (or `path` itself) with its content's hash and mtime: what a write would change."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(f): f"{hashlib.sha256(f.read_bytes()).hexdigest()} {f.stat().st_mtime_ns}" for f in files}
+
+
+def report_of(out: Path) -> ReplayReport:
+    return ReplayReport.model_validate_json((out / "replay.json").read_text())
+
+
+STEPS = [
+    ("Where is alpha_value set?", "grep -n alpha_value m.py", 0, "15:alpha_value = 1\n"),
+    ("Line 15 sets it: raise it.", "sed -i 's/alpha_value = 1/alpha_value = 10/' m.py", 0, ""),
+    ("Raise omega_value too.", "sed -i 's/omega_value = 2/omega_value = 20/' m.py", 0, ""),
+    ("Look at lines 15 and 16.", "sed -n '15,16p' m.py", 0, "alpha_value = 10\nfiller_line_16 = 16\n"),
+    ("Check a name of my own.", "python3 -c \"print('invented_token_xyz')\"", 0, "invented_token_xyz\n"),
+]
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository and a trajectory whose submission is what its two edits make of it."""
+    repo = make_repo(tmp_path / "repo")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(repo), str(work))
+    for _, command, _, _ in STEPS[1:3]:
+        subprocess.run(command, shell=True, cwd=work, check=True)
+    return repo, mini_trajectory(tmp_path / f"{INSTANCE}.traj.json", STEPS, git(work, "diff"))
+
+
+def test_a_hand_made_run_measures_what_each_prompt_held(demo: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, trajectory = demo
+    before = fingerprint(repo)
+    done = cli("replay", str(trajectory), "--repo", str(repo), "--out", str(tmp_path / "out"), "--html", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert fingerprint(repo) == before  # the replay worked in its own checkout
+    report = report_of(tmp_path / "out")
+    assert (report.exit_status, report.same_as_submission, report.diverged) == ("submitted", True, "")
+    assert [step.action for step in report.steps][-1] == "submit" and len(report.steps) == 6
+    # step 2: the grep showed the line sed replaced; step 3: nobody showed omega_value's line
+    assert report.steps[1].edited == ["m.py"] == report.steps[2].edited
+    for agent in AGENTS:
+        second, third = report.steps[1].agents[agent], report.steps[2].agents[agent]
+        assert (second.pre_image.present, second.pre_image.total, second.edits_grounded) == (1, 1, 1)
+        assert (third.pre_image.present, third.pre_image.total, third.edits_grounded) == (0, 1, 0)
+        assert third.context.total == 6 and third.context.present == 0  # lines 22-24 and 26-28, never shown
+    missed = {(m.agent, m.step, m.kind, m.what) for m in report.misses}
+    assert {(agent, 3, "pre-image", "m.py:25: omega_value = 2") for agent in AGENTS} <= missed
+    # step 4: 15 came from the grep's output, 16 from nowhere; step 5: a name the model invented is no reference
+    assert report.steps[3].references == ["15"] and report.steps[4].references == []
+    assert all(report.steps[3].agents[agent].references.present == 1 for agent in AGENTS)
+    assert "omega_value = 2" in done.stdout and "the final tracked files are equal" in done.stdout
+    page = (tmp_path / "out" / f"{INSTANCE}.html").read_text()
+    assert 'id="replay-misses"' in page and "m.py:25: omega_value = 2" in page
+    wire = [json.loads(line) for line in (tmp_path / "out" / "wire.jsonl").read_text().splitlines()]
+    assert [(call["step"], call["kind"]) for call in wire[:3]] == [(1, "act"), (2, "reflect"), (2, "act")]
+    assert wire[1]["response"] == "good: Line 15 sets it: raise it."  # the next thought's first sentence
+
+
+def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    steps = [
+        ("Try the module.", "python3 -c 'import module_missing_here_xyz'", 0, "ok\n"),
+        ("Edit it anyway.", "sed -i 's/alpha_value = 1/alpha_value = 3/' m.py", 0, ""),
+    ]
+    trajectory = mini_trajectory(tmp_path / "t.traj.json", steps)
+    done = cli("replay", str(trajectory), "--repo", str(repo), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = report_of(tmp_path / "out")
+    assert report.differing_returncodes == [1]
+    assert (report.steps[0].returncode, report.steps[0].original_returncode) == (1, 0)
+    assert report.steps[1].edited == ["m.py"] and report.exit_status == "submitted" and len(report.steps) == 3
+    assert "1 replayed commands ended with another return code than in the original (steps 1)" in done.stdout
+    operations = json.loads(Path(report.run_trajectory).read_text())["operations"]
+    assert "ModuleNotFoundError" in operations[0]["observation"]
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_the_commands_find_the_repository_at_testbed(sandbox: str, tmp_path: Path) -> None:
+    """mini-swe-agent's commands ran in /testbed: bubblewrap shows the checkout there (tracebacks read as they did);
+    without it the path in the commands is the checkout's."""
+    if sandbox == "bwrap":
+        require_bwrap()
+    repo = make_repo(tmp_path / "repo")
+    steps = [("Look.", "grep -n alpha_value /testbed/m.py && cd /testbed && pwd", 0, "15:alpha_value = 1\n/testbed\n")]
+    trajectory = mini_trajectory(tmp_path / "t.traj.json", steps)
+    (tmp_path / "c.yaml").write_text(f"environment: {{sandbox: {sandbox}}}\n")
+    args = ["--repo", str(repo), "--out", str(tmp_path / "out"), "--config", str(tmp_path / "c.yaml")]
+    assert cli("replay", str(trajectory), *args, cwd=tmp_path).returncode == 0
+    report = report_of(tmp_path / "out")
+    assert (report.mounted_at, report.workdir_rewritten) == (
+        ("/testbed", False) if sandbox == "bwrap" else (None, True)
+    )
+    observation = json.loads(Path(report.run_trajectory).read_text())["operations"][0]["observation"]
+    assert observation.startswith("15:alpha_value = 1\n") and report.steps[0].returncode == 0
+    assert observation.endswith("/testbed" if sandbox == "bwrap" else "/repo")
+    assert report.diverged == ""
+
+
+def test_our_own_trajectory_replays_to_the_same_bill(demo: tuple[Path, Path], tmp_path: Path) -> None:
+    """A run of ours replayed on the same checkout asks the same prompts: every figure of both sides is equal."""
+    repo, trajectory = demo
+    assert (
+        cli("replay", str(trajectory), "--repo", str(repo), "--out", str(tmp_path / "a"), cwd=tmp_path).returncode == 0
+    )
+    first = report_of(tmp_path / "a")
+    done = cli("replay", first.run_trajectory, "--repo", str(repo), "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    second = report_of(tmp_path / "b")
+    assert second.format == "llm-ide-1" and second.same_as_submission is True
+    ours, theirs = second.totals("llm-ide"), second.totals("original")
+    assert ours == theirs == first.totals("llm-ide")
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("unknown format", "not a trajectory of a known format"),
+        ("no commit", "the repository has no commit 0123456789abcdef"),
+        ("bundle without the branch", "the bundle has no branch demo__demo-1"),
+        ("clone without the branch", "the repository has no branch demo__demo-1"),
+    ],
+)
+def test_bad_input_is_one_line_and_nothing_is_written(case: str, expected: str, tmp_path: Path) -> None:
+    trajectory = mini_trajectory(tmp_path / "t.traj.json", STEPS[:1])
+    repo = make_repo(tmp_path / "repo", branch="other" if "without" in case else INSTANCE)
+    args = ["--repo", str(repo)]
+    if case == "unknown format":
+        trajectory.write_text(json.dumps({"messages": [], "info": {}}))
+    elif case == "no commit":
+        args += ["--commit", "0123456789abcdef"]
+    elif case == "bundle without the branch":
+        git(repo, "bundle", "create", "-q", str(tmp_path / "repo.bundle"), "other")
+        args = ["--repo", str(tmp_path / "repo.bundle")]
+    source = Path(args[1])
+    before = fingerprint(source)
+    done = cli("replay", str(trajectory), *args, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and expected in done.stderr and done.stderr.startswith("error:")
+    assert fingerprint(source) == before
+    assert not (tmp_path / "out" / "replay.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "prompt", "present"),
+    [
+        ("x = 1", "  445\t    x = 1", True),
+        ("x = 1", "max = 10", False),
+        ("return a  +  b", "    return a + b  # sum", True),
+        ("def run(self):", "def run(self, other):", False),
+    ],
+)
+def test_a_line_is_present_inside_a_line_of_the_prompt(line: str, prompt: str, present: bool) -> None:
+    assert Text(prompt).holds_line(" ".join(line.split())) is present
+    assert occurs("abc", "xabc") is False and occurs("abc", "x.abc(") is True
+
+
+def test_edits_references_and_matching_on_small_cases() -> None:
+    old = "".join(f"line number {n}\n" for n in range(1, 21))
+    new = old.replace("line number 10\n", "line number ten\n").replace("line number 11\n", "")
+    edit = edit_lines([FileChange("f.py", old, new)])
+    assert [(n, text) for _, n, text in edit.removed] == [(10, "line number 10"), (11, "line number 11")]
+    assert [n for _, n, _ in edit.context] == [7, 8, 9, 12, 13, 14]
+    seen = [Text("12:def compute_total(items):\n  File '/testbed/pkg/core.py', line 88\n")] * 2
+    command = "sed -n '88,95p' /testbed/pkg/core.py && grep -n compute_total pkg/other.py | invented_name -n 12"
+    expected = ["88", "pkg/core.py", "compute_total", "pkg", "12"]  # pkg/other.py: its known parts
+    assert references(command, seen, Text("the task mentions nothing")) == expected
+    assert references(command, seen, Text("compute_total is in the task")) == ["88", "pkg/core.py", "pkg", "12"]
+    diff = "diff --git a/a.py b/a.py\nindex 1..2 100644\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+    new_file = (
+        "diff --git a/n.py b/n.py\nnew file mode 100644\nindex 0..1\n--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+z\n"
+    )
+    assert tracked_sections(diff + new_file, {"a.py"}) == tracked_sections(diff.replace("1..2", "3..4"), {"a.py"})
+
+
+@pytest.mark.slow
+def test_a_real_trajectory_replays_to_its_submission_with_the_bench_figures(shared_dir: Path, tmp_path: Path) -> None:
+    instance = "pylint-dev__pylint-6903"
+    trajectory = shared_dir / "data" / "trajectories" / "mini-swe-agent" / f"{instance}.traj.json"
+    bundle = shared_dir / "data" / "repos" / "pylint-dev__pylint.bundle"
+    before = fingerprint(bundle)
+    done = cli("replay", str(trajectory), "--repo", str(bundle), "--out", str(tmp_path / "one"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert fingerprint(bundle) == before
+    report = report_of(tmp_path / "one")
+    assert (report.same_as_submission, report.diverged, len(report.steps)) == (True, "", 16)
+    git(tmp_path, "clone", "-q", str(bundle), "base", "-b", instance)
+    tracked = set(git(tmp_path / "base", "ls-tree", "-r", "--name-only", "HEAD").split())
+    original = json.loads(trajectory.read_text())["info"]["submission"]
+    ours = json.loads(Path(report.run_trajectory).read_text())["info"]["submission"]  # llm-ide's own patch
+    assert "avail_cpu = int(cpu_shares / 1024) or 1" in ours
+    assert tracked_sections(ours, tracked) == tracked_sections(original, tracked) != {}
+    script = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--only", instance]
+    bench = subprocess.run(
+        [*script, "--out", str(tmp_path / "b"), "--json", str(tmp_path / "b.json")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PATH": PATH},
+    )
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    benched = report_of(tmp_path / "b" / "default" / instance)
+    for agent in AGENTS:
+        assert benched.totals(agent) == report.totals(agent)
+    figures = json.loads((tmp_path / "b.json").read_text())["default"]
+    assert figures["bill_end"] == pytest.approx(report.bill_ratio())
+    assert figures["edit_grounding"] == report.totals("llm-ide").pre_image.value
+    assert figures["mini_reference_recall"] == report.totals("original").references.value == 1.0
+    assert bench.stdout.strip().splitlines()[-1].startswith("RESULT bill_10=")
