@@ -28,6 +28,7 @@ from llm_ide.cli.console import (
 from llm_ide.cli.navigator import check_served_navigator
 from llm_ide.cli.status import ThinkingStatus
 from llm_ide.config import with_user_config
+from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -41,20 +42,20 @@ class NavigatorMode(StrEnum):
     mcp = "mcp"
 
 
-class EnvironmentType(StrEnum):
-    local = "local"
-    docker = "docker"
+EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
-    """`--image` means docker: implied when `--environment` is not given, an error with `--environment local`."""
+    """`--image` means the kind that runs from an image: implied when `--environment` is not given, an error with a
+    kind that runs in place."""
     if image is None:
         return environment
-    if environment == "local":
-        raise fail("--image runs the task in a docker container: it cannot go with --environment local")
+    imaged = next(name for name, kind in KINDS.items() if kind.capabilities.image)
+    if environment is not None and not capabilities(environment).image:
+        raise fail(f"--image runs the task in a {imaged} container: it cannot go with --environment {environment}")
     if environment is None:
-        console.print(f"[dim]… --image {escape(image)}: running in docker[/]")
-    return "docker"
+        console.print(f"[dim]… --image {escape(image)}: running in {imaged}[/]")
+    return imaged
 
 
 def run(
