@@ -283,3 +283,45 @@ def test_a_person_asked_in_one_run_is_refused_beside_two_agents_messaging(tmp_pa
         "navigator: asks a person in one run at a time; it does not combine with two agents messaging"
     )
     assert isinstance(Navigator("human"), Variant) and Sampling.enabled(load_config("default")) is None
+
+
+# Facts for the reviewer and the chooser of attempts
+
+
+class SubmitState(TypedDict, total=False):
+    at_submit: int
+
+
+class SubmitCheck(Variant):
+    """Runs a command when the agent submits; its return code is a fact about the run."""
+
+    name = "submit_check"
+    state = SubmitState
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
+        return {"at_submit": ctx.codebase.env.execute(self.command, timeout=60).returncode}
+
+    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"check at submit": state["at_submit"]} if "at_submit" in state else {}
+
+
+def test_a_variants_facts_reach_the_reviewer_and_the_chooser_of_attempts(tmp_path: Path) -> None:
+    from attempts_scripts import FILES, RIGHT, TASK, TEST, WRONG, attempt_script, choice, review, scripts
+
+    from llm_ide import run_attempts
+
+    reviews = [review(6, "Plausible."), review(6, "Plausible too.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)], reviews, [choice(2, "Ok.")])
+    settings = load_config("default", environment={"tools": []}, attempts={"max": 2, "accept_score": None})
+    result = run_attempts(TASK, model=model, settings=settings, output_dir=tmp_path / "out", run_id="T",
+                          repo=make_git_repo(tmp_path / "repo", FILES), variants=[SubmitCheck(TEST)])  # fmt: skip
+    assert (result.exit_status, result.chosen) == ("submitted", 2)
+    assert [attempt["facts"] for attempt in result.attempts] == [{"check at submit": 1}, {"check at submit": 0}]
+    calls = load_trajectory(result.trajectory_path)["model_calls"]
+    reviewed = [call["prompt"] for call in calls if call["kind"] == "review"]
+    assert ["- check at submit: 1" in reviewed[0], "- check at submit: 0" in reviewed[1]] == [True, True]
+    (chooser,) = [call["prompt"] for call in calls if call["kind"] == "choose"]
+    assert chooser.count("### Facts (its variants' checks)") == 2 and "- check at submit: 0" in chooser

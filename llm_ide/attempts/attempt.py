@@ -64,6 +64,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         on_event=on_event,
         cost_budget=ctx.budget,
         carried_lessons=state.get("carried_lessons") or None,
+        variants=ctx.variants,
     )
     if not result.exit_status.finished:
         raise AttemptUnfinished(

@@ -39,6 +39,7 @@ def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord
             "attempts": [record["index"] for record in group],
             "score": group[0].get("score"),
             "summary": group[0].get("chain", ""),
+            "facts": group[0].get("facts") or {},
             "patch": truncate(group[0]["submission"], settings.patch_chars, ctx.settings.templates),
         }
         for number, group in enumerate(groups, 1)

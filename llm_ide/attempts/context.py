@@ -22,6 +22,7 @@ from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
 from llm_ide.run.single import RunEvent
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
+from llm_ide.variant import Variant
 
 
 class TaskBudget(CostBudget):
@@ -78,6 +79,7 @@ class AttemptsContext:
     task_vars: dict[str, Any] | None = None
     on_event: Callable[[Any], None] | None = None
     budget: Budget | None = None
+    variants: list[Variant] = field(default_factory=list)  # given to every attempt's run, beside its settings' own
     stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -164,9 +166,10 @@ def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
     """What the reviewer reads of an attempt: its reasoning chain, its lessons and the last test output."""
     templates = settings.attempts.templates
     try:
-        operations = json.loads(trajectory.read_text(encoding="utf-8")).get("operations", [])
+        data = json.loads(trajectory.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        operations = []
+        data = {}
+    operations = data.get("operations", [])
     nodes = [node_of(op) for op in operations]
     chain = "\n".join(render_string(templates.reasoning_step, node=node) for node in reasoning_chain(nodes))
     pattern = re.compile(settings.attempts.test_pattern)
@@ -178,4 +181,5 @@ def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
         "lessons": all_lessons(nodes),
         "test_output": output or templates.no_tests.strip(),
         "steps": len(nodes),
+        "facts": (data.get("info") or {}).get("facts") or {},  # what the run's variants found (llm_ide/variant.py)
     }

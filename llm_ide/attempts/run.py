@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ from llm_ide.resources import CostBudget
 from llm_ide.run.single import RunEvent, RunResult
 from llm_ide.run.thread import opened, start
 from llm_ide.secrets import redacted
+from llm_ide.variant import Variant
 
 log = logging.getLogger("llm_ide.run")
 
@@ -50,8 +51,10 @@ def run_attempts(
     task_vars: dict[str, Any] | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
+    variants: Iterable[Variant] = (),
 ) -> AttemptsResult:
-    """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`."""
+    """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`.
+    Each attempt runs with its settings' variants and `variants`, whose facts go to the reviewer and the chooser."""
     output_dir, settings = start(output_dir, run_id, settings, environment)
     kind = settings.environment.type
     in_place = not capabilities(kind).ephemeral  # the repository itself: each attempt in a git worktree of it
@@ -61,7 +64,7 @@ def run_attempts(
     ctx = AttemptsContext(
         settings=settings, model=model, run_id=run_id, output_dir=output_dir,
         repo=Path(repo).resolve() if repo else None, environment=kind, image=image, base_url=base_url,
-        checkpoint=checkpoint, task_vars=task_vars, on_event=on_event, budget=budget,
+        checkpoint=checkpoint, task_vars=task_vars, on_event=on_event, budget=budget, variants=list(variants),
     )  # fmt: skip
     info = {"run_id": run_id, "model": model, "config": redacted(settings.model_dump(mode="json"))}
     path = output_dir / f"{run_id}.traj.json"

@@ -30,6 +30,7 @@ def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
             "steps": record.get("steps", 0),
             "submission": record.get("submission", ""),
             "trajectory": record.get("trajectory", ""),
+            **({"facts": record["facts"]} if record.get("facts") else {}),
         }
         for record in state.get("attempts", [])
     ]
