@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The README's set-up line and test line, word for word, on a fresh machine: a container of the local base image
+# (Debian bookworm with only Python 3.11, venv, pip and git; scripts/build_base_image.sh) holding a fresh clone of
+# this repository's HEAD, the package index reached over the host's network (its CA bundle mounted, as a machine of
+# this network has it). Prints each line's wall time and the test summary; exits with the first failing line's status.
+# Usage: scripts/fresh_machine.sh [IMAGE]   (needs docker; default IMAGE: llm-ide-base:bookworm)
+set -euo pipefail
+image="${1:-llm-ide-base:bookworm}"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d /tmp/llm-ide-fresh.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+git clone -q "$repo" "$work/llm-ide"
+# the commands of the README's first bash block under "## Install": the set-up line, then the test line
+awk '/^## Install/{on=1} on&&/^```bash/{block=1; next} block&&/^```/{exit} block' "$repo/README.md" > "$work/lines.sh"
+[ "$(grep -c . "$work/lines.sh")" -ge 2 ] || { echo "fresh_machine.sh: no set-up and test lines in README.md" >&2; exit 1; }
+cat > "$work/run.sh" <<'INNER'
+set -uo pipefail
+cd /work/llm-ide
+n=0
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  n=$((n + 1))
+  echo "fresh_machine.sh: line $n: $line" >&2
+  start=$(date +%s)
+  bash -c "set -e; [ -f .venv/bin/activate ] && . .venv/bin/activate; $line" 2>&1 | tail -n 15
+  status=${PIPESTATUS[0]}
+  echo "fresh_machine.sh: line $n took $(( $(date +%s) - start )) s, exit $status" >&2
+  [ "$status" -eq 0 ] || exit "$status"
+done < /work/lines.sh
+INNER
+ca=/etc/ssl/certs/ca-certificates.crt
+docker run --rm --network host -v "$work:/work" -v "$ca:$ca:ro" -e PIP_CERT="$ca" -e SSL_CERT_FILE="$ca" \
+  -e PIP_DISABLE_PIP_VERSION_CHECK=1 "$image" bash /work/run.sh
