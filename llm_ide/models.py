@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
-from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
+from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
 from llm_ide.text import clean_text
@@ -63,12 +63,6 @@ class Price:
         read = self.input if self.cache_read is None else self.cache_read
         write = self.input if self.cache_write is None else self.cache_write
         return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
-
-
-class ModelTimeLimit(ModelError):
-    """The run's wall-time limit passed while the model call was under way: the run ends with `time_limit`."""
-
-    exit_status = ExitStatus.TIME_LIMIT
 
 
 class Model(Protocol):

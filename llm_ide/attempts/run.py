@@ -20,7 +20,7 @@ from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.trajectory import Read, write_combined
 from llm_ide.composition import Settings
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, ending
 from llm_ide.resources import CostBudget
 from llm_ide.run.single import RunEvent, RunResult
 from llm_ide.run.thread import opened, start
@@ -93,8 +93,8 @@ def run_attempts(
                         write_combined(path, values, info, read)
                         written = progress
         except LlmIdeError as error:
-            values = {**values, "exit_status": str(error.exit_status), "error": str(error)}
-            info["error"] = str(error)
+            status, info["error"] = ending(error)
+            values = {**values, "exit_status": str(status), "error": info["error"]}
             log.error("%s: %s", error.exit_status, error)
         result = finish(path, values, info, read)
         if result.exit_status.finished and in_place:

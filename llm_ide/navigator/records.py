@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import TurnLimit
 from llm_ide.navigator.protocol import Decision, Navigator, NavigatorTimeout, NavigatorUsage
 from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
@@ -84,4 +84,4 @@ def turn_limit(ctx: AgentContext, state: AgentState, record: dict[str, Any], rev
 
 def end(record: dict[str, Any], reason: str) -> dict[str, Any]:
     record["ended"] = reason
-    return {"navigator": record, "exit_status": ExitStatus.TURN_LIMIT, "error": reason, "pending": None}
+    return {"navigator": record, "exit_status": TurnLimit.exit_status, "error": reason, "pending": None}

@@ -9,7 +9,6 @@ from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.codeview.changes import edited_scopes
 from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
-from llm_ide.errors import ExitStatus
 from llm_ide.faults import failpoint
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
@@ -81,7 +80,7 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
         snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(pending) else None
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
-        return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
+        return {"pending": failed, "accessed": [], "exit_status": error.exit_status}
     observation = truncate(clean_text(outcome.observation), ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
     accessed = outcome.accessed

@@ -4,7 +4,7 @@ from typing import Any
 
 from llm_ide.call_policy import counted
 from llm_ide.conversation import Message
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import FormatErrors
 from llm_ide.models import Model, ModelReply
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
@@ -83,5 +83,5 @@ def format_failure(
         },
     }
     if errors >= ctx.settings.agent.max_format_errors:
-        update["exit_status"] = ExitStatus.FORMAT_ERROR
+        update["exit_status"] = FormatErrors.exit_status
     return update

@@ -10,7 +10,7 @@ from langgraph.types import Command
 
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError
+from llm_ide.errors import ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending
 from llm_ide.faults import failpoint
 from llm_ide.graph import build_graph
 from llm_ide.models import unpriced
@@ -183,19 +183,18 @@ def run_task(
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:
-            status, info["error"] = error.exit_status, str(error)
+            status, info["error"] = ending(error)
             log.error("%s: %s", status, error)
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
-            how = f"signal {interrupt.signum}" if isinstance(interrupt, Terminated) else "the user"
-            status, info["error"] = ExitStatus.INTERRUPTED, f"interrupted by {how}"
-            log.warning("interrupted by %s", how)
+            status, info["error"] = ending(interrupt)
+            log.warning("%s", info["error"])
             raise
         except Exception as error:
             if output_dir.is_dir():
-                status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
+                status, info["error"] = ending(error)
                 log.exception("run failed")
             else:  # what failed was a write into the deleted output folder
-                status, info["error"] = ExitStatus.INTERRUPTED, folder_lost(output_dir)
+                status, info["error"] = ending(OutputFolderLost(folder_lost(output_dir)))
         finally:
             if env is not None:
                 try:
@@ -203,7 +202,7 @@ def run_task(
                 except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
                     log.error("patch extraction failed: %s", error)
                     if status.finished:  # an empty patch is not the result of a finished run
-                        status, info["error"] = ExitStatus.ERROR, f"patch extraction failed: {error}"
+                        status, info["error"] = ending(error)[0], f"patch extraction failed: {error}"
                 env.close()
             if not settings.checkpoint.keep_history:
                 try:

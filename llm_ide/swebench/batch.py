@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.budget import CostBudget
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import crashed
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.instances import (
@@ -88,11 +88,12 @@ def run_batch(
             outcome = run_instance(instance, options, settings, store, budget=budget, on_event=on_event, stop=stop)
         except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
             log.exception("%s: crashed", instance.instance_id)
+            status, text = crashed(error)
             try:
-                store.record_status(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
+                store.record_status(instance.instance_id, status, error=text)
             except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
                 log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
-            outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=f"{type(error).__name__}: {error}")
+            outcome = Outcome(instance.instance_id, status, error=text)
         progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
         return outcome
 

@@ -16,7 +16,7 @@ from llm_ide.attempts.run import run_attempts
 from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import ExitStatus, ending
 from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.run.single import run_task
 from llm_ide.swebench.dataset import Instance
@@ -170,7 +170,7 @@ def execute_instance(
             cost_budget=budget,
             **extra,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if stop is None or not stop.is_set():
             raise
         log.warning(
@@ -178,7 +178,7 @@ def execute_instance(
             instance.instance_id,
             steps,
         )
-        return Outcome(instance.instance_id, ExitStatus.INTERRUPTED, steps=steps)
+        return Outcome(instance.instance_id, ending(interrupt)[0], steps=steps)
     stats = result.model_stats or {}
     outcome = Outcome(
         instance.instance_id,

@@ -15,7 +15,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import crashed
 from llm_ide.fileio import atomic_write
 from llm_ide.run.pg_thread import is_postgres
 from llm_ide.swebench.dataset import Instance
@@ -225,8 +225,9 @@ class RayBatch:
             self.not_started.append(instance.instance_id)
             return
         except ray.exceptions.RayError as error:  # the task's nodes died more often than it may be retried
-            text = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
-            outcome, files = Outcome(instance.instance_id, ExitStatus.ERROR, error=text, details={"error": text}), {}
+            status, text = crashed(error)
+            text = " ".join(text.split())[:300]
+            outcome, files = Outcome(instance.instance_id, status, error=text, details={"error": text}), {}
         if outcome.exit_status == "not_started":
             self.not_started.append(instance.instance_id)
             return

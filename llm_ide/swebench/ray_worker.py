@@ -13,10 +13,10 @@ from typing import Any
 
 import ray
 
-from llm_ide.budget import BudgetSpent, CostBudget
+from llm_ide.budget import CostBudget
 from llm_ide.environments.docker.cleanup import cleanup_containers, connect
 from llm_ide.environments.docker.images import ensure_image
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import BudgetSpent, crashed
 from llm_ide.run.pg_thread import PostgresThread, is_postgres
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.instances import BatchOptions, Outcome, batch_config, execute_instance
@@ -164,8 +164,8 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
             intents=guard,
         )
     except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
-        text = f"{type(error).__name__}: {error}"
-        outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=text, details={"error": text})
+        status, text = crashed(error)
+        outcome = Outcome(instance.instance_id, status, error=text, details={"error": text})
     finally:
         if guard is not None:
             guard.close()

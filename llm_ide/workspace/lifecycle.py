@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, make_environment
 from llm_ide.environments.processes import reap_leftovers
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import ExitStatus, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
@@ -130,7 +130,7 @@ def recover_submission(
     except Exception as error:
         info["error"] = f"the finished run's patch could not be recovered: {error}"
         log.error("%s", info["error"])
-        return ExitStatus.ERROR, ""
+        return ending(error)[0], ""
     finally:
         if env is not None:
             env.close()

@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import TurnLimit
 from llm_ide.navigator.protocol import NavigatorTimeout, Review, ReviewRequest
 from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
 from llm_ide.prompting import render_string
@@ -62,7 +62,7 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     )
     if not result.passed and record["rounds"] >= config.max_review_rounds:  # the failed round is still recorded
         record["ended"] = f"{record['rounds']} review rounds failed (navigator.max_review_rounds)"
-        update |= {"exit_status": ExitStatus.TURN_LIMIT, "error": record["ended"]}
+        update |= {"exit_status": TurnLimit.exit_status, "error": record["ended"]}
     return update
 
 
