@@ -58,7 +58,9 @@ WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 
 
 class DockerEnvironment:
-    """One container per run; commands go through one shell session attached with the exec API."""
+    """One container per run from `image` (else `environment.image`); `repo`, when given, is copied (`.git` included)
+    into the container's workdir, else the image holds it there. Commands go through one shell session attached with
+    the exec API."""
 
     kind = "docker"
     capabilities = Capabilities(ephemeral=True, image=True, tools_mount=False, system_path=True)
@@ -114,24 +116,15 @@ class DockerEnvironment:
     def from_config(
         cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None = None, **_: Any
     ) -> DockerEnvironment:
-        """One container per run from `image` (else `environment.image`); `repo`, when given, is copied (`.git`
-        included) into the container's workdir, else the image holds it there."""
         image = image or settings.image
         if not image:
             raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
+        same = ("workdir", "env", "conda_env", "network", "cpus", "memory", "pids_limit", "command_timeout", "pull")
         return cls(
             image,
             run_id=run_id,
-            workdir=settings.workdir,
-            env=settings.env,
-            conda_env=settings.conda_env,
-            network=settings.network,
-            cpus=settings.cpus,
-            memory=settings.memory,
-            pids_limit=settings.pids_limit,
-            command_timeout=settings.command_timeout,
+            **{name: getattr(settings, name) for name in same},
             output_max_bytes=settings.output_max_bytes,
-            pull=settings.pull,
             messages=settings.messages.model_dump(),
             repo=repo,
             tools_cache=docker_tools_cache() if settings.tools else None,
