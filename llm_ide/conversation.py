@@ -4,15 +4,15 @@ extends the previous one (providers serve that prefix from their cache); a new s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+from llm_ide.parsing import body_text, first_sentence
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.state.graph_state import AgentState
-from llm_ide.state.operations import OperationNode, with_reflection
+from llm_ide.state.operations import OperationNode, judged_when_run, with_reflection
 
 Message = dict[str, str]
 MEMO_SIZE = 64
@@ -48,6 +48,8 @@ def render_system(ctx: AgentContext, task: str) -> str:
         "system",
         actions=actions,
         demonstrations=memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings)),
+        single=ctx.settings.agent.single_call,
+        single_format=render(templates, "single_format"),
         reflect_format=render(templates, "reflect_format"),
         act_format=render(templates, "act_format"),
         **capped(
@@ -69,14 +71,18 @@ def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
     }
 
 
+def act_template(node: OperationNode | None) -> str:
+    """The template of the act instruction: next-step after a good operation (or none), alternative-action after a
+    bad one."""
+    return "alternative_action" if node is not None and node.bad_action else "next_step"
+
+
 def act_instruction(ctx: AgentContext, node: OperationNode | None) -> str:
-    """The next-step template after a good operation (or none), the alternative-action one after a bad one."""
-    template = "alternative_action" if node is not None and node.bad_action else "next_step"
-    return render(ctx.templates, template, node=node)
+    return render(ctx.templates, act_template(node), node=node)
 
 
 def params_text(node: OperationNode) -> str:
-    return json.dumps(node.action_params, ensure_ascii=False)
+    return body_text(node.action_type, node.action_params)
 
 
 def action_turn(ctx: AgentContext, node: OperationNode) -> str:
@@ -104,8 +110,13 @@ def inbox_text(ctx: AgentContext, received: list[dict[str, Any]], after: Callabl
     return mailbox.section(chosen) + "\n" if mailbox is not None and chosen else ""
 
 
-def reflection_turn(ctx: AgentContext, node: OperationNode) -> str:
-    return memo(ctx, ("reflection", node.id), lambda: render(ctx.templates, "reflection", reflection=node))
+def reflection_turn(ctx: AgentContext, node: OperationNode, following: OperationNode | None = None) -> str:
+    """The reflection on `node`; in a single-call reply before the `following` action whose reasoning begins with
+    the summary, the verdict without it (as the reply had it)."""
+    brief = following is not None and node.summary == first_sentence(following.thought)
+    return memo(
+        ctx, ("reflection", node.id, brief), lambda: render(ctx.templates, "reflection", reflection=node, brief=brief)
+    )
 
 
 def turns(
@@ -135,19 +146,29 @@ def turns(
 def single_call_turns(
     ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, received: list[dict[str, Any]]
 ) -> list[Message]:
-    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action."""
-    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "single_step", node=nodes[start - 1])
+    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action (an
+    operation the navigator judged as it ran is followed by the act instruction its verdict chose, and a reply of the
+    action alone)."""
+
+    def instruction(node: OperationNode) -> str:
+        return act_template(node) if judged_when_run(node) else "single_step"
+
+    head = (
+        act_instruction(ctx, None)
+        if start == 0
+        else render(ctx.templates, instruction(nodes[start - 1]), node=nodes[start - 1])
+    )
     inbox = inbox_text(ctx, received, lambda step: step <= start)
     messages = [{"role": "user", "content": f"{snapshot}\n\n{inbox}{head}"}]
     for position in range(start, len(nodes)):
         node = nodes[position]
         reply = action_turn(ctx, node)
-        if position > 0:
-            reply = reflection_turn(ctx, nodes[position - 1]) + "\n" + reply
+        if position > 0 and not judged_when_run(nodes[position - 1]):
+            reply = reflection_turn(ctx, nodes[position - 1], node) + "\n" + reply
         inbox = inbox_text(ctx, received, lambda step, done=position + 1: step == done)
         messages += [
             {"role": "assistant", "content": reply},
-            {"role": "user", "content": observation_turn(ctx, node, "single_step", inbox)},
+            {"role": "user", "content": observation_turn(ctx, node, instruction(node), inbox)},
         ]
     return messages
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_ide.state.operations import Reflection
@@ -30,6 +30,10 @@ _ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
 _ACTION_TAG = re.compile(rf"<\s*({'|'.join(sorted(ACTION_TYPES, key=len, reverse=True))})\s*(/)?\s*>", re.IGNORECASE)
 _ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+_JSON_OBJECT = re.compile(r'^\{\s*"')
+_TAG = re.compile(r"<\s*/?\s*([a-z][\w-]*)\s*/?\s*>", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+RAW_BODY = {"bash": "command"}  # actions whose tag may hold their one parameter as it is (`<bash>ls -la</bash>`)
 
 
 class FormatError(ValueError):
@@ -99,6 +103,32 @@ def parse_reflection(text: str) -> Reflection:
     )
 
 
+def reflection_only(text: str) -> bool:
+    """A reply that is a reflection and nothing else: no tag in it but the reflection's own."""
+    try:
+        parse_reflection(text)
+    except FormatError:
+        return False
+    return {tag.lower().replace("-", "_") for tag in _TAG.findall(text)} <= {"bad_action", "lessons", "summary"}
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of the first paragraph, on one line."""
+    paragraph = text.strip().split("\n\n")[0]
+    return " ".join(_SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
+
+
+def parse_single_reply(text: str) -> tuple[Reflection, ParsedAction]:
+    """A single-call reply: the verdict (`good` or `bad`) and its `lesson:` lines, then the action whose reasoning
+    begins with what the operation found: that first sentence is the reflection's summary, unless the verdict line
+    holds one (`good: <summary>`)."""
+    reflection_text, rest = split_reflection(text)
+    reflection, action = parse_reflection(reflection_text), parse_action(rest)
+    if not reflection.summary:
+        reflection = replace(reflection, summary=first_sentence(action.thought))
+    return reflection, action
+
+
 def split_reflection(text: str) -> tuple[str, str]:
     """A single-call reply: the reflection (its verdict line and `lesson:` lines, or its tags), then the action."""
     if _BAD_ACTION_TAG.search(text):
@@ -109,6 +139,32 @@ def split_reflection(text: str) -> tuple[str, str]:
     lines = text.strip().splitlines(keepends=True)
     taken = 1 + next((i for i, line in enumerate(lines[1:]) if not _LESSON.match(line.strip())), len(lines) - 1)
     return "".join(lines[:taken]), "".join(lines[taken:])
+
+
+def parse_body(action_type: str, body: str) -> dict[str, Any]:
+    """An action tag's parameters: a JSON object, or for `RAW_BODY` actions the parameter's value as it is (a fenced
+    block's content; not when the body holds another such tag: that one is the action)."""
+    key, value = RAW_BODY.get(action_type), body.strip()
+    if fence := _FENCE.match(value):
+        value = fence.group(1).strip()
+    if key is None or _JSON_OBJECT.match(value):
+        return parse_params(value)
+    if re.search(rf"<\s*{action_type}\s*>", value, re.IGNORECASE):
+        raise FormatError(f"more than one <{action_type}> tag")
+    return {key: clean_text(value)} if value else {}
+
+
+def body_text(action_type: str, params: dict[str, Any]) -> str:
+    """What an action's tag holds, as `parse_body` reads it back: the bare value of a `RAW_BODY` action's parameter,
+    else JSON (`<` escaped where the text would hold the tag itself)."""
+    key = RAW_BODY.get(action_type)
+    value = params.get(key) if key else None
+    tag = re.compile(rf"<\s*/?\s*{action_type}\s*/?\s*>", re.IGNORECASE)
+    bare = isinstance(value, str) and params.keys() == {key} and value and value == value.strip()
+    if bare and not (tag.search(value) or _JSON_OBJECT.match(value) or _FENCE.match(value)):
+        return value
+    body = json.dumps(params, ensure_ascii=False)
+    return body.replace("<", "\\u003c") if tag.search(body) else body
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:
@@ -163,7 +219,7 @@ def parse_action(text: str) -> ParsedAction:
         closings = list(re.finditer(rf"<\s*/\s*{action_type}\s*>", rest, re.IGNORECASE))
         body = "" if match.group(2) else rest[: closings[-1].start()] if closings else rest
         try:
-            params = parse_params(body)
+            params = parse_body(action_type, body)
         except FormatError as problem:
             error = error or problem
             continue

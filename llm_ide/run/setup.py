@@ -57,7 +57,7 @@ def build_context(
     on_model_call: CallListener | None = None,
 ) -> AgentContext:
     """What the nodes need; `on_model_call` is told of each call of the agent's model (and sampler) as it happens."""
-    model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
+    model = get_model(model_spec, settings.model, base_url, settings.agent.single_call)  # fails before tools install
     sampling = settings.sampling
     sampler = get_model(sampling.model, settings.model, base_url) if sampling.model and sampling.k > 1 else None
     for observed in (model, sampler):

@@ -14,7 +14,7 @@ from llm_ide.conversation import Message
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.models import Model, ModelReply, ModelTimeLimit
 from llm_ide.nodes.model_call import account, agent_call_index, redacted_messages, wall_deadline
-from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_reflection, split_reflection
+from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_single_reply
 from llm_ide.prompting import render_string, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
@@ -117,8 +117,8 @@ def parse_reply(text: str, single: bool) -> tuple[ParsedAction, Reflection | Non
     """A candidate's action (and, with `agent.single_call`, its reflection on the previous operation)."""
     if not single:
         return parse_action(text), None
-    reflection_text, rest = split_reflection(text)
-    return parse_action(rest), parse_reflection(reflection_text)
+    reflection, action = parse_single_reply(text)
+    return action, reflection
 
 
 def fold(texts: list[str], single: bool) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:

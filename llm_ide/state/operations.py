@@ -55,6 +55,11 @@ def with_reflection(nodes: list[OperationNode], reflection: Reflection | None) -
     return [*nodes[:-1], last]
 
 
+def judged_when_run(node: OperationNode) -> bool:
+    """The navigator judged it as it ran (a denial, a review): no model reflects on it."""
+    return node.denied is not None or node.review is not None
+
+
 def next_parent(nodes: list[OperationNode]) -> int | None:
     """Where the next node hangs: child of the last node unless its reflection marked it bad (then its sibling)."""
     if not nodes:
