@@ -51,6 +51,7 @@ class SectionCaps(Strict):
     code_context: PositiveInt
     operation_history: PositiveInt
     lessons: PositiveInt
+    files: PositiveInt
     changes: PositiveInt
     latest: PositiveInt
 

@@ -7,7 +7,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.codeview.changes import tracked_diff
+from llm_ide.codeview.observed import paths_named
 from llm_ide.conversation import capped, messages_for, params_text, prompt_chars
+from llm_ide.parsing import first_sentence
 from llm_ide.prompting import render
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
@@ -33,21 +35,25 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def history_text(ctx: AgentContext, chain: list[OperationNode]) -> str:
-    """The reasoning chain before the recent operations, every node rendered the same way whenever it is shown (so the
-    section only grows at its end, and a renewal shares it with the previous prompt); past `history_max` nodes the
-    oldest are only counted, half of the maximum at a time."""
-    if not chain:
+def history_text(ctx: AgentContext, chain: list[OperationNode], count: int) -> str:
+    """The first `count` nodes of the reasoning chain (those before the recent operations), every node rendered the
+    same way whenever it is shown (so the section only grows at its end); past `history_max` nodes the oldest are only
+    counted, half of the maximum at a time. A summary that is the first sentence of the next node's thought (a
+    single-call verdict's) is not repeated."""
+    if not count:
         return render(ctx.templates, "operation_history_empty")
     memory = ctx.settings.memory
     limit = memory.history_max
     block = max(1, limit // 2)
-    omitted = -(-(len(chain) - limit) // block) * block if len(chain) > limit else 0
+    omitted = -(-(count - limit) // block) * block if count > limit else 0
     parts = [render(ctx.templates, "operations_omitted", count=omitted)] if omitted else []
-    for node in chain[omitted:]:
+    for node, following in zip(chain[omitted:count], chain[omitted + 1 :], strict=False):
         thought = clip(node.thought, memory.history_thought_chars)
         params = clip(params_text(node), memory.history_params_chars)
-        parts.append(render(ctx.templates, "operation_brief", node=node, thought=thought, params=params))
+        summary = "" if node.summary == first_sentence(following.thought) else node.summary or "(none)"
+        parts.append(
+            render(ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary)
+        )
     return "\n\n".join(parts)
 
 
@@ -88,6 +94,14 @@ def recent_text(ctx: AgentContext, recent: list[OperationNode], code_context: st
     return "\n".join(parts)
 
 
+def files_text(ctx: AgentContext, nodes: list[OperationNode]) -> str:
+    """The repository's files that the operations' actions and outputs named, in first-seen order."""
+    named = paths_named(
+        [text for node in nodes for text in (params_text(node), node.observation)], ctx.codebase.env.workdir
+    )
+    return ", ".join(ctx.codebase.view.existing(named))
+
+
 def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     nodes = state.get("operations", [])
     chain = reasoning_chain(nodes)
@@ -97,8 +111,9 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     lessons = "\n".join(f"- {lesson}" for lesson in learned) or render(ctx.templates, "lessons_empty")
     recent = chain[-ctx.settings.memory.recent_operations :]
     sections = {
-        "operation_history": history_text(ctx, chain[: len(chain) - len(recent)]),
+        "operation_history": history_text(ctx, chain, len(chain) - len(recent)),
         "lessons": lessons,
+        "files": files_text(ctx, nodes),
         "changes": tracked_diff(state.get("worktree_patch", "")),
         "code_context": code_context,
         "latest": recent_text(ctx, recent, code_context) if nodes else "",
