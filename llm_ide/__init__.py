@@ -2,8 +2,10 @@
 
 from typing import Any
 
-__version__ = "0.1.0"
+from llm_ide.version import __version__
+
 __all__ = [
+    "__version__",
     "AttemptsResult",
     "ConfigError",
     "CostBudget",

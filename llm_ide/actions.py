@@ -3,19 +3,18 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_ide.codeview import CodeView
 from llm_ide.codeview.observed import observed_scopes
 from llm_ide.environments.base import Environment, OutsideRepository
+from llm_ide.parsing import Grammar
 from llm_ide.prompting import render, truncate
 from llm_ide.secrets import redact
-from llm_ide.settings import Settings, Templates
+from llm_ide.settings import CoreSettings, Templates
 from llm_ide.state.context import Scope, normalize_path
-
-if TYPE_CHECKING:
-    from llm_ide.coop.messages import Mailbox
 
 LOCATION_PATTERNS = (
     re.compile(r"(?P<path>[\w./-]+\.py)\((?P<line>\d+)\)"),
@@ -52,10 +51,9 @@ class Codebase:
     command_timeout: float = 120.0
     observation_max_chars: int = 0  # what of an output the agent is shown (0: all of it)
     tool_commands: tuple[str, ...] = ()
-    mailbox: Mailbox | None = None  # coop execution: the channel to the other agent (send_message)
 
     @classmethod
-    def for_settings(cls, env: Environment, settings: Settings, **extra: Any) -> Codebase:
+    def for_settings(cls, env: Environment, settings: CoreSettings, **extra: Any) -> Codebase:
         """The repository in `env` with the templates and limits of `settings`."""
         return cls(
             env=env,
@@ -284,34 +282,23 @@ def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.observe("submit"), 0, submitted=True)
 
 
-def send_message(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    if ws.mailbox is None:
-        raise ParamError("`send_message` is only available when another agent works beside you (coop)")
-    message = params.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise ParamError("`message` must be a non-empty text")
-    return ActionOutcome(ws.mailbox.send(message.strip()), 0)
+ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
+CORE_GRAMMAR = Grammar.of(tuple(ACTIONS), frozenset({"submit"}))
+Other = Mapping[str, Callable[[dict[str, Any]], ActionOutcome]]
 
 
-def request_review(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    """With a navigator the graph's `consult` node answers it; run as an action, there is none."""
-    return ActionOutcome(ws.observe("navigator_off", action_type="request_review"), 1)
-
-
-def request_guidance(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    return ActionOutcome(ws.observe("navigator_off", action_type="request_guidance"), 1)
-
-
-ACTIONS = {
-    f.__name__: f
-    for f in (view, view_symbol, search, edit, create, bash, submit, request_review, request_guidance, send_message)
-}
-
-
-def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> ActionOutcome:
+def execute_action(ws: Codebase, action_type: str, params: dict[str, Any], other: Other | None = None) -> ActionOutcome:
+    """One action: the core's, or one of `other` (the run's variants'); an action the run does not know (one of a
+    variant a resumed run no longer has) is told so."""
     started = time.perf_counter()
+    run = ACTIONS.get(action_type)
     try:
-        outcome = ACTIONS[action_type](ws, params)
+        if run is not None:
+            outcome = run(ws, params)
+        elif other is not None and action_type in other:
+            outcome = other[action_type](params)
+        else:
+            outcome = ActionOutcome(ws.observe("unknown_action", action_type=action_type), 2)
     except ParamError as error:
         outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
     except OutsideRepository as error:

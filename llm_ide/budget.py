@@ -9,15 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from llm_ide.errors import ExitStatus, LlmIdeError
+from llm_ide.errors import BudgetSpent
 
 EPSILON = 1e-9  # dollars: sums of float prices that land on the limit count as on it
-
-
-class BudgetSpent(LlmIdeError):
-    """No room is left in a shared budget for another model call: the run ends with exit status `cost_limit`."""
-
-    exit_status = ExitStatus.COST_LIMIT
 
 
 class Budget(Protocol):

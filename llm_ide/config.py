@@ -1,3 +1,7 @@
+"""The configuration of a run: a bundled config (`default`, `swebench`) or a file, its `extends` chain, the user's
+config file and the override files, validated once as the whole settings (the core's sections and every bundled
+variant's: llm_ide/composition.py). Loading has no side effect: the runner registers the secrets the settings hold."""
+
 from __future__ import annotations
 
 import os
@@ -5,16 +9,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from llm_ide.composition import Settings
 from llm_ide.errors import ConfigError
-from llm_ide.settings import Settings, deep_merge, validate_layers
+from llm_ide.settings import PROMPTS_DIR, Layers, deep_merge, read_yaml, validate
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
 CONFIG_NAMES = ("default", "swebench")
 USER_CONFIG_VARIABLE = "LLM_IDE_CONFIG"
-Layers = list[tuple[str, dict[str, Any]]]
 
 __all__ = [
     "PROMPTS_DIR",
@@ -27,24 +27,6 @@ __all__ = [
     "validate_layers",
     "with_user_config",
 ]
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
 
 
 def resolve_config_path(name: str | Path) -> Path:
@@ -101,6 +83,10 @@ def config_layers(base: str | Path = "default", overrides: list[str | Path] | No
     if values:
         layers.append(("settings", values))
     return layers
+
+
+def validate_layers(layers: Layers) -> Settings:
+    return validate(Settings, layers)
 
 
 def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Settings:

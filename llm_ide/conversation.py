@@ -10,9 +10,8 @@ from typing import Any
 from llm_ide.parsing import body_text, first_sentence
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
-from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.state.graph_state import AgentState
-from llm_ide.state.operations import OperationNode, judged_when_run, with_reflection
+from llm_ide.state.operations import OperationNode, with_reflection
 
 Message = dict[str, str]
 MEMO_SIZE = 64
@@ -41,13 +40,13 @@ def render_system(ctx: AgentContext, task: str) -> str:
         view_max_lines=ws.view_max_lines,
         search_max_results=ws.search_max_results,
         command_timeout=ws.command_timeout,
-        navigator=ctx.settings.navigator.mode != "off",
+        more_actions=ctx.variants.action_lines(ctx),
     )
     return render(
         templates,
         "system",
         actions=actions,
-        demonstrations=memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings)),
+        additions=ctx.variants.system_sections(ctx),
         single=ctx.settings.agent.single_call,
         single_format=render(templates, "single_format"),
         reflect_format=render(templates, "reflect_format"),
@@ -92,7 +91,7 @@ def action_turn(ctx: AgentContext, node: OperationNode) -> str:
 
 
 def observation_turn(ctx: AgentContext, node: OperationNode, instruction: str, inbox: str = "") -> str:
-    """`inbox`: the other agent's messages that arrived after this operation (coop), before the instruction."""
+    """`inbox`: what arrived after this operation (the variants' news), before the instruction."""
 
     def make() -> str:
         text = render(ctx.templates, instruction, node=node)
@@ -101,13 +100,12 @@ def observation_turn(ctx: AgentContext, node: OperationNode, instruction: str, i
     return memo(ctx, ("observation", node.id, instruction, inbox), make)
 
 
-def inbox_text(ctx: AgentContext, received: list[dict[str, Any]], after: Callable[[int], bool]) -> str:
-    """The section of the messages received after the steps `after` accepts (coop execution; else nothing). A message
-    stays where it arrived: after its operation's observation, or after the snapshot of a later epoch, so each prompt
-    still extends the previous one."""
-    mailbox = ctx.codebase.mailbox
-    chosen = [message for message in received if after(message["step"])]
-    return mailbox.section(chosen) + "\n" if mailbox is not None and chosen else ""
+def inbox_text(ctx: AgentContext, state: AgentState, after: Callable[[int], bool]) -> str:
+    """What the variants tell of the news that arrived after the steps `after` accepts (e.g. another agent's
+    messages). News stays where it arrived: after its operation's observation, or after the snapshot of a later epoch,
+    so each prompt still extends the previous one."""
+    text = ctx.variants.news(ctx, state, after) if ctx.variants else ""
+    return text + "\n" if text else ""
 
 
 def reflection_turn(ctx: AgentContext, node: OperationNode, following: OperationNode | None = None) -> str:
@@ -119,18 +117,16 @@ def reflection_turn(ctx: AgentContext, node: OperationNode, following: Operation
     )
 
 
-def turns(
-    ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, received: list[dict[str, Any]]
-) -> list[Message]:
+def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, state: AgentState) -> list[Message]:
     """The snapshot (taken after `start` operations) and the turns since: each operation's action and observation
     with the request to reflect on it, and, once reflected, the reflection and the request for the next action."""
     head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "reflect", node=nodes[start - 1])
-    inbox = inbox_text(ctx, received, lambda step: step <= start)
+    inbox = inbox_text(ctx, state, lambda step: step <= start)
     messages = [{"role": "user", "content": f"{snapshot}\n\n{inbox}{head}"}]
     for position in range(max(start - 1, 0), len(nodes)):
         node = nodes[position]
         if position >= start:
-            inbox = inbox_text(ctx, received, lambda step, done=position + 1: step == done)
+            inbox = inbox_text(ctx, state, lambda step, done=position + 1: step == done)
             messages += [
                 {"role": "assistant", "content": action_turn(ctx, node)},
                 {"role": "user", "content": observation_turn(ctx, node, "reflect", inbox)},
@@ -144,28 +140,28 @@ def turns(
 
 
 def single_call_turns(
-    ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, received: list[dict[str, Any]]
+    ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, state: AgentState
 ) -> list[Message]:
     """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action (an
-    operation the navigator judged as it ran is followed by the act instruction its verdict chose, and a reply of the
-    action alone)."""
+    operation judged as it ran is followed by the act instruction its verdict chose, and a reply of the action
+    alone)."""
 
     def instruction(node: OperationNode) -> str:
-        return act_template(node) if judged_when_run(node) else "single_step"
+        return act_template(node) if node.judged_when_run else "single_step"
 
     head = (
         act_instruction(ctx, None)
         if start == 0
         else render(ctx.templates, instruction(nodes[start - 1]), node=nodes[start - 1])
     )
-    inbox = inbox_text(ctx, received, lambda step: step <= start)
+    inbox = inbox_text(ctx, state, lambda step: step <= start)
     messages = [{"role": "user", "content": f"{snapshot}\n\n{inbox}{head}"}]
     for position in range(start, len(nodes)):
         node = nodes[position]
         reply = action_turn(ctx, node)
-        if position > 0 and not judged_when_run(nodes[position - 1]):
+        if position > 0 and not nodes[position - 1].judged_when_run:
             reply = reflection_turn(ctx, nodes[position - 1], node) + "\n" + reply
-        inbox = inbox_text(ctx, received, lambda step, done=position + 1: step == done)
+        inbox = inbox_text(ctx, state, lambda step, done=position + 1: step == done)
         messages += [
             {"role": "assistant", "content": reply},
             {"role": "user", "content": observation_turn(ctx, node, instruction(node), inbox)},
@@ -182,7 +178,7 @@ def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: 
     build = single_call_turns if ctx.settings.agent.single_call else turns
     messages = [
         {"role": "system", "content": system_prompt(ctx, state["task"])},
-        *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0), state.get("received", [])),
+        *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0), state),
     ]
     if retry := state.get("retry"):
         messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]

@@ -23,7 +23,10 @@ class ExitStatus(StrEnum):
     ENVIRONMENT_ERROR = "environment_error"
     INTERRUPTED = "interrupted"
     TURN_LIMIT = "turn_limit"  # a navigator turn limit: its turns, the driver's turns between reviews, review rounds
-    AWAITING_NAVIGATOR = "awaiting_navigator"  # a human navigator's answer is pending (the run resumes with it)
+    AWAITING_ANSWER = (
+        "awaiting_navigator"  # a person's answer is pending (a human navigator's; the run resumes with it)
+    )
+    AWAITING_NAVIGATOR = "awaiting_navigator"  # the same status by the variant's name
     ERROR = "error"
 
     @property
@@ -33,7 +36,7 @@ class ExitStatus(StrEnum):
             ExitStatus.MODEL_ERROR,
             ExitStatus.INTERRUPTED,
             ExitStatus.ERROR,
-            ExitStatus.AWAITING_NAVIGATOR,
+            ExitStatus.AWAITING_ANSWER,
         }
 
     @property
@@ -79,10 +82,56 @@ class ModelAuthError(ModelError, UsageError):
     """Authentication, permission, not-found or missing-key failure: never retried."""
 
 
+class ModelTimeLimit(ModelError):
+    """The run's wall-time limit passed while the model call was under way: the run ends with `time_limit`."""
+
+    exit_status = ExitStatus.TIME_LIMIT
+
+
 class EnvironmentFailure(LlmIdeError):
     """The environment cannot go on (container gone, engine unreachable): the run ends with `environment_error`."""
 
     exit_status = ExitStatus.ENVIRONMENT_ERROR
+
+
+class BudgetSpent(LlmIdeError):
+    """No room is left in a shared budget for another model call: the run ends with exit status `cost_limit`."""
+
+    exit_status = ExitStatus.COST_LIMIT
+
+
+class FormatErrors(LlmIdeError):
+    """The model's replies could not be used `agent.max_format_errors` times in a row: `format_error`."""
+
+    exit_status = ExitStatus.FORMAT_ERROR
+
+
+class TurnLimit(LlmIdeError):
+    """A variant's turn limit (the navigator's turns, review rounds): the run ends with `turn_limit`."""
+
+    exit_status = ExitStatus.TURN_LIMIT
+
+
+class OutputFolderLost(LlmIdeError):
+    """The run's output folder disappeared (deleted by hand, by a cleanup job): the run stops, resumable."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+
+def ending(error: BaseException) -> tuple[ExitStatus, str]:
+    """How what stopped a run ends it: its exit status and the line that says why. An error of ours carries its
+    status; Ctrl-C, SIGTERM or SIGHUP interrupt it (resumable); anything else is an error of the program."""
+    if isinstance(error, LlmIdeError):
+        return error.exit_status, str(error)
+    if isinstance(error, KeyboardInterrupt):
+        how = f"signal {error.signum}" if isinstance(error, Terminated) else "the user"
+        return ExitStatus.INTERRUPTED, f"interrupted by {how}"
+    return crashed(error)
+
+
+def crashed(error: BaseException) -> tuple[ExitStatus, str]:
+    """A crash around a run (an instance of a batch that did not get to end its run): an error, retried later."""
+    return ExitStatus.ERROR, f"{type(error).__name__}: {error}"
 
 
 class Terminated(SystemExit, KeyboardInterrupt):

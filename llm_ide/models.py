@@ -21,10 +21,10 @@ from pydantic import SecretStr
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
-from llm_ide.errors import ExitStatus, ModelAuthError, ModelError
-from llm_ide.parsing import clean_text, reflection_only
+from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings, PriceSettings
+from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,6 @@ class Price:
         read = self.input if self.cache_read is None else self.cache_read
         write = self.input if self.cache_write is None else self.cache_write
         return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
-
-
-class ModelTimeLimit(ModelError):
-    """The run's wall-time limit passed while the model call was under way: the run ends with `time_limit`."""
-
-    exit_status = ExitStatus.TIME_LIMIT
 
 
 class Model(Protocol):
@@ -158,15 +152,12 @@ def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random)
 
 class ScriptedModel:
     """Replays a YAML list of raw responses; the position is the number of model calls already made in the run. An
-    item may choose by the prompt: `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`. In a single-call run
-    (`joined`) a response that is only a reflection joins the one after it: a script written for two calls per step
-    plays either way."""
+    item may choose by the prompt: `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`."""
 
-    def __init__(self, path: Path, joined: bool = False) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self.name = f"scripted:{path}"
-        items = load_script(path)
-        self.responses = joined_replies(items) if joined else [[item] for item in items]
+        self.responses = load_script(path)
         self.listener: CallListener | None = None  # told of each call (a live status)
 
     def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
@@ -174,8 +165,7 @@ class ScriptedModel:
             if call_index >= len(self.responses):
                 raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
             prompt = "".join(message["content"] for message in messages)
-            parts = [choose(item, prompt) for item in self.responses[call_index]]
-            text = clean_text("\n".join(parts))  # YAML escapes can carry lone surrogates
+            text = clean_text(choose(self.responses[call_index], prompt))  # YAML escapes can carry lone surrogates
             call.text(text)  # all at once: -v shows it as it would a streamed reply
             call.replied(estimate_tokens(prompt), estimate_tokens(text))
         return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0)
@@ -189,18 +179,6 @@ def choose(item: ScriptItem, prompt: str) -> str:
     if isinstance(item, str):
         return item
     return item["then"] if item["if_prompt_contains"] in prompt else item["else"]
-
-
-def joined_replies(items: list[ScriptItem]) -> list[list[ScriptItem]]:
-    """The responses of a single-call run: a reflection-only response with the one after it."""
-    replies: list[list[ScriptItem]] = []
-    for item in items:
-        last = replies[-1] if replies else [item]
-        if len(last) == 1 and last[0] is not item and isinstance(last[0], str) and reflection_only(last[0]):
-            last.append(item)
-        else:
-            replies.append([item])
-    return replies
 
 
 def valid_item(item: object) -> bool:
@@ -423,11 +401,10 @@ def unknown_provider(spec: str, base_url: str | None) -> str | None:
     )
 
 
-def get_model(spec: str, config: ModelSettings, base_url: str | None = None, single_call: bool = False) -> Model:
-    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config; `single_call`: the
-    agent's model of a single-call run (a script's reflections join its actions)."""
+def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
+    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
     if spec.startswith("scripted:"):
-        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), joined=single_call)
+        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser())
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
     if problem := unknown_provider(spec, base_url):

@@ -2,32 +2,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
+from llm_ide.models import ScriptItem
 from llm_ide.state.operations import Reflection
+from llm_ide.text import clean_text
 
-ACTION_TYPES = (
-    "view",
-    "view_symbol",
-    "search",
-    "edit",
-    "create",
-    "bash",
-    "submit",
-    "request_review",
-    "request_guidance",
-    "send_message",
-)
 _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
 _ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
-_ACTION_TAG = re.compile(rf"<\s*({'|'.join(sorted(ACTION_TYPES, key=len, reverse=True))})\s*(/)?\s*>", re.IGNORECASE)
+_REFLECTION_END = re.compile(r"<\s*/\s*(bad[-_ ]?action|lessons|summary)\s*>", re.IGNORECASE)
 _ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _JSON_OBJECT = re.compile(r'^\{\s*"')
@@ -38,6 +29,25 @@ RAW_BODY = {"bash": "command"}  # actions whose tag may hold their one parameter
 
 class FormatError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The action types a run knows (the core's and its variants'), and those whose parameters may be left out."""
+
+    types: tuple[str, ...]
+    bare: frozenset[str]
+    tag: re.Pattern[str]
+
+    @staticmethod
+    @cache
+    def of(types: tuple[str, ...], bare: frozenset[str]) -> Grammar:
+        names = "|".join(sorted(types, key=len, reverse=True))
+        return Grammar(types, bare, re.compile(rf"<\s*({names})\s*(/)?\s*>", re.IGNORECASE))
+
+    def with_actions(self, types: Iterable[str], bare: Iterable[str]) -> Grammar:
+        more = tuple(name for name in types if name not in self.types)
+        return Grammar.of((*self.types, *more), self.bare | frozenset(bare))
 
 
 @dataclass
@@ -112,18 +122,35 @@ def reflection_only(text: str) -> bool:
     return {tag.lower().replace("-", "_") for tag in _TAG.findall(text)} <= {"bad_action", "lessons", "summary"}
 
 
+def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
+    """A scripted model's responses for a single-call run: a response that is only a reflection joins the one after it
+    (so a script written for two calls per step plays in one)."""
+    out: list[ScriptItem] = []
+    waiting: str | None = None
+    for item in items:
+        if waiting is None and isinstance(item, str) and reflection_only(item):
+            waiting = item
+        elif waiting is None:
+            out.append(item)
+        else:
+            joined = {key: f"{waiting}\n{item[key]}" for key in ("then", "else")} if isinstance(item, dict) else {}
+            out.append({**item, **joined} if isinstance(item, dict) else f"{waiting}\n{item}")
+            waiting = None
+    return out if waiting is None else [*out, waiting]
+
+
 def first_sentence(text: str) -> str:
     """The first sentence of the first paragraph, on one line."""
     paragraph = text.strip().split("\n\n")[0]
     return " ".join(_SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
 
 
-def parse_single_reply(text: str) -> tuple[Reflection, ParsedAction]:
+def parse_single_reply(text: str, grammar: Grammar) -> tuple[Reflection, ParsedAction]:
     """A single-call reply: the verdict (`good` or `bad`) and its `lesson:` lines, then the action whose reasoning
     begins with what the operation found: that first sentence is the reflection's summary, unless the verdict line
     holds one (`good: <summary>`)."""
     reflection_text, rest = split_reflection(text)
-    reflection, action = parse_reflection(reflection_text), parse_action(rest)
+    reflection, action = parse_reflection(reflection_text), parse_action(rest, grammar)
     if not reflection.summary:
         reflection = replace(reflection, summary=first_sentence(action.thought))
     return reflection, action
@@ -133,9 +160,11 @@ def split_reflection(text: str) -> tuple[str, str]:
     """A single-call reply: the reflection (its verdict line and `lesson:` lines, or its tags), then the action."""
     if _BAD_ACTION_TAG.search(text):
         match = _ACTION_START.search(text)
-        if match is None:
+        closings = list(_REFLECTION_END.finditer(text))
+        at = match.start() if match else closings[-1].end() if closings else None
+        if at is None or not text[at:].strip():
             raise FormatError("missing the action after the reflection")
-        return text[: match.start()], text[match.start() :]
+        return text[:at], text[at:]
     lines = text.strip().splitlines(keepends=True)
     taken = 1 + next((i for i, line in enumerate(lines[1:]) if not _LESSON.match(line.strip())), len(lines) - 1)
     return "".join(lines[:taken]), "".join(lines[taken:])
@@ -200,20 +229,13 @@ def storable(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def clean_text(text: str) -> str:
-    """Text every store can hold: no NUL (Postgres rejects it), no lone surrogate (not encodable as UTF-8)."""
-    if "\0" in text:
-        text = text.replace("\0", "\ufffd")
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def parse_action(text: str) -> ParsedAction:
+def parse_action(text: str, grammar: Grammar) -> ParsedAction:
     """The terse format (the thought, then the action as a tag named after its type holding the JSON parameters:
     `<view>{"path": ...}</view>`), or the tagged one (`<thought>`, `<action_type>`, `<action_params>`)."""
     if _ACTION_TYPE_TAG.search(text):
-        return parse_tagged_action(text)
+        return parse_tagged_action(text, grammar)
     error: FormatError | None = None
-    for match in _ACTION_TAG.finditer(text):  # the first tag whose body parses (a later one may sit in the params)
+    for match in grammar.tag.finditer(text):  # the first tag whose body parses (a later one may sit in the params)
         action_type = match.group(1).lower()
         rest = text[match.end() :]
         closings = list(re.finditer(rf"<\s*/\s*{action_type}\s*>", rest, re.IGNORECASE))
@@ -227,13 +249,13 @@ def parse_action(text: str) -> ParsedAction:
         thought = extract_tag(before, "thought", required=False) or before.strip()
         return ParsedAction(thought, action_type, params)
     raise error or FormatError(
-        f"missing the action: a tag named after its type ({', '.join(ACTION_TYPES)}) holding its JSON parameters"
+        f"missing the action: a tag named after its type ({', '.join(grammar.types)}) holding its JSON parameters"
     )
 
 
-def parse_tagged_action(text: str) -> ParsedAction:
+def parse_tagged_action(text: str, grammar: Grammar) -> ParsedAction:
     action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
-    if action_type not in ACTION_TYPES:
-        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}")
-    params = parse_params(extract_tag(text, "action_params", required=action_type not in {"submit", "request_review"}))
+    if action_type not in grammar.types:
+        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(grammar.types)}")
+    params = parse_params(extract_tag(text, "action_params", required=action_type not in grammar.bare))
     return ParsedAction(extract_tag(text, "thought") or "", action_type, params)

@@ -3,36 +3,40 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Any
 
-from llm_ide.actions import Codebase
+from llm_ide.actions import ActionOutcome, Codebase
 from llm_ide.budget import Budget, CostBudget
+from llm_ide.call_policy import CallPolicy
 from llm_ide.models import Model
-from llm_ide.run.intents import IntentLog
-from llm_ide.settings import Settings, Templates
+from llm_ide.parsing import Grammar
+from llm_ide.settings import CoreSettings, Templates
 from llm_ide.state.context import ScoreParams
+from llm_ide.variant import Variants
+from llm_ide.workspace.intents import IntentLog
 
 __all__ = ["AgentContext", "CostBudget"]
 
 
 @dataclass
 class AgentContext:
-    """Static dependencies of a run, reaching the nodes through LangGraph's runtime context."""
+    """Static dependencies of a run, reaching the nodes through LangGraph's runtime context: the settings, the model,
+    the repository, the run's variants and the resources they opened for it (`resources[variant name]`)."""
 
-    settings: Settings
+    settings: CoreSettings  # assembled at the top (llm_ide.composition): the variants' sections are there too
     model: Model
     codebase: Codebase
     tool_usage: str = ""
-    record_call: Callable[[dict[str, Any]], None] | None = None
+    policy: CallPolicy = field(default_factory=CallPolicy)  # how every model call of the run is made
     cost_budget: Budget | None = None
     snapshot_patch: Callable[[], str] | None = None  # the worktree against the base commit, after each change
     restore_worktree: Callable[[str], bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
     intents: IntentLog | None = None
-    sampler: Model | None = None  # `sampling.model`: the model of action sampling's choosing calls
-    navigator: Any = None  # llm_ide.navigator.protocol.Navigator when navigator.mode is not off
+    variants: Variants = field(default_factory=Variants)
+    resources: dict[str, Any] = field(default_factory=dict)
     mark: float = field(default_factory=time.monotonic)
     rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
-    redacted: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
 
     @property
     def templates(self) -> Templates:
@@ -42,3 +46,11 @@ class AgentContext:
     def score_params(self) -> ScoreParams:
         memory = self.settings.memory
         return ScoreParams(memory.alpha, memory.beta, memory.gamma, memory.threshold)
+
+    @property
+    def grammar(self) -> Grammar:
+        return self.variants.grammar
+
+    @cached_property
+    def variant_actions(self) -> dict[str, Callable[[dict[str, Any]], ActionOutcome]]:
+        return {name: partial(action.run, self) for name, action in self.variants.actions.items()}

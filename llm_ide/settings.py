@@ -1,4 +1,6 @@
-"""The typed configuration: every key of `prompts/default.yaml` (its values are the defaults), validated once at load.
+"""The typed configuration of the core: its sections of `prompts/default.yaml` (their values are the defaults), the
+strict base every section derives from, and the one way YAML settings are read, layered and validated (one line
+naming the file and the key on an error). The variants' sections join them at the top (llm_ide/composition.py).
 
 Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, never ignored.
 """
@@ -6,8 +8,11 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 from __future__ import annotations
 
 from copy import deepcopy
-from typing import Any, Literal
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -19,14 +24,18 @@ from pydantic import (
     ValidationError,
 )
 
-from llm_ide.attempts.settings import AttemptsSettings
 from llm_ide.errors import ConfigError
-from llm_ide.navigator.settings import NavigatorSettings
-from llm_ide.sampling.settings import Demonstrations, SamplingSettings
 from llm_ide.secrets import mark_secret_names, register, secrets_in
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
+Layers = list[tuple[str, dict[str, Any]]]
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class Strict(BaseModel):
+    """Every settings section: unknown keys are errors, assignments validated."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
@@ -95,7 +104,7 @@ class EnvironmentSettings(Strict):
     sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     mount_at: str | None = None  # local with bwrap: the path at which the commands see the repository
-    scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (run/history.py)
+    scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
     env: dict[str, str]
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
@@ -148,11 +157,6 @@ class ObservationTemplates(Strict):
     bad_params: str
     outside_repository: str
     unknown_action: str
-    navigator_off: str
-    navigator_denied: str
-    navigator_review: str
-    navigator_guidance: str
-    navigator_timeout: str
     interrupted: str
     rerun: str
     already_applied: str
@@ -198,8 +202,8 @@ class SweBenchSettings(Strict):
     eval_script: str
 
 
-class Settings(Strict):
-    """The whole configuration of a run."""
+class CoreSettings(Strict):
+    """The core's sections of a run's configuration."""
 
     agent: AgentSettings
     memory: MemorySettings
@@ -209,15 +213,36 @@ class Settings(Strict):
     templates: Templates
     patch: PatchSettings
     swebench: SweBenchSettings | None = None  # only in the `swebench` config
-    sampling: SamplingSettings = SamplingSettings()  # action sampling at `act` (llm_ide/sampling)
-    demonstrations: Demonstrations = []  # trajectories of ours shown as worked examples in the system prompt
-    attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)  # issue 11: llm_ide/attempts
-    navigator: NavigatorSettings = NavigatorSettings()
     secrets: list[str] = []  # names (environment variables, `environment.env` keys, headers) whose values are secret
 
-    def merged(self, values: dict[str, Any], origin: str = "settings") -> Settings:
+    def merged(self, values: dict[str, Any], origin: str = "settings") -> Any:
         """A copy with `values` (nested like the YAML) deep-merged in, validated; errors name `origin`."""
-        return validate_layers([(origin, self.model_dump(mode="python")), (origin, values)])
+        return validate(type(self), [(origin, self.model_dump(mode="python")), (origin, values)])
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping; every problem with the file is a ConfigError naming it."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+@cache
+def bundled_yaml(name: str) -> dict[str, Any]:
+    """One of the YAML files shipped in llm_ide/prompts, read once (callers copy what they change)."""
+    return read_yaml(PROMPTS_DIR / name)
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -230,25 +255,26 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def validate_layers(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
+def validate(schema: type[Model], layers: Layers) -> Model:
+    """The layers deep-merged in order and validated as `schema`; an error is one ConfigError line naming the layer
+    that set the offending key."""
     merged: dict[str, Any] = {}
     for _, data in layers:
         merged = deep_merge(merged, data)
     try:
-        settings = Settings.model_validate(merged)
+        return schema.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(describe_error(error, layers)) from None
-    register_config_secrets(settings)
-    return settings
 
 
-def register_config_secrets(settings: Settings) -> None:
-    """The secrets the settings hold (headers, `environment.env`): masked in every output from now on."""
+def register_config_secrets(settings: CoreSettings) -> None:
+    """The secrets the settings hold (headers, `environment.env`), added to the process-wide secret filter: masked
+    in every output from now on. Called by whoever runs with the settings, not by loading them."""
     mark_secret_names(settings.secrets)
     register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
 
 
-def describe_error(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+def describe_error(error: ValidationError, layers: Layers) -> str:
     """One line: the file that set the offending key, the key path, what is wrong."""
     first = error.errors()[0]
     loc = tuple(part for part in first["loc"] if isinstance(part, str | int))

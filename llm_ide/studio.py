@@ -21,11 +21,19 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
+from llm_ide.composition import compose
 from llm_ide.config import deep_merge, load_config
+from llm_ide.environments import make_environment
 from llm_ide.errors import LlmIdeError
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
+from llm_ide.navigator.variant import Navigator
 from llm_ide.resources import AgentContext
+from llm_ide.run.setup import build_context
+from llm_ide.sampling.variant import Sampling
+from llm_ide.settings import register_config_secrets
+from llm_ide.variant import Variant, Variants
+from llm_ide.workspace.patch import base_commit, extract_patch
 
 log = logging.getLogger("llm_ide.studio")
 Node = Callable[..., dict[str, Any]]
@@ -34,9 +42,10 @@ Node = Callable[..., dict[str, Any]]
 class StudioRun:
     """The resources of one server run, built on first use from the graph input."""
 
-    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+    def __init__(self, variants: list[Variant], defaults: dict[str, Any] | None = None) -> None:
         self.ctx: AgentContext | None = None
         self.base: str | None = None
+        self.variants = variants  # the graph's: its settings' others are not drawn, so not run
         self.defaults = defaults or {}  # settings under the input's `config` (the navigator graph: a human navigator)
 
     def context(self, state: dict[str, Any]) -> AgentContext:
@@ -45,20 +54,23 @@ class StudioRun:
         return self.ctx
 
     def _build(self, state: dict[str, Any]) -> AgentContext:
-        from llm_ide.environments import make_environment
-        from llm_ide.run.patch import base_commit
-        from llm_ide.run.setup import build_context
-
         require_inputs(state)
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
         settings = load_config(values.pop("base", "default"), **values)
+        register_config_secrets(settings)
+        variants = compose(settings, self.variants, from_settings=False)
         run_id = str(get_config().get("configurable", {}).get("thread_id", "studio"))
         repo = Path(state["repo"]).expanduser().resolve()
         env = make_environment(settings.environment, repo, run_id)
         try:
             self.base = state.get("base_commit") or base_commit(env)
             self.ctx = build_context(
-                settings=settings, model_spec=state["model"], base_url=state.get("base_url"), run_id=run_id, env=env
+                settings=settings,
+                model_spec=state["model"],
+                base_url=state.get("base_url"),
+                run_id=run_id,
+                env=env,
+                variants=variants,
             )
         except BaseException:
             env.close()
@@ -66,8 +78,6 @@ class StudioRun:
         return self.ctx
 
     def patch(self) -> str:
-        from llm_ide.run.patch import extract_patch
-
         if self.ctx is None or not self.base:
             return ""
         try:
@@ -107,14 +117,12 @@ def bind(node: Node, run: StudioRun) -> Node:
 
 
 @asynccontextmanager
-async def served(sampled: bool = False, navigator: bool = False) -> AsyncIterator[CompiledStateGraph]:
-    """The graph of one server call; what its run opened is closed when the server is done with it."""
-    run = StudioRun({"navigator": {"mode": "human"}} if navigator else None)
+async def served(variants: list[Variant], defaults: dict[str, Any] | None = None) -> AsyncIterator[CompiledStateGraph]:
+    """The graph of one server call with `variants`; what its run opened is closed when the server is done with it."""
+    run = StudioRun(variants, defaults)
     try:
         wrap = lambda node: bind(node, run)  # noqa: E731
-        yield build_graph(
-            context_schema=None, wrap=wrap, sampled=sampled, navigator=navigator, input_schema=StudioInput
-        )
+        yield build_graph(context_schema=None, wrap=wrap, variants=Variants(tuple(variants)), input_schema=StudioInput)
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
 
@@ -122,14 +130,14 @@ async def served(sampled: bool = False, navigator: bool = False) -> AsyncIterato
 @asynccontextmanager
 async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
     """The agent's graph, served (`llm-ide` in langgraph.json)."""
-    async with served(sampled=False) as compiled:
+    async with served([]) as compiled:
         yield compiled
 
 
 @asynccontextmanager
 async def sampled_graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
     """The graph with action sampling at `act` (`llm-ide-sampled`; `sampling` in the input's `config`: k, choice…)."""
-    async with served(sampled=True) as compiled:
+    async with served([Sampling()]) as compiled:
         yield compiled
 
 
@@ -138,5 +146,5 @@ async def navigator_graph(config: RunnableConfig) -> AsyncIterator[CompiledState
     """The graph with the navigator (issue 12); a human navigator unless the input's config says otherwise: a person
     approves or denies a gated action, or passes a review, by resuming the thread (`Command(resume={"approved":
     false, "reason": "..."})`)."""
-    async with served(navigator=True) as compiled:
+    async with served([Navigator("human")], {"navigator": {"mode": "human"}}) as compiled:
         yield compiled

@@ -113,9 +113,9 @@ def session(root: Path, steps: int, navigator: bool) -> tuple[dict[str, list[flo
     settings = load_config("default", environment={"tools": []}, agent={"step_limit": 0}, navigator=mode)
     ctx = build_context(settings=settings, model_spec=f"scripted:{script}", run_id="bench", repo=repo)
     if navigator:
-        ctx.navigator = ApprovingNavigator()
+        ctx.resources["navigator"] = ApprovingNavigator()
     times: dict[str, list[float]] = defaultdict(list)
-    graph = build_graph(None, wrap=timed_nodes(times), navigator=navigator)
+    graph = build_graph(None, wrap=timed_nodes(times), variants=ctx.variants)
     started = time.perf_counter()
     final = graph.invoke({"task": "Widen the loops.", "repo": str(repo), "model": "scripted"}, context=ctx)
     wall = time.perf_counter() - started

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from llm_ide.models import joined_replies
+from llm_ide.parsing import joined_script
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
@@ -25,7 +25,7 @@ def reflect(bad: bool, summary: str, lessons: str = "") -> str:
 def single_call(responses: list[str]) -> list[str]:
     """A two-call script as the replies of a single-call run (the default): each reflection with the action after it
     (what the scripted model does itself; an endpoint test serves these)."""
-    return ["\n".join(str(part) for part in parts) for parts in joined_replies(list(responses))]
+    return [str(reply) for reply in joined_script(list(responses))]
 
 
 def write_script(path: Path, responses: list[str]) -> str:

@@ -9,8 +9,8 @@ from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
-from llm_ide.run.patch import extract_patch
 from llm_ide.state.context import Scope
+from llm_ide.workspace.patch import extract_patch
 
 SOURCE = (
     "import os\n"

@@ -8,10 +8,9 @@ from agent_script import BUGGY_FILES, FIX_SCRIPT, TEST_COMMAND, act, reflect, wr
 from conftest import git, make_git_repo
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.config import load_config
+from llm_ide.config import Settings, load_config
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
-from llm_ide.settings import Settings
 
 
 def config(**agent: object) -> Settings:

@@ -13,9 +13,8 @@ from agent_script import BUGGY_FILES, act, reflect, write_script
 from conftest import make_git_repo
 from pg_server import postgres_server
 
-from llm_ide.config import load_config
+from llm_ide.config import Settings, load_config
 from llm_ide.run.single import RunResult, run_task
-from llm_ide.settings import Settings
 
 CHECK = "echo {label} >> trail.log; python3 -m unittest discover -s tests -t . 2>&1"
 SCRIPT = [

@@ -20,8 +20,8 @@ from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.run.patch import extract_patch, keep_base
 from llm_ide.run.single import run_task
+from llm_ide.workspace.patch import extract_patch, keep_base
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

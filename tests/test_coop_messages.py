@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_script import act, reflect
@@ -43,12 +44,12 @@ def pair_scripts(folder: Path) -> str:
     )  # fmt: skip
 
 
-def run(tmp_path: Path, setting: Setting) -> Path:
+def run(tmp_path: Path, setting: Setting, **config: Any) -> Path:
     folder, source = build_task(tmp_path)
     task = load_task(folder)
     spec = CoopRun(task=task.folder, pair=(1, 2), setting=setting, model=pair_scripts(tmp_path / "scripts"),
                    repo_source=source)  # fmt: skip
-    settings = load_config("default", environment={"tools": []})
+    settings = load_config("default", environment={"tools": []}, **config)
     coop = load_coop_settings().model_copy(
         update={"execution": load_coop_settings().execution.model_copy(update={"lockstep": True})}
     )
@@ -104,6 +105,15 @@ def test_agent_one_message_changes_agent_two_action(tmp_path: Path) -> None:
     assert page.returncode == 0, page.stderr
     html = (folder / "agent2-run" / "agent2.html").read_text()
     assert "before operation 1, from agent 1: I append three() to pkg/core.py" in html
+
+
+def test_coop_execution_runs_the_variants_its_settings_ask_for(tmp_path: Path) -> None:
+    """A navigator in the settings is in both agents' runs, beside the channel (its plan and gate off: no calls)."""
+    folder = run(tmp_path, Setting.COOP, navigator={"mode": "model", "plan": False, "gate": []})
+    infos = [json.loads((folder / f"agent{a}-run" / f"agent{a}.traj.json").read_text())["info"] for a in "12"]
+    assert [(info["navigator"]["mode"], info["navigator"]["turns"]) for info in infos] == [("model", 0), ("model", 0)]
+    assert [m["text"] for m in infos[1]["received"]] == [NOTE, LATER]
+    assert "pkg/extra.py" in (folder / "patch_agent2.patch").read_text()  # agent 2 read agent 1's note
 
 
 def test_without_the_channel_agent_two_acts_otherwise(tmp_path: Path) -> None:

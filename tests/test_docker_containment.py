@@ -15,7 +15,7 @@ from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.environments import OutsideRepository, make_environment
-from llm_ide.run.patch import extract_patch, keep_base
+from llm_ide.workspace.patch import extract_patch, keep_base
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

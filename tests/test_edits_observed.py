@@ -14,9 +14,9 @@ from test_agent import config
 from llm_ide.codeview.changes import changed_lines
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
-from llm_ide.run.patch import extract_patch
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
+from llm_ide.workspace.patch import extract_patch
 
 
 def run_commands(tmp_path: Path, repo: Path, commands: list[str], budget: int) -> tuple[dict, list[str]]:

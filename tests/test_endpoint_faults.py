@@ -14,10 +14,10 @@ from agent_script import BUGGY_FILES, act, reflect
 from conftest import make_git_repo
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.config import load_config
+from llm_ide.config import Settings, load_config
 from llm_ide.models import ModelError, get_model
 from llm_ide.run.single import RunEvent, run_task
-from llm_ide.settings import ModelSettings, Settings
+from llm_ide.settings import ModelSettings
 
 MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug."}]
 SUBMIT = act("Done.", "submit")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.parsing import (
     FormatError,
     body_text,
@@ -67,7 +68,7 @@ from llm_ide.parsing import (
 def test_actions_parse_in_the_terse_and_the_tagged_format(
     text: str, thought: str, action_type: str, params: dict
 ) -> None:
-    action = parse_action(text)
+    action = parse_action(text, CORE_GRAMMAR)
     assert (action.thought, action.action_type, action.action_params) == (thought, action_type, params)
 
 
@@ -81,7 +82,7 @@ def test_actions_parse_in_the_terse_and_the_tagged_format(
 )
 def test_unusable_actions_say_why(text: str, message: str) -> None:
     with pytest.raises(FormatError, match=message):
-        parse_action(text)
+        parse_action(text, CORE_GRAMMAR)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +108,7 @@ def test_a_single_call_reply_splits_into_its_reflection_and_its_action() -> None
         'bad: wrong file\nlesson: check paths\nLook at b.py.\n<view>{"path": "b.py"}</view>'
     )
     assert parse_reflection(reflection).lessons == "check paths"
-    assert parse_action(action).thought == "Look at b.py."
+    assert parse_action(action, CORE_GRAMMAR).thought == "Look at b.py."
 
 
 @pytest.mark.parametrize(
@@ -126,7 +127,7 @@ def test_a_bash_command_is_written_bare_unless_it_would_not_read_back(
     action_type: str, params: dict, body: str
 ) -> None:
     assert body_text(action_type, params) == body
-    action = parse_action(f"Thought.\n<{action_type}>{body}</{action_type}>")
+    action = parse_action(f"Thought.\n<{action_type}>{body}</{action_type}>", CORE_GRAMMAR)
     assert (action.action_type, action.action_params) == (action_type, params)
 
 
@@ -153,6 +154,6 @@ def test_a_bash_command_is_written_bare_unless_it_would_not_read_back(
 def test_a_single_call_verdict_takes_its_summary_from_the_reasoning(
     reply: str, bad: bool, summary: str, lessons: str, thought: str
 ) -> None:
-    reflection, action = parse_single_reply(reply)
+    reflection, action = parse_single_reply(reply, CORE_GRAMMAR)
     assert (reflection.bad_action, reflection.summary, reflection.lessons) == (bad, summary, lessons)
     assert action.thought == thought

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.config import ConfigError, load_config
-from llm_ide.settings import Settings
+from llm_ide.config import ConfigError, Settings, load_config
 
 
 def write(path: Path, text: str) -> Path:

@@ -215,11 +215,12 @@ def test_the_sampled_graph_runs_the_discriminators_pick(studio: str, tmp_path: P
     assert final["exit_status"] == "submitted"
     operations = final["operations"]
     assert [op["action_type"] for op in operations] == ["bash", "edit", "submit"]
-    assert [(c["action_type"], c["samples"], c["chosen"]) for c in operations[0]["candidates"]] == [
+    assert [(c["action_type"], c["samples"], c["chosen"]) for c in operations[0]["marks"]["candidates"]] == [
         ("view", 2, False),
         ("bash", 1, True),
     ]
-    assert operations[0]["choice"]["method"] == "ask_colleagues" and operations[1]["choice"]["method"] == "unanimous"
+    choices = [operation["marks"]["choice"]["method"] for operation in operations]  # the state: marks on a node
+    assert choices[:2] == ["ask_colleagues", "unanimous"]
     assert final["usage"]["api_calls"] == len(script)
     assert "+    return celsius * 9 / 5 + 32" in final["submission"]
 

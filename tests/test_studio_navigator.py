@@ -52,7 +52,7 @@ def test_a_human_navigator_denies_then_approves_by_resuming_the_thread(studio: s
     assert state["next"] == ["permission"]
     (question,) = [interrupt["value"] for interrupt in state["interrupts"]]
     assert "9 / 5 + 32" in question["diff"]
-    assert state["values"]["operations"][1]["denied"] == {"reason": deny["reason"], "by": "human"}
+    assert state["values"]["operations"][1]["marks"]["denied"] == {"reason": deny["reason"], "by": "human"}
 
     approve = {"approved": True, "reason": "Right."}
     final = client.runs.wait(thread, assistant["assistant_id"], command={"resume": approve}, raise_error=True)

@@ -9,9 +9,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, attempt_model, context_of, local_worktree, summarize
+from llm_ide.attempts.context import AttemptsContext, attempt_model, local_worktree, summarize
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
+from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
+from llm_ide.run.single import run_task
 
 
 class AttemptUnfinished(LlmIdeError):
@@ -23,14 +25,12 @@ class AttemptUnfinished(LlmIdeError):
 
 
 def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
-    from llm_ide.run.single import run_task
-
-    ctx = context_of(runtime, dict(state))
+    ctx = runtime.context
     index = state["index"]
     settings = ctx.settings.merged({"attempts": {"max": 1}}, origin="attempts")
     repo = ctx.repo
     environment = ctx.environment or settings.environment.type
-    if environment == "local" and repo is not None:
+    if not capabilities(environment).ephemeral and repo is not None:  # the repository itself: a worktree each
         base = state.get("base_commit")
         if not base:
             raise LlmIdeError(f"{repo}: attempts in the local environment need a git repository with a commit")
@@ -64,6 +64,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         on_event=on_event,
         cost_budget=ctx.budget,
         carried_lessons=state.get("carried_lessons") or None,
+        variants=ctx.variants,
     )
     if not result.exit_status.finished:
         raise AttemptUnfinished(

@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, context_of
+from llm_ide.attempts.context import AttemptsContext
 from llm_ide.attempts.review import NUMBER
 from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.parsing import extract_tag
@@ -39,6 +39,7 @@ def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord
             "attempts": [record["index"] for record in group],
             "score": group[0].get("score"),
             "summary": group[0].get("chain", ""),
+            "facts": group[0].get("facts") or {},
             "patch": truncate(group[0]["submission"], settings.patch_chars, ctx.settings.templates),
         }
         for number, group in enumerate(groups, 1)
@@ -56,7 +57,7 @@ def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord
 
 
 def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
-    ctx = context_of(runtime, dict(state))
+    ctx = runtime.context
     settings = ctx.settings.attempts
     attempts = state.get("attempts", [])
     accept = settings.accept_score
@@ -69,8 +70,8 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
         chosen, by, reasons = None, "none", "no attempt changed a file"
     elif len(groups) == 1:
         chosen, by, reasons = groups[0][0], "only", "the only distinct non-empty patch"
-    elif settings.choose == "best_score":
-        chosen = best([group[0] for group in groups])
+    elif settings.choose == "best_score" or (ctx.budget is not None and ctx.budget.exhausted):
+        chosen = best([group[0] for group in groups])  # the task's budget spent: no chooser call
         by, reasons = "best_score", chosen.get("reasons", "")
     else:
         chosen, reasons, call = ask_chooser(ctx, state["task"], groups, 0)

@@ -7,21 +7,22 @@ import json
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langgraph.config import get_config
-from langgraph.runtime import Runtime
-
 from llm_ide.budget import Budget, CostBudget
+from llm_ide.call_policy import CallPolicy
+from llm_ide.composition import Settings
+from llm_ide.config import load_config
 from llm_ide.errors import EnvironmentFailure
+from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
-from llm_ide.settings import Settings
-from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+from llm_ide.run.single import RunEvent
+from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
+from llm_ide.variant import Variant
 
 
 class TaskBudget(CostBudget):
@@ -78,6 +79,7 @@ class AttemptsContext:
     task_vars: dict[str, Any] | None = None
     on_event: Callable[[Any], None] | None = None
     budget: Budget | None = None
+    variants: list[Variant] = field(default_factory=list)  # given to every attempt's run, beside its settings' own
     stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -110,56 +112,29 @@ class AttemptsContext:
 
     def emit(self, phase: str) -> None:
         if self.on_event is not None:
-            from llm_ide.run.single import RunEvent
-
             self.on_event(RunEvent(self.run_id, "phase", phase=phase))
 
     def ask(self, role: str, system: str, user: str, call_index: int, attempt: int = 0) -> tuple[str, dict[str, Any]]:
-        """One reviewer or chooser call: the reply and its record (for the trajectory); its cost goes to the budget."""
-        started = time.perf_counter()
+        """One reviewer or chooser call by the call policy (the task's budget charged): the reply and its record."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        reply = self.role_model(role).complete(messages, call_index=call_index)
-        assert self.budget is not None
-        self.budget.add(reply.cost)
-        call = {
-            "kind": role,
-            "attempt": attempt,
-            "role_index": call_index,
-            "prompt": f"[system]\n{system}\n\n[user]\n{user}",
-            "prompt_chars": len(system) + len(user),
-            "prompt_tokens": reply.input_tokens,
-            "response": reply.text,
-            "response_tokens": reply.output_tokens,
-            "cache_read_tokens": reply.cache_read_tokens,
-            "cost": reply.cost,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
+        policy = CallPolicy(budget=self.budget)
+        reply, call = policy.call(self.role_model(role), messages, kind=role, call_index=call_index, attempt=attempt,
+                                  role_index=call_index)  # fmt: skip
         return reply.text, call
 
 
-_STUDIO: dict[str, AttemptsContext] = {}
-
-
-def context_of(runtime: Runtime[AttemptsContext] | Any, state: dict[str, Any]) -> AttemptsContext:
-    """The run's context; under LangGraph Studio (no context given) one built from the graph input per thread."""
-    if getattr(runtime, "context", None) is not None:
-        return runtime.context
-    from llm_ide.config import load_config
-    from llm_ide.inputs import require_inputs
-
-    thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
-    if thread not in _STUDIO:
-        require_inputs(state)
-        values = dict(state.get("config") or {})
-        _STUDIO[thread] = AttemptsContext(
-            settings=load_config(values.pop("base", "default"), **values),
-            model=state["model"],
-            run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
-            output_dir=Path(state.get("output") or Path("runs") / thread),
-            repo=Path(state["repo"]).expanduser().resolve(),
-            base_url=state.get("base_url"),
-        )
-    return _STUDIO[thread]
+def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
+    """LangGraph Studio (no context given): the run's context built from the graph input."""
+    require_inputs(state)
+    values = dict(state.get("config") or {})
+    return AttemptsContext(
+        settings=load_config(values.pop("base", "default"), **values),
+        model=state["model"],
+        run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
+        output_dir=Path(state.get("output") or Path("runs") / thread),
+        repo=Path(state["repo"]).expanduser().resolve(),
+        base_url=state.get("base_url"),
+    )
 
 
 def git(repo: Path, *args: str) -> str:
@@ -191,11 +166,11 @@ def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
     """What the reviewer reads of an attempt: its reasoning chain, its lessons and the last test output."""
     templates = settings.attempts.templates
     try:
-        operations = json.loads(trajectory.read_text(encoding="utf-8")).get("operations", [])
+        data = json.loads(trajectory.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        operations = []
-    nodes = [OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__})
-             for op in operations]  # fmt: skip
+        data = {}
+    operations = data.get("operations", [])
+    nodes = [node_of(op) for op in operations]
     chain = "\n".join(render_string(templates.reasoning_step, node=node) for node in reasoning_chain(nodes))
     pattern = re.compile(settings.attempts.test_pattern)
     tests = [n for n in nodes if n.action_type == "bash" and pattern.search(str(n.action_params.get("command", "")))]
@@ -206,4 +181,5 @@ def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
         "lessons": all_lessons(nodes),
         "test_output": output or templates.no_tests.strip(),
         "steps": len(nodes),
+        "facts": (data.get("info") or {}).get("facts") or {},  # what the run's variants found (llm_ide/variant.py)
     }

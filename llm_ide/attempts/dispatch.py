@@ -8,21 +8,22 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from llm_ide.attempts.context import AttemptsContext, context_of, git
+from llm_ide.attempts.context import AttemptsContext, git
 from llm_ide.attempts.state import AttemptsState
+from llm_ide.environments import capabilities
 
 SHARED = ("task", "repo", "model", "base_url", "config", "base_commit", "output")
 
 
 def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
-    ctx = context_of(runtime, dict(state))
+    ctx = runtime.context
     settings = ctx.settings.attempts
     attempts = state.get("attempts", [])
     accept = settings.accept_score
     accepted = any(accept is not None and (r.get("score") or 0) >= accept and r.get("submission") for r in attempts)
     assert ctx.budget is not None
     base = {}  # LangGraph Studio's input has no base commit: the repository's HEAD
-    local = (ctx.environment or ctx.settings.environment.type) == "local"
+    local = not capabilities(ctx.environment or ctx.settings.environment.type).ephemeral
     if not state.get("base_commit") and ctx.repo is not None and local:
         base = {"base_commit": git(ctx.repo, "rev-parse", "--verify", "HEAD")}
     if accepted or len(attempts) >= settings.max or ctx.budget.exhausted or (attempts and settings.parallel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -20,12 +21,14 @@ def build_attempts_graph(
     checkpointer: BaseCheckpointSaver | None = None,
     context_schema: type[AttemptsContext] | None = AttemptsContext,
     input_schema: type[Any] = AttemptsInput,
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda node: node,
 ) -> CompiledStateGraph:
+    """`wrap` (LangGraph Studio): each node, given the run's context."""
     builder = StateGraph(AttemptsState, context_schema=context_schema, input_schema=input_schema)
-    builder.add_node("dispatch", dispatch)
-    builder.add_node("attempt", attempt, input_schema=AttemptTask)
-    builder.add_node("review", review)
-    builder.add_node("choose", choose)
+    builder.add_node("dispatch", wrap(dispatch))
+    builder.add_node("attempt", wrap(attempt), input_schema=AttemptTask)
+    builder.add_node("review", wrap(review))
+    builder.add_node("choose", wrap(choose))
     builder.add_edge(START, "dispatch")
     builder.add_conditional_edges("dispatch", send_attempts, ["attempt", "choose"])
     builder.add_edge("attempt", "review")

@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, context_of
+from llm_ide.attempts.context import AttemptsContext
 from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.parsing import extract_tag
 from llm_ide.prompting import render_string, truncate
@@ -37,6 +37,7 @@ def review_one(ctx: AttemptsContext, task: str, record: AttemptRecord, call_inde
         "chain": record.get("chain", ""),
         "lessons": "\n".join(f"- {lesson}" for lesson in record.get("lessons", [])) or "(none)",
         "test_output": record.get("test_output", ""),
+        "facts": record.get("facts") or {},
     }
     text, call = ctx.ask(
         "review", render_string(templates.review_system), render_string(templates.review, **values), call_index,
@@ -55,7 +56,7 @@ def carried(ctx: AttemptsContext, record: AttemptRecord) -> list[str]:
 
 
 def review(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
-    ctx = context_of(runtime, dict(state))
+    ctx = runtime.context
     done = sum(1 for call in state.get("calls", []) if call["kind"] == "review")
     reviewed, calls = [], []
     lessons = list(state.get("carried_lessons", []))

@@ -9,22 +9,23 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
-from llm_ide.attempts.trajectory import write_combined
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
+from llm_ide.attempts.graph import build_attempts_graph
+from llm_ide.attempts.trajectory import Read, write_combined
+from llm_ide.composition import Settings
+from llm_ide.environments import capabilities
+from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, ending
 from llm_ide.resources import CostBudget
-from llm_ide.run.checkpoint import open_checkpointer
-from llm_ide.run.guard import thread_lock
-from llm_ide.run.logfile import run_log
-from llm_ide.run.single import RunEvent, RunResult, ThreadMismatchError, prepare_output
+from llm_ide.run.single import RunEvent, RunResult
+from llm_ide.run.thread import opened, start
 from llm_ide.secrets import redacted
-from llm_ide.settings import Settings
+from llm_ide.variant import Variant
 
 log = logging.getLogger("llm_ide.run")
 
@@ -50,48 +51,37 @@ def run_attempts(
     task_vars: dict[str, Any] | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     cost_budget: CostBudget | None = None,
+    variants: Iterable[Variant] = (),
 ) -> AttemptsResult:
-    """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`."""
-    from llm_ide.attempts.graph import build_attempts_graph
-
-    install_signal_policy()
-    output_dir = prepare_output(Path(output_dir), run_id)
-    if environment:
-        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
+    """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`.
+    Each attempt runs with its settings' variants and `variants`, whose facts go to the reviewer and the chooser."""
+    output_dir, settings = start(output_dir, run_id, settings, environment)
     kind = settings.environment.type
-    if kind == "local" and repo is None:
-        raise UsageError("attempts in the local environment need a repository (--repo PATH)")
+    in_place = not capabilities(kind).ephemeral  # the repository itself: each attempt in a git worktree of it
+    if in_place and repo is None:
+        raise UsageError(f"attempts in the {kind} environment need a repository (--repo PATH)")
     budget = TaskBudget(settings.attempts.cost_limit or None, cost_budget)
     ctx = AttemptsContext(
         settings=settings, model=model, run_id=run_id, output_dir=output_dir,
         repo=Path(repo).resolve() if repo else None, environment=kind, image=image, base_url=base_url,
-        checkpoint=checkpoint, task_vars=task_vars, on_event=on_event, budget=budget,
+        checkpoint=checkpoint, task_vars=task_vars, on_event=on_event, budget=budget, variants=list(variants),
     )  # fmt: skip
     info = {"run_id": run_id, "model": model, "config": redacted(settings.model_dump(mode="json"))}
     path = output_dir / f"{run_id}.traj.json"
+    read: Read = {}  # the attempts' trajectories, read again only when they change
     thread = {"configurable": {"thread_id": run_id}}
-    spec = checkpoint or f"sqlite:{output_dir / f'{run_id}.attempts.sqlite'}"
-    with (
-        thread_lock(output_dir, run_id),
-        run_log(output_dir / f"{run_id}.log"),
-        open_checkpointer(spec, output_dir / f"{run_id}.attempts.sqlite") as saver,
-    ):
-        graph = build_attempts_graph(saver)
-        snapshot = graph.get_state(thread)
-        values: dict[str, Any] = dict(snapshot.values or {})
-        if values.get("task") not in (None, task):
-            raise ThreadMismatchError(f"thread id {run_id!r} is a run of another task; give a new --thread-id")
-        resumed = snapshot.created_at is not None
+    with opened(output_dir, run_id, task, checkpoint, f"{run_id}.attempts.sqlite", build_attempts_graph) as opening:
+        graph, snapshot, values, resumed = opening.graph, opening.snapshot, opening.values, opening.resumed
         spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + sum(
             c.get("cost", 0.0) for c in values.get("calls", [])
         )
         CostBudget.add(budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
         if resumed and values.get("exit_status") and not snapshot.next:
-            return finish(path, values, info)
+            return finish(path, values, info, read)
         if resumed:
             done = [r["index"] for r in values.get("attempts", [])]
             ctx.emit(f"resuming run {run_id}: attempts {done or 'none'} finished are kept")
-        base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if kind == "local" else "")
+        base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if in_place else "")
         inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
         try:
             written = None
@@ -100,14 +90,14 @@ def run_attempts(
                     values = dict(state)
                     progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
                     if progress != written:  # a finished attempt or a review: the trajectory shows it
-                        write_combined(path, values, info)
+                        write_combined(path, values, info, read)
                         written = progress
         except LlmIdeError as error:
-            values = {**values, "exit_status": str(error.exit_status), "error": str(error)}
-            info["error"] = str(error)
+            status, info["error"] = ending(error)
+            values = {**values, "exit_status": str(status), "error": info["error"]}
             log.error("%s: %s", error.exit_status, error)
-        result = finish(path, values, info)
-        if result.exit_status.finished and kind == "local":
+        result = finish(path, values, info, read)
+        if result.exit_status.finished and in_place:
             remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
     return result
 
@@ -140,8 +130,8 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(signum, before)
 
 
-def finish(path: Path, values: dict[str, Any], info: dict[str, Any]) -> AttemptsResult:
-    data = write_combined(path, values, info)
+def finish(path: Path, values: dict[str, Any], info: dict[str, Any], read: Read) -> AttemptsResult:
+    data = write_combined(path, values, info, read)
     status = ExitStatus(values.get("exit_status") or ExitStatus.ERROR)
     return AttemptsResult(
         run_id=info["run_id"],

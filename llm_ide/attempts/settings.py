@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveInt
 
-TEMPLATES = Path(__file__).parent.parent / "prompts" / "attempts.yaml"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+from llm_ide.settings import Strict, bundled_yaml
 
 
-class AttemptTemplates(_Strict):
+class AttemptTemplates(Strict):
     review_system: str
     review: str
     choose_system: str
@@ -27,16 +20,11 @@ class AttemptTemplates(_Strict):
     reasoning_step: str
 
 
-@cache
-def bundled_templates() -> dict[str, str]:
-    return yaml.safe_load(TEMPLATES.read_text(encoding="utf-8"))["templates"]
-
-
-class RoleSettings(_Strict):
+class RoleSettings(Strict):
     model: str | None = None  # None: the agent's model (`{attempt}` in it becomes the role's name)
 
 
-class AttemptsSettings(_Strict):
+class AttemptsSettings(Strict):
     max: PositiveInt = 1  # 1: a plain run, no outer graph
     parallel: bool = False  # all attempts at once (LangGraph Send); otherwise one after another
     accept_score: float | None = 8.0  # a review score this high stops the run; None: never early
@@ -48,4 +36,6 @@ class AttemptsSettings(_Strict):
     patch_chars: PositiveInt = 20000
     reviewer: RoleSettings = Field(default_factory=RoleSettings)
     chooser: RoleSettings = Field(default_factory=RoleSettings)
-    templates: AttemptTemplates = Field(default_factory=lambda: AttemptTemplates(**bundled_templates()))
+    templates: AttemptTemplates = Field(
+        default_factory=lambda: AttemptTemplates(**bundled_yaml("attempts.yaml")["templates"])
+    )

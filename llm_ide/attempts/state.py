@@ -23,6 +23,7 @@ class AttemptRecord(TypedDict, total=False):
     chain: str  # its reasoning chain, one line per operation
     lessons: list[str]
     test_output: str
+    facts: dict[str, Any]  # what the attempt's variants found (e.g. a check run before and after)
     error: str
     score: float | None  # the reviewer's
     reasons: str

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llm_ide import __version__
 from llm_ide.fileio import atomic_write
 from llm_ide.run.trajectory import FORMAT, load_trajectory
 from llm_ide.state.graph_state import empty_usage
+from llm_ide.version import __version__
 
+Read = dict[Path, tuple[tuple[int, int], dict[str, Any]]]  # the attempts' trajectories read so far, by file
 USAGE_KEYS = ("api_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
 
 
@@ -29,12 +30,13 @@ def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
             "steps": record.get("steps", 0),
             "submission": record.get("submission", ""),
             "trajectory": record.get("trajectory", ""),
+            **({"facts": record["facts"]} if record.get("facts") else {}),
         }
         for record in state.get("attempts", [])
     ]
 
 
-def attempt_trajectory(path: Path, cache: dict[Path, tuple[tuple[int, int], dict[str, Any]]]) -> dict[str, Any]:
+def attempt_trajectory(path: Path, cache: Read) -> dict[str, Any]:
     """A finished attempt's trajectory with its prompts, read again only when the file changed."""
     stat = path.stat()
     key = (stat.st_mtime_ns, stat.st_size)
@@ -43,17 +45,14 @@ def attempt_trajectory(path: Path, cache: dict[Path, tuple[tuple[int, int], dict
     return cache[path][1]
 
 
-_READ: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
-
-
-def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read: Read) -> dict[str, Any]:
     operations: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     usage: dict[str, Any] = dict(empty_usage())
     for record in state.get("attempts", []):
         path = output_dir / record.get("trajectory", "")
         try:
-            data = attempt_trajectory(path, _READ)
+            data = attempt_trajectory(path, read)
         except (OSError, ValueError):
             continue
         stats = (data.get("info") or {}).get("model_stats") or {}
@@ -94,7 +93,8 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any]) -> d
     }
 
 
-def write_combined(path: Path, state: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
-    data = combined(path.parent, state, info)
+def write_combined(path: Path, state: dict[str, Any], info: dict[str, Any], read: Read) -> dict[str, Any]:
+    """The combined trajectory written at `path`; `read`: the run's cache of its attempts' trajectories."""
+    data = combined(path.parent, state, info, read)
     atomic_write(path, json.dumps(data, ensure_ascii=False, indent=None))
     return data

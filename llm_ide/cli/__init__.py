@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide import __version__
 from llm_ide.cli.cleanup import cleanup_command
 from llm_ide.cli.config import config_app
 from llm_ide.cli.context import context_command
@@ -21,6 +20,7 @@ from llm_ide.cli.replay import replay_command
 from llm_ide.cli.run import demo, run
 from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
 from llm_ide.cli.tools import tools_app
+from llm_ide.version import __version__
 
 
 class App(typer.Typer):

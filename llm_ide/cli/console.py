@@ -98,3 +98,16 @@ def config_default(key: str, config: str = "default") -> str:
     for part in key.split("."):
         value = getattr(value, part)
     return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"
+
+
+PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
+
+
+def check_model_before_start(model: str, settings, base_url: str | None) -> None:
+    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
+    from llm_ide.swebench.preflight import SWEbenchError, check_model
+
+    try:
+        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
+    except SWEbenchError as error:
+        raise fail(str(error)) from None

@@ -119,7 +119,7 @@ def grade_folder(folder: Path) -> None:
 
 def regrade(folder: Path) -> None:
     """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
-    from llm_ide.coop.run import CoopRun, grade
+    from llm_ide.coop.phases import CoopRun, grade
     from llm_ide.coop.task import CoopError, load_task
     from llm_ide.fileio import atomic_write
 
@@ -177,13 +177,14 @@ def run_command(
     from llm_ide.coop.run import Setting
     from llm_ide.coop.settings import load_coop_settings
     from llm_ide.coop.task import CoopError, load_task, parse_pairs
+    from llm_ide.environments import KINDS
     from llm_ide.errors import LlmIdeError
 
     names = [name.strip() for item in (setting or ["coop"]) for name in item.split(",") if name.strip()]
     if unknown := [name for name in names if name not in {s.value for s in Setting}]:
         raise fail(f"unknown setting {unknown[0]!r}: use single, solo, coop or coop_ablation")
-    if environment not in ("local", "docker"):
-        raise fail(f"unknown environment {environment!r}: use local or docker")
+    if environment not in KINDS:
+        raise fail(f"unknown environment {environment!r}: use {' or '.join(KINDS)}")
     try:
         task = load_task(task_dir)
         source = repo_source or default_source(task_dir)

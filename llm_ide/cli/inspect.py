@@ -29,11 +29,12 @@ def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
         label = f"[red]✗ {label}[/] [dim](failed alternative)[/]"
     elif node.bad_action:
         label = f"[yellow]{label}[/] [dim](marked bad)[/]"
-    if node.candidates:
-        samples, method = node.choice.get("samples", "?"), node.choice.get("method")
-        label += f" [magenta](sampled: {len(node.candidates)} distinct of {samples}, {method})[/]"
+    candidates, choice = node.marks.get("candidates") or [], node.marks.get("choice") or {}
+    if candidates:
+        samples, method = choice.get("samples", "?"), choice.get("method")
+        label += f" [magenta](sampled: {len(candidates)} distinct of {samples}, {method})[/]"
     if full:
-        for candidate in node.candidates:
+        for candidate in candidates:
             mark = "✓" if candidate.get("chosen") else "·"
             params = json.dumps(candidate.get("action_params"), ensure_ascii=False)
             text = f"{mark} {candidate.get('samples', 1)}× {candidate.get('action_type')} {params}"
@@ -87,15 +88,13 @@ def inspect(
     from rich.table import Table
     from rich.tree import Tree
 
-    from llm_ide.state.operations import OperationNode, reasoning_chain
+    from llm_ide.state.operations import node_of, reasoning_chain
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
     try:
         data = json.loads(trajectory.read_text(encoding="utf-8"))
-        fields = OperationNode.__dataclass_fields__
-        operations = [(int(op.get("attempt") or 0), OperationNode(**{k: v for k, v in op.items() if k in fields}))
-                      for op in data["operations"]]  # fmt: skip
+        operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
         info = data["info"]
         stats = info["model_stats"]
     except (ValueError, KeyError, TypeError) as error:

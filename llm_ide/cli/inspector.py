@@ -102,13 +102,15 @@ def graph_command(
     from llm_ide.coop.pair import build_pair_graph
     from llm_ide.coop.planning import build_planning_graph
     from llm_ide.graph import build_graph
+    from llm_ide.navigator.variant import Navigator
+    from llm_ide.variant import Variants
 
     graphs = {
         "agent": build_graph,
         "coop": build_pair_graph,
         "coop-planning": build_planning_graph,
         "attempts": build_attempts_graph,
-        "navigator": lambda: build_graph(navigator=True),
+        "navigator": lambda: build_graph(variants=Variants((Navigator(),))),
     }
     if name not in graphs:
         raise fail(f"unknown graph {name!r}: choose one of {', '.join(graphs)}")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from llm_ide.cli.console import config_default, fail, interrupted_exit, warnings_on_console
+from llm_ide.cli.console import check_model_before_start, config_default, fail, interrupted_exit, warnings_on_console
 from llm_ide.config import with_user_config
 from llm_ide.navigator.mcp_client import TOOLS
 
@@ -92,7 +92,6 @@ def announce(url: str) -> None:
 
 
 def model_navigator(repo: Path, model: str | None, base_url: str | None, config: list[Path], task: str | None) -> Any:
-    from llm_ide.cli.run import check_model_before_start
     from llm_ide.config import ConfigError, load_config
     from llm_ide.navigator.model import ModelNavigator
 

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from llm_ide.cli.console import (
+    check_model_before_start,
     config_default,
     console,
     err_console,
@@ -27,11 +28,11 @@ from llm_ide.cli.console import (
 from llm_ide.cli.navigator import check_served_navigator
 from llm_ide.cli.status import ThinkingStatus
 from llm_ide.config import with_user_config
+from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
-PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 
 
 class NavigatorMode(StrEnum):
@@ -41,20 +42,20 @@ class NavigatorMode(StrEnum):
     mcp = "mcp"
 
 
-class EnvironmentType(StrEnum):
-    local = "local"
-    docker = "docker"
+EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
-    """`--image` means docker: implied when `--environment` is not given, an error with `--environment local`."""
+    """`--image` means the kind that runs from an image: implied when `--environment` is not given, an error with a
+    kind that runs in place."""
     if image is None:
         return environment
-    if environment == "local":
-        raise fail("--image runs the task in a docker container: it cannot go with --environment local")
+    imaged = next(name for name, kind in KINDS.items() if kind.capabilities.image)
+    if environment is not None and not capabilities(environment).image:
+        raise fail(f"--image runs the task in a {imaged} container: it cannot go with --environment {environment}")
     if environment is None:
-        console.print(f"[dim]… --image {escape(image)}: running in docker[/]")
-    return "docker"
+        console.print(f"[dim]… --image {escape(image)}: running in {imaged}[/]")
+    return imaged
 
 
 def run(
@@ -159,7 +160,7 @@ def run(
     human = settings.navigator.mode == "human"
     if human and runner is run_attempts:
         raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
-    extra = {"ask_navigator": ask_on_terminal} if human else {}
+    extra = {"ask": ask_on_terminal} if human else {}
     if runner is run_task:
         extra["on_model_call"] = ThinkingStatus(console, verbose)
 
@@ -216,16 +217,6 @@ def task_text(task: str | None, task_file: Path | None) -> str:
     if not text.strip():
         raise fail(f"the task is empty ({source}): say what the agent should do")
     return text
-
-
-def check_model_before_start(model: str, settings, base_url: str | None) -> None:
-    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
-    from llm_ide.swebench.preflight import SWEbenchError, check_model
-
-    try:
-        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
-    except SWEbenchError as error:
-        raise fail(str(error)) from None
 
 
 def report(result) -> None:

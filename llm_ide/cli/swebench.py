@@ -82,9 +82,11 @@ def _model(model: str | None) -> str:
 
 
 def _environment(kind: str) -> str:
+    from llm_ide.environments import KINDS
+
     kind = kind.lower().removesuffix("environment")
-    if kind not in ("docker", "local"):
-        raise fail(f"unknown environment {kind!r}: use docker or local")
+    if kind not in KINDS:
+        raise fail(f"unknown environment {kind!r}: use {' or '.join(sorted(KINDS))}")
     return kind
 
 
@@ -103,9 +105,10 @@ def _options(**values: Any) -> Any:
 
 
 def _check_environment(kind: str) -> None:
+    from llm_ide.environments import capabilities
     from llm_ide.swebench.preflight import SWEbenchError, check_docker
 
-    if kind == "docker":
+    if capabilities(kind).image:  # a container engine is needed
         try:
             check_docker()
         except SWEbenchError as error:

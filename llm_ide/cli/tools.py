@@ -79,12 +79,13 @@ def plan_command(
     tools_dir: ToolsDir = None,
 ) -> None:
     """Print the exact commands that install the tool, one per line, in order."""
+    from llm_ide.environments import KINDS
     from llm_ide.tools.config import TOOLS_DIR, ToolConfigError, load_tool_config, tool_config_path
     from llm_ide.tools.plan import plan
 
-    if environment not in ("docker", "local"):
-        raise fail(f"--environment must be docker or local, not {environment!r}")
-    kind: Literal["docker", "local"] = "docker" if environment == "docker" else "local"
+    if environment not in KINDS:
+        raise fail(f"--environment must be {' or '.join(sorted(KINDS))}, not {environment!r}")
+    kind: Literal["docker", "local"] = "docker" if KINDS[environment].capabilities.image else "local"
     try:
         tool = load_tool_config(tool_config_path(name, tools_dir or TOOLS_DIR))
     except ToolConfigError as error:

@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from llm_ide.composition import Settings
 from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopTask
 from llm_ide.errors import LlmIdeError
-from llm_ide.settings import Settings
 
 
 class Rates(BaseModel):

@@ -1,5 +1,5 @@
 """One CooperBench pair as a LangGraph graph: prepare (the folder and the checkout) → plan (the planning graph) →
-execute (the agents, each running the agent graph — in coop its variant that reads the other's messages) → evaluate
+execute (the agents, each running the agent graph — in coop with the variant that reads the other's messages) → evaluate
 (eval.json). The graph keeps no checkpoint of its own: each phase is durable by itself (planning.sqlite, every agent's
 checkpoint, the patches), so a rerun resumes where the pair stopped. `graph` is the factory langgraph.json points at."""
 
@@ -18,11 +18,16 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from llm_ide.config import load_config
+from llm_ide.coop.phases import CoopRun, execute_phase, grade, plan_phase, prepare
 from llm_ide.coop.planning import build_planning_graph, merge_dict
 from llm_ide.coop.settings import CoopSettings, load_coop_settings
-from llm_ide.coop.task import load_task
+from llm_ide.coop.task import CoopTask, load_task
 from llm_ide.fileio import atomic_write
-from llm_ide.settings import Settings
+from llm_ide.graph import build_graph
+from llm_ide.messages.variant import Messages
+from llm_ide.settings import CoreSettings
+from llm_ide.variant import Variants
 
 
 class PairInput(TypedDict, total=False):
@@ -48,15 +53,13 @@ class PairState(PairInput, total=False):
 class PairContext:
     """The pair's settings and progress callback; LangGraph Studio gives none: the defaults are loaded."""
 
-    settings: Settings | None = None
+    settings: CoreSettings | None = None
     coop: CoopSettings | None = None
     on_event: Callable[[str, Any], None] | None = None
     evaluate: bool = True
     started: dict[str, float] = field(default_factory=dict)
 
-    def loaded(self, state: PairState) -> tuple[Settings, CoopSettings]:
-        from llm_ide.config import load_config
-
+    def loaded(self, state: PairState) -> tuple[CoreSettings, CoopSettings]:
         if self.settings is None:
             values = dict(state.get("config") or {})
             self.settings = load_config(values.pop("base", "default"), **values)
@@ -70,8 +73,6 @@ def context_of(runtime: Runtime[PairContext]) -> PairContext:
 
 
 def spec(state: PairState) -> Any:
-    from llm_ide.coop.run import CoopRun
-
     run = CoopRun.model_validate(state["run"])
     return run, load_task(run.task)
 
@@ -79,11 +80,8 @@ def spec(state: PairState) -> Any:
 def build_pair_graph(
     checkpointer: Any = None, context_schema: type[PairContext] | None = PairContext
 ) -> CompiledStateGraph:
-    from llm_ide.coop.run import execute_phase, grade, plan_phase, prepare
-    from llm_ide.graph import build_graph
-
     planning = build_planning_graph()  # its checkpointer (planning.sqlite) is attached per pair
-    agent = build_graph(messages=True)  # coop: the variant that reads the other's messages
+    agent = build_graph(variants=Variants((Messages(),)))  # as drawn: each agent's run adds its settings' variants
 
     def prepare_pair(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
         run, task = spec(state)
@@ -101,7 +99,8 @@ def build_pair_graph(
         (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
         settings, coop = ctx.loaded(state)
         folder, emit = Path(state["folder"]), ctx.on_event or (lambda agent, event: None)
-        patches = execute_phase(run, task, folder, folder / "repo", state["plans"], settings, coop, emit, agent)
+        assert agent is not None  # the execution's graph, drawn inside this node (each run composes its own)
+        patches = execute_phase(run, task, folder, folder / "repo", state["plans"], settings, coop, emit)
         return {"patches": patches, "seconds": {"execution": round(time.perf_counter() - started, 2)}}
 
     def evaluate(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
@@ -130,3 +129,14 @@ def build_pair_graph(
 def graph(config: RunnableConfig) -> CompiledStateGraph:
     """LangGraph Studio (langgraph.json): the pair graph; input {run: {task, pair, setting, model, …}, output}."""
     return build_pair_graph(context_schema=None)
+
+
+def run_pair(
+    run: CoopRun, task: CoopTask, output: Path, settings: CoreSettings, coop: CoopSettings,
+    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Plan, execute and (unless `evaluate` is off) grade one pair through the pair graph; returns eval.json's
+    content (with the seconds of each phase)."""
+    context = PairContext(settings=settings, coop=coop, on_event=on_event, evaluate=evaluate)
+    state = build_pair_graph().invoke({"run": run.model_dump(mode="json"), "output": str(output)}, context=context)
+    return state["result"]

@@ -5,7 +5,7 @@ every planner has called `agreement_reached(plan)`; at the turn limit a plan is 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from llm_ide.call_policy import CallPolicy
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.tools import READ_ONLY, run_tool
 from llm_ide.models import Model
@@ -71,6 +72,7 @@ class PlanningContext:
     repo: Path
     models: dict[str, Model]
     settings: CoopSettings
+    policy: CallPolicy = field(default_factory=CallPolicy)  # how the planners' model calls are made
 
 
 def other_agent(state: PlanningState, agent: str) -> str:
@@ -109,7 +111,7 @@ def think(planner: PlannerState, runtime: Runtime[PlanningContext]) -> dict[str,
     )  # fmt: skip
     messages = [{"role": "system", "content": render_string(ctx.settings.templates.planner_system)},
                 {"role": "user", "content": prompt}]  # fmt: skip
-    reply = ctx.models[agent].complete(messages, call_index=len(turns))
+    reply, _ = ctx.policy.call(ctx.models[agent], messages, kind="planner", call_index=len(turns))
     allowed = ["agreement_reached"] if last else [*READ_ONLY, *(["communicate_with_agent"] if coop(state) else []),
                                                    "agreement_reached"]  # fmt: skip
     decision: dict[str, Any] = {"prompt": prompt, "response": reply.text, "allowed": allowed, "last": last}

@@ -1,20 +1,16 @@
-"""The coop settings (llm_ide/prompts/coop.yaml, overridable with --coop-config), validated once like the rest."""
+"""The coop settings (llm_ide/prompts/coop.yaml, overridable with --coop-config), read and validated by the one
+settings loader like the rest."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
+from pydantic import PositiveInt
 
-from llm_ide.config import PROMPTS_DIR, read_yaml
-from llm_ide.errors import ConfigError
-from llm_ide.settings import deep_merge, describe_error
+from llm_ide.messages.channel import MessageTemplates
+from llm_ide.settings import PROMPTS_DIR, Strict, read_yaml, validate
 
 COOP_CONFIG = PROMPTS_DIR / "coop.yaml"
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class PlanningSettings(Strict):
@@ -37,12 +33,6 @@ class ToolMessages(Strict):
     bad_params: str
     no_matches: str
     sent: str
-
-
-class MessageTemplates(Strict):
-    sent: str
-    duplicate: str
-    received: str
 
 
 class CoopTemplates(Strict):
@@ -68,10 +58,4 @@ def load_coop_settings(override: Path | None = None, values: dict | None = None)
         layers.append((str(override), read_yaml(override)))
     if values:
         layers.append(("the coop values given", values))
-    merged: dict = {}
-    for _, data in layers:
-        merged = deep_merge(merged, data)
-    try:
-        return CoopSettings.model_validate(merged)
-    except ValidationError as error:
-        raise ConfigError(describe_error(error, layers)) from None
+    return validate(CoopSettings, layers)

@@ -1,9 +1,12 @@
+"""Where the agent's commands run: a registry of environment kinds, each a class that declares its capabilities
+(what the rest of the program asks instead of its name) and builds itself from the `environment` settings."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from llm_ide.environments.base import (
+    Capabilities,
     CommandResult,
     Environment,
     EnvironmentFailure,
@@ -11,12 +14,16 @@ from llm_ide.environments.base import (
     FileSource,
     OutsideRepository,
 )
+from llm_ide.environments.docker.container import DockerEnvironment
 from llm_ide.environments.local import LocalEnvironment
+from llm_ide.errors import UsageError
+from llm_ide.settings import EnvironmentSettings
 
-if TYPE_CHECKING:
-    from llm_ide.settings import EnvironmentSettings
+KINDS: dict[str, type[Environment]] = {kind.kind: kind for kind in (LocalEnvironment, DockerEnvironment)}
 
 __all__ = [
+    "KINDS",
+    "Capabilities",
     "CommandResult",
     "Environment",
     "EnvironmentFailure",
@@ -24,8 +31,20 @@ __all__ = [
     "FileSource",
     "LocalEnvironment",
     "OutsideRepository",
+    "capabilities",
+    "environment_kind",
     "make_environment",
 ]
+
+
+def environment_kind(name: str) -> type[Environment]:
+    if name not in KINDS:
+        raise UsageError(f"unknown environment {name!r}: choose one of {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+def capabilities(name: str) -> Capabilities:
+    return environment_kind(name).capabilities
 
 
 def make_environment(
@@ -36,28 +55,6 @@ def make_environment(
     tools_dir: Path | None = None,
     leftovers: Path | None = None,
 ) -> Environment:
-    """The environment that the `environment` settings ask for.
-
-    local: commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders).
-    docker: one container per run from `image` (else `environment.image`); `repo`, when given, is copied (`.git`
-    included) into the container's workdir, else the image holds it there.
-    """
-    if settings.type == "local":
-        if repo is None:
-            raise EnvironmentFailure("the local environment needs a repository (--repo PATH)")
-        return LocalEnvironment(
-            repo,
-            env=settings.env,
-            command_timeout=settings.command_timeout,
-            output_max_bytes=settings.output_max_bytes,
-            tools_dir=tools_dir,
-            messages=settings.messages.model_dump(),
-            sandbox=settings.sandbox,
-            network=settings.network != "none",
-            writable=settings.writable,
-            leftovers=leftovers,
-            mount_at=settings.mount_at,
-        )
-    from llm_ide.environments.docker import DockerEnvironment
-
-    return DockerEnvironment.from_config(settings, repo=repo, run_id=run_id, image=image)
+    """The environment that the `environment` settings ask for (its kind's `from_config`)."""
+    kind = environment_kind(settings.type)
+    return kind.from_config(settings, repo=repo, run_id=run_id, image=image, tools_dir=tools_dir, leftovers=leftovers)

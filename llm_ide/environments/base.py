@@ -2,11 +2,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from llm_ide.errors import EnvironmentFailure
 
-__all__ = ["CommandResult", "Environment", "EnvironmentFailure", "FileSnapshot", "FileSource"]
+__all__ = ["Capabilities", "CommandResult", "Environment", "EnvironmentFailure", "FileSnapshot", "FileSource"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a kind of environment offers, declared by its class: what the rest of the program asks instead of its
+    name."""
+
+    ephemeral: bool  # works on a copy of the repository made for the run (gone after it), not the repository itself
+    image: bool  # runs from an image (the image, and a container engine on the machine, are needed)
+    tools_mount: bool  # its tools folder is a host folder: tools are built there and cached as they are
+    system_path: bool  # tools may be linked onto its own PATH (a container's /usr/local/bin)
 
 
 class OutsideRepository(ValueError):
@@ -39,8 +50,15 @@ class FileSource(Protocol):
 
 
 class Environment(FileSource, Protocol):
+    kind: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
     workdir: str
     tools_root: str
+
+    @classmethod
+    def from_config(cls, settings: Any, *, repo: Path | None, run_id: str, **options: Any) -> Environment:
+        """The environment the `environment` settings ask for (`options`: image, tools_dir, leftovers)."""
+        ...
 
     def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult: ...
 

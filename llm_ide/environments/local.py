@@ -10,8 +10,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
-from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
+from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
     SETPRIV,
@@ -26,6 +27,7 @@ from llm_ide.environments.processes import (
 )
 from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, check_mount_point, resolve_inside
 from llm_ide.secrets import redact, scrubbed_environ
+from llm_ide.settings import EnvironmentSettings
 
 READ_CHUNK = 1 << 16
 EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
@@ -72,6 +74,31 @@ class LocalEnvironment:
     its command), see environments/processes.py; `leftovers` is where the run's record of them is kept. `mount_at`
     (bwrap only): the commands see the repository at this path instead of its own (e.g. /testbed, as in the SWE-bench
     images), and it is the workdir that absolute paths in actions are relative to."""
+
+    kind = "local"
+    capabilities = Capabilities(ephemeral=False, image=False, tools_mount=True, system_path=False)
+
+    @classmethod
+    def from_config(
+        cls, settings: EnvironmentSettings, *, repo: Path | None, tools_dir: Path | None = None,
+        leftovers: Path | None = None, **_: Any,
+    ) -> LocalEnvironment:  # fmt: skip
+        """Commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders)."""
+        if repo is None:
+            raise EnvironmentFailure("the local environment needs a repository (--repo PATH)")
+        return cls(
+            repo,
+            env=settings.env,
+            command_timeout=settings.command_timeout,
+            output_max_bytes=settings.output_max_bytes,
+            tools_dir=tools_dir,
+            messages=settings.messages.model_dump(),
+            sandbox=settings.sandbox,
+            network=settings.network != "none",
+            writable=settings.writable,
+            leftovers=leftovers,
+            mount_at=settings.mount_at,
+        )
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from llm_ide.prompting import compile_template
+from llm_ide.settings import bundled_yaml
 
 
 def render(template: str, **values: object) -> str:
@@ -13,9 +14,7 @@ def render(template: str, **values: object) -> str:
 @cache
 def default_messages() -> dict[str, str]:
     """The `environment.messages` templates of the bundled default config (elision line, timeout note)."""
-    from llm_ide.config import load_config
-
-    return load_config("default").environment.messages.model_dump()
+    return dict(bundled_yaml("default.yaml")["environment"]["messages"])
 
 
 def append_note(text: str, note: str) -> str:

@@ -20,7 +20,8 @@ from llm_ide.inspector.model import (
 )
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
-from llm_ide.state.operations import OperationNode, reasoning_chain
+from llm_ide.state.context import ScoreParams, score_steps
+from llm_ide.state.operations import node_of, reasoning_chain
 
 MINI_FORMAT = "mini-swe-agent-1"
 MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
@@ -130,11 +131,7 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
     """Nodes with their marks; the reasoning chain is each attempt's own (ids restart in every attempt)."""
     chain: set[tuple[int, int]] = set()
     for attempt in sorted({int(op.get("attempt") or 0) for op in operations}):
-        records = [
-            OperationNode(**{k: v for k, v in op.items() if k in OperationNode.__dataclass_fields__})
-            for op in operations
-            if int(op.get("attempt") or 0) == attempt
-        ]
+        records = [node_of(op) for op in operations if int(op.get("attempt") or 0) == attempt]
         chain |= {(attempt, node.id) for node in reasoning_chain(records)}
     nodes = []
     for op in operations:
@@ -159,23 +156,27 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
 def heat_strips(chunks: list[dict[str, Any]], memory: dict[str, Any], steps: int) -> list[ChunkHeat]:
     """Replays the decayed score S_t = γ·S_{t−1} + α·A_t + β·R_t of each chunk; a chunk is selected for the prompt of
     step t when S_t is above the threshold or the previous operation accessed it."""
-    alpha, beta = float(memory.get("alpha", 1.0)), float(memory.get("beta", 1.0))
-    gamma, threshold = float(memory.get("gamma", 0.9)), float(memory.get("threshold", 0.05))
+    params = ScoreParams(
+        float(memory.get("alpha", 1.0)), float(memory.get("beta", 1.0)), float(memory.get("gamma", 0.9)),
+        float(memory.get("threshold", 0.05)),
+    )  # fmt: skip
     strips = []
     for chunk in chunks:
         activity = chunk.get("activity") or {}
-        accessed, referred = activity.get("accessed") or [], activity.get("referred") or []
-        score, scores, shown = 0.0, [], []
-        for step in range(steps):
-            a, r = (accessed[step], referred[step]) if step < len(accessed) else (0, 0)
-            score = score * gamma + alpha * a + beta * r
-            scores.append(round(score, 3))
-            shown.append(score > threshold or a == 1)
+        accessed, referred = (padded(activity.get(key) or [], steps) for key in ("accessed", "referred"))
+        series = list(score_steps(accessed, referred, params))
+        scores = [round(score, 3) for score in series]
+        shown = [score > params.threshold or a == 1 for score, a in zip(series, accessed, strict=True)]
         lines = sorted(chunk.get("lines") or [])
         scope = ".".join(part for part in (chunk.get("class_name"), chunk.get("function")) if part)
         label = f"{chunk['file_path']}:{line_ranges(lines)}{' ' + scope if scope else ''}"
         strips.append(ChunkHeat(label=label, file_path=chunk["file_path"], lines=lines, scores=scores, shown=shown))
     return strips
+
+
+def padded(values: list[int], steps: int) -> list[int]:
+    """A chunk's activity over `steps` operations (0 after its last entry)."""
+    return [*values[:steps], *[0] * (steps - len(values))]
 
 
 def line_ranges(lines: list[int]) -> str:

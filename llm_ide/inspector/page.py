@@ -9,6 +9,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from llm_ide.errors import UsageError
+from llm_ide.fileio import atomic_write
 from llm_ide.inspector.layout import layout
 from llm_ide.inspector.model import BatchView, RunView, StepStat
 
@@ -121,9 +123,6 @@ def report_page(batch: BatchView) -> str:
 
 def write_page(html: str, out: Path) -> Path:
     """The page written at `out` (its folder made); a path that cannot be written is a UsageError (one line)."""
-    from llm_ide.errors import UsageError
-    from llm_ide.fileio import atomic_write
-
     blocker = next((folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()), None)
     if blocker is not None:
         raise UsageError(f"cannot write the page {out}: {blocker} is a file, not a folder")

@@ -6,30 +6,29 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_ide.actions import Codebase
+from llm_ide.call_policy import CallPolicy
 from llm_ide.models import get_model
+from llm_ide.navigator.human import HumanNavigator
+from llm_ide.navigator.mcp_client import McpNavigator
+from llm_ide.navigator.model import ModelNavigator
 from llm_ide.navigator.protocol import Navigator
-from llm_ide.settings import Settings
 
 
 def make_navigator(
-    settings: Settings,
+    settings: Any,
     codebase: Codebase,
     model_spec: str,
     base_url: str | None = None,
     record_call: Callable[[dict[str, Any]], None] | None = None,
+    policy: CallPolicy | None = None,
 ) -> Navigator | None:
+    """`policy`: the run's model-call policy (its budget), for a navigator that calls a model."""
     config = settings.navigator
     if config.mode == "model":
-        from llm_ide.navigator.model import ModelNavigator
-
         model = get_model(config.model or model_spec, settings.model, config.base_url or base_url)
-        return ModelNavigator(settings, model, codebase, record_call=record_call)
+        return ModelNavigator(settings, model, codebase, record_call=record_call, policy=policy)
     if config.mode == "human":
-        from llm_ide.navigator.human import HumanNavigator
-
         return HumanNavigator(config)
     if config.mode == "mcp":
-        from llm_ide.navigator.mcp_client import McpNavigator
-
         return McpNavigator(config.url, config.permission_timeout, config.review_timeout)
     return None

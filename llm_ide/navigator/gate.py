@@ -5,32 +5,18 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from llm_ide.actions import Codebase, ParamError, _segments
+from llm_ide import commands
+from llm_ide.actions import Codebase, ParamError
 from llm_ide.environments.base import OutsideRepository
 from llm_ide.navigator.settings import NavigatorSettings
 
-WRITES = (">", ">>", "tee", "-i", "--in-place")
 READ_ONLY_ACTIONS = frozenset({"view", "view_symbol", "search"})
 
 
 def read_only(command: str, settings: NavigatorSettings) -> bool:
     """Every part of the command is a listed reader (sed without -i, git with a read-only subcommand); no redirection
     into a file."""
-    command = command.replace("2>&1", " ").replace(">&2", " ")
-    if ">" in command or "$(" in command or "`" in command:
-        return False
-    segments = _segments(command)
-    if not segments:
-        return False
-    for words in segments:
-        tool = words[0].rsplit("/", 1)[-1]
-        if tool not in settings.read_only_commands or any(word in WRITES for word in words[1:]):
-            return False
-        if tool == "git" and (len(words) < 2 or words[1] not in settings.read_only_git):
-            return False
-        if tool == "find" and any(word in {"-delete", "-exec", "-execdir", "-fprint"} for word in words):
-            return False
-    return True
+    return commands.read_only(command, settings.read_only_commands, settings.read_only_git)
 
 
 def is_test(command: str, settings: NavigatorSettings) -> bool:

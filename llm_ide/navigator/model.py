@@ -10,11 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict
-
-from llm_ide.actions import Codebase, execute_action
-from llm_ide.errors import ModelError
+from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
+from llm_ide.call_policy import CallPolicy
+from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.errors import ConfigError, ModelError
 from llm_ide.models import Model, ModelTimeLimit, get_model
 from llm_ide.navigator.gate import explorable
 from llm_ide.navigator.protocol import (
@@ -28,22 +27,21 @@ from llm_ide.navigator.protocol import (
     Review,
     ReviewRequest,
 )
+from llm_ide.navigator.settings import PROMPTS
+from llm_ide.nodes.render_context import snapshot_text
 from llm_ide.parsing import FormatError, extract_tag, parse_action
 from llm_ide.prompting import render_string, truncate
 from llm_ide.resources import AgentContext
-from llm_ide.settings import Settings
+from llm_ide.settings import CoreSettings, Strict, bundled_yaml, read_yaml
 from llm_ide.state.context import Chunk, add_scope, copy_chunks, record_operation, rescore
 from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
 
-PROMPTS = Path(__file__).resolve().parent.parent / "prompts" / "navigator.yaml"
 ANSWER = re.compile(r"<\s*(approve|deny|pass|fail|answer|plan)\s*>", re.IGNORECASE)
 Message = dict[str, str]
 
 
-class NavigatorTemplates(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class NavigatorTemplates(Strict):
     system: str
     plan: str
     permission: str
@@ -56,11 +54,11 @@ class NavigatorTemplates(BaseModel):
 
 
 def load_templates(path: str | None) -> NavigatorTemplates:
-    data = yaml.safe_load(PROMPTS.read_text(encoding="utf-8"))
+    data = {key: value for key, value in bundled_yaml(PROMPTS).items() if key != "driver"}
     if path:
         try:
-            data |= yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as error:
+            data |= read_yaml(Path(path))
+        except ConfigError as error:
             raise NavigatorError(f"navigator.prompts {path}: cannot be read ({error})") from None
     try:
         return NavigatorTemplates.model_validate(data)
@@ -74,14 +72,16 @@ class ModelNavigator:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: CoreSettings,
         model: Model,
         codebase: Codebase,
         task: str = "",
         calls: int = 0,
         record_call: Callable[[dict[str, Any]], None] | None = None,
+        policy: CallPolicy | None = None,
     ) -> None:
         self.ctx = AgentContext(settings=settings, model=model, codebase=codebase)  # its own, isolated
+        self.policy = (policy or CallPolicy()).recording(None)  # the run's budget; its calls recorded here
         self.config = settings.navigator
         self.templates = load_templates(self.config.prompts)
         self.task = task
@@ -95,14 +95,12 @@ class ModelNavigator:
 
     @classmethod
     def create(
-        cls, settings: Settings, model_spec: str, repo: Path, base_url: str | None = None, task: str = ""
+        cls, settings: CoreSettings, model_spec: str, repo: Path, base_url: str | None = None, task: str = ""
     ) -> ModelNavigator:
         """A navigator of its own over a local repository (`llm-ide navigator serve`); `close()` it when done."""
-        from llm_ide.environments import make_environment
-
         model = get_model(model_spec, settings.model, base_url)
         # read-only: the tests a reviewer runs leave no __pycache__ in the repository either
-        quiet = {"type": "local", "tools": [], "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
+        quiet = {"type": LocalEnvironment.kind, "tools": [], "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
         local = settings.merged({"environment": quiet}, origin="navigator")
         env = make_environment(local.environment, repo, "navigator", None)
         codebase = Codebase.for_settings(env, local)
@@ -180,7 +178,7 @@ class ModelNavigator:
 
     def _explore(self, reply: str, tests: bool, left: int) -> str:
         try:
-            action = parse_action(reply)
+            action = parse_action(reply, CORE_GRAMMAR)
         except FormatError as error:
             return render_string(self.templates.format_error, error=str(error))
         if not explorable(action.action_type, action.action_params, self.config, tests):
@@ -220,8 +218,6 @@ class ModelNavigator:
         self.nodes.append(node)
 
     def _memory(self) -> str:
-        from llm_ide.nodes.render_context import snapshot_text
-
         state = {"operations": self.nodes, "code_context": self.chunks, "n_operations": len(self.nodes)}
         return snapshot_text(self.ctx, state)  # type: ignore[arg-type]
 
@@ -236,26 +232,17 @@ class ModelNavigator:
         )
 
     def _call(self, kind: str, messages: list[Message], deadline: float | None) -> str:
-        started = time.perf_counter()
+        index = self.usage.calls
         try:
-            reply = self.ctx.model.complete(messages, call_index=self.usage.calls, deadline=deadline)
+            reply, call = self.policy.call(
+                self.ctx.model, messages, kind=f"navigator_{kind}", call_index=index, deadline=deadline, index=index
+            )
         except ModelTimeLimit as error:
             raise NavigatorTimeout(f"navigator: {error}") from None
         except ModelError as error:
             if "timeout" in str(error).lower() or "timed out" in str(error).lower():
                 raise NavigatorTimeout(f"navigator: {error}") from None
             raise NavigatorError(f"navigator: {error}") from None
-        call = {
-            "index": self.usage.calls,
-            "kind": f"navigator_{kind}",
-            "prompt_chars": sum(len(m["content"]) for m in messages),
-            "prompt_tokens": reply.input_tokens,
-            "cached_tokens": reply.cache_read_tokens,
-            "response": reply.text,
-            "response_tokens": reply.output_tokens,
-            "cost": reply.cost,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
         self.usage = NavigatorUsage(
             calls=self.usage.calls + 1,
             input_tokens=self.usage.input_tokens + reply.input_tokens,
@@ -263,9 +250,9 @@ class ModelNavigator:
             output_tokens=self.usage.output_tokens + reply.output_tokens,
             cost=self.usage.cost + reply.cost,
         )
-        self.calls.append(call)
+        self.calls.append({key: value for key, value in call.items() if key != "prompt"})
         if self.record_call is not None:
-            self.record_call({**call, "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)})
+            self.record_call(call)
         return reply.text
 
     def _spent(self, before: NavigatorUsage) -> NavigatorUsage:

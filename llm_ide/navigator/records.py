@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_ide.errors import ExitStatus
-from llm_ide.navigator.protocol import NavigatorUsage
+from llm_ide.errors import TurnLimit
+from llm_ide.navigator.protocol import Decision, Navigator, NavigatorTimeout, NavigatorUsage
+from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 
@@ -26,14 +27,25 @@ def new_record(mode: str) -> dict[str, Any]:
     }
 
 
+def navigator_of(ctx: AgentContext) -> Navigator:
+    """The run's navigator (opened by the variant)."""
+    return ctx.resources["navigator"]
+
+
+def on_timeout(ctx: AgentContext, error: NavigatorTimeout) -> Decision:
+    decision = ctx.settings.navigator.timeout_decision
+    reason = render_string(ctx.settings.navigator.templates.timeout, error=str(error), decision=decision)
+    return Decision(approved=decision == "allow", reason=reason, by="timeout")
+
+
 def record_of(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     """A copy of the state's record (the nodes return a new one), with the navigator's task set."""
-    record = state.get("navigator") or new_record(ctx.settings.navigator.mode)
-    navigator = ctx.navigator
+    record = state.get("navigator") or new_record(ctx.settings.navigator.mode)  # type: ignore[typeddict-item]
+    navigator: Any = navigator_of(ctx)
     if hasattr(navigator, "task") and not navigator.task:
         navigator.task = state.get("task", "")
     if hasattr(navigator, "plan_text") and not navigator.plan_text:
-        navigator.plan_text = state.get("plan", "")  # a resumed run's navigator starts with the plan it wrote
+        navigator.plan_text = state.get("plan", "")  # type: ignore[typeddict-item]  # a resumed run: its own plan
     if hasattr(navigator, "usage") and navigator.usage.calls < record["usage"]["calls"]:
         navigator.usage = NavigatorUsage(**record["usage"])  # a resumed run: the scripted replies go on from there
     return {key: list(value) if isinstance(value, list) else value for key, value in record.items()}
@@ -50,10 +62,10 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
         cost=total.cost + usage.cost,
     ).model_dump()
     record["turns"] += usage.calls if by == "model" else 1
-    drain = getattr(ctx.navigator, "drain", None)
+    drain = getattr(navigator_of(ctx), "drain", None)
     if drain is not None:
         record["calls"] += drain()
-    if ctx.cost_budget is not None:
+    if by != "model" and ctx.cost_budget is not None:  # a model navigator's calls are charged as they are made
         ctx.cost_budget.add(usage.cost)
 
 
@@ -72,4 +84,4 @@ def turn_limit(ctx: AgentContext, state: AgentState, record: dict[str, Any], rev
 
 def end(record: dict[str, Any], reason: str) -> dict[str, Any]:
     record["ended"] = reason
-    return {"navigator": record, "exit_status": ExitStatus.TURN_LIMIT, "error": reason, "pending": None}
+    return {"navigator": record, "exit_status": TurnLimit.exit_status, "error": reason, "pending": None}

@@ -1,23 +1,44 @@
-"""The navigator's settings (`navigator:` in the config): who navigates, what is gated, timeouts and turn limits."""
+"""The navigator's settings (`navigator:` in the config): who navigates, what is gated, timeouts and turn limits, and
+what the driver's prompts say of it (`templates`, defaults in prompts/navigator.yaml)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from llm_ide.commands import GIT_READERS, READERS
+from llm_ide.settings import Strict, bundled_yaml
+
+PROMPTS = "navigator.yaml"
 
 
-class NavigatorSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+class DriverTemplates(Strict):
+    """Jinja2 templates of what the driver sees of the navigator; a template left out keeps its default."""
 
+    plan: str  # ahead of the driver's memory
+    actions: str  # the driver's navigator actions, in its action list
+    denied: str  # observations
+    review: str
+    guidance: str
+    timeout: str
+    absent: str  # a navigator action in a run without a navigator
+
+    @model_validator(mode="before")
+    @classmethod
+    def with_defaults(cls, data: Any) -> Any:
+        return {**bundled_yaml(PROMPTS)["driver"], **data} if isinstance(data, dict) else data
+
+
+class NavigatorSettings(Strict):
     mode: Literal["off", "model", "human", "mcp"] = "off"
     model: str | None = None  # the navigator's model; None: the driver's
     base_url: str | None = None  # the navigator model's endpoint; None: the driver's
     url: str | None = None  # mode mcp: the navigator server's URL (http://127.0.0.1:PORT/mcp)
     prompts: str | None = None  # a YAML of navigator templates; None: llm_ide/prompts/navigator.yaml
     gate: list[str] = ["edit", "create", "bash"]  # bash: only commands that are not read-only
-    read_only_commands: list[str] = ["cat", "ls", "grep", "head", "tail", "wc", "find", "nl", "sed", "git"]
-    read_only_git: list[str] = ["diff", "log", "show", "status", "grep", "blame"]
+    read_only_commands: list[str] = list(READERS)
+    read_only_git: list[str] = list(GIT_READERS)
     test_commands: list[str] = ["python -m pytest", "python3 -m pytest", "pytest", "python -m unittest"]
     review_runs_tests: bool = True  # the reviewer may run `test_commands`
     plan: bool = True  # explore and write a plan before the driver's first step
@@ -31,3 +52,4 @@ class NavigatorSettings(BaseModel):
     review_on_submit: bool = False  # a submit is reviewed first; it goes through only when the review passes
     context_chars: PositiveInt = 6000  # the driver's code context shown with a permission request
     diff_chars: PositiveInt = 6000
+    templates: DriverTemplates = Field(default_factory=lambda: DriverTemplates())

@@ -22,10 +22,10 @@ def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     update: dict[str, Any] = {"usage": usage, "format_errors": 0, "retry": None}
     try:
         if single:
-            update["reflection"], action = parse_single_reply(reply)
+            update["reflection"], action = parse_single_reply(reply, ctx.grammar)
             update["parent_id"] = next_parent(with_reflection(nodes, update["reflection"]))
         else:
-            action = parse_action(reply)
+            action = parse_action(reply, ctx.grammar)
     except FormatError as error:
         expected = "single_format" if single else "act_format"
         return {"usage": usage, **format_failure(ctx, state, reply, error, expected)}

@@ -7,16 +7,15 @@ from langgraph.runtime import Runtime
 
 from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.codeview.changes import edited_scopes
+from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
-from llm_ide.errors import ExitStatus
-from llm_ide.navigator.gate import read_only
-from llm_ide.parsing import clean_text
+from llm_ide.faults import failpoint
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
-from llm_ide.run.faults import failpoint
-from llm_ide.run.intents import CHANGES_WORKSPACE, edit_applied
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
+from llm_ide.text import clean_text
+from llm_ide.workspace.intents import CHANGES_WORKSPACE, edit_applied
 
 
 def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
@@ -50,7 +49,7 @@ def run_once(ctx: AgentContext, node: OperationNode, before: str | None) -> Acti
     twice: its observation says so); without a snapshot it is not run again and the agent is told."""
     ws = ctx.codebase
     if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
-        return execute_action(ws, node.action_type, node.action_params)
+        return execute_action(ws, node.action_type, node.action_params, ctx.variant_actions)
     if ctx.intents.started_before(node.id):
         if before is not None and ctx.restore_worktree is not None and ctx.restore_worktree(before):
             outcome = execute_action(ws, node.action_type, node.action_params)
@@ -64,10 +63,10 @@ def run_once(ctx: AgentContext, node: OperationNode, before: str | None) -> Acti
     return execute_action(ws, node.action_type, node.action_params)
 
 
-def may_change(ctx: AgentContext, node: OperationNode) -> bool:
+def may_change(node: OperationNode) -> bool:
     if node.action_type != "bash":
         return node.action_type in CHANGES_WORKSPACE
-    return not read_only(str(node.action_params.get("command") or ""), ctx.settings.navigator)
+    return not read_only(str(node.action_params.get("command") or ""))
 
 
 def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
@@ -78,14 +77,16 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
         failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
         # the worktree snapshot belongs to the step that changed it: saved with the step, or redone with it (a
         # read-only command changed nothing: the last snapshot stands)
-        snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(ctx, pending) else None
+        snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(pending) else None
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
-        return {"pending": failed, "accessed": [], "exit_status": ExitStatus.ENVIRONMENT_ERROR}
+        return {"pending": failed, "accessed": [], "exit_status": error.exit_status}
     observation = truncate(clean_text(outcome.observation), ctx.settings.agent.observation_max_chars, ctx.templates)
     done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
     accessed = outcome.accessed
     if snapshot is not None and (before := state.get("worktree_patch")) is not None and snapshot != before:
         accessed = [*accessed, *edited_scopes(ctx.codebase.view, before, snapshot)]  # whatever made the change
     update = {"pending": done, "accessed": accessed, "submitted": outcome.submitted}
+    if outcome.submitted and ctx.variants:
+        update |= ctx.variants.at_submit(ctx, state)
     return update if snapshot is None else {**update, "worktree_patch": snapshot}

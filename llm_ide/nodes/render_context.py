@@ -119,7 +119,8 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
         "latest": recent_text(ctx, recent, code_context) if nodes else "",
     }
     step = state.get("n_operations", 0)
-    return render(ctx.templates, "snapshot", step=step, plan=state.get("plan", ""), **capped(ctx, sections))
+    preface = ctx.variants.preface(ctx, state)  # e.g. a plan, ahead of the memory
+    return render(ctx.templates, "snapshot", step=step, preface=preface, **capped(ctx, sections))
 
 
 def renewal(ctx: AgentContext, state: AgentState) -> str | None:

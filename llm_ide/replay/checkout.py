@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from llm_ide.replay.formats import ReplayError
-from llm_ide.run.history import OWNED_KEY
+from llm_ide.workspace.history import OWNED_KEY
 
 IDENTITY = ["-c", "user.name=llm-ide replay", "-c", "user.email=replay@llm-ide.invalid"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.config import config_layers
+from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.environments.sandbox import bwrap_path
 from llm_ide.fileio import atomic_write
 from llm_ide.replay.checkout import checkout
@@ -22,7 +22,6 @@ from llm_ide.replay.model import Prices, ReplayReport
 from llm_ide.replay.script import MODEL, Script
 from llm_ide.replay.tree import TreeWatch, tracked_sections
 from llm_ide.run.single import RunEvent, run_task
-from llm_ide.settings import Settings, validate_layers
 
 REPORT = "replay.json"
 RUN_DIR = "run"

@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
-from llm_ide.run.faults import failpoint
+from llm_ide.faults import failpoint
 from llm_ide.state.operations import OperationNode
 
 MEMORY_TYPES = [

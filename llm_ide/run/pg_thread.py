@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import CheckpointError
+from llm_ide.run.checkpoint import open_checkpointer
 
 INTENTS_TABLE = """CREATE TABLE IF NOT EXISTS llm_ide_intents (
     thread_id TEXT NOT NULL, node_id INTEGER NOT NULL, action TEXT NOT NULL, started TIMESTAMPTZ DEFAULT now(),
@@ -23,8 +24,6 @@ def prepare_postgres(url: str) -> None:
     """The checkpoint and intent tables, made once before a batch's runs start: their concurrent creation on a fresh
     database races (a duplicate key in LangGraph's migrations table)."""
     import psycopg
-
-    from llm_ide.run.checkpoint import open_checkpointer
 
     with open_checkpointer(url, Path(os.devnull)):
         pass

@@ -8,13 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import ExitStatus, LlmIdeError
-
-
-class OutputFolderLost(LlmIdeError):
-    """The run's output folder disappeared (deleted by hand, by a cleanup job): the run stops, resumable."""
-
-    exit_status = ExitStatus.INTERRUPTED
+from llm_ide.errors import OutputFolderLost
 
 
 def folder_lost(output_dir: Path) -> str:

@@ -3,19 +3,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_ide.actions import Codebase
+from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
+from llm_ide.composition import compose
 from llm_ide.environments import Environment, make_environment
-from llm_ide.models import get_model
+from llm_ide.models import ScriptedModel, get_model
+from llm_ide.parsing import joined_script
 from llm_ide.resources import AgentContext, CostBudget
-from llm_ide.run.intents import IntentLog
-from llm_ide.run.workspace import restorer, snapshotter
-from llm_ide.settings import Settings
-
-if TYPE_CHECKING:
-    from llm_ide.coop.messages import Mailbox
+from llm_ide.settings import CoreSettings
+from llm_ide.tools.cache import ToolCache
+from llm_ide.tools.installer import install_tools as install
+from llm_ide.tools.installer import tool_usage_text
+from llm_ide.variant import Opening, Variants
+from llm_ide.workspace.intents import IntentLog
+from llm_ide.workspace.lifecycle import restorer, snapshotter
 
 log = logging.getLogger("llm_ide.run")
 
@@ -30,17 +34,13 @@ def install_tools(
     Usage text and the tools' command names. `on_event` gets each ToolEvent (progress, failures)."""
     if not names:
         return "", ()
-    from llm_ide.tools.cache import ToolCache
-    from llm_ide.tools.installer import install_tools as install
-    from llm_ide.tools.installer import tool_usage_text
-
     report = install(env, names, task_vars, on_event=on_event, cache=ToolCache.default())
     return tool_usage_text(report.installed), tuple(cmd for tool in report.installed for cmd in tool.commands)
 
 
 def build_context(
     *,
-    settings: Settings,
+    settings: CoreSettings,
     model_spec: str,
     run_id: str,
     base_url: str | None = None,
@@ -53,32 +53,30 @@ def build_context(
     task_vars: dict[str, Any] | None = None,
     intents: IntentLog | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
-    mailbox: Mailbox | None = None,
     on_model_call: CallListener | None = None,
+    variants: Variants | None = None,
 ) -> AgentContext:
-    """What the nodes need; `on_model_call` is told of each call of the agent's model (and sampler) as it happens."""
-    model = get_model(model_spec, settings.model, base_url, settings.agent.single_call)  # fails before tools install
-    sampling = settings.sampling
-    sampler = get_model(sampling.model, settings.model, base_url) if sampling.model and sampling.k > 1 else None
-    for observed in (model, sampler):
-        if observed is not None:
-            observed.listener = on_model_call
+    """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
+    opens once the tools are in; `on_model_call` is told of each model call as it happens."""
+    model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
+    model.listener = on_model_call
+    if settings.agent.single_call and isinstance(model, ScriptedModel):
+        model.responses = joined_script(model.responses)  # a script written for two calls per step plays in one
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
-    codebase = Codebase.for_settings(env, settings, tool_commands=commands, mailbox=mailbox)
-    from llm_ide.navigator.factory import make_navigator
-
-    return AgentContext(
-        navigator=make_navigator(settings, codebase, model_spec, base_url),
+    ctx = AgentContext(
         settings=settings,
         model=model,
-        codebase=codebase,
+        codebase=Codebase.for_settings(env, settings, tool_commands=commands),
         tool_usage=usage,
-        record_call=record_call,
+        policy=CallPolicy(record_call, cost_budget, settings.agent.max_reply_chars, settings.templates),
         intents=intents,
-        sampler=sampler,
         cost_budget=cost_budget,
         snapshot_patch=snapshotter(env, base, settings) if base else None,
         restore_worktree=restorer(env, base, settings) if base else None,
+        variants=compose(settings) if variants is None else variants,
     )
+    opening = Opening(model_spec, base_url, on_model_call)
+    ctx.resources.update((variant.name, variant.open(ctx, opening)) for variant in ctx.variants)
+    return ctx

@@ -1,45 +1,41 @@
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from langgraph.types import Command
 
 from llm_ide.calls import CallListener
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, install_signal_policy
+from llm_ide.composition import compose
+from llm_ide.errors import ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending
+from llm_ide.faults import failpoint
+from llm_ide.graph import build_graph
 from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
-from llm_ide.run.checkpoint import open_checkpointer, prune
-from llm_ide.run.faults import failpoint
-from llm_ide.run.guard import RunStateError, check_saved_state, thread_lock
-from llm_ide.run.intents import IntentLog
-from llm_ide.run.logfile import run_log
-from llm_ide.run.patch import baseline_notes
+from llm_ide.run.checkpoint import prune
+from llm_ide.run.guard import check_saved_state
 from llm_ide.run.salvage import ensure_output, folder_lost, recreate_output, sqlite_path
 from llm_ide.run.setup import build_context
+from llm_ide.run.thread import ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
-from llm_ide.run.workspace import (
+from llm_ide.secrets import redact, redacted
+from llm_ide.settings import CoreSettings
+from llm_ide.state.graph_state import empty_usage
+from llm_ide.variant import Variant
+from llm_ide.workspace.intents import IntentLog
+from llm_ide.workspace.lifecycle import (
     final_patch,
     latest_worktree_patch,
     open_environment,
     previous_submission,
     recover_submission,
 )
-from llm_ide.secrets import redact, redacted
-from llm_ide.settings import Settings
-from llm_ide.state.graph_state import empty_usage
-
-if TYPE_CHECKING:
-    from llm_ide.coop.messages import Mailbox
+from llm_ide.workspace.patch import baseline_notes
 
 log = logging.getLogger("llm_ide.run")
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class ThreadMismatchError(UsageError, ValueError):
-    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 
 @dataclass
@@ -64,7 +60,7 @@ class RunResult:
     model_stats: dict[str, Any]
     error: str = ""
     written: int = 0  # bytes the trajectory's rewrites and the calls log's records wrote in this process
-    interrupt: dict[str, Any] | None = None  # exit status awaiting_navigator: what the human navigator is asked
+    interrupt: dict[str, Any] | None = None  # the run awaits an answer (a person's): what it asks
 
 
 def describe_action(node: Any) -> str:
@@ -83,22 +79,11 @@ def describe_action(node: Any) -> str:
     return node.action_type
 
 
-def prepare_output(output_dir: Path, run_id: str) -> Path:
-    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
-    if not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
-    return output_dir
-
-
 def run_task(
     task: str,
     *,
     model: str,
-    settings: Settings,
+    settings: CoreSettings,
     output_dir: Path,
     run_id: str,
     repo: Path | None = None,
@@ -112,25 +97,19 @@ def run_task(
     intents: IntentLog | None = None,
     carried_lessons: list[str] | None = None,
     resume: Any = None,
-    ask_navigator: Callable[[dict[str, Any]], Any] | None = None,
-    mailbox: Mailbox | None = None,
-    graph: Any = None,
+    ask: Callable[[dict[str, Any]], Any] | None = None,
+    variants: Iterable[Variant] = (),
     on_model_call: CallListener | None = None,
 ) -> RunResult:
     """Run the agent on one task until it submits or hits a limit; resume the thread `run_id` if it is unfinished.
-    A human navigator (navigator.mode human): each question goes to `ask_navigator` (its return value is the answer);
-    without it the run returns `awaiting_navigator` with the question in `interrupt`, and `resume` carries the answer
-    to the next call on the same thread. `mailbox` (coop execution): the channel to another agent, with the graph
-    variant that reads it; `graph`: the compiled agent graph to run (the run's checkpointer is attached to it);
-    `on_model_call`: told of each model call as it happens (a live status)."""
-    from llm_ide.graph import build_graph
-
+    The run has the variants its settings ask for, and `variants` (e.g. a message channel to another agent). A variant
+    that asks a person interrupts the graph: each question goes to `ask` (its return value is the answer); without it
+    the run returns awaiting the answer (`ExitStatus.AWAITING_ANSWER`) with the question in `interrupt`, and `resume`
+    carries the answer to the next call on the same thread. `on_model_call`: told of each model call as it happens."""
     if not task.strip():
         raise UsageError("the task is empty: say what the agent should do")
-    install_signal_policy()  # SIGTERM/SIGHUP end the run as `interrupted`, like Ctrl-C
-    output_dir = prepare_output(Path(output_dir), run_id)
-    if environment:
-        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
+    composed = compose(settings, variants)  # a combination that cannot work is refused before anything starts
+    output_dir, settings = start(output_dir, run_id, settings, environment)
     emit = on_event or (lambda event: None)
     info: dict[str, Any] = {
         "run_id": run_id,
@@ -139,25 +118,12 @@ def run_task(
         "exit_status": None,
         "submission": "",
     }
-    spec = checkpoint or f"sqlite:{output_dir / f'{run_id}.checkpoint.sqlite'}"
-    with (
-        thread_lock(output_dir, run_id),
-        run_log(output_dir / f"{run_id}.log"),
-        open_checkpointer(spec, output_dir / f"{run_id}.checkpoint.sqlite") as saver,
-    ):
-        graph = (
-            build_graph(
-                saver,
-                sampled=settings.sampling.k > 1,
-                navigator=settings.navigator.mode != "off",
-                messages=mailbox is not None,
-            )
-            if graph is None
-            else graph.copy(update={"checkpointer": saver})
-        )
-        snapshot = read_snapshot(graph, run_id, spec)
-        values: dict[str, Any] = dict(snapshot.values or {})
-        resumed = snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
+    database = f"{run_id}.checkpoint.sqlite"
+    build = lambda saver: build_graph(saver, variants=composed)  # noqa: E731
+    with opened(output_dir, run_id, task, checkpoint, database, build) as thread:
+        spec, saver, graph, snapshot, values, resumed = (
+            thread.spec, thread.saver, thread.graph, thread.snapshot, thread.values, thread.resumed
+        )  # fmt: skip
         if spec != "memory":
             check_saved_state(
                 has_checkpoint=resumed,
@@ -166,12 +132,8 @@ def run_task(
                 calls=output_dir / f"{run_id}.calls.jsonl.gz",
                 checkpoint=spec,
             )
-        if values.get("task") not in (None, task):
-            raise ThreadMismatchError(
-                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
-            )
-        recorder = Recorder(output_dir, run_id)  # once the thread is ours and its state checked: it may rewrite the log
-        run = _Run(run_id, saver, recorder, emit, info, values, ask_navigator)
+        recorder = Recorder(output_dir, run_id, composed.record)  # the thread is ours, its state checked
+        run = _Run(run_id, saver, recorder, emit, info, values, ask)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
             log.info("run %s already finished (%s)", run_id, values["exit_status"])
             status = ExitStatus(values["exit_status"])
@@ -203,7 +165,7 @@ def run_task(
                 record_call=recorder.record_call,
                 cost_budget=cost_budget,
                 task_vars=task_vars,
-                mailbox=mailbox,
+                variants=composed,
                 intents=intents or IntentLog(output_dir / f"{run_id}.intents.jsonl"),
                 on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
                 on_model_call=on_model_call,
@@ -217,25 +179,22 @@ def run_task(
             if inputs is not None and carried_lessons:
                 inputs["carried_lessons"] = list(carried_lessons)
             if resumed and resume is not None:
-                from langgraph.types import Command
-
                 inputs = Command(resume=resume)
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:
-            status, info["error"] = error.exit_status, str(error)
+            status, info["error"] = ending(error)
             log.error("%s: %s", status, error)
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
-            how = f"signal {interrupt.signum}" if isinstance(interrupt, Terminated) else "the user"
-            status, info["error"] = ExitStatus.INTERRUPTED, f"interrupted by {how}"
-            log.warning("interrupted by %s", how)
+            status, info["error"] = ending(interrupt)
+            log.warning("%s", info["error"])
             raise
         except Exception as error:
             if output_dir.is_dir():
-                status, info["error"] = ExitStatus.ERROR, f"{type(error).__name__}: {error}"
+                status, info["error"] = ending(error)
                 log.exception("run failed")
             else:  # what failed was a write into the deleted output folder
-                status, info["error"] = ExitStatus.INTERRUPTED, folder_lost(output_dir)
+                status, info["error"] = ending(OutputFolderLost(folder_lost(output_dir)))
         finally:
             if env is not None:
                 try:
@@ -243,7 +202,7 @@ def run_task(
                 except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
                     log.error("patch extraction failed: %s", error)
                     if status.finished:  # an empty patch is not the result of a finished run
-                        status, info["error"] = ExitStatus.ERROR, f"patch extraction failed: {error}"
+                        status, info["error"] = ending(error)[0], f"patch extraction failed: {error}"
                 env.close()
             if not settings.checkpoint.keep_history:
                 try:
@@ -256,14 +215,6 @@ def run_task(
     return result
 
 
-def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
-    try:
-        return graph.get_state({"configurable": {"thread_id": run_id}})
-    except Exception as error:  # a corrupt database, an unreadable blob: one line, nothing overwritten
-        detail = " ".join(str(error).split())[:300]
-        raise RunStateError(f"checkpoint {spec} cannot be read ({type(error).__name__}: {detail})") from None
-
-
 @dataclass
 class _Run:
     """One run's outputs while it streams: the latest state, the trajectory, the checkpoint pruning, the events."""
@@ -274,7 +225,7 @@ class _Run:
     emit: Callable[[RunEvent], None]
     info: dict[str, Any]
     values: dict[str, Any]
-    ask_navigator: Callable[[dict[str, Any]], Any] | None = None
+    ask: Callable[[dict[str, Any]], Any] | None = None
     interrupt: dict[str, Any] | None = None
 
     def stream(self, graph: Any, inputs: dict[str, Any] | None, ctx: Any) -> ExitStatus:
@@ -289,12 +240,10 @@ class _Run:
             if not pending:
                 return ExitStatus(self.values.get("exit_status") or ExitStatus.ERROR)
             question = pending[0].value
-            if self.ask_navigator is None:
+            if self.ask is None:
                 self.interrupt = question
-                return ExitStatus.AWAITING_NAVIGATOR
-            from langgraph.types import Command
-
-            inputs = Command(resume=self.ask_navigator(question))
+                return ExitStatus.AWAITING_ANSWER
+            inputs = Command(resume=self.ask(question))
 
     def _stream_once(self, graph: Any, inputs: Any, thread: dict[str, Any], ctx: Any, steps: int, prune_every: int):
         for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
@@ -318,7 +267,7 @@ class _Run:
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
         if not self.info.get("error") and self.values.get("error"):
-            self.info["error"] = str(self.values["error"])  # e.g. which navigator turn limit ended the run
+            self.info["error"] = str(self.values["error"])  # e.g. which turn limit ended the run
         submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
         if self.info.get("error"):
             self.info["error"] = redact(self.info["error"])

@@ -3,13 +3,15 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide import __version__
 from llm_ide.fileio import atomic_write
 from llm_ide.run.calls_log import PROMPT_KEYS, CallLog, read_log, without_prompt
 from llm_ide.state.graph_state import empty_usage
+from llm_ide.state.operations import node_record
+from llm_ide.version import __version__
 
 FORMAT = "llm-ide-1"
 
@@ -27,9 +29,13 @@ class Recorder:
     them; `load_trajectory` puts them back). It is rewritten by a background thread, in order, whenever the run has
     grown by a fifth (after steps 1-6, 8, 10, 12, 15, 18, 22, …) and at the end (`save`), atomically: the bytes
     written stay within a constant multiple of the trajectory's size, so they grow with the steps, not their square.
-    `written` counts them (rewrites and log records), the same for the same run whatever the threads' timing."""
+    `written` counts them (rewrites and log records), the same for the same run whatever the threads' timing.
+    `extra_info`: what the run's variants add to the info from the state."""
 
-    def __init__(self, output_dir: Path, run_id: str) -> None:
+    def __init__(
+        self, output_dir: Path, run_id: str, extra_info: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    ) -> None:
+        self.extra_info = extra_info or (lambda state: {})
         self.path = output_dir / f"{run_id}.traj.json"
         self.calls_path = output_dir / f"{run_id}.calls.jsonl.gz"
         self._calls: dict[int, bytes] = {}
@@ -108,9 +114,8 @@ class Recorder:
                 "model_stats": dict(usage),
                 "n_operations": state.get("n_operations", 0),
                 "elapsed": round(state.get("elapsed", 0.0), 3),
-                **navigator_info(state),
                 **info,
-                **({"received": state["received"]} if state.get("received") else {}),  # coop: the other's messages
+                **self.extra_info(state),
             },
             "task": state.get("task", ""),
         }
@@ -133,17 +138,11 @@ class Recorder:
         for position, node in enumerate(nodes):
             text = self._nodes.get(node.id) if position < len(nodes) - 1 else None
             if text is None:
-                text = _dumps(node)
+                text = _dumps(node_record(node))
                 if position < len(nodes) - 1:
                     self._nodes[node.id] = text
             encoded.append(text)
         return encoded
-
-
-def navigator_info(state: dict[str, Any]) -> dict[str, Any]:
-    """The navigator's records (issue 12), apart from the driver's usage; none without a navigator."""
-    record = state.get("navigator")
-    return {"navigator": {**record, "plan": state.get("plan", "")}} if record else {}
 
 
 def state_calls(state: dict[str, Any]) -> int:

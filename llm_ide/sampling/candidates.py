@@ -13,9 +13,9 @@ from llm_ide.budget import admitted
 from llm_ide.conversation import Message
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.models import Model, ModelReply, ModelTimeLimit
-from llm_ide.nodes.model_call import account, agent_call_index, redacted_messages, wall_deadline
-from llm_ide.parsing import FormatError, ParsedAction, parse_action, parse_single_reply
-from llm_ide.prompting import render_string, truncate
+from llm_ide.nodes.model_call import account, agent_call_index, wall_deadline
+from llm_ide.parsing import FormatError, Grammar, ParsedAction, parse_action, parse_single_reply
+from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
@@ -59,10 +59,10 @@ def sample_replies(ctx: AgentContext, state: AgentState, messages: list[Message]
             log.warning("model %s: a request for %d choices failed (%s); asking %d requests instead", model.name, k,
                         error, k)  # fmt: skip
             model.n_refused = True
-    messages = redacted_messages(ctx, messages)
+    messages = ctx.policy.mask(messages)
     usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
     first = agent_call_index(ctx, state, usage["api_calls"])
-    with admitted(ctx.cost_budget, k) as reservation:
+    with admitted(ctx.policy.budget, k) as reservation:
         replies = complete_together(model, messages, range(first, first + k), wall_deadline(ctx, state))
     settle = [reservation] + [0.0] * (k - 1)  # the first reply settles the reservation of all k
     texts = [
@@ -99,35 +99,33 @@ def complete_together(
 
 def sample_at_once(ctx: AgentContext, state: AgentState, messages: list[Message], k: int) -> tuple[list[str], Usage]:
     """One request for the k replies (the provider's `n`): the prompt is paid once. Recorded as one call."""
-    messages = redacted_messages(ctx, messages)
+    messages = ctx.policy.mask(messages)
     usage: dict[str, Any] = {**empty_usage(), **(state.get("usage") or {})}
     started = time.perf_counter()
     index = agent_call_index(ctx, state, usage["api_calls"])
-    with admitted(ctx.cost_budget) as reservation:
+    with admitted(ctx.policy.budget) as reservation:
         replies = ctx.model.complete_n(messages, k, call_index=index, deadline=wall_deadline(ctx, state))
-    texts = [redact(reply.text) for reply in replies]
-    if cap := ctx.settings.agent.max_reply_chars:
-        texts = [truncate(text, cap, ctx.templates) for text in texts]
+    texts = [ctx.policy.capped(redact(reply.text)) for reply in replies]
     combined = replace(replies[0], text=render_string(ctx.settings.sampling.templates.choices, texts=texts))
     account(ctx, state, "act", messages, combined, started, usage, ctx.model, reservation)
     return texts, Usage(**usage)
 
 
-def parse_reply(text: str, single: bool) -> tuple[ParsedAction, Reflection | None]:
+def parse_reply(text: str, single: bool, grammar: Grammar) -> tuple[ParsedAction, Reflection | None]:
     """A candidate's action (and, with `agent.single_call`, its reflection on the previous operation)."""
     if not single:
-        return parse_action(text), None
-    reflection, action = parse_single_reply(text)
+        return parse_action(text, grammar), None
+    reflection, action = parse_single_reply(text, grammar)
     return action, reflection
 
 
-def fold(texts: list[str], single: bool) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:
+def fold(texts: list[str], single: bool, grammar: Grammar) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:
     """The distinct candidates in first-seen order, and the replies that could not be parsed."""
     candidates: dict[tuple[str, str], Candidate] = {}
     failures: list[tuple[str, FormatError]] = []
     for text in texts:
         try:
-            action, reflection = parse_reply(text, single)
+            action, reflection = parse_reply(text, single, grammar)
         except FormatError as error:
             failures.append((text, error))
             continue

@@ -15,6 +15,11 @@ from llm_ide.sampling.candidates import Candidate
 from llm_ide.state.graph_state import AgentState, Usage, empty_usage
 
 
+def sampler_calls(state: AgentState) -> int:
+    """The calls of the run's choices so far (on `sampling.model` when there is one)."""
+    return sum(node.marks.get("choice", {}).get("calls", 0) for node in state.get("operations", []))
+
+
 def candidate_text(ctx: AgentContext, candidate: Candidate, number: int) -> str:
     action = candidate.action
     return render_string(
@@ -44,7 +49,7 @@ class Chooser:
     def __init__(self, ctx: AgentContext, state: AgentState, messages: list[Message], model: Model | None) -> None:
         self.ctx, self.state, self.messages, self.model = ctx, state, messages, model
         self.usage: Usage = state.get("usage") or empty_usage()
-        self.index = sum(node.choice.get("calls", 0) for node in state.get("operations", []))  # the sampler's own
+        self.index = sampler_calls(state)  # the sampler's own call count
         self.calls = 0
 
     def ask(self, kind: str, question: str) -> str:

@@ -8,13 +8,11 @@ from typing import Any
 
 from llm_ide.prompting import render_string, truncate
 from llm_ide.sampling.settings import SamplingTemplates, read_demonstration
-from llm_ide.settings import Settings
-from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+from llm_ide.state.operations import OperationNode, all_lessons, node_of, reasoning_chain
 
 
 def operation_nodes(operations: list[dict[str, Any]]) -> list[OperationNode]:
-    fields = OperationNode.__dataclass_fields__
-    return [OperationNode(**{key: value for key, value in op.items() if key in fields}) for op in operations]
+    return [node_of(op) for op in operations]
 
 
 def step_view(node: OperationNode) -> dict[str, Any]:
@@ -50,7 +48,7 @@ def render_demonstration(templates: SamplingTemplates, path: Path, number: int) 
     )
 
 
-def render_demonstrations(settings: Settings) -> str:
+def render_demonstrations(settings: Any) -> str:
     """The demonstrations section of the system prompt (each within `sampling.demonstration_max_chars`); empty
     without demonstrations."""
     paths, sampling = settings.demonstrations, settings.sampling

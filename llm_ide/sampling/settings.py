@@ -7,24 +7,15 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, model_validator
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "sampling.yaml"
+from llm_ide.settings import Strict, bundled_yaml
+
 MAX_K = 16
 TRAJECTORY_FORMAT = "llm-ide-1"  # llm_ide.run.trajectory.FORMAT
 
 
-@cache
-def default_templates() -> dict[str, str]:
-    return yaml.safe_load(PROMPTS.read_text(encoding="utf-8"))["templates"]
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class SamplingTemplates(Section):
+class SamplingTemplates(Strict):
     """Jinja2 templates of the sampler's calls and of the demonstrations; a template left out keeps its default."""
 
     candidate: str
@@ -37,10 +28,10 @@ class SamplingTemplates(Section):
     @model_validator(mode="before")
     @classmethod
     def with_defaults(cls, data: Any) -> Any:
-        return {**default_templates(), **data} if isinstance(data, dict) else data
+        return {**bundled_yaml("sampling.yaml")["templates"], **data} if isinstance(data, dict) else data
 
 
-class SamplingSettings(Section):
+class SamplingSettings(Strict):
     """`k` candidate actions at each `act` (1: no sampling), deduplicated, then one chosen by `choice`."""
 
     k: PositiveInt = Field(1, le=MAX_K)

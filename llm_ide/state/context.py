@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import operator
 import posixpath
 import re
 from collections.abc import Iterable
@@ -68,30 +67,33 @@ def normalize_path(path: str, root: str = "") -> str:
     return "" if path == "." else path
 
 
-def decay_powers(n: int, gamma: float) -> list[float]:
-    """γ^(M−i) for i = 1..M, oldest first."""
-    return [gamma ** (n - i) for i in range(1, n + 1)]
+def score_steps(
+    accessed: Iterable[int], referred: Iterable[int], params: ScoreParams, start: float = 0.0
+) -> list[float]:
+    """The activity score after each operation, from a score `start`: S_t = γ·S_{t−1} + α·A_t + β·R_t, that is
+    S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i): the one place the formula lives (the inspector replays it too)."""
+    alpha, beta, gamma = params.alpha, params.beta, params.gamma
+    scores, score = [], start
+    for a, r in zip(accessed, referred, strict=True):
+        score = score * gamma + alpha * a + beta * r
+        scores.append(score)
+    return scores
 
 
-def referral_score(activity: Activity, params: ScoreParams, powers: list[float] | None = None) -> float:
-    """S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i)."""
-    powers = powers if powers is not None else decay_powers(len(activity.accessed), params.gamma)
-    accessed = sum(map(operator.mul, activity.accessed, powers))
-    referred = sum(map(operator.mul, activity.referred, powers))
-    return params.alpha * accessed + params.beta * referred
+def referral_score(activity: Activity, params: ScoreParams) -> float:
+    """S after every operation of `activity`."""
+    return (score_steps(activity.accessed, activity.referred, params) or [0.0])[-1]
 
 
 def rescore(chunks: Iterable[Chunk], n_operations: int, params: ScoreParams) -> None:
-    """Bring every score up to date: S_M = γ·S_{M−1} + α·A_M + β·R_M folds in each operation not yet scored, so a
-    step costs O(chunks), not O(chunks × operations); the same sum as `referral_score`."""
-    alpha, beta, gamma = params.alpha, params.beta, params.gamma
+    """Bring every score up to date, folding in each operation not yet scored: a step costs O(chunks), not
+    O(chunks × operations)."""
     for chunk in chunks:
         activity = chunk.activity
         start = activity.scored if activity.scored <= n_operations else 0
         score = activity.score if start else 0.0
-        for a, r in zip(activity.accessed[start:n_operations], activity.referred[start:n_operations], strict=True):
-            score = score * gamma + alpha * a + beta * r
-        activity.score, activity.scored = score, n_operations
+        new = score_steps(activity.accessed[start:n_operations], activity.referred[start:n_operations], params, score)
+        activity.score, activity.scored = new[-1] if new else score, n_operations
 
 
 def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:

@@ -18,7 +18,7 @@ class AgentInput(TypedDict, total=False):
     base_url: str
     config: dict[str, Any]
     base_commit: str
-    carried_lessons: list[str]  # lessons of earlier attempts at the task (llm_ide/attempts), shown first
+    carried_lessons: list[str]  # lessons learnt before this run (e.g. by an earlier run at the task), shown first
     worktree_patch: str  # the worktree against the base as the run found it (set by run_task; then each change's)
 
 
@@ -44,9 +44,6 @@ class RunState(AgentInput, total=False):
     exit_status: ExitStatus | None
     error: str  # LangGraph Studio: the message of the error that ended the run
     submission: str  # LangGraph Studio: the patch, when the run has ended
-    plan: str  # the navigator's plan, in the driver's prompt
-    navigator: dict[str, Any]  # the navigator's records: decisions, reviews, guidance, calls, usage, turns
-    received: list[dict[str, Any]]  # coop: the other agent's messages (from, text, seq, step they arrived after)
 
 
 class StepState(TypedDict, total=False):

@@ -22,10 +22,21 @@ class OperationNode(Record):
     bad_action: bool | None = None
     summary: str = ""
     lessons: str = ""
-    candidates: list[dict[str, Any]] = field(default_factory=list)  # action sampling: every distinct candidate
-    choice: dict[str, Any] = field(default_factory=dict)  # action sampling: how the candidate that ran was chosen
-    denied: dict[str, Any] | None = None  # the navigator denied it: {reason, by}; it was not run
-    review: dict[str, Any] | None = None  # the navigator's review it asked for: {round, passed, comment, by}
+    marks: dict[str, Any] = field(default_factory=dict)  # what variants recorded on it, each under its own keys
+    judged_when_run: bool = False  # its verdict came with it (a variant judged it as it ran): no model reflects on it
+
+
+def node_record(node: OperationNode) -> dict[str, Any]:
+    """An operation as a trajectory holds it: its fields, with what the variants marked on it among them."""
+    record = node._asdict()
+    return {**record, **record.pop("marks")}
+
+
+def node_of(record: dict[str, Any]) -> OperationNode:
+    """An operation read back from a trajectory: the keys that are no field of a node are its marks."""
+    fields = OperationNode.__dataclass_fields__
+    known = {key: value for key, value in record.items() if key in fields and key != "marks"}
+    return OperationNode(**known, marks={key: value for key, value in record.items() if key not in fields})
 
 
 @dataclass
@@ -53,11 +64,6 @@ def with_reflection(nodes: list[OperationNode], reflection: Reflection | None) -
         return nodes
     last = replace(nodes[-1], bad_action=reflection.bad_action, summary=reflection.summary, lessons=reflection.lessons)
     return [*nodes[:-1], last]
-
-
-def judged_when_run(node: OperationNode) -> bool:
-    """The navigator judged it as it ran (a denial, a review): no model reflects on it."""
-    return node.denied is not None or node.review is not None
 
 
 def next_parent(nodes: list[OperationNode]) -> int | None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_ide.environments.docker import LABEL, RUN_ID_LABEL
 from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import compile_template
 from llm_ide.settings import SweBenchSettings
@@ -143,8 +144,6 @@ def missing_runner(log: str, exit_code: int | None) -> str | None:
 class Evaluator:
     def __init__(self, settings: SweBenchSettings, log_dir: Path, timeout: float | None = None) -> None:
         import docker
-
-        from llm_ide.environments.docker import LABEL, RUN_ID_LABEL
 
         try:
             self.client = docker.from_env()

@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
+from llm_ide.composition import Settings
 from llm_ide.errors import UsageError
-from llm_ide.run.history import mark_owned
-from llm_ide.settings import Settings
+from llm_ide.models import ModelError, get_model, langchain_providers
 from llm_ide.swebench.dataset import Instance
+from llm_ide.workspace.history import mark_owned
 
 
 class SWEbenchError(UsageError, ValueError):
@@ -52,7 +53,6 @@ KEY_KWARGS = {"api_key", "openai_api_key", "anthropic_api_key", "google_api_key"
 
 def provider_of(model: str) -> str | None:
     """The langchain provider of `provider:name`; None for scripted and OpenAI-compatible names."""
-    from llm_ide.models import langchain_providers
 
     prefix, colon, _ = model.partition(":")
     return prefix if colon and prefix in langchain_providers() else None
@@ -94,7 +94,6 @@ def check_model(model: str, settings: Settings, base_url: str | None, timeout: f
     model = model.replace("{attempt}", "1")  # one model per attempt (llm_ide/attempts): the first one's is checked
     if problem := missing_key(model, settings, base_url):
         raise SWEbenchError(problem)
-    from llm_ide.models import ModelError, get_model
 
     try:
         get_model(model, settings.model, base_url)
@@ -134,7 +133,9 @@ def clone_for_local(instance: Instance, destination: Path) -> Path:
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise SWEbenchError(f"{instance.instance_id}: {' '.join(command)} failed: {result.stderr.strip()[:500]}")
-    mark_owned(partial)  # ours: what came after the base commit is removed before the agent starts (run/history.py)
+    mark_owned(
+        partial
+    )  # ours: what came after the base commit is removed before the agent starts (workspace/history.py)
     partial.rename(destination)
     return destination
 

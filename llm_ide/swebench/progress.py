@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llm_ide.terminal import terminal_safe
+from llm_ide.tools.progress import activity, outcome_line
 
 
 @dataclass
@@ -96,7 +97,6 @@ class BatchProgress:
 
     def tool(self, instance_id: str, event: Any) -> None:
         """A ToolEvent: installing shows as the instance's phase; a tool that failed to install gets its own line."""
-        from llm_ide.tools.progress import activity, outcome_line
 
         if event.kind in ("installing", "step"):
             self.event(instance_id, "phase", phase=activity(event))

@@ -7,13 +7,19 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import ExitStatus
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from llm_ide.environments import capabilities
+from llm_ide.errors import crashed
 from llm_ide.fileio import atomic_write
 from llm_ide.run.pg_thread import is_postgres
-from llm_ide.swebench.batch import (
+from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.instances import (
     BatchOptions,
     BatchSummary,
     Outcome,
@@ -22,9 +28,16 @@ from llm_ide.swebench.batch import (
     log_outcome,
     record_outcome,
 )
-from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS, SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.ray_worker import (
+    DOCKER_SLOT,
+    BatchHub,
+    ensure_images,
+    remove_containers,
+    run_instance_task,
+    seed_files,
+)
 from llm_ide.swebench.store import OutputStore
 
 log = logging.getLogger("llm_ide.swebench")
@@ -46,7 +59,6 @@ def forwarded_env() -> dict[str, str]:
 
 def absolute(options: BatchOptions) -> BatchOptions:
     """Paths as every node sees them (a worker's current folder is not the driver's)."""
-    from dataclasses import replace
 
     model = options.model
     if model.startswith("scripted:") and not Path(model.removeprefix("scripted:")).is_absolute():
@@ -61,9 +73,6 @@ def absolute(options: BatchOptions) -> BatchOptions:
 
 def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> None:
     """Join the cluster at `--address`, or start a one-node cluster (workers × task CPUs, workers docker slots)."""
-    import ray
-
-    from llm_ide.swebench.ray_worker import DOCKER_SLOT
 
     if ray.is_initialized():
         return
@@ -89,14 +98,12 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
 
 
 def alive_nodes() -> list[dict[str, Any]]:
-    import ray
 
     return [node for node in ray.nodes() if node.get("Alive")]
 
 
 def check_cluster(options: BatchOptions) -> list[dict[str, Any]]:
     """The nodes, once the batch can run on them: >1 node needs Postgres checkpoints, docker needs docker slots."""
-    from llm_ide.swebench.ray_worker import DOCKER_SLOT
 
     nodes = alive_nodes()
     if len(nodes) > 1 and not is_postgres(options.checkpoint):
@@ -109,7 +116,7 @@ def check_cluster(options: BatchOptions) -> list[dict[str, Any]]:
             f"--engine ray on a cluster of {len(nodes)} nodes runs one attempt per instance: each attempt's record of "
             "the commands it ran stays on its node, so a retry elsewhere could run one twice (attempts.max must be 1)"
         )
-    if options.environment == "docker" and not any(node["Resources"].get(DOCKER_SLOT) for node in nodes):
+    if capabilities(options.environment).image and not any(node["Resources"].get(DOCKER_SLOT) for node in nodes):
         raise SWEbenchError(
             f"no node of the Ray cluster offers a {DOCKER_SLOT} resource: start the nodes that run docker with "
             f"ray start --resources='{{\"{DOCKER_SLOT}\": N}}' (N instances at once)"
@@ -118,12 +125,11 @@ def check_cluster(options: BatchOptions) -> list[dict[str, Any]]:
 
 
 def task_options(options: BatchOptions) -> dict[str, Any]:
-    from llm_ide.swebench.ray_worker import DOCKER_SLOT
 
     return {
         "num_cpus": options.task_cpus,
         "memory": options.task_memory_mb * 1024 * 1024,
-        "resources": {DOCKER_SLOT: 1} if options.environment == "docker" else {},
+        "resources": {DOCKER_SLOT: 1} if capabilities(options.environment).image else {},
         "max_retries": MAX_RETRIES,
         "retry_exceptions": False,
     }
@@ -131,8 +137,6 @@ def task_options(options: BatchOptions) -> dict[str, Any]:
 
 def on_nodes(function: Any, nodes: list[dict[str, Any]], *args: Any, timeout: float = 600) -> list[Any]:
     """`function(*args)` once on each node, pinned there."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     remote = ray.remote(function)
     refs = [
@@ -145,14 +149,12 @@ def on_nodes(function: Any, nodes: list[dict[str, Any]], *args: Any, timeout: fl
 
 
 def docker_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from llm_ide.swebench.ray_worker import DOCKER_SLOT
 
     return [node for node in nodes if node["Resources"].get(DOCKER_SLOT)]
 
 
 def prefetch_images(instances: list[Instance], options: BatchOptions, nodes: list[dict[str, Any]]) -> None:
     """--prefetch-images: every docker node pulls the batch's images before the first task starts."""
-    from llm_ide.swebench.ray_worker import ensure_images
 
     images = sorted({instance.image for instance in instances})
     pull = batch_config(options).environment.pull
@@ -162,7 +164,6 @@ def prefetch_images(instances: list[Instance], options: BatchOptions, nodes: lis
 
 def remove_batch_containers(instances: list[Instance]) -> int:
     """Every docker node removes the containers of the batch's runs (those of cancelled tasks)."""
-    from llm_ide.swebench.ray_worker import remove_containers
 
     nodes = docker_nodes(alive_nodes())
     removed = on_nodes(remove_containers, nodes, [instance.instance_id for instance in instances], timeout=120)
@@ -181,10 +182,6 @@ class RayBatch:
     """The driver's side of one batch: submit, drain the hub's events into the progress, record the results."""
 
     def __init__(self, instances: list[Instance], options: BatchOptions, progress: BatchProgress) -> None:
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from llm_ide.swebench.ray_worker import BatchHub, run_instance_task, seed_files
 
         self.options, self.progress = options, progress
         self.store = OutputStore(options.output)
@@ -201,7 +198,6 @@ class RayBatch:
         self.spent = 0.0
 
     def drain(self) -> None:
-        import ray
 
         events, self.spent = ray.get(self.hub.drain.remote())
         for instance_id, node, kind, phase, step, action, cost in events:
@@ -214,7 +210,6 @@ class RayBatch:
                 self.progress.event(instance_id, kind, phase=phase, step=step, action=action, cost=cost)
 
     def wait(self, timeout: float = 0.5) -> None:
-        import ray
 
         ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
         self.drain()
@@ -222,7 +217,6 @@ class RayBatch:
             self.collect(ref, self.pending.pop(ref))
 
     def collect(self, ref: Any, instance: Instance) -> None:
-        import ray
 
         try:
             result = ray.get(ref)
@@ -231,8 +225,9 @@ class RayBatch:
             self.not_started.append(instance.instance_id)
             return
         except ray.exceptions.RayError as error:  # the task's nodes died more often than it may be retried
-            text = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
-            outcome, files = Outcome(instance.instance_id, ExitStatus.ERROR, error=text, details={"error": text}), {}
+            status, text = crashed(error)
+            text = " ".join(text.split())[:300]
+            outcome, files = Outcome(instance.instance_id, status, error=text, details={"error": text}), {}
         if outcome.exit_status == "not_started":
             self.not_started.append(instance.instance_id)
             return
@@ -249,7 +244,6 @@ class RayBatch:
         """Ctrl-C: queued tasks are cancelled, running ones end as `interrupted` at their next event (state saved,
         container removed, files sent back); a second Ctrl-C kills them. Either way every node then removes the
         batch's containers."""
-        import ray
 
         ray.get(self.hub.stop.remote())
         self.drain()
@@ -271,7 +265,6 @@ class RayBatch:
 def run_batch_ray(
     instances: list[Instance], options: BatchOptions, progress: BatchProgress, summary: BatchSummary
 ) -> BatchSummary:
-    import ray
 
     options = absolute(options)
     connect(options.ray_address, options.workers, options.task_cpus)
@@ -285,7 +278,7 @@ def run_batch_ray(
                 options.ray_address or "local",
                 options.model,
             )
-            if options.prefetch_images and options.environment == "docker":
+            if options.prefetch_images and capabilities(options.environment).image:
                 prefetch_images(instances, options, nodes)
             batch = RayBatch(instances, options, progress)
             try:

@@ -8,17 +8,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import docker
+import ray
+
+from llm_ide.environments.docker import RUN_ID_LABEL
 from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
-from llm_ide.swebench.evaluate import EvalReport, EvalResult, Evaluator
+from llm_ide.swebench.evaluate import EvalReport, EvalResult, EvaluationError, Evaluator
+from llm_ide.swebench.preflight import SWEbenchError
+from llm_ide.swebench.ray_engine import MAX_RETRIES, alive_nodes, connect, docker_nodes, on_nodes
+from llm_ide.swebench.ray_worker import DOCKER_SLOT, node_name, scratch_folder
 
 
 def evaluate_task(
     settings: SweBenchSettings, instance: Instance | None, instance_id: str, patch: str | None, timeout: float | None
 ) -> tuple[EvalResult, dict[str, bytes], str]:
     """On a node: evaluate in a scratch folder; (result, its log files by name, node)."""
-    from llm_ide.swebench.ray_worker import node_name, scratch_folder
-
     scratch = scratch_folder(f"eval-{instance_id}")
     shutil.rmtree(scratch, ignore_errors=True)
     try:
@@ -32,11 +37,6 @@ def evaluate_task(
 
 def remove_eval_containers(instance_ids: list[str]) -> tuple[str, int]:
     """On a node: the evaluation containers of these instances (a cancelled task's)."""
-    import docker
-
-    from llm_ide.environments.docker import RUN_ID_LABEL
-    from llm_ide.swebench.ray_worker import node_name
-
     client, removed = docker.from_env(), 0
     for instance_id in instance_ids:
         for container in client.containers.list(all=True, filters={"label": f"{RUN_ID_LABEL}=eval-{instance_id}"}):
@@ -58,19 +58,6 @@ def evaluate_on_ray(
     timeout: float | None = None,
     on_result: Callable[[EvalResult], None] | None = None,
 ) -> EvalReport:
-    import ray
-
-    from llm_ide.swebench.evaluate import EvaluationError
-    from llm_ide.swebench.preflight import SWEbenchError
-    from llm_ide.swebench.ray_engine import (
-        MAX_RETRIES,
-        alive_nodes,
-        connect,
-        docker_nodes,
-        on_nodes,
-    )
-    from llm_ide.swebench.ray_worker import DOCKER_SLOT
-
     try:
         connect(address, workers, task_cpus)
     except SWEbenchError as error:

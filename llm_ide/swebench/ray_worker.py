@@ -13,11 +13,14 @@ from typing import Any
 
 import ray
 
-from llm_ide.budget import BudgetSpent, CostBudget
-from llm_ide.errors import ExitStatus
+from llm_ide.budget import CostBudget
+from llm_ide.environments.docker.cleanup import cleanup_containers, connect
+from llm_ide.environments.docker.images import ensure_image
+from llm_ide.errors import BudgetSpent, crashed
 from llm_ide.run.pg_thread import PostgresThread, is_postgres
-from llm_ide.swebench.batch import BatchOptions, Outcome, batch_config, execute_instance
 from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.instances import BatchOptions, Outcome, batch_config, execute_instance
+from llm_ide.tools.progress import activity, outcome_line
 
 DOCKER_SLOT = "docker_slot"  # the custom resource a node offers when it runs docker: `ray start --resources`
 NODE_FILES = (".lock", ".intents.jsonl", ".checkpoint.sqlite", ".checkpoint.sqlite-wal", ".checkpoint.sqlite-shm")
@@ -126,8 +129,6 @@ def scratch_folder(instance_id: str) -> Path:
 
 def event_tuple(instance_id: str, node: str, event: Any) -> tuple[Any, ...]:
     if event.kind == "tool":
-        from llm_ide.tools.progress import activity, outcome_line
-
         tool = event.tool
         if tool.kind == "failed":
             return (instance_id, node, "tool_failed", outcome_line(tool), 0, "", 0.0)
@@ -163,8 +164,8 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
             intents=guard,
         )
     except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
-        text = f"{type(error).__name__}: {error}"
-        outcome = Outcome(instance.instance_id, ExitStatus.ERROR, error=text, details={"error": text})
+        status, text = crashed(error)
+        outcome = Outcome(instance.instance_id, status, error=text, details={"error": text})
     finally:
         if guard is not None:
             guard.close()
@@ -195,8 +196,6 @@ def seed_files(output: Path, instance_id: str) -> dict[str, bytes]:
 
 def ensure_images(images: list[str], pull: str) -> tuple[str, int, float]:
     """On one node: pull (or find) each image; (node, images fetched, seconds)."""
-    from llm_ide.environments.docker.cleanup import connect
-    from llm_ide.environments.docker.images import ensure_image
 
     started, fetched = time.monotonic(), 0
     client = connect()
@@ -211,7 +210,6 @@ def ensure_images(images: list[str], pull: str) -> tuple[str, int, float]:
 
 def remove_containers(run_ids: list[str]) -> tuple[str, int]:
     """On one node: remove this batch's containers (any left by a cancelled task)."""
-    from llm_ide.environments.docker.cleanup import cleanup_containers, connect
 
     client, removed = connect(), 0
     for run_id in run_ids:

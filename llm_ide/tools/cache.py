@@ -145,7 +145,7 @@ class ToolCache:
     ) -> Lookup:
         """Puts the built tool in place from the cache, else builds it with `build(target)` and keeps the result."""
         local = target.local and isolation(tool, target) != "conda"  # a conda env lives outside the entry
-        tree = not target.local and is_docker(env)
+        tree = not target.local and not env.capabilities.tools_mount  # built inside: copied out and back in
         identity = probe(env, tool, target) if local or tree else None
         if identity is None:
             build(target)
@@ -271,12 +271,6 @@ def put_in_place(env: Environment, entry: Path, timeout: float) -> None:
                 archive.add(entry / path.lstrip("/"), arcname=path.lstrip("/"))
         handle.seek(0)
         import_tree(env, handle)
-
-
-def is_docker(env: Environment) -> bool:
-    from llm_ide.environments.docker import DockerEnvironment
-
-    return isinstance(env, DockerEnvironment)
 
 
 def export_tree(env: Any, paths: list[str], sink: FileSink, timeout: float) -> None:

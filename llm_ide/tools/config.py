@@ -6,10 +6,11 @@ from typing import Any, Literal
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
 from llm_ide.errors import UsageError
 from llm_ide.prompting import JINJA
+from llm_ide.settings import Strict
 
 TOOLS_DIR = Path(__file__).parent
 KEYS = ("tool_name", "version", "source", "py_standalone", "installation", "setup_script", "executable", "usage")
@@ -30,10 +31,10 @@ _ToolYamlLoader.yaml_implicit_resolvers = {
 }
 
 
-class ToolConfig(BaseModel):
+class ToolConfig(Strict):
     """One `llm_ide/tools/<tool_name>.yaml` (SPEC §9); `source` is resolved to an absolute folder."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(**Strict.model_config, frozen=True)
 
     tool_name: str
     version: str | None

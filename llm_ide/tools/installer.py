@@ -13,12 +13,11 @@ from typing import Any, Literal
 
 import jinja2
 
-from llm_ide.config import PROMPTS_DIR, read_yaml
 from llm_ide.environments.base import Environment, EnvironmentFailure
+from llm_ide.settings import PROMPTS_DIR, read_yaml
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import TOOLS_DIR, ToolConfig, ToolConfigError, load_tool_config, tool_config_path
 from llm_ide.tools.plan import (
-    EnvKind,
     Step,
     Target,
     build_steps,
@@ -172,13 +171,6 @@ def install_tool(
     )
 
 
-def environment_kind(env: Environment) -> EnvKind:
-    """docker only for a container: elsewhere nothing may be linked onto PATH (e.g. the host's /usr/local/bin)."""
-    from llm_ide.environments.docker import DockerEnvironment
-
-    return "docker" if isinstance(env, DockerEnvironment) else "local"
-
-
 def install_tools(
     env: Environment,
     tools: Sequence[str | ToolConfig],
@@ -186,7 +178,6 @@ def install_tools(
     tools_dir: Path = TOOLS_DIR,
     timeout: float = STEP_TIMEOUT,
     on_event: Callable[[ToolEvent], None] | None = None,
-    env_kind: EnvKind | None = None,
     cache: ToolCache | None = None,
 ) -> InstallReport:
     """Installs each tool (by name, yaml path or config); a tool that fails is reported and left out. With `cache`,
@@ -206,7 +197,7 @@ def install_tools(
             log.warning("tool %s is left out: %s", failure.name, failure.reason)
             emit(ToolEvent(failure.name, "failed", failure.summary))
     conda = any(tool.py_standalone for tool in configs) and has_conda(env)
-    target = Target(env.tools_root, conda=conda, local=(env_kind or environment_kind(env)) == "local")
+    target = Target(env.tools_root, conda=conda, local=not env.capabilities.system_path)
     for tool in configs:
         start = time.monotonic()
         emit(ToolEvent(tool.tool_name, "installing"))

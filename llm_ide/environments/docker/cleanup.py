@@ -9,7 +9,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import docker
 import docker.errors
@@ -17,8 +17,10 @@ import docker.errors
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import install_signal_policy
 
-if TYPE_CHECKING:
-    from llm_ide.environments.docker.container import DockerEnvironment
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
 
 LABEL = "llm-ide"
 RUN_ID_LABEL = "llm-ide.run-id"
@@ -42,7 +44,7 @@ def connect(timeout: float = 60) -> docker.DockerClient:
     return client
 
 
-_LIVE: dict[str, DockerEnvironment] = {}
+_LIVE: dict[str, Closable] = {}  # the containers this process holds, removed at exit: a process-wide resource
 _OWNER_PID = os.getpid()
 _installed = False
 

@@ -14,12 +14,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import docker
 import docker.errors
 
-from llm_ide.environments.base import CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
+from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
@@ -34,9 +34,8 @@ from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, en
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.secrets import redact
-
-if TYPE_CHECKING:
-    from llm_ide.settings import EnvironmentSettings
+from llm_ide.settings import EnvironmentSettings
+from llm_ide.tools.cache import docker_tools_cache
 
 PRIVATE_ROOT = "/var/lib/llm-ide"
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
@@ -59,7 +58,12 @@ WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 
 
 class DockerEnvironment:
-    """One container per run; commands go through one shell session attached with the exec API."""
+    """One container per run from `image` (else `environment.image`); `repo`, when given, is copied (`.git` included)
+    into the container's workdir, else the image holds it there. Commands go through one shell session attached with
+    the exec API."""
+
+    kind = "docker"
+    capabilities = Capabilities(ephemeral=True, image=True, tools_mount=False, system_path=True)
 
     def __init__(
         self,
@@ -110,26 +114,17 @@ class DockerEnvironment:
 
     @classmethod
     def from_config(
-        cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None
+        cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None = None, **_: Any
     ) -> DockerEnvironment:
-        from llm_ide.tools.cache import docker_tools_cache
-
         image = image or settings.image
         if not image:
             raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
+        same = ("workdir", "env", "conda_env", "network", "cpus", "memory", "pids_limit", "command_timeout", "pull")
         return cls(
             image,
             run_id=run_id,
-            workdir=settings.workdir,
-            env=settings.env,
-            conda_env=settings.conda_env,
-            network=settings.network,
-            cpus=settings.cpus,
-            memory=settings.memory,
-            pids_limit=settings.pids_limit,
-            command_timeout=settings.command_timeout,
+            **{name: getattr(settings, name) for name in same},
             output_max_bytes=settings.output_max_bytes,
-            pull=settings.pull,
             messages=settings.messages.model_dump(),
             repo=repo,
             tools_cache=docker_tools_cache() if settings.tools else None,

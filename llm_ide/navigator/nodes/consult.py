@@ -6,25 +6,23 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.errors import ExitStatus
-from llm_ide.navigator.nodes.permission import on_timeout
+from llm_ide.errors import TurnLimit
 from llm_ide.navigator.protocol import NavigatorTimeout, Review, ReviewRequest
-from llm_ide.navigator.records import end, record_of, spend, turn_limit
-from llm_ide.prompting import render
+from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
+from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
+from llm_ide.workspace.patch import extract_patch
 
 
 def current_patch(ctx: AgentContext, state: AgentState) -> str:
-    from llm_ide.run.patch import extract_patch
-
     base = state.get("base_commit")
     return extract_patch(ctx.codebase.env, base, ctx.settings.patch) if base else ""
 
 
 def ask_review(ctx: AgentContext, request: ReviewRequest, round: int) -> Review:
-    ask = ctx.navigator.request_review
+    ask = navigator_of(ctx).request_review
     try:
         return ask(request, round=round) if "round" in inspect.signature(ask).parameters else ask(request)
     except NavigatorTimeout as error:
@@ -47,10 +45,11 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     update: dict[str, Any] = {"navigator": record}
     if result.plan:  # the updated plan is in the next snapshot of the driver's memory, rendered after this step
         update |= {"plan": result.plan, "snapshot": ""}
+    marks = {**node.marks, "review": entry}
     if result.passed and node.action_type == "submit":
-        update["pending"] = replace(node, review=entry)
+        update["pending"] = replace(node, marks=marks)
         return update
-    observation = render(ctx.templates, "observations.navigator_review", rounds=config.max_review_rounds, **entry)
+    observation = render_string(config.templates.review, rounds=config.max_review_rounds, **entry)
     lessons = "" if result.passed else result.comment
     update["pending"] = replace(
         node,
@@ -59,11 +58,11 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
         bad_action=False,
         summary=observation.splitlines()[0][:200],
         lessons=lessons,
-        review=entry,
+        marks=marks,
     )
     if not result.passed and record["rounds"] >= config.max_review_rounds:  # the failed round is still recorded
         record["ended"] = f"{record['rounds']} review rounds failed (navigator.max_review_rounds)"
-        update |= {"exit_status": ExitStatus.TURN_LIMIT, "error": record["ended"]}
+        update |= {"exit_status": TurnLimit.exit_status, "error": record["ended"]}
     return update
 
 
@@ -82,12 +81,12 @@ def consult_on(ctx: AgentContext, state: AgentState, node: OperationNode) -> dic
         return review(ctx, state, node, record)
     question = str(node.action_params.get("question") or node.thought)
     try:
-        guidance = ctx.navigator.request_guidance(question)
+        guidance = navigator_of(ctx).request_guidance(question)
         answer, by, usage = guidance.answer, guidance.by, guidance.usage
     except NavigatorTimeout as error:
         answer, by, usage = str(error), "timeout", None
     if usage is not None:
         spend(ctx, record, usage, by)
     record["guidance"].append({"step": state.get("n_operations", 0), "question": question, "answer": answer, "by": by})
-    observation = render(ctx.templates, "observations.navigator_guidance", answer=answer)
+    observation = render_string(ctx.settings.navigator.templates.guidance, answer=answer)
     return {"navigator": record, "pending": replace(node, observation=observation, returncode=0)}

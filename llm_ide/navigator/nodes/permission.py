@@ -7,15 +7,14 @@ from langgraph.runtime import Runtime
 
 from llm_ide.conversation import params_text
 from llm_ide.navigator.gate import diff_preview, gated
-from llm_ide.navigator.protocol import Decision, NavigatorTimeout, PermissionRequest
-from llm_ide.navigator.records import end, record_of, spend, turn_limit
+from llm_ide.navigator.nodes.consult import consult_on
+from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest
+from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
 from llm_ide.nodes.render_context import code_context_text
-from llm_ide.prompting import render, truncate
+from llm_ide.prompting import render_string, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
-
-CONSULTED = frozenset({"request_review", "request_guidance"})
 
 
 def permission_request(ctx: AgentContext, state: AgentState, node: OperationNode) -> PermissionRequest:
@@ -31,12 +30,6 @@ def permission_request(ctx: AgentContext, state: AgentState, node: OperationNode
     )
 
 
-def on_timeout(ctx: AgentContext, error: NavigatorTimeout) -> Decision:
-    decision = ctx.settings.navigator.timeout_decision
-    reason = render(ctx.templates, "observations.navigator_timeout", error=str(error), decision=decision)
-    return Decision(approved=decision == "allow", reason=reason, by="timeout")
-
-
 def permission(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """Between `act` and `execute_tool`: a gated action runs only when the navigator approves it. A denied one is not
     run: it is recorded as denied and as a bad action whose lesson is the navigator's reason, so the driver's next
@@ -44,10 +37,8 @@ def permission(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, A
     ctx = runtime.context
     config = ctx.settings.navigator
     node = state["pending"]
-    record = state.get("navigator")
+    record = state.get("navigator")  # type: ignore[typeddict-item]
     if node.action_type == "submit" and config.review_on_submit:
-        from llm_ide.navigator.nodes.consult import consult_on
-
         return consult_on(ctx, state, node)
     limited = config.max_driver_turns and record is not None
     if not gated(node.action_type, node.action_params, config) and not limited:
@@ -59,7 +50,7 @@ def permission(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, A
         return {}
     request = permission_request(ctx, state, node)
     try:
-        decision = ctx.navigator.request_permission(request)
+        decision = navigator_of(ctx).request_permission(request)
     except NavigatorTimeout as error:
         decision = on_timeout(ctx, error)
     spend(ctx, record, decision.usage, decision.by)
@@ -78,11 +69,11 @@ def permission(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, A
         return {"navigator": record}
     denied = replace(
         node,
-        observation=render(ctx.templates, "observations.navigator_denied", reason=decision.reason, by=decision.by),
+        observation=render_string(config.templates.denied, reason=decision.reason, by=decision.by),
         returncode=-1,
         bad_action=True,
         summary=f"Denied by the navigator ({decision.by}).",
         lessons=decision.reason,
-        denied={"reason": decision.reason, "by": decision.by},
+        marks={**node.marks, "denied": {"reason": decision.reason, "by": decision.by}},
     )
     return {"navigator": record, "pending": denied, "accessed": []}

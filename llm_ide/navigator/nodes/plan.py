@@ -4,7 +4,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.navigator.records import end, record_of, spend, turn_limit
+from llm_ide.navigator.records import end, navigator_of, record_of, spend, turn_limit
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 
@@ -16,11 +16,12 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     if "plan" in state or state.get("operations"):
         return {}
     record = record_of(ctx, state)
-    if not ctx.settings.navigator.plan or not hasattr(ctx.navigator, "plan"):
+    navigator: Any = navigator_of(ctx)
+    if not ctx.settings.navigator.plan or not hasattr(navigator, "plan"):
         return {"plan": "", "navigator": record}
     if reason := turn_limit(ctx, state, record, review=False):
         return end(record, reason)
-    result = ctx.navigator.plan(state["task"])
+    result = navigator.plan(state["task"])
     spend(ctx, record, result.usage, result.by)
     record["plan"] = result.text
     return {"plan": result.text, "navigator": record}

@@ -17,7 +17,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment
+from llm_ide.environments import Environment, EnvironmentFailure
 
 log = logging.getLogger("llm_ide.run")
 
@@ -96,9 +96,9 @@ def mark_owned(repo: Path) -> None:
 def applies(env: Environment, mode: str) -> bool:
     if mode == "never":
         return False
-    if mode == "always" or not isinstance(env, LocalEnvironment):
+    if mode == "always" or env.capabilities.ephemeral:
         return True
-    return owned(env.repo)
+    return owned(env.repo)  # type: ignore[attr-defined]  # the repository itself: a local one
 
 
 def hide_future(env: Environment, base: str, mode: str) -> str:

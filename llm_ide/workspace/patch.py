@@ -7,12 +7,10 @@ import shlex
 import uuid
 import weakref
 from fnmatch import fnmatch
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
-
-if TYPE_CHECKING:
-    from llm_ide.settings import PatchSettings
+from llm_ide.settings import PatchSettings
 
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 

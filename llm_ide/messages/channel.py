@@ -1,4 +1,4 @@
-"""The message channel of the two agents of a coop pair during execution: a mailbox file shared by the pair
+"""The message channel of two agents working at once (a coop pair during execution): a mailbox file shared by the pair
 (`messages.jsonl`, append-only), and, when `execution.lockstep` is on, the turns that interleave the agents' steps
 deterministically (the agent with the fewest operations goes next, ties in agent order), so that a message sent at a
 step reaches the other agent before its next step, run after run."""
@@ -11,11 +11,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from llm_ide.coop.settings import CoopSettings
-from llm_ide.coop.task import CoopError
+from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import render_string
+from llm_ide.settings import Strict
 
 _WRITE = threading.Lock()
+
+
+class ChannelError(LlmIdeError):
+    """The other agent's run failed while this one waited for its turn."""
+
+
+class MessageTemplates(Strict):
+    sent: str
+    duplicate: str
+    received: str
 
 
 class Turns:
@@ -41,7 +51,7 @@ class Turns:
             self._cond.notify_all()
             self._cond.wait_for(lambda: self.aborted or self._next() == agent)
             if self.aborted:
-                raise CoopError(f"agent {agent}: the other agent's run failed; run again to resume")
+                raise ChannelError(f"agent {agent}: the other agent's run failed; run again to resume")
 
     def leave(self, agent: str) -> None:
         with self._cond:
@@ -57,9 +67,11 @@ class Turns:
 class Mailbox:
     """One agent's end of the channel: `send` appends to the pair's file, `receive` reads what is addressed to it."""
 
-    def __init__(self, path: Path, agent: str, other: str, settings: CoopSettings, turns: Turns | None = None) -> None:
+    def __init__(
+        self, path: Path, agent: str, other: str, templates: MessageTemplates, turns: Turns | None = None
+    ) -> None:
         self.path, self.agent, self.other, self.turns = path, agent, other, turns
-        self.templates = settings.templates.messages
+        self.templates = templates
 
     def _read(self) -> list[dict[str, Any]]:
         try:

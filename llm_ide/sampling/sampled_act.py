@@ -5,10 +5,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.conversation import messages_for
+from llm_ide.faults import failpoint
 from llm_ide.nodes.act import act
 from llm_ide.nodes.model_call import format_failure
 from llm_ide.resources import AgentContext
-from llm_ide.run.faults import failpoint
 from llm_ide.sampling.candidates import fold, sample_replies
 from llm_ide.sampling.choose import Chooser
 from llm_ide.state.graph_state import AgentState
@@ -26,11 +26,11 @@ def sampled_act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
     single = ctx.settings.agent.single_call and bool(nodes)
     messages = messages_for(ctx, state, with_pending_reflection=not single)
     texts, usage = sample_replies(ctx, state, messages, sampling.k)
-    candidates, failures = fold(texts, single)
+    candidates, failures = fold(texts, single, ctx.grammar)
     if not candidates:  # no usable reply: asked again like a single malformed one
         text, error = failures[0]
         return {"usage": usage, **format_failure(ctx, state, text, error, "single_format" if single else "act_format")}
-    chooser = Chooser(ctx, {**state, "usage": usage}, messages, ctx.sampler)
+    chooser = Chooser(ctx, {**state, "usage": usage}, messages, ctx.resources.get("sampling"))
     chosen, choice = chooser.choose(candidates)
     failpoint("sampling.chosen")  # every call of the step made, its update not yet saved
     pick = candidates[chosen]
@@ -44,7 +44,9 @@ def sampled_act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, 
         thought=pick.action.thought,
         action_type=pick.action.action_type,
         action_params=pick.action.action_params,
-        candidates=[candidate.record(position == chosen) for position, candidate in enumerate(candidates)],
-        choice={**choice, "samples": len(texts), "unusable": len(failures)},
+        marks={
+            "candidates": [candidate.record(position == chosen) for position, candidate in enumerate(candidates)],
+            "choice": {**choice, "samples": len(texts), "unusable": len(failures)},
+        },
     )
     return update

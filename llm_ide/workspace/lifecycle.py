@@ -11,19 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments import Environment, EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.environments import Environment, EnvironmentFailure, make_environment
 from llm_ide.environments.processes import reap_leftovers
-from llm_ide.errors import ExitStatus
-from llm_ide.run.history import hide_future
-from llm_ide.run.patch import PatchError, base_commit, extract_patch, keep_base
+from llm_ide.errors import ExitStatus, ending
 from llm_ide.secrets import redact
-from llm_ide.settings import Settings
+from llm_ide.settings import CoreSettings
+from llm_ide.workspace.history import hide_future
+from llm_ide.workspace.patch import PatchError, base_commit, extract_patch, keep_base
 
 log = logging.getLogger("llm_ide.run")
 
 
 def open_environment(
-    settings: Settings,
+    settings: CoreSettings,
     repo: Path | None,
     run_id: str,
     image: str | None,
@@ -50,7 +50,7 @@ def open_environment(
         if removed := hide_future(env, base, settings.environment.scrub_history):
             log.info("%s", removed)
             say(removed)
-        fresh = not isinstance(env, LocalEnvironment) or tree.pristine(settings.patch)
+        fresh = env.capabilities.ephemeral or tree.pristine(settings.patch)
         if snapshot and fresh and (count := tree.restore(snapshot, settings.patch)):
             log.info("the worktree put back as the last completed step left it (%d files)", count)
             say(f"the worktree put back as the last completed step left it ({count} files)")
@@ -60,7 +60,7 @@ def open_environment(
         raise
 
 
-def snapshotter(env: Environment, base: str, settings: Settings) -> Callable[[], str]:
+def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable[[], str]:
     """The worktree's snapshot (its diff against the base), as the checkpoint keeps it: a secret the agent wrote into a
     file is masked there too (and in a worktree put back from it). A failure ends the run (`error`)."""
 
@@ -75,7 +75,7 @@ def snapshotter(env: Environment, base: str, settings: Settings) -> Callable[[],
     return snapshot
 
 
-def restorer(env: Environment, base: str, settings: Settings) -> Callable[[str], bool]:
+def restorer(env: Environment, base: str, settings: CoreSettings) -> Callable[[str], bool]:
     """Puts the worktree back as a snapshot has it; False when it cannot (the caller then tells the agent)."""
 
     def restore(snapshot: str) -> bool:
@@ -89,7 +89,7 @@ def restorer(env: Environment, base: str, settings: Settings) -> Callable[[str],
     return restore
 
 
-def final_patch(env: Environment, base: str | None, settings: Settings, values: dict[str, Any]) -> str:
+def final_patch(env: Environment, base: str | None, settings: CoreSettings, values: dict[str, Any]) -> str:
     """The run's patch from the environment; when that fails (the container is gone), the last worktree snapshot;
     PatchError when there is neither."""
     if base is None:
@@ -113,7 +113,7 @@ def latest_worktree_patch(snapshot: Any) -> str | None:
 
 
 def recover_submission(
-    values: dict[str, Any], settings: Settings, repo: Path | None, run_id: str, image: str | None, info: dict
+    values: dict[str, Any], settings: CoreSettings, repo: Path | None, run_id: str, image: str | None, info: dict
 ) -> tuple[ExitStatus, str]:
     """A finished run whose trajectory lost its submission (killed before it was saved, or truncated): the patch
     again from the worktree snapshot or the repository; an `error` when it cannot be had."""
@@ -130,7 +130,7 @@ def recover_submission(
     except Exception as error:
         info["error"] = f"the finished run's patch could not be recovered: {error}"
         log.error("%s", info["error"])
-        return ExitStatus.ERROR, ""
+        return ending(error)[0], ""
     finally:
         if env is not None:
             env.close()

@@ -1,0 +1,183 @@
+"""The phases of one CooperBench pair (llm_ide/coop/pair.py runs them as a graph): planning (the graph), execution
+(our agent per feature, each in its own git worktree, the plan in its task), evaluation (eval.json). Every output
+path carries the setting and `k`; a rerun of the
+same folder resumes: the planning thread from its checkpoint, finished features kept, unfinished runs resumed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from pydantic import BaseModel
+
+from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
+from llm_ide.coop.planning import PlanningContext, build_planning_graph
+from llm_ide.coop.settings import CoopSettings
+from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
+from llm_ide.fileio import atomic_write
+from llm_ide.messages.channel import Mailbox, Turns
+from llm_ide.messages.variant import Messages
+from llm_ide.models import get_model
+from llm_ide.prompting import render_string
+from llm_ide.run.single import run_task
+from llm_ide.settings import CoreSettings
+
+WORKTREES = threading.Lock()
+
+
+class Setting(StrEnum):
+    SINGLE = "single"
+    SOLO = "solo"
+    COOP = "coop"
+    COOP_ABLATION = "coop_ablation"
+
+
+class CoopRun(BaseModel):
+    task: Path
+    pair: tuple[int, int]
+    setting: Setting
+    model: str
+    k: int = 0
+    repo_source: Path
+    base_url: str | None = None
+    environment: str | None = None
+
+    def agents(self) -> dict[str, list[int]]:
+        """Agent → the features it implements."""
+        if self.setting in (Setting.COOP, Setting.COOP_ABLATION):
+            return {"1": [self.pair[0]], "2": [self.pair[1]]}
+        return {"1": list(self.pair) if self.setting == Setting.SOLO else [self.pair[0]]}
+
+    def folder_name(self, task: CoopTask) -> str:
+        return f"{task.repo_name}_task{task.task_id}_f{self.pair[0]}_f{self.pair[1]}_{self.setting}_k{self.k}"
+
+
+def agent_model(spec: str, agent: str, phase: str) -> str:
+    """`{agent}` and `{phase}` (plan | run) in a model spec pick one per agent and phase (e.g. scripted files);
+    otherwise every agent and phase share the spec."""
+    return spec.replace("{agent}", agent).replace("{phase}", phase)
+
+
+def plan_phase(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: CoreSettings, coop: CoopSettings,
+    graph: Any = None,
+) -> dict[str, str]:  # fmt: skip
+    """The planning graph (`graph`, else a new one) on the pair's own checkpoint (planning.sqlite): resumed if there."""
+    agents = run.agents()
+    models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url) for a in agents}
+    context = PlanningContext(repo=repo, models=models, settings=coop)
+    config = {"configurable": {"thread_id": "planning"}}
+    with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:
+        graph = build_planning_graph(saver) if graph is None else graph.copy(update={"checkpointer": saver})
+        snapshot = graph.get_state(config)
+        start = None if snapshot.values else {
+            "setting": str(run.setting), "agents": list(agents), "round": 1,
+            "features": {a: [task.feature(f).description for f in features] for a, features in agents.items()},
+        }  # fmt: skip
+        state = graph.invoke(start, config, context=context) if (start or snapshot.next) else snapshot.values
+    for agent, features in agents.items():
+        for feature in features:
+            plan_file = folder / f"plan_{run.setting}_k{run.k}_feature{feature}.md"
+            atomic_write(plan_file, state["plans"][agent] + "\n")
+        turns = state.get("turns", {}).get(agent, [])
+        atomic_write(folder / f"planner_{agent}.traj.json", json.dumps({"agent": agent, "turns": turns,
+                     "forced": bool(state.get("forced", {}).get(agent))}, indent=1, ensure_ascii=False))  # fmt: skip
+    atomic_write(folder / "conversation.json", json.dumps(state.get("messages", []), indent=1, ensure_ascii=False))
+    return state["plans"]
+
+
+def execute_agent(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, agent: str, plan: str, settings: CoreSettings,
+    coop: CoopSettings, on_event: Callable[[str, Any], None], mailbox: Mailbox | None = None,
+) -> str:  # fmt: skip
+    """One agent's run in its worktree, with the variants its settings ask for (action sampling, a navigator); with
+    a `mailbox` (coop) it messages the other agent and reads its messages."""
+    features = run.agents()[agent]
+    patch_file = folder / f"patch_agent{agent}.patch"
+    if patch_file.exists():
+        return patch_file.read_text(encoding="utf-8")  # a finished agent is kept on resume
+    worktree = folder / f"agent{agent}"
+    with WORKTREES:  # `git worktree add` of two agents at once in one repository races on .git/worktrees
+        if not worktree.exists():
+            git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
+    described = "\n\n".join(task.feature(f).description for f in features)
+    text = render_string(coop.templates.execution_task, feature=described, plan=plan, messages=mailbox is not None,
+                         other=mailbox.other if mailbox else "")  # fmt: skip
+    result = run_task(
+        text, model=agent_model(run.model, agent, "run"), output_dir=folder / f"agent{agent}-run",
+        run_id=f"agent{agent}",
+        settings=settings.merged({"agent": {"step_limit": coop.execution.step_limit}}, origin="coop"),
+        repo=worktree, environment=run.environment, base_url=run.base_url,
+        on_event=lambda event: on_event(agent, event), variants=[Messages(mailbox)] if mailbox else [],
+    )  # fmt: skip
+    if not result.exit_status.finished:
+        raise CoopError(f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
+                        f"run again to resume")  # fmt: skip
+    atomic_write(patch_file, result.submission)
+    return result.submission
+
+
+def prepare(run: CoopRun, task: CoopTask, output: Path) -> tuple[Path, Path]:
+    """The pair's folder (run.json written, another task's folder refused) and its checkout at the base commit."""
+    folder = output / run.folder_name(task)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = folder / "run.json"
+    if manifest.exists() and json.loads(manifest.read_text())["task"] != str(run.task):
+        raise CoopError(f"{folder} holds a run of another task; choose another --output")
+    atomic_write(manifest, run.model_dump_json(indent=2))
+    repo = folder / "repo"
+    if not (repo / ".git").exists():
+        checkout_base(task, run.repo_source, repo)
+    return folder, repo
+
+
+def execute_phase(
+    run: CoopRun, task: CoopTask, folder: Path, repo: Path, plans: dict[str, str], settings: CoreSettings,
+    coop: CoopSettings, emit: Callable[[str, Any], None],
+) -> list[str]:  # fmt: skip
+    """Every agent's run, at the same time when `execution.parallel`; in `coop` with a mailbox each, in turns when
+    `execution.lockstep`."""
+    agents = list(run.agents())
+    parallel = coop.execution.parallel and len(agents) > 1
+    turns = Turns(agents) if run.setting == Setting.COOP and parallel and coop.execution.lockstep else None
+    mailboxes = {
+        a: Mailbox(folder / "messages.jsonl", a, next(o for o in agents if o != a), coop.templates.messages, turns)
+        for a in agents if run.setting == Setting.COOP and len(agents) > 1
+    }  # fmt: skip
+
+    def execute(agent: str) -> str:
+        try:
+            return execute_agent(run, task, folder, repo, agent, plans[agent], settings, coop, emit,
+                                 mailboxes.get(agent))  # fmt: skip
+        except BaseException:
+            if turns is not None:
+                turns.abort()
+            raise
+        finally:
+            if turns is not None:
+                turns.leave(agent)
+
+    with ThreadPoolExecutor(max_workers=len(agents) if parallel else 1, thread_name_prefix="coop-agent") as pool:
+        futures = [pool.submit(execute, a) for a in agents]
+        return [future.result() for future in futures]
+
+
+def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:
+    scratch = folder / "eval-scratch"
+    if len(patches) == 2:
+        pair = evaluate_pair(task, run.pair, (patches[0], patches[1]), run.repo_source, scratch,
+                             setting=str(run.setting), k=run.k)  # fmt: skip
+        return pair.model_dump(mode="json", exclude={"seconds"})
+    base = checkout_base(task, run.repo_source, scratch / "repo")
+    features = run.agents()["1"]
+    outcomes = [run_feature_tests(task, f, patches[0], base, scratch).model_dump(mode="json") for f in features]
+    return {f"feature{i + 1}": outcome for i, outcome in enumerate(outcomes)} | {
+        "both_passed": all(o["passed"] for o in outcomes),
+        "merge": None,
+    }

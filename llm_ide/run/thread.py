@@ -1,0 +1,93 @@
+"""What every run of a task shares, a single run of the agent or the outer graph of several runs at it: the run
+started (the task, the signal policy, the output folder, the environment kind, the settings' secrets in the filter),
+then its thread opened (the folder's lock, the run's log, the checkpointer, the graph's saved state: resumed, never
+started over; a thread of another task refused)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llm_ide.errors import UsageError, install_signal_policy
+from llm_ide.run.checkpoint import open_checkpointer
+from llm_ide.run.guard import RunStateError, thread_lock
+from llm_ide.run.logfile import run_log
+from llm_ide.settings import CoreSettings, register_config_secrets
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class ThreadMismatchError(UsageError, ValueError):
+    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
+
+
+def prepare_output(output_dir: Path, run_id: str) -> Path:
+    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
+    return output_dir
+
+
+def start(output_dir: Path, run_id: str, settings: Any, environment: str | None) -> tuple[Path, Any]:
+    """The run's output folder and settings (`environment`: the kind asked for); SIGTERM/SIGHUP end it like Ctrl-C,
+    and the secrets its settings hold never reach an output."""
+    install_signal_policy()
+    output_dir = prepare_output(Path(output_dir), run_id)
+    if environment:
+        settings = settings.merged({"environment": {"type": environment}}, origin="environment")
+    register_config_secrets(settings)
+    return output_dir, settings
+
+
+@dataclass
+class Thread:
+    spec: str  # the checkpointer's
+    saver: Any
+    graph: Any
+    snapshot: Any
+    values: dict[str, Any]
+
+    @property
+    def resumed(self) -> bool:
+        return self.snapshot.created_at is not None  # any checkpoint: resume it, never start the thread over
+
+
+def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
+    try:
+        return graph.get_state({"configurable": {"thread_id": run_id}})
+    except Exception as error:  # a corrupt database, an unreadable blob: one line, nothing overwritten
+        detail = " ".join(str(error).split())[:300]
+        raise RunStateError(f"checkpoint {spec} cannot be read ({type(error).__name__}: {detail})") from None
+
+
+@contextmanager
+def opened(
+    output_dir: Path, run_id: str, task: str, checkpoint: str | None, database: str, graph: Callable[[Any], Any]
+) -> Iterator[Thread]:
+    """The run's thread, held for the block: `graph(saver)` with its saved state (`database`: the sqlite file in the
+    output folder, unless `checkpoint` names another store)."""
+    spec = checkpoint or f"sqlite:{output_dir / database}"
+    with (
+        thread_lock(output_dir, run_id),
+        run_log(output_dir / f"{run_id}.log"),
+        open_checkpointer(spec, output_dir / database) as saver,
+    ):
+        compiled = graph(saver)
+        snapshot = read_snapshot(compiled, run_id, spec)
+        values: dict[str, Any] = dict(snapshot.values or {})
+        if values.get("task") not in (None, task):
+            raise ThreadMismatchError(
+                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
+            )
+        yield Thread(spec, saver, compiled, snapshot, values)
+
+
+__all__ = ["CoreSettings", "Thread", "ThreadMismatchError", "opened", "prepare_output", "start"]

@@ -1,0 +1,258 @@
+#!/usr/bin/env python
+"""The package's import structure, counted: what keeps the layers readable from the top down.
+
+- variant names in the core: the words that name a variant (navigator, sampling, coop, mailbox, attempts…) in the
+  files of the core; only the composition point may name them (each name counted once there).
+- function-local imports: imports of the package inside a function, outside `cli/` (where they keep the command
+  line's start fast). A lazy facade (`__getattr__` of a package's `__init__`) counts too.
+- arrows back up: imports of a module by a module on a lower layer (LAYERS below, bottom first), one per pair.
+- circles: groups of modules that import each other in a loop, whatever the import's place (function, TYPE_CHECKING).
+
+`python scripts/architecture.py` prints the table and a `RESULT key=value …` line; `--details` lists what is counted.
+The separately shipped tool packages (`llm_ide/tools/packages/`) are installed into environments, never imported:
+they are not measured.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "llm_ide"
+SKIPPED = ("tools/packages/", "demo/")
+
+# Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
+                    "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py")),
+    ("settings and memory", ("settings.py", "prompting.py", "state/")),
+    ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "call_policy.py", "workspace/")),
+    ("agent core", ("actions.py", "commands.py", "parsing.py", "conversation.py", "resources.py", "variant.py",
+                    "nodes/", "graph.py")),
+    ("variants", ("navigator/", "sampling/", "messages/", "attempts/settings.py", "attempts/variant.py")),
+    ("composition", ("composition.py", "config.py")),
+    ("driver", ("run/",)),
+    ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
+    ("interfaces", ("studio.py", "cli/", "__init__.py", "__main__.py")),
+]  # fmt: skip
+CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "conversation.py",
+        "settings.py", "config.py", "resources.py", "call_policy.py", "run/", "workspace/")  # fmt: skip
+COMPOSITION = "composition.py"  # the one core file that may name the variants
+VARIANT_WORDS = re.compile(r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts)\b", re.IGNORECASE)
+TARGETS = {"variant_names": 5, "variant_mentions_elsewhere": 0, "local_imports": 20, "arrows_up": 8, "circles": 0}
+
+
+@dataclass
+class Module:
+    name: str  # llm_ide.run.single
+    path: str  # run/single.py, relative to the package
+    imports: set[str] = field(default_factory=set)
+    local: list[tuple[int, str]] = field(default_factory=list)  # (line, imported module) inside a function
+
+
+def module_name(relative: Path) -> str:
+    parts = list(relative.with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE, *parts])
+
+
+def resolve(names: set[str], module: str, level: int, current: str, is_package: bool, imported: list[str]) -> list[str]:
+    """The package's modules an import statement reaches (`from x import y`: x.y when it is a module, else x)."""
+    if level:
+        base = current.split(".") if is_package else current.split(".")[:-1]
+        base = base[: len(base) - level + 1]
+        module = ".".join([*base, *([module] if module else [])])
+    if not module.startswith(PACKAGE):
+        return []
+    found = [f"{module}.{name}" for name in imported if f"{module}.{name}" in names]
+    return found or ([module] if module in names else [])
+
+
+class Imports(ast.NodeVisitor):
+    def __init__(self, module: Module, names: set[str], is_package: bool) -> None:
+        self.module, self.names, self.is_package, self.depth = module, names, is_package, 0
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def add(self, line: int, targets: list[str]) -> None:
+        for target in targets:
+            if target != self.module.name:
+                self.module.imports.add(target)
+                if self.depth:
+                    self.module.local.append((line, target))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.add(node.lineno, resolve(self.names, alias.name, 0, self.module.name, self.is_package, []))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        imported = [alias.name for alias in node.names]
+        targets = resolve(self.names, node.module or "", node.level, self.module.name, self.is_package, imported)
+        self.add(node.lineno, targets)
+
+
+def read_package(root: Path) -> dict[str, Module]:
+    package = root / PACKAGE
+    files = sorted(p for p in package.rglob("*.py") if not p.relative_to(package).as_posix().startswith(SKIPPED))
+    modules = {module_name(p.relative_to(package)): p for p in files}
+    found: dict[str, Module] = {}
+    for name, path in modules.items():
+        module = Module(name, path.relative_to(package).as_posix())
+        Imports(module, set(modules), path.name == "__init__.py").visit(ast.parse(path.read_text(encoding="utf-8")))
+        found[name] = module
+    return found
+
+
+def layer_of(path: str, layers: list[tuple[str, tuple[str, ...]]]) -> int:
+    best, length = -1, -1
+    for index, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if (path == prefix or path.startswith(prefix) and prefix.endswith("/")) and len(prefix) > length:
+                best, length = index, len(prefix)
+    if best < 0:
+        raise SystemExit(f"{PACKAGE}/{path}: on no layer; add it to LAYERS in {Path(__file__).name}")
+    return best
+
+
+def circles(modules: dict[str, Module]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for start in sorted(modules):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(modules[start].imports)))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            target = next(edges, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(modules[target].imports))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return sorted(groups)
+
+
+@dataclass
+class Counts:
+    variant_names: list[str]  # at the composition point
+    variant_mentions: list[tuple[str, int, str]]  # (file, line, word) elsewhere in the core
+    local_imports: list[tuple[str, int, str]]
+    arrows_up: list[tuple[str, str]]
+    circles: list[list[str]]
+
+    def figures(self) -> dict[str, int]:
+        return {
+            "variant_names": len(self.variant_names),
+            "variant_mentions_elsewhere": len(self.variant_mentions),
+            "local_imports": len(self.local_imports),
+            "arrows_up": len(self.arrows_up),
+            "circles": len(self.circles),
+        }
+
+
+def in_core(path: str, core: tuple[str, ...]) -> bool:
+    return any(path == prefix or (prefix.endswith("/") and path.startswith(prefix)) for prefix in core)
+
+
+def measure(
+    root: Path = ROOT,
+    layers: list[tuple[str, tuple[str, ...]]] = LAYERS,
+    core: tuple[str, ...] = CORE,
+    composition: str = COMPOSITION,
+    words: re.Pattern[str] = VARIANT_WORDS,
+) -> Counts:
+    modules = read_package(root)
+    by_name = {m.name: m for m in modules.values()}
+    names: set[str] = set()
+    mentions = []
+    for module in modules.values():
+        if not in_core(module.path, core):
+            continue
+        text = (root / PACKAGE / module.path).read_text(encoding="utf-8")
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in words.finditer(line):
+                if module.path == composition:
+                    names.add(match.group(1).lower())
+                else:
+                    mentions.append((module.path, number, match.group(1)))
+    local = [
+        (m.path, line, target) for m in modules.values() if not m.path.startswith("cli/") for line, target in m.local
+    ]
+    up = sorted(
+        (m.path, by_name[target].path)
+        for m in modules.values()
+        for target in m.imports
+        if layer_of(m.path, layers) < layer_of(by_name[target].path, layers)
+    )
+    return Counts(sorted(names), sorted(mentions), sorted(local), up, circles(modules))
+
+
+def main(
+    root: Annotated[Path, typer.Option(help="The repository to measure.")] = ROOT,
+    details: Annotated[bool, typer.Option(help="List every counted mention, import, arrow and circle.")] = False,
+) -> None:
+    """Count the import structure against its targets; exit 1 when a target is missed."""
+    counts = measure(root)
+    console = Console()
+    table = Table(title=f"{PACKAGE}: import structure")
+    for column in ("measure", "count", "target"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    figures = counts.figures()
+    for key, value in figures.items():
+        table.add_row(key.replace("_", " "), str(value), f"≤ {TARGETS[key]}")
+    console.print(table)
+    console.print("layers, bottom first: " + " < ".join(name for name, _ in LAYERS))
+    if details:
+        console.print(f"variant names at the composition point ({COMPOSITION}): {', '.join(counts.variant_names)}")
+        for path, line, word in counts.variant_mentions:
+            console.print(f"  mention  {path}:{line}  {word}")
+        for path, line, target in counts.local_imports:
+            console.print(f"  local    {path}:{line}  {target}")
+        for source, target in counts.arrows_up:
+            console.print(f"  up       {source} -> {target}")
+        for group in counts.circles:
+            console.print(f"  circle   {' '.join(group)}")
+    print("RESULT " + " ".join(f"{key}={value}" for key, value in figures.items()))
+    raise typer.Exit(int(any(value > TARGETS[key] for key, value in figures.items())))
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,57 @@
+"""The import structure keeps its targets (scripts/architecture.py): the variants named only at the composition
+point, few function-local imports, no arrow back up a layer, no circle; and the script counts what it says it counts
+on a small package of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from architecture import TARGETS, measure  # noqa: E402
+
+
+def test_the_package_keeps_its_targets() -> None:
+    done = subprocess.run([sys.executable, "architecture.py", "--details"], cwd=SCRIPTS, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = dict(item.split("=") for item in done.stdout.strip().splitlines()[-1].removeprefix("RESULT ").split())
+    assert {key: int(value) <= TARGETS[key] for key, value in figures.items()} == dict.fromkeys(TARGETS, True)
+    assert figures["circles"] == "0" and figures["variant_mentions_elsewhere"] == "0"
+    counts = measure()
+    assert set(counts.variant_names) <= {"navigator", "sampling", "attempts", "coop", "mailbox"}
+    assert all(path.startswith(("__init__.py", "coop/__init__.py", "swebench/")) for path, _, _ in counts.local_imports)
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "llm_ide" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_circle_an_arrow_back_up_a_local_import_and_a_variant_named_in_the_core_are_counted(tmp_path: Path) -> None:
+    root = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "base.py": "from llm_ide import core\n",  # foundation importing the core: up, and a circle with core
+            "core.py": "import llm_ide.base\n\n\ndef f():\n    from llm_ide.cli import main  # up, local\n",
+            "glue.py": '"""The navigator and sampling, composed."""\nfrom llm_ide.core import f\n',
+            "cli/__init__.py": "def main():\n    from llm_ide import core\n",  # local, but in cli/: not counted
+        },
+    )
+    layers = [("foundation", ("base.py",)), ("core", ("core.py", "glue.py")), ("top", ("cli/", "__init__.py"))]
+    counts = measure(root, layers, core=("core.py", "glue.py"), composition="glue.py")
+    assert counts.circles == [["llm_ide.base", "llm_ide.cli", "llm_ide.core"]]  # core and cli import each other too
+    assert counts.arrows_up == [("base.py", "core.py"), ("core.py", "cli/__init__.py")]
+    assert counts.local_imports == [("core.py", 5, "llm_ide.cli")]
+    assert counts.variant_names == ["navigator", "sampling"] and counts.variant_mentions == []
+    moved = measure(root, layers, core=("core.py", "glue.py"), composition="core.py")
+    assert [(path, word) for path, _, word in moved.variant_mentions] == [
+        ("glue.py", "navigator"),
+        ("glue.py", "sampling"),
+    ]

@@ -1,0 +1,329 @@
+"""Variants plug in through llm_ide/variant.py without touching a core file: toy variants written here (a node that
+logs every action, an action of its own, a phase before the main loop with hooks at set-up and at submit), and every
+combination of the navigator, action sampling and the message channel either working end to end or refused in one
+line. Each run is `run_task` on a real repository with scripted models."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import (
+    BUGGY_FILES,
+    CART_FIX,
+    CART_SUBMIT,
+    CART_TESTS,
+    FIX_SCRIPT,
+    TEST_COMMAND,
+    act,
+    reflect,
+    single_call,
+    write_script,
+)
+from conftest import make_git_repo
+from langgraph.runtime import Runtime
+from test_navigator_graph import CHEAT, PLAN
+from typing_extensions import TypedDict
+
+from llm_ide.actions import ActionOutcome, ParamError
+from llm_ide.config import load_config
+from llm_ide.coop.settings import load_coop_settings
+from llm_ide.graph import build_graph
+from llm_ide.messages.channel import Mailbox
+from llm_ide.messages.variant import Messages
+from llm_ide.navigator.variant import Navigator
+from llm_ide.run.single import RunResult, run_task
+from llm_ide.run.trajectory import load_trajectory
+from llm_ide.sampling.variant import Sampling
+from llm_ide.variant import Action, CombinationError, Node, Opening, Variant, Variants
+
+TASK = "Cart.total ignores quantities."
+FIXED = "total += price * quantity"
+
+
+def run(
+    tmp_path: Path, driver: list[str], variants: list[Variant] = (), **config: Any
+) -> tuple[RunResult, dict[str, Any]]:
+    repo = tmp_path / "repo"
+    if not repo.exists():
+        make_git_repo(repo, BUGGY_FILES)
+    settings = load_config("default", environment={"tools": []}, **config)
+    result = run_task(TASK, model=write_script(tmp_path / "driver.yaml", driver), settings=settings,
+                      output_dir=tmp_path / "out", run_id="toy", repo=repo, variants=variants)  # fmt: skip
+    return result, load_trajectory(result.trajectory_path)
+
+
+# A node that logs every action, after it ran (or was settled without running) and before it is committed
+
+
+class LogState(TypedDict, total=False):
+    action_log: list[dict[str, Any]]
+
+
+def log_action(state: dict[str, Any]) -> dict[str, Any]:
+    pending = state["pending"]
+    entry = {"step": state.get("n_operations", 0), "action": pending.action_type, "returncode": pending.returncode}
+    return {"action_log": [*state.get("action_log", []), entry]}
+
+
+class ActionLog(Variant):
+    name = "action_log"
+    state = LogState
+    after_action = ("log_action",)
+
+    def nodes(self) -> dict[str, Node]:
+        return {"log_action": log_action}
+
+    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"action_log": state.get("action_log", [])}
+
+
+def test_a_node_that_logs_every_action_plugs_in_after_the_action(tmp_path: Path) -> None:
+    result, traj = run(tmp_path, FIX_SCRIPT, [ActionLog()])
+    assert result.exit_status == "submitted" and FIXED in result.submission
+    logged = [(e["step"], e["action"], e["returncode"]) for e in traj["info"]["action_log"]]
+    assert logged == [(0, "view", 0), (1, "bash", 1), (2, "edit", 0), (3, "bash", 0), (4, "submit", 0)]
+    assert [op["action_type"] for op in traj["operations"]] == [action for _, action, _ in logged]
+    graph = build_graph(variants=Variants((ActionLog(),))).get_graph()
+    edges = {(edge.source, edge.target) for edge in graph.edges}
+    assert {("execute_tool", "log_action"), ("log_action", "update_activity")} <= edges
+
+
+def test_the_log_sees_an_action_the_navigator_denied_which_never_ran(tmp_path: Path) -> None:
+    driver = [CHEAT, CART_FIX, reflect(False, "fixed"), CART_TESTS, reflect(False, "tests pass"), CART_SUBMIT]
+    navigator = [*PLAN, "<deny>Do not change the test; fix Cart.total.</deny>", "<approve>ok</approve>"]
+    navigator += ["<approve>ok</approve>"]
+    nav = {"mode": "model", "model": write_script(tmp_path / "navigator.yaml", navigator)}
+    result, traj = run(tmp_path, driver, [ActionLog()], navigator=nav)
+    assert result.exit_status == "submitted"
+    logged = [(e["action"], e["returncode"]) for e in traj["info"]["action_log"]]
+    assert logged == [("edit", -1), ("edit", 0), ("bash", 0), ("submit", 0)]
+    assert traj["operations"][0]["denied"]["by"] == "model" and "1. In Cart.total" in traj["info"]["navigator"]["plan"]
+
+
+# An action of its own, offered in the action list
+
+
+def word_count(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
+    path = params.get("path")
+    if not isinstance(path, str):
+        raise ParamError("`path` must name a file")
+    text = ctx.codebase.read_text(ctx.codebase.path(params))
+    return ActionOutcome(f"{path}: {len((text or '').split())} words", 0)
+
+
+class WordCount(Variant):
+    name = "word_count"
+
+    def actions(self) -> dict[str, Action]:
+        return {"word_count": Action(word_count)}
+
+    def action_lines(self, ctx: Any) -> str:
+        return '- `<word_count>{"path": "<file>"}</word_count>`: how many words a file holds.'
+
+
+def test_an_action_of_a_variant_is_offered_parsed_and_run_like_the_core_ones(tmp_path: Path) -> None:
+    count = act("How long is the cart?", "word_count", path="shop/cart.py")
+    terse = 'And the tests?\n<word_count>{"path": "tests/test_cart.py"}</word_count>'
+    driver = [count, reflect(False, "counted"), terse, reflect(False, "counted"), act("Done.", "submit")]
+    result, traj = run(tmp_path, driver, [WordCount()])
+    assert result.exit_status == "submitted"
+    first, second = traj["operations"][:2]
+    words = len(BUGGY_FILES["shop/cart.py"].split())
+    assert (first["action_type"], first["observation"]) == ("word_count", f"shop/cart.py: {words} words")
+    assert second["observation"].startswith("tests/test_cart.py: ") and second["thought"] == "And the tests?"
+    assert (
+        "`<word_count>" in traj["model_calls"][0]["prompt"]
+        and "`<submit></submit>`" in traj["model_calls"][0]["prompt"]
+    )
+
+
+def test_without_the_variant_its_action_is_no_action(tmp_path: Path) -> None:
+    count = act("How long is the cart?", "word_count", path="shop/cart.py")
+    result, traj = run(tmp_path, [count, count], agent={"max_format_errors": 2})
+    assert result.exit_status == "format_error" and traj["operations"] == []
+    retry = traj["model_calls"][1]["prompt"]
+    assert "unknown action_type 'word_count'; expected one of view, view_symbol, search, edit, create, bash" in retry
+    assert "word_count" not in traj["model_calls"][0]["prompt"]
+
+
+# A phase before the main loop, a script installed beside the tools, run again at submit: the shape of issue 25's
+# reproduction
+
+
+class CheckState(TypedDict, total=False):
+    checks: dict[str, Any]
+
+
+def run_check(ctx: Any) -> dict[str, Any]:
+    result = ctx.codebase.env.execute(f"sh {shlex.quote(ctx.resources['check'])}", timeout=60)
+    return {"returncode": result.returncode, "output": result.output.strip().splitlines()[-1]}
+
+
+def check_before(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]:
+    if "checks" in state:
+        return {}
+    return {"checks": {"before": run_check(runtime.context)}}
+
+
+class Check(Variant):
+    name = "check"
+    state = CheckState
+    prelude = ("check_before",)
+
+    def nodes(self) -> dict[str, Node]:
+        return {"check_before": check_before}
+
+    def actions(self) -> dict[str, Action]:
+        def check(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
+            outcome = run_check(ctx)
+            return ActionOutcome(outcome["output"], outcome["returncode"])
+
+        return {"check": Action(check, bare=True)}
+
+    def open(self, ctx: Any, opening: Opening) -> Any:
+        env = ctx.codebase.env
+        script = Path(env.private_dir("check")) / "source.sh"
+        script.parent.mkdir(parents=True, exist_ok=True)
+        tests = f"cd {shlex.quote(env.workdir)} && {TEST_COMMAND}"
+        script.write_text(f'out=$({tests}); status=$?; printf "%s\\n" "$out" | tail -n 1; exit $status\n')
+        target = f"{env.tools_root}/check.sh"
+        env.copy_in(script, target)
+        return target
+
+    def preface(self, ctx: Any, state: dict[str, Any]) -> str:
+        before = state.get("checks", {}).get("before")
+        return f"# Check before the first step\n{before['output']}\n" if before else ""
+
+    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
+        return {"checks": {**state.get("checks", {}), "after": run_check(ctx)}}
+
+    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
+        checks = state.get("checks", {})
+        return {name: check["returncode"] for name, check in checks.items()}
+
+
+def test_a_phase_before_the_loop_a_script_beside_the_tools_and_a_check_again_at_submit(tmp_path: Path) -> None:
+    driver = FIX_SCRIPT[4:8] + [act("Check it.", "check"), reflect(False, "passes"), act("Done.", "submit")]
+    result, traj = run(tmp_path, driver, [Check()])
+    assert result.exit_status == "submitted" and FIXED in result.submission
+    assert traj["info"]["facts"] == {"before": 1, "after": 0}
+    assert "# Check before the first step\nFAILED (failures=1)\n# Memory" in traj["model_calls"][0]["prompt"]
+    check = next(op for op in traj["operations"] if op["action_type"] == "check")
+    assert (check["observation"], check["returncode"]) == ("OK", 0)
+    assert "check.sh" not in result.submission  # beside the tools, not in the repository
+
+
+# Combinations
+
+
+class Replacing(Variant):
+    name = "replacing"
+
+    def replaces(self) -> dict[str, Node]:
+        return {"act": log_action}
+
+
+def test_two_variants_replacing_one_node_are_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(CombinationError) as refused:
+        run(tmp_path, FIX_SCRIPT, [Replacing()], sampling={"k": 2})
+    assert str(refused.value) == "sampling and replacing both replace the `act` node"
+    assert not (tmp_path / "out").exists()  # refused before anything starts
+    with pytest.raises(CombinationError, match="^a variant is given twice: action_log, action_log$"):
+        Variants((ActionLog(), ActionLog()))
+
+
+MESSAGE = "I changed nothing in shop/; the cart is yours."
+
+
+def mailbox(folder: Path) -> Mailbox:
+    """Agent 1's end of a channel in which agent 2 already wrote (before agent 1's first step)."""
+    path = folder / "messages.jsonl"
+    path.write_text(json.dumps({"from": "2", "to": "1", "text": MESSAGE, "seq": 1}) + "\n")
+    return Mailbox(path, "1", "2", load_coop_settings().templates.messages)
+
+
+def sampled(script: list[str]) -> list[str]:
+    """Each reply of a single-call run (a reflection and an action) twice: k=2 samples that agree (folded into one
+    candidate, no choosing call)."""
+    return [reply for item in single_call(script) for reply in (item, item)]
+
+
+@pytest.mark.parametrize("navigator", [False, True])
+@pytest.mark.parametrize("sampling", [False, True])
+@pytest.mark.parametrize("messages", [False, True])
+def test_every_combination_of_navigator_sampling_and_messages_runs(
+    tmp_path: Path, navigator: bool, sampling: bool, messages: bool
+) -> None:
+    config: dict[str, Any] = {}
+    if navigator:
+        plan = ['<view>{"path": "shop/cart.py"}</view>', "<plan>Multiply price by quantity.</plan>"]
+        config["navigator"] = {"mode": "model", "gate": [], "model": write_script(tmp_path / "nav.yaml", plan)}
+    if sampling:
+        config["sampling"] = {"k": 2}
+    given = [Messages(mailbox(tmp_path))] if messages else []
+    result, traj = run(tmp_path, sampled(FIX_SCRIPT) if sampling else FIX_SCRIPT, given, **config)
+    assert result.exit_status == "submitted" and FIXED in result.submission
+    first = traj["model_calls"][0]["prompt"]
+    assert (MESSAGE in first) is messages  # taken in before the first step, after the navigator's plan too
+    assert ("# Plan (from the navigator)\nMultiply price by quantity." in first) is navigator
+    assert ("navigator" in traj["info"]) is navigator and ("received" in traj["info"]) is messages
+    ops = traj["operations"]
+    assert [op["action_type"] for op in ops] == ["view", "bash", "edit", "bash", "submit"]
+    assert [op["candidates"][0]["samples"] if sampling else "candidates" in op for op in ops] == [sampling * 2] * 5
+    calls = traj["info"]["model_stats"]["api_calls"]
+    assert calls == 5 + 5 * sampling  # the driver's: one call per step (twice each when sampled)
+
+
+def test_a_person_asked_in_one_run_is_refused_beside_two_agents_messaging(tmp_path: Path) -> None:
+    with pytest.raises(CombinationError) as refused:
+        run(tmp_path, FIX_SCRIPT, [Messages(mailbox(tmp_path))], navigator={"mode": "human"})
+    assert str(refused.value) == (
+        "navigator: asks a person in one run at a time; it does not combine with two agents messaging"
+    )
+    assert isinstance(Navigator("human"), Variant) and Sampling.enabled(load_config("default")) is None
+
+
+# Facts for the reviewer and the chooser of attempts
+
+
+class SubmitState(TypedDict, total=False):
+    at_submit: int
+
+
+class SubmitCheck(Variant):
+    """Runs a command when the agent submits; its return code is a fact about the run."""
+
+    name = "submit_check"
+    state = SubmitState
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
+        return {"at_submit": ctx.codebase.env.execute(self.command, timeout=60).returncode}
+
+    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"check at submit": state["at_submit"]} if "at_submit" in state else {}
+
+
+def test_a_variants_facts_reach_the_reviewer_and_the_chooser_of_attempts(tmp_path: Path) -> None:
+    from attempts_scripts import FILES, RIGHT, TASK, TEST, WRONG, attempt_script, choice, review, scripts
+
+    from llm_ide import run_attempts
+
+    reviews = [review(6, "Plausible."), review(6, "Plausible too.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)], reviews, [choice(2, "Ok.")])
+    settings = load_config("default", environment={"tools": []}, attempts={"max": 2, "accept_score": None})
+    result = run_attempts(TASK, model=model, settings=settings, output_dir=tmp_path / "out", run_id="T",
+                          repo=make_git_repo(tmp_path / "repo", FILES), variants=[SubmitCheck(TEST)])  # fmt: skip
+    assert (result.exit_status, result.chosen) == ("submitted", 2)
+    assert [attempt["facts"] for attempt in result.attempts] == [{"check at submit": 1}, {"check at submit": 0}]
+    calls = load_trajectory(result.trajectory_path)["model_calls"]
+    reviewed = [call["prompt"] for call in calls if call["kind"] == "review"]
+    assert ["- check at submit: 1" in reviewed[0], "- check at submit: 0" in reviewed[1]] == [True, True]
+    (chooser,) = [call["prompt"] for call in calls if call["kind"] == "choose"]
+    assert chooser.count("### Facts (its variants' checks)") == 2 and "- check at submit: 0" in chooser
