@@ -4,10 +4,10 @@ extends the previous one (providers serve that prefix from their cache); a new s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+from llm_ide.parsing import body_text, first_sentence
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
@@ -47,6 +47,8 @@ def render_system(ctx: AgentContext, task: str) -> str:
         "system",
         actions=actions,
         additions=ctx.variants.system_sections(ctx),
+        single=ctx.settings.agent.single_call,
+        single_format=render(templates, "single_format"),
         reflect_format=render(templates, "reflect_format"),
         act_format=render(templates, "act_format"),
         **capped(
@@ -68,14 +70,18 @@ def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
     }
 
 
+def act_template(node: OperationNode | None) -> str:
+    """The template of the act instruction: next-step after a good operation (or none), alternative-action after a
+    bad one."""
+    return "alternative_action" if node is not None and node.bad_action else "next_step"
+
+
 def act_instruction(ctx: AgentContext, node: OperationNode | None) -> str:
-    """The next-step template after a good operation (or none), the alternative-action one after a bad one."""
-    template = "alternative_action" if node is not None and node.bad_action else "next_step"
-    return render(ctx.templates, template, node=node)
+    return render(ctx.templates, act_template(node), node=node)
 
 
 def params_text(node: OperationNode) -> str:
-    return json.dumps(node.action_params, ensure_ascii=False)
+    return body_text(node.action_type, node.action_params)
 
 
 def action_turn(ctx: AgentContext, node: OperationNode) -> str:
@@ -102,8 +108,13 @@ def inbox_text(ctx: AgentContext, state: AgentState, after: Callable[[int], bool
     return text + "\n" if text else ""
 
 
-def reflection_turn(ctx: AgentContext, node: OperationNode) -> str:
-    return memo(ctx, ("reflection", node.id), lambda: render(ctx.templates, "reflection", reflection=node))
+def reflection_turn(ctx: AgentContext, node: OperationNode, following: OperationNode | None = None) -> str:
+    """The reflection on `node`; in a single-call reply before the `following` action whose reasoning begins with
+    the summary, the verdict without it (as the reply had it)."""
+    brief = following is not None and node.summary == first_sentence(following.thought)
+    return memo(
+        ctx, ("reflection", node.id, brief), lambda: render(ctx.templates, "reflection", reflection=node, brief=brief)
+    )
 
 
 def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, state: AgentState) -> list[Message]:
@@ -131,19 +142,29 @@ def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: i
 def single_call_turns(
     ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, state: AgentState
 ) -> list[Message]:
-    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action."""
-    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "single_step", node=nodes[start - 1])
+    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action (an
+    operation judged as it ran is followed by the act instruction its verdict chose, and a reply of the action
+    alone)."""
+
+    def instruction(node: OperationNode) -> str:
+        return act_template(node) if node.judged_when_run else "single_step"
+
+    head = (
+        act_instruction(ctx, None)
+        if start == 0
+        else render(ctx.templates, instruction(nodes[start - 1]), node=nodes[start - 1])
+    )
     inbox = inbox_text(ctx, state, lambda step: step <= start)
     messages = [{"role": "user", "content": f"{snapshot}\n\n{inbox}{head}"}]
     for position in range(start, len(nodes)):
         node = nodes[position]
         reply = action_turn(ctx, node)
-        if position > 0:
-            reply = reflection_turn(ctx, nodes[position - 1]) + "\n" + reply
+        if position > 0 and not nodes[position - 1].judged_when_run:
+            reply = reflection_turn(ctx, nodes[position - 1], node) + "\n" + reply
         inbox = inbox_text(ctx, state, lambda step, done=position + 1: step == done)
         messages += [
             {"role": "assistant", "content": reply},
-            {"role": "user", "content": observation_turn(ctx, node, "single_step", inbox)},
+            {"role": "user", "content": observation_turn(ctx, node, instruction(node), inbox)},
         ]
     return messages
 

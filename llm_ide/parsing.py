@@ -3,10 +3,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+from llm_ide.models import ScriptItem
 from llm_ide.state.operations import Reflection
 from llm_ide.text import clean_text
 
@@ -17,8 +18,13 @@ _BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
 _VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
 _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
 _ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
+_REFLECTION_END = re.compile(r"<\s*/\s*(bad[-_ ]?action|lessons|summary)\s*>", re.IGNORECASE)
 _ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+_JSON_OBJECT = re.compile(r'^\{\s*"')
+_TAG = re.compile(r"<\s*/?\s*([a-z][\w-]*)\s*/?\s*>", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+RAW_BODY = {"bash": "command"}  # actions whose tag may hold their one parameter as it is (`<bash>ls -la</bash>`)
 
 
 class FormatError(ValueError):
@@ -107,16 +113,87 @@ def parse_reflection(text: str) -> Reflection:
     )
 
 
+def reflection_only(text: str) -> bool:
+    """A reply that is a reflection and nothing else: no tag in it but the reflection's own."""
+    try:
+        parse_reflection(text)
+    except FormatError:
+        return False
+    return {tag.lower().replace("-", "_") for tag in _TAG.findall(text)} <= {"bad_action", "lessons", "summary"}
+
+
+def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
+    """A scripted model's responses for a single-call run: a response that is only a reflection joins the one after it
+    (so a script written for two calls per step plays in one)."""
+    out: list[ScriptItem] = []
+    waiting: str | None = None
+    for item in items:
+        if waiting is None and isinstance(item, str) and reflection_only(item):
+            waiting = item
+        elif waiting is None:
+            out.append(item)
+        else:
+            joined = {key: f"{waiting}\n{item[key]}" for key in ("then", "else")} if isinstance(item, dict) else {}
+            out.append({**item, **joined} if isinstance(item, dict) else f"{waiting}\n{item}")
+            waiting = None
+    return out if waiting is None else [*out, waiting]
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of the first paragraph, on one line."""
+    paragraph = text.strip().split("\n\n")[0]
+    return " ".join(_SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
+
+
+def parse_single_reply(text: str, grammar: Grammar) -> tuple[Reflection, ParsedAction]:
+    """A single-call reply: the verdict (`good` or `bad`) and its `lesson:` lines, then the action whose reasoning
+    begins with what the operation found: that first sentence is the reflection's summary, unless the verdict line
+    holds one (`good: <summary>`)."""
+    reflection_text, rest = split_reflection(text)
+    reflection, action = parse_reflection(reflection_text), parse_action(rest, grammar)
+    if not reflection.summary:
+        reflection = replace(reflection, summary=first_sentence(action.thought))
+    return reflection, action
+
+
 def split_reflection(text: str) -> tuple[str, str]:
     """A single-call reply: the reflection (its verdict line and `lesson:` lines, or its tags), then the action."""
     if _BAD_ACTION_TAG.search(text):
         match = _ACTION_START.search(text)
-        if match is None:
+        closings = list(_REFLECTION_END.finditer(text))
+        at = match.start() if match else closings[-1].end() if closings else None
+        if at is None or not text[at:].strip():
             raise FormatError("missing the action after the reflection")
-        return text[: match.start()], text[match.start() :]
+        return text[:at], text[at:]
     lines = text.strip().splitlines(keepends=True)
     taken = 1 + next((i for i, line in enumerate(lines[1:]) if not _LESSON.match(line.strip())), len(lines) - 1)
     return "".join(lines[:taken]), "".join(lines[taken:])
+
+
+def parse_body(action_type: str, body: str) -> dict[str, Any]:
+    """An action tag's parameters: a JSON object, or for `RAW_BODY` actions the parameter's value as it is (a fenced
+    block's content; not when the body holds another such tag: that one is the action)."""
+    key, value = RAW_BODY.get(action_type), body.strip()
+    if fence := _FENCE.match(value):
+        value = fence.group(1).strip()
+    if key is None or _JSON_OBJECT.match(value):
+        return parse_params(value)
+    if re.search(rf"<\s*{action_type}\s*>", value, re.IGNORECASE):
+        raise FormatError(f"more than one <{action_type}> tag")
+    return {key: clean_text(value)} if value else {}
+
+
+def body_text(action_type: str, params: dict[str, Any]) -> str:
+    """What an action's tag holds, as `parse_body` reads it back: the bare value of a `RAW_BODY` action's parameter,
+    else JSON (`<` escaped where the text would hold the tag itself)."""
+    key = RAW_BODY.get(action_type)
+    value = params.get(key) if key else None
+    tag = re.compile(rf"<\s*/?\s*{action_type}\s*/?\s*>", re.IGNORECASE)
+    bare = isinstance(value, str) and params.keys() == {key} and value and value == value.strip()
+    if bare and not (tag.search(value) or _JSON_OBJECT.match(value) or _FENCE.match(value)):
+        return value
+    body = json.dumps(params, ensure_ascii=False)
+    return body.replace("<", "\\u003c") if tag.search(body) else body
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:
@@ -164,7 +241,7 @@ def parse_action(text: str, grammar: Grammar) -> ParsedAction:
         closings = list(re.finditer(rf"<\s*/\s*{action_type}\s*>", rest, re.IGNORECASE))
         body = "" if match.group(2) else rest[: closings[-1].start()] if closings else rest
         try:
-            params = parse_params(body)
+            params = parse_body(action_type, body)
         except FormatError as problem:
             error = error or problem
             continue

@@ -60,6 +60,8 @@ class SectionCaps(Strict):
     code_context: PositiveInt
     operation_history: PositiveInt
     lessons: PositiveInt
+    files: PositiveInt
+    changes: PositiveInt
     latest: PositiveInt
 
 
@@ -72,8 +74,11 @@ class MemorySettings(Strict):
     history_max: PositiveInt
     history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
-    snapshot_every: PositiveInt
+    snapshot_every: NonNegativeInt  # 0: renewed by size only
+    recent_operations: PositiveInt
     prompt_budget_chars: PositiveInt
+    renew_at_chars: PositiveInt
+    renew_ratio: PositiveFloat
     section_max_chars: SectionCaps
 
 

@@ -41,6 +41,7 @@ from bench_session_script import TASK, make_repo, session_script
 from rich.console import Console
 from rich.table import Table
 
+from llm_ide.config import load_config
 from llm_ide.replay.endpoint import LoopbackEndpoint, completion, error, prompt_chars, shared_prefix
 
 MINI_VERSION = "2.4.6"
@@ -242,13 +243,19 @@ def main(
     seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
     keep: Annotated[Path | None, typer.Option(help="Keep the repositories, outputs and wire log here.")] = None,
     single_call: Annotated[
-        bool, typer.Option(help="llm-ide with agent.single_call: one call per step (reflection + action).")
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--single-call/--two-calls",
+            help="llm-ide with one call per step (reflection + action) or two.",
+            show_default="the bundled agent.single_call",
+        ),
+    ] = None,
     quick: Annotated[
         bool, typer.Option(help="A 30-step session (figures at 10, 30): what the test suite runs.")
     ] = False,
 ) -> None:
     console = Console()
+    single_call = load_config("default").agent.single_call if single_call is None else single_call
     steps, marks = (30, (10, 30)) if quick else (steps, MARKS)
     if steps < max(marks):
         raise typer.BadParameter(f"the session needs at least {max(marks)} steps")

@@ -12,8 +12,9 @@ makes the same operations and only the sampling differs. Configurations, side by
 Then the wall time at a remote endpoint's latency (`--latency` seconds per request, loopback endpoint), k=1 against
 k=3 without `n` (three identical samples: no choosing call, so each step waits for two rounds in both): the k
 requests are in flight together, so k=3 costs about the time of k=1, not k times the act call's.
-Bill (GPT-5-mini-style, in characters, as in bench_cost.py): uncached prompt ×1, the prefix a request shares with the
-run's previous request ×0.1, output ×8, from each call's prompt and response in the calls log.
+Two calls per step (the script holds each reflection apart). Bill (GPT-5-mini-style, in characters, as in
+bench_cost.py): uncached prompt ×1, the prefix a request shares with the run's previous request ×0.1, output ×8, from
+each call's prompt and response in the calls log.
 """
 
 from __future__ import annotations
@@ -101,7 +102,10 @@ def timed_at_latency(workdir: Path, name: str, steps: int, seed: int, k: int, la
     replies: list[str | Reply] = []
     for response in session_script(repo, steps, seed):
         replies += [response] * (k if is_action(response) else 1)  # identical samples: no choosing call
-    overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
+    overrides = {
+        "agent": {"step_limit": steps + 10, "cost_limit": 0, "single_call": False},
+        "environment": {"tools": []},
+    }
     config = load_config("default", sampling={"k": k, "n": "never"}, **overrides)
     with OpenAIServer(replies=replies, latency=latency) as server:
         started = time.perf_counter()
@@ -130,7 +134,10 @@ def bill_of(calls: list[dict[str, Any]]) -> tuple[int, float, int]:
 def run_one(workdir: Path, name: str, steps: int, seed: int, sampling: dict[str, Any], n: bool) -> Measured:
     repo = make_repo(workdir / name / "repo")
     responses = session_script(repo, steps, seed)
-    overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
+    overrides = {
+        "agent": {"step_limit": steps + 10, "cost_limit": 0, "single_call": False},
+        "environment": {"tools": []},
+    }
     config = load_config("default", sampling=sampling, **overrides)
     started = time.perf_counter()
     kwargs = {"task": TASK, "settings": config, "output_dir": workdir / name / "out", "run_id": name, "repo": repo}

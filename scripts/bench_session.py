@@ -192,8 +192,9 @@ def mini_observation_chars(observation: str, returncode: int | None) -> int:
 
 def full_history_chars(traj: dict[str, Any], templates: dict[str, Any]) -> dict[int, int]:
     """The prompt a full-history agent sends for operation k: system + task + (action, observation) of ops 1..k−1."""
-    blank = dict.fromkeys(("actions", "reflect_format", "act_format", "task", "tool_usage", "additions"), "")
-    fixed = len(render(templates, "system", **blank)) + len(render(templates, "task", task=traj["task"]))
+    blank = dict.fromkeys(("actions", "reflect_format", "act_format", "single_format", "task", "tool_usage"), "")
+    fixed = len(render(templates, "system", single=False, additions="", **blank))
+    fixed += len(render(templates, "task", task=traj["task"]))
     acts = [call["response"] for call in traj["model_calls"] if call["kind"] == "act"]
     sizes, total = {}, fixed
     for step, (op, response) in enumerate(zip(traj["operations"], acts, strict=False), start=1):

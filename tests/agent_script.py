@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from llm_ide.parsing import joined_script
+
 
 def act(thought: str, action_type: str, **params: Any) -> str:
     return (
@@ -18,6 +20,12 @@ def act(thought: str, action_type: str, **params: Any) -> str:
 
 def reflect(bad: bool, summary: str, lessons: str = "") -> str:
     return f"<bad_action>{str(bad).lower()}</bad_action>\n<lessons>{lessons}</lessons>\n<summary>{summary}</summary>"
+
+
+def single_call(responses: list[str]) -> list[str]:
+    """A two-call script as the replies of a single-call run (the default): each reflection with the action after it
+    (what the scripted model does itself; an endpoint test serves these)."""
+    return [str(reply) for reply in joined_script(list(responses))]
 
 
 def write_script(path: Path, responses: list[str]) -> str:

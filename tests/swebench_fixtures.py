@@ -326,15 +326,15 @@ def write_script(path: Path, commands: list[str]) -> str:
 
 
 def dollar_calls(folder: Path, runs: int) -> tuple[list[Any], Path]:
-    """A fix-and-submit session whose every call costs $1 (1M input tokens at $1/M of `gpt-test`), `runs` times over,
-    and the batch config that prices it."""
+    """A fix-check-submit session of three calls (one per step, each judging the previous step), every call costing $1
+    (1M input tokens at $1/M of `gpt-test`), `runs` times over, and the batch config that prices it."""
     from openai_server import Reply
 
     one_dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
     calls = [
         Reply(reply("Fix it.", "bash", {"command": FIX_COMMAND}), **one_dollar),
-        Reply(reflection("Fixed."), **one_dollar),
-        Reply(reply("Submit.", "submit", {}), **one_dollar),
+        Reply(reflection("Fixed.") + reply("Check.", "bash", {"command": "git diff --stat"}), **one_dollar),
+        Reply(reflection("Checked.") + reply("Submit.", "submit", {}), **one_dollar),
     ]
     config = write_config(folder / "c.yaml")
     data = yaml.safe_load(config.read_text())

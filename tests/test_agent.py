@@ -33,7 +33,8 @@ def run(tmp_path: Path, responses: list[str], repo: Path | None = None, memory: 
 
 
 def test_full_run_builds_the_tree_the_chain_the_lessons_and_the_patch(tmp_path: Path) -> None:
-    result, traj = run(tmp_path, FIX_SCRIPT, memory={"snapshot_every": 1})  # every prompt a fresh memory snapshot
+    # two calls per step (the seed's layout: reflect, then act), every prompt a fresh memory snapshot
+    result, traj = run(tmp_path, FIX_SCRIPT, memory={"snapshot_every": 1}, single_call=False)
     ops = traj["operations"]
     assert result.exit_status == "submitted" == traj["info"]["exit_status"]
     assert [(o["id"], o["parent_id"], o["action_type"], o["bad_action"]) for o in ops] == [
@@ -79,7 +80,7 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
         "no tags at all",
         '<thought>x</thought><action_type>dance</action_type><action_params>{"a": 1}</action_params>',
     ]
-    result, traj = run(tmp_path, responses, max_format_errors=3)
+    result, traj = run(tmp_path, responses, max_format_errors=3, single_call=False)
     assert result.exit_status == "format_error"
     assert len(traj["operations"]) == 1
     prompts = [c["prompt"] for c in traj["model_calls"]]
@@ -226,7 +227,7 @@ def test_operation_history_stays_bounded_on_a_long_chain(tmp_path: Path) -> None
 
 def test_single_call_builds_the_same_tree_with_one_call_per_step(tmp_path: Path) -> None:
     merged = [FIX_SCRIPT[0]] + [f"{FIX_SCRIPT[i]}\n{FIX_SCRIPT[i + 1]}" for i in range(1, len(FIX_SCRIPT), 2)]
-    _, two = run(tmp_path / "two", FIX_SCRIPT)
+    _, two = run(tmp_path / "two", FIX_SCRIPT, single_call=False)
     result, one = run(tmp_path / "one", merged, single_call=True)
     assert result.exit_status == "submitted"
     fields = ("id", "parent_id", "thought", "action_type", "bad_action", "summary", "lessons")
@@ -234,6 +235,6 @@ def test_single_call_builds_the_same_tree_with_one_call_per_step(tmp_path: Path)
     assert [c["kind"] for c in one["model_calls"]] == ["act"] * 5
     prompts = [c["prompt"] for c in one["model_calls"]]
     assert all(later.startswith(earlier) for earlier, later in zip(prompts, prompts[1:], strict=False))
-    assert "## Reflect on operation 1, then the next step" in prompts[2]
+    assert "## Judge operation 1, then act (after `bad`: an alternative in its place)" in prompts[2]
     assert "[assistant]\nbad: The test fails with 11.5 != 16.0" in prompts[3]  # the reflection stays in its reply
     assert "+            total += price * quantity" in result.submission

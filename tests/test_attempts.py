@@ -184,7 +184,7 @@ def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_o
             base_url=server.url,
             output_dir=tmp_path / "out",
             run_id="T",
-            settings=settings(max=3, cost_limit=0.08),
+            settings=settings(max=3, cost_limit=0.08).merged({"agent": {"single_call": False}}),
             repo=make_git_repo(tmp_path / "repo", FILES),
         )
         requests = len(server.requests)  # fmt: skip

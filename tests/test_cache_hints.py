@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
 from openai_server import OpenAIServer
 
@@ -30,10 +30,10 @@ def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = T
 
 @pytest.mark.parametrize(("cache_hints", "keys"), [(True, 1), (False, 0)])
 def test_openai_requests_of_a_run_share_one_prompt_cache_key(tmp_path: Path, cache_hints: bool, keys: int) -> None:
-    with OpenAIServer(replies=FIX_SCRIPT) as server:
+    with OpenAIServer(replies=single_call(FIX_SCRIPT)) as server:
         run_against(tmp_path, "gpt-4o", server.url, cache_hints)
     bodies = [request.body for request in server.requests]
-    assert len(bodies) == len(FIX_SCRIPT)
+    assert len(bodies) == len(single_call(FIX_SCRIPT)) == 5  # one call per step
     found = {body.get("prompt_cache_key") for body in bodies} - {None}
     assert len(found) == keys and all(key.startswith("llm-ide-") for key in found)
 
@@ -41,9 +41,9 @@ def test_openai_requests_of_a_run_share_one_prompt_cache_key(tmp_path: Path, cac
 def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("langchain_anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
-    with OpenAIServer(replies=FIX_SCRIPT) as server:
+    with OpenAIServer(replies=single_call(FIX_SCRIPT)) as server:
         run_against(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"))
-    assert len(server.requests) == len(FIX_SCRIPT)
+    assert len(server.requests) == 5
     for request in server.requests:
         body = request.body
         assert request.path.endswith("/v1/messages")

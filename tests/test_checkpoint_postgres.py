@@ -51,16 +51,18 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-def config(**checkpoint: Any) -> Settings:
-    return load_config("default", environment={"tools": []}, checkpoint=checkpoint)
+def config(single_call: bool = True, **checkpoint: Any) -> Settings:
+    return load_config("default", environment={"tools": []}, checkpoint=checkpoint, agent={"single_call": single_call})
 
 
-def run(tmp_path: Path, url: str, run_id: str, responses: list[str], **checkpoint: Any) -> RunResult:
+def run(
+    tmp_path: Path, url: str, run_id: str, responses: list[str], single_call: bool = True, **checkpoint: Any
+) -> RunResult:
     model = write_script(tmp_path / "script.yaml", responses)
     return run_task(
         TASK,
         model=model,
-        settings=config(**checkpoint),
+        settings=config(single_call, **checkpoint),
         output_dir=tmp_path / "out",
         run_id=run_id,
         repo=tmp_path / "repo",
@@ -98,7 +100,7 @@ def test_full_run_with_postgres_checkpoints_prunes_history(tmp_path: Path, postg
     assert traj["operations"][1]["bad_action"] is True
     assert traj["operations"][1]["lessons"] == "Run the tests before guessing."
     assert "OK" in traj["operations"][3]["observation"]
-    assert [call["kind"] for call in traj["model_calls"]] == ["act"] + ["reflect", "act"] * 4
+    assert [call["kind"] for call in traj["model_calls"]] == ["act"] * 5  # one call per step
     assert "+            total += price * quantity" in result.submission
     assert (tmp_path / "repo" / "trail.log").read_text() == "hypothesis\ncheck\n"
 
@@ -139,8 +141,8 @@ def test_interrupted_run_resumes_from_postgres(
     tmp_path: Path, postgres_url: str, cut: int, done_before: list[str]
 ) -> None:
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    run_id = f"pg-resume-{cut}"
-    first = run(tmp_path, postgres_url, run_id, SCRIPT[:cut])
+    run_id = f"pg-resume-{cut}"  # two calls per step: the script is cut between a reflection and an action
+    first = run(tmp_path, postgres_url, run_id, SCRIPT[:cut], single_call=False)
 
     assert first.exit_status == "model_error"
     assert "ran out of responses" in first.error
@@ -149,7 +151,7 @@ def test_interrupted_run_resumes_from_postgres(
     assert [call["index"] for call in stopped["model_calls"]] == list(range(cut))
     assert table_rows(postgres_url, run_id)["checkpoints"] <= 7  # pruned per step: one iteration's supersteps remain
 
-    second = run(tmp_path, postgres_url, run_id, SCRIPT)
+    second = run(tmp_path, postgres_url, run_id, SCRIPT, single_call=False)
 
     assert second.exit_status == "submitted", second.error
     traj = json.loads(second.trajectory_path.read_text())

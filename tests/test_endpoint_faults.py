@@ -28,8 +28,9 @@ def model_config(**values: Any) -> ModelSettings:
 
 
 def settings(**agent: Any) -> Settings:
+    """Two calls per step: each reply of the tests' endpoints is one call's (a reflection, or an action)."""
     model = {"max_retries": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.02, "timeout": 5}
-    agent = {"cost_limit": 1e9, "token_limit": None, **agent}
+    agent = {"cost_limit": 1e9, "token_limit": None, "single_call": False, **agent}
     return load_config("default", environment={"tools": []}, agent=agent, model=model)
 
 

@@ -81,8 +81,8 @@ def test_run_page_draws_the_tree_marks_failed_alternatives_and_opens_nodes(brows
         assert text_of(browser.find_element(By.ID, "panel-title")).startswith(f"[{operation['id']}] ")
         assert text_of(browser.find_element(By.ID, "panel-lessons")) == (operation["lessons"] or "—")
     calls = browser.find_elements(By.CSS_SELECTOR, "#panel-calls details.call")
-    assert [text_of(c.find_element(By.CSS_SELECTOR, "summary")).split(":")[0] for c in calls] == ["#8 act"]
-    recorded = next(call for call in data["model_calls"] if call["index"] == 8)
+    assert [text_of(c.find_element(By.CSS_SELECTOR, "summary")).split(":")[0] for c in calls] == ["#4 act"]
+    recorded = next(call for call in data["model_calls"] if call["index"] == 4)
     assert text_of(calls[0].find_element(By.CSS_SELECTOR, "pre.prompt")) == recorded["prompt"]
     assert text_of(calls[0].find_element(By.CSS_SELECTOR, "pre.response")) == recorded["response"]
     nodes[1].click()

@@ -13,10 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-from agent_script import BUGGY_FILES, FIX_SCRIPT
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
 from openai_server import OpenAIServer, Reply
 
+REPLIES = single_call(FIX_SCRIPT)  # one call per step
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
@@ -34,7 +35,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
 
 def test_verbose_shows_the_reply_as_it_streams_in(tmp_path: Path) -> None:
     gate = tmp_path / "go"
-    replies: list[str | Reply] = [Reply(text=FIX_SCRIPT[0], gate=str(gate)), *FIX_SCRIPT[1:]]
+    replies: list[str | Reply] = [Reply(text=REPLIES[0], gate=str(gate)), *REPLIES[1:]]
     with OpenAIServer(replies=replies) as server:
         command = [*run_args(tmp_path, server.url, "-v"), "--output", str(tmp_path / "out")]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(tmp_path))
@@ -59,13 +60,13 @@ def test_verbose_shows_the_reply_as_it_streams_in(tmp_path: Path) -> None:
     text = shown.decode()
     thought = "<thought>Read the cart's total[1](shop/cart.py:11).</thought>"
     assert text.index(thought) < text.index("step   1 view shop/cart.py")
-    assert f"submitted after {len(FIX_SCRIPT)} model calls" in text
+    assert f"submitted after {len(REPLIES)} model calls" in text
     # the streamed usage was counted: no estimate warning
     assert "no token usage" not in process.stderr.read().decode()
 
 
 def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> None:
-    with OpenAIServer(replies=FIX_SCRIPT, latency=0.3) as server:
+    with OpenAIServer(replies=REPLIES, latency=0.3) as server:
         primary, secondary = pty.openpty()
         command = [*run_args(tmp_path, server.url), "--output", str(tmp_path / "out")]
         process = subprocess.Popen(
@@ -88,4 +89,4 @@ def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> N
     lines = re.findall(r"model thinking · (\d+\.\d) s · prompt ~([\d,]+) tokens", screen)
     assert len({seconds for seconds, _ in lines}) >= 2, screen  # the seconds count while a call is under way
     assert all(int(tokens.replace(",", "")) > 100 for _, tokens in lines)  # the prompt's size, estimated
-    assert "step   1 view shop/cart.py" in screen and f"submitted after {len(FIX_SCRIPT)} model calls" in screen
+    assert "step   1 view shop/cart.py" in screen and f"submitted after {len(REPLIES)} model calls" in screen

@@ -83,7 +83,7 @@ def test_a_denied_edit_gets_a_sibling_alternative_that_is_approved_and_the_run_s
         "<approve>This multiplies by the quantity, as planned.</approve>",
         "<approve>Running the tests is fine.</approve>",
     ]
-    result, traj = run(tmp_path, driver, navigator, {})
+    result, traj = run(tmp_path, driver, navigator, {}, agent={"single_call": False})
 
     assert result.exit_status == "submitted"
     assert "+            total += price * quantity" in result.submission and "test_cart" not in result.submission
@@ -117,6 +117,36 @@ def test_a_denied_edit_gets_a_sibling_alternative_that_is_approved_and_the_run_s
     assert view.navigator is not None and (view.navigator.calls, len(view.navigator.decisions)) == (5, 3)
     page = run_page(view)
     assert "Navigator (model): 3 decisions, 0 reviews, 5 model calls" in page and "hides the bug" in page
+
+
+def test_in_single_call_a_denied_action_is_followed_by_the_alternative_instruction_and_an_action_alone(
+    tmp_path: Path,
+) -> None:
+    """The navigator judged the denied edit: no verdict is asked on it, the alternative-action instruction follows."""
+    driver = [VIEW, reflect(False, "total sums price only."), CHEAT, FIX, reflect(False, "fixed"), TESTS]
+    driver += [reflect(False, "tests pass"), SUBMIT]  # a two-call script: each reflection joins the action after it
+    navigator = [
+        *PLAN,
+        "<deny>Changing the test hides the bug.</deny>",
+        "<approve>Yes.</approve>",
+        "<approve>Ok.</approve>",
+    ]
+    result, traj = run(tmp_path, driver, navigator, {})
+    assert result.exit_status == "submitted"
+    assert shape(traj) == [(0, None, "view", False), (1, 0, "edit", True), (2, 0, "edit", False),
+                           (3, 2, "bash", False), (4, 3, "submit", None)]  # fmt: skip
+    calls = traj["model_calls"]
+    assert [c["kind"] for c in calls] == ["act"] * 5 == ["act"] * traj["info"]["model_stats"]["api_calls"]
+    after_denial = calls[2]["prompt"].split("### Operation 1 (return code", 1)[1]
+    assert "denied it: Changing the test hides the bug." in after_denial
+    assert (
+        "## Alternative action\nIn place of operation 1" in after_denial and "## Judge operation 1" not in after_denial
+    )
+    assert "## Judge operation 2, then act" in calls[3]["prompt"]
+    replies = calls[4]["prompt"].split("[assistant]\n")
+    assert replies[2].startswith("good: total sums price only.\nMake the test expect")
+    assert replies[3].startswith("The loop ignores the quantity")  # no verdict on the denied edit
+    assert replies[4].startswith("good: fixed\nRun the tests")  # the model's own verdict on the fix, in its reply
 
 
 def test_a_failed_review_is_a_lesson_the_driver_fixes_then_the_reviewed_submit_passes(tmp_path: Path) -> None:
@@ -190,7 +220,7 @@ def test_turn_limits_end_the_run_cleanly_with_their_own_exit_status(
     assert result.submission == ""
 
 
-@pytest.mark.parametrize(("decision", "applied", "driver_calls"), [("deny", False, 2), ("allow", True, 3)])
+@pytest.mark.parametrize(("decision", "applied", "driver_calls"), [("deny", False, 2), ("allow", True, 2)])
 def test_a_navigator_model_that_times_out_gets_timeout_decision(
     tmp_path: Path, decision: str, applied: bool, driver_calls: int
 ) -> None:

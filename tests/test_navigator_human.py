@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import yaml
-from agent_script import BUGGY_FILES, TEST_COMMAND, write_script
+from agent_script import BUGGY_FILES, TEST_COMMAND, single_call, write_script
 from conftest import make_git_repo
 from test_navigator_graph import CHEAT, FIX, SUBMIT, TESTS, reflect
 
@@ -58,7 +58,7 @@ def test_python_api_returns_the_pending_question_and_resumes_with_the_answer(tmp
     assert "16.0" in (repo / "tests/test_cart.py").read_text()
 
     third = step({"approved": True, "reason": "That is the bug."})
-    assert third.interrupt["action"].startswith(f'bash {{"command": "{TEST_COMMAND}')
+    assert third.interrupt["action"] == f"bash {TEST_COMMAND}"  # a command is shown bare
     fourth = step({"approved": True})
     assert fourth.interrupt["kind"] == "review"
     assert "+            total += price * quantity" in fourth.interrupt["patch"]
@@ -79,7 +79,7 @@ def test_python_api_returns_the_pending_question_and_resumes_with_the_answer(tmp
         "step": 3, "action": "submit", "round": 1, "passed": True, "comment": "Good.", "by": "human", "cost": 0
     }  # fmt: skip
     assert record["usage"]["calls"] == 0 and record["turns"] == 4
-    assert traj["info"]["model_stats"]["api_calls"] == len(DRIVER)
+    assert traj["info"]["model_stats"]["api_calls"] == len(single_call(DRIVER))  # one call per step
 
 
 class Terminal:

@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from llm_ide.actions import CORE_GRAMMAR
-from llm_ide.parsing import FormatError, parse_action, parse_reflection, split_reflection
+from llm_ide.parsing import (
+    FormatError,
+    body_text,
+    parse_action,
+    parse_reflection,
+    parse_single_reply,
+    split_reflection,
+)
 
 
 @pytest.mark.parametrize(
@@ -23,6 +30,20 @@ from llm_ide.parsing import FormatError, parse_action, parse_reflection, split_r
             "bash",
             {"command": "ls"},
         ),
+        (
+            "Bare.\n<bash>\ngrep -n 'a < b' x.py 2>&1 | head\n</bash>",
+            "Bare.",
+            "bash",
+            {"command": "grep -n 'a < b' x.py 2>&1 | head"},
+        ),
+        (
+            "Heredoc.\n<bash>cat <<'EOF' > t.py\nprint(\"{}\")\nEOF</bash>",
+            "Heredoc.",
+            "bash",
+            {"command": "cat <<'EOF' > t.py\nprint(\"{}\")\nEOF"},
+        ),
+        ("A group.\n<bash>{ ls; pwd; }</bash>", "A group.", "bash", {"command": "{ ls; pwd; }"}),
+        ("I'd use <bash> for it.\n<bash>ls</bash>", "I'd use <bash> for it.", "bash", {"command": "ls"}),
         (
             'Put a tag in.\n<edit>{"path": "t.html", "old": "<view>", "new": "<search></search>"}</edit>',
             "Put a tag in.",
@@ -88,3 +109,51 @@ def test_a_single_call_reply_splits_into_its_reflection_and_its_action() -> None
     )
     assert parse_reflection(reflection).lessons == "check paths"
     assert parse_action(action, CORE_GRAMMAR).thought == "Look at b.py."
+
+
+@pytest.mark.parametrize(
+    ("action_type", "params", "body"),
+    [
+        ("bash", {"command": "ls -la | head"}, "ls -la | head"),
+        ("bash", {"command": "cat <<'EOF' > a.py\nx = 1\nEOF"}, "cat <<'EOF' > a.py\nx = 1\nEOF"),
+        ("bash", {"command": "echo '</bash>'"}, '{"command": "echo \'\\u003c/bash>\'"}'),
+        ("bash", {"command": '{"a": 1}'}, '{"command": "{\\"a\\": 1}"}'),
+        ("bash", {"command": " ls "}, '{"command": " ls "}'),
+        ("bash", {"command": "```\nls\n```"}, '{"command": "```\\nls\\n```"}'),
+        ("view", {"path": "a.py"}, '{"path": "a.py"}'),
+    ],
+)
+def test_a_bash_command_is_written_bare_unless_it_would_not_read_back(
+    action_type: str, params: dict, body: str
+) -> None:
+    assert body_text(action_type, params) == body
+    action = parse_action(f"Thought.\n<{action_type}>{body}</{action_type}>", CORE_GRAMMAR)
+    assert (action.action_type, action.action_params) == (action_type, params)
+
+
+@pytest.mark.parametrize(
+    ("reply", "bad", "summary", "lessons", "thought"),
+    [
+        (
+            "good\nThe test fails at line 3. So the loop is wrong.\n<bash>pytest -x</bash>",
+            False,
+            "The test fails at line 3.",
+            "",
+            "The test fails at line 3. So the loop is wrong.",
+        ),
+        (
+            'bad\nlesson: run the tests first\nNothing matched.\n\nTry the class.\n<search>{"pattern": "A"}</search>',
+            True,
+            "Nothing matched.",
+            "run the tests first",
+            "Nothing matched.\n\nTry the class.",
+        ),
+        ("good: it compiles\nNow run it.\n<bash>python a.py</bash>", False, "it compiles", "", "Now run it."),
+    ],
+)
+def test_a_single_call_verdict_takes_its_summary_from_the_reasoning(
+    reply: str, bad: bool, summary: str, lessons: str, thought: str
+) -> None:
+    reflection, action = parse_single_reply(reply, CORE_GRAMMAR)
+    assert (reflection.bad_action, reflection.summary, reflection.lessons) == (bad, summary, lessons)
+    assert action.thought == thought

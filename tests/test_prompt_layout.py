@@ -28,8 +28,8 @@ SCRIPT = [
 ]
 
 
-def run_session(tmp_path: Path, **memory: object) -> dict:
-    settings = load_config("default", environment={"tools": []}, memory=memory)
+def run_session(tmp_path: Path, agent: dict | None = None, **memory: object) -> dict:
+    settings = load_config("default", environment={"tools": []}, agent=agent or {}, memory=memory)
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
     shutil.copyfile(ARGPARSE, repo / "argparse.py")
     result = run_task(
@@ -45,7 +45,7 @@ def run_session(tmp_path: Path, **memory: object) -> dict:
 
 
 def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
-    calls = run_session(tmp_path)["model_calls"]
+    calls = run_session(tmp_path, agent={"single_call": False})["model_calls"]
     pairs = [(calls[i]["prompt"], calls[i + 1]["prompt"]) for i, c in enumerate(calls) if c["kind"] == "reflect"]
     assert len(pairs) == 4
     for reflect_prompt, act_prompt in pairs:
@@ -62,7 +62,7 @@ def test_the_act_call_continues_the_reflect_call(tmp_path: Path) -> None:
 
 
 def test_within_an_epoch_every_prompt_extends_the_previous_one(tmp_path: Path) -> None:
-    calls = run_session(tmp_path, snapshot_every=3)["model_calls"]
+    calls = run_session(tmp_path, agent={"single_call": False}, snapshot_every=3)["model_calls"]
     prompts = [c["prompt"] for c in calls]
     renewed = [i for i in range(1, len(prompts)) if not prompts[i].startswith(prompts[i - 1])]
     # calls: act 0 | reflect 0, act 1 | reflect 1, act 2 | reflect 2, act 3 (new snapshot after 3 operations) | ...
@@ -94,7 +94,7 @@ def long_session(steps: int) -> list[str]:
 @pytest.mark.slow
 def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> None:
     settings = load_config("default", environment={"tools": []}, agent={"step_limit": 400})
-    budget = settings.memory.prompt_budget_chars
+    memory = settings.memory
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
     shutil.copyfile(ARGPARSE, repo / "argparse.py")
     result = run_task(
@@ -107,14 +107,17 @@ def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> Non
     )
     traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "submitted" and len(traj["operations"]) == 300
-    sizes = [c["prompt_chars"] for c in traj["model_calls"]]
-    assert len(sizes) == 599
-    assert max(sizes) <= budget
-    assert "- Lesson 5." in traj["model_calls"][-1]["prompt"]  # an early lesson is still shown
-    marker = "## Code Context (as of operation "
-    starts = sorted({int(c["prompt"].split(marker, 1)[1].split(")", 1)[0]) for c in traj["model_calls"]})
-    gaps = {b - a for a, b in zip(starts, starts[1:], strict=False)}
-    assert min(gaps) < settings.memory.snapshot_every == max(gaps)  # renewed early when near the budget
+    calls = traj["model_calls"]
+    sizes = [c["prompt_chars"] for c in calls]
+    assert len(sizes) == 300  # one call per step
+    assert max(sizes) <= memory.prompt_budget_chars
+    assert "- Lesson 5." in calls[-1]["prompt"]  # an early lesson is still shown
+    renewed = [i for i in range(1, len(calls)) if not calls[i]["prompt"].startswith(calls[i - 1]["prompt"])]
+    assert len(renewed) >= 20  # the memory is compacted again and again...
+    for i in renewed:  # ...each time the prompt had grown past renew_at_chars (its latest output included)
+        assert sizes[i] < sizes[i - 1] and sizes[i - 1] + settings.agent.observation_max_chars > memory.renew_at_chars
+    assert min(b - a for a, b in zip(renewed, renewed[1:], strict=False)) >= 2  # a renewal is followed by appends
+    assert sum(sizes) / len(sizes) < memory.renew_at_chars
 
 
 def test_the_latest_observation_does_not_repeat_rows_the_code_context_shows(tmp_path: Path) -> None:

@@ -125,8 +125,13 @@ def test_a_hand_made_run_measures_what_each_prompt_held(demo: tuple[Path, Path],
     page = (tmp_path / "out" / f"{INSTANCE}.html").read_text()
     assert 'id="replay-misses"' in page and "m.py:25: omega_value = 2" in page
     wire = [json.loads(line) for line in (tmp_path / "out" / "wire.jsonl").read_text().splitlines()]
-    assert [(call["step"], call["kind"]) for call in wire[:3]] == [(1, "act"), (2, "reflect"), (2, "act")]
-    assert wire[1]["response"] == "good: Line 15 sets it: raise it."  # the next thought's first sentence
+    assert [(call["step"], call["kind"]) for call in wire[:3]] == [(1, "act"), (2, "act"), (3, "act")]  # single-call
+    # the verdict, then the thought whose first sentence is the reflection's summary, then the bare command
+    sed = STEPS[1][1]
+    assert wire[1]["response"] == f"good\nLine 15 sets it: raise it.\n<bash>{sed}</bash>"
+    run = json.loads(Path(report.run_trajectory).read_text())
+    assert run["operations"][0]["summary"] == "Line 15 sets it: raise it."
+    assert run["operations"][1]["action_params"] == {"command": sed}
 
 
 def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) -> None:

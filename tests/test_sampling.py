@@ -29,8 +29,11 @@ SUBMIT = act("Done.", "submit")
 
 
 def settings(**sampling: object) -> Settings:
+    """Two calls per step: the scripts hold the k samples of each act call and the reflect call's reply apart."""
     model = {"max_retries": 1, "retry_base_delay": 0.01, "retry_max_delay": 0.02, "timeout": 5}
-    return load_config("default", environment={"tools": []}, model=model, sampling=sampling)
+    return load_config(
+        "default", environment={"tools": []}, model=model, sampling=sampling, agent={"single_call": False}
+    )
 
 
 def run(tmp_path: Path, model: str, config: Settings, base_url: str | None = None, run_id: str = "t1"):
@@ -218,7 +221,9 @@ def test_a_kill_after_the_choice_resumes_the_step_and_runs_the_pick_once(tmp_pat
     script = [one, one, one, reflect(False, "wrote one"), other, two, two, "<choice>2</choice>"]
     script += [reflect(False, "wrote two"), *[act("Done.", "submit")] * 3]
     model = write_script(tmp_path / "script.yaml", script)
-    (tmp_path / "config.yaml").write_text(json.dumps({"environment": {"tools": []}, "sampling": {"k": 3}}))
+    (tmp_path / "config.yaml").write_text(
+        json.dumps({"environment": {"tools": []}, "sampling": {"k": 3}, "agent": {"single_call": False}})
+    )
     args = ["run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T"]
     args += ["--output", str(tmp_path / "out"), "--config", str(tmp_path / "config.yaml")]
     command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
@@ -306,7 +311,7 @@ def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_can
         return [*[check] * 3, reflect(False, "double(2) is 5."), *fix, reflect(False, "Applied."), *[done] * 3]
 
     model = scripts(tmp_path / "scripts", [attempt(2), attempt(1)], [review(2, "README only."), review(9, "Fixed.")])
-    config = load_config("default", environment={"tools": []}, attempts={"max": 3}, sampling={"k": 3})
+    config = settings(k=3).merged({"attempts": {"max": 3}})
     repo = make_git_repo(tmp_path / "repo", FILES)
     result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
     assert [a["index"] for a in result.attempts] == [1, 2] and result.chosen == 2

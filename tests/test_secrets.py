@@ -19,7 +19,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 import yaml
-from agent_script import act, reflect
+from agent_script import act, reflect, single_call
 from conftest import BASE_IMAGE, base_image_client
 from openai_server import OpenAIServer
 from swebench_fixtures import build_dataset
@@ -112,7 +112,7 @@ def replies(echo: str) -> list[str]:
         if number == 0:
             thought += f" The endpoint says my key is {echo}."  # a key echoed inside a completion
         result += [act(thought, "bash", command=command), reflect(False, f"Looked with {name}; saw {echo}.")]
-    return [*result, act("Nothing else to do.", "submit")]
+    return single_call([*result, act("Nothing else to do.", "submit")])  # one call per step
 
 
 def write_config(path: Path, config_secrets: dict[str, str]) -> Path:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_script import act, reflect, write_script
+from agent_script import act, reflect, single_call, write_script
 from conftest import git, make_git_repo, unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ def test_langgraph_dev_runs_the_graph(studio: str, tmp_path: Path) -> None:
     assert "5\t    return celsius * 9 / 5 - 32" in operations[0]["observation"]
     assert "OK" in operations[2]["observation"]
     assert operations[2]["returncode"] == 0
-    assert final["usage"]["api_calls"] == len(SCRIPT)
+    assert final["usage"]["api_calls"] == len(single_call(SCRIPT))  # one call per step
     assert any(chunk["file_path"] == "temps.py" for chunk in final["code_context"])
     assert "return celsius * 9 / 5 + 32" in (repo / "temps.py").read_text()
     assert git(repo, "diff", "--stat").strip().startswith("temps.py")
@@ -184,7 +184,7 @@ def test_a_failing_run_closes_its_environment_and_the_client_gets_the_message(st
     final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
 
     assert final["exit_status"] == "model_error"
-    assert final["error"] == f"scripted model ran out of responses after 3 calls ({tmp_path / 'script.yaml'})"
+    assert final["error"] == f"scripted model ran out of responses after 2 calls ({tmp_path / 'script.yaml'})"
     assert "+    return celsius * 9 / 5 + 32" in final["submission"]
     assert list((tmp_path / "server-tmp").glob("llm-ide-*")) == []  # the run's tools folder went with it
 
@@ -208,7 +208,7 @@ def test_the_sampled_graph_runs_the_discriminators_pick(studio: str, tmp_path: P
     model = write_script(tmp_path / "script.yaml", script)
     client = get_sync_client(url=studio)
     (assistant,) = client.assistants.search(graph_id="llm-ide-sampled")
-    config = {"environment": {"tools": []}, "sampling": {"k": 3}}
+    config = {"environment": {"tools": []}, "sampling": {"k": 3}, "agent": {"single_call": False}}  # as scripted
     inputs = {"task": "Fix to_fahrenheit.", "repo": str(repo), "model": model, "config": config}
     final = client.runs.wait(client.threads.create()["thread_id"], assistant["assistant_id"], input=inputs)
 

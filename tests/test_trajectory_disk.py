@@ -63,12 +63,12 @@ def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_pa
     assert raw["info"]["calls_log"] == "d.calls.jsonl.gz"
     assert all("prompt" not in call for call in raw["model_calls"])
     records, finished = read_log(output / "d.calls.jsonl.gz")
-    assert finished and [r["index"] for r in records] == list(range(23))
+    assert finished and [r["index"] for r in records] == list(range(12))  # one call per step
     traj = load_trajectory(output / "d.traj.json")
     assert [call["prompt"] for call in traj["model_calls"]] == [r["prompt"] for r in records]
     assert all(call["prompt"].startswith("[system]\n") for call in traj["model_calls"])
     assert all(len(call["prompt"]) > call["prompt_chars"] > 0 for call in traj["model_calls"])
-    assert gzip.decompress((output / "d.calls.jsonl.gz").read_bytes()).count(b"\n") == 23
+    assert gzip.decompress((output / "d.calls.jsonl.gz").read_bytes()).count(b"\n") == 12
 
 
 def test_a_killed_writer_leaves_every_flushed_call_and_reopening_completes_the_log(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
 from openai_server import OpenAIServer, Reply
 
@@ -14,10 +14,11 @@ from llm_ide.run.single import run_task
 
 def test_cached_tokens_and_cost_reach_model_stats_and_every_recorded_call(tmp_path: Path) -> None:
     """The endpoint reports cached prompt tokens; the run prices them at gpt-5-mini's cache-read price."""
-    tokens = [(4000 + 500 * i, 3000 + 450 * i if i else 0, 40 + i) for i in range(len(FIX_SCRIPT))]
+    script = single_call(FIX_SCRIPT)  # one call per step
+    tokens = [(4000 + 500 * i, 3000 + 450 * i if i else 0, 40 + i) for i in range(len(script))]
     replies = [
         Reply(text, input_tokens=i, cached_tokens=c, output_tokens=o)
-        for text, (i, c, o) in zip(FIX_SCRIPT, tokens, strict=True)
+        for text, (i, c, o) in zip(script, tokens, strict=True)
     ]
     costs = [((i - c) * 0.25 + c * 0.025 + o * 2.0) / 1e6 for i, c, o in tokens]
     settings = load_config("default", environment={"tools": []})
@@ -36,7 +37,7 @@ def test_cached_tokens_and_cost_reach_model_stats_and_every_recorded_call(tmp_pa
     stats = traj["info"]["model_stats"]
     assert stats == result.model_stats
     assert (stats["api_calls"], stats["input_tokens"], stats["output_tokens"]) == (
-        len(FIX_SCRIPT),
+        len(script),
         sum(i for i, _, _ in tokens),
         sum(o for _, _, o in tokens),
     )

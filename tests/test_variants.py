@@ -20,6 +20,7 @@ from agent_script import (
     TEST_COMMAND,
     act,
     reflect,
+    single_call,
     write_script,
 )
 from conftest import make_git_repo
@@ -246,8 +247,9 @@ def mailbox(folder: Path) -> Mailbox:
 
 
 def sampled(script: list[str]) -> list[str]:
-    """Each act reply twice: k=2 samples that agree (folded into one candidate, no choosing call)."""
-    return [reply for item in script for reply in ([item] * (2 if "<action_type>" in item else 1))]
+    """Each reply of a single-call run (a reflection and an action) twice: k=2 samples that agree (folded into one
+    candidate, no choosing call)."""
+    return [reply for item in single_call(script) for reply in (item, item)]
 
 
 @pytest.mark.parametrize("navigator", [False, True])
@@ -273,7 +275,7 @@ def test_every_combination_of_navigator_sampling_and_messages_runs(
     assert [op["action_type"] for op in ops] == ["view", "bash", "edit", "bash", "submit"]
     assert [op["candidates"][0]["samples"] if sampling else "candidates" in op for op in ops] == [sampling * 2] * 5
     calls = traj["info"]["model_stats"]["api_calls"]
-    assert calls == 9 + 5 * sampling  # the driver's: 5 act calls (twice each when sampled), 4 reflections
+    assert calls == 5 + 5 * sampling  # the driver's: one call per step (twice each when sampled)
 
 
 def test_a_person_asked_in_one_run_is_refused_beside_two_agents_messaging(tmp_path: Path) -> None:

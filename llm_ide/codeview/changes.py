@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from llm_ide.state.context import Scope
 
 HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+INDEX = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+.*\n", re.M)
 MARGIN = 3  # lines around a change that count as accessed with it
 
 
@@ -54,6 +55,17 @@ def _target(section: str) -> str:
     return removed or header[2 : 2 + (len(header) - 5) // 2]
 
 
+def tracked_diff(patch: str) -> str:
+    """The patch's sections of files the base has (the files the agent created left out), without `index` lines."""
+    kept = [text for text in sections(patch).values() if not _created(text)]
+    return "\n".join(INDEX.sub("", "diff --git " + text, count=1) for text in kept)
+
+
+def _created(section: str) -> bool:
+    head = "\n".join(section.split("\n", 6)[:6])
+    return "\nnew file mode" in head or "\n--- /dev/null" in head
+
+
 def parse(section: str) -> Section:
     hunks: list[Hunk] = []
     lines = section.split("\n")
@@ -72,7 +84,7 @@ def parse(section: str) -> Section:
         first = start if length else start + 1
         hunks.append(Hunk(first, first + length - 1, tuple(body)))
     head = "\n".join(lines[:6])
-    return Section(tuple(hunks), "\nnew file mode" in head or "\n--- /dev/null" in head, "\n+++ /dev/null" in head)
+    return Section(tuple(hunks), _created(section), "\n+++ /dev/null" in head)
 
 
 def _tokens(hunks: tuple[Hunk, ...], low: int, high: int) -> list[int | str]:

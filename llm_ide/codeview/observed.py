@@ -68,6 +68,12 @@ def shown_lines(command: str, output: str, load: Load) -> dict[str, set[int]]:
     return shown
 
 
+def paths_named(texts: list[str], workdir: str) -> list[str]:
+    """Path-like words of the texts (commands, outputs), in first-seen order; `workdir/a.py` as `a.py`."""
+    prefix = workdir.rstrip("/") + "/"
+    return list(dict.fromkeys(path for text in texts for path in PATH_WORD.findall(text.replace(prefix, " "))))
+
+
 def _command_paths(command: str) -> list[str]:
     """Files the command names: path-like words, the modules a Python snippet imports or runs (`a.b` as `a/b.py`,
     `a/b/__init__.py`, also under `src/`), then the other words of its first line (`cat Makefile`)."""

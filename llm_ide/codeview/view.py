@@ -110,6 +110,12 @@ class CodeView:
         definition = index.resolve(chunk.qualname, chunk.lines) if index else None
         return definition is not None and definition.start <= line <= definition.end
 
+    def existing(self, paths: Iterable[str]) -> list[str]:
+        """Those of `paths` that name a file of the repository (read in one call), normalised."""
+        wanted = [path for path in dict.fromkeys(self.path(p) for p in paths) if path and not path.startswith("../")]
+        self.refresh(wanted)
+        return [path for path in wanted if self._current.get(path) is not None]
+
     def exists(self, path: str) -> bool:
         path = self.path(path)
         if self._current.get(path) is None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -54,7 +55,10 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
     ctx.mark = now
     update: dict[str, Any] = {
-        "operations": [*with_reflection(state.get("operations", []), state.get("reflection"))[-1:], pending],
+        "operations": [
+            *with_reflection(state.get("operations", []), state.get("reflection"))[-1:],
+            replace(pending, judged_when_run=pending.bad_action is not None),
+        ],
         "code_context": chunks,
         "n_operations": n_operations + 1,
         "pending": None,

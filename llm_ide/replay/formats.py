@@ -11,6 +11,7 @@ from typing import Any
 
 from llm_ide.errors import UsageError
 from llm_ide.inspector.load import MINI_FORMAT, content_text
+from llm_ide.parsing import first_sentence
 from llm_ide.run.trajectory import FORMAT as LLM_IDE_FORMAT
 from llm_ide.run.trajectory import load_trajectory
 
@@ -20,7 +21,6 @@ MINI_SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 PR_DESCRIPTION = re.compile(
     r"<pr_description>\s*(?:Consider the following PR description:\n)?(.*?)\s*</pr_description>", re.S
 )
-SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
 PROMPT_PART = re.compile(r"(?:^|\n\n)\[(system|user|assistant)\]\n")
 
@@ -90,12 +90,6 @@ def detect(data: Any) -> str | None:
     if data.get("format") == LLM_IDE_FORMAT and isinstance(data.get("operations"), list):
         return LLM_IDE_FORMAT
     return None
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of the first paragraph, on one line."""
-    paragraph = text.strip().split("\n\n")[0]
-    return " ".join(SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
 
 
 def verdict_of(next_thought: str) -> str:

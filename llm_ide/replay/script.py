@@ -5,7 +5,6 @@ both), every request logged on the wire."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from llm_ide.inspector.load import content_text
+from llm_ide.parsing import body_text, first_sentence
 from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix
 from llm_ide.replay.formats import Message, Step
 
@@ -38,16 +38,22 @@ class WireCall:
 
 
 def action_text(step: Step, rewrite: Callable[[str], str] | None = None) -> str:
-    """The thought, then the action's tag holding its JSON parameters (`<` escaped when the parameters would
-    otherwise hold the tag itself)."""
+    """The thought, then the action's tag holding its parameters as llm-ide's format asks (a bash command bare)."""
     params = dict(step.params)
     if rewrite is not None and isinstance(params.get("command"), str):
         params["command"] = rewrite(params["command"])
-    body = json.dumps(params, ensure_ascii=False) if params or step.action_type != "submit" else ""
-    if re.search(rf"<\s*/?\s*{step.action_type}\s*/?\s*>", body, re.I):
-        body = body.replace("<", "\\u003c")
+    body = body_text(step.action_type, params) if params or step.action_type != "submit" else ""
     tag = f"<{step.action_type}>{body}</{step.action_type}>"
     return f"{step.thought}\n{tag}" if step.thought.strip() else tag
+
+
+def brief_verdict(verdict: str, thought: str) -> str:
+    """A single-call reply's verdict: without its summary when that is the first sentence of the reasoning after it
+    (llm-ide's single-call format asks for the verdict alone, the reasoning beginning with what was found)."""
+    head, _, lessons = verdict.partition("\n")
+    word, _, summary = head.partition(": ")
+    brief = word if summary == first_sentence(thought) else head
+    return f"{brief}\n{lessons}" if lessons else brief
 
 
 def planned_replies(steps: list[Step], single_call: bool, rewrite: Callable[[str], str] | None = None) -> list[Reply]:
@@ -57,7 +63,7 @@ def planned_replies(steps: list[Step], single_call: bool, rewrite: Callable[[str
         if number == 1:
             replies.append(Reply(1, "act", action))
         elif single_call:
-            replies.append(Reply(number, "act", f"{steps[number - 2].verdict}\n{action}"))
+            replies.append(Reply(number, "act", f"{brief_verdict(steps[number - 2].verdict, step.thought)}\n{action}"))
         else:
             replies += [Reply(number, "reflect", steps[number - 2].verdict), Reply(number, "act", action)]
     return replies

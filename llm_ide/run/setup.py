@@ -10,7 +10,8 @@ from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments import Environment, make_environment
-from llm_ide.models import get_model
+from llm_ide.models import ScriptedModel, get_model
+from llm_ide.parsing import joined_script
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.settings import CoreSettings
 from llm_ide.tools.cache import ToolCache
@@ -59,6 +60,8 @@ def build_context(
     opens once the tools are in; `on_model_call` is told of each model call as it happens."""
     model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
     model.listener = on_model_call
+    if settings.agent.single_call and isinstance(model, ScriptedModel):
+        model.responses = joined_script(model.responses)  # a script written for two calls per step plays in one
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)

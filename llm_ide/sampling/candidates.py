@@ -14,7 +14,7 @@ from llm_ide.conversation import Message
 from llm_ide.errors import ModelAuthError, ModelError
 from llm_ide.models import Model, ModelReply, ModelTimeLimit
 from llm_ide.nodes.model_call import account, agent_call_index, wall_deadline
-from llm_ide.parsing import FormatError, Grammar, ParsedAction, parse_action, parse_reflection, split_reflection
+from llm_ide.parsing import FormatError, Grammar, ParsedAction, parse_action, parse_single_reply
 from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
@@ -115,8 +115,8 @@ def parse_reply(text: str, single: bool, grammar: Grammar) -> tuple[ParsedAction
     """A candidate's action (and, with `agent.single_call`, its reflection on the previous operation)."""
     if not single:
         return parse_action(text, grammar), None
-    reflection_text, rest = split_reflection(text)
-    return parse_action(rest, grammar), parse_reflection(reflection_text)
+    reflection, action = parse_single_reply(text, grammar)
+    return action, reflection
 
 
 def fold(texts: list[str], single: bool, grammar: Grammar) -> tuple[list[Candidate], list[tuple[str, FormatError]]]:

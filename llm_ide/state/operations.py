@@ -23,6 +23,7 @@ class OperationNode(Record):
     summary: str = ""
     lessons: str = ""
     marks: dict[str, Any] = field(default_factory=dict)  # what variants recorded on it, each under its own keys
+    judged_when_run: bool = False  # its verdict came with it (a variant judged it as it ran): no model reflects on it
 
 
 def node_record(node: OperationNode) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     record["last_review_step"] = step
     update: dict[str, Any] = {"navigator": record}
     if result.plan:  # the updated plan is in the next snapshot of the driver's memory, rendered after this step
-        update |= {"plan": result.plan, "snapshot_step": step - ctx.settings.memory.snapshot_every}
+        update |= {"plan": result.plan, "snapshot": ""}
     marks = {**node.marks, "review": entry}
     if result.passed and node.action_type == "submit":
         update["pending"] = replace(node, marks=marks)
