@@ -118,6 +118,14 @@ def run(
             show_default=config_default("navigator.mode"),
         ),
     ] = None,
+    reproduction: Annotated[
+        Path | None,
+        typer.Option(
+            help="A script that reproduces the issue (Python, or .sh): installed beside the tools, run on the original "
+            "code (its output in the task), by the `reproduce` action and at submit.",
+            show_default="none",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -131,6 +139,7 @@ def run(
     from llm_ide.fileio import atomic_write
 
     text = task_text(task, task_file)
+    given = reproduction_variants(reproduction)
     if not repo.is_dir():
         raise fail(f"repository not found: {repo}")
     model = model or os.environ.get("LLM_IDE_MODEL")
@@ -181,6 +190,7 @@ def run(
                 base_url=base_url,
                 checkpoint=checkpoint,
                 on_event=print_event,
+                variants=given,
                 **extra,
             )
     except ThreadMismatchError as error:
@@ -217,6 +227,21 @@ def task_text(task: str | None, task_file: Path | None) -> str:
     if not text.strip():
         raise fail(f"the task is empty ({source}): say what the agent should do")
     return text
+
+
+def reproduction_variants(path: Path | None) -> list:
+    """`--reproduction FILE`: the script given with the task."""
+    if path is None:
+        return []
+    from llm_ide.reproduction.script import script
+    from llm_ide.reproduction.variant import Reproduction
+
+    if not path.is_file():
+        raise fail(f"reproduction script not found: {path}")
+    try:
+        return [Reproduction(script(path.read_text(encoding="utf-8"), path.name))]
+    except UnicodeDecodeError:
+        raise fail(f"reproduction script {path}: not UTF-8 text") from None
 
 
 def report(result) -> None:
