@@ -4,12 +4,14 @@ the writing phase; attempts chosen by execution. Real runs, scripted models."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import yaml
@@ -19,6 +21,7 @@ from conftest import make_git_repo
 from reproduction_scripts import (
     FILES,
     HARDCODED,
+    REGRESSION,
     REPRO,
     RIGHT,
     TASK,
@@ -28,6 +31,8 @@ from reproduction_scripts import (
     repro_in,
     written,
 )
+from swebench_fixtures import FIX_COMMAND, build_dataset
+from swebench_fixtures import script as batch_script
 
 from llm_ide import run_attempts
 from llm_ide.inspector.load import load_run
@@ -36,6 +41,8 @@ from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
+from llm_ide.swebench.batch import BatchOptions, run_swebench
+from llm_ide.swebench.dataset import load_dataset
 
 CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
 
@@ -223,3 +230,58 @@ def test_execution_overrules_the_reviews_and_the_chooser(tmp_path: Path) -> None
     assert "- regressions (clean run): 1 of 2 tests that passed before" in reviewed[1]
     assert [call["kind"] for call in traj["model_calls"]].count("choose") == 0
     assert not (tmp_path / "out" / "verify").exists() or not any((tmp_path / "out" / "verify").iterdir())
+
+
+SCANS_FOR = (
+    "import os\n\nmarker = ''.join({parts!r})\nroots = [os.getcwd(), os.path.dirname(os.path.dirname(__file__))]\n"
+    "leaks = []\nfor root in roots:\n    for folder, _, names in os.walk(root):\n        for name in names:\n"
+    "            path = os.path.join(folder, name)\n            with open(path, 'rb') as handle:\n"
+    "                if marker.encode() in handle.read():\n                    leaks.append(path)\n"
+    "print('leaks:', leaks)\nfrom calc.stats import mean\n"
+    "print('Issue resolved' if mean([1, 2, 3]) == 2 else 'Issue reproduced')\n"
+)
+
+
+def test_nothing_of_the_hidden_tests_reaches_a_prompt_a_file_or_a_reproduction(tmp_path: Path) -> None:
+    """A dataset row whose fix, hidden tests and their names all hold a unique marker, run through the batch with
+    written reproductions and two attempts verified by execution: the marker is in no prompt, no reproduction, no
+    file the agent's environment holds (the written test scans the repository and the tools folder for it), no
+    file of the run's output (trajectories, calls logs, checkpoints, the checkout)."""
+    marker = f"HIDDEN-{uuid.uuid4().hex}"
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    hidden = {
+        "test_patch": row["test_patch"] + f"# {marker}\n",
+        "patch": row["patch"].replace("\n+", f"\n+# {marker}\n+", 1),
+        "FAIL_TO_PASS": [f"tests/test_stats.py::test_mean_{marker}"],
+        "PASS_TO_PASS": [f"tests/test_stats.py::test_total_{marker}"],
+        "eval_script": f"echo {marker}",
+    }
+    dataset.write_text(json.dumps({**row, **hidden}) + "\n")
+    assert not {
+        key for key, value in load_dataset(str(dataset)).instances[0].task_vars().items() if marker in str(value)
+    }
+    test = SCANS_FOR.format(parts=(marker[:7], marker[7:]))
+    agent = [written(test), *batch_script([FIX_COMMAND])]
+    folder = tmp_path / "scripts"
+    scripts(folder, [agent, agent], [review(5, "Plausible."), review(5, "Plausible.")])
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({
+        "environment": {"tools": []}, "attempts": {"max": 2},
+        "reproduction": {"generate": True, "regression_command": REGRESSION},
+    }))  # fmt: skip
+    options = BatchOptions(model=f"scripted:{folder}/attempt{{attempt}}.yaml", output=tmp_path / "out",
+                           environment="local", config_files=[config])  # fmt: skip
+    assert run_swebench(str(dataset), "test", options).counts() == {"submitted": 1}
+    run = tmp_path / "out" / row["instance_id"]
+    traj = load_trajectory(run / f"{row['instance_id']}.traj.json")
+    assert traj["info"]["choice"]["by"] == "only"  # the two attempts made one patch
+    for index in (1, 2):
+        record = load_trajectory(run / f"attempt{index}" / f"{row['instance_id']}-attempt{index}.traj.json")
+        (kept,) = record["info"]["reproduction"]["scripts"]
+        assert kept["before"]["output"] == "leaks: []\nIssue reproduced"
+        assert "leaks: []" in record["model_calls"][1]["prompt"]  # the agent read it in its task
+        assert marker not in json.dumps(record["info"]["reproduction"])
+    prompts = [call["prompt"] for call in traj["model_calls"]]
+    assert len(prompts) == 2 * (1 + 3) + 2 and all(marker not in prompt for prompt in prompts)
+    assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file() and marker.encode() in
+                (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())]  # fmt: skip
