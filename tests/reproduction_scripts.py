@@ -27,11 +27,12 @@ REPRO = (
 RIGHT = "sed -i 's/ + 1  # BUG//' calc.py"
 HARDCODED = "sed -i 's/return x + x + 1  # BUG/return 4/' calc.py"  # passes the reproduction, breaks a float test
 WRONG = "printf 'see the issue tracker\\n' >> README.md"
-REGRESSION = f"{sys.executable} -m pytest -rA -p no:cacheprovider -q {{{{ files }}}}"
+# this interpreter has pytest; the plugins of llm-ide's own environment are not the tiny repository's business
+REGRESSION = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -rA -p no:cacheprovider -q {{{{ files }}}}"
 
 
 def config(**reproduction: Any) -> Any:
-    """No tools; the regression tests run with this interpreter (it has pytest)."""
+    """No tools; the regression tests run with this interpreter."""
     return load_config("default", environment={"tools": []},
                        reproduction={"regression_command": REGRESSION, **reproduction})  # fmt: skip
 

@@ -25,13 +25,15 @@ def is_test(path: str) -> bool:
     return bool(TEST_FILE.search(path)) or "/tests/" in f"/{path}"
 
 
-def touching(env: Environment, edited: list[str], limit: int) -> list[str]:
-    """Test files of the repository at its base that touch the edited source files: named after one first, then
-    those that name its module, at most `limit`."""
+def source_stems(edited: list[str]) -> list[str]:
+    """The module names of the edited Python source files (tests and packages' `__init__` left out)."""
     stems = [PurePosixPath(path).stem for path in edited if path.endswith(".py") and not is_test(path)]
-    stems = [stem for stem in dict.fromkeys(stems) if stem != "__init__"]
-    if not stems:
-        return []
+    return [stem for stem in dict.fromkeys(stems) if stem != "__init__"]
+
+
+def touching(env: Environment, stems: list[str], limit: int) -> list[str]:
+    """Test files of the repository at its base that touch the modules `stems`: named after one first, then those
+    that name one, at most `limit`."""
     returncode, output = env.run_trusted("git ls-files -z -- '*.py'", 120)
     files = [path for path in output.decode("utf-8", "replace").split("\0") if path and TEST_FILE.search(path)]
     named = [path for path in files if any(stem in PurePosixPath(path).stem for stem in stems)]

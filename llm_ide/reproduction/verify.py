@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from llm_ide.errors import LlmIdeError
-from llm_ide.reproduction.regression import edited_files, passed_tests, touching
+from llm_ide.reproduction.regression import edited_files, passed_tests, source_stems, touching
 from llm_ide.reproduction.script import Script, key, reproduction_script
 from llm_ide.variant import Finished, Verified
 
@@ -40,13 +40,14 @@ def baseline(bench: Any, wanted: dict[str, list[str]], record: dict[str, Any]) -
     """The test files each patch's regression run needs (chosen on the base commit) and which of their tests pass
     there, for the patches and files not yet in the record."""
     selections, passed = record.setdefault("selections", {}), record.setdefault("baseline", {})
-    todo = {pk: edited for pk, edited in wanted.items() if pk not in selections}
+    todo = {pk: stems for pk, edited in wanted.items() if pk not in selections if (stems := source_stems(edited))}
+    selections.update((pk, []) for pk in wanted if pk not in selections and pk not in todo)  # no source file edited
     if not todo:
         return
     limit = bench.settings.reproduction.regression_files
     with bench.clean("base", "") as env:
-        for pk, edited in todo.items():
-            selections[pk] = touching(env, edited, limit)
+        for pk, stems in todo.items():
+            selections[pk] = touching(env, stems, limit)
         files = sorted({path for pk in todo for path in selections[pk] if path not in passed})
         if files:
             result = passed_tests(env, files, bench.settings)
