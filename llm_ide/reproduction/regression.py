@@ -32,18 +32,21 @@ def source_stems(edited: list[str]) -> list[str]:
 
 
 def touching(env: Environment, stems: list[str], limit: int) -> list[str]:
-    """Test files of the repository at its base that touch the modules `stems`: named after one first, then those
-    that name one, at most `limit`."""
-    returncode, output = env.run_trusted("git ls-files -z -- '*.py'", 120)
+    """Test files of the repository at its base that touch the modules `stems`: `test_<stem>.py` first, then those
+    whose name holds a stem, then those that import one; at most `limit`."""
+    _, output = env.run_trusted("git ls-files -z -- '*.py'", 120)
     files = [path for path in output.decode("utf-8", "replace").split("\0") if path and TEST_FILE.search(path)]
-    named = [path for path in files if any(stem in PurePosixPath(path).stem for stem in stems)]
-    pattern = shlex.quote(r"\b(" + "|".join(re.escape(stem) for stem in stems) + r")\b")
-    listed = " ".join(shlex.quote(path) for path in files if path not in named)
-    mentions: list[str] = []
-    if listed and len(named) < limit:
-        _, found = env.run_trusted(f"grep -l -E {pattern} -- {listed} 2>/dev/null", 120)
-        mentions = [line for line in found.decode("utf-8", "replace").splitlines() if line]
-    return [*named, *mentions][:limit]
+    subject = {path: PurePosixPath(path).stem.removeprefix("test_").removesuffix("_test") for path in files}
+    exact = [path for path in files if subject[path] in stems]
+    named = [path for path in files if path not in exact and any(stem in subject[path] for stem in stems)]
+    chosen = [*exact, *named]
+    rest = " ".join(shlex.quote(path) for path in files if path not in chosen)
+    if rest and len(chosen) < limit:
+        alternatives = "|".join(re.escape(stem) for stem in stems)
+        imports = shlex.quote(rf"(import|from)[[:space:]]+[[:alnum:]_.]*\b({alternatives})\b")
+        _, found = env.run_trusted(f"grep -l -E {imports} -- {rest} 2>/dev/null", 120)
+        chosen += [line for line in found.decode("utf-8", "replace").splitlines() if line]
+    return chosen[:limit]
 
 
 def passed_tests(env: Environment, files: list[str], settings: Any) -> dict[str, Any]:

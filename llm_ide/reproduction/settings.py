@@ -52,7 +52,8 @@ class ReproductionSettings(Strict):
     regression: bool = True  # ... and against the repository's tests that passed before and touch the edited files
     regression_files: PositiveInt = 4  # test files at most per patch
     regression_command: str = (
-        '"$(command -v python || command -v python3)" -m pytest -rA -p no:cacheprovider -q {{ files }}'
+        '"$(command -v python || command -v python3)" -m pytest -rA -p no:cacheprovider -q'
+        " --continue-on-collection-errors {{ files }}"
     )
     regression_timeout: PositiveFloat = 900.0
     templates: ReproductionTemplates = Field(default_factory=lambda: ReproductionTemplates())
