@@ -230,6 +230,8 @@ def test_execution_overrules_the_reviews_and_the_chooser(tmp_path: Path) -> None
     assert "- regressions (clean run): 1 of 2 tests that passed before" in reviewed[1]
     assert [call["kind"] for call in traj["model_calls"]].count("choose") == 0
     assert not (tmp_path / "out" / "verify").exists() or not any((tmp_path / "out" / "verify").iterdir())
+    page = run_page(load_run(result.trajectory_path))
+    assert "attempt 3 · score 5.0 · execution rank 0,0 · chosen" in page and "regressions (clean run): 1 of 2" in page
 
 
 SCANS_FOR = (

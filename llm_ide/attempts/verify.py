@@ -22,7 +22,7 @@ from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.composition import compose
 from llm_ide.environments import Environment, capabilities, make_environment
 from llm_ide.errors import EnvironmentFailure, LlmIdeError
-from llm_ide.variant import Finished
+from llm_ide.variant import Finished, Variant
 from llm_ide.workspace.patch import PatchError, base_commit, keep_base
 
 log = logging.getLogger("llm_ide.run")
@@ -85,12 +85,15 @@ def finished(ctx: AttemptsContext, record: AttemptRecord) -> Finished:
 def verify(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
     ctx = runtime.context
     settings = ctx.settings.merged({"attempts": {"max": 1}}, origin="attempts")  # what each attempt ran with
+    verifying = [v for v in compose(settings, ctx.variants) if type(v).verify is not Variant.verify]
+    if not verifying:
+        return {}
     runs = [finished(ctx, record) for record in state.get("attempts", [])]
     bench = Bench(ctx, settings, state.get("base_commit") or "")
     records = dict(state.get("verification") or {})
     checks: dict[int, dict[str, Any]] = {run.index: {} for run in runs}
     ranks: dict[int, list[int]] = {run.index: [] for run in runs}
-    for variant in compose(settings, ctx.variants):
+    for variant in verifying:
         try:
             verified = variant.verify(bench, runs, records.get(variant.name) or {})
         except LlmIdeError as error:  # e.g. no environment could start: the attempts are judged without it

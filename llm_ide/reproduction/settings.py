@@ -3,17 +3,17 @@ prompts/reproduction.yaml)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field, PositiveFloat, PositiveInt
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
-
-from llm_ide.settings import Strict, bundled_yaml
+from llm_ide.settings import BundledTemplates, Strict
 
 PROMPTS = "reproduction.yaml"
 
 
-class ReproductionTemplates(Strict):
+class ReproductionTemplates(BundledTemplates):
     """Jinja2 templates; one left out keeps its default."""
+
+    BUNDLED = (PROMPTS, "templates")
 
     command: str
     write_system: str
@@ -25,11 +25,6 @@ class ReproductionTemplates(Strict):
     observation: str
     none: str
     absent: str
-
-    @model_validator(mode="before")
-    @classmethod
-    def with_defaults(cls, data: Any) -> Any:
-        return {**bundled_yaml(PROMPTS)["templates"], **data} if isinstance(data, dict) else data
 
 
 class Markers(Strict):
