@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import yaml
 from agent_script import act, reflect, write_script
 from attempts_scripts import choice, review, scripts
@@ -153,9 +154,11 @@ def test_a_hanging_reproduction_is_cut_at_its_timeout_and_the_run_goes_on(tmp_pa
     assert check["returncode"] == 1 and "reproduce.py: timed out (exit 137, cut at its timeout)" in check["observation"]
 
 
-def test_a_kill_during_the_writing_phase_resumes_without_validating_a_test_again(tmp_path: Path) -> None:
-    """Test 1 is validated and kept; test 2's validation waits on a file while the whole run is SIGKILLed; the run
-    again validates test 2 only, writes nothing twice, and goes on to the agent's steps."""
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
+def test_a_kill_during_the_writing_phase_resumes_without_validating_a_test_again(tmp_path: Path, signum: int) -> None:
+    """Test 1 is validated and kept; test 2's validation waits on a file while the whole run is SIGKILLed (or
+    Ctrl-C'd: the run saves and prunes its checkpoints, the phase's own kept beside the graph's); the run again
+    validates test 2 only, writes nothing twice, and goes on to the agent's steps."""
     trail, waiting, go = tmp_path / "trail.txt", tmp_path / "waiting", tmp_path / "go"
     first = REPRO + f"open({str(trail)!r}, 'a').write('test 1 ran\\n')\n"
     second = REPRO + (
@@ -178,8 +181,8 @@ def test_a_kill_during_the_writing_phase_resumes_without_validating_a_test_again
         assert killed.poll() is None, killed.stdout.read().decode() if killed.stdout else ""
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait()
+    os.killpg(killed.pid, signum)
+    assert killed.wait() == (-signal.SIGKILL if signum == signal.SIGKILL else 130)
     assert trail.read_text() == "test 1 ran\ntest 2 ran\n"
 
     go.touch()
