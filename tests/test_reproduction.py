@@ -61,6 +61,7 @@ def test_a_given_script_runs_on_the_original_code_by_the_action_and_at_submit(tm
     done = subprocess.run([*CLI, *args, "--reproduction", str(repro_in(tmp_path)), "--output", str(tmp_path / "out"),
                            "--thread-id", "R"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "reproduction reproduce_double.py: reproduced on the original code, resolved at submit\n" in done.stdout
     traj = load_trajectory(tmp_path / "out" / "R.traj.json")
     (given,) = traj["info"]["reproduction"]["scripts"]
     assert (given["name"], given["source"], given["content"]) == ("reproduce_double.py", "given", REPRO)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -244,6 +245,20 @@ def reproduction_variants(path: Path | None) -> list:
         raise fail(f"reproduction script {path}: not UTF-8 text") from None
 
 
+def reproduction_lines(trajectory: Path) -> list[str]:
+    """What each reproduction showed on the original code and at submit, from the run's trajectory."""
+    try:
+        record = json.loads(trajectory.read_text(encoding="utf-8"))["info"].get("reproduction") or {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return []
+    after = record.get("after") or {}
+    return [
+        f"reproduction {item['name']}: {item['before']['verdict']} on the original code"
+        + (f", {after[item['name']]['verdict']} at submit" if item["name"] in after else "")
+        for item in record.get("scripts") or []
+    ]
+
+
 def report(result) -> None:
     stats = result.model_stats
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
@@ -251,6 +266,8 @@ def report(result) -> None:
         f"[bold {colour}]{result.exit_status}[/] after {stats['api_calls']} model calls, "
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
     )
+    for line in reproduction_lines(result.trajectory_path):
+        console.print(line, markup=False)
     for attempt in getattr(result, "attempts", []):
         score = "not reviewed" if attempt["score"] is None else f"score {attempt['score']:g}"
         chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""
