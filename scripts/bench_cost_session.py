@@ -7,6 +7,7 @@ from typing import Any
 
 from bench_session_script import act, reflect, symbols_of
 
+from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.parsing import parse_action, parse_reflection
 
 ANNOTATION = "  # reviewed: value computed here"
@@ -30,7 +31,7 @@ def with_check_script(script: list[str]) -> list[str]:
     for step in range(2, acts):
         if not wanted or step < wanted[0]:
             continue
-        kind = parse_action(script[2 * (step - 1)]).action_type
+        kind = parse_action(script[2 * (step - 1)], CORE_GRAMMAR).action_type
         if kind in ("edit", "submit") or any(parse_reflection(r).bad_action for r in reflections[step - 2 : step]):
             continue
         if wanted.pop(0) == CHECK_AT[0]:
@@ -49,7 +50,7 @@ def mini_responses(repo: Path, acts: list[str]) -> list[str]:
     spans = {(s.path, s.qualname): (s.start, s.end) for path, text in texts.items() for s in symbols_of(path, text)}
     responses = []
     for response in acts:
-        action = parse_action(response)
+        action = parse_action(response, CORE_GRAMMAR)
         thought, kind, params = action.thought, action.action_type, action.action_params
         responses.append(
             f"THOUGHT: {thought}\n\n```mswea_bash_command\n{mini_command(kind, params, texts, spans)}\n```"

@@ -250,10 +250,15 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
         )  # fmt: skip
         summary = run_swebench(str(data), "test", options)
     ended = sorted((outcome.exit_status, outcome.cost) for outcome in summary.outcomes.values())
-    assert ended == [("cost_limit", 1.0), ("submitted", 3.0)]
-    assert len(summary.not_started) == 1 and summary.cost == 4.0
-    assert "global cost limit 4.00 reached (spent 4.0000); 1 instances not started" in (
-        (tmp_path / "out" / "swebench.log").read_text()
+    # Ray may start a task before the one ahead of it has spent the last dollar: then it ends at its first call
+    # (cost_limit, $0) instead of never starting; whatever the order, $4 buys four $1 calls and the run that got
+    # three of them submitted.
+    assert ("submitted", 3.0) in ended and {status for status, _ in ended} <= {"submitted", "cost_limit"}
+    assert sum(cost for _, cost in ended) == summary.cost == 4.0
+    assert len(ended) + len(summary.not_started) == 3
+    log = (tmp_path / "out" / "swebench.log").read_text()
+    assert "the shared cost limit $4.00 is reached (spent $4.0000)" in log or (
+        f"global cost limit 4.00 reached (spent 4.0000); {len(summary.not_started)} instances not started" in log
     )
 
 

@@ -194,7 +194,7 @@ def swebench_command(
                 shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
                 before_run=lambda dataset, todo, skipped: _announce(
-                    dataset, todo, skipped, kind if engine == "local" else "nodes", filter_regex
+                    dataset, todo, skipped, kind if engine == "local" else None, filter_regex
                 ),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
@@ -217,7 +217,8 @@ def swebench_command(
         raise typer.Exit(1)
 
 
-def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str, filter_regex: str) -> None:
+def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str | None, filter_regex: str) -> None:
+    """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes)."""
     for error in dataset.errors:
         err_console.print(f"[yellow]skipping malformed {error}[/]", soft_wrap=True)
     if not todo and not skipped:
@@ -228,7 +229,7 @@ def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str, filt
             f"{len(skipped)} instance{'s' * (len(skipped) != 1)} skipped as finished in an earlier run "
             "(in preds.json; --redo-existing runs them again)"
         )
-    if todo:
+    if todo and kind is not None:
         _check_environment(kind)
 
 

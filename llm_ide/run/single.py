@@ -172,7 +172,8 @@ def run_task(
             )
             if getattr(ctx.model, "price", True) is None and settings.agent.cost_limit:
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
-            log.info("run %s %s (model %s, environment %s)", run_id, "resumed" if resumed else "started", model, env)
+            state = "resumed" if resumed else "started"
+            log.info("run %s %s (model %s, environment %s)", run_id, state, model, env.kind)
             inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
             if inputs is not None and ctx.snapshot_patch is not None:  # the worktree as the run found it
                 inputs["worktree_patch"] = ctx.snapshot_patch()
