@@ -12,11 +12,12 @@ from pydantic import Field, create_model
 from llm_ide.attempts.variant import Attempts
 from llm_ide.messages.variant import Messages
 from llm_ide.navigator.variant import Navigator
+from llm_ide.reproduction.variant import Reproduction
 from llm_ide.sampling.variant import Demonstrations, Sampling
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variant, Variants
 
-BUNDLED: tuple[type[Variant], ...] = (Navigator, Sampling, Demonstrations, Messages, Attempts)
+BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages, Attempts)
 
 
 def assemble(core: type[CoreSettings], variants: Iterable[type[Variant]]) -> type[CoreSettings]:

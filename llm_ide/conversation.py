@@ -27,11 +27,12 @@ def memo(ctx: AgentContext, key: tuple[Any, ...], make: Callable[[], str]) -> st
     return text
 
 
-def system_prompt(ctx: AgentContext, task: str) -> str:
-    return memo(ctx, ("system", task), lambda: render_system(ctx, task))
+def system_prompt(ctx: AgentContext, task: str, notes: str = "") -> str:
+    """`notes`: the variants' text after the task in its section (e.g. what a script showed on the original code)."""
+    return memo(ctx, ("system", task, notes), lambda: render_system(ctx, task, notes))
 
 
-def render_system(ctx: AgentContext, task: str) -> str:
+def render_system(ctx: AgentContext, task: str, notes: str = "") -> str:
     ws = ctx.codebase
     templates = ctx.templates
     actions = render(
@@ -54,7 +55,7 @@ def render_system(ctx: AgentContext, task: str) -> str:
         **capped(
             ctx,
             {
-                "task": render(templates, "task", task=task),
+                "task": render(templates, "task", task=task) + (f"\n\n{notes}" if notes else ""),
                 "tool_usage": ctx.tool_usage or render(templates, "tool_usage_empty"),
             },
         ),
@@ -177,7 +178,7 @@ def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: 
         nodes = with_reflection(nodes, state.get("reflection"))
     build = single_call_turns if ctx.settings.agent.single_call else turns
     messages = [
-        {"role": "system", "content": system_prompt(ctx, state["task"])},
+        {"role": "system", "content": system_prompt(ctx, state["task"], ctx.variants.task_notes(ctx, state))},
         *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0), state),
     ]
     if retry := state.get("retry"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from copy import deepcopy
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -22,6 +22,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    model_validator,
 )
 
 from llm_ide.errors import ConfigError
@@ -37,6 +38,19 @@ class Strict(BaseModel):
     """Every settings section: unknown keys are errors, assignments validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class BundledTemplates(Strict):
+    """Jinja2 templates whose defaults are a mapping of a YAML file in llm_ide/prompts (`BUNDLED`: the file and the
+    key); a template left out keeps its default."""
+
+    BUNDLED: ClassVar[tuple[str, str]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def with_defaults(cls, data: Any) -> Any:
+        name, key = cls.BUNDLED
+        return {**bundled_yaml(name)[key], **data} if isinstance(data, dict) else data
 
 
 class AgentSettings(Strict):

@@ -12,10 +12,14 @@
   takes the place of, under the same name);
 - `actions()`: actions run like the core's (`Action`), and `absent_actions()`: what they answer in a run without it;
 - hooks: `open` (the environment is ready: files beside the tools; returns its resource for the run, in
-  `ctx.resources[name]`), `system_section` (text ahead of the task in the system prompt), `action_lines` (its lines
-  of the action list), `preface` (text ahead of the memory snapshot), `news` (what arrived between steps), `at_submit`
-  (a state update when the agent submits), `foreign_calls` (model calls on a model of its own), `info` (its part of
-  the trajectory's info), `facts` (what a reviewer and a chooser of several runs at a task are told of one);
+  `ctx.resources[name]`), `system_section` (text ahead of the task in the system prompt), `task_notes` (text after
+  the task, in the Task section), `action_lines` (its lines of the action list), `preface` (text ahead of the memory
+  snapshot), `news` (what arrived between steps), `at_submit` (a state update when the agent submits),
+  `foreign_calls` (model calls on a model of its own), `info` (its part of the trajectory's info), `facts` (what a
+  reviewer and a chooser of several runs at a task are told of one);
+- `verify(bench, runs, record)`: for a driver of several runs at a task, what running their patches found
+  (`bench.clean(label, patch)`: a clean environment at the base commit with the patch applied): facts for the
+  reviewer and the chooser, and a rank per run that the choice uses before any model judges;
 - `refuse(variants)`: one line when it cannot go with the others.
 
 The node functions take `(state, runtime)` like the core's; `ctx` below is the run's AgentContext.
@@ -53,6 +57,27 @@ class Opening:
     model: str
     base_url: str | None = None
     listener: CallListener | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished run at the task as a driver of several runs shows it to `verify`: its number, its patch, its
+    trajectory's info (the variants' records)."""
+
+    index: int
+    patch: str
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What `verify` found: its `record` (what it ran; the driver keeps it and gives it back next time), `facts` and
+    `ranks` by run number. A rank is compared before any model judges: lower is better; all zeros: nothing found
+    wrong."""
+
+    record: dict[str, Any]
+    facts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ranks: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 class Variant:
@@ -94,6 +119,9 @@ class Variant:
     def system_section(self, ctx: Any) -> str:
         return ""
 
+    def task_notes(self, ctx: Any, state: dict[str, Any]) -> str:
+        return ""
+
     def action_lines(self, ctx: Any) -> str:
         return ""
 
@@ -114,6 +142,9 @@ class Variant:
 
     def facts(self, state: dict[str, Any]) -> dict[str, Any]:
         return {}
+
+    def verify(self, bench: Any, runs: list[Finished], record: dict[str, Any]) -> Verified | None:
+        return None
 
 
 class CombinationError(UsageError):
@@ -163,6 +194,9 @@ class Variants:
 
     def system_sections(self, ctx: Any) -> str:
         return self.joined((variant.system_section(ctx) for variant in self.items), "\n\n")
+
+    def task_notes(self, ctx: Any, state: dict[str, Any]) -> str:
+        return self.joined((variant.task_notes(ctx, state) for variant in self.items), "\n\n")
 
     def action_lines(self, ctx: Any) -> str:
         return self.joined(variant.action_lines(ctx) for variant in self.items)

@@ -37,7 +37,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "call_policy.py", "workspace/")),
     ("agent core", ("actions.py", "commands.py", "parsing.py", "conversation.py", "resources.py", "variant.py",
                     "nodes/", "graph.py")),
-    ("variants", ("navigator/", "sampling/", "messages/", "attempts/settings.py", "attempts/variant.py")),
+    ("variants", ("navigator/", "sampling/", "messages/", "reproduction/", "attempts/settings.py",
+                  "attempts/variant.py")),
     ("composition", ("composition.py", "config.py")),
     ("driver", ("run/",)),
     ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
@@ -46,7 +47,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "conversation.py",
         "settings.py", "config.py", "resources.py", "call_policy.py", "run/", "workspace/")  # fmt: skip
 COMPOSITION = "composition.py"  # the one core file that may name the variants
-VARIANT_WORDS = re.compile(r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts)\b", re.IGNORECASE)
+VARIANT_WORDS = re.compile(
+    r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts|reproductions?|reproduce)\b", re.IGNORECASE
+)
 TARGETS = {"variant_names": 5, "variant_mentions_elsewhere": 0, "local_imports": 20, "arrows_up": 8, "circles": 0}
 
 

@@ -21,7 +21,7 @@ def test_the_package_keeps_its_targets() -> None:
     assert {key: int(value) <= TARGETS[key] for key, value in figures.items()} == dict.fromkeys(TARGETS, True)
     assert figures["circles"] == "0" and figures["variant_mentions_elsewhere"] == "0"
     counts = measure()
-    assert set(counts.variant_names) <= {"navigator", "sampling", "attempts", "coop", "mailbox"}
+    assert set(counts.variant_names) <= {"navigator", "sampling", "attempts", "coop", "mailbox", "reproduction"}
     assert all(path.startswith(("__init__.py", "coop/__init__.py", "swebench/")) for path, _, _ in counts.local_imports)
 
 

@@ -43,6 +43,7 @@ INVARIANTS = {  # what a quick run reports about itself, whatever the machine's 
     "bench_sampling": {"steps": "6", "k1_calls": "11"},
     "bench_inspector": {"steps": "20", "operations": "20", "drawn": "20"},
     "bench_replay": {"runs": "2", "same_tree": "2/2"},
+    "bench_reproduction": {"execution_picks_resolved": "1/1", "written_execution_picks_resolved": "1/1", "tasks": "1"},
 }
 
 

@@ -75,7 +75,7 @@ def test_bash_completion_installs_and_completes_commands_and_options(tmp_path: P
         return done.stdout.split()
 
     assert complete("llm-ide sw") == ["swebench", "swebench-single"]
-    assert complete("llm-ide run --rep") == ["--repo"]
+    assert complete("llm-ide run --rep") == ["--repo", "--reproduction"]
     assert {"list", "plan", "cache"} <= set(complete("llm-ide tools ''"))
 
 

@@ -224,16 +224,24 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert "execute\\3aupdate_activity -.-> execute\\3areceive_messages" in pair_edges
     attempts = cli("graph", "attempts", "--mermaid")
     edges = {line.strip().rstrip(";") for line in attempts.stdout.splitlines() if "->" in line}
-    assert {"__start__ --> dispatch", "dispatch -.-> attempt", "attempt --> review", "review --> dispatch"} <= edges
+    assert {"__start__ --> dispatch", "dispatch -.-> attempt", "attempt --> verify", "verify --> review"} <= edges
+    assert "review --> dispatch" in edges
     assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
     navigator = cli("graph", "navigator", "--mermaid")
     edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
     assert {"__start__ --> plan", "plan -.-> render_context", "act -.-> permission", "act -.-> consult"} <= edges
     assert {"permission -.-> execute_tool", "permission -.-> update_activity", "consult -.-> update_activity"} <= edges
+    reproduction = cli("graph", "reproduction", "--mermaid")
+    edges = {line.strip().rstrip(";") for line in reproduction.stdout.splitlines() if "->" in line}
+    assert {"__start__ --> reproduction\\3a__start__", "reproduction\\3a__end__ -.-> render_context"} <= edges
+    phase = {"reproduction\\3awrite_reproduction -.-> reproduction\\3avalidate_reproduction",
+             "reproduction\\3avalidate_reproduction -.-> reproduction\\3awrite_reproduction",
+             "reproduction\\3areproduce_before --> reproduction\\3a__end__", "act -.-> reproduce"}  # fmt: skip
+    assert phase <= edges and "reproduce -.-> update_activity" in edges
     unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
-        "error: unknown graph 'nope': choose one of agent, coop, coop-planning, attempts, navigator",
+        "error: unknown graph 'nope': choose one of agent, coop, coop-planning, attempts, navigator, reproduction",
     )
 
 

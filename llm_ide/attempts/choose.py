@@ -1,5 +1,7 @@
-"""The `choose` node: an accepted attempt if there is one; otherwise one chooser call over the distinct non-empty
-patches (each a diff with its reasoning summary), or the best review score (`attempts.choose: best_score`)."""
+"""The `choose` node: execution first, then the models. The distinct non-empty patches are narrowed to those ranked
+best by running them (`verify`: the reproductions they pass, then the fewest regressions); among those, an accepted
+attempt if there is one, the only one left, or one chooser call over them (each a diff with its reasoning summary and
+facts), or the best review score (`attempts.choose: best_score`)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,20 @@ def candidates(attempts: list[AttemptRecord]) -> list[list[AttemptRecord]]:
     return list(groups.values())
 
 
+def ranked_best(groups: list[list[AttemptRecord]]) -> list[list[AttemptRecord]]:
+    """The groups whose rank by execution is the lowest (all of them when nothing was ranked)."""
+    ranks = [tuple(group[0].get("rank") or ()) for group in groups]
+    if not any(ranks):
+        return groups
+    lowest = min(ranks)
+    return [group for group, rank in zip(groups, ranks, strict=True) if rank == lowest]
+
+
+def unfaulted(record: AttemptRecord) -> bool:
+    """Nothing wrong found by running its patch (or it was not run)."""
+    return not any(record.get("rank") or ())
+
+
 def best(records: list[AttemptRecord]) -> AttemptRecord:
     return max(records, key=lambda record: (record.get("score") or 0.0, -record["index"]))
 
@@ -39,7 +55,7 @@ def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord
             "attempts": [record["index"] for record in group],
             "score": group[0].get("score"),
             "summary": group[0].get("chain", ""),
-            "facts": group[0].get("facts") or {},
+            "facts": {**(group[0].get("facts") or {}), **(group[0].get("checks") or {})},
             "patch": truncate(group[0]["submission"], settings.patch_chars, ctx.settings.templates),
         }
         for number, group in enumerate(groups, 1)
@@ -61,13 +77,17 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
     settings = ctx.settings.attempts
     attempts = state.get("attempts", [])
     accept = settings.accept_score
-    accepted = [r for r in attempts if accept is not None and (r.get("score") or 0) >= accept and r["submission"]]
-    groups = candidates(attempts)
+    every = candidates(attempts)
+    groups = ranked_best(every)
+    kept = {record["index"] for group in groups for record in group}
+    accepted = [r for r in attempts if accept is not None and (r.get("score") or 0) >= accept and r["index"] in kept]
     calls: list[dict[str, Any]] = []
     if accepted:
         chosen, by, reasons = best(accepted), "accept_score", best(accepted).get("reasons", "")
     elif not groups:
         chosen, by, reasons = None, "none", "no attempt changed a file"
+    elif len(groups) == 1 and len(every) > 1:
+        chosen, by, reasons = groups[0][0], "execution", "the only patch ranked best by running it"
     elif len(groups) == 1:
         chosen, by, reasons = groups[0][0], "only", "the only distinct non-empty patch"
     elif settings.choose == "best_score" or (ctx.budget is not None and ctx.budget.exhausted):
@@ -83,6 +103,7 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
         "chosen": chosen["index"] if chosen else None,
         "chosen_by": by,
         "choice_reasons": reasons,
+        "execution_pick": sorted(kept) if len(groups) < len(every) else [],
         "calls": calls,
         "exit_status": outcome.get("exit_status") or "error",
         "submission": chosen["submission"] if chosen else "",

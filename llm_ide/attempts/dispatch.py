@@ -1,5 +1,6 @@
-"""The `dispatch` node: which attempts start now. One after another: the next one, unless an attempt was accepted,
-`attempts.max` is reached or the task's budget is spent. In parallel: all of them at once, then none."""
+"""The `dispatch` node: which attempts start now. One after another: the next one, unless an attempt was accepted (a
+review score of `accept_score` or more, and nothing found wrong by running its patch), `attempts.max` is reached or
+the task's budget is spent. In parallel: all of them at once, then none."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from llm_ide.attempts.choose import unfaulted
 from llm_ide.attempts.context import AttemptsContext, git
 from llm_ide.attempts.state import AttemptsState
 from llm_ide.environments import capabilities
@@ -20,7 +22,10 @@ def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[st
     settings = ctx.settings.attempts
     attempts = state.get("attempts", [])
     accept = settings.accept_score
-    accepted = any(accept is not None and (r.get("score") or 0) >= accept and r.get("submission") for r in attempts)
+    accepted = any(
+        accept is not None and (r.get("score") or 0) >= accept and r.get("submission") and unfaulted(r)
+        for r in attempts
+    )
     assert ctx.budget is not None
     base = {}  # LangGraph Studio's input has no base commit: the repository's HEAD
     local = not capabilities(ctx.environment or ctx.settings.environment.type).ephemeral

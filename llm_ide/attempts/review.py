@@ -37,7 +37,7 @@ def review_one(ctx: AttemptsContext, task: str, record: AttemptRecord, call_inde
         "chain": record.get("chain", ""),
         "lessons": "\n".join(f"- {lesson}" for lesson in record.get("lessons", [])) or "(none)",
         "test_output": record.get("test_output", ""),
-        "facts": record.get("facts") or {},
+        "facts": {**(record.get("facts") or {}), **(record.get("checks") or {})},
     }
     text, call = ctx.ask(
         "review", render_string(templates.review_system), render_string(templates.review, **values), call_index,

@@ -24,6 +24,8 @@ class AttemptRecord(TypedDict, total=False):
     lessons: list[str]
     test_output: str
     facts: dict[str, Any]  # what the attempt's variants found (e.g. a check run before and after)
+    checks: dict[str, Any]  # what running its patch in a clean environment found (the `verify` node)
+    rank: list[int]  # from those checks: compared before any model judges (lower is better; all zeros: none wrong)
     error: str
     score: float | None  # the reviewer's
     reasons: str
@@ -53,8 +55,10 @@ class AttemptsState(AttemptsInput, total=False):
     attempts: Annotated[list[AttemptRecord], merge_attempts]
     pending: list[int]  # the attempts `dispatch` starts now
     calls: Annotated[list[dict[str, Any]], operator.add]  # the reviewer's and the chooser's model calls
+    verification: dict[str, Any]  # by variant: what its verification ran (kept, so that nothing runs twice)
     chosen: int | None  # the chosen attempt's index
-    chosen_by: str  # accept_score | chooser | best_score | only | none
+    chosen_by: str  # accept_score | execution | chooser | best_score | only | none
+    execution_pick: list[int]  # the attempts whose patches ranked best by execution (all of them: no say)
     choice_reasons: str
     exit_status: str
     submission: str

@@ -31,6 +31,7 @@ def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
             "submission": record.get("submission", ""),
             "trajectory": record.get("trajectory", ""),
             **({"facts": record["facts"]} if record.get("facts") else {}),
+            **({"checks": record["checks"], "rank": record.get("rank", [])} if record.get("checks") else {}),
         }
         for record in state.get("attempts", [])
     ]
@@ -84,7 +85,9 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
                 "attempt": state.get("chosen"),
                 "by": state.get("chosen_by", ""),
                 "reasons": state.get("choice_reasons", ""),
+                "execution": state.get("execution_pick", []),
             },
+            **({"verification": state["verification"]} if state.get("verification") else {}),
         },
         "task": state.get("task", ""),
         "operations": operations,

@@ -32,9 +32,12 @@ def grade_attempts(report, preds, instances, run_folder, settings, folder, worke
 
     graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),
                                workers=workers, on_result=show).to_json()  # fmt: skip
-    table = Table("instance", "chosen", "attempts", title=f"attempts (pass@{graded['k']})")
+    table = Table("instance", "chosen", "attempts", "execution picked", title=f"attempts (pass@{graded['k']})")
     for instance_id, row in graded["instances"].items():
         statuses = ", ".join(f"{index}: {status}" for index, status in row["attempts"].items()) or "(no attempts)"
-        table.add_row(instance_id, row["chosen"], statuses)
+        table.add_row(instance_id, row["chosen"], statuses, ", ".join(map(str, row["execution"])) or "—")
     console.print(table)
+    if graded["execution_narrowed"]:
+        console.print(f"execution signal: narrowed the choice on {graded['execution_narrowed']} instances, picked only "
+                      f"resolved patches on {graded['execution_resolved']}")  # fmt: skip
     return graded

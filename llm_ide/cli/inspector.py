@@ -93,7 +93,8 @@ def report_command(
 
 def graph_command(
     name: Annotated[
-        str, typer.Argument(help="Which graph: agent, coop (a pair), coop-planning, attempts or navigator.")
+        str,
+        typer.Argument(help="Which graph: agent, coop (a pair), coop-planning, attempts, navigator or reproduction."),
     ] = "agent",
     mermaid: Annotated[bool, typer.Option("--mermaid", help="A Mermaid diagram (the one format offered).")] = True,
 ) -> None:
@@ -103,6 +104,7 @@ def graph_command(
     from llm_ide.coop.planning import build_planning_graph
     from llm_ide.graph import build_graph
     from llm_ide.navigator.variant import Navigator
+    from llm_ide.reproduction.variant import Reproduction
     from llm_ide.variant import Variants
 
     graphs = {
@@ -111,6 +113,7 @@ def graph_command(
         "coop-planning": build_planning_graph,
         "attempts": build_attempts_graph,
         "navigator": lambda: build_graph(variants=Variants((Navigator(),))),
+        "reproduction": lambda: build_graph(variants=Variants((Reproduction(),))),
     }
     if name not in graphs:
         raise fail(f"unknown graph {name!r}: choose one of {', '.join(graphs)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -118,6 +119,14 @@ def run(
             show_default=config_default("navigator.mode"),
         ),
     ] = None,
+    reproduction: Annotated[
+        Path | None,
+        typer.Option(
+            help="A script that reproduces the issue (Python, or .sh): installed beside the tools, run on the original "
+            "code (its output in the task), by the `reproduce` action and at submit.",
+            show_default="none",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -131,6 +140,7 @@ def run(
     from llm_ide.fileio import atomic_write
 
     text = task_text(task, task_file)
+    given = reproduction_variants(reproduction)
     if not repo.is_dir():
         raise fail(f"repository not found: {repo}")
     model = model or os.environ.get("LLM_IDE_MODEL")
@@ -181,6 +191,7 @@ def run(
                 base_url=base_url,
                 checkpoint=checkpoint,
                 on_event=print_event,
+                variants=given,
                 **extra,
             )
     except ThreadMismatchError as error:
@@ -219,6 +230,35 @@ def task_text(task: str | None, task_file: Path | None) -> str:
     return text
 
 
+def reproduction_variants(path: Path | None) -> list:
+    """`--reproduction FILE`: the script given with the task."""
+    if path is None:
+        return []
+    from llm_ide.reproduction.script import script
+    from llm_ide.reproduction.variant import Reproduction
+
+    if not path.is_file():
+        raise fail(f"reproduction script not found: {path}")
+    try:
+        return [Reproduction(script(path.read_text(encoding="utf-8"), path.name))]
+    except UnicodeDecodeError:
+        raise fail(f"reproduction script {path}: not UTF-8 text") from None
+
+
+def reproduction_lines(trajectory: Path) -> list[str]:
+    """What each reproduction showed on the original code and at submit, from the run's trajectory."""
+    try:
+        record = json.loads(trajectory.read_text(encoding="utf-8"))["info"].get("reproduction") or {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return []
+    after = record.get("after") or {}
+    return [
+        f"reproduction {item['name']}: {item['before']['verdict']} on the original code"
+        + (f", {after[item['name']]['verdict']} at submit" if item["name"] in after else "")
+        for item in record.get("scripts") or []
+    ]
+
+
 def report(result) -> None:
     stats = result.model_stats
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
@@ -226,6 +266,8 @@ def report(result) -> None:
         f"[bold {colour}]{result.exit_status}[/] after {stats['api_calls']} model calls, "
         f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
     )
+    for line in reproduction_lines(result.trajectory_path):
+        console.print(line, markup=False)
     for attempt in getattr(result, "attempts", []):
         score = "not reviewed" if attempt["score"] is None else f"score {attempt['score']:g}"
         chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""

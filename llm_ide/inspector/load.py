@@ -16,6 +16,7 @@ from llm_ide.inspector.model import (
     NavigatorView,
     NodeView,
     RunView,
+    ScriptView,
     StepStat,
 )
 from llm_ide.run.calls_log import read_log
@@ -78,7 +79,24 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
             for m in info.get("received") or []
         ],  # fmt: skip
         navigator=navigator_view(info.get("navigator")),
+        reproductions=script_views(info.get("reproduction") or {}),
+        dropped=sum(not c.get("kept") for c in (info.get("reproduction") or {}).get("candidates") or []),
     )
+
+
+def script_views(record: dict[str, Any]) -> list[ScriptView]:
+    after = record.get("after") or {}
+    verdict = lambda run: f"{run.get('verdict')} (exit {run.get('returncode')})"  # noqa: E731
+    return [
+        ScriptView(
+            name=str(item.get("name")),
+            source=str(item.get("source")),
+            before=verdict(item.get("before") or {}),
+            after=verdict(after[item["name"]]) if item.get("name") in after else "",
+            output=str((item.get("before") or {}).get("output") or ""),
+        )
+        for item in record.get("scripts") or []
+    ]
 
 
 def navigator_view(record: dict[str, Any] | None) -> NavigatorView | None:

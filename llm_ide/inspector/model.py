@@ -72,6 +72,18 @@ class AttemptView(BaseModel):
     score: float | None = None
     exit_status: str = ""
     reasons: str = ""  # the reviewer's (llm_ide/attempts)
+    checks: dict[str, Any] = Field(default_factory=dict)  # what running its patch in a clean environment found
+    rank: list[int] = Field(default_factory=list)  # from those checks (lower is better)
+
+
+class ScriptView(BaseModel):
+    """A reproduction of the run (llm_ide/reproduction): what it showed on the original code and at submit."""
+
+    name: str
+    source: str  # given | generated
+    before: str
+    after: str = ""
+    output: str = ""  # on the original code
 
 
 class MessageView(BaseModel):
@@ -123,6 +135,8 @@ class RunView(BaseModel):
     messages: list[MessageView] = Field(default_factory=list)
 
     navigator: NavigatorView | None = None
+    reproductions: list[ScriptView] = Field(default_factory=list)
+    dropped: int = 0  # reproduction tests the agent wrote that failed their validation
     replay: ReplayView | None = None
 
 

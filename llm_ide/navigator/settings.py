@@ -3,18 +3,20 @@ what the driver's prompts say of it (`templates`, defaults in prompts/navigator.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from llm_ide.commands import GIT_READERS, READERS
-from llm_ide.settings import Strict, bundled_yaml
+from llm_ide.settings import BundledTemplates, Strict
 
 PROMPTS = "navigator.yaml"
 
 
-class DriverTemplates(Strict):
+class DriverTemplates(BundledTemplates):
     """Jinja2 templates of what the driver sees of the navigator; a template left out keeps its default."""
+
+    BUNDLED = (PROMPTS, "driver")
 
     plan: str  # ahead of the driver's memory
     actions: str  # the driver's navigator actions, in its action list
@@ -23,11 +25,6 @@ class DriverTemplates(Strict):
     guidance: str
     timeout: str
     absent: str  # a navigator action in a run without a navigator
-
-    @model_validator(mode="before")
-    @classmethod
-    def with_defaults(cls, data: Any) -> Any:
-        return {**bundled_yaml(PROMPTS)["driver"], **data} if isinstance(data, dict) else data
 
 
 class NavigatorSettings(Strict):

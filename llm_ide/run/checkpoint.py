@@ -314,35 +314,47 @@ def _first_line(error: BaseException) -> str:
     return next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
+NEWEST = (
+    "SELECT checkpoint_ns, checkpoint_id, type, checkpoint FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+    "checkpoint_ns ORDER BY checkpoint_id DESC) AS position FROM checkpoints WHERE thread_id = ?) WHERE position <= ?"
+)
+
+
 def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
-    """Keep only the newest checkpoints of a thread, so that storage grows with the state, not with its history."""
+    """Keep only the newest checkpoints of a thread, so that storage grows with the state, not with its history: the
+    newest `keep` of each namespace (a subgraph under way keeps its own, and the graph's stay beside them)."""
     if isinstance(saver, SqliteSaver):
         with saver.lock:
-            newest = saver.conn.execute(
-                "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT ?",
-                (thread_id, keep),
-            ).fetchall()
-            kept = [saver.serde.loads_typed(row)["channel_versions"] for row in newest]
-            saver.conn.execute(
-                "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN "
-                "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT ?)",
-                (thread_id, thread_id, keep),
+            newest = saver.conn.execute(NEWEST, (thread_id, keep)).fetchall()
+            kept = {(ns, checkpoint_id) for ns, checkpoint_id, _, _ in newest}
+            rows = saver.conn.execute("SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?",
+                                      (thread_id,)).fetchall()  # fmt: skip
+            saver.conn.executemany(
+                "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                [(thread_id, ns, checkpoint_id) for ns, checkpoint_id in rows if (ns, checkpoint_id) not in kept],
             )
             saver.conn.execute(
-                "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id NOT IN "
-                "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?)",
-                (thread_id, thread_id),
+                "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE "
+                "c.thread_id = writes.thread_id AND c.checkpoint_ns = writes.checkpoint_ns AND "
+                "c.checkpoint_id = writes.checkpoint_id)",
+                (thread_id,),
             )
             if isinstance(saver, ChannelSqliteSaver):
-                live = {(channel, str(version)) for versions in kept for channel, version in versions.items()}
+                live = {
+                    (ns, channel, str(version))
+                    for ns, _, kind, checkpoint in newest
+                    for channel, version in saver.serde.loads_typed((kind, checkpoint))["channel_versions"].items()
+                }
                 stale = [
-                    (thread_id, channel, version)
-                    for channel, version in saver.conn.execute(
-                        "SELECT channel, version FROM blobs WHERE thread_id = ?", (thread_id,)
+                    (thread_id, ns, channel, version)
+                    for ns, channel, version in saver.conn.execute(
+                        "SELECT checkpoint_ns, channel, version FROM blobs WHERE thread_id = ?", (thread_id,)
                     )
-                    if (channel, version) not in live
+                    if (ns, channel, version) not in live
                 ]
-                saver.conn.executemany("DELETE FROM blobs WHERE thread_id = ? AND channel = ? AND version = ?", stale)
+                saver.conn.executemany(
+                    "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?", stale
+                )
             saver.conn.commit()
             saver.conn.executescript("PRAGMA incremental_vacuum;")  # the file shrinks to what is kept (auto_vacuum)
     elif type(saver).__name__ == "PostgresSaver":

@@ -7,16 +7,18 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PositiveInt, model_validator
+from pydantic import AfterValidator, Field, PositiveInt
 
-from llm_ide.settings import Strict, bundled_yaml
+from llm_ide.settings import BundledTemplates, Strict
 
 MAX_K = 16
 TRAJECTORY_FORMAT = "llm-ide-1"  # llm_ide.run.trajectory.FORMAT
 
 
-class SamplingTemplates(Strict):
+class SamplingTemplates(BundledTemplates):
     """Jinja2 templates of the sampler's calls and of the demonstrations; a template left out keeps its default."""
+
+    BUNDLED = ("sampling.yaml", "templates")
 
     candidate: str
     ask_colleagues: str
@@ -24,11 +26,6 @@ class SamplingTemplates(Strict):
     demonstration: str
     demonstrations: str
     choices: str
-
-    @model_validator(mode="before")
-    @classmethod
-    def with_defaults(cls, data: Any) -> Any:
-        return {**bundled_yaml("sampling.yaml")["templates"], **data} if isinstance(data, dict) else data
 
 
 class SamplingSettings(Strict):

@@ -39,6 +39,9 @@ class RowError:
         return f"{where}: field {self.field}: {self.message}"
 
 
+HIDDEN = frozenset({"patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "eval_script"})  # the answer and its tests
+
+
 @dataclass
 class Instance:
     instance_id: str
@@ -52,11 +55,12 @@ class Instance:
     log_parser: str | None = None
     patch: str = ""
     test_patch: str = ""
+    reproduction: str = ""  # a script that reproduces the issue, given with the task (llm_ide/reproduction)
     row: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def task_vars(self) -> dict[str, Any]:
-        """Scalar fields of the row, for templates and tool setup scripts."""
-        scalars = {k: v for k, v in self.row.items() if isinstance(v, str | int | float | bool)}
+        """Scalar fields of the row, for templates and tool setup scripts; never the fix or the hidden tests."""
+        scalars = {k: v for k, v in self.row.items() if isinstance(v, str | int | float | bool) and k not in HIDDEN}
         return {**scalars, "instance_id": self.instance_id, "image": self.image, "repo": self.repo}
 
 
@@ -118,6 +122,7 @@ def parse_row(row: Any, index: int) -> Instance | RowError:
         ("base_commit", "base_commit", _optional_str),
         ("patch", "patch", _optional_str),
         ("test_patch", "test_patch", _optional_str),
+        ("reproduction", "reproduction", _optional_str),
         ("image", "image", _optional_str),
         ("image", "image_name", _optional_str),
     ]:
@@ -137,6 +142,7 @@ def parse_row(row: Any, index: int) -> Instance | RowError:
         log_parser=values["log_parser"],
         patch=values["patch"] or "",
         test_patch=values["test_patch"] or "",
+        reproduction=values["reproduction"] or "",
         row=dict(row),
     )
 

@@ -17,6 +17,8 @@ from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, ending
+from llm_ide.reproduction.script import script
+from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.run.single import run_task
 from llm_ide.swebench.dataset import Instance
@@ -166,6 +168,7 @@ def execute_instance(
             base_url=options.base_url,
             checkpoint=options.checkpoint,
             task_vars=instance.task_vars(),
+            variants=[Reproduction(script(instance.reproduction))] if instance.reproduction else [],
             on_event=forward,
             cost_budget=budget,
             **extra,

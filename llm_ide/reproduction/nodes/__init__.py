@@ -1,0 +1,1 @@
+"""The reproduction variant's graph nodes, one per module."""

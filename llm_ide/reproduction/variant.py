@@ -1,0 +1,95 @@
+"""Reproduction first, as a variant: a script given with the task (`llm-ide run --reproduction FILE`, a dataset row's
+`reproduction`, `Reproduction(script(...))`) and, with `reproduction.generate`, tests the agent writes before its
+first step, each validated on the original code. Each is installed beside the tools; what it printed on the original
+code is in the Task section; `reproduce` runs them at any time; they run again at submit; the trajectory's info holds
+before and after. For attempts, `verify` runs every attempt's patch against all of them, and against the repository's
+tests that touch the edited files, in a clean environment (llm_ide/reproduction/verify.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from llm_ide.actions import ActionOutcome
+from llm_ide.prompting import render_string
+from llm_ide.reproduction.nodes.reproduce import reproduce
+from llm_ide.reproduction.phase import reproduction
+from llm_ide.reproduction.record import record_of, run_all
+from llm_ide.reproduction.script import Script, setup_reproduction_script, shown
+from llm_ide.reproduction.settings import ReproductionSettings
+from llm_ide.reproduction.verify import verify_runs
+from llm_ide.variant import Action, Finished, Node, Opening, Variant, Verified
+
+
+class ReproductionState(TypedDict, total=False):
+    reproduction: dict[str, Any]  # scripts kept (each with `before`), candidates written, `after` (at submit)
+
+
+def absent(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
+    return ActionOutcome(render_string(ctx.settings.reproduction.templates.absent), 1)
+
+
+def described(run: dict[str, Any]) -> str:
+    return f"{run['verdict']} (exit {run['returncode']})"
+
+
+class Reproduction(Variant):
+    name = "reproduction"
+    sections = {"reproduction": (ReproductionSettings, ReproductionSettings)}
+    state = ReproductionState
+    prelude = ("reproduction",)
+    routes = {"reproduce": "reproduce"}
+
+    def __init__(self, *given: Script) -> None:
+        self.given = list(given)
+
+    @classmethod
+    def enabled(cls, settings: Any) -> Reproduction | None:
+        return cls() if settings.reproduction.generate else None
+
+    def nodes(self) -> dict[str, Node]:
+        return {"reproduction": reproduction, "reproduce": reproduce}
+
+    def actions(self) -> dict[str, Action]:
+        return self.absent_actions()  # the graph routes it to `reproduce`: it never runs as an action
+
+    @classmethod
+    def absent_actions(cls) -> dict[str, Action]:
+        return {"reproduce": Action(absent, bare=True)}
+
+    def open(self, ctx: Any, opening: Opening) -> Any:
+        for item in self.given:
+            setup_reproduction_script(ctx.codebase.env, item)
+        return self.given
+
+    def task_notes(self, ctx: Any, state: dict[str, Any]) -> str:
+        scripts = [shown(ctx.codebase.env, item, item["before"]) for item in record_of(state)["scripts"]]
+        own = ctx.settings.reproduction
+        return render_string(own.templates.task_notes, scripts=scripts, **own.markers.model_dump()) if scripts else ""
+
+    def action_lines(self, ctx: Any) -> str:
+        return render_string(ctx.settings.reproduction.templates.action_line)
+
+    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
+        record = record_of(state)
+        if not record["scripts"]:
+            return {}
+        return {"reproduction": {**record, "after": {item["name"]: item["run"] for item in run_all(ctx, state)}}}
+
+    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+        record = {key: value for key, value in (state.get("reproduction") or {}).items() if key != "pending"}
+        return {"reproduction": record} if record else {}
+
+    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
+        record = record_of(state)
+        after = record.get("after") or {}
+        facts: dict[str, Any] = {}
+        for item in record["scripts"]:
+            facts[f"reproduction {item['name']} on the original code"] = described(item["before"])
+            if item["name"] in after:
+                facts[f"reproduction {item['name']} at submit"] = described(after[item["name"]])
+        return facts
+
+    def verify(self, bench: Any, runs: list[Finished], record: dict[str, Any]) -> Verified | None:
+        return verify_runs(bench, self.given, runs, record)
