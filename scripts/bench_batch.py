@@ -27,6 +27,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from agent_script import single_call  # noqa: E402
 from openai_server import OpenAIServer, RecordedRequest, Reply  # noqa: E402
 from swebench_fixtures import FIX_COMMAND, build_dataset, script, write_config, write_script  # noqa: E402
 
@@ -119,7 +120,7 @@ def main(
     setups = ["scripted, no latency", f"loopback model, {latency:g}s/call"]
     with (
         tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp,
-        LatencyServer(replies=["unused"], script=script(COMMANDS), latency=latency) as server,
+        LatencyServer(replies=["unused"], script=single_call(script(COMMANDS)), latency=latency) as server,
     ):
         workdir = Path(tmp)
         dataset, _ = build_dataset(workdir / "data", instances, client=docker.from_env())

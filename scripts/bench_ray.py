@@ -28,6 +28,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from agent_script import single_call  # noqa: E402
 from bench_batch import COMMANDS, LatencyServer  # noqa: E402
 from pg_server import postgres_server  # noqa: E402
 from ray_cluster import ray_cluster  # noqa: E402
@@ -131,7 +132,7 @@ def main(
     postgres: dict[str, tuple[int, int]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp,
-        LatencyServer(replies=["unused"], script=script(COMMANDS), latency=latency) as server,
+        LatencyServer(replies=["unused"], script=single_call(script(COMMANDS)), latency=latency) as server,
         postgres_server() as pg,
     ):
         root = Path(tmp)

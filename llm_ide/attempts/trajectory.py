@@ -85,7 +85,7 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
                 "attempt": state.get("chosen"),
                 "by": state.get("chosen_by", ""),
                 "reasons": state.get("choice_reasons", ""),
-                "execution": state.get("execution_pick", []),
+                **({"execution": state.get("execution_pick", [])} if state.get("verification") else {}),
             },
             **({"verification": state["verification"]} if state.get("verification") else {}),
         },
