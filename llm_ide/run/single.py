@@ -135,12 +135,7 @@ def run_task(
         recorder = Recorder(output_dir, run_id, composed.record)  # the thread is ours, its state checked
         run = _Run(run_id, saver, recorder, emit, info, values, ask)
         if values.get("exit_status") and ExitStatus(values["exit_status"]).finished and not snapshot.tasks:
-            log.info("run %s already finished (%s)", run_id, values["exit_status"])
-            status = ExitStatus(values["exit_status"])
-            submission = previous_submission(recorder.path, status)
-            if submission is None:
-                status, submission = recover_submission(values, settings, repo, run_id, image, info)
-            return run.finish(status, submission)
+            return run.finished_before(settings, repo, image)
         status, submission, env = ExitStatus.ERROR, "", None
         base = values.get("base_commit") if resumed else None
         try:
@@ -174,13 +169,10 @@ def run_task(
                 emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             state = "resumed" if resumed else "started"
             log.info("run %s %s (model %s, environment %s)", run_id, state, model, env.kind)
-            inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
-            if inputs is not None and ctx.snapshot_patch is not None:  # the worktree as the run found it
-                inputs["worktree_patch"] = ctx.snapshot_patch()
-            if inputs is not None and carried_lessons:
-                inputs["carried_lessons"] = list(carried_lessons)
-            if resumed and resume is not None:
-                inputs = Command(resume=resume)
+            if resumed:
+                inputs = None if resume is None else Command(resume=resume)
+            else:
+                inputs = first_inputs(task, repo, model, base, ctx, carried_lessons)
             status = run.stream(graph, inputs, ctx)
             failpoint("run.ended")  # the graph ended; the patch and the trajectory's outcome are not saved yet
         except LlmIdeError as error:
@@ -198,22 +190,37 @@ def run_task(
                 status, info["error"] = ending(OutputFolderLost(folder_lost(output_dir)))
         finally:
             if env is not None:
-                try:
-                    submission = final_patch(env, base, settings, values)
-                except Exception as error:  # the run's outcome must still be saved; a lost patch is no result
-                    log.error("patch extraction failed: %s", error)
-                    if status.finished:  # an empty patch is not the result of a finished run
-                        status, info["error"] = ending(error)[0], f"patch extraction failed: {error}"
-                env.close()
-            if not settings.checkpoint.keep_history:
-                try:
-                    prune(saver, run_id)
-                except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
-                    log.error("checkpoint pruning failed: %s", error)
-            if not output_dir.is_dir():
-                recreate_output(output_dir, saver, sqlite_path(spec), recorder)
+                status, submission = closed(env, base, settings, values, status, info)
+            run.tidy(settings, spec)
             result = run.finish(status, submission)
     return result
+
+
+def first_inputs(
+    task: str, repo: Path | None, model: str, base: str | None, ctx: Any, carried_lessons: list[str] | None
+) -> dict[str, Any]:
+    """A new thread's input: the task, and the worktree as the run found it."""
+    inputs: dict[str, Any] = {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+    if ctx.snapshot_patch is not None:
+        inputs["worktree_patch"] = ctx.snapshot_patch()
+    if carried_lessons:
+        inputs["carried_lessons"] = list(carried_lessons)
+    return inputs
+
+
+def closed(
+    env: Any, base: str | None, settings: CoreSettings, values: dict[str, Any], status: ExitStatus, info: dict
+) -> tuple[ExitStatus, str]:
+    """The run's patch taken from its environment, which is then closed; a lost patch is no result."""
+    submission = ""
+    try:
+        submission = final_patch(env, base, settings, values)
+    except Exception as error:  # the run's outcome must still be saved
+        log.error("patch extraction failed: %s", error)
+        if status.finished:  # an empty patch is not the result of a finished run
+            status, info["error"] = ending(error)[0], f"patch extraction failed: {error}"
+    env.close()
+    return status, submission
 
 
 @dataclass
@@ -265,6 +272,26 @@ class _Run:
             action = describe_action(node)
             self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
             log.info("step %d: %s (cost %.4f)", steps, action, cost)
+
+    def finished_before(self, settings: CoreSettings, repo: Path | None, image: str | None) -> RunResult:
+        """A thread that had already finished: its result again, its submission from its trajectory (or recovered)."""
+        status = ExitStatus(self.values["exit_status"])
+        log.info("run %s already finished (%s)", self.run_id, status)
+        submission = previous_submission(self.recorder.path, status)
+        if submission is None:
+            status, submission = recover_submission(self.values, settings, repo, self.run_id, image, self.info)
+        return self.finish(status, submission)
+
+    def tidy(self, settings: CoreSettings, spec: str) -> None:
+        """Old checkpoints pruned; an output folder deleted under the run recreated from what the run still holds."""
+        if not settings.checkpoint.keep_history:
+            try:
+                prune(self.saver, self.run_id)
+            except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
+                log.error("checkpoint pruning failed: %s", error)
+        output_dir = self.recorder.path.parent
+        if not output_dir.is_dir():
+            recreate_output(output_dir, self.saver, sqlite_path(spec), self.recorder)
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
         if not self.info.get("error") and self.values.get("error"):
