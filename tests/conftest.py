@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import NoReturn
@@ -10,6 +11,13 @@ import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 BASE_IMAGE = "llm-ide-base:bookworm"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell ignores SIGINT in the jobs it starts in the background, and programs inherit that: the Ctrl-C tests'
+    children would never see theirs. A handler of our own becomes the default again in every child."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def in_ci() -> bool:
