@@ -203,7 +203,8 @@ def run_mode(root: Path, task: Task, mode: str, order: list[str], regression_com
 
 def picks(outcome: Outcome) -> dict[str, list[int]]:
     best = max(outcome.attempts, key=lambda a: (a["score"] or 0.0, -a["index"]))
-    return {"review": [best["index"]], "chooser": [outcome.choice["attempt"]], "execution": outcome.choice["execution"]}
+    execution = outcome.choice.get("execution", [])  # absent: no attempt was verified
+    return {"review": [best["index"]], "chooser": [outcome.choice["attempt"]], "execution": execution}
 
 
 def main(
