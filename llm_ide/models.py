@@ -7,10 +7,9 @@ import json
 import logging
 import os
 import random
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -22,8 +21,9 @@ from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
+from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.secrets import known_secrets, redact
-from llm_ide.settings import ModelSettings, PriceSettings
+from llm_ide.settings import ModelSettings
 from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,6 @@ Message = dict[str, str]
 Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
-DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
 @dataclass(frozen=True)
@@ -47,22 +46,6 @@ class ModelReply:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reported_usage: dict[str, Any] | None = None  # the provider's counts when they were impossible (then estimated)
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per million tokens; a cache price left out is the input price (no discount assumed)."""
-
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
-
-    def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
-        uncached = max(0, input_tokens - cache_read - cache_write)
-        read = self.input if self.cache_read is None else self.cache_read
-        write = self.input if self.cache_write is None else self.cache_write
-        return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
 
 
 class Model(Protocol):
@@ -85,24 +68,6 @@ def warn_once(topic: str, name: str, message: str) -> None:
             return
         _warned.add((topic, name))
     log.warning(message)
-
-
-def bare_model_name(name: str) -> str:
-    """`openai:gpt-5-mini`, `tensorblock/gpt-5-mini`, `openrouter/openai/gpt-5-mini` → `gpt-5-mini`."""
-    prefix, _, rest = name.partition(":")
-    if rest and prefix in langchain_providers():
-        name = rest
-    return name.rsplit("/", 1)[-1]
-
-
-def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
-    """The price of `name`: exact, then without provider prefix, then without a date/`-latest` suffix."""
-    bare = bare_model_name(name)
-    for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
-        entry = prices.get(candidate)
-        if entry is not None:
-            return Price(entry.input, entry.output, entry.cache_read, entry.cache_write)
-    return None
 
 
 def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
@@ -337,12 +302,6 @@ def unpriced(name: str) -> str:
         f"model {name} has no price in the config's model.prices: its cost counts as 0, so the cost limit cannot be "
         "enforced (agent.token_limit still applies)"
     )
-
-
-def langchain_providers() -> frozenset[str]:
-    from langchain.chat_models import base
-
-    return frozenset(getattr(base, "_BUILTIN_PROVIDERS", ()))  # init_chat_model's own provider table
 
 
 def client_kwargs(settings: ModelSettings) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
-from llm_ide.models import find_price
+from llm_ide.pricing import find_price
 from llm_ide.run.single import run_task
 
 console = Console(highlight=False, width=120)

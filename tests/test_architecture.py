@@ -25,6 +25,13 @@ def test_the_package_keeps_its_targets() -> None:
     assert all(path.startswith(("__init__.py", "coop/__init__.py", "swebench/")) for path, _, _ in counts.local_imports)
 
 
+def test_no_module_is_over_400_lines() -> None:
+    package = SCRIPTS.parent / "llm_ide"
+    sizes = {str(path.relative_to(package)): len(path.read_text().splitlines()) for path in package.rglob("*.py")}
+    assert len(sizes) > 100 and sizes["models.py"] > 100
+    assert {name: lines for name, lines in sizes.items() if lines > 400} == {}
+
+
 def write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / "llm_ide" / name

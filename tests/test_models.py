@@ -10,16 +10,8 @@ import pytest
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
-from llm_ide.models import (
-    ModelAuthError,
-    ModelError,
-    ModelReply,
-    Price,
-    ScriptedModel,
-    backoff_delay,
-    find_price,
-    get_model,
-)
+from llm_ide.models import ModelAuthError, ModelError, ModelReply, ScriptedModel, backoff_delay, get_model
+from llm_ide.pricing import Price, find_price
 from llm_ide.settings import ModelSettings, PriceSettings
 
 SECRET = "sk-test-" + "S3cr3tK3yValue" * 3

@@ -11,7 +11,8 @@ from urllib.parse import urlparse
 
 from llm_ide.composition import Settings
 from llm_ide.errors import UsageError
-from llm_ide.models import ModelError, get_model, langchain_providers
+from llm_ide.models import ModelError, get_model
+from llm_ide.pricing import langchain_providers
 from llm_ide.swebench.dataset import Instance
 from llm_ide.workspace.history import mark_owned
 
