@@ -82,12 +82,12 @@ def replay(
     `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`."""
     trajectory = load(path)
     settings = settings_for(trajectory, overrides or [], single_call)
-    environment = settings.environment
-    if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
-        settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
-        commit = checkout(source, repo, branch, commit, trajectory.instance_id)
+        commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
+        environment = settings.environment
+        if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
+            settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
         run_dir = fresh_output(out)
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
