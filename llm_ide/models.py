@@ -23,7 +23,7 @@ from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, req
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.secrets import known_secrets, redact
-from llm_ide.settings import ModelSettings
+from llm_ide.settings import ModelSettings, load_yaml
 from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def valid_item(item: object) -> bool:
 
 def load_script(path: Path) -> list[ScriptItem]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader)
     except FileNotFoundError:
         raise ModelError(f"scripted model: file not found: {path}") from None
     except UnicodeDecodeError as error:

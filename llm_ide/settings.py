@@ -10,7 +10,7 @@ from __future__ import annotations
 from copy import deepcopy
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -30,6 +30,9 @@ from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
+YAML_MAX_NODES = 100_000  # values a YAML document may hold once its aliases are expanded (the default config: ~600)
+MAX_SECONDS = 7 * 24 * 3600  # the longest timeout or time limit a setting may ask for (a week)
+Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]  # a timeout in seconds
 Layers = list[tuple[str, dict[str, Any]]]
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -37,7 +40,7 @@ Model = TypeVar("Model", bound=BaseModel)
 class Strict(BaseModel):
     """Every settings section: unknown keys are errors, assignments validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class BundledTemplates(Strict):
@@ -58,7 +61,7 @@ class AgentSettings(Strict):
     cost_limit: NonNegativeFloat  # 0: no limit
     token_limit: NonNegativeInt | None = None  # input + output tokens; holds whatever the price; 0/None: no limit
     max_reply_chars: PositiveInt | None = None  # a longer reply keeps its head and tail; None: no cap
-    wall_time_limit: NonNegativeFloat  # seconds; 0: no limit
+    wall_time_limit: Annotated[float, Field(ge=0, le=MAX_SECONDS)]  # seconds; 0: no limit
     max_format_errors: PositiveInt
     observation_max_chars: PositiveInt
     view_max_lines: PositiveInt
@@ -103,10 +106,10 @@ class EnvironmentMessages(Strict):
 
 
 class EnvironmentSettings(Strict):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, coerce_numbers_to_str=True)
 
     type: Literal["local", "docker"]
-    command_timeout: PositiveFloat
+    command_timeout: Seconds
     output_max_bytes: PositiveInt
     image: str | None
     workdir: str
@@ -136,10 +139,10 @@ class PriceSettings(Strict):
 
 
 class ModelSettings(Strict):
-    timeout: PositiveFloat
+    timeout: Seconds
     max_retries: NonNegativeInt
-    retry_base_delay: NonNegativeFloat
-    retry_max_delay: NonNegativeFloat
+    retry_base_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+    retry_max_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
     temperature: float | None
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
@@ -212,7 +215,7 @@ class PatchSettings(Strict):
 
 
 class SweBenchSettings(Strict):
-    eval_timeout: PositiveFloat
+    eval_timeout: Seconds
     eval_script: str
 
 
@@ -234,16 +237,40 @@ class CoreSettings(Strict):
         return validate(type(self), [(origin, self.model_dump(mode="python")), (origin, values)])
 
 
+class YamlTooLarge(yaml.YAMLError):
+    """A document whose aliases expand beyond YAML_MAX_NODES values (an "alias bomb"): every reader of it would."""
+
+
+def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
+    """The one way a YAML file is read: a safe loader (no python tags), and aliases expanded within YAML_MAX_NODES
+    values. The loader shares an alias's value instead of copying it, so loading a bomb is cheap; merging, validating
+    or printing it is not: it is measured here, stopping at the limit."""
+    data = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader, or one derived from it)
+    stack, count = [data], 0
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > YAML_MAX_NODES:
+            raise YamlTooLarge(f"its aliases expand to more than {YAML_MAX_NODES:,} values")
+        if isinstance(value, dict):
+            stack += [*value.keys(), *value.values()]
+        elif isinstance(value, list):
+            stack += value
+    return data
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping; every problem with the file is a ConfigError naming it."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a config file") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file") from None
+    except YamlTooLarge as error:
+        raise ConfigError(f"{path}: refused: {error}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     if data is None:

@@ -32,7 +32,7 @@ SKIPPED = ("tools/packages/", "demo/")
 # Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
-                    "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py")),
+                    "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py", "patterns.py")),
     ("settings and memory", ("settings.py", "prompting.py", "state/")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "pricing.py", "call_policy.py",
                         "workspace/")),

@@ -10,6 +10,7 @@ from llm_ide.codeview.changes import edited_scopes
 from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.faults import failpoint
+from llm_ide.nodes.model_call import wall_deadline
 from llm_ide.prompting import truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
@@ -43,11 +44,12 @@ def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
     return ActionOutcome(ws.observe("interrupted", action_type=node.action_type), -1)
 
 
-def run_once(ctx: AgentContext, node: OperationNode, before: str | None) -> ActionOutcome:
+def run_once(ctx: AgentContext, node: OperationNode, before: str | None, deadline: float | None) -> ActionOutcome:
     """The operation, its effect on the worktree exactly once: one a killed process had started runs again on the
     worktree put back as the snapshot `before` it had (a command's effects outside the worktree may then happen
-    twice: its observation says so); without a snapshot it is not run again and the agent is told."""
-    ws = ctx.codebase
+    twice: its observation says so); without a snapshot it is not run again and the agent is told. A command is cut
+    at the wall-time `deadline`."""
+    ws = replace(ctx.codebase, deadline=deadline)
     if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
         return execute_action(ws, node.action_type, node.action_params, ctx.variant_actions)
     if ctx.intents.started_before(node.id):
@@ -73,7 +75,7 @@ def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str,
     ctx = runtime.context
     pending = state["pending"]
     try:
-        outcome = run_once(ctx, pending, state.get("worktree_patch"))
+        outcome = run_once(ctx, pending, state.get("worktree_patch"), wall_deadline(ctx, state))
         failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
         # the worktree snapshot belongs to the step that changed it: saved with the step, or redone with it (a
         # read-only command changed nothing: the last snapshot stands)
