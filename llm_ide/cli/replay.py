@@ -45,6 +45,14 @@ def replay_command(
     input_price: Annotated[float, typer.Option(help="Price of any other prompt character.")] = 1.0,
     output_price: Annotated[float, typer.Option(help="Price of an output character.")] = 8.0,
     misses: Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")] = 40,
+    unsandboxed: Annotated[
+        bool,
+        typer.Option(
+            "--unsandboxed",
+            help="Replay even without a working bubblewrap: the trajectory's commands then run as you, on this "
+            "machine.",
+        ),
+    ] = False,
 ) -> None:
     """Replay TRAJECTORY through llm-ide on a fresh checkout of --repo (local environment, no network): the model
     side answers with the original's thoughts and commands. Prints, per step and in total, the bill and the raw and
@@ -82,6 +90,7 @@ def replay_command(
                 single_call=single_call,
                 prices=Prices(cached=cached_price, input=input_price, output=output_price),
                 on_event=on_event,
+                unsandboxed=unsandboxed,
             )
     except (ReplayError, ConfigError) as error:
         raise fail(str(error)) from None

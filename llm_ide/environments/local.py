@@ -25,7 +25,7 @@ from llm_ide.environments.processes import (
     namespace_tools,
     with_parent,
 )
-from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, check_mount_point, resolve_inside
+from llm_ide.environments.sandbox import Sandbox, bwrap_path, check_mount_point, readable_paths, resolve_inside
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
 
@@ -96,6 +96,7 @@ class LocalEnvironment:
             sandbox=settings.sandbox,
             network=settings.network != "none",
             writable=settings.writable,
+            readable=settings.readable,
             leftovers=leftovers,
             mount_at=settings.mount_at,
         )
@@ -112,6 +113,7 @@ class LocalEnvironment:
         sandbox: str = "bwrap",
         network: bool = True,
         writable: list[str] | None = None,
+        readable: list[str] | None = None,
         leftovers: Path | None = None,
         mount_at: str | None = None,
     ) -> None:
@@ -136,8 +138,9 @@ class LocalEnvironment:
         self.scratch: str | None = None
         if self.bwrap:
             self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
-        extra = [Path(p).expanduser().resolve() for p in writable or []]
+        extra = readable_paths(writable or [])
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
+        self.readable = readable_paths(readable or [])
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
         self.containment = containment(self.bwrap)
@@ -161,6 +164,12 @@ class LocalEnvironment:
         if resolved not in self.writable:
             self.writable.append(resolved)
 
+    def allow_read(self, path: Path) -> None:
+        """Lets the sandboxed commands read `path` too, wherever it is (e.g. a built tool in the user's cache)."""
+        resolved = Path(path).resolve()
+        if resolved not in self.readable:
+            self.readable.append(resolved)
+
     def _path(self, path: str) -> Path:
         target = resolve_inside(self.repo, path)
         if target is None:
@@ -175,9 +184,8 @@ class LocalEnvironment:
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
-            argv = bwrap_argv(
-                self.bwrap, writable=self.writable, cwd=cwd, network=self.network, command=argv, mounts=self.mounts
-            )
+            sandbox = Sandbox(self.bwrap, self.writable, self.readable, network=self.network, mounts=self.mounts)
+            argv = sandbox.argv(argv, cwd)
         elif self.containment == "unshare":
             argv = self._run_namespace().argv(command, cwd)
         return with_parent(argv)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
-from llm_ide.environments.sandbox import bwrap_path
+from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
 from llm_ide.fileio import atomic_write
 from llm_ide.replay.checkout import checkout
 from llm_ide.replay.endpoint import LoopbackEndpoint
@@ -50,6 +50,13 @@ def settings_for(trajectory: Trajectory, overrides: list[Path], single_call: boo
     return validate_layers([*layers[:base], ("replay", defaults), *layers[base:], ("replay", forced)])
 
 
+def sandbox_problem(settings: Settings) -> str | None:
+    """Why the replayed commands would not be sandboxed (`environment.sandbox: none`, no usable bwrap); None if not."""
+    if settings.environment.sandbox == "none":
+        return "environment.sandbox is none"
+    return bwrap_problem()
+
+
 def run_id_of(trajectory: Trajectory, path: Path) -> str:
     name = trajectory.instance_id or path.name.removesuffix(".json").removesuffix(".traj")
     return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".-_") or "replay"
@@ -77,14 +84,21 @@ def replay(
     single_call: bool | None = None,
     prices: Prices | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
+    unsandboxed: bool = False,
 ) -> ReplayReport:
     """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
-    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`."""
+    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`. Another's commands
+    run only in the sandbox, unless `unsandboxed`."""
     trajectory = load(path)
     settings = settings_for(trajectory, overrides or [], single_call)
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
+        if not unsandboxed and (problem := sandbox_problem(settings)):
+            raise ReplayError(
+                f"{problem}: the trajectory's commands would run on this machine as you, with your files and network;"
+                " pass --unsandboxed to replay it anyway"
+            )
         environment = settings.environment
         if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
             settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")

@@ -217,6 +217,7 @@ def closed(
         submission = final_patch(env, base, settings, values)
     except Exception as error:  # the run's outcome must still be saved
         log.error("patch extraction failed: %s", error)
+        submission = getattr(error, "patch", "")  # a repository lost under the run (RepositoryLost): its last snapshot
         if status.finished:  # an empty patch is not the result of a finished run
             status, info["error"] = ending(error)[0], f"patch extraction failed: {error}"
     env.close()
