@@ -15,15 +15,13 @@ from typing import Any
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
-    SETPRIV,
     TOKEN,
     Leftovers,
     RunNamespace,
     containment,
-    die_with_parent,
     kill_adopted,
     namespace_tools,
-    with_parent,
+    start_with_parent,
 )
 from llm_ide.environments.sandbox import Sandbox, bwrap_path, check_mount_point, readable_paths, resolve_inside
 from llm_ide.secrets import redact, scrubbed_environ
@@ -188,7 +186,7 @@ class LocalEnvironment:
             argv = sandbox.argv(argv, cwd)
         elif self.containment == "unshare":
             argv = self._run_namespace().argv(command, cwd)
-        return with_parent(argv)
+        return argv
 
     def _run_namespace(self) -> RunNamespace:
         """The run's PID namespace, made at the first command (again if it was lost)."""
@@ -202,7 +200,7 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
-        process = subprocess.Popen(
+        process = start_with_parent(
             self._argv(command, where),
             cwd=where,
             env=self.env,
@@ -210,7 +208,6 @@ class LocalEnvironment:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=None if SETPRIV else die_with_parent,
         )
         assert process.stdout is not None
         self.leftovers.command_started(process.pid)
