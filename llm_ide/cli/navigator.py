@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ import typer
 from llm_ide.cli.console import check_model_before_start, config_default, fail, interrupted_exit, warnings_on_console
 from llm_ide.config import with_user_config
 from llm_ide.navigator.mcp_client import TOOLS
+from llm_ide.navigator.protocol import TOKEN_VARIABLE
 
 navigator_app = typer.Typer(
     name="navigator",
@@ -61,9 +63,18 @@ def serve_command(
             show_default="none",
         ),
     ] = None,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Serve without a bearer token: any local process may call the navigator (and spend its budget).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the navigator over MCP (streamable HTTP) at http://HOST:PORT/mcp with the tools request_permission,
-    request_review and request_guidance. Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
+    request_review and request_guidance. Every request must carry `Authorization: Bearer TOKEN`: the token is
+    $LLM_IDE_NAVIGATOR_TOKEN when set, else a new one printed at start (clients, `navigator.mode: mcp` included, read
+    it from that variable). Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
     from llm_ide.errors import install_signal_policy
     from llm_ide.navigator.server import bind, serve
 
@@ -77,13 +88,25 @@ def serve_command(
     install_signal_policy()  # SIGTERM/SIGHUP, after the server's graceful stop: the navigator closed, exit 143/129
     try:
         sock = bind(host, port)
+        token = None if no_token else announce_token()
         with warnings_on_console():
-            serve(served, sock, announce, log)
+            serve(served, sock, announce, log, token)
     except KeyboardInterrupt as interrupt:
         raise interrupted_exit(interrupt) from None
     finally:
         if hasattr(served, "close"):
             served.close()
+
+
+def announce_token() -> str:
+    """The server's bearer token: $LLM_IDE_NAVIGATOR_TOKEN, or a new one, printed for the clients."""
+    given = os.environ.get(TOKEN_VARIABLE, "").strip()
+    if given:
+        typer.echo(f"navigator token: the one in ${TOKEN_VARIABLE}")
+        return given
+    token = secrets.token_urlsafe(32)
+    typer.echo(f"navigator token: {token} (clients: export {TOKEN_VARIABLE}={token})")
+    return token
 
 
 def announce(url: str) -> None:
