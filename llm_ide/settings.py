@@ -118,6 +118,9 @@ class EnvironmentSettings(Strict):
     cpus: PositiveFloat | None
     memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
     pids_limit: PositiveInt | None  # docker: processes and threads in the container
+    user: str = "auto"  # docker: the commands' user; auto: the image's own (root when it declares none)
+    cap_add: list[str] = []  # docker: the capabilities root keeps in the container; every other one is dropped
+    no_new_privileges: bool = True  # docker: a setuid program gains no privilege
     sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory, /tmp)

@@ -30,12 +30,14 @@ from llm_ide.environments.docker.cleanup import (
     owner_labels,
     remove_container,
 )
+from llm_ide.environments.docker.hardening import Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 from llm_ide.tools.cache import docker_tools_cache
+from llm_ide.tools.plan import LINK_DIR
 
 PRIVATE_ROOT = "/var/lib/llm-ide"
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
@@ -74,9 +76,7 @@ class DockerEnvironment:
         env: dict[str, str] | None = None,
         conda_env: str | None = None,
         network: str | None = DEFAULT_NETWORK,
-        cpus: float | None = None,
-        memory: str | int | None = None,
-        pids_limit: int | None = None,
+        limits: Limits | None = None,
         command_timeout: float = 120,
         output_max_bytes: int = 1_000_000,
         pull: str = "missing",
@@ -103,8 +103,12 @@ class DockerEnvironment:
         ensure_image(self.client, image, pull)
         if repo is not None and not Path(repo).is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
-        self._start_container(env or {}, network, cpus, memory, pids_limit)
+        limits = limits or Limits.bundled()
+        self._start_container(env or {}, network, limits)
         try:
+            self.user = limits.commands_user(self.client, image)
+            folders = [TOOLS_ROOT, PRIVATE_ROOT, workdir, LINK_DIR]
+            self.owner = hand_over(self.client.api, str(self.container_id), self.user, folders)
             self._session = self._open_session()
             if repo is not None:
                 self.copy_in(Path(repo), workdir)
@@ -119,27 +123,24 @@ class DockerEnvironment:
         image = image or settings.image
         if not image:
             raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
-        same = ("workdir", "env", "conda_env", "network", "cpus", "memory", "pids_limit", "command_timeout", "pull")
+        same = ("workdir", "env", "conda_env", "network", "command_timeout", "pull")
         return cls(
             image,
             run_id=run_id,
             **{name: getattr(settings, name) for name in same},
+            limits=Limits.of(settings),
             output_max_bytes=settings.output_max_bytes,
             messages=settings.messages.model_dump(),
             repo=repo,
             tools_cache=docker_tools_cache() if settings.tools else None,
         )
 
-    def _start_container(
-        self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any, pids_limit: int | None
-    ) -> None:
-        options: dict[str, Any] = {}
+    def _start_container(self, env: dict[str, str], network: str | None, limits: Limits) -> None:
+        options = limits.create_options(self.client)
         if network == DEFAULT_NETWORK:
             network = ensure_network(self.client)
         if network:
             options["network_mode"] = network
-        if pids_limit:
-            options["pids_limit"] = pids_limit
         volumes: dict[str, dict[str, str]] = {}
         if network != "none" and CA_BUNDLE.is_file():
             volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}
@@ -147,10 +148,6 @@ class DockerEnvironment:
             volumes[self.tools_cache_mount[0]] = {"bind": TOOLS_CACHE_MOUNT, "mode": "ro"}
         if volumes:
             options["volumes"] = volumes
-        if cpus:
-            options["nano_cpus"] = int(float(cpus) * 1e9)
-        if memory:
-            options["mem_limit"] = memory
         name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
         install_cleanup_handlers()
         with contextlib.suppress(docker.errors.DockerException):  # what a killed run of this id left (watchdog gone)
@@ -199,7 +196,7 @@ class DockerEnvironment:
     def _open_session(self) -> Session:
         assert self.container_id is not None
         try:
-            return Session(self.client.api, self.container_id, self.conda_env, "/")
+            return Session(self.client.api, self.container_id, self.conda_env, "/", self.user)
         except docker.errors.DockerException as error:
             raise EnvironmentFailure(f"container {self.container_id[:12]} is not usable: {one_line(error)}") from None
 
@@ -310,7 +307,7 @@ class DockerEnvironment:
 
     def write_file(self, path: str, data: bytes) -> None:
         staging = f".llm-ide-write-{uuid.uuid4().hex}"
-        self._put_archive("/tmp", single_file_tar(staging, data))
+        self._put_archive("/tmp", single_file_tar(staging, data, self.owner))
         target = shlex.quote(self._resolve(path))
         script = (
             f"{self._inside_check()}if ! inside {target}; then rm -f /tmp/{staging}; exit {OUTSIDE}; fi; "
@@ -334,15 +331,15 @@ class DockerEnvironment:
         return returncode, bytes(sink.data)
 
     def private_dir(self, name: str) -> str:
-        """Outside the workdir; the agent's commands run as root in the container, so the host keeps what matters
-        (e.g. the base commit's pack) and puts it back when this copy is damaged."""
+        """Outside the workdir; the agent's commands may run as root in the container, so the host keeps what
+        matters (e.g. the base commit's pack) and puts it back when this copy is damaged."""
         return posixpath.join(PRIVATE_ROOT, self.run_id.replace("/", "-"), name)
 
     def put_private(self, path: str, data: bytes) -> None:
         folder, name = posixpath.split(path)
         if self.run_trusted(f"mkdir -p -- {shlex.quote(folder)}", self.command_timeout)[0] != 0:
             raise EnvironmentFailure(f"cannot create {folder} in the container")
-        self._put_archive(folder, single_file_tar(name, data))
+        self._put_archive(folder, single_file_tar(name, data, self.owner))
 
     def copy_in(self, source: Path, destination: str) -> None:
         source = Path(source)
@@ -354,7 +351,7 @@ class DockerEnvironment:
         if self.run(f"mkdir -p -- {shlex.quote(target)}", sink, self.command_timeout)[0] != 0:
             raise EnvironmentFailure(f"cannot create {target} in the container: {sink.data.decode(errors='replace')}")
         with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-            tar_directory(source, spool)
+            tar_directory(source, spool, self.owner)
             spool.seek(0)
             self._put_archive(target, spool)
 
