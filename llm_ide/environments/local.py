@@ -24,6 +24,7 @@ from llm_ide.environments.processes import (
     start_with_parent,
 )
 from llm_ide.environments.sandbox import Sandbox, bwrap_path, check_mount_point, readable_paths, resolve_inside
+from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
 
@@ -144,6 +145,7 @@ class LocalEnvironment:
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
+        self._git = git_identity(self.repo)  # the repository's .git as the run found it
 
     def _mounts(self, mount_at: str | None) -> dict[str, Path]:
         if mount_at is None:
@@ -229,6 +231,12 @@ class LocalEnvironment:
                 process.wait()
             process.stdout.close()
             self.leftovers.command_ended()
+        if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
+            self._git = None  # said once
+            raise RepositoryLost(
+                f"the repository's .git ({self.repo / '.git'}) was deleted or replaced by a command of the run: "
+                "the patch kept is the run's last worktree snapshot"
+            )
         output = redact(cap.text(self.messages["elided"]))
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
@@ -300,6 +308,15 @@ class LocalEnvironment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def git_identity(repo: Path) -> tuple[int, int] | None:
+    """The repository's `.git` (folder, or file of a linked worktree) as (device, inode); None when it has none."""
+    try:
+        found = os.lstat(repo / ".git")
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def wait_until(process: subprocess.Popen[bytes], deadline: float) -> bool:
