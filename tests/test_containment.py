@@ -22,7 +22,7 @@ from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.errors import RepositoryLost
+from llm_ide.errors import EnvironmentFailure
 from llm_ide.run.single import run_task
 from llm_ide.workspace.patch import extract_patch, keep_base
 
@@ -160,7 +160,7 @@ def test_a_missing_or_unusable_bwrap_is_said_once_and_commands_still_run(
         f"""
         from pathlib import Path
         from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.errors import RepositoryLost
+from llm_ide.errors import EnvironmentFailure
         for _ in range(2):
             env = LocalEnvironment(Path({str(tmp_path)!r}), tools_dir=Path({str(tmp_path / "tools")!r}))
             print(env.execute("echo ran").output, end="")
@@ -182,9 +182,9 @@ def test_the_patch_survives_a_deleted_git_directory(tmp_path: Path, sabotage: st
     (repo / "a.py").write_text("x = 2\n")
     (repo / "b.py").unlink()
     (repo / "new.py").write_text("y = 1\n")
-    with contextlib.suppress(RepositoryLost):  # a deleted .git is said at once; one made again may reuse its inode
+    with contextlib.suppress(EnvironmentFailure):  # a deleted .git is said at once; one made again may reuse its inode
         env.execute(sabotage)
-    with pytest.raises(RepositoryLost, match="its base commit [0-9a-f]{12} is gone from it"):
+    with pytest.raises(EnvironmentFailure, match="its base commit [0-9a-f]{12} is gone from it"):
         keep_base(env, base).check_repository()  # what each snapshot and the end of a run check
     patch = extract_patch(env, base, load_config("default").patch)
     assert "-x = 1\n+x = 2\n" in patch

@@ -40,13 +40,14 @@ from conftest import git, make_git_repo
 
 from llm_ide.config import load_config
 from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
-from llm_ide.navigator.protocol import TOKEN_VARIABLE, NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
+from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 TESTS_DIR = Path(__file__).resolve().parent
 CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
 READY = "navigator serving at "
+TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"  # where servers and clients find the token (documented)
 TESTS_DIFF = "--- a/tests/test_cart.py\n+++ b/tests/test_cart.py\n@@ -1 +1 @@\n-assert total == 9\n+assert True\n"
 CODE_DIFF = "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1 +1 @@\n-RATE = 0.1\n+RATE = 0.2\n"
 FIX_DIFF = (
