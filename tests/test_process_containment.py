@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -133,25 +132,11 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
 def marked(mark: str) -> list[int]:
     """Host pids of the live processes whose environment holds the run's mark (`environment.env`): its commands, what
     they left, and its PID namespace's init and holder."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if f"LLM_IDE_TEST_MARK={mark}".encode() in environ.split(b"\0") and state not in {"Z", "X"}:
-            found.append(int(entry.name))
-    return found
+    return running(f"LLM_IDE_TEST_MARK={mark}", "environ")
 
 
-def none_marked(mark: str, wait: float = 10.0) -> bool:
-    end = time.monotonic() + wait
-    while marked(mark):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
+def none_marked(mark: str) -> bool:
+    return all_gone(f"LLM_IDE_TEST_MARK={mark}", 10.0, "environ")
 
 
 def marked_run(tmp_path: Path, mode: str, steps: list[str], config: dict | None = None) -> tuple[Path, list[str], str]:

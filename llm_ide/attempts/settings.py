@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator
 
+from llm_ide.patterns import BoundedPattern
 from llm_ide.settings import Strict, bundled_yaml
 
 
@@ -36,6 +37,13 @@ class AttemptsSettings(Strict):
     patch_chars: PositiveInt = 20000
     reviewer: RoleSettings = Field(default_factory=RoleSettings)
     chooser: RoleSettings = Field(default_factory=RoleSettings)
+
+    @field_validator("test_pattern")
+    @classmethod
+    def compiles(cls, value: str) -> str:
+        BoundedPattern(value, what="the pattern")  # an invalid one is said where the config sets it
+        return value
+
     templates: AttemptTemplates = Field(
         default_factory=lambda: AttemptTemplates(**bundled_yaml("attempts.yaml")["templates"])
     )
