@@ -23,7 +23,14 @@ from llm_ide.environments.processes import (
     namespace_tools,
     start_with_parent,
 )
-from llm_ide.environments.sandbox import Sandbox, bwrap_path, check_mount_point, readable_paths, resolve_inside
+from llm_ide.environments.sandbox import (
+    Sandbox,
+    bwrap_path,
+    check_mount_point,
+    git_paths,
+    readable_paths,
+    resolve_inside,
+)
 from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
@@ -139,7 +146,7 @@ class LocalEnvironment:
             self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
         extra = readable_paths(writable or [])
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
-        self.readable = readable_paths(readable or [])
+        self.readable = [*readable_paths(readable or []), *git_paths(self.repo)]
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
         self.containment = containment(self.bwrap)

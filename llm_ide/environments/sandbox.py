@@ -70,6 +70,29 @@ def hidden_paths() -> list[Path]:
     return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
 
 
+def git_paths(repo: Path) -> list[Path]:
+    """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):
+    shown read-only, as git in the commands needs them."""
+    dot, found = repo / ".git", []
+    try:
+        if dot.is_file():
+            line = dot.read_text(encoding="utf-8").strip()
+            git_dir = Path(os.path.realpath(repo / line.removeprefix("gitdir:").strip()))
+            found.append(git_dir)
+            common = git_dir / "commondir"
+            if common.is_file():
+                git_dir = Path(os.path.realpath(git_dir / common.read_text(encoding="utf-8").strip()))
+                found.append(git_dir)
+        else:
+            git_dir = dot
+        alternates = git_dir / "objects" / "info" / "alternates"
+        if alternates.is_file():
+            found += [Path(os.path.realpath(git_dir / "objects" / line)) for line in alternates.read_text().split()]
+    except (OSError, UnicodeDecodeError):
+        return found
+    return [path for path in found if not path.is_relative_to(repo)]
+
+
 def readable_paths(entries: list[str]) -> list[Path]:
     """`environment.readable` as absolute paths (`~` expanded)."""
     return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
