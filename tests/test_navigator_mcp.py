@@ -78,7 +78,7 @@ def launch(tmp_path: Path, args: list[str], env: dict[str, str]) -> tuple[subpro
         process = subprocess.Popen(
             [*CLI, "navigator", "serve", "--port", "0", *args],
             cwd=tmp_path,
-            env={**env, "PYTHONPATH": str(TESTS_DIR)},
+            env={**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))},
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
