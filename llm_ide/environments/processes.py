@@ -69,9 +69,9 @@ def start_with_parent(argv: list[str], **options: Any) -> subprocess.Popen[bytes
 
 class RunNamespace:
     """A PID namespace held open for a run (`unshare`, with its own /proc): its init lives until `close`, or until
-    this process dies however it dies (the death signal kills unshare, whose --kill-child kills the init), and the
-    kernel then kills every process left in it. Commands enter it with nsenter; processes they leave behind (setsid,
-    double forks) stay until the run ends, as they would on the host."""
+    this process dies however it dies (its stdin, a pipe only this process holds, closes; the death signal of unshare,
+    whose --kill-child kills the init, too), and the kernel then kills every process left in it. Commands enter it
+    with nsenter; processes they leave behind (setsid, double forks) stay until the run ends, as on the host."""
 
     def __init__(self, tools: tuple[tuple[str, ...], tuple[str, ...]], env: dict[str, str]) -> None:
         unshare, self.nsenter = tools
