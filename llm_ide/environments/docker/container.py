@@ -30,7 +30,7 @@ from llm_ide.environments.docker.cleanup import (
     owner_labels,
     remove_container,
 )
-from llm_ide.environments.docker.hardening import Limits, hand_over
+from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
@@ -249,11 +249,12 @@ class DockerEnvironment:
     def _kill(self, session: Session, server: bool) -> None:
         """Kills the running command's process group (and the session's shell) with a separate exec."""
         assert self.container_id is not None
-        script = f'kill -KILL -- -"$(cat {session.pidfile})"'
+        script = f'kill -KILL -- -"$(<{session.pidfile})"'  # builtins only, as the commands' user: nothing they planted
         if server:
-            script += f'; kill -KILL "$(cat {session.pidfile}.session)"'
+            script += f'; kill -KILL "$(<{session.pidfile}.session)"'
         with contextlib.suppress(docker.errors.DockerException):
-            exec_id = self.client.api.exec_create(self.container_id, ["bash", "-c", script + " 2>/dev/null"])["Id"]
+            argv = ["bash", "-c", script + " 2>/dev/null"]
+            exec_id = self.client.api.exec_create(self.container_id, argv, user=self.user or ROOT)["Id"]
             self.client.api.exec_start(exec_id)
 
     def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
