@@ -123,7 +123,7 @@ class EnvironmentSettings(Strict):
     no_new_privileges: bool = True  # docker: a setuid program gains no privilege
     sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
-    readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory, /tmp)
+    readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory)
     mount_at: str | None = None  # local with bwrap: the path at which the commands see the repository
     scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
     env: dict[str, str]

@@ -1,6 +1,6 @@
 """Someone else's text run by llm-ide (issue 32): a trajectory to replay, a config, a dataset row, a run's commands.
-Replaying a stranger's commands without a sandbox is refused unless asked for; with bubblewrap the user's home and
-the temp directories are empty to the commands (run, replay and reproduction scripts alike); every number and pattern
+Replaying a stranger's commands without a sandbox is refused unless asked for; with bubblewrap the user's home is
+empty to the commands (run, replay and reproduction scripts alike); every number and pattern
 read from a file is bounded (one line, exit 2, never a hang); the wall-time limit cuts a running command."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,10 +69,11 @@ def test_a_strangers_trajectory_is_not_replayed_unsandboxed_unless_asked(tmp_pat
     assert (tmp_path / "home-mark").exists()  # asked for: the commands ran as the user
 
 
-def test_the_sandbox_shows_the_user_no_file_of_their_home_or_tmp(tmp_path: Path) -> None:
+def test_the_sandbox_shows_no_file_of_the_users_home(tmp_path: Path) -> None:
     """Issue 32 §4: with bubblewrap `cat ~/.private-file` put the file into the observation, the trajectory and the
-    prompts. Now the home directory and /tmp are empty to the commands of a run and of its reproduction script, but
-    what `environment.readable` lists, and the repository and the tools, which live under $HOME here."""
+    prompts. Now the home directory is empty to the commands of a run and of its reproduction script, ssh-agent's
+    socket folders too, but for what `environment.readable` lists, and the repository and the output, which live
+    under $HOME here."""
     require_bwrap()
     home = tmp_path / "home"
     secret = "Kq7dJ2vW9xL4mP8s-home-secret"
@@ -78,20 +81,24 @@ def test_the_sandbox_shows_the_user_no_file_of_their_home_or_tmp(tmp_path: Path)
     for name in (".private-file", ".ssh/id_ed25519"):
         (home / name).write_text(f"{secret}\n")
         (home / name).chmod(0o600)
-    (tmp_path / "loose-in-tmp").write_text(f"{secret}\n")
+    agent = Path(tempfile.mkdtemp(prefix="ssh-"))  # where ssh-agent puts its socket
+    (agent / "agent.1234").write_text(f"{secret}\n")
     (home / "toolchain" / "bin").mkdir(parents=True)
     (home / "toolchain" / "bin" / "tool").write_text("toolchain-ok\n")
     repo = make_git_repo(home / "work" / "repo", {"a.py": "x = 1\n"})
-    probe = f"cat ~/.private-file ~/.ssh/id_ed25519 {tmp_path}/loose-in-tmp; cat ~/toolchain/bin/tool; ls; echo $HOME"
+    probe = f"cat ~/.private-file ~/.ssh/id_ed25519 {agent}/agent.1234; cat ~/toolchain/bin/tool; ls; echo $HOME"
     steps = [act("Look.", "bash", command=probe), reflect(False, "ok"), act("Done.", "submit")]
     model = write_script(tmp_path / "s.yaml", steps)
-    (tmp_path / "reproduce.sh").write_text(f"cat ~/.private-file {tmp_path}/loose-in-tmp; echo reproduced\n")
+    (tmp_path / "reproduce.sh").write_text(f"cat ~/.private-file {agent}/agent.1234; echo reproduced\n")
     config = tmp_path / "c.yaml"
     config.write_text("environment: {tools: [], readable: [~/toolchain]}\n")
     out = home / "runs"
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config), "--output", str(out)]
-    done = llm_ide(*args, "--thread-id", "s", "--reproduction", str(tmp_path / "reproduce.sh"), cwd=tmp_path,
-                   env={"HOME": str(home), "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    try:
+        done = llm_ide(*args, "--thread-id", "s", "--reproduction", str(tmp_path / "reproduce.sh"), cwd=tmp_path,
+                       env={"HOME": str(home), "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    finally:
+        shutil.rmtree(agent)
     assert done.returncode == 0, done.stdout + done.stderr
     trajectory = json.loads((out / "s.traj.json").read_text())
     observation = trajectory["operations"][0]["observation"]

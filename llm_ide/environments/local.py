@@ -28,6 +28,7 @@ from llm_ide.environments.sandbox import (
     bwrap_path,
     check_mount_point,
     git_paths,
+    hidden_paths,
     readable_paths,
     resolve_inside,
 )
@@ -147,6 +148,7 @@ class LocalEnvironment:
         extra = readable_paths(writable or [])
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
         self.readable = [*readable_paths(readable or []), *git_paths(self.repo)]
+        self.hidden = hidden_paths()
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
         self.containment = containment(self.bwrap)
@@ -191,7 +193,7 @@ class LocalEnvironment:
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
-            sandbox = Sandbox(self.bwrap, self.writable, self.readable, network=self.network, mounts=self.mounts)
+            sandbox = Sandbox(self.bwrap, self.writable, self.readable, self.hidden, self.network, self.mounts)
             argv = sandbox.argv(argv, cwd)
         elif self.containment == "unshare":
             argv = self._run_namespace().argv(command, cwd)

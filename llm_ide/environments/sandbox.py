@@ -1,8 +1,8 @@
 """The local sandbox: bubblewrap around every command (own PID namespace and /proc, the repository, the tools and a
 scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional). The user's home
-directory, the temp directories and the user's runtime directory (agent sockets, keyrings) are empty in it: a
-command reads no credential, key or token kept there; what it needs from them (a toolchain in ~/.pyenv) is listed
-in `environment.readable`, and the repository, the tools and the scratch directory show through wherever they are."""
+directory and runtime directory (keyrings, agent sockets) are empty in it, ssh-agent's sockets too: a command reads
+no credential, key or token kept there; what it needs from them (a toolchain in ~/.pyenv) is listed in
+`environment.readable`, and the repository, the tools and the scratch directory show through wherever they are."""
 
 from __future__ import annotations
 
@@ -64,8 +64,9 @@ def resolve_inside(root: Path, path: str) -> Path | None:
 
 
 def hidden_paths() -> list[Path]:
-    """What a sandboxed command sees empty: the user's home, the temp directories, the user's runtime directory."""
-    found = [Path.home(), Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path(f"/run/user/{os.getuid()}")]
+    """What a sandboxed command sees empty: the user's home, the user's runtime directory (keyrings, agent sockets)
+    and ssh-agent's socket folders in the temp directory."""
+    found = [Path.home(), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
     real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
     return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
 
