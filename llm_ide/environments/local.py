@@ -147,7 +147,7 @@ class LocalEnvironment:
             self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
         extra = readable_paths(writable or [])
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
-        self.readable = [*readable_paths(readable or []), *git_paths(self.repo)]
+        self.readable = [*readable_paths(readable), *git_paths(self.repo)]  # None: the bundled config's
         self.hidden = hidden_paths()
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])

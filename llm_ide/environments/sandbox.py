@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from llm_ide.settings import bundled_yaml
+
 log = logging.getLogger("llm_ide.environment")
 _warned = False
 
@@ -94,8 +96,10 @@ def git_paths(repo: Path) -> list[Path]:
     return [path for path in found if not path.is_relative_to(repo)]
 
 
-def readable_paths(entries: list[str]) -> list[Path]:
-    """`environment.readable` as absolute paths (`~` expanded)."""
+def readable_paths(entries: list[str] | None) -> list[Path]:
+    """`environment.readable` as absolute paths (`~` expanded); None: the bundled config's."""
+    if entries is None:
+        entries = bundled_yaml("default.yaml")["environment"]["readable"]
     return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
 
 
