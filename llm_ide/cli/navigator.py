@@ -68,6 +68,7 @@ def serve_command(
         typer.Option(
             "--no-token",
             help="Serve without a bearer token: any local process may call the navigator (and spend its budget).",
+            show_default="off: a token, $LLM_IDE_NAVIGATOR_TOKEN or a new one printed at start",
         ),
     ] = False,
 ) -> None:

@@ -51,6 +51,7 @@ def replay_command(
             "--unsandboxed",
             help="Replay even without a working bubblewrap: the trajectory's commands then run as you, on this "
             "machine.",
+            show_default="off: refused without bubblewrap",
         ),
     ] = False,
 ) -> None:
