@@ -51,7 +51,7 @@ class ModelReply:
 class Model(Protocol):
     name: str
 
-    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply: ...
+    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply: ...
 
 
 def estimate_tokens(text: str) -> int:
@@ -116,21 +116,32 @@ def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random)
 
 
 class ScriptedModel:
-    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run. An
-    item may choose by the prompt: `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`."""
+    """Replays a YAML list of raw responses, one per call, in order; it keeps its own position (`resume` puts a resumed
+    run's model where its checkpoint left it). An item may choose by the prompt: `{if_prompt_contains: TEXT, then:
+    RESPONSE, else: RESPONSE}`."""
 
-    def __init__(self, path: Path) -> None:
+    concurrent = False  # it answers at once: several calls go one after the other, so the order is the script's
+
+    def __init__(self, path: Path, responses: list[ScriptItem] | None = None) -> None:
         self.path = path
         self.name = f"scripted:{path}"
-        self.responses = load_script(path)
+        self.responses = load_script(path) if responses is None else responses
         self.listener: CallListener | None = None  # told of each call (a live status)
+        self.position = 0
+        self._lock = threading.Lock()
 
-    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
+    def resume(self, calls: int) -> None:
+        """The calls this model had answered when the run was checkpointed: the script goes on from there."""
+        self.position = calls
+
+    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply:
         with observed(self.listener, self.name, messages) as call:
-            if call_index >= len(self.responses):
+            with self._lock:
+                position, self.position = self.position, self.position + 1
+            if position >= len(self.responses):
                 raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
             prompt = "".join(message["content"] for message in messages)
-            text = clean_text(choose(self.responses[call_index], prompt))  # YAML escapes can carry lone surrogates
+            text = clean_text(choose(self.responses[position], prompt))  # YAML escapes can carry lone surrogates
             call.text(text)  # all at once: -v shows it as it would a streamed reply
             call.replied(estimate_tokens(prompt), estimate_tokens(text))
         return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0)
@@ -189,7 +200,7 @@ class ChatModel:
         self.listener: CallListener | None = None
         self.usage_warned = False  # implausible usage is said once per run (a run builds its own model)
 
-    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
+    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         with observed(self.listener, self.name, messages) as call:
@@ -209,9 +220,7 @@ class ChatModel:
         responses_api = getattr(self.chat, "use_responses_api", None)
         return isinstance(self.chat, ChatOpenAI) and not responses_api and not self.n_refused
 
-    def complete_n(
-        self, messages: list[Message], n: int, call_index: int, deadline: float | None = None
-    ) -> list[ModelReply]:
+    def complete_n(self, messages: list[Message], n: int, deadline: float | None = None) -> list[ModelReply]:
         """`n` replies from one request (`takes_n`): the first carries the request's whole usage and cost (the
         prompt is paid once), the others none."""
         from langchain_core.messages import convert_to_messages

@@ -203,6 +203,7 @@ class Templates(Strict):
     single_format: str
     act_format: str
     truncated: str
+    choices: str  # the trajectory's record of one request that returned several replies (the provider's `n`)
     observations: ObservationTemplates
 
 

@@ -29,12 +29,12 @@ class App(typer.Typer):
     that cannot be opened, with the error's exit code)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from llm_ide.errors import LlmIdeError
+        from llm_ide.errors import LlmIdeError, ending
 
         try:
             code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
         except LlmIdeError as error:
-            one_line(str(error))
+            one_line(ending(error)[1])
             sys.exit(error.exit_code)
         except typer.Abort:
             one_line("aborted")

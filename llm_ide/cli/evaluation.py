@@ -27,7 +27,7 @@ def report_table(report: Any) -> Table:
 
 def grade_attempts(report, preds, instances, run_folder, settings, folder, workers, timeout, show) -> dict[str, Any]:
     """`evaluate --attempts`: every attempt graded; a table of each instance's attempts beside its chosen patch."""
-    from llm_ide.attempts.evaluate import evaluate_attempts
+    from llm_ide.swebench.attempts import evaluate_attempts
     from llm_ide.swebench.evaluate import Evaluator
 
     graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),

@@ -162,38 +162,31 @@ def run(
         raise fail(str(error)) from None
     check_model_before_start(model, settings, base_url)
     check_served_navigator(settings)
-    from llm_ide.attempts.run import run_attempts
+    from llm_ide.attempts.run import run_at_task
     from llm_ide.cli.ask import ask_on_terminal
-    from llm_ide.run.single import ThreadMismatchError, run_task
-
-    runner = run_attempts if settings.attempts.max > 1 else run_task
-    human = settings.navigator.mode == "human"
-    if human and runner is run_attempts:
-        raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
-    extra = {"ask": ask_on_terminal} if human else {}
-    if runner is run_task:
-        extra["on_model_call"] = ThinkingStatus(console, verbose)
+    from llm_ide.run.single import Listeners, RunRequest, ThreadMismatchError
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
+    ask = ask_on_terminal if settings.navigator.mode == "human" else None
+    listeners = Listeners(print_event, ThinkingStatus(console, verbose), ask)
+    request = RunRequest(
+        text,
+        model,
+        settings,
+        output,
+        run_id,
+        repo=repo.resolve(),
+        environment=kind,
+        image=image,
+        base_url=base_url,
+        checkpoint=checkpoint,
+        variants=tuple(given),
+    )
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
-            result = runner(
-                text,
-                model=model,
-                settings=settings,
-                output_dir=output,
-                run_id=run_id,
-                repo=repo.resolve(),
-                environment=kind,
-                image=image,
-                base_url=base_url,
-                checkpoint=checkpoint,
-                on_event=print_event,
-                variants=given,
-                **extra,
-            )
+            result = run_at_task(request, listeners)
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:

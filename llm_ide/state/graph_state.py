@@ -6,7 +6,7 @@ from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas)
 
 from llm_ide.errors import ExitStatus
 from llm_ide.state.context import Chunk, Scope
-from llm_ide.state.operations import OperationNode, Reflection, merge_operations
+from llm_ide.state.operations import OperationNode, merge_operations
 
 
 class AgentInput(TypedDict, total=False):
@@ -33,6 +33,14 @@ class Usage(TypedDict):
     cost: float
 
 
+def merge_calls(current: dict[str, int] | None, update: dict[str, int]) -> dict[str, int]:
+    """The calls channel's reducer: each model's count only grows."""
+    merged = dict(current or {})
+    for name, count in update.items():
+        merged[name] = max(merged.get(name, 0), count)
+    return merged
+
+
 class RunState(AgentInput, total=False):
     """The run's memory and outcome: what the graph returns and what outlives a step."""
 
@@ -40,6 +48,7 @@ class RunState(AgentInput, total=False):
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
     usage: Usage
+    calls: Annotated[dict[str, int], merge_calls]  # model calls by model name (a resumed run's models go on)
     elapsed: float
     exit_status: ExitStatus | None
     error: str  # LangGraph Studio: the message of the error that ended the run
@@ -52,8 +61,7 @@ class StepState(TypedDict, total=False):
 
     snapshot: str  # the memory as rendered when the current epoch began
     snapshot_step: int  # n_operations then
-    reflection: Reflection | None
-    parent_id: int | None
+    judged: OperationNode | None  # the latest operation with the verdict the step's reply gave it
     pending: OperationNode | None
     accessed: list[Scope]
     submitted: bool
