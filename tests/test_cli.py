@@ -37,14 +37,16 @@ def no_tools(tmp_path: Path, **model: object) -> Path:
 
 
 def leaf_commands() -> list[str]:
-    """Every command line of `llm-ide`, sub-apps included (`tools list`, …)."""
+    """Every command line of `llm-ide`, sub-apps included (`tools list`, …); each command imported (cli/lazy.py)."""
     import typer.main
 
     from llm_ide.cli import app
 
     def walk(command: Any, prefix: tuple[str, ...]) -> list[str]:
-        if subcommands := getattr(command, "commands", None):  # a group (typer's own click)
-            return [line for name, sub in sorted(subcommands.items()) for line in walk(sub, (*prefix, name))]
+        if hasattr(command, "list_commands"):  # a group (of typer's own click)
+            context = command.context_class(command)
+            names = sorted(command.list_commands(context))
+            return [line for name in names for line in walk(command.get_command(context, name), (*prefix, name))]
         return [" ".join(prefix)]
 
     return walk(typer.main.get_command(app), ())

@@ -13,7 +13,6 @@ from llm_ide.composition import compose
 from llm_ide.errors import ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending
 from llm_ide.faults import failpoint
 from llm_ide.graph import build_graph
-from llm_ide.models import unpriced
 from llm_ide.resources import CostBudget
 from llm_ide.run.checkpoint import prune
 from llm_ide.run.guard import check_saved_state
@@ -49,6 +48,8 @@ class RunEvent:
     cost: float = 0.0
     exit_status: ExitStatus | None = None
     tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
+    thought: str = ""  # kind "step": the reasoning that chose the action
+    tokens: int = 0  # kind "step": the run's tokens so far (input + output)
 
 
 @dataclass
@@ -165,8 +166,6 @@ def run_task(
                 on_tool_event=lambda event: emit(RunEvent(run_id, "tool", tool=event)),
                 on_model_call=on_model_call,
             )
-            if getattr(ctx.model, "price", True) is None and settings.agent.cost_limit:
-                emit(RunEvent(run_id, "phase", phase=f"warning: {unpriced(model)}"))
             state = "resumed" if resumed else "started"
             log.info("run %s %s (model %s, environment %s)", run_id, state, model, env.kind)
             if resumed:
@@ -268,9 +267,10 @@ class _Run:
             self.recorder.write(state, self.info)
             if prune_every and steps % prune_every == 0:
                 prune(self.saver, self.run_id)
-            node, cost = state["operations"][-1], (state.get("usage") or empty_usage())["cost"]
-            action = describe_action(node)
-            self.emit(RunEvent(self.run_id, "step", step=steps, action=action, observation=node.observation, cost=cost))
+            node, usage = state["operations"][-1], state.get("usage") or empty_usage()
+            action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
+            done = {"step": steps, "action": action, "observation": node.observation, "thought": node.thought}
+            self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
             log.info("step %d: %s (cost %.4f)", steps, action, cost)
 
     def finished_before(self, settings: CoreSettings, repo: Path | None, image: str | None) -> RunResult:
