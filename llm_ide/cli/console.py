@@ -10,12 +10,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from textwrap import indent
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.padding import Padding
 from rich.text import Text
 
 from llm_ide.config import bundled_config
@@ -62,7 +62,7 @@ class StepPrinter:
         console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
         thought = terminal_safe(getattr(event, "thought", "")).strip()
         if self.thoughts and thought:
-            console.print(Padding(Text(thought, style="italic"), (0, 0, 0, len(STEP_INDENT))))
+            console.print(Text(indent(thought, STEP_INDENT), style="italic"))
         spent = money(event.cost) if self.priced else f"{getattr(event, 'tokens', 0):,} tokens, unpriced"
         if first:
             console.print(f"{STEP_INDENT}[dim]→ {escape(first[:110])}[/]  [green]{spent}[/]")
@@ -163,11 +163,18 @@ def config_default(key: str, config: str = "default") -> str:
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 
 
-def check_model_before_start(model: str, settings, base_url: str | None) -> None:
-    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
+def check_model_before_start(
+    model: str, settings: Any, base_url: str | None, say: Say = say_on_stderr, timeout: float = PREFLIGHT_TIMEOUT
+) -> None:
+    """Model name, API key and endpoint: checked before the environment starts and the tools install. A problem is
+    the one line said; the model's warnings meanwhile (no price) are said only when the checks pass."""
     from llm_ide.swebench.preflight import SWEbenchError, check_model
 
+    held: list[RenderableType] = []
     try:
-        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
+        with warnings_on_console(held.append):
+            check_model(model, settings, base_url, timeout=timeout)
     except SWEbenchError as error:
         raise fail(str(error)) from None
+    for line in held:
+        say(line)

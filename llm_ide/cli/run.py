@@ -168,8 +168,7 @@ def run(
     except ConfigError as error:
         raise fail(str(error)) from None
     status = ThinkingStatus(console, verbose, err_console)
-    with warnings_on_console(status.say):
-        check_model_before_start(model, settings, base_url)
+    check_model_before_start(model, settings, base_url, status.say)
     check_served_navigator(settings)
     from llm_ide.attempts.run import run_attempts
     from llm_ide.cli.ask import ask_on_terminal

@@ -12,6 +12,7 @@ import typer
 from llm_ide.cli.console import (
     StepPrinter,
     Thoughts,
+    check_model_before_start,
     config_default,
     console,
     err_console,
@@ -256,7 +257,7 @@ def swebench_single_command(
     from llm_ide.environments import capabilities
     from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
-    from llm_ide.swebench.preflight import SWEbenchError, check_model, local_source
+    from llm_ide.swebench.preflight import SWEbenchError, local_source
 
     model = _model(model)
     kind = _environment(environment)
@@ -275,10 +276,9 @@ def swebench_single_command(
         dataset = load_dataset(subset, split)
         chosen = find_instance(dataset.instances, instance)
         source = chosen.image if capabilities(kind).image else local_source(chosen, options.repos)
-        with warnings_on_console():
-            check_model(model, batch_config(options), base_url)
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
+    check_model_before_start(model, batch_config(options), base_url, timeout=5.0)
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
     priced = has_price(model, batch_config(options).model.prices)
