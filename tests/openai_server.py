@@ -326,14 +326,15 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 
 def main() -> None:
-    """`python tests/openai_server.py REPLIES.yaml [PORT]`: serve a YAML list of replies until interrupted."""
+    """`python tests/openai_server.py REPLIES.yaml [PORT [MODEL …]]`: serve a YAML list of replies until interrupted;
+    GET /v1/models lists the MODELs."""
     import sys
 
     import yaml
 
     replies = yaml.safe_load(Path(sys.argv[1]).read_text())
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    with OpenAIServer(replies=replies, port=port) as server:
+    with OpenAIServer(replies=replies, port=port, models=sys.argv[3:]) as server:
         print(server.url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
