@@ -6,15 +6,13 @@ replies and why."""
 from __future__ import annotations
 
 import os
-import pty
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
-from conftest import make_git_repo
+from conftest import in_terminal, make_git_repo
 from openai_server import OpenAIServer
 
 REPLIES = single_call(FIX_SCRIPT)
@@ -71,25 +69,8 @@ def test_warnings_and_retries_land_on_their_own_lines_while_the_live_line_is_up(
     """On a terminal: the price warning (before the run), then a 429 answered while the spinner turns: each is a
     line of its own, above the live line, never glued to it."""
     with OpenAIServer(replies=[429, *REPLIES], latency=0.4) as server:
-        primary, secondary = pty.openpty()
-        argv = command(tmp_path, server.url, "local/qwen2.5-coder")
-        process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=environment()
-        )
-        os.close(secondary)
-        raw = bytearray()
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(primary, 4096)
-            except OSError:  # EIO: the process closed the terminal
-                break
-            if not chunk:
-                break
-            raw.extend(chunk)
-        os.close(primary)
-        assert process.wait(timeout=60) == 0, raw.decode(errors="replace")
-    text = bytes(raw)
+        status, text = in_terminal(command(tmp_path, server.url, "local/qwen2.5-coder"), environment())
+    assert status == 0, text.decode(errors="replace")
     assert text.count(b"has no price") == 1
     retry = re.search(rb"model local/qwen2\.5-coder: [^\r\n]*429[^\r\n]*retry 1/2", text)
     assert retry is not None, text.decode(errors="replace")

@@ -8,15 +8,13 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, single_call, write_script
-from conftest import git, make_git_repo, require_docker
+from conftest import git, interrupt_when, make_git_repo, require_docker
 
 CLI = [sys.executable, "-m", "llm_ide"]
 HEAVY = ("langgraph", "langchain", "llm_ide.composition", "llm_ide.graph", "llm_ide.cli.run", "llm_ide.run")
@@ -153,12 +151,7 @@ def test_ctrl_c_during_the_demo_says_where_it_stopped_and_the_demo_goes_on_from_
         text=True,
         env=environ,
     )
-    deadline = time.monotonic() + 300
-    while not (out / "project" / ".waiting").exists():
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = interrupt_when(out / "project" / ".waiting", process)
     assert process.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr and "step   1 view calc/stats.py" in stdout
     lines = stderr.splitlines()

@@ -3,6 +3,7 @@ and the command that continues it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -41,9 +42,9 @@ def demo(
     from llm_ide.config import load_config
     from llm_ide.run.single import run_task
 
-    workdir = (output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))).absolute()
+    workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
     project, checkpoint = workdir / "project", workdir / "run" / f"{RUN_ID}.checkpoint.sqlite"
-    resuming = project.exists() and checkpoint.exists()
+    resuming = project.exists() and checkpoint.exists() and not finished(workdir / "run" / f"{RUN_ID}.traj.json")
     if project.exists() and not resuming:
         raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
     install_signal_policy()  # SIGTERM/SIGHUP end the demo like Ctrl-C
@@ -71,6 +72,15 @@ def demo(
     console.print(terminal_safe(result.submission), markup=False)
     report(result)
     raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED and passed else 1)
+
+
+def finished(trajectory: Path) -> bool:
+    """Whether the demo whose trajectory this is has ended (an interrupted one continues)."""
+    try:
+        status = json.loads(trajectory.read_text(encoding="utf-8"))["info"]["exit_status"]
+        return ExitStatus(status).finished
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def prepare(project: Path, resuming: bool) -> str:

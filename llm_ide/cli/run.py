@@ -149,7 +149,8 @@ def run(
 
     text = task_text(task, task_file)
     given = reproduction_variants(reproduction)
-    check_repository(repo)
+    if not repo.is_dir():
+        raise fail(f"repository not found: {repo}")
     model = model or os.environ.get("LLM_IDE_MODEL")
     if not model:
         raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
@@ -167,6 +168,7 @@ def run(
             settings = settings.merged({"model": {"stream": True}}, origin="command line")
     except ConfigError as error:
         raise fail(str(error)) from None
+    check_repository(repo)
     status = ThinkingStatus(console, verbose, err_console)
     check_model_before_start(model, settings, base_url, status.say)
     check_served_navigator(settings)
@@ -223,9 +225,7 @@ def run(
 
 def check_repository(repo: Path) -> None:
     """The patch is the working tree's change against a commit: a folder that is no git repository, or one without a
-    commit, is refused before anything starts (nothing is run in it, nothing is written to it), with what to do."""
-    if not repo.is_dir():
-        raise fail(f"repository not found: {repo}")
+    commit, is refused before the model is asked and anything starts (nothing is run in it or written to it)."""
     quoted = shlex.quote(str(repo))
     inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"], capture_output=True)
     if inside.returncode != 0:

@@ -123,7 +123,7 @@ def swebench_command(
     repos: Repos = None,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
-    from llm_ide.swebench.batch import BatchAbandoned, run_swebench
+    from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
     from llm_ide.swebench.dataset import DatasetError
     from llm_ide.swebench.preflight import SWEbenchError
     from llm_ide.swebench.progress import BatchProgress
@@ -151,6 +151,7 @@ def swebench_command(
         prefetch_images=prefetch_images,
         repos=local_repos(repos, kind),
     )
+    priced = has_price(model, batch_config(options).model.prices)
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
@@ -161,7 +162,7 @@ def swebench_command(
                 slice_spec=slice_spec,
                 filter_regex=filter_regex,
                 shuffle=shuffle,
-                progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
+                progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced),
                 before_run=lambda dataset, todo, skipped: _announce(
                     dataset, todo, skipped, kind if engine == "local" else None, filter_regex, options.repos
                 ),
