@@ -203,6 +203,8 @@ class CallPolicy:
             "cost": reply.cost,
             "seconds": round(time.perf_counter() - started, 3),
             **({"reported_usage": reply.reported_usage} if reply.reported_usage else {}),
+            **({"usage_estimated": True} if reply.estimated else {}),  # the tokens and cost are estimates
+            **({"finish_reason": reply.finish_reason} if reply.finish_reason not in (None, "stop") else {}),
         }
         if self.record is not None:
             self.record(record)
@@ -217,7 +219,8 @@ class CallPolicy:
 
 
 def counted(usage: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
-    """`usage` (api_calls, tokens, cost) with one more call."""
+    """`usage` (api_calls, tokens, cost) with one more call; `estimated_calls` counts those whose usage was estimated
+    (the response carried none, or an impossible one): the tokens and cost are then partly estimates."""
     return {
         **usage,
         "api_calls": usage.get("api_calls", 0) + 1,
@@ -226,4 +229,5 @@ def counted(usage: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
         "cache_read_tokens": usage.get("cache_read_tokens", 0) + reply.cache_read_tokens,
         "cache_write_tokens": usage.get("cache_write_tokens", 0) + reply.cache_write_tokens,
         "cost": usage.get("cost", 0.0) + reply.cost,
+        "estimated_calls": usage.get("estimated_calls", 0) + reply.estimated,
     }

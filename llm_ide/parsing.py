@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from llm_ide.models import ScriptItem
+from llm_ide.scripted import ScriptItem
 from llm_ide.state.operations import Reflection
 from llm_ide.text import clean_text
 

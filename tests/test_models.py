@@ -47,7 +47,9 @@ def test_reply_carries_usage_and_cost_from_price_table(config: ModelSettings, mo
         model = get_model("tensorblock/gpt-5-mini", config, base_url=server.url)
         reply = model.complete(MESSAGES)
     assert model.name == "tensorblock/gpt-5-mini"
-    assert reply == ModelReply("<thought>ok</thought>", 1200, 300, pytest.approx(1200 * 0.25e-6 + 300 * 2.0e-6))
+    assert reply == ModelReply(
+        "<thought>ok</thought>", 1200, 300, pytest.approx(1200 * 0.25e-6 + 300 * 2.0e-6), finish_reason="stop"
+    )
     [request] = server.requests
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == f"Bearer {SECRET}"
@@ -67,9 +69,9 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_priced(
     with OpenAIServer(replies=replies) as server:
         model = get_model("gpt-5-mini", config, base_url=server.url)
         first, second = (model.complete(MESSAGES) for i in range(2))
-    assert first == ModelReply("first", 9000, 100, pytest.approx(9000 * 0.25e-6 + 100 * 2.0e-6))
+    assert first == ModelReply("first", 9000, 100, pytest.approx(9000 * 0.25e-6 + 100 * 2.0e-6), finish_reason="stop")
     cost = 1200 * 0.25e-6 + 8800 * 0.025e-6 + 200 * 2.0e-6
-    assert second == ModelReply("again", 10_000, 200, pytest.approx(cost), cache_read_tokens=8800)
+    assert second == ModelReply("again", 10_000, 200, pytest.approx(cost), cache_read_tokens=8800, finish_reason="stop")
 
 
 def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
@@ -84,7 +86,13 @@ def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
     assert server.requests[0].path.endswith("/v1/messages")
     cost = 1000 * 3e-6 + 6000 * 0.3e-6 + 3000 * 3.75e-6 + 100 * 15e-6
     assert answer == ModelReply(
-        "cached", 10_000, 100, pytest.approx(cost), cache_read_tokens=6000, cache_write_tokens=3000
+        "cached",
+        10_000,
+        100,
+        pytest.approx(cost),
+        cache_read_tokens=6000,
+        cache_write_tokens=3000,
+        finish_reason="end_turn",
     )
 
 
@@ -128,11 +136,14 @@ def test_unknown_price_costs_zero_with_one_warning(
         model = get_model(name, config, base_url=server.url)
         replies = [model.complete(MESSAGES) for i in range(2)]
     prompt_chars = sum(len(m["content"]) for m in MESSAGES)
-    assert replies == [ModelReply("a", 10, 2, 0.0), ModelReply("bbbbbbbb", prompt_chars // 4, 2, 0.0)]
+    assert replies == [
+        ModelReply("a", 10, 2, 0.0, finish_reason="stop"),
+        ModelReply("bbbbbbbb", prompt_chars // 4, 2, 0.0, finish_reason="stop"),
+    ]
     price_warnings = [r.getMessage() for r in caplog.records if "no price" in r.getMessage()]
     assert price_warnings == [
-        f"model {name} has no price in the config's model.prices: its cost counts as 0, so the cost limit cannot be "
-        "enforced (agent.token_limit still applies)"
+        f"model {name} has no price in the config's model.prices: it is shown as unpriced, with its tokens; its cost "
+        "counts as 0, so the cost limit cannot be enforced (agent.token_limit still applies)"
     ]
     assert server.hits == 2
 
@@ -141,7 +152,7 @@ def test_rate_limit_then_success_is_retried(config: ModelSettings, caplog: pytes
     caplog.set_level(logging.WARNING, logger="llm_ide.models")
     with OpenAIServer(replies=[429, Reply("after the wait", input_tokens=5, output_tokens=3)]) as server:
         reply = get_model("gpt-5-nano", config, base_url=server.url).complete(MESSAGES)
-    assert reply == ModelReply("after the wait", 5, 3, pytest.approx(5 * 0.05e-6 + 3 * 0.4e-6))
+    assert reply == ModelReply("after the wait", 5, 3, pytest.approx(5 * 0.05e-6 + 3 * 0.4e-6), finish_reason="stop")
     assert server.hits == 2
     [retry] = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
     assert "RateLimitError" in retry and "retry 1/2" in retry
@@ -289,11 +300,11 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
     assert isinstance(model, ScriptedModel) and model.name == f"scripted:{path}"
     first = model.complete(MESSAGES)
     prompt_tokens = sum(len(m["content"]) for m in MESSAGES) // 4
-    assert first == ModelReply("<thought>first</thought>\n", prompt_tokens, 6, 0.0)
+    assert first == ModelReply("<thought>first</thought>\n", prompt_tokens, 6, 0.0, estimated=True)
     assert model.complete(MESSAGES[:1]).text == "second reply"  # its own position, one call after the other
     resumed = get_model(f"scripted:{path}", config)  # a resumed run's: put where its checkpoint left it
     resumed.resume(2)
-    assert [resumed.complete(MESSAGES[:1]).text for _ in range(1)] == ["third"]
+    assert resumed.complete(MESSAGES[:1]).text == "third"
     with pytest.raises(ModelError, match=r"^scripted model ran out of responses after 3 calls"):
         resumed.complete(MESSAGES)
 

@@ -41,14 +41,14 @@ def baseline(bench: Any, wanted: dict[str, list[str]], record: dict[str, Any]) -
     """The test files each patch's regression run needs (chosen on the base commit) and which of their tests pass
     there, for the patches and files not yet in the record."""
     selections, passed = record.setdefault("selections", {}), record.setdefault("baseline", {})
-    todo = {pk: stems for pk, edited in wanted.items() if pk not in selections if (stems := source_stems(edited))}
+    todo = {pk: edited for pk, edited in wanted.items() if pk not in selections if source_stems(edited)}
     selections.update((pk, []) for pk in wanted if pk not in selections and pk not in todo)  # no source file edited
     if not todo:
         return
     limit = bench.settings.reproduction.regression_files
     with bench.clean("base", "") as env:
-        for pk, stems in todo.items():
-            selections[pk] = touching(env, stems, limit)
+        for pk, edited in todo.items():
+            selections[pk] = touching(env, edited, limit)
         files = sorted({path for pk in todo for path in selections[pk] if path not in passed})
         if files:
             result = passed_tests(env, files, bench.settings)

@@ -33,6 +33,8 @@ class RunEvent:
     cost: float = 0.0
     exit_status: ExitStatus | None = None
     tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
+    thought: str = ""  # kind "step": the reasoning that chose the action
+    tokens: int = 0  # kind "step": the run's tokens so far (input + output)
 
 
 @dataclass
@@ -100,11 +102,11 @@ class RunOutputs:
             self.recorder.write(state, self.info)
             if prune_every and self.steps % prune_every == 0:
                 prune(self.thread.saver, self.run_id)
-            node, cost = state["operations"][-1], (state.get("usage") or empty_usage())["cost"]
-            action = describe_action(node)
-            self.emit(
-                RunEvent(self.run_id, "step", step=self.steps, action=action, observation=node.observation, cost=cost)
-            )
+            node, usage = state["operations"][-1], state.get("usage") or empty_usage()
+            action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
+            done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
+            self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
+
             log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
 
     def finished_before(self, settings: CoreSettings, repo: Path | None, image: str | None) -> RunResult:

@@ -18,7 +18,6 @@ from llm_ide.composition import compose
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.graph import build_graph
-from llm_ide.models import unpriced
 from llm_ide.run.guard import check_saved_state
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.salvage import folder_lost
@@ -205,8 +204,6 @@ class Stream:
             on_tool_event=lambda event: listeners.emit(RunEvent(request.run_id, "tool", tool=event)),
             on_model_call=listeners.on_model_call,
         )
-        if getattr(ctx.model, "price", True) is None and request.settings.agent.cost_limit:
-            self.say(f"warning: {unpriced(request.model)}")
         log.info(
             "run %s %s (model %s, environment %s)",
             request.run_id,

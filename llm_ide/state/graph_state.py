@@ -31,6 +31,7 @@ class Usage(TypedDict):
     cache_read_tokens: int
     cache_write_tokens: int
     cost: float
+    estimated_calls: int  # calls whose usage was estimated from the text (the response carried none)
 
 
 def merge_calls(current: dict[str, int] | None, update: dict[str, int]) -> dict[str, int]:
@@ -74,4 +75,12 @@ class AgentState(RunState, StepState, total=False):
 
 
 def empty_usage() -> Usage:
-    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_write_tokens=0, cost=0.0)
+    return Usage(
+        api_calls=0,
+        input_tokens=0,
+        output_tokens=0,
+        cache_read_tokens=0,
+        cache_write_tokens=0,
+        cost=0.0,
+        estimated_calls=0,
+    )

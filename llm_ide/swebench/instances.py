@@ -53,6 +53,7 @@ class BatchOptions:
     task_cpus: float = 1.0
     task_memory_mb: int = 1024
     prefetch_images: bool = False
+    repos: Path | None = None  # --environment local: the folder of `<owner>__<name>.bundle` files or clones
 
 
 @dataclass
@@ -139,7 +140,7 @@ def execute_instance(
     outcome's patch is the chosen attempt's."""
     run_dir.mkdir(parents=True, exist_ok=True)
     kind = capabilities(options.environment)
-    repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo")  # the run works on it in place
+    repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)  # worked on in place
     request = RunRequest(
         task=instance.problem_statement,
         model=options.model,
