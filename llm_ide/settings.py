@@ -143,7 +143,9 @@ class PriceSettings(Strict):
 
 
 class ModelSettings(Strict):
-    timeout: Seconds
+    timeout: Seconds  # seconds per request, in total (a local model on CPU may think minutes before it writes)
+    max_tokens: PositiveInt | None = None  # the room for each reply; None: 4096 at an endpoint given by URL, else none
+    check_name: bool = True  # an OpenAI-compatible endpoint that lists its models (/v1/models) must list the name
     max_retries: NonNegativeInt
     retry_base_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
     retry_max_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
@@ -210,6 +212,7 @@ class Templates(Strict):
     single_format: str
     act_format: str
     truncated: str
+    choices: str  # the trajectory's record of one request that returned several replies (the provider's `n`)
     observations: ObservationTemplates
 
 

@@ -94,9 +94,9 @@ def test_the_sandbox_shows_no_file_of_the_users_home(tmp_path: Path) -> None:
     config.write_text("environment: {tools: [], readable: [~/toolchain]}\n")
     out = home / "runs"
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config), "--output", str(out)]
+    args += ["--thread-id", "s", "--reproduction", str(tmp_path / "reproduce.sh")]
     try:
-        done = llm_ide(*args, "--thread-id", "s", "--reproduction", str(tmp_path / "reproduce.sh"), cwd=tmp_path,
-                       env={"HOME": str(home), "LLM_IDE_CONFIG": "off"})  # fmt: skip
+        done = llm_ide(*args, cwd=tmp_path, env={"HOME": str(home), "LLM_IDE_CONFIG": "off"})
     finally:
         shutil.rmtree(agent)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -143,8 +143,8 @@ def test_the_wall_time_limit_cuts_a_running_command(tmp_path: Path) -> None:
     steps = [act("Wait.", "bash", command="sleep 60; echo slept"), reflect(False, "ok"), act("Done.", "submit")]
     model = write_script(tmp_path / "s.yaml", steps)
     (tmp_path / "c.yaml").write_text("agent: {wall_time_limit: 4}\nenvironment: {tools: []}\n")
-    done = llm_ide("run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml",
-                   "--output", str(tmp_path / "out"), "--thread-id", "w", cwd=tmp_path)  # fmt: skip
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml", "--thread-id", "w"]
+    done = llm_ide(*args, "--output", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 1 and "time_limit after 1 model calls" in done.stdout, done.stdout + done.stderr
     (operation,) = json.loads((tmp_path / "out" / "w.traj.json").read_text())["operations"]
     assert "slept" not in operation["observation"] and "[command timed out after" in operation["observation"]

@@ -214,8 +214,9 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert result.returncode == 0, result.stderr
     assert "graph TD;" in result.stdout
     edges = {line.strip().rstrip(";") for line in result.stdout.splitlines() if "->" in line}
-    assert {"__start__ --> render_context", "branch --> act", "execute_tool --> update_activity"} <= edges
-    assert {"act -.-> execute_tool", "update_activity -.-> render_context", "reflect -.-> branch"} <= edges
+    assert {"__start__ --> render_context", "render_context --> act", "execute_tool --> update_activity"} <= edges
+    assert {"act -.-> execute_tool", "act -.-> update_activity", "update_activity -.-> render_context"} <= edges
+    assert not any("reflect" in edge or "branch" in edge for edge in edges)  # nodes that did nothing are gone
     coop = cli("graph", "coop", "--mermaid")
     assert coop.returncode == 0, coop.stderr
     # the pair: planning (its planner subgraph drawn inside), then execution (the agent graph that reads messages)
@@ -231,15 +232,15 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
     navigator = cli("graph", "navigator", "--mermaid")
     edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
-    assert {"__start__ --> plan", "plan -.-> render_context", "act -.-> permission", "act -.-> consult"} <= edges
-    assert {"permission -.-> execute_tool", "permission -.-> update_activity", "consult -.-> update_activity"} <= edges
+    assert {"__start__ --> plan", "plan -.-> render_context", "plan -.-> update_activity"} <= edges
+    assert not any("permission" in edge or "consult" in edge for edge in edges)  # around the action: no node
     reproduction = cli("graph", "reproduction", "--mermaid")
     edges = {line.strip().rstrip(";") for line in reproduction.stdout.splitlines() if "->" in line}
     assert {"__start__ --> reproduction\\3a__start__", "reproduction\\3a__end__ -.-> render_context"} <= edges
     phase = {"reproduction\\3awrite_reproduction -.-> reproduction\\3avalidate_reproduction",
              "reproduction\\3avalidate_reproduction -.-> reproduction\\3awrite_reproduction",
-             "reproduction\\3areproduce_before --> reproduction\\3a__end__", "act -.-> reproduce"}  # fmt: skip
-    assert phase <= edges and "reproduce -.-> update_activity" in edges
+             "reproduction\\3areproduce_before --> reproduction\\3a__end__"}  # fmt: skip
+    assert phase <= edges and not any(edge.startswith("reproduce ") for edge in edges)  # an action, no node
     unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,
@@ -385,8 +386,8 @@ def test_any_text_of_a_run_round_trips_through_its_page(browser, tmp_path: Path)
     model = agent_script.write_script(tmp_path / "s.yaml", [*steps, act("Done & </script>.", "submit")])
     (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
     out = tmp_path / "out"
-    run = cli("run", "--repo", str(repo), "--task", HOSTILE, "--model", model, "--config", str(tmp_path / "c.yaml"),
-              "--output", str(out), "--thread-id", "h")  # fmt: skip
+    args = ["--repo", str(repo), "--task", HOSTILE, "--model", model, "--config", str(tmp_path / "c.yaml")]
+    run = cli("run", *args, "--output", str(out), "--thread-id", "h")
     assert run.returncode == 0, run.stderr
     data = load_trajectory(out / "h.traj.json")
     operations = data["operations"]

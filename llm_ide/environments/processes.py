@@ -36,10 +36,8 @@ FOLDER_PREFIX = "llm-ide-"
 # ends, taking every process left in the namespace with it, when its stdin (a pipe only llm-ide holds open) ends: when
 # the run closes it, or when llm-ide dies however it dies, even before any death signal was set up. A reader a command
 # kills (`kill -9 -1` in the namespace) is started again.
-HOLD = [
-    "bash", "-c", 'exec 3<&0 0</dev/null; while :; do read -r _ <&3 & wait $!; [ $? = 1 ] && exit 0; done',
-    "llm-ide-init",
-]  # fmt: skip
+WATCH = "exec 3<&0 0</dev/null; while :; do read -r _ <&3 & wait $!; [ $? = 1 ] && exit 0; done"
+HOLD = ["bash", "-c", WATCH, "llm-ide-init"]
 # after the death signal is set: a command whose parent (llm-ide) died before that does not start
 GUARD = ["bash", "-c", '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"', "llm-ide-guard"]
 MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the parents of the next one's orphans)

@@ -119,7 +119,7 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
         "latest": recent_text(ctx, recent, code_context) if nodes else "",
     }
     step = state.get("n_operations", 0)
-    preface = ctx.variants.preface(ctx, state)  # e.g. a plan, ahead of the memory
+    preface = ctx.variants.prompt(ctx, state).preface  # e.g. a plan, ahead of the memory
     return render(ctx.templates, "snapshot", step=step, preface=preface, **capped(ctx, sections))
 
 
@@ -132,7 +132,7 @@ def renewal(ctx: AgentContext, state: AgentState) -> str | None:
     since = state.get("n_operations", 0) - state.get("snapshot_step", 0)
     if not state.get("snapshot") or (memory.snapshot_every and since >= memory.snapshot_every):
         return snapshot_text(ctx, state)
-    messages = messages_for(ctx, state, with_pending_reflection=False)
+    messages = messages_for(ctx, state)
     size = prompt_chars(messages)
     ceiling = RENEW_AT * memory.prompt_budget_chars
     if size <= min(memory.renew_at_chars, ceiling):

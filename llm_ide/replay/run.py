@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
+from llm_ide.conversation import replies_for
 from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
 from llm_ide.fileio import atomic_write
 from llm_ide.replay.checkout import checkout
@@ -106,7 +107,8 @@ def replay(
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
-        script = Script.open(trajectory.steps, settings.agent.single_call, out / "wire.jsonl", watch.take, rewrite)
+        single = replies_for(settings).joins_verdict  # one reply per step, or a reflection then an action
+        script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite)
         try:
             with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
                 result = run_task(
@@ -129,7 +131,7 @@ def replay(
             format=trajectory.format,
             instance_id=trajectory.instance_id,
             commit=commit,
-            single_call=settings.agent.single_call,
+            single_call=single,
             mounted_at=settings.environment.mount_at,
             workdir_rewritten=workdir is not None,
             prices=prices or Prices(),

@@ -34,12 +34,12 @@ from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.tools_cache import docker_tools_cache
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
-from llm_ide.tools.cache import docker_tools_cache
-from llm_ide.tools.plan import LINK_DIR
 
 PRIVATE_ROOT = "/var/lib/llm-ide"
+LINK_DIR = "/usr/local/bin"  # where the tools link their commands (tools/plan.py): the commands' user's too
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
