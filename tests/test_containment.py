@@ -160,7 +160,6 @@ def test_a_missing_or_unusable_bwrap_is_said_once_and_commands_still_run(
         f"""
         from pathlib import Path
         from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.errors import EnvironmentFailure
         for _ in range(2):
             env = LocalEnvironment(Path({str(tmp_path)!r}), tools_dir=Path({str(tmp_path / "tools")!r}))
             print(env.execute("echo ran").output, end="")
