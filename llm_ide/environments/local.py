@@ -87,9 +87,14 @@ class LocalEnvironment:
 
     @classmethod
     def from_config(
-        cls, settings: EnvironmentSettings, *, repo: Path | None, tools_dir: Path | None = None,
-        leftovers: Path | None = None, **_: Any,
-    ) -> LocalEnvironment:  # fmt: skip
+        cls,
+        settings: EnvironmentSettings,
+        *,
+        repo: Path | None,
+        tools_dir: Path | None = None,
+        leftovers: Path | None = None,
+        **_: Any,
+    ) -> LocalEnvironment:
         """Commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders)."""
         if repo is None:
             raise EnvironmentFailure("the local environment needs a repository (--repo PATH)")

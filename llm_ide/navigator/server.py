@@ -30,23 +30,17 @@ MCP_PATH = "/mcp"
 LOOPBACK_NAMES = {"localhost"}
 
 
-def build_server(navigator: Navigator, log: Path | None = None) -> Any:
-    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context). With
-    `log`, every request, its answer (or error) and the navigator's own model calls are appended there (JSON lines)."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+class Answers:
+    """The navigator's answers, one request at a time; each request, its answer (or error) and the navigator's own
+    model calls appended to `log` (JSON lines) when there is one."""
 
-    server = MCPServer(
-        "llm-ide-navigator",
-        instructions="A navigator beside a coding agent: ask permission before writes, a review of the patch before "
-        "submitting, guidance when stuck. Every answer is structured (approved/reason, passed/comment, answer) with "
-        "the navigator's usage.",
-        log_level="WARNING",
-    )
-    lock = threading.Lock()
+    def __init__(self, navigator: Navigator, log: Path | None) -> None:
+        self.navigator, self.log, self.lock = navigator, log, threading.Lock()
 
-    def ask(tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
-        with lock:
+    def __call__(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        with self.lock:
             entry: dict[str, Any] = {"time": time.time(), "tool": tool, "arguments": arguments}
             try:
                 result = call()
@@ -57,11 +51,26 @@ def build_server(navigator: Navigator, log: Path | None = None) -> Any:
                 entry["result"] = result.model_dump(mode="json")
                 return result
             finally:
-                drain = getattr(navigator, "drain", None)  # a long-lived server keeps no unbounded call list
+                drain = getattr(self.navigator, "drain", None)  # a long-lived server keeps no unbounded call list
                 entry["calls"] = drain() if drain is not None else []
-                if log is not None:
-                    with log.open("a", encoding="utf-8") as file:
+                if self.log is not None:
+                    with self.log.open("a", encoding="utf-8") as file:
                         file.write(json.dumps(entry) + "\n")
+
+
+def build_server(navigator: Navigator, log: Path | None = None) -> Any:
+    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context). With
+    `log`, every request, its answer (or error) and the navigator's own model calls are appended there (JSON lines)."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(
+        "llm-ide-navigator",
+        instructions="A navigator beside a coding agent: ask permission before writes, a review of the patch before "
+        "submitting, guidance when stuck. Every answer is structured (approved/reason, passed/comment, answer) with "
+        "the navigator's usage.",
+        log_level="WARNING",
+    )
+    ask = Answers(navigator, log)
 
     @server.tool()
     def request_permission(

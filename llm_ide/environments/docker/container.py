@@ -50,9 +50,11 @@ TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 # namespace's init ignores the signals it has no handler for, and it ignores the usual ones), so the container and
 # the run's edits survive an agent that kills everything it sees; only SIGUSR2 (the watchdog's) ends it.
 KEEPER = [
-    "sh", "-c", "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; "
-    "while :; do sleep 2147483647 & wait $!; done", "llm-ide-init",
-]  # fmt: skip
+    "sh",
+    "-c",
+    "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; while :; do sleep 2147483647 & wait $!; done",
+    "llm-ide-init",
+]
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
 # by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. A new
 # one starts after every lost session (the agent's commands may have killed it).
