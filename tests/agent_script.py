@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from llm_ide.parsing import joined_script
+from llm_ide.actions import CORE_GRAMMAR
+from llm_ide.parsing import joined_script, parse_action, parse_reflection, split_reflection
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
@@ -28,7 +29,22 @@ def single_call(responses: list[str]) -> list[str]:
     return [str(reply) for reply in joined_script(list(responses))]
 
 
-def write_script(path: Path, responses: list[str]) -> str:
+def tool_script(responses: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """A two-call script as the replies of a single-call run whose actions are tools: each reply's text (the verdict
+    on the operation before, then the reasoning), the tool it calls and the call's arguments."""
+    replies = []
+    for reply in single_call(responses):
+        tagged, rest = split_reflection(reply) if reply.startswith("<bad_action>") else ("", reply)
+        action = parse_action(rest, CORE_GRAMMAR)
+        verdict = parse_reflection(tagged) if tagged else None
+        terse = f"{'bad' if verdict.bad_action else 'good'}: {verdict.summary}" if verdict else ""
+        terse += "".join(f"\nlesson: {line.lstrip('- ')}" for line in verdict.lessons.splitlines()) if verdict else ""
+        text = f"{terse}\n{action.thought}" if verdict else action.thought
+        replies.append((text, action.action_type, action.action_params))
+    return replies
+
+
+def write_script(path: Path, responses: list[Any]) -> str:
     path.write_text(yaml.safe_dump({"responses": responses}, sort_keys=False))
     return f"scripted:{path}"
 

@@ -3,17 +3,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call, tool_script
 from conftest import make_git_repo
-from openai_server import OpenAIServer
+from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 
-def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = True) -> dict:
-    client = {"max_retries": 0, "timeout": 10, "cache_hints": cache_hints}
+def run_against(
+    tmp_path: Path, model: str, base_url: str, cache_hints: bool = True, action_format: str = "auto"
+) -> dict:
+    client = {"max_retries": 0, "timeout": 10, "cache_hints": cache_hints, "action_format": action_format}
     settings = load_config("default", environment={"tools": []}, model=client)
     result = run_task(
         "Cart.total ignores quantities.",
@@ -38,11 +40,18 @@ def test_openai_requests_of_a_run_share_one_prompt_cache_key(tmp_path: Path, cac
     assert len(found) == keys and all(key.startswith("llm-ide-") for key in found)
 
 
-def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+TOOL_REPLIES = [Reply(text, tool_calls=((name, args),)) for text, name, args in tool_script(FIX_SCRIPT)]
+
+
+@pytest.mark.parametrize(("action_format", "replies"), [("text", single_call(FIX_SCRIPT)), ("tools", TOOL_REPLIES)])
+def test_anthropic_requests_carry_cache_breakpoints(
+    action_format: str, replies: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In either action format (tools: the actions' results are `tool_result` blocks of the user turns)."""
     pytest.importorskip("langchain_anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
-    with OpenAIServer(replies=single_call(FIX_SCRIPT)) as server:
-        run_against(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"))
+    with OpenAIServer(replies=replies) as server:
+        run_against(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"), action_format=action_format)
     assert len(server.requests) == 5
     for request in server.requests:
         body = request.body
@@ -60,3 +69,4 @@ def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch:
         last = body["messages"][-1]["content"]
         assert isinstance(last, list) and last[-1]["cache_control"] == {"type": "ephemeral"}
         assert "## Code Context (as of operation" in body["messages"][0]["content"][0]["text"]
+        assert ("tools" in body) == (action_format == "tools")

@@ -41,6 +41,14 @@ def replay_command(
         bool | None,
         typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's"),
     ] = None,
+    action_format: Annotated[
+        str | None,
+        typer.Option(
+            "--action-format",
+            help="tools: the actions as tools (the endpoint answers with tool calls); text: as tags in the text.",
+            show_default="the config's (auto: text at this endpoint)",
+        ),
+    ] = None,
     cached_price: Annotated[float, typer.Option(help="Price of a character of the shared prefix.")] = 0.1,
     input_price: Annotated[float, typer.Option(help="Price of any other prompt character.")] = 1.0,
     output_price: Annotated[float, typer.Option(help="Price of an output character.")] = 8.0,
@@ -58,6 +66,8 @@ def replay_command(
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
+    if action_format not in (None, "tools", "text"):
+        raise fail(f"--action-format: tools or text, not {action_format}")
     try:
         loaded = load(trajectory)
         target = out or Path("replays") / run_id_of(loaded, trajectory)
@@ -80,6 +90,7 @@ def replay_command(
                 commit=commit,
                 overrides=config or [],
                 single_call=single_call,
+                action_format=action_format,
                 prices=Prices(cached=cached_price, input=input_price, output=output_price),
                 on_event=on_event,
             )
