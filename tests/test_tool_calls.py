@@ -25,6 +25,7 @@ from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import BUNDLED
 from llm_ide.config import load_config
 from llm_ide.errors import ModelError
+from llm_ide.inspector.rejected import ENDED, rejected_replies
 from llm_ide.models import get_model
 from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.prompting import render_string
@@ -129,6 +130,33 @@ def test_a_run_whose_actions_are_tools_fixes_the_cart_over_openai_wire(
     assert all("finish_reason" not in call for call in calls)  # a reply that called a tool ended as it should
 
 
+def test_sampled_candidates_are_chosen_in_the_same_conversation_with_its_tools(tmp_path: Path) -> None:
+    """k = 2 in separate requests: two different calls, then the choosing call continues the act conversation with
+    the same tools (Anthropic refuses tool calls in a history without them; the cache holds the prefix)."""
+    search = ("search", {"pattern": "def total", "path": "shop"})
+    replies: list[str | int | Reply] = [
+        Reply("Read the cart.", tool_calls=(("view", {"path": "shop/cart.py"}),)),
+        Reply("Find the total.", tool_calls=(search,)),
+        "Searching is cheaper. <choice>2</choice>",
+        *[Reply("good\nDone.", tool_calls=(("submit", {}),))] * 2,  # the same action twice: no choice to make
+    ]
+    values = {"sampling": {"k": 2, "n": "never"}, "model": {"action_format": "tools"}}
+    with OpenAIServer(replies=replies) as server:
+        result, trajectory = run_at(tmp_path, "gpt-4o", server.url, **values)
+    assert result.exit_status == "submitted", result.error
+    first, second = trajectory["operations"]
+    candidates = first["marks"]["candidates"]  # in the order their requests were answered
+    assert {candidate["action_type"] for candidate in candidates} == {"view", "search"}
+    assert candidates[1]["chosen"] and first["action_type"] == candidates[1]["action_type"]
+    assert second["action_type"] == "submit"
+    bodies = [request.body for request in server.requests]
+    assert len(bodies) == 5 and len({json.dumps(body["tools"]) for body in bodies}) == 1
+    choosing = bodies[2]["messages"]
+    assert choosing[:-1] == bodies[0]["messages"] and choosing[-1]["role"] == "user"
+    assert "Find the total." in choosing[-1]["content"] and "Read the cart." in choosing[-1]["content"]
+    assert first["marks"]["choice"]["method"] == "ask_colleagues"
+
+
 def test_anthropic_tool_use_carries_the_actions_and_their_results(tmp_path: Path) -> None:
     """`anthropic:` (auto: tools): tool definitions with their input schemas, each operation's call a `tool_use`
     block after the reply's text, its result a `tool_result` in the next user turn with the instruction."""
@@ -188,6 +216,10 @@ def test_unusable_tool_calls_are_format_errors_said_to_the_model_and_the_run_rec
     calls = trajectory["model_calls"]
     assert calls[0]["response"] == 'I open it.\n<tool_call name="open_file">{"path": "shop/cart.py"}</tool_call>'
     assert calls[2]["response"] == "I think the loop is wrong."
+    why = rejected_replies(calls, info)  # what `llm-ide inspect --full` and the page show
+    assert why[0].startswith("Your response could not be used: unknown tool 'open_file'")
+    assert why[1].startswith("Your response could not be used: `view`: the action's parameters are not valid JSON")
+    assert why[2] == ENDED
 
 
 def two_call_tool_script() -> list[Any]:

@@ -3,6 +3,7 @@ command; the bill and what each prompt held, for llm-ide and the original run.""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,20 @@ from llm_ide.cli.console import console, err_console, fail
 from llm_ide.terminal import terminal_safe
 
 PIPED_WIDTH = 200  # piped output: the per-step table on one line per step
+
+
+class ActionFormat(StrEnum):
+    tools = "tools"
+    text = "text"
+
+
+FormatOption = Annotated[
+    ActionFormat | None,
+    typer.Option(
+        help="tools: the actions as tools (the endpoint answers with tool calls); text: as tags in the text.",
+        show_default="the config's (auto: text at this endpoint)",
+    ),
+]
 
 
 def replay_command(
@@ -41,14 +56,7 @@ def replay_command(
         bool | None,
         typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's"),
     ] = None,
-    action_format: Annotated[
-        str | None,
-        typer.Option(
-            "--action-format",
-            help="tools: the actions as tools (the endpoint answers with tool calls); text: as tags in the text.",
-            show_default="the config's (auto: text at this endpoint)",
-        ),
-    ] = None,
+    action_format: FormatOption = None,
     cached_price: Annotated[float, typer.Option(help="Price of a character of the shared prefix.")] = 0.1,
     input_price: Annotated[float, typer.Option(help="Price of any other prompt character.")] = 1.0,
     output_price: Annotated[float, typer.Option(help="Price of an output character.")] = 8.0,
@@ -66,16 +74,12 @@ def replay_command(
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
-    if action_format not in (None, "tools", "text"):
-        raise fail(f"--action-format: tools or text, not {action_format}")
     try:
         loaded = load(trajectory)
         target = out or Path("replays") / run_id_of(loaded, trajectory)
         columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        shown = err_console.is_terminal
-        with Progress(
-            *columns, TextColumn("{task.description}"), console=err_console, transient=True, disable=not shown
-        ) as progress:
+        live = {"console": err_console, "transient": True, "disable": not err_console.is_terminal}
+        with Progress(*columns, TextColumn("{task.description}"), **live) as progress:
             task = progress.add_task("", total=len(loaded.steps))
 
             def on_event(event) -> None:

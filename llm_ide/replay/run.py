@@ -33,8 +33,8 @@ def settings_for(
 ) -> Settings:
     """The bundled config, then the replay's defaults (local, no network, no tools: the original had none, no cost
     limit, the original's command timeout), then the `overrides` files; the environment type and the step limit are
-    the replay's whatever the files say, `single_call` and `action_format` too when given. The original's workdir
-    (/testbed) is where bubblewrap shows the checkout."""
+    the replay's whatever the files say, `single_call` and `action_format` (tools: the endpoint answers with tool
+    calls) too when given. The original's workdir (/testbed) is where bubblewrap shows the checkout."""
     defaults: dict[str, Any] = {
         "agent": {"cost_limit": 0},
         "environment": {"tools": [], "network": "none", "sandbox": "bwrap"},
@@ -85,8 +85,7 @@ def replay(
     action_format: str | None = None,
 ) -> ReplayReport:
     """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
-    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`. `action_format`
-    (tools or text; None: the settings'): how llm-ide's requests carry the actions and the endpoint answers."""
+    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`."""
     trajectory = load(path)
     settings = settings_for(trajectory, overrides or [], single_call, action_format)
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
@@ -99,8 +98,7 @@ def replay(
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
-        single = replies_for(settings).joins_verdict  # one reply per step, or a reflection then an action
-        tools = settings.model.action_format == "tools"  # auto is text: the loopback is an endpoint given by URL
+        single, tools = replies_for(settings).joins_verdict, settings.model.action_format == "tools"  # auto: text
         script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools)
         try:
             with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:

@@ -41,7 +41,7 @@ class Sampling(Variant):
         candidates, failures = fold(sampled.texts, request.parse)
         if not candidates:  # no usable reply: the step reads the first, and asks again as for one malformed reply
             return ModelResponse(sampled.texts[:1], sampled.replies)
-        chooser = Chooser(ctx, request.messages, call, ctx.resources.get(self.name))
+        chooser = Chooser(ctx, request, call, ctx.resources.get(self.name))
         chosen, choice = chooser.choose(candidates)
         failpoint("sampling.chosen")  # every call of the step made, its update not yet saved
         marks = {
