@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import make_git_repo
 
 from llm_ide.actions import CORE_GRAMMAR
+from llm_ide.config import load_config
 from llm_ide.parsing import joined_script, parse_action, parse_reflection, split_reflection
+from llm_ide.run.single import run_task
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
@@ -124,3 +127,20 @@ CART_FIX = act(
 )
 CART_TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
 CART_SUBMIT = act("Fixed and tested.", "submit")
+
+
+def cart_run(tmp_path: Path, spec: str, url: str | None, variants: list | None = None, **values: Any) -> Any:
+    """A run at the cart's bug (`Cart.total ignores quantities.`) in a repository of BUGGY_FILES made in `tmp_path`
+    (`values`: config sections; the model's with no retries): its result."""
+    model = {"max_retries": 0, "timeout": 30, **values.pop("model", {})}
+    settings = load_config("default", environment={"tools": []}, model=model, **values)
+    return run_task(
+        "Cart.total ignores quantities.",
+        model=spec,
+        base_url=url,
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="t",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        variants=variants or [],
+    )

@@ -3,29 +3,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call, tool_script
-from conftest import make_git_repo
+from agent_script import FIX_SCRIPT, cart_run, single_call, tool_script
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.config import load_config
-from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 
 def run_against(
     tmp_path: Path, model: str, base_url: str, cache_hints: bool = True, action_format: str = "auto"
 ) -> dict:
-    client = {"max_retries": 0, "timeout": 10, "cache_hints": cache_hints, "action_format": action_format}
-    settings = load_config("default", environment={"tools": []}, model=client)
-    result = run_task(
-        "Cart.total ignores quantities.",
-        model=model,
-        base_url=base_url,
-        settings=settings,
-        output_dir=tmp_path / "out",
-        run_id="t1",
-        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
-    )
+    client = {"timeout": 10, "cache_hints": cache_hints, "action_format": action_format}
+    result = cart_run(tmp_path, model, base_url, model=client)
     assert result.exit_status == "submitted", result.error
     return load_trajectory(result.trajectory_path)
 

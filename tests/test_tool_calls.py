@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, tool_script, write_script
+from agent_script import BUGGY_FILES, FIX_SCRIPT, act, cart_run, reflect, tool_script, write_script
 from conftest import make_git_repo
 from openai_server import OpenAIServer, Reply
 
@@ -30,8 +30,8 @@ from llm_ide.models import get_model
 from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.settings import ReproductionSettings
-from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
+from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.tool_calls import ToolCall, message_text, recorded, split
 from llm_ide.variant import Action, ActionResult, Variant
 
@@ -53,19 +53,8 @@ def tool_replies(script: list[tuple[str, str, dict[str, Any]]] | None = None) ->
 
 
 def run_at(tmp_path: Path, spec: str, url: str | None, variants: list[Variant] | None = None, **values: Any) -> Any:
-    """A run on the cart project (`values`: config sections); its result and its trajectory."""
-    model_values = {"max_retries": 0, "timeout": 30, **values.pop("model", {})}
-    settings = load_config("default", environment={"tools": []}, model=model_values, **values)
-    result = run_task(
-        TASK,
-        model=spec,
-        base_url=url,
-        settings=settings,
-        output_dir=tmp_path / "out",
-        run_id="t",
-        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
-        variants=variants or [],
-    )
+    """A run at the cart's bug: its result and its trajectory."""
+    result = cart_run(tmp_path, spec, url, variants, **values)
     return result, load_trajectory(result.trajectory_path)
 
 
@@ -244,6 +233,10 @@ def test_the_scripted_model_answers_with_tool_calls(single_call: bool, tmp_path:
     assert kinds == (["act"] * 5 if single_call else ["act", *["reflect", "act"] * 4])
     assert trajectory["model_calls"][-1]["response"].endswith('Done.\n<tool_call name="submit">{}</tool_call>')
     assert "[tool]\n### Operation 3 (return code 0)" in trajectory["model_calls"][-1]["prompt"]
+    config = load_config("default", demonstrations=[str(result.trajectory_path)])
+    shown = {tools: render_demonstrations(config, tools) for tools in (False, True)}  # this run as a worked example
+    assert "\nTool call: `edit` {" in shown[True] and "<edit>" not in shown[True]
+    assert "\n<edit>{" in shown[False] and "Tool call:" not in shown[False]
 
     plain = write_script(tmp_path / "plain.yaml", [act("Done.", "submit")])
     result, trajectory = run_at(tmp_path / "text", plain, None)  # auto: a script in the text format, as before

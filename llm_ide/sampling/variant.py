@@ -63,5 +63,5 @@ class Demonstrations(Variant):
         system, *rest = request.messages
         if system["role"] != "system":
             return call(request)
-        shown = memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings))
+        shown = memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings, ctx.tools))
         return call(replace(request, messages=[{**system, "content": f"{shown}\n\n{system['content']}"}, *rest]))
