@@ -8,7 +8,7 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 from __future__ import annotations
 
 from copy import deepcopy
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
@@ -154,6 +154,7 @@ class ModelSettings(Strict):
     prices: dict[str, PriceSettings]
     cache_hints: bool
     stream: bool = False  # each reply requested as a stream (`llm-ide run -v` shows it as it comes)
+    action_format: Literal["auto", "tools", "text"] = "auto"  # the actions as the provider's tools, or in the text
 
 
 class CheckpointSettings(Strict):
@@ -185,6 +186,17 @@ class ObservationTemplates(Strict):
     already_applied: str
 
 
+class ToolFormatTemplates(Strict):
+    """The templates of the same names in a run whose actions are tools (`model.action_format`)."""
+
+    actions: str
+    single_format: str
+    act_format: str
+    format_error: str
+    action_turn: str  # the text of the reply that made an operation (the call follows it)
+    observation_turn: str  # the tool's result (the instruction follows it as the user's text)
+
+
 class Templates(Strict):
     """Jinja2 prompt templates (their text lives in the YAML)."""
 
@@ -214,6 +226,13 @@ class Templates(Strict):
     truncated: str
     choices: str  # the trajectory's record of one request that returned several replies (the provider's `n`)
     observations: ObservationTemplates
+    tool_format: ToolFormatTemplates
+    tools: dict[str, dict[str, Any]]  # the core's actions as tools: the JSON schema of each one's parameters
+
+    @cached_property
+    def with_tools(self) -> Templates:
+        """These templates for a run whose actions are tools."""
+        return self.model_copy(update=self.tool_format.model_dump())
 
 
 class PatchSettings(Strict):
