@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -21,7 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
+import httpx2
 import typer
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from rich.console import Console
 from rich.table import Table
 
@@ -31,7 +35,7 @@ sys.path.insert(0, str(TESTS))
 from remote_navigators import RulesNavigator  # noqa: E402
 
 from llm_ide.navigator.mcp_client import McpNavigator  # noqa: E402
-from llm_ide.navigator.protocol import PermissionRequest  # noqa: E402
+from llm_ide.navigator.protocol import TOKEN_VARIABLE, PermissionRequest  # noqa: E402
 
 DIFF = "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -14 +14 @@\n-    total += price\n+    total += price * q\n"
 REQUEST = PermissionRequest(action='edit {"path": "shop/cart.py"}', diff=DIFF, reason="navigator.gate: edit")
@@ -47,10 +51,12 @@ def timed(call: Callable[[], object], n: int) -> list[float]:
 
 
 async def one_session(url: str, n: int) -> list[float]:
-    from mcp import Client
-
+    headers = {"Authorization": f"Bearer {os.environ[TOKEN_VARIABLE]}"}
     times = []
-    async with Client(url) as client:
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
         for _ in range(n):
             start = time.perf_counter()
             await client.call_tool("request_permission", REQUEST.model_dump(include={"action", "diff", "reason"}))
@@ -63,6 +69,7 @@ def main(
     quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
     requests = 5 if quick else requests
+    os.environ[TOKEN_VARIABLE] = secrets.token_urlsafe(32)  # the server's and both clients'
     server = subprocess.Popen(
         [sys.executable, "-c", "from llm_ide.cli import app; app()", "navigator", "serve", "--port", "0"]
         + ["--navigator", "remote_navigators:RulesNavigator"],
@@ -71,7 +78,7 @@ def main(
         text=True,
     )
     try:
-        url = server.stdout.readline().strip().rsplit(" ", 1)[-1]
+        url = next(line for line in server.stdout if "serving at" in line).strip().rsplit(" ", 1)[-1]
         navigator = McpNavigator(url)
         navigator.request_permission(REQUEST)  # warm-up: imports, first connection
         rows = {
