@@ -8,7 +8,8 @@ that reached the step of llm-ide's cumulative bill over the same sum for mini; a
 ratios), edit grounding (the pre-image lines of each edit present in the prompt that issued it, and per edit), the
 ±3 lines around each edit, reference recall (pooled: all lines or references of all runs; and the median per run).
 Each `--config FILE` is a variant of the memory's settings, replayed and shown side by side (the first one's figures
-make the RESULT line, the others' keys are prefixed with their file's name). Definitions: docs/replay.md.
+make the RESULT line, the others' keys are prefixed with their file's name). `--action-format both` replays each
+variant with the actions in the text and as tools (`NAME+tools`), side by side. Definitions: docs/replay.md.
 """
 
 from __future__ import annotations
@@ -57,16 +58,23 @@ def variant_name(variant: Path | None) -> str:
     return variant.stem if variant else "default"
 
 
-def replay_one(data: Path, instance: str, variant: Path | None, out: Path, single_call: bool) -> Run:
+def run_name(variant: Path | None, action_format: str) -> str:
+    return variant_name(variant) + ("+tools" if action_format == "tools" else "")
+
+
+def replay_one(
+    data: Path, instance: str, variant: Path | None, out: Path, single_call: bool, action_format: str = "text"
+) -> Run:
     """`llm-ide replay` in its own process; its replay.json read back."""
     trajectory = data / "trajectories" / "mini-swe-agent" / f"{instance}.traj.json"
     command = [sys.executable, "-m", "llm_ide", "replay", str(trajectory), "--repo", str(bundle_of(data, instance))]
     command += ["--out", str(out), "--misses", "0", *(["--config", str(variant)] if variant else [])]
     command += ["--single-call"] if single_call else []
+    command += ["--action-format", action_format]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     seconds = time.perf_counter() - started
-    name = variant_name(variant)
+    name = run_name(variant, action_format)
     report_path = out / "replay.json"
     if not report_path.is_file():
         return Run(name, instance, None, seconds, (done.stderr or done.stdout).strip()[-500:])
@@ -184,6 +192,9 @@ def main(
     single_call: Annotated[bool, typer.Option(help="Every variant with agent.single_call.")] = False,
     only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat).")] = None,
     jobs: Annotated[int, typer.Option(help="Replays at once (each its own process).")] = 2,
+    action_format: Annotated[
+        str, typer.Option(help="llm-ide's actions: text, tools, or both (each variant in both, side by side).")
+    ] = "text",
     data: Annotated[Path, typer.Option(help="The shared data folder.")] = DATA,
     out: Annotated[
         Path | None, typer.Option(help="Keep each replay's report, wire log and run here.", show_default="not kept")
@@ -197,13 +208,19 @@ def main(
     instances = sorted(path.name.removesuffix(".traj.json") for path in trajectories.glob("*.traj.json"))
     instances = [i for i in instances if (only is None or i in only) and (not quick or i in QUICK)]
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
+    formats = ["text", "tools"] if action_format == "both" else [action_format]
+    if not set(formats) <= {"text", "tools"}:
+        raise SystemExit(f"--action-format: text, tools or both, not {action_format}")
     folder = out or Path(tempfile.mkdtemp(prefix="bench-replay-"))
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [
-                pool.submit(replay_one, data, instance, variant, folder / variant_name(variant) / instance, single_call)
+                pool.submit(
+                    replay_one, data, instance, variant, folder / run_name(variant, kind) / instance, single_call, kind
+                )
                 for variant in variants
+                for kind in formats
                 for instance in instances
             ]
             done = [future.result() for future in futures]
