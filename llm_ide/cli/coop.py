@@ -95,11 +95,12 @@ def evaluate_command(
     tests: Tests = True,
 ) -> None:
     """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""
-    if (run_dir is None) == (gold is None):
+    if gold is not None and run_dir is None:
+        grade_gold(gold, pairs, repo_source, output, tests)
+    elif run_dir is not None and gold is None:
+        regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
+    else:
         raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
-    if run_dir is not None:
-        return regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
-    grade_gold(gold, pairs, repo_source, output, tests)
 
 
 def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | None, tests: bool) -> None:
