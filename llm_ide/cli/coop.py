@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -15,6 +15,58 @@ from llm_ide.config import with_user_config
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
 
+# `coop evaluate`
+RunDir = Annotated[
+    Path | None,
+    typer.Argument(help="A pair folder of `coop run` (run.json, patches), or a folder of them (the --output)."),
+]
+Gold = Annotated[
+    Path | None,
+    typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.", show_default="none"),
+]
+Pairs = Annotated[str, typer.Option("--pairs", "--pair", help="i,j pairs separated by spaces, or `all`.")]
+GoldSource = Annotated[
+    Path | None,
+    typer.Option(
+        "--repo-source",
+        help="A local clone or git bundle of the task's repository.",
+        show_default="the one *.bundle in the dataset's repos/ folder",
+    ),
+]
+GoldOutput = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o", help="Folder for eval_<i>_<j>.json files.", show_default="runs/coop-gold/<task name>"
+    ),
+]
+Tests = Annotated[bool, typer.Option("--tests/--no-tests", help="Run each feature's tests on the merge.")]
+
+# `coop run`
+TaskDir = Annotated[Path, typer.Argument(help="A task folder: dataset/<repo>_task/task<id>/.")]
+Pair = Annotated[str, typer.Option("--pair", "--pairs", help="i,j (or several: `1,2 3,4`, or `all`).")]
+AgentModel = Annotated[
+    str,
+    typer.Option(help="The model of every agent; `{agent}`/`{phase}` (plan, run) in it pick one per agent/phase."),
+]
+SettingNames = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="single | solo | coop | coop_ablation; several (repeated or `coop,solo`) compare them.",
+        show_default="coop",
+    ),
+]
+Repetition = Annotated[int, typer.Option(help="Repetition index (in every output path).")]
+RepoSource = Annotated[
+    Path | None,
+    typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
+]
+PairsOutput = Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")]
+BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.", show_default="none")]
+Environment = Annotated[str, typer.Option(help="local or docker.")]
+AgentConfig = Annotated[list[Path] | None, typer.Option(help="Agent config file(s).", show_default="none")]
+CoopConfig = Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")]
+Evaluate = Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")]
+
 
 def default_source(task_dir: Path) -> Path | None:
     """The bundle CooperBench ships beside its dataset folder (`repos/<repo>.bundle`), when there is one."""
@@ -23,47 +75,44 @@ def default_source(task_dir: Path) -> Path | None:
     return bundles[0] if len(bundles) == 1 else None
 
 
+def repository_source(task_dir: Path, given: Path | None) -> Path:
+    """`--repo-source`, else the bundle beside the dataset; neither: a CoopError."""
+    from llm_ide.coop.task import CoopError
+
+    source = given or default_source(task_dir)
+    if source is None:
+        raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
+    return source
+
+
 @coop_app.command("evaluate")
 def evaluate_command(
-    run_dir: Annotated[
-        Path | None,
-        typer.Argument(help="A pair folder of `coop run` (run.json, patches), or a folder of them (the --output)."),
-    ] = None,
-    gold: Annotated[
-        Path | None,
-        typer.Option("--gold", help="Grade the reference patches of this task folder's pairs.", show_default="none"),
-    ] = None,
-    pairs: Annotated[str, typer.Option("--pairs", "--pair", help="i,j pairs separated by spaces, or `all`.")] = "all",
-    repo_source: Annotated[
-        Path | None,
-        typer.Option(
-            "--repo-source",
-            help="A local clone or git bundle of the task's repository.",
-            show_default="the one *.bundle in the dataset's repos/ folder",
-        ),
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output", "-o", help="Folder for eval_<i>_<j>.json files.", show_default="runs/coop-gold/<task name>"
-        ),
-    ] = None,
-    tests: Annotated[bool, typer.Option("--tests/--no-tests", help="Run each feature's tests on the merge.")] = True,
+    run_dir: RunDir = None,
+    gold: Gold = None,
+    pairs: Pairs = "all",
+    repo_source: GoldSource = None,
+    output: GoldOutput = None,
+    tests: Tests = True,
 ) -> None:
     """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""
+    if gold is not None and run_dir is None:
+        grade_gold(gold, pairs, repo_source, output, tests)
+    elif run_dir is not None and gold is None:
+        regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
+    else:
+        raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
+
+
+def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | None, tests: bool) -> None:
+    """The reference patches of the task's pairs merged (and tested): a row and an eval_<i>_<j>.json each, then
+    summary.json."""
     from llm_ide.coop.evaluate import evaluate_pair
     from llm_ide.coop.task import CoopError, load_task, parse_pairs
 
-    if (run_dir is None) == (gold is None):
-        raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
-    if run_dir is not None:
-        return regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
     try:
         task = load_task(gold)
         chosen = parse_pairs(task, pairs)
-        source = repo_source or default_source(gold)
-        if source is None:
-            raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
+        source = repository_source(gold, repo_source)
         out = output or Path("runs") / "coop-gold" / task.name.replace("/", "_")
         out.mkdir(parents=True, exist_ok=True)
         table = Table("pair", "merge", "strategy", "sections", "feature 1", "feature 2", "both", "seconds")
@@ -74,15 +123,7 @@ def evaluate_command(
                 result = evaluate_pair(task, pair, patches, source, Path(scratch), run_tests=tests)
             (out / f"eval_{pair[0]}_{pair[1]}.json").write_text(result.model_dump_json(indent=2) + "\n")
             results.append(result)
-
-            def verdict(outcome) -> str:  # noqa: ANN001
-                return "—" if outcome is None else f"{'pass' if outcome.passed else 'FAIL'} {outcome.tests_passed}"
-
-            table.add_row(
-                f"{pair[0]},{pair[1]}", result.merge.status, result.merge.strategy or "—",
-                str(result.merge.conflict_sections), verdict(result.feature1), verdict(result.feature2),
-                "yes" if result.both_passed else "no", f"{sum(result.seconds.values()):.1f}",
-            )  # fmt: skip
+            table.add_row(*gold_row(pair, result.model_dump()))
     except CoopError as error:
         raise fail(str(error)) from None
     console.print(table)
@@ -90,8 +131,24 @@ def evaluate_command(
     passed = sum(r.both_passed for r in results)
     summary = {"pairs": len(results), "conflicts": conflicted, "both_passed": passed if tests else None}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    console.print(f"{len(results)} pairs: {conflicted} conflict under the naive merge"
-                  + (f", {passed} pass both features" if tests else "") + f" → {out}")  # fmt: skip
+    both = f", {passed} pass both features" if tests else ""
+    console.print(f"{len(results)} pairs: {conflicted} conflict under the naive merge{both} → {out}")
+
+
+def gold_row(pair: tuple[int, int], result: dict[str, Any]) -> list[str]:
+    from llm_ide.cli.coop_batch import verdict
+
+    merge = result["merge"]
+    return [
+        f"{pair[0]},{pair[1]}",
+        merge["status"],
+        merge["strategy"] or "—",
+        str(merge["conflict_sections"]),
+        verdict(result["feature1"]),
+        verdict(result["feature2"]),
+        "yes" if result["both_passed"] else "no",
+        f"{sum(result['seconds'].values()):.1f}",
+    ]
 
 
 def grade_folder(folder: Path) -> None:
@@ -104,8 +161,8 @@ def grade_folder(folder: Path) -> None:
     if not pairs:
         raise fail(f"{folder}: neither a coop run folder (run.json) nor a folder of them")
     for pair in pairs:
-        patches = [pair / f"patch_agent{agent}.patch" for agent in CoopRun.model_validate_json(
-            (pair / "run.json").read_text()).agents()]  # fmt: skip
+        run = CoopRun.model_validate_json((pair / "run.json").read_text())
+        patches = [pair / f"patch_agent{agent}.patch" for agent in run.agents()]
         if not (pair / "eval.json").is_file() and all(path.is_file() for path in patches):
             regrade(pair)
     results = collect(folder)
@@ -144,60 +201,48 @@ def regrade(folder: Path) -> None:
 
 @coop_app.command("run")
 def run_command(
-    task_dir: Annotated[Path, typer.Argument(help="A task folder: dataset/<repo>_task/task<id>/.")],
-    pair: Annotated[str, typer.Option("--pair", "--pairs", help="i,j (or several: `1,2 3,4`, or `all`).")],
-    model: Annotated[
-        str,
-        typer.Option(help="The model of every agent; `{agent}`/`{phase}` (plan, run) in it pick one per agent/phase."),
-    ],
-    setting: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="single | solo | coop | coop_ablation; several (repeated or `coop,solo`) compare them.",
-            show_default="coop",
-        ),
-    ] = None,
-    k: Annotated[int, typer.Option(help="Repetition index (in every output path).")] = 0,
-    repo_source: Annotated[
-        Path | None,
-        typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
-    ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")] = Path("runs/coop"),
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.", show_default="none")] = None,
-    environment: Annotated[str, typer.Option(help="local or docker.")] = "local",
-    config: Annotated[list[Path] | None, typer.Option(help="Agent config file(s).", show_default="none")] = None,
-    coop_config: Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")] = None,
-    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")] = True,
+    task_dir: TaskDir,
+    pair: Pair,
+    model: AgentModel,
+    setting: SettingNames = None,
+    k: Repetition = 0,
+    repo_source: RepoSource = None,
+    output: PairsOutput = Path("runs/coop"),
+    base_url: BaseUrl = None,
+    environment: Environment = "local",
+    config: AgentConfig = None,
+    coop_config: CoopConfig = None,
+    evaluate: Evaluate = True,
 ) -> None:
     """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes); several pairs or
     settings make a batch with a progress bar and a summary (pass rate, conflict rate, per setting: summary.json)."""
-    from llm_ide.cli.coop_batch import pair_progress, pairs_table, summary_table
+    from llm_ide.cli.coop_batch import pairs_table, summary_table
     from llm_ide.config import load_config
-    from llm_ide.coop.batch import run_pairs
-    from llm_ide.coop.run import Setting
     from llm_ide.coop.settings import load_coop_settings
-    from llm_ide.coop.task import CoopError, load_task, parse_pairs
-    from llm_ide.environments import KINDS
+    from llm_ide.coop.task import load_task, parse_pairs
     from llm_ide.errors import LlmIdeError
 
-    names = [name.strip() for item in (setting or ["coop"]) for name in item.split(",") if name.strip()]
-    if unknown := [name for name in names if name not in {s.value for s in Setting}]:
-        raise fail(f"unknown setting {unknown[0]!r}: use single, solo, coop or coop_ablation")
-    if environment not in KINDS:
-        raise fail(f"unknown environment {environment!r}: use {' or '.join(KINDS)}")
+    names = setting_names(setting)
+    check_environment(environment)
     try:
         task = load_task(task_dir)
-        source = repo_source or default_source(task_dir)
-        if source is None:
-            raise CoopError("no repository source: give --repo-source PATH (a local clone or a git bundle)")
+        source = repository_source(task_dir, repo_source)
         settings, coop = load_config("default", with_user_config(config)), load_coop_settings(coop_config)
         chosen = parse_pairs(task, pair)
-        with pair_progress(len(chosen) * len(names)) as progress:
-            results, summary = run_pairs(
-                task, chosen, names, model=model, repo_source=source, output=output, settings=settings, coop=coop,
-                k=k, base_url=base_url, environment=environment, evaluate=evaluate,
-                on_pair=progress.start, on_event=progress.event, on_result=progress.done,
-            )  # fmt: skip
+        results, summary = run_with_progress(
+            task,
+            chosen,
+            names,
+            model=model,
+            repo_source=source,
+            output=output,
+            settings=settings,
+            coop=coop,
+            k=k,
+            base_url=base_url,
+            environment=environment,
+            evaluate=evaluate,
+        )
     except LlmIdeError as error:
         raise fail(str(error)) from None
     console.print(pairs_table(results))
@@ -205,3 +250,30 @@ def run_command(
     console.print(f"{len(results)} pairs → {output} (summary.json)")
     if summary.total.errors:
         raise typer.Exit(1)
+
+
+def setting_names(given: list[str] | None) -> list[str]:
+    """`--setting`, repeated or comma-separated (coop when none), each a known one."""
+    from llm_ide.coop.run import Setting
+
+    names = [name.strip() for item in (given or ["coop"]) for name in item.split(",") if name.strip()]
+    if unknown := [name for name in names if name not in {s.value for s in Setting}]:
+        raise fail(f"unknown setting {unknown[0]!r}: use single, solo, coop or coop_ablation")
+    return names
+
+
+def check_environment(environment: str) -> None:
+    from llm_ide.environments import KINDS
+
+    if environment not in KINDS:
+        raise fail(f"unknown environment {environment!r}: use {' or '.join(KINDS)}")
+
+
+def run_with_progress(task: Any, pairs: list[tuple[int, int]], names: list[str], **options: Any) -> tuple[Any, Any]:
+    """Every pair in every setting under one progress bar, each pair's result printed as it ends."""
+    from llm_ide.cli.coop_batch import pair_progress
+    from llm_ide.coop.batch import run_pairs
+
+    with pair_progress(len(pairs) * len(names)) as progress:
+        listeners = {"on_pair": progress.start, "on_event": progress.event, "on_result": progress.done}
+        return run_pairs(task, pairs, names, **options, **listeners)

@@ -32,23 +32,23 @@ def pairs_table(results: list[dict[str, Any]]) -> Table:
             table.add_row(pair, str(result.get("setting")), "[red]error[/]", escape(result["error"][:80]), "", "no")
             continue
         seconds = result.get("seconds", {})
-        table.add_row(
-            pair, str(result.get("setting")), (result.get("merge") or {}).get("status", "—"),
-            verdict(result.get("feature1")), verdict(result.get("feature2")),
-            "—" if "both_passed" not in result else ("yes" if result["both_passed"] else "no"),
-            *(f"{seconds[p]:.1f}" if p in seconds else "—" for p in PHASES),
-        )  # fmt: skip
+        merge = (result.get("merge") or {}).get("status", "—")
+        both = "—" if "both_passed" not in result else ("yes" if result["both_passed"] else "no")
+        features = (verdict(result.get("feature1")), verdict(result.get("feature2")))
+        phases = (f"{seconds[p]:.1f}" if p in seconds else "—" for p in PHASES)
+        table.add_row(pair, str(result.get("setting")), merge, *features, both, *phases)
     return table
 
 
 def summary_table(summary: Any) -> Table:
-    table = Table("setting", "pairs", "pass rate (both features)", "conflict rate (naive merge)", "errors",
-                  title="summary")  # fmt: skip
-    rows = [*summary.by_setting.items(), ("all", summary.total)] if len(summary.by_setting) > 1 else [
-        *summary.by_setting.items()]  # fmt: skip
+    columns = ("setting", "pairs", "pass rate (both features)", "conflict rate (naive merge)", "errors")
+    table = Table(*columns, title="summary")
+    rows = list(summary.by_setting.items())
+    if len(rows) > 1:
+        rows.append(("all", summary.total))
     for name, rates in rows:
-        table.add_row(name, str(rates.pairs), rate(rates.passed, rates.graded), rate(rates.conflicts, rates.merged),
-                      str(rates.errors))  # fmt: skip
+        passed, conflicts = rate(rates.passed, rates.graded), rate(rates.conflicts, rates.merged)
+        table.add_row(name, str(rates.pairs), passed, conflicts, str(rates.errors))
     return table
 
 
@@ -87,7 +87,12 @@ class PairProgress:
 
 @contextmanager
 def pair_progress(total: int):  # noqa: ANN201
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())  # fmt: skip
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         yield PairProgress(progress, total)

@@ -4,13 +4,24 @@ and with --attempts every attempt graded (pass@k)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.table import Table
 
-from llm_ide.cli.console import config_default, console, err_console, fail
-from llm_ide.cli.options import Address, ConfigFiles, Engine, Split, Subset
+from llm_ide.cli.console import console, err_console, fail
+from llm_ide.cli.options import (
+    Address,
+    Attempts,
+    ConfigFiles,
+    Engine,
+    EvaluationOutput,
+    EvaluationTimeout,
+    EvaluationWorkers,
+    Predictions,
+    Split,
+    Subset,
+)
 from llm_ide.config import with_user_config
 from llm_ide.terminal import terminal_safe
 
@@ -31,117 +42,125 @@ def report_table(report: Any) -> Table:
     return table
 
 
-def grade_attempts(report, preds, instances, run_folder, settings, folder, workers, timeout, show) -> dict[str, Any]:
+def show_result(result: Any) -> None:
+    console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
+
+
+def grade_attempts(
+    report: Any,
+    preds: dict[str, Any],
+    instances: dict[str, Any],
+    run_folder: Path,
+    settings: Any,
+    folder: Path,
+    workers: int,
+    timeout: float | None,
+) -> dict[str, Any]:
     """`evaluate --attempts`: every attempt graded; a table of each instance's attempts beside its chosen patch."""
     from llm_ide.swebench.attempts import evaluate_attempts
     from llm_ide.swebench.evaluate import Evaluator
 
-    graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),
-                               workers=workers, on_result=show).to_json()  # fmt: skip
+    evaluator = Evaluator(settings, folder / "logs", timeout)
+    outcome = evaluate_attempts(report, preds, instances, run_folder, evaluator, workers=workers, on_result=show_result)
+    graded = outcome.to_json()
     table = Table("instance", "chosen", "attempts", "execution picked", title=f"attempts (pass@{graded['k']})")
     for instance_id, row in graded["instances"].items():
         statuses = ", ".join(f"{index}: {status}" for index, status in row["attempts"].items()) or "(no attempts)"
         table.add_row(instance_id, row["chosen"], statuses, ", ".join(map(str, row["execution"])) or "—")
     console.print(table)
     if graded["execution_narrowed"]:
-        console.print(f"execution signal: narrowed the choice on {graded['execution_narrowed']} instances, picked only "
-                      f"resolved patches on {graded['execution_resolved']}")  # fmt: skip
+        console.print(
+            f"execution signal: narrowed the choice on {graded['execution_narrowed']} instances, picked only "
+            f"resolved patches on {graded['execution_resolved']}"
+        )
     return graded
 
 
 def evaluate_command(
-    predictions: Annotated[Path, typer.Argument(help="preds.json ({id: prediction}) or a .jsonl of predictions.")],
+    predictions: Predictions,
     subset: Subset = "lite",
     split: Split = "dev",
-    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Folder of this evaluation: report.json and logs/<instance id>/ (never one holding another).",
-            show_default="evaluations/<predictions name>.<UTC time> beside the predictions",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
-        ),
-    ] = None,
+    workers: EvaluationWorkers = 1,
+    output: EvaluationOutput = None,
+    timeout: EvaluationTimeout = None,
     config: ConfigFiles = None,
-    attempts: Annotated[
-        bool,
-        typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
-    ] = False,
+    attempts: Attempts = False,
     engine: Engine = "local",
     address: Address = None,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
     import json
 
+    settings, preds, dataset, folder = evaluation_inputs(predictions, subset, split, config, output)
+    for error in dataset.errors:
+        err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
+    instances = {i.instance_id: i for i in dataset.instances}
+    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
+    console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
+    if engine not in ("local", "ray"):
+        raise fail(f"unknown engine {engine!r}: use local or ray")
+    report = grade(preds, instances, settings, folder, workers=workers, timeout=timeout, engine=engine, address=address)
+    console.print(report_table(report))
+    data = report.to_json()
+    if attempts:
+        data["attempts"] = grade_attempts(
+            report, preds, instances, predictions.parent, settings, folder, workers, timeout
+        )
+    (folder / "report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print_totals(data, folder)
+
+
+def evaluation_inputs(
+    predictions: Path, subset: str, split: str, config: list[Path] | None, output: Path | None
+) -> tuple[Any, dict[str, Any], Any, Path]:
+    """The swebench settings, the predictions, the dataset and the evaluation's folder (claimed: made, and never
+    one that holds another evaluation)."""
     from llm_ide.config import ConfigError, load_config
     from llm_ide.swebench.dataset import DatasetError, load_dataset
-    from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
+    from llm_ide.swebench.evaluate import EvaluationError, claim_folder, load_predictions
 
     try:
         settings = load_config("swebench", with_user_config(config)).swebench
         preds = load_predictions(predictions)
         dataset = load_dataset(subset, split)
-        folder = claim_folder(output, predictions)
+        return settings, preds, dataset, claim_folder(output, predictions)
     except (ConfigError, DatasetError, EvaluationError) as error:
         raise fail(str(error)) from None
-    for error in dataset.errors:
-        err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
-    instances = {i.instance_id: i for i in dataset.instances}
-    report_path = folder / "report.json"
-    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
-    console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
 
-    def show(result: Any) -> None:
-        console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
 
-    if engine not in ("local", "ray"):
-        raise fail(f"unknown engine {engine!r}: use local or ray")
+def grade(
+    preds: dict[str, Any],
+    instances: dict[str, Any],
+    settings: Any,
+    folder: Path,
+    *,
+    workers: int,
+    timeout: float | None,
+    engine: str,
+    address: str | None,
+) -> Any:
+    """Each prediction graded, by a pool of `workers` threads here or by Ray tasks on the cluster at `address`."""
+    from llm_ide.swebench.evaluate import EvaluationError, evaluate_predictions
+
+    grading = {"settings": settings, "log_dir": folder / "logs", "workers": workers, "timeout": timeout}
     try:
         if engine == "ray":
             from llm_ide.swebench.ray_evaluate import evaluate_on_ray
 
-            report = evaluate_on_ray(
-                preds,
-                instances,
-                settings=settings,
-                log_dir=folder / "logs",
-                address=address,
-                workers=workers,
-                timeout=timeout,
-                on_result=show,
-            )
-        else:
-            report = evaluate_predictions(
-                preds,
-                instances,
-                settings=settings,
-                log_dir=folder / "logs",
-                workers=workers,
-                timeout=timeout,
-                on_result=show,
-            )
+            return evaluate_on_ray(preds, instances, **grading, address=address, on_result=show_result)
+        return evaluate_predictions(preds, instances, **grading, on_result=show_result)
     except EvaluationError as error:
         raise fail(str(error)) from None
-    console.print(report_table(report))
-    data = report.to_json()
-    if attempts:
-        data["attempts"] = grade_attempts(report, preds, instances, predictions.parent, settings, folder, workers,
-                                          timeout, show)  # fmt: skip
-    report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def print_totals(data: dict[str, Any], folder: Path) -> None:
+    """The resolve rate (and pass@k); an evaluation that graded no patch exits 1."""
     console.print(
         f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
         f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
-        f"{report_path}"
+        f"{folder / 'report.json'}"
     )
-    if attempts:
-        graded = data["attempts"]
+    if graded := data.get("attempts"):
         console.print(
             f"[bold]pass@{graded['k']} {graded['pass_at_k_count']}/{data['total']} ({graded['pass_at_k']:.1%})[/] "
             f"(any attempt resolved); chosen patch resolved {graded['chosen_resolved_count']}/{data['total']} "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from textwrap import indent
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,7 +15,26 @@ from rich.markup import escape
 from llm_ide.cli.console import console, fail, has_price, money, usage_text
 from llm_ide.terminal import terminal_safe
 
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.tree import Tree
+
 PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
+
+Trajectory = Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")]
+Page = Annotated[
+    Path | None,
+    typer.Argument(help="With --html: the page to write.", show_default="<run id>.html beside the trajectory"),
+]
+Html = Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")]
+Full = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Every operation's thought, observation, summary and lessons, then the patch.",
+        show_default="off",
+    ),
+]
 
 
 def _crop(text: str, limit: int, cropped: bool) -> str:
@@ -81,26 +100,7 @@ def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, An
         out.print(indent(terminal_safe(call["response"].rstrip()) or "(empty reply)", "    "), markup=False)
 
 
-def inspect(
-    trajectory: Annotated[
-        Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Argument(help="With --html: the page to write.", show_default="<run id>.html beside the trajectory"),
-    ] = None,
-    html: Annotated[
-        bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")
-    ] = False,
-    full: Annotated[
-        bool,
-        typer.Option(
-            "--full",
-            help="Every operation's thought, observation, summary and lessons, then the patch.",
-            show_default="off",
-        ),
-    ] = False,
-) -> None:
+def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: Full = False) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
     if html or out is not None:
         from llm_ide.cli.inspector import write_inspector_page
@@ -108,47 +108,73 @@ def inspect(
         if not html:
             raise fail(f"{out}: an output page is only written with --html")
         return write_inspector_page(trajectory, out)
+    data, operations, stats = loaded(trajectory, full)
+    info, calls = data["info"], data.get("model_calls", [])
+    screen = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)
+    priced = run_priced(info)
+    heading = escape(str(info.get("run_id", trajectory.stem)))
+    screen.print(operation_tree(heading, info, operations, usage_text(stats, priced), full, cropped=screen.is_terminal))
+    print_choice_and_messages(screen, info)
+    screen.print(calls_table(calls, priced))
+    if full:
+        print_rejected(screen, calls, info)
+        patch = info.get("submission") or ""
+        screen.print("[bold]patch:[/]")
+        screen.print(terminal_safe(patch.rstrip("\n")) if patch.strip() else "(empty patch)", markup=False)
 
-    from rich.table import Table
-    from rich.tree import Tree
 
+def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int, Any]], dict[str, Any]]:
+    """The trajectory (`full`: with what it keeps in files beside it), its operations with the attempt each belongs
+    to, and its model usage."""
     from llm_ide.run.trajectory import load_trajectory
-    from llm_ide.state.operations import node_of, reasoning_chain
+    from llm_ide.state.operations import node_of
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
     try:
         data = load_trajectory(trajectory) if full else json.loads(trajectory.read_text(encoding="utf-8"))
         operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
-        info = data["info"]
-        stats = info["model_stats"]
+        return data, operations, data["info"]["model_stats"]
     except (ValueError, KeyError, TypeError) as error:
         raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
-    out = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)
-    priced = run_priced(info)
-    root = Tree(
-        f"[bold]{escape(str(info.get('run_id', trajectory.stem)))}[/]: {info['exit_status']} — {len(operations)} "
-        f"operations, {escape(usage_text(stats, priced))}"
-    )
+
+
+def operation_tree(
+    heading: str, info: dict[str, Any], operations: list[tuple[int, Any]], usage: str, full: bool, cropped: bool
+) -> Tree:
+    """The run's operations under its heading, one branch per attempt; those off the reasoning chain marked."""
+    from rich.tree import Tree
+
+    from llm_ide.state.operations import reasoning_chain
+
+    root = Tree(f"[bold]{heading}[/]: {info['exit_status']} — {len(operations)} operations, {escape(usage)}")
     attempts = {int(a["index"]): a for a in info.get("attempts") or []}
     for number in sorted({attempt for attempt, _ in operations}):
         nodes = [node for attempt, node in operations if attempt == number]
         chain = {node.id for node in reasoning_chain(nodes)}
         branches = {None: root.add(attempt_label(attempts[number])) if number in attempts else root}
         for node in nodes:
-            label = _label(node, node.id in chain, full, cropped=out.is_terminal)
-            branches[node.id] = branches[node.parent_id].add(label)
-    out.print(root)
+            branches[node.id] = branches[node.parent_id].add(_label(node, node.id in chain, full, cropped))
+    return root
+
+
+def print_choice_and_messages(screen: Console, info: dict[str, Any]) -> None:
+    """The attempt chosen and why; in a coop run, the other agent's messages and where they arrived."""
     if choice := info.get("choice"):
         picked = f"attempt {choice['attempt']}" if choice.get("attempt") else "no attempt"
-        out.print(
-            f"[bold]chosen:[/] {picked} ({choice.get('by', '')}) {escape(_crop(choice.get('reasons', ''), 300, True))}"
-        )
-    for message in info.get("received") or []:  # coop: the other agent's messages, where they arrived
-        out.print(f"message before operation {message['step'] + 1}, from agent {escape(str(message['from']))}: "
-                  f"{escape(terminal_safe(str(message['text'])))}")  # fmt: skip
+        reasons = escape(_crop(choice.get("reasons", ""), 300, True))
+        screen.print(f"[bold]chosen:[/] {picked} ({choice.get('by', '')}) {reasons}")
+    for message in info.get("received") or []:
+        sender, text = escape(str(message["from"])), escape(terminal_safe(str(message["text"])))
+        screen.print(f"message before operation {message['step'] + 1}, from agent {sender}: {text}")
+
+
+def calls_table(calls: list[dict[str, Any]], priced: bool) -> Table:
+    """Each model call: its kind, prompt size, tokens and cost."""
+    from rich.table import Table
+
     table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
-    for call in data.get("model_calls", []):
+    for call in calls:
         table.add_row(
             str(call["index"]),
             call["kind"],
@@ -157,9 +183,4 @@ def inspect(
             str(call["response_tokens"]),
             money(call["cost"], priced),
         )
-    out.print(table)
-    if full:
-        print_rejected(out, data.get("model_calls", []), info)
-        patch = info.get("submission") or ""
-        out.print("[bold]patch:[/]")
-        out.print(terminal_safe(patch.rstrip("\n")) if patch.strip() else "(empty patch)", markup=False)
+    return table

@@ -84,9 +84,10 @@ def report_command(
         table.add_row(row.instance_id, row.exit_status, str(row.steps), f"${row.cost:.4f}", resolved_cell, error)
     console.print(table)
     totals = batch.totals()
-    graded = "" if totals["resolved"] is None else (
-        f", {totals['resolved']} resolved, {totals['unresolved']} not resolved, {totals['errors']} evaluation errors"
-    )  # fmt: skip
+    graded = ""
+    if totals["resolved"] is not None:
+        counts = f"{totals['resolved']} resolved, {totals['unresolved']} not resolved"
+        graded = f", {counts}, {totals['errors']} evaluation errors"
     shown = f"{len(rows)} of {totals['instances']} instances shown"
     console.print(f"{shown}; total {totals['steps']} steps, ${totals['cost']:.4f}{graded}")
 

@@ -1,13 +1,15 @@
-"""Options the SWE-bench commands share (`swebench`, `swebench-single`, `evaluate`)."""
+"""The options of the SWE-bench commands (`swebench`, `swebench-single`, `evaluate`): the ones they share (`run`
+shares `--base-url`), then each command's own; and the model they name."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from llm_ide.cli.console import config_default
+from llm_ide.cli.console import config_default, fail
 
 Subset = Annotated[
     str,
@@ -70,3 +72,65 @@ Repos = Annotated[
         show_default="the row's repo: a clone or bundle path, a URL, or owner/name on GitHub",
     ),
 ]
+
+# `swebench`
+Slice = Annotated[str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.", show_default="all")]
+Filter = Annotated[
+    str,
+    typer.Option(
+        "--filter", help="Regex searched anywhere in the instance ids (a substring works).", show_default="all"
+    ),
+]
+Shuffle = Annotated[bool, typer.Option(help="Shuffle (seeded) before filtering and slicing.")]
+BatchOutput = Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")]
+BatchWorkers = Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances run in parallel.")]
+RedoExisting = Annotated[bool, typer.Option(help="Run again instances already in preds.json.")]
+BatchCostLimit = Annotated[
+    float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0: none.", show_default="none")
+]
+TaskCpus = Annotated[float, typer.Option(min=0, help="--engine ray: CPUs each instance's task asks for.")]
+TaskMemory = Annotated[int, typer.Option(min=0, help="--engine ray: memory (MB) each instance's task asks for.")]
+SharedOutput = Annotated[
+    bool, typer.Option(help="--engine ray: the nodes see --output (shared filesystem) and write the run folders there.")
+]
+PrefetchImages = Annotated[
+    bool, typer.Option(help="--engine ray: every docker node pulls the instances' images before the run.")
+]
+
+# `swebench-single`
+Instance = Annotated[str, typer.Option("--instance", "-i", help="Instance id, or its index in the dataset.")]
+SingleOutput = Annotated[Path, typer.Option("--output", "-o", help="Output directory.")]
+RunCostLimit = Annotated[
+    float | None,
+    typer.Option(help="Cost limit (USD) of this run.", show_default=config_default("agent.cost_limit", "swebench")),
+]
+
+# `evaluate`
+Predictions = Annotated[Path, typer.Argument(help="preds.json ({id: prediction}) or a .jsonl of predictions.")]
+EvaluationWorkers = Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")]
+EvaluationOutput = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Folder of this evaluation: report.json and logs/<instance id>/ (never one holding another).",
+        show_default="evaluations/<predictions name>.<UTC time> beside the predictions",
+    ),
+]
+EvaluationTimeout = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
+    ),
+]
+Attempts = Annotated[
+    bool, typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate.")
+]
+
+
+def model_name(model: str | None) -> str:
+    """`--model`, else $LLM_IDE_MODEL: a command that runs the agent needs one."""
+    model = model or os.environ.get("LLM_IDE_MODEL")
+    if not model:
+        raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
+    return model

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,6 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from llm_ide.cli.console import console, err_console, fail
 from llm_ide.terminal import terminal_safe
+
+if TYPE_CHECKING:
+    from llm_ide.replay.model import ReplayReport
+    from llm_ide.run.single import RunEvent
 
 PIPED_WIDTH = 200  # piped output: the per-step table on one line per step
 
@@ -31,45 +35,56 @@ FormatOption = Annotated[
     ),
 ]
 
+Trajectory = Annotated[Path, typer.Argument(help="A trajectory: mini-swe-agent-1 (.traj.json) or llm-ide-1.")]
+Repo = Annotated[Path, typer.Option(help="The repository: a local clone or a git bundle (only read).")]
+Branch = Annotated[
+    str | None,
+    typer.Option(help="The branch to replay on.", show_default="the trajectory's instance id, if it names one"),
+]
+Commit = Annotated[str | None, typer.Option(help="The commit to replay on.", show_default="the branch's")]
+Out = Annotated[
+    Path | None,
+    typer.Option(help="Where the report, the wire log and the replayed run go.", show_default="replays/<run id>"),
+]
+Html = Annotated[
+    bool, typer.Option("--html", help="Write the replayed run's inspector page with the misses.", show_default="off")
+]
+Config = Annotated[
+    list[Path] | None,
+    typer.Option(help="YAML file(s) overriding any config key (memory settings…).", show_default="none"),
+]
+SingleCall = Annotated[
+    bool | None, typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's")
+]
+CachedPrice = Annotated[float, typer.Option(help="Price of a character of the shared prefix.")]
+InputPrice = Annotated[float, typer.Option(help="Price of any other prompt character.")]
+OutputPrice = Annotated[float, typer.Option(help="Price of an output character.")]
+Misses = Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")]
+Unsandboxed = Annotated[
+    bool,
+    typer.Option(
+        "--unsandboxed",
+        help="Replay even without a working bubblewrap: the trajectory's commands then run as you, on this machine.",
+        show_default="off: refused without bubblewrap",
+    ),
+]
+
 
 def replay_command(
-    trajectory: Annotated[Path, typer.Argument(help="A trajectory: mini-swe-agent-1 (.traj.json) or llm-ide-1.")],
-    repo: Annotated[Path, typer.Option(help="The repository: a local clone or a git bundle (only read).")],
-    branch: Annotated[
-        str | None,
-        typer.Option(help="The branch to replay on.", show_default="the trajectory's instance id, if it names one"),
-    ] = None,
-    commit: Annotated[str | None, typer.Option(help="The commit to replay on.", show_default="the branch's")] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Where the report, the wire log and the replayed run go.", show_default="replays/<run id>"),
-    ] = None,
-    html: Annotated[
-        bool,
-        typer.Option("--html", help="Write the replayed run's inspector page with the misses.", show_default="off"),
-    ] = False,
-    config: Annotated[
-        list[Path] | None,
-        typer.Option(help="YAML file(s) overriding any config key (memory settings…).", show_default="none"),
-    ] = None,
-    single_call: Annotated[
-        bool | None,
-        typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's"),
-    ] = None,
+    trajectory: Trajectory,
+    repo: Repo,
+    branch: Branch = None,
+    commit: Commit = None,
+    out: Out = None,
+    html: Html = False,
+    config: Config = None,
+    single_call: SingleCall = None,
     action_format: FormatOption = None,
-    cached_price: Annotated[float, typer.Option(help="Price of a character of the shared prefix.")] = 0.1,
-    input_price: Annotated[float, typer.Option(help="Price of any other prompt character.")] = 1.0,
-    output_price: Annotated[float, typer.Option(help="Price of an output character.")] = 8.0,
-    misses: Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")] = 40,
-    unsandboxed: Annotated[
-        bool,
-        typer.Option(
-            "--unsandboxed",
-            help="Replay even without a working bubblewrap: the trajectory's commands then run as you, on this "
-            "machine.",
-            show_default="off: refused without bubblewrap",
-        ),
-    ] = False,
+    cached_price: CachedPrice = 0.1,
+    input_price: InputPrice = 1.0,
+    output_price: OutputPrice = 8.0,
+    misses: Misses = 40,
+    unsandboxed: Unsandboxed = False,
 ) -> None:
     """Replay TRAJECTORY through llm-ide on a fresh checkout of --repo (local environment, no network): the model
     side answers with the original's thoughts and commands. Prints, per step and in total, the bill and the raw and
@@ -78,38 +93,54 @@ def replay_command(
     from llm_ide.config import ConfigError
     from llm_ide.replay.formats import ReplayError, load
     from llm_ide.replay.model import Prices
-    from llm_ide.replay.report import print_report
-    from llm_ide.replay.run import replay, run_id_of
+    from llm_ide.replay.run import run_id_of
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
+    prices = Prices(cached=cached_price, input=input_price, output=output_price)
     try:
         loaded = load(trajectory)
         target = out or Path("replays") / run_id_of(loaded, trajectory)
-        columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        live = {"console": err_console, "transient": True, "disable": not err_console.is_terminal}
-        with Progress(*columns, TextColumn("{task.description}"), **live) as progress:
-            task = progress.add_task("", total=len(loaded.steps))
-
-            def on_event(event) -> None:
-                if event.kind == "step":
-                    progress.update(task, completed=event.step, description=escape(terminal_safe(event.action)[:60]))
-
-            report = replay(
-                trajectory,
-                repo,
-                target,
-                branch=branch,
-                commit=commit,
-                overrides=config or [],
-                single_call=single_call,
-                action_format=action_format,
-                prices=Prices(cached=cached_price, input=input_price, output=output_price),
-                on_event=on_event,
-                unsandboxed=unsandboxed,
-            )
+        report = replay_with_progress(
+            trajectory,
+            repo,
+            target,
+            len(loaded.steps),
+            branch=branch,
+            commit=commit,
+            overrides=config or [],
+            single_call=single_call,
+            action_format=action_format,
+            prices=prices,
+            unsandboxed=unsandboxed,
+        )
     except (ReplayError, ConfigError) as error:
         raise fail(str(error)) from None
+    show_report(report, target, misses, html)
+    if report.diverged:
+        raise typer.Exit(1)
+
+
+def replay_with_progress(trajectory: Path, repo: Path, target: Path, steps: int, **options: Any) -> ReplayReport:
+    """The replay under a progress bar on stderr (a terminal's only): the steps done and the action of the last."""
+    from llm_ide.replay.run import replay
+
+    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    live = {"console": err_console, "transient": True, "disable": not err_console.is_terminal}
+    with Progress(*columns, TextColumn("{task.description}"), **live) as progress:
+        task = progress.add_task("", total=steps)
+
+        def on_event(event: RunEvent) -> None:
+            if event.kind == "step":
+                progress.update(task, completed=event.step, description=escape(terminal_safe(event.action)[:60]))
+
+        return replay(trajectory, repo, target, on_event=on_event, **options)
+
+
+def show_report(report: ReplayReport, target: Path, misses: int, html: bool) -> None:
+    """The report (`misses` of its misses), with --html the inspector page, and where both runs are."""
+    from llm_ide.replay.report import print_report
+
     print_report(report, console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH), misses)
     if html:
         from llm_ide.replay.page import write_replay_page
@@ -117,5 +148,3 @@ def replay_command(
         page = write_replay_page(report, target)
         console.print(f"inspector page with the misses: {page}")
     console.print(f"report: {target / 'replay.json'}; the replayed run: {report.run_trajectory}")
-    if report.diverged:
-        raise typer.Exit(1)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import time
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -18,7 +16,6 @@ from llm_ide.cli.console import (
     StepPrinter,
     Thoughts,
     check_model_before_start,
-    config_default,
     console,
     err_console,
     fail,
@@ -30,21 +27,34 @@ from llm_ide.cli.console import (
     warnings_on_console,
 )
 from llm_ide.cli.navigator import check_served_navigator
+from llm_ide.cli.options import BaseUrl, model_name
+from llm_ide.cli.run_options import (
+    Checkpoint,
+    CostLimit,
+    Environment,
+    Image,
+    Navigator,
+    NavigatorMode,
+    Output,
+    Repo,
+    Reproduction,
+    RunConfig,
+    RunModel,
+    StepLimit,
+    Task,
+    TaskFile,
+    ThreadId,
+    Verbose,
+)
 from llm_ide.cli.status import ThinkingStatus
-from llm_ide.config import with_user_config
+from llm_ide.config import Settings, with_user_config
 from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
-
-class NavigatorMode(StrEnum):
-    off = "off"
-    model = "model"
-    human = "human"
-    mcp = "mcp"
-
-
-EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
+if TYPE_CHECKING:
+    from llm_ide.run.outputs import RunResult
+    from llm_ide.run.single import Listeners, RunRequest
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
@@ -61,133 +71,49 @@ def environment_kind(environment: str | None, image: str | None) -> str | None:
 
 
 def run(
-    repo: Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")],
-    task: Annotated[str | None, typer.Option(help="The task text.", show_default="none; or --task-file")] = None,
-    task_file: Annotated[
-        Path | None, typer.Option(help="A file holding the task text.", show_default="none; or --task")
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="provider:name, scripted:PATH, or an OpenAI-compatible name.", show_default="$LLM_IDE_MODEL"),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(help="OpenAI-compatible endpoint.", show_default="$OPENAI_BASE_URL, else the provider's own"),
-    ] = None,
-    config: Annotated[
-        list[Path] | None,
-        typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
-    ] = None,
-    output: Annotated[Path | None, typer.Option(help="Output directory.", show_default="runs/<thread id>")] = None,
-    step_limit: Annotated[
-        int | None,
-        typer.Option(
-            min=0, help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")
-        ),
-    ] = None,
-    cost_limit: Annotated[
-        float | None,
-        typer.Option(
-            min=0, help="Maximum model cost in USD; 0: no limit.", show_default=config_default("agent.cost_limit")
-        ),
-    ] = None,
-    thread_id: Annotated[
-        str | None,
-        typer.Option(
-            help="Run id; an unfinished run with this id resumes (with the same task).",
-            show_default="run-<YYYYmmdd-HHMMSS>",
-        ),
-    ] = None,
-    checkpoint: Annotated[
-        str | None,
-        typer.Option(
-            help="sqlite:PATH | postgres://… | memory.", show_default="sqlite:<output>/<thread id>.checkpoint.sqlite"
-        ),
-    ] = None,
-    environment: Annotated[
-        EnvironmentType | None,
-        typer.Option(
-            case_sensitive=False,
-            help="local (on this host, in the repository) or docker (in a container, on a copy).",
-            show_default=config_default("environment.type") + "; docker with --image",
-        ),
-    ] = None,
-    image: Annotated[
-        str | None,
-        typer.Option(
-            help="Docker image; implies --environment docker.", show_default=config_default("environment.image")
-        ),
-    ] = None,
-    navigator: Annotated[
-        NavigatorMode | None,
-        typer.Option(
-            case_sensitive=False,
-            help="A navigator beside the agent: model, human (asks here: y/n and a reason) or mcp (navigator.url).",
-            show_default=config_default("navigator.mode"),
-        ),
-    ] = None,
-    reproduction: Annotated[
-        Path | None,
-        typer.Option(
-            help="A script that reproduces the issue (Python, or .sh): installed beside the tools, run on the original "
-            "code (its output in the task), by the `reproduce` action and at submit.",
-            show_default="none",
-        ),
-    ] = None,
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose", "-v", help="Show each model reply as it streams in (model.stream on).", show_default="off"
-        ),
-    ] = False,
+    repo: Repo,
+    task: Task = None,
+    task_file: TaskFile = None,
+    model: RunModel = None,
+    base_url: BaseUrl = None,
+    config: RunConfig = None,
+    output: Output = None,
+    step_limit: StepLimit = None,
+    cost_limit: CostLimit = None,
+    thread_id: ThreadId = None,
+    checkpoint: Checkpoint = None,
+    environment: Environment = None,
+    image: Image = None,
+    navigator: Navigator = None,
+    reproduction: Reproduction = None,
+    verbose: Verbose = False,
     thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
     the model thinks, a live line shows the seconds and tokens so far."""
-    from llm_ide.config import ConfigError, load_config
-    from llm_ide.fileio import atomic_write
-
     text = task_text(task, task_file)
     given = reproduction_variants(reproduction)
     if not repo.is_dir():
         raise fail(f"repository not found: {repo}")
-    model = model or os.environ.get("LLM_IDE_MODEL")
-    if not model:
-        raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
+    model = model_name(model)
     kind = environment_kind(environment, image)
-    try:
-        settings = load_config("default", overrides=with_user_config(config))
-    except ConfigError as error:
-        raise fail(str(error)) from None
-    limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
-    try:
-        settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
-        if navigator is not None:
-            settings = settings.merged({"navigator": {"mode": navigator.value}}, origin="command line")
-        if verbose:
-            settings = settings.merged({"model": {"stream": True}}, origin="command line")
-    except ConfigError as error:
-        raise fail(str(error)) from None
+    settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
     check_repository(repo)
     status = ThinkingStatus(console, verbose, err_console)
     check_model_before_start(model, settings, base_url, status.say)
     check_served_navigator(settings)
-    from llm_ide.attempts.run import run_at_task
     from llm_ide.cli.ask import ask_on_terminal
-    from llm_ide.run.single import Listeners, RunRequest, ThreadMismatchError
+    from llm_ide.run.single import Listeners, RunRequest
 
     priced = has_price(model, settings.model.prices)
-
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
-    output = output or Path("runs") / run_id
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
     on_event = StepPrinter(priced, thoughts and not verbose)  # -v showed the reply, its reasoning too
-    listeners = Listeners(on_event, status, ask)
     request = RunRequest(
         text,
         model,
         settings,
-        output,
+        output or Path("runs") / run_id,
         run_id,
         repo=repo.resolve(),
         environment=kind,
@@ -196,26 +122,66 @@ def run(
         checkpoint=checkpoint,
         variants=tuple(given),
     )
+    result = run_to_end(request, Listeners(on_event, status, ask), status, thread_given=thread_id is not None)
+    raise typer.Exit(print_outcome(result, request, priced))
+
+
+def run_settings(
+    config: list[Path] | None,
+    step_limit: int | None,
+    cost_limit: float | None,
+    navigator: NavigatorMode | None,
+    verbose: bool,
+) -> Settings:
+    """The default config with the user's and the `--config` files, then the keys the options set."""
+    from llm_ide.config import ConfigError, load_config
+
+    limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
+    try:
+        settings = load_config("default", overrides=with_user_config(config))
+        settings = settings.merged({"agent": limits}, origin="command line") if limits else settings
+        if navigator is not None:
+            settings = settings.merged({"navigator": {"mode": navigator.value}}, origin="command line")
+        if verbose:
+            settings = settings.merged({"model": {"stream": True}}, origin="command line")
+    except ConfigError as error:
+        raise fail(str(error)) from None
+    return settings
+
+
+def run_to_end(request: RunRequest, listeners: Listeners, status: ThinkingStatus, thread_given: bool) -> RunResult:
+    """The run, its warnings above the live line; Ctrl-C (or SIGTERM/SIGHUP) says where it was saved and how to
+    resume (`--thread-id`, unless the command line gave it)."""
+    from llm_ide.attempts.run import run_at_task
+    from llm_ide.run.single import ThreadMismatchError
+
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console(status.say):
-            result = run_at_task(request, listeners)
+            return run_at_task(request, listeners)
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        saved = f"saved at its last completed step ({output / (run_id + '.traj.json')})"
-        print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
+        saved = f"saved at its last completed step ({request.output_dir / (request.run_id + '.traj.json')})"
+        print_interrupted(saved, *([] if thread_given else ["--thread-id", request.run_id]))
         raise interrupted_exit(interrupt) from None
+
+
+def print_outcome(result: RunResult, request: RunRequest, priced: bool) -> int:
+    """The patch (printed, and written beside the trajectory) and the run's report; the exit code: 0 submitted, 1
+    another ending, 2 an environment that could not start (nothing to show but the report)."""
+    from llm_ide.fileio import atomic_write
+
     if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
         report(result, priced)
-        raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
-    patch_path = output / f"{run_id}.patch"
+        return 2  # the environment could not start: a set-up problem, told in one line above
+    patch_path = request.output_dir / f"{request.run_id}.patch"
     atomic_write(patch_path, result.submission)
     console.print(f"[bold]patch[/] ({patch_path}):")
     patch = terminal_safe(result.submission.rstrip("\n"))
     console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
     report(result, priced)
-    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
+    return 0 if result.exit_status == ExitStatus.SUBMITTED else 1
 
 
 def check_repository(repo: Path) -> None:

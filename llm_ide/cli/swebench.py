@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -13,7 +13,6 @@ from llm_ide.cli.console import (
     StepPrinter,
     Thoughts,
     check_model_before_start,
-    config_default,
     console,
     err_console,
     fail,
@@ -26,26 +25,37 @@ from llm_ide.cli.console import (
 from llm_ide.cli.options import (
     Address,
     BaseUrl,
+    BatchCostLimit,
+    BatchOutput,
+    BatchWorkers,
     Checkpoint,
     ConfigFiles,
     Engine,
     EnvironmentKind,
+    Filter,
+    Instance,
     Model,
+    PrefetchImages,
+    RedoExisting,
     Repos,
+    RunCostLimit,
+    SharedOutput,
+    Shuffle,
+    SingleOutput,
+    Slice,
     Split,
     StepLimit,
     Subset,
+    TaskCpus,
+    TaskMemory,
+    model_name,
 )
 from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
-
-def _model(model: str | None) -> str:
-    model = model or os.environ.get("LLM_IDE_MODEL")
-    if not model:
-        raise fail("no model: pass --model (e.g. openai:gpt-5-mini, scripted:script.yaml) or set LLM_IDE_MODEL")
-    return model
+if TYPE_CHECKING:
+    from llm_ide.swebench.batch import BatchOptions
 
 
 def _environment(kind: str) -> str:
@@ -85,50 +95,29 @@ def _check_environment(kind: str) -> None:
 def swebench_command(
     subset: Subset = "lite",
     split: Split = "dev",
-    slice_spec: Annotated[
-        str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.", show_default="all")
-    ] = "",
-    filter_regex: Annotated[
-        str,
-        typer.Option(
-            "--filter", help="Regex searched anywhere in the instance ids (a substring works).", show_default="all"
-        ),
-    ] = "",
-    shuffle: Annotated[bool, typer.Option(help="Shuffle (seeded) before filtering and slicing.")] = False,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("swebench_output"),
-    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances run in parallel.")] = 1,
+    slice_spec: Slice = "",
+    filter_regex: Filter = "",
+    shuffle: Shuffle = False,
+    output: BatchOutput = Path("swebench_output"),
+    workers: BatchWorkers = 1,
     model: Model = None,
     base_url: BaseUrl = None,
     config: ConfigFiles = None,
     environment: EnvironmentKind = "docker",
-    redo_existing: Annotated[bool, typer.Option(help="Run again instances already in preds.json.")] = False,
-    cost_limit: Annotated[
-        float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0: none.", show_default="none")
-    ] = None,
+    redo_existing: RedoExisting = False,
+    cost_limit: BatchCostLimit = None,
     step_limit: StepLimit = None,
     checkpoint: Checkpoint = None,
     engine: Engine = "local",
     address: Address = None,
-    task_cpus: Annotated[float, typer.Option(min=0, help="--engine ray: CPUs each instance's task asks for.")] = 1.0,
-    task_memory: Annotated[
-        int, typer.Option(min=0, help="--engine ray: memory (MB) each instance's task asks for.")
-    ] = 1024,
-    shared_output: Annotated[
-        bool,
-        typer.Option(help="--engine ray: the nodes see --output (shared filesystem) and write the run folders there."),
-    ] = False,
-    prefetch_images: Annotated[
-        bool, typer.Option(help="--engine ray: every docker node pulls the instances' images before the run.")
-    ] = False,
+    task_cpus: TaskCpus = 1.0,
+    task_memory: TaskMemory = 1024,
+    shared_output: SharedOutput = False,
+    prefetch_images: PrefetchImages = False,
     repos: Repos = None,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
-    from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
-    from llm_ide.swebench.dataset import DatasetError
-    from llm_ide.swebench.preflight import SWEbenchError
-    from llm_ide.swebench.progress import BatchProgress
-
-    model = _model(model)
+    model = model_name(model)
     kind = _environment(environment)
     if engine not in ("local", "ray"):
         raise fail(f"unknown engine {engine!r}: use local or ray")
@@ -151,11 +140,26 @@ def swebench_command(
         prefetch_images=prefetch_images,
         repos=local_repos(repos, kind),
     )
-    priced = has_price(model, batch_config(options).model.prices)
+    checked = kind if engine == "local" else None  # the Ray engine checks it on its nodes
+    summary = run_batch(subset, split, options, checked, slice_spec, filter_regex, shuffle)
+    print_batch(summary, output)
+
+
+def run_batch(
+    subset: str, split: str, options: BatchOptions, kind: str | None, slice_spec: str, filter_regex: str, shuffle: bool
+) -> Any:
+    """The batch with its progress; `kind`: the environment to check here once the instances are chosen. Interrupted:
+    the finished instances stay, the others resume where they were next time."""
+    from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
+    from llm_ide.swebench.dataset import DatasetError
+    from llm_ide.swebench.preflight import SWEbenchError
+    from llm_ide.swebench.progress import BatchProgress
+
+    priced = has_price(options.model, batch_config(options).model.prices)
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
-            summary = run_swebench(
+            return run_swebench(
                 subset,
                 split,
                 options,
@@ -164,18 +168,24 @@ def swebench_command(
                 shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced),
                 before_run=lambda dataset, todo, skipped: _announce(
-                    dataset, todo, skipped, kind if engine == "local" else None, filter_regex, options.repos
+                    dataset, todo, skipped, kind, filter_regex, options.repos
                 ),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        print_interrupted(f"finished instances are in {output / 'preds.json'}; the others continue where they were")
+        print_interrupted(
+            f"finished instances are in {options.output / 'preds.json'}; the others continue where they were"
+        )
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(interrupted_exit(interrupt).exit_code)  # the workers are still in their runs; see batch.py
         raise interrupted_exit(interrupt) from None
+
+
+def print_batch(summary: Any, output: Path) -> None:
+    """What ran, where it went; a batch whose every instance failed exits 1."""
     ran, finished = len(summary.outcomes), len(summary.skipped_existing)
     console.print(f"{ran} instance{'s' * (ran != 1)} run, {finished} skipped as finished in an earlier run")
     console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
@@ -239,28 +249,22 @@ def check_sources(todo: list[Any], repos: Path) -> None:
 def swebench_single_command(
     subset: Subset = "lite",
     split: Split = "dev",
-    instance: Annotated[str, typer.Option("--instance", "-i", help="Instance id, or its index in the dataset.")] = "0",
+    instance: Instance = "0",
     model: Model = None,
     base_url: BaseUrl = None,
     config: ConfigFiles = None,
     environment: EnvironmentKind = "docker",
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("swebench_single"),
+    output: SingleOutput = Path("swebench_single"),
     step_limit: StepLimit = None,
-    cost_limit: Annotated[
-        float | None,
-        typer.Option(help="Cost limit (USD) of this run.", show_default=config_default("agent.cost_limit", "swebench")),
-    ] = None,
+    cost_limit: RunCostLimit = None,
     checkpoint: Checkpoint = None,
     repos: Repos = None,
     thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
-    from llm_ide.environments import capabilities
-    from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
-    from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
-    from llm_ide.swebench.preflight import SWEbenchError, local_source
+    from llm_ide.swebench.batch import batch_config
 
-    model = _model(model)
+    model = model_name(model)
     kind = _environment(environment)
     options = _options(
         model=model,
@@ -273,34 +277,49 @@ def swebench_single_command(
         run_cost_limit=cost_limit,
         repos=local_repos(repos, kind),
     )
-    try:
-        dataset = load_dataset(subset, split)
-        chosen = find_instance(dataset.instances, instance)
-        source = chosen.image if capabilities(kind).image else local_source(chosen, options.repos)
-    except (DatasetError, SWEbenchError, ValueError) as error:
-        raise fail(str(error)) from None
+    chosen, source = chosen_instance(subset, split, instance, kind, options.repos)
     check_model_before_start(model, batch_config(options), base_url, timeout=5.0)
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
     priced = has_price(model, batch_config(options).model.prices)
-    steps = StepPrinter(priced, thoughts)
-    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
-    try:
-        with warnings_on_console():
-            outcome = run_instance(
-                chosen,
-                options,
-                batch_config(options),
-                OutputStore(output),
-                on_event=lambda _, event: steps(event),
-            )
-    except SWEbenchError as error:
-        raise fail(str(error)) from None
-    except KeyboardInterrupt as interrupt:
-        print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
-        raise interrupted_exit(interrupt) from None
+    outcome = run_single(chosen, options, StepPrinter(priced, thoughts))
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, {money(outcome.cost, priced)}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
+
+
+def chosen_instance(subset: str, split: str, instance: str, kind: str, repos: Path | None) -> tuple[Any, str]:
+    """`--instance` in the dataset, and what its run starts from: its image, or its repository here."""
+    from llm_ide.environments import capabilities
+    from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
+    from llm_ide.swebench.preflight import SWEbenchError, local_source
+
+    try:
+        chosen = find_instance(load_dataset(subset, split).instances, instance)
+        return chosen, chosen.image if capabilities(kind).image else local_source(chosen, repos)
+    except (DatasetError, SWEbenchError, ValueError) as error:
+        raise fail(str(error)) from None
+
+
+def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter) -> Any:
+    """One instance's run, its steps printed live; interrupted: saved at its last completed step."""
+    from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
+    from llm_ide.swebench.preflight import SWEbenchError
+
+    install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
+    try:
+        with warnings_on_console():
+            return run_instance(
+                chosen,
+                options,
+                batch_config(options),
+                OutputStore(options.output),
+                on_event=lambda _, event: steps(event),
+            )
+    except SWEbenchError as error:
+        raise fail(str(error)) from None
+    except KeyboardInterrupt as interrupt:
+        print_interrupted(f"saved at its last completed step ({options.output / chosen.instance_id})")
+        raise interrupted_exit(interrupt) from None

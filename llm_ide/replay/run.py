@@ -22,6 +22,7 @@ from llm_ide.replay.measure import divergence, measure
 from llm_ide.replay.model import Prices, ReplayReport
 from llm_ide.replay.script import MODEL, Script
 from llm_ide.replay.tree import TreeWatch, tracked_sections
+from llm_ide.run.outputs import RunResult
 from llm_ide.run.single import RunEvent, run_task
 
 REPORT = "replay.json"
@@ -78,6 +79,50 @@ def fresh_output(out: Path) -> Path:
     return run_dir
 
 
+def refuse_unsandboxed(settings: Settings) -> None:
+    """A ReplayError when the replayed commands would not be sandboxed."""
+    if problem := sandbox_problem(settings):
+        raise ReplayError(
+            f"{problem}: the trajectory's commands would run on this machine as you, with your files and network;"
+            " pass --unsandboxed to replay it anyway"
+        )
+
+
+def mounted_at_workdir(settings: Settings, workdir: str | None) -> Settings:
+    """The settings with the checkout shown at the original's workdir, where bubblewrap can and no mount is set."""
+    environment = settings.environment
+    if workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
+        return settings.merged({"environment": {"mount_at": workdir}}, origin="replay")
+    return settings
+
+
+def run_on_script(
+    script: Script,
+    task: str,
+    settings: Settings,
+    run_dir: Path,
+    run_id: str,
+    repo: Path,
+    on_event: Callable[[RunEvent], None] | None,
+) -> RunResult:
+    """llm-ide's run of `task` on `repo` (as `llm-ide run` runs it), its model a loopback endpoint answering from
+    `script`, which is closed after."""
+    try:
+        with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
+            return run_task(
+                task,
+                model=MODEL,
+                settings=settings,
+                output_dir=run_dir,
+                run_id=run_id,
+                repo=repo,
+                base_url=endpoint.url,
+                on_event=on_event,
+            )
+    finally:
+        script.close()
+
+
 def replay(
     path: Path,
     source: Path,
@@ -100,34 +145,17 @@ def replay(
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
-        if not unsandboxed and (problem := sandbox_problem(settings)):
-            raise ReplayError(
-                f"{problem}: the trajectory's commands would run on this machine as you, with your files and network;"
-                " pass --unsandboxed to replay it anyway"
-            )
-        environment = settings.environment
-        if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
-            settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
+        if not unsandboxed:
+            refuse_unsandboxed(settings)
+        settings = mounted_at_workdir(settings, trajectory.workdir)
         run_dir = fresh_output(out)
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
         single, tools = replies_for(settings).joins_verdict, settings.model.action_format == "tools"  # auto: text
         script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools)
-        try:
-            with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
-                result = run_task(
-                    trajectory.task,
-                    model=MODEL,
-                    settings=settings,
-                    output_dir=run_dir,
-                    run_id=run_id_of(trajectory, path),
-                    repo=repo,
-                    base_url=endpoint.url,
-                    on_event=on_event,
-                )
-        finally:
-            script.close()
+        run_id = run_id_of(trajectory, path)
+        result = run_on_script(script, trajectory.task, settings, run_dir, run_id, repo, on_event)
         watch.take()
         operations = json.loads(result.trajectory_path.read_text(encoding="utf-8")).get("operations") or []
         steps, misses = measure(trajectory, script.calls, watch, operations, prices or Prices())

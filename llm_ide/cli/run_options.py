@@ -1,0 +1,94 @@
+"""The options of `llm-ide run`."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from llm_ide.cli.console import config_default
+from llm_ide.environments import KINDS
+
+
+class NavigatorMode(StrEnum):
+    off = "off"
+    model = "model"
+    human = "human"
+    mcp = "mcp"
+
+
+EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
+
+Repo = Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")]
+Task = Annotated[str | None, typer.Option(help="The task text.", show_default="none; or --task-file")]
+TaskFile = Annotated[Path | None, typer.Option(help="A file holding the task text.", show_default="none; or --task")]
+RunModel = Annotated[
+    str | None,
+    typer.Option(help="provider:name, scripted:PATH, or an OpenAI-compatible name.", show_default="$LLM_IDE_MODEL"),
+]
+RunConfig = Annotated[
+    list[Path] | None,
+    typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
+]
+Output = Annotated[Path | None, typer.Option(help="Output directory.", show_default="runs/<thread id>")]
+StepLimit = Annotated[
+    int | None,
+    typer.Option(
+        min=0, help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")
+    ),
+]
+CostLimit = Annotated[
+    float | None,
+    typer.Option(
+        min=0, help="Maximum model cost in USD; 0: no limit.", show_default=config_default("agent.cost_limit")
+    ),
+]
+ThreadId = Annotated[
+    str | None,
+    typer.Option(
+        help="Run id; an unfinished run with this id resumes (with the same task).",
+        show_default="run-<YYYYmmdd-HHMMSS>",
+    ),
+]
+Checkpoint = Annotated[
+    str | None,
+    typer.Option(
+        help="sqlite:PATH | postgres://… | memory.", show_default="sqlite:<output>/<thread id>.checkpoint.sqlite"
+    ),
+]
+Environment = Annotated[
+    EnvironmentType | None,
+    typer.Option(
+        case_sensitive=False,
+        help="local (on this host, in the repository) or docker (in a container, on a copy).",
+        show_default=config_default("environment.type") + "; docker with --image",
+    ),
+]
+Image = Annotated[
+    str | None,
+    typer.Option(help="Docker image; implies --environment docker.", show_default=config_default("environment.image")),
+]
+Navigator = Annotated[
+    NavigatorMode | None,
+    typer.Option(
+        case_sensitive=False,
+        help="A navigator beside the agent: model, human (asks here: y/n and a reason) or mcp (navigator.url).",
+        show_default=config_default("navigator.mode"),
+    ),
+]
+Reproduction = Annotated[
+    Path | None,
+    typer.Option(
+        help="A script that reproduces the issue (Python, or .sh): installed beside the tools, run on the original "
+        "code (its output in the task), by the `reproduce` action and at submit.",
+        show_default="none",
+    ),
+]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show each model reply as it streams in (model.stream on).", show_default="off"
+    ),
+]
