@@ -353,7 +353,7 @@ def replay_all(
 def kept_runs(folder: Path, instances: list[str], variants: list[Path | None]) -> list[Run]:
     """The runs a former `--out` kept: `folder/<variant>/<instance>/replay.json`."""
     names = [variant_name(variant) for variant in variants] if variants != [None] else None
-    names = names or sorted(path.name for path in folder.iterdir() if path.is_dir())
+    names = names or sorted(path.name for path in folder.iterdir() if path.is_dir()) or [variant_name(None)]
     return [read_run(name, instance, folder / name / instance) for name in names for instance in instances]
 
 

@@ -4,6 +4,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from llm_ide.codeview.index import FileIndex, build_index, display_lines
+from llm_ide.codeview.matching import LineKeys
 from llm_ide.environments.base import FileSnapshot, FileSource
 from llm_ide.state.context import Chunk, Scope, normalize_path
 
@@ -29,6 +30,7 @@ class CodeView:
         self._current: dict[str, FileIndex | FileSnapshot | None] = {}
         self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
+        self._keys: dict[str, tuple[bytes, LineKeys]] = {}  # the stripped-line index of each file's latest content
 
     def path(self, path: str) -> str:
         normalized = self._paths.get(path)
@@ -131,6 +133,26 @@ class CodeView:
         if entry is None or isinstance(entry, FileIndex):
             return entry.lines if entry else None
         return display_lines(entry.data)
+
+    def line_keys(self, path: str) -> LineKeys | None:
+        """The index of the file's stripped lines as last read (read now if it was not), built once per content."""
+        path = self.path(path)
+        lines = self.lines(path)
+        entry = self._current.get(path)
+        if lines is None or entry is None:
+            return None
+        cached = self._keys.get(path)
+        if cached is not None and (cached[0] is entry.data or cached[0] == entry.data):
+            return cached[1]
+        keys = LineKeys.of(lines)
+        self._keys[path] = (entry.data, keys)
+        if len(self._keys) > self.max_files:
+            del self._keys[next(iter(self._keys))]
+        return keys
+
+    def recent(self, count: int) -> list[str]:
+        """The files parsed last (the code context renders and scopes them), the latest first."""
+        return list(reversed(self._parsed))[:count]
 
     def line_count(self, path: str) -> int:
         index = self._index(self.path(path))

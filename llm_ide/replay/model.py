@@ -92,6 +92,7 @@ class ReplayReport(BaseModel):
     misses: list[Miss]
     differing_returncodes: list[int] = Field(default_factory=list)  # steps whose command ended otherwise than before
     same_as_submission: bool | None = None  # the final tracked files' diff equals the original's submitted one
+    environment_changes: list[str] = Field(default_factory=list)  # changed as the original's environment had them
     diverged: str = ""  # why the replayed actions stopped following the trajectory, if they did
 
     def totals(self, agent: str, until: int | None = None) -> AgentStep:

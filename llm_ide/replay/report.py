@@ -133,6 +133,11 @@ def print_report(report: ReplayReport, console: Console, misses_shown: int = 40,
         notes.append(f"the final tracked files are {verdict} the original's submission")
     if report.diverged:
         notes.append(f"the replay diverged: {report.diverged}")
+    if report.environment_changes:
+        notes.append(
+            f"changed before the first step, as the original's environment had them (its submission changes them, no "
+            f"command of it writes them): {', '.join(report.environment_changes)}"
+        )
     if report.workdir_rewritten:
         notes.append("no bubblewrap: the commands ran at the checkout's own path (the original's workdir rewritten)")
     for note in notes:
