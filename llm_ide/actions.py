@@ -3,7 +3,6 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -245,10 +244,10 @@ def edit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     ws.env.write_file(path, updated.encode("utf-8", errors="surrogateescape"))
     first = text.count("\n", 0, at) + 1
     last = first + new.count("\n")
-    lines = updated.split("\n")
-    start, end = max(1, first - 3), min(len(lines), last + 3)
+    rows = updated.split("\n")
+    start, end = max(1, first - 3), min(len(rows), last + 3)
     observation = ws.observe(
-        "edit", path=path, start=start, end=end, numbered=display(numbered(lines[start - 1 : end], start))
+        "edit", path=path, start=start, end=end, numbered=display(numbered(rows[start - 1 : end], start))
     )
     return ActionOutcome(observation, 0, ws.view.scopes(path, range(first, last + 1)))
 
@@ -284,19 +283,16 @@ def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
 
 ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
 CORE_GRAMMAR = Grammar.of(tuple(ACTIONS), frozenset({"submit"}))
-Other = Mapping[str, Callable[[dict[str, Any]], ActionOutcome]]
 
 
-def execute_action(ws: Codebase, action_type: str, params: dict[str, Any], other: Other | None = None) -> ActionOutcome:
-    """One action: the core's, or one of `other` (the run's variants'); an action the run does not know (one of a
-    variant a resumed run no longer has) is told so."""
+def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> ActionOutcome:
+    """One of the core's actions; an action the run does not know (one of a variant a resumed run no longer has) is
+    told so."""
     started = time.perf_counter()
     run = ACTIONS.get(action_type)
     try:
         if run is not None:
             outcome = run(ws, params)
-        elif other is not None and action_type in other:
-            outcome = other[action_type](params)
         else:
             outcome = ActionOutcome(ws.observe("unknown_action", action_type=action_type), 2)
     except ParamError as error:

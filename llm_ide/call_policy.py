@@ -5,34 +5,52 @@ and deadlines are the model's own (llm_ide/models.py)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llm_ide.budget import Budget, admitted
+from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.models import Message, Model, ModelReply
-from llm_ide.prompting import truncate
+from llm_ide.prompting import render, truncate
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import Templates
 
 Recorder = Callable[[dict[str, Any]], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class CallPolicy:
     """`record`: told of each call's record (the trajectory's calls log); `budget`: charged with every call;
-    `reply_cap`: a longer reply keeps its head and tail (`templates.truncated` says what was cut)."""
+    `reply_cap`: a longer reply keeps its head and tail (`templates.truncated` says what was cut); `calls`: the calls
+    each model (by name) made in the run, which the run's state keeps, so that a resumed run's scripted model goes
+    on where its checkpoint left it (`restore`)."""
 
     record: Recorder | None = None
     budget: Budget | None = None
     reply_cap: int | None = None
     templates: Templates | None = None
     masked: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
+    calls: dict[str, int] = field(default_factory=dict)
+    _resumed: set[int] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def recording(self, record: Recorder | None) -> CallPolicy:
-        """The same policy (budget, cap, masking) with calls recorded elsewhere (a variant's own list)."""
+        """The same policy (budget, cap, masking, counts) with calls recorded elsewhere (a variant's own list)."""
         return replace(self, record=record, masked={})
+
+    def restore(self, calls: Mapping[str, int], *, only: bool = False) -> None:
+        """The counts of a checkpointed run (`only`: of the models named; the others keep theirs): each model
+        continues from there."""
+        with self._lock:
+            if not only:
+                self.calls.clear()  # in place: the copies `recording` made share the counts
+            self.calls.update(calls)
+            self._resumed.clear()
 
     def mask(self, messages: Sequence[Message]) -> list[Message]:
         """The messages with every known secret masked; a message already seen (most of a conversation is the
@@ -50,23 +68,127 @@ class CallPolicy:
         return out
 
     def call(
-        self, model: Model, messages: Sequence[Message], /, *, kind: str, call_index: int,
-        deadline: float | None = None, **fields: Any,
-    ) -> tuple[ModelReply, dict[str, Any]]:  # fmt: skip
-        """One call (the model's `call_index`-th): the reply (masked, capped) and its record; `fields` lead the record
-        (its index, step, attempt…)."""
+        self, model: Model, messages: Sequence[Message], /, *, kind: str, deadline: float | None = None, **fields: Any
+    ) -> tuple[ModelReply, dict[str, Any]]:
+        """One call: the reply (masked, capped) and its record; `fields` lead the record (its index, step…)."""
         masked = self.mask(messages)
         started = time.perf_counter()
         with admitted(self.budget) as reservation:  # a shared budget with no room left ends the run (cost_limit)
-            reply = model.complete(masked, call_index=call_index, deadline=deadline)
+            reply = self._complete(model, masked, deadline)
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
+    def call_n(
+        self,
+        model: Model,
+        messages: Sequence[Message],
+        n: int,
+        /,
+        *,
+        kind: str,
+        deadline: float | None = None,
+        batched: bool = True,
+        index: int = 0,
+        **fields: Any,
+    ) -> tuple[list[ModelReply], list[ModelReply]]:
+        """`n` replies, and the calls that made them as recorded and charged: one request when the provider takes `n`
+        (and `batched`), else `n` requests at the same time (recorded at `index`, `index + 1`, …)."""
+        masked = self.mask(messages)
+        if batched and getattr(model, "takes_n", False):
+            try:
+                return self._one_request(model, masked, n, kind, deadline, index=index, **fields)
+            except (ModelAuthError, ModelTimeLimit):
+                raise
+            except ModelError as error:  # e.g. a proxy whose provider takes no `n`: n requests, now and from then on
+                log.warning(
+                    "model %s: a request for %d choices failed (%s); asking %d requests instead",
+                    model.name,
+                    n,
+                    error,
+                    n,
+                )
+                model.n_refused = True  # type: ignore[attr-defined]
+        with admitted(self.budget, n) as reservation:
+            replies = self._together(model, masked, n, deadline)
+        settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
+        settled = [
+            self.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
+            for position, ((reply, started), held) in enumerate(zip(replies, settle, strict=True))
+        ]
+        return settled, settled
+
+    def _one_request(
+        self, model: Any, masked: list[Message], n: int, kind: str, deadline: float | None, **fields: Any
+    ) -> tuple[list[ModelReply], list[ModelReply]]:
+        started = time.perf_counter()
+        with admitted(self.budget) as reservation:
+            self._resume(model)
+            replies = model.complete_n(masked, n, deadline=deadline)
+            self._count(model)
+        texts = [self.capped(redact(reply.text)) for reply in replies]
+        combined = replace(replies[0], text=render(self.templates, "choices", texts=texts) if self.templates else "")
+        charged, _ = self.settle(model, masked, combined, started, reservation, kind=kind, **fields)
+        return [replace(reply, text=text) for reply, text in zip(replies, texts, strict=True)], [charged]
+
+    def _together(
+        self, model: Model, masked: list[Message], n: int, deadline: float | None
+    ) -> list[tuple[ModelReply, float]]:
+        """One call per reply, each in its own (daemon) thread, so the n take the time of the slowest and Ctrl-C is
+        not held up by them; one after the other for a model that answers at once. The first failure is raised."""
+        results: list[tuple[ModelReply, float] | BaseException | None] = [None] * n
+
+        def one(position: int) -> None:
+            started = time.perf_counter()
+            try:
+                results[position] = (self._complete(model, masked, deadline), started)
+            except BaseException as error:  # handed to the caller's thread
+                results[position] = error
+
+        if getattr(model, "concurrent", True):
+            threads = [threading.Thread(target=one, args=(position,), daemon=True) for position in range(n)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        else:
+            for position in range(n):
+                one(position)
+        replies = []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            if result is not None:
+                replies.append(result)
+        return replies
+
+    def _complete(self, model: Model, masked: list[Message], deadline: float | None) -> ModelReply:
+        self._resume(model)
+        reply = model.complete(masked, deadline=deadline)
+        self._count(model)
+        return reply
+
+    def _resume(self, model: Model) -> None:
+        with self._lock:
+            if id(model) not in self._resumed and (resume := getattr(model, "resume", None)) is not None:
+                resume(self.calls.get(model.name, 0))
+            self._resumed.add(id(model))
+
+    def _count(self, model: Model) -> None:
+        with self._lock:
+            self.calls[model.name] = self.calls.get(model.name, 0) + 1
+
     def settle(
-        self, model: Model, masked: Sequence[Message], reply: ModelReply, started: float, reservation: Any = 0.0, /,
-        *, kind: str, **fields: Any,
-    ) -> tuple[ModelReply, dict[str, Any]]:  # fmt: skip
-        """A reply the caller got itself (several calls at once, one request for n replies): masked, capped, recorded,
-        charged (settling the budget's `reservation` for it)."""
+        self,
+        model: Model,
+        masked: Sequence[Message],
+        reply: ModelReply,
+        started: float,
+        reservation: Any = 0.0,
+        /,
+        *,
+        kind: str,
+        **fields: Any,
+    ) -> tuple[ModelReply, dict[str, Any]]:
+        """A reply made: masked, capped, recorded, charged (settling the budget's `reservation` for it)."""
         reply = replace(reply, text=self.capped(redact(reply.text)))  # a key the endpoint echoes is never stored
         record = {
             **fields,
@@ -81,6 +203,8 @@ class CallPolicy:
             "cost": reply.cost,
             "seconds": round(time.perf_counter() - started, 3),
             **({"reported_usage": reply.reported_usage} if reply.reported_usage else {}),
+            **({"usage_estimated": True} if reply.estimated else {}),  # the tokens and cost are estimates
+            **({"finish_reason": reply.finish_reason} if reply.finish_reason not in (None, "stop") else {}),
         }
         if self.record is not None:
             self.record(record)
@@ -95,7 +219,8 @@ class CallPolicy:
 
 
 def counted(usage: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
-    """`usage` (api_calls, tokens, cost) with one more call."""
+    """`usage` (api_calls, tokens, cost) with one more call; `estimated_calls` counts those whose usage was estimated
+    (the response carried none, or an impossible one): the tokens and cost are then partly estimates."""
     return {
         **usage,
         "api_calls": usage.get("api_calls", 0) + 1,
@@ -104,4 +229,5 @@ def counted(usage: dict[str, Any], reply: ModelReply) -> dict[str, Any]:
         "cache_read_tokens": usage.get("cache_read_tokens", 0) + reply.cache_read_tokens,
         "cache_write_tokens": usage.get("cache_write_tokens", 0) + reply.cache_write_tokens,
         "cost": usage.get("cost", 0.0) + reply.cost,
+        "estimated_calls": usage.get("estimated_calls", 0) + reply.estimated,
     }

@@ -1,14 +1,45 @@
-"""A model call as it happens, for whoever shows it live: its start (the prompt's size), the reply's text as it
-streams in (when the model streams), its end (the tokens it used)."""
+"""A model call: what a model is asked (messages) and answers (a reply, its usage and why it ended), and the call as
+it happens, for whoever shows it live: its start (the prompt's size), the reply's text as it streams in (when the
+model streams), its end (the tokens it used)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from llm_ide.endpoint import BadCompletion
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """A reply and its usage; `input_tokens` counts all prompt tokens, of which `cache_read_tokens` were read from
+    the provider's prompt cache and `cache_write_tokens` written to it. `estimated`: the counts are estimates from
+    the text (the response carried no usage, or an impossible one: `reported_usage`). `finish_reason` "length": the
+    reply was cut at the length limit (the request's max_tokens, or the model's own)."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reported_usage: dict[str, Any] | None = None  # the provider's counts when they were impossible (then estimated)
+    estimated: bool = False
+    finish_reason: str | None = None  # "stop", "length", … as the endpoint said (None: it did not say)
+
+
+class Model(Protocol):
+    name: str
+
+    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply: ...
+
+
+def estimate_tokens(text: str) -> int:
+    return len(text) // 4
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,94 @@
-"""The composition point: the variants this package ships, the whole settings object assembled from the core's
-sections and theirs, and the variants of a run (those its settings ask for, then those given by the caller, such as
-a message channel to another agent). Nothing else in the core names a variant."""
+"""The composition point: the variants this package ships, the whole settings of a run (the core's sections, every
+bundled variant's and the attempts' section), and the variants of a run (those its settings ask for, then those
+given by the caller, such as a message channel to another agent). Nothing else in the core names a variant."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, create_model
+from pydantic import Field, NonNegativeFloat, PositiveInt
 
-from llm_ide.attempts.variant import Attempts
 from llm_ide.messages.variant import Messages
+from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.navigator.variant import Navigator
+from llm_ide.reproduction.settings import ReproductionSettings
 from llm_ide.reproduction.variant import Reproduction
+from llm_ide.sampling.settings import Demonstrations as DemonstrationPaths
+from llm_ide.sampling.settings import SamplingSettings
 from llm_ide.sampling.variant import Demonstrations, Sampling
-from llm_ide.settings import CoreSettings
-from llm_ide.variant import Variant, Variants
+from llm_ide.settings import CoreSettings, Strict, bundled_yaml
+from llm_ide.variant import CombinationError, Variant, Variants
 
-BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages, Attempts)
-
-
-def assemble(core: type[CoreSettings], variants: Iterable[type[Variant]]) -> type[CoreSettings]:
-    """The settings class of the core's sections and every variant's (each with its default)."""
-    sections: dict[str, Any] = {
-        name: (schema, Field(default_factory=default))
-        for variant in variants
-        for name, (schema, default) in variant.sections.items()
-    }
-    return create_model("Settings", __base__=core, __doc__="The whole configuration of a run.", **sections)
+BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages)
 
 
-Settings = assemble(CoreSettings, BUNDLED)
+class AttemptTemplates(Strict):
+    review_system: str
+    review: str
+    choose_system: str
+    choose: str
+    carried_lesson: str
+    no_patch: str
+    no_tests: str
+    reasoning_step: str
+
+
+class RoleSettings(Strict):
+    model: str | None = None  # None: the agent's model (`{attempt}` in it becomes the role's name)
+
+
+class AttemptsSettings(Strict):
+    """Several attempts at the task, reviewed, one patch chosen: a variant of the run, not of the agent's graph
+    (llm_ide/attempts; templates in prompts/attempts.yaml)."""
+
+    max: PositiveInt = 1  # 1: a plain run, no outer graph
+    parallel: bool = False  # all attempts at once (LangGraph Send); otherwise one after another
+    accept_score: float | None = 8.0  # a review score this high stops the run; None: never early
+    carry_lessons: bool = True  # the reviewer's critique and the attempt's lessons go into the next attempt
+    cost_limit: NonNegativeFloat = 0.0  # the task's budget over every attempt, review and choice; 0: none
+    choose: Literal["model", "best_score"] = "model"
+    test_pattern: str = "test"  # a bash command matching it (regex) ran tests: its output goes to the reviewer
+    test_output_chars: PositiveInt = 4000
+    patch_chars: PositiveInt = 20000
+    reviewer: RoleSettings = Field(default_factory=RoleSettings)
+    chooser: RoleSettings = Field(default_factory=RoleSettings)
+    templates: AttemptTemplates = Field(
+        default_factory=lambda: AttemptTemplates(**bundled_yaml("attempts.yaml")["templates"])
+    )
+
+
+class Settings(CoreSettings):
+    """The whole configuration of a run (each bundled variant's section as its `settings` declare it)."""
+
+    reproduction: ReproductionSettings = Field(default_factory=ReproductionSettings)
+    navigator: NavigatorSettings = Field(default_factory=NavigatorSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    demonstrations: DemonstrationPaths = Field(default_factory=list)
+    attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)
+
+
+def refused(settings: Any, items: list[Variant]) -> str | None:
+    """Why variants cannot go together: a person asked in one run beside two agents messaging, or beside attempts."""
+    people = [variant.name for variant in items if isinstance(variant, Navigator) and variant.mode == "human"]
+    if people and any(isinstance(variant, Messages) for variant in items):
+        return f"{', '.join(people)}: asks a person in one run at a time; it does not combine with two agents messaging"
+    if people and settings.attempts.max > 1:
+        return "navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1"
+    return None
 
 
 def compose(settings: Any, given: Iterable[Variant] = (), from_settings: bool = True) -> Variants:
-    """The variants of a run: the bundled ones its settings ask for (unless not `from_settings`: a graph drawn before
-    its settings are known), in order, then `given` (a variant given takes the place of the one its settings would
-    make); the actions of the others answer that they are absent."""
+    """The variants of a run: `given` (the caller's, outermost: its wrappers see what the others did), then the
+    bundled ones its settings ask for (unless not `from_settings`: a graph drawn before its settings are known), in
+    order; a variant given takes the place of the one its settings would make. The actions of the others answer that
+    they are absent. A combination that cannot work is refused."""
     given = list(given)
     kinds = BUNDLED if from_settings else ()
     chosen = [found for kind in kinds if (found := kind.enabled(settings)) is not None]
-    items = [variant for variant in chosen if variant.name not in {g.name for g in given}] + given
+    items = given + [variant for variant in chosen if variant.name not in {g.name for g in given}]
+    if reason := refused(settings, items):
+        raise CombinationError(reason)
     names = {variant.name for variant in items}
-    absent = {
-        name: action for kind in BUNDLED if kind.name not in names for name, action in kind.absent_actions().items()
-    }
+    absent = {name: action for kind in BUNDLED if kind.name not in names for name, action in kind.actions.items()}
     return Variants(tuple(items), absent)

@@ -1,17 +1,34 @@
-"""What a model call sends: the system part (formats, actions, task, tool usage: fixed for the run), the memory
-snapshot of the current epoch, then the turns of every operation since that snapshot. Within an epoch each prompt
-extends the previous one (providers serve that prefix from their cache); a new snapshot starts the next epoch."""
+"""One exchange of a step: what a model call sends and how its reply is read.
+
+A call sends the system part (formats, actions, task, tool usage: fixed for the run), the memory snapshot of the
+current epoch, then the turns of every operation since that snapshot; within an epoch each prompt extends the previous
+one (providers serve that prefix from their cache), a new snapshot starts the next epoch. How a step asks for its reply
+is chosen once per run (`replies_for`): one call whose reply opens with the verdict on the latest operation, or a
+reflection call, then an act call."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from llm_ide.parsing import body_text, first_sentence
+from llm_ide.models import Model, ScriptedModel
+from llm_ide.parsing import (
+    FormatError,
+    ParsedAction,
+    body_text,
+    first_sentence,
+    joined_script,
+    parse_action,
+    parse_reflection,
+    parse_single_reply,
+)
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
-from llm_ide.state.operations import OperationNode, with_reflection
+from llm_ide.state.operations import OperationNode, Reflection, verdict_due, with_reflection
+from llm_ide.variant import ModelCall, ModelRequest, ModelResponse
 
 Message = dict[str, str]
 MEMO_SIZE = 64
@@ -27,41 +44,6 @@ def memo(ctx: AgentContext, key: tuple[Any, ...], make: Callable[[], str]) -> st
     return text
 
 
-def system_prompt(ctx: AgentContext, task: str, notes: str = "") -> str:
-    """`notes`: the variants' text after the task in its section (e.g. what a script showed on the original code)."""
-    return memo(ctx, ("system", task, notes), lambda: render_system(ctx, task, notes))
-
-
-def render_system(ctx: AgentContext, task: str, notes: str = "") -> str:
-    ws = ctx.codebase
-    templates = ctx.templates
-    actions = render(
-        templates,
-        "actions",
-        view_max_lines=ws.view_max_lines,
-        search_max_results=ws.search_max_results,
-        command_timeout=ws.command_timeout,
-        more_actions=ctx.variants.action_lines(ctx),
-    )
-    return render(
-        templates,
-        "system",
-        actions=actions,
-        additions=ctx.variants.system_sections(ctx),
-        single=ctx.settings.agent.single_call,
-        single_format=render(templates, "single_format"),
-        reflect_format=render(templates, "reflect_format"),
-        act_format=render(templates, "act_format"),
-        **capped(
-            ctx,
-            {
-                "task": render(templates, "task", task=task) + (f"\n\n{notes}" if notes else ""),
-                "tool_usage": ctx.tool_usage or render(templates, "tool_usage_empty"),
-            },
-        ),
-    )
-
-
 def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
     """Whatever the task, the code, the thoughts or the lessons hold, each prompt section has a ceiling
     (`memory.section_max_chars`; head and tail kept)."""
@@ -71,18 +53,33 @@ def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
     }
 
 
-def act_template(node: OperationNode | None) -> str:
-    """The template of the act instruction: next-step after a good operation (or none), alternative-action after a
-    bad one."""
-    return "alternative_action" if node is not None and node.bad_action else "next_step"
+def system_prompt(ctx: AgentContext, task: str, notes: str, more_actions: str) -> str:
+    """`notes`: the variants' text after the task (e.g. what a script showed on the original code)."""
 
+    def make() -> str:
+        ws, templates = ctx.codebase, ctx.templates
+        values = {"view_max_lines": ws.view_max_lines, "search_max_results": ws.search_max_results}
+        actions = render(templates, "actions", **values, command_timeout=ws.command_timeout, more_actions=more_actions)
+        sections = {
+            "task": render(templates, "task", task=task) + (f"\n\n{notes}" if notes else ""),
+            "tool_usage": ctx.tool_usage or render(templates, "tool_usage_empty"),
+        }
+        formats = {name: render(templates, name) for name in ("single_format", "reflect_format", "act_format")}
+        single = replies_for(ctx.settings).joins_verdict
+        return render(templates, "system", actions=actions, single=single, **formats, **capped(ctx, sections))
 
-def act_instruction(ctx: AgentContext, node: OperationNode | None) -> str:
-    return render(ctx.templates, act_template(node), node=node)
+    return memo(ctx, ("system", task, notes, more_actions), make)
 
 
 def params_text(node: OperationNode) -> str:
     return body_text(node.action_type, node.action_params)
+
+
+def act_instruction(ctx: AgentContext, node: OperationNode | None) -> str:
+    """Next-step after a good operation (or none), alternative-action after a bad one."""
+    return render(
+        ctx.templates, "alternative_action" if node is not None and node.bad_action else "next_step", node=node
+    )
 
 
 def action_turn(ctx: AgentContext, node: OperationNode) -> str:
@@ -91,95 +88,85 @@ def action_turn(ctx: AgentContext, node: OperationNode) -> str:
     )
 
 
-def observation_turn(ctx: AgentContext, node: OperationNode, instruction: str, inbox: str = "") -> str:
-    """`inbox`: what arrived after this operation (the variants' news), before the instruction."""
-
-    def make() -> str:
-        text = render(ctx.templates, instruction, node=node)
-        return render(ctx.templates, "observation_turn", node=node, instruction=inbox + text)
-
-    return memo(ctx, ("observation", node.id, instruction, inbox), make)
-
-
-def inbox_text(ctx: AgentContext, state: AgentState, after: Callable[[int], bool]) -> str:
-    """What the variants tell of the news that arrived after the steps `after` accepts (e.g. another agent's
-    messages). News stays where it arrived: after its operation's observation, or after the snapshot of a later epoch,
-    so each prompt still extends the previous one."""
-    text = ctx.variants.news(ctx, state, after) if ctx.variants else ""
-    return text + "\n" if text else ""
-
-
 def reflection_turn(ctx: AgentContext, node: OperationNode, following: OperationNode | None = None) -> str:
-    """The reflection on `node`; in a single-call reply before the `following` action whose reasoning begins with
-    the summary, the verdict without it (as the reply had it)."""
+    """The verdict on `node`; opening the reply of the `following` action whose reasoning begins with the summary,
+    without it (as the reply had it)."""
     brief = following is not None and node.summary == first_sentence(following.thought)
     return memo(
         ctx, ("reflection", node.id, brief), lambda: render(ctx.templates, "reflection", reflection=node, brief=brief)
     )
 
 
-def turns(ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, state: AgentState) -> list[Message]:
-    """The snapshot (taken after `start` operations) and the turns since: each operation's action and observation
-    with the request to reflect on it, and, once reflected, the reflection and the request for the next action."""
-    head = act_instruction(ctx, None) if start == 0 else render(ctx.templates, "reflect", node=nodes[start - 1])
-    inbox = inbox_text(ctx, state, lambda step: step <= start)
-    messages = [{"role": "user", "content": f"{snapshot}\n\n{inbox}{head}"}]
-    for position in range(max(start - 1, 0), len(nodes)):
-        node = nodes[position]
-        if position >= start:
-            inbox = inbox_text(ctx, state, lambda step, done=position + 1: step == done)
-            messages += [
-                {"role": "assistant", "content": action_turn(ctx, node)},
-                {"role": "user", "content": observation_turn(ctx, node, "reflect", inbox)},
-            ]
-        if node.bad_action is not None:
-            messages += [
-                {"role": "assistant", "content": reflection_turn(ctx, node)},
-                {"role": "user", "content": act_instruction(ctx, node)},
-            ]
-    return messages
+def judged_by_model(node: OperationNode) -> bool:
+    return node.bad_action is not None and not node.judged_when_run
 
 
-def single_call_turns(
-    ctx: AgentContext, nodes: list[OperationNode], snapshot: str, start: int, state: AgentState
-) -> list[Message]:
-    """`agent.single_call`: one reply per step holds the reflection on the latest operation and the next action (an
-    operation judged as it ran is followed by the act instruction its verdict chose, and a reply of the action
-    alone)."""
+@dataclass(frozen=True)
+class Turns:
+    """The turns of one epoch: the snapshot and, for each operation since, the reply that made it and its outcome
+    with the instruction that followed (news that arrived after a step right after it, so prompts only grow)."""
 
-    def instruction(node: OperationNode) -> str:
-        return act_template(node) if node.judged_when_run else "single_step"
+    ctx: AgentContext
+    replies: Replies
+    news: Callable[[Callable[[int], bool]], str] | None
 
-    head = (
-        act_instruction(ctx, None)
-        if start == 0
-        else render(ctx.templates, instruction(nodes[start - 1]), node=nodes[start - 1])
-    )
-    inbox = inbox_text(ctx, state, lambda step: step <= start)
-    messages = [{"role": "user", "content": f"{snapshot}\n\n{inbox}{head}"}]
-    for position in range(start, len(nodes)):
-        node = nodes[position]
-        reply = action_turn(ctx, node)
-        if position > 0 and not nodes[position - 1].judged_when_run:
-            reply = reflection_turn(ctx, nodes[position - 1], node) + "\n" + reply
-        inbox = inbox_text(ctx, state, lambda step, done=position + 1: step == done)
-        messages += [
-            {"role": "assistant", "content": reply},
-            {"role": "user", "content": observation_turn(ctx, node, instruction(node), inbox)},
+    def inbox(self, after: Callable[[int], bool]) -> str:
+        text = self.news(after) if self.news is not None else ""
+        return text + "\n" if text else ""
+
+    def instruction(self, node: OperationNode) -> str:
+        """What follows an operation's outcome: the verdict it waits for, or, judged as it ran, the next action."""
+        if node.judged_when_run:
+            return act_instruction(self.ctx, node)
+        return render(self.ctx.templates, self.replies.verdict_instruction, node=node)
+
+    def verdict_turns(self, node: OperationNode) -> list[Message]:
+        """A verdict given in a turn of its own (two calls per step), and the instruction it chose."""
+        if self.replies.joins_verdict or not judged_by_model(node):
+            return []
+        return [
+            {"role": "assistant", "content": reflection_turn(self.ctx, node)},
+            {"role": "user", "content": act_instruction(self.ctx, node)},
         ]
-    return messages
+
+    def reply(self, nodes: list[OperationNode], position: int) -> Message:
+        """The reply that made operation `position` (opening with its verdict on the one before, in one call)."""
+        node = nodes[position]
+        text = action_turn(self.ctx, node)
+        if position and self.replies.joins_verdict and judged_by_model(nodes[position - 1]):
+            text = reflection_turn(self.ctx, nodes[position - 1], node) + "\n" + text
+        return {"role": "assistant", "content": text}
+
+    def outcome(self, node: OperationNode) -> Message:
+        inbox = self.inbox(lambda step: step == node.id + 1)
+        make = lambda: render(  # noqa: E731
+            self.ctx.templates, "observation_turn", node=node, instruction=inbox + self.instruction(node)
+        )
+        return {"role": "user", "content": memo(self.ctx, ("observation", node.id, inbox), make)}
+
+    def messages(self, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
+        head = self.instruction(nodes[start - 1]) if start else act_instruction(self.ctx, None)
+        messages = [{"role": "user", "content": f"{snapshot}\n\n{self.inbox(lambda step: step <= start)}{head}"}]
+        if start:
+            messages += self.verdict_turns(nodes[start - 1])
+        for position in range(start, len(nodes)):
+            messages += [
+                self.reply(nodes, position),
+                self.outcome(nodes[position]),
+                *self.verdict_turns(nodes[position]),
+            ]
+        return messages
 
 
-def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: bool) -> list[Message]:
-    """The messages of the reflect call, or (with the pending reflection) of the act call that continues it; a
-    pending format-error exchange comes last."""
+def messages_for(ctx: AgentContext, state: AgentState) -> list[Message]:
+    """The messages of the step's next call; a pending format-error exchange comes last."""
+    parts = ctx.variants.prompt(ctx, state)
+    system = system_prompt(ctx, state["task"], parts.task_notes, parts.actions)
+    turns = Turns(ctx, replies_for(ctx.settings), parts.news)
     nodes = state.get("operations", [])
-    if with_pending_reflection:
-        nodes = with_reflection(nodes, state.get("reflection"))
-    build = single_call_turns if ctx.settings.agent.single_call else turns
     messages = [
-        {"role": "system", "content": system_prompt(ctx, state["task"], ctx.variants.task_notes(ctx, state))},
-        *build(ctx, nodes, state["snapshot"], state.get("snapshot_step", 0), state),
+        {"role": "system", "content": system},
+        *turns.messages(nodes, state["snapshot"], state.get("snapshot_step", 0)),
     ]
     if retry := state.get("retry"):
         messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
@@ -188,3 +175,74 @@ def messages_for(ctx: AgentContext, state: AgentState, with_pending_reflection: 
 
 def prompt_chars(messages: list[Message]) -> int:
     return sum(len(message["content"]) for message in messages)
+
+
+@dataclass(frozen=True)
+class StepReply:
+    """What the step's model call(s) gave: the verdict on the latest operation (when one was due), the next action, or
+    the reply that could not be read (`failure`: the reply, why, and the format to ask for)."""
+
+    responses: tuple[ModelResponse, ...]
+    verdict: Reflection | None = None
+    action: ParsedAction | None = None
+    failure: tuple[str, FormatError, str] | None = None
+
+
+class OneCall:
+    """One call per step: its reply opens with the verdict on the latest operation, then the next action."""
+
+    joins_verdict = True
+    verdict_instruction = "single_step"
+
+    def prepare(self, model: Model) -> Model:
+        """A script written for two calls per step plays in one (a reflection joins the reply after it)."""
+        return ScriptedModel(model.path, joined_script(model.responses)) if isinstance(model, ScriptedModel) else model
+
+    def reply(self, ctx: AgentContext, state: AgentState, call: ModelCall) -> StepReply:
+        judging = verdict_due(state.get("operations", []))
+        read: Callable[[str], Any] = partial(parse_single_reply if judging else parse_action, grammar=ctx.grammar)
+        response = call(ModelRequest("act", messages_for(ctx, state), parse=read))
+        try:
+            parsed = read(response.text)
+        except FormatError as error:
+            return StepReply((response,), failure=(response.text, error, "single_format" if judging else "act_format"))
+        return StepReply((response,), *parsed) if judging else StepReply((response,), action=parsed)
+
+
+class TwoCalls:
+    """Two calls per step: the reflection on the latest operation, then the next action under the instruction its
+    verdict chose."""
+
+    joins_verdict = False
+    verdict_instruction = "reflect"
+
+    def prepare(self, model: Model) -> Model:
+        return model
+
+    def reply(self, ctx: AgentContext, state: AgentState, call: ModelCall) -> StepReply:
+        responses: tuple[ModelResponse, ...] = ()
+        verdict = None
+        nodes = state.get("operations", [])
+        if verdict_due(nodes):
+            response = call(ModelRequest("reflect", messages_for(ctx, state), parse=parse_reflection))
+            responses = (response,)
+            try:
+                verdict = parse_reflection(response.text)
+            except FormatError as error:
+                return StepReply(responses, failure=(response.text, error, "reflect_format"))
+            state = {**state, "operations": with_reflection(nodes, verdict), "retry": None}
+        read = partial(parse_action, grammar=ctx.grammar)
+        response = call(ModelRequest("act", messages_for(ctx, state), parse=read))
+        try:
+            return StepReply((*responses, response), verdict, read(response.text))
+        except FormatError as error:
+            return StepReply((*responses, response), verdict, failure=(response.text, error, "act_format"))
+
+
+Replies = OneCall | TwoCalls
+ONE_CALL, TWO_CALLS = OneCall(), TwoCalls()
+
+
+def replies_for(settings: Any) -> Replies:
+    """How the run's steps ask for their reply (`agent.single_call`)."""
+    return ONE_CALL if settings.agent.single_call else TWO_CALLS

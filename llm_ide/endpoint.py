@@ -1,6 +1,6 @@
 """Guards between the agent and a model endpoint: a total deadline per request (not per read: a server dripping one
 byte every two seconds cannot hold a call past it), 200 responses that are not completions treated like a 5xx,
-Retry-After, implausible usage replaced by an estimate."""
+Retry-After, implausible usage replaced by an estimate, the models an endpoint lists."""
 
 from __future__ import annotations
 
@@ -105,6 +105,21 @@ def http_client(timeout: float) -> httpx.Client:
     pool = transport._pool  # httpx does not take a network backend; its connection pool does
     pool._network_backend = DeadlineBackend(pool._network_backend)
     return httpx.Client(transport=transport, timeout=timeout, event_hooks={"response": [check_completion]})
+
+
+def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | None:
+    """The model names an OpenAI-compatible endpoint lists (GET `{url}/models`); None when it lists none, has no such
+    route, or does not answer in time."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=timeout)
+        data = response.json().get("data") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    names = [item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    return names or None
 
 
 def cause(error: BaseException) -> BaseException:

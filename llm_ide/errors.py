@@ -82,19 +82,49 @@ class ModelAuthError(ModelError, UsageError):
     """Authentication, permission, not-found or missing-key failure: never retried."""
 
 
-class ModelTimeLimit(ModelError):
-    """The run's wall-time limit passed while the model call was under way: the run ends with `time_limit`."""
-
-    exit_status = ExitStatus.TIME_LIMIT
-
-
 class EnvironmentFailure(LlmIdeError):
     """The environment cannot go on (container gone, engine unreachable): the run ends with `environment_error`."""
 
     exit_status = ExitStatus.ENVIRONMENT_ERROR
 
 
-class BudgetSpent(LlmIdeError):
+class Submitted(LlmIdeError):
+    """The agent submitted: its patch is the result."""
+
+    exit_status = ExitStatus.SUBMITTED
+
+
+class StepLimit(LlmIdeError):
+    """The run made `agent.step_limit` operations."""
+
+    exit_status = ExitStatus.STEP_LIMIT
+
+
+class CostLimit(LlmIdeError):
+    """The run spent `agent.cost_limit` (or `agent.token_limit` tokens, whatever the price)."""
+
+    exit_status = ExitStatus.COST_LIMIT
+
+
+class TimeLimit(LlmIdeError):
+    """The run's `agent.wall_time_limit` passed."""
+
+    exit_status = ExitStatus.TIME_LIMIT
+
+
+class AwaitingAnswer(LlmIdeError):
+    """A person's answer is pending (a human navigator's question): the run resumes with it."""
+
+    exit_status = ExitStatus.AWAITING_ANSWER
+
+
+class ModelTimeLimit(ModelError, TimeLimit):
+    """The run's wall-time limit passed while the model call was under way: the run ends with `time_limit`."""
+
+    exit_status = ExitStatus.TIME_LIMIT
+
+
+class BudgetSpent(CostLimit):
     """No room is left in a shared budget for another model call: the run ends with exit status `cost_limit`."""
 
     exit_status = ExitStatus.COST_LIMIT
@@ -116,6 +146,18 @@ class OutputFolderLost(LlmIdeError):
     """The run's output folder disappeared (deleted by hand, by a cleanup job): the run stops, resumable."""
 
     exit_status = ExitStatus.INTERRUPTED
+
+
+def ended(error: LlmIdeError) -> dict[str, object]:
+    """The state update with which `error` ends a run inside the graph: its exit status, and its message if any
+    (`ending` tells both)."""
+    status, message = ending(error)
+    return {"exit_status": status, **({"error": message} if message else {})}
+
+
+def status_of(value: str | None) -> ExitStatus:
+    """The exit status a run's state or trajectory holds; none at all: it ended in an error of the program."""
+    return ExitStatus(value) if value else ExitStatus.ERROR
 
 
 def ending(error: BaseException) -> tuple[ExitStatus, str]:

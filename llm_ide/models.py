@@ -10,52 +10,27 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-import yaml
 from pydantic import SecretStr
 
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import CallListener, observed, streamed
+from llm_ide.calls import CallListener, Message, Model, ModelReply, estimate_tokens, observed, streamed
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
+from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings
 from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
 
-Message = dict[str, str]
 Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    """A reply and its usage; `input_tokens` counts all prompt tokens, of which `cache_read_tokens` were read from
-    the provider's prompt cache and `cache_write_tokens` written to it."""
-
-    text: str
-    input_tokens: int
-    output_tokens: int
-    cost: float
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reported_usage: dict[str, Any] | None = None  # the provider's counts when they were impossible (then estimated)
-
-
-class Model(Protocol):
-    name: str
-
-    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply: ...
-
-
-def estimate_tokens(text: str) -> int:
-    return len(text) // 4
+LOCAL_MAX_TOKENS = 4096  # the room a reply gets from an endpoint given by URL when model.max_tokens is null
 
 
 _warned: set[tuple[str, str]] = set()
@@ -115,65 +90,12 @@ def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random)
     return rng.uniform(0.0, min(maximum, base * 2**attempt))
 
 
-class ScriptedModel:
-    """Replays a YAML list of raw responses; the position is the number of model calls already made in the run. An
-    item may choose by the prompt: `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.name = f"scripted:{path}"
-        self.responses = load_script(path)
-        self.listener: CallListener | None = None  # told of each call (a live status)
-
-    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
-        with observed(self.listener, self.name, messages) as call:
-            if call_index >= len(self.responses):
-                raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-            prompt = "".join(message["content"] for message in messages)
-            text = clean_text(choose(self.responses[call_index], prompt))  # YAML escapes can carry lone surrogates
-            call.text(text)  # all at once: -v shows it as it would a streamed reply
-            call.replied(estimate_tokens(prompt), estimate_tokens(text))
-        return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0)
-
-
-ScriptItem = str | dict[str, str]
-CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
-
-
-def choose(item: ScriptItem, prompt: str) -> str:
-    if isinstance(item, str):
-        return item
-    return item["then"] if item["if_prompt_contains"] in prompt else item["else"]
-
-
-def valid_item(item: object) -> bool:
-    if isinstance(item, dict):
-        return set(item) == CHOICE_KEYS and all(isinstance(value, str) for value in item.values())
-    return isinstance(item, str)
-
-
-def load_script(path: Path) -> list[ScriptItem]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelError(f"scripted model: file not found: {path}") from None
-    except UnicodeDecodeError as error:
-        raise ModelError(f"scripted model: {path} is not UTF-8 text (byte {error.start}: {error.reason})") from None
-    except yaml.YAMLError as error:
-        raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
-    responses = data.get("responses") if isinstance(data, dict) else data
-    if not isinstance(responses, list) or not all(valid_item(item) for item in responses):
-        raise ModelError(
-            f"scripted model: {path} must hold a list of strings or {{if_prompt_contains, then, else}} choices "
-            "(or a mapping with a `responses:` list)"
-        )
-    return responses
-
-
 class ChatModel:
     """A langchain chat model behind our own retry loop, usage accounting and secret redaction."""
 
-    def __init__(self, name: str, chat: Any, settings: ModelSettings, api_key: str | None = None) -> None:
+    def __init__(
+        self, name: str, chat: Any, settings: ModelSettings, api_key: str | None = None, max_tokens: int | None = None
+    ) -> None:
         self.name = name
         self.chat = chat
         self.max_retries = settings.max_retries
@@ -188,8 +110,11 @@ class ChatModel:
         self.stream = settings.stream  # each reply requested as a stream, its text told to `listener` as it comes
         self.listener: CallListener | None = None
         self.usage_warned = False  # implausible usage is said once per run (a run builds its own model)
+        self.max_tokens = max_tokens  # the room each reply is given (None: the model's own limit)
+        if self.price is None:
+            warn_once("price", name, unpriced(name))  # once, before the first call
 
-    def complete(self, messages: list[Message], call_index: int, deadline: float | None = None) -> ModelReply:
+    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply:
         """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
         payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
         with observed(self.listener, self.name, messages) as call:
@@ -209,9 +134,7 @@ class ChatModel:
         responses_api = getattr(self.chat, "use_responses_api", None)
         return isinstance(self.chat, ChatOpenAI) and not responses_api and not self.n_refused
 
-    def complete_n(
-        self, messages: list[Message], n: int, call_index: int, deadline: float | None = None
-    ) -> list[ModelReply]:
+    def complete_n(self, messages: list[Message], n: int, deadline: float | None = None) -> list[ModelReply]:
         """`n` replies from one request (`takes_n`): the first carries the request's whole usage and cost (the
         prompt is paid once), the others none."""
         from langchain_core.messages import convert_to_messages
@@ -264,12 +187,14 @@ class ChatModel:
         usage = response.usage_metadata
         read = written = 0
         reported = None
+        estimated = not usage
         if usage:
             prompt = "".join(message["content"] for message in messages)
             input_tokens, output_tokens, reported = clamp_usage(
                 usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
             )
             if reported is not None:
+                estimated = True
                 self._warn_usage(reported, input_tokens, output_tokens)
             details = usage.get("input_token_details") or {}
             read, written = (
@@ -279,11 +204,19 @@ class ChatModel:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
             input_tokens = estimate_tokens("".join(message["content"] for message in messages))
             output_tokens = estimate_tokens(text)
-        if self.price is None:
-            warn_once("price", self.name, unpriced(self.name))
-            return ModelReply(text, input_tokens, output_tokens, 0.0, read, written, reported)
-        cost = self.price.cost(input_tokens, output_tokens, read, written)
-        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported)
+        finish = finish_reason(response)
+        if finish == "length":
+            self._warn_cut(output_tokens)
+        cost = 0.0 if self.price is None else self.price.cost(input_tokens, output_tokens, read, written)
+        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported, estimated, finish)
+
+    def _warn_cut(self, output_tokens: int) -> None:
+        limit = "the model's own limit" if self.max_tokens is None else f"model.max_tokens = {self.max_tokens}"
+        log.warning(
+            f"model {self.name}: the reply was cut at the length limit ({limit}) after {output_tokens} tokens; it is "
+            "used as it is (an action it did not finish counts as a format error); raise model.max_tokens for "
+            "longer replies"
+        )
 
     def _warn_usage(self, reported: dict[str, Any], input_tokens: int, output_tokens: int) -> None:
         if self.usage_warned:
@@ -297,18 +230,41 @@ class ChatModel:
         )
 
 
+def finish_reason(response: Any) -> str | None:
+    """Why the reply ended, in OpenAI's words: "length" for a reply cut at the limit (Anthropic's `max_tokens`)."""
+    metadata = getattr(response, "response_metadata", None) or {}
+    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+    return "length" if reason in ("length", "max_tokens") else reason if isinstance(reason, str) else None
+
+
 def unpriced(name: str) -> str:
     return (
-        f"model {name} has no price in the config's model.prices: its cost counts as 0, so the cost limit cannot be "
-        "enforced (agent.token_limit still applies)"
+        f"model {name} has no price in the config's model.prices: it is shown as unpriced, with its tokens; its cost "
+        "counts as 0, so the cost limit cannot be enforced (agent.token_limit still applies)"
     )
 
 
-def client_kwargs(settings: ModelSettings) -> dict[str, Any]:
+def reply_room(settings: ModelSettings, by_url: bool) -> int | None:
+    """The max_tokens each reply is given: `model.max_tokens`, else LOCAL_MAX_TOKENS for an OpenAI-compatible
+    endpoint given by URL (a local server otherwise writes until its context is full), else none (the provider's own
+    limit: a reasoning model's thinking counts against it)."""
+    return settings.max_tokens or (LOCAL_MAX_TOKENS if by_url else None)
+
+
+def client_kwargs(settings: ModelSettings, max_tokens: int | None = None, by_url: bool = False) -> dict[str, Any]:
+    """The chat model's constructor arguments. An endpoint given by URL is sent `max_tokens` in the body (what
+    llama.cpp, vLLM, Ollama and LiteLLM read), a provider's own API its client's field (OpenAI's
+    max_completion_tokens); `model.kwargs` naming either wins."""
     kwargs: dict[str, Any] = {"max_retries": 0, "timeout": settings.timeout}
     if settings.temperature is not None:
         kwargs["temperature"] = settings.temperature
-    return {**kwargs, **settings.kwargs}
+    if max_tokens is not None and not {"max_tokens", "max_completion_tokens"} & set(settings.kwargs):
+        if by_url:
+            kwargs["extra_body"] = {"max_tokens": max_tokens, **settings.kwargs.get("extra_body", {})}
+        else:
+            kwargs["max_tokens"] = max_tokens
+    merged = {**kwargs, **settings.kwargs}
+    return merged | ({"extra_body": kwargs["extra_body"]} if "extra_body" in kwargs else {})
 
 
 def construct(spec: str, factory: Callable[[], Any]) -> Any:
@@ -323,11 +279,13 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     from langchain.chat_models import init_chat_model
 
     provider, name = spec.split(":", 1)
-    kwargs = client_kwargs(config) | ({"base_url": base_url} if base_url else {})
+    by_url = provider == "openai" and bool(base_url or os.environ.get("OPENAI_BASE_URL"))
+    room = reply_room(config, by_url)
+    kwargs = client_kwargs(config, room, by_url) | ({"base_url": base_url} if base_url else {})
     if provider == "openai":
         kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
-    return ChatModel(spec, chat, config)
+    return ChatModel(spec, chat, config, max_tokens=room)
 
 
 def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
@@ -339,10 +297,11 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
         raise ModelAuthError(
             f"model {spec}: OPENAI_API_KEY is not set (for a keyless local server give --base-url or OPENAI_BASE_URL)"
         )
-    kwargs = client_kwargs(config)
+    room = reply_room(config, url is not None)
+    kwargs = client_kwargs(config, room, url is not None)
     kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
-    return ChatModel(spec, chat, config, api_key=key)
+    return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 
 
 def unknown_provider(spec: str, base_url: str | None) -> str | None:

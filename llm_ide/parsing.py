@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from llm_ide.models import ScriptItem
+from llm_ide.scripted import ScriptItem
 from llm_ide.state.operations import Reflection
 from llm_ide.text import clean_text
 
@@ -190,7 +190,7 @@ def body_text(action_type: str, params: dict[str, Any]) -> str:
     value = params.get(key) if key else None
     tag = re.compile(rf"<\s*/?\s*{action_type}\s*/?\s*>", re.IGNORECASE)
     bare = isinstance(value, str) and params.keys() == {key} and value and value == value.strip()
-    if bare and not (tag.search(value) or _JSON_OBJECT.match(value) or _FENCE.match(value)):
+    if bare and isinstance(value, str) and not (tag.search(value) or _JSON_OBJECT.match(value) or _FENCE.match(value)):
         return value
     body = json.dumps(params, ensure_ascii=False)
     return body.replace("<", "\\u003c") if tag.search(body) else body

@@ -3,10 +3,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property, partial
 from typing import Any
 
-from llm_ide.actions import ActionOutcome, Codebase
+from llm_ide.actions import Codebase
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.models import Model
@@ -50,7 +49,3 @@ class AgentContext:
     @property
     def grammar(self) -> Grammar:
         return self.variants.grammar
-
-    @cached_property
-    def variant_actions(self) -> dict[str, Callable[[dict[str, Any]], ActionOutcome]]:
-        return {name: partial(action.run, self) for name, action in self.variants.actions.items()}

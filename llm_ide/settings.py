@@ -137,7 +137,9 @@ class PriceSettings(Strict):
 
 
 class ModelSettings(Strict):
-    timeout: PositiveFloat
+    timeout: PositiveFloat  # seconds per request, in total (a local model on CPU may think minutes before it writes)
+    max_tokens: PositiveInt | None = None  # the room for each reply; None: 4096 at an endpoint given by URL, else none
+    check_name: bool = True  # an OpenAI-compatible endpoint that lists its models (/v1/models) must list the name
     max_retries: NonNegativeInt
     retry_base_delay: NonNegativeFloat
     retry_max_delay: NonNegativeFloat
@@ -207,6 +209,7 @@ class Templates(Strict):
     single_format: str
     act_format: str
     truncated: str
+    choices: str  # the trajectory's record of one request that returned several replies (the provider's `n`)
     observations: ObservationTemplates
 
 

@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from llm_ide.composition import compose
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import make_environment
-from llm_ide.errors import LlmIdeError
+from llm_ide.errors import LlmIdeError, ended
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
@@ -99,9 +99,9 @@ def bind(node: Node, run: StudioRun) -> Node:
         try:
             ctx = run.context(state)
             update = node(state, runtime.override(context=ctx))
-        except LlmIdeError as error:
+        except LlmIdeError as error:  # no driver to resume it here: any error of ours ends the run
             log.error("%s: %s", error.exit_status, error)
-            update = {"exit_status": error.exit_status, "error": str(error)}
+            update = ended(error)
         except (ValueError, RuntimeError, GraphBubbleUp):
             raise  # the server shows their message to the client; an interrupt() waits for the resume
         except Exception as error:

@@ -1,150 +1,163 @@
-"""How a variant plugs into the agent without the core naming it, the way LangChain's agents take middleware objects
-(each with its own state, tools and hooks) in one list. A variant brings, every part optional:
+"""How a variant plugs into the agent without the core naming it, the way LangChain's agent middleware does: a list of
+objects, each with its own settings, state and actions, a few graph nodes, and wrappers around the model call and
+around an action. Eleven members, each optional:
 
-- `sections`: its settings sections (name → its pydantic model, validated with the rest; the whole settings object is
-  assembled at the top, llm_ide/composition.py), which its code reads as `ctx.settings.<section>`;
-- `state` (channels in the run's state and output) and `scratch` (private ones): TypedDicts; and on an operation node
-  its `marks` (a dict it alone writes, flattened into the trajectory's operation);
-- `nodes()` and where each goes: `prelude` (once, before the first step: a plan, a subgraph), `step_start` (before
-  each step's memory), `gates` (between `act` and the action: a gate that gives the pending operation its return code
-  settles it, and it is recorded without running), `after_action` (after the action, before the operation is
-  committed), `routes` (action types one of its nodes answers instead of the environment), `replaces` (a core node it
-  takes the place of, under the same name);
-- `actions()`: actions run like the core's (`Action`), and `absent_actions()`: what they answer in a run without it;
-- hooks: `open` (the environment is ready: files beside the tools; returns its resource for the run, in
-  `ctx.resources[name]`), `system_section` (text ahead of the task in the system prompt), `task_notes` (text after
-  the task, in the Task section), `action_lines` (its lines of the action list), `preface` (text ahead of the memory
-  snapshot), `news` (what arrived between steps), `at_submit` (a state update when the agent submits),
-  `foreign_calls` (model calls on a model of its own), `info` (its part of the trajectory's info), `facts` (what a
-  reviewer and a chooser of several runs at a task are told of one);
-- `verify(bench, runs, record)`: for a driver of several runs at a task, what running their patches found
-  (`bench.clean(label, patch)`: a clean environment at the base commit with the patch applied): facts for the
-  reviewer and the chooser, and a rank per run that the choice uses before any model judges;
-- `refuse(variants)`: one line when it cannot go with the others.
+- `name`; `settings`: its settings sections (name → (pydantic model, default factory)), validated with the rest;
+  `state`: a TypedDict of its channels in the run's state (and output); `actions`: the actions it brings, each with
+  what it answers in a run without the variant;
+- `enabled(settings)`: the variant the settings ask for, or None; `open(ctx, opening)`: its resource for the run, once
+  the environment is ready (`ctx.resources[name]`);
+- `nodes()`: its graph nodes, each once before the first step or before every step (`Hook`);
+- `prompt(ctx, state)`: its parts of the prompt (`PromptParts`);
+- `wrap_model_call(ctx, request, call)`: around a model call of the step (`call(request)` makes it);
+- `wrap_action(ctx, state, node, run)`: around the pending action (`run(node)` runs it; not calling it settles the
+  operation without running it);
+- `info(state)`: its part of the trajectory's info (`facts` in it: what a reviewer of several runs is told).
 
-The node functions take `(state, runtime)` like the core's; `ctx` below is the run's AgentContext.
+Node functions take `(state, runtime)` like the core's; `ctx` is the run's AgentContext.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property, reduce
 from typing import Any, ClassVar
 
 from llm_ide.actions import CORE_GRAMMAR, ActionOutcome
 from llm_ide.calls import CallListener
 from llm_ide.errors import UsageError
+from llm_ide.models import Message, Model, ModelReply
 from llm_ide.parsing import Grammar
+from llm_ide.state.context import Scope
+from llm_ide.state.operations import OperationNode
 
 Node = Callable[..., dict[str, Any]]
-Step = Callable[[int], bool]  # which steps a message arrived after
+State = Mapping[str, Any]  # the run's state as a variant reads it (the core's channels and its own)
+Step = Callable[[int], bool]  # which steps a piece of news arrived after
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A graph node of a variant: before the first step only (`once`), or before every step."""
+
+    name: str
+    node: Node
+    once: bool = False
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What became of the pending operation: the node with its observation and return code (and its verdict, when it
+    was judged as it ran), the code it accessed, whether it submitted, and the state channels it changed."""
+
+    node: OperationNode
+    accessed: list[Scope] = field(default_factory=list)
+    submitted: bool = False
+    update: dict[str, Any] = field(default_factory=dict)
+
+    def settled(self, outcome: ActionOutcome) -> ActionResult:
+        done = replace(self.node, observation=outcome.observation, returncode=outcome.returncode)
+        return replace(self, node=replace(done, duration=round(outcome.duration, 3)), accessed=outcome.accessed)
+
+    def merged(self, update: dict[str, Any]) -> ActionResult:
+        return replace(self, update={**self.update, **update})
+
+
+ActionRun = Callable[[OperationNode], ActionResult]
 
 
 @dataclass(frozen=True)
 class Action:
-    """An action of a variant: `run(ctx, params)`, with `ParamError` for bad parameters like the core's actions."""
+    """An action of a variant, `run(ctx, state, node)`, raising `ParamError` for bad parameters like the core's;
+    `absent(ctx, params)`: what it answers in a run without the variant."""
 
-    run: Callable[[Any, dict[str, Any]], ActionOutcome]
+    run: Callable[[Any, State, OperationNode], ActionResult]
+    absent: Callable[[Any, dict[str, Any]], ActionOutcome]
     bare: bool = False  # its parameters may be left out (`<name></name>`)
 
 
 @dataclass(frozen=True)
+class ModelRequest:
+    """One model call of the step: `kind` (act, reflect, or a variant's own), the messages, `n` replies (`batched`: in
+    one request where the provider takes `n`), on `model` (None: the agent's); `parse` reads a reply of this kind
+    (raising FormatError), for a wrapper that judges them."""
+
+    kind: str
+    messages: list[Message]
+    parse: Callable[[str], Any] | None = None
+    model: Model | None = None
+    n: int = 1
+    batched: bool = True
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """The reply text(s) of a call, the calls that made them (recorded and charged), and what a wrapper marks on the
+    operation the reply makes (e.g. the candidates it chose from)."""
+
+    texts: tuple[str, ...]
+    replies: tuple[ModelReply, ...] = ()
+    marks: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.texts[0]
+
+
+ModelCall = Callable[[ModelRequest], ModelResponse]
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A variant's parts of the prompt: `task_notes` after the task (what a script showed), `actions` (its lines of
+    the action list), `preface` ahead of the memory snapshot (a plan), `news(after)`: what arrived after the steps
+    `after` accepts (another agent's messages), shown where it arrived so each prompt extends the previous one."""
+
+    task_notes: str = ""
+    actions: str = ""
+    preface: str = ""
+    news: Callable[[Step], str] | None = None
+
+
+@dataclass(frozen=True)
 class Opening:
-    """What a run tells a variant opening its resources: the agent's model spec and endpoint (a variant may ask a
-    model of its own), the listener of model calls."""
+    """What a run tells a variant opening its resources: the agent's model spec and endpoint, the run's model factory
+    (`model_for(spec, base_url)`: the same object for the same model), the listener of model calls."""
 
     model: str
     base_url: str | None = None
     listener: CallListener | None = None
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A finished run at the task as a driver of several runs shows it to `verify`: its number, its patch, its
-    trajectory's info (the variants' records)."""
-
-    index: int
-    patch: str
-    info: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Verified:
-    """What `verify` found: its `record` (what it ran; the driver keeps it and gives it back next time), `facts` and
-    `ranks` by run number. A rank is compared before any model judges: lower is better; all zeros: nothing found
-    wrong."""
-
-    record: dict[str, Any]
-    facts: dict[int, dict[str, Any]] = field(default_factory=dict)
-    ranks: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    model_for: Callable[[str, str | None], Model] | None = None
 
 
 class Variant:
     name: ClassVar[str] = ""
-    interactive: ClassVar[bool] = False  # it may stop the run to ask a person (a LangGraph interrupt)
-    sections: ClassVar[dict[str, tuple[Any, Any]]] = {}  # section → (type, default)
+    settings: ClassVar[dict[str, tuple[Any, Any]]] = {}
     state: ClassVar[type | None] = None
-    scratch: ClassVar[type | None] = None
-    prelude: ClassVar[tuple[str, ...]] = ()
-    step_start: ClassVar[tuple[str, ...]] = ()
-    gates: ClassVar[tuple[str, ...]] = ()
-    after_action: ClassVar[tuple[str, ...]] = ()
-    routes: ClassVar[dict[str, str]] = {}  # action type → its node
+    actions: ClassVar[dict[str, Action]] = {}
 
     @classmethod
     def enabled(cls, settings: Any) -> Variant | None:
-        """The variant the settings ask for, or None (a variant that needs more than settings is given explicitly)."""
-        return None
-
-    def nodes(self) -> dict[str, Node]:
-        return {}
-
-    def replaces(self) -> dict[str, Node]:
-        return {}
-
-    def actions(self) -> dict[str, Action]:
-        return {}
-
-    @classmethod
-    def absent_actions(cls) -> dict[str, Action]:
-        return {}
-
-    def refuse(self, variants: list[Variant]) -> str | None:
         return None
 
     def open(self, ctx: Any, opening: Opening) -> Any:
         return None
 
-    def system_section(self, ctx: Any) -> str:
-        return ""
+    def nodes(self) -> list[Hook]:
+        return []
 
-    def task_notes(self, ctx: Any, state: dict[str, Any]) -> str:
-        return ""
+    def prompt(self, ctx: Any, state: State) -> PromptParts:
+        return PromptParts()
 
-    def action_lines(self, ctx: Any) -> str:
-        return ""
+    def wrap_model_call(self, ctx: Any, request: ModelRequest, call: ModelCall) -> ModelResponse:
+        return call(request)
 
-    def preface(self, ctx: Any, state: dict[str, Any]) -> str:
-        return ""
+    def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
+        return run(node)
 
-    def news(self, ctx: Any, state: dict[str, Any], after: Step) -> str:
-        return ""
-
-    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
+    def info(self, state: State) -> dict[str, Any]:
         return {}
-
-    def foreign_calls(self, ctx: Any, state: dict[str, Any]) -> int:
-        return 0
-
-    def info(self, state: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
-    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
-    def verify(self, bench: Any, runs: list[Finished], record: dict[str, Any]) -> Verified | None:
-        return None
 
 
 class CombinationError(UsageError):
@@ -153,8 +166,8 @@ class CombinationError(UsageError):
 
 @dataclass(frozen=True)
 class Variants:
-    """The variants of one run, in order, and what they add up to; `absent` are the actions of the variants a run can
-    have but this one has not."""
+    """The variants of one run, in order, and what they add up to; `absent`: the actions of the variants a run can
+    have but this one has not. The first variant's wrappers are the outermost."""
 
     items: tuple[Variant, ...] = ()
     absent: dict[str, Action] = field(default_factory=dict)
@@ -163,15 +176,6 @@ class Variants:
         names = [variant.name for variant in self.items]
         if len(set(names)) < len(names):
             raise CombinationError(f"a variant is given twice: {', '.join(names)}")
-        for variant in self.items:
-            if reason := variant.refuse(list(self.items)):
-                raise CombinationError(reason)
-        replaced: dict[str, str] = {}
-        for variant in self.items:
-            for node in variant.replaces():
-                if node in replaced:
-                    raise CombinationError(f"{replaced[node]} and {variant.name} both replace the `{node}` node")
-                replaced[node] = variant.name
 
     def __iter__(self) -> Iterator[Variant]:
         return iter(self.items)
@@ -181,54 +185,49 @@ class Variants:
 
     @cached_property
     def actions(self) -> dict[str, Action]:
-        own = {name: action for variant in self.items for name, action in variant.actions().items()}
-        return {**self.absent, **own}
+        return {**self.absent, **{name: action for variant in self.items for name, action in variant.actions.items()}}
 
     @cached_property
     def grammar(self) -> Grammar:
         actions = self.actions
         return CORE_GRAMMAR.with_actions(actions, {name for name, action in actions.items() if action.bare})
 
-    def joined(self, texts: Iterable[str], separator: str = "\n") -> str:
-        return separator.join(text for text in texts if text)
+    def hooks(self, once: bool) -> list[Hook]:
+        return [hook for variant in self.items for hook in variant.nodes() if hook.once == once]
 
-    def system_sections(self, ctx: Any) -> str:
-        return self.joined((variant.system_section(ctx) for variant in self.items), "\n\n")
+    def prompt(self, ctx: Any, state: State) -> PromptParts:
+        parts = [variant.prompt(ctx, state) for variant in self.items]
+        news = [part.news for part in parts if part.news is not None]
+        return PromptParts(
+            task_notes=joined((part.task_notes for part in parts), "\n\n"),
+            actions=joined(part.actions for part in parts),
+            preface="".join(part.preface for part in parts),
+            news=(lambda after: "".join(item(after) for item in news)) if news else None,
+        )
 
-    def task_notes(self, ctx: Any, state: dict[str, Any]) -> str:
-        return self.joined((variant.task_notes(ctx, state) for variant in self.items), "\n\n")
+    def model_call(self, ctx: Any, call: ModelCall) -> ModelCall:
+        """`call` wrapped by every variant's `wrap_model_call`."""
 
-    def action_lines(self, ctx: Any) -> str:
-        return self.joined(variant.action_lines(ctx) for variant in self.items)
+        def wrap(inner: ModelCall, variant: Variant) -> ModelCall:
+            return lambda request: variant.wrap_model_call(ctx, request, inner)
 
-    def preface(self, ctx: Any, state: dict[str, Any]) -> str:
-        return "".join(variant.preface(ctx, state) for variant in self.items)
+        return reduce(wrap, reversed(self.items), call)
 
-    def news(self, ctx: Any, state: dict[str, Any], after: Step) -> str:
-        return "".join(variant.news(ctx, state, after) for variant in self.items)
+    def action_run(self, ctx: Any, state: State, run: ActionRun) -> ActionRun:
+        """`run` wrapped by every variant's `wrap_action`."""
 
-    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
-        update: dict[str, Any] = {}
-        for variant in self.items:
-            update |= variant.at_submit(ctx, state)
-        return update
+        def wrap(inner: ActionRun, variant: Variant) -> ActionRun:
+            return lambda node: variant.wrap_action(ctx, state, node, inner)
 
-    def foreign_calls(self, ctx: Any, state: dict[str, Any]) -> int:
-        return sum(variant.foreign_calls(ctx, state) for variant in self.items)
+        return reduce(wrap, reversed(self.items), run)
 
-    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+    def info(self, state: State) -> dict[str, Any]:
         merged: dict[str, Any] = {}
         for variant in self.items:
-            merged |= variant.info(state)
+            part = variant.info(state)
+            merged |= {**part, "facts": {**merged.get("facts", {}), **part["facts"]}} if "facts" in part else part
         return merged
 
-    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
-        merged: dict[str, Any] = {}
-        for variant in self.items:
-            merged |= variant.facts(state)
-        return merged
 
-    def record(self, state: dict[str, Any]) -> dict[str, Any]:
-        """What the variants add to the trajectory's info: their parts, and their facts under `facts`."""
-        facts = self.facts(state)
-        return {**self.info(state), **({"facts": facts} if facts else {})}
+def joined(texts: Iterable[str], separator: str = "\n") -> str:
+    return separator.join(text for text in texts if text)

@@ -7,6 +7,10 @@
   line's start fast). A lazy facade (`__getattr__` of a package's `__init__`) counts too.
 - arrows back up: imports of a module by a module on a lower layer (LAYERS below, bottom first), one per pair.
 - circles: groups of modules that import each other in a loop, whatever the import's place (function, TYPE_CHECKING).
+- the same one level up (each folder of the package a node): folder circles, folder arrows back up, and the folders
+  the layer table splits across layers (which would hide their arrows).
+- the code's shape (scripts/code_shape.py): long functions, `# fmt: skip` lines, the files that decide exit statuses,
+  the reads of `agent.single_call`, the reading path of one step and the variant protocol's members.
 
 `python scripts/architecture.py` prints the table and a `RESULT key=value …` line; `--details` lists what is counted.
 The separately shipped tool packages (`llm_ide/tools/packages/`) are installed into environments, never imported:
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from code_shape import Shape, measure_shape
 from rich.console import Console
 from rich.table import Table
 
@@ -34,12 +39,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
                     "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py")),
     ("settings and memory", ("settings.py", "prompting.py", "state/")),
-    ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "pricing.py", "call_policy.py",
-                        "workspace/")),
+    ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py",
+                        "call_policy.py", "workspace/")),
     ("agent core", ("actions.py", "commands.py", "parsing.py", "conversation.py", "resources.py", "variant.py",
-                    "nodes/", "graph.py")),
-    ("variants", ("navigator/", "sampling/", "messages/", "reproduction/", "attempts/settings.py",
-                  "attempts/variant.py")),
+                    "verification.py", "recovery.py", "nodes/", "graph.py")),
+    ("variants", ("navigator/", "sampling/", "messages/", "reproduction/")),
     ("composition", ("composition.py", "config.py")),
     ("driver", ("run/",)),
     ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
@@ -51,7 +55,24 @@ COMPOSITION = "composition.py"  # the one core file that may name the variants
 VARIANT_WORDS = re.compile(
     r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts|reproductions?|reproduce)\b", re.IGNORECASE
 )
-TARGETS = {"variant_names": 5, "variant_mentions_elsewhere": 0, "local_imports": 20, "arrows_up": 8, "circles": 0}
+TARGETS = {
+    "variant_names": 5,
+    "variant_mentions_elsewhere": 0,
+    "local_imports": 20,
+    "arrows_up": 8,
+    "circles": 0,
+    "folder_circles": 0,
+    "folder_arrows_up": 3,
+    "split_folders": 0,
+    "long_functions": 0,
+    "fmt_skips": 10,
+    "status_files": 3,
+    "single_call_reads": 1,
+    "reading_path_files": 8,
+    "reading_path_lines": 1000,
+    "protocol_members": 12,
+    "protocol_members_used_once": 0,
+}
 
 
 @dataclass
@@ -181,6 +202,9 @@ class Counts:
     local_imports: list[tuple[str, int, str]]
     arrows_up: list[tuple[str, str]]
     circles: list[list[str]]
+    folder_circles: list[list[str]] = field(default_factory=list)
+    folder_arrows_up: list[tuple[str, str]] = field(default_factory=list)
+    split_folders: list[str] = field(default_factory=list)  # folders whose modules the layer table splits
 
     def figures(self) -> dict[str, int]:
         return {
@@ -189,6 +213,9 @@ class Counts:
             "local_imports": len(self.local_imports),
             "arrows_up": len(self.arrows_up),
             "circles": len(self.circles),
+            "folder_circles": len(self.folder_circles),
+            "folder_arrows_up": len(self.folder_arrows_up),
+            "split_folders": len(self.split_folders),
         }
 
 
@@ -226,7 +253,33 @@ def measure(
         for target in m.imports
         if layer_of(m.path, layers) < layer_of(by_name[target].path, layers)
     )
-    return Counts(sorted(names), sorted(mentions), sorted(local), up, circles(modules))
+    counts = Counts(sorted(names), sorted(mentions), sorted(local), up, circles(modules))
+    return folder_level(counts, modules, layers)
+
+
+def folder_of(path: str) -> str:
+    """A module's folder at the package's top (`run` for run/single.py), or the module itself (`graph`)."""
+    return path.split("/", 1)[0].removesuffix(".py")
+
+
+def folder_level(counts: Counts, modules: dict[str, Module], layers: list[tuple[str, tuple[str, ...]]]) -> Counts:
+    """The same structure one level up: each folder a node, an import between two folders an arrow; a folder whose
+    modules sit on different layers is counted (it would hide its arrows), and takes its lowest module's layer."""
+    by_name = {m.name: m for m in modules.values()}
+    folders: dict[str, Module] = {}
+    levels: dict[str, set[int]] = {}
+    for module in modules.values():
+        name = folder_of(module.path)
+        folder = folders.setdefault(name, Module(name, name))
+        folder.imports |= {folder_of(by_name[target].path) for target in module.imports} - {name}
+        levels.setdefault(name, set()).add(layer_of(module.path, layers))
+    layer = {name: min(found) for name, found in levels.items()}
+    counts.folder_circles = circles(folders)
+    counts.folder_arrows_up = sorted(
+        (name, target) for name, folder in folders.items() for target in folder.imports if layer[name] < layer[target]
+    )
+    counts.split_folders = sorted(name for name, found in levels.items() if len(found) > 1)
+    return counts
 
 
 def main(
@@ -235,11 +288,12 @@ def main(
 ) -> None:
     """Count the import structure against its targets; exit 1 when a target is missed."""
     counts = measure(root)
+    shape = measure_shape(root)
     console = Console()
     table = Table(title=f"{PACKAGE}: import structure")
     for column in ("measure", "count", "target"):
         table.add_column(column, justify="left" if column == "measure" else "right")
-    figures = counts.figures()
+    figures = counts.figures() | shape.figures()
     for key, value in figures.items():
         table.add_row(key.replace("_", " "), str(value), f"≤ {TARGETS[key]}")
     console.print(table)
@@ -254,8 +308,30 @@ def main(
             console.print(f"  up       {source} -> {target}")
         for group in counts.circles:
             console.print(f"  circle   {' '.join(group)}")
+        print_shape(console, counts, shape)
     print("RESULT " + " ".join(f"{key}={value}" for key, value in figures.items()))
     raise typer.Exit(int(any(value > TARGETS[key] for key, value in figures.items())))
+
+
+def print_shape(console: Console, counts: Counts, shape: Shape) -> None:
+    for group in counts.folder_circles:
+        console.print(f"  folder circle  {' '.join(group)}")
+    for source, target in counts.folder_arrows_up:
+        console.print(f"  folder up  {source} -> {target}")
+    for name in counts.split_folders:
+        console.print(f"  split folder  {name}")
+    for path, name, size in shape.long_functions:
+        console.print(f"  long     {path} {name} ({size} lines)")
+    for path, line in shape.fmt_skips:
+        console.print(f"  fmt skip {path}:{line}")
+    for path, lines in shape.status_files.items():
+        console.print(f"  status   {path}: lines {', '.join(map(str, lines))}")
+    for path, line in shape.single_call_reads:
+        console.print(f"  single_call {path}:{line}")
+    for path, lines in shape.reading_path.items():
+        console.print(f"  reading  {path} ({lines} lines)")
+    for member, users in shape.protocol.items():
+        console.print(f"  protocol {member}: {', '.join(users) or '(the core only)'}")
 
 
 if __name__ == "__main__":

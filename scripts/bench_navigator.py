@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """The navigator's cost (issue 12), in one run, side by side.
 
-(a) Permission node overhead without a model: the same scripted driver session (edits and commands that change
+(a) Permission gate overhead without a model: the same scripted driver session (edits and commands that change
     things, every one gated) runs on the plain graph and on the navigator graph whose navigator approves at once (no
-    model: what is left is the node itself — the gate rule, the diff preview, the driver's code context rendered for
-    the request, the records). Every node is timed through `build_graph(wrap=...)`; the permission node's time per
-    gated step is the overhead (goal ≤ 5 ms), and the whole run's wall time per step is shown for both graphs.
+    model: what is left is the gate itself — the gate rule, the diff preview, the driver's code context rendered for
+    the request, the records). Every node is timed through `build_graph(wrap=...)`, the gate around each action
+    without the action it wraps; its time per gated step is the overhead (goal ≤ 5 ms), and the whole run's wall
+    time per step is shown for both graphs.
 (b) Navigator cost share of a scripted run: a model navigator (scripted) plans with read-only exploration, gates the
     driver's edits and commands, and reviews the submit; driver and navigator tokens are priced alike (gpt-5-mini's
     prices from the default config: a scripted model's own cost is 0) and the navigator's share of the total is given.
@@ -28,9 +29,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from llm_ide.composition import compose
 from llm_ide.config import load_config
 from llm_ide.graph import build_graph
 from llm_ide.navigator.protocol import Decision, Guidance, PermissionRequest, Review, ReviewRequest
+from llm_ide.navigator.variant import Navigator
 from llm_ide.pricing import find_price
 from llm_ide.run.setup import build_context
 from llm_ide.run.single import run_task
@@ -105,16 +108,45 @@ def timed_nodes(times: dict[str, list[float]]) -> Callable[[Callable[..., Any]],
     return wrap
 
 
+class TimedGate(Navigator):
+    """The navigator's gate, timed without the action it wraps (wall and the thread's CPU time)."""
+
+    def __init__(self, times: dict[str, list[float]]) -> None:
+        super().__init__("model")
+        self.times = times
+
+    def wrap_action(self, ctx: Any, state: Any, node: Any, run: Callable[[Any], Any]) -> Any:
+        inner = [0.0, 0.0]
+
+        def timed_run(pending: Any) -> Any:
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return run(pending)
+            finally:
+                inner[0] += time.perf_counter() - started
+                inner[1] += time.thread_time() - cpu
+
+        started, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return super().wrap_action(ctx, state, node, timed_run)
+        finally:
+            self.times["permission"].append(time.perf_counter() - started - inner[0])
+            self.times["permission cpu"].append(time.thread_time() - cpu - inner[1])
+
+
 def session(root: Path, steps: int, navigator: bool) -> tuple[dict[str, list[float]], float, dict[str, Any]]:
     repo = make_repo(root / ("nav" if navigator else "plain"), 40)
     script = root / f"driver-{navigator}.yaml"
     script.write_text(yaml.safe_dump({"responses": driver_script(steps)}))
     mode = {"mode": "model", "plan": False} if navigator else {}
     settings = load_config("default", environment={"tools": []}, agent={"step_limit": 0}, navigator=mode)
-    ctx = build_context(settings=settings, model_spec=f"scripted:{script}", run_id="bench", repo=repo)
+    times: dict[str, list[float]] = defaultdict(list)
+    variants = compose(settings, [TimedGate(times)] if navigator else [])
+    ctx = build_context(
+        settings=settings, model_spec=f"scripted:{script}", run_id="bench", repo=repo, variants=variants
+    )
     if navigator:
         ctx.resources["navigator"] = ApprovingNavigator()
-    times: dict[str, list[float]] = defaultdict(list)
     graph = build_graph(None, wrap=timed_nodes(times), variants=ctx.variants)
     started = time.perf_counter()
     final = graph.invoke({"task": "Widen the loops.", "repo": str(repo), "model": "scripted"}, context=ctx)
@@ -189,9 +221,9 @@ def main(
     table.add_row("operations", str(n_plain), str(n_nav))
     table.add_row("wall ms / step", f"{1000 * plain_wall / n_plain:.1f}", f"{1000 * nav_wall / n_nav:.1f}")
     table.add_row(
-        "permission node wall ms / gated step (median, mean, p90)", "—", f"{median:.2f}, {mean:.2f}, {p90:.2f}"
+        "permission gate wall ms / gated step (median, mean, p90)", "—", f"{median:.2f}, {mean:.2f}, {p90:.2f}"
     )
-    table.add_row("permission node CPU ms / gated step (median, mean)", "—", f"{cpu_median:.2f}, {cpu_mean:.2f}")
+    table.add_row("permission gate CPU ms / gated step (median, mean)", "—", f"{cpu_median:.2f}, {cpu_mean:.2f}")
     for node in ("act", "execute_tool", "update_activity"):
         plain_ms, nav_ms = (1000 * statistics.median(t[node]) for t in (plain_times, nav_times))
         table.add_row(f"{node} ms (median)", f"{plain_ms:.2f}", f"{nav_ms:.2f}")

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import os
+import pty
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -80,6 +82,35 @@ def make_git_repo(path: Path, files: dict[str, str]) -> Path:
     git(path, "add", "-A")
     git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
     return path
+
+
+def interrupt_when(path: Path, process: subprocess.Popen[str], seconds: float = 300) -> tuple[str, str]:
+    """Ctrl-C to `process` once it has made `path` (it is where the test wants it): its stdout and stderr."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    return process.communicate(timeout=120)
+
+
+def in_terminal(argv: list[str], env: dict[str, str], seconds: float = 300) -> tuple[int, bytes]:
+    """`argv` run with a pseudo-terminal as its stdout and stderr: its exit status and every byte it wrote there."""
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=env)
+    os.close(secondary)
+    output = bytearray()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        output.extend(chunk)
+    os.close(primary)
+    return process.wait(timeout=60), bytes(output)
 
 
 @pytest.fixture

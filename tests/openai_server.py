@@ -14,7 +14,9 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
   on purpose: `body` sent verbatim (bytes, or JSON-encoded) instead of a completion, `headers` added (Retry-After),
   `drip` seconds between the bytes of the whole response (a slow-drip server).
 A request with `"stream": true` gets its reply as server-sent events, one chunk per word (and the usage last when
-`stream_options.include_usage` asks for it); with `Reply(gate=PATH)` only the first word is sent until PATH exists.
+`stream_options.include_usage` asks for it, unless `stream_usage=False`: a server that never sends it); with
+`Reply(gate=PATH)` only the first word is sent until PATH exists. `Reply(finish_reason="length")` is a reply cut at
+the length limit, `Reply(delay=S)` one that starts after S seconds. GET `/v1/models` lists `models` (`None`: 404).
 `server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
 the same replies in Anthropic's Messages API shape.
 """
@@ -52,6 +54,8 @@ class Reply:
     drip: float = 0.0
     choices: tuple[str, ...] = ()  # several choices (a request with `n`): these texts instead of `text`
     gate: str | None = None  # streamed: the rest of the reply waits until this file exists
+    finish_reason: str = "stop"  # "length": cut at the request's max_tokens (Anthropic: stop_reason max_tokens)
+    delay: float = 0.0  # seconds before this reply starts (a local model on CPU reading a long prompt)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
             {
                 "index": position,
                 "message": {"role": "assistant", "content": choice, "refusal": None},
-                "finish_reason": "stop",
+                "finish_reason": reply.finish_reason,
                 "logprobs": None,
             }
             for position, choice in enumerate(reply.choices or (text,))
@@ -128,7 +132,7 @@ def anthropic_body(reply: Reply, request: dict[str, Any], index: int) -> dict[st
         "role": "assistant",
         "model": request.get("model", "unknown"),
         "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "stop_reason": "max_tokens" if reply.finish_reason == "length" else "end_turn",
         "stop_sequence": None,
         "usage": {
             "input_tokens": (reply.input_tokens or 100) - (reply.cached_tokens or 0) - (reply.cache_write_tokens or 0),
@@ -149,6 +153,8 @@ class OpenAIServer:
     dripped: list[int] = field(default_factory=list)  # bytes each dripping response got out before the client left
     together: int = 0  # the first `together` requests are answered only once all of them have arrived (else a 500)
     latency: float = 0.0  # seconds before each answer (benchmarks: a remote endpoint's round trip)
+    models: list[str] | None = field(default_factory=list)  # GET /v1/models lists these; None: no such route (404)
+    stream_usage: bool = True  # False: a streamed reply never carries usage, whatever the request asks (llama.cpp)
 
     def __post_init__(self) -> None:
         if not self.replies:
@@ -209,8 +215,9 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
-                self._send_json(200, {"object": "list", "data": []})
+            if self.path.rstrip("/").endswith("/models") and server.models is not None:
+                listed = [{"id": name, "object": "model", "owned_by": "test"} for name in server.models]
+                self._send_json(200, {"object": "list", "data": listed})
             else:
                 self._send_json(404, error_body(404, "", f"no route {self.path}"))
 
@@ -227,8 +234,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             index, reply = server._next(recorded)
             request = body if isinstance(body, dict) else {}
-            if server.latency:
-                server._closing.wait(server.latency)
+            if server.latency or reply.delay:
+                server._closing.wait(server.latency + reply.delay)
             if server._together is not None and index < server.together:
                 try:
                     server._together.wait(timeout=server.hang_seconds)
@@ -280,8 +287,9 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             pieces = re.findall(r"\s*\S+\s*", reply.text or "") or [""]
             events = [{"role": "assistant", "content": pieces[0]}, *({"content": piece} for piece in pieces[1:])]
             chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in events]
-            chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-            if (request.get("stream_options") or {}).get("include_usage") and "usage" in body:
+            chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})
+            asked = (request.get("stream_options") or {}).get("include_usage")
+            if asked and server.stream_usage and "usage" in body:
                 chunks.append({**base, "choices": [], "usage": body["usage"]})
             self.close_connection = True
             try:
@@ -318,14 +326,15 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 
 def main() -> None:
-    """`python tests/openai_server.py REPLIES.yaml [PORT]`: serve a YAML list of replies until interrupted."""
+    """`python tests/openai_server.py REPLIES.yaml [PORT [MODEL …]]`: serve a YAML list of replies until interrupted;
+    GET /v1/models lists the MODELs."""
     import sys
 
     import yaml
 
     replies = yaml.safe_load(Path(sys.argv[1]).read_text())
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    with OpenAIServer(replies=replies, port=port) as server:
+    with OpenAIServer(replies=replies, port=port, models=sys.argv[3:]) as server:
         print(server.url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()

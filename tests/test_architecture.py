@@ -12,6 +12,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 from architecture import TARGETS, measure  # noqa: E402
+from code_shape import measure_shape  # noqa: E402
 
 
 def test_the_package_keeps_its_targets() -> None:
@@ -20,6 +21,8 @@ def test_the_package_keeps_its_targets() -> None:
     figures = dict(item.split("=") for item in done.stdout.strip().splitlines()[-1].removeprefix("RESULT ").split())
     assert {key: int(value) <= TARGETS[key] for key, value in figures.items()} == dict.fromkeys(TARGETS, True)
     assert figures["circles"] == "0" and figures["variant_mentions_elsewhere"] == "0"
+    assert figures["folder_circles"] == "0" and figures["single_call_reads"] == "1"
+    assert 0 < int(figures["reading_path_files"]) <= 8 and 0 < int(figures["reading_path_lines"]) <= 1000
     counts = measure()
     assert set(counts.variant_names) <= {"navigator", "sampling", "attempts", "coop", "mailbox", "reproduction"}
     assert all(path.startswith(("__init__.py", "coop/__init__.py", "swebench/")) for path, _, _ in counts.local_imports)
@@ -62,3 +65,48 @@ def test_a_circle_an_arrow_back_up_a_local_import_and_a_variant_named_in_the_cor
         ("glue.py", "navigator"),
         ("glue.py", "sampling"),
     ]
+
+
+def test_the_folder_level_and_the_codes_shape_are_counted(tmp_path: Path) -> None:
+    """Folders that import each other, a folder the layer table splits, a long function, a `# fmt: skip`, the
+    places that decide an exit status (not those that compare one), the reads of `single_call`, a reading path and
+    a protocol's members with the variants that implement them."""
+    long = "def long():\n" + "    x = 1\n" * 61
+    root = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": 'class ExitStatus:\n    DONE = "done"\n    FAILED = "failed"\n\n    @property\n'
+            "    def finished(self): ...\n\n\nclass Done:\n    exit_status = ExitStatus.DONE\n",
+            "low/__init__.py": "",
+            "low/a.py": "from llm_ide.high import b\nimport llm_ide.status\n",
+            "high/__init__.py": "",
+            "high/b.py": "from llm_ide.low import a\n" + long,
+            "high/c.py": "x = [1,  2]  # fmt: skip\n",
+            "status.py": "from llm_ide.errors import ExitStatus\n\n\n"
+            "def f(s, settings):\n    if s == ExitStatus.FAILED:\n        return {'exit_status': 'done'}\n"
+            "    return settings.agent.single_call\n",
+            "variant.py": "class Variant:\n    name = ''\n\n    def nodes(self): ...\n\n    def info(self): ...\n",
+            "navigator/variant.py": "from llm_ide.variant import Variant\n\n\nclass Navigator(Variant):\n"
+            "    name = 'n'\n\n    def nodes(self): ...\n",
+            "reproduction/variant.py": "from llm_ide.variant import Variant\n\n\nclass Repro(Variant):\n"
+            "    name = 'r'\n\n    def nodes(self): ...\n",
+            "sampling/variant.py": "",
+            "messages/variant.py": "",
+        },
+    )
+    (root / "docs").mkdir()
+    (root / "docs" / "architecture.md").write_text(
+        "<!-- reading path -->\n1. `llm_ide/status.py`\n<!-- /reading path -->"
+    )
+    top = ("high/", "status.py", "variant.py", "__init__.py", "navigator/", "reproduction/", "sampling/", "messages/")
+    layers = [("low", ("low/", "high/c.py", "errors.py")), ("high", top)]
+    counts = measure(root, layers, core=(), composition="")
+    assert counts.folder_circles == [["high", "low"]] and counts.split_folders == ["high"]
+    assert counts.folder_arrows_up == [("low", "status")]  # `high` sits on its lowest module's layer
+    shape = measure_shape(root)
+    assert shape.long_functions == [("high/b.py", "long", 62)] and shape.fmt_skips == [("high/c.py", 1)]
+    assert shape.status_files == {"errors.py": [10], "status.py": [6]}  # the comparison is no decision
+    assert shape.single_call_reads == [("status.py", 7)] and shape.reading_path == {"llm_ide/status.py": 7}
+    assert shape.protocol == {"name": ["Navigator", "Repro"], "nodes": ["Navigator", "Repro"], "info": []}
+    assert shape.figures()["protocol_members_used_once"] == 1

@@ -240,12 +240,13 @@ def test_the_graph_streams_each_attempts_steps_to_its_custom_stream(tmp_path: Pa
 
     from llm_ide.attempts.context import AttemptsContext
     from llm_ide.attempts.graph import build_attempts_graph
+    from llm_ide.run.single import RunRequest
 
     repo = make_git_repo(tmp_path / "repo", FILES)
     model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)],
                     [review(1, "README only."), review(9, "Fixed.")])  # fmt: skip
-    ctx = AttemptsContext(settings=settings(max=2), model=model, run_id="S", output_dir=tmp_path / "out", repo=repo,
-                          environment="local")  # fmt: skip
+    request = RunRequest(TASK, model, settings(max=2), tmp_path / "out", "S", repo=repo, environment="local")
+    ctx = AttemptsContext(request)
     inputs = {"task": TASK, "repo": str(repo), "model": model}
     graph = build_attempts_graph(InMemorySaver())
     chunks = list(graph.stream(inputs, {"configurable": {"thread_id": "S"}}, context=ctx, stream_mode="custom"))

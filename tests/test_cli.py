@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
-from conftest import git, make_git_repo
+from conftest import git, interrupt_when, make_git_repo
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
@@ -37,14 +35,16 @@ def no_tools(tmp_path: Path, **model: object) -> Path:
 
 
 def leaf_commands() -> list[str]:
-    """Every command line of `llm-ide`, sub-apps included (`tools list`, …)."""
+    """Every command line of `llm-ide`, sub-apps included (`tools list`, …); each command imported (cli/lazy.py)."""
     import typer.main
 
     from llm_ide.cli import app
 
     def walk(command: Any, prefix: tuple[str, ...]) -> list[str]:
-        if subcommands := getattr(command, "commands", None):  # a group (typer's own click)
-            return [line for name, sub in sorted(subcommands.items()) for line in walk(sub, (*prefix, name))]
+        if hasattr(command, "list_commands"):  # a group (of typer's own click)
+            context = command.context_class(command)
+            names = sorted(command.list_commands(context))
+            return [line for name in names for line in walk(command.get_command(context, name), (*prefix, name))]
         return [" ".join(prefix)]
 
     return walk(typer.main.get_command(app), ())
@@ -97,12 +97,7 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     args = ["run", "--repo", "repo", "--task", "write the trail", "--model", model, "--config", "no-tools.yaml"]
     no_tools(tmp_path)
     first = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (repo / "waiting").exists():
-        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
-        time.sleep(0.05)
-    first.send_signal(signal.SIGINT)
-    stdout, stderr = first.communicate(timeout=120)
+    stdout, stderr = interrupt_when(repo / "waiting", first, seconds=120)
     assert first.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     resume = stderr.splitlines()[stderr.splitlines().index("resume with:") + 1]

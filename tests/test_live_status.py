@@ -5,16 +5,14 @@ the reply itself appears as it streams in. Real `llm-ide run` processes against 
 from __future__ import annotations
 
 import os
-import pty
 import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
-from conftest import make_git_repo
+from conftest import in_terminal, make_git_repo
 from openai_server import OpenAIServer, Reply
 
 REPLIES = single_call(FIX_SCRIPT)  # one call per step
@@ -67,24 +65,9 @@ def test_verbose_shows_the_reply_as_it_streams_in(tmp_path: Path) -> None:
 
 def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> None:
     with OpenAIServer(replies=REPLIES, latency=0.3) as server:
-        primary, secondary = pty.openpty()
         command = [*run_args(tmp_path, server.url), "--output", str(tmp_path / "out")]
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=environment(tmp_path)
-        )
-        os.close(secondary)
-        output = bytearray()
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(primary, 4096)
-            except OSError:  # EIO: the process closed the terminal
-                break
-            if not chunk:
-                break
-            output.extend(chunk)
-        os.close(primary)
-        assert process.wait(timeout=60) == 0, output.decode(errors="replace")
+        status, output = in_terminal(command, environment(tmp_path))
+        assert status == 0, output.decode(errors="replace")
     screen = ANSI.sub("", output.decode(errors="replace"))
     lines = re.findall(r"model thinking · (\d+\.\d) s · prompt ~([\d,]+) tokens", screen)
     assert len({seconds for seconds, _ in lines}) >= 2, screen  # the seconds count while a call is under way

@@ -45,9 +45,11 @@ def test_reply_carries_usage_and_cost_from_price_table(config: ModelSettings, mo
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     with OpenAIServer(replies=[Reply("<thought>ok</thought>", input_tokens=1200, output_tokens=300)]) as server:
         model = get_model("tensorblock/gpt-5-mini", config, base_url=server.url)
-        reply = model.complete(MESSAGES, call_index=0)
+        reply = model.complete(MESSAGES)
     assert model.name == "tensorblock/gpt-5-mini"
-    assert reply == ModelReply("<thought>ok</thought>", 1200, 300, pytest.approx(1200 * 0.25e-6 + 300 * 2.0e-6))
+    assert reply == ModelReply(
+        "<thought>ok</thought>", 1200, 300, pytest.approx(1200 * 0.25e-6 + 300 * 2.0e-6), finish_reason="stop"
+    )
     [request] = server.requests
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == f"Bearer {SECRET}"
@@ -66,10 +68,10 @@ def test_cached_prompt_tokens_are_read_from_the_usage_and_priced(
     ]
     with OpenAIServer(replies=replies) as server:
         model = get_model("gpt-5-mini", config, base_url=server.url)
-        first, second = (model.complete(MESSAGES, call_index=i) for i in range(2))
-    assert first == ModelReply("first", 9000, 100, pytest.approx(9000 * 0.25e-6 + 100 * 2.0e-6))
+        first, second = (model.complete(MESSAGES) for i in range(2))
+    assert first == ModelReply("first", 9000, 100, pytest.approx(9000 * 0.25e-6 + 100 * 2.0e-6), finish_reason="stop")
     cost = 1200 * 0.25e-6 + 8800 * 0.025e-6 + 200 * 2.0e-6
-    assert second == ModelReply("again", 10_000, 200, pytest.approx(cost), cache_read_tokens=8800)
+    assert second == ModelReply("again", 10_000, 200, pytest.approx(cost), cache_read_tokens=8800, finish_reason="stop")
 
 
 def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
@@ -80,11 +82,17 @@ def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
     reply = Reply("cached", input_tokens=10_000, output_tokens=100, cached_tokens=6000, cache_write_tokens=3000)
     with OpenAIServer(replies=[reply]) as server:
         model = get_model("anthropic:claude-sonnet-4-5", config, base_url=server.url.removesuffix("/v1"))
-        answer = model.complete(MESSAGES, call_index=0)
+        answer = model.complete(MESSAGES)
     assert server.requests[0].path.endswith("/v1/messages")
     cost = 1000 * 3e-6 + 6000 * 0.3e-6 + 3000 * 3.75e-6 + 100 * 15e-6
     assert answer == ModelReply(
-        "cached", 10_000, 100, pytest.approx(cost), cache_read_tokens=6000, cache_write_tokens=3000
+        "cached",
+        10_000,
+        100,
+        pytest.approx(cost),
+        cache_read_tokens=6000,
+        cache_write_tokens=3000,
+        finish_reason="end_turn",
     )
 
 
@@ -111,7 +119,7 @@ def test_provider_spec_goes_through_init_chat_model(config: ModelSettings, monke
     config = config.model_copy(update={"temperature": 0.25, "kwargs": {"seed": 7}})
     with OpenAIServer(replies=[Reply("done", input_tokens=2_000_000, output_tokens=1_000_000)]) as server:
         model = get_model("openai:gpt-4o-mini-2024-07-18", config, base_url=server.url)
-        reply = model.complete(MESSAGES[:2], call_index=5)
+        reply = model.complete(MESSAGES[:2])
     assert (reply.text, reply.input_tokens, reply.output_tokens) == ("done", 2_000_000, 1_000_000)
     assert reply.cost == pytest.approx(2 * 0.15 + 1 * 0.6)
     body = server.requests[0].body
@@ -126,13 +134,16 @@ def test_unknown_price_costs_zero_with_one_warning(
     caplog.set_level(logging.WARNING, logger="llm_ide.models")
     with OpenAIServer(replies=[Reply("a", input_tokens=10, output_tokens=2), "bbbbbbbb"]) as server:
         model = get_model(name, config, base_url=server.url)
-        replies = [model.complete(MESSAGES, call_index=i) for i in range(2)]
+        replies = [model.complete(MESSAGES) for i in range(2)]
     prompt_chars = sum(len(m["content"]) for m in MESSAGES)
-    assert replies == [ModelReply("a", 10, 2, 0.0), ModelReply("bbbbbbbb", prompt_chars // 4, 2, 0.0)]
+    assert replies == [
+        ModelReply("a", 10, 2, 0.0, finish_reason="stop"),
+        ModelReply("bbbbbbbb", prompt_chars // 4, 2, 0.0, finish_reason="stop"),
+    ]
     price_warnings = [r.getMessage() for r in caplog.records if "no price" in r.getMessage()]
     assert price_warnings == [
-        f"model {name} has no price in the config's model.prices: its cost counts as 0, so the cost limit cannot be "
-        "enforced (agent.token_limit still applies)"
+        f"model {name} has no price in the config's model.prices: it is shown as unpriced, with its tokens; its cost "
+        "counts as 0, so the cost limit cannot be enforced (agent.token_limit still applies)"
     ]
     assert server.hits == 2
 
@@ -140,8 +151,8 @@ def test_unknown_price_costs_zero_with_one_warning(
 def test_rate_limit_then_success_is_retried(config: ModelSettings, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="llm_ide.models")
     with OpenAIServer(replies=[429, Reply("after the wait", input_tokens=5, output_tokens=3)]) as server:
-        reply = get_model("gpt-5-nano", config, base_url=server.url).complete(MESSAGES, call_index=0)
-    assert reply == ModelReply("after the wait", 5, 3, pytest.approx(5 * 0.05e-6 + 3 * 0.4e-6))
+        reply = get_model("gpt-5-nano", config, base_url=server.url).complete(MESSAGES)
+    assert reply == ModelReply("after the wait", 5, 3, pytest.approx(5 * 0.05e-6 + 3 * 0.4e-6), finish_reason="stop")
     assert server.hits == 2
     [retry] = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
     assert "RateLimitError" in retry and "retry 1/2" in retry
@@ -162,7 +173,7 @@ def test_transient_failures_beyond_the_retry_budget_end_in_model_error(
 ) -> None:
     config = config.model_copy(update={"timeout": 0.3})
     with OpenAIServer(replies=[reply]) as server, pytest.raises(ModelError) as raised:
-        get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES, call_index=0)
+        get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES)
     message = str(raised.value)
     assert not isinstance(raised.value, ModelAuthError)
     assert message.startswith("model gpt-5-mini failed after 3 attempts: ")
@@ -173,7 +184,7 @@ def test_transient_failures_beyond_the_retry_budget_end_in_model_error(
 def test_transient_failure_then_success_within_budget(config: ModelSettings) -> None:
     config = config.model_copy(update={"timeout": 0.3, "max_retries": 3})
     with OpenAIServer(replies=["hang", "invalid_json", 502, "finally"]) as server:
-        reply = get_model("gpt-5", config, base_url=server.url).complete(MESSAGES, call_index=0)
+        reply = get_model("gpt-5", config, base_url=server.url).complete(MESSAGES)
     assert reply.text == "finally"
     assert server.hits == 4
 
@@ -182,7 +193,7 @@ def test_connection_refused_is_retried_then_model_error(config: ModelSettings) -
     with OpenAIServer(replies=["unused"]) as server:
         dead_url = server.url
     with pytest.raises(ModelError, match=r"failed after 3 attempts: .*Connection"):
-        get_model("gpt-5", config, base_url=dead_url).complete(MESSAGES, call_index=0)
+        get_model("gpt-5", config, base_url=dead_url).complete(MESSAGES)
 
 
 @pytest.mark.parametrize(
@@ -200,7 +211,7 @@ def test_auth_and_not_found_fail_at_once_without_leaking_the_key(
     caplog.set_level(logging.DEBUG)
     echo = Reply(status=status, error_message=f"Incorrect API key provided: {SECRET}") if status == 401 else status
     with OpenAIServer(replies=[echo, "never reached"]) as server, pytest.raises(ModelAuthError) as raised:
-        get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES, call_index=0)
+        get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES)
     message = str(raised.value)
     assert server.hits == 1
     assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
@@ -217,8 +228,8 @@ def test_base_url_from_environment_and_keyless_placeholder(
 ) -> None:
     with OpenAIServer(replies=["from env"]) as env_server, OpenAIServer(replies=["from argument"]) as arg_server:
         monkeypatch.setenv("OPENAI_BASE_URL", env_server.url)
-        from_env = get_model("gpt-5-mini", config).complete(MESSAGES, call_index=0)
-        from_argument = get_model("gpt-5-mini", config, base_url=arg_server.url).complete(MESSAGES, call_index=0)
+        from_env = get_model("gpt-5-mini", config).complete(MESSAGES)
+        from_argument = get_model("gpt-5-mini", config, base_url=arg_server.url).complete(MESSAGES)
     assert (from_env.text, from_argument.text) == ("from env", "from argument")
     assert (env_server.hits, arg_server.hits) == (1, 1)
     assert env_server.requests[0].headers["authorization"] == "Bearer not-needed"
@@ -287,13 +298,15 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
     path = write(tmp_path / "script.yaml", script)
     model = get_model(f"scripted:{path}", config)
     assert isinstance(model, ScriptedModel) and model.name == f"scripted:{path}"
-    first = model.complete(MESSAGES, call_index=0)
+    first = model.complete(MESSAGES)
     prompt_tokens = sum(len(m["content"]) for m in MESSAGES) // 4
-    assert first == ModelReply("<thought>first</thought>\n", prompt_tokens, 6, 0.0)
-    resumed = get_model(f"scripted:{path}", config)
-    assert [resumed.complete(MESSAGES[:1], call_index=i).text for i in (2, 1)] == ["third", "second reply"]
+    assert first == ModelReply("<thought>first</thought>\n", prompt_tokens, 6, 0.0, estimated=True)
+    assert model.complete(MESSAGES[:1]).text == "second reply"  # its own position, one call after the other
+    resumed = get_model(f"scripted:{path}", config)  # a resumed run's: put where its checkpoint left it
+    resumed.resume(2)
+    assert resumed.complete(MESSAGES[:1]).text == "third"
     with pytest.raises(ModelError, match=r"^scripted model ran out of responses after 3 calls"):
-        resumed.complete(MESSAGES, call_index=3)
+        resumed.complete(MESSAGES)
 
 
 @pytest.mark.parametrize(

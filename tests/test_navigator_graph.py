@@ -99,7 +99,7 @@ def test_a_denied_edit_gets_a_sibling_alternative_that_is_approved_and_the_run_s
     calls = traj["model_calls"]
     assert [c["kind"] for c in calls] == ["act", "reflect", "act", "act", "reflect", "act", "reflect", "act"]
     assert "# Plan (from the navigator)\n1. In Cart.total multiply price by quantity." in calls[0]["prompt"]
-    assert "## Alternative action" in calls[3]["prompt"] and f"lesson: {reason}" in calls[3]["prompt"]
+    assert "## Alternative action" in calls[3]["prompt"] and f"denied it: {reason}" in calls[3]["prompt"]
 
     record = traj["info"]["navigator"]
     assert [(d["step"], d["approved"], d["by"]) for d in record["decisions"]] == [

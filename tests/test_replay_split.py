@@ -12,9 +12,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 ORIGINAL_12 = {  # the trajectories the memory was tuned on before the split
-    "pallets__flask-5014", "pylint-dev__pylint-6903", "pytest-dev__pytest-5631", "pytest-dev__pytest-7432",
+    "pallets__flask-5014",
+    "pylint-dev__pylint-6903",
+    "pytest-dev__pytest-5631",
+    "pytest-dev__pytest-7432",
     *(f"psf__requests-{n}" for n in (1142, 1724, 1766, 1921, 2317, 2931, 5414, 6028)),
-}  # fmt: skip
+}
 
 
 def repo_of(instance: str) -> str:

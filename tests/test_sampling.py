@@ -160,7 +160,7 @@ def test_unusable_samples_are_dropped_and_all_unusable_is_a_format_error_asked_a
     assert "Your response could not be used" not in calls[2]["prompt"]
 
 
-def test_demonstrations_from_a_scripted_run_appear_in_the_prompt_before_the_task(tmp_path: Path) -> None:
+def test_demonstrations_from_a_scripted_run_lead_the_system_prompt_before_the_task(tmp_path: Path) -> None:
     first, _ = run(tmp_path / "a", write_script(tmp_path / "fix.yaml", FIX_SCRIPT), settings())
     config = settings().merged({"demonstrations": [str(first.trajectory_path)]})
     result, traj = run(tmp_path / "b", write_script(tmp_path / "script.yaml", [SUBMIT]), config)
@@ -181,9 +181,10 @@ def test_demonstrations_from_a_scripted_run_appear_in_the_prompt_before_the_task
     assert capped.count("### Demonstration 1") == 1 and "+            total += price * quantity" in capped  # the tail
 
     plain = run(tmp_path / "c", write_script(tmp_path / "plain.yaml", [SUBMIT]), settings())[1]
-    plain_system = plain["model_calls"][0]["prompt"].split("\n\n[user]\n")[0]
-    head = plain_system[: plain_system.index("## Task Description")]
-    assert system.startswith(head)  # the stable head of the prompt is unchanged, the demonstrations follow it
+    plain_system = plain["model_calls"][0]["prompt"].split("\n\n[user]\n")[0].removeprefix("[system]\n")
+    assert (
+        system == f"[system]\n{render_demonstrations(config)}\n\n{plain_system}"
+    )  # ahead of the agent's own, unchanged
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,20 @@ def test_progress_plain_lines_and_live_render() -> None:
     assert (progress.done, dict(progress.statuses), list(progress.running)) == (1, {"submitted": 1}, ["b__y-2"])
 
 
+def test_progress_of_an_unpriced_model_shows_no_cost_of_zero() -> None:
+    plain = io.StringIO()
+    with BatchProgress(3, Console(file=plain, width=200), "swebench", priced=False) as progress:
+        progress.start("a__x-1")
+        progress.event("a__x-1", "step", step=2, action="view a.py", cost=0.0)
+        live = Console(file=io.StringIO(), width=160, force_terminal=True, color_system=None)
+        live.print(progress.render())
+        progress.finish("a__x-1", "submitted", cost=0.0, steps=2)
+    screen, lines = live.file.getvalue(), plain.getvalue().splitlines()
+    assert "$" not in screen + plain.getvalue() and screen.count("unpriced") == 2  # the batch's and the instance's
+    assert lines[2].startswith("[1/3] a__x-1: submitted (2 steps, unpriced) | total unpriced | ETA ")
+    assert lines[3] == "swebench: 1/3 done, cost unpriced, submitted: 1"
+
+
 @pytest.mark.parametrize(
     ("model", "base_url", "env_url", "expected"),
     [

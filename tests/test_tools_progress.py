@@ -51,9 +51,13 @@ def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path) -> N
         " file or directory (the run goes on without it; the full output is in the run's log)"
     ) in lines, first.stdout
     assert lines.index("… installing tools") < min(i for i, line in enumerate(lines) if "tool debugger" in line)
+    building = [i for i, line in enumerate(lines) if line.startswith("… building the tools (a first run")]
+    assert len(building) == 1 and "usually under a minute, a few minutes on a slow connection" in lines[building[0]]
+    assert building[0] < min(i for i, line in enumerate(lines) if "tool debugger installed" in line)
 
     second = run_cli(tmp_path, "second", config, model)
     assert second.returncode == 0, second.stdout + second.stderr
     assert any(line.startswith("✓ tool debugger installed (from cache, ") for line in second.stdout.splitlines())
+    assert "building the tools" not in second.stdout  # nothing built: nothing to wait for
     assert "✗ tool broken failed to install" in second.stdout, "its setup step runs (and fails) on every run"
     assert (tmp_path / "tools-cache" / "local").is_dir(), "(the preflight tests rely on runs creating the cache)"

@@ -38,7 +38,18 @@ from llm_ide.navigator.variant import Navigator
 from llm_ide.run.single import RunResult, run_task
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.sampling.variant import Sampling
-from llm_ide.variant import Action, CombinationError, Node, Opening, Variant, Variants
+from llm_ide.state.operations import OperationNode
+from llm_ide.variant import (
+    Action,
+    ActionResult,
+    ActionRun,
+    CombinationError,
+    Hook,
+    Opening,
+    PromptParts,
+    Variant,
+    Variants,
+)
 
 TASK = "Cart.total ignores quantities."
 FIXED = "total += price * quantity"
@@ -56,40 +67,36 @@ def run(
     return result, load_trajectory(result.trajectory_path)
 
 
-# A node that logs every action, after it ran (or was settled without running) and before it is committed
+# A wrapper that logs every action, after it ran (or was settled without running) and before it is committed
 
 
 class LogState(TypedDict, total=False):
     action_log: list[dict[str, Any]]
 
 
-def log_action(state: dict[str, Any]) -> dict[str, Any]:
-    pending = state["pending"]
-    entry = {"step": state.get("n_operations", 0), "action": pending.action_type, "returncode": pending.returncode}
-    return {"action_log": [*state.get("action_log", []), entry]}
-
-
 class ActionLog(Variant):
     name = "action_log"
     state = LogState
-    after_action = ("log_action",)
 
-    def nodes(self) -> dict[str, Node]:
-        return {"log_action": log_action}
+    def wrap_action(self, ctx: Any, state: dict[str, Any], node: OperationNode, run: ActionRun) -> ActionResult:
+        result = run(node)
+        entry = {"step": state.get("n_operations", 0), "action": node.action_type, "returncode": result.node.returncode}
+        return result.merged({"action_log": [*state.get("action_log", []), entry]})
 
     def info(self, state: dict[str, Any]) -> dict[str, Any]:
         return {"action_log": state.get("action_log", [])}
 
 
-def test_a_node_that_logs_every_action_plugs_in_after_the_action(tmp_path: Path) -> None:
+def test_a_wrapper_that_logs_every_action_plugs_in_around_the_action(tmp_path: Path) -> None:
     result, traj = run(tmp_path, FIX_SCRIPT, [ActionLog()])
     assert result.exit_status == "submitted" and FIXED in result.submission
     logged = [(e["step"], e["action"], e["returncode"]) for e in traj["info"]["action_log"]]
     assert logged == [(0, "view", 0), (1, "bash", 1), (2, "edit", 0), (3, "bash", 0), (4, "submit", 0)]
     assert [op["action_type"] for op in traj["operations"]] == [action for _, action, _ in logged]
     graph = build_graph(variants=Variants((ActionLog(),))).get_graph()
-    edges = {(edge.source, edge.target) for edge in graph.edges}
-    assert {("execute_tool", "log_action"), ("log_action", "update_activity")} <= edges
+    assert {node for node in graph.nodes if not node.startswith("__")} == {
+        "render_context", "act", "execute_tool", "update_activity"
+    }  # fmt: skip
 
 
 def test_the_log_sees_an_action_the_navigator_denied_which_never_ran(tmp_path: Path) -> None:
@@ -107,34 +114,41 @@ def test_the_log_sees_an_action_the_navigator_denied_which_never_ran(tmp_path: P
 # An action of its own, offered in the action list
 
 
-def word_count(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
-    path = params.get("path")
+def word_count(ctx: Any, state: dict[str, Any], node: OperationNode) -> ActionResult:
+    path = node.action_params.get("path")
     if not isinstance(path, str):
         raise ParamError("`path` must name a file")
-    text = ctx.codebase.read_text(ctx.codebase.path(params))
-    return ActionOutcome(f"{path}: {len((text or '').split())} words", 0)
+    text = ctx.codebase.read_text(ctx.codebase.path(node.action_params))
+    return ActionResult(node).settled(ActionOutcome(f"{path}: {len((text or '').split())} words", 0))
+
+
+def no_word_count(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
+    return ActionOutcome("word_count: not in this run", 2)
 
 
 class WordCount(Variant):
     name = "word_count"
+    actions = {"word_count": Action(word_count, no_word_count)}
 
-    def actions(self) -> dict[str, Action]:
-        return {"word_count": Action(word_count)}
-
-    def action_lines(self, ctx: Any) -> str:
-        return '- `<word_count>{"path": "<file>"}</word_count>`: how many words a file holds.'
+    def prompt(self, ctx: Any, state: dict[str, Any]) -> PromptParts:
+        return PromptParts(actions='- `<word_count>{"path": "<file>"}</word_count>`: how many words a file holds.')
 
 
 def test_an_action_of_a_variant_is_offered_parsed_and_run_like_the_core_ones(tmp_path: Path) -> None:
     count = act("How long is the cart?", "word_count", path="shop/cart.py")
     terse = 'And the tests?\n<word_count>{"path": "tests/test_cart.py"}</word_count>'
-    driver = [count, reflect(False, "counted"), terse, reflect(False, "counted"), act("Done.", "submit")]
-    result, traj = run(tmp_path, driver, [WordCount()])
+    bad = act("And nothing?", "word_count", path=3)
+    driver = [count, reflect(False, "counted"), terse, reflect(False, "counted"), bad, reflect(True, "no path")]
+    result, traj = run(tmp_path, [*driver, act("Done.", "submit")], [WordCount()])
     assert result.exit_status == "submitted"
-    first, second = traj["operations"][:2]
+    first, second, third = traj["operations"][:3]
     words = len(BUGGY_FILES["shop/cart.py"].split())
     assert (first["action_type"], first["observation"]) == ("word_count", f"shop/cart.py: {words} words")
     assert second["observation"].startswith("tests/test_cart.py: ") and second["thought"] == "And the tests?"
+    assert (third["returncode"], third["observation"]) == (
+        2,
+        "Invalid parameters for `word_count`: `path` must name a file",
+    )
     assert (
         "`<word_count>" in traj["model_calls"][0]["prompt"]
         and "`<submit></submit>`" in traj["model_calls"][0]["prompt"]
@@ -169,20 +183,18 @@ def check_before(state: dict[str, Any], runtime: Runtime[Any]) -> dict[str, Any]
     return {"checks": {"before": run_check(runtime.context)}}
 
 
+def check(ctx: Any, state: dict[str, Any], node: OperationNode) -> ActionResult:
+    outcome = run_check(ctx)
+    return ActionResult(node).settled(ActionOutcome(outcome["output"], outcome["returncode"]))
+
+
 class Check(Variant):
     name = "check"
     state = CheckState
-    prelude = ("check_before",)
+    actions = {"check": Action(check, no_word_count, bare=True)}
 
-    def nodes(self) -> dict[str, Node]:
-        return {"check_before": check_before}
-
-    def actions(self) -> dict[str, Action]:
-        def check(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
-            outcome = run_check(ctx)
-            return ActionOutcome(outcome["output"], outcome["returncode"])
-
-        return {"check": Action(check, bare=True)}
+    def nodes(self) -> list[Hook]:
+        return [Hook("check_before", check_before, once=True)]
 
     def open(self, ctx: Any, opening: Opening) -> Any:
         env = ctx.codebase.env
@@ -194,16 +206,18 @@ class Check(Variant):
         env.copy_in(script, target)
         return target
 
-    def preface(self, ctx: Any, state: dict[str, Any]) -> str:
+    def prompt(self, ctx: Any, state: dict[str, Any]) -> PromptParts:
         before = state.get("checks", {}).get("before")
-        return f"# Check before the first step\n{before['output']}\n" if before else ""
+        return PromptParts(preface=f"# Check before the first step\n{before['output']}\n" if before else "")
 
-    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
-        return {"checks": {**state.get("checks", {}), "after": run_check(ctx)}}
+    def wrap_action(self, ctx: Any, state: dict[str, Any], node: OperationNode, run: ActionRun) -> ActionResult:
+        result = run(node)
+        if not result.submitted:
+            return result
+        return result.merged({"checks": {**state.get("checks", {}), "after": run_check(ctx)}})
 
-    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
-        checks = state.get("checks", {})
-        return {name: check["returncode"] for name, check in checks.items()}
+    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"facts": {name: check["returncode"] for name, check in state.get("checks", {}).items()}}
 
 
 def test_a_phase_before_the_loop_a_script_beside_the_tools_and_a_check_again_at_submit(tmp_path: Path) -> None:
@@ -215,25 +229,17 @@ def test_a_phase_before_the_loop_a_script_beside_the_tools_and_a_check_again_at_
     check = next(op for op in traj["operations"] if op["action_type"] == "check")
     assert (check["observation"], check["returncode"]) == ("OK", 0)
     assert "check.sh" not in result.submission  # beside the tools, not in the repository
+    graph = build_graph(variants=Variants((Check(),))).get_graph()
+    assert ("__start__", "check_before") in {(edge.source, edge.target) for edge in graph.edges}
 
 
 # Combinations
 
 
-class Replacing(Variant):
-    name = "replacing"
-
-    def replaces(self) -> dict[str, Node]:
-        return {"act": log_action}
-
-
-def test_two_variants_replacing_one_node_are_refused_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(CombinationError) as refused:
-        run(tmp_path, FIX_SCRIPT, [Replacing()], sampling={"k": 2})
-    assert str(refused.value) == "sampling and replacing both replace the `act` node"
-    assert not (tmp_path / "out").exists()  # refused before anything starts
+def test_a_variant_given_twice_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(CombinationError, match="^a variant is given twice: action_log, action_log$"):
-        Variants((ActionLog(), ActionLog()))
+        run(tmp_path, FIX_SCRIPT, [ActionLog(), ActionLog()])
+    assert not (tmp_path / "out").exists()  # refused before anything starts
 
 
 MESSAGE = "I changed nothing in shop/; the cart is yours."
@@ -303,11 +309,14 @@ class SubmitCheck(Variant):
     def __init__(self, command: str) -> None:
         self.command = command
 
-    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
-        return {"at_submit": ctx.codebase.env.execute(self.command, timeout=60).returncode}
+    def wrap_action(self, ctx: Any, state: dict[str, Any], node: OperationNode, run: ActionRun) -> ActionResult:
+        result = run(node)
+        if not result.submitted:
+            return result
+        return result.merged({"at_submit": ctx.codebase.env.execute(self.command, timeout=60).returncode})
 
-    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
-        return {"check at submit": state["at_submit"]} if "at_submit" in state else {}
+    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"facts": {"check at submit": state["at_submit"]}} if "at_submit" in state else {}
 
 
 def test_a_variants_facts_reach_the_reviewer_and_the_chooser_of_attempts(tmp_path: Path) -> None:

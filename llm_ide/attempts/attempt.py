@@ -4,6 +4,8 @@ its own container; local: its own git worktree), as its own thread with its own 
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from llm_ide.attempts.context import AttemptsContext, attempt_model, local_workt
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
-from llm_ide.run.single import run_task
+from llm_ide.run.single import Driver, Listeners
 
 
 class AttemptUnfinished(LlmIdeError):
@@ -27,45 +29,34 @@ class AttemptUnfinished(LlmIdeError):
 def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
     ctx = runtime.context
     index = state["index"]
+    request = ctx.request
     settings = ctx.settings.merged({"attempts": {"max": 1}}, origin="attempts")
-    repo = ctx.repo
-    environment = ctx.environment or settings.environment.type
+    repo = request.repo
+    environment = request.environment or settings.environment.type
     if not capabilities(environment).ephemeral and repo is not None:  # the repository itself: a worktree each
         base = state.get("base_commit")
         if not base:
             raise LlmIdeError(f"{repo}: attempts in the local environment need a git repository with a commit")
         repo = local_worktree(ctx, index, base)
     ctx.emit(f"attempt {index} of {ctx.settings.attempts.max}")
-    checkpoint = ctx.checkpoint if ctx.checkpoint and ctx.checkpoint.startswith("postgres") else None
-    writer = getattr(runtime, "stream_writer", None)
-    outer = contextvars.copy_context()  # where the writer finds this node's run (the agent runs in a context apart)
-
-    def on_event(event: Any) -> None:
-        """The agent's steps also go to the graph's `custom` stream (LangGraph Studio, langgraph_sdk, `stream`)."""
-        if event.kind in ("step", "end") and writer is not None:
-            status = str(event.exit_status or "")
-            outer.run(writer, {"attempt": index, "kind": event.kind, "step": event.step, "action": event.action,
-                               "cost": event.cost, "exit_status": status})  # fmt: skip
-        ctx.forward(event)
-
-    result = contextvars.Context().run(  # a thread of its own, not a child of this graph's run
-        run_task,
-        state["task"],
-        model=attempt_model(ctx.model, str(index)),
+    shared = request.checkpoint if request.checkpoint and request.checkpoint.startswith("postgres") else None
+    attempt_request = replace(
+        request,
+        task=state["task"],
+        model=attempt_model(request.model, str(index)),
         settings=settings,
         output_dir=ctx.attempt_dir(index),
         run_id=ctx.attempt_id(index),
         repo=repo,
         environment=environment,
-        image=ctx.image,
-        base_url=ctx.base_url,
-        checkpoint=checkpoint,
-        task_vars=ctx.task_vars,
-        on_event=on_event,
+        checkpoint=shared,
         cost_budget=ctx.budget,
-        carried_lessons=state.get("carried_lessons") or None,
-        variants=ctx.variants,
+        carried_lessons=tuple(state.get("carried_lessons") or ()),
+        intents=None,  # each attempt's own, in its folder
     )
+    listeners = Listeners(on_event=streamed(ctx, index, getattr(runtime, "stream_writer", None)))
+    driver = Driver(attempt_request, listeners)
+    result = contextvars.Context().run(driver.run)  # a thread of its own, not a child of this graph's run
     if not result.exit_status.finished:
         raise AttemptUnfinished(
             f"attempt {index} stopped with {result.exit_status} ({result.error or 'see its trajectory'})",
@@ -78,13 +69,37 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         submission=result.submission,
         cost=float(result.model_stats.get("cost", 0.0)),
         api_calls=int(result.model_stats.get("api_calls", 0)),
-        trajectory=str(relative(result.trajectory_path, ctx.output_dir)),
+        trajectory=str(relative(result.trajectory_path, request.output_dir)),
         error=result.error,
         score=None,
         reasons="",
         **summarize(ctx.settings, result.trajectory_path),
     )
     return {"attempts": [record]}
+
+
+def streamed(ctx: AttemptsContext, index: int, writer: Any) -> Callable[[Any], None]:
+    """The agent's steps, to the run's listeners and to the graph's `custom` stream (LangGraph Studio,
+    langgraph_sdk, `stream`)."""
+    outer = contextvars.copy_context()  # where the writer finds this node's run (the agent runs in a context apart)
+
+    def on_event(event: Any) -> None:
+        if event.kind in ("step", "end") and writer is not None:
+            status = str(event.exit_status or "")
+            outer.run(
+                writer,
+                {
+                    "attempt": index,
+                    "kind": event.kind,
+                    "step": event.step,
+                    "action": event.action,
+                    "cost": event.cost,
+                    "exit_status": status,
+                },
+            )
+        ctx.forward(event)
+
+    return on_event
 
 
 def relative(path: Path, root: Path) -> Path:

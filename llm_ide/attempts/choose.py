@@ -45,9 +45,9 @@ def best(records: list[AttemptRecord]) -> AttemptRecord:
     return max(records, key=lambda record: (record.get("score") or 0.0, -record["index"]))
 
 
-def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord]], call_index: int) -> tuple[
-    AttemptRecord, str, dict[str, Any]
-]:  # fmt: skip
+def ask_chooser(
+    ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord]]
+) -> tuple[AttemptRecord, str, dict[str, Any]]:
     settings = ctx.settings.attempts
     shown = [
         {
@@ -61,9 +61,10 @@ def ask_chooser(ctx: AttemptsContext, task: str, groups: list[list[AttemptRecord
         for number, group in enumerate(groups, 1)
     ]
     text, call = ctx.ask(
-        "choose", render_string(settings.templates.choose_system), render_string(settings.templates.choose, task=task,
-        candidates=shown), call_index,
-    )  # fmt: skip
+        "choose",
+        render_string(settings.templates.choose_system),
+        render_string(settings.templates.choose, task=task, candidates=shown),
+    )
     found = NUMBER.search(extract_tag(text, "choice", required=False) or "")
     number = int(float(found.group())) if found else 0
     reasons = " ".join((extract_tag(text, "reasons", required=False) or text).split())
@@ -94,7 +95,7 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
         chosen = best([group[0] for group in groups])  # the task's budget spent: no chooser call
         by, reasons = "best_score", chosen.get("reasons", "")
     else:
-        chosen, reasons, call = ask_chooser(ctx, state["task"], groups, 0)
+        chosen, reasons, call = ask_chooser(ctx, state["task"], groups)
         by, calls = "chooser", [call]
     last = attempts[-1] if attempts else {}
     outcome = chosen or last

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,8 @@ from llm_ide.errors import EnvironmentFailure
 from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.prompting import render_string
-from llm_ide.run.single import RunEvent
+from llm_ide.run.single import Listeners, RunEvent, RunRequest
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
-from llm_ide.variant import Variant
 
 
 class TaskBudget(CostBudget):
@@ -67,59 +65,66 @@ def attempt_model(spec: str, role: str) -> str:
 
 @dataclass
 class AttemptsContext:
-    settings: Settings
-    model: str
-    run_id: str
-    output_dir: Path
-    repo: Path | None = None
-    environment: str | None = None
-    image: str | None = None
-    base_url: str | None = None
-    checkpoint: str | None = None  # postgres: shared by the attempts (a thread each); None: a sqlite file each
-    task_vars: dict[str, Any] | None = None
-    on_event: Callable[[Any], None] | None = None
+    """The attempts' run: its request (each attempt's run is made from it), who is told what it does, the task's
+    budget, and the reviewer's and chooser's calls."""
+
+    request: RunRequest
+    listeners: Listeners = field(default_factory=Listeners)
     budget: Budget | None = None
-    variants: list[Variant] = field(default_factory=list)  # given to every attempt's run, beside its settings' own
     stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
+    policy: CallPolicy = field(default_factory=CallPolicy)  # the reviewer's and chooser's calls (the task's budget)
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.budget is None:
-            self.budget = TaskBudget(self.settings.attempts.cost_limit or None)
+            self.budget = TaskBudget(self.settings.attempts.cost_limit or None, self.request.cost_budget)
+        self.policy.budget = self.budget
+
+    @property
+    def settings(self) -> Settings:
+        return self.request.settings  # type: ignore[return-value]
+
+    @property
+    def repo(self) -> Path | None:
+        return self.request.repo
+
+    def resume(self, calls: list[dict[str, Any]]) -> None:
+        """A resumed run's reviewer and chooser go on after the calls its checkpoint holds."""
+        counts: dict[str, int] = {}
+        for call in calls:
+            counts[call.get("model", "")] = counts.get(call.get("model", ""), 0) + 1
+        self.policy.restore(counts)
 
     def attempt_id(self, index: int) -> str:
-        return f"{self.run_id}-attempt{index}"
+        return f"{self.request.run_id}-attempt{index}"
 
     def attempt_dir(self, index: int) -> Path:
-        return self.output_dir / f"attempt{index}"
+        return self.request.output_dir / f"attempt{index}"
 
     def role_model(self, role: str) -> Model:
         settings = self.settings.attempts
-        spec = (settings.reviewer if role == "review" else settings.chooser).model or self.model
+        spec = (settings.reviewer if role == "review" else settings.chooser).model or self.request.model
         with self._lock:
             if role not in self._models:
-                self._models[role] = get_model(attempt_model(spec, role), self.settings.model, self.base_url)
+                self._models[role] = get_model(attempt_model(spec, role), self.settings.model, self.request.base_url)
             return self._models[role]
 
     def forward(self, event: Any) -> None:
         """An attempt's event to the caller; once the run is stopped the attempt ends `interrupted` at its next step
         (its environment removed, its state saved)."""
-        if self.on_event is not None:
-            self.on_event(event)
+        self.listeners.emit(event)
         if self.stop.is_set() and event.kind != "end":
             raise KeyboardInterrupt
 
     def emit(self, phase: str) -> None:
-        if self.on_event is not None:
-            self.on_event(RunEvent(self.run_id, "phase", phase=phase))
+        self.listeners.emit(RunEvent(self.request.run_id, "phase", phase=phase))
 
-    def ask(self, role: str, system: str, user: str, call_index: int, attempt: int = 0) -> tuple[str, dict[str, Any]]:
+    def ask(self, role: str, system: str, user: str, attempt: int = 0) -> tuple[str, dict[str, Any]]:
         """One reviewer or chooser call by the call policy (the task's budget charged): the reply and its record."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        policy = CallPolicy(budget=self.budget)
-        reply, call = policy.call(self.role_model(role), messages, kind=role, call_index=call_index, attempt=attempt,
-                                  role_index=call_index)  # fmt: skip
+        model = self.role_model(role)
+        reply, call = self.policy.call(model, messages, kind=role, attempt=attempt, model=model.name)
         return reply.text, call
 
 
@@ -127,14 +132,16 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
     """LangGraph Studio (no context given): the run's context built from the graph input."""
     require_inputs(state)
     values = dict(state.get("config") or {})
-    return AttemptsContext(
-        settings=load_config(values.pop("base", "default"), **values),
+    request = RunRequest(
+        task=state["task"],
         model=state["model"],
-        run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
+        settings=load_config(values.pop("base", "default"), **values),
         output_dir=Path(state.get("output") or Path("runs") / thread),
+        run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
         repo=Path(state["repo"]).expanduser().resolve(),
         base_url=state.get("base_url"),
     )
+    return AttemptsContext(request)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -158,8 +165,9 @@ def remove_worktrees(ctx: AttemptsContext, indices: list[int]) -> None:
     for index in indices:
         worktree = ctx.attempt_dir(index) / "repo"
         if ctx.repo is not None and worktree.exists():
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree.resolve())], cwd=ctx.repo,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(worktree.resolve())], cwd=ctx.repo, capture_output=True
+            )
 
 
 def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[st
     )
     assert ctx.budget is not None
     base = {}  # LangGraph Studio's input has no base commit: the repository's HEAD
-    local = not capabilities(ctx.environment or ctx.settings.environment.type).ephemeral
+    local = not capabilities(ctx.request.environment or ctx.settings.environment.type).ephemeral
     if not state.get("base_commit") and ctx.repo is not None and local:
         base = {"base_commit": git(ctx.repo, "rev-parse", "--verify", "HEAD")}
     if accepted or len(attempts) >= settings.max or ctx.budget.exhausted or (attempts and settings.parallel):

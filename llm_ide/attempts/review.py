@@ -25,7 +25,7 @@ def parse_review(text: str) -> tuple[float, str]:
     return score, " ".join(reasons.split())
 
 
-def review_one(ctx: AttemptsContext, task: str, record: AttemptRecord, call_index: int) -> tuple[AttemptRecord, dict]:
+def review_one(ctx: AttemptsContext, task: str, record: AttemptRecord) -> tuple[AttemptRecord, dict]:
     settings = ctx.settings.attempts
     templates = settings.templates
     patch = record.get("submission", "")
@@ -40,9 +40,11 @@ def review_one(ctx: AttemptsContext, task: str, record: AttemptRecord, call_inde
         "facts": {**(record.get("facts") or {}), **(record.get("checks") or {})},
     }
     text, call = ctx.ask(
-        "review", render_string(templates.review_system), render_string(templates.review, **values), call_index,
+        "review",
+        render_string(templates.review_system),
+        render_string(templates.review, **values),
         attempt=record["index"],
-    )  # fmt: skip
+    )
     score, reasons = parse_review(text)
     ctx.emit(f"review: attempt {record['index']} scored {score:g}")
     return AttemptRecord(index=record["index"], score=score, reasons=reasons), call
@@ -57,13 +59,12 @@ def carried(ctx: AttemptsContext, record: AttemptRecord) -> list[str]:
 
 def review(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
     ctx = runtime.context
-    done = sum(1 for call in state.get("calls", []) if call["kind"] == "review")
     reviewed, calls = [], []
     lessons = list(state.get("carried_lessons", []))
     for record in state.get("attempts", []):
         if record.get("score") is not None or (ctx.budget is not None and ctx.budget.exhausted):
             continue  # reviewed, or the task's budget is spent: no more calls
-        scored, call = review_one(ctx, state["task"], record, done + len(calls))
+        scored, call = review_one(ctx, state["task"], record)
         reviewed.append(scored)
         calls.append(call)
         if ctx.settings.attempts.carry_lessons:

@@ -9,23 +9,22 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from llm_ide.attempts.context import AttemptsContext, TaskBudget, git, remove_worktrees
+from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
 from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.trajectory import Read, write_combined
-from llm_ide.composition import Settings
+from llm_ide.composition import compose
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError, ending
+from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
 from llm_ide.resources import CostBudget
-from llm_ide.run.single import RunEvent, RunResult
-from llm_ide.run.thread import opened, start
+from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult
+from llm_ide.run.thread import Thread, opened, start
 from llm_ide.secrets import redacted
-from llm_ide.variant import Variant
 
 log = logging.getLogger("llm_ide.run")
 
@@ -36,70 +35,83 @@ class AttemptsResult(RunResult):
     chosen: int | None = None
 
 
-def run_attempts(
-    task: str,
-    *,
-    model: str,
-    settings: Settings,
-    output_dir: Path,
-    run_id: str,
-    repo: Path | None = None,
-    environment: str | None = None,
-    image: str | None = None,
-    base_url: str | None = None,
-    checkpoint: str | None = None,
-    task_vars: dict[str, Any] | None = None,
-    on_event: Callable[[RunEvent], None] | None = None,
-    cost_budget: CostBudget | None = None,
-    variants: Iterable[Variant] = (),
-) -> AttemptsResult:
-    """Up to `settings.attempts.max` attempts at the task, reviewed, one patch chosen; resumes the thread `run_id`.
-    Each attempt runs with its settings' variants and `variants`, whose facts go to the reviewer and the chooser."""
-    output_dir, settings = start(output_dir, run_id, settings, environment)
+def run_attempts(task: str, *, on_event: Callable[[RunEvent], None] | None = None, **fields: Any) -> RunResult:
+    """The Python API of a run at a task with attempts (`fields`: those of `RunRequest`); its thread is resumed."""
+    variants = tuple(fields.pop("variants", ()))
+    return run_at_task(RunRequest(task=task, variants=variants, **fields), Listeners(on_event))
+
+
+def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
+    """A run at a task, however it is asked for: `attempts.max` attempts reviewed and one chosen (each attempt a run of
+    the agent with the settings' variants and the request's), or, with one attempt, the agent's run itself."""
+    compose(request.settings, request.variants)  # a combination that cannot work: refused before anything starts
+    if request.settings.attempts.max <= 1:  # type: ignore[attr-defined]
+        return Driver(request, listeners).run()
+    output_dir, settings = start(request.output_dir, request.run_id, request.settings, request.environment)
+    request = replace(request, output_dir=output_dir, settings=settings)
     kind = settings.environment.type
     in_place = not capabilities(kind).ephemeral  # the repository itself: each attempt in a git worktree of it
-    if in_place and repo is None:
+    if in_place and request.repo is None:
         raise UsageError(f"attempts in the {kind} environment need a repository (--repo PATH)")
-    budget = TaskBudget(settings.attempts.cost_limit or None, cost_budget)
-    ctx = AttemptsContext(
-        settings=settings, model=model, run_id=run_id, output_dir=output_dir,
-        repo=Path(repo).resolve() if repo else None, environment=kind, image=image, base_url=base_url,
-        checkpoint=checkpoint, task_vars=task_vars, on_event=on_event, budget=budget, variants=list(variants),
-    )  # fmt: skip
-    info = {"run_id": run_id, "model": model, "config": redacted(settings.model_dump(mode="json"))}
-    path = output_dir / f"{run_id}.traj.json"
-    read: Read = {}  # the attempts' trajectories, read again only when they change
-    thread = {"configurable": {"thread_id": run_id}}
-    with opened(output_dir, run_id, task, checkpoint, f"{run_id}.attempts.sqlite", build_attempts_graph) as opening:
-        graph, snapshot, values, resumed = opening.graph, opening.snapshot, opening.values, opening.resumed
+    repo = Path(request.repo).resolve() if request.repo else None
+    ctx = AttemptsContext(replace(request, repo=repo, environment=kind), listeners)
+    info = {"run_id": request.run_id, "model": request.model, "config": redacted(settings.model_dump(mode="json"))}
+    database = f"{request.run_id}.attempts.sqlite"
+    with opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread:
+        return Attempts(ctx, thread, info, in_place).run()
+
+
+@dataclass
+class Attempts:
+    """The attempts graph of one run streamed: the combined trajectory rewritten as attempts finish and reviews come."""
+
+    ctx: AttemptsContext
+    thread: Thread
+    info: dict[str, Any]
+    in_place: bool
+    read: Read = field(default_factory=dict)  # the attempts' trajectories, read again only when they change
+
+    def run(self) -> AttemptsResult:
+        ctx, values, request = self.ctx, self.thread.values, self.ctx.request
+        path = request.output_dir / f"{request.run_id}.traj.json"
         spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + sum(
             c.get("cost", 0.0) for c in values.get("calls", [])
         )
-        CostBudget.add(budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
-        if resumed and values.get("exit_status") and not snapshot.next:
-            return finish(path, values, info, read)
-        if resumed:
+        CostBudget.add(ctx.budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
+        if self.thread.resumed and values.get("exit_status") and not self.thread.snapshot.next:
+            return finish(path, values, self.info, self.read)
+        if self.thread.resumed:
+            ctx.resume(values.get("calls", []))
             done = [r["index"] for r in values.get("attempts", [])]
-            ctx.emit(f"resuming run {run_id}: attempts {done or 'none'} finished are kept")
-        base = values.get("base_commit") or (git(ctx.repo, "rev-parse", "--verify", "HEAD") if in_place else "")
-        inputs = None if resumed else {"task": task, "repo": str(repo or ""), "model": model, "base_commit": base}
+            ctx.emit(f"resuming run {request.run_id}: attempts {done or 'none'} finished are kept")
         try:
-            written = None
-            with stop_on_signals(ctx.stop):
-                for state in graph.stream(inputs, thread, context=ctx, stream_mode="values", durability="sync"):
-                    values = dict(state)
-                    progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
-                    if progress != written:  # a finished attempt or a review: the trajectory shows it
-                        write_combined(path, values, info, read)
-                        written = progress
+            self.stream(path)
         except LlmIdeError as error:
-            status, info["error"] = ending(error)
-            values = {**values, "exit_status": str(status), "error": info["error"]}
-            log.error("%s: %s", error.exit_status, error)
-        result = finish(path, values, info, read)
-        if result.exit_status.finished and in_place:
+            status, self.info["error"] = ending(error)
+            self.thread.values.update(ended(error))
+            log.error("%s: %s", status, error)
+        values = self.thread.values
+        result = finish(path, values, self.info, self.read)
+        if result.exit_status.finished and self.in_place:
             remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
-    return result
+        return result
+
+    def stream(self, path: Path) -> None:
+        """The graph to its end; the thread's values follow its state."""
+        request, repo, values = self.ctx.request, self.ctx.request.repo, self.thread.values
+        base = values.get("base_commit") or (git(repo, "rev-parse", "HEAD") if self.in_place and repo else "")
+        inputs = {"task": request.task, "repo": str(repo or ""), "model": request.model, "base_commit": base}
+        config = {"configurable": {"thread_id": request.run_id}}
+        options = {"context": self.ctx, "stream_mode": "values", "durability": "sync"}
+        written = None
+        with stop_on_signals(self.ctx.stop):
+            for state in self.thread.graph.stream(None if self.thread.resumed else inputs, config, **options):
+                values.clear()
+                values.update(state)
+                progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]
+                if progress != written:  # a finished attempt or a review: the trajectory shows it
+                    write_combined(path, values, self.info, self.read)
+                    written = progress
 
 
 @contextmanager
@@ -132,7 +144,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 def finish(path: Path, values: dict[str, Any], info: dict[str, Any], read: Read) -> AttemptsResult:
     data = write_combined(path, values, info, read)
-    status = ExitStatus(values.get("exit_status") or ExitStatus.ERROR)
+    status = status_of(values.get("exit_status"))
     return AttemptsResult(
         run_id=info["run_id"],
         exit_status=status,

@@ -14,7 +14,15 @@ from llm_ide.state.graph_state import empty_usage
 from llm_ide.version import __version__
 
 Read = dict[Path, tuple[tuple[int, int], dict[str, Any]]]  # the attempts' trajectories read so far, by file
-USAGE_KEYS = ("api_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
+USAGE_KEYS = (
+    "api_calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "estimated_calls",
+)
 
 
 def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -71,6 +79,7 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
         usage["input_tokens"] += call.get("prompt_tokens", 0)
         usage["output_tokens"] += call.get("response_tokens", 0)
         usage["cost"] += call.get("cost", 0.0)
+        usage["estimated_calls"] += bool(call.get("usage_estimated"))
     return {
         "format": FORMAT,
         "info": {

@@ -1,5 +1,5 @@
 """The `verify` node: the attempts' patches checked by execution before the reviewer and the chooser judge them. Each
-variant of the attempts' runs that verifies (llm_ide/variant.py `verify`) gets the finished attempts and a bench of
+variant of the attempts' runs that verifies (llm_ide/verification.py) gets the finished attempts and a bench of
 clean environments (the base commit with a patch applied: a new container, or a git worktree of the repository); its
 facts go to the reviewer and the chooser, its ranks to the choice, its record (what it ran) stays in the state so that
 nothing runs twice."""
@@ -22,7 +22,7 @@ from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.composition import compose
 from llm_ide.environments import Environment, capabilities, make_environment
 from llm_ide.errors import EnvironmentFailure, LlmIdeError
-from llm_ide.variant import Finished, Variant
+from llm_ide.verification import Finished, Verifier
 from llm_ide.workspace.patch import PatchError, base_commit, keep_base
 
 log = logging.getLogger("llm_ide.run")
@@ -42,7 +42,7 @@ class Bench:
     def worktree(self, label: str) -> Path:
         """A fresh git worktree of the repository at the base commit (a killed run's leftover replaced)."""
         assert self.ctx.repo is not None
-        path = (self.ctx.output_dir / "verify" / label).resolve()
+        path = (self.ctx.request.output_dir / "verify" / label).resolve()
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=self.ctx.repo, capture_output=True)
         subprocess.run(["git", "worktree", "prune"], cwd=self.ctx.repo, capture_output=True)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -52,12 +52,12 @@ class Bench:
     @contextmanager
     def clean(self, label: str, patch: str) -> Iterator[Environment]:
         ctx = self.ctx
-        kind = ctx.environment or self.settings.environment.type
+        kind = ctx.request.environment or self.settings.environment.type
         settings = self.settings.environment.model_copy(update={"type": kind})
-        run_id = f"{ctx.run_id}-verify-{label}"
+        run_id = f"{ctx.request.run_id}-verify-{label}"
         local = not capabilities(kind).ephemeral
         worktree = self.worktree(label) if local else None
-        env = make_environment(settings, worktree or ctx.repo, run_id, ctx.image)
+        env = make_environment(settings, worktree or ctx.repo, run_id, ctx.request.image)
         try:
             base = self.base or base_commit(env)
             if not base:
@@ -70,13 +70,14 @@ class Bench:
         finally:
             env.close()
             if worktree is not None:
-                subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ctx.repo,
-                               capture_output=True)  # fmt: skip
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(worktree)], cwd=ctx.repo, capture_output=True
+                )
 
 
 def finished(ctx: AttemptsContext, record: AttemptRecord) -> Finished:
     try:
-        info = json.loads((ctx.output_dir / record.get("trajectory", "")).read_text(encoding="utf-8"))["info"]
+        info = json.loads((ctx.request.output_dir / record.get("trajectory", "")).read_text(encoding="utf-8"))["info"]
     except (OSError, ValueError, KeyError):
         info = {}
     return Finished(record["index"], record.get("submission", ""), info or {})
@@ -85,7 +86,7 @@ def finished(ctx: AttemptsContext, record: AttemptRecord) -> Finished:
 def verify(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
     ctx = runtime.context
     settings = ctx.settings.merged({"attempts": {"max": 1}}, origin="attempts")  # what each attempt ran with
-    verifying = [v for v in compose(settings, ctx.variants) if type(v).verify is not Variant.verify]
+    verifying = [v for v in compose(settings, ctx.request.variants) if isinstance(v, Verifier)]
     if not verifying:
         return {}
     runs = [finished(ctx, record) for record in state.get("attempts", [])]

@@ -9,17 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.cli.cleanup import cleanup_command
-from llm_ide.cli.config import config_app
-from llm_ide.cli.context import context_command
-from llm_ide.cli.coop import coop_app
-from llm_ide.cli.inspect import inspect
-from llm_ide.cli.inspector import graph_command, report_command
-from llm_ide.cli.navigator import navigator_app
-from llm_ide.cli.replay import replay_command
-from llm_ide.cli.run import demo, run
-from llm_ide.cli.swebench import evaluate_command, swebench_command, swebench_single_command
-from llm_ide.cli.tools import tools_app
+from llm_ide.cli.lazy import lazy_group
 from llm_ide.version import __version__
 
 
@@ -29,12 +19,12 @@ class App(typer.Typer):
     that cannot be opened, with the error's exit code)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from llm_ide.errors import LlmIdeError
+        from llm_ide.errors import LlmIdeError, ending
 
         try:
             code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
         except LlmIdeError as error:
-            one_line(str(error))
+            one_line(ending(error)[1])
             sys.exit(error.exit_code)
         except typer.Abort:
             one_line("aborted")
@@ -74,12 +64,32 @@ def options(
     """The options every command line starts with (`--install-completion` and `--show-completion`: typer's)."""
 
 
+COMMANDS = {
+    "run": "run:run",
+    "demo": "demo:demo",
+    "inspect": "inspect:inspect",
+    "replay": "replay:replay_command",
+    "report": "inspector:report_command",
+    "graph": "inspector:graph_command",
+    "context": "context:context_command",
+    "cleanup": "cleanup:cleanup_command",
+    "swebench": "swebench:swebench_command",
+    "swebench-single": "swebench:swebench_single_command",
+    "evaluate": "evaluation:evaluate_command",
+    "config": "config:config_app",
+    "tools": "tools:tools_app",
+    "coop": "coop:coop_app",
+    "navigator": "navigator:navigator_app",
+}  # each command's module is imported when it runs: --version, --help and completion import none (cli/lazy.py)
+EXTRA_COMMANDS = {name: COMMANDS[name] for name in ("swebench", "swebench-single")}
+
 app = App(
     name="llm-ide",
     help="A software-engineering agent with an IDE-like structured memory, built as a LangGraph state machine.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     callback=options,
+    cls=lazy_group(COMMANDS),
 )
 extra_app = App(
     name="mini-extra",
@@ -87,22 +97,5 @@ extra_app = App(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     callback=options,
+    cls=lazy_group(EXTRA_COMMANDS),
 )
-
-app.command("run")(run)
-app.command("demo")(demo)
-app.command("inspect")(inspect)
-app.command("replay")(replay_command)
-app.command("report")(report_command)
-app.command("graph")(graph_command)
-app.command("context")(context_command)
-app.command("cleanup")(cleanup_command)
-app.command("swebench")(swebench_command)
-app.command("swebench-single")(swebench_single_command)
-app.command("evaluate")(evaluate_command)
-app.add_typer(config_app, name="config")
-app.add_typer(tools_app, name="tools")
-app.add_typer(coop_app, name="coop")
-app.add_typer(navigator_app, name="navigator")
-extra_app.command("swebench")(swebench_command)
-extra_app.command("swebench-single")(swebench_single_command)

@@ -5,15 +5,18 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from textwrap import indent
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
+from rich.text import Text
 
 from llm_ide.config import bundled_config
 from llm_ide.secrets import redact
@@ -28,18 +31,63 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def print_event(event: Any) -> None:
-    if event.kind == "tool":
-        tool_progress()(event.tool)
-    elif event.kind == "phase":
-        style = "yellow" if event.phase.startswith("warning:") else "dim"
-        console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
-    elif event.kind == "step":
+STEP_INDENT = " " * 9  # under `step   1 `
+Thoughts = Annotated[
+    bool,
+    typer.Option("--thoughts/--no-thoughts", help="Show the agent's reasoning at each step.", show_default="on"),
+]
+
+
+@dataclass
+class StepPrinter:
+    """A run's events on the console: its phases, its tools' progress, and each step: the action, the reasoning
+    that chose it (unless `thoughts` is off), the first line of what it showed, and the run's cost so far (its
+    tokens, for a model of no price: never a cost of $0 that is only unknown)."""
+
+    priced: bool = True
+    thoughts: bool = True
+
+    def __call__(self, event: Any) -> None:
+        if event.kind == "tool":
+            tool_progress()(event.tool)
+        elif event.kind == "phase":
+            style = "yellow" if event.phase.startswith("warning:") else "dim"
+            console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
+        elif event.kind == "step":
+            self.step(event)
+
+    def step(self, event: Any) -> None:
         observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
         first = next((line for line in observation.splitlines() if line.strip()), "")
         console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
+        thought = terminal_safe(getattr(event, "thought", "")).strip()
+        if self.thoughts and thought:
+            console.print(Text(indent(thought, STEP_INDENT), style="italic"))
+        spent = money(event.cost) if self.priced else f"{getattr(event, 'tokens', 0):,} tokens, unpriced"
         if first:
-            console.print(f"         [dim]→ {escape(first[:110])}[/]  [green]${event.cost:.4f}[/]")
+            console.print(f"{STEP_INDENT}[dim]→ {escape(first[:110])}[/]  [green]{spent}[/]")
+
+
+print_event = StepPrinter()
+
+
+def money(cost: float, priced: bool = True) -> str:
+    return f"${cost:.4f}" if priced else "unpriced"
+
+
+def usage_text(stats: dict[str, Any], priced: bool) -> str:
+    """A run's model usage in one phrase: calls, tokens (said when estimated), cost (or `unpriced`)."""
+    estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
+    guess = "" if not estimated else " (estimated)" if estimated == calls else f" (estimated for {estimated} calls)"
+    tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
+    return f"{calls} model calls, {tokens}, {money(stats['cost'], priced)}"
+
+
+def has_price(model: str, prices: Mapping[str, Any]) -> bool:
+    """Whether the model's cost is known: a scripted model is free, another needs a price in `model.prices`."""
+    from llm_ide.pricing import find_price
+
+    return model.startswith("scripted:") or find_price(model.replace("{attempt}", "1"), prices) is not None
 
 
 @cache
@@ -72,16 +120,28 @@ def print_interrupted(note: str, *extra: str) -> None:
     err_console.print(command_line(*extra), markup=False)
 
 
+Say = Callable[[RenderableType], None]
+
+
+def say_on_stderr(line: RenderableType) -> None:
+    err_console.print(line)
+
+
 class _ConsoleWarnings(logging.Handler):
+    def __init__(self, say: Say) -> None:
+        super().__init__(logging.WARNING)
+        self.say = say
+
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(f"[yellow]{escape(terminal_safe(redact(record.getMessage())))}[/]")
+        self.say(Text(terminal_safe(redact(record.getMessage())), style="yellow"))
 
 
 @contextmanager
-def warnings_on_console() -> Iterator[None]:
-    """Warnings shown as they happen, not only logged: the model's retries (with their reason) and its other
-    warnings, and the environment's (local commands that run unsandboxed, without bubblewrap)."""
-    handler = _ConsoleWarnings(logging.WARNING)
+def warnings_on_console(say: Say = say_on_stderr) -> Iterator[None]:
+    """Warnings shown as they happen, not only logged, each on its own line: the model's retries (with their
+    reason) and its other warnings, and the environment's (local commands that run unsandboxed, without bubblewrap).
+    `say` prints one (a live display's own, so that it lands above the live line, not in it)."""
+    handler = _ConsoleWarnings(say)
     loggers = [logging.getLogger(name) for name in ("llm_ide.models", "llm_ide.environment")]
     for logger in loggers:
         logger.addHandler(handler)
@@ -103,11 +163,18 @@ def config_default(key: str, config: str = "default") -> str:
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 
 
-def check_model_before_start(model: str, settings, base_url: str | None) -> None:
-    """Model name, API key and endpoint: checked before the environment starts and the tools install."""
+def check_model_before_start(
+    model: str, settings: Any, base_url: str | None, say: Say = say_on_stderr, timeout: float = PREFLIGHT_TIMEOUT
+) -> None:
+    """Model name, API key and endpoint: checked before the environment starts and the tools install. A problem is
+    the one line said; the model's warnings meanwhile (no price) are said only when the checks pass."""
     from llm_ide.swebench.preflight import SWEbenchError, check_model
 
+    held: list[RenderableType] = []
     try:
-        check_model(model, settings, base_url, timeout=PREFLIGHT_TIMEOUT)
+        with warnings_on_console(held.append):
+            check_model(model, settings, base_url, timeout=timeout)
     except SWEbenchError as error:
         raise fail(str(error)) from None
+    for line in held:
+        say(line)

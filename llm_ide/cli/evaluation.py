@@ -1,12 +1,18 @@
-"""What `llm-ide evaluate` prints: the per-instance table, and with --attempts every attempt graded (pass@k)."""
+"""`llm-ide evaluate`: each prediction graded in its instance's image; the per-instance table, the resolve rate,
+and with --attempts every attempt graded (pass@k)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.table import Table
 
-from llm_ide.cli.console import console
+from llm_ide.cli.console import config_default, console, err_console, fail
+from llm_ide.cli.options import Address, ConfigFiles, Engine, Split, Subset
+from llm_ide.config import with_user_config
+from llm_ide.terminal import terminal_safe
 
 
 def report_table(report: Any) -> Table:
@@ -27,7 +33,7 @@ def report_table(report: Any) -> Table:
 
 def grade_attempts(report, preds, instances, run_folder, settings, folder, workers, timeout, show) -> dict[str, Any]:
     """`evaluate --attempts`: every attempt graded; a table of each instance's attempts beside its chosen patch."""
-    from llm_ide.attempts.evaluate import evaluate_attempts
+    from llm_ide.swebench.attempts import evaluate_attempts
     from llm_ide.swebench.evaluate import Evaluator
 
     graded = evaluate_attempts(report, preds, instances, run_folder, Evaluator(settings, folder / "logs", timeout),
@@ -41,3 +47,109 @@ def grade_attempts(report, preds, instances, run_folder, settings, folder, worke
         console.print(f"execution signal: narrowed the choice on {graded['execution_narrowed']} instances, picked only "
                       f"resolved patches on {graded['execution_resolved']}")  # fmt: skip
     return graded
+
+
+def evaluate_command(
+    predictions: Annotated[Path, typer.Argument(help="preds.json ({id: prediction}) or a .jsonl of predictions.")],
+    subset: Subset = "lite",
+    split: Split = "dev",
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Folder of this evaluation: report.json and logs/<instance id>/ (never one holding another).",
+            show_default="evaluations/<predictions name>.<UTC time> beside the predictions",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
+        ),
+    ] = None,
+    config: ConfigFiles = None,
+    attempts: Annotated[
+        bool,
+        typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
+    ] = False,
+    engine: Engine = "local",
+    address: Address = None,
+) -> None:
+    """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
+    import json
+
+    from llm_ide.config import ConfigError, load_config
+    from llm_ide.swebench.dataset import DatasetError, load_dataset
+    from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
+
+    try:
+        settings = load_config("swebench", with_user_config(config)).swebench
+        preds = load_predictions(predictions)
+        dataset = load_dataset(subset, split)
+        folder = claim_folder(output, predictions)
+    except (ConfigError, DatasetError, EvaluationError) as error:
+        raise fail(str(error)) from None
+    for error in dataset.errors:
+        err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
+    instances = {i.instance_id: i for i in dataset.instances}
+    report_path = folder / "report.json"
+    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
+    console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
+
+    def show(result: Any) -> None:
+        console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
+
+    if engine not in ("local", "ray"):
+        raise fail(f"unknown engine {engine!r}: use local or ray")
+    try:
+        if engine == "ray":
+            from llm_ide.swebench.ray_evaluate import evaluate_on_ray
+
+            report = evaluate_on_ray(
+                preds,
+                instances,
+                settings=settings,
+                log_dir=folder / "logs",
+                address=address,
+                workers=workers,
+                timeout=timeout,
+                on_result=show,
+            )
+        else:
+            report = evaluate_predictions(
+                preds,
+                instances,
+                settings=settings,
+                log_dir=folder / "logs",
+                workers=workers,
+                timeout=timeout,
+                on_result=show,
+            )
+    except EvaluationError as error:
+        raise fail(str(error)) from None
+    console.print(report_table(report))
+    data = report.to_json()
+    if attempts:
+        data["attempts"] = grade_attempts(report, preds, instances, predictions.parent, settings, folder, workers,
+                                          timeout, show)  # fmt: skip
+    report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    console.print(
+        f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
+        f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
+        f"{report_path}"
+    )
+    if attempts:
+        graded = data["attempts"]
+        console.print(
+            f"[bold]pass@{graded['k']} {graded['pass_at_k_count']}/{data['total']} ({graded['pass_at_k']:.1%})[/] "
+            f"(any attempt resolved); chosen patch resolved {graded['chosen_resolved_count']}/{data['total']} "
+            f"({graded['chosen_resolve_rate']:.1%})"
+        )
+    if not data["resolved"] + data["unresolved"]:  # no patch was graded: an evaluation that did not happen
+        err_console.print(
+            f"[bold red]nothing could be evaluated[/]: {data['error']} errors, {data['empty_patch']} empty patches "
+            f"of {data['total']} predictions (the reasons above and in {folder / 'logs'})"
+        )
+        raise typer.Exit(1)

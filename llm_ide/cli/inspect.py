@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from textwrap import indent
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.cli.console import console, fail
+from llm_ide.cli.console import console, fail, has_price, money, usage_text
 from llm_ide.terminal import terminal_safe
 
 PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
@@ -57,6 +58,29 @@ def attempt_label(attempt: dict[str, Any]) -> str:
     return label + (f"\n[dim]{escape(_crop(reasons, 200, True))}[/]" if reasons else "")
 
 
+def run_priced(info: dict[str, Any]) -> bool:
+    """Whether the run's model had a price in its config (a trajectory without its config: taken as priced)."""
+    from llm_ide.settings import PriceSettings
+
+    prices = ((info.get("config") or {}).get("model") or {}).get("prices")
+    if not isinstance(prices, dict):
+        return True
+    return has_price(str(info.get("model", "")), {name: PriceSettings(**price) for name, price in prices.items()})
+
+
+def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, Any]) -> None:
+    """`--full`: every reply the run could not use (a format error), why, and the reply itself."""
+    from llm_ide.inspector.rejected import rejected_replies
+
+    rejected = rejected_replies(calls, info)
+    out.print(f"[bold]rejected replies[/] (format errors): {len(rejected) or 'none'}")
+    for position, why in rejected.items():
+        call = calls[position]
+        where = f"step {call.get('step', '?')}, {call['kind']}"
+        out.print(f"[red]✗ call {call['index']}[/] ({escape(where)}): {escape(terminal_safe(why))}")
+        out.print(indent(terminal_safe(call["response"].rstrip()) or "(empty reply)", "    "), markup=False)
+
+
 def inspect(
     trajectory: Annotated[
         Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")
@@ -88,21 +112,23 @@ def inspect(
     from rich.table import Table
     from rich.tree import Tree
 
+    from llm_ide.run.trajectory import load_trajectory
     from llm_ide.state.operations import node_of, reasoning_chain
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
     try:
-        data = json.loads(trajectory.read_text(encoding="utf-8"))
+        data = load_trajectory(trajectory) if full else json.loads(trajectory.read_text(encoding="utf-8"))
         operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
         info = data["info"]
         stats = info["model_stats"]
     except (ValueError, KeyError, TypeError) as error:
         raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
     out = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)
+    priced = run_priced(info)
     root = Tree(
         f"[bold]{escape(str(info.get('run_id', trajectory.stem)))}[/]: {info['exit_status']} — {len(operations)} "
-        f"operations, {stats['api_calls']} model calls, ${stats['cost']:.4f}"
+        f"operations, {escape(usage_text(stats, priced))}"
     )
     attempts = {int(a["index"]): a for a in info.get("attempts") or []}
     for number in sorted({attempt for attempt, _ in operations}):
@@ -129,10 +155,11 @@ def inspect(
             str(call["prompt_chars"]),
             str(call["prompt_tokens"]),
             str(call["response_tokens"]),
-            f"${call['cost']:.4f}",
+            money(call["cost"], priced),
         )
     out.print(table)
     if full:
+        print_rejected(out, data.get("model_calls", []), info)
         patch = info.get("submission") or ""
         out.print("[bold]patch:[/]")
         out.print(terminal_safe(patch.rstrip("\n")) if patch.strip() else "(empty patch)", markup=False)

@@ -1,12 +1,11 @@
-"""`llm-ide run` and `llm-ide demo`: one task in a repository, live steps, the patch printed and written."""
+"""`llm-ide run`: one task in a repository, live steps and reasoning, the patch printed and written."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import shlex
 import subprocess
-import tempfile
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -16,14 +15,18 @@ import typer
 from rich.markup import escape
 
 from llm_ide.cli.console import (
+    StepPrinter,
+    Thoughts,
     check_model_before_start,
     config_default,
     console,
     err_console,
     fail,
+    has_price,
     interrupted_exit,
-    print_event,
+    money,
     print_interrupted,
+    usage_text,
     warnings_on_console,
 )
 from llm_ide.cli.navigator import check_served_navigator
@@ -32,8 +35,6 @@ from llm_ide.config import with_user_config
 from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
-
-DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 
 
 class NavigatorMode(StrEnum):
@@ -79,10 +80,16 @@ def run(
     ] = None,
     output: Annotated[Path | None, typer.Option(help="Output directory.", show_default="runs/<thread id>")] = None,
     step_limit: Annotated[
-        int | None, typer.Option(help="Maximum number of operations.", show_default=config_default("agent.step_limit"))
+        int | None,
+        typer.Option(
+            min=0, help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")
+        ),
     ] = None,
     cost_limit: Annotated[
-        float | None, typer.Option(help="Maximum model cost in USD.", show_default=config_default("agent.cost_limit"))
+        float | None,
+        typer.Option(
+            min=0, help="Maximum model cost in USD; 0: no limit.", show_default=config_default("agent.cost_limit")
+        ),
     ] = None,
     thread_id: Annotated[
         str | None,
@@ -133,6 +140,7 @@ def run(
             "--verbose", "-v", help="Show each model reply as it streams in (model.stream on).", show_default="off"
         ),
     ] = False,
+    thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
     the model thinks, a live line shows the seconds and tokens so far."""
@@ -160,40 +168,38 @@ def run(
             settings = settings.merged({"model": {"stream": True}}, origin="command line")
     except ConfigError as error:
         raise fail(str(error)) from None
-    check_model_before_start(model, settings, base_url)
+    check_repository(repo)
+    status = ThinkingStatus(console, verbose, err_console)
+    check_model_before_start(model, settings, base_url, status.say)
     check_served_navigator(settings)
-    from llm_ide.attempts.run import run_attempts
+    from llm_ide.attempts.run import run_at_task
     from llm_ide.cli.ask import ask_on_terminal
-    from llm_ide.run.single import ThreadMismatchError, run_task
+    from llm_ide.run.single import Listeners, RunRequest, ThreadMismatchError
 
-    runner = run_attempts if settings.attempts.max > 1 else run_task
-    human = settings.navigator.mode == "human"
-    if human and runner is run_attempts:
-        raise fail("navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1")
-    extra = {"ask": ask_on_terminal} if human else {}
-    if runner is run_task:
-        extra["on_model_call"] = ThinkingStatus(console, verbose)
+    priced = has_price(model, settings.model.prices)
 
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     output = output or Path("runs") / run_id
+    ask = ask_on_terminal if settings.navigator.mode == "human" else None
+    on_event = StepPrinter(priced, thoughts and not verbose)  # -v showed the reply, its reasoning too
+    listeners = Listeners(on_event, status, ask)
+    request = RunRequest(
+        text,
+        model,
+        settings,
+        output,
+        run_id,
+        repo=repo.resolve(),
+        environment=kind,
+        image=image,
+        base_url=base_url,
+        checkpoint=checkpoint,
+        variants=tuple(given),
+    )
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
-        with warnings_on_console():
-            result = runner(
-                text,
-                model=model,
-                settings=settings,
-                output_dir=output,
-                run_id=run_id,
-                repo=repo.resolve(),
-                environment=kind,
-                image=image,
-                base_url=base_url,
-                checkpoint=checkpoint,
-                on_event=print_event,
-                variants=given,
-                **extra,
-            )
+        with warnings_on_console(status.say):
+            result = run_at_task(request, listeners)
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
@@ -201,15 +207,33 @@ def run(
         print_interrupted(saved, *([] if thread_id else ["--thread-id", run_id]))
         raise interrupted_exit(interrupt) from None
     if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
-        report(result)
+        report(result, priced)
         raise typer.Exit(2)  # the environment could not start: a set-up problem, told in one line above
     patch_path = output / f"{run_id}.patch"
     atomic_write(patch_path, result.submission)
     console.print(f"[bold]patch[/] ({patch_path}):")
     patch = terminal_safe(result.submission.rstrip("\n"))
     console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
-    report(result)
+    report(result, priced)
     raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED else 1)
+
+
+def check_repository(repo: Path) -> None:
+    """The patch is the working tree's change against a commit: a folder that is no git repository, or one without a
+    commit, is refused before the model is asked and anything starts (nothing is run in it or written to it)."""
+    quoted = shlex.quote(str(repo))
+    inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"], capture_output=True)
+    if inside.returncode != 0:
+        raise fail(
+            f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
+            f"git -C {quoted} init && git -C {quoted} add -A && git -C {quoted} commit -m base"
+        )
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True)
+    if head.returncode != 0:
+        raise fail(
+            f"{repo} has no commit yet: the run's patch is the change against one; make it first: "
+            f"git -C {quoted} add -A && git -C {quoted} commit -m base"
+        )
 
 
 def task_text(task: str | None, task_file: Path | None) -> str:
@@ -259,66 +283,16 @@ def reproduction_lines(trajectory: Path) -> list[str]:
     ]
 
 
-def report(result) -> None:
-    stats = result.model_stats
+def report(result, priced: bool = True) -> None:
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
-    console.print(
-        f"[bold {colour}]{result.exit_status}[/] after {stats['api_calls']} model calls, "
-        f"{stats['input_tokens']}+{stats['output_tokens']} tokens, ${stats['cost']:.4f}"
-    )
+    console.print(f"[bold {colour}]{result.exit_status}[/] after {escape(usage_text(result.model_stats, priced))}")
     for line in reproduction_lines(result.trajectory_path):
         console.print(line, markup=False)
     for attempt in getattr(result, "attempts", []):
         score = "not reviewed" if attempt["score"] is None else f"score {attempt['score']:g}"
         chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""
-        console.print(f"attempt {attempt['index']}: {attempt['exit_status']}, {score}, ${attempt['cost']:.4f}{chosen}")
+        spent = money(attempt["cost"], priced)
+        console.print(f"attempt {attempt['index']}: {attempt['exit_status']}, {score}, {spent}{chosen}")
     if result.error:
         err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
     console.print(f"trajectory: {result.trajectory_path}")
-
-
-def demo(
-    output: Annotated[
-        Path | None,
-        typer.Option(help="Where to keep the demo project and its run.", show_default="a new llm-ide-demo-* temp dir"),
-    ] = None,
-) -> None:
-    """Fix a small bug in a bundled project, offline, with the full agent and a scripted model."""
-    from llm_ide.config import load_config
-    from llm_ide.run.single import run_task
-
-    workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
-    project = workdir / "project"
-    if project.exists():
-        raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
-    shutil.copytree(DEMO_DIR / "project", project)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
-        subprocess.run(
-            ["git", "-c", "user.name=llm-ide", "-c", "user.email=demo@llm-ide", *args], cwd=project, check=True
-        )
-    task = (DEMO_DIR / "task.md").read_text(encoding="utf-8")
-    console.print(f"[bold]Task[/] (project copied to {project}):\n{task}")
-    console.print(f"[bold]Tests before the run:[/] {unittest_verdict(project)[1]}")
-    settings = load_config("default", overrides=[DEMO_DIR / "config.yaml"])
-    result = run_task(
-        task,
-        model=f"scripted:{DEMO_DIR / 'script.yaml'}",
-        settings=settings,
-        output_dir=workdir / "run",
-        run_id="demo",
-        repo=project,
-        on_event=print_event,
-    )
-    passed, verdict = unittest_verdict(project)
-    console.print(f"[bold]Tests after the run:[/] {verdict}")
-    console.print("[bold]Patch:[/]")
-    console.print(terminal_safe(result.submission), markup=False)
-    report(result)
-    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED and passed else 1)
-
-
-def unittest_verdict(project: Path) -> tuple[bool, str]:
-    check = subprocess.run(
-        ["python3", "-m", "unittest", "discover", "-s", "tests", "-t", "."], cwd=project, capture_output=True, text=True
-    )
-    return check.returncode == 0, (check.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -1,5 +1,5 @@
 """The live line while the model thinks: a spinner, the seconds so far, the prompt's tokens and (when the reply
-streams) the tokens out; with -v the reply itself as it streams in."""
+streams) the tokens out; with -v the reply itself as it streams in. Warnings said meanwhile land on their own lines."""
 
 from __future__ import annotations
 
@@ -21,13 +21,15 @@ class ThinkingStatus:
     """A CallListener for a console. On a terminal: a transient live display during each call; elsewhere (a pipe, a
     log) nothing but, with `verbose`, the reply's text as it streams (and once it is whole, when it did not stream)."""
 
-    def __init__(self, console: Console, verbose: bool = False) -> None:
+    def __init__(self, console: Console, verbose: bool = False, err_console: Console | None = None) -> None:
         self.console, self.verbose = console, verbose
+        self.err_console = err_console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.spinner = Spinner("dots", style="cyan")
         self.lock = threading.Lock()  # the calls (render reads them from Live's refresh thread)
         self.display = threading.Lock()  # starting and stopping the live display
         self.calls: dict[int, dict[str, float | int | str]] = {}  # per calling thread (sampling: k at once)
         self.live: Live | None = None
+        self.partial = False  # a streamed reply's text is on the console, its line not ended yet
 
     def __call__(self, progress: CallProgress) -> None:
         with self.lock:
@@ -45,6 +47,7 @@ class ThinkingStatus:
                 self.live.start(refresh=True)
             elif progress.kind == "text" and self.verbose and self.live is None:
                 self.console.print(terminal_safe(progress.text), end="", markup=False, highlight=False)
+                self.partial = True
             elif progress.kind == "end" and last:
                 self._end(str(call["text"]))
 
@@ -54,8 +57,21 @@ class ThinkingStatus:
             self.live = None
             if self.verbose and text:
                 self.console.print(Text(terminal_safe(text.rstrip("\n")), style="dim"))
-        elif self.verbose and text:
+        elif self.partial:
             self.console.print(markup=False)  # the streamed text ends its line
+            self.partial = False
+
+    def say(self, line: RenderableType) -> None:
+        """A line (a warning, a retry) on its own line: above the live display while there is one (rich keeps it
+        below), else on stderr, after the streamed text's line is ended."""
+        with self.display:
+            if self.live is not None:
+                self.live.console.print(line)
+                return
+            if self.partial:
+                self.console.print(markup=False)
+                self.partial = False
+            self.err_console.print(line)
 
     def render(self) -> RenderableType:
         with self.lock:

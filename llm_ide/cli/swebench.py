@@ -1,4 +1,4 @@
-"""`llm-ide swebench`, `llm-ide swebench-single`, `llm-ide evaluate` (also `mini-extra swebench[-single]`)."""
+"""`llm-ide swebench` and `llm-ide swebench-single` (also `mini-extra swebench[-single]`)."""
 
 from __future__ import annotations
 
@@ -10,68 +10,35 @@ from typing import Annotated, Any
 import typer
 
 from llm_ide.cli.console import (
+    StepPrinter,
+    Thoughts,
+    check_model_before_start,
     config_default,
     console,
     err_console,
     fail,
+    has_price,
     interrupted_exit,
-    print_event,
+    money,
     print_interrupted,
     warnings_on_console,
+)
+from llm_ide.cli.options import (
+    Address,
+    BaseUrl,
+    Checkpoint,
+    ConfigFiles,
+    Engine,
+    EnvironmentKind,
+    Model,
+    Repos,
+    Split,
+    StepLimit,
+    Subset,
 )
 from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
-
-Subset = Annotated[
-    str,
-    typer.Option(help="lite | verified | full | a Hugging Face dataset name | a local .json/.jsonl/.parquet file."),
-]
-Split = Annotated[str, typer.Option(help="Dataset split (dev, test); ignored for local files.")]
-Model = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="provider:name, scripted:PATH, or an OpenAI-compatible name.",
-        show_default="$LLM_IDE_MODEL",
-    ),
-]
-BaseUrl = Annotated[
-    str | None,
-    typer.Option(help="OpenAI-compatible endpoint.", show_default="$OPENAI_BASE_URL, else the provider's own"),
-]
-ConfigFiles = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--config",
-        "-c",
-        help="YAML file(s) overriding keys of the swebench config.",
-        show_default="none: llm_ide/prompts/swebench.yaml",
-    ),
-]
-EnvironmentKind = Annotated[
-    str, typer.Option("--environment", "--environment-class", help="docker (one container per instance) or local.")
-]
-Checkpoint = Annotated[
-    str | None,
-    typer.Option(help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"),
-]
-Engine = Annotated[
-    str, typer.Option(help="local (a thread pool of --workers) or ray (Ray tasks on the cluster at --address).")
-]
-Address = Annotated[
-    str | None,
-    typer.Option(
-        "--address",
-        help="--engine ray: the cluster (HOST:PORT of `ray start --head`, or auto).",
-        show_default="a one-node cluster started for the batch",
-    ),
-]
-StepLimit = Annotated[
-    int | None,
-    typer.Option(help="Maximum operations per instance.", show_default=config_default("agent.step_limit", "swebench")),
-]
 
 
 def _model(model: str | None) -> str:
@@ -153,9 +120,10 @@ def swebench_command(
     prefetch_images: Annotated[
         bool, typer.Option(help="--engine ray: every docker node pulls the instances' images before the run.")
     ] = False,
+    repos: Repos = None,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
-    from llm_ide.swebench.batch import BatchAbandoned, run_swebench
+    from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
     from llm_ide.swebench.dataset import DatasetError
     from llm_ide.swebench.preflight import SWEbenchError
     from llm_ide.swebench.progress import BatchProgress
@@ -181,7 +149,9 @@ def swebench_command(
         task_memory_mb=task_memory,
         ray_shared_output=shared_output,
         prefetch_images=prefetch_images,
+        repos=local_repos(repos, kind),
     )
+    priced = has_price(model, batch_config(options).model.prices)
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
@@ -192,9 +162,9 @@ def swebench_command(
                 slice_spec=slice_spec,
                 filter_regex=filter_regex,
                 shuffle=shuffle,
-                progress_factory=lambda total: BatchProgress(total=total, console=console, title="swebench"),
+                progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced),
                 before_run=lambda dataset, todo, skipped: _announce(
-                    dataset, todo, skipped, kind if engine == "local" else None, filter_regex
+                    dataset, todo, skipped, kind if engine == "local" else None, filter_regex, options.repos
                 ),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
@@ -217,8 +187,11 @@ def swebench_command(
         raise typer.Exit(1)
 
 
-def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str | None, filter_regex: str) -> None:
-    """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes)."""
+def _announce(
+    dataset: Any, todo: list[Any], skipped: list[str], kind: str | None, filter_regex: str, repos: Path | None
+) -> None:
+    """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes); `repos`:
+    every instance to run must be there."""
     for error in dataset.errors:
         err_console.print(f"[yellow]skipping malformed {error}[/]", soft_wrap=True)
     if not todo and not skipped:
@@ -231,6 +204,36 @@ def _announce(dataset: Any, todo: list[Any], skipped: list[str], kind: str | Non
         )
     if todo and kind is not None:
         _check_environment(kind)
+    if repos is not None:
+        check_sources(todo, repos)
+
+
+def local_repos(repos: Path | None, kind: str) -> Path | None:
+    """`--repos`: a folder, for an environment that checks the repository out on this machine."""
+    from llm_ide.environments import capabilities
+
+    if repos is None:
+        return None
+    if capabilities(kind).ephemeral:
+        raise fail(f"--repos gives the repositories of --environment local: the {kind} one runs from the images")
+    if not repos.is_dir():
+        raise fail(f"--repos {repos}: no such folder")
+    return repos.absolute()
+
+
+def check_sources(todo: list[Any], repos: Path) -> None:
+    """Every instance to run has its bundle or clone in `repos`: else one line naming the missing, before any runs."""
+    from llm_ide.swebench.preflight import SWEbenchError, local_source
+
+    missing = []
+    for instance in todo:
+        try:
+            local_source(instance, repos)
+        except SWEbenchError:
+            missing.append(instance.instance_id.rsplit("-", 1)[0])
+    if missing:
+        names = sorted(set(missing))
+        raise fail(f"--repos {repos} holds no bundle or clone for {', '.join(names)} (<owner>__<name>.bundle or dir)")
 
 
 def swebench_single_command(
@@ -248,11 +251,14 @@ def swebench_single_command(
         typer.Option(help="Cost limit (USD) of this run.", show_default=config_default("agent.cost_limit", "swebench")),
     ] = None,
     checkpoint: Checkpoint = None,
+    repos: Repos = None,
+    thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
+    from llm_ide.environments import capabilities
     from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
-    from llm_ide.swebench.preflight import SWEbenchError, check_model
+    from llm_ide.swebench.preflight import SWEbenchError, local_source
 
     model = _model(model)
     kind = _environment(environment)
@@ -265,15 +271,19 @@ def swebench_single_command(
         checkpoint=checkpoint,
         step_limit=step_limit,
         run_cost_limit=cost_limit,
+        repos=local_repos(repos, kind),
     )
     try:
         dataset = load_dataset(subset, split)
         chosen = find_instance(dataset.instances, instance)
-        check_model(model, batch_config(options), base_url)
+        source = chosen.image if capabilities(kind).image else local_source(chosen, options.repos)
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
+    check_model_before_start(model, batch_config(options), base_url, timeout=5.0)
     _check_environment(kind)
-    console.print(f"[bold]{chosen.instance_id}[/] ({chosen.image if kind == 'docker' else chosen.repo}) → {output}")
+    console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
+    priced = has_price(model, batch_config(options).model.prices)
+    steps = StepPrinter(priced, thoughts)
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
@@ -282,7 +292,7 @@ def swebench_single_command(
                 options,
                 batch_config(options),
                 OutputStore(output),
-                on_event=lambda _, event: print_event(event),
+                on_event=lambda _, event: steps(event),
             )
     except SWEbenchError as error:
         raise fail(str(error)) from None
@@ -290,108 +300,7 @@ def swebench_single_command(
         print_interrupted(f"saved at its last completed step ({output / chosen.instance_id})")
         raise interrupted_exit(interrupt) from None
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
-    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, ${outcome.cost:.4f}")
+    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, {money(outcome.cost, priced)}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
-
-
-def evaluate_command(
-    predictions: Annotated[Path, typer.Argument(help="preds.json ({id: prediction}) or a .jsonl of predictions.")],
-    subset: Subset = "lite",
-    split: Split = "dev",
-    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances evaluated in parallel.")] = 1,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Folder of this evaluation: report.json and logs/<instance id>/ (never one holding another).",
-            show_default="evaluations/<predictions name>.<UTC time> beside the predictions",
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
-        ),
-    ] = None,
-    config: ConfigFiles = None,
-    attempts: Annotated[
-        bool,
-        typer.Option(help="Also grade every attempt's patch: pass@k beside the chosen patch's resolve rate."),
-    ] = False,
-    engine: Engine = "local",
-    address: Address = None,
-) -> None:
-    """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
-    import json
-
-    from llm_ide.cli.evaluation import grade_attempts, report_table
-    from llm_ide.config import ConfigError, load_config
-    from llm_ide.swebench.dataset import DatasetError, load_dataset
-    from llm_ide.swebench.evaluate import EvaluationError, claim_folder, evaluate_predictions, load_predictions
-
-    try:
-        settings = load_config("swebench", with_user_config(config)).swebench
-        preds = load_predictions(predictions)
-        dataset = load_dataset(subset, split)
-        folder = claim_folder(output, predictions)
-    except (ConfigError, DatasetError, EvaluationError) as error:
-        raise fail(str(error)) from None
-    for error in dataset.errors:
-        err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
-    instances = {i.instance_id: i for i in dataset.instances}
-    report_path = folder / "report.json"
-    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
-    console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
-
-    def show(result: Any) -> None:
-        console.print(terminal_safe(f"  {result.instance_id}: {result.status} {result.detail}".rstrip()), markup=False)
-
-    if engine not in ("local", "ray"):
-        raise fail(f"unknown engine {engine!r}: use local or ray")
-    try:
-        if engine == "ray":
-            from llm_ide.swebench.ray_evaluate import evaluate_on_ray
-
-            report = evaluate_on_ray(
-                preds,
-                instances,
-                settings=settings,
-                log_dir=folder / "logs",
-                address=address,
-                workers=workers,
-                timeout=timeout,
-                on_result=show,
-            )
-        else:
-            report = evaluate_predictions(
-                preds,
-                instances,
-                settings=settings,
-                log_dir=folder / "logs",
-                workers=workers,
-                timeout=timeout,
-                on_result=show,
-            )
-    except EvaluationError as error:
-        raise fail(str(error)) from None
-    console.print(report_table(report))
-    data = report.to_json()
-    if attempts:
-        data["attempts"] = grade_attempts(report, preds, instances, predictions.parent, settings, folder, workers,
-                                          timeout, show)  # fmt: skip
-    report_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    console.print(
-        f"[bold]resolved {data['resolved']}/{data['total']} ({data['resolve_rate']:.1%})[/], "
-        f"unresolved {data['unresolved']}, error {data['error']}, empty patch {data['empty_patch']} — report: "
-        f"{report_path}"
-    )
-    if attempts:
-        graded = data["attempts"]
-        console.print(
-            f"[bold]pass@{graded['k']} {graded['pass_at_k_count']}/{data['total']} ({graded['pass_at_k']:.1%})[/] "
-            f"(any attempt resolved); chosen patch resolved {graded['chosen_resolved_count']}/{data['total']} "
-            f"({graded['chosen_resolve_rate']:.1%})"
-        )

@@ -111,7 +111,8 @@ def cache_command(
 ) -> None:
     """The per-user cache of built tool environments: its folder, then each entry (where it is used, tool and key,
     size). Runs fill it; a changed tool source or another interpreter gets a new entry."""
-    from llm_ide.tools.cache import CACHE_VARIABLE, cache_entries, clear_cache, default_root
+    from llm_ide.environments.tools_cache import CACHE_VARIABLE, default_root
+    from llm_ide.tools.cache import cache_entries, clear_cache
 
     root = default_root()
     if root is None:

@@ -74,19 +74,37 @@ def collect(folder: Path) -> list[dict[str, Any]]:
 
 
 def run_pairs(
-    task: CoopTask, pairs: list[tuple[int, int]], settings_names: list[str], *, model: str, repo_source: Path,
-    output: Path, settings: Settings, coop: CoopSettings, k: int = 0, base_url: str | None = None,
-    environment: str | None = None, evaluate: bool = True,
+    task: CoopTask,
+    pairs: list[tuple[int, int]],
+    settings_names: list[str],
+    *,
+    model: str,
+    repo_source: Path,
+    output: Path,
+    settings: Settings,
+    coop: CoopSettings,
+    k: int = 0,
+    base_url: str | None = None,
+    environment: str | None = None,
+    evaluate: bool = True,
     on_pair: Callable[[CoopRun], None] | None = None,
     on_event: Callable[[str, Any], None] | None = None,
     on_result: Callable[[CoopRun, dict[str, Any]], None] | None = None,
-) -> tuple[list[dict[str, Any]], Summary]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], Summary]:
     """Every pair in every setting, one after the other; each result is eval.json's content, or `{…, "error"}`."""
     results = []
     for setting in settings_names:
         for pair in pairs:
-            run = CoopRun(task=task.folder, pair=pair, setting=Setting(setting), model=model, k=k,
-                          repo_source=repo_source.resolve(), base_url=base_url, environment=environment)  # fmt: skip
+            run = CoopRun(
+                task=task.folder,
+                pair=pair,
+                setting=Setting(setting),
+                model=model,
+                k=k,
+                repo_source=repo_source.resolve(),
+                base_url=base_url,
+                environment=environment,
+            )
             if on_pair:
                 on_pair(run)
             try:

@@ -182,9 +182,14 @@ def run_feature_tests(task: CoopTask, feature: int, merged: str, base_repo: Path
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
     return TestOutcome(
-        feature_id=feature, passed=ok, tests_passed=passed, tests_failed=failed, exit_code=result.returncode,
-        offline=offline, output=output[-OUTPUT_TAIL:],
-    )  # fmt: skip
+        feature_id=feature,
+        passed=ok,
+        tests_passed=passed,
+        tests_failed=failed,
+        exit_code=result.returncode,
+        offline=offline,
+        output=output[-OUTPUT_TAIL:],
+    )
 
 
 def evaluate_pair(
@@ -209,9 +214,15 @@ def evaluate_pair(
             raise CoopError(f"{tests}: does not apply to the base commit {task.base_commit}")
     merge, status = merge_pair(repo, drop_test_files(patches[0]), drop_test_files(patches[1]), scratch)
     result = PairEval(
-        task=task.name, feature1_id=pair[0], feature2_id=pair[1], setting=setting, k=k, apply_status=status,
-        merge=merge, seconds={"merge": round(time.perf_counter() - started, 2)},
-    )  # fmt: skip
+        task=task.name,
+        feature1_id=pair[0],
+        feature2_id=pair[1],
+        setting=setting,
+        k=k,
+        apply_status=status,
+        merge=merge,
+        seconds={"merge": round(time.perf_counter() - started, 2)},
+    )
     if run_tests and merge.status in ("clean", "conflicts"):
         started = time.perf_counter()
         result.feature1 = run_feature_tests(task, pair[0], merge.diff, repo, scratch)

@@ -132,9 +132,14 @@ def graph(config: RunnableConfig) -> CompiledStateGraph:
 
 
 def run_pair(
-    run: CoopRun, task: CoopTask, output: Path, settings: CoreSettings, coop: CoopSettings,
-    on_event: Callable[[str, Any], None] | None = None, evaluate: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    run: CoopRun,
+    task: CoopTask,
+    output: Path,
+    settings: CoreSettings,
+    coop: CoopSettings,
+    on_event: Callable[[str, Any], None] | None = None,
+    evaluate: bool = True,
+) -> dict[str, Any]:
     """Plan, execute and (unless `evaluate` is off) grade one pair through the pair graph; returns eval.json's
     content (with the seconds of each phase)."""
     context = PairContext(settings=settings, coop=coop, on_event=on_event, evaluate=evaluate)

@@ -65,9 +65,14 @@ def agent_model(spec: str, agent: str, phase: str) -> str:
 
 
 def plan_phase(
-    run: CoopRun, task: CoopTask, folder: Path, repo: Path, settings: CoreSettings, coop: CoopSettings,
+    run: CoopRun,
+    task: CoopTask,
+    folder: Path,
+    repo: Path,
+    settings: CoreSettings,
+    coop: CoopSettings,
     graph: Any = None,
-) -> dict[str, str]:  # fmt: skip
+) -> dict[str, str]:
     """The planning graph (`graph`, else a new one) on the pair's own checkpoint (planning.sqlite): resumed if there."""
     agents = run.agents()
     models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url) for a in agents}
@@ -76,26 +81,46 @@ def plan_phase(
     with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:
         graph = build_planning_graph(saver) if graph is None else graph.copy(update={"checkpointer": saver})
         snapshot = graph.get_state(config)
-        start = None if snapshot.values else {
-            "setting": str(run.setting), "agents": list(agents), "round": 1,
-            "features": {a: [task.feature(f).description for f in features] for a, features in agents.items()},
-        }  # fmt: skip
+        start = (
+            None
+            if snapshot.values
+            else {
+                "setting": str(run.setting),
+                "agents": list(agents),
+                "round": 1,
+                "features": {a: [task.feature(f).description for f in features] for a, features in agents.items()},
+            }
+        )
         state = graph.invoke(start, config, context=context) if (start or snapshot.next) else snapshot.values
     for agent, features in agents.items():
         for feature in features:
             plan_file = folder / f"plan_{run.setting}_k{run.k}_feature{feature}.md"
             atomic_write(plan_file, state["plans"][agent] + "\n")
         turns = state.get("turns", {}).get(agent, [])
-        atomic_write(folder / f"planner_{agent}.traj.json", json.dumps({"agent": agent, "turns": turns,
-                     "forced": bool(state.get("forced", {}).get(agent))}, indent=1, ensure_ascii=False))  # fmt: skip
+        atomic_write(
+            folder / f"planner_{agent}.traj.json",
+            json.dumps(
+                {"agent": agent, "turns": turns, "forced": bool(state.get("forced", {}).get(agent))},
+                indent=1,
+                ensure_ascii=False,
+            ),
+        )
     atomic_write(folder / "conversation.json", json.dumps(state.get("messages", []), indent=1, ensure_ascii=False))
     return state["plans"]
 
 
 def execute_agent(
-    run: CoopRun, task: CoopTask, folder: Path, repo: Path, agent: str, plan: str, settings: CoreSettings,
-    coop: CoopSettings, on_event: Callable[[str, Any], None], mailbox: Mailbox | None = None,
-) -> str:  # fmt: skip
+    run: CoopRun,
+    task: CoopTask,
+    folder: Path,
+    repo: Path,
+    agent: str,
+    plan: str,
+    settings: CoreSettings,
+    coop: CoopSettings,
+    on_event: Callable[[str, Any], None],
+    mailbox: Mailbox | None = None,
+) -> str:
     """One agent's run in its worktree, with the variants its settings ask for (action sampling, a navigator); with
     a `mailbox` (coop) it messages the other agent and reads its messages."""
     features = run.agents()[agent]
@@ -107,18 +132,30 @@ def execute_agent(
         if not worktree.exists():
             git(repo, "worktree", "add", "-q", "-B", f"agent{agent}", str(worktree), "base")
     described = "\n\n".join(task.feature(f).description for f in features)
-    text = render_string(coop.templates.execution_task, feature=described, plan=plan, messages=mailbox is not None,
-                         other=mailbox.other if mailbox else "")  # fmt: skip
+    text = render_string(
+        coop.templates.execution_task,
+        feature=described,
+        plan=plan,
+        messages=mailbox is not None,
+        other=mailbox.other if mailbox else "",
+    )
     result = run_task(
-        text, model=agent_model(run.model, agent, "run"), output_dir=folder / f"agent{agent}-run",
+        text,
+        model=agent_model(run.model, agent, "run"),
+        output_dir=folder / f"agent{agent}-run",
         run_id=f"agent{agent}",
         settings=settings.merged({"agent": {"step_limit": coop.execution.step_limit}}, origin="coop"),
-        repo=worktree, environment=run.environment, base_url=run.base_url,
-        on_event=lambda event: on_event(agent, event), variants=[Messages(mailbox)] if mailbox else [],
-    )  # fmt: skip
+        repo=worktree,
+        environment=run.environment,
+        base_url=run.base_url,
+        on_event=lambda event: on_event(agent, event),
+        variants=[Messages(mailbox)] if mailbox else [],
+    )
     if not result.exit_status.finished:
-        raise CoopError(f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
-                        f"run again to resume")  # fmt: skip
+        raise CoopError(
+            f"agent {agent} stopped with {result.exit_status} ({result.error or 'see its trajectory'}); "
+            f"run again to resume"
+        )
     atomic_write(patch_file, result.submission)
     return result.submission
 
@@ -138,9 +175,15 @@ def prepare(run: CoopRun, task: CoopTask, output: Path) -> tuple[Path, Path]:
 
 
 def execute_phase(
-    run: CoopRun, task: CoopTask, folder: Path, repo: Path, plans: dict[str, str], settings: CoreSettings,
-    coop: CoopSettings, emit: Callable[[str, Any], None],
-) -> list[str]:  # fmt: skip
+    run: CoopRun,
+    task: CoopTask,
+    folder: Path,
+    repo: Path,
+    plans: dict[str, str],
+    settings: CoreSettings,
+    coop: CoopSettings,
+    emit: Callable[[str, Any], None],
+) -> list[str]:
     """Every agent's run, at the same time when `execution.parallel`; in `coop` with a mailbox each, in turns when
     `execution.lockstep`."""
     agents = list(run.agents())
@@ -148,13 +191,15 @@ def execute_phase(
     turns = Turns(agents) if run.setting == Setting.COOP and parallel and coop.execution.lockstep else None
     mailboxes = {
         a: Mailbox(folder / "messages.jsonl", a, next(o for o in agents if o != a), coop.templates.messages, turns)
-        for a in agents if run.setting == Setting.COOP and len(agents) > 1
-    }  # fmt: skip
+        for a in agents
+        if run.setting == Setting.COOP and len(agents) > 1
+    }
 
     def execute(agent: str) -> str:
         try:
-            return execute_agent(run, task, folder, repo, agent, plans[agent], settings, coop, emit,
-                                 mailboxes.get(agent))  # fmt: skip
+            return execute_agent(
+                run, task, folder, repo, agent, plans[agent], settings, coop, emit, mailboxes.get(agent)
+            )
         except BaseException:
             if turns is not None:
                 turns.abort()
@@ -171,8 +216,9 @@ def execute_phase(
 def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:
     scratch = folder / "eval-scratch"
     if len(patches) == 2:
-        pair = evaluate_pair(task, run.pair, (patches[0], patches[1]), run.repo_source, scratch,
-                             setting=str(run.setting), k=run.k)  # fmt: skip
+        pair = evaluate_pair(
+            task, run.pair, (patches[0], patches[1]), run.repo_source, scratch, setting=str(run.setting), k=run.k
+        )
         return pair.model_dump(mode="json", exclude={"seconds"})
     base = checkout_base(task, run.repo_source, scratch / "repo")
     features = run.agents()["1"]

@@ -86,10 +86,15 @@ def coop(state: PlanningState) -> bool:
 def history_text(turns: list[dict[str, Any]], settings: CoopSettings) -> str:
     """The planner's own earlier turns, newest kept when over the budget."""
     entries = [
-        render_string(settings.templates.planner_history_entry, turn=t["turn"], action=t["action"],
-                      params=json.dumps(t["params"], ensure_ascii=False)[:300], observation=t["observation"])
+        render_string(
+            settings.templates.planner_history_entry,
+            turn=t["turn"],
+            action=t["action"],
+            params=json.dumps(t["params"], ensure_ascii=False)[:300],
+            observation=t["observation"],
+        )
         for t in turns
-    ]  # fmt: skip
+    ]
     kept: list[str] = []
     for entry in reversed(entries):
         if sum(map(len, kept)) + len(entry) > settings.planning.history_chars and kept:
@@ -104,16 +109,30 @@ def think(planner: PlannerState, runtime: Runtime[PlanningContext]) -> dict[str,
     max_turns = ctx.settings.planning.max_iterations
     last = len(turns) + 1 >= max_turns
     prompt = render_string(
-        ctx.settings.templates.planner_turn, setting=state["setting"], agent=agent, other=other_agent(state, agent),
-        features=state["features"][agent], inbox=state.get("inbox", {}).get(agent, []),
-        history=history_text(turns, ctx.settings), turn=len(turns) + 1, max_turns=max_turns, last_turn=last,
+        ctx.settings.templates.planner_turn,
+        setting=state["setting"],
+        agent=agent,
+        other=other_agent(state, agent),
+        features=state["features"][agent],
+        inbox=state.get("inbox", {}).get(agent, []),
+        history=history_text(turns, ctx.settings),
+        turn=len(turns) + 1,
+        max_turns=max_turns,
+        last_turn=last,
         coop=coop(state),
-    )  # fmt: skip
-    messages = [{"role": "system", "content": render_string(ctx.settings.templates.planner_system)},
-                {"role": "user", "content": prompt}]  # fmt: skip
-    reply, _ = ctx.policy.call(ctx.models[agent], messages, kind="planner", call_index=len(turns))
-    allowed = ["agreement_reached"] if last else [*READ_ONLY, *(["communicate_with_agent"] if coop(state) else []),
-                                                   "agreement_reached"]  # fmt: skip
+    )
+    messages = [
+        {"role": "system", "content": render_string(ctx.settings.templates.planner_system)},
+        {"role": "user", "content": prompt},
+    ]
+    model = ctx.models[agent]
+    ctx.policy.restore({model.name: len(turns)}, only=True)  # a resumed planning goes on from its turns
+    reply, _ = ctx.policy.call(model, messages, kind="planner")
+    allowed = (
+        ["agreement_reached"]
+        if last
+        else [*READ_ONLY, *(["communicate_with_agent"] if coop(state) else []), "agreement_reached"]
+    )
     decision: dict[str, Any] = {"prompt": prompt, "response": reply.text, "allowed": allowed, "last": last}
     try:
         decision["thought"] = extract_tag(reply.text, "thought", required=False) or ""
@@ -152,8 +171,15 @@ def act(planner: PlannerState, runtime: Runtime[PlanningContext]) -> dict[str, A
     if decision["last"] and agent not in update.get("plans", {}):
         update["plans"] = {agent: render_string(ctx.settings.templates.forced_plan, thought=decision["thought"])}
         update.setdefault("forced", {})[agent] = True  # type: ignore[index]
-    entry = {"turn": turn, "action": action, "params": params, "thought": decision["thought"],
-             "observation": observation, "prompt": decision["prompt"], "response": decision["response"]}  # fmt: skip
+    entry = {
+        "turn": turn,
+        "action": action,
+        "params": params,
+        "thought": decision["thought"],
+        "observation": observation,
+        "prompt": decision["prompt"],
+        "response": decision["response"],
+    }
     return {**update, "turns": {agent: [entry]}}
 
 
@@ -179,8 +205,12 @@ def coordinator(state: PlanningState) -> dict[str, Any]:
     relayed: dict[str, list[dict[str, Any]]] = {}
     for message in state.get("outbox", []):
         relayed.setdefault(message["to"], []).append(message)
-    return {"round": state.get("round", 1) + 1, "outbox": None, "inbox": relayed,
-            "messages": list(state.get("outbox", []))}  # fmt: skip
+    return {
+        "round": state.get("round", 1) + 1,
+        "outbox": None,
+        "inbox": relayed,
+        "messages": list(state.get("outbox", [])),
+    }
 
 
 def build_planning_graph(checkpointer: Any = None) -> Any:

@@ -10,18 +10,19 @@ from typing_extensions import TypedDict
 from llm_ide.actions import ActionOutcome, ParamError
 from llm_ide.messages.channel import Mailbox
 from llm_ide.messages.receive_messages import receive_messages
-from llm_ide.variant import Action, Node, Opening, Step, Variant
+from llm_ide.state.operations import OperationNode
+from llm_ide.variant import Action, ActionResult, Hook, Opening, PromptParts, State, Step, Variant
 
 
 class MessagesState(TypedDict, total=False):
     received: list[dict[str, Any]]  # the other agent's messages (from, text, seq, step they arrived after)
 
 
-def send_message(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
-    message = params.get("message")
+def send_message(ctx: Any, state: State, node: OperationNode) -> ActionResult:
+    message = node.action_params.get("message")
     if not isinstance(message, str) or not message.strip():
         raise ParamError("`message` must be a non-empty text")
-    return ActionOutcome(ctx.resources["messages"].send(message.strip()), 0)
+    return ActionResult(node).settled(ActionOutcome(ctx.resources["messages"].send(message.strip()), 0))
 
 
 def no_channel(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
@@ -31,33 +32,27 @@ def no_channel(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
 class Messages(Variant):
     name = "messages"
     state = MessagesState
-    step_start = ("receive_messages",)
+    actions = {"send_message": Action(send_message, no_channel)}
 
     def __init__(self, mailbox: Mailbox | None = None) -> None:
         self.mailbox = mailbox  # None: the graph as drawn, no channel yet
 
-    def refuse(self, variants: list[Variant]) -> str | None:
-        if any(variant.interactive for variant in variants):
-            names = ", ".join(variant.name for variant in variants if variant.interactive)
-            return f"{names}: asks a person in one run at a time; it does not combine with two agents messaging"
-        return None
-
-    def nodes(self) -> dict[str, Node]:
-        return {"receive_messages": receive_messages}
-
-    def actions(self) -> dict[str, Action]:
-        return {"send_message": Action(send_message)}
-
-    @classmethod
-    def absent_actions(cls) -> dict[str, Action]:
-        return {"send_message": Action(no_channel)}
+    def nodes(self) -> list[Hook]:
+        return [Hook("receive_messages", receive_messages)]
 
     def open(self, ctx: Any, opening: Opening) -> Any:
         return self.mailbox
 
-    def news(self, ctx: Any, state: dict[str, Any], after: Step) -> str:
-        chosen = [message for message in state.get("received", []) if after(message["step"])]
-        return self.mailbox.section(chosen) if chosen and self.mailbox is not None else ""
+    def prompt(self, ctx: Any, state: State) -> PromptParts:
+        received = state.get("received", [])
+        if not received or self.mailbox is None:
+            return PromptParts()
+        mailbox = self.mailbox
 
-    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+        def news(after: Step) -> str:
+            return mailbox.section([message for message in received if after(message["step"])])
+
+        return PromptParts(news=news)
+
+    def info(self, state: State) -> dict[str, Any]:
         return {"received": state["received"]} if state.get("received") else {}

@@ -235,7 +235,7 @@ class ModelNavigator:
         index = self.usage.calls
         try:
             reply, call = self.policy.call(
-                self.ctx.model, messages, kind=f"navigator_{kind}", call_index=index, deadline=deadline, index=index
+                self.ctx.model, messages, kind=f"navigator_{kind}", deadline=deadline, index=index
             )
         except ModelTimeLimit as error:
             raise NavigatorTimeout(f"navigator: {error}") from None

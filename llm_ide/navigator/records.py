@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_ide.errors import TurnLimit
+from llm_ide.errors import TurnLimit, ended
 from llm_ide.navigator.protocol import Decision, Navigator, NavigatorTimeout, NavigatorUsage
 from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
@@ -83,5 +83,6 @@ def turn_limit(ctx: AgentContext, state: AgentState, record: dict[str, Any], rev
 
 
 def end(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    """The state update of a turn limit: the run ends before its pending operation."""
     record["ended"] = reason
-    return {"navigator": record, "exit_status": TurnLimit.exit_status, "error": reason, "pending": None}
+    return {"navigator": record, "pending": None, **ended(TurnLimit(reason))}

@@ -1,66 +1,29 @@
+"""The step's action: the pending operation run through the variants' wrappers (a gate may settle it without running
+it), once even across kills (llm_ide/recovery.py); the code it showed or changed is what it accessed."""
+
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.actions import ActionOutcome, Codebase, execute_action
+from llm_ide.actions import ACTIONS, ActionOutcome, ParamError
 from llm_ide.codeview.changes import edited_scopes
 from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
+from llm_ide.errors import ended
 from llm_ide.faults import failpoint
 from llm_ide.prompting import truncate
+from llm_ide.recovery import run_once
 from llm_ide.resources import AgentContext
+from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 from llm_ide.text import clean_text
-from llm_ide.workspace.intents import CHANGES_WORKSPACE, edit_applied
-
-
-def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
-    """The outcome of an operation a killed process had started: told, never run twice. None: it had not begun to
-    change anything (an edit whose `old` text is still there, a file not yet created), so it runs now."""
-    params = node.action_params
-    path = params.get("path") if isinstance(params.get("path"), str) else None
-    if node.action_type in {"edit", "create"} and path:
-        try:
-            path = ws.path(params)
-        except ValueError:
-            return None
-        text = ws.read_text(path)
-        if node.action_type == "create":
-            if text is None:
-                return None
-            if text == params.get("content"):
-                return ActionOutcome(ws.observe("already_applied", path=path, action_type="create"), 0)
-        elif text is not None and isinstance(params.get("old"), str) and isinstance(params.get("new"), str):
-            applied = edit_applied(text, params["old"], params["new"])
-            if applied is False:
-                return None
-            if applied:
-                return ActionOutcome(ws.observe("already_applied", path=path, action_type="edit"), 0)
-    return ActionOutcome(ws.observe("interrupted", action_type=node.action_type), -1)
-
-
-def run_once(ctx: AgentContext, node: OperationNode, before: str | None) -> ActionOutcome:
-    """The operation, its effect on the worktree exactly once: one a killed process had started runs again on the
-    worktree put back as the snapshot `before` it had (a command's effects outside the worktree may then happen
-    twice: its observation says so); without a snapshot it is not run again and the agent is told."""
-    ws = ctx.codebase
-    if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
-        return execute_action(ws, node.action_type, node.action_params, ctx.variant_actions)
-    if ctx.intents.started_before(node.id):
-        if before is not None and ctx.restore_worktree is not None and ctx.restore_worktree(before):
-            outcome = execute_action(ws, node.action_type, node.action_params)
-            if node.action_type != "bash":
-                return outcome
-            return replace(outcome, observation=f"{ws.observe('rerun')}\n{outcome.observation}")
-        if (outcome := started_before(ws, node)) is not None:
-            return outcome
-    ctx.intents.begin(node.id, node.action_type)
-    failpoint("execute.begun")  # recorded as started, not run yet
-    return execute_action(ws, node.action_type, node.action_params)
+from llm_ide.variant import ActionResult
+from llm_ide.workspace.intents import CHANGES_WORKSPACE
 
 
 def may_change(node: OperationNode) -> bool:
@@ -69,24 +32,43 @@ def may_change(node: OperationNode) -> bool:
     return not read_only(str(node.action_params.get("command") or ""))
 
 
+def perform(ctx: AgentContext, state: AgentState, node: OperationNode) -> ActionResult:
+    """The action itself: a variant's (or what it answers in a run without it), or the core's on the worktree,
+    whose snapshot after a change belongs to this step (saved with it, or redone with it)."""
+    ws = ctx.codebase
+    action = ctx.variants.actions.get(node.action_type)
+    if action is not None and node.action_type not in ACTIONS:
+        try:
+            if node.action_type in ctx.variants.absent:
+                return ActionResult(node).settled(action.absent(ctx, node.action_params))
+            return action.run(ctx, state, node)
+        except ParamError as error:
+            bad = ws.observe("bad_params", action_type=node.action_type, error=str(error))
+            return ActionResult(node).settled(ActionOutcome(bad, 2))
+    outcome = run_once(ctx, node, state.get("worktree_patch"))
+    failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
+    snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(node) else None
+    result = ActionResult(node, submitted=outcome.submitted).settled(outcome)
+    if snapshot is None:  # a read-only command changed nothing: the last snapshot stands
+        return result
+    if (before := state.get("worktree_patch")) is not None and snapshot != before:
+        result = replace(result, accessed=[*result.accessed, *edited_scopes(ws.view, before, snapshot)])
+    return result.merged({"worktree_patch": snapshot})  # whatever made the change, its lines are accessed
+
+
 def execute_tool(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    """The pending operation, through the variants' wrappers (a gate may settle it without running it)."""
     ctx = runtime.context
     pending = state["pending"]
+    assert pending is not None  # `act` made it
+    run = ctx.variants.action_run(ctx, state, partial(perform, ctx, state))
     try:
-        outcome = run_once(ctx, pending, state.get("worktree_patch"))
-        failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
-        # the worktree snapshot belongs to the step that changed it: saved with the step, or redone with it (a
-        # read-only command changed nothing: the last snapshot stands)
-        snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(pending) else None
+        result = run(pending)
     except EnvironmentFailure as error:
         failed = replace(pending, observation=f"Environment failure: {error}", returncode=-1)
-        return {"pending": failed, "accessed": [], "exit_status": error.exit_status}
-    observation = truncate(clean_text(outcome.observation), ctx.settings.agent.observation_max_chars, ctx.templates)
-    done = replace(pending, observation=observation, returncode=outcome.returncode, duration=round(outcome.duration, 3))
-    accessed = outcome.accessed
-    if snapshot is not None and (before := state.get("worktree_patch")) is not None and snapshot != before:
-        accessed = [*accessed, *edited_scopes(ctx.codebase.view, before, snapshot)]  # whatever made the change
-    update = {"pending": done, "accessed": accessed, "submitted": outcome.submitted}
-    if outcome.submitted and ctx.variants:
-        update |= ctx.variants.at_submit(ctx, state)
-    return update if snapshot is None else {**update, "worktree_patch": snapshot}
+        return {"pending": failed, "accessed": [], **ended(error)}
+    shown = truncate(
+        clean_text(redact(result.node.observation)), ctx.settings.agent.observation_max_chars, ctx.templates
+    )
+    done = replace(result.node, observation=shown)
+    return {"pending": done, "accessed": result.accessed, "submitted": result.submitted, **result.update}

@@ -59,7 +59,7 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
     old = state.get("snapshot_base")
     if not state.get("snapshot") or old is None or (memory.snapshot_every and since >= memory.snapshot_every):
         return full(ctx, state)
-    messages = messages_for(ctx, state, with_pending_reflection=False)
+    messages = messages_for(ctx, state)
     size = prompt_chars(messages)
     ceiling = RENEW_AT * memory.prompt_budget_chars
     if size <= ceiling and (size <= memory.renew_at_chars or since < MIN_EPOCH):

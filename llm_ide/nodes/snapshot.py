@@ -140,7 +140,7 @@ def base(ctx: AgentContext, state: AgentState) -> MemoryBase:
         "changes": changes,
         "code_context": code_context_text(ctx, state.get("code_context", []), step),
     }
-    preface = ctx.variants.preface(ctx, state)  # e.g. a plan, ahead of the memory
+    preface = ctx.variants.prompt(ctx, state).preface  # e.g. a plan, ahead of the memory
     text = render(ctx.templates, "memory_base", step=step, preface=preface, **capped(ctx, parts))
     return MemoryBase(
         text=text, step=step, history=len(history), lessons=lessons, files=files, changes=changes, since=0, held=0.0

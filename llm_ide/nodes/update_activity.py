@@ -1,3 +1,6 @@
+"""The step's end: the operation committed into the tree, one activity entry per chunk, the time spent, and the
+limits that end the run. Every ending of the run passes here, so its time is always counted."""
+
 from __future__ import annotations
 
 import time
@@ -6,36 +9,35 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
 from llm_ide.resources import AgentContext
 from llm_ide.state.context import add_scope, copy_chunks, created_named, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
-from llm_ide.state.operations import with_reflection
+from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
 
 
-def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> ExitStatus | None:
+def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> LlmIdeError | None:
     agent = ctx.settings.agent
     usage = state.get("usage") or empty_usage()
-    cost = usage["cost"]
     if state.get("submitted"):
-        return ExitStatus.SUBMITTED
+        return Submitted()
     if agent.step_limit and n_operations >= agent.step_limit:
-        return ExitStatus.STEP_LIMIT
-    if (agent.cost_limit and cost >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
-        return ExitStatus.COST_LIMIT
+        return StepLimit()
+    if (agent.cost_limit and usage["cost"] >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
+        return CostLimit()
     if agent.token_limit and usage["input_tokens"] + usage["output_tokens"] >= agent.token_limit:
-        return ExitStatus.COST_LIMIT  # the limit that holds whatever the price (an unknown price counts as 0)
+        return CostLimit()  # the limit that holds whatever the price (an unknown price counts as 0)
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
-        return ExitStatus.TIME_LIMIT
+        return TimeLimit()
     return None
 
 
-def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    """Commit the operation: reflection onto its predecessor, the node into the tree, one activity entry per chunk."""
-    ctx = runtime.context
+def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
+    """The pending operation in the tree and every chunk's activity entry for it."""
     view = ctx.codebase.view
     pending = state["pending"]
+    assert pending is not None
     n_operations = state.get("n_operations", 0)
     chunks = copy_chunks(state.get("code_context", []))
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
@@ -51,20 +53,27 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     )
     record_operation(chunks, accessed, referred)
     rescore(chunks, n_operations + 1, ctx.score_params)
+    done = replace(pending, judged_when_run=pending.bad_action is not None)
+    return {"operations": [done], "code_context": chunks, "n_operations": n_operations + 1}
+
+
+def judged(state: AgentState) -> list[OperationNode]:
+    """The latest operation with the verdict this step's reply gave it (committed with the step, in one write)."""
+    node = state.get("judged")
+    return [node] if node is not None else []
+
+
+def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    ctx = runtime.context
     now = time.monotonic()
     elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
     ctx.mark = now
-    update: dict[str, Any] = {
-        "operations": [
-            *with_reflection(state.get("operations", []), state.get("reflection"))[-1:],
-            replace(pending, judged_when_run=pending.bad_action is not None),
-        ],
-        "code_context": chunks,
-        "n_operations": n_operations + 1,
-        "pending": None,
-        "reflection": None,
-        "accessed": [],
-        "elapsed": elapsed,
-        "exit_status": state.get("exit_status") or limit_reached(ctx, state, n_operations + 1, elapsed),
-    }
+    update: dict[str, Any] = {"pending": None, "judged": None, "accessed": [], "elapsed": elapsed}
+    if state.get("pending") is not None:  # none: the run ended before its next operation (format errors, a limit)
+        update |= committed(ctx, state)
+    if operations := [*judged(state), *update.get("operations", [])]:
+        update["operations"] = operations
+    steps = update.get("n_operations", state.get("n_operations", 0))
+    if not state.get("exit_status") and (limit := limit_reached(ctx, state, steps, elapsed)):
+        update |= ended(limit)
     return update

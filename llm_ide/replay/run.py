@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
+from llm_ide.conversation import replies_for
 from llm_ide.environments.sandbox import bwrap_path
 from llm_ide.fileio import atomic_write
 from llm_ide.replay.checkout import checkout, git
@@ -85,15 +86,14 @@ def replay(
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
-        environment = settings.environment
-        if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
-            settings = settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
+        settings = mounted(settings, trajectory)
         run_dir = fresh_output(out)
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
         environment = as_the_original_found_it(repo, watch.tracked, trajectory)
-        script = Script.open(trajectory.steps, settings.agent.single_call, out / "wire.jsonl", watch.take, rewrite)
+        single = replies_for(settings).joins_verdict  # one reply per step, or a reflection then an action
+        script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite)
         try:
             with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
                 result = run_task(
@@ -116,7 +116,7 @@ def replay(
             format=trajectory.format,
             instance_id=trajectory.instance_id,
             commit=commit,
-            single_call=settings.agent.single_call,
+            single_call=single,
             mounted_at=settings.environment.mount_at,
             workdir_rewritten=workdir is not None,
             prices=prices or Prices(),
@@ -131,6 +131,14 @@ def replay(
         )
     atomic_write(out / REPORT, report.model_dump_json(indent=1))
     return report
+
+
+def mounted(settings: Settings, trajectory: Trajectory) -> Settings:
+    """The original's workdir (/testbed) is where bubblewrap shows the checkout to the commands, when it can."""
+    environment = settings.environment
+    if trajectory.workdir and environment.mount_at is None and environment.sandbox == "bwrap" and bwrap_path():
+        return settings.merged({"environment": {"mount_at": trajectory.workdir}}, origin="replay")
+    return settings
 
 
 def as_the_original_found_it(repo: Path, tracked: set[str], trajectory: Trajectory) -> list[str]:

@@ -13,6 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
+from llm_ide.graph import guarded
 from llm_ide.reproduction.nodes.before import reproduce_before
 from llm_ide.reproduction.nodes.validate import validate_reproduction
 from llm_ide.reproduction.nodes.write import write_reproduction
@@ -40,9 +41,9 @@ def after_write(state: PhaseState, runtime: Runtime[AgentContext]) -> str:
 
 def build_phase() -> CompiledStateGraph:
     builder = StateGraph(PhaseState, context_schema=AgentContext)
-    builder.add_node("write_reproduction", write_reproduction)
-    builder.add_node("validate_reproduction", validate_reproduction)
-    builder.add_node("reproduce_before", reproduce_before)
+    builder.add_node("write_reproduction", guarded(write_reproduction))
+    builder.add_node("validate_reproduction", guarded(validate_reproduction))
+    builder.add_node("reproduce_before", guarded(reproduce_before))
     builder.add_conditional_edges(START, after_start, ["write_reproduction", "reproduce_before"])
     after = ["validate_reproduction", "write_reproduction", "reproduce_before", END]
     builder.add_conditional_edges("write_reproduction", after_write, after)
@@ -59,4 +60,5 @@ def reproduction(state: dict[str, Any], runtime: Runtime[AgentContext]) -> dict[
     if (state.get("reproduction") or {}).get("done") or state.get("operations"):
         return {}
     out = PHASE.invoke(state, context=runtime.context)
-    return {"reproduction": out["reproduction"]} | {key: out[key] for key in ("usage", "exit_status") if out.get(key)}
+    kept = ("usage", "calls", "exit_status", "error")
+    return {"reproduction": out["reproduction"]} | {key: out[key] for key in kept if out.get(key)}

@@ -1,6 +1,6 @@
-"""Regression tests of a patch: the repository's test files that touch the files it edits (named after one, or naming
-its module), run with `reproduction.regression_command` before (the base commit) and after (the patch); a test that
-passed before and does not now is a regression."""
+"""Regression tests of a patch: the repository's test files that touch the files it edits (named after one, or
+importing its module in any form), run with `reproduction.regression_command` before (the base commit) and after (the
+patch); a test that passed before and does not now is a regression."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from llm_ide.environments import Environment
 from llm_ide.prompting import render_string
+from llm_ide.reproduction.importers import imports_any, module_names
 
 EDITED = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
@@ -26,27 +27,46 @@ def is_test(path: str) -> bool:
 
 
 def source_stems(edited: list[str]) -> list[str]:
-    """The module names of the edited Python source files (tests and packages' `__init__` left out)."""
-    stems = [PurePosixPath(path).stem for path in edited if path.endswith(".py") and not is_test(path)]
-    return [stem for stem in dict.fromkeys(stems) if stem != "__init__"]
+    """The module names of the edited Python source files (tests left out; a package's `__init__` is the package)."""
+    paths = [PurePosixPath(path) for path in edited if path.endswith(".py") and not is_test(path)]
+    stems = [path.parent.name if path.stem == "__init__" else path.stem for path in paths]
+    return [stem for stem in dict.fromkeys(stems) if stem]
 
 
-def touching(env: Environment, stems: list[str], limit: int) -> list[str]:
-    """Test files of the repository at its base that touch the modules `stems`: `test_<stem>.py` first, then those
-    whose name holds a stem, then those that import one; at most `limit`."""
+def touching(env: Environment, edited: list[str], limit: int) -> list[str]:
+    """Test files of the repository at its base that touch the edited source files: `test_<stem>.py` first, then
+    those that import an edited module (in any form: llm_ide/reproduction/importers.py), those among them named
+    after one first, then those only named after one; at most `limit`."""
+    sources = [path for path in edited if path.endswith(".py") and not is_test(path)]
+    stems = source_stems(sources)
     _, output = env.run_trusted("git ls-files -z -- '*.py'", 120)
-    files = [path for path in output.decode("utf-8", "replace").split("\0") if path and TEST_FILE.search(path)]
+    python_files = {path for path in output.decode("utf-8", "replace").split("\0") if path}
+    files = sorted(path for path in python_files if TEST_FILE.search(path))
     subject = {path: PurePosixPath(path).stem.removeprefix("test_").removesuffix("_test") for path in files}
     exact = [path for path in files if subject[path] in stems]
     named = [path for path in files if path not in exact and any(stem in subject[path] for stem in stems)]
-    chosen = [*exact, *named]
-    rest = " ".join(shlex.quote(path) for path in files if path not in chosen)
-    if rest and len(chosen) < limit:
-        alternatives = "|".join(re.escape(stem) for stem in stems)
-        imports = shlex.quote(rf"(import|from)[[:space:]]+[[:alnum:]_.]*\b({alternatives})\b")
-        _, found = env.run_trusted(f"grep -l -E {imports} -- {rest} 2>/dev/null", 120)
-        chosen += [line for line in found.decode("utf-8", "replace").splitlines() if line]
-    return chosen[:limit]
+    modules = {name for path in sources for name in module_names(path, python_files)}
+    importing = set(importers(env, [path for path in files if path not in exact], stems, modules, python_files))
+    chosen = [*exact, *(path for path in named if path in importing), *sorted(importing - set(named))]
+    return [*chosen, *(path for path in named if path not in importing)][:limit]
+
+
+def importers(
+    env: Environment, files: list[str], stems: list[str], modules: set[str], python_files: set[str]
+) -> list[str]:
+    """The files among `files` that import one of `modules`: those naming a stem as a word (one grep), parsed."""
+    if not files or not stems:
+        return []
+    words = shlex.quote("|".join(re.escape(stem) for stem in stems))
+    listed = " ".join(shlex.quote(path) for path in files)
+    _, found = env.run_trusted(f"grep -l -w -E {words} -- {listed} 2>/dev/null", 120)
+    candidates = [line for line in found.decode("utf-8", "replace").splitlines() if line]
+    texts = env.read_files(candidates)
+    return [
+        path
+        for path, snapshot in texts.items()
+        if snapshot is not None and imports_any(snapshot.data.decode("utf-8", "replace"), path, modules, python_files)
+    ]
 
 
 def passed_tests(env: Environment, files: list[str], settings: Any) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from llm_ide.reproduction.record import record_of, run_all
 from llm_ide.reproduction.script import Script, setup_reproduction_script, shown
 from llm_ide.reproduction.settings import ReproductionSettings
 from llm_ide.reproduction.verify import verify_runs
-from llm_ide.variant import Action, Finished, Node, Opening, Variant, Verified
+from llm_ide.state.operations import OperationNode
+from llm_ide.variant import Action, ActionResult, ActionRun, Hook, Opening, PromptParts, State, Variant
+from llm_ide.verification import Finished, Verified
 
 
 class ReproductionState(TypedDict, total=False):
@@ -34,12 +36,22 @@ def described(run: dict[str, Any]) -> str:
     return f"{run['verdict']} (exit {run['returncode']})"
 
 
+def facts_of(record: dict[str, Any]) -> dict[str, Any]:
+    """What a reviewer of several runs is told: what each script showed on the original code and at submit."""
+    after = record.get("after") or {}
+    facts: dict[str, Any] = {}
+    for item in record["scripts"]:
+        facts[f"reproduction {item['name']} on the original code"] = described(item["before"])
+        if item["name"] in after:
+            facts[f"reproduction {item['name']} at submit"] = described(after[item["name"]])
+    return facts
+
+
 class Reproduction(Variant):
     name = "reproduction"
-    sections = {"reproduction": (ReproductionSettings, ReproductionSettings)}
+    settings = {"reproduction": (ReproductionSettings, ReproductionSettings)}
     state = ReproductionState
-    prelude = ("reproduction",)
-    routes = {"reproduce": "reproduce"}
+    actions = {"reproduce": Action(reproduce, absent, bare=True)}
 
     def __init__(self, *given: Script) -> None:
         self.given = list(given)
@@ -48,48 +60,35 @@ class Reproduction(Variant):
     def enabled(cls, settings: Any) -> Reproduction | None:
         return cls() if settings.reproduction.generate else None
 
-    def nodes(self) -> dict[str, Node]:
-        return {"reproduction": reproduction, "reproduce": reproduce}
-
-    def actions(self) -> dict[str, Action]:
-        return self.absent_actions()  # the graph routes it to `reproduce`: it never runs as an action
-
-    @classmethod
-    def absent_actions(cls) -> dict[str, Action]:
-        return {"reproduce": Action(absent, bare=True)}
+    def nodes(self) -> list[Hook]:
+        return [Hook("reproduction", reproduction, once=True)]
 
     def open(self, ctx: Any, opening: Opening) -> Any:
         for item in self.given:
             setup_reproduction_script(ctx.codebase.env, item)
         return self.given
 
-    def task_notes(self, ctx: Any, state: dict[str, Any]) -> str:
-        scripts = [shown(ctx.codebase.env, item, item["before"]) for item in record_of(state)["scripts"]]
+    def prompt(self, ctx: Any, state: State) -> PromptParts:
         own = ctx.settings.reproduction
-        return render_string(own.templates.task_notes, scripts=scripts, **own.markers.model_dump()) if scripts else ""
+        scripts = [shown(ctx.codebase.env, item, item["before"]) for item in record_of(state)["scripts"]]
+        notes = render_string(own.templates.task_notes, scripts=scripts, **own.markers.model_dump()) if scripts else ""
+        return PromptParts(task_notes=notes, actions=render_string(own.templates.action_line))
 
-    def action_lines(self, ctx: Any) -> str:
-        return render_string(ctx.settings.reproduction.templates.action_line)
-
-    def at_submit(self, ctx: Any, state: dict[str, Any]) -> dict[str, Any]:
+    def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
+        """At submit, the scripts run again on the code as submitted."""
+        result = run(node)
         record = record_of(state)
-        if not record["scripts"]:
-            return {}
-        return {"reproduction": {**record, "after": {item["name"]: item["run"] for item in run_all(ctx, state)}}}
+        if not result.submitted or not record["scripts"]:
+            return result
+        after = {item["name"]: item["run"] for item in run_all(ctx, state)}
+        return result.merged({"reproduction": {**record, "after": after}})
 
-    def info(self, state: dict[str, Any]) -> dict[str, Any]:
+    def info(self, state: State) -> dict[str, Any]:
         record = {key: value for key, value in (state.get("reproduction") or {}).items() if key != "pending"}
-        return {"reproduction": record} if record else {}
-
-    def facts(self, state: dict[str, Any]) -> dict[str, Any]:
-        record = record_of(state)
-        after = record.get("after") or {}
-        facts: dict[str, Any] = {}
-        for item in record["scripts"]:
-            facts[f"reproduction {item['name']} on the original code"] = described(item["before"])
-            if item["name"] in after:
-                facts[f"reproduction {item['name']} at submit"] = described(after[item["name"]])
-        return facts
+        if not record:
+            return {}
+        facts = facts_of(record_of(state))
+        return {"reproduction": record, **({"facts": facts} if facts else {})}
 
     def verify(self, bench: Any, runs: list[Finished], record: dict[str, Any]) -> Verified | None:
         return verify_runs(bench, self.given, runs, record)

@@ -14,7 +14,7 @@ from typing import Any
 from llm_ide.errors import LlmIdeError
 from llm_ide.reproduction.regression import edited_files, passed_tests, source_stems, touching
 from llm_ide.reproduction.script import Script, key, reproduction_script
-from llm_ide.variant import Finished, Verified
+from llm_ide.verification import Finished, Verified
 
 
 def patch_key(patch: str) -> str:
@@ -31,8 +31,9 @@ def pooled(given: list[Script], runs: list[Finished]) -> dict[str, Script]:
             generated = item["source"] == "generated"
             name = f"attempt{run.index}_{item['name']}" if generated else item["name"]
             label = f"attempt {run.index}: {item['name']}" if generated else item["name"]
-            tests.setdefault(key(item), {"name": name, "content": item["content"], "source": item["source"],
-                                         "label": label})  # fmt: skip
+            tests.setdefault(
+                key(item), {"name": name, "content": item["content"], "source": item["source"], "label": label}
+            )
     return tests
 
 
@@ -40,14 +41,14 @@ def baseline(bench: Any, wanted: dict[str, list[str]], record: dict[str, Any]) -
     """The test files each patch's regression run needs (chosen on the base commit) and which of their tests pass
     there, for the patches and files not yet in the record."""
     selections, passed = record.setdefault("selections", {}), record.setdefault("baseline", {})
-    todo = {pk: stems for pk, edited in wanted.items() if pk not in selections if (stems := source_stems(edited))}
+    todo = {pk: edited for pk, edited in wanted.items() if pk not in selections if source_stems(edited)}
     selections.update((pk, []) for pk in wanted if pk not in selections and pk not in todo)  # no source file edited
     if not todo:
         return
     limit = bench.settings.reproduction.regression_files
     with bench.clean("base", "") as env:
-        for pk, stems in todo.items():
-            selections[pk] = touching(env, stems, limit)
+        for pk, edited in todo.items():
+            selections[pk] = touching(env, edited, limit)
         files = sorted({path for pk in todo for path in selections[pk] if path not in passed})
         if files:
             result = passed_tests(env, files, bench.settings)
@@ -65,8 +66,10 @@ def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dic
         return
     started = time.monotonic()
     entry.pop("error", None)
-    bench.emit(f"verify: attempt {run.index}'s patch against {len(missing)} reproductions"
-               + (f" and {len(files)} test files" if regression else ""))  # fmt: skip
+    bench.emit(
+        f"verify: attempt {run.index}'s patch against {len(missing)} reproductions"
+        + (f" and {len(files)} test files" if regression else "")
+    )
     try:
         with bench.clean(f"attempt{run.index}", run.patch) as env:
             for test_key in missing:
@@ -74,8 +77,11 @@ def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dic
             if regression:
                 after = passed_tests(env, files, bench.settings)
                 before = {test for path in files for test in record["baseline"].get(path, [])}
-                entry["regression"] = {"files": files, "passed_before": len(before),
-                                       "failing": sorted(before - set(after["passed"]))}  # fmt: skip
+                entry["regression"] = {
+                    "files": files,
+                    "passed_before": len(before),
+                    "failing": sorted(before - set(after["passed"])),
+                }
     except LlmIdeError as error:  # the patch does not apply, the environment does not start: nothing it passed
         entry["error"] = str(error)
     entry["seconds"] = round(entry["seconds"] + time.monotonic() - started, 3)

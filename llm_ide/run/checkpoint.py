@@ -40,8 +40,14 @@ MEMORY_TYPES = [
 # small pages: a commit rewrites every page it touches; a new database frees pages as the pruning deletes rows;
 # one WAL checkpoint every 1.5 MB copies a page changed many times in between once, and the WAL file is cut back to
 # that size after it (the run's folder stays near 2 MB while it runs)
-SQLITE_PRAGMAS = ["page_size=1024", "auto_vacuum=INCREMENTAL", "journal_mode=WAL", "synchronous=NORMAL",
-                  "wal_autocheckpoint=1500", "journal_size_limit=1600000"]  # fmt: skip
+SQLITE_PRAGMAS = [
+    "page_size=1024",
+    "auto_vacuum=INCREMENTAL",
+    "journal_mode=WAL",
+    "synchronous=NORMAL",
+    "wal_autocheckpoint=1500",
+    "journal_size_limit=1600000",
+]
 COMPRESS_OVER = 1024  # bytes
 RECENT = 16  # large encodings kept for the checkpoint that follows the writes
 NODES = 4096  # operation nodes whose encoding is kept
@@ -128,7 +134,7 @@ def _inline(value: Any) -> bool:
 # result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
 # a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
 # their own: a step commits 7 times, not 12, and no transaction stays open during a model call or an action.
-RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
+RERUNNABLE = frozenset({"render_context", "update_activity"})
 NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
 
 
@@ -327,8 +333,9 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
         with saver.lock:
             newest = saver.conn.execute(NEWEST, (thread_id, keep)).fetchall()
             kept = {(ns, checkpoint_id) for ns, checkpoint_id, _, _ in newest}
-            rows = saver.conn.execute("SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?",
-                                      (thread_id,)).fetchall()  # fmt: skip
+            rows = saver.conn.execute(
+                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
             saver.conn.executemany(
                 "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                 [(thread_id, ns, checkpoint_id) for ns, checkpoint_id in rows if (ns, checkpoint_id) not in kept],

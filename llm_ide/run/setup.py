@@ -9,9 +9,9 @@ from llm_ide.actions import Codebase
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
+from llm_ide.conversation import replies_for
 from llm_ide.environments import Environment, make_environment
-from llm_ide.models import ScriptedModel, get_model
-from llm_ide.parsing import joined_script
+from llm_ide.models import Model, get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.settings import CoreSettings
 from llm_ide.tools.cache import ToolCache
@@ -38,6 +38,29 @@ def install_tools(
     return tool_usage_text(report.installed), tuple(cmd for tool in report.installed for cmd in tool.commands)
 
 
+class RunModels:
+    """The models of one run, made once each (the agent's, and those its variants ask for by spec), each told of its
+    calls as they happen."""
+
+    def __init__(self, settings: CoreSettings, listener: CallListener | None) -> None:
+        self.settings, self.listener = settings, listener
+        self.made: dict[tuple[str, str | None], Model] = {}
+
+    def __call__(self, spec: str, base_url: str | None = None) -> Model:
+        if (spec, base_url) not in self.made:
+            self.made[spec, base_url] = self.told(get_model(spec, self.settings.model, base_url))
+        return self.made[spec, base_url]
+
+    def agent(self, spec: str, base_url: str | None, prepare: Callable[[Model], Model]) -> Model:
+        """The agent's model, as the run's steps ask for their replies (a variant asking for it gets this one)."""
+        self.made[spec, base_url] = self.told(prepare(get_model(spec, self.settings.model, base_url)))
+        return self.made[spec, base_url]
+
+    def told(self, model: Model) -> Model:
+        model.listener = self.listener  # type: ignore[attr-defined]
+        return model
+
+
 def build_context(
     *,
     settings: CoreSettings,
@@ -58,10 +81,8 @@ def build_context(
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens."""
-    model = get_model(model_spec, settings.model, base_url)  # a bad model fails before any tool installs
-    model.listener = on_model_call
-    if settings.agent.single_call and isinstance(model, ScriptedModel):
-        model.responses = joined_script(model.responses)  # a script written for two calls per step plays in one
+    models = RunModels(settings, on_model_call)
+    model = models.agent(model_spec, base_url, replies_for(settings).prepare)  # a bad model fails before any tool
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
@@ -77,6 +98,6 @@ def build_context(
         restore_worktree=restorer(env, base, settings) if base else None,
         variants=compose(settings) if variants is None else variants,
     )
-    opening = Opening(model_spec, base_url, on_model_call)
+    opening = Opening(model_spec, base_url, on_model_call, models)
     ctx.resources.update((variant.name, variant.open(ctx, opening)) for variant in ctx.variants)
     return ctx

@@ -5,19 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llm_ide.conversation import Message
-from llm_ide.models import Model
-from llm_ide.nodes.model_call import call_model
+from llm_ide.models import Message, Model, ModelReply
 from llm_ide.parsing import extract_tag
 from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
 from llm_ide.sampling.candidates import Candidate
-from llm_ide.state.graph_state import AgentState, Usage, empty_usage
-
-
-def sampler_calls(state: AgentState) -> int:
-    """The calls of the run's choices so far (on `sampling.model` when there is one)."""
-    return sum(node.marks.get("choice", {}).get("calls", 0) for node in state.get("operations", []))
+from llm_ide.variant import ModelCall, ModelRequest
 
 
 def candidate_text(ctx: AgentContext, candidate: Candidate, number: int) -> str:
@@ -44,21 +37,18 @@ def majority(candidates: list[Candidate]) -> int:
 
 
 class Chooser:
-    """The choosing calls of one step, on `sampling.model` (with its own call count) or on the agent's model."""
+    """The choosing calls of one step, each continuing the act conversation (its prefix served from the prompt
+    cache), on `sampling.model` when it is set (`model`), else on the agent's."""
 
-    def __init__(self, ctx: AgentContext, state: AgentState, messages: list[Message], model: Model | None) -> None:
-        self.ctx, self.state, self.messages, self.model = ctx, state, messages, model
-        self.usage: Usage = state.get("usage") or empty_usage()
-        self.index = sampler_calls(state)  # the sampler's own call count
-        self.calls = 0
+    def __init__(self, ctx: AgentContext, messages: list[Message], call: ModelCall, model: Model | None) -> None:
+        self.ctx, self.messages, self.call, self.model = ctx, messages, call, model
+        self.replies: tuple[ModelReply, ...] = ()
 
     def ask(self, kind: str, question: str) -> str:
-        """The act conversation (its prefix served from the prompt cache) and the question after it."""
         messages = [*self.messages, {"role": "user", "content": question}]
-        index = self.index + self.calls if self.model is not None else None
-        text, self.usage = call_model(self.ctx, {**self.state, "usage": self.usage}, kind, messages, self.model, index)
-        self.calls += 1
-        return text
+        response = self.call(ModelRequest(kind, messages, model=self.model))
+        self.replies += response.replies
+        return response.text
 
     def ask_colleagues(self, candidates: list[Candidate]) -> tuple[int, dict[str, Any]]:
         listing = "\n\n".join(candidate_text(self.ctx, c, number) for number, c in enumerate(candidates, 1))
@@ -94,4 +84,4 @@ class Chooser:
             return 0, {"method": "unanimous", "calls": 0}
         chosen, detail = self.ask_colleagues(candidates) if method == "ask_colleagues" else self.pairwise(candidates)
         model = {"model": self.model.name} if self.model is not None else {}
-        return chosen, {"method": method, "calls": self.calls, **model, **detail}
+        return chosen, {"method": method, "calls": len(self.replies), **model, **detail}

@@ -25,7 +25,6 @@ class SamplingTemplates(BundledTemplates):
     pairwise: str
     demonstration: str
     demonstrations: str
-    choices: str
 
 
 class SamplingSettings(Strict):

@@ -1,53 +1,67 @@
-"""Action sampling and demonstrations as variants. `Sampling` (`sampling.k` > 1) takes the place of `act`:
-k candidate replies, identical actions folded, one chosen (on `sampling.model` when set: a model of its own, whose
-calls do not count in the agent model's call index). `Demonstrations` puts trajectories of ours into the system
-prompt as worked examples."""
+"""Action sampling and demonstrations as variants, both around the model call. `Sampling` (`sampling.k` > 1): k
+candidate replies to the act call, identical actions folded, one chosen (on `sampling.model` when set); the chosen
+reply is the step's, every candidate is recorded on the operation. `Demonstrations` puts trajectories of ours ahead
+of the system prompt as worked examples (fixed for the run: a stable prefix)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from llm_ide.conversation import memo
-from llm_ide.models import get_model
-from llm_ide.sampling.choose import sampler_calls
+from llm_ide.faults import failpoint
+from llm_ide.sampling.candidates import fold
+from llm_ide.sampling.choose import Chooser
 from llm_ide.sampling.demonstrations import render_demonstrations
-from llm_ide.sampling.sampled_act import sampled_act
 from llm_ide.sampling.settings import Demonstrations as DemonstrationPaths
 from llm_ide.sampling.settings import SamplingSettings
-from llm_ide.variant import Node, Opening, Variant
+from llm_ide.variant import ModelCall, ModelRequest, ModelResponse, Opening, Variant
 
 
 class Sampling(Variant):
     name = "sampling"
-    sections = {"sampling": (SamplingSettings, SamplingSettings)}
+    settings = {"sampling": (SamplingSettings, SamplingSettings)}
 
     @classmethod
     def enabled(cls, settings: Any) -> Sampling | None:
         return cls() if settings.sampling.k > 1 else None
 
-    def replaces(self) -> dict[str, Node]:
-        return {"act": sampled_act}
-
     def open(self, ctx: Any, opening: Opening) -> Any:
         """The model of the choosing calls, when it is not the agent's."""
         sampling = ctx.settings.sampling
-        if not sampling.model or sampling.k == 1:
+        if not sampling.model or sampling.k == 1 or opening.model_for is None:
             return None
-        model = get_model(sampling.model, ctx.settings.model, opening.base_url)
-        model.listener = opening.listener
-        return model
+        return opening.model_for(sampling.model, opening.base_url)
 
-    def foreign_calls(self, ctx: Any, state: dict[str, Any]) -> int:
-        return sampler_calls(state) if ctx.resources.get(self.name) is not None else 0  # type: ignore[arg-type]
+    def wrap_model_call(self, ctx: Any, request: ModelRequest, call: ModelCall) -> ModelResponse:
+        sampling = ctx.settings.sampling
+        if request.kind != "act" or sampling.k == 1 or request.parse is None:
+            return call(request)
+        sampled = call(replace(request, n=sampling.k, batched=sampling.n == "auto"))
+        candidates, failures = fold(sampled.texts, request.parse)
+        if not candidates:  # no usable reply: the step reads the first, and asks again as for one malformed reply
+            return ModelResponse(sampled.texts[:1], sampled.replies)
+        chooser = Chooser(ctx, request.messages, call, ctx.resources.get(self.name))
+        chosen, choice = chooser.choose(candidates)
+        failpoint("sampling.chosen")  # every call of the step made, its update not yet saved
+        marks = {
+            "candidates": [candidate.record(position == chosen) for position, candidate in enumerate(candidates)],
+            "choice": {**choice, "samples": len(sampled.texts), "unusable": len(failures)},
+        }
+        return ModelResponse((candidates[chosen].text,), (*sampled.replies, *chooser.replies), marks)
 
 
 class Demonstrations(Variant):
     name = "demonstrations"
-    sections = {"demonstrations": (DemonstrationPaths, list)}
+    settings = {"demonstrations": (DemonstrationPaths, list)}
 
     @classmethod
     def enabled(cls, settings: Any) -> Demonstrations | None:
         return cls() if settings.demonstrations else None
 
-    def system_section(self, ctx: Any) -> str:
-        return memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings))
+    def wrap_model_call(self, ctx: Any, request: ModelRequest, call: ModelCall) -> ModelResponse:
+        system, *rest = request.messages
+        if system["role"] != "system":
+            return call(request)
+        shown = memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings))
+        return call(replace(request, messages=[{**system, "content": f"{shown}\n\n{system['content']}"}, *rest]))

@@ -6,7 +6,7 @@ from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas)
 
 from llm_ide.errors import ExitStatus
 from llm_ide.state.context import Chunk, Scope
-from llm_ide.state.operations import OperationNode, Reflection, merge_operations
+from llm_ide.state.operations import OperationNode, merge_operations
 
 
 class AgentInput(TypedDict, total=False):
@@ -31,6 +31,15 @@ class Usage(TypedDict):
     cache_read_tokens: int
     cache_write_tokens: int
     cost: float
+    estimated_calls: int  # calls whose usage was estimated from the text (the response carried none)
+
+
+def merge_calls(current: dict[str, int] | None, update: dict[str, int]) -> dict[str, int]:
+    """The calls channel's reducer: each model's count only grows."""
+    merged = dict(current or {})
+    for name, count in update.items():
+        merged[name] = max(merged.get(name, 0), count)
+    return merged
 
 
 class RunState(AgentInput, total=False):
@@ -40,6 +49,7 @@ class RunState(AgentInput, total=False):
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
     usage: Usage
+    calls: Annotated[dict[str, int], merge_calls]  # model calls by model name (a resumed run's models go on)
     elapsed: float
     exit_status: ExitStatus | None
     error: str  # LangGraph Studio: the message of the error that ended the run
@@ -68,8 +78,7 @@ class StepState(TypedDict, total=False):
     snapshot: str  # the memory as rendered when the current epoch began
     snapshot_step: int  # n_operations then
     snapshot_base: MemoryBase | None  # the snapshot's base (None: the next renewal is a full one)
-    reflection: Reflection | None
-    parent_id: int | None
+    judged: OperationNode | None  # the latest operation with the verdict the step's reply gave it
     pending: OperationNode | None
     accessed: list[Scope]
     submitted: bool
@@ -82,4 +91,12 @@ class AgentState(RunState, StepState, total=False):
 
 
 def empty_usage() -> Usage:
-    return Usage(api_calls=0, input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_write_tokens=0, cost=0.0)
+    return Usage(
+        api_calls=0,
+        input_tokens=0,
+        output_tokens=0,
+        cache_read_tokens=0,
+        cache_write_tokens=0,
+        cost=0.0,
+        estimated_calls=0,
+    )

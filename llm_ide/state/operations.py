@@ -66,6 +66,11 @@ def with_reflection(nodes: list[OperationNode], reflection: Reflection | None) -
     return [*nodes[:-1], last]
 
 
+def verdict_due(nodes: list[OperationNode]) -> bool:
+    """Whether the latest operation waits for its verdict (one judged as it ran, e.g. a denial, does not)."""
+    return bool(nodes) and nodes[-1].bad_action is None
+
+
 def next_parent(nodes: list[OperationNode]) -> int | None:
     """Where the next node hangs: child of the last node unless its reflection marked it bad (then its sibling)."""
     if not nodes:

@@ -62,78 +62,93 @@ def run_batch(
         from llm_ide.swebench.ray_engine import run_batch_ray  # ray is an optional extra: imported when asked for
 
         return run_batch_ray(instances, options, progress, summary)
-    settings = batch_config(options)
-    store = OutputStore(options.output)
-    budget = CostBudget(options.cost_limit)
-    stop = threading.Event()
-
-    def on_event(instance_id: str, event: Any) -> None:
-        if event.kind == "tool":
-            progress.tool(instance_id, event.tool)
-            return
-        progress.event(
-            instance_id,
-            event.kind,
-            phase=event.phase,
-            step=event.step,
-            action=event.action,
-            cost=event.cost,
-        )
-
-    def work(instance: Instance) -> Outcome:
-        if stop.is_set() or budget.exhausted:
-            return Outcome(instance.instance_id, "not_started")
-        progress.start(instance.instance_id)
-        try:
-            outcome = run_instance(instance, options, settings, store, budget=budget, on_event=on_event, stop=stop)
-        except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
-            log.exception("%s: crashed", instance.instance_id)
-            status, text = crashed(error)
-            try:
-                store.record_status(instance.instance_id, status, error=text)
-            except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
-                log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
-            outcome = Outcome(instance.instance_id, status, error=text)
-        progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
-        return outcome
-
-    def collect(future: Future[Outcome]) -> None:
-        outcome = future.result()
-        if outcome.exit_status == "not_started":
-            summary.not_started.append(outcome.instance_id)
-        else:
-            summary.outcomes[outcome.instance_id] = outcome
-
-    pool = ThreadPoolExecutor(max_workers=max(1, options.workers))
+    batch = Batch(options, progress, summary)
     with batch_log(options.output), progress:
         log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
-        futures: set[Future[Outcome]] = {pool.submit(work, instance) for instance in instances}
-        try:
-            while futures:
-                finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    collect(future)
-        except KeyboardInterrupt:
-            stop.set()
-            log.warning("batch: interrupted; the running instances end at their next event (Ctrl-C again: at once)")
-            pool.shutdown(wait=False, cancel_futures=True)
-            try:
-                for future in futures:
-                    if not future.cancelled():
-                        collect(future)
-            except KeyboardInterrupt:  # a second Ctrl-C: leave the workers; checkpoints hold every finished step
-                log.warning("batch: interrupted again; leaving at once")
-                raise BatchAbandoned from None
-            raise
-        finally:
-            pool.shutdown(wait=not stop.is_set())
-    if budget.exhausted and summary.not_started:
+        batch.run(instances)
+    if batch.budget.exhausted and summary.not_started:
         log.warning(
             "batch: global cost limit %.2f reached; %d instances not started",
             options.cost_limit or 0,
             len(summary.not_started),
         )
     return summary
+
+
+class Batch:
+    """A batch on this machine: `options.workers` threads, the batch's budget and its stop, each instance's outcome
+    recorded where the batch's files are."""
+
+    def __init__(self, options: BatchOptions, progress: BatchProgress, summary: BatchSummary) -> None:
+        self.options, self.progress, self.summary = options, progress, summary
+        self.settings = batch_config(options)
+        self.store = OutputStore(options.output)
+        self.budget = CostBudget(options.cost_limit)
+        self.stop = threading.Event()
+
+    def on_event(self, instance_id: str, event: Any) -> None:
+        if event.kind == "tool":
+            self.progress.tool(instance_id, event.tool)
+            return
+        self.progress.event(
+            instance_id, event.kind, phase=event.phase, step=event.step, action=event.action, cost=event.cost
+        )
+
+    def work(self, instance: Instance) -> Outcome:
+        if self.stop.is_set() or self.budget.exhausted:
+            return Outcome(instance.instance_id, None)
+        self.progress.start(instance.instance_id)
+        try:
+            outcome = run_instance(
+                instance,
+                self.options,
+                self.settings,
+                self.store,
+                budget=self.budget,
+                on_event=self.on_event,
+                stop=self.stop,
+            )
+        except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
+            log.exception("%s: crashed", instance.instance_id)
+            status, text = crashed(error)
+            try:
+                self.store.record_status(instance.instance_id, status, error=text)
+            except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
+                log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
+            outcome = Outcome(instance.instance_id, status, error=text)
+        self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
+        return outcome
+
+    def collect(self, future: Future[Outcome]) -> None:
+        outcome = future.result()
+        if outcome.exit_status is None:
+            self.summary.not_started.append(outcome.instance_id)
+        else:
+            self.summary.outcomes[outcome.instance_id] = outcome
+
+    def run(self, instances: list[Instance]) -> None:
+        """Every instance through the pool; Ctrl-C: the running ones end at their next event (twice: at once)."""
+        pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers))
+        futures: set[Future[Outcome]] = {pool.submit(self.work, instance) for instance in instances}
+        try:
+            while futures:
+                finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    self.collect(future)
+        except KeyboardInterrupt:
+            self.stop.set()
+            log.warning("batch: interrupted; the running instances end at their next event (Ctrl-C again: at once)")
+            pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                for future in futures:
+                    if not future.cancelled():
+                        self.collect(future)
+            except KeyboardInterrupt:  # a second Ctrl-C: leave the workers; checkpoints hold every finished step
+                log.warning("batch: interrupted again; leaving at once")
+                raise BatchAbandoned from None
+            raise
+        finally:
+            pool.shutdown(wait=not self.stop.is_set())
 
 
 def prepare(

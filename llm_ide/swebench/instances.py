@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.attempts.run import run_attempts
+from llm_ide.attempts.run import run_at_task
 from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
@@ -20,7 +20,7 @@ from llm_ide.errors import ExitStatus, ending
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
-from llm_ide.run.single import run_task
+from llm_ide.run.single import Listeners, RunRequest
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
@@ -53,12 +53,13 @@ class BatchOptions:
     task_cpus: float = 1.0
     task_memory_mb: int = 1024
     prefetch_images: bool = False
+    repos: Path | None = None  # --environment local: the folder of `<owner>__<name>.bundle` files or clones
 
 
 @dataclass
 class Outcome:
     instance_id: str
-    exit_status: str
+    exit_status: ExitStatus | None  # None: not started (the batch's budget was spent, or it was stopped first)
     cost: float = 0.0
     steps: int = 0
     patch: str = ""
@@ -135,15 +136,27 @@ def execute_instance(
 ) -> Outcome:
     """Run one instance in `run_dir` (its thread resumed when it has a checkpoint); nothing shared is written:
     `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
-    `is_set()`; `intents` replaces the run folder's intent log (e.g. one in Postgres). With `attempts.max` > 1 it is
-    run_attempts (the outcome's patch is the chosen one)."""
-    runner = run_attempts if settings.attempts.max > 1 else run_task
-    extra = {"intents": intents} if runner is run_task else {}
-
+    `is_set()`; `intents` replaces the run folder's intent log (e.g. one in Postgres). With `attempts.max` > 1 the
+    outcome's patch is the chosen attempt's."""
     run_dir.mkdir(parents=True, exist_ok=True)
     kind = capabilities(options.environment)
-    repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo")  # the run works on it in place
-
+    repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)  # worked on in place
+    request = RunRequest(
+        task=instance.problem_statement,
+        model=options.model,
+        settings=settings,
+        output_dir=run_dir,
+        run_id=instance.instance_id,
+        repo=repo,
+        environment=options.environment,
+        image=instance.image if kind.image else None,
+        base_url=options.base_url,
+        checkpoint=options.checkpoint,
+        task_vars=instance.task_vars(),
+        cost_budget=budget,
+        variants=(Reproduction(script(instance.reproduction)),) if instance.reproduction else (),
+        intents=intents,
+    )
     steps = 0
 
     def forward(event: Any) -> None:
@@ -152,37 +165,22 @@ def execute_instance(
         if on_event is not None:
             on_event(instance.instance_id, event)
         if stop is not None and stop.is_set() and event.kind != "end":
-            raise KeyboardInterrupt  # run_task ends the run as `interrupted` (container removed, state saved)
+            raise KeyboardInterrupt  # the run ends as `interrupted` (container removed, state saved)
 
     log.info("%s: starting (image %s)", instance.instance_id, instance.image if repo is None else repo)
     try:
-        result = runner(
-            instance.problem_statement,
-            model=options.model,
-            settings=settings,
-            output_dir=run_dir,
-            run_id=instance.instance_id,
-            repo=repo,
-            environment=options.environment,
-            image=instance.image if kind.image else None,
-            base_url=options.base_url,
-            checkpoint=options.checkpoint,
-            task_vars=instance.task_vars(),
-            variants=[Reproduction(script(instance.reproduction))] if instance.reproduction else [],
-            on_event=forward,
-            cost_budget=budget,
-            **extra,
-        )
+        result = run_at_task(request, Listeners(on_event=forward))
     except KeyboardInterrupt as interrupt:
         if stop is None or not stop.is_set():
             raise
-        log.warning(
-            "%s: interrupted after %d steps; it resumes from its checkpoint on the next run",
-            instance.instance_id,
-            steps,
-        )
+        log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
         return Outcome(instance.instance_id, ending(interrupt)[0], steps=steps)
+    return outcome_of(instance, options, result, steps)
+
+
+def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int) -> Outcome:
     stats = result.model_stats or {}
+    trajectory = result.trajectory_path
     outcome = Outcome(
         instance.instance_id,
         result.exit_status,
@@ -194,9 +192,9 @@ def execute_instance(
             "cost": float(stats.get("cost", 0.0)),
             "api_calls": int(stats.get("api_calls", 0)),
             "patch_lines": (result.submission or "").count("\n"),
-            "trajectory": str(result.trajectory_path.relative_to(options.output))
-            if result.trajectory_path.is_relative_to(options.output)
-            else f"{instance.instance_id}/{result.trajectory_path.name}",
+            "trajectory": str(trajectory.relative_to(options.output))
+            if trajectory.is_relative_to(options.output)
+            else f"{instance.instance_id}/{trajectory.name}",
         },
     )
     if outcome.error:
@@ -215,7 +213,7 @@ def log_outcome(outcome: Outcome, facts: str) -> None:
 def record_outcome(store: OutputStore, model: str, outcome: Outcome) -> None:
     """preds.json (finished runs only) and exit_statuses.yaml for one instance's outcome."""
     if outcome.exit_status == ExitStatus.INTERRUPTED and not outcome.details:
-        store.record_status(outcome.instance_id, ExitStatus.INTERRUPTED, steps=outcome.steps)
+        store.record_status(outcome.instance_id, outcome.exit_status, steps=outcome.steps)
         return
     if not unfinished(outcome):
         store.add_prediction(outcome.instance_id, model, outcome.patch)

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from llm_ide.composition import Settings
+from llm_ide.endpoint import listed_models
 from llm_ide.errors import UsageError
 from llm_ide.models import ModelError, get_model
 from llm_ide.pricing import langchain_providers
@@ -50,6 +51,7 @@ PROVIDER_URLS: dict[str, tuple[tuple[str, ...], str]] = {
     "anthropic": (("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com"),
 }
 KEY_KWARGS = {"api_key", "openai_api_key", "anthropic_api_key", "google_api_key"}
+MAX_LISTED = 20  # model names shown when the endpoint does not list the one asked for
 
 
 def provider_of(model: str) -> str | None:
@@ -91,7 +93,8 @@ def missing_key(model: str, settings: Settings, base_url: str | None) -> str | N
 
 
 def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
-    """Fail before the batch when the model cannot be built, lacks its key, or its endpoint refuses connections."""
+    """Fail before the batch when the model cannot be built, lacks its key, its endpoint refuses connections, or an
+    OpenAI-compatible endpoint lists its models without this one."""
     model = model.replace("{attempt}", "1")  # one model per attempt (llm_ide/attempts): the first one's is checked
     if problem := missing_key(model, settings, base_url):
         raise SWEbenchError(problem)
@@ -114,31 +117,78 @@ def check_model(model: str, settings: Settings, base_url: str | None, timeout: f
             f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable {hint} "
             "(or use --model scripted:FILE.yaml for a dry run)"
         ) from None
+    if settings.model.check_name and provider_of(model) in (None, "openai"):
+        check_listed(model, url, settings, timeout)
 
 
-def clone_for_local(instance: Instance, destination: Path) -> Path:
-    """For `--environment local`: a checkout of the instance's repository at its base commit (reused on resume)."""
-    if (destination / ".git").exists():
-        return destination
+def check_listed(model: str, url: str, settings: Settings, timeout: float) -> None:
+    """An OpenAI-compatible endpoint that lists its models (`/v1/models`) must list this one (Ollama's `name` is its
+    `name:latest`); one that lists none, or cannot say in time, is not asked further."""
+    name = model.removeprefix("openai:")
+    key = settings.model.kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
+    listed = listed_models(url, key if isinstance(key, str) else None, timeout)
+    if listed is None or name in listed or f"{name}:latest" in listed:
+        return
+    shown = ", ".join(listed[:MAX_LISTED]) + (f" … ({len(listed)} in all)" if len(listed) > MAX_LISTED else "")
+    raise SWEbenchError(
+        f"model {name} is not served at {url}, which lists: {shown}; pass one of them to --model "
+        "(or set model.check_name: false)"
+    )
+
+
+def local_source(instance: Instance, repos: Path | None) -> str:
+    """Where `--environment local` clones an instance's repository from: with `repos`, the folder's
+    `<owner>__<name>.bundle` or clone `<owner>__<name>/` (as the instance id names it); else the row's `repo`: a
+    local clone or bundle (a path), a URL, or `owner/name` on GitHub."""
+    if repos is not None:
+        stem = instance.instance_id.rsplit("-", 1)[0]
+        candidates = [repos / f"{stem}.bundle", repos / stem, repos / f"{stem}.git"]
+        found = next((path for path in candidates if path.exists()), None)
+        if found is None:
+            raise SWEbenchError(f"{instance.instance_id}: --repos {repos} holds no {stem}.bundle nor a clone {stem}/")
+        return str(found.absolute())
     source = instance.repo
     if not source:
-        raise SWEbenchError(f"{instance.instance_id}: the local environment needs the row's `repo` field")
-    if not (Path(source).exists() or "://" in source or source.startswith("git@")):
-        source = f"https://github.com/{source}.git"
+        raise SWEbenchError(f"{instance.instance_id}: the local environment needs the row's `repo` field (or --repos)")
+    if Path(source).expanduser().exists():
+        return str(Path(source).expanduser().absolute())
+    return source if "://" in source or source.startswith("git@") else f"https://github.com/{source}.git"
+
+
+def clone_for_local(instance: Instance, destination: Path, repos: Path | None = None) -> Path:
+    """For `--environment local`: a checkout of the instance's repository at its base commit (reused on resume),
+    cloned from `local_source`. A bundle or clone without the base commit may hold a branch named after the instance
+    at its tree (the shape of per-instance bundles): that branch is checked out then."""
+    if (destination / ".git").exists():
+        return destination
+    source = local_source(instance, repos)
     partial = destination.with_name(destination.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    steps = [["git", "clone", "-q", source, str(partial)]]
-    if instance.base_commit:
-        steps.append(["git", "-C", str(partial), "checkout", "-q", instance.base_commit])
-    for command in steps:
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise SWEbenchError(f"{instance.instance_id}: {' '.join(command)} failed: {result.stderr.strip()[:500]}")
-    mark_owned(
-        partial
-    )  # ours: what came after the base commit is removed before the agent starts (workspace/history.py)
+    git(instance, ["clone", "-q", "--no-checkout", source, str(partial)])
+    wanted = instance.base_commit or "HEAD"
+    if not holds(partial, f"{wanted}^{{commit}}"):
+        branch = f"origin/{instance.instance_id}"
+        if not holds(partial, branch):
+            raise SWEbenchError(
+                f"{instance.instance_id}: {source} holds neither the base commit {wanted} nor a branch "
+                f"{instance.instance_id}"
+            )
+        wanted = branch
+    git(instance, ["-C", str(partial), "checkout", "-q", "--detach", wanted])
+    mark_owned(partial)  # ours: what came after the base commit is removed before the agent starts
     partial.rename(destination)
     return destination
+
+
+def holds(clone: Path, revision: str) -> bool:
+    found = subprocess.run(["git", "-C", str(clone), "rev-parse", "-q", "--verify", revision], capture_output=True)
+    return found.returncode == 0
+
+
+def git(instance: Instance, arguments: list[str]) -> None:
+    result = subprocess.run(["git", *arguments], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SWEbenchError(f"{instance.instance_id}: git {' '.join(arguments)} failed: {result.stderr.strip()[:500]}")
 
 
 def check_docker() -> None:

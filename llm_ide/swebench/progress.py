@@ -50,6 +50,7 @@ class BatchProgress:
     console: Console = field(default_factory=Console)
     title: str = "SWE-bench"
     live: bool | None = None  # None: live display iff the console is a terminal
+    priced: bool = True  # False: the model has no price, its cost is shown as `unpriced`, never as $0
     done: int = 0
     cost: float = 0.0
     statuses: Counter[str] = field(default_factory=Counter)
@@ -73,7 +74,7 @@ class BatchProgress:
         if self._live is not None:
             self._live.__exit__(*exc)
             self._live = None
-        line = f"{self.title}: {self.done}/{self.total} done, cost ${self.cost:.2f}, {self.status_text()}"
+        line = f"{self.title}: {self.done}/{self.total} done, cost {self.money(self.cost)}, {self.status_text()}"
         self.console.print(line, markup=False, highlight=False)
 
     def start(self, instance_id: str, node: str = "") -> None:
@@ -111,11 +112,13 @@ class BatchProgress:
             self.done += 1
             self.statuses[exit_status] += 1
             reason = f": {one_line(error)}" if error else ""
-            line = (
-                f"[{self.done}/{self.total}] {instance_id}: {exit_status} ({steps} steps, ${cost:.2f}){reason} | "
-                f"total ${self.cost:.2f} | ETA {format_duration(self.eta())} | {self.status_text()}"
-            )
+            ended = f"{instance_id}: {exit_status} ({steps} steps, {self.money(cost)}){reason}"
+            totals = f"total {self.money(self.cost)} | ETA {format_duration(self.eta())} | {self.status_text()}"
+            line = f"[{self.done}/{self.total}] {ended} | {totals}"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # above the live display, if any
+
+    def money(self, cost: float) -> str:
+        return f"${cost:.2f}" if self.priced else "unpriced"
 
     def _add_cost(self, instance_id: str, cost: float) -> None:
         """`cost` is cumulative per run; only its increase is added to the batch total."""
@@ -145,7 +148,7 @@ class BatchProgress:
                 Text(self.title, style="bold"),
                 ProgressBar(total=max(self.total, 1), completed=self.done, width=40),
                 Text(f"{self.done}/{self.total}"),
-                Text(f"${self.cost:.2f}", style="green"),
+                Text(self.money(self.cost), style="green"),
                 Text(f"elapsed {format_duration(elapsed)}"),
                 Text(f"ETA {format_duration(self.eta())}", style="cyan"),
             )
@@ -161,7 +164,7 @@ class BatchProgress:
                     run.instance_id,
                     *(run.node,) * nodes,
                     run.phase,
-                    f"${run.cost:.2f}",
+                    self.money(run.cost),
                     format_duration(time.monotonic() - run.started),
                     run.action.splitlines()[0] if run.action else "",
                 )

@@ -228,7 +228,7 @@ class RayBatch:
             status, text = crashed(error)
             text = " ".join(text.split())[:300]
             outcome, files = Outcome(instance.instance_id, status, error=text, details={"error": text}), {}
-        if outcome.exit_status == "not_started":
+        if outcome.exit_status is None:
             self.not_started.append(instance.instance_id)
             return
         try:

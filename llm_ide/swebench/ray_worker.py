@@ -141,7 +141,7 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
     node = node_name()
     stop = RemoteStop(hub)
     if stop.is_set() or ray.get(hub.exhausted.remote()):
-        return TaskResult(Outcome(instance.instance_id, "not_started"), {}, node)
+        return TaskResult(Outcome(instance.instance_id, None), {}, node)
     hub.post.remote((instance.instance_id, node, "start", "", 0, "", 0.0))
     shared = options.ray_shared_output or not is_postgres(options.checkpoint)
     run_dir = options.output / instance.instance_id if shared else scratch_folder(instance.instance_id)

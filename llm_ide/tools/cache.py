@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
+from llm_ide.environments.tools_cache import default_root
 from llm_ide.tools.config import ToolConfig
 from llm_ide.tools.plan import Target, build_steps, interpreter_probe, isolation, quote, tool_dir, venv_dir
 
 log = logging.getLogger("llm_ide.tools")
 
-CACHE_VARIABLE = "LLM_IDE_TOOLS_CACHE"  # a folder, or `off`; default: $XDG_CACHE_HOME/llm-ide/tools
-OFF = {"", "0", "off", "none", "false", "no"}
 SKIPPED = {"__pycache__", ".git", "build", "dist", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 COMPLETE = ".complete"
 MANIFEST = ".paths.json"  # docker: the absolute paths in the container that the entry holds
@@ -43,13 +42,6 @@ PROBE_TIMEOUT = 60.0
 
 class CacheUnavailable(Exception):
     """The cache folder cannot be written (read-only home, full disk): tools install without it."""
-
-
-def default_root() -> Path | None:
-    value = os.environ.get(CACHE_VARIABLE)
-    if value is not None:
-        return None if value.strip().lower() in OFF else Path(value).expanduser().absolute()
-    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-ide" / "tools").absolute()
 
 
 def cache_entries(root: Path) -> list[tuple[str, str, int]]:
@@ -210,19 +202,6 @@ class ToolCache:
             log.warning("tool %s: cached %s not usable (%s); building it", tool.tool_name, entry, error)
         build(target)
         return Lookup(target, hit=False, key=key)
-
-
-def docker_tools_cache() -> Path | None:
-    """The host folder of the built trees of docker tools, mounted read-only into each container (cache on)."""
-    root = default_root()
-    if root is None:
-        return None
-    try:
-        (root / "docker").mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        log.warning("the tool cache %s cannot be used (%s)", root, error.strerror or error)
-        return None
-    return root / "docker"
 
 
 def keep_tree(env: Environment, tool: ToolConfig, target: Target, entry: Path, identity: str, timeout: float) -> None:

@@ -24,15 +24,26 @@ def outcome_line(event: ToolEvent) -> str:
     )
 
 
+BUILDING = (
+    "… building the tools (a first run, or a new version of them): usually under a minute, a few minutes on a slow "
+    "connection; later runs take them from the tool cache (`llm-ide tools cache`)"
+)
+
+
 class ToolProgress:
     """Feed it ToolEvents: while a tool installs a transient spinner shows it (on a terminal), then its outcome line
-    is printed."""
+    is printed. The first build (a tool not in the cache) says once what is going on and how long it takes."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.status: Status | None = None
+        self.said_building = False
 
     def __call__(self, event: ToolEvent) -> None:
+        if event.kind == "step" and not self.said_building:  # a build step: the tool was not in the cache
+            self.said_building = True
+            self.stop()
+            self.console.print(BUILDING, style="dim", markup=False)
         if event.kind in ("installing", "step"):
             if self.status is None:
                 self.status = self.console.status(activity(event))

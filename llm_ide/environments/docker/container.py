@@ -33,9 +33,9 @@ from llm_ide.environments.docker.cleanup import (
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.tools_cache import docker_tools_cache
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
-from llm_ide.tools.cache import docker_tools_cache
 
 PRIVATE_ROOT = "/var/lib/llm-ide"
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir

@@ -1,18 +1,19 @@
+"""The driver consults the navigator: a review (`request_review`, and a `submit` under `navigator.review_on_submit`)
+or guidance (`request_guidance`); actions of the navigator variant, answered here instead of the environment."""
+
 from __future__ import annotations
 
 import inspect
 from dataclasses import replace
 from typing import Any
 
-from langgraph.runtime import Runtime
-
-from llm_ide.errors import TurnLimit
 from llm_ide.navigator.protocol import NavigatorTimeout, Review, ReviewRequest
 from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
 from llm_ide.prompting import render_string
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
+from llm_ide.variant import ActionResult
 from llm_ide.workspace.patch import extract_patch
 
 
@@ -30,9 +31,9 @@ def ask_review(ctx: AgentContext, request: ReviewRequest, round: int) -> Review:
         return Review(passed=decision.approved, comment=decision.reason, by="timeout")
 
 
-def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: dict[str, Any]) -> dict[str, Any]:
-    """`request_review`, or a `submit` under `navigator.review_on_submit`: a passed review lets a submit through; a
-    failed one's comment is the observation and a lesson, and the driver goes on."""
+def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: dict[str, Any]) -> ActionResult:
+    """A passed review lets a submit through (its node marked, not run yet: no return code); a failed one's comment
+    is the observation and a lesson, and the driver goes on."""
     config = ctx.settings.navigator
     summary = str(node.action_params.get("summary") or node.thought)
     record["rounds"] += 1
@@ -47,36 +48,29 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
         update |= {"plan": result.plan, "snapshot": ""}
     marks = {**node.marks, "review": entry}
     if result.passed and node.action_type == "submit":
-        update["pending"] = replace(node, marks=marks)
-        return update
+        return ActionResult(replace(node, marks=marks), update=update)
     observation = render_string(config.templates.review, rounds=config.max_review_rounds, **entry)
-    lessons = "" if result.passed else result.comment
-    update["pending"] = replace(
+    judged = replace(
         node,
         observation=observation,
         returncode=0 if result.passed else 1,
         bad_action=False,
         summary=observation.splitlines()[0][:200],
-        lessons=lessons,
+        lessons="" if result.passed else result.comment,
         marks=marks,
     )
     if not result.passed and record["rounds"] >= config.max_review_rounds:  # the failed round is still recorded
-        record["ended"] = f"{record['rounds']} review rounds failed (navigator.max_review_rounds)"
-        update |= {"exit_status": TurnLimit.exit_status, "error": record["ended"]}
-    return update
+        update |= end(record, f"{record['rounds']} review rounds failed (navigator.max_review_rounds)")
+        update.pop("pending")
+    return ActionResult(judged, update=update)
 
 
-def consult(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    """The driver consults the navigator: a review (`request_review`) or guidance (`request_guidance`)."""
-    return consult_on(runtime.context, state, state["pending"])
-
-
-def consult_on(ctx: AgentContext, state: AgentState, node: OperationNode) -> dict[str, Any]:
-    """A review (`request_review`, and a `submit` under `navigator.review_on_submit`) or guidance."""
+def consult(ctx: AgentContext, state: AgentState, node: OperationNode) -> ActionResult:
+    """A review, or guidance; a turn limit reached ends the run before the navigator is asked."""
     record = record_of(ctx, state)
     is_review = node.action_type != "request_guidance"
     if reason := turn_limit(ctx, state, record, review=is_review):
-        return end(record, reason)
+        return ActionResult(node, update=end(record, reason))
     if is_review:
         return review(ctx, state, node, record)
     question = str(node.action_params.get("question") or node.thought)
@@ -89,4 +83,4 @@ def consult_on(ctx: AgentContext, state: AgentState, node: OperationNode) -> dic
         spend(ctx, record, usage, by)
     record["guidance"].append({"step": state.get("n_operations", 0), "question": question, "answer": answer, "by": by})
     observation = render_string(ctx.settings.navigator.templates.guidance, answer=answer)
-    return {"navigator": record, "pending": replace(node, observation=observation, returncode=0)}
+    return ActionResult(replace(node, observation=observation, returncode=0), update={"navigator": record})

@@ -1,13 +1,14 @@
+"""The permission gate, around the driver's actions: a gated action runs only when the navigator approves it. A
+denied one is not run: it is recorded as denied and as a bad action whose lesson is the navigator's reason, so the
+driver's next action is its sibling (an alternative)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
-
-from langgraph.runtime import Runtime
 
 from llm_ide.conversation import params_text
 from llm_ide.navigator.gate import diff_preview, gated
-from llm_ide.navigator.nodes.consult import consult_on
+from llm_ide.navigator.nodes.consult import review
 from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest
 from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
 from llm_ide.nodes.render_context import code_context_text
@@ -15,6 +16,7 @@ from llm_ide.prompting import render_string, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
+from llm_ide.variant import ActionResult, ActionRun
 
 
 def permission_request(ctx: AgentContext, state: AgentState, node: OperationNode) -> PermissionRequest:
@@ -30,43 +32,40 @@ def permission_request(ctx: AgentContext, state: AgentState, node: OperationNode
     )
 
 
-def permission(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    """Between `act` and `execute_tool`: a gated action runs only when the navigator approves it. A denied one is not
-    run: it is recorded as denied and as a bad action whose lesson is the navigator's reason, so the driver's next
-    action is its sibling (an alternative)."""
-    ctx = runtime.context
+def reviewed_submit(ctx: AgentContext, state: AgentState, node: OperationNode, run: ActionRun) -> ActionResult:
+    """A submit under `navigator.review_on_submit`: it runs once the review passes."""
+    record = record_of(ctx, state)
+    if reason := turn_limit(ctx, state, record, review=True):
+        return ActionResult(node, update=end(record, reason))
+    result = review(ctx, state, node, record)
+    if result.node.returncode is not None or "exit_status" in result.update:
+        return result
+    return run(result.node).merged(result.update)
+
+
+def permission(ctx: AgentContext, state: AgentState, node: OperationNode, run: ActionRun) -> ActionResult:
     config = ctx.settings.navigator
-    node = state["pending"]
-    record = state.get("navigator")  # type: ignore[typeddict-item]
     if node.action_type == "submit" and config.review_on_submit:
-        return consult_on(ctx, state, node)
-    limited = config.max_driver_turns and record is not None
-    if not gated(node.action_type, node.action_params, config) and not limited:
-        return {}
+        return reviewed_submit(ctx, state, node, run)
+    if not gated(node.action_type, node.action_params, config) and not (
+        config.max_driver_turns and state.get("navigator")
+    ):
+        return run(node)
     record = record_of(ctx, state)
     if reason := turn_limit(ctx, state, record, review=False):
-        return end(record, reason)
+        return ActionResult(node, update=end(record, reason))
     if not gated(node.action_type, node.action_params, config):
-        return {}
+        return run(node)
     request = permission_request(ctx, state, node)
     try:
         decision = navigator_of(ctx).request_permission(request)
     except NavigatorTimeout as error:
         decision = on_timeout(ctx, error)
     spend(ctx, record, decision.usage, decision.by)
-    step = state.get("n_operations", 0)
-    record["decisions"].append(
-        {
-            "step": step,
-            "action": request.action,
-            "approved": decision.approved,
-            "reason": decision.reason,
-            "by": decision.by,
-            "cost": decision.usage.cost,
-        }  # fmt: skip
-    )
+    entry = {"action": request.action, "approved": decision.approved, "reason": decision.reason, "by": decision.by}
+    record["decisions"].append({"step": state.get("n_operations", 0), **entry, "cost": decision.usage.cost})
     if decision.approved:
-        return {"navigator": record}
+        return run(node).merged({"navigator": record})
     denied = replace(
         node,
         observation=render_string(config.templates.denied, reason=decision.reason, by=decision.by),
@@ -76,4 +75,4 @@ def permission(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, A
         lessons=decision.reason,
         marks={**node.marks, "denied": {"reason": decision.reason, "by": decision.by}},
     )
-    return {"navigator": record, "pending": denied, "accessed": []}
+    return ActionResult(denied, update={"navigator": record})

@@ -24,8 +24,10 @@ def validate_reproduction(state: PhaseState, runtime: Runtime[AgentContext]) -> 
     reason = "" if kept else render_string(ctx.settings.reproduction.templates.not_shown, **run)
     scripts = record["scripts"]
     if kept:
-        scripts = [*scripts, {"name": pending["name"], "content": pending["content"], "source": "generated",
-                              "before": run}]  # fmt: skip
+        scripts = [
+            *scripts,
+            {"name": pending["name"], "content": pending["content"], "source": "generated", "before": run},
+        ]
     else:
         remove_reproduction_script(env, pending)
     candidate = {**pending, "kept": kept, "reason": reason, "run": run}

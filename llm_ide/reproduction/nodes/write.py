@@ -5,11 +5,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.nodes.model_call import call_model
+from llm_ide.nodes.act import Spending
 from llm_ide.parsing import extract_tag
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.record import PhaseState, record_of
 from llm_ide.resources import AgentContext
+from llm_ide.variant import ModelRequest
 
 FENCE = re.compile(r"^```[\w+-]*\n(.*?)\n?```$", re.DOTALL)
 
@@ -39,7 +40,8 @@ def write_reproduction(state: PhaseState, runtime: Runtime[AgentContext]) -> dic
         {"role": "system", "content": render_string(own.templates.write_system, **own.markers.model_dump())},
         {"role": "user", "content": prompt},
     ]
-    reply, usage = call_model(ctx, state, "write_reproduction", messages)
+    spending = Spending(ctx, state)  # type: ignore[arg-type]
+    reply, usage = spending(ModelRequest("write_reproduction", messages)).text, spending.usage
     number = len(record["candidates"]) + 1
     content = script_in(reply)
     pending = {"name": f"reproduce_{number}.py", "content": content + "\n", "source": "generated", "number": number}

@@ -1,0 +1,105 @@
+"""`llm-ide demo`: the full agent on a bundled buggy project, offline (a scripted model); Ctrl-C says where it stopped
+and the command that continues it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from llm_ide.cli.console import (
+    StepPrinter,
+    Thoughts,
+    console,
+    fail,
+    interrupted_exit,
+    print_interrupted,
+)
+from llm_ide.cli.run import report
+from llm_ide.errors import ExitStatus, install_signal_policy
+from llm_ide.terminal import terminal_safe
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+RUN_ID = "demo"
+
+
+def demo(
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where to keep the demo project and its run; an interrupted demo there continues.",
+            show_default="a new llm-ide-demo-* temp dir",
+        ),
+    ] = None,
+    thoughts: Thoughts = True,
+) -> None:
+    """Fix a small bug in a bundled project, offline, with the full agent and a scripted model."""
+    from llm_ide.config import load_config
+    from llm_ide.run.single import run_task
+
+    workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
+    project, checkpoint = workdir / "project", workdir / "run" / f"{RUN_ID}.checkpoint.sqlite"
+    resuming = project.exists() and checkpoint.exists() and not finished(workdir / "run" / f"{RUN_ID}.traj.json")
+    if project.exists() and not resuming:
+        raise fail(f"{workdir} already holds a demo project: give another --output, or remove {project}")
+    install_signal_policy()  # SIGTERM/SIGHUP end the demo like Ctrl-C
+    try:
+        task = prepare(project, resuming)
+        result = run_task(
+            task,
+            model=f"scripted:{DEMO_DIR / 'script.yaml'}",
+            settings=load_config("default", overrides=[DEMO_DIR / "config.yaml"]),
+            output_dir=workdir / "run",
+            run_id=RUN_ID,
+            repo=project,
+            on_event=StepPrinter(thoughts=thoughts),
+        )
+    except KeyboardInterrupt as interrupt:
+        if checkpoint.exists():
+            stopped = f"the demo stopped at its last completed step ({workdir / 'run'})"
+            print_interrupted(stopped, *([] if output else ["--output", str(workdir)]))
+        else:
+            print_interrupted(f"the demo stopped before its first step; its folder {workdir} can be removed")
+        raise interrupted_exit(interrupt) from None
+    passed, verdict = unittest_verdict(project)
+    console.print(f"[bold]Tests after the run:[/] {verdict}")
+    console.print("[bold]Patch:[/]")
+    console.print(terminal_safe(result.submission), markup=False)
+    report(result)
+    raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED and passed else 1)
+
+
+def finished(trajectory: Path) -> bool:
+    """Whether the demo whose trajectory this is has ended (an interrupted one continues)."""
+    try:
+        status = json.loads(trajectory.read_text(encoding="utf-8"))["info"]["exit_status"]
+        return ExitStatus(status).finished
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def prepare(project: Path, resuming: bool) -> str:
+    """The demo's task; its project copied and committed first (unless an interrupted demo is continued)."""
+    if not resuming:
+        shutil.copytree(DEMO_DIR / "project", project)
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
+            subprocess.run(
+                ["git", "-c", "user.name=llm-ide", "-c", "user.email=demo@llm-ide", *args], cwd=project, check=True
+            )
+    task = (DEMO_DIR / "task.md").read_text(encoding="utf-8")
+    console.print(f"[bold]Task[/] (project {'continued' if resuming else 'copied'} in {project}):\n{task}")
+    if not resuming:
+        console.print(f"[bold]Tests before the run:[/] {unittest_verdict(project)[1]}")
+    return task
+
+
+def unittest_verdict(project: Path) -> tuple[bool, str]:
+    check = subprocess.run(
+        ["python3", "-m", "unittest", "discover", "-s", "tests", "-t", "."], cwd=project, capture_output=True, text=True
+    )
+    return check.returncode == 0, (check.stderr.strip().splitlines() or ["(no output)"])[-1]

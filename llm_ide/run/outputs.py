@@ -1,0 +1,155 @@
+"""What a run leaves and tells: its events, its trajectory written as it streams (each completed step saved and
+told), the checkpoints pruned, and its result however it ends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_ide.errors import ExitStatus, status_of
+from llm_ide.run.checkpoint import prune
+from llm_ide.run.salvage import ensure_output, recreate_output, sqlite_path
+from llm_ide.run.thread import Thread
+from llm_ide.run.trajectory import Recorder
+from llm_ide.secrets import redact
+from llm_ide.settings import CoreSettings
+from llm_ide.state.graph_state import empty_usage
+from llm_ide.workspace.lifecycle import previous_submission, recover_submission
+
+log = logging.getLogger("llm_ide.run")
+
+
+@dataclass
+class RunEvent:
+    run_id: str
+    kind: str
+    phase: str = ""
+    step: int = 0
+    action: str = ""
+    observation: str = ""
+    cost: float = 0.0
+    exit_status: ExitStatus | None = None
+    tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
+    thought: str = ""  # kind "step": the reasoning that chose the action
+    tokens: int = 0  # kind "step": the run's tokens so far (input + output)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    exit_status: ExitStatus
+    submission: str
+    trajectory_path: Path
+    model_stats: dict[str, Any]
+    error: str = ""
+    written: int = 0  # bytes the trajectory's rewrites and the calls log's records wrote in this process
+    interrupt: dict[str, Any] | None = None  # the run awaits an answer (a person's): what it asks
+
+
+def describe_action(node: Any) -> str:
+    params = node.action_params
+    match node.action_type:
+        case "bash":
+            return f"bash: {params.get('command', '')}"
+        case "view":
+            return f"view {params.get('path', '')}:{params.get('start_line', 1)}-{params.get('end_line', '')}"
+        case "view_symbol":
+            return f"view_symbol {params.get('path', '')} {params.get('symbol', '')}"
+        case "search":
+            return f"search {params.get('pattern', '')!r} {params.get('path', '')}".rstrip()
+        case "edit" | "create":
+            return f"{node.action_type} {params.get('path', '')}"
+    return node.action_type
+
+
+@dataclass
+class RunOutputs:
+    """One run's outputs while it streams: the latest state, the trajectory, the checkpoint pruning, the events."""
+
+    run_id: str
+    thread: Thread
+    recorder: Recorder
+    info: dict[str, Any]
+    emit: Callable[[RunEvent], None] = lambda event: None
+    interrupt: dict[str, Any] | None = None
+    steps: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.steps = self.values.get("n_operations", 0)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return self.thread.values
+
+    def stream(self, graph: Any, inputs: Any, config: dict[str, Any], ctx: Any) -> None:
+        """The graph streamed to its end or its next question; each completed step saved, pruned and told."""
+        checkpoints = ctx.settings.checkpoint
+        prune_every = 0 if checkpoints.keep_history else checkpoints.prune_every
+        for state in graph.stream(inputs, config, context=ctx, stream_mode="values", durability="sync"):
+            ensure_output(self.recorder.path.parent)
+            if "__interrupt__" in state:
+                continue
+            self.values.clear()
+            self.values.update(state)
+            if state.get("n_operations", 0) <= self.steps:
+                continue
+            self.steps = state["n_operations"]
+            if commit := getattr(self.thread.saver, "commit", None):
+                commit()
+            self.recorder.write(state, self.info)
+            if prune_every and self.steps % prune_every == 0:
+                prune(self.thread.saver, self.run_id)
+            node, usage = state["operations"][-1], state.get("usage") or empty_usage()
+            action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
+            done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
+            self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
+
+            log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
+
+    def finished_before(self, settings: CoreSettings, repo: Path | None, image: str | None) -> RunResult:
+        """A thread that had already finished: its result again, its submission from its trajectory (or recovered)."""
+        status = status_of(self.values["exit_status"])
+        log.info("run %s already finished (%s)", self.run_id, status)
+        submission = previous_submission(self.recorder.path, status)
+        if submission is None:
+            status, submission = recover_submission(self.values, settings, repo, self.run_id, image, self.info)
+        return self.finish(status, submission)
+
+    def tidy(self, settings: CoreSettings, spec: str) -> None:
+        """Old checkpoints pruned; an output folder deleted under the run recreated from what the run still holds."""
+        if not settings.checkpoint.keep_history:
+            try:
+                prune(self.thread.saver, self.run_id)
+            except Exception as error:  # a full disk: the checkpoints stay as they are, still valid
+                log.error("checkpoint pruning failed: %s", error)
+        output_dir = self.recorder.path.parent
+        if not output_dir.is_dir():
+            recreate_output(output_dir, self.thread.saver, sqlite_path(spec), self.recorder)
+
+    def finish(self, status: ExitStatus, submission: str) -> RunResult:
+        if not self.info.get("error") and self.values.get("error"):
+            self.info["error"] = str(self.values["error"])  # e.g. which turn limit ended the run
+        submission = redact(submission)  # a secret the agent wrote into a file never reaches preds.json
+        if self.info.get("error"):
+            self.info["error"] = redact(self.info["error"])
+        self.info.update(exit_status=status, submission=submission)
+        for attempt in range(2):  # the first may report an earlier background write's failure
+            try:
+                self.recorder.save(self.values, self.info)
+                break
+            except OSError as error:
+                if attempt:
+                    self.info.setdefault("error", f"the trajectory could not be saved: {error}")
+                    log.error("trajectory not saved (%s); the last one written is kept", error)
+        usage = dict(self.values.get("usage") or empty_usage())
+        self.emit(
+            RunEvent(
+                self.run_id, "end", step=self.values.get("n_operations", 0), cost=usage["cost"], exit_status=status
+            )
+        )
+        log.info("run %s ended: %s", self.run_id, status)
+        error, path, written = self.info.get("error", ""), self.recorder.path, self.recorder.written
+        return RunResult(self.run_id, status, submission, path, usage, error, written=written, interrupt=self.interrupt)

@@ -1,0 +1,107 @@
+"""The console of a real run against the loopback OpenAI-compatible server: the reasoning at each step (unless
+--no-thoughts), an unpriced model shown as unpriced with its tokens and warned about once, warnings and retries on
+their own lines even while the live line is up (a pseudo-terminal), and `inspect --full` showing the rejected
+replies and why."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
+from conftest import in_terminal, make_git_repo
+from openai_server import OpenAIServer
+
+REPLIES = single_call(FIX_SCRIPT)
+FIRST_THOUGHT = "Read the cart's total[1](shop/cart.py:11)."
+ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def command(folder: Path, url: str, model: str, *extra: str) -> list[str]:
+    repo = make_git_repo(folder / "repo", BUGGY_FILES)
+    (config := folder / "c.yaml").write_text(
+        "environment: {tools: []}\nmodel: {max_retries: 2, retry_base_delay: 0.01}\n"
+    )
+    run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+    run += ["--model", model, "--base-url", url, "--thread-id", "t", "--output", str(folder / "out")]
+    return [sys.executable, "-m", "llm_ide", *run, *extra]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    return {**env, "COLUMNS": "200", "TERM": "xterm-256color", "LLM_IDE_CONFIG": "off"}
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, env=environment(), timeout=300)
+
+
+def test_each_step_shows_its_reasoning_and_the_cost_so_far(tmp_path: Path) -> None:
+    with OpenAIServer(replies=REPLIES) as server:
+        result = run(command(tmp_path, server.url, "gpt-4o-mini"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    step = lines.index("step   1 view shop/cart.py:1-15")
+    assert lines[step + 1] == f"         {FIRST_THOUGHT}"  # the reasoning, under its action
+    assert lines[step + 2].startswith("         → ") and re.search(r"\$0\.\d{4}$", lines[step + 2])
+    assert "has no price" not in result.stderr and "unpriced" not in result.stdout
+    assert re.search(r"submitted after \d+ model calls, \d+\+\d+ tokens, \$0\.\d{4}$", result.stdout, re.M)
+
+
+def test_an_unpriced_model_is_shown_unpriced_with_its_tokens_and_warned_about_once(tmp_path: Path) -> None:
+    with OpenAIServer(replies=REPLIES) as server:
+        result = run(command(tmp_path, server.url, "local/qwen2.5-coder", "--no-thoughts"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr.count("has no price") == 1, result.stderr
+    assert "$0.0000" not in result.stdout and "$" not in result.stdout
+    steps = [line for line in result.stdout.splitlines() if line.startswith("         → ")]
+    assert steps and all(re.search(r"  [\d,]+ tokens, unpriced$", line) for line in steps), steps
+    totals = [int(line.rsplit("  ", 1)[1].split()[0].replace(",", "")) for line in steps]
+    assert totals == sorted(totals) and totals[0] > 0  # the run's tokens so far, growing
+    assert re.search(r"submitted after \d+ model calls, \d+\+\d+ tokens, unpriced$", result.stdout, re.M)
+    assert FIRST_THOUGHT not in result.stdout  # --no-thoughts
+
+
+def test_warnings_and_retries_land_on_their_own_lines_while_the_live_line_is_up(tmp_path: Path) -> None:
+    """On a terminal: the price warning (before the run), then a 429 answered while the spinner turns: each is a
+    line of its own, above the live line, never glued to it."""
+    with OpenAIServer(replies=[429, *REPLIES], latency=0.4) as server:
+        status, text = in_terminal(command(tmp_path, server.url, "local/qwen2.5-coder"), environment())
+    assert status == 0, text.decode(errors="replace")
+    assert text.count(b"has no price") == 1
+    retry = re.search(rb"model local/qwen2\.5-coder: [^\r\n]*429[^\r\n]*retry 1/2", text)
+    assert retry is not None, text.decode(errors="replace")
+    before = re.sub(rb"(\x1b\[[0-9;]*m)+$", b"", text[: retry.start()])  # its colour set
+    assert before.endswith(b"\n") or before.endswith(b"\r\x1b[2K"), before[-200:]  # a line start, the spinner erased
+    assert b"model thinking" in before  # the live line was up when the retry came
+    line = ESCAPES.sub(b"", text[retry.start() :].split(b"\n", 1)[0])
+    assert b"model thinking" not in line and b"\xe2\xa0" not in line  # no spinner text or glyph in the line
+
+
+def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None:
+    garbage = "I will look at the cart first, no tags here."
+    with OpenAIServer(replies=[garbage, *REPLIES]) as server:
+        result = run(command(tmp_path / "one", server.url, "gpt-4o-mini"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    trajectory = str(tmp_path / "one" / "out" / "t.traj.json")
+    full = run([sys.executable, "-m", "llm_ide", "inspect", "--full", trajectory])
+    assert full.returncode == 0, full.stderr
+    lines = full.stdout.splitlines()
+    start = lines.index("rejected replies (format errors): 1")
+    assert lines[start + 1].startswith("✗ call 0 (step 0, act): Your response could not be used: missing the action")
+    assert lines[start + 2] == f"    {garbage}"
+    plain = run([sys.executable, "-m", "llm_ide", "inspect", trajectory])
+    assert "rejected replies" not in plain.stdout
+
+    with OpenAIServer(replies=["one", "two", "three"]) as server:
+        ended = run(command(tmp_path / "two", server.url, "gpt-4o-mini"))
+    assert ended.returncode == 1 and "format_error after 3 model calls" in ended.stdout, ended.stdout + ended.stderr
+    full = run([sys.executable, "-m", "llm_ide", "inspect", "--full", str(tmp_path / "two" / "out" / "t.traj.json")])
+    rejected = [line for line in full.stdout.splitlines() if line.startswith("✗ call ")]
+    assert [line.split(":", 1)[0] for line in rejected] == [f"✗ call {i} (step 0, act)" for i in range(3)]
+    assert all("Your response could not be used" in line for line in rejected[:2])
+    assert rejected[2].endswith("the run ended on it (agent.max_format_errors reached); its reason is not recorded")
+    assert "    three" in full.stdout.splitlines()

@@ -1,0 +1,219 @@
+"""What a newcomer meets in the first week, through the real CLI: bad input is one line with the right exit code, the
+demo's Ctrl-C says where it stopped and how to go on, SWE-bench runs from local bundles, an evaluation that graded
+nothing fails, and the command line answers --version, --help and completion without importing the agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect, single_call, write_script
+from conftest import git, interrupt_when, make_git_repo, require_docker
+
+CLI = [sys.executable, "-m", "llm_ide"]
+HEAVY = ("langgraph", "langchain", "llm_ide.composition", "llm_ide.graph", "llm_ide.cli.run", "llm_ide.run")
+FLASK = "pallets__flask-5014"
+DONE = act("The name is checked; submit.", "submit")
+EMPTY_NAME_FIX = act(
+    "Blueprint refuses a dotted name[1](src/flask/blueprints.py:193); an empty one must be refused too.",
+    "edit",
+    path="src/flask/blueprints.py",
+    old='        if "." in name:\n',
+    new='        if not name:\n            raise ValueError("\'name\' may not be empty.")\n\n        if "." in name:\n',
+)
+
+
+def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "LLM_IDE_CONFIG": "off", "COLUMNS": "200", **(env or {})}
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=environ, timeout=600)
+
+
+def one_line(result: subprocess.CompletedProcess[str], starts: str) -> None:
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stdout + result.stderr
+    assert result.stderr.startswith(f"error: {starts}"), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_scripted_model_given_a_folder_is_one_line(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (tmp_path / "replies").mkdir()
+    result = llm_ide("run", "--repo", str(repo), "--task", "t", "--model", "scripted:replies", cwd=tmp_path)
+    one_line(result, "scripted model: replies is a directory: give a YAML file of replies")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_folder_that_is_no_repository_or_has_no_commit_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "s.yaml", [act("Write.", "bash", command="echo x > made.txt"), "<submit></submit>"])
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine\n")
+    result = llm_ide("run", "--repo", str(plain), "--task", "t", "--model", model, cwd=tmp_path)
+    one_line(result, f"{plain} is not a git repository: the run's patch is the change against a commit")
+    assert result.stderr.rstrip().endswith(f"git -C {plain} add -A && git -C {plain} commit -m base")
+    assert sorted(path.name for path in plain.iterdir()) == ["notes.txt"]  # no .git, nothing run, nothing written
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "a.py").write_text("x = 1\n")
+    git(fresh, "init", "-q", "-b", "main")
+    git(fresh, "add", "a.py")
+    before = git(fresh, "status", "--porcelain")
+    result = llm_ide("run", "--repo", str(fresh), "--task", "t", "--model", model, cwd=tmp_path)
+    one_line(result, f"{fresh} has no commit yet: the run's patch is the change against one; make it first")
+    assert git(fresh, "status", "--porcelain") == before == "A  a.py\n" and not (fresh / "made.txt").exists()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:
+    for command, said in [
+        ("run", "Maximum number of operations; 0: no limit."),
+        ("run", "Maximum model cost in USD; 0: no limit."),
+        ("swebench", "Maximum operations per instance; 0: no limit."),
+        ("swebench-single", "Maximum operations per instance; 0: no limit."),
+    ]:
+        shown = llm_ide(command, "--help", cwd=tmp_path, env={"COLUMNS": "400"})
+        assert shown.returncode == 0 and said in shown.stdout, shown.stdout
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    result = llm_ide("run", "--repo", str(repo), "--task", "t", "--model", "m", "--step-limit", "-1", cwd=tmp_path)
+    one_line(result, "Invalid value for '--step-limit': Input should be greater than or equal to 0")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--version"], {}, "llm-ide "),
+        (["--help"], {}, "swebench-single"),
+        ([], {"_LLM_IDE_COMPLETE": "complete_bash", "COMP_WORDS": "llm-ide sw", "COMP_CWORD": "1"}, "swebench\n"),
+    ],
+    ids=["version", "help", "completion"],
+)
+def test_version_help_and_completion_import_no_command(
+    tmp_path: Path, argv: list[str], env: dict[str, str], expected: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "llm_ide", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **env},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert expected in result.stdout
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "llm_ide.cli" in imported
+    assert sorted(name for name in imported if name.startswith(HEAVY)) == []
+
+
+def test_the_listing_says_what_each_command_says_and_completing_a_command_loads_it(tmp_path: Path) -> None:
+    from llm_ide.cli import COMMANDS, EXTRA_COMMANDS, app, extra_app
+    from llm_ide.cli.lazy import Lazy
+
+    for table, group in ((COMMANDS, app), (EXTRA_COMMANDS, extra_app)):
+        assert group.info.cls.lazy == {name: Lazy(*where.split(":")) for name, where in table.items()}
+        for name, lazy in group.info.cls.lazy.items():
+            assert lazy.help() and lazy.help() == lazy.load(name).help, name
+    environ = {"_LLM_IDE_COMPLETE": "complete_bash", "COMP_WORDS": "llm-ide run --thou", "COMP_CWORD": "2"}
+    completed = llm_ide(cwd=tmp_path, env=environ)
+    assert completed.returncode == 0 and completed.stdout.split() == ["--thoughts"], completed.stdout
+
+
+def python_shim(folder: Path) -> Path:
+    """A `python3` that stops at the demo's first command (the agent's check of `median`) until `.go` exists,
+    saying so with `.waiting` in the project; every other use is the real python3."""
+    folder.mkdir()
+    real = shutil.which("python3")
+    (shim := folder / "python3").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *"from calc.stats import median"*)\n'
+        "  touch .waiting; while [ ! -f .go ]; do sleep 0.05; done;;\n"
+        "esac\n"
+        f'exec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return folder
+
+
+def test_ctrl_c_during_the_demo_says_where_it_stopped_and_the_demo_goes_on_from_there(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    environ = {**os.environ, "LLM_IDE_CONFIG": "off", "PATH": f"{python_shim(tmp_path / 'shim')}:{os.environ['PATH']}"}
+    process = subprocess.Popen(
+        [*CLI, "demo", "--output", str(out)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
+    stdout, stderr = interrupt_when(out / "project" / ".waiting", process)
+    assert process.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "step   1 view calc/stats.py" in stdout
+    lines = stderr.splitlines()
+    said = lines.index(f"interrupted: the demo stopped at its last completed step ({out / 'run'})")
+    assert lines[said + 1] == "resume with:"
+    words = shlex.split(lines[said + 2])
+    assert words[:2] == ["llm-ide", "demo"] and words[words.index("--output") + 1] == str(out)
+
+    again = llm_ide(*words[1:], cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"(project continued in {out / 'project'})" in again.stdout
+    assert "resuming run demo after step 1" in again.stdout and "Tests before the run" not in again.stdout
+    assert "Tests after the run: OK" in again.stdout and "submitted after" in again.stdout
+
+
+def test_swebench_runs_offline_from_a_folder_of_bundles_or_a_rows_own_bundle(tmp_path: Path, shared_dir: Path) -> None:
+    bundles = shared_dir / "data" / "repos"
+    model = write_script(tmp_path / "fix.yaml", single_call([EMPTY_NAME_FIX, reflect(False, "Refused."), DONE]))
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    dataset = shared_dir / "data" / "swebench" / "SWE-bench_Verified-test.jsonl"
+    common = ["--environment", "local", "--model", model, "-c", str(config)]
+    single = ["swebench-single", "--subset", str(dataset), "--no-thoughts", *common]
+    result = llm_ide(*single, "-i", FLASK, "--repos", str(bundles), "-o", "a", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[0] == f"{FLASK} ({bundles / 'pallets__flask.bundle'}) → a"
+    assert "+        if not name:" in result.stdout
+    head = git(tmp_path / "a" / FLASK / "repo", "rev-parse", "HEAD").strip()
+    listed = subprocess.run(
+        ["git", "bundle", "list-heads", str(bundles / "pallets__flask.bundle")], capture_output=True
+    )
+    assert f"{head} refs/heads/{FLASK}" in listed.stdout.decode()  # the instance's branch: its tree at the base
+
+    row = json.loads(next(line for line in dataset.read_text().splitlines() if f'"{FLASK}"' in line))
+    (own := tmp_path / "own.jsonl").write_text(json.dumps({**row, "repo": str(bundles / "pallets__flask.bundle")}))
+    by_row = llm_ide("swebench-single", "--subset", str(own), "-i", FLASK, "-o", "b", *common, cwd=tmp_path)
+    assert by_row.returncode == 0, by_row.stdout + by_row.stderr
+    assert git(tmp_path / "b" / FLASK / "repo", "rev-parse", "HEAD").strip() == head
+
+    missing = llm_ide(*single, "-i", "django__django-11099", "--repos", str(bundles), cwd=tmp_path)
+    one_line(missing, f"django__django-11099: --repos {bundles} holds no django__django.bundle nor a clone")
+    chosen = ["--filter", "django__django-1109|pallets", "--repos", str(bundles), "-o", "c"]
+    batch = llm_ide("swebench", "--subset", str(dataset), *chosen, *common, cwd=tmp_path)
+    one_line(batch, f"--repos {bundles} holds no bundle or clone for django__django")
+    assert not (tmp_path / "c" / FLASK).exists()  # refused before any instance ran
+
+
+@pytest.mark.docker
+def test_an_evaluation_that_graded_nothing_fails(tmp_path: Path) -> None:
+    require_docker()
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text(json.dumps({"instance_id": "demo__calc-1", "problem_statement": "fix it", "repo": "x/y"}) + "\n")
+    preds = tmp_path / "preds.json"
+    preds.write_text(
+        json.dumps(
+            {
+                "demo__calc-1": {"instance_id": "demo__calc-1", "model_patch": ""},
+                "demo__gone-2": {"instance_id": "demo__gone-2", "model_patch": "diff --git a/x b/x\n"},
+            }
+        )
+    )
+    result = llm_ide("evaluate", str(preds), "--subset", str(dataset), "-o", "ev", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "resolved 0/2 (0.0%), unresolved 0, error 1, empty patch 1" in result.stdout
+    assert result.stderr.startswith("nothing could be evaluated: 1 errors, 1 empty patches of 2 predictions")
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["total"] == 2
