@@ -15,6 +15,7 @@ __all__ = ["code_context_text", "render_context", "snapshot_text"]
 
 RENEW_AT = 0.9  # of the prompt budget: a prompt past it starts a new epoch
 MIN_EPOCH = 2  # operations an epoch lasts at least (but for the prompt budget): the latest output is read twice
+BRIEF = 200  # characters of an operation in brief in the history, about the least
 
 Renewal = tuple[str, MemoryBase]  # the new snapshot and its base
 
@@ -24,8 +25,8 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     return full(ctx, state)[0]
 
 
-def full(ctx: AgentContext, state: AgentState) -> Renewal:
-    fresh = base(ctx, state)
+def full(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> Renewal:
+    fresh = base(ctx, state, previous)
     text, since = compose(ctx, state, fresh)
     return text, {**fresh, "since": since}
 
@@ -71,8 +72,12 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
         sum(len(m["content"]) * n for m, n in zip(turns, rereads(messages), strict=True)) + latest_old * calls
     )
     followed = old["held"] + price * old["since"] * calls  # dropped by a full renewal only
+    least = max(old["since"], BRIEF * (state.get("n_operations", 0) - old["step"]))  # what came since, at least
+    limit = memory.renew_ratio * (1 - price)
+    if size <= ceiling and dropped + followed < limit * len(old["text"]) and dropped < limit * least:
+        return None  # neither can pay yet (either would send at least about this much): nothing rendered
     first, latest = messages[1]["content"], sum(len(m["content"]) for m in turns[-2:])
-    renewed = full(ctx, state)
+    renewed = full(ctx, state, old)
     if size > ceiling or dropped + followed >= memory.renew_ratio * cost(ctx, first, renewed[0], latest):
         return renewed
     text, length = compose(ctx, state, old)

@@ -107,12 +107,13 @@ def recent_text(ctx: AgentContext, recent: list[OperationNode], shown_text: str)
     return "\n".join(parts)
 
 
-def files_named(ctx: AgentContext, nodes: list[OperationNode]) -> list[str]:
-    """The repository's files that the operations' actions and outputs named, in first-seen order."""
+def files_named(ctx: AgentContext, nodes: list[OperationNode], known: list[str]) -> list[str]:
+    """`known`, then the repository's files that the operations' actions and outputs named (those that exist), in
+    first-seen order."""
     named = paths_named(
         [text for node in nodes for text in (params_text(node), node.observation)], ctx.codebase.env.workdir
     )
-    return ctx.codebase.view.existing(named)
+    return list(dict.fromkeys([*known, *ctx.codebase.view.existing(path for path in named if path not in known)]))
 
 
 def lessons_of(state: AgentState) -> list[str]:
@@ -126,12 +127,15 @@ def split(ctx: AgentContext, state: AgentState) -> tuple[list[OperationNode], li
     return chain[: len(chain) - len(recent)], recent
 
 
-def base(ctx: AgentContext, state: AgentState) -> MemoryBase:
-    """The base of a full renewal: everything the memory holds now but the recent operations."""
+def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> MemoryBase:
+    """The base of a full renewal: everything the memory holds now but the recent operations (the files named read
+    from the operations since the `previous` base only)."""
     history, _ = split(ctx, state)
-    chain = reasoning_chain(state.get("operations", []))
+    nodes = state.get("operations", [])
+    chain = reasoning_chain(nodes)
     step = state.get("n_operations", 0)
-    lessons, files = lessons_of(state), files_named(ctx, state.get("operations", []))
+    files = files_named(ctx, nodes[previous["step"] :], previous["files"]) if previous else files_named(ctx, nodes, [])
+    lessons = lessons_of(state)
     changes = tracked_diff(state.get("worktree_patch", ""))
     parts = {
         "lessons": "\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
@@ -153,7 +157,7 @@ def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
     chain = [*history, *recent]
     step = state.get("n_operations", 0)
     changes = changed_sections(ctx, kept["changes"], tracked_diff(state.get("worktree_patch", "")))
-    new_files = [path for path in files_named(ctx, state.get("operations", [])) if path not in kept["files"]]
+    new_files = files_named(ctx, state.get("operations", [])[kept["step"] :], kept["files"])[len(kept["files"]) :]
     hide = {row for row in kept["text"].split("\n") if ROW.match(row)}
     parts = {
         "operation_history": "\n\n".join(briefs(ctx, history[kept["history"] :], chain[kept["history"] + 1 :])),
