@@ -21,6 +21,7 @@ LOCATION_PATTERNS = (
     re.compile(r"(?P<path>[\w./-]+\.\w+):(?P<line>\d+)"),
 )
 MAX_LOCATIONS = 40
+MIN_TIMEOUT = 0.1  # seconds a command gets when the wall-time limit is (all but) reached
 
 
 class ParamError(ValueError):
@@ -50,6 +51,13 @@ class Codebase:
     command_timeout: float = 120.0
     observation_max_chars: int = 0  # what of an output the agent is shown (0: all of it)
     tool_commands: tuple[str, ...] = ()
+    deadline: float | None = None  # time.monotonic() at which the run's wall-time limit passes
+
+    def timeout(self) -> float:
+        """A command's timeout: the configured one, or the time left before the wall-time limit when that is sooner."""
+        if self.deadline is None:
+            return self.command_timeout
+        return max(MIN_TIMEOUT, min(self.command_timeout, self.deadline - time.monotonic()))
 
     @classmethod
     def for_settings(cls, env: Environment, settings: CoreSettings, **extra: Any) -> Codebase:
@@ -158,7 +166,7 @@ def search(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
         f"grep -rnHIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
         f"-e {shlex.quote(pattern)} -- {shlex.quote(target)} | head -n {ws.search_max_results * 20}"
     )
-    result = ws.env.execute(command, timeout=ws.command_timeout)
+    result = ws.env.execute(command, timeout=ws.timeout())
     hits = [line.removeprefix("./") for line in result.output.splitlines() if re.match(r"[^:]+:\d+:", line)]
     if selected is not None:
         hits = [hit for hit in hits if selected.fullmatch(hit.split(":", 1)[0])]
@@ -269,7 +277,7 @@ def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     command = params.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
-    result = ws.env.execute(command, timeout=ws.command_timeout)
+    result = ws.env.execute(command, timeout=ws.timeout())
     observation = ws.observe("bash", output=result.output)
     limit = ws.observation_max_chars
     shown = truncate(observation, limit, ws.templates) if limit else observation  # as execute_tool will cap it

@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-Message = dict[str, str]
+from llm_ide.calls import Message
+
 EPHEMERAL = {"type": "ephemeral"}
 ANTHROPIC = {"ChatAnthropic", "ChatAnthropicVertex", "ChatAnthropicBedrock"}
 OPENAI = {"ChatOpenAI", "AzureChatOpenAI"}

@@ -18,6 +18,9 @@ from llm_ide.models import Message, Model, ModelReply
 from llm_ide.prompting import render, truncate
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import Templates
+from llm_ide.tool_calls import message_text
+
+Tools = list[dict[str, Any]] | None  # the actions as tools, or none (llm_ide/action_tools.py)
 
 Recorder = Callable[[dict[str, Any]], None]
 log = logging.getLogger(__name__)
@@ -53,28 +56,38 @@ class CallPolicy:
             self._resumed.clear()
 
     def mask(self, messages: Sequence[Message]) -> list[Message]:
-        """The messages with every known secret masked; a message already seen (most of a conversation is the
-        previous call's) is not scanned again."""
+        """The messages with every known secret masked (in their tool calls' arguments too); a message's content
+        already seen (most of a conversation is the previous call's) is not scanned again."""
         secrets = tuple(known_secrets())
         seen = self.masked
         if len(seen) > 4 * len(messages) + 16:
             seen.clear()
-        out = []
+        out: list[Message] = []
         for message in messages:
             key = (message["content"], secrets)
             if key not in seen:
                 seen[key] = redact(message["content"], list(secrets))
             out.append({**message, "content": seen[key]})
+            if calls := message.get("tool_calls"):
+                out[-1]["tool_calls"] = [{**call, "args": masked_value(call["args"], list(secrets))} for call in calls]
         return out
 
     def call(
-        self, model: Model, messages: Sequence[Message], /, *, kind: str, deadline: float | None = None, **fields: Any
+        self,
+        model: Model,
+        messages: Sequence[Message],
+        /,
+        *,
+        kind: str,
+        deadline: float | None = None,
+        tools: Tools = None,
+        **fields: Any,
     ) -> tuple[ModelReply, dict[str, Any]]:
         """One call: the reply (masked, capped) and its record; `fields` lead the record (its index, step…)."""
         masked = self.mask(messages)
         started = time.perf_counter()
         with admitted(self.budget) as reservation:  # a shared budget with no room left ends the run (cost_limit)
-            reply = self._complete(model, masked, deadline)
+            reply = self._complete(model, masked, deadline, tools)
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
     def call_n(
@@ -86,6 +99,7 @@ class CallPolicy:
         *,
         kind: str,
         deadline: float | None = None,
+        tools: Tools = None,
         batched: bool = True,
         index: int = 0,
         **fields: Any,
@@ -95,7 +109,7 @@ class CallPolicy:
         masked = self.mask(messages)
         if batched and getattr(model, "takes_n", False):
             try:
-                return self._one_request(model, masked, n, kind, deadline, index=index, **fields)
+                return self._one_request(model, masked, n, kind, deadline, tools, index=index, **fields)
             except (ModelAuthError, ModelTimeLimit):
                 raise
             except ModelError as error:  # e.g. a proxy whose provider takes no `n`: n requests, now and from then on
@@ -108,7 +122,7 @@ class CallPolicy:
                 )
                 model.n_refused = True  # type: ignore[attr-defined]
         with admitted(self.budget, n) as reservation:
-            replies = self._together(model, masked, n, deadline)
+            replies = self._together(model, masked, n, deadline, tools)
         settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
         settled = [
             self.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
@@ -117,12 +131,19 @@ class CallPolicy:
         return settled, settled
 
     def _one_request(
-        self, model: Any, masked: list[Message], n: int, kind: str, deadline: float | None, **fields: Any
+        self,
+        model: Any,
+        masked: list[Message],
+        n: int,
+        kind: str,
+        deadline: float | None,
+        tools: Tools,
+        **fields: Any,
     ) -> tuple[list[ModelReply], list[ModelReply]]:
         started = time.perf_counter()
         with admitted(self.budget) as reservation:
             self._resume(model)
-            replies = model.complete_n(masked, n, deadline=deadline)
+            replies = model.complete_n(masked, n, deadline=deadline, tools=tools)
             self._count(model)
         texts = [self.capped(redact(reply.text)) for reply in replies]
         combined = replace(replies[0], text=render(self.templates, "choices", texts=texts) if self.templates else "")
@@ -130,7 +151,7 @@ class CallPolicy:
         return [replace(reply, text=text) for reply, text in zip(replies, texts, strict=True)], [charged]
 
     def _together(
-        self, model: Model, masked: list[Message], n: int, deadline: float | None
+        self, model: Model, masked: list[Message], n: int, deadline: float | None, tools: Tools
     ) -> list[tuple[ModelReply, float]]:
         """One call per reply, each in its own (daemon) thread, so the n take the time of the slowest and Ctrl-C is
         not held up by them; one after the other for a model that answers at once. The first failure is raised."""
@@ -139,7 +160,7 @@ class CallPolicy:
         def one(position: int) -> None:
             started = time.perf_counter()
             try:
-                results[position] = (self._complete(model, masked, deadline), started)
+                results[position] = (self._complete(model, masked, deadline, tools), started)
             except BaseException as error:  # handed to the caller's thread
                 results[position] = error
 
@@ -160,9 +181,9 @@ class CallPolicy:
                 replies.append(result)
         return replies
 
-    def _complete(self, model: Model, masked: list[Message], deadline: float | None) -> ModelReply:
+    def _complete(self, model: Model, masked: list[Message], deadline: float | None, tools: Tools) -> ModelReply:
         self._resume(model)
-        reply = model.complete(masked, deadline=deadline)
+        reply = model.complete(masked, deadline=deadline, tools=tools)
         self._count(model)
         return reply
 
@@ -193,8 +214,8 @@ class CallPolicy:
         record = {
             **fields,
             "kind": kind,
-            "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in masked),
-            "prompt_chars": sum(len(m["content"]) for m in masked),
+            "prompt": "\n\n".join(f"[{m['role']}]\n{message_text(m)}" for m in masked),
+            "prompt_chars": sum(len(message_text(m)) for m in masked),
             "prompt_tokens": reply.input_tokens,
             "response": reply.text,
             "response_tokens": reply.output_tokens,
@@ -204,7 +225,11 @@ class CallPolicy:
             "seconds": round(time.perf_counter() - started, 3),
             **({"reported_usage": reply.reported_usage} if reply.reported_usage else {}),
             **({"usage_estimated": True} if reply.estimated else {}),  # the tokens and cost are estimates
-            **({"finish_reason": reply.finish_reason} if reply.finish_reason not in (None, "stop") else {}),
+            **(
+                {"finish_reason": reply.finish_reason}
+                if reply.finish_reason not in (None, "stop", "tool_calls")
+                else {}
+            ),
         }
         if self.record is not None:
             self.record(record)
@@ -216,6 +241,17 @@ class CallPolicy:
         if self.reply_cap and len(text) > self.reply_cap and self.templates is not None:
             return truncate(text, self.reply_cap, self.templates)  # head and tail: the closing tags survive
         return text
+
+
+def masked_value(value: Any, secrets: list[str]) -> Any:
+    """A tool call's arguments with every secret masked in their strings."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {key: masked_value(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [masked_value(item, secrets) for item in value]
+    return value
 
 
 def counted(usage: dict[str, Any], reply: ModelReply) -> dict[str, Any]:

@@ -7,11 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from llm_ide.endpoint import BadCompletion
 
-Message = dict[str, str]
+
+class ToolCallDict(TypedDict):
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+class Message(TypedDict):
+    """A chat message as langchain takes it: an assistant's may hold tool calls, a `tool` message answers one."""
+
+    role: str
+    content: str
+    tool_calls: NotRequired[list[ToolCallDict]]
+    tool_call_id: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,11 @@ class ModelReply:
 class Model(Protocol):
     name: str
 
-    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply: ...
+    action_format: str  # "tools": it is given the actions as tools (requests with `tools`); "text": in its text
+
+    def complete(
+        self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> ModelReply: ...
 
 
 def estimate_tokens(text: str) -> int:
@@ -76,9 +93,9 @@ class Call:
 
 
 @contextmanager
-def observed(listener: CallListener | None, model: str, messages: list[dict[str, str]]) -> Iterator[Call]:
+def observed(listener: CallListener | None, model: str, prompt_chars: int) -> Iterator[Call]:
     """One model call told to `listener` (nothing when None): start now, end however the call ends."""
-    call = Call(listener or (lambda progress: None), model, sum(len(m["content"]) for m in messages) // 4)
+    call = Call(listener or (lambda progress: None), model, prompt_chars // 4)
     call.start()
     try:
         yield call

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator
 
 from llm_ide.messages.variant import Messages
 from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.navigator.variant import Navigator
+from llm_ide.patterns import BoundedPattern
 from llm_ide.reproduction.settings import ReproductionSettings
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.sampling.settings import Demonstrations as DemonstrationPaths
@@ -56,6 +57,12 @@ class AttemptsSettings(Strict):
     templates: AttemptTemplates = Field(
         default_factory=lambda: AttemptTemplates(**bundled_yaml("attempts.yaml")["templates"])
     )
+
+    @field_validator("test_pattern")
+    @classmethod
+    def compiles(cls, value: str) -> str:
+        BoundedPattern(value, what="the pattern")  # an invalid one is said where the config sets it
+        return value
 
 
 class Settings(CoreSettings):

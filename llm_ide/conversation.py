@@ -4,7 +4,8 @@ A call sends the system part (formats, actions, task, tool usage: fixed for the 
 current epoch, then the turns of every operation since that snapshot; within an epoch each prompt extends the previous
 one (providers serve that prefix from their cache), a new snapshot starts the next epoch. How a step asks for its reply
 is chosen once per run (`replies_for`): one call whose reply opens with the verdict on the latest operation, or a
-reflection call, then an act call."""
+reflection call, then an act call. Where the actions are tools (llm_ide/action_tools.py), a reply carries its action
+as a tool call and an operation's outcome is the call's result."""
 
 from __future__ import annotations
 
@@ -13,24 +14,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from llm_ide.action_tools import reading, retry_turns, tool_outcome, tool_reply
+from llm_ide.calls import Message
 from llm_ide.models import Model, ScriptedModel
-from llm_ide.parsing import (
-    FormatError,
-    ParsedAction,
-    body_text,
-    first_sentence,
-    joined_script,
-    parse_action,
-    parse_reflection,
-    parse_single_reply,
-)
+from llm_ide.parsing import FormatError, ParsedAction, body_text, first_sentence, joined_script
 from llm_ide.prompting import render, truncate
 from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode, Reflection, verdict_due, with_reflection
+from llm_ide.tool_calls import text_of
 from llm_ide.variant import ModelCall, ModelRequest, ModelResponse
 
-Message = dict[str, str]
 MEMO_SIZE = 64
 
 
@@ -135,24 +129,25 @@ class Turns:
         text = action_turn(self.ctx, node)
         if position and self.replies.joins_verdict and judged_by_model(nodes[position - 1]):
             text = reflection_turn(self.ctx, nodes[position - 1], node) + "\n" + text
-        return {"role": "assistant", "content": text}
+        return tool_reply(text, node) if self.ctx.tools else {"role": "assistant", "content": text}
 
-    def outcome(self, node: OperationNode) -> Message:
-        inbox = self.inbox(lambda step: step == node.id + 1)
-        make = lambda: render(  # noqa: E731
-            self.ctx.templates, "observation_turn", node=node, instruction=inbox + self.instruction(node)
-        )
-        return {"role": "user", "content": memo(self.ctx, ("observation", node.id, inbox), make)}
+    def outcome(self, node: OperationNode) -> list[Message]:
+        """The outcome and the instruction after it: a user turn, or the call's result, then the user's text."""
+        instruction = self.inbox(lambda step: step == node.id + 1) + self.instruction(node)
+        make = lambda: render(self.ctx.templates, "observation_turn", node=node, instruction=instruction)  # noqa: E731
+        text = memo(self.ctx, ("observation", node.id, instruction), make)
+        return tool_outcome(node, text, instruction) if self.ctx.tools else [{"role": "user", "content": text}]
 
     def messages(self, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
         head = self.instruction(nodes[start - 1]) if start else act_instruction(self.ctx, None)
-        messages = [{"role": "user", "content": f"{snapshot}\n\n{self.inbox(lambda step: step <= start)}{head}"}]
+        opening = f"{snapshot}\n\n{self.inbox(lambda step: step <= start)}{head}"
+        messages: list[Message] = [{"role": "user", "content": opening}]
         if start:
             messages += self.verdict_turns(nodes[start - 1])
         for position in range(start, len(nodes)):
             messages += [
                 self.reply(nodes, position),
-                self.outcome(nodes[position]),
+                *self.outcome(nodes[position]),
                 *self.verdict_turns(nodes[position]),
             ]
         return messages
@@ -164,17 +159,17 @@ def messages_for(ctx: AgentContext, state: AgentState) -> list[Message]:
     system = system_prompt(ctx, state["task"], parts.task_notes, parts.actions)
     turns = Turns(ctx, replies_for(ctx.settings), parts.news)
     nodes = state.get("operations", [])
-    messages = [
+    messages: list[Message] = [
         {"role": "system", "content": system},
         *turns.messages(nodes, state["snapshot"], state.get("snapshot_step", 0)),
     ]
     if retry := state.get("retry"):
-        messages += [{"role": "assistant", "content": retry["response"]}, {"role": "user", "content": retry["message"]}]
+        messages += retry_turns(retry["response"], retry["message"], ctx.tools)
     return messages
 
 
 def prompt_chars(messages: list[Message]) -> int:
-    return sum(len(message["content"]) for message in messages)
+    return len(text_of(messages))
 
 
 @dataclass(frozen=True)
@@ -196,12 +191,12 @@ class OneCall:
 
     def prepare(self, model: Model) -> Model:
         """A script written for two calls per step plays in one (a reflection joins the reply after it)."""
-        return ScriptedModel(model.path, joined_script(model.responses)) if isinstance(model, ScriptedModel) else model
+        return model.with_responses(joined_script(model.responses)) if isinstance(model, ScriptedModel) else model
 
     def reply(self, ctx: AgentContext, state: AgentState, call: ModelCall) -> StepReply:
-        judging = verdict_due(state.get("operations", []))
-        read: Callable[[str], Any] = partial(parse_single_reply if judging else parse_action, grammar=ctx.grammar)
-        response = call(ModelRequest("act", messages_for(ctx, state), parse=read))
+        judging, form = verdict_due(state.get("operations", [])), reading(ctx)
+        read: Callable[[str], Any] = partial(form.single if judging else form.action, grammar=ctx.grammar)
+        response = call(ModelRequest("act", messages_for(ctx, state), parse=read, tools=form.tools))
         try:
             parsed = read(response.text)
         except FormatError as error:
@@ -221,18 +216,18 @@ class TwoCalls:
 
     def reply(self, ctx: AgentContext, state: AgentState, call: ModelCall) -> StepReply:
         responses: tuple[ModelResponse, ...] = ()
-        verdict = None
+        verdict, form = None, reading(ctx)
         nodes = state.get("operations", [])
         if verdict_due(nodes):
-            response = call(ModelRequest("reflect", messages_for(ctx, state), parse=parse_reflection))
+            response = call(ModelRequest("reflect", messages_for(ctx, state), parse=form.reflection, tools=form.tools))
             responses = (response,)
             try:
-                verdict = parse_reflection(response.text)
+                verdict = form.reflection(response.text)
             except FormatError as error:
                 return StepReply(responses, failure=(response.text, error, "reflect_format"))
             state = {**state, "operations": with_reflection(nodes, verdict), "retry": None}
-        read = partial(parse_action, grammar=ctx.grammar)
-        response = call(ModelRequest("act", messages_for(ctx, state), parse=read))
+        read = partial(form.action, grammar=ctx.grammar)
+        response = call(ModelRequest("act", messages_for(ctx, state), parse=read, tools=form.tools))
         try:
             return StepReply((*responses, response), verdict, read(response.text))
         except FormatError as error:

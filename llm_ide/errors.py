@@ -88,6 +88,15 @@ class EnvironmentFailure(LlmIdeError):
     exit_status = ExitStatus.ENVIRONMENT_ERROR
 
 
+class RepositoryLost(EnvironmentFailure):
+    """The repository's git directory was deleted or replaced under the run (a command, a reproduction script): the
+    run ends with `environment_error`, its patch the last worktree snapshot it holds (`patch`)."""
+
+    def __init__(self, message: str, patch: str = "") -> None:
+        super().__init__(message)
+        self.patch = patch
+
+
 class Submitted(LlmIdeError):
     """The agent submitted: its patch is the result."""
 

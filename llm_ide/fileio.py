@@ -34,3 +34,20 @@ def atomic_write(path: Path, data: str | bytes | Iterable[bytes]) -> None:
             os.fsync(folder)
         finally:
             os.close(folder)
+
+
+NAME_MAX_CHARS = 200
+
+
+def file_name_problem(name: object) -> str | None:
+    """Why `name` (an id read from a file: an instance id, a run id) cannot name a file or folder in an output folder
+    (a path separator, `.` or `..`, a control character, too long); None when it can."""
+    if not isinstance(name, str) or not name:
+        return "not a non-empty string"
+    if name in (".", "..") or "/" in name or "\\" in name:
+        return "a path, not a name"
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        return "holds a control character"
+    if len(name) > NAME_MAX_CHARS:
+        return f"longer than {NAME_MAX_CHARS} characters"
+    return None

@@ -24,12 +24,14 @@ from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings
 from llm_ide.text import clean_text
+from llm_ide.tool_calls import from_message, recorded, text_of
 
 log = logging.getLogger(__name__)
 
 Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
+ONE_CALL_OPTION = {"ChatOpenAI", "AzureChatOpenAI", "ChatAnthropic"}  # take `parallel_tool_calls=False`
 LOCAL_MAX_TOKENS = 4096  # the room a reply gets from an endpoint given by URL when model.max_tokens is null
 
 
@@ -94,10 +96,18 @@ class ChatModel:
     """A langchain chat model behind our own retry loop, usage accounting and secret redaction."""
 
     def __init__(
-        self, name: str, chat: Any, settings: ModelSettings, api_key: str | None = None, max_tokens: int | None = None
+        self,
+        name: str,
+        chat: Any,
+        settings: ModelSettings,
+        api_key: str | None = None,
+        max_tokens: int | None = None,
+        action_format: str = "text",
     ) -> None:
         self.name = name
         self.chat = chat
+        self.action_format = action_format
+        self.bound: dict[str, dict[str, Any]] = {}  # the request arguments of a tool list, made once per list
         self.max_retries = settings.max_retries
         self.base_delay = settings.retry_base_delay
         self.max_delay = settings.retry_max_delay
@@ -114,10 +124,13 @@ class ChatModel:
         if self.price is None:
             warn_once("price", name, unpriced(name))  # once, before the first call
 
-    def complete(self, messages: list[Message], deadline: float | None = None) -> ModelReply:
-        """The reply; each request ends within `timeout` seconds in total, and all of them by `deadline`."""
-        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
-        with observed(self.listener, self.name, messages) as call:
+    def complete(
+        self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> ModelReply:
+        """The reply (its tool calls in its text: llm_ide/tool_calls.py); each request ends within `timeout` seconds
+        in total, and all of them by `deadline`."""
+        payload, hints = self._payload(messages, tools)
+        with observed(self.listener, self.name, len(text_of(messages))) as call:
             if self.stream:
                 response = self._request(lambda: streamed(self.chat, payload, hints, call), deadline)
             else:
@@ -134,19 +147,33 @@ class ChatModel:
         responses_api = getattr(self.chat, "use_responses_api", None)
         return isinstance(self.chat, ChatOpenAI) and not responses_api and not self.n_refused
 
-    def complete_n(self, messages: list[Message], n: int, deadline: float | None = None) -> list[ModelReply]:
+    def complete_n(
+        self, messages: list[Message], n: int, deadline: float | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> list[ModelReply]:
         """`n` replies from one request (`takes_n`): the first carries the request's whole usage and cost (the
         prompt is paid once), the others none."""
         from langchain_core.messages import convert_to_messages
 
-        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
+        payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
-        with observed(self.listener, self.name, messages) as call:
+        with observed(self.listener, self.name, len(text_of(messages))) as call:
             result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
             choices = [generation.message for generation in result.generations[0]]
             first = self._reply(choices[0], messages)
             call.replied(first.input_tokens, first.output_tokens)
-        return [first, *(ModelReply(clean_text(choice.text), 0, 0, 0.0) for choice in choices[1:])]
+        return [first, *(ModelReply(reply_text(choice), 0, 0, 0.0) for choice in choices[1:])]
+
+    def _payload(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> tuple[Any, dict[str, Any]]:
+        """The messages and the request's other arguments: the cache hints, and the tools as the provider takes them
+        (one call per reply), made once for a list: the same bytes in every request of the run."""
+        payload, hints = with_cache_hints(self.chat, messages) if self.cache_hints else (messages, {})
+        if not tools:
+            return payload, hints
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self.bound:
+            one = {"parallel_tool_calls": False} if type(self.chat).__name__ in ONE_CALL_OPTION else {}
+            self.bound[key] = dict(construct(self.name, lambda: self.chat.bind_tools(tools, **one)).kwargs)
+        return payload, {**hints, **self.bound[key]}
 
     def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:
         attempt = 0
@@ -183,13 +210,13 @@ class ChatModel:
         time.sleep(delay)
 
     def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
-        text = clean_text(response.text)
+        text = reply_text(response)
         usage = response.usage_metadata
         read = written = 0
         reported = None
         estimated = not usage
         if usage:
-            prompt = "".join(message["content"] for message in messages)
+            prompt = text_of(messages)
             input_tokens, output_tokens, reported = clamp_usage(
                 usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
             )
@@ -202,7 +229,7 @@ class ChatModel:
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens = estimate_tokens("".join(message["content"] for message in messages))
+            input_tokens = estimate_tokens(text_of(messages))
             output_tokens = estimate_tokens(text)
         finish = finish_reason(response)
         if finish == "length":
@@ -230,11 +257,20 @@ class ChatModel:
         )
 
 
+def reply_text(response: Any) -> str:
+    """A langchain AI message as the run keeps a reply: its text, then its tool calls (llm_ide/tool_calls.py)."""
+    return clean_text(recorded(response.text, from_message(response)))
+
+
+ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
+
+
 def finish_reason(response: Any) -> str | None:
-    """Why the reply ended, in OpenAI's words: "length" for a reply cut at the limit (Anthropic's `max_tokens`)."""
+    """Why the reply ended, in OpenAI's words: "length" for a reply cut at the limit (Anthropic's `max_tokens`),
+    "tool_calls" for one that called tools (`tool_use`)."""
     metadata = getattr(response, "response_metadata", None) or {}
     reason = metadata.get("finish_reason") or metadata.get("stop_reason")
-    return "length" if reason in ("length", "max_tokens") else reason if isinstance(reason, str) else None
+    return ANTHROPIC_REASONS.get(reason, reason) if isinstance(reason, str) else None
 
 
 def unpriced(name: str) -> str:
@@ -285,7 +321,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     if provider == "openai":
         kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
-    return ChatModel(spec, chat, config, max_tokens=room)
+    return ChatModel(spec, chat, config, max_tokens=room, action_format=action_format(spec, config, chat, not by_url))
 
 
 def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
@@ -301,7 +337,21 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     kwargs = client_kwargs(config, room, url is not None)
     kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
-    return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
+    return ChatModel(spec, chat, config, api_key=key, max_tokens=room, action_format=action_format(spec, config, chat))
+
+
+def action_format(spec: str, config: ModelSettings, chat: Any, provider_api: bool = False) -> str:
+    """`model.action_format` for this model; `auto`: tools for a model reached at its provider's own API
+    (`provider_api`) whose langchain chat model takes tools, text for any other (an OpenAI-compatible endpoint given
+    by URL or a bare model name: whether it takes tools is not known)."""
+    from langchain_core.language_models import BaseChatModel
+
+    takes_tools = type(chat).bind_tools is not BaseChatModel.bind_tools
+    if config.action_format == "tools" and not takes_tools:
+        raise ModelError(f"model {spec}: its chat model takes no tools (model.action_format: tools); use text")
+    if config.action_format != "auto":
+        return config.action_format
+    return "tools" if provider_api and takes_tools else "text"
 
 
 def unknown_provider(spec: str, base_url: str | None) -> str | None:
@@ -322,7 +372,8 @@ def unknown_provider(spec: str, base_url: str | None) -> str | None:
 def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
     """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
     if spec.startswith("scripted:"):
-        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser())
+        tools = "tools" if config.action_format == "tools" else "text"  # auto: its script is in the text format
+        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), action_format=tools)
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
     if problem := unknown_provider(spec, base_url):

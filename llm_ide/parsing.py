@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -133,10 +133,18 @@ def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
         elif waiting is None:
             out.append(item)
         else:
-            joined = {key: f"{waiting}\n{item[key]}" for key in ("then", "else")} if isinstance(item, dict) else {}
-            out.append({**item, **joined} if isinstance(item, dict) else f"{waiting}\n{item}")
+            out.append(prefixed(waiting, item))
             waiting = None
     return out if waiting is None else [*out, waiting]
+
+
+def prefixed(text: str, item: ScriptItem) -> ScriptItem:
+    """A script item whose reply (each of a choice's) opens with `text`; a tool call's text does."""
+    if isinstance(item, str):
+        return f"{text}\n{item}"
+    if "tool_call" in item:
+        return {**item, "text": f"{text}\n{item.get('text', '')}".rstrip("\n")}
+    return {**item, "then": prefixed(text, item["then"]), "else": prefixed(text, item["else"])}
 
 
 def first_sentence(text: str) -> str:
@@ -145,15 +153,18 @@ def first_sentence(text: str) -> str:
     return " ".join(_SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
 
 
-def parse_single_reply(text: str, grammar: Grammar) -> tuple[Reflection, ParsedAction]:
+def parse_single_reply(
+    text: str, grammar: Grammar, action: Callable[[str, Grammar], ParsedAction] | None = None
+) -> tuple[Reflection, ParsedAction]:
     """A single-call reply: the verdict (`good` or `bad`) and its `lesson:` lines, then the action whose reasoning
     begins with what the operation found: that first sentence is the reflection's summary, unless the verdict line
-    holds one (`good: <summary>`)."""
+    holds one (`good: <summary>`). `action` reads the rest (default: the action in the text)."""
     reflection_text, rest = split_reflection(text)
-    reflection, action = parse_reflection(reflection_text), parse_action(rest, grammar)
+    reflection = parse_reflection(reflection_text)
+    parsed = (action or parse_action)(rest, grammar)
     if not reflection.summary:
-        reflection = replace(reflection, summary=first_sentence(action.thought))
-    return reflection, action
+        reflection = replace(reflection, summary=first_sentence(parsed.thought))
+    return reflection, parsed
 
 
 def split_reflection(text: str) -> tuple[str, str]:

@@ -38,11 +38,12 @@ def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
     return ActionOutcome(ws.observe("interrupted", action_type=node.action_type), -1)
 
 
-def run_once(ctx: AgentContext, node: OperationNode, before: str | None) -> ActionOutcome:
+def run_once(ctx: AgentContext, node: OperationNode, before: str | None, deadline: float | None) -> ActionOutcome:
     """The operation, its effect on the worktree exactly once: one a killed process had started runs again on the
     worktree put back as the snapshot `before` it had (a command's effects outside the worktree may then happen
-    twice: its observation says so); without a snapshot it is not run again and the agent is told."""
-    ws = ctx.codebase
+    twice: its observation says so); without a snapshot it is not run again and the agent is told. A command is cut
+    at the wall-time `deadline`."""
+    ws = replace(ctx.codebase, deadline=deadline)
     if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
         return execute_action(ws, node.action_type, node.action_params)
     if ctx.intents.started_before(node.id):

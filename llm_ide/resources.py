@@ -38,8 +38,14 @@ class AgentContext:
     rendered: dict[tuple[Any, ...], str] = field(default_factory=dict)  # prompt parts that never change once made
 
     @property
+    def tools(self) -> bool:
+        """Whether the model is given the actions as tools (llm_ide/action_tools.py), else they are in the text."""
+        return getattr(self.model, "action_format", "text") == "tools"
+
+    @property
     def templates(self) -> Templates:
-        return self.settings.templates
+        """The run's templates; where the actions are tools, with the tool format's in place of theirs."""
+        return self.settings.templates.with_tools if self.tools else self.settings.templates
 
     @property
     def score_params(self) -> ScoreParams:

@@ -8,9 +8,9 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 from __future__ import annotations
 
 from copy import deepcopy
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -30,6 +30,9 @@ from llm_ide.secrets import mark_secret_names, register, secrets_in
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
+YAML_MAX_NODES = 100_000  # values a YAML document may hold once its aliases are expanded (the default config: ~600)
+MAX_SECONDS = 7 * 24 * 3600  # the longest timeout or time limit a setting may ask for (a week)
+Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]  # a timeout in seconds
 Layers = list[tuple[str, dict[str, Any]]]
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -37,7 +40,7 @@ Model = TypeVar("Model", bound=BaseModel)
 class Strict(BaseModel):
     """Every settings section: unknown keys are errors, assignments validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class BundledTemplates(Strict):
@@ -58,7 +61,7 @@ class AgentSettings(Strict):
     cost_limit: NonNegativeFloat  # 0: no limit
     token_limit: NonNegativeInt | None = None  # input + output tokens; holds whatever the price; 0/None: no limit
     max_reply_chars: PositiveInt | None = None  # a longer reply keeps its head and tail; None: no cap
-    wall_time_limit: NonNegativeFloat  # seconds; 0: no limit
+    wall_time_limit: Annotated[float, Field(ge=0, le=MAX_SECONDS)]  # seconds; 0: no limit
     max_format_errors: PositiveInt
     observation_max_chars: PositiveInt
     view_max_lines: PositiveInt
@@ -104,10 +107,10 @@ class EnvironmentMessages(Strict):
 
 
 class EnvironmentSettings(Strict):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, coerce_numbers_to_str=True)
 
     type: Literal["local", "docker"]
-    command_timeout: PositiveFloat
+    command_timeout: Seconds
     output_max_bytes: PositiveInt
     image: str | None
     workdir: str
@@ -116,8 +119,12 @@ class EnvironmentSettings(Strict):
     cpus: PositiveFloat | None
     memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
     pids_limit: PositiveInt | None  # docker: processes and threads in the container
+    user: str = "auto"  # docker: the commands' user; auto: the image's own (root when it declares none)
+    cap_add: list[str] = []  # docker: the capabilities root keeps in the container; every other one is dropped
+    no_new_privileges: bool = True  # docker: a setuid program gains no privilege
     sandbox: Literal["bwrap", "none"]  # local: bubblewrap around every command when installed
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
+    readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory)
     mount_at: str | None = None  # local with bwrap: the path at which the commands see the repository
     scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
     env: dict[str, str]
@@ -137,17 +144,18 @@ class PriceSettings(Strict):
 
 
 class ModelSettings(Strict):
-    timeout: PositiveFloat  # seconds per request, in total (a local model on CPU may think minutes before it writes)
+    timeout: Seconds  # seconds per request, in total (a local model on CPU may think minutes before it writes)
     max_tokens: PositiveInt | None = None  # the room for each reply; None: 4096 at an endpoint given by URL, else none
     check_name: bool = True  # an OpenAI-compatible endpoint that lists its models (/v1/models) must list the name
     max_retries: NonNegativeInt
-    retry_base_delay: NonNegativeFloat
-    retry_max_delay: NonNegativeFloat
+    retry_base_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+    retry_max_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
     temperature: float | None
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
     cache_hints: bool
     stream: bool = False  # each reply requested as a stream (`llm-ide run -v` shows it as it comes)
+    action_format: Literal["auto", "tools", "text"] = "auto"  # the actions as the provider's tools, or in the text
 
 
 class CheckpointSettings(Strict):
@@ -177,6 +185,17 @@ class ObservationTemplates(Strict):
     interrupted: str
     rerun: str
     already_applied: str
+
+
+class ToolFormatTemplates(Strict):
+    """The templates of the same names in a run whose actions are tools (`model.action_format`)."""
+
+    actions: str
+    single_format: str
+    act_format: str
+    format_error: str
+    action_turn: str  # the text of the reply that made an operation (the call follows it)
+    observation_turn: str  # the tool's result (the instruction follows it as the user's text)
 
 
 class Templates(Strict):
@@ -211,6 +230,13 @@ class Templates(Strict):
     truncated: str
     choices: str  # the trajectory's record of one request that returned several replies (the provider's `n`)
     observations: ObservationTemplates
+    tool_format: ToolFormatTemplates
+    tools: dict[str, dict[str, Any]]  # the core's actions as tools: the JSON schema of each one's parameters
+
+    @cached_property
+    def with_tools(self) -> Templates:
+        """These templates for a run whose actions are tools."""
+        return self.model_copy(update=self.tool_format.model_dump())
 
 
 class PatchSettings(Strict):
@@ -219,7 +245,7 @@ class PatchSettings(Strict):
 
 
 class SweBenchSettings(Strict):
-    eval_timeout: PositiveFloat
+    eval_timeout: Seconds
     eval_script: str
 
 
@@ -241,16 +267,40 @@ class CoreSettings(Strict):
         return validate(type(self), [(origin, self.model_dump(mode="python")), (origin, values)])
 
 
+class YamlTooLarge(yaml.YAMLError):
+    """A document whose aliases expand beyond YAML_MAX_NODES values (an "alias bomb"): every reader of it would."""
+
+
+def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
+    """The one way a YAML file is read: a safe loader (no python tags), and aliases expanded within YAML_MAX_NODES
+    values. The loader shares an alias's value instead of copying it, so loading a bomb is cheap; merging, validating
+    or printing it is not: it is measured here, stopping at the limit."""
+    data = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader, or one derived from it)
+    stack, count = [data], 0
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > YAML_MAX_NODES:
+            raise YamlTooLarge(f"its aliases expand to more than {YAML_MAX_NODES:,} values")
+        if isinstance(value, dict):
+            stack += [*value.keys(), *value.values()]
+        elif isinstance(value, list):
+            stack += value
+    return data
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping; every problem with the file is a ConfigError naming it."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a config file") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file") from None
+    except YamlTooLarge as error:
+        raise ConfigError(f"{path}: refused: {error}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     if data is None:

@@ -70,18 +70,20 @@ ActionRun = Callable[[OperationNode], ActionResult]
 @dataclass(frozen=True)
 class Action:
     """An action of a variant, `run(ctx, state, node)`, raising `ParamError` for bad parameters like the core's;
-    `absent(ctx, params)`: what it answers in a run without the variant."""
+    `absent(ctx, params)`: what it answers in a run without the variant; `schema`: its parameters' JSON schema, its
+    `description` the tool's where the actions are tools (llm_ide/action_tools.py)."""
 
     run: Callable[[Any, State, OperationNode], ActionResult]
     absent: Callable[[Any, dict[str, Any]], ActionOutcome]
     bare: bool = False  # its parameters may be left out (`<name></name>`)
+    schema: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ModelRequest:
     """One model call of the step: `kind` (act, reflect, or a variant's own), the messages, `n` replies (`batched`: in
-    one request where the provider takes `n`), on `model` (None: the agent's); `parse` reads a reply of this kind
-    (raising FormatError), for a wrapper that judges them."""
+    one request where the provider takes `n`), on `model` (None: the agent's), with the actions as `tools` (or none);
+    `parse` reads a reply of this kind (raising FormatError), for a wrapper that judges them."""
 
     kind: str
     messages: list[Message]
@@ -89,6 +91,7 @@ class ModelRequest:
     model: Model | None = None
     n: int = 1
     batched: bool = True
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

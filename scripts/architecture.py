@@ -37,12 +37,13 @@ SKIPPED = ("tools/packages/", "demo/")
 # Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
-                    "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py")),
+                    "cache_hints.py", "calls.py", "tool_calls.py", "budget.py", "inputs.py", "faults.py",
+                    "patterns.py")),
     ("settings and memory", ("settings.py", "prompting.py", "state/")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py",
                         "call_policy.py", "workspace/")),
-    ("agent core", ("actions.py", "commands.py", "parsing.py", "conversation.py", "resources.py", "variant.py",
-                    "verification.py", "recovery.py", "nodes/", "graph.py")),
+    ("agent core", ("actions.py", "action_tools.py", "commands.py", "parsing.py", "conversation.py", "resources.py",
+                    "variant.py", "verification.py", "recovery.py", "nodes/", "graph.py")),
     ("variants", ("navigator/", "sampling/", "messages/", "reproduction/")),
     ("composition", ("composition.py", "config.py")),
     ("driver", ("run/",)),

@@ -11,7 +11,8 @@ characters, edit grounding (the pre-image lines of each edit present in the prom
 ±3 lines around each edit, reference recall (pooled: all lines or references of all runs; and the median per run).
 `--set tune|heldout` picks a part of the split in scripts/replay_split.yaml (tune on one, judge on the other).
 Each `--config FILE` is a variant of the memory's settings, replayed and shown side by side (the first one's figures
-make the RESULT line, the others' keys are prefixed with their file's name). Definitions: docs/replay.md.
+make the RESULT line, the others' keys are prefixed with their file's name). `--action-format both` replays each
+variant with the actions in the text and as tools (`NAME+tools`), side by side. Definitions: docs/replay.md.
 """
 
 from __future__ import annotations
@@ -71,15 +72,22 @@ def variant_name(variant: Path | None) -> str:
     return variant.stem if variant else "default"
 
 
-def replay_one(data: Path, instance: str, variant: Path | None, out: Path, single_call: bool) -> Run:
+def run_name(variant: Path | None, action_format: str) -> str:
+    return variant_name(variant) + ("+tools" if action_format == "tools" else "")
+
+
+def replay_one(
+    data: Path, instance: str, variant: Path | None, out: Path, single_call: bool, action_format: str = "text"
+) -> Run:
     """`llm-ide replay` in its own process; its replay.json read back."""
     trajectory = data / "trajectories" / "mini-swe-agent" / f"{instance}.traj.json"
     command = [sys.executable, "-m", "llm_ide", "replay", str(trajectory), "--repo", str(bundle_of(data, instance))]
     command += ["--out", str(out), "--misses", "0", *(["--config", str(variant)] if variant else [])]
     command += ["--single-call"] if single_call else []
+    command += ["--action-format", action_format]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    run = read_run(variant_name(variant), instance, out, time.perf_counter() - started)
+    run = read_run(run_name(variant, action_format), instance, out, time.perf_counter() - started)
     if run.report is None:
         run.error = (done.stderr or done.stdout).strip()[-500:]
     return run
@@ -339,20 +347,29 @@ def selected(
 
 
 def replay_all(
-    data: Path, instances: list[str], variants: list[Path | None], folder: Path, single_call: bool, jobs: int
+    data: Path,
+    instances: list[str],
+    variants: list[Path | None],
+    formats: list[str],
+    folder: Path,
+    single_call: bool,
+    jobs: int,
 ) -> list[Run]:
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [
-            pool.submit(replay_one, data, instance, variant, folder / variant_name(variant) / instance, single_call)
+            pool.submit(
+                replay_one, data, instance, variant, folder / run_name(variant, kind) / instance, single_call, kind
+            )
             for variant in variants
+            for kind in formats
             for instance in instances
         ]
         return [future.result() for future in futures]
 
 
-def kept_runs(folder: Path, instances: list[str], variants: list[Path | None]) -> list[Run]:
-    """The runs a former `--out` kept: `folder/<variant>/<instance>/replay.json`."""
-    names = [variant_name(variant) for variant in variants] if variants != [None] else None
+def kept_runs(folder: Path, instances: list[str], variants: list[Path | None], formats: list[str]) -> list[Run]:
+    """The runs a former `--out` kept: `folder/<variant>[+tools]/<instance>/replay.json`."""
+    names = [run_name(variant, kind) for variant in variants for kind in formats] if variants != [None] else None
     names = names or sorted(path.name for path in folder.iterdir() if path.is_dir()) or [variant_name(None)]
     return [read_run(name, instance, folder / name / instance) for name in names for instance in instances]
 
@@ -386,6 +403,9 @@ def main(
     only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat, or comma-separated).")] = None,
     repo: Annotated[list[str] | None, typer.Option(help="Only these repositories (`sympy`; repeat).")] = None,
     jobs: Annotated[int, typer.Option(help="Replays at once (each its own process).")] = 2,
+    action_format: Annotated[
+        str, typer.Option(help="llm-ide's actions: text, tools, or both (each variant in both, side by side).")
+    ] = "text",
     data: Annotated[Path, typer.Option(help="The shared data folder.")] = DATA,
     out: Annotated[
         Path | None, typer.Option(help="Keep each replay's report, wire log and run here.", show_default="not kept")
@@ -398,13 +418,16 @@ def main(
     console = Console(width=max(Console().width, 200))
     instances = selected(data, part, only, repo, quick)
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
+    formats = ["text", "tools"] if action_format == "both" else [action_format]
+    if not set(formats) <= {"text", "tools"}:
+        raise SystemExit(f"--action-format: text, tools or both, not {action_format}")
     started = time.perf_counter()
     if reports is not None:
-        done = kept_runs(reports, instances, variants)
+        done = kept_runs(reports, instances, variants, formats)
     else:
         folder = out or Path(tempfile.mkdtemp(prefix="bench-replay-"))
         try:
-            done = replay_all(data, instances, variants, folder, single_call, jobs)
+            done = replay_all(data, instances, variants, formats, folder, single_call, jobs)
         finally:
             if out is None:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -7,8 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import make_git_repo
 
-from llm_ide.parsing import joined_script
+from llm_ide.actions import CORE_GRAMMAR
+from llm_ide.config import load_config
+from llm_ide.parsing import joined_script, parse_action, parse_reflection, split_reflection
+from llm_ide.run.single import run_task
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
@@ -28,7 +32,22 @@ def single_call(responses: list[str]) -> list[str]:
     return [str(reply) for reply in joined_script(list(responses))]
 
 
-def write_script(path: Path, responses: list[str]) -> str:
+def tool_script(responses: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """A two-call script as the replies of a single-call run whose actions are tools: each reply's text (the verdict
+    on the operation before, then the reasoning), the tool it calls and the call's arguments."""
+    replies = []
+    for reply in single_call(responses):
+        tagged, rest = split_reflection(reply) if reply.startswith("<bad_action>") else ("", reply)
+        action = parse_action(rest, CORE_GRAMMAR)
+        verdict = parse_reflection(tagged) if tagged else None
+        terse = f"{'bad' if verdict.bad_action else 'good'}: {verdict.summary}" if verdict else ""
+        terse += "".join(f"\nlesson: {line.lstrip('- ')}" for line in verdict.lessons.splitlines()) if verdict else ""
+        text = f"{terse}\n{action.thought}" if verdict else action.thought
+        replies.append((text, action.action_type, action.action_params))
+    return replies
+
+
+def write_script(path: Path, responses: list[Any]) -> str:
     path.write_text(yaml.safe_dump({"responses": responses}, sort_keys=False))
     return f"scripted:{path}"
 
@@ -108,3 +127,20 @@ CART_FIX = act(
 )
 CART_TESTS = act("Run the tests[1](shop/cart.py:14).", "bash", command=TEST_COMMAND)
 CART_SUBMIT = act("Fixed and tested.", "submit")
+
+
+def cart_run(tmp_path: Path, spec: str, url: str | None, variants: list | None = None, **values: Any) -> Any:
+    """A run at the cart's bug (`Cart.total ignores quantities.`) in a repository of BUGGY_FILES made in `tmp_path`
+    (`values`: config sections; the model's with no retries): its result."""
+    model = {"max_retries": 0, "timeout": 30, **values.pop("model", {})}
+    settings = load_config("default", environment={"tools": []}, model=model, **values)
+    return run_task(
+        "Cart.total ignores quantities.",
+        model=spec,
+        base_url=url,
+        settings=settings,
+        output_dir=tmp_path / "out",
+        run_id="t",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        variants=variants or [],
+    )

@@ -15,10 +15,12 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
   `drip` seconds between the bytes of the whole response (a slow-drip server).
 A request with `"stream": true` gets its reply as server-sent events, one chunk per word (and the usage last when
 `stream_options.include_usage` asks for it, unless `stream_usage=False`: a server that never sends it); with
-`Reply(gate=PATH)` only the first word is sent until PATH exists. `Reply(finish_reason="length")` is a reply cut at
-the length limit, `Reply(delay=S)` one that starts after S seconds. GET `/v1/models` lists `models` (`None`: 404).
-`server.requests` records every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers
-the same replies in Anthropic's Messages API shape.
+`Reply(gate=PATH)` only the first word is sent until PATH exists (not streamed: nothing is).
+`Reply(finish_reason="length")` is a reply cut at the length limit, `Reply(delay=S)` one that starts after S seconds.
+GET `/v1/models` lists `models` (`None`: 404). `server.requests` records every request (path, headers, parsed body)
+in arrival order. POST `/v1/messages` answers the same replies in Anthropic's Messages API shape.
+`Reply(tool_calls=(("view", {"path": "a.py"}),))` calls tools after its text: OpenAI's `tool_calls` (arguments given
+as a str are sent as they are, JSON or not; streamed as deltas), Anthropic's `tool_use` blocks.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     drip: float = 0.0
     choices: tuple[str, ...] = ()  # several choices (a request with `n`): these texts instead of `text`
-    gate: str | None = None  # streamed: the rest of the reply waits until this file exists
+    gate: str | None = None  # the reply (streamed: all but its first word) waits until this file exists
     finish_reason: str = "stop"  # "length": cut at the request's max_tokens (Anthropic: stop_reason max_tokens)
     delay: float = 0.0  # seconds before this reply starts (a local model on CPU reading a long prompt)
+    tool_calls: tuple[tuple[str, Any], ...] = ()  # (tool name, arguments: a mapping, or a str sent as it is)
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,26 @@ def error_body(status: int, model: str, message: str | None) -> dict[str, Any]:
     return {"error": {"message": text, "type": kind, "param": None, "code": code}}
 
 
+def arguments(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def openai_calls(reply: Reply, index: int) -> list[dict[str, Any]]:
+    return [
+        {"id": f"call_{index}_{position}", "type": "function", "function": {"name": name, "arguments": arguments(args)}}
+        for position, (name, args) in enumerate(reply.tool_calls)
+    ]
+
+
+def finish(reply: Reply) -> str:
+    return "tool_calls" if reply.tool_calls and reply.finish_reason == "stop" else reply.finish_reason
+
+
 def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[str, Any]:
     text = reply.text or ""
     prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
+    message: dict[str, Any] = {"role": "assistant", "refusal": None}
+    message |= {"tool_calls": openai_calls(reply, index)} if reply.tool_calls else {}
     body: dict[str, Any] = {
         "id": f"chatcmpl-test-{index}",
         "object": "chat.completion",
@@ -106,8 +126,8 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
         "choices": [
             {
                 "index": position,
-                "message": {"role": "assistant", "content": choice, "refusal": None},
-                "finish_reason": reply.finish_reason,
+                "message": {**message, "content": choice or (None if reply.tool_calls else choice)},
+                "finish_reason": finish(reply),
                 "logprobs": None,
             }
             for position, choice in enumerate(reply.choices or (text,))
@@ -126,13 +146,17 @@ def completion_body(reply: Reply, request: dict[str, Any], index: int) -> dict[s
 def anthropic_body(reply: Reply, request: dict[str, Any], index: int) -> dict[str, Any]:
     """The same reply in Anthropic's Messages API shape (POST `/v1/messages`, for `ChatAnthropic(base_url=...)`)."""
     text = reply.text or ""
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{index}_{position}", "name": name, "input": args}
+        for position, (name, args) in enumerate(reply.tool_calls)
+    ]
     return {
         "id": f"msg_test_{index}",
         "type": "message",
         "role": "assistant",
         "model": request.get("model", "unknown"),
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "max_tokens" if reply.finish_reason == "length" else "end_turn",
+        "content": [*([{"type": "text", "text": text}] if text or not calls else []), *calls],
+        "stop_reason": "max_tokens" if reply.finish_reason == "length" else "tool_use" if calls else "end_turn",
         "stop_sequence": None,
         "usage": {
             "input_tokens": (reply.input_tokens or 100) - (reply.cached_tokens or 0) - (reply.cache_write_tokens or 0),
@@ -207,6 +231,18 @@ class OpenAIServer:
             return index, self._replies[min(index, len(self._replies) - 1)]
 
 
+def stream_calls(reply: Reply, index: int) -> list[dict[str, Any]]:
+    """The tool calls as streamed deltas: each call's id and name, then its arguments in pieces."""
+    deltas: list[dict[str, Any]] = []
+    for position, call in enumerate(openai_calls(reply, index)):
+        head = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
+        deltas.append({"tool_calls": [{"index": position, **head}]})
+        text = call["function"]["arguments"]
+        for start in range(0, len(text), 16):
+            deltas.append({"tool_calls": [{"index": position, "function": {"arguments": text[start : start + 16]}}]})
+    return deltas
+
+
 def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -236,6 +272,9 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             request = body if isinstance(body, dict) else {}
             if server.latency or reply.delay:
                 server._closing.wait(server.latency + reply.delay)
+            while reply.gate and not request.get("stream") and not Path(reply.gate).exists():
+                if server._closing.wait(0.02):
+                    return
             if server._together is not None and index < server.together:
                 try:
                     server._together.wait(timeout=server.hang_seconds)
@@ -286,8 +325,9 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             base = {key: body[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
             pieces = re.findall(r"\s*\S+\s*", reply.text or "") or [""]
             events = [{"role": "assistant", "content": pieces[0]}, *({"content": piece} for piece in pieces[1:])]
+            events += stream_calls(reply, index)
             chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in events]
-            chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]})
+            chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish(reply)}]})
             asked = (request.get("stream_options") or {}).get("include_usage")
             if asked and server.stream_usage and "usage" in body:
                 chunks.append({**base, "choices": [], "usage": body["usage"]})

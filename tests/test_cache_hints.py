@@ -3,27 +3,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
-from conftest import make_git_repo
-from openai_server import OpenAIServer
+from agent_script import FIX_SCRIPT, cart_run, single_call, tool_script
+from openai_server import OpenAIServer, Reply
 
-from llm_ide.config import load_config
-from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 
-def run_against(tmp_path: Path, model: str, base_url: str, cache_hints: bool = True) -> dict:
-    client = {"max_retries": 0, "timeout": 10, "cache_hints": cache_hints}
-    settings = load_config("default", environment={"tools": []}, model=client)
-    result = run_task(
-        "Cart.total ignores quantities.",
-        model=model,
-        base_url=base_url,
-        settings=settings,
-        output_dir=tmp_path / "out",
-        run_id="t1",
-        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
-    )
+def run_against(
+    tmp_path: Path, model: str, base_url: str, cache_hints: bool = True, action_format: str = "auto"
+) -> dict:
+    client = {"timeout": 10, "cache_hints": cache_hints, "action_format": action_format}
+    result = cart_run(tmp_path, model, base_url, model=client)
     assert result.exit_status == "submitted", result.error
     return load_trajectory(result.trajectory_path)
 
@@ -38,11 +28,18 @@ def test_openai_requests_of_a_run_share_one_prompt_cache_key(tmp_path: Path, cac
     assert len(found) == keys and all(key.startswith("llm-ide-") for key in found)
 
 
-def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+TOOL_REPLIES = [Reply(text, tool_calls=((name, args),)) for text, name, args in tool_script(FIX_SCRIPT)]
+
+
+@pytest.mark.parametrize(("action_format", "replies"), [("text", single_call(FIX_SCRIPT)), ("tools", TOOL_REPLIES)])
+def test_anthropic_requests_carry_cache_breakpoints(
+    action_format: str, replies: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In either action format (tools: the actions' results are `tool_result` blocks of the user turns)."""
     pytest.importorskip("langchain_anthropic")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
-    with OpenAIServer(replies=single_call(FIX_SCRIPT)) as server:
-        run_against(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"))
+    with OpenAIServer(replies=replies) as server:
+        run_against(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"), action_format=action_format)
     assert len(server.requests) == 5
     for request in server.requests:
         body = request.body
@@ -60,3 +57,4 @@ def test_anthropic_requests_carry_cache_breakpoints(tmp_path: Path, monkeypatch:
         last = body["messages"][-1]["content"]
         assert isinstance(last, list) and last[-1]["cache_control"] == {"type": "ephemeral"}
         assert "## Code Context (as of operation" in body["messages"][0]["content"][0]["text"]
+        assert ("tools" in body) == (action_format == "tools")

@@ -5,6 +5,8 @@ does with its output, no control sequences on the console, and a patch that surv
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +22,7 @@ from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.errors import EnvironmentFailure
 from llm_ide.run.single import run_task
 from llm_ide.workspace.patch import extract_patch, keep_base
 
@@ -178,7 +181,10 @@ def test_the_patch_survives_a_deleted_git_directory(tmp_path: Path, sabotage: st
     (repo / "a.py").write_text("x = 2\n")
     (repo / "b.py").unlink()
     (repo / "new.py").write_text("y = 1\n")
-    assert env.execute(sabotage).returncode == 0
+    with contextlib.suppress(EnvironmentFailure):  # a deleted .git is said at once; one made again may reuse its inode
+        env.execute(sabotage)
+    with pytest.raises(EnvironmentFailure, match="its base commit [0-9a-f]{12} is gone from it"):
+        keep_base(env, base).check_repository()  # what each snapshot and the end of a run check
     patch = extract_patch(env, base, load_config("default").patch)
     assert "-x = 1\n+x = 2\n" in patch
     assert "deleted file mode" in patch and "+y = 1" in patch
@@ -272,3 +278,39 @@ def test_an_unsandboxed_run_says_so_on_the_console(tmp_path: Path) -> None:
     assert done.stderr.splitlines()[0] == warning
     assert done.stdout.index("… starting environment") < done.stdout.index("step   1 bash: ls")
     assert warning in next((tmp_path / "out").glob("*.log")).read_text()
+
+
+@pytest.mark.parametrize(
+    ("who", "sabotage"),
+    [
+        ("command", "rm -rf .git"),
+        ("command", "rm -rf .git && git init -q"),
+        ("reproduction script", ""),
+    ],
+)
+def test_a_run_whose_git_goes_ends_with_environment_error_and_keeps_its_work(
+    tmp_path: Path, who: str, sabotage: str
+) -> None:
+    """Issue 32 §6: a reproduction script deleted the user's `.git` (a local run works in place) and the run still
+    ended `submitted`, nothing said. Now the run ends `environment_error` with a line saying it, and its patch (the
+    last worktree snapshot it holds: the edit before the loss) is written in the output folder."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
+    if who == "command":
+        steps += [act("Break it.", "bash", command=f"echo 'y = 1' > b.py; {sabotage}"), reflect(False, "Broke.")]
+    steps.append(act("Done.", "submit"))
+    (tmp_path / "reproduce.sh").write_text("if grep -q 'x = 2' a.py; then rm -rf .git; fi; echo checked\n")
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
+    args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g"]
+    args += ["--reproduction", str(tmp_path / "reproduce.sh")] if who != "command" else []
+    done = subprocess.run([sys.executable, "-m", "llm_ide", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "environment_error after" in done.stdout
+    assert (
+        "was deleted or replaced" in done.stderr and "the patch kept is the run's last worktree snapshot" in done.stderr
+    )
+    trajectory = json.loads((tmp_path / "out" / "g.traj.json").read_text())
+    assert trajectory["info"]["exit_status"] == "environment_error"
+    patch = (tmp_path / "out" / "g.patch").read_text()
+    assert patch == trajectory["info"]["submission"] and "-x = 1\n+x = 2\n" in patch and "b.py" not in patch

@@ -5,11 +5,14 @@ workdir, and a patch that survives a deleted `.git`."""
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
 
@@ -112,3 +115,67 @@ def test_the_timeout_holds_whatever_the_command_does_with_its_output(run_id: str
         result = env.execute(command, timeout=3)
         assert result.timed_out and result.duration < 60
         assert env.execute("echo next").output == "next\n"
+
+
+CAPABILITIES = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7}
+CAPABILITIES |= {"NET_BIND_SERVICE": 10}
+
+
+def status_of(env) -> dict[str, str]:
+    """The command's own /proc/self/status lines that say what it may do, and its user."""
+    lines = env.execute("grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; echo uid: $(id -u)").output
+    return dict(line.split(":\t") if ":\t" in line else line.split(": ") for line in lines.splitlines())
+
+
+def test_root_keeps_eight_capabilities_gains_no_privilege_and_has_a_cpu_limit(run_id: str, tmp_path: Path) -> None:
+    """Issue 32 §10: containers ran as root with Docker's 14 default capabilities, without no-new-privileges and
+    without a CPU limit. Now (an image that declares no user, as SWE-bench's: root) root keeps the 8 capabilities
+    ordinary commands need (files of others, processes, ids, low ports), none of MKNOD, NET_RAW, SETFCAP, SETPCAP,
+    SYS_CHROOT, AUDIT_WRITE; a setuid program gains nothing; two CPUs by default (at most the engine's)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with make_environment(settings().environment, repo, run_id) as env:
+        status = status_of(env)
+        kept = sum(1 << bit for bit in CAPABILITIES.values())
+        assert (int(status["CapBnd"], 16), int(status["CapEff"], 16)) == (kept, kept)
+        assert (status["NoNewPrivs"], status["uid"]) == ("1", "0")
+        assert "Operation not permitted" in env.execute("mknod /tmp/null-again c 1 3").output  # MKNOD dropped
+        assert env.execute("chown 1234 a.py && git add -A && echo ok").output == "ok\n"  # what root still does
+        host = env.client.api.inspect_container(env.container_id)["HostConfig"]
+        cpus = min(2.0, float(env.client.info()["NCPU"]))
+        added = sorted(name.removeprefix("CAP_") for name in host["CapAdd"])  # the engine may write them CAP_X
+        assert (host["CapDrop"], added) == (["ALL"], sorted(CAPABILITIES))
+        assert host["SecurityOpt"] == ["no-new-privileges:true"]
+        assert host["NanoCpus"] == int(cpus * 1e9)
+
+
+@pytest.fixture
+def user_image() -> Iterator[str]:
+    """The base image with a user of its own declared (USER), made for the test and removed after it."""
+    client = base_image_client()
+    tag = f"llm-ide-test-user:{uuid.uuid4().hex[:10]}"
+    dockerfile = f"FROM {BASE_IMAGE}\nRUN useradd -m -u 1500 dev\nUSER dev\n".encode()
+    client.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True)
+    yield tag
+    with contextlib.suppress(docker.errors.APIError):
+        client.images.remove(tag, force=True)
+
+
+@pytest.mark.parametrize(("user", "uid"), [("auto", "1500"), ("1200:1200", "1200")])
+def test_the_commands_run_as_the_images_user_or_the_one_set(
+    run_id: str, tmp_path: Path, user_image: str, user: str, uid: str
+) -> None:
+    """A non-root user where the image declares one (`user: auto`), or the one `environment.user` names: the copied
+    repository, the tools folder and our own files are theirs; edits, commands and the patch work as for root."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = settings(image=user_image, user=user)
+    with make_environment(config.environment, repo, run_id) as env:
+        status = status_of(env)
+        assert (status["uid"], int(status["CapEff"], 16), status["NoNewPrivs"]) == (uid, 0, "1")
+        base = git(repo, "rev-parse", "HEAD").strip()
+        keep_base(env, base)
+        env.write_file("a.py", b"x = 2\n")
+        script = "echo y > b.py && mkdir -p /tools/t && touch /tools/t/x && stat -c %u a.py b.py /tools/t/x"
+        assert env.execute(script).output.split() == [uid] * 3
+        assert "Permission denied" in env.execute("touch /etc/planted").output
+        patch = extract_patch(env, base, config.patch)
+        assert "-x = 1\n+x = 2\n" in patch and "+y" in patch

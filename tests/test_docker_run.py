@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import BASE_IMAGE, git, require_docker
 
-from llm_ide.cli.run import DEMO_DIR
+from llm_ide.cli.demo import DEMO_DIR
 
 
 def containers(label: str) -> list[str]:

@@ -9,9 +9,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import agent_script
 import pytest
 import yaml
-from conftest import unavailable
+from agent_script import act, reflect
+from conftest import make_git_repo, unavailable
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide.inspector.layout import assign_lanes
@@ -363,3 +365,79 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
     html = page.read_text()
     assert '<span class="resolved-error">1 evaluation errors</span>' in html
     assert f'<td class="resolved-error">{detail}</td>' in html and html.count('data-resolved="error"') == 1
+
+
+HOSTILE = (
+    "<!-- badges -->\n</script><script>document.title = 'pwned'</script>\nline\u2028separator\u2029 & &amp; <b>x</b>\n"
+)
+
+
+def test_any_text_of_a_run_round_trips_through_its_page(browser, tmp_path: Path) -> None:
+    """Issue 32 §1: a README with `<!-- badges -->` broke the page's script (the tree drew, no node opened). An
+    observation, a thought, a reflection and a prompt holding `<!--`, `</script>`, U+2028/U+2029 and `&` show exactly
+    as recorded; nothing of them runs."""
+    from selenium.webdriver.common.by import By
+
+    repo = make_git_repo(tmp_path / "repo", {"README.md": HOSTILE})
+    steps = [
+        act("Read it <!-- here --> </script>.", "bash", command="cat README.md"),
+        reflect(False, "Read \u2028 it."),
+    ]
+    model = agent_script.write_script(tmp_path / "s.yaml", [*steps, act("Done & </script>.", "submit")])
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    out = tmp_path / "out"
+    args = ["--repo", str(repo), "--task", HOSTILE, "--model", model, "--config", str(tmp_path / "c.yaml")]
+    run = cli("run", *args, "--output", str(out), "--thread-id", "h")
+    assert run.returncode == 0, run.stderr
+    data = load_trajectory(out / "h.traj.json")
+    operations = data["operations"]
+    assert all(part in operations[0]["observation"] for part in ("<!-- badges -->", "</script>", "\u2028", "&amp;"))
+    page = tmp_path / "h.html"
+    assert cli("inspect", str(out / "h.traj.json"), "--html", str(page)).returncode == 0
+    browser.get(page.as_uri())
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#tree .node")
+    assert len(nodes) == len(operations) == 2
+    for node, operation in zip(nodes, operations, strict=True):
+        node.click()
+        assert text_of(browser.find_element(By.ID, "panel-observation")) == operation["observation"]
+        assert text_of(browser.find_element(By.ID, "panel-thought")) == operation["thought"]
+        for call in browser.find_elements(By.CSS_SELECTOR, "#panel-calls details.call"):
+            index = int(text_of(call.find_element(By.CSS_SELECTOR, "summary")).split()[0].lstrip("#"))
+            recorded = next(c for c in data["model_calls"] if c["index"] == index)
+            assert text_of(call.find_element(By.CSS_SELECTOR, "pre.prompt")) == recorded["prompt"]
+            assert HOSTILE.strip() in recorded["prompt"]
+    assert browser.title != "pwned" and browser.get_log("browser") == []
+
+
+@pytest.mark.parametrize(
+    ("instance_id", "trajectory", "said"),
+    [
+        ("../../x", None, "instance id '../../x': a path, not a name"),
+        ("{elsewhere}/x", None, "a path, not a name"),
+        ("..", None, "instance id '..': a path, not a name"),
+        ("ok__id-1", "{elsewhere}/t.traj.json", "ok__id-1: its trajectory {elsewhere}/t.traj.json is outside"),
+        ("ok__id-1", "../../elsewhere/t.traj.json", "its trajectory ../../elsewhere/t.traj.json is outside"),
+    ],
+)
+def test_ids_and_paths_from_a_batch_never_leave_its_folder(
+    demo_run, tmp_path: Path, instance_id: str, trajectory: str | None, said: str
+) -> None:
+    """Issue 32 §2: an instance id `../../x` or an absolute path in exit_statuses.yaml made `report --html` write
+    x.html there, then crash. Now: one line, exit 2, nothing written anywhere."""
+    _, page = demo_run
+    elsewhere = tmp_path / "elsewhere"
+    batch = tmp_path / "a" / "b" / "batch"
+    instance_id, said = instance_id.format(elsewhere=elsewhere), said.format(elsewhere=elsewhere)
+    info = {"exit_status": "submitted"} | ({"trajectory": trajectory.format(elsewhere=elsewhere)} if trajectory else {})
+    batch.mkdir(parents=True)
+    (batch / "exit_statuses.yaml").write_text(yaml.safe_dump({"instances": {instance_id: info}}))
+    demo = page.with_name("d") / "run" / "demo.traj.json"
+    for folder in {(batch / instance_id).resolve(), elsewhere}:  # real trajectories where the paths lead
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (f"{Path(instance_id).name}.traj.json", "t.traj.json"):
+            (folder / name).write_bytes(demo.read_bytes())
+    before = sorted(tmp_path.rglob("*"))
+    done = cli("report", str(batch), "--html", str(tmp_path / "out" / "report.html"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"error: {batch / 'exit_statuses.yaml'}: ") and said in done.stderr
+    assert sorted(tmp_path.rglob("*")) == before

@@ -33,24 +33,25 @@ def process_gone(pid: int, wait: float = 5.0) -> bool:
     return False
 
 
-def running(marker: str) -> list[int]:
-    """Host pids of the processes whose command line holds `marker` (pids inside a sandbox differ from the host's)."""
+def running(marker: str, where: str = "cmdline") -> list[int]:
+    """Host pids of the processes whose command line (or environment: `where`) holds `marker` (pids inside a sandbox
+    differ from the host's)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and entry.name != str(os.getpid()):
             try:
-                cmdline = (entry / "cmdline").read_bytes()
+                cmdline = (entry / where).read_bytes()
                 state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (FileNotFoundError, ProcessLookupError, IndexError):
+            except (OSError, IndexError):
                 continue
             if marker.encode() in cmdline and state not in {"Z", "X"}:
                 found.append(int(entry.name))
     return found
 
 
-def all_gone(marker: str, wait: float = 5.0) -> bool:
+def all_gone(marker: str, wait: float = 5.0, where: str = "cmdline") -> bool:
     end = time.monotonic() + wait
-    while running(marker):
+    while running(marker, where):
         if time.monotonic() > end:
             return False
         time.sleep(0.05)

@@ -92,7 +92,7 @@ def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
         pytest.approx(cost),
         cache_read_tokens=6000,
         cache_write_tokens=3000,
-        finish_reason="end_turn",
+        finish_reason="stop",  # Anthropic's end_turn, in OpenAI's words
     )
 
 

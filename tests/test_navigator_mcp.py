@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from llm_ide.run.trajectory import load_trajectory
 TESTS_DIR = Path(__file__).resolve().parent
 CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
 READY = "navigator serving at "
+TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"  # where servers and clients find the token (documented)
 TESTS_DIFF = "--- a/tests/test_cart.py\n+++ b/tests/test_cart.py\n@@ -1 +1 @@\n-assert total == 9\n+assert True\n"
 CODE_DIFF = "--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1 +1 @@\n-RATE = 0.1\n+RATE = 0.2\n"
 FIX_DIFF = (
@@ -61,46 +63,73 @@ Serve = Callable[..., str]
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Serve]:
-    """Start `llm-ide navigator serve --port 0 ARGS…`; return its URL once the server says it accepts requests."""
+def token(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The served navigators' bearer token, in the variable both the servers and the clients read."""
+    value = f"test-{uuid.uuid4().hex}"
+    monkeypatch.setenv(TOKEN_VARIABLE, value)
+    return value
+
+
+def launch(tmp_path: Path, args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """`llm-ide navigator serve --port 0 ARGS…` with `env`: the process, its URL once it accepts requests, and the
+    lines it printed before."""
+    log = tmp_path / f"serve-{uuid.uuid4().hex[:8]}.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [*CLI, "navigator", "serve", "--port", "0", *args],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    printed = []
+    for line in process.stdout:
+        if line.startswith(READY):
+            return process, line.removeprefix(READY).strip(), printed
+        printed.append(line)
+    process.wait(timeout=30)
+    pytest.fail(f"navigator serve exited {process.returncode} before it was ready: {log.read_text()}")
+
+
+def stop(process: subprocess.Popen[str]) -> int:
+    process.terminate()
+    try:
+        return process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+    finally:
+        process.stdout.close()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, token: str) -> Iterator[Serve]:
+    """Start `llm-ide navigator serve --port 0 ARGS…` (with the `token`); return its URL once the server says it
+    accepts requests."""
     processes: list[subprocess.Popen[str]] = []
 
     def start(*args: str, env: dict[str, str] | None = None) -> str:
-        log = tmp_path / f"serve-{len(processes)}.log"
-        with log.open("w") as stderr:
-            process = subprocess.Popen(
-                [*CLI, "navigator", "serve", "--port", "0", *args],
-                cwd=tmp_path,
-                env={**os.environ, "PYTHONPATH": str(TESTS_DIR), **(env or {})},
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-            )
+        process, url, _ = launch(tmp_path, list(args), {**os.environ, **(env or {})})
         processes.append(process)
-        for line in process.stdout:
-            if line.startswith(READY):
-                return line.removeprefix(READY).strip()
-        process.wait(timeout=30)
-        pytest.fail(f"navigator serve exited {process.returncode} before it was ready: {log.read_text()}")
+        return url
 
     yield start
-    stopped = []
-    for process in processes:
-        process.terminate()
-        try:
-            stopped.append(process.wait(timeout=30))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            stopped.append(process.wait())
-        process.stdout.close()
+    stopped = [stop(process) for process in processes]
     assert stopped == [128 + signal.SIGTERM] * len(processes)  # a graceful stop on SIGTERM, the navigator closed
 
 
 async def sdk_round_trip(url: str) -> dict[str, Any]:
     """What any MCP client sees: the tools with their input and output schemas, and the structured answers."""
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with Client(url) as client:
+    headers = {"Authorization": f"Bearer {os.environ[TOKEN_VARIABLE]}"}  # what any MCP client is configured with
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         calls = [
             ("request_permission", {"action": "edit tests/test_cart.py", "diff": TESTS_DIFF, "reason": "make it pass"}),
@@ -261,15 +290,66 @@ def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decisi
         ({"Origin": "http://attacker.example"}, 403),  # a web page's request
     ],
 )
-def test_only_loopback_names_reach_the_served_navigator(serve: Serve, headers: dict[str, str], status: int) -> None:
+def test_only_loopback_names_reach_the_served_navigator(
+    serve: Serve, token: str, headers: dict[str, str], status: int
+) -> None:
     import httpx
 
     url = serve("--navigator", "remote_navigators:RulesNavigator")
     hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
-    accept = {"Accept": "application/json, text/event-stream"}
+    accept = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
     response = httpx.post(url, json=body, headers={**accept, **headers}, timeout=60)
     assert response.status_code == status
+
+
+def initialize(url: str, headers: dict[str, str]) -> Any:
+    import httpx
+
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "local", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    accept = {"Accept": "application/json, text/event-stream"}
+    return httpx.post(url, json=body, headers={**accept, **headers}, timeout=60)
+
+
+def test_the_served_navigator_answers_only_requests_with_its_token(
+    serve: Serve, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 §8: any local process could call the tools and spend the navigator's model budget. A request without
+    the token, or with another one, gets 401 and a Bearer challenge (as the MCP authorization spec answers); a client
+    without it is told in one line what to set."""
+    url = serve("--navigator", "remote_navigators:RulesNavigator")
+    for headers, error in [({}, "invalid_request"), ({"Authorization": f"Bearer {token}x"}, "invalid_token")]:
+        refused = initialize(url, headers)
+        assert (refused.status_code, refused.json()) == (401, {"error": error})
+        assert refused.headers["WWW-Authenticate"] == f'Bearer realm="llm-ide-navigator", error="{error}"'
+    assert initialize(url, {"Authorization": f"Bearer {token}"}).status_code == 200
+    assert McpNavigator(url).request_review(ReviewRequest(patch=CODE_DIFF, summary="s")).passed is True
+    monkeypatch.setenv(TOKEN_VARIABLE, "not-the-token")
+    with pytest.raises(NavigatorUnavailable) as failed:
+        McpNavigator(url).request_review(ReviewRequest(patch=CODE_DIFF))
+    assert str(failed.value) == (
+        f"navigator at {url} refused the request (401): ${TOKEN_VARIABLE} must hold the token "
+        "`llm-ide navigator serve` printed"
+    )
+
+
+def test_a_token_is_made_and_printed_at_start_unless_no_token_is_asked(tmp_path: Path) -> None:
+    env = {name: value for name, value in os.environ.items() if name != TOKEN_VARIABLE}
+    process, url, printed = launch(tmp_path, ["--navigator", "remote_navigators:RulesNavigator"], env)
+    try:
+        (line,) = printed
+        made = line.split()[2]
+        assert line == f"navigator token: {made} (clients: export {TOKEN_VARIABLE}={made})\n" and len(made) >= 40
+        assert initialize(url, {}).status_code == 401
+        assert initialize(url, {"Authorization": f"Bearer {made}"}).status_code == 200
+    finally:
+        assert stop(process) == 128 + signal.SIGTERM
+    process, url, printed = launch(tmp_path, ["--navigator", "remote_navigators:RulesNavigator", "--no-token"], env)
+    try:
+        assert printed == [] and initialize(url, {}).status_code == 200  # today's behaviour, asked for
+    finally:
+        assert stop(process) == 128 + signal.SIGTERM
 
 
 def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:

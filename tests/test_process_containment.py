@@ -10,9 +10,11 @@ import os
 import shutil
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 from test_durability import finish, llm_ide, wait_for
@@ -125,3 +127,103 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
     assert all_gone(one) and all_gone(two) and all_gone(three)
     assert not any(folder.exists() for folder in folders)
     assert not (tmp_path / "out" / "P.leftovers.json").exists()
+
+
+def marked(mark: str) -> list[int]:
+    """Host pids of the live processes whose environment holds the run's mark (`environment.env`): its commands, what
+    they left, and its PID namespace's init and holder."""
+    return running(f"LLM_IDE_TEST_MARK={mark}", "environ")
+
+
+def none_marked(mark: str) -> bool:
+    return all_gone(f"LLM_IDE_TEST_MARK={mark}", 10.0, "environ")
+
+
+def marked_run(tmp_path: Path, mode: str, steps: list[str], config: dict | None = None) -> tuple[Path, list[str], str]:
+    """A run whose every process carries a mark of its own (the init of its namespace too)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", ".gitignore": "waiting\n"})
+    mark = uuid.uuid4().hex
+    config = config or {}
+    environment = {"tools": [], "sandbox": "bwrap" if mode == "bwrap" else "none", "env": {"LLM_IDE_TEST_MARK": mark}}
+    settings = {**config, "environment": {**environment, **config.get("environment", {})}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(settings))
+    model = write_script(tmp_path / "script.yaml", steps)
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--thread-id", "E"]
+    return repo, [*args, "--output", str(tmp_path / "out"), "--config", str(tmp_path / "c.yaml")], mark
+
+
+HANG = [act("Hang.", "bash", command="sleep 600")]
+WAIT = [act("Wait.", "bash", command="touch waiting; sleep 600")]
+ENDINGS: dict[str, tuple[dict, list[str], str | None]] = {  # the run's settings, its last steps, its exit status
+    "submit": ({}, [act("Done.", "submit")], "submitted"),
+    "step limit": ({"agent": {"step_limit": 1}}, [], "step_limit"),
+    "wall-time limit": ({"agent": {"wall_time_limit": 3}}, HANG, "time_limit"),
+    "a hang cut by its timeout": (
+        {"environment": {"command_timeout": 2}},
+        [*HANG, reflect(False, "cut"), act("Done.", "submit")],
+        "submitted",
+    ),
+    "an error": ({"agent": {"max_format_errors": 2}}, ["no action", "no action either"], "format_error"),
+    "Ctrl-C": ({}, WAIT, "interrupted"),
+    "SIGKILL": ({}, WAIT, None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", list(ENDINGS))
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_no_process_of_a_run_outlives_it_however_it_ends(tmp_path: Path, mode: str, ending: str) -> None:
+    """Issue 32 §9: whichever way a run ends, nothing it started is left: not its commands, not what they detached
+    (setsid, a double fork), not its PID namespace's init (`llm-ide-init`, which SIGTERM does not end)."""
+    require(mode)
+    config, last, status = ENDINGS[ending]
+    escape = act("Start them.", "bash", command=escapes("3600", "3601"))
+    repo, args, mark = marked_run(tmp_path, mode, [escape, reflect(False, "started"), *last], config)
+    process = llm_ide(args, tmp_path)
+    if ending in ("Ctrl-C", "SIGKILL"):
+        wait_for(repo / "waiting", process)
+        assert marked(mark), "the run's processes live while it runs"
+        if ending == "Ctrl-C":
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            os.kill(process.pid, signal.SIGKILL)
+    code, output = finish(process)
+    if status is not None:
+        assert json.loads((tmp_path / "out" / "E.traj.json").read_text())["info"]["exit_status"] == status, output
+    assert none_marked(mark), [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in marked(mark)]
+
+
+SETPRIV_HELD = """#!/bin/sh
+# setpriv, except that the start of the run's sandbox (its namespace's init, or its first marked command) waits for
+# the test: llm-ide is killed there, before the death signal of what it started is set
+case "$*" in
+  *llm-ide-init*|*sleep\\ 3602*)
+    if [ -n "$LLM_IDE_RUN_TOKEN" ] && [ ! -e {dir}/go ]; then
+      touch {dir}/holding
+      while [ ! -e {dir}/go ]; do sleep 0.05; done
+    fi;;
+esac
+exec {setpriv} "$@"
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_a_run_killed_as_its_sandbox_starts_leaves_nothing(tmp_path: Path, mode: str) -> None:
+    """Issue 32 §9: the inits left behind came from a llm-ide killed as a sandbox started, before the death signal of
+    the process it started was set (setpriv sets it after the fork): that signal never came. Here llm-ide is SIGKILLed
+    right there (setpriv is held at that moment); then the init ends on its own (its stdin, a pipe only llm-ide held,
+    is closed), and a command whose parent is already gone does not start."""
+    require(mode)
+    steps = [act("Sleep.", "bash", command="sleep 3602"), reflect(False, "slept"), act("Done.", "submit")]
+    repo, args, mark = marked_run(tmp_path, mode, steps)
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / "setpriv").write_text(SETPRIV_HELD.format(dir=held, setpriv=shutil.which("setpriv")))
+    (held / "setpriv").chmod(0o755)
+    env = {**os.environ, "PATH": f"{held}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    process = llm_ide(args, tmp_path, env=env)
+    wait_for(held / "holding", process)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    (held / "go").touch()
+    assert none_marked(mark), [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in marked(mark)]

@@ -135,6 +135,38 @@ def test_a_hand_made_run_measures_what_each_prompt_held(demo: tuple[Path, Path],
     assert run["operations"][1]["action_params"] == {"command": sed}
 
 
+def test_the_replay_answers_with_tool_calls_in_tools_format(demo: tuple[Path, Path], tmp_path: Path) -> None:
+    """`--action-format tools`: llm-ide's requests carry the actions as tools (the same list in each), the loopback
+    answers each act call with the action as a tool call in OpenAI's wire format, the run does what the text format's
+    does, and both bills count what was sent (the tools, the calls' arguments) and written."""
+    repo, trajectory = demo
+    for kind in ("text", "tools"):
+        args = ["replay", str(trajectory), "--repo", str(repo), "--out", str(tmp_path / kind), "--action-format", kind]
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"llm-ide's actions as {kind}" in done.stdout
+    text, tools = report_of(tmp_path / "text"), report_of(tmp_path / "tools")
+    assert (tools.action_format, tools.exit_status, tools.same_as_submission) == ("tools", "submitted", True)
+    assert tools.diverged == "" and text.action_format == "text"
+    operations = [json.loads(Path(r.run_trajectory).read_text())["operations"] for r in (text, tools)]
+    assert [(o["action_type"], o["action_params"]) for o in operations[0]] == [
+        (o["action_type"], o["action_params"]) for o in operations[1]
+    ]
+    wire = [json.loads(line) for line in (tmp_path / "tools" / "wire.jsonl").read_text().splitlines()]
+    listed = {json.dumps(call["request"]["tools"]) for call in wire}
+    assert len(listed) == 1 and all(call["raw"] > len(next(iter(listed))) for call in wire)
+    sed = STEPS[1][1]
+    assert wire[1]["response"] == "good\nLine 15 sets it: raise it."
+    assert wire[1]["tool_call"] == {"name": "bash", "arguments": json.dumps({"command": sed})}
+    assert wire[-1]["tool_call"] == {"name": "submit", "arguments": "{}"}
+    history = wire[2]["request"]["messages"]
+    assert history[-3]["tool_calls"][0]["function"]["arguments"] == json.dumps({"command": sed})
+    assert history[-2]["role"] == "tool" and history[-1]["role"] == "user"
+    assert text.totals("original") == tools.totals("original")
+    ours = [r.totals("llm-ide") for r in (text, tools)]
+    assert ours[0].calls == ours[1].calls == 6 and ours[0].raw != ours[1].raw and ours[1].output > 0
+
+
 def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     steps = [
@@ -224,6 +256,7 @@ def test_the_commands_find_the_repository_at_testbed(sandbox: str, tmp_path: Pat
     trajectory = mini_trajectory(tmp_path / "t.traj.json", steps)
     (tmp_path / "c.yaml").write_text(f"environment: {{sandbox: {sandbox}}}\n")
     args = ["--repo", str(repo), "--out", str(tmp_path / "out"), "--config", str(tmp_path / "c.yaml")]
+    args += [] if sandbox == "bwrap" else ["--unsandboxed"]  # another's commands, as the user: said explicitly
     assert cli("replay", str(trajectory), *args, cwd=tmp_path).returncode == 0
     report = report_of(tmp_path / "out")
     assert (report.mounted_at, report.workdir_rewritten) == (

@@ -18,6 +18,7 @@ from llm_ide.config import load_config
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
+from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
 from llm_ide.run.single import Listeners, RunEvent, RunRequest
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
@@ -180,7 +181,7 @@ def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:
     operations = data.get("operations", [])
     nodes = [node_of(op) for op in operations]
     chain = "\n".join(render_string(templates.reasoning_step, node=node) for node in reasoning_chain(nodes))
-    pattern = re.compile(settings.attempts.test_pattern)
+    pattern = BoundedPattern(settings.attempts.test_pattern, what="attempts.test_pattern")  # from a config
     tests = [n for n in nodes if n.action_type == "bash" and pattern.search(str(n.action_params.get("command", "")))]
     limit = settings.attempts.test_output_chars
     output = f"$ {tests[-1].action_params['command']}\n{tests[-1].observation}"[-limit:] if tests else ""

@@ -40,9 +40,9 @@ Thoughts = Annotated[
 
 @dataclass
 class StepPrinter:
-    """A run's events on the console: its phases, its tools' progress, and each step: the action, the reasoning
-    that chose it (unless `thoughts` is off), the first line of what it showed, and the run's cost so far (its
-    tokens, for a model of no price: never a cost of $0 that is only unknown)."""
+    """A run's events on the console: its phases, its tools' progress, each reply rejected (why, as it happens), and
+    each step: the action, the reasoning that chose it (unless `thoughts` is off), the first line of what it showed,
+    and the run's cost so far (its tokens, for a model of no price: never a cost of $0 that is only unknown)."""
 
     priced: bool = True
     thoughts: bool = True
@@ -55,6 +55,13 @@ class StepPrinter:
             console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
         elif event.kind == "step":
             self.step(event)
+        elif event.kind == "format_error":
+            rejected, limit = event.rejected
+            why = terminal_safe(event.observation).strip().splitlines() or [""]
+            console.print(
+                f"[bold cyan]step {event.step:>3}[/] [yellow]✗ reply rejected ({rejected} of {limit} in a row): "
+                f"{escape(why[0][:160])}[/]"
+            )
 
     def step(self, event: Any) -> None:
         observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ import typer
 from llm_ide.cli.console import check_model_before_start, config_default, fail, interrupted_exit, warnings_on_console
 from llm_ide.config import with_user_config
 from llm_ide.navigator.mcp_client import TOOLS
+from llm_ide.navigator.protocol import TOKEN_VARIABLE
 
 navigator_app = typer.Typer(
     name="navigator",
@@ -23,47 +25,69 @@ navigator_app = typer.Typer(
 )
 
 
+Host = Annotated[str, typer.Option(help="Loopback address to listen on.")]
+Port = Annotated[int, typer.Option(help="Port; 0 picks a free one (the URL printed tells which).")]
+Repo = Annotated[Path, typer.Option(help="Repository the navigator explores (read-only).")]
+NavigatorModel = Annotated[
+    str | None,
+    typer.Option(
+        help="The navigator's model: provider:name, scripted:PATH, or an OpenAI-compatible name.",
+        show_default=config_default("navigator.model") + ", else $LLM_IDE_MODEL",
+    ),
+]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(help="OpenAI-compatible endpoint.", show_default="navigator.base_url, else $OPENAI_BASE_URL"),
+]
+ConfigFiles = Annotated[
+    list[Path] | None,
+    typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
+]
+Task = Annotated[
+    str | None,
+    typer.Option(help="The task the agent works on, if the navigator should know it.", show_default="none"),
+]
+Served = Annotated[
+    str | None,
+    typer.Option(
+        help="MODULE:NAME of any other Navigator object (or a callable returning one) to serve instead.",
+        show_default="none: the model navigator",
+    ),
+]
+Log = Annotated[
+    Path | None,
+    typer.Option(
+        help="Append every request, its answer and the navigator's model calls here (JSON lines).",
+        show_default="none",
+    ),
+]
+NoToken = Annotated[
+    bool,
+    typer.Option(
+        "--no-token",
+        help="Serve without a bearer token: any local process may call the navigator (and spend its budget).",
+        show_default="off: a token, $LLM_IDE_NAVIGATOR_TOKEN or a new one printed at start",
+    ),
+]
+
+
 @navigator_app.command("serve")
 def serve_command(
-    host: Annotated[str, typer.Option(help="Loopback address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port; 0 picks a free one (the URL printed tells which).")] = 8765,
-    repo: Annotated[Path, typer.Option(help="Repository the navigator explores (read-only).")] = Path("."),
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="The navigator's model: provider:name, scripted:PATH, or an OpenAI-compatible name.",
-            show_default=config_default("navigator.model") + ", else $LLM_IDE_MODEL",
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(help="OpenAI-compatible endpoint.", show_default="navigator.base_url, else $OPENAI_BASE_URL"),
-    ] = None,
-    config: Annotated[
-        list[Path] | None,
-        typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
-    ] = None,
-    task: Annotated[
-        str | None,
-        typer.Option(help="The task the agent works on, if the navigator should know it.", show_default="none"),
-    ] = None,
-    navigator: Annotated[
-        str | None,
-        typer.Option(
-            help="MODULE:NAME of any other Navigator object (or a callable returning one) to serve instead.",
-            show_default="none: the model navigator",
-        ),
-    ] = None,
-    log: Annotated[
-        Path | None,
-        typer.Option(
-            help="Append every request, its answer and the navigator's model calls here (JSON lines).",
-            show_default="none",
-        ),
-    ] = None,
+    host: Host = "127.0.0.1",
+    port: Port = 8765,
+    repo: Repo = Path("."),
+    model: NavigatorModel = None,
+    base_url: BaseUrl = None,
+    config: ConfigFiles = None,
+    task: Task = None,
+    navigator: Served = None,
+    log: Log = None,
+    no_token: NoToken = False,
 ) -> None:
     """Serve the navigator over MCP (streamable HTTP) at http://HOST:PORT/mcp with the tools request_permission,
-    request_review and request_guidance. Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
+    request_review and request_guidance. Every request must carry `Authorization: Bearer TOKEN`: the token is
+    $LLM_IDE_NAVIGATOR_TOKEN when set, else a new one printed at start (clients, `navigator.mode: mcp` included, read
+    it from that variable). Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
     from llm_ide.errors import install_signal_policy
     from llm_ide.navigator.server import bind, serve
 
@@ -77,13 +101,25 @@ def serve_command(
     install_signal_policy()  # SIGTERM/SIGHUP, after the server's graceful stop: the navigator closed, exit 143/129
     try:
         sock = bind(host, port)
+        token = None if no_token else announce_token()
         with warnings_on_console():
-            serve(served, sock, announce, log)
+            serve(served, sock, announce, log, token)
     except KeyboardInterrupt as interrupt:
         raise interrupted_exit(interrupt) from None
     finally:
         if hasattr(served, "close"):
             served.close()
+
+
+def announce_token() -> str:
+    """The server's bearer token: $LLM_IDE_NAVIGATOR_TOKEN, or a new one, printed for the clients."""
+    given = os.environ.get(TOKEN_VARIABLE, "").strip()
+    if given:
+        typer.echo(f"navigator token: the one in ${TOKEN_VARIABLE}")
+        return given
+    token = secrets.token_urlsafe(32)
+    typer.echo(f"navigator token: {token} (clients: export {TOKEN_VARIABLE}={token})")
+    return token
 
 
 def announce(url: str) -> None:

@@ -3,6 +3,7 @@ command; the bill and what each prompt held, for llm-ide and the original run.""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,20 @@ from llm_ide.cli.console import console, err_console, fail
 from llm_ide.terminal import terminal_safe
 
 PIPED_WIDTH = 200  # piped output: the per-step table on one line per step
+
+
+class ActionFormat(StrEnum):
+    tools = "tools"
+    text = "text"
+
+
+FormatOption = Annotated[
+    ActionFormat | None,
+    typer.Option(
+        help="tools: the actions as tools (the endpoint answers with tool calls); text: as tags in the text.",
+        show_default="the config's (auto: text at this endpoint)",
+    ),
+]
 
 
 def replay_command(
@@ -41,10 +56,20 @@ def replay_command(
         bool | None,
         typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's"),
     ] = None,
+    action_format: FormatOption = None,
     cached_price: Annotated[float, typer.Option(help="Price of a character of the shared prefix.")] = 0.1,
     input_price: Annotated[float, typer.Option(help="Price of any other prompt character.")] = 1.0,
     output_price: Annotated[float, typer.Option(help="Price of an output character.")] = 8.0,
     misses: Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")] = 40,
+    unsandboxed: Annotated[
+        bool,
+        typer.Option(
+            "--unsandboxed",
+            help="Replay even without a working bubblewrap: the trajectory's commands then run as you, on this "
+            "machine.",
+            show_default="off: refused without bubblewrap",
+        ),
+    ] = False,
 ) -> None:
     """Replay TRAJECTORY through llm-ide on a fresh checkout of --repo (local environment, no network): the model
     side answers with the original's thoughts and commands. Prints, per step and in total, the bill and the raw and
@@ -62,10 +87,8 @@ def replay_command(
         loaded = load(trajectory)
         target = out or Path("replays") / run_id_of(loaded, trajectory)
         columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        shown = err_console.is_terminal
-        with Progress(
-            *columns, TextColumn("{task.description}"), console=err_console, transient=True, disable=not shown
-        ) as progress:
+        live = {"console": err_console, "transient": True, "disable": not err_console.is_terminal}
+        with Progress(*columns, TextColumn("{task.description}"), **live) as progress:
             task = progress.add_task("", total=len(loaded.steps))
 
             def on_event(event) -> None:
@@ -80,8 +103,10 @@ def replay_command(
                 commit=commit,
                 overrides=config or [],
                 single_call=single_call,
+                action_format=action_format,
                 prices=Prices(cached=cached_price, input=input_price, output=output_price),
                 on_event=on_event,
+                unsandboxed=unsandboxed,
             )
     except (ReplayError, ConfigError) as error:
         raise fail(str(error)) from None

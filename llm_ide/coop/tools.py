@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from llm_ide.coop.settings import CoopSettings
+from llm_ide.patterns import BoundedPattern, PatternError
 from llm_ide.prompting import render_string
 
 READ_ONLY = ("list_files", "read_file", "grep_search")
@@ -45,12 +45,19 @@ def read_file(repo: Path, params: dict[str, Any], settings: CoopSettings) -> str
     return f"{params['path']} ({len(lines)} lines), lines {start}-{end}:\n" + "\n".join(shown)
 
 
+def search(pattern: BoundedPattern, line: str) -> bool:
+    try:
+        return pattern.search(line) is not None
+    except PatternError as error:
+        raise ToolError(str(error)) from None
+
+
 def grep_search(repo: Path, params: dict[str, Any], settings: CoopSettings) -> str:
     pattern = str(params.get("pattern") or "")
     try:
-        regex = re.compile(pattern)
-    except re.error as error:
-        raise ToolError(f"bad pattern {pattern!r}: {error}") from None
+        regex = BoundedPattern(pattern, what="bad pattern")  # the model's: a catastrophic one costs 2 s, then one line
+    except PatternError as error:
+        raise ToolError(str(error)) from None
     target = inside(repo, str(params.get("path") or "."), settings)
     files = (
         [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file() and ".git" not in p.parts)
@@ -62,7 +69,7 @@ def grep_search(repo: Path, params: dict[str, Any], settings: CoopSettings) -> s
         except (UnicodeDecodeError, OSError):
             continue
         for number, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
+            if search(regex, line):
                 hits.append(f"{file.relative_to(repo.resolve()).as_posix()}:{number}: {line.strip()}")
                 if len(hits) >= settings.planning.grep_max_results:
                     return "\n".join(hits)

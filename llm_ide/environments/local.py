@@ -15,17 +15,24 @@ from typing import Any
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
-    SETPRIV,
     TOKEN,
     Leftovers,
     RunNamespace,
     containment,
-    die_with_parent,
     kill_adopted,
     namespace_tools,
-    with_parent,
+    start_with_parent,
 )
-from llm_ide.environments.sandbox import bwrap_argv, bwrap_path, check_mount_point, resolve_inside
+from llm_ide.environments.sandbox import (
+    Sandbox,
+    bwrap_path,
+    check_mount_point,
+    git_paths,
+    hidden_paths,
+    readable_paths,
+    resolve_inside,
+)
+from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
 
@@ -80,9 +87,14 @@ class LocalEnvironment:
 
     @classmethod
     def from_config(
-        cls, settings: EnvironmentSettings, *, repo: Path | None, tools_dir: Path | None = None,
-        leftovers: Path | None = None, **_: Any,
-    ) -> LocalEnvironment:  # fmt: skip
+        cls,
+        settings: EnvironmentSettings,
+        *,
+        repo: Path | None,
+        tools_dir: Path | None = None,
+        leftovers: Path | None = None,
+        **_: Any,
+    ) -> LocalEnvironment:
         """Commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders)."""
         if repo is None:
             raise EnvironmentFailure("the local environment needs a repository (--repo PATH)")
@@ -96,6 +108,7 @@ class LocalEnvironment:
             sandbox=settings.sandbox,
             network=settings.network != "none",
             writable=settings.writable,
+            readable=settings.readable,
             leftovers=leftovers,
             mount_at=settings.mount_at,
         )
@@ -112,6 +125,7 @@ class LocalEnvironment:
         sandbox: str = "bwrap",
         network: bool = True,
         writable: list[str] | None = None,
+        readable: list[str] | None = None,
         leftovers: Path | None = None,
         mount_at: str | None = None,
     ) -> None:
@@ -136,13 +150,16 @@ class LocalEnvironment:
         self.scratch: str | None = None
         if self.bwrap:
             self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
-        extra = [Path(p).expanduser().resolve() for p in writable or []]
+        extra = readable_paths(writable or [])
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
+        self.readable = [*readable_paths(readable), *git_paths(self.repo)]  # None: the bundled config's
+        self.hidden = hidden_paths()
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
+        self._git = git_identity(self.repo)  # the repository's .git as the run found it
 
     def _mounts(self, mount_at: str | None) -> dict[str, Path]:
         if mount_at is None:
@@ -161,6 +178,12 @@ class LocalEnvironment:
         if resolved not in self.writable:
             self.writable.append(resolved)
 
+    def allow_read(self, path: Path) -> None:
+        """Lets the sandboxed commands read `path` too, wherever it is (e.g. a built tool in the user's cache)."""
+        resolved = Path(path).resolve()
+        if resolved not in self.readable:
+            self.readable.append(resolved)
+
     def _path(self, path: str) -> Path:
         target = resolve_inside(self.repo, path)
         if target is None:
@@ -175,12 +198,11 @@ class LocalEnvironment:
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
-            argv = bwrap_argv(
-                self.bwrap, writable=self.writable, cwd=cwd, network=self.network, command=argv, mounts=self.mounts
-            )
+            sandbox = Sandbox(self.bwrap, self.writable, self.readable, self.hidden, self.network, self.mounts)
+            argv = sandbox.argv(argv, cwd)
         elif self.containment == "unshare":
             argv = self._run_namespace().argv(command, cwd)
-        return with_parent(argv)
+        return argv
 
     def _run_namespace(self) -> RunNamespace:
         """The run's PID namespace, made at the first command (again if it was lost)."""
@@ -194,7 +216,7 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
-        process = subprocess.Popen(
+        process = start_with_parent(
             self._argv(command, where),
             cwd=where,
             env=self.env,
@@ -202,7 +224,6 @@ class LocalEnvironment:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=None if SETPRIV else die_with_parent,
         )
         assert process.stdout is not None
         self.leftovers.command_started(process.pid)
@@ -224,6 +245,12 @@ class LocalEnvironment:
                 process.wait()
             process.stdout.close()
             self.leftovers.command_ended()
+        if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
+            self._git = None  # said once
+            raise RepositoryLost(
+                f"the repository's .git ({self.repo / '.git'}) was deleted or replaced by a command of the run: "
+                "the patch kept is the run's last worktree snapshot"
+            )
         output = redact(cap.text(self.messages["elided"]))
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
@@ -295,6 +322,15 @@ class LocalEnvironment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def git_identity(repo: Path) -> tuple[int, int] | None:
+    """The repository's `.git` (folder, or file of a linked worktree) as (device, inode); None when it has none."""
+    try:
+        found = os.lstat(repo / ".git")
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def wait_until(process: subprocess.Popen[bytes], deadline: float) -> bool:

@@ -20,8 +20,9 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
+from typing import Any
 
 from llm_ide.fileio import atomic_write
 
@@ -31,9 +32,14 @@ TOKEN = "LLM_IDE_RUN_TOKEN"  # in every command's environment: which run a proce
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 FOLDER_PREFIX = "llm-ide-"
-# the namespace's init: it only reaps (orphans are re-parented to it) until it is killed, and every process left in
-# the namespace with it
-HOLD = ["bash", "-c", "while :; do sleep 86400 & wait $!; done", "llm-ide-init"]
+# the namespace's init: it reaps (orphans are re-parented to it; bash reaps them while it waits for its reader) and
+# ends, taking every process left in the namespace with it, when its stdin (a pipe only llm-ide holds open) ends: when
+# the run closes it, or when llm-ide dies however it dies, even before any death signal was set up. A reader a command
+# kills (`kill -9 -1` in the namespace) is started again.
+WATCH = "exec 3<&0 0</dev/null; while :; do read -r _ <&3 & wait $!; [ $? = 1 ] && exit 0; done"
+HOLD = ["bash", "-c", WATCH, "llm-ide-init"]
+# after the death signal is set: a command whose parent (llm-ide) died before that does not start
+GUARD = ["bash", "-c", '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"', "llm-ide-guard"]
 MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the parents of the next one's orphans)
 # `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
 # vfork path (about 10 ms less per command) and is safe with threads.
@@ -41,34 +47,39 @@ SETPRIV = shutil.which("setpriv")
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int) -> None:
     """Runs in the child before exec when setpriv is missing: a command must not outlive an agent that was killed
-    (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children."""
+    (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children; a parent
+    already gone when it is set would never send it: then the command does not start."""
     with contextlib.suppress(AttributeError):
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(137)
 
 
-def with_parent(argv: list[str]) -> list[str]:
-    """`argv` killed when this process dies (see die_with_parent when setpriv is missing)."""
-    return [SETPRIV, "--pdeathsig", "KILL", *argv] if SETPRIV else argv
+def start_with_parent(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """`argv` started in a session of its own, killed when this process dies (`setpriv --pdeathsig`, then a check
+    that this process was still its parent then; die_with_parent when setpriv is missing)."""
+    if SETPRIV:
+        return subprocess.Popen([SETPRIV, "--pdeathsig", "KILL", *GUARD, str(os.getpid()), *argv], **options)
+    return subprocess.Popen(argv, preexec_fn=partial(die_with_parent, os.getpid()), **options)
 
 
 class RunNamespace:
     """A PID namespace held open for a run (`unshare`, with its own /proc): its init lives until `close`, or until
-    this process dies however it dies (the death signal kills unshare, whose --kill-child kills the init), and the
-    kernel then kills every process left in it. Commands enter it with nsenter; processes they leave behind (setsid,
-    double forks) stay until the run ends, as they would on the host."""
+    this process dies however it dies (its stdin, a pipe only this process holds, closes; the death signal of unshare,
+    whose --kill-child kills the init, too), and the kernel then kills every process left in it. Commands enter it
+    with nsenter; processes they leave behind (setsid, double forks) stay until the run ends, as on the host."""
 
     def __init__(self, tools: tuple[tuple[str, ...], tuple[str, ...]], env: dict[str, str]) -> None:
         unshare, self.nsenter = tools
-        self.holder = subprocess.Popen(
-            with_parent([*unshare, *HOLD]),
+        self.holder = start_with_parent(
+            [*unshare, *HOLD],
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # the init's lifeline: never written, closed by `close` or by this process's end
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=None if SETPRIV else die_with_parent,
         )
         self.init = self._find_init()
 
@@ -93,6 +104,14 @@ class RunNamespace:
         return self.holder.poll() is None
 
     def close(self) -> None:
+        """The init ends (its stdin closed; killed from outside too, which a namespace's init cannot ignore), then
+        its holder."""
+        if self.holder.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.holder.stdin.close()
+        if self.alive and getattr(self, "init", None):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.init, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.holder.kill()
         self.holder.wait()

@@ -1,5 +1,8 @@
 """The local sandbox: bubblewrap around every command (own PID namespace and /proc, the repository, the tools and a
-scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional)."""
+scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional). The user's home
+directory and runtime directory (keyrings, agent sockets) are empty in it, ssh-agent's sockets too: a command reads
+no credential, key or token kept there; what it needs from them (a toolchain in ~/.pyenv) is listed in
+`environment.readable`, and the repository, the tools and the scratch directory show through wherever they are."""
 
 from __future__ import annotations
 
@@ -7,8 +10,12 @@ import logging
 import os
 import shutil
 import subprocess
+import tempfile
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+
+from llm_ide.settings import bundled_yaml
 
 log = logging.getLogger("llm_ide.environment")
 _warned = False
@@ -17,20 +24,24 @@ _warned = False
 def bwrap_path() -> str | None:
     """bwrap when it is installed and works here (it may lack the right to create namespaces, e.g. in a container);
     otherwise None, said once."""
+    if problem := bwrap_problem():
+        warn_once(problem)
+        return None
+    return shutil.which("bwrap")
+
+
+def bwrap_problem() -> str | None:
+    """Why bwrap cannot sandbox the commands here (not installed, or not working); None when it can. Says nothing."""
     found = shutil.which("bwrap")
     if found is None:
-        warn_once("bubblewrap (bwrap) is not installed")
-        return None
+        return "bubblewrap (bwrap) is not installed"
     problem = _probe(found)
-    if problem:
-        warn_once(f"bubblewrap (bwrap) does not work here ({problem})")
-        return None
-    return found
+    return f"bubblewrap (bwrap) does not work here ({problem})" if problem else None
 
 
 @cache
 def _probe(bwrap: str) -> str:
-    argv = bwrap_argv(bwrap, writable=[], cwd=Path("/"), network=True, command=["true"])
+    argv = Sandbox(bwrap, writable=[]).argv(["true"], Path("/"))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -54,26 +65,71 @@ def resolve_inside(root: Path, path: str) -> Path | None:
     return target if target == root or target.is_relative_to(root) else None
 
 
-def bwrap_argv(
-    bwrap: str,
-    *,
-    writable: list[Path],
-    cwd: Path,
-    network: bool,
-    command: list[str],
-    mounts: dict[str, Path] | None = None,
-) -> list[str]:
-    """`mounts`: more writable folders, each shown at another path (e.g. a checkout at /testbed)."""
-    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
-    if not network:
-        argv.append("--unshare-net")
-    argv += [*root_binds(list(mounts or {})), "--dev", "/dev", "--proc", "/proc"]
-    for path in writable:
-        if path.exists():  # bwrap refuses to bind a missing path (and would fail every command)
-            argv += ["--bind", str(path), str(path)]
-    for target, source in (mounts or {}).items():
-        argv += ["--bind", str(source), target]
-    return [*argv, "--chdir", str(cwd), *command]
+def hidden_paths() -> list[Path]:
+    """What a sandboxed command sees empty: the user's home, the user's runtime directory (keyrings, agent sockets)
+    and ssh-agent's socket folders in the temp directory."""
+    found = [Path.home(), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
+    real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
+    return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
+
+
+def git_paths(repo: Path) -> list[Path]:
+    """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):
+    shown read-only, as git in the commands needs them."""
+    dot, found = repo / ".git", []
+    try:
+        if dot.is_file():
+            line = dot.read_text(encoding="utf-8").strip()
+            git_dir = Path(os.path.realpath(repo / line.removeprefix("gitdir:").strip()))
+            found.append(git_dir)
+            common = git_dir / "commondir"
+            if common.is_file():
+                git_dir = Path(os.path.realpath(git_dir / common.read_text(encoding="utf-8").strip()))
+                found.append(git_dir)
+        else:
+            git_dir = dot
+        alternates = git_dir / "objects" / "info" / "alternates"
+        if alternates.is_file():
+            found += [Path(os.path.realpath(git_dir / "objects" / line)) for line in alternates.read_text().split()]
+    except (OSError, UnicodeDecodeError):
+        return found
+    return [path for path in found if not path.is_relative_to(repo)]
+
+
+def readable_paths(entries: list[str] | None) -> list[Path]:
+    """`environment.readable` as absolute paths (`~` expanded); None: the bundled config's."""
+    if entries is None:
+        entries = bundled_yaml("default.yaml")["environment"]["readable"]
+    return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
+
+
+@dataclass
+class Sandbox:
+    """One bubblewrap command line per command: `/` read-only, `hidden` empty (a tmpfs each), then `readable` shown
+    read-only and `writable` writable wherever they are (inside a hidden folder too); `mounts`: more writable folders,
+    each shown at another path (e.g. a checkout at /testbed)."""
+
+    bwrap: str
+    writable: list[Path]
+    readable: list[Path] = field(default_factory=list)
+    hidden: list[Path] = field(default_factory=hidden_paths)
+    network: bool = True
+    mounts: dict[str, Path] = field(default_factory=dict)
+
+    def argv(self, command: list[str], cwd: Path) -> list[str]:
+        argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
+        if not self.network:
+            argv.append("--unshare-net")
+        argv += [*root_binds(list(self.mounts)), "--dev", "/dev", "--proc", "/proc"]
+        for path in self.hidden:
+            argv += ["--tmpfs", str(path)]
+        for option, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
+            for path in paths:
+                if path.exists():  # bwrap refuses to bind a missing path (and would fail every command)
+                    argv += [option, str(path), str(path)]
+        for target, source in self.mounts.items():
+            argv += ["--bind", str(source), target]
+        return [*argv, "--chdir", str(cwd), *command]
 
 
 def root_binds(targets: list[str]) -> list[str]:

@@ -77,7 +77,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         messages=[
             MessageView(sender=str(m.get("from")), text=str(m.get("text")), step=int(m.get("step") or 0))
             for m in info.get("received") or []
-        ],  # fmt: skip
+        ],
         navigator=navigator_view(info.get("navigator")),
         reproductions=script_views(info.get("reproduction") or {}),
         dropped=sum(not c.get("kept") for c in (info.get("reproduction") or {}).get("candidates") or []),
@@ -175,9 +175,11 @@ def heat_strips(chunks: list[dict[str, Any]], memory: dict[str, Any], steps: int
     """Replays the decayed score S_t = γ·S_{t−1} + α·A_t + β·R_t of each chunk; a chunk is selected for the prompt of
     step t when S_t is above the threshold or the previous operation accessed it."""
     params = ScoreParams(
-        float(memory.get("alpha", 1.0)), float(memory.get("beta", 1.0)), float(memory.get("gamma", 0.9)),
+        float(memory.get("alpha", 1.0)),
+        float(memory.get("beta", 1.0)),
+        float(memory.get("gamma", 0.9)),
         float(memory.get("threshold", 0.05)),
-    )  # fmt: skip
+    )
     strips = []
     for chunk in chunks:
         activity = chunk.get("activity") or {}

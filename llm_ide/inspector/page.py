@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
@@ -22,18 +23,25 @@ HEAT_CELL = 9
 @cache
 def environment() -> Environment:
     """HTML needs autoescaping, which the prompt templates must not have: the one Jinja environment for pages."""
-    return Environment(
+    pages = Environment(
         loader=PackageLoader("llm_ide.inspector", "templates"),
         autoescape=select_autoescape(["html", "j2"]),
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    pages.filters["tojson"] = lambda value: Markup(script_json(value))  # the one way data enters a page's script
+    return pages
+
+
+# what HTML's script parser reacts to (`</script>`, `<!--`), and the line separators old JS parsers refuse: escaped
+# as JSON escapes, which JSON.parse reads back as the same characters (Jinja's `tojson`, Django's `json_script`)
+SCRIPT_ESCAPES = str.maketrans({char: f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"})
 
 
 def script_json(value: Any) -> str:
-    """JSON safe inside <script>: no `</script>` can close the element early."""
-    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+    """JSON to embed in a page's <script> element: any text in it round-trips through JSON.parse."""
+    return json.dumps(value, ensure_ascii=False).translate(SCRIPT_ESCAPES)
 
 
 def intern_lines(texts: list[str]) -> tuple[list[str], list[list[int]]]:
@@ -74,8 +82,8 @@ def run_page(run: RunView) -> str:
             charts=charts(run.steps),
             heat_cell=HEAT_CELL,
             patch_lines=[diff_class(line) for line in run.patch.splitlines()],
-            data_json=script_json(data),
-            calls_json=script_json({"lines": lines, "calls": calls}),
+            data=data,
+            call_data={"lines": lines, "calls": calls},
         )
     )
 

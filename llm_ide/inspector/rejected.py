@@ -1,6 +1,7 @@
 """The replies a run could not use (format errors) and why, read back from its calls: the next call of the same step
-and kind answers a rejected reply with the format-error message (`templates.format_error`), whose first line says
-what was wrong. A run that ended on format errors has its last reply rejected with no next call to say why."""
+and kind answers a rejected reply with the format-error message (`templates.format_error`; where the actions are
+tools, as the result of each call the reply made), whose first line says what was wrong. A run that ended on format
+errors has its last reply rejected with no next call to say why."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import re
 from typing import Any
 
 from llm_ide.settings import bundled_yaml
+from llm_ide.tool_calls import split
 
-ASSISTANT, USER = "[assistant]\n", "\n\n[user]\n"
+ASSISTANT, ANSWERS = "[assistant]\n", ("\n\n[user]\n", "\n\n[tool]\n")
 SEEN = 200  # characters of a reply looked for in the next prompt (a long reply may be capped there)
 ENDED = "the run ended on it (agent.max_format_errors reached); its reason is not recorded"
 
@@ -24,11 +26,12 @@ def message_start(info: dict[str, Any]) -> str:
 
 def why_rejected(prompt: str, reply: str, start: str) -> str | None:
     """The first line of the message that answered `reply` in `prompt`, when that message is a format error."""
-    at = prompt.rfind(ASSISTANT + reply[:SEEN])
-    after = prompt.find(USER, at) if at >= 0 else -1
-    if after < 0:
+    at = prompt.rfind(ASSISTANT + split(reply)[0][:SEEN])  # its calls' arguments may read otherwise there
+    answers = [(found, len(answer)) for answer in ANSWERS if at >= 0 and (found := prompt.find(answer, at)) >= 0]
+    if not answers:
         return None
-    message = prompt[after + len(USER) :]
+    after, length = min(answers)
+    message = prompt[after + length :]
     return message.split("\n", 1)[0].strip() if start.strip() and message.startswith(start) else None
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from llm_ide.errors import UsageError
+from llm_ide.fileio import file_name_problem
 from llm_ide.inspector.load import TrajectoryError, load_run
 from llm_ide.inspector.model import BatchView, InstanceRow
 from llm_ide.inspector.page import run_page, write_page
+from llm_ide.settings import load_yaml
 
 STATUSES = "exit_statuses.yaml"
 
@@ -64,19 +67,21 @@ def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView
     if not statuses_path.is_file():
         raise ReportError(f"{run_dir}: not a batch folder ({STATUSES} is missing)")
     try:
-        statuses: dict[str, Any] = (yaml.safe_load(statuses_path.read_text(encoding="utf-8")) or {}).get(
+        statuses: Any = (load_yaml(statuses_path.read_text(encoding="utf-8"), yaml.SafeLoader) or {}).get(
             "instances"
         ) or {}
-    except (yaml.YAMLError, AttributeError) as error:
-        raise ReportError(f"{statuses_path}: unreadable ({error})") from None
+    except (yaml.YAMLError, AttributeError, UnicodeDecodeError) as error:
+        raise ReportError(f"{statuses_path}: unreadable ({' '.join(str(error).split())})") from None
     evaluation = evaluation or find_evaluation(run_dir)
     graded = verdicts(evaluation) if evaluation else None
     if evaluation and graded is None:
         raise ReportError(f"{evaluation}: not an evaluation report (no `resolved_ids`)")
+    if not isinstance(statuses, dict):
+        raise ReportError(f"{statuses_path}: `instances` is not a mapping of instance ids")
     rows, trajectories = [], {}
-    for instance_id, info in sorted(statuses.items()):
-        info = info or {}
-        trajectory = run_dir / str(info.get("trajectory") or f"{instance_id}/{instance_id}.traj.json")
+    for instance_id, info in sorted(statuses.items(), key=lambda item: str(item[0])):
+        info = info if isinstance(info, dict) else {}
+        trajectory = inside_batch(run_dir, statuses_path, instance_id, info.get("trajectory"))
         steps = 0
         if trajectory.is_file():
             trajectories[instance_id] = trajectory
@@ -87,13 +92,34 @@ def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView
                 instance_id=instance_id,
                 exit_status=str(info.get("exit_status") or ""),
                 steps=steps,
-                cost=float(info.get("cost") or 0.0),
+                cost=number(info.get("cost")),
                 evaluation=verdict,
                 error=error,
             )
         )
     title = f"{run_dir.resolve().name}" + (f" · evaluation {evaluation.name}" if evaluation else "")
     return BatchView(title=title, rows=rows, evaluated=graded is not None), trajectories
+
+
+def inside_batch(run_dir: Path, statuses_path: Path, instance_id: Any, trajectory: Any) -> Path:
+    """The instance's trajectory; an id that cannot name a page, or a trajectory outside the batch folder, is a
+    ReportError (before anything is written)."""
+    if problem := file_name_problem(instance_id):
+        raise ReportError(f"{statuses_path}: instance id {str(instance_id)[:80]!r}: {problem}")
+    path = run_dir / str(trajectory or f"{instance_id}/{instance_id}.traj.json")
+    if not path.resolve().is_relative_to(run_dir.resolve()):
+        where = str(trajectory)[:200]
+        raise ReportError(f"{statuses_path}: {instance_id}: its trajectory {where} is outside {run_dir}")
+    return path
+
+
+def number(value: Any) -> float:
+    """A cost as the batch recorded it; what is not a finite number counts as 0."""
+    try:
+        found = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return found if math.isfinite(found) else 0.0
 
 
 def trajectory_steps(path: Path) -> int:

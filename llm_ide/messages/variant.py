@@ -10,6 +10,7 @@ from typing_extensions import TypedDict
 from llm_ide.actions import ActionOutcome, ParamError
 from llm_ide.messages.channel import Mailbox
 from llm_ide.messages.receive_messages import receive_messages
+from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import Action, ActionResult, Hook, Opening, PromptParts, State, Step, Variant
 
@@ -32,7 +33,9 @@ def no_channel(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
 class Messages(Variant):
     name = "messages"
     state = MessagesState
-    actions = {"send_message": Action(send_message, no_channel)}
+    actions = {
+        "send_message": Action(send_message, no_channel, schema=bundled_yaml("messages.yaml")["tools"]["send_message"])
+    }
 
     def __init__(self, mailbox: Mailbox | None = None) -> None:
         self.mailbox = mailbox  # None: the graph as drawn, no channel yet

@@ -4,6 +4,7 @@ navigator serves the three tools at that URL (`llm-ide navigator serve`, or anot
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import threading
 from collections.abc import AsyncIterator, Coroutine
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from llm_ide.errors import ConfigError
 from llm_ide.navigator.protocol import (
+    TOKEN_VARIABLE,
     Decision,
     Guidance,
     NavigatorError,
@@ -47,6 +49,7 @@ class McpNavigator:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"navigator.url: expected http(s)://HOST:PORT/mcp (got {url!r})")
         self.url = url
+        self.refused = False  # the last request was refused for its token (401)
         self.permission_timeout = permission_timeout
         self.review_timeout = review_timeout
 
@@ -62,18 +65,31 @@ class McpNavigator:
 
     def plan(self, task: str) -> Plan:
         """The served navigator's plan when it plans (its `request_plan` tool); else none (an empty plan)."""
-        data = run_in_thread(self._plan(task), self.review_timeout, self.url)
+        data = self._run(self._plan(task), self.review_timeout)
         return Plan(text="", by="mcp") if data is None else self._result("request_plan", data, Plan)
 
     def check(self) -> None:
         """The server answers and serves the three tools (before a run starts)."""
-        names = run_in_thread(self._list_tools(), self.permission_timeout, self.url)
+        names = self._run(self._list_tools(), self.permission_timeout)
         missing = [tool for tool in TOOLS if tool not in names]
         if missing:
             raise NavigatorUnavailable(f"navigator at {self.url} does not serve {', '.join(missing)}")
 
     def _ask(self, tool: str, arguments: dict[str, Any], kind: type[Result], timeout: float) -> Result:
-        return self._result(tool, run_in_thread(self._call(tool, arguments), timeout, self.url), kind)
+        return self._result(tool, self._run(self._call(tool, arguments), timeout), kind)
+
+    def _run(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
+        """`run_in_thread`; a server that refused the request for its token (401) said so in one line."""
+        self.refused = False
+        try:
+            return run_in_thread(coroutine, timeout, self.url)
+        except NavigatorUnavailable:
+            if self.refused:
+                raise NavigatorUnavailable(
+                    f"navigator at {self.url} refused the request (401): ${TOKEN_VARIABLE} must hold the token "
+                    "`llm-ide navigator serve` printed"
+                ) from None
+            raise
 
     def _result(self, tool: str, data: dict[str, Any], kind: type[Result]) -> Result:
         try:
@@ -93,8 +109,15 @@ class McpNavigator:
         from mcp.client.streamable_http import streamable_http_client
 
         timeout = httpx2.Timeout(HTTP_TIMEOUT, read=max(self.permission_timeout, self.review_timeout))
+        token = os.environ.get(TOKEN_VARIABLE, "").strip()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+        async def seen(response: Any) -> None:  # the SDK reports a refusal as an internal error: noted here
+            self.refused = self.refused or response.status_code == 401
+
+        hooks = {"response": [seen]}
         async with (
-            httpx2.AsyncClient(verify=tls_context(), timeout=timeout) as http,
+            httpx2.AsyncClient(verify=tls_context(), timeout=timeout, headers=headers, event_hooks=hooks) as http,
             Client(streamable_http_client(self.url, http_client=http)) as client,
         ):
             yield client

@@ -54,7 +54,7 @@ class NavigatorTemplates(Strict):
 
 
 def load_templates(path: str | None) -> NavigatorTemplates:
-    data = {key: value for key, value in bundled_yaml(PROMPTS).items() if key != "driver"}
+    data = {key: value for key, value in bundled_yaml(PROMPTS).items() if key not in ("driver", "tools")}
     if path:
         try:
             data |= read_yaml(Path(path))

@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from llm_ide.errors import LlmIdeError
 
 DecidedBy = Literal["model", "human", "timeout", "mcp"]
+# the bearer token of a served navigator (`llm-ide navigator serve` prints or reads it; MCP clients send it)
+TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"
 
 
 class NavigatorUsage(BaseModel):

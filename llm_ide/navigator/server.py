@@ -3,6 +3,7 @@ it for permission, a review or guidance, and gets the navigator's structured dec
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 import socket
@@ -29,23 +30,17 @@ MCP_PATH = "/mcp"
 LOOPBACK_NAMES = {"localhost"}
 
 
-def build_server(navigator: Navigator, log: Path | None = None) -> Any:
-    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context). With
-    `log`, every request, its answer (or error) and the navigator's own model calls are appended there (JSON lines)."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+class Answers:
+    """The navigator's answers, one request at a time; each request, its answer (or error) and the navigator's own
+    model calls appended to `log` (JSON lines) when there is one."""
 
-    server = MCPServer(
-        "llm-ide-navigator",
-        instructions="A navigator beside a coding agent: ask permission before writes, a review of the patch before "
-        "submitting, guidance when stuck. Every answer is structured (approved/reason, passed/comment, answer) with "
-        "the navigator's usage.",
-        log_level="WARNING",
-    )
-    lock = threading.Lock()
+    def __init__(self, navigator: Navigator, log: Path | None) -> None:
+        self.navigator, self.log, self.lock = navigator, log, threading.Lock()
 
-    def ask(tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
-        with lock:
+    def __call__(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        with self.lock:
             entry: dict[str, Any] = {"time": time.time(), "tool": tool, "arguments": arguments}
             try:
                 result = call()
@@ -56,11 +51,26 @@ def build_server(navigator: Navigator, log: Path | None = None) -> Any:
                 entry["result"] = result.model_dump(mode="json")
                 return result
             finally:
-                drain = getattr(navigator, "drain", None)  # a long-lived server keeps no unbounded call list
+                drain = getattr(self.navigator, "drain", None)  # a long-lived server keeps no unbounded call list
                 entry["calls"] = drain() if drain is not None else []
-                if log is not None:
-                    with log.open("a", encoding="utf-8") as file:
+                if self.log is not None:
+                    with self.log.open("a", encoding="utf-8") as file:
                         file.write(json.dumps(entry) + "\n")
+
+
+def build_server(navigator: Navigator, log: Path | None = None) -> Any:
+    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context). With
+    `log`, every request, its answer (or error) and the navigator's own model calls are appended there (JSON lines)."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(
+        "llm-ide-navigator",
+        instructions="A navigator beside a coding agent: ask permission before writes, a review of the patch before "
+        "submitting, guidance when stuck. Every answer is structured (approved/reason, passed/comment, answer) with "
+        "the navigator's usage.",
+        log_level="WARNING",
+    )
+    ask = Answers(navigator, log)
 
     @server.tool()
     def request_permission(
@@ -95,8 +105,30 @@ def build_server(navigator: Navigator, log: Path | None = None) -> Any:
     return server
 
 
+def bearer_only(app: Any, token: str) -> Any:
+    """`app` (ASGI) answering only HTTP requests that carry `Authorization: Bearer <token>`; any other gets 401 with a
+    `WWW-Authenticate: Bearer` challenge, as the MCP authorization spec has a protected server answer (the token is a
+    shared secret given out of band, not an OAuth one: there is no authorization server to discover)."""
+    expected = token.encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+            scheme, _, credential = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), expected):
+                error = "invalid_token" if given else "invalid_request"
+                challenge = f'Bearer realm="llm-ide-navigator", error="{error}"'.encode()
+                headers = [(b"www-authenticate", challenge), (b"content-type", b"application/json")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": json.dumps({"error": error}).encode()})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def check_loopback(host: str) -> None:
-    """No authentication: the server listens on loopback only."""
+    """The server listens on loopback only."""
     if host in LOOPBACK_NAMES:
         return
     try:
@@ -140,11 +172,19 @@ def loopback_only(sock: socket.socket) -> Any:
     )
 
 
-def serve(navigator: Navigator, sock: socket.socket, on_ready: Callable[[str], None], log: Path | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; `on_ready(url)` once the server accepts requests."""
+def serve(
+    navigator: Navigator,
+    sock: socket.socket,
+    on_ready: Callable[[str], None],
+    log: Path | None = None,
+    token: str | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM; `on_ready(url)` once the server accepts requests; with `token`, only to requests
+    that carry it (a bearer token)."""
     import uvicorn
 
     app = build_server(navigator, log).streamable_http_app(transport_security=loopback_only(sock))
+    app = app if token is None else bearer_only(app, token)
     url = url_of(sock)
 
     class Server(uvicorn.Server):

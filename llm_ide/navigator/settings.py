@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveInt
 
 from llm_ide.commands import GIT_READERS, READERS
-from llm_ide.settings import BundledTemplates, Strict
+from llm_ide.settings import BundledTemplates, Seconds, Strict
 
 PROMPTS = "navigator.yaml"
 
@@ -40,8 +40,8 @@ class NavigatorSettings(Strict):
     review_runs_tests: bool = True  # the reviewer may run `test_commands`
     plan: bool = True  # explore and write a plan before the driver's first step
     explore_steps: PositiveInt = 8  # read-only actions the navigator may take per request
-    permission_timeout: PositiveFloat = 15.0  # seconds a human has to answer; a model's call has its own deadline
-    review_timeout: PositiveFloat = 300.0
+    permission_timeout: Seconds = 15.0  # seconds a human has to answer; a model's call has its own deadline
+    review_timeout: Seconds = 300.0
     timeout_decision: Literal["deny", "allow"] = "deny"
     max_turns: NonNegativeInt = 0  # navigator turns (model calls, human answers) in the run; 0: no limit
     max_driver_turns: NonNegativeInt = 0  # driver operations between two reviews; 0: no limit

@@ -4,6 +4,7 @@ plan ahead of the driver's memory, its actions in the driver's action list."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -13,8 +14,9 @@ from llm_ide.navigator.factory import make_navigator
 from llm_ide.navigator.nodes.consult import consult
 from llm_ide.navigator.nodes.permission import permission
 from llm_ide.navigator.nodes.plan import plan
-from llm_ide.navigator.settings import NavigatorSettings
+from llm_ide.navigator.settings import PROMPTS, NavigatorSettings
 from llm_ide.prompting import render_string
+from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import Action, ActionResult, ActionRun, Hook, Opening, PromptParts, State, Variant
 
@@ -29,8 +31,9 @@ def absent(ctx: Any, params: dict[str, Any], action_type: str) -> ActionOutcome:
     return ActionOutcome(render_string(ctx.settings.navigator.templates.absent, action_type=action_type), 1)
 
 
+TOOLS = bundled_yaml(PROMPTS)["tools"]  # the actions' parameters (where the actions are tools)
 ACTIONS = {
-    name: Action(consult, lambda ctx, params, name=name: absent(ctx, params, name), bare=name == "request_review")
+    name: Action(consult, partial(absent, action_type=name), bare=name == "request_review", schema=TOOLS[name])
     for name in ("request_review", "request_guidance")
 }
 
@@ -61,7 +64,7 @@ class Navigator(Variant):
         templates = ctx.settings.navigator.templates
         plan_text = state.get("plan", "")
         preface = render_string(templates.plan, plan=plan_text) + "\n" if plan_text else ""
-        return PromptParts(actions=render_string(templates.actions), preface=preface)
+        return PromptParts(actions=render_string(templates.actions, tools=ctx.tools), preface=preface)
 
     def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
         return permission(ctx, state, node, run)

@@ -37,19 +37,13 @@ class Spending:
         model = request.model or ctx.model
         fields = {"index": self.usage["api_calls"], "step": self.state.get("n_operations", 0)}
         fields |= {"model": model.name} if model is not ctx.model else {}
-        deadline = wall_deadline(ctx, self.state)
+        how: dict[str, Any] = {"kind": request.kind, "deadline": wall_deadline(ctx, self.state), "tools": request.tools}
         if request.n == 1:
-            reply, _ = ctx.policy.call(model, request.messages, kind=request.kind, deadline=deadline, **fields)
+            reply, _ = ctx.policy.call(model, request.messages, **how, **fields)
             replies, charged = [reply], [reply]
         else:
             replies, charged = ctx.policy.call_n(
-                model,
-                request.messages,
-                request.n,
-                kind=request.kind,
-                deadline=deadline,
-                batched=request.batched,
-                **fields,
+                model, request.messages, request.n, batched=request.batched, **how, **fields
             )
         for reply in charged:
             self.usage = counted(self.usage, reply)
@@ -63,7 +57,8 @@ def format_failure(ctx: AgentContext, state: AgentState, response: str, error: E
     message = render(
         ctx.templates, "format_error", error=str(error), expected=render(ctx.templates, expected, **formats)
     )
-    update: dict[str, Any] = {"format_errors": errors, "retry": {"response": response, "message": message}}
+    retry = {"response": response, "message": message, "error": str(error)}  # the error: told on the console
+    update: dict[str, Any] = {"format_errors": errors, "retry": retry}
     limit = ctx.settings.agent.max_format_errors
     if errors >= limit:
         update |= ended(FormatErrors(f"{errors} replies in a row could not be used (agent.max_format_errors: {limit})"))

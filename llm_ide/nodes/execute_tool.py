@@ -15,6 +15,7 @@ from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ended
 from llm_ide.faults import failpoint
+from llm_ide.nodes.act import wall_deadline
 from llm_ide.prompting import truncate
 from llm_ide.recovery import run_once
 from llm_ide.resources import AgentContext
@@ -45,7 +46,7 @@ def perform(ctx: AgentContext, state: AgentState, node: OperationNode) -> Action
         except ParamError as error:
             bad = ws.observe("bad_params", action_type=node.action_type, error=str(error))
             return ActionResult(node).settled(ActionOutcome(bad, 2))
-    outcome = run_once(ctx, node, state.get("worktree_patch"))
+    outcome = run_once(ctx, node, state.get("worktree_patch"), wall_deadline(ctx, state))
     failpoint("execute.done")  # the change is made, the worktree snapshot not yet taken
     snapshot = ctx.snapshot_patch() if ctx.snapshot_patch and may_change(node) else None
     result = ActionResult(node, submitted=outcome.submitted).settled(outcome)

@@ -1,6 +1,7 @@
 """A loopback OpenAI-compatible chat endpoint in this process, whose answers come from a function: the replay's (and
 the cost benchmark's) model side. Usage is reported in characters / 4, the prefix a request shares with the previous
-one of its model as cached tokens."""
+one of its model as cached tokens. A request's text is its messages' (an assistant's tool calls: their name and
+arguments) with its tools, as sent, after the system message: the prompt a provider reads."""
 
 from __future__ import annotations
 
@@ -34,21 +35,42 @@ def prompt_chars(messages: list[dict[str, Any]]) -> int:
     return sum(len(content_text(message)) for message in messages)
 
 
-def completion(model: str, text: str, index: int, raw: int, cached: int) -> dict[str, Any]:
-    """An OpenAI chat completion holding `text`, its usage estimated from characters (raw and cached prompt)."""
+def wire_messages(body: dict[str, Any]) -> list[dict[str, str]]:
+    """A request's messages as text (an assistant's tool calls after its content, each its name and arguments), its
+    tools (their JSON) after the system message."""
+    messages = []
+    for message in body.get("messages") or []:
+        calls = [call.get("function") or {} for call in message.get("tool_calls") or []]
+        named = "".join(f"\n{call.get('name', '')} {call.get('arguments', '')}" for call in calls)
+        messages.append({"role": str(message.get("role")), "content": content_text(message) + named})
+    if body.get("tools"):
+        at = 1 if messages and messages[0]["role"] == "system" else 0
+        messages.insert(at, {"role": "tools", "content": json.dumps(body["tools"], ensure_ascii=False)})
+    return messages
+
+
+def completion(
+    model: str, text: str, index: int, raw: int, cached: int, call: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An OpenAI chat completion holding `text` (and the tool `call`: its name and arguments), its usage estimated
+    from characters (raw and cached prompt, the text and the call's name and arguments)."""
+    written = len(text) + (len(call["name"]) + len(call["arguments"]) if call else 0)
     usage = {
         "prompt_tokens": raw // 4,
-        "completion_tokens": len(text) // 4,
-        "total_tokens": raw // 4 + len(text) // 4,
+        "completion_tokens": written // 4,
+        "total_tokens": raw // 4 + written // 4,
         "prompt_tokens_details": {"cached_tokens": cached // 4},
     }
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if call:
+        message["tool_calls"] = [{"id": f"call_loopback_{index}", "type": "function", "function": call}]
     return {
         "id": f"chatcmpl-loopback-{index}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop", "logprobs": None}
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop", "logprobs": None}
         ],
         "usage": usage,
     }

@@ -4,16 +4,22 @@ that judges the step (the reflect call's), and the original run's requests (to p
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+import regex
+
 from llm_ide.errors import UsageError
+from llm_ide.fileio import file_name_problem
 from llm_ide.inspector.load import MINI_FORMAT, content_text
 from llm_ide.parsing import first_sentence
+from llm_ide.patterns import BoundedPattern
 from llm_ide.run.trajectory import FORMAT as LLM_IDE_FORMAT
 from llm_ide.run.trajectory import load_trajectory
+from llm_ide.settings import MAX_SECONDS
 
 FORMATS = (MINI_FORMAT, LLM_IDE_FORMAT)
 MINI_ACTION = r"```bash\s*\n(.*?)\n```"  # mini-swe-agent 1.x's default action_regex
@@ -102,7 +108,8 @@ def mini_trajectory(data: dict[str, Any]) -> Trajectory:
     COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT is the submit."""
     info = data.get("info") or {}
     config = info.get("config") or {}
-    pattern = re.compile((config.get("agent") or {}).get("action_regex") or MINI_ACTION, re.S)
+    action = (config.get("agent") or {}).get("action_regex") or MINI_ACTION
+    pattern = BoundedPattern(str(action), regex.S, what="its action_regex")
     messages = [{"role": str(m["role"]), "content": content_text(m)} for m in data["messages"]]
     instance = next((m["content"] for m in messages if m["role"] == "user"), "")
     found = PR_DESCRIPTION.search(instance)
@@ -112,7 +119,7 @@ def mini_trajectory(data: dict[str, Any]) -> Trajectory:
         if message["role"] != "assistant":
             continue
         requests.append(Request(len(raw_steps) + 1, messages[:position], message["content"]))
-        blocks = list(pattern.finditer(message["content"]))
+        blocks = pattern.finditer(message["content"])
         if len(blocks) != 1:
             continue
         block, text = blocks[0], message["content"]
@@ -137,17 +144,17 @@ def mini_trajectory(data: dict[str, Any]) -> Trajectory:
         for i, (thought, kind, params, observation) in enumerate(raw_steps)
     ]
     fixed = "\n".join(m["content"] for m in messages[:2] if m["role"] in ("system", "user"))
-    timeout = (config.get("environment") or {}).get("timeout")
+    timeout = seconds((config.get("environment") or {}).get("timeout"))
     return Trajectory(
         format=MINI_FORMAT,
         task=found.group(1) if found else instance,
         steps=steps,
         requests=[request for request in requests if request.step <= len(steps)],
         fixed_text=fixed,
-        instance_id=data.get("instance_id") or None,
+        instance_id=name_or_none(data.get("instance_id")),
         submission=str(info.get("submission") or ""),
-        command_timeout=float(timeout) if timeout else None,
-        workdir=str((config.get("environment") or {}).get("cwd") or "/testbed"),
+        command_timeout=timeout,
+        workdir=absolute((config.get("environment") or {}).get("cwd") or "/testbed"),
     )
 
 
@@ -181,12 +188,42 @@ def llm_ide_trajectory(data: dict[str, Any]) -> Trajectory:
         steps=steps,
         requests=requests,
         fixed_text=system or str(data.get("task") or ""),
-        instance_id=run_id if "__" in run_id else None,
+        instance_id=name_or_none(run_id) if "__" in run_id else None,
         submission=str(info.get("submission") or ""),
-        command_timeout=environment.get("command_timeout"),
-        workdir=environment.get("mount_at")
-        or (environment.get("workdir") if environment.get("type") == "docker" else None),
+        command_timeout=seconds(environment.get("command_timeout")),
+        workdir=absolute(
+            environment.get("mount_at") or (environment.get("workdir") if environment.get("type") == "docker" else None)
+        ),
     )
+
+
+def name_or_none(value: Any) -> str | None:
+    """An instance id that can name a branch and the replay's folder; anything else is no id."""
+    return value if isinstance(value, str) and file_name_problem(value) is None else None
+
+
+def seconds(value: Any) -> float | None:
+    """The original's command timeout: a number of seconds up to MAX_SECONDS, else the trajectory is refused."""
+    if value is None or value == "" or value == 0:
+        return None
+    try:
+        found = float(value)
+    except (TypeError, ValueError):
+        found = math.nan
+    if not 0 < found <= MAX_SECONDS:
+        raise ValueError(f"its command timeout {str(value)[:40]} is not a number of seconds up to {MAX_SECONDS}")
+    return found
+
+
+def absolute(value: Any) -> str | None:
+    """Where the original's commands ran: an absolute path of plain names (it is rewritten in commands and becomes
+    the sandbox's mount point), else the trajectory is refused."""
+    if value is None or value == "":
+        return None
+    path = PurePosixPath(str(value))
+    if not path.is_absolute() or ".." in path.parts or len(str(value)) > 200 or "\0" in str(value):
+        raise ValueError(f"its working directory {str(value)[:80]!r} is not an absolute path")
+    return str(path)
 
 
 def reflection_text(op: dict[str, Any]) -> str:

@@ -83,6 +83,7 @@ class ReplayReport(BaseModel):
     instance_id: str | None
     commit: str
     single_call: bool
+    action_format: str = "text"  # tools: llm-ide's requests carried the actions as tools, the replies tool calls
     mounted_at: str | None  # where the commands saw the checkout (None: at its own path)
     workdir_rewritten: bool = False  # no bubblewrap: the original's workdir in the commands replaced by the checkout's
     prices: Prices

@@ -96,8 +96,8 @@ def totals_rows(report: ReplayReport) -> list[tuple[str, str, str, str]]:
 def totals_table(report: ReplayReport) -> Table:
     prices = report.prices
     title = (
-        f"in total ({len(report.steps)} steps), in characters; bill = uncached × {prices.input:g} + shared prefix × "
-        f"{prices.cached:g} + output × {prices.output:g}"
+        f"in total ({len(report.steps)} steps, llm-ide's actions as {report.action_format}), in characters; bill = "
+        f"uncached × {prices.input:g} + shared prefix × {prices.cached:g} + output × {prices.output:g}"
     )
     table = Table(title=title)
     for column in ("figure", *AGENTS, "llm-ide / original"):

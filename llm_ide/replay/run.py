@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.conversation import replies_for
-from llm_ide.environments.sandbox import bwrap_path
+from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
 from llm_ide.fileio import atomic_write
 from llm_ide.replay.checkout import checkout, git
 from llm_ide.replay.endpoint import LoopbackEndpoint
@@ -28,10 +28,13 @@ REPORT = "replay.json"
 RUN_DIR = "run"
 
 
-def settings_for(trajectory: Trajectory, overrides: list[Path], single_call: bool | None) -> Settings:
+def settings_for(
+    trajectory: Trajectory, overrides: list[Path], single_call: bool | None, action_format: str | None = None
+) -> Settings:
     """The bundled config, then the replay's defaults (local, no network, no tools: the original had none, no cost
     limit, the original's command timeout), then the `overrides` files; the environment type and the step limit are
-    the replay's whatever the files say. The original's workdir (/testbed) is where bubblewrap shows the checkout."""
+    the replay's whatever the files say, `single_call` and `action_format` (tools: the endpoint answers with tool
+    calls) too when given. The original's workdir (/testbed) is where bubblewrap shows the checkout."""
     defaults: dict[str, Any] = {
         "agent": {"cost_limit": 0},
         "environment": {"tools": [], "network": "none", "sandbox": "bwrap"},
@@ -45,10 +48,18 @@ def settings_for(trajectory: Trajectory, overrides: list[Path], single_call: boo
             "step_limit": len(trajectory.steps) + 5,
             **({} if single_call is None else {"single_call": single_call}),
         },
+        "model": {} if action_format is None else {"action_format": action_format},
     }
     base = len(config_layers("default"))
     layers = config_layers("default", overrides)
     return validate_layers([*layers[:base], ("replay", defaults), *layers[base:], ("replay", forced)])
+
+
+def sandbox_problem(settings: Settings) -> str | None:
+    """Why the replayed commands would not be sandboxed (`environment.sandbox: none`, no usable bwrap); None if not."""
+    if settings.environment.sandbox == "none":
+        return "environment.sandbox is none"
+    return bwrap_problem()
 
 
 def run_id_of(trajectory: Trajectory, path: Path) -> str:
@@ -78,22 +89,30 @@ def replay(
     single_call: bool | None = None,
     prices: Prices | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
+    unsandboxed: bool = False,
+    action_format: str | None = None,
 ) -> ReplayReport:
     """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
-    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`."""
+    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`. Another's commands
+    run only in the sandbox, unless `unsandboxed`."""
     trajectory = load(path)
-    settings = settings_for(trajectory, overrides or [], single_call)
+    settings = settings_for(trajectory, overrides or [], single_call, action_format)
     with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
+        if not unsandboxed and (problem := sandbox_problem(settings)):
+            raise ReplayError(
+                f"{problem}: the trajectory's commands would run on this machine as you, with your files and network;"
+                " pass --unsandboxed to replay it anyway"
+            )
         settings = mounted(settings, trajectory)
         run_dir = fresh_output(out)
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
         environment = as_the_original_found_it(repo, watch.tracked, trajectory)
-        single = replies_for(settings).joins_verdict  # one reply per step, or a reflection then an action
-        script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite)
+        single, tools = replies_for(settings).joins_verdict, settings.model.action_format == "tools"  # auto: text
+        script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools)
         try:
             with LoopbackEndpoint(script.answer, [MODEL]) as endpoint:
                 result = run_task(
@@ -117,6 +136,7 @@ def replay(
             instance_id=trajectory.instance_id,
             commit=commit,
             single_call=single,
+            action_format="tools" if tools else "text",
             mounted_at=settings.environment.mount_at,
             workdir_rewritten=workdir is not None,
             prices=prices or Prices(),

@@ -1,6 +1,7 @@
 """The model side of a replay: llm-ide's calls answered from the trajectory, in the order the agent graph makes them
 (step 1: act; every later step: reflect on the previous one, then act; with `agent.single_call` one reply holds
-both), every request logged on the wire."""
+both), every request logged on the wire. Where the actions are tools (`model.action_format: tools`), an act reply is
+the text (the verdict, the thought) and the action as a tool call in OpenAI's wire format."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from llm_ide.inspector.load import content_text
 from llm_ide.parsing import body_text, first_sentence
-from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix
+from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix, wire_messages
 from llm_ide.replay.formats import Message, Step
 
 MODEL = "replay"
@@ -24,6 +24,12 @@ class Reply:
     step: int  # 1-based: the step whose action (or reflection, for `reflect`) the reply holds
     kind: str  # act | reflect
     text: str
+    call: dict[str, str] | None = None  # the action as a tool call (name, arguments), where the actions are tools
+
+    @property
+    def written(self) -> str:
+        """What the model wrote: the text, and the call's name and arguments."""
+        return self.text + (f"\n{self.call['name']} {self.call['arguments']}" if self.call else "")
 
 
 @dataclass(frozen=True)
@@ -56,16 +62,29 @@ def brief_verdict(verdict: str, thought: str) -> str:
     return f"{brief}\n{lessons}" if lessons else brief
 
 
-def planned_replies(steps: list[Step], single_call: bool, rewrite: Callable[[str], str] | None = None) -> list[Reply]:
+def tool_call(step: Step, rewrite: Callable[[str], str] | None = None) -> dict[str, str]:
+    """The step's action as a tool call in OpenAI's wire format: its name, its parameters' JSON."""
+    params = dict(step.params)
+    if rewrite is not None and isinstance(params.get("command"), str):
+        params["command"] = rewrite(params["command"])
+    return {"name": step.action_type, "arguments": json.dumps(params, ensure_ascii=False)}
+
+
+def planned_replies(
+    steps: list[Step], single_call: bool, rewrite: Callable[[str], str] | None = None, tools: bool = False
+) -> list[Reply]:
+    """The replies in call order; `tools`: each action as a tool call, the text before it its thought."""
     replies: list[Reply] = []
     for number, step in enumerate(steps, start=1):
-        action = action_text(step, rewrite)
+        action, call = (step.thought.strip(), tool_call(step, rewrite)) if tools else (action_text(step, rewrite), None)
         if number == 1:
-            replies.append(Reply(1, "act", action))
+            replies.append(Reply(1, "act", action, call))
         elif single_call:
-            replies.append(Reply(number, "act", f"{brief_verdict(steps[number - 2].verdict, step.thought)}\n{action}"))
+            verdict = brief_verdict(steps[number - 2].verdict, step.thought)
+            text = f"{verdict}\n{action}"
+            replies.append(Reply(number, "act", text.strip("\n") if tools else text, call))
         else:
-            replies += [Reply(number, "reflect", steps[number - 2].verdict), Reply(number, "act", action)]
+            replies += [Reply(number, "reflect", steps[number - 2].verdict), Reply(number, "act", action, call)]
     return replies
 
 
@@ -89,15 +108,16 @@ class Script:
         wire: Path,
         before_act: Callable[[int], None],
         rewrite: Callable[[str], str] | None = None,
+        tools: bool = False,
     ) -> Script:
-        return cls(planned_replies(steps, single_call, rewrite), wire.open("w", encoding="utf-8"), before_act)
+        return cls(planned_replies(steps, single_call, rewrite, tools), wire.open("w", encoding="utf-8"), before_act)
 
     def close(self) -> None:
         if self.wire is not None:
             self.wire.close()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        messages = [{"role": str(m.get("role")), "content": content_text(m)} for m in body.get("messages") or []]
+        messages = wire_messages(body)
         with self.lock:
             index = len(self.calls)
             if index >= len(self.replies):
@@ -107,10 +127,11 @@ class Script:
                 self.before_act(reply.step)
             raw, cached = prompt_chars(messages), shared_prefix(self.previous, messages)
             self.previous = messages
-            call = WireCall(index, reply.step, reply.kind, messages, reply.text, raw, cached)
+            call = WireCall(index, reply.step, reply.kind, messages, reply.written, raw, cached)
             self.calls.append(call)
             if self.wire is not None:
                 record = {"index": index, "step": reply.step, "kind": reply.kind, "raw": raw, "cached": cached}
-                self.wire.write(json.dumps({**record, "request": body, "response": reply.text}) + "\n")
+                answer = {"response": reply.text, **({"tool_call": reply.call} if reply.call else {})}
+                self.wire.write(json.dumps({**record, "request": body, **answer}) + "\n")
                 self.wire.flush()
-        return 200, completion(str(body.get("model") or MODEL), reply.text, index, raw, cached)
+        return 200, completion(str(body.get("model") or MODEL), reply.text, index, raw, cached, reply.call)

@@ -3,9 +3,9 @@ prompts/reproduction.yaml)."""
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveInt
 
-from llm_ide.settings import BundledTemplates, Strict
+from llm_ide.settings import BundledTemplates, Seconds, Strict
 
 PROMPTS = "reproduction.yaml"
 
@@ -39,7 +39,7 @@ class ReproductionSettings(Strict):
     generate: bool = False  # the agent writes reproduction tests before its first step, each validated
     tries: PositiveInt = 3  # the writing phase's model calls at most
     keep: PositiveInt = 1  # validated tests that end the phase
-    timeout: PositiveFloat = 120.0  # seconds per run of a reproduction: a hanging one is cut there
+    timeout: Seconds = 120.0  # seconds per run of a reproduction: a hanging one is cut there
     output_chars: PositiveInt = 3000  # of a reproduction's output, in prompts and records (head and tail)
     files_chars: PositiveInt = 4000  # of the repository's file list shown to the writer
     markers: Markers = Field(default_factory=Markers)
@@ -50,5 +50,5 @@ class ReproductionSettings(Strict):
         '"$(command -v python || command -v python3)" -m pytest -rA -p no:cacheprovider -q'
         " --continue-on-collection-errors {{ files }}"
     )
-    regression_timeout: PositiveFloat = 900.0
+    regression_timeout: Seconds = 900.0
     templates: ReproductionTemplates = Field(default_factory=lambda: ReproductionTemplates())

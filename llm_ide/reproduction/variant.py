@@ -17,8 +17,9 @@ from llm_ide.reproduction.nodes.reproduce import reproduce
 from llm_ide.reproduction.phase import reproduction
 from llm_ide.reproduction.record import record_of, run_all
 from llm_ide.reproduction.script import Script, setup_reproduction_script, shown
-from llm_ide.reproduction.settings import ReproductionSettings
+from llm_ide.reproduction.settings import PROMPTS, ReproductionSettings
 from llm_ide.reproduction.verify import verify_runs
+from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import Action, ActionResult, ActionRun, Hook, Opening, PromptParts, State, Variant
 from llm_ide.verification import Finished, Verified
@@ -51,7 +52,7 @@ class Reproduction(Variant):
     name = "reproduction"
     settings = {"reproduction": (ReproductionSettings, ReproductionSettings)}
     state = ReproductionState
-    actions = {"reproduce": Action(reproduce, absent, bare=True)}
+    actions = {"reproduce": Action(reproduce, absent, bare=True, schema=bundled_yaml(PROMPTS)["tools"]["reproduce"])}
 
     def __init__(self, *given: Script) -> None:
         self.given = list(given)
@@ -72,7 +73,7 @@ class Reproduction(Variant):
         own = ctx.settings.reproduction
         scripts = [shown(ctx.codebase.env, item, item["before"]) for item in record_of(state)["scripts"]]
         notes = render_string(own.templates.task_notes, scripts=scripts, **own.markers.model_dump()) if scripts else ""
-        return PromptParts(task_notes=notes, actions=render_string(own.templates.action_line))
+        return PromptParts(task_notes=notes, actions=render_string(own.templates.action_line, tools=ctx.tools))
 
     def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
         """At submit, the scripts run again on the code as submitted."""

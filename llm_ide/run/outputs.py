@@ -35,6 +35,7 @@ class RunEvent:
     tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
     thought: str = ""  # kind "step": the reasoning that chose the action
     tokens: int = 0  # kind "step": the run's tokens so far (input + output)
+    rejected: tuple[int, int] | None = None  # kind "format_error": replies rejected in a row, agent.max_format_errors
 
 
 @dataclass
@@ -76,9 +77,11 @@ class RunOutputs:
     emit: Callable[[RunEvent], None] = lambda event: None
     interrupt: dict[str, Any] | None = None
     steps: int = field(init=False)
+    rejected: int = field(init=False)  # the replies rejected in a row so far
 
     def __post_init__(self) -> None:
         self.steps = self.values.get("n_operations", 0)
+        self.rejected = self.values.get("format_errors", 0)
 
     @property
     def values(self) -> dict[str, Any]:
@@ -94,6 +97,7 @@ class RunOutputs:
                 continue
             self.values.clear()
             self.values.update(state)
+            self.tell_rejected(state, ctx.settings.agent.max_format_errors)
             if state.get("n_operations", 0) <= self.steps:
                 continue
             self.steps = state["n_operations"]
@@ -108,6 +112,16 @@ class RunOutputs:
             self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
 
             log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
+
+    def tell_rejected(self, state: dict[str, Any], limit: int) -> None:
+        """A reply that could not be used (one more format error in a row: a new `retry`), told as it happens with
+        why."""
+        errors, retry = state.get("format_errors", 0), state.get("retry") or {}
+        if errors > self.rejected and retry:
+            why = retry.get("error") or retry.get("message", "")
+            step = state.get("n_operations", 0) + 1
+            self.emit(RunEvent(self.run_id, "format_error", step=step, observation=why, rejected=(errors, limit)))
+        self.rejected = errors
 
     def finished_before(self, settings: CoreSettings, repo: Path | None, image: str | None) -> RunResult:
         """A thread that had already finished: its result again, its submission from its trajectory (or recovered)."""

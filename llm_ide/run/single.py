@@ -239,6 +239,7 @@ class Stream:
             submission = final_patch(env, base, self.driver.request.settings, self.outputs.values)
         except Exception as error:  # the run's outcome must still be saved
             log.error("patch extraction failed: %s", error)
+            submission = getattr(error, "patch", "")  # a repository lost under the run (RepositoryLost): its snapshot
             if status.finished:  # an empty patch is not the result of a finished run
                 status, self.outputs.info["error"] = ending(error)[0], f"patch extraction failed: {error}"
         env.close()

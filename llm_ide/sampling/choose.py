@@ -38,15 +38,16 @@ def majority(candidates: list[Candidate]) -> int:
 
 class Chooser:
     """The choosing calls of one step, each continuing the act conversation (its prefix served from the prompt
-    cache), on `sampling.model` when it is set (`model`), else on the agent's."""
+    cache, with its tools where the actions are tools), on `sampling.model` when it is set (`model`), else on the
+    agent's."""
 
-    def __init__(self, ctx: AgentContext, messages: list[Message], call: ModelCall, model: Model | None) -> None:
-        self.ctx, self.messages, self.call, self.model = ctx, messages, call, model
+    def __init__(self, ctx: AgentContext, request: ModelRequest, call: ModelCall, model: Model | None) -> None:
+        self.ctx, self.messages, self.tools, self.call, self.model = ctx, request.messages, request.tools, call, model
         self.replies: tuple[ModelReply, ...] = ()
 
     def ask(self, kind: str, question: str) -> str:
-        messages = [*self.messages, {"role": "user", "content": question}]
-        response = self.call(ModelRequest(kind, messages, model=self.model))
+        messages: list[Message] = [*self.messages, {"role": "user", "content": question}]
+        response = self.call(ModelRequest(kind, messages, model=self.model, tools=self.tools))
         self.replies += response.replies
         return response.text
 

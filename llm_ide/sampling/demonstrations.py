@@ -35,11 +35,12 @@ def chosen_operations(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [op for op in operations if op.get("attempt") == chosen]
 
 
-def render_demonstration(templates: SamplingTemplates, path: Path, number: int) -> str:
+def render_demonstration(templates: SamplingTemplates, path: Path, number: int, tools: bool = False) -> str:
     data = read_demonstration(path)
     nodes = operation_nodes(chosen_operations(data))
     return render_string(
         templates.demonstration,
+        tools=tools,
         number=number,
         task=str(data.get("task") or ""),
         steps=[step_view(node) for node in reasoning_chain(nodes)],
@@ -48,15 +49,15 @@ def render_demonstration(templates: SamplingTemplates, path: Path, number: int) 
     )
 
 
-def render_demonstrations(settings: Any) -> str:
-    """The demonstrations section of the system prompt (each within `sampling.demonstration_max_chars`); empty
-    without demonstrations."""
+def render_demonstrations(settings: Any, tools: bool = False) -> str:
+    """The demonstrations section of the system prompt (each within `sampling.demonstration_max_chars`), their
+    actions as the run's are (`tools`: calls); empty without demonstrations."""
     paths, sampling = settings.demonstrations, settings.sampling
     if not paths:
         return ""
     cap = sampling.demonstration_max_chars
     parts = [
-        truncate(render_demonstration(sampling.templates, path, number), cap, settings.templates)
+        truncate(render_demonstration(sampling.templates, path, number, tools), cap, settings.templates)
         for number, path in enumerate(paths, 1)
     ]
     return render_string(sampling.templates.demonstrations, demonstrations="\n\n".join(parts))

@@ -41,7 +41,7 @@ class Sampling(Variant):
         candidates, failures = fold(sampled.texts, request.parse)
         if not candidates:  # no usable reply: the step reads the first, and asks again as for one malformed reply
             return ModelResponse(sampled.texts[:1], sampled.replies)
-        chooser = Chooser(ctx, request.messages, call, ctx.resources.get(self.name))
+        chooser = Chooser(ctx, request, call, ctx.resources.get(self.name))
         chosen, choice = chooser.choose(candidates)
         failpoint("sampling.chosen")  # every call of the step made, its update not yet saved
         marks = {
@@ -63,5 +63,5 @@ class Demonstrations(Variant):
         system, *rest = request.messages
         if system["role"] != "system":
             return call(request)
-        shown = memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings))
+        shown = memo(ctx, ("demonstrations",), lambda: render_demonstrations(ctx.settings, ctx.tools))
         return call(replace(request, messages=[{**system, "content": f"{shown}\n\n{system['content']}"}, *rest]))

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from llm_ide.errors import UsageError
+from llm_ide.fileio import file_name_problem
 
 SUBSETS: dict[str, str] = {
     "lite": "princeton-nlp/SWE-bench_Lite",
@@ -109,6 +110,8 @@ def parse_row(row: Any, index: int) -> Instance | RowError:
     instance_id = row.get("instance_id")
     if not isinstance(instance_id, str) or not instance_id.strip():
         return RowError(index, None, "instance_id", "missing or not a non-empty string")
+    if problem := file_name_problem(instance_id):  # it names the instance's folder in the batch's output
+        return RowError(index, None, "instance_id", f"{instance_id[:80]!r}: {problem}")
     statement = row.get("problem_statement")
     if not isinstance(statement, str) or not statement.strip():
         return RowError(index, instance_id, "problem_statement", "missing or not a non-empty string")

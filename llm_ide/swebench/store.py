@@ -15,6 +15,7 @@ import yaml
 
 from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
+from llm_ide.settings import load_yaml
 
 PREDS = "preds.json"
 STATUSES = "exit_statuses.yaml"
@@ -93,7 +94,7 @@ def read_statuses(output: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader) or {}
         instances = data.get("instances") or {}
         if not isinstance(instances, dict) or not all(
             isinstance(info, dict) and isinstance(info.get("exit_status"), str) for info in instances.values()

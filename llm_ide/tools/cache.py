@@ -158,6 +158,8 @@ class ToolCache:
         entry = self.local_entry(tool, key)
         here = Target(str(entry), conda=target.conda, local=True)
         with self.locked(entry.name):
+            if allow_read := getattr(env, "allow_read", None):  # a sandboxed local environment: the tool is run
+                allow_read(entry)
             if (entry / COMPLETE).is_file():
                 return Lookup(here, hit=True, key=key)
             shutil.rmtree(entry, ignore_errors=True)

@@ -10,7 +10,7 @@ from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validato
 
 from llm_ide.errors import UsageError
 from llm_ide.prompting import JINJA
-from llm_ide.settings import Strict
+from llm_ide.settings import Strict, load_yaml
 
 TOOLS_DIR = Path(__file__).parent
 KEYS = ("tool_name", "version", "source", "py_standalone", "installation", "setup_script", "executable", "usage")
@@ -134,7 +134,7 @@ def parse_tool_config(data: Any, path: Path) -> ToolConfig:
 
 def load_tool_config(path: Path) -> ToolConfig:
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ToolYamlLoader)  # noqa: S506 (a SafeLoader)
+        data = load_yaml(path.read_text(encoding="utf-8"), _ToolYamlLoader)
     except FileNotFoundError:
         raise ToolConfigError(f"{path}: tool config not found") from None
     except yaml.YAMLError as error:

@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, make_environment
 from llm_ide.environments.processes import reap_leftovers
-from llm_ide.errors import ExitStatus, ending
+from llm_ide.errors import ExitStatus, RepositoryLost, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
@@ -66,6 +66,7 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
 
     def snapshot() -> str:
         try:
+            keep_base(env, base).check_repository()
             return redact(extract_patch(env, base, settings.patch))
         except EnvironmentFailure:
             raise
@@ -95,7 +96,11 @@ def final_patch(env: Environment, base: str | None, settings: CoreSettings, valu
     if base is None:
         return ""
     try:
+        keep_base(env, base).check_repository()
         return extract_patch(env, base, settings.patch)
+    except RepositoryLost as error:  # the run ends with it; its work as the last snapshot holds it
+        error.patch = values.get("worktree_patch", "")
+        raise
     except Exception as error:
         if "worktree_patch" not in values:
             raise PatchError(str(error)) from None

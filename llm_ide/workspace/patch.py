@@ -10,6 +10,7 @@ from fnmatch import fnmatch
 from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
+from llm_ide.errors import RepositoryLost
 from llm_ide.settings import PatchSettings
 
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
@@ -59,6 +60,7 @@ class BaseTree:
             raise PatchError(f"cannot read the base commit {base[:12]} from the repository")
         self.pack = pack
         self.git_dir = env.private_dir(f"base-{uuid.uuid4().hex[:12]}.git")
+        self.repository = env.run_trusted("git rev-parse --absolute-git-dir", 60)[1].decode(errors="replace").strip()
         self._install()
 
     def _install(self) -> None:
@@ -115,6 +117,20 @@ class BaseTree:
         self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in sorted(excluded)))
         self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
         return self._run(then)
+
+    def check_repository(self) -> None:
+        """RepositoryLost when the repository's own git directory is gone, another one, or without the base commit
+        (a command or a script deleted or replaced it); the patch itself never needs it."""
+        base = shlex.quote(self.base)
+        script = (
+            f'[ "$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)} ] && '
+            f"git cat-file -e {base}^{{commit}} 2>/dev/null"
+        )
+        if self.env.run_trusted(script, 60)[0] != 0:
+            raise RepositoryLost(
+                f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
+                f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
+            )
 
     def extract(self, settings: PatchSettings) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,

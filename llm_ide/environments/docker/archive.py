@@ -11,23 +11,26 @@ from decimal import Decimal
 from pathlib import Path
 
 
-def tar_directory(source: Path, spool: tempfile.SpooledTemporaryFile[bytes]) -> None:
-    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
+def tar_directory(source: Path, spool: tempfile.SpooledTemporaryFile[bytes], owner: tuple[int, int] = (0, 0)) -> None:
+    """`source` archived as owned by `owner` (uid, gid): the commands' user in the container."""
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid = owner
+        info.uname = info.gname = "root" if owner == (0, 0) else ""
         return info
 
     with tarfile.open(fileobj=spool, mode="w") as archive:
-        archive.add(source, arcname=".", filter=as_root)
+        archive.add(source, arcname=".", filter=owned)
 
 
-def single_file_tar(name: str, data: bytes) -> bytes:
+def single_file_tar(name: str, data: bytes, owner: tuple[int, int] = (0, 0)) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         info = tarfile.TarInfo(name)
         info.size = len(data)
         info.mtime = int(time.time())
         info.mode = 0o644
+        info.uid, info.gid = owner
         archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 

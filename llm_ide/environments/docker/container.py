@@ -30,6 +30,7 @@ from llm_ide.environments.docker.cleanup import (
     owner_labels,
     remove_container,
 )
+from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
@@ -38,6 +39,7 @@ from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
 PRIVATE_ROOT = "/var/lib/llm-ide"
+LINK_DIR = "/usr/local/bin"  # where the tools link their commands (tools/plan.py): the commands' user's too
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
@@ -48,9 +50,11 @@ TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 # namespace's init ignores the signals it has no handler for, and it ignores the usual ones), so the container and
 # the run's edits survive an agent that kills everything it sees; only SIGUSR2 (the watchdog's) ends it.
 KEEPER = [
-    "sh", "-c", "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; "
-    "while :; do sleep 2147483647 & wait $!; done", "llm-ide-init",
-]  # fmt: skip
+    "sh",
+    "-c",
+    "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; while :; do sleep 2147483647 & wait $!; done",
+    "llm-ide-init",
+]
 # The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
 # by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. A new
 # one starts after every lost session (the agent's commands may have killed it).
@@ -74,9 +78,7 @@ class DockerEnvironment:
         env: dict[str, str] | None = None,
         conda_env: str | None = None,
         network: str | None = DEFAULT_NETWORK,
-        cpus: float | None = None,
-        memory: str | int | None = None,
-        pids_limit: int | None = None,
+        limits: Limits | None = None,
         command_timeout: float = 120,
         output_max_bytes: int = 1_000_000,
         pull: str = "missing",
@@ -103,8 +105,12 @@ class DockerEnvironment:
         ensure_image(self.client, image, pull)
         if repo is not None and not Path(repo).is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
-        self._start_container(env or {}, network, cpus, memory, pids_limit)
+        limits = limits or Limits.bundled()
+        self._start_container(env or {}, network, limits)
         try:
+            self.user = limits.commands_user(self.client, image)
+            folders = [TOOLS_ROOT, PRIVATE_ROOT, workdir, LINK_DIR]
+            self.owner = hand_over(self.client.api, str(self.container_id), self.user, folders)
             self._session = self._open_session()
             if repo is not None:
                 self.copy_in(Path(repo), workdir)
@@ -119,27 +125,24 @@ class DockerEnvironment:
         image = image or settings.image
         if not image:
             raise EnvironmentFailure("the docker environment needs an image (--image IMAGE or environment.image)")
-        same = ("workdir", "env", "conda_env", "network", "cpus", "memory", "pids_limit", "command_timeout", "pull")
+        same = ("workdir", "env", "conda_env", "network", "command_timeout", "pull")
         return cls(
             image,
             run_id=run_id,
             **{name: getattr(settings, name) for name in same},
+            limits=Limits.of(settings),
             output_max_bytes=settings.output_max_bytes,
             messages=settings.messages.model_dump(),
             repo=repo,
             tools_cache=docker_tools_cache() if settings.tools else None,
         )
 
-    def _start_container(
-        self, env: dict[str, str], network: str | None, cpus: float | None, memory: Any, pids_limit: int | None
-    ) -> None:
-        options: dict[str, Any] = {}
+    def _start_container(self, env: dict[str, str], network: str | None, limits: Limits) -> None:
+        options = limits.create_options(self.client)
         if network == DEFAULT_NETWORK:
             network = ensure_network(self.client)
         if network:
             options["network_mode"] = network
-        if pids_limit:
-            options["pids_limit"] = pids_limit
         volumes: dict[str, dict[str, str]] = {}
         if network != "none" and CA_BUNDLE.is_file():
             volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}
@@ -147,10 +150,6 @@ class DockerEnvironment:
             volumes[self.tools_cache_mount[0]] = {"bind": TOOLS_CACHE_MOUNT, "mode": "ro"}
         if volumes:
             options["volumes"] = volumes
-        if cpus:
-            options["nano_cpus"] = int(float(cpus) * 1e9)
-        if memory:
-            options["mem_limit"] = memory
         name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
         install_cleanup_handlers()
         with contextlib.suppress(docker.errors.DockerException):  # what a killed run of this id left (watchdog gone)
@@ -199,7 +198,7 @@ class DockerEnvironment:
     def _open_session(self) -> Session:
         assert self.container_id is not None
         try:
-            return Session(self.client.api, self.container_id, self.conda_env, "/")
+            return Session(self.client.api, self.container_id, self.conda_env, "/", self.user)
         except docker.errors.DockerException as error:
             raise EnvironmentFailure(f"container {self.container_id[:12]} is not usable: {one_line(error)}") from None
 
@@ -252,11 +251,12 @@ class DockerEnvironment:
     def _kill(self, session: Session, server: bool) -> None:
         """Kills the running command's process group (and the session's shell) with a separate exec."""
         assert self.container_id is not None
-        script = f'kill -KILL -- -"$(cat {session.pidfile})"'
+        script = f'kill -KILL -- -"$(<{session.pidfile})"'  # builtins only, as the commands' user: nothing they planted
         if server:
-            script += f'; kill -KILL "$(cat {session.pidfile}.session)"'
+            script += f'; kill -KILL "$(<{session.pidfile}.session)"'
         with contextlib.suppress(docker.errors.DockerException):
-            exec_id = self.client.api.exec_create(self.container_id, ["bash", "-c", script + " 2>/dev/null"])["Id"]
+            argv = ["bash", "-c", script + " 2>/dev/null"]
+            exec_id = self.client.api.exec_create(self.container_id, argv, user=self.user or ROOT)["Id"]
             self.client.api.exec_start(exec_id)
 
     def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
@@ -310,7 +310,7 @@ class DockerEnvironment:
 
     def write_file(self, path: str, data: bytes) -> None:
         staging = f".llm-ide-write-{uuid.uuid4().hex}"
-        self._put_archive("/tmp", single_file_tar(staging, data))
+        self._put_archive("/tmp", single_file_tar(staging, data, self.owner))
         target = shlex.quote(self._resolve(path))
         script = (
             f"{self._inside_check()}if ! inside {target}; then rm -f /tmp/{staging}; exit {OUTSIDE}; fi; "
@@ -334,15 +334,15 @@ class DockerEnvironment:
         return returncode, bytes(sink.data)
 
     def private_dir(self, name: str) -> str:
-        """Outside the workdir; the agent's commands run as root in the container, so the host keeps what matters
-        (e.g. the base commit's pack) and puts it back when this copy is damaged."""
+        """Outside the workdir; the agent's commands may run as root in the container, so the host keeps what
+        matters (e.g. the base commit's pack) and puts it back when this copy is damaged."""
         return posixpath.join(PRIVATE_ROOT, self.run_id.replace("/", "-"), name)
 
     def put_private(self, path: str, data: bytes) -> None:
         folder, name = posixpath.split(path)
         if self.run_trusted(f"mkdir -p -- {shlex.quote(folder)}", self.command_timeout)[0] != 0:
             raise EnvironmentFailure(f"cannot create {folder} in the container")
-        self._put_archive(folder, single_file_tar(name, data))
+        self._put_archive(folder, single_file_tar(name, data, self.owner))
 
     def copy_in(self, source: Path, destination: str) -> None:
         source = Path(source)
@@ -354,7 +354,7 @@ class DockerEnvironment:
         if self.run(f"mkdir -p -- {shlex.quote(target)}", sink, self.command_timeout)[0] != 0:
             raise EnvironmentFailure(f"cannot create {target} in the container: {sink.data.decode(errors='replace')}")
         with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-            tar_directory(source, spool)
+            tar_directory(source, spool, self.owner)
             spool.seek(0)
             self._put_archive(target, spool)
 

@@ -57,7 +57,9 @@ class Collector:
 class Session:
     """The container's shell session: a bash read loop attached over the exec API (stdin in, multiplexed output out)."""
 
-    def __init__(self, api: docker.APIClient, container_id: str, conda_env: str | None, workdir: str) -> None:
+    def __init__(
+        self, api: docker.APIClient, container_id: str, conda_env: str | None, workdir: str, user: str = ""
+    ) -> None:
         self.token = f"\x1e__llm_ide_{uuid.uuid4().hex}__".encode()
         self.pidfile = f"/tmp/.llm-ide-{uuid.uuid4().hex}.pid"
         exec_id = api.exec_create(
@@ -65,6 +67,7 @@ class Session:
             ["bash", "-c", 'IFS= read -r -d "" script && eval "$script"', "llm-ide-session"],
             stdin=True,
             workdir=workdir,
+            user=user or "0:0",
         )["Id"]
         raw = api.exec_start(exec_id, socket=True)
         self._raw = raw

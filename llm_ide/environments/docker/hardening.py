@@ -1,0 +1,100 @@
+"""What a run's container may do (`environment` settings): the commands' user, the capabilities left to root in it
+(`cap_drop: ALL`, then `cap_add`), no new privileges (a setuid program gains none), and its CPU, memory and process
+limits. PID 1 and our own set-up run as root; the commands' shell session runs as the commands' user."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+import docker.errors
+
+from llm_ide.environments.base import EnvironmentFailure
+from llm_ide.environments.docker.cleanup import one_line
+from llm_ide.settings import EnvironmentSettings, bundled_yaml
+
+ROOT = "0:0"
+ROOT_NAMES = {"", "root", "0", "0:0", "root:root"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpus: float | None = None  # CPUs the container may use (capped at the engine's)
+    memory: str | int | None = None  # docker's mem_limit
+    pids_limit: int | None = None
+    user: str = "auto"  # the commands' user: auto is the image's own (root when it declares none)
+    cap_add: tuple[str, ...] = ()  # the capabilities kept; every other one is dropped
+    no_new_privileges: bool = True
+
+    @classmethod
+    def of(cls, settings: EnvironmentSettings) -> Limits:
+        return cls(
+            cpus=settings.cpus,
+            memory=settings.memory,
+            pids_limit=settings.pids_limit,
+            user=settings.user,
+            cap_add=tuple(settings.cap_add),
+            no_new_privileges=settings.no_new_privileges,
+        )
+
+    @classmethod
+    def bundled(cls) -> Limits:
+        """The bundled config's (a container made without settings)."""
+        return cls.of(EnvironmentSettings.model_validate(bundled_yaml("default.yaml")["environment"]))
+
+    def create_options(self, client: docker.DockerClient) -> dict[str, Any]:
+        """The options of `containers.create` that hold the container in."""
+        options: dict[str, Any] = {"user": ROOT, "cap_drop": ["ALL"], "cap_add": [cap.upper() for cap in self.cap_add]}
+        if self.no_new_privileges:
+            options["security_opt"] = ["no-new-privileges:true"]
+        if self.pids_limit:
+            options["pids_limit"] = self.pids_limit
+        if self.cpus:
+            options["nano_cpus"] = int(min(float(self.cpus), engine_cpus(client)) * 1e9)
+        if self.memory:
+            options["mem_limit"] = self.memory
+        return options
+
+    def commands_user(self, client: docker.DockerClient, image: str) -> str:
+        """Who runs the commands: `user`, or the image's declared user for `auto`; "" for root."""
+        user = self.user
+        if user == "auto":
+            try:
+                user = client.images.get(image).attrs.get("Config", {}).get("User") or ""
+            except docker.errors.DockerException as error:
+                raise EnvironmentFailure(f"cannot inspect the image {image}: {one_line(error)}") from None
+        return "" if user.strip() in ROOT_NAMES else user.strip()
+
+
+def engine_cpus(client: docker.DockerClient) -> float:
+    """The CPUs the engine has (a larger limit is refused by it)."""
+    try:
+        return float(client.info().get("NCPU") or 1)
+    except docker.errors.DockerException:
+        return 1.0
+
+
+def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> tuple[int, str]:
+    """One of our set-up commands in the container, as `user`: its exit status and output."""
+    exec_id = api.exec_create(container_id, ["sh", "-c", script], user=user or ROOT)["Id"]
+    output = api.exec_start(exec_id).decode(errors="replace")
+    return api.exec_inspect(exec_id)["ExitCode"], output
+
+
+def hand_over(api: docker.APIClient, container_id: str, user: str, folders: list[str]) -> tuple[int, int]:
+    """The commands' user's numeric ids; `folders` made (as root) and given to them (not their content: a workdir the
+    image holds stays as the image has it)."""
+    if not user:
+        return 0, 0
+    code, output = run_as(api, container_id, "id -u && id -g", user)
+    ids = output.split()
+    if code != 0 or len(ids) != 2 or not all(part.isdigit() for part in ids):
+        raise EnvironmentFailure(f"environment.user {user}: not a user of this image ({' '.join(output.split())})")
+    uid, gid = int(ids[0]), int(ids[1])
+    quoted = " ".join(shlex.quote(folder) for folder in folders)
+    code, output = run_as(api, container_id, f"mkdir -p -- {quoted} && chown {uid}:{gid} -- {quoted}", ROOT)
+    if code != 0:
+        raise EnvironmentFailure(f"cannot give {user} its folders: {' '.join(output.split())[:300]}")
+    return uid, gid

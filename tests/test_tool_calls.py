@@ -1,0 +1,441 @@
+"""Native tool calls (`model.action_format`): the actions as the provider's tools over OpenAI's and Anthropic's wire
+(the loopback server, tests/openai_server.py), whole runs to their patch, the format errors of a reply in tools format,
+the scripted model answering with tool calls, what `auto` picks, the variants' actions as tools, and every rejected
+reply told on the console as it happens (a real `llm-ide run`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from agent_script import BUGGY_FILES, FIX_SCRIPT, act, cart_run, reflect, tool_script, write_script
+from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.actions import ActionOutcome, ParamError
+from llm_ide.call_policy import CallPolicy
+from llm_ide.composition import BUNDLED
+from llm_ide.config import load_config
+from llm_ide.errors import ModelError
+from llm_ide.inspector.rejected import ENDED, rejected_replies
+from llm_ide.models import get_model
+from llm_ide.navigator.settings import NavigatorSettings
+from llm_ide.prompting import render_string
+from llm_ide.reproduction.settings import ReproductionSettings
+from llm_ide.run.trajectory import load_trajectory
+from llm_ide.sampling.demonstrations import render_demonstrations
+from llm_ide.tool_calls import ToolCall, message_text, recorded, split
+from llm_ide.variant import Action, ActionResult, Variant
+
+TASK = "Cart.total ignores quantities."
+FIXED = "+            total += price * quantity"
+CORE = ["view", "view_symbol", "search", "edit", "create", "bash", "submit"]
+JUDGE_0 = "## Judge operation 0, then act (after `bad`: an alternative in its place)"
+
+
+@pytest.fixture(autouse=True)
+def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
+
+
+def tool_replies(script: list[tuple[str, str, dict[str, Any]]] | None = None) -> list[str | int | Reply]:
+    return [Reply(text, tool_calls=((name, args),)) for text, name, args in script or tool_script(FIX_SCRIPT)]
+
+
+def run_at(tmp_path: Path, spec: str, url: str | None, variants: list[Variant] | None = None, **values: Any) -> Any:
+    """A run at the cart's bug: its result and its trajectory."""
+    result = cart_run(tmp_path, spec, url, variants, **values)
+    return result, load_trajectory(result.trajectory_path)
+
+
+def check_fix_run(result: Any, trajectory: dict[str, Any]) -> None:
+    """The cart fixed as FIX_SCRIPT fixes it: each operation, each verdict (operation 1 judged bad, its lessons)."""
+    assert result.exit_status == "submitted", result.error
+    assert FIXED in result.submission
+    operations = trajectory["operations"]
+    assert [node["action_type"] for node in operations] == ["view", "bash", "edit", "bash", "submit"]
+    assert [node["bad_action"] for node in operations[:4]] == [False, True, False, False]
+    assert operations[1]["lessons"].splitlines() == [
+        "Rounding in Cart.total is fine; 11.5 means quantities are ignored.",
+        "Run the tests before guessing.",
+    ]
+    assert operations[2]["thought"].startswith("The loop adds price without quantity")
+
+
+@pytest.mark.parametrize(
+    ("case", "values"),
+    [("plain", {}), ("streamed", {"model": {"stream": True}}), ("sampled", {"sampling": {"k": 2}})],
+)
+def test_a_run_whose_actions_are_tools_fixes_the_cart_over_openai_wire(
+    case: str, values: dict[str, Any], tmp_path: Path
+) -> None:
+    replies = tool_replies()
+    first = replies[0]
+    assert isinstance(first, Reply)
+    replies[0] = Reply(first.text, tool_calls=(*first.tool_calls, ("bash", {"command": "rm -rf shop"})))  # one runs
+    if case == "sampled":
+        replies = [Reply(choices=(r.text, r.text), tool_calls=r.tool_calls) for r in replies if isinstance(r, Reply)]
+    values = {**values, "model": {"action_format": "tools", **values.get("model", {})}}
+    with OpenAIServer(replies=replies) as server:
+        result, trajectory = run_at(tmp_path, "gpt-4o", server.url, **values)
+    check_fix_run(result, trajectory)
+    bodies = [request.body for request in server.requests]
+    assert len(bodies) == 5 and all(body.get("n") == (2 if case == "sampled" else None) for body in bodies)
+    assert len({json.dumps(body["tools"]) for body in bodies}) == 1  # the same tools, byte for byte
+    assert [tool["function"]["name"] for tool in bodies[0]["tools"]] == CORE
+    view = bodies[0]["tools"][0]["function"]
+    assert view["description"] == "Numbered lines of a file of the repository (at most 200)."
+    assert view["parameters"]["required"] == ["path"] and all(body["parallel_tool_calls"] is False for body in bodies)
+    system, _, call, outcome, instruction = bodies[1]["messages"]
+    assert call["content"] == "Read the cart's total[1](shop/cart.py:11)."
+    arguments = json.dumps({"path": "shop/cart.py", "start_line": 1, "end_line": 15})
+    assert call["tool_calls"] == [
+        {"id": "call_0", "type": "function", "function": {"name": "view", "arguments": arguments}}
+    ]  # the second call of that reply was not run and is not in the history
+    assert outcome["role"] == "tool" and outcome["tool_call_id"] == "call_0"
+    assert outcome["content"].startswith("### Operation 0 (return code 0)\n```\nshop/cart.py (16 lines)")
+    assert instruction == {"role": "user", "content": JUDGE_0}
+    assert "Call exactly one in each reply" in system["content"] and "<view>" not in system["content"]
+    assert "and one tool call: the action" in system["content"]
+    for before, after in zip(bodies, bodies[1:], strict=False):  # each prompt extends the one before
+        assert after["messages"][: len(before["messages"])] == before["messages"]
+    calls = trajectory["model_calls"]
+    assert (
+        f'[assistant]\nRead the cart\'s total[1](shop/cart.py:11).\n<tool_call name="view">{arguments}</tool_call>'
+        in (calls[1]["prompt"])
+    )
+    assert "\n\n[tool]\n### Operation 0 (return code 0)" in calls[1]["prompt"]
+    assert calls[-1]["response"].endswith('Done.\n<tool_call name="submit">{}</tool_call>')
+    assert all("finish_reason" not in call for call in calls)  # a reply that called a tool ended as it should
+
+
+def test_sampled_candidates_are_chosen_in_the_same_conversation_with_its_tools(tmp_path: Path) -> None:
+    """k = 2 in separate requests: two different calls, then the choosing call continues the act conversation with
+    the same tools (Anthropic refuses tool calls in a history without them; the cache holds the prefix)."""
+    search = ("search", {"pattern": "def total", "path": "shop"})
+    replies: list[str | int | Reply] = [
+        Reply("Read the cart.", tool_calls=(("view", {"path": "shop/cart.py"}),)),
+        Reply("Find the total.", tool_calls=(search,)),
+        "Searching is cheaper. <choice>2</choice>",
+        *[Reply("good\nDone.", tool_calls=(("submit", {}),))] * 2,  # the same action twice: no choice to make
+    ]
+    values = {"sampling": {"k": 2, "n": "never"}, "model": {"action_format": "tools"}}
+    with OpenAIServer(replies=replies) as server:
+        result, trajectory = run_at(tmp_path, "gpt-4o", server.url, **values)
+    assert result.exit_status == "submitted", result.error
+    first, second = trajectory["operations"]
+    candidates = first["marks"]["candidates"]  # in the order their requests were answered
+    assert {candidate["action_type"] for candidate in candidates} == {"view", "search"}
+    assert candidates[1]["chosen"] and first["action_type"] == candidates[1]["action_type"]
+    assert second["action_type"] == "submit"
+    bodies = [request.body for request in server.requests]
+    assert len(bodies) == 5 and len({json.dumps(body["tools"]) for body in bodies}) == 1
+    choosing = bodies[2]["messages"]
+    assert choosing[:-1] == bodies[0]["messages"] and choosing[-1]["role"] == "user"
+    assert "Find the total." in choosing[-1]["content"] and "Read the cart." in choosing[-1]["content"]
+    assert first["marks"]["choice"]["method"] == "ask_colleagues"
+
+
+def test_anthropic_tool_use_carries_the_actions_and_their_results(tmp_path: Path) -> None:
+    """`anthropic:` (auto: tools): tool definitions with their input schemas, each operation's call a `tool_use`
+    block after the reply's text, its result a `tool_result` in the next user turn with the instruction."""
+    pytest.importorskip("langchain_anthropic")
+    with OpenAIServer(replies=tool_replies()) as server:
+        result, trajectory = run_at(tmp_path, "anthropic:claude-haiku-4-5", server.url.removesuffix("/v1"))
+    check_fix_run(result, trajectory)
+    bodies = [request.body for request in server.requests]
+    assert all(request.path.endswith("/v1/messages") for request in server.requests) and len(bodies) == 5
+    assert len({json.dumps(body["tools"]) for body in bodies}) == 1
+    assert [tool["name"] for tool in bodies[0]["tools"]] == CORE
+    assert bodies[0]["tools"][5]["input_schema"]["required"] == ["command"]
+    assert bodies[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    _, call, outcome = bodies[1]["messages"]
+    assert call["role"] == "assistant"
+    assert call["content"][0] == {"type": "text", "text": "Read the cart's total[1](shop/cart.py:11)."}
+    assert {key: call["content"][1][key] for key in ("type", "id", "name")} == {
+        "type": "tool_use",
+        "id": "call_0",
+        "name": "view",
+    }
+    assert call["content"][1]["input"] == {"path": "shop/cart.py", "start_line": 1, "end_line": 15}
+    result_block, text_block = outcome["content"]
+    assert (
+        outcome["role"] == "user" and result_block["type"] == "tool_result" and result_block["tool_use_id"] == "call_0"
+    )
+    assert text_block["text"] == JUDGE_0 and text_block["cache_control"] == {"type": "ephemeral"}
+
+
+def test_unusable_tool_calls_are_format_errors_said_to_the_model_and_the_run_records_its_time(tmp_path: Path) -> None:
+    """An unknown tool, arguments that are not JSON, a reply without a call: each asked again with why (the
+    rejected call answered with it), the third ends the run with format_error, its time and usage recorded."""
+    replies: list[str | int | Reply] = [
+        Reply("I open it.", tool_calls=(("open_file", {"path": "shop/cart.py"}),)),
+        Reply("Read it.", tool_calls=(("view", '{"path": "shop/cart.py",'),)),
+        "I think the loop is wrong.",
+    ]
+    with OpenAIServer(replies=replies) as server:
+        result, trajectory = run_at(tmp_path, "gpt-4o", server.url, model={"action_format": "tools"})
+    assert result.exit_status == "format_error" and result.submission == ""
+    info = trajectory["info"]
+    assert info["elapsed"] > 0 and info["model_stats"]["api_calls"] == 3
+    assert info["model_stats"]["input_tokens"] > 0 and info["model_stats"]["output_tokens"] > 0
+    second, third = server.requests[1].body["messages"], server.requests[2].body["messages"]
+    rejected, answer = second[-2:]
+    assert rejected["tool_calls"][0]["function"] == {"name": "open_file", "arguments": '{"path": "shop/cart.py"}'}
+    assert answer["role"] == "tool" and answer["tool_call_id"] == rejected["tool_calls"][0]["id"]
+    assert answer["content"].startswith(
+        "Your response could not be used: unknown tool 'open_file'; the tools are view, view_symbol, search, edit, "
+        "create, bash, submit\nRespond again: your text in exactly this form, and one tool call:"
+    )
+    assert third[-2]["tool_calls"][0]["function"]["arguments"] == json.dumps({"arguments": '{"path": "shop/cart.py",'})
+    assert third[-1]["content"].startswith(
+        "Your response could not be used: `view`: the action's parameters are not valid JSON (Expecting property name"
+    )
+    assert [message["role"] for message in third[:2]] == ["system", "user"]  # one rejected exchange at a time
+    calls = trajectory["model_calls"]
+    assert calls[0]["response"] == 'I open it.\n<tool_call name="open_file">{"path": "shop/cart.py"}</tool_call>'
+    assert calls[2]["response"] == "I think the loop is wrong."
+    why = rejected_replies(calls, info)  # what `llm-ide inspect --full` and the page show
+    assert why[0].startswith("Your response could not be used: unknown tool 'open_file'")
+    assert why[1].startswith("Your response could not be used: `view`: the action's parameters are not valid JSON")
+    assert why[2] == ENDED
+
+
+def two_call_tool_script() -> list[Any]:
+    """FIX_SCRIPT for the scripted model with the actions as tool calls, each reflection a text of its own."""
+    items: list[Any] = []
+    for text, name, args in tool_script(FIX_SCRIPT):
+        verdict, _, thought = text.rpartition("\n")  # the thoughts are one line each
+        items += [verdict] if verdict else []
+        items.append({"text": thought, "tool_call": {"name": name, "arguments": args}})
+    return items
+
+
+@pytest.mark.parametrize("single_call", [True, False])
+def test_the_scripted_model_answers_with_tool_calls(single_call: bool, tmp_path: Path) -> None:
+    """A script of tool calls and reflections plays in one call per step (each reflection joins the call after it)
+    and in two (the reflect call, then the act call, each with the tools)."""
+    script = write_script(tmp_path / "script.yaml", two_call_tool_script())
+    values = {"agent": {"single_call": single_call}, "model": {"action_format": "tools"}}
+    result, trajectory = run_at(tmp_path, script, None, **values)
+    check_fix_run(result, trajectory)
+    kinds = [call["kind"] for call in trajectory["model_calls"]]
+    assert kinds == (["act"] * 5 if single_call else ["act", *["reflect", "act"] * 4])
+    assert trajectory["model_calls"][-1]["response"].endswith('Done.\n<tool_call name="submit">{}</tool_call>')
+    assert "[tool]\n### Operation 3 (return code 0)" in trajectory["model_calls"][-1]["prompt"]
+    config = load_config("default", demonstrations=[str(result.trajectory_path)])
+    shown = {tools: render_demonstrations(config, tools) for tools in (False, True)}  # this run as a worked example
+    assert "\nTool call: `edit` {" in shown[True] and "<edit>" not in shown[True]
+    assert "\n<edit>{" in shown[False] and "Tool call:" not in shown[False]
+
+    plain = write_script(tmp_path / "plain.yaml", [act("Done.", "submit")])
+    result, trajectory = run_at(tmp_path / "text", plain, None)  # auto: a script in the text format, as before
+    assert result.exit_status == "submitted" and "[tool]" not in trajectory["model_calls"][0]["prompt"]
+
+
+def test_a_script_item_that_is_no_reply_is_one_line(tmp_path: Path) -> None:
+    (path := tmp_path / "bad.yaml").write_text(yaml.safe_dump([{"text": "x", "tool_call": {"arguments": {}}}]))
+    with pytest.raises(ModelError, match=r"must hold a list of strings, \{text, tool_call: \{name, arguments\}\}"):
+        get_model(f"scripted:{path}", load_config("default").model)
+
+
+@pytest.mark.parametrize(
+    ("spec", "by_url", "setting", "expected"),
+    [
+        ("anthropic:claude-haiku-4-5", True, "auto", "tools"),  # Anthropic's API, here at the loopback
+        ("openai:gpt-4o-mini", False, "auto", "tools"),  # OpenAI's own API
+        ("openai:gpt-4o-mini", True, "auto", "text"),  # an OpenAI-compatible server given by URL
+        ("local-model", True, "auto", "text"),
+        ("local-model", True, "tools", "tools"),
+        ("anthropic:claude-haiku-4-5", True, "text", "text"),
+        ("scripted", False, "auto", "text"),
+        ("scripted", False, "tools", "tools"),
+    ],
+)
+def test_auto_gives_tools_to_provider_models_at_their_own_api(
+    spec: str, by_url: bool, setting: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if spec.startswith("anthropic:"):
+        pytest.importorskip("langchain_anthropic")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-secret")
+    if spec == "scripted":
+        spec = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    config = load_config("default", model={"action_format": setting}).model
+    model = get_model(spec, config, "http://127.0.0.1:9/v1" if by_url else None)
+    assert model.action_format == expected
+
+
+class WordCount(Variant):
+    """A variant's action with its parameters' schema: offered as a tool after the core's."""
+
+    name = "word_count"
+    schema = {
+        "description": "Count the words of a file (at most {{ view_max_lines }} lines).",
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
+
+    @staticmethod
+    def count(ctx: Any, state: Any, node: Any) -> ActionResult:
+        path = node.action_params.get("path")
+        if not isinstance(path, str):
+            raise ParamError("`path` must be a file")
+        words = len((ctx.codebase.read_text(path) or "").split())
+        return ActionResult(node).settled(ActionOutcome(f"{words} words", 0))
+
+    actions = {"word_count": Action(count, lambda ctx, params: ActionOutcome("absent", 1), schema=schema)}
+
+
+def test_a_variants_actions_are_tools_after_the_cores(tmp_path: Path) -> None:
+    replies = tool_replies([("Count.", "word_count", {"path": "shop/cart.py"}), ("good\nDone.", "submit", {})])
+    with OpenAIServer(replies=replies) as server:
+        result, trajectory = run_at(tmp_path, "gpt-4o", server.url, [WordCount()], model={"action_format": "tools"})
+    assert result.exit_status == "submitted", result.error
+    assert trajectory["operations"][0]["observation"] == f"{len(BUGGY_FILES['shop/cart.py'].split())} words"
+    tools = server.requests[0].body["tools"]
+    assert [tool["function"]["name"] for tool in tools] == [*CORE, "word_count"]
+    assert tools[-1]["function"]["description"] == "Count the words of a file (at most 200 lines)."
+    assert tools[-1]["function"]["parameters"] == {k: v for k, v in WordCount.schema.items() if k != "description"}
+
+
+def test_every_bundled_action_has_a_schema_and_its_prompt_line_adapts() -> None:
+    for kind in BUNDLED:
+        for name, action in kind.actions.items():
+            schema = action.schema
+            assert schema["type"] == "object" and schema["description"], name
+            assert set(schema.get("required", [])) <= set(schema["properties"]), name
+    lines = {
+        tools: (
+            render_string(NavigatorSettings().templates.actions, tools=tools),
+            render_string(ReproductionSettings().templates.action_line, tools=tools),
+        )
+        for tools in (False, True)
+    }
+    assert "<request_review>" in lines[False][0] and "<reproduce></reproduce>" in lines[False][1]
+    assert "<request_review>" not in lines[True][0] and lines[True][1] == ""
+    assert lines[True][0].startswith("A navigator approves or denies some actions")
+
+
+def test_secrets_are_masked_in_tool_calls_sent_and_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVICE_TOKEN", "tok-very-secret-4711")
+    records: list[dict[str, Any]] = []
+    messages: list[Any] = [
+        {"role": "user", "content": "Fix it."},
+        {
+            "role": "assistant",
+            "content": "Set the token.",
+            "tool_calls": [{"id": "call_0", "name": "bash", "args": {"command": "export T=tok-very-secret-4711"}}],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": "done tok-very-secret-4711"},
+    ]
+    with OpenAIServer(replies=["ok"]) as server:
+        model = get_model("gpt-4o", load_config("default", model={"max_retries": 0}).model, server.url)
+        CallPolicy(records.append).call(model, messages, kind="act")
+    sent = json.dumps(server.requests[0].body)
+    assert "tok-very-secret-4711" not in sent and "export T=***" in sent and "done ***" in sent
+    assert '<tool_call name="bash">{"command": "export T=***"}</tool_call>' in records[0]["prompt"]
+    assert "tok-very-secret" not in records[0]["prompt"]
+    assert messages[1]["tool_calls"][0]["args"]["command"].endswith(
+        "4711"
+    )  # the caller's messages are left as they are
+
+
+def test_a_reply_keeps_its_calls_readable_and_reads_them_back() -> None:
+    args = {"path": "a.py", "old": "x = '</tool_call>'\n", "new": "y\n"}
+    calls = [ToolCall("edit", json.dumps(args)), ToolCall("bash", "{not json")]
+    reply = recorded("good\nTwo calls.", calls)
+    assert reply.splitlines()[:3] == [
+        "good",
+        "Two calls.",
+        '<tool_call name="edit">{"path": "a.py", "old": "x = \'\\u003c/tool_call>\'\\n", "new": "y\\n"}</tool_call>',
+    ]
+    text, back = split(reply)
+    assert text == "good\nTwo calls." and [call.name for call in back] == ["edit", "bash"]
+    assert back[0].args() == args and back[1].arguments == "{not json"
+    assert (
+        split("no call") == ("no call", [])
+        and recorded("", calls[1:]) == '<tool_call name="bash">{not json</tool_call>'
+    )
+    message = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "submit", "args": {}}]}
+    assert message_text(message) == '<tool_call name="submit">{}</tool_call>'  # type: ignore[arg-type]
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    return {**env, "COLUMNS": "200", "LLM_IDE_CONFIG": "off"}
+
+
+def test_each_rejected_reply_is_told_on_the_console_as_it_happens(tmp_path: Path) -> None:
+    """A real `llm-ide run`: the first rejected reply's line is out while the next request is still unanswered (the
+    server holds it until the test has read that line), the second's follows, then the steps of the run."""
+    gate = tmp_path / "gate"
+    replies: list[str | int | Reply] = [
+        Reply("I open it.", tool_calls=(("open_file", {"path": "shop/cart.py"}),)),
+        Reply("Read it.", tool_calls=(("view", "{not json"),), gate=str(gate)),
+        *tool_replies(),
+    ]
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\nmodel: {action_format: tools}\n")
+    with OpenAIServer(replies=replies) as server:
+        run = ["run", "--repo", str(repo), "--task", TASK, "--config", str(config), "--model", "gpt-4o-mini"]
+        run += ["--base-url", server.url, "--thread-id", "t", "--output", str(tmp_path / "out")]
+        argv = [sys.executable, "-m", "llm_ide", *run]
+        with (tmp_path / "stderr").open("w") as stderr:
+            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=cli_env())
+        lines: queue.Queue[str | None] = queue.Queue()
+        reader = threading.Thread(target=lambda: [*map(lines.put, process.stdout or []), lines.put(None)])
+        reader.start()
+        seen: list[str | None] = []
+        while not seen or not (seen[-1] is None or "reply rejected" in seen[-1]):
+            seen.append(lines.get(timeout=120))
+        before_gate = seen[-1]  # the second reply is held back until the first rejection is on the console
+        gate.touch()
+        process.wait(timeout=300)
+        reader.join()
+    seen += [*iter(lines.get, None)] if seen[-1] is not None else []
+    out = [line.rstrip("\n") for line in seen if line is not None]
+    assert process.returncode == 0, "\n".join(out) + (tmp_path / "stderr").read_text()
+    first = out.index(
+        "step   1 ✗ reply rejected (1 of 3 in a row): unknown tool 'open_file'; the tools are view, view_symbol, "
+        "search, edit, create, bash, submit"
+    )
+    assert before_gate == out[first] + "\n"
+    second = out.index(
+        "step   1 ✗ reply rejected (2 of 3 in a row): `view`: the action's parameters are not valid JSON "
+        "(Expecting property name enclosed in double quotes at line 1)"
+    )
+    assert first < second < out.index("step   1 view shop/cart.py:1-15")
+    assert sum("reply rejected" in line for line in out) == 2 and len(server.requests) == 7  # each told once
+
+
+def test_garbage_until_format_error_is_told_reply_by_reply_and_the_time_is_recorded(tmp_path: Path) -> None:
+    """The text format through a real `llm-ide run`: three replies without an action, three lines saying why."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\nmodel: {max_retries: 0}\n")
+    with OpenAIServer(replies=["one", "two", reflect(False, "A reflection alone is no action.")]) as server:
+        run = ["run", "--repo", str(repo), "--task", TASK, "--config", str(config), "--model", "gpt-4o-mini"]
+        run += ["--base-url", server.url, "--thread-id", "t", "--output", str(tmp_path / "out")]
+        done = subprocess.run(
+            [sys.executable, "-m", "llm_ide", *run], capture_output=True, text=True, env=cli_env(), timeout=300
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    told = [line for line in done.stdout.splitlines() if "reply rejected" in line]
+    assert [line.split(":", 1)[0] for line in told] == [
+        f"step   1 ✗ reply rejected ({n} of 3 in a row)" for n in (1, 2, 3)
+    ]
+    assert all(": missing the action: a tag named after its type" in line for line in told)
+    assert "format_error after 3 model calls" in done.stdout
+    info = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]
+    assert info["exit_status"] == "format_error" and info["elapsed"] > 0
+    assert info["model_stats"]["api_calls"] == 3 and info["model_stats"]["input_tokens"] > 0
