@@ -95,7 +95,8 @@ class MemorySettings(Strict):
     recent_operations: PositiveInt
     prompt_budget_chars: PositiveInt
     renew_at_chars: PositiveInt
-    renew_ratio: PositiveFloat
+    renew_ratio: PositiveFloat  # a renewal once the re-reads it saves have cost this many times its price
+    cached_price: float = Field(gt=0, le=1)  # a cached prompt character's price, an uncached one's being 1
     section_max_chars: SectionCaps
 
 
@@ -211,6 +212,9 @@ class Templates(Strict):
     lessons_empty: str
     tool_usage_empty: str
     snapshot: str
+    memory_base: str
+    memory_since: str
+    change_undone: str
     actions: str
     reflect: str
     action_turn: str

@@ -1,12 +1,15 @@
 #!/usr/bin/env python
-"""llm-ide's memory on real runs: the 12 real mini-swe-agent trajectories of the shared data (gemini-3-pro on
-SWE-bench Verified) replayed through llm-ide command for command (`llm-ide replay`, one process per instance, on a
-checkout of the instance's branch of its repository bundle), against the original run at the same prices.
+"""llm-ide's memory on real runs: the 36 real mini-swe-agent trajectories of the shared data (gemini-3-pro on
+SWE-bench Verified, eight repositories) replayed through llm-ide command for command (`llm-ide replay`, one process
+per instance, on a checkout of the instance's branch of its repository bundle), against the original run at the same
+prices.
 
-Per run and pooled: the bill ratio llm-ide / mini at steps 10, 20, 30 and at the end (pooled: the sum over the runs
-that reached the step of llm-ide's cumulative bill over the same sum for mini; and the median of the per-run
-ratios), edit grounding (the pre-image lines of each edit present in the prompt that issued it, and per edit), the
+Per run, per repository and pooled: the bill ratio llm-ide / mini at steps 10, 20, 30 and at the end (pooled: the sum
+over the runs that reached the step of llm-ide's cumulative bill over the same sum for mini; and the median of the
+per-run ratios), the input cost alone (the prompts; the replies are the same in both) and the uncached prompt
+characters, edit grounding (the pre-image lines of each edit present in the prompt that issued it, and per edit), the
 ±3 lines around each edit, reference recall (pooled: all lines or references of all runs; and the median per run).
+`--set tune|heldout` picks a part of the split in scripts/replay_split.yaml (tune on one, judge on the other).
 Each `--config FILE` is a variant of the memory's settings, replayed and shown side by side (the first one's figures
 make the RESULT line, the others' keys are prefixed with their file's name). `--action-format both` replays each
 variant with the actions in the text and as tools (`NAME+tools`), side by side. Definitions: docs/replay.md.
@@ -27,9 +30,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -37,6 +41,7 @@ from llm_ide.replay.model import AGENTS, AgentStep, Fraction, ReplayReport
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+SPLIT = Path(__file__).with_name("replay_split.yaml")
 QUICK = ("pylint-dev__pylint-6903", "pallets__flask-5014")
 MARKS = (10, 20, 30)
 
@@ -48,6 +53,15 @@ class Run:
     report: ReplayReport | None
     seconds: float
     error: str = ""
+
+    @property
+    def repo(self) -> str:
+        return repo_of(self.instance)
+
+
+def repo_of(instance: str) -> str:
+    """`psf__requests-1142` → `requests`."""
+    return re.sub(r"-\d+$", "", instance).split("__")[-1]
 
 
 def bundle_of(data: Path, instance: str) -> Path:
@@ -73,25 +87,53 @@ def replay_one(
     command += ["--action-format", action_format]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    seconds = time.perf_counter() - started
-    name = run_name(variant, action_format)
-    report_path = out / "replay.json"
-    if not report_path.is_file():
-        return Run(name, instance, None, seconds, (done.stderr or done.stdout).strip()[-500:])
-    return Run(name, instance, ReplayReport.model_validate_json(report_path.read_text()), seconds)
+    run = read_run(run_name(variant, action_format), instance, out, time.perf_counter() - started)
+    if run.report is None:
+        run.error = (done.stderr or done.stdout).strip()[-500:]
+    return run
 
 
-def bill_until(report: ReplayReport, agent: str, mark: int | None) -> float:
-    return report.totals(agent, mark).bill
+def read_run(variant: str, instance: str, out: Path, seconds: float = 0.0) -> Run:
+    path = out / "replay.json"
+    report = ReplayReport.model_validate_json(path.read_text()) if path.is_file() else None
+    return Run(variant, instance, report, seconds, "" if report else f"no {path}")
 
 
-def pooled_bill(runs: list[Run], mark: int | None) -> tuple[float | None, float | None, int]:
-    """(pooled ratio, median of per-run ratios, runs counted) over the runs that reached `mark` (None: the end)."""
+Cost = Callable[[ReplayReport, str, int | None], float]  # (report, agent, up to step) → the figure summed
+COSTS: dict[str, Cost] = {
+    "bill": lambda report, agent, mark: report.totals(agent, mark).bill,
+    "input": lambda report, agent, mark: report.input_cost(agent, mark),
+    "raw": lambda report, agent, mark: report.totals(agent, mark).raw,
+    "uncached": lambda report, agent, mark: report.totals(agent, mark).uncached,
+    "output": lambda report, agent, mark: report.totals(agent, mark).output,
+}
+
+
+def pooled_ratio(runs: list[Run], mark: int | None, cost: Cost) -> float | None:
     reached = [run.report for run in runs if run.report and (mark is None or len(run.report.steps) >= mark)]
-    ours = sum(bill_until(report, "llm-ide", mark) for report in reached)
-    theirs = sum(bill_until(report, "original", mark) for report in reached)
-    ratios = [r for report in reached if (r := report.bill_ratio(mark)) is not None]
-    return (ours / theirs if theirs else None), (statistics.median(ratios) if ratios else None), len(reached)
+    theirs = sum(cost(report, "original", mark) for report in reached)
+    return sum(cost(report, "llm-ide", mark) for report in reached) / theirs if theirs else None
+
+
+def median(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def bill_figures(runs: list[Run]) -> dict[str, float | None]:
+    """The bill (and the input cost alone) llm-ide / mini, pooled over the runs that reached each mark, and the median
+    of the per-run ratios; the raw, uncached and output characters over the whole runs."""
+    figures: dict[str, float | None] = {}
+    reports = [run.report for run in runs if run.report]
+    for mark in (*MARKS, None):
+        name = "end" if mark is None else str(mark)
+        figures[f"bill_{name}"] = pooled_ratio(runs, mark, COSTS["bill"])
+        figures[f"bill_{name}_median"] = median([report.bill_ratio(mark) for report in reports])
+        figures[f"input_{name}"] = pooled_ratio(runs, mark, COSTS["input"])
+        figures[f"input_{name}_median"] = median([report.input_ratio(mark) for report in reports])
+    for key in ("raw", "uncached", "output"):
+        figures[key], figures[f"{key}_median"] = pooled_ratio(runs, None, COSTS[key]), None
+    return figures
 
 
 FIDELITY: dict[str, Callable[[AgentStep], Fraction]] = {
@@ -100,57 +142,128 @@ FIDELITY: dict[str, Callable[[AgentStep], Fraction]] = {
     "edit_context": lambda t: t.context,
     "reference_recall": lambda t: t.references,
 }
+GOAL_FIDELITY = ("edit_grounding", "edit_context", "reference_recall")
 
 
 def pooled_fidelity(runs: list[Run], agent: str, key: str) -> tuple[float | None, float | None]:
     """(pooled over every line or reference of every run, median of the per-run fractions)."""
     parts = [FIDELITY[key](run.report.totals(agent)) for run in runs if run.report]
-    total = sum(parts, Fraction())
-    values = [part.value for part in parts if part.value is not None]
-    return total.value, (statistics.median(values) if values else None)
+    return sum(parts, Fraction()).value, median([part.value for part in parts])
 
 
 def shown(value: float | None) -> str:
     return "nan" if value is None else f"{value:.2f}"
 
 
+def both(report: ReplayReport, key: str) -> str:
+    return " · ".join(shown(FIDELITY[key](report.totals(agent)).value) for agent in AGENTS)
+
+
 def runs_table(variant: str, runs: list[Run]) -> Table:
     table = Table(title=f"{variant}: per run, llm-ide / mini (fidelity: llm-ide · mini)")
-    columns = ("instance", "steps", "bill 10", "bill 20", "bill 30", "bill end", "edit grounding", "per edit",
-               "±3 lines", "reference recall", "rc differs", "same tree", "seconds")  # fmt: skip
+    columns = (
+        "instance",
+        "steps",
+        "bill 10",
+        "bill 20",
+        "bill 30",
+        "bill end",
+        "input end",
+        "uncached",
+        "edit grounding",
+        "per edit",
+        "±3 lines",
+        "reference recall",
+        "rc differs",
+        "same tree",
+        "seconds",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column == "instance" else "right")
     for run in runs:
         report = run.report
         if report is None:
-            table.add_row(run.instance, "failed", run.error[-80:], *[""] * 9, f"{run.seconds:.0f}")
+            table.add_row(run.instance, "failed", run.error[-80:], *[""] * 11, f"{run.seconds:.0f}")
             continue
-        fidelity = [
-            " · ".join(shown(FIDELITY[key](report.totals(agent)).value) for agent in AGENTS) for key in FIDELITY
-        ]
+        ours, theirs = report.totals("llm-ide"), report.totals("original")
         table.add_row(
             run.instance,
             str(len(report.steps)),
             *[shown(report.bill_ratio(mark)) for mark in (*MARKS, None)],
-            *fidelity,
+            shown(report.input_ratio()),
+            shown(ours.uncached / theirs.uncached if theirs.uncached else None),
+            *[both(report, key) for key in FIDELITY],
             str(len(report.differing_returncodes)),
             {True: "yes", False: "NO", None: "–"}[report.same_as_submission] + ("" if not report.diverged else " ⚠"),
-            f"{run.seconds:.0f}",
+            f"{run.seconds:.0f}" if run.seconds else "–",
         )
     return table
 
 
 def summary(runs: list[Run]) -> dict[str, float | None]:
-    figures: dict[str, float | None] = {}
-    for mark in (*MARKS, None):
-        pooled, median, _ = pooled_bill(runs, mark)
-        name = "end" if mark is None else str(mark)
-        figures[f"bill_{name}"], figures[f"bill_{name}_median"] = pooled, median
+    figures = bill_figures(runs)
     for key in FIDELITY:
         for agent, prefix in (("llm-ide", ""), ("original", "mini_")):
-            pooled, median = pooled_fidelity(runs, agent, key)
-            figures[f"{prefix}{key}"], figures[f"{prefix}{key}_median"] = pooled, median
+            pooled, middle = pooled_fidelity(runs, agent, key)
+            figures[f"{prefix}{key}"], figures[f"{prefix}{key}_median"] = pooled, middle
+    for key in GOAL_FIDELITY:  # the weakest repository, as a share of mini's figure there
+        figures[f"worst_repo_{key}"] = min_or_none(
+            [
+                vs_mini(pooled_fidelity(group, "llm-ide", key)[0], pooled_fidelity(group, "original", key)[0])
+                for group in by_repo(runs).values()
+            ]
+        )
+        figures[f"worst_repo_{key}_median"] = None
+    figures["worst_run_edit_grounding"] = min_or_none(
+        [run.report.totals("llm-ide").pre_image.value for run in runs if run.report]
+    )
+    figures["worst_run_edit_grounding_median"] = None
     return figures
+
+
+def vs_mini(ours: float | None, theirs: float | None) -> float | None:
+    return None if ours is None or not theirs else ours / theirs
+
+
+def min_or_none(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return min(present) if present else None
+
+
+def by_repo(runs: list[Run]) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda run: run.repo):
+        groups.setdefault(run.repo, []).append(run)
+    return groups
+
+
+def repos_table(variant: str, runs: list[Run]) -> Table:
+    """Per repository and pooled: the bill, the input cost and uncached characters against mini's, each fidelity
+    figure of both agents."""
+    table = Table(title=f"{variant}: per repository, pooled (llm-ide / mini; fidelity: llm-ide · mini)")
+    columns = (
+        "repository",
+        "runs",
+        "steps",
+        "bill 10",
+        "bill 30",
+        "bill end",
+        "input end",
+        "uncached",
+        "edit grounding",
+        "±3 lines",
+        "reference recall",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "repository" else "right")
+    groups = by_repo(runs)
+    for name, group in [*groups.items(), ("pooled", runs)]:
+        figures = summary(group)
+        steps = sum(len(run.report.steps) for run in group if run.report)
+        fidelity = [f"{shown(figures[key])} · {shown(figures['mini_' + key])}" for key in GOAL_FIDELITY]
+        row = [name, str(len(group)), str(steps), *[shown(figures[k]) for k in ("bill_10", "bill_30", "bill_end")]]
+        table.add_row(*row, shown(figures["input_end"]), shown(figures["uncached"]), *fidelity)
+    return table
 
 
 def pooled_table(variants: dict[str, list[Run]]) -> Table:
@@ -163,24 +276,118 @@ def pooled_table(variants: dict[str, list[Run]]) -> Table:
     for key in first:
         if key.endswith("_median"):
             continue
-        row = [f"{shown(f[key])} ({shown(f[key + '_median'])})" for f in figures.values()]
+        row = [
+            shown(f[key]) + (f" ({shown(f[key + '_median'])})" if f[key + "_median"] is not None else "")
+            for f in figures.values()
+        ]
         table.add_row(key, *row)
     return table
 
 
+RESULT_KEYS = (
+    "bill_10",
+    "bill_20",
+    "bill_30",
+    "bill_end",
+    "bill_10_median",
+    "bill_30_median",
+    "bill_end_median",
+    "input_end",
+    "uncached",
+    "raw",
+    "output",
+    "edit_grounding",
+    "mini_edit_grounding",
+    "edit_grounding_per_edit",
+    "mini_edit_grounding_per_edit",
+    "edit_context",
+    "mini_edit_context",
+    "reference_recall",
+    "mini_reference_recall",
+    "worst_repo_edit_grounding",
+    "worst_repo_edit_context",
+    "worst_repo_reference_recall",
+    "worst_run_edit_grounding",
+)
+
+
 def result_line(variants: dict[str, list[Run]]) -> str:
-    keys = ("bill_10", "bill_20", "bill_30", "bill_end", "bill_10_median", "bill_30_median", "bill_end_median",
-            "edit_grounding", "mini_edit_grounding", "edit_grounding_per_edit", "mini_edit_grounding_per_edit",
-            "edit_context", "mini_edit_context", "reference_recall", "mini_reference_recall")  # fmt: skip
     pairs = []
     for position, (variant, runs) in enumerate(variants.items()):
         prefix = "" if position == 0 else re.sub(r"[^a-z0-9_]", "_", variant.lower()) + "_"
         figures = summary(runs)
-        pairs += [f"{prefix}{key}={shown(figures[key])}" for key in keys]
+        pairs += [f"{prefix}{key}={shown(figures[key])}" for key in RESULT_KEYS]
         if position == 0:
             same = sum(bool(run.report and run.report.same_as_submission) for run in runs)
             pairs += [f"runs={len(runs)}", f"same_tree={same}/{len(runs)}"]
     return "RESULT " + " ".join(pairs)
+
+
+def selected(
+    data: Path, part: str, only: list[str] | None, repos: list[str] | None, quick: bool, split: Path = SPLIT
+) -> list[str]:
+    """The instances of the shared data to replay: those of the split's part (all: every trajectory), narrowed by
+    `only` (ids, also comma-separated), `repos` (short or full names) and `quick`."""
+    folder = data / "trajectories" / "mini-swe-agent"
+    if not folder.is_dir():
+        raise SystemExit(f"no trajectories in {folder} (--data: the shared data folder)")
+    instances = sorted(path.name.removesuffix(".traj.json") for path in folder.glob("*.traj.json"))
+    if part != "all":
+        chosen = set(yaml.safe_load(split.read_text())[part])
+        instances = [instance for instance in instances if instance in chosen]
+    wanted = {name for item in only or [] for name in item.split(",") if name}
+    names = {name for item in repos or [] for name in item.split(",") if name}
+    return [
+        instance
+        for instance in instances
+        if (not wanted or instance in wanted)
+        and (not names or names & {repo_of(instance), re.sub(r"-\d+$", "", instance)})
+        and (not quick or instance in QUICK)
+    ]
+
+
+def replay_all(
+    data: Path,
+    instances: list[str],
+    variants: list[Path | None],
+    formats: list[str],
+    folder: Path,
+    single_call: bool,
+    jobs: int,
+) -> list[Run]:
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [
+            pool.submit(
+                replay_one, data, instance, variant, folder / run_name(variant, kind) / instance, single_call, kind
+            )
+            for variant in variants
+            for kind in formats
+            for instance in instances
+        ]
+        return [future.result() for future in futures]
+
+
+def kept_runs(folder: Path, instances: list[str], variants: list[Path | None], formats: list[str]) -> list[Run]:
+    """The runs a former `--out` kept: `folder/<variant>[+tools]/<instance>/replay.json`."""
+    names = [run_name(variant, kind) for variant in variants for kind in formats] if variants != [None] else None
+    names = names or sorted(path.name for path in folder.iterdir() if path.is_dir()) or [variant_name(None)]
+    return [read_run(name, instance, folder / name / instance) for name in names for instance in instances]
+
+
+def report(console: Console, done: list[Run], json_out: Path | None) -> None:
+    grouped: dict[str, list[Run]] = {}
+    for run in done:
+        grouped.setdefault(run.variant, []).append(run)
+    for variant, runs in grouped.items():
+        console.print(runs_table(variant, runs))
+        console.print(repos_table(variant, runs))
+    console.print(pooled_table(grouped))
+    if json_out is not None:
+        figures = {
+            variant: {**summary(runs), "repos": {name: summary(group) for name, group in by_repo(runs).items()}}
+            for variant, runs in grouped.items()
+        }
+        json_out.write_text(json.dumps(figures, indent=1))
 
 
 def main(
@@ -190,7 +397,11 @@ def main(
     ] = None,
     default: Annotated[bool, typer.Option(help="With --config: the default settings as a variant too.")] = False,
     single_call: Annotated[bool, typer.Option(help="Every variant with agent.single_call.")] = False,
-    only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat).")] = None,
+    part: Annotated[
+        Literal["all", "tune", "heldout"], typer.Option("--set", help=f"A part of the split ({SPLIT.name}).")
+    ] = "all",
+    only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat, or comma-separated).")] = None,
+    repo: Annotated[list[str] | None, typer.Option(help="Only these repositories (`sympy`; repeat).")] = None,
     jobs: Annotated[int, typer.Option(help="Replays at once (each its own process).")] = 2,
     action_format: Annotated[
         str, typer.Option(help="llm-ide's actions: text, tools, or both (each variant in both, side by side).")
@@ -199,46 +410,31 @@ def main(
     out: Annotated[
         Path | None, typer.Option(help="Keep each replay's report, wire log and run here.", show_default="not kept")
     ] = None,
+    reports: Annotated[
+        Path | None, typer.Option(help="Replay nothing: summarise the reports a former --out kept in this folder.")
+    ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary figures here.")] = None,
 ) -> None:
-    console = Console(width=max(Console().width, 180))
-    trajectories = data / "trajectories" / "mini-swe-agent"
-    if not trajectories.is_dir():
-        raise SystemExit(f"no trajectories in {trajectories} (--data: the shared data folder)")
-    instances = sorted(path.name.removesuffix(".traj.json") for path in trajectories.glob("*.traj.json"))
-    instances = [i for i in instances if (only is None or i in only) and (not quick or i in QUICK)]
+    console = Console(width=max(Console().width, 200))
+    instances = selected(data, part, only, repo, quick)
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
     formats = ["text", "tools"] if action_format == "both" else [action_format]
     if not set(formats) <= {"text", "tools"}:
         raise SystemExit(f"--action-format: text, tools or both, not {action_format}")
-    folder = out or Path(tempfile.mkdtemp(prefix="bench-replay-"))
     started = time.perf_counter()
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [
-                pool.submit(
-                    replay_one, data, instance, variant, folder / run_name(variant, kind) / instance, single_call, kind
-                )
-                for variant in variants
-                for kind in formats
-                for instance in instances
-            ]
-            done = [future.result() for future in futures]
-    finally:
-        if out is None:
-            shutil.rmtree(folder, ignore_errors=True)
-    seconds = time.perf_counter() - started
-    grouped: dict[str, list[Run]] = {}
-    for run in done:
-        grouped.setdefault(run.variant, []).append(run)
-    for variant, runs in grouped.items():
-        console.print(runs_table(variant, runs))
-    console.print(pooled_table(grouped))
+    if reports is not None:
+        done = kept_runs(reports, instances, variants, formats)
+    else:
+        folder = out or Path(tempfile.mkdtemp(prefix="bench-replay-"))
+        try:
+            done = replay_all(data, instances, variants, formats, folder, single_call, jobs)
+        finally:
+            if out is None:
+                shutil.rmtree(folder, ignore_errors=True)
+    report(console, done, json_out)
     kept = f"; reports in {out}/" if out else ""
-    console.print(f"{len(done)} replays in {seconds:.0f} s ({jobs} at once){kept}")
-    if json_out is not None:
-        json_out.write_text(json.dumps({variant: summary(runs) for variant, runs in grouped.items()}, indent=1))
-    print(result_line(grouped))
+    console.print(f"{len(done)} replays ({part}) in {time.perf_counter() - started:.0f} s ({jobs} at once){kept}")
+    print(result_line({run.variant: [r for r in done if r.variant == run.variant] for run in done}))
 
 
 if __name__ == "__main__":

@@ -130,3 +130,59 @@ def test_changed_lines_between_worktree_snapshots(shared_dir: Path, tmp_path: Pa
         after = extract_patch(env, base, settings)
         assert {path: (sorted(lines), new) for path, (lines, new) in changed_lines(before, after).items()} == expected
         before = after
+
+
+PERL = r"""perl -0pi -e \
+  's/(\n        if "\." in name:)/\n        if not name:\n            raise ValueError("empty")$1/' \
+  src/flask/blueprints.py"""
+PYTHON = """python3 - <<'EOF'
+path = "src/flask/blueprints.py"
+text = open(path).read().replace('ValueError("empty")', 'ValueError("\\'name\\' may not be empty.")')
+open(path, "w").write(text)
+EOF"""
+
+
+def test_edits_of_every_shape_keep_their_lines_and_three_around_in_the_code_context(
+    shared_dir: Path, tmp_path: Path
+) -> None:
+    """Whatever changed the file (sed by a pattern address or a range, perl, a Python script, git apply, patch, a
+    checkout putting it back), the next prompt shows its changed lines and 3 lines around them as the file has them."""
+    instance = "pallets__flask-5014"
+    path = "src/flask/blueprints.py"
+    steps = [  # (command, the lines then shown, numbered as the file has them after the command)
+        (real_command(shared_dir, instance, 'sed -i \'/if "." in name:/i'), range(190, 199)),  # 3 inserted
+        (real_command(shared_dir, instance, "sed -i '/if not name:/,+1d'"), range(190, 197)),  # 2 deleted
+        (f"git checkout {path}", range(190, 196)),  # the blank line the insertion had left goes
+        (PERL, range(190, 198)),
+        (f"git diff > fix.patch && git checkout {path}", range(190, 196)),
+        ("git apply fix.patch", range(190, 198)),
+        (f"git checkout {path}", range(190, 196)),
+        ("patch -p1 < fix.patch", range(190, 198)),
+        (PYTHON, range(191, 198)),  # one line replaced
+    ]
+    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    twin = checkout(shared_dir, instance, tmp_path / "twin")  # the same commands run by hand: the file after each
+    after = []
+    for command, _ in steps:
+        subprocess.run(command, shell=True, cwd=twin, check=True, capture_output=True)
+        after.append((twin / path).read_text())
+    traj, contexts = run_commands(tmp_path, repo, [command for command, _ in steps], budget=800)
+    for number, ((command, lines), text) in enumerate(zip(steps, after, strict=True)):
+        assert all(row in contexts[number + 1] for row in rows(text, lines)), (command, contexts[number + 1])
+    init = next(c for c in traj["code_context"] if (c["file_path"], c["function"]) == (path, "__init__"))
+    assert init["activity"]["accessed"] == [1] * len(steps) + [0]  # every command changed it; the submit did not
+    assert set(range(190, 199)) <= set(init["lines"])
+
+
+def test_a_heredoc_over_an_existing_file_marks_what_it_changed_not_the_whole_file(
+    shared_dir: Path, tmp_path: Path
+) -> None:
+    instance = "sympy__sympy-23950"
+    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    rewrite = real_command(shared_dir, instance, "cat <<'EOF' > sympy/sets/contains.py")  # the whole file, 2 lines new
+    traj, contexts = run_commands(tmp_path, repo, [rewrite], budget=800)
+    text = (repo / "sympy/sets/contains.py").read_text()
+    assert "free_symbols:\n            return self.args[1]\n" in text
+    assert all(row in contexts[1] for row in rows(text, range(45, 51)))  # lines 48-49 and 3 around (the file ends)
+    accessed = {(c["function"], tuple(c["lines"])) for c in traj["code_context"] if c["activity"]["accessed"][0]}
+    assert accessed == {("binary_symbols", (45,)), ("", (46,)), ("as_set", (47, 48, 49, 50))}  # not lines 1-44

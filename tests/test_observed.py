@@ -14,6 +14,7 @@ from mini_trajectories import checkout, real_command
 from llm_ide.actions import Codebase, execute_action
 from llm_ide.cli.context import parse_line_spec
 from llm_ide.codeview import CodeView
+from llm_ide.codeview.matching import LineKeys
 from llm_ide.codeview.observed import shown_lines
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
@@ -175,8 +176,8 @@ def test_rows_are_checked_against_the_file_as_it_is(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 1\n")
     view = CodeView(LocalEnvironment(tmp_path, tools_dir=tmp_path / ".tools"))
 
-    def load(raws: list[str]) -> dict[str, tuple[str, list[str]]]:
-        return {raw: (raw, lines) for raw in raws if (lines := view.lines(raw)) is not None}
+    def load(raws: list[str]) -> dict[str, tuple[str, LineKeys]]:
+        return {raw: (raw, keys) for raw in raws if (keys := view.line_keys(raw)) is not None}
 
     assert shown_lines("nl -ba a.py", "     1\tdef f():\n     2\t    return 2", load) == {"a.py": {1}}
     assert shown_lines("grep -n return a.py", "2:    return 1\n6:    return 7", load) == {"a.py": {2}}
@@ -184,3 +185,76 @@ def test_rows_are_checked_against_the_file_as_it_is(tmp_path: Path) -> None:
     assert shown_lines("cat a.py", "    return 1", load) == {}  # twice in the file, once in the output
     assert shown_lines("sed -n 5,6p a.py", "def g():\n    return 1", load) == {"a.py": {5, 6}}
     assert shown_lines("echo", "def g():\n    return 1", load) == {}  # no file named: nothing to match
+
+
+DEDENTED = """python3 - <<'EOF'
+import ast, textwrap
+source = open('requests/models.py').read()
+for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.FunctionDef) and node.name == 'prepare_content_length':
+        print(textwrap.dedent(ast.get_source_segment(source, node, padded=True)))
+EOF"""
+LINECACHE = """python3 - <<'EOF'
+import linecache
+for number in range(433, 446):
+    print(f"{number:>5} | {linecache.getline('sphinx/util/inspect.py', number).rstrip()}")
+EOF"""
+
+
+REAL = [  # commands of the trajectories (by their start) whose rows carry no line number: matched by content
+    ("sympy__sympy-13974", "tail -n +348", {"sympy/physics/quantum/tensorproduct.py": "348-393"}),
+    ("psf__requests-2317", "sed -n '/def to_native_string/,/return/p'", {"requests/utils.py": "655-657"}),
+    ("sympy__sympy-24661", "sed -n '/def parse_expr/,/^def/p'", {"sympy/parsing/sympy_parser.py": "961-1090"}),
+    ("sphinx-doc__sphinx-9281", "head -n 20 sphinx/util/inspect.py", {"sphinx/util/inspect.py": "1-20"}),
+]
+OTHER = [  # the lines those trajectories looked at, printed the ways other agents print code
+    (
+        "sphinx-doc__sphinx-9281",
+        "awk 'NR>=430 && NR<=460' sphinx/util/inspect.py",
+        {"sphinx/util/inspect.py": "430-460"},
+    ),
+    (
+        "sphinx-doc__sphinx-9281",
+        "git show HEAD:sphinx/util/inspect.py | sed -n '430,460p'",
+        {"sphinx/util/inspect.py": "430-460"},
+    ),
+    (
+        "sphinx-doc__sphinx-9281",
+        "sed -n '/def object_description/,+12p' sphinx/util/inspect.py",
+        {"sphinx/util/inspect.py": "433-445"},
+    ),
+    (
+        "sphinx-doc__sphinx-9281",
+        "awk '{print NR\": \"$0}' sphinx/util/inspect.py | sed -n '433,445p'",
+        {"sphinx/util/inspect.py": "433-445"},
+    ),
+    # 800 characters: 28 whole lines and the start of the 29th, which is not that line
+    (
+        "sphinx-doc__sphinx-9281",
+        "python3 -c \"print(open('sphinx/util/inspect.py').read()[:800])\"",
+        {"sphinx/util/inspect.py": "1-28"},
+    ),
+    # shapes no rule of the parser knows: a method printed dedented (every row 4 columns left), rows `N | text`
+    ("psf__requests-1142", DEDENTED, {"requests/models.py": "388-395"}),
+    ("sphinx-doc__sphinx-9281", LINECACHE, {"sphinx/util/inspect.py": "433-445"}),
+]
+
+
+@pytest.mark.parametrize(("instance", "command", "expected"), REAL + OTHER)
+def test_any_command_that_prints_code_marks_the_lines_it_printed(
+    shared_dir: Path, checkouts: Checkouts, instance: str, command: str, expected: dict[str, str]
+) -> None:
+    ws = checkouts(shared_dir, instance)
+    if (instance, command, expected) in REAL:
+        command = real_command(shared_dir, instance, command)
+    assert shown(ws, command) == spec(expected)
+
+
+def test_a_file_no_command_names_is_matched_when_the_context_holds_it(shared_dir: Path, checkouts: Checkouts) -> None:
+    ws = checkouts(shared_dir, "sphinx-doc__sphinx-9281")
+    hidden = "git grep -h -A 12 'def object_description'"  # neither the command nor the output names the file
+    ws.view.invalidate()
+    assert shown(
+        ws, real_command(shared_dir, "sphinx-doc__sphinx-9281", "nl -ba sphinx/util/inspect.py | sed -n '430,460p'")
+    ) == spec({"sphinx/util/inspect.py": "430-460"})
+    assert shown(ws, hidden) == spec({"sphinx/util/inspect.py": "433-445"})

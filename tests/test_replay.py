@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import require_bwrap
 
+from llm_ide.replay.formats import load
 from llm_ide.replay.metrics import Text, edit_lines, occurs, references
 from llm_ide.replay.model import AGENTS, ReplayReport
-from llm_ide.replay.tree import FileChange, tracked_sections
+from llm_ide.replay.tree import FileChange, environment_changes, tracked_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCE = "demo__demo-1"
@@ -182,6 +183,66 @@ def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) ->
     assert "1 replayed commands ended with another return code than in the original (steps 1)" in done.stdout
     operations = json.loads(Path(report.run_trajectory).read_text())["operations"]
     assert "ModuleNotFoundError" in operations[0]["observation"]
+
+
+def test_files_the_original_found_changed_are_changed_before_the_first_step(tmp_path: Path) -> None:
+    """SWE-bench's environment pins a dependency in setup.py before the agent starts: the submission holds that
+    change though no command made it. The replay starts from it, so the commands print what they printed then and
+    the tree ends as submitted."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "setup.py").write_text("install_requires = ['Jinja2']\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--amend", "-m", "base")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(repo), str(work))
+    (work / "setup.py").write_text("install_requires = ['Jinja2<3.0']\n")
+    steps = [
+        ("Which Jinja2?", "cat setup.py", 0, "install_requires = ['Jinja2<3.0']\n"),
+        ("Raise it.", "sed -i 's/alpha_value = 1/alpha_value = 10/' m.py", 0, ""),
+    ]
+    subprocess.run(steps[1][1], shell=True, cwd=work, check=True)
+    trajectory = mini_trajectory(tmp_path / "t.traj.json", steps, git(work, "diff"))
+    done = cli("replay", str(trajectory), "--repo", str(repo), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = report_of(tmp_path / "out")
+    assert (report.same_as_submission, report.environment_changes) == (True, ["setup.py"])
+    assert [step.edited for step in report.steps] == [[], ["m.py"], []]  # the pin is no edit of a step
+    operations = json.loads(Path(report.run_trajectory).read_text())["operations"]
+    assert operations[0]["observation"].strip() == "install_requires = ['Jinja2<3.0']"
+    assert (
+        "as the original's environment had them (its submission changes them, no command of it writes them): "
+        "setup.py" in " ".join(done.stdout.split())
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance", "extra", "expected"),
+    [
+        ("sphinx-doc__sphinx-8120", [], {"setup.py", "tox.ini"}),  # `grep "Babel" setup.py` only reads it
+        ("sphinx-doc__sphinx-8120", ["sed -i 's/pytest/pytest -rA/' tox.ini"], {"setup.py"}),
+        ("astropy__astropy-13453", ["cat pyproject.toml | head"], {"pyproject.toml"}),
+        ("psf__requests-1766", [], set()),
+    ],
+)
+def test_the_environment_s_changes_are_those_no_command_could_write(
+    shared_dir: Path, instance: str, extra: list[str], expected: set[str]
+) -> None:
+    trajectory = load(shared_dir / "data" / "trajectories" / "mini-swe-agent" / f"{instance}.traj.json")
+    commands = [str(step.params.get("command") or "") for step in trajectory.steps] + extra
+    tracked = set(
+        tracked_sections(
+            trajectory.submission,
+            {
+                "setup.py",
+                "tox.ini",
+                "pyproject.toml",
+                "requests/auth.py",
+                "sphinx/application.py",
+                "astropy/io/ascii/html.py",
+            },
+        )
+    )
+    assert set(environment_changes(trajectory.submission, tracked, commands)) == expected
 
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "none"])

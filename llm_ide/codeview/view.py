@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from llm_ide.codeview.index import FileIndex, build_index, display_lines
+from llm_ide.codeview.matching import LineKeys
 from llm_ide.environments.base import FileSnapshot, FileSource
 from llm_ide.state.context import Chunk, Scope, normalize_path
 
@@ -29,6 +30,7 @@ class CodeView:
         self._current: dict[str, FileIndex | FileSnapshot | None] = {}
         self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
+        self._keys: dict[str, tuple[bytes, LineKeys]] = {}  # the stripped-line index of each file's latest content
 
     def path(self, path: str) -> str:
         normalized = self._paths.get(path)
@@ -58,12 +60,15 @@ class CodeView:
         """Forget the latest reads (not the parses): the next lookup of each file reads it again."""
         self._current.clear()
 
-    def render(self, chunks: Sequence[Chunk], reread: bool = True) -> str:
+    def render(self, chunks: Sequence[Chunk], reread: bool = True, hide: Collection[str] = ()) -> str:
+        """The chunks, file by file; rows in `hide` (as rendered: `f"{n:>6}\\t{text}"`, e.g. rows the prompt shows
+        already) are left out with the headers only they needed, and a file with nothing else to show."""
         by_file: dict[str, list[Chunk]] = {}
         for chunk in chunks:
             by_file.setdefault(self.path(chunk.file_path), []).append(chunk)
         self.refresh(by_file if reread else [path for path in by_file if path not in self._current])
-        return "\n\n".join(self._render_file(path, file_chunks) for path, file_chunks in by_file.items())
+        files = (self._render_file(path, file_chunks, hide) for path, file_chunks in by_file.items())
+        return "\n\n".join(text for text in files if text)
 
     def chunk_size(self, chunk: Chunk) -> int:
         """Characters this chunk alone renders to (its file's latest snapshot)."""
@@ -132,6 +137,26 @@ class CodeView:
             return entry.lines if entry else None
         return display_lines(entry.data)
 
+    def line_keys(self, path: str) -> LineKeys | None:
+        """The index of the file's stripped lines as last read (read now if it was not), built once per content."""
+        path = self.path(path)
+        lines = self.lines(path)
+        entry = self._current.get(path)
+        if lines is None or entry is None:
+            return None
+        cached = self._keys.get(path)
+        if cached is not None and (cached[0] is entry.data or cached[0] == entry.data):
+            return cached[1]
+        keys = LineKeys.of(lines)
+        self._keys[path] = (entry.data, keys)
+        if len(self._keys) > self.max_files:
+            del self._keys[next(iter(self._keys))]
+        return keys
+
+    def recent(self, count: int) -> list[str]:
+        """The files parsed last (the code context renders and scopes them), the latest first."""
+        return list(reversed(self._parsed))[:count]
+
     def line_count(self, path: str) -> int:
         index = self._index(self.path(path))
         return index.line_count if index else 0
@@ -149,14 +174,14 @@ class CodeView:
             self._current.pop(evicted, None)
         return index
 
-    def _render_file(self, path: str, chunks: list[Chunk]) -> str:
+    def _render_file(self, path: str, chunks: list[Chunk], hide: Collection[str] = ()) -> str:
         header = f"### File: `{path}`"
         index = self._index(path)
         if index is None:
             return f"{header}\n{MISSING_NOTE}"
-        shown = _shown_lines(index, chunks)
+        shown = _shown_lines(index, chunks, hide)
         if not shown:
-            return f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
+            return "" if hide else f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
         ordered = sorted(shown)
         rows = index.rows
         out = [header, rows[ordered[0]]]
@@ -164,7 +189,7 @@ class CodeView:
         return "\n".join(out)
 
 
-def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
+def _shown_lines(index: FileIndex, chunks: list[Chunk], hide: Collection[str] = ()) -> set[int]:
     count = index.line_count
     shown: set[int] = set()
     for chunk in chunks:
@@ -173,5 +198,8 @@ def _shown_lines(index: FileIndex, chunks: list[Chunk]) -> set[int]:
         shown.update(chunk.lines)
     if shown and (min(shown) < 1 or max(shown) > count):
         shown = {line for line in shown if 1 <= line <= count}
+    if hide:
+        rows = index.rows
+        shown = {line for line in shown if rows[line] not in hide}
     shown |= index.context_rows(shown)
     return shown if max(shown, default=0) <= count else {line for line in shown if line <= count}

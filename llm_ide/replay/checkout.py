@@ -12,8 +12,8 @@ from llm_ide.workspace.history import OWNED_KEY
 IDENTITY = ["-c", "user.name=llm-ide replay", "-c", "user.email=replay@llm-ide.invalid"]
 
 
-def git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *IDENTITY, *args], cwd=cwd, capture_output=True, text=True)
+def git(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *IDENTITY, *args], cwd=cwd, capture_output=True, text=True, input=input)
 
 
 def bundle_heads(bundle: Path) -> dict[str, str]:

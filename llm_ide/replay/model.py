@@ -16,7 +16,11 @@ class Prices(BaseModel):
     output: float = 8.0
 
     def bill(self, raw: int, cached: int, output: int) -> float:
-        return (raw - cached) * self.input + cached * self.cached + output * self.output
+        return self.input_cost(raw, cached) + output * self.output
+
+    def input_cost(self, raw: int, cached: int) -> float:
+        """The prompt's part of the bill: what the memory can change (the replies are the original's)."""
+        return (raw - cached) * self.input + cached * self.cached
 
 
 class Fraction(BaseModel):
@@ -89,6 +93,7 @@ class ReplayReport(BaseModel):
     misses: list[Miss]
     differing_returncodes: list[int] = Field(default_factory=list)  # steps whose command ended otherwise than before
     same_as_submission: bool | None = None  # the final tracked files' diff equals the original's submitted one
+    environment_changes: list[str] = Field(default_factory=list)  # changed as the original's environment had them
     diverged: str = ""  # why the replayed actions stopped following the trajectory, if they did
 
     def totals(self, agent: str, until: int | None = None) -> AgentStep:
@@ -98,8 +103,19 @@ class ReplayReport(BaseModel):
                 total = total + step.agents[agent]
         return total
 
+    def input_cost(self, agent: str, until: int | None = None) -> float:
+        total = self.totals(agent, until)
+        return self.prices.input_cost(total.raw, total.cached)
+
     def bill_ratio(self, until: int | None = None) -> float | None:
         if until is not None and until > len(self.steps):
             return None
         ours, theirs = self.totals("llm-ide", until).bill, self.totals("original", until).bill
         return ours / theirs if theirs else None
+
+    def input_ratio(self, until: int | None = None) -> float | None:
+        """The prompts' cost alone, llm-ide / the original (the bill without the replies, which both share)."""
+        if until is not None and until > len(self.steps):
+            return None
+        theirs = self.input_cost("original", until)
+        return self.input_cost("llm-ide", until) / theirs if theirs else None

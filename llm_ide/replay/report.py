@@ -56,15 +56,26 @@ def steps_table(report: ReplayReport) -> Table:
 def totals_rows(report: ReplayReport) -> list[tuple[str, str, str, str]]:
     """(figure, llm-ide, original, llm-ide / original) for the whole replay; a blank row between bill and fidelity."""
     ours, theirs = (report.totals(agent) for agent in AGENTS)
-    rows = []
-    for label, key in (("bill", "bill"), ("raw prompt", "raw"), ("uncached", "uncached"), ("output", "output")):
-        a, b = getattr(ours, key), getattr(theirs, key)
-        rows.append((label, f"{a:,.0f}", f"{b:,.0f}", ratio(a / b if b else None)))
+    prices = report.prices
+    figures = {
+        "bill": (ours.bill, theirs.bill),
+        "input cost (the prompts)": (report.input_cost("llm-ide"), report.input_cost("original")),
+        "output cost (the replies)": (ours.output * prices.output, theirs.output * prices.output),
+        "raw prompt": (ours.raw, theirs.raw),
+        "uncached": (ours.uncached, theirs.uncached),
+        "output": (ours.output, theirs.output),
+    }
+    rows = [(label, f"{a:,.0f}", f"{b:,.0f}", ratio(a / b if b else None)) for label, (a, b) in figures.items()]
     rows.append(
         ("calls", str(ours.calls), str(theirs.calls), ratio(ours.calls / theirs.calls if theirs.calls else None))
     )
     rows += [
-        (f"bill up to step {mark}", "", "", ratio(report.bill_ratio(mark)))
+        (
+            f"bill up to step {mark} (input cost)",
+            "",
+            "",
+            f"{ratio(report.bill_ratio(mark))} ({ratio(report.input_ratio(mark))})",
+        )
         for mark in MARKS
         if mark <= len(report.steps)
     ]
@@ -122,6 +133,11 @@ def print_report(report: ReplayReport, console: Console, misses_shown: int = 40,
         notes.append(f"the final tracked files are {verdict} the original's submission")
     if report.diverged:
         notes.append(f"the replay diverged: {report.diverged}")
+    if report.environment_changes:
+        notes.append(
+            f"changed before the first step, as the original's environment had them (its submission changes them, no "
+            f"command of it writes them): {', '.join(report.environment_changes)}"
+        )
     if report.workdir_rewritten:
         notes.append("no bubblewrap: the commands ran at the checkout's own path (the original's workdir rewritten)")
     for note in notes:

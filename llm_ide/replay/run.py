@@ -15,13 +15,13 @@ from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.conversation import replies_for
 from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
 from llm_ide.fileio import atomic_write
-from llm_ide.replay.checkout import checkout
+from llm_ide.replay.checkout import checkout, git
 from llm_ide.replay.endpoint import LoopbackEndpoint
 from llm_ide.replay.formats import ReplayError, Trajectory, load
 from llm_ide.replay.measure import divergence, measure
 from llm_ide.replay.model import Prices, ReplayReport
 from llm_ide.replay.script import MODEL, Script
-from llm_ide.replay.tree import TreeWatch, tracked_sections
+from llm_ide.replay.tree import TreeWatch, environment_changes, tracked_sections
 from llm_ide.run.outputs import RunResult
 from llm_ide.run.single import RunEvent, run_task
 
@@ -152,6 +152,7 @@ def replay(
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
+        environment = as_the_original_found_it(repo, watch.tracked, trajectory)
         single, tools = replies_for(settings).joins_verdict, settings.model.action_format == "tools"  # auto: text
         script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools)
         run_id = run_id_of(trajectory, path)
@@ -175,10 +176,21 @@ def replay(
             misses=misses,
             differing_returncodes=[s.step for s in steps if s.original_returncode not in (None, s.returncode)],
             same_as_submission=same_tree(watch, trajectory.submission),
+            environment_changes=environment,
             diverged=divergence(trajectory, operations, rewrite) or (result.error if not steps else ""),
         )
     atomic_write(out / REPORT, report.model_dump_json(indent=1))
     return report
+
+
+def as_the_original_found_it(repo: Path, tracked: set[str], trajectory: Trajectory) -> list[str]:
+    """The files the original's environment had changed before its first step, changed so in the checkout too."""
+    commands = [str(step.params.get("command") or "") for step in trajectory.steps]
+    applied = []
+    for path, section in environment_changes(trajectory.submission, tracked, commands).items():
+        if git("apply", "-", cwd=repo, input=section + "\n").returncode == 0:
+            applied.append(path)
+    return applied
 
 
 def same_tree(watch: TreeWatch, submission: str) -> bool | None:

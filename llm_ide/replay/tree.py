@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from llm_ide.commands import read_only
+
 State = dict[str, bytes | None]  # path → content (None: deleted), for the tracked files that differ from the base
 
 
@@ -79,3 +81,16 @@ def tracked_sections(diff: str, tracked: set[str]) -> dict[str, str]:
         lines = [line for line in part.rstrip("\n").split("\n") if not line.startswith("index ")]
         sections[header.group(1)] = "\n".join(lines)
     return sections
+
+
+def environment_changes(submission: str, tracked: set[str], commands: list[str]) -> dict[str, str]:
+    """The submission's sections (path → section) of tracked files that no command of the trajectory could have
+    written (none that is not read-only names the file or its name): the original's environment had changed them
+    before its first step (SWE-bench pins a dependency in setup.py, tox.ini or pyproject.toml), so its
+    commands saw them changed, and the replay puts them so before its first step."""
+    writers = "\n".join(command for command in commands if not read_only(command))
+    return {
+        path: section
+        for path, section in tracked_sections(submission, tracked).items()
+        if not re.search(rf"(?<![\w.-]){re.escape(path.rsplit('/', 1)[-1])}(?![\w-])", writers)
+    }

@@ -56,12 +56,28 @@ class RunState(AgentInput, total=False):
     submission: str  # LangGraph Studio: the patch, when the run has ended
 
 
+class MemoryBase(TypedDict):
+    """The base of the current snapshot, rendered at its last full renewal and kept byte for byte since: its text and
+    what it shows (the operations then, the chain's nodes in its history, the lessons, files and changes), and what
+    the parts that followed it in the snapshots since cost in re-reads (in uncached characters)."""
+
+    text: str
+    step: int
+    history: int
+    lessons: list[str]
+    files: list[str]
+    changes: str
+    since: int
+    held: float
+
+
 class StepState(TypedDict, total=False):
     """Scratch fields of the current step, and the current epoch's memory snapshot, private to the nodes (not in the
     graph's output)."""
 
     snapshot: str  # the memory as rendered when the current epoch began
     snapshot_step: int  # n_operations then
+    snapshot_base: MemoryBase | None  # the snapshot's base (None: the next renewal is a full one)
     judged: OperationNode | None  # the latest operation with the verdict the step's reply gave it
     pending: OperationNode | None
     accessed: list[Scope]

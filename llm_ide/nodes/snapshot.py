@@ -1,0 +1,189 @@
+"""The memory snapshot an epoch starts with, in three parts. The base (lessons, files named, the operation history,
+the changes, the code context) is rendered at a full renewal and then kept byte for byte by the renewals that follow,
+so the provider's prompt cache still serves it after them. What came since the base follows it: the history
+continued, new lessons and files, the changes that differ, the code context as it ranks now without the rows the
+base shows. The latest operation as it ran comes last."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from llm_ide.codeview.changes import sections, tracked_diff
+from llm_ide.codeview.observed import paths_named
+from llm_ide.conversation import capped, params_text
+from llm_ide.parsing import first_sentence
+from llm_ide.prompting import render
+from llm_ide.resources import AgentContext
+from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
+from llm_ide.state.graph_state import AgentState, MemoryBase
+from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+
+ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context and the view actions show them
+SHARED_RUN = 3  # consecutive rows of the latest observation shown as they are in the code context: elided
+
+
+def code_context_text(
+    ctx: AgentContext, chunks: list[Chunk], n_operations: int, hide: set[str] | None = None, since: int = 0
+) -> str:
+    """The chunks above the threshold within the budget; with `hide` (rows the prompt shows already, left out) only
+    those accessed by an operation from `since` on."""
+    params = ctx.score_params
+    shown = select_chunks(scored(chunks, n_operations, params), params)
+    if hide is not None:
+        shown = [chunk for chunk in shown if any(chunk.activity.accessed[since:])]
+    view = ctx.codebase.view
+    view.refresh(chunk.file_path for chunk in shown)
+    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
+    if hide is not None:
+        return view.render(shown, reread=False, hide=hide) if shown else ""
+    return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def briefs(ctx: AgentContext, nodes: list[OperationNode], following: list[OperationNode]) -> list[str]:
+    """Each node in brief (thought and action cut short, its summary unless the next node's thought begins with it)."""
+    memory = ctx.settings.memory
+    parts = []
+    for node, after in zip(nodes, following, strict=False):
+        thought = clip(node.thought, memory.history_thought_chars)
+        params = clip(params_text(node), memory.history_params_chars)
+        summary = "" if node.summary == first_sentence(after.thought) else node.summary or "(none)"
+        parts.append(
+            render(ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary)
+        )
+    return parts
+
+
+def history_text(ctx: AgentContext, chain: list[OperationNode], count: int) -> str:
+    """The first `count` nodes of the reasoning chain (those before the recent operations); past `history_max` nodes
+    the oldest are only counted, half of the maximum at a time."""
+    if not count:
+        return render(ctx.templates, "operation_history_empty")
+    limit = ctx.settings.memory.history_max
+    block = max(1, limit // 2)
+    omitted = -(-(count - limit) // block) * block if count > limit else 0
+    parts = [render(ctx.templates, "operations_omitted", count=omitted)] if omitted else []
+    return "\n\n".join([*parts, *briefs(ctx, chain[omitted:count], chain[omitted + 1 :])])
+
+
+def without_shown_rows(ctx: AgentContext, observation: str, shown_text: str) -> str:
+    """The observation with each run of numbered rows that the snapshot shows identically replaced by one line
+    saying so: the latest operation usually opened the code that the code context now shows."""
+    shown = set(shown_text.split("\n"))
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) >= SHARED_RUN:
+            first, last = (ROW.match(row).group(1) for row in (run[0], run[-1]))  # type: ignore[union-attr]
+            out.append(render(ctx.templates, "rows_in_context", first=first, last=last))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for line in observation.split("\n"):
+        if line in shown and ROW.match(line):
+            run.append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def recent_text(ctx: AgentContext, recent: list[OperationNode], shown_text: str) -> str:
+    """The last operations of the chain as they ran: thought, action, observation (its rows the snapshot shows left
+    out); the last one is the latest."""
+    parts = []
+    for node in recent:
+        shown = replace(node, observation=without_shown_rows(ctx, node.observation, shown_text))
+        parts.append(
+            render(ctx.templates, "operation", node=shown, params=params_text(node), latest=node is recent[-1])
+        )
+    return "\n".join(parts)
+
+
+def files_named(ctx: AgentContext, nodes: list[OperationNode], known: list[str]) -> list[str]:
+    """`known`, then the repository's files that the operations' actions and outputs named (those that exist), in
+    first-seen order."""
+    named = paths_named(
+        [text for node in nodes for text in (params_text(node), node.observation)], ctx.codebase.env.workdir
+    )
+    return list(dict.fromkeys([*known, *ctx.codebase.view.existing(path for path in named if path not in known)]))
+
+
+def lessons_of(state: AgentState) -> list[str]:
+    return list(dict.fromkeys([*state.get("carried_lessons", []), *all_lessons(state.get("operations", []))]))
+
+
+def split(ctx: AgentContext, state: AgentState) -> tuple[list[OperationNode], list[OperationNode]]:
+    """The reasoning chain's history (before the recent operations) and its recent operations."""
+    chain = reasoning_chain(state.get("operations", []))
+    recent = chain[-ctx.settings.memory.recent_operations :] if chain else []
+    return chain[: len(chain) - len(recent)], recent
+
+
+def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> MemoryBase:
+    """The base of a full renewal: everything the memory holds now but the recent operations (the files named read
+    from the operations since the `previous` base only)."""
+    history, _ = split(ctx, state)
+    nodes = state.get("operations", [])
+    chain = reasoning_chain(nodes)
+    step = state.get("n_operations", 0)
+    files = files_named(ctx, nodes[previous["step"] :], previous["files"]) if previous else files_named(ctx, nodes, [])
+    lessons = lessons_of(state)
+    changes = tracked_diff(state.get("worktree_patch", ""))
+    parts = {
+        "lessons": "\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
+        "files": ", ".join(files),
+        "operation_history": history_text(ctx, chain, len(history)),
+        "changes": changes,
+        "code_context": code_context_text(ctx, state.get("code_context", []), step),
+    }
+    preface = ctx.variants.prompt(ctx, state).preface  # e.g. a plan, ahead of the memory
+    text = render(ctx.templates, "memory_base", step=step, preface=preface, **capped(ctx, parts))
+    return MemoryBase(
+        text=text, step=step, history=len(history), lessons=lessons, files=files, changes=changes, since=0, held=0.0
+    )
+
+
+def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
+    """What the memory holds beyond the base `kept`: empty when nothing is new."""
+    history, recent = split(ctx, state)
+    chain = [*history, *recent]
+    step = state.get("n_operations", 0)
+    changes = changed_sections(ctx, kept["changes"], tracked_diff(state.get("worktree_patch", "")))
+    new_files = files_named(ctx, state.get("operations", [])[kept["step"] :], kept["files"])[len(kept["files"]) :]
+    hide = {row for row in kept["text"].split("\n") if ROW.match(row)}
+    parts = {
+        "operation_history": "\n\n".join(briefs(ctx, history[kept["history"] :], chain[kept["history"] + 1 :])),
+        "lessons": "\n".join(f"- {lesson}" for lesson in lessons_of(state) if lesson not in kept["lessons"]),
+        "files": ", ".join(new_files),
+        "changes": changes,
+        "code_context": code_context_text(ctx, state.get("code_context", []), step, hide, kept["step"]),
+    }
+    if not any(parts.values()):
+        return ""
+    return render(ctx.templates, "memory_since", base_step=kept["step"], step=step, **capped(ctx, parts))
+
+
+def changed_sections(ctx: AgentContext, before: str, now: str) -> str:
+    """The sections of the diff `now` that differ from those of `before`, and a line for each file put back."""
+    old, new = sections(before), sections(now)
+    parts = [f"diff --git {section}" for path, section in new.items() if old.get(path) != section]
+    parts += [render(ctx.templates, "change_undone", path=path) for path in old if path not in new]
+    return "\n".join(parts)
+
+
+def compose(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> tuple[str, int]:
+    """The snapshot on the base `kept` (the base, what came since, the recent operations), and the length of what
+    came since."""
+    since = since_text(ctx, state, kept) if state.get("n_operations", 0) > kept["step"] else ""
+    _, recent = split(ctx, state)
+    latest = recent_text(ctx, recent, kept["text"] + since) if recent else ""
+    latest = capped(ctx, {"latest": latest})["latest"]
+    return render(ctx.templates, "snapshot", base=kept["text"], since=since, latest=latest), len(since)

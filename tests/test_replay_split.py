@@ -1,0 +1,55 @@
+"""The split of the shared trajectories the memory is tuned on and judged by (scripts/replay_split.yaml), and the
+bench's selection of a part of it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ORIGINAL_12 = {  # the trajectories the memory was tuned on before the split
+    "pallets__flask-5014",
+    "pylint-dev__pylint-6903",
+    "pytest-dev__pytest-5631",
+    "pytest-dev__pytest-7432",
+    *(f"psf__requests-{n}" for n in (1142, 1724, 1766, 1921, 2317, 2931, 5414, 6028)),
+}
+
+
+def repo_of(instance: str) -> str:
+    return re.sub(r"-\d+$", "", instance)
+
+
+def test_the_split_holds_out_a_third_of_every_repository_it_can(shared_dir: Path) -> None:
+    split = yaml.safe_load((ROOT / "scripts" / "replay_split.yaml").read_text())
+    tune, heldout = set(split["tune"]), set(split["heldout"])
+    shared = {
+        p.name.removesuffix(".traj.json") for p in (shared_dir / "data/trajectories/mini-swe-agent").glob("*.traj.json")
+    }
+    assert (len(tune), len(heldout), tune & heldout, tune | heldout) == (24, 12, set(), shared)
+    assert tune >= ORIGINAL_12
+    for repo in {repo_of(instance) for instance in shared}:
+        sessions = {instance for instance in shared if repo_of(instance) == repo}
+        if len(sessions - ORIGINAL_12) >= 1 and len(sessions) >= 2:  # requests: all eight were tuned on already
+            assert sessions & heldout, repo
+            assert len(sessions & heldout) <= -(-len(sessions) // 2), repo
+
+
+def test_the_bench_replays_the_part_and_the_repositories_asked_for(shared_dir: Path, tmp_path: Path) -> None:
+    """With --reports nothing is replayed: an empty folder shows which runs were chosen (each without its report)."""
+    command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--reports", str(tmp_path)]
+    done = subprocess.run(
+        [*command, "--set", "heldout", "--repo", "sympy"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    listed = set(re.findall(r"sympy__sympy-\d+", done.stdout))
+    assert listed == {"sympy__sympy-17630", "sympy__sympy-22714", "sympy__sympy-24661"}
+    assert done.stdout.strip().splitlines()[-1].endswith("runs=3 same_tree=0/3")
+    both = subprocess.run(
+        [*command, "--only", "psf__requests-1766,pallets__flask-5014"], capture_output=True, text=True
+    )
+    assert set(re.findall(r"\w+__[\w-]+-\d+", both.stdout)) == {"psf__requests-1766", "pallets__flask-5014"}
