@@ -72,6 +72,7 @@ class StudioRun:
                 env=env,
                 variants=variants,
             )
+            self.ctx.policy.restore(state.get("calls") or {})  # a resumed thread's models go on where they were
         except BaseException:
             env.close()
             raise

@@ -117,7 +117,7 @@ def test_full_run_with_postgres_checkpoints_prunes_history(tmp_path: Path, postg
     assert kept.exit_status == "submitted", kept.error
     assert tree(json.loads(kept.trajectory_path.read_text())) == EXPECTED_TREE
     full = table_rows(postgres_url, "pg-history")
-    assert full["checkpoints"] > 25
+    assert full["checkpoints"] >= 5 * 4  # five steps of four nodes
     assert full["checkpoint_blobs"] > 3 * pruned["checkpoint_blobs"]
 
     # Finished: running the thread again returns at once, nothing re-executed.
@@ -148,7 +148,8 @@ def test_interrupted_run_resumes_from_postgres(
     assert "ran out of responses" in first.error
     stopped = json.loads(first.trajectory_path.read_text())
     assert [op["action_type"] for op in stopped["operations"]] == done_before
-    assert [call["index"] for call in stopped["model_calls"]] == list(range(cut))
+    kept = cut - 1 if (cut - 1) % 2 else cut  # a reflection whose step's action call failed is asked again on resume
+    assert [call["index"] for call in stopped["model_calls"]] == list(range(kept))
     assert table_rows(postgres_url, run_id)["checkpoints"] <= 7  # pruned per step: one iteration's supersteps remain
 
     second = run(tmp_path, postgres_url, run_id, SCRIPT, single_call=False)

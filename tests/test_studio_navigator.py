@@ -41,7 +41,7 @@ def test_a_human_navigator_denies_then_approves_by_resuming_the_thread(studio: s
     client.runs.wait(thread, assistant["assistant_id"], input=inputs, raise_error=True)
 
     state = client.threads.get_state(thread)
-    assert state["next"] == ["permission"]
+    assert state["next"] == ["execute_tool"]  # the gate asks inside the action it wraps
     (question,) = [interrupt["value"] for interrupt in state["interrupts"]]
     assert question["kind"] == "permission" and "9 / 5 - 0" in question["diff"]
     assert "- 32" in (repo / "temps.py").read_text()
@@ -49,7 +49,7 @@ def test_a_human_navigator_denies_then_approves_by_resuming_the_thread(studio: s
     deny = {"approved": False, "reason": "Dropping the offset is wrong: add 32."}
     client.runs.wait(thread, assistant["assistant_id"], command={"resume": deny}, raise_error=True)
     state = client.threads.get_state(thread)
-    assert state["next"] == ["permission"]
+    assert state["next"] == ["execute_tool"]  # the gate asks inside the action it wraps
     (question,) = [interrupt["value"] for interrupt in state["interrupts"]]
     assert "9 / 5 + 32" in question["diff"]
     assert state["values"]["operations"][1]["marks"]["denied"] == {"reason": deny["reason"], "by": "human"}

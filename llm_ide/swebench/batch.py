@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -146,9 +148,18 @@ class Batch:
             except KeyboardInterrupt:  # a second Ctrl-C: leave the workers; checkpoints hold every finished step
                 log.warning("batch: interrupted again; leaving at once")
                 raise BatchAbandoned from None
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, leave_at_once)  # the workers' clean-up goes on until the process exits
             raise
         finally:
             pool.shutdown(wait=not self.stop.is_set())
+
+
+def leave_at_once(signum: int, frame: object) -> None:
+    """A Ctrl-C while the interrupted batch's workers finish: exit now; checkpoints hold every finished step."""
+    log.warning("batch: interrupted again; leaving at once")
+    logging.shutdown()
+    os._exit(130)
 
 
 def prepare(
