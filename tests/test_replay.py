@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import require_bwrap
 
+from llm_ide.environments.sandbox import bwrap_path
 from llm_ide.replay.formats import load
 from llm_ide.replay.metrics import Text, edit_lines, occurs, references
 from llm_ide.replay.model import AGENTS, ReplayReport
@@ -32,6 +33,8 @@ PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the r
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    if args[:1] == ("replay",) and bwrap_path() is None and "--unsandboxed" not in args:
+        args = (*args, "--unsandboxed")  # no bubblewrap here: the tests' own trajectories, run as the user on purpose
     env = {**os.environ, "COLUMNS": "200", "PATH": PATH}
     return subprocess.run(
         [sys.executable, "-m", "llm_ide", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
