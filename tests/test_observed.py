@@ -187,6 +187,66 @@ def test_rows_are_checked_against_the_file_as_it_is(tmp_path: Path) -> None:
     assert shown_lines("echo", "def g():\n    return 1", load) == {}  # no file named: nothing to match
 
 
+# astropy 13579's `python check_units.py` where astropy is not built (no erfa): a warning and a traceback, as printed
+CHECK_UNITS = """astropy/version.py:11: UserWarning: could not determine astropy package version; this indicates a \
+broken installation
+  warnings.warn(
+Traceback (most recent call last):
+  File "check_units.py", line 1, in <module>
+    import astropy.wcs
+  File "astropy/__init__.py", line 41, in <module>
+    from . import config as _config  # noqa: E402
+    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "astropy/config/__init__.py", line 10, in <module>
+    from .configuration import *
+  File "astropy/config/configuration.py", line 24, in <module>
+    from astropy.utils import find_current_module, silence
+  File "astropy/utils/__init__.py", line 17, in <module>
+    from .codegen import *  # noqa
+    ^^^^^^^^^^^^^^^^^^^^^^
+  File "astropy/utils/codegen.py", line 12, in <module>
+    from .introspection import find_current_module
+  File "astropy/utils/introspection.py", line 13, in <module>
+    from astropy.utils.decorators import deprecated_renamed_argument
+  File "astropy/utils/decorators.py", line 13, in <module>
+    from .exceptions import (AstropyDeprecationWarning, AstropyUserWarning,
+  File "astropy/utils/exceptions.py", line 11, in <module>
+    from erfa import ErfaError, ErfaWarning  # noqa
+    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+ModuleNotFoundError: No module named 'erfa'"""
+
+
+def test_a_traceback_marks_its_frames_lines_and_no_lone_row_of_the_files_it_names(
+    shared_dir: Path, checkouts: Checkouts
+) -> None:
+    """`warnings.warn(` and `Traceback (most recent call last):` are lone lines of decorators.py too (518, and 620 in a
+    docstring); the traceback only names that file: they are not its lines there. A warning's source row is."""
+    ws = checkouts(shared_dir, "astropy__astropy-13579")
+    view = ws.view
+
+    def load(raws: list[str]) -> dict[str, tuple[str, LineKeys]]:
+        return {raw: (raw, keys) for raw in raws if (keys := view.line_keys(raw)) is not None}
+
+    command = real_command(shared_dir, "astropy__astropy-13579", "cat <<'EOF' > check_units.py")
+    assert shown_lines(command, CHECK_UNITS, load) == {
+        "astropy/version.py": {11},
+        "astropy/__init__.py": {41},
+        "astropy/config/__init__.py": {10},
+        "astropy/config/configuration.py": {24},
+        "astropy/utils/__init__.py": {17},
+        "astropy/utils/codegen.py": {12},
+        "astropy/utils/introspection.py": {13},
+        "astropy/utils/decorators.py": {13},
+        "astropy/utils/exceptions.py": {11},
+    }
+    warned = "astropy/utils/decorators.py:518: AstropyDeprecationWarning: gone\n    warnings.warn("
+    assert shown_lines("python x.py", warned, load) == {"astropy/utils/decorators.py": {518}}
+    # the same rows in a file the command names (grep without -n) are its lines
+    assert shown(ws, "grep 'warnings.warn(' astropy/utils/decorators.py") == {
+        "astropy/utils/decorators.py": [121, 506, 518, 543]
+    }
+
+
 DEDENTED = """python3 - <<'EOF'
 import ast, textwrap
 source = open('requests/models.py').read()

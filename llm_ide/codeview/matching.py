@@ -64,12 +64,16 @@ def numbered_row(row: str) -> Row | None:
     return Row(text.strip(), len(text) - len(text.lstrip()), int(match[1]))
 
 
-def runs(rows: list[Row | None], keys: LineKeys, named: bool = True, claimed: set[int] | None = None) -> set[int]:
+def runs(
+    rows: list[Row | None], keys: LineKeys, named: bool = True, claimed: set[int] | None = None, lone: bool = False
+) -> set[int]:
     """Lines of the file shown by runs of consecutive rows equal to consecutive lines of it, indentation shifted alike
     (ties between alignments go to the one nearest after the previous run: files are read forwards); a run needs two
     non-blank rows of MIN_CHARS characters, or UNNAMED ones in a file that is not `named` (by the command or the
-    output). In a named file a single row counts too when every occurrence of it in the file is shown (grep without
-    line numbers). None breaks a run. The rows of the runs found are added to `claimed`."""
+    output). With `lone` (a file the command or a grep row names) a single row counts too when every occurrence of it
+    in the file is shown (grep without line numbers); a file only a traceback names has no such rows: `warnings.warn(`
+    under another frame is not its line. None breaks a run. The rows of the runs found are added to
+    `claimed`."""
     least, chars = (2, MIN_CHARS) if named else UNNAMED
     found: set[int] = set()
     singles: dict[str, int] = {}
@@ -92,7 +96,7 @@ def runs(rows: list[Row | None], keys: LineKeys, named: bool = True, claimed: se
             floor, last = at + best, first + best
             if claimed is not None:
                 claimed.update(range(at - back, at + best))
-        elif named and len(texts) == 1 and len(row.text) >= MIN_CHARS:
+        elif lone and len(texts) == 1 and len(row.text) >= MIN_CHARS:
             singles[row.text] = singles.get(row.text, 0) + 1
         at += best
     for text, seen in singles.items():

@@ -1,10 +1,10 @@
 """The lines of the repository's files that a command's output showed, decided from the output itself and checked
 against the files as they are now: rows that say which line they are (`nl -ba`, `cat -n`, `grep -n` and `awk` rows,
-`N<sep>text`; grep's `path:N:text`; a traceback's `File "path", line N` and the code row under it; diff hunks, their
-post-image lines), then runs of any other rows equal to consecutive lines of a file, indentation shifted alike
-(`cat`, `sed -n`, `head`, `git show REV:path`, a Python snippet printing source, pytest's listings: whatever printed
-them; codeview/matching.py). The files tried are those the command or the output names, then those the code view
-read last (the code context's)."""
+`N<sep>text`; grep's `path:N:text`; a traceback's `File "path", line N` or a warning's `path:N: message` and the code
+row under it; diff hunks, their post-image lines), then runs of any other rows equal to consecutive lines of a file,
+indentation shifted alike (`cat`, `sed -n`, `head`, `git show REV:path`, a Python snippet printing source, pytest's
+listings: whatever printed them; codeview/matching.py). The files tried are those the command or the output names,
+then those the code view read last (the code context's)."""
 
 from __future__ import annotations
 
@@ -62,13 +62,15 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
     shown: dict[str, set[int]] = {}
     plain = _structured(rows, files, order, shown)
     about = {files[raw][0] for raw in mentions if raw in files}
+    framed = {files[m["path"]][0] for row in rows if (m := TRACEBACK.match(row)) and m["path"] in files}
+    lone = about - (framed - set(named))  # a traceback's files but for those the command names: no lone rows
     claimed: set[int] = set()
     for path, keys in order:
         if path not in about:  # a file only known: the rows no named file has, if enough are left
             plain = [None if at in claimed else row for at, row in enumerate(plain)]
             if sum(row is not None and bool(row.text) for row in plain) < UNNAMED[0]:
                 break
-        if found := runs(plain, keys, named=path in about, claimed=claimed):
+        if found := runs(plain, keys, named=path in about, claimed=claimed, lone=path in lone):
             shown.setdefault(path, set()).update(found)
     return shown
 
@@ -153,6 +155,7 @@ class _Reader:
             if keys.has(int(m["line"]), m["text"]):
                 self.mark(path, int(m["line"]))
                 return None
+            self.traceback = (path, keys, int(m["line"]))  # a warning's `path:N: message`: line N may come next
         m = FILE_ROW.fullmatch(row)
         return plain_row(m["text"] if m and m["path"] in self.files else row)
 
