@@ -14,13 +14,16 @@ from typing import TypeVar
 
 import regex
 
+from llm_ide.errors import UsageError
+
 MAX_PATTERN_CHARS = 2000
 DEFAULT_SECONDS = 2.0
 Result = TypeVar("Result")
 
 
-class PatternError(ValueError):
-    """A pattern refused (invalid, too long) or one that ran out of its time budget: its message is one line."""
+class PatternError(UsageError, ValueError):
+    """A pattern refused (invalid, too long) or one that ran out of its time budget: its message is one line (a
+    ValueError too, so a settings validator reports it where the config sets it)."""
 
 
 class BoundedPattern:
