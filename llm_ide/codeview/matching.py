@@ -72,8 +72,7 @@ def runs(
     non-blank rows of MIN_CHARS characters, or UNNAMED ones in a file that is not `named` (by the command or the
     output). With `lone` (a file the command or a grep row names) a single row counts too when every occurrence of it
     in the file is shown (grep without line numbers); a file only a traceback names has no such rows: `warnings.warn(`
-    under another frame is not its line. None breaks a run. The rows of the runs found are added to
-    `claimed`."""
+    under another frame is not its line. None breaks a run. The rows of the runs found are added to `claimed`."""
     least, chars = (2, MIN_CHARS) if named else UNNAMED
     found: set[int] = set()
     singles: dict[str, int] = {}

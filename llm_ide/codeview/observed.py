@@ -54,7 +54,7 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
     and the output write them; `known` ones too) in one call and gives those that exist inside the repository."""
     rows = output.split("\n")
     mentioned = _command_paths(command)
-    mentions = _mentions(mentioned, rows)
+    mentions, framed = _mentions(mentioned, rows)
     files = load([*mentions, *known])
     texts = dict(files.values())
     named = list(dict.fromkeys(files[raw][0] for raw in mentioned if raw in files))
@@ -62,8 +62,7 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
     shown: dict[str, set[int]] = {}
     plain = _structured(rows, files, order, shown)
     about = {files[raw][0] for raw in mentions if raw in files}
-    framed = {files[m["path"]][0] for row in rows if (m := TRACEBACK.match(row)) and m["path"] in files}
-    lone = about - (framed - set(named))  # a traceback's files but for those the command names: no lone rows
+    lone = {files[raw][0] for raw in mentions if raw in files and raw not in framed}  # a traceback's: no lone rows
     claimed: set[int] = set()
     for path, keys in order:
         if path not in about:  # a file only known: the rows no named file has, if enough are left
@@ -96,15 +95,17 @@ def _command_paths(command: str) -> list[str]:
     return list(dict.fromkeys(paths))[:MAX_MENTIONS]
 
 
-def _mentions(named: list[str], rows: list[str]) -> list[str]:
-    found = dict.fromkeys(named)
+def _mentions(named: list[str], rows: list[str]) -> tuple[list[str], set[str]]:
+    """The raw paths the command and the output's rows name, and those only a traceback's frames name."""
+    framed_only = dict.fromkeys(named, False)
     for row in rows:
         if ":" not in row and '"' not in row and "-" not in row and "+++ " not in row:
             continue
         match = GREP_ROW.match(row) or TRACEBACK.match(row) or DIFF_TARGET.match(row) or FILE_ROW.match(row)
-        if match and len(found) < 2 * MAX_MENTIONS:
-            found.setdefault(match["path"])
-    return list(found)
+        if match and len(framed_only) < 2 * MAX_MENTIONS:
+            path = match["path"]
+            framed_only[path] = framed_only.get(path, True) and match.re is TRACEBACK
+    return list(framed_only), {raw for raw, only in framed_only.items() if only}
 
 
 def _structured(rows: list[str], files: Loaded, order: list[File], shown: dict[str, set[int]]) -> list[Row | None]:
