@@ -4,6 +4,9 @@ model streams), its end (the tokens it used)."""
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,8 +58,44 @@ class Model(Protocol):
     ) -> ModelReply: ...
 
 
+# A BPE tokenizer's pieces, roughly: a run of letters (split into pieces of a few letters when long), a digit, a run of
+# spaces (an indentation), a line break, a mark. Calibrated on the tokenizers of real servers (TOKEN_WEIGHTS).
+TOKEN_PIECES = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]+|_+")
+WORD_CHARS = 6  # a word longer than this costs one more token per this many letters
+MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
+REQUEST_TOKENS = 3  # around the whole prompt (the assistant's turn opened)
+
+
 def estimate_tokens(text: str) -> int:
-    return len(text) // 4
+    """The tokens of `text` for a BPE tokenizer (within ±10% of the server's count on prompts of code and prose),
+    without the tokenizer."""
+    total = 0
+    for piece in TOKEN_PIECES.findall(text):
+        first = piece[0]
+        if first.isalpha():
+            total += 1 + (len(piece) - 1) // WORD_CHARS
+        elif first == " " and len(piece) > 1:
+            total += 1 + len(piece) // 16
+        elif first.isspace() or first.isdigit():
+            total += 1
+        else:
+            total += (len(piece) + 1) // 2
+    return total
+
+
+def message_text(message: Message) -> str:
+    """A message's text as its server sees it: its content, and the tool calls it holds (their JSON)."""
+    calls = message.get("tool_calls") or []
+    return str(message.get("content") or "") + "".join(
+        json.dumps(call.get("args", {})) + call["name"] for call in calls
+    )
+
+
+def estimate_prompt_tokens(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
+    """The prompt's tokens for a chat server: each message's with the template's markers around it, and the tools'
+    definitions (which a server renders into the prompt as JSON)."""
+    tokens = REQUEST_TOKENS + sum(MESSAGE_TOKENS + estimate_tokens(message_text(message)) for message in messages)
+    return tokens + (estimate_tokens(json.dumps(tools)) if tools else 0)
 
 
 @dataclass(frozen=True)
@@ -66,9 +105,53 @@ class CallProgress:
     prompt_tokens: int = 0  # start: estimated from the prompt; end: as the provider counted them
     output_tokens: int = 0  # text: estimated from what streamed so far; end: as counted
     text: str = ""  # text: the piece that just arrived
+    seconds: float = 0.0  # since the request went out
+    rate: float | None = None  # output tokens per second since the first one came (None: under a second of them)
+
+    def as_event(self) -> dict[str, Any]:
+        """The progress as a stream event (JSON) for Studio clients."""
+        rate = None if self.rate is None else round(self.rate, 2)
+        return {
+            "event": "model",
+            "kind": self.kind,
+            "model": self.model,
+            "seconds": round(self.seconds, 2),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "tokens_per_second": rate,
+            "text": self.text,
+        }
 
 
 CallListener = Callable[[CallProgress], None]
+
+
+class TokenEstimates:
+    """One model's token estimates before its server counts them (the live line's, a reply without usage): the
+    heuristic's, scaled by how the server's counts compared with it so far (a running mean of the ratio)."""
+
+    WEIGHT = 0.5  # of the latest call's ratio in the running one
+
+    def __init__(self) -> None:
+        self.prompt_ratio = self.output_ratio = 1.0
+        self.learnt = False
+
+    def prompt(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
+        return round(estimate_prompt_tokens(messages, tools) * self.prompt_ratio)
+
+    def output(self, text: str) -> int:
+        return round(estimate_tokens(text) * self.output_ratio)
+
+    def learn(self, estimate: int, text: str, input_tokens: int, output_tokens: int) -> None:
+        """A call's counts as its server gave them, beside the prompt's `estimate` (as scaled then) and the reply."""
+        heuristic, written = estimate / self.prompt_ratio, estimate_tokens(text)
+        if heuristic <= 0 or input_tokens <= 0:
+            return
+        weight = self.WEIGHT if self.learnt else 1.0
+        self.prompt_ratio += weight * (input_tokens / heuristic - self.prompt_ratio)
+        if written >= 20 and output_tokens > 0:  # a reply long enough to say something
+            self.output_ratio += weight * (output_tokens / written - self.output_ratio)
+        self.learnt = True
 
 
 @dataclass
@@ -78,34 +161,57 @@ class Call:
     prompt_tokens: int
     streamed: str = ""
     output_tokens: int = 0
+    started: float = 0.0
+    first: float | None = None  # when the first piece of the reply came
+    output_scale: float = 1.0
+    arguments: str = ""  # of the tool calls streamed so far
 
     def start(self) -> None:
         """The request goes out (again, after a retry: what streamed before is dropped)."""
-        self.streamed = ""
+        self.streamed, self.arguments, self.started, self.first = "", "", time.monotonic(), None
         self.listener(CallProgress("start", self.model, prompt_tokens=self.prompt_tokens))
 
-    def text(self, piece: str) -> None:
+    def text(self, piece: str, arguments: str = "") -> None:
+        """A piece of the reply: text (shown), the arguments of a tool call (counted)."""
+        now = time.monotonic()
+        self.first = self.first or now
         self.streamed += piece
-        self.listener(CallProgress("text", self.model, output_tokens=len(self.streamed) // 4, text=piece))
+        self.arguments += arguments
+        out = round((estimate_tokens(self.streamed) + estimate_tokens(self.arguments)) * self.output_scale)
+        rate = out / (now - self.first) if now - self.first >= 1 else None
+        self.listener(CallProgress("text", self.model, 0, out, piece, now - self.started, rate))
 
     def replied(self, input_tokens: int, output_tokens: int) -> None:
         self.prompt_tokens, self.output_tokens = input_tokens, output_tokens
 
+    def ended(self) -> None:
+        now = time.monotonic()
+        rate = self.output_tokens / (now - self.first) if self.first and now - self.first >= 1 else None
+        self.listener(
+            CallProgress("end", self.model, self.prompt_tokens, self.output_tokens, "", now - self.started, rate)
+        )
+
 
 @contextmanager
-def observed(listener: CallListener | None, model: str, prompt_chars: int) -> Iterator[Call]:
-    """One model call told to `listener` (nothing when None): start now, end however the call ends."""
-    call = Call(listener or (lambda progress: None), model, prompt_chars // 4)
+def observed(
+    listener: CallListener | None, model: str, prompt_tokens: int, output_scale: float = 1.0
+) -> Iterator[Call]:
+    """One model call told to `listener` (nothing when None): start now (`prompt_tokens`: estimated), end however the
+    call ends; the reply's tokens as it streams are estimated from its text (times `output_scale`)."""
+    call = Call(listener or (lambda progress: None), model, prompt_tokens, output_scale=output_scale)
     call.start()
     try:
         yield call
     finally:
-        call.listener(CallProgress("end", model, call.prompt_tokens, call.output_tokens))
+        call.ended()
 
 
-def streamed(chat: Any, payload: Any, hints: dict[str, Any], call: Call) -> Any:
-    """`chat`'s reply requested as a stream, each piece of text told to `call` as it arrives, the pieces summed into
-    one message (its text and usage; an OpenAI-style endpoint is asked to send the usage at the end)."""
+def streamed(
+    chat: Any, payload: Any, hints: dict[str, Any], call: Call, alive: Callable[[], None] | None = None
+) -> Any:
+    """`chat`'s reply requested as a stream, each piece of text told to `call` as it arrives (`alive` called for each
+    piece of the reply, text or tool call), the pieces summed into one message (its text and usage; an OpenAI-style
+    endpoint is asked to send the usage at the end)."""
     from langchain_openai import ChatOpenAI
 
     options = {"stream_usage": True} if isinstance(chat, ChatOpenAI) else {}
@@ -114,8 +220,43 @@ def streamed(chat: Any, payload: Any, hints: dict[str, Any], call: Call) -> Any:
     message = None
     for chunk in chat.stream(payload, **hints, **options):
         message = chunk if message is None else message + chunk
-        if chunk.text:
-            call.text(chunk.text)
+        arguments = "".join(str(part.get("args") or "") for part in getattr(chunk, "tool_call_chunks", None) or [])
+        if chunk.text or arguments:
+            call.text(chunk.text, arguments)
+            if alive is not None:
+                alive()
     if message is None:
         raise BadCompletion("the streamed reply held nothing")
-    return message
+    return strict_calls(message)
+
+
+def strict_calls(message: Any) -> Any:
+    """A streamed message whose tool calls are read as a whole reply's are: arguments that are not JSON make an
+    invalid call (a stream's chunks are parsed leniently, as partial JSON: `{not json` would be a call without
+    arguments)."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.messages.tool import invalid_tool_call, tool_call
+
+    chunks = getattr(message, "tool_call_chunks", None) or []
+    if not chunks:
+        return message
+    good, broken = [], []
+    for chunk in chunks:
+        name, raw, call_id = chunk.get("name") or "", chunk.get("args") or "", chunk.get("id")
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except ValueError as error:
+            broken.append(invalid_tool_call(name=name, args=raw, id=call_id, error=str(error)))
+            continue
+        if isinstance(args, dict):
+            good.append(tool_call(name=name, args=args, id=call_id))
+        else:
+            broken.append(invalid_tool_call(name=name, args=raw, id=call_id, error="the arguments are not an object"))
+    return AIMessage(
+        content=message.content,
+        tool_calls=good,
+        invalid_tool_calls=broken,
+        usage_metadata=message.usage_metadata,
+        response_metadata=message.response_metadata,
+        id=message.id,
+    )

@@ -1,6 +1,6 @@
-"""Guards between the agent and a model endpoint: a total deadline per request (not per read: a server dripping one
-byte every two seconds cannot hold a call past it), 200 responses that are not completions treated like a 5xx,
-Retry-After, implausible usage replaced by an estimate, the models an endpoint lists."""
+"""Guards between the agent and a model endpoint: a deadline per request (not per read: a server dripping one byte every
+two seconds cannot hold a call past it; a streamed reply's moves on as it produces), 200 responses that are not
+completions treated like a 5xx, Retry-After, implausible usage replaced by an estimate, the models an endpoint lists."""
 
 from __future__ import annotations
 
@@ -32,6 +32,25 @@ def request_deadline(at: float) -> Iterator[None]:
         yield
     finally:
         _local.deadline = previous
+
+
+def extend_deadline(at: float) -> None:
+    """The deadline of the requests under way in this thread moved to `at` (a streamed reply that produced: it has
+    until `at` to produce more)."""
+    if getattr(_local, "deadline", None) is not None:
+        _local.deadline = at
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a failed request is one that waited too long (its deadline or a socket timeout), however wrapped."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, TimeoutError | httpx.TimeoutException | httpcore.TimeoutException):
+            return True
+        if type(seen).__name__ == "APITimeoutError":  # openai's and anthropic's
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _remaining(timeout: float | None) -> float | None:

@@ -9,15 +9,25 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import SecretStr
 
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import CallListener, Message, Model, ModelReply, estimate_tokens, observed, streamed
-from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
+from llm_ide.calls import CallListener, Message, Model, ModelReply, TokenEstimates, observed, streamed
+from llm_ide.endpoint import (
+    BadCompletion,
+    cause,
+    clamp_usage,
+    extend_deadline,
+    http_client,
+    request_deadline,
+    retry_after,
+    timed_out,
+)
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
@@ -37,14 +47,28 @@ LOCAL_MAX_TOKENS = 4096  # the room a reply gets from an endpoint given by URL w
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
+_quiet = threading.local()
 
 
 def warn_once(topic: str, name: str, message: str) -> None:
+    if getattr(_quiet, "on", False):
+        return
     with _warned_lock:
         if (topic, name) in _warned:
             return
         _warned.add((topic, name))
     log.warning(message)
+
+
+@contextmanager
+def unsaid() -> Iterator[None]:
+    """Models made meanwhile in this thread (a check before the run) keep their warnings (no price) for the run's
+    own model to say, once, where the run's log and console are."""
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = False
 
 
 def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
@@ -121,23 +145,32 @@ class ChatModel:
         self.listener: CallListener | None = None
         self.usage_warned = False  # implausible usage is said once per run (a run builds its own model)
         self.max_tokens = max_tokens  # the room each reply is given (None: the model's own limit)
+        self.tokens = TokenEstimates()  # the prompt's and the reply's tokens before the server counts them
         if self.price is None:
             warn_once("price", name, unpriced(name))  # once, before the first call
 
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
-        """The reply (its tool calls in its text: llm_ide/tool_calls.py); each request ends within `timeout` seconds
-        in total, and all of them by `deadline`."""
+        """The reply (its tool calls in its text: llm_ide/tool_calls.py), all requests for it ended by `deadline`. A
+        streamed request is cut when nothing came for `timeout` seconds (however long it has been producing); another
+        ends within `timeout` seconds in total."""
         payload, hints = self._payload(messages, tools)
-        with observed(self.listener, self.name, len(text_of(messages))) as call:
-            if self.stream:
-                response = self._request(lambda: streamed(self.chat, payload, hints, call), deadline)
+        estimate = self.tokens.prompt(messages, tools)
+        with observed(self.listener, self.name, estimate, self.tokens.output_ratio) as call:
+            if self.streams:
+                alive = lambda: extend_deadline(self._deadline(deadline))  # noqa: E731
+                response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, idle=True)
             else:
                 response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
-            reply = self._reply(response, messages)
+            reply = self._reply(response, messages, estimate)
             call.replied(reply.input_tokens, reply.output_tokens)
         return reply
+
+    @property
+    def streams(self) -> bool:
+        """Whether a reply is asked for as a stream: `model.stream`, auto: when someone watches the call."""
+        return self.listener is not None if self.stream == "auto" else bool(self.stream)
 
     @property
     def takes_n(self) -> bool:
@@ -156,10 +189,11 @@ class ChatModel:
 
         payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
-        with observed(self.listener, self.name, len(text_of(messages))) as call:
+        estimate = self.tokens.prompt(messages, tools)
+        with observed(self.listener, self.name, estimate, self.tokens.output_ratio) as call:
             result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
             choices = [generation.message for generation in result.generations[0]]
-            first = self._reply(choices[0], messages)
+            first = self._reply(choices[0], messages, estimate)
             call.replied(first.input_tokens, first.output_tokens)
         return [first, *(ModelReply(reply_text(choice), 0, 0, 0.0) for choice in choices[1:])]
 
@@ -175,24 +209,33 @@ class ChatModel:
             self.bound[key] = dict(construct(self.name, lambda: self.chat.bind_tools(tools, **one)).kwargs)
         return payload, {**hints, **self.bound[key]}
 
-    def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:
+    def _deadline(self, deadline: float | None) -> float:
+        """When a request must have produced (more): `timeout` from now, or the run's wall-time limit if sooner."""
+        at = time.monotonic() + self.timeout
+        return at if deadline is None else min(at, deadline)
+
+    def _request(self, send: Callable[[], Any], deadline: float | None, idle: bool = False) -> Any:
         attempt = 0
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 raise ModelTimeLimit(f"model {self.name}: the run's wall-time limit passed during the call")
-            at = time.monotonic() + self.timeout
             try:
-                with request_deadline(at if deadline is None else min(at, deadline)):
+                with request_deadline(self._deadline(deadline)):
                     return send()
             except Exception as error:
-                self._give_up_or_wait(error, attempt, deadline)
+                self._give_up_or_wait(error, attempt, deadline, idle)
                 attempt += 1
 
-    def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None = None) -> None:
+    def _give_up_or_wait(
+        self, error: Exception, attempt: int, deadline: float | None = None, idle: bool = False
+    ) -> None:
         kind = classify(error)
         if kind is None:
             raise error
         detail = describe(cause(error), self.secrets)
+        if timed_out(error):
+            waited = "nothing came for" if idle else "no whole reply within"
+            detail = f"{waited} {self.timeout:g} s (model.timeout; raise it for a slow model)"
         if kind == "auth":
             raise ModelAuthError(f"model {self.name}: {detail} (check the model name, URL and API key)") from None
         if kind == "fatal":
@@ -209,7 +252,7 @@ class ChatModel:
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
         time.sleep(delay)
 
-    def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
+    def _reply(self, response: Any, messages: list[Message], estimate: int) -> ModelReply:
         text = reply_text(response)
         usage = response.usage_metadata
         read = written = 0
@@ -223,14 +266,15 @@ class ChatModel:
             if reported is not None:
                 estimated = True
                 self._warn_usage(reported, input_tokens, output_tokens)
+            if reported is None:
+                self.tokens.learn(estimate, text, input_tokens, output_tokens)
             details = usage.get("input_token_details") or {}
             read, written = (
                 min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens = estimate_tokens(text_of(messages))
-            output_tokens = estimate_tokens(text)
+            input_tokens, output_tokens = estimate, self.tokens.output(text)
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -60,7 +61,15 @@ class Environment(FileSource, Protocol):
         """The environment the `environment` settings ask for (`options`: image, tools_dir, leftovers)."""
         ...
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult: ...
+    def execute(
+        self,
+        command: str,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        on_output: Callable[[bytes], None] | None = None,
+    ) -> CommandResult:
+        """`command` run with `bash -c` in the workdir (or `cwd`); `on_output` gets its output as it arrives."""
+        ...
 
     def write_file(self, path: str, data: bytes) -> None:
         """Raises OutsideRepository when `path`, symlinks resolved, is not inside the repository."""

@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,13 @@ class LocalEnvironment:
             self._namespace = RunNamespace(tools, self.env)
         return self._namespace
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+    def execute(
+        self,
+        command: str,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        on_output: Callable[[bytes], None] | None = None,
+    ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
@@ -229,7 +236,7 @@ class LocalEnvironment:
         self.leftovers.command_started(process.pid)
         if self.containment == "subreaper":
             self._groups.add(process.pid)
-        cap = OutputCap(self.output_max_bytes)
+        cap = OutputCap(self.output_max_bytes, on_output)
         fd = process.stdout.fileno()
         try:
             timed_out = pump_output(fd, cap, process, start + timeout)

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -259,10 +260,16 @@ class DockerEnvironment:
             exec_id = self.client.api.exec_create(self.container_id, argv, user=self.user or ROOT)["Id"]
             self.client.api.exec_start(exec_id)
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+    def execute(
+        self,
+        command: str,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        on_output: Callable[[bytes], None] | None = None,
+    ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
-        cap = OutputCap(self.output_max_bytes)
+        cap = OutputCap(self.output_max_bytes, on_output)
         returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
         output = redact(cap.text(self.messages["elided"]))  # environment.env may hold secrets
         if timed_out:
