@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from llm_ide.endpoint import BadCompletion
@@ -58,29 +58,51 @@ class Model(Protocol):
     ) -> ModelReply: ...
 
 
-# A BPE tokenizer's pieces, roughly: a run of letters (split into pieces of a few letters when long), a digit, a run of
-# spaces (an indentation), a line break, a mark. Calibrated on the tokenizers of real servers (TOKEN_WEIGHTS).
-TOKEN_PIECES = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]+|_+")
-WORD_CHARS = 6  # a word longer than this costs one more token per this many letters
+# A BPE tokenizer's pieces, roughly: a run of letters, a digit, a line break, a run of spaces (an indentation), a mark.
+# Each costs its weight in tokens (a mark often merges with its neighbour: less than one; a long or camel-case word
+# splits: more), fitted on the prompts of real agent runs against a real server's tokenizer (docs/local-models.md).
+TOKEN_PIECES = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]|_")
+WORD, LONG_WORD_LETTER, CAMEL_CASE, LINE, INDENT, DIGIT, MARK = 1.26, 0.04, 1.84, 1.6, 0.67, 1.46, 0.37
 MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
 REQUEST_TOKENS = 3  # around the whole prompt (the assistant's turn opened)
 
 
 def estimate_tokens(text: str) -> int:
-    """The tokens of `text` for a BPE tokenizer (within ±10% of the server's count on prompts of code and prose),
-    without the tokenizer."""
-    total = 0
+    """The tokens of `text` for a BPE tokenizer, without the tokenizer: within ±10% of a server's count on the
+    prompts of an agent (code, command output, prose)."""
+    total = 0.0
     for piece in TOKEN_PIECES.findall(text):
         first = piece[0]
         if first.isalpha():
-            total += 1 + (len(piece) - 1) // WORD_CHARS
-        elif first == " " and len(piece) > 1:
-            total += 1 + len(piece) // 16
-        elif first.isspace() or first.isdigit():
-            total += 1
-        else:
-            total += (len(piece) + 1) // 2
-    return total
+            total += WORD + LONG_WORD_LETTER * max(0, len(piece) - 4)
+            total += CAMEL_CASE if not piece.isupper() and any(char.isupper() for char in piece[1:]) else 0.0
+        elif first == "\n":
+            total += LINE
+        elif first == " ":
+            total += INDENT if len(piece) > 1 else 0.0
+        elif first.isdigit():
+            total += DIGIT
+        elif not first.isspace():
+            total += MARK
+    return round(total)
+
+
+@dataclass
+class RunningEstimate:
+    """The tokens of a text that grows piece by piece (a streaming reply), estimated in time linear in its length:
+    what lies before its last space is counted once."""
+
+    text: str = ""
+    settled: int = 0  # the tokens of text[:at]
+    at: int = 0
+
+    def add(self, piece: str) -> int:
+        self.text += piece
+        cut = max(self.text.rfind(" "), self.text.rfind("\n")) + 1
+        if cut > self.at:
+            self.settled += estimate_tokens(self.text[self.at : cut])
+            self.at = cut
+        return self.settled + estimate_tokens(self.text[self.at :])
 
 
 def message_text(message: Message) -> str:
@@ -164,11 +186,13 @@ class Call:
     started: float = 0.0
     first: float | None = None  # when the first piece of the reply came
     output_scale: float = 1.0
-    arguments: str = ""  # of the tool calls streamed so far
+    counted: RunningEstimate = field(default_factory=RunningEstimate)  # the streamed text's tokens
+    arguments: RunningEstimate = field(default_factory=RunningEstimate)  # of the tool calls streamed so far
 
     def start(self) -> None:
         """The request goes out (again, after a retry: what streamed before is dropped)."""
-        self.streamed, self.arguments, self.started, self.first = "", "", time.monotonic(), None
+        self.streamed, self.started, self.first = "", time.monotonic(), None
+        self.counted, self.arguments = RunningEstimate(), RunningEstimate()
         self.listener(CallProgress("start", self.model, prompt_tokens=self.prompt_tokens))
 
     def text(self, piece: str, arguments: str = "") -> None:
@@ -176,8 +200,7 @@ class Call:
         now = time.monotonic()
         self.first = self.first or now
         self.streamed += piece
-        self.arguments += arguments
-        out = round((estimate_tokens(self.streamed) + estimate_tokens(self.arguments)) * self.output_scale)
+        out = round((self.counted.add(piece) + self.arguments.add(arguments)) * self.output_scale)
         rate = out / (now - self.first) if now - self.first >= 1 else None
         self.listener(CallProgress("text", self.model, 0, out, piece, now - self.started, rate))
 

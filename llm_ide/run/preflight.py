@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import ValidationError
+from pydantic import ValidationError, create_model
 
 from llm_ide.endpoint import listed_models
 from llm_ide.errors import UsageError
@@ -89,11 +89,11 @@ def check_task(task: str) -> None:
 def check_limits(settings: CoreSettings) -> None:
     """The run's limits hold what their settings allow (finite, not negative): settings built around the validation
     (`model_construct`, an assignment to a copy) are refused here, in the words of a config error."""
-    agent = settings.agent
+    values = {"agent": settings.agent.model_dump()}
     try:
-        type(agent).model_validate(agent.model_dump())
+        create_model("Limits", agent=(type(settings.agent), ...)).model_validate(values)
     except ValidationError as error:
-        raise PreflightError(describe_error(error, [("settings", {"agent": agent.model_dump()})])) from None
+        raise PreflightError(describe_error(error, [("settings", values)])) from None
 
 
 def check_repository(repo: Path) -> None:
