@@ -150,30 +150,49 @@ CallListener = Callable[[CallProgress], None]
 
 class TokenEstimates:
     """One model's token estimates before its server counts them (the live line's, a reply without usage): the
-    heuristic's, scaled by how the server's counts compared with it so far (a running mean of the ratio)."""
+    heuristic's, scaled by how the server's counts compared with it so far (a running mean). The tools' definitions
+    have their own factor: a server may render them into the prompt (OpenAI's, Anthropic's, most chat templates) or
+    not show them at all (a template without tools)."""
 
     WEIGHT = 0.5  # of the latest call's ratio in the running one
+    MAX_TOOLS_FACTOR = 3.0
 
     def __init__(self) -> None:
-        self.prompt_ratio = self.output_ratio = 1.0
-        self.learnt = False
+        self.prompt_ratio = self.output_ratio = self.tools_factor = 1.0
+        self.learnt = self.learnt_tools = False
+
+    @staticmethod
+    def parts(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions."""
+        return estimate_prompt_tokens(messages), estimate_tokens(json.dumps(tools)) if tools else 0
+
+    def scaled(self, parts: tuple[int, int]) -> int:
+        return round(parts[0] * self.prompt_ratio + parts[1] * self.tools_factor)
 
     def prompt(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
-        return round(estimate_prompt_tokens(messages, tools) * self.prompt_ratio)
+        return self.scaled(self.parts(messages, tools))
 
     def output(self, text: str) -> int:
         return round(estimate_tokens(text) * self.output_ratio)
 
-    def learn(self, estimate: int, text: str, input_tokens: int, output_tokens: int) -> None:
-        """A call's counts as its server gave them, beside the prompt's `estimate` (as scaled then) and the reply."""
-        heuristic, written = estimate / self.prompt_ratio, estimate_tokens(text)
-        if heuristic <= 0 or input_tokens <= 0:
+    def learn(self, parts: tuple[int, int], text: str, input_tokens: int, output_tokens: int) -> None:
+        """A call's counts as its server gave them, beside the heuristic's `parts` of its prompt and its reply. With
+        tools, what the messages do not explain is the tools' (their factor learnt); without, the messages' ratio."""
+        messages, tools = parts
+        if messages <= 0 or input_tokens <= 0:
             return
-        weight = self.WEIGHT if self.learnt else 1.0
-        self.prompt_ratio += weight * (input_tokens / heuristic - self.prompt_ratio)
+        if tools:
+            weight = self.WEIGHT if self.learnt_tools else 1.0
+            factor = min(self.MAX_TOOLS_FACTOR, max(0.0, (input_tokens - messages * self.prompt_ratio) / tools))
+            self.tools_factor += weight * (factor - self.tools_factor)
+            self.learnt_tools = True
+        else:
+            weight = self.WEIGHT if self.learnt else 1.0
+            self.prompt_ratio += weight * (input_tokens / messages - self.prompt_ratio)
+            self.learnt = True
+        written = estimate_tokens(text)
         if written >= 20 and output_tokens > 0:  # a reply long enough to say something
-            self.output_ratio += weight * (output_tokens / written - self.output_ratio)
-        self.learnt = True
+            self.output_ratio += self.WEIGHT * (output_tokens / written - self.output_ratio)
 
 
 @dataclass

@@ -156,14 +156,14 @@ class ChatModel:
         streamed request is cut when nothing came for `timeout` seconds (however long it has been producing); another
         ends within `timeout` seconds in total."""
         payload, hints = self._payload(messages, tools)
-        estimate = self.tokens.prompt(messages, tools)
-        with observed(self.listener, self.name, estimate, self.tokens.output_ratio) as call:
+        parts = self.tokens.parts(messages, tools)
+        with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
             if self.streams:
                 alive = lambda: extend_deadline(self._deadline(deadline))  # noqa: E731
                 response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, idle=True)
             else:
                 response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
-            reply = self._reply(response, messages, estimate)
+            reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)
         return reply
 
@@ -189,11 +189,11 @@ class ChatModel:
 
         payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
-        estimate = self.tokens.prompt(messages, tools)
-        with observed(self.listener, self.name, estimate, self.tokens.output_ratio) as call:
+        parts = self.tokens.parts(messages, tools)
+        with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
             result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
             choices = [generation.message for generation in result.generations[0]]
-            first = self._reply(choices[0], messages, estimate)
+            first = self._reply(choices[0], messages, parts)
             call.replied(first.input_tokens, first.output_tokens)
         return [first, *(ModelReply(reply_text(choice), 0, 0, 0.0) for choice in choices[1:])]
 
@@ -252,7 +252,7 @@ class ChatModel:
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
         time.sleep(delay)
 
-    def _reply(self, response: Any, messages: list[Message], estimate: int) -> ModelReply:
+    def _reply(self, response: Any, messages: list[Message], parts: tuple[int, int]) -> ModelReply:
         text = reply_text(response)
         usage = response.usage_metadata
         read = written = 0
@@ -267,14 +267,14 @@ class ChatModel:
                 estimated = True
                 self._warn_usage(reported, input_tokens, output_tokens)
             if reported is None:
-                self.tokens.learn(estimate, text, input_tokens, output_tokens)
+                self.tokens.learn(parts, text, input_tokens, output_tokens)
             details = usage.get("input_token_details") or {}
             read, written = (
                 min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens, output_tokens = estimate, self.tokens.output(text)
+            input_tokens, output_tokens = self.tokens.scaled(parts), self.tokens.output(text)
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)
