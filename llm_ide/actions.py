@@ -280,8 +280,7 @@ def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
     with watched(ws.on_command, command) as watch:
-        live = {} if watch is None else {"on_output": watch}
-        result = ws.env.execute(command, timeout=ws.timeout(), **live)
+        result = ws.env.execute(command, timeout=ws.timeout(), on_output=watch)
         if watch is not None:
             watch.returncode = result.returncode
     observation = ws.observe("bash", output=result.output)

@@ -10,11 +10,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Literal
 
 import httpcore
 import httpx
 
+Failure = Literal["auth", "transient", "fatal"]
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
 _local = threading.local()
 
@@ -39,6 +40,14 @@ def extend_deadline(at: float) -> None:
     until `at` to produce more)."""
     if getattr(_local, "deadline", None) is not None:
         _local.deadline = at
+
+
+def waited(error: BaseException, timeout: float, idle: bool) -> str | None:
+    """What a request that timed out waited for, naming the setting (None: it failed otherwise); `idle`: a stream."""
+    if not timed_out(error):
+        return None
+    what = "nothing came for" if idle else "no whole reply within"
+    return f"{what} {timeout:g} s (model.timeout; raise it for a slow model)"
 
 
 def timed_out(error: BaseException) -> bool:
@@ -139,6 +148,40 @@ def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | 
         return None
     names = [item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
     return names or None
+
+
+def classify(error: BaseException) -> Failure | None:
+    """What a failed call means: give up at once (auth), retry (transient), give up (fatal), or not ours (None)."""
+    from langchain_core import exceptions as lc
+
+    if isinstance(error, lc.ModelAuthenticationError | lc.ModelPermissionDeniedError | lc.ModelNotFoundError):
+        return "auth"
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        if status in (401, 403, 404):
+            return "auth"
+        return "transient" if status in (408, 409, 429) or status >= 500 else "fatal"
+    if isinstance(cause(error), BadCompletion):
+        return "transient"
+    if isinstance(error, lc.ModelError):
+        return "transient" if error.is_retryable else "fatal"
+    if isinstance(error, _transient_errors()):
+        return "transient"
+    return None
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    import httpx
+    import openai
+
+    return (
+        TimeoutError,
+        ConnectionError,
+        json.JSONDecodeError,
+        httpx.TransportError,
+        openai.APIConnectionError,
+        openai.APIResponseValidationError,
+    )
 
 
 def cause(error: BaseException) -> BaseException:

@@ -12,22 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import SecretStr
 
+from llm_ide import endpoint
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, Message, Model, ModelReply, TokenEstimates, observed, streamed
-from llm_ide.endpoint import (
-    BadCompletion,
-    cause,
-    clamp_usage,
-    extend_deadline,
-    http_client,
-    request_deadline,
-    retry_after,
-    timed_out,
-)
+from llm_ide.endpoint import cause, clamp_usage, classify, http_client, request_deadline, retry_after
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
@@ -38,7 +30,6 @@ from llm_ide.tool_calls import from_message, recorded, text_of
 
 log = logging.getLogger(__name__)
 
-Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
 ONE_CALL_OPTION = {"ChatOpenAI", "AzureChatOpenAI", "ChatAnthropic"}  # take `parallel_tool_calls=False`
@@ -62,8 +53,7 @@ def warn_once(topic: str, name: str, message: str) -> None:
 
 @contextmanager
 def unsaid() -> Iterator[None]:
-    """Models made meanwhile in this thread (a check before the run) keep their warnings (no price) for the run's
-    own model to say, once, where the run's log and console are."""
+    """Models made meanwhile in this thread (a check before the run) leave their warnings to the run's own model."""
     _quiet.on = True
     try:
         yield
@@ -75,40 +65,6 @@ def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
     text = " ".join(str(error).split()) or "(no message)"
     text = redact(text, secrets)
     return f"{type(error).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
-
-
-def classify(error: BaseException) -> Failure | None:
-    """What a failed call means: give up at once (auth), retry (transient), give up (fatal), or not ours (None)."""
-    from langchain_core import exceptions as lc
-
-    if isinstance(error, lc.ModelAuthenticationError | lc.ModelPermissionDeniedError | lc.ModelNotFoundError):
-        return "auth"
-    status = getattr(error, "status_code", None)
-    if isinstance(status, int):
-        if status in (401, 403, 404):
-            return "auth"
-        return "transient" if status in (408, 409, 429) or status >= 500 else "fatal"
-    if isinstance(cause(error), BadCompletion):
-        return "transient"
-    if isinstance(error, lc.ModelError):
-        return "transient" if error.is_retryable else "fatal"
-    if isinstance(error, _transient_errors()):
-        return "transient"
-    return None
-
-
-def _transient_errors() -> tuple[type[BaseException], ...]:
-    import httpx
-    import openai
-
-    return (
-        TimeoutError,
-        ConnectionError,
-        json.JSONDecodeError,
-        httpx.TransportError,
-        openai.APIConnectionError,
-        openai.APIResponseValidationError,
-    )
 
 
 def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random) -> float:
@@ -152,14 +108,13 @@ class ChatModel:
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
-        """The reply (its tool calls in its text: llm_ide/tool_calls.py), all requests for it ended by `deadline`. A
-        streamed request is cut when nothing came for `timeout` seconds (however long it has been producing); another
-        ends within `timeout` seconds in total."""
+        """The reply (its tool calls in its text: llm_ide/tool_calls.py) by `deadline`; a streamed request is cut when
+        nothing came for `timeout` seconds (however long it has been producing), another when not whole by then."""
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
             if self.streams:
-                alive = lambda: extend_deadline(self._deadline(deadline))  # noqa: E731
+                alive = lambda: endpoint.extend_deadline(self._deadline(deadline))  # noqa: E731
                 response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, idle=True)
             else:
                 response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
@@ -168,8 +123,7 @@ class ChatModel:
         return reply
 
     @property
-    def streams(self) -> bool:
-        """Whether a reply is asked for as a stream: `model.stream`, auto: when someone watches the call."""
+    def streams(self) -> bool:  # `model.stream`; auto: when someone watches the call
         return self.listener is not None if self.stream == "auto" else bool(self.stream)
 
     @property
@@ -226,16 +180,11 @@ class ChatModel:
                 self._give_up_or_wait(error, attempt, deadline, idle)
                 attempt += 1
 
-    def _give_up_or_wait(
-        self, error: Exception, attempt: int, deadline: float | None = None, idle: bool = False
-    ) -> None:
+    def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None, idle: bool) -> None:
         kind = classify(error)
         if kind is None:
             raise error
-        detail = describe(cause(error), self.secrets)
-        if timed_out(error):
-            waited = "nothing came for" if idle else "no whole reply within"
-            detail = f"{waited} {self.timeout:g} s (model.timeout; raise it for a slow model)"
+        detail = endpoint.waited(error, self.timeout, idle) or describe(cause(error), self.secrets)
         if kind == "auth":
             raise ModelAuthError(f"model {self.name}: {detail} (check the model name, URL and API key)") from None
         if kind == "fatal":

@@ -1,13 +1,21 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from llm_ide.environments.output import OnOutput
 from llm_ide.errors import EnvironmentFailure
 
-__all__ = ["Capabilities", "CommandResult", "Environment", "EnvironmentFailure", "FileSnapshot", "FileSource"]
+__all__ = [
+    "Capabilities",
+    "CommandResult",
+    "Environment",
+    "EnvironmentFailure",
+    "FileSnapshot",
+    "FileSource",
+    "OnOutput",
+]
 
 
 @dataclass(frozen=True)
@@ -62,11 +70,7 @@ class Environment(FileSource, Protocol):
         ...
 
     def execute(
-        self,
-        command: str,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        on_output: Callable[[bytes], None] | None = None,
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
     ) -> CommandResult:
         """`command` run with `bash -c` in the workdir (or `cwd`); `on_output` gets its output as it arrives."""
         ...

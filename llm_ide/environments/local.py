@@ -9,12 +9,11 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
-from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
     TOKEN,
     Leftovers,
@@ -214,11 +213,7 @@ class LocalEnvironment:
         return self._namespace
 
     def execute(
-        self,
-        command: str,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        on_output: Callable[[bytes], None] | None = None,
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
     ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()

@@ -7,6 +7,8 @@ from functools import cache
 from llm_ide.prompting import compile_template
 from llm_ide.settings import bundled_yaml
 
+OnOutput = Callable[[bytes], None] | None  # told a command's output as it arrives
+
 
 def render(template: str, **values: object) -> str:
     return compile_template(template).render(**values)
@@ -29,7 +31,7 @@ class OutputCap:
     is also handed to `on_output` as it arrives (a live display of the command)."""
 
     max_bytes: int
-    on_output: Callable[[bytes], None] | None = None
+    on_output: OnOutput = None
     total: int = 0
     head: bytearray = field(default_factory=bytearray)
     tail: bytearray = field(default_factory=bytearray)

@@ -13,7 +13,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from llm_ide.environments.docker.cleanup import (
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
-from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
@@ -261,11 +260,7 @@ class DockerEnvironment:
             self.client.api.exec_start(exec_id)
 
     def execute(
-        self,
-        command: str,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        on_output: Callable[[bytes], None] | None = None,
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
     ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
