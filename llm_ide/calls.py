@@ -260,7 +260,7 @@ def streamed(
     if call.streamed:  # a retry after a stream that broke off
         call.start()
     message = None
-    for chunk in chat.stream(payload, **hints, **options):
+    for chunk in chunks_of(chat.stream(payload, **hints, **options)):
         message = chunk if message is None else message + chunk
         arguments = "".join(str(part.get("args") or "") for part in getattr(chunk, "tool_call_chunks", None) or [])
         if chunk.text or arguments:
@@ -270,6 +270,21 @@ def streamed(
     if message is None:
         raise BadCompletion("the streamed reply held nothing")
     return strict_calls(message)
+
+
+class NotStreamed(Exception):
+    """The endpoint answered a request for a stream with no stream (a server that does not stream): ask it whole."""
+
+
+def chunks_of(stream: Iterator[Any]) -> Iterator[Any]:
+    """A reply's chunks as they come; an endpoint that sent none as a stream (it answered with one body) raises
+    NotStreamed."""
+    try:
+        yield from stream
+    except ValueError as error:
+        if "No generation chunks" in str(error):
+            raise NotStreamed(str(error)) from None
+        raise
 
 
 def strict_calls(message: Any) -> Any:

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from llm_ide import endpoint
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import CallListener, Message, Model, ModelReply, TokenEstimates, observed, streamed
+from llm_ide.calls import CallListener, Message, Model, ModelReply, NotStreamed, TokenEstimates, observed, streamed
 from llm_ide.endpoint import cause, clamp_usage, classify, http_client, request_deadline, retry_after
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
@@ -113,10 +113,15 @@ class ChatModel:
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
+            response = None
             if self.streams:
                 alive = lambda: endpoint.extend_deadline(self._deadline(deadline))  # noqa: E731
-                response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, idle=True)
-            else:
+                try:
+                    response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, True)
+                except NotStreamed:  # a server that does not stream: asked whole from now on, said once
+                    warn_once("stream", self.name, f"model {self.name}: the endpoint sends no streams; asked whole")
+                    self.stream = False
+            if response is None:
                 response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
             reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)

@@ -183,6 +183,7 @@ class OpenAIServer:
     latency: float = 0.0  # seconds before each answer (benchmarks: a remote endpoint's round trip)
     models: list[str] | None = field(default_factory=list)  # GET /v1/models lists these; None: no such route (404)
     stream_usage: bool = True  # False: a streamed reply never carries usage, whatever the request asks (llama.cpp)
+    streams: bool = True  # False: a request for a stream is answered with one JSON body (a server that cannot stream)
 
     def __post_init__(self) -> None:
         if not self.replies:
@@ -297,7 +298,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(reply.status, body, reply)
             elif anthropic:
                 self._send_json(200, anthropic_body(reply, request, index), reply)
-            elif request.get("stream"):
+            elif request.get("stream") and server.streams:
                 self._stream(reply, request, index)
             else:
                 self._send_json(200, completion_body(reply, request, index), reply)

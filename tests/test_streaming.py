@@ -58,3 +58,15 @@ def test_unwatched_calls_are_not_streamed_and_their_timeout_is_the_whole_reply()
         with pytest.raises(ModelError, match=r"no whole reply within 0.4 s \(model.timeout; raise it"):
             model.complete(MESSAGES)
     assert not server.requests[0].body.get("stream")
+
+
+def test_an_endpoint_that_does_not_stream_is_asked_whole_from_then_on(caplog: pytest.LogCaptureFixture) -> None:
+    """A server that answers a request for a stream with one body (the loopback endpoints of some proxies): the reply
+    is asked again, whole, said once, and the next calls are not streamed."""
+    with OpenAIServer(replies=["unread", "first", "second"], streams=False) as server:
+        model = get_model("gpt-nostream", model_settings(), base_url=server.url)
+        model.listener = lambda progress: None  # type: ignore[attr-defined]
+        assert [model.complete(MESSAGES).text for _ in range(2)] == ["first", "second"]
+    assert [bool(request.body.get("stream")) for request in server.requests] == [True, False, False]
+    said = [record.getMessage() for record in caplog.records if "sends no streams" in record.getMessage()]
+    assert said == ["model gpt-nostream: the endpoint sends no streams; asked whole"]

@@ -1,6 +1,6 @@
 """Token estimates within ±10% of the server's own count (issue 40 §6): the heuristic against SmolLM2's tokenizer on
 the held-out messages of real agent runs (its counts in tests/data/smollm2_counts.json, made by
-`scripts/bench_tokens.py --write`), and a model's estimates, text and tool calls alike, once its server has counted
+`scripts/token_counts.py --write`), and a model's estimates, text and tool calls alike, once its server has counted
 one prompt (the loopback server reporting a real tokenizer's counts)."""
 
 from __future__ import annotations

