@@ -10,9 +10,12 @@ per-run ratios), the input cost alone (the prompts; the replies are the same in 
 characters, edit grounding (the pre-image lines of each edit present in the prompt that issued it, and per edit), the
 ±3 lines around each edit, reference recall (pooled: all lines or references of all runs; and the median per run).
 `--set tune|heldout` picks a part of the split in scripts/replay_split.yaml (tune on one, judge on the other).
-Each `--config FILE` is a variant of the memory's settings, replayed and shown side by side (the first one's figures
-make the RESULT line, the others' keys are prefixed with their file's name). `--action-format both` replays each
-variant with the actions in the text and as tools (`NAME+tools`), side by side. Definitions: docs/replay.md.
+Each `--config FILE` is a variant of the memory's settings, replayed and shown side by side. Each variant is replayed
+under each price profile of `--profile` (by default gpt, claude55 and open, llm_ide.pricing.PROFILES): both agents are
+billed with it and llm-ide's model is given it as its price, which its renewals weigh; the bills of the profiles are
+shown side by side. The RESULT line holds every profile's figures of the first variant (`gpt_bill_end=…`), the other
+variants' prefixed with their file's name too. `--action-format both` replays each variant with the actions in the
+text and as tools (`NAME+tools`), side by side. Definitions: docs/replay.md.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from llm_ide.replay.model import AGENTS, AgentStep, Fraction, ReplayReport
+from llm_ide.pricing import PROFILES
+from llm_ide.replay.model import AGENTS, AgentStep, Fraction, Prices, ReplayReport
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -53,10 +57,16 @@ class Run:
     report: ReplayReport | None
     seconds: float
     error: str = ""
+    profile: str = "gpt"
 
     @property
     def repo(self) -> str:
         return repo_of(self.instance)
+
+    @property
+    def group(self) -> str:
+        """The variant under its price profile: `default@open`."""
+        return f"{self.variant}@{self.profile}"
 
 
 def repo_of(instance: str) -> str:
@@ -76,27 +86,52 @@ def run_name(variant: Path | None, action_format: str) -> str:
     return variant_name(variant) + ("+tools" if action_format == "tools" else "")
 
 
-def replay_one(
-    data: Path, instance: str, variant: Path | None, out: Path, single_call: bool, action_format: str = "text"
-) -> Run:
+@dataclass(frozen=True)
+class Job:
+    """One replay: an instance, a variant (its config file; None: the bundled settings), a format, a price profile."""
+
+    instance: str
+    variant: Path | None
+    action_format: str
+    profile: str
+
+    @property
+    def name(self) -> str:
+        return run_name(self.variant, self.action_format)
+
+
+def replay_one(data: Path, job: Job, out: Path, single_call: bool) -> Run:
     """`llm-ide replay` in its own process; its replay.json read back."""
-    trajectory = data / "trajectories" / "mini-swe-agent" / f"{instance}.traj.json"
-    command = [sys.executable, "-m", "llm_ide", "replay", str(trajectory), "--repo", str(bundle_of(data, instance))]
-    command += ["--out", str(out), "--misses", "0", *(["--config", str(variant)] if variant else [])]
+    trajectory = data / "trajectories" / "mini-swe-agent" / f"{job.instance}.traj.json"
+    command = [sys.executable, "-m", "llm_ide", "replay", str(trajectory), "--repo", str(bundle_of(data, job.instance))]
+    command += ["--out", str(out), "--misses", "0", *(["--config", str(job.variant)] if job.variant else [])]
     command += ["--single-call"] if single_call else []
-    command += ["--action-format", action_format]
+    command += ["--action-format", job.action_format, "--profile", job.profile]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    run = read_run(run_name(variant, action_format), instance, out, time.perf_counter() - started)
+    run = read_run(job.name, job.instance, out, time.perf_counter() - started, job.profile)
     if run.report is None:
         run.error = (done.stderr or done.stdout).strip()[-500:]
     return run
 
 
-def read_run(variant: str, instance: str, out: Path, seconds: float = 0.0) -> Run:
+def profile_of(prices: Prices) -> str:
+    """A report's price profile (a report from before the profiles: the one its prices are)."""
+    if prices.profile:
+        return prices.profile
+    same = [
+        name
+        for name in PROFILES
+        if Prices.of(name).model_dump(exclude={"profile"}) == prices.model_dump(exclude={"profile"})
+    ]
+    return same[0] if same else "custom"
+
+
+def read_run(variant: str, instance: str, out: Path, seconds: float = 0.0, profile: str = "") -> Run:
     path = out / "replay.json"
     report = ReplayReport.model_validate_json(path.read_text()) if path.is_file() else None
-    return Run(variant, instance, report, seconds, "" if report else f"no {path}")
+    profile = profile or (profile_of(report.prices) if report else "gpt")
+    return Run(variant, instance, report, seconds, "" if report else f"no {path}", profile)
 
 
 Cost = Callable[[ReplayReport, str, int | None], float]  # (report, agent, up to step) → the figure summed
@@ -133,6 +168,8 @@ def bill_figures(runs: list[Run]) -> dict[str, float | None]:
         figures[f"input_{name}_median"] = median([report.input_ratio(mark) for report in reports])
     for key in ("raw", "uncached", "output"):
         figures[key], figures[f"{key}_median"] = pooled_ratio(runs, None, COSTS[key]), None
+    ratios = [report.bill_ratio(mark) for report in reports for mark in (10, 30, None)]
+    figures["worst_run_bill"], figures["worst_run_bill_median"] = max_or_none(ratios), None
     return figures
 
 
@@ -225,6 +262,11 @@ def vs_mini(ours: float | None, theirs: float | None) -> float | None:
     return None if ours is None or not theirs else ours / theirs
 
 
+def max_or_none(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return max(present) if present else None
+
+
 def min_or_none(values: list[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return min(present) if present else None
@@ -292,6 +334,7 @@ RESULT_KEYS = (
     "bill_10_median",
     "bill_30_median",
     "bill_end_median",
+    "worst_run_bill",
     "input_end",
     "uncached",
     "raw",
@@ -311,16 +354,21 @@ RESULT_KEYS = (
 )
 
 
-def result_line(variants: dict[str, list[Run]]) -> str:
-    pairs = []
-    for position, (variant, runs) in enumerate(variants.items()):
-        prefix = "" if position == 0 else re.sub(r"[^a-z0-9_]", "_", variant.lower()) + "_"
+def result_line(groups: dict[str, list[Run]]) -> str:
+    """Every group's figures, each key prefixed with its profile (`gpt_bill_end`) and, but for the first variant's, its
+    variant (`compact_gpt_bill_end`); `runs` and `same_tree` (in every profile) of the first variant."""
+    pairs, first = [], next(iter(groups.values()))[0].variant if groups else ""
+    for runs in groups.values():
+        variant, profile = runs[0].variant, runs[0].profile
+        prefix = ("" if variant == first else re.sub(r"[^a-z0-9_]", "_", variant.lower()) + "_") + profile + "_"
         figures = summary(runs)
         pairs += [f"{prefix}{key}={shown(figures[key])}" for key in RESULT_KEYS]
-        if position == 0:
-            same = sum(bool(run.report and run.report.same_as_submission) for run in runs)
-            pairs += [f"runs={len(runs)}", f"same_tree={same}/{len(runs)}"]
-    return "RESULT " + " ".join(pairs)
+    mine = [run for runs in groups.values() for run in runs if run.variant == first]
+    instances = sorted({run.instance for run in mine})
+    same = sum(
+        all(run.report and run.report.same_as_submission for run in mine if run.instance == i) for i in instances
+    )
+    return "RESULT " + " ".join([*pairs, f"runs={len(instances)}", f"same_tree={same}/{len(instances)}"])
 
 
 def selected(
@@ -346,46 +394,67 @@ def selected(
     ]
 
 
-def replay_all(
-    data: Path,
-    instances: list[str],
-    variants: list[Path | None],
-    formats: list[str],
-    folder: Path,
-    single_call: bool,
-    jobs: int,
-) -> list[Run]:
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+def replay_all(data: Path, jobs: list[Job], folder: Path, single_call: bool, at_once: int) -> list[Run]:
+    with ThreadPoolExecutor(max_workers=max(1, at_once)) as pool:
         futures = [
-            pool.submit(
-                replay_one, data, instance, variant, folder / run_name(variant, kind) / instance, single_call, kind
-            )
-            for variant in variants
-            for kind in formats
-            for instance in instances
+            pool.submit(replay_one, data, job, folder / f"{job.name}@{job.profile}" / job.instance, single_call)
+            for job in jobs
         ]
         return [future.result() for future in futures]
 
 
-def kept_runs(folder: Path, instances: list[str], variants: list[Path | None], formats: list[str]) -> list[Run]:
-    """The runs a former `--out` kept: `folder/<variant>[+tools]/<instance>/replay.json`."""
-    names = [run_name(variant, kind) for variant in variants for kind in formats] if variants != [None] else None
-    names = names or sorted(path.name for path in folder.iterdir() if path.is_dir()) or [variant_name(None)]
-    return [read_run(name, instance, folder / name / instance) for name in names for instance in instances]
+def kept_runs(folder: Path, jobs: list[Job], named: bool) -> list[Run]:
+    """The runs a former `--out` kept: `folder/<variant>[+tools]@<profile>/<instance>/replay.json` (a folder without
+    `@<profile>` is under its reports' own prices); every variant unless `named`, the profiles of `jobs` (none kept:
+    each job without its report)."""
+    names, profiles = {job.name for job in jobs}, {job.profile for job in jobs}
+    instances = list(dict.fromkeys(job.instance for job in jobs))
+    runs = []
+    for path in sorted(path for path in folder.iterdir() if path.is_dir()):
+        name, _, profile = path.name.partition("@")
+        if not named or name in names:
+            runs += [read_run(name, instance, path / instance, profile=profile) for instance in instances]
+    runs = [run for run in runs if run.profile in profiles]
+    return runs or [read_run(job.name, job.instance, folder / "none", profile=job.profile) for job in jobs]
+
+
+def grouped(done: list[Run]) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = {}
+    for run in done:
+        groups.setdefault(run.group, []).append(run)
+    return groups
+
+
+def profiles_table(groups: dict[str, list[Run]]) -> Table:
+    """The bill of each variant under each price profile, side by side: pooled at steps 10, 30 and the end, and the
+    worst run's ratio at any of them."""
+    profiles = list(dict.fromkeys(runs[0].profile for runs in groups.values()))
+    variants = list(dict.fromkeys(runs[0].variant for runs in groups.values()))
+    table = Table(title="the bill llm-ide / mini under each price profile (pooled at 10 / 30 / end; the worst run)")
+    table.add_column("variant")
+    for profile in profiles:
+        table.add_column(f"{profile}: {Prices.of(profile).described() if profile in PROFILES else profile}")
+    for variant in variants:
+        cells = []
+        for profile in profiles:
+            figures = summary(groups.get(f"{variant}@{profile}", []))
+            bills = " / ".join(shown(figures[f"bill_{mark}"]) for mark in ("10", "30", "end"))
+            cells.append(f"{bills} ({shown(figures['worst_run_bill'])})")
+        table.add_row(variant, *cells)
+    return table
 
 
 def report(console: Console, done: list[Run], json_out: Path | None) -> None:
-    grouped: dict[str, list[Run]] = {}
-    for run in done:
-        grouped.setdefault(run.variant, []).append(run)
-    for variant, runs in grouped.items():
-        console.print(runs_table(variant, runs))
-        console.print(repos_table(variant, runs))
-    console.print(pooled_table(grouped))
+    groups = grouped(done)
+    for group, runs in groups.items():
+        console.print(runs_table(group, runs))
+        console.print(repos_table(group, runs))
+    console.print(pooled_table(groups))
+    console.print(profiles_table(groups))
     if json_out is not None:
         figures = {
-            variant: {**summary(runs), "repos": {name: summary(group) for name, group in by_repo(runs).items()}}
-            for variant, runs in grouped.items()
+            group: {**summary(runs), "repos": {name: summary(part) for name, part in by_repo(runs).items()}}
+            for group, runs in groups.items()
         }
         json_out.write_text(json.dumps(figures, indent=1))
 
@@ -403,6 +472,10 @@ def main(
     only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat, or comma-separated).")] = None,
     repo: Annotated[list[str] | None, typer.Option(help="Only these repositories (`sympy`; repeat).")] = None,
     jobs: Annotated[int, typer.Option(help="Replays at once (each its own process).")] = 2,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option(help=f"Price profiles (repeat): {', '.join(PROFILES)}.", show_default="all of them"),
+    ] = None,
     action_format: Annotated[
         str, typer.Option(help="llm-ide's actions: text, tools, or both (each variant in both, side by side).")
     ] = "text",
@@ -421,20 +494,24 @@ def main(
     formats = ["text", "tools"] if action_format == "both" else [action_format]
     if not set(formats) <= {"text", "tools"}:
         raise SystemExit(f"--action-format: text, tools or both, not {action_format}")
+    profiles = profile or list(PROFILES)
+    if unknown := set(profiles) - set(PROFILES):
+        raise SystemExit(f"--profile: {', '.join(PROFILES)}, not {', '.join(sorted(unknown))}")
+    todo = [Job(i, v, kind, name) for v in variants for name in profiles for kind in formats for i in instances]
     started = time.perf_counter()
     if reports is not None:
-        done = kept_runs(reports, instances, variants, formats)
+        done = kept_runs(reports, todo, named=bool(config) or default)
     else:
         folder = out or Path(tempfile.mkdtemp(prefix="bench-replay-"))
         try:
-            done = replay_all(data, instances, variants, formats, folder, single_call, jobs)
+            done = replay_all(data, todo, folder, single_call, jobs)
         finally:
             if out is None:
                 shutil.rmtree(folder, ignore_errors=True)
     report(console, done, json_out)
     kept = f"; reports in {out}/" if out else ""
     console.print(f"{len(done)} replays ({part}) in {time.perf_counter() - started:.0f} s ({jobs} at once){kept}")
-    print(result_line({run.variant: [r for r in done if r.variant == run.variant] for run in done}))
+    print(result_line(grouped(done)))
 
 
 if __name__ == "__main__":
