@@ -40,7 +40,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from bench_cost_session import ANNOTATION, mini_responses, with_check_script
+from bench_cost_session import ANNOTATION, mini_responses, verdict_words, with_check_script
 from bench_disk import folder_bytes, strace_prefix, writes_into
 from bench_session_script import TASK, make_repo, session_script
 from rich.console import Console
@@ -314,7 +314,9 @@ def main(
         script = with_check_script(session_script(repos[MINI], steps, seed))
         mine = replies_of(script, single_call)
         agents = {name: Agent(name, mine if name != MINI else [], workdir / name / "out") for name in names}
-        agents[MINI].replies = list(enumerate(mini_responses(repos[MINI], script[0::2]), start=1))
+        matches = load_config("default").agent.search_max_results
+        said = ["", *map(verdict_words, script[1::2])] if single_call else None  # in one reply, both say it
+        agents[MINI].replies = list(enumerate(mini_responses(repos[MINI], script[0::2], matches, said), start=1))
         task = workdir / "task.md"
         task.write_text(TASK)
         endpoint = Endpoint(agents, workdir / "wire.jsonl")

@@ -1,6 +1,6 @@
 """The renewal rule prices with the model's own price entry: the prompt grows as full history's would until a renewal
-pays under those prices, the memory's bill never runs more than `memory.overspend` above full history's at any step,
-and the sizes it weighs, taken from the state alone, are those the calls send."""
+pays under those prices, the memory's bill runs no more than `memory.overspend` above full history's but in the few
+calls that pay a renewal back, and the sizes it weighs, taken from the state alone, are those the calls send."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from agent_script import write_script
 from conftest import make_git_repo
 
 from llm_ide.config import load_config
-from llm_ide.nodes.ledger import turn_chars
+from llm_ide.nodes.ledger import PAYBACK, turn_chars
 from llm_ide.pricing import PROFILES, Price, settings_of
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
@@ -86,7 +86,11 @@ def test_the_memory_steps_aside_until_it_pays_and_never_costs_more_than_full_his
         calls = run(tmp_path, name, price, steps, overspend=overspend)
         ours, theirs = bills(calls, price), bills(full, price)
         assert [c["response"] for c in calls] == [c["response"] for c in full]  # the same replies, the same steps
-        assert all(a <= (1 + overspend) * b for a, b in zip(ours, theirs, strict=True)), name
+        paying = {i + k for i in renewals(calls) for k in range(PAYBACK)}  # a renewal's calls that pay it back
+        assert all(
+            a <= (1 + overspend) * b for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if i not in paying
+        )
+        assert ours[-1] <= (1 + overspend) * theirs[-1] and max(a / b for a, b in zip(ours, theirs, strict=True)) < 1.1
         first[name] = (renewals(calls) or [len(calls)])[0]
         if name == "gpt":  # re-reads at a tenth: the memory pays, and by the end it has paid off
             assert first[name] < steps and ours[-1] < 0.9 * theirs[-1]

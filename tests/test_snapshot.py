@@ -16,7 +16,7 @@ from conftest import make_git_repo
 from mini_trajectories import checkout, real_command
 
 from llm_ide.config import load_config
-from llm_ide.nodes.snapshot import ROW
+from llm_ide.nodes.snapshot import READ_WHOLE_FOR, ROW
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -200,31 +200,33 @@ SHAPES = "".join(
 
 
 @pytest.mark.parametrize(
-    ("command", "room", "whole"),
+    ("command", "room", "until"),
     [
-        ("cat shapes.py", 16_000, True),  # read whole
-        (f"cat <<'EOF' > shapes.py\n{SHAPES.replace('* 7', '* 70')}EOF", 16_000, True),  # written whole, from memory
-        ("cat shapes.py", 0, False),  # `whole_file_chars: 0`: the code context's budget alone
-        ("cat shapes.py", 2_000, False),  # the file does not fit
+        ("cat shapes.py", 16_000, READ_WHOLE_FOR),  # read whole: shown whole for READ_WHOLE_FOR operations
+        (f"cat <<'EOF' > shapes.py\n{SHAPES.replace('* 7', '* 70')}EOF", 16_000, 99),  # written whole: while active
+        ("cat shapes.py", 0, 0),  # `whole_file_chars: 0`: the code context's budget alone
+        ("cat shapes.py", 2_000, 0),  # the file does not fit
     ],
 )
 def test_a_file_read_or_written_whole_stays_whole_in_the_snapshots(
-    command: str, room: int, whole: bool, tmp_path: Path
+    command: str, room: int, until: int, tmp_path: Path
 ) -> None:
     """An agent that read or wrote a file whole may write it anew from memory: the snapshots after it show every line
-    of it (beside the code context's budget, which a view of another file fills), while it fits `whole_file_chars`."""
+    of it (beside the code context's budget, which a view of another file fills) while it fits `whole_file_chars`:
+    a file read whole for the next operations, one written whole while it stays active."""
     repo = make_git_repo(tmp_path / "repo", {"shapes.py": SHAPES})
     shutil.copyfile(ARGPARSE, repo / "argparse.py")
     script = [terse("Read it.", "bash", command=command)]
     script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(1, 7)]
     script += [terse("Some argparse.", "view", "good", path="argparse.py", start_line=100, end_line=160)]
-    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, 12)]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, 14)]
     memory = {"context_budget_chars": 1000, "whole_file_chars": room}
     traj = run(tmp_path, repo, [*script, terse("Done.", "submit", "good")], "Read shapes.py.", **memory)
     prompts = [call["prompt"] for call in traj["model_calls"]]
-    renewed = renewals(prompts)
-    assert len(renewed) >= 2  # the counts' outputs drop out, their operations in brief
+    renewed = renewals(prompts)  # call i renders the memory after operation i - 1
+    assert min(renewed) <= READ_WHOLE_FOR < max(renewed)  # renewals while the read is recent, and after
     lines = (repo / "shapes.py").read_text().splitlines()
-    for i in renewed:
+    for i in renewed:  # a renewal keeping the base keeps what the base showed (the cache holds it)
         rows = {row.split("\t", 1)[1] for row in prompts[i].splitlines() if ROW.match(row) and "\t" in row}
-        assert all(line in rows for line in lines if line) == whole, i
+        whole = all(line in rows for line in lines if line)
+        assert whole == (i <= until) or (whole and "# Since operation" in prompts[i]), i

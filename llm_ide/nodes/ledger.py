@@ -18,6 +18,7 @@ from llm_ide.state.operations import OperationNode
 
 TURN_CHARS = 140  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
+PAYBACK = 3  # calls after a renewal whose savings it may count on (a run rarely ends within three steps of one)
 
 
 def prices(ctx: AgentContext) -> Price:
@@ -112,8 +113,12 @@ class Ledger:
         a re-read)."""
         return self.after(len(new), len(new) - len(os.path.commonprefix([old, new])))
 
-    def allows(self, deficit: float, overspend: float) -> bool:
-        return deficit <= overspend * self.bill
+    def allows(self, deficit: float, length: int, overspend: float) -> bool:
+        """Whether a renewal to a snapshot of `length` characters, after which the memory's cost less full history's
+        is `deficit`, keeps the memory within `overspend` of full history's bill once it has paid back what its next
+        PAYBACK calls save (each re-reads the snapshot where full history re-reads what it replaced)."""
+        saved = PAYBACK * self.reread * self.calls * max(0, self.history[self.step] - length)
+        return deficit - saved <= overspend * self.bill
 
     def dropped(self) -> float:
         """What the re-reads of the epoch's turns have cost since each was new, counting the call to come."""

@@ -78,19 +78,20 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
     cheapest = ledger.after(len(old["text"]) + least, least)  # the ledger after a renewal keeping the base, at least
     if not forced and (
         (dropped + followed < limit * len(old["text"]) and dropped < limit * least)
-        or not ledger.allows(cheapest, memory.overspend)
+        or not ledger.allows(cheapest, len(old["text"]) + least, memory.overspend)
     ):
         return None  # neither can pay yet (either would send at least about this much): nothing rendered
     renewed = settled(ledger, snapshot, full(ctx, state, old))
     price = (1 - p) * new_chars(snapshot, renewed[0], ledger.latest)
     if forced or (
-        dropped + followed >= memory.renew_ratio * price and ledger.allows(renewed[1]["balance"], memory.overspend)
+        dropped + followed >= memory.renew_ratio * price
+        and ledger.allows(renewed[1]["balance"], len(renewed[0]), memory.overspend)
     ):
         return renewed
     text, length = compose(ctx, state, old)
     price = (1 - p) * new_chars(snapshot, text, ledger.latest)
     deficit = ledger.renewed(snapshot, text)
-    if dropped >= memory.renew_ratio * price and ledger.allows(deficit, memory.overspend):
+    if dropped >= memory.renew_ratio * price and ledger.allows(deficit, len(text), memory.overspend):
         return text, {**old, "since": length, "held": followed, "balance": deficit}
     return None
 

@@ -24,7 +24,8 @@ from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context and the view actions show them
 ROW_CHARS = 8  # a rendered row beside its line: the number, the tab, the newline
 SHARED_RUN = 3  # consecutive rows of the latest observation shown as they are in the code context: elided
-WHOLE_HORIZON = 40  # operations looked back for a file read or written whole
+WHOLE_HORIZON = 40  # operations looked back for a file written whole (then shown whole while it stays active)
+READ_WHOLE_FOR = 8  # operations a file read whole stays whole (an agent rewrites one soon after reading it, or not)
 
 
 def code_context_text(
@@ -51,24 +52,26 @@ def code_context_text(
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
 
 
-def whole_named(ctx: AgentContext, node: OperationNode) -> list[str]:
-    """The files an operation showed whole (`cat f`, `nl -ba f`) or wrote whole (`cat > f <<EOF`), as repo paths."""
+def whole_named(ctx: AgentContext, node: OperationNode, reads: bool) -> list[str]:
+    """The files an operation wrote whole (`cat > f <<EOF`), and showed whole if `reads` (`cat f`, `nl -ba f`), as
+    repo paths."""
     if node.action_type != "bash":
         return []
     command = str(node.action_params.get("command") or "")
-    named = [*written_whole(command), *filter(None, [read_whole(command)])]
+    named = [*written_whole(command), *filter(None, [read_whole(command) if reads else None])]
     return list(dict.fromkeys(ctx.codebase.view.path(path) for path in named))
 
 
 def whole_files(ctx: AgentContext, state: AgentState) -> list[str]:
-    """The repository's files (not the agent's own) it last read or wrote whole, still active (a chunk of each above
-    the threshold), the latest first while they fit `memory.whole_file_chars` together: what the agent may write
-    again from memory, shown whole."""
+    """The repository's files (not the agent's own) it wrote whole and that are still active (a chunk of each above
+    the threshold), or read whole in its last READ_WHOLE_FOR operations, the latest first while they fit
+    `memory.whole_file_chars` together: what the agent may write anew from memory, shown whole."""
     room, view, params = ctx.settings.memory.whole_file_chars, ctx.codebase.view, ctx.score_params
     chunks = scored(state.get("code_context", []), state.get("n_operations", 0), params)
     found: list[str] = []
-    for node in reversed(state.get("operations", [])[-WHOLE_HORIZON:]):
-        for path in whole_named(ctx, node):
+    nodes = state.get("operations", [])[-WHOLE_HORIZON:]
+    for age, node in enumerate(reversed(nodes)):
+        for path in whole_named(ctx, node, reads=age < READ_WHOLE_FOR):
             mine = [chunk for chunk in chunks if chunk.file_path == path]
             if path in found or not mine or any(c.created for c in mine):
                 continue
