@@ -55,9 +55,10 @@ class Ledger:
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
         price, nodes = prices(ctx), state.get("operations", [])
         steps = len(nodes)
-        calls = (state.get("usage") or {}).get("api_calls", steps)
+        usage = state.get("usage")
+        calls = usage["api_calls"] if usage else steps
         return cls(
-            reread=price.read / price.write,
+            reread=min(1.0, price.read / price.write),
             output=price.output / price.write,
             turns=[turn_chars(node) for node in nodes],
             replies=[reply_chars(node) for node in nodes],
