@@ -165,6 +165,11 @@ def summary(runs: list[Run]) -> dict[str, float | None]:
         [run.report.totals("llm-ide").pre_image.value for run in runs if run.report]
     )
     figures["worst_run_edit_grounding_median"] = None
+    shares = [vs_mini(*(run.report.totals(agent).pre_image.value for agent in AGENTS)) for run in runs if run.report]
+    figures["worst_run_edit_grounding_vs_mini"], figures["worst_run_edit_grounding_vs_mini_median"] = (
+        min_or_none(shares),
+        None,
+    )
     return figures
 
 
@@ -262,6 +267,7 @@ RESULT_KEYS = (
     "worst_repo_edit_context",
     "worst_repo_reference_recall",
     "worst_run_edit_grounding",
+    "worst_run_edit_grounding_vs_mini",
 )
 
 
