@@ -126,7 +126,10 @@ def runs_table(variant: str, runs: list[Run]) -> Table:
         "seconds",
     )
     for column in columns:
-        table.add_column(column, justify="left" if column == "instance" else "right")
+        if column == "instance":  # whole: the ids are what a reader looks for
+            table.add_column(column, no_wrap=True, min_width=max((len(run.instance) for run in runs), default=8))
+        else:
+            table.add_column(column, justify="right")
     for run in runs:
         report = run.report
         if report is None:
