@@ -405,7 +405,7 @@ def test_a_real_trajectory_replays_to_its_submission_with_the_bench_figures(shar
     ours = json.loads(Path(report.run_trajectory).read_text())["info"]["submission"]  # llm-ide's own patch
     assert "avail_cpu = int(cpu_shares / 1024) or 1" in ours
     assert tracked_sections(ours, tracked) == tracked_sections(original, tracked) != {}
-    script = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--only", instance]
+    script = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--only", instance, "--profile", "gpt"]
     bench = subprocess.run(
         [*script, "--out", str(tmp_path / "b"), "--json", str(tmp_path / "b.json")],
         capture_output=True,
@@ -414,11 +414,11 @@ def test_a_real_trajectory_replays_to_its_submission_with_the_bench_figures(shar
         env={**os.environ, "PATH": PATH},
     )
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    benched = report_of(tmp_path / "b" / "default" / instance)
+    benched = report_of(tmp_path / "b" / "default@gpt" / instance)  # the replay's default profile: the same run
     for agent in AGENTS:
         assert benched.totals(agent) == report.totals(agent)
-    figures = json.loads((tmp_path / "b.json").read_text())["default"]
+    figures = json.loads((tmp_path / "b.json").read_text())["default@gpt"]
     assert figures["bill_end"] == pytest.approx(report.bill_ratio())
     assert figures["edit_grounding"] == report.totals("llm-ide").pre_image.value
     assert figures["mini_reference_recall"] == report.totals("original").references.value == 1.0
-    assert bench.stdout.strip().splitlines()[-1].startswith("RESULT bill_10=")
+    assert bench.stdout.strip().splitlines()[-1].startswith("RESULT gpt_bill_10=")
