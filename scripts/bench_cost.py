@@ -229,12 +229,13 @@ def writers(agents: dict[str, Agent], writes: dict[str, Any], console: Console) 
 def llm_ide_command(
     agent: Agent, repo: Path, task: Path, url: str, steps: int, workdir: Path, single_call: bool = False
 ) -> list[str]:
-    """`llm-ide run` on the session, its model priced with the agent's profile."""
+    """`llm-ide run` on the session, its model priced with the agent's profile, its replies asked whole: the loopback
+    endpoint sends no streams (a streamed request it answered whole would be asked again: a call more on the wire)."""
     overrides = workdir / f"{agent.model}.yaml"
     settings = {
         "agent": {"cost_limit": 0, "single_call": single_call},
         "environment": {"type": "local", "tools": []},
-        "model": {"prices": {agent.model: settings_of(PROFILES[agent.name.split("@")[1]])}},
+        "model": {"prices": {agent.model: settings_of(PROFILES[agent.name.split("@")[1]])}, "stream": False},
     }
     overrides.write_text(yaml.safe_dump(settings))
     return [str(Path(sys.executable).with_name("llm-ide")), "run", "--repo", str(repo), "--task-file", str(task),
