@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 import yaml
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -106,6 +107,15 @@ class EnvironmentMessages(Strict):
     session_lost: str
 
 
+class LimitSettings(Strict):
+    """What one local command may use (environments/limits.py); None: no limit."""
+
+    processes: PositiveInt | None  # its processes and threads together (a cgroup, as root; else per user: RLIMIT_NPROC)
+    file_size: ByteSize | None  # the largest file it may write ("4GiB", "100m")
+    memory: ByteSize | None  # its processes together (a cgroup, as root; else each process: RLIMIT_DATA)
+    cpu_seconds: PositiveInt | None  # CPU time of each of its processes
+
+
 class EnvironmentSettings(Strict):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, coerce_numbers_to_str=True)
 
@@ -126,6 +136,8 @@ class EnvironmentSettings(Strict):
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory)
     mount_at: str | None = None  # local with bwrap: the path at which the commands see the repository
+    sockets: list[str] = []  # local with bwrap: host Unix sockets the commands may connect to (every other: none)
+    limits: LimitSettings | None = None  # local: what one command may use; None: no limit
     scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
     env: dict[str, str]
     pull: Literal["missing", "never"]

@@ -54,6 +54,7 @@ class Environment(FileSource, Protocol):
     capabilities: ClassVar[Capabilities]
     workdir: str
     tools_root: str
+    own_paths: list[str]  # the run's own folders inside the repository (relative to it): never part of the patch
 
     @classmethod
     def from_config(cls, settings: Any, *, repo: Path | None, run_id: str, **options: Any) -> Environment:

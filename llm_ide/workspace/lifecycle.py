@@ -13,6 +13,7 @@ from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, make_environment
 from llm_ide.environments.processes import reap_leftovers
+from llm_ide.environments.scratch import sweep_temp_folders
 from llm_ide.errors import ExitStatus, RepositoryLost, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
@@ -39,7 +40,9 @@ def open_environment(
     if reaped := reap_leftovers(leftovers):
         log.info("%s", reaped)
         say(reaped)
-    env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers)
+    if swept := sweep_temp_folders():
+        log.info("removed %d temp folders of llm-ide runs that were killed", swept)
+    env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers, output_dir=output_dir)
     try:
         base = base or base_commit(env)
         if base is None:
