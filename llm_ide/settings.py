@@ -39,9 +39,10 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class Strict(BaseModel):
-    """Every settings section: unknown keys are errors, assignments validated."""
+    """Every settings section: unknown keys are errors, assignments validated, and a value of the wrong type is an
+    error, never converted ("10" or 10.0 for a number of steps, "yes" or 1 for a switch, 5 for a name)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True)
 
 
 class BundledTemplates(Strict):
@@ -137,9 +138,9 @@ class EnvironmentSettings(Strict):
     readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory)
     mount_at: str | None = None  # local with bwrap: the path at which the commands see the repository
     sockets: list[str] = []  # local with bwrap: host Unix sockets the commands may connect to (every other: none)
-    limits: LimitSettings | None = None  # local: what one command may use; None: no limit
+    limits: LimitSettings  # local: what one command may use
     scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
-    env: dict[str, str]
+    env: dict[str, Annotated[str, Field(strict=False)]]  # a number is its text (OMP_NUM_THREADS: 1)
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
     tools: list[str]

@@ -39,9 +39,7 @@ class Limits:
 
     @classmethod
     def of(cls, settings: Any) -> Limits:
-        """From `environment.limits` (None: no limit at all)."""
-        if settings is None:
-            return cls()
+        """From `environment.limits`."""
         return cls(
             settings.processes,
             None if settings.file_size is None else int(settings.file_size),
