@@ -24,6 +24,7 @@ from llm_ide.environments.processes import (
     namespace_tools,
     start_with_parent,
 )
+from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import (
     Sandbox,
     bwrap_path,
@@ -175,6 +176,9 @@ class LocalEnvironment:
         self.readable = [*readable_paths(readable), *git_paths(self.repo)]
         owner = self.confinement.run_as
         self.hidden = hidden_paths(home_of(owner[0]) if owner else [])
+        pythons = python_environments(self.repo, self.env, self.hidden if self.bwrap else [])
+        self.readable += [path for path in pythons.shown if path not in self.readable]
+        self.notes = [pythons.line(commands_python(self.repo, self.env))]
         self.secluded = [Path(path).resolve() for path in secluded]
         if self.repo in self.secluded:
             raise UsageError(

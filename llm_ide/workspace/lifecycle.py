@@ -43,6 +43,9 @@ def open_environment(
     if swept := sweep_temp_folders():
         log.info("removed %d temp folders of llm-ide runs that were killed", swept)
     env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers, output_dir=output_dir)
+    for note in env.notes:
+        log.info("%s", note)
+        say(note)
     try:
         base = base or base_commit(env)
         if base is None:

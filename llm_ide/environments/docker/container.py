@@ -91,6 +91,7 @@ class DockerEnvironment:
         self.run_id = run_id
         self.workdir = workdir
         self.own_paths: list[str] = []  # the repository's copy never holds them
+        self.notes: list[str] = []
         self.tools_root = TOOLS_ROOT
         # the per-user tool cache's built trees, mounted read-only (llm_ide/tools/cache.py links tools from there)
         self.tools_cache_mount = (str(tools_cache), TOOLS_CACHE_MOUNT) if tools_cache else None
