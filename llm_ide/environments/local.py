@@ -180,11 +180,8 @@ class LocalEnvironment:
         self.readable += [path for path in pythons.shown if path not in self.readable]
         self.notes = [pythons.line(commands_python(self.repo, self.env))]
         self.secluded = [Path(path).resolve() for path in secluded]
-        if self.repo in self.secluded:
-            raise UsageError(
-                f"the output folder is the repository itself ({self.repo}): the agent's commands would see and change "
-                "the run's own files; give --output a folder inside or outside it"
-            )
+        if self.repo in self.secluded:  # refused before a run starts (workspace/lifecycle.py): a caller of ours
+            raise UsageError(f"the output folder is the repository itself ({self.repo})")
         self.own_paths = [str(path.relative_to(self.repo)) for path in self.secluded if path.is_relative_to(self.repo)]
 
     def _mounts(self, mount_at: str | None) -> dict[str, Path]:

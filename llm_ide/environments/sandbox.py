@@ -44,8 +44,13 @@ def bwrap_problem() -> str | None:
 
 
 # what takes every privilege from a command: all capabilities dropped, in a user namespace of its own where they work
-# (then nothing it does counts as root's towards the host), else in the host's (a container that forbids them)
-ISOLATIONS = (("--unshare-user", "--cap-drop", "ALL"), ("--cap-drop", "ALL"))
+# (then nothing it does counts as root's towards the host; no further one can be made in it: bwrap 0.8), else in the
+# host's (a container that forbids them)
+ISOLATIONS = (
+    ("--unshare-user", "--disable-userns", "--cap-drop", "ALL"),
+    ("--unshare-user", "--cap-drop", "ALL"),
+    ("--cap-drop", "ALL"),
+)
 
 
 def isolation(bwrap: str) -> tuple[str, ...]:
