@@ -28,6 +28,7 @@ from llm_ide.environments.scratch import owned_name, owner_gone
 log = logging.getLogger("llm_ide.environment")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+CPU_GRACE = 5  # seconds of CPU between SIGXCPU and SIGKILL
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,13 @@ class Limits:
 def ulimit_line(limits: Limits, cgroup: bool, as_root: bool) -> str:
     """What a command's shell runs first: its rlimits set (soft and hard: a command without capabilities cannot raise
     them), on the command's first line ('' when there is none to set). `cgroup`: processes and memory are the
-    cgroup's."""
-    options = []
+    cgroup's. CPU time: SIGXCPU ("CPU time limit exceeded") at the limit, SIGKILL a few seconds later if a process
+    ignores it."""
+    options, soft = [], ""
+    cpu = limits.cpu_seconds
     for flag, resource_id, value, scale in (
         ("-f", resource.RLIMIT_FSIZE, limits.file_size and -(-limits.file_size // 1024), 1024),  # 1024-byte blocks
-        ("-t", resource.RLIMIT_CPU, limits.cpu_seconds, 1),
+        ("-t", resource.RLIMIT_CPU, cpu and cpu + CPU_GRACE, 1),
         ("-d", resource.RLIMIT_DATA, None if cgroup else limits.memory and limits.memory // 1024, 1024),  # kbytes
         ("-u", resource.RLIMIT_NPROC, None if cgroup or as_root else limits.processes, 1),
     ):
@@ -64,7 +67,9 @@ def ulimit_line(limits: Limits, cgroup: bool, as_root: bool) -> str:
             if hard != resource.RLIM_INFINITY:
                 value = min(value, hard // scale)  # never above what this process may set: that would fail
             options += [flag, str(value)]
-    return f"ulimit {' '.join(options)} || exit 126; " if options else ""
+            if flag == "-t":
+                soft = f" && ulimit -S -t {min(cpu, value)}"
+    return f"ulimit {' '.join(options)}{soft} || exit 126; " if options else ""
 
 
 def controller_dirs() -> dict[str, Path]:
