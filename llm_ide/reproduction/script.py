@@ -21,12 +21,12 @@ from llm_ide.prompting import render_string, truncate
 from llm_ide.reproduction.settings import ReproductionSettings
 from llm_ide.text import clean_text
 
-log = logging.getLogger("llm_ide.run")
+log = logging.getLogger("llm_ide.environment")  # on the console as it happens
 
 FOLDER = "reproduction"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
 UNVERIFIED = "could not verify"  # the verdict of a run that says nothing of the code
-MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([^']+)'")
+MISSING_MODULE = re.compile(r"No module named '?([A-Za-z_][A-Za-z0-9_.]*)'?")  # an import's, or `python -m X`'s
 
 Script = dict[str, Any]
 Run = dict[str, Any]

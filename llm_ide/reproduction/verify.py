@@ -60,14 +60,14 @@ def baseline(bench: Any, wanted: dict[str, list[str]], record: dict[str, Any]) -
                 bench.emit(f"verify: could not verify regressions of {path} (its tests did not run on the base: {why})")
 
 
-def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dict[str, Any]) -> None:
-    """What the patch has not been run against yet, run in one clean environment."""
+def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dict[str, Any]) -> bool:
+    """What the patch has not been run against yet, run in one clean environment; whether anything ran."""
     entry = record.setdefault("patches", {}).setdefault(patch_key(run.patch), {"reproductions": {}, "seconds": 0.0})
     missing = [test_key for test_key in tests if test_key not in entry["reproductions"]]
     files = record.get("selections", {}).get(patch_key(run.patch))
     regression = bench.settings.reproduction.regression and files and "regression" not in entry
     if not missing and not regression:
-        return
+        return False
     started = time.monotonic()
     entry.pop("error", None)
     bench.emit(
@@ -91,6 +91,7 @@ def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dic
     except LlmIdeError as error:  # the patch does not apply, the environment does not start: nothing it passed
         entry["error"] = str(error)
     entry["seconds"] = round(entry["seconds"] + time.monotonic() - started, 3)
+    return True
 
 
 def verdict_of(runs: dict[str, Any], test_key: str) -> str | None:
@@ -140,12 +141,11 @@ def verify_runs(bench: Any, given: list[Script], runs: list[Finished], record: d
         return None
     if own.regression:
         baseline(bench, {patch_key(run.patch): edited_files(run.patch) for run in with_patch}, record)
-    for run in with_patch:
-        check_patch(bench, run, tests, record)
+    checked = [run.index for run in with_patch if check_patch(bench, run, tests, record)]
     verified = Verified(record)
     for run in with_patch:
         entry = record["patches"][patch_key(run.patch)]
         verified.facts[run.index], verified.ranks[run.index] = facts_of(entry, tests)
-        if reasons := verified.facts[run.index].get("could not verify"):
+        if (reasons := verified.facts[run.index].get("could not verify")) and run.index in checked:
             bench.emit(f"verify: attempt {run.index}: could not verify {reasons}")
     return verified
