@@ -325,3 +325,22 @@ def shutil_which_bwrap() -> bool:
     from llm_ide.environments.sandbox import bwrap_path
 
     return bwrap_path() is not None
+
+
+@pytest.mark.docker
+def test_the_output_folder_inside_the_repository_is_not_copied_into_the_container(tmp_path: Path) -> None:
+    from conftest import BASE_IMAGE, base_image_client
+
+    base_image_client()
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    look = "ls -A /testbed; ls -A /testbed/runs/O; echo looked"
+    steps = [act("Look.", "bash", command=look), reflect(False, "Looked."), act("Done.", "submit")]
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    model = write_script(tmp_path / "s.yaml", steps)
+    args = ["run", "--repo", ".", "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    done = cli(*args, "--thread-id", "O", "--environment", "docker", "--image", BASE_IMAGE, cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    observation = json.loads((repo / "runs" / "O" / "O.traj.json").read_text())["operations"][0]["observation"]
+    assert observation.split()[:3] == [".git", "a.py", "runs"] and "No such file or directory" in observation
+    assert "O.log" not in observation and "looked" in observation
+    assert "runs/" not in (repo / "runs" / "O" / "O.patch").read_text()

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -204,8 +205,16 @@ def test_the_suite_passes_with_the_venv_under_home_as_root_and_as_a_plain_user(t
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         unavailable("this test switches to a plain user: run it as root (as CI does), with setpriv")
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-    tmp_path.chmod(0o755)
-    home = tmp_path / "home"
+    outside = Path(tempfile.mkdtemp(prefix="llm-ide-test-home-"))  # pytest's folders are root's alone (0700)
+    try:
+        run_from_a_home_of_its_own(outside, user)
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def run_from_a_home_of_its_own(outside: Path, user: list[str]) -> None:
+    outside.chmod(0o755)
+    home = outside / "home"
     home.mkdir()
     checkout = checkout_copy(home / "llm-ide")
     subprocess.run(["chown", "-R", "65534:65534", str(home)], check=True)

@@ -1,10 +1,11 @@
 """The Python environment the user works in, shown read-only to the sandboxed commands wherever it lives (a venv under
 the hidden home directory included): the active virtualenv ($VIRTUAL_ENV) or conda environment ($CONDA_PREFIX), the
-interpreters `python3` and `python` on the commands' PATH, and the environment the repository's own tooling names
+interpreters `python3` and `python` on the commands' PATH, the environment the repository's own tooling names
 (Poetry's, Pipenv's, uv's $UV_PROJECT_ENVIRONMENT, pyenv-virtualenv's `.python-version`; a `.venv` inside the
-repository shows anyway). Each is asked for its prefixes and import path (its base interpreter, a `.pth` path, an
-editable install's project folder come with it). A path that would show a credential folder (~/.ssh, ~/.aws, …) or the
-home directory itself is never shown."""
+repository shows anyway), and llm-ide's own (where a user keeps llm-ide, the project's dependencies often are too).
+Each is asked for its prefixes and import path (its base interpreter, a `.pth` path, an editable install's project
+folder come with it). A path that would show a credential folder (~/.ssh, ~/.aws, …) or the home directory itself is
+never shown."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -184,6 +186,7 @@ def python_environments(repo: Path, environ: dict[str, str], hidden: list[Path])
     for name in ("python3", "python"):
         if found := shutil.which(name, path=path_variable):
             interpreters.append((f"{name} on PATH", found))
+    interpreters.append(("llm-ide's own environment", sys.executable))  # where a user keeps llm-ide, the project too
     result, seen = PythonEnvironments(), set()
     for label, executable in interpreters:
         if os.path.realpath(executable) in seen:

@@ -19,7 +19,8 @@ def tar_directory(
 ) -> None:
     """`source` archived as owned by `owner` (uid, gid): the commands' user in the container; the folders of
     `leave_out` inside it are not (the run's own output folder)."""
-    left = {posixpath.join(".", Path(path).relative_to(source).as_posix()) for path in leave_out or []}
+    inside = [Path(path) for path in leave_out or [] if Path(path).is_relative_to(source) and Path(path) != source]
+    left = {posixpath.join(".", path.relative_to(source).as_posix()) for path in inside}
 
     def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         if info.name in left:

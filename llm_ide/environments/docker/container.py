@@ -90,8 +90,7 @@ class DockerEnvironment:
         self.image = image
         self.run_id = run_id
         self.workdir = workdir
-        self.own_paths: list[str] = []  # the repository's copy never holds them
-        self.notes: list[str] = []
+        self.own_paths, self.notes = list[str](), list[str]()  # the repository's copy never holds the run's own
         self.tools_root = TOOLS_ROOT
         # the per-user tool cache's built trees, mounted read-only (llm_ide/tools/cache.py links tools from there)
         self.tools_cache_mount = (str(tools_cache), TOOLS_CACHE_MOUNT) if tools_cache else None
@@ -116,22 +115,14 @@ class DockerEnvironment:
             self.owner = hand_over(self.client.api, str(self.container_id), self.user, folders)
             self._session = self._open_session()
             if repo is not None:  # the run's own folder, when it is inside the repository, stays out
-                inside = [path for path in secluded or [] if path.resolve().is_relative_to(Path(repo).resolve())]
-                self.copy_in(Path(repo).resolve(), workdir, [path.resolve() for path in inside])
+                self.copy_in(Path(repo).resolve(), workdir, [path.resolve() for path in secluded or []])
         except BaseException:
             self.close()
             raise
 
     @classmethod
     def from_config(
-        cls,
-        settings: EnvironmentSettings,
-        *,
-        repo: Path | None,
-        run_id: str,
-        image: str | None = None,
-        output_dir: Path | None = None,
-        **_: Any,
+        cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None = None, **options: Any
     ) -> DockerEnvironment:
         image = image or settings.image
         if not image:
@@ -146,7 +137,7 @@ class DockerEnvironment:
             messages=settings.messages.model_dump(),
             repo=repo,
             tools_cache=docker_tools_cache() if settings.tools else None,
-            secluded=[output_dir] if output_dir else [],
+            secluded=[options["output_dir"]] if options.get("output_dir") else [],
         )
 
     def _start_container(self, env: dict[str, str], network: str | None, limits: Limits) -> None:
