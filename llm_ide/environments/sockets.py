@@ -1,13 +1,14 @@
 """No host Unix socket answers a sandboxed command unless `environment.sockets` lists it: a socket is a door out of any
 read-only view (Docker's, containerd's or podman's is root on the host; ssh-agent's signs as the user; D-Bus and X11
-drive the desktop), and `connect()` ignores read-only binds.
+drive the desktop; tmux's runs commands), and `connect()` ignores read-only binds.
 
 Found before each command: the listening sockets of the host's network namespace (/proc/net/unix), those in the
-folders where services and agents put them (/run, /var/run, the temp folders, a few levels down), and those the
-environment names (SSH_AUTH_SOCK, DOCKER_HOST, CONTAINER_HOST, D-Bus addresses). Each that the command could see is
-masked by /dev/null (a connection is refused). Abstract sockets (a name, no file: X11's, some D-Bus buses, old
-containerd shims) are kept from a command that shares the host's network by a Landlock scope (Linux 6.12 and later);
-with `environment.network: none` it has a network namespace of its own, where they do not exist."""
+folders where services and agents put them (/run, /var/run a few levels down; the temp folders' top level and their
+agents' and servers' folders), and those the environment names (SSH_AUTH_SOCK, DOCKER_HOST, CONTAINER_HOST, D-Bus
+addresses). Each that the command could see is masked by /dev/null (a connection is refused). Abstract sockets (a
+name, no file: X11's, some D-Bus buses, old containerd shims) are kept from a command that shares the host's network
+by a Landlock scope (Linux 6.12 and later); with `environment.network: none` it has a network namespace of its own,
+where they do not exist."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -23,9 +25,12 @@ from pathlib import Path
 
 log = logging.getLogger("llm_ide.environment")
 
-# where services and agents put their sockets, and how many levels down (/run/user/1000/gnupg/S.gpg-agent;
-# /tmp/ssh-XXXX/agent.1, /tmp/.X11-unix/X0)
-FOLDERS = {"/run": 3, "/var/run": 3, "/tmp": 1, "/var/tmp": 1, "/dev/shm": 1}
+# where services put their sockets, and how many levels down (/run/docker.sock, /run/containerd/containerd.sock,
+# /run/user/1000/podman/podman.sock); in the temp folders, the top level and the folders agents and servers make
+# (/tmp/ssh-XXXX/agent.1, /tmp/.X11-unix/X0, /tmp/tmux-0/default): not every test's folder at every command
+FOLDERS = {"/run": 3, "/var/run": 3, "/dev/shm": 1}
+TEMP_FOLDERS = ("/tmp", "/var/tmp")
+SOCKET_FOLDER = re.compile(r"\.X11-unix|\.ICE-unix|\.font-unix|ssh-|tmux-|screen|vscode|pulse-|gpg|dbus|keyring")
 MAX_ENTRIES = 20_000  # entries looked at per scan: a huge temp folder costs a command no more than this
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's flags
 VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")
@@ -60,32 +65,35 @@ def listening(table: str = "/proc/net/unix") -> tuple[set[str], bool]:
     return paths, abstract
 
 
-def scanned(folders: list[str], depth: int) -> set[str]:
-    """The sockets in `folders`, `depth` levels down, looking at MAX_ENTRIES entries at most. A folder whose
-    modification time has not changed since it was last looked at is not listed again (a socket made or removed in
-    it changes it): a command costs a stat per folder."""
+def scanned(folders: list[str], depth: int, hidden: list[Path], agents_only: bool = False) -> set[str]:
+    """The sockets in `folders`, `depth` levels down (below the first, only in agents' and servers' folders when
+    `agents_only`; never in `hidden` ones), looking at MAX_ENTRIES entries at most. A folder whose modification time
+    has not changed since it was last looked at is not listed again (a socket made or removed in it changes it): a
+    command costs a stat per folder."""
     found: set[str] = set()
+    skipped = {str(folder) for folder in hidden}
     budget, stack = MAX_ENTRIES, [(folder, 0) for folder in folders]
     while stack and budget > 0:
         folder, level = stack.pop()
-        listing = listed(folder)
-        budget -= listing[2]
-        found.update(listing[0])
+        sockets, subfolders, agents, count = listed(folder)
+        budget -= count
+        found.update(sockets)
         if level < depth:
-            stack += [(sub, level + 1) for sub in listing[1]]
+            stack += [(sub, level + 1) for sub in (agents if agents_only else subfolders) if sub not in skipped]
     return found
 
 
-_listings: dict[str, tuple[int, tuple[list[str], list[str], int]]] = {}
+Listing = tuple[list[str], list[str], list[str], int]
+_listings: dict[str, tuple[int, Listing]] = {}
 
 
-def listed(folder: str) -> tuple[list[str], list[str], int]:
-    """(the sockets, the sub-folders, the number of entries) of `folder`."""
+def listed(folder: str) -> Listing:
+    """(the sockets, the sub-folders, those of agents and servers, the number of entries) of `folder`."""
     try:
         mtime = os.stat(folder).st_mtime_ns
     except OSError:
         _listings.pop(folder, None)
-        return [], [], 0
+        return [], [], [], 0
     known = _listings.get(folder)
     if known is not None and known[0] == mtime:
         return known[1]
@@ -101,8 +109,9 @@ def listed(folder: str) -> tuple[list[str], list[str], int]:
                         sockets.append(entry.path)
             if count >= MAX_ENTRIES:
                 break
-    _listings[folder] = (mtime, (sockets, folders, count))
-    return sockets, folders, count
+    agents = [path for path in folders if SOCKET_FOLDER.match(os.path.basename(path))]
+    _listings[folder] = (mtime, (sockets, folders, agents, count))
+    return sockets, folders, agents, count
 
 
 def named(environ: dict[str, str]) -> set[str]:
@@ -120,10 +129,10 @@ def host_sockets(environ: dict[str, str], hidden: list[Path], allowed: list[str]
     """(the host sockets a sandboxed command would see, real paths, those under `hidden` and `allowed` left out;
     whether abstract sockets listen in the host's network namespace)."""
     paths, abstract = listening()
-    depths = {**FOLDERS, tempfile.gettempdir(): 1}
     candidates = paths | named(environ)
-    for folder, depth in depths.items():
-        candidates |= scanned([folder], depth)
+    for folder, depth in FOLDERS.items():
+        candidates |= scanned([folder], depth, hidden)
+    candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
     keep = {os.path.realpath(path) for path in allowed}
     found = set()
     for path in candidates:
