@@ -344,3 +344,26 @@ def test_the_output_folder_inside_the_repository_is_not_copied_into_the_containe
     assert observation.split()[:3] == [".git", "a.py", "runs"] and "No such file or directory" in observation
     assert "O.log" not in observation and "looked" in observation
     assert "runs/" not in (repo / "runs" / "O" / "O.patch").read_text()
+
+
+@pytest.mark.usefixtures("needs_bwrap")
+def test_root_on_another_users_repository_runs_the_commands_as_its_owner(tmp_path: Path) -> None:
+    """A command without capabilities could not write another user's files: as root on a repository a plain user
+    owns (a bind mount, `sudo`), the commands run as that user, without capabilities, and their files are theirs."""
+    if os.geteuid() != 0:
+        pytest.skip("only root runs commands as another user")
+    tmp_path.chmod(0o755)
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
+    try:
+        done = env.execute(
+            "id -u; echo y = 2 >> a.py && echo edited; touch new.py && stat -c %u new.py;"
+            " grep -E '^CapEff:' /proc/self/status; echo scratch > $TMPDIR/s && echo scratch-ok; ls -A ~; echo home-ok"
+        )
+    finally:
+        env.close()
+    lines = done.output.splitlines()
+    assert lines[:4] == ["65534", "edited", "65534", "CapEff:\t0000000000000000"], done.output
+    assert "scratch-ok" in lines and lines[-1] == "home-ok" and (repo / "a.py").read_text() == "x = 1\ny = 2\n"
+    assert (repo / "new.py").stat().st_uid == 65534
