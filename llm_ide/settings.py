@@ -7,6 +7,7 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 
 from __future__ import annotations
 
+import re
 from copy import deepcopy
 from functools import cache, cached_property
 from pathlib import Path
@@ -280,6 +281,18 @@ class CoreSettings(Strict):
         return validate(type(self), [(origin, self.model_dump(mode="python")), (origin, values)])
 
 
+class ConfigLoader(SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The settings' YAML: a number in exponent form is a number as YAML 1.2 reads it (`1e9`, `1.0e12`; YAML 1.1,
+    PyYAML's, reads them as text, which the strict settings would refuse)."""
+
+
+ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
 class YamlTooLarge(yaml.YAMLError):
     """A document whose aliases expand beyond YAML_MAX_NODES values (an "alias bomb"): every reader of it would."""
 
@@ -305,7 +318,7 @@ def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping; every problem with the file is a ConfigError naming it."""
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), ConfigLoader)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:

@@ -367,3 +367,28 @@ def test_root_on_another_users_repository_runs_the_commands_as_its_owner(tmp_pat
     assert lines[:4] == ["65534", "edited", "65534", "CapEff:\t0000000000000000"], done.output
     assert "scratch-ok" in lines and lines[-1] == "home-ok" and (repo / "a.py").read_text() == "x = 1\ny = 2\n"
     assert (repo / "new.py").stat().st_uid == 65534
+
+
+@pytest.mark.usefixtures("needs_bwrap")
+def test_a_socket_in_a_folder_the_command_cannot_search_neither_answers_nor_stops_the_command(tmp_path: Path) -> None:
+    """A server's socket in its own 0700 folder (PostgreSQL's, another user's): the command cannot reach it, and
+    masking it must not fail the command (bwrap could not make the mount point there)."""
+    if os.geteuid() != 0:
+        pytest.skip("a folder of another user is made by root")
+    folder = tmp_path / "pg" / "sockets"
+    folder.mkdir(parents=True)
+    address, ready = str(folder / ".s.PGSQL.5432"), tmp_path / "ready"
+    server = subprocess.Popen([sys.executable, "-c", LISTEN, address, str(ready)])
+    try:
+        while not ready.exists():
+            assert server.poll() is None
+            time.sleep(0.01)
+        os.chown(folder, 65534, 65534)
+        folder.chmod(0o700)
+        env = LocalEnvironment(make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"}), tools_dir=tmp_path / "tools")
+        result = env.execute(f"echo ran; python3 -c {shlex.quote(CONNECT)} {address}")
+        env.close()
+    finally:
+        server.kill()
+        server.wait()
+    assert result.output.splitlines() == ["ran", f"{address} refused 13"], result.output  # EACCES

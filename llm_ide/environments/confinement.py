@@ -62,6 +62,12 @@ class Confinement:
         uid, gid = self.run_as
         return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 
+    def user(self) -> tuple[int, set[int]]:
+        """Who the commands run as: (uid, gids)."""
+        if self.run_as is not None:
+            return self.run_as[0], {self.run_as[1]}
+        return os.getuid(), {os.getgid(), *os.getgroups()}
+
     def make_theirs(self, *paths: Path) -> None:
         """Folders the commands write, made the user's they run as."""
         if self.run_as is not None:
@@ -91,7 +97,7 @@ class Confinement:
         sandbox.inner = self.switch()
         if self.run_as is not None:
             sandbox.hidden_mode = "1777"  # the hidden homes: a scratch home for the user the command runs as
-        masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets)
+        masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets, self.user())
         sandbox.sockets = masked
         argv = sandbox.argv(self.shell(command), cwd)
         return [*abstract_guard(), *argv] if abstract and sandbox.network else argv
@@ -100,3 +106,31 @@ class Confinement:
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None
+
+
+class StartMarker:
+    """A pipe the command's shell writes one byte to before anything else (and closes: nothing it starts holds it).
+    Without that byte the command never started: the sandbox's set-up failed (a socket it was to mask vanished
+    meanwhile), and running it again repeats nothing."""
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        os.set_inheritable(self.write, True)
+
+    def prefix(self) -> str:
+        return f"printf . >&{self.write}; exec {self.write}>&-; "
+
+    def passed(self) -> tuple[int, ...]:
+        return (self.write,)
+
+    def spawned(self) -> None:
+        os.close(self.write)
+
+    def started(self) -> bool:
+        os.set_blocking(self.read, False)
+        try:
+            return os.read(self.read, 1) == b"."
+        except BlockingIOError:  # nothing yet, and a process of the command still holds it open: it started
+            return True
+        finally:
+            os.close(self.read)

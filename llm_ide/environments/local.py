@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
-from llm_ide.environments.confinement import Confinement, home_of, repository_owner
+from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
@@ -35,6 +35,7 @@ from llm_ide.environments.sandbox import (
     resolve_inside,
 )
 from llm_ide.environments.scratch import owned_tempdir
+from llm_ide.environments.sockets import forget_listings
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
@@ -246,36 +247,12 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
-        process = start_with_parent(
-            self._argv(command, where),
-            cwd=where,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cgroup=self.confinement.procs(),
-        )
-        assert process.stdout is not None
-        self.leftovers.command_started(process.pid)
-        if self.containment == "subreaper":
-            self._groups.add(process.pid)
-        cap = OutputCap(self.output_max_bytes)
-        fd = process.stdout.fileno()
-        try:
-            timed_out = pump_output(fd, cap, process, start + timeout)
-            if not timed_out:  # the output ended (closed, or sent elsewhere): the command still has its deadline
-                timed_out = wait_until(process, start + timeout)
-            if timed_out:
-                kill_group(process.pid)
-                drain(fd, cap, 0.5)
-            returncode = signal_returncode(process.wait())
-        finally:
-            if process.poll() is None:  # interrupted (Ctrl-C) while the command ran: do not leave it behind
-                kill_group(process.pid)
-                process.wait()
-            process.stdout.close()
-            self.leftovers.command_ended()
+        for again in (False, True):  # a sandbox that never started the command (a socket it masks vanished): again
+            marker = StartMarker() if self.bwrap else None
+            returncode, timed_out, cap = self._run(command, where, start + timeout, marker)
+            if marker is None or marker.started() or again:
+                break
+            forget_listings()
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once
             raise RepositoryLost(
@@ -286,6 +263,45 @@ class LocalEnvironment:
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
+
+    def _run(
+        self, command: str, where: Path, deadline: float, marker: StartMarker | None
+    ) -> tuple[int, bool, OutputCap]:
+        """The command run until it ends or `deadline`: its exit status, whether it timed out, its output."""
+        process = start_with_parent(
+            self._argv((marker.prefix() if marker else "") + command, where),
+            cwd=where,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cgroup=self.confinement.procs(),
+            pass_fds=marker.passed() if marker else (),
+        )
+        assert process.stdout is not None
+        if marker:
+            marker.spawned()
+        self.leftovers.command_started(process.pid)
+        if self.containment == "subreaper":
+            self._groups.add(process.pid)
+        cap = OutputCap(self.output_max_bytes)
+        fd = process.stdout.fileno()
+        try:
+            timed_out = pump_output(fd, cap, process, deadline)
+            if not timed_out:  # the output ended (closed, or sent elsewhere): the command still has its deadline
+                timed_out = wait_until(process, deadline)
+            if timed_out:
+                kill_group(process.pid)
+                drain(fd, cap, 0.5)
+            returncode = signal_returncode(process.wait())
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C) while the command ran: do not leave it behind
+                kill_group(process.pid)
+                process.wait()
+            process.stdout.close()
+            self.leftovers.command_ended()
+        return returncode, timed_out, cap
 
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
         snapshots: dict[str, FileSnapshot | None] = {}

@@ -87,6 +87,11 @@ Listing = tuple[list[str], list[str], list[str], int]
 _listings: dict[str, tuple[int, Listing]] = {}
 
 
+def forget_listings() -> None:
+    """The next scan lists every folder again (a folder's time may not show a change made within its resolution)."""
+    _listings.clear()
+
+
 def listed(folder: str) -> Listing:
     """(the sockets, the sub-folders, those of agents and servers, the number of entries) of `folder`."""
     try:
@@ -125,24 +130,51 @@ def named(environ: dict[str, str]) -> set[str]:
     return found
 
 
-def host_sockets(environ: dict[str, str], hidden: list[Path], allowed: list[str]) -> tuple[list[str], bool]:
-    """(the host sockets a sandboxed command would see, real paths, those under `hidden` and `allowed` left out;
-    whether abstract sockets listen in the host's network namespace)."""
+def host_sockets(
+    environ: dict[str, str], hidden: list[Path], allowed: list[str], user: tuple[int, set[int]]
+) -> tuple[list[str], bool]:
+    """(the host sockets a sandboxed command would see, real paths: those under `hidden`, `allowed` and those in a
+    folder the command's `user` (uid, gids) may not search are left out, as it cannot connect to them and bwrap could
+    not mask them; whether abstract sockets listen in the host's network namespace)."""
     paths, abstract = listening()
     candidates = paths | named(environ)
     for folder, depth in FOLDERS.items():
         candidates |= scanned([folder], depth, hidden)
     candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
     keep = {os.path.realpath(path) for path in allowed}
-    found = set()
+    found, searchable = set(), Searchable(*user)
     for path in candidates:
         real = os.path.realpath(path)
         if real in keep or any(Path(real).is_relative_to(folder) for folder in hidden):
             continue
         with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(os.lstat(real).st_mode):
+            if stat.S_ISSOCK(os.lstat(real).st_mode) and searchable(os.path.dirname(real)):
                 found.add(real)
     return sorted(found), abstract
+
+
+class Searchable:
+    """Whether a user holding no capability may search a folder and every folder above it (the permission bits of
+    its owner, its group, or others), remembered per folder."""
+
+    def __init__(self, uid: int, gids: set[int]) -> None:
+        self.uid, self.gids = uid, gids
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, folder: str) -> bool:
+        if folder not in self.known:
+            parent = os.path.dirname(folder)
+            self.known[folder] = (parent == folder or self(parent)) and self.searchable(folder)
+        return self.known[folder]
+
+    def searchable(self, folder: str) -> bool:
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return False
+        if found.st_uid == self.uid:
+            return bool(found.st_mode & stat.S_IXUSR)
+        return bool(found.st_mode & (stat.S_IXGRP if found.st_gid in self.gids else stat.S_IXOTH))
 
 
 @cache
