@@ -14,7 +14,7 @@ from typing import Any
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
 from llm_ide.environments.limits import Limits
-from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
     TOKEN,
     Leftovers,
@@ -243,13 +243,15 @@ class LocalEnvironment:
             self._namespace = RunNamespace(tools, self.env)
         return self._namespace
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+    def execute(
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
+    ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
         for again in (False, True):  # a sandbox that never started the command (a socket it masks vanished): again
             marker = StartMarker() if self.bwrap else None
-            returncode, timed_out, cap = self._run(command, where, start + timeout, marker)
+            returncode, timed_out, cap = self._run(command, where, start + timeout, marker, on_output)
             if marker is None or marker.started() or again:
                 break
             forget_listings()
@@ -265,7 +267,7 @@ class LocalEnvironment:
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
     def _run(
-        self, command: str, where: Path, deadline: float, marker: StartMarker | None
+        self, command: str, where: Path, deadline: float, marker: StartMarker | None, on_output: OnOutput
     ) -> tuple[int, bool, OutputCap]:
         """The command run until it ends or `deadline`: its exit status, whether it timed out, its output."""
         process = start_with_parent(
@@ -285,7 +287,7 @@ class LocalEnvironment:
         self.leftovers.command_started(process.pid)
         if self.containment == "subreaper":
             self._groups.add(process.pid)
-        cap = OutputCap(self.output_max_bytes)
+        cap = OutputCap(self.output_max_bytes, on_output)
         fd = process.stdout.fileno()
         try:
             timed_out = pump_output(fd, cap, process, deadline)
