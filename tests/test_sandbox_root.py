@@ -11,9 +11,11 @@ import codecs
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -392,3 +394,21 @@ def test_a_socket_in_a_folder_the_command_cannot_search_neither_answers_nor_stop
         server.kill()
         server.wait()
     assert result.output.splitlines() == ["ran", f"{address} refused 13"], result.output  # EACCES
+
+
+@pytest.mark.usefixtures("needs_bwrap")
+def test_an_agent_folder_gone_after_the_start_does_not_stop_the_commands(tmp_path: Path) -> None:
+    """An ssh-agent's folder in the temp directory is hidden from the start; when its agent ends during the run (the
+    folder removed), the next commands still run (bwrap could not mount over a folder that is gone)."""
+    agent_folder = Path(tempfile.mkdtemp(prefix="ssh-"))
+    (agent_folder / "note").write_text("agent's")
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    env = make_environment(load_config("default").environment, repo, "s", None, tmp_path / "tools")
+    try:
+        assert env.execute(f"ls -A {agent_folder}; echo listed").output.split() == ["listed"]
+        shutil.rmtree(agent_folder)
+        result = env.execute("cat a.py")
+        assert (result.returncode, result.output) == (0, "x = 1\n")
+    finally:
+        env.close()
+        shutil.rmtree(agent_folder, ignore_errors=True)

@@ -228,7 +228,8 @@ class LocalEnvironment:
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
-            sandbox = Sandbox(self.bwrap, self.writable, self.readable, self.hidden, self.network, self.mounts)
+            hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
+            sandbox = Sandbox(self.bwrap, self.writable, self.readable, hidden, self.network, self.mounts)
             sandbox.secluded = self.secluded
             return self.confinement.sandboxed(sandbox, command, cwd, self.env)
         if self.containment == "unshare":
