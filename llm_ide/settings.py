@@ -40,8 +40,7 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class Strict(BaseModel):
-    """Every settings section: unknown keys are errors, assignments validated, and a value of the wrong type is an
-    error, never converted ("10" or 10.0 for a number of steps, "yes" or 1 for a switch, 5 for a name)."""
+    """Every settings section: unknown keys, and values of the wrong type ("10" for a number), are errors."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True)
 
@@ -286,15 +285,11 @@ class CoreSettings(Strict):
 
 
 class ConfigLoader(SAFE_LOADER):  # type: ignore[misc,valid-type]
-    """The settings' YAML: a number in exponent form is a number as YAML 1.2 reads it (`1e9`, `1.0e12`; YAML 1.1,
-    PyYAML's, reads them as text, which the strict settings would refuse)."""
+    """The settings' YAML: `1e9` and `1.0e12` are numbers, as in YAML 1.2 (PyYAML's YAML 1.1 reads them as text)."""
 
 
-ConfigLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789."))
 
 
 class YamlTooLarge(yaml.YAMLError):
