@@ -14,6 +14,7 @@ from typing import Any
 from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.conversation import replies_for
 from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
+from llm_ide.environments.scratch import owned_name, sweep_temp_folders
 from llm_ide.fileio import atomic_write
 from llm_ide.pricing import settings_of
 from llm_ide.replay.checkout import checkout, git
@@ -150,7 +151,8 @@ def replay(
     run only in the sandbox, unless `unsandboxed`."""
     trajectory, prices = load(path), prices or Prices()
     settings = settings_for(trajectory, overrides or [], single_call, action_format, prices)
-    with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
+    sweep_temp_folders()  # what replays and runs killed outright left
+    with tempfile.TemporaryDirectory(prefix=owned_name("replay")) as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
         if not unsandboxed:
