@@ -40,7 +40,7 @@ Model = TypeVar("Model", bound=BaseModel)
 class Strict(BaseModel):
     """Every settings section: unknown keys are errors, assignments validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, defer_build=True)
 
 
 class BundledTemplates(Strict):
