@@ -1,3 +1,10 @@
+"""Shared test helpers and the isolation every test gets (tests/README.md: how tests run, in-process or as a child).
+
+Each test runs with its own XDG_CONFIG_HOME (empty: no user config reaches it) and none of the caller's LLM_IDE_*,
+provider key, endpoint or tracing variables; caches that are content-keyed and locked (the tools' builds, uv's,
+pip's: XDG_CACHE_HOME) are one folder for the whole session, shared by its xdist workers and never the user's.
+"""
+
 from __future__ import annotations
 
 import os
@@ -20,6 +27,26 @@ def pytest_configure(config: pytest.Config) -> None:
     children would never see theirs. A handler of our own becomes the default again in every child."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+LEAKY = ("LLM_IDE_", "OPENAI_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_")  # the caller's shell must not steer a test
+
+
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """XDG_CACHE_HOME for the session: under the run's base temp folder, which xdist's workers share."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "session-cache"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> None:
+    for name in [name for name in os.environ if name.startswith(LEAKY)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache))
 
 
 def in_ci() -> bool:
