@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
 from conftest import git, interrupt_when, make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
@@ -27,7 +28,7 @@ WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done"
 
 
 def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+    return invoke(*args, cwd=cwd, env=env)
 
 
 def no_tools(tmp_path: Path, **model: object) -> Path:
