@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, single_call, write_script
 from conftest import git, interrupt_when, make_git_repo, require_docker
+from in_process import invoke
 
 CLI = [sys.executable, "-m", "llm_ide"]
 HEAVY = ("langgraph", "langchain", "llm_ide.composition", "llm_ide.graph", "llm_ide.cli.run", "llm_ide.run")
@@ -30,8 +31,7 @@ EMPTY_NAME_FIX = act(
 
 
 def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "LLM_IDE_CONFIG": "off", "COLUMNS": "200", **(env or {})}
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=environ, timeout=600)
+    return invoke(*args, cwd=cwd, env={**os.environ, "LLM_IDE_CONFIG": "off", "COLUMNS": "200", **(env or {})})
 
 
 def one_line(result: subprocess.CompletedProcess[str], starts: str) -> None:

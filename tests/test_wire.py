@@ -9,13 +9,13 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, single_call
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
@@ -43,7 +43,7 @@ def cli(folder: Path, url: str, *extra: str, model: str = "gpt-test", config: st
     (path := folder / "c.yaml").write_text("environment: {tools: []}\n" + config)
     run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(path)]
     run += ["--model", model, "--base-url", url, "--thread-id", "t", "--output", str(folder / "out")]
-    return [sys.executable, "-m", "llm_ide", *run, *extra]
+    return [*run, *extra]
 
 
 def environment() -> dict[str, str]:
@@ -51,8 +51,8 @@ def environment() -> dict[str, str]:
     return {**env, "COLUMNS": "200", "LLM_IDE_CONFIG": "off"}
 
 
-def run(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=300)
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return invoke(*args, env=environment())
 
 
 def calls_of(output: Path) -> list[dict[str, Any]]:
@@ -116,12 +116,7 @@ def test_a_cut_reply_in_a_run_is_one_line_on_the_console_and_in_the_call_record(
 def test_a_slow_first_reply_is_waited_for_within_the_timeout_and_retried_past_it(tmp_path: Path) -> None:
     """A local model on CPU reads its first, longest prompt for minutes: the request timeout (model.timeout, 600 s
     by default) is the whole wait; past it the call is retried, and the console says why."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "llm_ide", "config", "show", "model.timeout", "model.max_tokens"],
-        capture_output=True,
-        text=True,
-        env=environment(),
-    )
+    shown = invoke("config", "show", "model.timeout", "model.max_tokens", env=environment())
     assert shown.stdout.splitlines() == [
         "# user config: none (LLM_IDE_CONFIG=off)",
         "model.timeout: 600.0  # bundled default.yaml",
