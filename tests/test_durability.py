@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -60,7 +61,8 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 
 def setup_run(tmp_path: Path, steps: list[str] = STEPS) -> tuple[Path, list[str]]:
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
-    (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
+    mark = f"LLM_IDE_TEST_MARK: {tmp_path.name}-{os.getpid()}"  # in the environment of the run's commands
+    (tmp_path / "no-tools.yaml").write_text(f"environment:\n  tools: []\n  env: {{{mark}}}\n")
     model = write_script(tmp_path / "script.yaml", steps)
     args = ["run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T"]
     args += ["--output", str(tmp_path / "out"), "--config", str(tmp_path / "no-tools.yaml")]
@@ -206,9 +208,28 @@ def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:
     wait_for(repo / "waiting", first)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    commands_gone(tmp_path)  # the waiting command dies with the run, a moment later: before the test says `go`
     saved = (tmp_path / "out" / "T.traj.json").read_bytes()
     assert json.loads(saved)["info"]["n_operations"] == 1
     return repo, args, saved
+
+
+def commands_gone(tmp_path: Path, seconds: float = 60) -> None:
+    """Until no process carries the run's mark (setup_run) in its environment: its commands are gone."""
+    mark = f"LLM_IDE_TEST_MARK={tmp_path.name}-{os.getpid()}".encode()
+    deadline = time.monotonic() + seconds
+    while any(mark in environ for environ in environments()):
+        assert time.monotonic() < deadline, "a command of the killed run is still alive"
+        time.sleep(0.05)
+
+
+def environments() -> list[bytes]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):  # ended meanwhile
+                found.append((entry / "environ").read_bytes())
+    return found
 
 
 def corrupt(database: Path, how: str) -> None:
