@@ -1,7 +1,7 @@
 """Shared test helpers and the isolation every test gets (tests/README.md: how tests run, in-process or as a child).
 
 Each test runs with its own XDG_CONFIG_HOME (empty: no user config reaches it) and none of the caller's LLM_IDE_*,
-provider key, endpoint or tracing variables; caches that are content-keyed and locked (the tools' builds, uv's,
+provider key, endpoint or tracing variables, nor xdist's PYTEST_XDIST_*; caches that are content-keyed and locked (the tools' builds, uv's,
 pip's: XDG_CACHE_HOME) are one folder for the whole session, shared by its xdist workers and never the user's.
 """
 
@@ -87,14 +87,16 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"{spent:7.2f}s cpu  {nodeid}")
 
 
-LEAKY = ("LLM_IDE_", "OPENAI_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_")  # the caller's shell must not steer a test
+# the caller's shell must not steer a test, nor xdist's worker variables the programs a run starts (a pytest there
+# would take itself for a worker)
+LEAKY = ("LLM_IDE_", "OPENAI_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_", "PYTEST_XDIST_")
 
 
 @pytest.fixture(scope="session")
-def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def session_cache(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """XDG_CACHE_HOME for the session: under the run's base temp folder, which xdist's workers share."""
     base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "session-cache"
+    root = (base.parent if hasattr(request.config, "workerinput") else base) / "session-cache"
     root.mkdir(exist_ok=True)
     return root
 
