@@ -1,8 +1,11 @@
 """Shared test helpers and the isolation every test gets (tests/README.md: how tests run, in-process or as a child).
 
 Each test runs with its own XDG_CONFIG_HOME (empty: no user config reaches it) and none of the caller's LLM_IDE_*,
-provider key, endpoint or tracing variables, nor xdist's PYTEST_XDIST_*; caches that are content-keyed and locked (the tools' builds, uv's,
-pip's: XDG_CACHE_HOME) are one folder for the whole session, shared by its xdist workers and never the user's.
+provider key, endpoint or tracing variables, nor xdist's PYTEST_XDIST_*. A pytest that a test's run starts (the
+agent testing a project) loads none of this venv's plugins (PYTEST_DISABLE_PLUGIN_AUTOLOAD: a project's own venv
+would not hold them, and they cost 1-2 s of CPU per start). Caches that are content-keyed and locked (the tools'
+builds, uv's, pip's: XDG_CACHE_HOME) are one folder for the whole session, shared by its xdist workers and never the
+user's.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
         monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
     monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # a pytest a run starts: not this venv's plugins
 
 
 def in_ci() -> bool:
