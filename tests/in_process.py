@@ -23,12 +23,13 @@ import contextlib
 import io
 import logging
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 THREAD_GRACE = 60.0  # seconds for the threads a command started to end once it returned (a child would wait too)
@@ -46,10 +47,32 @@ def invoke(
     from llm_ide.cli import app, extra_app
 
     entry = extra_app if program == "mini-extra" else app
+    return called(lambda: entry(list(args)), program, args, cwd, env, input)
+
+
+def run_script(
+    path: Path, *args: str, cwd: Path | str | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python PATH *args` (one of scripts/, run as `__main__` with its folder first on sys.path) as if a child."""
+    sys.path.insert(0, str(path.parent))
+    try:
+        return called(lambda: runpy.run_path(str(path), run_name="__main__"), str(path), args, cwd, env, None)
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+def called(
+    call: Callable[[], object],
+    program: str,
+    args: tuple[str, ...],
+    cwd: Path | str | None,
+    env: Mapping[str, str] | None,
+    input: str | None,
+) -> subprocess.CompletedProcess[str]:
     out, err = streams(), streams()
     before = set(threading.enumerate())
     with process_state(program, args, cwd, env, input or "", out, err):
-        code = exit_code(lambda: entry(list(args)), err)
+        code = exit_code(call, err)
     started = [thread for thread in threading.enumerate() if thread not in before]
     for thread in started:
         if not thread.daemon:
@@ -68,9 +91,9 @@ def text(stream: io.TextIOWrapper) -> str:
     return stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
 
 
-def exit_code(call: object, err: io.TextIOWrapper) -> int:
+def exit_code(call: Callable[[], object], err: io.TextIOWrapper) -> int:
     try:
-        call()  # type: ignore[operator]
+        call()
     except SystemExit as exit:
         if exit.code is None or isinstance(exit.code, int):
             return exit.code or 0
