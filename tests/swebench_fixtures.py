@@ -387,6 +387,14 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> TinyDataset:
     return TinyDataset(path, rows, client)
 
 
+def containers_held_by(client: Any, prefix: str, pid: int) -> list[str]:
+    """The containers of runs whose id starts with `prefix` that process `pid` holds (a batch started as a child)."""
+    from llm_ide.environments.docker.cleanup import PID_LABEL
+
+    containers = client.api.containers(all=True, filters={"label": [f"{PID_LABEL}={pid}"]})
+    return [c["Names"][0] for c in containers if c["Labels"].get("llm-ide.run-id", "").startswith(prefix)]
+
+
 def leftover_containers(client: Any, prefix: str, *, anyones: bool = False) -> list[str]:
     """Labelled containers of runs whose id starts with `prefix` (one listing call: no race with removal) that this
     process still holds or whose own process is gone: what the test's runs, in-process or killed children, left.

@@ -17,6 +17,7 @@ from in_process import invoke
 from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
     FIX_COMMAND,
     TinyDataset,
+    containers_held_by,
     leftover_containers,
     tiny_dataset,
     write_config,
@@ -225,7 +226,7 @@ def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDat
     output = tmp_path / "out"
     args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=2)
     batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    wait_for(lambda: len(leftover_containers(tiny_dataset.client, "demo__")) == 2)
+    wait_for(lambda: len(containers_held_by(tiny_dataset.client, "demo__", batch.pid)) == 2)
     time.sleep(1)  # both runs are inside their 8 s command now
     batch.send_signal(signal.SIGINT)
     time.sleep(0.5)

@@ -58,7 +58,7 @@ def dataset(root: Path, count: int) -> tuple[Path, list[dict[str, Any]]]:
     for row in rows:
         if not (row.get("image_name") or row.get("image")):
             row["image_name"] = official_image(row["instance_id"])
-        row["instance_id"] = row["instance_id"].replace("demo__", f"{PREFIX}__", anyones=True)
+        row["instance_id"] = row["instance_id"].replace("demo__", f"{PREFIX}__")
     path = root / "ray.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path, rows
