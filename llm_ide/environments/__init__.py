@@ -1,12 +1,13 @@
 """Where the agent's commands run: a registry of environment kinds, each a class that declares its capabilities
 (what the rest of the program asks instead of its name) and builds itself from the `environment` settings. A kind is
-loaded when it is first looked up in KINDS: a local run, `--help` and completion never import the docker SDK."""
+loaded when it is first looked up (KINDS, or `LocalEnvironment` from this package): a local run never imports the
+docker SDK, `--help` and completion no kind at all."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.environments.base import (
     Capabilities,
@@ -17,10 +18,10 @@ from llm_ide.environments.base import (
     FileSource,
     OutsideRepository,
 )
-from llm_ide.environments.local import LocalEnvironment
 from llm_ide.errors import UsageError
 
 if TYPE_CHECKING:
+    from llm_ide.environments.local import LocalEnvironment
     from llm_ide.settings import EnvironmentSettings
 
 __all__ = [
@@ -39,11 +40,24 @@ __all__ = [
 ]
 
 
+def local_environment() -> type[Environment]:
+    """The local kind (its output templates and settings: a tenth of a second the command line's help spares)."""
+    from llm_ide.environments.local import LocalEnvironment
+
+    return LocalEnvironment
+
+
 def docker_environment() -> type[Environment]:
     """The docker kind, imported for the runs that ask for it (the docker SDK and `requests` take a quarter second)."""
     from llm_ide.environments.docker.container import DockerEnvironment
 
     return DockerEnvironment
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LocalEnvironment":
+        return local_environment()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Kinds(Mapping[str, type[Environment]]):
@@ -62,7 +76,7 @@ class Kinds(Mapping[str, type[Environment]]):
         return len(self.loaders)
 
 
-KINDS: Mapping[str, type[Environment]] = Kinds({"local": lambda: LocalEnvironment, "docker": docker_environment})
+KINDS: Mapping[str, type[Environment]] = Kinds({"local": local_environment, "docker": docker_environment})
 
 
 def environment_kind(name: str) -> type[Environment]:
