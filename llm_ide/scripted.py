@@ -44,7 +44,7 @@ class ScriptedModel:
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
         prompt = text_of(messages)
-        with observed(self.listener, self.name, len(prompt)) as call:
+        with observed(self.listener, self.name, estimate_tokens(prompt)) as call:
             with self._lock:
                 position, self.position = self.position, self.position + 1
             if position >= len(self.responses):

@@ -11,6 +11,7 @@ from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.conversation import replies_for
 from llm_ide.environments import Environment, make_environment
+from llm_ide.environments.live import CommandListener
 from llm_ide.models import Model, get_model
 from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.settings import CoreSettings
@@ -77,10 +78,12 @@ def build_context(
     intents: IntentLog | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
     on_model_call: CallListener | None = None,
+    on_command: CommandListener | None = None,
     variants: Variants | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
-    opens once the tools are in; `on_model_call` is told of each model call as it happens."""
+    opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
+    the agent's commands as it runs."""
     models = RunModels(settings, on_model_call)
     model = models.agent(model_spec, base_url, replies_for(settings).prepare)  # a bad model fails before any tool
     env = env or make_environment(settings.environment, repo, run_id, image)
@@ -89,7 +92,7 @@ def build_context(
     ctx = AgentContext(
         settings=settings,
         model=model,
-        codebase=Codebase.for_settings(env, settings, tool_commands=commands),
+        codebase=Codebase.for_settings(env, settings, tool_commands=commands, on_command=on_command),
         tool_usage=usage,
         policy=CallPolicy(record_call, cost_budget, settings.agent.max_reply_chars, settings.templates),
         intents=intents,
