@@ -127,7 +127,7 @@ def process_state(
             os.chdir(cwd)
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
         sys.stdout, sys.stderr = out, err
-        with fresh_logging(), console_width():
+        with fresh_logging(), console_width(), said_once():
             yield
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved_streams
@@ -150,6 +150,27 @@ def fresh_logging() -> Iterator[None]:
         yield
     finally:
         root.handlers, root.level, ours.handlers, ours.level = saved
+
+
+@contextlib.contextmanager
+def said_once() -> Iterator[None]:
+    """What a process warns about once (a model's missing usage or price, an endpoint that does not stream, the
+    missing sandbox) is unsaid at a child's start: the call starts with none said, the test's own are put back."""
+    from llm_ide import models
+    from llm_ide.environments import sandbox
+
+    with models._warned_lock:
+        saved = set(models._warned)
+        models._warned.clear()
+    unsandboxed = sandbox._warned
+    sandbox._warned = False
+    try:
+        yield
+    finally:
+        with models._warned_lock:
+            models._warned.clear()
+            models._warned.update(saved)
+        sandbox._warned = unsandboxed
 
 
 @contextlib.contextmanager

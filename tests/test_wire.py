@@ -19,7 +19,7 @@ from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
-from llm_ide.models import LOCAL_MAX_TOKENS, get_model
+from llm_ide.models import LOCAL_MAX_TOKENS, get_model, warn_once
 
 MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug."}]
 REPLIES = single_call(FIX_SCRIPT)
@@ -168,6 +168,7 @@ def test_a_model_name_the_endpoint_does_not_list_is_one_line_before_anything_sta
 def test_streamed_replies_without_usage_are_marked_estimated_in_calls_model_stats_and_the_console(
     tmp_path: Path,
 ) -> None:
+    warn_once("usage", "gpt-test", "said in the test's process before: the run is a process of its own")
     with OpenAIServer(replies=REPLIES, stream_usage=False) as server:
         result = run(cli(tmp_path, server.url, "-v"))
     assert result.returncode == 0, result.stdout + result.stderr
