@@ -82,12 +82,23 @@ class SectionCaps(Strict):
     latest: PositiveInt
 
 
+class PriceSettings(Strict):
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None  # left out: the input price
+    cache_write: NonNegativeFloat | None = None
+
+
 class MemorySettings(Strict):
     alpha: float
     beta: float
     gamma: float = Field(gt=0, le=1)
     threshold: float
     context_budget_chars: PositiveInt
+    whole_file_chars: NonNegativeInt  # the files last read or written whole, shown whole beside the budget (0: none)
     history_max: PositiveInt
     history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
@@ -96,7 +107,10 @@ class MemorySettings(Strict):
     prompt_budget_chars: PositiveInt
     renew_at_chars: PositiveInt
     renew_ratio: PositiveFloat  # a renewal once the re-reads it saves have cost this many times its price
-    cached_price: float = Field(gt=0, le=1)  # a cached prompt character's price, an uncached one's being 1
+    unpriced: (
+        PriceSettings  # the prices a renewal is weighed with for a model `model.prices` gives none (or a free one)
+    )
+    overspend: NonNegativeFloat  # how far above full history's bill so far a renewal may take the memory's (a share)
     section_max_chars: SectionCaps
 
 
@@ -131,16 +145,6 @@ class EnvironmentSettings(Strict):
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
     tools: list[str]
-
-
-class PriceSettings(Strict):
-    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
-    `cache_write` (the input price when left out)."""
-
-    input: NonNegativeFloat
-    output: NonNegativeFloat
-    cache_read: NonNegativeFloat | None = None  # left out: the input price
-    cache_write: NonNegativeFloat | None = None
 
 
 class ModelSettings(Strict):
