@@ -42,7 +42,9 @@ Model = TypeVar("Model", bound=BaseModel)
 class Strict(BaseModel):
     """Every settings section: unknown keys, and values of the wrong type ("10" for a number), are errors."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True, defer_build=True
+    )
 
 
 class BundledTemplates(Strict):

@@ -1,13 +1,25 @@
+"""Shared test helpers and the isolation every test gets (tests/README.md: how tests run, in-process or as a child).
+
+Each test runs with its own XDG_CONFIG_HOME (empty: no user config reaches it) and none of the caller's LLM_IDE_*,
+provider key, endpoint or tracing variables, nor xdist's PYTEST_XDIST_*. A pytest that a test's run starts (the
+agent testing a project) loads none of this venv's plugins (PYTEST_DISABLE_PLUGIN_AUTOLOAD: a project's own venv
+would not hold them, and they cost 1-2 s of CPU per start). Caches that are content-keyed and locked (the tools'
+builds, uv's, pip's: XDG_CACHE_HOME) are one folder for the whole session, shared by its xdist workers and never the
+user's.
+"""
+
 from __future__ import annotations
 
 import os
 import pty
+import resource
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -20,6 +32,85 @@ def pytest_configure(config: pytest.Config) -> None:
     children would never see theirs. A handler of our own becomes the default again in every child."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+CPU_START = pytest.StashKey[float]()
+SPENT: list[tuple[float, str]] = []  # (CPU seconds, test id) of every test, gathered where the run reports
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cost", "what each test costs in CPU: its process and the children it waited for")
+    group.addoption(
+        "--cpu-limit",
+        type=float,
+        metavar="SECONDS",
+        help="fail a test outside `slow` that uses more CPU seconds than this (setup, call and teardown)",
+    )
+    group.addoption("--cpu-durations", type=int, default=0, metavar="N", help="list the N tests that used most CPU")
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    item.stash[CPU_START] = cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """At teardown: the test's CPU on its report (xdist carries it to the controller); over --cpu-limit, outside
+    `slow`, the teardown fails with the test's name and its figure."""
+    outcome = yield
+    if call.when != "teardown":
+        return
+    report, spent = outcome.get_result(), cpu_seconds() - item.stash[CPU_START]
+    report.user_properties.append(("cpu_seconds", spent))
+    limit = item.config.getoption("cpu_limit")
+    if limit is not None and spent > limit and report.passed and item.get_closest_marker("slow") is None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} used {spent:.1f} s of CPU, over --cpu-limit={limit:g} for a test outside `slow`: "
+            "make it cheaper (tests/README.md) or mark it slow"
+        )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SPENT.extend((value, report.nodeid) for key, value in report.user_properties if key == "cpu_seconds")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    count = config.getoption("cpu_durations")
+    if count and SPENT:
+        terminalreporter.write_sep("=", f"{count} tests that used most CPU ({sum(s for s, _ in SPENT):.0f} s in all)")
+        for spent, nodeid in sorted(SPENT, reverse=True)[:count]:
+            terminalreporter.write_line(f"{spent:7.2f}s cpu  {nodeid}")
+
+
+# the caller's shell must not steer a test, nor xdist's worker variables the programs a run starts (a pytest there
+# would take itself for a worker)
+LEAKY = ("LLM_IDE_", "OPENAI_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_", "PYTEST_XDIST_")
+
+
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """XDG_CACHE_HOME for the session: under the run's base temp folder, which xdist's workers share."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if hasattr(request.config, "workerinput") else base) / "session-cache"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> None:
+    for name in [name for name in os.environ if name.startswith(LEAKY)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # a pytest a run starts: not this venv's plugins
 
 
 def in_ci() -> bool:

@@ -387,7 +387,24 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> TinyDataset:
     return TinyDataset(path, rows, client)
 
 
-def leftover_containers(client: Any, prefix: str) -> list[str]:
-    """Labelled containers of runs whose id starts with `prefix` (one listing call: no race with removal)."""
-    containers = client.api.containers(all=True, filters={"label": "llm-ide.run-id"})
+def containers_held_by(client: Any, prefix: str, pid: int) -> list[str]:
+    """The containers of runs whose id starts with `prefix` that process `pid` holds (a batch started as a child)."""
+    from llm_ide.environments.docker.cleanup import PID_LABEL
+
+    containers = client.api.containers(all=True, filters={"label": [f"{PID_LABEL}={pid}"]})
     return [c["Names"][0] for c in containers if c["Labels"].get("llm-ide.run-id", "").startswith(prefix)]
+
+
+def leftover_containers(client: Any, prefix: str, *, anyones: bool = False) -> list[str]:
+    """Labelled containers of runs whose id starts with `prefix` (one listing call: no race with removal) that this
+    process still holds or whose own process is gone: what the test's runs, in-process or killed children, left.
+    Another xdist worker's live runs of the same instances are theirs. `anyones`: every one (for a prefix no other
+    process uses, or runs whose processes outlive them: Ray's workers)."""
+    from llm_ide.environments.docker.cleanup import PID_LABEL, owner_alive
+
+    containers = client.api.containers(all=True, filters={"label": "llm-ide.run-id"})
+    ours = [c for c in containers if c["Labels"].get("llm-ide.run-id", "").startswith(prefix)]
+    left = [
+        c for c in ours if anyones or c["Labels"].get(PID_LABEL) == str(os.getpid()) or not owner_alive(c["Labels"])
+    ]
+    return [c["Names"][0] for c in left]

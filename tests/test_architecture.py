@@ -25,7 +25,8 @@ def test_the_package_keeps_its_targets() -> None:
     assert 0 < int(figures["reading_path_files"]) <= 8 and 0 < int(figures["reading_path_lines"]) <= 1000
     counts = measure()
     assert set(counts.variant_names) <= {"navigator", "sampling", "attempts", "coop", "mailbox", "reproduction"}
-    assert all(path.startswith(("__init__.py", "coop/__init__.py", "swebench/")) for path, _, _ in counts.local_imports)
+    seams = ("__init__.py", "coop/__init__.py", "swebench/", "environments/__init__.py")  # lazy facades and kinds
+    assert all(path.startswith(seams) for path, _, _ in counts.local_imports)
 
 
 def test_no_module_is_over_400_lines() -> None:

@@ -16,6 +16,7 @@ import yaml
 from agent_script import act, reflect
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide import run_attempts  # the Python API
@@ -112,8 +113,9 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
         assert "[1] bash: Applied." in call["prompt"]  # each candidate's reasoning summary
     else:
         assert chooser == []
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "inspect", str(result.trajectory_path)]
-    shown = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    inspected = invoke("inspect", str(result.trajectory_path))
+    assert inspected.returncode == 0, inspected.stderr
+    shown = inspected.stdout
     assert "attempt 1: submitted, score 3" in shown and "attempt 3: submitted, score 6 (chosen)" in shown
     assert f"chosen: attempt 3 ({by})" in shown
 
@@ -152,8 +154,8 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_the_command_
     first_traj = (tmp_path / "out" / "attempt1" / "T-attempt1.traj.json").read_bytes()
 
     go.touch()
-    resumed = llm_ide(*args, cwd=tmp_path)
-    output = resumed.communicate(timeout=180)[0].decode()
+    resumed = invoke(*args, cwd=tmp_path)
+    output = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, output
     assert "resuming run T: attempts [1] finished are kept" in output
     # the trail is outside the worktree: the killed command's first half is there twice (it ran again, as its
@@ -226,8 +228,8 @@ def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Pat
         killed = json.loads((tmp_path / "out" / f"attempt{number}" / f"P-attempt{number}.traj.json").read_text())
         assert killed["info"]["exit_status"] == "interrupted"
 
-    rerun = llm_ide(*args, cwd=tmp_path)
-    output = rerun.communicate(timeout=180)[0].decode()
+    rerun = invoke(*args, cwd=tmp_path)
+    output = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, output
     traj = json.loads((tmp_path / "out" / "P.traj.json").read_text())
     assert [(a["index"], a["exit_status"]) for a in traj["info"]["attempts"]] == [(1, "submitted"), (2, "submitted")]

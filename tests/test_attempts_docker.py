@@ -4,14 +4,13 @@ attempts.max=3 then `llm-ide evaluate --attempts` on the tiny local dataset."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
 from conftest import BASE_IMAGE, make_git_repo, require_docker
+from in_process import invoke
 from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
     FIX_COMMAND,
     WRONG_COMMAND,
@@ -25,7 +24,6 @@ from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-CLI = "from llm_ide.cli import app; app()"
 
 
 def test_parallel_attempts_in_docker_each_get_a_container_and_leave_none(tmp_path: Path) -> None:
@@ -60,11 +58,10 @@ def test_swebench_with_three_attempts_then_evaluate_attempts(tiny_dataset: TinyD
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": 3}}))
     output = tmp_path / "out"
-    run = subprocess.run(
-        [sys.executable, "-c", CLI, "swebench", "--subset", str(tiny_dataset.path), "--split", "test",
+    run = invoke(
+        "swebench", "--subset", str(tiny_dataset.path), "--split", "test",
          "--filter", "calc-1", "--model", f"scripted:{folder}/a{{attempt}}.yaml", "--output", str(output),
-         "--config", str(config)],
-        capture_output=True, text=True, timeout=900,
+         "--config", str(config),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     preds = json.loads((output / "preds.json").read_text())
@@ -73,10 +70,9 @@ def test_swebench_with_three_attempts_then_evaluate_attempts(tiny_dataset: TinyD
     assert traj["info"]["choice"] == {"attempt": 3, "by": "chooser", "reasons": "Candidate 2 fixes the off-by-one."}
     assert leftover_containers(tiny_dataset.client, "demo__calc-1") == []
 
-    evaluation = subprocess.run(
-        [sys.executable, "-c", CLI, "evaluate", str(output / "preds.json"), "--subset", str(tiny_dataset.path),
-         "--split", "test", "--attempts", "--output", str(tmp_path / "eval")],
-        capture_output=True, text=True, timeout=900,
+    evaluation = invoke(
+        "evaluate", str(output / "preds.json"), "--subset", str(tiny_dataset.path),
+         "--split", "test", "--attempts", "--output", str(tmp_path / "eval"),
     )  # fmt: skip
     assert evaluation.returncode == 0, evaluation.stdout + evaluation.stderr
     assert "pass@3 1/1 (100.0%) (any attempt resolved); chosen patch resolved 1/1 (100.0%)" in evaluation.stdout

@@ -7,17 +7,15 @@ import gzip
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 from agent_script import act, reflect
 from conftest import make_git_repo
-
-CLI = "from llm_ide.cli import app; app()"
+from in_process import invoke
 
 
 def llm_ide(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return invoke(*args, cwd=cwd)
 
 
 def run_args(tmp_path: Path, script: Path) -> list[str]:

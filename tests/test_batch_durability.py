@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from in_process import invoke
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide.swebench.store import OutputStore, StoreError, read_preds
@@ -21,9 +22,12 @@ CLI = "from llm_ide.cli import app; app()"
 def swebench(
     dataset: Path, model: str, config: Path, output: Path, failpoints: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints} if failpoints else dict(os.environ)
+    """The batch; with failpoints it kills itself: a child process, else in-process."""
     args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-w", "2"]
     args += ["-c", str(config), "-o", str(output)]
+    if not failpoints:
+        return invoke(*args)
+    env = {**os.environ, "LLM_IDE_FAILPOINTS": failpoints}
     return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env, timeout=600)
 
 

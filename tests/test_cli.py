@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
 from conftest import git, interrupt_when, make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
@@ -21,11 +23,12 @@ from llm_ide.config import load_config
 from llm_ide.run.single import run_task
 
 CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
+CLI_SOURCES = Path(__file__).resolve().parents[1] / "llm_ide" / "cli"
 WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done"
 
 
 def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+    return invoke(*args, cwd=cwd, env=env)
 
 
 def no_tools(tmp_path: Path, **model: object) -> Path:
@@ -62,6 +65,20 @@ def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path:
     assert undocumented == []
     assert "SPEC" not in result.stdout
     assert "../" not in result.stdout and "shared/" not in result.stdout  # no path outside the repository
+
+
+def test_the_defaults_help_shows_are_the_loaded_configs_values() -> None:
+    """--help reads them from the bundled YAML (no settings validated at start-up): each is the validated value."""
+    from llm_ide.cli.console import bundled_value
+
+    called = re.compile(r'config_default\(\s*"([^"]+)"(?:,\s*"([^"]+)")?\s*\)')
+    shown = {m.groups() for path in CLI_SOURCES.glob("*.py") for m in called.finditer(path.read_text())}
+    assert len(shown) >= 9, shown
+    for key, config in sorted(shown, key=str):
+        value: Any = load_config(config or "default")
+        for part in key.split("."):
+            value = getattr(value, part)
+        assert (key, config, bundled_value(key, config or "default")) == (key, config, value)
 
 
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import invoke
 from typer.testing import CliRunner
 
 from llm_ide.cli import app
@@ -24,14 +24,7 @@ BOX = b"""class Box:
 
 
 def context(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`llm-ide context ...` in a real process."""
-    return subprocess.run(
-        [sys.executable, "-c", "from llm_ide.cli import app; app()", "context", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return invoke("context", *args, cwd=cwd)
 
 
 def context_in_process(cwd: Path, *args: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:

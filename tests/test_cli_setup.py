@@ -14,6 +14,7 @@ import pytest
 import yaml
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 
 from llm_ide import __version__
 
@@ -87,7 +88,7 @@ def user_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def show(env: dict[str, str], *args: str) -> tuple[int, list[str], str]:
-    done = run(sys.executable, "-m", "llm_ide", "config", "show", *args, env=env)
+    done = invoke("config", "show", *args, env=env)
     return done.returncode, done.stdout.splitlines(), done.stderr
 
 
@@ -134,11 +135,11 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
         tmp_path / "s.yaml", [act("Look.", "bash", command="ls"), reflect(False, "ok"), act("Go.", "submit")]
     )
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "no-tools.yaml")]
-    done = run(sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "out"), env=user_env(tmp_path))
+    done = invoke(*args, "--output", str(tmp_path / "out"), env=user_env(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "step_limit after 1 model calls" in done.stdout
     config.write_text("agent: {step_limit: 0}\n")  # 0: no limit
-    again = run(sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "o2"), env=user_env(tmp_path))
+    again = invoke(*args, "--output", str(tmp_path / "o2"), env=user_env(tmp_path))
     assert again.returncode == 0 and "submitted after 2 model calls" in again.stdout, again.stdout + again.stderr
 
 

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import in_terminal, make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer
 
 REPLIES = single_call(FIX_SCRIPT)
 FIRST_THOUGHT = "Read the cart's total[1](shop/cart.py:11)."
+CLI = [sys.executable, "-m", "llm_ide"]  # a terminal: a child of its own
 ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -27,7 +29,7 @@ def command(folder: Path, url: str, model: str, *extra: str) -> list[str]:
     )
     run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
     run += ["--model", model, "--base-url", url, "--thread-id", "t", "--output", str(folder / "out")]
-    return [sys.executable, "-m", "llm_ide", *run, *extra]
+    return [*run, *extra]
 
 
 def environment() -> dict[str, str]:
@@ -35,8 +37,8 @@ def environment() -> dict[str, str]:
     return {**env, "COLUMNS": "200", "TERM": "xterm-256color", "LLM_IDE_CONFIG": "off"}
 
 
-def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, env=environment(), timeout=300)
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return invoke(*args, env=environment())
 
 
 def test_each_step_shows_its_reasoning_and_the_cost_so_far(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_warnings_and_retries_land_on_their_own_lines_while_the_live_line_is_up(
     """On a terminal: the price warning (before the run), then a 429 answered while the spinner turns: each is a
     line of its own, above the live line, never glued to it."""
     with OpenAIServer(replies=[429, *REPLIES], latency=0.4) as server:
-        status, text = in_terminal(command(tmp_path, server.url, "local/qwen2.5-coder"), environment())
+        status, text = in_terminal([*CLI, *command(tmp_path, server.url, "local/qwen2.5-coder")], environment())
     assert status == 0, text.decode(errors="replace")
     assert text.count(b"has no price") == 1
     retry = re.search(rb"model local/qwen2\.5-coder: [^\r\n]*429[^\r\n]*retry 1/2", text)
@@ -87,19 +89,19 @@ def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None
         result = run(command(tmp_path / "one", server.url, "gpt-4o-mini"))
     assert result.returncode == 0, result.stdout + result.stderr
     trajectory = str(tmp_path / "one" / "out" / "t.traj.json")
-    full = run([sys.executable, "-m", "llm_ide", "inspect", "--full", trajectory])
+    full = run(["inspect", "--full", trajectory])
     assert full.returncode == 0, full.stderr
     lines = full.stdout.splitlines()
     start = lines.index("rejected replies (format errors): 1")
     assert lines[start + 1].startswith("✗ call 0 (step 0, act): Your response could not be used: missing the action")
     assert lines[start + 2] == f"    {garbage}"
-    plain = run([sys.executable, "-m", "llm_ide", "inspect", trajectory])
+    plain = run(["inspect", trajectory])
     assert "rejected replies" not in plain.stdout
 
     with OpenAIServer(replies=["one", "two", "three"]) as server:
         ended = run(command(tmp_path / "two", server.url, "gpt-4o-mini"))
     assert ended.returncode == 1 and "format_error after 3 model calls" in ended.stdout, ended.stdout + ended.stderr
-    full = run([sys.executable, "-m", "llm_ide", "inspect", "--full", str(tmp_path / "two" / "out" / "t.traj.json")])
+    full = run(["inspect", "--full", str(tmp_path / "two" / "out" / "t.traj.json")])
     rejected = [line for line in full.stdout.splitlines() if line.startswith("✗ call ")]
     assert [line.split(":", 1)[0] for line in rejected] == [f"✗ call {i} (step 0, act)" for i in range(3)]
     assert all("Your response could not be used" in line for line in rejected[:2])

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import git, make_git_repo, require_bwrap
+from in_process import invoke
 
 from llm_ide.actions import Codebase, execute_action
 from llm_ide.codeview import CodeView
@@ -304,7 +305,7 @@ def test_a_run_whose_git_goes_ends_with_environment_error_and_keeps_its_work(
     args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
     args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g"]
     args += ["--reproduction", str(tmp_path / "reproduce.sh")] if who != "command" else []
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *args], capture_output=True, text=True, timeout=300)
+    done = invoke(*args)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "environment_error after" in done.stdout
     assert (

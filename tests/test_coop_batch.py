@@ -4,18 +4,16 @@ evaluate` over the folder of runs; the Python API's summary of the same results.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
 import yaml
+from in_process import invoke
 from test_coop_evaluate import build_task
 from test_coop_messages import pair_scripts
 
 from llm_ide.coop import collect, summarize
-
-CLI = "from llm_ide.cli import app; app()"
 
 
 @pytest.mark.slow
@@ -27,9 +25,6 @@ def test_batch_over_pairs_and_settings_summarizes_pass_and_conflict_rates(tmp_pa
     (tmp_path / "coop.yaml").write_text(yaml.safe_dump({"execution": {"lockstep": True}}))
     out = tmp_path / "out"
     command = [
-        sys.executable,
-        "-c",
-        CLI,
         "coop",
         "run",
         str(task),
@@ -48,7 +43,7 @@ def test_batch_over_pairs_and_settings_summarizes_pass_and_conflict_rates(tmp_pa
         "--coop-config",
         str(tmp_path / "coop.yaml"),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env={"COLUMNS": "160", **_env()})
+    done = invoke(*command, env={**os.environ, "COLUMNS": "160"})
     assert done.returncode == 0, done.stdout + done.stderr
     for line in (
         "pair 1,2 coop k=0: clean, both pass",
@@ -78,15 +73,8 @@ def test_batch_over_pairs_and_settings_summarizes_pass_and_conflict_rates(tmp_pa
         assert (graded["merge"]["conflict_sections"] > 0) is conflicted
 
     (out / "demo_task7_f1_f2_coop_k0" / "eval.json").unlink()  # graded again by `coop evaluate` over the folder
-    again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(out)], capture_output=True, text=True,
-                           timeout=900, env={"COLUMNS": "160", **_env()})  # fmt: skip
+    again = invoke("coop", "evaluate", str(out), env={**os.environ, "COLUMNS": "160"})
     assert again.returncode == 0, again.stdout + again.stderr
     assert "4 pairs graded" in again.stdout and "2/4 (50%)" in again.stdout
     assert json.loads((out / "demo_task7_f1_f2_coop_k0" / "eval.json").read_text())["both_passed"] is True
     assert json.loads((out / "summary.json").read_text()) == summary
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import git, make_git_repo
+from in_process import invoke
 
 from llm_ide.coop.evaluate import drop_test_files, evaluate_pair, merge_pair
 from llm_ide.coop.task import CoopError, checkout_base, load_task, parse_pairs
 
-CLI = "from llm_ide.cli import app; app()"
 CORE = "def one():\n    return 1\n\n\ndef two():\n    return 2\n"
 RUN_TESTS = """#!/bin/bash
 set -e
@@ -26,7 +25,7 @@ python -m pytest tests -q -p no:cacheprovider 2>&1
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=600)
+    return invoke(*args)
 
 
 def diff_of(repo: Path, files: dict[str, str]) -> str:

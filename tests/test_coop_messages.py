@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_script import act, reflect
+from in_process import invoke
 from test_coop_evaluate import build_task
 from test_coop_run import TWO, scripts
 
@@ -19,7 +19,6 @@ from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import load_coop_settings
 from llm_ide.coop.task import load_task
 
-CLI = "from llm_ide.cli import app; app()"
 NOTE = "I append three() to pkg/core.py: keep out of it, put four() in pkg/extra.py"
 LATER = "pkg/core.py is done: three() is at its end"
 EXTRA = "def four():\n    return 4\n"
@@ -99,9 +98,9 @@ def test_agent_one_message_changes_agent_two_action(tmp_path: Path) -> None:
     assert "+def four():" in (folder / "patch_agent2.patch").read_text()
     assert "pkg/core.py" not in (folder / "patch_agent2.patch").read_text()
     trajectory = folder / "agent2-run" / "agent2.traj.json"
-    shown = subprocess.run([sys.executable, "-c", CLI, "inspect", str(trajectory)], capture_output=True, text=True)
+    shown = invoke("inspect", str(trajectory))
     assert f"message before operation 2, from agent 1: {LATER}" in shown.stdout, shown.stderr
-    page = subprocess.run([sys.executable, "-c", CLI, "inspect", str(trajectory), "--html"], capture_output=True)
+    page = invoke("inspect", str(trajectory), "--html")
     assert page.returncode == 0, page.stderr
     html = (folder / "agent2-run" / "agent2.html").read_text()
     assert "before operation 1, from agent 1: I append three() to pkg/core.py" in html
@@ -143,7 +142,6 @@ def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_
     on a gate file: the whole run is SIGKILLed there and run again; the message is neither sent nor received twice."""
     import os
     import signal
-    import subprocess
 
     import yaml
     from test_coop_run import coop_run

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect
+from in_process import invoke
 from langgraph.checkpoint.memory import InMemorySaver
 from test_coop_evaluate import build_task
 
@@ -97,11 +98,16 @@ def test_planner_at_the_turn_limit_gets_a_forced_plan(tmp_path: Path) -> None:
     assert turns[0]["observation"] == "core.py:1: def two():"
 
 
-def coop_run(task: Path, source: Path, model: str, out: Path, *extra: str, **popen: object) -> subprocess.Popen[str]:
+def coop_args(task: Path, source: Path, model: str, out: Path, *extra: str) -> list[str]:
     config = out.parent / "agent.yaml"
     config.write_text(yaml.safe_dump({"environment": {"tools": []}}))
-    command = [sys.executable, "-c", CLI, "coop", "run", str(task), "--pair", "1,2", "--model", model,
-               "--repo-source", str(source), "-o", str(out), "--config", str(config), *extra]  # fmt: skip
+    return ["coop", "run", str(task), "--pair", "1,2", "--model", model,
+            "--repo-source", str(source), "-o", str(out), "--config", str(config), *extra]  # fmt: skip
+
+
+def coop_run(task: Path, source: Path, model: str, out: Path, *extra: str, **popen: object) -> subprocess.Popen[str]:
+    """`coop run` as a child process: one to kill."""
+    command = [sys.executable, "-c", CLI, *coop_args(task, source, model, out, *extra)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
@@ -117,9 +123,8 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
         run_2=[act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
                act("Go.", "submit")],
     )  # fmt: skip
-    process = coop_run(task, source, model, tmp_path / "out")
-    stdout, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stdout + stderr
+    done = invoke(*coop_args(task, source, model, tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
     folder = tmp_path / "out" / "demo_task7_f1_f2_coop_k0"
     result = json.loads((folder / "eval.json").read_text())
     assert (result["merge"]["status"], result["both_passed"], result["setting"], result["k"]) == (
@@ -139,12 +144,12 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     task_text = json.loads((folder / "agent2-run" / "agent2.traj.json").read_text())["task"]
     assert task_text.startswith("Add `four`.\n\n## Plan\nCreate pkg/extra.py with four()\n")
     assert "## Agent 1\n" in task_text and '`<send_message>{"message": "<text>"}</send_message>`' in task_text
-    assert "pair 1,2 coop k=0: clean, both pass (planning " in stdout and "1/1 (100%)" in stdout
+    assert "pair 1,2 coop k=0: clean, both pass (planning " in done.stdout and "1/1 (100%)" in done.stdout
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())["by_setting"]["coop"]
     assert {k: summary[k] for k in ("pairs", "passed", "conflicts", "pass_rate", "conflict_rate")} == {
         "pairs": 1, "passed": 1, "conflicts": 0, "pass_rate": 1.0, "conflict_rate": 0.0}  # fmt: skip
     (folder / "eval.json").unlink()
-    again = subprocess.run([sys.executable, "-c", CLI, "coop", "evaluate", str(folder)], capture_output=True, text=True)
+    again = invoke("coop", "evaluate", str(folder))
     assert again.returncode == 0, again.stderr
     assert "merge clean, both passed: yes" in again.stdout
     regraded = json.loads((folder / "eval.json").read_text())
@@ -234,9 +239,8 @@ def test_scripted_coop_run_on_the_shared_task_grades_like_gold(shared_dir: Path,
         run_1=reference_edits(repo, task.feature(1).patch),
         run_2=reference_edits(repo, task.feature(2).patch),
     )  # fmt: skip
-    process = coop_run(folder, bundle, model, tmp_path / "out")
-    stdout, stderr = process.communicate(timeout=1800)
-    assert process.returncode == 0, stderr
+    done = invoke(*coop_args(folder, bundle, model, tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "out" / "samuelcolvin_dirty_equals_task43_f1_f2_coop_k0" / "eval.json").read_text())
     patches = (task.feature(1).patch.read_text(), task.feature(2).patch.read_text())
     gold = evaluate_pair(task, (1, 2), patches, bundle, tmp_path / "gold")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
+from in_process import invoke
 
 from llm_ide.config import load_config
 from llm_ide.environments import EnvironmentFailure, FileSnapshot, make_environment
@@ -235,10 +236,9 @@ def test_cleanup_sweeps_only_this_users_leftovers_on_this_host_and_says_which(cl
     live = client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(run_id))
     for labels in others:
         client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=labels)
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "cleanup", "--run-id", run_id]
 
     def cleanup(*args: str) -> list[str]:
-        result = subprocess.run([*command, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        result = invoke("cleanup", "--run-id", run_id, *args, cwd=REPO_ROOT)
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
@@ -270,8 +270,7 @@ def test_missing_image_and_unreachable_engine_are_clear_errors(client, run_id: s
         make_environment(settings(), tmp_path / "absent", run_id, None, None)
     assert containers_of(client, run_id) == []
     unreachable = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "cleanup"]
-    result = subprocess.run(command, cwd=REPO_ROOT, env=unreachable, capture_output=True, text=True, timeout=60)
+    result = invoke("cleanup", cwd=REPO_ROOT, env=unreachable)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("error: the Docker engine is not reachable") and result.stderr.count("\n") == 1
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES
 from conftest import make_git_repo
+from in_process import invoke
 
 from llm_ide.config import load_config
 from llm_ide.errors import LlmIdeError, UsageError
@@ -98,13 +97,12 @@ def test_the_python_api_raises_the_line_the_command_line_prints(
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_command_line_prints_it_and_exits_2(tmp_path: Path, name: str) -> None:
-    """A real process: the exit status and stderr are the boundary being tested."""
     inputs, env, line = case(tmp_path, name)
-    argv = [sys.executable, "-m", "llm_ide", "run", "--repo", str(inputs["repo"]), "--task", "Fix Cart.total."]
+    argv = ["run", "--repo", str(inputs["repo"]), "--task", "Fix Cart.total."]
     argv += ["--model", inputs["model"], "--output", str(tmp_path / "out")]
     argv += ["--base-url", inputs["base_url"]] if "base_url" in inputs else []
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-    done = subprocess.run(argv, capture_output=True, text=True, env={**environ, **env, "LLM_IDE_CONFIG": "off"})
+    done = invoke(*argv, env={**environ, **env, "LLM_IDE_CONFIG": "off"})
     assert (done.returncode, done.stderr, done.stdout) == (2, f"error: {line}\n", "")
     untouched(tmp_path)
 
@@ -158,12 +156,7 @@ def test_a_limit_that_is_no_number_is_one_line_at_every_door(tmp_path: Path, val
     final = studio_run({"repo": str(repo), "model": "scripted:x.yaml", "config": {"agent": values}}, "doors-limit")
     assert (final["exit_status"], final["error"]) == ("error", line)
     option = "--cost-limit" if "cost_limit" in values else "--step-limit"
-    argv = [sys.executable, "-m", "llm_ide", "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml"]
-    done = subprocess.run(
-        [*argv, option, str(next(iter(values.values())))],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "LLM_IDE_CONFIG": "off"},
-    )
+    argv = ["run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml"]
+    done = invoke(*argv, option, str(next(iter(values.values()))), env={**os.environ, "LLM_IDE_CONFIG": "off"})
     assert (done.returncode, done.stderr) == (2, "error: " + line.replace("settings:", "command line:") + "\n")
     assert not (tmp_path / "o").exists()

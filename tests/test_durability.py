@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 
 STEPS = [
     act("First.", "bash", command="echo one >> trail.txt"),
@@ -46,6 +48,12 @@ def llm_ide(args: list[str], cwd: Path, failpoints: str = "", env: dict[str, str
     )
 
 
+def rerun(args: list[str], cwd: Path) -> tuple[int, str]:
+    """A run to its end (no failpoint, nothing to kill): in-process."""
+    done = invoke(*args, cwd=cwd)
+    return done.returncode, done.stdout + done.stderr
+
+
 def finish(process: subprocess.Popen) -> tuple[int, str]:
     output = process.communicate(timeout=180)[0].decode()
     return process.returncode, output
@@ -53,7 +61,8 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 
 def setup_run(tmp_path: Path, steps: list[str] = STEPS) -> tuple[Path, list[str]]:
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
-    (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
+    mark = f"LLM_IDE_TEST_MARK: {tmp_path.name}-{os.getpid()}"  # in the environment of the run's commands
+    (tmp_path / "no-tools.yaml").write_text(f"environment:\n  tools: []\n  env: {{{mark}}}\n")
     model = write_script(tmp_path / "script.yaml", steps)
     args = ["run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T"]
     args += ["--output", str(tmp_path / "out"), "--config", str(tmp_path / "no-tools.yaml")]
@@ -84,7 +93,7 @@ def test_kill_between_saved_writes_and_checkpoint_row_resumes(tmp_path: Path, hi
     repo, args = setup_run(tmp_path)
     code, output = finish(llm_ide(args, tmp_path, f"checkpoint.writes={hit}"))
     assert code == -signal.SIGKILL, output
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = assert_complete_run(tmp_path, repo)
     assert not any(o["observation"].startswith(STOPPED) for o in traj["operations"])
@@ -109,7 +118,7 @@ def test_kill_around_an_operation_leaves_its_effect_exactly_once(tmp_path: Path,
     repo, args = setup_run(tmp_path)
     code, output = finish(llm_ide(args, tmp_path, failpoint))
     assert code == -signal.SIGKILL, output
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = assert_complete_run(tmp_path, repo)
     hit = int(failpoint.split("=")[1])
@@ -131,7 +140,7 @@ def test_a_command_killed_half_way_is_undone_and_run_again(tmp_path: Path) -> No
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     (repo / "go").touch()
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = trajectory(tmp_path)
     assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Done."]
@@ -145,18 +154,18 @@ def test_killed_after_the_graph_ended_keeps_the_patch(tmp_path: Path) -> None:
     repo, args = setup_run(tmp_path)
     code, output = finish(llm_ide(args, tmp_path, "run.ended=1"))
     assert code == -signal.SIGKILL, output
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     assert_complete_run(tmp_path, repo)
 
 
 def test_truncated_trajectory_of_a_finished_run_keeps_the_patch(tmp_path: Path) -> None:
     repo, args = setup_run(tmp_path)
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     path = tmp_path / "out" / "T.traj.json"
     path.write_bytes(path.read_bytes()[:200])
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     assert_complete_run(tmp_path, repo)
 
@@ -182,7 +191,7 @@ def test_second_process_on_the_same_thread_exits_naming_the_first(tmp_path: Path
     repo, args = setup_run(tmp_path, WAITING_STEPS)
     first = llm_ide(args, tmp_path)
     wait_for(repo / "waiting", first)
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 2
     assert f"already being run by process {first.pid}" in output
     assert "Traceback" not in output and len(output.strip().splitlines()) == 1
@@ -199,9 +208,28 @@ def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:
     wait_for(repo / "waiting", first)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    commands_gone(tmp_path)  # the waiting command dies with the run, a moment later: before the test says `go`
     saved = (tmp_path / "out" / "T.traj.json").read_bytes()
     assert json.loads(saved)["info"]["n_operations"] == 1
     return repo, args, saved
+
+
+def commands_gone(tmp_path: Path, seconds: float = 60) -> None:
+    """Until no process carries the run's mark (setup_run) in its environment: its commands are gone."""
+    mark = f"LLM_IDE_TEST_MARK={tmp_path.name}-{os.getpid()}".encode()
+    deadline = time.monotonic() + seconds
+    while any(mark in environ for environ in environments()):
+        assert time.monotonic() < deadline, "a command of the killed run is still alive"
+        time.sleep(0.05)
+
+
+def environments() -> list[bytes]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):  # ended meanwhile
+                found.append((entry / "environ").read_bytes())
+    return found
 
 
 def corrupt(database: Path, how: str) -> None:
@@ -229,7 +257,7 @@ def test_corrupt_checkpoint_is_one_line_and_keeps_the_trajectory(tmp_path: Path,
     repo, args, saved = killed_mid_run(tmp_path)
     corrupt(tmp_path / "out" / "T.checkpoint.sqlite", how)
     (repo / "go").touch()
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 2, output
     assert len(output.strip().splitlines()) == 1 and output.startswith("error:"), output
     assert (tmp_path / "out" / "T.traj.json").read_bytes() == saved
@@ -241,7 +269,7 @@ def test_an_empty_object_line_in_the_calls_log_is_skipped(tmp_path: Path) -> Non
     with (tmp_path / "out" / "T.calls.jsonl").open("a") as handle:
         handle.write("{}\n[1, 2]\n")
     (repo / "go").touch()
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = trajectory(tmp_path)
     assert [c["index"] for c in traj["model_calls"]] == list(range(3))
@@ -273,7 +301,7 @@ def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tm
     saved = json.loads((small_disk / "out" / "T.traj.json").read_text())
     assert saved["info"]["exit_status"] in (None, "error")
     (small_disk / "filler").unlink()
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = json.loads((small_disk / "out" / "T.traj.json").read_text())
     assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Third.", "Done."]
@@ -290,7 +318,7 @@ def test_read_only_run_folder_is_one_line_and_keeps_everything(tmp_path: Path) -
     try:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], check=True, capture_output=True)
         (repo / "go").touch()
-        code, output = finish(llm_ide(args, tmp_path))
+        code, output = rerun(args, tmp_path)
     finally:
         subprocess.run(["umount", str(out)], capture_output=True)
     assert code == 2, output
@@ -310,7 +338,7 @@ def test_postgres_checkpoints_resume_after_kills_between_writes_and_checkpoint_r
             args += ["--checkpoint", url, "--thread-id", f"T{hit}"]
             code, output = finish(llm_ide(args, root, f"checkpoint.writes={hit}"))
             assert code == -signal.SIGKILL, output
-            code, output = finish(llm_ide(args, root))
+            code, output = rerun(args, root)
             assert code == 0, output
             (root / "out" / "T.traj.json").write_bytes((root / "out" / f"T{hit}.traj.json").read_bytes())
             traj = assert_complete_run(root, repo)
@@ -336,7 +364,7 @@ def test_output_folder_deleted_mid_run_is_one_line_and_the_rerun_resumes(tmp_pat
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "T.calls.jsonl.gz", "T.checkpoint.sqlite", "T.patch", "T.traj.json",
     ]  # fmt: skip
-    code, output = finish(llm_ide(args, tmp_path))
+    code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = trajectory(tmp_path)
     assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Done."]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import BASE_IMAGE, base_image_client, make_git_repo
+from in_process import invoke
 from swebench_fixtures import build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
 
@@ -21,15 +22,8 @@ from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`llm-ide ...` in a real process."""
-    return subprocess.run(
-        [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return invoke(*args, cwd=cwd)
 
 
 def assert_one_line(result: subprocess.CompletedProcess[str], expected: str) -> None:

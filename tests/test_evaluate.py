@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from in_process import invoke
 from swebench_fixtures import TinyDataset, leftover_containers, tiny_dataset  # noqa: F401 - fixture
 
 from llm_ide.config import load_config
@@ -256,11 +257,8 @@ def test_evaluate_resolved_unresolved_and_errors(tiny_dataset: TinyDataset, tmp_
     preds_path.write_text(
         json.dumps({k: {"instance_id": k, "model_name_or_path": "t", "model_patch": v} for k, v in preds.items()})
     )
-    result = subprocess.run(
-        [sys.executable, "-c", "from llm_ide.cli import app; app()", "evaluate", str(preds_path), "--subset",
-         str(tiny_dataset.path), "--workers", "2", "--output", str(tmp_path / "eval")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    args = ["evaluate", str(preds_path), "--subset", str(tiny_dataset.path), "--workers", "2"]
+    result = invoke(*args, "--output", str(tmp_path / "eval"))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert (report["resolved_ids"], report["unresolved_ids"], report["error_ids"]) == (

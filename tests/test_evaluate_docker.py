@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import BASE_IMAGE, base_image_client
+from in_process import invoke
 from swebench_fixtures import (
     _calc,
     build_image,
@@ -137,11 +137,7 @@ def build_calc_dataset(root: Path, client: Any) -> dict[str, Any]:
 
 
 def evaluate(dataset: Path, preds: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from llm_ide.cli import app; app()", "evaluate", str(preds), "--subset", str(dataset),
-         "--workers", "2", *extra],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    return invoke("evaluate", str(preds), "--subset", str(dataset), "--workers", "2", *extra)
 
 
 def test_reversed_forged_fuzzy_empty_unappliable_and_missing_runners(calc_dataset: dict[str, Any], tmp_path: Path):

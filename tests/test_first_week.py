@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, single_call, write_script
 from conftest import git, interrupt_when, make_git_repo, require_docker
+from in_process import invoke
 
 CLI = [sys.executable, "-m", "llm_ide"]
 HEAVY = ("langgraph", "langchain", "llm_ide.composition", "llm_ide.graph", "llm_ide.cli.run", "llm_ide.run")
@@ -30,8 +31,7 @@ EMPTY_NAME_FIX = act(
 
 
 def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "LLM_IDE_CONFIG": "off", "COLUMNS": "200", **(env or {})}
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, env=environ, timeout=600)
+    return invoke(*args, cwd=cwd, env={**os.environ, "LLM_IDE_CONFIG": "off", "COLUMNS": "200", **(env or {})})
 
 
 def one_line(result: subprocess.CompletedProcess[str], starts: str) -> None:
@@ -109,6 +109,50 @@ def test_version_help_and_completion_import_no_command(
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     assert "llm_ide.cli" in imported
     assert sorted(name for name in imported if name.startswith(HEAVY)) == []
+
+
+EVERY_HELP = """
+import os, sys
+import typer.main
+from llm_ide.cli import app
+
+def walk(command, prefix):
+    if hasattr(command, "list_commands"):
+        context = command.context_class(command)
+        return [line for name in sorted(command.list_commands(context))
+                for line in walk(command.get_command(context, name), [*prefix, name])]
+    return [prefix]
+
+commands = walk(typer.main.get_command(app), [])
+for argv in commands:
+    try:
+        app([*argv, "--help"])
+    except SystemExit as exit:
+        assert exit.code == 0, (argv, exit.code)
+os.environ.update(_LLM_IDE_COMPLETE="complete_bash", COMP_WORDS="llm-ide run --thou", COMP_CWORD="2")
+try:
+    app([])
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print(len(commands), sorted(name for name in sys.modules if name.startswith(tuple(sys.argv[1:]))))
+"""
+NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")
+NOT_FOR_HELP_OF_OURS = ("llm_ide.composition", "llm_ide.config", "llm_ide.graph", "llm_ide.run", "llm_ide.models")
+
+
+def test_every_commands_help_and_the_completion_of_an_option_import_no_agent_docker_http_or_tracing(
+    tmp_path: Path,
+) -> None:
+    """`llm-ide run --help` (and every command's), the completion of `run --thou`: the options and the bundled
+    config's defaults only; not the agent, the settings' validation, the docker SDK, an HTTP client or langsmith."""
+    argv = [sys.executable, "-c", EVERY_HELP, *NOT_FOR_HELP, *NOT_FOR_HELP_OF_OURS]
+    result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    count, imported = result.stdout.splitlines()[-1].split(" ", 1)
+    from llm_ide.cli import COMMANDS
+
+    assert (int(count) >= len(COMMANDS), imported) == (True, "[]"), result.stdout[-2000:]
+    assert "--thoughts" in result.stdout.splitlines()[-2]
 
 
 def test_the_listing_says_what_each_command_says_and_completing_a_command_loads_it(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import BASE_IMAGE, base_image_client, git
+from in_process import invoke
 from swebench_fixtures import FIX_COMMAND, build_dataset, build_image, fixed, write_config
 from swebench_fixtures import write_script as write_batch_script
 
@@ -188,8 +189,8 @@ def test_an_images_repository_is_scrubbed_and_the_verdicts_are_the_gold_patchs(t
         args = ["swebench", "--subset", str(dataset), "--split", "test", "--output", str(output)]
         args += ["--model", write_batch_script(tmp_path / "s.yaml", [probe(shas), FIX_COMMAND])]
         args += ["--config", str(write_config(tmp_path / "c.yaml"))]
-        done = subprocess.run([sys.executable, "-c", "from llm_ide.cli import app; app()", *args], capture_output=True)
-        assert done.returncode == 0, done.stderr.decode()
+        done = invoke(*args)
+        assert done.returncode == 0, done.stderr
         assert_unseen(observations(output, row["instance_id"])[0], shas)
         preds = json.loads((output / "preds.json").read_text())
         assert preds[row["instance_id"]]["model_patch"] == row["patch"]

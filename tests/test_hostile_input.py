@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo, require_bwrap
+from in_process import invoke
 from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.swebench.dataset import Instance, RowError, parse_row
@@ -25,10 +26,7 @@ PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
 def llm_ide(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The CLI; a hang fails the test (TimeoutExpired) instead of blocking the suite."""
-    environ = {**os.environ, "COLUMNS": "200", "PATH": PATH, **(env or {})}
-    command = [sys.executable, "-m", "llm_ide", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=environ, timeout=240)
+    return invoke(*args, cwd=cwd, env={**os.environ, "COLUMNS": "200", "PATH": PATH, **(env or {})})
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], *parts: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 from agent_script import act, reflect
 from conftest import make_git_repo, unavailable
+from in_process import invoke
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide.inspector.layout import assign_lanes
@@ -22,12 +22,11 @@ from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.operations import OperationNode, reasoning_chain
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 
-CLI = "from llm_ide.cli import app; app()"
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300)
+    return invoke(*args)
 
 
 @pytest.fixture(scope="module")
@@ -338,12 +337,7 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
     (tmp_path / "evaluations" / "preds.1" / "report.json").write_text(json.dumps(report))
 
     def report_rows(*args: str) -> tuple[dict[str, list[str]], str]:
-        done = subprocess.run(
-            [sys.executable, "-c", CLI, "report", str(tmp_path), *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "COLUMNS": "200"},
-        )
+        done = invoke("report", str(tmp_path), *args, env={**os.environ, "COLUMNS": "200"})
         assert (done.returncode, done.stderr) == (0, "")
         cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines() if "__" in line]
         return {row[0]: row[4:] for row in cells}, done.stdout.splitlines()[-1]
@@ -360,7 +354,7 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
     assert list(report_rows("--resolved")[0]) == ["a__x-1"]
 
     page = tmp_path / "report.html"
-    done = subprocess.run([sys.executable, "-c", CLI, "report", str(tmp_path), "--html", str(page)], text=True)
+    done = invoke("report", str(tmp_path), "--html", str(page))
     assert done.returncode == 0, done.stderr
     html = page.read_text()
     assert '<span class="resolved-error">1 evaluation errors</span>' in html

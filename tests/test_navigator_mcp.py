@@ -37,6 +37,7 @@ from agent_script import (
     CART_VIEW as VIEW,
 )
 from conftest import git, make_git_repo
+from in_process import invoke
 
 from llm_ide.config import load_config
 from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
@@ -198,14 +199,11 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
     driver += [reflect(False, "tests pass"), SUBMIT]
     config = tmp_path / "served.yaml"  # `llm-ide run` end to end: the server is checked, then the run is gated by it
     config.write_text(json.dumps({"environment": {"tools": []}, "navigator": {"url": url, "review_on_submit": True}}))
-    done = subprocess.run(
-        [*CLI, "run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
-        + ["--model", write_script(tmp_path / "driver.yaml", driver), "--output", str(tmp_path / "out")]
-        + ["--thread-id", "served", "--navigator", "mcp"],
+    done = invoke(
+        *["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)],
+        *["--model", write_script(tmp_path / "driver.yaml", driver), "--output", str(tmp_path / "out")],
+        *["--thread-id", "served", "--navigator", "mcp"],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     traj = load_trajectory(tmp_path / "out" / "served.traj.json")
 
@@ -409,12 +407,8 @@ def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it
         config = tmp_path / "navigator.yaml"
         config.write_text(json.dumps({"navigator": {k: v.replace("URL", url) for k, v in navigator.items()}}))
         model = write_script(tmp_path / "driver.yaml", [VIEW])
-        done = subprocess.run(
-            [*CLI, "run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        done = invoke(
+            "run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config), cwd=tmp_path
         )
     assert done.returncode == 2
     assert done.stderr.startswith(message.replace("URL", url)) and done.stderr.count("\n") == 1
@@ -430,13 +424,7 @@ def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it
     ],
 )
 def test_bad_serve_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    done = subprocess.run(
-        [*CLI, "navigator", "serve", "--port", "0", *(["--navigator", "remote_navigators:RulesNavigator"]), *args],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    served = ["--navigator", "remote_navigators:RulesNavigator"]  # tests/ is on the path of the test's process
+    done = invoke("navigator", "serve", "--port", "0", *served, *args, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {message}") and done.stderr.count("\n") == 1

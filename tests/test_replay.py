@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_bwrap
+from in_process import invoke
 
 from llm_ide.environments.sandbox import bwrap_path
 from llm_ide.replay.formats import load
@@ -35,10 +36,7 @@ PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the r
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     if args[:1] == ("replay",) and bwrap_path() is None and "--unsandboxed" not in args:
         args = (*args, "--unsandboxed")  # no bubblewrap here: the tests' own trajectories, run as the user on purpose
-    env = {**os.environ, "COLUMNS": "200", "PATH": PATH}
-    return subprocess.run(
-        [sys.executable, "-m", "llm_ide", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
-    )
+    return invoke(*args, cwd=cwd, env={**os.environ, "COLUMNS": "200", "PATH": PATH})
 
 
 def git(repo: Path, *args: str) -> str:

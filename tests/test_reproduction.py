@@ -19,6 +19,7 @@ import yaml
 from agent_script import act, reflect, write_script
 from attempts_scripts import choice, review, scripts
 from conftest import make_git_repo
+from in_process import invoke
 from reproduction_scripts import (
     FILES,
     HARDCODED,
@@ -58,8 +59,8 @@ def test_a_given_script_runs_on_the_original_code_by_the_action_and_at_submit(tm
     no_tools = tmp_path / "c.yaml"
     no_tools.write_text(yaml.safe_dump({"environment": {"tools": []}}))
     args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--config", str(no_tools)]
-    done = subprocess.run([*CLI, *args, "--reproduction", str(repro_in(tmp_path)), "--output", str(tmp_path / "out"),
-                           "--thread-id", "R"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = invoke(*args, "--reproduction", str(repro_in(tmp_path)), "--output", str(tmp_path / "out"),
+                  "--thread-id", "R", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reproduction reproduce_double.py: reproduced on the original code, resolved at submit\n" in done.stdout
     traj = load_trajectory(tmp_path / "out" / "R.traj.json")
@@ -189,7 +190,7 @@ def test_a_kill_during_the_writing_phase_resumes_without_validating_a_test_again
     assert trail.read_text() == "test 1 ran\ntest 2 ran\n"
 
     go.touch()
-    resumed = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    resumed = invoke(*args[len(CLI) :], cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     # test 1's finished validation is not repeated, test 2's (killed) is; then both run at submit
     assert trail.read_text() == "test 1 ran\ntest 2 ran\ntest 2 ran\ntest 1 ran\ntest 2 ran\n"

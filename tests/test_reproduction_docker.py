@@ -5,14 +5,13 @@ original code and at submit (a hanging one cut at its timeout); a dataset row's 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from attempts_scripts import choice, review, write
 from conftest import BASE_IMAGE, make_git_repo, require_docker
+from in_process import invoke
 from reproduction_scripts import FILES, REPRO, RIGHT, TASK, fix_script
 from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
     FIX_COMMAND,
@@ -30,7 +29,6 @@ from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-CLI = "from llm_ide.cli import app; app()"
 HANGS = "import threading\n\nprint('waiting for ever', flush=True)\nthreading.Event().wait()\n"
 
 
@@ -87,10 +85,9 @@ def test_swebench_attempts_chosen_by_running_them(tiny_dataset: TinyDataset, tmp
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": 3}}))
     output = tmp_path / "out"
-    run = subprocess.run(
-        [sys.executable, "-c", CLI, "swebench", "--subset", str(dataset), "--split", "test",
-         "--model", f"scripted:{folder}/a{{attempt}}.yaml", "--output", str(output), "--config", str(config)],
-        capture_output=True, text=True, timeout=1200,
+    run = invoke(
+        "swebench", "--subset", str(dataset), "--split", "test",
+         "--model", f"scripted:{folder}/a{{attempt}}.yaml", "--output", str(output), "--config", str(config),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     preds = json.loads((output / "preds.json").read_text())
@@ -109,10 +106,9 @@ def test_swebench_attempts_chosen_by_running_them(tiny_dataset: TinyDataset, tmp
     )
     assert leftover_containers(tiny_dataset.client, "demo__calc-1") == []
 
-    evaluation = subprocess.run(
-        [sys.executable, "-c", CLI, "evaluate", str(output / "preds.json"), "--subset", str(dataset),
-         "--split", "test", "--attempts", "--output", str(tmp_path / "eval")],
-        capture_output=True, text=True, timeout=900,
+    evaluation = invoke(
+        "evaluate", str(output / "preds.json"), "--subset", str(dataset),
+         "--split", "test", "--attempts", "--output", str(tmp_path / "eval"),
     )  # fmt: skip
     assert evaluation.returncode == 0, evaluation.stdout + evaluation.stderr
     assert (

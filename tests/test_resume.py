@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 
 WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt"
 
@@ -54,9 +55,8 @@ def test_sigkill_mid_command_then_resume_loses_nothing_and_runs_it_again_once(tm
     assert [o["thought"] for o in killed["operations"]] == ["First[1](README.md:1)."]
 
     (repo / "go").touch()
-    second = llm_ide(*args, cwd=tmp_path)
-    output = second.communicate(timeout=120)[0].decode()
-    assert second.returncode == 0, output
+    second = invoke(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
     traj = json.loads((tmp_path / "out" / "T.traj.json").read_text())
     assert traj["info"]["exit_status"] == "submitted"
     assert [(o["id"], o["parent_id"], o["thought"]) for o in traj["operations"]] == [

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import in_terminal, make_git_repo
+from in_process import invoke
 from typer.testing import CliRunner
 
 from llm_ide.cli import app
@@ -102,8 +102,7 @@ print_interrupted("saved at its last completed step", "--thread-id", "t")
 )
 def test_a_limit_that_is_no_number_is_named_as_a_setting(tmp_path: Path, option: str, value: str, line: str) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    argv = [sys.executable, "-m", "llm_ide", "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml"]
-    done = subprocess.run([*argv, option, value], capture_output=True, text=True, env=ENV)
+    done = invoke("run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml", option, value, env=ENV)
     assert (done.returncode, done.stderr) == (2, f"error: {line}\n")
 
 

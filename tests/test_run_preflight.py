@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import make_git_repo
+from in_process import invoke
 
 
 def closed_port() -> int:
@@ -21,16 +21,9 @@ def closed_port() -> int:
 
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo), "--task", "t"]
     environ = {key: value for key, value in os.environ.items() if not key.startswith(("OPENAI_", "ANTHROPIC_"))}
     environ |= {"LLM_IDE_TOOLS_CACHE": str(tmp_path / "tools-cache"), **env}
-    return subprocess.run(
-        [*command, "--output", str(tmp_path / "out"), *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return invoke("run", "--repo", str(repo), "--task", "t", "--output", str(tmp_path / "out"), *args, env=environ)
 
 
 @pytest.mark.parametrize(
@@ -101,9 +94,7 @@ def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: lis
     script = tmp_path / "script.yaml"
     script.write_text("- never used\n")
     args = ["run", "--repo", str(repo), *[a.format(**files) for a in task], "--model", f"scripted:{script}"]
-    done = subprocess.run(
-        [sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "out")], capture_output=True, text=True
-    )
+    done = invoke(*args, "--output", str(tmp_path / "out"))
     assert (done.returncode, done.stderr) == (2, message.format(**files) + "\n")
     assert done.stdout == "" and not (tmp_path / "out").exists()
 

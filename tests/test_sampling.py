@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, TEST_COMMAND, act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import Settings, load_config
@@ -233,7 +234,7 @@ def test_a_kill_after_the_choice_resumes_the_step_and_runs_the_pick_once(tmp_pat
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     assert (repo / "trail.txt").read_text() == "one\n"
 
-    resumed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    resumed = invoke(*args, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     traj = load_trajectory(tmp_path / "out" / "T.traj.json")
     assert traj["info"]["exit_status"] == "submitted"
@@ -288,8 +289,7 @@ def test_single_call_takes_the_reflection_of_the_candidate_that_runs(tmp_path: P
 def test_the_cli_tells_a_bad_sampling_setting_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("sampling:\n  k: 3\n  choice: majority\n")
     args = ["run", "--repo", str(tmp_path), "--task", "t", "--model", "scripted:x.yaml", "--config", "bad.yaml"]
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = invoke(*args, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: bad.yaml: sampling.choice: input should be 'ask_colleagues' or 'pairwise' (got 'majority')"

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import invoke
 
 from llm_ide.config import ConfigError, Settings, load_config
 
@@ -108,13 +108,7 @@ def test_the_settings_schema_has_no_key_the_default_yaml_lacks() -> None:
 
 
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from llm_ide.cli import app; app()", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return invoke(*args, cwd=tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from in_process import invoke
 from openai_server import OpenAIServer
 from rich.console import Console
 from swebench_fixtures import (
@@ -30,7 +31,7 @@ from llm_ide.swebench.preflight import model_endpoint
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore, read_preds
 
-CLI = "import sys; from llm_ide.cli import app, extra_app; (extra_app if sys.argv.pop(1) == 'mini-extra' else app)()"
+Completed = subprocess.CompletedProcess[str]
 
 
 def closed_port() -> int:
@@ -39,10 +40,9 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
-    )
+def cli(program: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Completed:
+    """`program` (llm-ide or mini-extra) with `args`."""
+    return invoke(*args, program=program, env=env, cwd=cwd)
 
 
 def writer_process(output: Path, prefix: str, count: int) -> None:

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from in_process import invoke
 from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
     FIX_COMMAND,
     TinyDataset,
+    containers_held_by,
     leftover_containers,
     tiny_dataset,
     write_config,
@@ -35,6 +37,12 @@ SLOW_STEPS = ["sleep 1; date +%s%N", "sleep 1; date +%s%N", "sleep 1; date +%s%N
 
 def command(*args: str) -> list[str]:
     return [sys.executable, "-c", CLI, *args]
+
+
+def in_process(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """A command line made by `command` (a child's argv), run in the test's process instead."""
+    program, *args = argv[3:]
+    return invoke(*args, program=program)
 
 
 def batch_args(dataset: Path, model: str, output: Path, config: Path, workers: int) -> list[str]:
@@ -61,12 +69,7 @@ def test_batch_end_to_end(tiny_dataset: TinyDataset, tmp_path: Path, workers: in
 
     model = write_script(tmp_path / "fix.yaml", ["grep -rn '# BUG' --include='*.py' .", FIX_COMMAND])
     output = tmp_path / "out"
-    result = subprocess.run(
-        batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = in_process(batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers))
     assert result.returncode == 0, result.stderr
     assert "swebench: 3/3 done, cost $0.00, submitted: 3" in result.stdout
 
@@ -124,7 +127,7 @@ def test_killed_batch_resumes_without_redoing_finished_instances(tiny_dataset: T
     finished = (output / "demo__calc-1" / "demo__calc-1.traj.json").read_text()
     assert len(at_kill) in (2, 3) and not (output / "demo__shapes-1").exists()
 
-    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    rerun = in_process(args)
     assert rerun.returncode == 0, rerun.stderr
     assert "1 instance skipped as finished in an earlier run" in rerun.stdout
     assert preds_ids(output) == IDS
@@ -156,7 +159,7 @@ def test_interrupted_batch_ends_running_instances_and_resumes_them(tiny_dataset:
     assert leftover_containers(tiny_dataset.client, "demo__") == []
     at_stop = {i: operations(output, i) for i in ["demo__calc-1", "demo__text-1"]}
 
-    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    rerun = in_process(args)
     assert rerun.returncode == 0, rerun.stderr
     assert preds_ids(output) == IDS
     for instance_id, before in at_stop.items():
@@ -168,12 +171,11 @@ def test_interrupted_batch_ends_running_instances_and_resumes_them(tiny_dataset:
 @pytest.mark.parametrize("instance", ["demo__shapes-1", "2"])
 def test_swebench_single_prints_steps_live(tiny_dataset: TinyDataset, tmp_path: Path, instance: str) -> None:  # noqa: F811
     model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "python -m pytest -q tests 2>&1 | tail -1"])
-    result = subprocess.run(
+    result = in_process(
         command(
             "mini-extra", "swebench-single", "--subset", str(tiny_dataset.path), "--split", "test", "--model", model,
             "-i", instance, "-o", str(tmp_path / "single"), "-c", str(write_config(tmp_path / "c.yaml")),
         ),
-        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -204,9 +206,7 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
     model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
     output = tmp_path / "out"
     for rerun in (False, True):
-        result = subprocess.run(
-            batch_args(dataset, model, output, config, 2), capture_output=True, text=True, timeout=600
-        )
+        result = in_process(batch_args(dataset, model, output, config, 2))
         assert result.returncode == (1 if rerun else 0), result.stderr  # the rerun runs only the failing one
         statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances_by_exit_status"]
         assert statuses == {"environment_error": ["demo__gone-1"], "submitted": ["demo__calc-1"]}
@@ -226,7 +226,7 @@ def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDat
     output = tmp_path / "out"
     args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=2)
     batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    wait_for(lambda: len(leftover_containers(tiny_dataset.client, "demo__")) == 2)
+    wait_for(lambda: len(containers_held_by(tiny_dataset.client, "demo__", batch.pid)) == 2)
     time.sleep(1)  # both runs are inside their 8 s command now
     batch.send_signal(signal.SIGINT)
     time.sleep(0.5)
@@ -235,6 +235,6 @@ def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDat
     assert batch.returncode == 130, stderr
     assert "interrupted again; leaving at once" in (output / "swebench.log").read_text()
     wait_for(lambda: leftover_containers(tiny_dataset.client, "demo__") == [], timeout=30)
-    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    rerun = in_process(args)
     assert rerun.returncode == 0, rerun.stderr
     assert preds_ids(output) == IDS

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, cart_run, reflect, tool_script, write_script
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.actions import ActionOutcome, ParamError
@@ -426,9 +427,7 @@ def test_garbage_until_format_error_is_told_reply_by_reply_and_the_time_is_recor
     with OpenAIServer(replies=["one", "two", reflect(False, "A reflection alone is no action.")]) as server:
         run = ["run", "--repo", str(repo), "--task", TASK, "--config", str(config), "--model", "gpt-4o-mini"]
         run += ["--base-url", server.url, "--thread-id", "t", "--output", str(tmp_path / "out")]
-        done = subprocess.run(
-            [sys.executable, "-m", "llm_ide", *run], capture_output=True, text=True, env=cli_env(), timeout=300
-        )
+        done = invoke(*run, env=cli_env())
     assert done.returncode == 1, done.stdout + done.stderr
     told = [line for line in done.stdout.splitlines() if "reply rejected" in line]
     assert [line.split(":", 1)[0] for line in told] == [

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import make_git_repo, require_bwrap, unavailable
+from in_process import invoke
 from test_tools_install import write_package
 
 from llm_ide.environments.local import LocalEnvironment
@@ -255,9 +256,8 @@ def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path, offlin
     [entry] = (cache.root / "local").iterdir()
 
     def tools_cache(*args: str) -> list[str]:
-        command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "tools", "cache", *args]
-        environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache.root)}
-        done = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+        done = invoke("tools", "cache", *args, env={**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache.root)})
+        assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()
 
     listed = tools_cache()

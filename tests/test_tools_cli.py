@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from in_process import invoke
 
 from llm_ide.tools.config import TOOLS_DIR
 
@@ -16,8 +15,7 @@ VERSION_CHECK = (
 
 
 def llm_ide(*args: str, cwd: Path = REPO_ROOT) -> tuple[str, str, int]:
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "tools", *args]
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
+    done = invoke("tools", *args, cwd=cwd)
     return done.stdout, done.stderr, done.returncode
 
 

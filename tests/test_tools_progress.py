@@ -4,36 +4,20 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 from agent_script import act, write_script
 from conftest import make_git_repo
+from in_process import invoke
 from test_tools_install import write_tool
 
 
 def run_cli(tmp_path: Path, run_id: str, config: Path, model: str) -> subprocess.CompletedProcess[str]:
     repo = make_git_repo(tmp_path / f"repo-{run_id}", {"a.py": "x = 1\n"})
-    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo), "--task", "t"]
+    args = ["--model", model, "--config", str(config), "--output", str(tmp_path / run_id), "--thread-id", run_id]
     environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(tmp_path / "tools-cache")}
-    return subprocess.run(
-        [
-            *command,
-            "--model",
-            model,
-            "--config",
-            str(config),
-            "--output",
-            str(tmp_path / run_id),
-            "--thread-id",
-            run_id,
-        ],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=600,
-    )
+    return invoke("run", "--repo", str(repo), "--task", "t", *args, env=environ)
 
 
 def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path) -> None:

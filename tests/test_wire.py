@@ -9,17 +9,17 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, single_call
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
-from llm_ide.models import LOCAL_MAX_TOKENS, get_model
+from llm_ide.models import LOCAL_MAX_TOKENS, get_model, warn_once
 
 MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug."}]
 REPLIES = single_call(FIX_SCRIPT)
@@ -43,7 +43,7 @@ def cli(folder: Path, url: str, *extra: str, model: str = "gpt-test", config: st
     (path := folder / "c.yaml").write_text("environment: {tools: []}\n" + config)
     run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(path)]
     run += ["--model", model, "--base-url", url, "--thread-id", "t", "--output", str(folder / "out")]
-    return [sys.executable, "-m", "llm_ide", *run, *extra]
+    return [*run, *extra]
 
 
 def environment() -> dict[str, str]:
@@ -51,8 +51,8 @@ def environment() -> dict[str, str]:
     return {**env, "COLUMNS": "200", "LLM_IDE_CONFIG": "off"}
 
 
-def run(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=300)
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return invoke(*args, env=environment())
 
 
 def calls_of(output: Path) -> list[dict[str, Any]]:
@@ -117,12 +117,7 @@ def test_a_slow_first_reply_is_waited_for_within_the_timeout_and_retried_past_it
     """A local model on CPU reads its first, longest prompt for minutes: the request timeout (model.timeout, 600 s
     by default) is how long a reply may produce nothing; past it the call is retried, and the console says why,
     naming the setting."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "llm_ide", "config", "show", "model.timeout", "model.max_tokens"],
-        capture_output=True,
-        text=True,
-        env=environment(),
-    )
+    shown = invoke("config", "show", "model.timeout", "model.max_tokens", env=environment())
     assert shown.stdout.splitlines() == [
         "# user config: none (LLM_IDE_CONFIG=off)",
         "model.timeout: 600.0  # bundled default.yaml",
@@ -173,6 +168,7 @@ def test_a_model_name_the_endpoint_does_not_list_is_one_line_before_anything_sta
 def test_streamed_replies_without_usage_are_marked_estimated_in_calls_model_stats_and_the_console(
     tmp_path: Path,
 ) -> None:
+    warn_once("usage", "gpt-test", "said in the test's process before: the run is a process of its own")
     with OpenAIServer(replies=REPLIES, stream_usage=False) as server:
         result = run(cli(tmp_path, server.url, "-v"))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -14,11 +14,11 @@ from textwrap import indent
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.text import Text
 
-from llm_ide.config import bundled_config
 from llm_ide.secrets import redact
 from llm_ide.terminal import terminal_safe
 
@@ -169,11 +169,32 @@ def warnings_on_console(say: Say = say_on_stderr) -> Iterator[None]:
             logger.removeHandler(handler)
 
 
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+
+
+@cache
+def bundled_yaml(config: str) -> dict[str, Any]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((PROMPTS / f"{config}.yaml").read_text(encoding="utf-8"), Loader=loader)
+
+
+def bundled_value(key: str, config: str = "default") -> Any:
+    """`key` in a bundled config as its YAML says (its `extends` chain followed), unvalidated: `--help` builds no
+    settings (tests/test_cli.py holds each value shown to the validated one)."""
+    data = bundled_yaml(config)
+    value: Any = data
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            if "extends" not in data:
+                raise KeyError(f"{key} is not in the bundled {config} config")
+            return bundled_value(key, data["extends"])
+        value = value[part]
+    return value
+
+
 def config_default(key: str, config: str = "default") -> str:
     """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`."""
-    value: Any = bundled_config(config)
-    for part in key.split("."):
-        value = getattr(value, part)
+    value = bundled_value(key, config)
     return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"
 
 

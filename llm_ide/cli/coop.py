@@ -11,7 +11,6 @@ import typer
 from rich.table import Table
 
 from llm_ide.cli.console import console, fail
-from llm_ide.config import with_user_config
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
 
@@ -217,7 +216,7 @@ def run_command(
     """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes); several pairs or
     settings make a batch with a progress bar and a summary (pass rate, conflict rate, per setting: summary.json)."""
     from llm_ide.cli.coop_batch import pairs_table, summary_table
-    from llm_ide.config import load_config
+    from llm_ide.config import load_config, with_user_config
     from llm_ide.coop.settings import load_coop_settings
     from llm_ide.coop.task import load_task, parse_pairs
     from llm_ide.errors import LlmIdeError

@@ -22,7 +22,6 @@ from llm_ide.cli.options import (
     Split,
     Subset,
 )
-from llm_ide.config import with_user_config
 from llm_ide.terminal import terminal_safe
 
 
@@ -115,7 +114,7 @@ def evaluation_inputs(
 ) -> tuple[Any, dict[str, Any], Any, Path]:
     """The swebench settings, the predictions, the dataset and the evaluation's folder (claimed: made, and never
     one that holds another evaluation)."""
-    from llm_ide.config import ConfigError, load_config
+    from llm_ide.config import ConfigError, load_config, with_user_config
     from llm_ide.swebench.dataset import DatasetError, load_dataset
     from llm_ide.swebench.evaluate import EvaluationError, claim_folder, load_predictions
 

@@ -12,9 +12,6 @@ from typing import Annotated, Any
 import typer
 
 from llm_ide.cli.console import check_model_before_start, config_default, fail, interrupted_exit, warnings_on_console
-from llm_ide.config import with_user_config
-from llm_ide.navigator.mcp_client import TOOLS
-from llm_ide.navigator.protocol import TOKEN_VARIABLE
 
 MIN_TOKEN_CHARS = 16  # a bearer token shorter than this is refused (a new one has 43)
 
@@ -90,7 +87,9 @@ def serve_command(
     request_review and request_guidance. Every request must carry `Authorization: Bearer TOKEN`: the token is
     $LLM_IDE_NAVIGATOR_TOKEN when set, else a new one printed at start (clients, `navigator.mode: mcp` included, read
     it from that variable). Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
+    from llm_ide.config import with_user_config
     from llm_ide.errors import install_signal_policy
+    from llm_ide.navigator.protocol import TOKEN_VARIABLE
     from llm_ide.navigator.server import bind, serve
 
     if log is not None and not log.parent.is_dir():
@@ -121,6 +120,8 @@ def serve_command(
 
 def announce_token() -> str:
     """The server's bearer token: $LLM_IDE_NAVIGATOR_TOKEN, or a new one, printed for the clients."""
+    from llm_ide.navigator.protocol import TOKEN_VARIABLE
+
     given = os.environ.get(TOKEN_VARIABLE, "").strip()
     if given:
         typer.echo(f"navigator token: the one in ${TOKEN_VARIABLE}")
@@ -169,6 +170,8 @@ def check_served_navigator(settings: Any) -> None:
 
 def import_navigator(spec: str) -> Any:
     """`package.module:name` → the object (called first when it is a class or factory)."""
+    from llm_ide.navigator.mcp_client import TOOLS
+
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise fail(f"--navigator {spec}: expected MODULE:NAME")

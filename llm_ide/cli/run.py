@@ -25,7 +25,6 @@ from llm_ide.cli.console import (
     usage_text,
     warnings_on_console,
 )
-from llm_ide.cli.navigator import check_served_navigator
 from llm_ide.cli.options import BaseUrl, model_name
 from llm_ide.cli.run_options import (
     Checkpoint,
@@ -46,12 +45,12 @@ from llm_ide.cli.run_options import (
     Verbose,
 )
 from llm_ide.cli.status import ThinkingStatus
-from llm_ide.config import Settings, with_user_config
 from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
+    from llm_ide.config import Settings
     from llm_ide.run.outputs import RunResult
     from llm_ide.run.single import Listeners, RunRequest
 
@@ -97,10 +96,11 @@ def run(
     settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)
     check_model_before_start(model, settings, base_url, status.say, repo=repo)
-    check_served_navigator(settings)
     from llm_ide.cli.ask import ask_on_terminal
+    from llm_ide.cli.navigator import check_served_navigator
     from llm_ide.run.single import Listeners, RunRequest
 
+    check_served_navigator(settings)
     priced = has_price(model, settings.model.prices)
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
@@ -131,7 +131,7 @@ def run_settings(
     verbose: bool,
 ) -> Settings:
     """The default config with the user's and the `--config` files, then the keys the options set."""
-    from llm_ide.config import ConfigError, load_config
+    from llm_ide.config import ConfigError, load_config, with_user_config
 
     limits = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", cost_limit)) if v is not None}
     try:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from llm_ide.calls import CallProgress
-from llm_ide.environments.live import CommandProgress
 from llm_ide.terminal import terminal_safe
+
+if TYPE_CHECKING:
+    from llm_ide.calls import CallProgress
+    from llm_ide.environments.live import CommandProgress
 
 TAIL_LINES = 6  # -v on a terminal: the last lines of the streaming reply, above the spinner
 

@@ -50,7 +50,6 @@ from llm_ide.cli.options import (
     TaskMemory,
     model_name,
 )
-from llm_ide.config import with_user_config
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -117,6 +116,8 @@ def swebench_command(
     repos: Repos = None,
 ) -> None:
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
+    from llm_ide.config import with_user_config
+
     model = model_name(model)
     kind = _environment(environment)
     if engine not in ("local", "ray"):
@@ -262,6 +263,7 @@ def swebench_single_command(
     thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
+    from llm_ide.config import with_user_config
     from llm_ide.swebench.batch import batch_config
 
     model = model_name(model)

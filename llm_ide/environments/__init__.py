@@ -1,9 +1,13 @@
 """Where the agent's commands run: a registry of environment kinds, each a class that declares its capabilities
-(what the rest of the program asks instead of its name) and builds itself from the `environment` settings."""
+(what the rest of the program asks instead of its name) and builds itself from the `environment` settings. A kind is
+loaded when it is first looked up (KINDS, or `LocalEnvironment` from this package): a local run never imports the
+docker SDK, `--help` and completion no kind at all."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from llm_ide.environments.base import (
     Capabilities,
@@ -14,12 +18,11 @@ from llm_ide.environments.base import (
     FileSource,
     OutsideRepository,
 )
-from llm_ide.environments.docker.container import DockerEnvironment
-from llm_ide.environments.local import LocalEnvironment
 from llm_ide.errors import UsageError
-from llm_ide.settings import EnvironmentSettings
 
-KINDS: dict[str, type[Environment]] = {kind.kind: kind for kind in (LocalEnvironment, DockerEnvironment)}
+if TYPE_CHECKING:
+    from llm_ide.environments.local import LocalEnvironment
+    from llm_ide.settings import EnvironmentSettings
 
 __all__ = [
     "KINDS",
@@ -35,6 +38,45 @@ __all__ = [
     "environment_kind",
     "make_environment",
 ]
+
+
+def local_environment() -> type[Environment]:
+    """The local kind (its output templates and settings: a tenth of a second the command line's help spares)."""
+    from llm_ide.environments.local import LocalEnvironment
+
+    return LocalEnvironment
+
+
+def docker_environment() -> type[Environment]:
+    """The docker kind, imported for the runs that ask for it (the docker SDK and `requests` take a quarter second)."""
+    from llm_ide.environments.docker.container import DockerEnvironment
+
+    return DockerEnvironment
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LocalEnvironment":
+        return local_environment()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class Kinds(Mapping[str, type[Environment]]):
+    """The environment kinds by name (each class's `kind`), a kind's class loaded when it is looked up."""
+
+    def __init__(self, loaders: dict[str, Callable[[], type[Environment]]]) -> None:
+        self.loaders = loaders
+
+    def __getitem__(self, name: str) -> type[Environment]:
+        return self.loaders[name]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.loaders)
+
+    def __len__(self) -> int:
+        return len(self.loaders)
+
+
+KINDS: Mapping[str, type[Environment]] = Kinds({"local": local_environment, "docker": docker_environment})
 
 
 def environment_kind(name: str) -> type[Environment]:
