@@ -1,10 +1,11 @@
-"""A model call: what a model is asked (messages) and answers (a reply, its usage and why it ended), and the call as
-it happens, for whoever shows it live: its start (the prompt's size), the reply's text as it streams in (when the
-model streams), its end (the tokens it used)."""
+"""A model call: what a model is asked (messages) and answers (a reply: its text and its tool calls, as data; its usage
+and why it ended), and the call as it happens, for whoever shows it live: its start (the prompt's size), the reply's
+text as it streams in (when the model streams), its end (the tokens it used)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
@@ -28,11 +29,48 @@ class Message(TypedDict):
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model made it: the tool's name, its arguments as the JSON text the model wrote (which may
+    be no JSON, or no object: the reader says so), and the provider's id of the call."""
+
+    name: str
+    arguments: str
+    id: str = ""
+
+    @staticmethod
+    def of(name: str, args: Any, id: str = "") -> ToolCall:
+        """A call whose arguments are a value (a mapping: their JSON) or already a text."""
+        return ToolCall(name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False), id)
+
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "arguments": self.arguments, **({"id": self.id} if self.id else {})}
+
+
+def with_calls(text: str, calls: Iterable[tuple[str, str]]) -> str:
+    """A text and the tool calls (name, arguments) after it as a record shows them to a person, each call on a line
+    of its own (`→ view {"path": "a.py"}`); never read back."""
+    lines = [f"→ {name} {arguments}" for name, arguments in calls]
+    return "\n".join([text, *lines]) if text and lines else text or "\n".join(lines)
+
+
+def message_text(message: Message) -> str:
+    """A message as a record shows it: its content, then its tool calls."""
+    calls = message.get("tool_calls") or []
+    return with_calls(message["content"], ((c["name"], json.dumps(c["args"], ensure_ascii=False)) for c in calls))
+
+
+def prompt_chars(messages: Iterable[Message]) -> int:
+    """What a request's messages hold, in characters: their texts and their calls' names and arguments."""
+    return sum(len(message_text(message)) for message in messages)
+
+
+@dataclass(frozen=True)
 class ModelReply:
-    """A reply and its usage; `input_tokens` counts all prompt tokens, of which `cache_read_tokens` were read from
-    the provider's prompt cache and `cache_write_tokens` written to it. `estimated`: the counts are estimates from
-    the text (the response carried no usage, or an impossible one: `reported_usage`). `finish_reason` "length": the
-    reply was cut at the length limit (the request's max_tokens, or the model's own)."""
+    """A reply and its usage: its text and its tool calls (data, in the order the model made them); `input_tokens`
+    counts all prompt tokens, of which `cache_read_tokens` were read from the provider's prompt cache and
+    `cache_write_tokens` written to it. `estimated`: the counts are estimates from the text (the response carried no
+    usage, or an impossible one: `reported_usage`). `finish_reason` "length": the reply was cut at the length limit
+    (the request's max_tokens, or the model's own)."""
 
     text: str
     input_tokens: int
@@ -43,12 +81,20 @@ class ModelReply:
     reported_usage: dict[str, Any] | None = None  # the provider's counts when they were impossible (then estimated)
     estimated: bool = False
     finish_reason: str | None = None  # "stop", "length", … as the endpoint said (None: it did not say)
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def shown(self) -> str:
+        """The reply as a record shows it: its text, then each call on a line of its own."""
+        return with_calls(self.text, ((call.name, call.arguments) for call in self.tool_calls))
 
 
 class Model(Protocol):
-    name: str
+    """A chat model: `takes_tools`, whether a request may give it tools; `tools_by_default`, whether a run whose
+    `model.action_format` is `auto` gives them (llm_ide/exchange.py decides)."""
 
-    action_format: str  # "tools": it is given the actions as tools (requests with `tools`); "text": in its text
+    name: str
+    takes_tools: bool
+    tools_by_default: bool
 
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None

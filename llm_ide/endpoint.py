@@ -157,14 +157,14 @@ def retry_after(error: BaseException) -> float | None:
 
 
 def clamp_usage(
-    input_tokens: Any, output_tokens: Any, prompt: str, text: str
+    input_tokens: Any, output_tokens: Any, prompt_chars: int, written_chars: int
 ) -> tuple[int, int, dict[str, Any] | None]:
     """Token counts a provider reported, kept possible: never negative, never above MAX_CALL_TOKENS (no model reads or
     writes more in one call); an impossible count is replaced by an estimate from the text. The third item is what
     was reported when a count was replaced (None when both were possible)."""
     counts, replaced = [], False
     reported = (input_tokens, output_tokens)
-    for value, estimate in zip(reported, (len(prompt) // 4, len(text) // 4), strict=True):
+    for value, estimate in zip(reported, (prompt_chars // 4, written_chars // 4), strict=True):
         try:
             number = int(value)
         except (TypeError, ValueError, OverflowError):

@@ -139,6 +139,10 @@ class BudgetSpent(CostLimit):
     exit_status = ExitStatus.COST_LIMIT
 
 
+class FormatError(ValueError):
+    """A model's reply that cannot be used: the model is told why and asked again (not an ending by itself)."""
+
+
 class FormatErrors(LlmIdeError):
     """The model's replies could not be used `agent.max_format_errors` times in a row: `format_error`."""
 

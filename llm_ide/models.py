@@ -16,7 +16,16 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import CallListener, Message, Model, ModelReply, estimate_tokens, observed, streamed
+from llm_ide.calls import (
+    CallListener,
+    Message,
+    Model,
+    ModelReply,
+    ToolCall,
+    observed,
+    prompt_chars,
+    streamed,
+)
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
@@ -24,7 +33,6 @@ from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings
 from llm_ide.text import clean_text
-from llm_ide.tool_calls import from_message, recorded, text_of
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +110,12 @@ class ChatModel:
         settings: ModelSettings,
         api_key: str | None = None,
         max_tokens: int | None = None,
-        action_format: str = "text",
+        tools_by_default: bool = False,
     ) -> None:
         self.name = name
         self.chat = chat
-        self.action_format = action_format
+        self.takes_tools = takes_tools(chat)
+        self.tools_by_default = tools_by_default and self.takes_tools
         self.bound: dict[str, dict[str, Any]] = {}  # the request arguments of a tool list, made once per list
         self.max_retries = settings.max_retries
         self.base_delay = settings.retry_base_delay
@@ -127,10 +136,10 @@ class ChatModel:
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
-        """The reply (its tool calls in its text: llm_ide/tool_calls.py); each request ends within `timeout` seconds
-        in total, and all of them by `deadline`."""
+        """The reply (its text and its tool calls); each request ends within `timeout` seconds in total, and all of
+        them by `deadline`."""
         payload, hints = self._payload(messages, tools)
-        with observed(self.listener, self.name, len(text_of(messages))) as call:
+        with observed(self.listener, self.name, prompt_chars(messages)) as call:
             if self.stream:
                 response = self._request(lambda: streamed(self.chat, payload, hints, call), deadline)
             else:
@@ -156,12 +165,15 @@ class ChatModel:
 
         payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
-        with observed(self.listener, self.name, len(text_of(messages))) as call:
+        with observed(self.listener, self.name, prompt_chars(messages)) as call:
             result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
             choices = [generation.message for generation in result.generations[0]]
             first = self._reply(choices[0], messages)
             call.replied(first.input_tokens, first.output_tokens)
-        return [first, *(ModelReply(reply_text(choice), 0, 0, 0.0) for choice in choices[1:])]
+        return [
+            first,
+            *(ModelReply(reply_text(choice), 0, 0, 0.0, tool_calls=calls_of(choice)) for choice in choices[1:]),
+        ]
 
     def _payload(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> tuple[Any, dict[str, Any]]:
         """The messages and the request's other arguments: the cache hints, and the tools as the provider takes them
@@ -211,14 +223,14 @@ class ChatModel:
 
     def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
         text = reply_text(response)
+        calls = calls_of(response)
         usage = response.usage_metadata
         read = written = 0
         reported = None
         estimated = not usage
         if usage:
-            prompt = text_of(messages)
             input_tokens, output_tokens, reported = clamp_usage(
-                usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
+                usage.get("input_tokens"), usage.get("output_tokens"), prompt_chars(messages), written_chars(text, calls)
             )
             if reported is not None:
                 estimated = True
@@ -229,13 +241,13 @@ class ChatModel:
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens = estimate_tokens(text_of(messages))
-            output_tokens = estimate_tokens(text)
+            input_tokens = prompt_chars(messages) // 4
+            output_tokens = written_chars(text, calls) // 4
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)
         cost = 0.0 if self.price is None else self.price.cost(input_tokens, output_tokens, read, written)
-        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported, estimated, finish)
+        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported, estimated, finish, calls)
 
     def _warn_cut(self, output_tokens: int) -> None:
         limit = "the model's own limit" if self.max_tokens is None else f"model.max_tokens = {self.max_tokens}"
@@ -258,8 +270,37 @@ class ChatModel:
 
 
 def reply_text(response: Any) -> str:
-    """A langchain AI message as the run keeps a reply: its text, then its tool calls (llm_ide/tool_calls.py)."""
-    return clean_text(recorded(response.text, from_message(response)))
+    return clean_text(response.text)
+
+
+def calls_of(message: Any) -> tuple[ToolCall, ...]:
+    """The tool calls of a langchain AI message, as data: those whose arguments parsed (their JSON again, bounded),
+    then those whose arguments did not (their text as sent)."""
+    calls = [
+        ToolCall(str(c.get("name") or ""), arguments_json(c.get("args")), str(c.get("id") or ""))
+        for c in message.tool_calls
+    ]
+    broken = getattr(message, "invalid_tool_calls", None) or []
+    return tuple(
+        calls
+        + [
+            ToolCall(str(c.get("name") or ""), clean_text(str(c.get("args") or "")), str(c.get("id") or ""))
+            for c in broken
+        ]
+    )
+
+
+def arguments_json(args: Any) -> str:
+    """Parsed arguments as JSON text again; arguments too deep to write are said as such (the reader refuses them)."""
+    try:
+        return clean_text(json.dumps(args if args is not None else {}, ensure_ascii=False))
+    except (RecursionError, ValueError, TypeError) as error:
+        return f"<arguments that cannot be written as JSON: {type(error).__name__}>"
+
+
+def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
+    """The characters a reply wrote: its text and its calls' names and arguments."""
+    return len(text) + sum(len(call.name) + len(call.arguments) for call in calls)
 
 
 ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
@@ -321,7 +362,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     if provider == "openai":
         kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
-    return ChatModel(spec, chat, config, max_tokens=room, action_format=action_format(spec, config, chat, not by_url))
+    return ChatModel(spec, chat, config, max_tokens=room, tools_by_default=not by_url)
 
 
 def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
@@ -337,21 +378,16 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     kwargs = client_kwargs(config, room, url is not None)
     kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
-    return ChatModel(spec, chat, config, api_key=key, max_tokens=room, action_format=action_format(spec, config, chat))
+    return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 
 
-def action_format(spec: str, config: ModelSettings, chat: Any, provider_api: bool = False) -> str:
-    """`model.action_format` for this model; `auto`: tools for a model reached at its provider's own API
-    (`provider_api`) whose langchain chat model takes tools, text for any other (an OpenAI-compatible endpoint given
-    by URL or a bare model name: whether it takes tools is not known)."""
+def takes_tools(chat: Any) -> bool:
+    """Whether a langchain chat model can be given tools. A model reached at its provider's own API that takes them
+    is given them by default (`tools_by_default`); an OpenAI-compatible endpoint given by URL or a bare model name is
+    not (whether it takes tools is not known)."""
     from langchain_core.language_models import BaseChatModel
 
-    takes_tools = type(chat).bind_tools is not BaseChatModel.bind_tools
-    if config.action_format == "tools" and not takes_tools:
-        raise ModelError(f"model {spec}: its chat model takes no tools (model.action_format: tools); use text")
-    if config.action_format != "auto":
-        return config.action_format
-    return "tools" if provider_api and takes_tools else "text"
+    return type(chat).bind_tools is not BaseChatModel.bind_tools
 
 
 def unknown_provider(spec: str, base_url: str | None) -> str | None:
@@ -369,11 +405,11 @@ def unknown_provider(spec: str, base_url: str | None) -> str | None:
     )
 
 
-def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
-    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
+def get_model(spec: str, config: ModelSettings, base_url: str | None = None, folder: Path | None = None) -> Model:
+    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config; `folder`: where a
+    model may keep what it needs across the run's processes (a scripted model: its place in its script)."""
     if spec.startswith("scripted:"):
-        tools = "tools" if config.action_format == "tools" else "text"  # auto: its script is in the text format
-        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), action_format=tools)
+        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), folder)
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
     if problem := unknown_provider(spec, base_url):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,15 +30,21 @@ from llm_ide.errors import LlmIdeError, ended
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
-from llm_ide.resources import AgentContext
 from llm_ide.run.setup import build_context
 from llm_ide.sampling.variant import Sampling
 from llm_ide.settings import register_config_secrets
-from llm_ide.variant import Variant, Variants
+from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.patch import base_commit, extract_patch
 
 log = logging.getLogger("llm_ide.studio")
 Node = Callable[..., dict[str, Any]]
+
+
+def thread_folder(thread: str) -> Path:
+    """Where a thread's models keep what they need between the server's runs of it (a scripted model's place)."""
+    folder = Path(tempfile.gettempdir()) / "llm-ide-studio" / re.sub(r"[^A-Za-z0-9._-]", "-", thread)[:120]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
 
 
 class StudioRun:
@@ -71,8 +79,8 @@ class StudioRun:
                 run_id=run_id,
                 env=env,
                 variants=variants,
+                folder=thread_folder(run_id),  # a resumed thread's scripted models go on where they were
             )
-            self.ctx.policy.restore(state.get("calls") or {})  # a resumed thread's models go on where they were
         except BaseException:
             env.close()
             raise

@@ -37,12 +37,11 @@ SKIPPED = ("tools/packages/", "demo/")
 # Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
-                    "cache_hints.py", "calls.py", "tool_calls.py", "budget.py", "inputs.py", "faults.py",
-                    "patterns.py")),
-    ("settings and memory", ("settings.py", "prompting.py", "state/")),
+                    "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py", "patterns.py")),
+    ("settings and memory", ("settings.py", "prompting.py", "state/", "verdict.py")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py",
                         "call_policy.py", "workspace/")),
-    ("agent core", ("actions.py", "action_tools.py", "commands.py", "parsing.py", "conversation.py", "resources.py",
+    ("agent core", ("actions.py", "action_tools.py", "commands.py", "parsing.py", "exchange.py", "conversation.py",
                     "variant.py", "verification.py", "recovery.py", "nodes/", "graph.py")),
     ("variants", ("navigator/", "sampling/", "messages/", "reproduction/")),
     ("composition", ("composition.py", "config.py")),
@@ -51,7 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("interfaces", ("studio.py", "cli/", "__init__.py", "__main__.py")),
 ]  # fmt: skip
 CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "conversation.py",
-        "settings.py", "config.py", "resources.py", "call_policy.py", "run/", "workspace/")  # fmt: skip
+        "settings.py", "config.py", "exchange.py", "verdict.py", "call_policy.py", "run/", "workspace/")  # fmt: skip
 COMPOSITION = "composition.py"  # the one core file that may name the variants
 VARIANT_WORDS = re.compile(
     r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts|reproductions?|reproduce)\b", re.IGNORECASE

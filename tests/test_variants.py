@@ -95,7 +95,7 @@ def test_a_wrapper_that_logs_every_action_plugs_in_around_the_action(tmp_path: P
     assert [op["action_type"] for op in traj["operations"]] == [action for _, action, _ in logged]
     graph = build_graph(variants=Variants((ActionLog(),))).get_graph()
     assert {node for node in graph.nodes if not node.startswith("__")} == {
-        "render_context", "act", "execute_tool", "update_activity"
+        "render_context", "reflect", "branch", "act", "execute_tool", "update_activity"
     }  # fmt: skip
 
 

@@ -5,11 +5,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.conversation import Message, messages_for, prompt_chars
+from llm_ide.calls import Message, prompt_chars
+from llm_ide.conversation import messages_for
 from llm_ide.nodes.snapshot import base, code_context_text, compose
-from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, MemoryBase
+from llm_ide.variant import AgentContext
 
 __all__ = ["code_context_text", "render_context", "snapshot_text"]
 

@@ -15,6 +15,7 @@ from langgraph.types import Command
 from llm_ide.budget import Budget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
+from llm_ide.environments.base import Environment
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.graph import build_graph
@@ -26,8 +27,7 @@ from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
 from llm_ide.settings import CoreSettings
-from llm_ide.state.graph_state import empty_usage
-from llm_ide.variant import Variant, Variants
+from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
@@ -186,7 +186,7 @@ class Stream:
             self.say(note)
         return env, base
 
-    def context(self, env: Any, base: str | None) -> Any:
+    def context(self, env: Environment, base: str | None) -> AgentContext:
         request, listeners = self.driver.request, self.driver.listeners
         self.say("installing tools")
         ctx = build_context(
@@ -203,6 +203,7 @@ class Stream:
             intents=request.intents or IntentLog(request.output_dir / f"{request.run_id}.intents.jsonl"),
             on_tool_event=lambda event: listeners.emit(RunEvent(request.run_id, "tool", tool=event)),
             on_model_call=listeners.on_model_call,
+            folder=request.output_dir,
         )
         log.info(
             "run %s %s (model %s, environment %s)",
@@ -213,11 +214,10 @@ class Stream:
         )
         return ctx
 
-    def stream(self, ctx: Any, base: str | None) -> ExitStatus:
+    def stream(self, ctx: AgentContext, base: str | None) -> ExitStatus:
         request = self.driver.request
         graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}}
         if self.thread.resumed:
-            ctx.policy.restore(saved_calls(graph, config, ctx.model.name))
             inputs = None if request.resume is None else Command(resume=request.resume)
         else:
             inputs = first_inputs(request, base, ctx)
@@ -230,7 +230,6 @@ class Stream:
                 self.outputs.interrupt = pending[0].value
                 return ending(AwaitingAnswer())[0]
             inputs = Command(resume=self.driver.listeners.ask(pending[0].value))
-            ctx.policy.restore(saved_calls(graph, config, ctx.model.name))  # the interrupted node runs again
 
     def closed(self, env: Any, base: str | None, status: ExitStatus) -> tuple[ExitStatus, str]:
         """The run's patch taken from its environment, which is then closed; a lost patch is no result."""
@@ -246,21 +245,7 @@ class Stream:
         return status, submission
 
 
-def saved_calls(graph: Any, config: dict[str, Any], model: str) -> dict[str, int]:
-    """The calls each model had made when the thread was checkpointed, a subgraph under way included (a thread of an
-    earlier version kept only the run's count: the agent's model's)."""
-    counts: dict[str, int] = {}
-    snapshots = [graph.get_state(config, subgraphs=True)]
-    while snapshots:
-        snapshot = snapshots.pop()
-        for name, calls in (snapshot.values.get("calls") or {}).items():
-            counts[name] = max(counts.get(name, 0), calls)
-        snapshots += [task.state for task in snapshot.tasks if hasattr(task.state, "values")]
-    values = graph.get_state(config).values
-    return counts or {model: (values.get("usage") or empty_usage())["api_calls"]}
-
-
-def first_inputs(request: RunRequest, base: str | None, ctx: Any) -> dict[str, Any]:
+def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:
     """A new thread's input: the task, and the worktree as the run found it."""
     inputs: dict[str, Any] = {"task": request.task, "repo": str(request.repo or ""), "model": request.model}
     inputs["base_commit"] = base
