@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from llm_ide.calls import Message, ModelReply, ToolCall
+from llm_ide.calls import Message, ModelReply, ToolCall, ToolCallDict
 from llm_ide.errors import FormatError
 from llm_ide.parsing import Grammar, ParsedAction, parse_params, storable
 from llm_ide.prompting import render_string
@@ -76,7 +76,7 @@ def call_id(node: OperationNode) -> str:
 
 def tool_reply(text: str, node: OperationNode) -> Message:
     """The reply that made an operation: its text and its call."""
-    call = {"id": call_id(node), "name": node.action_type, "args": node.action_params}
+    call = ToolCallDict(id=call_id(node), name=node.action_type, args=node.action_params)
     return {"role": "assistant", "content": text, "tool_calls": [call]}
 
 
@@ -92,13 +92,11 @@ def rejected_turns(text: str, calls: list[ToolCall], message: str) -> list[Messa
     """A reply that could not be used, with its calls, each answered with why (providers want every call answered)."""
     ids = [f"rejected_{position}" for position in range(len(calls))]
     made = [
-        {"id": ident, "name": call.name, "args": rejected_args(call.arguments)}
+        ToolCallDict(id=ident, name=call.name, args=rejected_args(call.arguments))
         for ident, call in zip(ids, calls, strict=True)
     ]
-    return [
-        {"role": "assistant", "content": text, "tool_calls": made},  # type: ignore[typeddict-item]
-        *({"role": "tool", "tool_call_id": ident, "content": message} for ident in ids),
-    ]
+    answers: list[Message] = [{"role": "tool", "tool_call_id": ident, "content": message} for ident in ids]
+    return [{"role": "assistant", "content": text, "tool_calls": made}, *answers]
 
 
 def rejected_args(arguments: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from llm_ide.endpoint import BadCompletion
+from llm_ide.text import clean_text
 
 
 class ToolCallDict(TypedDict):
@@ -99,6 +100,27 @@ class Model(Protocol):
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply: ...
+
+
+def calls_of(message: Any) -> tuple[ToolCall, ...]:
+    """The tool calls of a langchain AI message, as data: those whose arguments parsed (their JSON again), then
+    those whose arguments did not (their text as sent)."""
+    parsed = [(c, arguments_json(c.get("args"))) for c in message.tool_calls]
+    broken = [(c, clean_text(str(c.get("args") or ""))) for c in getattr(message, "invalid_tool_calls", None) or []]
+    return tuple(ToolCall(str(c.get("name") or ""), args, str(c.get("id") or "")) for c, args in parsed + broken)
+
+
+def arguments_json(args: Any) -> str:
+    """Parsed arguments as JSON text again; arguments too deep to write are said as such (the reader refuses them)."""
+    try:
+        return clean_text(json.dumps(args if args is not None else {}, ensure_ascii=False))
+    except (RecursionError, ValueError, TypeError) as error:
+        return f"<arguments that cannot be written as JSON: {type(error).__name__}>"
+
+
+def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
+    """The characters a reply wrote: its text and its calls' names and arguments."""
+    return len(text) + sum(len(call.name) + len(call.arguments) for call in calls)
 
 
 def estimate_tokens(text: str) -> int:

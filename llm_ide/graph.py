@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from functools import update_wrapper
 from typing import Any, get_type_hints
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -48,8 +49,10 @@ def guarded(node: Node) -> Node:
                 raise
             return ended(error)
 
-    run.__name__ = run.__qualname__ = node.__name__  # not `wraps`: LangGraph reads the signature to pass the runtime
-    return run
+    signature = inspect.signature(run)  # LangGraph passes the runtime by it; `wraps` alone would show the node's
+    wrapped = update_wrapper(run, node)  # (and through `__wrapped__` it finds a subgraph a node runs, to draw it)
+    wrapped.__signature__ = signature  # type: ignore[attr-defined]
+    return wrapped
 
 
 def merged_schema(name: str, schemas: list[type]) -> type:

@@ -21,10 +21,11 @@ from llm_ide.calls import (
     Message,
     Model,
     ModelReply,
-    ToolCall,
+    calls_of,
     observed,
     prompt_chars,
     streamed,
+    written_chars,
 )
 from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
@@ -230,7 +231,10 @@ class ChatModel:
         estimated = not usage
         if usage:
             input_tokens, output_tokens, reported = clamp_usage(
-                usage.get("input_tokens"), usage.get("output_tokens"), prompt_chars(messages), written_chars(text, calls)
+                usage.get("input_tokens"),
+                usage.get("output_tokens"),
+                prompt_chars(messages),
+                written_chars(text, calls),
             )
             if reported is not None:
                 estimated = True
@@ -271,36 +275,6 @@ class ChatModel:
 
 def reply_text(response: Any) -> str:
     return clean_text(response.text)
-
-
-def calls_of(message: Any) -> tuple[ToolCall, ...]:
-    """The tool calls of a langchain AI message, as data: those whose arguments parsed (their JSON again, bounded),
-    then those whose arguments did not (their text as sent)."""
-    calls = [
-        ToolCall(str(c.get("name") or ""), arguments_json(c.get("args")), str(c.get("id") or ""))
-        for c in message.tool_calls
-    ]
-    broken = getattr(message, "invalid_tool_calls", None) or []
-    return tuple(
-        calls
-        + [
-            ToolCall(str(c.get("name") or ""), clean_text(str(c.get("args") or "")), str(c.get("id") or ""))
-            for c in broken
-        ]
-    )
-
-
-def arguments_json(args: Any) -> str:
-    """Parsed arguments as JSON text again; arguments too deep to write are said as such (the reader refuses them)."""
-    try:
-        return clean_text(json.dumps(args if args is not None else {}, ensure_ascii=False))
-    except (RecursionError, ValueError, TypeError) as error:
-        return f"<arguments that cannot be written as JSON: {type(error).__name__}>"
-
-
-def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
-    """The characters a reply wrote: its text and its calls' names and arguments."""
-    return len(text) + sum(len(call.name) + len(call.arguments) for call in calls)
 
 
 ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}

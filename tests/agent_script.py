@@ -9,12 +9,12 @@ from typing import Any
 import yaml
 from conftest import make_git_repo
 
+from llm_ide import verdict
 from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.config import load_config
-from llm_ide import verdict
 from llm_ide.parsing import parse_action
-from llm_ide.scripted import joined_script
 from llm_ide.run.single import run_task
+from llm_ide.scripted import joined_script
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:

@@ -57,7 +57,7 @@ class Spending:
 def tools_of(ctx: AgentContext) -> list[dict[str, Any]] | None:
     """The tools every request of the run carries (the same list, made once), or None."""
     ws = ctx.codebase
-    values = {"view_max_lines": ws.view_max_lines, "search_max_results": ws.search_max_results}
+    values: dict[str, Any] = {"view_max_lines": ws.view_max_lines, "search_max_results": ws.search_max_results}
     values |= {"command_timeout": ws.command_timeout}
     schemas = {**ctx.settings.templates.tools, **{name: a.schema for name, a in ctx.variants.own.items()}}
     return ctx.memo.get(("tools",), lambda: ctx.exchange.form.tools(schemas, values))
