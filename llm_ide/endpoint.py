@@ -97,6 +97,39 @@ def check_completion(response: httpx.Response) -> None:
         raise BadCompletion(f"status 200 with an error: {json.dumps(body['error'])[:300]}")
     if not body.get("choices"):
         raise BadCompletion("status 200 with no choices")
+    _local.completion = body  # what the SDK could not hold, read again (`completion_message`)
+
+
+def completion_message(body: Any) -> Any:
+    """The last chat completion this thread received, as a langchain message whose tool calls are all as sent (their
+    arguments the text the model wrote): for a reply the SDK could not hold (arguments that are JSON but no object).
+    None when there is none."""
+    from langchain_core.messages import AIMessage
+
+    try:
+        message = body["choices"][0]["message"]
+        calls = [
+            {"name": str(call["function"].get("name") or ""), "args": str(call["function"].get("arguments") or ""),
+             "id": str(call.get("id") or ""), "error": "the arguments are no JSON object", "type": "invalid_tool_call"}
+            for call in message.get("tool_calls") or []
+        ]  # fmt: skip
+        usage = body.get("usage") or {}
+        counts = {"input_tokens": usage.get("prompt_tokens") or 0, "output_tokens": usage.get("completion_tokens") or 0}
+        reason = {"finish_reason": body["choices"][0].get("finish_reason")}
+        return AIMessage(
+            content=str(message.get("content") or ""),
+            invalid_tool_calls=calls,
+            usage_metadata={**counts, "total_tokens": counts["input_tokens"] + counts["output_tokens"]},
+            response_metadata=reason,
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return None
+
+
+def last_completion() -> Any:
+    """The last chat completion this thread received since it was last asked (then forgotten)."""
+    body, _local.completion = getattr(_local, "completion", None), None
+    return body
 
 
 def http_client(timeout: float) -> httpx.Client:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import (
@@ -27,7 +27,16 @@ from llm_ide.calls import (
     streamed,
     written_chars,
 )
-from llm_ide.endpoint import BadCompletion, cause, clamp_usage, http_client, request_deadline, retry_after
+from llm_ide.endpoint import (
+    BadCompletion,
+    cause,
+    clamp_usage,
+    completion_message,
+    http_client,
+    last_completion,
+    request_deadline,
+    retry_after,
+)
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
@@ -171,10 +180,7 @@ class ChatModel:
             choices = [generation.message for generation in result.generations[0]]
             first = self._reply(choices[0], messages)
             call.replied(first.input_tokens, first.output_tokens)
-        return [
-            first,
-            *(ModelReply(reply_text(choice), 0, 0, 0.0, tool_calls=calls_of(choice)) for choice in choices[1:]),
-        ]
+        return [first, *(ModelReply(clean_text(c.text), 0, 0, 0.0, tool_calls=calls_of(c)) for c in choices[1:])]
 
     def _payload(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> tuple[Any, dict[str, Any]]:
         """The messages and the request's other arguments: the cache hints, and the tools as the provider takes them
@@ -194,9 +200,15 @@ class ChatModel:
             if deadline is not None and time.monotonic() >= deadline:
                 raise ModelTimeLimit(f"model {self.name}: the run's wall-time limit passed during the call")
             at = time.monotonic() + self.timeout
+            last_completion()  # none yet for this request
             try:
                 with request_deadline(at if deadline is None else min(at, deadline)):
                     return send()
+            except ValidationError as error:  # the SDK cannot hold the reply (a tool call's arguments no object)
+                if (message := completion_message(last_completion())) is not None:
+                    return message
+                self._give_up_or_wait(error, attempt, deadline)
+                attempt += 1
             except Exception as error:
                 self._give_up_or_wait(error, attempt, deadline)
                 attempt += 1
@@ -223,18 +235,12 @@ class ChatModel:
         time.sleep(delay)
 
     def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
-        text = reply_text(response)
-        calls = calls_of(response)
-        usage = response.usage_metadata
+        text, calls, usage = clean_text(response.text), calls_of(response), response.usage_metadata
         read = written = 0
-        reported = None
-        estimated = not usage
+        reported, estimated, sizes = None, not usage, (prompt_chars(messages), written_chars(text, calls))
         if usage:
             input_tokens, output_tokens, reported = clamp_usage(
-                usage.get("input_tokens"),
-                usage.get("output_tokens"),
-                prompt_chars(messages),
-                written_chars(text, calls),
+                usage.get("input_tokens"), usage.get("output_tokens"), *sizes
             )
             if reported is not None:
                 estimated = True
@@ -245,8 +251,7 @@ class ChatModel:
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens = prompt_chars(messages) // 4
-            output_tokens = written_chars(text, calls) // 4
+            input_tokens, output_tokens = sizes[0] // 4, sizes[1] // 4
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)
@@ -271,10 +276,6 @@ class ChatModel:
             f"{output_tokens}): the cost and the cost limits use the estimate (said once per run; each call records "
             "both as reported_usage and its tokens)"
         )
-
-
-def reply_text(response: Any) -> str:
-    return clean_text(response.text)
 
 
 ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
