@@ -6,8 +6,9 @@ reply's turns, and how each reply is read. Nothing else reads `agent.single_call
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from llm_ide import action_tools, verdict
@@ -17,6 +18,8 @@ from llm_ide.parsing import Grammar, ParsedAction, parse_action
 from llm_ide.settings import CoreSettings, Templates
 from llm_ide.state.operations import OperationNode
 from llm_ide.verdict import Verdict
+
+PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\n]{0,60}>")
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,21 @@ class Exchange:
         return Reading(action=self.action(reply, offer))
 
     def action(self, reply: ModelReply, offer: Offer) -> ParsedAction:
-        """The reply's action; a placeholder of the prompt copied as a parameter is refused."""
-        action = self.form.action(reply, offer)
-        if (problem := copied_placeholder(action, offer.prompt)) is not None:
-            raise FormatError(problem)
+        """The reply's action; a placeholder of the prompt's action list copied into it is refused, saying so."""
+        marks = placeholders(offer.prompt, offer.grammar.types)
+        try:
+            action = self.form.action(reply, offer)
+        except FormatError as error:  # a placeholder in the JSON breaks it (`"start_line": <int>`)
+            written = [reply.text, *(call.arguments for call in reply.tool_calls)]
+            copied = next((mark for mark in sorted(marks) if any(mark in text for text in written)), None)
+            if copied is None or "not valid JSON" not in str(error):
+                raise
+            raise FormatError(
+                f"{error}; it holds {copied}, a placeholder of the action list: write the real value"
+            ) from None
+        for key, value in action.action_params.items():
+            if isinstance(value, str) and value.strip() in marks:
+                raise FormatError(f"`{key}` is {value.strip()}, a placeholder of the action list: write the real value")
         return action
 
     def prepare(self, model: Model) -> Model:
@@ -168,11 +182,9 @@ def exchange_for(settings: CoreSettings, model: Model) -> Exchange:
     return Exchange(settings.agent.single_call, TOOLS if tools else TEXT)
 
 
-def copied_placeholder(action: ParsedAction, prompt: str) -> str | None:
-    """A parameter that is one of the prompt's placeholders (`<file>`, `<command>`) copied as it is: what to tell the
-    model, else None."""
-    for key, value in action.action_params.items():
-        text = value.strip() if isinstance(value, str) else ""
-        if 2 < len(text) < 80 and text[0] == "<" and text[-1] == ">" and text in prompt:
-            return f"`{key}` is {json.dumps(text)}, a placeholder of the action list: write the real value"
-    return None
+@lru_cache(maxsize=8)
+def placeholders(prompt: str, actions: tuple[str, ...]) -> frozenset[str]:
+    """The placeholders of a prompt (`<file>`, `<command>`, `<int>`): what it writes in angle brackets that is no tag
+    of an action."""
+    tags = {f"<{name}>" for name in actions}
+    return frozenset(found for found in PLACEHOLDER.findall(prompt) if found.lower() not in tags)

@@ -19,11 +19,12 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.actions import ACTIONS, CORE_GRAMMAR, Codebase, execute_action
 from llm_ide.calls import ModelReply, ToolCall
-from llm_ide.composition import BUNDLED
+from llm_ide.composition import BUNDLED, compose
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
 from llm_ide.errors import FormatError
-from llm_ide.exchange import TOOLS, Exchange, Offer
+from llm_ide.exchange import TEXT, TOOLS, Exchange, Offer
+from llm_ide.prompting import render
 from llm_ide.run.trajectory import load_trajectory
 
 SETTINGS = load_config("default", environment={"tools": [], "sandbox": "none"})
@@ -142,3 +143,31 @@ def test_an_invalid_glob_is_the_actions_to_say_and_the_run_goes_on(tmp_path: Pat
     assert result.exit_status == "submitted", result.error
     first = load_trajectory(result.trajectory_path)["operations"][0]
     assert first["returncode"] == 2 and "`path` is no valid glob (bad character range z-a" in first["observation"]
+
+
+def test_a_format_error_lists_the_runs_own_actions_and_a_copied_placeholder_is_said() -> None:
+    """Issue 40.7: the message names the actions of this run (not those of the variants it has not), whole; a reply
+    that copies a placeholder of the action list is a format error saying so; the list has no placeholder a model
+    could run as it is."""
+    settings = load_config("default")
+    prompt = render(settings.templates, "actions", view_max_lines=200, search_max_results=100, command_timeout=9,
+                    more_actions="")  # fmt: skip
+    assert "- `<bash><command></bash>`: run in the repository" in prompt and "shell command" not in prompt
+    grammar = compose(settings).grammar  # no variant: theirs answer that they are absent
+    assert "reproduce" in grammar.types and grammar.offered == tuple(ACTIONS)
+    text = Exchange(one_call=False, form=TEXT)
+    offer = Offer(grammar, None, prompt)
+    cases = {
+        "I think the loop is wrong.": "missing the action: a tag named after its type (view, view_symbol, search, "
+        "edit, create, bash, submit) holding its JSON parameters",
+        "Run it.\n<bash><command></bash>": "`command` is <command>, a placeholder of the action list: write the real "
+        "value",
+        'Read.\n<view>{"path": "a.py", "start_line": <int>}</view>': "it holds <int>, a placeholder of the action "
+        "list: write the real value",
+        'Read.\n<view>{"path": "<file>"}</view>': "`path` is <file>, a placeholder of the action list",
+    }
+    for reply, said in cases.items():
+        with pytest.raises(FormatError) as raised:
+            text.read_action(ModelReply(reply, 0, 0, 0.0), offer)
+        assert said in str(raised.value), str(raised.value)
+    assert text.read_action(ModelReply("Run it.\n<bash>ls <dir></bash>", 0, 0, 0.0), offer).action is not None

@@ -428,7 +428,8 @@ def test_garbage_until_format_error_is_told_reply_by_reply_and_the_time_is_recor
     assert [line.split(":", 1)[0] for line in told] == [
         f"step   1 ✗ reply rejected ({n} of 3 in a row)" for n in (1, 2, 3)
     ]
-    assert all(": missing the action: a tag named after its type" in line for line in told)
+    whole = ": missing the action: a tag named after its type (view, view_symbol, search, edit, create, bash, submit)"
+    assert all(line.endswith(f"{whole} holding its JSON parameters") for line in told)  # the run's own, no word cut
     assert "format_error after 3 model calls" in done.stdout
     info = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]
     assert info["exit_status"] == "format_error" and info["elapsed"] > 0

@@ -53,7 +53,7 @@ class RunRequest:
     checkpoint: str | None = None
     task_vars: dict[str, Any] | None = None
     cost_budget: Budget | None = None
-    variants: tuple[Variant, ...] = ()
+    variants: tuple[Variant | type[Variant], ...] = ()  # a class of one's own: there when the settings enable it
     carried_lessons: tuple[str, ...] = ()  # lessons learnt before this run (an earlier attempt's), shown first
     intents: IntentLog | None = None  # where started operations are recorded (default: a file in the output folder)
     resume: Any = None

@@ -53,11 +53,11 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     observation = render_string(config.templates.review, rounds=config.max_review_rounds, **entry)
     reviewed = replace(node, observation=observation, returncode=0 if result.passed else 1, marks=marks)
     found = Verdict(False, observation.splitlines()[0][:200], "" if result.passed else result.comment)
-    judged = verdict.given(reviewed, found)
+    answered = verdict.given(reviewed, found)
     if not result.passed and record["rounds"] >= config.max_review_rounds:  # the failed round is still recorded
         update |= end(record, f"{record['rounds']} review rounds failed (navigator.max_review_rounds)")
         update.pop("pending")
-    return ActionResult(judged, update=update)
+    return ActionResult(answered, update=update)
 
 
 def consult(ctx: AgentContext, state: AgentState, node: OperationNode) -> ActionResult:
