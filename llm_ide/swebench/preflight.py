@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -12,8 +13,9 @@ from urllib.parse import urlparse
 from llm_ide.composition import Settings
 from llm_ide.endpoint import listed_models
 from llm_ide.errors import UsageError
-from llm_ide.models import ModelError, get_model
+from llm_ide.models import ModelError, unknown_provider
 from llm_ide.pricing import langchain_providers
+from llm_ide.scripted import load_script
 from llm_ide.swebench.dataset import Instance
 from llm_ide.workspace.history import mark_owned
 
@@ -92,6 +94,21 @@ def missing_key(model: str, settings: Settings, base_url: str | None) -> str | N
     return f"model {model}: {' or '.join(names)} is not set"
 
 
+def buildable(model: str, base_url: str | None) -> None:
+    """What would keep the model from being built, told without building one: a script that cannot be read, an
+    unknown provider, a provider whose integration package is not installed."""
+    if model.startswith("scripted:"):
+        load_script(Path(model.removeprefix("scripted:")).expanduser())
+    elif problem := unknown_provider(model, base_url):
+        raise ModelError(problem)
+    elif (provider := provider_of(model)) is not None:
+        from langchain.chat_models import base
+
+        package = str((getattr(base, "_BUILTIN_PROVIDERS", {}).get(provider) or ("",))[0])  # init_chat_model's table
+        if package and importlib.util.find_spec(package.split(".")[0]) is None:
+            raise ModelError(f"cannot create model {model}: its integration package {package} is not installed")
+
+
 def check_model(model: str, settings: Settings, base_url: str | None, timeout: float = 5.0) -> None:
     """Fail before the batch when the model cannot be built, lacks its key, its endpoint refuses connections, or an
     OpenAI-compatible endpoint lists its models without this one."""
@@ -100,7 +117,7 @@ def check_model(model: str, settings: Settings, base_url: str | None, timeout: f
         raise SWEbenchError(problem)
 
     try:
-        get_model(model, settings.model, base_url)
+        buildable(model, base_url)  # each run builds its own model: none is built here
     except ModelError as error:
         raise SWEbenchError(str(error)) from None
     url = model_endpoint(model, base_url)
