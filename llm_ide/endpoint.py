@@ -108,11 +108,7 @@ def completion_message(body: Any) -> Any:
 
     try:
         message = body["choices"][0]["message"]
-        calls = [
-            {"name": str(call["function"].get("name") or ""), "args": str(call["function"].get("arguments") or ""),
-             "id": str(call.get("id") or ""), "error": "the arguments are no JSON object", "type": "invalid_tool_call"}
-            for call in message.get("tool_calls") or []
-        ]  # fmt: skip
+        calls = [invalid_call(call) for call in message.get("tool_calls") or []]
         usage = body.get("usage") or {}
         counts = {"input_tokens": usage.get("prompt_tokens") or 0, "output_tokens": usage.get("completion_tokens") or 0}
         reason = {"finish_reason": body["choices"][0].get("finish_reason")}
@@ -124,6 +120,19 @@ def completion_message(body: Any) -> Any:
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         return None
+
+
+def invalid_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call of the wire as langchain keeps one it could not parse: its arguments the text as sent."""
+    function = call["function"]
+    name, args = str(function.get("name") or ""), str(function.get("arguments") or "")
+    return {
+        "name": name,
+        "args": args,
+        "id": str(call.get("id") or ""),
+        "error": "no JSON object",
+        "type": "invalid_tool_call",
+    }
 
 
 def last_completion() -> Any:

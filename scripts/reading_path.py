@@ -12,6 +12,7 @@ first two steps warm the run up (the memory's first snapshot, the first imports)
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -95,27 +96,31 @@ def traced_step(step: int = TRACED_STEP) -> dict[str, int]:
 
 
 def summary(path: str) -> str:
-    """The first line of a module's docstring (what the generated reading path says of it)."""
-    text = (ROOT / path).read_text(encoding="utf-8")
-    found = re.match(r'\s*(?:#.*\n|from __future__.*\n|\s)*(?:"""|\'\'\')(.*?)(?:\n|"""|\'\'\')', text)
-    return found.group(1).strip() if found else ""
+    """What the generated reading path says of a module: its docstring's first sentence, else its first class's or
+    function's."""
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    documented = [tree, *(node for node in tree.body if isinstance(node, ast.ClassDef | ast.FunctionDef))]
+    text = next((doc for node in documented if (doc := ast.get_docstring(node))), "")
+    sentence = re.split(r"(?<=\.)\s", " ".join(text.split()), maxsplit=1)[0]
+    return sentence if len(sentence) <= 160 else sentence[:160].rsplit(" ", 1)[0] + " …"
 
 
 def rendered(files: dict[str, int]) -> str:
-    """The reading path as docs/architecture.md holds it (between its markers)."""
+    """The reading path as docs/architecture.md holds it (between its markers): each file and what it is."""
     lines = [
-        f"Traced, not listed: the {len(files)} files ({sum(files.values()):,} lines) whose code runs in one default "
-        "step (a `bash` action, after a warm-up), in the order their code first runs "
-        "(`python scripts/reading_path.py --write` writes this list; `tests/test_reading_path.py` keeps it true).",
+        f"Traced, not listed: the {len(files)} files whose code runs in one default step (a `bash` action, after a "
+        "warm-up), in the order their code first runs (`python scripts/reading_path.py --write` writes this list, "
+        "`python scripts/reading_path.py` prints their lines; `tests/test_reading_path.py` keeps it true).",
         "",
     ]
-    lines += [f"{n}. `{path}` ({size}) — {summary(path)}" for n, (path, size) in enumerate(files.items(), 1)]
+    lines += [f"{n}. `{path}` — {summary(path)}" for n, path in enumerate(files, 1)]
     return "\n".join(lines) + "\n"
 
 
-def documented() -> str:
+def documented() -> list[str]:
+    """The files docs/architecture.md lists as the reading path."""
     found = MARKERS.search(DOCS.read_text(encoding="utf-8"))
-    return found.group(2) if found else ""
+    return re.findall(r"^\d+\. `(llm_ide/[\w/]+\.py)`", found.group(2), re.MULTILINE) if found else []
 
 
 def main(write: Annotated[bool, typer.Option(help="Write the list into docs/architecture.md.")] = False) -> None:

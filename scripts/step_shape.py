@@ -1,7 +1,8 @@
 """The step's own figures (scripts/architecture.py prints them with the others):
 
-- format reads: the places that read how a run exchanges with its model: `agent.single_call`, `model.action_format`,
-  and the context's `tools` flag (`ctx.tools`) or the tool format's templates (`with_tools`, `tool_format`);
+- format reads: the places outside the exchange (`exchange.py`; the settings' own `with_tools` aside) that read how a
+  run talks to its model: `agent.single_call`, `model.action_format`, the context's `tools` flag (`ctx.tools`), the
+  tool format's templates (`with_tools`, `tool_format`);
 - tool-call tags: lines of the package (Python and YAML) that write or read a tool call as a `<tool_call …>` text tag;
 - verdict files: the files of the agent (the trajectory's readers apart: `inspector/`, `replay/`, `cli/`) that read or
   write an operation's verdict itself: its fields (`bad_action`, `judged_when_run`), the step's `judged` channel, or
@@ -25,7 +26,9 @@ PACKAGE = "llm_ide"
 SKIPPED = ("tools/packages/", "demo/")
 READERS = ("inspector/", "replay/", "cli/")
 UNRELATED = ("coop/",)  # coop's `bad_action` is its planner's refusal message, not an operation's verdict
-FORMAT_ATTRIBUTES = {"single_call", "action_format", "with_tools", "tool_format"}
+FORMAT_ATTRIBUTES = {"with_tools", "tool_format"}
+SETTING_READS = {"single_call": "agent", "action_format": "model"}  # a setting read: its section, then the key
+EXCHANGE = ("exchange.py", "settings.py")
 VERDICT_NAMES = {"bad_action", "judged_when_run", "judged", "verdict_due", "with_reflection", "Reflection"}
 VERDICT_NAMES |= {"joins_verdict"}
 SCRIPTED_NAMES = {"ScriptedModel", "joined_script", "saved_calls", "merge_calls"}
@@ -59,14 +62,20 @@ def is_ctx(node: ast.AST) -> bool:
     return (isinstance(node, ast.Name) and node.id == "ctx") or (isinstance(node, ast.Attribute) and node.attr == "ctx")
 
 
-def format_reads(trees: dict[str, ast.Module]) -> list[tuple[str, int]]:
+def is_format_read(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+        return False
+    setting = node.attr in SETTING_READS and SETTING_READS[node.attr] == getattr(node.value, "attr", None)
+    return setting or node.attr in FORMAT_ATTRIBUTES or (node.attr == "tools" and is_ctx(node.value))
+
+
+def format_reads(trees: dict[str, ast.Module], exchange: tuple[str, ...] = EXCHANGE) -> list[tuple[str, int]]:
     return sorted(
         (name, node.lineno)
         for name, tree in trees.items()
+        if name not in exchange
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.ctx, ast.Load)
-        and (node.attr in FORMAT_ATTRIBUTES or (node.attr == "tools" and is_ctx(node.value)))
+        if is_format_read(node)
     )
 
 
@@ -158,7 +167,6 @@ class StepShape:
     def figures(self) -> dict[str, int]:
         return {
             "format_reads": len(self.format_reads),
-            "format_read_files": len({path for path, _ in self.format_reads}),
             "tool_call_tags": len(self.tool_call_tags),
             "verdict_files": len(self.verdict_files),
             "scripted_mentions": len(self.scripted_mentions),

@@ -1,3 +1,6 @@
+"""The graph's state: what a run starts from (`AgentInput`), its memory and outcome (`RunState`), the step's scratch
+fields private to the nodes (`StepState`), and the run's usage."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any
