@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +38,10 @@ class CallPolicy:
     reply_cap: int | None = None
     templates: Templates | None = None
     masked: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
+
+    def room(self, calls: int = 1) -> AbstractContextManager[Any]:
+        """The shared budget's room for `calls` calls made inside the block (none to take without a budget)."""
+        return nullcontext(0.0) if self.budget is None else admitted(self.budget, calls)
 
     def recording(self, record: Recorder | None) -> CallPolicy:
         """The same policy (budget, cap, masking) with calls recorded elsewhere (a variant's own list)."""
@@ -73,7 +78,7 @@ class CallPolicy:
         """One call: the reply (masked, capped) and its record; `fields` lead the record (its index, step…)."""
         masked = self.mask(messages)
         started = time.perf_counter()
-        with admitted(self.budget) as reservation:  # a shared budget with no room left ends the run (cost_limit)
+        with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
             reply = self._complete(model, masked, deadline, tools)
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
@@ -108,7 +113,7 @@ class CallPolicy:
                     n,
                 )
                 model.n_refused = True  # type: ignore[attr-defined]
-        with admitted(self.budget, n) as reservation:
+        with self.room(n) as reservation:
             replies = self._together(model, masked, n, deadline, tools)
         settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
         settled = [
@@ -128,7 +133,7 @@ class CallPolicy:
         **fields: Any,
     ) -> tuple[list[ModelReply], list[ModelReply]]:
         started = time.perf_counter()
-        with admitted(self.budget) as reservation:
+        with self.room() as reservation:
             replies = [self.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
         texts = [reply.shown() for reply in replies]
         combined = replace(replies[0], text=render(self.templates, "choices", texts=texts) if self.templates else "")

@@ -191,7 +191,7 @@ def main(
     console.print(f"(the run itself took {run_seconds:.1f} s)")
     for shot in shots:
         console.print(f"screenshot: {shot}")
-    console.print(
+    print(  # not the console: it would wrap a long line
         f"RESULT steps={steps} operations={operations} drawn={drawn} page_bytes={size} "
         f"open_ms={open_ms:.0f} click_ms={click_ms:.0f}"
     )

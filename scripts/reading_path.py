@@ -100,7 +100,8 @@ def summary(path: str) -> str:
     function's."""
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
     documented = [tree, *(node for node in tree.body if isinstance(node, ast.ClassDef | ast.FunctionDef))]
-    text = next((doc for node in documented if (doc := ast.get_docstring(node))), "")
+    docs = [doc for node in documented if (doc := ast.get_docstring(node))]
+    text = next((doc for doc in docs if "SPEC" not in doc), "")  # the docs point to nothing outside the repository
     sentence = re.split(r"(?<=\.)\s", " ".join(text.split()), maxsplit=1)[0]
     return sentence if len(sentence) <= 160 else sentence[:160].rsplit(" ", 1)[0] + " …"
 
