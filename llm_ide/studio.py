@@ -9,8 +9,10 @@ final state carries the patch (`submission`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -55,6 +57,8 @@ class StudioRun:
         self.base: str | None = None
         self.variants = variants  # the graph's: its settings' others are not drawn, so not run
         self.defaults = defaults or {}  # settings under the input's `config` (the navigator graph: a human navigator)
+        self.folder: Path | None = None  # the thread's models' (kept while the thread may go on)
+        self.ended = False
 
     def context(self, state: dict[str, Any]) -> AgentContext:
         if self.ctx is None:
@@ -72,6 +76,7 @@ class StudioRun:
         env = make_environment(settings.environment, repo, run_id)
         try:
             self.base = state.get("base_commit") or base_commit(env)
+            self.folder = thread_folder(run_id)  # a resumed thread's scripted models go on where they were
             self.ctx = build_context(
                 settings=settings,
                 model_spec=state["model"],
@@ -79,7 +84,7 @@ class StudioRun:
                 run_id=run_id,
                 env=env,
                 variants=variants,
-                folder=thread_folder(run_id),  # a resumed thread's scripted models go on where they were
+                folder=self.folder,
             )
         except BaseException:
             env.close()
@@ -98,6 +103,10 @@ class StudioRun:
     def close(self) -> None:
         if self.ctx is not None:
             self.ctx.codebase.env.close()
+        if self.ended and self.folder is not None:  # the thread is done: nothing of it is kept
+            shutil.rmtree(self.folder, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the last thread's: the folder of them all goes too
+                self.folder.parent.rmdir()
 
 
 def bind(node: Node, run: StudioRun) -> Node:
@@ -119,6 +128,7 @@ def bind(node: Node, run: StudioRun) -> Node:
             update["base_commit"] = run.base
         if update.get("exit_status") and not state.get("exit_status"):
             update["submission"] = run.patch()
+            run.ended = True  # in Studio a run with an exit status is done (no driver resumes it)
         return update
 
     studio_node.__name__ = node.__name__
