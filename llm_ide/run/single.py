@@ -218,6 +218,7 @@ class Stream:
         request = self.driver.request
         graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}}
         if self.thread.resumed:
+            upgraded(graph, config)
             inputs = None if request.resume is None else Command(resume=request.resume)
         else:
             inputs = first_inputs(request, base, ctx)
@@ -243,6 +244,14 @@ class Stream:
                 status, self.outputs.info["error"] = ending(error)[0], f"patch extraction failed: {error}"
         env.close()
         return status, submission
+
+
+def upgraded(graph: Any, config: dict[str, Any]) -> None:
+    """A thread checkpointed by a version whose step went from `render_context` straight to `act` (which judged and
+    placed too) goes on through `reflect` and `branch`, as if `render_context` had just run."""
+    snapshot = graph.get_state(config)
+    if snapshot.next == ("act",) and snapshot.values.get("pending") is None:
+        graph.update_state(config, {}, as_node="render_context")
 
 
 def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:
