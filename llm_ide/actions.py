@@ -9,6 +9,7 @@ from typing import Any
 from llm_ide.codeview import CodeView
 from llm_ide.codeview.observed import observed_scopes
 from llm_ide.environments.base import Environment, OutsideRepository
+from llm_ide.environments.live import CommandListener, watched
 from llm_ide.parsing import Grammar
 from llm_ide.prompting import render, truncate
 from llm_ide.secrets import redact
@@ -52,6 +53,7 @@ class Codebase:
     observation_max_chars: int = 0  # what of an output the agent is shown (0: all of it)
     tool_commands: tuple[str, ...] = ()
     deadline: float | None = None  # time.monotonic() at which the run's wall-time limit passes
+    on_command: CommandListener | None = None  # told of each command of the agent's as it runs (its output so far)
 
     def timeout(self) -> float:
         """A command's timeout: the configured one, or the time left before the wall-time limit when that is sooner."""
@@ -288,7 +290,10 @@ def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     command = params.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
-    result = ws.env.execute(command, timeout=ws.timeout())
+    with watched(ws.on_command, command) as watch:
+        result = ws.env.execute(command, timeout=ws.timeout(), on_output=watch)
+        if watch is not None:
+            watch.returncode = result.returncode
     observation = ws.observe("bash", output=result.output)
     limit = ws.observation_max_chars
     shown = truncate(observation, limit, ws.templates) if limit else observation  # as execute_tool will cap it

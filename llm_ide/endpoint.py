@@ -1,6 +1,6 @@
-"""Guards between the agent and a model endpoint: a total deadline per request (not per read: a server dripping one
-byte every two seconds cannot hold a call past it), 200 responses that are not completions treated like a 5xx,
-Retry-After, implausible usage replaced by an estimate, the models an endpoint lists."""
+"""Guards between the agent and a model endpoint: a deadline per request (not per read: a server dripping one byte every
+two seconds cannot hold a call past it; a streamed reply's moves on as it produces), 200 responses that are not
+completions treated like a 5xx, Retry-After, implausible usage replaced by an estimate, the models an endpoint lists."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Literal
 
 import httpcore
 import httpx
 
+Failure = Literal["auth", "transient", "fatal"]
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
 _local = threading.local()
 
@@ -32,6 +33,33 @@ def request_deadline(at: float) -> Iterator[None]:
         yield
     finally:
         _local.deadline = previous
+
+
+def extend_deadline(at: float) -> None:
+    """The deadline of the requests under way in this thread moved to `at` (a streamed reply that produced: it has
+    until `at` to produce more)."""
+    if getattr(_local, "deadline", None) is not None:
+        _local.deadline = at
+
+
+def waited(error: BaseException, timeout: float, idle: bool) -> str | None:
+    """What a request that timed out waited for, naming the setting (None: it failed otherwise); `idle`: a stream."""
+    if not timed_out(error):
+        return None
+    what = "nothing came for" if idle else "no whole reply within"
+    return f"{what} {timeout:g} s (model.timeout; raise it for a slow model)"
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a failed request is one that waited too long (its deadline or a socket timeout), however wrapped."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, TimeoutError | httpx.TimeoutException | httpcore.TimeoutException):
+            return True
+        if type(seen).__name__ == "APITimeoutError":  # openai's and anthropic's
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _remaining(timeout: float | None) -> float | None:
@@ -162,6 +190,40 @@ def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | 
         return None
     names = [item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
     return names or None
+
+
+def classify(error: BaseException) -> Failure | None:
+    """What a failed call means: give up at once (auth), retry (transient), give up (fatal), or not ours (None)."""
+    from langchain_core import exceptions as lc
+
+    if isinstance(error, lc.ModelAuthenticationError | lc.ModelPermissionDeniedError | lc.ModelNotFoundError):
+        return "auth"
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        if status in (401, 403, 404):
+            return "auth"
+        return "transient" if status in (408, 409, 429) or status >= 500 else "fatal"
+    if isinstance(cause(error), BadCompletion):
+        return "transient"
+    if isinstance(error, lc.ModelError):
+        return "transient" if error.is_retryable else "fatal"
+    if isinstance(error, _transient_errors()):
+        return "transient"
+    return None
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    import httpx
+    import openai
+
+    return (
+        TimeoutError,
+        ConnectionError,
+        json.JSONDecodeError,
+        httpx.TransportError,
+        openai.APIConnectionError,
+        openai.APIResponseValidationError,
+    )
 
 
 def cause(error: BaseException) -> BaseException:

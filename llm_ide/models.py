@@ -11,26 +11,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from llm_ide import endpoint
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import (
-    CallListener,
-    Message,
-    Model,
-    ModelReply,
-    calls_of,
-    observed,
-    prompt_chars,
-    streamed,
-    written_chars,
-)
+from llm_ide.calls import CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
+from llm_ide.chat_wire import NotStreamed, TokenEstimates, calls_of, streamed
 from llm_ide.endpoint import (
-    BadCompletion,
     cause,
     clamp_usage,
+    classify,
     completion_message,
     http_client,
     last_completion,
@@ -46,7 +38,6 @@ from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
 
-Failure = Literal["auth", "transient", "fatal"]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
 ONE_CALL_OPTION = {"ChatOpenAI", "AzureChatOpenAI", "ChatAnthropic"}  # take `parallel_tool_calls=False`
@@ -69,40 +60,6 @@ def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
     text = " ".join(str(error).split()) or "(no message)"
     text = redact(text, secrets)
     return f"{type(error).__name__}: {text[:limit]}{'…' if len(text) > limit else ''}"
-
-
-def classify(error: BaseException) -> Failure | None:
-    """What a failed call means: give up at once (auth), retry (transient), give up (fatal), or not ours (None)."""
-    from langchain_core import exceptions as lc
-
-    if isinstance(error, lc.ModelAuthenticationError | lc.ModelPermissionDeniedError | lc.ModelNotFoundError):
-        return "auth"
-    status = getattr(error, "status_code", None)
-    if isinstance(status, int):
-        if status in (401, 403, 404):
-            return "auth"
-        return "transient" if status in (408, 409, 429) or status >= 500 else "fatal"
-    if isinstance(cause(error), BadCompletion):
-        return "transient"
-    if isinstance(error, lc.ModelError):
-        return "transient" if error.is_retryable else "fatal"
-    if isinstance(error, _transient_errors()):
-        return "transient"
-    return None
-
-
-def _transient_errors() -> tuple[type[BaseException], ...]:
-    import httpx
-    import openai
-
-    return (
-        TimeoutError,
-        ConnectionError,
-        json.JSONDecodeError,
-        httpx.TransportError,
-        openai.APIConnectionError,
-        openai.APIResponseValidationError,
-    )
 
 
 def backoff_delay(attempt: int, base: float, maximum: float, rng: random.Random) -> float:
@@ -140,23 +97,35 @@ class ChatModel:
         self.listener: CallListener | None = None
         self.usage_warned = False  # implausible usage is said once per run (a run builds its own model)
         self.max_tokens = max_tokens  # the room each reply is given (None: the model's own limit)
+        self.tokens = TokenEstimates()  # the prompt's and the reply's tokens before the server counts them
         if self.price is None:
             warn_once("price", name, unpriced(name))  # once, before the first call
 
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
-        """The reply (its text and its tool calls); each request ends within `timeout` seconds in total, and all of
-        them by `deadline`."""
+        """The reply (its text and its tool calls) by `deadline`; a streamed request is cut when
+        nothing came for `timeout` seconds (however long it has been producing), another when not whole by then."""
         payload, hints = self._payload(messages, tools)
-        with observed(self.listener, self.name, prompt_chars(messages)) as call:
-            if self.stream:
-                response = self._request(lambda: streamed(self.chat, payload, hints, call), deadline)
-            else:
+        parts = self.tokens.parts(messages, tools)
+        with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
+            response = None
+            if self.streams:
+                alive = lambda: endpoint.extend_deadline(self._deadline(deadline))  # noqa: E731
+                try:
+                    response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, True)
+                except NotStreamed:  # a server that does not stream: asked whole from now on, said once
+                    warn_once("stream", self.name, f"model {self.name}: the endpoint sends no streams; asked whole")
+                    self.stream = False
+            if response is None:
                 response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
-            reply = self._reply(response, messages)
+            reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)
         return reply
+
+    @property
+    def streams(self) -> bool:  # `model.stream`; auto: when someone watches the call
+        return self.listener is not None if self.stream == "auto" else bool(self.stream)
 
     @property
     def takes_n(self) -> bool:
@@ -175,10 +144,11 @@ class ChatModel:
 
         payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
-        with observed(self.listener, self.name, prompt_chars(messages)) as call:
+        parts = self.tokens.parts(messages, tools)
+        with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
             result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
             choices = [generation.message for generation in result.generations[0]]
-            first = self._reply(choices[0], messages)
+            first = self._reply(choices[0], messages, parts)
             call.replied(first.input_tokens, first.output_tokens)
         return [first, *(ModelReply(clean_text(c.text), 0, 0, 0.0, tool_calls=calls_of(c)) for c in choices[1:])]
 
@@ -194,30 +164,34 @@ class ChatModel:
             self.bound[key] = dict(construct(self.name, lambda: self.chat.bind_tools(tools, **one)).kwargs)
         return payload, {**hints, **self.bound[key]}
 
-    def _request(self, send: Callable[[], Any], deadline: float | None) -> Any:
+    def _deadline(self, deadline: float | None) -> float:
+        """When a request must have produced (more): `timeout` from now, or the run's wall-time limit if sooner."""
+        at = time.monotonic() + self.timeout
+        return at if deadline is None else min(at, deadline)
+
+    def _request(self, send: Callable[[], Any], deadline: float | None, idle: bool = False) -> Any:
         attempt = 0
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 raise ModelTimeLimit(f"model {self.name}: the run's wall-time limit passed during the call")
-            at = time.monotonic() + self.timeout
             last_completion()  # none yet for this request
             try:
-                with request_deadline(at if deadline is None else min(at, deadline)):
+                with request_deadline(self._deadline(deadline)):
                     return send()
             except ValidationError as error:  # the SDK cannot hold the reply (a tool call's arguments no object)
                 if (message := completion_message(last_completion())) is not None:
                     return message
-                self._give_up_or_wait(error, attempt, deadline)
+                self._give_up_or_wait(error, attempt, deadline, idle)
                 attempt += 1
             except Exception as error:
-                self._give_up_or_wait(error, attempt, deadline)
+                self._give_up_or_wait(error, attempt, deadline, idle)
                 attempt += 1
 
-    def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None = None) -> None:
+    def _give_up_or_wait(self, error: Exception, attempt: int, deadline: float | None, idle: bool) -> None:
         kind = classify(error)
         if kind is None:
             raise error
-        detail = describe(cause(error), self.secrets)
+        detail = endpoint.waited(error, self.timeout, idle) or describe(cause(error), self.secrets)
         if kind == "auth":
             raise ModelAuthError(f"model {self.name}: {detail} (check the model name, URL and API key)") from None
         if kind == "fatal":
@@ -234,8 +208,9 @@ class ChatModel:
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
         time.sleep(delay)
 
-    def _reply(self, response: Any, messages: list[Message]) -> ModelReply:
+    def _reply(self, response: Any, messages: list[Message], parts: tuple[int, int]) -> ModelReply:
         text, calls, usage = clean_text(response.text), calls_of(response), response.usage_metadata
+        wrote = text + "".join(call.name + call.arguments for call in calls)
         read = written = 0
         reported, estimated, sizes = None, not usage, (prompt_chars(messages), written_chars(text, calls))
         if usage:
@@ -245,13 +220,15 @@ class ChatModel:
             if reported is not None:
                 estimated = True
                 self._warn_usage(reported, input_tokens, output_tokens)
+            if reported is None:
+                self.tokens.learn(parts, wrote, input_tokens, output_tokens)
             details = usage.get("input_token_details") or {}
             read, written = (
                 min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens, output_tokens = sizes[0] // 4, sizes[1] // 4
+            input_tokens, output_tokens = self.tokens.scaled(parts), self.tokens.output(wrote)
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)

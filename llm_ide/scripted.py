@@ -92,7 +92,7 @@ class ScriptedModel:
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
         prompt = "".join(message_text(message) for message in messages)
-        with observed(self.listener, self.name, len(prompt)) as call:
+        with observed(self.listener, self.name, estimate_tokens(prompt)) as call:
             digest = hashlib.sha1(prompt.encode("utf-8", "surrogatepass")).hexdigest()
             with self._lock:
                 position = self.place.find(digest)
@@ -103,8 +103,8 @@ class ScriptedModel:
                 self.place.take(position, digest)
             text, calls = choose(self.responses[position], prompt)
             call.text(text)  # all at once: -v shows it as it would a streamed reply
-            written = len(text) + sum(len(c.name) + len(c.arguments) for c in calls)
-            call.replied(estimate_tokens(prompt), written // 4)
+            written = text + "".join(c.name + c.arguments for c in calls)
+            call.replied(estimate_tokens(prompt), estimate_tokens(written))
         return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0, estimated=True, tool_calls=calls)
 
 

@@ -144,7 +144,7 @@ class PriceSettings(Strict):
 
 
 class ModelSettings(Strict):
-    timeout: Seconds  # seconds per request, in total (a local model on CPU may think minutes before it writes)
+    timeout: Seconds  # seconds a request may go without producing (streamed) or without its whole reply (not)
     max_tokens: PositiveInt | None = None  # the room for each reply; None: 4096 at an endpoint given by URL, else none
     check_name: bool = True  # an OpenAI-compatible endpoint that lists its models (/v1/models) must list the name
     max_retries: NonNegativeInt
@@ -154,7 +154,7 @@ class ModelSettings(Strict):
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
     cache_hints: bool
-    stream: bool = False  # each reply requested as a stream (`llm-ide run -v` shows it as it comes)
+    stream: bool | Literal["auto"] = "auto"  # replies as streams: always, never, auto: when a listener watches
     action_format: Literal["auto", "tools", "text"] = "auto"  # the actions as the provider's tools, or in the text
 
 

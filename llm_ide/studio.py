@@ -14,6 +14,8 @@ import logging
 import re
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,13 +27,16 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
+from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import make_environment
-from llm_ide.errors import LlmIdeError, ended
+from llm_ide.environments.live import CommandProgress
+from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
+from llm_ide.run.preflight import preflight
 from llm_ide.run.setup import build_context
 from llm_ide.sampling.variant import Sampling
 from llm_ide.settings import register_config_secrets
@@ -40,6 +45,35 @@ from llm_ide.workspace.patch import base_commit, extract_patch
 
 log = logging.getLogger("llm_ide.studio")
 Node = Callable[..., dict[str, Any]]
+EVERY = 0.25  # seconds between two events of a streaming reply (its text joined meanwhile)
+
+
+class Progress:
+    """What the run is doing as custom stream events (`stream_mode="custom"`): each model call (`event: model`, its
+    tokens so far, their rate, the reply's text as it comes, joined into an event every EVERY seconds) and each of
+    the agent's commands (`event: command`, its latest output lines and seconds so far)."""
+
+    def __init__(self) -> None:
+        self.writer: Callable[[Any], None] | None = None  # the stream of the node under way
+        self.pending = ""
+        self.told = 0.0
+        self.lock = threading.Lock()
+
+    def write(self, event: dict[str, Any]) -> None:
+        if self.writer is not None:
+            self.writer(event)
+
+    def model(self, progress: CallProgress) -> None:
+        with self.lock:
+            self.pending += progress.text
+            now = time.monotonic()
+            if progress.kind == "text" and now - self.told < EVERY:
+                return
+            text, self.pending, self.told = self.pending, "", now
+        self.write({**progress.as_event(), "text": text})
+
+    def command(self, progress: CommandProgress) -> None:
+        self.write(progress.as_event())
 
 
 def thread_folder(thread: str) -> Path:
@@ -54,25 +88,34 @@ class StudioRun:
 
     def __init__(self, variants: list[Variant], defaults: dict[str, Any] | None = None) -> None:
         self.ctx: AgentContext | None = None
+        self.failed: LlmIdeError | None = None  # the preflight's line: every later node of the run ends with it
         self.base: str | None = None
         self.variants = variants  # the graph's: its settings' others are not drawn, so not run
         self.defaults = defaults or {}  # settings under the input's `config` (the navigator graph: a human navigator)
         self.folder: Path | None = None  # the thread's models' (kept while the thread may go on)
         self.ended = False
+        self.progress = Progress()
 
     def context(self, state: dict[str, Any]) -> AgentContext:
+        if self.failed is not None:
+            raise self.failed
         if self.ctx is None:
-            self.ctx = self._build(state)
+            try:
+                self.ctx = self._build(state)
+            except UsageError as error:  # a bad input: said once, not checked again by the nodes that follow
+                self.failed = error
+                raise
         return self.ctx
 
     def _build(self, state: dict[str, Any]) -> AgentContext:
         require_inputs(state)
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
         settings = load_config(values.pop("base", "default"), **values)
+        repo = Path(state["repo"]).expanduser().resolve()
+        preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo)  # as the command line checks
         register_config_secrets(settings)
         variants = compose(settings, self.variants, from_settings=False)
         run_id = str(get_config().get("configurable", {}).get("thread_id", "studio"))
-        repo = Path(state["repo"]).expanduser().resolve()
         env = make_environment(settings.environment, repo, run_id)
         try:
             self.base = state.get("base_commit") or base_commit(env)
@@ -84,6 +127,8 @@ class StudioRun:
                 run_id=run_id,
                 env=env,
                 variants=variants,
+                on_model_call=self.progress.model,
+                on_command=self.progress.command,
                 folder=self.folder,
             )
         except BaseException:
@@ -114,6 +159,7 @@ def bind(node: Node, run: StudioRun) -> Node:
     gets its patch."""
 
     def studio_node(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+        run.progress.writer = runtime.stream_writer
         try:
             ctx = run.context(state)
             update = node(state, runtime.override(context=ctx))

@@ -41,7 +41,8 @@ SKIPPED = ("tools/packages/", "demo/")
 # Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
-                    "cache_hints.py", "calls.py", "budget.py", "inputs.py", "faults.py", "patterns.py")),
+                    "cache_hints.py", "calls.py", "chat_wire.py", "budget.py", "inputs.py", "faults.py",
+                    "patterns.py")),
     ("settings and memory", ("settings.py", "prompting.py", "state/", "verdict.py")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py",
                         "call_policy.py", "workspace/")),

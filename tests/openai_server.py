@@ -16,7 +16,9 @@ Each POST to `.../chat/completions` takes the next reply; once the list is used 
 A request with `"stream": true` gets its reply as server-sent events, one chunk per word (and the usage last when
 `stream_options.include_usage` asks for it, unless `stream_usage=False`: a server that never sends it); with
 `Reply(gate=PATH)` only the first word is sent until PATH exists (not streamed: nothing is).
-`Reply(finish_reason="length")` is a reply cut at the length limit, `Reply(delay=S)` one that starts after S seconds.
+`Reply(finish_reason="length")` is a reply cut at the length limit, `Reply(delay=S)` one that starts after S seconds;
+`Reply(pace=S)` streams a chunk every S seconds (a model writing at 1/S tokens per second), `Reply(pings=S)` streams
+nothing but an SSE comment every S seconds (a server alive that produces nothing).
 GET `/v1/models` lists `models` (`None`: 404). `server.requests` records every request (path, headers, parsed body)
 in arrival order. POST `/v1/messages` answers the same replies in Anthropic's Messages API shape.
 `Reply(tool_calls=(("view", {"path": "a.py"}),))` calls tools after its text: OpenAI's `tool_calls` (arguments given
@@ -58,6 +60,8 @@ class Reply:
     gate: str | None = None  # the reply (streamed: all but its first word) waits until this file exists
     finish_reason: str = "stop"  # "length": cut at the request's max_tokens (Anthropic: stop_reason max_tokens)
     delay: float = 0.0  # seconds before this reply starts (a local model on CPU reading a long prompt)
+    pace: float = 0.0  # streamed: seconds between two chunks
+    pings: float = 0.0  # streamed: only ": ping" comments, this many seconds apart, until the client leaves
     tool_calls: tuple[tuple[str, Any], ...] = ()  # (tool name, arguments: a mapping, or a str sent as it is)
 
 
@@ -179,6 +183,7 @@ class OpenAIServer:
     latency: float = 0.0  # seconds before each answer (benchmarks: a remote endpoint's round trip)
     models: list[str] | None = field(default_factory=list)  # GET /v1/models lists these; None: no such route (404)
     stream_usage: bool = True  # False: a streamed reply never carries usage, whatever the request asks (llama.cpp)
+    streams: bool = True  # False: a request for a stream is answered with one JSON body (a server that cannot stream)
 
     def __post_init__(self) -> None:
         if not self.replies:
@@ -293,7 +298,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(reply.status, body, reply)
             elif anthropic:
                 self._send_json(200, anthropic_body(reply, request, index), reply)
-            elif request.get("stream"):
+            elif request.get("stream") and server.streams:
                 self._stream(reply, request, index)
             else:
                 self._send_json(200, completion_body(reply, request, index), reply)
@@ -336,10 +341,15 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
+                while reply.pings and not server._closing.wait(reply.pings):
+                    self.wfile.write(b": ping\n\n")
+                    self.wfile.flush()
                 for number, chunk in enumerate([*chunks, "[DONE]"]):
                     while number == 1 and reply.gate and not Path(reply.gate).exists():
                         if server._closing.wait(0.02):
                             return
+                    if number and reply.pace and server._closing.wait(reply.pace):
+                        return
                     data = chunk if isinstance(chunk, str) else json.dumps(chunk)
                     self.wfile.write(f"data: {data}\n\n".encode())
                     self.wfile.flush()

@@ -178,9 +178,10 @@ def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path
     assert "+++ b/shop/util.py" in result.submission
     assert "debug.log" not in result.submission and "build/out.txt" not in result.submission
     assert git(tmp_path / "repo", "status", "--porcelain").splitlines() == ["?? build/", "?? shop/util.py"]
+    unused = write_script(tmp_path / "unused.yaml", ["a reply a redone run would fail on"])  # passes the preflight
     again = run_task(
         "Cart.total ignores quantities.",
-        model="scripted:/nonexistent.yaml",
+        model=unused,
         settings=config(),
         output_dir=tmp_path / "out",
         run_id="t1",

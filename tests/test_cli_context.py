@@ -122,7 +122,6 @@ def test_chunks_file_with_relative_absolute_and_missing_paths(
         (b"def f():\r\n    x = 1\r\n    return x\r\n", "3", "     1\tdef f():\n...\n     3\t    return x\n"),
         (b"def f(:\n  return [\n", "1-2", "     1\tdef f(:\n     2\t  return [\n"),
         (b"x = '\xff'\ny = 2\n", "1", "     1\tx = '\ufffd'\n"),
-        (b"x = 1\x00\ny = 2\n", "1-2", "     1\tx = 1\ufffd\n     2\ty = 2\n"),
         (b"a\x0cb = 1\nc = 2\n", "2,7-9", "     2\tc = 2\n"),
         (b"\tif x:\n\t\ty\n", "2", "     1\t\tif x:\n     2\t\t\ty\n"),
         (b"one\n", "5", "[none of the chosen lines exist: the file has 1 lines]\n"),

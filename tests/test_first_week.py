@@ -81,7 +81,7 @@ def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:
         assert shown.returncode == 0 and said in shown.stdout, shown.stdout
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     result = llm_ide("run", "--repo", str(repo), "--task", "t", "--model", "m", "--step-limit", "-1", cwd=tmp_path)
-    one_line(result, "Invalid value for '--step-limit': Input should be greater than or equal to 0")
+    one_line(result, "command line: agent.step_limit: input should be greater than or equal to 0 (got -1)")
 
 
 @pytest.mark.parametrize(

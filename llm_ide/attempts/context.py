@@ -20,6 +20,7 @@ from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
+from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Listeners, RunEvent, RunRequest
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 
@@ -136,6 +137,7 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
         repo=Path(state["repo"]).expanduser().resolve(),
         base_url=state.get("base_url"),
     )
+    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo)  # as the CLI checks
     return AttemptsContext(request)
 
 

@@ -22,6 +22,7 @@ from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
+from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult
 from llm_ide.run.thread import Thread, opened, start
 from llm_ide.secrets import redacted
@@ -38,7 +39,9 @@ class AttemptsResult(RunResult):
 def run_attempts(task: str, *, on_event: Callable[[RunEvent], None] | None = None, **fields: Any) -> RunResult:
     """The Python API of a run at a task with attempts (`fields`: those of `RunRequest`); its thread is resumed."""
     variants = tuple(fields.pop("variants", ()))
-    return run_at_task(RunRequest(task=task, variants=variants, **fields), Listeners(on_event))
+    request = RunRequest(task=task, variants=variants, **fields)
+    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task)
+    return run_at_task(request, Listeners(on_event))
 
 
 def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:

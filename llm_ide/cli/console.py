@@ -69,7 +69,7 @@ class StepPrinter:
 
     def step(self, event: Any) -> None:
         observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
-        first = next((line for line in observation.splitlines() if line.strip()), "")
+        first = first_meaningful_line(observation)
         console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
         thought = terminal_safe(getattr(event, "thought", "")).strip()
         if self.thoughts and thought:
@@ -80,6 +80,13 @@ class StepPrinter:
 
 
 print_event = StepPrinter()
+
+
+def first_meaningful_line(text: str) -> str:
+    """The line that says what an output is: the first with a letter or a digit (not a rule of `-----`, a row of
+    test dots), else the first that is not blank."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return next((line for line in lines if any(char.isalnum() for char in line)), lines[0] if lines else "")
 
 
 def money(cost: float, priced: bool = True) -> str:
@@ -125,7 +132,10 @@ def command_line(*extra: str) -> str:
 
 
 def print_interrupted(note: str, *extra: str) -> None:
-    """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues."""
+    """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues (on lines of their own: a tool's
+    spinner still up is ended first)."""
+    if tool_progress.cache_info().currsize:
+        tool_progress().stop()
     err_console.print(f"[bold yellow]interrupted[/]: {escape(note)}")
     err_console.print("resume with:")
     err_console.print(command_line(*extra), markup=False)
@@ -171,21 +181,24 @@ def config_default(key: str, config: str = "default") -> str:
     return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"
 
 
-PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
-
-
 def check_model_before_start(
-    model: str, settings: Any, base_url: str | None, say: Say = say_on_stderr, timeout: float = PREFLIGHT_TIMEOUT
+    model: str,
+    settings: Any,
+    base_url: str | None,
+    say: Say = say_on_stderr,
+    timeout: float | None = None,
+    repo: Path | None = None,
 ) -> None:
-    """Model name, API key and endpoint: checked before the environment starts and the tools install. A problem is
-    the one line said; the model's warnings meanwhile (no price) are said only when the checks pass."""
-    from llm_ide.swebench.preflight import SWEbenchError, check_model
+    """The run's preflight (llm_ide/run/preflight.py, the same for every door): limits, the repository when given, the
+    model's name, API key and endpoint, before the environment starts and the tools install. A problem is the one line
+    said; the model's warnings meanwhile (no price) are said only when the checks pass."""
+    from llm_ide.run.preflight import PREFLIGHT_TIMEOUT, PreflightError, preflight
 
     held: list[RenderableType] = []
     try:
         with warnings_on_console(held.append):
-            check_model(model, settings, base_url, timeout=timeout)
-    except SWEbenchError as error:
+            preflight(model, settings, base_url=base_url, repo=repo, timeout=timeout or PREFLIGHT_TIMEOUT, quiet=False)
+    except PreflightError as error:
         raise fail(str(error)) from None
     for line in held:
         say(line)

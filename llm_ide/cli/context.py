@@ -67,6 +67,15 @@ def context_command(
     typer.echo(view.render(selected))
 
 
+BINARY_PROBE = 8192  # bytes read to tell a binary file (as git does: a NUL among them)
+
+
+def binary(path: Path) -> bool:
+    """Whether `path` holds binary data: a NUL byte near its start (a text file in any 8-bit encoding has none)."""
+    with path.open("rb") as handle:
+        return b"\0" in handle.read(BINARY_PROBE)
+
+
 def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, whole_function: str | None) -> list[Chunk]:
     if file is None:
         raise ValueError("give a FILE (with --lines and/or --whole-function) or --chunks chunks.json")
@@ -75,6 +84,8 @@ def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, who
     numbers = parse_line_spec(lines) if lines is not None else []
     if not view.exists(file):
         raise ValueError(f"no such file: {file}")
+    if binary(Path(file)):
+        raise ValueError(f"{file} is a binary file, not source code: nothing to render")
     if whole_function is None:
         return [Chunk(view.path(file), numbers)]
     scope = view.symbol_scope(file, whole_function, near=numbers[0] if numbers else None)

@@ -4,6 +4,7 @@ and the command that continues it."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from llm_ide.cli.console import (
     StepPrinter,
@@ -20,9 +22,8 @@ from llm_ide.cli.console import (
     interrupted_exit,
     print_interrupted,
 )
-from llm_ide.cli.run import report
+from llm_ide.cli.run import report, write_patch
 from llm_ide.errors import ExitStatus, install_signal_policy
-from llm_ide.terminal import terminal_safe
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 RUN_ID = "demo"
@@ -68,10 +69,21 @@ def demo(
         raise interrupted_exit(interrupt) from None
     passed, verdict = unittest_verdict(project)
     console.print(f"[bold]Tests after the run:[/] {verdict}")
-    console.print("[bold]Patch:[/]")
-    console.print(terminal_safe(result.submission), markup=False)
+    write_patch(result.submission, workdir / "run" / f"{RUN_ID}.patch")
     report(result)
+    console.print(next_commands(result.trajectory_path))
     raise typer.Exit(0 if result.exit_status == ExitStatus.SUBMITTED and passed else 1)
+
+
+def next_commands(trajectory: Path) -> str:
+    """What to do after the demo: look at its run, then run the agent on a project of one's own."""
+    quoted = shlex.quote(str(trajectory))
+    return (
+        "[bold]next:[/]\n"
+        f"  llm-ide inspect {escape(quoted)} --html     [dim]# the run as one page: every step, the prompts[/]\n"
+        '  llm-ide run --repo ./myproject --task "..." --model openai:gpt-5-mini   '
+        "[dim]# a project of yours (docs/running.md; a local model: docs/local-models.md)[/]"
+    )
 
 
 def finished(trajectory: Path) -> bool:

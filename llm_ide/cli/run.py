@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from llm_ide.cli.console import (
     StepPrinter,
@@ -93,14 +92,11 @@ def run(
     the model thinks, a live line shows the seconds and tokens so far."""
     text = task_text(task, task_file)
     given = reproduction_variants(reproduction)
-    if not repo.is_dir():
-        raise fail(f"repository not found: {repo}")
     model = model_name(model)
     kind = environment_kind(environment, image)
     settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
-    check_repository(repo)
     status = ThinkingStatus(console, verbose, err_console)
-    check_model_before_start(model, settings, base_url, status.say)
+    check_model_before_start(model, settings, base_url, status.say, repo=repo)
     check_served_navigator(settings)
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.run.single import Listeners, RunRequest
@@ -122,7 +118,8 @@ def run(
         checkpoint=checkpoint,
         variants=tuple(given),
     )
-    result = run_to_end(request, Listeners(on_event, status, ask), status, thread_given=thread_id is not None)
+    listeners = Listeners(on_event, status, ask, status.command)
+    result = run_to_end(request, listeners, status, thread_given=thread_id is not None)
     raise typer.Exit(print_outcome(result, request, priced))
 
 
@@ -162,6 +159,7 @@ def run_to_end(request: RunRequest, listeners: Listeners, status: ThinkingStatus
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
+        status.stop()
         saved = f"saved at its last completed step ({request.output_dir / (request.run_id + '.traj.json')})"
         print_interrupted(saved, *([] if thread_given else ["--thread-id", request.run_id]))
         raise interrupted_exit(interrupt) from None
@@ -170,36 +168,12 @@ def run_to_end(request: RunRequest, listeners: Listeners, status: ThinkingStatus
 def print_outcome(result: RunResult, request: RunRequest, priced: bool) -> int:
     """The patch (printed, and written beside the trajectory) and the run's report; the exit code: 0 submitted, 1
     another ending, 2 an environment that could not start (nothing to show but the report)."""
-    from llm_ide.fileio import atomic_write
-
     if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
         report(result, priced)
         return 2  # the environment could not start: a set-up problem, told in one line above
-    patch_path = request.output_dir / f"{request.run_id}.patch"
-    atomic_write(patch_path, result.submission)
-    console.print(f"[bold]patch[/] ({patch_path}):")
-    patch = terminal_safe(result.submission.rstrip("\n"))
-    console.print(patch if result.submission.strip() else "(empty patch)", markup=False)
+    write_patch(result.submission, request.output_dir / f"{request.run_id}.patch")
     report(result, priced)
     return 0 if result.exit_status == ExitStatus.SUBMITTED else 1
-
-
-def check_repository(repo: Path) -> None:
-    """The patch is the working tree's change against a commit: a folder that is no git repository, or one without a
-    commit, is refused before the model is asked and anything starts (nothing is run in it or written to it)."""
-    quoted = shlex.quote(str(repo))
-    inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"], capture_output=True)
-    if inside.returncode != 0:
-        raise fail(
-            f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
-            f"git -C {quoted} init && git -C {quoted} add -A && git -C {quoted} commit -m base"
-        )
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True)
-    if head.returncode != 0:
-        raise fail(
-            f"{repo} has no commit yet: the run's patch is the change against one; make it first: "
-            f"git -C {quoted} add -A && git -C {quoted} commit -m base"
-        )
 
 
 def task_text(task: str | None, task_file: Path | None) -> str:
@@ -247,6 +221,28 @@ def reproduction_lines(trajectory: Path) -> list[str]:
         + (f", {after[item['name']]['verdict']} at submit" if item["name"] in after else "")
         for item in record.get("scripts") or []
     ]
+
+
+def write_patch(submission: str, path: Path) -> None:
+    """The patch written to `path` and printed under its name, coloured on a terminal like `git diff`."""
+    from llm_ide.fileio import atomic_write
+
+    atomic_write(path, submission)
+    console.print(f"[bold]patch[/] ({escape(str(path))}):")
+    console.print(coloured_patch(terminal_safe(submission.rstrip("\n"))) if submission.strip() else "(empty patch)")
+
+
+PATCH_STYLES = (("+++", "bold"), ("---", "bold"), ("diff ", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def coloured_patch(patch: str) -> Text:
+    """A unified diff as `git diff` colours it: added lines green, removed red, hunk headers cyan, file headers bold
+    (a console that is no terminal prints it plain)."""
+    text = Text()
+    for line in patch.splitlines(keepends=True):
+        style = next((style for prefix, style in PATCH_STYLES if line.startswith(prefix)), "")
+        text.append(line, style=style)
+    return text
 
 
 def report(result, priced: bool = True) -> None:

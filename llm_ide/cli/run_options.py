@@ -35,15 +35,11 @@ RunConfig = Annotated[
 Output = Annotated[Path | None, typer.Option(help="Output directory.", show_default="runs/<thread id>")]
 StepLimit = Annotated[
     int | None,
-    typer.Option(
-        min=0, help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")
-    ),
+    typer.Option(help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")),
 ]
 CostLimit = Annotated[
     float | None,
-    typer.Option(
-        min=0, help="Maximum model cost in USD; 0: no limit.", show_default=config_default("agent.cost_limit")
-    ),
+    typer.Option(help="Maximum model cost in USD; 0: no limit.", show_default=config_default("agent.cost_limit")),
 ]
 ThreadId = Annotated[
     str | None,

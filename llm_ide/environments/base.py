@@ -4,9 +4,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from llm_ide.environments.output import OnOutput
 from llm_ide.errors import EnvironmentFailure
 
-__all__ = ["Capabilities", "CommandResult", "Environment", "EnvironmentFailure", "FileSnapshot", "FileSource"]
+__all__ = [
+    "Capabilities",
+    "CommandResult",
+    "Environment",
+    "EnvironmentFailure",
+    "FileSnapshot",
+    "FileSource",
+    "OnOutput",
+]
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,11 @@ class Environment(FileSource, Protocol):
         """The environment the `environment` settings ask for (`options`: image, tools_dir, leftovers)."""
         ...
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult: ...
+    def execute(
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
+    ) -> CommandResult:
+        """`command` run with `bash -c` in the workdir (or `cwd`); `on_output` gets its output as it arrives."""
+        ...
 
     def write_file(self, path: str, data: bytes) -> None:
         """Raises OutsideRepository when `path`, symlinks resolved, is not inside the repository."""

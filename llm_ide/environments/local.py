@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
-from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
     TOKEN,
     Leftovers,
@@ -212,7 +212,9 @@ class LocalEnvironment:
             self._namespace = RunNamespace(tools, self.env)
         return self._namespace
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+    def execute(
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
+    ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
@@ -229,7 +231,7 @@ class LocalEnvironment:
         self.leftovers.command_started(process.pid)
         if self.containment == "subreaper":
             self._groups.add(process.pid)
-        cap = OutputCap(self.output_max_bytes)
+        cap = OutputCap(self.output_max_bytes, on_output)
         fd = process.stdout.fileno()
         try:
             timed_out = pump_output(fd, cap, process, start + timeout)

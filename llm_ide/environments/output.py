@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
 from llm_ide.prompting import compile_template
 from llm_ide.settings import bundled_yaml
+
+OnOutput = Callable[[bytes], None] | None  # told a command's output as it arrives
 
 
 def render(template: str, **values: object) -> str:
@@ -24,9 +27,11 @@ def append_note(text: str, note: str) -> str:
 
 @dataclass
 class OutputCap:
-    """Keeps the first and last `max_bytes / 2` bytes of a stream and counts the rest, in bounded memory."""
+    """Keeps the first and last `max_bytes / 2` bytes of a stream and counts the rest, in bounded memory; each piece
+    is also handed to `on_output` as it arrives (a live display of the command)."""
 
     max_bytes: int
+    on_output: OnOutput = None
     total: int = 0
     head: bytearray = field(default_factory=bytearray)
     tail: bytearray = field(default_factory=bytearray)
@@ -40,6 +45,8 @@ class OutputCap:
         return self.max_bytes - self.head_limit
 
     def feed(self, data: bytes) -> None:
+        if self.on_output is not None:
+            self.on_output(data)
         self.total += len(data)
         room = self.head_limit - len(self.head)
         if room > 0:

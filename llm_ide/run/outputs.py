@@ -37,6 +37,7 @@ class RunEvent:
     thought: str = ""  # kind "step": the reasoning that chose the action
     tokens: int = 0  # kind "step": the run's tokens so far (input + output)
     rejected: tuple[int, int] | None = None  # kind "format_error": replies rejected in a row, agent.max_format_errors
+    command: Any = None  # kind "command": an agent's command under way (llm_ide.environments.live.CommandProgress)
 
 
 @dataclass

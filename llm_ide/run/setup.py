@@ -11,6 +11,7 @@ from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments import Environment, make_environment
+from llm_ide.environments.live import CommandListener
 from llm_ide.exchange import exchange_for
 from llm_ide.models import Model, get_model
 from llm_ide.settings import CoreSettings
@@ -77,12 +78,14 @@ def build_context(
     intents: IntentLog | None = None,
     on_tool_event: Callable[[Any], None] | None = None,
     on_model_call: CallListener | None = None,
+    on_command: CommandListener | None = None,
     variants: Variants | None = None,
     folder: Path | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
-    opens once the tools are in; `on_model_call` is told of each model call as it happens; `folder`: the run's own
-    (its models may keep what they need there across processes)."""
+    opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
+    the agent's commands as it runs; `folder`: the run's own (its models may keep what they need there across
+    processes)."""
     models = RunModels(settings, on_model_call, folder)
     exchange = exchange_for(settings, models(model_spec, base_url))  # a bad model fails before any tool
     model = models.agent(model_spec, base_url, exchange.prepare)
@@ -92,7 +95,7 @@ def build_context(
     ctx = AgentContext(
         settings=settings,
         model=model,
-        codebase=Codebase.for_settings(env, settings, tool_commands=commands),
+        codebase=Codebase.for_settings(env, settings, tool_commands=commands, on_command=on_command),
         exchange=exchange,
         tool_usage=usage,
         policy=CallPolicy(record_call, cost_budget, settings.agent.max_reply_chars, settings.templates),

@@ -5,6 +5,7 @@ exit status) and its result. Drivers of several runs at a task make each of them
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,11 +17,13 @@ from llm_ide.budget import Budget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments.base import Environment
-from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
+from llm_ide.environments.live import CommandListener, CommandProgress
+from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.graph import build_graph
 from llm_ide.run.guard import check_saved_state
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
+from llm_ide.run.preflight import check_task, preflight
 from llm_ide.run.salvage import folder_lost
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
@@ -61,16 +64,30 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class Listeners:
-    """Who is told what a run does: its events (`on_event`), each model call as it happens (`on_model_call`), and a
-    question a variant asks a person (`ask` returns the answer; without it the run returns awaiting it)."""
+    """Who is told what a run does: its events (`on_event`; an agent's command as it runs is a `command` event too),
+    each model call as it happens (`on_model_call`), each command as it runs (`on_command`), and a question a
+    variant asks a person (`ask` returns the answer; without it the run returns awaiting it)."""
 
     on_event: Callable[[RunEvent], None] | None = None
     on_model_call: CallListener | None = None
     ask: Callable[[dict[str, Any]], Any] | None = None
+    on_command: CommandListener | None = None
 
     def emit(self, event: RunEvent) -> None:
         if self.on_event is not None:
             self.on_event(event)
+
+    def command_listener(self, run_id: str) -> CommandListener | None:
+        """What tells a run's commands as they run: to `on_command`, and as `command` events."""
+        if self.on_event is None and self.on_command is None:
+            return None
+
+        def tell(progress: CommandProgress) -> None:
+            if self.on_command is not None:
+                self.on_command(progress)
+            self.emit(RunEvent(run_id, "command", command=progress))
+
+        return tell
 
 
 def run_task(
@@ -79,14 +96,17 @@ def run_task(
     on_event: Callable[[RunEvent], None] | None = None,
     on_model_call: CallListener | None = None,
     ask: Callable[[dict[str, Any]], Any] | None = None,
+    on_command: CommandListener | None = None,
     **fields: Any,
 ) -> RunResult:
     """The Python API of one run: the agent at `task` until it submits or reaches a limit (`fields`: those of
-    `RunRequest`); the thread `run_id` is resumed when it is unfinished."""
+    `RunRequest`); the thread `run_id` is resumed when it is unfinished. Checked first as the command line checks a
+    run (llm_ide/run/preflight.py): a problem raises a UsageError of one line, before anything is set up."""
     variants = tuple(fields.pop("variants", ()))
     lessons = tuple(fields.pop("carried_lessons", None) or ())
     request = RunRequest(task=task, variants=variants, carried_lessons=lessons, **fields)
-    return Driver(request, Listeners(on_event, on_model_call, ask)).run()
+    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task)
+    return Driver(request, Listeners(on_event, on_model_call, ask, on_command)).run()
 
 
 @dataclass
@@ -100,8 +120,7 @@ class Driver:
 
     def run(self) -> RunResult:
         request = self.request
-        if not request.task.strip():
-            raise UsageError("the task is empty: say what the agent should do")
+        check_task(request.task)
         variants = compose(request.settings, request.variants)  # a combination that cannot work: refused now
         output_dir, settings = start(request.output_dir, request.run_id, request.settings, request.environment)
         request = replace(request, output_dir=output_dir, settings=settings)
@@ -143,6 +162,7 @@ class Stream:
     thread: Thread
     outputs: RunOutputs
     variants: Variants
+    ctx: AgentContext | None = None  # the run's context, once built
 
     def say(self, phase: str) -> None:
         self.outputs.emit(RunEvent(self.driver.request.run_id, "phase", phase=phase))
@@ -157,8 +177,10 @@ class Stream:
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM/SIGHUP (errors.Terminated)
             status, outputs.info["error"] = ending(interrupt)
             log.warning("%s", outputs.info["error"])
+            self.count_time()
             raise
         except Exception as error:
+            self.count_time()
             lost = not outputs.recorder.path.parent.is_dir()  # what failed was a write into the deleted folder
             status, outputs.info["error"] = ending(OutputFolderLost(folder_lost(request.output_dir)) if lost else error)
             log.log(logging.ERROR, "%s: %s", status, error, exc_info=not isinstance(error, LlmIdeError) and not lost)
@@ -169,6 +191,13 @@ class Stream:
             outputs.tidy(request.settings, self.thread.spec)
             result = outputs.finish(status, submission)
         return result
+
+    def count_time(self) -> None:
+        """A run that ends without passing `update_activity` (a model error, Ctrl-C, a crash): its time since its last
+        completed step (the model's and the commands') is counted in its trajectory's `info.elapsed` too."""
+        if self.ctx is not None:
+            since = time.monotonic() - self.ctx.clock.mark
+            self.outputs.info["elapsed"] = round(self.outputs.values.get("elapsed", 0.0) + since, 3)
 
     def open(self) -> tuple[Any, str | None]:
         request, thread = self.driver.request, self.thread
@@ -203,8 +232,10 @@ class Stream:
             intents=request.intents or IntentLog(request.output_dir / f"{request.run_id}.intents.jsonl"),
             on_tool_event=lambda event: listeners.emit(RunEvent(request.run_id, "tool", tool=event)),
             on_model_call=listeners.on_model_call,
+            on_command=listeners.command_listener(request.run_id),
             folder=request.output_dir,
         )
+        self.ctx = ctx
         log.info(
             "run %s %s (model %s, environment %s)",
             request.run_id,

@@ -33,7 +33,7 @@ from llm_ide.environments.docker.cleanup import (
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
 from llm_ide.environments.docker.session import Collector, Session, Sink
-from llm_ide.environments.output import OutputCap, append_note, default_messages, render
+from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
@@ -259,10 +259,12 @@ class DockerEnvironment:
             exec_id = self.client.api.exec_create(self.container_id, argv, user=self.user or ROOT)["Id"]
             self.client.api.exec_start(exec_id)
 
-    def execute(self, command: str, timeout: float | None = None, cwd: str | None = None) -> CommandResult:
+    def execute(
+        self, command: str, timeout: float | None = None, cwd: str | None = None, on_output: OnOutput = None
+    ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
-        cap = OutputCap(self.output_max_bytes)
+        cap = OutputCap(self.output_max_bytes, on_output)
         returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
         output = redact(cap.text(self.messages["elided"]))  # environment.env may hold secrets
         if timed_out:

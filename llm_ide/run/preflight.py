@@ -1,0 +1,229 @@
+"""One preflight for every door (the command line, the Python API, LangGraph Studio): before a run starts, its limits,
+its repository, its model's name, key and endpoint are checked, each failure one line (a PreflightError, exit 2):
+nothing is set up, run or written first."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import ValidationError, create_model
+
+from llm_ide.endpoint import listed_models
+from llm_ide.errors import UsageError
+from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
+from llm_ide.pricing import find_price, langchain_providers
+from llm_ide.scripted import load_script
+from llm_ide.settings import CoreSettings, describe_error
+
+PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
+
+
+class PreflightError(UsageError, ValueError):
+    """What stops a run before it starts (a ValueError too: LangGraph's server shows its message to the client)."""
+
+
+# The API key variables of the langchain providers that need one (any of them will do); a provider left out here
+# authenticates otherwise (cloud credential chains, a local server) and is not checked.
+PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "azure_openai": ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
+    "google_genai": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "mistralai": ("MISTRAL_API_KEY",),
+    "cohere": ("COHERE_API_KEY",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "perplexity": ("PPLX_API_KEY", "PERPLEXITY_API_KEY"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "nvidia": ("NVIDIA_API_KEY",),
+    "upstage": ("UPSTAGE_API_KEY",),
+    "huggingface": ("HUGGINGFACEHUB_API_TOKEN", "HF_TOKEN"),
+    "baseten": ("BASETEN_API_KEY",),
+    "ibm": ("WATSONX_APIKEY", "WATSONX_API_KEY"),
+    "langsmith": ("LANGSMITH_API_KEY",),
+}
+# The endpoint each provider talks to unless --base-url says otherwise: (variable that moves it, default URL).
+PROVIDER_URLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "openai": (("OPENAI_BASE_URL",), "https://api.openai.com/v1"),
+    "anthropic": (("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com"),
+}
+KEY_KWARGS = {"api_key", "openai_api_key", "anthropic_api_key", "google_api_key"}
+MAX_LISTED = 20  # model names shown when the endpoint does not list the one asked for
+
+
+def preflight(
+    model: str,
+    settings: CoreSettings,
+    *,
+    base_url: str | None = None,
+    repo: Path | str | None = None,
+    task: str | None = None,
+    timeout: float = PREFLIGHT_TIMEOUT,
+    quiet: bool = True,
+) -> None:
+    """Everything a run needs before it starts, in the order a user fixes it: the task (when given), the limits, the
+    repository (when the run works on one), the model (name, key, endpoint). A failure is one line (a UsageError).
+    `quiet`: the model's warnings (no price) are left for the run to say (the command line says them here)."""
+    if task is not None:
+        check_task(task)
+    check_limits(settings)
+    if repo is not None:
+        check_repository(Path(repo).expanduser())
+    check_model(model, settings, base_url, timeout, quiet)
+
+
+def check_task(task: str) -> None:
+    if not task.strip():
+        raise PreflightError("the task is empty: say what the agent should do")
+
+
+def check_limits(settings: CoreSettings) -> None:
+    """The run's limits hold what their settings allow (finite, not negative): settings built around the validation
+    (`model_construct`, an assignment to a copy) are refused here, in the words of a config error."""
+    values = {"agent": settings.agent.model_dump()}
+    try:
+        create_model("Limits", agent=(type(settings.agent), ...)).model_validate(values)
+    except ValidationError as error:
+        raise PreflightError(describe_error(error, [("settings", values)])) from None
+
+
+def check_repository(repo: Path) -> None:
+    """The patch is the working tree's change against a commit: a folder that is not there, not a git repository, or
+    a repository without a commit is refused (nothing is run in it or written to it)."""
+    if not repo.is_dir():
+        raise PreflightError(f"repository not found: {repo}")
+    quoted = shlex.quote(str(repo))
+    inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"], capture_output=True)
+    if inside.returncode != 0:
+        raise PreflightError(
+            f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
+            f"git -C {quoted} init && git -C {quoted} add -A && git -C {quoted} commit -m base"
+        )
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True)
+    if head.returncode != 0:
+        raise PreflightError(
+            f"{repo} has no commit yet: the run's patch is the change against one; make it first: "
+            f"git -C {quoted} add -A && git -C {quoted} commit -m base"
+        )
+
+
+def provider_of(model: str) -> str | None:
+    """The langchain provider of `provider:name`; None for scripted and OpenAI-compatible names."""
+    prefix, colon, _ = model.partition(":")
+    return prefix if colon and prefix in langchain_providers() else None
+
+
+def model_endpoint(model: str, base_url: str | None) -> str | None:
+    """The URL a `--model` talks to; None when we cannot tell (scripted, providers of no known endpoint)."""
+    if model.startswith("scripted:"):
+        return None
+    provider = provider_of(model)
+    if provider is None:
+        return base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    if base_url or provider not in PROVIDER_URLS:
+        return base_url
+    variables, default = PROVIDER_URLS[provider]
+    return next((os.environ[name] for name in variables if os.environ.get(name)), default)
+
+
+def empty_name(model: str) -> str | None:
+    """A model spec that names nothing: blank, `scripted:` without a file, `provider:` without a model."""
+    if not model.strip():
+        return "no model: give one (e.g. openai:gpt-5-mini, scripted:FILE.yaml, or a name with --base-url)"
+    prefix, colon, name = model.partition(":")
+    if prefix == "scripted" and not name.strip():
+        return f"model {model} names no script; give scripted:FILE.yaml (a YAML list of replies)"
+    if colon and not name.strip() and prefix in langchain_providers():
+        return f"model {model} names no model after the provider; give {prefix}:NAME"
+    return None
+
+
+def missing_key(model: str, settings: Any, base_url: str | None) -> str | None:
+    """A provider's model needs its API key variable (or a key in the settings' model kwargs); a bare
+    OpenAI-compatible name needs OPENAI_API_KEY unless a URL (of a keyless local server) is given."""
+    if KEY_KWARGS & set(settings.model.kwargs) or model.startswith("scripted:"):
+        return None
+    provider = provider_of(model)
+    if provider is None:
+        if ":" in model or os.environ.get("OPENAI_API_KEY") or base_url or os.environ.get("OPENAI_BASE_URL"):
+            return None  # an unknown provider is told by get_model
+        hint = "for a keyless local server give --base-url or OPENAI_BASE_URL"
+        return f"model {model}: OPENAI_API_KEY is not set ({hint})"
+    names = PROVIDER_KEYS.get(provider, ())
+    if not names or any(os.environ.get(name) for name in names):
+        return None
+    return f"model {model}: {' or '.join(names)} is not set"
+
+
+def check_model(
+    model: str, settings: Any, base_url: str | None, timeout: float = PREFLIGHT_TIMEOUT, quiet: bool = False
+) -> None:
+    """The model names something, has its key, could be built (none is: the run builds its own, once), its endpoint
+    accepts a connection within `timeout`, and an OpenAI-compatible endpoint that lists its models lists this one. A
+    run whose model is `…{attempt}…` (one per try) is checked with the first one's. `quiet`: a model without a price
+    is left for the run to say."""
+    model = model.replace("{attempt}", "1")
+    if problem := empty_name(model) or missing_key(model, settings, base_url):
+        raise PreflightError(problem)
+    try:
+        buildable(model, base_url)
+    except ModelError as error:
+        raise PreflightError(str(error)) from None
+    if not quiet and not model.startswith("scripted:") and find_price(model, settings.model.prices) is None:
+        warn_once("price", model, unpriced(model))
+    url = model_endpoint(model, base_url)
+    if url is None:
+        return
+    parsed = urlparse(url)
+    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        hint = "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL"
+        hint = hint if provider_of(model) is None else "endpoint with --base-url URL"
+        raise PreflightError(
+            f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable {hint} "
+            "(or use --model scripted:FILE.yaml for a dry run)"
+        ) from None
+    if settings.model.check_name and provider_of(model) in (None, "openai"):
+        check_listed(model, url, settings, timeout)
+
+
+def buildable(model: str, base_url: str | None) -> None:
+    """What would keep the model from being built, told without building one: a script that cannot be read, an
+    unknown provider, a provider whose integration package is not installed."""
+    if model.startswith("scripted:"):
+        load_script(Path(model.removeprefix("scripted:")).expanduser())
+    elif problem := unknown_provider(model, base_url):
+        raise ModelError(problem)
+    elif (provider := provider_of(model)) is not None:
+        from langchain.chat_models import base
+
+        package = str((getattr(base, "_BUILTIN_PROVIDERS", {}).get(provider) or ("",))[0])  # init_chat_model's table
+        if package and importlib.util.find_spec(package.split(".")[0]) is None:
+            raise ModelError(f"cannot create model {model}: its integration package {package} is not installed")
+
+
+def check_listed(model: str, url: str, settings: Any, timeout: float) -> None:
+    """An OpenAI-compatible endpoint that lists its models (`/v1/models`) must list this one (Ollama's `name` is its
+    `name:latest`); one that lists none, or cannot say in time, is not asked further."""
+    name = model.removeprefix("openai:")
+    key = settings.model.kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
+    listed = listed_models(url, key if isinstance(key, str) else None, timeout)
+    if listed is None or name in listed or f"{name}:latest" in listed:
+        return
+    shown = ", ".join(listed[:MAX_LISTED]) + (f" … ({len(listed)} in all)" if len(listed) > MAX_LISTED else "")
+    raise PreflightError(
+        f"model {name} is not served at {url}, which lists: {shown}; pass one of them to --model "
+        "(or set model.check_name: false)"
+    )

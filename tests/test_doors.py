@@ -1,0 +1,169 @@
+"""Every door checks what the command line checks (issue 40 §1): the same bad input — a folder that is not a git
+repository, a model without its key, an endpoint that does not answer, an empty model name, a limit that is no number
+— is the same one line from `llm-ide run` (exit 2), from `run_task` (a UsageError of the one hierarchy) and from the
+graph LangGraph Studio serves (the run ends at once, that line its `error`), and nothing is set up or written first."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import BUGGY_FILES
+from conftest import make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.errors import LlmIdeError, UsageError
+from llm_ide.run.single import run_task
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str]:
+    """(inputs, environment, the line every door says) of one bad input."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    script = tmp_path / "script.yaml"
+    script.write_text("- never used\n")
+    port = closed_port()
+    plain = tmp_path / "plain"
+    plain.mkdir(exist_ok=True)
+    cases = {
+        "not a repository": (
+            {"repo": plain, "model": f"scripted:{script}"},
+            {},
+            f"{plain} is not a git repository: the run's patch is the change against a commit; make one first: "
+            f"git -C {plain} init && git -C {plain} add -A && git -C {plain} commit -m base",
+        ),
+        "no key": (
+            {"repo": repo, "model": "openai:gpt-5-mini"},
+            {},
+            "model openai:gpt-5-mini: OPENAI_API_KEY is not set",
+        ),
+        "unreachable": (
+            {"repo": repo, "model": "local-model", "base_url": f"http://127.0.0.1:{port}/v1"},
+            {},
+            f"could not reach model local-model at http://127.0.0.1:{port}/v1 (Connection refused); give a reachable "
+            "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL (or use --model scripted:FILE.yaml for "
+            "a dry run)",
+        ),
+        "empty script": (
+            {"repo": repo, "model": "scripted:"},
+            {},
+            "model scripted: names no script; give scripted:FILE.yaml (a YAML list of replies)",
+        ),
+        "empty provider model": (
+            {"repo": repo, "model": "openai:"},
+            {"OPENAI_API_KEY": "sk-test"},
+            "model openai: names no model after the provider; give openai:NAME",
+        ),
+    }
+    return cases[name]
+
+
+NAMES = ["not a repository", "no key", "unreachable", "empty script", "empty provider model"]
+
+
+@pytest.fixture(autouse=True)
+def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [key for key in os.environ if key.startswith(("OPENAI_", "ANTHROPIC_"))]:
+        monkeypatch.delenv(name, raising=False)
+
+
+def untouched(tmp_path: Path) -> None:
+    assert not (tmp_path / "out").exists(), "nothing was written"
+    assert list((tmp_path / "plain").iterdir()) == [], "nothing was run in the folder"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_python_api_raises_the_line_the_command_line_prints(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs, env, line = case(tmp_path, name)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(UsageError) as raised:
+        run_task("Fix Cart.total.", settings=load_config(), output_dir=tmp_path / "out", run_id="r", **inputs)
+    assert str(raised.value) == line and isinstance(raised.value, LlmIdeError)
+    untouched(tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_command_line_prints_it_and_exits_2(tmp_path: Path, name: str) -> None:
+    """A real process: the exit status and stderr are the boundary being tested."""
+    inputs, env, line = case(tmp_path, name)
+    argv = [sys.executable, "-m", "llm_ide", "run", "--repo", str(inputs["repo"]), "--task", "Fix Cart.total."]
+    argv += ["--model", inputs["model"], "--output", str(tmp_path / "out")]
+    argv += ["--base-url", inputs["base_url"]] if "base_url" in inputs else []
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    done = subprocess.run(argv, capture_output=True, text=True, env={**environ, **env, "LLM_IDE_CONFIG": "off"})
+    assert (done.returncode, done.stderr, done.stdout) == (2, f"error: {line}\n", "")
+    untouched(tmp_path)
+
+
+def studio_run(inputs: dict[str, Any], thread: str) -> dict[str, Any]:
+    """The agent graph as `langgraph dev` serves it (llm_ide.studio.graph), run in process on a thread of its own."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from llm_ide.studio import graph
+
+    async def run() -> dict[str, Any]:
+        async with graph({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": InMemorySaver()})
+            config = {"configurable": {"thread_id": thread}}
+            return await served.ainvoke({"task": "Fix Cart.total.", **inputs}, config)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_studio_ends_the_run_at_once_with_the_line_as_its_error(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs, env, line = case(tmp_path, name)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    final = studio_run({key: str(value) for key, value in inputs.items()}, f"doors-{name}")
+    assert (final["exit_status"], final["error"]) == ("error", line)
+    assert final.get("operations", []) == [] and final["submission"] == ""
+    assert final.get("usage", {}).get("api_calls", 0) == 0
+    untouched(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        ({"cost_limit": float("nan")}, "settings: agent.cost_limit: input should be a finite number (got nan)"),
+        ({"step_limit": -1}, "settings: agent.step_limit: input should be greater than or equal to 0 (got -1)"),
+    ],
+)
+def test_a_limit_that_is_no_number_is_one_line_at_every_door(tmp_path: Path, values: dict[str, Any], line: str) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with pytest.raises(UsageError, match=f"^{line.replace('(', '[(]').replace(')', '[)]')}$"):
+        run_task(
+            "t", model="scripted:x.yaml", settings=load_config(agent=values), output_dir=tmp_path / "o", run_id="r"
+        )
+    settings = load_config()
+    settings.agent.__dict__.update(values)  # around the validation: the preflight validates again
+    with pytest.raises(UsageError, match="^settings: agent"):
+        run_task("t", model="scripted:x.yaml", settings=settings, output_dir=tmp_path / "o", run_id="r", repo=repo)
+    final = studio_run({"repo": str(repo), "model": "scripted:x.yaml", "config": {"agent": values}}, "doors-limit")
+    assert (final["exit_status"], final["error"]) == ("error", line)
+    option = "--cost-limit" if "cost_limit" in values else "--step-limit"
+    argv = [sys.executable, "-m", "llm_ide", "run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml"]
+    done = subprocess.run(
+        [*argv, option, str(next(iter(values.values())))],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LLM_IDE_CONFIG": "off"},
+    )
+    assert (done.returncode, done.stderr) == (2, "error: " + line.replace("settings:", "command line:") + "\n")
+    assert not (tmp_path / "o").exists()
