@@ -108,9 +108,9 @@ class AttemptsContext:
 
     def forward(self, event: Any) -> None:
         """An attempt's event to the caller; once the run is stopped the attempt ends `interrupted` at its next step
-        (its environment removed, its state saved)."""
+        (its environment removed, its state saved), not inside one (a command's progress: its step is not saved yet)."""
         self.listeners.emit(event)
-        if self.stop.is_set() and event.kind != "end":
+        if self.stop.is_set() and event.kind not in ("end", "command"):
             raise KeyboardInterrupt
 
     def emit(self, phase: str) -> None:
