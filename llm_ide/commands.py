@@ -1,7 +1,9 @@
-"""What a shell command does, as far as can be told without running it: whether it only reads."""
+"""What a shell command does, as far as can be told without running it: whether it only reads, which files it writes
+whole, which file it shows whole."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 from llm_ide.actions import _segments
@@ -29,3 +31,46 @@ def read_only(command: str, readers: Collection[str] = READERS, git_readers: Col
         if tool == "find" and any(word in {"-delete", "-exec", "-execdir", "-fprint"} for word in words):
             return False
     return True
+
+
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+WORD = r"(['\"]?)(?P<{name}>[^\s'\"<>|&;()]+)\{group}"
+WHOLE_WRITES = (
+    re.compile(r"(?<![<>&\d])>\|?\s*" + WORD.format(name="target", group=1)),  # `> f`, not `>> f`, `2> f`, `&> f`
+    re.compile(r"\btee\s+(?!-a\b|--append\b)(?:-\S+\s+)*" + WORD.format(name="target", group=1)),
+)
+MOVE = re.compile(
+    r"\b(?:mv|cp)\s+(?:-\S+\s+)*" + WORD.format(name="source", group=1) + r"\s+" + WORD.format(name="target", group=3)
+)
+WHOLE_READ = re.compile(r"\s*(?:cat(?:\s+-\w+)*|nl\s+-ba)\s+" + WORD.format(name="path", group=1) + r"\s*")
+
+
+def shell_text(command: str) -> str:
+    """The command without the bodies of its here-documents (what the shell reads as commands)."""
+    kept: list[str] = []
+    ends: list[str] = []
+    for line in command.split("\n"):
+        if ends:
+            if line.strip() == ends[0]:
+                ends.pop(0)
+            continue
+        kept.append(line)
+        ends += [match.group(2) for match in HEREDOC.finditer(line)]
+    return "\n".join(kept)
+
+
+def written_whole(command: str) -> set[str]:
+    """The files (as the command names them) it writes whole: redirected into (`cat > f <<EOF`, `tee f`), or written
+    so and then moved or copied onto (`cat > f.new <<EOF && mv f.new f`)."""
+    shell = shell_text(command)
+    written = {match.group("target") for pattern in WHOLE_WRITES for match in pattern.finditer(shell)}
+    for match in MOVE.finditer(shell):
+        if match.group("source") in written:
+            written.add(match.group("target"))
+    return written
+
+
+def read_whole(command: str) -> str | None:
+    """The file the command shows whole and alone (`cat f`, `nl -ba f`), as it names it."""
+    match = WHOLE_READ.fullmatch(command)
+    return match.group("path") if match else None

@@ -106,7 +106,14 @@ def _layers_with_extends(path: Path, seen: set[Path]) -> Layers:
     parent = data.pop("extends", None)
     if parent is None:
         return [(str(path), data)]
-    parent_path = (path.parent / parent) if (path.parent / str(parent)).exists() else resolve_config_path(parent)
+    if not isinstance(parent, str) or not parent.strip():
+        raise ConfigError(
+            f"{path}: extends: must name a bundled config ({', '.join(CONFIG_NAMES)}) or a YAML file (got {parent!r})"
+        )
+    try:
+        parent_path = (path.parent / parent) if (path.parent / parent).exists() else resolve_config_path(parent)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: extends: {error}") from None
     return [*_layers_with_extends(parent_path, seen | {path.resolve()}), (str(path), data)]
 
 

@@ -1,4 +1,5 @@
-"""What a model's tokens cost: the prices of the config's `model.prices`, found by the model's name."""
+"""What a model's tokens cost: the prices of the config's `model.prices`, found by the model's name; the price lists
+the benchmarks bill both agents with (`PROFILES`)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,49 @@ class Price:
     cache_read: float | None = None
     cache_write: float | None = None
 
+    @property
+    def write(self) -> float:
+        """A prompt token the cache does not hold: written to it where the provider charges for that."""
+        return self.input if self.cache_write is None else self.cache_write
+
+    @property
+    def read(self) -> float:
+        """A prompt token read from the provider's prompt cache (a prefix of the previous request)."""
+        return self.input if self.cache_read is None else self.cache_read
+
+    @property
+    def charged(self) -> bool:
+        """Whether a prompt token costs anything (a free or local model's price list is all zeros)."""
+        return self.write > 0
+
+    def bill(self, uncached: float, cached: float, output: float) -> float:
+        """The price of a request of `uncached` new and `cached` re-read prompt units and `output` reply units (tokens,
+        or characters as the benchmarks count them): a new one is written to the cache (`cache_write`) where it has
+        a price, as providers that charge for it cache every prompt prefix they are asked to."""
+        return uncached * self.write + cached * self.read + output * self.output
+
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
         uncached = max(0, input_tokens - cache_read - cache_write)
         read = self.input if self.cache_read is None else self.cache_read
         write = self.input if self.cache_write is None else self.cache_write
         return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
+
+
+PROFILES = {  # per prompt token of an uncached input; examples in docs/replay.md
+    "gpt": Price(input=1.0, output=8.0, cache_read=0.1),
+    "claude55": Price(input=1.0, output=5.0, cache_read=0.05, cache_write=1.25),
+    "open": Price(input=1.0, output=3.0, cache_read=0.02),
+}
+
+
+def price_of(settings: PriceSettings) -> Price:
+    return Price(settings.input, settings.output, settings.cache_read, settings.cache_write)
+
+
+def settings_of(price: Price) -> dict[str, float]:
+    """`price` as an entry of the config's `model.prices`."""
+    entry = {"input": price.input, "output": price.output, "cache_read": price.cache_read}
+    return {key: value for key, value in {**entry, "cache_write": price.cache_write}.items() if value is not None}
 
 
 def langchain_providers() -> frozenset[str]:
@@ -47,8 +86,8 @@ def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
     for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
         entry = prices.get(candidate)
         if entry is not None:
-            return Price(entry.input, entry.output, entry.cache_read, entry.cache_write)
+            return price_of(entry)
     return None
 
 
-__all__ = ["Price", "bare_model_name", "find_price", "langchain_providers"]
+__all__ = ["PROFILES", "Price", "bare_model_name", "find_price", "langchain_providers", "price_of", "settings_of"]

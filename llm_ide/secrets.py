@@ -3,12 +3,16 @@ agent's commands and masked in every output (observations, model requests and re
 
 A secret is the value of an environment variable, an `environment.env` entry or a model setting (e.g. a header)
 whose name says so (KEY, TOKEN, SECRET, PASS, PASSWORD, CREDENTIAL, AUTH … as a word or a word's end) or that the
-settings list under `secrets`. Masking covers the value as is, reversed, URL-encoded, hex and base64 (at any
-alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH` characters or more."""
+settings list under `secrets`, and a credential found by its shape in any variable's value, whatever its name (a URL
+or DSN with a password, GitHub, GitLab, Slack, AWS, OpenAI, Anthropic, Google and npm tokens, JWTs, private keys), as
+gitleaks and detect-secrets find them. Masking covers the value as is, reversed, rot13'd, URL-encoded, hex and base64
+(at any alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH` characters or more. The
+environment's secrets are found once per change of the environment, not at every output."""
 
 from __future__ import annotations
 
 import base64
+import codecs
 import logging
 import os
 import re
@@ -26,6 +30,21 @@ PROVIDER = re.compile(
     r"|LITELLM|LANGSMITH|LANGCHAIN)_",
     re.IGNORECASE,
 )
+# credentials by shape: the whole match, or its `secret` group, is the secret
+SHAPES = [
+    re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@"),  # a URL (a DSN) with a password
+    re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@"),  # a DSN whose user is a key (Sentry)
+    re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE),  # a libpq keyword DSN
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),  # GitHub
+    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),  # GitLab
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),  # Slack
+    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),  # AWS access key ids
+    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWTs
+    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic
+    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),  # Google
+    re.compile(r"\bnpm_[A-Za-z0-9]{36}\b|\b[rs]k_live_[A-Za-z0-9]{20,}"),  # npm, Stripe
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),  # private keys
+]
 MIN_SECRET_LENGTH = 6
 NOT_SECRETS = {"true", "false", "yes", "no", "none", "null", "enabled", "disabled"}
 MASK = "***"
@@ -49,10 +68,26 @@ def mark_secret_names(names: Iterable[str]) -> None:
         _marked.update(name.upper() for name in names)
 
 
+def credentials_in(value: str) -> list[str]:
+    """The credentials `value` holds by their shape (the password of a URL, a token), none when it holds none."""
+    found = []
+    for shape in SHAPES:
+        for match in shape.finditer(value):
+            found.append(match.group("secret") if "secret" in shape.groupindex else match.group())
+    return found
+
+
+def is_secret_variable(name: str, value: str) -> bool:
+    """A variable the agent's commands never get: secret by its name, or holding a credential by its value's shape."""
+    return is_secret_name(name) or bool(credentials_in(value))
+
+
 def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment without secret-looking variables: what commands the agent runs on the host inherit."""
     return {
-        key: value for key, value in (os.environ if environ is None else environ).items() if not is_secret_name(key)
+        key: value
+        for key, value in (os.environ if environ is None else environ).items()
+        if not is_secret_variable(key, value)
     }
 
 
@@ -61,10 +96,30 @@ def maskable(value: str) -> bool:
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the secret variables of the environment (long enough to be told apart from ordinary words), longest
-    first."""
-    values = {value for key, value in (os.environ if environ is None else environ).items() if is_secret_name(key)}
+    """The secrets of the environment (long enough to be told apart from ordinary words), longest first: the values
+    of its secret variables, and the credentials any value holds (with the whole value that holds them)."""
+    values = set()
+    for key, value in (os.environ if environ is None else environ).items():
+        found = credentials_in(value)
+        if found or is_secret_name(key):
+            values |= {value, *found}
     return sorted((value for value in values if maskable(value)), key=len, reverse=True)
+
+
+_environment: tuple[dict[Any, Any], tuple[str, ...]] = ({}, ())
+
+
+def environment_secrets() -> tuple[str, ...]:
+    """`secret_values()` of this process's environment, found again only when the environment has changed (comparing
+    it with the copy kept is a C-level dict comparison, not a scan of every variable)."""
+    global _environment
+    data = getattr(os.environ, "_data", None)
+    current = dict(data) if data is not None else dict(os.environ)
+    kept, values = _environment
+    if current != kept:
+        values = tuple(secret_values())
+        _environment = (current, values)
+    return values
 
 
 def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -72,7 +127,8 @@ def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) 
     code), longest first."""
     with _lock:
         registered = set(_registered)
-    values = set(secret_values(environ)) | registered | {value for value in extra if value and maskable(value)}
+    found = secret_values(environ) if environ is not None else environment_secrets()
+    values = set(found) | registered | {value for value in extra if value and maskable(value)}
     return sorted(values, key=len, reverse=True)
 
 
@@ -94,6 +150,8 @@ def secrets_in(data: Any, secret_key: bool = False) -> list[str]:
     elif isinstance(data, str) and secret_key:
         found.append(data)
         found += [part for part in data.split() if maskable(part)]  # "Bearer sk-…": the token on its own too
+    elif isinstance(data, str) and (credentials := credentials_in(data)):
+        found += [data, *credentials]
     return found
 
 
@@ -106,7 +164,7 @@ def redacted(data: Any, secret_key: bool = False) -> Any:
         }
     if isinstance(data, list | tuple):
         return [redacted(value, secret_key) for value in data]
-    return MASK if secret_key and isinstance(data, str) else data
+    return MASK if isinstance(data, str) and (secret_key or credentials_in(data)) else data
 
 
 def _base64_forms(raw: bytes) -> set[str]:
@@ -123,7 +181,7 @@ def _base64_forms(raw: bytes) -> set[str]:
 def _forms(secret: str) -> tuple[set[str], set[str]]:
     """(forms matched as they are, encoded forms that may also be wrapped over lines)."""
     raw = secret.encode("utf-8")
-    plain = {secret, secret[::-1], quote(secret, safe=""), quote_plus(secret, safe="")}
+    plain = {secret, secret[::-1], codecs.encode(secret, "rot13"), quote(secret, safe=""), quote_plus(secret, safe="")}
     encoded = {raw.hex(), raw.hex().upper(), *_base64_forms(raw)}
     return plain, {form for form in encoded if len(form) >= MIN_SECRET_LENGTH}
 

@@ -7,6 +7,7 @@ Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, neve
 
 from __future__ import annotations
 
+import re
 from copy import deepcopy
 from functools import cache, cached_property
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 import yaml
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
     Field,
     NonNegativeFloat,
@@ -38,9 +40,9 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class Strict(BaseModel):
-    """Every settings section: unknown keys are errors, assignments validated."""
+    """Every settings section: unknown keys, and values of the wrong type ("10" for a number), are errors."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, strict=True)
 
 
 class BundledTemplates(Strict):
@@ -82,12 +84,23 @@ class SectionCaps(Strict):
     latest: PositiveInt
 
 
+class PriceSettings(Strict):
+    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
+    `cache_write` (the input price when left out)."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+    cache_read: NonNegativeFloat | None = None  # left out: the input price
+    cache_write: NonNegativeFloat | None = None
+
+
 class MemorySettings(Strict):
     alpha: float
     beta: float
     gamma: float = Field(gt=0, le=1)
     threshold: float
     context_budget_chars: PositiveInt
+    whole_file_chars: NonNegativeInt  # the files last read or written whole, shown whole beside the budget (0: none)
     history_max: PositiveInt
     history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
@@ -96,7 +109,10 @@ class MemorySettings(Strict):
     prompt_budget_chars: PositiveInt
     renew_at_chars: PositiveInt
     renew_ratio: PositiveFloat  # a renewal once the re-reads it saves have cost this many times its price
-    cached_price: float = Field(gt=0, le=1)  # a cached prompt character's price, an uncached one's being 1
+    unpriced: (
+        PriceSettings  # the prices a renewal is weighed with for a model `model.prices` gives none (or a free one)
+    )
+    overspend: NonNegativeFloat  # how far above full history's bill so far a renewal may take the memory's (a share)
     section_max_chars: SectionCaps
 
 
@@ -104,6 +120,15 @@ class EnvironmentMessages(Strict):
     elided: str
     timed_out: str
     session_lost: str
+
+
+class LimitSettings(Strict):
+    """What one local command may use (environments/limits.py); None: no limit."""
+
+    processes: PositiveInt | None  # its processes and threads together (a cgroup, as root; else per user: RLIMIT_NPROC)
+    file_size: ByteSize | None  # the largest file it may write ("4GiB", "100m")
+    memory: ByteSize | None  # its processes together (a cgroup, as root; else each process: RLIMIT_DATA)
+    cpu_seconds: PositiveInt | None  # CPU time of each of its processes
 
 
 class EnvironmentSettings(Strict):
@@ -126,21 +151,13 @@ class EnvironmentSettings(Strict):
     writable: list[str]  # local: paths the sandboxed commands may write besides the repository and the tools
     readable: list[str]  # local with bwrap: paths shown read-only in the hidden folders (the home directory)
     mount_at: str | None = None  # local with bwrap: the path at which the commands see the repository
+    sockets: list[str] = []  # local with bwrap: host Unix sockets the commands may connect to (every other: none)
+    limits: LimitSettings  # local: what one command may use
     scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
-    env: dict[str, str]
+    env: dict[str, Annotated[str, Field(strict=False)]]  # a number is its text (OMP_NUM_THREADS: 1)
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
     tools: list[str]
-
-
-class PriceSettings(Strict):
-    """USD per million tokens; a prompt token read from / written to the provider's prompt cache costs `cache_read` /
-    `cache_write` (the input price when left out)."""
-
-    input: NonNegativeFloat
-    output: NonNegativeFloat
-    cache_read: NonNegativeFloat | None = None  # left out: the input price
-    cache_write: NonNegativeFloat | None = None
 
 
 class ModelSettings(Strict):
@@ -269,6 +286,14 @@ class CoreSettings(Strict):
         return validate(type(self), [(origin, self.model_dump(mode="python")), (origin, values)])
 
 
+class ConfigLoader(SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The settings' YAML: `1e9` and `1.0e12` are numbers, as in YAML 1.2 (PyYAML's YAML 1.1 reads them as text)."""
+
+
+EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789."))
+
+
 class YamlTooLarge(yaml.YAMLError):
     """A document whose aliases expand beyond YAML_MAX_NODES values (an "alias bomb"): every reader of it would."""
 
@@ -294,7 +319,7 @@ def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping; every problem with the file is a ConfigError naming it."""
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), ConfigLoader)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:

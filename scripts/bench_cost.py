@@ -11,10 +11,15 @@ its responses carry the same thoughts and a bash command doing what llm-ide's ac
 views, grep for searches, `sed -i` for annotations, a python edit for reverts, a heredoc for the check script,
 `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` to submit).
 
+llm-ide plays the session once per price profile (`--profile`, by default gpt, claude55 and open of
+llm_ide.pricing.PROFILES: its model's price entry, which its renewals weigh), mini-swe-agent once (its prompts do not
+depend on prices); each llm-ide run is billed, and mini's run with it, at that profile's prices.
+
 Figures up to a step (calls of steps 1..N, cumulative), from the wire:
 - raw prompt characters: the characters of all messages of every request;
-- bill (GPT-5-mini-style, in characters): uncached input ×1, the prefix a request shares with the same run's previous
-  request ×0.1, output ×8; the endpoint also reports that prefix as `prompt_tokens_details.cached_tokens` (chars / 4);
+- bill (in characters): uncached input × the profile's uncached price (its cache write where it has one), the prefix a
+  request shares with the same run's previous request × its cached price, output × its output price; the endpoint
+  also reports that prefix as `prompt_tokens_details.cached_tokens` (chars / 4);
 - output: the characters of all responses; calls;
 - bytes written: write syscalls into the run's output folder (strace), bytes on disk: the folder's size.
 """
@@ -35,20 +40,19 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from bench_cost_session import ANNOTATION, mini_responses, with_check_script
+from bench_cost_session import ANNOTATION, mini_responses, verdict_words, with_check_script
 from bench_disk import folder_bytes, strace_prefix, writes_into
 from bench_session_script import TASK, make_repo, session_script
 from rich.console import Console
 from rich.table import Table
 
 from llm_ide.config import load_config
+from llm_ide.pricing import PROFILES, Price, settings_of
 from llm_ide.replay.endpoint import LoopbackEndpoint, completion, error, prompt_chars, shared_prefix
 
 MINI_VERSION = "2.4.6"
 MARKS = (10, 30, 50, 100)
-AGENTS = ("llm-ide", "mini")
-MODEL = {"llm-ide": "bench-llm-ide", "mini": "bench-mini"}
-CACHED, OUTPUT = 0.1, 8.0
+MINI = "mini"
 HERE = Path(__file__).resolve().parent
 
 
@@ -89,11 +93,16 @@ class Call:
 
 @dataclass
 class Agent:
-    name: str
+    name: str  # mini, or llm-ide@<profile>
     replies: list[tuple[int, str]]  # (step, text) in call order
     folder: Path
     calls: list[Call] = field(default_factory=list)
     previous: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        """The model name it asks the endpoint for."""
+        return "bench-" + self.name.replace("@", "-")
 
 
 class Endpoint:
@@ -101,7 +110,7 @@ class Endpoint:
     (JSON lines)."""
 
     def __init__(self, agents: dict[str, Agent], wire: Path) -> None:
-        self.agents = {MODEL[name]: agent for name, agent in agents.items()}
+        self.agents = {agent.model: agent for agent in agents.values()}
         self.wire = wire.open("a", encoding="utf-8")
         self.lock = threading.Lock()
         self.loopback = LoopbackEndpoint(self.answer, list(self.agents))
@@ -153,12 +162,12 @@ class Figures:
     on_disk: int
 
 
-def figures(agent: Agent, writes: list[tuple[float, int, str]] | None, step: int) -> Figures:
+def figures(agent: Agent, writes: list[tuple[float, int, str]] | None, step: int, price: Price) -> Figures:
     calls = [call for call in agent.calls if call.step <= step]
     later = [call for call in agent.calls if call.step > step]
     until = later[0].arrived if later else float("inf")
     on_disk = later[0].folder if later else folder_bytes(agent.folder)
-    bill = sum((c.raw - c.cached) + CACHED * c.cached + OUTPUT * c.output for c in calls)
+    bill = sum(price.bill(c.raw - c.cached, c.cached, c.output) for c in calls)
     written = None if writes is None else sum(size for when, size, _ in writes if when < until)
     return Figures(sum(c.raw for c in calls), bill, sum(c.output for c in calls), len(calls), written, on_disk)
 
@@ -176,16 +185,25 @@ ROWS = [("raw chars", "raw"), ("bill", "bill"), ("output chars", "output"), ("ca
 
 
 def report(
-    agents: dict[str, Agent], writes: dict[str, Any], steps: int, console: Console, marks: tuple[int, ...] = MARKS
+    agents: dict[str, Agent],
+    writes: dict[str, Any],
+    steps: int,
+    console: Console,
+    marks: tuple[int, ...] = MARKS,
+    profile: str = "gpt",
 ) -> dict[int, dict]:
-    """The table at each mark; the ratios llm-ide / mini by mark and figure."""
-    title = f"{steps}-step session, in characters; bill = uncached + {CACHED:g}×cached prefix + {OUTPUT:g}×output"
+    """The table of llm-ide under `profile` against mini at each mark; the ratios llm-ide / mini by mark and figure."""
+    price, ours_name = PROFILES[profile], f"llm-ide@{profile}"
+    title = (
+        f"{steps}-step session under {profile}, in characters; bill = uncached × {price.write:g} + cached prefix × "
+        f"{price.read:g} + output × {price.output:g}"
+    )
     table = Table(title=title)
     for column in ("up to step", "figure", "llm-ide", "mini-swe-agent", "llm-ide / mini"):
         table.add_column(column, justify="right")
     result: dict[int, dict[str, float]] = {}
     for step in marks:
-        ours, mini = (figures(agents[name], writes[name], step) for name in AGENTS)
+        ours, mini = (figures(agents[name], writes[name], step, price) for name in (ours_name, MINI))
         result[step] = {}
         for label, key in ROWS:
             a, b = getattr(ours, key), getattr(mini, key)
@@ -193,6 +211,11 @@ def report(
             table.add_row(str(step) if key == "raw" else "", label, shown(a), shown(b), f"{ratio(a, b):.2f}")
         table.add_section()
     console.print(table)
+    return result
+
+
+def writers(agents: dict[str, Agent], writes: dict[str, Any], console: Console) -> None:
+    """Each agent's share of prompt characters that repeat a prefix, and the files it wrote most to."""
     for name, agent in agents.items():
         raw, cached = sum(c.raw for c in agent.calls), sum(c.cached for c in agent.calls)
         console.print(f"{name}: {cached / raw:.0%} of all prompt characters repeat a prefix of the previous request")
@@ -201,45 +224,64 @@ def report(
             by_file[file] = by_file.get(file, 0) + size
         ranked = sorted(by_file.items(), key=lambda item: -item[1])
         console.print(f"{name} wrote: " + ", ".join(f"{file} {size / 1e6:.1f} MB" for file, size in ranked[:5]))
-    return result
 
 
 def llm_ide_command(
-    repo: Path, task: Path, folder: Path, url: str, steps: int, workdir: Path, single_call: bool = False
+    agent: Agent, repo: Path, task: Path, url: str, steps: int, workdir: Path, single_call: bool = False
 ) -> list[str]:
-    overrides = workdir / "llm-ide.yaml"
+    """`llm-ide run` on the session, its model priced with the agent's profile, its replies asked whole: the loopback
+    endpoint sends no streams (a streamed request it answered whole would be asked again: a call more on the wire)."""
+    overrides = workdir / f"{agent.model}.yaml"
     settings = {
         "agent": {"cost_limit": 0, "single_call": single_call},
         "environment": {"type": "local", "tools": []},
-        "model": {"prices": {MODEL["llm-ide"]: {"input": 1.0, "cache_read": CACHED, "output": OUTPUT}}},
+        "model": {"prices": {agent.model: settings_of(PROFILES[agent.name.split("@")[1]])}, "stream": False},
     }
     overrides.write_text(yaml.safe_dump(settings))
     return [str(Path(sys.executable).with_name("llm-ide")), "run", "--repo", str(repo), "--task-file", str(task),
-            "--model", MODEL["llm-ide"], "--base-url", url, "--config", str(overrides), "--output", str(folder),
+            "--model", agent.model, "--base-url", url, "--config", str(overrides), "--output", str(agent.folder),
             "--step-limit", str(steps + 10), "--thread-id", "bench"]  # fmt: skip
 
 
 def own_accounting(agent: Agent, console: Console) -> None:
-    """llm-ide's model_stats (its price table holds the bench's prices per token) against the endpoint's figures."""
+    """llm-ide's model_stats (its price table holds the profile's prices per token) against the endpoint's figures."""
     stats = json.loads((agent.folder / "bench.traj.json").read_text())["info"]["model_stats"]
+    price = PROFILES[agent.name.split("@")[1]]
     tokens = [(c.raw // 4, c.cached // 4, c.output // 4) for c in agent.calls]
-    wire = sum(raw - cached + CACHED * cached + OUTPUT * out for raw, cached, out in tokens) / 1e6
+    wire = sum(price.cost(raw, out, cached) for raw, cached, out in tokens) / 1e6
     console.print(
-        f"llm-ide's own model_stats: cost {stats.get('cost', 0):.4f}, cache_read_tokens "
+        f"{agent.name}'s own model_stats: cost {stats.get('cost', 0):.4f}, cache_read_tokens "
         f"{stats.get('cache_read_tokens', 'absent')} (the endpoint's usage: cost {wire:.4f}, "
         f"cached {sum(cached for _, cached, _ in tokens)})"
     )
 
 
 def same_tree(repos: dict[str, Path], console: Console) -> bool:
-    diffs = [subprocess.run(["git", "diff"], cwd=repos[n], capture_output=True, text=True).stdout for n in AGENTS]
-    same = diffs[0] == diffs[1]
-    console.print(f"same working tree at the end: {'yes' if same else 'NO'} ({diffs[1].count(ANNOTATION)} annotations)")
+    diffs = {
+        name: subprocess.run(["git", "diff"], cwd=repo, capture_output=True, text=True).stdout
+        for name, repo in repos.items()
+    }
+    same = len(set(diffs.values())) == 1
+    count = diffs[MINI].count(ANNOTATION)
+    console.print(f"same working tree at the end: {'yes' if same else 'NO'} ({count} annotations)")
     return same
 
 
+def marks_of(steps: int, quick: bool) -> tuple[int, ...]:
+    """The steps the figures are given at: the usual ones the session reaches, and its last."""
+    return (10, 30) if quick else tuple(dict.fromkeys([*(mark for mark in MARKS if mark < steps), steps]))
+
+
+def replies_of(script: list[str], single_call: bool) -> list[tuple[int, str]]:
+    """llm-ide's replies (step, text): a reflection and an action per step, or each reflection joined to the next
+    action in one reply."""
+    if single_call:
+        return [(1, script[0])] + [(i // 2 + 2, f"{script[i]}\n{script[i + 1]}") for i in range(1, len(script), 2)]
+    return [((i + 1) // 2 + 1, text) for i, text in enumerate(script)]
+
+
 def main(
-    steps: Annotated[int, typer.Option(help="Steps of the session (≥100).")] = 100,
+    steps: Annotated[int, typer.Option(help="Steps of the session.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
     keep: Annotated[Path | None, typer.Option(help="Keep the repositories, outputs and wire log here.")] = None,
     single_call: Annotated[
@@ -250,62 +292,76 @@ def main(
             show_default="the bundled agent.single_call",
         ),
     ] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option(help=f"Price profiles (repeat): {', '.join(PROFILES)}.", show_default="all of them"),
+    ] = None,
     quick: Annotated[
         bool, typer.Option(help="A 30-step session (figures at 10, 30): what the test suite runs.")
     ] = False,
 ) -> None:
     console = Console()
     single_call = load_config("default").agent.single_call if single_call is None else single_call
-    steps, marks = (30, (10, 30)) if quick else (steps, MARKS)
-    if steps < max(marks):
-        raise typer.BadParameter(f"the session needs at least {max(marks)} steps")
+    steps, marks = (30 if quick else steps), marks_of(steps, quick)
+    profiles = profile or list(PROFILES)
+    if unknown := set(profiles) - set(PROFILES):
+        raise typer.BadParameter(f"--profile: {', '.join(PROFILES)}, not {', '.join(sorted(unknown))}")
     python = mini_python(console)
     workdir = Path(tempfile.mkdtemp(prefix="bench-cost-")) if keep is None else keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        repos = {name: make_repo(workdir / name / "repo") for name in AGENTS}
-        script = with_check_script(session_script(repos["llm-ide"], steps, seed))
-        ours = [((i + 1) // 2 + 1, text) for i, text in enumerate(script)]
-        if single_call:  # each reflection joins the next action in one reply
-            ours = [(1, script[0])] + [(i // 2 + 2, f"{script[i]}\n{script[i + 1]}") for i in range(1, len(script), 2)]
-        replies = {
-            "llm-ide": ours,
-            "mini": list(enumerate(mini_responses(repos["mini"], script[0::2]), start=1)),
-        }
-        agents = {name: Agent(name, replies[name], workdir / name / "out") for name in AGENTS}
+        names = [MINI, *(f"llm-ide@{name}" for name in profiles)]
+        repos = {name: make_repo(workdir / name / "repo") for name in names}
+        script = with_check_script(session_script(repos[MINI], steps, seed))
+        mine = replies_of(script, single_call)
+        agents = {name: Agent(name, mine if name != MINI else [], workdir / name / "out") for name in names}
+        matches = load_config("default").agent.search_max_results
+        said = ["", *map(verdict_words, script[1::2])] if single_call else None  # in one reply, both say it
+        agents[MINI].replies = list(enumerate(mini_responses(repos[MINI], script[0::2], matches, said), start=1))
         task = workdir / "task.md"
         task.write_text(TASK)
         endpoint = Endpoint(agents, workdir / "wire.jsonl")
         endpoint.loopback.__enter__()
+        url = endpoint.loopback.url
         commands = {
-            "llm-ide": llm_ide_command(
-                repos["llm-ide"], task, agents["llm-ide"].folder, endpoint.loopback.url, steps, workdir, single_call
-            ),
-            "mini": [str(python), str(HERE / "bench_cost_mini.py"), str(task), str(repos["mini"]),
-                     str(agents["mini"].folder / "mini.traj.json"), MODEL["mini"], endpoint.loopback.url],
-        }  # fmt: skip
+            name: llm_ide_command(agents[name], repos[name], task, url, steps, workdir, single_call)
+            for name in names[1:]
+        }
+        commands[MINI] = [str(python), str(HERE / "bench_cost_mini.py"), str(task), str(repos[MINI]),
+                          str(agents[MINI].folder / "mini.traj.json"), agents[MINI].model, url]  # fmt: skip
         os.environ.update(MSWEA_SILENT_STARTUP="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
         writes = {}
-        for name in AGENTS:
+        for name in names:
             agents[name].folder.mkdir(parents=True, exist_ok=True)
             writes[name] = run_agent(agents[name], commands[name], workdir, console)
         endpoint.loopback.__exit__()
         endpoint.wire.close()
         same = same_tree(repos, console)
-        own_accounting(agents["llm-ide"], console)
-        if writes["mini"] is None:
+        for name in names[1:]:
+            own_accounting(agents[name], console)
+        if writes[MINI] is None:
             console.print("strace is missing: bytes written are not measured")
-        result, last = report(agents, writes, steps, console, marks), max(marks)
+        writers(agents, writes, console)
+        pairs = []
+        for name in profiles:
+            result, last = report(agents, writes, steps, console, marks, name), max(marks)
+            keys = [
+                *(f"bill_ratio_{mark}" for mark in marks),
+                *(f"raw_ratio_{mark}" for mark in dict.fromkeys((30, last)) if mark in result),
+            ]
+            values = {f"bill_ratio_{mark}": result[mark]["bill"] for mark in marks} | {
+                f"raw_ratio_{mark}": result[mark]["raw"] for mark in marks
+            }
+            pairs += [f"{name}_{key}={values[key]:.2f}" for key in keys]
+            pairs += [
+                f"{name}_output_ratio={result[last]['output']:.2f}",
+                f"{name}_disk_ratio={result[last]['written']:.2f}",
+            ]
+            pairs += [f"{name}_folder_ratio={result[last]['on_disk']:.2f}"]
         if keep:
             console.print(f"wire log: {workdir / 'wire.jsonl'}")
-        bills = [f"bill_ratio_{mark}={result[mark]['bill']:.2f}" for mark in dict.fromkeys((10, 30, last))]
-        raws = [f"raw_ratio_{mark}={result[mark]['raw']:.2f}" for mark in dict.fromkeys((30, last))]
-        print(
-            f"RESULT {' '.join(bills)} {' '.join(raws)} "
-            f"output_ratio={result[last]['output']:.2f} disk_ratio={result[last]['written']:.2f} "
-            f"folder_ratio={result[last]['on_disk']:.2f} "
-            f"folder_kb={folder_bytes(agents['llm-ide'].folder) / 1024:.0f} same_tree={str(same).lower()}"
-        )
+        kb = folder_bytes(agents[names[1]].folder) / 1024
+        print(f"RESULT {' '.join(pairs)} folder_kb={kb:.0f} same_tree={str(same).lower()}")
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)

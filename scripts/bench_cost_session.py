@@ -24,6 +24,12 @@ raise SystemExit(1 if changed else 0)
 CHECK_AT = (12, 25, 45, 70, 95)  # a check script is written at the first step, run at the others
 
 
+def verdict_words(reflection: str) -> str:
+    """What a reflection says beside its verdict word: its summary and lessons, as one text."""
+    text = reflection.split(":", 1)[1] if reflection.startswith(("good:", "bad:")) else reflection
+    return " ".join(line.removeprefix("lesson:").strip() for line in text.strip().splitlines())
+
+
 def with_check_script(script: list[str]) -> list[str]:
     """The session with a check script: written, then run now and then (each replacing a view-like step)."""
     script = list(script)
@@ -45,21 +51,26 @@ def with_check_script(script: list[str]) -> list[str]:
     return script
 
 
-def mini_responses(repo: Path, acts: list[str]) -> list[str]:
-    """Each llm-ide action as mini-swe-agent would do it: the same thought, one bash command with the same effect."""
+def mini_responses(repo: Path, acts: list[str], matches: int = 100, said: list[str] | None = None) -> list[str]:
+    """Each llm-ide action as mini-swe-agent would do it: the same thought (after `said[i]`, what llm-ide's reply says
+    before it: its verdict's words), one bash command with the same effect (a search shows as many matches as
+    llm-ide's, `matches`: its `agent.search_max_results`)."""
     texts = {p.relative_to(repo).as_posix(): p.read_text() for p in repo.rglob("*.py")}
     spans = {(s.path, s.qualname): (s.start, s.end) for path, text in texts.items() for s in symbols_of(path, text)}
     responses = []
-    for response in acts:
+    for index, response in enumerate(acts):
         action = parse_action(response, CORE_GRAMMAR)
-        thought, kind, params = action.thought, action.action_type, action.action_params
+        kind, params = action.action_type, action.action_params
+        thought = " ".join(filter(None, [(said or [""] * len(acts))[index], action.thought]))
         responses.append(
-            f"THOUGHT: {thought}\n\n```mswea_bash_command\n{mini_command(kind, params, texts, spans)}\n```"
+            f"THOUGHT: {thought}\n\n```mswea_bash_command\n{mini_command(kind, params, texts, spans, matches)}\n```"
         )
     return responses
 
 
-def mini_command(kind: str, params: dict[str, Any], texts: dict[str, str], spans: dict[Any, tuple[int, int]]) -> str:
+def mini_command(
+    kind: str, params: dict[str, Any], texts: dict[str, str], spans: dict[Any, tuple[int, int]], matches: int = 100
+) -> str:
     path = params.get("path", "")
     if kind == "view":
         return f"nl -ba {path} | sed -n '{params['start_line']},{params['end_line']}p'"
@@ -68,7 +79,7 @@ def mini_command(kind: str, params: dict[str, Any], texts: dict[str, str], spans
         return f"nl -ba {path} | sed -n '{start},{end}p'"
     if kind == "search":
         include = f"--include='{path}' " if path else ""
-        return f"grep -rnIE --exclude-dir=.git {include}-e '{params['pattern']}' . | head -n 50"
+        return f"grep -rnIE --exclude-dir=.git {include}-e '{params['pattern']}' . | head -n {matches}"
     if kind == "bash":
         return params["command"]
     if kind == "create":

@@ -37,10 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from openai_server import OpenAIServer, Reply  # noqa: E402
 
 from llm_ide.config import load_config  # noqa: E402
+from llm_ide.pricing import PROFILES, settings_of  # noqa: E402
 from llm_ide.run.single import run_task  # noqa: E402
 from llm_ide.run.trajectory import load_trajectory  # noqa: E402
 
-CACHED, OUTPUT = 0.1, 8.0
+PRICE = PROFILES["gpt"]  # the bill's prices, and those the scripted runs' renewals weigh (memory.unpriced)
 OTHER = act("Another way: list the changed files before going on.", "bash", command="git status --short")
 PICK = "Candidate 1 follows the plan and is grounded in the code read so far.\n<choice>1</choice>"
 
@@ -105,6 +106,7 @@ def timed_at_latency(workdir: Path, name: str, steps: int, seed: int, k: int, la
     overrides = {
         "agent": {"step_limit": steps + 10, "cost_limit": 0, "single_call": False},
         "environment": {"tools": []},
+        "memory": {"unpriced": settings_of(PRICE)},
     }
     config = load_config("default", sampling={"k": k, "n": "never"}, **overrides)
     with OpenAIServer(replies=replies, latency=latency) as server:
@@ -119,14 +121,14 @@ def timed_at_latency(workdir: Path, name: str, steps: int, seed: int, k: int, la
 
 
 def bill_of(calls: list[dict[str, Any]]) -> tuple[int, float, int]:
-    """Raw prompt characters, the bill (cached prefix ×0.1, output ×8) and the output characters of a run's calls."""
+    """Raw prompt characters, the bill (PRICE: the gpt profile) and the output characters of a run's calls."""
     raw = out = 0
     bill, previous = 0.0, ""
     for call in calls:
         prompt, response = call.get("prompt", ""), call.get("response", "")
         shared = len(os.path.commonprefix([previous, prompt]))
         raw, out = raw + len(prompt), out + len(response)
-        bill += (len(prompt) - shared) + CACHED * shared + OUTPUT * len(response)
+        bill += PRICE.bill(len(prompt) - shared, shared, len(response))
         previous = prompt
     return raw, bill, out
 

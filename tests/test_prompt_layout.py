@@ -95,7 +95,12 @@ def long_session(steps: int) -> list[str]:
 def test_at_step_300_every_prompt_stays_within_its_budget(tmp_path: Path) -> None:
     # the renewal's bounds with the compact snapshot (code context 4,000, 6 history nodes): the bundled one is twice
     # as large, its cost measured on real sessions by scripts/bench_replay.py and on 100 steps by bench_cost.py
-    memory_sizes = {"context_budget_chars": 4000, "history_max": 6}
+    # priced like a gpt model (a re-read at a tenth): a cheaper re-read keeps each epoch longer, its prompts larger
+    memory_sizes = {
+        "context_budget_chars": 4000,
+        "history_max": 6,
+        "unpriced": {"input": 1, "cache_read": 0.1, "output": 8},
+    }
     settings = load_config("default", environment={"tools": []}, agent={"step_limit": 400}, memory=memory_sizes)
     memory = settings.memory
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})

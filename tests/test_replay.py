@@ -170,6 +170,47 @@ def test_the_replay_answers_with_tool_calls_in_tools_format(demo: tuple[Path, Pa
     assert ours[0].calls == ours[1].calls == 6 and ours[0].raw != ours[1].raw and ours[1].output > 0
 
 
+RAISED = MODULE.replace("alpha_value = 1\n", "alpha_value = 10\n").replace("omega_value = 2\n", "omega_value = 20\n")
+REWRITE = [
+    ("Read the whole module.", "cat m.py", 0, MODULE),
+    ("Write it anew, both values raised.", f"cat <<'EOF' > m.py\n{RAISED}EOF", 0, ""),
+    ("Note it at the end.", "cat <<'EOF' >> m.py\n# values raised\nEOF", 0, ""),
+]
+
+
+def test_a_file_written_whole_replaces_every_line_billed_at_the_profile_s_prices(tmp_path: Path) -> None:
+    """`cat > f <<EOF` rewrites f from the model's memory: the edit replaced each of its lines (an append replaced
+    none). The replay bills both agents at the profile's prices and gives them to llm-ide's model, which weighs them."""
+    repo = make_repo(tmp_path / "repo")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(repo), str(work))
+    for _, command, _, _ in REWRITE[1:]:
+        subprocess.run(command, shell=True, cwd=work, check=True)
+    trajectory = mini_trajectory(tmp_path / f"{INSTANCE}.traj.json", REWRITE, git(work, "diff"))
+    out = tmp_path / "out"
+    done = cli("replay", str(trajectory), "--repo", str(repo), "--out", str(out), "--profile", "claude55", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = report_of(out)
+    assert report.same_as_submission and (report.prices.profile, report.prices.cache_write) == ("claude55", 1.25)
+    rewrite, append = report.steps[1], report.steps[2]
+    for agent in AGENTS:
+        whole = rewrite.agents[agent]
+        assert (whole.pre_image.total, whole.pre_image.present, whole.context.total) == (
+            30,
+            30,
+            0,
+        )  # the cat showed all
+        assert append.agents[agent].pre_image.total == 0 and append.edited == ["m.py"]
+        for step in report.steps:
+            figures = step.agents[agent]
+            assert figures.bill == pytest.approx(
+                (figures.raw - figures.cached) * 1.25 + figures.cached * 0.05 + figures.output * 5
+            )
+    config = json.loads(Path(report.run_trajectory).read_text())["info"]["config"]
+    assert config["model"]["prices"]["replay"] == {"input": 1.0, "output": 5.0, "cache_read": 0.05, "cache_write": 1.25}
+    assert "claude55: uncached × 1.25" in " ".join(done.stdout.split())  # the totals' title says the prices
+
+
 def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     steps = [
@@ -364,7 +405,7 @@ def test_a_real_trajectory_replays_to_its_submission_with_the_bench_figures(shar
     ours = json.loads(Path(report.run_trajectory).read_text())["info"]["submission"]  # llm-ide's own patch
     assert "avail_cpu = int(cpu_shares / 1024) or 1" in ours
     assert tracked_sections(ours, tracked) == tracked_sections(original, tracked) != {}
-    script = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--only", instance]
+    script = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--only", instance, "--profile", "gpt"]
     bench = subprocess.run(
         [*script, "--out", str(tmp_path / "b"), "--json", str(tmp_path / "b.json")],
         capture_output=True,
@@ -373,11 +414,11 @@ def test_a_real_trajectory_replays_to_its_submission_with_the_bench_figures(shar
         env={**os.environ, "PATH": PATH},
     )
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    benched = report_of(tmp_path / "b" / "default" / instance)
+    benched = report_of(tmp_path / "b" / "default@gpt" / instance)  # the replay's default profile: the same run
     for agent in AGENTS:
         assert benched.totals(agent) == report.totals(agent)
-    figures = json.loads((tmp_path / "b.json").read_text())["default"]
+    figures = json.loads((tmp_path / "b.json").read_text())["default@gpt"]
     assert figures["bill_end"] == pytest.approx(report.bill_ratio())
     assert figures["edit_grounding"] == report.totals("llm-ide").pre_image.value
     assert figures["mini_reference_recall"] == report.totals("original").references.value == 1.0
-    assert bench.stdout.strip().splitlines()[-1].startswith("RESULT bill_10=")
+    assert bench.stdout.strip().splitlines()[-1].startswith("RESULT gpt_bill_10=")

@@ -222,7 +222,7 @@ def test_execution_overrules_the_reviews_and_the_chooser(tmp_path: Path) -> None
     assert traj["info"]["choice"] == {"attempt": 3, "by": "execution", "execution": [3],
                                       "reasons": "the only patch ranked best by running it"}  # fmt: skip
     infos = {a["index"]: a for a in traj["info"]["attempts"]}
-    assert [infos[i]["rank"] for i in (1, 2, 3)] == [[1, 0], [0, 1], [0, 0]]
+    assert [infos[i]["rank"] for i in (1, 2, 3)] == [[0, 1, 0], [0, 0, 1], [0, 0, 0]]  # nothing unverified
     assert infos[1]["checks"]["reproductions not resolved"] == "reproduce.py (reproduced, exit 0)"
     assert infos[2]["checks"]["regressions (clean run)"] == (
         "1 of 2 tests that passed before (tests/test_calc.py): tests/test_calc.py::test_double_keeps_floats"
@@ -237,7 +237,7 @@ def test_execution_overrules_the_reviews_and_the_chooser(tmp_path: Path) -> None
     assert [call["kind"] for call in traj["model_calls"]].count("choose") == 0
     assert not (tmp_path / "out" / "verify").exists() or not any((tmp_path / "out" / "verify").iterdir())
     page = run_page(load_run(result.trajectory_path))
-    assert "attempt 3 · score 5.0 · execution rank 0,0 · chosen" in page and "regressions (clean run): 1 of 2" in page
+    assert "attempt 3 · score 5.0 · execution rank 0,0,0 · chosen" in page and "regressions (clean run): 1 of 2" in page
 
 
 SCANS_FOR = (

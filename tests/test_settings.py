@@ -21,8 +21,7 @@ def write(path: Path, text: str) -> Path:
         ("memroy:\n  alpha: 2\n", "memroy: unknown setting"),
         (
             'agent:\n  max_format_errors: "three"\n',
-            "agent.max_format_errors: input should be a valid integer, unable to parse string as an integer "
-            "(got 'three')",
+            "agent.max_format_errors: input should be a valid integer (got 'three')",
         ),
         ("agent:\n  step_limit: -1\n", "agent.step_limit: input should be greater than or equal to 0 (got -1)"),
         ("memory:\n  gamma: 1.5\n", "memory.gamma: input should be less than or equal to 1 (got 1.5)"),

@@ -10,11 +10,13 @@ import shutil
 import sysconfig
 from pathlib import Path
 
+import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 from mini_trajectories import checkout, real_command
 
 from llm_ide.config import load_config
+from llm_ide.nodes.snapshot import READ_WHOLE_FOR, ROW
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -37,8 +39,11 @@ def section(prompt: str, title: str) -> str:
     return prompt.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
 
 
+GPT = {"input": 1.0, "cache_read": 0.1, "output": 8.0}  # the prices the scripted model's renewals weigh
+
+
 def run(tmp_path: Path, repo: Path, script: list[str], task: str, **memory: object) -> dict:
-    settings = load_config("default", environment={"tools": []}, memory=memory)
+    settings = load_config("default", environment={"tools": []}, memory={"unpriced": GPT, **memory})
     result = run_task(
         task,
         model=write_script(tmp_path / "script.yaml", script),
@@ -186,3 +191,42 @@ def test_a_lower_renew_ratio_renews_sooner_and_more_often(tmp_path: Path) -> Non
         traj = run(folder, argparse_repo(folder), counting_session(10), "Count.", renew_ratio=ratio)
         found[ratio] = renewals([call["prompt"] for call in traj["model_calls"]])
     assert found[1.0][0] < found[4.0][0] and len(found[1.0]) > len(found[4.0]) >= 1
+
+
+SHAPES = "".join(
+    f"def shape_{n}(width, height):\n    area_{n} = width * height * {n}\n    return area_{n} + {n}\n\n\n"
+    for n in range(1, 31)
+)  # 150 lines, 30 functions, about 2,700 characters
+
+
+@pytest.mark.parametrize(
+    ("command", "room", "until"),
+    [
+        ("cat shapes.py", 16_000, READ_WHOLE_FOR),  # read whole: shown whole for READ_WHOLE_FOR operations
+        (f"cat <<'EOF' > shapes.py\n{SHAPES.replace('* 7', '* 70')}EOF", 16_000, 99),  # written whole: while active
+        ("cat shapes.py", 0, 0),  # `whole_file_chars: 0`: the code context's budget alone
+        ("cat shapes.py", 2_000, 0),  # the file does not fit
+    ],
+)
+def test_a_file_read_or_written_whole_stays_whole_in_the_snapshots(
+    command: str, room: int, until: int, tmp_path: Path
+) -> None:
+    """An agent that read or wrote a file whole may write it anew from memory: the snapshots after it show every line
+    of it (beside the code context's budget, which a view of another file fills) while it fits `whole_file_chars`:
+    a file read whole for the next operations, one written whole while it stays active."""
+    repo = make_git_repo(tmp_path / "repo", {"shapes.py": SHAPES})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    script = [terse("Read it.", "bash", command=command)]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(1, 7)]
+    script += [terse("Some argparse.", "view", "good", path="argparse.py", start_line=100, end_line=160)]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, 14)]
+    memory = {"context_budget_chars": 1000, "whole_file_chars": room}
+    traj = run(tmp_path, repo, [*script, terse("Done.", "submit", "good")], "Read shapes.py.", **memory)
+    prompts = [call["prompt"] for call in traj["model_calls"]]
+    renewed = renewals(prompts)  # call i renders the memory after operation i - 1
+    assert min(renewed) <= READ_WHOLE_FOR < max(renewed)  # renewals while the read is recent, and after
+    lines = (repo / "shapes.py").read_text().splitlines()
+    for i in renewed:  # a renewal keeping the base keeps what the base showed (the cache holds it)
+        rows = {row.split("\t", 1)[1] for row in prompts[i].splitlines() if ROW.match(row) and "\t" in row}
+        whole = all(line in rows for line in lines if line)
+        assert whole == (i <= until) or (whole and "# Since operation" in prompts[i]), i

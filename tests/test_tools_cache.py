@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import make_git_repo, unavailable
+from conftest import make_git_repo, require_bwrap, unavailable
 from test_tools_install import write_package
 
 from llm_ide.environments.local import LocalEnvironment
@@ -265,3 +265,28 @@ def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path, offlin
     assert len(listed) == 2 and listed[1].split()[:2] == ["local", entry.name] and listed[1].endswith(" MB")
     assert tools_cache("--clear") == [f"removed 1 entries from {cache.root}"]
     assert tools_cache()[1:] == ["(empty)"] and not (cache.root / "local").exists()
+
+
+def test_the_run_that_built_an_entry_cannot_write_it_and_a_later_run_gets_what_was_built(
+    tmp_path: Path, offline_pip: dict[str, str]
+) -> None:
+    """Issue 37 §5: an entry built during a run stayed writable to that run's commands (a poisoned cache, reused by
+    every later run). Once built it is read-only to them; a later run takes it as it was built."""
+    require_bwrap()
+    tool = write_dependent_tool(tmp_path / "tool-configs")
+    cache = ToolCache(tmp_path / "cache")
+    with environment(tmp_path, "first", offline_pip) as env:
+        first, _ = install(env, tool, cache)
+        entry = Path(first.invocation).parents[3]
+        built = {path: path.read_bytes() for path in entry.rglob("*") if path.is_file() and not path.is_symlink()}
+        script = next(path for path in built if path.suffix == ".py" and "site-packages" in str(path))
+        poison = env.execute(
+            f"echo 'raise SystemExit(66)' >> {script}; echo appended=$?; touch {entry}/planted; echo touched=$?;"
+            f" rm -rf {entry}/.complete; echo removed=$?"
+        )
+        assert [line for line in poison.output.splitlines() if "=" in line] == ["appended=1", "touched=1", "removed=1"]
+    with environment(tmp_path, "second", offline_pip) as env:
+        second, _ = install(env, tool, cache)
+        assert second.how == "from cache" and second.invocation == first.invocation
+        assert env.execute(f"{second.invocation} two").output.startswith("greeter runs on Python")
+    assert {path: path.read_bytes() for path in built} == built and not (entry / "planted").exists()

@@ -108,7 +108,8 @@ class AttemptsContext:
 
     def forward(self, event: Any) -> None:
         """An attempt's event to the caller; once the run is stopped the attempt ends `interrupted` at its next step
-        (its environment removed, its state saved), not inside one (a command's progress: its step is not saved yet)."""
+        (its environment removed, its state saved). A command's progress is not a step: a command that ran to its
+        end keeps its result."""
         self.listeners.emit(event)
         if self.stop.is_set() and event.kind not in ("end", "command"):
             raise KeyboardInterrupt

@@ -72,10 +72,22 @@ def show_command(
         rows = explain(config_layers(base, [*([user] if user else []), *(config or [])]))
     except ConfigError as error:
         raise fail(str(error)) from None
+    marked = {str(name).upper() for key, value, _ in rows if key == "secrets" for name in value or []}
     wanted = keys or []
     rows = [row for row in rows if not wanted or any(row[0] == k or row[0].startswith(k + ".") for k in wanted)]
     if not rows:
         raise fail(f"no setting named {', '.join(wanted)} (llm-ide config show lists them all)")
     console.print(f"# user config: {user or why_no_user_config()}", markup=False)
     for key, value, origin in rows:
-        console.print(f"{key}: {shown_value(value, full)}  # {shown_origin(origin, user)}", markup=False)
+        shown = shown_value(masked(key, value, marked), full)
+        console.print(f"{key}: {shown}  # {shown_origin(origin, user)}", markup=False)
+
+
+def masked(key: str, value: Any, marked: set[str]) -> Any:
+    """A setting as `config show` prints it: a secret (by its key's name, a name the settings list under `secrets`,
+    or a credential by its shape) masked."""
+    from llm_ide.secrets import is_secret_name, redacted
+
+    if key == "secrets":  # the names of secrets, not secrets
+        return value
+    return redacted(value, any(is_secret_name(part) or part.upper() in marked for part in key.split(".")))

@@ -16,6 +16,8 @@ from llm_ide.config import with_user_config
 from llm_ide.navigator.mcp_client import TOOLS
 from llm_ide.navigator.protocol import TOKEN_VARIABLE
 
+MIN_TOKEN_CHARS = 16  # a bearer token shorter than this is refused (a new one has 43)
+
 navigator_app = typer.Typer(
     name="navigator",
     help="The navigator (planner, permission gate, reviewer) on its own, for other agents.",
@@ -93,6 +95,12 @@ def serve_command(
 
     if log is not None and not log.parent.is_dir():
         raise fail(f"--log {log}: no such directory: {log.parent}")
+    given = os.environ.get(TOKEN_VARIABLE, "").strip()
+    if given and not no_token and len(given) < MIN_TOKEN_CHARS:
+        raise fail(
+            f"${TOKEN_VARIABLE}: the token is too short (at least {MIN_TOKEN_CHARS} characters; a shorter one is "
+            "guessed by any local process): set a longer one, or unset it for a new one"
+        )
     served = (
         import_navigator(navigator)
         if navigator

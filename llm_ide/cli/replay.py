@@ -56,9 +56,28 @@ Config = Annotated[
 SingleCall = Annotated[
     bool | None, typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's")
 ]
-CachedPrice = Annotated[float, typer.Option(help="Price of a character of the shared prefix.")]
-InputPrice = Annotated[float, typer.Option(help="Price of any other prompt character.")]
-OutputPrice = Annotated[float, typer.Option(help="Price of an output character.")]
+
+
+class Profile(StrEnum):
+    gpt = "gpt"
+    claude55 = "claude55"
+    open = "open"
+
+
+ProfileOption = Annotated[
+    Profile,
+    typer.Option(
+        help="The price list both agents are billed with and llm-ide's renewals weigh (per character of an uncached "
+        "prompt / a cache write / a cached re-read / the output): gpt 1 / – / 0.1 / 8, claude55 1 / 1.25 / 0.05 / 5, "
+        "open 1 / – / 0.02 / 3; the options below change one price of it."
+    ),
+]
+CachedPrice = Annotated[float | None, typer.Option(help="Price of a character of the shared prefix.")]
+InputPrice = Annotated[float | None, typer.Option(help="Price of any other prompt character.")]
+WritePrice = Annotated[
+    float | None, typer.Option(help="Price of a prompt character written to the cache (in place of --input-price).")
+]
+OutputPrice = Annotated[float | None, typer.Option(help="Price of an output character.")]
 Misses = Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")]
 Unsandboxed = Annotated[
     bool,
@@ -80,9 +99,11 @@ def replay_command(
     config: Config = None,
     single_call: SingleCall = None,
     action_format: FormatOption = None,
-    cached_price: CachedPrice = 0.1,
-    input_price: InputPrice = 1.0,
-    output_price: OutputPrice = 8.0,
+    profile: ProfileOption = Profile.gpt,
+    cached_price: CachedPrice = None,
+    input_price: InputPrice = None,
+    cache_write_price: WritePrice = None,
+    output_price: OutputPrice = None,
     misses: Misses = 40,
     unsandboxed: Unsandboxed = False,
 ) -> None:
@@ -97,7 +118,11 @@ def replay_command(
 
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
-    prices = Prices(cached=cached_price, input=input_price, output=output_price)
+    changed = {"cached": cached_price, "input": input_price, "cache_write": cache_write_price, "output": output_price}
+    prices = Prices.of(profile.value)
+    if any(value is not None for value in changed.values()):
+        given = {key: value for key, value in changed.items() if value is not None}
+        prices = prices.model_copy(update={**given, "profile": f"{profile.value}, changed"})
     try:
         loaded = load(trajectory)
         target = out or Path("replays") / run_id_of(loaded, trajectory)

@@ -54,7 +54,10 @@ def make_environment(
     image: str | None = None,
     tools_dir: Path | None = None,
     leftovers: Path | None = None,
+    output_dir: Path | None = None,
 ) -> Environment:
-    """The environment that the `environment` settings ask for (its kind's `from_config`)."""
+    """The environment that the `environment` settings ask for (its kind's `from_config`); `output_dir`: the run's
+    own folder, which its commands never see and its patch never holds, wherever it is."""
     kind = environment_kind(settings.type)
-    return kind.from_config(settings, repo=repo, run_id=run_id, image=image, tools_dir=tools_dir, leftovers=leftovers)
+    options = {"image": image, "tools_dir": tools_dir, "leftovers": leftovers, "output_dir": output_dir}
+    return kind.from_config(settings, repo=repo, run_id=run_id, **options)

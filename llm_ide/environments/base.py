@@ -63,6 +63,8 @@ class Environment(FileSource, Protocol):
     capabilities: ClassVar[Capabilities]
     workdir: str
     tools_root: str
+    own_paths: list[str]  # the run's own folders inside the repository (relative to it): never part of the patch
+    notes: list[str]  # what the run's start says of it (which Python its commands use)
 
     @classmethod
     def from_config(cls, settings: Any, *, repo: Path | None, run_id: str, **options: Any) -> Environment:

@@ -6,13 +6,14 @@ import select
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
+from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
+from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import (
     TOKEN,
@@ -23,6 +24,7 @@ from llm_ide.environments.processes import (
     namespace_tools,
     start_with_parent,
 )
+from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import (
     Sandbox,
     bwrap_path,
@@ -32,7 +34,9 @@ from llm_ide.environments.sandbox import (
     readable_paths,
     resolve_inside,
 )
-from llm_ide.errors import RepositoryLost
+from llm_ide.environments.scratch import owned_tempdir
+from llm_ide.environments.sockets import forget_listings
+from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
 
@@ -93,9 +97,11 @@ class LocalEnvironment:
         repo: Path | None,
         tools_dir: Path | None = None,
         leftovers: Path | None = None,
+        output_dir: Path | None = None,
         **_: Any,
     ) -> LocalEnvironment:
-        """Commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders)."""
+        """Commands run in `repo` on the host (`leftovers`: the run's record of its processes and temp folders;
+        `output_dir`: the run's own folder, which its commands never see)."""
         if repo is None:
             raise EnvironmentFailure("the local environment needs a repository (--repo PATH)")
         return cls(
@@ -111,6 +117,9 @@ class LocalEnvironment:
             readable=settings.readable,
             leftovers=leftovers,
             mount_at=settings.mount_at,
+            sockets=settings.sockets,
+            limits=Limits.of(settings.limits),
+            secluded=[output_dir] if output_dir else [],
         )
 
     def __init__(
@@ -128,15 +137,16 @@ class LocalEnvironment:
         readable: list[str] | None = None,
         leftovers: Path | None = None,
         mount_at: str | None = None,
+        sockets: list[str] | None = None,
+        limits: Limits | None = None,
+        secluded: list[Path] | None = None,
     ) -> None:
         self.repo = Path(repo).resolve()
         if not self.repo.is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
         self.workdir = str(self.repo)
         self._owns_tools = tools_dir is None
-        self.tools_root = str(
-            Path(tools_dir).resolve() if tools_dir else Path(tempfile.mkdtemp(prefix="llm-ide-tools-"))
-        )
+        self.tools_root = str(Path(tools_dir).resolve() if tools_dir else Path(owned_tempdir("tools")))
         Path(self.tools_root).mkdir(parents=True, exist_ok=True)
         self.command_timeout = command_timeout
         self.output_max_bytes = output_max_bytes
@@ -145,21 +155,35 @@ class LocalEnvironment:
         self.env[TOKEN] = uuid.uuid4().hex
         self.network = network
         self.bwrap = bwrap_path() if sandbox == "bwrap" else None
+        self.confinement = Confinement(self.bwrap, limits or Limits(), repository_owner(self.repo), sockets or [])
         self.mounts = self._mounts(mount_at)
         self._private: str | None = None
         self.scratch: str | None = None
         if self.bwrap:
-            self.scratch = self.env["TMPDIR"] = tempfile.mkdtemp(prefix="llm-ide-tmp-")
-        extra = readable_paths(writable or [])
-        self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
-        self.readable = [*readable_paths(readable), *git_paths(self.repo)]  # None: the bundled config's
-        self.hidden = hidden_paths()
+            self.scratch = self.env["TMPDIR"] = owned_tempdir("tmp")
+            self.confinement.make_theirs(Path(self.scratch), *([Path(self.tools_root)] if self._owns_tools else []))
+        self._views(writable or [], readable, secluded or [])
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
         self._git = git_identity(self.repo)  # the repository's .git as the run found it
+
+    def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
+        """What the sandboxed commands write, read and never see (readable None: the bundled config's)."""
+        extra = readable_paths(writable)
+        self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
+        self.readable = [*readable_paths(readable), *git_paths(self.repo)]
+        owner = self.confinement.run_as
+        self.hidden = hidden_paths(home_of(owner[0]) if owner else [])
+        pythons = python_environments(self.repo, self.env, self.hidden if self.bwrap else [])
+        self.readable += [path for path in pythons.shown if path not in self.readable]
+        self.notes = [pythons.line(commands_python(self.repo, self.env))]
+        self.secluded = [Path(path).resolve() for path in secluded]
+        if self.repo in self.secluded:  # refused before a run starts (workspace/lifecycle.py): a caller of ours
+            raise UsageError(f"the output folder is the repository itself ({self.repo})")
+        self.own_paths = [str(path.relative_to(self.repo)) for path in self.secluded if path.is_relative_to(self.repo)]
 
     def _mounts(self, mount_at: str | None) -> dict[str, Path]:
         if mount_at is None:
@@ -177,6 +201,13 @@ class LocalEnvironment:
         resolved = Path(path).resolve()
         if resolved not in self.writable:
             self.writable.append(resolved)
+            self.confinement.make_theirs(resolved)
+
+    def disallow_write(self, path: Path) -> None:
+        """`path` read-only again to the sandboxed commands (a tool cache entry once it is built)."""
+        resolved = Path(path).resolve()
+        self.writable = [entry for entry in self.writable if entry != resolved]
+        self.allow_read(resolved)
 
     def allow_read(self, path: Path) -> None:
         """Lets the sandboxed commands read `path` too, wherever it is (e.g. a built tool in the user's cache)."""
@@ -194,15 +225,16 @@ class LocalEnvironment:
         return resolve_inside(self.repo, path) is not None
 
     def _argv(self, command: str, cwd: Path) -> list[str]:
-        argv = ["bash", "-c", command]
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
-            sandbox = Sandbox(self.bwrap, self.writable, self.readable, self.hidden, self.network, self.mounts)
-            argv = sandbox.argv(argv, cwd)
-        elif self.containment == "unshare":
-            argv = self._run_namespace().argv(command, cwd)
-        return argv
+            hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
+            sandbox = Sandbox(self.bwrap, self.writable, self.readable, hidden, self.network, self.mounts)
+            sandbox.secluded = self.secluded
+            return self.confinement.sandboxed(sandbox, command, cwd, self.env)
+        if self.containment == "unshare":
+            return self._run_namespace().argv(self.confinement.prefix + command, cwd)
+        return self.confinement.shell(command)
 
     def _run_namespace(self) -> RunNamespace:
         """The run's PID namespace, made at the first command (again if it was lost)."""
@@ -218,35 +250,12 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
-        process = start_with_parent(
-            self._argv(command, where),
-            cwd=where,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        assert process.stdout is not None
-        self.leftovers.command_started(process.pid)
-        if self.containment == "subreaper":
-            self._groups.add(process.pid)
-        cap = OutputCap(self.output_max_bytes, on_output)
-        fd = process.stdout.fileno()
-        try:
-            timed_out = pump_output(fd, cap, process, start + timeout)
-            if not timed_out:  # the output ended (closed, or sent elsewhere): the command still has its deadline
-                timed_out = wait_until(process, start + timeout)
-            if timed_out:
-                kill_group(process.pid)
-                drain(fd, cap, 0.5)
-            returncode = signal_returncode(process.wait())
-        finally:
-            if process.poll() is None:  # interrupted (Ctrl-C) while the command ran: do not leave it behind
-                kill_group(process.pid)
-                process.wait()
-            process.stdout.close()
-            self.leftovers.command_ended()
+        for again in (False, True):  # a sandbox that never started the command (a socket it masks vanished): again
+            marker = StartMarker() if self.bwrap else None
+            returncode, timed_out, cap = self._run(command, where, start + timeout, marker, on_output)
+            if marker is None or marker.started() or again:
+                break
+            forget_listings()
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once
             raise RepositoryLost(
@@ -257,6 +266,45 @@ class LocalEnvironment:
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
+
+    def _run(
+        self, command: str, where: Path, deadline: float, marker: StartMarker | None, on_output: OnOutput
+    ) -> tuple[int, bool, OutputCap]:
+        """The command run until it ends or `deadline`: its exit status, whether it timed out, its output."""
+        process = start_with_parent(
+            self._argv((marker.prefix() if marker else "") + command, where),
+            cwd=where,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cgroup=self.confinement.procs(),
+            pass_fds=marker.passed() if marker else (),
+        )
+        assert process.stdout is not None
+        if marker:
+            marker.spawned()
+        self.leftovers.command_started(process.pid)
+        if self.containment == "subreaper":
+            self._groups.add(process.pid)
+        cap = OutputCap(self.output_max_bytes, on_output)
+        fd = process.stdout.fileno()
+        try:
+            timed_out = pump_output(fd, cap, process, deadline)
+            if not timed_out:  # the output ended (closed, or sent elsewhere): the command still has its deadline
+                timed_out = wait_until(process, deadline)
+            if timed_out:
+                kill_group(process.pid)
+                drain(fd, cap, 0.5)
+            returncode = signal_returncode(process.wait())
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C) while the command ran: do not leave it behind
+                kill_group(process.pid)
+                process.wait()
+            process.stdout.close()
+            self.leftovers.command_ended()
+        return returncode, timed_out, cap
 
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
         snapshots: dict[str, FileSnapshot | None] = {}
@@ -296,7 +344,7 @@ class LocalEnvironment:
     def private_dir(self, name: str) -> str:
         """A directory of ours on the host, which the sandboxed commands cannot write (read-only outside the repo)."""
         if self._private is None:
-            self._private = tempfile.mkdtemp(prefix="llm-ide-private-")
+            self._private = owned_tempdir("private")
             self.leftovers.add_folder(self._private)
         return os.path.join(self._private, name)
 
@@ -311,6 +359,7 @@ class LocalEnvironment:
             self._namespace = None
         if self.containment == "subreaper":
             kill_adopted(self.env[TOKEN], self._groups)
+        self.confinement.close()
         if self._owns_tools:
             shutil.rmtree(self.tools_root, ignore_errors=True)
         for folder in (self._private, self.scratch):

@@ -38,8 +38,10 @@ FOLDER_PREFIX = "llm-ide-"
 # kills (`kill -9 -1` in the namespace) is started again.
 WATCH = "exec 3<&0 0</dev/null; while :; do read -r _ <&3 & wait $!; [ $? = 1 ] && exit 0; done"
 HOLD = ["bash", "-c", WATCH, "llm-ide-init"]
-# after the death signal is set: a command whose parent (llm-ide) died before that does not start
-GUARD = ["bash", "-c", '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"', "llm-ide-guard"]
+# after the death signal is set: a command whose parent (llm-ide) died before that does not start; then it joins the
+# run's cgroup (the N files after the parent's PID), so that all it starts is counted there
+JOIN = 'n=$2; shift 2; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+GUARD = ["bash", "-c", '[ "$PPID" = "$1" ] || exit 137; ' + JOIN, "llm-ide-guard"]
 MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the parents of the next one's orphans)
 # `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
 # vfork path (about 10 ms less per command) and is safe with threads.
@@ -47,22 +49,30 @@ SETPRIV = shutil.which("setpriv")
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
     """Runs in the child before exec when setpriv is missing: a command must not outlive an agent that was killed
     (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children; a parent
-    already gone when it is set would never send it: then the command does not start."""
+    already gone when it is set would never send it: then the command does not start. Then it joins `cgroup`."""
     with contextlib.suppress(AttributeError):
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(137)
+    try:
+        for procs in cgroup:
+            Path(procs).write_text(str(os.getpid()))
+    except OSError:
+        os._exit(125)
 
 
-def start_with_parent(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+def start_with_parent(argv: list[str], cgroup: list[str] | None = None, **options: Any) -> subprocess.Popen[bytes]:
     """`argv` started in a session of its own, killed when this process dies (`setpriv --pdeathsig`, then a check
-    that this process was still its parent then; die_with_parent when setpriv is missing)."""
+    that this process was still its parent then; die_with_parent when setpriv is missing), in the cgroup whose
+    `cgroup.procs` files `cgroup` lists."""
+    cgroup = cgroup or []
     if SETPRIV:
-        return subprocess.Popen([SETPRIV, "--pdeathsig", "KILL", *GUARD, str(os.getpid()), *argv], **options)
-    return subprocess.Popen(argv, preexec_fn=partial(die_with_parent, os.getpid()), **options)
+        guard = [*GUARD, str(os.getpid()), str(len(cgroup)), *cgroup]
+        return subprocess.Popen([SETPRIV, "--pdeathsig", "KILL", *guard, *argv], **options)
+    return subprocess.Popen(argv, preexec_fn=partial(die_with_parent, os.getpid(), tuple(cgroup)), **options)
 
 
 class RunNamespace:

@@ -1,8 +1,12 @@
 """The local sandbox: bubblewrap around every command (own PID namespace and /proc, the repository, the tools and a
-scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional). The user's home
-directory and runtime directory (keyrings, agent sockets) are empty in it, ssh-agent's sockets too: a command reads
-no credential, key or token kept there; what it needs from them (a toolchain in ~/.pyenv) is listed in
-`environment.readable`, and the repository, the tools and the scratch directory show through wherever they are."""
+scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional). No command keeps a
+privilege, root's included: every capability is dropped (in a user namespace of its own where they work here), so
+mount, umount, remount, nsenter and unshare are refused, and the kernel's settings in /proc are read-only. The user's
+home directory and runtime directory (keyrings, agent sockets) are empty in it, ssh-agent's sockets too, and every host
+Unix socket it could see answers no connection (environments/sockets.py): a command reads no credential, key or token
+kept there; what it needs from them (a toolchain in ~/.pyenv, the user's Python environment) is listed in
+`environment.readable` or found (environments/pythons.py), and the repository, the tools and the scratch directory
+show through wherever they are. The run's own files (its output folder) never show."""
 
 from __future__ import annotations
 
@@ -36,17 +40,39 @@ def bwrap_problem() -> str | None:
     if found is None:
         return "bubblewrap (bwrap) is not installed"
     problem = _probe(found)
-    return f"bubblewrap (bwrap) does not work here ({problem})" if problem else None
+    return f"bubblewrap (bwrap) does not work here ({problem})" if isinstance(problem, str) else None
+
+
+# what takes every privilege from a command: all capabilities dropped, in a user namespace of its own where they work
+# (then nothing it does counts as root's towards the host; no further one can be made in it: bwrap 0.8), else in the
+# host's (a container that forbids them)
+ISOLATIONS = (
+    ("--unshare-user", "--disable-userns", "--cap-drop", "ALL"),
+    ("--unshare-user", "--cap-drop", "ALL"),
+    ("--cap-drop", "ALL"),
+)
+
+
+def isolation(bwrap: str) -> tuple[str, ...]:
+    """The first of ISOLATIONS that works here (bwrap_problem says when none does)."""
+    found = _probe(bwrap)
+    return found if isinstance(found, tuple) else ISOLATIONS[-1]
 
 
 @cache
-def _probe(bwrap: str) -> str:
-    argv = Sandbox(bwrap, writable=[]).argv(["true"], Path("/"))
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return str(error)
-    return "" if done.returncode == 0 else " ".join(done.stderr.split())[:200] or f"exit status {done.returncode}"
+def _probe(bwrap: str) -> tuple[str, ...] | str:
+    """The isolation options that work here, or why none does."""
+    problem = ""
+    for options in ISOLATIONS:
+        argv = Sandbox(bwrap, writable=[], isolation=options).argv(["true"], Path("/"))
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return str(error)
+        if done.returncode == 0:
+            return options
+        problem = problem or " ".join(done.stderr.split())[:200] or f"exit status {done.returncode}"
+    return problem
 
 
 def warn_once(problem: str) -> None:
@@ -65,10 +91,10 @@ def resolve_inside(root: Path, path: str) -> Path | None:
     return target if target == root or target.is_relative_to(root) else None
 
 
-def hidden_paths() -> list[Path]:
-    """What a sandboxed command sees empty: the user's home, the user's runtime directory (keyrings, agent sockets)
-    and ssh-agent's socket folders in the temp directory."""
-    found = [Path.home(), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
+def hidden_paths(homes: list[Path] | None = None) -> list[Path]:
+    """What a sandboxed command sees empty: the user's home (and `homes`: another user's whose commands these are),
+    the user's runtime directory (keyrings, agent sockets) and ssh-agent's socket folders in the temp directory."""
+    found = [Path.home(), *(homes or []), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
     real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
     return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
 
@@ -103,11 +129,18 @@ def readable_paths(entries: list[str] | None) -> list[Path]:
     return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
 
 
+# the kernel's settings and triggers: files root may write without any capability (the owner's bits), read-only
+KERNEL_FILES = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+
+
 @dataclass
 class Sandbox:
-    """One bubblewrap command line per command: `/` read-only, `hidden` empty (a tmpfs each), then `readable` shown
+    """One bubblewrap command line per command: `/` read-only, `hidden` empty (a tmpfs each), `readable` shown
     read-only and `writable` writable wherever they are (inside a hidden folder too); `mounts`: more writable folders,
-    each shown at another path (e.g. a checkout at /testbed)."""
+    each shown at another path (e.g. a checkout at /testbed); `secluded`: our own folders (the run's output), empty
+    wherever they are, even inside the repository; `sockets`: host Unix sockets that answer nothing in it. A deeper
+    path is set up after the shallower one it lies in. `isolation`: what takes the privileges (ISOLATIONS);
+    `inner`: what runs the command (the limits, the user it runs as)."""
 
     bwrap: str
     writable: list[Path]
@@ -115,21 +148,43 @@ class Sandbox:
     hidden: list[Path] = field(default_factory=hidden_paths)
     network: bool = True
     mounts: dict[str, Path] = field(default_factory=dict)
+    isolation: tuple[str, ...] = ISOLATIONS[-1]
+    secluded: list[Path] = field(default_factory=list)
+    sockets: list[str] = field(default_factory=list)
+    inner: list[str] = field(default_factory=list)
+    hidden_mode: str | None = None  # the hidden folders' mode (bwrap's tmpfs: 0755, the sandbox's user's)
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
         argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
+        argv += self.isolation
         if not self.network:
             argv.append("--unshare-net")
         argv += [*root_binds(list(self.mounts)), "--dev", "/dev", "--proc", "/proc"]
-        for path in self.hidden:
-            argv += ["--tmpfs", str(path)]
+        for path in KERNEL_FILES:
+            argv += ["--ro-bind-try", path, path]
+        for _, operation in sorted(self.views(), key=lambda view: len(Path(view[0]).parts)):
+            argv += operation
+        return [*argv, "--chdir", str(cwd), *self.inner, *command]
+
+    def views(self) -> list[tuple[str, list[str]]]:
+        """(where, bwrap options) of every folder shown, hidden or masked, in the order they apply at one depth."""
+        mode = ["--perms", self.hidden_mode] if self.hidden_mode else []
+        views = [(str(path), [*mode, "--tmpfs", str(path)]) for path in self.hidden]
         for option, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
-            for path in paths:
-                if path.exists():  # bwrap refuses to bind a missing path (and would fail every command)
-                    argv += [option, str(path), str(path)]
+            # bwrap refuses to bind a missing path (and would fail every command)
+            views += [(str(path), [option, str(path), str(path)]) for path in paths if path.exists()]
+        views += [(target, ["--bind", str(source), target]) for target, source in self.mounts.items()]
+        views += [(where, ["--tmpfs", where]) for path in self.secluded for where in self.shown_at(path)]
+        masks = [where for socket in self.sockets for where in self.shown_at(Path(socket))]
+        return views + [(where, ["--ro-bind", "/dev/null", where]) for where in masks]
+
+    def shown_at(self, path: Path) -> list[str]:
+        """Where the commands see host path `path`: at itself, and inside each mount that shows it elsewhere."""
+        found = [str(path)]
         for target, source in self.mounts.items():
-            argv += ["--bind", str(source), target]
-        return [*argv, "--chdir", str(cwd), *command]
+            if path.is_relative_to(source):
+                found.append(str(Path(target, path.relative_to(source))))
+        return found
 
 
 def root_binds(targets: list[str]) -> list[str]:

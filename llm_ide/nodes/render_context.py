@@ -1,12 +1,14 @@
+"""At the start of an epoch, the memory snapshot the prompts build on: a renewal when it pays under the model's own
+prices (llm_ide/nodes/ledger.py); until then the prompt grows as full history's would."""
+
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.calls import Message, prompt_chars
-from llm_ide.conversation import messages_for
+from llm_ide.conversation import system_prompt
+from llm_ide.nodes.ledger import Ledger, new_chars
 from llm_ide.nodes.snapshot import base, code_context_text, compose
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, MemoryBase
@@ -32,21 +34,20 @@ def full(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = Non
     return text, {**fresh, "since": since}
 
 
-def rereads(messages: list[Message]) -> list[int]:
-    """How often each message after the snapshot's has been sent again since it was new, counting the call to come
-    (each later reply stands for one call whose prompt held it)."""
-    counts, replies = [], 0
-    for message in reversed(messages[2:]):
-        counts.append(replies)
-        replies += message["role"] == "assistant"
-    return counts[::-1]
+def system_chars(ctx: AgentContext, state: AgentState) -> int:
+    parts = ctx.variants.prompt(ctx, state)
+    return len(system_prompt(ctx, state["task"], parts.task_notes, parts.actions))
 
 
-def cost(ctx: AgentContext, first: str, new: str, latest: int) -> float:
-    """What sending the snapshot `new` costs beyond the turns it replaces, as uncached characters: what it does not
-    share with the epoch's first message `first` is uncached, but for the `latest` characters, new anyway."""
-    cached = ctx.settings.memory.cached_price
-    return (1 - cached) * max(0, len(new) - len(os.path.commonprefix([first, new])) - latest)
+def settled(ledger: Ledger, old: str, renewed: Renewal) -> Renewal:
+    """The renewal with the ledger as it will be after its call."""
+    text, kept = renewed
+    return text, {**kept, "first": ledger.first, "balance": ledger.renewed(old, text)}
+
+
+def first_renewal(ctx: AgentContext, state: AgentState) -> Renewal:
+    text, fresh = full(ctx, state)
+    return text, {**fresh, "first": len(text), "balance": 0.0}
 
 
 def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
@@ -55,35 +56,43 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
     soon as the re-reads (cached) of what a renewal would drop have cost `renew_ratio` times what it costs (the
     economic order quantity: a renewal every n steps costs its price once and re-reads growing with n): a full one
     when the turns since the snapshot and what followed the base have, else one keeping the base (the cache serves
-    it) when the turns have. Always one before the prompt nears its budget."""
-    memory = ctx.settings.memory
-    since = state.get("n_operations", 0) - state.get("snapshot_step", 0)
-    old = state.get("snapshot_base")
-    if not state.get("snapshot") or old is None or (memory.snapshot_every and since >= memory.snapshot_every):
-        return full(ctx, state)
-    messages = messages_for(ctx, state)
-    size = prompt_chars(messages)
-    ceiling = RENEW_AT * memory.prompt_budget_chars
-    if size <= ceiling and (size <= memory.renew_at_chars or since < MIN_EPOCH):
+    it) when the turns have; either only while the memory's bill, the renewal paid, stays within `overspend` of full
+    history's. Always one before the prompt nears its budget."""
+    memory, old = ctx.settings.memory, state.get("snapshot_base")
+    if old is None:
+        return first_renewal(ctx, state)
+    ledger, snapshot = Ledger.of(ctx, state, old), state.get("snapshot", "")
+    since = ledger.step - ledger.start
+    if not snapshot or (memory.snapshot_every and since >= memory.snapshot_every):
+        return settled(ledger, snapshot, full(ctx, state))
+    size = system_chars(ctx, state) + ledger.epoch
+    forced = size > RENEW_AT * memory.prompt_budget_chars
+    if not forced and (size <= memory.renew_at_chars or since < MIN_EPOCH):
         return None
-    price, turns = memory.cached_price, messages[2:]
-    calls = sum(message["role"] == "assistant" for message in turns)
-    latest_old = len(state["snapshot"]) - len(old["text"]) - old["since"]  # dropped by any renewal, like the turns
-    dropped = price * (
-        sum(len(m["content"]) * n for m, n in zip(turns, rereads(messages), strict=True)) + latest_old * calls
-    )
-    followed = old["held"] + price * old["since"] * calls  # dropped by a full renewal only
-    least = max(old["since"], BRIEF * (state.get("n_operations", 0) - old["step"]))  # what came since, at least
-    limit = memory.renew_ratio * (1 - price)
-    if size <= ceiling and dropped + followed < limit * len(old["text"]) and dropped < limit * least:
+    p, calls = ledger.reread, since * ledger.calls
+    latest_old = len(snapshot) - len(old["text"]) - old["since"]  # dropped by any renewal, like the turns
+    dropped = ledger.dropped() + p * latest_old * calls
+    followed = old["held"] + p * old["since"] * calls  # dropped by a full renewal only
+    least = max(old["since"], BRIEF * (ledger.step - old["step"]))  # what came since, at least
+    limit = memory.renew_ratio * (1 - p)
+    cheapest = ledger.after(len(old["text"]) + least, least)  # the ledger after a renewal keeping the base, at least
+    if not forced and (
+        (dropped + followed < limit * len(old["text"]) and dropped < limit * least)
+        or not ledger.allows(cheapest, len(old["text"]) + least, memory.overspend)
+    ):
         return None  # neither can pay yet (either would send at least about this much): nothing rendered
-    first, latest = messages[1]["content"], sum(len(m["content"]) for m in turns[-2:])
-    renewed = full(ctx, state, old)
-    if size > ceiling or dropped + followed >= memory.renew_ratio * cost(ctx, first, renewed[0], latest):
+    renewed = settled(ledger, snapshot, full(ctx, state, old))
+    price = (1 - p) * new_chars(snapshot, renewed[0], ledger.latest)
+    if forced or (
+        dropped + followed >= memory.renew_ratio * price
+        and ledger.allows(renewed[1]["balance"], len(renewed[0]), memory.overspend)
+    ):
         return renewed
     text, length = compose(ctx, state, old)
-    if dropped >= memory.renew_ratio * cost(ctx, first, text, latest):
-        return text, {**old, "since": length, "held": followed}
+    price = (1 - p) * new_chars(snapshot, text, ledger.latest)
+    deficit = ledger.renewed(snapshot, text)
+    if dropped >= memory.renew_ratio * price and ledger.allows(deficit, len(text), memory.overspend):
+        return text, {**old, "since": length, "held": followed, "balance": deficit}
     return None
 
 

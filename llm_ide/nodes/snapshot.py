@@ -7,10 +7,12 @@ base shows. The latest operation as it ran comes last."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import replace
 
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
+from llm_ide.commands import read_whole, written_whole
 from llm_ide.conversation import capped, params_text
 from llm_ide.prompting import render
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
@@ -20,24 +22,67 @@ from llm_ide.text import first_sentence
 from llm_ide.variant import AgentContext
 
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context and the view actions show them
+ROW_CHARS = 8  # a rendered row beside its line: the number, the tab, the newline
 SHARED_RUN = 3  # consecutive rows of the latest observation shown as they are in the code context: elided
+WHOLE_HORIZON = 40  # operations looked back for a file written whole (then shown whole while it stays active)
+READ_WHOLE_FOR = 8  # operations a file read whole stays whole (an agent rewrites one soon after reading it, or not)
 
 
 def code_context_text(
-    ctx: AgentContext, chunks: list[Chunk], n_operations: int, hide: set[str] | None = None, since: int = 0
+    ctx: AgentContext,
+    chunks: list[Chunk],
+    n_operations: int,
+    hide: set[str] | None = None,
+    since: int = 0,
+    whole: Collection[str] = (),
 ) -> str:
-    """The chunks above the threshold within the budget; with `hide` (rows the prompt shows already, left out) only
-    those accessed by an operation from `since` on."""
+    """The chunks above the threshold within the budget, and the files of `whole` whole beside it; with `hide` (rows
+    the prompt shows already, left out) only those accessed by an operation from `since` on."""
     params = ctx.score_params
     shown = select_chunks(scored(chunks, n_operations, params), params)
     if hide is not None:
         shown = [chunk for chunk in shown if any(chunk.activity.accessed[since:])]
+    shown = [chunk for chunk in shown if chunk.file_path not in whole]
     view = ctx.codebase.view
-    view.refresh(chunk.file_path for chunk in shown)
+    view.refresh([*whole, *(chunk.file_path for chunk in shown)])
     shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
+    shown = [*(Chunk(path, list(range(1, view.line_count(path) + 1))) for path in whole), *shown]
     if hide is not None:
         return view.render(shown, reread=False, hide=hide) if shown else ""
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
+
+
+def whole_named(ctx: AgentContext, node: OperationNode, reads: bool) -> list[str]:
+    """The files an operation wrote whole (`cat > f <<EOF`), and showed whole if `reads` (`cat f`, `nl -ba f`), as
+    repo paths."""
+    if node.action_type != "bash":
+        return []
+    command = str(node.action_params.get("command") or "")
+    named = [*written_whole(command), *filter(None, [read_whole(command) if reads else None])]
+    return list(dict.fromkeys(ctx.codebase.view.path(path) for path in named))
+
+
+def whole_files(ctx: AgentContext, state: AgentState) -> list[str]:
+    """The repository's files (not the agent's own) it wrote whole and that are still active (a chunk of each above
+    the threshold), or read whole in its last READ_WHOLE_FOR operations, the latest first while they fit
+    `memory.whole_file_chars` together: what the agent may write anew from memory, shown whole."""
+    room, view, params = ctx.settings.memory.whole_file_chars, ctx.codebase.view, ctx.score_params
+    chunks = scored(state.get("code_context", []), state.get("n_operations", 0), params)
+    found: list[str] = []
+    nodes = state.get("operations", [])[-WHOLE_HORIZON:]
+    for age, node in enumerate(reversed(nodes)):
+        for path in whole_named(ctx, node, reads=age < READ_WHOLE_FOR):
+            mine = [chunk for chunk in chunks if chunk.file_path == path]
+            if path in found or not mine or any(c.created for c in mine):
+                continue
+            if max(chunk.activity.score for chunk in mine) <= params.threshold:
+                continue
+            size = sum(len(line) + ROW_CHARS for line in view.lines(path) or [])
+            if size > room:
+                return found
+            found.append(path)
+            room -= size
+    return found
 
 
 def clip(text: str, limit: int) -> str:
@@ -142,12 +187,21 @@ def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = Non
         "files": ", ".join(files),
         "operation_history": history_text(ctx, chain, len(history)),
         "changes": changes,
-        "code_context": code_context_text(ctx, state.get("code_context", []), step),
+        "code_context": code_context_text(ctx, state.get("code_context", []), step, whole=whole_files(ctx, state)),
     }
     preface = ctx.variants.prompt(ctx, state).preface  # e.g. a plan, ahead of the memory
     text = render(ctx.templates, "memory_base", step=step, preface=preface, **capped(ctx, parts))
     return MemoryBase(
-        text=text, step=step, history=len(history), lessons=lessons, files=files, changes=changes, since=0, held=0.0
+        text=text,
+        step=step,
+        history=len(history),
+        lessons=lessons,
+        files=files,
+        changes=changes,
+        since=0,
+        held=0.0,
+        first=0,  # the ledger's figures: the renewal rule's (render_context)
+        balance=0.0,
     )
 
 
@@ -164,7 +218,9 @@ def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
         "lessons": "\n".join(f"- {lesson}" for lesson in lessons_of(state) if lesson not in kept["lessons"]),
         "files": ", ".join(new_files),
         "changes": changes,
-        "code_context": code_context_text(ctx, state.get("code_context", []), step, hide, kept["step"]),
+        "code_context": code_context_text(
+            ctx, state.get("code_context", []), step, hide, kept["step"], whole_files(ctx, state)
+        ),
     }
     if not any(parts.values()):
         return ""

@@ -10,7 +10,7 @@ from typing import Any
 
 from llm_ide.replay.endpoint import prompt_chars, shared_prefix
 from llm_ide.replay.formats import Message, Request, Step, Trajectory
-from llm_ide.replay.metrics import EditLines, Text, edit_lines, grounding, recall, references
+from llm_ide.replay.metrics import EditLines, Text, edit_lines, grounding, recall, references, rewritten
 from llm_ide.replay.model import AgentStep, Fraction, Miss, Prices, StepReport
 from llm_ide.replay.script import WireCall
 from llm_ide.replay.tree import TreeWatch
@@ -115,7 +115,7 @@ def measure(
     for number, step in enumerate(trajectory.steps[: len(operations)], start=1):
         operation = operations[number - 1]
         changes = watch.changes(number)
-        edit = edit_lines(changes)
+        edit = edit_lines(changes, rewritten(command_text(step), [change.path for change in changes]))
         tokens = references(command_text(step), [Text(text) for text in seen.values()], fixed)
         figures = {}
         for agent, priced in agents.items():

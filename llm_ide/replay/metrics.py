@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from llm_ide.commands import written_whole
 from llm_ide.replay.formats import Message
 from llm_ide.replay.tree import FileChange
 
@@ -99,12 +100,20 @@ class EditLines:
     context: list[tuple[str, int, str]]
 
 
-def edit_lines(changes: list[FileChange]) -> EditLines:
+def rewritten(command: str, paths: list[str]) -> set[str]:
+    """Those of `paths` that `command` wrote whole (from the model's memory: `cat > f <<EOF`, `tee f`, a file written
+    so and moved onto it)."""
+    written = {path_token(target) for target in written_whole(command)}
+    return {path for path in paths if path in written}
+
+
+def edit_lines(changes: list[FileChange], whole: set[str] | frozenset[str] = frozenset()) -> EditLines:
+    """The edit's lines; a file in `whole` (written whole by the command) replaced every line it had."""
     removed: list[tuple[str, int, str]] = []
     context: list[tuple[str, int, str]] = []
     for change in changes:
         old, new = change.old.splitlines(), change.new.splitlines()
-        gone, near = hunk_lines(old, new)
+        gone, near = (set(range(len(old))), set()) if change.path in whole else hunk_lines(old, new)
         removed += [(change.path, i + 1, text) for i in sorted(gone) if (text := evidence(old[i])) is not None]
         context += [(change.path, i + 1, text) for i in sorted(near) if (text := evidence(old[i])) is not None]
     return EditLines(removed, context)

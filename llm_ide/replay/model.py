@@ -4,23 +4,52 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from llm_ide.pricing import PROFILES, Price
+
 AGENTS = ("llm-ide", "original")
 MARKS = (10, 20, 30)
 
 
 class Prices(BaseModel):
-    """Per character: the prefix a request shares with its run's previous request, the rest of it, the output."""
+    """Per character: the prefix a request shares with its run's previous request (`cached`), the rest of it (`input`,
+    or `cache_write` where the provider charges for writing it to its cache), the output. Both agents are billed
+    with them, and llm-ide's model is given them as its price entry, which its renewal rule weighs."""
 
+    profile: str = ""  # the price list's name (llm_ide.pricing.PROFILES), if it is one
     cached: float = 0.1
     input: float = 1.0
     output: float = 8.0
+    cache_write: float | None = None
+
+    @classmethod
+    def of(cls, profile: str) -> Prices:
+        price = PROFILES[profile]
+        return cls(
+            profile=profile,
+            cached=price.read,
+            input=price.input,
+            output=price.output,
+            cache_write=price.cache_write,
+        )
+
+    @property
+    def price(self) -> Price:
+        return Price(input=self.input, output=self.output, cache_read=self.cached, cache_write=self.cache_write)
+
+    @property
+    def uncached(self) -> float:
+        return self.input if self.cache_write is None else self.cache_write
 
     def bill(self, raw: int, cached: int, output: int) -> float:
         return self.input_cost(raw, cached) + output * self.output
 
     def input_cost(self, raw: int, cached: int) -> float:
         """The prompt's part of the bill: what the memory can change (the replies are the original's)."""
-        return (raw - cached) * self.input + cached * self.cached
+        return (raw - cached) * self.uncached + cached * self.cached
+
+    def described(self) -> str:
+        name = f"{self.profile}: " if self.profile else ""
+        return f"{name}uncached × {self.uncached:g} + shared prefix × {self.cached:g} + output × {self.output:g}"
 
 
 class Fraction(BaseModel):

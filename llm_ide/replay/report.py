@@ -97,7 +97,7 @@ def totals_table(report: ReplayReport) -> Table:
     prices = report.prices
     title = (
         f"in total ({len(report.steps)} steps, llm-ide's actions as {report.action_format}), in characters; bill = "
-        f"uncached × {prices.input:g} + shared prefix × {prices.cached:g} + output × {prices.output:g}"
+        f"{prices.described()}"
     )
     table = Table(title=title)
     for column in ("figure", *AGENTS, "llm-ide / original"):

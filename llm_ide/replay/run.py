@@ -13,8 +13,10 @@ from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
+from llm_ide.environments.scratch import owned_name, sweep_temp_folders
 from llm_ide.exchange import TOOLS, exchange_for
 from llm_ide.fileio import atomic_write
+from llm_ide.pricing import settings_of
 from llm_ide.replay.checkout import checkout, git
 from llm_ide.replay.endpoint import LoopbackEndpoint
 from llm_ide.replay.formats import ReplayError, Trajectory, load
@@ -37,16 +39,20 @@ class Loopback:
 
 
 def settings_for(
-    trajectory: Trajectory, overrides: list[Path], single_call: bool | None, action_format: str | None = None
+    trajectory: Trajectory,
+    overrides: list[Path],
+    single_call: bool | None,
+    action_format: str | None = None,
+    prices: Prices | None = None,
 ) -> Settings:
     """The bundled config, then the replay's defaults (local, no network, no tools: the original had none, no cost
-    limit, the original's command timeout), then the `overrides` files; the environment type and the step limit are
-    the replay's whatever the files say, `single_call` and `action_format` (tools: the endpoint answers with tool
-    calls) too when given. The original's workdir (/testbed) is where bubblewrap shows the checkout."""
+    limit, the original's command timeout), then the `overrides` files; the environment type, the step limit and the
+    model's price (the replay's `prices`, which bill both agents) are the replay's whatever the files say,
+    `single_call` and `action_format` (tools: the endpoint answers with tool calls) too when given. The original's
+    workdir (/testbed) is where bubblewrap shows the checkout."""
     defaults: dict[str, Any] = {
         "agent": {"cost_limit": 0},
         "environment": {"tools": [], "network": "none", "sandbox": "bwrap"},
-        "model": {"prices": {MODEL: {"input": 1.0, "cache_read": 0.1, "output": 8.0}}},
     }
     if trajectory.command_timeout:
         defaults["environment"]["command_timeout"] = trajectory.command_timeout
@@ -56,7 +62,10 @@ def settings_for(
             "step_limit": len(trajectory.steps) + 5,
             **({} if single_call is None else {"single_call": single_call}),
         },
-        "model": {} if action_format is None else {"action_format": action_format},
+        "model": {
+            "prices": {MODEL: settings_of((prices or Prices()).price)},
+            **({} if action_format is None else {"action_format": action_format}),
+        },
     }
     base = len(config_layers("default"))
     layers = config_layers("default", overrides)
@@ -147,9 +156,10 @@ def replay(
     """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
     `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`. Another's commands
     run only in the sandbox, unless `unsandboxed`."""
-    trajectory = load(path)
-    settings = settings_for(trajectory, overrides or [], single_call, action_format)
-    with tempfile.TemporaryDirectory(prefix="llm-ide-replay-") as scratch:
+    trajectory, prices = load(path), prices or Prices()
+    settings = settings_for(trajectory, overrides or [], single_call, action_format, prices)
+    sweep_temp_folders()  # what replays and runs killed outright left
+    with tempfile.TemporaryDirectory(prefix=owned_name("replay")) as scratch:
         repo = Path(scratch) / "repo"
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
         if not unsandboxed:
@@ -167,7 +177,7 @@ def replay(
         result = run_on_script(script, trajectory.task, settings, run_dir, run_id, repo, on_event)
         watch.take()
         operations = json.loads(result.trajectory_path.read_text(encoding="utf-8")).get("operations") or []
-        steps, misses = measure(trajectory, script.calls, watch, operations, prices or Prices())
+        steps, misses = measure(trajectory, script.calls, watch, operations, prices)
         report = ReplayReport(
             trajectory=str(path),
             format=trajectory.format,
@@ -177,7 +187,7 @@ def replay(
             action_format="tools" if tools else "text",
             mounted_at=settings.environment.mount_at,
             workdir_rewritten=workdir is not None,
-            prices=prices or Prices(),
+            prices=prices,
             exit_status=str(result.exit_status),
             run_trajectory=str(result.trajectory_path),
             steps=steps,

@@ -60,5 +60,5 @@ def reproduction(state: dict[str, Any], runtime: Runtime[AgentContext]) -> dict[
     if (state.get("reproduction") or {}).get("done") or state.get("operations"):
         return {}
     out = PHASE.invoke(state, context=runtime.context)
-    kept = ("usage", "exit_status", "error")
-    return {"reproduction": out["reproduction"]} | {key: out[key] for key in kept if out.get(key)}
+    kept = ("reproduction", "usage", "exit_status", "error")  # a phase its first step ended has no record
+    return {key: out[key] for key in kept if out.get(key)}

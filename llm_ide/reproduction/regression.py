@@ -12,10 +12,12 @@ from typing import Any
 from llm_ide.environments import Environment
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.importers import imports_any, module_names
+from llm_ide.reproduction.script import last_line, unverifiable
 
 EDITED = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
 TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (\S+)", re.MULTILINE)
+OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (\S+::\S+)", re.MULTILINE)
+COLLECTION_ERROR = re.compile(r"^ERROR (\S+\.py) - (.+)$", re.MULTILINE)  # pytest -rA: a file it could not collect
 
 
 def edited_files(patch: str) -> list[str]:
@@ -70,15 +72,34 @@ def importers(
 
 
 def passed_tests(env: Environment, files: list[str], settings: Any) -> dict[str, Any]:
-    """The tests of `files` that pass here: {passed: [ids], ran: [ids], returncode, timed_out}."""
+    """The tests of `files` that pass here: {passed: [ids], ran: [ids], returncode, timed_out, unrun: {file: why no
+    test of it ran}}."""
     own = settings.reproduction
     command = render_string(own.regression_command, files=" ".join(shlex.quote(path) for path in files))
     result = env.execute(command, timeout=own.regression_timeout)
     outcomes = OUTCOME.findall(result.output)
+    ran = sorted({test for _, test in outcomes})
     return {
         "passed": sorted({test for outcome, test in outcomes if outcome in ("PASSED", "XFAIL")}),
-        "ran": sorted({test for _, test in outcomes}),
+        "ran": ran,
         "returncode": result.returncode,
         "timed_out": result.timed_out,
         "seconds": round(result.duration, 3),
+        "unrun": unrun(env, files, ran, result),
     }
+
+
+def unrun(env: Environment, files: list[str], ran: list[str], result: Any) -> dict[str, str]:
+    """Why no test of a file ran, for each such file: the command could not start, the test runner or a module the
+    tests import is missing, the file could not be collected, the run timed out, or it holds no test."""
+    started = {test.split("::")[0] for test in ran}
+    errors = dict(COLLECTION_ERROR.findall(result.output))
+    reasons = {}
+    for path in (path for path in files if path not in started):
+        why = unverifiable(env, result.returncode, result.output) if not ran else ""
+        if result.timed_out:
+            why = f"the test command timed out after {result.duration:.0f} s"
+        reasons[path] = (
+            why or errors.get(path) or f"no test of it ran (exit {result.returncode}: {last_line(result.output)})"
+        )
+    return reasons

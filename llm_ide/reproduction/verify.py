@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.errors import LlmIdeError
 from llm_ide.reproduction.regression import edited_files, passed_tests, source_stems, touching
-from llm_ide.reproduction.script import Script, key, reproduction_script
+from llm_ide.reproduction.script import UNVERIFIED, Script, key, reproduction_script
 from llm_ide.verification import Finished, Verified
 
 
@@ -54,16 +54,20 @@ def baseline(bench: Any, wanted: dict[str, list[str]], record: dict[str, Any]) -
             result = passed_tests(env, files, bench.settings)
             for path in files:
                 passed[path] = [test for test in result["passed"] if test.split("::")[0] == path]
+            unrun = record.setdefault("baseline_unrun", {})
+            unrun.update(result["unrun"])
+            for path, why in result["unrun"].items():  # nothing to compare a patch's run with: said, never a pass
+                bench.emit(f"verify: could not verify regressions of {path} (its tests did not run on the base: {why})")
 
 
-def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dict[str, Any]) -> None:
-    """What the patch has not been run against yet, run in one clean environment."""
+def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dict[str, Any]) -> bool:
+    """What the patch has not been run against yet, run in one clean environment; whether anything ran."""
     entry = record.setdefault("patches", {}).setdefault(patch_key(run.patch), {"reproductions": {}, "seconds": 0.0})
     missing = [test_key for test_key in tests if test_key not in entry["reproductions"]]
     files = record.get("selections", {}).get(patch_key(run.patch))
     regression = bench.settings.reproduction.regression and files and "regression" not in entry
     if not missing and not regression:
-        return
+        return False
     started = time.monotonic()
     entry.pop("error", None)
     bench.emit(
@@ -77,36 +81,54 @@ def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dic
             if regression:
                 after = passed_tests(env, files, bench.settings)
                 before = {test for path in files for test in record["baseline"].get(path, [])}
+                unrun = record.get("baseline_unrun", {})
                 entry["regression"] = {
                     "files": files,
                     "passed_before": len(before),
                     "failing": sorted(before - set(after["passed"])),
+                    "unverified": {path: unrun[path] for path in files if path in unrun},
                 }
     except LlmIdeError as error:  # the patch does not apply, the environment does not start: nothing it passed
         entry["error"] = str(error)
     entry["seconds"] = round(entry["seconds"] + time.monotonic() - started, 3)
+    return True
 
 
-def facts_of(entry: dict[str, Any], tests: dict[str, Script]) -> tuple[dict[str, Any], tuple[int, int]]:
+def verdict_of(runs: dict[str, Any], test_key: str) -> str | None:
+    return (runs.get(test_key) or {}).get("verdict")
+
+
+def facts_of(entry: dict[str, Any], tests: dict[str, Script]) -> tuple[dict[str, Any], tuple[int, int, int]]:
+    """What the runs of a patch found, and its rank: (whether something could not be verified, reproductions not
+    resolved, regressions). A check that could not run is never a pass: an attempt with one ranks below those whose
+    checks all ran."""
     runs = entry["reproductions"]
+    unverified = [
+        f"{tests[k]['label']}: {runs[k]['reason']}" for k in tests if runs.get(k, {}).get("verdict") == UNVERIFIED
+    ]
     failing = [
         f"{tests[k]['label']} ({runs[k]['verdict']}, exit {runs[k]['returncode']})" if k in runs else tests[k]["label"]
         for k in tests
-        if k not in runs or runs[k]["verdict"] != "resolved"
+        if k not in runs or runs[k]["verdict"] not in ("resolved", UNVERIFIED)
     ]
     facts: dict[str, Any] = {"verification failed": entry["error"]} if entry.get("error") else {}
     if tests:
-        facts["reproductions resolved (clean run)"] = f"{len(tests) - len(failing)} of {len(tests)}"
+        resolved = sum(1 for k in tests if verdict_of(runs, k) == "resolved")
+        facts["reproductions resolved (clean run)"] = f"{resolved} of {len(tests)}"
         if failing:
             facts["reproductions not resolved"] = "; ".join(failing)
     regression = entry.get("regression")
     if regression is not None:
         shown = ", ".join(regression["failing"][:5]) + (" …" if len(regression["failing"]) > 5 else "")
+        checked = [path for path in regression["files"] if path not in regression.get("unverified", {})]
         facts["regressions (clean run)"] = (
             f"{len(regression['failing'])} of {regression['passed_before']} tests that passed before"
-            f" ({', '.join(regression['files'])})" + (f": {shown}" if shown else "")
+            f" ({', '.join(checked) or 'no file whose tests ran'})" + (f": {shown}" if shown else "")
         )
-    return facts, (len(failing), len(regression["failing"]) if regression else 0)
+        unverified += [f"regressions of {path}: {why}" for path, why in regression.get("unverified", {}).items()]
+    if unverified:
+        facts["could not verify"] = "; ".join(unverified)
+    return facts, (int(bool(unverified)), len(failing), len(regression["failing"]) if regression else 0)
 
 
 def verify_runs(bench: Any, given: list[Script], runs: list[Finished], record: dict[str, Any]) -> Verified | None:
@@ -119,10 +141,11 @@ def verify_runs(bench: Any, given: list[Script], runs: list[Finished], record: d
         return None
     if own.regression:
         baseline(bench, {patch_key(run.patch): edited_files(run.patch) for run in with_patch}, record)
-    for run in with_patch:
-        check_patch(bench, run, tests, record)
+    checked = [run.index for run in with_patch if check_patch(bench, run, tests, record)]
     verified = Verified(record)
     for run in with_patch:
         entry = record["patches"][patch_key(run.patch)]
         verified.facts[run.index], verified.ranks[run.index] = facts_of(entry, tests)
+        if (reasons := verified.facts[run.index].get("could not verify")) and run.index in checked:
+            bench.emit(f"verify: attempt {run.index}: could not verify {reasons}")
     return verified

@@ -32,7 +32,7 @@ from llm_ide.secrets import redacted
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
-from llm_ide.workspace.lifecycle import final_patch, latest_worktree_patch, open_environment
+from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
 
 log = logging.getLogger("llm_ide.run")
@@ -122,6 +122,7 @@ class Driver:
         request = self.request
         check_task(request.task)
         variants = compose(request.settings, request.variants)  # a combination that cannot work: refused now
+        check_output_folder(request.output_dir, request.repo)
         output_dir, settings = start(request.output_dir, request.run_id, request.settings, request.environment)
         request = replace(request, output_dir=output_dir, settings=settings)
         build = lambda saver: build_graph(saver, variants=variants)  # noqa: E731

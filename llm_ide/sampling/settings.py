@@ -64,4 +64,5 @@ def check_demonstrations(paths: list[Path]) -> list[Path]:
     return paths
 
 
-Demonstrations = Annotated[list[Path], AfterValidator(check_demonstrations)]  # trajectories of ours
+# trajectories of ours: paths, written as YAML text
+Demonstrations = Annotated[list[Annotated[Path, Field(strict=False)]], AfterValidator(check_demonstrations)]

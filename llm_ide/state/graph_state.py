@@ -53,7 +53,9 @@ class RunState(AgentInput, total=False):
 class MemoryBase(TypedDict):
     """The base of the current snapshot, rendered at its last full renewal and kept byte for byte since: its text and
     what it shows (the operations then, the chain's nodes in its history, the lessons, files and changes), and what
-    the parts that followed it in the snapshots since cost in re-reads (in uncached characters)."""
+    the parts that followed it in the snapshots since cost in re-reads (in uncached characters); the run's first
+    snapshot's length and what the memory's prompts had cost more than full history's after the epoch's first call
+    (in uncached characters; below 0 when less)."""
 
     text: str
     step: int
@@ -63,6 +65,8 @@ class MemoryBase(TypedDict):
     changes: str
     since: int
     held: float
+    first: int
+    balance: float
 
 
 class Proposal(TypedDict):

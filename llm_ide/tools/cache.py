@@ -174,6 +174,9 @@ class ToolCache:
             except BaseException:
                 shutil.rmtree(entry, ignore_errors=True)
                 raise
+            finally:  # built: read-only to the run's commands, as to every later run's (nothing they write is kept)
+                if disallow_write := getattr(env, "disallow_write", None):
+                    disallow_write(entry)
             try:
                 (entry / COMPLETE).write_text(identity + "\n", encoding="utf-8")
             except OSError as error:  # usable by this run; the next one builds it again

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jinja2
 import yaml
-from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from llm_ide.errors import UsageError
 from llm_ide.prompting import JINJA
@@ -38,7 +38,7 @@ class ToolConfig(Strict):
 
     tool_name: str
     version: str | None
-    source: Path | None
+    source: Annotated[Path, Field(strict=False)] | None  # a folder's path: YAML's text
     py_standalone: str | None
     installation: Literal["pip"]
     setup_script: str | None

@@ -13,13 +13,24 @@ from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, make_environment
 from llm_ide.environments.processes import reap_leftovers
-from llm_ide.errors import ExitStatus, RepositoryLost, ending
+from llm_ide.environments.scratch import sweep_temp_folders
+from llm_ide.errors import ExitStatus, RepositoryLost, UsageError, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
 from llm_ide.workspace.patch import PatchError, base_commit, extract_patch, keep_base
 
 log = logging.getLogger("llm_ide.run")
+
+
+def check_output_folder(output_dir: Path, repo: Path | None) -> None:
+    """The run's own folder may be inside the repository (its commands never see it, its patch never holds it) or
+    outside it, never the repository itself."""
+    if repo is not None and Path(output_dir).resolve() == Path(repo).resolve():
+        raise UsageError(
+            f"the output folder is the repository itself ({Path(repo).resolve()}): the agent's commands would see "
+            "and change the run's own files; give --output a folder inside or outside it"
+        )
 
 
 def open_environment(
@@ -39,7 +50,12 @@ def open_environment(
     if reaped := reap_leftovers(leftovers):
         log.info("%s", reaped)
         say(reaped)
-    env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers)
+    if swept := sweep_temp_folders():
+        log.info("removed %d temp folders of llm-ide runs that were killed", swept)
+    env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers, output_dir=output_dir)
+    for note in env.notes:
+        log.info("%s", note)
+        say(note)
     try:
         base = base or base_commit(env)
         if base is None:

@@ -3,6 +3,7 @@ outside the repository (a deleted or rewritten `.git` keeps the patch), at any n
 
 from __future__ import annotations
 
+import re
 import shlex
 import uuid
 import weakref
@@ -13,6 +14,7 @@ from llm_ide.environments.base import Environment, EnvironmentFailure
 from llm_ide.errors import RepositoryLost
 from llm_ide.settings import PatchSettings
 
+GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 
 
@@ -39,6 +41,11 @@ def baseline_notes(env: Environment, base: str) -> list[str]:
         f"warning: the repository has uncommitted changes ({shown}): they are not in the baseline, so the patch "
         "will hold them too; commit or stash them first for a patch of the run's own change",
     ]
+
+
+def ignore_pattern(path: str) -> str:
+    """The .gitignore line that matches folder `path` (relative to the repository) and nothing else."""
+    return "/" + GLOB.sub(lambda found: "\\" + found.group(), path) + "/"
 
 
 def is_artefact(path: str, patterns: list[str]) -> bool:
@@ -73,6 +80,9 @@ class BaseTree:
         returncode, output = self.env.run_trusted(script, 600)
         if returncode != 0:
             raise PatchError(f"cannot store the base commit: {output.decode(errors='replace').strip()[:300]}")
+        if self.env.own_paths:  # the run's own folder inside the repository: never staged
+            lines = "".join(ignore_pattern(path) + "\n" for path in self.env.own_paths)
+            self.env.put_private(f"{self.git_dir}/info/exclude", lines.encode())
 
     def _git(self, index: str = "index") -> str:
         git_dir = shlex.quote(self.git_dir)

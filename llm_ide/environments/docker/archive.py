@@ -11,10 +11,20 @@ from decimal import Decimal
 from pathlib import Path
 
 
-def tar_directory(source: Path, spool: tempfile.SpooledTemporaryFile[bytes], owner: tuple[int, int] = (0, 0)) -> None:
-    """`source` archived as owned by `owner` (uid, gid): the commands' user in the container."""
+def tar_directory(
+    source: Path,
+    spool: tempfile.SpooledTemporaryFile[bytes],
+    owner: tuple[int, int] = (0, 0),
+    leave_out: list[Path] | None = None,
+) -> None:
+    """`source` archived as owned by `owner` (uid, gid): the commands' user in the container; the folders of
+    `leave_out` inside it are not (the run's own output folder)."""
+    inside = [Path(path) for path in leave_out or [] if Path(path).is_relative_to(source) and Path(path) != source]
+    left = {posixpath.join(".", path.relative_to(source).as_posix()) for path in inside}
 
-    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if info.name in left:
+            return None
         info.uid, info.gid = owner
         info.uname = info.gname = "root" if owner == (0, 0) else ""
         return info

@@ -85,10 +85,10 @@ class DockerEnvironment:
         messages: dict[str, str] | None = None,
         repo: Path | None = None,
         tools_cache: Path | None = None,
+        secluded: list[Path] | None = None,
     ) -> None:
-        self.image = image
-        self.run_id = run_id
-        self.workdir = workdir
+        self.image, self.run_id, self.workdir = image, run_id, workdir
+        self.own_paths, self.notes = list[str](), list[str]()  # the repository's copy never holds the run's own
         self.tools_root = TOOLS_ROOT
         # the per-user tool cache's built trees, mounted read-only (llm_ide/tools/cache.py links tools from there)
         self.tools_cache_mount = (str(tools_cache), TOOLS_CACHE_MOUNT) if tools_cache else None
@@ -112,15 +112,15 @@ class DockerEnvironment:
             folders = [TOOLS_ROOT, PRIVATE_ROOT, workdir, LINK_DIR]
             self.owner = hand_over(self.client.api, str(self.container_id), self.user, folders)
             self._session = self._open_session()
-            if repo is not None:
-                self.copy_in(Path(repo), workdir)
+            if repo is not None:  # the run's own folder, when it is inside the repository, stays out
+                self.copy_in(Path(repo).resolve(), workdir, [path.resolve() for path in secluded or []])
         except BaseException:
             self.close()
             raise
 
     @classmethod
     def from_config(
-        cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None = None, **_: Any
+        cls, settings: EnvironmentSettings, *, repo: Path | None, run_id: str, image: str | None = None, **options: Any
     ) -> DockerEnvironment:
         image = image or settings.image
         if not image:
@@ -135,6 +135,7 @@ class DockerEnvironment:
             messages=settings.messages.model_dump(),
             repo=repo,
             tools_cache=docker_tools_cache() if settings.tools else None,
+            secluded=[options["output_dir"]] if options.get("output_dir") else [],
         )
 
     def _start_container(self, env: dict[str, str], network: str | None, limits: Limits) -> None:
@@ -346,7 +347,7 @@ class DockerEnvironment:
             raise EnvironmentFailure(f"cannot create {folder} in the container")
         self._put_archive(folder, single_file_tar(name, data, self.owner))
 
-    def copy_in(self, source: Path, destination: str) -> None:
+    def copy_in(self, source: Path, destination: str, leave_out: list[Path] | None = None) -> None:
         source = Path(source)
         target = self._resolve(destination)
         if not source.is_dir():
@@ -356,7 +357,7 @@ class DockerEnvironment:
         if self.run(f"mkdir -p -- {shlex.quote(target)}", sink, self.command_timeout)[0] != 0:
             raise EnvironmentFailure(f"cannot create {target} in the container: {sink.data.decode(errors='replace')}")
         with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-            tar_directory(source, spool, self.owner)
+            tar_directory(source, spool, self.owner, leave_out)
             spool.seek(0)
             self._put_archive(target, spool)
 

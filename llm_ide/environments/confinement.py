@@ -1,0 +1,136 @@
+"""What surrounds one local command: bubblewrap's view and its isolation (environments/sandbox.py), the host sockets
+it masks (environments/sockets.py), the limits (environments/limits.py) and the user the command runs as.
+
+Root on a repository another user owns (a devcontainer's bind mount, `sudo`): a command holding no capability could
+not write that user's files, so with bubblewrap it runs as the repository's owner (setpriv, with the two
+capabilities that switch needs, gone once it is made), that user's home is hidden as the invoking user's is, and the
+folders it writes (scratch, tools) are made theirs. Without bubblewrap it runs as llm-ide does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llm_ide.environments.limits import Cgroup, Limits, cgroups_usable, ulimit_line, warn_unenforced
+from llm_ide.environments.sandbox import ISOLATIONS, Sandbox, isolation
+from llm_ide.environments.sockets import abstract_guard, host_sockets
+
+SWITCH = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+
+
+def repository_owner(repo: Path) -> tuple[int, int] | None:
+    """(uid, gid) the commands run as when llm-ide runs as root on a repository another user owns; None otherwise."""
+    if os.geteuid() != 0:
+        return None
+    found = repo.stat()
+    return (found.st_uid, found.st_gid) if found.st_uid != 0 else None
+
+
+def home_of(uid: int) -> list[Path]:
+    try:
+        return [Path(pwd.getpwuid(uid).pw_dir)]
+    except KeyError:
+        return []
+
+
+@dataclass
+class Confinement:
+    """The argv of each command (and the cgroup it joins) for a local environment."""
+
+    bwrap: str | None
+    limits: Limits
+    run_as: tuple[int, int] | None = None
+    sockets: list[str] = field(default_factory=list)  # allowed: environment.sockets
+    cgroup: Cgroup | None = None
+
+    def __post_init__(self) -> None:
+        self.run_as = self.run_as if self.bwrap else None
+        self.isolation = (SWITCH if self.run_as else isolation(self.bwrap)) if self.bwrap else ISOLATIONS[-1]
+        self._cgroups = cgroups_usable() and bool(self.limits.processes or self.limits.memory)
+        as_root = (self.run_as is None and os.geteuid() == 0) or self.run_as == (0, 0)
+        if self.limits.processes and as_root and not self._cgroups:
+            warn_unenforced("processes")
+        self.prefix = ulimit_line(self.limits, self._cgroups, as_root)
+
+    def switch(self) -> list[str]:
+        if self.run_as is None:
+            return []
+        uid, gid = self.run_as
+        return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+
+    def user(self) -> tuple[int, set[int]]:
+        """Who the commands run as: (uid, gids)."""
+        if self.run_as is not None:
+            return self.run_as[0], {self.run_as[1]}
+        return os.getuid(), {os.getgid(), *os.getgroups()}
+
+    def make_theirs(self, *paths: Path) -> None:
+        """Folders the commands write, made the user's they run as."""
+        if self.run_as is not None:
+            for path in paths:
+                with contextlib.suppress(OSError):
+                    os.chown(path, *self.run_as)
+
+    def procs(self) -> list[str]:
+        """The cgroup.procs files a command joins (the run's cgroup, made at its first command)."""
+        if not self._cgroups:
+            return []
+        if self.cgroup is None:
+            try:
+                self.cgroup = Cgroup(self.limits)
+            except OSError:
+                self._cgroups = False
+                return []
+        return self.cgroup.procs
+
+    def shell(self, command: str) -> list[str]:
+        """The command's shell, its limits set first (on its first line: the command's line numbers stay)."""
+        return ["bash", "-c", self.prefix + command]
+
+    def sandboxed(self, sandbox: Sandbox, command: str, cwd: Path, environ: dict[str, str]) -> list[str]:
+        """The command in bubblewrap: the host's sockets masked, the isolation, the user, the limits."""
+        sandbox.isolation = self.isolation
+        sandbox.inner = self.switch()
+        if self.run_as is not None:
+            sandbox.hidden_mode = "1777"  # the hidden homes: a scratch home for the user the command runs as
+        masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets, self.user())
+        sandbox.sockets = masked
+        argv = sandbox.argv(self.shell(command), cwd)
+        return [*abstract_guard(), *argv] if abstract and sandbox.network else argv
+
+    def close(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
+
+
+class StartMarker:
+    """A pipe the command's shell writes one byte to before anything else (and closes: nothing it starts holds it).
+    Without that byte the command never started: the sandbox's set-up failed (a socket it was to mask vanished
+    meanwhile), and running it again repeats nothing."""
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        os.set_inheritable(self.write, True)
+
+    def prefix(self) -> str:
+        return f"printf . >&{self.write}; exec {self.write}>&-; "
+
+    def passed(self) -> tuple[int, ...]:
+        return (self.write,)
+
+    def spawned(self) -> None:
+        os.close(self.write)
+
+    def started(self) -> bool:
+        os.set_blocking(self.read, False)
+        try:
+            return os.read(self.read, 1) == b"."
+        except BlockingIOError:  # nothing yet, and a process of the command still holds it open: it started
+            return True
+        finally:
+            os.close(self.read)

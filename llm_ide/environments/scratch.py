@@ -1,0 +1,60 @@
+"""Folders and cgroups of llm-ide's own on the host, each named after the process that made it (its PID namespace, its
+PID and its start time): whatever start of llm-ide comes next removes those whose maker is gone, a run or a replay
+killed outright (SIGKILL) included, without a record to read."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from llm_ide.environments.processes import start_time
+
+OWNED = re.compile(r"llm-ide-(?P<kind>[a-z]+)-(?P<namespace>\d+)\.(?P<pid>\d+)\.(?P<start>\d+)-")
+
+
+def owner_tag() -> str:
+    """This process, as a name part: `<PID namespace>.<PID>.<start time>`."""
+    return f"{pid_namespace()}.{os.getpid()}.{start_time(os.getpid())}"
+
+
+def pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def owned_name(kind: str) -> str:
+    """A name prefix for something of this process's (`llm-ide-<kind>-<owner>-`)."""
+    return f"llm-ide-{kind}-{owner_tag()}-"
+
+
+def owned_tempdir(kind: str) -> str:
+    """A new temp folder of this process's (mode 0700), removed by a later start once this process is gone."""
+    return tempfile.mkdtemp(prefix=owned_name(kind))
+
+
+def owner_gone(name: str) -> bool:
+    """Whether `name` is owned (see `owned_name`) by a process of this PID namespace that no longer runs; a name of
+    another namespace's process is never judged from here."""
+    found = OWNED.match(name)
+    if found is None or int(found["namespace"]) != pid_namespace():
+        return False
+    return start_time(int(found["pid"])) != int(found["start"])
+
+
+def sweep_temp_folders(folder: Path | None = None) -> int:
+    """Removes the temp folders whose maker is gone (a killed run's scratch, private and tools folders, a killed
+    replay's checkout); the number removed."""
+    removed = 0
+    folder = folder or Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if owner_gone(entry.name) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += not os.path.lexists(entry.path)
+    return removed

@@ -1,0 +1,204 @@
+"""No host Unix socket answers a sandboxed command unless `environment.sockets` lists it: a socket is a door out of any
+read-only view (Docker's, containerd's or podman's is root on the host; ssh-agent's signs as the user; D-Bus and X11
+drive the desktop; tmux's runs commands), and `connect()` ignores read-only binds.
+
+Found before each command: the listening sockets of the host's network namespace (/proc/net/unix), those in the
+folders where services and agents put them (/run, /var/run a few levels down; the temp folders' top level and their
+agents' and servers' folders), and those the environment names (SSH_AUTH_SOCK, DOCKER_HOST, CONTAINER_HOST, D-Bus
+addresses). Each that the command could see is masked by /dev/null (a connection is refused). Abstract sockets (a
+name, no file: X11's, some D-Bus buses, old containerd shims) are kept from a command that shares the host's network
+by a Landlock scope (Linux 6.12 and later); with `environment.network: none` it has a network namespace of its own,
+where they do not exist."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import re
+import stat
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+log = logging.getLogger("llm_ide.environment")
+
+# where services put their sockets, and how many levels down (/run/docker.sock, /run/containerd/containerd.sock,
+# /run/user/1000/podman/podman.sock); in the temp folders, the top level and the folders agents and servers make
+# (/tmp/ssh-XXXX/agent.1, /tmp/.X11-unix/X0, /tmp/tmux-0/default): not every test's folder at every command
+FOLDERS = {"/run": 3, "/var/run": 3, "/dev/shm": 1}
+TEMP_FOLDERS = ("/tmp", "/var/tmp")
+SOCKET_FOLDER = re.compile(r"\.X11-unix|\.ICE-unix|\.font-unix|ssh-|tmux-|screen|vscode|pulse-|gpg|dbus|keyring")
+MAX_ENTRIES = 20_000  # entries looked at per scan: a huge temp folder costs a command no more than this
+LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's flags
+VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")
+LANDLOCK_ABI_SCOPES = 6  # the Landlock ABI whose `scoped` field has LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+# run by our own interpreter before bwrap: no abstract socket made outside the command answers it (the scope, which
+# bwrap and the command inherit), then the command (ruleset attr: handled_access_fs, handled_access_net, scoped)
+LANDLOCK = (
+    "import ctypes,os,sys\n"
+    "libc=ctypes.CDLL(None,use_errno=True)\n"
+    "attr=(ctypes.c_uint64*3)(0,0,1)\n"
+    "fd=libc.syscall(444,ctypes.byref(attr),ctypes.sizeof(attr),0)\n"
+    "if fd<0 or libc.prctl(38,1,0,0,0) or libc.syscall(446,fd,0): sys.exit(126)\n"
+    "os.execvp(sys.argv[1],sys.argv[1:])\n"
+)
+
+
+def listening(table: str = "/proc/net/unix") -> tuple[set[str], bool]:
+    """(paths of the listening sockets of this network namespace, whether abstract ones listen too)."""
+    paths, abstract = set(), False
+    try:
+        lines = Path(table).read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return paths, abstract
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not int(fields[3], 16) & LISTENING:
+            continue
+        if fields[7].startswith("@"):
+            abstract = True
+        else:
+            paths.add(fields[7])
+    return paths, abstract
+
+
+def scanned(folders: list[str], depth: int, hidden: list[Path], agents_only: bool = False) -> set[str]:
+    """The sockets in `folders`, `depth` levels down (below the first, only in agents' and servers' folders when
+    `agents_only`; never in `hidden` ones), looking at MAX_ENTRIES entries at most. A folder whose modification time
+    has not changed since it was last looked at is not listed again (a socket made or removed in it changes it): a
+    command costs a stat per folder."""
+    found: set[str] = set()
+    skipped = {str(folder) for folder in hidden}
+    budget, stack = MAX_ENTRIES, [(folder, 0) for folder in folders]
+    while stack and budget > 0:
+        folder, level = stack.pop()
+        sockets, subfolders, agents, count = listed(folder)
+        budget -= count
+        found.update(sockets)
+        if level < depth:
+            stack += [(sub, level + 1) for sub in (agents if agents_only else subfolders) if sub not in skipped]
+    return found
+
+
+Listing = tuple[list[str], list[str], list[str], int]
+_listings: dict[str, tuple[int, Listing]] = {}
+
+
+def forget_listings() -> None:
+    """The next scan lists every folder again (a folder's time may not show a change made within its resolution)."""
+    _listings.clear()
+
+
+def listed(folder: str) -> Listing:
+    """(the sockets, the sub-folders, those of agents and servers, the number of entries) of `folder`."""
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        _listings.pop(folder, None)
+        return [], [], [], 0
+    known = _listings.get(folder)
+    if known is not None and known[0] == mtime:
+        return known[1]
+    sockets, folders, count = [], [], 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            count += 1
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
+                with contextlib.suppress(OSError):
+                    if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                        sockets.append(entry.path)
+            if count >= MAX_ENTRIES:
+                break
+    agents = [path for path in folders if SOCKET_FOLDER.match(os.path.basename(path))]
+    _listings[folder] = (mtime, (sockets, folders, agents, count))
+    return sockets, folders, agents, count
+
+
+def named(environ: dict[str, str]) -> set[str]:
+    """The socket paths the environment's variables name (`unix://…`, `unix:path=…`, a path)."""
+    found = set()
+    for variable in VARIABLES:
+        for part in environ.get(variable, "").replace(";", ",").split(","):
+            value = part.strip().removeprefix("unix://").removeprefix("unix:path=")
+            if value.startswith("/"):
+                found.add(value)
+    return found
+
+
+def host_sockets(
+    environ: dict[str, str], hidden: list[Path], allowed: list[str], user: tuple[int, set[int]]
+) -> tuple[list[str], bool]:
+    """(the host sockets a sandboxed command would see, real paths: those under `hidden`, `allowed` and those in a
+    folder the command's `user` (uid, gids) may not search are left out, as it cannot connect to them and bwrap could
+    not mask them; whether abstract sockets listen in the host's network namespace)."""
+    paths, abstract = listening()
+    candidates = paths | named(environ)
+    for folder, depth in FOLDERS.items():
+        candidates |= scanned([folder], depth, hidden)
+    candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
+    keep = {os.path.realpath(path) for path in allowed}
+    found, searchable = set(), Searchable(*user)
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real in keep or any(Path(real).is_relative_to(folder) for folder in hidden):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.lstat(real).st_mode) and searchable(os.path.dirname(real)):
+                found.add(real)
+    return sorted(found), abstract
+
+
+class Searchable:
+    """Whether a user holding no capability may search a folder and every folder above it (the permission bits of
+    its owner, its group, or others), remembered per folder."""
+
+    def __init__(self, uid: int, gids: set[int]) -> None:
+        self.uid, self.gids = uid, gids
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, folder: str) -> bool:
+        if folder not in self.known:
+            parent = os.path.dirname(folder)
+            self.known[folder] = (parent == folder or self(parent)) and self.searchable(folder)
+        return self.known[folder]
+
+    def searchable(self, folder: str) -> bool:
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return False
+        if found.st_uid == self.uid:
+            return bool(found.st_mode & stat.S_IXUSR)
+        return bool(found.st_mode & (stat.S_IXGRP if found.st_gid in self.gids else stat.S_IXOTH))
+
+
+@cache
+def landlock_abi() -> int:
+    """The Landlock ABI of this kernel (0: none)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return max(0, int(libc.syscall(444, None, 0, 1)))  # landlock_create_ruleset(NULL, 0, VERSION)
+    except (OSError, AttributeError):
+        return 0
+
+
+def abstract_guard() -> list[str]:
+    """The argv prefix that keeps the host's abstract sockets from a command; empty (said once) where Landlock
+    cannot scope them."""
+    if landlock_abi() >= LANDLOCK_ABI_SCOPES:
+        return [sys.executable, "-I", "-S", "-c", LANDLOCK]
+    warn_abstract()
+    return []
+
+
+@cache
+def warn_abstract() -> None:
+    log.warning(
+        "abstract Unix sockets (X11's, D-Bus's) listen on this host and Landlock cannot scope them here (Linux 6.12 "
+        "or later): the commands can reach them; environment.network: none cuts them off"
+    )

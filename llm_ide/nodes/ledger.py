@@ -1,0 +1,133 @@
+"""What the memory's prompts cost against full history's (the same run never renewed: its first snapshot, then every
+operation's turns appended), in characters priced as uncached prompt characters (a re-read from the provider's cache
+costs `reread` of one, a reply character `output`), under the model's own prices. Everything comes from the state:
+an operation's turns are its thought, action and output with their headings (`TURN_CHARS` about), an epoch's opening
+is its snapshot."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+from llm_ide.conversation import params_text
+from llm_ide.pricing import Price, price_of
+from llm_ide.state.graph_state import AgentState, MemoryBase
+from llm_ide.state.operations import OperationNode
+from llm_ide.variant import AgentContext
+
+TURN_CHARS = 140  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
+REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
+PAYBACK = 3  # calls after a renewal whose savings it may count on (a run rarely ends within three steps of one)
+
+
+def prices(ctx: AgentContext) -> Price:
+    """The model's own prices; `memory.unpriced` for a model without a price (or a free one)."""
+    price = getattr(ctx.model, "price", None)
+    return price if isinstance(price, Price) and price.charged else price_of(ctx.settings.memory.unpriced)
+
+
+def turn_chars(node: OperationNode) -> int:
+    """About what an operation's turns send: the reply that made it and its outcome."""
+    return len(node.thought) + len(params_text(node)) + len(node.lessons) + len(node.observation) + TURN_CHARS
+
+
+def reply_chars(node: OperationNode) -> int:
+    return len(node.thought) + len(params_text(node)) + len(node.lessons) + REPLY_CHARS
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The current epoch, and the memory's prompts against full history's: the run's first snapshot, then every
+    operation's turns appended. Sizes leave the system part out: both send it whole at every call."""
+
+    reread: float  # a re-read character's price, an uncached one's being 1
+    output: float  # a reply character's
+    turns: list[int]  # each operation's turns
+    replies: list[int]  # each operation's reply
+    start: int  # the step the epoch began at
+    opening: int  # the epoch's snapshot
+    first: int  # the run's first snapshot
+    balance: float  # the memory's cost less full history's, after the epoch's first call
+    calls: float  # model calls per step
+
+    @classmethod
+    def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
+        price, nodes = prices(ctx), state.get("operations", [])
+        steps = len(nodes)
+        usage = state.get("usage")
+        calls = usage["api_calls"] if usage else steps
+        return cls(
+            reread=min(1.0, price.read / price.write),
+            output=price.output / price.write,
+            turns=[turn_chars(node) for node in nodes],
+            replies=[reply_chars(node) for node in nodes],
+            start=min(state.get("snapshot_step", 0), steps),
+            opening=len(state.get("snapshot", "")),
+            first=old.get("first") or len(old["text"]),
+            balance=old.get("balance", 0.0),
+            calls=max(1.0, calls / steps) if steps else 1.0,
+        )
+
+    @cached_property
+    def history(self) -> list[int]:
+        """Full history's prompt at each step's call (the first snapshot and the turns of the operations before)."""
+        sizes = [self.first]
+        for size in self.turns:
+            sizes.append(sizes[-1] + size)
+        return sizes
+
+    @property
+    def step(self) -> int:
+        return len(self.turns)
+
+    @property
+    def latest(self) -> int:
+        return self.turns[-1] if self.turns else 0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch's prompt for the call to come: its snapshot and the turns since."""
+        return self.opening + sum(self.turns[self.start :])
+
+    def deficit(self) -> float:
+        """The memory's cost so far less full history's: within an epoch each call re-reads the snapshot where full
+        history re-reads what it replaced."""
+        later = max(0, self.step - self.start - 1) * self.calls
+        return self.balance + self.reread * later * (self.opening - self.history[self.start])
+
+    def after(self, length: int, uncached: int) -> float:
+        """The deficit once the call to come has sent a snapshot of `length` characters, `uncached` of them new."""
+        appended = self.latest + self.reread * (self.history[self.step] - self.latest)  # full history's call
+        return self.deficit() + uncached + self.reread * (length - uncached) - appended
+
+    @cached_property
+    def bill(self) -> float:
+        """Full history's bill up to the call to come: its first snapshot, then each call's new turns and re-reads,
+        and the replies."""
+        calls = zip(self.turns, self.history[:-1], strict=True)
+        prompts = sum(turn + self.reread * self.calls * before for turn, before in calls)
+        return self.first + prompts + self.output * sum(self.replies)
+
+    def renewed(self, old: str, new: str) -> float:
+        """The deficit once the call to come has sent the snapshot `new` in place of `old` (the prefix they share is
+        a re-read)."""
+        return self.after(len(new), len(new) - len(os.path.commonprefix([old, new])))
+
+    def allows(self, deficit: float, length: int, overspend: float) -> bool:
+        """Whether a renewal to a snapshot of `length` characters, after which the memory's cost less full history's
+        is `deficit`, keeps the memory within `overspend` of full history's bill once it has paid back what its next
+        PAYBACK calls save (each re-reads the snapshot where full history re-reads what it replaced)."""
+        saved = PAYBACK * self.reread * self.calls * max(0, self.history[self.step] - length)
+        return deficit - saved <= overspend * self.bill
+
+    def dropped(self) -> float:
+        """What the re-reads of the epoch's turns have cost since each was new, counting the call to come."""
+        reads = sum(size * (self.step - 1 - i) for i, size in enumerate(self.turns) if i >= self.start)
+        return self.reread * self.calls * reads
+
+
+def new_chars(old: str, new: str, latest: int) -> int:
+    """What sending the snapshot `new` in place of `old` sends uncached, but for the `latest` characters, which the
+    turns would send anyway."""
+    return max(0, len(new) - len(os.path.commonprefix([old, new])) - latest)
