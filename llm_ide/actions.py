@@ -104,13 +104,19 @@ def display(text: str) -> str:
     return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
 
 
+MAX_LINE = 2**31  # a line number past any file
+
+
 def _int(params: dict[str, Any], key: str, default: int) -> int:
     value = params.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
-        raise ParamError(f"`{key}` must be an integer, got {value!r}")
-    return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_LINE:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,10}\s*", value) and abs(int(value)) <= MAX_LINE:
+        return int(value)
+    shown = repr(value[:40]) + ("…" if len(value) > 40 else "") if isinstance(value, str) else type(value).__name__
+    raise ParamError(f"`{key}` must be a line number, got {shown}")
 
 
 def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
@@ -131,7 +137,8 @@ def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
 
 def view_symbol(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     path = ws.path(params)
-    symbol = str(params.get("symbol") or "").strip()
+    symbol = params.get("symbol")
+    symbol = symbol.strip() if isinstance(symbol, str) else ""
     if not symbol:
         raise ParamError("`symbol` must be a qualified name such as `Class.method`")
     text = ws.read_text(path)
@@ -203,7 +210,11 @@ def _search_scope(ws: Codebase, params: dict[str, Any], raw: str) -> tuple[str, 
         return ".", f"--include={shlex.quote(glob)} ", None
     fixed = next(i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARS))
     include = "" if parts[-1] == "**" else f"--include={shlex.quote(parts[-1])} "
-    return "/".join(parts[:fixed]) or ".", include, re.compile(_glob_regex(parts))
+    try:
+        selected = re.compile(_glob_regex(parts))
+    except re.error as error:  # e.g. the range of `[z-a]`
+        raise ParamError(f"`path` is no valid glob ({error})") from None
+    return "/".join(parts[:fixed]) or ".", include, selected
 
 
 def _glob_regex(parts: list[str]) -> str:

@@ -1,24 +1,26 @@
 """The one way a model is called, whoever calls it (the agent's nodes, a variant's, a reviewer, a planner): the
 messages with every known secret masked, room in the shared budget taken before the call (none left: the run ends
 with `cost_limit`), the reply masked and capped, the call recorded and charged, its usage counted. Retries, timeouts
-and deadlines are the model's own (llm_ide/models.py)."""
+and deadlines are the model's own (llm_ide/models.py). A reply's tool calls are data throughout: masked, recorded
+(`tool_calls` beside the `response` text) and charged with it."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llm_ide.budget import Budget, admitted
+from llm_ide.calls import message_text
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.prompting import render, truncate
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import Templates
-from llm_ide.tool_calls import message_text
 
 Tools = list[dict[str, Any]] | None  # the actions as tools, or none (llm_ide/action_tools.py)
 
@@ -29,31 +31,21 @@ log = logging.getLogger(__name__)
 @dataclass
 class CallPolicy:
     """`record`: told of each call's record (the trajectory's calls log); `budget`: charged with every call;
-    `reply_cap`: a longer reply keeps its head and tail (`templates.truncated` says what was cut); `calls`: the calls
-    each model (by name) made in the run, which the run's state keeps, so that a resumed run's scripted model goes
-    on where its checkpoint left it (`restore`)."""
+    `reply_cap`: a longer reply keeps its head and tail (`templates.truncated` says what was cut)."""
 
     record: Recorder | None = None
     budget: Budget | None = None
     reply_cap: int | None = None
     templates: Templates | None = None
     masked: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # messages already masked
-    calls: dict[str, int] = field(default_factory=dict)
-    _resumed: set[int] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def room(self, calls: int = 1) -> AbstractContextManager[Any]:
+        """The shared budget's room for `calls` calls made inside the block (none to take without a budget)."""
+        return nullcontext(0.0) if self.budget is None else admitted(self.budget, calls)
 
     def recording(self, record: Recorder | None) -> CallPolicy:
-        """The same policy (budget, cap, masking, counts) with calls recorded elsewhere (a variant's own list)."""
+        """The same policy (budget, cap, masking) with calls recorded elsewhere (a variant's own list)."""
         return replace(self, record=record, masked={})
-
-    def restore(self, calls: Mapping[str, int], *, only: bool = False) -> None:
-        """The counts of a checkpointed run (`only`: of the models named; the others keep theirs): each model
-        continues from there."""
-        with self._lock:
-            if not only:
-                self.calls.clear()  # in place: the copies `recording` made share the counts
-            self.calls.update(calls)
-            self._resumed.clear()
 
     def mask(self, messages: Sequence[Message]) -> list[Message]:
         """The messages with every known secret masked (in their tool calls' arguments too); a message's content
@@ -86,7 +78,7 @@ class CallPolicy:
         """One call: the reply (masked, capped) and its record; `fields` lead the record (its index, step…)."""
         masked = self.mask(messages)
         started = time.perf_counter()
-        with admitted(self.budget) as reservation:  # a shared budget with no room left ends the run (cost_limit)
+        with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
             reply = self._complete(model, masked, deadline, tools)
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
@@ -121,7 +113,7 @@ class CallPolicy:
                     n,
                 )
                 model.n_refused = True  # type: ignore[attr-defined]
-        with admitted(self.budget, n) as reservation:
+        with self.room(n) as reservation:
             replies = self._together(model, masked, n, deadline, tools)
         settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
         settled = [
@@ -141,14 +133,14 @@ class CallPolicy:
         **fields: Any,
     ) -> tuple[list[ModelReply], list[ModelReply]]:
         started = time.perf_counter()
-        with admitted(self.budget) as reservation:
-            self._resume(model)
-            replies = model.complete_n(masked, n, deadline=deadline, tools=tools)
-            self._count(model)
-        texts = [self.capped(redact(reply.text)) for reply in replies]
+        with self.room() as reservation:
+            replies = [self.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
+        texts = [reply.shown() for reply in replies]
         combined = replace(replies[0], text=render(self.templates, "choices", texts=texts) if self.templates else "")
-        charged, _ = self.settle(model, masked, combined, started, reservation, kind=kind, **fields)
-        return [replace(reply, text=text) for reply, text in zip(replies, texts, strict=True)], [charged]
+        charged, _ = self.settle(
+            model, masked, replace(combined, tool_calls=()), started, reservation, **fields, kind=kind
+        )
+        return replies, [charged]
 
     def _together(
         self, model: Model, masked: list[Message], n: int, deadline: float | None, tools: Tools
@@ -182,20 +174,12 @@ class CallPolicy:
         return replies
 
     def _complete(self, model: Model, masked: list[Message], deadline: float | None, tools: Tools) -> ModelReply:
-        self._resume(model)
-        reply = model.complete(masked, deadline=deadline, tools=tools)
-        self._count(model)
-        return reply
+        return model.complete(masked, deadline=deadline, tools=tools)
 
-    def _resume(self, model: Model) -> None:
-        with self._lock:
-            if id(model) not in self._resumed and (resume := getattr(model, "resume", None)) is not None:
-                resume(self.calls.get(model.name, 0))
-            self._resumed.add(id(model))
-
-    def _count(self, model: Model) -> None:
-        with self._lock:
-            self.calls[model.name] = self.calls.get(model.name, 0) + 1
+    def cleaned(self, reply: ModelReply) -> ModelReply:
+        """A reply masked (its text and its calls' arguments: a key the endpoint echoes is never stored) and capped."""
+        calls = tuple(replace(call, arguments=redact(call.arguments)) for call in reply.tool_calls)
+        return replace(reply, text=self.capped(redact(reply.text)), tool_calls=calls)
 
     def settle(
         self,
@@ -210,14 +194,16 @@ class CallPolicy:
         **fields: Any,
     ) -> tuple[ModelReply, dict[str, Any]]:
         """A reply made: masked, capped, recorded, charged (settling the budget's `reservation` for it)."""
-        reply = replace(reply, text=self.capped(redact(reply.text)))  # a key the endpoint echoes is never stored
+        reply = self.cleaned(reply)
+        shown = [message_text(m) for m in masked]
         record = {
             **fields,
             "kind": kind,
-            "prompt": "\n\n".join(f"[{m['role']}]\n{message_text(m)}" for m in masked),
-            "prompt_chars": sum(len(message_text(m)) for m in masked),
+            "prompt": "\n\n".join(f"[{m['role']}]\n{text}" for m, text in zip(masked, shown, strict=True)),
+            "prompt_chars": sum(map(len, shown)),
             "prompt_tokens": reply.input_tokens,
             "response": reply.text,
+            **({"tool_calls": [call.record() for call in reply.tool_calls]} if reply.tool_calls else {}),
             "response_tokens": reply.output_tokens,
             "cache_read_tokens": reply.cache_read_tokens,
             "cache_write_tokens": reply.cache_write_tokens,

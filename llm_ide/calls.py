@@ -1,6 +1,6 @@
-"""A model call: what a model is asked (messages) and answers (a reply, its usage and why it ended), and the call as
-it happens, for whoever shows it live: its start (the prompt's size), the reply's text as it streams in (when the
-model streams), its end (the tokens it used)."""
+"""A model call: what a model is asked (messages) and answers (a reply: its text and its tool calls, as data; its usage
+and why it ended), and the call as it happens, for whoever shows it live: its start (the prompt's size), the reply's
+text as it streams in (when the model streams), its end (the tokens it used)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
-
-from llm_ide.endpoint import BadCompletion
 
 
 class ToolCallDict(TypedDict):
@@ -33,11 +31,48 @@ class Message(TypedDict):
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model made it: the tool's name, its arguments as the JSON text the model wrote (which may
+    be no JSON, or no object: the reader says so), and the provider's id of the call."""
+
+    name: str
+    arguments: str
+    id: str = ""
+
+    @staticmethod
+    def of(name: str, args: Any, id: str = "") -> ToolCall:
+        """A call whose arguments are a value (a mapping: their JSON) or already a text."""
+        return ToolCall(name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False), id)
+
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "arguments": self.arguments, **({"id": self.id} if self.id else {})}
+
+
+def with_calls(text: str, calls: Iterable[tuple[str, str]]) -> str:
+    """A text and the tool calls (name, arguments) after it as a record shows them to a person, each call on a line
+    of its own (`→ view {"path": "a.py"}`); never read back."""
+    lines = [f"→ {name} {arguments}" for name, arguments in calls]
+    return "\n".join([text, *lines]) if text and lines else text or "\n".join(lines)
+
+
+def message_text(message: Message) -> str:
+    """A message as a record shows it: its content, then its tool calls."""
+    calls = message.get("tool_calls") or []
+    return with_calls(message["content"], ((c["name"], json.dumps(c["args"], ensure_ascii=False)) for c in calls))
+
+
+def prompt_chars(messages: Iterable[Message]) -> int:
+    """What a request's messages hold, in characters: their texts and their calls' names and arguments."""
+    return sum(len(message_text(message)) for message in messages)
+
+
+@dataclass(frozen=True)
 class ModelReply:
-    """A reply and its usage; `input_tokens` counts all prompt tokens, of which `cache_read_tokens` were read from
-    the provider's prompt cache and `cache_write_tokens` written to it. `estimated`: the counts are estimates from
-    the text (the response carried no usage, or an impossible one: `reported_usage`). `finish_reason` "length": the
-    reply was cut at the length limit (the request's max_tokens, or the model's own)."""
+    """A reply and its usage: its text and its tool calls (data, in the order the model made them); `input_tokens`
+    counts all prompt tokens, of which `cache_read_tokens` were read from the provider's prompt cache and
+    `cache_write_tokens` written to it. `estimated`: the counts are estimates from the text (the response carried no
+    usage, or an impossible one: `reported_usage`). `finish_reason` "length": the reply was cut at the length limit
+    (the request's max_tokens, or the model's own)."""
 
     text: str
     input_tokens: int
@@ -48,16 +83,29 @@ class ModelReply:
     reported_usage: dict[str, Any] | None = None  # the provider's counts when they were impossible (then estimated)
     estimated: bool = False
     finish_reason: str | None = None  # "stop", "length", … as the endpoint said (None: it did not say)
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def shown(self) -> str:
+        """The reply as a record shows it: its text, then each call on a line of its own."""
+        return with_calls(self.text, ((call.name, call.arguments) for call in self.tool_calls))
 
 
 class Model(Protocol):
-    name: str
+    """A chat model: `takes_tools`, whether a request may give it tools; `tools_by_default`, whether a run whose
+    `model.action_format` is `auto` gives them (llm_ide/exchange.py decides)."""
 
-    action_format: str  # "tools": it is given the actions as tools (requests with `tools`); "text": in its text
+    name: str
+    takes_tools: bool
+    tools_by_default: bool
 
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply: ...
+
+
+def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
+    """The characters a reply wrote: its text and its calls' names and arguments."""
+    return len(text) + sum(len(call.name) + len(call.arguments) for call in calls)
 
 
 # A BPE tokenizer's pieces, roughly: a run of letters, a digit, a line break, a run of spaces (an indentation), a mark.
@@ -65,8 +113,6 @@ class Model(Protocol):
 # splits: more), fitted on the prompts of real agent runs against a real server's tokenizer (docs/local-models.md).
 TOKEN_PIECES = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]|_")
 WORD, LONG_WORD_LETTER, CAMEL_CASE, LINE, INDENT, DIGIT, MARK = 1.26, 0.04, 1.84, 1.6, 0.67, 1.46, 0.37
-MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
-REQUEST_TOKENS = 3  # around the whole prompt (the assistant's turn opened)
 
 
 @lru_cache(maxsize=64)  # a prompt's messages come again in the next call (the system part, earlier turns)
@@ -110,21 +156,6 @@ class RunningEstimate:
         return self.settled + estimate_tokens(self.text[self.at :])
 
 
-def message_text(message: Message) -> str:
-    """A message's text as its server sees it: its content, and the tool calls it holds (their JSON)."""
-    calls = message.get("tool_calls") or []
-    return str(message.get("content") or "") + "".join(
-        json.dumps(call.get("args", {})) + call["name"] for call in calls
-    )
-
-
-def estimate_prompt_tokens(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
-    """The prompt's tokens for a chat server: each message's with the template's markers around it, and the tools'
-    definitions (which a server renders into the prompt as JSON)."""
-    tokens = REQUEST_TOKENS + sum(MESSAGE_TOKENS + estimate_tokens(message_text(message)) for message in messages)
-    return tokens + (estimate_tokens(json.dumps(tools)) if tools else 0)
-
-
 @dataclass(frozen=True)
 class CallProgress:
     kind: Literal["start", "text", "end"]
@@ -151,53 +182,6 @@ class CallProgress:
 
 
 CallListener = Callable[[CallProgress], None]
-
-
-class TokenEstimates:
-    """One model's token estimates before its server counts them (the live line's, a reply without usage): the
-    heuristic's, scaled by how the server's counts compared with it so far (a running mean). The tools' definitions
-    have their own factor: a server may render them into the prompt (OpenAI's, Anthropic's, most chat templates) or
-    not show them at all (a template without tools)."""
-
-    WEIGHT = 0.5  # of the latest call's ratio in the running one
-    MAX_TOOLS_FACTOR = 3.0
-
-    def __init__(self) -> None:
-        self.prompt_ratio = self.output_ratio = self.tools_factor = 1.0
-        self.learnt = self.learnt_tools = False
-
-    @staticmethod
-    def parts(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
-        """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions."""
-        return estimate_prompt_tokens(messages), estimate_tokens(json.dumps(tools)) if tools else 0
-
-    def scaled(self, parts: tuple[int, int]) -> int:
-        return round(parts[0] * self.prompt_ratio + parts[1] * self.tools_factor)
-
-    def prompt(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
-        return self.scaled(self.parts(messages, tools))
-
-    def output(self, text: str) -> int:
-        return round(estimate_tokens(text) * self.output_ratio)
-
-    def learn(self, parts: tuple[int, int], text: str, input_tokens: int, output_tokens: int) -> None:
-        """A call's counts as its server gave them, beside the heuristic's `parts` of its prompt and its reply. With
-        tools, what the messages do not explain is the tools' (their factor learnt); without, the messages' ratio."""
-        messages, tools = parts
-        if messages <= 0 or input_tokens <= 0:
-            return
-        if tools:
-            weight = self.WEIGHT if self.learnt_tools else 1.0
-            factor = min(self.MAX_TOOLS_FACTOR, max(0.0, (input_tokens - messages * self.prompt_ratio) / tools))
-            self.tools_factor += weight * (factor - self.tools_factor)
-            self.learnt_tools = True
-        else:
-            weight = self.WEIGHT if self.learnt else 1.0
-            self.prompt_ratio += weight * (input_tokens / messages - self.prompt_ratio)
-            self.learnt = True
-        written = estimate_tokens(text)
-        if written >= 20 and output_tokens > 0:  # a reply long enough to say something
-            self.output_ratio += self.WEIGHT * (output_tokens / written - self.output_ratio)
 
 
 @dataclass
@@ -251,74 +235,3 @@ def observed(
         yield call
     finally:
         call.ended()
-
-
-def streamed(
-    chat: Any, payload: Any, hints: dict[str, Any], call: Call, alive: Callable[[], None] | None = None
-) -> Any:
-    """`chat`'s reply requested as a stream, each piece of text told to `call` as it arrives (`alive` called for each
-    piece of the reply, text or tool call), the pieces summed into one message (its text and usage; an OpenAI-style
-    endpoint is asked to send the usage at the end)."""
-    from langchain_openai import ChatOpenAI
-
-    options = {"stream_usage": True} if isinstance(chat, ChatOpenAI) else {}
-    if call.streamed:  # a retry after a stream that broke off
-        call.start()
-    message = None
-    for chunk in chunks_of(chat.stream(payload, **hints, **options)):
-        message = chunk if message is None else message + chunk
-        arguments = "".join(str(part.get("args") or "") for part in getattr(chunk, "tool_call_chunks", None) or [])
-        if chunk.text or arguments:
-            call.text(chunk.text, arguments)
-            if alive is not None:
-                alive()
-    if message is None:
-        raise BadCompletion("the streamed reply held nothing")
-    return strict_calls(message)
-
-
-class NotStreamed(Exception):
-    """The endpoint answered a request for a stream with no stream (a server that does not stream): ask it whole."""
-
-
-def chunks_of(stream: Iterator[Any]) -> Iterator[Any]:
-    """A reply's chunks as they come; an endpoint that sent none as a stream (it answered with one body) raises
-    NotStreamed."""
-    try:
-        yield from stream
-    except ValueError as error:
-        if "No generation chunks" in str(error):
-            raise NotStreamed(str(error)) from None
-        raise
-
-
-def strict_calls(message: Any) -> Any:
-    """A streamed message whose tool calls are read as a whole reply's are: arguments that are not JSON make an
-    invalid call (a stream's chunks are parsed leniently, as partial JSON: `{not json` would be a call without
-    arguments)."""
-    from langchain_core.messages import AIMessage
-    from langchain_core.messages.tool import invalid_tool_call, tool_call
-
-    chunks = getattr(message, "tool_call_chunks", None) or []
-    if not chunks:
-        return message
-    good, broken = [], []
-    for chunk in chunks:
-        name, raw, call_id = chunk.get("name") or "", chunk.get("args") or "", chunk.get("id")
-        try:
-            args = json.loads(raw) if raw.strip() else {}
-        except ValueError as error:
-            broken.append(invalid_tool_call(name=name, args=raw, id=call_id, error=str(error)))
-            continue
-        if isinstance(args, dict):
-            good.append(tool_call(name=name, args=args, id=call_id))
-        else:
-            broken.append(invalid_tool_call(name=name, args=raw, id=call_id, error="the arguments are not an object"))
-    return AIMessage(
-        content=message.content,
-        tool_calls=good,
-        invalid_tool_calls=broken,
-        usage_metadata=message.usage_metadata,
-        response_metadata=message.response_metadata,
-        id=message.id,
-    )

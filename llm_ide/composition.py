@@ -1,22 +1,20 @@
 """The composition point: the variants this package ships, the whole settings of a run (the core's sections, every
-bundled variant's and the attempts' section), and the variants of a run (those its settings ask for, then those
-given by the caller, such as a message channel to another agent). Nothing else in the core names a variant."""
+variant's as its `settings` declare them, the attempts' section), and the variants of a run (those given by the
+caller, such as a message channel to another agent, then those its settings ask for). Nothing else in the core names
+a variant."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator
+from pydantic import Field, NonNegativeFloat, PositiveInt, create_model, field_validator
 
 from llm_ide.messages.variant import Messages
-from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.navigator.variant import Navigator
 from llm_ide.patterns import BoundedPattern
-from llm_ide.reproduction.settings import ReproductionSettings
 from llm_ide.reproduction.variant import Reproduction
-from llm_ide.sampling.settings import Demonstrations as DemonstrationPaths
-from llm_ide.sampling.settings import SamplingSettings
 from llm_ide.sampling.variant import Demonstrations, Sampling
 from llm_ide.settings import CoreSettings, Strict, bundled_yaml
 from llm_ide.variant import CombinationError, Variant, Variants
@@ -65,14 +63,38 @@ class AttemptsSettings(Strict):
         return value
 
 
-class Settings(CoreSettings):
-    """The whole configuration of a run (each bundled variant's section as its `settings` declare it)."""
+Kind = type[Variant]
 
-    reproduction: ReproductionSettings = Field(default_factory=ReproductionSettings)
-    navigator: NavigatorSettings = Field(default_factory=NavigatorSettings)
-    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
-    demonstrations: DemonstrationPaths = Field(default_factory=list)
+
+def sections(kinds: Iterable[Kind]) -> dict[str, Any]:
+    """The settings sections variants declare (`Variant.settings`: name → (its type, its default's factory)), as the
+    fields of a settings class."""
+    return {
+        name: (model, Field(default_factory=default))
+        for kind in kinds
+        for name, (model, default) in kind.settings.items()
+    }
+
+
+class Settings(create_model("BundledSections", __base__=CoreSettings, **sections(BUNDLED))):  # type: ignore[misc]
+    """The whole configuration of a run: the core's sections, each bundled variant's as its `settings` declare it
+    (reproduction, navigator, sampling, demonstrations), and the attempts'."""
+
     attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)
+
+
+@cache
+def settings_class(kinds: tuple[Kind, ...] = ()) -> type[Settings]:
+    """The settings of a run with variants of one's own among `kinds`: their sections too (a section a variant of
+    the package has already is refused in one line)."""
+    fields = sections(kind for kind in kinds if kind not in BUNDLED)
+    if taken := sorted(set(fields) & set(Settings.model_fields)):
+        raise CombinationError(f"a variant's settings section is taken already: {', '.join(taken)}")
+    return create_model("Settings", __base__=Settings, **fields) if fields else Settings
+
+
+def kinds_of(variants: Iterable[Variant | Kind]) -> tuple[Kind, ...]:
+    return tuple(dict.fromkeys(item if isinstance(item, type) else type(item) for item in variants))
 
 
 def refused(settings: Any, items: list[Variant]) -> str | None:
@@ -85,15 +107,17 @@ def refused(settings: Any, items: list[Variant]) -> str | None:
     return None
 
 
-def compose(settings: Any, given: Iterable[Variant] = (), from_settings: bool = True) -> Variants:
-    """The variants of a run: `given` (the caller's, outermost: its wrappers see what the others did), then the
-    bundled ones its settings ask for (unless not `from_settings`: a graph drawn before its settings are known), in
-    order; a variant given takes the place of the one its settings would make. The actions of the others answer that
-    they are absent. A combination that cannot work is refused."""
+def compose(settings: Any, given: Iterable[Variant | Kind] = (), from_settings: bool = True) -> Variants:
+    """The variants of a run: those `given` (the caller's, outermost: their wrappers see what the others did; a
+    variant class of one's own is there when the settings enable it), then the bundled ones its settings ask for
+    (unless not `from_settings`: a graph drawn before its settings are known), in order; a variant given takes the
+    place of the one its settings would make. The actions of the others answer that they are absent. A combination
+    that cannot work is refused."""
     given = list(given)
-    kinds = BUNDLED if from_settings else ()
+    made = [item for item in given if not isinstance(item, type)]
+    kinds = [*(item for item in given if isinstance(item, type)), *(BUNDLED if from_settings else ())]
     chosen = [found for kind in kinds if (found := kind.enabled(settings)) is not None]
-    items = given + [variant for variant in chosen if variant.name not in {g.name for g in given}]
+    items = made + [variant for variant in chosen if variant.name not in {g.name for g in made}]
     if reason := refused(settings, items):
         raise CombinationError(reason)
     names = {variant.name for variant in items}

@@ -5,11 +5,12 @@ variant's: llm_ide/composition.py). Loading has no side effect: the runner regis
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from llm_ide.composition import Settings
+from llm_ide.composition import Settings, kinds_of, settings_class
 from llm_ide.errors import ConfigError
 from llm_ide.settings import PROMPTS_DIR, Layers, deep_merge, read_yaml, validate
 
@@ -85,14 +86,17 @@ def config_layers(base: str | Path = "default", overrides: list[str | Path] | No
     return layers
 
 
-def validate_layers(layers: Layers) -> Settings:
-    return validate(Settings, layers)
+def validate_layers(layers: Layers, variants: Iterable[Any] = ()) -> Settings:
+    return validate(settings_class(kinds_of(variants)), layers)
 
 
-def load_config(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Settings:
+def load_config(
+    base: str | Path = "default", overrides: list[str | Path] | None = None, variants: Iterable[Any] = (), **values: Any
+) -> Settings:
     """The bundled/base config (its `extends` chain first), each override file deep-merged in order, then `values`;
-    validated once: a bad key or value raises ConfigError naming the file and the key path."""
-    return validate_layers(config_layers(base, overrides, **values))
+    validated once: a bad key or value raises ConfigError naming the file and the key path. `variants`: variants of
+    one's own (or their classes) whose settings sections the config may hold."""
+    return validate_layers(config_layers(base, overrides, **values), variants)
 
 
 def _layers_with_extends(path: Path, seen: set[Path]) -> Layers:

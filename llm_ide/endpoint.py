@@ -125,6 +125,48 @@ def check_completion(response: httpx.Response) -> None:
         raise BadCompletion(f"status 200 with an error: {json.dumps(body['error'])[:300]}")
     if not body.get("choices"):
         raise BadCompletion("status 200 with no choices")
+    _local.completion = body  # what the SDK could not hold, read again (`completion_message`)
+
+
+def completion_message(body: Any) -> Any:
+    """The last chat completion this thread received, as a langchain message whose tool calls are all as sent (their
+    arguments the text the model wrote): for a reply the SDK could not hold (arguments that are JSON but no object).
+    None when there is none."""
+    from langchain_core.messages import AIMessage
+
+    try:
+        message = body["choices"][0]["message"]
+        calls = [invalid_call(call) for call in message.get("tool_calls") or []]
+        usage = body.get("usage") or {}
+        counts = {"input_tokens": usage.get("prompt_tokens") or 0, "output_tokens": usage.get("completion_tokens") or 0}
+        reason = {"finish_reason": body["choices"][0].get("finish_reason")}
+        return AIMessage(
+            content=str(message.get("content") or ""),
+            invalid_tool_calls=calls,
+            usage_metadata={**counts, "total_tokens": counts["input_tokens"] + counts["output_tokens"]},
+            response_metadata=reason,
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return None
+
+
+def invalid_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call of the wire as langchain keeps one it could not parse: its arguments the text as sent."""
+    function = call["function"]
+    name, args = str(function.get("name") or ""), str(function.get("arguments") or "")
+    return {
+        "name": name,
+        "args": args,
+        "id": str(call.get("id") or ""),
+        "error": "no JSON object",
+        "type": "invalid_tool_call",
+    }
+
+
+def last_completion() -> Any:
+    """The last chat completion this thread received since it was last asked (then forgotten)."""
+    body, _local.completion = getattr(_local, "completion", None), None
+    return body
 
 
 def http_client(timeout: float) -> httpx.Client:
@@ -219,14 +261,14 @@ def retry_after(error: BaseException) -> float | None:
 
 
 def clamp_usage(
-    input_tokens: Any, output_tokens: Any, prompt: str, text: str
+    input_tokens: Any, output_tokens: Any, prompt_chars: int, written_chars: int
 ) -> tuple[int, int, dict[str, Any] | None]:
     """Token counts a provider reported, kept possible: never negative, never above MAX_CALL_TOKENS (no model reads or
     writes more in one call); an impossible count is replaced by an estimate from the text. The third item is what
     was reported when a count was replaced (None when both were possible)."""
     counts, replaced = [], False
     reported = (input_tokens, output_tokens)
-    for value, estimate in zip(reported, (len(prompt) // 4, len(text) // 4), strict=True):
+    for value, estimate in zip(reported, (prompt_chars // 4, written_chars // 4), strict=True):
         try:
             number = int(value)
         except (TypeError, ValueError, OverflowError):

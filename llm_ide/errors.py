@@ -23,10 +23,7 @@ class ExitStatus(StrEnum):
     ENVIRONMENT_ERROR = "environment_error"
     INTERRUPTED = "interrupted"
     TURN_LIMIT = "turn_limit"  # a navigator turn limit: its turns, the driver's turns between reviews, review rounds
-    AWAITING_ANSWER = (
-        "awaiting_navigator"  # a person's answer is pending (a human navigator's; the run resumes with it)
-    )
-    AWAITING_NAVIGATOR = "awaiting_navigator"  # the same status by the variant's name
+    AWAITING_ANSWER = "awaiting_navigator"  # a person's answer is pending (a human navigator's; it resumes with it)
     ERROR = "error"
 
     @property
@@ -137,6 +134,10 @@ class BudgetSpent(CostLimit):
     """No room is left in a shared budget for another model call: the run ends with exit status `cost_limit`."""
 
     exit_status = ExitStatus.COST_LIMIT
+
+
+class FormatError(ValueError):
+    """A model's reply that cannot be used: the model is told why and asked again (not an ending by itself)."""
 
 
 class FormatErrors(LlmIdeError):

@@ -1,15 +1,18 @@
-"""The agent's graph: the core loop, and each variant's nodes where it puts them (llm_ide/variant.py).
+"""The agent's graph: the design card's six nodes, and each variant's nodes where it puts them (llm_ide/variant.py).
 
-    START → once… → each step… → render_context → act → execute_tool → update_activity → each step… (or END)
+    START → once… → each step… → render_context → reflect → branch → act → execute_tool → update_activity → …
 
-`act` loops on itself to ask again for a reply it could not read; a node that ends the run (an exit status in the
-state) goes to `update_activity`, which counts the run's time and ends it."""
+`render_context` renders the memory at the start of an epoch; `reflect` gets the verdict on the latest operation (it is
+skipped when none is due: the first step, an operation judged as it ran); `branch` places the step's operation by it;
+`act` gets the action; `execute_tool` runs it; `update_activity` commits the step and ends the run at a limit.
+`reflect` and `act` ask again for a reply they could not read; a node that ends the run (an exit status in the state)
+goes to `update_activity`, which counts the run's time and ends it."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from functools import wraps
+from functools import update_wrapper
 from typing import Any, get_type_hints
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -20,35 +23,36 @@ from typing_extensions import TypedDict
 
 from llm_ide.errors import LlmIdeError, ended
 from llm_ide.nodes.act import act
+from llm_ide.nodes.branch import branch
 from llm_ide.nodes.execute_tool import execute_tool
+from llm_ide.nodes.reflect import reflect, reflecting
 from llm_ide.nodes.render_context import render_context
 from llm_ide.nodes.update_activity import update_activity
-from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentInput, AgentState, RunState, StepState
-from llm_ide.variant import Node, Variants
+from llm_ide.variant import AgentContext, Node, Variants
 
-CORE = {node.__name__: node for node in (render_context, act, execute_tool, update_activity)}
+CORE = {node.__name__: node for node in (render_context, reflect, branch, act, execute_tool, update_activity)}
+ENDING = "update_activity"
 
 
 def guarded(node: Node) -> Node:
     """`node` as the graph runs it: an error that finishes the run (format errors, a turn limit, an environment
-    gone…) becomes its ending in the state; the calls each model has made are kept in the state, so a resumed run's
-    models go on from there (llm_ide/call_policy.py)."""
+    gone…) becomes its ending in the state; one that does not (a model that cannot answer, an interruption) stops
+    the run, resumable."""
     uses_runtime = "runtime" in inspect.signature(node).parameters
 
-    @wraps(node)
     def run(state: dict[str, Any], runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        policy = runtime.context.policy
-        before = dict(policy.calls)
         try:
-            update = node(state, runtime) if uses_runtime else node(state)
+            return node(state, runtime) if uses_runtime else node(state)
         except LlmIdeError as error:
             if not error.exit_status.finished:
-                raise  # a model that cannot answer, an interruption: the run stops, resumable
-            update = ended(error)
-        return update if policy.calls == before else {**update, "calls": dict(policy.calls)}
+                raise
+            return ended(error)
 
-    return run
+    signature = inspect.signature(run)  # LangGraph passes the runtime by it; `wraps` alone would show the node's
+    wrapped = update_wrapper(run, node)  # (and through `__wrapped__` it finds a subgraph a node runs, to draw it)
+    wrapped.__signature__ = signature  # type: ignore[attr-defined]
+    return wrapped
 
 
 def merged_schema(name: str, schemas: list[type]) -> type:
@@ -61,13 +65,18 @@ def merged_schema(name: str, schemas: list[type]) -> type:
     return TypedDict(name, fields, total=False)  # type: ignore[operator]
 
 
-def after_act(state: AgentState) -> str:
+def after_render(state: AgentState) -> str:
     if state.get("exit_status"):
-        return "update_activity"
-    return "act" if state.get("retry") else "execute_tool"
+        return ENDING
+    return "reflect" if reflecting(state) else "branch"
 
 
-def onwards(following: str, ending: str = "update_activity") -> Callable[[AgentState], str]:
+def asking(node: str, following: str) -> Callable[[AgentState], str]:
+    """After a node that asks the model: the end, the same node again (a reply it could not read), or the next."""
+    return lambda state: ENDING if state.get("exit_status") else node if state.get("retry") else following
+
+
+def onwards(following: str, ending: str = ENDING) -> Callable[[AgentState], str]:
     return lambda state: ending if state.get("exit_status") else following
 
 
@@ -94,10 +103,12 @@ def build_graph(
     order = [*(hook.name for hook in once), *step]
     builder.add_edge(START, order[0])
     for name, following in zip(order, order[1:], strict=False):
-        builder.add_conditional_edges(name, onwards(following), [following, "update_activity"])
-    builder.add_edge("render_context", "act")
-    builder.add_conditional_edges("act", after_act, ["act", "execute_tool", "update_activity"])
-    builder.add_edge("execute_tool", "update_activity")
-    builder.add_conditional_edges("update_activity", onwards(step[0], END), [step[0], END])
+        builder.add_conditional_edges(name, onwards(following), [following, ENDING])
+    builder.add_conditional_edges("render_context", after_render, ["reflect", "branch", ENDING])
+    builder.add_conditional_edges("reflect", asking("reflect", "branch"), ["reflect", "branch", ENDING])
+    builder.add_edge("branch", "act")
+    builder.add_conditional_edges("act", asking("act", "execute_tool"), ["act", "execute_tool", ENDING])
+    builder.add_edge("execute_tool", ENDING)
+    builder.add_conditional_edges(ENDING, onwards(step[0], END), [step[0], END])
     name = "-".join(["llm-ide", *(v.name for v in variants if v.nodes())])
     return builder.compile(checkpointer=checkpointer, name=name)

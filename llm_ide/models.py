@@ -9,24 +9,32 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from llm_ide import endpoint
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import CallListener, Message, Model, ModelReply, NotStreamed, TokenEstimates, observed, streamed
-from llm_ide.endpoint import cause, clamp_usage, classify, http_client, request_deadline, retry_after
+from llm_ide.calls import CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
+from llm_ide.chat_wire import NotStreamed, TokenEstimates, calls_of, streamed
+from llm_ide.endpoint import (
+    cause,
+    clamp_usage,
+    classify,
+    completion_message,
+    http_client,
+    last_completion,
+    request_deadline,
+    retry_after,
+)
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings
 from llm_ide.text import clean_text
-from llm_ide.tool_calls import from_message, recorded, text_of
 
 log = logging.getLogger(__name__)
 
@@ -38,27 +46,14 @@ LOCAL_MAX_TOKENS = 4096  # the room a reply gets from an endpoint given by URL w
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
-_quiet = threading.local()
 
 
 def warn_once(topic: str, name: str, message: str) -> None:
-    if getattr(_quiet, "on", False):
-        return
     with _warned_lock:
         if (topic, name) in _warned:
             return
         _warned.add((topic, name))
     log.warning(message)
-
-
-@contextmanager
-def unsaid() -> Iterator[None]:
-    """Models made meanwhile in this thread (a check before the run) leave their warnings to the run's own model."""
-    _quiet.on = True
-    try:
-        yield
-    finally:
-        _quiet.on = False
 
 
 def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:
@@ -82,11 +77,12 @@ class ChatModel:
         settings: ModelSettings,
         api_key: str | None = None,
         max_tokens: int | None = None,
-        action_format: str = "text",
+        tools_by_default: bool = False,
     ) -> None:
         self.name = name
         self.chat = chat
-        self.action_format = action_format
+        self.takes_tools = takes_tools(chat)
+        self.tools_by_default = tools_by_default and self.takes_tools
         self.bound: dict[str, dict[str, Any]] = {}  # the request arguments of a tool list, made once per list
         self.max_retries = settings.max_retries
         self.base_delay = settings.retry_base_delay
@@ -108,7 +104,7 @@ class ChatModel:
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply:
-        """The reply (its tool calls in its text: llm_ide/tool_calls.py) by `deadline`; a streamed request is cut when
+        """The reply (its text and its tool calls) by `deadline`; a streamed request is cut when
         nothing came for `timeout` seconds (however long it has been producing), another when not whole by then."""
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
@@ -154,7 +150,7 @@ class ChatModel:
             choices = [generation.message for generation in result.generations[0]]
             first = self._reply(choices[0], messages, parts)
             call.replied(first.input_tokens, first.output_tokens)
-        return [first, *(ModelReply(reply_text(choice), 0, 0, 0.0) for choice in choices[1:])]
+        return [first, *(ModelReply(clean_text(c.text), 0, 0, 0.0, tool_calls=calls_of(c)) for c in choices[1:])]
 
     def _payload(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> tuple[Any, dict[str, Any]]:
         """The messages and the request's other arguments: the cache hints, and the tools as the provider takes them
@@ -178,9 +174,15 @@ class ChatModel:
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 raise ModelTimeLimit(f"model {self.name}: the run's wall-time limit passed during the call")
+            last_completion()  # none yet for this request
             try:
                 with request_deadline(self._deadline(deadline)):
                     return send()
+            except ValidationError as error:  # the SDK cannot hold the reply (a tool call's arguments no object)
+                if (message := completion_message(last_completion())) is not None:
+                    return message
+                self._give_up_or_wait(error, attempt, deadline, idle)
+                attempt += 1
             except Exception as error:
                 self._give_up_or_wait(error, attempt, deadline, idle)
                 attempt += 1
@@ -207,33 +209,31 @@ class ChatModel:
         time.sleep(delay)
 
     def _reply(self, response: Any, messages: list[Message], parts: tuple[int, int]) -> ModelReply:
-        text = reply_text(response)
-        usage = response.usage_metadata
+        text, calls, usage = clean_text(response.text), calls_of(response), response.usage_metadata
+        wrote = text + "".join(call.name + call.arguments for call in calls)
         read = written = 0
-        reported = None
-        estimated = not usage
+        reported, estimated, sizes = None, not usage, (prompt_chars(messages), written_chars(text, calls))
         if usage:
-            prompt = text_of(messages)
             input_tokens, output_tokens, reported = clamp_usage(
-                usage.get("input_tokens"), usage.get("output_tokens"), prompt, text
+                usage.get("input_tokens"), usage.get("output_tokens"), *sizes
             )
             if reported is not None:
                 estimated = True
                 self._warn_usage(reported, input_tokens, output_tokens)
             if reported is None:
-                self.tokens.learn(parts, text, input_tokens, output_tokens)
+                self.tokens.learn(parts, wrote, input_tokens, output_tokens)
             details = usage.get("input_token_details") or {}
             read, written = (
                 min(max(0, int(details.get(key) or 0)), input_tokens) for key in ("cache_read", "cache_creation")
             )
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
-            input_tokens, output_tokens = self.tokens.scaled(parts), self.tokens.output(text)
+            input_tokens, output_tokens = self.tokens.scaled(parts), self.tokens.output(wrote)
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)
         cost = 0.0 if self.price is None else self.price.cost(input_tokens, output_tokens, read, written)
-        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported, estimated, finish)
+        return ModelReply(text, input_tokens, output_tokens, cost, read, written, reported, estimated, finish, calls)
 
     def _warn_cut(self, output_tokens: int) -> None:
         limit = "the model's own limit" if self.max_tokens is None else f"model.max_tokens = {self.max_tokens}"
@@ -253,11 +253,6 @@ class ChatModel:
             f"{output_tokens}): the cost and the cost limits use the estimate (said once per run; each call records "
             "both as reported_usage and its tokens)"
         )
-
-
-def reply_text(response: Any) -> str:
-    """A langchain AI message as the run keeps a reply: its text, then its tool calls (llm_ide/tool_calls.py)."""
-    return clean_text(recorded(response.text, from_message(response)))
 
 
 ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
@@ -319,7 +314,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     if provider == "openai":
         kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
-    return ChatModel(spec, chat, config, max_tokens=room, action_format=action_format(spec, config, chat, not by_url))
+    return ChatModel(spec, chat, config, max_tokens=room, tools_by_default=not by_url)
 
 
 def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
@@ -335,21 +330,16 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     kwargs = client_kwargs(config, room, url is not None)
     kwargs.setdefault("http_client", http_client(config.timeout))
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
-    return ChatModel(spec, chat, config, api_key=key, max_tokens=room, action_format=action_format(spec, config, chat))
+    return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 
 
-def action_format(spec: str, config: ModelSettings, chat: Any, provider_api: bool = False) -> str:
-    """`model.action_format` for this model; `auto`: tools for a model reached at its provider's own API
-    (`provider_api`) whose langchain chat model takes tools, text for any other (an OpenAI-compatible endpoint given
-    by URL or a bare model name: whether it takes tools is not known)."""
+def takes_tools(chat: Any) -> bool:
+    """Whether a langchain chat model can be given tools. A model reached at its provider's own API that takes them
+    is given them by default (`tools_by_default`); an OpenAI-compatible endpoint given by URL or a bare model name is
+    not (whether it takes tools is not known)."""
     from langchain_core.language_models import BaseChatModel
 
-    takes_tools = type(chat).bind_tools is not BaseChatModel.bind_tools
-    if config.action_format == "tools" and not takes_tools:
-        raise ModelError(f"model {spec}: its chat model takes no tools (model.action_format: tools); use text")
-    if config.action_format != "auto":
-        return config.action_format
-    return "tools" if provider_api and takes_tools else "text"
+    return type(chat).bind_tools is not BaseChatModel.bind_tools
 
 
 def unknown_provider(spec: str, base_url: str | None) -> str | None:
@@ -367,11 +357,11 @@ def unknown_provider(spec: str, base_url: str | None) -> str | None:
     )
 
 
-def get_model(spec: str, config: ModelSettings, base_url: str | None = None) -> Model:
-    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config."""
+def get_model(spec: str, config: ModelSettings, base_url: str | None = None, folder: Path | None = None) -> Model:
+    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config; `folder`: where a
+    model may keep what it needs across the run's processes (a scripted model: its place in its script)."""
     if spec.startswith("scripted:"):
-        tools = "tools" if config.action_format == "tools" else "text"  # auto: its script is in the text format
-        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), action_format=tools)
+        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), folder)
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
     if problem := unknown_provider(spec, base_url):

@@ -1,53 +1,52 @@
+"""The actions in a reply's text (`model.action_format: text`): a tag named after the action holding its JSON
+parameters (`<view>{"path": "a.py"}</view>`, `<bash>ls</bash>`), or the seed's tagged form (`<thought>`,
+`<action_type>`, `<action_params>`); the parameters every store can hold, read the same way from a tool call's
+arguments (llm_ide/action_tools.py)."""
+
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from llm_ide.scripted import ScriptItem
-from llm_ide.state.operations import Reflection
-from llm_ide.text import clean_text
+from llm_ide.errors import FormatError
+from llm_ide.text import clean_text, extract_tag
 
-_TRUE = {"true", "yes", "1"}
-_FALSE = {"false", "no", "0"}
 MAX_DEPTH = 50
-_BAD_ACTION_TAG = re.compile(r"<\s*bad[-_ ]?action\s*>", re.IGNORECASE)
-_VERDICT = re.compile(r"^[*_`\s]*(good|bad)\b[*_`\s]*[:—–-]?\s*(.*)$", re.IGNORECASE)
-_LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
+MAX_CHARS = 1_000_000  # of an action's parameters (a reply is capped before: agent.max_reply_chars)
 _ACTION_TYPE_TAG = re.compile(r"<\s*action[-_ ]?type\s*>", re.IGNORECASE)
-_REFLECTION_END = re.compile(r"<\s*/\s*(bad[-_ ]?action|lessons|summary)\s*>", re.IGNORECASE)
-_ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 _JSON_OBJECT = re.compile(r'^\{\s*"')
-_TAG = re.compile(r"<\s*/?\s*([a-z][\w-]*)\s*/?\s*>", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 RAW_BODY = {"bash": "command"}  # actions whose tag may hold their one parameter as it is (`<bash>ls -la</bash>`)
-
-
-class FormatError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
 class Grammar:
-    """The action types a run knows (the core's and its variants'), and those whose parameters may be left out."""
+    """The action types a run reads (the core's and its variants', and those of the variants it has not: they answer
+    that they are absent), those it offers (`offered`: what the prompt and a format error list), and those whose
+    parameters may be left out."""
 
     types: tuple[str, ...]
     bare: frozenset[str]
     tag: re.Pattern[str]
+    absent: frozenset[str] = frozenset()
 
     @staticmethod
     @cache
-    def of(types: tuple[str, ...], bare: frozenset[str]) -> Grammar:
+    def of(types: tuple[str, ...], bare: frozenset[str], absent: frozenset[str] = frozenset()) -> Grammar:
         names = "|".join(sorted(types, key=len, reverse=True))
-        return Grammar(types, bare, re.compile(rf"<\s*({names})\s*(/)?\s*>", re.IGNORECASE))
+        return Grammar(types, bare, re.compile(rf"<\s*({names})\s*(/)?\s*>", re.IGNORECASE), absent)
 
-    def with_actions(self, types: Iterable[str], bare: Iterable[str]) -> Grammar:
+    @property
+    def offered(self) -> tuple[str, ...]:
+        return tuple(name for name in self.types if name not in self.absent)
+
+    def with_actions(self, types: Iterable[str], bare: Iterable[str], absent: Iterable[str] = ()) -> Grammar:
         more = tuple(name for name in types if name not in self.types)
-        return Grammar.of((*self.types, *more), self.bare | frozenset(bare))
+        return Grammar.of((*self.types, *more), self.bare | frozenset(bare), self.absent | frozenset(absent))
 
 
 @dataclass
@@ -55,130 +54,6 @@ class ParsedAction:
     thought: str
     action_type: str
     action_params: dict[str, Any]
-
-
-def extract_tag(text: str, name: str, required: bool = True) -> str | None:
-    """Content of <name>...</name>, lenient about whitespace, case, `-`/`_` and a missing or misspelt closing tag."""
-    stem = "[-_ ]?".join(re.escape(part) for part in re.split(r"[-_]", name))
-    opening = re.compile(rf"<\s*{stem}\s*>", re.IGNORECASE)
-    match = opening.search(text)
-    if match is None:
-        if required:
-            raise FormatError(f"missing <{name}> tag")
-        return None
-    rest = text[match.end() :]
-    closing = re.compile(rf"<\s*/?\s*{stem}\s*>", re.IGNORECASE).search(rest)
-    if closing is None:
-        following = re.search(r"<\s*[a-z][\w-]*\s*>", rest, re.IGNORECASE)
-        closing_at = following.start() if following else len(rest)
-    else:
-        closing_at = closing.start()
-    return rest[:closing_at].strip()
-
-
-def parse_bool(value: str, name: str) -> bool:
-    word = value.strip().strip("`'\"*").lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise FormatError(f"<{name}> must be true or false, got {value.strip()[:40]!r}")
-
-
-def parse_reflection(text: str) -> Reflection:
-    """The terse format (`good: <summary>` or `bad: <summary>`, then `lesson: ...` lines), or the tagged one
-    (`<bad_action>`, `<summary>`, `<lessons>`)."""
-    if _BAD_ACTION_TAG.search(text):
-        return Reflection(
-            bad_action=parse_bool(extract_tag(text, "bad_action") or "", "bad_action"),
-            summary=extract_tag(text, "summary") or "",
-            lessons=extract_tag(text, "lessons", required=False) or "",
-        )
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    verdict = _VERDICT.match(lines[0]) if lines else None
-    if verdict is None:
-        raise FormatError("the reflection's first line must be `good: <summary>` or `bad: <summary>`")
-    summary, lessons = [verdict.group(2).strip()], []
-    for line in lines[1:]:
-        if lesson := _LESSON.match(line):
-            lessons.append(lesson.group(1).strip())
-        elif lessons:
-            lessons[-1] += " " + line
-        else:
-            summary.append(line)
-    return Reflection(
-        bad_action=verdict.group(1).lower() == "bad",
-        summary=" ".join(part for part in summary if part),
-        lessons="\n".join(lesson for lesson in lessons if lesson),
-    )
-
-
-def reflection_only(text: str) -> bool:
-    """A reply that is a reflection and nothing else: no tag in it but the reflection's own."""
-    try:
-        parse_reflection(text)
-    except FormatError:
-        return False
-    return {tag.lower().replace("-", "_") for tag in _TAG.findall(text)} <= {"bad_action", "lessons", "summary"}
-
-
-def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
-    """A scripted model's responses for a single-call run: a response that is only a reflection joins the one after it
-    (so a script written for two calls per step plays in one)."""
-    out: list[ScriptItem] = []
-    waiting: str | None = None
-    for item in items:
-        if waiting is None and isinstance(item, str) and reflection_only(item):
-            waiting = item
-        elif waiting is None:
-            out.append(item)
-        else:
-            out.append(prefixed(waiting, item))
-            waiting = None
-    return out if waiting is None else [*out, waiting]
-
-
-def prefixed(text: str, item: ScriptItem) -> ScriptItem:
-    """A script item whose reply (each of a choice's) opens with `text`; a tool call's text does."""
-    if isinstance(item, str):
-        return f"{text}\n{item}"
-    if "tool_call" in item:
-        return {**item, "text": f"{text}\n{item.get('text', '')}".rstrip("\n")}
-    return {**item, "then": prefixed(text, item["then"]), "else": prefixed(text, item["else"])}
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of the first paragraph, on one line."""
-    paragraph = text.strip().split("\n\n")[0]
-    return " ".join(_SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
-
-
-def parse_single_reply(
-    text: str, grammar: Grammar, action: Callable[[str, Grammar], ParsedAction] | None = None
-) -> tuple[Reflection, ParsedAction]:
-    """A single-call reply: the verdict (`good` or `bad`) and its `lesson:` lines, then the action whose reasoning
-    begins with what the operation found: that first sentence is the reflection's summary, unless the verdict line
-    holds one (`good: <summary>`). `action` reads the rest (default: the action in the text)."""
-    reflection_text, rest = split_reflection(text)
-    reflection = parse_reflection(reflection_text)
-    parsed = (action or parse_action)(rest, grammar)
-    if not reflection.summary:
-        reflection = replace(reflection, summary=first_sentence(parsed.thought))
-    return reflection, parsed
-
-
-def split_reflection(text: str) -> tuple[str, str]:
-    """A single-call reply: the reflection (its verdict line and `lesson:` lines, or its tags), then the action."""
-    if _BAD_ACTION_TAG.search(text):
-        match = _ACTION_START.search(text)
-        closings = list(_REFLECTION_END.finditer(text))
-        at = match.start() if match else closings[-1].end() if closings else None
-        if at is None or not text[at:].strip():
-            raise FormatError("missing the action after the reflection")
-        return text[:at], text[at:]
-    lines = text.strip().splitlines(keepends=True)
-    taken = 1 + next((i for i, line in enumerate(lines[1:]) if not _LESSON.match(line.strip())), len(lines) - 1)
-    return "".join(lines[:taken]), "".join(lines[taken:])
 
 
 def parse_body(action_type: str, body: str) -> dict[str, Any]:
@@ -260,13 +135,13 @@ def parse_action(text: str, grammar: Grammar) -> ParsedAction:
         thought = extract_tag(before, "thought", required=False) or before.strip()
         return ParsedAction(thought, action_type, params)
     raise error or FormatError(
-        f"missing the action: a tag named after its type ({', '.join(grammar.types)}) holding its JSON parameters"
+        f"missing the action: a tag named after its type ({', '.join(grammar.offered)}) holding its JSON parameters"
     )
 
 
 def parse_tagged_action(text: str, grammar: Grammar) -> ParsedAction:
     action_type = (extract_tag(text, "action_type") or "").strip().strip("`'\"").lower()
     if action_type not in grammar.types:
-        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(grammar.types)}")
+        raise FormatError(f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(grammar.offered)}")
     params = parse_params(extract_tag(text, "action_params", required=action_type not in grammar.bare))
     return ParsedAction(extract_tag(text, "thought") or "", action_type, params)

@@ -1,3 +1,6 @@
+"""Every prompt and observation is a Jinja2 template of the settings (no prompt text in Python): rendered strictly
+(an unknown name is an error), and text cut to a limit keeps its head and tail."""
+
 from __future__ import annotations
 
 import shlex

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from llm_ide.actions import ActionOutcome, Codebase, execute_action
 from llm_ide.faults import failpoint
-from llm_ide.resources import AgentContext
 from llm_ide.state.operations import OperationNode
+from llm_ide.variant import AgentContext
 from llm_ide.workspace.intents import CHANGES_WORKSPACE, edit_applied
 
 

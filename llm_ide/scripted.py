@@ -1,71 +1,146 @@
 """The scripted model (`--model scripted:FILE.yaml`): a YAML list of replies, one per model call, for tests, demos and
 dry runs. A reply is a text, or a tool call with the text before it (`{text: …, tool_call: {name: view, arguments:
-{path: a.py}}}`, for a run whose actions are tools), or a choice between two by the prompt."""
+{path: a.py}}}`, answered as the provider would: the call as data), or a choice between two by the prompt.
+
+It is an ordinary chat model that keeps its own place in its script: given a folder (the run's), it writes there one
+line per call it answered (the prompt's digest), so that the run resumed in another process goes on where it was; a
+call made again after a resume (the step a kill interrupted runs again, with the same prompt) gets the reply it had."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from llm_ide.calls import CallListener, Message, ModelReply, estimate_tokens, observed
+from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_tokens, message_text, observed
 from llm_ide.errors import ModelError
 from llm_ide.settings import load_yaml
 from llm_ide.text import clean_text
-from llm_ide.tool_calls import ToolCall, arguments_text, recorded, text_of
-
-
-class ScriptedModel:
-    """Replays a YAML list of raw responses, one per call, in order; it keeps its own position (`resume` puts a resumed
-    run's model where its checkpoint left it). An item may choose by the prompt: `{if_prompt_contains: TEXT, then:
-    RESPONSE, else: RESPONSE}`."""
-
-    concurrent = False  # it answers at once: several calls go one after the other, so the order is the script's
-
-    def __init__(self, path: Path, responses: list[ScriptItem] | None = None, action_format: str = "text") -> None:
-        self.path = path
-        self.name = f"scripted:{path}"
-        self.responses = load_script(path) if responses is None else responses
-        self.action_format = action_format  # "tools": the run gives it the actions as tools (its script says the rest)
-        self.listener: CallListener | None = None  # told of each call (a live status)
-        self.position = 0
-        self._lock = threading.Lock()
-
-    def resume(self, calls: int) -> None:
-        """The calls this model had answered when the run was checkpointed: the script goes on from there."""
-        self.position = calls
-
-    def with_responses(self, responses: list[ScriptItem]) -> ScriptedModel:
-        return ScriptedModel(self.path, responses, self.action_format)
-
-    def complete(
-        self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
-    ) -> ModelReply:
-        prompt = text_of(messages)
-        with observed(self.listener, self.name, estimate_tokens(prompt)) as call:
-            with self._lock:
-                position, self.position = self.position, self.position + 1
-            if position >= len(self.responses):
-                raise ModelError(f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})")
-            text = clean_text(choose(self.responses[position], prompt))  # YAML escapes can carry lone surrogates
-            call.text(text)  # all at once: -v shows it as it would a streamed reply
-            call.replied(estimate_tokens(prompt), estimate_tokens(text))
-        return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0, estimated=True)
-
+from llm_ide.verdict import alone
 
 ScriptItem = str | dict[str, Any]
 CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
 
 
-def choose(item: ScriptItem, prompt: str) -> str:
-    """The reply an item gives to `prompt` (a tool call in its recorded form: llm_ide/tool_calls.py)."""
+class Place:
+    """Where a scripted model is in its script: the digests of the prompts it answered, in order (in a file when it
+    has one). The first call after it is made, when its prompt is one answered before (the last such run of equal
+    prompts: a step's k samples), goes back there: the calls from there on are made again."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.digests = path.read_text(encoding="utf-8").split() if path is not None and path.is_file() else []
+        self.resumed = bool(self.digests)
+
+    def find(self, digest: str) -> int:
+        """The position of a call whose prompt has `digest`."""
+        if not self.resumed or digest not in self.digests:
+            return len(self.digests)
+        at = len(self.digests) - 1 - self.digests[::-1].index(digest)
+        while at and self.digests[at - 1] == digest:
+            at -= 1
+        return at
+
+    def take(self, position: int, digest: str) -> None:
+        """The call at `position` answered (the calls after it, if any, are to be made again)."""
+        if position < len(self.digests):
+            self.digests = self.digests[:position]
+            self._write("w", self.digests)
+        self.resumed = False
+        self.digests.append(digest)
+        self._write("a", [digest])
+
+    def _write(self, mode: str, digests: list[str]) -> None:
+        if self.path is not None:
+            with self.path.open(mode, encoding="utf-8") as file:
+                file.writelines(f"{digest}\n" for digest in digests)
+
+
+def place_file(folder: Path | None, path: Path) -> Path | None:
+    if folder is None:
+        return None
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:40]
+    return folder / f"scripted-{name}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}.place"
+
+
+class ScriptedModel:
+    """Replays a YAML list of raw responses, one per call, in order. An item may choose by the prompt:
+    `{if_prompt_contains: TEXT, then: RESPONSE, else: RESPONSE}`."""
+
+    concurrent = False  # it answers at once: several calls go one after the other, so the order is the script's
+    takes_tools = True  # its items say whether a reply calls a tool
+    tools_by_default = False  # `model.action_format: auto` gives it the actions in the text
+
+    def __init__(self, path: Path, folder: Path | None = None, responses: list[ScriptItem] | None = None) -> None:
+        self.path, self.folder = path, folder
+        self.name = f"scripted:{path}"
+        self.responses = load_script(path) if responses is None else responses
+        self.listener: CallListener | None = None  # told of each call (a live status)
+        self.place = Place(place_file(folder, path))
+        self._lock = threading.Lock()
+
+    def joined(self) -> ScriptedModel:
+        """The model for a run of one call per step: a script written for two calls per step plays in it, each reply
+        that is only a verdict joined to the reply after it."""
+        return ScriptedModel(self.path, self.folder, joined_script(self.responses))
+
+    def complete(
+        self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
+    ) -> ModelReply:
+        prompt = "".join(message_text(message) for message in messages)
+        with observed(self.listener, self.name, estimate_tokens(prompt)) as call:
+            digest = hashlib.sha1(prompt.encode("utf-8", "surrogatepass")).hexdigest()
+            with self._lock:
+                position = self.place.find(digest)
+                if position >= len(self.responses):
+                    raise ModelError(
+                        f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})"
+                    )
+                self.place.take(position, digest)
+            text, calls = choose(self.responses[position], prompt)
+            call.text(text)  # all at once: -v shows it as it would a streamed reply
+            written = text + "".join(c.name + c.arguments for c in calls)
+            call.replied(estimate_tokens(prompt), estimate_tokens(written))
+        return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0, estimated=True, tool_calls=calls)
+
+
+def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
+    """A script for a run of one call per step: an item that is only a verdict joins the item after it (so a script
+    written for two calls per step plays in one)."""
+    out: list[ScriptItem] = []
+    waiting: str | None = None
+    for item in items:
+        if waiting is None and isinstance(item, str) and alone(item):
+            waiting = item
+        elif waiting is None:
+            out.append(item)
+        else:
+            out.append(prefixed(waiting, item))
+            waiting = None
+    return out if waiting is None else [*out, waiting]
+
+
+def prefixed(text: str, item: ScriptItem) -> ScriptItem:
+    """An item whose reply (each of a choice's) opens with `text`; a tool call's text does."""
     if isinstance(item, str):
-        return item
+        return f"{text}\n{item}"
+    if "tool_call" in item:
+        return {**item, "text": f"{text}\n{item.get('text', '')}".rstrip("\n")}
+    return {**item, "then": prefixed(text, item["then"]), "else": prefixed(text, item["else"])}
+
+
+def choose(item: ScriptItem, prompt: str) -> tuple[str, tuple[ToolCall, ...]]:
+    """The reply an item gives to `prompt`: its text (YAML escapes can carry lone surrogates: cleaned) and its calls."""
+    if isinstance(item, str):
+        return clean_text(item), ()
     if "tool_call" in item:
         call = item["tool_call"]
-        return recorded(item.get("text", ""), [ToolCall(call["name"], arguments_text(call.get("arguments") or {}))])
+        made = ToolCall.of(call["name"], call.get("arguments") or {}, "call_scripted")
+        return clean_text(item.get("text", "")), (made,)
     return choose(item["then"] if item["if_prompt_contains"] in prompt else item["else"], prompt)
 
 

@@ -214,6 +214,7 @@ class ToolFormatTemplates(Strict):
     act_format: str
     format_error: str
     action_turn: str  # the text of the reply that made an operation (the call follows it)
+    action_written: str  # an action as a worked example shows it (a call)
     observation_turn: str  # the tool's result (the instruction follows it as the user's text)
 
 
@@ -235,6 +236,7 @@ class Templates(Strict):
     memory_since: str
     change_undone: str
     actions: str
+    action_written: str  # an action as a worked example shows it (its tag)
     reflect: str
     action_turn: str
     observation_turn: str

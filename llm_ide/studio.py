@@ -9,7 +9,11 @@ final state carries the patch (`submission`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,12 +36,11 @@ from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
-from llm_ide.resources import AgentContext
 from llm_ide.run.preflight import preflight
 from llm_ide.run.setup import build_context
 from llm_ide.sampling.variant import Sampling
 from llm_ide.settings import register_config_secrets
-from llm_ide.variant import Variant, Variants
+from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.patch import base_commit, extract_patch
 
 log = logging.getLogger("llm_ide.studio")
@@ -73,6 +76,13 @@ class Progress:
         self.write(progress.as_event())
 
 
+def thread_folder(thread: str) -> Path:
+    """Where a thread's models keep what they need between the server's runs of it (a scripted model's place)."""
+    folder = Path(tempfile.gettempdir()) / "llm-ide-studio" / re.sub(r"[^A-Za-z0-9._-]", "-", thread)[:120]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
 class StudioRun:
     """The resources of one server run, built on first use from the graph input."""
 
@@ -82,6 +92,8 @@ class StudioRun:
         self.base: str | None = None
         self.variants = variants  # the graph's: its settings' others are not drawn, so not run
         self.defaults = defaults or {}  # settings under the input's `config` (the navigator graph: a human navigator)
+        self.folder: Path | None = None  # the thread's models' (kept while the thread may go on)
+        self.ended = False
         self.progress = Progress()
 
     def context(self, state: dict[str, Any]) -> AgentContext:
@@ -107,6 +119,7 @@ class StudioRun:
         env = make_environment(settings.environment, repo, run_id)
         try:
             self.base = state.get("base_commit") or base_commit(env)
+            self.folder = thread_folder(run_id)  # a resumed thread's scripted models go on where they were
             self.ctx = build_context(
                 settings=settings,
                 model_spec=state["model"],
@@ -116,8 +129,8 @@ class StudioRun:
                 variants=variants,
                 on_model_call=self.progress.model,
                 on_command=self.progress.command,
+                folder=self.folder,
             )
-            self.ctx.policy.restore(state.get("calls") or {})  # a resumed thread's models go on where they were
         except BaseException:
             env.close()
             raise
@@ -135,6 +148,10 @@ class StudioRun:
     def close(self) -> None:
         if self.ctx is not None:
             self.ctx.codebase.env.close()
+        if self.ended and self.folder is not None:  # the thread is done: nothing of it is kept
+            shutil.rmtree(self.folder, ignore_errors=True)
+            with contextlib.suppress(OSError):  # the last thread's: the folder of them all goes too
+                self.folder.parent.rmdir()
 
 
 def bind(node: Node, run: StudioRun) -> Node:
@@ -157,6 +174,7 @@ def bind(node: Node, run: StudioRun) -> Node:
             update["base_commit"] = run.base
         if update.get("exit_status") and not state.get("exit_status"):
             update["submission"] = run.patch()
+            run.ended = True  # in Studio a run with an exit status is done (no driver resumes it)
         return update
 
     studio_node.__name__ = node.__name__

@@ -1,10 +1,14 @@
-"""Text every store can hold, whatever a model, a command or a file produced."""
+"""Text every store can hold, whatever a model, a command or a file produced, and the pieces a reply's text is read
+by: a tag's content, the first sentence of a paragraph."""
 
 from __future__ import annotations
 
 import re
 
+from llm_ide.errors import FormatError
+
 LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 
 def clean_text(text: str) -> str:
@@ -12,3 +16,28 @@ def clean_text(text: str) -> str:
     if "\0" in text:
         text = text.replace("\0", "\ufffd")
     return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of the first paragraph, on one line."""
+    paragraph = text.strip().split("\n\n")[0]
+    return " ".join(_SENTENCE_END.split(paragraph, maxsplit=1)[0].split())
+
+
+def extract_tag(text: str, name: str, required: bool = True) -> str | None:
+    """Content of <name>...</name>, lenient about whitespace, case, `-`/`_` and a missing or misspelt closing tag."""
+    stem = "[-_ ]?".join(re.escape(part) for part in re.split(r"[-_]", name))
+    opening = re.compile(rf"<\s*{stem}\s*>", re.IGNORECASE)
+    match = opening.search(text)
+    if match is None:
+        if required:
+            raise FormatError(f"missing <{name}> tag")
+        return None
+    rest = text[match.end() :]
+    closing = re.compile(rf"<\s*/?\s*{stem}\s*>", re.IGNORECASE).search(rest)
+    if closing is None:
+        following = re.search(r"<\s*[a-z][\w-]*\s*>", rest, re.IGNORECASE)
+        closing_at = following.start() if following else len(rest)
+    else:
+        closing_at = closing.start()
+    return rest[:closing_at].strip()

@@ -1,6 +1,7 @@
-"""How a variant plugs into the agent without the core naming it, the way LangChain's agent middleware does: a list of
-objects, each with its own settings, state and actions, a few graph nodes, and wrappers around the model call and
-around an action. Eleven members, each optional:
+"""The run's context (what the nodes and the variants are given: `AgentContext`), and how a variant plugs into the
+agent without the core naming it, the way LangChain's agent middleware does: a list of objects, each with its own
+settings, state and actions, a few graph nodes, and wrappers around the model call and around an action. Eleven
+members, each optional:
 
 - `name`; `settings`: its settings sections (name → (pydantic model, default factory)), validated with the rest;
   `state`: a TypedDict of its channels in the run's state (and output); `actions`: the actions it brings, each with
@@ -14,23 +15,29 @@ around an action. Eleven members, each optional:
   operation without running it);
 - `info(state)`: its part of the trajectory's info (`facts` in it: what a reviewer of several runs is told).
 
-Node functions take `(state, runtime)` like the core's; `ctx` is the run's AgentContext.
+Node functions take `(state, runtime)` like the core's (`Runtime[AgentContext]`); `ctx` is the run's AgentContext.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
 from typing import Any, ClassVar
 
-from llm_ide.actions import CORE_GRAMMAR, ActionOutcome
+from llm_ide.actions import CORE_GRAMMAR, ActionOutcome, Codebase
+from llm_ide.budget import Budget
+from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.errors import UsageError
+from llm_ide.exchange import TEXT, Exchange
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.parsing import Grammar
-from llm_ide.state.context import Scope
+from llm_ide.settings import CoreSettings, Templates
+from llm_ide.state.context import Scope, ScoreParams
 from llm_ide.state.operations import OperationNode
+from llm_ide.workspace.intents import IntentLog
 
 Node = Callable[..., dict[str, Any]]
 State = Mapping[str, Any]  # the run's state as a variant reads it (the core's channels and its own)
@@ -71,12 +78,14 @@ ActionRun = Callable[[OperationNode], ActionResult]
 class Action:
     """An action of a variant, `run(ctx, state, node)`, raising `ParamError` for bad parameters like the core's;
     `absent(ctx, params)`: what it answers in a run without the variant; `schema`: its parameters' JSON schema, its
-    `description` the tool's where the actions are tools (llm_ide/action_tools.py)."""
+    `description` the tool's where the actions are tools (llm_ide/action_tools.py); `line`: its entry in the action
+    list where the actions are in the text."""
 
-    run: Callable[[Any, State, OperationNode], ActionResult]
-    absent: Callable[[Any, dict[str, Any]], ActionOutcome]
+    run: Callable[[AgentContext, State, OperationNode], ActionResult]
+    absent: Callable[[AgentContext, dict[str, Any]], ActionOutcome]
     bare: bool = False  # its parameters may be left out (`<name></name>`)
     schema: Mapping[str, Any] = field(default_factory=dict)
+    line: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,7 +96,7 @@ class ModelRequest:
 
     kind: str
     messages: list[Message]
-    parse: Callable[[str], Any] | None = None
+    parse: Callable[[ModelReply], Any] | None = None
     model: Model | None = None
     n: int = 1
     batched: bool = True
@@ -96,16 +105,21 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class ModelResponse:
-    """The reply text(s) of a call, the calls that made them (recorded and charged), and what a wrapper marks on the
-    operation the reply makes (e.g. the candidates it chose from)."""
+    """The reply (or replies: the first is the step's) of a call, each its text and tool calls; the calls that made
+    them (recorded and charged); what a wrapper marks on the operation the reply makes (the candidates it chose
+    from)."""
 
-    texts: tuple[str, ...]
-    replies: tuple[ModelReply, ...] = ()
+    replies: tuple[ModelReply, ...]
+    charged: tuple[ModelReply, ...] = ()
     marks: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def reply(self) -> ModelReply:
+        return self.replies[0]
+
+    @property
     def text(self) -> str:
-        return self.texts[0]
+        return self.replies[0].text
 
 
 ModelCall = Callable[[ModelRequest], ModelResponse]
@@ -141,22 +155,22 @@ class Variant:
     actions: ClassVar[dict[str, Action]] = {}
 
     @classmethod
-    def enabled(cls, settings: Any) -> Variant | None:
+    def enabled(cls, settings: Any) -> Variant | None:  # Any: the settings class the run composed (its sections)
         return None
 
-    def open(self, ctx: Any, opening: Opening) -> Any:
+    def open(self, ctx: AgentContext, opening: Opening) -> Any:  # Any: whatever resource the variant keeps
         return None
 
     def nodes(self) -> list[Hook]:
         return []
 
-    def prompt(self, ctx: Any, state: State) -> PromptParts:
+    def prompt(self, ctx: AgentContext, state: State) -> PromptParts:
         return PromptParts()
 
-    def wrap_model_call(self, ctx: Any, request: ModelRequest, call: ModelCall) -> ModelResponse:
+    def wrap_model_call(self, ctx: AgentContext, request: ModelRequest, call: ModelCall) -> ModelResponse:
         return call(request)
 
-    def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
+    def wrap_action(self, ctx: AgentContext, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
         return run(node)
 
     def info(self, state: State) -> dict[str, Any]:
@@ -193,12 +207,18 @@ class Variants:
     @cached_property
     def grammar(self) -> Grammar:
         actions = self.actions
-        return CORE_GRAMMAR.with_actions(actions, {name for name, action in actions.items() if action.bare})
+        bare = {name for name, action in actions.items() if action.bare}
+        return CORE_GRAMMAR.with_actions(actions, bare, absent=self.absent)
+
+    @cached_property
+    def own(self) -> dict[str, Action]:
+        """The actions of the run's own variants (not those answering that their variant is absent)."""
+        return {name: action for variant in self.items for name, action in variant.actions.items()}
 
     def hooks(self, once: bool) -> list[Hook]:
         return [hook for variant in self.items for hook in variant.nodes() if hook.once == once]
 
-    def prompt(self, ctx: Any, state: State) -> PromptParts:
+    def prompt(self, ctx: AgentContext, state: State) -> PromptParts:
         parts = [variant.prompt(ctx, state) for variant in self.items]
         news = [part.news for part in parts if part.news is not None]
         return PromptParts(
@@ -208,7 +228,7 @@ class Variants:
             news=(lambda after: "".join(item(after) for item in news)) if news else None,
         )
 
-    def model_call(self, ctx: Any, call: ModelCall) -> ModelCall:
+    def model_call(self, ctx: AgentContext, call: ModelCall) -> ModelCall:
         """`call` wrapped by every variant's `wrap_model_call`."""
 
         def wrap(inner: ModelCall, variant: Variant) -> ModelCall:
@@ -216,7 +236,7 @@ class Variants:
 
         return reduce(wrap, reversed(self.items), call)
 
-    def action_run(self, ctx: Any, state: State, run: ActionRun) -> ActionRun:
+    def action_run(self, ctx: AgentContext, state: State, run: ActionRun) -> ActionRun:
         """`run` wrapped by every variant's `wrap_action`."""
 
         def wrap(inner: ActionRun, variant: Variant) -> ActionRun:
@@ -234,3 +254,69 @@ class Variants:
 
 def joined(texts: Iterable[str], separator: str = "\n") -> str:
     return separator.join(text for text in texts if text)
+
+
+class Memo:
+    """Prompt parts that never change once made (the system part, an operation's turns), each made once (at most
+    `size` kept: the oldest go)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size, self.parts = size, dict[tuple[Any, ...], Any]()
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        part = self.parts.get(key)
+        if part is None:
+            if len(self.parts) >= self.size:
+                self.parts.clear()
+            part = self.parts[key] = make()
+        return part
+
+
+@dataclass
+class Clock:
+    """The run's time in this process: `lap()` is what passed since the process started the run or since the last
+    lap (the state keeps the sum, so a resumed run's time goes on, without the time it was stopped)."""
+
+    mark: float = field(default_factory=time.monotonic)
+
+    def lap(self) -> float:
+        now = time.monotonic()
+        spent, self.mark = now - self.mark, now
+        return spent
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What a run's nodes and variants are given through LangGraph's runtime context, fixed for the run: the settings,
+    the model and the exchange with it, the repository, the run's variants and the resources they opened for it
+    (`resources[variant name]`), and the services the steps share (the call policy, the budget, the clock, the
+    prompt parts made once)."""
+
+    settings: CoreSettings  # assembled at the top (llm_ide.composition): the variants' sections are there too
+    model: Model
+    codebase: Codebase
+    exchange: Exchange = Exchange(one_call=True, form=TEXT)  # chosen once per run (llm_ide.exchange.exchange_for)
+    tool_usage: str = ""
+    policy: CallPolicy = field(default_factory=CallPolicy)  # how every model call of the run is made
+    cost_budget: Budget | None = None
+    snapshot_patch: Callable[[], str] | None = None  # the worktree against the base commit, after each change
+    restore_worktree: Callable[[str], bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
+    intents: IntentLog | None = None
+    variants: Variants = field(default_factory=Variants)
+    resources: dict[str, Any] = field(default_factory=dict)  # filled once as the run opens (Any: each variant's own)
+    clock: Clock = field(default_factory=Clock)
+    memo: Memo = field(default_factory=Memo)
+
+    @property
+    def templates(self) -> Templates:
+        """The run's templates (where the actions are tools, with the tool format's in place of theirs)."""
+        return self.exchange.templates(self.settings)
+
+    @property
+    def score_params(self) -> ScoreParams:
+        memory = self.settings.memory
+        return ScoreParams(memory.alpha, memory.beta, memory.gamma, memory.threshold)
+
+    @property
+    def grammar(self) -> Grammar:
+        return self.variants.grammar

@@ -7,8 +7,9 @@ from typing import Any
 
 from bench_session_script import act, reflect, symbols_of
 
+from llm_ide import verdict
 from llm_ide.actions import CORE_GRAMMAR
-from llm_ide.parsing import parse_action, parse_reflection
+from llm_ide.parsing import parse_action
 
 ANNOTATION = "  # reviewed: value computed here"
 CHECK_SCRIPT = """import subprocess
@@ -38,7 +39,7 @@ def with_check_script(script: list[str]) -> list[str]:
         if not wanted or step < wanted[0]:
             continue
         kind = parse_action(script[2 * (step - 1)], CORE_GRAMMAR).action_type
-        if kind in ("edit", "submit") or any(parse_reflection(r).bad_action for r in reflections[step - 2 : step]):
+        if kind in ("edit", "submit") or any(verdict.parse(r).bad for r in reflections[step - 2 : step]):
             continue
         if wanted.pop(0) == CHECK_AT[0]:
             thought = "A small script that compares the diff with the original lines checks the annotations for me."

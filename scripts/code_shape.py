@@ -4,8 +4,8 @@
 - fmt skips: `# fmt: skip` lines;
 - status files: files that decide an exit status: an `ExitStatus.<MEMBER>` used as a value (assigned, returned,
   passed, stored; not compared, not a lookup key), or a text stored as an `exit_status`;
-- single_call reads: the places that read `agent.single_call`;
-- reading path: the files that hold one step of the agent, as docs/architecture.md lists them, and their lines;
+- reading path: the files whose code runs in one step, as docs/architecture.md lists them (scripts/reading_path.py
+  traces a step and writes the list), and their lines;
 - the variant protocol: the members of `llm_ide.variant.Variant`, and for each the bundled variants that implement it
   (`name` and the members nothing implements but the core's default are listed apart).
 """
@@ -103,21 +103,12 @@ def status_files(trees: dict[str, ast.Module], known: set[str]) -> dict[str, lis
     return files
 
 
-def single_call_reads(trees: dict[str, ast.Module]) -> list[tuple[str, int]]:
-    return sorted(
-        (name, node.lineno)
-        for name, tree in trees.items()
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and node.attr == "single_call" and isinstance(node.ctx, ast.Load)
-    )
-
-
 def reading_path(root: Path) -> dict[str, int]:
     """The files docs/architecture.md lists between its reading-path markers, with their lines."""
     found = READING_PATH.search((root / "docs" / "architecture.md").read_text(encoding="utf-8"))
     if found is None:
         return {}
-    files = re.findall(r"`(llm_ide/[\w/]+\.py)`", found.group(1))
+    files = re.findall(r"^\d+\. `(llm_ide/[\w/]+\.py)`", found.group(1), re.MULTILINE)
     return {name: len((root / name).read_text(encoding="utf-8").splitlines()) for name in dict.fromkeys(files)}
 
 
@@ -151,7 +142,6 @@ class Shape:
     long_functions: list[tuple[str, str, int]]
     fmt_skips: list[tuple[str, int]]
     status_files: dict[str, list[int]]
-    single_call_reads: list[tuple[str, int]]
     reading_path: dict[str, int]
     protocol: dict[str, list[str]]
 
@@ -160,7 +150,6 @@ class Shape:
             "long_functions": len(self.long_functions),
             "fmt_skips": len(self.fmt_skips),
             "status_files": len(self.status_files),
-            "single_call_reads": len(self.single_call_reads),
             "reading_path_files": len(self.reading_path),
             "reading_path_lines": sum(self.reading_path.values()),
             "protocol_members": len(self.protocol),
@@ -182,7 +171,6 @@ def measure_shape(root: Path) -> Shape:
         long_functions(trees),
         skips,
         status_files(trees, statuses(root)),
-        single_call_reads(trees),
         reading_path(root),
         protocol(trees),
     )

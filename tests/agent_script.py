@@ -9,10 +9,12 @@ from typing import Any
 import yaml
 from conftest import make_git_repo
 
+from llm_ide import verdict
 from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.config import load_config
-from llm_ide.parsing import joined_script, parse_action, parse_reflection, split_reflection
+from llm_ide.parsing import parse_action
 from llm_ide.run.single import run_task
+from llm_ide.scripted import joined_script
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
@@ -37,12 +39,12 @@ def tool_script(responses: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     on the operation before, then the reasoning), the tool it calls and the call's arguments."""
     replies = []
     for reply in single_call(responses):
-        tagged, rest = split_reflection(reply) if reply.startswith("<bad_action>") else ("", reply)
+        tagged, rest = verdict.split(reply) if reply.startswith("<bad_action>") else ("", reply)
         action = parse_action(rest, CORE_GRAMMAR)
-        verdict = parse_reflection(tagged) if tagged else None
-        terse = f"{'bad' if verdict.bad_action else 'good'}: {verdict.summary}" if verdict else ""
-        terse += "".join(f"\nlesson: {line.lstrip('- ')}" for line in verdict.lessons.splitlines()) if verdict else ""
-        text = f"{terse}\n{action.thought}" if verdict else action.thought
+        found = verdict.parse(tagged) if tagged else None
+        terse = f"{'bad' if found.bad else 'good'}: {found.summary}" if found else ""
+        terse += "".join(f"\nlesson: {line.lstrip('- ')}" for line in found.lessons.splitlines()) if found else ""
+        text = f"{terse}\n{action.thought}" if found else action.thought
         replies.append((text, action.action_type, action.action_params))
     return replies
 

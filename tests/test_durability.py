@@ -364,6 +364,8 @@ def test_output_folder_deleted_mid_run_is_one_line_and_the_rerun_resumes(tmp_pat
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "T.calls.jsonl.gz", "T.checkpoint.sqlite", "T.patch", "T.traj.json",
     ]  # fmt: skip
+    # the scripted model's place in its script went with the folder: the rerun's model answers from where the run is
+    write_script(tmp_path / "script.yaml", [reflect(False, "two"), act("Done.", "submit")])
     code, output = rerun(args, tmp_path)
     assert code == 0, output
     traj = trajectory(tmp_path)

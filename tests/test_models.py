@@ -296,6 +296,9 @@ def write(path: Path, text: str) -> Path:
     ],
 )
 def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: ModelSettings, script: str) -> None:
+    """It keeps its own place: one call after the other; beside a run (its folder), a model made again in another
+    process goes on where the first was, and a call made again after a resume (the same prompt: the step a kill
+    interrupted runs again) gets the reply it had."""
     path = write(tmp_path / "script.yaml", script)
     model = get_model(f"scripted:{path}", config)
     assert isinstance(model, ScriptedModel) and model.name == f"scripted:{path}"
@@ -304,11 +307,23 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
     text = "<thought>first</thought>\n"
     assert first == ModelReply(text, prompt_tokens, estimate_tokens(text), 0.0, estimated=True)
     assert model.complete(MESSAGES[:1]).text == "second reply"  # its own position, one call after the other
-    resumed = get_model(f"scripted:{path}", config)  # a resumed run's: put where its checkpoint left it
-    resumed.resume(2)
-    assert resumed.complete(MESSAGES[:1]).text == "third"
+    assert get_model(f"scripted:{path}", config).complete(MESSAGES).text == first.text  # no folder: from the start
+
+    run = tmp_path / "run"
+    run.mkdir()
+    beside = get_model(f"scripted:{path}", config, folder=run)
+    assert [beside.complete([{"role": "user", "content": f"step {n}"}]).text for n in (1, 2)] == [
+        first.text,
+        "second reply",
+    ]
+    resumed = get_model(f"scripted:{path}", config, folder=run)  # the run resumed in another process
+    assert resumed.complete([{"role": "user", "content": "step 2"}]).text == "second reply"  # made again: the same
+    assert resumed.complete([{"role": "user", "content": "step 3"}]).text == "third"
+    again = get_model(f"scripted:{path}", config, folder=run)
     with pytest.raises(ModelError, match=r"^scripted model ran out of responses after 3 calls"):
-        resumed.complete(MESSAGES)
+        again.complete([{"role": "user", "content": "step 4"}])
+    (place,) = run.iterdir()  # one small file beside the run: a line per call answered
+    assert place.name.startswith("scripted-script-") and len(place.read_text().splitlines()) == 3
 
 
 @pytest.mark.parametrize(

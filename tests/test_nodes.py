@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 from agent_script import write_script
@@ -77,3 +78,32 @@ def test_step_scratch_fields_stay_private_to_the_nodes(tmp_path: Path) -> None:
     assert private <= set(values) and values["n_operations"] == 2  # checkpointed, so a resumed step has them
     assert set(output) <= set(RunState.__annotations__) and output["n_operations"] == 2
     assert not private & set(graph.get_output_jsonschema()["properties"])
+
+
+def test_a_thread_checkpointed_before_reflect_and_branch_existed_goes_on_through_them(tmp_path: Path) -> None:
+    """A thread left by the version whose step went from `render_context` straight to `act` (stopped there: its
+    model had nothing more to say), resumed: it goes through `reflect` (the verdict it owed) and `branch`."""
+    from agent_script import BUGGY_FILES, act, reflect
+
+    from llm_ide.graph import build_graph
+    from llm_ide.run.checkpoint import open_checkpointer
+    from llm_ide.run.single import run_task
+
+    def run(script: list[str]) -> str:
+        settings = load_config("default", environment={"tools": []})
+        return run_task("look", model=write_script(tmp_path / "script.yaml", script), settings=settings,
+                        output_dir=tmp_path / "out", run_id="t1", repo=repo).exit_status  # fmt: skip
+
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    assert run([act("Look.", "bash", command="echo hi")]) == "model_error"  # then nothing more to say
+    with open_checkpointer(None, tmp_path / "out" / "t1.checkpoint.sqlite") as saver:
+        graph, thread = build_graph(saver), {"configurable": {"thread_id": "t1"}}
+        graph.update_state(thread, {"pending": None}, as_node="branch")  # as the older graph left it: `act` next
+        assert graph.get_state(thread).next == ("act",)
+    next((tmp_path / "out").glob("scripted-*")).unlink()  # the scripted model's place: a fresh script for the rest
+    assert run([reflect(False, "it said hi"), act("Done.", "submit")]) == "submitted"
+    operations = json.loads((tmp_path / "out" / "t1.traj.json").read_text())["operations"]
+    assert [(o["action_type"], o["bad_action"], o["summary"]) for o in operations] == [
+        ("bash", False, "it said hi"),
+        ("submit", None, ""),
+    ]

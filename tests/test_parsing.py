@@ -2,15 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from llm_ide import verdict
 from llm_ide.actions import CORE_GRAMMAR
-from llm_ide.parsing import (
-    FormatError,
-    body_text,
-    parse_action,
-    parse_reflection,
-    parse_single_reply,
-    split_reflection,
-)
+from llm_ide.calls import ModelReply
+from llm_ide.errors import FormatError
+from llm_ide.exchange import TEXT, Exchange, Offer
+from llm_ide.parsing import body_text, parse_action
 
 
 @pytest.mark.parametrize(
@@ -99,15 +96,13 @@ def test_unusable_actions_say_why(text: str, message: str) -> None:
     ],
 )
 def test_reflections_parse_in_the_terse_and_the_tagged_format(text: str, bad: bool, summary: str, lessons: str) -> None:
-    reflection = parse_reflection(text)
-    assert (reflection.bad_action, reflection.summary, reflection.lessons) == (bad, summary, lessons)
+    found = verdict.parse(text)
+    assert (found.bad, found.summary, found.lessons) == (bad, summary, lessons)
 
 
-def test_a_single_call_reply_splits_into_its_reflection_and_its_action() -> None:
-    reflection, action = split_reflection(
-        'bad: wrong file\nlesson: check paths\nLook at b.py.\n<view>{"path": "b.py"}</view>'
-    )
-    assert parse_reflection(reflection).lessons == "check paths"
+def test_a_single_call_reply_splits_into_its_verdict_and_its_action() -> None:
+    said, action = verdict.split('bad: wrong file\nlesson: check paths\nLook at b.py.\n<view>{"path": "b.py"}</view>')
+    assert verdict.parse(said).lessons == "check paths"
     assert parse_action(action, CORE_GRAMMAR).thought == "Look at b.py."
 
 
@@ -154,6 +149,9 @@ def test_a_bash_command_is_written_bare_unless_it_would_not_read_back(
 def test_a_single_call_verdict_takes_its_summary_from_the_reasoning(
     reply: str, bad: bool, summary: str, lessons: str, thought: str
 ) -> None:
-    reflection, action = parse_single_reply(reply, CORE_GRAMMAR)
-    assert (reflection.bad_action, reflection.summary, reflection.lessons) == (bad, summary, lessons)
-    assert action.thought == thought
+    reading = Exchange(one_call=True, form=TEXT).read_verdict(
+        ModelReply(reply, 0, 0, 0.0), Offer(CORE_GRAMMAR, None, "")
+    )
+    assert reading.verdict is not None and reading.action is not None
+    assert (reading.verdict.bad, reading.verdict.summary, reading.verdict.lessons) == (bad, summary, lessons)
+    assert reading.action.thought == thought

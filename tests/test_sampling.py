@@ -177,14 +177,14 @@ def test_demonstrations_from_a_scripted_run_lead_the_system_prompt_before_the_ta
     assert "+            total += price * quantity" in demos  # and the patch it led to
     assert system.index("## Demonstrations") < system.index("## Task Description") < system.index("## Tool Usage")
 
-    capped = render_demonstrations(config.merged({"sampling": {"demonstration_max_chars": 800}}))
+    capped = render_demonstrations(config.merged({"sampling": {"demonstration_max_chars": 800}}), config.templates)
     assert "characters elided" in capped and len(capped) < 800 + 400  # the ceiling, plus the section's own text
     assert capped.count("### Demonstration 1") == 1 and "+            total += price * quantity" in capped  # the tail
 
     plain = run(tmp_path / "c", write_script(tmp_path / "plain.yaml", [SUBMIT]), settings())[1]
     plain_system = plain["model_calls"][0]["prompt"].split("\n\n[user]\n")[0].removeprefix("[system]\n")
     assert (
-        system == f"[system]\n{render_demonstrations(config)}\n\n{plain_system}"
+        system == f"[system]\n{render_demonstrations(config, config.templates)}\n\n{plain_system}"
     )  # ahead of the agent's own, unchanged
 
 
@@ -323,7 +323,7 @@ def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_can
     assert picked == {1: WRONG, 2: RIGHT}
     assert all(op["candidates"] for op in ops)
 
-    demos = render_demonstrations(config.merged({"demonstrations": [str(result.trajectory_path)]}))
+    demos = render_demonstrations(config.merged({"demonstrations": [str(result.trajectory_path)]}), config.templates)
     assert RIGHT in demos and "issue tracker" not in demos  # a run with attempts demonstrates its chosen attempt
 
 

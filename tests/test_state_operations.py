@@ -4,15 +4,17 @@ from dataclasses import replace
 
 import pytest
 
-from llm_ide.state.operations import (
-    OperationNode,
-    Reflection,
-    all_lessons,
-    failed_ids,
-    next_parent,
-    reasoning_chain,
-    with_reflection,
-)
+from llm_ide import verdict
+from llm_ide.state.operations import OperationNode, all_lessons, failed_ids, reasoning_chain
+from llm_ide.verdict import Verdict
+
+
+def next_parent(nodes: list[OperationNode]) -> int | None:
+    return verdict.parent(nodes[-1] if nodes else None)
+
+
+def with_verdict(nodes: list[OperationNode], found: Verdict) -> list[OperationNode]:
+    return [*nodes[:-1], verdict.judged(nodes[-1], found)]
 
 
 def tree(*spec: tuple[int, int | None] | tuple[int, int | None, bool]) -> list[OperationNode]:
@@ -21,11 +23,11 @@ def tree(*spec: tuple[int, int | None] | tuple[int, int | None, bool]) -> list[O
 
 
 def grow(flags: list[bool | None]) -> list[OperationNode]:
-    """The tree an agent builds: each new node placed by `next_parent` after the reflection on its predecessor."""
+    """The tree an agent builds: each new node placed by the verdict on its predecessor (`branch`)."""
     nodes: list[OperationNode] = []
     for index, flag in enumerate(flags):
-        if nodes:
-            nodes = with_reflection(nodes, Reflection(bad_action=flag, summary="", lessons=""))
+        if nodes and flag is not None:
+            nodes = with_verdict(nodes, Verdict(flag, ""))
         nodes = [*nodes, OperationNode(id=index, parent_id=next_parent(nodes))]
     return nodes
 
@@ -118,40 +120,28 @@ def test_next_parent(nodes: list[OperationNode], expected: int | None) -> None:
     assert next_parent(nodes) == expected
 
 
-def test_with_reflection_stores_on_last_node_without_mutating_input() -> None:
+def test_a_verdict_is_stored_on_the_last_node_without_mutating_the_input() -> None:
     nodes = [
-        OperationNode(id=1, parent_id=None, thought="look", action_type="open", bad_action=False, summary="ok"),
-        OperationNode(id=2, parent_id=1, thought="edit", action_type="edit", action_params={"path": "a.py"}),
+        OperationNode(id=0, parent_id=None, bad_action=False),
+        OperationNode(id=1, parent_id=0, thought="edit", action_type="edit"),
     ]
     before = [replace(node) for node in nodes]
-    reflected = with_reflection(nodes, Reflection(bad_action=True, summary="broke tests", lessons="- run tests"))
-    assert nodes == before
-    assert nodes[1].bad_action is None
-    assert reflected is not nodes
-    assert reflected[0] is nodes[0]
-    assert reflected[1] == OperationNode(
-        id=2,
-        parent_id=1,
-        thought="edit",
-        action_type="edit",
-        action_params={"path": "a.py"},
-        bad_action=True,
-        summary="broke tests",
-        lessons="- run tests",
+    judged = with_verdict(nodes, Verdict(True, "broke tests", "- run tests"))
+    assert nodes == before  # input untouched
+    assert judged is not nodes and judged[0] is nodes[0]  # unchanged nodes shared, last replaced
+    last = judged[-1]
+    assert (last.bad_action, last.summary, last.lessons, last.judged_when_run) == (
+        True,
+        "broke tests",
+        "- run tests",
+        False,
     )
-    assert next_parent(reflected) == 1
-    assert next_parent(nodes) == 2
-
-
-@pytest.mark.parametrize(
-    ("nodes", "reflection"),
-    [
-        (tree((1, None)), None),
-        ([], Reflection(bad_action=True, summary="s", lessons="l")),
-    ],
-)
-def test_with_reflection_nothing_to_store(nodes: list[OperationNode], reflection: Reflection | None) -> None:
-    assert with_reflection(nodes, reflection) is nodes
+    assert (last.thought, last.action_type) == ("edit", "edit")
+    assert next_parent(judged) == 0  # sibling of the bad node
+    assert next_parent(nodes) == 1  # not judged yet: its child
+    given = verdict.given(nodes[-1], Verdict(True, "denied", "no"))
+    assert given.judged_when_run and not verdict.by_model(given) and verdict.by_model(last)
+    assert verdict.due(nodes) and not verdict.due(judged) and not verdict.due([])
 
 
 def test_all_lessons_every_node_one_per_line_deduplicated() -> None:

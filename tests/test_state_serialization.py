@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_KW_ARGS, JsonPlu
 from llm_ide.run.checkpoint import open_checkpointer, serializer
 from llm_ide.state.context import Activity, Chunk, Scope
 from llm_ide.state.graph_state import AgentState
-from llm_ide.state.operations import OperationNode, Reflection
+from llm_ide.state.operations import OperationNode
 
 SERDE_LOGGER = "langgraph.checkpoint.serde.jsonplus"
 
@@ -50,9 +50,9 @@ def agent_state() -> AgentState:
         ],
         n_operations=3,
         workspace="## Code context\n...",
-        reflection=Reflection(bad_action=True, summary="broke it", lessons="- revert first"),
-        parent_id=None,
-        pending=None,
+        judged=OperationNode(id=2, parent_id=1, bad_action=True, summary="broke it", lessons="- revert first"),
+        proposed={"thought": "t", "action_type": "view", "action_params": {"path": "a.py"}, "marks": {}},
+        pending=OperationNode(id=3, parent_id=1),
         accessed=[Scope("pkg/a.py", (12, 14), "Parser", "parse"), Scope("b.py", (1,), whole_function=True)],
         submitted=False,
         retry=None,
@@ -71,7 +71,6 @@ VALUES: list[Any] = [
     Chunk("b.py", [5], "", "f", True),
     NODE,
     OperationNode(id=0, parent_id=None),
-    Reflection(bad_action=False, summary="ok", lessons=""),
     Scope("pkg/a.py", (3, 4, 9), "C", "m"),
     Scope("b.py", (7,), whole_function=True),
     [Scope("a.py", (1,)), Scope("a.py", (1, 2))],

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.calls import estimate_prompt_tokens, estimate_tokens
+from llm_ide.calls import estimate_tokens
+from llm_ide.chat_wire import estimate_prompt_tokens
 from llm_ide.config import load_config
 from llm_ide.models import get_model
 

@@ -89,3 +89,25 @@ def test_a_killed_writer_leaves_every_flushed_call_and_reopening_completes_the_l
     reopened.close()
     lines = gzip.decompress(path.read_bytes()).decode().splitlines()
     assert [json.loads(line)["index"] for line in lines] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("reopen_at", [None, 3, 6])
+def test_a_logged_prompt_is_its_growth_and_reads_back_whole(tmp_path: Path, reopen_at: int | None) -> None:
+    """A prompt that grows by appending is logged as what it adds to the previous one (zcat shows the growth), read
+    back whole, also across a reopened log; a prompt that shares little is logged whole."""
+    base = "".join(f"line {n}: " + "x" * 60 + "\n" for n in range(2000))  # 140 kB: beyond gzip's 32 kB window
+    prompts = [base + "".join(f"step {k}\n" for k in range(step)) for step in range(8)] + ["a new prompt"]
+    path = tmp_path / "d.calls.jsonl.gz"
+    log, written = CallLog(path), []
+    for index, prompt in enumerate(prompts):
+        if index == reopen_at:
+            log.close()
+            log = CallLog(path)
+        written.append(log.append({"index": index, "prompt": prompt, "response": "ok"}))
+    log.close()
+    records, complete = read_log(path)
+    assert complete and [record["prompt"] for record in records] == prompts
+    assert all("prompt_shared" not in record for record in records)
+    assert sum(written[1:8]) < len(gzip.compress(base.encode())) // 4  # each later prompt costs its growth
+    raw = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    assert [record.get("prompt_shared") for record in raw] == [None, *(len(prompts[n - 1]) for n in range(1, 8)), None]

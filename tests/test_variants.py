@@ -29,7 +29,7 @@ from test_navigator_graph import CHEAT, PLAN
 from typing_extensions import TypedDict
 
 from llm_ide.actions import ActionOutcome, ParamError
-from llm_ide.config import load_config
+from llm_ide.config import ConfigError, load_config
 from llm_ide.coop.settings import load_coop_settings
 from llm_ide.graph import build_graph
 from llm_ide.messages.channel import Mailbox
@@ -38,6 +38,7 @@ from llm_ide.navigator.variant import Navigator
 from llm_ide.run.single import RunResult, run_task
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.sampling.variant import Sampling
+from llm_ide.settings import Strict
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import (
     Action,
@@ -95,7 +96,7 @@ def test_a_wrapper_that_logs_every_action_plugs_in_around_the_action(tmp_path: P
     assert [op["action_type"] for op in traj["operations"]] == [action for _, action, _ in logged]
     graph = build_graph(variants=Variants((ActionLog(),))).get_graph()
     assert {node for node in graph.nodes if not node.startswith("__")} == {
-        "render_context", "act", "execute_tool", "update_activity"
+        "render_context", "reflect", "branch", "act", "execute_tool", "update_activity"
     }  # fmt: skip
 
 
@@ -231,6 +232,50 @@ def test_a_phase_before_the_loop_a_script_beside_the_tools_and_a_check_again_at_
     assert "check.sh" not in result.submission  # beside the tools, not in the repository
     graph = build_graph(variants=Variants((Check(),))).get_graph()
     assert ("__start__", "check_before") in {(edge.source, edge.target) for edge in graph.edges}
+
+
+# A variant with a settings section of its own, enabled and set from a config file
+
+
+class NoteSettings(Strict):
+    enabled: bool = False
+    text: str = ""
+
+
+class StepNote(Variant):
+    """A note ahead of the memory, from its own section (`step_note:` in a config file)."""
+
+    name = "step_note"
+    settings = {"step_note": (NoteSettings, NoteSettings)}
+
+    @classmethod
+    def enabled(cls, settings: Any) -> StepNote | None:
+        return cls() if settings.step_note.enabled else None
+
+    def prompt(self, ctx: Any, state: dict[str, Any]) -> PromptParts:
+        return PromptParts(preface=f"Note: {ctx.settings.step_note.text}\n")
+
+
+def test_a_variant_of_ones_own_gets_its_settings_from_a_config_file(tmp_path: Path) -> None:
+    """Its section validated with the rest (a mistake in it is one line naming the key), enabled and set from the
+    file through the Python API; the same file without the variant given is refused, naming the section."""
+    (config := tmp_path / "mine.yaml").write_text("step_note:\n  enabled: true\n  text: Mind the tests.\n")
+    with pytest.raises(ConfigError, match=r"step_note"):
+        load_config("default", [config])
+    (bad := tmp_path / "bad.yaml").write_text("step_note:\n  enabled: maybe\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: step_note.enabled"):
+        load_config("default", [bad], variants=[StepNote])
+    settings = load_config("default", [config], variants=[StepNote], environment={"tools": []})
+    assert settings.step_note == NoteSettings(enabled=True, text="Mind the tests.")  # type: ignore[attr-defined]
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    for enabled in (True, False):
+        (folder := tmp_path / f"enabled-{enabled}").mkdir()
+        result = run_task(
+            TASK, model=write_script(folder / "driver.yaml", [act("Done.", "submit")]), output_dir=folder / "out",
+            settings=settings.merged({"step_note": {"enabled": enabled}}), run_id="n", repo=repo, variants=[StepNote],
+        )  # fmt: skip
+        prompt = load_trajectory(result.trajectory_path)["model_calls"][0]["prompt"]
+        assert result.exit_status == "submitted" and ("Note: Mind the tests." in prompt) == enabled
 
 
 # Combinations

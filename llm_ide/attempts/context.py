@@ -91,13 +91,6 @@ class AttemptsContext:
     def repo(self) -> Path | None:
         return self.request.repo
 
-    def resume(self, calls: list[dict[str, Any]]) -> None:
-        """A resumed run's reviewer and chooser go on after the calls its checkpoint holds."""
-        counts: dict[str, int] = {}
-        for call in calls:
-            counts[call.get("model", "")] = counts.get(call.get("model", ""), 0) + 1
-        self.policy.restore(counts)
-
     def attempt_id(self, index: int) -> str:
         return f"{self.request.run_id}-attempt{index}"
 
@@ -109,7 +102,8 @@ class AttemptsContext:
         spec = (settings.reviewer if role == "review" else settings.chooser).model or self.request.model
         with self._lock:
             if role not in self._models:
-                self._models[role] = get_model(attempt_model(spec, role), self.settings.model, self.request.base_url)
+                spec, folder = attempt_model(spec, role), self.request.output_dir  # a resumed run's go on there
+                self._models[role] = get_model(spec, self.settings.model, self.request.base_url, folder)
             return self._models[role]
 
     def forward(self, event: Any) -> None:

@@ -11,8 +11,8 @@ from langgraph.runtime import Runtime
 
 from llm_ide.attempts.context import AttemptsContext
 from llm_ide.attempts.state import AttemptRecord, AttemptsState
-from llm_ide.parsing import extract_tag
 from llm_ide.prompting import render_string, truncate
+from llm_ide.text import extract_tag
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 

@@ -18,10 +18,10 @@ from typing import Any
 from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
 from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.trajectory import Read, write_combined
+from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
-from llm_ide.resources import CostBudget
 from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult
 from llm_ide.run.thread import Thread, opened, start
@@ -84,7 +84,6 @@ class Attempts:
         if self.thread.resumed and values.get("exit_status") and not self.thread.snapshot.next:
             return finish(path, values, self.info, self.read)
         if self.thread.resumed:
-            ctx.resume(values.get("calls", []))
             done = [r["index"] for r in values.get("attempts", [])]
             ctx.emit(f"resuming run {request.run_id}: attempts {done or 'none'} finished are kept")
         try:

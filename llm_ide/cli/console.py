@@ -38,6 +38,9 @@ Thoughts = Annotated[
 ]
 
 
+WHY_CHARS = 400  # of why a reply was rejected, on its console line (cut at a word)
+
+
 @dataclass
 class StepPrinter:
     """A run's events on the console: its phases, its tools' progress, each reply rejected (why, as it happens), and
@@ -57,10 +60,11 @@ class StepPrinter:
             self.step(event)
         elif event.kind == "format_error":
             rejected, limit = event.rejected
-            why = terminal_safe(event.observation).strip().splitlines() or [""]
+            why = (terminal_safe(event.observation).strip().splitlines() or [""])[0]
+            why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS].rsplit(" ", 1)[0] + " …"  # whole words
             console.print(
                 f"[bold cyan]step {event.step:>3}[/] [yellow]✗ reply rejected ({rejected} of {limit} in a row): "
-                f"{escape(why[0][:160])}[/]"
+                f"{escape(why)}[/]"
             )
 
     def step(self, event: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 import typer.main
+from click import Context
 from typer.core import TyperCommand, TyperGroup
 
 HERE = Path(__file__).resolve().parent
@@ -67,10 +68,10 @@ class LazyGroup(TyperGroup):
     lazy: dict[str, Lazy] = {}
     listing = False
 
-    def list_commands(self, ctx: Any) -> list[str]:
+    def list_commands(self, ctx: Context) -> list[str]:
         return [*super().list_commands(ctx), *(name for name in self.lazy if name not in self.commands)]
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+    def get_command(self, ctx: Context, cmd_name: str) -> Any:
         if cmd_name in self.commands or cmd_name not in self.lazy:
             return super().get_command(ctx, cmd_name)
         if self.listing:
@@ -86,11 +87,11 @@ class LazyGroup(TyperGroup):
         finally:
             self.listing = False
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
+    def format_help(self, ctx: Context, formatter: Any) -> None:
         with self.listed():
             super().format_help(ctx, formatter)
 
-    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+    def shell_complete(self, ctx: Context, incomplete: str) -> list[Any]:
         with self.listed():
             return super().shell_complete(ctx, incomplete)
 

@@ -72,12 +72,20 @@ ProfileOption = Annotated[
         "open 1 / – / 0.02 / 3; the options below change one price of it."
     ),
 ]
-CachedPrice = Annotated[float | None, typer.Option(help="Price of a character of the shared prefix.")]
-InputPrice = Annotated[float | None, typer.Option(help="Price of any other prompt character.")]
-WritePrice = Annotated[
-    float | None, typer.Option(help="Price of a prompt character written to the cache (in place of --input-price).")
+CachedPrice = Annotated[
+    float | None, typer.Option(help="Price of a character of the shared prefix.", show_default="the profile's")
 ]
-OutputPrice = Annotated[float | None, typer.Option(help="Price of an output character.")]
+InputPrice = Annotated[
+    float | None, typer.Option(help="Price of any other prompt character.", show_default="the profile's")
+]
+WritePrice = Annotated[
+    float | None,
+    typer.Option(
+        help="Price of a prompt character written to the cache (in place of --input-price).",
+        show_default="the profile's",
+    ),
+]
+OutputPrice = Annotated[float | None, typer.Option(help="Price of an output character.", show_default="the profile's")]
 Misses = Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")]
 Unsandboxed = Annotated[
     bool,

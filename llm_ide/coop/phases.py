@@ -75,7 +75,7 @@ def plan_phase(
 ) -> dict[str, str]:
     """The planning graph (`graph`, else a new one) on the pair's own checkpoint (planning.sqlite): resumed if there."""
     agents = run.agents()
-    models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url) for a in agents}
+    models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url, folder) for a in agents}
     context = PlanningContext(repo=repo, models=models, settings=coop)
     config = {"configurable": {"thread_id": "planning"}}
     with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:

@@ -17,9 +17,11 @@ from typing_extensions import TypedDict
 from llm_ide.call_policy import CallPolicy
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.tools import READ_ONLY, run_tool
+from llm_ide.errors import FormatError
 from llm_ide.models import Model
-from llm_ide.parsing import FormatError, extract_tag, parse_params
+from llm_ide.parsing import parse_params
 from llm_ide.prompting import render_string
+from llm_ide.text import extract_tag
 
 MESSAGE_TYPES = ("analysis", "proposal", "question", "concern", "agreement")
 
@@ -126,7 +128,6 @@ def think(planner: PlannerState, runtime: Runtime[PlanningContext]) -> dict[str,
         {"role": "user", "content": prompt},
     ]
     model = ctx.models[agent]
-    ctx.policy.restore({model.name: len(turns)}, only=True)  # a resumed planning goes on from its turns
     reply, _ = ctx.policy.call(model, messages, kind="planner")
     allowed = (
         ["agreement_reached"]

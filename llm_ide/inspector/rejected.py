@@ -9,7 +9,6 @@ import re
 from typing import Any
 
 from llm_ide.settings import bundled_yaml
-from llm_ide.tool_calls import split
 
 ASSISTANT, ANSWERS = "[assistant]\n", ("\n\n[user]\n", "\n\n[tool]\n")
 SEEN = 200  # characters of a reply looked for in the next prompt (a long reply may be capped there)
@@ -26,7 +25,7 @@ def message_start(info: dict[str, Any]) -> str:
 
 def why_rejected(prompt: str, reply: str, start: str) -> str | None:
     """The first line of the message that answered `reply` in `prompt`, when that message is a format error."""
-    at = prompt.rfind(ASSISTANT + split(reply)[0][:SEEN])  # its calls' arguments may read otherwise there
+    at = prompt.rfind(ASSISTANT + reply[:SEEN])  # the reply's text (its calls follow it)
     answers = [(found, len(answer)) for answer in ANSWERS if at >= 0 and (found := prompt.find(answer, at)) >= 0]
     if not answers:
         return None

@@ -12,21 +12,21 @@ from llm_ide.messages.channel import Mailbox
 from llm_ide.messages.receive_messages import receive_messages
 from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import Action, ActionResult, Hook, Opening, PromptParts, State, Step, Variant
+from llm_ide.variant import Action, ActionResult, AgentContext, Hook, Opening, PromptParts, State, Step, Variant
 
 
 class MessagesState(TypedDict, total=False):
     received: list[dict[str, Any]]  # the other agent's messages (from, text, seq, step they arrived after)
 
 
-def send_message(ctx: Any, state: State, node: OperationNode) -> ActionResult:
+def send_message(ctx: AgentContext, state: State, node: OperationNode) -> ActionResult:
     message = node.action_params.get("message")
     if not isinstance(message, str) or not message.strip():
         raise ParamError("`message` must be a non-empty text")
     return ActionResult(node).settled(ActionOutcome(ctx.resources["messages"].send(message.strip()), 0))
 
 
-def no_channel(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
+def no_channel(ctx: AgentContext, params: dict[str, Any]) -> ActionOutcome:
     raise ParamError("`send_message` is only available when another agent works beside you (coop)")
 
 
@@ -43,10 +43,10 @@ class Messages(Variant):
     def nodes(self) -> list[Hook]:
         return [Hook("receive_messages", receive_messages)]
 
-    def open(self, ctx: Any, opening: Opening) -> Any:
+    def open(self, ctx: AgentContext, opening: Opening) -> Any:
         return self.mailbox
 
-    def prompt(self, ctx: Any, state: State) -> PromptParts:
+    def prompt(self, ctx: AgentContext, state: State) -> PromptParts:
         received = state.get("received", [])
         if not received or self.mailbox is None:
             return PromptParts()

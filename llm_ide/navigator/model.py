@@ -13,7 +13,7 @@ from typing import Any
 from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
 from llm_ide.call_policy import CallPolicy
 from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.errors import ConfigError, ModelError
+from llm_ide.errors import ConfigError, FormatError, ModelError
 from llm_ide.models import Model, ModelTimeLimit, get_model
 from llm_ide.navigator.gate import explorable
 from llm_ide.navigator.protocol import (
@@ -29,13 +29,14 @@ from llm_ide.navigator.protocol import (
 )
 from llm_ide.navigator.settings import PROMPTS
 from llm_ide.nodes.render_context import snapshot_text
-from llm_ide.parsing import FormatError, extract_tag, parse_action
+from llm_ide.parsing import parse_action
 from llm_ide.prompting import render_string, truncate
-from llm_ide.resources import AgentContext
 from llm_ide.settings import CoreSettings, Strict, bundled_yaml, read_yaml
 from llm_ide.state.context import Chunk, add_scope, copy_chunks, record_operation, rescore
 from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
+from llm_ide.text import extract_tag
+from llm_ide.variant import AgentContext
 
 ANSWER = re.compile(r"<\s*(approve|deny|pass|fail|answer|plan)\s*>", re.IGNORECASE)
 Message = dict[str, str]
@@ -54,7 +55,7 @@ class NavigatorTemplates(Strict):
 
 
 def load_templates(path: str | None) -> NavigatorTemplates:
-    data = {key: value for key, value in bundled_yaml(PROMPTS).items() if key not in ("driver", "tools")}
+    data = {key: value for key, value in bundled_yaml(PROMPTS).items() if key not in ("driver", "tools", "lines")}
     if path:
         try:
             data |= read_yaml(Path(path))

@@ -8,8 +8,8 @@ from typing import Any
 from llm_ide.errors import TurnLimit, ended
 from llm_ide.navigator.protocol import Decision, Navigator, NavigatorTimeout, NavigatorUsage
 from llm_ide.prompting import render_string
-from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
+from llm_ide.variant import AgentContext
 
 
 def new_record(mode: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from llm_ide.navigator.settings import PROMPTS, NavigatorSettings
 from llm_ide.prompting import render_string
 from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import Action, ActionResult, ActionRun, Hook, Opening, PromptParts, State, Variant
+from llm_ide.variant import Action, ActionResult, ActionRun, AgentContext, Hook, Opening, PromptParts, State, Variant
 
 
 class NavigatorState(TypedDict, total=False):
@@ -26,14 +26,20 @@ class NavigatorState(TypedDict, total=False):
     navigator: dict[str, Any]  # its records: decisions, reviews, guidance, calls, usage, turns
 
 
-def absent(ctx: Any, params: dict[str, Any], action_type: str) -> ActionOutcome:
+def absent(ctx: AgentContext, params: dict[str, Any], action_type: str) -> ActionOutcome:
     """A navigator action in a run without a navigator: it does nothing, and says so."""
     return ActionOutcome(render_string(ctx.settings.navigator.templates.absent, action_type=action_type), 1)
 
 
-TOOLS = bundled_yaml(PROMPTS)["tools"]  # the actions' parameters (where the actions are tools)
+BUNDLED = bundled_yaml(PROMPTS)  # the actions' parameters (where the actions are tools) and lines (in the text)
 ACTIONS = {
-    name: Action(consult, partial(absent, action_type=name), bare=name == "request_review", schema=TOOLS[name])
+    name: Action(
+        consult,
+        partial(absent, action_type=name),
+        bare=name == "request_review",
+        schema=BUNDLED["tools"][name],
+        line=BUNDLED["lines"][name],
+    )
     for name in ("request_review", "request_guidance")
 }
 
@@ -55,18 +61,18 @@ class Navigator(Variant):
     def nodes(self) -> list[Hook]:
         return [Hook("plan", plan, once=True)]
 
-    def open(self, ctx: Any, opening: Opening) -> Any:
+    def open(self, ctx: AgentContext, opening: Opening) -> Any:
         return make_navigator(
             ctx.settings, ctx.codebase, opening.model, opening.base_url, policy=ctx.policy, model_for=opening.model_for
         )
 
-    def prompt(self, ctx: Any, state: State) -> PromptParts:
+    def prompt(self, ctx: AgentContext, state: State) -> PromptParts:
         templates = ctx.settings.navigator.templates
         plan_text = state.get("plan", "")
         preface = render_string(templates.plan, plan=plan_text) + "\n" if plan_text else ""
-        return PromptParts(actions=render_string(templates.actions, tools=ctx.tools), preface=preface)
+        return PromptParts(actions=render_string(templates.actions), preface=preface)
 
-    def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
+    def wrap_action(self, ctx: AgentContext, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
         return permission(ctx, state, node, run)
 
     def info(self, state: State) -> dict[str, Any]:

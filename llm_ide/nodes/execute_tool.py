@@ -15,15 +15,14 @@ from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ended
 from llm_ide.faults import failpoint
-from llm_ide.nodes.act import wall_deadline
+from llm_ide.nodes.model_call import wall_deadline
 from llm_ide.prompting import truncate
 from llm_ide.recovery import run_once
-from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 from llm_ide.text import clean_text
-from llm_ide.variant import ActionResult
+from llm_ide.variant import ActionResult, AgentContext
 from llm_ide.workspace.intents import CHANGES_WORKSPACE
 
 

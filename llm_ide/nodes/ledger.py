@@ -12,9 +12,9 @@ from functools import cached_property
 
 from llm_ide.conversation import params_text
 from llm_ide.pricing import Price, price_of
-from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode
+from llm_ide.variant import AgentContext
 
 TURN_CHARS = 140  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags

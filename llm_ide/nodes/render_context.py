@@ -10,9 +10,9 @@ from langgraph.runtime import Runtime
 from llm_ide.conversation import system_prompt
 from llm_ide.nodes.ledger import Ledger, new_chars
 from llm_ide.nodes.snapshot import base, code_context_text, compose
-from llm_ide.resources import AgentContext
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, MemoryBase
+from llm_ide.variant import AgentContext
 
 __all__ = ["code_context_text", "render_context", "snapshot_text"]
 

@@ -14,12 +14,12 @@ from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
 from llm_ide.conversation import capped, params_text
-from llm_ide.parsing import first_sentence
 from llm_ide.prompting import render
-from llm_ide.resources import AgentContext
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
+from llm_ide.text import first_sentence
+from llm_ide.variant import AgentContext
 
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context and the view actions show them
 ROW_CHARS = 8  # a rendered row beside its line: the number, the tab, the newline

@@ -1,20 +1,18 @@
-"""The step's end: the operation committed into the tree, one activity entry per chunk, the time spent, and the
-limits that end the run. Every ending of the run passes here, so its time is always counted."""
+"""The step's end: the step's operation committed into the tree (with the latest one as the step's verdict left it,
+in one write), one activity entry per chunk, the time spent, and the limits that end the run. Every ending of the run
+passes here, so its time is always counted."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
-from llm_ide.resources import AgentContext
 from llm_ide.state.context import add_scope, copy_chunks, created_named, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
-from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
+from llm_ide.variant import AgentContext
 
 
 def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> LlmIdeError | None:
@@ -53,26 +51,18 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     )
     record_operation(chunks, accessed, referred)
     rescore(chunks, n_operations + 1, ctx.score_params)
-    done = replace(pending, judged_when_run=pending.bad_action is not None)
-    return {"operations": [done], "code_context": chunks, "n_operations": n_operations + 1}
-
-
-def judged(state: AgentState) -> list[OperationNode]:
-    """The latest operation with the verdict this step's reply gave it (committed with the step, in one write)."""
-    node = state.get("judged")
-    return [node] if node is not None else []
+    return {"operations": [pending], "code_context": chunks, "n_operations": n_operations + 1}
 
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = runtime.context
-    now = time.monotonic()
-    elapsed = state.get("elapsed", 0.0) + (now - ctx.mark)
-    ctx.mark = now
-    update: dict[str, Any] = {"pending": None, "judged": None, "accessed": [], "elapsed": elapsed}
-    if state.get("pending") is not None:  # none: the run ended before its next operation (format errors, a limit)
+    elapsed = state.get("elapsed", 0.0) + ctx.clock.lap()
+    update: dict[str, Any] = {"pending": None, "judged": None, "proposed": None, "accessed": [], "elapsed": elapsed}
+    pending = state.get("pending")
+    if pending is not None and pending.action_type:  # else the run ended before its action (format errors, a limit)
         update |= committed(ctx, state)
-    if operations := [*judged(state), *update.get("operations", [])]:
-        update["operations"] = operations
+    if (latest := state.get("judged")) is not None:
+        update["operations"] = [latest, *update.get("operations", [])]
     steps = update.get("n_operations", state.get("n_operations", 0))
     if not state.get("exit_status") and (limit := limit_reached(ctx, state, steps, elapsed)):
         update |= ended(limit)

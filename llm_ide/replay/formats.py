@@ -15,11 +15,11 @@ import regex
 from llm_ide.errors import UsageError
 from llm_ide.fileio import file_name_problem
 from llm_ide.inspector.load import MINI_FORMAT, content_text
-from llm_ide.parsing import first_sentence
 from llm_ide.patterns import BoundedPattern
 from llm_ide.run.trajectory import FORMAT as LLM_IDE_FORMAT
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.settings import MAX_SECONDS
+from llm_ide.text import first_sentence
 
 FORMATS = (MINI_FORMAT, LLM_IDE_FORMAT)
 MINI_ACTION = r"```bash\s*\n(.*?)\n```"  # mini-swe-agent 1.x's default action_regex

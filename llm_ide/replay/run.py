@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
-from llm_ide.conversation import replies_for
 from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
 from llm_ide.environments.scratch import owned_name, sweep_temp_folders
+from llm_ide.exchange import TOOLS, exchange_for
 from llm_ide.fileio import atomic_write
 from llm_ide.pricing import settings_of
 from llm_ide.replay.checkout import checkout, git
@@ -29,6 +29,13 @@ from llm_ide.run.single import RunEvent, run_task
 
 REPORT = "replay.json"
 RUN_DIR = "run"
+
+
+class Loopback:
+    """The replay's model as the run's exchange sees it: an OpenAI-compatible endpoint given by URL (it takes tools;
+    `model.action_format: auto` gives it the actions in the text)."""
+
+    name, takes_tools, tools_by_default = "loopback", True, False
 
 
 def settings_for(
@@ -163,7 +170,8 @@ def replay(
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
         environment = as_the_original_found_it(repo, watch.tracked, trajectory)
-        single, tools = replies_for(settings).joins_verdict, settings.model.action_format == "tools"  # auto: text
+        exchange = exchange_for(settings, Loopback())
+        single, tools = exchange.one_call, exchange.form is TOOLS
         script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools)
         run_id = run_id_of(trajectory, path)
         result = run_on_script(script, trajectory.task, settings, run_dir, run_id, repo, on_event)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from llm_ide.parsing import body_text, first_sentence
+from llm_ide.parsing import body_text
 from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix, wire_messages
 from llm_ide.replay.formats import Message, Step
+from llm_ide.text import first_sentence
 
 MODEL = "replay"
 

@@ -18,7 +18,7 @@ from llm_ide.reproduction.nodes.before import reproduce_before
 from llm_ide.reproduction.nodes.validate import validate_reproduction
 from llm_ide.reproduction.nodes.write import write_reproduction
 from llm_ide.reproduction.record import PhaseState, record_of
-from llm_ide.resources import AgentContext
+from llm_ide.variant import AgentContext
 
 
 def after_start(state: PhaseState, runtime: Runtime[AgentContext]) -> str:
@@ -60,5 +60,5 @@ def reproduction(state: dict[str, Any], runtime: Runtime[AgentContext]) -> dict[
     if (state.get("reproduction") or {}).get("done") or state.get("operations"):
         return {}
     out = PHASE.invoke(state, context=runtime.context)
-    kept = ("reproduction", "usage", "calls", "exit_status", "error")  # a phase its first step ended has no record
+    kept = ("reproduction", "usage", "exit_status", "error")  # a phase its first step ended has no record
     return {key: out[key] for key in kept if out.get(key)}

@@ -3,19 +3,18 @@ run found it, every kept script run on the code as it is now."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from typing_extensions import TypedDict
 
 from llm_ide.reproduction.script import Script, reproduction_script, shown
-from llm_ide.resources import AgentContext
-from llm_ide.state.graph_state import Usage, merge_calls
+from llm_ide.state.graph_state import Usage
+from llm_ide.variant import AgentContext
 
 
 class PhaseState(TypedDict, total=False):
     task: str
     usage: Usage
-    calls: Annotated[dict[str, int], merge_calls]
     n_operations: int
     elapsed: float
     worktree_patch: str

@@ -21,7 +21,6 @@ class ReproductionTemplates(BundledTemplates):
     no_test: str
     not_shown: str
     task_notes: str
-    action_line: str
     observation: str
     none: str
     absent: str

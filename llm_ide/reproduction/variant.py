@@ -21,15 +21,17 @@ from llm_ide.reproduction.settings import PROMPTS, ReproductionSettings
 from llm_ide.reproduction.verify import verify_runs
 from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import Action, ActionResult, ActionRun, Hook, Opening, PromptParts, State, Variant
+from llm_ide.variant import Action, ActionResult, ActionRun, AgentContext, Hook, Opening, PromptParts, State, Variant
 from llm_ide.verification import Finished, Verified
+
+BUNDLED = bundled_yaml(PROMPTS)  # the action's parameters (where the actions are tools) and line (in the text)
 
 
 class ReproductionState(TypedDict, total=False):
     reproduction: dict[str, Any]  # scripts kept (each with `before`), candidates written, `after` (at submit)
 
 
-def absent(ctx: Any, params: dict[str, Any]) -> ActionOutcome:
+def absent(ctx: AgentContext, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(render_string(ctx.settings.reproduction.templates.absent), 1)
 
 
@@ -52,7 +54,11 @@ class Reproduction(Variant):
     name = "reproduction"
     settings = {"reproduction": (ReproductionSettings, ReproductionSettings)}
     state = ReproductionState
-    actions = {"reproduce": Action(reproduce, absent, bare=True, schema=bundled_yaml(PROMPTS)["tools"]["reproduce"])}
+    actions = {
+        "reproduce": Action(
+            reproduce, absent, bare=True, schema=BUNDLED["tools"]["reproduce"], line=BUNDLED["lines"]["reproduce"]
+        )
+    }
 
     def __init__(self, *given: Script) -> None:
         self.given = list(given)
@@ -64,18 +70,18 @@ class Reproduction(Variant):
     def nodes(self) -> list[Hook]:
         return [Hook("reproduction", reproduction, once=True)]
 
-    def open(self, ctx: Any, opening: Opening) -> Any:
+    def open(self, ctx: AgentContext, opening: Opening) -> Any:
         for item in self.given:
             setup_reproduction_script(ctx.codebase.env, item)
         return self.given
 
-    def prompt(self, ctx: Any, state: State) -> PromptParts:
+    def prompt(self, ctx: AgentContext, state: State) -> PromptParts:
         own = ctx.settings.reproduction
         scripts = [shown(ctx.codebase.env, item, item["before"]) for item in record_of(state)["scripts"]]
         notes = render_string(own.templates.task_notes, scripts=scripts, **own.markers.model_dump()) if scripts else ""
-        return PromptParts(task_notes=notes, actions=render_string(own.templates.action_line, tools=ctx.tools))
+        return PromptParts(task_notes=notes)
 
-    def wrap_action(self, ctx: Any, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
+    def wrap_action(self, ctx: AgentContext, state: State, node: OperationNode, run: ActionRun) -> ActionResult:
         """At submit, the scripts run again on the code as submitted."""
         result = run(node)
         record = record_of(state)

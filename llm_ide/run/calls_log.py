@@ -14,6 +14,8 @@ GZIP = 31  # zlib's wbits for a gzip container
 LEVEL = 6
 CHUNK = 1 << 16
 PROMPT_KEYS = ("prompt", "messages")  # kept in the log only; the trajectory holds the rest of each call
+SHARED = "prompt_shared"  # a logged prompt is what follows the first SHARED characters of the previous record's
+MIN_SHARED = 1024  # a shorter shared start is written out
 
 
 def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
@@ -39,16 +41,48 @@ def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
 
 
 def parse_records(lines: list[bytes] | list[str]) -> list[dict[str, Any]]:
-    """The call records among JSON lines; a torn or foreign line is left out."""
-    records = []
+    """The call records among JSON lines, their prompts whole again; a torn or foreign line is left out."""
+    records: list[dict[str, Any]] = []
+    previous = ""
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("index"), int):
+            if isinstance(shared := record.pop(SHARED, None), int) and isinstance(record.get("prompt"), str):
+                record["prompt"] = previous[:shared] + record["prompt"]
+            previous = record["prompt"] if isinstance(record.get("prompt"), str) else previous
             records.append(record)
     return records
+
+
+def shared_start(first: str, second: str) -> int:
+    """The length of the start two texts share (a binary search over C-level comparisons of slices)."""
+    low, high = 0, min(len(first), len(second))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if first[low:middle] == second[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def encoded(records: list[dict[str, Any]], previous: str = "") -> tuple[bytes, str]:
+    """The JSON lines of `records`, each prompt written as what follows the start it shares with the prompt before
+    it (a prompt that grows by appending costs its growth, not its size: a 32 kB gzip window cannot see a 100 kB
+    prompt back); and the last prompt."""
+    lines = []
+    for record in records:
+        prompt = record.get("prompt")
+        if isinstance(prompt, str):
+            shared = shared_start(previous, prompt)
+            if shared >= MIN_SHARED:
+                record = {**record, "prompt": prompt[shared:], SHARED: shared}
+            previous = prompt
+        lines.append(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+    return b"".join(lines), previous
 
 
 def plain_records(path: Path) -> list[dict[str, Any]]:
@@ -68,6 +102,7 @@ class CallLog:
         self.existing, finished = read_log(path) if path.exists() else ([], True)
         if legacy is not None and legacy.exists():
             self.existing, finished = plain_records(legacy) + self.existing, False
+        self._prompt = encoded(self.existing)[1]  # the last prompt written, the next one's base
         if not finished:
             self._rewrite(self.existing)
         if legacy is not None:
@@ -75,8 +110,8 @@ class CallLog:
 
     def append(self, record: dict[str, Any]) -> int:
         """The bytes appended to the file."""
-        line = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
         with self._lock:
+            line, self._prompt = encoded([record], self._prompt)
             if self._zip is None:
                 self._zip = zlib.compressobj(LEVEL, zlib.DEFLATED, GZIP)
             data = self._zip.compress(line) + self._zip.flush(zlib.Z_SYNC_FLUSH)
@@ -99,7 +134,7 @@ class CallLog:
 
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
         packer = zlib.compressobj(LEVEL, zlib.DEFLATED, GZIP)
-        lines = b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in records)
+        lines, self._prompt = encoded(records)
         atomic_write(self.path, [packer.compress(lines) + packer.flush()])
 
 

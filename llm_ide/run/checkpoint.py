@@ -33,7 +33,6 @@ MEMORY_TYPES = [
     ("llm_ide.state.context", "Chunk"),
     ("llm_ide.state.context", "Scope"),
     ("llm_ide.state.operations", "OperationNode"),
-    ("llm_ide.state.operations", "Reflection"),
 ]
 
 
@@ -134,7 +133,7 @@ def _inline(value: Any) -> bool:
 # result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
 # a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
 # their own: a step commits 7 times, not 12, and no transaction stays open during a model call or an action.
-RERUNNABLE = frozenset({"render_context", "update_activity"})
+RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
 NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
 
 

@@ -17,6 +17,7 @@ from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.state.graph_state import empty_usage
+from llm_ide.variant import AgentContext
 from llm_ide.workspace.lifecycle import previous_submission, recover_submission
 
 log = logging.getLogger("llm_ide.run")
@@ -88,7 +89,7 @@ class RunOutputs:
     def values(self) -> dict[str, Any]:
         return self.thread.values
 
-    def stream(self, graph: Any, inputs: Any, config: dict[str, Any], ctx: Any) -> None:
+    def stream(self, graph: Any, inputs: Any, config: dict[str, Any], ctx: AgentContext) -> None:
         """The graph streamed to its end or its next question; each completed step saved, pruned and told."""
         checkpoints = ctx.settings.checkpoint
         prune_every = 0 if checkpoints.keep_history else checkpoints.prune_every

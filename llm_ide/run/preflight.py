@@ -4,11 +4,11 @@ nothing is set up, run or written first."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import socket
 import subprocess
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -17,8 +17,9 @@ from pydantic import ValidationError, create_model
 
 from llm_ide.endpoint import listed_models
 from llm_ide.errors import UsageError
-from llm_ide.models import ModelError, get_model, unsaid
-from llm_ide.pricing import langchain_providers
+from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
+from llm_ide.pricing import find_price, langchain_providers
+from llm_ide.scripted import load_script
 from llm_ide.settings import CoreSettings, describe_error
 
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
@@ -167,17 +168,19 @@ def missing_key(model: str, settings: Any, base_url: str | None) -> str | None:
 def check_model(
     model: str, settings: Any, base_url: str | None, timeout: float = PREFLIGHT_TIMEOUT, quiet: bool = False
 ) -> None:
-    """The model names something, has its key, can be built, its endpoint accepts a connection within `timeout`, and
-    an OpenAI-compatible endpoint that lists its models lists this one. A run whose model is `…{attempt}…` (one per
-    try) is checked with the first one's."""
+    """The model names something, has its key, could be built (none is: the run builds its own, once), its endpoint
+    accepts a connection within `timeout`, and an OpenAI-compatible endpoint that lists its models lists this one. A
+    run whose model is `…{attempt}…` (one per try) is checked with the first one's. `quiet`: a model without a price
+    is left for the run to say."""
     model = model.replace("{attempt}", "1")
     if problem := empty_name(model) or missing_key(model, settings, base_url):
         raise PreflightError(problem)
     try:
-        with unsaid() if quiet else nullcontext():
-            get_model(model, settings.model, base_url)
+        buildable(model, base_url)
     except ModelError as error:
         raise PreflightError(str(error)) from None
+    if not quiet and not model.startswith("scripted:") and find_price(model, settings.model.prices) is None:
+        warn_once("price", model, unpriced(model))
     url = model_endpoint(model, base_url)
     if url is None:
         return
@@ -194,6 +197,21 @@ def check_model(
         ) from None
     if settings.model.check_name and provider_of(model) in (None, "openai"):
         check_listed(model, url, settings, timeout)
+
+
+def buildable(model: str, base_url: str | None) -> None:
+    """What would keep the model from being built, told without building one: a script that cannot be read, an
+    unknown provider, a provider whose integration package is not installed."""
+    if model.startswith("scripted:"):
+        load_script(Path(model.removeprefix("scripted:")).expanduser())
+    elif problem := unknown_provider(model, base_url):
+        raise ModelError(problem)
+    elif (provider := provider_of(model)) is not None:
+        from langchain.chat_models import base
+
+        package = str((getattr(base, "_BUILTIN_PROVIDERS", {}).get(provider) or ("",))[0])  # init_chat_model's table
+        if package and importlib.util.find_spec(package.split(".")[0]) is None:
+            raise ModelError(f"cannot create model {model}: its integration package {package} is not installed")
 
 
 def check_listed(model: str, url: str, settings: Any, timeout: float) -> None:

@@ -6,19 +6,19 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.actions import Codebase
+from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
-from llm_ide.conversation import replies_for
 from llm_ide.environments import Environment, make_environment
 from llm_ide.environments.live import CommandListener
+from llm_ide.exchange import exchange_for
 from llm_ide.models import Model, get_model
-from llm_ide.resources import AgentContext, CostBudget
 from llm_ide.settings import CoreSettings
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.installer import install_tools as install
 from llm_ide.tools.installer import tool_usage_text
-from llm_ide.variant import Opening, Variants
+from llm_ide.variant import AgentContext, Opening, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import restorer, snapshotter
 
@@ -41,20 +41,20 @@ def install_tools(
 
 class RunModels:
     """The models of one run, made once each (the agent's, and those its variants ask for by spec), each told of its
-    calls as they happen."""
+    calls as they happen; `folder`: where they may keep what they need across the run's processes."""
 
-    def __init__(self, settings: CoreSettings, listener: CallListener | None) -> None:
-        self.settings, self.listener = settings, listener
+    def __init__(self, settings: CoreSettings, listener: CallListener | None, folder: Path | None = None) -> None:
+        self.settings, self.listener, self.folder = settings, listener, folder
         self.made: dict[tuple[str, str | None], Model] = {}
 
     def __call__(self, spec: str, base_url: str | None = None) -> Model:
         if (spec, base_url) not in self.made:
-            self.made[spec, base_url] = self.told(get_model(spec, self.settings.model, base_url))
+            self.made[spec, base_url] = self.told(get_model(spec, self.settings.model, base_url, self.folder))
         return self.made[spec, base_url]
 
     def agent(self, spec: str, base_url: str | None, prepare: Callable[[Model], Model]) -> Model:
-        """The agent's model, as the run's steps ask for their replies (a variant asking for it gets this one)."""
-        self.made[spec, base_url] = self.told(prepare(get_model(spec, self.settings.model, base_url)))
+        """The agent's model, as the run's exchange has it (a variant asking for it gets this one)."""
+        self.made[spec, base_url] = self.told(prepare(self(spec, base_url)))
         return self.made[spec, base_url]
 
     def told(self, model: Model) -> Model:
@@ -80,12 +80,15 @@ def build_context(
     on_model_call: CallListener | None = None,
     on_command: CommandListener | None = None,
     variants: Variants | None = None,
+    folder: Path | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
-    the agent's commands as it runs."""
-    models = RunModels(settings, on_model_call)
-    model = models.agent(model_spec, base_url, replies_for(settings).prepare)  # a bad model fails before any tool
+    the agent's commands as it runs; `folder`: the run's own (its models may keep what they need there across
+    processes)."""
+    models = RunModels(settings, on_model_call, folder)
+    exchange = exchange_for(settings, models(model_spec, base_url))  # a bad model fails before any tool
+    model = models.agent(model_spec, base_url, exchange.prepare)
     env = env or make_environment(settings.environment, repo, run_id, image)
     task_vars = {"run_id": run_id, "workdir": env.workdir, **(task_vars or {})}
     usage, commands = install_tools(env, settings.environment.tools, task_vars, on_tool_event)
@@ -93,6 +96,7 @@ def build_context(
         settings=settings,
         model=model,
         codebase=Codebase.for_settings(env, settings, tool_commands=commands, on_command=on_command),
+        exchange=exchange,
         tool_usage=usage,
         policy=CallPolicy(record_call, cost_budget, settings.agent.max_reply_chars, settings.templates),
         intents=intents,

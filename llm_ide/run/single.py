@@ -16,6 +16,7 @@ from langgraph.types import Command
 from llm_ide.budget import Budget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
+from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, ending, status_of
 from llm_ide.faults import failpoint
@@ -29,8 +30,7 @@ from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
 from llm_ide.settings import CoreSettings
-from llm_ide.state.graph_state import empty_usage
-from llm_ide.variant import Variant, Variants
+from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
@@ -56,7 +56,7 @@ class RunRequest:
     checkpoint: str | None = None
     task_vars: dict[str, Any] | None = None
     cost_budget: Budget | None = None
-    variants: tuple[Variant, ...] = ()
+    variants: tuple[Variant | type[Variant], ...] = ()  # a class of one's own: there when the settings enable it
     carried_lessons: tuple[str, ...] = ()  # lessons learnt before this run (an earlier attempt's), shown first
     intents: IntentLog | None = None  # where started operations are recorded (default: a file in the output folder)
     resume: Any = None
@@ -163,7 +163,7 @@ class Stream:
     thread: Thread
     outputs: RunOutputs
     variants: Variants
-    ctx: Any = None  # the run's context, once built
+    ctx: AgentContext | None = None  # the run's context, once built
 
     def say(self, phase: str) -> None:
         self.outputs.emit(RunEvent(self.driver.request.run_id, "phase", phase=phase))
@@ -197,7 +197,7 @@ class Stream:
         """A run that ends without passing `update_activity` (a model error, Ctrl-C, a crash): its time since its last
         completed step (the model's and the commands') is counted in its trajectory's `info.elapsed` too."""
         if self.ctx is not None:
-            since = time.monotonic() - self.ctx.mark
+            since = time.monotonic() - self.ctx.clock.mark
             self.outputs.info["elapsed"] = round(self.outputs.values.get("elapsed", 0.0) + since, 3)
 
     def open(self) -> tuple[Any, str | None]:
@@ -216,7 +216,7 @@ class Stream:
             self.say(note)
         return env, base
 
-    def context(self, env: Any, base: str | None) -> Any:
+    def context(self, env: Environment, base: str | None) -> AgentContext:
         request, listeners = self.driver.request, self.driver.listeners
         self.say("installing tools")
         ctx = build_context(
@@ -234,6 +234,7 @@ class Stream:
             on_tool_event=lambda event: listeners.emit(RunEvent(request.run_id, "tool", tool=event)),
             on_model_call=listeners.on_model_call,
             on_command=listeners.command_listener(request.run_id),
+            folder=request.output_dir,
         )
         self.ctx = ctx
         log.info(
@@ -245,11 +246,11 @@ class Stream:
         )
         return ctx
 
-    def stream(self, ctx: Any, base: str | None) -> ExitStatus:
+    def stream(self, ctx: AgentContext, base: str | None) -> ExitStatus:
         request = self.driver.request
         graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}}
         if self.thread.resumed:
-            ctx.policy.restore(saved_calls(graph, config, ctx.model.name))
+            upgraded(graph, config)
             inputs = None if request.resume is None else Command(resume=request.resume)
         else:
             inputs = first_inputs(request, base, ctx)
@@ -262,7 +263,6 @@ class Stream:
                 self.outputs.interrupt = pending[0].value
                 return ending(AwaitingAnswer())[0]
             inputs = Command(resume=self.driver.listeners.ask(pending[0].value))
-            ctx.policy.restore(saved_calls(graph, config, ctx.model.name))  # the interrupted node runs again
 
     def closed(self, env: Any, base: str | None, status: ExitStatus) -> tuple[ExitStatus, str]:
         """The run's patch taken from its environment, which is then closed; a lost patch is no result."""
@@ -278,21 +278,15 @@ class Stream:
         return status, submission
 
 
-def saved_calls(graph: Any, config: dict[str, Any], model: str) -> dict[str, int]:
-    """The calls each model had made when the thread was checkpointed, a subgraph under way included (a thread of an
-    earlier version kept only the run's count: the agent's model's)."""
-    counts: dict[str, int] = {}
-    snapshots = [graph.get_state(config, subgraphs=True)]
-    while snapshots:
-        snapshot = snapshots.pop()
-        for name, calls in (snapshot.values.get("calls") or {}).items():
-            counts[name] = max(counts.get(name, 0), calls)
-        snapshots += [task.state for task in snapshot.tasks if hasattr(task.state, "values")]
-    values = graph.get_state(config).values
-    return counts or {model: (values.get("usage") or empty_usage())["api_calls"]}
+def upgraded(graph: Any, config: dict[str, Any]) -> None:
+    """A thread checkpointed by a version whose step went from `render_context` straight to `act` (which judged and
+    placed too) goes on through `reflect` and `branch`, as if `render_context` had just run."""
+    snapshot = graph.get_state(config)
+    if snapshot.next == ("act",) and snapshot.values.get("pending") is None:
+        graph.update_state(config, {}, as_node="render_context")
 
 
-def first_inputs(request: RunRequest, base: str | None, ctx: Any) -> dict[str, Any]:
+def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:
     """A new thread's input: the task, and the worktree as the run found it."""
     inputs: dict[str, Any] = {"task": request.task, "repo": str(request.repo or ""), "model": request.model}
     inputs["base_commit"] = base

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llm_ide.parsing import FormatError, ParsedAction
+from llm_ide.calls import ModelReply
+from llm_ide.errors import FormatError
+from llm_ide.parsing import ParsedAction
 
 
 @dataclass
@@ -15,7 +17,7 @@ class Candidate:
     """A distinct candidate action, the first reply that proposed it, and how many replies did (`samples`)."""
 
     action: ParsedAction
-    text: str
+    reply: ModelReply
     samples: int = 1
 
     @property
@@ -32,18 +34,20 @@ class Candidate:
         }
 
 
-def fold(texts: tuple[str, ...], parse: Callable[[str], Any]) -> tuple[list[Candidate], list[str]]:
-    """The distinct candidates in first-seen order, and the replies that could not be read. `parse` gives an action,
-    or the verdict on the latest operation and an action (one call per step)."""
+def fold(
+    replies: tuple[ModelReply, ...], parse: Callable[[ModelReply], Any]
+) -> tuple[list[Candidate], list[ModelReply]]:
+    """The distinct candidates in first-seen order, and the replies that could not be read. `parse` reads a reply's
+    action (with the verdict on the latest operation, one call per step)."""
     candidates: dict[tuple[str, str], Candidate] = {}
-    failures: list[str] = []
-    for text in texts:
+    failures: list[ModelReply] = []
+    for reply in replies:
         try:
-            parsed = parse(text)
+            action = parse(reply).action
         except FormatError:
-            failures.append(text)
+            failures.append(reply)
             continue
-        candidate = Candidate(parsed[1] if isinstance(parsed, tuple) else parsed, text)
+        candidate = Candidate(action, reply)
         if candidate.key in candidates:
             candidates[candidate.key].samples += 1
         else:

@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 from llm_ide.models import Message, Model, ModelReply
-from llm_ide.parsing import extract_tag
 from llm_ide.prompting import render_string
-from llm_ide.resources import AgentContext
 from llm_ide.sampling.candidates import Candidate
-from llm_ide.variant import ModelCall, ModelRequest
+from llm_ide.text import extract_tag
+from llm_ide.variant import AgentContext, ModelCall, ModelRequest
 
 
 def candidate_text(ctx: AgentContext, candidate: Candidate, number: int) -> str:
@@ -48,7 +47,7 @@ class Chooser:
     def ask(self, kind: str, question: str) -> str:
         messages: list[Message] = [*self.messages, {"role": "user", "content": question}]
         response = self.call(ModelRequest(kind, messages, model=self.model, tools=self.tools))
-        self.replies += response.replies
+        self.replies += response.charged
         return response.text
 
     def ask_colleagues(self, candidates: list[Candidate]) -> tuple[int, dict[str, Any]]:

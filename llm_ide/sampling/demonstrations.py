@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from llm_ide.prompting import render_string, truncate
+from llm_ide.prompting import render, render_string, truncate
 from llm_ide.sampling.settings import SamplingTemplates, read_demonstration
+from llm_ide.settings import Templates
 from llm_ide.state.operations import OperationNode, all_lessons, node_of, reasoning_chain
 
 
@@ -15,11 +16,11 @@ def operation_nodes(operations: list[dict[str, Any]]) -> list[OperationNode]:
     return [node_of(op) for op in operations]
 
 
-def step_view(node: OperationNode) -> dict[str, Any]:
+def step_view(node: OperationNode, templates: Templates) -> dict[str, Any]:
+    params = json.dumps(node.action_params, ensure_ascii=False)
     return {
         "thought": node.thought,
-        "action_type": node.action_type,
-        "params": json.dumps(node.action_params, ensure_ascii=False),
+        "action": render(templates, "action_written", action_type=node.action_type, params=params),
         "returncode": node.returncode,
         "observation": node.observation,
     }
@@ -35,29 +36,29 @@ def chosen_operations(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [op for op in operations if op.get("attempt") == chosen]
 
 
-def render_demonstration(templates: SamplingTemplates, path: Path, number: int, tools: bool = False) -> str:
+def render_demonstration(templates: SamplingTemplates, path: Path, number: int, run: Templates) -> str:
+    """One demonstration, its actions written as the run's are (`run`: the run's templates)."""
     data = read_demonstration(path)
     nodes = operation_nodes(chosen_operations(data))
     return render_string(
         templates.demonstration,
-        tools=tools,
         number=number,
         task=str(data.get("task") or ""),
-        steps=[step_view(node) for node in reasoning_chain(nodes)],
+        steps=[step_view(node, run) for node in reasoning_chain(nodes)],
         lessons=all_lessons(nodes),
         patch=str((data.get("info") or {}).get("submission") or ""),
     )
 
 
-def render_demonstrations(settings: Any, tools: bool = False) -> str:
+def render_demonstrations(settings: Any, run: Templates) -> str:
     """The demonstrations section of the system prompt (each within `sampling.demonstration_max_chars`), their
-    actions as the run's are (`tools`: calls); empty without demonstrations."""
+    actions written as the run's are (`run`: the run's templates); empty without demonstrations."""
     paths, sampling = settings.demonstrations, settings.sampling
     if not paths:
         return ""
     cap = sampling.demonstration_max_chars
     parts = [
-        truncate(render_demonstration(sampling.templates, path, number, tools), cap, settings.templates)
+        truncate(render_demonstration(sampling.templates, path, number, run), cap, settings.templates)
         for number, path in enumerate(paths, 1)
     ]
     return render_string(sampling.templates.demonstrations, demonstrations="\n\n".join(parts))

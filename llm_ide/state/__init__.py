@@ -9,7 +9,7 @@ from llm_ide.state.context import (
     referral_score,
     rescore,
 )
-from llm_ide.state.operations import OperationNode, Reflection, all_lessons, next_parent, reasoning_chain
+from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 from llm_ide.state.references import Reference, count_references, parse_references
 
 __all__ = [
@@ -17,13 +17,11 @@ __all__ = [
     "Chunk",
     "OperationNode",
     "Reference",
-    "Reflection",
     "Scope",
     "ScoreParams",
     "add_scope",
     "all_lessons",
     "count_references",
-    "next_parent",
     "normalize_path",
     "parse_references",
     "reasoning_chain",

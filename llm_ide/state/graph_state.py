@@ -1,3 +1,6 @@
+"""The graph's state: what a run starts from (`AgentInput`), its memory and outcome (`RunState`), the step's scratch
+fields private to the nodes (`StepState`), and the run's usage."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any
@@ -34,14 +37,6 @@ class Usage(TypedDict):
     estimated_calls: int  # calls whose usage was estimated from the text (the response carried none)
 
 
-def merge_calls(current: dict[str, int] | None, update: dict[str, int]) -> dict[str, int]:
-    """The calls channel's reducer: each model's count only grows."""
-    merged = dict(current or {})
-    for name, count in update.items():
-        merged[name] = max(merged.get(name, 0), count)
-    return merged
-
-
 class RunState(AgentInput, total=False):
     """The run's memory and outcome: what the graph returns and what outlives a step."""
 
@@ -49,7 +44,6 @@ class RunState(AgentInput, total=False):
     operations: Annotated[list[OperationNode], merge_operations]
     n_operations: int
     usage: Usage
-    calls: Annotated[dict[str, int], merge_calls]  # model calls by model name (a resumed run's models go on)
     elapsed: float
     exit_status: ExitStatus | None
     error: str  # LangGraph Studio: the message of the error that ended the run
@@ -75,6 +69,15 @@ class MemoryBase(TypedDict):
     balance: float
 
 
+class Proposal(TypedDict):
+    """An action read from a reply, for the node that takes it (the marks: what a wrapper of the call recorded)."""
+
+    thought: str
+    action_type: str
+    action_params: dict[str, Any]
+    marks: dict[str, Any]
+
+
 class StepState(TypedDict, total=False):
     """Scratch fields of the current step, and the current epoch's memory snapshot, private to the nodes (not in the
     graph's output)."""
@@ -82,8 +85,9 @@ class StepState(TypedDict, total=False):
     snapshot: str  # the memory as rendered when the current epoch began
     snapshot_step: int  # n_operations then
     snapshot_base: MemoryBase | None  # the snapshot's base (None: the next renewal is a full one)
-    judged: OperationNode | None  # the latest operation with the verdict the step's reply gave it
-    pending: OperationNode | None
+    judged: OperationNode | None  # the latest operation with the verdict `reflect` got (`branch` placed by it)
+    proposed: Proposal | None  # one call per step: the action the step's one reply holds, for `act`
+    pending: OperationNode | None  # the step's operation: placed by `branch`, its action by `act`, then run
     accessed: list[Scope]
     submitted: bool
     retry: dict[str, str] | None
@@ -104,3 +108,9 @@ def empty_usage() -> Usage:
         cost=0.0,
         estimated_calls=0,
     )
+
+
+def operations_now(state: AgentState) -> list[OperationNode]:
+    """The operations as the step sees them: the latest with the verdict the step gave it (committed at its end)."""
+    nodes, judged = state.get("operations", []), state.get("judged")
+    return [*nodes[:-1], judged] if judged is not None and nodes else nodes

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from llm_ide.state.record import Record
@@ -19,7 +19,7 @@ class OperationNode(Record):
     observation: str = ""
     returncode: int | None = None
     duration: float = 0.0
-    bad_action: bool | None = None
+    bad_action: bool | None = None  # the verdict on it (llm_ide/verdict.py): None until given
     summary: str = ""
     lessons: str = ""
     marks: dict[str, Any] = field(default_factory=dict)  # what variants recorded on it, each under its own keys
@@ -39,15 +39,8 @@ def node_of(record: dict[str, Any]) -> OperationNode:
     return OperationNode(**known, marks={key: value for key, value in record.items() if key not in fields})
 
 
-@dataclass
-class Reflection(Record):
-    bad_action: bool
-    summary: str
-    lessons: str
-
-
 def merge_operations(current: list[OperationNode] | None, update: list[OperationNode]) -> list[OperationNode]:
-    """The operations channel's reducer: a node whose id exists replaces it (a reflection arrived), a new one is
+    """The operations channel's reducer: a node whose id exists replaces it (its verdict arrived), a new one is
     appended; so a step writes only the nodes it touched, not the whole tree."""
     merged = list(current or [])
     for node in update:
@@ -56,27 +49,6 @@ def merge_operations(current: list[OperationNode] | None, update: list[Operation
         else:
             merged.append(node)
     return merged
-
-
-def with_reflection(nodes: list[OperationNode], reflection: Reflection | None) -> list[OperationNode]:
-    """The nodes with the pending reflection stored on the last one (a new list; the input is not changed)."""
-    if reflection is None or not nodes:
-        return nodes
-    last = replace(nodes[-1], bad_action=reflection.bad_action, summary=reflection.summary, lessons=reflection.lessons)
-    return [*nodes[:-1], last]
-
-
-def verdict_due(nodes: list[OperationNode]) -> bool:
-    """Whether the latest operation waits for its verdict (one judged as it ran, e.g. a denial, does not)."""
-    return bool(nodes) and nodes[-1].bad_action is None
-
-
-def next_parent(nodes: list[OperationNode]) -> int | None:
-    """Where the next node hangs: child of the last node unless its reflection marked it bad (then its sibling)."""
-    if not nodes:
-        return None
-    last = nodes[-1]
-    return last.parent_id if last.bad_action else last.id
 
 
 def children_index(nodes: list[OperationNode]) -> dict[int | None, list[int]]:

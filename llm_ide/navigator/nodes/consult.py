@@ -7,13 +7,14 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
+from llm_ide import verdict
 from llm_ide.navigator.protocol import NavigatorTimeout, Review, ReviewRequest
 from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
 from llm_ide.prompting import render_string
-from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import ActionResult
+from llm_ide.variant import ActionResult, AgentContext
+from llm_ide.verdict import Verdict
 from llm_ide.workspace.patch import extract_patch
 
 
@@ -50,19 +51,13 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     if result.passed and node.action_type == "submit":
         return ActionResult(replace(node, marks=marks), update=update)
     observation = render_string(config.templates.review, rounds=config.max_review_rounds, **entry)
-    judged = replace(
-        node,
-        observation=observation,
-        returncode=0 if result.passed else 1,
-        bad_action=False,
-        summary=observation.splitlines()[0][:200],
-        lessons="" if result.passed else result.comment,
-        marks=marks,
-    )
+    reviewed = replace(node, observation=observation, returncode=0 if result.passed else 1, marks=marks)
+    found = Verdict(False, observation.splitlines()[0][:200], "" if result.passed else result.comment)
+    answered = verdict.given(reviewed, found)
     if not result.passed and record["rounds"] >= config.max_review_rounds:  # the failed round is still recorded
         update |= end(record, f"{record['rounds']} review rounds failed (navigator.max_review_rounds)")
         update.pop("pending")
-    return ActionResult(judged, update=update)
+    return ActionResult(answered, update=update)
 
 
 def consult(ctx: AgentContext, state: AgentState, node: OperationNode) -> ActionResult:

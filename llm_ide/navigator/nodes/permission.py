@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from llm_ide import verdict
 from llm_ide.conversation import params_text
 from llm_ide.navigator.gate import diff_preview, gated
 from llm_ide.navigator.nodes.consult import review
@@ -13,10 +14,10 @@ from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest
 from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
 from llm_ide.nodes.render_context import code_context_text
 from llm_ide.prompting import render_string, truncate
-from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import ActionResult, ActionRun
+from llm_ide.variant import ActionResult, ActionRun, AgentContext
+from llm_ide.verdict import Verdict
 
 
 def permission_request(ctx: AgentContext, state: AgentState, node: OperationNode) -> PermissionRequest:
@@ -66,13 +67,11 @@ def permission(ctx: AgentContext, state: AgentState, node: OperationNode, run: A
     record["decisions"].append({"step": state.get("n_operations", 0), **entry, "cost": decision.usage.cost})
     if decision.approved:
         return run(node).merged({"navigator": record})
-    denied = replace(
+    refused = replace(
         node,
         observation=render_string(config.templates.denied, reason=decision.reason, by=decision.by),
         returncode=-1,
-        bad_action=True,
-        summary=f"Denied by the navigator ({decision.by}).",
-        lessons=decision.reason,
         marks={**node.marks, "denied": {"reason": decision.reason, "by": decision.by}},
     )
+    denied = verdict.given(refused, Verdict(True, f"Denied by the navigator ({decision.by}).", decision.reason))
     return ActionResult(denied, update={"navigator": record})

@@ -5,8 +5,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.navigator.records import end, navigator_of, record_of, spend, turn_limit
-from llm_ide.resources import AgentContext
 from llm_ide.state.graph_state import AgentState
+from llm_ide.variant import AgentContext
 
 
 def plan(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from langgraph.runtime import Runtime
 
 from llm_ide.reproduction.record import PhaseState, original, record_of
 from llm_ide.reproduction.script import reproduction_script
-from llm_ide.resources import AgentContext
+from llm_ide.variant import AgentContext
 
 
 def reproduce_before(state: PhaseState, runtime: Runtime[AgentContext]) -> dict[str, Any]:

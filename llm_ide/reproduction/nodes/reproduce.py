@@ -5,9 +5,8 @@ from typing import Any
 
 from llm_ide.prompting import render_string, truncate
 from llm_ide.reproduction.record import run_all
-from llm_ide.resources import AgentContext
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import ActionResult
+from llm_ide.variant import ActionResult, AgentContext
 
 
 def reproduce(ctx: AgentContext, state: dict[str, Any], node: OperationNode) -> ActionResult:

@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.record import PhaseState, original, record_of
 from llm_ide.reproduction.script import remove_reproduction_script, reproduction_script
-from llm_ide.resources import AgentContext
+from llm_ide.variant import AgentContext
 
 
 def validate_reproduction(state: PhaseState, runtime: Runtime[AgentContext]) -> dict[str, Any]:

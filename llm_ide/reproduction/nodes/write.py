@@ -5,12 +5,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.nodes.act import Spending
-from llm_ide.parsing import extract_tag
+from llm_ide.nodes.model_call import Spending
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.record import PhaseState, record_of
-from llm_ide.resources import AgentContext
-from llm_ide.variant import ModelRequest
+from llm_ide.text import extract_tag
+from llm_ide.variant import AgentContext, ModelRequest
 
 FENCE = re.compile(r"^```[\w+-]*\n(.*?)\n?```$", re.DOTALL)
 
@@ -41,7 +40,7 @@ def write_reproduction(state: PhaseState, runtime: Runtime[AgentContext]) -> dic
         {"role": "user", "content": prompt},
     ]
     spending = Spending(ctx, state)  # type: ignore[arg-type]
-    reply, usage = spending(ModelRequest("write_reproduction", messages)).text, spending.usage
+    reply, usage = spending(ModelRequest("write_reproduction", messages)).text, spending.spent()["usage"]
     number = len(record["candidates"]) + 1
     content = script_in(reply)
     pending = {"name": f"reproduce_{number}.py", "content": content + "\n", "source": "generated", "number": number}

@@ -1,0 +1,165 @@
+"""A chat model's provider, read: a reply's tool calls as data (`calls_of`), a streamed reply summed into one message
+whose tool calls are read as strictly as a whole reply's, and a request's tokens estimated before the server counts
+them, learnt from its counts (`TokenEstimates`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from llm_ide.calls import Call, Message, ToolCall, estimate_tokens
+from llm_ide.endpoint import BadCompletion
+from llm_ide.text import clean_text
+
+MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
+REQUEST_TOKENS = 3  # around the whole prompt (the assistant's turn opened)
+
+
+def calls_of(message: Any) -> tuple[ToolCall, ...]:
+    """The tool calls of a langchain AI message, as data: those whose arguments parsed (their JSON again), then
+    those whose arguments did not (their text as sent)."""
+    parsed = [(c, arguments_json(c.get("args"))) for c in message.tool_calls]
+    broken = [(c, clean_text(str(c.get("args") or ""))) for c in getattr(message, "invalid_tool_calls", None) or []]
+    return tuple(ToolCall(str(c.get("name") or ""), args, str(c.get("id") or "")) for c, args in parsed + broken)
+
+
+def arguments_json(args: Any) -> str:
+    """Parsed arguments as JSON text again; arguments too deep to write are said as such (the reader refuses them)."""
+    try:
+        return clean_text(json.dumps(args if args is not None else {}, ensure_ascii=False))
+    except (RecursionError, ValueError, TypeError) as error:
+        return f"<arguments that cannot be written as JSON: {type(error).__name__}>"
+
+
+def sent_text(message: Message) -> str:
+    """A message's text as its server sees it: its content, and the tool calls it holds (their JSON)."""
+    calls = message.get("tool_calls") or []
+    return str(message.get("content") or "") + "".join(
+        json.dumps(call.get("args", {})) + call["name"] for call in calls
+    )
+
+
+def estimate_prompt_tokens(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
+    """The prompt's tokens for a chat server: each message's with the template's markers around it, and the tools'
+    definitions (which a server renders into the prompt as JSON)."""
+    tokens = REQUEST_TOKENS + sum(MESSAGE_TOKENS + estimate_tokens(sent_text(message)) for message in messages)
+    return tokens + (estimate_tokens(json.dumps(tools)) if tools else 0)
+
+
+class TokenEstimates:
+    """One model's token estimates before its server counts them (the live line's, a reply without usage): the
+    heuristic's, scaled by how the server's counts compared with it so far (a running mean). The tools' definitions
+    have their own factor: a server may render them into the prompt (OpenAI's, Anthropic's, most chat templates) or
+    not show them at all (a template without tools)."""
+
+    WEIGHT = 0.5  # of the latest call's ratio in the running one
+    MAX_TOOLS_FACTOR = 3.0
+
+    def __init__(self) -> None:
+        self.prompt_ratio = self.output_ratio = self.tools_factor = 1.0
+        self.learnt = self.learnt_tools = False
+
+    @staticmethod
+    def parts(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions."""
+        return estimate_prompt_tokens(messages), estimate_tokens(json.dumps(tools)) if tools else 0
+
+    def scaled(self, parts: tuple[int, int]) -> int:
+        return round(parts[0] * self.prompt_ratio + parts[1] * self.tools_factor)
+
+    def prompt(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
+        return self.scaled(self.parts(messages, tools))
+
+    def output(self, text: str) -> int:
+        return round(estimate_tokens(text) * self.output_ratio)
+
+    def learn(self, parts: tuple[int, int], text: str, input_tokens: int, output_tokens: int) -> None:
+        """A call's counts as its server gave them, beside the heuristic's `parts` of its prompt and its reply. With
+        tools, what the messages do not explain is the tools' (their factor learnt); without, the messages' ratio."""
+        messages, tools = parts
+        if messages <= 0 or input_tokens <= 0:
+            return
+        if tools:
+            weight = self.WEIGHT if self.learnt_tools else 1.0
+            factor = min(self.MAX_TOOLS_FACTOR, max(0.0, (input_tokens - messages * self.prompt_ratio) / tools))
+            self.tools_factor += weight * (factor - self.tools_factor)
+            self.learnt_tools = True
+        else:
+            weight = self.WEIGHT if self.learnt else 1.0
+            self.prompt_ratio += weight * (input_tokens / messages - self.prompt_ratio)
+            self.learnt = True
+        written = estimate_tokens(text)
+        if written >= 20 and output_tokens > 0:  # a reply long enough to say something
+            self.output_ratio += self.WEIGHT * (output_tokens / written - self.output_ratio)
+
+
+def streamed(
+    chat: Any, payload: Any, hints: dict[str, Any], call: Call, alive: Callable[[], None] | None = None
+) -> Any:
+    """`chat`'s reply requested as a stream, each piece of text told to `call` as it arrives (`alive` called for each
+    piece of the reply, text or tool call), the pieces summed into one message (its text and usage; an OpenAI-style
+    endpoint is asked to send the usage at the end)."""
+    from langchain_openai import ChatOpenAI
+
+    options = {"stream_usage": True} if isinstance(chat, ChatOpenAI) else {}
+    if call.streamed:  # a retry after a stream that broke off
+        call.start()
+    message = None
+    for chunk in chunks_of(chat.stream(payload, **hints, **options)):
+        message = chunk if message is None else message + chunk
+        arguments = "".join(str(part.get("args") or "") for part in getattr(chunk, "tool_call_chunks", None) or [])
+        if chunk.text or arguments:
+            call.text(chunk.text, arguments)
+            if alive is not None:
+                alive()
+    if message is None:
+        raise BadCompletion("the streamed reply held nothing")
+    return strict_calls(message)
+
+
+class NotStreamed(Exception):
+    """The endpoint answered a request for a stream with no stream (a server that does not stream): ask it whole."""
+
+
+def chunks_of(stream: Iterator[Any]) -> Iterator[Any]:
+    """A reply's chunks as they come; an endpoint that sent none as a stream (it answered with one body) raises
+    NotStreamed."""
+    try:
+        yield from stream
+    except ValueError as error:
+        if "No generation chunks" in str(error):
+            raise NotStreamed(str(error)) from None
+        raise
+
+
+def strict_calls(message: Any) -> Any:
+    """A streamed message whose tool calls are read as a whole reply's are: arguments that are not JSON make an
+    invalid call (a stream's chunks are parsed leniently, as partial JSON: `{not json` would be a call without
+    arguments)."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.messages.tool import invalid_tool_call, tool_call
+
+    chunks = getattr(message, "tool_call_chunks", None) or []
+    if not chunks:
+        return message
+    good, broken = [], []
+    for chunk in chunks:
+        name, raw, call_id = chunk.get("name") or "", chunk.get("args") or "", chunk.get("id")
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except ValueError as error:
+            broken.append(invalid_tool_call(name=name, args=raw, id=call_id, error=str(error)))
+            continue
+        if isinstance(args, dict):
+            good.append(tool_call(name=name, args=args, id=call_id))
+        else:
+            broken.append(invalid_tool_call(name=name, args=raw, id=call_id, error="the arguments are not an object"))
+    return AIMessage(
+        content=message.content,
+        tool_calls=good,
+        invalid_tool_calls=broken,
+        usage_metadata=message.usage_metadata,
+        response_metadata=message.response_metadata,
+        id=message.id,
+    )
