@@ -4,6 +4,7 @@ by: a tag's content, the first sentence of a paragraph."""
 from __future__ import annotations
 
 import re
+from typing import AnyStr
 
 from llm_ide.errors import FormatError
 
@@ -16,6 +17,19 @@ def clean_text(text: str) -> str:
     if "\0" in text:
         text = text.replace("\0", "\ufffd")
     return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def shared_start(first: AnyStr, second: AnyStr) -> int:
+    """The length of the start two texts share: a binary search over C-level comparisons of slices (a loop over
+    the characters, as `os.path.commonprefix` runs, costs milliseconds on a prompt)."""
+    low, high = 0, min(len(first), len(second))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if first[low:middle] == second[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def first_sentence(text: str) -> str:

@@ -6,7 +6,6 @@ is its snapshot."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,6 +13,7 @@ from llm_ide.conversation import params_text
 from llm_ide.pricing import Price, price_of
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode
+from llm_ide.text import shared_start
 from llm_ide.variant import AgentContext
 
 TURN_CHARS = 140  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
@@ -112,7 +112,7 @@ class Ledger:
     def renewed(self, old: str, new: str) -> float:
         """The deficit once the call to come has sent the snapshot `new` in place of `old` (the prefix they share is
         a re-read)."""
-        return self.after(len(new), len(new) - len(os.path.commonprefix([old, new])))
+        return self.after(len(new), len(new) - shared_start(old, new))
 
     def allows(self, deficit: float, length: int, overspend: float) -> bool:
         """Whether a renewal to a snapshot of `length` characters, after which the memory's cost less full history's
@@ -130,4 +130,4 @@ class Ledger:
 def new_chars(old: str, new: str, latest: int) -> int:
     """What sending the snapshot `new` in place of `old` sends uncached, but for the `latest` characters, which the
     turns would send anyway."""
-    return max(0, len(new) - len(os.path.commonprefix([old, new])) - latest)
+    return max(0, len(new) - shared_start(old, new) - latest)

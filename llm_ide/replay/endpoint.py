@@ -6,7 +6,6 @@ arguments) with its tools, as sent, after the system message: the prompt a provi
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from llm_ide.inspector.load import content_text
+from llm_ide.text import shared_start
 
 Answer = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 
@@ -26,7 +26,7 @@ def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]])
         if old.get("role") != new.get("role"):
             break
         if a != b:
-            return shared + len(os.path.commonprefix([a, b]))
+            return shared + shared_start(a, b)
         shared += len(a)
     return shared
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
+from llm_ide.text import shared_start
 
 GZIP = 31  # zlib's wbits for a gzip container
 LEVEL = 6
@@ -55,18 +56,6 @@ def parse_records(lines: list[bytes] | list[str]) -> list[dict[str, Any]]:
             previous = record["prompt"] if isinstance(record.get("prompt"), str) else previous
             records.append(record)
     return records
-
-
-def shared_start(first: str, second: str) -> int:
-    """The length of the start two texts share (a binary search over C-level comparisons of slices)."""
-    low, high = 0, min(len(first), len(second))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if first[low:middle] == second[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def encoded(records: list[dict[str, Any]], previous: str = "") -> tuple[bytes, str]:
