@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
+from llm_ide.text import shared_start
+
 if TYPE_CHECKING:
     from tree_sitter import Language, Node, Parser, Tree
 
@@ -161,25 +163,12 @@ def _parse(data: bytes, old: bytes, tree: Tree | None) -> Tree:
     """A parse of `data`, reusing `tree` (the parse of `old`) through the one edited span between them."""
     if tree is None:
         return _parser().parse(data)
-    start = _common_prefix(old, data)
-    tail = _common_prefix(old[start:][::-1], data[start:][::-1])
+    start = shared_start(old, data)
+    tail = shared_start(old[start:][::-1], data[start:][::-1])
     old_end, new_end = len(old) - tail, len(data) - tail
     edited = tree.copy()
     edited.edit(start, old_end, new_end, _point(old, start), _point(old, old_end), _point(data, new_end))
     return _parser().parse(data, edited)
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """The length of the longest common prefix (a binary search over memcmp'd views)."""
-    low, high = 0, min(len(a), len(b))
-    first, second = memoryview(a), memoryview(b)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if first[low:middle] == second[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _point(data: bytes, offset: int) -> tuple[int, int]:
