@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 
@@ -113,24 +115,27 @@ TOKEN_PIECES = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]|_")
 WORD, LONG_WORD_LETTER, CAMEL_CASE, LINE, INDENT, DIGIT, MARK = 1.26, 0.04, 1.84, 1.6, 0.67, 1.46, 0.37
 
 
+@lru_cache(maxsize=64)  # a prompt's messages come again in the next call (the system part, earlier turns)
 def estimate_tokens(text: str) -> int:
     """The tokens of `text` for a BPE tokenizer, without the tokenizer: within ±10% of a server's count on the
-    prompts of an agent (code, command output, prose)."""
-    total = 0.0
-    for piece in TOKEN_PIECES.findall(text):
-        first = piece[0]
-        if first.isalpha():
-            total += WORD + LONG_WORD_LETTER * max(0, len(piece) - 4)
-            total += CAMEL_CASE if not piece.isupper() and any(char.isupper() for char in piece[1:]) else 0.0
-        elif first == "\n":
-            total += LINE
-        elif first == " ":
-            total += INDENT if len(piece) > 1 else 0.0
-        elif first.isdigit():
-            total += DIGIT
-        elif not first.isspace():
-            total += MARK
-    return round(total)
+    prompts of an agent (code, command output, prose). Each distinct piece is weighed once."""
+    return round(sum(count * piece_tokens(piece) for piece, count in Counter(TOKEN_PIECES.findall(text)).items()))
+
+
+@lru_cache(maxsize=65536)
+def piece_tokens(piece: str) -> float:
+    """The tokens one piece (a word, a digit, a newline, a run of spaces, a mark) stands for."""
+    first = piece[0]
+    if first.isalpha():
+        camel = not piece.isupper() and any(char.isupper() for char in piece[1:])
+        return WORD + LONG_WORD_LETTER * max(0, len(piece) - 4) + (CAMEL_CASE if camel else 0.0)
+    if first == "\n":
+        return LINE
+    if first == " ":
+        return INDENT if len(piece) > 1 else 0.0
+    if first.isdigit():
+        return DIGIT
+    return 0.0 if first.isspace() else MARK
 
 
 @dataclass

@@ -35,13 +35,14 @@ def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("shared_dir")  # the CooperBench task, the real trajectories live in ../shared
 
 
-SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_tools"}  # over ~30 s even when quick
+SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_step_cpu", "bench_tools"}  # over ~30 s even when quick
 DOCKER = {"bench_batch", "bench_env", "bench_ray", "bench_tools"}
 INVARIANTS = {  # what a quick run reports about itself, whatever the machine's speed
     "bench_attempts": {"steps": "2"},
     "bench_coop": {"pairs": "1", "matches_gold": "1/1"},
     "bench_cost": {"same_tree": "true"},
     "bench_sampling": {"steps": "6", "k1_calls": "11"},
+    "bench_step_cpu": {"steps": "25", "rounds": "1"},
     "bench_inspector": {"steps": "20", "operations": "20", "drawn": "20"},
     "bench_replay": {"runs": "2", "same_tree": "2/2"},
     "bench_reproduction": {"execution_picks_resolved": "1/1", "written_execution_picks_resolved": "1/1", "tasks": "1"},

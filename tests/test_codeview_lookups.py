@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.codeview import CodeView, LocalFiles
+from llm_ide.codeview import CodeView, FileIndex, LocalFiles, build_index
 from llm_ide.environments.base import FileSnapshot
 from llm_ide.state.context import Chunk, Scope
 
@@ -213,3 +213,38 @@ def test_parse_cache_is_bounded(tmp_path: Path) -> None:
     assert list(view._parsed) == ["b.py", "c.py"]
     assert view.render(chunks[:1]) == "### File: `a.py`\n     1\tdef a():\n     2\t    return 1"
     assert list(view._parsed) == ["c.py", "a.py"]
+
+
+def index_shape(index: FileIndex) -> tuple[list[tuple[int, ...]], list[tuple[object, ...]], list[int]]:
+    frames = [(f.start, f.header_end, f.end, f.parent, f.owner) for f in index.frames]
+    definitions = [(d.frame, d.start, d.end, d.class_name, d.function) for d in index.definitions]
+    return frames, definitions, index.frame_at
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("        def helper():", "        def helper_two(a,\n                       b):"),  # a renamed, longer header
+        ("    @property\n", ""),  # a decorator gone: the definition starts later
+        ("def make():", "def make(:"),  # a syntax error: ERROR nodes
+        ("import os\n", "import os\nif os.name:\n    def posix():\n        pass\nelse:\n    pass\n"),  # frames added
+        ("        return self._value", "        return self._valué"),  # a multi-byte character
+        (SOURCE, ""),  # everything deleted
+    ],
+)
+def test_an_edited_file_is_parsed_from_its_former_parse_as_a_fresh_parse_would(old: str, new: str) -> None:
+    before = build_index("m.py", SOURCE.encode(), 1)
+    edited = SOURCE.replace(old, new, 1).encode()
+    incremental, fresh = build_index("m.py", edited, 2, before), build_index("m.py", edited, 2)
+    assert index_shape(incremental) == index_shape(fresh)
+    assert incremental.tree is not None and incremental.tree is not before.tree
+    assert index_shape(build_index("m.py", SOURCE.encode(), 3, incremental)) == index_shape(before)  # and back again
+
+
+def test_the_view_parses_an_edited_file_from_its_former_parse(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(SOURCE)
+    view = CodeView(LocalFiles(tmp_path))
+    assert [scope.function for scope in view.scopes("m.py", [11])] == ["method.helper"]
+    (tmp_path / "m.py").write_text(SOURCE.replace("def helper():", "def helping():"))
+    assert [scope.function for scope in view.scopes("m.py", [11])] == ["method.helping"]
+    assert view.symbol_scope("m.py", "Outer.Inner.method.helper") is None

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
+from llm_ide.text import shared_start
+
 if TYPE_CHECKING:
-    from tree_sitter import Language, Node, Parser
+    from tree_sitter import Language, Node, Parser, Tree
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
 DEFINITIONS = frozenset({"function_definition", "class_definition"})
@@ -59,6 +61,7 @@ class FileIndex:
     definitions: list[Definition] = field(default_factory=list)
     by_qualname: dict[str, list[int]] = field(default_factory=dict)
     _rows: list[str] = field(default_factory=list)
+    tree: Tree | None = None  # the parse, kept so the next version of the file parses incrementally
     chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
 
     @property
@@ -147,11 +150,30 @@ def display_lines(data: bytes) -> list[str]:
     return lines
 
 
-def build_index(path: str, data: bytes, mtime_ns: int) -> FileIndex:
+def build_index(path: str, data: bytes, mtime_ns: int, previous: FileIndex | None = None) -> FileIndex:
+    """The index of `data`; `previous` (the index of the file's former content) lets tree-sitter reparse only what
+    changed."""
     index = FileIndex(data=data, mtime_ns=mtime_ns, lines=display_lines(data))
     if is_python(path, data):
-        _index_python(index)
+        _index_python(index, _parse(data, previous.data if previous else b"", previous.tree if previous else None))
     return index
+
+
+def _parse(data: bytes, old: bytes, tree: Tree | None) -> Tree:
+    """A parse of `data`, reusing `tree` (the parse of `old`) through the one edited span between them."""
+    if tree is None:
+        return _parser().parse(data)
+    start = shared_start(old, data)
+    tail = shared_start(old[start:][::-1], data[start:][::-1])
+    old_end, new_end = len(old) - tail, len(data) - tail
+    edited = tree.copy()
+    edited.edit(start, old_end, new_end, _point(old, start), _point(old, old_end), _point(data, new_end))
+    return _parser().parse(data, edited)
+
+
+def _point(data: bytes, offset: int) -> tuple[int, int]:
+    """(row, byte column) of `offset`."""
+    return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
 
 
 @cache
@@ -192,12 +214,13 @@ def _end_row(node: Node) -> int:
     return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row
 
 
-def _index_python(index: FileIndex) -> None:
+def _index_python(index: FileIndex, tree: Tree) -> None:
     frame_ids, descend_ids, definition_ids, colon_id, block_id, decorated_id = _kind_ids()
+    index.tree = tree
     frames = index.frames
     definitions = index.definitions
     # (node, parent frame, owner definition, start row given by an enclosing decorated_definition)
-    stack: list[tuple[Node, int, int, int]] = [(_parser().parse(index.data).root_node, -1, -1, -1)]
+    stack: list[tuple[Node, int, int, int]] = [(tree.root_node, -1, -1, -1)]
     while stack:
         node, parent, owner, start_row = stack.pop()
         kind = node.kind_id

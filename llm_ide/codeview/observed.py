@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from llm_ide.codeview.matching import UNNAMED, LineKeys, Row, numbered_row, plain_row, runs
@@ -77,7 +78,13 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
 def paths_named(texts: list[str], workdir: str) -> list[str]:
     """Path-like words of the texts (commands, outputs), in first-seen order; `workdir/a.py` as `a.py`."""
     prefix = workdir.rstrip("/") + "/"
-    return list(dict.fromkeys(path for text in texts for path in PATH_WORD.findall(text.replace(prefix, " "))))
+    return list(dict.fromkeys(path for text in texts for path in _paths_in(text, prefix)))
+
+
+@lru_cache(maxsize=4096)
+def _paths_in(text: str, prefix: str) -> tuple[str, ...]:
+    """One text's path-like words (memoised: every step asks again about the same earlier outputs)."""
+    return tuple(PATH_WORD.findall(text.replace(prefix, " ")))
 
 
 def _command_paths(command: str) -> list[str]:

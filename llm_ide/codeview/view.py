@@ -16,7 +16,8 @@ class CodeView:
     """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`.
 
     The latest read of each path is kept; parses (`FileIndex`) are cached per path, at most `max_files` of them
-    (least recently used go first), and reused while size, mtime and content are unchanged. Reads: `render`
+    (least recently used go first), reused while size, mtime and content are unchanged (a changed file is parsed
+    again from its former parse: tree-sitter redoes only the edited span). Reads: `render`
     re-reads all its files in one `read_files` call (never stale); `scopes`, `symbol_scope` and `definition_range`
     re-read their file (they follow actions that may have changed it; pass `fresh=False` after a `refresh`); the
     hot per-step lookups `covers`, `chunk_size`, `exists` and `line_count` use the latest read and read only files
@@ -167,7 +168,8 @@ class CodeView:
         entry = self._current[path]
         if entry is None or isinstance(entry, FileIndex):
             return entry
-        index = self._current[path] = self._parsed[path] = build_index(path, entry.data, entry.mtime_ns)
+        previous = self._parsed.get(path)  # the file's former parse: only its edited span is parsed again
+        index = self._current[path] = self._parsed[path] = build_index(path, entry.data, entry.mtime_ns, previous)
         self._parsed.move_to_end(path)
         while len(self._parsed) > self.max_files:
             evicted, _ = self._parsed.popitem(last=False)

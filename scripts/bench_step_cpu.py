@@ -1,0 +1,143 @@
+#!/usr/bin/env python
+"""Machinery CPU per step: llm-ide against mini-swe-agent on the same scripted session, through one endpoint.
+
+Both agents play the session of bench_cost.py (the same generated steps over a git repository of large standard-library
+copies, the same loopback OpenAI-compatible endpoint, mini-swe-agent from its own venv with its default config), one
+after the other, `--rounds` times in turn (llm-ide, mini, llm-ide, mini, ...). When a request arrives the endpoint reads
+the CPU time (user + system) the agent's own process has used so far (/proc/PID/stat: all its threads, not the
+commands it runs, which are its children). An agent's CPU per step at step N is its CPU from the first request of
+step N-9 to the first request of step N+1, over 10: what the agent does between two model replies (its prompt, the
+call, parsing, in-process actions such as views and edits, checkpoints, trajectory) without the commands' own CPU. The
+median of the rounds is shown; the ratio llm-ide / mini compares them side by side in one run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from bench_cost import (
+    HERE,
+    MINI,
+    Agent,
+    Endpoint,
+    llm_ide_command,
+    mini_python,
+    replies_of,
+)
+from bench_cost_session import mini_responses, verdict_words, with_check_script
+from bench_session_script import TASK, make_repo, session_script
+from rich.console import Console
+from rich.table import Table
+
+from llm_ide.config import load_config
+
+MARKS = (10, 50, 100)
+WINDOW = 10
+TICKS = os.sysconf("SC_CLK_TCK")
+OURS = "llm-ide@gpt"
+
+
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system, all threads, no children) the process `pid` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class CpuEndpoint(Endpoint):
+    """bench_cost's endpoint, also noting the asking agent's CPU (by step) as each request arrives."""
+
+    def __init__(self, agents: dict[str, Agent], wire: Path) -> None:
+        super().__init__(agents, wire)
+        self.pid: int | None = None
+        self.cpu: dict[str, dict[int, float]] = {name: {} for name in agents}
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        agent = self.agents.get(body.get("model", ""))
+        if agent is not None and self.pid is not None and len(agent.calls) < len(agent.replies):
+            step = agent.replies[len(agent.calls)][0]
+            self.cpu[agent.name].setdefault(step, process_cpu(self.pid))
+        return super().answer(body)
+
+
+def play(endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path) -> dict[int, float]:
+    """One run of `agent` (its calls and CPU marks reset): the CPU at the first request of each step."""
+    agent.calls, agent.previous, endpoint.cpu[agent.name] = [], [], {}
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        endpoint.pid = process.pid
+        process.wait()
+    endpoint.pid = None
+    if process.returncode != 0 or len(agent.calls) != len(agent.replies):
+        tail = log.read_text(errors="replace")[-2000:]
+        raise SystemExit(f"{agent.name} did not play the session out ({len(agent.calls)} calls):\n{tail}")
+    return endpoint.cpu[agent.name]
+
+
+def per_step_ms(cpu: dict[int, float], mark: int) -> float:
+    """Milliseconds of CPU per step over the WINDOW steps ending at `mark`."""
+    return (cpu[mark + 1] - cpu[mark + 1 - WINDOW]) / WINDOW * 1000
+
+
+def command_of(agent: Agent, repo: Path, task: Path, url: str, steps: int, mini: Path, single_call: bool) -> list[str]:
+    """The command that runs `agent` on the session (mini-swe-agent with the interpreter of its own venv)."""
+    if agent.name != MINI:
+        return llm_ide_command(agent, repo, task, url, steps, agent.folder.parent, single_call)
+    output = agent.folder / "mini.traj.json"
+    return [str(mini), str(HERE / "bench_cost_mini.py"), str(task), str(repo), str(output), agent.model, url]
+
+
+def main(
+    rounds: Annotated[int, typer.Option(help="Runs of each agent, in turn; the median is shown.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
+    quick: Annotated[bool, typer.Option(help="One round of a 25-step session (figures at 10, 20).")] = False,
+) -> None:
+    console = Console()
+    marks, rounds = ((10, 20), 1) if quick else (MARKS, rounds)
+    steps = max(marks) + 5
+    single_call = load_config("default").agent.single_call
+    python = mini_python(console)
+    with tempfile.TemporaryDirectory(prefix="bench-step-cpu-") as temporary:
+        workdir = Path(temporary)
+        task = workdir / "task.md"
+        task.write_text(TASK)
+        template = make_repo(workdir / "template")
+        script = with_check_script(session_script(template, steps, seed))
+        matches = load_config("default").agent.search_max_results
+        said = ["", *map(verdict_words, script[1::2])] if single_call else None
+        agents = {
+            OURS: Agent(OURS, replies_of(script, single_call), workdir / "ours"),
+            MINI: Agent(MINI, list(enumerate(mini_responses(template, script[0::2], matches, said), 1)), workdir),
+        }
+        endpoint = CpuEndpoint(agents, workdir / "wire.jsonl")
+        os.environ.update(MSWEA_SILENT_STARTUP="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+        samples: dict[str, list[dict[int, float]]] = {name: [] for name in agents}
+        with endpoint.loopback:
+            for number in range(rounds):
+                for name, agent in agents.items():
+                    run = workdir / f"{name}-{number}"
+                    repo = make_repo(run / "repo")
+                    agent.folder = run / "out"
+                    agent.folder.mkdir(parents=True)
+                    command = command_of(agent, repo, task, endpoint.loopback.url, steps, python, single_call)
+                    samples[name].append(play(endpoint, agent, command, run / "console.log"))
+        endpoint.wire.close()
+    table = Table(title=f"machinery CPU per step (ms; median of {rounds} round(s), {WINDOW} steps up to the mark)")
+    for column in ("step", "llm-ide", "mini-swe-agent", "llm-ide / mini"):
+        table.add_column(column, justify="right")
+    pairs = []
+    for mark in marks:
+        ours, mini = (statistics.median(per_step_ms(cpu, mark) for cpu in samples[name]) for name in (OURS, MINI))
+        table.add_row(str(mark), f"{ours:.1f}", f"{mini:.1f}", f"{ours / mini:.2f}")
+        pairs += [f"ours_ms_{mark}={ours:.1f}", f"mini_ms_{mark}={mini:.1f}", f"ratio_{mark}={ours / mini:.2f}"]
+    console.print(table)
+    console.print(f"RESULT steps={steps} rounds={rounds} {' '.join(pairs)}", soft_wrap=True)
+
+
+if __name__ == "__main__":
+    typer.run(main)
