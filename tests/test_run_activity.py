@@ -109,10 +109,18 @@ def test_a_terminal_shows_the_running_command_its_seconds_and_latest_line(tmp_pa
 def test_ctrl_c_during_a_command_keeps_the_runs_time(tmp_path: Path) -> None:
     """Ctrl-C (synchronised on a file the command writes) ends the run `interrupted`, its time in `info.elapsed`."""
     started = tmp_path / "repo" / "started"  # where the (sandboxed) command may write
-    argv = run_argv(tmp_path, f"touch started; while [ ! -e {tmp_path / 'gate'} ]; do sleep 0.05; done")
+    gate = tmp_path / "gate"  # present for the rerun: its command ends at once
+    wait = f"sleep 1.5; touch started; while [ ! -e {gate} ]; do sleep 0.05; done"
+    argv = run_argv(tmp_path, f"[ -e {gate} ] || {{ {wait}; }}")
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     stdout, stderr = interrupt_when(started, process)
     assert process.returncode == 130, stdout + stderr
     info = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]
     assert info["exit_status"] == "interrupted" and info["elapsed"] > 0
     assert stderr.startswith("interrupted: saved at its last completed step")
+    gate.touch()  # the rerun runs the cut command again (at once now) and finishes
+    rerun = subprocess.run(argv, capture_output=True, text=True, env=ENV, timeout=180)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    resumed = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]
+    assert info["elapsed"] >= 1.5 and resumed["exit_status"] == "submitted"
+    assert resumed["elapsed"] > info["elapsed"]  # the cut step's time is the resumed run's too

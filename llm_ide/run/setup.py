@@ -18,7 +18,7 @@ from llm_ide.settings import CoreSettings
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.installer import install_tools as install
 from llm_ide.tools.installer import tool_usage_text
-from llm_ide.variant import AgentContext, Opening, Variants
+from llm_ide.variant import AgentContext, Clock, Opening, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import restorer, snapshotter
 
@@ -81,6 +81,7 @@ def build_context(
     on_command: CommandListener | None = None,
     variants: Variants | None = None,
     folder: Path | None = None,
+    clock: Clock | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
@@ -104,6 +105,7 @@ def build_context(
         snapshot_patch=snapshotter(env, base, settings) if base else None,
         restore_worktree=restorer(env, base, settings) if base else None,
         variants=compose(settings) if variants is None else variants,
+        clock=clock or Clock(),
     )
     opening = Opening(model_spec, base_url, on_model_call, models)
     ctx.resources.update((variant.name, variant.open(ctx, opening)) for variant in ctx.variants)

@@ -4,6 +4,7 @@ exit status) and its result. Drivers of several runs at a task make each of them
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
 from llm_ide.settings import CoreSettings
-from llm_ide.variant import AgentContext, Variant, Variants
+from llm_ide.variant import AgentContext, Clock, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
@@ -155,6 +156,18 @@ class Driver:
         }
 
 
+def unrecorded_time(trajectory: Path, thread: Thread) -> float:
+    """What a stopped run spent after its last checkpoint (its trajectory's `info.elapsed` past its state's): the
+    resumed run counts it, so a step cut by Ctrl-C or an error is not lost from its time."""
+    if not thread.resumed:
+        return 0.0
+    try:
+        info = json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
+        return max(0.0, float(info.get("elapsed") or 0.0) - float(thread.values.get("elapsed") or 0.0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
+
+
 @dataclass
 class Stream:
     """The run under way: its environment opened, its context built, its graph streamed until it ends."""
@@ -235,6 +248,7 @@ class Stream:
             on_model_call=listeners.on_model_call,
             on_command=listeners.command_listener(request.run_id),
             folder=request.output_dir,
+            clock=Clock(time.monotonic() - unrecorded_time(self.outputs.recorder.path, self.thread)),
         )
         self.ctx = ctx
         log.info(
