@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shlex
 import time
@@ -8,7 +10,7 @@ from typing import Any
 
 from llm_ide.codeview import CodeView
 from llm_ide.codeview.observed import observed_scopes
-from llm_ide.environments.base import Environment, OutsideRepository
+from llm_ide.environments.base import UNNAMEABLE, Environment, OutsideRepository
 from llm_ide.environments.live import CommandListener, watched
 from llm_ide.parsing import Grammar
 from llm_ide.prompting import render, truncate
@@ -305,6 +307,7 @@ def submit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     return ActionOutcome(ws.observe("submit"), 0, submitted=True)
 
 
+PATH_ERRORS = UNNAMEABLE | {errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
 ACTIONS = {f.__name__: f for f in (view, view_symbol, search, edit, create, bash, submit)}
 CORE_GRAMMAR = Grammar.of(tuple(ACTIONS), frozenset({"submit"}))
 
@@ -323,6 +326,10 @@ def execute_action(ws: Codebase, action_type: str, params: dict[str, Any]) -> Ac
         outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=str(error)), 2)
     except OutsideRepository as error:
         outcome = ActionOutcome(ws.observe("outside_repository", path=error.path), 2)
+    except OSError as error:  # a path no file can have or be written at: the model is told, the run goes on
+        if error.errno not in PATH_ERRORS:
+            raise
+        outcome = ActionOutcome(ws.observe("bad_params", action_type=action_type, error=os.strerror(error.errno)), 2)
     outcome.observation = redact(outcome.observation)
     outcome.duration = time.perf_counter() - started
     return outcome

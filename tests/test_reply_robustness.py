@@ -106,6 +106,31 @@ def test_any_arguments_of_any_action_are_an_action_or_a_format_error(name: str, 
     check()
 
 
+@pytest.mark.parametrize("path", ["1" * 5000, "pkg/" + "x" * 300 + ".py", "loop/a.py"])
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        ("view", {}),
+        ("view_symbol", {"symbol": "f"}),
+        ("search", {"pattern": "f"}),
+        ("edit", {"old_str": "a", "new_str": "b"}),
+        ("create", {"content": "x = 1\n"}),
+        ("bash", {}),
+    ],
+)
+def test_a_path_no_file_can_have_is_an_observation(name: str, extra: dict[str, Any], path: str, codebase: Any) -> None:
+    """A name too long for the file system, or a loop of links: the action says so (or finds nothing), the run goes
+    on; a command whose output names such a path is observed as any other."""
+    loop = Path(codebase.env.repo) / "loop"
+    if not loop.is_symlink():
+        loop.symlink_to("loop")
+    params = {"command": f"echo {path}:1: def f"} if name == "bash" else {"path": path, **extra}
+    outcome = execute_action(codebase, name, params)
+    assert isinstance(outcome.observation, str) and outcome.observation
+    assert (outcome.returncode == 0) == (name == "bash"), outcome.observation  # the file actions find no such file
+    assert execute_action(codebase, "view", {"path": "pkg/a.py"}).returncode == 0  # and the next action works
+
+
 @pytest.mark.parametrize(
     ("arguments", "said"),
     [

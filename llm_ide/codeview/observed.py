@@ -19,11 +19,11 @@ if TYPE_CHECKING:
     from llm_ide.codeview.view import CodeView
     from llm_ide.state.context import Scope
 
-GREP_ROW = re.compile(r"(?P<path>[^\s:]+?)(?P<sep>[:-])(?P<line>\d+)(?P=sep)(?P<text>.*)")
-TRACEBACK = re.compile(r'\s*File "(?P<path>[^"]+)", line (?P<line>\d+)')
+GREP_ROW = re.compile(r"(?P<path>[^\s:]+?)(?P<sep>[:-])(?P<line>\d{1,9})(?P=sep)(?P<text>.*)")
+TRACEBACK = re.compile(r'\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9})')
 FILE_ROW = re.compile(r"(?P<path>(?:[\w.@+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]\w*):(?P<text>.*)")  # grep without -n
 DIFF_TARGET = re.compile(r"\+\+\+ (?:b/)?(?P<path>[^\t]+)")
-HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(?P<line>\d+)(?:,\d+)? @@")
+HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(?P<line>\d{1,9})(?:,\d+)? @@")
 PATH_WORD = re.compile(r"(?<![\w.@+/-])(?:[\w.@+-]+/)*[\w@+-][\w.@+-]*\.[A-Za-z]\w*(?![\w/])")
 BARE_WORD = re.compile(r"(?<![^\s;|&(])[\w@+][\w./@+-]*(?=$|[\s;|&)])")  # `cat Makefile`: words of the first line
 IMPORTS = re.compile(r"\b(?:from|import|-m)\s+([\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*)")

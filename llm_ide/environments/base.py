@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -29,6 +31,9 @@ class Capabilities:
     system_path: bool  # tools may be linked onto its own PATH (a container's /usr/local/bin)
 
 
+UNNAMEABLE = frozenset({errno.ENAMETOOLONG, errno.ELOOP})  # a path no file can have: no such file
+
+
 class OutsideRepository(ValueError):
     """A path that leads outside the repository (`..`, an absolute path, or a symlink pointing out): refused."""
 
@@ -50,6 +55,19 @@ class CommandResult:
 class FileSnapshot:
     data: bytes
     mtime_ns: int
+
+    @classmethod
+    def read(cls, path: Path) -> FileSnapshot | None:
+        """The file at `path` as it is now; None when there is none (missing, a folder, a name no file can have)."""
+        try:
+            with open(path, "rb") as handle:
+                return cls(handle.read(), os.fstat(handle.fileno()).st_mtime_ns)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as error:
+            if error.errno in UNNAMEABLE:
+                return None
+            raise
 
 
 class FileSource(Protocol):

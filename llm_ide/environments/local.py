@@ -307,15 +307,13 @@ class LocalEnvironment:
         return returncode, timed_out, cap
 
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
-        snapshots: dict[str, FileSnapshot | None] = {}
-        for path in paths:
-            try:
-                with open(self._path(path), "rb") as handle:
-                    mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
-                    snapshots[path] = FileSnapshot(handle.read(), mtime_ns)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError, OutsideRepository):
-                snapshots[path] = None
-        return snapshots
+        return {path: self._snapshot(path) for path in paths}
+
+    def _snapshot(self, path: str) -> FileSnapshot | None:
+        try:
+            return FileSnapshot.read(self._path(path))
+        except OutsideRepository:
+            return None
 
     def write_file(self, path: str, data: bytes) -> None:
         target = self._path(path)
