@@ -34,7 +34,7 @@ FORKS = (
     "    os.kill(child, signal.SIGKILL)\n"
     "    os.waitpid(child, 0)\n"
 )
-BOMB = ":(){ :|:& };:"
+BOMB = ":(){ :|:& };:; for i in $(seq 100); do sleep 30 & done; wait"  # past the limit whatever the bomb's timing
 FILLER = "head -c 5000000 /dev/zero > big; echo filler-status=$?; stat -c size=%s big"
 HOG = "python3 -c 'data = bytearray(1 << 30); print(\"allocated\", len(data))'; echo hog-status=$?"
 LOOP = "python3 -c 'while True: pass'; echo loop-status=$?"
@@ -87,7 +87,7 @@ def test_a_fork_bomb_and_a_disk_filler_end_as_their_commands_failure_and_the_run
         act("Done.", "submit"),
     ]
     settings = load_config(
-        "default", environment={"limits": LIMITS, "tools": [], "command_timeout": 15}, agent={"step_limit": 10}
+        "default", environment={"limits": LIMITS, "tools": [], "command_timeout": 8}, agent={"step_limit": 10}
     )
     model = write_script(tmp_path / "s.yaml", steps)
     result = run_task("t", model=model, settings=settings, output_dir=tmp_path / "out", run_id="L", repo=repo)
