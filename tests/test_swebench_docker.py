@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -221,15 +222,32 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
     assert result.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {output / 'swebench.log'})"
 
 
+def running_sleep(client: Any, pid: int) -> list[str]:
+    """The batch's containers whose command `sleep 8` is running now (the processes docker lists in each)."""
+    names = containers_held_by(client, "demo__", pid)
+    return [name for name in names if any("sleep 8" in " ".join(row) for row in processes_in(client, name))]
+
+
+def log_text(output: Path) -> str:
+    log = output / "swebench.log"
+    return log.read_text(errors="replace") if log.is_file() else ""
+
+
+def processes_in(client: Any, name: str) -> list[list[str]]:
+    try:
+        return client.api.top(name.lstrip("/"))["Processes"] or []
+    except Exception:  # gone or not started yet: none
+        return []
+
+
 def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811
     model = write_script(tmp_path / "long.yaml", ["sleep 8; date +%s%N", FIX_COMMAND])
     output = tmp_path / "out"
     args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=2)
     batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    wait_for(lambda: len(containers_held_by(tiny_dataset.client, "demo__", batch.pid)) == 2)
-    time.sleep(1)  # both runs are inside their 8 s command now
+    wait_for(lambda: len(running_sleep(tiny_dataset.client, batch.pid)) == 2)  # both runs inside their 8 s command
     batch.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    wait_for(lambda: "batch: interrupted; the running" in log_text(output))  # the first one handled
     batch.send_signal(signal.SIGINT)
     stdout, stderr = batch.communicate(timeout=5)  # not waiting for the commands to end
     assert batch.returncode == 130, stderr
