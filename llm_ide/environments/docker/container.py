@@ -227,13 +227,13 @@ class DockerEnvironment:
             raise ValueError("embedded null byte")  # as subprocess says; it would also break the session's framing
         with self._lock:
             session = self._session_ready()
+            start = time.monotonic()  # before the send: the container's own timer starts after it, never before
             try:
                 session.send(repr(float(timeout)), self._resolve(cwd), command)
             except OSError:  # the session went away between commands: nothing ran, so a fresh one may run it
                 session.stale = True
-                session = self._session_ready()
+                session, start = self._session_ready(), time.monotonic()
                 session.send(repr(float(timeout)), self._resolve(cwd), command)
-            start = time.monotonic()
             try:
                 status = session.wait_token(sink, start + timeout + self.kill_grace)
                 if status is None and session.alive:  # the in-container timeout did not fire: kill the group here
