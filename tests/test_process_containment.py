@@ -123,7 +123,8 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
     (repo / "go").touch()
     code, output = finish(llm_ide(args, tmp_path, env=env))
     assert code == 0, output
-    assert "reaped what a killed run left" in output
+    if mode == "subreaper":  # its processes are the run's own to kill; temp folders alone any start may sweep first
+        assert "reaped what a killed run left" in output
     assert all_gone(one) and all_gone(two) and all_gone(three)
     assert not any(folder.exists() for folder in folders)
     assert not (tmp_path / "out" / "P.leftovers.json").exists()
