@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, write_script
-from conftest import make_git_repo, require_bwrap
+from conftest import make_git_repo
 
 from llm_ide.secrets import credentials_in, known_secrets, redact, scrubbed_environ
 
@@ -75,13 +75,13 @@ def test_credentials_by_shape_stay_out_of_commands_and_every_output(tmp_path: Pa
     """A run whose host environment holds them under names that say nothing: the commands' environment has none of
     them; the repository's .env (which holds them) read as is, reversed, rot13'd, hex and base64 is masked in every
     observation, the trajectory, the log and the patch (the agent copies it into a file)."""
-    require_bwrap()  # unsandboxed, 32 of the 39 forms are masked (noted for the next round)
     values = shaped()
     repo = make_git_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
     (repo / ".env").write_text("".join(f"{name}={value}\n" for name, value in values.items()))
     probes = {
         "env": "env; echo env-done",
-        "encoded": "cat .env; rev .env; tr A-Za-z N-ZA-Mn-za-m < .env; xxd -p -c 1000 .env; base64 -w0 .env; echo",
+        "encoded": "cat .env; rev .env; tr A-Za-z N-ZA-Mn-za-m < .env; od -An -tx1 -v .env | tr -d ' \\n'; echo; "
+        "base64 -w0 .env; echo",  # od, not xxd: a bare Debian has no xxd
         "copied": "cp .env leaked.txt; echo copied",
     }
     steps = []
