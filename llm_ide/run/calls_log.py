@@ -91,7 +91,8 @@ class CallLog:
         self.existing, finished = read_log(path) if path.exists() else ([], True)
         if legacy is not None and legacy.exists():
             self.existing, finished = plain_records(legacy) + self.existing, False
-        self._prompt = encoded(self.existing)[1]  # the last prompt written, the next one's base
+        prompts = [record["prompt"] for record in self.existing if isinstance(record.get("prompt"), str)]
+        self._prompt = prompts[-1] if prompts else ""  # the last prompt written, the next one's base
         if not finished:
             self._rewrite(self.existing)
         if legacy is not None:
