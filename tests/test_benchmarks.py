@@ -35,7 +35,7 @@ def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("shared_dir")  # the CooperBench task, the real trajectories live in ../shared
 
 
-SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_step_cpu", "bench_tools"}  # over ~30 s even when quick
+SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_replay", "bench_step_cpu", "bench_tools"}  # long, quick too
 DOCKER = {"bench_batch", "bench_env", "bench_ray", "bench_tools"}
 INVARIANTS = {  # what a quick run reports about itself, whatever the machine's speed
     "bench_attempts": {"steps": "2"},
