@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 
 def atomic_write(path: Path, data: str | bytes | Iterable[bytes]) -> None:
@@ -34,6 +35,28 @@ def atomic_write(path: Path, data: str | bytes | Iterable[bytes]) -> None:
             os.fsync(folder)
         finally:
             os.close(folder)
+
+
+class Keep(Protocol):
+    """Where a model keeps what it needs across a run's processes (a scripted model: its place): named lists of lines,
+    as durable as the run's checkpoints (a file in the run's folder; rows in Postgres: llm_ide/run/pg_thread.py)."""
+
+    def lines(self, name: str) -> list[str]: ...
+    def write(self, name: str, lines: list[str], append: bool = True) -> None: ...
+
+
+class FolderKeep:
+    """A keep in a folder (the run's): a file per name."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def lines(self, name: str) -> list[str]:
+        return (self.folder / name).read_text(encoding="utf-8").splitlines() if (self.folder / name).is_file() else []
+
+    def write(self, name: str, lines: list[str], append: bool = True) -> None:
+        with (self.folder / name).open("a" if append else "w", encoding="utf-8") as file:
+            file.writelines(f"{line}\n" for line in lines)
 
 
 NAME_MAX_CHARS = 200

@@ -30,6 +30,7 @@ from llm_ide.endpoint import (
     retry_after,
 )
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
+from llm_ide.fileio import Keep
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
@@ -357,11 +358,11 @@ def unknown_provider(spec: str, base_url: str | None) -> str | None:
     )
 
 
-def get_model(spec: str, config: ModelSettings, base_url: str | None = None, folder: Path | None = None) -> Model:
-    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config; `folder`: where a
+def get_model(spec: str, config: ModelSettings, base_url: str | None = None, keep: Keep | None = None) -> Model:
+    """Resolve a `--model` value (SPEC §7); `config` is the `model:` section of the run's config; `keep`: where a
     model may keep what it needs across the run's processes (a scripted model: its place in its script)."""
     if spec.startswith("scripted:"):
-        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), folder)
+        return ScriptedModel(Path(spec.removeprefix("scripted:")).expanduser(), keep)
     if ":" in spec and spec.split(":", 1)[0] in langchain_providers():
         return provider_model(spec, config, base_url)
     if problem := unknown_provider(spec, base_url):

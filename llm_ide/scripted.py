@@ -2,9 +2,10 @@
 dry runs. A reply is a text, or a tool call with the text before it (`{text: …, tool_call: {name: view, arguments:
 {path: a.py}}}`, answered as the provider would: the call as data), or a choice between two by the prompt.
 
-It is an ordinary chat model that keeps its own place in its script: given a folder (the run's), it writes there one
-line per call it answered (the prompt's digest), so that the run resumed in another process goes on where it was; a
-call made again after a resume (the step a kill interrupted runs again, with the same prompt) gets the reply it had."""
+It is an ordinary chat model that keeps its own place in its script: given the run's keep (llm_ide/fileio.py), it
+writes there a line per call it answered (the prompt's digest), so that the run resumed in another process, or on
+another machine, goes on where it was; a call made again after a resume (the step a kill interrupted runs again, with
+the same prompt) gets the reply it had."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import yaml
 
 from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_tokens, message_text, observed
 from llm_ide.errors import ModelError
+from llm_ide.fileio import Keep
 from llm_ide.settings import load_yaml
 from llm_ide.text import clean_text
 from llm_ide.verdict import alone
@@ -27,13 +29,13 @@ CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
 
 
 class Place:
-    """Where a scripted model is in its script: the digests of the prompts it answered, in order (in a file when it
+    """Where a scripted model is in its script: the digests of the prompts it answered, in order (in its keep when it
     has one). The first call after it is made, when its prompt is one answered before (the last such run of equal
     prompts: a step's k samples), goes back there: the calls from there on are made again."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.digests = path.read_text(encoding="utf-8").split() if path is not None and path.is_file() else []
+    def __init__(self, keep: Keep | None, name: str) -> None:
+        self.keep, self.name = keep, name
+        self.digests = keep.lines(name) if keep is not None else []
         self.resumed = bool(self.digests)
 
     def find(self, digest: str) -> int:
@@ -47,24 +49,10 @@ class Place:
 
     def take(self, position: int, digest: str) -> None:
         """The call at `position` answered (the calls after it, if any, are to be made again)."""
-        if position < len(self.digests):
-            self.digests = self.digests[:position]
-            self._write("w", self.digests)
-        self.resumed = False
-        self.digests.append(digest)
-        self._write("a", [digest])
-
-    def _write(self, mode: str, digests: list[str]) -> None:
-        if self.path is not None:
-            with self.path.open(mode, encoding="utf-8") as file:
-                file.writelines(f"{digest}\n" for digest in digests)
-
-
-def place_file(folder: Path | None, path: Path) -> Path | None:
-    if folder is None:
-        return None
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:40]
-    return folder / f"scripted-{name}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}.place"
+        cut = position < len(self.digests)
+        self.digests, self.resumed = [*self.digests[:position], digest], False
+        if self.keep is not None:
+            self.keep.write(self.name, self.digests if cut else [digest], append=not cut)
 
 
 class ScriptedModel:
@@ -75,18 +63,19 @@ class ScriptedModel:
     takes_tools = True  # its items say whether a reply calls a tool
     tools_by_default = False  # `model.action_format: auto` gives it the actions in the text
 
-    def __init__(self, path: Path, folder: Path | None = None, responses: list[ScriptItem] | None = None) -> None:
-        self.path, self.folder = path, folder
+    def __init__(self, path: Path, keep: Keep | None = None, responses: list[ScriptItem] | None = None) -> None:
+        self.path, self.keep = path, keep
         self.name = f"scripted:{path}"
         self.responses = load_script(path) if responses is None else responses
         self.listener: CallListener | None = None  # told of each call (a live status)
-        self.place = Place(place_file(folder, path))
+        stem = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:40]
+        self.place = Place(keep, f"scripted-{stem}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}.place")
         self._lock = threading.Lock()
 
     def joined(self) -> ScriptedModel:
         """The model for a run of one call per step: a script written for two calls per step plays in it, each reply
         that is only a verdict joined to the reply after it."""
-        return ScriptedModel(self.path, self.folder, joined_script(self.responses))
+        return ScriptedModel(self.path, self.keep, joined_script(self.responses))
 
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None

@@ -33,6 +33,7 @@ from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import make_environment
 from llm_ide.environments.live import CommandProgress
 from llm_ide.errors import LlmIdeError, UsageError, ended
+from llm_ide.fileio import FolderKeep
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
@@ -129,7 +130,7 @@ class StudioRun:
                 variants=variants,
                 on_model_call=self.progress.model,
                 on_command=self.progress.command,
-                folder=self.folder,
+                keep=FolderKeep(self.folder),
             )
         except BaseException:
             env.close()

@@ -14,6 +14,7 @@ from conftest import make_git_repo
 from pg_server import postgres_server
 
 from llm_ide.config import Settings, load_config
+from llm_ide.run.pg_thread import PostgresThread
 from llm_ide.run.single import RunResult, run_task
 
 CHECK = "echo {label} >> trail.log; python3 -m unittest discover -s tests -t . 2>&1"
@@ -56,7 +57,13 @@ def config(single_call: bool = True, **checkpoint: Any) -> Settings:
 
 
 def run(
-    tmp_path: Path, url: str, run_id: str, responses: list[str], single_call: bool = True, **checkpoint: Any
+    tmp_path: Path,
+    url: str,
+    run_id: str,
+    responses: list[str],
+    single_call: bool = True,
+    keep: PostgresThread | None = None,
+    **checkpoint: Any,
 ) -> RunResult:
     model = write_script(tmp_path / "script.yaml", responses)
     return run_task(
@@ -67,6 +74,7 @@ def run(
         run_id=run_id,
         repo=tmp_path / "repo",
         checkpoint=url,
+        keep=keep,
     )
 
 
@@ -169,3 +177,37 @@ def test_interrupted_run_resumes_from_postgres(
     assert (tmp_path / "repo" / "trail.log").read_text() == "hypothesis\ncheck\n"
     assert "+            total += price * quantity" in second.submission
     assert table_rows(postgres_url, run_id)["checkpoints"] == 1
+
+
+@pytest.mark.slow
+def test_the_models_keep_in_postgres_outlives_the_run_folder_and_not_the_thread(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A Ray batch's run keeps its scripted model's place in Postgres, beside its checkpoints, not in the run folder
+    (a node's, lost with it): the resumed run goes on where the first one was from there alone; a thread started
+    afresh starts its script from the top."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with PostgresThread(postgres_url, "pg-keep") as guard:
+        first = run(tmp_path, postgres_url, "pg-keep", SCRIPT[:4], single_call=False, keep=guard)
+    assert first.exit_status == "model_error" and "ran out of responses after 4 calls" in first.error
+    assert not list((tmp_path / "out").glob("scripted-*"))  # nothing of the model's in the run folder
+    (place,) = {name for (name,) in rows(postgres_url, "SELECT name FROM llm_ide_kept WHERE thread_id = 'pg-keep'")}
+    with PostgresThread(postgres_url, "pg-keep") as guard:
+        assert len(guard.lines(place)) == 4
+        second = run(tmp_path, postgres_url, "pg-keep", SCRIPT, single_call=False, keep=guard)
+        assert second.exit_status == "submitted", second.error
+        assert len(guard.lines(place)) == len(SCRIPT)  # each call once: the first run's four were not made again
+    traj = json.loads(second.trajectory_path.read_text())
+    assert [call["response"] for call in traj["model_calls"]] == SCRIPT
+    assert "+            total += price * quantity" in second.submission
+    with PostgresThread(postgres_url, "pg-keep-new") as guard:
+        guard.write(place, ["stale"])
+    with PostgresThread(postgres_url, "pg-keep-new") as guard:  # no checkpoint: a thread started afresh
+        assert guard.lines(place) == []
+
+
+def rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute(query).fetchall()

@@ -11,6 +11,7 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.calls import estimate_tokens
 from llm_ide.config import load_config
+from llm_ide.fileio import FolderKeep
 from llm_ide.models import ModelAuthError, ModelError, ModelReply, ScriptedModel, backoff_delay, get_model
 from llm_ide.pricing import Price, find_price
 from llm_ide.settings import ModelSettings, PriceSettings
@@ -311,15 +312,15 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
 
     run = tmp_path / "run"
     run.mkdir()
-    beside = get_model(f"scripted:{path}", config, folder=run)
+    beside = get_model(f"scripted:{path}", config, keep=FolderKeep(run))
     assert [beside.complete([{"role": "user", "content": f"step {n}"}]).text for n in (1, 2)] == [
         first.text,
         "second reply",
     ]
-    resumed = get_model(f"scripted:{path}", config, folder=run)  # the run resumed in another process
+    resumed = get_model(f"scripted:{path}", config, keep=FolderKeep(run))  # the run resumed in another process
     assert resumed.complete([{"role": "user", "content": "step 2"}]).text == "second reply"  # made again: the same
     assert resumed.complete([{"role": "user", "content": "step 3"}]).text == "third"
-    again = get_model(f"scripted:{path}", config, folder=run)
+    again = get_model(f"scripted:{path}", config, keep=FolderKeep(run))
     with pytest.raises(ModelError, match=r"^scripted model ran out of responses after 3 calls"):
         again.complete([{"role": "user", "content": "step 4"}])
     (place,) = run.iterdir()  # one small file beside the run: a line per call answered

@@ -124,15 +124,6 @@ def start(args: list[str], cluster: Any) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-SCRIPT_PLACE_LOST = pytest.mark.xfail(
-    reason="the scripted model keeps its place in the run's folder, node-local with Postgres checkpoints and lost "
-    "with the node: the retry's model answers the interrupted step's reply again (the run itself resumes right: the "
-    "cut command runs again on the worktree put back, its observation says so); see the stop note of issue 39",
-    strict=False,
-)
-
-
-@SCRIPT_PLACE_LOST
 def test_node_killed_mid_instance_resumes_on_the_other_node(
     tmp_path: Path, six: tuple[Path, list[str]], postgres_url: str
 ) -> None:
@@ -294,7 +285,6 @@ def test_global_cost_limit_holds_for_ray_workers_calling_at_the_same_moment(tmp_
     assert_four_dollars(server, summary)
 
 
-@SCRIPT_PLACE_LOST
 def test_local_environment_retry_on_another_node_resumes_from_the_worktree_snapshot(
     tmp_path: Path, postgres_url: str
 ) -> None:

@@ -16,6 +16,7 @@ from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import Settings
 from llm_ide.config import load_config
 from llm_ide.errors import EnvironmentFailure
+from llm_ide.fileio import FolderKeep
 from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
@@ -103,7 +104,7 @@ class AttemptsContext:
         with self._lock:
             if role not in self._models:
                 spec, folder = attempt_model(spec, role), self.request.output_dir  # a resumed run's go on there
-                self._models[role] = get_model(spec, self.settings.model, self.request.base_url, folder)
+                self._models[role] = get_model(spec, self.settings.model, self.request.base_url, FolderKeep(folder))
             return self._models[role]
 
     def forward(self, event: Any) -> None:

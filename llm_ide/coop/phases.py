@@ -20,7 +20,7 @@ from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
-from llm_ide.fileio import atomic_write
+from llm_ide.fileio import FolderKeep, atomic_write
 from llm_ide.messages.channel import Mailbox, Turns
 from llm_ide.messages.variant import Messages
 from llm_ide.models import get_model
@@ -74,8 +74,8 @@ def plan_phase(
     graph: Any = None,
 ) -> dict[str, str]:
     """The planning graph (`graph`, else a new one) on the pair's own checkpoint (planning.sqlite): resumed if there."""
-    agents = run.agents()
-    models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url, folder) for a in agents}
+    agents, keep = run.agents(), FolderKeep(folder)
+    models = {a: get_model(agent_model(run.model, a, "plan"), settings.model, run.base_url, keep) for a in agents}
     context = PlanningContext(repo=repo, models=models, settings=coop)
     config = {"configurable": {"thread_id": "planning"}}
     with SqliteSaver.from_conn_string(str(folder / "planning.sqlite")) as saver:

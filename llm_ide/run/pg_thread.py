@@ -1,5 +1,6 @@
-"""A thread's run guard and intent log in Postgres, for runs that may resume on another machine (a Ray batch): the
-advisory lock replaces the run folder's file lock, the `llm_ide_intents` table its `intents.jsonl`."""
+"""A thread's run guard, intent log and keep in Postgres, for runs that may resume on another machine (a Ray batch):
+the advisory lock replaces the run folder's file lock, the `llm_ide_intents` table its `intents.jsonl`, the
+`llm_ide_kept` table the files its models keep there (a scripted model's place)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from llm_ide.run.checkpoint import open_checkpointer
 INTENTS_TABLE = """CREATE TABLE IF NOT EXISTS llm_ide_intents (
     thread_id TEXT NOT NULL, node_id INTEGER NOT NULL, action TEXT NOT NULL, started TIMESTAMPTZ DEFAULT now(),
     PRIMARY KEY (thread_id, node_id))"""
+KEPT_TABLE = """CREATE TABLE IF NOT EXISTS llm_ide_kept (
+    thread_id TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (thread_id, name))"""
 
 
 def is_postgres(spec: str | None) -> bool:
@@ -30,13 +33,15 @@ def prepare_postgres(url: str) -> None:
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(INTENTS_TABLE)
+            conn.execute(KEPT_TABLE)
     except psycopg.Error as error:
         raise CheckpointError(f"postgres intents table: {' '.join(str(error).split())[:300]}") from None
 
 
 class PostgresThread:
     """Held for one run of `thread_id`: a session advisory lock (a second holder waits until the first one's
-    connection is gone, e.g. its node died) and the thread's intents, each committed before its operation runs."""
+    connection is gone, e.g. its node died), the thread's intents, each committed before its operation runs, and its
+    keep (llm_ide/fileio.py), each write committed before the model's reply is used."""
 
     def __init__(self, url: str, thread_id: str) -> None:
         import psycopg
@@ -47,8 +52,10 @@ class PostgresThread:
             self.conn = psycopg.connect(url, autocommit=True)
             self.conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7151))", (f"llm-ide:{thread_id}",))
             self.conn.execute(INTENTS_TABLE)
-            if not self._has_checkpoint():  # a thread started afresh: intents of an earlier, deleted one go
+            self.conn.execute(KEPT_TABLE)
+            if not self._has_checkpoint():  # a thread started afresh: what an earlier, deleted one left goes
                 self.conn.execute("DELETE FROM llm_ide_intents WHERE thread_id = %s", (thread_id,))
+                self.conn.execute("DELETE FROM llm_ide_kept WHERE thread_id = %s", (thread_id,))
             rows = self.conn.execute("SELECT node_id FROM llm_ide_intents WHERE thread_id = %s", (thread_id,))
             self._started = {row[0] for row in rows.fetchall()}
         except psycopg.Error as error:
@@ -71,6 +78,22 @@ class PostgresThread:
                 (self.thread_id, node_id, action_type),
             )
             self._started.add(node_id)
+
+    def lines(self, name: str) -> list[str]:
+        with self._lock:
+            row = self.conn.execute(
+                "SELECT body FROM llm_ide_kept WHERE thread_id = %s AND name = %s", (self.thread_id, name)
+            ).fetchone()
+        return row[0].splitlines() if row else []
+
+    def write(self, name: str, lines: list[str], append: bool = True) -> None:
+        body = "".join(f"{line}\n" for line in lines)
+        with self._lock:
+            self.conn.execute(
+                "INSERT INTO llm_ide_kept (thread_id, name, body) VALUES (%s, %s, %s) ON CONFLICT (thread_id, name) "
+                "DO UPDATE SET body = CASE WHEN %s THEN llm_ide_kept.body ELSE '' END || EXCLUDED.body",
+                (self.thread_id, name, body, append),
+            )
 
     def close(self) -> None:
         self.conn.close()  # the advisory lock goes with the session

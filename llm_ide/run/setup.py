@@ -13,6 +13,7 @@ from llm_ide.composition import compose
 from llm_ide.environments import Environment, make_environment
 from llm_ide.environments.live import CommandListener
 from llm_ide.exchange import exchange_for
+from llm_ide.fileio import Keep
 from llm_ide.models import Model, get_model
 from llm_ide.settings import CoreSettings
 from llm_ide.tools.cache import ToolCache
@@ -41,15 +42,15 @@ def install_tools(
 
 class RunModels:
     """The models of one run, made once each (the agent's, and those its variants ask for by spec), each told of its
-    calls as they happen; `folder`: where they may keep what they need across the run's processes."""
+    calls as they happen; `keep`: where they may keep what they need across the run's processes."""
 
-    def __init__(self, settings: CoreSettings, listener: CallListener | None, folder: Path | None = None) -> None:
-        self.settings, self.listener, self.folder = settings, listener, folder
+    def __init__(self, settings: CoreSettings, listener: CallListener | None, keep: Keep | None = None) -> None:
+        self.settings, self.listener, self.keep = settings, listener, keep
         self.made: dict[tuple[str, str | None], Model] = {}
 
     def __call__(self, spec: str, base_url: str | None = None) -> Model:
         if (spec, base_url) not in self.made:
-            self.made[spec, base_url] = self.told(get_model(spec, self.settings.model, base_url, self.folder))
+            self.made[spec, base_url] = self.told(get_model(spec, self.settings.model, base_url, self.keep))
         return self.made[spec, base_url]
 
     def agent(self, spec: str, base_url: str | None, prepare: Callable[[Model], Model]) -> Model:
@@ -80,14 +81,14 @@ def build_context(
     on_model_call: CallListener | None = None,
     on_command: CommandListener | None = None,
     variants: Variants | None = None,
-    folder: Path | None = None,
+    keep: Keep | None = None,
     clock: Clock | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
-    the agent's commands as it runs; `folder`: the run's own (its models may keep what they need there across
-    processes)."""
-    models = RunModels(settings, on_model_call, folder)
+    the agent's commands as it runs; `keep`: the run's (its models may keep what they need there across processes:
+    llm_ide/fileio.py)."""
+    models = RunModels(settings, on_model_call, keep)
     exchange = exchange_for(settings, models(model_spec, base_url))  # a bad model fails before any tool
     model = models.agent(model_spec, base_url, exchange.prepare)
     env = env or make_environment(settings.environment, repo, run_id, image)

@@ -21,6 +21,7 @@ from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, ending, status_of
 from llm_ide.faults import failpoint
+from llm_ide.fileio import FolderKeep, Keep
 from llm_ide.graph import build_graph
 from llm_ide.run.guard import check_saved_state
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
@@ -60,6 +61,7 @@ class RunRequest:
     variants: tuple[Variant | type[Variant], ...] = ()  # a class of one's own: there when the settings enable it
     carried_lessons: tuple[str, ...] = ()  # lessons learnt before this run (an earlier attempt's), shown first
     intents: IntentLog | None = None  # where started operations are recorded (default: a file in the output folder)
+    keep: Keep | None = None  # where its models keep what they need across processes (default: the output folder)
     resume: Any = None
 
 
@@ -247,7 +249,7 @@ class Stream:
             on_tool_event=lambda event: listeners.emit(RunEvent(request.run_id, "tool", tool=event)),
             on_model_call=listeners.on_model_call,
             on_command=listeners.command_listener(request.run_id),
-            folder=request.output_dir,
+            keep=request.keep or FolderKeep(request.output_dir),
             clock=Clock(time.monotonic() - unrecorded_time(self.outputs.recorder.path, self.thread)),
         )
         self.ctx = ctx

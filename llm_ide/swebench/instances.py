@@ -17,6 +17,7 @@ from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, ending
+from llm_ide.fileio import Keep
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
@@ -133,11 +134,12 @@ def execute_instance(
     on_event: EventSink | None = None,
     stop: Any = None,
     intents: Any = None,
+    keep: Keep | None = None,
 ) -> Outcome:
     """Run one instance in `run_dir` (its thread resumed when it has a checkpoint); nothing shared is written:
     `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
-    `is_set()`; `intents` replaces the run folder's intent log (e.g. one in Postgres). With `attempts.max` > 1 the
-    outcome's patch is the chosen attempt's."""
+    `is_set()`; `intents` replaces the run folder's intent log, `keep` the run folder as its models' keep (e.g. both
+    in Postgres). With `attempts.max` > 1 the outcome's patch is the chosen attempt's."""
     run_dir.mkdir(parents=True, exist_ok=True)
     kind = capabilities(options.environment)
     repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)  # worked on in place
@@ -156,6 +158,7 @@ def execute_instance(
         cost_budget=budget,
         variants=(Reproduction(script(instance.reproduction)),) if instance.reproduction else (),
         intents=intents,
+        keep=keep,
     )
     steps = 0
 

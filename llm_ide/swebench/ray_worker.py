@@ -162,6 +162,7 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
             on_event=lambda iid, event: hub.post.remote(event_tuple(iid, node, event)),
             stop=stop,
             intents=guard,
+            keep=guard,
         )
     except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
         status, text = crashed(error)
