@@ -5,6 +5,7 @@ import os
 import re
 import shlex
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -292,7 +293,7 @@ def bash(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     command = params.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ParamError("`command` must be a non-empty shell command")
-    with watched(ws.on_command, command) as watch:
+    with watched(ws.on_command, command) if ws.on_command else nullcontext() as watch:  # no listener: no watch
         result = ws.env.execute(command, timeout=ws.timeout(), on_output=watch)
         if watch is not None:
             watch.returncode = result.returncode

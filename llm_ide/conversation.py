@@ -13,7 +13,7 @@ from llm_ide import verdict
 from llm_ide.calls import Message
 from llm_ide.parsing import body_text
 from llm_ide.prompting import render, truncate
-from llm_ide.state.graph_state import AgentState, operations_now
+from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import AgentContext, joined
 
@@ -73,7 +73,9 @@ class Turns:
 
     def said(self, node: OperationNode, following: OperationNode | None = None) -> str:
         key = ("verdict", node.id, following is not None)
-        return self.ctx.memo.get(key, lambda: verdict.said(self.ctx.templates, node, following))
+        return self.ctx.memo.get(
+            key, lambda: verdict.said(self.ctx.templates, node, None if following is None else following.thought)
+        )
 
     def verdict_turns(self, node: OperationNode) -> list[Message]:
         """A verdict given in a turn of its own (two calls per step), and the instruction it chose."""
@@ -122,7 +124,7 @@ def messages_for(ctx: AgentContext, state: AgentState) -> list[Message]:
     step comes last, with why."""
     parts = ctx.variants.prompt(ctx, state)
     system = system_prompt(ctx, state["task"], parts.task_notes, parts.actions)
-    nodes = operations_now(state)
+    nodes = state.get("operations", [])
     messages: list[Message] = [
         {"role": "system", "content": system},
         *Turns(ctx, parts.news).messages(nodes, state["snapshot"], state.get("snapshot_step", 0)),

@@ -1,18 +1,20 @@
-"""An operation's verdict, its whole life in one place: read from a reply (`good: <summary>` or `bad: <summary>` and its
-`lesson:` lines, or the seed's tags `<bad_action>`, `<summary>`, `<lessons>`), applied to the operation it judges,
-the next operation placed by it (the child of a good one, the sibling of a bad one: an alternative), given by a
-variant as an action runs (a denial), and shown again in later prompts (the verdict as the model gave it, the
-instruction it chose). The graph's `reflect` node gets it, `branch` applies it; nothing else reads it."""
+"""An operation's verdict, its whole life in one place: what an operation carries of it (`Judged`, the part of an
+operation it is), read from a reply (`good: <summary>` or `bad: <summary>` and its `lesson:` lines, or the seed's tags
+`<bad_action>`, `<summary>`, `<lessons>`), applied to the operation it judges, given by a variant as an action runs (a
+denial), and shown again in later prompts (the verdict as the model gave it, the instruction it chose). The graph's
+`reflect` node gets it and commits it to the operation it judges, `branch` places the next operation by it (the child
+of a good one, the sibling of a bad one: an alternative); nothing else reads it."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from llm_ide.errors import FormatError
 from llm_ide.prompting import render
 from llm_ide.settings import Templates
-from llm_ide.state.operations import OperationNode
 from llm_ide.text import extract_tag, first_sentence
 
 _TRUE = {"true", "yes", "1"}
@@ -23,6 +25,19 @@ _LESSON = re.compile(r"^[-*•\s]*lessons?\s*:\s*(.*)$", re.IGNORECASE)
 _TAG_END = re.compile(r"<\s*/\s*(bad[-_ ]?action|lessons|summary)\s*>", re.IGNORECASE)
 _ACTION_START = re.compile(r"<\s*(thought|action[-_ ]?type)\s*>", re.IGNORECASE)
 _TAG = re.compile(r"<\s*/?\s*([a-z][\w-]*)\s*/?\s*>", re.IGNORECASE)
+
+
+@dataclass(kw_only=True)
+class Judged:
+    """The verdict as the operation it judges carries it (llm_ide/state/operations.py's nodes are `Judged`)."""
+
+    bad_action: bool | None = None  # None until given
+    summary: str = ""
+    lessons: str = ""
+    judged_when_run: bool = False  # its verdict came with it (a variant judged it as it ran): no model reflects on it
+
+
+Node = TypeVar("Node", bound=Judged)
 
 
 @dataclass(frozen=True)
@@ -96,42 +111,45 @@ def alone(text: str) -> bool:
     return {found.lower().replace("-", "_") for found in _TAG.findall(text)} <= {"bad_action", "lessons", "summary"}
 
 
-def due(nodes: list[OperationNode]) -> bool:
+def due(nodes: Sequence[Judged]) -> bool:
     """Whether the latest operation waits for its verdict (one judged as it ran, e.g. a denial, does not)."""
     return bool(nodes) and nodes[-1].bad_action is None
 
 
-def judged(node: OperationNode, verdict: Verdict) -> OperationNode:
+def judged(node: Node, verdict: Verdict) -> Node:
     """The operation with the model's verdict on it."""
     return replace(node, bad_action=verdict.bad, summary=verdict.summary, lessons=verdict.lessons)
 
 
-def given(node: OperationNode, verdict: Verdict) -> OperationNode:
+def given(node: Node, verdict: Verdict) -> Node:
     """The operation with a verdict given as it ran (a variant's: a denial, a review): no model judges it."""
     return replace(judged(node, verdict), judged_when_run=True)
 
 
-def parent(latest: OperationNode | None) -> int | None:
-    """Where the next operation hangs: the child of the latest, or its sibling when the latest was bad (the first
-    under the virtual root)."""
-    if latest is None:
-        return None
-    return latest.parent_id if latest.bad_action else latest.id
+def kept_apart(channels: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of an earlier version stopped mid-step kept the step's verdict apart (a `judged` channel, committed
+    at the step's end): the update that commits it."""
+    apart = channels.get("judged")
+    return {"operations": [apart]} if apart is not None else {}
 
 
-def by_model(node: OperationNode) -> bool:
+def bad(node: Judged | None) -> bool:
+    """Whether the operation was judged bad (its next operation takes its place)."""
+    return node is not None and bool(node.bad_action)
+
+
+def by_model(node: Judged) -> bool:
     """Whether a model gave the operation's verdict (in a later reply), so that the conversation shows it."""
     return node.bad_action is not None and not node.judged_when_run
 
 
-def instruction(templates: Templates, node: OperationNode | None) -> str:
+def instruction(templates: Templates, node: Judged | None) -> str:
     """What the model is asked after an operation's verdict: the next step after a good one (or none), an
     alternative in its place after a bad one."""
-    bad = node is not None and bool(node.bad_action)
-    return render(templates, "alternative_action" if bad else "next_step", node=node)
+    return render(templates, "alternative_action" if bad(node) else "next_step", node=node)
 
 
-def asked(templates: Templates, node: OperationNode, instruction_after_verdict: str) -> str:
+def asked(templates: Templates, node: Judged, instruction_after_verdict: str) -> str:
     """What follows an operation's outcome: its verdict asked for, or, judged as it ran, the next action at once."""
     return (
         instruction(templates, node)
@@ -140,8 +158,8 @@ def asked(templates: Templates, node: OperationNode, instruction_after_verdict: 
     )
 
 
-def said(templates: Templates, node: OperationNode, following: OperationNode | None = None) -> str:
-    """The verdict on `node` as the model gave it; opening the reply of the `following` operation whose reasoning
-    begins with the summary, without it (as that reply had it)."""
-    brief = following is not None and node.summary == first_sentence(following.thought)
+def said(templates: Templates, node: Judged, following: str | None = None) -> str:
+    """The verdict on `node` as the model gave it; opening the reply of the following operation (`following`: its
+    reasoning) that begins with the summary, without it (as that reply had it)."""
+    brief = following is not None and node.summary == first_sentence(following)
     return render(templates, "reflection", reflection=node, brief=brief)

@@ -5,12 +5,13 @@ from dataclasses import replace
 import pytest
 
 from llm_ide import verdict
+from llm_ide.nodes.branch import parent
 from llm_ide.state.operations import OperationNode, all_lessons, failed_ids, reasoning_chain
 from llm_ide.verdict import Verdict
 
 
 def next_parent(nodes: list[OperationNode]) -> int | None:
-    return verdict.parent(nodes[-1] if nodes else None)
+    return parent(nodes[-1] if nodes else None)
 
 
 def with_verdict(nodes: list[OperationNode], found: Verdict) -> list[OperationNode]:

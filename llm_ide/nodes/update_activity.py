@@ -1,6 +1,5 @@
-"""The step's end: the step's operation committed into the tree (with the latest one as the step's verdict left it,
-in one write), one activity entry per chunk, the time spent, and the limits that end the run. Every ending of the run
-passes here, so its time is always counted."""
+"""The step's end: the step's operation committed into the tree, one activity entry per chunk, the time spent, and the
+limits that end the run. Every ending of the run passes here, so its time is always counted."""
 
 from __future__ import annotations
 
@@ -57,12 +56,10 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     elapsed = state.get("elapsed", 0.0) + ctx.clock.lap()
-    update: dict[str, Any] = {"pending": None, "judged": None, "proposed": None, "accessed": [], "elapsed": elapsed}
+    update: dict[str, Any] = {"pending": None, "proposed": None, "accessed": [], "elapsed": elapsed}
     pending = state.get("pending")
     if pending is not None and pending.action_type:  # else the run ended before its action (format errors, a limit)
         update |= committed(ctx, state)
-    if (latest := state.get("judged")) is not None:
-        update["operations"] = [latest, *update.get("operations", [])]
     steps = update.get("n_operations", state.get("n_operations", 0))
     if not state.get("exit_status") and (limit := limit_reached(ctx, state, steps, elapsed)):
         update |= ended(limit)

@@ -14,6 +14,7 @@ from typing import Any
 
 from langgraph.types import Command
 
+from llm_ide import verdict
 from llm_ide.budget import Budget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
@@ -295,11 +296,15 @@ class Stream:
 
 
 def upgraded(graph: Any, config: dict[str, Any]) -> None:
-    """A thread checkpointed by a version whose step went from `render_context` straight to `act` (which judged and
-    placed too) goes on through `reflect` and `branch`, as if `render_context` had just run."""
+    """A thread checkpointed by an earlier version goes on: one whose step went from `render_context` straight to
+    `act` (which judged and placed too) through `reflect` and `branch`, as if `render_context` had just run; one
+    stopped mid-step with the step's verdict kept apart, with the verdict committed (llm_ide/verdict.py)."""
     snapshot = graph.get_state(config)
     if snapshot.next == ("act",) and snapshot.values.get("pending") is None:
         graph.update_state(config, {}, as_node="render_context")
+    saved = graph.checkpointer.get_tuple(config)
+    if saved is not None and (committed := verdict.kept_apart(saved.checkpoint["channel_values"])):
+        graph.update_state(config, committed)
 
 
 def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:

@@ -85,7 +85,6 @@ class StepState(TypedDict, total=False):
     snapshot: str  # the memory as rendered when the current epoch began
     snapshot_step: int  # n_operations then
     snapshot_base: MemoryBase | None  # the snapshot's base (None: the next renewal is a full one)
-    judged: OperationNode | None  # the latest operation with the verdict `reflect` got (`branch` placed by it)
     proposed: Proposal | None  # one call per step: the action the step's one reply holds, for `act`
     pending: OperationNode | None  # the step's operation: placed by `branch`, its action by `act`, then run
     accessed: list[Scope]
@@ -108,9 +107,3 @@ def empty_usage() -> Usage:
         cost=0.0,
         estimated_calls=0,
     )
-
-
-def operations_now(state: AgentState) -> list[OperationNode]:
-    """The operations as the step sees them: the latest with the verdict the step gave it (committed at its end)."""
-    nodes, judged = state.get("operations", []), state.get("judged")
-    return [*nodes[:-1], judged] if judged is not None and nodes else nodes

@@ -1,16 +1,20 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from llm_ide.state.record import Record
+from llm_ide.verdict import Judged
 
 BULLET = re.compile(r"^[-*•](?:\s+|$)")
+VERDICT_PARTS = tuple(part.name for part in fields(Judged))
 
 
 @dataclass
-class OperationNode(Record):
+class OperationNode(Judged, Record):
+    """An operation: its place in the tree, its reasoning, action and outcome, its verdict (llm_ide/verdict.py)."""
+
     id: int
     parent_id: int | None
     thought: str = ""
@@ -19,17 +23,14 @@ class OperationNode(Record):
     observation: str = ""
     returncode: int | None = None
     duration: float = 0.0
-    bad_action: bool | None = None  # the verdict on it (llm_ide/verdict.py): None until given
-    summary: str = ""
-    lessons: str = ""
     marks: dict[str, Any] = field(default_factory=dict)  # what variants recorded on it, each under its own keys
-    judged_when_run: bool = False  # its verdict came with it (a variant judged it as it ran): no model reflects on it
 
 
 def node_record(node: OperationNode) -> dict[str, Any]:
     """An operation as a trajectory holds it: its fields, with what the variants marked on it among them."""
     record = node._asdict()
-    return {**record, **record.pop("marks")}
+    parts, marks = {name: record.pop(name) for name in VERDICT_PARTS}, record.pop("marks")
+    return {**record, **parts, **marks}  # the verdict's parts after the action's, as a trajectory always had them
 
 
 def node_of(record: dict[str, Any]) -> OperationNode:
