@@ -36,6 +36,7 @@ def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
 
 
 SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_replay", "bench_step_cpu", "bench_tools"}  # long, quick too
+SLOW |= {"bench_old_new"}  # a benchmark on two checkouts (one unpacked by git archive)
 DOCKER = {"bench_batch", "bench_env", "bench_ray", "bench_tools"}
 INVARIANTS = {  # what a quick run reports about itself, whatever the machine's speed
     "bench_attempts": {"steps": "2"},
