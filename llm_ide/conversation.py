@@ -13,7 +13,7 @@ from llm_ide import verdict
 from llm_ide.calls import Message
 from llm_ide.parsing import body_text
 from llm_ide.prompting import render, truncate
-from llm_ide.state.graph_state import AgentState
+from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import AgentContext, joined
 
@@ -124,7 +124,7 @@ def messages_for(ctx: AgentContext, state: AgentState) -> list[Message]:
     step comes last, with why."""
     parts = ctx.variants.prompt(ctx, state)
     system = system_prompt(ctx, state["task"], parts.task_notes, parts.actions)
-    nodes = state.get("operations", [])
+    nodes = operations_now(state)
     messages: list[Message] = [
         {"role": "system", "content": system},
         *Turns(ctx, parts.news).messages(nodes, state["snapshot"], state.get("snapshot_step", 0)),

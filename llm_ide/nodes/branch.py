@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_ide import verdict
-from llm_ide.state.graph_state import AgentState
+from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import OperationNode
 
 
@@ -18,5 +18,5 @@ def parent(latest: OperationNode | None) -> int | None:
 
 
 def branch(state: AgentState) -> dict[str, Any]:
-    nodes = state.get("operations", [])
+    nodes = operations_now(state)
     return {"pending": OperationNode(id=len(nodes), parent_id=parent(nodes[-1] if nodes else None))}

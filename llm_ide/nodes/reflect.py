@@ -1,7 +1,8 @@
 """The step's verdict on the latest operation: `reflect` runs when one is due (the latest operation was not judged as
 it ran) and gets it, the run's exchange says from which call: two calls per step, a reflection call of its own; one
 call per step, the step's one call, whose reply also holds the next action (kept for `act`). The verdict is applied
-to the operation it judges and committed with it into the tree, where `branch` places the next operation by it."""
+to the operation it judges, the step's change to it (committed with the step's own operation: one write of the tree
+per step), which `branch` places the next operation by."""
 
 from __future__ import annotations
 
@@ -31,4 +32,4 @@ def reflect(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]
     assert found is not None
     judged = verdict.judged(state["operations"][-1], found)
     proposed = asked.proposal() if asked.reading.action is not None else None
-    return asked.usage | {"operations": [judged], "proposed": proposed, "retry": None}
+    return asked.usage | {"changed": [judged], "proposed": proposed, "retry": None}

@@ -1,5 +1,6 @@
-"""The step's end: the step's operation committed into the tree, one activity entry per chunk, the time spent, and the
-limits that end the run. Every ending of the run passes here, so its time is always counted."""
+"""The step's end: the step's operation committed into the tree (with the operations the step changed before it, in
+one write), one activity entry per chunk, the time spent, and the limits that end the run. Every ending of the run
+passes here, so its time is always counted."""
 
 from __future__ import annotations
 
@@ -56,10 +57,12 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     elapsed = state.get("elapsed", 0.0) + ctx.clock.lap()
-    update: dict[str, Any] = {"pending": None, "proposed": None, "accessed": [], "elapsed": elapsed}
+    update: dict[str, Any] = {"pending": None, "changed": [], "proposed": None, "accessed": [], "elapsed": elapsed}
     pending = state.get("pending")
     if pending is not None and pending.action_type:  # else the run ended before its action (format errors, a limit)
         update |= committed(ctx, state)
+    if changed := state.get("changed"):
+        update["operations"] = [*changed, *update.get("operations", [])]
     steps = update.get("n_operations", state.get("n_operations", 0))
     if not state.get("exit_status") and (limit := limit_reached(ctx, state, steps, elapsed)):
         update |= ended(limit)

@@ -86,6 +86,7 @@ class StepState(TypedDict, total=False):
     snapshot_step: int  # n_operations then
     snapshot_base: MemoryBase | None  # the snapshot's base (None: the next renewal is a full one)
     proposed: Proposal | None  # one call per step: the action the step's one reply holds, for `act`
+    changed: list[OperationNode]  # operations the step changed before its own (the latest judged): committed with it
     pending: OperationNode | None  # the step's operation: placed by `branch`, its action by `act`, then run
     accessed: list[Scope]
     submitted: bool
@@ -107,3 +108,9 @@ def empty_usage() -> Usage:
         cost=0.0,
         estimated_calls=0,
     )
+
+
+def operations_now(state: AgentState) -> list[OperationNode]:
+    """The operations as the step sees them: with those it changed, committed at its end (the tree's one write)."""
+    nodes, changed = state.get("operations", []), {node.id: node for node in state.get("changed") or []}
+    return [changed.get(node.id, node) for node in nodes] if changed else nodes
