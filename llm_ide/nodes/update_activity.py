@@ -57,7 +57,7 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     ctx = runtime.context
     elapsed = state.get("elapsed", 0.0) + ctx.clock.lap()
-    update: dict[str, Any] = {"pending": None, "changed": [], "proposed": None, "accessed": [], "elapsed": elapsed}
+    update: dict[str, Any] = {"pending": None, "changed": None, "proposed": None, "accessed": [], "elapsed": elapsed}
     pending = state.get("pending")
     if pending is not None and pending.action_type:  # else the run ended before its action (format errors, a limit)
         update |= committed(ctx, state)

@@ -86,7 +86,7 @@ class StepState(TypedDict, total=False):
     snapshot_step: int  # n_operations then
     snapshot_base: MemoryBase | None  # the snapshot's base (None: the next renewal is a full one)
     proposed: Proposal | None  # one call per step: the action the step's one reply holds, for `act`
-    changed: list[OperationNode]  # operations the step changed before its own (the latest judged): committed with it
+    changed: list[OperationNode] | None  # operations the step changed before its own (the latest judged): saved with it
     pending: OperationNode | None  # the step's operation: placed by `branch`, its action by `act`, then run
     accessed: list[Scope]
     submitted: bool
