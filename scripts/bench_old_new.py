@@ -7,8 +7,9 @@ package (PYTHONPATH) and of this one with this one's, one benchmark at a time, i
 checkout gets no install of its own). `--old` may be a revision instead (by default 0922c50, issue 39's "before"):
 it is unpacked with `git archive` into a temporary folder, `../shared` beside it. A key is `same` when both print the
 same value, `timing` when its name says it is a time or a rate (never equal twice: shown, not judged), else `differs`
-(the ratio new/old when both are numbers). A benchmark only one side has, or one that fails on a side, is listed as
-such. `--only` picks benchmarks, `--skip` leaves some out. The last line is `RESULT`.
+(the ratio new/old when both are numbers); an old key the new side prints per price profile is compared with its
+`gpt_` one (the old benchmarks billed gpt's prices). A benchmark only one side has, or one that fails on a side, is
+listed as such. `--only` picks benchmarks, `--skip` leaves some out. The last line is `RESULT`.
 """
 
 from __future__ import annotations
@@ -104,6 +105,13 @@ def number(value: str) -> float | None:
         return None
 
 
+def paired(old: dict[str, str], new: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The old figures under the new names: a key the old side printed for its one price list (gpt's: 1 / 0.1 / 8)
+    is the new side's `gpt_<key>` once benchmarks bill each price profile."""
+    renamed = {f"gpt_{key}" if key not in new and f"gpt_{key}" in new else key: value for key, value in old.items()}
+    return renamed, new
+
+
 def compare(old: str | None, new: str | None, key: str) -> str:
     if old is None or new is None:
         return "new only" if old is None else "old only"
@@ -150,9 +158,9 @@ def compared(old: Path, new: Path, only: list[str] | None, skip: list[str] | Non
                     name, "—", *(("(" + outcome.problem + ")", "") if label == "old" else ("", outcome.problem))
                 )
                 failed.append(f"{name}:{label}")
-        keys = list(dict.fromkeys([*sides["old"].figures, *sides["new"].figures]))
-        for key in keys:
-            a, b = sides["old"].figures.get(key), sides["new"].figures.get(key)
+        old_figures, new_figures = paired(sides["old"].figures, sides["new"].figures)
+        for key in dict.fromkeys([*old_figures, *new_figures]):
+            a, b = old_figures.get(key), new_figures.get(key)
             verdict = compare(a, b, key)
             counts["one_side" if verdict.endswith("only") else verdict.split()[0]] += 1
             table.add_row(name, key, a or "", b or "", verdict)
