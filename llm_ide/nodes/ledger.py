@@ -16,7 +16,7 @@ from llm_ide.state.operations import OperationNode
 from llm_ide.text import shared_start
 from llm_ide.variant import AgentContext
 
-TURN_CHARS = 140  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
+TURN_CHARS = 100  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
 PAYBACK = 3  # calls after a renewal whose savings it may count on (a run rarely ends within three steps of one)
 
