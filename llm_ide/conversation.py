@@ -7,15 +7,14 @@ outcome as messages, a rejected reply's turns; the verdicts shown are the verdic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from llm_ide import verdict
 from llm_ide.calls import Message
 from llm_ide.parsing import body_text
-from llm_ide.prompting import render, truncate
+from llm_ide.prompting import ROW, render, rows_elided, truncate
 from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import OperationNode
-from llm_ide.text import numbered_rows, rows_elided
 from llm_ide.variant import AgentContext, joined
 
 
@@ -60,21 +59,6 @@ def action_turn(ctx: AgentContext, node: OperationNode) -> str:
     )
 
 
-@dataclass
-class Shown:
-    """The numbered rows an epoch's prompt shows so far (its snapshot, the outcomes before), read only when asked."""
-
-    texts: list[str]
-    rows: set[str] = field(default_factory=set)
-    read: int = 0
-
-    def now(self) -> set[str]:
-        for text in self.texts[self.read :]:
-            self.rows |= numbered_rows(text)
-        self.read = len(self.texts)
-        return self.rows
-
-
 @dataclass(frozen=True)
 class Turns:
     """The turns of one epoch: the snapshot and, for each operation since, the reply that made it and its outcome
@@ -111,21 +95,15 @@ class Turns:
     def asked(self, node: OperationNode) -> str:
         return verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)
 
-    def outcome(self, node: OperationNode, shown: Shown, epoch: tuple[int, int]) -> list[Message]:
-        """The outcome and the instruction after it: a user turn, or the call's result, then the user's text. Runs of
-        code rows the epoch's prompt already shows as they are (a view of code viewed before, an edit's unchanged
-        lines) are one line saying so."""
+    def outcome(self, node: OperationNode, rows: set[str], unread: list[str], epoch: int) -> list[Message]:
+        """The outcome (rows shown before, `rows` and `unread`'s, as one line) and the instruction after it."""
         instruction = self.inbox(lambda step: step == node.id + 1) + self.asked(node)
 
         def make() -> str:
-            say = lambda first, last: render(self.ctx.templates, "rows_shown_above", first=first, last=last)  # noqa: E731
-            observation = rows_elided(node.observation, shown.now(), say)
-            return render(
-                self.ctx.templates,
-                "observation_turn",
-                node=replace(node, observation=observation),
-                instruction=instruction,
-            )
+            rows.update(line for text in unread for line in text.split("\n") if ROW.match(line))
+            unread.clear()
+            seen = replace(node, observation=rows_elided(node.observation, rows, self.ctx.templates, context=False))
+            return render(self.ctx.templates, "observation_turn", node=seen, instruction=instruction)
 
         text = self.ctx.memo.get(("observation", node.id, instruction, epoch), make)
         return self.ctx.exchange.form.outcome(node, text, instruction)
@@ -136,14 +114,14 @@ class Turns:
         messages: list[Message] = [{"role": "user", "content": opening}]
         if start:
             messages += self.verdict_turns(nodes[start - 1])
-        shown, epoch = Shown([snapshot]), (start, hash(snapshot))
+        rows, unread, epoch = set[str](), [snapshot], hash((start, snapshot))
         for position in range(start, len(nodes)):
             messages += [
                 self.reply(nodes, position),
-                *self.outcome(nodes[position], shown, epoch),
+                *self.outcome(nodes[position], rows, unread, epoch),
                 *self.verdict_turns(nodes[position]),
             ]
-            shown.texts.append(nodes[position].observation)
+            unread.append(nodes[position].observation)
         return messages
 
 

@@ -224,7 +224,6 @@ class Templates(Strict):
     code_context_empty: str
     operation: str
     rows_in_context: str
-    rows_shown_above: str  # an operation's rows an earlier turn of the epoch (or its snapshot) shows as they are
     operation_brief: str
     operations_omitted: str
     operation_history_empty: str

@@ -4,15 +4,12 @@ by: a tag's content, the first sentence of a paragraph."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
 from typing import AnyStr
 
 from llm_ide.errors import FormatError
 
 LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context, the view actions and `nl -ba` show them
-SHARED_RUN = 3  # consecutive rows shown identically before: elided
 
 
 def clean_text(text: str) -> str:
@@ -58,32 +55,3 @@ def extract_tag(text: str, name: str, required: bool = True) -> str | None:
     else:
         closing_at = closing.start()
     return rest[:closing_at].strip()
-
-
-def numbered_rows(text: str) -> set[str]:
-    """The numbered code rows of a text."""
-    return {line for line in text.split("\n") if ROW.match(line)}
-
-
-def rows_elided(text: str, shown: Collection[str], say: Callable[[str, str], str]) -> str:
-    """The text with each run of at least SHARED_RUN numbered rows that `shown` holds replaced by `say(first, last)`
-    (their first and last line numbers): one line for rows the prompt already shows as they are."""
-    out: list[str] = []
-    run: list[str] = []
-
-    def flush() -> None:
-        if len(run) >= SHARED_RUN:
-            first, last = (ROW.match(row).group(1) for row in (run[0], run[-1]))  # type: ignore[union-attr]
-            out.append(say(first, last))
-        else:
-            out.extend(run)
-        run.clear()
-
-    for line in text.split("\n"):
-        if line in shown and ROW.match(line):
-            run.append(line)
-        else:
-            flush()
-            out.append(line)
-    flush()
-    return "\n".join(out)

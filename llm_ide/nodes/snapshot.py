@@ -13,11 +13,11 @@ from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
 from llm_ide.conversation import capped, params_text
-from llm_ide.prompting import render
+from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
-from llm_ide.text import ROW, first_sentence, rows_elided
+from llm_ide.text import first_sentence
 from llm_ide.variant import AgentContext
 
 ROW_CHARS = 8  # a rendered row beside its line: the number, the tab, the newline
@@ -112,22 +112,13 @@ def history_text(ctx: AgentContext, chain: list[OperationNode], count: int) -> s
     return "\n\n".join([*parts, *briefs(ctx, chain[omitted:count], chain[omitted + 1 :])])
 
 
-def without_shown_rows(ctx: AgentContext, observation: str, shown_text: str) -> str:
-    """The observation with each run of numbered rows that the snapshot shows identically replaced by one line
-    saying so: the latest operation usually opened the code that the code context now shows."""
-    return rows_elided(
-        observation,
-        set(shown_text.split("\n")),
-        lambda first, last: render(ctx.templates, "rows_in_context", first=first, last=last),
-    )
-
-
 def recent_text(ctx: AgentContext, recent: list[OperationNode], shown_text: str) -> str:
     """The last operations of the chain as they ran: thought, action, observation (its rows the snapshot shows left
     out); the last one is the latest."""
-    parts = []
+    parts, rows = [], set(shown_text.split("\n"))
     for node in recent:
-        shown = replace(node, observation=without_shown_rows(ctx, node.observation, shown_text))
+        observation = rows_elided(node.observation, rows, ctx.templates, context=True)
+        shown = replace(node, observation=observation)
         parts.append(
             render(ctx.templates, "operation", node=shown, params=params_text(node), latest=node is recent[-1])
         )
