@@ -8,15 +8,18 @@ patch; what a SIGKILL leaves is removed by the next start. Run as root, these ar
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -412,3 +415,35 @@ def test_an_agent_folder_gone_after_the_start_does_not_stop_the_commands(tmp_pat
     finally:
         env.close()
         shutil.rmtree(agent_folder, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("needs_bwrap")
+def test_host_sockets_coming_and_going_never_stop_a_command(tmp_path: Path) -> None:
+    """Another program's sockets made and removed all along (test servers, agents): one masked at the scan and gone
+    when bwrap mounts over it fails the sandbox's set-up, never the command, which then starts (once: its trail)."""
+    folder, stop = Path(tempfile.mkdtemp(prefix="churn-")), threading.Event()
+
+    def churn() -> None:
+        for number in itertools.count():
+            if stop.is_set():
+                return
+            path = folder / f"s{number % 3}.sock"
+            with socket.socket(socket.AF_UNIX) as server:
+                server.bind(str(path))
+                server.listen()
+                time.sleep(0.002)  # a socket listening for a moment, then gone: any command may meet it half-way
+            path.unlink()
+
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    env = LocalEnvironment(repo, writable=[str(tmp_path)])
+    server = threading.Thread(target=churn)
+    server.start()
+    try:
+        results = [env.execute(f"echo {n} >> {tmp_path}/trail; echo ran {n}") for n in range(60)]
+    finally:
+        stop.set()
+        server.join()
+        env.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert [(r.returncode, r.output) for r in results] == [(0, f"ran {n}\n") for n in range(60)]
+    assert (tmp_path / "trail").read_text().split() == [str(n) for n in range(60)]

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from llm_ide.cli.console import console, fail
+from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
 
@@ -118,7 +119,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
         results = []
         for pair in chosen:
             patches = (task.feature(pair[0]).patch.read_text(), task.feature(pair[1]).patch.read_text())
-            with tempfile.TemporaryDirectory(prefix="llm-ide-coop-") as scratch:
+            with tempfile.TemporaryDirectory(prefix=owned_name("coop")) as scratch:
                 result = evaluate_pair(task, pair, patches, source, Path(scratch), run_tests=tests)
             (out / f"eval_{pair[0]}_{pair[1]}.json").write_text(result.model_dump_json(indent=2) + "\n")
             results.append(result)

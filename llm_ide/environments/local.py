@@ -42,6 +42,7 @@ from llm_ide.settings import EnvironmentSettings
 
 READ_CHUNK = 1 << 16
 EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
+START_TRIES = 8  # starts of one command whose sandbox could not be set up (a host socket it masks vanished meanwhile)
 
 
 def signal_returncode(returncode: int) -> int:
@@ -250,10 +251,10 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
-        for again in (False, True):  # a sandbox that never started the command (a socket it masks vanished): again
+        for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
             marker = StartMarker() if self.bwrap else None
             returncode, timed_out, cap = self._run(command, where, start + timeout, marker, on_output)
-            if marker is None or marker.started() or again:
+            if marker is None or marker.started() or not tries_left:
                 break
             forget_listings()
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
