@@ -5,11 +5,12 @@ them, learnt from its counts (`TokenEstimates`)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from llm_ide.calls import Call, Message, ToolCall, estimate_tokens
-from llm_ide.endpoint import BadCompletion
+from llm_ide.endpoint import BadCompletion, received
 from llm_ide.text import clean_text
 
 MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
@@ -163,3 +164,88 @@ def strict_calls(message: Any) -> Any:
         response_metadata=message.response_metadata,
         id=message.id,
     )
+
+
+SDK_FIRST = {"model": 0, "stream": 1, "service_tier": 2, "messages": 3}  # the SDK's body: these, the rest by name
+TRACING = ("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING")
+
+
+class Completions:
+    """A `ChatOpenAI`'s chat completions asked whole, straight over its httpx client: the request LangChain and the
+    OpenAI SDK would make (LangChain's payload; the SDK's URL, headers and body, `extra_body` merged in), the reply
+    read into the message LangChain would return, its errors raised as they would raise them. What it skips, the
+    callback stack and the SDK's request building, cost more CPU per step than the rest of a step's machinery."""
+
+    def __init__(self, chat: Any) -> None:
+        root = chat.root_client
+        self.chat, self.client = chat, root._client
+        self.url = str(root.base_url).rstrip("/") + "/chat/completions"
+        self.query = dict(root.default_query)
+        auth = {"Authorization": f"Bearer {root.api_key}"} if isinstance(root.api_key, str) and root.api_key else {}
+        self.headers = {k: v for k, v in root.default_headers.items() if isinstance(v, str)} | auth
+        timeout = chat.request_timeout
+        self.timeout = timeout if isinstance(timeout, int | float) else self.client.timeout
+
+    @staticmethod
+    def of(chat: Any) -> Completions | None:
+        """The direct way for a plain `ChatOpenAI` over an httpx client; None for any other model, or one that needs
+        LangChain's own path (a rate limiter, a cache, the Responses API, a traced run)."""
+        import httpx
+        from langchain_openai import ChatOpenAI
+
+        plain = type(chat) is ChatOpenAI and chat.rate_limiter is None and not chat.cache and not chat.callbacks
+        traced = any(os.environ.get(name, "").lower() in ("1", "true") for name in TRACING)
+        if not plain or traced or chat.use_responses_api or not isinstance(chat.root_client._client, httpx.Client):
+            return None
+        return Completions(chat)
+
+    def invoke(self, messages: list[Any], hints: dict[str, Any]) -> Any:
+        """The reply to `messages` (with the request arguments `hints`), None when the request needs the SDK
+        (structured output, the Responses API, arguments only the SDK places)."""
+        from langchain_core.messages import convert_to_messages
+
+        payload = self.chat._get_request_payload(convert_to_messages(messages), **hints)
+        if {"response_format", "extra_headers", "extra_query", "timeout"} & payload.keys() or payload.get("stream"):
+            return None
+        if self.chat._use_responses_api(payload):
+            return None
+        fields = sorted(payload.keys() - {"extra_body"}, key=lambda key: (SDK_FIRST.get(key, len(SDK_FIRST)), key))
+        body = {key: payload[key] for key in fields} | payload.get("extra_body", {})
+        response = self._post(body)
+        completion = received()
+        result = self.chat._create_chat_result(completion if completion is not None else response.json())
+        generation = result.generations[0]
+        message = generation.message
+        message.response_metadata = {**result.llm_output, **generation.generation_info, **message.response_metadata}
+        return message
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        import httpx
+        import openai
+
+        try:
+            response = self.client.post(
+                self.url, json=body, headers=self.headers, params=self.query, timeout=self.timeout
+            )
+        except httpx.TimeoutException as error:
+            raise_as_langchain(openai.APITimeoutError(request=error.request), error)
+        except httpx.RequestError as error:
+            raise_as_langchain(openai.APIConnectionError(request=error.request), error)
+        if response.status_code >= 400:
+            response.read()
+            raise_as_langchain(self.chat.root_client._make_status_error_from_response(response), None)
+        return response
+
+
+def raise_as_langchain(error: Any, cause: BaseException | None) -> NoReturn:
+    """`error` (the OpenAI SDK's) raised as `ChatOpenAI` raises it: LangChain's error of its kind."""
+    import openai
+    from langchain_openai.chat_models.base import _handle_openai_api_error, _handle_openai_bad_request
+
+    try:
+        raise error from cause
+    except openai.BadRequestError as raised:
+        _handle_openai_bad_request(raised)
+    except openai.APIError as raised:
+        _handle_openai_api_error(raised)
+    raise error

@@ -7,12 +7,12 @@ outcome as messages, a rejected reply's turns; the verdicts shown are the verdic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llm_ide import verdict
 from llm_ide.calls import Message
 from llm_ide.parsing import body_text
-from llm_ide.prompting import render, truncate
+from llm_ide.prompting import ROW, render, rows_elided, truncate
 from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import AgentContext, joined
@@ -97,11 +97,17 @@ class Turns:
     def asked(self, node: OperationNode) -> str:
         return verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)
 
-    def outcome(self, node: OperationNode) -> list[Message]:
-        """The outcome and the instruction after it: a user turn, or the call's result, then the user's text."""
+    def outcome(self, node: OperationNode, rows: set[str], unread: list[str], epoch: int) -> list[Message]:
+        """The outcome (rows shown before, `rows` and `unread`'s, as one line) and the instruction after it."""
         instruction = self.inbox(lambda step: step == node.id + 1) + self.asked(node)
-        make = lambda: render(self.ctx.templates, "observation_turn", node=node, instruction=instruction)  # noqa: E731
-        text = self.ctx.memo.get(("observation", node.id, instruction), make)
+
+        def make() -> str:
+            rows.update(line for text in unread for line in text.split("\n") if ROW.match(line))
+            unread.clear()
+            seen = replace(node, observation=rows_elided(node.observation, rows, self.ctx.templates, context=False))
+            return render(self.ctx.templates, "observation_turn", node=seen, instruction=instruction)
+
+        text = self.ctx.memo.get(("observation", node.id, instruction, epoch), make)
         return self.ctx.exchange.form.outcome(node, text, instruction)
 
     def messages(self, nodes: list[OperationNode], snapshot: str, start: int) -> list[Message]:
@@ -110,12 +116,14 @@ class Turns:
         messages: list[Message] = [{"role": "user", "content": opening}]
         if start:
             messages += self.verdict_turns(nodes[start - 1])
+        rows, unread, epoch = set[str](), [snapshot], hash((start, snapshot))
         for position in range(start, len(nodes)):
             messages += [
                 self.reply(nodes, position),
-                *self.outcome(nodes[position]),
+                *self.outcome(nodes[position], rows, unread, epoch),
                 *self.verdict_turns(nodes[position]),
             ]
+            unread.append(nodes[position].observation)
         return messages
 
 

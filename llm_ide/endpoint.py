@@ -169,6 +169,11 @@ def last_completion() -> Any:
     return body
 
 
+def received() -> Any:
+    """The last chat completion this thread received (`check_completion` read it), kept for `last_completion`."""
+    return getattr(_local, "completion", None)
+
+
 def http_client(timeout: float) -> httpx.Client:
     """An httpx client whose requests obey `request_deadline` and whose 200 responses are checked."""
     transport = httpx.HTTPTransport()

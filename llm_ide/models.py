@@ -18,7 +18,7 @@ from pydantic import SecretStr, ValidationError
 from llm_ide import endpoint
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
-from llm_ide.chat_wire import NotStreamed, TokenEstimates, calls_of, streamed
+from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, streamed
 from llm_ide.endpoint import (
     cause,
     clamp_usage,
@@ -99,6 +99,7 @@ class ChatModel:
         self.usage_warned = False  # implausible usage is said once per run (a run builds its own model)
         self.max_tokens = max_tokens  # the room each reply is given (None: the model's own limit)
         self.tokens = TokenEstimates()  # the prompt's and the reply's tokens before the server counts them
+        self.direct = Completions.of(chat)  # whole replies of a plain ChatOpenAI, asked without LangChain's stack
         if self.price is None:
             warn_once("price", name, unpriced(name))  # once, before the first call
 
@@ -119,10 +120,16 @@ class ChatModel:
                     warn_once("stream", self.name, f"model {self.name}: the endpoint sends no streams; asked whole")
                     self.stream = False
             if response is None:
-                response = self._request(lambda: self.chat.invoke(payload, **hints), deadline)
+                response = self._request(lambda: self._whole(payload, hints), deadline)
             reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)
         return reply
+
+    def _whole(self, payload: Any, hints: dict[str, Any]) -> Any:
+        """The reply asked whole: straight over the wire where it can be (`Completions`), else through LangChain."""
+        if self.direct is not None and (message := self.direct.invoke(payload, hints)) is not None:
+            return message
+        return self.chat.invoke(payload, **hints)
 
     @property
     def streams(self) -> bool:  # `model.stream`; auto: when someone watches the call

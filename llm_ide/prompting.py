@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import re
 import shlex
-from functools import lru_cache
+from collections.abc import Collection
+from functools import lru_cache, partial
+from itertools import groupby
 from typing import Any
 
 from jinja2 import Environment, StrictUndefined, Template
@@ -14,6 +17,7 @@ from llm_ide.settings import Templates
 # The one Jinja environment of the project: prompts, observations, environment notes, tool scripts, eval scripts.
 JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
 JINJA.filters["shquote"] = shlex.quote
+ROW = re.compile(r" *(\d+)\t")  # a numbered code row (the code context, the view actions, `nl -ba`)
 
 
 @lru_cache(maxsize=512)
@@ -43,3 +47,14 @@ def truncate(text: str, limit: int, templates: Templates) -> str:
         return text
     half = limit // 2
     return render(templates, "truncated", head=text[:half], tail=text[-half:], elided=len(text) - 2 * half)
+
+
+def rows_elided(text: str, shown: Collection[str], templates: Templates, context: bool) -> str:
+    """The text with each run of three or more numbered rows that `shown` holds as one line (`rows_in_context`)."""
+    out: list[str] = []
+    say = partial(render, templates, "rows_in_context", context=context)
+    for inside, run in groupby(text.split("\n"), lambda line: line in shown and ROW.match(line) is not None):
+        rows = list(run)
+        first, last = (row.split("\t")[0].strip() for row in (rows[0], rows[-1]))
+        out += [say(first=first, last=last)] if inside and len(rows) > 2 else rows
+    return "\n".join(out)

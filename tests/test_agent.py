@@ -236,6 +236,6 @@ def test_single_call_builds_the_same_tree_with_one_call_per_step(tmp_path: Path)
     assert [c["kind"] for c in one["model_calls"]] == ["act"] * 5
     prompts = [c["prompt"] for c in one["model_calls"]]
     assert all(later.startswith(earlier) for earlier, later in zip(prompts, prompts[1:], strict=False))
-    assert "## Judge operation 1, then act (after `bad`: an alternative in its place)" in prompts[2]
+    assert prompts[2].endswith("```\n## Judge operation 1, then act")
     assert "[assistant]\nbad: The test fails with 11.5 != 16.0" in prompts[3]  # the reflection stays in its reply
     assert "+            total += price * quantity" in result.submission

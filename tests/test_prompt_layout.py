@@ -139,3 +139,30 @@ def test_the_latest_observation_does_not_repeat_rows_the_code_context_shows(tmp_
     assert "as shown in the Code Context above]" in latest
     assert "    def parse_known_args(" in context and "def parse_known_args(" not in latest
     assert all(row not in context for row in rows)  # what is left of the observation is not shown above
+
+
+REVIEWS = [
+    act("The header[1](argparse.py:1).", "view", path="argparse.py", start_line=1, end_line=40),
+    reflect(False, "Imports and the module docstring."),
+    act("Again, a part of it[1](argparse.py:20).", "view", path="argparse.py", start_line=18, end_line=30),
+    reflect(False, "The same lines."),
+    act("Across its end[1](argparse.py:39).", "view", path="argparse.py", start_line=39, end_line=44),
+    reflect(False, "Two lines seen, four new."),
+    act("Done.", "submit"),
+]
+
+
+def test_a_turn_shows_rows_the_prompt_already_holds_as_one_line(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    settings = load_config("default", environment={"tools": []})
+    result = run_task(TASK, model=write_script(tmp_path / "s.yaml", REVIEWS), settings=settings,
+                      output_dir=tmp_path / "out", run_id="t1", repo=repo)  # fmt: skip
+    prompts = [c["prompt"] for c in load_trajectory(result.trajectory_path)["model_calls"]]
+    assert all(later.startswith(earlier) for earlier, later in zip(prompts, prompts[1:], strict=False))
+    rows = ARGPARSE.read_text().splitlines()
+    first, second, third = prompts[-1].split("### Operation ")[1:4]
+    assert all(f"{n:>6}\t{rows[n - 1]}" in first for n in range(18, 31))
+    assert "[lines 18-30: as shown above]" in second and f"    20\t{rows[19]}" not in second
+    assert "\n    39\t" in third and "\n    40\t" in third and "\n    44\t" in third  # a run of two is kept
+    assert "as shown above" not in first and "as shown above" not in third

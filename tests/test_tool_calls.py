@@ -39,7 +39,7 @@ from llm_ide.variant import Action, ActionResult, Variant
 TASK = "Cart.total ignores quantities."
 FIXED = "+            total += price * quantity"
 CORE = ["view", "view_symbol", "search", "edit", "create", "bash", "submit"]
-JUDGE_0 = "## Judge operation 0, then act (after `bad`: an alternative in its place)"
+JUDGE_0 = "## Judge operation 0, then act"
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,6 @@
-"""What the memory's prompts cost against full history's (the same run never renewed: its first snapshot, then every
-operation's turns appended), in characters priced as uncached prompt characters (a re-read from the provider's cache
-costs `reread` of one, a reply character `output`), under the model's own prices. Everything comes from the state:
-an operation's turns are its thought, action and output with their headings (`TURN_CHARS` about), an epoch's opening
-is its snapshot."""
+"""What the memory's prompts cost against full history's (the run never renewed), in uncached prompt characters at
+the model's own prices, from the state alone: an operation's turns are its thought, action and output with their
+headings, an epoch's opening its snapshot."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from llm_ide.state.operations import OperationNode
 from llm_ide.text import shared_start
 from llm_ide.variant import AgentContext
 
-TURN_CHARS = 140  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
+TURN_CHARS = 100  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
 PAYBACK = 3  # calls after a renewal whose savings it may count on (a run rarely ends within three steps of one)
 
@@ -54,8 +52,7 @@ class Ledger:
     @classmethod
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
         price, nodes = prices(ctx), state.get("operations", [])
-        steps = len(nodes)
-        usage = state.get("usage")
+        steps, usage = len(nodes), state.get("usage")
         calls = usage["api_calls"] if usage else steps
         return cls(
             reread=min(1.0, price.read / price.write),
@@ -91,8 +88,7 @@ class Ledger:
         return self.opening + sum(self.turns[self.start :])
 
     def deficit(self) -> float:
-        """The memory's cost so far less full history's: within an epoch each call re-reads the snapshot where full
-        history re-reads what it replaced."""
+        """The memory's cost less full history's so far (a call re-reads the snapshot, the other what it replaced)."""
         later = max(0, self.step - self.start - 1) * self.calls
         return self.balance + self.reread * later * (self.opening - self.history[self.start])
 
@@ -103,21 +99,18 @@ class Ledger:
 
     @cached_property
     def bill(self) -> float:
-        """Full history's bill up to the call to come: its first snapshot, then each call's new turns and re-reads,
-        and the replies."""
+        """Full history's bill up to the call to come: first snapshot, each call's new turns and re-reads, replies."""
         calls = zip(self.turns, self.history[:-1], strict=True)
         prompts = sum(turn + self.reread * self.calls * before for turn, before in calls)
         return self.first + prompts + self.output * sum(self.replies)
 
     def renewed(self, old: str, new: str) -> float:
-        """The deficit once the call to come has sent the snapshot `new` in place of `old` (the prefix they share is
-        a re-read)."""
+        """The deficit once the call to come has sent the snapshot `new` for `old` (their shared prefix re-read)."""
         return self.after(len(new), len(new) - shared_start(old, new))
 
     def allows(self, deficit: float, length: int, overspend: float) -> bool:
-        """Whether a renewal to a snapshot of `length` characters, after which the memory's cost less full history's
-        is `deficit`, keeps the memory within `overspend` of full history's bill once it has paid back what its next
-        PAYBACK calls save (each re-reads the snapshot where full history re-reads what it replaced)."""
+        """Whether a renewal to a snapshot of `length` characters leaving `deficit` keeps the memory within `overspend`
+        of full history's bill, once its next PAYBACK calls have saved what they re-read less."""
         saved = PAYBACK * self.reread * self.calls * max(0, self.history[self.step] - length)
         return deficit - saved <= overspend * self.bill
 
@@ -128,6 +121,5 @@ class Ledger:
 
 
 def new_chars(old: str, new: str, latest: int) -> int:
-    """What sending the snapshot `new` in place of `old` sends uncached, but for the `latest` characters, which the
-    turns would send anyway."""
+    """What sending the snapshot `new` for `old` sends uncached, but the `latest` characters the turns send anyway."""
     return max(0, len(new) - shared_start(old, new) - latest)

@@ -1,5 +1,5 @@
-"""At the start of an epoch, the memory snapshot the prompts build on: a renewal when it pays under the model's own
-prices (llm_ide/nodes/ledger.py); until then the prompt grows as full history's would."""
+"""At an epoch's start, the snapshot the prompts build on: renewed when it pays at the model's prices (ledger.py); until
+then the prompt grows as full history's would."""
 
 from __future__ import annotations
 
@@ -51,13 +51,10 @@ def first_renewal(ctx: AgentContext, state: AgentState) -> Renewal:
 
 
 def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
-    """The snapshot a new epoch starts with, or None while the current one goes on. A full renewal at the first step,
-    when asked (`snapshot` emptied), every `snapshot_every` operations if set. Past `renew_at_chars` of prompt, as
-    soon as the re-reads (cached) of what a renewal would drop have cost `renew_ratio` times what it costs (the
-    economic order quantity: a renewal every n steps costs its price once and re-reads growing with n): a full one
-    when the turns since the snapshot and what followed the base have, else one keeping the base (the cache serves
-    it) when the turns have; either only while the memory's bill, the renewal paid, stays within `overspend` of full
-    history's. Always one before the prompt nears its budget."""
+    """The snapshot a new epoch starts with, or None while the current one goes on: at the first step, when asked,
+    every `snapshot_every` operations if set; past `renew_at_chars`, once the re-reads of what it would drop have cost
+    `renew_ratio` times its price (full, or keeping the base), while the memory's bill stays within `overspend` of
+    full history's (memory settings in default.yaml); always before the prompt nears its budget."""
     memory, old = ctx.settings.memory, state.get("snapshot_base")
     if old is None:
         return first_renewal(ctx, state)

@@ -6,7 +6,6 @@ base shows. The latest operation as it ran comes last."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from dataclasses import replace
 
@@ -14,16 +13,14 @@ from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
 from llm_ide.conversation import capped, params_text
-from llm_ide.prompting import render
+from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 from llm_ide.text import first_sentence
 from llm_ide.variant import AgentContext
 
-ROW = re.compile(r" *(\d+)\t")  # a numbered code row, as the code context and the view actions show them
 ROW_CHARS = 8  # a rendered row beside its line: the number, the tab, the newline
-SHARED_RUN = 3  # consecutive rows of the latest observation shown as they are in the code context: elided
 WHOLE_HORIZON = 40  # operations looked back for a file written whole (then shown whole while it stays active)
 READ_WHOLE_FOR = 8  # operations a file read whole stays whole (an agent rewrites one soon after reading it, or not)
 
@@ -115,37 +112,13 @@ def history_text(ctx: AgentContext, chain: list[OperationNode], count: int) -> s
     return "\n\n".join([*parts, *briefs(ctx, chain[omitted:count], chain[omitted + 1 :])])
 
 
-def without_shown_rows(ctx: AgentContext, observation: str, shown_text: str) -> str:
-    """The observation with each run of numbered rows that the snapshot shows identically replaced by one line
-    saying so: the latest operation usually opened the code that the code context now shows."""
-    shown = set(shown_text.split("\n"))
-    out: list[str] = []
-    run: list[str] = []
-
-    def flush() -> None:
-        if len(run) >= SHARED_RUN:
-            first, last = (ROW.match(row).group(1) for row in (run[0], run[-1]))  # type: ignore[union-attr]
-            out.append(render(ctx.templates, "rows_in_context", first=first, last=last))
-        else:
-            out.extend(run)
-        run.clear()
-
-    for line in observation.split("\n"):
-        if line in shown and ROW.match(line):
-            run.append(line)
-        else:
-            flush()
-            out.append(line)
-    flush()
-    return "\n".join(out)
-
-
 def recent_text(ctx: AgentContext, recent: list[OperationNode], shown_text: str) -> str:
     """The last operations of the chain as they ran: thought, action, observation (its rows the snapshot shows left
     out); the last one is the latest."""
-    parts = []
+    parts, rows = [], set(shown_text.split("\n"))
     for node in recent:
-        shown = replace(node, observation=without_shown_rows(ctx, node.observation, shown_text))
+        observation = rows_elided(node.observation, rows, ctx.templates, context=True)
+        shown = replace(node, observation=observation)
         parts.append(
             render(ctx.templates, "operation", node=shown, params=params_text(node), latest=node is recent[-1])
         )

@@ -3,8 +3,10 @@ told), the checkpoints pruned, and its result however it ends."""
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,18 @@ from llm_ide.variant import AgentContext
 from llm_ide.workspace.lifecycle import previous_submission, recover_submission
 
 log = logging.getLogger("llm_ide.run")
+
+
+@contextmanager
+def settled_heap() -> Iterator[None]:
+    """What is alive when a run's loop starts (the imports' modules and classes, the run's setup) kept out of the
+    garbage collector's full passes until it ends: each pass then walks only what the loop made, not the ~200,000
+    objects before it (a full pass took ~80 ms, several times per 100 steps). Unfrozen after, garbage included."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @dataclass
@@ -91,9 +105,13 @@ class RunOutputs:
 
     def stream(self, graph: Any, inputs: Any, config: dict[str, Any], ctx: AgentContext) -> None:
         """The graph streamed to its end or its next question; each completed step saved, pruned and told."""
+        with settled_heap():
+            self._stream(graph.stream(inputs, config, context=ctx, stream_mode="values", durability="sync"), ctx)
+
+    def _stream(self, states: Iterator[dict[str, Any]], ctx: AgentContext) -> None:
         checkpoints = ctx.settings.checkpoint
         prune_every = 0 if checkpoints.keep_history else checkpoints.prune_every
-        for state in graph.stream(inputs, config, context=ctx, stream_mode="values", durability="sync"):
+        for state in states:
             ensure_output(self.recorder.path.parent)
             if "__interrupt__" in state:
                 continue

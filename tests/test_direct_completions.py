@@ -1,0 +1,115 @@
+"""A plain ChatOpenAI's whole replies asked straight over its httpx client (llm_ide.chat_wire.Completions) against
+the same request through LangChain and the OpenAI SDK, on the loopback server (tests/openai_server.py): the same
+request on the wire (path, body and its key order, the SDK's headers), the same reply read, the same errors raised."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.chat_wire import Completions, calls_of
+from llm_ide.config import load_config
+from llm_ide.endpoint import classify, last_completion, retry_after
+from llm_ide.models import ChatModel, get_model
+
+MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug in ünïcode."}]
+TOOLS = [{"type": "function", "function": {"name": "view", "parameters": {"type": "object", "properties": {}}}}]
+SDK_HEADERS = ("authorization", "content-type", "accept", "user-agent", "x-stainless-lang", "x-stainless-os")
+
+
+@pytest.fixture(autouse=True)
+def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "LANGSMITH_TRACING"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def model_of(url: str, **values: Any) -> ChatModel:
+    model = get_model("gpt-test", load_config(model={"max_retries": 0, **values}).model, base_url=url)
+    assert isinstance(model, ChatModel)
+    return model
+
+
+def both_ways(model: ChatModel, hints: dict[str, Any]) -> list[Any]:
+    """The reply asked directly, then through LangChain (each after the thread's last completion is forgotten)."""
+    assert model.direct is not None
+    last_completion()
+    direct = model.direct.invoke(MESSAGES, hints)
+    last_completion()
+    return [direct, model.chat.invoke(MESSAGES, **hints)]
+
+
+@pytest.mark.parametrize(
+    ("values", "tools", "reply"),
+    [
+        ({}, False, Reply("I will read the file.", input_tokens=21, output_tokens=5)),
+        ({"temperature": 0.2, "max_tokens": 77}, False, Reply("Cut here", finish_reason="length")),
+        ({"kwargs": {"extra_body": {"top_k": 3}}}, True, Reply("Looking.", tool_calls=(("view", {"path": "a.py"}),))),
+        ({}, True, Reply("Broken call.", tool_calls=(("view", "{not json"),))),
+        ({}, False, Reply("Cached.", input_tokens=30, output_tokens=2, cached_tokens=20)),
+    ],
+)
+def test_the_direct_request_and_reply_are_langchains(values: dict[str, Any], tools: bool, reply: Reply) -> None:
+    with OpenAIServer(replies=[reply]) as server:
+        model = model_of(server.url, **values)
+        _, hints = model._payload(MESSAGES, TOOLS if tools else None)
+        replies = direct, through_langchain = both_ways(model, hints)
+        first, second = server.requests
+    assert (first.path, json.dumps(first.body)) == (second.path, json.dumps(second.body))
+    assert {k: first.headers.get(k) for k in SDK_HEADERS} == {k: second.headers.get(k) for k in SDK_HEADERS}
+    assert first.body["messages"][1]["content"] == "Fix the bug in ünïcode."
+    assert direct.text == through_langchain.text
+    calls = [[(c.name, c.arguments, c.id.replace(f"_{n}_", "_")) for c in calls_of(m)] for n, m in enumerate(replies)]
+    assert calls[0] == calls[1]
+    assert direct.usage_metadata == through_langchain.usage_metadata
+    metadata = ("finish_reason", "model_name", "model_provider")  # what is read (the SDK adds fields set to None)
+    assert {k: direct.response_metadata.get(k) for k in metadata} == {
+        k: through_langchain.response_metadata.get(k) for k in metadata
+    }
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        401,
+        404,
+        Reply(status=429, headers=(("Retry-After", "7"),)),
+        500,
+        400,
+        "invalid_json",
+        Reply(body={"error": {"message": "overloaded"}}),
+        Reply(body={"choices": []}),
+    ],
+)
+def test_the_direct_errors_are_langchains(reply: int | str | Reply) -> None:
+    with OpenAIServer(replies=[reply]) as server:
+        model = model_of(server.url)
+        errors = []
+        for ask in (lambda: model.direct and model.direct.invoke(MESSAGES, {}), lambda: model.chat.invoke(MESSAGES)):
+            last_completion()
+            with pytest.raises(Exception) as raised:
+                ask()
+            errors.append(raised.value)
+    direct, through_langchain = errors
+    assert type(direct) is type(through_langchain)
+    assert classify(direct) == classify(through_langchain) is not None
+    assert retry_after(direct) == retry_after(through_langchain)
+    assert getattr(direct, "status_code", None) == getattr(through_langchain, "status_code", None)
+
+
+def test_streams_traced_runs_and_other_models_keep_langchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    with OpenAIServer(replies=["Fine."]) as server:
+        assert model_of(server.url).direct is not None
+        assert model_of(server.url, kwargs={"use_responses_api": True}).direct is None
+        monkeypatch.setenv("LANGSMITH_TRACING", "true")
+        assert model_of(server.url).direct is None
+        monkeypatch.delenv("LANGSMITH_TRACING")
+        streamed = model_of(server.url, stream=True)
+        assert streamed.complete(MESSAGES).text == "Fine."
+        assert server.requests[-1].body["stream"] is True
+        whole = model_of(server.url, stream=False)
+        assert whole.complete(MESSAGES).text == "Fine."
+        assert server.requests[-1].body["stream"] is False
+    assert Completions.of(object()) is None
