@@ -30,7 +30,7 @@ def node_record(node: OperationNode) -> dict[str, Any]:
     """An operation as a trajectory holds it: its fields, with what the variants marked on it among them."""
     record = node._asdict()
     parts, marks = {name: record.pop(name) for name in VERDICT_PARTS}, record.pop("marks")
-    return {**record, **parts, **marks}  # the verdict's parts after the action's, as a trajectory always had them
+    return {**record, **parts, "marks": marks, **marks}  # the verdict's parts after the action's, as they always were
 
 
 def node_of(record: dict[str, Any]) -> OperationNode:
