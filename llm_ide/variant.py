@@ -257,18 +257,19 @@ def joined(texts: Iterable[str], separator: str = "\n") -> str:
 
 
 class Memo:
-    """Prompt parts that never change once made (the system part, an operation's turns), each made once (at most
-    `size` kept: the oldest go)."""
+    """Prompt parts that never change once made (the system part, an operation's turns), each made once: the `size`
+    used last are kept, the least recently used go (an epoch's turns, a few per operation, are all used each call)."""
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 1024) -> None:
         self.size, self.parts = size, dict[tuple[Any, ...], Any]()
 
     def get(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        part = self.parts.get(key)
+        part = self.parts.pop(key, None)
         if part is None:
+            part = make()
             if len(self.parts) >= self.size:
-                self.parts.clear()
-            part = self.parts[key] = make()
+                del self.parts[next(iter(self.parts))]
+        self.parts[key] = part
         return part
 
 
