@@ -52,10 +52,13 @@ def require(mode: str) -> None:
         pytest.skip("unshare cannot make a PID namespace here")
 
 
-def start(tmp_path: Path, mode: str, steps: list[str]) -> tuple[Path, list[str], dict[str, str]]:
+def start(tmp_path: Path, mode: str, steps: list[str], cgroup: bool = True) -> tuple[Path, list[str], dict[str, str]]:
+    """A run of `steps` in `mode`; without `cgroup`, its commands join no cgroup of the run's (no limit needs one)."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", ".gitignore": "waiting\ngo\n"})
     config = tmp_path / "config.yaml"
     config.write_text(f"environment:\n  tools: []\n  sandbox: {'bwrap' if mode == 'bwrap' else 'none'}\n")
+    if not cgroup:
+        config.write_text(config.read_text() + "  limits: {processes: null, memory: null}\n")
     model = write_script(tmp_path / "script.yaml", steps)
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--thread-id", "P"]
     args += ["--output", str(tmp_path / "out"), "--config", str(config)]
@@ -96,7 +99,8 @@ def test_setsid_and_double_forks_end_with_the_run(tmp_path: Path, mode: str) -> 
 def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: Path, mode: str) -> None:
     """llm-ide (the process alone, not its group) is SIGKILLed while a command runs and two escaped processes live:
     in a namespace they all end with it; as a subreaper they are PID 1's until the next start of the run kills
-    them. Either way that start removes the killed run's temp folders, and the run finishes."""
+    them. Either way that start removes the killed run's temp folders, and the run finishes. (In no cgroup: a killed
+    run's cgroup and what is in it go at any start of llm-ide, another test's too, before the rerun could say so.)"""
     require(mode)
     one, two, three = marker(tmp_path, 1), marker(tmp_path, 2), marker(tmp_path, 3)
     wait = f"sleep {three} & touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo waited"
@@ -107,7 +111,7 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
         reflect(False, "waited"),
         act("Done.", "submit"),
     ]
-    repo, args, env = start(tmp_path, mode, steps)
+    repo, args, env = start(tmp_path, mode, steps, cgroup=False)
     first = llm_ide(args, tmp_path, env=env)
     wait_for(repo / "waiting", first)
     record = json.loads((tmp_path / "out" / "P.leftovers.json").read_text())
