@@ -132,9 +132,16 @@ def _inline(value: Any) -> bool:
 # Nodes that call nothing outside (no model call, no action): after a kill they are simply run again, with the same
 # result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
 # a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
-# their own: a step commits 7 times, not 12, and no transaction stays open during a model call or an action.
+# their own: a step commits 5 times, not 12, and no transaction stays open during a model call or an action.
 RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
+# Nodes that call nothing once a channel holds what they would ask for: `act` when the step's one reply (read by
+# `reflect`, its writes committed) already holds the action.
+RERUNNABLE_WITH = {"act": "proposed"}
 NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
+
+
+def _rerunnable(node: str, values: dict[str, Any]) -> bool:
+    return node in RERUNNABLE or (node in RERUNNABLE_WITH and values.get(RERUNNABLE_WITH[node]) is not None)
 
 
 class ChannelSqliteSaver(SqliteSaver):
@@ -145,6 +152,7 @@ class ChannelSqliteSaver(SqliteSaver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deferring = threading.local()
+        self._rerunnable: tuple[str | None, frozenset[str]] = (None, frozenset())
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
@@ -194,11 +202,15 @@ class ChannelSqliteSaver(SqliteSaver):
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
-        with self._deferred(bool(following) and all(node in RERUNNABLE for node in following)):
+        rerunnable = {node for node in following if _rerunnable(node, values)}
+        self._rerunnable = (checkpoint["id"], frozenset(rerunnable))  # durability "sync": before its tasks' writes
+        with self._deferred(bool(following) and len(rerunnable) == len(following)):
             return super().put(config, inline, metadata, new_versions)
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
-        with self._deferred(task_path.rsplit(", ", 1)[-1] in RERUNNABLE):
+        node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
+        at = config["configurable"].get("checkpoint_id")
+        with self._deferred(node in RERUNNABLE or (at == after and node in rerunnable)):
             super().put_writes(config, writes, task_id, task_path)
         failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
 
