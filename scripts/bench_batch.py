@@ -35,6 +35,7 @@ from llm_ide.swebench.batch import BatchOptions, run_batch  # noqa: E402
 from llm_ide.swebench.dataset import load_dataset  # noqa: E402
 from llm_ide.swebench.progress import BatchProgress  # noqa: E402
 
+TIMED = ("batch_ratio", "batch_ratio_no_latency")  # ratios of two wall times (bench_old_new)
 COMMANDS = [
     "grep -rn '# BUG' --include='*.py' .",
     "python -m pytest -q -p no:cacheprovider tests 2>&1 | tail -3",

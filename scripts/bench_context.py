@@ -28,6 +28,7 @@ from llm_ide.codeview import CodeView, LocalFiles
 from llm_ide.config import load_config
 from llm_ide.state.context import Activity, Chunk, ScoreParams, rescore, select_chunks, trim_to_budget
 
+TIMED = ("cold_ratio", "warm_ratio", "warm_reread_ratio")  # ratios of two timings (bench_old_new)
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 NAMED = ["argparse.py", "typing.py", "email/_header_value_parser.py", "_pydecimal.py"]
 

@@ -22,6 +22,7 @@ from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.environments.docker import DockerEnvironment
 
+TIMED = ("docker_exec_ratio",)  # a ratio of two timings (bench_old_new)
 COMMANDS = ["echo hi", "true"]
 EXPECTED = {"echo hi": "hi\n", "true": ""}
 

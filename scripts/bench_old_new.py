@@ -6,14 +6,17 @@ by side.
 package (PYTHONPATH) and of this one with this one's, one benchmark at a time, in this interpreter (one venv: the old
 checkout gets no install of its own). `--old` may be a revision instead (by default 0922c50, issue 39's "before"):
 it is unpacked with `git archive` into a temporary folder, `../shared` beside it. A key is `same` when both print the
-same value, `timing` when its name says it is a time or a rate (never equal twice: shown, not judged), else `differs`
-(the ratio new/old when both are numbers); an old key the new side prints per price profile is compared with its
+same value, `timing` when the benchmark declares it one (a module-level `TIMED` tuple of key patterns, read from
+either side's script without running it: ratios of two timings such as bench_context's `cold_ratio`) or its name says
+it is a time or a rate (never equal twice: shown, not judged), else `differs` (the ratio new/old when both are
+numbers); an old key the new side prints per price profile is compared with its
 `gpt_` one (the old benchmarks billed gpt's prices). A benchmark only one side has, or one that fails on a side, is
 listed as such. `--only` picks benchmarks, `--skip` leaves some out. The last line is `RESULT`.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -24,6 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated
 
@@ -94,8 +98,25 @@ def run_quick(root: Path, name: str, timeout: float) -> Outcome:
     return Outcome(figures=dict(pairs), seconds=seconds)
 
 
-def is_timing(key: str) -> bool:
-    return bool(TIMING.search(key)) or any(word in f"_{key}_" for word in TIMING_WORDS)
+def declared_timing(script: Path) -> tuple[str, ...]:
+    """The key patterns a benchmark declares timings (`TIMED = (...)` at module level, fnmatch patterns), read with
+    `ast`: the script is not imported (its checkout's package may not be the one on the path)."""
+    if not script.is_file():
+        return ()
+    for statement in ast.parse(script.read_text()).body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "TIMED" for target in statement.targets
+        ):
+            return tuple(ast.literal_eval(statement.value))
+    return ()
+
+
+def is_timing(key: str, declared: tuple[str, ...] = ()) -> bool:
+    return (
+        any(fnmatchcase(key, pattern) for pattern in declared)
+        or bool(TIMING.search(key))
+        or any(word in f"_{key}_" for word in TIMING_WORDS)
+    )
 
 
 def number(value: str) -> float | None:
@@ -112,12 +133,12 @@ def paired(old: dict[str, str], new: dict[str, str]) -> tuple[dict[str, str], di
     return renamed, new
 
 
-def compare(old: str | None, new: str | None, key: str) -> str:
+def compare(old: str | None, new: str | None, key: str, declared: tuple[str, ...] = ()) -> str:
     if old is None or new is None:
         return "new only" if old is None else "old only"
     if old == new:
         return "same"
-    if is_timing(key):
+    if is_timing(key, declared):
         return "timing"
     a, b = number(old), number(new)
     return f"differs ×{b / a:.3g}" if a not in (None, 0.0) and b is not None else "differs"
@@ -159,9 +180,10 @@ def compared(old: Path, new: Path, only: list[str] | None, skip: list[str] | Non
                 )
                 failed.append(f"{name}:{label}")
         old_figures, new_figures = paired(sides["old"].figures, sides["new"].figures)
+        declared = (*declared_timing(old / "scripts" / f"{name}.py"), *declared_timing(new / "scripts" / f"{name}.py"))
         for key in dict.fromkeys([*old_figures, *new_figures]):
             a, b = old_figures.get(key), new_figures.get(key)
-            verdict = compare(a, b, key)
+            verdict = compare(a, b, key, declared)
             counts["one_side" if verdict.endswith("only") else verdict.split()[0]] += 1
             table.add_row(name, key, a or "", b or "", verdict)
     console.print(table)

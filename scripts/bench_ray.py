@@ -38,6 +38,8 @@ from llm_ide.swebench.batch import BatchOptions, run_batch  # noqa: E402
 from llm_ide.swebench.dataset import load_dataset  # noqa: E402
 from llm_ide.swebench.progress import BatchProgress  # noqa: E402
 
+TIMED = ("ray_node_ratio", "local_worker_ratio")  # ratios of two wall times (bench_old_new)
+
 
 def fresh_database(server_url: str, name: str) -> str:
     """A database per run: the runs' threads are named by the instance ids."""

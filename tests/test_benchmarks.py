@@ -17,6 +17,8 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 BENCHMARKS = sorted(path.stem for path in SCRIPTS.glob("bench_*.py") if "typer.run(main)" in path.read_text())
 HELPERS = sorted(path.stem for path in SCRIPTS.glob("bench_*.py") if path.stem not in BENCHMARKS)
 CHROMIUM = [Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")]
+sys.path.insert(0, str(SCRIPTS))
+import bench_old_new  # noqa: E402
 
 
 def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
@@ -78,3 +80,30 @@ def test_every_bench_script_is_a_benchmark_or_a_helper_one_uses() -> None:
         assert "--quick" in source or "quick:" in source, f"{benchmark} has no quick mode"
     for helper in HELPERS:
         assert any(helper in source for source in sources.values()), f"{helper}.py is used by no benchmark"
+
+
+@pytest.mark.parametrize(
+    ("script", "key", "old", "new", "verdict"),
+    [
+        ("bench_context", "cold_ratio", "0.174", "0.227", "timing"),  # declared by the benchmark (TIMED)
+        ("bench_ray", "ray_node_ratio", "0.895", "0.566", "timing"),
+        ("bench_ray", "wall_ray1_s", "10.58", "15.51", "timing"),  # said by its name
+        ("bench_ray", "pg_bytes_per_instance", "307200", "356352", "differs ×1.16"),
+        ("bench_cost", "gpt_disk_ratio", "1.85", "2.11", "differs ×1.14"),
+        ("bench_context", "cold_ratio", "0.174", "0.174", "same"),
+    ],
+)
+def test_old_new_judges_a_timing_a_benchmark_declares_as_timing(
+    script: str, key: str, old: str, new: str, verdict: str
+) -> None:
+    declared = bench_old_new.declared_timing(SCRIPTS / f"{script}.py")
+    assert bench_old_new.compare(old, new, key, declared) == verdict
+
+
+def test_every_declared_timing_is_a_key_its_benchmark_prints() -> None:
+    declared = {name: bench_old_new.declared_timing(SCRIPTS / f"{name}.py") for name in BENCHMARKS}
+    declaring = {name for name, keys in declared.items() if keys}
+    assert {"bench_context", "bench_batch", "bench_env", "bench_ray"} <= declaring
+    for name, keys in declared.items():
+        source = (SCRIPTS / f"{name}.py").read_text()
+        assert all(f"{key}={{" in source for key in keys), (name, keys)
