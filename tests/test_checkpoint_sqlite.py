@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from llm_ide.config import load_config
@@ -86,3 +87,31 @@ def test_the_operations_encode_node_by_node_exactly_as_langgraph_encodes_the_lis
         raw = zlib.decompress(data) if kind.endswith("+zlib") else data
         assert (kind.removesuffix("+zlib"), raw) == plain.dumps_typed(value)
         assert ours.loads_typed((kind, data)) == value
+
+
+def committed(db: Path) -> tuple[int, int]:
+    """The checkpoint rows and writes another connection sees: what is committed."""
+    with sqlite3.connect(db) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("checkpoints", "writes"))
+
+
+def checkpoint_of(values: dict) -> dict:
+    return {**empty_checkpoint(), "channel_values": values, "channel_versions": {key: 1 for key in values}}
+
+
+@pytest.mark.parametrize(("proposed", "deferred"), [({"action": "ls"}, True), (None, False)])
+def test_act_waits_for_the_next_commit_only_when_the_steps_reply_already_holds_its_action(
+    tmp_path: Path, proposed: dict | None, deferred: bool
+) -> None:
+    db = tmp_path / "t.checkpoint.sqlite"
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        before_act = checkpoint_of({"branch:to:act": None, "proposed": proposed, "task": "fix it"})
+        at = saver.put(config, before_act, {}, before_act["channel_versions"])
+        saver.put_writes(at, [("pending", {"action": "ls"}), ("proposed", None)], "act-task", "~__pregel_pull, act")
+        assert committed(db) == ((0, 0) if deferred else (1, 2))  # act calls the model itself: its reply is kept
+        before_tool = checkpoint_of({"branch:to:execute_tool": None, "task": "fix it"})
+        saver.put(at, before_tool, {}, before_tool["channel_versions"])
+        assert committed(db) == (2, 2)  # the action runs next: everything before it is committed
+        resumed = saver.get_tuple(at)
+        assert resumed is not None and resumed.checkpoint["channel_values"]["proposed"] == proposed
