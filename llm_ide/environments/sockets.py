@@ -142,15 +142,21 @@ def host_sockets(
         candidates |= scanned([folder], depth, hidden)
     candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
     keep = {os.path.realpath(path) for path in allowed}
-    found, searchable = set(), Searchable(*user)
+    found, searchable, folders = set(), Searchable(*user), [str(folder) for folder in hidden]
     for path in candidates:
         real = os.path.realpath(path)
-        if real in keep or any(Path(real).is_relative_to(folder) for folder in hidden):
+        if real in keep or any(within(real, folder) for folder in folders):
             continue
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(real).st_mode) and searchable(os.path.dirname(real)):
                 found.add(real)
     return sorted(found), abstract
+
+
+def within(path: str, folder: str) -> bool:
+    """`Path(path).is_relative_to(folder)` for normalised absolute paths, without making Path objects (a command's
+    scan asks it of every candidate socket and hidden folder)."""
+    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
 class Searchable:
