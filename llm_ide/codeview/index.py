@@ -3,6 +3,7 @@ decide which header rows accompany a shown line. Built once per file content; re
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
@@ -62,6 +63,7 @@ class FileIndex:
     by_qualname: dict[str, list[int]] = field(default_factory=dict)
     _rows: list[str] = field(default_factory=list)
     tree: Tree | None = None  # the parse, kept so the next version of the file parses incrementally
+    spans: list[tuple[int, int, int]] = field(default_factory=list)  # per frame: its node's bytes and kind
     chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
 
     @property
@@ -152,28 +154,121 @@ def display_lines(data: bytes) -> list[str]:
 
 def build_index(path: str, data: bytes, mtime_ns: int, previous: FileIndex | None = None) -> FileIndex:
     """The index of `data`; `previous` (the index of the file's former content) lets tree-sitter reparse only what
-    changed."""
+    changed, and the frames of the definitions and statements it left as they were are copied, not walked again."""
     index = FileIndex(data=data, mtime_ns=mtime_ns, lines=display_lines(data))
     if is_python(path, data):
-        _index_python(index, _parse(data, previous.data if previous else b"", previous.tree if previous else None))
+        if previous is None or previous.tree is None:
+            _index_python(index, _parser().parse(data))
+        else:
+            tree, edit = _reparse(data, previous)
+            _index_python(index, tree, edit)
     return index
 
 
-def _parse(data: bytes, old: bytes, tree: Tree | None) -> Tree:
-    """A parse of `data`, reusing `tree` (the parse of `old`) through the one edited span between them."""
-    if tree is None:
-        return _parser().parse(data)
+@dataclass
+class Edit:
+    """How a file's new parse relates to its previous index: the one edited byte span (`start`, `old_end` before,
+    `new_end` after), the rows it added (negative: removed), and the new parse's byte ranges whose structure changed
+    (tree-sitter's changed ranges and the edited span). A frame whose node lies clear of them is the previous one,
+    moved."""
+
+    previous: FileIndex
+    start: int
+    old_end: int
+    new_end: int
+    rows: int
+    dirty: list[tuple[int, int]]
+    copies: int = 0  # frames copied
+    _firsts: dict[tuple[int, int, int], int] | None = None
+    _definition_frames: list[int] | None = None
+
+    def copied(self, index: FileIndex, first: int, end: int, kind: int, parent: int, owner: int) -> bool:
+        """Whether the frame whose node spans `first..end` (of grammar kind `kind`; from its decorators when it has
+        some) and all frames inside it were copied from the previous index (under `parent`, in `owner`)."""
+        if any(first <= high and low <= end for low, high in self.dirty):
+            return False
+        shift, rows = (self.new_end - self.old_end, self.rows) if end >= self.start else (0, 0)
+        if self._firsts is None:
+            self._firsts = {span: number for number, span in enumerate(self.previous.spans)}
+        old = self._firsts.get((first - shift, end - shift, kind))
+        if old is None:
+            return False
+        frames, definitions = self.previous.frames, self.previous.definitions
+        above = frames[frames[old].parent].owner if frames[old].parent >= 0 else -1
+        if _names(definitions, above) != _names(index.definitions, owner):
+            return False  # the definitions inside are named after another class or function now
+        stop = old + 1
+        while stop < len(frames) and frames[stop].parent >= old:
+            stop += 1
+        if self._definition_frames is None:
+            self._definition_frames = [definition.frame for definition in definitions]
+        low, high = bisect_left(self._definition_frames, old), bisect_left(self._definition_frames, stop)
+        self.copies += stop - old
+        self._copy(index, (old, stop), (low, high), shift, rows, parent, owner, above)
+        return True
+
+    def _copy(
+        self,
+        index: FileIndex,
+        frame_range: tuple[int, int],
+        definition_range: tuple[int, int],
+        shift: int,
+        rows: int,
+        parent: int,
+        owner: int,
+        old_owner: int,
+    ) -> None:
+        """The previous index's frames `frame_range` and definitions `definition_range` appended to `index`: moved
+        by `rows` and renumbered, the outermost under `parent`, those owned outside the range owned by `owner` (the
+        same objects where nothing moved: neither is ever changed once built)."""
+        (old, stop), (low, high) = frame_range, definition_range
+        frames, definitions, spans = self.previous.frames, self.previous.definitions, self.previous.spans
+        frame_offset, definition_offset = len(index.frames) - old, len(index.definitions) - low
+        if (
+            not rows
+            and not frame_offset
+            and not definition_offset
+            and frames[old].parent == parent
+            and old_owner == owner
+        ):
+            index.frames += frames[old:stop]
+            index.definitions += definitions[low:high]
+        else:
+            for number in range(old, stop):
+                frame = frames[number]
+                above = parent if number == old else frame.parent + frame_offset
+                inner = frame.owner + definition_offset if frame.owner >= low else owner
+                index.frames.append(Frame(frame.start + rows, frame.header_end + rows, frame.end + rows, above, inner))
+            index.definitions += [
+                Definition(d.frame + frame_offset, d.start + rows, d.end + rows, d.class_name, d.function)
+                for d in definitions[low:high]
+            ]
+        index.spans += spans[old:stop] if not shift else [(a + shift, b + shift, k) for a, b, k in spans[old:stop]]
+
+
+def _names(definitions: list[Definition], owner: int) -> tuple[str, str]:
+    return (definitions[owner].class_name, definitions[owner].function) if owner >= 0 else ("", "")
+
+
+def _reparse(data: bytes, previous: FileIndex) -> tuple[Tree, Edit]:
+    """A parse of `data`, reusing the previous parse through the one edited span between the two contents."""
+    assert previous.tree is not None
+    old = previous.data
     start = shared_start(old, data)
     tail = shared_start(old[start:][::-1], data[start:][::-1])
     old_end, new_end = len(old) - tail, len(data) - tail
-    edited = tree.copy()
-    edited.edit(start, old_end, new_end, _point(old, start), _point(old, old_end), _point(data, new_end))
-    return _parser().parse(data, edited)
+    start_point = _point(old, start)
+    old_point, new_point = _point(old, old_end, start_point[0], start), _point(data, new_end, start_point[0], start)
+    edited = previous.tree.copy()
+    edited.edit(start, old_end, new_end, start_point, old_point, new_point)
+    tree = _parser().parse(data, edited)
+    dirty = [(changed.start_byte, changed.end_byte) for changed in edited.changed_ranges(tree)]
+    return tree, Edit(previous, start, old_end, new_end, new_point[0] - old_point[0], [*dirty, (start, new_end)])
 
 
-def _point(data: bytes, offset: int) -> tuple[int, int]:
-    """(row, byte column) of `offset`."""
-    return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
+def _point(data: bytes, offset: int, row: int = 0, known: int = 0) -> tuple[int, int]:
+    """(row, byte column) of `offset`, counting rows from `known` (an offset at most `offset`, on row `row`)."""
+    return row + data.count(b"\n", known, offset), offset - data.rfind(b"\n", 0, offset) - 1
 
 
 @cache
@@ -214,19 +309,23 @@ def _end_row(node: Node) -> int:
     return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row
 
 
-def _index_python(index: FileIndex, tree: Tree) -> None:
+def _index_python(index: FileIndex, tree: Tree, edit: Edit | None = None) -> None:
     frame_ids, descend_ids, definition_ids, colon_id, block_id, decorated_id = _kind_ids()
     index.tree = tree
-    frames = index.frames
-    definitions = index.definitions
-    # (node, parent frame, owner definition, start row given by an enclosing decorated_definition)
-    stack: list[tuple[Node, int, int, int]] = [(tree.root_node, -1, -1, -1)]
+    frames, definitions, spans = index.frames, index.definitions, index.spans
+    # (node, parent frame, owner definition, start row and byte given by an enclosing decorated_definition)
+    stack: list[tuple[Node, int, int, int, int]] = [(tree.root_node, -1, -1, -1, -1)]
     while stack:
-        node, parent, owner, start_row = stack.pop()
+        node, parent, owner, start_row, start_byte = stack.pop()
         kind = node.kind_id
+        is_frame = kind in frame_ids
+        if is_frame:
+            first = node.start_byte if start_byte < 0 else start_byte
+            if edit is not None and edit.copied(index, first, node.end_byte, kind, parent, owner):
+                continue
         children = node.children
-        child_start = node.start_point.row if kind == decorated_id else -1
-        if kind in frame_ids:
+        child_row, child_byte = (node.start_point.row, node.start_byte) if kind == decorated_id else (-1, -1)
+        if is_frame:
             row = node.start_point.row if start_row < 0 else start_row
             header_end = row
             for child in children:  # the `:` ending the header; without one, the row before the body
@@ -242,9 +341,12 @@ def _index_python(index: FileIndex, tree: Tree) -> None:
             if kind in definition_ids and (name := node.child_by_field_name("name")) is not None:
                 owner = _add_definition(definitions, frame, owner, node.type, name, row + 1, end)
             frames.append(Frame(row + 1, header_end + 1, end, parent, owner))
+            spans.append((first, node.end_byte, kind))
             parent = frame
         stack.extend(
-            (child, parent, owner, child_start) for child in reversed(children) if child.kind_id in descend_ids
+            (child, parent, owner, child_row, child_byte)
+            for child in reversed(children)
+            if child.kind_id in descend_ids
         )
     for position, definition in enumerate(definitions):
         index.by_qualname.setdefault(definition.qualname, []).append(position)
