@@ -6,11 +6,16 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from llm_ide.conversation import params_text
 from llm_ide.environments.sockets import host_sockets, within
+from llm_ide.nodes.ledger import params_lengths
+from llm_ide.state.operations import OperationNode
+from llm_ide.variant import Memo
 
 
 @pytest.mark.parametrize(
@@ -56,4 +61,20 @@ def test_a_scan_leaves_out_the_hidden_folders_sockets_and_no_other(tmp_path: Pat
         True,
         True,
         False,
+    ]
+
+
+def test_the_ledger_writes_each_actions_text_once_and_again_when_it_changed() -> None:
+    nodes = [
+        OperationNode(id=1, parent_id=None, action_type="bash", action_params={"command": "ls -la"}),
+        OperationNode(id=2, parent_id=1, action_type="edit", action_params={"path": "a.py", "old": "<x>", "new": "y"}),
+        OperationNode(id=3, parent_id=2, action_type="view", action_params={"path": "b.py", "start_line": 3}),
+    ]
+    memo = Memo()
+    written = [len(params_text(node)) for node in nodes]
+    assert params_lengths(memo, nodes) == written == params_lengths(memo, nodes)
+    changed = [nodes[0], replace(nodes[1], action_params={"path": "a.py", "old": "x", "new": "yy"}), nodes[2]]
+    assert params_lengths(memo, changed) == [written[0], len(params_text(changed[1])), written[2]]
+    assert params_lengths(memo, [replace(nodes[2], action_type="bash")]) == [
+        len(params_text(replace(nodes[2], action_type="bash")))
     ]
