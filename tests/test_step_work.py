@@ -14,6 +14,7 @@ import pytest
 from llm_ide.conversation import params_text
 from llm_ide.environments.sockets import host_sockets, within
 from llm_ide.nodes.ledger import params_lengths
+from llm_ide.secrets import known_secrets, redact, register
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import Memo
 
@@ -78,3 +79,16 @@ def test_the_ledger_writes_each_actions_text_once_and_again_when_it_changed() ->
     assert params_lengths(memo, [replace(nodes[2], action_type="bash")]) == [
         len(params_text(replace(nodes[2], action_type="bash")))
     ]
+
+
+def test_the_known_secrets_follow_the_environment_and_the_registered_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found once per change: a secret variable set, one registered, one removed are each seen at the next output."""
+    before = known_secrets()
+    assert known_secrets() == before and redact("plain text") == "plain text"
+    monkeypatch.setenv("K38B_SERVICE_TOKEN", "tok-8c1f0e57a9")
+    assert "tok-8c1f0e57a9" in known_secrets() and redact("a tok-8c1f0e57a9 b") == "a *** b"
+    register(["registered-5e0b2d"])
+    assert redact("registered-5e0b2d and tok-8c1f0e57a9") == "*** and ***"
+    monkeypatch.delenv("K38B_SERVICE_TOKEN")
+    assert "tok-8c1f0e57a9" not in known_secrets() and redact("a tok-8c1f0e57a9") == "a tok-8c1f0e57a9"
+    assert known_secrets("extra-secret-1") == sorted({*known_secrets(), "extra-secret-1"}, key=len, reverse=True)
