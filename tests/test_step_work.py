@@ -3,8 +3,10 @@ as strings, the known secrets found once per change, the ledger's characters cou
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from llm_ide.conversation import params_text
+from llm_ide.environments.processes import Leftovers
 from llm_ide.environments.sockets import host_sockets, within
 from llm_ide.nodes.ledger import params_lengths
 from llm_ide.secrets import known_secrets, redact, register
@@ -92,3 +95,23 @@ def test_the_known_secrets_follow_the_environment_and_the_registered_ones(monkey
     monkeypatch.delenv("K38B_SERVICE_TOKEN")
     assert "tok-8c1f0e57a9" not in known_secrets() and redact("a tok-8c1f0e57a9") == "a tok-8c1f0e57a9"
     assert known_secrets("extra-secret-1") == sorted({*known_secrets(), "extra-secret-1"}, key=len, reverse=True)
+
+
+def test_the_leftovers_record_follows_each_command_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    record = tmp_path / "run.leftovers.json"
+    leftovers = Leftovers(record, "token-1")
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        leftovers.command_started(child.pid)
+        started = json.loads(record.read_text())
+        assert (started["token"], started["command"]["pid"], started["folders"]) == ("token-1", child.pid, [])
+        leftovers.add_folder("/tmp/llm-ide-x")
+        assert json.loads(record.read_text())["folders"] == ["/tmp/llm-ide-x"]
+        leftovers.command_ended()
+        assert json.loads(record.read_text())["command"] is None
+        assert [path.name for path in tmp_path.iterdir()] == [record.name]
+    finally:
+        child.kill()
+        child.wait()
+    leftovers.close()
+    assert not record.exists()

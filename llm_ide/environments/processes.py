@@ -257,14 +257,22 @@ class Leftovers:
 
     def __post_init__(self) -> None:
         self.owner = (os.getpid(), start_time(os.getpid()))
+        self._synced: list[str] | None = None  # the folders the record on disk was synced with
         self.save(None)
 
     def save(self, command: dict[str, object] | None) -> None:
+        """The record written whole or not at all (a rename), synced to disk when its temp folders changed; the
+        command under way (twice a command) is not synced: it names processes, which no machine crash leaves, and
+        the page cache outlives a killed run."""
         if self.path is None:
             return
         record = {"token": self.token, "owner": list(self.owner), "folders": self.folders, "command": command}
         with contextlib.suppress(OSError):  # a full disk or a lost folder: the record is a convenience
-            atomic_write(self.path, json.dumps(record) + "\n")
+            if self.folders != self._synced:
+                atomic_write(self.path, json.dumps(record) + "\n")
+                self._synced = list(self.folders)
+            else:
+                replace_file(self.path, json.dumps(record) + "\n")
 
     def add_folder(self, folder: str) -> None:
         self.folders.append(folder)
@@ -282,6 +290,17 @@ class Leftovers:
     def close(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
+
+
+def replace_file(path: Path, text: str) -> None:
+    """`path` replaced by `text` through a temporary file beside it (never seen half written), not synced."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def reap_leftovers(path: Path) -> str:
