@@ -15,7 +15,8 @@ import pytest
 
 from llm_ide.conversation import params_text
 from llm_ide.environments.processes import Leftovers
-from llm_ide.environments.sockets import host_sockets, within
+from llm_ide.environments.sandbox import resolve_inside, within
+from llm_ide.environments.sockets import host_sockets
 from llm_ide.nodes.ledger import params_lengths
 from llm_ide.secrets import known_secrets, redact, register
 from llm_ide.state.operations import OperationNode
@@ -115,3 +116,31 @@ def test_the_leftovers_record_follows_each_command_and_leaves_no_temporary_file(
         child.wait()
     leftovers.close()
     assert not record.exists()
+
+
+def test_resolve_inside_follows_symlinks_and_keeps_to_the_root(tmp_path: Path) -> None:
+    root, outside = tmp_path / "repo", tmp_path / "repo-other"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (root / "pkg" / "a.py").write_text("x\n")
+    (root / "in").symlink_to(root / "pkg")
+    (root / "out").symlink_to(outside)
+    (root / "up").symlink_to("..")
+    paths = ["pkg/a.py", "in/a.py", "out/b.py", "up/repo/pkg", "../repo-other/b.py", "", ".", "pkg/../..", str(root)]
+    paths += [str(outside / "b.py"), "/etc/passwd", "pkg//a.py", "missing/x.py"]
+    expected = [
+        root / "pkg/a.py",
+        root / "pkg/a.py",
+        None,
+        root / "pkg",
+        None,
+        root,
+        root,
+        None,
+        root,
+        None,
+        None,
+        root / "pkg/a.py",
+        root / "missing/x.py",
+    ]
+    assert [resolve_inside(root, path) for path in paths] == expected

@@ -23,6 +23,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from llm_ide.environments.sandbox import within
+
 log = logging.getLogger("llm_ide.environment")
 
 # where services put their sockets, and how many levels down (/run/docker.sock, /run/containerd/containerd.sock,
@@ -151,12 +153,6 @@ def host_sockets(
             if stat.S_ISSOCK(os.lstat(real).st_mode) and searchable(os.path.dirname(real)):
                 found.add(real)
     return sorted(found), abstract
-
-
-def within(path: str, folder: str) -> bool:
-    """`Path(path).is_relative_to(folder)` for normalised absolute paths, without making Path objects (a command's
-    scan asks it of every candidate socket and hidden folder)."""
-    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
 class Searchable:
