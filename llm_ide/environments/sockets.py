@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from llm_ide.environments.sandbox import within
+from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
 
@@ -198,9 +199,9 @@ def abstract_guard() -> list[str]:
     return []
 
 
-@cache
 def warn_abstract() -> None:
-    log.warning(
+    message = (
         "abstract Unix sockets (X11's, D-Bus's) listen on this host and Landlock cannot scope them here (Linux 6.12 "
         "or later): the commands can reach them; environment.network: none cuts them off"
     )
+    warn_once(log, ("abstract sockets",), message)
