@@ -107,40 +107,24 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 _environment: tuple[dict[Any, Any], tuple[str, ...]] = ({}, ())
-_known: tuple[tuple[str, ...], int, tuple[str, ...]] = ((), -1, ())  # (environment's, registered count, all)
 
 
 def environment_secrets() -> tuple[str, ...]:
     """`secret_values()` of this process's environment, found again only when the environment has changed (comparing
-    it with the copy kept is a C-level dict comparison, not a scan of every variable; copied only when it changed)."""
+    it with the copy kept is a C-level dict comparison, not a scan of every variable)."""
     global _environment
     data = getattr(os.environ, "_data", None)
+    current = dict(data) if data is not None else dict(os.environ)
     kept, values = _environment
-    if (data if data is not None else os.environ) != kept:
+    if current != kept:
         values = tuple(secret_values())
-        _environment = (dict(data) if data is not None else dict(os.environ), values)
-    return values
-
-
-def all_known() -> tuple[str, ...]:
-    """`known_secrets()` without extras, longest first, made again only when the environment's secrets or the
-    registered ones changed (registered values are only ever added: their count tells)."""
-    global _known
-    found = environment_secrets()
-    kept, count, values = _known
-    if found is not kept or len(_registered) != count:
-        with _lock:
-            registered = set(_registered)
-        values = tuple(sorted(set(found) | registered, key=len, reverse=True))
-        _known = (found, len(registered), values)
+        _environment = (current, values)
     return values
 
 
 def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
     """The secret values of the environment, of the loaded settings and `extra` ones (e.g. an API key given in the
     code), longest first."""
-    if environ is None and not any(value and maskable(value) for value in extra):
-        return list(all_known())
     with _lock:
         registered = set(_registered)
     found = secret_values(environ) if environ is not None else environment_secrets()
@@ -218,7 +202,7 @@ def _compiled(secrets: tuple[str, ...]) -> tuple[list[str], list[str], re.Patter
 
 def redact(text: str, secrets: list[str] | None = None, mask: str = MASK) -> str:
     """`text` with every form of every secret replaced (all known secrets when `secrets` is None)."""
-    values = all_known() if secrets is None else tuple(sorted(set(secrets), key=len, reverse=True))
+    values = tuple(sorted(set(known_secrets() if secrets is None else secrets), key=len, reverse=True))
     if not values or not text:
         return text
     plain, wrapped, pattern = _compiled(values)

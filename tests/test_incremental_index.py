@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.codeview.index import FileIndex, _index_python, _reparse, build_index, display_lines
+from llm_ide.codeview.index import FileIndex, _index_python, _parser, build_index, display_lines
+from llm_ide.codeview.reparse import reparse
 
 SNIPPETS = [
     "\n",
@@ -88,7 +89,7 @@ def test_an_edited_files_index_equals_a_full_walk_of_its_parse(path: Path) -> No
     assert facts(index) == facts(full_walk(index))
     for step in range(8):
         data = edited(data, chance)
-        tree, edit = _reparse(data, index)
+        tree, edit = reparse(_parser(), data, index)
         index = FileIndex(data=data, mtime_ns=step + 1, lines=display_lines(data))
         _index_python(index, tree, edit)
         assert facts(index) == facts(full_walk(index)), f"edit {step}"
@@ -96,14 +97,17 @@ def test_an_edited_files_index_equals_a_full_walk_of_its_parse(path: Path) -> No
 
 def reindexed(before: FileIndex, source: str) -> tuple[FileIndex, int]:
     """The index of `source` built from `before`'s, and how many frames it copied."""
-    tree, edit = _reparse(source.encode(), before)
+    tree, edit = reparse(_parser(), source.encode(), before)
     index = FileIndex(data=source.encode(), mtime_ns=1, lines=display_lines(source.encode()))
     _index_python(index, tree, edit)
     assert facts(index) == facts(full_walk(index))
     return index, edit.copies
 
 
-SOURCE = "class A:\n    def f(self):\n        if x:\n            return 1\n\n    def h(self):\n        pass\n\n\n@d\ndef g():\n    pass\n"
+SOURCE = (
+    "class A:\n    def f(self):\n        if x:\n            return 1\n\n"
+    "    def h(self):\n        pass\n\n\n@d\ndef g():\n    pass\n"
+)
 
 
 def test_frames_below_an_edit_move_with_it_and_keep_their_names() -> None:

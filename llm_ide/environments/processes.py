@@ -262,18 +262,15 @@ class Leftovers:
         self.save(None)
 
     def save(self, command: dict[str, object] | None) -> None:
-        """The record written whole or not at all (a rename), synced to disk when its temp folders changed; the
-        command under way (twice a command) is not synced: it names processes, which no machine crash leaves, and
-        the page cache outlives a killed run."""
+        """Written whole or not at all, synced when its temp folders changed; not the command under way (twice a
+        command): the page cache outlives a killed run, and no machine crash leaves the processes it names."""
         if self.path is None:
             return
         record = {"token": self.token, "owner": list(self.owner), "folders": self.folders, "command": command}
         with contextlib.suppress(OSError):  # a full disk or a lost folder: the record is a convenience
-            if self.folders != self._synced:
-                atomic_write(self.path, json.dumps(record) + "\n")
-                self._synced = list(self.folders)
-            else:
-                replace_file(self.path, json.dumps(record) + "\n")
+            synced = self.folders == self._synced
+            (replace_file if synced else atomic_write)(self.path, json.dumps(record) + "\n")
+            self._synced = list(self.folders)
 
     def add_folder(self, folder: str) -> None:
         self.folders.append(folder)
@@ -296,12 +293,8 @@ class Leftovers:
 def replace_file(path: Path, text: str) -> None:
     """`path` replaced by `text` through a temporary file beside it (never seen half written), not synced."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def reap_leftovers(path: Path) -> str:

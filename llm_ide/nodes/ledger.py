@@ -27,8 +27,7 @@ def prices(ctx: AgentContext) -> Price:
 
 
 def turn_chars(node: OperationNode, params: int | None = None) -> int:
-    """About what an operation's turns send: the reply that made it and its outcome (`params`: the length of its
-    action's text, when known)."""
+    """About what an operation's turns send: the reply that made it and its outcome (`params`: its action's)."""
     params = len(params_text(node)) if params is None else params
     return len(node.thought) + params + len(node.lessons) + len(node.observation) + TURN_CHARS
 
@@ -39,8 +38,7 @@ def reply_chars(node: OperationNode, params: int | None = None) -> int:
 
 
 def params_lengths(memo: Memo, nodes: list[OperationNode]) -> list[int]:
-    """The length of each operation's action text, written once per operation (the run's memo keeps them by id,
-    with the action they were written from: an operation whose action is not that one is written again)."""
+    """Each operation's action text's length, written once (kept by id with the action it was written from)."""
     known: dict[int, tuple[str, dict[str, Any], int]] = memo.get(("ledger", "params"), dict)
     lengths = []
     for node in nodes:
