@@ -1,0 +1,140 @@
+"""The SQLite checkpointer: each channel value stored once per version, commits only before what calls out."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from llm_ide.faults import failpoint
+
+INLINE_STR = 1024
+
+
+def _inline(value: Any) -> bool:
+    return (
+        value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) < INLINE_STR)
+    )
+
+
+# Nodes that call nothing outside (no model call, no action): after a kill they are simply run again, with the same
+# result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
+# a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
+# their own: a step commits 5 times, not 12, and no transaction stays open during a model call or an action.
+RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
+# Nodes that call nothing once a channel holds what they would ask for: `act` when the step's one reply (read by
+# `reflect`, its writes committed) already holds the action.
+RERUNNABLE_WITH = {"act": "proposed"}
+NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
+
+
+def _rerunnable(node: str, values: dict[str, Any]) -> bool:
+    return node in RERUNNABLE or (node in RERUNNABLE_WITH and values.get(RERUNNABLE_WITH[node]) is not None)
+
+
+class ChannelSqliteSaver(SqliteSaver):
+    """SQLite checkpoints that store each channel value once per version, like LangGraph's Postgres saver: a step
+    serializes only the channels it changed, not the whole state at each of the graph's six super-steps. Commits:
+    see RERUNNABLE."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferring = threading.local()
+        self._rerunnable: tuple[str | None, frozenset[str]] = (None, frozenset())
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        with super().cursor(transaction=transaction and not getattr(self._deferring, "on", False)) as cur:
+            yield cur
+
+    @contextmanager
+    def _deferred(self, on: bool = True) -> Iterator[None]:
+        self._deferring.on = on
+        try:
+            yield
+        finally:
+            self._deferring.on = False
+
+    def commit(self) -> None:
+        """Commit what was deferred (an operation ended: the trajectory written next must not be ahead of it)."""
+        with self.lock:
+            self.conn.commit()
+
+    def setup(self) -> None:
+        if self.is_setup:
+            return
+        super().setup()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS blobs (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', "
+            "channel TEXT NOT NULL, version TEXT NOT NULL, type TEXT, value BLOB, "
+            "PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+        )
+        self.conn.commit()
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        values = checkpoint["channel_values"]
+        stored = {k: v for k, v in values.items() if not _inline(v)}
+        rows = [
+            (config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", ""), k, str(version))
+            + (self.serde.dumps_typed(stored[k]) if k in stored else ("empty", None))
+            for k, version in new_versions.items()
+            if k in stored or k not in values
+        ]
+        with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
+            cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
+        inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
+        following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
+        rerunnable = {node for node in following if _rerunnable(node, values)}
+        self._rerunnable = (checkpoint["id"], frozenset(rerunnable))  # durability "sync": before its tasks' writes
+        with self._deferred(bool(following) and len(rerunnable) == len(following)):
+            return super().put(config, inline, metadata, new_versions)
+
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
+        at = config["configurable"].get("checkpoint_id")
+        with self._deferred(node in RERUNNABLE or (at == after and node in rerunnable)):
+            super().put_writes(config, writes, task_id, task_path)
+        failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = super().get_tuple(config)
+        return None if found is None else self._with_blobs(found)
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        for found in list(super().list(config, **kwargs)):  # the base class holds the lock while it iterates
+            yield self._with_blobs(found)
+
+    def _with_blobs(self, found: CheckpointTuple) -> CheckpointTuple:
+        checkpoint = found.checkpoint
+        values = dict(checkpoint["channel_values"])
+        thread_id = found.config["configurable"]["thread_id"]
+        ns = found.config["configurable"].get("checkpoint_ns", "")
+        with self.cursor(transaction=False) as cur:
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in values:
+                    continue
+                row = cur.execute(
+                    "SELECT type, value FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
+                    "AND version = ?",
+                    (thread_id, ns, channel, str(version)),
+                ).fetchone()
+                if row is not None and row[0] != "empty":
+                    values[channel] = self.serde.loads_typed((row[0], row[1]))
+        return found._replace(checkpoint={**checkpoint, "channel_values": values})
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        with self.cursor() as cur:
+            cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))

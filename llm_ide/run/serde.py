@@ -1,0 +1,94 @@
+"""The checkpoints' serializer: LangGraph's, with the memory models allowed by name, large values compressed and the
+operations encoded node by node (each node once)."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import OrderedDict
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from llm_ide.state.operations import OperationNode
+
+MEMORY_TYPES = [
+    ("llm_ide.errors", "ExitStatus"),
+    ("llm_ide.state.context", "Activity"),
+    ("llm_ide.state.context", "Chunk"),
+    ("llm_ide.state.context", "Scope"),
+    ("llm_ide.state.operations", "OperationNode"),
+]
+
+
+COMPRESS_OVER = 1024  # bytes
+RECENT = 16  # large encodings kept for the checkpoint that follows the writes
+NODES = 4096  # operation nodes whose encoding is kept
+ZLIB = "+zlib"
+
+
+class CompressingSerializer(JsonPlusSerializer):
+    """LangGraph's serializer; a value whose encoding is over 1 KiB (the operations, the code context, the workspace)
+    is stored zlib-compressed under the type `<type>+zlib`: checkpoints write a fraction of the bytes.
+
+    A step's large values are serialized twice, as the node's writes and as the checkpoint's new channel versions:
+    the encoding of the last few large objects is kept (by identity, with the object itself so that the id is not
+    reused; state values are never changed in place) and the second time reuses it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._recent: OrderedDict[int, tuple[Any, tuple[str, bytes]]] = OrderedDict()
+        self._nodes: OrderedDict[int, tuple[OperationNode, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        with self._lock:
+            hit = self._recent.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        if isinstance(obj, list) and len(obj) > 1 and all(type(item) is OperationNode for item in obj):
+            kind, data = "msgpack", self._node_list(obj)
+        else:
+            kind, data = super().dumps_typed(obj)
+        if len(data) <= COMPRESS_OVER:
+            return kind, data
+        encoded = (kind + ZLIB, zlib.compress(data, 1))
+        with self._lock:
+            self._recent[id(obj)] = (obj, encoded)
+            while len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
+        return encoded
+
+    def _node_list(self, nodes: list[OperationNode]) -> bytes:
+        """The msgpack array of the operations, each node encoded once: a node is final once its reflection is on
+        it (a new node object), so a step encodes one or two of them, not the whole tree."""
+        parts = [_array_header(len(nodes))]
+        for node in nodes:
+            with self._lock:
+                hit = self._nodes.get(id(node))
+            if hit is None or hit[0] is not node:
+                hit = (node, super().dumps_typed(node)[1])
+                with self._lock:
+                    self._nodes[id(node)] = hit
+                    while len(self._nodes) > NODES:
+                        self._nodes.popitem(last=False)
+            parts.append(hit[1])
+        return b"".join(parts)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        kind, payload = data
+        if kind.endswith(ZLIB):
+            return super().loads_typed((kind.removesuffix(ZLIB), zlib.decompress(payload)))
+        return super().loads_typed(data)
+
+
+def _array_header(length: int) -> bytes:
+    """msgpack's array header (fixarray, array 16, array 32)."""
+    if length < 16:
+        return bytes([0x90 | length])
+    return b"\xdc" + length.to_bytes(2, "big") if length < 1 << 16 else b"\xdd" + length.to_bytes(4, "big")
+
+
+def serializer() -> JsonPlusSerializer:
+    """LangGraph's checkpoint serializer, with the memory models allowed by name and large values compressed."""
+    return CompressingSerializer(allowed_msgpack_modules=MEMORY_TYPES)
