@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -12,7 +13,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from llm_ide.errors import CheckpointError
 from llm_ide.faults import failpoint
+from llm_ide.run.serde import CompressingSerializer
+from llm_ide.state.operations import OperationNode
 
 INLINE_STR = 1024
 
@@ -34,14 +38,34 @@ RERUNNABLE_WITH = {"act": "proposed"}
 NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
 
 
+PARTS = "parts"  # a blob of the operations: the digests (8 bytes each) of its nodes, stored once each in `parts`
+DIGEST = 8
+
+
+def short_version(current: str | int | None, channel: None = None) -> str:
+    """A channel's next version: the number zero-padded to 10 digits and 8 random hex digits (a fork's versions do
+    not collide with the branch it left), not LangGraph's 32 digits and a random float: a checkpoint lists ~40 of
+    them. Still above every longer version of a thread checkpointed before (zero-padded to 32 digits)."""
+    number = 0 if current is None else current if isinstance(current, int) else int(current.split(".")[0])
+    return f"{number + 1:010}.{random.getrandbits(32):08x}"
+
+
+def _node_list(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > 1 and all(type(item) is OperationNode for item in value)
+
+
 def _rerunnable(node: str, values: dict[str, Any]) -> bool:
     return node in RERUNNABLE or (node in RERUNNABLE_WITH and values.get(RERUNNABLE_WITH[node]) is not None)
 
 
 class ChannelSqliteSaver(SqliteSaver):
     """SQLite checkpoints that store each channel value once per version, like LangGraph's Postgres saver: a step
-    serializes only the channels it changed, not the whole state at each of the graph's six super-steps. Commits:
-    see RERUNNABLE."""
+    serializes only the channels it changed, not the whole state at each of the graph's six super-steps. The
+    operations' blob lists its nodes' digests, each node stored once in `parts` (a step adds one or two nodes, not the
+    whole tree). Commits: see RERUNNABLE."""
+
+    serde: CompressingSerializer
+    get_next_version = staticmethod(short_version)  # type: ignore[assignment]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -75,6 +99,10 @@ class ChannelSqliteSaver(SqliteSaver):
             "channel TEXT NOT NULL, version TEXT NOT NULL, type TEXT, value BLOB, "
             "PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
         )
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS parts (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', "
+            "digest BLOB NOT NULL, type TEXT, value BLOB, PRIMARY KEY (thread_id, checkpoint_ns, digest))"
+        )
         self.conn.commit()
 
     def put(
@@ -86,13 +114,14 @@ class ChannelSqliteSaver(SqliteSaver):
     ) -> RunnableConfig:
         values = checkpoint["channel_values"]
         stored = {k: v for k, v in values.items() if not _inline(v)}
-        rows = [
-            (config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", ""), k, str(version))
-            + (self.serde.dumps_typed(stored[k]) if k in stored else ("empty", None))
-            for k, version in new_versions.items()
-            if k in stored or k not in values
-        ]
+        thread_id, ns = config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", "")
         with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
+            rows = [
+                (thread_id, ns, k, str(version))
+                + (self._blob(cur, thread_id, ns, stored[k]) if k in stored else ("empty", None))
+                for k, version in new_versions.items()
+                if k in stored or k not in values
+            ]
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
@@ -100,6 +129,16 @@ class ChannelSqliteSaver(SqliteSaver):
         self._rerunnable = (checkpoint["id"], frozenset(rerunnable))  # durability "sync": before its tasks' writes
         with self._deferred(bool(following) and len(rerunnable) == len(following)):
             return super().put(config, inline, metadata, new_versions)
+
+    def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
+        if not _node_list(value):
+            return self.serde.dumps_typed(value)
+        parts = self.serde.node_parts(value)
+        cur.executemany(
+            "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
+            [(thread_id, ns, part.digest, part.kind, part.data) for part in parts],
+        )
+        return PARTS, b"".join(part.digest for part in parts)
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
         node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
@@ -130,11 +169,44 @@ class ChannelSqliteSaver(SqliteSaver):
                     "AND version = ?",
                     (thread_id, ns, channel, str(version)),
                 ).fetchone()
-                if row is not None and row[0] != "empty":
+                if row is not None and row[0] == PARTS:
+                    values[channel] = self._nodes(cur, thread_id, ns, row[1])
+                elif row is not None and row[0] != "empty":
                     values[channel] = self.serde.loads_typed((row[0], row[1]))
         return found._replace(checkpoint={**checkpoint, "channel_values": values})
+
+    def _nodes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, digests: bytes) -> list[OperationNode]:
+        stored = {
+            digest: (kind, value)
+            for digest, kind, value in cur.execute(
+                "SELECT digest, type, value FROM parts WHERE thread_id = ? AND checkpoint_ns = ?", (thread_id, ns)
+            )
+        }
+        wanted = [digests[at : at + DIGEST] for at in range(0, len(digests), DIGEST)]
+        if missing := sum(digest not in stored for digest in wanted):
+            raise CheckpointError(f"the checkpoint of thread {thread_id} lacks {missing} of its operations")
+        return [self.serde.loads_typed(stored[digest]) for digest in wanted]
+
+    def prune_parts(self, thread_id: str) -> None:
+        """The parts no blob of the thread lists any more deleted (after the pruning of its blobs)."""
+        live = {
+            (ns, digests[at : at + DIGEST])
+            for ns, digests in self.conn.execute(
+                "SELECT checkpoint_ns, value FROM blobs WHERE thread_id = ? AND type = ?", (thread_id, PARTS)
+            )
+            for at in range(0, len(digests), DIGEST)
+        }
+        stale = [
+            (thread_id, ns, digest)
+            for ns, digest in self.conn.execute(
+                "SELECT checkpoint_ns, digest FROM parts WHERE thread_id = ?", (thread_id,)
+            )
+            if (ns, digest) not in live
+        ]
+        self.conn.executemany("DELETE FROM parts WHERE thread_id = ? AND checkpoint_ns = ? AND digest = ?", stale)
 
     def delete_thread(self, thread_id: str) -> None:
         super().delete_thread(thread_id)
         with self.cursor() as cur:
             cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))
+            cur.execute("DELETE FROM parts WHERE thread_id = ?", (str(thread_id),))

@@ -17,7 +17,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.faults import failpoint
-from llm_ide.run.channel_saver import ChannelSqliteSaver
+from llm_ide.run.channel_saver import ChannelSqliteSaver, short_version
 from llm_ide.run.serde import MEMORY_TYPES, serializer
 
 __all__ = ["MEMORY_TYPES", "ChannelSqliteSaver", "open_checkpointer", "prune", "serializer"]
@@ -53,9 +53,12 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
 
 
 def _with_failpoint(saver_class: type) -> type:
-    """The saver with the `checkpoint.writes` failpoint after a step's writes are stored (as ChannelSqliteSaver)."""
+    """The saver with the `checkpoint.writes` failpoint after a step's writes are stored, and short channel versions
+    (as ChannelSqliteSaver)."""
 
     class Saver(saver_class):
+        get_next_version = staticmethod(short_version)
+
         def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
             super().put_writes(config, writes, task_id, task_path)
             failpoint("checkpoint.writes")
@@ -162,6 +165,7 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
                 saver.conn.executemany(
                     "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?", stale
                 )
+                saver.prune_parts(thread_id)
             saver.conn.commit()
             saver.conn.executescript("PRAGMA incremental_vacuum;")  # the file shrinks to what is kept (auto_vacuum)
     elif type(saver).__name__ == "PostgresSaver":

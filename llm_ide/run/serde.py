@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 import zlib
 from collections import OrderedDict
-from typing import Any
+from hashlib import blake2b
+from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -27,6 +28,16 @@ NODES = 4096  # operation nodes whose encoding is kept
 ZLIB = "+zlib"
 
 
+class Part(NamedTuple):
+    """An operation node as the SQLite saver stores it, once per content: its digest and its stored encoding."""
+
+    node: OperationNode
+    raw: bytes  # LangGraph's msgpack encoding of the node
+    digest: bytes  # 8 bytes of BLAKE2b over `raw`
+    kind: str  # the stored type: msgpack, or msgpack+zlib over 1 KiB
+    data: bytes
+
+
 class CompressingSerializer(JsonPlusSerializer):
     """LangGraph's serializer; a value whose encoding is over 1 KiB (the operations, the code context, the workspace)
     is stored zlib-compressed under the type `<type>+zlib`: checkpoints write a fraction of the bytes.
@@ -38,7 +49,7 @@ class CompressingSerializer(JsonPlusSerializer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._recent: OrderedDict[int, tuple[Any, tuple[str, bytes]]] = OrderedDict()
-        self._nodes: OrderedDict[int, tuple[OperationNode, bytes]] = OrderedDict()
+        self._nodes: OrderedDict[int, Part] = OrderedDict()
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -62,18 +73,24 @@ class CompressingSerializer(JsonPlusSerializer):
     def _node_list(self, nodes: list[OperationNode]) -> bytes:
         """The msgpack array of the operations, each node encoded once: a node is final once its reflection is on
         it (a new node object), so a step encodes one or two of them, not the whole tree."""
-        parts = [_array_header(len(nodes))]
+        return b"".join([_array_header(len(nodes)), *(part.raw for part in self.node_parts(nodes))])
+
+    def node_parts(self, nodes: list[OperationNode]) -> list[Part]:
+        """Each node's encoding, digest and stored form, computed once per node object."""
+        parts = []
         for node in nodes:
             with self._lock:
                 hit = self._nodes.get(id(node))
-            if hit is None or hit[0] is not node:
-                hit = (node, super().dumps_typed(node)[1])
+            if hit is None or hit.node is not node:
+                kind, raw = super().dumps_typed(node)
+                stored = (kind + ZLIB, zlib.compress(raw, 1)) if len(raw) > COMPRESS_OVER else (kind, raw)
+                hit = Part(node, raw, blake2b(raw, digest_size=8).digest(), *stored)
                 with self._lock:
                     self._nodes[id(node)] = hit
                     while len(self._nodes) > NODES:
                         self._nodes.popitem(last=False)
-            parts.append(hit[1])
-        return b"".join(parts)
+            parts.append(hit)
+        return parts
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, payload = data
