@@ -173,3 +173,29 @@ def test_a_short_version_is_above_the_one_it_follows_long_or_short(current: str 
     following = short_version(current)
     assert following > str(current or "") and short_version(following) > following
     assert int(following.split(".")[0]) == int(str(current or 0).split(".")[0]) + 1
+
+
+def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_blob(tmp_path: Path) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    context = [f"chunk {i} " * 40 for i in range(40)]  # over 1 KiB compressed
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        first = checkpoint_of({"branch:to:update_activity": None, "task": "fix it " * 40})
+        at = saver.put(config, first, {}, first["channel_versions"])
+        saver.put_writes(at, [("code_context", context), ("n_operations", 1)], "task-1", "~__pregel_pull, execute_tool")
+        second = {**checkpoint_of({"code_context": context, "task": "fix it " * 40}), "id": "2"}
+        second["channel_versions"] = {"code_context": 2, "task": 1}
+        saver.put(at, second, {}, {"code_context": 2})
+        saver.commit()
+        with sqlite3.connect(db) as conn:
+            kinds = conn.execute("SELECT type FROM writes WHERE channel = 'code_context'").fetchall()
+            blobs = dict(conn.execute("SELECT channel, type FROM blobs").fetchall())
+        assert (count(db, "parts"), kinds, blobs) == (1, [("ref",)], {"code_context": "ref", "task": "msgpack"})
+        resumed = saver.get_tuple(at)
+        assert resumed is not None and resumed.pending_writes == [("task-1", "code_context", context)] + [
+            ("task-1", "n_operations", 1)
+        ]
+        assert resumed.checkpoint["channel_values"]["task"] == "fix it " * 40
+        latest = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert latest is not None and latest.checkpoint["channel_values"]["code_context"] == context
+        prune(saver, "t", keep=1)
+        assert count(db, "parts") == 1  # the kept checkpoint's blob refers to it

@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from hashlib import blake2b
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -15,10 +16,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.faults import failpoint
-from llm_ide.run.serde import CompressingSerializer
+from llm_ide.run.serde import REF, ZLIB, CompressingSerializer, PartRef
 from llm_ide.state.operations import OperationNode
 
-INLINE_STR = 1024
+INLINE_STR = 128  # longer strings (the task) are stored once per version, not in every checkpoint row
 
 
 def _inline(value: Any) -> bool:
@@ -39,6 +40,7 @@ NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
 
 
 PARTS = "parts"  # a blob of the operations: the digests (8 bytes each) of its nodes, stored once each in `parts`
+# and a large value (the code context) is stored once in `parts`, its node's write and its blob typed REF (its digest)
 DIGEST = 8
 
 
@@ -131,8 +133,15 @@ class ChannelSqliteSaver(SqliteSaver):
             return super().put(config, inline, metadata, new_versions)
 
     def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
+        """How a channel's value is stored: the operations by their nodes' digests, a large value by its digest (each
+        stored once in `parts`), a small one as it is."""
         if not _node_list(value):
-            return self.serde.dumps_typed(value)
+            kind, data = self.serde.dumps_typed(value)
+            if not kind.endswith(ZLIB):  # encoded in 1 KiB or less
+                return kind, data
+            digest = blake2b(data, digest_size=DIGEST).digest()
+            cur.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)", (thread_id, ns, digest, kind, data))
+            return REF, digest
         parts = self.serde.node_parts(value)
         cur.executemany(
             "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
@@ -140,10 +149,21 @@ class ChannelSqliteSaver(SqliteSaver):
         )
         return PARTS, b"".join(part.digest for part in parts)
 
+    def _part(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> Any:
+        """A write's value: a large one stored once in `parts` and referred to (its checkpoint's blob refers to it
+        too), a small one as it is."""
+        if _inline(value):
+            return value
+        kind, digest = self._blob(cur, thread_id, ns, value)
+        return PartRef(digest) if kind == REF else value
+
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
         node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
-        at = config["configurable"].get("checkpoint_id")
+        at, ns = config["configurable"].get("checkpoint_id"), config["configurable"].get("checkpoint_ns", "")
         with self._deferred(node in RERUNNABLE or (at == after and node in rerunnable)):
+            with self.cursor(transaction=False) as cur:  # committed with the writes
+                thread_id = config["configurable"]["thread_id"]
+                writes = [(channel, self._part(cur, thread_id, ns, value)) for channel, value in writes]
             super().put_writes(config, writes, task_id, task_path)
         failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
 
@@ -161,6 +181,7 @@ class ChannelSqliteSaver(SqliteSaver):
         thread_id = found.config["configurable"]["thread_id"]
         ns = found.config["configurable"].get("checkpoint_ns", "")
         with self.cursor(transaction=False) as cur:
+            parts = _Parts(cur, self.serde, thread_id, ns)
             for channel, version in checkpoint["channel_versions"].items():
                 if channel in values:
                     continue
@@ -170,22 +191,13 @@ class ChannelSqliteSaver(SqliteSaver):
                     (thread_id, ns, channel, str(version)),
                 ).fetchone()
                 if row is not None and row[0] == PARTS:
-                    values[channel] = self._nodes(cur, thread_id, ns, row[1])
+                    values[channel] = [parts[row[1][at : at + DIGEST]] for at in range(0, len(row[1]), DIGEST)]
                 elif row is not None and row[0] != "empty":
-                    values[channel] = self.serde.loads_typed((row[0], row[1]))
-        return found._replace(checkpoint={**checkpoint, "channel_values": values})
-
-    def _nodes(self, cur: sqlite3.Cursor, thread_id: str, ns: str, digests: bytes) -> list[OperationNode]:
-        stored = {
-            digest: (kind, value)
-            for digest, kind, value in cur.execute(
-                "SELECT digest, type, value FROM parts WHERE thread_id = ? AND checkpoint_ns = ?", (thread_id, ns)
-            )
-        }
-        wanted = [digests[at : at + DIGEST] for at in range(0, len(digests), DIGEST)]
-        if missing := sum(digest not in stored for digest in wanted):
-            raise CheckpointError(f"the checkpoint of thread {thread_id} lacks {missing} of its operations")
-        return [self.serde.loads_typed(stored[digest]) for digest in wanted]
+                    values[channel] = parts.resolved(self.serde.loads_typed((row[0], row[1])))
+            writes = [(task, channel, parts.resolved(value)) for task, channel, value in found.pending_writes or []]
+        return found._replace(
+            checkpoint={**checkpoint, "channel_values": values}, pending_writes=writes if found.pending_writes else None
+        )
 
     def prune_parts(self, thread_id: str) -> None:
         """The parts no blob of the thread lists any more deleted (after the pruning of its blobs)."""
@@ -195,14 +207,15 @@ class ChannelSqliteSaver(SqliteSaver):
                 "SELECT checkpoint_ns, value FROM blobs WHERE thread_id = ? AND type = ?", (thread_id, PARTS)
             )
             for at in range(0, len(digests), DIGEST)
-        }
-        stale = [
-            (thread_id, ns, digest)
+        } | {
+            (ns, digest)
+            for table in ("blobs", "writes")
             for ns, digest in self.conn.execute(
-                "SELECT checkpoint_ns, digest FROM parts WHERE thread_id = ?", (thread_id,)
+                f"SELECT checkpoint_ns, value FROM {table} WHERE thread_id = ? AND type = ?", (thread_id, REF)
             )
-            if (ns, digest) not in live
-        ]
+        }
+        stored = self.conn.execute("SELECT checkpoint_ns, digest FROM parts WHERE thread_id = ?", (thread_id,))
+        stale = [(thread_id, ns, digest) for ns, digest in stored if (ns, digest) not in live]
         self.conn.executemany("DELETE FROM parts WHERE thread_id = ? AND checkpoint_ns = ? AND digest = ?", stale)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -210,3 +223,22 @@ class ChannelSqliteSaver(SqliteSaver):
         with self.cursor() as cur:
             cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))
             cur.execute("DELETE FROM parts WHERE thread_id = ?", (str(thread_id),))
+
+
+class _Parts:
+    """A thread's stored parts, read when first needed."""
+
+    def __init__(self, cur: sqlite3.Cursor, serde: CompressingSerializer, thread_id: str, ns: str) -> None:
+        self.cur, self.serde, self.key = cur, serde, (thread_id, ns)
+        self.stored: dict[bytes, tuple[str, bytes]] | None = None
+
+    def __getitem__(self, digest: bytes) -> Any:
+        if self.stored is None:
+            query = "SELECT digest, type, value FROM parts WHERE thread_id = ? AND checkpoint_ns = ?"
+            self.stored = {digest: (kind, value) for digest, kind, value in self.cur.execute(query, self.key)}
+        if digest not in self.stored:
+            raise CheckpointError(f"the checkpoint of thread {self.key[0]} lacks a stored value ({digest.hex()})")
+        return self.serde.loads_typed(self.stored[digest])
+
+    def resolved(self, value: Any) -> Any:
+        return self[value.digest] if type(value) is PartRef else value

@@ -28,6 +28,16 @@ NODES = 4096  # operation nodes whose encoding is kept
 ZLIB = "+zlib"
 
 
+class PartRef(NamedTuple):
+    """A large value of a step's writes, stored once in the SQLite saver's `parts` (the checkpoint's blob of the same
+    value lists it too): stored under the type `ref`, its digest for its bytes."""
+
+    digest: bytes
+
+
+REF = "ref"
+
+
 class Part(NamedTuple):
     """An operation node as the SQLite saver stores it, once per content: its digest and its stored encoding."""
 
@@ -53,6 +63,8 @@ class CompressingSerializer(JsonPlusSerializer):
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if type(obj) is PartRef:
+            return REF, obj.digest
         with self._lock:
             hit = self._recent.get(id(obj))
         if hit is not None and hit[0] is obj:
@@ -94,6 +106,8 @@ class CompressingSerializer(JsonPlusSerializer):
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, payload = data
+        if kind == REF:
+            return PartRef(payload)
         if kind.endswith(ZLIB):
             return super().loads_typed((kind.removesuffix(ZLIB), zlib.decompress(payload)))
         return super().loads_typed(data)
