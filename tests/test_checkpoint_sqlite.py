@@ -18,6 +18,7 @@ from llm_ide.graph import build_graph
 from llm_ide.run.channel_saver import short_version
 from llm_ide.run.checkpoint import MEMORY_TYPES, ChannelSqliteSaver, open_checkpointer, prune, serializer
 from llm_ide.run.single import run_task
+from llm_ide.state.context import Activity, Chunk
 from llm_ide.state.operations import OperationNode
 
 
@@ -199,3 +200,17 @@ def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_bl
         assert latest is not None and latest.checkpoint["channel_values"]["code_context"] == context
         prune(saver, "t", keep=1)
         assert count(db, "parts") == 1  # the kept checkpoint's blob refers to it
+
+
+@pytest.mark.parametrize("steps", [1, 40, 400])
+def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) -> None:
+    chunks = [
+        Chunk("pkg/a.py", [12, 13, 14], "Parser", "parse.inner", False, Activity([1, 0] * (steps // 2), [], 4.61, 9)),
+        Chunk("b.py", [3], "", "main", True, Activity([i % 2 for i in range(steps)], list(range(steps)), 1.0), True),
+        Chunk("notes.txt", [], activity=Activity()),
+    ]
+    ours, plain = serializer(), JsonPlusSerializer(allowed_msgpack_modules=MEMORY_TYPES)
+    kind, data = ours.dumps_typed(chunks)
+    assert kind == ("chunks+zlib" if steps == 400 else "chunks")
+    assert ours.loads_typed((kind, data)) == chunks
+    assert ours.loads_typed(plain.dumps_typed(chunks)) == chunks  # a checkpoint written before reads the same

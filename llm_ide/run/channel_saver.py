@@ -11,7 +11,7 @@ from hashlib import blake2b
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import WRITES_IDX_MAP, ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
@@ -133,15 +133,10 @@ class ChannelSqliteSaver(SqliteSaver):
             return super().put(config, inline, metadata, new_versions)
 
     def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
-        """How a channel's value is stored: the operations by their nodes' digests, a large value by its digest (each
-        stored once in `parts`), a small one as it is."""
+        """How a channel's value is stored: the operations by their nodes' digests (each stored once in `parts`),
+        else as `_stored`."""
         if not _node_list(value):
-            kind, data = self.serde.dumps_typed(value)
-            if not kind.endswith(ZLIB):  # encoded in 1 KiB or less
-                return kind, data
-            digest = blake2b(data, digest_size=DIGEST).digest()
-            cur.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)", (thread_id, ns, digest, kind, data))
-            return REF, digest
+            return self._stored(cur, thread_id, ns, value)
         parts = self.serde.node_parts(value)
         cur.executemany(
             "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
@@ -149,22 +144,34 @@ class ChannelSqliteSaver(SqliteSaver):
         )
         return PARTS, b"".join(part.digest for part in parts)
 
-    def _part(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> Any:
-        """A write's value: a large one stored once in `parts` and referred to (its checkpoint's blob refers to it
-        too), a small one as it is."""
-        if _inline(value):
-            return value
-        kind, digest = self._blob(cur, thread_id, ns, value)
-        return PartRef(digest) if kind == REF else value
+    def _stored(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
+        """A large value by its digest, stored once in `parts` (a node's write and its checkpoint's blob of the same
+        value refer to one row), a small one as it is."""
+        kind, data = self.serde.dumps_typed(value)
+        if not kind.endswith(ZLIB):  # encoded in 1 KiB or less
+            return kind, data
+        digest = blake2b(data, digest_size=DIGEST).digest()
+        cur.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)", (thread_id, ns, digest, kind, data))
+        return REF, digest
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        """SqliteSaver's, with a large value stored once in `parts` and referred to (its checkpoint's blob refers to
+        it too)."""
         node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
-        at, ns = config["configurable"].get("checkpoint_id"), config["configurable"].get("checkpoint_ns", "")
-        with self._deferred(node in RERUNNABLE or (at == after and node in rerunnable)):
-            with self.cursor(transaction=False) as cur:  # committed with the writes
-                thread_id = config["configurable"]["thread_id"]
-                writes = [(channel, self._part(cur, thread_id, ns, value)) for channel, value in writes]
-            super().put_writes(config, writes, task_id, task_path)
+        conf = config["configurable"]
+        key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"]), task_id)
+        verb = "REPLACE" if all(channel in WRITES_IDX_MAP for channel, _ in writes) else "IGNORE"
+        deferred = node in RERUNNABLE or (conf.get("checkpoint_id") == after and node in rerunnable)
+        with self._deferred(deferred), self.cursor() as cur:
+            rows = [
+                (*key, task_path, WRITES_IDX_MAP.get(channel, index), channel, *self._stored(cur, *key[:2], value))
+                for index, (channel, value) in enumerate(writes)
+            ]
+            cur.executemany(
+                f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
+                "channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
         failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

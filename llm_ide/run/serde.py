@@ -9,8 +9,10 @@ from collections import OrderedDict
 from hashlib import blake2b
 from typing import Any, NamedTuple
 
+import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from llm_ide.state.context import Activity, Chunk
 from llm_ide.state.operations import OperationNode
 
 MEMORY_TYPES = [
@@ -26,11 +28,12 @@ COMPRESS_OVER = 1024  # bytes
 RECENT = 16  # large encodings kept for the checkpoint that follows the writes
 NODES = 4096  # operation nodes whose encoding is kept
 ZLIB = "+zlib"
+CHUNKS = "chunks"  # the code context's own encoding (_chunks_data)
 
 
 class PartRef(NamedTuple):
-    """A large value of a step's writes, stored once in the SQLite saver's `parts` (the checkpoint's blob of the same
-    value lists it too): stored under the type `ref`, its digest for its bytes."""
+    """A large value stored once in the SQLite saver's `parts`, as its type `ref` and its digest read back (the saver
+    then reads the value)."""
 
     digest: bytes
 
@@ -63,14 +66,14 @@ class CompressingSerializer(JsonPlusSerializer):
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        if type(obj) is PartRef:
-            return REF, obj.digest
         with self._lock:
             hit = self._recent.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
         if isinstance(obj, list) and len(obj) > 1 and all(type(item) is OperationNode for item in obj):
             kind, data = "msgpack", self._node_list(obj)
+        elif isinstance(obj, list) and obj and all(type(item) is Chunk for item in obj):
+            kind, data = CHUNKS, _chunks_data(obj)
         else:
             kind, data = super().dumps_typed(obj)
         if len(data) <= COMPRESS_OVER:
@@ -109,8 +112,34 @@ class CompressingSerializer(JsonPlusSerializer):
         if kind == REF:
             return PartRef(payload)
         if kind.endswith(ZLIB):
-            return super().loads_typed((kind.removesuffix(ZLIB), zlib.decompress(payload)))
-        return super().loads_typed(data)
+            kind, payload = kind.removesuffix(ZLIB), zlib.decompress(payload)
+        return _chunks_of(payload) if kind == CHUNKS else super().loads_typed((kind, payload))
+
+
+def _chunks_data(chunks: list[Chunk]) -> bytes:
+    """The code context as msgpack rows, each activity history as bytes when its entries fit (they are 0 or 1 and
+    small counts): a tenth of the time of the generic encoding, whose cost grows with chunks × operations."""
+    return ormsgpack.packb(
+        [
+            (c.file_path, c.lines, c.class_name, c.function, c.whole_function, c.created)
+            + (_compact(c.activity.accessed), _compact(c.activity.referred), c.activity.score, c.activity.scored)
+            for c in chunks
+        ]
+    )
+
+
+def _compact(entries: list[int]) -> bytes | list[int]:
+    try:
+        return bytes(entries)
+    except ValueError:  # a count over 255
+        return entries
+
+
+def _chunks_of(data: bytes) -> list[Chunk]:
+    return [
+        Chunk(path, lines, cls, fn, whole, Activity(list(accessed), list(referred), score, scored), created)
+        for path, lines, cls, fn, whole, created, accessed, referred, score, scored in ormsgpack.unpackb(data)
+    ]
 
 
 def _array_header(length: int) -> bytes:
