@@ -8,6 +8,7 @@ from llm_ide.state.context import (
     Scope,
     ScoreParams,
     add_scope,
+    copy_chunks,
     created_named,
     normalize_path,
     record_operation,
@@ -15,6 +16,7 @@ from llm_ide.state.context import (
     rescore,
     select_chunks,
     trim_to_budget,
+    with_operation,
 )
 
 
@@ -243,3 +245,26 @@ def test_incremental_rescore_step_by_step_equals_the_full_sum(gamma: float, step
             rescore(chunks, step + 1, params)  # rescoring twice at the same step changes nothing
     assert [c.activity.score for c in chunks] == pytest.approx([referral_score(c.activity, params) for c in chunks])
     assert [c.activity.scored for c in chunks] == [steps, steps]
+
+
+@pytest.mark.parametrize("scored_behind", [0, 1, 3])
+def test_with_operation_equals_record_then_rescore_and_leaves_the_state_as_it_was(scored_behind: int) -> None:
+    params = ScoreParams(alpha=1.0, beta=0.5, gamma=0.8)
+    histories = [([1, 0, 0, 1], [0, 2, 0, 0]), ([0, 0, 1, 1], [1, 0, 0, 3]), ([0, 0, 0, 0], [0, 0, 0, 0])]
+    state = [Chunk(f"m{i}.py", [i + 1], activity=Activity(list(a), list(r))) for i, (a, r) in enumerate(histories)]
+    rescore(state, 4 - scored_behind, params)  # scores folded in up to an older operation, or all of them
+    before = copy_chunks(state)
+    chunks = list(state)
+    grown = add_scope(chunks, Scope("m0.py", (1, 7), created=True), 4)
+    new = add_scope(chunks, Scope("n.py", (2,)), 4)
+    done = with_operation(chunks, {grown, new}, {1: 2}, params)
+    expected = copy_chunks(chunks)
+    record_operation(expected, {grown, new}, {1: 2})
+    rescore(expected, 5, params)
+    assert [(c.file_path, c.lines, c.created, c.activity.accessed, c.activity.referred) for c in done] == [
+        (c.file_path, c.lines, c.created, c.activity.accessed, c.activity.referred) for c in expected
+    ]
+    assert [c.activity.score for c in done] == pytest.approx([c.activity.score for c in expected])
+    assert {c.activity.scored for c in done} == {5}
+    assert done[0].lines == [1, 7] and done[0].created and done[3].activity.accessed == [0, 0, 0, 0, 1]
+    assert state == before  # the state's chunks untouched: add_scope put its changed copy in the list

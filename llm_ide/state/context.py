@@ -3,7 +3,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llm_ide.state.record import Record
 
@@ -171,10 +171,38 @@ def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
         )
         return len(chunks) - 1
     chunk = chunks[index]
-    chunk.created = chunk.created or scope.created
-    if not set(scope.lines) <= set(chunk.lines):
-        chunk.lines = sorted(set(chunk.lines) | set(scope.lines))
+    grown = not set(scope.lines) <= set(chunk.lines)
+    if grown or (scope.created and not chunk.created):  # a changed copy in its place: `chunks` may be a state's copy
+        lines = sorted(set(chunk.lines) | set(scope.lines)) if grown else chunk.lines
+        chunks[index] = replace(chunk, lines=lines, created=chunk.created or scope.created)
     return index
+
+
+def with_operation(
+    chunks: list[Chunk], accessed: set[int], referred: dict[int, int], params: ScoreParams
+) -> list[Chunk]:
+    """New chunks, each with one operation's entries appended (as `record_operation`) and its score brought up to
+    date (as `rescore`), in one pass: what a step commits without copying the chunks first."""
+    advanced = []
+    for index, chunk in enumerate(chunks):
+        activity = chunk.activity
+        entries = [*activity.accessed, 1 if index in accessed else 0], [*activity.referred, referred.get(index, 0)]
+        n_operations = len(entries[0])
+        start = activity.scored if activity.scored <= n_operations else 0
+        score = activity.score if start else 0.0
+        scores = score_steps(entries[0][start:], entries[1][start:], params, score)
+        advanced.append(
+            Chunk(
+                chunk.file_path,
+                chunk.lines,
+                chunk.class_name,
+                chunk.function,
+                chunk.whole_function,
+                Activity(*entries, scores[-1] if scores else score, n_operations),
+                chunk.created,
+            )
+        )
+    return advanced
 
 
 def created_named(chunks: list[Chunk], command: str) -> set[int]:
