@@ -67,15 +67,19 @@ def normalize_path(path: str, root: str = "") -> str:
     return "" if path == "." else path
 
 
+def fold(score: float, accessed: int, referred: int, params: ScoreParams) -> float:
+    """One operation folded into a score: S_t = γ·S_{t−1} + α·A_t + β·R_t, the one place the formula lives (the
+    inspector replays it too)."""
+    return score * params.gamma + params.alpha * accessed + params.beta * referred
+
+
 def score_steps(
     accessed: Iterable[int], referred: Iterable[int], params: ScoreParams, start: float = 0.0
 ) -> list[float]:
-    """The activity score after each operation, from a score `start`: S_t = γ·S_{t−1} + α·A_t + β·R_t, that is
-    S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i): the one place the formula lives (the inspector replays it too)."""
-    alpha, beta, gamma = params.alpha, params.beta, params.gamma
+    """The activity score after each operation, from a score `start`: S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i)."""
     scores, score = [], start
     for a, r in zip(accessed, referred, strict=True):
-        score = score * gamma + alpha * a + beta * r
+        score = fold(score, a, r, params)
         scores.append(score)
     return scores
 
@@ -186,11 +190,15 @@ def with_operation(
     advanced = []
     for index, chunk in enumerate(chunks):
         activity = chunk.activity
-        entries = [*activity.accessed, 1 if index in accessed else 0], [*activity.referred, referred.get(index, 0)]
+        entry = (1 if index in accessed else 0, referred.get(index, 0))
+        entries = activity.accessed + [entry[0]], activity.referred + [entry[1]]
         n_operations = len(entries[0])
-        start = activity.scored if activity.scored <= n_operations else 0
-        score = activity.score if start else 0.0
-        scores = score_steps(entries[0][start:], entries[1][start:], params, score)
+        if activity.scored == n_operations - 1:  # scored up to the previous operation: this one folded in
+            score = fold(activity.score, *entry, params)
+        else:
+            start = activity.scored if activity.scored < n_operations else 0
+            scores = score_steps(entries[0][start:], entries[1][start:], params, activity.score if start else 0.0)
+            score = scores[-1] if scores else activity.score
         advanced.append(
             Chunk(
                 chunk.file_path,
@@ -198,7 +206,7 @@ def with_operation(
                 chunk.class_name,
                 chunk.function,
                 chunk.whole_function,
-                Activity(*entries, scores[-1] if scores else score, n_operations),
+                Activity(*entries, score, n_operations),
                 chunk.created,
             )
         )
