@@ -49,7 +49,7 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
         covers=view.covers,
         n_operations=n_operations,
     )
-    chunks = with_operation(chunks, accessed, referred, ctx.score_params)
+    chunks = with_operation(chunks, accessed, referred, n_operations, ctx.score_params)
     return {"operations": [pending], "code_context": chunks, "n_operations": n_operations + 1}
 
 

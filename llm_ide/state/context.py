@@ -67,19 +67,15 @@ def normalize_path(path: str, root: str = "") -> str:
     return "" if path == "." else path
 
 
-def fold(score: float, accessed: int, referred: int, params: ScoreParams) -> float:
-    """One operation folded into a score: S_t = γ·S_{t−1} + α·A_t + β·R_t, the one place the formula lives (the
-    inspector replays it too)."""
-    return score * params.gamma + params.alpha * accessed + params.beta * referred
-
-
 def score_steps(
     accessed: Iterable[int], referred: Iterable[int], params: ScoreParams, start: float = 0.0
 ) -> list[float]:
-    """The activity score after each operation, from a score `start`: S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i)."""
+    """The activity score after each operation, from a score `start`: S_t = γ·S_{t−1} + α·A_t + β·R_t, that is
+    S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i): the one place the formula lives (the inspector replays it too)."""
+    alpha, beta, gamma = params.alpha, params.beta, params.gamma
     scores, score = [], start
     for a, r in zip(accessed, referred, strict=True):
-        score = fold(score, a, r, params)
+        score = score * gamma + alpha * a + beta * r
         scores.append(score)
     return scores
 
@@ -103,17 +99,13 @@ def rescore(chunks: Iterable[Chunk], n_operations: int, params: ScoreParams) -> 
 def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
     """Copies a node can change without touching the state it was given (built directly: `replace` is 3× slower)."""
     return [
-        Chunk(
-            c.file_path,
-            list(c.lines),
-            c.class_name,
-            c.function,
-            c.whole_function,
-            Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score, c.activity.scored),
-            c.created,
-        )
+        Chunk(c.file_path, list(c.lines), c.class_name, c.function, c.whole_function, copy_activity(c), c.created)
         for c in chunks
     ]
+
+
+def copy_activity(c: Chunk) -> Activity:
+    return Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score, c.activity.scored)
 
 
 def scored(chunks: list[Chunk], n_operations: int, params: ScoreParams) -> list[Chunk]:
@@ -183,33 +175,15 @@ def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
 
 
 def with_operation(
-    chunks: list[Chunk], accessed: set[int], referred: dict[int, int], params: ScoreParams
+    chunks: list[Chunk], accessed: set[int], referred: dict[int, int], n: int, p: ScoreParams
 ) -> list[Chunk]:
-    """New chunks, each with one operation's entries appended (as `record_operation`) and its score brought up to
-    date (as `rescore`), in one pass: what a step commits without copying the chunks first."""
+    """New chunks with operation `n`'s entries (accessed: 1, its references), rescored; the state's are not copied."""
     advanced = []
-    for index, chunk in enumerate(chunks):
-        activity = chunk.activity
-        entry = (1 if index in accessed else 0, referred.get(index, 0))
-        entries = activity.accessed + [entry[0]], activity.referred + [entry[1]]
-        n_operations = len(entries[0])
-        if activity.scored == n_operations - 1:  # scored up to the previous operation: this one folded in
-            score = fold(activity.score, *entry, params)
-        else:
-            start = activity.scored if activity.scored < n_operations else 0
-            scores = score_steps(entries[0][start:], entries[1][start:], params, activity.score if start else 0.0)
-            score = scores[-1] if scores else activity.score
-        advanced.append(
-            Chunk(
-                chunk.file_path,
-                chunk.lines,
-                chunk.class_name,
-                chunk.function,
-                chunk.whole_function,
-                Activity(*entries, score, n_operations),
-                chunk.created,
-            )
-        )
+    for index, c in enumerate(chunks):
+        entries = c.activity.accessed + [1 if index in accessed else 0], c.activity.referred + [referred.get(index, 0)]
+        new = Activity(*entries, c.activity.score, c.activity.scored)
+        advanced.append(Chunk(c.file_path, c.lines, c.class_name, c.function, c.whole_function, new, c.created))
+    rescore(advanced, n + 1, p)  # their own activities
     return advanced
 
 
@@ -220,10 +194,3 @@ def created_named(chunks: list[Chunk], command: str) -> set[int]:
         for index, chunk in enumerate(chunks)
         if chunk.created and re.search(rf"(?<![\w./-]){re.escape(chunk.file_path)}(?![\w./-])", command)
     }
-
-
-def record_operation(chunks: list[Chunk], accessed: set[int], referred: dict[int, int]) -> None:
-    """Append one operation's entries to every chunk, keeping both lists at length n_operations."""
-    for index, chunk in enumerate(chunks):
-        chunk.activity.accessed.append(1 if index in accessed else 0)
-        chunk.activity.referred.append(referred.get(index, 0))
