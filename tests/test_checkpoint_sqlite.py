@@ -14,6 +14,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.config import load_config
+from llm_ide.errors import CheckpointError
 from llm_ide.graph import build_graph
 from llm_ide.run.channel_saver import short_version
 from llm_ide.run.checkpoint import MEMORY_TYPES, ChannelSqliteSaver, open_checkpointer, prune, serializer
@@ -214,3 +215,16 @@ def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) 
     assert kind == ("chunks+zlib" if steps == 400 else "chunks")
     assert ours.loads_typed((kind, data)) == chunks
     assert ours.loads_typed(plain.dumps_typed(chunks)) == chunks  # a checkpoint written before reads the same
+
+
+def test_a_long_operations_list_reads_back_in_batches_and_a_missing_node_is_said(tmp_path: Path) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    nodes = [OperationNode(id=i, parent_id=i - 1 if i else None, thought=f"step {i}") for i in range(1_200)]
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        assert isinstance(saver, ChannelSqliteSaver)
+        saved = put_operations(saver, config, {}, nodes)["config"]
+        found = saver.get_tuple(saved)
+        assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes
+        saver.conn.execute("DELETE FROM parts WHERE rowid IN (SELECT rowid FROM parts LIMIT 2)")
+        with pytest.raises(CheckpointError, match="thread t lacks stored values"):
+            saver.get_tuple(saved)

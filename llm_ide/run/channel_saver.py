@@ -42,6 +42,7 @@ NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
 PARTS = "parts"  # a blob of the operations: the digests (8 bytes each) of its nodes, stored once each in `parts`
 # and a large value (the code context) is stored once in `parts`, its node's write and its blob typed REF (its digest)
 DIGEST = 8
+BATCH = 500  # digests per query (SQLite's limit on a statement's parameters)
 
 
 def short_version(current: str | int | None, channel: None = None) -> str:
@@ -198,7 +199,7 @@ class ChannelSqliteSaver(SqliteSaver):
                     (thread_id, ns, channel, str(version)),
                 ).fetchone()
                 if row is not None and row[0] == PARTS:
-                    values[channel] = [parts[row[1][at : at + DIGEST]] for at in range(0, len(row[1]), DIGEST)]
+                    values[channel] = parts.many(row[1])
                 elif row is not None and row[0] != "empty":
                     values[channel] = parts.resolved(self.serde.loads_typed((row[0], row[1])))
             writes = [(task, channel, parts.resolved(value)) for task, channel, value in found.pending_writes or []]
@@ -233,19 +234,22 @@ class ChannelSqliteSaver(SqliteSaver):
 
 
 class _Parts:
-    """A thread's stored parts, read when first needed."""
+    """The parts a checkpoint refers to, read by digest (a history of many checkpoints does not read all of them)."""
 
     def __init__(self, cur: sqlite3.Cursor, serde: CompressingSerializer, thread_id: str, ns: str) -> None:
         self.cur, self.serde, self.key = cur, serde, (thread_id, ns)
-        self.stored: dict[bytes, tuple[str, bytes]] | None = None
 
-    def __getitem__(self, digest: bytes) -> Any:
-        if self.stored is None:
-            query = "SELECT digest, type, value FROM parts WHERE thread_id = ? AND checkpoint_ns = ?"
-            self.stored = {digest: (kind, value) for digest, kind, value in self.cur.execute(query, self.key)}
-        if digest not in self.stored:
-            raise CheckpointError(f"the checkpoint of thread {self.key[0]} lacks a stored value ({digest.hex()})")
-        return self.serde.loads_typed(self.stored[digest])
+    def many(self, digests: bytes) -> list[Any]:
+        wanted = [digests[at : at + DIGEST] for at in range(0, len(digests), DIGEST)]
+        stored: dict[bytes, tuple[str, bytes]] = {}
+        for start in range(0, len(wanted), BATCH):
+            batch = wanted[start : start + BATCH]
+            query = "SELECT digest, type, value FROM parts WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN "
+            rows = self.cur.execute(query + f"({', '.join('?' * len(batch))})", (*self.key, *batch))
+            stored.update((digest, (kind, value)) for digest, kind, value in rows)
+        if missing := [digest.hex() for digest in wanted if digest not in stored]:
+            raise CheckpointError(f"the checkpoint of thread {self.key[0]} lacks stored values ({', '.join(missing)})")
+        return [self.serde.loads_typed(stored[digest]) for digest in wanted]
 
     def resolved(self, value: Any) -> Any:
-        return self[value.digest] if type(value) is PartRef else value
+        return self.many(value.digest)[0] if type(value) is PartRef else value
