@@ -107,3 +107,38 @@ def test_every_declared_timing_is_a_key_its_benchmark_prints() -> None:
     for name, keys in declared.items():
         source = (SCRIPTS / f"{name}.py").read_text()
         assert all(f"{key}={{" in source for key in keys), (name, keys)
+
+
+@pytest.mark.parametrize(
+    ("profile", "bill"),
+    [  # "abcd" new; "abcdef" shares 4; "xy" shares none (the previous request's prefix only)
+        ("gpt", 4 * 1.0 + 1 * 8.0 + (2 * 1.0 + 4 * 0.1 + 2 * 8.0) + 2 * 1.0),
+        ("claude55", 4 * 1.25 + 1 * 5.0 + (2 * 1.25 + 4 * 0.05 + 2 * 5.0) + 2 * 1.25),
+    ],
+)
+def test_the_benchmarks_bill_prices_the_prefix_shared_with_the_previous_request_as_a_reread(
+    profile: str, bill: float
+) -> None:
+    import bench_bill
+
+    from llm_ide.pricing import PROFILES
+
+    calls = [{"prompt": "abcd", "response": "o"}, {"prompt": "abcdef", "response": "oo"}, {"prompt": "xy"}]
+    raw, billed, out = bench_bill.bill_of(calls, PROFILES[profile])
+    assert (raw, out) == (12, 3)
+    assert billed == pytest.approx(bill)
+
+
+def test_a_portable_benchmark_gives_the_memory_the_price_it_bills_with() -> None:
+    import bench_bill
+    import bench_sampling
+
+    from llm_ide.config import load_config
+
+    assert bench_old_new.declared(SCRIPTS / "bench_sampling.py", "PORTABLE", False) is True
+    assert bench_old_new.declared(SCRIPTS / "bench_cost.py", "PORTABLE", False) is False
+    memory = load_config("default", memory=bench_bill.memory_priced()).memory
+    assert (memory.unpriced.input, memory.unpriced.cache_read, memory.unpriced.output) == (1.0, 0.1, 8.0)
+    assert load_config("default").memory.unpriced.cache_read == 0.02  # the default is another price: it is given
+    settings = bench_sampling.settings_for(6, {"k": 3, "choice": "pairwise"})
+    assert settings.memory.unpriced == memory.unpriced and settings.sampling.k == 3
