@@ -37,6 +37,18 @@ def bill_of(calls: Iterable[dict[str, Any]], price: Price = GPT) -> tuple[int, f
     return raw, bill, out
 
 
+def appended_bill(prompts: list[int], replies: list[int], price: Price = GPT) -> float:
+    """The bill of a full-history agent's calls: each prompt (its length) the previous one with a turn appended, a
+    cached re-read but for that turn; `replies` the lengths of its replies."""
+    uncached = price.input if price.cache_write is None else price.cache_write
+    read = price.input if price.cache_read is None else price.cache_read
+    previous, bill = 0, 0.0
+    for prompt, reply in zip(prompts, replies, strict=True):
+        bill += (prompt - previous) * uncached + previous * read + reply * price.output
+        previous = prompt
+    return bill
+
+
 def memory_priced(price: Price = GPT) -> dict[str, Any]:
     """The memory settings that make its renewals weigh `price` for a model without one (a scripted model):
     `unpriced` (a price list), or in a package from before it `cached_price` (a re-read's share of an uncached

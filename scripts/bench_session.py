@@ -16,6 +16,9 @@ holding copies of big standard-library modules (a ~4,600- and a ~6,400-line file
     minus the action's execution time (operations[].duration). "in-process actions" also counts the time of actions
     that run no command (view, view_symbol, edit: file reads and tree-sitter scopes) as machinery.
 (c) checkpoint database size (sqlite file + WAL) at steps 50/100/200 of the 200-step session.
+(d) the bill to the shorter session's end, ours (every call) against the full-history agent's (one call per step, its
+    prompt the previous one and a turn: a cached re-read but for the turn), characters at the gpt profile's prices
+    (bench_bill.py), which the memory is given as its price: what a user pays, where (a) counts characters.
 When the machinery median is above 10 ms (or with --profile), a third 100-step session runs under cProfile and the
 top costs are printed.
 """
@@ -36,6 +39,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from bench_bill import GPT, appended_bill, bill_of, memory_priced
 from bench_profile import ThreadProfiler, profile_tables
 from bench_session_script import (
     MINI_TRUNCATE,
@@ -55,6 +59,9 @@ from llm_ide.config import load_config
 from llm_ide.prompting import render
 from llm_ide.run.single import RunEvent, run_task
 from llm_ide.run.trajectory import load_trajectory
+
+PRICE = GPT  # the bill's prices, given to the memory (the scripted model has none)
+PORTABLE = True  # bench_old_new runs this script on the old package too (bench_bill.py)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ def run_session(
                 sizes[event.step] = (*db_sizes(database), (output / f"{name}.traj.json").stat().st_size)
 
     overrides = {"agent": {"step_limit": steps + 10, "cost_limit": 0}, "environment": {"tools": []}}
+    overrides["memory"] = memory_priced(PRICE)  # the scripted model has no price: the memory weighs the bill's
     config = load_config("default", **overrides)
     started = time.perf_counter()
     with profiler or contextlib.nullcontext():
@@ -188,6 +196,12 @@ def mini_observation_chars(observation: str, returncode: int | None) -> int:
     elided = f"<elided_chars>\n{len(observation) - MINI_TRUNCATE} characters elided\n</elided_chars>"
     tags = len("<output_head>\n</output_head>\n<output_tail>\n</output_tail>")
     return len(head) + MINI_WARNING_CHARS + tags + len(elided) + MINI_TRUNCATE
+
+
+def calls_to(calls: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """The calls up to operation `step`'s (last) act call, reflections and retries included."""
+    acts = [index for index, call in enumerate(calls) if call["kind"] == "act"]
+    return calls[: acts[step - 1] + 1] if len(acts) >= step else calls
 
 
 def full_history_chars(traj: dict[str, Any], templates: dict[str, Any]) -> dict[int, int]:
@@ -355,8 +369,16 @@ def main(
 
         anchor_note = f" anchor_mini_context_median={median_chars:.0f}" if anchor else ""
         short = scale.short
+        acts = [len(call["response"]) for call in hundred["model_calls"] if call["kind"] == "act"]
+        ours_bill = bill_of(calls_to(hundred["model_calls"], short), PRICE)[1]
+        full_bill = appended_bill([full[step] for step in range(1, short + 1)], acts[:short], PRICE)
+        console.print(
+            f"bill to step {short} (characters, gpt profile): ours {ours_bill:,.0f}, full history {full_bill:,.0f}"
+        )
         print(
             f"RESULT prompt_ratio_{short}={ours_act[short] / full[short]:.3f} "
+            f"bill_ratio_{short}={ours_bill / full_bill:.3f} bill_{short}={ours_bill:.0f} "
+            f"full_history_bill_{short}={full_bill:.0f} "
             f"prompt_ratio_{short}_reflect_act={ours_all[short] / full[short]:.3f} machinery_ms_p50={p50:.1f} "
             f"machinery_ms_p95={percentile(window_strict, 0.95):.1f} "
             f"checkpoint_growth_{scale.long}_{short}={growth:.2f}"

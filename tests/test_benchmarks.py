@@ -127,6 +127,10 @@ def test_the_benchmarks_bill_prices_the_prefix_shared_with_the_previous_request_
     raw, billed, out = bench_bill.bill_of(calls, PROFILES[profile])
     assert (raw, out) == (12, 3)
     assert billed == pytest.approx(bill)
+    price = PROFILES[profile]
+    full = bench_bill.appended_bill([4, 10, 13], [1, 2, 0], price)  # a full history: each prompt the last one and more
+    assert full == pytest.approx(bench_bill.bill_of([{"prompt": "a" * n, "response": "o" * r} for n, r in
+                                                     [(4, 1), (10, 2), (13, 0)]], price)[1])  # fmt: skip
 
 
 def test_a_portable_benchmark_gives_the_memory_the_price_it_bills_with() -> None:
