@@ -16,8 +16,12 @@ from llm_ide.pricing import Price
 
 try:
     from llm_ide.pricing import PROFILES
-except ImportError:  # a package from before the price profiles (0922c50): gpt's list, the one it billed with
-    PROFILES = {"gpt": Price(input=1.0, output=8.0, cache_read=0.1)}
+except ImportError:  # a package from before the price profiles (0922c50): the same lists (a test keeps them equal)
+    PROFILES = {
+        "gpt": Price(input=1.0, output=8.0, cache_read=0.1),
+        "claude55": Price(input=1.0, output=5.0, cache_read=0.05, cache_write=1.25),
+        "open": Price(input=1.0, output=3.0, cache_read=0.02),
+    }
 
 GPT = PROFILES["gpt"]
 

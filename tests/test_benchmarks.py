@@ -190,3 +190,15 @@ def test_old_new_replays_say_a_replay_that_is_not_the_same_run() -> None:
     said = replays.why(old, other)
     assert said.startswith("mini's bill differs (4 / 5 steps)") and "same;" in said
     assert "otherwise than the original at 0 / 2 steps" in said and "same tree True / False" in said
+
+
+def test_the_price_lists_a_benchmark_gives_an_older_package_are_the_profiles() -> None:
+    import ast
+
+    from llm_ide.pricing import PROFILES, Price
+
+    source = (SCRIPTS / "bench_bill.py").read_text()
+    fallback = next(node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ExceptHandler))
+    namespace: dict[str, object] = {"Price": Price}  # the lists an older package gets, run on their own
+    exec(compile(ast.Module(body=fallback.body, type_ignores=[]), "bench_bill", "exec"), namespace)
+    assert namespace["PROFILES"] == PROFILES
