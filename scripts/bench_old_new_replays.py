@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from bench_old_new import checkout
 from bench_replay import DATA, QUICK, bundle_of
 from rich.console import Console
@@ -110,20 +112,34 @@ def report_path(folder: Path, instance: str, profile: str, profiled: bool) -> Pa
     return folder / (f"default@{profile}" if profiled else "default") / instance / "replay.json"
 
 
-def replay(root: Path, data: Path, instance: str, out: Path, profile: str | None) -> None:
+def told(root: Path, profile: str, folder: Path) -> list[str]:
+    """The options that tell the checkout's replay the profile's prices: `--profile`, or for a checkout from before
+    the profiles a config file of the memory's one price setting (`memory.cached_price`, a re-read's share)."""
+    if knows_profiles(root):
+        return ["--profile", profile]
+    price = PROFILES[profile]
+    config = folder / f"memory@{profile}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump({"memory": {"cached_price": price.read / price.write}}))
+    return ["--config", str(config)]
+
+
+def replay(root: Path, data: Path, instance: str, out: Path, options: list[str]) -> None:
     """`llm-ide replay` of the checkout at `root` (its package first on the path) into `out`."""
     trajectory = data / TRAJECTORIES / f"{instance}.traj.json"
     command = [sys.executable, "-m", "llm_ide", "replay", str(trajectory), "--repo", str(bundle_of(data, instance))]
-    command += ["--out", str(out), "--misses", "0", *(["--profile", profile] if profile else [])]
+    command += ["--out", str(out), "--misses", "0", *options]
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
     subprocess.run(command, capture_output=True, text=True, env=env, cwd=root)
 
 
-def replay_side(root: Path, data: Path, instances: list[str], profiles: list[str], out: Path, jobs: int) -> None:
-    """Every replay of one checkout not kept in `out` already."""
-    profiled = knows_profiles(root)
+def replay_side(
+    root: Path, data: Path, instances: list[str], profiles: list[str], out: Path, jobs: int, profiled: bool
+) -> None:
+    """Every replay of one checkout not kept in `out` already: one per profile told its prices if `profiled`, else
+    one with its own settings."""
     todo = [
-        (instance, profile if profiled else None, report_path(out, instance, profile, profiled))
+        (instance, told(root, profile, out) if profiled else [], report_path(out, instance, profile, profiled))
         for profile in (profiles if profiled else profiles[:1])
         for instance in instances
     ]
@@ -205,8 +221,9 @@ def verdicts(rows: dict[str, dict[str, Replayed | None]]) -> dict[str, float | i
     }
 
 
-def table_rows(folders: dict[str, Path], roots: dict[str, Path], instances: list[str], profile: str) -> dict[str, Any]:
-    profiled = {side: knows_profiles(roots[side]) for side in SIDES}
+def table_rows(
+    folders: dict[str, Path], profiled: dict[str, bool], instances: list[str], profile: str
+) -> dict[str, Any]:
     return {
         instance: {
             side: read_report(report_path(folders[side], instance, profile, profiled[side]), profile) for side in SIDES
@@ -226,28 +243,67 @@ def main(
     old_reports: Annotated[Path | None, typer.Option(help="The old side's kept reports: replay none.")] = None,
     new_reports: Annotated[Path | None, typer.Option(help="The new side's kept reports: replay none.")] = None,
     data: Annotated[Path, typer.Option(help="The shared data folder.")] = DATA,
+    tell_old: Annotated[
+        bool, typer.Option(help="Replay an old checkout without profiles once per profile, told its prices.")
+    ] = False,
 ) -> None:
     profiles = profile or list(PROFILES)
+    if unknown := set(profiles) - set(PROFILES):
+        raise SystemExit(f"--profile: {', '.join(PROFILES)}, not {', '.join(sorted(unknown))}")
     folder = out or Path(tempfile.mkdtemp(prefix="bench-old-new-replays-"))
+    try:
+        compared(
+            old,
+            new.resolve(),
+            profiles,
+            instances(data, only, quick),
+            folder,
+            jobs,
+            data,
+            tell_old,
+            old_reports,
+            new_reports,
+        )
+    finally:
+        if out is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def instances(data: Path, only: list[str] | None, quick: bool) -> list[str]:
     names = sorted(path.name.removesuffix(".traj.json") for path in (data / TRAJECTORIES).glob("*.traj.json"))
-    instances = [name for name in names if (not only or name in only) and (not quick or name in QUICK)]
-    with checkout(old, new.resolve()) as old_root:
-        roots = {"old": old_root, "new": new.resolve()}
-        folders = {"old": old_reports or folder / "old", "new": new_reports or folder / "new"}
-        for side in SIDES:
-            if not (old_reports if side == "old" else new_reports):
-                replay_side(roots[side], data, instances, profiles, folders[side], jobs)
-        show(folders, roots, instances, profiles)
+    return [name for name in names if (not only or name in only) and (not quick or name in QUICK)]
 
 
-def show(folders: dict[str, Path], roots: dict[str, Path], instances: list[str], profiles: list[str]) -> None:
+def compared(
+    old: str,
+    new: Path,
+    profiles: list[str],
+    instances: list[str],
+    folder: Path,
+    jobs: int,
+    data: Path,
+    tell_old: bool,
+    *kept: Path | None,
+) -> None:
+    """Both sides replayed (or their kept reports read), then shown."""
+    with checkout(old, new) as old_root:
+        roots = {"old": old_root, "new": new}
+        profiled = {side: knows_profiles(roots[side]) or (side == "old" and tell_old) for side in SIDES}
+        folders = {side: kept[index] or folder / side for index, side in enumerate(SIDES)}
+        for index, side in enumerate(SIDES):
+            if not kept[index]:
+                replay_side(roots[side], data, instances, profiles, folders[side], jobs, profiled[side])
+        show(folders, profiled, instances, profiles)
+
+
+def show(folders: dict[str, Path], profiled: dict[str, bool], instances: list[str], profiles: list[str]) -> None:
     console = Console(width=220)
     summary = Table(title="per profile: instances whose llm-ide bill is better / the same / worse, and pooled bills")
     for column in ("profile", "better", "same", "worse", "pooled new/old", "old/mini", "new/mini"):
         summary.add_column(column, justify="left" if column == "profile" else "right")
     result: dict[str, str] = {"instances": str(len(instances))}
     for name in profiles:
-        rows = table_rows(folders, roots, instances, name)
+        rows = table_rows(folders, profiled, instances, name)
         console.print(instance_table(name, rows))
         counts = verdicts(rows)
         shown = {key: f"{value:.3f}" if isinstance(value, float) else str(value) for key, value in counts.items()}
