@@ -246,6 +246,9 @@ def main(
     tell_old: Annotated[
         bool, typer.Option(help="Replay an old checkout without profiles once per profile, told its prices.")
     ] = False,
+    markdown_out: Annotated[
+        Path | None, typer.Option("--markdown", help="Write the per-instance bills as one Markdown table here.")
+    ] = None,
 ) -> None:
     profiles = profile or list(PROFILES)
     if unknown := set(profiles) - set(PROFILES):
@@ -261,6 +264,7 @@ def main(
             jobs,
             data,
             tell_old,
+            markdown_out,
             old_reports,
             new_reports,
         )
@@ -283,6 +287,7 @@ def compared(
     jobs: int,
     data: Path,
     tell_old: bool,
+    written: Path | None,
     *kept: Path | None,
 ) -> None:
     """Both sides replayed (or their kept reports read), then shown."""
@@ -293,17 +298,47 @@ def compared(
         for index, side in enumerate(SIDES):
             if not kept[index]:
                 replay_side(roots[side], data, instances, profiles, folders[side], jobs, profiled[side])
-        show(folders, profiled, instances, profiles)
+        show(folders, profiled, instances, profiles, written)
 
 
-def show(folders: dict[str, Path], profiled: dict[str, bool], instances: list[str], profiles: list[str]) -> None:
+def markdown(tables: dict[str, dict[str, dict[str, Replayed | None]]]) -> str:
+    """The instances' bills of every profile in one Markdown table: new/old, and why where the bill moved."""
+    profiles = list(tables)
+    lines = [
+        f"| instance | steps | {' | '.join(f'{name} new/old' for name in profiles)} | why (where it moved) |",
+        f"|---|---:|{'---:|' * len(profiles)}---|",
+    ]
+    for instance in next(iter(tables.values()), {}):
+        pairs = {name: (rows[instance]["old"], rows[instance]["new"]) for name, rows in tables.items()}
+        done = {name: (old, new) for name, (old, new) in pairs.items() if old is not None and new is not None}
+        ratios = [f"{done[name][1].ours.bill / done[name][0].ours.bill:.3f}" if name in done else "—" for name in pairs]
+        said = "; ".join(
+            f"{name}: {text} (rewritten at {steps_text(old.ours.rewrites)} / {steps_text(new.ours.rewrites)})"
+            for name, (old, new) in done.items()
+            if (text := why(old, new)) != "same"
+        )
+        steps = next((str(new.steps) for _, new in done.values()), "")
+        lines.append(f"| {instance} | {steps} | {' | '.join(ratios)} | {said or ('same' if done else '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def show(
+    folders: dict[str, Path],
+    profiled: dict[str, bool],
+    instances: list[str],
+    profiles: list[str],
+    written: Path | None = None,
+) -> None:
     console = Console(width=220)
+    tables = {name: table_rows(folders, profiled, instances, name) for name in profiles}
+    if written:
+        written.write_text(markdown(tables))
     summary = Table(title="per profile: instances whose llm-ide bill is better / the same / worse, and pooled bills")
     for column in ("profile", "better", "same", "worse", "pooled new/old", "old/mini", "new/mini"):
         summary.add_column(column, justify="left" if column == "profile" else "right")
     result: dict[str, str] = {"instances": str(len(instances))}
     for name in profiles:
-        rows = table_rows(folders, profiled, instances, name)
+        rows = tables[name]
         console.print(instance_table(name, rows))
         counts = verdicts(rows)
         shown = {key: f"{value:.3f}" if isinstance(value, float) else str(value) for key, value in counts.items()}

@@ -179,6 +179,10 @@ def test_old_new_replays_bill_each_step_under_the_profile_and_say_why_the_bill_m
     assert replays.why(old, new).startswith("fewer rewrites (sent +44%, uncached -16%)")
     assert replays.why(old, old) == "same"
     assert replays.read_report(tmp_path / "none.json", "gpt") is None
+    table = replays.markdown({"gpt": {"a": {"old": old, "new": new}, "b": {"old": old, "new": None}}})
+    rows = table.splitlines()[2:]
+    assert rows[0].startswith(f"| a | 4 | {new.ours.bill / old.ours.bill:.3f} | gpt: fewer rewrites")
+    assert rows[0].endswith("(rewritten at 3 / none) |") and rows[1] == "| b |  | — |  |"
 
 
 def test_old_new_replays_say_a_replay_that_is_not_the_same_run() -> None:
