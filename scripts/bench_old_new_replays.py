@@ -130,7 +130,10 @@ def replay(root: Path, data: Path, instance: str, out: Path, options: list[str])
     command = [sys.executable, "-m", "llm_ide", "replay", str(trajectory), "--repo", str(bundle_of(data, instance))]
     command += ["--out", str(out), "--misses", "0", *options]
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
-    subprocess.run(command, capture_output=True, text=True, env=env, cwd=root)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root)
+    if not (out / "replay.json").is_file():  # shown as not replayed ("—"); why, here
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+        print(f"{instance} ({root}): no report, exit {done.returncode}: {' '.join(tail)[:200]}", file=sys.stderr)
 
 
 def replay_side(
