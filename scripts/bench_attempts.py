@@ -8,8 +8,10 @@ reviews and one chooser call, `--runs` times.
 Outer overhead per attempt: (b)'s wall time minus the wall time of its three agent runs (from the `attempt N` phase
 event to that run's `end` event), divided by 3: dispatch, the worktree, the review node, the choice, the outer
 checkpoints and the combined trajectory — not the reviewer's and chooser's model latency (scripted: ~0).
-Cost: every call's tokens (input + output, as the model reported them) priced at `--price-model`'s price from
-default.yaml; (b) counts its attempts (their prompts grow by the carried lessons), reviews and choice.
+Cost: every call's prompt and reply in characters, billed with the gpt profile as the other benchmarks bill
+(bench_bill.py: the prefix shared with the previous request a cached re-read), the memory given that price; (b)
+counts its attempts (their prompts grow by the carried lessons), reviews and choice. The RESULT holds the bills
+themselves beside the ratios. PORTABLE: bench_old_new runs this script on the old package too.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from bench_bill import bill_of, memory_priced
 from rich.console import Console
 from rich.table import Table
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
-from llm_ide.pricing import find_price
 from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 
 console = Console(highlight=False, width=120)
 FILES = {
@@ -38,6 +41,7 @@ FILES = {
     "test_calc.py": "import calc\n\nassert calc.double(2) == 4, calc.double(2)\nprint('ok')\n",
     "README.md": "calc\n",
 }
+PORTABLE = True  # bench_old_new runs this script on the old package too (bench_bill.py)
 TASK = "double(2) returns 5 instead of 4; fix calc.double."
 
 
@@ -77,22 +81,18 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def tokens(trajectory: Path) -> tuple[int, int]:
-    calls = json.loads(trajectory.read_text())["model_calls"]
-    return sum(c.get("prompt_tokens", 0) for c in calls), sum(c.get("response_tokens", 0) for c in calls)
+def billed(calls: list[dict[str, Any]]) -> float:
+    return bill_of(calls)[1]
 
 
 def main(
     steps: Annotated[int, typer.Option(help="Operations of each attempt before its fix.")] = 10,
     runs: Annotated[int, typer.Option(help="Repetitions of each variant (medians are reported).")] = 3,
-    price_model: Annotated[str, typer.Option(help="Whose price (default.yaml) turns tokens into USD.")] = "gpt-5-mini",
     quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
     if quick:
         steps, runs = 2, 1
-    settings = load_config("default", environment={"tools": []})
-    price = find_price(price_model, settings.model.prices)
-    assert price is not None, f"no price for {price_model}"
+    settings = load_config("default", environment={"tools": []}, memory=memory_priced())
     single_times, single_costs, overheads, multi_times, multi_costs, judge_costs = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-attempts-") as tmp:
         root = Path(tmp)
@@ -112,7 +112,7 @@ def main(
                               output_dir=root / f"out-single{run}", run_id="one", repo=repo)  # fmt: skip
             single_times.append(time.perf_counter() - started)
             assert result.exit_status == "submitted", result.error
-            single_costs.append(price.cost(*tokens(result.trajectory_path)))
+            single_costs.append(billed(load_trajectory(result.trajectory_path)["model_calls"]))
 
             marks: dict[str, float] = {}
 
@@ -131,28 +131,25 @@ def main(
             inner = sum(marks[f"end{n}"] - marks[f"start{n}"] for n in (1, 2, 3))
             multi_times.append(total)
             overheads.append((total - inner) / 3)
-            data = json.loads(result.trajectory_path.read_text())
+            data = load_trajectory(result.trajectory_path)
             calls = data["model_calls"]
-            multi_costs.append(price.cost(sum(c.get("prompt_tokens", 0) for c in calls),
-                                          sum(c.get("response_tokens", 0) for c in calls)))  # fmt: skip
-            judges = [c for c in calls if c["kind"] in ("review", "choose")]
-            judge_costs.append(price.cost(sum(c["prompt_tokens"] for c in judges),
-                                          sum(c["response_tokens"] for c in judges)))  # fmt: skip
+            multi_costs.append(billed(calls))
+            judge_costs.append(billed(calls) - billed([c for c in calls if c["kind"] not in ("review", "choose")]))
     one_time, one_cost = statistics.median(single_times), statistics.median(single_costs)
     three_time, three_cost = statistics.median(multi_times), statistics.median(multi_costs)
     overhead, judge = statistics.median(overheads), statistics.median(judge_costs)
-    table = Table("variant", "wall time (s)", f"cost at {price_model} prices (USD)", "vs 3 × one attempt")
-    table.add_row("one attempt (run_task)", f"{one_time:.2f}", f"{one_cost:.5f}", "")
-    table.add_row("3 × one attempt", f"{3 * one_time:.2f}", f"{3 * one_cost:.5f}", "1.00")
+    table = Table("variant", "wall time (s)", "bill (characters, gpt profile)", "vs 3 × one attempt")
+    table.add_row("one attempt (run_task)", f"{one_time:.2f}", f"{one_cost:,.0f}", "")
+    table.add_row("3 × one attempt", f"{3 * one_time:.2f}", f"{3 * one_cost:,.0f}", "1.00")
     ratio = three_cost / (3 * one_cost)
-    table.add_row("3 attempts (run_attempts)", f"{three_time:.2f}", f"{three_cost:.5f}", f"{ratio:.2f}")
-    table.add_row("  of which reviews + choice", "", f"{judge:.5f}", f"{judge / (3 * one_cost):.2f}")
+    table.add_row("3 attempts (run_attempts)", f"{three_time:.2f}", f"{three_cost:,.0f}", f"{ratio:.2f}")
+    table.add_row("  of which reviews + choice", "", f"{judge:,.0f}", f"{judge / (3 * one_cost):.2f}")
     table.add_row("  outer graph overhead per attempt", f"{overhead * 1000:.0f} ms", "", "")
     console.print(table)
     print(
         f"RESULT outer_overhead_ms_per_attempt={overhead * 1000:.0f} cost_ratio_3_attempts={ratio:.2f} "
         f"judge_cost_share={judge / three_cost:.3f} time_ratio_3_attempts={three_time / (3 * one_time):.2f} "
-        f"steps={steps}"
+        f"one_attempt_bill={one_cost:.0f} three_attempts_bill={three_cost:.0f} judge_bill={judge:.0f} steps={steps}"
     )
 
 

@@ -9,8 +9,10 @@ it is unpacked with `git archive` into a temporary folder, `../shared` beside it
 same value, `timing` when the benchmark declares it one (a module-level `TIMED` tuple of key patterns, read from
 either side's script without running it: ratios of two timings such as bench_context's `cold_ratio`) or its name says
 it is a time or a rate (never equal twice: shown, not judged), else `differs` (the ratio new/old when both are
-numbers); an old key the new side prints per price profile is compared with its
-`gpt_` one (the old benchmarks billed gpt's prices). A benchmark only one side has, or one that fails on a side, is
+numbers); an old key the new side prints per price profile is compared with its `gpt_` one (the old benchmarks
+billed gpt's prices). A benchmark that declares `PORTABLE = True` runs the new checkout's script on both packages: the
+same measurement of each (bench_bill.py prices a run for either), so a bench that measured wrongly is fixed for both
+sides and the figures it added have an old value. A benchmark only one side has, or one that fails on a side, is
 listed as such. `--only` picks benchmarks, `--skip` leaves some out. The last line is `RESULT`.
 """
 
@@ -29,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -69,19 +71,20 @@ def checkout(old: str, new: Path) -> Iterator[Path]:
 
 def benchmarks(root: Path) -> set[str]:
     scripts = root / "scripts"
-    return {path.stem for path in scripts.glob("bench_*.py") if "typer.run(main)" in path.read_text()} - {
-        "bench_old_new"
-    }
+    """The checkout's benchmarks, but the old-against-new ones themselves (bench_old_new_replays: the 36 replays)."""
+    found = {path.stem for path in scripts.glob("bench_*.py") if "typer.run(main)" in path.read_text()}
+    return {name for name in found if not name.startswith("bench_old_new")}
 
 
-def run_quick(root: Path, name: str, timeout: float) -> Outcome:
-    """`scripts/<name>.py --quick` of the checkout at `root`, with that checkout's package first on the path."""
+def run_quick(root: Path, name: str, timeout: float, scripts: Path | None = None) -> Outcome:
+    """`scripts/<name>.py --quick` of the checkout at `root` (or of the `scripts` folder given), with that checkout's
+    package first on the path."""
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     started = time.monotonic()
     try:
         done = subprocess.run(
             [sys.executable, f"{name}.py", "--quick"],
-            cwd=root / "scripts",
+            cwd=scripts or root / "scripts",
             env=env,
             capture_output=True,
             text=True,
@@ -98,17 +101,22 @@ def run_quick(root: Path, name: str, timeout: float) -> Outcome:
     return Outcome(figures=dict(pairs), seconds=seconds)
 
 
-def declared_timing(script: Path) -> tuple[str, ...]:
-    """The key patterns a benchmark declares timings (`TIMED = (...)` at module level, fnmatch patterns), read with
-    `ast`: the script is not imported (its checkout's package may not be the one on the path)."""
+def declared(script: Path, name: str, default: Any = None) -> Any:
+    """A literal a benchmark declares at module level (`TIMED = (...)`, `PORTABLE = True`), read with `ast`: the
+    script is not imported (its checkout's package may not be the one on the path)."""
     if not script.is_file():
-        return ()
+        return default
     for statement in ast.parse(script.read_text()).body:
         if isinstance(statement, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == "TIMED" for target in statement.targets
+            isinstance(target, ast.Name) and target.id == name for target in statement.targets
         ):
-            return tuple(ast.literal_eval(statement.value))
-    return ()
+            return ast.literal_eval(statement.value)
+    return default
+
+
+def declared_timing(script: Path) -> tuple[str, ...]:
+    """The key patterns a benchmark declares timings (`TIMED`, fnmatch patterns)."""
+    return tuple(declared(script, "TIMED", ()))
 
 
 def is_timing(key: str, declared: tuple[str, ...] = ()) -> bool:
@@ -168,11 +176,14 @@ def compared(old: Path, new: Path, only: list[str] | None, skip: list[str] | Non
     counts = {"same": 0, "timing": 0, "differs": 0, "one_side": 0}
     failed: list[str] = []
     for name in names:
+        portable = declared(new / "scripts" / f"{name}.py", "PORTABLE", False)
         sides = {}
         for label, root in (("old", old), ("new", new)):
-            present = (root / "scripts" / f"{name}.py").is_file()
-            sides[label] = run_quick(root, name, timeout) if present else Outcome(problem="no such benchmark")
-            console.print(f"{name} {label}: {sides[label].problem or 'ok'} ({sides[label].seconds:.0f} s)")
+            scripts = new / "scripts" if portable else root / "scripts"
+            present = (scripts / f"{name}.py").is_file()
+            sides[label] = run_quick(root, name, timeout, scripts) if present else Outcome(problem="no such benchmark")
+            how = " (the new script)" if portable else ""
+            console.print(f"{name} {label}{how}: {sides[label].problem or 'ok'} ({sides[label].seconds:.0f} s)")
         for label, outcome in sides.items():
             if outcome.problem:
                 table.add_row(
@@ -180,10 +191,10 @@ def compared(old: Path, new: Path, only: list[str] | None, skip: list[str] | Non
                 )
                 failed.append(f"{name}:{label}")
         old_figures, new_figures = paired(sides["old"].figures, sides["new"].figures)
-        declared = (*declared_timing(old / "scripts" / f"{name}.py"), *declared_timing(new / "scripts" / f"{name}.py"))
+        timed = (*declared_timing(old / "scripts" / f"{name}.py"), *declared_timing(new / "scripts" / f"{name}.py"))
         for key in dict.fromkeys([*old_figures, *new_figures]):
             a, b = old_figures.get(key), new_figures.get(key)
-            verdict = compare(a, b, key, declared)
+            verdict = compare(a, b, key, timed)
             counts["one_side" if verdict.endswith("only") else verdict.split()[0]] += 1
             table.add_row(name, key, a or "", b or "", verdict)
     console.print(table)

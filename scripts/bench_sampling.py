@@ -14,12 +14,12 @@ k=3 without `n` (three identical samples: no choosing call, so each step waits f
 requests are in flight together, so k=3 costs about the time of k=1, not k times the act call's.
 Two calls per step (the script holds each reflection apart). Bill (GPT-5-mini-style, in characters, as in
 bench_cost.py): uncached prompt ×1, the prefix a request shares with the run's previous request ×0.1, output ×8, from
-each call's prompt and response in the calls log.
+each call's prompt and response in the calls log (bench_bill.py); the memory is given these prices (the scripted
+model has none), which its renewals weigh. The RESULT holds the bills themselves beside their ratios to k=1.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from bench_bill import GPT, bill_of, memory_priced
 from bench_session_script import TASK, act, make_repo, session_script
 from rich.console import Console
 from rich.table import Table
@@ -36,12 +37,12 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from openai_server import OpenAIServer, Reply  # noqa: E402
 
-from llm_ide.config import load_config  # noqa: E402
-from llm_ide.pricing import PROFILES, settings_of  # noqa: E402
+from llm_ide.config import Settings, load_config  # noqa: E402
 from llm_ide.run.single import run_task  # noqa: E402
 from llm_ide.run.trajectory import load_trajectory  # noqa: E402
 
-PRICE = PROFILES["gpt"]  # the bill's prices, and those the scripted runs' renewals weigh (memory.unpriced)
+PORTABLE = True  # bench_old_new runs this script on the old package too (bench_bill.py)
+PRICE = GPT  # the bill's prices, and those the scripted runs' renewals weigh (memory.unpriced)
 OTHER = act("Another way: list the changed files before going on.", "bash", command="git status --short")
 PICK = "Candidate 1 follows the plan and is grounded in the code read so far.\n<choice>1</choice>"
 
@@ -97,18 +98,24 @@ def n_replies(responses: list[str]) -> list[Reply]:
     return replies
 
 
+def settings_for(steps: int, sampling: dict[str, Any]) -> Settings:
+    """Every run's settings: two calls per step, no tools, and PRICE as the price the memory's renewals weigh (the
+    scripted model has none, the loopback one a list price of its own): the runs are billed with it."""
+    overrides = {
+        "agent": {"step_limit": steps + 10, "cost_limit": 0, "single_call": False},
+        "environment": {"tools": []},
+        "memory": memory_priced(PRICE),
+    }
+    return load_config("default", sampling=sampling, **overrides)
+
+
 def timed_at_latency(workdir: Path, name: str, steps: int, seed: int, k: int, latency: float) -> tuple[float, int]:
     """Seconds per operation and requests of the session against an endpoint answering after `latency` seconds."""
     repo = make_repo(workdir / name / "repo")
     replies: list[str | Reply] = []
     for response in session_script(repo, steps, seed):
         replies += [response] * (k if is_action(response) else 1)  # identical samples: no choosing call
-    overrides = {
-        "agent": {"step_limit": steps + 10, "cost_limit": 0, "single_call": False},
-        "environment": {"tools": []},
-        "memory": {"unpriced": settings_of(PRICE)},
-    }
-    config = load_config("default", sampling={"k": k, "n": "never"}, **overrides)
+    config = settings_for(steps, {"k": k, "n": "never"})
     with OpenAIServer(replies=replies, latency=latency) as server:
         started = time.perf_counter()
         result = run_task(TASK, model="gpt-5-mini", base_url=server.url, settings=config,
@@ -120,27 +127,10 @@ def timed_at_latency(workdir: Path, name: str, steps: int, seed: int, k: int, la
     return seconds / steps, requests
 
 
-def bill_of(calls: list[dict[str, Any]]) -> tuple[int, float, int]:
-    """Raw prompt characters, the bill (PRICE: the gpt profile) and the output characters of a run's calls."""
-    raw = out = 0
-    bill, previous = 0.0, ""
-    for call in calls:
-        prompt, response = call.get("prompt", ""), call.get("response", "")
-        shared = len(os.path.commonprefix([previous, prompt]))
-        raw, out = raw + len(prompt), out + len(response)
-        bill += PRICE.bill(len(prompt) - shared, shared, len(response))
-        previous = prompt
-    return raw, bill, out
-
-
 def run_one(workdir: Path, name: str, steps: int, seed: int, sampling: dict[str, Any], n: bool) -> Measured:
     repo = make_repo(workdir / name / "repo")
     responses = session_script(repo, steps, seed)
-    overrides = {
-        "agent": {"step_limit": steps + 10, "cost_limit": 0, "single_call": False},
-        "environment": {"tools": []},
-    }
-    config = load_config("default", sampling=sampling, **overrides)
+    config = settings_for(steps, sampling)
     started = time.perf_counter()
     kwargs = {"task": TASK, "settings": config, "output_dir": workdir / name / "out", "run_id": name, "repo": repo}
     if n:
@@ -156,7 +146,7 @@ def run_one(workdir: Path, name: str, steps: int, seed: int, sampling: dict[str,
         raise SystemExit(f"{name}: the session ended with {result.exit_status}: {result.error}")
     traj = load_trajectory(result.trajectory_path)
     calls = traj["model_calls"]
-    raw, bill, out = bill_of(calls)
+    raw, bill, out = bill_of(calls, PRICE)
     kinds: dict[str, int] = {}
     for call in calls:
         kinds[call["kind"]] = kinds.get(call["kind"], 0) + 1
@@ -212,6 +202,8 @@ def main(
         f"RESULT steps={steps} k1_calls={base.calls} k3_calls={ask.calls} k3_call_ratio={ask.calls / base.calls:.2f} "
         f"k3_bill_ratio={ask.bill / base.bill:.2f} pairwise_bill_ratio={pairwise.bill / base.bill:.2f} "
         f"n_bill_ratio={one_request.bill / base.bill:.2f} n_requests={one_request.calls} "
+        f"k1_bill={base.bill:.0f} k3_bill={ask.bill:.0f} pairwise_bill={pairwise.bill:.0f} "
+        f"n_bill={one_request.bill:.0f} "
         f"k3_wall_ratio_at_latency={timed[1][0] / timed[0][0]:.2f}"
     )
 

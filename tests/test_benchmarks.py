@@ -4,6 +4,7 @@ invariants a benchmark reports about itself are). The full runs stay out of the 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -33,12 +34,12 @@ def needs(benchmark: str, request: pytest.FixtureRequest) -> None:
         require_ray()
     if benchmark == "bench_inspector" and not all(path.exists() for path in CHROMIUM):
         unavailable("chromium and chromedriver are missing (apt-get install chromium chromium-driver)")
-    if benchmark in ("bench_coop", "bench_replay"):
+    if benchmark in ("bench_coop", "bench_replay", "bench_old_new_replays"):
         request.getfixturevalue("shared_dir")  # the CooperBench task, the real trajectories live in ../shared
 
 
 SLOW = {"bench_batch", "bench_cost", "bench_ray", "bench_replay", "bench_step_cpu", "bench_tools"}  # long, quick too
-SLOW |= {"bench_old_new"}  # a benchmark on two checkouts (one unpacked by git archive)
+SLOW |= {"bench_old_new", "bench_old_new_replays"}  # benchmarks on two checkouts (one unpacked by git archive)
 DOCKER = {"bench_batch", "bench_env", "bench_ray", "bench_tools"}
 INVARIANTS = {  # what a quick run reports about itself, whatever the machine's speed
     "bench_attempts": {"steps": "2"},
@@ -48,6 +49,7 @@ INVARIANTS = {  # what a quick run reports about itself, whatever the machine's 
     "bench_step_cpu": {"steps": "25", "rounds": "1"},
     "bench_inspector": {"steps": "20", "operations": "20", "drawn": "20"},
     "bench_replay": {"runs": "2", "same_tree": "2/2"},
+    "bench_old_new_replays": {"instances": "2"},
     "bench_reproduction": {"execution_picks_resolved": "1/1", "written_execution_picks_resolved": "1/1", "tasks": "1"},
 }
 
@@ -107,3 +109,100 @@ def test_every_declared_timing_is_a_key_its_benchmark_prints() -> None:
     for name, keys in declared.items():
         source = (SCRIPTS / f"{name}.py").read_text()
         assert all(f"{key}={{" in source for key in keys), (name, keys)
+
+
+@pytest.mark.parametrize(
+    ("profile", "bill"),
+    [  # "abcd" new; "abcdef" shares 4; "xy" shares none (the previous request's prefix only)
+        ("gpt", 4 * 1.0 + 1 * 8.0 + (2 * 1.0 + 4 * 0.1 + 2 * 8.0) + 2 * 1.0),
+        ("claude55", 4 * 1.25 + 1 * 5.0 + (2 * 1.25 + 4 * 0.05 + 2 * 5.0) + 2 * 1.25),
+    ],
+)
+def test_the_benchmarks_bill_prices_the_prefix_shared_with_the_previous_request_as_a_reread(
+    profile: str, bill: float
+) -> None:
+    import bench_bill
+
+    from llm_ide.pricing import PROFILES
+
+    calls = [{"prompt": "abcd", "response": "o"}, {"prompt": "abcdef", "response": "oo"}, {"prompt": "xy"}]
+    raw, billed, out = bench_bill.bill_of(calls, PROFILES[profile])
+    assert (raw, out) == (12, 3)
+    assert billed == pytest.approx(bill)
+    price = PROFILES[profile]
+    full = bench_bill.appended_bill([4, 10, 13], [1, 2, 0], price)  # a full history: each prompt the last one and more
+    assert full == pytest.approx(bench_bill.bill_of([{"prompt": "a" * n, "response": "o" * r} for n, r in
+                                                     [(4, 1), (10, 2), (13, 0)]], price)[1])  # fmt: skip
+
+
+def test_a_portable_benchmark_gives_the_memory_the_price_it_bills_with() -> None:
+    import bench_bill
+    import bench_sampling
+
+    from llm_ide.config import load_config
+
+    assert bench_old_new.declared(SCRIPTS / "bench_sampling.py", "PORTABLE", False) is True
+    assert bench_old_new.declared(SCRIPTS / "bench_cost.py", "PORTABLE", False) is False
+    memory = load_config("default", memory=bench_bill.memory_priced()).memory
+    assert (memory.unpriced.input, memory.unpriced.cache_read, memory.unpriced.output) == (1.0, 0.1, 8.0)
+    assert load_config("default").memory.unpriced.cache_read == 0.02  # the default is another price: it is given
+    settings = bench_sampling.settings_for(6, {"k": 3, "choice": "pairwise"})
+    assert settings.memory.unpriced == memory.unpriced and settings.sampling.k == 3
+
+
+def replay_report(steps: list[tuple[int, int, int]], mini: tuple[int, int, int] = (1000, 0, 10), rc: int = 0) -> str:
+    """A replay.json of llm-ide's (raw, cached, output) per step, the original's the same at every step."""
+    parts = lambda raw, cached, out: {"raw": raw, "cached": cached, "output": out}  # noqa: E731
+    rows = [
+        {"step": n, "agents": {"llm-ide": parts(*ours), "original": parts(*mini)}} for n, ours in enumerate(steps, 1)
+    ]
+    return json.dumps({"steps": rows, "differing_returncodes": list(range(rc)), "same_as_submission": True})
+
+
+def test_old_new_replays_bill_each_step_under_the_profile_and_say_why_the_bill_moved(tmp_path: Path) -> None:
+    import bench_old_new_replays as replays
+
+    old_steps = [(1000, 0, 10), (1200, 1000, 10), (600, 100, 10), (800, 600, 10)]  # rewritten at step 3
+    new_steps = [(1000, 0, 10), (1200, 1000, 10), (1400, 1200, 10), (1600, 1400, 10)]  # grows like full history
+    for name, steps in (("old", old_steps), ("new", new_steps)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "replay.json").write_text(replay_report(steps))
+    old = replays.read_report(tmp_path / "old" / "replay.json", "claude55")
+    new = replays.read_report(tmp_path / "new" / "replay.json", "gpt")
+    assert old is not None and new is not None
+    # claude55: an uncached character is written to the cache (1.25), a re-read 0.05, output 5
+    assert old.ours.bill == pytest.approx(1.25 * (1000 + 200 + 500 + 200) + 0.05 * 1700 + 5 * 40)
+    assert new.ours.bill == pytest.approx(1000 + 200 + 200 + 200 + 0.1 * 3600 + 8 * 40)
+    assert (old.ours.rewrites, new.ours.rewrites, old.steps) == ((3,), (), 4)
+    old = replays.read_report(tmp_path / "old" / "replay.json", "gpt")
+    assert old is not None
+    assert replays.why(old, new).startswith("fewer rewrites (sent +44%, uncached -16%)")
+    assert replays.why(old, old) == "same"
+    assert replays.read_report(tmp_path / "none.json", "gpt") is None
+    table = replays.markdown({"gpt": {"a": {"old": old, "new": new}, "b": {"old": old, "new": None}}})
+    rows = table.splitlines()[2:]
+    assert rows[0].startswith(f"| a | 4 | {new.ours.bill / old.ours.bill:.3f} | gpt: fewer rewrites")
+    assert rows[0].endswith("(rewritten at 3 / none) |") and rows[1] == "| b |  | — |  |"
+
+
+def test_old_new_replays_say_a_replay_that_is_not_the_same_run() -> None:
+    import bench_old_new_replays as replays
+
+    figures = replays.Figures(bill=100.0, raw=1000, uncached=100, output=10, rewrites=())
+    old = replays.Replayed(steps=4, ours=figures, mini=figures, returncodes=0, same_tree=True)
+    other = replays.Replayed(steps=5, ours=figures, mini=figures, returncodes=2, same_tree=False)
+    said = replays.why(old, other)
+    assert said.startswith("mini's bill differs (4 / 5 steps)") and "same;" in said
+    assert "otherwise than the original at 0 / 2 steps" in said and "same tree True / False" in said
+
+
+def test_the_price_lists_a_benchmark_gives_an_older_package_are_the_profiles() -> None:
+    import ast
+
+    from llm_ide.pricing import PROFILES, Price
+
+    source = (SCRIPTS / "bench_bill.py").read_text()
+    fallback = next(node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ExceptHandler))
+    namespace: dict[str, object] = {"Price": Price}  # the lists an older package gets, run on their own
+    exec(compile(ast.Module(body=fallback.body, type_ignores=[]), "bench_bill", "exec"), namespace)
+    assert namespace["PROFILES"] == PROFILES
