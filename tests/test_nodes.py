@@ -107,3 +107,45 @@ def test_a_thread_checkpointed_before_reflect_and_branch_existed_goes_on_through
         ("bash", False, "it said hi"),
         ("submit", None, ""),
     ]
+
+
+QUOTING = "def total(items):\n    return sum(items)\n\n\ndef mean(items):\n    return total(items) / len(items)\n"
+COMMON = "    return None\n" * 4
+
+
+def test_a_thought_quoting_a_line_of_the_code_context_refers_to_its_chunk(tmp_path: Path) -> None:
+    """A line a thought quotes whole (inline or in a fenced block) counts as a reference to the chunk holding it, as
+    `[k](path:line)` does; a line the file has more than three times, a short one and a file outside the code context
+    name nothing."""
+    repo = make_git_repo(
+        tmp_path / "repo", {"calc.py": QUOTING, "other.py": "x = total(items) / len(items)\n", "c.py": COMMON}
+    )
+    ctx = build_context(
+        settings=load_config("default", environment={"tools": []}),
+        model_spec=write_script(tmp_path / "script.yaml", []),
+        run_id="quotes",
+        env=LocalEnvironment(repo),
+    )
+    seen = Activity(accessed=[1], referred=[0])
+    chunks = [
+        Chunk("calc.py", [1, 2], function="total", activity=seen),
+        Chunk("calc.py", [5, 6], function="mean", activity=seen),
+        Chunk("c.py", [1, 2, 3, 4], activity=seen),
+    ]
+
+    def referred(thought: str) -> list[int]:
+        state = {
+            "task": "mean of nothing",
+            "code_context": copy.deepcopy(chunks),
+            "operations": [OperationNode(id=0, parent_id=None, action_type="bash")],
+            "n_operations": 1,
+            "pending": OperationNode(id=1, parent_id=0, thought=thought, action_type="bash"),
+            "accessed": [],
+        }
+        return [chunk.activity.referred[-1] for chunk in update_activity(state, Runtime(context=ctx))["code_context"]]
+
+    assert referred("I will replace `return total(items) / len(items)` with a guard.") == [0, 1, 0]
+    assert referred("It reads:\n```python\ndef total(items):\n    return sum(items)\n```\nthen `mean`.") == [1, 0, 0]
+    assert referred("`x = total(items) / len(items)` is in other.py, and `return None` is everywhere.") == [0, 0, 0]
+    assert referred("Look at `sum(items)`: short, and no line is only that.") == [0, 0, 0]
+    ctx.codebase.env.close()

@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from llm_ide.codeview.matching import UNNAMED, LineKeys, Row, numbered_row, plain_row, runs
+from llm_ide.codeview.matching import MIN_CHARS, UNNAMED, LineKeys, Row, numbered_row, plain_row, runs
+from llm_ide.state.references import Reference
 
 if TYPE_CHECKING:
     from llm_ide.codeview.view import CodeView
-    from llm_ide.state.context import Scope
+    from llm_ide.state.context import Chunk, Scope
 
 GREP_ROW = re.compile(r"(?P<path>[^\s:]+?)(?P<sep>[:-])(?P<line>\d{1,9})(?P=sep)(?P<text>.*)")
 TRACEBACK = re.compile(r'\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9})')
@@ -32,6 +33,8 @@ MODULE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s+as\s+\w+)
 MAX_MENTIONS = 24
 MAX_KNOWN = 8  # files the code view read last, tried after the named ones
 MAX_SCOPES = 40  # pieces of code one output records at most (`grep -n 'def '` lists every function of a file)
+QUOTED = re.compile(r"`([^`\n]+)`|^```[^\n]*\n(.*?)^```", re.M | re.S)  # `inline` code, fenced blocks
+MAX_QUOTED = 3  # occurrences in a file a quoted line may have to name them (`return None` names nothing)
 
 File = tuple[str, LineKeys]  # (repo path, its lines' index)
 Loaded = dict[str, File]  # raw path as mentioned → the file
@@ -73,6 +76,27 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
         if found := runs(plain, keys, named=path in about, claimed=claimed, lone=path in lone):
             shown.setdefault(path, set()).update(found)
     return shown
+
+
+def quoted_lines(view: CodeView, thought: str, chunks: list[Chunk]) -> list[Reference]:
+    """The lines a thought quotes whole (`method = builtin_str(method)`, a fenced block's rows: one reference per run
+    of lines a quote shows) in the files of the code context, the most active first: as `[k](path:a-b)` names them."""
+    spans = [
+        [r for row in (inline or block).split("\n") if len(r := row.strip()) >= MIN_CHARS]
+        for inline, block in QUOTED.findall(thought)
+    ]
+    best: dict[str, float] = {}
+    for chunk in chunks if any(spans) else []:
+        best[chunk.file_path] = max(best.get(chunk.file_path, 0.0), chunk.activity.score)
+    found: list[Reference] = []
+    for path in sorted(best, key=best.__getitem__, reverse=True)[:MAX_MENTIONS]:
+        keys = view.line_keys(path)
+        for rows in spans if keys else []:
+            lines = sorted({n for row in rows if len(at := keys.where.get(row, [])) <= MAX_QUOTED for n in at})
+            starts = [n for i, n in enumerate(lines) if not i or lines[i - 1] != n - 1]
+            ends = [n for i, n in enumerate(lines) if i == len(lines) - 1 or lines[i + 1] != n + 1]
+            found += [Reference(path, start, end) for start, end in zip(starts, ends, strict=True)]
+    return found
 
 
 def paths_named(texts: list[str], workdir: str) -> list[str]:

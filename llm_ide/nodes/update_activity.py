@@ -8,6 +8,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from llm_ide.codeview.observed import quoted_lines
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
 from llm_ide.state.context import add_scope, copy_chunks, created_named, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
@@ -41,9 +42,10 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
     if pending.action_type == "bash":
         accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
+    refs = parse_references(pending.thought, ctx.codebase.env.workdir) + quoted_lines(view, pending.thought, chunks)
     referred = count_references(
         chunks,
-        parse_references(pending.thought, ctx.codebase.env.workdir),
+        refs,
         exists=view.exists,
         locate=view.scopes,
         covers=view.covers,
