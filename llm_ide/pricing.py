@@ -44,9 +44,8 @@ class Price:
 
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
         uncached = max(0, input_tokens - cache_read - cache_write)
-        read = self.input if self.cache_read is None else self.cache_read
-        write = self.input if self.cache_write is None else self.cache_write
-        return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
+        spent = uncached * self.input + cache_read * self.read + cache_write * self.write
+        return (spent + output_tokens * self.output) / 1e6
 
 
 PROFILES = {  # per prompt token of an uncached input; examples in docs/replay.md

@@ -114,9 +114,9 @@ COMMON = "    return None\n" * 4
 
 
 def test_a_thought_quoting_a_line_of_the_code_context_refers_to_its_chunk(tmp_path: Path) -> None:
-    """A line a thought quotes whole (inline or in a fenced block) counts as a reference to the chunk holding it, as
-    `[k](path:line)` does; a line the file has more than three times, a short one and a file outside the code context
-    name nothing."""
+    """A line a thought quotes whole inline counts as a reference to the chunk holding it, as `[k](path:line)` does;
+    a fenced block, a line the file has more than three times, a short one and a file outside the code context name
+    nothing."""
     repo = make_git_repo(
         tmp_path / "repo", {"calc.py": QUOTING, "other.py": "x = total(items) / len(items)\n", "c.py": COMMON}
     )
@@ -145,7 +145,8 @@ def test_a_thought_quoting_a_line_of_the_code_context_refers_to_its_chunk(tmp_pa
         return [chunk.activity.referred[-1] for chunk in update_activity(state, Runtime(context=ctx))["code_context"]]
 
     assert referred("I will replace `return total(items) / len(items)` with a guard.") == [0, 1, 0]
-    assert referred("It reads:\n```python\ndef total(items):\n    return sum(items)\n```\nthen `mean`.") == [1, 0, 0]
+    assert referred("It reads:\n```python\ndef total(items):\n    return sum(items)\n```\nthen `mean`.") == [0, 0, 0]
+    assert referred("`def total(items):` and `return sum(items)`, then `def mean(items):`.") == [2, 1, 0]
     assert referred("`x = total(items) / len(items)` is in other.py, and `return None` is everywhere.") == [0, 0, 0]
     assert referred("Look at `sum(items)`: short, and no line is only that.") == [0, 0, 0]
     ctx.codebase.env.close()

@@ -1,10 +1,6 @@
-"""The lines of the repository's files that a command's output showed, decided from the output itself and checked
-against the files as they are now: rows that say which line they are (`nl -ba`, `cat -n`, `grep -n` and `awk` rows,
-`N<sep>text`; grep's `path:N:text`; a traceback's `File "path", line N` or a warning's `path:N: message` and the code
-row under it; diff hunks, their post-image lines), then runs of any other rows equal to consecutive lines of a file,
-indentation shifted alike (`cat`, `sed -n`, `head`, `git show REV:path`, a Python snippet printing source, pytest's
-listings: whatever printed them; codeview/matching.py). The files tried are those the command or the output names,
-then those the code view read last (the code context's)."""
+"""The lines of the repository's files a command's output showed, from the output, checked against the files as they
+are: rows that say their line (`nl -ba`, `grep -n`, `path:N:text`, a traceback's frames, diff hunks), then runs of rows
+equal to consecutive lines of a file (codeview/matching.py), in the files named, then those the code view read last."""
 
 from __future__ import annotations
 
@@ -33,7 +29,8 @@ MODULE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s+as\s+\w+)
 MAX_MENTIONS = 24
 MAX_KNOWN = 8  # files the code view read last, tried after the named ones
 MAX_SCOPES = 40  # pieces of code one output records at most (`grep -n 'def '` lists every function of a file)
-QUOTED = re.compile(r"`([^`\n]+)`|^```[^\n]*\n(.*?)^```", re.M | re.S)  # `inline` code, fenced blocks
+FENCED = re.compile(r"^```.*?^```", re.M | re.S)
+INLINE = re.compile(r"`([^`\n]+)`")
 MAX_QUOTED = 3  # occurrences in a file a quoted line may have to name them (`return None` names nothing)
 
 File = tuple[str, LineKeys]  # (repo path, its lines' index)
@@ -79,23 +76,15 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
 
 
 def quoted_lines(view: CodeView, thought: str, chunks: list[Chunk]) -> list[Reference]:
-    """The lines a thought quotes whole (`method = builtin_str(method)`, a fenced block's rows: one reference per run
-    of lines a quote shows) in the files of the code context, the most active first: as `[k](path:a-b)` names them."""
-    spans = [
-        [r for row in (inline or block).split("\n") if len(r := row.strip()) >= MIN_CHARS]
-        for inline, block in QUOTED.findall(thought)
-    ]
-    best: dict[str, float] = {}
-    for chunk in chunks if any(spans) else []:
-        best[chunk.file_path] = max(best.get(chunk.file_path, 0.0), chunk.activity.score)
+    """The lines a thought quotes whole inline (`method = builtin_str(method)`: what it means to change, most often)
+    in the files of the code context, the most active first, as `[k](path:line)` would name them; a fenced block is
+    more often code discussed or proposed."""
+    quoted = {text for span in INLINE.findall(FENCED.sub("", thought)) if len(text := span.strip()) >= MIN_CHARS}
+    best = {c.file_path: c.activity.score for c in sorted(chunks, key=lambda c: c.activity.score) if quoted}
     found: list[Reference] = []
     for path in sorted(best, key=best.__getitem__, reverse=True)[:MAX_MENTIONS]:
-        keys = view.line_keys(path)
-        for rows in spans if keys else []:
-            lines = sorted({n for row in rows if len(at := keys.where.get(row, [])) <= MAX_QUOTED for n in at})
-            starts = [n for i, n in enumerate(lines) if not i or lines[i - 1] != n - 1]
-            ends = [n for i, n in enumerate(lines) if i == len(lines) - 1 or lines[i + 1] != n + 1]
-            found += [Reference(path, start, end) for start, end in zip(starts, ends, strict=True)]
+        where = keys.where if (keys := view.line_keys(path)) else {}
+        found += [Reference(path, n, n) for text in quoted if len(at := where.get(text, [])) <= MAX_QUOTED for n in at]
     return found
 
 

@@ -42,10 +42,9 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
     if pending.action_type == "bash":
         accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
-    refs = parse_references(pending.thought, ctx.codebase.env.workdir) + quoted_lines(view, pending.thought, chunks)
     referred = count_references(
         chunks,
-        refs,
+        parse_references(pending.thought, ctx.codebase.env.workdir) + quoted_lines(view, pending.thought, chunks),
         exists=view.exists,
         locate=view.scopes,
         covers=view.covers,
