@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from llm_ide.settings import PriceSettings
 
@@ -61,8 +61,7 @@ def price_of(settings: PriceSettings) -> Price:
 
 def settings_of(price: Price) -> dict[str, float]:
     """`price` as an entry of the config's `model.prices`."""
-    entry = {"input": price.input, "output": price.output, "cache_read": price.cache_read}
-    return {key: value for key, value in {**entry, "cache_write": price.cache_write}.items() if value is not None}
+    return {key: value for key, value in asdict(price).items() if value is not None}
 
 
 def langchain_providers() -> frozenset[str]:

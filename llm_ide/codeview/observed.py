@@ -29,8 +29,7 @@ MODULE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s+as\s+\w+)
 MAX_MENTIONS = 24
 MAX_KNOWN = 8  # files the code view read last, tried after the named ones
 MAX_SCOPES = 40  # pieces of code one output records at most (`grep -n 'def '` lists every function of a file)
-FENCED = re.compile(r"^```.*?^```", re.M | re.S)
-INLINE = re.compile(r"`([^`\n]+)`")
+INLINE, FENCED = re.compile(r"`([^`\n]+)`"), re.compile(r"^```.*?^```", re.M | re.S)  # quoted code in a thought
 MAX_QUOTED = 3  # occurrences in a file a quoted line may have to name them (`return None` names nothing)
 
 File = tuple[str, LineKeys]  # (repo path, its lines' index)
@@ -76,9 +75,8 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
 
 
 def quoted_lines(view: CodeView, thought: str, chunks: list[Chunk]) -> list[Reference]:
-    """The lines a thought quotes whole inline (`method = builtin_str(method)`: what it means to change, most often)
-    in the files of the code context, the most active first, as `[k](path:line)` would name them; a fenced block is
-    more often code discussed or proposed."""
+    """The lines a thought quotes whole inline (`x = f(y)`: what it means to change, most often; a fenced block is more
+    often code discussed or proposed) in the code context's files, the most active first, as `[k](path:line)` would."""
     quoted = {text for span in INLINE.findall(FENCED.sub("", thought)) if len(text := span.strip()) >= MIN_CHARS}
     best = {c.file_path: c.activity.score for c in sorted(chunks, key=lambda c: c.activity.score) if quoted}
     found: list[Reference] = []

@@ -13,10 +13,9 @@ PAST_END_NOTE = "[none of the chosen lines exist: the file has {count} lines]"
 
 
 class CodeView:
-    """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`: the latest read of each path
-    kept, parses cached per path (`max_files`, least recently used out) and redone from the former one on a change.
-    `render` re-reads its files in one call; `scopes`, `symbol_scope`, `definition_range` re-read theirs (unless
-    `fresh=False`); `covers`, `chunk_size`, `exists`, `line_count` use the latest read."""
+    """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`: each path's latest read kept,
+    parses cached (`max_files`, least recently used out) and redone from the former one on a change; `render`, `scopes`,
+    `symbol_scope` and `definition_range` re-read their files (not with `fresh=False`), the rest use the latest read."""
 
     def __init__(self, source: FileSource, root: str | None = None, max_files: int = 512) -> None:
         self.source = source
