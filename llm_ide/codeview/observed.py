@@ -9,12 +9,11 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from llm_ide.codeview.matching import MIN_CHARS, UNNAMED, LineKeys, Row, numbered_row, plain_row, runs
-from llm_ide.state.references import Reference
+from llm_ide.codeview.matching import UNNAMED, LineKeys, Row, numbered_row, plain_row, runs
 
 if TYPE_CHECKING:
     from llm_ide.codeview.view import CodeView
-    from llm_ide.state.context import Chunk, Scope
+    from llm_ide.state.context import Scope
 
 GREP_ROW = re.compile(r"(?P<path>[^\s:]+?)(?P<sep>[:-])(?P<line>\d{1,9})(?P=sep)(?P<text>.*)")
 TRACEBACK = re.compile(r'\s*File "(?P<path>[^"]+)", line (?P<line>\d{1,9})')
@@ -26,11 +25,10 @@ BARE_WORD = re.compile(r"(?<![^\s;|&(])[\w@+][\w./@+-]*(?=$|[\s;|&)])")  # `cat 
 IMPORTS = re.compile(r"\b(?:from|import|-m)\s+([\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*)")
 FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?\s*(\w+(?:\s+as\s+\w+)?(?:\s*,\s*\w+(?:\s+as\s+\w+)?)*)")
 MODULE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s+as\s+\w+)?")
+IMPORT_ROW = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s")
 MAX_MENTIONS = 24
 MAX_KNOWN = 8  # files the code view read last, tried after the named ones
 MAX_SCOPES = 40  # pieces of code one output records at most (`grep -n 'def '` lists every function of a file)
-INLINE, FENCED = re.compile(r"`([^`\n]+)`"), re.compile(r"^```.*?^```", re.M | re.S)  # quoted code in a thought
-MAX_QUOTED = 3  # occurrences in a file a quoted line may have to name them (`return None` names nothing)
 
 File = tuple[str, LineKeys]  # (repo path, its lines' index)
 Loaded = dict[str, File]  # raw path as mentioned → the file
@@ -72,18 +70,6 @@ def shown_lines(command: str, output: str, load: Load, known: list[str] | tuple[
         if found := runs(plain, keys, named=path in about, claimed=claimed, lone=path in lone):
             shown.setdefault(path, set()).update(found)
     return shown
-
-
-def quoted_lines(view: CodeView, thought: str, chunks: list[Chunk]) -> list[Reference]:
-    """The lines a thought quotes whole inline (`x = f(y)`: what it means to change, most often; a fenced block is more
-    often code discussed or proposed) in the code context's files, the most active first, as `[k](path:line)` would."""
-    quoted = {text for span in INLINE.findall(FENCED.sub("", thought)) if len(text := span.strip()) >= MIN_CHARS}
-    best = {c.file_path: c.activity.score for c in sorted(chunks, key=lambda c: c.activity.score) if quoted}
-    found: list[Reference] = []
-    for path in sorted(best, key=best.__getitem__, reverse=True)[:MAX_MENTIONS]:
-        where = keys.where if (keys := view.line_keys(path)) else {}
-        found += [Reference(path, n, n) for text in quoted if len(at := where.get(text, [])) <= MAX_QUOTED for n in at]
-    return found
 
 
 def paths_named(texts: list[str], workdir: str) -> list[str]:
@@ -193,7 +179,8 @@ class _Reader:
         path, keys, number = self.traceback
         self.traceback = None
         if row.strip() and keys.has(number, row):
-            self.mark(path, number)
+            if not IMPORT_ROW.match(row):  # a frame of an import chain says where the import went: not code read
+                self.mark(path, number)
             return True
         return False
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.codeview.observed import quoted_lines
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
 from llm_ide.state.context import add_scope, copy_chunks, created_named, record_operation, rescore
 from llm_ide.state.graph_state import AgentState, empty_usage
@@ -44,7 +43,7 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
         accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
     referred = count_references(
         chunks,
-        parse_references(pending.thought, ctx.codebase.env.workdir) + quoted_lines(view, pending.thought, chunks),
+        parse_references(pending.thought, ctx.codebase.env.workdir),
         exists=view.exists,
         locate=view.scopes,
         covers=view.covers,
