@@ -6,9 +6,22 @@ ends with when it stops the run, and the CLI's exit code (2: a bad input, told b
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from enum import StrEnum
+
+_said: set[tuple[str, ...]] = set()
+_said_lock = threading.Lock()
+
+
+def warn_once(logger: logging.Logger, key: tuple[str, ...], message: str) -> None:
+    """Warns `message` the first time the process meets `key` (what holds for the process, said for its first run)."""
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    logger.warning(message)
 
 
 class ExitStatus(StrEnum):

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from llm_ide import endpoint
+from llm_ide import endpoint, errors
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
 from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, streamed
@@ -45,16 +44,8 @@ ONE_CALL_OPTION = {"ChatOpenAI", "AzureChatOpenAI", "ChatAnthropic"}  # take `pa
 LOCAL_MAX_TOKENS = 4096  # the room a reply gets from an endpoint given by URL when model.max_tokens is null
 
 
-_warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
-
-
 def warn_once(topic: str, name: str, message: str) -> None:
-    with _warned_lock:
-        if (topic, name) in _warned:
-            return
-        _warned.add((topic, name))
-    log.warning(message)
+    errors.warn_once(log, (topic, name), message)
 
 
 def describe(error: BaseException, secrets: list[str], limit: int = 400) -> str:

@@ -155,22 +155,19 @@ def fresh_logging() -> Iterator[None]:
 @contextlib.contextmanager
 def said_once() -> Iterator[None]:
     """What a process warns about once (a model's missing usage or price, an endpoint that does not stream, the
-    missing sandbox) is unsaid at a child's start: the call starts with none said, the test's own are put back."""
-    from llm_ide import models
-    from llm_ide.environments import sandbox
+    missing sandbox, a limit it cannot enforce) is unsaid at a child's start: the call starts with none said, the
+    test's own are put back."""
+    from llm_ide import errors
 
-    with models._warned_lock:
-        saved = set(models._warned)
-        models._warned.clear()
-    unsandboxed = sandbox._warned
-    sandbox._warned = False
+    with errors._said_lock:
+        saved = set(errors._said)
+        errors._said.clear()
     try:
         yield
     finally:
-        with models._warned_lock:
-            models._warned.clear()
-            models._warned.update(saved)
-        sandbox._warned = unsandboxed
+        with errors._said_lock:
+            errors._said.clear()
+            errors._said.update(saved)
 
 
 @contextlib.contextmanager

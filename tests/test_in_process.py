@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, write_script
-from conftest import make_git_repo, require_bwrap
-from in_process import invoke
+from conftest import make_git_repo
+from in_process import invoke, said_once
+
+from llm_ide.errors import warn_once
 
 
 def child(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -57,7 +59,6 @@ def command_lines(folder: Path) -> dict[str, list[str]]:
 def test_a_command_line_in_process_says_what_it_says_as_a_child(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_bwrap()  # unsandboxed on a bare machine, the child and the call word the missing sandbox apart (open)
     for variable in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):  # the two repositories' commits: one hash
         monkeypatch.setenv(variable, "2024-01-01T00:00:00Z")
     env = {**os.environ, "COLUMNS": "123", "LLM_IDE_CONFIG": "off"}
@@ -107,3 +108,24 @@ def test_the_command_sees_the_calls_environment_whole(tmp_path: Path) -> None:
     home = invoke("config", "show", "agent.step_limit", env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
     user = tmp_path / ".config" / "llm-ide" / "config.yaml"
     assert home.stdout.splitlines()[0] == f"# user config: none (LLM_IDE_CONFIG is unset and {user} does not exist)"
+
+
+def test_what_the_process_said_once_a_call_says_as_a_child_would(caplog: pytest.LogCaptureFixture) -> None:
+    """A warning said once per process (the missing sandbox, a limit root cannot have, a model's missing usage) is
+    said by every call, as by every child, and the test's process keeps what it had said."""
+    log = logging.getLogger("llm_ide.test")
+    said = [("limits", "processes"), ("usage", "m")]
+    with caplog.at_level(logging.WARNING, logger="llm_ide.test"):
+        warn_once(log, said[0], "first")
+        for _ in range(2):
+            with said_once():
+                for key in said:
+                    warn_once(log, key, f"call {key[0]}")
+                    warn_once(log, key, "never: said")
+        warn_once(log, said[0], "never: the process said it")
+        warn_once(log, said[1], "the process had not said it")
+    assert [r.message for r in caplog.records] == [
+        "first",
+        *["call limits", "call usage"] * 2,
+        "the process had not said it",
+    ]

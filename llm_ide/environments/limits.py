@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.scratch import owned_name, owner_gone
+from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
 
@@ -182,9 +183,8 @@ def cgroups_usable() -> bool:
     return bool(controller_dirs())
 
 
-@cache
 def warn_unenforced(what: str) -> None:
-    log.warning("environment.limits.%s cannot be enforced here: %s", what, UNENFORCED[what])
+    warn_once(log, ("unenforced", what), f"environment.limits.{what} cannot be enforced here: {UNENFORCED[what]}")
 
 
 UNENFORCED = {

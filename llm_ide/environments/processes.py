@@ -24,6 +24,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
+from llm_ide.errors import warn_once
 from llm_ide.fileio import atomic_write
 
 log = logging.getLogger("llm_ide.environment")
@@ -177,12 +178,12 @@ def containment(bwrap: str | None) -> str:
     return "none"
 
 
-@cache
 def warn_subreaper() -> None:
-    log.warning(
+    message = (
         "no PID namespace available (bwrap and unshare do not work here): a command's background processes are "
         "adopted and killed when it ends, except those that clear their environment"
     )
+    warn_once(log, ("subreaper",), message)
 
 
 def carries(pid: int, token: str) -> bool:

@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from llm_ide.errors import warn_once
 from llm_ide.settings import bundled_yaml
 
 log = logging.getLogger("llm_ide.environment")
-_warned = False
 
 
 def bwrap_path() -> str | None:
     """bwrap when it is installed and works here (it may lack the right to create namespaces, e.g. in a container);
     otherwise None, said once."""
     if problem := bwrap_problem():
-        warn_once(problem)
+        warn_unsandboxed(problem)
         return None
     return shutil.which("bwrap")
 
@@ -75,14 +75,12 @@ def _probe(bwrap: str) -> tuple[str, ...] | str:
     return problem
 
 
-def warn_once(problem: str) -> None:
-    global _warned
-    if not _warned:
-        _warned = True
-        log.warning(
-            f"{problem}: local commands run unsandboxed, with access to the whole machine and the agent's "
-            "environment (install the bubblewrap package, or allow user namespaces, to contain them)"
-        )
+def warn_unsandboxed(problem: str) -> None:
+    message = (
+        f"{problem}: local commands run unsandboxed, with access to the whole machine and the agent's "
+        "environment (install the bubblewrap package, or allow user namespaces, to contain them)"
+    )
+    warn_once(log, ("unsandboxed",), message)
 
 
 def resolve_inside(root: Path, path: str) -> Path | None:

@@ -23,6 +23,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from llm_ide.errors import warn_once
+
 log = logging.getLogger("llm_ide.environment")
 
 # where services put their sockets, and how many levels down (/run/docker.sock, /run/containerd/containerd.sock,
@@ -196,9 +198,9 @@ def abstract_guard() -> list[str]:
     return []
 
 
-@cache
 def warn_abstract() -> None:
-    log.warning(
+    message = (
         "abstract Unix sockets (X11's, D-Bus's) listen on this host and Landlock cannot scope them here (Linux 6.12 "
         "or later): the commands can reach them; environment.network: none cuts them off"
     )
+    warn_once(log, ("abstract sockets",), message)
