@@ -114,11 +114,11 @@ def environment_secrets() -> tuple[str, ...]:
     it with the copy kept is a C-level dict comparison, not a scan of every variable)."""
     global _environment
     data = getattr(os.environ, "_data", None)
-    current = dict(data) if data is not None else dict(os.environ)
+    current = data if data is not None else os.environ
     kept, values = _environment
-    if current != kept:
+    if current != kept:  # copied only when it changed
         values = tuple(secret_values())
-        _environment = (current, values)
+        _environment = (dict(current), values)
     return values
 
 
@@ -202,7 +202,7 @@ def _compiled(secrets: tuple[str, ...]) -> tuple[list[str], list[str], re.Patter
 
 def redact(text: str, secrets: list[str] | None = None, mask: str = MASK) -> str:
     """`text` with every form of every secret replaced (all known secrets when `secrets` is None)."""
-    values = tuple(sorted(set(known_secrets() if secrets is None else secrets), key=len, reverse=True))
+    values = tuple(known_secrets() if secrets is None else sorted(set(secrets), key=len, reverse=True))
     if not values or not text:
         return text
     plain, wrapped, pattern = _compiled(values)

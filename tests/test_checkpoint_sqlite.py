@@ -11,11 +11,15 @@ from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.config import load_config
+from llm_ide.errors import CheckpointError
 from llm_ide.graph import build_graph
-from llm_ide.run.checkpoint import MEMORY_TYPES, ChannelSqliteSaver, open_checkpointer, serializer
+from llm_ide.run.channel_saver import short_version
+from llm_ide.run.checkpoint import MEMORY_TYPES, ChannelSqliteSaver, open_checkpointer, prune, serializer
 from llm_ide.run.single import run_task
+from llm_ide.state.context import Activity, Chunk
 from llm_ide.state.operations import OperationNode
 
 
@@ -115,3 +119,112 @@ def test_act_waits_for_the_next_commit_only_when_the_steps_reply_already_holds_i
         assert committed(db) == (2, 2)  # the action runs next: everything before it is committed
         resumed = saver.get_tuple(at)
         assert resumed is not None and resumed.checkpoint["channel_values"]["proposed"] == proposed
+
+
+class OldSaver(ChannelSqliteSaver):
+    """The saver as it was before the parts: LangGraph's long versions, the operations' whole list in each blob."""
+
+    get_next_version = SqliteSaver.get_next_version  # type: ignore[assignment]
+
+    def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: object) -> tuple[str, bytes]:
+        return self.serde.dumps_typed(value)
+
+
+def nodes_of(count: int, judged: int = -1) -> list[OperationNode]:
+    return [
+        OperationNode(id=i, parent_id=i - 1 if i else None, thought="why " * 400, summary="ok" if i == judged else "")
+        for i in range(count)
+    ]
+
+
+def put_operations(saver: ChannelSqliteSaver, config: dict, previous: dict, nodes: list[OperationNode]) -> dict:
+    checkpoint = {**empty_checkpoint(), "channel_values": {"operations": nodes, "task": "fix it"}}
+    version = saver.get_next_version(previous.get("operations"), None)
+    checkpoint["channel_versions"] = {"operations": version, "task": previous.get("task") or version}
+    new = {k: v for k, v in checkpoint["channel_versions"].items() if previous.get(k) != v}
+    return {"config": saver.put(config, checkpoint, {}, new), "versions": checkpoint["channel_versions"]}
+
+
+@pytest.mark.parametrize("old_first", [False, True])
+def test_each_operation_node_is_stored_once_and_an_older_database_still_reads(tmp_path: Path, old_first: bool) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    states = [nodes_of(3), nodes_of(4), nodes_of(4, judged=3), nodes_of(5, judged=3)]
+    saved, versions = [], {}
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        assert isinstance(saver, ChannelSqliteSaver)
+        writer = OldSaver(saver.conn, serde=saver.serde) if old_first else saver
+        for index, nodes in enumerate(states):
+            done = put_operations(writer if index < 2 else saver, config, versions, nodes)
+            saved.append(done["config"])
+            versions = done["versions"]
+        for checkpoint, nodes in zip(saved, states, strict=True):
+            found = saver.get_tuple(checkpoint)
+            assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes
+        new_nodes = {(n.id, n.summary) for nodes in states[2 if old_first else 0 :] for n in nodes}
+        assert count(db, "parts") == len(new_nodes)  # node 3 twice: before and after its verdict
+        prune(saver, "t", keep=1)
+        assert count(db, "parts") == 5  # the unjudged node 3 is listed by no kept checkpoint any more
+        found = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert found is not None and found.checkpoint["channel_values"]["operations"] == states[-1]
+    stored = versions["operations"]
+    assert len(stored) == 19 and stored.split(".")[0] == f"{4:010}"
+
+
+@pytest.mark.parametrize("current", [None, "0000000001.0a0b0c0d", f"{625:032}.0.5", f"{9:032}.0.99"])
+def test_a_short_version_is_above_the_one_it_follows_long_or_short(current: str | int | None) -> None:
+    following = short_version(current)
+    assert following > str(current or "") and short_version(following) > following
+    assert int(following.split(".")[0]) == int(str(current or 0).split(".")[0]) + 1
+
+
+def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_blob(tmp_path: Path) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    context = [f"chunk {i} " * 40 for i in range(40)]  # over 1 KiB compressed
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        first = checkpoint_of({"branch:to:update_activity": None, "task": "fix it " * 40})
+        at = saver.put(config, first, {}, first["channel_versions"])
+        saver.put_writes(at, [("code_context", context), ("n_operations", 1)], "task-1", "~__pregel_pull, execute_tool")
+        second = {**checkpoint_of({"code_context": context, "task": "fix it " * 40}), "id": "2"}
+        second["channel_versions"] = {"code_context": 2, "task": 1}
+        saver.put(at, second, {}, {"code_context": 2})
+        saver.commit()
+        with sqlite3.connect(db) as conn:
+            kinds = conn.execute("SELECT type FROM writes WHERE channel = 'code_context'").fetchall()
+            blobs = dict(conn.execute("SELECT channel, type FROM blobs").fetchall())
+        assert (count(db, "parts"), kinds, blobs) == (1, [("ref",)], {"code_context": "ref", "task": "msgpack"})
+        resumed = saver.get_tuple(at)
+        assert resumed is not None and resumed.pending_writes == [("task-1", "code_context", context)] + [
+            ("task-1", "n_operations", 1)
+        ]
+        assert resumed.checkpoint["channel_values"]["task"] == "fix it " * 40
+        latest = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert latest is not None and latest.checkpoint["channel_values"]["code_context"] == context
+        prune(saver, "t", keep=1)
+        assert count(db, "parts") == 1  # the kept checkpoint's blob refers to it
+
+
+@pytest.mark.parametrize("steps", [1, 40, 400])
+def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) -> None:
+    chunks = [
+        Chunk("pkg/a.py", [12, 13, 14], "Parser", "parse.inner", False, Activity([1, 0] * (steps // 2), [], 4.61, 9)),
+        Chunk("b.py", [3], "", "main", True, Activity([i % 2 for i in range(steps)], list(range(steps)), 1.0), True),
+        Chunk("notes.txt", [], activity=Activity()),
+    ]
+    ours, plain = serializer(), JsonPlusSerializer(allowed_msgpack_modules=MEMORY_TYPES)
+    kind, data = ours.dumps_typed(chunks)
+    assert kind == ("chunks+zlib" if steps == 400 else "chunks")
+    assert ours.loads_typed((kind, data)) == chunks
+    assert ours.loads_typed(plain.dumps_typed(chunks)) == chunks  # a checkpoint written before reads the same
+
+
+def test_a_long_operations_list_reads_back_in_batches_and_a_missing_node_is_said(tmp_path: Path) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    nodes = [OperationNode(id=i, parent_id=i - 1 if i else None, thought=f"step {i}") for i in range(1_200)]
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        assert isinstance(saver, ChannelSqliteSaver)
+        saved = put_operations(saver, config, {}, nodes)["config"]
+        found = saver.get_tuple(saved)
+        assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes
+        saver.conn.execute("DELETE FROM parts WHERE rowid IN (SELECT rowid FROM parts LIMIT 2)")
+        with pytest.raises(CheckpointError, match="thread t lacks stored values"):
+            saver.get_tuple(saved)

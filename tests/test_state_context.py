@@ -8,13 +8,14 @@ from llm_ide.state.context import (
     Scope,
     ScoreParams,
     add_scope,
+    copy_chunks,
     created_named,
     normalize_path,
-    record_operation,
     referral_score,
     rescore,
     select_chunks,
     trim_to_budget,
+    with_operation,
 )
 
 
@@ -178,7 +179,7 @@ def test_add_scope_key_is_file_class_function_whole(scope: Scope, index: int, li
     )
 
 
-def test_record_operation_keeps_lengths_at_n_operations() -> None:
+def test_with_operation_keeps_lengths_at_n_operations() -> None:
     chunks: list[Chunk] = []
     steps: list[tuple[list[Scope], dict[int, int]]] = [
         ([Scope("a.py", (1,))], {}),
@@ -189,7 +190,7 @@ def test_record_operation_keeps_lengths_at_n_operations() -> None:
     ]
     for n_operations, (scopes, referred) in enumerate(steps):
         accessed = {add_scope(chunks, scope, n_operations) for scope in scopes}
-        record_operation(chunks, accessed, referred)
+        chunks = with_operation(chunks, accessed, referred, n_operations, ScoreParams(gamma=0.5))
         assert {len(c.activity.accessed) for c in chunks} == {n_operations + 1}
         assert {len(c.activity.referred) for c in chunks} == {n_operations + 1}
     assert [(c.file_path, c.lines, c.activity.accessed, c.activity.referred) for c in chunks] == [
@@ -197,7 +198,6 @@ def test_record_operation_keeps_lengths_at_n_operations() -> None:
         ("b.py", [5], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0]),
         ("c.py", [7], [0, 0, 0, 1, 0], [0, 0, 0, 3, 0]),
     ]
-    rescore(chunks, len(steps), ScoreParams(gamma=0.5))
     assert [c.activity.score for c in chunks] == pytest.approx([0.0625 + 0.25 + 0.25 + 0.5, 0.5, 2.0])
 
 
@@ -237,9 +237,32 @@ def test_incremental_rescore_step_by_step_equals_the_full_sum(gamma: float, step
     params = ScoreParams(alpha=1.5, beta=0.5, gamma=gamma)
     chunks = [chunk("a.py", []), chunk("b.py", [])]
     for step in range(steps):
-        record_operation(chunks, {0, 1} if step % 3 == 0 else {1}, {0: step % 5, 1: (step * 7) % 3})
-        rescore(chunks, step + 1, params)
+        chunks = with_operation(
+            chunks, {0, 1} if step % 3 == 0 else {1}, {0: step % 5, 1: (step * 7) % 3}, step, params
+        )
         if step % 37 == 0:
             rescore(chunks, step + 1, params)  # rescoring twice at the same step changes nothing
     assert [c.activity.score for c in chunks] == pytest.approx([referral_score(c.activity, params) for c in chunks])
     assert [c.activity.scored for c in chunks] == [steps, steps]
+
+
+@pytest.mark.parametrize("scored_behind", [0, 1, 3])
+def test_with_operation_appends_rescores_and_leaves_the_state_as_it_was(scored_behind: int) -> None:
+    params = ScoreParams(alpha=1.0, beta=0.5, gamma=0.8)
+    histories = [([1, 0, 0, 1], [0, 2, 0, 0]), ([0, 0, 1, 1], [1, 0, 0, 3]), ([0, 0, 0, 0], [0, 0, 0, 0])]
+    state = [Chunk(f"m{i}.py", [i + 1], activity=Activity(list(a), list(r))) for i, (a, r) in enumerate(histories)]
+    rescore(state, 4 - scored_behind, params)  # scores folded in up to an older operation, or all of them
+    before = copy_chunks(state)
+    chunks = list(state)
+    grown = add_scope(chunks, Scope("m0.py", (1, 7), created=True), 4)
+    new = add_scope(chunks, Scope("n.py", (2,)), 4)
+    done = with_operation(chunks, {grown, new}, {1: 2}, 4, params)
+    assert [(c.file_path, c.lines, c.created, c.activity.accessed, c.activity.referred) for c in done] == [
+        ("m0.py", [1, 7], True, [1, 0, 0, 1, 1], [0, 2, 0, 0, 0]),
+        ("m1.py", [2], False, [0, 0, 1, 1, 0], [1, 0, 0, 3, 2]),
+        ("m2.py", [3], False, [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]),
+        ("n.py", [2], False, [0, 0, 0, 0, 1], [0, 0, 0, 0, 0]),
+    ]
+    assert [c.activity.score for c in done] == pytest.approx([referral_score(c.activity, params) for c in done])
+    assert {c.activity.scored for c in done} == {5}
+    assert state == before  # the state's chunks untouched: add_scope put its changed copy in the list

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from llm_ide.codeview import CodeView, LocalFiles
-from llm_ide.state.context import Activity, Chunk, record_operation
+from llm_ide.state.context import Activity, Chunk, ScoreParams, with_operation
 from llm_ide.state.references import Reference, count_references, parse_references
 
 MOD = """
@@ -157,7 +157,7 @@ def test_count_references(
     assert chunks[:4] == base
     assert chunks[4:] == [Chunk(path, lines, cls, fn, False, Activity([0, 0], [0, 0])) for path, lines, cls, fn in new]
 
-    record_operation(chunks, set(), result)
+    chunks = with_operation(chunks, set(), result, 2, ScoreParams())
     assert [c.activity.referred for c in chunks[:4]] == [
         [0, 0, counts.get(0, 0)],
         [0, 0, counts.get(1, 0)],

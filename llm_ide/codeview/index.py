@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
-from llm_ide.text import shared_start
+from llm_ide.codeview.reparse import Edit, reparse
 
 if TYPE_CHECKING:
     from tree_sitter import Language, Node, Parser, Tree
@@ -62,6 +62,7 @@ class FileIndex:
     by_qualname: dict[str, list[int]] = field(default_factory=dict)
     _rows: list[str] = field(default_factory=list)
     tree: Tree | None = None  # the parse, kept so the next version of the file parses incrementally
+    spans: list[tuple[int, int, int]] = field(default_factory=list)  # per frame: its node's bytes and kind
     chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
 
     @property
@@ -152,28 +153,15 @@ def display_lines(data: bytes) -> list[str]:
 
 def build_index(path: str, data: bytes, mtime_ns: int, previous: FileIndex | None = None) -> FileIndex:
     """The index of `data`; `previous` (the index of the file's former content) lets tree-sitter reparse only what
-    changed."""
+    changed, and the frames of the definitions and statements it left as they were are copied, not walked again."""
     index = FileIndex(data=data, mtime_ns=mtime_ns, lines=display_lines(data))
     if is_python(path, data):
-        _index_python(index, _parse(data, previous.data if previous else b"", previous.tree if previous else None))
+        if previous is None or previous.tree is None:
+            _index_python(index, _parser().parse(data))
+        else:
+            tree, edit = reparse(_parser(), data, previous)
+            _index_python(index, tree, edit)
     return index
-
-
-def _parse(data: bytes, old: bytes, tree: Tree | None) -> Tree:
-    """A parse of `data`, reusing `tree` (the parse of `old`) through the one edited span between them."""
-    if tree is None:
-        return _parser().parse(data)
-    start = shared_start(old, data)
-    tail = shared_start(old[start:][::-1], data[start:][::-1])
-    old_end, new_end = len(old) - tail, len(data) - tail
-    edited = tree.copy()
-    edited.edit(start, old_end, new_end, _point(old, start), _point(old, old_end), _point(data, new_end))
-    return _parser().parse(data, edited)
-
-
-def _point(data: bytes, offset: int) -> tuple[int, int]:
-    """(row, byte column) of `offset`."""
-    return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
 
 
 @cache
@@ -214,19 +202,23 @@ def _end_row(node: Node) -> int:
     return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row
 
 
-def _index_python(index: FileIndex, tree: Tree) -> None:
+def _index_python(index: FileIndex, tree: Tree, edit: Edit | None = None) -> None:
     frame_ids, descend_ids, definition_ids, colon_id, block_id, decorated_id = _kind_ids()
     index.tree = tree
-    frames = index.frames
-    definitions = index.definitions
-    # (node, parent frame, owner definition, start row given by an enclosing decorated_definition)
-    stack: list[tuple[Node, int, int, int]] = [(tree.root_node, -1, -1, -1)]
+    frames, definitions, spans = index.frames, index.definitions, index.spans
+    # (node, parent frame, owner definition, start row and byte given by an enclosing decorated_definition)
+    stack: list[tuple[Node, int, int, int, int]] = [(tree.root_node, -1, -1, -1, -1)]
     while stack:
-        node, parent, owner, start_row = stack.pop()
+        node, parent, owner, start_row, start_byte = stack.pop()
         kind = node.kind_id
+        is_frame = kind in frame_ids
+        if is_frame:
+            first = node.start_byte if start_byte < 0 else start_byte
+            if edit is not None and edit.copied(index, first, node.end_byte, kind, parent, owner):
+                continue
         children = node.children
-        child_start = node.start_point.row if kind == decorated_id else -1
-        if kind in frame_ids:
+        child_row, child_byte = (node.start_point.row, node.start_byte) if kind == decorated_id else (-1, -1)
+        if is_frame:
             row = node.start_point.row if start_row < 0 else start_row
             header_end = row
             for child in children:  # the `:` ending the header; without one, the row before the body
@@ -242,9 +234,12 @@ def _index_python(index: FileIndex, tree: Tree) -> None:
             if kind in definition_ids and (name := node.child_by_field_name("name")) is not None:
                 owner = _add_definition(definitions, frame, owner, node.type, name, row + 1, end)
             frames.append(Frame(row + 1, header_end + 1, end, parent, owner))
+            spans.append((first, node.end_byte, kind))
             parent = frame
         stack.extend(
-            (child, parent, owner, child_start) for child in reversed(children) if child.kind_id in descend_ids
+            (child, parent, owner, child_row, child_byte)
+            for child in reversed(children)
+            if child.kind_id in descend_ids
         )
     for position, definition in enumerate(definitions):
         index.by_qualname.setdefault(definition.qualname, []).append(position)

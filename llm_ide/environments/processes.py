@@ -258,14 +258,19 @@ class Leftovers:
 
     def __post_init__(self) -> None:
         self.owner = (os.getpid(), start_time(os.getpid()))
+        self._synced: list[str] | None = None  # the folders the record on disk was synced with
         self.save(None)
 
     def save(self, command: dict[str, object] | None) -> None:
+        """Written whole or not at all, synced when its temp folders changed; not the command under way (twice a
+        command): the page cache outlives a killed run, and no machine crash leaves the processes it names."""
         if self.path is None:
             return
         record = {"token": self.token, "owner": list(self.owner), "folders": self.folders, "command": command}
         with contextlib.suppress(OSError):  # a full disk or a lost folder: the record is a convenience
-            atomic_write(self.path, json.dumps(record) + "\n")
+            synced = self.folders == self._synced
+            (replace_file if synced else atomic_write)(self.path, json.dumps(record) + "\n")
+            self._synced = list(self.folders)
 
     def add_folder(self, folder: str) -> None:
         self.folders.append(folder)
@@ -283,6 +288,13 @@ class Leftovers:
     def close(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
+
+
+def replace_file(path: Path, text: str) -> None:
+    """`path` replaced by `text` through a temporary file beside it (never seen half written), not synced."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def reap_leftovers(path: Path) -> str:

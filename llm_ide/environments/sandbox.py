@@ -84,9 +84,17 @@ def warn_unsandboxed(problem: str) -> None:
 
 
 def resolve_inside(root: Path, path: str) -> Path | None:
-    """`path` (relative to `root`, or absolute) with every symlink resolved, or None when it leads outside `root`."""
-    target = Path(os.path.realpath(root / path))
-    return target if target == root or target.is_relative_to(root) else None
+    """`path` (relative to `root`, or absolute) with every symlink resolved, or None when it leads outside `root`
+    (compared as strings: a step asks it of every file its code context shows)."""
+    folder = str(root)
+    target = os.path.realpath(os.path.join(folder, path))
+    return Path(target) if within(target, folder) else None
+
+
+def within(path: str, folder: str) -> bool:
+    """`Path(path).is_relative_to(folder)` for normalised absolute paths, without making Path objects (a command's
+    scan asks it of every candidate socket and hidden folder)."""
+    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
 def hidden_paths(homes: list[Path] | None = None) -> list[Path]:

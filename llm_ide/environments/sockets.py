@@ -23,6 +23,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from llm_ide.environments.sandbox import within
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
@@ -144,10 +145,10 @@ def host_sockets(
         candidates |= scanned([folder], depth, hidden)
     candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
     keep = {os.path.realpath(path) for path in allowed}
-    found, searchable = set(), Searchable(*user)
+    found, searchable, folders = set(), Searchable(*user), [str(folder) for folder in hidden]
     for path in candidates:
         real = os.path.realpath(path)
-        if real in keep or any(Path(real).is_relative_to(folder) for folder in hidden):
+        if real in keep or any(within(real, folder) for folder in folders):
             continue
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(real).st_mode) and searchable(os.path.dirname(real)):

@@ -32,7 +32,7 @@ from llm_ide.nodes.render_context import snapshot_text
 from llm_ide.parsing import parse_action
 from llm_ide.prompting import render_string, truncate
 from llm_ide.settings import CoreSettings, Strict, bundled_yaml, read_yaml
-from llm_ide.state.context import Chunk, add_scope, copy_chunks, record_operation, rescore
+from llm_ide.state.context import Chunk, add_scope, with_operation
 from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
 from llm_ide.text import extract_tag
@@ -203,7 +203,7 @@ class ModelNavigator:
         """The driver's update_activity, on the navigator's own memory."""
         view = self.ctx.codebase.view
         n = len(self.nodes)
-        chunks = copy_chunks(self.chunks)
+        chunks = list(self.chunks)  # add_scope puts a changed chunk's copy in its place
         touched = {add_scope(chunks, scope, n) for scope in accessed}
         referred = count_references(
             chunks,
@@ -213,9 +213,7 @@ class ModelNavigator:
             covers=view.covers,
             n_operations=n,
         )
-        record_operation(chunks, touched, referred)
-        rescore(chunks, n + 1, self.ctx.score_params)
-        self.chunks = chunks
+        self.chunks = with_operation(chunks, touched, referred, n, self.ctx.score_params)
         self.nodes.append(node)
 
     def _memory(self) -> str:

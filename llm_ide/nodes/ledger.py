@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from llm_ide.conversation import params_text
 from llm_ide.pricing import Price, price_of
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode
 from llm_ide.text import shared_start
-from llm_ide.variant import AgentContext
+from llm_ide.variant import AgentContext, Memo
 
 TURN_CHARS = 100  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
@@ -25,13 +26,27 @@ def prices(ctx: AgentContext) -> Price:
     return price if isinstance(price, Price) and price.charged else price_of(ctx.settings.memory.unpriced)
 
 
-def turn_chars(node: OperationNode) -> int:
-    """About what an operation's turns send: the reply that made it and its outcome."""
-    return len(node.thought) + len(params_text(node)) + len(node.lessons) + len(node.observation) + TURN_CHARS
+def turn_chars(node: OperationNode, params: int | None = None) -> int:
+    """About what an operation's turns send: the reply that made it and its outcome (`params`: its action's)."""
+    params = len(params_text(node)) if params is None else params
+    return len(node.thought) + params + len(node.lessons) + len(node.observation) + TURN_CHARS
 
 
-def reply_chars(node: OperationNode) -> int:
-    return len(node.thought) + len(params_text(node)) + len(node.lessons) + REPLY_CHARS
+def reply_chars(node: OperationNode, params: int | None = None) -> int:
+    params = len(params_text(node)) if params is None else params
+    return len(node.thought) + params + len(node.lessons) + REPLY_CHARS
+
+
+def params_lengths(memo: Memo, nodes: list[OperationNode]) -> list[int]:
+    """Each operation's action text's length, written once (kept by id with the action it was written from)."""
+    known: dict[int, tuple[str, dict[str, Any], int]] = memo.get(("ledger", "params"), dict)
+    lengths = []
+    for node in nodes:
+        kept = known.get(node.id)
+        if kept is None or kept[0] != node.action_type or kept[1] != node.action_params:
+            kept = known[node.id] = (node.action_type, node.action_params, len(params_text(node)))
+        lengths.append(kept[2])
+    return lengths
 
 
 @dataclass(frozen=True)
@@ -52,13 +67,14 @@ class Ledger:
     @classmethod
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
         price, nodes = prices(ctx), state.get("operations", [])
+        params = params_lengths(ctx.memo, nodes)
         steps, usage = len(nodes), state.get("usage")
         calls = usage["api_calls"] if usage else steps
         return cls(
             reread=min(1.0, price.read / price.write),
             output=price.output / price.write,
-            turns=[turn_chars(node) for node in nodes],
-            replies=[reply_chars(node) for node in nodes],
+            turns=[turn_chars(node, length) for node, length in zip(nodes, params, strict=True)],
+            replies=[reply_chars(node, length) for node, length in zip(nodes, params, strict=True)],
             start=min(state.get("snapshot_step", 0), steps),
             opening=len(state.get("snapshot", "")),
             first=old.get("first") or len(old["text"]),

@@ -9,7 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
-from llm_ide.state.context import add_scope, copy_chunks, created_named, record_operation, rescore
+from llm_ide.state.context import add_scope, created_named, with_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.references import count_references, parse_references
 from llm_ide.variant import AgentContext
@@ -37,7 +37,7 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     pending = state["pending"]
     assert pending is not None
     n_operations = state.get("n_operations", 0)
-    chunks = copy_chunks(state.get("code_context", []))
+    chunks = list(state.get("code_context", []))  # add_scope puts a changed chunk's copy in its place
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
     if pending.action_type == "bash":
         accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
@@ -49,8 +49,7 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
         covers=view.covers,
         n_operations=n_operations,
     )
-    record_operation(chunks, accessed, referred)
-    rescore(chunks, n_operations + 1, ctx.score_params)
+    chunks = with_operation(chunks, accessed, referred, n_operations, ctx.score_params)
     return {"operations": [pending], "code_context": chunks, "n_operations": n_operations + 1}
 
 

@@ -5,7 +5,6 @@ from llm_ide.state.context import (
     ScoreParams,
     add_scope,
     normalize_path,
-    record_operation,
     referral_score,
     rescore,
 )
@@ -25,7 +24,6 @@ __all__ = [
     "normalize_path",
     "parse_references",
     "reasoning_chain",
-    "record_operation",
     "referral_score",
     "rescore",
 ]

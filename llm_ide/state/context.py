@@ -3,7 +3,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llm_ide.state.record import Record
 
@@ -99,17 +99,13 @@ def rescore(chunks: Iterable[Chunk], n_operations: int, params: ScoreParams) -> 
 def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
     """Copies a node can change without touching the state it was given (built directly: `replace` is 3× slower)."""
     return [
-        Chunk(
-            c.file_path,
-            list(c.lines),
-            c.class_name,
-            c.function,
-            c.whole_function,
-            Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score, c.activity.scored),
-            c.created,
-        )
+        Chunk(c.file_path, list(c.lines), c.class_name, c.function, c.whole_function, copy_activity(c), c.created)
         for c in chunks
     ]
+
+
+def copy_activity(c: Chunk) -> Activity:
+    return Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score, c.activity.scored)
 
 
 def scored(chunks: list[Chunk], n_operations: int, params: ScoreParams) -> list[Chunk]:
@@ -171,10 +167,24 @@ def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
         )
         return len(chunks) - 1
     chunk = chunks[index]
-    chunk.created = chunk.created or scope.created
-    if not set(scope.lines) <= set(chunk.lines):
-        chunk.lines = sorted(set(chunk.lines) | set(scope.lines))
+    grown = not set(scope.lines) <= set(chunk.lines)
+    if grown or (scope.created and not chunk.created):  # a changed copy in its place: `chunks` may be a state's copy
+        lines = sorted(set(chunk.lines) | set(scope.lines)) if grown else chunk.lines
+        chunks[index] = replace(chunk, lines=lines, created=chunk.created or scope.created)
     return index
+
+
+def with_operation(
+    chunks: list[Chunk], accessed: set[int], referred: dict[int, int], n: int, p: ScoreParams
+) -> list[Chunk]:
+    """New chunks with operation `n`'s entries (accessed: 1, its references), rescored; the state's are not copied."""
+    advanced = []
+    for index, c in enumerate(chunks):
+        entries = c.activity.accessed + [1 if index in accessed else 0], c.activity.referred + [referred.get(index, 0)]
+        new = Activity(*entries, c.activity.score, c.activity.scored)
+        advanced.append(Chunk(c.file_path, c.lines, c.class_name, c.function, c.whole_function, new, c.created))
+    rescore(advanced, n + 1, p)  # their own activities
+    return advanced
 
 
 def created_named(chunks: list[Chunk], command: str) -> set[int]:
@@ -184,10 +194,3 @@ def created_named(chunks: list[Chunk], command: str) -> set[int]:
         for index, chunk in enumerate(chunks)
         if chunk.created and re.search(rf"(?<![\w./-]){re.escape(chunk.file_path)}(?![\w./-])", command)
     }
-
-
-def record_operation(chunks: list[Chunk], accessed: set[int], referred: dict[int, int]) -> None:
-    """Append one operation's entries to every chunk, keeping both lists at length n_operations."""
-    for index, chunk in enumerate(chunks):
-        chunk.activity.accessed.append(1 if index in accessed else 0)
-        chunk.activity.referred.append(referred.get(index, 0))

@@ -1,0 +1,255 @@
+"""The SQLite checkpointer: each channel value stored once per version, commits only before what calls out."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from hashlib import blake2b
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import WRITES_IDX_MAP, ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from llm_ide.errors import CheckpointError
+from llm_ide.faults import failpoint
+from llm_ide.run.serde import REF, ZLIB, CompressingSerializer, PartRef
+from llm_ide.state.operations import OperationNode
+
+INLINE_STR = 128  # longer strings (the task) are stored once per version, not in every checkpoint row
+
+
+def _inline(value: Any) -> bool:
+    return (
+        value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) < INLINE_STR)
+    )
+
+
+# Nodes that call nothing outside (no model call, no action): after a kill they are simply run again, with the same
+# result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
+# a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
+# their own: a step commits 5 times, not 12, and no transaction stays open during a model call or an action.
+RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
+# Nodes that call nothing once a channel holds what they would ask for: `act` when the step's one reply (read by
+# `reflect`, its writes committed) already holds the action.
+RERUNNABLE_WITH = {"act": "proposed"}
+NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
+
+
+PARTS = "parts"  # a blob of the operations: the digests (8 bytes each) of its nodes, stored once each in `parts`
+# and a large value (the code context) is stored once in `parts`, its node's write and its blob typed REF (its digest)
+DIGEST = 8
+BATCH = 500  # digests per query (SQLite's limit on a statement's parameters)
+
+
+def short_version(current: str | int | None, channel: None = None) -> str:
+    """A channel's next version: the number zero-padded to 10 digits and 8 random hex digits (a fork's versions do
+    not collide with the branch it left), not LangGraph's 32 digits and a random float: a checkpoint lists ~40 of
+    them. Still above every longer version of a thread checkpointed before (zero-padded to 32 digits)."""
+    number = 0 if current is None else current if isinstance(current, int) else int(current.split(".")[0])
+    return f"{number + 1:010}.{random.getrandbits(32):08x}"
+
+
+def _node_list(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > 1 and all(type(item) is OperationNode for item in value)
+
+
+def _rerunnable(node: str, values: dict[str, Any]) -> bool:
+    return node in RERUNNABLE or (node in RERUNNABLE_WITH and values.get(RERUNNABLE_WITH[node]) is not None)
+
+
+class ChannelSqliteSaver(SqliteSaver):
+    """SQLite checkpoints that store each channel value once per version, like LangGraph's Postgres saver: a step
+    serializes only the channels it changed, not the whole state at each of the graph's six super-steps. The
+    operations' blob lists its nodes' digests, each node stored once in `parts` (a step adds one or two nodes, not the
+    whole tree). Commits: see RERUNNABLE."""
+
+    serde: CompressingSerializer
+    get_next_version = staticmethod(short_version)  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferring = threading.local()
+        self._rerunnable: tuple[str | None, frozenset[str]] = (None, frozenset())
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        with super().cursor(transaction=transaction and not getattr(self._deferring, "on", False)) as cur:
+            yield cur
+
+    @contextmanager
+    def _deferred(self, on: bool = True) -> Iterator[None]:
+        self._deferring.on = on
+        try:
+            yield
+        finally:
+            self._deferring.on = False
+
+    def commit(self) -> None:
+        """Commit what was deferred (an operation ended: the trajectory written next must not be ahead of it)."""
+        with self.lock:
+            self.conn.commit()
+
+    def setup(self) -> None:
+        if self.is_setup:
+            return
+        super().setup()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS blobs (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', "
+            "channel TEXT NOT NULL, version TEXT NOT NULL, type TEXT, value BLOB, "
+            "PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+        )
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS parts (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', "
+            "digest BLOB NOT NULL, type TEXT, value BLOB, PRIMARY KEY (thread_id, checkpoint_ns, digest))"
+        )
+        self.conn.commit()
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        values = checkpoint["channel_values"]
+        stored = {k: v for k, v in values.items() if not _inline(v)}
+        thread_id, ns = config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", "")
+        with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
+            rows = [
+                (thread_id, ns, k, str(version))
+                + (self._blob(cur, thread_id, ns, stored[k]) if k in stored else ("empty", None))
+                for k, version in new_versions.items()
+                if k in stored or k not in values
+            ]
+            cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
+        inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
+        following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
+        rerunnable = {node for node in following if _rerunnable(node, values)}
+        self._rerunnable = (checkpoint["id"], frozenset(rerunnable))  # durability "sync": before its tasks' writes
+        with self._deferred(bool(following) and len(rerunnable) == len(following)):
+            return super().put(config, inline, metadata, new_versions)
+
+    def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
+        """How a channel's value is stored: the operations by their nodes' digests (each stored once in `parts`),
+        else as `_stored`."""
+        if not _node_list(value):
+            return self._stored(cur, thread_id, ns, value)
+        parts = self.serde.node_parts(value)
+        cur.executemany(
+            "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
+            [(thread_id, ns, part.digest, part.kind, part.data) for part in parts],
+        )
+        return PARTS, b"".join(part.digest for part in parts)
+
+    def _stored(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
+        """A large value by its digest, stored once in `parts` (a node's write and its checkpoint's blob of the same
+        value refer to one row), a small one as it is."""
+        kind, data = self.serde.dumps_typed(value)
+        if not kind.endswith(ZLIB):  # encoded in 1 KiB or less
+            return kind, data
+        digest = blake2b(data, digest_size=DIGEST).digest()
+        cur.execute("INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)", (thread_id, ns, digest, kind, data))
+        return REF, digest
+
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        """SqliteSaver's, with a large value stored once in `parts` and referred to (its checkpoint's blob refers to
+        it too)."""
+        node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
+        conf = config["configurable"]
+        key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"]), task_id)
+        verb = "REPLACE" if all(channel in WRITES_IDX_MAP for channel, _ in writes) else "IGNORE"
+        deferred = node in RERUNNABLE or (conf.get("checkpoint_id") == after and node in rerunnable)
+        with self._deferred(deferred), self.cursor() as cur:
+            rows = [
+                (*key, task_path, WRITES_IDX_MAP.get(channel, index), channel, *self._stored(cur, *key[:2], value))
+                for index, (channel, value) in enumerate(writes)
+            ]
+            cur.executemany(
+                f"INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
+                "channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = super().get_tuple(config)
+        return None if found is None else self._with_blobs(found)
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        for found in list(super().list(config, **kwargs)):  # the base class holds the lock while it iterates
+            yield self._with_blobs(found)
+
+    def _with_blobs(self, found: CheckpointTuple) -> CheckpointTuple:
+        checkpoint = found.checkpoint
+        values = dict(checkpoint["channel_values"])
+        thread_id = found.config["configurable"]["thread_id"]
+        ns = found.config["configurable"].get("checkpoint_ns", "")
+        with self.cursor(transaction=False) as cur:
+            parts = _Parts(cur, self.serde, thread_id, ns)
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel in values:
+                    continue
+                row = cur.execute(
+                    "SELECT type, value FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
+                    "AND version = ?",
+                    (thread_id, ns, channel, str(version)),
+                ).fetchone()
+                if row is not None and row[0] == PARTS:
+                    values[channel] = parts.many(row[1])
+                elif row is not None and row[0] != "empty":
+                    values[channel] = parts.resolved(self.serde.loads_typed((row[0], row[1])))
+            writes = [(task, channel, parts.resolved(value)) for task, channel, value in found.pending_writes or []]
+        return found._replace(
+            checkpoint={**checkpoint, "channel_values": values}, pending_writes=writes if found.pending_writes else None
+        )
+
+    def prune_parts(self, thread_id: str) -> None:
+        """The parts no blob of the thread lists any more deleted (after the pruning of its blobs)."""
+        live = {
+            (ns, digests[at : at + DIGEST])
+            for ns, digests in self.conn.execute(
+                "SELECT checkpoint_ns, value FROM blobs WHERE thread_id = ? AND type = ?", (thread_id, PARTS)
+            )
+            for at in range(0, len(digests), DIGEST)
+        } | {
+            (ns, digest)
+            for table in ("blobs", "writes")
+            for ns, digest in self.conn.execute(
+                f"SELECT checkpoint_ns, value FROM {table} WHERE thread_id = ? AND type = ?", (thread_id, REF)
+            )
+        }
+        stored = self.conn.execute("SELECT checkpoint_ns, digest FROM parts WHERE thread_id = ?", (thread_id,))
+        stale = [(thread_id, ns, digest) for ns, digest in stored if (ns, digest) not in live]
+        self.conn.executemany("DELETE FROM parts WHERE thread_id = ? AND checkpoint_ns = ? AND digest = ?", stale)
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        with self.cursor() as cur:
+            cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))
+            cur.execute("DELETE FROM parts WHERE thread_id = ?", (str(thread_id),))
+
+
+class _Parts:
+    """The parts a checkpoint refers to, read by digest (a history of many checkpoints does not read all of them)."""
+
+    def __init__(self, cur: sqlite3.Cursor, serde: CompressingSerializer, thread_id: str, ns: str) -> None:
+        self.cur, self.serde, self.key = cur, serde, (thread_id, ns)
+
+    def many(self, digests: bytes) -> list[Any]:
+        wanted = [digests[at : at + DIGEST] for at in range(0, len(digests), DIGEST)]
+        stored: dict[bytes, tuple[str, bytes]] = {}
+        for start in range(0, len(wanted), BATCH):
+            batch = wanted[start : start + BATCH]
+            query = "SELECT digest, type, value FROM parts WHERE thread_id = ? AND checkpoint_ns = ? AND digest IN "
+            rows = self.cur.execute(query + f"({', '.join('?' * len(batch))})", (*self.key, *batch))
+            stored.update((digest, (kind, value)) for digest, kind, value in rows)
+        if missing := [digest.hex() for digest in wanted if digest not in stored]:
+            raise CheckpointError(f"the checkpoint of thread {self.key[0]} lacks stored values ({', '.join(missing)})")
+        return [self.serde.loads_typed(stored[digest]) for digest in wanted]
+
+    def resolved(self, value: Any) -> Any:
+        return self.many(value.digest)[0] if type(value) is PartRef else value
