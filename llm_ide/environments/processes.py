@@ -173,17 +173,15 @@ def containment(bwrap: str | None) -> str:
     if namespace_tools() is not None:
         return "unshare"
     if become_subreaper():
-        warn_subreaper()
+        warn_once(log, ("subreaper",), SUBREAPER_ONLY)
         return "subreaper"
     return "none"
 
 
-def warn_subreaper() -> None:
-    message = (
-        "no PID namespace available (bwrap and unshare do not work here): a command's background processes are "
-        "adopted and killed when it ends, except those that clear their environment"
-    )
-    warn_once(log, ("subreaper",), message)
+SUBREAPER_ONLY = (
+    "no PID namespace available (bwrap and unshare do not work here): a command's background processes are "
+    "adopted and killed when it ends, except those that clear their environment"
+)
 
 
 def carries(pid: int, token: str) -> bool:
