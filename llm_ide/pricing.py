@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from llm_ide.settings import PriceSettings
 
@@ -44,9 +44,8 @@ class Price:
 
     def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
         uncached = max(0, input_tokens - cache_read - cache_write)
-        read = self.input if self.cache_read is None else self.cache_read
-        write = self.input if self.cache_write is None else self.cache_write
-        return (uncached * self.input + cache_read * read + cache_write * write + output_tokens * self.output) / 1e6
+        spent = uncached * self.input + cache_read * self.read + cache_write * self.write
+        return (spent + output_tokens * self.output) / 1e6
 
 
 PROFILES = {  # per prompt token of an uncached input; examples in docs/replay.md
@@ -62,8 +61,7 @@ def price_of(settings: PriceSettings) -> Price:
 
 def settings_of(price: Price) -> dict[str, float]:
     """`price` as an entry of the config's `model.prices`."""
-    entry = {"input": price.input, "output": price.output, "cache_read": price.cache_read}
-    return {key: value for key, value in {**entry, "cache_write": price.cache_write}.items() if value is not None}
+    return {key: value for key, value in asdict(price).items() if value is not None}
 
 
 def langchain_providers() -> frozenset[str]:

@@ -1,10 +1,6 @@
-"""The lines of the repository's files that a command's output showed, decided from the output itself and checked
-against the files as they are now: rows that say which line they are (`nl -ba`, `cat -n`, `grep -n` and `awk` rows,
-`N<sep>text`; grep's `path:N:text`; a traceback's `File "path", line N` or a warning's `path:N: message` and the code
-row under it; diff hunks, their post-image lines), then runs of any other rows equal to consecutive lines of a file,
-indentation shifted alike (`cat`, `sed -n`, `head`, `git show REV:path`, a Python snippet printing source, pytest's
-listings: whatever printed them; codeview/matching.py). The files tried are those the command or the output names,
-then those the code view read last (the code context's)."""
+"""The lines of the repository's files a command's output showed, from the output, checked against the files as they
+are: rows that say their line (`nl -ba`, `grep -n`, `path:N:text`, a traceback's frames, diff hunks), then runs of rows
+equal to consecutive lines of a file (codeview/matching.py), in the files named, then those the code view read last."""
 
 from __future__ import annotations
 
@@ -29,6 +25,7 @@ BARE_WORD = re.compile(r"(?<![^\s;|&(])[\w@+][\w./@+-]*(?=$|[\s;|&)])")  # `cat 
 IMPORTS = re.compile(r"\b(?:from|import|-m)\s+([\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*)")
 FROM_IMPORT = re.compile(r"\bfrom\s+([\w.]+)\s+import\s+\(?\s*(\w+(?:\s+as\s+\w+)?(?:\s*,\s*\w+(?:\s+as\s+\w+)?)*)")
 MODULE = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:\s+as\s+\w+)?")
+IMPORT_ROW = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s")
 MAX_MENTIONS = 24
 MAX_KNOWN = 8  # files the code view read last, tried after the named ones
 MAX_SCOPES = 40  # pieces of code one output records at most (`grep -n 'def '` lists every function of a file)
@@ -182,7 +179,8 @@ class _Reader:
         path, keys, number = self.traceback
         self.traceback = None
         if row.strip() and keys.has(number, row):
-            self.mark(path, number)
+            if not IMPORT_ROW.match(row):  # a frame of an import chain says where the import went: not code read
+                self.mark(path, number)
             return True
         return False
 

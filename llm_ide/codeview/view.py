@@ -13,16 +13,9 @@ PAST_END_NOTE = "[none of the chosen lines exist: the file has {count} lines]"
 
 
 class CodeView:
-    """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`.
-
-    The latest read of each path is kept; parses (`FileIndex`) are cached per path, at most `max_files` of them
-    (least recently used go first), reused while size, mtime and content are unchanged (a changed file is parsed
-    again from its former parse: tree-sitter redoes only the edited span). Reads: `render`
-    re-reads all its files in one `read_files` call (never stale); `scopes`, `symbol_scope` and `definition_range`
-    re-read their file (they follow actions that may have changed it; pass `fresh=False` after a `refresh`); the
-    hot per-step lookups `covers`, `chunk_size`, `exists` and `line_count` use the latest read and read only files
-    not read yet (`exists` re-checks a file last seen missing). `refresh` reads many files in one call, `invalidate`
-    forgets the latest reads (not the parses)."""
+    """Renders chunks of code as SPEC §4 describes, reading files through a `FileSource`: each path's latest read kept,
+    parses cached (`max_files`, least recently used out) and redone from the former one on a change; `render`, `scopes`,
+    `symbol_scope` and `definition_range` re-read their files (not with `fresh=False`), the rest use the latest read."""
 
     def __init__(self, source: FileSource, root: str | None = None, max_files: int = 512) -> None:
         self.source = source
