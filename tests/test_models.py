@@ -83,10 +83,10 @@ def test_anthropic_cache_reads_and_writes_are_read_from_the_usage_and_priced(
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     reply = Reply("cached", input_tokens=10_000, output_tokens=100, cached_tokens=6000, cache_write_tokens=3000)
     with OpenAIServer(replies=[reply]) as server:
-        model = get_model("anthropic:claude-sonnet-4-5", config, base_url=server.url.removesuffix("/v1"))
+        model = get_model("anthropic:claude-haiku-4-5", config, base_url=server.url.removesuffix("/v1"))
         answer = model.complete(MESSAGES)
     assert server.requests[0].path.endswith("/v1/messages")
-    cost = 1000 * 3e-6 + 6000 * 0.3e-6 + 3000 * 3.75e-6 + 100 * 15e-6
+    cost = 1000 * 1e-6 + 6000 * 0.1e-6 + 3000 * 1.25e-6 + 100 * 5e-6  # claude-haiku-4-5's bundled prices
     assert answer == ModelReply(
         "cached",
         10_000,
