@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Protocol
 
 
-def atomic_write(path: Path, data: str | bytes | Iterable[bytes]) -> None:
+def atomic_write(path: Path, data: str | bytes | Iterable[bytes], sync: bool = True) -> None:
     """Write a temporary file beside `path`, fsync it, rename it over `path`, fsync the folder: `path` holds either
-    its old content or the new one, never a part; the temporary file is removed when anything fails."""
+    its old content or the new one, never a part; the temporary file is removed when anything fails. Without `sync`
+    the same but for the fsyncs: a killed process's writes are kept (the page cache outlives it), not a crash's."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -24,17 +25,19 @@ def atomic_write(path: Path, data: str | bytes | Iterable[bytes]) -> None:
             else:
                 handle.writelines(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    with contextlib.suppress(OSError):  # some file systems cannot open or sync a directory
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+    if sync:
+        with contextlib.suppress(OSError):  # some file systems cannot open or sync a directory
+            folder = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
 
 
 class Keep(Protocol):

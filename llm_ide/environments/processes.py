@@ -267,7 +267,7 @@ class Leftovers:
         record = {"token": self.token, "owner": list(self.owner), "folders": self.folders, "command": command}
         with contextlib.suppress(OSError):  # a full disk or a lost folder: the record is a convenience
             synced = self.folders == self._synced
-            (replace_file if synced else atomic_write)(self.path, json.dumps(record) + "\n")
+            atomic_write(self.path, json.dumps(record) + "\n", sync=not synced)
             self._synced = list(self.folders)
 
     def add_folder(self, folder: str) -> None:
@@ -286,13 +286,6 @@ class Leftovers:
     def close(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
-
-
-def replace_file(path: Path, text: str) -> None:
-    """`path` replaced by `text` through a temporary file beside it (never seen half written), not synced."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def reap_leftovers(path: Path) -> str:
