@@ -65,8 +65,14 @@ class CodeView:
         return "\n\n".join(text for text in files if text)
 
     def chunk_size(self, chunk: Chunk) -> int:
-        """Characters this chunk alone renders to (its file's latest snapshot)."""
-        return len(self._render_file(self.path(chunk.file_path), [chunk]))
+        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index)."""
+        path = self.path(chunk.file_path)
+        if (index := self._index(path)) is None:
+            return len(self._render_file(path, [chunk]))
+        key = (tuple(chunk.lines), chunk.whole_function, chunk.qualname)
+        if (size := index.sizes.get(key)) is None:
+            size = index.sizes[key] = len(self._render_file(path, [chunk]))
+        return size
 
     def scopes(self, path: str, lines: Iterable[int], fresh: bool = True) -> list[Scope]:
         """The existing `lines` grouped by their innermost enclosing class/function, in line order."""
