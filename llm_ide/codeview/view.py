@@ -184,9 +184,9 @@ class CodeView:
         if not shown:
             return "" if hide else f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
         ordered = sorted(shown)
-        rows = index.rows
-        out = [header, rows[ordered[0]]]
-        out += [rows[b] if b - a == 1 else "...\n" + rows[b] for a, b in zip(ordered, ordered[1:], strict=False)]
+        rows = index.rows(ordered)
+        out = [header, rows[0]]
+        out += [row if b - a == 1 else "...\n" + row for a, b, row in zip(ordered, ordered[1:], rows[1:], strict=False)]
         return "\n".join(out)
 
 
@@ -200,7 +200,7 @@ def _shown_lines(index: FileIndex, chunks: list[Chunk], hide: Collection[str] = 
     if shown and (min(shown) < 1 or max(shown) > count):
         shown = {line for line in shown if 1 <= line <= count}
     if hide:
-        rows = index.rows
-        shown = {line for line in shown if rows[line] not in hide}
+        lines = list(shown)
+        shown = {line for line, row in zip(lines, index.rows(lines), strict=True) if row not in hide}
     shown |= index.context_rows(shown)
     return shown if max(shown, default=0) <= count else {line for line in shown if line <= count}
