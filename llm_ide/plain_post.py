@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import logging
 import select
 import socket
 import ssl
@@ -19,6 +20,7 @@ import httpx
 from llm_ide.endpoint import EndpointClient, remaining
 
 Headers = list[tuple[str, str]]
+log = logging.getLogger("llm_ide.endpoint")
 
 
 class DeadlineReader(io.RawIOBase):
@@ -103,6 +105,7 @@ class PlainPost:
         except BaseException:
             connection.close()
             raise
+        log.debug('HTTP Request: POST %s "HTTP/1.1 %d %s"', self.url, status, response.reason)  # as httpx says it
         if response.will_close:
             connection.close()
         else:
