@@ -20,7 +20,7 @@ import httpx
 from llm_ide.endpoint import EndpointClient, remaining
 
 Headers = list[tuple[str, str]]
-log = logging.getLogger("llm_ide.endpoint")
+log = logging.getLogger("httpx")  # each request said as httpx says it, where it says it: its readers still see them
 
 
 class DeadlineReader(io.RawIOBase):
@@ -105,7 +105,7 @@ class PlainPost:
         except BaseException:
             connection.close()
             raise
-        log.debug('HTTP Request: POST %s "HTTP/1.1 %d %s"', self.url, status, response.reason)  # as httpx says it
+        log.info('HTTP Request: POST %s "HTTP/1.1 %d %s"', self.url, status, response.reason)
         if response.will_close:
             connection.close()
         else:

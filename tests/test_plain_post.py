@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import socket
 import threading
 import time
@@ -96,10 +97,13 @@ def post_both(server: RawServer) -> tuple[bytes, bytes, Any]:
     return server.requests[0], server.requests[1], reply
 
 
-def test_the_request_is_the_one_httpx_sends_byte_for_byte() -> None:
+def test_the_request_is_the_one_httpx_sends_byte_for_byte(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="httpx")
     with serving() as server:
         by_httpx, plain, (status, _, data) = post_both(server)
     assert plain == by_httpx
+    said = [record.getMessage() for record in caplog.records if record.name == "httpx"]
+    assert said == [said[0]] * 2 and said[0].endswith('/v1/chat/completions?api-version=1 "HTTP/1.1 200 OK"')
     assert plain.startswith(b"request: POST /v1/chat/completions?api-version=1 HTTP/1.1\r\n")
     assert b'"content":"\xc3\xbcn\xc3\xafcode \xe2\x80\xa8 </tag> \\"quoted\\""' in plain
     assert (status, data) == (200, REPLY)
