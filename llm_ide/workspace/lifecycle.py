@@ -82,8 +82,7 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
 
     def snapshot() -> str:
         try:
-            keep_base(env, base).check_repository()
-            return redact(extract_patch(env, base, settings.patch))
+            return redact(keep_base(env, base).snapshot(settings.patch))
         except EnvironmentFailure:
             raise
         except Exception as error:
