@@ -203,6 +203,30 @@ def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_bl
         assert count(db, "parts") == 1  # the kept checkpoint's blob refers to it
 
 
+def test_a_value_an_older_row_held_inline_is_stored_by_the_first_checkpoint_that_leaves_it_out(tmp_path: Path) -> None:
+    """A row written before holds the task inline (this saver up to 1ffb6db kept strings under 1,024 characters in the
+    row, as LangGraph's own saver keeps every value: the row written here); the run resumed goes on with rows that
+    leave the task out: the first of them stores it, once, and every checkpoint after reads it (it was lost)."""
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    task = "Cart.total ignores quantities. " * 8  # 248 characters
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        first = checkpoint_of({"task": task, "n": 1})
+        saved = [SqliteSaver.put(saver, config, first, {}, first["channel_versions"])]
+        for n in (2, 3, 4):
+            later = {**checkpoint_of({"task": task, "n": n}), "channel_versions": {"task": 1, "n": n}}
+            saved.append(saver.put(saved[-1], later, {}, {"n": n}))
+        saver.commit()
+        found = [saver.get_tuple(at) for at in saved]
+        assert [at.checkpoint["channel_values"] if at else None for at in found] == [
+            {"task": task, "n": n} for n in (1, 2, 3, 4)
+        ]
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT channel, version FROM blobs").fetchall() == [("task", "1")]
+        prune(saver, "t", keep=1)
+        latest = saver.get_tuple(config)
+        assert latest is not None and latest.checkpoint["channel_values"] == {"task": task, "n": 4}
+
+
 @pytest.mark.parametrize("steps", [1, 40, 400])
 def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) -> None:
     chunks = [
