@@ -41,6 +41,13 @@ class PartRef(NamedTuple):
 REF = "ref"
 
 
+class Text(NamedTuple):
+    """A string a saver stores as a blob, not inline in its checkpoint rows: encoded as the string itself (it reads
+    back as a `str`)."""
+
+    value: str
+
+
 class Part(NamedTuple):
     """An operation node as the SQLite saver stores it, once per content: its digest and its stored encoding."""
 
@@ -66,6 +73,8 @@ class CompressingSerializer(JsonPlusSerializer):
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if type(obj) is Text:
+            obj = obj.value
         with self._lock:
             hit = self._recent.get(id(obj))
         if hit is not None and hit[0] is obj:
