@@ -227,6 +227,25 @@ def test_a_value_an_older_row_held_inline_is_stored_by_the_first_checkpoint_that
         assert latest is not None and latest.checkpoint["channel_values"] == {"task": task, "n": 4}
 
 
+def test_a_pruning_leaves_the_database_file_at_what_it_keeps_and_the_wal_copied(tmp_path: Path) -> None:
+    """The WAL is copied into the file at each pruning, only the pages kept: the file is what the thread holds now,
+    not what it held at the last automatic checkpoint (up to ten steps of checkpoints more, until the next one)."""
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    versions: dict = {}
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        for count in range(2, 30):
+            versions = put_operations(saver, config, versions, nodes_of(count))["versions"]
+        saver.commit()
+        prune(saver, "t", keep=1)
+        pages = saver.conn.execute("PRAGMA page_count").fetchone()[0]
+        assert db.stat().st_size == pages * 1024
+        assert saver.conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        _, frames, copied = saver.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert frames == copied > 0
+        found = saver.get_tuple(config)
+        assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes_of(29)
+
+
 @pytest.mark.parametrize("steps", [1, 40, 400])
 def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) -> None:
     chunks = [

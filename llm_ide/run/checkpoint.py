@@ -150,6 +150,10 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
                 )
                 saver.prune_parts(thread_id)
             saver.conn.commit()
-            saver.conn.executescript("PRAGMA incremental_vacuum;")  # the file shrinks to what is kept (auto_vacuum)
+            saver.conn.executescript("PRAGMA incremental_vacuum;")  # the pages freed go (auto_vacuum)
+            # and the file shrinks to what is kept now, not at the next automatic checkpoint (which would copy the
+            # pages of every checkpoint since this pruning first, and leave the file at that size): the WAL is
+            # copied into it, only the pages kept, and starts over
+            saver.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     elif type(saver).__name__ == "ChannelPostgresSaver":  # (its module needs the optional Postgres packages)
         saver.prune([thread_id], strategy="keep_latest")
