@@ -246,6 +246,21 @@ def test_a_pruning_leaves_the_database_file_at_what_it_keeps_and_the_wal_copied(
         assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes_of(29)
 
 
+@pytest.mark.parametrize(("observation", "kind"), [("", "msgpack"), ("1 passed\n" * 40, "msgpack+zlib")])
+def test_an_operation_node_is_compressed_from_a_quarter_of_a_kib(tmp_path: Path, observation: str, kind: str) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    nodes = [OperationNode(id=i, parent_id=i - 1 if i else None, observation=observation) for i in range(3)]
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        checkpoint = {**empty_checkpoint(), "channel_values": {"operations": nodes}}
+        checkpoint["channel_versions"] = {"operations": short_version(None)}
+        saver.put(config, checkpoint, {}, checkpoint["channel_versions"])
+        saver.commit()
+        stored = {kind for (kind,) in saver.conn.execute("SELECT type FROM parts")}
+        found = saver.get_tuple(config)
+    assert stored == {kind}
+    assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes
+
+
 @pytest.mark.parametrize("steps", [1, 40, 400])
 def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) -> None:
     chunks = [
