@@ -15,6 +15,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.run.channel_saver import ChannelSqliteSaver
+from llm_ide.run.pg_saver import ChannelPostgres, postgres_saver
 from llm_ide.run.serde import MEMORY_TYPES, serializer
 
 __all__ = ["MEMORY_TYPES", "ChannelSqliteSaver", "open_checkpointer", "prune", "serializer"]
@@ -55,7 +56,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
         from psycopg import Connection, OperationalError
         from psycopg.rows import dict_row
 
-        from llm_ide.run.pg_saver import ChannelPostgresSaver
+        saver_class = postgres_saver()
     except ImportError:
         raise CheckpointError("Postgres checkpoints need: pip install 'llm-ide[postgres]'") from None
     where = _without_password(url)
@@ -64,7 +65,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     except OperationalError as error:
         raise CheckpointError(f"--checkpoint {where}: cannot connect: {_first_line(error)}") from None
     with conn:
-        saver = ChannelPostgresSaver(conn, serde=serializer())
+        saver = saver_class(conn, serde=serializer())
         try:
             saver.setup()
         except OperationalError as error:
@@ -155,5 +156,5 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
             # pages of every checkpoint since this pruning first, and leave the file at that size): the WAL is
             # copied into it, only the pages kept, and starts over
             saver.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    elif type(saver).__name__ == "ChannelPostgresSaver":  # (its module needs the optional Postgres packages)
+    elif isinstance(saver, ChannelPostgres):
         saver.prune([thread_id], strategy="keep_latest")
