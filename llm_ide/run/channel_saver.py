@@ -143,7 +143,8 @@ class ChannelSqliteSaver(SqliteSaver):
         values = checkpoint["channel_values"]
         stored = {k: v for k, v in values.items() if not _inline(v)}
         thread_id, ns = config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", "")
-        versions = self.apart.to_store((thread_id, ns), stored, checkpoint["channel_versions"], new_versions)
+        where = (str(thread_id), str(ns))
+        versions = self.apart.to_store(where, stored, checkpoint["channel_versions"], new_versions)
         with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
             rows = [
                 (thread_id, ns, k, str(version))
@@ -152,7 +153,7 @@ class ChannelSqliteSaver(SqliteSaver):
                 if k in stored or k not in values
             ]
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
-        self.apart.stored((thread_id, ns), stored, versions)
+        self.apart.stored(where, stored, versions)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
         rerunnable = {node for node in following if _rerunnable(node, values)}

@@ -57,7 +57,7 @@ class Part(NamedTuple):
     node: OperationNode
     raw: bytes  # LangGraph's msgpack encoding of the node
     digest: bytes  # 8 bytes of BLAKE2b over `raw`
-    kind: str  # the stored type: msgpack, or msgpack+zlib over 1 KiB
+    kind: str  # the stored type: msgpack, or msgpack+zlib (over 256 bytes, when that is smaller)
     data: bytes
 
 
