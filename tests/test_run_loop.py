@@ -1,0 +1,74 @@
+"""The graph's loop as a run drives it: each node routes by the `Command` it returns (the edges Studio draws are the
+same), and the garbage collector is set for the loop while it runs and set back after."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from agent_script import BUGGY_FILES, act, reflect, write_script
+from conftest import make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.graph import build_graph
+from llm_ide.run.outputs import LOOP_GC_THRESHOLD, RunEvent
+from llm_ide.run.single import run_task
+
+EDGES = {
+    ("__start__", "render_context"),
+    ("render_context", "reflect"),
+    ("render_context", "branch"),
+    ("render_context", "update_activity"),
+    ("reflect", "reflect"),
+    ("reflect", "branch"),
+    ("reflect", "update_activity"),
+    ("branch", "act"),
+    ("act", "act"),
+    ("act", "execute_tool"),
+    ("act", "update_activity"),
+    ("execute_tool", "update_activity"),
+    ("update_activity", "render_context"),
+    ("update_activity", "__end__"),
+}
+
+
+def test_the_six_nodes_route_as_drawn() -> None:
+    graph = build_graph().get_graph()
+    assert {node for node in graph.nodes if not node.startswith("__")} == {
+        "render_context", "reflect", "branch", "act", "execute_tool", "update_activity"
+    }  # fmt: skip
+    assert {(edge.source, edge.target) for edge in graph.edges} == EDGES
+    conditional = {(edge.source, edge.target) for edge in graph.edges if edge.conditional}
+    assert conditional == EDGES - {("__start__", "render_context"), ("branch", "act"), ("execute_tool", "update_activity")}
+
+
+def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_path: Path) -> None:
+    """A reply `act` cannot read (act → act), one `reflect` cannot read (reflect → reflect), a step with a verdict and
+    one without (render_context → reflect, → branch), the end (update_activity → END)."""
+    script = [
+        "no action here",
+        act("Look.", "bash", command="echo hi"),
+        "no verdict here",
+        reflect(False, "it said hi"),
+        act("Done.", "submit"),
+    ]
+    seen: list[tuple[int, tuple[int, int, int], bool]] = []
+    before = gc.get_threshold()
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind in ("step", "format_error"):
+            seen.append((event.step, gc.get_threshold(), gc.get_freeze_count() > 0))
+
+    result = run_task(
+        "look",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=load_config("default", environment={"tools": []}, agent={"single_call": False}),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        on_event=on_event,
+    )
+    assert result.exit_status == "submitted"
+    assert [step for step, _, _ in seen] == [1, 1, 2, 2]  # a rejected reply each, then the step
+    assert {(threshold, frozen) for _, threshold, frozen in seen} == {((LOOP_GC_THRESHOLD, *before[1:]), True)}
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
