@@ -1,9 +1,11 @@
 """The graph's loop as a run drives it: each node routes by the `Command` it returns (the edges Studio draws are the
-same), and the garbage collector is set for the loop while it runs and set back after."""
+same), LangGraph's saves are made by one worker thread, and the garbage collector is set for the loop while it runs
+and set back after."""
 
 from __future__ import annotations
 
 import gc
+import threading
 from pathlib import Path
 
 from agent_script import BUGGY_FILES, act, reflect, write_script
@@ -39,7 +41,8 @@ def test_the_six_nodes_route_as_drawn() -> None:
     }  # fmt: skip
     assert {(edge.source, edge.target) for edge in graph.edges} == EDGES
     conditional = {(edge.source, edge.target) for edge in graph.edges if edge.conditional}
-    assert conditional == EDGES - {("__start__", "render_context"), ("branch", "act"), ("execute_tool", "update_activity")}
+    static = {("__start__", "render_context"), ("branch", "act"), ("execute_tool", "update_activity")}
+    assert conditional == EDGES - static
 
 
 def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_path: Path) -> None:
@@ -72,3 +75,33 @@ def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_
     assert [step for step, _, _ in seen] == [1, 1, 2, 2]  # a rejected reply each, then the step
     assert {(threshold, frozen) for _, threshold, frozen in seen} == {((LOOP_GC_THRESHOLD, *before[1:]), True)}
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_the_saves_of_a_run_are_made_by_one_worker_thread(tmp_path: Path) -> None:
+    """Each super-step hands its writes, then its checkpoint, to LangGraph's executor: one worker takes both in turn
+    (a pool would wake a second thread for the checkpoint while the first still saves the writes)."""
+    script = [act("Look.", "bash", command="echo 0")]
+    for number in range(1, 6):
+        script += [reflect(False, "it printed"), act("Again.", "bash", command=f"echo {number}")]
+    script += [reflect(False, "it printed"), act("Done.", "submit")]
+    before = {thread.ident for thread in threading.enumerate()}
+    workers: set[int | None] = set()
+
+    def on_event(event: RunEvent) -> None:
+        workers.update(
+            thread.ident
+            for thread in threading.enumerate()
+            if thread.name.startswith("ThreadPoolExecutor-") and thread.ident not in before
+        )
+
+    result = run_task(
+        "look",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=load_config("default", environment={"tools": []}),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        on_event=on_event,
+    )
+    assert result.exit_status == "submitted"
+    assert len(workers) == 1

@@ -265,7 +265,9 @@ class Stream:
 
     def stream(self, ctx: AgentContext, base: str | None) -> ExitStatus:
         request = self.driver.request
-        graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}}
+        # One worker for LangGraph's background work: a super-step runs one node (on this thread) and the worker saves
+        # its writes and checkpoint, one after the other, where a pool would wake a thread for each (~0.5 ms a step).
+        graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}, "max_concurrency": 1}
         if self.thread.resumed:
             upgraded(graph, config)
             inputs = None if request.resume is None else Command(resume=request.resume)
