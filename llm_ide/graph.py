@@ -64,16 +64,17 @@ def routed(node: Node, route: Callable[[AgentState], str]) -> Callable[..., Comm
         update = node(state, runtime)
         return Command(update=update, goto=route({**state, **update}))  # type: ignore[typeddict-item]
 
-    return update_wrapper(run, node)
+    signature = inspect.signature(run)  # as `guarded`'s, and through `__wrapped__` LangGraph finds a subgraph to draw
+    wrapped = update_wrapper(run, node)
+    wrapped.__wrapped__, wrapped.__signature__ = inspect.unwrap(node), signature  # type: ignore[attr-defined]
+    return wrapped
 
 
 def merged_schema(name: str, schemas: list[type]) -> type:
     """One TypedDict with the fields (and reducers) of `schemas`; the first alone when there is one."""
     if len(schemas) == 1:
         return schemas[0]
-    fields: dict[str, Any] = {}
-    for schema in schemas:
-        fields |= get_type_hints(schema, include_extras=True)
+    fields = {key: hint for schema in schemas for key, hint in get_type_hints(schema, include_extras=True).items()}
     return TypedDict(name, fields, total=False)  # type: ignore[operator]
 
 
@@ -86,11 +87,8 @@ Route = tuple[Callable[[AgentState], str], tuple[str, ...]]  # where a node goes
 
 def asking(node: str, following: str) -> Route:
     """After a node that asks the model: the end, the same node again (a reply it could not read), or the next."""
-
-    def route(state: AgentState) -> str:
-        return ENDING if state.get("exit_status") else node if state.get("retry") else following
-
-    return route, (node, following, ENDING)
+    ends = (node, following, ENDING)
+    return (lambda state: ENDING if state.get("exit_status") else node if state.get("retry") else following), ends
 
 
 def onwards(following: str, ending: str = ENDING) -> Route:
