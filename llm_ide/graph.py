@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from llm_ide.errors import LlmIdeError, ended
@@ -55,29 +56,43 @@ def guarded(node: Node) -> Node:
     return wrapped
 
 
+def routed(node: Node, route: Callable[[AgentState], str]) -> Callable[..., Command[str]]:
+    """`node` routing by the `Command` it returns: `route` reads the state with the node's update (a field without a
+    reducer), as a conditional edge would, but LangGraph does not copy every channel to read the state again."""
+
+    def run(state: dict[str, Any], runtime: Runtime[AgentContext]) -> Command[str]:
+        update = node(state, runtime)
+        return Command(update=update, goto=route({**state, **update}))  # type: ignore[typeddict-item]
+
+    signature = inspect.signature(run)  # as `guarded`'s, and through `__wrapped__` LangGraph finds a subgraph to draw
+    wrapped = update_wrapper(run, node)
+    wrapped.__wrapped__, wrapped.__signature__ = inspect.unwrap(node), signature  # type: ignore[attr-defined]
+    return wrapped
+
+
 def merged_schema(name: str, schemas: list[type]) -> type:
     """One TypedDict with the fields (and reducers) of `schemas`; the first alone when there is one."""
     if len(schemas) == 1:
         return schemas[0]
-    fields: dict[str, Any] = {}
-    for schema in schemas:
-        fields |= get_type_hints(schema, include_extras=True)
+    fields = {key: hint for schema in schemas for key, hint in get_type_hints(schema, include_extras=True).items()}
     return TypedDict(name, fields, total=False)  # type: ignore[operator]
 
 
 def after_render(state: AgentState) -> str:
-    if state.get("exit_status"):
-        return ENDING
-    return "reflect" if reflecting(state) else "branch"
+    return ENDING if state.get("exit_status") else "reflect" if reflecting(state) else "branch"
 
 
-def asking(node: str, following: str) -> Callable[[AgentState], str]:
+Route = tuple[Callable[[AgentState], str], tuple[str, ...]]  # where a node goes, and where it may go (drawn)
+
+
+def asking(node: str, following: str) -> Route:
     """After a node that asks the model: the end, the same node again (a reply it could not read), or the next."""
-    return lambda state: ENDING if state.get("exit_status") else node if state.get("retry") else following
+    ends = (node, following, ENDING)
+    return (lambda state: ENDING if state.get("exit_status") else node if state.get("retry") else following), ends
 
 
-def onwards(following: str, ending: str = ENDING) -> Callable[[AgentState], str]:
-    return lambda state: ending if state.get("exit_status") else following
+def onwards(following: str, ending: str = ENDING) -> Route:
+    return (lambda state: ending if state.get("exit_status") else following), (following, ending)
 
 
 def build_graph(
@@ -97,18 +112,16 @@ def build_graph(
     )
     once, each = variants.hooks(once=True), variants.hooks(once=False)
     nodes = {**CORE, **{hook.name: hook.node for hook in [*once, *each]}}
-    for name, node in nodes.items():
-        builder.add_node(name, (wrap or (lambda inner: inner))(guarded(node)), input_schema=node_state)
     step = [*(hook.name for hook in each), "render_context"]
     order = [*(hook.name for hook in once), *step]
-    builder.add_edge(START, order[0])
-    for name, following in zip(order, order[1:], strict=False):
-        builder.add_conditional_edges(name, onwards(following), [following, ENDING])
-    builder.add_conditional_edges("render_context", after_render, ["reflect", "branch", ENDING])
-    builder.add_conditional_edges("reflect", asking("reflect", "branch"), ["reflect", "branch", ENDING])
-    builder.add_edge("branch", "act")
-    builder.add_conditional_edges("act", asking("act", "execute_tool"), ["act", "execute_tool", ENDING])
-    builder.add_edge("execute_tool", ENDING)
-    builder.add_conditional_edges(ENDING, onwards(step[0], END), [step[0], END])
+    routes = {name: onwards(following) for name, following in zip(order, order[1:], strict=False)}
+    routes |= {"render_context": (after_render, ("reflect", "branch", ENDING)), "reflect": asking("reflect", "branch")}
+    routes |= {"act": asking("act", "execute_tool"), ENDING: onwards(step[0], END)}
+    for name, node in nodes.items():
+        wrapped = (wrap or (lambda inner: inner))(guarded(node))
+        route, ends = routes.get(name, (None, None))
+        builder.add_node(name, routed(wrapped, route) if route else wrapped, input_schema=node_state, destinations=ends)
+    for source, target in ((START, order[0]), ("branch", "act"), ("execute_tool", ENDING)):
+        builder.add_edge(source, target)
     name = "-".join(["llm-ide", *(v.name for v in variants if v.nodes())])
     return builder.compile(checkpointer=checkpointer, name=name)

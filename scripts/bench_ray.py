@@ -76,8 +76,13 @@ def batch(workdir: Path, dataset: Path, url: str, base_url: str, *, engine: str,
     return wall, len(nodes - {""})
 
 
+TABLES = """SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY 2 DESC"""
+
+
 class PostgresWatch:
-    """Peak connections to one database while a batch runs (sampled every 0.1 s), and the bytes it holds after."""
+    """Peak connections to one database while a batch runs (sampled every 0.1 s), and the bytes it holds after: in
+    all, and by table (with its indexes, TOAST, free space and visibility maps; the rest is the system catalogs)."""
 
     def __init__(self, url: str) -> None:
         import psycopg
@@ -105,6 +110,7 @@ class PostgresWatch:
         self.done.set()
         self.thread.join()
         self.grown = self.size() - self.empty
+        self.tables = dict(self.conn.execute(TABLES).fetchall())
         self.conn.close()
 
 
@@ -132,6 +138,7 @@ def main(
     walls: dict[str, tuple[float, int]] = {}
     connect: list[float] = []
     postgres: dict[str, tuple[int, int]] = {}
+    tables: dict[str, dict[str, int]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp,
         LatencyServer(replies=["unused"], script=single_call(script(COMMANDS)), latency=latency) as server,
@@ -157,7 +164,7 @@ def main(
                     walls[label] = batch(
                         where, dataset, url, server.url, engine=engine, workers=1, address=cluster.address
                     )
-                postgres[label] = (watch.peak, watch.grown)
+                postgres[label], tables[label] = (watch.peak, watch.grown), watch.tables
     ratio = walls["ray, 2 nodes"][0] / walls["ray, 1 node"][0]
     local_ratio = walls["local, 2 workers"][0] / walls["local, 1 worker"][0]
     connect_s = min(connect)
@@ -171,6 +178,10 @@ def main(
             label, f"{wall:.2f}s", f"{wall / instances:.2f}s", str(used or "-"), str(peak), f"{grown / instances:.0f}"
         )
     console.print(table)
+    two = tables["ray, 2 nodes"]
+    by_table = ", ".join(f"{name} {size:,}" for name, size in two.items() if size)
+    catalogs = postgres["ray, 2 nodes"][1] - sum(two.values())
+    console.print(f"PG bytes of the 2-node batch by table: {by_table}; the rest (catalogs) {catalogs:,}")
     console.print(
         f"wall(2 nodes)/wall(1 node) = {ratio:.2f}; local pool wall(2)/wall(1) = {local_ratio:.2f}; "
         f"connecting to the cluster: {connect_s:.2f}s per batch; Ray path overhead: {overhead * 1000:.0f} ms/instance"

@@ -15,7 +15,8 @@ holding copies of big standard-library modules (a ~4,600- and a ~6,400-line file
 (b) machinery per step: wall time between two step events minus the step's model-call time (model_calls[].seconds)
     minus the action's execution time (operations[].duration). "in-process actions" also counts the time of actions
     that run no command (view, view_symbol, edit: file reads and tree-sitter scopes) as machinery.
-(c) checkpoint database size (sqlite file + WAL) at steps 50/100/200 of the 200-step session.
+(c) checkpoint database size (sqlite file + WAL) at steps 50/100/200 of the 200-step session; RESULT has the growth
+    from the short session's length to the long one's and both sizes (KiB).
 (d) the bill to the shorter session's end, ours (every call) against the full-history agent's (one call per step, its
     prompt the previous one and a turn: a cached re-read but for the turn), characters at a profile's prices (gpt;
     `--prices`, bench_bill.py), which the memory is given as its price: what a user pays, where (a) counts characters.
@@ -363,6 +364,7 @@ def main(
             table.add_row(str(step), f"{db:,}", f"{wal:,}", f"{db + wal:,}", f"{blob:,}", f"{traj:,}")
         console.print(table)
         growth = sum(long.sizes[scale.long][:2]) / sum(long.sizes[scale.short][:2])
+        held = {step: sum(long.sizes[step][:2]) / 1024 for step in (scale.short, scale.long)}  # db + WAL, KiB
 
         if p50 > 10 or profile:
             profiler = ThreadProfiler()
@@ -384,7 +386,8 @@ def main(
             f"full_history_bill_{short}={full_bill:.0f} "
             f"prompt_ratio_{short}_reflect_act={ours_all[short] / full[short]:.3f} machinery_ms_p50={p50:.1f} "
             f"machinery_ms_p95={percentile(window_strict, 0.95):.1f} "
-            f"checkpoint_growth_{scale.long}_{short}={growth:.2f}"
+            f"checkpoint_growth_{scale.long}_{short}={growth:.2f} "
+            f"checkpoint_kb_{short}={held[short]:.0f} checkpoint_kb_{scale.long}={held[scale.long]:.0f}"
             f"{anchor_note}"
         )
     finally:

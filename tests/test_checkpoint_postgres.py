@@ -4,6 +4,7 @@ run without losing or repeating an operation, and pruning that keeps the checkpo
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 from agent_script import BUGGY_FILES, act, reflect, write_script
 from conftest import make_git_repo
+from langgraph.checkpoint.base import empty_checkpoint
 from pg_server import postgres_server
 
 from llm_ide.config import Settings, load_config
-from llm_ide.run.pg_thread import PostgresThread
+from llm_ide.run.checkpoint import open_checkpointer, prune
+from llm_ide.run.pg_thread import PostgresThread, prepare_postgres
 from llm_ide.run.single import RunResult, run_task
 
 CHECK = "echo {label} >> trail.log; python3 -m unittest discover -s tests -t . 2>&1"
@@ -211,3 +214,81 @@ def rows(url: str, query: str) -> list[tuple[Any, ...]]:
 
     with psycopg.connect(url) as conn:
         return conn.execute(query).fetchall()
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def put(saver: Any, config: dict, values: dict[str, Any], versions: dict[str, str], new: list[str]) -> dict:
+    checkpoint = {**empty_checkpoint(), "channel_values": values, "channel_versions": versions}
+    return saver.put(config, checkpoint, {}, {k: versions[k] for k in new})
+
+
+@pytest.mark.slow
+def test_a_long_string_is_stored_once_per_version_not_in_each_row_and_rows_written_before_still_read(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """LangGraph's saver keeps a string inline in every checkpoint row (a step writes six): ours stores one of 128
+    characters or more once per version, in checkpoint_blobs; a row LangGraph's own saver wrote (the string inline)
+    reads, and the first row after it that leaves the string out stores it; LangGraph's saver reads ours."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    url = fresh_database(postgres_url, "strings")
+    config = {"configurable": {"thread_id": "s", "checkpoint_ns": ""}}
+    v = [f"{n:010}.0000000{n}" for n in range(5)]
+    states = [
+        ({"task": TASK * 3, "patch": "+a\n" * 60, "n": 1}, {"task": v[1], "patch": v[1], "n": v[1]}, []),
+        ({"task": TASK * 3, "patch": "+a\n" * 60, "n": 2}, {"task": v[1], "patch": v[1], "n": v[2]}, ["n"]),
+        ({"task": TASK * 3, "patch": "+b\n" * 70, "n": 3}, {"task": v[1], "patch": v[3], "n": v[3]}, ["patch", "n"]),
+        ({"task": TASK * 3, "patch": "+b\n" * 70, "n": 4}, {"task": v[1], "patch": v[3], "n": v[4]}, ["n"]),
+    ]
+    with open_checkpointer(url, tmp_path / "unused") as saver:
+        assert type(saver).__name__ == "ChannelPostgresSaver"
+        theirs = PostgresSaver(saver.conn, serde=saver.serde)
+        at, saved = config, []
+        for index, (values, versions, new) in enumerate(states):
+            at = put(saver if index else theirs, at, values, versions, new if index else list(versions))
+            saved.append(at)
+        for at, (values, _, _) in zip(saved, states, strict=True):
+            found = saver.get_tuple(at)
+            assert found is not None and found.checkpoint["channel_values"] == values
+        assert theirs.get_tuple(config).checkpoint["channel_values"] == states[-1][0]  # type: ignore[union-attr]
+        inline = "SELECT checkpoint -> 'channel_values' ? 'task', checkpoint -> 'channel_values' ? 'patch', "
+        assert (
+            rows(url, inline + "checkpoint -> 'channel_values' ? 'n' FROM checkpoints ORDER BY checkpoint_id")
+            == [(True, True, True)] + [(False, False, True)] * 3
+        )
+        blobs = "SELECT channel, version FROM checkpoint_blobs ORDER BY channel, version"
+        assert rows(url, blobs) == [("patch", v[1]), ("patch", v[3]), ("task", v[1])]
+        prune(saver, "s")
+        assert rows(url, blobs) == [("patch", v[3]), ("task", v[1])]
+        found = saver.get_tuple(config)
+        assert found is not None and found.checkpoint["channel_values"] == states[-1][0]
+
+
+@pytest.mark.slow
+def test_the_keep_table_is_made_by_the_first_thing_kept(postgres_url: str) -> None:
+    """A batch whose models keep nothing has no `llm_ide_kept` (an empty table and its two indexes in every batch's
+    database); two runs keeping their first lines at once both make it."""
+    url = fresh_database(postgres_url, "keeps")
+    prepare_postgres(url)
+    tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'llm_ide%' ORDER BY 1"
+    assert rows(url, tables) == [("llm_ide_intents",)]
+    with PostgresThread(url, "a") as first, PostgresThread(url, "b") as second:
+        assert first.lines("place") == [] and rows(url, tables) == [("llm_ide_intents",)]
+        writers = [
+            threading.Thread(target=keep.write, args=("place", [name])) for keep, name in ((first, "1"), (second, "2"))
+        ]
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join()
+        assert (first.lines("place"), second.lines("place")) == (["1"], ["2"])
+    assert rows(url, tables) == [("llm_ide_intents",), ("llm_ide_kept",)]
+    with PostgresThread(url, "a") as again:  # no checkpoint: a thread started afresh
+        assert again.lines("place") == []

@@ -203,6 +203,64 @@ def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_bl
         assert count(db, "parts") == 1  # the kept checkpoint's blob refers to it
 
 
+def test_a_value_an_older_row_held_inline_is_stored_by_the_first_checkpoint_that_leaves_it_out(tmp_path: Path) -> None:
+    """A row written before holds the task inline (this saver up to 1ffb6db kept strings under 1,024 characters in the
+    row, as LangGraph's own saver keeps every value: the row written here); the run resumed goes on with rows that
+    leave the task out: the first of them stores it, once, and every checkpoint after reads it (it was lost)."""
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    task = "Cart.total ignores quantities. " * 8  # 248 characters
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        first = checkpoint_of({"task": task, "n": 1})
+        saved = [SqliteSaver.put(saver, config, first, {}, first["channel_versions"])]
+        for n in (2, 3, 4):
+            later = {**checkpoint_of({"task": task, "n": n}), "channel_versions": {"task": 1, "n": n}}
+            saved.append(saver.put(saved[-1], later, {}, {"n": n}))
+        saver.commit()
+        found = [saver.get_tuple(at) for at in saved]
+        assert [at.checkpoint["channel_values"] if at else None for at in found] == [
+            {"task": task, "n": n} for n in (1, 2, 3, 4)
+        ]
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT channel, version FROM blobs").fetchall() == [("task", "1")]
+        prune(saver, "t", keep=1)
+        latest = saver.get_tuple(config)
+        assert latest is not None and latest.checkpoint["channel_values"] == {"task": task, "n": 4}
+
+
+def test_a_pruning_leaves_the_database_file_at_what_it_keeps_and_the_wal_copied(tmp_path: Path) -> None:
+    """The WAL is copied into the file at each pruning, only the pages kept: the file is what the thread holds now,
+    not what it held at the last automatic checkpoint (up to ten steps of checkpoints more, until the next one)."""
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    versions: dict = {}
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        for count in range(2, 30):
+            versions = put_operations(saver, config, versions, nodes_of(count))["versions"]
+        saver.commit()
+        prune(saver, "t", keep=1)
+        pages = saver.conn.execute("PRAGMA page_count").fetchone()[0]
+        assert db.stat().st_size == pages * 1024
+        assert saver.conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        _, frames, copied = saver.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert frames == copied > 0
+        found = saver.get_tuple(config)
+        assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes_of(29)
+
+
+@pytest.mark.parametrize(("observation", "kind"), [("", "msgpack"), ("1 passed\n" * 40, "msgpack+zlib")])
+def test_an_operation_node_is_compressed_from_a_quarter_of_a_kib(tmp_path: Path, observation: str, kind: str) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    nodes = [OperationNode(id=i, parent_id=i - 1 if i else None, observation=observation) for i in range(3)]
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        checkpoint = {**empty_checkpoint(), "channel_values": {"operations": nodes}}
+        checkpoint["channel_versions"] = {"operations": short_version(None)}
+        saver.put(config, checkpoint, {}, checkpoint["channel_versions"])
+        saver.commit()
+        stored = {kind for (kind,) in saver.conn.execute("SELECT type FROM parts")}
+        found = saver.get_tuple(config)
+    assert stored == {kind}
+    assert found is not None and found.checkpoint["channel_values"]["operations"] == nodes
+
+
 @pytest.mark.parametrize("steps", [1, 40, 400])
 def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) -> None:
     chunks = [

@@ -269,6 +269,22 @@ def test_find_price(name: str, expected: Price | None) -> None:
     assert find_price(name, prices) == expected
 
 
+@pytest.mark.parametrize(
+    ("name", "ratios"),
+    [
+        ("anthropic:claude-sonnet-5-5", (1.25, 0.05, 5.0)),  # issue 36's claude55 profile
+        ("claude-opus-5-5-20260923", (1.25, 0.05, 5.0)),
+        ("claude-fable-5-1", (1.25, 0.025, 5.0)),  # "0.025x for the newest"
+        ("claude-sonnet-5", (1.25, 0.1, 5.0)),  # not Sonnet 5.5's: no prefix match
+        ("claude-opus-5", (1.25, 0.1, 5.0)),
+    ],
+)
+def test_claude_5_models_are_priced_as_their_profile(name: str, ratios: tuple[float, float, float]) -> None:
+    price = find_price(name, load_config().model.prices)
+    assert price is not None
+    assert (price.write / price.input, price.read / price.input, price.output / price.input) == pytest.approx(ratios)
+
+
 def test_find_price_prefers_the_exact_name() -> None:
     prices = {"my/model": PriceSettings(input=9.0, output=9.0), "model": PriceSettings(input=1.0, output=2.0)}
     assert (find_price("my/model", prices), find_price("other/model", prices)) == (Price(9, 9), Price(1, 2))

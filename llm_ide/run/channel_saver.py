@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from hashlib import blake2b
 from typing import Any
@@ -53,6 +53,30 @@ def short_version(current: str | int | None, channel: None = None) -> str:
     return f"{number + 1:010}.{random.getrandbits(32):08x}"
 
 
+class StoredApart:
+    """The version of each channel whose value a saver stored apart from its checkpoint rows, per thread and
+    namespace. A row written before (another rule of what stays inline, an older program) may hold the value inline:
+    a value not known to be stored apart at its version is stored (an existing row left as it is) by the first
+    checkpoint that keeps it apart, though that checkpoint does not change it."""
+
+    def __init__(self) -> None:
+        self._versions: dict[tuple[str, str, str], str] = {}
+
+    def to_store(
+        self, where: tuple[str, str], channels: Iterable[str], versions: ChannelVersions, new: ChannelVersions
+    ) -> ChannelVersions:
+        """`new`, and the version of each of `channels` not known to be stored."""
+        unknown = [k for k in channels if k not in new and self._versions.get((*where, k)) != str(versions[k])]
+        return {**new, **{k: versions[k] for k in unknown}}
+
+    def stored(self, where: tuple[str, str], channels: Iterable[str], versions: ChannelVersions) -> None:
+        self._versions.update({(*where, k): str(versions[k]) for k in channels if k in versions})
+
+    def forget(self, thread_id: str) -> None:
+        for key in [key for key in self._versions if key[0] == thread_id]:
+            del self._versions[key]
+
+
 def _node_list(value: Any) -> bool:
     return isinstance(value, list) and len(value) > 1 and all(type(item) is OperationNode for item in value)
 
@@ -74,6 +98,7 @@ class ChannelSqliteSaver(SqliteSaver):
         super().__init__(*args, **kwargs)
         self._deferring = threading.local()
         self._rerunnable: tuple[str | None, frozenset[str]] = (None, frozenset())
+        self.apart = StoredApart()
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
@@ -118,14 +143,17 @@ class ChannelSqliteSaver(SqliteSaver):
         values = checkpoint["channel_values"]
         stored = {k: v for k, v in values.items() if not _inline(v)}
         thread_id, ns = config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", "")
+        where = (str(thread_id), str(ns))
+        versions = self.apart.to_store(where, stored, checkpoint["channel_versions"], new_versions)
         with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
             rows = [
                 (thread_id, ns, k, str(version))
                 + (self._blob(cur, thread_id, ns, stored[k]) if k in stored else ("empty", None))
-                for k, version in new_versions.items()
+                for k, version in versions.items()
                 if k in stored or k not in values
             ]
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
+        self.apart.stored(where, stored, versions)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
         rerunnable = {node for node in following if _rerunnable(node, values)}
@@ -228,6 +256,7 @@ class ChannelSqliteSaver(SqliteSaver):
 
     def delete_thread(self, thread_id: str) -> None:
         super().delete_thread(thread_id)
+        self.apart.forget(str(thread_id))
         with self.cursor() as cur:
             cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))
             cur.execute("DELETE FROM parts WHERE thread_id = ?", (str(thread_id),))

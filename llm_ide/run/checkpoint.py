@@ -7,17 +7,15 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
-from llm_ide.faults import failpoint
-from llm_ide.run.channel_saver import ChannelSqliteSaver, short_version
+from llm_ide.run.channel_saver import ChannelSqliteSaver
+from llm_ide.run.pg_saver import ChannelPostgres, postgres_saver
 from llm_ide.run.serde import MEMORY_TYPES, serializer
 
 __all__ = ["MEMORY_TYPES", "ChannelSqliteSaver", "open_checkpointer", "prune", "serializer"]
@@ -52,27 +50,13 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
         raise CheckpointError(f"--checkpoint {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
 
 
-def _with_failpoint(saver_class: type) -> type:
-    """The saver with the `checkpoint.writes` failpoint after a step's writes are stored, and short channel versions
-    (as ChannelSqliteSaver)."""
-
-    class Saver(saver_class):
-        get_next_version = staticmethod(short_version)
-
-        def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
-            super().put_writes(config, writes, task_id, task_path)
-            failpoint("checkpoint.writes")
-
-    Saver.__name__ = saver_class.__name__  # prune() recognises the Postgres saver by name
-    return Saver
-
-
 @contextmanager
 def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     try:
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg import Connection, OperationalError
         from psycopg.rows import dict_row
+
+        saver_class = postgres_saver()
     except ImportError:
         raise CheckpointError("Postgres checkpoints need: pip install 'llm-ide[postgres]'") from None
     where = _without_password(url)
@@ -81,7 +65,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     except OperationalError as error:
         raise CheckpointError(f"--checkpoint {where}: cannot connect: {_first_line(error)}") from None
     with conn:
-        saver = _with_failpoint(PostgresSaver)(conn, serde=serializer())
+        saver = saver_class(conn, serde=serializer())
         try:
             saver.setup()
         except OperationalError as error:
@@ -167,6 +151,10 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
                 )
                 saver.prune_parts(thread_id)
             saver.conn.commit()
-            saver.conn.executescript("PRAGMA incremental_vacuum;")  # the file shrinks to what is kept (auto_vacuum)
-    elif type(saver).__name__ == "PostgresSaver":
+            saver.conn.executescript("PRAGMA incremental_vacuum;")  # the pages freed go (auto_vacuum)
+            # and the file shrinks to what is kept now, not at the next automatic checkpoint (which would copy the
+            # pages of every checkpoint since this pruning first, and leave the file at that size): the WAL is
+            # copied into it, only the pages kept, and starts over
+            saver.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    elif isinstance(saver, ChannelPostgres):
         saver.prune([thread_id], strategy="keep_latest")

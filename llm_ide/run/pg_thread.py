@@ -1,6 +1,7 @@
 """A thread's run guard, intent log and keep in Postgres, for runs that may resume on another machine (a Ray batch):
 the advisory lock replaces the run folder's file lock, the `llm_ide_intents` table its `intents.jsonl`, the
-`llm_ide_kept` table the files its models keep there (a scripted model's place)."""
+`llm_ide_kept` table the files its models keep there (a scripted model's place; made when a model first keeps
+something: a batch of models that keep nothing has no empty table, with its index and TOAST index, in the database)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ def prepare_postgres(url: str) -> None:
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(INTENTS_TABLE)
-            conn.execute(KEPT_TABLE)
     except psycopg.Error as error:
         raise CheckpointError(f"postgres intents table: {' '.join(str(error).split())[:300]}") from None
 
@@ -52,18 +52,22 @@ class PostgresThread:
             self.conn = psycopg.connect(url, autocommit=True)
             self.conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7151))", (f"llm-ide:{thread_id}",))
             self.conn.execute(INTENTS_TABLE)
-            self.conn.execute(KEPT_TABLE)
+            self._kept = self._exists("llm_ide_kept")
             if not self._has_checkpoint():  # a thread started afresh: what an earlier, deleted one left goes
                 self.conn.execute("DELETE FROM llm_ide_intents WHERE thread_id = %s", (thread_id,))
-                self.conn.execute("DELETE FROM llm_ide_kept WHERE thread_id = %s", (thread_id,))
+                if self._kept:
+                    self.conn.execute("DELETE FROM llm_ide_kept WHERE thread_id = %s", (thread_id,))
             rows = self.conn.execute("SELECT node_id FROM llm_ide_intents WHERE thread_id = %s", (thread_id,))
             self._started = {row[0] for row in rows.fetchall()}
         except psycopg.Error as error:
             raise CheckpointError(f"postgres intents of {thread_id}: {' '.join(str(error).split())[:300]}") from None
 
+    def _exists(self, table: str) -> bool:
+        exists = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+        return bool(exists and exists[0])
+
     def _has_checkpoint(self) -> bool:
-        exists = self.conn.execute("SELECT to_regclass('checkpoints') IS NOT NULL").fetchone()
-        if not (exists and exists[0]):
+        if not self._exists("checkpoints"):
             return False
         found = self.conn.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1", (self.thread_id,))
         return found.fetchone() is not None
@@ -81,6 +85,9 @@ class PostgresThread:
 
     def lines(self, name: str) -> list[str]:
         with self._lock:
+            self._kept = self._kept or self._exists("llm_ide_kept")
+            if not self._kept:
+                return []
             row = self.conn.execute(
                 "SELECT body FROM llm_ide_kept WHERE thread_id = %s AND name = %s", (self.thread_id, name)
             ).fetchone()
@@ -89,6 +96,11 @@ class PostgresThread:
     def write(self, name: str, lines: list[str], append: bool = True) -> None:
         body = "".join(f"{line}\n" for line in lines)
         with self._lock:
+            if not self._kept:
+                with self.conn.transaction():  # runs of a batch that start at once: one creates the table
+                    self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('llm-ide:kept', 7151))")
+                    self.conn.execute(KEPT_TABLE)
+                self._kept = True
             self.conn.execute(
                 "INSERT INTO llm_ide_kept (thread_id, name, body) VALUES (%s, %s, %s) ON CONFLICT (thread_id, name) "
                 "DO UPDATE SET body = CASE WHEN %s THEN llm_ide_kept.body ELSE '' END || EXCLUDED.body",

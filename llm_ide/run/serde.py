@@ -25,6 +25,9 @@ MEMORY_TYPES = [
 
 
 COMPRESS_OVER = 1024  # bytes
+# an operation node is compressed once for good (each version once, kept in `parts` while listed): harder, and from
+# a quarter of the size (its thought, action and observation: a node of 1 KiB loses a third)
+NODE_COMPRESS_OVER, NODE_LEVEL = 256, 6
 RECENT = 16  # large encodings kept for the checkpoint that follows the writes
 NODES = 4096  # operation nodes whose encoding is kept
 ZLIB = "+zlib"
@@ -41,13 +44,20 @@ class PartRef(NamedTuple):
 REF = "ref"
 
 
+class Text(NamedTuple):
+    """A string a saver stores as a blob, not inline in its checkpoint rows: encoded as the string itself (it reads
+    back as a `str`)."""
+
+    value: str
+
+
 class Part(NamedTuple):
     """An operation node as the SQLite saver stores it, once per content: its digest and its stored encoding."""
 
     node: OperationNode
     raw: bytes  # LangGraph's msgpack encoding of the node
     digest: bytes  # 8 bytes of BLAKE2b over `raw`
-    kind: str  # the stored type: msgpack, or msgpack+zlib over 1 KiB
+    kind: str  # the stored type: msgpack, or msgpack+zlib (over 256 bytes, when that is smaller)
     data: bytes
 
 
@@ -66,6 +76,8 @@ class CompressingSerializer(JsonPlusSerializer):
         self._lock = threading.Lock()
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if type(obj) is Text:
+            obj = obj.value
         with self._lock:
             hit = self._recent.get(id(obj))
         if hit is not None and hit[0] is obj:
@@ -98,7 +110,8 @@ class CompressingSerializer(JsonPlusSerializer):
                 hit = self._nodes.get(id(node))
             if hit is None or hit.node is not node:
                 kind, raw = super().dumps_typed(node)
-                stored = (kind + ZLIB, zlib.compress(raw, 1)) if len(raw) > COMPRESS_OVER else (kind, raw)
+                packed = zlib.compress(raw, NODE_LEVEL) if len(raw) > NODE_COMPRESS_OVER else raw
+                stored = (kind + ZLIB, packed) if len(packed) < len(raw) else (kind, raw)
                 hit = Part(node, raw, blake2b(raw, digest_size=8).digest(), *stored)
                 with self._lock:
                     self._nodes[id(node)] = hit

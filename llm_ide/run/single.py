@@ -23,7 +23,7 @@ from llm_ide.environments.live import CommandListener, CommandProgress
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep, Keep
-from llm_ide.graph import build_graph
+from llm_ide.graph import ENDING, after_render, build_graph
 from llm_ide.run.guard import check_saved_state
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task, preflight
@@ -265,7 +265,9 @@ class Stream:
 
     def stream(self, ctx: AgentContext, base: str | None) -> ExitStatus:
         request = self.driver.request
-        graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}}
+        # One worker for LangGraph's background work: a super-step runs one node (on this thread) and the worker saves
+        # its writes and checkpoint, one after the other, where a pool would wake a thread for each (~0.5 ms a step).
+        graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}, "max_concurrency": 1}
         if self.thread.resumed:
             upgraded(graph, config)
             inputs = None if request.resume is None else Command(resume=request.resume)
@@ -298,13 +300,15 @@ class Stream:
 def upgraded(graph: Any, config: dict[str, Any]) -> None:
     """A thread checkpointed by an earlier version goes on: one whose step went from `render_context` straight to
     `act` (which judged and placed too) through `reflect` and `branch`, as if `render_context` had just run; one
-    stopped mid-step with the step's verdict kept apart, with the verdict committed (llm_ide/verdict.py)."""
+    stopped mid-step with the step's verdict kept apart, with the verdict committed (llm_ide/verdict.py) and its next
+    node still next (a node routes by the `Command` it returns: an update as a node routes where the update says)."""
     snapshot = graph.get_state(config)
     if snapshot.next == ("act",) and snapshot.values.get("pending") is None:
-        graph.update_state(config, {}, as_node="render_context")
+        graph.update_state(config, Command(goto=after_render(snapshot.values)), as_node="render_context")
     saved = graph.checkpointer.get_tuple(config)
     if saved is not None and (committed := verdict.kept_apart(saved.checkpoint["channel_values"])):
-        graph.update_state(config, committed)
+        goto = list(graph.get_state(config).next)  # as the node that commits a verdict, which has no edge of its own
+        graph.update_state(config, Command(update=committed, goto=goto), as_node=ENDING)
 
 
 def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""The graph's loop as a run drives it: each node routes by the `Command` it returns (the edges Studio draws are the
+same), LangGraph's saves are made by one worker thread, and the garbage collector is set for the loop while it runs
+and set back after."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+from agent_script import BUGGY_FILES, act, reflect, write_script
+from conftest import make_git_repo
+from langgraph.checkpoint.base import copy_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.types import Command
+
+from llm_ide.config import load_config
+from llm_ide.graph import build_graph
+from llm_ide.run.checkpoint import open_checkpointer
+from llm_ide.run.outputs import LOOP_GC_THRESHOLD, RunEvent
+from llm_ide.run.single import run_task
+
+EDGES = {
+    ("__start__", "render_context"),
+    ("render_context", "reflect"),
+    ("render_context", "branch"),
+    ("render_context", "update_activity"),
+    ("reflect", "reflect"),
+    ("reflect", "branch"),
+    ("reflect", "update_activity"),
+    ("branch", "act"),
+    ("act", "act"),
+    ("act", "execute_tool"),
+    ("act", "update_activity"),
+    ("execute_tool", "update_activity"),
+    ("update_activity", "render_context"),
+    ("update_activity", "__end__"),
+}
+
+
+def test_the_six_nodes_route_as_drawn() -> None:
+    graph = build_graph().get_graph()
+    assert {node for node in graph.nodes if not node.startswith("__")} == {
+        "render_context", "reflect", "branch", "act", "execute_tool", "update_activity"
+    }  # fmt: skip
+    assert {(edge.source, edge.target) for edge in graph.edges} == EDGES
+    conditional = {(edge.source, edge.target) for edge in graph.edges if edge.conditional}
+    static = {("__start__", "render_context"), ("branch", "act"), ("execute_tool", "update_activity")}
+    assert conditional == EDGES - static
+
+
+def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_path: Path) -> None:
+    """A reply `act` cannot read (act → act), one `reflect` cannot read (reflect → reflect), a step with a verdict and
+    one without (render_context → reflect, → branch), the end (update_activity → END)."""
+    script = [
+        "no action here",
+        act("Look.", "bash", command="echo hi"),
+        "no verdict here",
+        reflect(False, "it said hi"),
+        act("Done.", "submit"),
+    ]
+    seen: list[tuple[int, tuple[int, int, int], bool]] = []
+    before = gc.get_threshold()
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind in ("step", "format_error"):
+            seen.append((event.step, gc.get_threshold(), gc.get_freeze_count() > 0))
+
+    result = run_task(
+        "look",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=load_config("default", environment={"tools": []}, agent={"single_call": False}),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        on_event=on_event,
+    )
+    assert result.exit_status == "submitted"
+    assert [step for step, _, _ in seen] == [1, 1, 2, 2]  # a rejected reply each, then the step
+    assert {(threshold, frozen) for _, threshold, frozen in seen} == {((LOOP_GC_THRESHOLD, *before[1:]), True)}
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_the_saves_of_a_run_are_made_by_one_worker_thread(tmp_path: Path) -> None:
+    """Each super-step hands its writes, then its checkpoint, to LangGraph's executor: one worker takes both in turn
+    (a pool would wake a second thread for the checkpoint while the first still saves the writes)."""
+    script = [act("Look.", "bash", command="echo 0")]
+    for number in range(1, 6):
+        script += [reflect(False, "it printed"), act("Again.", "bash", command=f"echo {number}")]
+    script += [reflect(False, "it printed"), act("Done.", "submit")]
+    before = {thread.ident for thread in threading.enumerate()}
+    workers: set[int | None] = set()
+
+    def on_event(event: RunEvent) -> None:
+        workers.update(
+            thread.ident
+            for thread in threading.enumerate()
+            if thread.name.startswith("ThreadPoolExecutor-") and thread.ident not in before
+        )
+
+    result = run_task(
+        "look",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=load_config("default", environment={"tools": []}),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        on_event=on_event,
+    )
+    assert result.exit_status == "submitted"
+    assert len(workers) == 1
+
+
+def test_a_thread_that_kept_its_verdict_apart_goes_on_at_the_node_it_stopped_at(tmp_path: Path) -> None:
+    """A thread of an earlier version killed during a command (`execute_tool` next) with the step's verdict kept apart
+    in a `judged` channel: resumed, the verdict is committed to the operation it judges and the step goes on with its
+    command (an update alone would route nowhere now that nodes route by `Command`)."""
+    settings = load_config("default", environment={"tools": []}, agent={"single_call": False})
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+
+    def run(script: list[str]) -> str:
+        return run_task("look", model=write_script(tmp_path / "script.yaml", script), settings=settings,
+                        output_dir=tmp_path / "out", run_id="t1", repo=repo).exit_status  # fmt: skip
+
+    assert run([act("Look.", "bash", command="echo hi"), reflect(False, "it said hi")]) == "model_error"  # at `act`
+    with open_checkpointer(None, tmp_path / "out" / "t1.checkpoint.sqlite") as saver:
+        graph, thread = build_graph(saver), {"configurable": {"thread_id": "t1"}}
+        pending = graph.get_state(thread).values["pending"]
+        command = replace(pending, thought="Again.", action_type="bash", action_params={"command": "echo again"})
+        graph.update_state(thread, Command(update={"pending": command}, goto="execute_tool"), as_node="act")
+        saved = saver.get_tuple(thread)
+        assert saved is not None and graph.get_state(thread).next == ("execute_tool",)
+        checkpoint = copy_checkpoint(saved.checkpoint)  # as the earlier version kept it: apart, not in `changed`
+        values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
+        values["judged"] = values.pop("changed")[0]
+        new = {name: saver.get_next_version(versions.get(name), None) for name in ("judged", "changed")}
+        checkpoint.update(id=str(uuid6(clock_seq=saved.metadata["step"] + 1)), channel_versions={**versions, **new})
+        saver.put(saved.config, checkpoint, {**saved.metadata, "step": saved.metadata["step"] + 1}, new)
+    next((tmp_path / "out").glob("scripted-*")).unlink()  # the scripted model's place: a fresh script for the rest
+    assert run([reflect(False, "it said again"), act("Done.", "submit")]) == "submitted"
+    operations = json.loads((tmp_path / "out" / "t1.traj.json").read_text())["operations"]
+    assert [(o["action_type"], o["bad_action"], o["summary"], o["observation"]) for o in operations] == [
+        ("bash", False, "it said hi", "hi"),
+        ("bash", False, "it said again", "again"),
+        ("submit", None, "", "Submitted."),
+    ]
