@@ -82,7 +82,8 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
 
     def snapshot() -> str:
         try:
-            return redact(keep_base(env, base).snapshot(settings.patch))
+            keep_base(env, base).check_repository()
+            return redact(extract_patch(env, base, settings.patch))
         except EnvironmentFailure:
             raise
         except Exception as error:

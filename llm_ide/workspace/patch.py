@@ -16,7 +16,6 @@ from llm_ide.settings import PatchSettings
 
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
-LOST = 87  # of one that finds the repository's git directory gone or replaced (`check_repository`)
 
 
 class PatchError(RuntimeError):
@@ -69,10 +68,6 @@ class BaseTree:
         self.pack = pack
         self.git_dir = env.private_dir(f"base-{uuid.uuid4().hex[:12]}.git")
         self.repository = env.run_trusted("git rev-parse --absolute-git-dir", 60)[1].decode(errors="replace").strip()
-        self.intact = (  # whether the repository's git directory is still this one, with the base commit
-            f'[ "$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)} ] && '
-            f"git cat-file -e {shlex.quote(base)}^{{commit}} 2>/dev/null"
-        )
         self._install()
 
     def _install(self) -> None:
@@ -99,13 +94,13 @@ class BaseTree:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
-    def _staged(self, settings: PatchSettings, then: str, guard: str = "") -> bytes:
+    def _staged(self, settings: PatchSettings, then: str) -> bytes:
         """The working tree staged in our index against the base (files matched by .gitignore, build artefacts,
         binary files and oversized new files left as the base has them), then the output of the git command `then`
-        on it: one call into the environment when nothing has to be left out, as most often (`guard` runs first)."""
+        on it: one call into the environment when nothing has to be left out, as most often."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
-        check = f"{guard}{git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
+        check = f"{git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
         # the index is kept between calls (only changed files are hashed again); made from the base the first time
         script = (
             f"{{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --numstat"
@@ -114,8 +109,6 @@ class BaseTree:
             f" && {git} {then}"
         )
         returncode, output = self.env.run_trusted(check + script, 600)
-        if returncode == LOST and guard:
-            raise self._lost()
         if returncode == MISSING:
             self._install()
             returncode, output = self.env.run_trusted(script, 600)
@@ -138,20 +131,16 @@ class BaseTree:
     def check_repository(self) -> None:
         """RepositoryLost when the repository's own git directory is gone, another one, or without the base commit
         (a command or a script deleted or replaced it); the patch itself never needs it."""
-        if self.env.run_trusted(self.intact, 60)[0] != 0:
-            raise self._lost()
-
-    def _lost(self) -> RepositoryLost:
-        return RepositoryLost(
-            f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
-            f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
+        base = shlex.quote(self.base)
+        script = (
+            f'[ "$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)} ] && '
+            f"git cat-file -e {base}^{{commit}} 2>/dev/null"
         )
-
-    def snapshot(self, settings: PatchSettings) -> str:
-        """`check_repository`, then `extract`, in one call into the environment (each step takes a snapshot)."""
-        guard = f"{{ {self.intact}; }} || exit {LOST}; "
-        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}", guard)
-        return diff.decode("utf-8", errors="replace")
+        if self.env.run_trusted(script, 60)[0] != 0:
+            raise RepositoryLost(
+                f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
+                f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
+            )
 
     def extract(self, settings: PatchSettings) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
