@@ -66,12 +66,10 @@ class CodeView:
 
     def chunk_size(self, chunk: Chunk) -> int:
         """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index)."""
-        path = self.path(chunk.file_path)
-        if (index := self._index(path)) is None:
-            return len(self._render_file(path, [chunk]))
-        key = (tuple(chunk.lines), chunk.whole_function, chunk.qualname)
-        if (size := index.sizes.get(key)) is None:
-            size = index.sizes[key] = len(self._render_file(path, [chunk]))
+        path, key = self.path(chunk.file_path), (tuple(chunk.lines), chunk.whole_function, chunk.qualname)
+        sizes = index.sizes if (index := self._index(path)) is not None else {}  # (no file: nothing kept)
+        if (size := sizes.get(key)) is None:
+            size = sizes[key] = len(self._render_file(path, [chunk]))
         return size
 
     def scopes(self, path: str, lines: Iterable[int], fresh: bool = True) -> list[Scope]:
