@@ -5,6 +5,7 @@ completions treated like a 5xx, Retry-After, implausible usage replaced by an es
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -62,7 +63,7 @@ def timed_out(error: BaseException) -> bool:
     return False
 
 
-def _remaining(timeout: float | None) -> float | None:
+def remaining(timeout: float | None) -> float | None:
     deadline = getattr(_local, "deadline", None)
     if deadline is None:
         return timeout
@@ -77,16 +78,16 @@ class DeadlineStream(httpcore.NetworkStream):
         self.inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, _remaining(timeout))
+        return self.inner.read(max_bytes, remaining(timeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.inner.write(buffer, _remaining(timeout))
+        self.inner.write(buffer, remaining(timeout))
 
     def close(self) -> None:
         self.inner.close()
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
-        return DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, _remaining(timeout)))
+        return DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, remaining(timeout)))
 
     def get_extra_info(self, info: str) -> Any:
         return self.inner.get_extra_info(info)
@@ -97,10 +98,10 @@ class DeadlineBackend(httpcore.NetworkBackend):
         self.inner = inner
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> httpcore.NetworkStream:
-        return DeadlineStream(self.inner.connect_tcp(host, port, _remaining(timeout), **kwargs))
+        return DeadlineStream(self.inner.connect_tcp(host, port, remaining(timeout), **kwargs))
 
     def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> httpcore.NetworkStream:
-        return DeadlineStream(self.inner.connect_unix_socket(path, _remaining(timeout), **kwargs))
+        return DeadlineStream(self.inner.connect_unix_socket(path, remaining(timeout), **kwargs))
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
@@ -113,8 +114,13 @@ def check_completion(response: httpx.Response) -> None:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         return  # a streamed reply is read as it comes, by the SDK
     response.read()
+    check_body(response.content)
+
+
+def check_body(content: bytes) -> None:
+    """A 200 chat completion's body must hold choices and no error (then it is kept: `received`)."""
     try:
-        body = json.loads(response.content)
+        body = json.loads(content)
     except RecursionError:
         raise BadCompletion("the response's JSON is nested too deeply") from None
     except ValueError:
@@ -174,12 +180,21 @@ def received() -> Any:
     return getattr(_local, "completion", None)
 
 
+class EndpointClient(httpx.Client):
+    """The run's httpx client (`http_client`), with the TLS settings of its transport (plain_post.py uses them)."""
+
+    ssl_context: ssl.SSLContext
+
+
 def http_client(timeout: float) -> httpx.Client:
     """An httpx client whose requests obey `request_deadline` and whose 200 responses are checked."""
-    transport = httpx.HTTPTransport()
+    context = httpx.create_ssl_context()  # what the transport makes when given none
+    transport = httpx.HTTPTransport(verify=context)
     pool = transport._pool  # httpx does not take a network backend; its connection pool does
     pool._network_backend = DeadlineBackend(pool._network_backend)
-    return httpx.Client(transport=transport, timeout=timeout, event_hooks={"response": [check_completion]})
+    client = EndpointClient(transport=transport, timeout=timeout, event_hooks={"response": [check_completion]})
+    client.ssl_context = context
+    return client
 
 
 def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | None:

@@ -8,7 +8,8 @@ the CPU time (user + system) the agent's own process has used so far (/proc/PID/
 commands it runs, which are its children). An agent's CPU per step at step N is its CPU from the first request of
 step N-9 to the first request of step N+1, over 10: what the agent does between two model replies (its prompt, the
 call, parsing, in-process actions such as views and edits, checkpoints, trajectory) without the commands' own CPU. The
-median of the rounds is shown; the ratio llm-ide / mini compares them side by side in one run.
+median of the rounds is shown; the ratio llm-ide / mini compares them side by side in one run. The row `all` is the
+whole session's CPU per step (from its first request to its last).
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def play(endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path) -> 
 
 
 def per_step_ms(cpu: dict[int, float], mark: int) -> float:
-    """Milliseconds of CPU per step over the WINDOW steps ending at `mark`."""
-    return (cpu[mark + 1] - cpu[mark + 1 - WINDOW]) / WINDOW * 1000
+    """Milliseconds of CPU per step over the WINDOW steps ending at `mark` (or the whole session for 0: its first
+    request's step to its last's, a finer figure than a window's 1 ms, the resolution of /proc's 10 ms ticks)."""
+    first, last = (min(cpu), max(cpu)) if mark == 0 else (mark + 1 - WINDOW, mark + 1)
+    return (cpu[last] - cpu[first]) / (last - first) * 1000
 
 
 def command_of(agent: Agent, repo: Path, task: Path, url: str, steps: int, mini: Path, single_call: bool) -> list[str]:
@@ -127,14 +130,16 @@ def main(
                     command = command_of(agent, repo, task, endpoint.loopback.url, steps, python, single_call)
                     samples[name].append(play(endpoint, agent, command, run / "console.log"))
         endpoint.wire.close()
-    table = Table(title=f"machinery CPU per step (ms; median of {rounds} round(s), {WINDOW} steps up to the mark)")
+    title = f"machinery CPU per step (ms; median of {rounds} round(s), {WINDOW} steps up to the mark; all: the session)"
+    table = Table(title=title)
     for column in ("step", "llm-ide", "mini-swe-agent", "llm-ide / mini"):
         table.add_column(column, justify="right")
     pairs = []
-    for mark in marks:
+    for mark in (*marks, 0):
         ours, mini = (statistics.median(per_step_ms(cpu, mark) for cpu in samples[name]) for name in (OURS, MINI))
-        table.add_row(str(mark), f"{ours:.1f}", f"{mini:.1f}", f"{ours / mini:.2f}")
-        pairs += [f"ours_ms_{mark}={ours:.1f}", f"mini_ms_{mark}={mini:.1f}", f"ratio_{mark}={ours / mini:.2f}"]
+        name = mark or "all"
+        table.add_row(str(name), f"{ours:.1f}", f"{mini:.1f}", f"{ours / mini:.2f}")
+        pairs += [f"ours_ms_{name}={ours:.1f}", f"mini_ms_{name}={mini:.1f}", f"ratio_{name}={ours / mini:.2f}"]
     console.print(table)
     console.print(f"RESULT steps={steps} rounds={rounds} {' '.join(pairs)}", soft_wrap=True)
 

@@ -132,6 +132,23 @@ def test_chunk_size_is_the_length_of_the_chunk_rendered_alone(view: CodeView) ->
     assert sizes[2] == len("### File: `notes.md`\n     1\t# Title\n...\n     3\ttext")
 
 
+def test_chunk_sizes_follow_each_content_even_a_same_size_edit_with_the_mtime_restored(tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    versions = ["def f():\n    x = 1\n    return x\n", "y = 1234\n    x = 1\n    return x\n", "def f():\n    x = 1\n"]
+    chunks = [Chunk("a.py", [2]), Chunk("a.py", [2, 3]), Chunk("a.py", [], "", "f", whole_function=True)]
+    view, sizes = CodeView(LocalFiles(tmp_path)), []
+    for version in [*versions, versions[0]]:
+        stat = path.stat() if path.exists() else None
+        path.write_text(version)
+        if stat is not None and stat.st_size == len(version):
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as if untouched, but for the content
+        view.refresh(["a.py"])
+        for _ in range(2):  # the second time from the memo
+            sizes.append([view.chunk_size(chunk) for chunk in chunks])
+            assert sizes[-1] == [len(view.render([chunk], reread=False)) for chunk in chunks]
+    assert sizes[0] == sizes[-1] != sizes[2] != sizes[4]
+
+
 def test_exists_and_line_count(view: CodeView, tmp_path: Path) -> None:
     assert (view.exists("pkg/mod.py"), view.line_count("pkg/mod.py")) == (True, 27)
     assert (view.exists(str(tmp_path / "notes.md")), view.line_count("notes.md")) == (True, 3)

@@ -116,3 +116,16 @@ def test_the_step_preview_skips_rules_and_dots(capsys: pytest.CaptureFixture[str
         RunEvent("r", "step", step=1, action="bash: python -m unittest", observation=observation)
     )
     assert "→ Ran 1 test in 0.000s" in capsys.readouterr().out
+
+
+def test_a_step_prints_its_action_thought_and_output_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    from llm_ide.run.outputs import RunEvent
+
+    action = "bash: grep -n '[b]old :smile:' a.py"
+    thought = "Look at [bold]it[/].\nThen edit."
+    StepPrinter()(RunEvent("r", "step", step=7, action=action, thought=thought, observation="\n1: x"))
+    StepPrinter(priced=False, thoughts=False)(RunEvent("r", "step", step=12, action="view", observation=""))
+    assert capsys.readouterr().out == (
+        f"step   7 {action}\n         Look at [bold]it[/].\n         Then edit.\n         → 1: x  $0.0000\n"
+        "step  12 view\n"
+    )

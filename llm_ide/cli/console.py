@@ -68,15 +68,16 @@ class StepPrinter:
             )
 
     def step(self, event: Any) -> None:
-        observation = terminal_safe(event.observation)  # a command's escape codes never reach the terminal
-        first = first_meaningful_line(observation)
-        console.print(f"[bold cyan]step {event.step:>3}[/] {escape(terminal_safe(event.action)[:110])}")
+        """One print of styled text: the action, the thought and the output as written (no markup, no emoji codes)."""
+        first = first_meaningful_line(terminal_safe(event.observation))  # a command's escape codes never reach it
+        text = Text.assemble((f"step {event.step:>3}", "bold cyan"), " ", terminal_safe(event.action)[:110])
         thought = terminal_safe(getattr(event, "thought", "")).strip()
         if self.thoughts and thought:
-            console.print(Text(indent(thought, STEP_INDENT), style="italic"))
+            text.append("\n" + indent(thought, STEP_INDENT), style="italic")
         spent = money(event.cost) if self.priced else f"{getattr(event, 'tokens', 0):,} tokens, unpriced"
         if first:
-            console.print(f"{STEP_INDENT}[dim]→ {escape(first[:110])}[/]  [green]{spent}[/]")
+            text.append(f"\n{STEP_INDENT}").append(f"→ {first[:110]}", style="dim").append("  ").append(spent, "green")
+        console.print(text)
 
 
 print_event = StepPrinter()

@@ -60,10 +60,10 @@ class FileIndex:
     frame_at: list[int] = field(default_factory=list)
     definitions: list[Definition] = field(default_factory=list)
     by_qualname: dict[str, list[int]] = field(default_factory=dict)
-    _rows: list[str] = field(default_factory=list)
     tree: Tree | None = None  # the parse, kept so the next version of the file parses incrementally
     spans: list[tuple[int, int, int]] = field(default_factory=list)  # per frame: its node's bytes and kind
     chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
+    sizes: dict[tuple[tuple[int, ...], bool, str], int] = field(default_factory=dict)  # a chunk's rendered characters
 
     @property
     def line_count(self) -> int:
@@ -73,13 +73,11 @@ class FileIndex:
         """Same size, mtime and content (compared exactly: a same-size edit with the mtime restored is still seen)."""
         return len(data) == len(self.data) and mtime_ns == self.mtime_ns and data == self.data
 
-    @property
-    def rows(self) -> list[str]:
-        """`rows[line]` is the display row `f"{line:>6}\\t{text}"` (built on first use; index 0 unused)."""
-        if not self._rows and self.lines:
-            prefixes = _prefixes(len(self.lines))
-            self._rows = ["", *map(str.__add__, prefixes, self.lines)]
-        return self._rows
+    def rows(self, lines: list[int]) -> list[str]:
+        """The display rows `f"{line:>6}\\t{text}"` of `lines` (existing ones; built when asked: a file edited has a
+        new index, which a step renders a few rows of)."""
+        prefixes, text = _prefixes(self.line_count), self.lines
+        return [prefixes[line - 1] + text[line - 1] for line in lines]
 
     def innermost_definition(self, line: int) -> Definition | None:
         frame = self.frame_at[line] if self.frame_at else -1
@@ -126,10 +124,10 @@ _PREFIXES: list[str] = []
 
 
 def _prefixes(count: int) -> list[str]:
-    """Row prefixes `f"{n:>6}\\t"` for n = 1..count (shared, grown on demand: formatting them is the slow part)."""
+    """Row prefixes `f"{n:>6}\\t"` for n = 1 to at least count (shared, grown on demand: formatting is slow)."""
     if len(_PREFIXES) < count:
         _PREFIXES.extend(f"{n:>6}\t" for n in range(len(_PREFIXES) + 1, count + 1))
-    return _PREFIXES[:count]
+    return _PREFIXES
 
 
 def is_python(path: str, data: bytes) -> bool:

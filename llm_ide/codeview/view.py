@@ -65,8 +65,12 @@ class CodeView:
         return "\n\n".join(text for text in files if text)
 
     def chunk_size(self, chunk: Chunk) -> int:
-        """Characters this chunk alone renders to (its file's latest snapshot)."""
-        return len(self._render_file(self.path(chunk.file_path), [chunk]))
+        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index)."""
+        path, key = self.path(chunk.file_path), (tuple(chunk.lines), chunk.whole_function, chunk.qualname)
+        sizes = index.sizes if (index := self._index(path)) is not None else {}  # (no file: nothing kept)
+        if (size := sizes.get(key)) is None:
+            size = sizes[key] = len(self._render_file(path, [chunk]))
+        return size
 
     def scopes(self, path: str, lines: Iterable[int], fresh: bool = True) -> list[Scope]:
         """The existing `lines` grouped by their innermost enclosing class/function, in line order."""
@@ -178,9 +182,9 @@ class CodeView:
         if not shown:
             return "" if hide else f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
         ordered = sorted(shown)
-        rows = index.rows
-        out = [header, rows[ordered[0]]]
-        out += [rows[b] if b - a == 1 else "...\n" + rows[b] for a, b in zip(ordered, ordered[1:], strict=False)]
+        rows = index.rows(ordered)
+        out = [header, rows[0]]
+        out += [row if b - a == 1 else "...\n" + row for a, b, row in zip(ordered, ordered[1:], rows[1:], strict=False)]
         return "\n".join(out)
 
 
@@ -194,7 +198,7 @@ def _shown_lines(index: FileIndex, chunks: list[Chunk], hide: Collection[str] = 
     if shown and (min(shown) < 1 or max(shown) > count):
         shown = {line for line in shown if 1 <= line <= count}
     if hide:
-        rows = index.rows
-        shown = {line for line in shown if rows[line] not in hide}
+        lines = list(shown)
+        shown = {line for line, row in zip(lines, index.rows(lines), strict=True) if row not in hide}
     shown |= index.context_rows(shown)
     return shown if max(shown, default=0) <= count else {line for line in shown if line <= count}
