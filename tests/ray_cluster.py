@@ -119,25 +119,24 @@ def start_node(
     return Node(name, temp_dir, process, env)
 
 
-def wait_nodes(address: str, count: int, auth: dict[str, str], timeout: float = 120) -> None:
-    """Until the cluster has `count` alive nodes (asked through `ray status`-like listing from a subprocess)."""
+def wait_nodes(address: str, count: int, auth: dict[str, str], timeout: float = 300) -> None:
+    """Until the cluster has `count` alive nodes (asked through `ray status`-like listing from a subprocess). A probe
+    that hangs (a driver can wait minutes on a head still starting on a loaded machine) is given up and asked again."""
     probe = (
         "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', include_dashboard=False); "
         "print(sum(1 for n in ray.nodes() if n['Alive']))"
     )
     deadline = time.monotonic() + timeout
     while True:
-        result = subprocess.run(
-            [sys.executable, "-c", probe, address],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, **auth},
-        )
-        alive = int(result.stdout.strip() or 0) if result.returncode == 0 else 0
+        command = [sys.executable, "-c", probe, address]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, **auth})
+            alive, said = int(result.stdout.strip() or 0) if result.returncode == 0 else 0, result.stderr
+        except subprocess.TimeoutExpired as hung:
+            alive, said = 0, f"a probe hung for {hung.timeout:g} s"
         if alive >= count:
             return
-        assert time.monotonic() < deadline, f"the Ray cluster did not reach {count} nodes: {result.stderr[-500:]}"
+        assert time.monotonic() < deadline, f"the Ray cluster did not reach {count} nodes: {said[-500:]}"
         time.sleep(0.5)
 
 
