@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from langgraph.types import Command
 from llm_ide.config import load_config
 from llm_ide.graph import build_graph
 from llm_ide.run.checkpoint import open_checkpointer
-from llm_ide.run.outputs import LOOP_GC_THRESHOLD, RunEvent
+from llm_ide.run.outputs import LOOP_GC_THRESHOLD, RunEvent, RunResult
 from llm_ide.run.single import run_task
 
 EDGES = {
@@ -38,6 +39,25 @@ EDGES = {
     ("update_activity", "render_context"),
     ("update_activity", "__end__"),
 }
+
+
+def look(
+    tmp_path: Path,
+    script: list[str],
+    repo: Path | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    **agent: object,
+) -> RunResult:
+    """A scripted run of the task "look" in a repository of BUGGY_FILES (`agent`: agent settings)."""
+    return run_task(
+        "look",
+        model=write_script(tmp_path / "script.yaml", script),
+        settings=load_config("default", environment={"tools": []}, **({"agent": agent} if agent else {})),
+        output_dir=tmp_path / "out",
+        run_id="t1",
+        repo=repo or make_git_repo(tmp_path / "repo", BUGGY_FILES),
+        on_event=on_event,
+    )
 
 
 def test_the_six_nodes_route_as_drawn() -> None:
@@ -68,15 +88,7 @@ def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_
         if event.kind in ("step", "format_error"):
             seen.append((event.step, gc.get_threshold(), gc.get_freeze_count() > 0))
 
-    result = run_task(
-        "look",
-        model=write_script(tmp_path / "script.yaml", script),
-        settings=load_config("default", environment={"tools": []}, agent={"single_call": False}),
-        output_dir=tmp_path / "out",
-        run_id="t1",
-        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
-        on_event=on_event,
-    )
+    result = look(tmp_path, script, on_event=on_event, single_call=False)
     assert result.exit_status == "submitted"
     assert [step for step, _, _ in seen] == [1, 1, 2, 2]  # a rejected reply each, then the step
     assert {(threshold, frozen) for _, threshold, frozen in seen} == {((LOOP_GC_THRESHOLD, *before[1:]), True)}
@@ -100,15 +112,7 @@ def test_the_saves_of_a_run_are_made_by_one_worker_thread(tmp_path: Path) -> Non
             if thread.name.startswith("ThreadPoolExecutor-") and thread.ident not in before
         )
 
-    result = run_task(
-        "look",
-        model=write_script(tmp_path / "script.yaml", script),
-        settings=load_config("default", environment={"tools": []}),
-        output_dir=tmp_path / "out",
-        run_id="t1",
-        repo=make_git_repo(tmp_path / "repo", BUGGY_FILES),
-        on_event=on_event,
-    )
+    result = look(tmp_path, script, on_event=on_event)
     assert result.exit_status == "submitted"
     assert len(workers) == 1
 
@@ -117,12 +121,10 @@ def test_a_thread_that_kept_its_verdict_apart_goes_on_at_the_node_it_stopped_at(
     """A thread of an earlier version killed during a command (`execute_tool` next) with the step's verdict kept apart
     in a `judged` channel: resumed, the verdict is committed to the operation it judges and the step goes on with its
     command (an update alone would route nowhere now that nodes route by `Command`)."""
-    settings = load_config("default", environment={"tools": []}, agent={"single_call": False})
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
 
     def run(script: list[str]) -> str:
-        return run_task("look", model=write_script(tmp_path / "script.yaml", script), settings=settings,
-                        output_dir=tmp_path / "out", run_id="t1", repo=repo).exit_status  # fmt: skip
+        return look(tmp_path, script, repo, single_call=False).exit_status
 
     assert run([act("Look.", "bash", command="echo hi"), reflect(False, "it said hi")]) == "model_error"  # at `act`
     with open_checkpointer(None, tmp_path / "out" / "t1.checkpoint.sqlite") as saver:

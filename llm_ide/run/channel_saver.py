@@ -62,14 +62,20 @@ class StoredApart:
     def __init__(self) -> None:
         self._versions: dict[tuple[str, str, str], str] = {}
 
+    @staticmethod
+    def _where(config: RunnableConfig) -> tuple[str, str]:
+        return str(config["configurable"]["thread_id"]), str(config["configurable"].get("checkpoint_ns", ""))
+
     def to_store(
-        self, where: tuple[str, str], channels: Iterable[str], versions: ChannelVersions, new: ChannelVersions
+        self, config: RunnableConfig, channels: Iterable[str], versions: ChannelVersions, new: ChannelVersions
     ) -> ChannelVersions:
-        """`new`, and the version of each of `channels` not known to be stored."""
+        """`new`, and the version of each of `channels` not known to be stored in `config`'s thread and namespace."""
+        where = self._where(config)
         unknown = [k for k in channels if k not in new and self._versions.get((*where, k)) != str(versions[k])]
         return {**new, **{k: versions[k] for k in unknown}}
 
-    def stored(self, where: tuple[str, str], channels: Iterable[str], versions: ChannelVersions) -> None:
+    def stored(self, config: RunnableConfig, channels: Iterable[str], versions: ChannelVersions) -> None:
+        where = self._where(config)
         self._versions.update({(*where, k): str(versions[k]) for k in channels if k in versions})
 
     def forget(self, thread_id: str) -> None:
@@ -143,8 +149,7 @@ class ChannelSqliteSaver(SqliteSaver):
         values = checkpoint["channel_values"]
         stored = {k: v for k, v in values.items() if not _inline(v)}
         thread_id, ns = config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", "")
-        where = (str(thread_id), str(ns))
-        versions = self.apart.to_store(where, stored, checkpoint["channel_versions"], new_versions)
+        versions = self.apart.to_store(config, stored, checkpoint["channel_versions"], new_versions)
         with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
             rows = [
                 (thread_id, ns, k, str(version))
@@ -153,7 +158,7 @@ class ChannelSqliteSaver(SqliteSaver):
                 if k in stored or k not in values
             ]
             cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
-        self.apart.stored(where, stored, versions)
+        self.apart.stored(config, stored, versions)
         inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
         rerunnable = {node for node in following if _rerunnable(node, values)}

@@ -36,11 +36,10 @@ class ChannelPostgres(BaseCheckpointSaver):
     ) -> RunnableConfig:
         values = checkpoint["channel_values"]
         texts = {k for k, v in values.items() if isinstance(v, str) and len(v) >= INLINE_STR}
-        where = (str(config["configurable"]["thread_id"]), str(config["configurable"].get("checkpoint_ns", "")))
-        versions = self.apart.to_store(where, texts, checkpoint["channel_versions"], new_versions)
+        versions = self.apart.to_store(config, texts, checkpoint["channel_versions"], new_versions)
         apart = {k: Text(v) if k in texts else v for k, v in values.items()}
         saved = super().put(config, {**checkpoint, "channel_values": apart}, metadata, versions)
-        self.apart.stored(where, texts, versions)
+        self.apart.stored(config, texts, versions)
         return saved
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
