@@ -10,6 +10,9 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
+import httpcore
+import httpx
+
 from llm_ide.calls import Call, Message, ToolCall, estimate_tokens
 from llm_ide.endpoint import BadCompletion, EndpointClient, check_body, received
 from llm_ide.plain_post import PlainPost
@@ -194,7 +197,6 @@ class Completions:
     def of(chat: Any) -> Completions | None:
         """The direct way for a plain `ChatOpenAI` over an httpx client; None for any other model, or one that needs
         LangChain's own path (a rate limiter, a cache, the Responses API, a traced run)."""
-        import httpx
         from langchain_openai import ChatOpenAI
 
         plain = type(chat) is ChatOpenAI and chat.rate_limiter is None and not chat.cache and not chat.callbacks
@@ -225,7 +227,6 @@ class Completions:
         """The completion (checked as `check_completion` checks it), or the error LangChain would raise."""
         if self.plain is not None:
             return self._post_plain(self.plain, body)
-        import httpx
         import openai
 
         try:
@@ -243,8 +244,6 @@ class Completions:
         return completion if completion is not None else response.json()
 
     def _post_plain(self, plain: PlainPost, body: dict[str, Any]) -> Any:
-        import httpcore
-        import httpx
         import openai
 
         try:
