@@ -16,6 +16,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,20 @@ def pytest_configure(config: pytest.Config) -> None:
     children would never see theirs. A handler of our own becomes the default again in every child."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Where PYTHONDONTWRITEBYTECODE is set (these machines set it), every pytest process would compile and
+    assertion-rewrite the test modules and the package they import anew: ~5 s of CPU per xdist worker. Collection
+    writes their bytecode (gitignored __pycache__, next to the sources); what a test imports later, and every program
+    it starts, follow the variable as before."""
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = writes
 
 
 CPU_START = pytest.StashKey[float]()
