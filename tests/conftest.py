@@ -49,6 +49,15 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
         sys.dont_write_bytecode = writes
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: a worker per core and one more. Many tests spend much of their time waiting (on the programs they
+    start, sockets, timeouts): with a worker per core, a core idles meanwhile; the extra worker runs another test.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides (xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + 1
+
+
 CPU_START = pytest.StashKey[float]()
 SPENT: list[tuple[float, str]] = []  # (CPU seconds, test id) of every test, gathered where the run reports
 
