@@ -84,6 +84,7 @@ def compiled_once(config: pytest.Config) -> Iterator[None]:
             marker.touch()
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest without xdist (test_cpu_guard's) loads this conftest too
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto`: a worker per core and one more. Many tests spend much of their time waiting (on the programs they
     start, sockets, timeouts): with a worker per core, a core idles meanwhile; the extra worker runs another test.
