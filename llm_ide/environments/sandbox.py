@@ -87,8 +87,30 @@ def resolve_inside(root: Path, path: str) -> Path | None:
     """`path` (relative to `root`, or absolute) with every symlink resolved, or None when it leads outside `root`
     (compared as strings: a step asks it of every file its code context shows)."""
     folder = str(root)
-    target = os.path.realpath(os.path.join(folder, path))
+    target = real_path(os.path.join(folder, path))
     return Path(target) if within(target, folder) else None
+
+
+def real_path(path: str) -> str:
+    """`os.path.realpath(path)`, from the kernel for an existing file (the name of a descriptor opened on it: three
+    system calls, where realpath makes one per component, in Python); for a name that is not there (not even a
+    symlink), its folder's."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        head, tail = os.path.split(path)
+        if tail in ("", ".", "..") or not head or os.path.lexists(path):
+            return os.path.realpath(path)
+        return os.path.join(real_path(head), tail)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = ""
+    finally:
+        os.close(fd)
+    return real if real.startswith("/") else os.path.realpath(path)  # not a file's name (a pipe's, a socket's)
 
 
 def within(path: str, folder: str) -> bool:
