@@ -119,7 +119,9 @@ class Turns:
         return self.ctx.exchange.form.reply_message(text, node)
 
     def asked(self, node: OperationNode) -> str:
-        return verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)
+        key = ("asked", node.id, node.bad_action, node.summary, node.lessons, node.judged_when_run)
+        make = lambda: verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)  # noqa: E731
+        return self.ctx.memo.get(key, make)
 
     def outcome(self, nodes: list[OperationNode], position: int, shown: Shown, epoch: int) -> list[Message]:
         """The outcome (rows the epoch showed before it as one line) and the instruction after it."""
