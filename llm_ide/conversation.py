@@ -14,7 +14,7 @@ from llm_ide.calls import Message
 from llm_ide.parsing import body_text
 from llm_ide.prompting import ROW, render, rows_elided, truncate
 from llm_ide.state.graph_state import AgentState, operations_now
-from llm_ide.state.operations import OperationNode
+from llm_ide.state.operations import VERDICT_PARTS, OperationNode
 from llm_ide.variant import AgentContext, joined
 
 
@@ -119,7 +119,7 @@ class Turns:
         return self.ctx.exchange.form.reply_message(text, node)
 
     def asked(self, node: OperationNode) -> str:
-        key = ("asked", node.id, node.bad_action, node.summary, node.lessons, node.judged_when_run)
+        key = ("asked", node.id, *(getattr(node, part) for part in VERDICT_PARTS))  # its verdict may come later
         make = lambda: verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)  # noqa: E731
         return self.ctx.memo.get(key, make)
 
