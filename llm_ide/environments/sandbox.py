@@ -91,9 +91,9 @@ def resolve_inside(root: Path, path: str) -> Path | None:
 
 
 def real_path(path: str) -> str:
-    """`os.path.realpath(path)`, from the kernel for an existing file (the name of a descriptor opened on it: three
-    system calls, where realpath makes one per component, in Python); for a name that is not there (not even a
-    symlink), its folder's."""
+    """`os.path.realpath(path)`, from the kernel (the name of a descriptor opened on it: three system calls, where
+    realpath makes one per component, in Python); for a name not there (not even a symlink), its folder's and the
+    name; realpath's own answer for the rest (a descriptor of no file's name, a file deleted meanwhile)."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -109,7 +109,7 @@ def real_path(path: str) -> str:
         real = ""
     finally:
         os.close(fd)
-    return real if real.startswith("/") else os.path.realpath(path)  # not a file's name (a pipe's, a socket's)
+    return real if real.startswith("/") and not real.endswith(" (deleted)") else os.path.realpath(path)
 
 
 def within(path: str, folder: str) -> bool:
