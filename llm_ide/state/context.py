@@ -146,7 +146,7 @@ def _accessed_last(chunk: Chunk) -> bool:
 
 def find_chunk(chunks: list[Chunk], scope: Scope) -> int | None:
     key = (scope.file_path, scope.class_name, scope.function, scope.whole_function)
-    return next((i for i, chunk in enumerate(chunks) if chunk.key == key), None)
+    return next((i for i, chunk in enumerate(chunks) if chunk.file_path == key[0] and chunk.key == key), None)
 
 
 def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
