@@ -7,14 +7,14 @@ outcome as messages, a rejected reply's turns; the verdicts shown are the verdic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from llm_ide import verdict
 from llm_ide.calls import Message
 from llm_ide.parsing import body_text
 from llm_ide.prompting import ROW, render, rows_elided, truncate
 from llm_ide.state.graph_state import AgentState, operations_now
-from llm_ide.state.operations import OperationNode
+from llm_ide.state.operations import VERDICT_PARTS, OperationNode
 from llm_ide.variant import AgentContext, joined
 
 
@@ -59,6 +59,30 @@ def action_turn(ctx: AgentContext, node: OperationNode) -> str:
     )
 
 
+@dataclass
+class Shown:
+    """The numbered rows an epoch has shown: its snapshot's, then each operation's output in turn, kept from call to
+    call (a new outcome reads the outputs since the last one, not the whole epoch again)."""
+
+    snapshot: str
+    start: int
+    outputs: list[tuple[int, str]] = field(default_factory=list)
+    rows: set[str] = field(default_factory=set)
+
+    def through(self, nodes: list[OperationNode]) -> set[str]:
+        """The rows of the snapshot and of `nodes`' outputs (the epoch's operations up to one)."""
+        known = len(self.outputs)
+        if self.outputs != [(node.id, node.observation) for node in nodes[:known]] or not known:
+            self.outputs, self.rows, known = [], numbered_rows(self.snapshot), 0
+        self.outputs += [(node.id, node.observation) for node in nodes[known:]]
+        self.rows.update(row for node in nodes[known:] for row in numbered_rows(node.observation))
+        return self.rows
+
+
+def numbered_rows(text: str) -> set[str]:
+    return {line for line in text.split("\n") if ROW.match(line)}
+
+
 @dataclass(frozen=True)
 class Turns:
     """The turns of one epoch: the snapshot and, for each operation since, the reply that made it and its outcome
@@ -95,15 +119,17 @@ class Turns:
         return self.ctx.exchange.form.reply_message(text, node)
 
     def asked(self, node: OperationNode) -> str:
-        return verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)
+        key = ("asked", node.id, *(getattr(node, part) for part in VERDICT_PARTS))  # its verdict may come later
+        make = lambda: verdict.asked(self.ctx.templates, node, self.ctx.exchange.verdict_instruction)  # noqa: E731
+        return self.ctx.memo.get(key, make)
 
-    def outcome(self, node: OperationNode, rows: set[str], unread: list[str], epoch: int) -> list[Message]:
-        """The outcome (rows shown before, `rows` and `unread`'s, as one line) and the instruction after it."""
+    def outcome(self, nodes: list[OperationNode], position: int, shown: Shown, epoch: int) -> list[Message]:
+        """The outcome (rows the epoch showed before it as one line) and the instruction after it."""
+        node = nodes[position]
         instruction = self.inbox(lambda step: step == node.id + 1) + self.asked(node)
 
         def make() -> str:
-            rows.update(line for text in unread for line in text.split("\n") if ROW.match(line))
-            unread.clear()
+            rows = shown.through(nodes[shown.start : position])
             seen = replace(node, observation=rows_elided(node.observation, rows, self.ctx.templates, context=False))
             return render(self.ctx.templates, "observation_turn", node=seen, instruction=instruction)
 
@@ -116,14 +142,14 @@ class Turns:
         messages: list[Message] = [{"role": "user", "content": opening}]
         if start:
             messages += self.verdict_turns(nodes[start - 1])
-        rows, unread, epoch = set[str](), [snapshot], hash((start, snapshot))
+        epoch = hash((start, snapshot))
+        shown = self.ctx.memo.get(("shown", epoch), lambda: Shown(snapshot, start))
         for position in range(start, len(nodes)):
             messages += [
                 self.reply(nodes, position),
-                *self.outcome(nodes[position], rows, unread, epoch),
+                *self.outcome(nodes, position, shown, epoch),
                 *self.verdict_turns(nodes[position]),
             ]
-            unread.append(nodes[position].observation)
         return messages
 
 

@@ -166,8 +166,27 @@ def test_each_operation_node_is_stored_once_and_an_older_database_still_reads(tm
         assert count(db, "parts") == 5  # the unjudged node 3 is listed by no kept checkpoint any more
         found = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
         assert found is not None and found.checkpoint["channel_values"]["operations"] == states[-1]
+        back = put_operations(saver, config, versions, states[1])  # the pruned node again: stored again
+        assert count(db, "parts") == 6
+        found = saver.get_tuple(back["config"])
+        assert found is not None and found.checkpoint["channel_values"]["operations"] == states[1]
     stored = versions["operations"]
     assert len(stored) == 19 and stored.split(".")[0] == f"{4:010}"
+
+
+def test_a_checkpoint_inserts_only_the_nodes_not_stored_yet(tmp_path: Path) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    inserted: list[str] = []
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        assert isinstance(saver, ChannelSqliteSaver)
+        saver.conn.set_trace_callback(lambda sql: inserted.append(sql) if "INTO parts" in sql else None)
+        versions: dict = {}
+        for nodes in (nodes_of(3), nodes_of(4), nodes_of(4, judged=3), nodes_of(6, judged=3)):
+            versions = put_operations(saver, config, versions, nodes)["versions"]
+        assert len(inserted) == 3 + 1 + 1 + 2  # each node once, node 3 again once judged
+        saver.delete_thread("t")
+        put_operations(saver, config, {}, nodes_of(2))
+        assert len(inserted) == 7 + 2 and count(db, "parts") == 2  # a thread deleted: its nodes stored afresh
 
 
 @pytest.mark.parametrize("current", [None, "0000000001.0a0b0c0d", f"{625:032}.0.5", f"{9:032}.0.99"])

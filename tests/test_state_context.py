@@ -266,3 +266,19 @@ def test_with_operation_appends_rescores_and_leaves_the_state_as_it_was(scored_b
     assert [c.activity.score for c in done] == pytest.approx([referral_score(c.activity, params) for c in done])
     assert {c.activity.scored for c in done} == {5}
     assert state == before  # the state's chunks untouched: add_scope put its changed copy in the list
+
+
+@pytest.mark.parametrize("gamma", [0.9, 0.83, 1.0])
+def test_with_operation_scores_exactly_as_rescoring_the_whole_history(gamma: float) -> None:
+    params = ScoreParams(alpha=0.7, beta=1.3, gamma=gamma)
+    chunks = [Chunk(f"m{i}.py", [i + 1], activity=Activity([], [])) for i in range(3)]
+    for step in range(60):
+        if step == 20:  # a chunk added at a later step (scored 0) and one scored ahead (a forked thread)
+            chunks = [*chunks, Chunk("n.py", [1], activity=Activity([0] * step, [0] * step))]
+            chunks[0] = Chunk("m0.py", [1], activity=Activity(chunks[0].activity.accessed, [0] * step, 9.5, step + 3))
+        chunks = with_operation(chunks, {step % 4, 1}, {2: step % 3, 0: step % 2}, step, params)
+        again = copy_chunks(chunks)
+        for c in again:
+            c.activity.scored = 0
+        rescore(again, step + 1, params)
+        assert [c.activity.score for c in chunks] == [c.activity.score for c in again]  # equal floats: same prompts

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.conversation import params_text
+from llm_ide.conversation import Shown, params_text
 from llm_ide.environments.processes import Leftovers
-from llm_ide.environments.sandbox import resolve_inside, within
+from llm_ide.environments.sandbox import real_path, resolve_inside, within
 from llm_ide.environments.sockets import host_sockets
 from llm_ide.nodes.ledger import params_lengths
 from llm_ide.secrets import known_secrets, redact, register
@@ -144,3 +144,40 @@ def test_resolve_inside_follows_symlinks_and_keeps_to_the_root(tmp_path: Path) -
         root / "missing/x.py",
     ]
     assert [resolve_inside(root, path) for path in paths] == expected
+
+
+def test_real_path_is_realpath_for_files_folders_links_and_names_not_there(tmp_path: Path) -> None:
+    root, outside = tmp_path / "repo", tmp_path / "other"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (root / "pkg" / "a.py").write_text("x\n")
+    os.mkfifo(root / "pipe")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(root / "s.sock"))
+    links = {"in": root / "pkg", "out": outside, "up": Path(".."), "dangling": outside / "gone", "loop": Path("loop")}
+    for name, target in links.items():
+        (root / name).symlink_to(target)
+    names = ["pkg/a.py", "pkg", "pkg/", "in/a.py", "out", "out/b.py", "up/repo/pkg/a.py", "dangling", "dangling/x"]
+    names += ["loop", "loop/x", "missing", "missing/more/x.py", "pkg/missing/..", "pkg/a.py/x", "pipe", "s.sock"]
+    names += ["pkg//a.py", "pkg/./a.py", "in/../in/a.py", "self.tk.call", "e.g", ".", ".."]
+    paths = [str(root / name) for name in names] + ["/", "relative/x", "/proc/self/fd/0", "/nonexistent/x"]
+    assert [real_path(path) for path in paths] == [os.path.realpath(path) for path in paths]
+    server.close()
+
+
+def test_the_rows_an_epoch_showed_are_kept_from_outcome_to_outcome_and_follow_a_branch_switch() -> None:
+    def rows(*numbers: int) -> str:
+        return "\n".join(f"{n:>6}\tline {n}" for n in numbers)
+
+    snapshot = f"## Code context\n{rows(1, 2)}\ntext"
+    first = OperationNode(id=1, parent_id=None, observation=f"ran\n{rows(3)}")
+    second = OperationNode(id=2, parent_id=1, observation=rows(4, 5))
+    sibling = OperationNode(id=3, parent_id=1, observation=rows(6))
+    shown = Shown(snapshot, 0)
+
+    def fresh(nodes: list[OperationNode]) -> set[str]:
+        return {row for text in [snapshot, *(n.observation for n in nodes)] for row in text.split("\n") if "\t" in row}
+
+    for chain in ([], [first], [first, second], [first], [first, sibling], [first, replace(sibling, observation="")]):
+        assert shown.through(chain) == fresh(chain)
+    assert shown.outputs == [(1, first.observation), (3, "")]

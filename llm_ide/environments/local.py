@@ -25,17 +25,10 @@ from llm_ide.environments.processes import (
     start_with_parent,
 )
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.environments.sandbox import (
-    Sandbox,
-    bwrap_path,
-    check_mount_point,
-    git_paths,
-    hidden_paths,
-    readable_paths,
-    resolve_inside,
-)
+from llm_ide.environments.sandbox import Sandbox, bwrap_path, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir
 from llm_ide.environments.sockets import forget_listings
+from llm_ide.environments.views import check_mount_point, git_paths, readable_paths
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings

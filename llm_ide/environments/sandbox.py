@@ -20,7 +20,6 @@ from functools import cache
 from pathlib import Path
 
 from llm_ide.errors import warn_once
-from llm_ide.settings import bundled_yaml
 
 log = logging.getLogger("llm_ide.environment")
 
@@ -87,8 +86,30 @@ def resolve_inside(root: Path, path: str) -> Path | None:
     """`path` (relative to `root`, or absolute) with every symlink resolved, or None when it leads outside `root`
     (compared as strings: a step asks it of every file its code context shows)."""
     folder = str(root)
-    target = os.path.realpath(os.path.join(folder, path))
+    target = real_path(os.path.join(folder, path))
     return Path(target) if within(target, folder) else None
+
+
+def real_path(path: str) -> str:
+    """`os.path.realpath(path)`, from the kernel (the name of a descriptor opened on it: three system calls, where
+    realpath makes one per component, in Python); for a name not there (not even a symlink), its folder's and the
+    name; realpath's own answer for the rest (a descriptor of no file's name, a file deleted meanwhile)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        head, tail = os.path.split(path)
+        if tail in ("", ".", "..") or not head or os.path.lexists(path):
+            return os.path.realpath(path)
+        return os.path.join(real_path(head), tail)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = ""
+    finally:
+        os.close(fd)
+    return real if real.startswith("/") and not real.endswith(" (deleted)") else os.path.realpath(path)
 
 
 def within(path: str, folder: str) -> bool:
@@ -103,36 +124,6 @@ def hidden_paths(homes: list[Path] | None = None) -> list[Path]:
     found = [Path.home(), *(homes or []), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
     real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
     return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
-
-
-def git_paths(repo: Path) -> list[Path]:
-    """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):
-    shown read-only, as git in the commands needs them."""
-    dot, found = repo / ".git", []
-    try:
-        if dot.is_file():
-            line = dot.read_text(encoding="utf-8").strip()
-            git_dir = Path(os.path.realpath(repo / line.removeprefix("gitdir:").strip()))
-            found.append(git_dir)
-            common = git_dir / "commondir"
-            if common.is_file():
-                git_dir = Path(os.path.realpath(git_dir / common.read_text(encoding="utf-8").strip()))
-                found.append(git_dir)
-        else:
-            git_dir = dot
-        alternates = git_dir / "objects" / "info" / "alternates"
-        if alternates.is_file():
-            found += [Path(os.path.realpath(git_dir / "objects" / line)) for line in alternates.read_text().split()]
-    except (OSError, UnicodeDecodeError):
-        return found
-    return [path for path in found if not path.is_relative_to(repo)]
-
-
-def readable_paths(entries: list[str] | None) -> list[Path]:
-    """`environment.readable` as absolute paths (`~` expanded); None: the bundled config's."""
-    if entries is None:
-        entries = bundled_yaml("default.yaml")["environment"]["readable"]
-    return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
 
 
 # the kernel's settings and triggers: files root may write without any capability (the owner's bits), read-only
@@ -207,13 +198,3 @@ def root_binds(targets: list[str]) -> list[str]:
         elif entry.exists():
             argv += ["--ro-bind", str(entry), str(entry)]
     return argv
-
-
-def check_mount_point(target: str) -> str:
-    """A path where bwrap can show a folder: absolute, and existing or not under an existing top-level entry (bwrap
-    cannot make a folder in the read-only root's existing entries)."""
-    path = Path(target)
-    top = Path("/", *path.parts[1:2])
-    if not path.is_absolute() or path == top.parent or (not path.exists() and path != top and top.exists()):
-        raise ValueError(f"{target}: a mount point must be an absolute path that exists or whose top folder does not")
-    return str(path)

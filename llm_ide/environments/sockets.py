@@ -23,7 +23,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.sandbox import within
+from llm_ide.environments.sandbox import real_path, within
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
@@ -144,10 +144,10 @@ def host_sockets(
     for folder, depth in FOLDERS.items():
         candidates |= scanned([folder], depth, hidden)
     candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
-    keep = {os.path.realpath(path) for path in allowed}
+    keep = {real_path(path) for path in allowed}
     found, searchable, folders = set(), Searchable(*user), [str(folder) for folder in hidden]
     for path in candidates:
-        real = os.path.realpath(path)
+        real = real_path(path)
         if real in keep or any(within(real, folder) for folder in folders):
             continue
         with contextlib.suppress(OSError):

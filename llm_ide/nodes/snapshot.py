@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
+from functools import partial
 
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
@@ -94,9 +95,10 @@ def briefs(ctx: AgentContext, nodes: list[OperationNode], following: list[Operat
         thought = clip(node.thought, memory.history_thought_chars)
         params = clip(params_text(node), memory.history_params_chars)
         summary = "" if node.summary == first_sentence(after.thought) else node.summary or "(none)"
-        parts.append(
-            render(ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary)
+        brief = partial(
+            render, ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary
         )
+        parts.append(ctx.memo.get(("brief", node.id, node.action_type, thought, params, summary), brief))
     return parts
 
 

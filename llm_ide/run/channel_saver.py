@@ -105,6 +105,7 @@ class ChannelSqliteSaver(SqliteSaver):
         self._deferring = threading.local()
         self._rerunnable: tuple[str | None, frozenset[str]] = (None, frozenset())
         self.apart = StoredApart()
+        self._parts: dict[tuple[str, str], set[bytes]] = {}  # the node digests stored, per thread and namespace
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
@@ -171,11 +172,13 @@ class ChannelSqliteSaver(SqliteSaver):
         else as `_stored`."""
         if not _node_list(value):
             return self._stored(cur, thread_id, ns, value)
-        parts = self.serde.node_parts(value)
+        parts, known = self.serde.node_parts(value), self._parts.setdefault((str(thread_id), str(ns)), set())
+        new = [part for part in parts if part.digest not in known]  # a step adds one or two nodes, not the tree
         cur.executemany(
             "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
-            [(thread_id, ns, part.digest, part.kind, part.data) for part in parts],
+            [(thread_id, ns, part.digest, part.kind, part.data) for part in new],
         )
+        known.update(part.digest for part in new)
         return PARTS, b"".join(part.digest for part in parts)
 
     def _stored(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
@@ -258,10 +261,13 @@ class ChannelSqliteSaver(SqliteSaver):
         stored = self.conn.execute("SELECT checkpoint_ns, digest FROM parts WHERE thread_id = ?", (thread_id,))
         stale = [(thread_id, ns, digest) for ns, digest in stored if (ns, digest) not in live]
         self.conn.executemany("DELETE FROM parts WHERE thread_id = ? AND checkpoint_ns = ? AND digest = ?", stale)
+        for _, ns, digest in stale:
+            self._parts.get((str(thread_id), str(ns)), set()).discard(digest)
 
     def delete_thread(self, thread_id: str) -> None:
         super().delete_thread(thread_id)
         self.apart.forget(str(thread_id))
+        self._parts = {key: digests for key, digests in self._parts.items() if key[0] != str(thread_id)}
         with self.cursor() as cur:
             cur.execute("DELETE FROM blobs WHERE thread_id = ?", (str(thread_id),))
             cur.execute("DELETE FROM parts WHERE thread_id = ?", (str(thread_id),))

@@ -146,14 +146,13 @@ def _accessed_last(chunk: Chunk) -> bool:
 
 def find_chunk(chunks: list[Chunk], scope: Scope) -> int | None:
     key = (scope.file_path, scope.class_name, scope.function, scope.whole_function)
-    return next((i for i, chunk in enumerate(chunks) if chunk.key == key), None)
+    return next((i for i, chunk in enumerate(chunks) if chunk.file_path == key[0] and chunk.key == key), None)
 
 
 def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
     """Index of the chunk holding `scope`: an existing chunk of the same file/class/function grows, else a new one."""
     index = find_chunk(chunks, scope)
     if index is None:
-        zeros = [0] * n_operations
         chunks.append(
             Chunk(
                 file_path=scope.file_path,
@@ -161,7 +160,7 @@ def add_scope(chunks: list[Chunk], scope: Scope, n_operations: int) -> int:
                 class_name=scope.class_name,
                 function=scope.function,
                 whole_function=scope.whole_function,
-                activity=Activity(accessed=list(zeros), referred=list(zeros)),
+                activity=Activity(accessed=[0] * n_operations, referred=[0] * n_operations),
                 created=scope.created or any(c.created and c.file_path == scope.file_path for c in chunks),
             )
         )
@@ -180,10 +179,11 @@ def with_operation(
     """New chunks with operation `n`'s entries (accessed: 1, its references), rescored; the state's are not copied."""
     advanced = []
     for index, c in enumerate(chunks):
-        entries = c.activity.accessed + [1 if index in accessed else 0], c.activity.referred + [referred.get(index, 0)]
-        new = Activity(*entries, c.activity.score, c.activity.scored)
+        a, r, act, up = 1 if index in accessed else 0, referred.get(index, 0), c.activity, c.activity.scored == n > 0
+        score = act.score * p.gamma + p.alpha * a + p.beta * r if up else act.score  # up to date: as score_steps adds
+        new = Activity(act.accessed + [a], act.referred + [r], score, n + 1 if up else act.scored)
         advanced.append(Chunk(c.file_path, c.lines, c.class_name, c.function, c.whole_function, new, c.created))
-    rescore(advanced, n + 1, p)  # their own activities
+    rescore([c for c in advanced if c.activity.scored != n + 1], n + 1, p)  # the others (a chunk just added)
     return advanced
 
 

@@ -55,10 +55,10 @@ def count_references(
     for ref in refs:
         if not exists(ref.path):
             continue
-        hit = set()
-        uncovered = []
+        hit, uncovered = set(), []
+        in_file = [(i, chunk) for i, chunk in enumerate(chunks) if chunk.file_path == ref.path]  # before any is added
         for line in ref.lines:
-            inside = {i for i, chunk in enumerate(chunks) if chunk.file_path == ref.path and covers(chunk, line)}
+            inside = {i for i, chunk in in_file if covers(chunk, line)}
             hit |= inside
             if not inside:
                 uncovered.append(line)

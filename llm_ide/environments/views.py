@@ -1,0 +1,49 @@
+"""What a local run's commands see beyond the repository, found once when its environment opens: the repository's git
+data kept outside it, `environment.readable`, the folder a checkout is shown at (`environment.mount_at`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from llm_ide.settings import bundled_yaml
+
+
+def git_paths(repo: Path) -> list[Path]:
+    """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):
+    shown read-only, as git in the commands needs them."""
+    dot, found = repo / ".git", []
+    try:
+        if dot.is_file():
+            line = dot.read_text(encoding="utf-8").strip()
+            git_dir = Path(os.path.realpath(repo / line.removeprefix("gitdir:").strip()))
+            found.append(git_dir)
+            common = git_dir / "commondir"
+            if common.is_file():
+                git_dir = Path(os.path.realpath(git_dir / common.read_text(encoding="utf-8").strip()))
+                found.append(git_dir)
+        else:
+            git_dir = dot
+        alternates = git_dir / "objects" / "info" / "alternates"
+        if alternates.is_file():
+            found += [Path(os.path.realpath(git_dir / "objects" / line)) for line in alternates.read_text().split()]
+    except (OSError, UnicodeDecodeError):
+        return found
+    return [path for path in found if not path.is_relative_to(repo)]
+
+
+def readable_paths(entries: list[str] | None) -> list[Path]:
+    """`environment.readable` as absolute paths (`~` expanded); None: the bundled config's."""
+    if entries is None:
+        entries = bundled_yaml("default.yaml")["environment"]["readable"]
+    return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
+
+
+def check_mount_point(target: str) -> str:
+    """A path where bwrap can show a folder: absolute, and existing or not under an existing top-level entry (bwrap
+    cannot make a folder in the read-only root's existing entries)."""
+    path = Path(target)
+    top = Path("/", *path.parts[1:2])
+    if not path.is_absolute() or path == top.parent or (not path.exists() and path != top and top.exists()):
+        raise ValueError(f"{target}: a mount point must be an absolute path that exists or whose top folder does not")
+    return str(path)
