@@ -10,12 +10,16 @@ user's.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import pty
 import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +27,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+TESTS = Path(__file__).resolve().parent
+SHARED = TESTS.parent.parent / "shared"
 BASE_IMAGE = "llm-ide-base:bookworm"
 
 
@@ -32,6 +37,61 @@ def pytest_configure(config: pytest.Config) -> None:
     children would never see theirs. A handler of our own becomes the default again in every child."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Where PYTHONDONTWRITEBYTECODE is set (these machines set it), every pytest process would compile and
+    assertion-rewrite the test modules and the package they import anew: ~3 s of CPU per xdist worker. Collection
+    writes their bytecode (gitignored __pycache__, next to the sources); what a test imports later, and every program
+    it starts, follow the variable as before."""
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        with compiled_once(session.config):
+            yield
+    finally:
+        sys.dont_write_bytecode = writes
+
+
+@contextlib.contextmanager
+def compiled_once(config: pytest.Config) -> Iterator[None]:
+    """xdist's workers collect side by side: on a fresh checkout each would compile the same modules. The first one
+    compiles them while the others wait, then they read its bytecode; a marker naming the test files' versions says
+    that it was done, and later sessions do not wait."""
+    versions = [(path.name, path.stat().st_mtime_ns, path.stat().st_size) for path in sorted(TESTS.glob("*.py"))]
+    key = hashlib.sha256(repr((versions, sys.version, pytest.__version__)).encode()).hexdigest()[:16]
+    cache = TESTS / "__pycache__"
+    marker = cache / f"collected-{key}"
+    if not hasattr(config, "workerinput") or marker.exists():
+        yield
+        return
+    try:
+        cache.mkdir(exist_ok=True)
+        lock = (cache / "collecting.lock").open("w")
+    except OSError:  # a read-only checkout: no bytecode is written there either
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        compiled = marker.exists()
+        if compiled:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
+        if not compiled:
+            for stale in cache.glob("collected-*"):
+                stale.unlink(missing_ok=True)
+            marker.touch()
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest without xdist (test_cpu_guard's) loads this conftest too
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: a worker per core and one more. Many tests spend much of their time waiting (on the programs they
+    start, sockets, timeouts): with a worker per core, a core idles meanwhile; the extra worker runs another test.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides (xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + 1
 
 
 CPU_START = pytest.StashKey[float]()

@@ -36,7 +36,7 @@ from agent_script import (
 from agent_script import (
     CART_VIEW as VIEW,
 )
-from conftest import git, make_git_repo
+from conftest import LEAKY, git, make_git_repo
 from in_process import invoke
 
 from llm_ide.config import load_config
@@ -118,6 +118,29 @@ def serve(tmp_path: Path, token: str) -> Iterator[Serve]:
     yield start
     stopped = [stop(process) for process in processes]
     assert stopped == [128 + signal.SIGTERM] * len(processes)  # a graceful stop on SIGTERM, the navigator closed
+
+
+@pytest.fixture(scope="module")
+def rules_server(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> Iterator[tuple[str, str]]:
+    """One RulesNavigator server for the tests that only ask it (it keeps nothing between requests; each test has its
+    own clients): its URL and token. Its environment is a test's (conftest.isolated); stopped and checked as `serve`
+    stops its servers."""
+    token = f"test-{uuid.uuid4().hex}"
+    env = {name: value for name, value in os.environ.items() if not name.startswith(LEAKY)}
+    env |= {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("config")), "XDG_CACHE_HOME": str(session_cache)}
+    env |= {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", TOKEN_VARIABLE: token}
+    folder = tmp_path_factory.mktemp("rules-server")
+    process, url, _ = launch(folder, ["--navigator", "remote_navigators:RulesNavigator"], env)
+    yield url, token
+    assert stop(process) == 128 + signal.SIGTERM
+
+
+@pytest.fixture
+def rules(rules_server: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shared RulesNavigator server's URL, its token in the variable the clients read."""
+    url, token = rules_server
+    monkeypatch.setenv(TOKEN_VARIABLE, token)
+    return url
 
 
 async def sdk_round_trip(url: str) -> dict[str, Any]:
@@ -237,8 +260,8 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
     assert [len(entry["calls"]) for entry in served] == [2, 1, 1, 1, 1]  # the navigator's model calls, each logged
 
 
-def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(serve: Serve) -> None:
-    navigator = McpNavigator(serve("--navigator", "remote_navigators:RulesNavigator"))
+def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(rules: str) -> None:
+    navigator = McpNavigator(rules)
     navigator.check()
     denied = navigator.request_permission(
         PermissionRequest(action="edit tests/test_cart.py", diff=TESTS_DIFF, thought="make it pass", context="…")
@@ -289,11 +312,11 @@ def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decisi
     ],
 )
 def test_only_loopback_names_reach_the_served_navigator(
-    serve: Serve, token: str, headers: dict[str, str], status: int
+    rules_server: tuple[str, str], headers: dict[str, str], status: int
 ) -> None:
     import httpx
 
-    url = serve("--navigator", "remote_navigators:RulesNavigator")
+    url, token = rules_server
     hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
     accept = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
@@ -311,12 +334,12 @@ def initialize(url: str, headers: dict[str, str]) -> Any:
 
 
 def test_the_served_navigator_answers_only_requests_with_its_token(
-    serve: Serve, token: str, monkeypatch: pytest.MonkeyPatch
+    rules: str, rules_server: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 32 §8: any local process could call the tools and spend the navigator's model budget. A request without
     the token, or with another one, gets 401 and a Bearer challenge (as the MCP authorization spec answers); a client
     without it is told in one line what to set."""
-    url = serve("--navigator", "remote_navigators:RulesNavigator")
+    url, token = rules_server
     for headers, error in [({}, "invalid_request"), ({"Authorization": f"Bearer {token}x"}, "invalid_token")]:
         refused = initialize(url, headers)
         assert (refused.status_code, refused.json()) == (401, {"error": error})

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo, require_bwrap, unavailable
+from in_process import invoke
 from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
@@ -132,10 +133,15 @@ def test_no_command_undoes_the_sandbox(tmp_path: Path, home_probe: tuple[Path, s
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A child process: what the commands try to read includes llm-ide's own environment (/proc/<pid>/environ)."""
     environ = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "llm_ide", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=600
     )
+
+
+def here(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return invoke(*args, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 
 
 @pytest.mark.usefixtures("needs_bwrap")
@@ -259,7 +265,7 @@ def test_the_output_folder_never_reaches_the_commands_or_the_patch(tmp_path: Pat
     model = write_script(tmp_path / "s.yaml", steps)
     args = ["run", "--repo", ".", "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
     args += ["--thread-id", "O", *([] if inside else ["--output", str(output)])]
-    done = cli(*args, cwd=repo)
+    done = here(*args, cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     trajectory = json.loads((output / "O.traj.json").read_text())
     assert trajectory["operations"][0]["observation"].startswith("listed\n")
@@ -274,7 +280,7 @@ def test_the_output_folder_cannot_be_the_repository(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
     model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
     args = ["run", "--repo", ".", "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
-    done = cli(*args, "--output", ".", "--thread-id", "Q", cwd=repo)
+    done = here(*args, "--output", ".", "--thread-id", "Q", cwd=repo)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "the output folder is the repository itself" in done.stdout + done.stderr
 

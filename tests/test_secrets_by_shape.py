@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 
 from llm_ide.secrets import credentials_in, known_secrets, redact, scrubbed_environ
 
@@ -124,7 +125,7 @@ def test_config_show_masks_keys_by_name_and_by_shape(tmp_path: Path) -> None:
         "model:\n  kwargs:\n    default_headers: {Authorization: 'Bearer sk-abcdefghijklmnopqrstuvwxyz'}\n"
     )
     shown = ["config", "show", "environment.env", "model.kwargs", "secrets", "--config", str(config)]
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *shown], capture_output=True, text=True, timeout=120)
+    done = invoke(*shown)
     assert done.returncode == 0, done.stderr
     for hidden in ("pw12345678", "abcdefgh1234", "plainvalue99", "sk-abcdefghijklmnopqrstuvwxyz"):
         assert hidden not in done.stdout

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 
 from llm_ide.config import ConfigError, load_config
 
@@ -59,8 +58,7 @@ def test_navigator_serve_refuses_a_short_token(tmp_path: Path, token: str, refus
     server then stops at the next check: the repository does not exist)."""
     environ = {**os.environ, "LLM_IDE_NAVIGATOR_TOKEN": token}
     args = ["navigator", "serve", "--model", "scripted:/dev/null", "--repo", str(tmp_path / "missing"), "--port", "0"]
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *args], env=environ, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = invoke(*args, env=environ)
     assert done.returncode == 2
     lines = (done.stdout + done.stderr).strip().splitlines()
     if refused:
@@ -87,7 +85,7 @@ def test_a_reproduction_script_deleting_git_before_the_first_step_ends_as_a_comm
     args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
     args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "G"]
     args += ["--reproduction", str(tmp_path / "reproduce.sh")]
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *args], capture_output=True, text=True, timeout=300)
+    done = invoke(*args)
     assert done.returncode == 2, done.stdout + done.stderr  # before any model call: the CLI's "could not start"
     assert "environment_error after 0 model calls" in done.stdout and "KeyError" not in done.stdout + done.stderr
     assert "was deleted or replaced" in done.stderr

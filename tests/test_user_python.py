@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from attempts_scripts import choice, review, scripts
 from conftest import make_git_repo, require_bwrap, unavailable
+from in_process import invoke
 from reproduction_scripts import FILES, HARDCODED, REPRO, RIGHT, TASK, WRONG, config, fix_script
 
 from llm_ide import run_attempts
@@ -169,8 +170,7 @@ def test_a_reproduction_that_cannot_start_is_said_before_the_first_step(tmp_path
     model = scripts(tmp_path / "scripts", [fix_script(WRONG, check=False)], [review(5, "x")])
     args = ["run", "--repo", str(repo), "--task", TASK, "--model", model.replace("{attempt}", "1")]
     args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "C"]
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *args, "--reproduction", str(tmp_path / "reproduce.sh")],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = invoke(*args, "--reproduction", str(tmp_path / "reproduce.sh"))
     assert done.returncode == 0, done.stdout + done.stderr
     before = load_trajectory(tmp_path / "out" / "C.traj.json")["info"]["reproduction"]["scripts"][0]["before"]
     assert before["verdict"] == "could not verify" and before["reason"].startswith("it could not start (exit 127")
