@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from pathlib import Path
@@ -10,7 +11,13 @@ WRITE = re.compile(r"^(\d+)\s+([\d.]+) (?:<\.\.\. \w+ resumed>|\w+\(\d+<([^>]*)>
 
 
 def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+    """The size of the files in `folder` now; a file the agent renames or removes meanwhile (an atomic write's
+    temporary file) counts as gone."""
+    total = 0
+    for path in folder.rglob("*") if folder.exists() else ():
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size if path.is_file() else 0
+    return total
 
 
 def strace_prefix(log: Path) -> list[str]:
