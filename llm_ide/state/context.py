@@ -4,6 +4,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 
 from llm_ide.state.record import Record
 
@@ -70,14 +71,13 @@ def normalize_path(path: str, root: str = "") -> str:
 def score_steps(
     accessed: Iterable[int], referred: Iterable[int], params: ScoreParams, start: float = 0.0
 ) -> list[float]:
-    """The activity score after each operation, from a score `start`: S_t = γ·S_{t−1} + α·A_t + β·R_t, that is
-    S = Σ_{i=1..M} (α·A_i + β·R_i) · γ^(M−i): the one place the formula lives (the inspector replays it too)."""
-    alpha, beta, gamma = params.alpha, params.beta, params.gamma
-    scores, score = [], start
-    for a, r in zip(accessed, referred, strict=True):
-        score = score * gamma + alpha * a + beta * r
-        scores.append(score)
-    return scores
+    """The score after each operation from `start`: S_t = γ·S_{t−1} + α·A_t + β·R_t (the inspector replays it too)."""
+    steps = accumulate(zip(accessed, referred, strict=True), lambda s, e: next_score(s, e, params), initial=start)
+    return list(steps)[1:]
+
+
+def next_score(score: float, entry: tuple[int, int], p: ScoreParams) -> float:
+    return score * p.gamma + p.alpha * entry[0] + p.beta * entry[1]  # the one place the formula lives
 
 
 def referral_score(activity: Activity, params: ScoreParams) -> float:
@@ -180,7 +180,7 @@ def with_operation(
     advanced = []
     for index, c in enumerate(chunks):
         a, r, act, up = 1 if index in accessed else 0, referred.get(index, 0), c.activity, c.activity.scored == n > 0
-        score = act.score * p.gamma + p.alpha * a + p.beta * r if up else act.score  # up to date: as score_steps adds
+        score = next_score(act.score, (a, r), p) if up else act.score  # up to date: its one new term
         new = Activity(act.accessed + [a], act.referred + [r], score, n + 1 if up else act.scored)
         advanced.append(Chunk(c.file_path, c.lines, c.class_name, c.function, c.whole_function, new, c.created))
     rescore([c for c in advanced if c.activity.scored != n + 1], n + 1, p)  # the others (a chunk just added)
