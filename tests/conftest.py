@@ -164,13 +164,22 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
     return root
 
 
+def isolated_environ(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> dict[str, str]:
+    """A test's environment: none of the LEAKY variables, a config folder of its own, the session's cache, and no
+    plugins autoloaded by a pytest a run starts (not this venv's)."""
+    kept = {name: value for name, value in os.environ.items() if not name.startswith(LEAKY)}
+    folders = {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("config")), "XDG_CACHE_HOME": str(session_cache)}
+    return kept | folders | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> None:
-    for name in [name for name in os.environ if name.startswith(LEAKY)]:
+    environ = isolated_environ(tmp_path_factory, session_cache)
+    for name in os.environ.keys() - environ.keys():
         monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache))
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # a pytest a run starts: not this venv's plugins
+    for name, value in environ.items():
+        if os.environ.get(name) != value:
+            monkeypatch.setenv(name, value)
 
 
 def in_ci() -> bool:

@@ -36,7 +36,7 @@ from agent_script import (
 from agent_script import (
     CART_VIEW as VIEW,
 )
-from conftest import LEAKY, git, make_git_repo
+from conftest import git, isolated_environ, make_git_repo
 from in_process import invoke
 
 from llm_ide.config import load_config
@@ -123,12 +123,10 @@ def serve(tmp_path: Path, token: str) -> Iterator[Serve]:
 @pytest.fixture(scope="module")
 def rules_server(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> Iterator[tuple[str, str]]:
     """One RulesNavigator server for the tests that only ask it (it keeps nothing between requests; each test has its
-    own clients): its URL and token. Its environment is a test's (conftest.isolated); stopped and checked as `serve`
-    stops its servers."""
+    own clients): its URL and token. Its environment is a test's (conftest.isolated_environ); stopped and checked as
+    `serve` stops its servers."""
     token = f"test-{uuid.uuid4().hex}"
-    env = {name: value for name, value in os.environ.items() if not name.startswith(LEAKY)}
-    env |= {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("config")), "XDG_CACHE_HOME": str(session_cache)}
-    env |= {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", TOKEN_VARIABLE: token}
+    env = isolated_environ(tmp_path_factory, session_cache) | {TOKEN_VARIABLE: token}
     folder = tmp_path_factory.mktemp("rules-server")
     process, url, _ = launch(folder, ["--navigator", "remote_navigators:RulesNavigator"], env)
     yield url, token
