@@ -113,3 +113,32 @@ def test_streams_traced_runs_and_other_models_keep_langchain(monkeypatch: pytest
         assert whole.complete(MESSAGES).text == "Fine."
         assert server.requests[-1].body["stream"] is False
     assert Completions.of(object()) is None
+
+
+CALL = {"id": "call_1", "name": "view", "args": {"path": "a.py", "lines": [1, 2.5], "ünï": None}}
+TURNS = [
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "content": "1 import os\n2 \u2028 </tag>", "tool_call_id": "call_1"},
+    {"role": "user", "content": "Fix the bug in ünïcode."},  # the same value as an earlier message: sent again
+    {"role": "assistant", "content": "Reading.", "tool_calls": [{**CALL, "args": {"lines": [1, 2.5], "path": "a.py"}}]},
+    {"role": "tool", "content": "done", "tool_call_id": "call_1"},
+]
+
+
+@pytest.mark.parametrize("name", ["gpt-test", "o3-test"])  # an o-series model: its system message is the developer's
+def test_prompts_sharing_messages_are_sent_as_langchain_sends_each(name: str) -> None:
+    """Each message's wire form is made once and kept (`Completions.sent`): prompts growing by turns, some messages
+    repeated or changed (the same call's arguments in another order), are each the request LangChain makes."""
+    prompts = [MESSAGES, MESSAGES + TURNS[:2], MESSAGES + TURNS, [MESSAGES[0], TURNS[1], MESSAGES[1]], MESSAGES]
+    with OpenAIServer(replies=["Fine."] * 2 * len(prompts)) as server:
+        model = get_model(name, load_config(model={"max_retries": 0}).model, base_url=server.url)
+        assert isinstance(model, ChatModel) and model.direct is not None
+        for prompt in prompts:
+            payload, hints = model._payload(prompt, None)
+            model.direct.invoke(payload, hints)
+            model.chat.invoke(payload, **hints)
+        bodies = [json.dumps(request.body) for request in server.requests]
+    assert bodies[0::2] == bodies[1::2]
+    assert [len(json.loads(body)["messages"]) for body in bodies[0::2]] == [2, 4, 7, 3, 2]
+    assert json.loads(bodies[0])["messages"][0]["role"] == ("developer" if name.startswith("o") else "system")
+    assert len(model.direct.sent) == 6  # the distinct messages: the two calls' arguments in two orders are two
