@@ -238,8 +238,8 @@ class Completions:
         body's messages and their JSON (made once for each) as `invoke` keeps them; none when it holds other ones."""
         if self.plain is not None:
             for entry in sent:
-                entry[1] = wire_json(entry[0]) if entry[1] is None else entry[1]
-            parts = {"messages": "[" + ",".join(text for _, text in sent) + "]"} if sent else {}
+                entry[1] = wire_json(entry[0]).encode("utf-8") if entry[1] is None else entry[1]
+            parts = {"messages": b"[" + b",".join(data for _, data in sent) + b"]"} if sent else {}
             return self._post_plain(self.plain, body_bytes(body, parts))
         import openai
 

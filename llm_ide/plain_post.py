@@ -28,13 +28,16 @@ def wire_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def body_bytes(body: dict[str, Any], parts: dict[str, str]) -> bytes:
-    """`wire_json(body)` in UTF-8, the JSON of the fields in `parts` as given (the same text: json writes an object
-    as its members' JSON joined by the separators alone)."""
+def body_bytes(body: dict[str, Any], parts: dict[str, bytes]) -> bytes:
+    """`wire_json(body)` in UTF-8, that of the fields in `parts` as given (the same bytes: json writes an object as
+    its members' JSON joined by the separators alone)."""
     if not all(type(key) is str for key in body):
         return wire_json(body).encode("utf-8")
-    members = (wire_json(key) + ":" + (parts[key] if key in parts else wire_json(value)) for key, value in body.items())
-    return ("{" + ",".join(members) + "}").encode("utf-8")
+    members = (
+        (wire_json(key) + ":").encode("utf-8") + (parts[key] if key in parts else wire_json(value).encode("utf-8"))
+        for key, value in body.items()
+    )
+    return b"{" + b",".join(members) + b"}"
 
 
 class DeadlineReader(io.RawIOBase):

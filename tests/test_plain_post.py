@@ -154,6 +154,6 @@ JSON_VALUES = st.recursive(
 def test_a_body_written_in_parts_is_the_body_written_whole(body: dict[str, Any], messages: list[Any]) -> None:
     """The messages' JSON made apart (each once, kept by chat_wire.Completions) and joined: the same bytes."""
     whole = {**body, "messages": messages}
-    parts = {"messages": "[" + ",".join(wire_json(message) for message in messages) + "]"}
+    parts = {"messages": b"[" + b",".join(wire_json(message).encode("utf-8") for message in messages) + b"]"}
     assert body_bytes(whole, parts) == body_bytes(whole, {}) == wire_json(whole).encode("utf-8")
     assert body_bytes(whole, {}) == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()
