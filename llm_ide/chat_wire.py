@@ -212,17 +212,19 @@ class Completions:
         are made LangChain's messages and back (most of a prompt is the previous request's)."""
         from langchain_core.messages import convert_to_messages
 
-        if len(self.sent) > 4 * len(messages) + 16:
-            self.sent.clear()
         keys = [message_key(message) for message in messages]
-        new = {key: message for key, message in zip(keys, messages, strict=True) if key not in self.sent}
+        kept = {key: entry for key in keys if (entry := self.sent.get(key)) is not None}
+        new = {key: message for key, message in zip(keys, messages, strict=True) if key not in kept}
         payload = self.chat._get_request_payload(convert_to_messages(list(new.values())), **hints)
         if {"response_format", "extra_headers", "extra_query", "timeout"} & payload.keys() or payload.get("stream"):
             return None
         if self.chat._use_responses_api(payload):
             return None
-        self.sent.update((key, [wire, None]) for key, wire in zip(new, payload["messages"], strict=True))
-        sent = [self.sent[key] for key in keys]
+        kept |= {key: [wire, None] for key, wire in zip(new, payload["messages"], strict=True)}
+        if len(self.sent) > 4 * len(messages) + 16:
+            self.sent = {}  # replaced, not cleared: requests made at the same time (`n` of them) hold what they read
+        self.sent.update(kept)
+        sent = [kept[key] for key in keys]
         payload["messages"] = [wire for wire, _ in sent]
         fields = sorted(payload.keys() - {"extra_body"}, key=lambda key: (SDK_FIRST.get(key, len(SDK_FIRST)), key))
         body = {key: payload[key] for key in fields} | payload.get("extra_body", {})

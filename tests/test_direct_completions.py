@@ -5,6 +5,7 @@ request on the wire (path, body and its key order, the SDK's headers), the same 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -142,3 +143,30 @@ def test_prompts_sharing_messages_are_sent_as_langchain_sends_each(name: str) ->
     assert [len(json.loads(body)["messages"]) for body in bodies[0::2]] == [2, 4, 7, 3, 2]
     assert json.loads(bodies[0])["messages"][0]["role"] == ("developer" if name.startswith("o") else "system")
     assert len(model.direct.sent) == 6  # the distinct messages: the two calls' arguments in two orders are two
+
+
+def test_requests_made_at_the_same_time_each_send_their_own_prompt() -> None:
+    """Threads asking at once (`n` requests of a step) through one `Completions`, its kept messages replaced as they
+    grow: each request's messages are LangChain's for its own prompt."""
+    from langchain_core.messages import convert_to_messages
+
+    prompts = [MESSAGES + TURNS[: n % 6] + [{"role": "user", "content": f"prompt {n}"}] for n in range(48)]
+    with OpenAIServer(replies=["Fine."] * len(prompts)) as server:
+        model = model_of(server.url)
+        assert model.direct is not None
+        threads = [
+            threading.Thread(target=lambda part=part: [model.direct.invoke(p, {}) for p in part])  # type: ignore[union-attr]
+            for part in (prompts[0::3], prompts[1::3], prompts[2::3])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        sent = {request.body["messages"][-1]["content"]: request.body["messages"] for request in server.requests}
+        expected = {
+            prompt[-1]["content"]: model.chat._get_request_payload(convert_to_messages(prompt))["messages"]
+            for prompt in prompts
+        }
+    assert {key: json.dumps(value) for key, value in sent.items()} == {
+        key: json.dumps(value) for key, value in expected.items()
+    }
