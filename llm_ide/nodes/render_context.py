@@ -95,7 +95,8 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """At the start of an epoch, render the memory snapshot the prompts build on."""
-    renewed = renewal(runtime.context, state)
+    with runtime.context.codebase.view.held():  # each file read once: no command runs meanwhile
+        renewed = renewal(runtime.context, state)
     if renewed is None:
         return {}
     snapshot, kept_base = renewed
