@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
-from llm_ide.conversation import params_text
+from llm_ide.conversation import params_text, params_texts
 from llm_ide.pricing import Price, price_of
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode
 from llm_ide.text import shared_start
-from llm_ide.variant import AgentContext, Memo
+from llm_ide.variant import AgentContext
 
 TURN_CHARS = 100  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
@@ -37,18 +36,6 @@ def reply_chars(node: OperationNode, params: int | None = None) -> int:
     return len(node.thought) + params + len(node.lessons) + REPLY_CHARS
 
 
-def params_lengths(memo: Memo, nodes: list[OperationNode]) -> list[int]:
-    """Each operation's action text's length, written once (kept by id with the action it was written from)."""
-    known: dict[int, tuple[str, dict[str, Any], int]] = memo.get(("ledger", "params"), dict)
-    lengths = []
-    for node in nodes:
-        kept = known.get(node.id)
-        if kept is None or kept[0] != node.action_type or kept[1] != node.action_params:
-            kept = known[node.id] = (node.action_type, node.action_params, len(params_text(node)))
-        lengths.append(kept[2])
-    return lengths
-
-
 @dataclass(frozen=True)
 class Ledger:
     """The current epoch, and the memory's prompts against full history's: the run's first snapshot, then every
@@ -67,7 +54,7 @@ class Ledger:
     @classmethod
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
         price, nodes = prices(ctx), state.get("operations", [])
-        params = params_lengths(ctx.memo, nodes)
+        params = [len(text) for text in params_texts(ctx.memo, nodes)]
         steps, usage = len(nodes), state.get("usage")
         calls = usage["api_calls"] if usage else steps
         return cls(
