@@ -30,7 +30,7 @@ def code_context_text(
     ctx: AgentContext,
     chunks: list[Chunk],
     n_operations: int,
-    hide: set[str] | None = None,
+    hide: frozenset[str] | None = None,
     since: int = 0,
     whole: Collection[str] = (),
 ) -> str:
@@ -184,7 +184,8 @@ def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
     step = state.get("n_operations", 0)
     changes = changed_sections(ctx, kept["changes"], tracked_diff(state.get("worktree_patch", "")))
     new_files = files_named(ctx, state.get("operations", [])[kept["step"] :], kept["files"])[len(kept["files"]) :]
-    hide = {row for row in kept["text"].split("\n") if ROW.match(row)}
+    rows = lambda: frozenset(row for row in kept["text"].split("\n") if ROW.match(row))  # noqa: E731
+    hide = ctx.memo.get(("rows", kept["text"]), rows)  # the same object each step: the code view keys renders by it
     parts = {
         "operation_history": "\n\n".join(briefs(ctx, history[kept["history"] :], chain[kept["history"] + 1 :])),
         "lessons": "\n".join(f"- {lesson}" for lesson in lessons_of(state) if lesson not in kept["lessons"]),
