@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from llm_ide import verdict
 from llm_ide.calls import Message
@@ -16,7 +15,7 @@ from llm_ide.parsing import body_text
 from llm_ide.prompting import ROW, render, rows_elided, truncate
 from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import VERDICT_PARTS, OperationNode
-from llm_ide.variant import AgentContext, Memo, joined
+from llm_ide.variant import AgentContext, joined
 
 
 def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
@@ -52,18 +51,6 @@ def system_prompt(ctx: AgentContext, task: str, notes: str, more_actions: str) -
 
 def params_text(node: OperationNode) -> str:
     return body_text(node.action_type, node.action_params)
-
-
-def params_texts(memo: Memo, nodes: list[OperationNode]) -> list[str]:
-    """Each operation's action text, written once (kept by id with a copy of the action it was written from)."""
-    known: dict[int, tuple[str, dict[str, Any], str]] = memo.get(("params",), dict)
-    texts = []
-    for node in nodes:
-        kept = known.get(node.id)
-        if kept is None or kept[0] != node.action_type or kept[1] != node.action_params:
-            kept = known[node.id] = (node.action_type, dict(node.action_params), params_text(node))
-        texts.append(kept[2])
-    return texts
 
 
 def action_turn(ctx: AgentContext, node: OperationNode) -> str:

@@ -13,7 +13,8 @@ from functools import partial
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
-from llm_ide.conversation import capped, params_texts
+from llm_ide.conversation import capped
+from llm_ide.nodes.ledger import params_texts
 from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState, MemoryBase
