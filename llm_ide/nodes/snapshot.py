@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
@@ -57,8 +57,13 @@ def whole_named(ctx: AgentContext, node: OperationNode, reads: bool) -> list[str
     if node.action_type != "bash":
         return []
     command = str(node.action_params.get("command") or "")
-    named = [*written_whole(command), *filter(None, [read_whole(command) if reads else None])]
-    return list(dict.fromkeys(ctx.codebase.view.path(path) for path in named))
+    return list(dict.fromkeys(ctx.codebase.view.path(path) for path in named_whole(command, reads)))
+
+
+@lru_cache(maxsize=4096)
+def named_whole(command: str, reads: bool) -> tuple[str, ...]:
+    """The files a command writes whole, and shows whole if `reads`, as it names them (kept: the command's alone)."""
+    return (*written_whole(command), *filter(None, [read_whole(command) if reads else None]))
 
 
 def whole_files(ctx: AgentContext, state: AgentState) -> list[str]:
