@@ -85,6 +85,10 @@ def test_the_ledger_writes_each_actions_text_once_and_again_when_it_changed() ->
     ]
     nodes[0].action_params["command"] = "ls"  # changed in place: its text is written again
     assert params_texts(memo, nodes[:1]) == ["ls"] == [params_text(nodes[0])]
+    nested = OperationNode(id=4, parent_id=3, action_type="view", action_params={"path": "c.py", "lines": [1, 2]})
+    assert params_texts(memo, [nested]) == [params_text(nested)]
+    nested.action_params["lines"].append(3)  # changed deep inside: seen too
+    assert params_texts(memo, [nested]) == [params_text(nested)] == ['{"path": "c.py", "lines": [1, 2, 3]}']
 
 
 def test_the_known_secrets_follow_the_environment_and_the_registered_ones(monkeypatch: pytest.MonkeyPatch) -> None:

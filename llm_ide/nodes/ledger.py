@@ -4,10 +4,10 @@ headings, an epoch's opening its snapshot."""
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
-from typing import Any
 
 from llm_ide.conversation import params_text
 from llm_ide.pricing import Price, price_of
@@ -38,13 +38,13 @@ def reply_chars(node: OperationNode, params: int) -> int:
 
 
 def params_texts(memo: Memo, nodes: list[OperationNode]) -> list[str]:
-    """Each operation's action text, written once (kept by id with a copy of the action it was written from)."""
-    known: dict[int, tuple[str, dict[str, Any], str]] = memo.get(("params",), dict)
+    """Each operation's action text, written once (exact: kept by id with a deep copy of the action written from)."""
+    known = memo.get(("params",), dict)  # id -> (action type, its parameters, their text)
     texts = []
     for node in nodes:
         kept = known.get(node.id)
         if kept is None or kept[0] != node.action_type or kept[1] != node.action_params:
-            kept = known[node.id] = (node.action_type, dict(node.action_params), params_text(node))
+            kept = known[node.id] = (node.action_type, deepcopy(node.action_params), params_text(node))
         texts.append(kept[2])
     return texts
 
