@@ -17,7 +17,7 @@ from llm_ide.conversation import Shown, params_text
 from llm_ide.environments.processes import Leftovers
 from llm_ide.environments.sandbox import real_path, resolve_inside, within
 from llm_ide.environments.sockets import host_sockets
-from llm_ide.nodes.ledger import params_lengths
+from llm_ide.nodes.ledger import params_texts
 from llm_ide.secrets import known_secrets, redact, register
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import Memo
@@ -76,13 +76,19 @@ def test_the_ledger_writes_each_actions_text_once_and_again_when_it_changed() ->
         OperationNode(id=3, parent_id=2, action_type="view", action_params={"path": "b.py", "start_line": 3}),
     ]
     memo = Memo()
-    written = [len(params_text(node)) for node in nodes]
-    assert params_lengths(memo, nodes) == written == params_lengths(memo, nodes)
+    written = [params_text(node) for node in nodes]
+    assert params_texts(memo, nodes) == written == params_texts(memo, nodes)
     changed = [nodes[0], replace(nodes[1], action_params={"path": "a.py", "old": "x", "new": "yy"}), nodes[2]]
-    assert params_lengths(memo, changed) == [written[0], len(params_text(changed[1])), written[2]]
-    assert params_lengths(memo, [replace(nodes[2], action_type="bash")]) == [
-        len(params_text(replace(nodes[2], action_type="bash")))
+    assert params_texts(memo, changed) == [written[0], params_text(changed[1]), written[2]]
+    assert params_texts(memo, [replace(nodes[2], action_type="bash")]) == [
+        params_text(replace(nodes[2], action_type="bash"))
     ]
+    nodes[0].action_params["command"] = "ls"  # changed in place: its text is written again
+    assert params_texts(memo, nodes[:1]) == ["ls"] == [params_text(nodes[0])]
+    nested = OperationNode(id=4, parent_id=3, action_type="view", action_params={"path": "c.py", "lines": [1, 2]})
+    assert params_texts(memo, [nested]) == [params_text(nested)]
+    nested.action_params["lines"].append(3)  # changed deep inside: seen too
+    assert params_texts(memo, [nested]) == [params_text(nested)] == ['{"path": "c.py", "lines": [1, 2, 3]}']
 
 
 def test_the_known_secrets_follow_the_environment_and_the_registered_ones(monkeypatch: pytest.MonkeyPatch) -> None:

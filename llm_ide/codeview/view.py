@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from llm_ide.codeview.index import FileIndex, build_index, display_lines
 from llm_ide.codeview.matching import LineKeys
@@ -25,6 +26,7 @@ class CodeView:
         self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
         self._keys: dict[str, tuple[bytes, LineKeys]] = {}  # the stripped-line index of each file's latest content
+        self._held: dict[str, FileSnapshot | None] | None = None  # the reads while held
 
     def path(self, path: str) -> str:
         normalized = self._paths.get(path)
@@ -37,7 +39,9 @@ class CodeView:
         wanted = list(dict.fromkeys(self.path(path) for path in paths))
         if not wanted:
             return
-        snapshots = self.source.read_files(wanted)
+        held, unread = self._held or {}, [path for path in wanted if self._held is None or path not in self._held]
+        snapshots = held | (self.source.read_files(unread) if unread else {})
+        self._held = None if self._held is None else snapshots
         for path in wanted:
             snapshot = snapshots.get(path)
             index = self._parsed.get(path)
@@ -49,6 +53,15 @@ class CodeView:
         if len(self._current) > 4 * self.max_files:
             for path in list(self._current)[: len(self._current) - 2 * self.max_files]:
                 del self._current[path]
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Within, each file is read once and its read reused, as if read again (for renders while no command runs)."""
+        self._held = {}
+        try:
+            yield
+        finally:
+            self._held = None
 
     def invalidate(self) -> None:
         """Forget the latest reads (not the parses): the next lookup of each file reads it again."""

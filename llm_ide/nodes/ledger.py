@@ -4,9 +4,10 @@ headings, an epoch's opening its snapshot."""
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from itertools import accumulate
 
 from llm_ide.conversation import params_text
 from llm_ide.pricing import Price, price_of
@@ -32,21 +33,20 @@ def turn_chars(node: OperationNode, params: int | None = None) -> int:
     return len(node.thought) + params + len(node.lessons) + len(node.observation) + TURN_CHARS
 
 
-def reply_chars(node: OperationNode, params: int | None = None) -> int:
-    params = len(params_text(node)) if params is None else params
+def reply_chars(node: OperationNode, params: int) -> int:
     return len(node.thought) + params + len(node.lessons) + REPLY_CHARS
 
 
-def params_lengths(memo: Memo, nodes: list[OperationNode]) -> list[int]:
-    """Each operation's action text's length, written once (kept by id with the action it was written from)."""
-    known: dict[int, tuple[str, dict[str, Any], int]] = memo.get(("ledger", "params"), dict)
-    lengths = []
+def params_texts(memo: Memo, nodes: list[OperationNode]) -> list[str]:
+    """Each operation's action text, written once (exact: kept by id with a deep copy of the action written from)."""
+    known = memo.get(("params",), dict)  # id -> (action type, its parameters, their text)
+    texts = []
     for node in nodes:
         kept = known.get(node.id)
         if kept is None or kept[0] != node.action_type or kept[1] != node.action_params:
-            kept = known[node.id] = (node.action_type, node.action_params, len(params_text(node)))
-        lengths.append(kept[2])
-    return lengths
+            kept = known[node.id] = (node.action_type, deepcopy(node.action_params), params_text(node))
+        texts.append(kept[2])
+    return texts
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,8 @@ class Ledger:
     @classmethod
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
         price, nodes = prices(ctx), state.get("operations", [])
-        params = params_lengths(ctx.memo, nodes)
+        params = [len(text) for text in params_texts(ctx.memo, nodes)]
         steps, usage = len(nodes), state.get("usage")
-        calls = usage["api_calls"] if usage else steps
         return cls(
             reread=min(1.0, price.read / price.write),
             output=price.output / price.write,
@@ -79,16 +78,13 @@ class Ledger:
             opening=len(state.get("snapshot", "")),
             first=old.get("first") or len(old["text"]),
             balance=old.get("balance", 0.0),
-            calls=max(1.0, calls / steps) if steps else 1.0,
+            calls=max(1.0, usage["api_calls"] / steps) if usage and steps else 1.0,
         )
 
     @cached_property
     def history(self) -> list[int]:
         """Full history's prompt at each step's call (the first snapshot and the turns of the operations before)."""
-        sizes = [self.first]
-        for size in self.turns:
-            sizes.append(sizes[-1] + size)
-        return sizes
+        return list(accumulate(self.turns, initial=self.first))
 
     @property
     def step(self) -> int:

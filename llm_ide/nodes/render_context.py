@@ -29,25 +29,13 @@ def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
 
 
 def full(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> Renewal:
-    fresh = base(ctx, state, previous)
-    text, since = compose(ctx, state, fresh)
+    text, since = compose(ctx, state, fresh := base(ctx, state, previous))
     return text, {**fresh, "since": since}
 
 
-def system_chars(ctx: AgentContext, state: AgentState) -> int:
-    parts = ctx.variants.prompt(ctx, state)
-    return len(system_prompt(ctx, state["task"], parts.task_notes, parts.actions))
-
-
-def settled(ledger: Ledger, old: str, renewed: Renewal) -> Renewal:
-    """The renewal with the ledger as it will be after its call."""
-    text, kept = renewed
+def settled(ledger: Ledger, old: str, text: str, kept: MemoryBase) -> Renewal:
+    """The renewal to `text` with the ledger as it will be after its call."""
     return text, {**kept, "first": ledger.first, "balance": ledger.renewed(old, text)}
-
-
-def first_renewal(ctx: AgentContext, state: AgentState) -> Renewal:
-    text, fresh = full(ctx, state)
-    return text, {**fresh, "first": len(text), "balance": 0.0}
 
 
 def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
@@ -57,12 +45,14 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
     full history's (memory settings in default.yaml); always before the prompt nears its budget."""
     memory, old = ctx.settings.memory, state.get("snapshot_base")
     if old is None:
-        return first_renewal(ctx, state)
+        text, fresh = full(ctx, state)
+        return text, {**fresh, "first": len(text), "balance": 0.0}
     ledger, snapshot = Ledger.of(ctx, state, old), state.get("snapshot", "")
     since = ledger.step - ledger.start
     if not snapshot or (memory.snapshot_every and since >= memory.snapshot_every):
-        return settled(ledger, snapshot, full(ctx, state))
-    size = system_chars(ctx, state) + ledger.epoch
+        return settled(ledger, snapshot, *full(ctx, state))
+    parts = ctx.variants.prompt(ctx, state)
+    size = len(system_prompt(ctx, state["task"], parts.task_notes, parts.actions)) + ledger.epoch
     forced = size > RENEW_AT * memory.prompt_budget_chars
     if not forced and (size <= memory.renew_at_chars or since < MIN_EPOCH):
         return None
@@ -78,7 +68,7 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
         or not ledger.allows(cheapest, len(old["text"]) + least, memory.overspend)
     ):
         return None  # neither can pay yet (either would send at least about this much): nothing rendered
-    renewed = settled(ledger, snapshot, full(ctx, state, old))
+    renewed = settled(ledger, snapshot, *full(ctx, state, old))
     price = (1 - p) * new_chars(snapshot, renewed[0], ledger.latest)
     if forced or (
         dropped + followed >= memory.renew_ratio * price
@@ -95,7 +85,8 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
 
 def render_context(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     """At the start of an epoch, render the memory snapshot the prompts build on."""
-    renewed = renewal(runtime.context, state)
+    with runtime.context.codebase.view.held():  # each file read once: no command runs meanwhile
+        renewed = renewal(runtime.context, state)
     if renewed is None:
         return {}
     snapshot, kept_base = renewed

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
-from llm_ide.conversation import capped, params_text
+from llm_ide.conversation import capped
+from llm_ide.nodes.ledger import params_texts
 from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.context import Chunk, scored, select_chunks, trim_to_budget
 from llm_ide.state.graph_state import AgentState, MemoryBase
@@ -30,7 +31,7 @@ def code_context_text(
     ctx: AgentContext,
     chunks: list[Chunk],
     n_operations: int,
-    hide: set[str] | None = None,
+    hide: frozenset[str] | None = None,
     since: int = 0,
     whole: Collection[str] = (),
 ) -> str:
@@ -56,8 +57,13 @@ def whole_named(ctx: AgentContext, node: OperationNode, reads: bool) -> list[str
     if node.action_type != "bash":
         return []
     command = str(node.action_params.get("command") or "")
-    named = [*written_whole(command), *filter(None, [read_whole(command) if reads else None])]
-    return list(dict.fromkeys(ctx.codebase.view.path(path) for path in named))
+    return list(dict.fromkeys(ctx.codebase.view.path(path) for path in named_whole(command, reads)))
+
+
+@lru_cache(maxsize=4096)
+def named_whole(command: str, reads: bool) -> tuple[str, ...]:
+    """The files a command writes whole, and shows whole if `reads`, as it names them (kept: the command's alone)."""
+    return (*written_whole(command), *filter(None, [read_whole(command) if reads else None]))
 
 
 def whole_files(ctx: AgentContext, state: AgentState) -> list[str]:
@@ -91,9 +97,9 @@ def briefs(ctx: AgentContext, nodes: list[OperationNode], following: list[Operat
     """Each node in brief (thought and action cut short, its summary unless the next node's thought begins with it)."""
     memory = ctx.settings.memory
     parts = []
-    for node, after in zip(nodes, following, strict=False):
+    for node, after, text in zip(nodes, following, params_texts(ctx.memo, nodes), strict=False):
         thought = clip(node.thought, memory.history_thought_chars)
-        params = clip(params_text(node), memory.history_params_chars)
+        params = clip(text, memory.history_params_chars)
         summary = "" if node.summary == first_sentence(after.thought) else node.summary or "(none)"
         brief = partial(
             render, ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary
@@ -118,21 +124,18 @@ def recent_text(ctx: AgentContext, recent: list[OperationNode], shown_text: str)
     """The last operations of the chain as they ran: thought, action, observation (its rows the snapshot shows left
     out); the last one is the latest."""
     parts, rows = [], set(shown_text.split("\n"))
-    for node in recent:
+    for node, params in zip(recent, params_texts(ctx.memo, recent), strict=True):
         observation = rows_elided(node.observation, rows, ctx.templates, context=True)
         shown = replace(node, observation=observation)
-        parts.append(
-            render(ctx.templates, "operation", node=shown, params=params_text(node), latest=node is recent[-1])
-        )
+        parts.append(render(ctx.templates, "operation", node=shown, params=params, latest=node is recent[-1]))
     return "\n".join(parts)
 
 
 def files_named(ctx: AgentContext, nodes: list[OperationNode], known: list[str]) -> list[str]:
     """`known`, then the repository's files that the operations' actions and outputs named (those that exist), in
     first-seen order."""
-    named = paths_named(
-        [text for node in nodes for text in (params_text(node), node.observation)], ctx.codebase.env.workdir
-    )
+    texts = zip(params_texts(ctx.memo, nodes), (node.observation for node in nodes), strict=True)
+    named = paths_named([text for pair in texts for text in pair], ctx.codebase.env.workdir)
     return list(dict.fromkeys([*known, *ctx.codebase.view.existing(path for path in named if path not in known)]))
 
 
@@ -187,7 +190,8 @@ def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
     step = state.get("n_operations", 0)
     changes = changed_sections(ctx, kept["changes"], tracked_diff(state.get("worktree_patch", "")))
     new_files = files_named(ctx, state.get("operations", [])[kept["step"] :], kept["files"])[len(kept["files"]) :]
-    hide = {row for row in kept["text"].split("\n") if ROW.match(row)}
+    rows = lambda: frozenset(row for row in kept["text"].split("\n") if ROW.match(row))  # noqa: E731
+    hide = ctx.memo.get(("rows", kept["text"]), rows)  # the same object each step: the code view keys renders by it
     parts = {
         "operation_history": "\n\n".join(briefs(ctx, history[kept["history"] :], chain[kept["history"] + 1 :])),
         "lessons": "\n".join(f"- {lesson}" for lesson in lessons_of(state) if lesson not in kept["lessons"]),
