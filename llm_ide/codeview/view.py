@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import replace
 
 from llm_ide.codeview.index import FileIndex, build_index, display_lines
 from llm_ide.codeview.matching import LineKeys
@@ -24,7 +25,8 @@ class CodeView:
         self._current: dict[str, FileIndex | FileSnapshot | None] = {}
         self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
-        self._keys: dict[str, tuple[bytes, LineKeys]] = {}  # the stripped-line index of each file's latest content
+        self._former: dict[str, FileIndex] = {}  # each file's parse before its latest one (an undone edit's content)
+        self._keys: dict[str, list[tuple[bytes, LineKeys]]] = {}  # stripped-line indexes of a file's last 2 contents
 
     def path(self, path: str) -> str:
         normalized = self._paths.get(path)
@@ -142,11 +144,12 @@ class CodeView:
         entry = self._current.get(path)
         if lines is None or entry is None:
             return None
-        cached = self._keys.get(path)
-        if cached is not None and (cached[0] is entry.data or cached[0] == entry.data):
-            return cached[1]
+        known = self._keys.get(path, [])
+        for data, keys in known:
+            if data is entry.data or data == entry.data:
+                return keys
         keys = LineKeys.of(lines)
-        self._keys[path] = (entry.data, keys)
+        self._keys[path] = [(entry.data, keys), *known[:1]]
         if len(self._keys) > self.max_files:
             del self._keys[next(iter(self._keys))]
         return keys
@@ -166,11 +169,19 @@ class CodeView:
         if entry is None or isinstance(entry, FileIndex):
             return entry
         previous = self._parsed.get(path)  # the file's former parse: only its edited span is parsed again
-        index = self._current[path] = self._parsed[path] = build_index(path, entry.data, entry.mtime_ns, previous)
+        former = self._former.pop(path, None)  # (reused for equal bytes: an index depends on the path and bytes only)
+        if former is not None and former.data == entry.data:
+            index = replace(former, mtime_ns=entry.mtime_ns)
+        else:
+            index = build_index(path, entry.data, entry.mtime_ns, previous)
+        if previous is not None:
+            self._former[path] = previous
+        self._current[path] = self._parsed[path] = index
         self._parsed.move_to_end(path)
         while len(self._parsed) > self.max_files:
             evicted, _ = self._parsed.popitem(last=False)
             self._current.pop(evicted, None)
+            self._former.pop(evicted, None)
         return index
 
     def _render_file(self, path: str, chunks: list[Chunk], hide: Collection[str] = ()) -> str:
