@@ -82,8 +82,7 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
 
     def snapshot() -> str:
         try:
-            keep_base(env, base).check_repository()
-            return redact(extract_patch(env, base, settings.patch))
+            return redact(extract_patch(env, base, settings.patch, check=True))
         except EnvironmentFailure:
             raise
         except Exception as error:
@@ -112,8 +111,7 @@ def final_patch(env: Environment, base: str | None, settings: CoreSettings, valu
     if base is None:
         return ""
     try:
-        keep_base(env, base).check_repository()
-        return extract_patch(env, base, settings.patch)
+        return extract_patch(env, base, settings.patch, check=True)
     except RepositoryLost as error:  # the run ends with it; its work as the last snapshot holds it
         error.patch = values.get("worktree_patch", "")
         raise
