@@ -140,15 +140,15 @@ class CodeView:
     def line_keys(self, path: str) -> LineKeys | None:
         """The index of the file's stripped lines as last read (read now if it was not), built once per content."""
         path = self.path(path)
-        lines = self.lines(path)
-        entry = self._current.get(path)
-        if lines is None or entry is None:
+        if path not in self._current:
+            self.refresh([path])
+        if (entry := self._current[path]) is None:
             return None
         known = self._keys.get(path, [])
         for data, keys in known:
             if data is entry.data or data == entry.data:
-                return keys
-        keys = LineKeys.of(lines)
+                return keys  # (a file not parsed has no lines ready: they are split only to build these)
+        keys = LineKeys.of(entry.lines if isinstance(entry, FileIndex) else display_lines(entry.data))
         self._keys[path] = [(entry.data, keys), *known[:1]]
         if len(self._keys) > self.max_files:
             del self._keys[next(iter(self._keys))]
