@@ -111,7 +111,10 @@ class BaseTree:
         )
         returncode, output = self.env.run_trusted(first + check + script, 600)
         if returncode == LOST and first:
-            raise self._lost()
+            raise RepositoryLost(
+                f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
+                f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
+            )
         if returncode == MISSING:
             self._install()
             returncode, output = self.env.run_trusted(script, 600)
@@ -131,28 +134,13 @@ class BaseTree:
         self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
         return self._run(then)
 
-    def check_repository(self) -> None:
-        """RepositoryLost when the repository's own git directory is gone, another one, or without the base commit
-        (a command or a script deleted or replaced it); the patch itself never needs it."""
-        if self.env.run_trusted(self._repository_check(), 60)[0] != 0:
-            raise self._lost()
-
-    def _repository_check(self) -> str:
-        found = f'"$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)}'
-        return f"[ {found} ] && git cat-file -e {shlex.quote(self.base)}^{{commit}} 2>/dev/null"
-
-    def _lost(self) -> RepositoryLost:
-        return RepositoryLost(
-            f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
-            f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
-        )
-
     def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
-        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used, but
-        with `check`: `check_repository` first, in the same call into the environment."""
-        first = f"{{ {self._repository_check()}; }} || exit {LOST}; " if check else ""
-        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}", first)
+        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used; with
+        `check`, RepositoryLost first (in the same call) when it is gone, another one, or without the base commit."""
+        found = f'[ "$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)} ]'
+        first = f"{{ {found} && git cat-file -e {shlex.quote(self.base)}^{{commit}} 2>/dev/null; }} || exit {LOST}; "
+        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}", first if check else "")
         return diff.decode("utf-8", errors="replace")
 
     def restore(self, patch: str, settings: PatchSettings) -> int:
