@@ -25,7 +25,7 @@ class CodeView:
         self._current: dict[str, FileIndex | FileSnapshot | None] = {}
         self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
-        self._former: dict[str, FileIndex] = {}  # each file's parse before its latest one (an undone edit's content)
+        self._former: dict[str, FileIndex | None] = {}  # the parse before the latest (an undone edit's bytes)
         self._keys: dict[str, list[tuple[bytes, LineKeys]]] = {}  # stripped-line indexes of a file's last 2 contents
 
     def path(self, path: str) -> str:
@@ -169,13 +169,11 @@ class CodeView:
         if entry is None or isinstance(entry, FileIndex):
             return entry
         previous = self._parsed.get(path)  # the file's former parse: only its edited span is parsed again
-        former = self._former.pop(path, None)  # (reused for equal bytes: an index depends on the path and bytes only)
-        if former is not None and former.data == entry.data:
+        if (former := self._former.pop(path, None)) is not None and former.data == entry.data:  # exact: equal bytes
             index = replace(former, mtime_ns=entry.mtime_ns)
         else:
             index = build_index(path, entry.data, entry.mtime_ns, previous)
-        if previous is not None:
-            self._former[path] = previous
+        self._former[path] = previous
         self._current[path] = self._parsed[path] = index
         self._parsed.move_to_end(path)
         while len(self._parsed) > self.max_files:
