@@ -5,12 +5,14 @@ completions treated like a 5xx, Retry-After, implausible usage replaced by an es
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 import httpcore
@@ -186,9 +188,26 @@ class EndpointClient(httpx.Client):
     ssl_context: ssl.SSLContext
 
 
+def tls_context() -> ssl.SSLContext:
+    """What httpx's transport makes when given no TLS settings, made once per CA bundle (loading one takes 50–80 ms,
+    and a client is made for every run): keyed by `SSL_CERT_FILE` (its size and time of change too) and `SSL_CERT_DIR`
+    (read at each handshake); the default bundle, certifi's, changes only with the package."""
+    file, folder = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    try:
+        stat = os.stat(file) if file else None
+    except OSError:
+        stat = None  # httpx says why when it loads it
+    return _tls_context(file, folder, (stat.st_size, stat.st_mtime_ns) if stat else None)
+
+
+@lru_cache(maxsize=4)
+def _tls_context(file: str | None, folder: str | None, stamp: tuple[int, int] | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
 def http_client(timeout: float) -> httpx.Client:
     """An httpx client whose requests obey `request_deadline` and whose 200 responses are checked."""
-    context = httpx.create_ssl_context()  # what the transport makes when given none
+    context = tls_context()
     transport = httpx.HTTPTransport(verify=context)
     pool = transport._pool  # httpx does not take a network backend; its connection pool does
     pool._network_backend = DeadlineBackend(pool._network_backend)

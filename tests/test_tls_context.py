@@ -1,0 +1,84 @@
+"""The run's client verifies TLS with httpx's default settings, made once per CA bundle (tls_context): clients share
+it while the bundle stays, and a bundle changed in place (same path) or another one named is loaded anew. Checked
+against an HTTPS server on loopback with certificates made by the openssl command."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from llm_ide.endpoint import http_client
+
+
+def certificate(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def https_url(tmp_path: Path) -> Iterator[str]:
+    cert, key = certificate(tmp_path, "server")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def answers(url: str) -> str:
+    """'ok', or 'unverified' when the client does not trust the server's certificate."""
+    with http_client(5.0) as client:
+        try:
+            return client.get(url).text
+        except httpx.ConnectError as error:
+            assert "CERTIFICATE_VERIFY_FAILED" in str(error)
+            return "unverified"
+
+
+def test_clients_share_the_bundle_until_it_changes(
+    https_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trusted = (tmp_path / "server.pem").read_bytes()
+    other = certificate(tmp_path, "other")[0].read_bytes()
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(trusted)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    assert answers(https_url) == "ok"
+    assert http_client(1.0).ssl_context is http_client(1.0).ssl_context
+    bundle.write_bytes(other + b"\n")  # in place: the same path, another size
+    assert answers(https_url) == "unverified"
+    bundle.write_bytes(trusted)
+    os.utime(bundle, ns=(1, 1))  # the first size again, another time of change
+    assert answers(https_url) == "ok"
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "other.pem"))  # another bundle named
+    assert answers(https_url) == "unverified"
+    monkeypatch.delenv("SSL_CERT_FILE")
+    assert answers(https_url) == "unverified"  # certifi's bundle does not hold a self-signed certificate
