@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, make_environment
-from llm_ide.environments.processes import reap_leftovers
-from llm_ide.environments.scratch import sweep_temp_folders
+from llm_ide.environments.scratch import reap_leftovers, sweep_temp_folders
 from llm_ide.errors import ExitStatus, RepositoryLost, UsageError, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
