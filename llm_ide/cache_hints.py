@@ -5,6 +5,7 @@ routes requests with one `prompt_cache_key` to the same cache."""
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Any
 
 from llm_ide.calls import Message
@@ -16,7 +17,11 @@ OPENAI = {"ChatOpenAI", "AzureChatOpenAI"}
 
 def cache_key(messages: list[Message]) -> str:
     """One key per system part (formats, actions, task, tool usage): the same for every call of a run and its resume."""
-    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    return key_of(next((m["content"] for m in messages if m["role"] == "system"), ""))
+
+
+@lru_cache(maxsize=4)  # exact: a function of the text alone, which a run sends with every call
+def key_of(system: str) -> str:
     return "llm-ide-" + hashlib.sha256(system.encode()).hexdigest()[:24]
 
 

@@ -15,7 +15,7 @@ import httpx
 
 from llm_ide.calls import Call, Message, ToolCall, estimate_tokens
 from llm_ide.endpoint import BadCompletion, EndpointClient, check_body, received
-from llm_ide.plain_post import PlainPost
+from llm_ide.plain_post import PlainPost, body_bytes, wire_json
 from llm_ide.text import clean_text
 
 MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
@@ -192,6 +192,7 @@ class Completions:
         timeout = chat.request_timeout
         self.timeout = timeout if isinstance(timeout, int | float) else self.client.timeout
         self.plain = PlainPost(self.client, self.url, self.headers, self.query, self.timeout) if mine else None
+        self.sent: dict[Any, list[Any]] = {}  # by a message's value: its wire form (LangChain's) and that form's JSON
 
     @staticmethod
     def of(chat: Any) -> Completions | None:
@@ -207,26 +208,41 @@ class Completions:
 
     def invoke(self, messages: list[Any], hints: dict[str, Any]) -> Any:
         """The reply to `messages` (with the request arguments `hints`), None when the request needs the SDK
-        (structured output, the Responses API, arguments only the SDK places)."""
+        (structured output, the Responses API, arguments only the SDK places). Only the messages not sent before
+        are made LangChain's messages and back (most of a prompt is the previous request's)."""
         from langchain_core.messages import convert_to_messages
 
-        payload = self.chat._get_request_payload(convert_to_messages(messages), **hints)
+        keys = [message_key(message) for message in messages]
+        kept = {key: entry for key in keys if (entry := self.sent.get(key)) is not None}
+        new = {key: message for key, message in zip(keys, messages, strict=True) if key not in kept}
+        payload = self.chat._get_request_payload(convert_to_messages(list(new.values())), **hints)
         if {"response_format", "extra_headers", "extra_query", "timeout"} & payload.keys() or payload.get("stream"):
             return None
         if self.chat._use_responses_api(payload):
             return None
+        kept |= {key: [wire, None] for key, wire in zip(new, payload["messages"], strict=True)}
+        if len(self.sent) > 4 * len(messages) + 16:
+            self.sent = {}  # replaced, not cleared: requests made at the same time (`n` of them) hold what they read
+        self.sent.update(kept)
+        sent = [kept[key] for key in keys]
+        payload["messages"] = [wire for wire, _ in sent]
         fields = sorted(payload.keys() - {"extra_body"}, key=lambda key: (SDK_FIRST.get(key, len(SDK_FIRST)), key))
         body = {key: payload[key] for key in fields} | payload.get("extra_body", {})
-        result = self.chat._create_chat_result(self._post(body))
+        own = body.get("messages") is payload["messages"]  # not an `extra_body` of its own
+        result = self.chat._create_chat_result(self._post(body, sent if own else []))
         generation = result.generations[0]
         message = generation.message
         message.response_metadata = {**result.llm_output, **generation.generation_info, **message.response_metadata}
         return message
 
-    def _post(self, body: dict[str, Any]) -> Any:
-        """The completion (checked as `check_completion` checks it), or the error LangChain would raise."""
+    def _post(self, body: dict[str, Any], sent: list[list[Any]]) -> Any:
+        """The completion (checked as `check_completion` checks it), or the error LangChain would raise. `sent`: the
+        body's messages and their JSON (made once for each) as `invoke` keeps them; none when it holds other ones."""
         if self.plain is not None:
-            return self._post_plain(self.plain, body)
+            for entry in sent:
+                entry[1] = wire_json(entry[0]).encode("utf-8") if entry[1] is None else entry[1]
+            parts = {"messages": b"[" + b",".join(data for _, data in sent) + b"]"} if sent else {}
+            return self._post_plain(self.plain, body_bytes(body, parts))
         import openai
 
         try:
@@ -243,11 +259,11 @@ class Completions:
         completion = received()
         return completion if completion is not None else response.json()
 
-    def _post_plain(self, plain: PlainPost, body: dict[str, Any]) -> Any:
+    def _post_plain(self, plain: PlainPost, content: bytes) -> Any:
         import openai
 
         try:
-            status, headers, data = plain.post(body)
+            status, headers, data = plain.post(content)
         except (TimeoutError, httpcore.TimeoutException) as error:  # a socket's timeout, or the deadline passed
             raise_as_langchain(openai.APITimeoutError(request=plain.request()), error)
         except (OSError, http.client.HTTPException) as error:
@@ -260,6 +276,15 @@ class Completions:
             check_body(data)
         completion = received()
         return completion if completion is not None else json.loads(data)
+
+
+def message_key(message: Any) -> Any:
+    """A message by its value (what its wire form is made of): its fields in order, each text as it is, any other
+    value as its JSON (a value that has none: a key of its own, never found again)."""
+    try:
+        return tuple((k, True, v) if type(v) is str else (k, False, json.dumps(v)) for k, v in message.items())
+    except (TypeError, ValueError, AttributeError):
+        return object()
 
 
 def raise_as_langchain(error: Any, cause: BaseException | None) -> NoReturn:

@@ -23,6 +23,23 @@ Headers = list[tuple[str, str]]
 log = logging.getLogger("httpx")  # each request said as httpx says it, where it says it: its readers still see them
 
 
+def wire_json(value: Any) -> str:
+    """`value` as JSON the way httpx writes a request's body: compact, not ASCII-escaped, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def body_bytes(body: dict[str, Any], parts: dict[str, bytes]) -> bytes:
+    """`wire_json(body)` in UTF-8, that of the fields in `parts` as given (the same bytes: json writes an object as
+    its members' JSON joined by the separators alone)."""
+    if not all(type(key) is str for key in body):
+        return wire_json(body).encode("utf-8")
+    members = (
+        (wire_json(key) + ":").encode("utf-8") + (parts[key] if key in parts else wire_json(value).encode("utf-8"))
+        for key, value in body.items()
+    )
+    return b"{" + b",".join(members) + b"}"
+
+
 class DeadlineReader(io.RawIOBase):
     """A socket's reads, each given what is left of the request's deadline (at most the read timeout)."""
 
@@ -91,9 +108,9 @@ class PlainPost:
         """The request as httpx would have made it (what the SDK's errors hold; its length aside)."""
         return httpx.Request("POST", self.url, headers=self.headers)
 
-    def post(self, body: dict[str, Any]) -> tuple[int, Headers, bytes]:
-        """The status, headers and body (decoded as httpx would: gzip, deflate...) of the reply to `body`."""
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    def post(self, content: bytes) -> tuple[int, Headers, bytes]:
+        """The status, headers and body (decoded as httpx would: gzip, deflate...) of the reply to `content` (a
+        body's JSON: `body_bytes`)."""
         connection = self._connection()
         try:
             connection.putrequest("POST", self.target, skip_host=True, skip_accept_encoding=True)

@@ -222,6 +222,27 @@ def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_bl
         assert count(db, "parts") == 1  # the kept checkpoint's blob refers to it
 
 
+def test_the_operations_a_node_writes_are_stored_by_their_nodes_digests_and_kept_while_written(tmp_path: Path) -> None:
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    listed, written = nodes_of(3), nodes_of(5, judged=2)  # the write adds two nodes and judges node 2 (a new part)
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        first = put_operations(saver, config, {}, listed)
+        task_path = "~__pregel_pull, update_activity"
+        saver.put_writes(first["config"], [("operations", written), ("n_operations", 5)], "task-1", task_path)
+        saver.commit()
+        with sqlite3.connect(db) as conn:
+            kind, digests = conn.execute("SELECT type, value FROM writes WHERE channel = 'operations'").fetchone()
+        assert (kind, len(digests), count(db, "parts")) == ("parts", 8 * 5, 6)  # nodes 0-4, node 2 before and after
+        put_operations(saver, config, first["versions"], listed)  # a newer checkpoint, listing none of the new parts
+        prune(saver, "t", keep=2)  # both checkpoints kept: the parts only the write lists too
+        resumed = saver.get_tuple(first["config"])
+        assert resumed is not None and resumed.pending_writes == [("task-1", "operations", written)] + [
+            ("task-1", "n_operations", 5)
+        ]
+        prune(saver, "t", keep=1)  # the write's checkpoint goes, and the parts only it listed
+        assert count(db, "parts") == 3
+
+
 def test_a_value_an_older_row_held_inline_is_stored_by_the_first_checkpoint_that_leaves_it_out(tmp_path: Path) -> None:
     """A row written before holds the task inline (this saver up to 1ffb6db kept strings under 1,024 characters in the
     row, as LangGraph's own saver keeps every value: the row written here); the run resumed goes on with rows that

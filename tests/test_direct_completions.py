@@ -5,6 +5,7 @@ request on the wire (path, body and its key order, the SDK's headers), the same 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -113,3 +114,59 @@ def test_streams_traced_runs_and_other_models_keep_langchain(monkeypatch: pytest
         assert whole.complete(MESSAGES).text == "Fine."
         assert server.requests[-1].body["stream"] is False
     assert Completions.of(object()) is None
+
+
+CALL = {"id": "call_1", "name": "view", "args": {"path": "a.py", "lines": [1, 2.5], "ünï": None}}
+TURNS = [
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "content": "1 import os\n2 \u2028 </tag>", "tool_call_id": "call_1"},
+    {"role": "user", "content": "Fix the bug in ünïcode."},  # the same value as an earlier message: sent again
+    {"role": "assistant", "content": "Reading.", "tool_calls": [{**CALL, "args": {"lines": [1, 2.5], "path": "a.py"}}]},
+    {"role": "tool", "content": "done", "tool_call_id": "call_1"},
+]
+
+
+@pytest.mark.parametrize("name", ["gpt-test", "o3-test"])  # an o-series model: its system message is the developer's
+def test_prompts_sharing_messages_are_sent_as_langchain_sends_each(name: str) -> None:
+    """Each message's wire form is made once and kept (`Completions.sent`): prompts growing by turns, some messages
+    repeated or changed (the same call's arguments in another order), are each the request LangChain makes."""
+    prompts = [MESSAGES, MESSAGES + TURNS[:2], MESSAGES + TURNS, [MESSAGES[0], TURNS[1], MESSAGES[1]], MESSAGES]
+    with OpenAIServer(replies=["Fine."] * 2 * len(prompts)) as server:
+        model = get_model(name, load_config(model={"max_retries": 0}).model, base_url=server.url)
+        assert isinstance(model, ChatModel) and model.direct is not None
+        for prompt in prompts:
+            payload, hints = model._payload(prompt, None)
+            model.direct.invoke(payload, hints)
+            model.chat.invoke(payload, **hints)
+        bodies = [json.dumps(request.body) for request in server.requests]
+    assert bodies[0::2] == bodies[1::2]
+    assert [len(json.loads(body)["messages"]) for body in bodies[0::2]] == [2, 4, 7, 3, 2]
+    assert json.loads(bodies[0])["messages"][0]["role"] == ("developer" if name.startswith("o") else "system")
+    assert len(model.direct.sent) == 6  # the distinct messages: the two calls' arguments in two orders are two
+
+
+def test_requests_made_at_the_same_time_each_send_their_own_prompt() -> None:
+    """Threads asking at once (`n` requests of a step) through one `Completions`, its kept messages replaced as they
+    grow: each request's messages are LangChain's for its own prompt."""
+    from langchain_core.messages import convert_to_messages
+
+    prompts = [MESSAGES + TURNS[: n % 6] + [{"role": "user", "content": f"prompt {n}"}] for n in range(48)]
+    with OpenAIServer(replies=["Fine."] * len(prompts)) as server:
+        model = model_of(server.url)
+        assert model.direct is not None
+        threads = [
+            threading.Thread(target=lambda part=part: [model.direct.invoke(p, {}) for p in part])  # type: ignore[union-attr]
+            for part in (prompts[0::3], prompts[1::3], prompts[2::3])
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        sent = {request.body["messages"][-1]["content"]: request.body["messages"] for request in server.requests}
+        expected = {
+            prompt[-1]["content"]: model.chat._get_request_payload(convert_to_messages(prompt))["messages"]
+            for prompt in prompts
+        }
+    assert {key: json.dumps(value) for key, value in sent.items()} == {
+        key: json.dumps(value) for key, value in expected.items()
+    }

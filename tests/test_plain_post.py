@@ -17,9 +17,11 @@ from typing import Any
 
 import httpcore
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llm_ide.endpoint import http_client, request_deadline
-from llm_ide.plain_post import PlainPost
+from llm_ide.plain_post import PlainPost, body_bytes, wire_json
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": 'ünïcode \u2028 </tag> "quoted"'}], "n": 1.5}
 REPLY = json.dumps({"choices": [{"message": {"role": "assistant", "content": "done"}}]}).encode()
@@ -93,7 +95,8 @@ def post_both(server: RawServer) -> tuple[bytes, bytes, Any]:
     headers = {"Authorization": "Bearer k", "User-Agent": "OpenAI/Python 1.0", "X-Stainless-Lang": "python"}
     client.post(server.url, json=BODY, headers=headers, params={"api-version": "1"}).read()
     plain = PlainPost(client, server.url, headers, {"api-version": "1"}, 10)
-    reply = plain.post(BODY)
+    kept = b",".join(wire_json(message).encode("utf-8") for message in BODY["messages"])  # as Completions keeps them
+    reply = plain.post(body_bytes(BODY, {"messages": b"[" + kept + b"]"}))
     return server.requests[0], server.requests[1], reply
 
 
@@ -124,7 +127,7 @@ def test_a_kept_connection_is_reused_unless_the_server_closed_it(close: bool, co
         plain = PlainPost(http_client(10), server.url, {}, {}, 10)
         replies = []
         for _ in range(3):
-            replies.append(plain.post(BODY)[2])
+            replies.append(plain.post(body_bytes(BODY, {}))[2])
             assert server.closed.acquire(timeout=10 if close else 0) is close  # closed (or kept) before the next
         assert server.connections == connections
     assert replies == [REPLY] * 3
@@ -136,4 +139,22 @@ def test_a_stalled_reply_ends_at_the_requests_deadline_not_the_read_timeout() ->
         server.stall = True
         plain = PlainPost(http_client(30), server.url, {}, {}, 30)
         with pytest.raises((TimeoutError, httpcore.TimeoutException)), request_deadline(time.monotonic() + 0.5):
-            plain.post(BODY)  # without the deadline: the 30 s read timeout, cut short by the server's close at 5 s
+            plain.post(
+                body_bytes(BODY, {})
+            )  # without the deadline: the 30 s read timeout, cut short by the server's close at 5 s
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5), st.lists(JSON_VALUES, max_size=4))
+def test_a_body_written_in_parts_is_the_body_written_whole(body: dict[str, Any], messages: list[Any]) -> None:
+    """The messages' JSON made apart (each once, kept by chat_wire.Completions) and joined: the same bytes."""
+    whole = {**body, "messages": messages}
+    parts = {"messages": b"[" + b",".join(wire_json(message).encode("utf-8") for message in messages) + b"]"}
+    assert body_bytes(whole, parts) == body_bytes(whole, {}) == wire_json(whole).encode("utf-8")
+    assert body_bytes(whole, {}) == json.dumps(whole, ensure_ascii=False, separators=(",", ":")).encode()

@@ -16,7 +16,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.faults import failpoint
-from llm_ide.run.serde import REF, ZLIB, CompressingSerializer, PartRef
+from llm_ide.run.serde import PARTS, REF, ZLIB, CompressingSerializer, PartList, PartRef
 from llm_ide.state.operations import OperationNode
 
 INLINE_STR = 128  # longer strings (the task) are stored once per version, not in every checkpoint row
@@ -39,8 +39,8 @@ RERUNNABLE_WITH = {"act": "proposed"}
 NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
 
 
-PARTS = "parts"  # a blob of the operations: the digests (8 bytes each) of its nodes, stored once each in `parts`
-# and a large value (the code context) is stored once in `parts`, its node's write and its blob typed REF (its digest)
+# PARTS: the operations (a node's write, a blob) as the digests (8 bytes each) of their nodes, stored once each in
+# `parts`; and a large value (the code context) is stored once in `parts`, its node's write and its blob typed REF
 DIGEST = 8
 BATCH = 500  # digests per query (SQLite's limit on a statement's parameters)
 
@@ -168,8 +168,8 @@ class ChannelSqliteSaver(SqliteSaver):
             return super().put(config, inline, metadata, new_versions)
 
     def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
-        """How a channel's value is stored: the operations by their nodes' digests (each stored once in `parts`),
-        else as `_stored`."""
+        """How a value (a blob, a write) is stored: the operations by their nodes' digests (each node stored once in
+        `parts`), else as `_stored`."""
         if not _node_list(value):
             return self._stored(cur, thread_id, ns, value)
         parts, known = self.serde.node_parts(value), self._parts.setdefault((str(thread_id), str(ns)), set())
@@ -201,7 +201,7 @@ class ChannelSqliteSaver(SqliteSaver):
         deferred = node in RERUNNABLE or (conf.get("checkpoint_id") == after and node in rerunnable)
         with self._deferred(deferred), self.cursor() as cur:
             rows = [
-                (*key, task_path, WRITES_IDX_MAP.get(channel, index), channel, *self._stored(cur, *key[:2], value))
+                (*key, task_path, WRITES_IDX_MAP.get(channel, index), channel, *self._blob(cur, *key[:2], value))
                 for index, (channel, value) in enumerate(writes)
             ]
             cur.executemany(
@@ -247,16 +247,12 @@ class ChannelSqliteSaver(SqliteSaver):
         """The parts no blob of the thread lists any more deleted (after the pruning of its blobs)."""
         live = {
             (ns, digests[at : at + DIGEST])
+            for table in ("blobs", "writes")
             for ns, digests in self.conn.execute(
-                "SELECT checkpoint_ns, value FROM blobs WHERE thread_id = ? AND type = ?", (thread_id, PARTS)
+                f"SELECT checkpoint_ns, value FROM {table} WHERE thread_id = ? AND type IN (?, ?)",
+                (thread_id, PARTS, REF),
             )
             for at in range(0, len(digests), DIGEST)
-        } | {
-            (ns, digest)
-            for table in ("blobs", "writes")
-            for ns, digest in self.conn.execute(
-                f"SELECT checkpoint_ns, value FROM {table} WHERE thread_id = ? AND type = ?", (thread_id, REF)
-            )
         }
         stored = self.conn.execute("SELECT checkpoint_ns, digest FROM parts WHERE thread_id = ?", (thread_id,))
         stale = [(thread_id, ns, digest) for ns, digest in stored if (ns, digest) not in live]
@@ -292,4 +288,6 @@ class _Parts:
         return [self.serde.loads_typed(stored[digest]) for digest in wanted]
 
     def resolved(self, value: Any) -> Any:
+        if type(value) is PartList:
+            return self.many(value.digests)
         return self.many(value.digest)[0] if type(value) is PartRef else value

@@ -44,6 +44,16 @@ class PartRef(NamedTuple):
 REF = "ref"
 
 
+class PartList(NamedTuple):
+    """The operations as the SQLite saver stores them (a node's write, a checkpoint's blob), as its type `parts` and
+    its nodes' digests read back (the saver then reads the nodes)."""
+
+    digests: bytes
+
+
+PARTS = "parts"
+
+
 class Text(NamedTuple):
     """A string a saver stores as a blob, not inline in its checkpoint rows: encoded as the string itself (it reads
     back as a `str`)."""
@@ -124,6 +134,8 @@ class CompressingSerializer(JsonPlusSerializer):
         kind, payload = data
         if kind == REF:
             return PartRef(payload)
+        if kind == PARTS:
+            return PartList(payload)
         if kind.endswith(ZLIB):
             kind, payload = kind.removesuffix(ZLIB), zlib.decompress(payload)
         return _chunks_of(payload) if kind == CHUNKS else super().loads_typed((kind, payload))
