@@ -234,7 +234,8 @@ def test_parse_cache_is_bounded(tmp_path: Path) -> None:
 
 def index_shape(index: FileIndex) -> tuple[list[tuple[int, ...]], list[tuple[object, ...]], list[int]]:
     frames = [(f.start, f.header_end, f.end, f.parent, f.owner) for f in index.frames]
-    definitions = [(d.frame, d.start, d.end, d.class_name, d.function) for d in index.definitions]
+    definitions = [(d.frame, d.start, d.end, d.class_name, d.function, d.qualname) for d in index.definitions]
+    assert all(d.qualname == ".".join(filter(None, (d.class_name, d.function))) for d in index.definitions)
     return frames, definitions, index.frame_at
 
 
@@ -265,3 +266,28 @@ def test_the_view_parses_an_edited_file_from_its_former_parse(tmp_path: Path) ->
     (tmp_path / "m.py").write_text(SOURCE.replace("def helper():", "def helping():"))
     assert [scope.function for scope in view.scopes("m.py", [11])] == ["method.helping"]
     assert view.symbol_scope("m.py", "Outer.Inner.method.helper") is None
+
+
+def test_a_file_back_at_a_former_content_reuses_that_parse_and_line_index_only_for_equal_bytes(tmp_path: Path) -> None:
+    path, fresh = tmp_path / "m.py", CodeView(LocalFiles(tmp_path))
+    view = CodeView(LocalFiles(tmp_path))
+    edited = SOURCE.replace("def helper():", "def helping(a,\n                        b):")
+    same_size = SOURCE.replace("return 1", "return 7")  # as long as SOURCE: only its bytes tell it apart
+    seen: dict[str, tuple[FileIndex, object]] = {}
+    for step, text in enumerate([SOURCE, edited, SOURCE, edited, same_size, SOURCE]):
+        path.write_text(text)
+        os.utime(path, ns=(10**9 * step, 10**9 * step))  # every version a new mtime
+        scopes, keys = view.scopes("m.py", range(1, 45)), view.line_keys("m.py")
+        index = view._parsed["m.py"]
+        assert (scopes, index.mtime_ns, index_shape(index)) == (
+            fresh.scopes("m.py", range(1, 45)),
+            10**9 * step,
+            index_shape(build_index("m.py", text.encode(), 0)),
+        )
+        assert keys is not None and keys.stripped == [line.strip() for line in text.splitlines()]
+        if step in (2, 3):  # back at the content before the latest: that parse and line index again
+            assert index.frames is seen[text][0].frames and keys is seen[text][1]
+        elif text in seen:  # SOURCE after same_size: two contents ago, parsed again from the latest parse
+            assert index.frames is not seen[text][0].frames
+        seen[text] = (index, keys)
+        assert view.scopes("m.py", [11]) == fresh.scopes("m.py", [11]) and view._parsed["m.py"] is index  # unchanged

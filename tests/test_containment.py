@@ -182,11 +182,15 @@ def test_the_patch_survives_a_deleted_git_directory(tmp_path: Path, sabotage: st
     (repo / "a.py").write_text("x = 2\n")
     (repo / "b.py").unlink()
     (repo / "new.py").write_text("y = 1\n")
+    settings = load_config("default").patch
+    before = extract_patch(env, base, settings)
+    assert extract_patch(env, base, settings, check=True) == before and "+y = 1" in before  # checked in the same call
     with contextlib.suppress(EnvironmentFailure):  # a deleted .git is said at once; one made again may reuse its inode
         env.execute(sabotage)
     with pytest.raises(EnvironmentFailure, match="its base commit [0-9a-f]{12} is gone from it"):
-        keep_base(env, base).check_repository()  # what each snapshot and the end of a run check
-    patch = extract_patch(env, base, load_config("default").patch)
+        extract_patch(env, base, settings, check=True)  # what each snapshot and the end of a run check
+    patch = extract_patch(env, base, settings)
+    assert patch == before
     assert "-x = 1\n+x = 2\n" in patch
     assert "deleted file mode" in patch and "+y = 1" in patch
     assert ".git" not in patch

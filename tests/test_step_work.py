@@ -117,6 +117,19 @@ def test_the_leftovers_record_follows_each_command_and_leaves_no_temporary_file(
         leftovers.command_ended()
         assert json.loads(record.read_text())["command"] is None
         assert [path.name for path in tmp_path.iterdir()] == [record.name]
+        for added in ([], ["/tmp/llm-ide-" + "y" * 5000]):  # in place, then (a record past a page) renamed over
+            leftovers.folders += added
+            for pid in (child.pid, None):
+                inode = record.stat().st_ino
+                if pid is None:
+                    leftovers.command_ended()
+                else:
+                    leftovers.command_started(pid)
+                written = json.loads(record.read_text())  # whole each time
+                command = written.pop("command")
+                assert written == {"token": "token-1", "owner": list(leftovers.owner), "folders": leftovers.folders}
+                assert (command and command["pid"]) == pid and (record.stat().st_ino == inode) == (not added)
+        assert [path.name for path in tmp_path.iterdir()] == [record.name]
     finally:
         child.kill()
         child.wait()

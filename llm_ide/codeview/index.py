@@ -42,10 +42,7 @@ class Definition:
     end: int
     class_name: str
     function: str
-
-    @property
-    def qualname(self) -> str:
-        return ".".join(part for part in (self.class_name, self.function) if part)
+    qualname: str  # `class_name.function` (either may be empty), made once: every parse files them all by it
 
 
 @dataclass
@@ -257,7 +254,8 @@ def _add_definition(
         class_name, function = ".".join(part for part in (class_name, function, name) if part), ""
     else:
         function = f"{function}.{name}" if function else name
-    definitions.append(Definition(frame, start, end, class_name, function))
+    qualname = f"{class_name}.{function}" if class_name and function else class_name or function
+    definitions.append(Definition(frame, start, end, class_name, function, qualname))
     return len(definitions) - 1
 
 

@@ -101,7 +101,7 @@ class Edit:
                     type(frame)(frame.start + rows, frame.header_end + rows, frame.end + rows, above, inner)
                 )
             index.definitions += [
-                type(d)(d.frame + frame_offset, d.start + rows, d.end + rows, d.class_name, d.function)
+                type(d)(d.frame + frame_offset, d.start + rows, d.end + rows, d.class_name, d.function, d.qualname)
                 for d in definitions[low:high]
             ]
         index.spans += spans[old:stop] if not shift else [(a + shift, b + shift, k) for a, b, k in spans[old:stop]]

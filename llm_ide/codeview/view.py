@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from llm_ide.codeview.index import FileIndex, build_index, display_lines
 from llm_ide.codeview.matching import LineKeys
@@ -25,7 +26,8 @@ class CodeView:
         self._current: dict[str, FileIndex | FileSnapshot | None] = {}
         self._parsed: OrderedDict[str, FileIndex] = OrderedDict()
         self._paths: dict[str, str] = {}
-        self._keys: dict[str, tuple[bytes, LineKeys]] = {}  # the stripped-line index of each file's latest content
+        self._former: dict[str, FileIndex | None] = {}  # the parse before the latest (an undone edit's bytes)
+        self._keys: dict[str, list[tuple[bytes, LineKeys]]] = {}  # stripped-line indexes of a file's last 2 contents
         self._held: dict[str, FileSnapshot | None] | None = None  # the reads while held
 
     def path(self, path: str) -> str:
@@ -151,15 +153,16 @@ class CodeView:
     def line_keys(self, path: str) -> LineKeys | None:
         """The index of the file's stripped lines as last read (read now if it was not), built once per content."""
         path = self.path(path)
-        lines = self.lines(path)
-        entry = self._current.get(path)
-        if lines is None or entry is None:
+        if path not in self._current:
+            self.refresh([path])
+        if (entry := self._current[path]) is None:
             return None
-        cached = self._keys.get(path)
-        if cached is not None and (cached[0] is entry.data or cached[0] == entry.data):
-            return cached[1]
-        keys = LineKeys.of(lines)
-        self._keys[path] = (entry.data, keys)
+        known = self._keys.get(path, [])
+        for data, keys in known:
+            if data is entry.data or data == entry.data:
+                return keys  # (a file not parsed has no lines ready: they are split only to build these)
+        keys = LineKeys.of(entry.lines if isinstance(entry, FileIndex) else display_lines(entry.data))
+        self._keys[path] = [(entry.data, keys), *known[:1]]
         if len(self._keys) > self.max_files:
             del self._keys[next(iter(self._keys))]
         return keys
@@ -179,11 +182,17 @@ class CodeView:
         if entry is None or isinstance(entry, FileIndex):
             return entry
         previous = self._parsed.get(path)  # the file's former parse: only its edited span is parsed again
-        index = self._current[path] = self._parsed[path] = build_index(path, entry.data, entry.mtime_ns, previous)
+        if (former := self._former.pop(path, None)) is not None and former.data == entry.data:  # exact: equal bytes
+            index = replace(former, mtime_ns=entry.mtime_ns)
+        else:
+            index = build_index(path, entry.data, entry.mtime_ns, previous)
+        self._former[path] = previous
+        self._current[path] = self._parsed[path] = index
         self._parsed.move_to_end(path)
         while len(self._parsed) > self.max_files:
             evicted, _ = self._parsed.popitem(last=False)
             self._current.pop(evicted, None)
+            self._former.pop(evicted, None)
         return index
 
     def _render_file(self, path: str, chunks: list[Chunk], hide: Collection[str] = ()) -> str:

@@ -5,7 +5,7 @@ subreaper (prctl PR_SET_CHILD_SUBREAPER): the commands' orphans (setsid, double 
 of to PID 1, and those carrying the environment's token are killed when the run ends.
 
 What a run killed outright (SIGKILL) may leave — its command's processes, its temp folders — is recorded in the run's
-output folder (`<run id>.leftovers.json`) and reaped by the next start of the same run."""
+output folder (`<run id>.leftovers.json`) and reaped by the next start of the same run (scratch.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import contextlib
 import ctypes
 import json
 import logging
+import mmap
 import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -32,7 +32,6 @@ log = logging.getLogger("llm_ide.environment")
 TOKEN = "LLM_IDE_RUN_TOKEN"  # in every command's environment: which run a process belongs to
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
-FOLDER_PREFIX = "llm-ide-"
 # the namespace's init: it reaps (orphans are re-parented to it; bash reaps them while it waits for its reader) and
 # ends, taking every process left in the namespace with it, when its stdin (a pipe only llm-ide holds open) ends: when
 # the run closes it, or when llm-ide dies however it dies, even before any death signal was set up. A reader a command
@@ -236,15 +235,6 @@ def start_time(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def carriers(token: str) -> list[int]:
-    """Every process of this host (that we may read) carrying `token`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and carries(int(entry.name), token):
-            pids.append(int(entry.name))
-    return pids
-
-
 @dataclass
 class Leftovers:
     """The record of what one local environment holds on the host, kept up to date in the run's output folder while
@@ -257,18 +247,31 @@ class Leftovers:
     def __post_init__(self) -> None:
         self.owner = (os.getpid(), start_time(os.getpid()))
         self._synced: list[str] | None = None  # the folders the record on disk was synced with
+        self._open: tuple[int, int] | None = None  # (descriptor, size) of the record as last synced
         self.save(None)
 
     def save(self, command: dict[str, object] | None) -> None:
-        """Written whole or not at all, synced when its temp folders changed; not the command under way (twice a
-        command): the page cache outlives a killed run, and no machine crash leaves the processes it names."""
+        """Written whole or not at all: synced (a new file renamed over it) when its temp folders changed; the
+        command under way (twice a command) in place, in one write within its first page, padded to the size it had
+        (a killed process's write is whole and the page cache outlives it; no machine crash leaves the processes it
+        names)."""
         if self.path is None:
             return
         record = {"token": self.token, "owner": list(self.owner), "folders": self.folders, "command": command}
+        text = json.dumps(record) + "\n"  # (ASCII: as many bytes as characters)
         with contextlib.suppress(OSError):  # a full disk or a lost folder: the record is a convenience
-            synced = self.folders == self._synced
-            atomic_write(self.path, json.dumps(record) + "\n", sync=not synced)
-            self._synced = list(self.folders)
+            if self._open and self.folders == self._synced and max(len(text), self._open[1]) <= mmap.PAGESIZE:
+                os.pwrite(self._open[0], text.ljust(self._open[1]).encode(), 0)
+                self._open = (self._open[0], max(len(text), self._open[1]))
+                return
+            self.close_record()
+            atomic_write(self.path, text, sync=self.folders != self._synced)
+            self._synced, self._open = list(self.folders), (os.open(self.path, os.O_WRONLY | os.O_CLOEXEC), len(text))
+
+    def close_record(self) -> None:
+        if self._open:
+            os.close(self._open[0])
+            self._open = None
 
     def add_folder(self, folder: str) -> None:
         self.folders.append(folder)
@@ -284,41 +287,6 @@ class Leftovers:
         self.save(None)
 
     def close(self) -> None:
+        self.close_record()
         if self.path is not None:
             self.path.unlink(missing_ok=True)
-
-
-def reap_leftovers(path: Path) -> str:
-    """What a killed run of this thread left (per its record): its processes killed, its temp folders removed; a
-    line saying what was reaped ('' when nothing was)."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        token, (owner, owner_start) = str(record["token"]), record["owner"]
-        folders = [str(folder) for folder in record.get("folders", [])]
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-    if owner != os.getpid() and start_time(int(owner)) == owner_start:
-        return ""  # its owner still runs: not ours to reap
-    killed = 0
-    for pid in carriers(token):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    command = record.get("command") or {}
-    if isinstance(command.get("pgid"), int) and start_time(command["pgid"]) == command.get("start"):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(command["pgid"], signal.SIGKILL)  # one that cleared its environment, still in the group
-    removed = [folder for folder in folders if remove_temp_folder(Path(folder))]
-    path.unlink(missing_ok=True)
-    if not killed and not removed:
-        return ""
-    return f"reaped what a killed run left: {killed} processes, {len(removed)} temp folders"
-
-
-def remove_temp_folder(folder: Path) -> bool:
-    """Only our own temp folders: directly in the temp directory, named llm-ide-…, not a symlink."""
-    ours = folder.name.startswith(FOLDER_PREFIX) and folder.parent == Path(tempfile.gettempdir())
-    if not ours or folder.is_symlink() or not folder.is_dir():
-        return False
-    shutil.rmtree(folder, ignore_errors=True)
-    return not folder.exists()

@@ -5,14 +5,17 @@ killed outright (SIGKILL) included, without a record to read."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
-from llm_ide.environments.processes import start_time
+from llm_ide.environments.processes import carries, start_time
 
+FOLDER_PREFIX = "llm-ide-"
 OWNED = re.compile(r"llm-ide-(?P<kind>[a-z]+)-(?P<namespace>\d+)\.(?P<pid>\d+)\.(?P<start>\d+)-")
 
 
@@ -58,3 +61,48 @@ def sweep_temp_folders(folder: Path | None = None) -> int:
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed += not os.path.lexists(entry.path)
     return removed
+
+
+def carriers(token: str) -> list[int]:
+    """Every process of this host (that we may read) carrying `token`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and carries(int(entry.name), token):
+            pids.append(int(entry.name))
+    return pids
+
+
+def reap_leftovers(path: Path) -> str:
+    """What a killed run of this thread left (per its record): its processes killed, its temp folders removed; a
+    line saying what was reaped ('' when nothing was)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        token, (owner, owner_start) = str(record["token"]), record["owner"]
+        folders = [str(folder) for folder in record.get("folders", [])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if owner != os.getpid() and start_time(int(owner)) == owner_start:
+        return ""  # its owner still runs: not ours to reap
+    killed = 0
+    for pid in carriers(token):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    command = record.get("command") or {}
+    if isinstance(command.get("pgid"), int) and start_time(command["pgid"]) == command.get("start"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(command["pgid"], signal.SIGKILL)  # one that cleared its environment, still in the group
+    removed = [folder for folder in folders if remove_temp_folder(Path(folder))]
+    path.unlink(missing_ok=True)
+    if not killed and not removed:
+        return ""
+    return f"reaped what a killed run left: {killed} processes, {len(removed)} temp folders"
+
+
+def remove_temp_folder(folder: Path) -> bool:
+    """Only our own temp folders: directly in the temp directory, named llm-ide-…, not a symlink."""
+    ours = folder.name.startswith(FOLDER_PREFIX) and folder.parent == Path(tempfile.gettempdir())
+    if not ours or folder.is_symlink() or not folder.is_dir():
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments import Environment, EnvironmentFailure, make_environment
-from llm_ide.environments.processes import reap_leftovers
-from llm_ide.environments.scratch import sweep_temp_folders
+from llm_ide.environments.scratch import reap_leftovers, sweep_temp_folders
 from llm_ide.errors import ExitStatus, RepositoryLost, UsageError, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
@@ -82,8 +81,7 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
 
     def snapshot() -> str:
         try:
-            keep_base(env, base).check_repository()
-            return redact(extract_patch(env, base, settings.patch))
+            return redact(extract_patch(env, base, settings.patch, check=True))
         except EnvironmentFailure:
             raise
         except Exception as error:
@@ -112,8 +110,7 @@ def final_patch(env: Environment, base: str | None, settings: CoreSettings, valu
     if base is None:
         return ""
     try:
-        keep_base(env, base).check_repository()
-        return extract_patch(env, base, settings.patch)
+        return extract_patch(env, base, settings.patch, check=True)
     except RepositoryLost as error:  # the run ends with it; its work as the last snapshot holds it
         error.patch = values.get("worktree_patch", "")
         raise

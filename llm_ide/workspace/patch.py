@@ -16,6 +16,7 @@ from llm_ide.settings import PatchSettings
 
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
+LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
 
 
 class PatchError(RuntimeError):
@@ -94,10 +95,10 @@ class BaseTree:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
-    def _staged(self, settings: PatchSettings, then: str) -> bytes:
+    def _staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
         """The working tree staged in our index against the base (files matched by .gitignore, build artefacts,
         binary files and oversized new files left as the base has them), then the output of the git command `then`
-        on it: one call into the environment when nothing has to be left out, as most often."""
+        on it: one call into the environment (after the shell check `first`) when nothing has to be left out."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
         check = f"{git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
@@ -108,7 +109,12 @@ class BaseTree:
             f" && echo {token} && xargs -0 -r stat --printf '%s %n\\0' -- < {git_dir}/added && echo {token}"
             f" && {git} {then}"
         )
-        returncode, output = self.env.run_trusted(check + script, 600)
+        returncode, output = self.env.run_trusted(first + check + script, 600)
+        if returncode == LOST and first:
+            raise RepositoryLost(
+                f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
+                f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
+            )
         if returncode == MISSING:
             self._install()
             returncode, output = self.env.run_trusted(script, 600)
@@ -128,24 +134,13 @@ class BaseTree:
         self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
         return self._run(then)
 
-    def check_repository(self) -> None:
-        """RepositoryLost when the repository's own git directory is gone, another one, or without the base commit
-        (a command or a script deleted or replaced it); the patch itself never needs it."""
-        base = shlex.quote(self.base)
-        script = (
-            f'[ "$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)} ] && '
-            f"git cat-file -e {base}^{{commit}} 2>/dev/null"
-        )
-        if self.env.run_trusted(script, 60)[0] != 0:
-            raise RepositoryLost(
-                f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
-                f"commit {self.base[:12]} is gone from it): the patch kept is the run's last worktree snapshot"
-            )
-
-    def extract(self, settings: PatchSettings) -> str:
+    def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
-        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used."""
-        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}")
+        build artefacts, binary files and oversized new files left out. The repository's `.git` is not used; with
+        `check`, RepositoryLost first (in the same call) when it is gone, another one, or without the base commit."""
+        found = f'[ "$(git rev-parse --absolute-git-dir 2>/dev/null)" = {shlex.quote(self.repository)} ]'
+        first = f"{{ {found} && git cat-file -e {shlex.quote(self.base)}^{{commit}} 2>/dev/null; }} || exit {LOST}; "
+        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}", first if check else "")
         return diff.decode("utf-8", errors="replace")
 
     def restore(self, patch: str, settings: PatchSettings) -> int:
@@ -200,5 +195,5 @@ def keep_base(env: Environment, base: str) -> BaseTree:
     return tree
 
 
-def extract_patch(env: Environment, base: str, settings: PatchSettings) -> str:
-    return keep_base(env, base).extract(settings)
+def extract_patch(env: Environment, base: str, settings: PatchSettings, check: bool = False) -> str:
+    return keep_base(env, base).extract(settings, check)
