@@ -17,7 +17,7 @@ from typing import Any
 
 import httpcore
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_ide.endpoint import http_client, request_deadline
@@ -151,6 +151,7 @@ JSON_VALUES = st.recursive(
 )
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
 @given(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5), st.lists(JSON_VALUES, max_size=4))
 def test_a_body_written_in_parts_is_the_body_written_whole(body: dict[str, Any], messages: list[Any]) -> None:
     """The messages' JSON made apart (each once, kept by chat_wire.Completions) and joined: the same bytes."""
