@@ -1,4 +1,5 @@
-"""Shared by the code view tests: the expected-render notation, file writing, and the sample sources."""
+"""Shared by the code view tests: the expected-render notation, file writing, the sample sources, and a file source
+that counts its reads."""
 
 from __future__ import annotations
 
@@ -7,7 +8,20 @@ import textwrap
 from pathlib import Path
 
 from llm_ide.codeview import CodeView, LocalFiles
+from llm_ide.environments.base import FileSnapshot
 from llm_ide.state.context import Chunk
+
+
+class CountingFiles(LocalFiles):
+    """A real LocalFiles that also records each read_files call."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.calls: list[list[str]] = []
+
+    def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
+        self.calls.append(list(paths))
+        return super().read_files(paths)
 
 
 def expected(text: str) -> str:

@@ -5,9 +5,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from codeview_cases import CountingFiles
 
 from llm_ide.codeview import CodeView, FileIndex, LocalFiles, build_index
-from llm_ide.environments.base import FileSnapshot
 from llm_ide.state.context import Chunk, Scope
 
 SOURCE = '''
@@ -39,18 +39,6 @@ def make():
 
     return Local
 '''
-
-
-class CountingFiles(LocalFiles):
-    """A real LocalFiles that also records each read_files call."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.calls: list[list[str]] = []
-
-    def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
-        self.calls.append(list(paths))
-        return super().read_files(paths)
 
 
 @pytest.fixture

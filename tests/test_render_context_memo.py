@@ -5,21 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from codeview_cases import CountingFiles
+
 from llm_ide.codeview import CodeView, LocalFiles
-from llm_ide.environments.base import FileSnapshot
 from llm_ide.state.context import Chunk
-
-
-class CountingFiles(LocalFiles):
-    """A real LocalFiles that also records each read_files call."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.calls: list[list[str]] = []
-
-    def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
-        self.calls.append(list(paths))
-        return super().read_files(paths)
 
 
 def renders(view: CodeView) -> list[object]:

@@ -191,7 +191,7 @@ def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
     changes = changed_sections(ctx, kept["changes"], tracked_diff(state.get("worktree_patch", "")))
     new_files = files_named(ctx, state.get("operations", [])[kept["step"] :], kept["files"])[len(kept["files"]) :]
     rows = lambda: frozenset(row for row in kept["text"].split("\n") if ROW.match(row))  # noqa: E731
-    hide = ctx.memo.get(("rows", kept["text"]), rows)  # the same object each step: the code view keys renders by it
+    hide = ctx.memo.get(("rows", kept["text"]), rows)  # the base's numbered rows, found once per base
     parts = {
         "operation_history": "\n\n".join(briefs(ctx, history[kept["history"] :], chain[kept["history"] + 1 :])),
         "lessons": "\n".join(f"- {lesson}" for lesson in lessons_of(state) if lesson not in kept["lessons"]),
