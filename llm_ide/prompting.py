@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import lru_cache, partial
 from itertools import groupby
 from typing import Any
@@ -18,6 +18,10 @@ from llm_ide.settings import Templates
 JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
 JINJA.filters["shquote"] = shlex.quote
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row (the code context, the view actions, `nl -ba`)
+# A `{{ name.attr }}` tag, the start of any Jinja tag, names Jinja reads as constants or operators or may give a meaning
+SUBSTITUTION = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*) *\}\}")
+TAG_START = re.compile(r"\{[{%#]")
+SPECIAL = {"true", "false", "none", "True", "False", "None", "not", "self", "super", "loop", "caller", "varargs"}
 
 
 @lru_cache(maxsize=512)
@@ -38,7 +42,31 @@ def render(templates: Templates, name: str, **values: Any) -> str:
 
 def render_string(source: str, **values: Any) -> str:
     """`source` rendered, without leading and trailing newlines."""
-    return compile_template(source).render(**values).strip("\n")
+    return _renderer(source)(**values).strip("\n")
+
+
+@lru_cache(maxsize=512)
+def _renderer(source: str) -> Callable[..., str]:
+    """Jinja's render of `source`; one of text and `{{ name.attr }}` tags only is not compiled but rendered as Jinja's
+    code renders it (with this environment: text as is, then each value's str(), attributes read by Jinja's getattr;
+    a name not among the values: Jinja's own render)."""
+    texts, names = (parts := SUBSTITUTION.split(source))[::2], [name.split(".") for name in parts[1::2]]
+    special = any(name[0] in SPECIAL for name in names) or any(text.endswith("{") for text in texts[:-1])
+    if special or "\r" in source or any(map(TAG_START.search, texts)):  # (Jinja's tags begin at any `{{`, `{%`, `{#`)
+        return compile_template(source).render
+
+    def render(**values: Any) -> str:
+        out = [texts[0]]
+        for (name, *attributes), text in zip(names, texts[1:], strict=True):
+            if name not in values:
+                return compile_template(source).render(**values)
+            value = values[name]
+            for attribute in attributes:
+                value = JINJA.getattr(value, attribute)
+            out += (str(value), text)
+        return "".join(out)
+
+    return render
 
 
 def truncate(text: str, limit: int, templates: Templates) -> str:
