@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 import shlex
 from collections.abc import Callable, Collection
@@ -10,7 +11,7 @@ from functools import lru_cache, partial
 from itertools import groupby
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined, Template
+from jinja2 import Environment, StrictUndefined, Template, nodes
 
 from llm_ide.settings import Templates
 
@@ -18,10 +19,7 @@ from llm_ide.settings import Templates
 JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
 JINJA.filters["shquote"] = shlex.quote
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row (the code context, the view actions, `nl -ba`)
-# A `{{ name.attr }}` tag, the start of any Jinja tag, names Jinja reads as constants or operators or may give a meaning
-SUBSTITUTION = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*) *\}\}")
-TAG_START = re.compile(r"\{[{%#]")
-SPECIAL = {"true", "false", "none", "True", "False", "None", "not", "self", "super", "loop", "caller", "varargs"}
+COMPARE = {op: getattr(operator, op.replace("teq", "e")) for op in ("eq", "ne", "lt", "gt", "lteq", "gteq")}  # Jinja's
 
 
 @lru_cache(maxsize=512)
@@ -47,26 +45,48 @@ def render_string(source: str, **values: Any) -> str:
 
 @lru_cache(maxsize=512)
 def _renderer(source: str) -> Callable[..., str]:
-    """Jinja's render of `source`; one of text and `{{ name.attr }}` tags only is not compiled but rendered as Jinja's
-    code renders it (with this environment: text as is, then each value's str(), attributes read by Jinja's getattr;
-    a name not among the values: Jinja's own render)."""
-    texts, names = (parts := SUBSTITUTION.split(source))[::2], [name.split(".") for name in parts[1::2]]
-    special = any(name[0] in SPECIAL for name in names) or any(text.endswith("{") for text in texts[:-1])
-    if special or "\r" in source or any(map(TAG_START.search, texts)):  # (Jinja's tags begin at any `{{`, `{%`, `{#`)
-        return compile_template(source).render
+    """Jinja's render of `source`; one of text, values, attributes, `if` and simple tests is not compiled but its parse
+    rendered as Jinja's code renders it (a name not among the values: Jinja's own render)."""
+    tree = JINJA.parse(source)  # (a syntax error: Jinja's own, as compiling raises it)
+    try:
+        body = _plan(tree.body)
+    except NotImplementedError:
+        return JINJA.from_string(tree).render
+    names = {node.name for node in tree.find_all(nodes.Name)}
 
     def render(**values: Any) -> str:
-        out = [texts[0]]
-        for (name, *attributes), text in zip(names, texts[1:], strict=True):
-            if name not in values:
-                return compile_template(source).render(**values)
-            value = values[name]
-            for attribute in attributes:
-                value = JINJA.getattr(value, attribute)
-            out += (str(value), text)
-        return "".join(out)
+        return body(values) if names.issubset(values) else compile_template(source).render(**values)
 
     return render
+
+
+def _plan(node: Any) -> Callable[[dict[str, Any]], Any]:
+    """A function of the values computing `node` as Jinja's generated code does (a list of nodes: their text)."""
+    if isinstance(node, list | nodes.Output):  # (an output node's values as str())
+        parts = [_plan(child) for child in (node.nodes if isinstance(node, nodes.Output) else node)]
+        return lambda values: "".join([str(part(values)) for part in parts])
+    if isinstance(node, nodes.If):
+        branches = [(_plan(branch.test), _plan(branch.body)) for branch in (node, *node.elif_)]
+        otherwise = _plan(node.else_)
+        return lambda values: next((body for test, body in branches if test(values)), otherwise)(values)
+    if isinstance(node, nodes.TemplateData | nodes.Const):
+        constant = node.data if isinstance(node, nodes.TemplateData) else node.value
+        return lambda values: constant
+    if isinstance(node, nodes.Name) and (name := node.name) != "self":  # (Jinja's `self`: the template)
+        return lambda values: values[name]
+    if isinstance(node, nodes.Getattr):
+        inner, attribute = _plan(node.node), node.attr
+        return lambda values: JINJA.getattr(inner(values), attribute)
+    if isinstance(node, nodes.Not):
+        inner = _plan(node.node)
+        return lambda values: not inner(values)
+    if isinstance(node, nodes.Compare) and len(node.ops) == 1 and node.ops[0].op in COMPARE:
+        left, right, compare = _plan(node.expr), _plan(node.ops[0].expr), COMPARE[node.ops[0].op]
+        return lambda values: compare(left(values), right(values))
+    if isinstance(node, nodes.CondExpr):  # (without `else`: None, left to Jinja)
+        test, then, otherwise = _plan(node.test), _plan(node.expr1), _plan(node.expr2)
+        return lambda values: then(values) if test(values) else otherwise(values)
+    raise NotImplementedError(node)  # left to Jinja
 
 
 def truncate(text: str, limit: int, templates: Templates) -> str:
