@@ -66,10 +66,6 @@ class FileIndex:
     def line_count(self) -> int:
         return len(self.lines)
 
-    def matches(self, data: bytes, mtime_ns: int) -> bool:
-        """Same size, mtime and content (compared exactly: a same-size edit with the mtime restored is still seen)."""
-        return len(data) == len(self.data) and mtime_ns == self.mtime_ns and data == self.data
-
     def rows(self, lines: list[int]) -> list[str]:
         """The display rows `f"{line:>6}\\t{text}"` of `lines` (existing ones; built when asked: a file edited has a
         new index, which a step renders a few rows of)."""
