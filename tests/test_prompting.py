@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from jinja2 import Template, nodes
 
 import llm_ide
-from llm_ide.prompting import JINJA, _renderer, render_string
+from llm_ide.prompting import JINJA, OWN_NAMES, _renderer, _text_and_values, render_string
 
 PROMPTS = Path(llm_ide.__file__).parent / "prompts"
 EXAMPLES = settings(
@@ -46,6 +46,15 @@ def outcome(render: Any, **values: Any) -> tuple[str, str]:
         return "text", render(**values)
     except Exception as error:  # noqa: BLE001 (the two renders must fail alike)
         return type(error).__name__, str(error)
+
+
+def both(source: str, values: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Jinja's render of `source` and `_renderer`'s (failures as their type and message, syntax errors too); a parse
+    read off the text is Jinja's parse, node for node."""
+    if (read := _text_and_values(source)) is not None:
+        assert read == JINJA.parse(source)
+    jinja = outcome(lambda **given: JINJA.from_string(source).render(**given), **values)
+    return jinja, outcome(lambda **given: _renderer(source)(**given), **values)
 
 
 def paths(source: str) -> list[list[str]]:
@@ -88,7 +97,8 @@ LEAVES = st.sampled_from([0, 1, 2, "", "text {{ with }} braces\n", None, True, [
 @given(st.sampled_from(PLAIN), st.data())
 def test_every_bundled_template_renders_as_jinja_renders_it(source: str, data: st.DataObject) -> None:
     values = values_for(source, lambda: data.draw(LEAVES))
-    assert outcome(_renderer(source), **values) == outcome(JINJA.from_string(source).render, **values)
+    jinja, ours = both(source, values)
+    assert ours == jinja
 
 
 @pytest.mark.parametrize(
@@ -108,6 +118,16 @@ def test_missing_values_fail_as_jinja_fails(source: str, values: dict[str, Any],
     assert outcome(render_string, source=source, **values)[0] == result
 
 
+NEAR_PLAIN = ["{{{ a }}", "{{ a }}}", "{{{a.b}}", "{# {{ a }} #}", "{{ a }}\r\n", "{% raw %}{{ a }}{% endraw %}"]
+
+
+@pytest.mark.parametrize("source", [*NEAR_PLAIN, *(s.replace("a", name) for s in NEAR_PLAIN for name in OWN_NAMES)])
+@pytest.mark.parametrize("values", [{"a": 1, "true": 2, "True": 3}, {"a": {"b": "c"}, "none": 0, "None": 4}])
+def test_sources_near_plain_ones_render_as_jinja_renders_them(source: str, values: dict[str, Any]) -> None:
+    jinja, ours = both(source, values)
+    assert ours == jinja
+
+
 PIECES = ["{{ a }}", "{{a.b}}", "{{ b.c }}", "{{ true }}", "{{ none }}", "{{ self }}", "{{ a -}}", "{{", "}}", "{%"]
 PIECES += ["%}", "{#", "#}", "{", "}", " ", "\n", "\r\n", "a", ".", "x", "-", "{% raw %}", "{% endraw %}"]
 PIECES += ["{{ a.__class__.__name__ }}", "{% if a %}", "{%- if not b.c %}", "{% elif a != 1 %}", "{% else %}"]
@@ -120,8 +140,8 @@ PIECES += ["{% for x in a %}", "{{ x }}", "{% endfor %}", "{{ a | length }}", "{
 def test_any_source_renders_as_jinja_renders_it(pieces: list[str], leaf: Any) -> None:
     source = "".join(pieces)
     values = {"a": leaf, "b": SimpleNamespace(c=leaf), "true": leaf, "none": leaf}  # (Jinja's render takes no `self`)
-    jinja = outcome(lambda **given: JINJA.from_string(source).render(**given), **values)
-    assert outcome(lambda **given: _renderer(source)(**given), **values) == jinja
+    jinja, ours = both(source, values)
+    assert ours == jinja
 
 
 NAMES = st.sampled_from(["a", "b.c", "b.d", "1", '"s"', "none", "true", "missing"])
@@ -155,5 +175,5 @@ TEMPLATES = st.recursive(
 @given(TEMPLATES, st.sampled_from([0, 1, 2, "", "s", None]), st.sampled_from([0, 1, "s", None]))
 def test_templates_of_tests_and_branches_render_as_jinja_renders_them(source: str, a: Any, c: Any) -> None:
     values = {"a": a, "b": SimpleNamespace(c=c, d={"e": a})}
-    jinja = outcome(lambda **given: JINJA.from_string(source).render(**given), **values)
-    assert outcome(lambda **given: _renderer(source)(**given), **values) == jinja
+    jinja, ours = both(source, values)
+    assert ours == jinja
