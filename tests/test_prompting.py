@@ -120,8 +120,6 @@ def test_missing_values_fail_as_jinja_fails(source: str, values: dict[str, Any],
 
 
 NEAR_PLAIN = ["{{{ a }}", "{{ a }}}", "{{{a.b}}", "{# {{ a }} #}", "{{ a }}\r\n", "{% raw %}{{ a }}{% endraw %}"]
-
-
 NEAR_PLAIN += [re.sub(r"\ba\b", name, source) for source in NEAR_PLAIN for name in sorted(OWN_NAMES)]
 
 
