@@ -60,7 +60,7 @@ class FileIndex:
     tree: Tree | None = None  # the parse, kept so the next version of the file parses incrementally
     spans: list[tuple[int, int, int]] = field(default_factory=list)  # per frame: its node's bytes and kind
     chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
-    sizes: dict[tuple[tuple[int, ...], bool, str], int] = field(default_factory=dict)  # a chunk's rendered characters
+    sizes: dict[tuple[tuple[int, ...], bool, str, str], int] = field(default_factory=dict)  # a chunk's rendered size
 
     @property
     def line_count(self) -> int:

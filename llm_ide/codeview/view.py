@@ -80,8 +80,10 @@ class CodeView:
         return "\n\n".join(text for text in files if text)
 
     def chunk_size(self, chunk: Chunk) -> int:
-        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index)."""
-        path, key = self.path(chunk.file_path), (tuple(chunk.lines), chunk.whole_function, chunk.qualname)
+        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index, by what
+        the render reads of the chunk: its lines, whole_function, and the class and function of its qualname)."""
+        key = (tuple(chunk.lines), chunk.whole_function, chunk.class_name, chunk.function)
+        path = self.path(chunk.file_path)
         sizes = index.sizes if (index := self._index(path)) is not None else {}  # (no file: nothing kept)
         if (size := sizes.get(key)) is None:
             size = sizes[key] = len(self._render_file(path, [chunk]))
