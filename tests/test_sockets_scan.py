@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.environments.sockets import host_sockets, listed
+from llm_ide.environments.sockets import host_sockets, listed, listening, named
 
 USER = (os.getuid(), {os.getgid()})
 
@@ -92,3 +92,41 @@ def test_a_folder_replaced_by_another_with_the_same_times_is_listed_again(tmp_pa
         assert listed(str(first)) == ([str(first / "agent.1")], [], [], 1)
     finally:
         server.close()
+
+
+TABLE = """Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 11 /run/a.sock
+0000000000000000: 00000002 00000000 00000000 0001 01 12 /run/connected.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 13 @abstract
+0000000000000000: 00000003 00000000 00000000 0001 03 14
+0000000000000000: 00000002 00000000 00010000 0001 01 15 /run/with space.sock
+"""
+
+
+@pytest.mark.parametrize(
+    "table, expected",
+    [
+        (TABLE, ({"/run/a.sock", "/run/with space.sock"}, True)),
+        (TABLE.replace("@abstract", "/run/b.sock"), ({"/run/a.sock", "/run/b.sock", "/run/with space.sock"}, False)),
+        (TABLE.split("\n", 1)[0], (set(), False)),
+        (None, (set(), False)),
+    ],
+)
+def test_the_listening_sockets_and_whether_abstract_ones_listen(
+    tmp_path: Path, table: str | None, expected: tuple[set[str], bool]
+) -> None:
+    if table is not None:
+        (tmp_path / "unix").write_text(table)
+    assert listening(str(tmp_path / "unix")) == expected
+
+
+def test_the_sockets_the_environment_names() -> None:
+    environ = {
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+        "DOCKER_HOST": "unix:///run/user/1000/docker.sock",
+        "CONTAINER_HOST": "tcp://127.0.0.1:2375",
+        "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus;unix:abstract=/tmp/dbus-x, unix:path=/run/bus2",
+        "HOME": "/root",
+    }
+    assert named(environ) == {"/tmp/ssh-x/agent.1", "/run/user/1000/docker.sock", "/run/user/1000/bus", "/run/bus2"}
+    assert named({}) == set()

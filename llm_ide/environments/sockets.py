@@ -54,20 +54,12 @@ LANDLOCK = (
 
 def listening(table: str = "/proc/net/unix") -> tuple[set[str], bool]:
     """(paths of the listening sockets of this network namespace, whether abstract ones listen too)."""
-    paths, abstract = set(), False
     try:
         lines = Path(table).read_text(errors="replace").splitlines()[1:]
     except OSError:
-        return paths, abstract
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) < 8 or not int(fields[3], 16) & LISTENING:
-            continue
-        if fields[7].startswith("@"):
-            abstract = True
-        else:
-            paths.add(fields[7])
-    return paths, abstract
+        lines = []
+    names = [fields[7] for line in lines if len(fields := line.split(None, 7)) == 8 and int(fields[3], 16) & LISTENING]
+    return {name for name in names if not name.startswith("@")}, any(name.startswith("@") for name in names)
 
 
 def scanned(folders: list[str], depth: int, hidden: list[Path], agents_only: bool = False) -> set[str]:
@@ -128,13 +120,9 @@ def listed(folder: str) -> Listing:
 
 def named(environ: dict[str, str]) -> set[str]:
     """The socket paths the environment's variables name (`unix://…`, `unix:path=…`, a path)."""
-    found = set()
-    for variable in VARIABLES:
-        for part in environ.get(variable, "").replace(";", ",").split(","):
-            value = part.strip().removeprefix("unix://").removeprefix("unix:path=")
-            if value.startswith("/"):
-                found.add(value)
-    return found
+    parts = [part for variable in VARIABLES for part in environ.get(variable, "").replace(";", ",").split(",")]
+    values = (part.strip().removeprefix("unix://").removeprefix("unix:path=") for part in parts)
+    return {value for value in values if value.startswith("/")}
 
 
 def host_sockets(
