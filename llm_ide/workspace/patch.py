@@ -129,9 +129,9 @@ class BaseTree:
             size, _, name = entry.partition(" ")
             if size.isdigit() and int(size) > settings.max_new_file_bytes:
                 excluded.add(name)
-        if excluded == self.excluded:
+        if excluded == self.excluded:  # exact: `then` ran with just the files this call finds to leave out left out
             return result
-        self.excluded = excluded  # (then staged anew in one call)
+        self.excluded = excluded  # other ones: staged anew, in one more call
         self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
         return self._run(f"add -A . && {git} {again if excluded else ''}{then}")
 
