@@ -9,7 +9,9 @@ commands it runs, which are its children). An agent's CPU per step at step N is 
 step N-9 to the first request of step N+1, over 10: what the agent does between two model replies (its prompt, the
 call, parsing, in-process actions such as views and edits, checkpoints, trajectory) without the commands' own CPU. The
 median of the rounds is shown; the ratio llm-ide / mini compares them side by side in one run. The row `all` is the
-whole session's CPU per step (from its first request to its last).
+whole session's CPU per step (from its first request to its last). After the table, the graph alone: llm-ide's six
+nodes doing nothing but routing, checkpointed and streamed as a run is (`graph_ms`), the part of llm-ide's figure
+that is LangGraph's before any node works.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import statistics
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,10 +36,15 @@ from bench_cost import (
 )
 from bench_cost_session import mini_responses, verdict_words, with_check_script
 from bench_session_script import TASK, make_repo, session_script
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 from rich.console import Console
 from rich.table import Table
+from typing_extensions import TypedDict
 
 from llm_ide.config import load_config
+from llm_ide.graph import CORE, ENDING
+from llm_ide.run.checkpoint import open_checkpointer
 
 MARKS = (10, 50, 100)
 WINDOW = 10
@@ -85,6 +93,40 @@ def per_step_ms(cpu: dict[int, float], mark: int) -> float:
     request's step to its last's, a finer figure than a window's 1 ms, the resolution of /proc's 10 ms ticks)."""
     first, last = (min(cpu), max(cpu)) if mark == 0 else (mark + 1 - WINDOW, mark + 1)
     return (cpu[last] - cpu[first]) / (last - first) * 1000
+
+
+class FloorState(TypedDict, total=False):
+    n_operations: int
+    node: str
+
+
+def graph_floor(steps: int) -> float:
+    """Milliseconds of CPU per step of the graph alone: the six nodes, named as llm-ide's, doing nothing but routing,
+    checkpointed by the saver a run uses, streamed as a run streams them. What LangGraph's six super-steps and their
+    checkpoints cost a step before any node does its work (mini-swe-agent has no such part)."""
+
+    def node(name: str, following: str) -> Any:
+        def run(state: FloorState) -> Command[str]:
+            done = state.get("n_operations", 0) + (name == ENDING)
+            return Command(update={"node": name, "n_operations": done}, goto=END if done >= steps else following)
+
+        return run
+
+    names = list(CORE)
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(FloorState)
+    for name, following in zip(names, [*names[1:], names[0]], strict=True):
+        builder.add_node(name, node(name, following), destinations=(following, END))
+    builder.add_edge(START, names[0])
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-floor-") as folder,
+        open_checkpointer(None, Path(folder) / "floor.sqlite") as saver,
+    ):
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "floor"}, "recursion_limit": 10 * steps}
+        start = time.process_time()
+        for _ in graph.stream({}, config, stream_mode="values", durability="sync"):
+            pass
+        return (time.process_time() - start) / steps * 1000
 
 
 def command_of(agent: Agent, repo: Path, task: Path, url: str, steps: int, mini: Path, single_call: bool) -> list[str]:
@@ -141,7 +183,9 @@ def main(
         table.add_row(str(name), f"{ours:.1f}", f"{mini:.1f}", f"{ours / mini:.2f}")
         pairs += [f"ours_ms_{name}={ours:.1f}", f"mini_ms_{name}={mini:.1f}", f"ratio_{name}={ours / mini:.2f}"]
     console.print(table)
-    console.print(f"RESULT steps={steps} rounds={rounds} {' '.join(pairs)}", soft_wrap=True)
+    floor = statistics.median(graph_floor(steps) for _ in range(rounds))  # after the runs: the endpoint's thread gone
+    console.print(f"the graph alone (six nodes doing nothing, the same checkpoints): {floor:.1f} ms a step")
+    console.print(f"RESULT steps={steps} rounds={rounds} {' '.join(pairs)} graph_ms={floor:.1f}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ class FileSnapshot:
     def read(cls, path: Path) -> FileSnapshot | None:
         """The file at `path` as it is now; None when there is none (missing, a folder, a name no file can have)."""
         try:
-            with open(path, "rb") as handle:
+            with open(path, "rb", buffering=0) as handle:  # (no buffer: it is read whole)
                 return cls(handle.read(), os.fstat(handle.fileno()).st_mtime_ns)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None

@@ -20,10 +20,11 @@ import re
 import stat
 import sys
 import tempfile
+import time
 from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.sandbox import real_path, within
+from llm_ide.environments.sandbox import real_path
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
@@ -35,6 +36,7 @@ FOLDERS = {"/run": 3, "/var/run": 3, "/dev/shm": 1}
 TEMP_FOLDERS = ("/tmp", "/var/tmp")
 SOCKET_FOLDER = re.compile(r"\.X11-unix|\.ICE-unix|\.font-unix|ssh-|tmux-|screen|vscode|pulse-|gpg|dbus|keyring")
 MAX_ENTRIES = 20_000  # entries looked at per scan: a huge temp folder costs a command no more than this
+TICK_NS = 100_000_000  # a folder changed this recently is listed again at the next command (10 clock ticks at least)
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's flags
 VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")
 LANDLOCK_ABI_SCOPES = 6  # the Landlock ABI whose `scoped` field has LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
@@ -52,27 +54,19 @@ LANDLOCK = (
 
 def listening(table: str = "/proc/net/unix") -> tuple[set[str], bool]:
     """(paths of the listening sockets of this network namespace, whether abstract ones listen too)."""
-    paths, abstract = set(), False
     try:
         lines = Path(table).read_text(errors="replace").splitlines()[1:]
     except OSError:
-        return paths, abstract
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) < 8 or not int(fields[3], 16) & LISTENING:
-            continue
-        if fields[7].startswith("@"):
-            abstract = True
-        else:
-            paths.add(fields[7])
-    return paths, abstract
+        lines = []
+    names = [fields[7] for line in lines if len(fields := line.split(None, 7)) == 8 and int(fields[3], 16) & LISTENING]
+    return {name for name in names if not name.startswith("@")}, any(name.startswith("@") for name in names)
 
 
 def scanned(folders: list[str], depth: int, hidden: list[Path], agents_only: bool = False) -> set[str]:
     """The sockets in `folders`, `depth` levels down (below the first, only in agents' and servers' folders when
-    `agents_only`; never in `hidden` ones), looking at MAX_ENTRIES entries at most. A folder whose modification time
-    has not changed since it was last looked at is not listed again (a socket made or removed in it changes it): a
-    command costs a stat per folder."""
+    `agents_only`; never in `hidden` ones), looking at MAX_ENTRIES entries at most. A folder whose change time has not
+    changed since it was last looked at is not listed again (a socket made or removed in it changes it): a command
+    costs a stat per folder."""
     found: set[str] = set()
     skipped = {str(folder) for folder in hidden}
     budget, stack = MAX_ENTRIES, [(folder, 0) for folder in folders]
@@ -87,7 +81,7 @@ def scanned(folders: list[str], depth: int, hidden: list[Path], agents_only: boo
 
 
 Listing = tuple[list[str], list[str], list[str], int]
-_listings: dict[str, tuple[int, Listing]] = {}
+_listings: dict[str, tuple[tuple[int, int, int], Listing]] = {}
 
 
 def forget_listings() -> None:
@@ -97,13 +91,14 @@ def forget_listings() -> None:
 
 def listed(folder: str) -> Listing:
     """(the sockets, the sub-folders, those of agents and servers, the number of entries) of `folder`."""
+    now = time.time_ns()
     try:
-        mtime = os.stat(folder).st_mtime_ns
+        found = os.stat(folder)
     except OSError:
         _listings.pop(folder, None)
         return [], [], [], 0
-    known = _listings.get(folder)
-    if known is not None and known[0] == mtime:
+    key = (found.st_dev, found.st_ino, found.st_ctime_ns)  # any entry made, removed or renamed changes its ctime
+    if (known := _listings.get(folder)) is not None and known[0] == key:
         return known[1]
     sockets, folders, count = [], [], 0
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
@@ -118,19 +113,16 @@ def listed(folder: str) -> Listing:
             if count >= MAX_ENTRIES:
                 break
     agents = [path for path in folders if SOCKET_FOLDER.match(os.path.basename(path))]
-    _listings[folder] = (mtime, (sockets, folders, agents, count))
+    if now - found.st_ctime_ns > TICK_NS:  # changed within a clock tick of now: a change to come could keep its ctime
+        _listings[folder] = (key, (sockets, folders, agents, count))
     return sockets, folders, agents, count
 
 
 def named(environ: dict[str, str]) -> set[str]:
     """The socket paths the environment's variables name (`unix://…`, `unix:path=…`, a path)."""
-    found = set()
-    for variable in VARIABLES:
-        for part in environ.get(variable, "").replace(";", ",").split(","):
-            value = part.strip().removeprefix("unix://").removeprefix("unix:path=")
-            if value.startswith("/"):
-                found.add(value)
-    return found
+    parts = [part for variable in VARIABLES for part in environ.get(variable, "").replace(";", ",").split(",")]
+    values = (part.strip().removeprefix("unix://").removeprefix("unix:path=") for part in parts)
+    return {value for value in values if value.startswith("/")}
 
 
 def host_sockets(
@@ -140,15 +132,18 @@ def host_sockets(
     folder the command's `user` (uid, gids) may not search are left out, as it cannot connect to them and bwrap could
     not mask them; whether abstract sockets listen in the host's network namespace)."""
     paths, abstract = listening()
-    candidates = paths | named(environ)
-    for folder, depth in FOLDERS.items():
-        candidates |= scanned([folder], depth, hidden)
-    candidates |= scanned(sorted({*TEMP_FOLDERS, tempfile.gettempdir()}), 1, hidden, agents_only=True)
+    # each folder scanned once, at its real path (/var/run is /run), to its greatest depth; a socket a scan finds (no
+    # symlink, in a folder reached through none) is at its real path already
+    tops = {real_path(folder): depth for folder, depth in sorted(FOLDERS.items(), key=lambda item: item[1])}
+    candidates = {real_path(path) for path in paths | named(environ)}.union(
+        *(scanned([folder], depth, hidden) for folder, depth in tops.items()),
+        scanned(sorted({real_path(path) for path in (*TEMP_FOLDERS, tempfile.gettempdir())}), 1, hidden, True),
+    )
     keep = {real_path(path) for path in allowed}
-    found, searchable, folders = set(), Searchable(*user), [str(folder) for folder in hidden]
-    for path in candidates:
-        real = real_path(path)
-        if real in keep or any(within(real, folder) for folder in folders):
+    found, searchable, folders = set(), Searchable(*user), {str(folder) for folder in hidden}
+    inside = tuple(folder.rstrip("/") + "/" for folder in folders)  # (sandbox.within of them all, in one call)
+    for real in candidates:
+        if real in keep or real in folders or real.startswith(inside):
             continue
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(real).st_mode) and searchable(os.path.dirname(real)):

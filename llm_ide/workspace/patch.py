@@ -72,7 +72,7 @@ class BaseTree:
         self._install()
 
     def _install(self) -> None:
-        git_dir = shlex.quote(self.git_dir)
+        git_dir, self.excluded = shlex.quote(self.git_dir), set[str]()  # left out of the index by the last staging
         self.env.put_private(f"{self.git_dir}/base.pack", self.pack)
         script = (
             f"git init -q --bare {git_dir} && git --git-dir={git_dir} index-pack --stdin < {git_dir}/base.pack"
@@ -102,12 +102,14 @@ class BaseTree:
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
         check = f"{git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; "
-        # the index is kept between calls (only changed files are hashed again); made from the base the first time
+        # the index is kept between calls (only changed files are hashed again); made from the base the first time.
+        # `then` sees the files the last call left out left out again: the same ones, mostly (a __pycache__)
+        again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
         script = (
             f"{{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --numstat"
             f" && echo {token} && {git} {diff} --name-only --diff-filter=A > {git_dir}/added && cat {git_dir}/added"
             f" && echo {token} && xargs -0 -r stat --printf '%s %n\\0' -- < {git_dir}/added && echo {token}"
-            f" && {git} {then}"
+            f" && {git} {again if self.excluded else ''}{then}"
         )
         returncode, output = self.env.run_trusted(first + check + script, 600)
         if returncode == LOST and first:
@@ -117,7 +119,7 @@ class BaseTree:
             )
         if returncode == MISSING:
             self._install()
-            returncode, output = self.env.run_trusted(script, 600)
+            returncode, output = self.env.run_trusted(script.replace(again, ""), 600)
         if returncode != 0:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         numstat, added, sizes, result = output.split(f"{token}\n".encode(), 3)
@@ -127,12 +129,11 @@ class BaseTree:
             size, _, name = entry.partition(" ")
             if size.isdigit() and int(size) > settings.max_new_file_bytes:
                 excluded.add(name)
-        if not excluded:
+        if excluded == self.excluded:  # exact: `then` ran with just the files this call finds to leave out left out
             return result
-        listing = f"{self.git_dir}/excluded"
-        self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in sorted(excluded)))
-        self._run(f"reset -q {base} --pathspec-from-file={shlex.quote(listing)} --pathspec-file-nul")
-        return self._run(then)
+        self.excluded = excluded  # other ones: staged anew, in one more call
+        self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
+        return self._run(f"add -A . && {git} {again if excluded else ''}{then}")
 
     def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,

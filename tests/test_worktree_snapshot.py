@@ -1,0 +1,69 @@
+"""The worktree snapshot after each command (workspace/patch.py) in one call into the environment while the files it
+leaves out (artefacts, binary and oversized files) stay the same ones: each extraction equals a fresh one (a base kept
+anew, no state carried), whatever the left-out files become."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import git, make_git_repo
+
+from llm_ide.config import load_config
+from llm_ide.environments import LocalEnvironment
+from llm_ide.workspace.patch import BaseTree
+
+
+class CountingEnvironment(LocalEnvironment):
+    """A local environment that counts our own commands (each one a process started from llm-ide)."""
+
+    calls = 0
+
+    def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
+        self.calls += 1
+        return super().run_trusted(command, timeout)
+
+
+def write(repo: Path, path: str, data: bytes | None) -> None:
+    target = repo / path
+    if data is None:
+        target.unlink()
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+# (files written or removed, our commands the extraction takes, the files its patch holds)
+STEPS = [
+    ({"a.py": b"x = 2\n", "__pycache__/a.cpython-311.pyc": b"\x00\x01"}, 2, ["a.py"]),
+    ({"b.py": b"y = 1\n"}, 1, ["a.py", "b.py"]),
+    ({"__pycache__/a.cpython-311.pyc": b"\x00\x02"}, 1, ["a.py", "b.py"]),
+    ({"__pycache__/a.cpython-311.pyc": None, "image.png": b"\x89PNG\x00"}, 2, ["a.py", "b.py"]),
+    ({"image.png": b"now text\n"}, 2, ["a.py", "b.py", "image.png"]),
+    ({}, 1, ["a.py", "b.py", "image.png"]),
+    ({"huge.txt": b"z" * 600_000, "data.bin": b"\x00\x01"}, 2, ["a.py", "b.py", "image.png"]),
+    ({"huge.txt": b"z\n"}, 2, ["a.py", "b.py", "huge.txt", "image.png"]),
+    ({"data.bin": b"text again\n", "build/x.o": b"\x7fELF"}, 2, ["a.py", "b.py", "data.bin", "huge.txt", "image.png"]),
+]
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_stay(
+    tmp_path: Path, sandbox: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n", "data.bin": "old\n"})
+    base, settings = git(repo, "rev-parse", "HEAD").strip(), load_config("default").patch
+    env = CountingEnvironment(repo, tools_dir=tmp_path / "tools", sandbox=sandbox)
+    tree = BaseTree(env, base)
+    try:
+        for changes, calls, files in STEPS:
+            for path, data in changes.items():
+                write(repo, path, data)
+            before = env.calls
+            patch = tree.extract(settings, check=True)
+            assert (env.calls - before, patch) == (calls, BaseTree(env, base).extract(settings))
+            assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
+        assert tree.pristine(settings) is False and tree.restore("", settings) == 5
+        assert tree.pristine(settings) and tree.extract(settings) == ""
+    finally:
+        env.close()
