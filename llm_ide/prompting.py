@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+import operator
 import re
 import shlex
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import lru_cache, partial
 from itertools import groupby
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined, Template
+from jinja2 import Environment, StrictUndefined, Template, nodes
 
 from llm_ide.settings import Templates
 
@@ -18,6 +19,10 @@ from llm_ide.settings import Templates
 JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
 JINJA.filters["shquote"] = shlex.quote
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row (the code context, the view actions, `nl -ba`)
+SUBSTITUTION = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*) *\}\}")  # `{{ name.attr }}`
+TAG_START = re.compile(r"\{[{%#]")  # (and a text ending in `{` before a tag: Jinja's tags begin at the first `{{`)
+OWN_NAMES = {"true", "false", "none", "True", "False", "None", "self"}  # names Jinja parses as constants, or its own
+COMPARE = {op: getattr(operator, op.replace("teq", "e")) for op in ("eq", "ne", "lt", "gt", "lteq", "gteq")}  # Jinja's
 
 
 @lru_cache(maxsize=512)
@@ -38,7 +43,69 @@ def render(templates: Templates, name: str, **values: Any) -> str:
 
 def render_string(source: str, **values: Any) -> str:
     """`source` rendered, without leading and trailing newlines."""
-    return compile_template(source).render(**values).strip("\n")
+    return _renderer(source)(**values).strip("\n")
+
+
+@lru_cache(maxsize=512)
+def _renderer(source: str) -> Callable[..., str]:
+    """Jinja's render of `source`; one of text, values, attributes, `if` and simple tests is not compiled but its parse
+    rendered as Jinja's code renders it (a name not among the values: Jinja's own render)."""
+    tree = _text_and_values(source) or JINJA.parse(source)  # (a syntax error: Jinja's own, as compiling raises it)
+    try:
+        body = _plan(tree.body)
+    except NotImplementedError:
+        return JINJA.from_string(tree).render
+    names = {node.name for node in tree.find_all(nodes.Name)}
+
+    def render(**values: Any) -> str:
+        return body(values) if names.issubset(values) else compile_template(source).render(**values)
+
+    return render
+
+
+def _text_and_values(source: str) -> nodes.Template | None:
+    """Jinja's parse of a template of text and `{{ name.attr }}` tags only, read off the text (None: any other)."""
+    texts, tags = (parts := SUBSTITUTION.split(source))[::2], [tag.split(".") for tag in parts[1::2]]
+    if "\r" in source or any(map(TAG_START.search, texts)) or any(text.endswith("{") for text in texts[:-1]):
+        return None
+    if any(name in OWN_NAMES for name, *_ in tags):
+        return None
+    body: list[nodes.Node] = [nodes.TemplateData(texts[0])] if texts[0] else []
+    for (name, *attributes), text in zip(tags, texts[1:], strict=True):
+        value: nodes.Expr = nodes.Name(name, "load")
+        for attribute in attributes:
+            value = nodes.Getattr(value, attribute, "load")
+        body += [value, nodes.TemplateData(text)] if text else [value]
+    return nodes.Template([nodes.Output(body)] if body else [])
+
+
+def _plan(node: Any) -> Callable[[dict[str, Any]], Any]:
+    """A function of the values computing `node` as Jinja's generated code does (a list of nodes: their text)."""
+    if isinstance(node, list | nodes.Output):  # (an output node's values as str())
+        parts = [_plan(child) for child in (node.nodes if isinstance(node, nodes.Output) else node)]
+        return lambda values: "".join([str(part(values)) for part in parts])
+    if isinstance(node, nodes.If):
+        branches = [(_plan(branch.test), _plan(branch.body)) for branch in (node, *node.elif_)]
+        otherwise = _plan(node.else_)
+        return lambda values: next((body for test, body in branches if test(values)), otherwise)(values)
+    if isinstance(node, nodes.TemplateData | nodes.Const):
+        constant = node.data if isinstance(node, nodes.TemplateData) else node.value
+        return lambda values: constant
+    if isinstance(node, nodes.Name) and (name := node.name) != "self":  # (Jinja's `self`: the template)
+        return lambda values: values[name]
+    if isinstance(node, nodes.Getattr):
+        inner, attribute = _plan(node.node), node.attr
+        return lambda values: JINJA.getattr(inner(values), attribute)
+    if isinstance(node, nodes.Not):
+        inner = _plan(node.node)
+        return lambda values: not inner(values)
+    if isinstance(node, nodes.Compare) and len(node.ops) == 1 and node.ops[0].op in COMPARE:
+        left, right, compare = _plan(node.expr), _plan(node.ops[0].expr), COMPARE[node.ops[0].op]
+        return lambda values: compare(left(values), right(values))
+    if isinstance(node, nodes.CondExpr):  # (without `else`: None, left to Jinja)
+        test, then, otherwise = _plan(node.test), _plan(node.expr1), _plan(node.expr2)
+        return lambda values: then(values) if test(values) else otherwise(values)
+    raise NotImplementedError(node)  # left to Jinja
 
 
 def truncate(text: str, limit: int, templates: Templates) -> str:

@@ -60,15 +60,11 @@ class FileIndex:
     tree: Tree | None = None  # the parse, kept so the next version of the file parses incrementally
     spans: list[tuple[int, int, int]] = field(default_factory=list)  # per frame: its node's bytes and kind
     chains: dict[int, frozenset[int]] = field(default_factory=lambda: {-1: frozenset()})
-    sizes: dict[tuple[tuple[int, ...], bool, str], int] = field(default_factory=dict)  # a chunk's rendered characters
+    sizes: dict[tuple[tuple[int, ...], bool, str, str], int] = field(default_factory=dict)  # a chunk's rendered size
 
     @property
     def line_count(self) -> int:
         return len(self.lines)
-
-    def matches(self, data: bytes, mtime_ns: int) -> bool:
-        """Same size, mtime and content (compared exactly: a same-size edit with the mtime restored is still seen)."""
-        return len(data) == len(self.data) and mtime_ns == self.mtime_ns and data == self.data
 
     def rows(self, lines: list[int]) -> list[str]:
         """The display rows `f"{line:>6}\\t{text}"` of `lines` (existing ones; built when asked: a file edited has a

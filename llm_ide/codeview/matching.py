@@ -5,6 +5,7 @@ its line number counts alone when the file has that text there."""
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 
@@ -25,8 +26,8 @@ class LineKeys:
 
     @classmethod
     def of(cls, lines: list[str]) -> LineKeys:
-        stripped = [line.strip() for line in lines]
-        indents = [len(line) - len(line.lstrip()) for line in lines]
+        stripped = list(map(str.strip, lines))
+        indents = list(map(operator.sub, map(len, lines), map(len, map(str.lstrip, lines))))  # (len - len lstripped)
         where: dict[str, list[int]] = {}
         for number, text in enumerate(stripped, start=1):
             if text in where:

@@ -47,7 +47,7 @@ class CodeView:
         for path in wanted:
             snapshot = snapshots.get(path)
             index = self._parsed.get(path)
-            if snapshot is not None and index is not None and index.matches(snapshot.data, snapshot.mtime_ns):
+            if snapshot is not None and index is not None and _describes(index, snapshot):
                 self._current[path] = index
                 self._parsed.move_to_end(path)
             else:
@@ -80,8 +80,10 @@ class CodeView:
         return "\n\n".join(text for text in files if text)
 
     def chunk_size(self, chunk: Chunk) -> int:
-        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index)."""
-        path, key = self.path(chunk.file_path), (tuple(chunk.lines), chunk.whole_function, chunk.qualname)
+        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index, by what
+        the render reads of the chunk: its lines, whole_function, and the class and function of its qualname)."""
+        key = (tuple(chunk.lines), chunk.whole_function, chunk.class_name, chunk.function)
+        path = self.path(chunk.file_path)
         sizes = index.sizes if (index := self._index(path)) is not None else {}  # (no file: nothing kept)
         if (size := sizes.get(key)) is None:
             size = sizes[key] = len(self._render_file(path, [chunk]))
@@ -208,6 +210,12 @@ class CodeView:
         out = [header, rows[0]]
         out += [row if b - a == 1 else "...\n" + row for a, b, row in zip(ordered, ordered[1:], rows[1:], strict=False)]
         return "\n".join(out)
+
+
+def _describes(index: FileIndex, snapshot: FileSnapshot) -> bool:
+    """Same size, mtime and content (compared exactly: a same-size edit with the mtime restored is still seen)."""
+    data = snapshot.data
+    return len(data) == len(index.data) and snapshot.mtime_ns == index.mtime_ns and data == index.data
 
 
 def _shown_lines(index: FileIndex, chunks: list[Chunk], hide: Collection[str] = ()) -> set[int]:
