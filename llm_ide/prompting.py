@@ -43,7 +43,12 @@ def render(templates: Templates, name: str, **values: Any) -> str:
 
 def render_string(source: str, **values: Any) -> str:
     """`source` rendered, without leading and trailing newlines."""
-    return _renderer(source)(**values).strip("\n")
+    return render_source(source, **values).strip("\n")
+
+
+def render_source(source: str, **values: Any) -> str:
+    """`source` rendered as Jinja renders it (through `_renderer`: most templates need no compile)."""
+    return _renderer(source)(**values)
 
 
 @lru_cache(maxsize=512)

@@ -4,6 +4,7 @@ anew, no state carried), whatever the left-out files become."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -65,5 +66,25 @@ def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_s
             assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
         assert tree.pristine(settings) is False and tree.restore("", settings) == 5
         assert tree.pristine(settings) and tree.extract(settings) == ""
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_a_snapshot_whose_base_is_gone_installs_it_again_and_leaves_out_the_same_files(
+    tmp_path: Path, sandbox: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    base, settings = git(repo, "rev-parse", "HEAD").strip(), load_config("default").patch
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools", sandbox=sandbox)
+    tree = BaseTree(env, base)
+    try:
+        write(repo, "a.py", b"x = 2\n")
+        write(repo, "__pycache__/a.cpython-311.pyc", b"\x00\x01")
+        first = tree.extract(settings)
+        assert tree.excluded == {"__pycache__/a.cpython-311.pyc"} and Path(tree.git_dir).is_dir()
+        shutil.rmtree(tree.git_dir)
+        assert (tree.extract(settings), tree.extract(settings)) == (first, first)
+        assert first == BaseTree(env, base).extract(settings) and first.startswith("diff --git a/a.py b/a.py")
     finally:
         env.close()

@@ -4,14 +4,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
-from llm_ide.prompting import compile_template
+from llm_ide.prompting import render_source
 from llm_ide.settings import bundled_yaml
 
 OnOutput = Callable[[bytes], None] | None  # told a command's output as it arrives
 
 
 def render(template: str, **values: object) -> str:
-    return compile_template(template).render(**values)
+    return render_source(template, **values)
 
 
 @cache

@@ -19,7 +19,7 @@ from typing import Any
 
 from llm_ide.environments.docker import LABEL, RUN_ID_LABEL
 from llm_ide.errors import LlmIdeError
-from llm_ide.prompting import compile_template
+from llm_ide.prompting import render_source
 from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.grading import (
@@ -106,7 +106,8 @@ def eval_script(instance: Instance, settings: SweBenchSettings) -> str:
     if instance.eval_script:
         return record_exit_code(instance.eval_script)
     modified, created = changed_files(instance.test_patch)
-    script = compile_template(settings.eval_script).render(
+    script = render_source(
+        settings.eval_script,
         base_commit=instance.base_commit or "HEAD",
         test_patch=instance.test_patch,
         test_files=modified,

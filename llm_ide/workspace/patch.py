@@ -105,13 +105,16 @@ class BaseTree:
         # the index is kept between calls (only changed files are hashed again); made from the base the first time.
         # `then` sees the files the last call left out left out again: the same ones, mostly (a __pycache__)
         again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
-        script = (
-            f"{{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --numstat"
-            f" && echo {token} && {git} {diff} --name-only --diff-filter=A > {git_dir}/added && cat {git_dir}/added"
-            f" && echo {token} && xargs -0 -r stat --printf '%s %n\\0' -- < {git_dir}/added && echo {token}"
-            f" && {git} {again if self.excluded else ''}{then}"
-        )
-        returncode, output = self.env.run_trusted(first + check + script, 600)
+
+        def script() -> str:  # (the files left out: the last call's, none after a new base is installed)
+            return (
+                f"{{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --numstat"
+                f" && echo {token} && {git} {diff} --name-only --diff-filter=A > {git_dir}/added && cat {git_dir}/added"
+                f" && echo {token} && xargs -0 -r stat --printf '%s %n\\0' -- < {git_dir}/added && echo {token}"
+                f" && {git} {again if self.excluded else ''}{then}"
+            )
+
+        returncode, output = self.env.run_trusted(first + check + script(), 600)
         if returncode == LOST and first:
             raise RepositoryLost(
                 f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
@@ -119,7 +122,7 @@ class BaseTree:
             )
         if returncode == MISSING:
             self._install()
-            returncode, output = self.env.run_trusted(script.replace(again, ""), 600)
+            returncode, output = self.env.run_trusted(script(), 600)
         if returncode != 0:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         numstat, added, sizes, result = output.split(f"{token}\n".encode(), 3)
