@@ -6,6 +6,7 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
+import ormsgpack
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
@@ -312,6 +313,14 @@ def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) 
     kind, data = ours.dumps_typed(chunks)
     assert kind == ("chunks+zlib" if steps == 400 else "chunks")
     assert ours.loads_typed((kind, data)) == chunks
+    fit = [
+        [bytes(h) if max(h, default=0) < 256 else h for h in (c.activity.accessed, c.activity.referred)] for c in chunks
+    ]
+    rows = [(c.file_path, c.lines, c.class_name, c.function, c.whole_function, c.created) for c in chunks]
+    written = [
+        (*row, *pair, c.activity.score, c.activity.scored) for row, pair, c in zip(rows, fit, chunks, strict=True)
+    ]
+    assert (zlib.decompress(data) if kind.endswith("+zlib") else data) == ormsgpack.packb(written)  # as before, bytes
     assert ours.loads_typed(plain.dumps_typed(chunks)) == chunks  # a checkpoint written before reads the same
 
 
