@@ -6,6 +6,7 @@ import zlib
 from dataclasses import replace
 from pathlib import Path
 
+import ormsgpack
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
@@ -312,6 +313,14 @@ def test_the_code_context_has_its_own_encoding_and_reads_back_equal(steps: int) 
     kind, data = ours.dumps_typed(chunks)
     assert kind == ("chunks+zlib" if steps == 400 else "chunks")
     assert ours.loads_typed((kind, data)) == chunks
+    fit = [
+        [bytes(h) if max(h, default=0) < 256 else h for h in (c.activity.accessed, c.activity.referred)] for c in chunks
+    ]
+    rows = [(c.file_path, c.lines, c.class_name, c.function, c.whole_function, c.created) for c in chunks]
+    written = [
+        (*row, *pair, c.activity.score, c.activity.scored) for row, pair, c in zip(rows, fit, chunks, strict=True)
+    ]
+    assert (zlib.decompress(data) if kind.endswith("+zlib") else data) == ormsgpack.packb(written)  # as before, bytes
     assert ours.loads_typed(plain.dumps_typed(chunks)) == chunks  # a checkpoint written before reads the same
 
 
@@ -326,3 +335,37 @@ def test_a_long_operations_list_reads_back_in_batches_and_a_missing_node_is_said
         saver.conn.execute("DELETE FROM parts WHERE rowid IN (SELECT rowid FROM parts LIMIT 2)")
         with pytest.raises(CheckpointError, match="thread t lacks stored values"):
             saver.get_tuple(saved)
+
+
+@pytest.mark.parametrize("old_writes", [False, True])
+def test_the_nodes_a_step_writes_are_stored_once_with_the_operations_that_take_them_in(
+    tmp_path: Path, old_writes: bool
+) -> None:
+    """The step's pending node and the node it judged (written by `execute_tool`, `reflect`) are the nodes the tree
+    takes in at the step's end: one part each, encoded once, whether the tree or the write comes first; a small node
+    stays in its row as LangGraph encodes it. Writes of an older saver (each node encoded apart) still read."""
+    db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    listed, small = nodes_of(3), OperationNode(id=4, parent_id=3)
+    pending, judged = replace(nodes_of(4)[3], observation="1 passed\n" * 200), nodes_of(3, judged=2)[2]
+    inserted: list[str] = []
+    with open_checkpointer(f"sqlite:{db}", db) as saver:
+        assert isinstance(saver, ChannelSqliteSaver)
+        writer = OldSaver(saver.conn, serde=serializer()) if old_writes else saver
+        first = put_operations(saver, config, {}, listed)
+        saver.conn.set_trace_callback(lambda sql: inserted.append(sql) if "INTO parts" in sql else None)
+        writes = [("pending", pending), ("changed", [judged]), ("proposed", None), ("retry", small)]
+        writer.put_writes(first["config"], writes, "task-1", "~__pregel_pull, execute_tool")
+        tree = [*listed[:2], judged, pending]
+        put_operations(saver, config, first["versions"], tree)
+        saver.commit()
+        with sqlite3.connect(db) as conn:
+            kinds = dict(conn.execute("SELECT channel, type FROM writes").fetchall())
+            row = conn.execute("SELECT value FROM writes WHERE channel = 'retry'").fetchone()[0]
+        if not old_writes:
+            assert kinds == {"pending": "ref", "changed": "parts", "proposed": "null", "retry": "msgpack"}
+            assert (len(inserted), count(db, "parts")) == (2, 5)  # nodes 0-2, node 2 judged, the pending node
+            assert row == JsonPlusSerializer(allowed_msgpack_modules=MEMORY_TYPES).dumps_typed(small)[1]
+        resumed = saver.get_tuple(first["config"])
+        assert resumed is not None and resumed.pending_writes == [("task-1", *write) for write in writes]
+        latest = saver.get_tuple(config)
+        assert latest is not None and latest.checkpoint["channel_values"]["operations"] == tree

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_ide.config import load_config
 from llm_ide.run.calls_log import CallLog, read_log
 from llm_ide.run.single import run_task
-from llm_ide.run.trajectory import load_trajectory
+from llm_ide.run.trajectory import Recorder, load_trajectory
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(150))
 
@@ -111,3 +113,23 @@ def test_a_logged_prompt_is_its_growth_and_reads_back_whole(tmp_path: Path, reop
     assert sum(written[1:8]) < len(gzip.compress(base.encode())) // 4  # each later prompt costs its growth
     raw = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
     assert [record.get("prompt_shared") for record in raw] == [None, *(len(prompts[n - 1]) for n in range(1, 8)), None]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(info=st.dictionaries(st.text(), JSON, max_size=5), config=JSON, other=JSON, task=st.text())
+def test_the_trajectory_info_is_jsons_own_with_the_settings_encoded_once(
+    tmp_path_factory: pytest.TempPathFactory, info: dict, config: object, other: object, task: str
+) -> None:
+    """The info a rewrite writes (its settings encoded once per run) is `json.dumps`'s, byte for byte, for any
+    info: the same settings again, other settings, none, values equal to the ones before but encoded otherwise."""
+    recorder = Recorder(tmp_path_factory.mktemp("head"), "r")
+    for settings_now in (config, config, other, None, json.loads(json.dumps(other)), 1, True, [1.0], [1], [True]):
+        head = {**info, "config": settings_now, "copy": other, "task": task}
+        assert recorder._info(head) == json.dumps(head, ensure_ascii=False).encode()

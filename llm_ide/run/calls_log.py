@@ -36,9 +36,8 @@ def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
         if unzip.eof:  # the next member, if any, starts in the unused bytes
             data, fed = unzip.unused_data + data[fed:], 0
             unzip = zlib.decompressobj(GZIP)
-    return parse_records(
-        bytes(text).split(b"\n")
-    ), not damaged and fed == 0  # complete: nothing in an unfinished member
+    complete = not damaged and fed == 0  # nothing in an unfinished member
+    return parse_records(bytes(text).split(b"\n")), complete
 
 
 def parse_records(lines: list[bytes] | list[str]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import threading
@@ -11,12 +12,19 @@ from hashlib import blake2b
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import WRITES_IDX_MAP, ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.faults import failpoint
-from llm_ide.run.serde import PARTS, REF, ZLIB, CompressingSerializer, PartList, PartRef
+from llm_ide.run.serde import COMPRESS_OVER, PARTS, REF, ZLIB, CompressingSerializer, Part, PartList, PartRef
 from llm_ide.state.operations import OperationNode
 
 INLINE_STR = 128  # longer strings (the task) are stored once per version, not in every checkpoint row
@@ -37,11 +45,13 @@ RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
 # `reflect`, its writes committed) already holds the action.
 RERUNNABLE_WITH = {"act": "proposed"}
 NEXT = "branch:to:"  # LangGraph's trigger channel of the node an edge leads to
+CHECKPOINT_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
 
 
 # PARTS: the operations (a node's write, a blob) as the digests (8 bytes each) of their nodes, stored once each in
 # `parts`; and a large value (the code context) is stored once in `parts`, its node's write and its blob typed REF
 DIGEST = 8
+NULL = ("null", b"")  # LangGraph's serializer's encoding of None
 BATCH = 500  # digests per query (SQLite's limit on a statement's parameters)
 
 
@@ -84,7 +94,7 @@ class StoredApart:
 
 
 def _node_list(value: Any) -> bool:
-    return isinstance(value, list) and len(value) > 1 and all(type(item) is OperationNode for item in value)
+    return isinstance(value, list) and len(value) > 0 and all(type(item) is OperationNode for item in value)
 
 
 def _rerunnable(node: str, values: dict[str, Any]) -> bool:
@@ -147,39 +157,60 @@ class ChannelSqliteSaver(SqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        values = checkpoint["channel_values"]
+        """SqliteSaver's, with each value that is not inline stored apart once per version (`blobs`), in the same
+        transaction as the checkpoint's row."""
+        values, conf = checkpoint["channel_values"], config["configurable"]
         stored = {k: v for k, v in values.items() if not _inline(v)}
-        thread_id, ns = config["configurable"]["thread_id"], config["configurable"].get("checkpoint_ns", "")
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         versions = self.apart.to_store(config, stored, checkpoint["channel_versions"], new_versions)
-        with self.cursor(transaction=False) as cur:  # committed with the checkpoint row below
-            rows = [
-                (thread_id, ns, k, str(version))
-                + (self._blob(cur, thread_id, ns, stored[k]) if k in stored else ("empty", None))
-                for k, version in versions.items()
-                if k in stored or k not in values
-            ]
-            cur.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)", rows)
-        self.apart.stored(config, stored, versions)
-        inline = {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
+        kind, data = self.serde.dumps_typed(
+            {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
+        )
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore")
         following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
         rerunnable = {node for node in following if _rerunnable(node, values)}
         self._rerunnable = (checkpoint["id"], frozenset(rerunnable))  # durability "sync": before its tasks' writes
-        with self._deferred(bool(following) and len(rerunnable) == len(following)):
-            return super().put(config, inline, metadata, new_versions)
+        row = (str(thread_id), ns, checkpoint["id"], conf.get("checkpoint_id"), kind, data, meta)
+        with self._deferred(bool(following) and len(rerunnable) == len(following)), self.cursor() as cur:
+            cur.executemany(
+                "INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (thread_id, ns, k, str(version))
+                    + (self._blob(cur, thread_id, ns, stored[k]) if k in stored else ("empty", None))
+                    for k, version in versions.items()
+                    if k in stored or k not in values
+                ],
+            )
+            cur.execute(f"INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        self.apart.stored(config, stored, versions)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
-        """How a value (a blob, a write) is stored: the operations by their nodes' digests (each node stored once in
-        `parts`), else as `_stored`."""
+        """How a value (a blob, a write) is stored: the operations, and the nodes a step writes (its pending node, the
+        nodes it changed), by their nodes' digests, each node stored once in `parts` and encoded once (a step adds
+        one or two, not the tree); a small node as it is; else as `_stored`."""
+        if value is None:
+            return NULL
+        if type(value) is OperationNode:
+            part = self.serde.node_parts([value])[0]
+            if len(part.raw) <= COMPRESS_OVER:
+                return part.kind.removesuffix(ZLIB), part.raw
+            self._insert_parts(cur, thread_id, ns, [part])
+            return REF, part.digest
         if not _node_list(value):
             return self._stored(cur, thread_id, ns, value)
-        parts, known = self.serde.node_parts(value), self._parts.setdefault((str(thread_id), str(ns)), set())
-        new = [part for part in parts if part.digest not in known]  # a step adds one or two nodes, not the tree
+        parts = self.serde.node_parts(value)
+        self._insert_parts(cur, thread_id, ns, parts)
+        return PARTS, b"".join(part.digest for part in parts)
+
+    def _insert_parts(self, cur: sqlite3.Cursor, thread_id: str, ns: str, parts: list[Part]) -> None:
+        known = self._parts.setdefault((str(thread_id), str(ns)), set())
+        new = [part for part in parts if part.digest not in known]
         cur.executemany(
             "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
             [(thread_id, ns, part.digest, part.kind, part.data) for part in new],
         )
         known.update(part.digest for part in new)
-        return PARTS, b"".join(part.digest for part in parts)
 
     def _stored(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
         """A large value by its digest, stored once in `parts` (a node's write and its checkpoint's blob of the same

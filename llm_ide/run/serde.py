@@ -143,20 +143,24 @@ class CompressingSerializer(JsonPlusSerializer):
 
 def _chunks_data(chunks: list[Chunk]) -> bytes:
     """The code context as msgpack rows, each activity history as bytes when its entries fit (they are 0 or 1 and
-    small counts): a tenth of the time of the generic encoding, whose cost grows with chunks × operations."""
-    return ormsgpack.packb(
-        [
-            (c.file_path, c.lines, c.class_name, c.function, c.whole_function, c.created)
-            + (_compact(c.activity.accessed), _compact(c.activity.referred), c.activity.score, c.activity.scored)
-            for c in chunks
-        ]
-    )
+    small counts): a tenth of the time of the generic encoding, whose cost grows with chunks × operations. (A
+    bytearray is made in half the time of bytes from a list, and msgpack writes both as the same `bin`.)"""
+    rows = []
+    for c in chunks:
+        a = c.activity
+        try:
+            accessed, referred = bytearray(a.accessed), bytearray(a.referred)
+        except ValueError:  # a count over 255
+            accessed, referred = _compact(a.accessed), _compact(a.referred)
+        row = (c.file_path, c.lines, c.class_name, c.function, c.whole_function, c.created, accessed, referred)
+        rows.append((*row, a.score, a.scored))
+    return ormsgpack.packb(rows)
 
 
-def _compact(entries: list[int]) -> bytes | list[int]:
+def _compact(entries: list[int]) -> bytearray | list[int]:
     try:
-        return bytes(entries)
-    except ValueError:  # a count over 255
+        return bytearray(entries)
+    except ValueError:
         return entries
 
 
