@@ -4,11 +4,21 @@ it had read it again (the same renders, parse order and lookups)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 from codeview_cases import CountingFiles
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_ide.codeview import CodeView, LocalFiles
+from llm_ide.config import load_config
+from llm_ide.conversation import params_text
+from llm_ide.nodes.snapshot import briefs, clip
+from llm_ide.prompting import render
 from llm_ide.state.context import Chunk
+from llm_ide.state.operations import OperationNode
+from llm_ide.text import first_sentence
+from llm_ide.variant import AgentContext
 
 
 def renders(view: CodeView) -> list[object]:
@@ -52,3 +62,33 @@ def test_a_held_view_reads_each_file_once_and_answers_as_the_plain_one(tmp_path:
     )
     (tmp_path / "b.py").write_text("def h():\n    return 4\n")  # after the hold: read again
     assert "def h():" in held.render([Chunk("b.py", [1])]) and source.calls[-1] == ["b.py"]
+
+
+SHARED = AgentContext(settings=load_config("default"), model=cast(Any, None), codebase=cast(Any, None))  # one memo
+WORDS = st.sampled_from(["Fix it.", "Fix it. Then test", "Look at a.py.", "x" * 300, "", "Fix it.\n\nMore."])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(WORDS, WORDS, st.sampled_from(["ls", "cat a.py", "y" * 300])), min_size=2, max_size=5))
+def test_a_brief_kept_from_an_earlier_render_is_the_brief_written_anew(steps: list[tuple[str, str, str]]) -> None:
+    """Whatever changed since (a verdict's summary, the next thought, the action), one run's memo gives each node's
+    brief as written from scratch: thought and action cut short, the summary unless the next thought begins with it."""
+    nodes = [
+        OperationNode(
+            id=i, parent_id=i - 1 if i else None, thought=t, summary=s, action_type="bash", action_params={"command": c}
+        )
+        for i, (t, s, c) in enumerate(steps)
+    ]
+    memory, templates = SHARED.settings.memory, SHARED.templates
+    expected = [
+        render(
+            templates,
+            "operation_brief",
+            node=node,
+            thought=clip(node.thought, memory.history_thought_chars),
+            params=clip(params_text(node), memory.history_params_chars),
+            summary="" if node.summary == first_sentence(after.thought) else node.summary or "(none)",
+        )
+        for node, after in zip(nodes, nodes[1:], strict=False)
+    ]
+    assert briefs(SHARED, nodes, nodes[1:]) == expected

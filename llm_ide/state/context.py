@@ -129,6 +129,8 @@ def trim_to_budget(chunks: list[Chunk], sizes: list[int], budget: int) -> list[C
     total = sum(
         size for chunk, size in zip(chunks, sizes, strict=True) if not (chunk.created and _accessed_last(chunk))
     )
+    if total <= budget:
+        return list(chunks)  # (what the loop below keeps when it stops at once)
     dropped: set[int] = set()
     for index in sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i)):
         if total <= budget:
