@@ -3,15 +3,15 @@
 
 Both agents play the session of bench_cost.py (the same generated steps over a git repository of large standard-library
 copies, the same loopback OpenAI-compatible endpoint, mini-swe-agent from its own venv with its default config), one
-after the other, `--rounds` times in turn (llm-ide, mini, llm-ide, mini, ...). When a request arrives the endpoint reads
-the CPU time (user + system) the agent's own process has used so far (/proc/PID/stat: all its threads, not the
-commands it runs, which are its children). An agent's CPU per step at step N is its CPU from the first request of
-step N-9 to the first request of step N+1, over 10: what the agent does between two model replies (its prompt, the
-call, parsing, in-process actions such as views and edits, checkpoints, trajectory) without the commands' own CPU. The
-median of the rounds is shown; the ratio llm-ide / mini compares them side by side in one run. The row `all` is the
-whole session's CPU per step (from its first request to its last). After the table, the graph alone: llm-ide's six
-nodes doing nothing but routing, checkpointed and streamed as a run is (`graph_ms`), the part of llm-ide's figure
-that is LangGraph's before any node works.
+after the other, `--rounds` times in turn (llm-ide, mini, llm-ide, mini, ...). When a request arrives the endpoint
+reads the CPU time (user + system) the agent's own process has used so far (its process CPU clock, to the nanosecond:
+all its threads, those that have ended too, not the commands it runs, which are its children). An agent's CPU per step
+at step N is its CPU from the first request of step N-9 to the first request of step N+1, over 10: what the agent does
+between two model replies (its prompt, the call, parsing, in-process actions such as views and edits, checkpoints,
+trajectory) without the commands' own CPU. The median of the rounds is shown; the ratio llm-ide / mini compares them
+side by side in one run. The row `all` is the whole session's CPU per step (from its first request to its last). After
+the table, the graph alone: llm-ide's six nodes doing nothing but routing, checkpointed and streamed as a run is
+(`graph_ms`), the part of llm-ide's figure that is LangGraph's before any node works.
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ from llm_ide.run.checkpoint import open_checkpointer
 
 MARKS = (10, 50, 100)
 WINDOW = 10
-TICKS = os.sysconf("SC_CLK_TCK")
+CPUCLOCK_SCHED = 2  # Linux's CPU clock of another process: ((~pid) << 3) | 2, what clock_getcpuclockid(3) returns
 OURS = "llm-ide@gpt"
 
 
 def process_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system, all threads, no children) the process `pid` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    """Seconds of CPU (user + system, all threads, no children) the process `pid` has used, to the nanosecond
+    (/proc/PID/stat counts in 10 ms ticks: ±1 ms a step over a 10-step window)."""
+    return time.clock_gettime((~pid << 3) | CPUCLOCK_SCHED)
 
 
 class CpuEndpoint(Endpoint):
@@ -90,7 +90,7 @@ def play(endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path) -> 
 
 def per_step_ms(cpu: dict[int, float], mark: int) -> float:
     """Milliseconds of CPU per step over the WINDOW steps ending at `mark` (or the whole session for 0: its first
-    request's step to its last's, a finer figure than a window's 1 ms, the resolution of /proc's 10 ms ticks)."""
+    request's step to its last's)."""
     first, last = (min(cpu), max(cpu)) if mark == 0 else (mark + 1 - WINDOW, mark + 1)
     return (cpu[last] - cpu[first]) / (last - first) * 1000
 
@@ -180,8 +180,8 @@ def main(
     for mark in (*marks, 0):
         ours, mini = (statistics.median(per_step_ms(cpu, mark) for cpu in samples[name]) for name in (OURS, MINI))
         name = mark or "all"
-        table.add_row(str(name), f"{ours:.1f}", f"{mini:.1f}", f"{ours / mini:.2f}")
-        pairs += [f"ours_ms_{name}={ours:.1f}", f"mini_ms_{name}={mini:.1f}", f"ratio_{name}={ours / mini:.2f}"]
+        table.add_row(str(name), f"{ours:.2f}", f"{mini:.2f}", f"{ours / mini:.2f}")
+        pairs += [f"ours_ms_{name}={ours:.2f}", f"mini_ms_{name}={mini:.2f}", f"ratio_{name}={ours / mini:.2f}"]
     console.print(table)
     floor = statistics.median(graph_floor(steps) for _ in range(rounds))  # after the runs: the endpoint's thread gone
     console.print(f"the graph alone (six nodes doing nothing, the same checkpoints): {floor:.1f} ms a step")
