@@ -92,3 +92,25 @@ def test_a_brief_kept_from_an_earlier_render_is_the_brief_written_anew(steps: li
         for node, after in zip(nodes, nodes[1:], strict=False)
     ]
     assert briefs(SHARED, nodes, nodes[1:]) == expected
+
+
+def test_sizes_asked_later_leave_the_view_as_sizing_each_chunk_at_once_would(tmp_path: Path) -> None:
+    """Files parsed, read again, changed since their parse or never parsed, with room for only two parses (so the
+    lookups evict each other): the sizes asked (some, in another order) are those `chunk_size` gives, and the view's
+    reads, parses and order are the same as after sizing every chunk in turn."""
+    for name in "abcd":
+        (tmp_path / f"{name}.py").write_text(f"class {name.upper()}:\n    def f(self):\n        return 1\n\nx = 2\n")
+    places = [("a", [3], "f"), ("c", [5], ""), ("b", [1, 2], "f"), ("a", [5], ""), ("d", [2], "f"), ("gone", [1], "")]
+    chunks = [Chunk(f"{name}.py", lines, function=function) for name, lines, function in places]
+    sources = [CountingFiles(tmp_path), CountingFiles(tmp_path)]
+    eager, lazy = (CodeView(source, max_files=2) for source in sources)
+    for view in (eager, lazy):
+        view.line_count("a.py"), view.line_count("b.py")  # an earlier step's parses
+    (tmp_path / "b.py").write_text("def g():\n    return 3\n")
+    expected = [eager.chunk_size(chunk) for chunk in chunks]
+    size = lazy.sizes(chunks)
+    assert [size(i) for i in (4, 0, 5, 2)] == [expected[i] for i in (4, 0, 5, 2)]
+    assert [size(i) for i in range(len(chunks))] == expected
+    assert sources[0].calls == sources[1].calls and len(sources[0].calls) > 3
+    assert list(eager._parsed) == list(lazy._parsed) and list(eager._current) == list(lazy._current)
+    assert eager.recent(2) == lazy.recent(2) and eager._former.keys() == lazy._former.keys()

@@ -27,14 +27,14 @@ def prices(ctx: AgentContext) -> Price:
     return price if isinstance(price, Price) and price.charged else price_of(ctx.settings.memory.unpriced)
 
 
-def turn_chars(node: OperationNode) -> int:
-    """About what an operation's turns send: the reply that made it and its outcome."""
-    return reply_chars(node, len(params_text(node))) + len(node.observation) + TURN_CHARS
+def turn_chars(node: OperationNode, params: int | None = None) -> int:
+    """About what an operation's turns send: the reply that made it and its outcome (`params`: its action's)."""
+    params = len(params_text(node)) if params is None else params
+    return len(node.thought) + params + len(node.lessons) + len(node.observation) + TURN_CHARS
 
 
 def reply_chars(node: OperationNode, params: int) -> int:
-    """What its reply said, but the verdict and the tags (`params`: its action's)."""
-    return len(node.thought) + params + len(node.lessons)
+    return len(node.thought) + params + len(node.lessons) + REPLY_CHARS
 
 
 def params_texts(memo: Memo, nodes: list[OperationNode]) -> list[str]:
@@ -67,13 +67,13 @@ class Ledger:
     @classmethod
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
         price, nodes = prices(ctx), state.get("operations", [])
-        said = [reply_chars(node, len(text)) for node, text in zip(nodes, params_texts(ctx.memo, nodes), strict=True)]
+        params = [len(text) for text in params_texts(ctx.memo, nodes)]
         steps, usage = len(nodes), state.get("usage")
         return cls(
             reread=min(1.0, price.read / price.write),
             output=price.output / price.write,
-            turns=[size + len(node.observation) + TURN_CHARS for node, size in zip(nodes, said, strict=True)],
-            replies=[size + REPLY_CHARS for size in said],
+            turns=[turn_chars(node, length) for node, length in zip(nodes, params, strict=True)],
+            replies=[reply_chars(node, length) for node, length in zip(nodes, params, strict=True)],
             start=min(state.get("snapshot_step", 0), steps),
             opening=len(state.get("snapshot", "")),
             first=old.get("first") or len(old["text"]),
@@ -128,8 +128,7 @@ class Ledger:
 
     def dropped(self) -> float:
         """What the re-reads of the epoch's turns have cost since each was new, counting the call to come."""
-        last = self.step - 1
-        reads = sum(size * (last - i) for i, size in enumerate(self.turns[self.start :], self.start))
+        reads = sum(size * (self.step - 1 - i) for i, size in enumerate(self.turns) if i >= self.start)
         return self.reread * self.calls * reads
 
 

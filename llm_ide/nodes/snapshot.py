@@ -44,7 +44,7 @@ def code_context_text(
     shown = [chunk for chunk in shown if chunk.file_path not in whole]
     view = ctx.codebase.view
     view.refresh([*whole, *(chunk.file_path for chunk in shown)])
-    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
+    shown = trim_to_budget(shown, view.sizes(shown), ctx.settings.memory.context_budget_chars)
     shown = [*(Chunk(path, list(range(1, view.line_count(path) + 1))) for path in whole), *shown]
     if hide is not None:
         return view.render(shown, reread=False, hide=hide) if shown else ""
