@@ -106,7 +106,7 @@ def context_step(view: CodeView, chunks: list[Chunk], n_operations: int, params:
     """What the agent does for the code context at every step (llm_ide/nodes/render_context.py)."""
     rescore(chunks, n_operations, params)
     shown = select_chunks(chunks, params)
-    shown = trim_to_budget(shown, [view.chunk_size(chunk) for chunk in shown], budget)
+    shown = trim_to_budget(shown, view.sizes(shown), budget)
     return view.render(shown)
 
 

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from agent_script import write_script
 from conftest import make_git_repo
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llm_ide.config import load_config
-from llm_ide.nodes.ledger import PAYBACK, turn_chars
+from llm_ide.nodes.ledger import PAYBACK, Ledger, turn_chars
 from llm_ide.pricing import PROFILES, Price, settings_of
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
@@ -111,3 +113,13 @@ def test_the_sizes_the_rule_weighs_are_those_the_calls_send(tmp_path: Path) -> N
         sent = sizes[k] - sizes[k - 1]  # the turns of operation k-1: its reply and its outcome
         estimated = turn_chars(operations[k - 1])
         assert abs(estimated - sent) <= max(40, 0.05 * sent), (k, estimated, sent)
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=40), st.integers(0, 40), st.floats(0, 1), st.floats(1, 3))
+def test_an_epochs_turns_are_charged_a_reread_for_each_call_since_they_were_new(
+    turns: list[int], start: int, reread: float, calls: float
+) -> None:
+    start = min(start, len(turns))
+    ledger = Ledger(reread, 8.0, turns, turns, start, 0, 0, 0.0, calls)
+    reads = sum(size * (len(turns) - 1 - i) for i, size in enumerate(turns) if i >= start)
+    assert ledger.dropped() == reread * calls * reads

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_ide.state.context import (
     Activity,
@@ -108,7 +110,7 @@ def test_trim_to_budget(
     scores: list[float], accessed_last: list[int], sizes: list[int], budget: int, kept: list[int]
 ) -> None:
     chunks = [chunk(f"{i}.py", [1, 1 if i in accessed_last else 0], score=s) for i, s in enumerate(scores)]
-    assert trim_to_budget(chunks, sizes, budget) == [chunks[i] for i in kept]
+    assert trim_to_budget(chunks, sizes.__getitem__, budget) == [chunks[i] for i in kept]
 
 
 @pytest.mark.parametrize(
@@ -128,7 +130,39 @@ def test_trim_to_budget_drops_chunks_of_created_files_first(
     chunks = [chunk(f"{i}.py", [1, 1 if i in accessed_last else 0], score=s) for i, s in enumerate(scores)]
     for index in created:
         chunks[index].created = True
-    assert trim_to_budget(chunks, [100] * 4, budget) == [chunks[i] for i in kept]
+    assert trim_to_budget(chunks, lambda _: 100, budget) == [chunks[i] for i in kept]
+
+
+def dropping_until_it_fits(chunks: list[Chunk], sizes: list[int], budget: int) -> list[Chunk]:
+    """The trim as it was written first: every size summed, then the chunks dropped in turn while over the budget."""
+    total = sum(size for c, size in zip(chunks, sizes, strict=True) if not (c.created and c.activity.accessed[-1]))
+    dropped: set[int] = set()
+    for index in sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i)):
+        if total <= budget:
+            break
+        if not chunks[index].activity.accessed[-1]:
+            dropped.add(index)
+            total -= sizes[index]
+    return [c for i, c in enumerate(chunks) if i not in dropped]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0]), st.booleans(), st.booleans(), st.integers(0, 60))),
+    st.integers(-10, 200),
+)
+def test_trimming_from_the_kept_end_keeps_what_dropping_until_it_fits_keeps(
+    drawn: list[tuple[float, bool, bool, int]], budget: int
+) -> None:
+    """Equal scores, zero sizes, created and just-accessed chunks, a budget the kept alone exceed: the same chunks,
+    and no size asked of a chunk below the first one dropped."""
+    chunks = [chunk(f"{i}.py", [0, int(last)], score=s) for i, (s, _, last, _) in enumerate(drawn)]
+    for c, (_, created, _, _) in zip(chunks, drawn, strict=True):
+        c.created = created
+    sizes, asked = [size for *_, size in drawn], set()
+    kept = trim_to_budget(chunks, lambda i: asked.add(i) or sizes[i], budget)
+    assert kept == dropping_until_it_fits(chunks, sizes, budget)
+    assert len(asked - {i for i, c in enumerate(chunks) if c in kept}) <= 1
 
 
 def test_a_created_file_marks_every_chunk_of_it_and_a_command_naming_it_accesses_them() -> None:

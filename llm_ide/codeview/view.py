@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -76,18 +76,17 @@ class CodeView:
         for chunk in chunks:
             by_file.setdefault(self.path(chunk.file_path), []).append(chunk)
         self.refresh(by_file if reread else [path for path in by_file if path not in self._current])
-        files = (self._render_file(path, file_chunks, hide) for path, file_chunks in by_file.items())
+        files = (_rendered(path, self._index(path), file_chunks, hide) for path, file_chunks in by_file.items())
         return "\n\n".join(text for text in files if text)
 
     def chunk_size(self, chunk: Chunk) -> int:
-        """Characters this chunk alone renders to (its file's latest snapshot; memoised with the file's index, by what
-        the render reads of the chunk: its lines, whole_function, and the class and function of its qualname)."""
-        key = (tuple(chunk.lines), chunk.whole_function, chunk.class_name, chunk.function)
-        path = self.path(chunk.file_path)
-        sizes = index.sizes if (index := self._index(path)) is not None else {}  # (no file: nothing kept)
-        if (size := sizes.get(key)) is None:
-            size = sizes[key] = len(self._render_file(path, [chunk]))
-        return size
+        """Characters this chunk alone renders to (its file's latest snapshot)."""
+        return self.sizes([chunk])(0)
+
+    def sizes(self, chunks: list[Chunk]) -> Callable[[int], int]:
+        """Chunk i's `chunk_size`, worked out when asked (from its file as looked up now: reads, parses in order)."""
+        found = [(path := self.path(chunk.file_path), self._index(path)) for chunk in chunks]
+        return lambda i: _size(*found[i], chunks[i])
 
     def scopes(self, path: str, lines: Iterable[int], fresh: bool = True) -> list[Scope]:
         """The existing `lines` grouped by their innermost enclosing class/function, in line order."""
@@ -197,19 +196,28 @@ class CodeView:
             self._former.pop(evicted, None)
         return index
 
-    def _render_file(self, path: str, chunks: list[Chunk], hide: Collection[str] = ()) -> str:
-        header = f"### File: `{path}`"
-        index = self._index(path)
-        if index is None:
-            return f"{header}\n{MISSING_NOTE}"
-        shown = _shown_lines(index, chunks, hide)
-        if not shown:
-            return "" if hide else f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
-        ordered = sorted(shown)
-        rows = index.rows(ordered)
-        out = [header, rows[0]]
-        out += [row if b - a == 1 else "...\n" + row for a, b, row in zip(ordered, ordered[1:], rows[1:], strict=False)]
-        return "\n".join(out)
+
+def _size(path: str, index: FileIndex | None, chunk: Chunk) -> int:
+    """Memoised with the file's index by what the render reads of the chunk (lines, whole_function, class, function)."""
+    key = (tuple(chunk.lines), chunk.whole_function, chunk.class_name, chunk.function)
+    sizes = index.sizes if index is not None else {}  # (no file: nothing kept)
+    if (size := sizes.get(key)) is None:
+        size = sizes[key] = len(_rendered(path, index, [chunk]))
+    return size
+
+
+def _rendered(path: str, index: FileIndex | None, chunks: list[Chunk], hide: Collection[str] = ()) -> str:
+    header = f"### File: `{path}`"
+    if index is None:
+        return f"{header}\n{MISSING_NOTE}"
+    shown = _shown_lines(index, chunks, hide)
+    if not shown:
+        return "" if hide else f"{header}\n{PAST_END_NOTE.format(count=index.line_count)}"
+    ordered = sorted(shown)
+    rows = index.rows(ordered)
+    out = [header, rows[0]]
+    out += [row if b - a == 1 else "...\n" + row for a, b, row in zip(ordered, ordered[1:], rows[1:], strict=False)]
+    return "\n".join(out)
 
 
 def _describes(index: FileIndex, snapshot: FileSnapshot) -> bool:

@@ -44,7 +44,7 @@ def code_context_text(
     shown = [chunk for chunk in shown if chunk.file_path not in whole]
     view = ctx.codebase.view
     view.refresh([*whole, *(chunk.file_path for chunk in shown)])
-    shown = trim_to_budget(shown, [view.chunk_size(c) for c in shown], ctx.settings.memory.context_budget_chars)
+    shown = trim_to_budget(shown, view.sizes(shown), ctx.settings.memory.context_budget_chars)
     shown = [*(Chunk(path, list(range(1, view.line_count(path) + 1))) for path in whole), *shown]
     if hide is not None:
         return view.render(shown, reread=False, hide=hide) if shown else ""
@@ -96,16 +96,19 @@ def clip(text: str, limit: int) -> str:
 def briefs(ctx: AgentContext, nodes: list[OperationNode], following: list[OperationNode]) -> list[str]:
     """Each node in brief (thought and action cut short, its summary unless the next node's thought begins with it)."""
     memory = ctx.settings.memory
+    limits = memory.history_thought_chars, memory.history_params_chars
     parts = []
     for node, after, text in zip(nodes, following, params_texts(ctx.memo, nodes), strict=False):
-        thought = clip(node.thought, memory.history_thought_chars)
-        params = clip(text, memory.history_params_chars)
-        summary = "" if node.summary == first_sentence(after.thought) else node.summary or "(none)"
-        brief = partial(
-            render, ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary
-        )
-        parts.append(ctx.memo.get(("brief", node.id, node.action_type, thought, params, summary), brief))
+        key = ("brief", node.id, node.action_type, node.thought, text, node.summary, after.thought, limits)
+        parts.append(ctx.memo.get(key, partial(brief, ctx, node, text, after)))  # (key: all `brief` reads)
     return parts
+
+
+def brief(ctx: AgentContext, node: OperationNode, text: str, after: OperationNode) -> str:
+    thought = clip(node.thought, ctx.settings.memory.history_thought_chars)
+    params = clip(text, ctx.settings.memory.history_params_chars)
+    summary = "" if node.summary == first_sentence(after.thought) else node.summary or "(none)"
+    return render(ctx.templates, "operation_brief", node=node, thought=thought, params=params, summary=summary)
 
 
 def history_text(ctx: AgentContext, chain: list[OperationNode], count: int) -> str:
@@ -153,9 +156,8 @@ def split(ctx: AgentContext, state: AgentState) -> tuple[list[OperationNode], li
 def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> MemoryBase:
     """The base of a full renewal: everything the memory holds now but the recent operations (the files named read
     from the operations since the `previous` base only)."""
-    history, _ = split(ctx, state)
-    nodes = state.get("operations", [])
-    chain = reasoning_chain(nodes)
+    history, recent = split(ctx, state)
+    nodes, chain = state.get("operations", []), [*history, *recent]
     step = state.get("n_operations", 0)
     files = files_named(ctx, nodes[previous["step"] :], previous["files"]) if previous else files_named(ctx, nodes, [])
     lessons = lessons_of(state)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
@@ -122,22 +122,20 @@ def select_chunks(chunks: list[Chunk], params: ScoreParams) -> list[Chunk]:
     return [c for c in chunks if c.activity.score > params.threshold or _accessed_last(c)]
 
 
-def trim_to_budget(chunks: list[Chunk], sizes: list[int], budget: int) -> list[Chunk]:
-    """Drop chunks until the summed size fits, those of files the agent created first, then the lowest-scored; never
-    one accessed by the latest operation. A created file's chunk accessed just now (a scratch script written or run)
-    is shown beside the budget: it does not push out the code under repair."""
-    total = sum(
-        size for chunk, size in zip(chunks, sizes, strict=True) if not (chunk.created and _accessed_last(chunk))
-    )
-    dropped: set[int] = set()
-    for index in sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i)):
-        if total <= budget:
-            break
-        if _accessed_last(chunks[index]):
-            continue
-        dropped.add(index)
-        total -= sizes[index]
-    return [chunk for i, chunk in enumerate(chunks) if i not in dropped]
+def trim_to_budget(chunks: list[Chunk], size: Callable[[int], int], budget: int) -> list[Chunk]:
+    """Drop chunks (`size(i)`: chunk i's) until the summed size fits, those of files the agent created first, then the
+    lowest-scored; never one accessed by the latest operation, and a created file's just accessed (a scratch script)
+    is shown beside the budget. (Kept: the longest run from the other end that fits: only its sizes are asked.)"""
+    order = sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i))
+    kept = {i for i in order if _accessed_last(chunks[i])}
+    room = budget - sum(size(i) for i in kept if not chunks[i].created)
+    for index in reversed(order):
+        if index not in kept:
+            if (needed := size(index)) > room:
+                break
+            room -= needed
+            kept.add(index)
+    return [chunk for i, chunk in enumerate(chunks) if i in kept]
 
 
 def _accessed_last(chunk: Chunk) -> bool:
