@@ -5,6 +5,7 @@ text as it streams in (when the model streams), its end (the tokens it used)."""
 from __future__ import annotations
 
 import json
+import operator
 import re
 import time
 from collections import Counter
@@ -57,7 +58,8 @@ def with_calls(text: str, calls: Iterable[tuple[str, str]]) -> str:
 
 def message_text(message: Message) -> str:
     """A message as a record shows it: its content, then its tool calls."""
-    calls = message.get("tool_calls") or []
+    if not (calls := message.get("tool_calls")):
+        return message["content"]
     return with_calls(message["content"], ((c["name"], json.dumps(c["args"], ensure_ascii=False)) for c in calls))
 
 
@@ -111,7 +113,7 @@ def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
 # A BPE tokenizer's pieces, roughly: a run of letters, a digit, a line break, a run of spaces (an indentation), a mark.
 # Each costs its weight in tokens (a mark often merges with its neighbour: less than one; a long or camel-case word
 # splits: more), fitted on the prompts of real agent runs against a real server's tokenizer (docs/local-models.md).
-TOKEN_PIECES = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]|_")
+TOKEN_PIECES = re.compile(r"[^\W\d_]+| +|.", re.DOTALL)  # (any other character is a piece alone)
 WORD, LONG_WORD_LETTER, CAMEL_CASE, LINE, INDENT, DIGIT, MARK = 1.26, 0.04, 1.84, 1.6, 0.67, 1.46, 0.37
 
 
@@ -119,7 +121,8 @@ WORD, LONG_WORD_LETTER, CAMEL_CASE, LINE, INDENT, DIGIT, MARK = 1.26, 0.04, 1.84
 def estimate_tokens(text: str) -> int:
     """The tokens of `text` for a BPE tokenizer, without the tokenizer: within ±10% of a server's count on the
     prompts of an agent (code, command output, prose). Each distinct piece is weighed once."""
-    return round(sum(count * piece_tokens(piece) for piece, count in Counter(TOKEN_PIECES.findall(text)).items()))
+    counts = Counter(TOKEN_PIECES.findall(text))
+    return round(sum(map(operator.mul, counts.values(), map(piece_tokens, counts))))  # (in the pieces' order)
 
 
 @lru_cache(maxsize=65536)

@@ -14,7 +14,9 @@ from conftest import require_bwrap
 
 from llm_ide.config import ConfigError, load_config
 from llm_ide.environments import EnvironmentFailure, LocalEnvironment, make_environment
+from llm_ide.environments.base import FileSnapshot
 from llm_ide.environments.output import OutputCap
+from llm_ide.environments.sandbox import absent, resolve_inside
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -279,3 +281,29 @@ def test_the_sandbox_shows_the_repository_at_its_mount_point(
         assert (repo / "pkg" / "b.py").read_text() == "y\n"  # written through the mount into the repository
         assert environment.execute("touch /usr/llm-ide-probe").returncode != 0
     assert not Path(mount_at).exists()  # nothing made on the host
+
+
+def test_a_file_not_there_reads_as_nothing_at_once_and_every_path_reads_as_its_real_path_says(tmp_path: Path) -> None:
+    """A miss (a plain name no file has, in a folder that is there) is answered without resolving the path; every
+    other path reads as before, through its real path: `..` after a missing folder, dangling symlinks whose target
+    resolves by name, a folder symlink through a missing one, the way out of the repository, names no file can have."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside.py"
+    (repo / "sub").mkdir(parents=True)
+    outside.write_text("secret = 1\n")
+    (repo / "a.py").write_text("a = 1\n")
+    (repo / "sub" / "in.py").write_text("b = 2\n")
+    links = {"dangling": "nope/../a.py", "gone": "nowhere", "dirlink": "nope/../sub", "out": "../outside.py"}
+    for name, target in links.items():
+        (repo / name).symlink_to(target)
+    paths = ["a.py", "missing.py", "sub/missing.py", "nope/x.py", "nope/../a.py", "sub/../a.py", "dangling", "gone"]
+    paths += ["dirlink/in.py", "dirlink/missing.py", "out", "../outside.py", "../missing.py", str(outside), "sub", "."]
+    paths += ["", "sub/", "nope/", "a.py/x", "x" * 300, "nope/..", str(repo / "missing.py"), "/nowhere/x.py"]
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools", sandbox="none") as env:
+        read = env.read_files(paths)
+        for path in paths:
+            target = resolve_inside(env.repo, path)
+            assert read[path] == (None if target is None else FileSnapshot.read(target)), path
+    cheap = [path for path in paths if absent(os.path.join(repo, path))]
+    assert cheap == ["missing.py", "sub/missing.py", "../missing.py", str(repo / "missing.py")]  # not through `nope`
+    found = ["a.py", "nope/../a.py", "sub/../a.py", "dangling", "dirlink/in.py"]  # (by name where the kernel has none)
+    assert [path for path in paths if read[path] is not None] == found

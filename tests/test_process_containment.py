@@ -20,7 +20,7 @@ from conftest import make_git_repo
 from test_durability import finish, llm_ide, wait_for
 from test_local_env import all_gone, running
 
-from llm_ide.environments.processes import namespace_tools
+from llm_ide.environments.holding import namespace_tools
 
 MODES = ["bwrap", "unshare", "subreaper"]
 HIDDEN = {"bwrap", "unshare", "nsenter"}  # left out of PATH: no namespace can be made, the subreaper it is

@@ -6,12 +6,16 @@ one prompt (the loopback server reporting a real tokenizer's counts)."""
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.calls import estimate_tokens
+from llm_ide.calls import TOKEN_PIECES, estimate_tokens, piece_tokens
 from llm_ide.chat_wire import estimate_prompt_tokens
 from llm_ide.config import load_config
 from llm_ide.models import get_model
@@ -98,3 +102,26 @@ def test_after_one_counted_call_the_estimate_is_within_ten_percent_in_both_forma
     assert unreported.estimated and abs(unreported.input_tokens / counted(large) - 1) <= 0.10
     if tools and not tools_counted:
         assert first > 1.25 * counted(small)  # before any count, the tools are assumed shown: learnt otherwise
+
+
+SPELLED_OUT = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]|_")  # the pieces, class by class
+
+
+def by_each_piece(text: str) -> int:
+    return round(sum(count * piece_tokens(piece) for piece, count in Counter(SPELLED_OUT.findall(text)).items()))
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(
+    st.text(alphabet=st.sampled_from("aZé²_9٣ \t\n\r\x0b\x85\u2028\u3000.:{}-ß中\U0001f600"), max_size=60) | st.text()
+)
+def test_the_pieces_and_their_sum_are_those_of_each_piece_class_in_turn(text: str) -> None:
+    """Every character is a piece alone unless it is in a run of letters or of spaces: the pieces of the spelled-out
+    classes, and the sum taken in the same order (the same float, the same rounding)."""
+    assert TOKEN_PIECES.findall(text) == SPELLED_OUT.findall(text)
+    assert estimate_tokens(text) == by_each_piece(text)
+
+
+def test_the_estimates_of_real_messages_are_those_of_each_piece_class_in_turn(shared_dir: Path) -> None:
+    texts = [text for text, _ in held_out(shared_dir)]
+    assert [estimate_tokens(text) for text in texts] == [by_each_piece(text) for text in texts]

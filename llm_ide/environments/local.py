@@ -13,19 +13,12 @@ from typing import Any
 
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
+from llm_ide.environments.holding import RunNamespace, containment, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
-from llm_ide.environments.processes import (
-    TOKEN,
-    Leftovers,
-    RunNamespace,
-    containment,
-    kill_adopted,
-    namespace_tools,
-    start_with_parent,
-)
+from llm_ide.environments.processes import TOKEN, Leftovers, kill_adopted, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.environments.sandbox import Sandbox, bwrap_path, hidden_paths, resolve_inside
+from llm_ide.environments.sandbox import Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir
 from llm_ide.environments.sockets import forget_listings
 from llm_ide.environments.views import check_mount_point, git_paths, readable_paths
@@ -304,10 +297,8 @@ class LocalEnvironment:
         return {path: self._snapshot(path) for path in paths}
 
     def _snapshot(self, path: str) -> FileSnapshot | None:
-        try:
-            return FileSnapshot.read(self._path(path))
-        except OutsideRepository:
-            return None
+        target = None if absent(os.path.join(self.repo, path)) else resolve_inside(self.repo, path)  # (a cheap miss)
+        return None if target is None else FileSnapshot.read(target)
 
     def write_file(self, path: str, data: bytes) -> None:
         target = self._path(path)

@@ -112,6 +112,18 @@ def real_path(path: str) -> str:
     return real if real.startswith("/") and not real.endswith(" (deleted)") else os.path.realpath(path)
 
 
+def absent(path: str) -> bool:
+    """Whether no file is where `real_path(path)` leads, known without it: no entry `path` (not even a dangling
+    symlink) in a folder that is there (real_path names that folder's, which has none)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return os.path.isdir(os.path.dirname(path))
+    except OSError:
+        pass
+    return False
+
+
 def within(path: str, folder: str) -> bool:
     """`Path(path).is_relative_to(folder)` for normalised absolute paths, without making Path objects (a command's
     scan asks it of every candidate socket and hidden folder)."""

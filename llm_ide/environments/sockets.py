@@ -100,19 +100,20 @@ def listed(folder: str) -> Listing:
     key = (found.st_dev, found.st_ino, found.st_ctime_ns)  # any entry made, removed or renamed changes its ctime
     if (known := _listings.get(folder)) is not None and known[0] == key:
         return known[1]
-    sockets, folders, count = [], [], 0
+    sockets, folders, agents, count = [], [], [], 0
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             count += 1
             if entry.is_dir(follow_symlinks=False):
                 folders.append(entry.path)
+                if SOCKET_FOLDER.match(entry.name):
+                    agents.append(entry.path)
             elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
                 with contextlib.suppress(OSError):
                     if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
                         sockets.append(entry.path)
             if count >= MAX_ENTRIES:
                 break
-    agents = [path for path in folders if SOCKET_FOLDER.match(os.path.basename(path))]
     if now - found.st_ctime_ns > TICK_NS:  # changed within a clock tick of now: a change to come could keep its ctime
         _listings[folder] = (key, (sockets, folders, agents, count))
     return sockets, folders, agents, count
