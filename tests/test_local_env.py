@@ -307,3 +307,20 @@ def test_a_file_not_there_reads_as_nothing_at_once_and_every_path_reads_as_its_r
     assert cheap == ["missing.py", "sub/missing.py", "../missing.py", str(repo / "missing.py")]  # not through `nope`
     found = ["a.py", "nope/../a.py", "sub/../a.py", "dangling", "dirlink/in.py"]  # (by name where the kernel has none)
     assert [path for path in paths if read[path] is not None] == found
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_what_commands_leave_in_their_temp_folder_goes_with_the_run(tmp_path: Path, sandbox: str) -> None:
+    """With or without bubblewrap, a command's temporary files (a debugger's state folder, pytest's tmp_path) are made
+    in the run's own scratch folder, removed when the environment closes; the host's temp folder keeps none of them."""
+    if sandbox == "bwrap":
+        require_bwrap()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    made = 'import tempfile; print(tempfile.mkdtemp(prefix="left-"))'
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools", sandbox=sandbox) as env:
+        scratch = env.scratch
+        assert scratch is not None and Path(scratch).is_dir()
+        inside = env.execute(f"{sys.executable} -c '{made}'").output.strip()
+        assert inside.startswith(scratch + os.sep) and Path(inside).is_dir()
+    assert not Path(scratch).exists() and not Path(inside).exists()

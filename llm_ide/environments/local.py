@@ -145,10 +145,9 @@ class LocalEnvironment:
         self.confinement = Confinement(self.bwrap, limits or Limits(), repository_owner(self.repo), sockets or [])
         self.mounts = self._mounts(mount_at)
         self._private: str | None = None
-        self.scratch: str | None = None
-        if self.bwrap:
-            self.scratch = self.env["TMPDIR"] = owned_tempdir("tmp")
-            self.confinement.make_theirs(Path(self.scratch), *([Path(self.tools_root)] if self._owns_tools else []))
+        self.scratch: str | None = owned_tempdir("tmp")  # the commands' $TMPDIR, sandboxed or not: gone with the run
+        self.env["TMPDIR"] = self.scratch
+        self.confinement.make_theirs(Path(self.scratch), *([Path(self.tools_root)] if self._owns_tools else []))
         self._views(writable or [], readable, secluded or [])
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
