@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
@@ -16,7 +15,7 @@ import time
 from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.processes import start_with_parent
+from llm_ide.environments.processes import LIBC, start_with_parent
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
@@ -115,7 +114,7 @@ def namespace_tools() -> tuple[tuple[str, ...], tuple[str, ...]] | None:
 def become_subreaper() -> bool:
     """This process adopts its descendants' orphans (once; False where prctl is not there)."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except AttributeError:
         return False
 

@@ -33,7 +33,7 @@ MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the pa
 # `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
 # vfork path (about 10 ms less per command) and is safe with threads.
 SETPRIV = shutil.which("setpriv")
-_LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
@@ -41,7 +41,7 @@ def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
     (even with SIGKILL). The death signal reaches the shell (or the program it execs), not its own children; a parent
     already gone when it is set would never send it: then the command does not start. Then it joins `cgroup`."""
     with contextlib.suppress(AttributeError):
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(137)
     try:
