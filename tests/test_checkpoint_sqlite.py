@@ -17,9 +17,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from llm_ide.config import load_config
 from llm_ide.errors import CheckpointError
 from llm_ide.graph import build_graph
-from llm_ide.run.channel_saver import short_version
 from llm_ide.run.checkpoint import MEMORY_TYPES, ChannelSqliteSaver, open_checkpointer, prune, serializer
 from llm_ide.run.single import run_task
+from llm_ide.run.versions import short_version
 from llm_ide.state.context import Activity, Chunk
 from llm_ide.state.operations import OperationNode
 
@@ -117,9 +117,12 @@ def test_act_waits_for_the_next_commit_only_when_the_steps_reply_already_holds_i
         assert committed(db) == ((0, 0) if deferred else (1, 2))  # act calls the model itself: its reply is kept
         before_tool = checkpoint_of({"branch:to:execute_tool": None, "task": "fix it"})
         saver.put(at, before_tool, {}, before_tool["channel_versions"])
-        assert committed(db) == (2, 2)  # the action runs next: everything before it is committed
-        resumed = saver.get_tuple(at)
-        assert resumed is not None and resumed.checkpoint["channel_values"]["proposed"] == proposed
+        # the action runs next: everything before it is committed; a checkpoint held (act would only read the reply
+        # again) is passed over, its writes with it (the next checkpoint's values hold them)
+        assert committed(db) == ((1, 0) if deferred else (2, 2))
+        resumed, latest = saver.get_tuple(at), saver.get_tuple(config)
+        assert latest is not None and latest.parent_config == (None if deferred else at)
+        assert (resumed is None) if deferred else resumed.checkpoint["channel_values"]["proposed"] == proposed
 
 
 class OldSaver(ChannelSqliteSaver):
@@ -201,7 +204,7 @@ def test_a_large_value_written_by_a_node_is_stored_once_for_its_write_and_its_bl
     db, config = tmp_path / "t.checkpoint.sqlite", {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     context = [f"chunk {i} " * 40 for i in range(40)]  # over 1 KiB compressed
     with open_checkpointer(f"sqlite:{db}", db) as saver:
-        first = checkpoint_of({"branch:to:update_activity": None, "task": "fix it " * 40})
+        first = checkpoint_of({"branch:to:execute_tool": None, "task": "fix it " * 40})
         at = saver.put(config, first, {}, first["channel_versions"])
         saver.put_writes(at, [("code_context", context), ("n_operations", 1)], "task-1", "~__pregel_pull, execute_tool")
         second = {**checkpoint_of({"code_context": context, "task": "fix it " * 40}), "id": "2"}

@@ -1,13 +1,15 @@
-"""The SQLite checkpointer: each channel value stored once per version, commits only before what calls out."""
+"""The SQLite checkpointer: each channel value stored once per version, commits only before what calls out, and a
+checkpoint that only such nodes follow held until the next one passes it over."""
 
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
 
@@ -25,21 +27,16 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from llm_ide.errors import CheckpointError
 from llm_ide.faults import failpoint
 from llm_ide.run.serde import COMPRESS_OVER, PARTS, REF, ZLIB, CompressingSerializer, Part, PartList, PartRef
+from llm_ide.run.versions import StoredApart, inline, short_version
 from llm_ide.state.operations import OperationNode
-
-INLINE_STR = 128  # longer strings (the task) are stored once per version, not in every checkpoint row
-
-
-def _inline(value: Any) -> bool:
-    return (
-        value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) < INLINE_STR)
-    )
-
 
 # Nodes that call nothing outside (no model call, no action): after a kill they are simply run again, with the same
 # result. Their writes, and a checkpoint row that only such nodes follow, are committed with the next commit (before
 # a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
-# their own: a step commits 5 times, not 12, and no transaction stays open during a model call or an action.
+# their own: a step commits 5 times, not 12, and no transaction stays open during a model call or an action. Such a
+# checkpoint row, and its tasks' writes, are held in memory, not written: the next checkpoint, whose values hold those
+# writes, passes it over (its parent is then the held one's), unless a read, a commit or the end comes first. A step
+# writes 3 checkpoints, not 6, and the writes of the two nodes that call out (unless every checkpoint is kept).
 RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
 # Nodes that call nothing once a channel holds what they would ask for: `act` when the step's one reply (read by
 # `reflect`, its writes committed) already holds the action.
@@ -55,42 +52,17 @@ NULL = ("null", b"")  # LangGraph's serializer's encoding of None
 BATCH = 500  # digests per query (SQLite's limit on a statement's parameters)
 
 
-def short_version(current: str | int | None, channel: None = None) -> str:
-    """A channel's next version: the number zero-padded to 10 digits and 8 random hex digits (a fork's versions do
-    not collide with the branch it left), not LangGraph's 32 digits and a random float: a checkpoint lists ~40 of
-    them. Still above every longer version of a thread checkpointed before (zero-padded to 32 digits)."""
-    number = 0 if current is None else current if isinstance(current, int) else int(current.split(".")[0])
-    return f"{number + 1:010}.{random.getrandbits(32):08x}"
+@dataclass
+class Held:
+    """A checkpoint that only nodes calling nothing outside follow, not written yet (or written by a commit or a
+    read), and its tasks' writes, not written yet."""
 
-
-class StoredApart:
-    """The version of each channel whose value a saver stored apart from its checkpoint rows, per thread and
-    namespace. A row written before (another rule of what stays inline, an older program) may hold the value inline:
-    a value not known to be stored apart at its version is stored (an existing row left as it is) by the first
-    checkpoint that keeps it apart, though that checkpoint does not change it."""
-
-    def __init__(self) -> None:
-        self._versions: dict[tuple[str, str, str], str] = {}
-
-    @staticmethod
-    def _where(config: RunnableConfig) -> tuple[str, str]:
-        return str(config["configurable"]["thread_id"]), str(config["configurable"].get("checkpoint_ns", ""))
-
-    def to_store(
-        self, config: RunnableConfig, channels: Iterable[str], versions: ChannelVersions, new: ChannelVersions
-    ) -> ChannelVersions:
-        """`new`, and the version of each of `channels` not known to be stored in `config`'s thread and namespace."""
-        where = self._where(config)
-        unknown = [k for k in channels if k not in new and self._versions.get((*where, k)) != str(versions[k])]
-        return {**new, **{k: versions[k] for k in unknown}}
-
-    def stored(self, config: RunnableConfig, channels: Iterable[str], versions: ChannelVersions) -> None:
-        where = self._where(config)
-        self._versions.update({(*where, k): str(versions[k]) for k in channels if k in versions})
-
-    def forget(self, thread_id: str) -> None:
-        for key in [key for key in self._versions if key[0] == thread_id]:
-            del self._versions[key]
+    config: RunnableConfig
+    checkpoint: Checkpoint
+    metadata: CheckpointMetadata
+    versions: ChannelVersions  # the channels changed since the last checkpoint written
+    writes: list[tuple[RunnableConfig, Any, str, str]] = field(default_factory=list)
+    written: bool = False
 
 
 def _node_list(value: Any) -> bool:
@@ -99,6 +71,18 @@ def _node_list(value: Any) -> bool:
 
 def _rerunnable(node: str, values: dict[str, Any]) -> bool:
     return node in RERUNNABLE or (node in RERUNNABLE_WITH and values.get(RERUNNABLE_WITH[node]) is not None)
+
+
+def _only_rerunnable(values: dict[str, Any]) -> bool:
+    """Nodes follow the checkpoint of `values`, and none of them calls anything outside."""
+    following = [k.removeprefix(NEXT) for k in values if k.startswith(NEXT)]
+    return bool(following) and all(_rerunnable(node, values) for node in following)
+
+
+def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
+    conf = config["configurable"]
+    where = {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", "")}
+    return {"configurable": {**where, "checkpoint_id": checkpoint["id"]}}
 
 
 class ChannelSqliteSaver(SqliteSaver):
@@ -110,8 +94,12 @@ class ChannelSqliteSaver(SqliteSaver):
     serde: CompressingSerializer
     get_next_version = staticmethod(short_version)  # type: ignore[assignment]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep_every: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.keep_every = keep_every  # every checkpoint written (time travel), none held
+        self._held: Held | None = None
+        self._passed: deque[str] = deque(maxlen=64)  # checkpoints held and passed over: their writes are not kept
+        self._holding = threading.RLock()  # taken before `lock`
         self._deferring = threading.local()
         self._rerunnable: tuple[str | None, frozenset[str]] = (None, frozenset())
         self.apart = StoredApart()
@@ -131,7 +119,9 @@ class ChannelSqliteSaver(SqliteSaver):
             self._deferring.on = False
 
     def commit(self) -> None:
-        """Commit what was deferred (an operation ended: the trajectory written next must not be ahead of it)."""
+        """Commit what was deferred and held (an operation ended: the trajectory written next must not be ahead of
+        it)."""
+        self.flush()
         with self.lock:
             self.conn.commit()
 
@@ -158,11 +148,40 @@ class ChannelSqliteSaver(SqliteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """SqliteSaver's, with each value that is not inline stored apart once per version (`blobs`), in the same
-        transaction as the checkpoint's row."""
+        transaction as the checkpoint's row; held instead when only nodes that call nothing outside follow it."""
+        with self._holding:
+            held, self._held = self._held, None
+            if held is not None and config["configurable"].get("checkpoint_id") == held.checkpoint["id"]:
+                self._passed.append(held.checkpoint["id"])
+                if not held.written:
+                    config, new_versions = held.config, {**held.versions, **new_versions}
+            elif held is not None:  # another thread's or namespace's
+                self._write_held(held)
+            if self.keep_every or not _only_rerunnable(checkpoint["channel_values"]):
+                return self._write(config, checkpoint, metadata, new_versions)
+            self._held = Held(config, checkpoint, metadata, new_versions)
+            return _saved_config(config, checkpoint)
+
+    def flush(self) -> None:
+        """Write what is held (uncommitted: see RERUNNABLE); the writes that follow are still held."""
+        with self._holding:
+            if self._held is not None:
+                self._write_held(self._held)
+
+    def _write_held(self, held: Held) -> None:
+        if not held.written:
+            self._write(held.config, held.checkpoint, held.metadata, held.versions)
+        for config, writes, task_id, task_path in held.writes:
+            self._write_writes(config, writes, task_id, task_path)
+        held.written, held.writes = True, []
+
+    def _write(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, versions: ChannelVersions
+    ) -> RunnableConfig:
         values, conf = checkpoint["channel_values"], config["configurable"]
-        stored = {k: v for k, v in values.items() if not _inline(v)}
+        stored = {k: v for k, v in values.items() if not inline(v)}
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        versions = self.apart.to_store(config, stored, checkpoint["channel_versions"], new_versions)
+        versions = self.apart.to_store(config, stored, checkpoint["channel_versions"], versions)
         kind, data = self.serde.dumps_typed(
             {**checkpoint, "channel_values": {k: v for k, v in values.items() if k not in stored}}
         )
@@ -183,7 +202,7 @@ class ChannelSqliteSaver(SqliteSaver):
             )
             cur.execute(f"INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", row)
         self.apart.stored(config, stored, versions)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+        return _saved_config(config, checkpoint)
 
     def _blob(self, cur: sqlite3.Cursor, thread_id: str, ns: str, value: Any) -> tuple[str, bytes]:
         """How a value (a blob, a write) is stored: the operations, and the nodes a step writes (its pending node, the
@@ -224,7 +243,18 @@ class ChannelSqliteSaver(SqliteSaver):
 
     def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
         """SqliteSaver's, with a large value stored once in `parts` and referred to (its checkpoint's blob refers to
-        it too)."""
+        it too); held with their checkpoint, or dropped with it when the next one passed it over (its values hold
+        them)."""
+        checkpoint_id = config["configurable"].get("checkpoint_id")
+        with self._holding:
+            if checkpoint_id in self._passed:
+                return
+            if self._held is not None and checkpoint_id == self._held.checkpoint["id"]:
+                self._held.writes.append((config, writes, task_id, task_path))
+                return
+            self._write_writes(config, writes, task_id, task_path)
+
+    def _write_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str) -> None:
         node, (after, rerunnable) = task_path.rsplit(", ", 1)[-1], self._rerunnable
         conf = config["configurable"]
         key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), str(conf["checkpoint_id"]), task_id)
@@ -243,10 +273,12 @@ class ChannelSqliteSaver(SqliteSaver):
         failpoint("checkpoint.writes")  # a step's writes are saved, its checkpoint row may not be
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self.flush()
         found = super().get_tuple(config)
         return None if found is None else self._with_blobs(found)
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        self.flush()
         for found in list(super().list(config, **kwargs)):  # the base class holds the lock while it iterates
             yield self._with_blobs(found)
 
@@ -292,6 +324,7 @@ class ChannelSqliteSaver(SqliteSaver):
             self._parts.get((str(thread_id), str(ns)), set()).discard(digest)
 
     def delete_thread(self, thread_id: str) -> None:
+        self.flush()
         super().delete_thread(thread_id)
         self.apart.forget(str(thread_id))
         self._parts = {key: digests for key, digests in self._parts.items() if key[0] != str(thread_id)}

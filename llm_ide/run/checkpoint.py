@@ -34,9 +34,9 @@ SQLITE_PRAGMAS = [
 
 
 @contextmanager
-def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseCheckpointSaver]:
+def open_checkpointer(spec: str | None, default_path: Path, keep_every: bool = False) -> Iterator[BaseCheckpointSaver]:
     """`sqlite:PATH` (default: `default_path`), `postgres://…`/`postgresql://…`, or `memory`; a store that cannot
-    be opened is a CheckpointError (one line)."""
+    be opened is a CheckpointError (one line). `keep_every`: SQLite writes every checkpoint, none held (RERUNNABLE)."""
     spec = spec or f"sqlite:{default_path}"
     if spec == "memory":
         yield InMemorySaver(serde=serializer())
@@ -44,7 +44,7 @@ def open_checkpointer(spec: str | None, default_path: Path) -> Iterator[BaseChec
         with _postgres(spec) as saver:
             yield saver
     elif spec.startswith("sqlite:"):
-        with _sqlite(Path(spec.removeprefix("sqlite:")).expanduser()) as saver:
+        with _sqlite(Path(spec.removeprefix("sqlite:")).expanduser(), keep_every) as saver:
             yield saver
     else:
         raise CheckpointError(f"--checkpoint {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
@@ -74,7 +74,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
 
 
 @contextmanager
-def _sqlite(path: Path) -> Iterator[BaseCheckpointSaver]:
+def _sqlite(path: Path, keep_every: bool) -> Iterator[BaseCheckpointSaver]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), check_same_thread=False)
@@ -84,15 +84,17 @@ def _sqlite(path: Path) -> Iterator[BaseCheckpointSaver]:
         try:
             for pragma in SQLITE_PRAGMAS:
                 conn.execute(f"PRAGMA {pragma}")
-            saver = ChannelSqliteSaver(conn, serde=serializer())
+            saver = ChannelSqliteSaver(conn, serde=serializer(), keep_every=keep_every)
             saver.setup()
             conn.execute("SELECT count(*) FROM checkpoints").fetchone()  # truncated or not a database: said here
         except sqlite3.Error as error:
             raise CheckpointError(f"--checkpoint sqlite:{path}: not a usable database: {_first_line(error)}") from None
-        yield saver
+        try:
+            yield saver
+        finally:
+            with contextlib.suppress(sqlite3.Error):  # what was held and deferred (a full disk: the last commit stands)
+                saver.commit()
     finally:
-        with contextlib.suppress(sqlite3.Error):  # what was deferred (a full disk: the last commit stands)
-            conn.commit()
         conn.close()
 
 
@@ -117,6 +119,8 @@ def prune(saver: BaseCheckpointSaver, thread_id: str, keep: int = 2) -> None:
     """Keep only the newest checkpoints of a thread, so that storage grows with the state, not with its history: the
     newest `keep` of each namespace (a subgraph under way keeps its own, and the graph's stay beside them)."""
     if isinstance(saver, SqliteSaver):
+        if isinstance(saver, ChannelSqliteSaver):
+            saver.flush()
         with saver.lock:
             newest = saver.conn.execute(NEWEST, (thread_id, keep)).fetchall()
             kept = {(ns, checkpoint_id) for ns, checkpoint_id, _, _ in newest}

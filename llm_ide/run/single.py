@@ -131,7 +131,8 @@ class Driver:
         request = replace(request, output_dir=output_dir, settings=settings)
         build = lambda saver: build_graph(saver, variants=variants)  # noqa: E731
         database = f"{request.run_id}.checkpoint.sqlite"
-        with opened(output_dir, request.run_id, request.task, request.checkpoint, database, build) as thread:
+        every = settings.checkpoint.keep_history
+        with opened(output_dir, request.run_id, request.task, request.checkpoint, database, build, every) as thread:
             if thread.spec != "memory":
                 check_saved_state(
                     has_checkpoint=thread.resumed,

@@ -70,7 +70,13 @@ def read_snapshot(graph: Any, run_id: str, spec: str) -> Any:
 
 @contextmanager
 def opened(
-    output_dir: Path, run_id: str, task: str, checkpoint: str | None, database: str, graph: Callable[[Any], Any]
+    output_dir: Path,
+    run_id: str,
+    task: str,
+    checkpoint: str | None,
+    database: str,
+    graph: Callable[[Any], Any],
+    keep_every: bool = False,
 ) -> Iterator[Thread]:
     """The run's thread, held for the block: `graph(saver)` with its saved state (`database`: the sqlite file in the
     output folder, unless `checkpoint` names another store)."""
@@ -78,7 +84,7 @@ def opened(
     with (
         thread_lock(output_dir, run_id),
         run_log(output_dir / f"{run_id}.log"),
-        open_checkpointer(spec, output_dir / database) as saver,
+        open_checkpointer(spec, output_dir / database, keep_every) as saver,
     ):
         compiled = graph(saver)
         snapshot = read_snapshot(compiled, run_id, spec)
