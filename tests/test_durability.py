@@ -87,9 +87,10 @@ def assert_complete_run(tmp_path: Path, repo: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hit", [2, 4, 5, 6, 9, 10, 12, 14, 15, 17, 20])
+@pytest.mark.parametrize("hit", [2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
 def test_kill_between_saved_writes_and_checkpoint_row_resumes(tmp_path: Path, hit: int) -> None:
-    """The n-th task's writes are saved, the process dies before the checkpoint row: the rerun resumes it."""
+    """The n-th task's writes are saved, the process dies before the checkpoint row: the rerun resumes it. (The run
+    writes 11: the writes of the nodes that call nothing outside are held with their checkpoint, and passed over.)"""
     repo, args = setup_run(tmp_path)
     code, output = finish(llm_ide(args, tmp_path, f"checkpoint.writes={hit}"))
     assert code == -signal.SIGKILL, output
