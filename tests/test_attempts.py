@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide import run_attempts  # the Python API
+from llm_ide.attempts.context import worktree
 from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
 from llm_ide.inspector.page import run_page
@@ -285,3 +287,18 @@ def test_an_attempt_stopped_by_a_model_error_stops_the_run_and_the_rerun_resumes
         "Done.",
     ]
     assert [c["attempt"] for c in traj["model_calls"] if c["kind"] == "review"] == [1, 2]
+
+
+def test_parallel_attempts_add_their_worktrees_one_at_a_time(tmp_path: Path) -> None:
+    """`git worktree add` of several attempts at once in one repository races on .git/worktrees ("failed to read
+    .git/worktrees/repo3/commondir", 7 of 80 here without the lock): each attempt's worktree is added, whole."""
+    repo = make_git_repo(tmp_path / "repo", {"calc.py": "x = 1\n"})
+    paths = [tmp_path / f"round{n // 8}" / f"attempt{n % 8}" / "repo" for n in range(24)]
+    for path in paths:
+        path.parent.mkdir(parents=True)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda path: worktree(repo, "add", "--detach", "-f", str(path), "HEAD"), paths))
+    heads = {subprocess.run(["git", "rev-parse", "HEAD"], cwd=p, capture_output=True, text=True).stdout for p in paths}
+    assert len(heads) == 1 and len(next(iter(heads)).strip()) == 40
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True).stdout
+    assert sum(str(path) in listed for path in paths) == 24

@@ -150,23 +150,33 @@ def git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
+WORKTREES = threading.Lock()  # parallel attempts' `git worktree` commands in one repository race on .git/worktrees
+
+
+def worktree(repo: Path, *args: str, check: bool = True) -> None:
+    """`git worktree ARGS` in `repo`, one at a time in this process; a failure raised when `check`."""
+    with WORKTREES:
+        if check:
+            git(repo, "worktree", *args)
+        else:
+            subprocess.run(["git", "worktree", *args], cwd=repo, capture_output=True)
+
+
 def local_worktree(ctx: AttemptsContext, index: int, base: str) -> Path:
     """A git worktree of the repository at the base commit for one attempt (kept on resume)."""
     assert ctx.repo is not None
-    worktree = ctx.attempt_dir(index) / "repo"
-    if not (worktree / ".git").exists():
-        worktree.parent.mkdir(parents=True, exist_ok=True)
-        git(ctx.repo, "worktree", "add", "--detach", "-f", str(worktree.resolve()), base)
-    return worktree
+    path = ctx.attempt_dir(index) / "repo"
+    if not (path / ".git").exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        worktree(ctx.repo, "add", "--detach", "-f", str(path.resolve()), base)
+    return path
 
 
 def remove_worktrees(ctx: AttemptsContext, indices: list[int]) -> None:
     for index in indices:
-        worktree = ctx.attempt_dir(index) / "repo"
-        if ctx.repo is not None and worktree.exists():
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(worktree.resolve())], cwd=ctx.repo, capture_output=True
-            )
+        path = ctx.attempt_dir(index) / "repo"
+        if ctx.repo is not None and path.exists():
+            worktree(ctx.repo, "remove", "--force", str(path.resolve()), check=False)
 
 
 def summarize(settings: Settings, trajectory: Path) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, git
+from llm_ide.attempts.context import AttemptsContext, worktree
 from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.composition import compose
 from llm_ide.environments import Environment, capabilities, make_environment
@@ -43,10 +42,10 @@ class Bench:
         """A fresh git worktree of the repository at the base commit (a killed run's leftover replaced)."""
         assert self.ctx.repo is not None
         path = (self.ctx.request.output_dir / "verify" / label).resolve()
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=self.ctx.repo, capture_output=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=self.ctx.repo, capture_output=True)
+        worktree(self.ctx.repo, "remove", "--force", str(path), check=False)
+        worktree(self.ctx.repo, "prune", check=False)
         path.parent.mkdir(parents=True, exist_ok=True)
-        git(self.ctx.repo, "worktree", "add", "--detach", "-f", str(path), self.base)
+        worktree(self.ctx.repo, "add", "--detach", "-f", str(path), self.base)
         return path
 
     @contextmanager
@@ -56,8 +55,8 @@ class Bench:
         settings = self.settings.environment.model_copy(update={"type": kind})
         run_id = f"{ctx.request.run_id}-verify-{label}"
         local = not capabilities(kind).ephemeral
-        worktree = self.worktree(label) if local else None
-        env = make_environment(settings, worktree or ctx.repo, run_id, ctx.request.image)
+        tree = self.worktree(label) if local else None
+        env = make_environment(settings, tree or ctx.repo, run_id, ctx.request.image)
         try:
             base = self.base or base_commit(env)
             if not base:
@@ -69,10 +68,8 @@ class Bench:
             yield env
         finally:
             env.close()
-            if worktree is not None:
-                subprocess.run(
-                    ["git", "worktree", "remove", "--force", str(worktree)], cwd=ctx.repo, capture_output=True
-                )
+            if tree is not None:
+                worktree(ctx.repo, "remove", "--force", str(tree), check=False)
 
 
 def finished(ctx: AttemptsContext, record: AttemptRecord) -> Finished:
