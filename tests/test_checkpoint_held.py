@@ -38,10 +38,10 @@ def write(saver: ChannelSqliteSaver, at: dict, node: str, n: int) -> None:
 
 
 def step(saver: ChannelSqliteSaver, at: dict, n: int) -> dict:
-    """One step's checkpoints and writes, as LangGraph saves them (the checkpoint each node runs from, its writes),
-    from the checkpoint reflect (calls the model) runs from to the next step's: branch, act (reads the reply),
-    execute_tool (runs the action), update_activity, render_context."""
-    nodes = ["reflect", "branch", "act", "execute_tool", "update_activity", "render_context", "reflect"]
+    """One step's checkpoints and writes, as LangGraph saves them (the checkpoint each node runs from, its writes):
+    render_context, reflect (calls the model), branch, act (reads the reply), execute_tool (runs the action),
+    update_activity."""
+    nodes = ["render_context", "reflect", "branch", "act", "execute_tool", "update_activity", "render_context"]
     for number, (node, following) in enumerate(zip(nodes, nodes[1:], strict=False), n):
         write(saver, at, node, number)
         at = put(saver, at, following, number + 1, f"code {number + 1} " * 40)
@@ -70,17 +70,17 @@ def test_a_held_checkpoint_is_passed_over_by_the_next_and_its_writes_go_with_it(
         assert saver.get_tuple(passed) is None and committed(db) == (3, 2)
 
 
-@pytest.mark.parametrize(("keep_every", "written"), [(False, (2, 4)), (True, (6, 12))])
-def test_a_step_writes_only_the_checkpoints_that_what_calls_out_runs_from(
+@pytest.mark.parametrize(("keep_every", "written"), [(False, (3, 4)), (True, (6, 12))])
+def test_a_step_writes_the_checkpoints_before_what_calls_out_and_the_commit_its_last(
     tmp_path: Path, keep_every: bool, written: tuple[int, int]
 ) -> None:
-    """A step writes the checkpoints reflect and execute_tool (which call out) run from and their tasks' writes:
-    2 rows and 2 tasks' writes (2 rows each), not 6 and 6 (all of them when every checkpoint is kept). The run
-    commits at the state after a step's end, once the next checkpoint has passed the step's last over."""
+    """A step writes the checkpoints that reflect and execute_tool (which call out) run from, their tasks' writes,
+    and at the commit that ends it its last checkpoint: 3 rows and 2 tasks' writes, not 6 and 6 (all of them when
+    every checkpoint is kept)."""
     db = tmp_path / "t.checkpoint.sqlite"
     with open_checkpointer(f"sqlite:{db}", db, keep_every=keep_every) as saver:
         assert isinstance(saver, ChannelSqliteSaver)
-        at = put(saver, THREAD, "reflect", 0, "code 0 " * 40)
+        at = put(saver, THREAD, "render_context", 0, "code 0 " * 40)
         saver.commit()
         before = rows(saver.conn)
         at = step(saver, at, 0)
@@ -88,12 +88,9 @@ def test_a_step_writes_only_the_checkpoints_that_what_calls_out_runs_from(
         after = rows(saver.conn)
         assert (after[0] - before[0], after[1] - before[1]) == written
         assert committed(db) == after
-        later = step(saver, at, 6)
+        later = step(saver, at, 6)  # the next step, its end not committed: a kill here resumes from its act
         found = saver.get_tuple(THREAD)
         assert found is not None and found.checkpoint["id"] == later["configurable"]["checkpoint_id"]
         assert found.checkpoint["channel_values"]["code"] == "code 12 " * 40
         history = [t.checkpoint["channel_values"]["n"] for t in saver.list(THREAD)]
-        assert history == (list(range(12, -1, -1)) if keep_every else [12, 9, 6, 3, 0])
-        saver.put_writes(later, [("n", 13)], "task-12", "~__pregel_pull, reflect")
-        killed = committed(db)  # reflect's reply is kept before anything else runs
-        assert killed == (after[0] + written[0], after[1] + written[1] + 1)
+        assert history == (list(range(12, -1, -1)) if keep_every else [12, 10, 7, 6, 4, 1, 0])

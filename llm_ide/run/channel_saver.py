@@ -35,9 +35,8 @@ from llm_ide.state.operations import OperationNode
 # a node that calls out starts, with its writes, at the end of an operation: `commit`, at the end of the run), not on
 # their own: a step commits 5 times, not 12, and no transaction stays open during a model call or an action. Such a
 # checkpoint row, and its tasks' writes, are held in memory, not written: the next checkpoint, whose values hold those
-# writes, passes it over (its parent is then the held one's), unless a read, a commit or the end comes first. A run
-# commits at the state after a step's end (outputs.py): a step writes 2 checkpoints, not 6 (those `reflect` and
-# `execute_tool` run from), and those two nodes' writes, not 6 (unless every checkpoint is kept).
+# writes, passes it over (its parent is then the held one's), unless a read, a commit or the end comes first. A step
+# writes 3 checkpoints, not 6, and the writes of the two nodes that call out (unless every checkpoint is kept).
 RERUNNABLE = frozenset({"render_context", "branch", "update_activity"})
 # Nodes that call nothing once a channel holds what they would ask for: `act` when the step's one reply (read by
 # `reflect`, its writes committed) already holds the action.

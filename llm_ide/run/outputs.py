@@ -119,41 +119,27 @@ class RunOutputs:
     def _stream(self, states: Iterator[dict[str, Any]], ctx: AgentContext) -> None:
         checkpoints = ctx.settings.checkpoint
         prune_every = 0 if checkpoints.keep_history else checkpoints.prune_every
-        unsaved: dict[str, Any] | None = None  # a step told, saved at the next super-step's state (see `save`)
-        try:
-            for state in states:
-                ensure_output(self.recorder.path.parent)
-                if unsaved is not None:
-                    self.save(unsaved, prune_every)
-                    unsaved = None
-                if "__interrupt__" in state:
-                    continue
-                self.values.clear()
-                self.values.update(state)
-                self.tell_rejected(state, ctx.settings.agent.max_format_errors)
-                if state.get("n_operations", 0) > self.steps:
-                    self.steps, unsaved = state["n_operations"], state
-                    self.tell_step(state)
-        finally:
-            if unsaved is not None:
-                self.save(unsaved, prune_every)
+        for state in states:
+            ensure_output(self.recorder.path.parent)
+            if "__interrupt__" in state:
+                continue
+            self.values.clear()
+            self.values.update(state)
+            self.tell_rejected(state, ctx.settings.agent.max_format_errors)
+            if state.get("n_operations", 0) <= self.steps:
+                continue
+            self.steps = state["n_operations"]
+            if commit := getattr(self.thread.saver, "commit", None):
+                commit()
+            self.recorder.write(state, self.info)
+            if prune_every and self.steps % prune_every == 0:
+                prune(self.thread.saver, self.run_id)
+            node, usage = state["operations"][-1], state.get("usage") or empty_usage()
+            action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
+            done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
+            self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
 
-    def save(self, state: dict[str, Any], prune_every: int) -> None:
-        """A step saved: the checkpoints committed (the trajectory is never ahead of them), its trajectory written, old
-        checkpoints pruned. Done when the next super-step's state arrives, or the stream ends: the checkpoint the step
-        ended with is then passed over by the next one (channel_saver's RERUNNABLE), not written."""
-        if commit := getattr(self.thread.saver, "commit", None):
-            commit()
-        self.recorder.write(state, self.info)
-        if prune_every and state["n_operations"] % prune_every == 0:
-            prune(self.thread.saver, self.run_id)
-
-    def tell_step(self, state: dict[str, Any]) -> None:
-        node, usage = state["operations"][-1], state.get("usage") or empty_usage()
-        action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
-        done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
-        self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
-        log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
+            log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
 
     def tell_rejected(self, state: dict[str, Any], limit: int) -> None:
         """A reply that could not be used (one more format error in a row: a new `retry`), told as it happens with
