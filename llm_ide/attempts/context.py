@@ -24,6 +24,7 @@ from llm_ide.prompting import render_string
 from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Listeners, RunEvent, RunRequest
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
+from llm_ide.workspace.worktrees import git_worktree
 
 
 class TaskBudget(CostBudget):
@@ -150,16 +151,12 @@ def git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-WORKTREES = threading.Lock()  # parallel attempts' `git worktree` commands in one repository race on .git/worktrees
-
-
 def worktree(repo: Path, *args: str, check: bool = True) -> None:
-    """`git worktree ARGS` in `repo`, one at a time in this process; a failure raised when `check`."""
-    with WORKTREES:
-        if check:
-            git(repo, "worktree", *args)
-        else:
-            subprocess.run(["git", "worktree", *args], cwd=repo, capture_output=True)
+    """`git worktree ARGS` in `repo`, one at a time (parallel attempts share the repository); a failure raised when
+    `check`."""
+    result = git_worktree(repo, *args)
+    if check and result.returncode != 0:
+        raise EnvironmentFailure(f"git worktree {' '.join(args)} in {repo}: {result.stderr.strip()[:300]}")
 
 
 def local_worktree(ctx: AttemptsContext, index: int, base: str) -> Path:

@@ -6,7 +6,6 @@ same folder resumes: the planning thread from its checkpoint, finished features 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -27,8 +26,7 @@ from llm_ide.models import get_model
 from llm_ide.prompting import render_string
 from llm_ide.run.single import run_task
 from llm_ide.settings import CoreSettings
-
-WORKTREES = threading.Lock()
+from llm_ide.workspace.worktrees import WORKTREES
 
 
 class Setting(StrEnum):
