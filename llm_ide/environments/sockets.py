@@ -41,9 +41,12 @@ LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's flags
 VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")
 LANDLOCK_ABI_SCOPES = 6  # the Landlock ABI whose `scoped` field has LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 # run by our own interpreter before bwrap: no abstract socket made outside the command answers it (the scope, which
-# bwrap and the command inherit), then the command (ruleset attr: handled_access_fs, handled_access_net, scoped)
+# bwrap and the command inherit), then the command (ruleset attr: handled_access_fs, handled_access_net, scoped), with
+# the signals Python ignores at its start (SIGPIPE, SIGXFSZ) back to their default: an exec keeps what is ignored, and
+# `yes | head` would print "Broken pipe"
 LANDLOCK = (
-    "import ctypes,os,sys\n"
+    "import ctypes,os,signal,sys\n"
+    "signal.signal(signal.SIGPIPE,signal.SIG_DFL);signal.signal(signal.SIGXFSZ,signal.SIG_DFL)\n"
     "libc=ctypes.CDLL(None,use_errno=True)\n"
     "attr=(ctypes.c_uint64*3)(0,0,1)\n"
     "fd=libc.syscall(444,ctypes.byref(attr),ctypes.sizeof(attr),0)\n"
