@@ -33,6 +33,7 @@ from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.environments.sandbox import VANISHED, Sandbox
 from llm_ide.environments.scratch import OWNED, sweep_temp_folders
 from llm_ide.environments.sockets import LANDLOCK_ABI_SCOPES, landlock_abi
 
@@ -421,6 +422,52 @@ def test_an_agent_folder_gone_after_the_start_does_not_stop_the_commands(tmp_pat
     finally:
         env.close()
         shutil.rmtree(agent_folder, ignore_errors=True)
+
+
+def test_a_masked_socket_gone_before_the_mounts_fails_the_set_up_and_is_left_unmasked_the_next_time(
+    tmp_path: Path,
+) -> None:
+    """bwrap cannot mount over a socket that vanished after the scan (the root is read-only): it says where, the
+    command never starts, and the next start leaves that path unmasked while a socket still there stays masked."""
+    folder = Path(tempfile.mkdtemp(prefix="vanished-"))
+    gone, kept = folder / "gone.sock", folder / "kept.sock"
+    try:
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(kept))
+            server.listen()
+            connect = f"import socket; socket.socket(socket.AF_UNIX).connect('{kept}')"
+            probe = f"[ -e {gone} ] && echo gone-there; python3 -c {shlex.quote(connect)}"
+
+            def start(unmasked: frozenset[str]) -> subprocess.CompletedProcess[str]:
+                sandbox = Sandbox(require_bwrap(), [tmp_path], sockets=[str(gone), str(kept)], unmasked=unmasked)
+                argv = sandbox.argv(["bash", "-c", f"echo started; {probe}"], tmp_path)
+                return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+            failed = start(frozenset())
+            assert (failed.returncode, failed.stdout) == (1, "")
+            assert VANISHED.findall(failed.stderr) == [str(gone)]
+            ran = start(frozenset(VANISHED.findall(failed.stderr)))
+            assert ran.stdout == "started\n"  # the vanished path not made, the socket still there refusing
+            assert "ConnectionRefusedError" in ran.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("needs_bwrap")
+def test_a_command_gets_the_default_signals_while_abstract_sockets_listen(tmp_path: Path) -> None:
+    """With an abstract socket listening on the host, a command starts through our Landlock guard (Linux 6.12 and
+    later), a Python that execs it: the signals Python ignores are back to their default, and `yes | head` ends
+    quietly as in any shell."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    env = LocalEnvironment(repo)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(f"\0llm-ide-test-{uuid.uuid4().hex}")
+        server.listen()
+        try:
+            result = env.execute("grep SigIgn /proc/self/status; yes | head -c 6; echo $?")
+        finally:
+            env.close()
+    assert (result.returncode, result.output) == (0, "SigIgn:\t0000000000000000\ny\ny\ny\n0\n")
 
 
 @pytest.mark.usefixtures("needs_bwrap")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import TOKEN, Leftovers, kill_adopted, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.environments.sandbox import Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
+from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir
 from llm_ide.environments.sockets import forget_listings
 from llm_ide.environments.views import check_mount_point, git_paths, readable_paths
@@ -210,13 +211,13 @@ class LocalEnvironment:
     def inside(self, path: str) -> bool:
         return resolve_inside(self.repo, path) is not None
 
-    def _argv(self, command: str, cwd: Path) -> list[str]:
+    def _argv(self, command: str, cwd: Path, unmasked: Collection[str] = ()) -> list[str]:
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
             hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
             sandbox = Sandbox(self.bwrap, self.writable, self.readable, hidden, self.network, self.mounts)
-            sandbox.secluded = self.secluded
+            sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
             return self.confinement.sandboxed(sandbox, command, cwd, self.env)
         if self.containment == "unshare":
             return self._run_namespace().argv(self.confinement.prefix + command, cwd)
@@ -236,12 +237,14 @@ class LocalEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         where = self._path(cwd) if cwd else self.repo
+        unmasked: set[str] = set()  # masked sockets that were gone when bwrap mounted over them
         for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
             marker = StartMarker() if self.bwrap else None
-            returncode, timed_out, cap = self._run(command, where, start + timeout, marker, on_output)
+            returncode, timed_out, cap = self._run(command, where, start + timeout, marker, on_output, unmasked)
             if marker is None or marker.started() or not tries_left:
                 break
             forget_listings()
+            unmasked |= set(VANISHED.findall(cap.text()))
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once
             raise RepositoryLost(
@@ -254,11 +257,17 @@ class LocalEnvironment:
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
     def _run(
-        self, command: str, where: Path, deadline: float, marker: StartMarker | None, on_output: OnOutput
+        self,
+        command: str,
+        where: Path,
+        deadline: float,
+        marker: StartMarker | None,
+        on_output: OnOutput,
+        unmasked: Collection[str] = (),
     ) -> tuple[int, bool, OutputCap]:
         """The command run until it ends or `deadline`: its exit status, whether it timed out, its output."""
         process = start_with_parent(
-            self._argv((marker.prefix() if marker else "") + command, where),
+            self._argv((marker.prefix() if marker else "") + command, where, unmasked),
             cwd=where,
             env=self.env,
             stdin=subprocess.DEVNULL,

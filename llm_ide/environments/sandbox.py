@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +23,9 @@ from pathlib import Path
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
+# bwrap's word when a path it was to mount over was gone and could not be made in the read-only root (a socket masked
+# at the scan that vanished before bwrap's mounts): that path, for each time it said so
+VANISHED = re.compile(r"^bwrap: Can't create file at (.+): [^:\n]+$", re.MULTILINE)
 
 
 def bwrap_path() -> str | None:
@@ -162,6 +166,7 @@ class Sandbox:
     sockets: list[str] = field(default_factory=list)
     inner: list[str] = field(default_factory=list)
     hidden_mode: str | None = None  # the hidden folders' mode (bwrap's tmpfs: 0755, the sandbox's user's)
+    unmasked: frozenset[str] = frozenset()  # where a socket masked before was gone when bwrap mounted over it
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
         argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
@@ -185,7 +190,7 @@ class Sandbox:
         views += [(target, ["--bind", str(source), target]) for target, source in self.mounts.items()]
         views += [(where, ["--tmpfs", where]) for path in self.secluded for where in self.shown_at(path)]
         masks = [where for socket in self.sockets for where in self.shown_at(Path(socket))]
-        return views + [(where, ["--ro-bind", "/dev/null", where]) for where in masks]
+        return views + [(where, ["--ro-bind", "/dev/null", where]) for where in masks if where not in self.unmasked]
 
     def shown_at(self, path: Path) -> list[str]:
         """Where the commands see host path `path`: at itself, and inside each mount that shows it elsewhere."""
