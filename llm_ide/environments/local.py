@@ -240,7 +240,8 @@ class LocalEnvironment:
         unmasked: set[str] = set()  # masked sockets that were gone when bwrap mounted over them
         for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
             marker = StartMarker() if self.bwrap else None
-            returncode, timed_out, cap = self._run(command, where, start + timeout, marker, on_output, unmasked)
+            argv = self._argv((marker.prefix() if marker else "") + command, where, unmasked)
+            returncode, timed_out, cap = self._run(argv, where, start + timeout, marker, on_output)
             if marker is None or marker.started() or not tries_left:
                 break
             forget_listings()
@@ -257,17 +258,11 @@ class LocalEnvironment:
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
     def _run(
-        self,
-        command: str,
-        where: Path,
-        deadline: float,
-        marker: StartMarker | None,
-        on_output: OnOutput,
-        unmasked: Collection[str] = (),
+        self, argv: list[str], where: Path, deadline: float, marker: StartMarker | None, on_output: OnOutput
     ) -> tuple[int, bool, OutputCap]:
-        """The command run until it ends or `deadline`: its exit status, whether it timed out, its output."""
+        """The command (`argv`) run until it ends or `deadline`: its exit status, whether it timed out, its output."""
         process = start_with_parent(
-            self._argv((marker.prefix() if marker else "") + command, where, unmasked),
+            argv,
             cwd=where,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -23,8 +23,7 @@ from pathlib import Path
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
-# bwrap's word when a path it was to mount over was gone and could not be made in the read-only root (a socket masked
-# at the scan that vanished before bwrap's mounts): that path, for each time it said so
+# bwrap's word for a path to mount over that was gone (a socket masked at the scan) and cannot be made in the root
 VANISHED = re.compile(r"^bwrap: Can't create file at (.+): [^:\n]+$", re.MULTILINE)
 
 

@@ -42,8 +42,7 @@ VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS
 LANDLOCK_ABI_SCOPES = 6  # the Landlock ABI whose `scoped` field has LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 # run by our own interpreter before bwrap: no abstract socket made outside the command answers it (the scope, which
 # bwrap and the command inherit), then the command (ruleset attr: handled_access_fs, handled_access_net, scoped), with
-# the signals Python ignores at its start (SIGPIPE, SIGXFSZ) back to their default: an exec keeps what is ignored, and
-# `yes | head` would print "Broken pipe"
+# the signals Python ignores back to their default (an exec keeps them ignored: `yes | head` said "Broken pipe")
 LANDLOCK = (
     "import ctypes,os,signal,sys\n"
     "signal.signal(signal.SIGPIPE,signal.SIG_DFL);signal.signal(signal.SIGXFSZ,signal.SIG_DFL)\n"
