@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import pty
 import resource
@@ -96,6 +97,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 CPU_START = pytest.StashKey[float]()
 SPENT: list[tuple[float, str]] = []  # (CPU seconds, test id) of every test, gathered where the run reports
+WALL: dict[str, float] = {}  # test id -> wall seconds, setup to teardown, gathered where the run reports
+DURATIONS = TESTS / "durations.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,6 +110,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail a test outside `slow` that uses more CPU seconds than this (setup, call and teardown)",
     )
     group.addoption("--cpu-durations", type=int, default=0, metavar="N", help="list the N tests that used most CPU")
+    group.addoption(
+        "--durations-from",
+        default=str(DURATIONS),
+        metavar="PATH",
+        help="start the tests this JSON (test id: seconds) names first, longest first (default: tests/durations.json)",
+    )
+    group.addoption("--save-durations", metavar="PATH", help="write the 200 longest tests' wall seconds there as JSON")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest first: xdist hands each idle worker the next test, so a long test started last would run alone at the
+    end (CI: a 200 s test started last made the run 2 minutes longer). Tests the file does not name keep their order."""
+    path = Path(config.getoption("durations_from"))
+    known = json.loads(path.read_text()) if path.is_file() else {}
+    items.sort(key=lambda item: -known.get(item.nodeid, 0.0))
 
 
 def cpu_seconds() -> float:
@@ -140,6 +158,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     SPENT.extend((value, report.nodeid) for key, value in report.user_properties if key == "cpu_seconds")
+    WALL[report.nodeid] = WALL.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("save_durations")
+    if path and not hasattr(session.config, "workerinput"):
+        longest = sorted(WALL.items(), key=lambda pair: -pair[1])[:200]
+        Path(path).write_text(json.dumps({nodeid: round(seconds, 1) for nodeid, seconds in longest}, indent=0) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
