@@ -1,8 +1,10 @@
-"""The guard that keeps the suite fast (tests/README.md): a test outside `slow` over --cpu-limit fails with its name
-and figure, a `slow` one does not, and --cpu-durations lists the dearest. A pytest of its own, with this conftest."""
+"""What keeps the suite fast (tests/README.md): a test outside `slow` over --cpu-limit fails with its name and figure,
+a `slow` one does not, and --cpu-durations lists the dearest; the tests durations.json names start first, longest first,
+and --save-durations writes that file. A pytest of its own, with this conftest."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -56,3 +58,27 @@ def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Pat
     assert sorted(names[:2]) == ["test_burn.py::test_dear", "test_burn.py::test_dear_but_slow"], stdout
     assert names[2] == "test_burn.py::test_cheap", stdout  # under the limit: it passed
     assert runs[1].returncode == 0 and "3 passed" in unguarded_out, unguarded_out + unguarded_err
+
+
+def test_the_tests_named_in_the_durations_file_start_first_longest_first(tmp_path: Path) -> None:
+    (tmp_path / "test_burn.py").write_text(BURN)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    known = {"test_burn.py::test_cheap": 7.5, "test_burn.py::test_dear_but_slow": 2.0, "test_burn.py::gone": 9.0}
+    (tmp_path / "known.json").write_text(json.dumps(known))
+    argv = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q", "test_burn.py"]
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+    def ids(*options: str) -> list[str]:
+        done = subprocess.run(
+            [*argv, "--collect-only", *options], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        return [line for line in done.stdout.splitlines() if line.startswith("test_burn.py::")]
+
+    names = ["test_burn.py::test_dear", "test_burn.py::test_dear_but_slow", "test_burn.py::test_cheap"]
+    assert ids("--durations-from", "missing.json") == names
+    assert ids("--durations-from", "known.json") == [names[2], names[1], names[0]]
+    done = subprocess.run([*argv, "--save-durations", "saved.json"], cwd=tmp_path, env=env, capture_output=True)
+    assert done.returncode == 0, done.stdout
+    saved = json.loads((tmp_path / "saved.json").read_text())
+    assert sorted(saved) == sorted(names) and list(saved.values()) == sorted(saved.values(), reverse=True)
+    assert [saved[name] for name in ids("--durations-from", "saved.json")] == sorted(saved.values(), reverse=True)
