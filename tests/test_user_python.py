@@ -178,7 +178,7 @@ def test_a_reproduction_that_cannot_start_is_said_before_the_first_step(tmp_path
     assert "reproduction reproduce.sh: could not verify on the original code" in done.stdout
 
 
-README_SETUP = "python3 -m venv {venv} && . {venv}/bin/activate && pip install -q -e '.[dev]'"
+README_SETUP = "python3 -m venv --upgrade-deps {venv} && . {venv}/bin/activate && pip install -q -e '.[dev]'"
 FROM_THERE = ["tests/test_reproduction.py", "tests/test_user_python.py", "-k", "not slow"]
 
 
