@@ -121,7 +121,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Longest first: xdist hands each idle worker the next test, so a long test started last would run alone at the
-    end (CI: a 200 s test started last made the run 2 minutes longer). Tests the file does not name keep their order."""
+    end (CI: a 3-minute test started last ran alone for nearly 2). Tests the file does not name keep their order."""
     path = Path(config.getoption("durations_from"))
     known = json.loads(path.read_text()) if path.is_file() else {}
     items.sort(key=lambda item: -known.get(item.nodeid, 0.0))
