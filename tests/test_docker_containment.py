@@ -39,7 +39,9 @@ def run_id():
     yield run_id
     import docker
 
-    for container in client.containers.list(all=True, filters={"label": f"llm-ide.run-id={run_id}"}):
+    for container in client.containers.list(
+        all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"}
+    ):
         with contextlib.suppress(docker.errors.APIError):
             container.remove(force=True)
 

@@ -32,7 +32,7 @@ def settings(**values: object) -> dict:
 
 
 def containers_of(client, run_id: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"llm-ide.run-id={run_id}"})
+    return client.containers.list(all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"})
 
 
 def wait_until_gone(client, run_id: str, seconds: float = 15) -> list:

@@ -192,4 +192,4 @@ def test_sigterm_of_a_docker_run_from_the_python_api_saves_interrupted(tmp_path:
     process, trajectory = terminate_a_run(tmp_path, "docker")
     assert process.returncode == 128 + signal.SIGTERM
     assert trajectory["info"]["exit_status"] == "interrupted"
-    assert client.containers.list(all=True, filters={"label": "llm-ide.run-id=t1"}) == []
+    assert client.containers.list(all=True, ignore_removed=True, filters={"label": "llm-ide.run-id=t1"}) == []

@@ -48,7 +48,9 @@ def container_env(tmp_path: Path) -> Iterator[Environment]:
         yield env
     finally:
         env.close()
-        for container in client.containers.list(all=True, filters={"label": f"llm-ide.run-id={run_id}"}):
+        for container in client.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"}
+        ):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
 
@@ -155,6 +157,8 @@ def test_next_container_takes_the_tool_from_the_cache_without_network(tmp_path: 
         )
         assert placed.output == (expected if mounted else ""), "linked to the mount, else copied in"
     finally:
-        for container in client.containers.list(all=True, filters={"label": f"llm-ide.run-id={run_id}"}):
+        for container in client.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"}
+        ):
             with contextlib.suppress(Exception):
                 container.remove(force=True)

@@ -39,7 +39,9 @@ def remove_eval_containers(instance_ids: list[str]) -> tuple[str, int]:
     """On a node: the evaluation containers of these instances (a cancelled task's)."""
     client, removed = docker.from_env(), 0
     for instance_id in instance_ids:
-        for container in client.containers.list(all=True, filters={"label": f"{RUN_ID_LABEL}=eval-{instance_id}"}):
+        for container in client.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"{RUN_ID_LABEL}=eval-{instance_id}"}
+        ):
             container.remove(force=True)
             removed += 1
     return node_name(), removed

@@ -149,7 +149,7 @@ def cleanup_containers(
     owner = [LABEL, f"{USER_LABEL}={current_user()}", f"{HOST_LABEL}={socket.gethostname()}"]
     label_filter = owner + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
     sweep = Sweep([], [])
-    for container in client.containers.list(all=True, filters={"label": label_filter}):
+    for container in client.containers.list(all=True, ignore_removed=True, filters={"label": label_filter}):
         left = LeftContainer(container.name, container.labels.get(RUN_ID_LABEL, "?"), container.status)
         if not include_live and owner_alive(container.labels):
             sweep.kept_live.append(left)
