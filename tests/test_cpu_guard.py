@@ -37,11 +37,16 @@ def test_cheap():
 """
 
 
-def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Path) -> None:
-    (tmp_path / "test_burn.py").write_text(BURN)
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+def pytest_of_its_own(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """BURN in `folder`, and the command line and environment of a pytest there with this conftest."""
+    (folder / "test_burn.py").write_text(BURN)
+    (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     argv = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q", "test_burn.py"]
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return argv, {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Path) -> None:
+    argv, env = pytest_of_its_own(tmp_path)
     runs = [  # side by side: each burns its own CPU
         subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for command in ([*argv, "--cpu-limit=0.1", "--cpu-durations=3"], argv)
@@ -61,12 +66,9 @@ def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Pat
 
 
 def test_the_tests_named_in_the_durations_file_start_first_longest_first(tmp_path: Path) -> None:
-    (tmp_path / "test_burn.py").write_text(BURN)
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     known = {"test_burn.py::test_cheap": 7.5, "test_burn.py::test_dear_but_slow": 2.0, "test_burn.py::gone": 9.0}
     (tmp_path / "known.json").write_text(json.dumps(known))
-    argv = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q", "test_burn.py"]
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    argv, env = pytest_of_its_own(tmp_path)
 
     def ids(*options: str) -> list[str]:
         done = subprocess.run(
