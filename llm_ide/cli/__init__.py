@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from llm_ide import deferred
 from llm_ide.cli.lazy import lazy_group
 from llm_ide.version import __version__
 
@@ -21,6 +22,7 @@ class App(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from llm_ide.errors import LlmIdeError, ending
 
+        deferred.install()
         try:
             code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
         except LlmIdeError as error:

@@ -1,0 +1,72 @@
+"""Packages a dependency imports whole for one small module, their `__init__` run only when a name of theirs is
+first asked for.
+
+LangGraph imports `langchain_core.runnables`, whose tracers import `langsmith.run_trees`, which takes one small
+module from `langsmith.types`: that package's `__init__` builds its ~230 API models (LangSmith's sandboxes,
+datasets, …), 0.3 s of CPU in every `llm-ide` process, which never uses them unless tracing is on. Deferred, the
+package imports as an empty module with its `__path__` (its submodules import as before); its `__init__` runs at
+the first other attribute asked of it, by tracing or anyone, and the package is then the one a plain import gives."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from functools import partial
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec, PathFinder
+from types import ModuleType
+from typing import Any
+
+DEFERRED = frozenset({"langsmith.types"})
+
+
+class DeferredInit(MetaPathFinder, Loader):
+    """On sys.meta_path: finds the packages `names` as the path finder does and loads them deferred."""
+
+    def __init__(self, names: frozenset[str] = DEFERRED) -> None:
+        self.names = names
+        self.lock = threading.RLock()  # one `__init__` at a time: other threads wait for it
+        self.running: set[str] = set()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        spec = PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            return None
+        spec.loader_state, spec.loader = spec.loader, self
+        return spec
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__getattr__ = partial(self.run_init, module)  # type: ignore[method-assign]
+
+    def run_init(self, module: ModuleType, attribute: str) -> Any:
+        """The package's `__init__`, once; asked from within it, a name not made yet is missing (as in any import)."""
+        spec = module.__spec__
+        assert spec is not None
+        with self.lock:
+            if spec.name in self.running:
+                raise AttributeError(f"partially initialized module {spec.name!r} has no attribute {attribute!r}")
+            if spec.loader is self:
+                deferred = module.__dict__.get("__getattr__")
+                spec.loader = module.__loader__ = spec.loader_state
+                self.running.add(spec.name)
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(spec.name, None)
+                    raise
+                finally:
+                    self.running.discard(spec.name)
+                    if module.__dict__.get("__getattr__") is deferred:
+                        del module.__getattr__
+        return getattr(module, attribute)
+
+
+def install() -> None:
+    """Defer the DEFERRED packages in this process (once; those imported already stay as they are)."""
+    if not any(isinstance(finder, DeferredInit) for finder in sys.meta_path):
+        sys.meta_path.insert(0, DeferredInit())

@@ -1,0 +1,133 @@
+"""llm_ide/deferred.py: a deferred package imports as an empty module whose submodules import as before; its
+`__init__` runs once, at the first other name asked of it, from any thread; the command line defers langsmith's API
+types, which LangGraph's import would otherwise build in every `llm-ide` process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from llm_ide.deferred import DeferredInit
+
+PACKAGE = {
+    "__init__.py": """
+        from counted import runs
+        runs.append(1)
+        from .part import PART
+        WHOLE = PART + 1
+        """,
+    "part.py": "PART = 41\n",
+    "counted.py": "runs = []\n",
+}
+
+
+def run_python(folder: Path, code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=folder, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    (tmp_path / "deferme").mkdir()
+    for name, text in PACKAGE.items():
+        where = tmp_path / ("counted.py" if name == "counted.py" else f"deferme/{name}")
+        where.write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def test_a_deferred_package_runs_its_init_once_at_the_first_name_asked_from_any_thread(package: Path) -> None:
+    done = run_python(
+        package,
+        """
+        import sys, threading
+        from llm_ide.deferred import DeferredInit
+        sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
+        import deferme
+        from counted import runs
+        from deferme.part import PART
+        print(runs, PART, "WHOLE" in vars(deferme))
+        barrier, seen = threading.Barrier(4), []
+        def ask():
+            barrier.wait()
+            seen.append(deferme.WHOLE)
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(len(runs), seen, "__getattr__" in vars(deferme), type(deferme.__loader__).__name__)
+        try:
+            deferme.nothing
+        except AttributeError as error:
+            print(error)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[] 41 False",
+        "1 [42, 42, 42, 42] False SourceFileLoader",
+        "module 'deferme' has no attribute 'nothing'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("init", "expected"),
+    [
+        (
+            "import deferme\nX = deferme.X\n",
+            "AttributeError: partially initialized module 'deferme' has no attribute 'X'",
+        ),
+        ("raise ValueError('broken')\n", "ValueError: broken"),
+    ],
+)
+def test_an_init_that_asks_for_itself_or_fails_fails_as_a_plain_import_would(
+    package: Path, init: str, expected: str
+) -> None:
+    (package / "deferme/__init__.py").write_text(init)
+    done = run_python(
+        package,
+        """
+        import sys
+        from llm_ide.deferred import DeferredInit
+        sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
+        import deferme
+        try:
+            deferme.X
+        except Exception as error:
+            print(f"{type(error).__name__}: {error}", "deferme" in sys.modules)
+        """,
+    )
+    assert done.stdout.splitlines() == [f"{expected} False"], done.stderr
+
+
+def test_a_module_that_is_not_a_package_or_not_named_is_found_as_ever(package: Path) -> None:
+    finder = DeferredInit(frozenset({"counted", "nowhere"}))
+    assert finder.find_spec("counted", [str(package)]) is None  # a plain module: nothing to defer
+    assert finder.find_spec("nowhere", [str(package)]) is None
+    assert finder.find_spec("deferme", [str(package)]) is None  # not named
+
+
+def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_path: Path) -> None:
+    done = run_python(
+        tmp_path,
+        """
+        import sys
+        from llm_ide.cli import app
+        try:
+            app(["config", "show", "agent.step_limit"])
+        except SystemExit:
+            pass
+        import langgraph.graph
+        print(sorted(name for name in sys.modules if name.startswith("langsmith.types")))
+        from langsmith.types import Run
+        from langsmith.types.run import Run as Direct
+        print(Run is Direct, len([name for name in sys.modules if name.startswith("langsmith.types.")]) > 100)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["['langsmith.types', 'langsmith.types.run_select_field']", "True True"]
