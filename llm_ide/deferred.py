@@ -1,11 +1,13 @@
-"""Packages a dependency imports whole for one small module, their `__init__` run only when a name of theirs is
-first asked for.
-
-LangGraph imports `langchain_core.runnables`, whose tracers import `langsmith.run_trees`, which takes one small
-module from `langsmith.types`: that package's `__init__` builds its ~230 API models (LangSmith's sandboxes,
-datasets, …), 0.3 s of CPU in every `llm-ide` process, which never uses them unless tracing is on. Deferred, the
-package imports as an empty module with its `__path__` (its submodules import as before); its `__init__` runs at
-the first other attribute asked of it, by tracing or anyone, and the package is then the one a plain import gives."""
+"""Packages a dependency imports for a small part of them, their `__init__` run only when a name of theirs is first
+asked for. Deferred, a package imports as an empty module with its `__path__` (its submodules import as before); its
+`__init__` runs at the first other attribute asked of it, by anyone, and the package is then the one a plain import
+gives. Every `llm-ide` process imports LangGraph, which pulls in (of the ~1.9 s of CPU a short scripted run takes):
+- `langsmith.types` (~0.2 s): LangChain's tracers import `langsmith.run_trees`, which takes one small module from it;
+  its `__init__` builds ~230 API models (LangSmith's sandboxes, datasets, …), used only by tracing.
+- `langgraph_sdk` (~0.05 s): `langgraph.runtime` takes `langgraph_sdk.auth.types`; the package's `__init__` imports
+  the client of LangGraph's server (httpx, websockets), used only by a remote graph.
+- `trio`, where installed (selenium installs it; ~0.1 s): httpcore imports it to offer it as a backend, unused here.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import Any
 
-DEFERRED = frozenset({"langsmith.types"})
+DEFERRED = frozenset({"langsmith.types", "langgraph_sdk", "trio"})
 
 
 class DeferredInit(MetaPathFinder, Loader):

@@ -1,6 +1,6 @@
 """llm_ide/deferred.py: a deferred package imports as an empty module whose submodules import as before; its
-`__init__` runs once, at the first other name asked of it, from any thread; the command line defers langsmith's API
-types, which LangGraph's import would otherwise build in every `llm-ide` process."""
+`__init__` runs once, at the first other name asked of it, from any thread; the command line defers what LangGraph's
+import would otherwise run in every `llm-ide` process (langsmith's API types, LangGraph's server client, trio)."""
 
 from __future__ import annotations
 
@@ -124,10 +124,15 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
             pass
         import langgraph.graph
         print(sorted(name for name in sys.modules if name.startswith("langsmith.types")))
+        print("langgraph_sdk.client" in sys.modules, [name for name in sys.modules if name.startswith("trio.")])
         from langsmith.types import Run
         from langsmith.types.run import Run as Direct
         print(Run is Direct, len([name for name in sys.modules if name.startswith("langsmith.types.")]) > 100)
         """,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == ["['langsmith.types', 'langsmith.types.run_select_field']", "True True"]
+    assert done.stdout.splitlines()[-3:] == [
+        "['langsmith.types', 'langsmith.types.run_select_field']",
+        "False []",  # langgraph_sdk's client, trio's modules (where installed)
+        "True True",
+    ]
