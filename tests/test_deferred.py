@@ -136,3 +136,19 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
         "False []",  # langgraph_sdk's client, trio's modules (where installed)
         "True True",
     ]
+
+
+def test_an_init_that_makes_its_own_module_getattr_keeps_it(package: Path) -> None:
+    """trio's `__init__` does (for its deprecated names): the deferred package's stand-in must not remove it."""
+    (package / "deferme/__init__.py").write_text("X = 1\n\n\ndef __getattr__(name):\n    return f'made {name}'\n")
+    done = run_python(
+        package,
+        """
+        import sys
+        from llm_ide.deferred import DeferredInit
+        sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
+        import deferme
+        print(deferme.X, deferme.anything, deferme.__getattr__.__module__)
+        """,
+    )
+    assert done.stdout.splitlines() == ["1 made anything deferme"], done.stderr
