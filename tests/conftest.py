@@ -254,6 +254,20 @@ def base_image_client():
     return client
 
 
+def containers_of(client: Any, run_id: str) -> list[Any]:
+    """The containers of run `run_id`, stopped ones too (one removed while they are listed is left out)."""
+    return client.containers.list(all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"})
+
+
+def remove_containers(client: Any, run_id: str) -> None:
+    """Whatever a test left under `run_id` (NotFound / 409: its auto-removal already under way)."""
+    import docker
+
+    for container in containers_of(client, run_id):
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 

@@ -14,29 +14,35 @@ import pytest
 from llm_ide.deferred import DeferredInit
 
 PACKAGE = {
-    "__init__.py": """
+    "deferme/__init__.py": """
         from counted import runs
         runs.append(1)
         from .part import PART
         WHOLE = PART + 1
         """,
-    "part.py": "PART = 41\n",
+    "deferme/part.py": "PART = 41\n",
     "counted.py": "runs = []\n",
 }
 
 
-def run_python(folder: Path, code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=folder, capture_output=True, text=True, timeout=120
-    )
+DEFERRING = """
+import sys
+from llm_ide.deferred import DeferredInit
+sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
+"""
+
+
+def run_python(folder: Path, code: str, deferring: str = DEFERRING) -> subprocess.CompletedProcess[str]:
+    """`code` in a Python of its own in `folder`, after `deferring` (by default: `deferme` deferred)."""
+    command = [sys.executable, "-c", deferring + textwrap.dedent(code)]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
 def package(tmp_path: Path) -> Path:
     (tmp_path / "deferme").mkdir()
     for name, text in PACKAGE.items():
-        where = tmp_path / ("counted.py" if name == "counted.py" else f"deferme/{name}")
-        where.write_text(textwrap.dedent(text))
+        (tmp_path / name).write_text(textwrap.dedent(text))
     return tmp_path
 
 
@@ -44,9 +50,7 @@ def test_a_deferred_package_runs_its_init_once_at_the_first_name_asked_from_any_
     done = run_python(
         package,
         """
-        import sys, threading
-        from llm_ide.deferred import DeferredInit
-        sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
+        import threading
         import deferme
         from counted import runs
         from deferme.part import PART
@@ -92,9 +96,6 @@ def test_an_init_that_asks_for_itself_or_fails_fails_as_a_plain_import_would(
     done = run_python(
         package,
         """
-        import sys
-        from llm_ide.deferred import DeferredInit
-        sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
         import deferme
         try:
             deferme.X
@@ -129,6 +130,7 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
         from langsmith.types.run import Run as Direct
         print(Run is Direct, len([name for name in sys.modules if name.startswith("langsmith.types.")]) > 100)
         """,
+        deferring="",  # the command line's own
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == [
@@ -144,9 +146,6 @@ def test_an_init_that_makes_its_own_module_getattr_keeps_it(package: Path) -> No
     done = run_python(
         package,
         """
-        import sys
-        from llm_ide.deferred import DeferredInit
-        sys.meta_path.insert(0, DeferredInit(frozenset({"deferme"})))
         import deferme
         print(deferme.X, deferme.anything, deferme.__getattr__.__module__)
         """,

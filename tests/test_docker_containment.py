@@ -14,7 +14,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
+from conftest import BASE_IMAGE, base_image_client, git, make_git_repo, remove_containers
 
 from llm_ide.config import load_config
 from llm_ide.environments import OutsideRepository, make_environment
@@ -37,13 +37,7 @@ def run_id():
     client = base_image_client()
     run_id = f"test-{uuid.uuid4().hex[:10]}"
     yield run_id
-    import docker
-
-    for container in client.containers.list(
-        all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"}
-    ):
-        with contextlib.suppress(docker.errors.APIError):
-            container.remove(force=True)
+    remove_containers(client, run_id)
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import signal
@@ -14,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import BASE_IMAGE, base_image_client, git, make_git_repo
+from conftest import BASE_IMAGE, base_image_client, containers_of, git, make_git_repo, remove_containers
 from in_process import invoke
 
 from llm_ide.config import load_config
@@ -29,10 +28,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def settings(**values: object) -> dict:
     return load_config("default", environment={"type": "docker", "image": BASE_IMAGE, **values}).environment
-
-
-def containers_of(client, run_id: str) -> list:
-    return client.containers.list(all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"})
 
 
 def wait_until_gone(client, run_id: str, seconds: float = 15) -> list:
@@ -52,11 +47,7 @@ def run_id(client):
     """A fresh run id; whatever a failing test leaves behind under it is removed afterwards."""
     run_id = f"test-{uuid.uuid4().hex[:10]}"
     yield run_id
-    import docker
-
-    for container in containers_of(client, run_id):
-        with contextlib.suppress(docker.errors.APIError):  # NotFound / 409: auto-removal already under way
-            container.remove(force=True)
+    remove_containers(client, run_id)
 
 
 def test_commands_workdir_env_and_container_settings(client, run_id: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BASE_IMAGE, base_image_client, make_git_repo
+from conftest import BASE_IMAGE, base_image_client, containers_of, make_git_repo
 from in_process import invoke
 from swebench_fixtures import build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
@@ -192,4 +192,4 @@ def test_sigterm_of_a_docker_run_from_the_python_api_saves_interrupted(tmp_path:
     process, trajectory = terminate_a_run(tmp_path, "docker")
     assert process.returncode == 128 + signal.SIGTERM
     assert trajectory["info"]["exit_status"] == "interrupted"
-    assert client.containers.list(all=True, ignore_removed=True, filters={"label": "llm-ide.run-id=t1"}) == []
+    assert containers_of(client, "t1") == []

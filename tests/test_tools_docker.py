@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BASE_IMAGE, base_image_client, make_git_repo
+from conftest import BASE_IMAGE, base_image_client, make_git_repo, remove_containers
 
 from llm_ide.config import load_config
 from llm_ide.environments import Environment, make_environment
@@ -48,11 +47,7 @@ def container_env(tmp_path: Path) -> Iterator[Environment]:
         yield env
     finally:
         env.close()
-        for container in client.containers.list(
-            all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"}
-        ):
-            with contextlib.suppress(Exception):
-                container.remove(force=True)
+        remove_containers(client, run_id)
 
 
 def test_debugger_is_installed_into_the_container_and_drives_a_session(
@@ -157,8 +152,4 @@ def test_next_container_takes_the_tool_from_the_cache_without_network(tmp_path: 
         )
         assert placed.output == (expected if mounted else ""), "linked to the mount, else copied in"
     finally:
-        for container in client.containers.list(
-            all=True, ignore_removed=True, filters={"label": f"llm-ide.run-id={run_id}"}
-        ):
-            with contextlib.suppress(Exception):
-                container.remove(force=True)
+        remove_containers(client, run_id)
