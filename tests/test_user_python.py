@@ -28,6 +28,7 @@ from reproduction_scripts import FILES, HARDCODED, REPRO, RIGHT, TASK, WRONG, co
 
 from llm_ide import run_attempts
 from llm_ide.environments import LocalEnvironment
+from llm_ide.environments.pythons import probe
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.trajectory import load_trajectory
@@ -103,6 +104,34 @@ def test_the_commands_see_the_users_python_and_never_the_credentials(
         assert env.notes == [env.notes[0]] and f"at {prefix}/bin/python3 (the active virtualenv)" in env.notes[0]
     if where != "venv outside home":
         assert str(prefix) in env.notes[0].split("shown read-only: ")[1]
+
+
+SHIM = '#!/bin/sh\necho "[\\"/p\\", \\"/p\\", \\"/p\\", \\"/p\\", [], \\"$(cat .python-version)\\"]"\n'
+
+
+def test_an_interpreter_is_asked_once_wherever_the_run_is_and_a_shim_in_each_folder(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A binary answers the same in every repository: one probe per process (a run each, before); a version manager's
+    shim (a script) reads the folder's `.python-version`, so it is asked in each folder; another home, asked again."""
+    folders = [tmp_path / name for name in ("a", "b")]
+    for folder, version in zip(folders, ("3.10.4", "3.12.1"), strict=True):
+        folder.mkdir()
+        (folder / ".python-version").write_text(version)
+    path = os.environ["PATH"]
+    venv = str(venv_with(tmp_path / "venv") / "bin" / "python3")
+    first, second = (probe(venv, path, str(folder)) for folder in folders)
+    assert first is second and first is not None and first.prefix == str(tmp_path / "venv")
+    shim = tmp_path / "shims" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(SHIM)
+    shim.chmod(0o755)
+    asked = [probe(str(shim), path, str(folder)) for folder in (*folders, folders[0])]
+    assert [found.version if found else None for found in asked] == ["3.10.4", "3.12.1", "3.10.4"]
+    assert asked[2] is asked[0]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    again = probe(venv, path, str(folders[0]))
+    assert again == first and again is not first
 
 
 def events_of(tmp_path: Path, **fields: object) -> tuple[object, list[str]]:

@@ -71,11 +71,24 @@ class PythonEnvironments:
         return line + (f"; shown read-only: {', '.join(map(str, self.shown))}" if self.shown else "")
 
 
-@lru_cache(maxsize=64)
 def probe(executable: str, path_variable: str, cwd: str) -> Interpreter | None:
-    """The interpreter at `executable` (run in `cwd`: a pyenv shim reads the `.python-version` there), asked once per
-    process; None when it does not answer as Python does."""
-    env = {"PATH": path_variable, "LC_ALL": "C.UTF-8", "HOME": str(Path.home())}
+    """The interpreter at `executable`, asked once per process for each PATH and home folder, and for each folder `cwd`
+    when it is a script (a version manager's shim, e.g. pyenv's, reads the `.python-version` there): a binary answers
+    the same wherever it runs; None when it does not answer as Python does."""
+    return asked(executable, path_variable, str(Path.home()), cwd if is_script(executable) else "/")
+
+
+def is_script(executable: str) -> bool:
+    try:
+        with open(executable, "rb") as handle:
+            return handle.read(2) == b"#!"
+    except OSError:
+        return True
+
+
+@lru_cache(maxsize=64)
+def asked(executable: str, path_variable: str, home: str, cwd: str) -> Interpreter | None:
+    env = {"PATH": path_variable, "LC_ALL": "C.UTF-8", "HOME": home}
     try:
         done = subprocess.run(
             [executable, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT, env=env, cwd=cwd
