@@ -33,9 +33,12 @@ from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.environments.processes import LIBC, start_with_parent
 from llm_ide.environments.sandbox import VANISHED, Sandbox
+from llm_ide.environments.scope import Spawner
 from llm_ide.environments.scratch import OWNED, sweep_temp_folders
 from llm_ide.environments.sockets import LANDLOCK_ABI_SCOPES, landlock_abi
+from llm_ide.errors import EnvironmentFailure
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LISTEN = textwrap.dedent(
@@ -455,9 +458,9 @@ def test_a_masked_socket_gone_before_the_mounts_fails_the_set_up_and_is_left_unm
 
 @pytest.mark.usefixtures("needs_bwrap")
 def test_a_command_gets_the_default_signals_while_abstract_sockets_listen(tmp_path: Path) -> None:
-    """With an abstract socket listening on the host, a command starts through our Landlock guard (Linux 6.12 and
-    later), a Python that execs it: it ignores the signals any program Python starts ignores (none, or SIGHUP under
-    `nohup`), not SIGPIPE or SIGXFSZ, and `yes | head` ends quietly as in any shell."""
+    """With an abstract socket listening on the host, a command starts from our Landlock-scoped thread (Linux 6.12
+    and later): it ignores the signals any program Python starts ignores (none, or SIGHUP under `nohup`), not SIGPIPE
+    or SIGXFSZ, and `yes | head` ends quietly as in any shell."""
     plain = subprocess.run(["grep", "SigIgn", "/proc/self/status"], capture_output=True, text=True, check=True).stdout
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     env = LocalEnvironment(repo)
@@ -470,6 +473,28 @@ def test_a_command_gets_the_default_signals_while_abstract_sockets_listen(tmp_pa
             env.close()
     assert int(plain.split()[1], 16) & (1 << 12 | 1 << 24) == 0  # SIGPIPE (13) and SIGXFSZ (25): default
     assert (result.returncode, result.output) == (0, f"{plain}y\ny\ny\n0\n")
+
+
+def test_a_spawner_passes_what_its_thread_holds_to_what_it_starts_and_to_nothing_else() -> None:
+    """The thread that starts the commands when abstract sockets listen holds what it was prepared with (there, the
+    Landlock scope; here no_new_privs, which /proc shows): what it starts inherits it, this process's other threads
+    and what they start do not; a preparation or a start that fails reaches the caller."""
+
+    def no_new_privs() -> None:
+        assert LIBC.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS, on this thread only
+
+    def refuse() -> None:
+        raise EnvironmentFailure("no scope here")
+
+    spawner, flag = Spawner(no_new_privs, "test-spawner"), ["grep", "NoNewPrivs", "/proc/self/status"]
+    child = start_with_parent(flag, by=spawner.start, stdout=subprocess.PIPE, start_new_session=True)
+    assert (child.communicate(timeout=60)[0], child.returncode) == (b"NoNewPrivs:\t1\n", 0)
+    assert subprocess.run(flag, capture_output=True, check=True).stdout == b"NoNewPrivs:\t0\n"
+    assert Path("/proc/self/status").read_text().count("NoNewPrivs:\t0") == 1
+    with pytest.raises(FileNotFoundError):
+        spawner.start(lambda: subprocess.Popen(["/nonexistent/program"]))
+    with pytest.raises(EnvironmentFailure, match="no scope here"):
+        Spawner(refuse, "test-refused")
 
 
 @pytest.mark.usefixtures("needs_bwrap")

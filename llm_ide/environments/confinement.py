@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_ide.environments.limits import Cgroup, Limits, cgroups_usable, ulimit_line, warn_unenforced
+from llm_ide.environments.processes import Launch
 from llm_ide.environments.sandbox import ISOLATIONS, Sandbox, isolation
 from llm_ide.environments.sockets import abstract_guard, host_sockets
 
@@ -91,8 +92,9 @@ class Confinement:
         """The command's shell, its limits set first (on its first line: the command's line numbers stay)."""
         return ["bash", "-c", self.prefix + command]
 
-    def sandboxed(self, sandbox: Sandbox, command: str, cwd: Path, environ: dict[str, str]) -> list[str]:
-        """The command in bubblewrap: the host's sockets masked, the isolation, the user, the limits."""
+    def sandboxed(self, sandbox: Sandbox, command: str, cwd: Path, environ: dict[str, str]) -> Launch:
+        """The command in bubblewrap (the host's sockets masked, the isolation, the user, the limits), and what starts
+        it when abstract sockets listen on the host (sockets.abstract_guard)."""
         sandbox.isolation = self.isolation
         sandbox.inner = self.switch()
         if self.run_as is not None:
@@ -100,7 +102,7 @@ class Confinement:
         masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets, self.user())
         sandbox.sockets = masked
         argv = sandbox.argv(self.shell(command), cwd)
-        return [*abstract_guard(), *argv] if abstract and sandbox.network else argv
+        return argv, abstract_guard() if abstract and sandbox.network else None
 
     def close(self) -> None:
         if self.cgroup is not None:

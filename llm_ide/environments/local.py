@@ -17,7 +17,7 @@ from llm_ide.environments.confinement import Confinement, StartMarker, home_of, 
 from llm_ide.environments.holding import RunNamespace, containment, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
-from llm_ide.environments.processes import TOKEN, Leftovers, kill_adopted, start_with_parent
+from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_adopted, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir
@@ -211,7 +211,7 @@ class LocalEnvironment:
     def inside(self, path: str) -> bool:
         return resolve_inside(self.repo, path) is not None
 
-    def _argv(self, command: str, cwd: Path, unmasked: Collection[str] = ()) -> list[str]:
+    def _argv(self, command: str, cwd: Path, unmasked: Collection[str] = ()) -> Launch:
         if self.bwrap:
             if self.mounts:
                 cwd = Path(self.workdir, cwd.relative_to(self.repo))
@@ -220,8 +220,8 @@ class LocalEnvironment:
             sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
             return self.confinement.sandboxed(sandbox, command, cwd, self.env)
         if self.containment == "unshare":
-            return self._run_namespace().argv(self.confinement.prefix + command, cwd)
-        return self.confinement.shell(command)
+            return self._run_namespace().argv(self.confinement.prefix + command, cwd), None
+        return self.confinement.shell(command), None
 
     def _run_namespace(self) -> RunNamespace:
         """The run's PID namespace, made at the first command (again if it was lost)."""
@@ -240,8 +240,8 @@ class LocalEnvironment:
         unmasked: set[str] = set()  # masked sockets that were gone when bwrap mounted over them
         for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
             marker = StartMarker() if self.bwrap else None
-            argv = self._argv((marker.prefix() if marker else "") + command, where, unmasked)
-            returncode, timed_out, cap = self._run(argv, where, start + timeout, marker, on_output)
+            launch = self._argv((marker.prefix() if marker else "") + command, where, unmasked)
+            returncode, timed_out, cap = self._run(launch, where, start + timeout, marker, on_output)
             if marker is None or marker.started() or not tries_left:
                 break
             forget_listings()
@@ -258,11 +258,12 @@ class LocalEnvironment:
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
     def _run(
-        self, argv: list[str], where: Path, deadline: float, marker: StartMarker | None, on_output: OnOutput
+        self, launch: Launch, where: Path, deadline: float, marker: StartMarker | None, on_output: OnOutput
     ) -> tuple[int, bool, OutputCap]:
-        """The command (`argv`) run until it ends or `deadline`: its exit status, whether it timed out, its output."""
+        """The command (`launch`) run until it ends or `deadline`: its exit status, whether it timed out, its output."""
         process = start_with_parent(
-            argv,
+            launch[0],
+            by=launch[1],
             cwd=where,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -51,15 +52,23 @@ def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
         os._exit(125)
 
 
-def start_with_parent(argv: list[str], cgroup: list[str] | None = None, **options: Any) -> subprocess.Popen[bytes]:
+Starter = Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]  # environments/scope.py's
+Launch = tuple[list[str], Starter | None]  # a command's argv and what starts it (None: the calling thread)
+
+
+def start_with_parent(
+    argv: list[str], cgroup: list[str] | None = None, by: Starter | None = None, **options: Any
+) -> subprocess.Popen[bytes]:
     """`argv` started in a session of its own, killed when this process dies (`setpriv --pdeathsig`, then a check
     that this process was still its parent then; die_with_parent when setpriv is missing), in the cgroup whose
-    `cgroup.procs` files `cgroup` lists."""
+    `cgroup.procs` files `cgroup` lists; `by` the starter given (the process inherits what its thread holds)."""
     cgroup = cgroup or []
     if SETPRIV:
-        guard = [*GUARD, str(os.getpid()), str(len(cgroup)), *cgroup]
-        return subprocess.Popen([SETPRIV, "--pdeathsig", "KILL", *guard, *argv], **options)
-    return subprocess.Popen(argv, preexec_fn=partial(die_with_parent, os.getpid(), tuple(cgroup)), **options)
+        argv = [SETPRIV, "--pdeathsig", "KILL", *GUARD, str(os.getpid()), str(len(cgroup)), *cgroup, *argv]
+    else:
+        options["preexec_fn"] = partial(die_with_parent, os.getpid(), tuple(cgroup))
+    start = partial(subprocess.Popen, argv, **options)
+    return start() if by is None else by(start)
 
 
 def carries(pid: int, token: str) -> bool:

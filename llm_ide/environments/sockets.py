@@ -18,13 +18,14 @@ import logging
 import os
 import re
 import stat
-import sys
 import tempfile
 import time
 from functools import cache
 from pathlib import Path
 
+from llm_ide.environments.processes import Starter
 from llm_ide.environments.sandbox import real_path
+from llm_ide.environments.scope import scoped_spawner
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
@@ -40,18 +41,6 @@ TICK_NS = 100_000_000  # a folder changed this recently is listed again at the n
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's flags
 VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")
 LANDLOCK_ABI_SCOPES = 6  # the Landlock ABI whose `scoped` field has LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-# run by our own interpreter before bwrap: no abstract socket made outside the command answers it (the scope, which
-# bwrap and the command inherit), then the command (ruleset attr: handled_access_fs, handled_access_net, scoped), with
-# the signals Python ignores back to their default (an exec keeps them ignored: `yes | head` said "Broken pipe")
-LANDLOCK = (
-    "import ctypes,os,signal,sys\n"
-    "signal.signal(signal.SIGPIPE,signal.SIG_DFL);signal.signal(signal.SIGXFSZ,signal.SIG_DFL)\n"
-    "libc=ctypes.CDLL(None,use_errno=True)\n"
-    "attr=(ctypes.c_uint64*3)(0,0,1)\n"
-    "fd=libc.syscall(444,ctypes.byref(attr),ctypes.sizeof(attr),0)\n"
-    "if fd<0 or libc.prctl(38,1,0,0,0) or libc.syscall(446,fd,0): sys.exit(126)\n"
-    "os.execvp(sys.argv[1],sys.argv[1:])\n"
-)
 
 
 def listening(table: str = "/proc/net/unix") -> tuple[set[str], bool]:
@@ -188,13 +177,13 @@ def landlock_abi() -> int:
         return 0
 
 
-def abstract_guard() -> list[str]:
-    """The argv prefix that keeps the host's abstract sockets from a command; empty (said once) where Landlock
-    cannot scope them."""
-    if landlock_abi() >= LANDLOCK_ABI_SCOPES:
-        return [sys.executable, "-I", "-S", "-c", LANDLOCK]
-    warn_abstract()
-    return []
+def abstract_guard() -> Starter | None:
+    """What starts a command so that no abstract socket made outside it answers it: our thread holding Landlock's scope
+    (environments/scope.py); None (said once) where Landlock cannot scope them."""
+    if landlock_abi() < LANDLOCK_ABI_SCOPES:
+        warn_abstract()
+        return None
+    return scoped_spawner(os.getpid()).start
 
 
 def warn_abstract() -> None:
