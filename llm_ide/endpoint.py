@@ -221,7 +221,7 @@ def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | 
     route, or does not answer in time."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=timeout)
+        response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=timeout, verify=tls_context())
         data = response.json().get("data") if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError):
         return None

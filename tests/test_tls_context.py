@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llm_ide.endpoint import http_client
+from llm_ide.endpoint import http_client, listed_models
 
 
 def certificate(folder: Path, name: str) -> tuple[Path, Path]:
@@ -31,10 +31,11 @@ def certificate(folder: Path, name: str) -> tuple[Path, Path]:
 
 class Hello(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        body = b'{"data": [{"id": "m"}]}' if self.path.endswith("/models") else b"ok"  # an endpoint's model list
         self.send_response(200)
-        self.send_header("Content-Length", "2")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(b"ok")
+        self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -71,10 +72,10 @@ def test_clients_share_the_bundle_until_it_changes(
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(trusted)
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    assert answers(https_url) == "ok"
+    assert answers(https_url) == "ok" and listed_models(https_url, None, 5.0) == ["m"]  # the run's preflight too
     assert http_client(1.0).ssl_context is http_client(1.0).ssl_context
     bundle.write_bytes(other + b"\n")  # in place: the same path, another size
-    assert answers(https_url) == "unverified"
+    assert answers(https_url) == "unverified" and listed_models(https_url, None, 5.0) is None
     bundle.write_bytes(trusted)
     os.utime(bundle, ns=(1, 1))  # the first size again, another time of change
     assert answers(https_url) == "ok"
