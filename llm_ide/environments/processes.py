@@ -52,7 +52,7 @@ def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
         os._exit(125)
 
 
-Starter = Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]  # environments/scope.py's
+Starter = Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]  # e.g. scope.Spawner.start
 Launch = tuple[list[str], Starter | None]  # a command's argv and what starts it (None: the calling thread)
 
 
