@@ -241,7 +241,7 @@ def test_no_host_socket_answers_a_command_unless_the_config_lists_it(
     env = make_environment(settings.environment, repo, "s", None, tmp_path / "tools")
     env.env["SSH_AUTH_SOCK"] = host_sockets["agent"]
     addresses = list(host_sockets.values())
-    docker = [path for path in ("/var/run/docker.sock", "/run/containerd/containerd.sock") if Path(path).exists()]
+    docker = [path for path in ("/var/run/docker.sock", "/run/containerd/containerd.sock") if os.path.exists(path)]
     result = env.execute(f"python3 -c {shlex.quote(CONNECT)} {' '.join(addresses + docker)}")
     env.close()
     answers = dict(line.split(" ", 1) for line in result.output.splitlines())
