@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import shutil
-import signal
 import subprocess
 import time
 import uuid
@@ -17,7 +15,7 @@ from llm_ide.environments.confinement import Confinement, StartMarker, home_of, 
 from llm_ide.environments.holding import RunNamespace, containment, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
-from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_adopted, start_with_parent
+from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_adopted, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir
@@ -378,8 +376,3 @@ def wait_until(process: subprocess.Popen[bytes], deadline: float) -> bool:
     except subprocess.TimeoutExpired:
         return True
     return False
-
-
-def kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)

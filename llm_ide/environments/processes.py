@@ -71,6 +71,11 @@ def start_with_parent(
     return start() if by is None else by(start)
 
 
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 def carries(pid: int, token: str) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()

@@ -8,13 +8,13 @@ import contextlib
 import ctypes
 import os
 import queue
-import signal
 import subprocess
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import cache
 
+from llm_ide.environments.processes import kill_group
 from llm_ide.errors import EnvironmentFailure
 
 CREATE_RULESET, RESTRICT_SELF, NO_NEW_PRIVS = 444, 446, 38  # Landlock's system calls; prctl's option
@@ -54,8 +54,7 @@ class Spawner:
         except BaseException:
             with contextlib.suppress(Exception):
                 process = started.result()
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
+                kill_group(process.pid)
                 process.wait()
             raise
 
