@@ -216,6 +216,12 @@ def http_client(timeout: float) -> httpx.Client:
     return client
 
 
+def async_http_client(timeout: float) -> httpx.AsyncClient:
+    """What an async call of the model would use, with the run's TLS settings and timeout: llm-ide calls its model
+    synchronously, but a langchain OpenAI model given no async client makes one, loading the CA bundle again."""
+    return httpx.AsyncClient(verify=tls_context(), timeout=timeout)
+
+
 def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | None:
     """The model names an OpenAI-compatible endpoint lists (GET `{url}/models`); None when it lists none, has no such
     route, or does not answer in time."""

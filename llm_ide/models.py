@@ -19,6 +19,7 @@ from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
 from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, streamed
 from llm_ide.endpoint import (
+    async_http_client,
     cause,
     clamp_usage,
     classify,
@@ -312,6 +313,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     kwargs = client_kwargs(config, room, by_url) | ({"base_url": base_url} if base_url else {})
     if provider == "openai":
         kwargs.setdefault("http_client", http_client(config.timeout))
+        kwargs.setdefault("http_async_client", async_http_client(config.timeout))
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
     return ChatModel(spec, chat, config, max_tokens=room, tools_by_default=not by_url)
 
@@ -328,6 +330,7 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     room = reply_room(config, url is not None)
     kwargs = client_kwargs(config, room, url is not None)
     kwargs.setdefault("http_client", http_client(config.timeout))
+    kwargs.setdefault("http_async_client", async_http_client(config.timeout))
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
     return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 

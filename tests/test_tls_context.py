@@ -4,6 +4,7 @@ against an HTTPS server on loopback with certificates made by the openssl comman
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import os
 import ssl
@@ -15,7 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from llm_ide.config import load_config
 from llm_ide.endpoint import http_client, listed_models
+from llm_ide.models import get_model
 
 
 def certificate(folder: Path, name: str) -> tuple[Path, Path]:
@@ -83,3 +86,27 @@ def test_clients_share_the_bundle_until_it_changes(
     assert answers(https_url) == "unverified"
     monkeypatch.delenv("SSL_CERT_FILE")
     assert answers(https_url) == "unverified"  # certifi's bundle does not hold a self-signed certificate
+
+
+@pytest.mark.parametrize("spec", ["m", "openai:m"])
+def test_a_model_per_endpoint_loads_no_bundle_again_and_its_async_client_trusts_it(
+    spec: str, https_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The OpenAI models (by URL, and the provider's) get both clients from here: langchain would make an async one of
+    its own for each endpoint, loading the bundle again (50-80 ms)."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "server.pem"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    http_client(1.0)  # the bundle loaded once, and what langchain's OpenAI package loads as it is imported
+    import langchain_openai  # noqa: F401
+
+    loads: list[object] = []
+    default_context = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: loads.append(a) or default_context(*a, **k))
+    settings = load_config("default").model
+    models = [get_model(spec, settings, base_url=f"{https_url}v{number}") for number in range(3)]
+
+    async def fetched(client: httpx.AsyncClient) -> str:
+        return (await client.get(https_url)).text
+
+    assert [asyncio.run(fetched(model.chat.http_async_client)) for model in models] == ["ok", "ok", "ok"]
+    assert loads == []
