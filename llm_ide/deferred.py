@@ -7,6 +7,10 @@ gives. Every `llm-ide` process imports LangGraph, which pulls in (of the ~1.9 s 
 - `langgraph_sdk` (~0.05 s): `langgraph.runtime` takes `langgraph_sdk.auth.types`; the package's `__init__` imports
   the client of LangGraph's server (httpx, websockets), used only by a remote graph.
 - `trio`, where installed (selenium installs it; ~0.1 s): httpcore imports it to offer it as a backend, unused here.
+The OpenAI SDK's aiohttp client is left out whole (ABSENT): where aiohttp is installed (`datasets` and swebench's
+`modal` install it), the SDK imports it (~0.2 s, and a CA bundle loaded) to offer `DefaultAioHttpClient`, which
+llm-ide never uses (its calls are synchronous, over its own httpx client); the SDK then does what it does where
+aiohttp is missing.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 DEFERRED = frozenset({"langsmith.types", "langgraph_sdk", "trio"})
+ABSENT = frozenset({"openai._vendor.httpx_aiohttp"})
 
 
 class DeferredInit(MetaPathFinder, Loader):
@@ -69,6 +74,9 @@ class DeferredInit(MetaPathFinder, Loader):
 
 
 def install() -> None:
-    """Defer the DEFERRED packages in this process (once; those imported already stay as they are)."""
+    """Defer the DEFERRED packages and leave the ABSENT modules out in this process (once; those imported already
+    stay as they are)."""
     if not any(isinstance(finder, DeferredInit) for finder in sys.meta_path):
         sys.meta_path.insert(0, DeferredInit())
+    for name in ABSENT:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # an import of it fails: ModuleNotFoundError

@@ -1,6 +1,7 @@
 """llm_ide/deferred.py: a deferred package imports as an empty module whose submodules import as before; its
 `__init__` runs once, at the first other name asked of it, from any thread; the command line defers what LangGraph's
-import would otherwise run in every `llm-ide` process (langsmith's API types, LangGraph's server client, trio)."""
+import would otherwise run in every `llm-ide` process (langsmith's API types, LangGraph's server client, trio), and
+leaves the OpenAI SDK's aiohttp client out."""
 
 from __future__ import annotations
 
@@ -137,6 +138,38 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
         "['langsmith.types', 'langsmith.types.run_select_field']",
         "False []",  # langgraph_sdk's client, trio's modules (where installed)
         "True True",
+    ]
+
+
+def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Path) -> None:
+    """Where aiohttp is installed (here: swebench's modal), the SDK would import it; left out, the SDK says what it
+    says where aiohttp is missing, and the model's own clients are httpx's."""
+    done = run_python(
+        tmp_path,
+        """
+        import importlib.util
+        import sys
+        from llm_ide.cli import app
+        try:
+            app(["config", "show", "agent.step_limit"])
+        except SystemExit:
+            pass
+        import openai
+        from langchain_openai import ChatOpenAI
+        model = ChatOpenAI(model="m", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+        installed = importlib.util.find_spec("aiohttp") is not None
+        print(installed, "aiohttp" in sys.modules, type(model.async_client._client).__module__.split(".")[0])
+        try:
+            openai.DefaultAioHttpClient()
+        except RuntimeError as error:
+            print(error)
+        """,
+        deferring="",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        "True False openai",
+        "To use the aiohttp client you must have installed the package with the `aiohttp` extra",
     ]
 
 
