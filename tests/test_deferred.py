@@ -173,6 +173,30 @@ def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Pa
     ]
 
 
+def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back(tmp_path: Path) -> None:
+    """`config show` imports the settings, the variants and LangGraph (~200,000 objects that stay): the young
+    generation passes that walk them are counted (~250 with Python's own thresholds)."""
+    done = run_python(
+        tmp_path,
+        """
+        import gc
+        passes = []
+        gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "stop" else None)
+        before = gc.get_threshold()
+        from llm_ide.cli import app
+        passes.clear()  # what the command line's own module imports (typer, rich) comes before
+        try:
+            app(["config", "show", "agent.step_limit"])
+        except SystemExit:
+            pass
+        print(len(passes) <= 5, gc.get_threshold() == before, before[0], len(passes))
+        """,
+        deferring="",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split()[:3] == ["True", "True", "700"], done.stdout
+
+
 def test_an_init_that_makes_its_own_module_getattr_keeps_it(package: Path) -> None:
     """trio's `__init__` does (for its deprecated names): the deferred package's stand-in must not remove it."""
     (package / "deferme/__init__.py").write_text("X = 1\n\n\ndef __getattr__(name):\n    return f'made {name}'\n")
