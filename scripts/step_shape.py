@@ -69,12 +69,15 @@ def is_format_read(node: ast.AST) -> bool:
     return setting or node.attr in FORMAT_ATTRIBUTES or (node.attr == "tools" and is_ctx(node.value))
 
 
-def format_reads(trees: dict[str, ast.Module], exchange: tuple[str, ...] = EXCHANGE) -> list[tuple[str, int]]:
+Nodes = dict[str, list[ast.AST]]  # every node of each file, walked once
+
+
+def format_reads(nodes: Nodes, exchange: tuple[str, ...] = EXCHANGE) -> list[tuple[str, int]]:
     return sorted(
         (name, node.lineno)
-        for name, tree in trees.items()
+        for name, walked in nodes.items()
         if name not in exchange
-        for node in ast.walk(tree)
+        for node in walked
         if is_format_read(node)
     )
 
@@ -89,23 +92,23 @@ def tool_call_tags(root: Path) -> list[tuple[str, int]]:
     ]
 
 
-def verdict_files(trees: dict[str, ast.Module]) -> dict[str, list[str]]:
+def verdict_files(nodes: Nodes) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for name, tree in trees.items():
+    for name, walked in nodes.items():
         if name.startswith(READERS + UNRELATED):
             continue
-        used = sorted({spelt for node in ast.walk(tree) if (spelt := names_in(node)) in VERDICT_NAMES})
+        used = sorted({spelt for node in walked if (spelt := names_in(node)) in VERDICT_NAMES})
         if used:
             found[name] = used
     return found
 
 
-def scripted_mentions(trees: dict[str, ast.Module]) -> list[tuple[str, int, str]]:
+def scripted_mentions(nodes: Nodes) -> list[tuple[str, int, str]]:
     found = []
-    for name, tree in trees.items():
+    for name, walked in nodes.items():
         if name in ("models.py", "scripted.py"):
             continue
-        for node in ast.walk(tree):
+        for node in walked:
             spelt = names_in(node) if not isinstance(node, ast.Constant) else None
             restore = isinstance(node, ast.Attribute) and node.attr in ("restore", "calls")
             restore = restore and "policy" in (getattr(node.value, "attr", ""), getattr(node.value, "id", ""))
@@ -116,11 +119,11 @@ def scripted_mentions(trees: dict[str, ast.Module]) -> list[tuple[str, int, str]
     return sorted(set(found))
 
 
-def untyped_contexts(trees: dict[str, ast.Module]) -> list[tuple[str, int]]:
+def untyped_contexts(nodes: Nodes) -> list[tuple[str, int]]:
     return sorted(
         (name, node.lineno)
-        for name, tree in trees.items()
-        for node in ast.walk(tree)
+        for name, walked in nodes.items()
+        for node in walked
         if isinstance(node, ast.arg)
         and node.arg == "ctx"
         and isinstance(node.annotation, ast.Name)
@@ -128,10 +131,10 @@ def untyped_contexts(trees: dict[str, ast.Module]) -> list[tuple[str, int]]:
     )
 
 
-def context_writes(trees: dict[str, ast.Module]) -> list[tuple[str, int]]:
+def context_writes(nodes: Nodes) -> list[tuple[str, int]]:
     found = []
-    for name, tree in trees.items():
-        for node in ast.walk(tree):
+    for name, walked in nodes.items():
+        for node in walked:
             targets = (
                 node.targets
                 if isinstance(node, ast.Assign)
@@ -187,14 +190,14 @@ class StepShape:
 
 
 def measure_step(root: Path) -> StepShape:
-    trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in sources(root).items()}
+    nodes = {name: list(ast.walk(ast.parse(path.read_text(encoding="utf-8")))) for name, path in sources(root).items()}
     return StepShape(
-        format_reads(trees),
+        format_reads(nodes),
         tool_call_tags(root),
-        verdict_files(trees),
-        scripted_mentions(trees),
-        untyped_contexts(trees),
-        context_writes(trees),
+        verdict_files(nodes),
+        scripted_mentions(nodes),
+        untyped_contexts(nodes),
+        context_writes(nodes),
         status_aliases(root),
     )
 
