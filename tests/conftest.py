@@ -191,11 +191,18 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
 
 
 def isolated_environ(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> dict[str, str]:
-    """A test's environment: none of the LEAKY variables, a config folder of its own, the session's cache, and no
-    plugins autoloaded by a pytest a run starts (not this venv's)."""
+    """A test's environment: none of the LEAKY variables, a config folder of its own, the session's cache, no
+    plugins autoloaded by a pytest a run starts (not this venv's), and this interpreter's folder first on PATH, as
+    the venv's activation puts it (`.venv/bin/python -m pytest` unactivated: the commands' `python3` would be
+    another one, e.g. a version manager's shim or the system's without pytest)."""
     kept = {name: value for name, value in os.environ.items() if not name.startswith(LEAKY)}
     folders = {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("config")), "XDG_CACHE_HOME": str(session_cache)}
-    return kept | folders | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return kept | folders | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": venv_first(kept.get("PATH", ""))}
+
+
+def venv_first(path: str) -> str:
+    folder = str(Path(sys.executable).parent)
+    return os.pathsep.join([folder, *(entry for entry in path.split(os.pathsep) if entry and entry != folder)])
 
 
 @pytest.fixture(autouse=True)
