@@ -39,6 +39,20 @@ def run_python(folder: Path, code: str, deferring: str = DEFERRING) -> subproces
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
 
 
+CONFIG_SHOW = """
+from llm_ide.cli import app
+try:
+    app(["config", "show", "agent.step_limit"])
+except SystemExit:
+    pass
+"""
+
+
+def after_config_show(folder: Path, code: str, before: str = "") -> subprocess.CompletedProcess[str]:
+    """`code` in a Python of its own, after `before` and the command line's `config show` (with its own deferring)."""
+    return run_python(folder, textwrap.dedent(before) + CONFIG_SHOW + textwrap.dedent(code), deferring="")
+
+
 @pytest.fixture
 def package(tmp_path: Path) -> Path:
     (tmp_path / "deferme").mkdir()
@@ -115,15 +129,10 @@ def test_a_module_that_is_not_a_package_or_not_named_is_found_as_ever(package: P
 
 
 def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_path: Path) -> None:
-    done = run_python(
+    done = after_config_show(
         tmp_path,
         """
         import sys
-        from llm_ide.cli import app
-        try:
-            app(["config", "show", "agent.step_limit"])
-        except SystemExit:
-            pass
         import langgraph.graph
         print(sorted(name for name in sys.modules if name.startswith("langsmith.types")))
         print("langgraph_sdk.client" in sys.modules, [name for name in sys.modules if name.startswith("trio.")])
@@ -131,7 +140,6 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
         from langsmith.types.run import Run as Direct
         print(Run is Direct, len([name for name in sys.modules if name.startswith("langsmith.types.")]) > 100)
         """,
-        deferring="",  # the command line's own
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == [
@@ -144,16 +152,11 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
 def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Path) -> None:
     """Where aiohttp is installed (here: swebench's modal), the SDK would import it; left out, the SDK says what it
     says where aiohttp is missing, and the model's own clients are httpx's."""
-    done = run_python(
+    done = after_config_show(
         tmp_path,
         """
         import importlib.util
         import sys
-        from llm_ide.cli import app
-        try:
-            app(["config", "show", "agent.step_limit"])
-        except SystemExit:
-            pass
         import openai
         from langchain_openai import ChatOpenAI
         model = ChatOpenAI(model="m", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
@@ -164,7 +167,6 @@ def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Pa
         except RuntimeError as error:
             print(error)
         """,
-        deferring="",
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == [
@@ -176,22 +178,19 @@ def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Pa
 def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back(tmp_path: Path) -> None:
     """`config show` imports the settings, the variants and LangGraph (~200,000 objects that stay): the young
     generation passes that walk them are counted (~250 with Python's own thresholds)."""
-    done = run_python(
+    done = after_config_show(
         tmp_path,
         """
+        print(len(passes) <= 5, gc.get_threshold() == before, before[0], len(passes))
+        """,
+        before="""
         import gc
         passes = []
         gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "stop" else None)
         before = gc.get_threshold()
         from llm_ide.cli import app
         passes.clear()  # what the command line's own module imports (typer, rich) comes before
-        try:
-            app(["config", "show", "agent.step_limit"])
-        except SystemExit:
-            pass
-        print(len(passes) <= 5, gc.get_threshold() == before, before[0], len(passes))
         """,
-        deferring="",
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].split()[:3] == ["True", "True", "700"], done.stdout
