@@ -296,6 +296,12 @@ def client_kwargs(settings: ModelSettings, max_tokens: int | None = None, by_url
     return merged | ({"extra_body": kwargs["extra_body"]} if "extra_body" in kwargs else {})
 
 
+def our_clients(kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """An OpenAI model's HTTP clients, sync and async, are ours (endpoint.py) unless `model.kwargs` gives its own."""
+    made = {"http_client": http_client, "http_async_client": async_http_client}
+    return {name: make(timeout) for name, make in made.items() if name not in kwargs} | kwargs
+
+
 def construct(spec: str, factory: Callable[[], Any]) -> Any:
     """Build a third-party chat model; any failure (missing integration package, credentials, bad kwargs) is ours."""
     try:
@@ -312,8 +318,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     room = reply_room(config, by_url)
     kwargs = client_kwargs(config, room, by_url) | ({"base_url": base_url} if base_url else {})
     if provider == "openai":
-        kwargs.setdefault("http_client", http_client(config.timeout))
-        kwargs.setdefault("http_async_client", async_http_client(config.timeout))
+        kwargs = our_clients(kwargs, config.timeout)
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
     return ChatModel(spec, chat, config, max_tokens=room, tools_by_default=not by_url)
 
@@ -328,9 +333,7 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
             f"model {spec}: OPENAI_API_KEY is not set (for a keyless local server give --base-url or OPENAI_BASE_URL)"
         )
     room = reply_room(config, url is not None)
-    kwargs = client_kwargs(config, room, url is not None)
-    kwargs.setdefault("http_client", http_client(config.timeout))
-    kwargs.setdefault("http_async_client", async_http_client(config.timeout))
+    kwargs = our_clients(client_kwargs(config, room, url is not None), config.timeout)
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
     return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 
