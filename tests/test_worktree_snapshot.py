@@ -16,13 +16,18 @@ from llm_ide.workspace.patch import BaseTree
 
 
 class CountingEnvironment(LocalEnvironment):
-    """A local environment that counts our own commands (each one a process started from llm-ide)."""
+    """A local environment that counts our own commands (each one a process started from llm-ide) and the git
+    processes they start (git's trace of each start)."""
 
     calls = 0
 
     def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
         self.calls += 1
         return super().run_trusted(command, timeout)
+
+    def gits(self) -> int:
+        trace = Path(self.env.setdefault("GIT_TRACE2", str(self.repo.parent / "git.trace")))
+        return trace.read_text().count(" start ") if trace.exists() else 0
 
 
 def write(repo: Path, path: str, data: bytes | None) -> None:
@@ -60,9 +65,11 @@ def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_s
         for changes, calls, files in STEPS:
             for path, data in changes.items():
                 write(repo, path, data)
-            before = env.calls
-            patch = tree.extract(settings, check=True)
+            before, gits = env.calls, env.gits()
+            patch, gits = tree.extract(settings, check=True), env.gits() - gits
             assert (env.calls - before, patch) == (calls, BaseTree(env, base).extract(settings))
+            if calls == 1:  # the repository's check, add, 3 diffs (numstat, new files, the patch), the left-out reset
+                assert gits == 5 + bool(tree.excluded)
             assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
         assert tree.pristine(settings) is False and tree.restore("", settings) == 5
         assert tree.pristine(settings) and tree.extract(settings) == ""
@@ -84,6 +91,9 @@ def test_a_snapshot_whose_base_is_gone_installs_it_again_and_leaves_out_the_same
         first = tree.extract(settings)
         assert tree.excluded == {"__pycache__/a.cpython-311.pyc"} and Path(tree.git_dir).is_dir()
         shutil.rmtree(tree.git_dir)
+        assert (tree.extract(settings), tree.extract(settings)) == (first, first)
+        for pack in Path(tree.git_dir).glob("objects/pack/*"):  # damaged: the base's objects gone, the index kept
+            pack.unlink()
         assert (tree.extract(settings), tree.extract(settings)) == (first, first)
         assert first == BaseTree(env, base).extract(settings) and first.startswith("diff --git a/a.py b/a.py")
     finally:
