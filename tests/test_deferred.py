@@ -5,6 +5,7 @@ leaves the OpenAI SDK's aiohttp client out."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from llm_ide.deferred import DeferredInit
+from llm_ide.run.outputs import LOOP_GC_THRESHOLD, settled_heap
 
 PACKAGE = {
     "deferme/__init__.py": """
@@ -194,6 +196,21 @@ def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].split()[:3] == ["True", "True", "700"], done.stdout
+
+
+@pytest.mark.parametrize("frozen_by_caller", [True, False])
+def test_a_runs_loop_settles_the_heap_and_gives_it_back_as_it_found_it(frozen_by_caller: bool) -> None:
+    """The loop freezes what is alive and collects the young generation rarely; a caller's own freeze (this worker's:
+    conftest) is left as it was, not undone with the loop's."""
+    gc.freeze() if frozen_by_caller else gc.unfreeze()
+    thresholds = gc.get_threshold()
+    try:
+        with settled_heap():
+            inside = (gc.get_threshold()[0], gc.get_freeze_count() > 0)
+        after = (gc.get_threshold(), gc.get_freeze_count() > 0)
+    finally:
+        gc.freeze()  # as conftest leaves a worker
+    assert (inside, after) == ((LOOP_GC_THRESHOLD, True), (thresholds, frozen_by_caller))
 
 
 def test_an_init_that_makes_its_own_module_getattr_keeps_it(package: Path) -> None:

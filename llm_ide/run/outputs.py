@@ -33,16 +33,18 @@ def settled_heap() -> Iterator[None]:
     """What is alive when a run's loop starts (the imports' modules and classes, the run's setup) kept out of the
     garbage collector's full passes until it ends: each pass then walks only what the loop made, not the ~200,000
     objects before it (a full pass took ~80 ms, several times per 100 steps). The young generation is collected every
-    10,000 allocations, not 700: a step's short-lived objects die by their counts before a pass, instead of being
-    walked and promoted (the passes took ~0.6 ms a step, ~0.1 ms after). Both undone after, garbage included."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
+    10,000 allocations, not 700: a step's short-lived objects die by their counts, not walked and promoted (the passes
+    took ~0.6 ms a step, ~0.1 ms after). Both undone after; a heap its caller froze (a test runner) stays frozen."""
+    thresholds, ours = gc.get_threshold(), gc.get_freeze_count() == 0
+    if ours:
+        gc.freeze()
     gc.set_threshold(LOOP_GC_THRESHOLD, *thresholds[1:])
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
 
 
 @dataclass
@@ -138,12 +140,10 @@ class RunOutputs:
             action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
             done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
             self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
-
             log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
 
     def tell_rejected(self, state: dict[str, Any], limit: int) -> None:
-        """A reply that could not be used (one more format error in a row: a new `retry`), told as it happens with
-        why."""
+        """A reply that could not be used (one more format error in a row: a new `retry`), told as it happens, why."""
         errors, retry = state.get("format_errors", 0), state.get("retry") or {}
         if errors > self.rejected and retry:
             why = retry.get("error") or retry.get("message", "")

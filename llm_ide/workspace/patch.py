@@ -96,10 +96,9 @@ class BaseTree:
         return output
 
     def _staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
-        """The working tree staged in our index against the base (files matched by .gitignore, build artefacts,
-        binary files and oversized new files left as the base has them), then the output of the git command `then`
-        on it: one call into the environment (after the shell check `first`) when nothing has to be left out. Each
-        process counts (~2-4 ms of CPU to start one): the base is looked for only when a git command fails."""
+        """The working tree staged in our index against the base (ignored files, build artefacts, binary and oversized
+        new files left as the base has them), then the git command `then`'s output on it: one call (after the check
+        `first`) when nothing new is left out, few processes (~2-4 ms of CPU each): the base looked for on failure."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
