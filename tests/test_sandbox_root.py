@@ -442,7 +442,8 @@ def test_a_masked_socket_gone_before_the_mounts_fails_the_set_up_and_is_left_unm
             probe = f"[ -e {gone} ] && echo gone-there; python3 -c {shlex.quote(connect)}"
 
             def start(unmasked: frozenset[str]) -> subprocess.CompletedProcess[str]:
-                sandbox = Sandbox(require_bwrap(), [tmp_path], sockets=[str(gone), str(kept)], unmasked=unmasked)
+                sockets = [str(gone), str(kept)]  # and no hidden folder: another test's /tmp/ssh-*, gone, would fail it
+                sandbox = Sandbox(require_bwrap(), [tmp_path], [], [], sockets=sockets, unmasked=unmasked)
                 argv = sandbox.argv(["bash", "-c", f"echo started; {probe}"], tmp_path)
                 return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
