@@ -103,14 +103,15 @@ def check_repository(repo: Path) -> None:
     if not repo.is_dir():
         raise PreflightError(f"repository not found: {repo}")
     quoted = shlex.quote(str(repo))
-    inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"], capture_output=True)
-    if inside.returncode != 0:
+    found = subprocess.run(  # in a repository: whether in its work tree, then HEAD's commit when it has one
+        ["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree", "--verify", "-q", "HEAD"], capture_output=True
+    )
+    if not found.stdout:
         raise PreflightError(
             f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
             f"git -C {quoted} init && git -C {quoted} add -A && git -C {quoted} commit -m base"
         )
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True)
-    if head.returncode != 0:
+    if found.returncode != 0:
         raise PreflightError(
             f"{repo} has no commit yet: the run's patch is the change against one; make it first: "
             f"git -C {quoted} add -A && git -C {quoted} commit -m base"
