@@ -49,7 +49,7 @@ ACTION_KEYS = ("id", "parent_id", "thought", "action_type", "action_params", "ob
 TASK = "Cart.total ignores quantities; make `python3 -m unittest discover -s tests -t .` pass."
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     with postgres_server() as url:
         yield url

@@ -60,7 +60,7 @@ def write(path: Path, replies: list[str]) -> str:
     return f"scripted:{path}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demonstration(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("demonstration")
     model = write(folder / "script.json", driver(set()))

@@ -29,7 +29,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return invoke(*args)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
@@ -51,7 +51,7 @@ def text_of(element: object) -> str:
     return element.get_attribute("textContent")  # type: ignore[attr-defined]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """The demo run (a failed alternative, a fix, tests, submit) and its inspector page, made by the CLI."""
     folder = tmp_path_factory.mktemp("demo")

@@ -120,11 +120,12 @@ def serve(tmp_path: Path, token: str) -> Iterator[Serve]:
     assert stopped == [128 + signal.SIGTERM] * len(processes)  # a graceful stop on SIGTERM, the navigator closed
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rules_server(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> Iterator[tuple[str, str]]:
     """One RulesNavigator server for the tests that only ask it (it keeps nothing between requests; each test has its
     own clients): its URL and token. Its environment is a test's (conftest.isolated_environ); stopped and checked as
-    `serve` stops its servers."""
+    `serve` stops its servers. Kept for the session: xdist hands a worker tests of other modules in between, and a
+    module's fixture was started again after each (~2.5 s of CPU a start)."""
     token = f"test-{uuid.uuid4().hex}"
     env = isolated_environ(tmp_path_factory, session_cache) | {TOKEN_VARIABLE: token}
     folder = tmp_path_factory.mktemp("rules-server")

@@ -22,7 +22,7 @@ from llm_ide.environments import LocalEnvironment
 Checkouts = Callable[[Path, str], Codebase]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checkouts(tmp_path_factory: pytest.TempPathFactory) -> Checkouts:
     """instance → a codebase over its checkout (one clone per instance for the module; the commands only read)."""
     made: dict[str, Codebase] = {}

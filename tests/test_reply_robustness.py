@@ -72,7 +72,7 @@ def arguments(draw: st.DrawFn, name: str) -> str:
     return json.dumps(params, default=str, ensure_ascii=draw(st.booleans()))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def codebase(tmp_path_factory: pytest.TempPathFactory) -> Any:
     repo = tmp_path_factory.mktemp("repo")
     (repo / "pkg").mkdir()
