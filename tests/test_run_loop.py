@@ -102,14 +102,14 @@ def test_the_saves_of_a_run_are_made_by_one_worker_thread(tmp_path: Path) -> Non
     for number in range(1, 6):
         script += [reflect(False, "it printed"), act("Again.", "bash", command=f"echo {number}")]
     script += [reflect(False, "it printed"), act("Done.", "submit")]
-    before = {thread.ident for thread in threading.enumerate()}
-    workers: set[int | None] = set()
+    before = set(threading.enumerate())  # threads, not their idents: an ended thread's ident is given to a new one
+    workers: set[threading.Thread] = set()
 
     def on_event(event: RunEvent) -> None:
         workers.update(
-            thread.ident
+            thread
             for thread in threading.enumerate()
-            if thread.name.startswith("ThreadPoolExecutor-") and thread.ident not in before
+            if thread.name.startswith("ThreadPoolExecutor-") and thread not in before
         )
 
     result = look(tmp_path, script, on_event=on_event)
