@@ -119,9 +119,11 @@ def start_node(
     return Node(name, temp_dir, process, env)
 
 
-def wait_nodes(address: str, count: int, auth: dict[str, str], timeout: float = 300) -> None:
-    """Until the cluster has `count` alive nodes (asked through `ray status`-like listing from a subprocess). A probe
-    that hangs (a driver can wait minutes on a head still starting on a loaded machine) is given up and asked again."""
+def wait_nodes(address: str, nodes: list[Node], root: Path, auth: dict[str, str], timeout: float = 300) -> None:
+    """Until the cluster has the nodes alive (asked through `ray status`-like listing from a subprocess). A probe
+    that hangs (a driver can wait minutes on a head still starting on a loaded machine) is given up and asked again;
+    a node whose `ray start --block` ended will not come: said at once, with the end of each node's log."""
+    count = len(nodes)
     probe = (
         "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR', include_dashboard=False); "
         "print(sum(1 for n in ray.nodes() if n['Alive']))"
@@ -136,7 +138,10 @@ def wait_nodes(address: str, count: int, auth: dict[str, str], timeout: float = 
             alive, said = 0, f"a probe hung for {hung.timeout:g} s"
         if alive >= count:
             return
-        assert time.monotonic() < deadline, f"the Ray cluster did not reach {count} nodes: {said[-500:]}"
+        ended = [node.name for node in nodes if node.process.poll() is not None]
+        if ended or time.monotonic() >= deadline:
+            logs = "".join(f"\n{node.name}.log: {(root / f'{node.name}.log').read_text()[-800:]}" for node in nodes)
+            raise AssertionError(f"the Ray cluster did not reach {count} nodes (ended: {ended}): {said[-500:]}{logs}")
         time.sleep(0.5)
 
 
@@ -155,7 +160,7 @@ def ray_cluster(
         address = f"{node_ip()}:{port}"
         for number, (extra, node_env) in enumerate(zip(resources[1:], env[1:], strict=True), start=2):
             nodes.append(start_node(f"node{number}", root, extra, address, node_env, cpus, port, auth))
-        wait_nodes(address, len(nodes), auth)
+        wait_nodes(address, nodes, root, auth)
         yield Cluster(address, nodes, auth)
     finally:
         for node in reversed(nodes):
