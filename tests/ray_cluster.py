@@ -45,6 +45,7 @@ class Node:
     temp_dir: Path
     process: subprocess.Popen
     env: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None  # what its `ray start` printed
 
     def pids(self) -> list[int]:
         """Our processes of this node: its process group and every process that inherited its marker variable."""
@@ -113,13 +114,14 @@ def start_node(
         args += ["--head", f"--port={port}", "--include-dashboard=false", f"--ray-client-server-port={free_port()}"]
     else:
         args += [f"--address={head}"]
-    log = (root / f"{name}.log").open("wb")
+    path = root / f"{name}.log"
+    log = path.open("wb")
     full_env = {**os.environ, **FAST_HEALTH, "RAY_USAGE_STATS_ENABLED": "0", **auth, **env, MARKER: str(temp_dir)}
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
-    return Node(name, temp_dir, process, env)
+    return Node(name, temp_dir, process, env, path)
 
 
-def wait_nodes(address: str, nodes: list[Node], root: Path, auth: dict[str, str], timeout: float = 300) -> None:
+def wait_nodes(address: str, nodes: list[Node], auth: dict[str, str], timeout: float = 300) -> None:
     """Until the cluster has the nodes alive (asked through `ray status`-like listing from a subprocess). A probe
     that hangs (a driver can wait minutes on a head still starting on a loaded machine) is given up and asked again;
     a node whose `ray start --block` ended will not come: said at once, with the end of each node's log."""
@@ -140,7 +142,7 @@ def wait_nodes(address: str, nodes: list[Node], root: Path, auth: dict[str, str]
             return
         ended = [node.name for node in nodes if node.process.poll() is not None]
         if ended or time.monotonic() >= deadline:
-            logs = "".join(f"\n{node.name}.log: {(root / f'{node.name}.log').read_text()[-800:]}" for node in nodes)
+            logs = "".join(f"\n{node.name}: {node.log.read_text()[-800:] if node.log else ''}" for node in nodes)
             raise AssertionError(f"the Ray cluster did not reach {count} nodes (ended: {ended}): {said[-500:]}{logs}")
         time.sleep(0.5)
 
@@ -160,7 +162,7 @@ def ray_cluster(
         address = f"{node_ip()}:{port}"
         for number, (extra, node_env) in enumerate(zip(resources[1:], env[1:], strict=True), start=2):
             nodes.append(start_node(f"node{number}", root, extra, address, node_env, cpus, port, auth))
-        wait_nodes(address, nodes, root, auth)
+        wait_nodes(address, nodes, auth)
         yield Cluster(address, nodes, auth)
     finally:
         for node in reversed(nodes):

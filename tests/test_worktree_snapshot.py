@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import git, make_git_repo
@@ -21,13 +22,17 @@ class CountingEnvironment(LocalEnvironment):
 
     calls = 0
 
+    def __init__(self, repo: Path, **options: Any) -> None:
+        super().__init__(repo, **options)
+        self.trace = repo.parent / "git.trace"
+        self.env["GIT_TRACE2"] = str(self.trace)
+
     def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
         self.calls += 1
         return super().run_trusted(command, timeout)
 
     def gits(self) -> int:
-        trace = Path(self.env.setdefault("GIT_TRACE2", str(self.repo.parent / "git.trace")))
-        return trace.read_text().count(" start ") if trace.exists() else 0
+        return self.trace.read_text().count(" start ") if self.trace.exists() else 0
 
 
 def write(repo: Path, path: str, data: bytes | None) -> None:
