@@ -2,7 +2,8 @@
 # The README's set-up line and test line, word for word, on a fresh machine: a container of the local base image
 # (Debian bookworm with only Python 3.11, venv, pip and git; scripts/build_base_image.sh) holding a fresh clone of
 # this repository's HEAD, the package index reached over the host's network (its CA bundle mounted, as a machine of
-# this network has it). Prints each line's wall time and the test summary; exits with the first failing line's status.
+# this network has it). Prints each line's wall time, its CPU (user and system, with all it started) and the test
+# summary; exits with the first failing line's status.
 # Usage: scripts/fresh_machine.sh [IMAGE]   (needs docker; default IMAGE: llm-ide-base:bookworm)
 set -euo pipefail
 image="${1:-llm-ide-base:bookworm}"
@@ -21,10 +22,10 @@ while IFS= read -r line; do
   [ -n "$line" ] || continue
   n=$((n + 1))
   echo "fresh_machine.sh: line $n: $line" >&2
-  start=$(date +%s)
-  bash -c "set -e; [ -f .venv/bin/activate ] && . .venv/bin/activate; $line" 2>&1 | tail -n 15
-  status=${PIPESTATUS[0]}
-  echo "fresh_machine.sh: line $n took $(( $(date +%s) - start )) s, exit $status" >&2
+  TIMEFORMAT="%R s wall, %U s user + %S s sys (children included)"
+  { time { bash -c "set -e; [ -f .venv/bin/activate ] && . .venv/bin/activate; $line" 2>&1 | tail -n 15;
+           status=${PIPESTATUS[0]}; }; } 2> /tmp/line.time
+  echo "fresh_machine.sh: line $n took $(cat /tmp/line.time), exit $status" >&2
   [ "$status" -eq 0 ] || exit "$status"
 done < /work/lines.sh
 INNER
