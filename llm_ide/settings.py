@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from copy import deepcopy
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
@@ -316,10 +316,16 @@ def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
     return data
 
 
+@lru_cache(maxsize=32)
+def parsed_config(text: str) -> Any:
+    """A config file's text, parsed once per process (a test run loads the bundled ones hundreds of times)."""
+    return load_yaml(text, ConfigLoader)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping; every problem with the file is a ConfigError naming it."""
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"), ConfigLoader)
+        data = deepcopy(parsed_config(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -330,11 +336,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: refused: {error}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict | None):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
+    return data or {}
 
 
 @cache
@@ -380,12 +384,8 @@ def describe_error(error: ValidationError, layers: Layers) -> str:
     origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
     if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
         origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
-    if first["type"] == "extra_forbidden":
-        what = "unknown setting"
-    elif first["type"] == "missing":
-        what = "missing setting"
-    else:
-        what = f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    what = {"extra_forbidden": "unknown setting", "missing": "missing setting"}.get(first["type"])
+    what = what or f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
     more = error.error_count() - 1
     return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 

@@ -13,6 +13,7 @@ import sysconfig
 import tokenize
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,14 @@ def symbols_of(path: str, text: str) -> list[Symbol]:
     return found
 
 
+@cache
+def analysed(name: str, text: str) -> tuple[frozenset[int], tuple[Symbol, ...]]:
+    """A file's one-line statements and its symbols of 4 to 120 lines: each session of a process reads the same files
+    (tokenizing them is most of a session's making)."""
+    symbols = tuple(s for s in symbols_of(name, text) if 4 <= s.end - s.start + 1 <= 120)
+    return frozenset(one_line_statements(text)), symbols
+
+
 def one_line_statements(text: str) -> set[int]:
     """Lines holding a whole logical line (a comment can be appended to them without changing the code)."""
     lines: set[int] = set()
@@ -159,7 +168,7 @@ class SessionWriter:
     repo: Path
     rng: random.Random
     texts: dict[str, list[str]] = field(default_factory=dict)
-    safe: dict[str, set[int]] = field(default_factory=dict)
+    safe: dict[str, frozenset[int]] = field(default_factory=dict)
     symbols: list[Symbol] = field(default_factory=list)
     seen: deque[tuple[str, int]] = field(default_factory=lambda: deque(maxlen=40))
     focus: Symbol | None = None
@@ -170,8 +179,9 @@ class SessionWriter:
         for name in FILES:
             text = (self.repo / name).read_text(encoding="utf-8")
             self.texts[name] = text.split("\n")
-            self.safe[name] = one_line_statements(text)
-            self.symbols += [s for s in symbols_of(name, text) if 4 <= s.end - s.start + 1 <= 120]
+            safe, symbols = analysed(name, text)
+            self.safe[name] = safe
+            self.symbols += symbols
 
     def ref(self, refs: list[str], path: str, line: int) -> str:
         refs.append(f"{path}:{line}")
