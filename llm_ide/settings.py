@@ -316,9 +316,8 @@ def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
     return data
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=32)  # a config's text parsed once per process: a test run loads the bundled ones hundreds of times
 def parsed_config(text: str) -> Any:
-    """A config file's text, parsed once per process (a test run loads the bundled ones hundreds of times)."""
     return load_yaml(text, ConfigLoader)
 
 
@@ -347,11 +346,12 @@ def bundled_yaml(name: str) -> dict[str, Any]:
     return read_yaml(PROMPTS_DIR / name)
 
 
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = deepcopy(base)
+def deep_merge(base: dict[str, Any], override: dict[str, Any], copy: bool = True) -> dict[str, Any]:
+    """`override` merged into a copy of `base` (into `base` itself unless `copy`), sharing none of its values."""
+    merged = deepcopy(base) if copy else base
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+            deep_merge(merged[key], value, copy=False)
         else:
             merged[key] = deepcopy(value)
     return merged
@@ -362,7 +362,7 @@ def validate(schema: type[Model], layers: Layers) -> Model:
     that set the offending key."""
     merged: dict[str, Any] = {}
     for _, data in layers:
-        merged = deep_merge(merged, data)
+        deep_merge(merged, data, copy=False)
     try:
         return schema.model_validate(merged)
     except ValidationError as error:

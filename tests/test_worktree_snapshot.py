@@ -55,6 +55,7 @@ STEPS = [
     ({"huge.txt": b"z" * 600_000, "data.bin": b"\x00\x01"}, 2, ["a.py", "b.py", "image.png"]),
     ({"huge.txt": b"z\n"}, 2, ["a.py", "b.py", "huge.txt", "image.png"]),
     ({"data.bin": b"text again\n", "build/x.o": b"\x7fELF"}, 2, ["a.py", "b.py", "data.bin", "huge.txt", "image.png"]),
+    ({":odd name.py": b"z = 1\n"}, 1, [":odd name.py", "a.py", "b.py", "data.bin", "huge.txt", "image.png"]),
 ]
 
 
@@ -73,10 +74,10 @@ def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_s
             before, gits = env.calls, env.gits()
             patch, gits = tree.extract(settings, check=True), env.gits() - gits
             assert (env.calls - before, patch) == (calls, BaseTree(env, base).extract(settings))
-            if calls == 1:  # the repository's check, add, 3 diffs (numstat, new files, the patch), the left-out reset
-                assert gits == 5 + bool(tree.excluded)
+            if calls == 1:  # the repository's check, add, 2 diffs (raw and numstat, the patch), the left-out reset
+                assert gits == 4 + bool(tree.excluded)
             assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
-        assert tree.pristine(settings) is False and tree.restore("", settings) == 5
+        assert tree.pristine(settings) is False and tree.restore("", settings) == 6
         assert tree.pristine(settings) and tree.extract(settings) == ""
     finally:
         env.close()

@@ -17,10 +17,13 @@ from llm_ide.settings import PatchSettings
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
+# bash on the staged changes' raw and numstat records (-z): passes the numstat ones on, keeps the new files' paths
+SPLIT = """added=(); while IFS= read -r -d '' f; do case $f in :*' A') IFS= read -r -d '' p; added+=("$p");;
+ :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
+SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
 
 
-class PatchError(RuntimeError):
-    pass
+class PatchError(RuntimeError): ...
 
 
 def base_commit(env: Environment) -> str | None:
@@ -75,8 +78,8 @@ class BaseTree:
         git_dir, self.excluded = shlex.quote(self.git_dir), set[str]()  # left out of the index by the last staging
         self.env.put_private(f"{self.git_dir}/base.pack", self.pack)
         script = (
-            f"git init -q --bare {git_dir} && rm -f {git_dir}/index && git --git-dir={git_dir} index-pack --stdin"
-            f" < {git_dir}/base.pack && rm -f {git_dir}/base.pack"
+            f"git init -q --bare --template= {git_dir} && rm -f {git_dir}/index"  # (no hook samples to copy)
+            f" && git --git-dir={git_dir} index-pack --stdin < {git_dir}/base.pack && rm -f {git_dir}/base.pack"
         )
         returncode, output = self.env.run_trusted(script, 600)
         if returncode != 0:
@@ -96,21 +99,18 @@ class BaseTree:
         return output
 
     def _staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
-        """The working tree staged in our index against the base (ignored files, build artefacts, binary and oversized
-        new files left as the base has them), then the git command `then`'s output on it: one call (after the check
-        `first`) when nothing new is left out, few processes (~2-4 ms of CPU each): the base looked for on failure."""
+        """The working tree staged in our index against the base (ignored, artefact, binary and oversized new files left
+        as the base has them), then git command `then`'s output on it: one call (after the check `first`), 3 gits."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
-        # the index is kept between calls (only changed files are hashed again); made from the base the first time.
-        # `then` sees the files the last call left out left out again: the same ones, mostly (a __pycache__)
+        # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
         again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
 
         def script() -> str:  # (the files left out: the last call's, none after a new base is installed)
             return (
-                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff}"
-                f" --numstat && echo {token} && {git} {diff} --name-only --diff-filter=A > {git_dir}/added"
-                f" && {{ [ ! -s {git_dir}/added ] || xargs -0 stat --printf '%s %n\\0' -- < {git_dir}/added; }}"
+                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --raw"
+                f" --no-abbrev --numstat > {git_dir}/changes && {SPLIT} < {git_dir}/changes && echo {token} && {SIZES}"
                 f" && echo {token} && {git} {again if self.excluded else ''}{then}; }} || {missing}"
             )
 
