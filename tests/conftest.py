@@ -294,9 +294,9 @@ def make_git_repo(path: Path, files: dict[str, str]) -> Path:
     for name, content in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(content)
-    git(path, "init", "-q", "-b", "main")
+    git(path, "init", "-q", "-b", "main", "--template=")  # no hook samples to copy, no maintenance after the commit
     git(path, "add", "-A")
-    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "maintenance.auto=false", "commit", "-q", "-m", "base")
     return path
 
 

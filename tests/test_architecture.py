@@ -4,9 +4,10 @@ on a small package of its own."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from in_process import run_script
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -17,7 +18,7 @@ from step_shape import measure_step  # noqa: E402
 
 
 def test_the_package_keeps_its_targets() -> None:
-    done = subprocess.run([sys.executable, "architecture.py", "--details"], cwd=SCRIPTS, capture_output=True, text=True)
+    done = run_script(SCRIPTS / "architecture.py", "--details", cwd=SCRIPTS)
     assert done.returncode == 0, done.stdout + done.stderr
     figures = dict(item.split("=") for item in done.stdout.strip().splitlines()[-1].removeprefix("RESULT ").split())
     assert {key: int(value) <= TARGETS[key] for key, value in figures.items()} == dict.fromkeys(TARGETS, True)
