@@ -27,8 +27,8 @@ class PatchError(RuntimeError): ...
 
 
 def base_commit(env: Environment) -> str | None:
-    result = env.execute("git rev-parse --verify HEAD", timeout=60)
-    return result.output.strip() if result.returncode == 0 else None
+    returncode, output = env.run_trusted("git rev-parse --verify HEAD", 60)  # ours: outside the sandbox
+    return output.decode(errors="replace").strip() if returncode == 0 else None
 
 
 def baseline_notes(env: Environment, base: str) -> list[str]:
@@ -64,22 +64,21 @@ class BaseTree:
 
     def __init__(self, env: Environment, base: str) -> None:
         self.env, self.base = env, base
-        returncode, pack = env.run_trusted(
-            f"git rev-list --objects --no-walk {shlex.quote(base)} | git pack-objects --window=0 --stdout", 600
-        )
-        if returncode != 0 or not pack.startswith(b"PACK"):
+        listing = f"git rev-list --objects --no-walk {shlex.quote(base)} | git pack-objects --window=0 --stdout"
+        returncode, output = env.run_trusted(f"git rev-parse --absolute-git-dir && {listing}", 600)  # a line, the pack
+        repository, _, self.pack = output.partition(b"\n")
+        if returncode != 0 or not self.pack.startswith(b"PACK"):
             raise PatchError(f"cannot read the base commit {base[:12]} from the repository")
-        self.pack = pack
         self.git_dir = env.private_dir(f"base-{uuid.uuid4().hex[:12]}.git")
-        self.repository = env.run_trusted("git rev-parse --absolute-git-dir", 60)[1].decode(errors="replace").strip()
+        self.repository = repository.decode(errors="replace")
         self._install()
 
     def _install(self) -> None:
         git_dir, self.excluded = shlex.quote(self.git_dir), set[str]()  # left out of the index by the last staging
         self.env.put_private(f"{self.git_dir}/base.pack", self.pack)
-        script = (
-            f"git init -q --bare --template= {git_dir} && rm -f {git_dir}/index"  # (no hook samples to copy)
-            f" && git --git-dir={git_dir} index-pack --stdin < {git_dir}/base.pack && rm -f {git_dir}/base.pack"
+        script = (  # (an empty template: no hook samples copied)
+            f"git init -q --bare --template= {git_dir} && git --git-dir={git_dir} index-pack --stdin"
+            f" < {git_dir}/base.pack && rm -f {git_dir}/base.pack {git_dir}/index"
         )
         returncode, output = self.env.run_trusted(script, 600)
         if returncode != 0:
