@@ -99,7 +99,7 @@ class BaseTree:
 
     def _staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
         """The working tree staged in our index against the base (ignored, artefact, binary and oversized new files left
-        as the base has them), then git command `then`'s output on it: one call (after the check `first`), 3 gits."""
+        as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
