@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The README's set-up line and test line, word for word, on a fresh machine: a container of the local base image
 # (Debian bookworm with only Python 3.11, venv, pip and git; scripts/build_base_image.sh) holding a fresh clone of
-# this repository's HEAD, the package index reached over the host's network (its CA bundle mounted, as a machine of
-# this network has it). Prints each line's wall time, its CPU (user and system, with all it started) and the test
-# summary; exits with the first failing line's status.
-# Usage: scripts/fresh_machine.sh [IMAGE]   (needs docker; default IMAGE: llm-ide-base:bookworm)
+# this repository's HEAD (or of REV: the lines of its own README, to compare two revisions on the same machine), the
+# package index reached over the host's network (its CA bundle mounted, as a machine of this network has it). Prints
+# each line's wall time, its CPU (user and system, with all it started) and the test summary; exits with the first
+# failing line's status.
+# Usage: scripts/fresh_machine.sh [--rev REV] [IMAGE]   (needs docker; default IMAGE: llm-ide-base:bookworm)
 set -euo pipefail
+rev=HEAD
+if [ "${1:-}" = "--rev" ]; then rev="$2"; shift 2; fi
 image="${1:-llm-ide-base:bookworm}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/llm-ide-fresh.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 git clone -q "$repo" "$work/llm-ide"
+git -C "$work/llm-ide" checkout -q --detach "$(git -C "$repo" rev-parse --verify "$rev^{commit}")"
 # the commands of the README's first bash block under "## Install": the set-up line, then the test line
-awk '/^## Install/{on=1} on&&/^```bash/{block=1; next} block&&/^```/{exit} block' "$repo/README.md" > "$work/lines.sh"
+awk '/^## Install/{on=1} on&&/^```bash/{block=1; next} block&&/^```/{exit} block' "$work/llm-ide/README.md" > "$work/lines.sh"
 [ "$(grep -c . "$work/lines.sh")" -ge 2 ] || { echo "fresh_machine.sh: no set-up and test lines in README.md" >&2; exit 1; }
 cat > "$work/run.sh" <<'INNER'
 set -uo pipefail
