@@ -9,9 +9,11 @@ all its threads, those that have ended too, not the commands it runs, which are 
 at step N is its CPU from the first request of step N-9 to the first request of step N+1, over 10: what the agent does
 between two model replies (its prompt, the call, parsing, in-process actions such as views and edits, checkpoints,
 trajectory) without the commands' own CPU. The median of the rounds is shown; the ratio llm-ide / mini compares them
-side by side in one run. The row `all` is the whole session's CPU per step (from its first request to its last). After
-the table, the graph alone: llm-ide's six nodes doing nothing but routing, checkpointed and streamed as a run is
-(`graph_ms`), the part of llm-ide's figure that is LangGraph's before any node works.
+side by side in one run, and `paired` is the median of each round's own ratio (a round's two runs follow each other: the
+machine's drift between rounds, often larger than the gap, cancels out). The row `all` is the whole session's CPU per
+step (from its first request to its last). After the table, the graph alone: llm-ide's six nodes doing nothing but
+routing, checkpointed and streamed as a run is (`graph_ms`), the part of llm-ide's figure that is LangGraph's before any
+node works.
 """
 
 from __future__ import annotations
@@ -174,14 +176,17 @@ def main(
         endpoint.wire.close()
     title = f"machinery CPU per step (ms; median of {rounds} round(s), {WINDOW} steps up to the mark; all: the session)"
     table = Table(title=title)
-    for column in ("step", "llm-ide", "mini-swe-agent", "llm-ide / mini"):
+    for column in ("step", "llm-ide", "mini-swe-agent", "llm-ide / mini", "paired"):
         table.add_column(column, justify="right")
     pairs = []
     for mark in (*marks, 0):
         ours, mini = (statistics.median(per_step_ms(cpu, mark) for cpu in samples[name]) for name in (OURS, MINI))
+        runs = zip(samples[OURS], samples[MINI], strict=True)
+        paired = statistics.median(per_step_ms(a, mark) / per_step_ms(b, mark) for a, b in runs)
         name = mark or "all"
-        table.add_row(str(name), f"{ours:.2f}", f"{mini:.2f}", f"{ours / mini:.2f}")
+        table.add_row(str(name), f"{ours:.2f}", f"{mini:.2f}", f"{ours / mini:.2f}", f"{paired:.2f}")
         pairs += [f"ours_ms_{name}={ours:.2f}", f"mini_ms_{name}={mini:.2f}", f"ratio_{name}={ours / mini:.2f}"]
+        pairs.append(f"paired_{name}={paired:.2f}")
     console.print(table)
     floor = statistics.median(graph_floor(steps) for _ in range(rounds))  # after the runs: the endpoint's thread gone
     console.print(f"the graph alone (six nodes doing nothing, the same checkpoints): {floor:.1f} ms a step")
