@@ -19,6 +19,7 @@ node works.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -76,18 +77,26 @@ class CpuEndpoint(Endpoint):
         return super().answer(body)
 
 
-def play(endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path) -> dict[int, float]:
-    """One run of `agent` (its calls and CPU marks reset): the CPU at the first request of each step."""
+def children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def play(endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path) -> tuple[dict[int, float], float]:
+    """One run of `agent` (its calls and CPU marks reset): the CPU at the first request of each step, and the whole
+    run's (start-up, the commands and everything else it started included)."""
     agent.calls, agent.previous, endpoint.cpu[agent.name] = [], [], {}
+    before = children_cpu()
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         endpoint.pid = process.pid
         process.wait()
     endpoint.pid = None
+    whole = children_cpu() - before
     if process.returncode != 0 or len(agent.calls) != len(agent.replies):
         tail = log.read_text(errors="replace")[-2000:]
         raise SystemExit(f"{agent.name} did not play the session out ({len(agent.calls)} calls):\n{tail}")
-    return endpoint.cpu[agent.name]
+    return endpoint.cpu[agent.name], whole
 
 
 def per_step_ms(cpu: dict[int, float], mark: int) -> float:
@@ -164,6 +173,7 @@ def main(
         endpoint = CpuEndpoint(agents, workdir / "wire.jsonl")
         os.environ.update(MSWEA_SILENT_STARTUP="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
         samples: dict[str, list[dict[int, float]]] = {name: [] for name in agents}
+        whole: dict[str, list[float]] = {name: [] for name in agents}
         with endpoint.loopback:
             for number in range(rounds):
                 for name, agent in agents.items():
@@ -172,7 +182,9 @@ def main(
                     agent.folder = run / "out"
                     agent.folder.mkdir(parents=True)
                     command = command_of(agent, repo, task, endpoint.loopback.url, steps, python, single_call)
-                    samples[name].append(play(endpoint, agent, command, run / "console.log"))
+                    marks_cpu, seconds = play(endpoint, agent, command, run / "console.log")
+                    samples[name].append(marks_cpu)
+                    whole[name].append(seconds)
         endpoint.wire.close()
     title = f"machinery CPU per step (ms; median of {rounds} round(s), {WINDOW} steps up to the mark; all: the session)"
     table = Table(title=title)
@@ -190,6 +202,9 @@ def main(
     console.print(table)
     floor = statistics.median(graph_floor(steps) for _ in range(rounds))  # after the runs: the endpoint's thread gone
     console.print(f"the graph alone (six nodes doing nothing, the same checkpoints): {floor:.1f} ms a step")
+    ours_run, mini_run = (statistics.median(whole[name]) for name in (OURS, MINI))
+    console.print(f"a whole run, start-up and commands included: llm-ide {ours_run:.2f} s of CPU, mini {mini_run:.2f}")
+    pairs += [f"ours_run_s={ours_run:.2f}", f"mini_run_s={mini_run:.2f}"]
     console.print(f"RESULT steps={steps} rounds={rounds} {' '.join(pairs)} graph_ms={floor:.1f}", soft_wrap=True)
 
 
