@@ -15,6 +15,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
 from llm_ide.run.channel_saver import ChannelSqliteSaver
+from llm_ide.run.inline_saves import install as install_inline_saves
 from llm_ide.run.pg_saver import ChannelPostgres, postgres_saver
 from llm_ide.run.serde import MEMORY_TYPES, serializer
 
@@ -85,6 +86,7 @@ def _sqlite(path: Path, keep_every: bool) -> Iterator[BaseCheckpointSaver]:
             for pragma in SQLITE_PRAGMAS:
                 conn.execute(f"PRAGMA {pragma}")
             saver = ChannelSqliteSaver(conn, serde=serializer(), keep_every=keep_every)
+            install_inline_saves()
             saver.setup()
             conn.execute("SELECT count(*) FROM checkpoints").fetchone()  # truncated or not a database: said here
         except sqlite3.Error as error:

@@ -266,8 +266,8 @@ class Stream:
 
     def stream(self, ctx: AgentContext, base: str | None) -> ExitStatus:
         request = self.driver.request
-        # One worker for LangGraph's background work: a super-step runs one node (on this thread) and the worker saves
-        # its writes and checkpoint, one after the other, where a pool would wake a thread for each (~0.5 ms a step).
+        # The saves are made on this thread (run/inline_saves.py); what else LangGraph hands off (a super-step's second
+        # task) goes to one worker, not a pool woken for each.
         graph, config = self.thread.graph, {"configurable": {"thread_id": request.run_id}, "max_concurrency": 1}
         if self.thread.resumed:
             upgraded(graph, config)
