@@ -14,16 +14,23 @@ machine's drift between rounds, often larger than the gap, cancels out). The row
 step (from its first request to its last). After the table, the graph alone: llm-ide's six nodes doing nothing but
 routing, checkpointed and streamed as a run is (`graph_ms`), the part of llm-ide's figure that is LangGraph's before any
 node works.
+
+`--against REV` (a revision of this repository, or a checkout's folder) plays that llm-ide too in each round, right
+after this one, with its own package (PYTHONPATH, compiled as pip compiles ours): the line after the table gives the
+median of each round's new / old ratio at each mark, and RESULT its `new_old_*` keys (a change measured side by side
+in one run, the machine's drift between rounds cancelled as for `paired`).
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import resource
 import statistics
 import subprocess
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,6 +45,7 @@ from bench_cost import (
     replies_of,
 )
 from bench_cost_session import mini_responses, verdict_words, with_check_script
+from bench_old_new import checkout
 from bench_session_script import TASK, make_repo, session_script
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
@@ -53,6 +61,7 @@ MARKS = (10, 50, 100)
 WINDOW = 10
 CPUCLOCK_SCHED = 2  # Linux's CPU clock of another process: ((~pid) << 3) | 2, what clock_getcpuclockid(3) returns
 OURS = "llm-ide@gpt"
+OLD = "llm-ide-old@gpt"  # --against: the other revision
 
 
 def process_cpu(pid: int) -> float:
@@ -82,13 +91,15 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def play(endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path) -> tuple[dict[int, float], float]:
+def play(
+    endpoint: CpuEndpoint, agent: Agent, command: list[str], log: Path, env: dict[str, str] | None = None
+) -> tuple[dict[int, float], float]:
     """One run of `agent` (its calls and CPU marks reset): the CPU at the first request of each step, and the whole
     run's (start-up, the commands and everything else it started included)."""
     agent.calls, agent.previous, endpoint.cpu[agent.name] = [], [], {}
     before = children_cpu()
     with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         endpoint.pid = process.pid
         process.wait()
     endpoint.pid = None
@@ -140,6 +151,19 @@ def graph_floor(steps: int) -> float:
         return (time.process_time() - start) / steps * 1000
 
 
+def against_line(
+    console: Console, against: str, new: list[dict[int, float]], old: list[dict[int, float]], marks: tuple[int, ...]
+) -> list[str]:
+    """This llm-ide against `--against`'s: each round's own new / old ratio at each mark, their median."""
+    ratios = {
+        mark: statistics.median(per_step_ms(a, mark) / per_step_ms(b, mark) for a, b in zip(new, old, strict=True))
+        for mark in (*marks, 0)
+    }
+    said = ", ".join(f"{mark or 'all'} {ratio:.2f}" for mark, ratio in ratios.items())
+    console.print(f"llm-ide against {against} (new / old, the median of each round's ratio): {said}")
+    return [f"new_old_{mark or 'all'}={ratio:.2f}" for mark, ratio in ratios.items()]
+
+
 def command_of(agent: Agent, repo: Path, task: Path, url: str, steps: int, mini: Path, single_call: bool) -> list[str]:
     """The command that runs `agent` on the session (mini-swe-agent with the interpreter of its own venv)."""
     if agent.name != MINI:
@@ -152,13 +176,17 @@ def main(
     rounds: Annotated[int, typer.Option(help="Runs of each agent, in turn; the median is shown.")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the generated session.")] = 7,
     quick: Annotated[bool, typer.Option(help="One round of a 25-step session (figures at 10, 20).")] = False,
+    against: Annotated[str | None, typer.Option(help="A revision or checkout of llm-ide played too.")] = None,
 ) -> None:
     console = Console()
     marks, rounds = ((10, 20), 1) if quick else (MARKS, rounds)
     steps = max(marks) + 5
     single_call = load_config("default").agent.single_call
     python = mini_python(console)
-    with tempfile.TemporaryDirectory(prefix="bench-step-cpu-") as temporary:
+    with (
+        checkout(against, HERE.parent) if against else nullcontext(None) as old_root,
+        tempfile.TemporaryDirectory(prefix="bench-step-cpu-") as temporary,
+    ):
         workdir = Path(temporary)
         task = workdir / "task.md"
         task.write_text(TASK)
@@ -166,10 +194,11 @@ def main(
         script = with_check_script(session_script(template, steps, seed))
         matches = load_config("default").agent.search_max_results
         said = ["", *map(verdict_words, script[1::2])] if single_call else None
-        agents = {
-            OURS: Agent(OURS, replies_of(script, single_call), workdir / "ours"),
-            MINI: Agent(MINI, list(enumerate(mini_responses(template, script[0::2], matches, said), 1)), workdir),
-        }
+        agents = {OURS: Agent(OURS, replies_of(script, single_call), workdir / "ours")}
+        if old_root is not None:
+            compileall.compile_dir(old_root / "llm_ide", quiet=1)
+            agents[OLD] = Agent(OLD, replies_of(script, single_call), workdir / "old")
+        agents[MINI] = Agent(MINI, list(enumerate(mini_responses(template, script[0::2], matches, said), 1)), workdir)
         endpoint = CpuEndpoint(agents, workdir / "wire.jsonl")
         os.environ.update(MSWEA_SILENT_STARTUP="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
         samples: dict[str, list[dict[int, float]]] = {name: [] for name in agents}
@@ -182,7 +211,8 @@ def main(
                     agent.folder = run / "out"
                     agent.folder.mkdir(parents=True)
                     command = command_of(agent, repo, task, endpoint.loopback.url, steps, python, single_call)
-                    marks_cpu, seconds = play(endpoint, agent, command, run / "console.log")
+                    env = {**os.environ, "PYTHONPATH": str(old_root)} if name == OLD else None
+                    marks_cpu, seconds = play(endpoint, agent, command, run / "console.log", env)
                     samples[name].append(marks_cpu)
                     whole[name].append(seconds)
         endpoint.wire.close()
@@ -200,6 +230,8 @@ def main(
         pairs += [f"ours_ms_{name}={ours:.2f}", f"mini_ms_{name}={mini:.2f}", f"ratio_{name}={ours / mini:.2f}"]
         pairs.append(f"paired_{name}={paired:.2f}")
     console.print(table)
+    if against:
+        pairs += against_line(console, against, samples[OURS], samples[OLD], marks)
     floor = statistics.median(graph_floor(steps) for _ in range(rounds))  # after the runs: the endpoint's thread gone
     console.print(f"the graph alone (six nodes doing nothing, the same checkpoints): {floor:.1f} ms a step")
     ours_run, mini_run = (statistics.median(whole[name]) for name in (OURS, MINI))

@@ -53,6 +53,9 @@ INVARIANTS = {  # what a quick run reports about itself, whatever the machine's 
     "bench_reproduction": {"execution_picks_resolved": "1/1", "written_execution_picks_resolved": "1/1", "tasks": "1"},
 }
 
+ARGS = {"bench_step_cpu": ["--against", str(SCRIPTS.parent)]}  # its option too: this checkout played as the "old" one
+KEYS = {"bench_step_cpu": {"new_old_10", "new_old_20", "new_old_all"}}  # what those arguments add
+
 
 def marks(benchmark: str) -> list[pytest.MarkDecorator]:
     return [*([pytest.mark.slow] if benchmark in SLOW else []), *([pytest.mark.docker] if benchmark in DOCKER else [])]
@@ -62,7 +65,7 @@ def marks(benchmark: str) -> list[pytest.MarkDecorator]:
 def test_the_quick_mode_prints_a_table_and_a_result_line(script: str, request: pytest.FixtureRequest) -> None:
     needs(script, request)
     if script in SLOW | DOCKER:  # Ray's driver, docker's leftovers at exit: a process of their own (tests/README.md)
-        command = [sys.executable, f"{script}.py", "--quick"]
+        command = [sys.executable, f"{script}.py", "--quick", *ARGS.get(script, [])]
         done = subprocess.run(command, cwd=SCRIPTS, capture_output=True, text=True, timeout=1500)
     else:
         done = run_script(SCRIPTS / f"{script}.py", "--quick", cwd=SCRIPTS)
@@ -73,6 +76,7 @@ def test_the_quick_mode_prints_a_table_and_a_result_line(script: str, request: p
     assert re.fullmatch(r"RESULT( [a-z0-9_]+=\S+)+", last), last
     figures = dict(pair.split("=", 1) for pair in last.split()[1:])
     assert figures.items() >= INVARIANTS.get(script, {}).items(), last
+    assert figures.keys() >= KEYS.get(script, set()), last
 
 
 def test_every_bench_script_is_a_benchmark_or_a_helper_one_uses() -> None:
