@@ -151,14 +151,16 @@ def graph_floor(steps: int) -> float:
         return (time.process_time() - start) / steps * 1000
 
 
+def paired(first: list[dict[int, float]], second: list[dict[int, float]], mark: int) -> float:
+    """The median of each round's own ratio first / second at `mark` (a round's runs follow each other)."""
+    return statistics.median(per_step_ms(a, mark) / per_step_ms(b, mark) for a, b in zip(first, second, strict=True))
+
+
 def against_line(
     console: Console, against: str, new: list[dict[int, float]], old: list[dict[int, float]], marks: tuple[int, ...]
 ) -> list[str]:
     """This llm-ide against `--against`'s: each round's own new / old ratio at each mark, their median."""
-    ratios = {
-        mark: statistics.median(per_step_ms(a, mark) / per_step_ms(b, mark) for a, b in zip(new, old, strict=True))
-        for mark in (*marks, 0)
-    }
+    ratios = {mark: paired(new, old, mark) for mark in (*marks, 0)}
     said = ", ".join(f"{mark or 'all'} {ratio:.2f}" for mark, ratio in ratios.items())
     console.print(f"llm-ide against {against} (new / old, the median of each round's ratio): {said}")
     return [f"new_old_{mark or 'all'}={ratio:.2f}" for mark, ratio in ratios.items()]
@@ -223,12 +225,11 @@ def main(
     pairs = []
     for mark in (*marks, 0):
         ours, mini = (statistics.median(per_step_ms(cpu, mark) for cpu in samples[name]) for name in (OURS, MINI))
-        runs = zip(samples[OURS], samples[MINI], strict=True)
-        paired = statistics.median(per_step_ms(a, mark) / per_step_ms(b, mark) for a, b in runs)
+        each = paired(samples[OURS], samples[MINI], mark)
         name = mark or "all"
-        table.add_row(str(name), f"{ours:.2f}", f"{mini:.2f}", f"{ours / mini:.2f}", f"{paired:.2f}")
+        table.add_row(str(name), f"{ours:.2f}", f"{mini:.2f}", f"{ours / mini:.2f}", f"{each:.2f}")
         pairs += [f"ours_ms_{name}={ours:.2f}", f"mini_ms_{name}={mini:.2f}", f"ratio_{name}={ours / mini:.2f}"]
-        pairs.append(f"paired_{name}={paired:.2f}")
+        pairs.append(f"paired_{name}={each:.2f}")
     console.print(table)
     if against:
         pairs += against_line(console, against, samples[OURS], samples[OLD], marks)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +43,6 @@ def graph_of(saver: BaseCheckpointSaver, steps: int, on_node: Any = None) -> Any
     return builder.compile(checkpointer=saver)
 
 
-@contextmanager
-def saver_of(kind: str, folder: Path) -> Iterator[BaseCheckpointSaver]:
-    with open_checkpointer("memory" if kind == "memory" else None, folder / "run.sqlite") as saver:
-        yield saver
-
-
 @pytest.mark.parametrize(("kind", "threaded"), [("sqlite", False), ("memory", True)])
 def test_only_our_saver_is_saved_to_inline(tmp_path: Path, kind: str, threaded: bool) -> None:
     """Workers seen while the graph runs (the pool's threads end with the stream): none for ChannelSqliteSaver, the
@@ -62,7 +54,7 @@ def test_only_our_saver_is_saved_to_inline(tmp_path: Path, kind: str, threaded: 
     def on_node(name: str, n: int) -> None:
         workers.update(t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor-") and t not in before)
 
-    with saver_of(kind, tmp_path) as saver:
+    with open_checkpointer("memory" if kind == "memory" else None, tmp_path / "run.sqlite") as saver:
         graph, config = graph_of(saver, 4, on_node), {"configurable": {"thread_id": "t"}}
         states = [state["n"] for state in graph.stream({}, config, stream_mode="values", durability="sync")]
         saved = saver.get_tuple(config)
@@ -89,4 +81,4 @@ def test_a_failed_save_stops_the_graph_with_its_error(tmp_path: Path) -> None:
     assert seen[-1] == 2
     with open_checkpointer(None, path) as again:
         saved = again.get_tuple(config)
-        assert saved is not None and saved.checkpoint["channel_values"]["n"] in (1, 2)
+        assert saved is not None and saved.checkpoint["channel_values"]["n"] == 2
