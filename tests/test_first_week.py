@@ -116,6 +116,17 @@ import os, sys
 import typer.main
 from llm_ide.cli import app
 
+not_for_help, not_for_run = sys.argv[1 : sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1 :]
+
+def imported(prefixes):
+    return sorted(name for name in sys.modules if name.startswith(tuple(prefixes)))
+
+def helped(argv):
+    try:
+        app([*argv, "--help"])
+    except SystemExit as exit:
+        assert exit.code == 0, (argv, exit.code)
+
 def walk(command, prefix):
     if hasattr(command, "list_commands"):
         context = command.context_class(command)
@@ -123,36 +134,42 @@ def walk(command, prefix):
                 for line in walk(command.get_command(context, name), [*prefix, name])]
     return [prefix]
 
-commands = walk(typer.main.get_command(app), [])
-for argv in commands:
-    try:
-        app([*argv, "--help"])
-    except SystemExit as exit:
-        assert exit.code == 0, (argv, exit.code)
 os.environ.update(_LLM_IDE_COMPLETE="complete_bash", COMP_WORDS="llm-ide run --thou", COMP_CWORD="2")
 try:
     app([])
 except SystemExit as exit:
     assert exit.code == 0, exit.code
-print(len(commands), sorted(name for name in sys.modules if name.startswith(tuple(sys.argv[1:]))))
+for name in ("_LLM_IDE_COMPLETE", "COMP_WORDS", "COMP_CWORD"):
+    del os.environ[name]
+helped(["run"])
+print("run --help imported", imported(not_for_run))
+commands = walk(typer.main.get_command(app), [])
+for argv in commands:
+    helped(argv)
+print(len(commands), imported(not_for_help))
 """
 NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")
 NOT_FOR_HELP_OF_OURS = ("llm_ide.composition", "llm_ide.config", "llm_ide.graph", "llm_ide.run", "llm_ide.models")
+# `run --help` and the completion of its options: no environment kind or interface, no settings, no templates
+NOT_FOR_RUN_HELP = ("llm_ide.environments.", "llm_ide.settings", "llm_ide.prompting", "jinja2")
 
 
 def test_every_commands_help_and_the_completion_of_an_option_import_no_agent_docker_http_or_tracing(
     tmp_path: Path,
 ) -> None:
     """`llm-ide run --help` (and every command's), the completion of `run --thou`: the options and the bundled
-    config's defaults only; not the agent, the settings' validation, the docker SDK, an HTTP client or langsmith."""
-    argv = [sys.executable, "-c", EVERY_HELP, *NOT_FOR_HELP, *NOT_FOR_HELP_OF_OURS]
+    config's defaults only; not the agent, the settings' validation, the docker SDK, an HTTP client or langsmith (nor,
+    for `run`'s, the environments' interface, the settings' models or Jinja)."""
+    argv = [sys.executable, "-c", EVERY_HELP, *NOT_FOR_HELP, *NOT_FOR_HELP_OF_OURS, "--", *NOT_FOR_RUN_HELP]
     result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    count, imported = result.stdout.splitlines()[-1].split(" ", 1)
+    lines = result.stdout.splitlines()
+    count, imported = lines[-1].split(" ", 1)
+    for_run = next(line for line in lines if line.startswith("run --help imported "))
     from llm_ide.cli import COMMANDS
 
+    assert (lines[0], for_run) == ("--thoughts", "run --help imported []"), result.stdout[-2000:]
     assert (int(count) >= len(COMMANDS), imported) == (True, "[]"), result.stdout[-2000:]
-    assert "--thoughts" in result.stdout.splitlines()[-2]
 
 
 def test_the_listing_says_what_each_command_says_and_completing_a_command_loads_it(tmp_path: Path) -> None:

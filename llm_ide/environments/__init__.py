@@ -6,23 +6,38 @@ docker SDK, `--help` and completion no kind at all."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llm_ide.environments.base import (
-    Capabilities,
-    CommandResult,
-    Environment,
-    EnvironmentFailure,
-    FileSnapshot,
-    FileSource,
-    OutsideRepository,
-)
 from llm_ide.errors import UsageError
 
 if TYPE_CHECKING:
+    from llm_ide.environments.base import (
+        Capabilities,
+        CommandResult,
+        Environment,
+        EnvironmentFailure,
+        FileSnapshot,
+        FileSource,
+        OutsideRepository,
+    )
     from llm_ide.environments.local import LocalEnvironment
     from llm_ide.settings import EnvironmentSettings
+
+# The interface's names (environments/base.py, with its output templates and settings), imported when first asked for:
+# `--help` and completion spare them.
+BASE = frozenset(
+    {
+        "Capabilities",
+        "CommandResult",
+        "Environment",
+        "EnvironmentFailure",
+        "FileSnapshot",
+        "FileSource",
+        "OutsideRepository",
+    }
+)
 
 __all__ = [
     "KINDS",
@@ -57,10 +72,13 @@ def docker_environment() -> type[Environment]:
 def __getattr__(name: str) -> Any:
     if name == "LocalEnvironment":
         return local_environment()
+    if name in BASE:
+        globals()[name] = getattr(import_module("llm_ide.environments.base"), name)
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class Kinds(Mapping[str, type[Environment]]):
+class Kinds(Mapping[str, "type[Environment]"]):
     """The environment kinds by name (each class's `kind`), a kind's class loaded when it is looked up."""
 
     def __init__(self, loaders: dict[str, Callable[[], type[Environment]]]) -> None:
