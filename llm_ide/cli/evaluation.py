@@ -3,6 +3,7 @@ and with --attempts every attempt graded (pass@k)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,6 @@ def evaluate_command(
     address: Address = None,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
-    import json
-
     settings, preds, dataset, folder = evaluation_inputs(predictions, subset, split, config, output)
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -204,8 +205,6 @@ def evaluate_pair(
     run_tests: bool = True,
 ) -> PairEval:
     """Merge the pair's patches and, unless `run_tests` is off, run both features' tests on the merged result."""
-    import time
-
     started = time.perf_counter()
     repo = checkout_base(task, source, scratch / "repo")
     for number in pair:
