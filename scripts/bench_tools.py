@@ -27,7 +27,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llm_ide.environments import Environment, LocalEnvironment
+from llm_ide.environments import LocalEnvironment
+from llm_ide.environments.base import Environment
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.installer import install_tools
 

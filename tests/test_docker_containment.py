@@ -17,7 +17,8 @@ import pytest
 from conftest import BASE_IMAGE, base_image_client, git, make_git_repo, remove_containers
 
 from llm_ide.config import load_config
-from llm_ide.environments import OutsideRepository, make_environment
+from llm_ide.environments import make_environment
+from llm_ide.environments.base import OutsideRepository
 from llm_ide.workspace.patch import extract_patch, keep_base
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -17,7 +17,8 @@ from conftest import BASE_IMAGE, base_image_client, containers_of, git, make_git
 from in_process import invoke
 
 from llm_ide.config import load_config
-from llm_ide.environments import EnvironmentFailure, FileSnapshot, make_environment
+from llm_ide.environments import make_environment
+from llm_ide.environments.base import EnvironmentFailure, FileSnapshot
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_network
 
 pytestmark = pytest.mark.docker

@@ -122,7 +122,7 @@ def test_a_corrupt_exit_statuses_file_is_said_in_one_line_and_rebuilt(tmp_path: 
 
 def test_every_error_carries_its_exit_status_and_code() -> None:
     from llm_ide.config import ConfigError
-    from llm_ide.environments import EnvironmentFailure
+    from llm_ide.environments.base import EnvironmentFailure
     from llm_ide.models import ModelAuthError, ModelError
 
     statuses = {cls.__name__: (cls.exit_status, cls.exit_code) for cls in (ModelError, ModelAuthError)}

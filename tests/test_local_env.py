@@ -13,8 +13,8 @@ import pytest
 from conftest import require_bwrap
 
 from llm_ide.config import ConfigError, load_config
-from llm_ide.environments import EnvironmentFailure, LocalEnvironment, make_environment
-from llm_ide.environments.base import FileSnapshot
+from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.environments.base import EnvironmentFailure, FileSnapshot
 from llm_ide.environments.output import OutputCap
 from llm_ide.environments.sandbox import absent, resolve_inside
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import BASE_IMAGE, base_image_client, make_git_repo, remove_containers
 
 from llm_ide.config import load_config
-from llm_ide.environments import Environment, make_environment
+from llm_ide.environments import make_environment
+from llm_ide.environments.base import Environment
 from llm_ide.environments.docker import DockerEnvironment
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import load_tools

@@ -19,7 +19,8 @@ from langgraph.runtime import Runtime
 from llm_ide.attempts.context import AttemptsContext, worktree
 from llm_ide.attempts.state import AttemptRecord, AttemptsState
 from llm_ide.composition import compose
-from llm_ide.environments import Environment, capabilities, make_environment
+from llm_ide.environments import capabilities, make_environment
+from llm_ide.environments.base import Environment
 from llm_ide.errors import EnvironmentFailure, LlmIdeError
 from llm_ide.verification import Finished, Verifier
 from llm_ide.workspace.patch import PatchError, base_commit, keep_base

@@ -1,54 +1,25 @@
 """Where the agent's commands run: a registry of environment kinds, each a class that declares its capabilities
 (what the rest of the program asks instead of its name) and builds itself from the `environment` settings. A kind is
 loaded when it is first looked up (KINDS, or `LocalEnvironment` from this package): a local run never imports the
-docker SDK, `--help` and completion no kind at all."""
+docker SDK, `--help` and completion no kind at all. The interface the kinds share is `llm_ide.environments.base`
+(imported from there: the registry alone, which `--help` reads, spares its templates and settings)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_ide.errors import UsageError
 
 if TYPE_CHECKING:
-    from llm_ide.environments.base import (
-        Capabilities,
-        CommandResult,
-        Environment,
-        EnvironmentFailure,
-        FileSnapshot,
-        FileSource,
-        OutsideRepository,
-    )
+    from llm_ide.environments.base import Capabilities, Environment
     from llm_ide.environments.local import LocalEnvironment
     from llm_ide.settings import EnvironmentSettings
 
-# The interface's names (environments/base.py, with its output templates and settings), imported when first asked for:
-# `--help` and completion spare them.
-BASE = frozenset(
-    {
-        "Capabilities",
-        "CommandResult",
-        "Environment",
-        "EnvironmentFailure",
-        "FileSnapshot",
-        "FileSource",
-        "OutsideRepository",
-    }
-)
-
 __all__ = [
     "KINDS",
-    "Capabilities",
-    "CommandResult",
-    "Environment",
-    "EnvironmentFailure",
-    "FileSnapshot",
-    "FileSource",
     "LocalEnvironment",
-    "OutsideRepository",
     "capabilities",
     "environment_kind",
     "make_environment",
@@ -72,9 +43,6 @@ def docker_environment() -> type[Environment]:
 def __getattr__(name: str) -> Any:
     if name == "LocalEnvironment":
         return local_environment()
-    if name in BASE:
-        globals()[name] = getattr(import_module("llm_ide.environments.base"), name)
-        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -9,7 +9,7 @@ import shlex
 from pathlib import PurePosixPath
 from typing import Any
 
-from llm_ide.environments import Environment
+from llm_ide.environments.base import Environment
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.importers import imports_any, module_names
 from llm_ide.reproduction.script import last_line, unverifiable

@@ -16,7 +16,7 @@ import shlex
 from pathlib import PurePosixPath
 from typing import Any
 
-from llm_ide.environments import Environment
+from llm_ide.environments.base import Environment
 from llm_ide.prompting import render_string, truncate
 from llm_ide.reproduction.settings import ReproductionSettings
 from llm_ide.text import clean_text

@@ -10,7 +10,8 @@ from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
-from llm_ide.environments import Environment, make_environment
+from llm_ide.environments import make_environment
+from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener
 from llm_ide.exchange import exchange_for
 from llm_ide.fileio import Keep

@@ -17,7 +17,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from llm_ide.environments import Environment, EnvironmentFailure
+from llm_ide.environments.base import Environment, EnvironmentFailure
 
 log = logging.getLogger("llm_ide.run")
 

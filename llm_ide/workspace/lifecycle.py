@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments import Environment, EnvironmentFailure, make_environment
+from llm_ide.environments import make_environment
+from llm_ide.environments.base import Environment
 from llm_ide.environments.scratch import reap_leftovers, sweep_temp_folders
-from llm_ide.errors import ExitStatus, RepositoryLost, UsageError, ending
+from llm_ide.errors import EnvironmentFailure, ExitStatus, RepositoryLost, UsageError, ending
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
