@@ -10,6 +10,7 @@ Prints a table and ends with `RESULT steps=… operations=… page_bytes=… ope
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -93,7 +94,8 @@ def long_run(folder: Path, steps: int) -> Path:
     return folder / "run" / "long.traj.json"
 
 
-def chromium():
+def chromium(tmp: Path):
+    """Headless Chromium, its temporary files (the singleton socket's folder, which it leaves behind) under `tmp`."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -101,7 +103,7 @@ def chromium():
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,1000"):
         options.add_argument(argument)
-    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER), env={**os.environ, "TMPDIR": str(tmp)}), options=options)
 
 
 def open_page(driver, page: Path) -> tuple[int, float, float]:
@@ -169,7 +171,7 @@ def main(
         cli("inspect", str(trajectory), "--html", str(page))
         render_ms = (time.perf_counter() - started) * 1000
         size = page.stat().st_size
-        driver = chromium()
+        driver = chromium(folder)
         try:
             open_page(driver, page)  # warm the browser's caches once; the second open is the figure
             drawn, open_ms, click_ms = open_page(driver, page)

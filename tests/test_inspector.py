@@ -30,7 +30,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One headless Chromium per worker; its temporary files (the singleton socket's folder, which it leaves behind)
+    under the session's tmp, not /tmp."""
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
         message = f"{', '.join(missing)} missing (apt-get install chromium chromium-driver)"
@@ -42,7 +44,8 @@ def browser() -> Iterator[object]:
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    env = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER), env=env), options=options)
     yield driver
     driver.quit()
 
