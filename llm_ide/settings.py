@@ -101,6 +101,7 @@ class MemorySettings(Strict):
     threshold: float
     context_budget_chars: PositiveInt
     whole_file_chars: NonNegativeInt  # the files last read or written whole, shown whole beside the budget (0: none)
+    read_through: float = Field(ge=0, le=1)  # a file whose active chunks hold this share of its lines: read through
     history_max: PositiveInt
     history_thought_chars: PositiveInt
     history_params_chars: PositiveInt
@@ -109,9 +110,7 @@ class MemorySettings(Strict):
     prompt_budget_chars: PositiveInt
     renew_at_chars: PositiveInt
     renew_ratio: PositiveFloat  # a renewal once the re-reads it saves have cost this many times its price
-    unpriced: (
-        PriceSettings  # the prices a renewal is weighed with for a model `model.prices` gives none (or a free one)
-    )
+    unpriced: PriceSettings  # the prices a renewal weighs for a model `model.prices` gives none (or a free one)
     overspend: NonNegativeFloat  # how far above full history's bill so far a renewal may take the memory's (a share)
     section_max_chars: SectionCaps
 

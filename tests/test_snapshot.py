@@ -230,3 +230,32 @@ def test_a_file_read_or_written_whole_stays_whole_in_the_snapshots(
         rows = {row.split("\t", 1)[1] for row in prompts[i].splitlines() if ROW.match(row) and "\t" in row}
         whole = all(line in rows for line in lines if line)
         assert whole == (i <= until) or (whole and "# Since operation" in prompts[i]), i
+
+
+@pytest.mark.parametrize(("share", "kept"), [(0.5, True), (0.0, False), (1.0, False)])
+def test_a_file_read_through_in_pieces_keeps_what_was_read_in_the_snapshots(
+    share: float, kept: bool, tmp_path: Path
+) -> None:
+    """An agent that read a file range after range (two thirds of it) may write it anew from memory as well: while
+    its chunks stay active, the snapshots keep every line it read, beside the code context's budget (which a view of
+    another file fills), once they hold `memory.read_through` of the file's lines (0: never)."""
+    repo = make_git_repo(tmp_path / "repo", {"shapes.py": SHAPES})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    pieces = [(1, 50), (51, 100)]
+    script = [
+        terse(f"Lines {a}-{b}.", "bash", "good" * (a > 1), command=f"sed -n '{a},{b}p' shapes.py") for a, b in pieces
+    ]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(1, 7)]
+    script += [terse("Some argparse.", "view", "good", path="argparse.py", start_line=100, end_line=160)]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, 12)]
+    memory = {"context_budget_chars": 1000, "read_through": share}
+    traj = run(tmp_path, repo, [*script, terse("Done.", "submit", "good")], "Read shapes.py.", **memory)
+    prompts = [call["prompt"] for call in traj["model_calls"]]
+    renewed = [i for i in renewals(prompts) if "# Since operation" not in prompts[i]]  # full renewals
+    assert renewed and min(renewed) > len(pieces)
+    lines = (repo / "shapes.py").read_text().splitlines()
+    read = [line for line in lines[:100] if line]
+    for i in renewed:
+        rows = {row.split("\t", 1)[1] for row in prompts[i].splitlines() if ROW.match(row) and "\t" in row}
+        assert all(line in rows for line in read) == kept, i
+        assert "    return area_30 + 30" not in rows  # a line never read

@@ -33,19 +33,27 @@ def code_context_text(
     n_operations: int,
     hide: frozenset[str] | None = None,
     since: int = 0,
-    whole: Collection[str] = (),
+    whole: tuple[Collection[str], Collection[str]] = ((), ()),
 ) -> str:
-    """The chunks above the threshold within the budget, and the files of `whole` whole beside it; with `hide` (rows
-    the prompt shows already, left out) only those accessed by an operation from `since` on."""
+    """The chunks above the threshold within the budget, beside it the files of `whole[0]` whole and the chunks of
+    those of `whole[1]`; with `hide` (rows the prompt shows already, left out) only those accessed by an operation from
+    `since` on."""
     params = ctx.score_params
     shown = select_chunks(scored(chunks, n_operations, params), params)
     if hide is not None:
         shown = [chunk for chunk in shown if any(chunk.activity.accessed[since:])]
-    shown = [chunk for chunk in shown if chunk.file_path not in whole]
+    files, through = whole
+    shown = [chunk for chunk in shown if chunk.file_path not in files]
     view = ctx.codebase.view
-    view.refresh([*whole, *(chunk.file_path for chunk in shown)])
-    shown = trim_to_budget(shown, view.sizes(shown), ctx.settings.memory.context_budget_chars)
-    shown = [*(Chunk(path, list(range(1, view.line_count(path) + 1))) for path in whole), *shown]
+    view.refresh([*files, *(chunk.file_path for chunk in shown)])
+    size, beside = view.sizes(shown), [i for i, chunk in enumerate(shown) if chunk.file_path in through]
+    rest = [i for i in range(len(shown)) if i not in beside]
+    trimmed = trim_to_budget(
+        [shown[i] for i in rest], lambda j: size(rest[j]), ctx.settings.memory.context_budget_chars
+    )
+    kept = {id(chunk) for chunk in trimmed} | {id(shown[i]) for i in beside}
+    shown = [chunk for chunk in shown if id(chunk) in kept]
+    shown = [*(Chunk(path, list(range(1, view.line_count(path) + 1))) for path in files), *shown]
     if hide is not None:
         return view.render(shown, reread=False, hide=hide) if shown else ""
     return view.render(shown, reread=False) if shown else render(ctx.templates, "code_context_empty")
@@ -66,27 +74,45 @@ def named_whole(command: str, reads: bool) -> tuple[str, ...]:
     return (*written_whole(command), *filter(None, [read_whole(command) if reads else None]))
 
 
-def whole_files(ctx: AgentContext, state: AgentState) -> list[str]:
+def whole_files(ctx: AgentContext, state: AgentState) -> tuple[list[str], list[str]]:
     """The repository's files (not the agent's own) it wrote whole and that are still active (a chunk of each above
-    the threshold), or read whole in its last READ_WHOLE_FOR operations, the latest first while they fit
-    `memory.whole_file_chars` together: what the agent may write anew from memory, shown whole."""
+    the threshold), or read whole in its last READ_WHOLE_FOR operations, the latest first, while they fit
+    `memory.whole_file_chars` together: what the agent may write anew from memory, shown whole. Then, in the room
+    left, those it read through in pieces: their active chunks, beside the budget."""
     room, view, params = ctx.settings.memory.whole_file_chars, ctx.codebase.view, ctx.score_params
     chunks = scored(state.get("code_context", []), state.get("n_operations", 0), params)
-    found: list[str] = []
+    active = [chunk for chunk in chunks if chunk.activity.score > params.threshold]
+    live, created = {chunk.file_path for chunk in active}, {chunk.file_path for chunk in chunks if chunk.created}
     nodes = state.get("operations", [])[-WHOLE_HORIZON:]
-    for age, node in enumerate(reversed(nodes)):
-        for path in whole_named(ctx, node, reads=age < READ_WHOLE_FOR):
-            mine = [chunk for chunk in chunks if chunk.file_path == path]
-            if path in found or not mine or any(c.created for c in mine):
-                continue
-            if max(chunk.activity.score for chunk in mine) <= params.threshold:
-                continue
-            size = sum(len(line) + ROW_CHARS for line in view.lines(path) or [])
-            if size > room:
-                return found
-            found.append(path)
-            room -= size
+    named = [path for age, node in enumerate(reversed(nodes)) for path in whole_named(ctx, node, age < READ_WHOLE_FOR)]
+    through = read_through(ctx, active)
+    found: tuple[list[str], list[str]] = ([], [])
+    for path in dict.fromkeys([*named, *through]):
+        if path not in live or path in created:
+            continue
+        lines, whole = view.lines(path) or [], path in named
+        seen = range(1, len(lines) + 1) if whole else sorted(i for i in through[path] if i <= len(lines))
+        size = sum(len(lines[i - 1]) + ROW_CHARS for i in seen)
+        if size > room:
+            break
+        found[0 if whole else 1].append(path)
+        room -= size
     return found
+
+
+def read_through(ctx: AgentContext, active: list[Chunk]) -> dict[str, set[int]]:
+    """The files whose active chunks hold `memory.read_through` of their lines (read through in pieces: `head`,
+    then `sed -n` range after range), the latest read first, with those lines."""
+    share, view = ctx.settings.memory.read_through, ctx.codebase.view
+    seen: dict[str, set[int]] = {}
+    for chunk in sorted(active, key=lambda chunk: last_access(chunk), reverse=True):
+        seen.setdefault(chunk.file_path, set()).update(chunk.lines)
+    return {path: lines for path, lines in seen.items() if share and len(lines) >= share * (view.line_count(path) or 1)}
+
+
+def last_access(chunk: Chunk) -> int:
+    accessed = chunk.activity.accessed
+    return next((i for i in range(len(accessed) - 1, -1, -1) if accessed[i]), -1)
 
 
 def clip(text: str, limit: int) -> str:
