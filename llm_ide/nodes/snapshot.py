@@ -102,17 +102,14 @@ def whole_files(ctx: AgentContext, state: AgentState) -> tuple[list[str], list[s
 
 def read_through(ctx: AgentContext, active: list[Chunk]) -> dict[str, set[int]]:
     """The files whose active chunks hold `memory.read_through` of their lines (read through in pieces: `head`,
-    then `sed -n` range after range), the latest read first, with those lines."""
+    then `sed -n` range after range), the most active first, with those lines."""
     share, view = ctx.settings.memory.read_through, ctx.codebase.view
+    if not share:
+        return {}
     seen: dict[str, set[int]] = {}
-    for chunk in sorted(active, key=lambda chunk: last_access(chunk), reverse=True):
+    for chunk in sorted(active, key=lambda chunk: chunk.activity.score, reverse=True):
         seen.setdefault(chunk.file_path, set()).update(chunk.lines)
-    return {path: lines for path, lines in seen.items() if share and len(lines) >= share * (view.line_count(path) or 1)}
-
-
-def last_access(chunk: Chunk) -> int:
-    accessed = chunk.activity.accessed
-    return next((i for i in range(len(accessed) - 1, -1, -1) if accessed[i]), -1)
+    return {path: lines for path, lines in seen.items() if len(lines) >= share * (view.line_count(path) or 1)}
 
 
 def clip(text: str, limit: int) -> str:
