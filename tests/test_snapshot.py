@@ -199,6 +199,20 @@ SHAPES = "".join(
 )  # 150 lines, 30 functions, about 2,700 characters
 
 
+def shapes_session(tmp_path: Path, reads: list[str], counts: int, **memory: object) -> tuple[Path, list[str]]:
+    """`reads` of shapes.py (150 lines), then counts whose outputs renew the memory, with a view of argparse.py among
+    them that fills a 1,000-character code context: the repository and the prompts."""
+    repo = make_git_repo(tmp_path / "repo", {"shapes.py": SHAPES})
+    shutil.copyfile(ARGPARSE, repo / "argparse.py")
+    script = [terse(f"Read {n}.", "bash", "good" * (n > 0), command=command) for n, command in enumerate(reads)]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(1, 7)]
+    script += [terse("Some argparse.", "view", "good", path="argparse.py", start_line=100, end_line=160)]
+    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, counts + 1)]
+    memory = {"context_budget_chars": 1000, **memory}
+    traj = run(tmp_path, repo, [*script, terse("Done.", "submit", "good")], "Read shapes.py.", **memory)
+    return repo, [call["prompt"] for call in traj["model_calls"]]
+
+
 @pytest.mark.parametrize(
     ("command", "room", "until"),
     [
@@ -214,15 +228,7 @@ def test_a_file_read_or_written_whole_stays_whole_in_the_snapshots(
     """An agent that read or wrote a file whole may write it anew from memory: the snapshots after it show every line
     of it (beside the code context's budget, which a view of another file fills) while it fits `whole_file_chars`:
     a file read whole for the next operations, one written whole while it stays active."""
-    repo = make_git_repo(tmp_path / "repo", {"shapes.py": SHAPES})
-    shutil.copyfile(ARGPARSE, repo / "argparse.py")
-    script = [terse("Read it.", "bash", command=command)]
-    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(1, 7)]
-    script += [terse("Some argparse.", "view", "good", path="argparse.py", start_line=100, end_line=160)]
-    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, 14)]
-    memory = {"context_budget_chars": 1000, "whole_file_chars": room}
-    traj = run(tmp_path, repo, [*script, terse("Done.", "submit", "good")], "Read shapes.py.", **memory)
-    prompts = [call["prompt"] for call in traj["model_calls"]]
+    repo, prompts = shapes_session(tmp_path, [command], 13, whole_file_chars=room)
     renewed = renewals(prompts)  # call i renders the memory after operation i - 1
     assert min(renewed) <= READ_WHOLE_FOR < max(renewed)  # renewals while the read is recent, and after
     lines = (repo / "shapes.py").read_text().splitlines()
@@ -239,18 +245,9 @@ def test_a_file_read_through_in_pieces_keeps_what_was_read_in_the_snapshots(
     """An agent that read a file range after range (two thirds of it) may write it anew from memory as well: while
     its chunks stay active, the snapshots keep every line it read, beside the code context's budget (which a view of
     another file fills), once they hold `memory.read_through` of the file's lines (0: never)."""
-    repo = make_git_repo(tmp_path / "repo", {"shapes.py": SHAPES})
-    shutil.copyfile(ARGPARSE, repo / "argparse.py")
     pieces = [(1, 50), (51, 100)]
-    script = [
-        terse(f"Lines {a}-{b}.", "bash", "good" * (a > 1), command=f"sed -n '{a},{b}p' shapes.py") for a, b in pieces
-    ]
-    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(1, 7)]
-    script += [terse("Some argparse.", "view", "good", path="argparse.py", start_line=100, end_line=160)]
-    script += [terse(f"Count {n}.", "bash", "good", command=f"seq {n} 2500") for n in range(7, 12)]
-    memory = {"context_budget_chars": 1000, "read_through": share}
-    traj = run(tmp_path, repo, [*script, terse("Done.", "submit", "good")], "Read shapes.py.", **memory)
-    prompts = [call["prompt"] for call in traj["model_calls"]]
+    reads = [f"sed -n '{a},{b}p' shapes.py" for a, b in pieces]
+    repo, prompts = shapes_session(tmp_path, reads, 11, read_through=share)
     renewed = [i for i in renewals(prompts) if "# Since operation" not in prompts[i]]  # full renewals
     assert renewed and min(renewed) > len(pieces)
     lines = (repo / "shapes.py").read_text().splitlines()
