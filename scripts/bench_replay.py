@@ -9,6 +9,9 @@ over the runs that reached the step of llm-ide's cumulative bill over the same s
 per-run ratios), the input cost alone (the prompts; the replies are the same in both) and the uncached prompt
 characters, edit grounding (the pre-image lines of each edit present in the prompt that issued it, and per edit), the
 ±3 lines around each edit, reference recall (pooled: all lines or references of all runs; and the median per run).
+`history_*`: the bill against full history on the replay's own outputs (the original's requests, each observation
+rendered again by its own template over the replayed output), the same session for both where this machine's commands
+print otherwise than the original's did.
 `--set tune|heldout` picks a part of the split in scripts/replay_split.yaml (tune on one, judge on the other).
 Each `--config FILE` is a variant of the memory's settings, replayed and shown side by side. Each variant is replayed
 under each price profile of `--profile` (by default gpt, claude55 and open, llm_ide.pricing.PROFILES): both agents are

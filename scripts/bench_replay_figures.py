@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from llm_ide.pricing import PROFILES
-from llm_ide.replay.model import AGENTS, AgentStep, Fraction, Prices, ReplayReport
+from llm_ide.replay.model import AGENTS, HISTORY, AgentStep, Fraction, Prices, ReplayReport
 
 MARKS = (10, 15, 20, 30)  # 15: a short run's whole bill (issue 36)
 
@@ -53,9 +53,15 @@ COSTS: dict[str, Cost] = {
 }
 
 
-def pooled_ratio(runs: list[Run], mark: int | None, cost: Cost) -> float | None:
-    reached = [run.report for run in runs if run.report and (mark is None or len(run.report.steps) >= mark)]
-    theirs = sum(cost(report, "original", mark) for report in reached)
+def pooled_ratio(runs: list[Run], mark: int | None, cost: Cost, against: str = "original") -> float | None:
+    """llm-ide / `against` over the runs that reached `mark` and bill `against` (HISTORY: the original's requests on the
+    replay's own outputs, the same session for both agents where this machine's commands print otherwise)."""
+    reached = [
+        run.report
+        for run in runs
+        if run.report and run.report.billed(against) and (mark is None or len(run.report.steps) >= mark)
+    ]
+    theirs = sum(cost(report, against, mark) for report in reached)
     return sum(cost(report, "llm-ide", mark) for report in reached) / theirs if theirs else None
 
 
@@ -66,7 +72,8 @@ def median(values: list[float | None]) -> float | None:
 
 def bill_figures(runs: list[Run]) -> dict[str, float | None]:
     """The bill (and the input cost alone) llm-ide / mini, pooled over the runs that reached each mark, and the median
-    of the per-run ratios; the raw, uncached and output characters over the whole runs."""
+    of the per-run ratios; the raw, uncached and output characters over the whole runs; the bill against full history
+    on the replay's own outputs (`history_*`)."""
     figures: dict[str, float | None] = {}
     reports = [run.report for run in runs if run.report]
     for mark in (*MARKS, None):
@@ -79,6 +86,12 @@ def bill_figures(runs: list[Run]) -> dict[str, float | None]:
         figures[key], figures[f"{key}_median"] = pooled_ratio(runs, None, COSTS[key]), None
     ratios = [report.bill_ratio(mark) for report in reports for mark in (*MARKS, None)]
     figures["worst_run_bill"], figures["worst_run_bill_median"] = max_or_none(ratios), None
+    for mark in (10, 30, None):
+        name = "end" if mark is None else str(mark)
+        figures[f"history_{name}"] = pooled_ratio(runs, mark, COSTS["bill"], HISTORY)
+        figures[f"history_{name}_median"] = median([report.bill_ratio(mark, HISTORY) for report in reports])
+    ratios = [report.bill_ratio(mark, HISTORY) for report in reports for mark in (*MARKS, None)]
+    figures["worst_run_history"], figures["worst_run_history_median"] = max_or_none(ratios), None
     return figures
 
 
@@ -116,6 +129,7 @@ def runs_table(variant: str, runs: list[Run]) -> Table:
         "bill 30",
         "bill end",
         "input end",
+        "history end",
         "uncached",
         "edit grounding",
         "per edit",
@@ -141,6 +155,7 @@ def runs_table(variant: str, runs: list[Run]) -> Table:
             str(len(report.steps)),
             *[shown(report.bill_ratio(mark)) for mark in (*MARKS, None)],
             shown(report.input_ratio()),
+            shown(report.bill_ratio(None, HISTORY)),
             shown(ours.uncached / theirs.uncached if theirs.uncached else None),
             *[both(report, key) for key in FIDELITY],
             str(len(report.differing_returncodes)),
@@ -254,6 +269,10 @@ RESULT_KEYS = (
     "bill_30_median",
     "bill_end_median",
     "worst_run_bill",
+    "history_10",
+    "history_30",
+    "history_end",
+    "worst_run_history",
     "input_end",
     "uncached",
     "raw",
@@ -300,7 +319,8 @@ def grouped(done: list[Run]) -> dict[str, list[Run]]:
 
 def profiles_table(groups: dict[str, list[Run]]) -> Table:
     """The bill of each variant under each price profile, side by side: pooled at steps 10, 15, 30 and the end, and
-    the worst run's ratio at any step of MARKS or its end."""
+    the worst run's ratio at any step of MARKS or its end; below, the same against full history on the replay's own
+    outputs."""
     profiles = list(dict.fromkeys(runs[0].profile for runs in groups.values()))
     variants = list(dict.fromkeys(runs[0].variant for runs in groups.values()))
     title = "the bill llm-ide / mini under each price profile (pooled at 10 / 15 / 30 / end; the worst run at any)"
@@ -313,7 +333,9 @@ def profiles_table(groups: dict[str, list[Run]]) -> Table:
         for profile in profiles:
             figures = summary(groups.get(f"{variant}@{profile}", []))
             bills = " / ".join(shown(figures[f"bill_{mark}"]) for mark in ("10", "15", "30", "end"))
-            cells.append(f"{bills} ({shown(figures['worst_run_bill'])})")
+            history = " / ".join(shown(figures[f"history_{mark}"]) for mark in ("10", "30", "end"))
+            worst, worst_history = shown(figures["worst_run_bill"]), shown(figures["worst_run_history"])
+            cells.append(f"{bills} ({worst})\nfull history 10 / 30 / end: {history} ({worst_history})")
         table.add_row(variant, *cells)
     return table
 

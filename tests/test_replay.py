@@ -18,7 +18,7 @@ from in_process import invoke
 from llm_ide.environments.sandbox import bwrap_path
 from llm_ide.replay.formats import load
 from llm_ide.replay.metrics import Text, edit_lines, occurs, references
-from llm_ide.replay.model import AGENTS, ReplayReport
+from llm_ide.replay.model import AGENTS, HISTORY, ReplayReport
 from llm_ide.replay.tree import FileChange, environment_changes, tracked_sections
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +53,9 @@ def make_repo(path: Path, branch: str = INSTANCE) -> Path:
     return path
 
 
+OBSERVATION = "<returncode>{{ output.returncode }}</returncode>\n<output>\n{{ output.output }}</output>"
+
+
 def mini_trajectory(path: Path, steps: list[tuple[str, str, int, str]], submission: str = "") -> Path:
     """A mini-swe-agent-1 trajectory: each step (thought, command, return code, output), then the submit."""
     messages = [
@@ -66,7 +69,8 @@ def mini_trajectory(path: Path, steps: list[tuple[str, str, int, str]], submissi
             submission if command == SUBMIT else f"<returncode>{returncode}</returncode>\n<output>\n{output}</output>"
         )
         messages.append({"role": "user", "content": text})
-    info = {"exit_status": "Submitted", "submission": submission, "config": {"environment": {"timeout": 60}}}
+    config = {"environment": {"timeout": 60}, "agent": {"action_observation_template": OBSERVATION}}
+    info = {"exit_status": "Submitted", "submission": submission, "config": config}
     data = {"trajectory_format": "mini-swe-agent-1", "instance_id": INSTANCE, "info": info, "messages": messages}
     path.write_text(json.dumps(data))
     return path
@@ -124,6 +128,9 @@ def test_a_hand_made_run_measures_what_each_prompt_held(demo: tuple[Path, Path],
     assert report.steps[3].references == ["15"] and report.steps[4].references == []
     assert all(report.steps[3].agents[agent].references.present == 1 for agent in AGENTS)
     assert "omega_value = 2" in done.stdout and "the final tracked files are equal" in done.stdout
+    # every replayed output is the original's: full history on them is the original, request for request
+    billed = [[(s.agents[a].raw, s.agents[a].cached, s.agents[a].bill) for s in report.steps] for a in AGENTS[1:]]
+    assert billed == [[(s.agents[HISTORY].raw, s.agents[HISTORY].cached, s.agents[HISTORY].bill) for s in report.steps]]
     page = (tmp_path / "out" / f"{INSTANCE}.html").read_text()
     assert 'id="replay-misses"' in page and "m.py:25: omega_value = 2" in page
     wire = [json.loads(line) for line in (tmp_path / "out" / "wire.jsonl").read_text().splitlines()]
@@ -225,6 +232,18 @@ def test_a_failing_command_is_recorded_and_the_replay_goes_on(tmp_path: Path) ->
     assert "1 replayed commands ended with another return code than in the original (steps 1)" in done.stdout
     operations = json.loads(Path(report.run_trajectory).read_text())["operations"]
     assert "ModuleNotFoundError" in operations[0]["observation"]
+    # full history on the replay's outputs: the traceback where the original's request held "ok", rendered alike
+    grown = len(f"<returncode>1</returncode>\n<output>\n{operations[0]['observation']}\n</output>") - len(
+        "<returncode>0</returncode>\n<output>\nok\n</output>"
+    )
+    original, history = ([(s.agents[a].raw, s.agents[a].cached) for s in report.steps] for a in ("original", HISTORY))
+    assert history == [
+        original[0],
+        (original[1][0] + grown, original[1][1]),
+        (original[2][0] + grown, original[2][1] + grown),
+    ]
+    assert report.bill_ratio(None, HISTORY) < report.bill_ratio() and grown > 0
+    assert "bill of full history on the replay's outputs" in done.stdout
 
 
 def test_files_the_original_found_changed_are_changed_before_the_first_step(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -68,6 +68,8 @@ class Trajectory:
     submission: str = ""
     command_timeout: float | None = None
     workdir: str | None = None  # where the original's commands ran, when it is a fixed path (/testbed)
+    observation_template: str = ""  # how the original rendered a command's output and return code (Jinja2)
+    observed: dict[int, int] = field(default_factory=dict)  # a request message's position → the step (0-based) it shows
 
 
 def load(path: Path) -> Trajectory:
@@ -115,6 +117,7 @@ def mini_trajectory(data: dict[str, Any]) -> Trajectory:
     found = PR_DESCRIPTION.search(instance)
     raw_steps: list[tuple[str, str, dict[str, Any], str]] = []
     requests: list[Request] = []
+    observed: dict[int, int] = {}
     for position, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
@@ -128,6 +131,8 @@ def mini_trajectory(data: dict[str, Any]) -> Trajectory:
         command = block.group(1)
         following = messages[position + 1] if position + 1 < len(messages) else {"role": "", "content": ""}
         observation = following["content"] if following["role"] == "user" else ""
+        if following["role"] == "user":
+            observed[position + 1] = len(raw_steps)
         if command.strip().startswith(f"echo {MINI_SUBMIT}"):
             raw_steps.append((thought, "submit", {}, observation))
             break
@@ -155,6 +160,8 @@ def mini_trajectory(data: dict[str, Any]) -> Trajectory:
         submission=str(info.get("submission") or ""),
         command_timeout=timeout,
         workdir=absolute((config.get("environment") or {}).get("cwd") or "/testbed"),
+        observation_template=str((config.get("agent") or {}).get("action_observation_template") or ""),
+        observed=observed,
     )
 
 

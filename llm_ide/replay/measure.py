@@ -8,10 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jinja2 import TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+
 from llm_ide.replay.endpoint import prompt_chars, shared_prefix
 from llm_ide.replay.formats import Message, Request, Step, Trajectory
 from llm_ide.replay.metrics import EditLines, Text, edit_lines, grounding, recall, references, rewritten
-from llm_ide.replay.model import AgentStep, Fraction, Miss, Prices, StepReport
+from llm_ide.replay.model import HISTORY, AgentStep, Fraction, Miss, Prices, StepReport
 from llm_ide.replay.script import WireCall
 from llm_ide.replay.tree import TreeWatch
 
@@ -38,6 +41,27 @@ def original_calls(requests: list[Request]) -> list[Priced]:
         priced.append(Priced(request.step, request.messages, prompt_chars(request.messages), cached, request.response))
         previous = request.messages
     return priced
+
+
+def full_history_calls(trajectory: Trajectory, operations: list[dict[str, Any]]) -> list[Priced] | None:
+    """The original's requests as full history sends them on the replay's own outputs: each observation rendered again
+    by the original's template over the replayed command's output (as the run recorded it, its last line ended) and
+    return code: both agents billed for the same session where this machine's commands print otherwise than the
+    original's did (None: no template)."""
+    if not trajectory.observation_template or not trajectory.requests:
+        return None
+    try:
+        template = SandboxedEnvironment(keep_trailing_newline=True).from_string(trajectory.observation_template)
+        messages = list(trajectory.requests[-1].messages)
+        for position, index in trajectory.observed.items():
+            operation = operations[index] if index < len(operations) else {}
+            if position < len(messages) and operation.get("returncode") is not None:
+                shown = str(operation.get("observation") or "")  # the run keeps it without its last newline
+                output = {"output": shown and f"{shown}\n", "returncode": operation["returncode"]}
+                messages[position] = {"role": "user", "content": template.render(output=output)}
+    except TemplateError:
+        return None
+    return original_calls([Request(r.step, messages[: len(r.messages)], r.response) for r in trajectory.requests])
 
 
 def wire_calls(calls: list[WireCall]) -> list[Priced]:
@@ -107,6 +131,7 @@ def measure(
     """Every step the replay reached: the bill of each agent's calls, and what the prompt that issued its action held
     of the command's edit and references."""
     agents = {"llm-ide": wire_calls(calls), "original": original_calls(trajectory.requests)}
+    history = full_history_calls(trajectory, operations)
     system = calls[0].messages[0]["content"] if calls and calls[0].messages[0]["role"] == "system" else ""
     fixed = Text(f"{trajectory.fixed_text}\n{system}")
     seen = {"original": "", "llm-ide": ""}
@@ -124,6 +149,8 @@ def measure(
             if mine:  # the prompt that issued the action: the step's last request
                 prompt = Text.of(issuing_prompt(agent, mine))
                 fidelity(figures[agent], edit, tokens, prompt, number, agent, misses)
+        if history is not None:  # billed only: what it holds is the original's, outputs aside
+            figures[HISTORY] = agent_step([call for call in history if call.step == number], prices)
         reports.append(
             StepReport(
                 step=number,

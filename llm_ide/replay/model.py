@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field
 from llm_ide.pricing import PROFILES, Price
 
 AGENTS = ("llm-ide", "original")
+HISTORY = "full history"  # the original's requests on the replay's own outputs (measure.full_history_calls)
 MARKS = (10, 20, 30)
 
 
@@ -125,6 +126,10 @@ class ReplayReport(BaseModel):
     environment_changes: list[str] = Field(default_factory=list)  # changed as the original's environment had them
     diverged: str = ""  # why the replayed actions stopped following the trajectory, if they did
 
+    def billed(self, agent: str) -> bool:
+        """Whether every step has `agent`'s figures (HISTORY: not for a trajectory without its observation template)."""
+        return bool(self.steps) and all(agent in step.agents for step in self.steps)
+
     def totals(self, agent: str, until: int | None = None) -> AgentStep:
         total = AgentStep()
         for step in self.steps:
@@ -136,10 +141,10 @@ class ReplayReport(BaseModel):
         total = self.totals(agent, until)
         return self.prices.input_cost(total.raw, total.cached)
 
-    def bill_ratio(self, until: int | None = None) -> float | None:
-        if until is not None and until > len(self.steps):
+    def bill_ratio(self, until: int | None = None, against: str = "original") -> float | None:
+        if (until is not None and until > len(self.steps)) or not self.billed(against):
             return None
-        ours, theirs = self.totals("llm-ide", until).bill, self.totals("original", until).bill
+        ours, theirs = self.totals("llm-ide", until).bill, self.totals(against, until).bill
         return ours / theirs if theirs else None
 
     def input_ratio(self, until: int | None = None) -> float | None:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from llm_ide.replay.model import AGENTS, MARKS, AgentStep, Fraction, ReplayReport
+from llm_ide.replay.model import AGENTS, HISTORY, MARKS, AgentStep, Fraction, ReplayReport
 from llm_ide.terminal import terminal_safe
 
 
@@ -79,6 +79,14 @@ def totals_rows(report: ReplayReport) -> list[tuple[str, str, str, str]]:
         for mark in MARKS
         if mark <= len(report.steps)
     ]
+    if report.billed(HISTORY):  # the same session for both agents, where the replay's outputs differ
+        history = report.totals(HISTORY).bill
+        rows.append(("bill of full history on the replay's outputs", "", f"{history:,.0f}", ratio(ours.bill / history)))
+        rows += [
+            (f"  up to step {mark}", "", "", ratio(report.bill_ratio(mark, HISTORY)))
+            for mark in MARKS
+            if mark <= len(report.steps)
+        ]
     rows.append(("", "", "", ""))
     fidelity = (
         ("edit grounding (pre-image lines)", lambda t: t.pre_image),
