@@ -106,10 +106,15 @@ def read_through(ctx: AgentContext, active: list[Chunk]) -> dict[str, set[int]]:
     share, view = ctx.settings.memory.read_through, ctx.codebase.view
     if not share:
         return {}
+    at_most: dict[str, int] = {}  # the lines of a file's chunks, overlaps counted twice: most files fall short of it
+    for chunk in active:
+        at_most[chunk.file_path] = at_most.get(chunk.file_path, 0) + len(chunk.lines)
+    needed = {path: share * (view.line_count(path) or 1) for path in at_most}
     seen: dict[str, set[int]] = {}
     for chunk in sorted(active, key=lambda chunk: chunk.activity.score, reverse=True):
-        seen.setdefault(chunk.file_path, set()).update(chunk.lines)
-    return {path: lines for path, lines in seen.items() if len(lines) >= share * (view.line_count(path) or 1)}
+        if at_most[chunk.file_path] >= needed[chunk.file_path]:
+            seen.setdefault(chunk.file_path, set()).update(chunk.lines)
+    return {path: lines for path, lines in seen.items() if len(lines) >= needed[path]}
 
 
 def clip(text: str, limit: int) -> str:

@@ -51,7 +51,7 @@ def full_history_calls(trajectory: Trajectory, operations: list[dict[str, Any]])
     if not trajectory.observation_template or not trajectory.requests:
         return None
     try:
-        template = SandboxedEnvironment(keep_trailing_newline=True).from_string(trajectory.observation_template)
+        template = SandboxedEnvironment().from_string(trajectory.observation_template)
         messages = list(trajectory.requests[-1].messages)
         for position, index in trajectory.observed.items():
             operation = operations[index] if index < len(operations) else {}
