@@ -16,7 +16,8 @@ from conftest import require_bwrap
 from in_process import invoke
 
 from llm_ide.environments.sandbox import bwrap_path
-from llm_ide.replay.formats import load
+from llm_ide.replay.formats import Request, Trajectory, load
+from llm_ide.replay.measure import full_history_calls
 from llm_ide.replay.metrics import Text, edit_lines, occurs, references
 from llm_ide.replay.model import AGENTS, HISTORY, ReplayReport
 from llm_ide.replay.tree import FileChange, environment_changes, tracked_sections
@@ -439,3 +440,33 @@ def test_a_real_trajectory_replays_to_its_submission_with_the_bench_figures(shar
     assert figures["edit_grounding"] == report.totals("llm-ide").pre_image.value
     assert figures["mini_reference_recall"] == report.totals("original").references.value == 1.0
     assert bench.stdout.strip().splitlines()[-1].startswith("RESULT gpt_bill_10=")
+
+
+@pytest.mark.parametrize(
+    ("template", "shown"),
+    [
+        ("{{ output.returncode }}: {{ output.output | length }}", "0: 6"),  # the output ended as a shell prints it
+        ("{{ ''.__class__ }}{{ output.output }}", "hello\n"),  # sandboxed: no attribute of Python's own
+        ("{{ output.returncode + 'x' }}", None),  # a template that fails leaves the side out, the replay goes on
+        ("{% for i in range(10**9) %}x{% endfor %}", None),
+        ("{{ output", None),
+    ],
+)
+def test_full_history_renders_the_replayed_output_with_the_trajectory_s_own_template(
+    template: str, shown: str | None
+) -> None:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    messages += [{"role": "assistant", "content": "a"}, {"role": "user", "content": "the original's output"}]
+    requests = [Request(1, messages[:2], "a"), Request(2, messages, "b")]
+    trajectory = Trajectory(
+        "mini-swe-agent-1", "task", [], requests, "", observation_template=template, observed={3: 0}
+    )
+    calls = full_history_calls(trajectory, [{"returncode": 0, "observation": "hello"}])
+    if shown is None:
+        assert calls is None
+        return
+    assert calls is not None and [call.messages for call in calls] == [
+        messages[:2],
+        [*messages[:3], {"role": "user", "content": shown}],
+    ]
+    assert [(call.raw, call.cached) for call in calls] == [(5, 0), (6 + len(shown), 5)]

@@ -59,7 +59,7 @@ def full_history_calls(trajectory: Trajectory, operations: list[dict[str, Any]])
                 shown = str(operation.get("observation") or "")  # the run keeps it without its last newline
                 output = {"output": shown and f"{shown}\n", "returncode": operation["returncode"]}
                 messages[position] = {"role": "user", "content": template.render(output=output)}
-    except TemplateError:
+    except (TemplateError, TypeError, ValueError, KeyError, ArithmeticError):  # the trajectory's template, not ours
         return None
     return original_calls([Request(r.step, messages[: len(r.messages)], r.response) for r in trajectory.requests])
 
