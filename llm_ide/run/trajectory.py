@@ -17,6 +17,7 @@ FORMAT = "llm-ide-1"
 
 
 GROWTH = 1.2  # the trajectory is rewritten when the run has 20% more operations than when it was last written
+GAP = 3  # and at least this many more (the first steps would rewrite it at every step)
 
 
 class Recorder:
@@ -27,8 +28,9 @@ class Recorder:
     resume appears again: the last record of an index wins.
     `<run>.traj.json`: info, operations, code context and the model calls without their prompts (the log holds
     them; `load_trajectory` puts them back). It is rewritten by a background thread, in order, whenever the run has
-    grown by a fifth (after steps 1-6, 8, 10, 12, 15, 18, 22, …) and at the end (`save`), atomically: the bytes
-    written stay within a constant multiple of the trajectory's size, so they grow with the steps, not their square.
+    grown by a fifth and by three steps (after steps 1, 4, 7, 10, 13, 16, 20, 24, 29, …) and at the end (`save`),
+    atomically: the bytes written stay within a constant multiple of the trajectory's size, so they grow with the
+    steps, not their square.
     `written` counts them (rewrites and log records), the same for the same run whatever the threads' timing.
     `extra_info`: what the run's variants add to the info from the state."""
 
@@ -66,7 +68,8 @@ class Recorder:
         """Queue the state for the writer thread; between the scheduled rewrites (see the class) nothing is written
         unless `force`."""
         steps = state.get("n_operations", 0)
-        if not force and steps < self._written_steps * GROWTH:
+        last = self._written_steps
+        if not force and steps < (max(last * GROWTH, last + GAP) if last else 0):
             return
         self._written_steps = steps
         with self._changed:
