@@ -120,13 +120,13 @@ def test_killed_batch_resumes_without_redoing_finished_instances(tiny_dataset: T
     args = batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers=1)
     batch = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_for(lambda: preds_ids(output) == ["demo__calc-1"] and len(operations(output, "demo__text-1")) >= 2)
+        wait_for(lambda: preds_ids(output) == ["demo__calc-1"] and len(operations(output, "demo__text-1")) >= 1)
     finally:
         os.killpg(batch.pid, signal.SIGKILL)
         batch.wait()
     at_kill = operations(output, "demo__text-1")
     finished = (output / "demo__calc-1" / "demo__calc-1.traj.json").read_text()
-    assert len(at_kill) in (2, 3) and not (output / "demo__shapes-1").exists()
+    assert len(at_kill) in (1, 2, 3) and not (output / "demo__shapes-1").exists()  # killed before its fix
 
     rerun = in_process(args)
     assert rerun.returncode == 0, rerun.stderr

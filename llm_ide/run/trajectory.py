@@ -16,8 +16,7 @@ from llm_ide.version import __version__
 FORMAT = "llm-ide-1"
 
 
-GROWTH = 1.2  # the trajectory is rewritten when the run has 20% more operations than when it was last written
-GAP = 3  # and at least this many more (the first steps would rewrite it at every step)
+GROWTH, GAP = 1.2, 3  # the trajectory is rewritten when the run has 20% more operations, and 3, than when last written
 
 
 class Recorder:
@@ -28,9 +27,8 @@ class Recorder:
     resume appears again: the last record of an index wins.
     `<run>.traj.json`: info, operations, code context and the model calls without their prompts (the log holds
     them; `load_trajectory` puts them back). It is rewritten by a background thread, in order, whenever the run has
-    grown by a fifth and by three steps (after steps 1, 4, 7, 10, 13, 16, 20, 24, 29, …) and at the end (`save`),
-    atomically: the bytes written stay within a constant multiple of the trajectory's size, so they grow with the
-    steps, not their square.
+    grown by a fifth and by 3 steps (after steps 1, 4, 7, 10, 13, 16, 20, 24, 29, …) and at the end (`save`),
+    atomically: the bytes written stay within a constant multiple of its size, growing with the steps, not their square.
     `written` counts them (rewrites and log records), the same for the same run whatever the threads' timing.
     `extra_info`: what the run's variants add to the info from the state."""
 
@@ -43,7 +41,7 @@ class Recorder:
         self._calls: dict[int, bytes] = {}
         self._nodes: dict[int, bytes] = {}
         self._log = CallLog(self.calls_path, legacy=output_dir / f"{run_id}.calls.jsonl")
-        self._written_steps = 0
+        self._due = 0  # the operations at which the next rewrite is due
         self.written = 0
         self._changed = threading.Condition()
         self._queue: deque[tuple[dict[str, Any], dict[str, Any], list[bytes]]] = deque()
@@ -68,10 +66,9 @@ class Recorder:
         """Queue the state for the writer thread; between the scheduled rewrites (see the class) nothing is written
         unless `force`."""
         steps = state.get("n_operations", 0)
-        last = self._written_steps
-        if not force and steps < (max(last * GROWTH, last + GAP) if last else 0):
+        if not force and steps < self._due:
             return
-        self._written_steps = steps
+        self._due = max(steps * GROWTH, steps + GAP) if steps else 0
         with self._changed:
             self._raise()
             calls = [line for index, line in sorted(self._calls.items()) if index < state_calls(state)]
