@@ -46,13 +46,10 @@ def code_context_text(
     shown = [chunk for chunk in shown if chunk.file_path not in files]
     view = ctx.codebase.view
     view.refresh([*files, *(chunk.file_path for chunk in shown)])
-    size, beside = view.sizes(shown), [i for i, chunk in enumerate(shown) if chunk.file_path in through]
-    rest = [i for i in range(len(shown)) if i not in beside]
-    trimmed = trim_to_budget(
-        [shown[i] for i in rest], lambda j: size(rest[j]), ctx.settings.memory.context_budget_chars
-    )
-    kept = {id(chunk) for chunk in trimmed} | {id(shown[i]) for i in beside}
-    shown = [chunk for chunk in shown if id(chunk) in kept]
+    budgeted = [chunk for chunk in shown if chunk.file_path not in through]  # a file read through: beside it
+    trimmed = trim_to_budget(budgeted, view.sizes(budgeted), ctx.settings.memory.context_budget_chars)
+    kept = {id(chunk) for chunk in trimmed}
+    shown = [chunk for chunk in shown if chunk.file_path in through or id(chunk) in kept]
     shown = [*(Chunk(path, list(range(1, view.line_count(path) + 1))) for path in files), *shown]
     if hide is not None:
         return view.render(shown, reread=False, hide=hide) if shown else ""
