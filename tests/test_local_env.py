@@ -19,20 +19,7 @@ from llm_ide.environments.output import OutputCap
 from llm_ide.environments.sandbox import absent, resolve_inside
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def process_gone(pid: int, wait: float = 5.0) -> bool:
-    """True once `pid` no longer runs (absent, or a zombie waiting for its new parent to reap it)."""
-    end = time.monotonic() + wait
-    while time.monotonic() < end:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in {"Z", "X"}:
-            return True
-        time.sleep(0.05)
-    return False
+DEADLINE = 60  # seconds a loaded machine may take to start or end a child (the README's line under -n: 10 was short)
 
 
 def running(marker: str, where: str = "cmdline") -> list[int]:
@@ -51,7 +38,7 @@ def running(marker: str, where: str = "cmdline") -> list[int]:
     return found
 
 
-def all_gone(marker: str, wait: float = 5.0, where: str = "cmdline") -> bool:
+def all_gone(marker: str, wait: float = 30.0, where: str = "cmdline") -> bool:
     end = time.monotonic() + wait
     while running(marker, where):
         if time.monotonic() > end:
@@ -222,12 +209,12 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
     )
     assert process.stdout is not None and process.stdout.readline() == "running\n"
     pid_file = tmp_path / "child.pid"
-    end = time.monotonic() + 10
+    end = time.monotonic() + DEADLINE
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert time.monotonic() < end, "the command did not start"
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=10)
+    _, stderr = process.communicate(timeout=DEADLINE)
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
     assert all_gone("300.5"), "Ctrl-C left the command's child running"
 
@@ -243,13 +230,13 @@ def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
     )
     process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
     pid_file = tmp_path / "command.pid"
-    end = time.monotonic() + 10
+    end = time.monotonic() + DEADLINE
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert time.monotonic() < end, "the command did not start"
         time.sleep(0.05)
     assert running("300.6")
     process.kill()
-    process.wait(timeout=10)
+    process.wait(timeout=DEADLINE)
     assert all_gone("300.6"), "the command outlived the SIGKILLed agent"
 
 
