@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -192,6 +193,38 @@ def test_own_tools_dir_is_removed_on_close(tmp_path: Path) -> None:
     assert tools.is_dir() and tools != tmp_path
     environment.close()
     assert not tools.exists() and tmp_path.exists()
+
+
+NEVER_CLOSED = """
+import os, sys
+from pathlib import Path
+from llm_ide.environments import LocalEnvironment
+env = LocalEnvironment(Path(sys.argv[1]))
+folders = [env.tools_root, env.scratch, str(Path(env.private_dir("x")).parent)]
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # a normal exit: its interpreter's finalizers run, not for the parent's folders
+os.waitpid(child, 0)
+print(*[Path(folder).is_dir() for folder in folders], *folders)
+"""
+
+
+def test_an_environment_never_closed_removes_its_temp_folders_when_dropped_or_at_exit(tmp_path: Path) -> None:
+    """A Python API caller that never closes its environment leaves no temp folder on the host: dropped, the
+    environment removes its own (tools, scratch, private); left open at the interpreter's exit, the same; a forked
+    child that exits normally leaves its parent's."""
+    environment = LocalEnvironment(tmp_path)
+    folders = [Path(environment.tools_root), Path(str(environment.scratch)), Path(environment.private_dir("x")).parent]
+    assert [folder.is_dir() for folder in folders] == [True, True, True]
+    del environment
+    gc.collect()
+    assert [folder for folder in folders if folder.exists()] == []
+    done = subprocess.run([sys.executable, "-c", NEVER_CLOSED, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    *alive, tools, scratch, private = done.stdout.split()
+    assert alive == ["True", "True", "True"]
+    assert [Path(folder).name.split("-")[2] for folder in (tools, scratch, private)] == ["tools", "tmp", "private"]
+    assert [folder for folder in (tools, scratch, private) if Path(folder).exists()] == []
 
 
 def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None:

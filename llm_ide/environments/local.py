@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import time
 import uuid
+import weakref
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from llm_ide.environments.output import OnOutput, OutputCap, append_note, defaul
 from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_adopted, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
-from llm_ide.environments.scratch import owned_tempdir
+from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
 from llm_ide.environments.views import check_mount_point, git_paths, readable_paths
 from llm_ide.errors import RepositoryLost, UsageError
@@ -150,6 +151,8 @@ class LocalEnvironment:
         self._views(writable or [], readable, secluded or [])
         owned = [self.tools_root] if self._owns_tools else []
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
+        # its temp folders go with it, closed or not: dropped, or at the interpreter's exit (a Python API caller's)
+        self._remove_folders = weakref.finalize(self, remove_folders, self.leftovers.folders, os.getpid())
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
@@ -345,11 +348,7 @@ class LocalEnvironment:
         if self.containment == "subreaper":
             kill_adopted(self.env[TOKEN], self._groups)
         self.confinement.close()
-        if self._owns_tools:
-            shutil.rmtree(self.tools_root, ignore_errors=True)
-        for folder in (self._private, self.scratch):
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+        self._remove_folders()
         self._private = self.scratch = None
         self.leftovers.close()
 

@@ -41,6 +41,13 @@ def owned_tempdir(kind: str) -> str:
     return tempfile.mkdtemp(prefix=owned_name(kind))
 
 
+def remove_folders(folders: list[str], owner: int) -> None:
+    """Removes `folders` in their owner's process only (a forked child that exits normally leaves them)."""
+    if os.getpid() == owner:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def owner_gone(name: str) -> bool:
     """Whether `name` is owned (see `owned_name`) by a process of this PID namespace that no longer runs; a name of
     another namespace's process is never judged from here."""
