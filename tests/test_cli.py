@@ -67,6 +67,42 @@ def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path:
     assert "../" not in result.stdout and "shared/" not in result.stdout  # no path outside the repository
 
 
+def listings() -> list[tuple[str, dict[str, str]]]:
+    """Each group of `llm-ide` (sub-apps included) with its commands' help as their sources say it."""
+    import typer.main
+
+    from llm_ide.cli import app
+
+    def walk(command: Any, prefix: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
+        if not hasattr(command, "list_commands"):
+            return []
+        context = command.context_class(command)
+        subs = {name: command.get_command(context, name) for name in command.list_commands(context)}
+        listed = {name: sub.help or "" for name, sub in subs.items()}
+        below = [item for name, sub in subs.items() for item in walk(sub, (*prefix, name))]
+        return [(" ".join(prefix), listed), *below]
+
+    return walk(typer.main.get_command(app), ())
+
+
+GROUPS = listings()
+
+
+@pytest.mark.parametrize(("group", "helps"), GROUPS, ids=[group or "llm-ide" for group, _ in GROUPS])
+def test_a_groups_list_gives_each_command_its_first_paragraph_unbroken(
+    group: str, helps: dict[str, str], tmp_path: Path
+) -> None:
+    """On a terminal wide enough, each command is one row holding its help's first paragraph whole: the source's line
+    breaks do not break it (typer's rich help keeps them; llm_ide/cli/lazy.py flows them)."""
+    env = {**os.environ, "COLUMNS": "2000", "TERM": "dumb"}
+    result = llm_ide(*group.split(), "--help", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    section = result.stdout.split("─ Commands ")[1]
+    rows = [line.strip("│ ").split(maxsplit=1) for line in section.splitlines() if line.startswith("│")]
+    expected = {name: text.split("\n\n")[0].replace("\n", " ") for name, text in helps.items()}
+    assert {name: text.rstrip("│ ") for name, text in rows} == expected
+
+
 def test_the_defaults_help_shows_are_the_loaded_configs_values() -> None:
     """--help reads them from the bundled YAML (no settings validated at start-up): each is the validated value."""
     from llm_ide.cli.console import bundled_value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,11 +38,27 @@ class Lazy:
             single.command(name)(target)
             command = typer.main.get_command(single)
         command.name = name
+        flow(command)
         return command
 
     def help(self) -> str:
         """The command's help as its source says it (a function's docstring, a typer app's `help=`), unimported."""
-        return source_help(HERE / f"{self.module}.py", self.attribute)
+        return flowing(source_help(HERE / f"{self.module}.py", self.attribute))
+
+
+def flowing(text: str) -> str:
+    """Help text with each paragraph on one line: typer's rich help keeps a docstring's line breaks (a command's row
+    in its group's list would break where the source does); rich wraps the line to the terminal instead. A paragraph
+    marked `\\b` stays as written (click's mark)."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(part if part.startswith("\b") else " ".join(part.split("\n")) for part in paragraphs)
+
+
+def flow(command: Any) -> None:
+    """`flowing` on the help of `command` and of every command under it."""
+    command.help = flowing(command.help or "")
+    for sub in getattr(command, "commands", {}).values():
+        flow(sub)
 
 
 @cache
