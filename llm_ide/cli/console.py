@@ -58,14 +58,23 @@ class StepPrinter:
             console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
         elif event.kind == "step":
             self.step(event)
+        elif event.kind == "verdict":
+            self.failed(event)
         elif event.kind == "format_error":
             rejected, limit = event.rejected
             why = (terminal_safe(event.observation).strip().splitlines() or [""])[0]
-            why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS].rsplit(" ", 1)[0] + " …"  # whole words
             console.print(
                 f"[bold cyan]step {event.step:>3}[/] [yellow]✗ reply rejected ({rejected} of {limit} in a row): "
-                f"{escape(why)}[/]"
+                f"{escape(whole_words(why))}[/]"
             )
+
+    def failed(self, event: Any) -> None:
+        """An operation the model judged a failed alternative (a sibling takes its place), with its lesson."""
+        text = Text.assemble((f"step {event.step:>3}", "bold cyan"), " ", ("✗ a failed alternative", "yellow"))
+        lesson = first_meaningful_line(terminal_safe(event.observation)).strip() if self.thoughts else ""
+        if lesson:
+            text.append(": " + whole_words(lesson))
+        console.print(text)
 
     def step(self, event: Any) -> None:
         """One print of styled text: the action, the thought and the output as written (no markup, no emoji codes)."""
@@ -81,6 +90,11 @@ class StepPrinter:
 
 
 print_event = StepPrinter()
+
+
+def whole_words(text: str, limit: int = WHY_CHARS) -> str:
+    """`text`, or its first `limit` characters cut at a word."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def first_meaningful_line(text: str) -> str:

@@ -20,6 +20,7 @@ from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.variant import AgentContext
+from llm_ide.verdict import bad
 from llm_ide.workspace.lifecycle import previous_submission, recover_submission
 
 log = logging.getLogger("llm_ide.run")
@@ -136,11 +137,19 @@ class RunOutputs:
             self.recorder.write(state, self.info)
             if prune_every and self.steps % prune_every == 0:
                 prune(self.thread.saver, self.run_id)
+            self.tell_failed(state["operations"])
             node, usage = state["operations"][-1], state.get("usage") or empty_usage()
             action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
             done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
             self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
             log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
+
+    def tell_failed(self, operations: list[Any]) -> None:
+        """The operation before the latest, told when its verdict (which came with the latest) made it a failed
+        alternative: its lessons, else its summary."""
+        if len(operations) > 1 and bad(previous := operations[-2]):
+            lessons = previous.lessons or previous.summary
+            self.emit(RunEvent(self.run_id, "verdict", step=previous.id + 1, observation=lessons))
 
     def tell_rejected(self, state: dict[str, Any], limit: int) -> None:
         """A reply that could not be used (one more format error in a row: a new `retry`), told as it happens, why."""
