@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from agent_script import BUGGY_FILES, act, reflect, write_script
 from conftest import make_git_repo
 from langgraph.checkpoint.base import copy_checkpoint
@@ -93,6 +94,24 @@ def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_
     assert [step for step, _, _ in seen] == [1, 1, 2, 2]  # a rejected reply each, then the step
     assert {(threshold, frozen) for _, threshold, frozen in seen} == {((LOOP_GC_THRESHOLD, *before[1:]), True)}
     assert (gc.get_threshold(), gc.get_freeze_count() > 0) == (before, frozen)
+
+
+@pytest.mark.parametrize("single_call", [True, False])
+def test_each_operation_judged_bad_is_told_once_after_its_step_with_its_lessons(
+    tmp_path: Path, single_call: bool
+) -> None:
+    """The Python API's events: a `verdict` event for each operation its next reply judged a failed alternative
+    (its step, its lessons, else its summary), between its step and the next; none for a good one."""
+    script = [act("Look.", "bash", command="echo 0"), reflect(True, "a dead end", "echo says nothing here")]
+    script += [act("Again.", "bash", command="echo 1"), reflect(False, "it printed")]
+    script += [act("Once more.", "bash", command="echo 2"), reflect(True, "no use")]
+    script += [act("Done.", "submit")]
+    told: list[RunEvent] = []
+    result = look(tmp_path, script, on_event=told.append, single_call=single_call)
+    assert result.exit_status == "submitted"
+    shown = [(event.kind, event.step) for event in told if event.kind in ("step", "verdict")]
+    assert shown == [("step", 1), ("verdict", 1), ("step", 2), ("step", 3), ("verdict", 3), ("step", 4)]
+    assert [event.observation for event in told if event.kind == "verdict"] == ["echo says nothing here", "no use"]
 
 
 def test_the_saves_of_a_run_are_made_on_its_own_thread(tmp_path: Path) -> None:
