@@ -3,8 +3,8 @@
 # (Debian bookworm with only Python 3.11, venv, pip and git; scripts/build_base_image.sh) holding a fresh clone of
 # this repository's HEAD (or of REV: the lines of its own README, to compare two revisions on the same machine), the
 # package index reached over the host's network (its CA bundle mounted, as a machine of this network has it). Prints
-# each line's wall time, its CPU (user and system, with all it started) and the test summary; exits with the first
-# failing line's status.
+# each line's wall time, its CPU (user and system, with all it started) and the test summary (a failing test's
+# report too); exits with the first failing line's status.
 # Usage: scripts/fresh_machine.sh [--rev REV] [IMAGE]   (needs docker; default IMAGE: llm-ide-base:bookworm)
 set -euo pipefail
 rev=HEAD
@@ -27,10 +27,14 @@ while IFS= read -r line; do
   n=$((n + 1))
   echo "fresh_machine.sh: line $n: $line" >&2
   TIMEFORMAT="%R s wall, %U s user + %S s sys (children included)"
-  { time { bash -c "set -e; [ -f .venv/bin/activate ] && . .venv/bin/activate; $line" 2>&1 | tail -n 15;
-           status=${PIPESTATUS[0]}; }; } 2> /tmp/line.time
+  { time { bash -c "set -e; [ -f .venv/bin/activate ] && . .venv/bin/activate; $line" > /tmp/line.out 2>&1;
+           status=$?; }; } 2> /tmp/line.time
+  tail -n 15 /tmp/line.out
   echo "fresh_machine.sh: line $n took $(cat /tmp/line.time), exit $status" >&2
-  [ "$status" -eq 0 ] || exit "$status"
+  if [ "$status" -ne 0 ]; then  # a failing test's whole report
+    sed -n '/^=* FAILURES =*$/,/^=* short test summary info =*$/p' /tmp/line.out | head -n 400
+    exit "$status"
+  fi
 done < /work/lines.sh
 INNER
 ca=/etc/ssl/certs/ca-certificates.crt

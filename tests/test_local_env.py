@@ -230,8 +230,10 @@ def test_an_environment_never_closed_removes_its_temp_folders_when_dropped_or_at
 def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
+        import faulthandler, signal
         from pathlib import Path
         from llm_ide.environments import LocalEnvironment
+        faulthandler.register(signal.SIGUSR1, open({str(tmp_path / "stacks")!r}, "w"), all_threads=True)
         env = LocalEnvironment(Path({str(tmp_path)!r}))
         print("running", flush=True)
         env.execute("sleep 300.5 & echo started > child.pid; sleep 300", timeout=600)
@@ -244,12 +246,48 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
     pid_file = tmp_path / "child.pid"
     end = time.monotonic() + DEADLINE
     while not pid_file.exists() or not pid_file.read_text().strip():
-        assert time.monotonic() < end, "the command did not start"
+        if time.monotonic() > end:
+            pytest.fail(stuck(process, tmp_path / "stacks", "the command did not start"))
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=DEADLINE)
+    try:
+        _, stderr = process.communicate(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        pytest.fail(stuck(process, tmp_path / "stacks", "Ctrl-C did not end the agent"))
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
     assert all_gone("300.5"), "Ctrl-C left the command's child running"
+
+
+def stuck(process: subprocess.Popen[str], stacks: Path, what: str) -> str:
+    """Why a child missed its deadline: its threads' Python stacks (its faulthandler writes them to `stacks` on
+    SIGUSR1) and its processes (state, kernel wait, command line), then it is killed."""
+    process.send_signal(signal.SIGUSR1)
+    end = time.monotonic() + DEADLINE
+    while "most recent call first" not in stacks.read_text() and time.monotonic() < end:
+        time.sleep(0.05)
+    tree, level = [], [process.pid]
+    while level:
+        tree += [f"{pid} {read_proc(pid, 'wchan')} {read_proc(pid, 'cmdline').replace(chr(0), ' ')}" for pid in level]
+        level = [
+            int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and parent(entry) in level
+        ]
+    process.kill()
+    _, stderr = process.communicate()
+    return "\n".join([what, stacks.read_text(), *tree, stderr[-2000:]])
+
+
+def parent(entry: Path) -> int:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError):
+        return 0
+
+
+def read_proc(pid: int, name: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
