@@ -37,23 +37,30 @@ def no_tools(tmp_path: Path, **model: object) -> Path:
     return path
 
 
-def leaf_commands() -> list[str]:
-    """Every command line of `llm-ide`, sub-apps included (`tools list`, …); each command imported (cli/lazy.py)."""
+def command_tree() -> list[tuple[str, Any]]:
+    """Every command of `llm-ide` by its command line, groups and sub-apps included (`tools`, `tools list`, …); each
+    command imported (cli/lazy.py)."""
     import typer.main
 
     from llm_ide.cli import app
 
-    def walk(command: Any, prefix: tuple[str, ...]) -> list[str]:
+    def walk(command: Any, prefix: tuple[str, ...]) -> list[tuple[str, Any]]:
+        found = [(" ".join(prefix), command)]
         if hasattr(command, "list_commands"):  # a group (of typer's own click)
             context = command.context_class(command)
-            names = sorted(command.list_commands(context))
-            return [line for name in names for line in walk(command.get_command(context, name), (*prefix, name))]
-        return [" ".join(prefix)]
+            for name in sorted(command.list_commands(context)):
+                found += walk(command.get_command(context, name), (*prefix, name))
+        return found
 
     return walk(typer.main.get_command(app), ())
 
 
-@pytest.mark.parametrize("command", leaf_commands())
+COMMANDS = command_tree()
+GROUPS = [(line, command) for line, command in COMMANDS if hasattr(command, "list_commands")]
+LEAVES = [line for line, command in COMMANDS if not hasattr(command, "list_commands")]
+
+
+@pytest.mark.parametrize("command", LEAVES)
 def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "400", "TERM": "dumb"}
     result = llm_ide(*command.split(), "--help", cwd=tmp_path, env=env)
@@ -67,30 +74,9 @@ def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path:
     assert "../" not in result.stdout and "shared/" not in result.stdout  # no path outside the repository
 
 
-def listings() -> list[tuple[str, dict[str, str]]]:
-    """Each group of `llm-ide` (sub-apps included) with its commands' help as their sources say it."""
-    import typer.main
-
-    from llm_ide.cli import app
-
-    def walk(command: Any, prefix: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
-        if not hasattr(command, "list_commands"):
-            return []
-        context = command.context_class(command)
-        subs = {name: command.get_command(context, name) for name in command.list_commands(context)}
-        listed = {name: sub.help or "" for name, sub in subs.items()}
-        below = [item for name, sub in subs.items() for item in walk(sub, (*prefix, name))]
-        return [(" ".join(prefix), listed), *below]
-
-    return walk(typer.main.get_command(app), ())
-
-
-GROUPS = listings()
-
-
-@pytest.mark.parametrize(("group", "helps"), GROUPS, ids=[group or "llm-ide" for group, _ in GROUPS])
+@pytest.mark.parametrize(("group", "command"), GROUPS, ids=[group or "llm-ide" for group, _ in GROUPS])
 def test_a_groups_list_gives_each_command_its_first_paragraph_unbroken(
-    group: str, helps: dict[str, str], tmp_path: Path
+    group: str, command: Any, tmp_path: Path
 ) -> None:
     """On a terminal wide enough, each command is one row holding its help's first paragraph whole: the source's line
     breaks do not break it (typer's rich help keeps them; llm_ide/cli/lazy.py flows them)."""
@@ -99,6 +85,7 @@ def test_a_groups_list_gives_each_command_its_first_paragraph_unbroken(
     assert result.returncode == 0, result.stderr
     section = result.stdout.split("─ Commands ")[1]
     rows = [line.strip("│ ").split(maxsplit=1) for line in section.splitlines() if line.startswith("│")]
+    helps = {name: sub.help or "" for name, sub in command.commands.items()}
     expected = {name: text.split("\n\n")[0].replace("\n", " ") for name, text in helps.items()}
     assert {name: text.rstrip("│ ") for name, text in rows} == expected
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import in_terminal, make_git_repo
 from in_process import invoke
@@ -112,18 +113,21 @@ def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None
 LESSON = "The odd-length branch of median is correct (median([3, 1, 2]) == 2); only even-length input is wrong."
 
 
+@pytest.mark.parametrize(
+    ("flag", "told"),
+    [
+        ("--thoughts", f"step   2 ✗ a failed alternative: {LESSON}"),
+        ("--no-thoughts", "step   2 ✗ a failed alternative"),
+    ],
+)
 def test_an_operation_judged_a_failed_alternative_is_told_with_its_lesson_once_its_verdict_comes(
-    tmp_path: Path,
+    flag: str, told: str, tmp_path: Path
 ) -> None:
     """The demo's second step (a refuted hypothesis) is judged bad with the third step's reply: the console says so
     between the two, with its lesson (without it under --no-thoughts), and no other step is marked."""
-    for flag, told in (
-        ("--thoughts", f"step   2 ✗ a failed alternative: {LESSON}"),
-        ("--no-thoughts", "step   2 ✗ a failed alternative"),
-    ):
-        result = invoke("demo", "--output", str(tmp_path / flag), flag, env=environment())
-        assert result.returncode == 0, result.stdout + result.stderr
-        lines = result.stdout.splitlines()
-        steps = [line for line in lines if line.startswith("step ")]
-        assert steps[1].startswith("step   2 bash: python3 -c") and steps[3] == "step   3 edit calc/stats.py"
-        assert steps[2] == told and [line for line in lines if "✗" in line] == [told]
+    result = invoke("demo", "--output", str(tmp_path / "demo"), flag, env=environment())
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    steps = [line for line in lines if line.startswith("step ")]
+    assert steps[1].startswith("step   2 bash: python3 -c") and steps[3] == "step   3 edit calc/stats.py"
+    assert steps[2] == told and [line for line in lines if "✗" in line] == [told]

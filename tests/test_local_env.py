@@ -269,18 +269,18 @@ def stuck(process: subprocess.Popen[str], stacks: Path, what: str) -> str:
     while level:
         tree += [f"{pid} {read_proc(pid, 'wchan')} {read_proc(pid, 'cmdline').replace(chr(0), ' ')}" for pid in level]
         level = [
-            int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and parent(entry) in level
+            int(entry.name)
+            for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and parent(int(entry.name)) in level
         ]
     process.kill()
     _, stderr = process.communicate()
     return "\n".join([what, stacks.read_text(), *tree, stderr[-2000:]])
 
 
-def parent(entry: Path) -> int:
-    try:
-        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError):
-        return 0
+def parent(pid: int) -> int:
+    fields = read_proc(pid, "stat").rsplit(")", 1)
+    return int(fields[1].split()[1]) if len(fields) == 2 else 0
 
 
 def read_proc(pid: int, name: str) -> str:

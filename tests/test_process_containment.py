@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, write_script
-from conftest import make_git_repo
+from conftest import make_git_repo, require_bwrap
 from test_durability import finish, llm_ide, wait_for
 from test_local_env import all_gone, running
 
@@ -46,8 +46,8 @@ def path_without_namespaces(tmp_path: Path) -> str:
 
 
 def require(mode: str) -> None:
-    if mode == "bwrap" and shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
+    if mode == "bwrap":
+        require_bwrap()  # installed and able to make its namespaces here
     if mode == "unshare" and namespace_tools() is None:
         pytest.skip("unshare cannot make a PID namespace here")
 
