@@ -70,9 +70,11 @@ def test_commands_workdir_env_and_container_settings(client, run_id: str) -> Non
         host_config = container.attrs["HostConfig"]
         assert (host_config["NanoCpus"], host_config["Memory"]) == (1_500_000_000, 256 * 1024 * 1024)
         assert host_config["NetworkMode"] == "llm-ide" and container.attrs["Config"]["Entrypoint"][-1] == "llm-ide-init"
-        orphans = (  # three orphans (their parent gone at once), waited for until none runs, then zombies counted
-            "t=0.051; for i in 1 2 3; do (sleep $t &) ; done;"
-            ' while ps -eo stat=,args= | grep -q "^[^Z][^ ]* *sleep $t$"; do :; done; ps -eo stat= | grep -c "^Z"'
+        orphans = (  # three orphans (their parent gone at once), waited for until none runs, then the zombies counted
+            "t=0.051; for i in 1 2 3; do (sleep $t &) ; done;"  # once PID 1 has had up to 10 s to reap them
+            ' while ps -eo stat=,args= | grep -q "^[^Z][^ ]* *sleep $t$"; do :; done;'
+            ' for i in $(seq 200); do ps -eo stat= | grep -q "^Z" || break; sleep 0.05; done;'
+            ' ps -eo stat= | grep -c "^Z"'
         )
         assert env.execute(orphans).output.strip() == "0"  # our PID 1 reaps them
         assert host_config["PidsLimit"] == 4096
