@@ -327,13 +327,14 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
     from langchain_openai import ChatOpenAI
 
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    key = os.environ.get("OPENAI_API_KEY") or (KEYLESS_PLACEHOLDER if url else None)
+    room = reply_room(config, url is not None)
+    kwargs = our_clients(client_kwargs(config, room, url is not None), config.timeout)
+    given = [str(kwargs.pop(name)) for name in ("api_key", "openai_api_key") if name in kwargs]  # model.kwargs's key
+    key = next(iter(given), None) or os.environ.get("OPENAI_API_KEY") or (KEYLESS_PLACEHOLDER if url else None)
     if key is None:
         raise ModelAuthError(
             f"model {spec}: OPENAI_API_KEY is not set (for a keyless local server give --base-url or OPENAI_BASE_URL)"
         )
-    room = reply_room(config, url is not None)
-    kwargs = our_clients(client_kwargs(config, room, url is not None), config.timeout)
     chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
     return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 

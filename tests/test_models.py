@@ -237,6 +237,23 @@ def test_base_url_from_environment_and_keyless_placeholder(
     assert env_server.requests[0].headers["authorization"] == "Bearer not-needed"
 
 
+@pytest.mark.parametrize("name", ["api_key", "openai_api_key"])
+@pytest.mark.parametrize("environment_key", [None, "sk-from-the-environment"])
+def test_a_key_in_model_kwargs_is_the_one_an_endpoint_given_by_url_is_sent(
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch, name: str, environment_key: str | None
+) -> None:
+    if environment_key:
+        monkeypatch.setenv("OPENAI_API_KEY", environment_key)
+    given = config.model_copy(update={"kwargs": {name: SECRET}})
+    with OpenAIServer(replies=["answered", Reply(status=401, error_message=f"bad key {SECRET}")]) as server:
+        model = get_model("gpt-5-mini", given, base_url=server.url)
+        assert model.complete(MESSAGES).text == "answered"
+        with pytest.raises(ModelAuthError) as raised:
+            model.complete(MESSAGES)
+    assert [request.headers["authorization"] for request in server.requests] == [f"Bearer {SECRET}"] * 2
+    assert "bad key ***" in str(raised.value) and SECRET not in str(raised.value)
+
+
 def test_default_endpoint_without_key_is_an_auth_error(config: ModelSettings) -> None:
     with pytest.raises(ModelAuthError, match="OPENAI_API_KEY is not set"):
         get_model("gpt-5-mini", config)
