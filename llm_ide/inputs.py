@@ -37,7 +37,17 @@ class AttemptsStudioInput(StudioInput, total=False):
 
 
 def require_inputs(state: dict[str, Any]) -> None:
-    """An InputError naming every required input that is missing or blank."""
+    """An InputError naming every input of the wrong type, else every required one that is missing or blank."""
+    kinds = {name: (str, "text") for name in (*REQUIRED, "base_url", "base_commit", "output")} | {
+        "config": (dict, "a mapping of settings, as a --config file holds")
+    }
+    wrong = [
+        f"`{name}` must be {said}, not {type(state[name]).__name__} {state[name]!r:.60}"
+        for name, (kind, said) in kinds.items()
+        if state.get(name) is not None and not isinstance(state[name], kind)
+    ]
+    if wrong:
+        raise InputError(f"the graph input's {'; '.join(wrong)}")
     missing = [name for name in REQUIRED if not str(state.get(name) or "").strip()]
     if missing:
         wanted = "; ".join(f"`{name}` ({REQUIRED[name]})" for name in missing)

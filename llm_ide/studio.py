@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_config
+from langgraph.config import get_config, get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -39,10 +39,12 @@ from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.preflight import preflight
 from llm_ide.run.setup import build_context
+from llm_ide.run.thread import ThreadMismatchError
 from llm_ide.sampling.variant import Sampling
+from llm_ide.secrets import redact
 from llm_ide.settings import register_config_secrets
 from llm_ide.variant import AgentContext, Variant, Variants
-from llm_ide.workspace.patch import base_commit, extract_patch
+from llm_ide.workspace.patch import base_commit, baseline_notes, extract_patch
 
 log = logging.getLogger("llm_ide.studio")
 Node = Callable[..., dict[str, Any]]
@@ -51,8 +53,9 @@ EVERY = 0.25  # seconds between two events of a streaming reply (its text joined
 
 class Progress:
     """What the run is doing as custom stream events (`stream_mode="custom"`): each model call (`event: model`, its
-    tokens so far, their rate, the reply's text as it comes, joined into an event every EVERY seconds) and each of
-    the agent's commands (`event: command`, its latest output lines and seconds so far)."""
+    tokens so far, their rate, the reply's text as it comes, joined into an event every EVERY seconds), each of
+    the agent's commands (`event: command`, its latest output lines and seconds so far), and what the command line
+    says on its console (`event: note`: the run's setting up, its baseline, warnings such as a model call's retry)."""
 
     def __init__(self) -> None:
         self.writer: Callable[[Any], None] | None = None  # the stream of the node under way
@@ -76,6 +79,27 @@ class Progress:
     def command(self, progress: CommandProgress) -> None:
         self.write(progress.as_event())
 
+    def note(self, text: str) -> None:
+        log.info("%s", text)
+        self.write({"event": "note", "level": "warning" if text.startswith("warning:") else "info", "text": text})
+
+
+class StreamWarnings(logging.Handler):
+    """The model's and the environment's warnings (a call's retry and why, an unsandboxed command), as the command
+    line shows them: a note event in the stream of the run whose node logged it (outside a run: only logged)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(RuntimeError):  # no graph run in this context
+            get_stream_writer()({"event": "note", "level": "warning", "text": redact(record.getMessage())})
+
+
+WARNINGS = StreamWarnings()
+for name in ("llm_ide.models", "llm_ide.environment"):
+    logging.getLogger(name).addHandler(WARNINGS)
+
 
 def thread_folder(thread: str) -> Path:
     """Where a thread's models keep what they need between the server's runs of it (a scripted model's place)."""
@@ -95,6 +119,7 @@ class StudioRun:
         self.defaults = defaults or {}  # settings under the input's `config` (the navigator graph: a human navigator)
         self.folder: Path | None = None  # the thread's models' (kept while the thread may go on)
         self.ended = False
+        self.ended_before: bool | None = None  # the thread had ended before this server run (known at its first node)
         self.progress = Progress()
 
     def context(self, state: dict[str, Any]) -> AgentContext:
@@ -116,11 +141,15 @@ class StudioRun:
         preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo)  # as the command line checks
         register_config_secrets(settings)
         variants = compose(settings, self.variants, from_settings=False)
-        run_id = str(get_config().get("configurable", {}).get("thread_id", "studio"))
+        run_id = thread_id()
+        self.progress.note("starting the environment")
         env = make_environment(settings.environment, repo, run_id)
         try:
             self.base = state.get("base_commit") or base_commit(env)
+            for note in [] if state.get("base_commit") or not self.base else baseline_notes(env, self.base):
+                self.progress.note(note)
             self.folder = thread_folder(run_id)  # a resumed thread's scripted models go on where they were
+            self.progress.note("installing tools")
             self.ctx = build_context(
                 settings=settings,
                 model_spec=state["model"],
@@ -155,12 +184,32 @@ class StudioRun:
                 self.folder.parent.rmdir()
 
 
+def thread_id() -> str:
+    return str(get_config().get("configurable", {}).get("thread_id", "studio"))
+
+
+def check_thread_task(state: dict[str, Any]) -> None:
+    """A thread is one task's: a run given another (LangGraph has already written it into the state) is refused
+    before anything runs, its thread's outcome left as it was (the command line refuses such a --thread-id)."""
+    started = state.get("thread_task")
+    if started is not None and state.get("task") != started:
+        raise ThreadMismatchError(
+            f"thread {thread_id()} is a run of another task ({' '.join(started.split())[:80]!r}); "
+            "start a new thread (or give the same task to resume)"
+        )
+
+
 def bind(node: Node, run: StudioRun) -> Node:
     """`node` with the run's context; an error of ours becomes the run's exit status and message; a run that ends
     gets its patch."""
 
     def studio_node(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         run.progress.writer = runtime.stream_writer
+        check_thread_task(state)  # raised to the server: the thread's state keeps its outcome
+        if run.ended_before is None:
+            run.ended_before = bool(state.get("exit_status"))
+        if run.ended_before:  # its outcome stays as it is: nothing is set up or run again
+            return {}
         try:
             ctx = run.context(state)
             update = node(state, runtime.override(context=ctx))
@@ -173,6 +222,8 @@ def bind(node: Node, run: StudioRun) -> Node:
             raise RuntimeError(f"{type(error).__name__}: {error}") from error
         if not state.get("base_commit") and run.base:
             update["base_commit"] = run.base
+        if "thread_task" not in state and isinstance(state.get("task"), str):
+            update["thread_task"] = state["task"]
         if update.get("exit_status") and not state.get("exit_status"):
             update["submission"] = run.patch()
             run.ended = True  # in Studio a run with an exit status is done (no driver resumes it)

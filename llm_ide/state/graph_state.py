@@ -48,6 +48,7 @@ class RunState(AgentInput, total=False):
     exit_status: ExitStatus | None
     error: str  # LangGraph Studio: the message of the error that ended the run
     submission: str  # LangGraph Studio: the patch, when the run has ended
+    thread_task: str  # LangGraph Studio: the task of the thread's first run (a later run of another is refused)
 
 
 class MemoryBase(TypedDict):

@@ -1,0 +1,110 @@
+"""The graph LangGraph Studio serves (llm_ide.studio), run in process as the server runs it: a thread is one task's,
+its input is checked as the command line checks its options, and its stream says what the console says (setting up,
+the baseline and its warning, a model call's retry)."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import act, single_call, write_script
+from conftest import make_git_repo
+from langgraph.checkpoint.memory import InMemorySaver
+from openai_server import OpenAIServer, Reply
+from test_studio import BUGGY, SCRIPT, TEST
+
+from llm_ide.run.thread import ThreadMismatchError
+from llm_ide.studio import graph
+
+TASK = "Fix to_fahrenheit."
+QUIET = {"environment": {"tools": []}}
+
+
+def served_run(saver: InMemorySaver, thread: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    """One server run on `thread` (the graph made anew, as the server's factory makes it for each run): its final
+    values and its custom events."""
+
+    async def run() -> tuple[dict[str, Any], list[dict]]:
+        async with graph({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": saver})
+            config = {"configurable": {"thread_id": thread}}
+            values: dict[str, Any] = {}
+            events: list[dict] = []
+            async for mode, chunk in served.astream(inputs, config, stream_mode=["custom", "values"]):
+                if mode == "values":
+                    values = chunk
+                else:
+                    events.append(chunk)
+            return values, events
+
+    return asyncio.run(run())
+
+
+def notes(events: list[dict]) -> list[tuple[str, str]]:
+    return [(event["level"], event["text"]) for event in events if event["event"] == "note"]
+
+
+@pytest.fixture(autouse=True)
+def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server's temporary folder (a thread's models keep their place under it) is the test's."""
+    server_tmp = tmp_path / "server-tmp"
+    server_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(server_tmp))
+    return server_tmp
+
+
+def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_its_outcome(
+    tmp_path: Path, own_tmp: Path
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    (repo / "notes.txt").write_text("mine\n")  # not committed: the patch will hold it, as the console warns
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
+    saver = InMemorySaver()
+
+    first, events = served_run(saver, "t1", inputs)
+    assert first["exit_status"] == "submitted" and "+mine" in first["submission"]
+    said = notes(events)
+    assert said[0] == ("info", "starting the environment") and said[-1] == ("info", "installing tools")
+    assert said[1][1].startswith("baseline: commit ")
+    assert said[2] == ("warning", said[2][1]) and said[2][1].startswith("warning: the repository has uncommitted ")
+    assert "(notes.txt)" in said[2][1] and len(said) == 4
+
+    with pytest.raises(ThreadMismatchError, match=r"^thread t1 is a run of another task \('Fix to_fahrenheit.'\); "):
+        served_run(saver, "t1", {**inputs, "task": "Another task entirely."})
+    again, events = served_run(saver, "t1", inputs)  # the same task: the thread's outcome, nothing run again
+    assert {key: again[key] for key in ("exit_status", "submission", "usage", "operations")} == {
+        key: first[key] for key in ("exit_status", "submission", "usage", "operations")
+    }
+    assert list(own_tmp.iterdir()) == []  # the ended thread's folder went, and the refused run made none
+
+
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ({"config": "agent: {}"}, "`config` must be a mapping of settings, as a --config file holds, not str 'agent"),
+        ({"repo": 5}, "`repo` must be text, not int 5"),
+        ({"model": 5, "config": [1]}, "`model` must be text, not int 5; `config` must be a mapping of settings"),
+    ],
+)
+def test_an_input_of_the_wrong_type_ends_the_run_with_one_line(tmp_path: Path, given: dict, line: str) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY})
+    inputs = {"task": TASK, "repo": str(repo), "model": "scripted:none.yaml", **given}
+    final, events = served_run(InMemorySaver(), "typed", inputs)
+    assert final["exit_status"] == "error" and final["error"].startswith(f"the graph input's {line}")
+    assert final.get("operations", []) == [] and notes(events) == []
+
+
+def test_a_model_calls_retry_is_a_warning_in_the_stream(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY})
+    replies = [Reply(status=500, error_message="overloaded"), *single_call([act("Nothing to change.", "submit")])]
+    config = {**QUIET, "model": {"retry_base_delay": 0.01, "retry_max_delay": 0.02}}
+    with OpenAIServer(replies=replies, models=None) as server:
+        inputs = {"task": TASK, "repo": str(repo), "model": "local-model", "base_url": server.url, "config": config}
+        final, events = served_run(InMemorySaver(), "retried", inputs)
+    assert final["exit_status"] == "submitted" and server.hits == 2
+    unpriced, retry = [text for level, text in notes(events) if level == "warning"]  # as the console shows them
+    assert unpriced.startswith("model local-model has no price in the config's model.prices")
+    assert retry.startswith("model local-model: ") and "overloaded" in retry and "; retry 1/" in retry
