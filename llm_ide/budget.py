@@ -29,11 +29,12 @@ class CostBudget:
     """A cost limit shared by the runs of a batch (thread-safe). `admit` lets `calls` model calls start when what is
     spent, what the calls under way may still cost and these calls fit in the limit, every call counted as the
     dearest one so far (before any call is known, as free: the first calls of concurrent runs all start); it reserves
-    that much, and `add` settles a call at its real cost (`release`: a call that failed)."""
+    that much, and `add` settles a call at its real cost (`release`: a call that failed). `spent`: what was spent
+    before (a batch's earlier runs)."""
 
-    def __init__(self, limit: float | None) -> None:
+    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
         self.limit = limit if limit and limit > 0 else None
-        self.spent = 0.0
+        self.spent = spent
         self.reserved = 0.0
         self.dearest = 0.0
         self._lock = threading.Lock()

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ from swebench_fixtures import (
 )
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
+from llm_ide.swebench.dataset import load_dataset
+from llm_ide.swebench.instances import batch_config, run_instance
 from llm_ide.swebench.preflight import model_endpoint
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore, read_preds
@@ -257,7 +260,39 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     }
     assert summary.not_started == ["demo__shapes-1"]
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
-    assert summary.cost == 4.0
+    assert (summary.cost, summary.spent_before) == (4.0, 0.0)
+
+    for limit, hits, outcomes in [(4.0, 0, {}), (6.0, 2, {"demo__shapes-1": ("cost_limit", 2.0)})]:
+        with OpenAIServer(replies=calls) as server:  # the same command again, then with $2 more: what is left
+            again = run_swebench(str(dataset), "test", replace(options, base_url=server.url, cost_limit=limit))
+        assert server.hits == hits and again.spent_before == 4.0 and again.skipped_existing == sorted(summary.outcomes)
+        assert {k: (v.exit_status, v.cost) for k, v in again.outcomes.items()} == outcomes
+        assert again.not_started == ([] if outcomes else ["demo__shapes-1"])
+    assert OutputStore(options.output).spent() == 6.0
+
+
+def test_an_interrupted_instance_records_what_it_spent_and_the_batchs_limit_counts_it(tmp_path: Path) -> None:
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    calls, config = dollar_calls(tmp_path, 1)
+    (instance,) = load_dataset(str(dataset)).instances
+    stop = threading.Event()
+    with OpenAIServer(replies=calls) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url
+        )
+        ended = run_instance(  # Ctrl-C in the batch as its first step is told: the run ends at its next event
+            instance, options, batch_config(options), OutputStore(options.output),
+            on_event=lambda _, event: stop.set() if event.kind == "step" else None, stop=stop,
+        )  # fmt: skip
+        assert (ended.exit_status, ended.cost, ended.steps, server.hits) == ("interrupted", 1.0, 1, 1)
+        statuses = yaml.safe_load((options.output / "exit_statuses.yaml").read_text())["instances"]
+        assert statuses == {instance.instance_id: {"exit_status": "interrupted", "steps": 1, "cost": 1.0}}
+
+        resumed = run_swebench(str(dataset), "test", replace(options, cost_limit=2.0))
+    assert resumed.spent_before == 1.0 and server.hits == 2  # $1 left: the resumed run's one more call
+    assert {k: (v.exit_status, v.cost) for k, v in resumed.outcomes.items()} == {
+        instance.instance_id: ("cost_limit", 2.0)
+    }
 
 
 def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_zero(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ shares `--base-url`), then each command's own; and the model they name."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated
@@ -85,8 +86,22 @@ Shuffle = Annotated[bool, typer.Option(help="Shuffle (seeded) before filtering a
 BatchOutput = Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")]
 BatchWorkers = Annotated[int, typer.Option("--workers", "-w", min=1, help="Instances run in parallel.")]
 RedoExisting = Annotated[bool, typer.Option(help="Run again instances already in preds.json.")]
+
+
+def dollars(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"Input should be a finite number (got {value})")
+    return value
+
+
 BatchCostLimit = Annotated[
-    float | None, typer.Option(help="Global cost limit (USD) for the whole batch; 0: none.", show_default="none")
+    float | None,
+    typer.Option(
+        min=0,
+        callback=dollars,
+        help="Global cost limit (USD) for the whole batch, what its earlier runs in --output spent included; 0: none.",
+        show_default="none",
+    ),
 ]
 TaskCpus = Annotated[float, typer.Option(min=0, help="--engine ray: CPUs each instance's task asks for.")]
 TaskMemory = Annotated[int, typer.Option(min=0, help="--engine ray: memory (MB) each instance's task asks for.")]

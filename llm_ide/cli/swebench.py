@@ -192,7 +192,11 @@ def print_batch(summary: Any, output: Path) -> None:
     console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
     if summary.not_started:
-        console.print(f"[yellow]global cost limit reached: {len(summary.not_started)} instances not started[/]")
+        before = f", ${summary.spent_before:.4f} of it by earlier runs in {output}" if summary.spent_before else ""
+        console.print(
+            f"[yellow]global cost limit reached (spent ${summary.spent_before + summary.cost:.4f}{before}): "
+            f"{len(summary.not_started)} instances not started[/]"
+        )
     if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):
         err_console.print(f"[bold red]every instance failed[/] (reasons above and in {output / 'swebench.log'})")
         raise typer.Exit(1)

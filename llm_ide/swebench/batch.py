@@ -57,6 +57,7 @@ def run_batch(
     """Run `instances` with `options.workers` threads (or as Ray tasks: `options.engine`); Ctrl-C ends the running
     instances as `interrupted`."""
     summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
+    summary.spent_before = OutputStore(options.output).spent()
     progress = progress or BatchProgress(total=len(instances), live=False)
     if instances and is_postgres(options.checkpoint):
         prepare_postgres(options.checkpoint)
@@ -70,8 +71,10 @@ def run_batch(
         batch.run(instances)
     if batch.budget.exhausted and summary.not_started:
         log.warning(
-            "batch: global cost limit %.2f reached; %d instances not started",
+            "batch: global cost limit %.2f reached (spent %.4f, earlier runs in this folder included); %d instances "
+            "not started",
             options.cost_limit or 0,
+            batch.budget.spent,
             len(summary.not_started),
         )
     return summary
@@ -85,7 +88,7 @@ class Batch:
         self.options, self.progress, self.summary = options, progress, summary
         self.settings = batch_config(options)
         self.store = OutputStore(options.output)
-        self.budget = CostBudget(options.cost_limit)
+        self.budget = CostBudget(options.cost_limit, summary.spent_before)
         self.stop = threading.Event()
 
     def on_event(self, instance_id: str, event: Any) -> None:
@@ -190,6 +193,7 @@ def forget(output: Path, instances: list[Instance]) -> None:
         if instance.instance_id in existing:
             shutil.rmtree(output / instance.instance_id, ignore_errors=True)
             store.remove_prediction(instance.instance_id)
+            store.remove_status(instance.instance_id)  # nor does what it spent count against the batch's limit
 
 
 def run_swebench(

@@ -77,6 +77,7 @@ class BatchSummary:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     not_started: list[str] = field(default_factory=list)
     row_errors: list[str] = field(default_factory=list)
+    spent_before: float = 0.0  # what the earlier runs in its output folder spent (its cost limit counts it)
 
     @property
     def cost(self) -> float:
@@ -160,11 +161,11 @@ def execute_instance(
         intents=intents,
         keep=keep,
     )
-    steps = 0
+    steps, cost = 0, 0.0
 
     def forward(event: Any) -> None:
-        nonlocal steps
-        steps = max(steps, event.step)
+        nonlocal steps, cost
+        steps, cost = max(steps, event.step), max(cost, event.cost)  # the run's so far
         if on_event is not None:
             on_event(instance.instance_id, event)
         if stop is not None and stop.is_set() and event.kind != "end":
@@ -177,7 +178,7 @@ def execute_instance(
         if stop is None or not stop.is_set():
             raise
         log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
-        return Outcome(instance.instance_id, ending(interrupt)[0], steps=steps)
+        return Outcome(instance.instance_id, ending(interrupt)[0], cost=cost, steps=steps)
     return outcome_of(instance, options, result, steps)
 
 
@@ -216,7 +217,7 @@ def log_outcome(outcome: Outcome, facts: str) -> None:
 def record_outcome(store: OutputStore, model: str, outcome: Outcome) -> None:
     """preds.json (finished runs only) and exit_statuses.yaml for one instance's outcome."""
     if outcome.exit_status == ExitStatus.INTERRUPTED and not outcome.details:
-        store.record_status(outcome.instance_id, outcome.exit_status, steps=outcome.steps)
+        store.record_status(outcome.instance_id, outcome.exit_status, steps=outcome.steps, cost=outcome.cost)
         return
     if not unfinished(outcome):
         store.add_prediction(outcome.instance_id, model, outcome.patch)

@@ -181,12 +181,14 @@ def write_run_files(output: Path, instance_id: str, files: dict[str, bytes]) -> 
 class RayBatch:
     """The driver's side of one batch: submit, drain the hub's events into the progress, record the results."""
 
-    def __init__(self, instances: list[Instance], options: BatchOptions, progress: BatchProgress) -> None:
+    def __init__(
+        self, instances: list[Instance], options: BatchOptions, progress: BatchProgress, spent: float = 0.0
+    ) -> None:
 
         self.options, self.progress = options, progress
         self.store = OutputStore(options.output)
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.hub = BatchHub.options(scheduling_strategy=here).remote(options.cost_limit)  # lives as long as we do
+        self.hub = BatchHub.options(scheduling_strategy=here).remote(options.cost_limit, spent)  # as long as we
         task = ray.remote(run_instance_task).options(**task_options(options))
         self.pending = {
             task.remote(instance, options, self.hub, seed_files(options.output, instance.instance_id)): instance
@@ -195,7 +197,7 @@ class RayBatch:
         self.outcomes: dict[str, Outcome] = {}
         self.not_started: list[str] = []
         self.started: set[str] = set()
-        self.spent = 0.0
+        self.spent = spent
 
     def drain(self) -> None:
 
@@ -280,7 +282,7 @@ def run_batch_ray(
             )
             if options.prefetch_images and capabilities(options.environment).image:
                 prefetch_images(instances, options, nodes)
-            batch = RayBatch(instances, options, progress)
+            batch = RayBatch(instances, options, progress, summary.spent_before)
             try:
                 while batch.pending:
                     batch.wait()
@@ -293,7 +295,8 @@ def run_batch_ray(
                 summary.not_started.extend(batch.not_started)
             if options.cost_limit and batch.not_started:
                 log.warning(
-                    "batch: global cost limit %.2f reached (spent %.4f); %d instances not started",
+                    "batch: global cost limit %.2f reached (spent %.4f, earlier runs in this folder included); %d "
+                    "instances not started",
                     options.cost_limit,
                     batch.spent,
                     len(batch.not_started),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,11 +136,23 @@ class OutputStore:
             if preds.pop(instance_id, None) is not None:
                 atomic_write(self.output / PREDS, json.dumps(preds, indent=2) + "\n")
 
+    def spent(self) -> float:
+        """What the batch's runs in this folder spent, as exit_statuses.yaml records it (a batch's cost limit counts
+        it: a rerun goes on with what is left)."""
+        with file_lock(self.lock):
+            costs = [info.get("cost") for info in read_statuses(self.output).values()]
+        return sum(cost for cost in costs if isinstance(cost, int | float) and math.isfinite(cost) and cost > 0)
+
     def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
+        self.write_statuses(lambda instances: instances | {instance_id: {"exit_status": str(exit_status), **details}})
+
+    def remove_status(self, instance_id: str) -> None:
+        self.write_statuses(lambda instances: {iid: info for iid, info in instances.items() if iid != instance_id})
+
+    def write_statuses(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         with file_lock(self.lock):
             path = self.output / STATUSES
-            instances = read_statuses(self.output)
-            instances[instance_id] = {"exit_status": str(exit_status), **details}
+            instances = change(read_statuses(self.output))
             by_status: dict[str, list[str]] = {}
             for iid, info in sorted(instances.items()):
                 by_status.setdefault(info["exit_status"], []).append(iid)
