@@ -102,6 +102,17 @@ def test_options_are_checked_at_parse_time_in_one_line(tmp_path: Path, args: lis
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [["swebench"], ["swebench-single", "-i", "0"]])
+def test_a_batch_output_that_is_a_file_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    (tmp_path / "taken").write_text("mine\n")
+    model = write_batch_script(tmp_path / "s.yaml", ["true"])
+    args = ["--subset", str(dataset), "--environment", "local", "--model", model, "--output", "taken"]
+    result = cli(tmp_path, *command, *args)
+    assert_one_line(result, "error: output folder taken: cannot make it (File exists); give another --output")
+    assert (tmp_path / "taken").read_text() == "mine\n"
+
+
 def test_demo_into_the_same_output_twice_is_one_line(tmp_path: Path) -> None:
     first = cli(tmp_path, "demo", "--output", "D")
     assert first.returncode == 0, first.stdout + first.stderr

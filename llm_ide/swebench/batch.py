@@ -29,7 +29,7 @@ from llm_ide.swebench.instances import (
 )
 from llm_ide.swebench.preflight import check_model
 from llm_ide.swebench.progress import BatchProgress
-from llm_ide.swebench.store import PREDS, OutputStore, read_preds, read_statuses
+from llm_ide.swebench.store import PREDS, OutputStore, output_folder, read_preds, read_statuses
 
 log = logging.getLogger("llm_ide.swebench")
 __all__ = [
@@ -177,6 +177,8 @@ def prepare(
 ) -> tuple[Dataset, list[Instance], list[str]]:
     """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo).
     Returns (dataset, instances to run, ids skipped as already done)."""
+    if output.exists():
+        output_folder(output)  # a file there is said now
     dataset = load_dataset(subset, split)
     chosen = select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec)
     existing = set(read_preds(output))

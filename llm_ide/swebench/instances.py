@@ -25,7 +25,7 @@ from llm_ide.run.single import Listeners, RunRequest
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
-from llm_ide.swebench.store import OutputStore
+from llm_ide.swebench.store import OutputStore, output_folder
 
 log = logging.getLogger("llm_ide.swebench")
 
@@ -226,7 +226,7 @@ def record_outcome(store: OutputStore, model: str, outcome: Outcome) -> None:
 
 @contextmanager
 def batch_log(output: Path) -> Iterator[None]:
-    output.mkdir(parents=True, exist_ok=True)
+    output_folder(output)
     handler = QuietFileHandler(output / BATCH_LOG, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)

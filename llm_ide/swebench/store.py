@@ -39,6 +39,15 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def output_folder(output: Path) -> Path:
+    """`output` made; a file there, or a folder that cannot be made, is the user's to fix (one line)."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"output folder {output}: cannot make it ({error.strerror}); give another --output") from None
+    return output
+
+
 def read_preds(output: Path) -> dict[str, dict[str, Any]]:
     """preds.json as instance_id → prediction; anything else (bad JSON, wrong shape) is an error, never overwritten."""
     path = output / PREDS
@@ -114,7 +123,7 @@ class OutputStore:
     output: Path
 
     def __post_init__(self) -> None:
-        self.output.mkdir(parents=True, exist_ok=True)
+        output_folder(self.output)
 
     @property
     def lock(self) -> Path:
