@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from in_process import invoke
@@ -311,6 +314,71 @@ def test_evaluate_patch_that_does_not_apply_empty_patch_and_missing_image(
     assert "llm-ide-test/does-not-exist:never" in by_id["demo__ghost-1"].detail
     assert report.to_json()["resolve_rate"] == 0.0
     assert leftover_containers(tiny_dataset.client, "eval-") == []
+
+
+SLOW_CONFTEST = """diff --git a/conftest.py b/conftest.py
+new file mode 100644
+--- /dev/null
++++ b/conftest.py
+@@ -0,0 +1,2 @@
++import os
++os.system("sleep 300")
+"""  # the instance's tests start, then wait 300 s in the container: a stop that waited for them would grade them
+
+
+def sleeping_in_tests(client: Any, container: str) -> bool:
+    try:
+        rows = client.api.top(container.lstrip("/"))["Processes"] or []
+    except Exception:  # not running yet, or gone
+        return False
+    return any("sleep 300" in " ".join(row) for row in rows)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_an_evaluation_stopped_mid_test_leaves_no_container_and_ctrl_c_keeps_a_partial_report(
+    tiny_dataset: TinyDataset,  # noqa: F811
+    tmp_path: Path,
+    how: signal.Signals,
+) -> None:
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps({"demo__calc-1": {"instance_id": "demo__calc-1", "model_patch": SLOW_CONFTEST}}))
+    command = [sys.executable, "-m", "llm_ide", "evaluate", str(preds), "--subset", str(tiny_dataset.path)]
+    evaluation = subprocess.Popen(
+        [*command, "--output", str(tmp_path / "eval")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(sleeping_in_tests(tiny_dataset.client, name) for name in leftover_containers_of(evaluation.pid)):
+            assert evaluation.poll() is None and time.monotonic() < deadline, "the tests never started"
+            time.sleep(0.1)
+        evaluation.send_signal(how)
+        _, stderr = evaluation.communicate(timeout=60)
+    finally:
+        evaluation.kill()
+
+    deadline = time.monotonic() + 30  # SIGKILL: the watchdog stops the container, docker removes it
+    while leftover_containers(tiny_dataset.client, "eval-demo__calc-1"):
+        assert time.monotonic() < deadline, leftover_containers(tiny_dataset.client, "eval-demo__calc-1")
+        time.sleep(0.2)
+    if how == signal.SIGKILL:
+        return
+    assert evaluation.returncode == 130, stderr
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    assert (report["interrupted"], report["total"], report["not_graded"]) == (True, 0, ["demo__calc-1"])
+    assert stderr.strip().endswith(
+        f"interrupted: 0 of 1 predictions graded, 1 not; partial report: {tmp_path / 'eval' / 'report.json'}"
+    )
+
+
+def leftover_containers_of(pid: int) -> list[str]:
+    from conftest import base_image_client
+
+    from llm_ide.environments.docker.cleanup import PID_LABEL
+
+    containers = base_image_client().api.containers(filters={"label": [f"{PID_LABEL}={pid}"]})
+    return [c["Names"][0] for c in containers]
 
 
 def pytest_log_line(status: str, test: str) -> str:

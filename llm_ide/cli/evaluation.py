@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from llm_ide.cli.console import console, err_console, fail
+from llm_ide.cli.console import console, err_console, fail, interrupted_exit
 from llm_ide.cli.options import (
     Address,
     Attempts,
@@ -138,7 +138,7 @@ def grade(
     address: str | None,
 ) -> Any:
     """Each prediction graded, by a pool of `workers` threads here or by Ray tasks on the cluster at `address`."""
-    from llm_ide.swebench.evaluate import EvaluationError, evaluate_predictions
+    from llm_ide.swebench.evaluate import EvaluationError, EvaluationInterrupted, evaluate_predictions
 
     grading = {"settings": settings, "log_dir": folder / "logs", "workers": workers, "timeout": timeout}
     try:
@@ -149,6 +149,18 @@ def grade(
         return evaluate_predictions(preds, instances, **grading, on_result=show_result)
     except EvaluationError as error:
         raise fail(str(error)) from None
+    except EvaluationInterrupted as interrupt:  # what was graded is kept, said to be partial
+        graded = interrupt.report
+        data = {**graded.to_json(), "interrupted": True}
+        data["not_graded"] = sorted(set(preds) - set(data["instances"]))
+        (folder / "report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        console.print(report_table(graded))
+        err_console.print(
+            f"[bold yellow]interrupted[/]: {data['total']} of {len(preds)} predictions graded, "
+            f"{len(data['not_graded'])} not; partial report: {folder / 'report.json'}",
+            soft_wrap=True,
+        )
+        raise interrupted_exit(interrupt.cause) from None
 
 
 def print_totals(data: dict[str, Any], folder: Path) -> None:

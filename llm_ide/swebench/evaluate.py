@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments.docker import LABEL, RUN_ID_LABEL
+from llm_ide.environments.docker import cleanup_containers, owner_labels
+from llm_ide.environments.docker.container import KEEPER, WATCHDOG
 from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import render_source
 from llm_ide.settings import SweBenchSettings
@@ -48,6 +49,17 @@ MISSING_MODULE = re.compile(r"^\S*python[\d.]*: No module named (\S+)\s*$", re.M
 
 class EvaluationError(LlmIdeError):
     """This instance cannot be graded (image, container, patch or test run failure): status `error`."""
+
+
+NOT_GRADED = "interrupted: not graded"
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during an evaluation: the report of the predictions graded before it, and the interrupt."""
+
+    def __init__(self, report: EvalReport, cause: KeyboardInterrupt) -> None:
+        super().__init__()
+        self.report, self.cause = report, cause
 
 
 @dataclass
@@ -151,7 +163,9 @@ class Evaluator:
             self.client.ping()
         except docker.errors.DockerException as error:
             raise EvaluationError(f"the Docker engine is not reachable: {error}") from None
-        self.labels = (LABEL, RUN_ID_LABEL)
+        self.live: dict[str, Any] = {}  # the containers under way: id → the stream that holds its watchdog
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
         self.settings = settings
         self.timeout = float(timeout or settings.eval_timeout)
         self.log_dir = log_dir
@@ -170,28 +184,58 @@ class Evaluator:
             result.log_dir = str(folder)
             try:
                 self._run(instance, patch, result, folder)
-            except EvaluationError as error:
-                result.status, result.detail = "error", str(error)
-            except GradingError as error:
-                result.status, result.detail = "error", str(error)
+            except Exception as error:  # a stop removes the containers under way: their tests end unfinished
+                if self.stopped.is_set():
+                    result.status, result.detail = "error", NOT_GRADED
+                elif isinstance(error, EvaluationError | GradingError):
+                    result.status, result.detail = "error", str(error)
+                else:
+                    raise
         result.seconds = round(time.monotonic() - started, 2)
         return result
 
     def _start(self, instance: Instance) -> Any:
+        """The instance's container, labelled as a run's are (`llm-ide cleanup` finds it), with a run's watchdog: when
+        this process goes, even by SIGKILL, the container stops and docker removes it."""
         import docker
 
-        label, run_label = self.labels
+        run_id = f"eval-{instance.instance_id}"
+        with contextlib.suppress(docker.errors.DockerException):  # what a killed evaluation of it left
+            cleanup_containers(self.client, run_id=run_id)
         try:
-            return self.client.containers.run(
-                instance.image,
-                ["sleep", "infinity"],
-                detach=True,
-                labels={label: "1", run_label: f"eval-{instance.instance_id}"},
+            labels = owner_labels(run_id)
+            container = self.client.containers.run(
+                instance.image, entrypoint=KEEPER, command=[], detach=True, auto_remove=True, labels=labels
             )
+            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
+            with self.lock:
+                self.live[container.id] = self.client.api.exec_start(watchdog, socket=True)
         except docker.errors.ImageNotFound:
             raise EvaluationError(f"image {instance.image} not found (docker pull {instance.image})") from None
         except docker.errors.APIError as error:
             raise EvaluationError(f"cannot start image {instance.image}: {error.explanation or error}") from None
+        if self.stopped.is_set():
+            self._remove(container.id)
+            raise EvaluationError(NOT_GRADED)
+        return container
+
+    def _remove(self, container_id: str) -> None:
+        import docker
+
+        with self.lock:
+            watchdog = self.live.pop(container_id, None)
+        with contextlib.suppress(docker.errors.DockerException):
+            self.client.api.remove_container(container_id, force=True)
+        with contextlib.suppress(Exception):
+            watchdog.close()
+
+    def stop(self) -> None:
+        """Ctrl-C: the containers under way removed at once (their tests end there), and none started after."""
+        self.stopped.set()
+        with self.lock:
+            under_way = list(self.live)
+        for container_id in under_way:
+            self._remove(container_id)
 
     def _apply(self, container: Any, result: EvalResult, folder: Path) -> None:
         """The official chain: each command in turn from a pristine tree; a patch already in the tree counts."""
@@ -223,8 +267,6 @@ class Evaluator:
             raise EvaluationError(f"patch did not apply: {output.strip().splitlines()[-1:]}")
 
     def _run(self, instance: Instance, patch: str, result: EvalResult, folder: Path) -> None:
-        import docker
-
         parser = log_parser(instance.log_parser)
         script = eval_script(instance, self.settings)
         (folder / "patch.diff").write_text(patch, encoding="utf-8")
@@ -253,8 +295,7 @@ class Evaluator:
             if not test_log.valid:
                 result.status, result.detail = "unresolved", test_log.reason
         finally:
-            with contextlib.suppress(docker.errors.APIError):
-                container.remove(force=True)
+            self._remove(container.id)
 
 
 def evaluate_predictions(
@@ -279,8 +320,15 @@ def evaluate_predictions(
             if on_result is not None:
                 on_result(result)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
         list(pool.map(one, sorted(preds)))
+    except KeyboardInterrupt as interrupt:  # the tests under way end with their containers; none start after
+        evaluator.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise EvaluationInterrupted(EvalReport([r for r in results if r.detail != NOT_GRADED]), interrupt) from None
+    finally:
+        pool.shutdown(wait=True)
     return EvalReport(results)
 
 
