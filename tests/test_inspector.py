@@ -118,6 +118,27 @@ def test_mini_swe_agent_trajectory_renders_as_a_chain(browser, shared_dir: Path,
     assert browser.get_log("browser") == []
 
 
+def test_a_report_into_a_file_or_a_pipe_keeps_every_cell_whole(tmp_path: Path) -> None:
+    """Not a terminal: rich would fit the table to 80 columns and cut the ids (`psf__requests-…`, two rows alike)."""
+    long_id, error = "scikit-learn__scikit-learn-14087", "the tests did not run to the end (no test-output markers)"
+    statuses = {long_id: {"exit_status": "submitted", "cost": 0.5}, "psf__requests-1142": {"exit_status": "cost_limit"}}
+    (tmp_path / "exit_statuses.yaml").write_text(yaml.safe_dump({"instances": statuses}))
+    (tmp_path / "eval").mkdir()
+    evaluation = {"resolved_ids": ["psf__requests-1142"], "error_ids": [long_id]}
+    evaluation["instances"] = {long_id: {"status": "error", "detail": error}}
+    (tmp_path / "eval" / "report.json").write_text(json.dumps(evaluation))
+    result = cli("report", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.stdout.splitlines() if "│" in line]
+    assert rows == [
+        ["psf__requests-1142", "cost_limit", "0", "$0.0000", "resolved", ""],
+        [long_id, "submitted", "0", "$0.5000", "—", error],
+    ]
+    bogus = cli("report", str(tmp_path), "--status", "bogus")  # no empty table for a status that does not exist
+    assert (bogus.returncode, bogus.stdout) == (2, "")
+    assert bogus.stderr.startswith("error: --status bogus: not an exit status; one of submitted, step_limit, ")
+
+
 def test_batch_report_lists_instances_links_their_pages_and_filters(browser, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.select import Select

@@ -17,6 +17,8 @@ import typer
 import yaml
 from rich.console import Console, RenderableType
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
 from rich.text import Text
 
 from llm_ide.secrets import redact
@@ -157,6 +159,19 @@ def print_interrupted(note: str, *extra: str) -> None:
 
 
 Say = Callable[[RenderableType], None]
+
+
+def print_whole(table: Table) -> None:
+    """A table of instances: on a terminal, fitted to it; into a file or a pipe (where rich assumes 80 columns, and
+    cut the ids to `psf__requests-…`), at its own width, every cell whole."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    width, console.width = console.width, Measurement.get(console, console.options.update(width=10_000), table).maximum
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def say_on_stderr(line: RenderableType) -> None:

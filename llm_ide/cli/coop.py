@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from llm_ide.cli.console import console, fail
+from llm_ide.cli.console import console, fail, print_whole
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -126,7 +126,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
             table.add_row(*gold_row(pair, result.model_dump()))
     except CoopError as error:
         raise fail(str(error)) from None
-    console.print(table)
+    print_whole(table)
     conflicted = sum(r.merge.status == "conflicts" for r in results)
     passed = sum(r.both_passed for r in results)
     summary = {"pairs": len(results), "conflicts": conflicted, "both_passed": passed if tests else None}

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from llm_ide.cli.console import console, err_console, fail, interrupted_exit
+from llm_ide.cli.console import console, err_console, fail, interrupted_exit, print_whole
 from llm_ide.cli.options import (
     Address,
     Attempts,
@@ -67,7 +67,7 @@ def grade_attempts(
     for instance_id, row in graded["instances"].items():
         statuses = ", ".join(f"{index}: {status}" for index, status in row["attempts"].items()) or "(no attempts)"
         table.add_row(instance_id, row["chosen"], statuses, ", ".join(map(str, row["execution"])) or "—")
-    console.print(table)
+    print_whole(table)
     if graded["execution_narrowed"]:
         console.print(
             f"execution signal: narrowed the choice on {graded['execution_narrowed']} instances, picked only "
@@ -98,7 +98,7 @@ def evaluate_command(
     if engine not in ("local", "ray"):
         raise fail(f"unknown engine {engine!r}: use local or ray")
     report = grade(preds, instances, settings, folder, workers=workers, timeout=timeout, engine=engine, address=address)
-    console.print(report_table(report))
+    print_whole(report_table(report))
     data = report.to_json()
     if attempts:
         data["attempts"] = grade_attempts(
@@ -154,7 +154,7 @@ def grade(
         data = {**graded.to_json(), "interrupted": True}
         data["not_graded"] = sorted(set(preds) - set(data["instances"]))
         (folder / "report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        console.print(report_table(graded))
+        print_whole(report_table(graded))
         err_console.print(
             f"[bold yellow]interrupted[/]: {data['total']} of {len(preds)} predictions graded, "
             f"{len(data['not_graded'])} not; partial report: {folder / 'report.json'}",

@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from llm_ide.cli.console import console, err_console, fail
+from llm_ide.cli.console import console, err_console, fail, print_whole
+from llm_ide.errors import ExitStatus
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:
@@ -61,6 +62,8 @@ def report_command(
 
     if not run_dir.is_dir():
         raise fail(f"batch folder not found: {run_dir}")
+    if status is not None and status not in set(ExitStatus):
+        raise fail(f"--status {status}: not an exit status; one of {', '.join(ExitStatus)}")
     try:
         batch, trajectories = load_batch(run_dir, evaluation)
     except ReportError as error:
@@ -82,7 +85,7 @@ def report_command(
         error = (row.error or "error") if row.evaluation == "error" else ""
         resolved_cell = "—" if row.evaluation == "error" else row.verdict
         table.add_row(row.instance_id, row.exit_status, str(row.steps), f"${row.cost:.4f}", resolved_cell, error)
-    console.print(table)
+    print_whole(table)
     totals = batch.totals()
     graded = ""
     if totals["resolved"] is not None:
