@@ -42,6 +42,11 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             f"{plain} is not a git repository: the run's patch is the change against a commit; make one first: "
             f"git -C {plain} init && git -C {plain} add -A && git -C {plain} commit -m base",
         ),
+        "a file": (
+            {"repo": script, "model": f"scripted:{script}"},
+            {},
+            f"{script} is a file, not a repository: give the folder of a git repository",
+        ),
         "no key": (
             {"repo": repo, "model": "openai:gpt-5-mini"},
             {},
@@ -68,7 +73,7 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
     return cases[name]
 
 
-NAMES = ["not a repository", "no key", "unreachable", "empty script", "empty provider model"]
+NAMES = ["not a repository", "a file", "no key", "unreachable", "empty script", "empty provider model"]
 
 
 @pytest.fixture(autouse=True)

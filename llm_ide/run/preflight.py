@@ -100,6 +100,8 @@ def check_limits(settings: CoreSettings) -> None:
 def check_repository(repo: Path) -> None:
     """The patch is the working tree's change against a commit: a folder that is not there, not a git repository, or
     a repository without a commit is refused (nothing is run in it or written to it)."""
+    if repo.exists() and not repo.is_dir():
+        raise PreflightError(f"{repo} is a file, not a repository: give the folder of a git repository")
     if not repo.is_dir():
         raise PreflightError(f"repository not found: {repo}")
     quoted = shlex.quote(str(repo))
