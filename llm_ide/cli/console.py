@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -116,13 +116,6 @@ def usage_text(stats: dict[str, Any], priced: bool) -> str:
     guess = "" if not estimated else " (estimated)" if estimated == calls else f" (estimated for {estimated} calls)"
     tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
     return f"{calls} model calls, {tokens}, {money(stats['cost'], priced)}"
-
-
-def has_price(model: str, prices: Mapping[str, Any]) -> bool:
-    """Whether the model's cost is known: a scripted model is free, another needs a price in `model.prices`."""
-    from llm_ide.pricing import find_price
-
-    return model.startswith("scripted:") or find_price(model.replace("{attempt}", "1"), prices) is not None
 
 
 @cache

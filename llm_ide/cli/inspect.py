@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.cli.console import console, fail, has_price, money, usage_text
+from llm_ide.cli.console import console, fail, money, usage_text
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -77,16 +77,6 @@ def attempt_label(attempt: dict[str, Any]) -> str:
     return label + (f"\n[dim]{escape(_crop(reasons, 200, True))}[/]" if reasons else "")
 
 
-def run_priced(info: dict[str, Any]) -> bool:
-    """Whether the run's model had a price in its config (a trajectory without its config: taken as priced)."""
-    from llm_ide.settings import PriceSettings
-
-    prices = ((info.get("config") or {}).get("model") or {}).get("prices")
-    if not isinstance(prices, dict):
-        return True
-    return has_price(str(info.get("model", "")), {name: PriceSettings(**price) for name, price in prices.items()})
-
-
 def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, Any]) -> None:
     """`--full`: every reply the run could not use (a format error), why, and the reply itself."""
     from llm_ide.inspector.rejected import rejected_replies
@@ -108,6 +98,8 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
         if not html:
             raise fail(f"{out}: an output page is only written with --html")
         return write_inspector_page(trajectory, out)
+    from llm_ide.pricing import run_priced
+
     data, operations, stats = loaded(trajectory, full)
     info, calls = data["info"], data.get("model_calls", [])
     screen = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)

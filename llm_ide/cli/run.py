@@ -18,7 +18,6 @@ from llm_ide.cli.console import (
     console,
     err_console,
     fail,
-    has_price,
     interrupted_exit,
     money,
     print_interrupted,
@@ -98,6 +97,7 @@ def run(
     check_model_before_start(model, settings, base_url, status.say, repo=repo)
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.cli.navigator import check_served_navigator
+    from llm_ide.pricing import has_price
     from llm_ide.run.single import Listeners, RunRequest
 
     check_served_navigator(settings)

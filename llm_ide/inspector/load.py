@@ -19,6 +19,7 @@ from llm_ide.inspector.model import (
     ScriptView,
     StepStat,
 )
+from llm_ide.pricing import run_priced
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.context import ScoreParams, score_steps
@@ -67,6 +68,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         task=str(data.get("task") or ""),
         patch=str(info.get("submission") or ""),
         cost=float(stats.get("cost") or 0.0),
+        priced=run_priced(info),
         api_calls=int(stats.get("api_calls") or len(calls)),
         elapsed=float(info.get("elapsed") or 0.0),
         nodes=nodes,

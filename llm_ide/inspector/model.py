@@ -125,6 +125,7 @@ class RunView(BaseModel):
     task: str = ""
     patch: str = ""
     cost: float = 0.0
+    priced: bool = True  # False: the model had no price: its cost is unknown, shown as unpriced, never as $0
     api_calls: int = 0
     elapsed: float = 0.0
     nodes: list[NodeView] = Field(default_factory=list)

@@ -79,7 +79,7 @@ def run_page(run: RunView) -> str:
         .render(
             run=run,
             tree=tree,
-            charts=charts(run.steps),
+            charts=charts(run.steps, run.priced),
             heat_cell=HEAT_CELL,
             patch_lines=[diff_class(line) for line in run.patch.splitlines()],
             data=data,
@@ -88,12 +88,13 @@ def run_page(run: RunView) -> str:
     )
 
 
-def charts(steps: list[StepStat]) -> list[dict[str, Any]]:
-    """Per-step bars: prompt characters, tokens (cached part stacked under the uncached part), cost."""
+def charts(steps: list[StepStat], priced: bool = True) -> list[dict[str, Any]]:
+    """Per-step bars: prompt characters, tokens (cached part stacked under the uncached part), cost (a run without a
+    price has no cost to draw)."""
     specs = [
         ("prompt characters", [(s.prompt_chars, 0) for s in steps], "{:,.0f}"),
         ("input tokens: cached | uncached", [(s.uncached_tokens, s.cached_tokens) for s in steps], "{:,.0f}"),
-        ("cost ($)", [(s.cost, 0) for s in steps], "{:.4f}"),
+        *([("cost ($)", [(s.cost, 0) for s in steps], "{:.4f}")] if priced else []),
     ]
     out = []
     for title, values, fmt in specs:
