@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from llm_ide.settings import PriceSettings
 
@@ -89,28 +88,4 @@ def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
     return None
 
 
-def has_price(model: str, prices: Mapping[str, PriceSettings]) -> bool:
-    """Whether the model's cost is known: a scripted model is free, another needs a price in `model.prices`."""
-    return model.startswith("scripted:") or find_price(model.replace("{attempt}", "1"), prices) is not None
-
-
-def run_priced(info: Mapping[str, Any]) -> bool:
-    """Whether a trajectory's model had a price in its run's config (one without its config: taken as priced); an
-    unpriced run's cost is shown as unpriced, never as $0."""
-    prices = ((info.get("config") or {}).get("model") or {}).get("prices")
-    if not isinstance(prices, dict):
-        return True
-    return has_price(str(info.get("model", "")), {name: PriceSettings(**price) for name, price in prices.items()})
-
-
-__all__ = [
-    "PROFILES",
-    "Price",
-    "bare_model_name",
-    "find_price",
-    "has_price",
-    "langchain_providers",
-    "price_of",
-    "run_priced",
-    "settings_of",
-]
+__all__ = ["PROFILES", "Price", "bare_model_name", "find_price", "langchain_providers", "price_of", "settings_of"]

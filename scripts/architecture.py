@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "cache_hints.py", "calls.py", "chat_wire.py", "budget.py", "inputs.py", "faults.py",
                     "patterns.py", "plain_post.py", "deferred.py")),
     ("settings and memory", ("settings.py", "prompting.py", "state/", "verdict.py")),
-    ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py",
+    ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py", "priced.py",
                         "call_policy.py", "workspace/")),
     ("agent core", ("actions.py", "action_tools.py", "commands.py", "parsing.py", "exchange.py", "conversation.py",
                     "variant.py", "verification.py", "recovery.py", "nodes/", "graph.py")),

@@ -98,7 +98,7 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
         if not html:
             raise fail(f"{out}: an output page is only written with --html")
         return write_inspector_page(trajectory, out)
-    from llm_ide.pricing import run_priced
+    from llm_ide.priced import run_priced
 
     data, operations, stats = loaded(trajectory, full)
     info, calls = data["info"], data.get("model_calls", [])

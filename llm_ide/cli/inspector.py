@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -75,11 +75,12 @@ def report_command(
         write_page(report_page(batch), html)
         console.print(f"{len(batch.rows)} instances → {html} (+ {len(trajectories) - len(problems)} inspector pages)")
         return
-    rows = [
-        row
-        for row in batch.rows
-        if (status is None or row.exit_status == status) and (resolved is None or row.resolved is resolved)
-    ]
+    rows = [row for row in batch.rows if status in (None, row.exit_status) and resolved in (None, row.resolved)]
+    print_report(batch, rows)
+
+
+def print_report(batch: Any, rows: list[Any]) -> None:
+    """The rows shown, one per instance, then the batch's totals."""
     table = Table("instance", "exit status", "steps", "cost", "resolved", "evaluation error", title=batch.title)
     for row in rows:
         error = (row.error or "error") if row.evaluation == "error" else ""

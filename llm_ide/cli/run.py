@@ -97,7 +97,7 @@ def run(
     check_model_before_start(model, settings, base_url, status.say, repo=repo)
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.cli.navigator import check_served_navigator
-    from llm_ide.pricing import has_price
+    from llm_ide.priced import has_price
     from llm_ide.run.single import Listeners, RunRequest
 
     check_served_navigator(settings)

@@ -150,7 +150,7 @@ def run_batch(
 ) -> Any:
     """The batch with its progress; `kind`: the environment to check here once the instances are chosen. Interrupted:
     the finished instances stay, the others resume where they were next time."""
-    from llm_ide.pricing import has_price
+    from llm_ide.priced import has_price
     from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
     from llm_ide.swebench.dataset import DatasetError
     from llm_ide.swebench.preflight import SWEbenchError
@@ -268,7 +268,7 @@ def swebench_single_command(
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
     from llm_ide.config import with_user_config
-    from llm_ide.pricing import has_price
+    from llm_ide.priced import has_price
     from llm_ide.swebench.batch import batch_config
 
     model = model_name(model)

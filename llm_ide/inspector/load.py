@@ -19,7 +19,7 @@ from llm_ide.inspector.model import (
     ScriptView,
     StepStat,
 )
-from llm_ide.pricing import run_priced
+from llm_ide.priced import run_priced
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.context import ScoreParams, score_steps
