@@ -69,13 +69,16 @@ def test_execute_in_repo_with_config_env_cwd_and_returncode(env: LocalEnvironmen
     assert env.execute("read line; echo got:$line").output == "got:\n"  # stdin is /dev/null, never a hang
 
 
-def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(env: LocalEnvironment) -> None:
+@pytest.mark.parametrize(("timeout", "said"), [(1, "1"), (1.4389187569904607, "1.4")])  # (a wall-time limit's share)
+def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(
+    env: LocalEnvironment, timeout: float, said: str
+) -> None:
     command = "echo started; sleep 300.1 & sleep 300; echo never"
-    result = env.execute(command, timeout=1)
+    result = env.execute(command, timeout=timeout)
     assert result.timed_out is True
     assert result.returncode == 137
     assert result.output.startswith("started\n")
-    assert "timed out after 1 s" in result.output and "never" not in result.output
+    assert f"[command timed out after {said} s: " in result.output and "never" not in result.output
     assert all_gone("300.1"), "the background child outlived the timeout"
     assert env.execute("echo next").output == "next\n"
 

@@ -54,7 +54,7 @@ def test_a_given_script_runs_in_the_container_before_and_at_submit(tmp_path: Pat
         "double(2) = 5\nIssue reproduced",
     )
     assert (record["after"]["reproduce_double.py"]["verdict"], hangs["before"]["verdict"]) == ("resolved", "timed out")
-    assert hangs["before"]["output"].startswith("waiting for ever\n[command timed out after 3.0 s")
+    assert hangs["before"]["output"].startswith("waiting for ever\n[command timed out after 3 s")
     assert record["after"]["hangs.py"]["timed_out"] is True
     prompt = traj["model_calls"][0]["prompt"]
     assert "`/tools/reproduction/reproduce_double.py` (given with the task) printed on the original code" in prompt

@@ -255,7 +255,7 @@ class LocalEnvironment:
             )
         output = redact(cap.text(self.messages["elided"]))
         if timed_out:
-            output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
+            output = append_note(output, render(self.messages["timed_out"], timeout=f"{round(timeout, 1):g}"))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
     def _run(

@@ -269,7 +269,7 @@ class DockerEnvironment:
         returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
         output = redact(cap.text(self.messages["elided"]))  # environment.env may hold secrets
         if timed_out:
-            output = append_note(output, render(self.messages["timed_out"], timeout=timeout))
+            output = append_note(output, render(self.messages["timed_out"], timeout=f"{round(timeout, 1):g}"))
         elif lost:
             output = append_note(output, render(self.messages["session_lost"]))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
