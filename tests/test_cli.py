@@ -154,6 +154,12 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     assert patch == traj["info"]["submission"] and "+one" in patch
     assert patch.rstrip("\n") in second.stdout
 
+    third = llm_ide(*words[1:], cwd=tmp_path)  # once more: said to have finished, its result again, nothing run
+    assert third.returncode == 0 and third.stdout.splitlines()[0] == (
+        f"… run {run_id} had already finished (submitted): its result again; a new --thread-id runs the task anew"
+    )
+    assert patch.rstrip("\n") in third.stdout and "starting environment" not in third.stdout
+
     other = llm_ide(*[w if w != "write the trail" else "another task" for w in words[1:]], cwd=tmp_path)
     assert (other.returncode, other.stderr.count("\n")) == (2, 1), other.stderr
     assert other.stderr.startswith(f"error: thread id '{run_id}' is a run of another task")

@@ -147,6 +147,8 @@ class Driver:
             outputs.emit = self.listeners.emit
             values = thread.values
             if values.get("exit_status") and status_of(values["exit_status"]).finished and not thread.snapshot.tasks:
+                ended = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
+                outputs.emit(RunEvent(request.run_id, "phase", phase=f"{ended}; a new --thread-id runs the task anew"))
                 return outputs.finished_before(settings, request.repo, request.image)
             return Stream(replace(self, request=request), thread, outputs, variants).run()
 
