@@ -177,6 +177,22 @@ def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> N
     assert result.returncode == 0, result.stdout + result.stderr
     retry = [line for line in result.stderr.splitlines() if "retry 1/3" in line]
     assert len(retry) == 1 and "429" in retry[0] and "model test-model" in retry[0]
+    assert "goes on where it stopped" not in result.stderr
+
+
+def test_a_run_ended_by_a_model_error_says_the_command_that_goes_on(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = no_tools(tmp_path, max_retries=1, retry_base_delay=0.01, retry_max_delay=0.02)
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", "test-model", "--config", str(config)]
+    environ = {**os.environ, "OPENAI_API_KEY": "sk-test-key-for-the-loopback-server"}
+    with OpenAIServer(replies=[500, 500, act("Done.", "submit")]) as server:  # the server is down, then back
+        failed = llm_ide(*args, "--base-url", server.url, cwd=tmp_path, env=environ)
+        *_, said, command = failed.stderr.splitlines()
+        assert (failed.returncode, said) == (1, "the run goes on where it stopped (model_error) with:")
+        assert command.startswith("llm-ide run --repo ") and " --thread-id run-" in command
+        resumed = llm_ide(*shlex.split(command)[1:], cwd=tmp_path, env=environ)
+    assert resumed.returncode == 0 and "goes on where it stopped" not in resumed.stderr, resumed.stderr
+    assert "resuming run run-" in resumed.stdout and "submitted" in resumed.stdout
 
 
 def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from llm_ide.cli.console import (
     StepPrinter,
     Thoughts,
     check_model_before_start,
+    command_line,
     console,
     err_console,
     fail,
@@ -120,7 +121,11 @@ def run(
     )
     listeners = Listeners(on_event, status, ask, status.command)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None)
-    raise typer.Exit(print_outcome(result, request, priced))
+    code = print_outcome(result, request, priced)
+    if not ExitStatus(result.exit_status).finished and result.exit_status != ExitStatus.AWAITING_ANSWER:
+        err_console.print(f"the run goes on where it stopped ({result.exit_status}) with:")  # a model error, say
+        err_console.print(command_line(*([] if thread_id else ["--thread-id", run_id])), markup=False)
+    raise typer.Exit(code)
 
 
 def run_settings(
