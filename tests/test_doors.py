@@ -59,6 +59,12 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL (or use --model scripted:FILE.yaml for "
             "a dry run)",
         ),
+        "no scheme": (
+            {"repo": repo, "model": "local-model", "base_url": f"127.0.0.1:{port}/v1"},
+            {},
+            f"model local-model: the endpoint 127.0.0.1:{port}/v1 is no http:// or https:// URL (e.g. "
+            f"http://127.0.0.1:{port}/v1)",
+        ),
         "empty script": (
             {"repo": repo, "model": "scripted:"},
             {},
@@ -73,7 +79,7 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
     return cases[name]
 
 
-NAMES = ["not a repository", "a file", "no key", "unreachable", "empty script", "empty provider model"]
+NAMES = ["not a repository", "a file", "no key", "unreachable", "no scheme", "empty script", "empty provider model"]
 
 
 @pytest.fixture(autouse=True)

@@ -188,7 +188,10 @@ def check_model(
     if url is None:
         return
     parsed = urlparse(url)
-    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        example = "" if "://" in url else f" (e.g. http://{url})"
+        raise PreflightError(f"model {model}: the endpoint {url} is no http:// or https:// URL{example}")
+    host, port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as error:
