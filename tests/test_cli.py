@@ -165,6 +165,31 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     assert other.stderr.startswith(f"error: thread id '{run_id}' is a run of another task")
 
 
+def test_a_run_whose_output_pipe_closes_ends_as_interrupted_and_resumes(tmp_path: Path) -> None:
+    """`llm-ide run … | head -2`: the write that finds the pipe closed ends the run as Ctrl-C would (it ended `error`
+    with no reason), told on stderr with the command that resumes it; exit 141, as SIGPIPE's."""
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
+    model = write_script(
+        tmp_path / "script.yaml",
+        [act("Wait.", "bash", command=WAIT_FOR_GO), reflect(False, "waited"), act("Done.", "submit")],
+    )
+    args = ["run", "--repo", "repo", "--task", "wait", "--model", model, "--config", "no-tools.yaml"]
+    args += ["--thread-id", "p"]
+    no_tools(tmp_path)
+    first = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first.stdout is not None and first.stdout.readline()  # its first line read, then the reader goes
+    first.stdout.close()
+    (repo / "go").touch()  # should it get to its step: the step ends and its line finds the pipe closed
+    stderr = first.stderr.read() if first.stderr else ""
+    assert first.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "interrupted: saved at its last completed step" in stderr
+    resume = stderr.splitlines()[stderr.splitlines().index("resume with:") + 1]
+    info = json.loads((tmp_path / "runs" / "p" / "p.traj.json").read_text())["info"]
+    assert info["exit_status"] == "interrupted"
+    second = llm_ide(*shlex.split(resume)[1:], cwd=tmp_path)
+    assert second.returncode == 0 and "submitted" in second.stdout, second.stdout + second.stderr
+
+
 def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     config = no_tools(tmp_path, max_retries=3, retry_base_delay=0.01, retry_max_delay=0.02)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -14,6 +16,7 @@ from rich.markup import escape
 
 from llm_ide import deferred
 from llm_ide.cli.lazy import lazy_group
+from llm_ide.errors import Terminated
 from llm_ide.version import __version__
 
 COMMAND_GC_THRESHOLD = 100_000
@@ -28,7 +31,7 @@ class App(typer.Typer):
         from llm_ide.errors import LlmIdeError, ending
 
         deferred.install()
-        with collected_rarely():
+        with collected_rarely(), pipe_guarded():
             try:
                 code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
             except LlmIdeError as error:
@@ -60,6 +63,41 @@ def collected_rarely() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
+
+
+class PipeGuard:
+    """The command's stdout. When its reader goes (`llm-ide run … | head`), the write that finds the pipe closed
+    ends the command as SIGPIPE would, but as Ctrl-C ends a run (interrupted, resumable, told on stderr; exit 141):
+    the stream is pointed at /dev/null first, so that nothing written after, nor the flush at exit, fails again."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.guarded(self.stream.write, text)
+
+    def flush(self) -> None:
+        self.guarded(self.stream.flush)
+
+    def guarded(self, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            raise Terminated(signal.SIGPIPE) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def pipe_guarded() -> Iterator[None]:
+    stdout = sys.stdout
+    sys.stdout = PipeGuard(stdout)
+    try:
+        yield
+    finally:
+        sys.stdout = stdout
 
 
 def is_usage_error(error: Exception) -> bool:
