@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,6 +65,14 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     assert result.returncode == 0, result.stderr
     assert f"→ {folder / 'page.html'}" in result.stdout
     return load_trajectory(trajectory), folder / "page.html"
+
+
+def test_a_free_runs_charts_say_their_real_maximum(demo_run: tuple[dict, Path]) -> None:
+    """The demo's scripted model is free: its cost chart is flat and says max 0 (it said max 1.0000)."""
+    page = demo_run[1].read_text()
+    captions = re.findall(r"<figcaption>([^<]+) <span class=\"dim\">\(max ([^)]+)\)</span>", page)
+    assert [title for title, _ in captions] == ["prompt characters", "input tokens: cached | uncached", "cost ($)"]
+    assert captions[2][1] == "0.0000" and all(int(top.replace(",", "")) > 0 for _, top in captions[:2])
 
 
 def test_run_page_draws_the_tree_marks_failed_alternatives_and_opens_nodes(browser, demo_run) -> None:

@@ -98,7 +98,8 @@ def charts(steps: list[StepStat], priced: bool = True) -> list[dict[str, Any]]:
     ]
     out = []
     for title, values, fmt in specs:
-        top = max((a + b for a, b in values), default=0) or 1
+        largest = max((a + b for a, b in values), default=0)
+        top = largest or 1  # (all zero: flat bars)
         bars = [
             {
                 "x": i * BAR,
@@ -109,7 +110,7 @@ def charts(steps: list[StepStat], priced: bool = True) -> list[dict[str, Any]]:
             }
             for i, (a, b) in enumerate(values)
         ]
-        out.append({"title": title, "bars": bars, "max": fmt.format(top), "width": max(len(values), 1) * BAR})
+        out.append({"title": title, "bars": bars, "max": fmt.format(largest), "width": max(len(values), 1) * BAR})
     return out
 
 
