@@ -142,7 +142,7 @@ class StudioRun:
         register_config_secrets(settings)
         variants = compose(settings, self.variants, from_settings=False)
         run_id = thread_id()
-        self.progress.note("starting the environment")
+        self.progress.note("starting environment")
         env = make_environment(settings.environment, repo, run_id)
         try:
             self.base = state.get("base_commit") or base_commit(env)

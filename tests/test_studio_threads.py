@@ -67,7 +67,7 @@ def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_
     first, events = served_run(saver, "t1", inputs)
     assert first["exit_status"] == "submitted" and "+mine" in first["submission"]
     said = notes(events)
-    assert said[0] == ("info", "starting the environment") and said[-1] == ("info", "installing tools")
+    assert said[0] == ("info", "starting environment") and said[-1] == ("info", "installing tools")
     assert said[1][1].startswith("baseline: commit ")
     assert said[2] == ("warning", said[2][1]) and said[2][1].startswith("warning: the repository has uncommitted ")
     assert "(notes.txt)" in said[2][1] and len(said) == 4

@@ -207,13 +207,17 @@ class Evaluator:
             container = self.client.containers.run(
                 instance.image, entrypoint=KEEPER, command=[], detach=True, auto_remove=True, labels=labels
             )
-            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
-            with self.lock:
-                self.live[container.id] = self.client.api.exec_start(watchdog, socket=True)
         except docker.errors.ImageNotFound:
             raise EvaluationError(f"image {instance.image} not found (docker pull {instance.image})") from None
         except docker.errors.APIError as error:
             raise EvaluationError(f"cannot start image {instance.image}: {error.explanation or error}") from None
+        try:
+            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
+            with self.lock:
+                self.live[container.id] = self.client.api.exec_start(watchdog, socket=True)
+        except docker.errors.DockerException as error:
+            self._remove(container.id)
+            raise EvaluationError(f"cannot watch the container of {instance.image}: {error}") from None
         if self.stopped.is_set():
             self._remove(container.id)
             raise EvaluationError(NOT_GRADED)
