@@ -137,7 +137,7 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "no-tools.yaml")]
     done = invoke(*args, "--output", str(tmp_path / "out"), env=user_env(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "step_limit after 1 model calls" in done.stdout
+    assert "step_limit after 1 model call" in done.stdout
     config.write_text("agent: {step_limit: 0}\n")  # 0: no limit
     again = invoke(*args, "--output", str(tmp_path / "o2"), env=user_env(tmp_path))
     assert again.returncode == 0 and "submitted after 2 model calls" in again.stdout, again.stdout + again.stderr

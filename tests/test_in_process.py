@@ -92,7 +92,7 @@ def test_the_process_is_left_as_it_was(tmp_path: Path) -> None:
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml"]
     done = invoke(*args, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "submitted after 1 model calls" in done.stdout
+    assert "submitted after 1 model call" in done.stdout
     assert (dict(os.environ), os.getcwd(), sys.argv, sys.stdout, sys.stderr, sys.stdin) == before
     assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
     assert (root.handlers, root.level, logging.getLogger("llm_ide").level) == logging_before

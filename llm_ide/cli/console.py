@@ -115,7 +115,7 @@ def usage_text(stats: dict[str, Any], priced: bool) -> str:
     estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
     guess = "" if not estimated else " (estimated)" if estimated == calls else f" (estimated for {estimated} calls)"
     tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
-    return f"{calls} model calls, {tokens}, {money(stats['cost'], priced)}"
+    return f"{calls} model call{'s' * (calls != 1)}, {tokens}, {money(stats['cost'], priced)}"
 
 
 @cache

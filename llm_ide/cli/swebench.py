@@ -195,7 +195,7 @@ def print_batch(summary: Any, output: Path) -> None:
         before = f", ${summary.spent_before:.4f} of it by earlier runs in {output}" if summary.spent_before else ""
         console.print(
             f"[yellow]global cost limit reached (spent ${summary.spent_before + summary.cost:.4f}{before}): "
-            f"{len(summary.not_started)} instances not started[/]"
+            f"{len(summary.not_started)} instance{'s' * (len(summary.not_started) != 1)} not started[/]"
         )
     if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):
         err_console.print(f"[bold red]every instance failed[/] (reasons above and in {output / 'swebench.log'})")
@@ -291,7 +291,8 @@ def swebench_single_command(
     priced = has_price(model, batch_config(options).model.prices)
     outcome = run_single(chosen, options, StepPrinter(priced, thoughts))
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
-    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {outcome.steps} steps, {money(outcome.cost, priced)}")
+    steps = f"{outcome.steps} step{'s' * (outcome.steps != 1)}"
+    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {money(outcome.cost, priced)}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)

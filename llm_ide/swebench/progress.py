@@ -67,7 +67,7 @@ class BatchProgress:
             self._live = Live(console=self.console, get_renderable=self.render, refresh_per_second=4, transient=False)
             self._live.__enter__()
         else:
-            self._plain(f"{self.title}: {self.total} instances")
+            self._plain(f"{self.title}: {self.total} instance{'s' * (self.total != 1)}")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -112,7 +112,7 @@ class BatchProgress:
             self.done += 1
             self.statuses[exit_status] += 1
             reason = f": {one_line(error)}" if error else ""
-            ended = f"{instance_id}: {exit_status} ({steps} steps, {self.money(cost)}){reason}"
+            ended = f"{instance_id}: {exit_status} ({steps} step{'s' * (steps != 1)}, {self.money(cost)}){reason}"
             totals = f"total {self.money(self.cost)} | ETA {format_duration(self.eta())} | {self.status_text()}"
             line = f"[{self.done}/{self.total}] {ended} | {totals}"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # above the live display, if any

@@ -69,7 +69,7 @@ def open_environment(
         fresh = env.capabilities.ephemeral or tree.pristine(settings.patch)
         if snapshot and fresh and (count := tree.restore(snapshot, settings.patch)):
             log.info("the worktree put back as the last completed step left it (%d files)", count)
-            say(f"the worktree put back as the last completed step left it ({count} files)")
+            say(f"the worktree put back as the last completed step left it ({count} file{'s' * (count != 1)})")
         return env, base
     except BaseException:
         env.close()
