@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.environments.docker import cleanup_containers, owner_labels
-from llm_ide.environments.docker.container import KEEPER, WATCHDOG
+from llm_ide.environments.docker.cleanup import KEEPER, cleanup_containers, owner_labels, start_watchdog
 from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import render_source
 from llm_ide.settings import SweBenchSettings
@@ -212,9 +211,8 @@ class Evaluator:
         except docker.errors.APIError as error:
             raise EvaluationError(f"cannot start image {instance.image}: {error.explanation or error}") from None
         try:
-            watchdog = self.client.api.exec_create(container.id, WATCHDOG, stdin=True)["Id"]
             with self.lock:
-                self.live[container.id] = self.client.api.exec_start(watchdog, socket=True)
+                self.live[container.id] = start_watchdog(self.client.api, container.id)
         except docker.errors.DockerException as error:
             self._remove(container.id)
             raise EvaluationError(f"cannot watch the container of {instance.image}: {error}") from None

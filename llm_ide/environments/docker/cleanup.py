@@ -1,4 +1,5 @@
-"""Labels that mark our containers, the registry of the live ones, their removal on every exit path, and sweeping."""
+"""Labels that mark our containers, what keeps one alive while its process lives (PID 1 and the watchdog), the registry
+of the live ones, their removal on every exit path, and sweeping."""
 
 from __future__ import annotations
 
@@ -9,13 +10,32 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import docker
 import docker.errors
 
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import install_signal_policy
+
+# PID 1 of the container: it reaps orphans and outlives whatever the agent does inside (`kill -9 -1` spares it, a
+# namespace's init ignores the signals it has no handler for, and it ignores the usual ones), so the container and
+# the run's edits survive an agent that kills everything it sees; only SIGUSR2 (the watchdog's) ends it.
+KEEPER = [
+    "sh",
+    "-c",
+    "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; while :; do sleep 2147483647 & wait $!; done",
+    "llm-ide-init",
+]
+# The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
+# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. A new
+# one starts after every lost session (the agent's commands may have killed it).
+WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
+
+
+def start_watchdog(api: Any, container_id: str) -> Any:
+    """The watchdog of a container started with KEEPER: the stream to hold while the container should live."""
+    return api.exec_start(api.exec_create(container_id, WATCHDOG, stdin=True)["Id"], socket=True)
 
 
 class Closable(Protocol):

@@ -23,12 +23,14 @@ from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFa
 from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
+    KEEPER,
     cleanup_containers,
     connect,
     install_cleanup_handlers,
     one_line,
     owner_labels,
     remove_container,
+    start_watchdog,
 )
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
@@ -45,20 +47,6 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
 TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
-
-# PID 1 of the container: it reaps orphans and outlives whatever the agent does inside (`kill -9 -1` spares it, a
-# namespace's init ignores the signals it has no handler for, and it ignores the usual ones), so the container and
-# the run's edits survive an agent that kills everything it sees; only SIGUSR2 (the watchdog's) ends it.
-KEEPER = [
-    "sh",
-    "-c",
-    "trap '' HUP INT QUIT TERM USR1 PIPE ALRM; trap 'exit 0' USR2; while :; do sleep 2147483647 & wait $!; done",
-    "llm-ide-init",
-]
-# The watchdog: a second exec whose stdin stays open as long as the client holds it. When the client goes away, even
-# by SIGKILL, the engine closes that stdin, the read returns and the container stops; docker then removes it. A new
-# one starts after every lost session (the agent's commands may have killed it).
-WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 
 
 class DockerEnvironment:
@@ -181,8 +169,7 @@ class DockerEnvironment:
 
     def _start_watchdog(self) -> None:
         assert self.container_id is not None
-        watchdog = self.client.api.exec_create(self.container_id, WATCHDOG, stdin=True)["Id"]
-        self._watchdogs.append(self.client.api.exec_start(watchdog, socket=True))
+        self._watchdogs.append(start_watchdog(self.client.api, self.container_id))
 
     def _renew_watchdog(self) -> None:
         """After a lost session (every process killed?) a new watchdog starts; the old one's end may reach its stream
