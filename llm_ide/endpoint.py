@@ -224,10 +224,12 @@ def async_http_client(timeout: float) -> httpx.AsyncClient:
 
 def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | None:
     """The model names an OpenAI-compatible endpoint lists (GET `{url}/models`); None when it lists none, has no such
-    route, or does not answer in time."""
+    route, or does not answer in time; [] when nothing answers at that path at all (404)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=timeout, verify=tls_context())
+        if response.status_code == 404:
+            return []
         data = response.json().get("data") if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError):
         return None

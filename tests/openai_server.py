@@ -19,8 +19,9 @@ A request with `"stream": true` gets its reply as server-sent events, one chunk 
 `Reply(finish_reason="length")` is a reply cut at the length limit, `Reply(delay=S)` one that starts after S seconds;
 `Reply(pace=S)` streams a chunk every S seconds (a model writing at 1/S tokens per second), `Reply(pings=S)` streams
 nothing but an SSE comment every S seconds (a server alive that produces nothing).
-GET `/v1/models` lists `models` (`None`: 404). `server.requests` records every request (path, headers, parsed body)
-in arrival order. POST `/v1/messages` answers the same replies in Anthropic's Messages API shape.
+GET `/v1/models` lists `models` (`None`: 404); any other path is 404, as a real server's. `server.requests` records
+every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers the same replies in
+Anthropic's Messages API shape.
 `Reply(tool_calls=(("view", {"path": "a.py"}),))` calls tools after its text: OpenAI's `tool_calls` (arguments given
 as a str are sent as they are, JSON or not; streamed as deltas), Anthropic's `tool_use` blocks.
 """
@@ -256,7 +257,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models") and server.models is not None:
+            if self.path.rstrip("/") == "/v1/models" and server.models is not None:
                 listed = [{"id": name, "object": "model", "owned_by": "test"} for name in server.models]
                 self._send_json(200, {"object": "list", "data": listed})
             else:
@@ -264,8 +265,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-            anthropic = self.path.rstrip("/").endswith("/v1/messages")
-            if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
+            anthropic = self.path.rstrip("/") == "/v1/messages"
+            if not anthropic and self.path.rstrip("/") != "/v1/chat/completions":
                 self._send_json(404, error_body(404, "", f"no route {self.path}"))
                 return
             try:

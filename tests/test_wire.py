@@ -165,6 +165,36 @@ def test_a_model_name_the_endpoint_does_not_list_is_one_line_before_anything_sta
     assert server.hits == 0 and not (tmp_path / "out").exists()  # nothing started: no call, no output folder
 
 
+@pytest.mark.parametrize(
+    ("path", "listed", "said"),
+    [
+        ("/v2", ["qwen-local"], "lists qwen-local; pass --base-url {origin}/v1"),  # a typo for /v1: said at once
+        ("", ["qwen-local"], "lists qwen-local; pass --base-url {origin}/v1"),  # /v1 left out (Ollama's, vLLM's)
+        ("/v2", None, None),  # the server lists nothing anywhere: the first call says it, naming the URL's 404
+    ],
+    ids=["typo", "no-v1", "nothing-listed"],
+)
+def test_a_base_url_whose_path_answers_nothing_is_one_line_naming_the_one_that_does(
+    tmp_path: Path, path: str, listed: list[str] | None, said: str | None
+) -> None:
+    with OpenAIServer(replies=[SUBMIT], models=listed) as server:
+        origin = server.url.removesuffix("/v1")
+        result = run(cli(tmp_path, origin + path, model="qwen-local"))
+    assert server.hits == 0  # no chat request reached the route
+    if said is None:
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "404 - no route /v2/chat/completions (check the model name, URL and API key)\n" in result.stderr
+        return
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"error: nothing answers at {origin + path} (GET {origin + path}/models: 404), but {origin}/v1 "
+        + said.format(origin=origin)
+        + "\n",
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_streamed_replies_without_usage_are_marked_estimated_in_calls_model_stats_and_the_console(
     tmp_path: Path,
 ) -> None:

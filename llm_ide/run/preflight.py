@@ -222,14 +222,26 @@ def buildable(model: str, base_url: str | None) -> None:
 
 def check_listed(model: str, url: str, settings: Any, timeout: float) -> None:
     """An OpenAI-compatible endpoint that lists its models (`/v1/models`) must list this one (Ollama's `name` is its
-    `name:latest`); one that lists none, or cannot say in time, is not asked further."""
+    `name:latest`); one that lists none, or cannot say in time, is not asked further. Where nothing answers at the
+    URL's path but the same server's `/v1` lists models, the URL is a typo for that one."""
     name = model.removeprefix("openai:")
     key = settings.model.kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
-    listed = listed_models(url, key if isinstance(key, str) else None, timeout)
-    if listed is None or name in listed or f"{name}:latest" in listed:
+    key = key if isinstance(key, str) else None
+    listed = listed_models(url, key, timeout)
+    if listed == [] and urlparse(url).path.rstrip("/") != "/v1":
+        served = f"{urlparse(url)._replace(path='/v1', query='', fragment='').geturl()}"
+        if elsewhere := listed_models(served, key, timeout):
+            raise PreflightError(
+                f"nothing answers at {url} (GET {url.rstrip('/')}/models: 404), but {served} lists "
+                f"{shown(elsewhere)}; pass --base-url {served}"
+            )
+    if not listed or name in listed or f"{name}:latest" in listed:
         return
-    shown = ", ".join(listed[:MAX_LISTED]) + (f" … ({len(listed)} in all)" if len(listed) > MAX_LISTED else "")
     raise PreflightError(
-        f"model {name} is not served at {url}, which lists: {shown}; pass one of them to --model "
+        f"model {name} is not served at {url}, which lists: {shown(listed)}; pass one of them to --model "
         "(or set model.check_name: false)"
     )
+
+
+def shown(names: list[str]) -> str:
+    return ", ".join(names[:MAX_LISTED]) + (f" … ({len(names)} in all)" if len(names) > MAX_LISTED else "")
