@@ -188,18 +188,28 @@ WAITING_STEPS = [
 ]
 
 
-def test_second_process_on_the_same_thread_exits_naming_the_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("thread", ["T", "U"])
+def test_a_second_run_on_the_same_thread_or_repository_exits_naming_the_first(tmp_path: Path, thread: str) -> None:
+    """The same thread id: its lock; another thread on the same repository: the repository's (each run's patch would
+    hold the other's edits). Once the first has ended, the second runs."""
     repo, args = setup_run(tmp_path, WAITING_STEPS)
     first = llm_ide(args, tmp_path)
     wait_for(repo / "waiting", first)
-    code, output = rerun(args, tmp_path)
-    assert code == 2
-    assert f"already being run by process {first.pid}" in output
-    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+    second = [*args[: args.index("--thread-id") + 1], thread, *args[args.index("--thread-id") + 2 :]]
+    code, output = rerun(second, tmp_path)
+    said = {
+        "T": f"error: thread T is already being run by process {first.pid} (lock file {tmp_path / 'out' / 'T.lock'})",
+        "U": f"error: repository {repo.resolve()} is being changed by another run (process {first.pid}); wait for it "
+        "to end, or give this run a clone or a git worktree of its own",
+    }
+    assert (code, output) == (2, said[thread] + "\n")
     (repo / "go").touch()
     code, output = finish(first)
     assert code == 0, output
     assert (repo / "trail.txt").read_text() == "one\ntwo\n"
+    if thread == "U":
+        assert rerun(second, tmp_path)[0] == 0  # the repository's lock went with the first run
+        assert (repo / "trail.txt").read_text() == "one\ntwo\none\ntwo\n"
 
 
 def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:

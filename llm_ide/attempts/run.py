@@ -22,6 +22,7 @@ from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
+from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult
 from llm_ide.run.thread import Thread, opened, start
@@ -60,7 +61,10 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
     ctx = AttemptsContext(replace(request, repo=repo, environment=kind), listeners)
     info = {"run_id": request.run_id, "model": request.model, "config": redacted(settings.model_dump(mode="json"))}
     database = f"{request.run_id}.attempts.sqlite"
-    with opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread:
+    with (
+        opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread,
+        repo_lock(repo, in_place),
+    ):
         return Attempts(ctx, thread, info, in_place).run()
 
 

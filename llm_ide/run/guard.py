@@ -1,15 +1,17 @@
-"""What must hold before a run touches its thread: one process per thread id, and saved state that agrees with
-itself (a thread with a trajectory is never restarted from scratch over it)."""
+"""What must hold before a run touches its thread: one process per thread id, one run at a time changing a repository
+in place, and saved state that agrees with itself (a thread with a trajectory is never restarted from scratch over
+it)."""
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from llm_ide.errors import UsageError
 
@@ -26,13 +28,41 @@ def thread_lock(output_dir: Path, run_id: str) -> Iterator[Path]:
         handle = path.open("a+", encoding="utf-8")
     except OSError as error:
         raise RunStateError(f"{output_dir} cannot be written ({error.strerror}): nothing was run") from None
+    with held(handle, lambda holder: f"thread {run_id} is already being run by process {holder} (lock file {path})"):
+        yield path
+
+
+@contextmanager
+def repo_lock(repo: Path | None, in_place: bool) -> Iterator[None]:
+    """One run at a time changes a repository in place (two would each take the other's edits into its patch): an
+    exclusive lock on its path, held for the whole run (the lock file: in the user's cache, named by the path)."""
+    if repo is None or not in_place:
+        yield
+        return
+    repo = Path(repo).resolve()
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-ide" / "locks"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = (folder / f"repo-{hashlib.sha256(bytes(repo)).hexdigest()[:20]}.lock").open("a+", encoding="utf-8")
+    except OSError:
+        yield  # nowhere to lock in: the thread's own lock still holds
+        return
+    advice = "wait for it to end, or give this run a clone or a git worktree of its own"
+    with held(handle, lambda holder: f"repository {repo} is being changed by another run (process {holder}); {advice}"):
+        yield
+
+
+@contextmanager
+def held(handle: IO[str], refused: Callable[[str], str]) -> Iterator[None]:
+    """An exclusive flock on the open file `handle`, which names the holder's PID while it holds it; taken already,
+    a RunStateError says `refused(holder's PID)`."""
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
-        raise RunStateError(f"thread {run_id} is already being run by process {holder} (lock file {path})") from None
+        raise RunStateError(refused(holder)) from None
     try:
         try:
             handle.seek(0)
@@ -41,7 +71,7 @@ def thread_lock(output_dir: Path, run_id: str) -> Iterator[Path]:
             handle.flush()
         except OSError:
             pass  # a full disk: the lock holds all the same, only the holder's PID is not told
-        yield path
+        yield
     finally:
         with suppress(OSError):
             handle.seek(0)

@@ -18,13 +18,14 @@ from llm_ide import verdict
 from llm_ide.budget import Budget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
+from llm_ide.environments import capabilities
 from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep, Keep
 from llm_ide.graph import ENDING, after_render, build_graph
-from llm_ide.run.guard import check_saved_state
+from llm_ide.run.guard import check_saved_state, repo_lock
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task, preflight
 from llm_ide.run.salvage import folder_lost
@@ -132,7 +133,11 @@ class Driver:
         build = lambda saver: build_graph(saver, variants=variants)  # noqa: E731
         database = f"{request.run_id}.checkpoint.sqlite"
         every = settings.checkpoint.keep_history
-        with opened(output_dir, request.run_id, request.task, request.checkpoint, database, build, every) as thread:
+        in_place = not capabilities(settings.environment.type).ephemeral
+        with (
+            opened(output_dir, request.run_id, request.task, request.checkpoint, database, build, every) as thread,
+            repo_lock(request.repo, in_place),
+        ):
             if thread.spec != "memory":
                 check_saved_state(
                     has_checkpoint=thread.resumed,
