@@ -7,8 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -343,6 +347,65 @@ def test_our_own_trajectory_replays_to_the_same_bill(demo: tuple[Path, Path], tm
     assert second.format == "llm-ide-1" and second.same_as_submission is True
     ours, theirs = second.totals("llm-ide"), second.totals("original")
     assert ours == theirs == first.totals("llm-ide")
+
+
+def test_our_own_run_with_an_edit_action_replays_word_for_word(tmp_path: Path) -> None:
+    """The demo's run (view, run, `edit`, test, submit) replayed on its base: the edited file is not put changed
+    before the first step (the edit writes it), the edit applies, and both sides' every figure is equal."""
+    demo = ROOT / "llm_ide" / "demo"
+    project = tmp_path / "project"
+    shutil.copytree(demo / "project", project)
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "base")
+    base = git(project, "rev-parse", "HEAD").strip()
+    config = ["--config", str(demo / "config.yaml")]
+    ran = cli("run", "--repo", str(project), "--task-file", str(demo / "task.md"), "--model",
+              f"scripted:{demo / 'script.yaml'}", *config, "--output", str(tmp_path / "run"), "--thread-id", "d",
+              cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    git(project, "checkout", "-q", ".")
+    done = cli("replay", str(tmp_path / "run" / "d.traj.json"), "--repo", str(project), "--commit", base, *config,
+               "--out", str(tmp_path / "replay"), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = report_of(tmp_path / "replay")
+    assert report.environment_changes == [] and report.differing_returncodes == []
+    assert [step.action for step in report.steps][2].startswith("edit calc/stats.py")
+    assert report.totals("llm-ide") == report.totals("original") and report.same_as_submission is True
+
+
+def test_an_interrupted_replay_says_so_and_the_same_command_replays_it_again(tmp_path: Path) -> None:
+    """Ctrl-C while a replayed command runs: one message (the steps done, the command again), exit 130, no report;
+    the same command then replays it from the start (its unfinished run/ folder is its own)."""
+    waiting = [("Wait a little.", "sleep 4", 0, ""), *STEPS[3:]]
+    trajectory = mini_trajectory(tmp_path / f"{INSTANCE}.traj.json", [STEPS[0], *waiting])
+    repo, out = make_repo(tmp_path / "repo"), tmp_path / "out"
+    args = ["replay", str(trajectory), "--repo", str(repo), "--out", str(out)]
+    args += [] if bwrap_path() else ["--unsandboxed"]
+    environ = {**os.environ, "COLUMNS": "200", "PATH": PATH}
+    process = subprocess.Popen([sys.executable, "-m", "llm_ide", *args], cwd=tmp_path, env=environ, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    wire = out / "wire.jsonl"
+    _, stderr = interrupt_when_lines(wire, 2, process)  # the second request: `sleep 4` is running
+    assert process.returncode == 130
+    assert stderr == (
+        f"interrupted after 1 of {len(waiting) + 2} steps: no report written (the run so far: {out / 'run'}); the "
+        f"same command replays it from the start:\nllm-ide {shlex.join(args)}\n"
+    )
+    assert not (out / "replay.json").exists()
+    again = cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert report_of(out).exit_status == "submitted"
+
+
+def interrupt_when_lines(path: Path, lines: int, process: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ctrl-C to `process` once `path` holds `lines` lines."""
+    deadline = time.monotonic() + 120
+    while not path.exists() or path.read_text().count("\n") < lines:
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    return process.communicate(timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from llm_ide.cli.console import console, err_console, fail
+from llm_ide.cli.console import command_line, console, err_console, fail, interrupted_exit
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -160,14 +160,25 @@ def replay_with_progress(trajectory: Path, repo: Path, target: Path, steps: int,
 
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     live = {"console": err_console, "transient": True, "disable": not err_console.is_terminal}
-    with Progress(*columns, TextColumn("{task.description}"), **live) as progress:
-        task = progress.add_task("", total=steps)
+    done = [0]
+    try:
+        with Progress(*columns, TextColumn("{task.description}"), **live) as progress:
+            task = progress.add_task("", total=steps)
 
-        def on_event(event: RunEvent) -> None:
-            if event.kind == "step":
-                progress.update(task, completed=event.step, description=escape(terminal_safe(event.action)[:60]))
+            def on_event(event: RunEvent) -> None:
+                if event.kind == "step":
+                    done[0] = event.step
+                    progress.update(task, completed=event.step, description=escape(terminal_safe(event.action)[:60]))
 
-        return replay(trajectory, repo, target, on_event=on_event, **options)
+            return replay(trajectory, repo, target, on_event=on_event, **options)
+    except KeyboardInterrupt as interrupt:
+        err_console.print(
+            f"interrupted after {done[0]} of {steps} steps: no report written (the run so far: {target / 'run'}); "
+            f"the same command replays it from the start:\n{command_line()}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise interrupted_exit(interrupt) from None
 
 
 def show_report(report: ReplayReport, target: Path, misses: int, html: bool) -> None:

@@ -19,7 +19,7 @@ from llm_ide.fileio import atomic_write
 from llm_ide.pricing import settings_of
 from llm_ide.replay.checkout import checkout, git
 from llm_ide.replay.endpoint import LoopbackEndpoint
-from llm_ide.replay.formats import ReplayError, Trajectory, load
+from llm_ide.replay.formats import LLM_IDE_FORMAT, ReplayError, Trajectory, load
 from llm_ide.replay.measure import divergence, measure
 from llm_ide.replay.model import Prices, ReplayReport
 from llm_ide.replay.script import MODEL, Script
@@ -29,6 +29,7 @@ from llm_ide.run.single import RunEvent, run_task
 
 REPORT = "replay.json"
 RUN_DIR = "run"
+WRITING = ("edit", "create")  # the actions of an llm-ide trajectory that write a file
 
 
 class Loopback:
@@ -84,11 +85,15 @@ def run_id_of(trajectory: Trajectory, path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".-_") or "replay"
 
 
-def fresh_output(out: Path) -> Path:
-    """`out/run`, emptied when it holds an earlier replay's run; a folder that is not a replay's is refused."""
+def fresh_output(out: Path, run_id: str) -> Path:
+    """`out/run`, emptied when it holds an earlier replay's run (one that ended, or this one's stopped before its
+    report: nothing but the files of its run id); a folder that is not a replay's is refused."""
+    if out.exists() and not out.is_dir():
+        raise ReplayError(f"--out {out} is a file, not a folder: give a folder")
     run_dir = out / RUN_DIR
     if run_dir.exists():
-        if not (out / REPORT).is_file():
+        ours = run_dir.is_dir() and all(entry.name.startswith(f"{run_id}.") for entry in run_dir.iterdir())
+        if not (out / REPORT).is_file() and not ours:
             raise ReplayError(f"{out} holds a {RUN_DIR}/ folder that is no replay's: give another --out")
         shutil.rmtree(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -165,15 +170,16 @@ def replay(
         if not unsandboxed:
             refuse_unsandboxed(settings)
         settings = mounted_at_workdir(settings, trajectory.workdir)
-        run_dir = fresh_output(out)
+        run_id = run_id_of(trajectory, path)
+        run_dir = fresh_output(out, run_id)
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
         environment = as_the_original_found_it(repo, watch.tracked, trajectory)
         exchange = exchange_for(settings, Loopback())
         single, tools = exchange.one_call, exchange.form is TOOLS
-        script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools)
-        run_id = run_id_of(trajectory, path)
+        recorded = trajectory.requests if trajectory.format == LLM_IDE_FORMAT and workdir is None else []
+        script = Script.open(trajectory.steps, single, out / "wire.jsonl", watch.take, rewrite, tools, recorded)
         result = run_on_script(script, trajectory.task, settings, run_dir, run_id, repo, on_event)
         watch.take()
         operations = json.loads(result.trajectory_path.read_text(encoding="utf-8")).get("operations") or []
@@ -204,8 +210,13 @@ def replay(
 def as_the_original_found_it(repo: Path, tracked: set[str], trajectory: Trajectory) -> list[str]:
     """The files the original's environment had changed before its first step, changed so in the checkout too."""
     commands = [str(step.params.get("command") or "") for step in trajectory.steps]
+    edited = frozenset(
+        Path(str(step.params["path"])).name
+        for step in trajectory.steps
+        if step.action_type in WRITING and step.params.get("path")
+    )
     applied = []
-    for path, section in environment_changes(trajectory.submission, tracked, commands).items():
+    for path, section in environment_changes(trajectory.submission, tracked, commands, edited).items():
         if git("apply", "-", cwd=repo, input=section + "\n").returncode == 0:
             applied.append(path)
     return applied

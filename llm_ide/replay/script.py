@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from llm_ide.parsing import body_text
 from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix, wire_messages
-from llm_ide.replay.formats import Message, Step
+from llm_ide.replay.formats import Message, Request, Step
 from llm_ide.text import first_sentence
 
 MODEL = "replay"
@@ -89,6 +89,17 @@ def planned_replies(
     return replies
 
 
+def verbatim(replies: list[Reply], recorded: list[Request]) -> list[Reply]:
+    """Our own trajectory's recorded replies in place of the rebuilt ones where the replay makes the calls the original
+    made (the same steps in the same order, the actions in the text): it is then answered word for word as the
+    original was, and both sides' figures are equal."""
+    if [r.step for r in recorded] != [r.step for r in replies] or any(r.call for r in replies):
+        return replies
+    if not all(request.response.strip() for request in recorded):
+        return replies
+    return [replace(reply, text=request.response) for reply, request in zip(replies, recorded, strict=True)]
+
+
 class Script:
     """Answers the requests in order; `before_act(step)` runs before the act call of each step is answered (the
     working tree is then as the previous command left it)."""
@@ -110,8 +121,11 @@ class Script:
         before_act: Callable[[int], None],
         rewrite: Callable[[str], str] | None = None,
         tools: bool = False,
+        recorded: list[Request] | None = None,
     ) -> Script:
-        return cls(planned_replies(steps, single_call, rewrite, tools), wire.open("w", encoding="utf-8"), before_act)
+        """`recorded`: the original's requests, to answer with its own replies where the calls are the same."""
+        replies = verbatim(planned_replies(steps, single_call, rewrite, tools), recorded or [])
+        return cls(replies, wire.open("w", encoding="utf-8"), before_act)
 
     def close(self) -> None:
         if self.wire is not None:

@@ -83,14 +83,18 @@ def tracked_sections(diff: str, tracked: set[str]) -> dict[str, str]:
     return sections
 
 
-def environment_changes(submission: str, tracked: set[str], commands: list[str]) -> dict[str, str]:
+def environment_changes(
+    submission: str, tracked: set[str], commands: list[str], edited: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """The submission's sections (path → section) of tracked files that no command of the trajectory could have
-    written (none that is not read-only names the file or its name): the original's environment had changed them
-    before its first step (SWE-bench pins a dependency in setup.py, tox.ini or pyproject.toml), so its
-    commands saw them changed, and the replay puts them so before its first step."""
+    written (none that is not read-only names the file or its name) nor an action edited (`edited`: the names of the
+    files an edit or create action wrote): the original's environment had changed them before its first step
+    (SWE-bench pins a dependency in setup.py, tox.ini or pyproject.toml), so its commands saw them changed, and the
+    replay puts them so before its first step."""
     writers = "\n".join(command for command in commands if not read_only(command))
     return {
         path: section
         for path, section in tracked_sections(submission, tracked).items()
-        if not re.search(rf"(?<![\w.-]){re.escape(path.rsplit('/', 1)[-1])}(?![\w-])", writers)
+        if (name := path.rsplit("/", 1)[-1]) not in edited
+        and not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", writers)
     }
