@@ -123,7 +123,9 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
         run_2=[act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
                act("Go.", "submit")],
     )  # fmt: skip
-    done = invoke(*coop_args(task, source, model, tmp_path / "out"))
+    args = coop_args(task, source, model, tmp_path / "out")
+    args[args.index("-o") + 1] = "out"  # relative, as the default runs/coop: the worktrees are the pair folder's
+    done = invoke(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     folder = tmp_path / "out" / "demo_task7_f1_f2_coop_k0"
     result = json.loads((folder / "eval.json").read_text())
@@ -149,12 +151,52 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     assert {k: summary[k] for k in ("pairs", "passed", "conflicts", "pass_rate", "conflict_rate")} == {
         "pairs": 1, "passed": 1, "conflicts": 0, "pass_rate": 1.0, "conflict_rate": 0.0}  # fmt: skip
     (folder / "eval.json").unlink()
-    again = invoke("coop", "evaluate", str(folder))
+    again = invoke("coop", "evaluate", str(folder.relative_to(tmp_path)), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "merge clean, both passed: yes" in again.stdout
     regraded = json.loads((folder / "eval.json").read_text())
     assert {k: regraded[k] for k in ("merge", "both_passed")} == {k: result[k] for k in ("merge", "both_passed")}
     assert regraded["feature1"]["tests_passed"] == result["feature1"]["tests_passed"]
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (("--model", "nosuch:model"), "error: model nosuch:model: unknown provider 'nosuch'"),
+        (
+            ("--model", "scripted:{folder}/{{phase}}_{{agent}}.yaml"),
+            "error: scripted model: file not found: {folder}/plan_1.yaml",
+        ),
+        (("--repo-source", "{folder}"), "error: --repo-source {folder}: neither a git repository nor a bundle"),
+    ],
+    ids=["unknown-provider", "missing-script", "not-a-repository"],
+)
+def test_what_no_pair_could_use_is_one_line_before_any_pair(tmp_path: Path, option: tuple[str, str], said: str) -> None:
+    """A model no agent or planner could use, a repository source git cannot read: said once, no pair started (it
+    was said once per pair, after a checkout each)."""
+    task, source = build_task(tmp_path)
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    submit = [act("Go.", "submit")]
+    model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
+    args = coop_args(task, source, model, tmp_path / "out")
+    args[args.index(option[0]) + 1] = option[1].format(folder=folder)
+    done = invoke(*args, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith(said.format(folder=folder)), done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "error: give a run folder (coop evaluate RUN_DIR) or a task folder with --gold: one of them\n"),
+        (("out", "--pairs", "1,3"), "error: --pairs: only with --gold (a run folder's pairs and files are its own)\n"),
+    ],
+)
+def test_coop_evaluate_says_what_it_needs(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
+    (tmp_path / "out").mkdir()
+    done = invoke("coop", "evaluate", *args, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", said)
 
 
 @pytest.mark.slow

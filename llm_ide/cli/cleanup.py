@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from llm_ide.cli.console import console, fail
+from llm_ide.cli.console import console, fail, many
 
 
 def cleanup_command(
@@ -36,7 +36,7 @@ def cleanup_command(
     for container in sweep.removed:
         console.print(f"{verb} {escape(str(container))}")
     count = len(sweep.removed)
-    message = f"{verb} {count} llm-ide container{'s' if count != 1 else ''}"
+    message = f"{verb} {many(count, 'llm-ide container')}"
     if sweep.kept_live:
         message += f"; kept {len(sweep.kept_live)} of runs still going (--all removes them too)"
     console.print(message)

@@ -125,6 +125,11 @@ def tool_progress() -> Any:
     return ToolProgress(console)
 
 
+def many(count: int, noun: str) -> str:
+    """`1 pair`, `2 pairs`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
     """Ctrl-C exits 130; SIGTERM/SIGHUP (`errors.Terminated`) 128 + the signal number."""
     from llm_ide.errors import Terminated

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from llm_ide.cli.console import console, fail, print_whole
+from llm_ide.cli.console import console, fail, many, print_whole
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -95,12 +95,16 @@ def evaluate_command(
     tests: Tests = True,
 ) -> None:
     """Merge each pair (agent 1 into agent 2: naive, union on conflict) and run both features' tests on the result."""
-    if gold is not None and run_dir is None:
+    if (gold is None) == (run_dir is None):
+        said = "not both" if gold else "one of them"
+        raise fail(f"give a run folder (coop evaluate RUN_DIR) or a task folder with --gold: {said}")
+    if gold is not None:
         grade_gold(gold, pairs, repo_source, output, tests)
-    elif run_dir is not None and gold is None:
-        regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
+    elif given := [option for option, value in (("--pairs", pairs != "all"), ("--output", output)) if value]:
+        raise fail(f"{' and '.join(given)}: only with --gold (a run folder's pairs and files are its own)")
     else:
-        raise fail("give a run folder (coop evaluate RUN_DIR) or a task folder with --gold, not both")
+        run_dir = run_dir.resolve()
+        regrade(run_dir) if (run_dir / "run.json").is_file() else grade_folder(run_dir)
 
 
 def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | None, tests: bool) -> None:
@@ -132,7 +136,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
     summary = {"pairs": len(results), "conflicts": conflicted, "both_passed": passed if tests else None}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     both = f", {passed} pass both features" if tests else ""
-    console.print(f"{len(results)} pairs: {conflicted} conflict under the naive merge{both} → {out}")
+    console.print(f"{many(len(results), 'pair')}: {conflicted} conflict under the naive merge{both} → {out}")
 
 
 def gold_row(pair: tuple[int, int], result: dict[str, Any]) -> list[str]:
@@ -171,7 +175,8 @@ def grade_folder(folder: Path) -> None:
     console.print(summary_table(summary))
     (folder / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
     unfinished = len(pairs) - len(results)
-    console.print(f"{len(results)} pairs graded" + (f", {unfinished} unfinished (no eval.json)" if unfinished else ""))
+    more = f", {unfinished} unfinished (no eval.json)" if unfinished else ""
+    console.print(f"{many(len(results), 'pair')} graded{more}")
 
 
 def regrade(folder: Path) -> None:
@@ -247,7 +252,7 @@ def run_command(
         raise fail(str(error)) from None
     console.print(pairs_table(results))
     console.print(summary_table(summary))
-    console.print(f"{len(results)} pairs → {output} (summary.json)")
+    console.print(f"{many(len(results), 'pair')} → {output} (summary.json)")
     if summary.total.errors:
         raise typer.Exit(1)
 

@@ -11,10 +11,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from llm_ide.composition import Settings
+from llm_ide.coop.phases import agent_model
 from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import CoopSettings
-from llm_ide.coop.task import CoopTask
+from llm_ide.coop.task import CoopError, CoopTask, git
 from llm_ide.errors import LlmIdeError
+from llm_ide.run.preflight import preflight
 
 
 class Rates(BaseModel):
@@ -91,7 +93,9 @@ def run_pairs(
     on_event: Callable[[str, Any], None] | None = None,
     on_result: Callable[[CoopRun, dict[str, Any]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], Summary]:
-    """Every pair in every setting, one after the other; each result is eval.json's content, or `{…, "error"}`."""
+    """Every pair in every setting, one after the other; each result is eval.json's content, or `{…, "error"}`. What
+    every pair needs (each model the agents and planners use, the repository source) is checked first, once."""
+    check_inputs(model, settings, base_url, repo_source)
     results = []
     for setting in settings_names:
         for pair in pairs:
@@ -118,3 +122,11 @@ def run_pairs(
     output.mkdir(parents=True, exist_ok=True)
     (output / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
     return results, summary
+
+
+def check_inputs(model: str, settings: Settings, base_url: str | None, repo_source: Path) -> None:
+    """A model no agent or planner could use, or a repository source git cannot read: one line before any pair."""
+    for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
+        preflight(spec, settings, base_url=base_url)
+    if git(Path.cwd(), "ls-remote", str(repo_source), check=False).returncode != 0:
+        raise CoopError(f"--repo-source {repo_source}: neither a git repository nor a bundle")

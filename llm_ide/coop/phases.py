@@ -160,7 +160,7 @@ def execute_agent(
 
 def prepare(run: CoopRun, task: CoopTask, output: Path) -> tuple[Path, Path]:
     """The pair's folder (run.json written, another task's folder refused) and its checkout at the base commit."""
-    folder = output / run.folder_name(task)
+    folder = output.resolve() / run.folder_name(task)  # absolute: git runs in the checkout and its worktrees
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "run.json"
     if manifest.exists() and json.loads(manifest.read_text())["task"] != str(run.task):
@@ -212,7 +212,7 @@ def execute_phase(
 
 
 def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:
-    scratch = folder / "eval-scratch"
+    scratch = folder.resolve() / "eval-scratch"
     if len(patches) == 2:
         pair = evaluate_pair(
             task, run.pair, (patches[0], patches[1]), run.repo_source, scratch, setting=str(run.setting), k=run.k
