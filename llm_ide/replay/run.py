@@ -170,8 +170,7 @@ def replay(
         if not unsandboxed:
             refuse_unsandboxed(settings)
         settings = mounted_at_workdir(settings, trajectory.workdir)
-        run_id = run_id_of(trajectory, path)
-        run_dir = fresh_output(out, run_id)
+        run_dir = fresh_output(out, run_id := run_id_of(trajectory, path))
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str
         watch = TreeWatch(repo, commit)
