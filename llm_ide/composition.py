@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, create_model, field_validator
 
+from llm_ide.actions import ACTIONS
 from llm_ide.messages.variant import Messages
 from llm_ide.navigator.variant import Navigator
 from llm_ide.patterns import BoundedPattern
@@ -104,6 +105,9 @@ def refused(settings: Any, items: list[Variant]) -> str | None:
         return f"{', '.join(people)}: asks a person in one run at a time; it does not combine with two agents messaging"
     if people and settings.attempts.max > 1:
         return "navigator.mode human asks on the terminal in one run: it does not combine with attempts.max > 1"
+    known = {*ACTIONS, *(name for variant in items for name in variant.actions)}
+    if any(isinstance(variant, Navigator) for variant in items) and (unknown := set(settings.navigator.gate) - known):
+        return f"navigator.gate: no action {', '.join(sorted(unknown))} (the run's actions: {', '.join(sorted(known))})"
     return None
 
 

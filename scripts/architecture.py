@@ -42,7 +42,7 @@ SKIPPED = ("tools/packages/", "demo/")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("version.py", "errors.py", "secrets.py", "fileio.py", "terminal.py", "text.py", "endpoint.py",
                     "cache_hints.py", "calls.py", "chat_wire.py", "budget.py", "inputs.py", "faults.py",
-                    "patterns.py", "plain_post.py", "deferred.py")),
+                    "patterns.py", "plain_post.py", "deferred.py", "sed.py")),
     ("settings and memory", ("settings.py", "prompting.py", "state/", "verdict.py")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "pricing.py", "priced.py",
                         "call_policy.py", "workspace/")),

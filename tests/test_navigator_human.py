@@ -52,6 +52,13 @@ def test_python_api_returns_the_pending_question_and_resumes_with_the_answer(tmp
     )
     assert question["thought"].startswith("Make the test expect")
 
+    for wrong in ({"approved": "false", "reason": "NO"}, {"approve": True}, "yes"):  # approved once, or denied
+        asked = step(wrong)  # the same question again, saying why
+        assert asked.exit_status == "awaiting_navigator" and asked.interrupt == {**question, "refused": (
+            "the answer to the navigator's permission question takes {approved: true or false, reason: text, "
+            f"timeout: true or false}}, not {wrong if isinstance(wrong, dict) else {'approved': wrong}!r}"
+        )}  # fmt: skip
+    assert "16.0" in (repo / "tests/test_cart.py").read_text()  # nothing applied
     second = step({"approved": False, "reason": "The test is right; fix the code."})
     assert second.exit_status == "awaiting_navigator"
     assert second.interrupt["action"].startswith('edit {"path": "shop/cart.py"')

@@ -101,6 +101,25 @@ def test_a_navigator_that_never_answers_is_an_error(make) -> None:
         ("python3 -m unittest", False),
         ("find . -name '*.pyc' -delete", False),
         ("ls $(rm -rf x)", False),
+        ("ls\ntouch pwn", False),  # a second line is a second command
+        ("ls <(touch pwn)", False),
+        ("sed -n 'w pwn' shop/cart.py", False),  # sed commands that write or run (`w`, `e`, `s///w`, `s///e`)
+        ("sed -n '1e touch pwn' shop/cart.py", False),
+        ("sed 's/a/b/w pwn' shop/cart.py", False),
+        ("sed 's/a/b/e' shop/cart.py", False),
+        ("sed -i.bak s/a/b/ shop/cart.py", False),
+        ("sed -f script.sed shop/cart.py", False),
+        ("sed -n '/def total/,/^def/p' shop/cart.py", True),
+        ("sed -n 's/;/,/gp; 10,20{p;=}' shop/cart.py", True),
+        ("sed -ne 5p -e '$p' shop/cart.py", True),
+        ("sed -n '/[/]/p' shop/cart.py", False),  # a delimiter inside brackets: not followed, taken as writing
+        ("git diff --output=pwn", False),
+        ("git log -p --output pwn", False),
+        ("git grep -Ovim total", False),  # opens the matches with a program
+        ("git diff --ext-diff HEAD", False),
+        ("find . -maxdepth 0 -fprintf pwn x", False),
+        ("find . -name '*.py' -okdir rm {} ;", False),
+        ("find . -name '*.py' -print", True),
     ],
 )
 def test_read_only_commands(command: str, expected: bool) -> None:

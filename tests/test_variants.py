@@ -29,6 +29,7 @@ from test_navigator_graph import CHEAT, PLAN
 from typing_extensions import TypedDict
 
 from llm_ide.actions import ActionOutcome, ParamError
+from llm_ide.composition import compose
 from llm_ide.config import ConfigError, load_config
 from llm_ide.coop.settings import load_coop_settings
 from llm_ide.graph import build_graph
@@ -336,6 +337,26 @@ def test_a_person_asked_in_one_run_is_refused_beside_two_agents_messaging(tmp_pa
         "navigator: asks a person in one run at a time; it does not combine with two agents messaging"
     )
     assert isinstance(Navigator("human"), Variant) and Sampling.enabled(load_config("default")) is None
+
+
+@pytest.mark.parametrize(
+    ("gate", "refused"),
+    [
+        (["edti", "bsh"], "navigator.gate: no action bsh, edti"),  # a typo turned the gate off: every action ran
+        (["edit", "create", "bash"], None),
+        (["bash", "send_message"], "navigator.gate: no action send_message"),  # not an action of this run…
+    ],
+)
+def test_a_gate_naming_no_action_of_the_run_is_refused(tmp_path: Path, gate: list[str], refused: str | None) -> None:
+    settings = load_config("default", navigator={"mode": "model", "gate": gate})
+    if refused is None:
+        assert [variant.name for variant in compose(settings).items] == ["navigator"]
+        return
+    with pytest.raises(CombinationError) as error:
+        compose(settings)
+    assert str(error.value).startswith(f"{refused} (the run's actions: bash, create, edit, request_guidance, ")
+    if "send_message" in gate:  # … but of a run whose agents message each other
+        assert [v.name for v in compose(settings, [Messages(mailbox(tmp_path))]).items] == ["messages", "navigator"]
 
 
 # Facts for the reviewer and the chooser of attempts

@@ -16,9 +16,12 @@ class HumanNavigator:
         self.config = config
 
     def ask(self, kind: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        answer = interrupt({"kind": kind, "timeout": timeout, **payload})
-        if not isinstance(answer, dict):
-            answer = {"approved": bool(answer), "passed": bool(answer), "answer": str(answer)}
+        """The person's answer; one that does not fit the question asks it again, saying why (`refused`): it is kept
+        by the thread as the first one's answer, so a later one must be a new question's."""
+        question = {"kind": kind, "timeout": timeout, **payload}
+        answer = as_mapping(kind, interrupt(question))
+        while problem := refusal(kind, answer):
+            answer = as_mapping(kind, interrupt({**question, "refused": problem}))
         if answer.get("timeout"):
             raise NavigatorTimeout(f"no answer from the human navigator within {timeout:g} s")
         return answer
@@ -36,3 +39,30 @@ class HumanNavigator:
     def request_guidance(self, question: str) -> Guidance:
         answer = self.ask("guidance", {"question": question}, self.config.permission_timeout)
         return Guidance(answer=str(answer.get("answer") or answer.get("reason") or ""), by="human")
+
+
+ANSWERS = {  # what each question takes (`timeout: true`: none came in time); a bare value is the first field
+    "permission": {"approved": bool, "reason": str},
+    "review": {"passed": bool, "approved": bool, "comment": str, "reason": str, "plan": str},
+    "guidance": {"answer": str, "reason": str},
+}
+
+
+def as_mapping(kind: str, answer: Any) -> dict[str, Any]:
+    """A bare answer is the question's first field (`True` approves a permission, a text answers a guidance)."""
+    return answer if isinstance(answer, dict) else {next(iter(ANSWERS[kind])): answer}
+
+
+def refusal(kind: str, answer: dict[str, Any]) -> str | None:
+    """Why the answer does not fit a `kind` question (`"false"` is no denial, `{"approve": true}` no approval)."""
+    fields = {**ANSWERS[kind], "timeout": bool}
+    wrong = [name for name, value in answer.items() if name not in fields or not isinstance(value, fields[name])]
+    needed = {"permission": ("approved",), "review": ("passed", "approved")}.get(kind, ())
+    if wrong or (needed and not answer.get("timeout") and not any(name in answer for name in needed)):
+        said = ", ".join(f"{name}: {kind_name(kind_of)}" for name, kind_of in fields.items())
+        return f"the answer to the navigator's {kind} question takes {{{said}}}, not {answer!r:.120}"
+    return None
+
+
+def kind_name(kind: type) -> str:
+    return "true or false" if kind is bool else "text"

@@ -81,7 +81,7 @@ def describe_action(node: Any) -> str:
     params = node.action_params
     match node.action_type:
         case "bash":
-            return f"bash: {params.get('command', '')}"
+            return "bash: " + " ⏎ ".join(str(params.get("command", "")).splitlines())  # every line on the step's line
         case "view":
             return f"view {params.get('path', '')}:{params.get('start_line', 1)}-{params.get('end_line', '')}"
         case "view_symbol":
