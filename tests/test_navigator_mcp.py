@@ -155,7 +155,14 @@ async def sdk_round_trip(url: str) -> dict[str, Any]:
     ):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         calls = [
-            ("request_permission", {"action": "edit tests/test_cart.py", "diff": TESTS_DIFF, "reason": "make it pass"}),
+            (
+                "request_permission",
+                {
+                    "action": "edit tests/test_cart.py",
+                    "diff": TESTS_DIFF,
+                    "reason": f"make it pass, {os.environ[TOKEN_VARIABLE]}",
+                },
+            ),  # a secret quoted
             ("request_permission", {"action": "edit shop/cart.py", "diff": FIX_DIFF, "reason": "count quantities"}),
             ("request_review", {"patch": FIX_DIFF.replace("price * quantity", "price * 1"), "summary": "first try"}),
             ("request_review", {"patch": FIX_DIFF, "summary": "quantities counted"}),
@@ -179,10 +186,13 @@ def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_model_navig
         "<answer>In Cart.total, shop/cart.py line 14.</answer>",
     ]
     model = write_script(tmp_path / "navigator.yaml", script)
-    url = serve("--model", model, "--repo", str(repo), "--task", "Cart.total ignores quantities.")
+    log = tmp_path / "served.jsonl"
+    url = serve("--model", model, "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--log", str(log))
     assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
 
     seen = asyncio.run(sdk_round_trip(url))
+    logged = log.read_text()
+    assert os.environ[TOKEN_VARIABLE] not in logged and '"reason": "make it pass, ***"' in logged  # masked, as said
 
     tools = seen["tools"]
     assert sorted(tools) == ["request_guidance", "request_permission", "request_plan", "request_review"]
@@ -443,6 +453,7 @@ def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it
         (["--host", "0.0.0.0"], "--host 0.0.0.0: the navigator serves on loopback only (127.0.0.1, ::1 or localhost)"),
         (["--navigator", "remote_navigators"], "--navigator remote_navigators: expected MODULE:NAME"),
         (["--navigator", "remote_navigators:ONE_CALL"], "--navigator remote_navigators:ONE_CALL: not a navigator"),
+        (["--port", "99999"], "Invalid value for '--port': Input should be less than or equal to 65535"),  # a traceback
     ],
 )
 def test_bad_serve_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

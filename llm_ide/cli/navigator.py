@@ -25,7 +25,7 @@ navigator_app = typer.Typer(
 
 
 Host = Annotated[str, typer.Option(help="Loopback address to listen on.")]
-Port = Annotated[int, typer.Option(help="Port; 0 picks a free one (the URL printed tells which).")]
+Port = Annotated[int, typer.Option(help="Port; 0 picks a free one (the URL printed tells which).", min=0, max=65535)]
 Repo = Annotated[Path, typer.Option(help="Repository the navigator explores (read-only).")]
 NavigatorModel = Annotated[
     str | None,
@@ -83,10 +83,11 @@ def serve_command(
     log: Log = None,
     no_token: NoToken = False,
 ) -> None:
-    """Serve the navigator over MCP (streamable HTTP) at http://HOST:PORT/mcp with the tools request_permission,
-    request_review and request_guidance. Every request must carry `Authorization: Bearer TOKEN`: the token is
-    $LLM_IDE_NAVIGATOR_TOKEN when set, else a new one printed at start (clients, `navigator.mode: mcp` included, read
-    it from that variable). Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops it."""
+    """Serve the navigator over MCP (streamable HTTP) at http://HOST:PORT/mcp with the tools request_plan,
+    request_permission, request_review and request_guidance. Every request must carry `Authorization: Bearer TOKEN`:
+    the token is $LLM_IDE_NAVIGATOR_TOKEN when set, else a new one printed at start (clients, `navigator.mode: mcp`
+    included, read it from that variable). Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops
+    it."""
     from llm_ide.config import with_user_config
     from llm_ide.errors import install_signal_policy
     from llm_ide.navigator.protocol import TOKEN_VARIABLE

@@ -25,6 +25,7 @@ from llm_ide.navigator.protocol import (
     Review,
     ReviewRequest,
 )
+from llm_ide.secrets import redact
 
 MCP_PATH = "/mcp"
 LOOPBACK_NAMES = {"localhost"}
@@ -46,7 +47,7 @@ class Answers:
                 result = call()
             except LlmIdeError as error:
                 entry["error"] = str(error)
-                raise ToolError(f"navigator: {error}") from None
+                raise ToolError(str(error) if str(error).startswith("navigator") else f"navigator: {error}") from None
             else:
                 entry["result"] = result.model_dump(mode="json")
                 return result
@@ -55,7 +56,7 @@ class Answers:
                 entry["calls"] = drain() if drain is not None else []
                 if self.log is not None:
                     with self.log.open("a", encoding="utf-8") as file:
-                        file.write(json.dumps(entry) + "\n")
+                        file.write(redact(json.dumps(entry)) + "\n")  # a request may quote a secret or the token
 
 
 def build_server(navigator: Navigator, log: Path | None = None) -> Any:
