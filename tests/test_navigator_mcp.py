@@ -427,7 +427,10 @@ def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Pa
             {"mode": "mcp"},
             "error: navigator.url: missing setting (navigator.mode mcp needs the server's address)",
         ),
-    ],
+        ({"mode": "model", "model": "scripted:/nonexistent.yaml"}, "error: scripted model: file not found: /nonex"),
+        ({"mode": "model", "model": "opneai:gpt"}, "error: model opneai:gpt: unknown provider 'opneai' (did you mean"),
+        ({"mode": "model", "prompts": "/nonexistent.yaml"}, "error: navigator.prompts /nonexistent.yaml: cannot be"),
+    ],  # a navigator of its own model: told after the environment started and the tools installed
 )
 def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it_starts(
     tmp_path: Path, navigator: dict[str, str], message: str

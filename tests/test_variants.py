@@ -359,6 +359,13 @@ def test_a_gate_naming_no_action_of_the_run_is_refused(tmp_path: Path, gate: lis
         assert [v.name for v in compose(settings, [Messages(mailbox(tmp_path))]).items] == ["messages", "navigator"]
 
 
+def test_navigator_mode_off_unquoted_in_yaml_is_off(tmp_path: Path) -> None:
+    """YAML reads `off` as false: the setting still means off (it was refused as "got False")."""
+    (config := tmp_path / "c.yaml").write_text("navigator: {mode: off, gate: [bash]}\n")
+    settings = load_config("default", [config])
+    assert settings.navigator.mode == "off" and compose(settings).items == ()
+
+
 # Facts for the reviewer and the chooser of attempts
 
 

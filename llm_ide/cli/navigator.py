@@ -155,16 +155,23 @@ def model_navigator(repo: Path, model: str | None, base_url: str | None, config:
     return ModelNavigator.create(settings, spec, repo.resolve(), base_url, task=task or "")
 
 
-def check_served_navigator(settings: Any) -> None:
-    """`navigator.mode: mcp`: the server at `navigator.url` answers with the three tools, before the run starts."""
-    if settings.navigator.mode != "mcp":
-        return
+def check_served_navigator(settings: Any, base_url: str | None = None) -> None:
+    """Before the run starts: `navigator.mode: mcp`, the server at `navigator.url` answers with its tools; `model`,
+    the navigator's own model is checked as the driver's is (`base_url`: the driver's, unless it has its own), and
+    its prompts file read."""
     from llm_ide.errors import ConfigError
     from llm_ide.navigator.mcp_client import McpNavigator
+    from llm_ide.navigator.model import load_templates
     from llm_ide.navigator.protocol import NavigatorError
 
+    navigator = settings.navigator
     try:
-        McpNavigator(settings.navigator.url, settings.navigator.permission_timeout).check()
+        if navigator.mode == "mcp":
+            McpNavigator(navigator.url, navigator.permission_timeout).check()
+        elif navigator.mode == "model":
+            load_templates(navigator.prompts)
+            if navigator.model:
+                check_model_before_start(navigator.model, settings, navigator.base_url or base_url)
     except (ConfigError, NavigatorError) as error:
         raise fail(str(error)) from None
 

@@ -101,7 +101,7 @@ def run(
     from llm_ide.priced import has_price
     from llm_ide.run.single import Listeners, RunRequest
 
-    check_served_navigator(settings)
+    check_served_navigator(settings, base_url)
     priced = has_price(model, settings.model.prices)
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     ask = ask_on_terminal if settings.navigator.mode == "human" else None

@@ -3,9 +3,9 @@ what the driver's prompts say of it (`templates`, defaults in prompts/navigator.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator
 
 from llm_ide.commands import GIT_READERS, READERS
 from llm_ide.settings import BundledTemplates, Seconds, Strict
@@ -50,3 +50,9 @@ class NavigatorSettings(Strict):
     context_chars: PositiveInt = 6000  # the driver's code context shown with a permission request
     diff_chars: PositiveInt = 6000
     templates: DriverTemplates = Field(default_factory=lambda: DriverTemplates())
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def unquoted_off(cls, value: Any) -> Any:
+        """`mode: off` unquoted is YAML's false: it means off."""
+        return "off" if value is False else value
