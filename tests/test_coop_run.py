@@ -241,6 +241,51 @@ def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_pat
     assert "+def four():" in (folder / "patch_agent2.patch").read_text()
 
 
+def test_ctrl_c_stops_both_agents_at_their_next_step_and_says_how_to_resume(tmp_path: Path) -> None:
+    """The agents run side by side, each in a command that waits for a gate; Ctrl-C (the main thread's only): both
+    stop after that command, before another model call (they ran on: agent 2 made its calls to the end), the command
+    that resumes is said, and it finishes the pair."""
+    task, source = build_task(tmp_path)
+    gate = tmp_path / "gate"
+    block = f"touch started && while [ ! -e {gate} ]; do sleep 0.1; done && rm -f started"
+    model = scripts(
+        tmp_path / "scripts",
+        plan_1=[act("Done.", "agreement_reached", plan="three() in core.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="extra.py")],
+        run_1=[act("Wait.", "bash", command=block), reflect(False, "waited"),
+               act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
+               reflect(False, "three added"), act("Submit.", "submit")],
+        run_2=[act("Wait.", "bash", command=block), reflect(False, "waited"),
+               act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
+               act("Go.", "submit")],
+    )  # fmt: skip
+    out = tmp_path / "out"
+    folder = out / "demo_task7_f1_f2_coop_k0"
+    first = coop_run(task, source, model, out)
+    while not all((folder / f"agent{n}" / "started").exists() for n in (1, 2)):  # both commands are running
+        assert first.poll() is None, first.communicate()[1]
+        subprocess.run(["sleep", "0.05"], check=True)
+    first.send_signal(signal.SIGINT)
+    said = ""
+    while "interrupted: each agent stops at its next step" not in said:  # the stop is set: the gate may open
+        line = first.stderr.readline()
+        assert line, first.communicate()
+        said += line
+    gate.touch()
+    stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 130, stdout + stderr
+    assert f"interrupted: each pair keeps what it did (plans, finished agents, checkpoints) in {out}" in stderr
+    assert "resume with:\nllm-ide coop run " in stderr
+    for agent in (1, 2):
+        trajectory = json.loads((folder / f"agent{agent}-run" / f"agent{agent}.traj.json").read_text())
+        assert (trajectory["info"]["exit_status"], len(trajectory["model_calls"])) == ("interrupted", 1)  # no more
+        assert [op["action_type"] for op in trajectory["operations"]] in ([], ["bash"])  # mid-step: it resumes there
+    again = coop_run(task, source, model, out)
+    stdout, stderr = again.communicate(timeout=600)
+    assert again.returncode == 0, stderr
+    assert json.loads((folder / "eval.json").read_text())["both_passed"] is True
+
+
 def reference_edits(repo: Path, patch: Path) -> list[str]:
     """Scripted responses that implement a reference feature.patch through `edit` actions (one per source file:
     the whole file before → after), each reflected on, then submit."""

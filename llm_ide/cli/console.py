@@ -186,12 +186,13 @@ class _ConsoleWarnings(logging.Handler):
 
 
 @contextmanager
-def warnings_on_console(say: Say = say_on_stderr) -> Iterator[None]:
+def warnings_on_console(say: Say = say_on_stderr, more: tuple[str, ...] = ()) -> Iterator[None]:
     """Warnings shown as they happen, not only logged, each on its own line: the model's retries (with their
-    reason) and its other warnings, and the environment's (local commands that run unsandboxed, without bubblewrap).
-    `say` prints one (a live display's own, so that it lands above the live line, not in it)."""
+    reason) and its other warnings, and the environment's (local commands that run unsandboxed, without bubblewrap),
+    and those of the loggers `more` names. `say` prints one (a live display's own, so that it lands above the live
+    line, not in it)."""
     handler = _ConsoleWarnings(say)
-    loggers = [logging.getLogger(name) for name in ("llm_ide.models", "llm_ide.environment")]
+    loggers = [logging.getLogger(name) for name in ("llm_ide.models", "llm_ide.environment", *more)]
     for logger in loggers:
         logger.addHandler(handler)
     try:

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from llm_ide.cli.console import console, fail, many, print_whole
+from llm_ide.cli.console import (
+    console,
+    fail,
+    interrupted_exit,
+    many,
+    print_interrupted,
+    print_whole,
+    warnings_on_console,
+)
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -250,6 +258,9 @@ def run_command(
         )
     except LlmIdeError as error:
         raise fail(str(error)) from None
+    except KeyboardInterrupt as interrupt:
+        print_interrupted(f"each pair keeps what it did (plans, finished agents, checkpoints) in {output}")
+        raise interrupted_exit(interrupt) from None
     console.print(pairs_table(results))
     console.print(summary_table(summary))
     console.print(f"{many(len(results), 'pair')} → {output} (summary.json)")
@@ -275,10 +286,10 @@ def check_environment(environment: str) -> None:
 
 
 def run_with_progress(task: Any, pairs: list[tuple[int, int]], names: list[str], **options: Any) -> tuple[Any, Any]:
-    """Every pair in every setting under one progress bar, each pair's result printed as it ends."""
+    """Every pair in every setting under one progress bar, each pair's result printed as it ends (warnings above)."""
     from llm_ide.cli.coop_batch import pair_progress
     from llm_ide.coop.batch import run_pairs
 
-    with pair_progress(len(pairs) * len(names)) as progress:
+    with pair_progress(len(pairs) * len(names)) as progress, warnings_on_console(more=("llm_ide.coop",)):
         listeners = {"on_pair": progress.start, "on_event": progress.event, "on_result": progress.done}
         return run_pairs(task, pairs, names, **options, **listeners)

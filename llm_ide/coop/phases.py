@@ -6,8 +6,10 @@ same folder resumes: the planning thread from its checkpoint, finished features 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ from llm_ide.prompting import render_string
 from llm_ide.run.single import run_task
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.worktrees import WORKTREES
+
+log = logging.getLogger(__name__)
 
 
 class Setting(StrEnum):
@@ -193,10 +197,17 @@ def execute_phase(
         if run.setting == Setting.COOP and len(agents) > 1
     }
 
+    stop = threading.Event()  # Ctrl-C reaches the main thread only: the agents' runs are told through their events
+
+    def told(agent: str, event: Any) -> None:
+        emit(agent, event)
+        if stop.is_set() and event.kind != "end":
+            raise KeyboardInterrupt  # the agent's run ends `interrupted`, saved: a rerun resumes it
+
     def execute(agent: str) -> str:
         try:
             return execute_agent(
-                run, task, folder, repo, agent, plans[agent], settings, coop, emit, mailboxes.get(agent)
+                run, task, folder, repo, agent, plans[agent], settings, coop, told, mailboxes.get(agent)
             )
         except BaseException:
             if turns is not None:
@@ -208,7 +219,15 @@ def execute_phase(
 
     with ThreadPoolExecutor(max_workers=len(agents) if parallel else 1, thread_name_prefix="coop-agent") as pool:
         futures = [pool.submit(execute, a) for a in agents]
-        return [future.result() for future in futures]
+        try:
+            return [future.result() for future in futures]
+        except KeyboardInterrupt:
+            stop.set()  # each agent stops at its next event (a model call, a command's progress, a step), unpaid
+            log.warning("interrupted: each agent stops at its next step, its work saved")
+            for future in futures:
+                future.cancel()
+            wait(futures)
+            raise
 
 
 def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:
