@@ -78,3 +78,27 @@ def test_batch_over_pairs_and_settings_summarizes_pass_and_conflict_rates(tmp_pa
     assert "4 pairs graded" in again.stdout and "2/4 (50%)" in again.stdout
     assert json.loads((out / "demo_task7_f1_f2_coop_k0" / "eval.json").read_text())["both_passed"] is True
     assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_a_single_setting_counts_its_one_feature_and_never_says_both_pass() -> None:
+    """`single` implements the pair's first feature alone: its result says whether that one passes (`passed`), not
+    `both_passed` (it said both passed, and counted so, for a feature never implemented)."""
+    from rich.console import Console
+
+    from llm_ide.cli.coop_batch import pairs_table, summary_table
+
+    single = {"setting": "single", "k": 0, "pair": [1, 2], "feature1": {"passed": True, "tests_passed": 2},
+              "passed": True, "merge": None}  # fmt: skip
+    coop = {"setting": "coop", "k": 0, "pair": [1, 2], "feature1": {"passed": True, "tests_passed": 2},
+            "feature2": {"passed": False, "tests_passed": 0}, "both_passed": False,
+            "merge": {"status": "clean"}}  # fmt: skip
+    summary = summarize([single, coop])
+    assert (summary.by_setting["single"].passed, summary.by_setting["single"].graded) == (1, 1)
+    assert (summary.total.passed, summary.total.graded, summary.total.merged) == (1, 2, 1)
+    console = Console(width=200, record=True)
+    console.print(pairs_table([single, coop]))
+    console.print(summary_table(summary))
+    text = console.export_text()
+    rows = [line for line in text.splitlines() if line.startswith("│ 1,2")]
+    assert [row.split("│")[6].strip() for row in rows] == ["—", "no"]  # the "both" column
+    assert "pass rate (both features; single: one)" in text

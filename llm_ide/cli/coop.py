@@ -209,7 +209,13 @@ def regrade(folder: Path) -> None:
         raise fail(str(error)) from None
     atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     merge = (result.get("merge") or {}).get("status", "—")
-    console.print(f"{folder.name}: merge {merge}, both passed: {'yes' if result.get('both_passed') else 'no'}")
+    said = (
+        f"passed: {'yes' if result['passed'] else 'no'}"
+        if "passed" in result
+        else "both passed: "
+        + ("yes" if result.get("both_passed") else "no" if result.get("both_passed") is False else "—")
+    )
+    console.print(f"{folder.name}: merge {merge}, {said}")
 
 
 @coop_app.command("run")

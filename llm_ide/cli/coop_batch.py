@@ -41,7 +41,7 @@ def pairs_table(results: list[dict[str, Any]]) -> Table:
 
 
 def summary_table(summary: Any) -> Table:
-    columns = ("setting", "pairs", "pass rate (both features)", "conflict rate (naive merge)", "errors")
+    columns = ("setting", "pairs", "pass rate (both features; single: one)", "conflict rate (naive merge)", "errors")
     table = Table(*columns, title="summary")
     rows = list(summary.by_setting.items())
     if len(rows) > 1:
@@ -79,6 +79,7 @@ class PairProgress:
         else:
             merge = (result.get("merge") or {}).get("status", "no merge")
             both = {True: "both pass", False: "not both pass"}.get(result.get("both_passed"), "not graded")
+            both = {True: "its feature passes", False: "its feature fails"}.get(result.get("passed"), both)
             seconds = ", ".join(f"{p} {s:.1f} s" for p, s in result.get("seconds", {}).items())
             line = f"{merge}, {both} ({seconds})"
         self.progress.console.print(f"{escape(self.current)}: {line}")

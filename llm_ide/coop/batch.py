@@ -22,7 +22,7 @@ from llm_ide.run.preflight import preflight
 class Rates(BaseModel):
     pairs: int = 0
     graded: int = 0  # pairs with both features tested (no error, evaluation on)
-    passed: int = 0  # both features pass on the merge
+    passed: int = 0  # both features pass on the merge (single: its one feature)
     merged: int = 0  # pairs with a merge (two patches)
     conflicts: int = 0  # naive merge conflicts
     errors: int = 0
@@ -40,9 +40,9 @@ class Rates(BaseModel):
         if result.get("error"):
             self.errors += 1
             return
-        if "both_passed" in result:
+        if (passed := result.get("both_passed", result.get("passed"))) is not None:  # single: its one feature
             self.graded += 1
-            self.passed += bool(result["both_passed"])
+            self.passed += bool(passed)
         if merge := result.get("merge"):
             self.merged += 1
             self.conflicts += merge.get("status") == "conflicts"

@@ -240,7 +240,6 @@ def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dic
     base = checkout_base(task, run.repo_source, scratch / "repo")
     features = run.agents()["1"]
     outcomes = [run_feature_tests(task, f, patches[0], base, scratch).model_dump(mode="json") for f in features]
-    return {f"feature{i + 1}": outcome for i, outcome in enumerate(outcomes)} | {
-        "both_passed": all(o["passed"] for o in outcomes),
-        "merge": None,
-    }
+    passed = all(o["passed"] for o in outcomes)  # single: its one feature (the pair's other is not implemented)
+    key = "passed" if run.setting == Setting.SINGLE else "both_passed"
+    return {f"feature{i + 1}": outcome for i, outcome in enumerate(outcomes)} | {key: passed, "merge": None}
