@@ -127,6 +127,17 @@ def test_mini_swe_agent_trajectory_renders_as_a_chain(browser, shared_dir: Path,
     assert browser.get_log("browser") == []
 
 
+@pytest.mark.parametrize("instance", ["pallets__flask-5014", "psf__requests-1142"])
+def test_a_mini_swe_agent_runs_calls_carry_their_cost(shared_dir: Path, instance: str) -> None:
+    """Each call's cost is its usage's (litellm's `cost`): the page's cost chart was all zeros."""
+    from llm_ide.inspector.load import load_run
+
+    source = shared_dir / "data" / "trajectories" / "mini-swe-agent" / f"{instance}.traj.json"
+    run = load_run(source)
+    total = json.loads(source.read_text())["info"]["model_stats"]["instance_cost"]
+    assert all(call.cost > 0 for call in run.calls) and sum(call.cost for call in run.calls) == pytest.approx(total)
+
+
 def test_a_report_into_a_file_or_a_pipe_keeps_every_cell_whole(tmp_path: Path) -> None:
     """Not a terminal: rich would fit the table to 80 columns and cut the ids (`psf__requests-…`, two rows alike)."""
     long_id, error = "scikit-learn__scikit-learn-14087", "the tests did not run to the end (no test-output markers)"
@@ -220,6 +231,13 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
         (["inspect", "nowhere.traj.json", "--html"], "error: trajectory not found: nowhere.traj.json"),
         (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
         (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
+        (["inspect", "{list}", "--html"], "error: {list}: not a trajectory (a JSON object is expected)"),  # traceback
+        (["inspect", "{list}"], "error: {list} is not an llm-ide trajectory (no operations, info and model stats)"),
+        (
+            ["inspect", "{mini}"],
+            "error: {mini} is a mini-swe-agent trajectory: `llm-ide inspect --html` shows it as one page",
+        ),  # fmt: skip
+        (["inspect", "{planner}"], "error: {planner} is a coop planner's turns (JSON), not an agent run's trajectory"),
         (["report", "{folder}"], "error: {folder}: not a batch folder (exit_statuses.yaml is missing)"),
         (
             ["inspect", "{traj}", "--html", "{file}/pages/x.html"],
@@ -237,6 +255,10 @@ def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message:
     names["file"].write_text("not a folder")
     names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": []}))
     names["bad"].write_text(json.dumps({"hello": 1}))
+    for name, content in (("list", [1, 2]), ("mini", {"trajectory_format": "mini-swe-agent-1"}),
+                          ("planner", {"agent": "1", "turns": [], "forced": False})):  # fmt: skip
+        names[name] = tmp_path / f"{name}.traj.json"
+        names[name].write_text(json.dumps(content))
     result = cli(*[a.format(**names) for a in args])
     assert (result.returncode, result.stderr.strip()) == (2, message.format(**names))
 

@@ -118,6 +118,7 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
 def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int, Any]], dict[str, Any]]:
     """The trajectory (`full`: with what it keeps in files beside it), its operations with the attempt each belongs
     to, and its model usage."""
+    from llm_ide.inspector.load import MINI_FORMAT
     from llm_ide.run.trajectory import load_trajectory
     from llm_ide.state.operations import node_of
 
@@ -125,10 +126,17 @@ def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int
         raise fail(f"trajectory not found: {trajectory}")
     try:
         data = load_trajectory(trajectory) if full else json.loads(trajectory.read_text(encoding="utf-8"))
-        operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
-        return data, operations, data["info"]["model_stats"]
     except (ValueError, KeyError, TypeError) as error:
         raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
+    if isinstance(data, dict) and data.get("trajectory_format") == MINI_FORMAT:
+        raise fail(f"{trajectory} is a mini-swe-agent trajectory: `llm-ide inspect --html` shows it as one page")
+    if isinstance(data, dict) and "turns" in data and "operations" not in data:
+        raise fail(f"{trajectory} is a coop planner's turns (JSON), not an agent run's trajectory")
+    try:
+        operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
+        return data, operations, data["info"]["model_stats"]
+    except (KeyError, TypeError, AttributeError):
+        raise fail(f"{trajectory} is not an llm-ide trajectory (no operations, info and model stats)") from None
 
 
 def operation_tree(

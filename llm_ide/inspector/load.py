@@ -251,6 +251,7 @@ def mini_run(data: dict[str, Any], path: Path) -> RunView:
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 cached_tokens=int(cached),
                 response_tokens=int(usage.get("completion_tokens") or 0),
+                cost=float(usage.get("cost") or 0.0),  # litellm's, where the provider's usage carries it
                 prompt=f"({position} earlier messages, {prompt_chars:,} characters: the whole history)",
             )
         )

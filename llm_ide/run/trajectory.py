@@ -169,7 +169,7 @@ def _dumps(value: Any) -> bytes:
 def load_trajectory(path: Path) -> dict[str, Any]:
     """A trajectory with each model call's prompt put back from the calls log beside it (when it is there)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    name = (data.get("info") or {}).get("calls_log")
+    name = (data.get("info") or {}).get("calls_log") if isinstance(data, dict) else None  # no trajectory: as read
     if name and (path.parent / name).is_file():
         logged = {record["index"]: record for record in read_log(path.parent / name)[0]}
         for call in data.get("model_calls", []):
