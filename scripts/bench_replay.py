@@ -210,8 +210,14 @@ def main(
                 shutil.rmtree(folder, ignore_errors=True)
     report(console, done, json_out)
     kept = f"; reports in {out}/" if out else ""
-    console.print(f"{len(done)} replays ({part}) in {time.perf_counter() - started:.0f} s ({jobs} at once){kept}")
+    failed = [run for run in done if run.report is None]
+    ran = f"{len(done) - len(failed)} replays" + (f" ({len(failed)} failed or missing)" if failed else "")
+    console.print(f"{ran} ({part}) in {time.perf_counter() - started:.0f} s ({jobs} at once){kept}")
+    for run in failed:
+        console.print(f"  {run.group} {run.instance}: {' '.join(run.error.split())[:200]}", highlight=False)
     print(result_line(grouped(done)))
+    if failed:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

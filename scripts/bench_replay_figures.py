@@ -303,11 +303,13 @@ def result_line(groups: dict[str, list[Run]]) -> str:
         figures = summary(runs)
         pairs += [f"{prefix}{key}={shown(figures[key])}" for key in RESULT_KEYS]
     mine = [run for runs in groups.values() for run in runs if run.variant == first]
-    instances = sorted({run.instance for run in mine})
+    instances = sorted({run.instance for run in mine if run.report is not None})  # the replays that ran
     same = sum(
         all(run.report and run.report.same_as_submission for run in mine if run.instance == i) for i in instances
     )
-    return "RESULT " + " ".join([*pairs, f"runs={len(instances)}", f"same_tree={same}/{len(instances)}"])
+    failed = len({run.instance for run in mine if run.report is None})
+    said = [f"runs={len(instances)}", f"same_tree={same}/{len(instances)}", f"failed={failed}"]
+    return "RESULT " + " ".join([*pairs, *said])
 
 
 def grouped(done: list[Run]) -> dict[str, list[Run]]:

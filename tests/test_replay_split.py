@@ -40,15 +40,18 @@ def test_the_split_holds_out_a_third_of_every_repository_it_can(shared_dir: Path
 
 
 def test_the_bench_replays_the_part_and_the_repositories_asked_for(shared_dir: Path, tmp_path: Path) -> None:
-    """With --reports nothing is replayed: an empty folder shows which runs were chosen (each without its report)."""
+    """With --reports nothing is replayed: an empty folder shows which runs were chosen (each without its report,
+    counted as failed, not run: the bench exits 1)."""
     command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--reports", str(tmp_path)]
     done = subprocess.run(
         [*command, "--set", "heldout", "--repo", "sympy"], capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     listed = set(re.findall(r"sympy__sympy-\d+", done.stdout))
     assert listed == {"sympy__sympy-17630", "sympy__sympy-22714", "sympy__sympy-24661"}
-    assert done.stdout.strip().splitlines()[-1].endswith("runs=3 same_tree=0/3")
+    assert done.stdout.strip().splitlines()[-1].endswith("runs=0 same_tree=0/0 failed=3")
+    assert "0 replays (9 failed or missing) (heldout)" in done.stdout  # 3 sessions × 3 price profiles
+    assert f"default@gpt sympy__sympy-17630: no {tmp_path / 'none' / 'replay.json'}" in done.stdout
     both = subprocess.run(
         [*command, "--only", "psf__requests-1766,pallets__flask-5014"], capture_output=True, text=True
     )
