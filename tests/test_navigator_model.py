@@ -81,6 +81,24 @@ def test_plan_explores_read_only_in_its_own_memory_then_answers_every_request(ma
     assert [c["kind"] for c in nav.logged][-3:] == ["navigator_review", "navigator_review", "navigator_guidance"]
 
 
+def test_a_request_of_any_size_reaches_the_prompt_bounded(make) -> None:
+    """An MCP client's request may carry megabytes: each text is cut to its setting (diff_chars, context_chars,
+    patch_chars), head and tail kept (a 1.1 M-character request went whole into the navigator's prompt)."""
+    nav = make(["<deny>Too big to read.</deny>", "<pass>Fine.</pass>", "<answer>Here.</answer>"], plan=False)
+    huge = "+x\n" * 300_000
+    nav.request_permission(
+        PermissionRequest(action="edit a.py", diff=huge, context="y\n" * 100_000, reason="z" * 10**6)
+    )
+    nav.request_review(ReviewRequest(patch=huge, summary="s" * 10**6))
+    nav.request_guidance("q" * 10**6)
+    config = nav.config
+    limits = [config.diff_chars + 2 * config.context_chars, config.patch_chars + config.context_chars,
+              config.context_chars]  # fmt: skip
+    sizes = [len(call["prompt"]) for call in nav.logged]
+    assert all(size < limit + 20_000 for size, limit in zip(sizes, limits, strict=True)), sizes  # + the prompt's own
+    assert all(huge[:100] in call["prompt"] for call in nav.logged[:2])  # the head is kept
+
+
 def test_a_navigator_that_never_answers_is_an_error(make) -> None:
     nav = make([tag("view", {"path": "shop/cart.py"})] * 6, explore_steps=2)
     with pytest.raises(NavigatorError, match="no approve/deny answer to the permission request"):

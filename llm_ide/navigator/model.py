@@ -126,11 +126,19 @@ class ModelNavigator:
         self.plan_text = body
         return Plan(text=body, usage=usage)
 
+    def bounded(self, limit: int, **texts: str) -> dict[str, str]:
+        """A request's texts as far as the navigator's prompt takes them (an MCP client's come in any size)."""
+        return {name: truncate(text, limit, self.ctx.templates) for name, text in texts.items()}
+
     def request_permission(self, request: PermissionRequest) -> Decision:
+        texts = self.bounded(self.config.context_chars, **request.model_dump(exclude={"diff"}))
+        request = request.model_copy(update=texts | self.bounded(self.config.diff_chars, diff=request.diff))
         tag, body, usage = self._consult("permission", {"request": request}, ("approve", "deny"), tests=False)
         return Decision(approved=tag == "approve", reason=body, usage=usage)
 
     def request_review(self, request: ReviewRequest, round: int = 1) -> Review:
+        cut = self.bounded(self.config.patch_chars, patch=request.patch)
+        request = request.model_copy(update=cut | self.bounded(self.config.context_chars, summary=request.summary))
         tests = self.config.review_runs_tests
         values = {"request": request, "round": round, "rounds": self.config.max_review_rounds}
         deadline = time.monotonic() + self.config.review_timeout
@@ -141,6 +149,7 @@ class ModelNavigator:
         return Review(passed=tag == "pass", comment=body, plan=plan, usage=usage)
 
     def request_guidance(self, question: str) -> Guidance:
+        question = truncate(question, self.config.context_chars, self.ctx.templates)
         tag, body, usage = self._consult("guidance", {"question": question}, ("answer",), tests=False)
         return Guidance(answer=body, usage=usage)
 

@@ -48,7 +48,8 @@ class NavigatorSettings(Strict):
     max_review_rounds: PositiveInt = 3
     review_on_submit: bool = False  # a submit is reviewed first; it goes through only when the review passes
     context_chars: PositiveInt = 6000  # the driver's code context shown with a permission request
-    diff_chars: PositiveInt = 6000
+    diff_chars: PositiveInt = 6000  # a permission request's diff (and each text of a request: context_chars)
+    patch_chars: PositiveInt = 48000  # the patch a review reads; the middle of a longer one is elided
     templates: DriverTemplates = Field(default_factory=lambda: DriverTemplates())
 
     @field_validator("mode", mode="before")
