@@ -430,7 +430,8 @@ def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Pa
         ({"mode": "model", "model": "scripted:/nonexistent.yaml"}, "error: scripted model: file not found: /nonex"),
         ({"mode": "model", "model": "opneai:gpt"}, "error: model opneai:gpt: unknown provider 'opneai' (did you mean"),
         ({"mode": "model", "prompts": "/nonexistent.yaml"}, "error: navigator.prompts /nonexistent.yaml: cannot be"),
-    ],  # a navigator of its own model: told after the environment started and the tools installed
+        ({"mode": "human"}, "error: navigator.mode human asks on this terminal, and stdin is not one: run it on a"),
+    ],  # a navigator model's problems were told after the environment started; no terminal: a 15 s 'timeout'
 )
 def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it_starts(
     tmp_path: Path, navigator: dict[str, str], message: str

@@ -73,10 +73,10 @@ def turn_limit(ctx: AgentContext, state: AgentState, record: dict[str, Any], rev
     """Why the run must end before the navigator is asked (a limit reached), or ''."""
     config = ctx.settings.navigator
     if config.max_turns and record["turns"] >= config.max_turns:
-        return f"the navigator used its {config.max_turns} turns (navigator.max_turns)"
+        return f"the navigator used its {config.max_turns} turn{'s' * (config.max_turns != 1)} (navigator.max_turns)"
     steps = state.get("n_operations", 0) - record["last_review_step"]
     if config.max_driver_turns and not review and steps >= config.max_driver_turns:
-        return f"{steps} driver operations without a review (navigator.max_driver_turns)"
+        return f"{steps} driver operation{'s' * (steps != 1)} without a review (navigator.max_driver_turns)"
     if review and record["rounds"] >= config.max_review_rounds:
         return f"{record['rounds']} review rounds done (navigator.max_review_rounds)"
     return ""
