@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -189,3 +190,16 @@ def test_gold_merges_match_the_benchmarks_conflict_report(shared_dir: Path, tmp_
         found[pair] = merge.status == "conflicts"
         git(repo, "checkout", "-q", "-f", "base")
     assert found == expected and len(found) == 36
+
+
+def test_gold_without_tests_says_nothing_of_passing(shared_dir: Path, tmp_path: Path) -> None:
+    """--no-tests merges only: `both` is "—", and null in each eval_i_j.json as in summary.json (each said "no")."""
+    task = shared_dir / "data" / "cooperbench" / "dataset" / "samuelcolvin_dirty_equals_task" / "task43"
+    done = invoke("coop", "evaluate", "--gold", str(task), "--pairs", "1,2 1,3", "--no-tests", "-o", str(tmp_path),
+                  env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("│")[1:-1] for line in done.stdout.splitlines() if line.startswith("│ 1,")]
+    assert [[cell.strip() for cell in row][4:7] for row in rows] == [["—", "—", "—"]] * 2  # feature 1, 2, both
+    assert [json.loads((tmp_path / f"eval_1_{j}.json").read_text())["both_passed"] for j in (2, 3)] == [None, None]
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"pairs": 2, "conflicts": 2, "both_passed": None}
+    assert done.stdout.strip().endswith(f"2 pairs: 2 conflict under the naive merge → {tmp_path}")

@@ -140,7 +140,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
         raise fail(str(error)) from None
     print_whole(table)
     conflicted = sum(r.merge.status == "conflicts" for r in results)
-    passed = sum(r.both_passed for r in results)
+    passed = sum(bool(r.both_passed) for r in results)
     summary = {"pairs": len(results), "conflicts": conflicted, "both_passed": passed if tests else None}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     both = f", {passed} pass both features" if tests else ""
@@ -158,7 +158,7 @@ def gold_row(pair: tuple[int, int], result: dict[str, Any]) -> list[str]:
         str(merge["conflict_sections"]),
         verdict(result["feature1"]),
         verdict(result["feature2"]),
-        "yes" if result["both_passed"] else "no",
+        {True: "yes", False: "no"}.get(result["both_passed"], "—"),
         f"{sum(result['seconds'].values()):.1f}",
     ]
 

@@ -52,7 +52,7 @@ class PairEval(BaseModel):
     merge: MergeOutcome
     feature1: TestOutcome | None = None
     feature2: TestOutcome | None = None
-    both_passed: bool = False
+    both_passed: bool | None = None  # None: the tests were not run
     seconds: dict[str, float] = Field(default_factory=dict)
 
 
@@ -228,4 +228,6 @@ def evaluate_pair(
         result.feature2 = run_feature_tests(task, pair[1], merge.diff, repo, scratch)
         result.both_passed = result.feature1.passed and result.feature2.passed
         result.seconds["tests"] = round(time.perf_counter() - started, 2)
+    elif run_tests:
+        result.both_passed = False  # no merge to test: neither feature can pass
     return result
