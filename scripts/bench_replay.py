@@ -116,7 +116,7 @@ def selected(
     `only` (ids, also comma-separated), `repos` (short or full names) and `quick`."""
     folder = data / "trajectories" / "mini-swe-agent"
     if not folder.is_dir():
-        raise SystemExit(f"no trajectories in {folder} (--data: the shared data folder)")
+        raise SystemExit(f"no trajectories in {folder} (--data: the shared data folder, e.g. ../shared/data)")
     instances = sorted(path.name.removesuffix(".traj.json") for path in folder.glob("*.traj.json"))
     if part != "all":
         chosen = set(yaml.safe_load(split.read_text())[part])
@@ -177,7 +177,9 @@ def main(
     action_format: Annotated[
         str, typer.Option(help="llm-ide's actions: text, tools, or both (each variant in both, side by side).")
     ] = "text",
-    data: Annotated[Path, typer.Option(help="The shared data folder.")] = DATA,
+    data: Annotated[
+        Path, typer.Option(help="The shared data folder (its trajectories/ and repos/; or the folder holding it).")
+    ] = DATA,
     out: Annotated[
         Path | None, typer.Option(help="Keep each replay's report, wire log and run here.", show_default="not kept")
     ] = None,
@@ -187,6 +189,7 @@ def main(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary figures here.")] = None,
 ) -> None:
     console = Console(width=max(Console().width, 200))
+    data = data / "data" if not (data / "trajectories").is_dir() and (data / "data" / "trajectories").is_dir() else data
     instances = selected(data, part, only, repo, quick)
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
     formats = ["text", "tools"] if action_format == "both" else [action_format]

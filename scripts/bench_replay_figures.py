@@ -110,8 +110,9 @@ def pooled_fidelity(runs: list[Run], agent: str, key: str) -> tuple[float | None
     return sum(parts, Fraction()).value, median([part.value for part in parts])
 
 
-def shown(value: float | None) -> str:
-    return "nan" if value is None else f"{value:.2f}"
+def shown(value: float | None, missing: str = "–") -> str:
+    """A figure in a table (`–`: a step the run never reached), or in the RESULT line (`nan` there: a number)."""
+    return missing if value is None else f"{value:.2f}"
 
 
 def both(report: ReplayReport, key: str) -> str:
@@ -301,7 +302,7 @@ def result_line(groups: dict[str, list[Run]]) -> str:
         variant, profile = runs[0].variant, runs[0].profile
         prefix = ("" if variant == first else re.sub(r"[^a-z0-9_]", "_", variant.lower()) + "_") + profile + "_"
         figures = summary(runs)
-        pairs += [f"{prefix}{key}={shown(figures[key])}" for key in RESULT_KEYS]
+        pairs += [f"{prefix}{key}={shown(figures[key], 'nan')}" for key in RESULT_KEYS]
     mine = [run for runs in groups.values() for run in runs if run.variant == first]
     instances = sorted({run.instance for run in mine if run.report is not None})  # the replays that ran
     same = sum(

@@ -86,7 +86,7 @@ WritePrice = Annotated[
     ),
 ]
 OutputPrice = Annotated[float | None, typer.Option(help="Price of an output character.", show_default="the profile's")]
-Misses = Annotated[int, typer.Option(help="Misses printed (all are in replay.json).")]
+Misses = Annotated[int, typer.Option(help="Misses printed (all are in replay.json).", min=0)]
 Unsandboxed = Annotated[
     bool,
     typer.Option(
