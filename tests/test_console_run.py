@@ -99,7 +99,7 @@ def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None
     assert full.returncode == 0, full.stderr
     lines = full.stdout.splitlines()
     start = lines.index("rejected replies (format errors): 1")
-    assert lines[start + 1].startswith("✗ call 0 (step 0, act): Your response could not be used: missing the action")
+    assert lines[start + 1].startswith("✗ call 0 (step 1, act): Your response could not be used: missing the action")
     assert lines[start + 2] == f"    {garbage}"
     plain = run(["inspect", trajectory])
     assert "rejected replies" not in plain.stdout
@@ -109,7 +109,7 @@ def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None
     assert ended.returncode == 1 and "format_error after 3 model calls" in ended.stdout, ended.stdout + ended.stderr
     full = run(["inspect", "--full", str(tmp_path / "two" / "out" / "t.traj.json")])
     rejected = [line for line in full.stdout.splitlines() if line.startswith("✗ call ")]
-    assert [line.split(":", 1)[0] for line in rejected] == [f"✗ call {i} (step 0, act)" for i in range(3)]
+    assert [line.split(":", 1)[0] for line in rejected] == [f"✗ call {i} (step 1, act)" for i in range(3)]
     assert all("Your response could not be used" in line for line in rejected[:2])
     assert rejected[2].endswith("the run ended on it (agent.max_format_errors reached); its reason is not recorded")
     assert "    three" in full.stdout.splitlines()

@@ -85,7 +85,7 @@ def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, An
     out.print(f"[bold]rejected replies[/] (format errors): {len(rejected) or 'none'}")
     for position, why in rejected.items():
         call = calls[position]
-        where = f"step {call.get('step', '?')}, {call['kind']}"
+        where = f"step {call['step'] + 1 if isinstance(call.get('step'), int) else '?'}, {call['kind']}"
         out.print(f"[red]✗ call {call['index']}[/] ({escape(where)}): {escape(terminal_safe(why))}")
         out.print(indent(terminal_safe(call["response"].rstrip()) or "(empty reply)", "    "), markup=False)
 

@@ -106,7 +106,8 @@ def charts(steps: list[StepStat], priced: bool = True) -> list[dict[str, Any]]:
                 "step": steps[i].step,
                 "cached": b / top * CHART_HEIGHT,
                 "uncached": a / top * CHART_HEIGHT,
-                "tip": f"step {steps[i].step}: " + (fmt.format(a) if not b else f"{b:,} cached, {a:,} uncached"),
+                "tip": f"step {steps[i].step + 1}: "  # counted from 1, as the console counts steps
+                + (fmt.format(a) if not b else f"{b:,} cached, {a:,} uncached"),
             }
             for i, (a, b) in enumerate(values)
         ]
