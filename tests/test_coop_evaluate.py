@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -140,6 +141,7 @@ def test_drop_test_files_keeps_only_source_sections() -> None:
             "base",
             "base commit 0123456789abcdef0123456789abcdef01234567 of demo_task/task7 is not in the repository source",
         ),
+        ("gone", "task folder not found: {folder}"),  # it said "not a task folder (expected dataset/…)"
     ],
 )
 def test_malformed_task_fails_with_one_line(
@@ -153,6 +155,8 @@ def test_malformed_task_fails_with_one_line(
         (folder / "feature2" / "tests.patch").write_text(
             "diff --git a/nowhere.py b/nowhere.py\n--- a/nowhere.py\n+++ b/nowhere.py\n@@ -1 +1 @@\n-a\n+b\n"
         )
+    elif breakage == "gone":
+        shutil.rmtree(folder)
     else:
         (folder / "setup.sh").write_text('BASE_COMMIT="0123456789abcdef0123456789abcdef01234567"\n')
     result = cli(

@@ -63,7 +63,7 @@ SettingNames = Annotated[
         show_default="coop",
     ),
 ]
-Repetition = Annotated[int, typer.Option(help="Repetition index (in every output path).")]
+Repetition = Annotated[int, typer.Option(help="Repetition index (in every output path).", min=0)]
 RepoSource = Annotated[
     Path | None,
     typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),

@@ -58,6 +58,8 @@ def load_task(folder: Path) -> CoopTask:
     folder = folder.resolve()
     match = re.fullmatch(r"task(\d+)", folder.name)
     repo = re.fullmatch(r"(.+)_task", folder.parent.name)
+    if not folder.exists():
+        raise CoopError(f"task folder not found: {folder}")
     if not folder.is_dir() or not match or not repo:
         raise CoopError(f"{folder}: not a task folder (expected dataset/<repo>_task/task<id>/)")
     for name in TASK_FILES:
