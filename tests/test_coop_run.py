@@ -150,6 +150,10 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())["by_setting"]["coop"]
     assert {k: summary[k] for k in ("pairs", "passed", "conflicts", "pass_rate", "conflict_rate")} == {
         "pairs": 1, "passed": 1, "conflicts": 0, "pass_rate": 1.0, "conflict_rate": 0.0}  # fmt: skip
+    stamp = (folder / "eval.json").stat().st_mtime_ns
+    rerun = invoke(*args, cwd=tmp_path)  # a finished pair again: its grade kept, its tests not run again
+    assert rerun.returncode == 0 and "pair 1,2 coop k=0: clean, both pass" in rerun.stdout, rerun.stderr
+    assert (folder / "eval.json").stat().st_mtime_ns == stamp
     (folder / "eval.json").unlink()
     again = invoke("coop", "evaluate", str(folder.relative_to(tmp_path)), cwd=tmp_path)
     assert again.returncode == 0, again.stderr

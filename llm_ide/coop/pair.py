@@ -106,6 +106,8 @@ def build_pair_graph(
     def evaluate(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
         (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
         folder = Path(state["folder"])
+        if ctx.evaluate and (kept := graded(folder, run)) is not None:
+            return {"result": kept, "seconds": kept.get("seconds", {})}  # a finished pair rerun: its tests not again
         result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
         seconds = dict(state.get("seconds", {}))
         if ctx.evaluate:
@@ -124,6 +126,18 @@ def build_pair_graph(
     builder.add_edge("execute", "evaluate")
     builder.add_edge("evaluate", END)
     return builder.compile(checkpointer=checkpointer, name="coop-pair")
+
+
+def graded(folder: Path, run: CoopRun) -> dict[str, Any] | None:
+    """The pair's eval.json when it grades the patches there now (written after each of them), else None."""
+    grade = folder / "eval.json"
+    patches = [folder / f"patch_agent{agent}.patch" for agent in run.agents()]
+    try:
+        if all(grade.stat().st_mtime_ns >= patch.stat().st_mtime_ns for patch in patches):
+            return json.loads(grade.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def graph(config: RunnableConfig) -> CompiledStateGraph:
