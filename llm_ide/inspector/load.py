@@ -228,8 +228,7 @@ def mini_run(data: dict[str, Any], path: Path) -> RunView:
     """A mini-swe-agent run is a chain: each assistant message is one operation, the next user message its output."""
     info = data.get("info") or {}
     messages = data.get("messages") or []
-    nodes: list[NodeView] = []
-    calls: list[CallView] = []
+    nodes, calls = list[NodeView](), list[CallView]()
     task = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
     for position, message in enumerate(messages):
         if message.get("role") != "assistant":
