@@ -133,12 +133,12 @@ def test_cli_human_navigator_on_a_terminal(tmp_path: Path) -> None:
     terminal.expect(r"approve\? \[y/n\]")
     assert "+        self.assertEqual(cart.total(), 11.5)" in terminal.output  # the diff is shown
     terminal.type("n")
-    terminal.expect("reason: ")
+    terminal.expect(r"reason \(Enter: none\): ")
     terminal.type("The test is right; fix the code.")
     terminal.expect(r"approve\? \[y/n\]")
     assert "+            total += price * quantity" in terminal.output.rsplit("navigator: permission", 1)[1]
     terminal.type("y")
-    terminal.expect("reason: ")
+    terminal.expect(r"reason \(Enter: none\): ")
     terminal.type("")
     terminal.expect(r"approve\? \[y/n\]")  # the tests: left unanswered, timeout_decision (deny) applies
     terminal.expect("no answer in time")

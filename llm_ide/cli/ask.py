@@ -67,7 +67,10 @@ def ask_on_terminal(question: dict[str, Any]) -> dict[str, Any]:
     if verdict is None:
         console.print("\n[yellow]no answer in time: navigator.timeout_decision applies[/]")
         return {"timeout": True}
-    reason = read_line("reason: ", max(deadline, time.monotonic() + timeout)) or ""
+    reason = read_line("reason (Enter: none): ", max(deadline, time.monotonic() + timeout))
+    if reason is None:
+        console.print()  # none came: what follows starts on a line of its own
+    reason = reason or ""
     if kind == "permission":
         return {"approved": verdict, "reason": reason}
     return {"passed": verdict, "comment": reason}
