@@ -203,23 +203,31 @@ def test_coop_evaluate_says_what_it_needs(tmp_path: Path, args: tuple[str, ...],
     assert (done.returncode, done.stdout, done.stderr) == (2, "", said)
 
 
+def gated_scripts(folder: Path, gate: Path, waiting: tuple[str, ...]) -> str:
+    """Both planners agree at once; agent 1 appends three() to core.py, agent 2 creates extra.py, each agent of
+    `waiting` first in a command that marks that it started (in its worktree) and waits for `gate`."""
+    block = f"touch started && while [ ! -e {gate} ]; do sleep 0.1; done && rm -f started"
+    wait = [act("Wait.", "bash", command=block), reflect(False, "waited")]
+    return scripts(
+        folder,
+        plan_1=[act("Done.", "agreement_reached", plan="three() in core.py")],
+        plan_2=[act("Done.", "agreement_reached", plan="extra.py")],
+        run_1=[*(wait if "1" in waiting else []),
+               act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
+               reflect(False, "three added"), act("Submit.", "submit")],
+        run_2=[*(wait if "2" in waiting else []),
+               act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
+               act("Go.", "submit")],
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_path: Path) -> None:
     """Agents run one after the other; agent 2's first command marks that it started and waits for a gate file (both
     inside its worktree, which the sandbox lets it write); the test SIGKILLs the whole run there, then reruns it."""
     task, source = build_task(tmp_path)
     gate = tmp_path / "gate"  # outside the worktree: the rerun puts the worktree back and runs the command again
-    block = f"touch started && while [ ! -e {gate} ]; do sleep 0.2; done && rm -f started"
-    model = scripts(
-        tmp_path / "scripts",
-        plan_1=[act("Done.", "agreement_reached", plan="three() in core.py")],
-        plan_2=[act("Done.", "agreement_reached", plan="extra.py")],
-        run_1=[act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
-               reflect(False, "three added"), act("Submit.", "submit")],
-        run_2=[act("Wait.", "bash", command=block), reflect(False, "waited"),
-               act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
-               act("Go.", "submit")],
-    )  # fmt: skip
+    model = gated_scripts(tmp_path / "scripts", gate, waiting=("2",))
     sequential = tmp_path / "coop.yaml"
     sequential.write_text(yaml.safe_dump({"execution": {"parallel": False}}))
     out = tmp_path / "out"
@@ -251,18 +259,7 @@ def test_ctrl_c_stops_both_agents_at_their_next_step_and_says_how_to_resume(tmp_
     that resumes is said, and it finishes the pair."""
     task, source = build_task(tmp_path)
     gate = tmp_path / "gate"
-    block = f"touch started && while [ ! -e {gate} ]; do sleep 0.1; done && rm -f started"
-    model = scripts(
-        tmp_path / "scripts",
-        plan_1=[act("Done.", "agreement_reached", plan="three() in core.py")],
-        plan_2=[act("Done.", "agreement_reached", plan="extra.py")],
-        run_1=[act("Wait.", "bash", command=block), reflect(False, "waited"),
-               act("Append.", "edit", path="pkg/core.py", old=TWO, new=TWO + "\n\ndef three():\n    return 3\n"),
-               reflect(False, "three added"), act("Submit.", "submit")],
-        run_2=[act("Wait.", "bash", command=block), reflect(False, "waited"),
-               act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"),
-               act("Go.", "submit")],
-    )  # fmt: skip
+    model = gated_scripts(tmp_path / "scripts", gate, waiting=("1", "2"))
     out = tmp_path / "out"
     folder = out / "demo_task7_f1_f2_coop_k0"
     first = coop_run(task, source, model, out)
