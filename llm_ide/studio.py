@@ -138,9 +138,9 @@ class StudioRun:
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
         settings = load_config(values.pop("base", "default"), **values)
         repo = Path(state["repo"]).expanduser().resolve()
-        preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo)  # as the command line checks
-        register_config_secrets(settings)
         variants = compose(settings, self.variants, from_settings=False)
+        preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo, variants=variants)  # as the CLI
+        register_config_secrets(settings)
         run_id = thread_id()
         self.progress.note("starting environment")
         env = make_environment(settings.environment, repo, run_id)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from llm_ide.actions import CORE_GRAMMAR, ActionOutcome, Codebase
 from llm_ide.budget import Budget
@@ -148,6 +148,14 @@ class Opening:
     model_for: Callable[[str, str | None], Model] | None = None
 
 
+class ModelUse(NamedTuple):
+    """A model a variant calls besides the run's: the setting naming it, its spec, its endpoint (None: the run's)."""
+
+    setting: str
+    spec: str
+    base_url: str | None = None
+
+
 class Variant:
     name: ClassVar[str] = ""
     settings: ClassVar[dict[str, tuple[Any, Any]]] = {}
@@ -157,6 +165,12 @@ class Variant:
     @classmethod
     def enabled(cls, settings: Any) -> Variant | None:  # Any: the settings class the run composed (its sections)
         return None
+
+    def check(self, settings: Any) -> list[ModelUse]:
+        """Before the run starts, at every door: a problem with what the variant needs (its files, its server) raises
+        a UsageError of one line. Returns the models it calls besides the run's, which the preflight checks as it
+        checks the run's own."""
+        return []
 
     def open(self, ctx: AgentContext, opening: Opening) -> Any:  # Any: whatever resource the variant keeps
         return None
@@ -214,6 +228,9 @@ class Variants:
     def own(self) -> dict[str, Action]:
         """The actions of the run's own variants (not those answering that their variant is absent)."""
         return {name: action for variant in self.items for name, action in variant.actions.items()}
+
+    def check(self, settings: Any) -> list[ModelUse]:
+        return [use for variant in self.items for use in variant.check(settings)]
 
     def hooks(self, once: bool) -> list[Hook]:
         return [hook for variant in self.items for hook in variant.nodes() if hook.once == once]

@@ -6,6 +6,7 @@ graph LangGraph Studio serves (the run ends at once, that line its `error`), and
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from pathlib import Path
@@ -170,4 +171,60 @@ def test_a_limit_that_is_no_number_is_one_line_at_every_door(tmp_path: Path, val
     argv = ["run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml"]
     done = invoke(*argv, option, str(next(iter(values.values()))), env={**os.environ, "LLM_IDE_CONFIG": "off"})
     assert (done.returncode, done.stderr) == (2, "error: " + line.replace("settings:", "command line:") + "\n")
+    assert not (tmp_path / "o").exists()
+
+
+def studio_graph_run(name: str, inputs: dict[str, Any], thread: str) -> dict[str, Any]:
+    """A graph of llm_ide.studio as `langgraph dev` serves it (`name`: navigator_graph, sampled_graph), in process."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from llm_ide import studio
+
+    async def run() -> dict[str, Any]:
+        async with getattr(studio, name)({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": InMemorySaver()})
+            return await served.ainvoke({"task": "Fix Cart.total.", **inputs}, {"configurable": {"thread_id": thread}})
+
+    return asyncio.run(run())
+
+
+NAVIGATOR, SAMPLED = "navigator_graph", "sampled_graph"
+
+
+@pytest.mark.parametrize(
+    ("graph", "config", "line"),
+    [
+        (
+            NAVIGATOR,
+            {"navigator": {"mode": "model", "model": "openai:gpt-5-mini"}},
+            "navigator.model: model openai:gpt",
+        ),
+        (NAVIGATOR, {"navigator": {"mode": "model", "model": "opneai:gpt"}}, "navigator.model: model opneai:gpt: unk"),
+        (NAVIGATOR, {"navigator": {"mode": "model", "model": "scripted:"}}, "navigator.model: model scripted: names"),
+        (NAVIGATOR, {"navigator": {"mode": "model", "prompts": "/no.yaml"}}, "navigator.prompts /no.yaml: cannot be"),
+        (NAVIGATOR, {"navigator": {"mode": "mcp", "url": "URL"}}, "navigator at URL is unreachable: ConnectError: "),
+        (NAVIGATOR, {"navigator": {"mode": "mcp"}}, "navigator.url: missing setting (navigator.mode mcp needs the"),
+        (SAMPLED, {"sampling": {"k": 2, "model": "opneai:gpt"}}, "sampling.model: model opneai:gpt: unknown provider"),
+    ],  # the Python API and Studio told a navigator's or a sampler's model problems once the environment had started
+)
+def test_what_a_variant_needs_is_one_line_at_every_door(
+    tmp_path: Path, graph: str, config: dict[str, Any], line: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    url = f"http://127.0.0.1:{closed_port()}/mcp"
+    config = json.loads(json.dumps(config).replace("URL", url))
+    line = line.replace("URL", url)
+    script = tmp_path / "driver.yaml"
+    script.write_text("- never used\n")
+    model = f"scripted:{script}"  # the driver's: never asked, nothing starts
+    with pytest.raises(UsageError) as raised:
+        run_task("t", model=model, settings=load_config(**config), output_dir=tmp_path / "o", run_id="r", repo=repo)
+    assert str(raised.value).startswith(line) and "\n" not in str(raised.value)
+    final = studio_graph_run(graph, {"repo": str(repo), "model": model, "config": config}, "doors-variant")
+    assert final["exit_status"] == "error" and final["error"].startswith(line)
+    assert final.get("operations", []) == [] and final.get("usage", {}).get("api_calls", 0) == 0
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    argv = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "config.yaml")]
+    done = invoke(*argv, "--output", str(tmp_path / "o"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {line}") and done.stderr.count("\n") == 1
     assert not (tmp_path / "o").exists()

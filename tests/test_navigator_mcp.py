@@ -397,11 +397,17 @@ def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:
     assert "\n" not in str(missing.value)
 
 
-def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Path) -> None:
+def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Path, token: str) -> None:
+    """The server answers the check before the run starts, and is stopped once the first step (an ungated view) is
+    told: the edit's gate finds it gone."""
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    with socket.socket() as sock:  # bound, never listening: the server is gone by the time the edit is gated
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    process, url, _ = launch(tmp_path, ["--navigator", "remote_navigators:RulesNavigator"], dict(os.environ))
+
+    def gone(event: Any) -> None:
+        if event.kind == "step" and process.poll() is None:
+            assert stop(process) == 128 + signal.SIGTERM
+
+    try:
         result = run_task(
             "Cart.total ignores quantities.",
             model=write_script(tmp_path / "driver.yaml", [VIEW, reflect(False, "price only"), FIX]),
@@ -411,7 +417,11 @@ def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Pa
             output_dir=tmp_path / "out",
             run_id="gone",
             repo=repo,
+            on_event=gone,
         )
+    finally:
+        if process.poll() is None:
+            stop(process)
     traj = load_trajectory(result.trajectory_path)
     assert result.exit_status == "error" == traj["info"]["exit_status"]
     assert result.error.startswith(f"navigator at {url} is unreachable: ConnectError") and "\n" not in result.error
@@ -427,8 +437,8 @@ def test_a_navigator_server_gone_mid_run_ends_the_run_with_one_line(tmp_path: Pa
             {"mode": "mcp"},
             "error: navigator.url: missing setting (navigator.mode mcp needs the server's address)",
         ),
-        ({"mode": "model", "model": "scripted:/nonexistent.yaml"}, "error: scripted model: file not found: /nonex"),
-        ({"mode": "model", "model": "opneai:gpt"}, "error: model opneai:gpt: unknown provider 'opneai' (did you mean"),
+        ({"mode": "model", "model": "scripted:/nonexistent.yaml"}, "error: navigator.model: scripted model: file not"),
+        ({"mode": "model", "model": "opneai:gpt"}, "error: navigator.model: model opneai:gpt: unknown provider"),
         ({"mode": "model", "prompts": "/nonexistent.yaml"}, "error: navigator.prompts /nonexistent.yaml: cannot be"),
         ({"mode": "human"}, "error: navigator.mode human asks on this terminal, and stdin is not one: run it on a"),
     ],  # a navigator model's problems were told after the environment started; no terminal: a 15 s 'timeout'

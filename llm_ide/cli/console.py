@@ -238,17 +238,21 @@ def check_model_before_start(
     say: Say = say_on_stderr,
     timeout: float | None = None,
     repo: Path | None = None,
+    variants: Any = None,
 ) -> None:
     """The run's preflight (llm_ide/run/preflight.py, the same for every door): limits, the repository when given, the
-    model's name, API key and endpoint, before the environment starts and the tools install. A problem is the one line
-    said; the model's warnings meanwhile (no price) are said only when the checks pass."""
-    from llm_ide.run.preflight import PREFLIGHT_TIMEOUT, PreflightError, preflight
+    model's name, API key and endpoint, what the run's `variants` need, before the environment starts and the tools
+    install. A problem is the one line said; the models' warnings meanwhile (no price) are said only when the checks
+    pass."""
+    from llm_ide.errors import UsageError
+    from llm_ide.run.preflight import PREFLIGHT_TIMEOUT, preflight
 
     held: list[RenderableType] = []
     try:
         with warnings_on_console(held.append):
-            preflight(model, settings, base_url=base_url, repo=repo, timeout=timeout or PREFLIGHT_TIMEOUT, quiet=False)
-    except PreflightError as error:
+            wait = timeout or PREFLIGHT_TIMEOUT
+            preflight(model, settings, base_url=base_url, repo=repo, timeout=wait, quiet=False, variants=variants)
+    except UsageError as error:
         raise fail(str(error)) from None
     for line in held:
         say(line)

@@ -155,30 +155,14 @@ def model_navigator(repo: Path, model: str | None, base_url: str | None, config:
     return ModelNavigator.create(settings, spec, repo.resolve(), base_url, task=task or "")
 
 
-def check_navigator(settings: Any, base_url: str | None = None) -> None:
-    """Before the run starts: `navigator.mode: mcp`, the server at `navigator.url` answers with its tools; `model`,
-    the navigator's own model is checked as the driver's is (`base_url`: the driver's, unless it has its own), and
-    its prompts file read; `human`, there is a terminal to ask on."""
-    from llm_ide.errors import ConfigError
-    from llm_ide.navigator.mcp_client import McpNavigator
-    from llm_ide.navigator.model import load_templates
-    from llm_ide.navigator.protocol import NavigatorError
-
-    navigator = settings.navigator
-    if navigator.mode == "human" and not sys.stdin.isatty():
+def check_terminal(settings: Any) -> None:
+    """Before the run starts: `navigator.mode: human` has a terminal to ask on (what the navigator needs besides is
+    the preflight's, at every door)."""
+    if settings.navigator.mode == "human" and not sys.stdin.isatty():
         raise fail(
             "navigator.mode human asks on this terminal, and stdin is not one: run it on a terminal, or answer from "
             "Python (run_task returns the question; resume=… carries the answer)"
         )
-    try:
-        if navigator.mode == "mcp":
-            McpNavigator(navigator.url, navigator.permission_timeout).check()
-        elif navigator.mode == "model":
-            load_templates(navigator.prompts)
-            if navigator.model:
-                check_model_before_start(navigator.model, settings, navigator.base_url or base_url)
-    except (ConfigError, NavigatorError) as error:
-        raise fail(str(error)) from None
 
 
 def import_navigator(spec: str) -> Any:

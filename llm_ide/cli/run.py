@@ -95,13 +95,14 @@ def run(
     kind = environment_kind(environment, image)
     settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)
-    check_model_before_start(model, settings, base_url, status.say, repo=repo)
     from llm_ide.cli.ask import ask_on_terminal
-    from llm_ide.cli.navigator import check_navigator
+    from llm_ide.cli.navigator import check_terminal
+    from llm_ide.composition import compose
     from llm_ide.priced import has_price
     from llm_ide.run.single import Listeners, RunRequest
 
-    check_navigator(settings, base_url)
+    check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=compose(settings, given))
+    check_terminal(settings)
     priced = has_price(model, settings.model.prices)
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     ask = ask_on_terminal if settings.navigator.mode == "human" else None

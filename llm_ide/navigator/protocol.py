@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from llm_ide.errors import LlmIdeError
+from llm_ide.errors import LlmIdeError, UsageError
 
 DecidedBy = Literal["model", "human", "timeout", "mcp"]
 # the bearer token of a served navigator (`llm-ide navigator serve` prints or reads it; MCP clients send it)
@@ -64,6 +64,11 @@ class Plan(BaseModel):
 
 class NavigatorError(LlmIdeError):
     """The navigator cannot answer (no reply in its format, a server that is down): the run ends, told in one line."""
+
+
+class NavigatorUnready(UsageError, ValueError):
+    """Before a run starts, what its navigator needs is not there (its server, its prompts): one line, exit code 2 (a
+    ValueError too: LangGraph's server shows its message to the client)."""
 
 
 class NavigatorTimeout(NavigatorError):

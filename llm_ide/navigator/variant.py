@@ -10,15 +10,30 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from llm_ide.actions import ActionOutcome
+from llm_ide.errors import ConfigError
 from llm_ide.navigator.factory import make_navigator
+from llm_ide.navigator.mcp_client import McpNavigator
+from llm_ide.navigator.model import load_templates
 from llm_ide.navigator.nodes.consult import consult
 from llm_ide.navigator.nodes.permission import permission
 from llm_ide.navigator.nodes.plan import plan
+from llm_ide.navigator.protocol import NavigatorError, NavigatorUnready
 from llm_ide.navigator.settings import PROMPTS, NavigatorSettings
 from llm_ide.prompting import render_string
 from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import Action, ActionResult, ActionRun, AgentContext, Hook, Opening, PromptParts, State, Variant
+from llm_ide.variant import (
+    Action,
+    ActionResult,
+    ActionRun,
+    AgentContext,
+    Hook,
+    ModelUse,
+    Opening,
+    PromptParts,
+    State,
+    Variant,
+)
 
 
 class NavigatorState(TypedDict, total=False):
@@ -57,6 +72,21 @@ class Navigator(Variant):
     def enabled(cls, settings: Any) -> Navigator | None:
         mode = settings.navigator.mode
         return None if mode == "off" else cls(mode)
+
+    def check(self, settings: Any) -> list[ModelUse]:
+        """The server at `navigator.url` answers with its tools (mode mcp); the prompts file reads and the
+        navigator's own model is checked as the run's is (mode model)."""
+        navigator = settings.navigator  # (its mode, not the variant's: what `open` makes)
+        try:
+            if navigator.mode == "mcp":
+                McpNavigator(navigator.url, navigator.permission_timeout).check()
+            elif navigator.mode == "model":
+                load_templates(navigator.prompts)
+        except (ConfigError, NavigatorError) as error:
+            raise NavigatorUnready(str(error)) from None
+        if navigator.mode != "model" or not navigator.model:
+            return []
+        return [ModelUse("navigator.model", navigator.model, navigator.base_url)]
 
     def nodes(self) -> list[Hook]:
         return [Hook("plan", plan, once=True)]

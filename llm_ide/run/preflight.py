@@ -21,6 +21,7 @@ from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import load_script
 from llm_ide.settings import CoreSettings, describe_error
+from llm_ide.variant import Variants
 
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
 
@@ -70,16 +71,23 @@ def preflight(
     task: str | None = None,
     timeout: float = PREFLIGHT_TIMEOUT,
     quiet: bool = True,
+    variants: Variants | None = None,
 ) -> None:
     """Everything a run needs before it starts, in the order a user fixes it: the task (when given), the limits, the
-    repository (when the run works on one), the model (name, key, endpoint). A failure is one line (a UsageError).
-    `quiet`: the model's warnings (no price) are left for the run to say (the command line says them here)."""
+    repository (when the run works on one), the model (name, key, endpoint), then what its `variants` need (their
+    own models checked as the run's). A failure is one line (a UsageError). `quiet`: the models' warnings (no price)
+    are left for the run to say (the command line says them here)."""
     if task is not None:
         check_task(task)
     check_limits(settings)
     if repo is not None:
         check_repository(Path(repo).expanduser())
     check_model(model, settings, base_url, timeout, quiet)
+    for use in variants.check(settings) if variants else []:
+        try:
+            check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
+        except PreflightError as error:
+            raise PreflightError(f"{use.setting}: {error}") from None
 
 
 def check_task(task: str) -> None:

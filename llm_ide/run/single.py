@@ -110,7 +110,10 @@ def run_task(
     variants = tuple(fields.pop("variants", ()))
     lessons = tuple(fields.pop("carried_lessons", None) or ())
     request = RunRequest(task=task, variants=variants, carried_lessons=lessons, **fields)
-    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task)
+    composed = compose(request.settings, request.variants)
+    preflight(
+        request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task, variants=composed
+    )
     return Driver(request, Listeners(on_event, on_model_call, ask, on_command)).run()
 
 

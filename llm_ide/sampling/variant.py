@@ -14,7 +14,7 @@ from llm_ide.sampling.choose import Chooser
 from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.sampling.settings import Demonstrations as DemonstrationPaths
 from llm_ide.sampling.settings import SamplingSettings
-from llm_ide.variant import AgentContext, ModelCall, ModelRequest, ModelResponse, Opening, Variant
+from llm_ide.variant import AgentContext, ModelCall, ModelRequest, ModelResponse, ModelUse, Opening, Variant
 
 
 class Sampling(Variant):
@@ -24,6 +24,11 @@ class Sampling(Variant):
     @classmethod
     def enabled(cls, settings: Any) -> Sampling | None:
         return cls() if settings.sampling.k > 1 else None
+
+    def check(self, settings: Any) -> list[ModelUse]:
+        """The model of the choosing calls, checked before the run starts as the agent's is."""
+        sampling = settings.sampling
+        return [ModelUse("sampling.model", sampling.model)] if sampling.model and sampling.k > 1 else []
 
     def open(self, ctx: AgentContext, opening: Opening) -> Any:
         """The model of the choosing calls, when it is not the agent's."""
