@@ -1,7 +1,9 @@
 """Every door checks what the command line checks (issue 40 §1): the same bad input — a folder that is not a git
 repository, a model without its key, an endpoint that does not answer, an empty model name, a limit that is no number
 — is the same one line from `llm-ide run` (exit 2), from `run_task` (a UsageError of the one hierarchy) and from the
-graph LangGraph Studio serves (the run ends at once, that line its `error`), and nothing is set up or written first."""
+graph LangGraph Studio serves (the run ends at once, that line its `error`), and nothing is set up or written first.
+What a run's variants need (a navigator's server, prompts and model, a sampler's model) is checked the same way at
+those doors, by attempts and by a batch."""
 
 from __future__ import annotations
 
@@ -16,10 +18,14 @@ import pytest
 from agent_script import BUGGY_FILES
 from conftest import make_git_repo
 from in_process import invoke
+from swebench_fixtures import build_dataset
 
+from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
 from llm_ide.errors import LlmIdeError, UsageError
 from llm_ide.run.single import run_task
+from llm_ide.swebench.batch import run_swebench
+from llm_ide.swebench.instances import BatchOptions
 
 
 def closed_port() -> int:
@@ -217,13 +223,21 @@ def test_what_a_variant_needs_is_one_line_at_every_door(
     script = tmp_path / "driver.yaml"
     script.write_text("- never used\n")
     model = f"scripted:{script}"  # the driver's: never asked, nothing starts
+    for api, values in [(run_task, config), (run_attempts, {**config, "attempts": {"max": 2}})]:
+        with pytest.raises(UsageError) as raised:
+            api("t", model=model, settings=load_config(**values), output_dir=tmp_path / "o", run_id="r", repo=repo)
+        assert str(raised.value).startswith(line) and "\n" not in str(raised.value)
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    options = BatchOptions(
+        model=model, output=tmp_path / "o", environment="local", config_files=[tmp_path / "config.yaml"]
+    )
     with pytest.raises(UsageError) as raised:
-        run_task("t", model=model, settings=load_config(**config), output_dir=tmp_path / "o", run_id="r", repo=repo)
-    assert str(raised.value).startswith(line) and "\n" not in str(raised.value)
+        run_swebench(str(dataset), "test", options)
+    assert str(raised.value).startswith(line)
     final = studio_graph_run(graph, {"repo": str(repo), "model": model, "config": config}, "doors-variant")
     assert final["exit_status"] == "error" and final["error"].startswith(line)
     assert final.get("operations", []) == [] and final.get("usage", {}).get("api_calls", 0) == 0
-    (tmp_path / "config.yaml").write_text(json.dumps(config))
     argv = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "config.yaml")]
     done = invoke(*argv, "--output", str(tmp_path / "o"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
     assert done.returncode == 2 and done.stderr.startswith(f"error: {line}") and done.stderr.count("\n") == 1

@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
-from llm_ide.composition import Settings
+from llm_ide.composition import Settings, compose
 from llm_ide.config import load_config
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.fileio import FolderKeep
@@ -140,7 +140,8 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
         repo=Path(state["repo"]).expanduser().resolve(),
         base_url=state.get("base_url"),
     )
-    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo)  # as the CLI checks
+    variants = compose(request.settings)
+    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo, variants=variants)
     return AttemptsContext(request)
 
 

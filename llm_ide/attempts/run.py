@@ -41,7 +41,10 @@ def run_attempts(task: str, *, on_event: Callable[[RunEvent], None] | None = Non
     """The Python API of a run at a task with attempts (`fields`: those of `RunRequest`); its thread is resumed."""
     variants = tuple(fields.pop("variants", ()))
     request = RunRequest(task=task, variants=variants, **fields)
-    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task)
+    composed = compose(request.settings, request.variants)
+    preflight(
+        request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task, variants=composed
+    )
     return run_at_task(request, Listeners(on_event))
 
 

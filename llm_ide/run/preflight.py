@@ -83,7 +83,15 @@ def preflight(
     if repo is not None:
         check_repository(Path(repo).expanduser())
     check_model(model, settings, base_url, timeout, quiet)
-    for use in variants.check(settings) if variants else []:
+    if variants:
+        check_variants(variants, settings, base_url, timeout, quiet)
+
+
+def check_variants(
+    variants: Variants, settings: Any, base_url: str | None, timeout: float = PREFLIGHT_TIMEOUT, quiet: bool = True
+) -> None:
+    """What the run's variants need, their own models checked as the run's (the setting naming one says which)."""
+    for use in variants.check(settings):
         try:
             check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
         except PreflightError as error:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.budget import CostBudget
+from llm_ide.composition import compose
 from llm_ide.errors import crashed
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
@@ -27,7 +28,7 @@ from llm_ide.swebench.instances import (
     execute_instance,
     run_instance,
 )
-from llm_ide.swebench.preflight import check_model
+from llm_ide.swebench.preflight import check_model, check_variants
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import PREDS, OutputStore, output_folder, read_preds, read_statuses
 
@@ -223,7 +224,9 @@ def run_swebench(
     if before_run is not None:
         before_run(dataset, todo, skipped)
     if check and todo:
-        check_model(options.model, batch_config(options), options.base_url)
+        settings = batch_config(options)
+        check_model(options.model, settings, options.base_url)
+        check_variants(compose(settings), settings, options.base_url)
     if options.redo_existing and (options.output / PREDS).exists():
         forget(options.output, todo)
     progress = progress_factory(len(todo)) if progress_factory else None

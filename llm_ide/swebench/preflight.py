@@ -6,7 +6,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from llm_ide.run.preflight import PROVIDER_KEYS, PROVIDER_URLS, PreflightError, check_model, model_endpoint
+from llm_ide.run.preflight import (
+    PROVIDER_KEYS,
+    PROVIDER_URLS,
+    PreflightError,
+    check_model,
+    check_variants,
+    model_endpoint,
+)
 from llm_ide.swebench.dataset import Instance
 from llm_ide.workspace.history import mark_owned
 
@@ -16,6 +23,7 @@ __all__ = [
     "SWEbenchError",
     "check_docker",
     "check_model",
+    "check_variants",
     "clone_for_local",
     "local_source",
     "model_endpoint",
