@@ -242,3 +242,28 @@ def test_what_a_variant_needs_is_one_line_at_every_door(
     done = invoke(*argv, "--output", str(tmp_path / "o"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
     assert done.returncode == 2 and done.stderr.startswith(f"error: {line}") and done.stderr.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_the_attempts_graph_in_studio_ends_at_once_with_the_line_as_its_error(tmp_path: Path) -> None:
+    """The attempts graph as `langgraph dev` serves it (llm_ide.attempts.studio.graph): a bad input was an error of
+    the server's run (a traceback in its log); now the run ends, the line its `error`, nothing run or written."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from llm_ide.attempts.studio import graph
+
+    inputs, _, line = case(tmp_path, "not a repository")
+
+    async def run() -> dict[str, Any]:
+        async with graph({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": InMemorySaver()})
+            given = {
+                "task": "Fix Cart.total.",
+                "output": str(tmp_path / "out"),
+                **{k: str(v) for k, v in inputs.items()},
+            }
+            return await served.ainvoke(given, {"configurable": {"thread_id": "doors-attempts"}})
+
+    final = asyncio.run(run())
+    assert (final["exit_status"], final["error"]) == ("error", line)
+    assert final.get("attempts", []) == [] and final.get("chosen") is None and final.get("submission", "") == ""
+    untouched(tmp_path)

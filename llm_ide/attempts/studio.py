@@ -2,7 +2,8 @@
 
 Its input is the agent graph's (`task`, `repo`, `model`, optionally `base_url`, `config`) plus `output`, the folder
 of the attempts' own runs (default `runs/<thread id>`); the server supplies the checkpointer of the outer graph. The
-run's context is built from the input by its first node, for this server call alone."""
+run's context is built from the input by its first node, for this server call alone; an input it refuses (the checks of
+a run's preflight) ends the run at once, the line its `error`."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from langgraph.runtime import Runtime
 
 from llm_ide.attempts.context import AttemptsContext, studio_context
 from llm_ide.attempts.graph import build_attempts_graph
+from llm_ide.errors import UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput
 
 
 @asynccontextmanager
 async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
     built: list[AttemptsContext] = []
+    refused: list[UsageError] = []
 
     def context(state: dict[str, Any]) -> AttemptsContext:
         if not built:
@@ -32,7 +35,14 @@ async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
 
     def wrap(node: Callable[..., Any]) -> Callable[..., Any]:
         def studio_node(state: dict[str, Any], runtime: Runtime[Any]) -> Any:
-            return node(state, runtime.override(context=context(dict(state))))
+            if refused:  # the run ended at its first node: nothing else runs
+                return {}
+            try:
+                ctx = context(dict(state))
+            except UsageError as error:  # a bad input ends the run at once, its line the run's error (as the agent's)
+                refused.append(error)
+                return {"pending": [], **ended(error)}
+            return node(state, runtime.override(context=ctx))
 
         studio_node.__name__ = node.__name__
         return studio_node
