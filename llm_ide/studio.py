@@ -30,13 +30,14 @@ from langgraph.runtime import Runtime
 from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
 from llm_ide.config import deep_merge, load_config
-from llm_ide.environments import make_environment
+from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.live import CommandProgress
 from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.fileio import FolderKeep
 from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
+from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import ThreadMismatchError
@@ -121,6 +122,7 @@ class StudioRun:
         self.ended = False
         self.ended_before: bool | None = None  # the thread had ended before this server run (known at its first node)
         self.progress = Progress()
+        self.held = contextlib.ExitStack()  # the repository's lock, while the run changes it in place
 
     def context(self, state: dict[str, Any]) -> AgentContext:
         if self.failed is not None:
@@ -142,6 +144,7 @@ class StudioRun:
         preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo, variants=variants)  # as the CLI
         register_config_secrets(settings)
         run_id = thread_id()
+        self.held.enter_context(repo_lock(repo, not capabilities(settings.environment.type).ephemeral))
         self.progress.note("starting environment")
         env = make_environment(settings.environment, repo, run_id)
         try:
@@ -163,6 +166,7 @@ class StudioRun:
             )
         except BaseException:
             env.close()
+            self.held.close()
             raise
         return self.ctx
 
@@ -178,6 +182,7 @@ class StudioRun:
     def close(self) -> None:
         if self.ctx is not None:
             self.ctx.codebase.env.close()
+        self.held.close()
         if self.ended and self.folder is not None:  # the thread is done: nothing of it is kept
             shutil.rmtree(self.folder, ignore_errors=True)
             with contextlib.suppress(OSError):  # the last thread's: the folder of them all goes too

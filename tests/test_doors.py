@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_script import BUGGY_FILES
+from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
 from in_process import invoke
 from swebench_fixtures import build_dataset
@@ -23,6 +23,7 @@ from swebench_fixtures import build_dataset
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
 from llm_ide.errors import LlmIdeError, UsageError
+from llm_ide.run.guard import repo_lock
 from llm_ide.run.single import run_task
 from llm_ide.swebench.batch import run_swebench
 from llm_ide.swebench.instances import BatchOptions
@@ -267,3 +268,23 @@ def test_the_attempts_graph_in_studio_ends_at_once_with_the_line_as_its_error(tm
     assert (final["exit_status"], final["error"]) == ("error", line)
     assert final.get("attempts", []) == [] and final.get("chosen") is None and final.get("submission", "") == ""
     untouched(tmp_path)
+
+
+NO_TOOLS = {"environment": {"tools": []}}
+
+
+def test_a_studio_run_holds_the_repository_it_changes_in_place(tmp_path: Path) -> None:
+    """As the command line: another run changing the repository refuses the Studio run in one line; the lock is let
+    go when the server's run ends, whatever its end."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    inputs = {"repo": str(repo), "model": write_script(tmp_path / "fix.yaml", FIX_SCRIPT), "config": NO_TOOLS}
+    with repo_lock(repo, in_place=True):
+        final = studio_run(inputs, "doors-locked")
+    assert final["exit_status"] == "error" and final.get("operations", []) == []
+    assert final["error"] == (
+        f"repository {repo} is being changed by another run (process {os.getpid()}); wait for it to end, or give this "
+        "run a clone or a git worktree of its own"
+    )
+    assert studio_run(inputs, "doors-free")["exit_status"] == "submitted"
+    with repo_lock(repo, in_place=True):  # let go by the run that ended
+        pass
