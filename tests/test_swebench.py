@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from agent_script import BUGGY_FILES
+from conftest import make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
 from rich.console import Console
@@ -27,12 +29,16 @@ from swebench_fixtures import (
     write_script,
 )
 
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
+from llm_ide.run.trajectory import load_trajectory
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.dataset import load_dataset
 from llm_ide.swebench.instances import batch_config, run_instance
 from llm_ide.swebench.preflight import model_endpoint
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore, read_preds
+from llm_ide.variant import AgentContext, ModelCall, ModelRequest, ModelResponse, Variant
 
 Completed = subprocess.CompletedProcess[str]
 
@@ -293,6 +299,49 @@ def test_an_interrupted_instance_records_what_it_spent_and_the_batchs_limit_coun
     assert {k: (v.exit_status, v.cost) for k, v in resumed.outcomes.items()} == {
         instance.instance_id: ("cost_limit", 2.0)
     }
+
+
+class CtrlCAfterTheFirstCall(Variant):
+    """Ctrl-C as the step's reply has come (paid, logged) and its update is not saved yet."""
+
+    name = "ctrl_c_after_the_first_call"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def wrap_model_call(self, ctx: AgentContext, request: ModelRequest, call: ModelCall) -> ModelResponse:
+        response = call(request)
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyboardInterrupt
+        return response
+
+
+def test_a_call_paid_at_a_step_cut_by_ctrl_c_stays_in_the_runs_cost_after_the_resume(tmp_path: Path) -> None:
+    """The step's reply was paid for; the resumed run asks for that step again (the same call index): both are spent,
+    the first one counted as a discarded call beside the run's history, in the trajectory, the result and the batch's
+    spending."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    calls, config = dollar_steps(tmp_path, 3)
+    settings = load_config(overrides=[config], agent={"step_limit": 2})
+    run = {"model": "gpt-test", "settings": settings, "output_dir": tmp_path / "out", "run_id": "r", "repo": repo}
+    with OpenAIServer(replies=calls) as server:
+        with pytest.raises(KeyboardInterrupt):
+            run_task("Go on.", base_url=server.url, variants=[CtrlCAfterTheFirstCall()], **run)
+        cut = load_trajectory(tmp_path / "out" / "r.traj.json")["info"]
+        assert (cut["exit_status"], server.hits) == ("interrupted", 1)
+        assert {k: cut["model_stats"][k] for k in SPENT} == {"api_calls": 0, "discarded_calls": 1, "cost": 1.0}
+        assert cut["model_stats"]["input_tokens"] == 1_000_000
+
+        resumed = run_task("Go on.", base_url=server.url, **run)
+    assert (resumed.exit_status, server.hits) == ("step_limit", 3)
+    assert {k: resumed.model_stats[k] for k in SPENT} == {"api_calls": 2, "discarded_calls": 1, "cost": 3.0}
+    info = load_trajectory(resumed.trajectory_path)["info"]
+    assert info["model_stats"] == resumed.model_stats and info["model_stats"]["input_tokens"] == 3_000_000
+    assert [call["index"] for call in load_trajectory(resumed.trajectory_path)["model_calls"]] == [0, 1]
+
+
+SPENT = ("api_calls", "discarded_calls", "cost")
 
 
 def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_zero(tmp_path: Path) -> None:

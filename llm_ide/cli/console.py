@@ -111,11 +111,13 @@ def money(cost: float, priced: bool = True) -> str:
 
 
 def usage_text(stats: dict[str, Any], priced: bool) -> str:
-    """A run's model usage in one phrase: calls, tokens (said when estimated), cost (or `unpriced`)."""
+    """A run's model usage in one phrase: calls (and those paid at steps that never completed), tokens (said when
+    estimated), cost (or `unpriced`)."""
     estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
     guess = "" if not estimated else " (estimated)" if estimated == calls else f" (estimated for {estimated} calls)"
     tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
-    return f"{calls} model call{'s' * (calls != 1)}, {tokens}, {money(stats['cost'], priced)}"
+    discarded = f" (+{stats['discarded_calls']} discarded)" if stats.get("discarded_calls") else ""
+    return f"{calls} model call{'s' * (calls != 1)}{discarded}, {tokens}, {money(stats['cost'], priced)}"
 
 
 @cache

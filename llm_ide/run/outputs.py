@@ -195,7 +195,7 @@ class RunOutputs:
                 if attempt:
                     self.info.setdefault("error", f"the trajectory could not be saved: {error}")
                     log.error("trajectory not saved (%s); the last one written is kept", error)
-        usage = dict(self.values.get("usage") or empty_usage())
+        usage = self.recorder.paid(self.values)
         self.emit(
             RunEvent(
                 self.run_id, "end", step=self.values.get("n_operations", 0), cost=usage["cost"], exit_status=status

@@ -30,7 +30,9 @@ class Recorder:
     grown by a fifth and by 3 steps (after steps 1, 4, 7, 10, 13, 16, 20, 24, 29, …) and at the end (`save`),
     atomically: the bytes written stay within a constant multiple of its size, growing with the steps, not their square.
     `written` counts them (rewrites and log records), the same for the same run whatever the threads' timing.
-    `extra_info`: what the run's variants add to the info from the state."""
+    `extra_info`: what the run's variants add to the info from the state.
+    A call paid for whose step never completed (Ctrl-C, a crash, a kill; a resume asks again) is not in the run's
+    history, and its cost is no less spent: `paid` adds such calls to the history's usage (`discarded_calls`)."""
 
     def __init__(
         self, output_dir: Path, run_id: str, extra_info: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -49,14 +51,35 @@ class Recorder:
         self._error: BaseException | None = None
         self._writer: threading.Thread | None = None
         self._config: tuple[Any, bytes] = (None, b"null")  # the run's settings and their JSON (see `_info`)
+        self._spent: dict[int, dict[str, Any]] = {}  # each index's last call: what it cost
+        self._replaced = dict(empty_usage())  # the calls a later one of the same index replaced (asked again)
         for call in self._log.existing:
-            self._calls[call["index"]] = _dumps(without_prompt(call))
+            self._note(call)
 
     def record_call(self, call: dict[str, Any]) -> None:
         appended = self._log.append(call)
         with self._changed:
             self.written += appended
-        self._calls[call["index"]] = _dumps(without_prompt(call))
+        self._note(call)
+
+    def _note(self, call: dict[str, Any]) -> None:
+        index = call["index"]
+        if index in self._spent:
+            self._replaced = added(self._replaced, self._spent[index])
+        self._spent[index] = spent(call)
+        self._calls[index] = _dumps(without_prompt(call))
+
+    def paid(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The state's usage, and the calls paid for outside its history (`discarded_calls`; in its cost and tokens)."""
+        usage = dict(state.get("usage") or empty_usage())
+        outside = self._replaced
+        for index, figures in self._spent.items():
+            if index >= usage["api_calls"]:  # made at a step that never completed
+                outside = added(outside, figures)
+        if not outside["api_calls"]:
+            return usage
+        total = added(usage, outside)
+        return {**total, "api_calls": usage["api_calls"], "discarded_calls": outside["api_calls"]}
 
     def rewrite_calls(self) -> None:
         """The calls log again from the calls held in memory, without their prompts (its file was lost)."""
@@ -109,7 +132,7 @@ class Recorder:
     def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[bytes]) -> int:
         head = {
             "version": __version__,
-            "model_stats": dict(state.get("usage") or empty_usage()),
+            "model_stats": self.paid(state),
             "n_operations": state.get("n_operations", 0),
             "elapsed": round(state.get("elapsed", 0.0), 3),
             **info,
@@ -149,6 +172,23 @@ class Recorder:
                     self._nodes[node.id] = text
             encoded.append(text)
         return encoded
+
+
+def spent(call: dict[str, Any]) -> dict[str, Any]:
+    """A call record's usage, as the state counts a call."""
+    return {
+        "api_calls": 1,
+        "input_tokens": call.get("prompt_tokens") or 0,
+        "output_tokens": call.get("response_tokens") or 0,
+        "cache_read_tokens": call.get("cache_read_tokens") or 0,
+        "cache_write_tokens": call.get("cache_write_tokens") or 0,
+        "cost": call.get("cost") or 0.0,
+        "estimated_calls": int(bool(call.get("usage_estimated"))),
+    }
+
+
+def added(usage: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    return {key: value + more.get(key, 0) for key, value in usage.items()}
 
 
 def state_calls(state: dict[str, Any]) -> int:
