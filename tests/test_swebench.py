@@ -29,6 +29,7 @@ from swebench_fixtures import (
     write_script,
 )
 
+from llm_ide.budget import CostBudget
 from llm_ide.config import load_config
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
@@ -275,6 +276,27 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
         assert {k: (v.exit_status, v.cost) for k, v in again.outcomes.items()} == outcomes
         assert again.not_started == ([] if outcomes else ["demo__shapes-1"])
     assert OutputStore(options.output).spent() == 6.0
+
+
+def test_an_instance_whose_first_call_the_batchs_limit_refused_runs_when_the_limit_is_raised(tmp_path: Path) -> None:
+    """Started while the budget had room, refused at its first call (the other workers spent the rest meanwhile): no
+    prediction, so a rerun with a higher --cost-limit runs it (it was kept as an empty patch, skipped forever)."""
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    calls, config = dollar_calls(tmp_path, 1)
+    (instance,) = load_dataset(str(dataset)).instances
+    with OpenAIServer(replies=calls) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url
+        )
+        spent = CostBudget(2.0, 2.0)  # what the others spent
+        refused = run_instance(instance, options, batch_config(options), OutputStore(options.output), budget=spent)
+        assert (refused.exit_status, refused.cost, refused.steps, server.hits) == ("cost_limit", 0.0, 0, 0)
+        assert read_preds(options.output) == {}
+
+        again = run_swebench(str(dataset), "test", replace(options, cost_limit=5.0))
+    assert again.skipped_existing == [] and server.hits == 3
+    assert {k: (v.exit_status, v.cost) for k, v in again.outcomes.items()} == {instance.instance_id: ("submitted", 3.0)}
+    assert list(read_preds(options.output)) == [instance.instance_id]
 
 
 def test_an_interrupted_instance_records_what_it_spent_and_the_batchs_limit_counts_it(tmp_path: Path) -> None:

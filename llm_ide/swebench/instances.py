@@ -5,6 +5,7 @@ share."""
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -100,11 +101,19 @@ EventSink = Callable[[str, Any], None]
 
 def unfinished(outcome: Outcome) -> bool:
     """Interrupted runs, runs that failed on our side (`error`: a full disk, a crash, a patch that could not be
-    extracted) and runs whose environment never came up stay out of preds.json: a rerun resumes them."""
+    extracted), runs whose environment never came up and runs the batch's cost limit refused their first model call
+    (spent by the others meanwhile) stay out of preds.json: a rerun resumes them."""
     status = outcome.exit_status
-    return status in (ExitStatus.INTERRUPTED, ExitStatus.ERROR) or (
-        status == ExitStatus.ENVIRONMENT_ERROR and outcome.steps == 0
+    return (
+        status in (ExitStatus.INTERRUPTED, ExitStatus.ERROR)
+        or (status == ExitStatus.ENVIRONMENT_ERROR and outcome.steps == 0)
+        or refused_at_once(outcome)
     )
+
+
+def refused_at_once(outcome: Outcome) -> bool:
+    """The batch's cost limit refused the run's first model call (the other runs spent the rest meanwhile)."""
+    return outcome.exit_status == ExitStatus.COST_LIMIT and outcome.details.get("api_calls") == 0
 
 
 def run_instance(
@@ -179,7 +188,11 @@ def execute_instance(
             raise
         log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
         return Outcome(instance.instance_id, ending(interrupt)[0], cost=cost, steps=steps)
-    return outcome_of(instance, options, result, steps)
+    outcome = outcome_of(instance, options, result, steps)
+    if refused_at_once(outcome):  # nothing was done: the run's folder goes, and a rerun starts the instance anew
+        shutil.rmtree(run_dir, ignore_errors=True)
+        outcome.details.pop("trajectory", None)
+    return outcome
 
 
 def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int) -> Outcome:
