@@ -32,7 +32,12 @@ def gated_command(tmp_path: Path) -> str:
 def test_a_commands_output_is_told_as_it_comes_and_the_step_shows_its_first_meaningful_line(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     command = gated_command(tmp_path)
-    script = single_call([act("Run it.", "bash", command=command), reflect(False, "ran"), act("Done.", "submit")])
+    steps = [
+        act("Run it.", "bash", command=command),
+        reflect(False, "ran"),
+        act("Again.", "bash", command="echo again"),
+    ]
+    script = single_call([*steps, reflect(False, "ran"), act("Done.", "submit")])
     events: list[RunEvent] = []
 
     def on_event(event: RunEvent) -> None:
@@ -50,7 +55,11 @@ def test_a_commands_output_is_told_as_it_comes_and_the_step_shows_its_first_mean
         on_event=on_event,
     )
     assert result.exit_status == "submitted", result.error
-    told = [event.command for event in events if event.kind == "command"]
+    commands = [event for event in events if event.kind == "command"]
+    again = [(event.step, event.command.kind) for event in commands if event.command.command == "echo again"]
+    assert again[0] == (2, "start") and again[-1] == (2, "end") and {step for step, _ in again} == {2}  # all were 0
+    told = [event.command for event in commands if event.command.command == command]
+    assert {event.step for event in commands if event.command.command == command} == {1}
     kinds = [progress.kind for progress in told]
     assert kinds[0] == "start" and kinds[-1] == "end" and "output" in kinds[1:-1]
     assert {progress.command for progress in told} == {command}
@@ -59,7 +68,7 @@ def test_a_commands_output_is_told_as_it_comes_and_the_step_shows_its_first_mean
     assert told[-1].lines == ("first line", "second line", "-----", "done") and told[-1].returncode == 0
     assert told[-1].seconds >= first.seconds
     step = next(event for event in events if event.kind == "step")
-    assert first_meaningful_line(step.observation) == "first line"
+    assert step.step == 1 and first_meaningful_line(step.observation) == "first line"
     assert first_meaningful_line("\n------\n.....\nRan 3 tests in 0.1s\n") == "Ran 3 tests in 0.1s"
     assert first_meaningful_line("-----\n=====\n") == "-----"
 

@@ -82,15 +82,16 @@ class Listeners:
         if self.on_event is not None:
             self.on_event(event)
 
-    def command_listener(self, run_id: str) -> CommandListener | None:
-        """What tells a run's commands as they run: to `on_command`, and as `command` events."""
+    def command_listener(self, run_id: str, step: Callable[[], int]) -> CommandListener | None:
+        """What tells a run's commands as they run: to `on_command`, and as `command` events of the step under way
+        (`step()`: its number, as its `step` event will say)."""
         if self.on_event is None and self.on_command is None:
             return None
 
         def tell(progress: CommandProgress) -> None:
             if self.on_command is not None:
                 self.on_command(progress)
-            self.emit(RunEvent(run_id, "command", command=progress))
+            self.emit(RunEvent(run_id, "command", step=step(), command=progress))
 
         return tell
 
@@ -260,7 +261,9 @@ class Stream:
             intents=request.intents or IntentLog(request.output_dir / f"{request.run_id}.intents.jsonl"),
             on_tool_event=lambda event: listeners.emit(RunEvent(request.run_id, "tool", tool=event)),
             on_model_call=listeners.on_model_call,
-            on_command=listeners.command_listener(request.run_id),
+            on_command=listeners.command_listener(
+                request.run_id, lambda: self.outputs.values.get("n_operations", 0) + 1
+            ),
             keep=request.keep or FolderKeep(request.output_dir),
             clock=Clock(time.monotonic() - unrecorded_time(self.outputs.recorder.path, self.thread)),
         )
