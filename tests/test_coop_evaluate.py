@@ -207,3 +207,5 @@ def test_gold_without_tests_says_nothing_of_passing(shared_dir: Path, tmp_path: 
     assert [json.loads((tmp_path / f"eval_1_{j}.json").read_text())["both_passed"] for j in (2, 3)] == [None, None]
     assert json.loads((tmp_path / "summary.json").read_text()) == {"pairs": 2, "conflicts": 2, "both_passed": None}
     assert done.stdout.strip().endswith(f"2 pairs: 2 conflict under the naive merge → {tmp_path}")
+    told = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("pair 1,")]  # as each ends
+    assert told == ["pair 1,2 gold: conflicts, not graded", "pair 1,3 gold: conflicts, not graded"]

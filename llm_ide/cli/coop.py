@@ -118,6 +118,7 @@ def evaluate_command(
 def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | None, tests: bool) -> None:
     """The reference patches of the task's pairs merged (and tested): a row and an eval_<i>_<j>.json each, then
     summary.json."""
+    from llm_ide.cli.coop_batch import pair_progress
     from llm_ide.coop.evaluate import evaluate_pair
     from llm_ide.coop.task import CoopError, load_task, parse_pairs
 
@@ -129,13 +130,16 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
         out.mkdir(parents=True, exist_ok=True)
         table = Table("pair", "merge", "strategy", "sections", "feature 1", "feature 2", "both", "seconds")
         results = []
-        for pair in chosen:
-            patches = (task.feature(pair[0]).patch.read_text(), task.feature(pair[1]).patch.read_text())
-            with tempfile.TemporaryDirectory(prefix=owned_name("coop")) as scratch:
-                result = evaluate_pair(task, pair, patches, source, Path(scratch), run_tests=tests)
-            (out / f"eval_{pair[0]}_{pair[1]}.json").write_text(result.model_dump_json(indent=2) + "\n")
-            results.append(result)
-            table.add_row(*gold_row(pair, result.model_dump()))
+        with pair_progress(len(chosen)) as progress:
+            for pair in chosen:
+                progress.begin(f"pair {pair[0]},{pair[1]} gold")
+                patches = (task.feature(pair[0]).patch.read_text(), task.feature(pair[1]).patch.read_text())
+                with tempfile.TemporaryDirectory(prefix=owned_name("coop")) as scratch:
+                    result = evaluate_pair(task, pair, patches, source, Path(scratch), run_tests=tests)
+                (out / f"eval_{pair[0]}_{pair[1]}.json").write_text(result.model_dump_json(indent=2) + "\n")
+                results.append(result)
+                table.add_row(*gold_row(pair, result.model_dump()))
+                progress.done(None, result.model_dump())
     except CoopError as error:
         raise fail(str(error)) from None
     print_whole(table)

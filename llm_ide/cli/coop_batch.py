@@ -29,7 +29,7 @@ def pairs_table(results: list[dict[str, Any]]) -> Table:
     for result in results:
         pair = ",".join(map(str, result.get("pair", [])))
         if result.get("error"):
-            table.add_row(pair, str(result.get("setting")), "[red]error[/]", escape(result["error"][:80]), "", "no")
+            table.add_row(pair, str(result.get("setting")), "[red]error[/]", escape(result["error"]), "", "no")
             continue
         seconds = result.get("seconds", {})
         merge = (result.get("merge") or {}).get("status", "—")
@@ -62,18 +62,22 @@ class PairProgress:
         self.steps: dict[str, str] = {}
 
     def start(self, run: Any) -> None:
-        self.current = f"pair {run.pair[0]},{run.pair[1]} {run.setting} k={run.k}"
+        self.begin(f"pair {run.pair[0]},{run.pair[1]} {run.setting} k={run.k}")
+
+    def begin(self, label: str) -> None:
+        self.current = label
         self.steps = {}
-        self.progress.update(self.bar, description=self.current)
+        self.progress.update(self.bar, description=escape(label))
 
     def event(self, agent: str, event: Any) -> None:
         if event.kind != "step":
             return
         self.steps[agent] = f"agent {agent} step {event.step}: {terminal_safe(str(event.action))[:40]}"
         described = " | ".join(self.steps[a] for a in sorted(self.steps))
-        self.progress.update(self.bar, description=f"{self.current}  {escape(described)}")
+        self.progress.update(self.bar, description=escape(f"{self.current}  {described}"))
 
     def done(self, run: Any, result: dict[str, Any]) -> None:
+        """The pair's line above the bar (`run`: unused, the listener's signature)."""
         if result.get("error"):
             line = f"[red]error[/] {escape(result['error'])}"
         else:
