@@ -83,8 +83,8 @@ def test_python_api_returns_the_pending_question_and_resumes_with_the_answer(tmp
     decisions = [(d["approved"], d["by"]) for d in record["decisions"]]
     assert decisions == [(False, "human"), (True, "human"), (True, "human")]
     assert record["reviews"][0] | {"cost": 0} == {
-        "step": 3, "action": "submit", "round": 1, "passed": True, "comment": "Good.", "by": "human", "cost": 0
-    }  # fmt: skip
+        "step": 4, "action": "submit", "round": 1, "passed": True, "comment": "Good.", "by": "human", "cost": 0
+    }  # fmt: skip  (operation 3, step 4)
     assert record["usage"]["calls"] == 0 and record["turns"] == 4
     assert traj["info"]["model_stats"]["api_calls"] == len(single_call(DRIVER))  # one call per step
 

@@ -40,10 +40,10 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     record["rounds"] += 1
     result = ask_review(ctx, ReviewRequest(patch=current_patch(ctx, state), summary=summary), record["rounds"])
     spend(ctx, record, result.usage, result.by)
-    step = state.get("n_operations", 0)
+    done = state.get("n_operations", 0)  # the steps done: this one is done + 1, as the console numbers it
     entry = {"round": record["rounds"], "passed": result.passed, "comment": result.comment, "by": result.by}
-    record["reviews"].append({"step": step, "action": node.action_type, **entry, "cost": result.usage.cost})
-    record["last_review_step"] = step
+    record["reviews"].append({"step": done + 1, "action": node.action_type, **entry, "cost": result.usage.cost})
+    record["last_review_step"] = done
     update: dict[str, Any] = {"navigator": record}
     if result.plan:  # the updated plan is in the next snapshot of the driver's memory, rendered after this step
         update |= {"plan": result.plan, "snapshot": ""}
@@ -76,6 +76,7 @@ def consult(ctx: AgentContext, state: AgentState, node: OperationNode) -> Action
         answer, by, usage = str(error), "timeout", None
     if usage is not None:
         spend(ctx, record, usage, by)
-    record["guidance"].append({"step": state.get("n_operations", 0), "question": question, "answer": answer, "by": by})
+    step = state.get("n_operations", 0) + 1
+    record["guidance"].append({"step": step, "question": question, "answer": answer, "by": by})
     observation = render_string(ctx.settings.navigator.templates.guidance, answer=answer)
     return ActionResult(replace(node, observation=observation, returncode=0), update={"navigator": record})

@@ -64,7 +64,7 @@ def permission(ctx: AgentContext, state: AgentState, node: OperationNode, run: A
         decision = on_timeout(ctx, error)
     spend(ctx, record, decision.usage, decision.by)
     entry = {"action": request.action, "approved": decision.approved, "reason": decision.reason, "by": decision.by}
-    record["decisions"].append({"step": state.get("n_operations", 0), **entry, "cost": decision.usage.cost})
+    record["decisions"].append({"step": state.get("n_operations", 0) + 1, **entry, "cost": decision.usage.cost})
     if decision.approved:
         return run(node).merged({"navigator": record})
     refused = replace(
