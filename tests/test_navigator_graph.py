@@ -101,10 +101,10 @@ def test_a_denied_edit_gets_a_sibling_alternative_that_is_approved_and_the_run_s
     assert "# Plan (from the navigator)\n1. In Cart.total multiply price by quantity." in calls[0]["prompt"]
     assert "## Alternative action" in calls[3]["prompt"] and f"denied it: {reason}" in calls[3]["prompt"]
 
-    record = traj["info"]["navigator"]
+    record = traj["info"]["navigator"]  # steps as the console numbers them: operations 1, 2, 3 (they said 1, 2, 3)
     assert [(d["step"], d["approved"], d["by"]) for d in record["decisions"]] == [
         (2, False, "model"), (3, True, "model"), (4, True, "model")
-    ]  # fmt: skip  (the steps as the console numbers them: operations 1, 2, 3; they said 1, 2, 3)
+    ]  # fmt: skip
     assert record["decisions"][0]["reason"] == reason
     assert record["decisions"][0]["action"].startswith('edit {"path": "tests/test_cart.py"')
     assert record["usage"]["calls"] == 5 == len(record["calls"]) == record["turns"]
