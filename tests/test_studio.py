@@ -252,7 +252,11 @@ def test_the_input_schemas_mark_what_is_required_and_a_missing_task_is_one_clear
     (run,) = client.runs.list(thread["thread_id"])
     assert run["status"] == "success"  # the error is the run's outcome, told in its state: no traceback
 
-    (attempts,) = client.assistants.search(graph_id="llm-ide-attempts")
+    (attempts,) = client.assistants.search(graph_id="llm-ide-attempts")  # the same outcome (the server's run failed)
     inputs = {"repo": str(repo), "model": model, "output": str(tmp_path / "attempts")}
-    with pytest.raises(Exception, match=r"^InputError: the graph input needs `task` \(the task text\)$"):
-        client.runs.wait(client.threads.create()["thread_id"], attempts["assistant_id"], input=inputs)
+    thread = client.threads.create()
+    final = client.runs.wait(thread["thread_id"], attempts["assistant_id"], input=inputs, raise_error=True)
+    assert (final["exit_status"], final["error"]) == ("error", "the graph input needs `task` (the task text)")
+    assert final.get("attempts", []) == [] and not (tmp_path / "attempts").exists()
+    (run,) = client.runs.list(thread["thread_id"])
+    assert run["status"] == "success"
