@@ -373,4 +373,4 @@ def test_the_navigator_gates_only_the_chosen_candidate_and_a_denial_is_sampled_a
     assert ops[2]["choice"]["method"] == "unanimous" and ops[2]["candidates"][0]["samples"] == 3
     assert "16.0" in (tmp_path / "repo" / "tests" / "test_cart.py").read_text()
     decisions = traj["info"]["navigator"]["decisions"]
-    assert [(d["step"], d["approved"]) for d in decisions] == [(1, False), (2, True), (3, True)]  # one per pick
+    assert [(d["step"], d["approved"]) for d in decisions] == [(2, False), (3, True), (4, True)]  # one per pick
