@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
-from llm_ide.run.trajectory import FORMAT, load_trajectory
+from llm_ide.run.trajectory import FORMAT, added, load_trajectory, spent
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.version import __version__
 
@@ -73,13 +73,9 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
             {**call, "index": offset + n, "attempt_call": call.get("index"), "attempt": record["index"]}
             for n, call in enumerate(data.get("model_calls", []))
         ]
-    for call in state.get("calls", []):
+    for call in state.get("calls", []):  # the reviewer's and the chooser's
         calls.append({**call, "index": len(calls)})
-        usage["api_calls"] += 1
-        usage["input_tokens"] += call.get("prompt_tokens", 0)
-        usage["output_tokens"] += call.get("response_tokens", 0)
-        usage["cost"] += call.get("cost", 0.0)
-        usage["estimated_calls"] += bool(call.get("usage_estimated"))
+        usage = added(usage, spent(call))
     return {
         "format": FORMAT,
         "info": {
