@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -37,19 +39,25 @@ def test_cheap():
 """
 
 
-def pytest_of_its_own(folder: Path) -> tuple[list[str], dict[str, str]]:
-    """BURN in `folder`, and the command line and environment of a pytest there with this conftest."""
+def pytest_of_its_own(folder: Path) -> tuple[Callable[..., list[str]], dict[str, str]]:
+    """BURN in `folder`, and the command line (given its options) and environment of a pytest there with this
+    conftest. Each one's temporary folders are its own: under the default one it would prune the older sessions'
+    there (seconds of CPU each)."""
     (folder / "test_burn.py").write_text(BURN)
     (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     argv = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q", "test_burn.py"]
-    return argv, {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+    def command(*options: str) -> list[str]:
+        return [*argv, "--basetemp", str(folder / f"base-{uuid.uuid4().hex[:8]}"), *options]
+
+    return command, {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Path) -> None:
-    argv, env = pytest_of_its_own(tmp_path)
+    pytest_with, env = pytest_of_its_own(tmp_path)
     runs = [  # side by side: each burns its own CPU
         subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for command in ([*argv, "--cpu-limit=0.1", "--cpu-durations=3"], argv)
+        for command in (pytest_with("--cpu-limit=0.1", "--cpu-durations=3"), pytest_with())
     ]
     (stdout, stderr), (unguarded_out, unguarded_err) = (run.communicate(timeout=300) for run in runs)
     assert runs[0].returncode == 1, stdout + stderr
@@ -68,18 +76,18 @@ def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Pat
 def test_the_tests_named_in_the_durations_file_start_first_longest_first(tmp_path: Path) -> None:
     known = {"test_burn.py::test_cheap": 7.5, "test_burn.py::test_dear_but_slow": 2.0, "test_burn.py::gone": 9.0}
     (tmp_path / "known.json").write_text(json.dumps(known))
-    argv, env = pytest_of_its_own(tmp_path)
+    pytest_with, env = pytest_of_its_own(tmp_path)
 
     def ids(*options: str) -> list[str]:
         done = subprocess.run(
-            [*argv, "--collect-only", *options], cwd=tmp_path, env=env, capture_output=True, text=True
+            pytest_with("--collect-only", *options), cwd=tmp_path, env=env, capture_output=True, text=True
         )
         return [line for line in done.stdout.splitlines() if line.startswith("test_burn.py::")]
 
     names = ["test_burn.py::test_dear", "test_burn.py::test_dear_but_slow", "test_burn.py::test_cheap"]
     assert ids("--durations-from", "missing.json") == names
     assert ids("--durations-from", "known.json") == [names[2], names[1], names[0]]
-    done = subprocess.run([*argv, "--save-durations", "saved.json"], cwd=tmp_path, env=env, capture_output=True)
+    done = subprocess.run(pytest_with("--save-durations", "saved.json"), cwd=tmp_path, env=env, capture_output=True)
     assert done.returncode == 0, done.stdout
     saved = json.loads((tmp_path / "saved.json").read_text())
     assert sorted(saved) == sorted(names) and list(saved.values()) == sorted(saved.values(), reverse=True)
