@@ -3,7 +3,9 @@ out at the instance's base commit."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -25,8 +27,19 @@ def real_command(shared: Path, instance: str, start: str) -> str:
     return found[0].strip()
 
 
-def checkout(shared: Path, instance: str, destination: Path) -> Path:
-    """The instance's repository at its base commit: a clone of the shared bundle's branch named after it."""
-    bundle = shared / "data" / "repos" / f"{instance.rsplit('-', 1)[0]}.bundle"
-    subprocess.run(["git", "clone", "-q", str(bundle), str(destination), "-b", instance], check=True)
+def checkout(shared: Path, instance: str, destination: Path, cache: Path) -> Path:
+    """The instance's repository at its base commit: a clone of the shared bundle's branch named after it. Its objects
+    are those of one bare clone of the bundle in `cache` (the session's, which xdist's workers share: the first to ask
+    unpacks the bundle while the others wait, ~1 s of CPU for sympy's; a clone is then its checkout alone)."""
+    name = instance.rsplit("-", 1)[0]
+    bare = cache / "bundles" / f"{name}.git"
+    bare.parent.mkdir(parents=True, exist_ok=True)
+    with (bare.parent / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not bare.is_dir():
+            unpacked = bare.with_name(f"{name}.{os.getpid()}.git")
+            bundle = shared / "data" / "repos" / f"{name}.bundle"
+            subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(unpacked)], check=True)
+            unpacked.rename(bare)
+    subprocess.run(["git", "clone", "-q", "--shared", "-b", instance, str(bare), str(destination)], check=True)
     return destination

@@ -45,9 +45,11 @@ def rows(text: str, numbers: range) -> list[str]:
     return [f"{number:>6}\t{lines[number - 1]}" for number in numbers]
 
 
-def test_edits_by_python_heredoc_sed_and_patch_are_in_the_code_context_after(shared_dir: Path, tmp_path: Path) -> None:
+def test_edits_by_python_heredoc_sed_and_patch_are_in_the_code_context_after(
+    shared_dir: Path, session_cache: Path, tmp_path: Path
+) -> None:
     instance = "pytest-dev__pytest-7432"
-    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    repo = checkout(shared_dir, instance, tmp_path / "repo", session_cache)
     skipping = repo / "src/_pytest/skipping.py"
     commands = [
         real_command(shared_dir, instance, "nl -ba src/_pytest/skipping.py | sed -n '260,300p'"),
@@ -84,9 +86,11 @@ def test_edits_by_python_heredoc_sed_and_patch_are_in_the_code_context_after(sha
     assert chunks[("testing/test_skipping.py", "test_skip_location_with_runxfail")]["lines"] == list(range(1209, 1224))
 
 
-def test_a_created_scratch_file_does_not_evict_the_code_under_repair(shared_dir: Path, tmp_path: Path) -> None:
+def test_a_created_scratch_file_does_not_evict_the_code_under_repair(
+    shared_dir: Path, session_cache: Path, tmp_path: Path
+) -> None:
     instance = "psf__requests-1766"
-    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    repo = checkout(shared_dir, instance, tmp_path / "repo", session_cache)
     commands = [
         real_command(shared_dir, instance, "nl -ba requests/auth.py | sed -n '130,160p'"),
         real_command(shared_dir, instance, "cat <<'EOF' > reproduce_issue.py"),
@@ -107,8 +111,8 @@ def test_a_created_scratch_file_does_not_evict_the_code_under_repair(shared_dir:
     assert created["reproduce_issue.py"] and not created["requests/auth.py"]
 
 
-def test_changed_lines_between_worktree_snapshots(shared_dir: Path, tmp_path: Path) -> None:
-    repo = checkout(shared_dir, "psf__requests-1921", tmp_path / "repo")
+def test_changed_lines_between_worktree_snapshots(shared_dir: Path, session_cache: Path, tmp_path: Path) -> None:
+    repo = checkout(shared_dir, "psf__requests-1921", tmp_path / "repo", session_cache)
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
     base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     settings = load_config("default").patch
@@ -143,7 +147,7 @@ EOF"""
 
 
 def test_edits_of_every_shape_keep_their_lines_and_three_around_in_the_code_context(
-    shared_dir: Path, tmp_path: Path
+    shared_dir: Path, session_cache: Path, tmp_path: Path
 ) -> None:
     """Whatever changed the file (sed by a pattern address or a range, perl, a Python script, git apply, patch, a
     checkout putting it back), the next prompt shows its changed lines and 3 lines around them as the file has them."""
@@ -160,8 +164,10 @@ def test_edits_of_every_shape_keep_their_lines_and_three_around_in_the_code_cont
         ("patch -p1 < fix.patch", range(190, 198)),
         (PYTHON, range(191, 198)),  # one line replaced
     ]
-    repo = checkout(shared_dir, instance, tmp_path / "repo")
-    twin = checkout(shared_dir, instance, tmp_path / "twin")  # the same commands run by hand: the file after each
+    repo = checkout(shared_dir, instance, tmp_path / "repo", session_cache)
+    twin = checkout(
+        shared_dir, instance, tmp_path / "twin", session_cache
+    )  # the same commands run by hand: the file after each
     after = []
     for command, _ in steps:
         subprocess.run(command, shell=True, cwd=twin, check=True, capture_output=True)
@@ -175,10 +181,10 @@ def test_edits_of_every_shape_keep_their_lines_and_three_around_in_the_code_cont
 
 
 def test_a_heredoc_over_an_existing_file_marks_what_it_changed_not_the_whole_file(
-    shared_dir: Path, tmp_path: Path
+    shared_dir: Path, session_cache: Path, tmp_path: Path
 ) -> None:
     instance = "sympy__sympy-23950"
-    repo = checkout(shared_dir, instance, tmp_path / "repo")
+    repo = checkout(shared_dir, instance, tmp_path / "repo", session_cache)
     rewrite = real_command(shared_dir, instance, "cat <<'EOF' > sympy/sets/contains.py")  # the whole file, 2 lines new
     traj, contexts = run_commands(tmp_path, repo, [rewrite], budget=800)
     text = (repo / "sympy/sets/contains.py").read_text()

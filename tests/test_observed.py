@@ -23,14 +23,14 @@ Checkouts = Callable[[Path, str], Codebase]
 
 
 @pytest.fixture(scope="session")
-def checkouts(tmp_path_factory: pytest.TempPathFactory) -> Checkouts:
+def checkouts(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> Checkouts:
     """instance → a codebase over its checkout (one clone per instance for the module; the commands only read)."""
     made: dict[str, Codebase] = {}
     root = tmp_path_factory.mktemp("checkouts")
 
     def get(shared: Path, instance: str) -> Codebase:
         if instance not in made:
-            env = LocalEnvironment(checkout(shared, instance, root / instance), tools_dir=root / "tools")
+            env = LocalEnvironment(checkout(shared, instance, root / instance, session_cache), tools_dir=root / "tools")
             made[instance] = Codebase.for_settings(env, load_config("default"))
         return made[instance]
 
@@ -135,15 +135,17 @@ def test_python_snippet_and_awk_that_print_source(shared_dir: Path, checkouts: C
     )
 
 
-def test_diff_hunks_tracebacks_and_pytest_listings(shared_dir: Path, tmp_path: Path) -> None:
-    env = LocalEnvironment(checkout(shared_dir, "psf__requests-1766", tmp_path / "r1766"), tools_dir=tmp_path / "t")
+def test_diff_hunks_tracebacks_and_pytest_listings(shared_dir: Path, session_cache: Path, tmp_path: Path) -> None:
+    repo = checkout(shared_dir, "psf__requests-1766", tmp_path / "r1766", session_cache)
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "t")
     ws = Codebase.for_settings(env, load_config("default"))
     assert shown(ws, real_command(shared_dir, "psf__requests-1766", "sed -i 's/qop=auth/")) == {}
     assert shown(ws, real_command(shared_dir, "psf__requests-1766", "git diff requests/auth.py")) == spec(
         {"requests/auth.py": "144-150"}  # the hunk's post-image: context and added lines
     )
 
-    env = LocalEnvironment(checkout(shared_dir, "psf__requests-1142", tmp_path / "r1142"), tools_dir=tmp_path / "t")
+    repo = checkout(shared_dir, "psf__requests-1142", tmp_path / "r1142", session_cache)
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "t")
     ws = Codebase.for_settings(env, load_config("default"))
     assert shown(ws, real_command(shared_dir, "psf__requests-1142", "cat <<'EOF' > reproduce_issue.py")) == {}
     # Python 3.11 cannot import this old requests: each traceback frame shows one code line, an import statement in
@@ -153,9 +155,8 @@ def test_diff_hunks_tracebacks_and_pytest_listings(shared_dir: Path, tmp_path: P
 
     if shutil.which("pytest") is None:
         unavailable("pytest is not on PATH (put the venv's bin first)")
-    env = LocalEnvironment(
-        checkout(shared_dir, "pytest-dev__pytest-7432", tmp_path / "p7432"), tools_dir=tmp_path / "t"
-    )
+    repo = checkout(shared_dir, "pytest-dev__pytest-7432", tmp_path / "p7432", session_cache)
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "t")
     ws = Codebase.for_settings(env, load_config("default"))
     # the failing test's source as pytest lists it, four columns in
     assert shown(ws, real_command(shared_dir, "pytest-dev__pytest-7432", "cat <<'EOF' > test_loc.py")) == {
