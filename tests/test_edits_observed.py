@@ -165,9 +165,8 @@ def test_edits_of_every_shape_keep_their_lines_and_three_around_in_the_code_cont
         (PYTHON, range(191, 198)),  # one line replaced
     ]
     repo = checkout(shared_dir, instance, tmp_path / "repo", session_cache)
-    twin = checkout(
-        shared_dir, instance, tmp_path / "twin", session_cache
-    )  # the same commands run by hand: the file after each
+    # the same commands run by hand: the file after each
+    twin = checkout(shared_dir, instance, tmp_path / "twin", session_cache)
     after = []
     for command, _ in steps:
         subprocess.run(command, shell=True, cwd=twin, check=True, capture_output=True)

@@ -56,8 +56,10 @@ def run(tmp_path: Path, repo: Path, script: list[str], task: str, **memory: obje
     return load_trajectory(result.trajectory_path)
 
 
-def test_a_snapshot_shows_the_changes_and_the_files_named_so_far(shared_dir: Path, tmp_path: Path) -> None:
-    repo = checkout(shared_dir, INSTANCE, tmp_path / "repo")
+def test_a_snapshot_shows_the_changes_and_the_files_named_so_far(
+    shared_dir: Path, session_cache: Path, tmp_path: Path
+) -> None:
+    repo = checkout(shared_dir, INSTANCE, tmp_path / "repo", session_cache)
     commands = [
         real_command(shared_dir, INSTANCE, 'grep -n "strict" requests/packages/urllib3/connectionpool.py'),
         real_command(shared_dir, INSTANCE, "sed -i 's/from collections import MutableMapping/"),  # _collections.py
