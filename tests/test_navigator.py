@@ -121,6 +121,37 @@ def test_symbols(navigator: Navigator, tmp_path: Path) -> None:
     assert navigator("symbols", "no_such_name") == (f"navigator: no symbol matches 'no_such_name' under {project}\n", 1)
 
 
+def test_the_parses_stay_in_tmpdir_for_the_next_call_when_the_home_is_new_at_each(tmp_path: Path) -> None:
+    """The sandbox gives each command an empty home, and $TMPDIR the run's scratch: the first call leaves a parse of
+    every project file there, the next ones (each with another empty home) parse none again and answer the same."""
+    project, scratch = tmp_path / "project", tmp_path / "scratch"
+    for name, text in FILES.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    scratch.mkdir()
+
+    def call(number: int, *args: str) -> tuple[str, int]:
+        home = tmp_path / f"home-{number}"
+        home.mkdir()
+        env = {name: value for name, value in os.environ.items() if name != "XDG_CACHE_HOME"}  # (jedi's, else ~/.cache)
+        env |= {"PYTHONPATH": str(NAVIGATOR_SRC), "HOME": str(home), "TMPDIR": str(scratch)}
+        done = subprocess.run([sys.executable, "-m", "llm_ide_navigator", *args], cwd=project, env=env, text=True,
+                              capture_output=True, timeout=120)  # fmt: skip
+        assert list(home.iterdir()) == []
+        return done.stdout + done.stderr, done.returncode
+
+    def parses() -> dict[str, int]:
+        return {path.name: path.stat().st_mtime_ns for path in (scratch / "jedi").rglob("*.pkl")}
+
+    answer = ("shop/cart.py:10: def add(self, name, price):\n", 0)
+    assert call(1, "symbols", "Cart.add") == answer
+    kept = parses()
+    assert len(kept) >= len(FILES)  # the project's files (and what they import)
+    assert call(2, "symbols", "Cart.add") == answer
+    assert call(3, "references", "shop/pricing.py", "discount")[1] == 0
+    assert parses() == kept
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -167,8 +168,18 @@ def parser() -> argparse.ArgumentParser:
     return main_parser
 
 
+def keep_parses() -> None:
+    """jedi's parse cache in $TMPDIR when it is set. llm-ide's sandbox gives each command an empty home, so jedi's
+    default (~/.cache/jedi) went with every call, and each call parsed the whole project again (about twice the CPU
+    of a call that finds its parses: 3.2 s against 1.6 s for `symbols` in flask); $TMPDIR is the run's scratch, kept
+    across its commands. jedi checks each cached parse against its file's modification time."""
+    if os.environ.get("TMPDIR"):
+        jedi.settings.cache_directory = os.path.join(tempfile.gettempdir(), "jedi")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    keep_parses()
     root = Path(args.root or os.getcwd())
     navigator = Navigator(root, project_environment(args.python), args.limit)
     try:
