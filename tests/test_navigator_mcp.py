@@ -375,11 +375,16 @@ def test_a_token_is_made_and_printed_at_start_unless_no_token_is_asked(tmp_path:
         assert initialize(url, {"Authorization": f"Bearer {made}"}).status_code == 200
     finally:
         assert stop(process) == 128 + signal.SIGTERM
-    process, url, printed = launch(tmp_path, ["--navigator", "remote_navigators:RulesNavigator", "--no-token"], env)
+    told = env | {"PYTHONPROFILEIMPORTTIME": "1"}  # each module it imports, on its stderr (the log)
+    process, url, printed = launch(tmp_path, ["--navigator", "remote_navigators:RulesNavigator", "--no-token"], told)
     try:
         assert printed == [] and initialize(url, {}).status_code == 200  # today's behaviour, asked for
     finally:
         assert stop(process) == 128 + signal.SIGTERM
+    logs = [log.read_text() for log in tmp_path.glob("serve-*.log")]
+    imported = {line.rsplit("|", 1)[1].strip() for text in logs for line in text.splitlines() if "|" in line}
+    # a navigator of another party is served without the settings and LangGraph, which only the model navigator uses
+    assert "mcp.server" in imported and not {"llm_ide.config", "langgraph"} & imported
 
 
 def test_errors_reach_the_driver_as_one_line(serve: Serve) -> None:

@@ -88,7 +88,6 @@ def serve_command(
     the token is $LLM_IDE_NAVIGATOR_TOKEN when set, else a new one printed at start (clients, `navigator.mode: mcp`
     included, read it from that variable). Prints `navigator serving at URL` once it accepts requests; Ctrl-C stops
     it."""
-    from llm_ide.config import with_user_config
     from llm_ide.errors import install_signal_policy
     from llm_ide.navigator.protocol import TOKEN_VARIABLE
     from llm_ide.navigator.server import bind, serve
@@ -101,11 +100,7 @@ def serve_command(
             f"${TOKEN_VARIABLE}: the token is too short (at least {MIN_TOKEN_CHARS} characters; a shorter one is "
             "guessed by any local process): set a longer one, or unset it for a new one"
         )
-    served = (
-        import_navigator(navigator)
-        if navigator
-        else model_navigator(repo, model, base_url, with_user_config(config), task)
-    )
+    served = import_navigator(navigator) if navigator else model_navigator(repo, model, base_url, config, task)
     install_signal_policy()  # SIGTERM/SIGHUP, after the server's graceful stop: the navigator closed, exit 143/129
     try:
         sock = bind(host, port)
@@ -137,14 +132,18 @@ def announce(url: str) -> None:
     sys.stdout.flush()
 
 
-def model_navigator(repo: Path, model: str | None, base_url: str | None, config: list[Path], task: str | None) -> Any:
-    from llm_ide.config import ConfigError, load_config
+def model_navigator(
+    repo: Path, model: str | None, base_url: str | None, config: list[Path] | None, task: str | None
+) -> Any:
+    """The model navigator `serve` runs (the settings, and LangGraph with them, are imported for it alone: a navigator
+    of another party, `--navigator`, starts without them)."""
+    from llm_ide.config import ConfigError, load_config, with_user_config
     from llm_ide.navigator.model import ModelNavigator
 
     if not repo.is_dir():
         raise fail(f"repository not found: {repo}")
     try:
-        settings = load_config("default", overrides=config)
+        settings = load_config("default", overrides=with_user_config(config))
     except ConfigError as error:
         raise fail(str(error)) from None
     spec = model or settings.navigator.model or os.environ.get("LLM_IDE_MODEL")
