@@ -23,8 +23,7 @@ from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
 from llm_ide.run.guard import repo_lock
-from llm_ide.run.preflight import preflight
-from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult
+from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult, check_request
 from llm_ide.run.thread import Thread, opened, start
 from llm_ide.secrets import redacted
 
@@ -41,10 +40,7 @@ def run_attempts(task: str, *, on_event: Callable[[RunEvent], None] | None = Non
     """The Python API of a run at a task with attempts (`fields`: those of `RunRequest`); its thread is resumed."""
     variants = tuple(fields.pop("variants", ()))
     request = RunRequest(task=task, variants=variants, **fields)
-    composed = compose(request.settings, request.variants)
-    preflight(
-        request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task, variants=composed
-    )
+    check_request(request)
     return run_at_task(request, Listeners(on_event))
 
 

@@ -96,6 +96,20 @@ class Listeners:
         return tell
 
 
+def check_request(request: RunRequest) -> None:
+    """The preflight of a run the Python API is given: its task, limits, repository, model and what its variants
+    need (llm_ide/run/preflight.py), as the command line checks its own."""
+    variants = compose(request.settings, request.variants)
+    preflight(
+        request.model,
+        request.settings,
+        base_url=request.base_url,
+        repo=request.repo,
+        task=request.task,
+        variants=variants,
+    )
+
+
 def run_task(
     task: str,
     *,
@@ -111,10 +125,7 @@ def run_task(
     variants = tuple(fields.pop("variants", ()))
     lessons = tuple(fields.pop("carried_lessons", None) or ())
     request = RunRequest(task=task, variants=variants, carried_lessons=lessons, **fields)
-    composed = compose(request.settings, request.variants)
-    preflight(
-        request.model, request.settings, base_url=request.base_url, repo=request.repo, task=task, variants=composed
-    )
+    check_request(request)
     return Driver(request, Listeners(on_event, on_model_call, ask, on_command)).run()
 
 
