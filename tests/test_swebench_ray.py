@@ -251,18 +251,38 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
             cost_limit=4.0, engine="ray",
         )  # fmt: skip
         summary = run_swebench(str(data), "test", options)
-    ended = sorted((outcome.exit_status, outcome.cost) for outcome in summary.outcomes.values())
-    # Ray may start a task before the one ahead of it has spent the last dollar: then it ends at its first call
-    # (cost_limit, $0) instead of never starting; whatever the order, $4 buys four $1 calls and the run that got
-    # three of them submitted.
-    assert ("submitted", 3.0) in ended and {status for status, _ in ended} <= {"submitted", "cost_limit"}
-    assert sum(cost for _, cost in ended) == summary.cost == 4.0
-    assert len(ended) + len(summary.not_started) == 3
+    # one instance at a time (`--workers 1`), in the dataset's order, however long a task waits for the hub (Ray
+    # alone would start the next one then): the first run submits at its third dollar, the second is stopped after
+    # its first, the third never starts
+    ended = {name: (outcome.exit_status, outcome.cost) for name, outcome in summary.outcomes.items()}
+    assert ended == {"demo__calc-1": ("submitted", 3.0), "demo__text-1": ("cost_limit", 1.0)}
+    assert (summary.not_started, summary.cost) == (["demo__shapes-1"], 4.0)
     log = (tmp_path / "out" / "swebench.log").read_text()
-    assert "the shared cost limit $4.00 is reached (spent $4.0000)" in log or (
-        "global cost limit 4.00 reached (spent 4.0000, earlier runs in this folder included); "
-        f"{len(summary.not_started)} instances not started" in log
+    assert "demo__calc-1: submitted (node" in log.split("demo__text-1: cost_limit (node")[0]
+    assert "global cost limit 4.00 reached (spent 4.0000, earlier runs in this folder included); 1 instances" in log
+
+
+@pytest.mark.parametrize(
+    ("environment", "address", "workers", "task_cpus", "nodes", "expected"),
+    [
+        ("local", None, 1, 1.0, [{"CPU": 1.0, "docker_slot": 1.0}], 1),  # the batch's own cluster: --workers
+        ("local", None, 3, 0.5, [{"CPU": 2.0, "docker_slot": 3.0}], 3),  # 2 whole CPUs hold 4 halves, 3 asked
+        ("local", "head:6379", 1, 0.5, [{"CPU": 2.0}, {"CPU": 1.0}], 6),  # a cluster: its CPUs, whatever --workers
+        ("docker", "head:6379", 1, 1.0, [{"CPU": 8.0, "docker_slot": 2.0}, {"CPU": 4.0}], 2),  # docker slots bind
+        ("docker", "head:6379", 1, 2.0, [{"CPU": 3.0, "docker_slot": 4.0}], 1),  # 3 CPUs hold one 2-CPU task
+        ("local", "head:6379", 1, 4.0, [{"CPU": 2.0}], 1),  # too small for one: one queued in Ray, not none
+    ],
+)
+def test_the_driver_runs_as_many_instances_at_once_as_the_cluster_has_slots(
+    tmp_path: Path, environment: str, address: str | None, workers: int, task_cpus: float, nodes: list, expected: int
+) -> None:
+    from llm_ide.swebench.batch import BatchOptions
+    from llm_ide.swebench.ray_engine import slots
+
+    options = BatchOptions(
+        model="m", output=tmp_path, environment=environment, ray_address=address, workers=workers, task_cpus=task_cpus
     )
+    assert slots(options, [{"Resources": resources} for resources in nodes]) == expected
 
 
 def test_global_cost_limit_holds_for_ray_workers_calling_at_the_same_moment(tmp_path: Path) -> None:

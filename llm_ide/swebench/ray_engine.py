@@ -124,6 +124,20 @@ def check_cluster(options: BatchOptions) -> list[dict[str, Any]]:
     return nodes
 
 
+def slots(options: BatchOptions, nodes: list[dict[str, Any]]) -> int:
+    """How many instances run at once: each node's CPUs over `--task-cpus`, and its docker slots when the environment
+    needs docker; `--workers` on the batch's own one-node cluster. The driver holds the rest back: Ray alone would
+    start them, as a task waiting for the hub (`ray.get`) lends its CPU to the next one."""
+
+    needs_docker = capabilities(options.environment).image
+    total = 0
+    for node in nodes:
+        resources = node["Resources"]
+        count = math.floor(resources.get("CPU", 0) / options.task_cpus + 1e-9)
+        total += min(count, int(resources.get(DOCKER_SLOT, 0))) if needs_docker else count
+    return max(1, total if options.ray_address else min(total, options.workers))
+
+
 def task_options(options: BatchOptions) -> dict[str, Any]:
 
     return {
@@ -189,15 +203,27 @@ class RayBatch:
         self.store = OutputStore(options.output)
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.hub = BatchHub.options(scheduling_strategy=here).remote(options.cost_limit, spent)  # as long as we
-        task = ray.remote(run_instance_task).options(**task_options(options))
-        self.pending = {
-            task.remote(instance, options, self.hub, seed_files(options.output, instance.instance_id)): instance
-            for instance in instances
-        }
+        self.task = ray.remote(run_instance_task).options(**task_options(options))
+        self.queued, self.pending = list(instances), dict[Any, Instance]()
         self.outcomes: dict[str, Outcome] = {}
         self.not_started: list[str] = []
         self.started: set[str] = set()
         self.spent = spent
+        self.submit()
+
+    def submit(self) -> None:
+        """Tasks for the queued instances, as many as the cluster has free slots; none once the budget is spent."""
+
+        if not self.queued:
+            return
+        if ray.get(self.hub.exhausted.remote()):
+            self.not_started += [instance.instance_id for instance in self.queued]
+            self.queued = []
+        free = slots(self.options, alive_nodes()) - len(self.pending)
+        while self.queued and free > 0:
+            instance, free = self.queued.pop(0), free - 1
+            seed = seed_files(self.options.output, instance.instance_id)
+            self.pending[self.task.remote(instance, self.options, self.hub, seed)] = instance
 
     def drain(self) -> None:
 
@@ -217,6 +243,8 @@ class RayBatch:
         self.drain()
         for ref in ready:
             self.collect(ref, self.pending.pop(ref))
+        if ready:
+            self.submit()
 
     def collect(self, ref: Any, instance: Instance) -> None:
 
@@ -248,6 +276,8 @@ class RayBatch:
         batch's containers."""
 
         ray.get(self.hub.stop.remote())
+        self.not_started += [instance.instance_id for instance in self.queued]
+        self.queued = []
         self.drain()
         for ref, instance in self.pending.items():
             if instance.instance_id not in self.started:  # a running one ends by itself and sends its files back
