@@ -94,13 +94,15 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("agent", "status", "n_ops"),
+    ("agent", "status", "n_ops", "error"),
     [
-        ({"step_limit": 2}, "step_limit", 2),
-        ({"cost_limit": 1e-9}, "cost_limit", 1),
+        ({"step_limit": 2}, "step_limit", 2, ""),
+        ({"cost_limit": 1e-9}, "cost_limit", 1, "the run's cost limit $0.00 is reached (spent $0.0260)"),
     ],
 )
-def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent: dict, status: str, n_ops: int) -> None:
+def test_limits_end_the_run_with_their_status_and_a_patch(
+    tmp_path: Path, agent: dict, status: str, n_ops: int, error: str
+) -> None:
     script = [
         act("Fix.", "edit", path="shop/cart.py", old="total += price\n", new="total += price * quantity\n"),
         reflect(False, "edited"),
@@ -124,7 +126,7 @@ def test_limits_end_the_run_with_their_status_and_a_patch(tmp_path: Path, agent:
             assert traj["info"]["model_stats"]["cost"] == pytest.approx(10_000 * 2.5e-6 + 100 * 10e-6)
     else:
         result, traj = run(tmp_path, script, **agent)
-    assert result.exit_status == status
+    assert (result.exit_status, result.error, traj["info"].get("error", "")) == (status, error, error)
     assert len(traj["operations"]) == n_ops
     assert "+            total += price * quantity" in result.submission
 

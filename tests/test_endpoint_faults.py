@@ -156,9 +156,9 @@ def test_token_limit_holds_for_an_unpriced_model_with_a_console_warning(tmp_path
     steps = [act("Look.", "bash", command="true"), reflect(False, "ok")] * 5 + [SUBMIT]
     with OpenAIServer(replies=[Reply(text, input_tokens=4000, output_tokens=100) for text in steps]) as server:
         result, _ = run_against(tmp_path, server, model="local/unpriced-model", token_limit=10_000)
-    assert result.exit_status == "cost_limit"
-    assert result.model_stats["cost"] == 0.0
-    assert result.model_stats["input_tokens"] + result.model_stats["output_tokens"] >= 10_000
+    tokens = result.model_stats["input_tokens"] + result.model_stats["output_tokens"]
+    assert (result.exit_status, result.model_stats["cost"]) == ("cost_limit", 0.0) and tokens >= 10_000
+    assert result.error == f"the run's token limit (10,000) is reached ({tokens:,} tokens)"
     assert result.model_stats["api_calls"] < len(steps)
     [warning] = [line for line in (tmp_path / "out" / "t1.log").read_text().splitlines() if "no price" in line]
     assert "WARNING" in warning and "cost limit cannot be enforced" in warning

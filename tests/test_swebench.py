@@ -261,9 +261,9 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
             cost_limit=4.0,
         )  # fmt: skip
         summary = run_swebench(str(dataset), "test", options)
-    assert {k: (v.exit_status, v.cost) for k, v in summary.outcomes.items()} == {
-        "demo__calc-1": ("submitted", 3.0),
-        "demo__text-1": ("cost_limit", 1.0),
+    assert {k: (v.exit_status, v.cost, v.error) for k, v in summary.outcomes.items()} == {
+        "demo__calc-1": ("submitted", 3.0, ""),
+        "demo__text-1": ("cost_limit", 1.0, "the shared cost limit is reached"),  # not its own $3
     }
     assert summary.not_started == ["demo__shapes-1"]
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
@@ -274,6 +274,7 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
             again = run_swebench(str(dataset), "test", replace(options, base_url=server.url, cost_limit=limit))
         assert server.hits == hits and again.spent_before == 4.0 and again.skipped_existing == sorted(summary.outcomes)
         assert {k: (v.exit_status, v.cost) for k, v in again.outcomes.items()} == outcomes
+        assert [v.error for v in again.outcomes.values()] == ["the shared cost limit is reached"] * len(outcomes)
         assert again.not_started == ([] if outcomes else ["demo__shapes-1"])
     assert OutputStore(options.output).spent() == 6.0
 

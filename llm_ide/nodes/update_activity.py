@@ -22,10 +22,12 @@ def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elaps
         return Submitted()
     if agent.step_limit and n_operations >= agent.step_limit:
         return StepLimit()
-    if (agent.cost_limit and usage["cost"] >= agent.cost_limit) or (ctx.cost_budget and ctx.cost_budget.exhausted):
-        return CostLimit()
-    if agent.token_limit and usage["input_tokens"] + usage["output_tokens"] >= agent.token_limit:
-        return CostLimit()  # the limit that holds whatever the price (an unknown price counts as 0)
+    if agent.cost_limit and usage["cost"] >= agent.cost_limit:
+        return CostLimit(f"the run's cost limit ${agent.cost_limit:.2f} is reached (spent ${usage['cost']:.4f})")
+    if ctx.cost_budget and ctx.cost_budget.exhausted:
+        return CostLimit("the shared cost limit is reached")
+    if agent.token_limit and (tokens := usage["input_tokens"] + usage["output_tokens"]) >= agent.token_limit:
+        return CostLimit(f"the run's token limit ({agent.token_limit:,}) is reached ({tokens:,} tokens)")  # any price
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
         return TimeLimit()
     return None
@@ -41,13 +43,9 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
     if pending.action_type == "bash":
         accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
+    named = parse_references(pending.thought, ctx.codebase.env.workdir)
     referred = count_references(
-        chunks,
-        parse_references(pending.thought, ctx.codebase.env.workdir),
-        exists=view.exists,
-        locate=view.scopes,
-        covers=view.covers,
-        n_operations=n_operations,
+        chunks, named, exists=view.exists, locate=view.scopes, covers=view.covers, n_operations=n_operations
     )
     chunks = with_operation(chunks, accessed, referred, n_operations, ctx.score_params)
     return {"operations": [pending], "code_context": chunks, "n_operations": n_operations + 1}
