@@ -275,7 +275,13 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     ],
 )
 def test_the_driver_runs_as_many_instances_at_once_as_the_cluster_has_slots(
-    tmp_path: Path, environment: str, address: str | None, workers: int, task_cpus: float, nodes: list, expected: int
+    tmp_path: Path,
+    environment: str,
+    address: str | None,
+    workers: int,
+    task_cpus: float,
+    nodes: list[dict[str, float]],
+    expected: int,
 ) -> None:
     from llm_ide.swebench.batch import BatchOptions
     from llm_ide.swebench.ray_engine import slots
