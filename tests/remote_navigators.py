@@ -31,9 +31,12 @@ class RulesNavigator:
 
 
 class SlowNavigator(RulesNavigator):
-    """Answers a permission only once the file named by $RELEASE_NAVIGATOR exists."""
+    """Answers a permission only once the file named by $RELEASE_NAVIGATOR exists (and makes $ASKED_NAVIGATOR, if
+    set, when it starts waiting)."""
 
     def request_permission(self, request: PermissionRequest) -> Decision:
+        if asked := os.environ.get("ASKED_NAVIGATOR"):
+            Path(asked).touch()
         release = Path(os.environ["RELEASE_NAVIGATOR"])
         while not release.exists():
             time.sleep(0.05)

@@ -10,10 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from agent_script import (
@@ -310,6 +313,40 @@ def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decisi
     assert (result.exit_status, decision["approved"], decision["by"]) == ("submitted", True, "timeout")
     assert f"navigator at {url} did not answer within 0.5 s" in decision["reason"]
     assert "+            total += price * quantity" in result.submission
+
+
+def test_sigterm_mid_request_stops_the_server_once_the_answer_is_sent(tmp_path: Path, token: str) -> None:
+    """`navigator serve` told to stop while its navigator thinks: it takes no new connection, the request under way
+    gets its answer (the client asks nothing after it: the SDK's schema lookup comes first), then it exits 143."""
+    asked, release = tmp_path / "asked", tmp_path / "release"
+    env = {**os.environ, "RELEASE_NAVIGATOR": str(release), "ASKED_NAVIGATOR": str(asked)}
+    process, url, _ = launch(tmp_path, ["--navigator", "remote_navigators:SlowNavigator"], env)
+    answers: list[Any] = []
+    client = threading.Thread(
+        target=lambda: answers.append(McpNavigator(url).request_permission(PermissionRequest(action="edit a.py")))
+    )
+    client.start()
+    deadline = time.monotonic() + 60
+    while not asked.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert asked.exists(), "the navigator was never asked"
+    process.terminate()
+    address = urlsplit(url)
+    while listening(address.hostname or "", address.port or 0) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the server stops taking connections: it is stopping
+    assert not listening(address.hostname or "", address.port or 0)
+    release.touch()
+    client.join(timeout=60)
+    assert [(answer.approved, answer.reason, answer.by) for answer in answers] == [(True, "fine: edit a.py", "mcp")]
+    assert stop(process) == 128 + signal.SIGTERM
+
+
+def listening(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except ConnectionRefusedError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize(

@@ -124,6 +124,7 @@ class McpNavigator:
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         async with self._client() as client:
+            await client.list_tools()  # the SDK asks for the answer's schema once it has the answer, unless it has it
             return await self._called(client, tool, arguments)
 
     async def _plan(self, task: str) -> dict[str, Any] | None:
