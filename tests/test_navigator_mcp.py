@@ -341,6 +341,33 @@ def test_sigterm_mid_request_stops_the_server_once_the_answer_is_sent(tmp_path: 
     assert stop(process) == 128 + signal.SIGTERM
 
 
+def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_path: Path, token: str) -> None:
+    """One request at a time: a review asked while the navigator thinks about a permission waits; its client gives up
+    meanwhile, so once the permission is answered the review is not run (nothing spent on it), and the next one is."""
+    asked, release, log = tmp_path / "asked", tmp_path / "release", tmp_path / "served.jsonl"
+    env = {**os.environ, "RELEASE_NAVIGATOR": str(release), "ASKED_NAVIGATOR": str(asked)}
+    process, url, _ = launch(tmp_path, ["--navigator", "remote_navigators:SlowNavigator", "--log", str(log)], env)
+    answers: list[Any] = []
+    client = threading.Thread(
+        target=lambda: answers.append(McpNavigator(url).request_permission(PermissionRequest(action="edit a.py")))
+    )
+    client.start()
+    deadline = time.monotonic() + 60
+    while not asked.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(NavigatorTimeout, match="did not answer within 0.5 s"):
+        McpNavigator(url, review_timeout=0.5).request_review(ReviewRequest(patch="+x\n", summary="late"))
+    release.touch()
+    client.join(timeout=60)
+    later = McpNavigator(url).request_guidance("what next?")
+    assert [answer.approved for answer in answers] == [True] and later.answer.endswith("you asked: what next?")
+    assert [json.loads(line)["tool"] for line in log.read_text().splitlines()] == [
+        "request_permission",
+        "request_guidance",
+    ]
+    assert stop(process) == 128 + signal.SIGTERM
+
+
 def listening(host: str, port: int) -> bool:
     try:
         socket.create_connection((host, port), timeout=5).close()

@@ -7,12 +7,13 @@ import hmac
 import ipaddress
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel
 
 from llm_ide.errors import LlmIdeError, UsageError
@@ -32,31 +33,35 @@ LOOPBACK_NAMES = {"localhost"}
 
 
 class Answers:
-    """The navigator's answers, one request at a time; each request, its answer (or error) and the navigator's own
-    model calls appended to `log` (JSON lines) when there is one."""
+    """The navigator's answers, one request at a time, in their order; each request, its answer (or error) and the
+    navigator's own model calls appended to `log` (JSON lines) when there is one. A request whose client gave up while
+    it waited for its turn is not run (the SDK cancels it): the navigator spends nothing on an answer nobody reads."""
 
     def __init__(self, navigator: Navigator, log: Path | None) -> None:
-        self.navigator, self.log, self.lock = navigator, log, threading.Lock()
+        self.navigator, self.log, self.turn = navigator, log, anyio.Lock()
 
-    def __call__(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
+    async def __call__(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
+        async with self.turn:
+            return await anyio.to_thread.run_sync(self.answer, tool, arguments, call)
+
+    def answer(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
         from mcp.server.mcpserver.exceptions import ToolError
 
-        with self.lock:
-            entry: dict[str, Any] = {"time": time.time(), "tool": tool, "arguments": arguments}
-            try:
-                result = call()
-            except LlmIdeError as error:
-                entry["error"] = str(error)
-                raise ToolError(str(error) if str(error).startswith("navigator") else f"navigator: {error}") from None
-            else:
-                entry["result"] = result.model_dump(mode="json")
-                return result
-            finally:
-                drain = getattr(self.navigator, "drain", None)  # a long-lived server keeps no unbounded call list
-                entry["calls"] = drain() if drain is not None else []
-                if self.log is not None:
-                    with self.log.open("a", encoding="utf-8") as file:
-                        file.write(redact(json.dumps(entry)) + "\n")  # a request may quote a secret or the token
+        entry: dict[str, Any] = {"time": time.time(), "tool": tool, "arguments": arguments}
+        try:
+            result = call()
+        except LlmIdeError as error:
+            entry["error"] = str(error)
+            raise ToolError(str(error) if str(error).startswith("navigator") else f"navigator: {error}") from None
+        else:
+            entry["result"] = result.model_dump(mode="json")
+            return result
+        finally:
+            drain = getattr(self.navigator, "drain", None)  # a long-lived server keeps no unbounded call list
+            entry["calls"] = drain() if drain is not None else []
+            if self.log is not None:
+                with self.log.open("a", encoding="utf-8") as file:
+                    file.write(redact(json.dumps(entry)) + "\n")  # a request may quote a secret or the token
 
 
 def build_server(navigator: Navigator, log: Path | None = None) -> Any:
@@ -74,34 +79,34 @@ def build_server(navigator: Navigator, log: Path | None = None) -> Any:
     ask = Answers(navigator, log)
 
     @server.tool()
-    def request_permission(
+    async def request_permission(
         action: str, diff: str = "", reason: str = "", thought: str = "", context: str = ""
     ) -> Decision:
         """Ask before running `action` (the tool call as written). `diff`: the change it makes (edit/create);
         `reason`: why the agent wants it; `thought` and `context`: the agent's reasoning and the code it looked at.
         Approved or denied, with the navigator's reason."""
         request = PermissionRequest(action=action, diff=diff, reason=reason, thought=thought, context=context)
-        return ask("request_permission", request.model_dump(), lambda: navigator.request_permission(request))
+        return await ask("request_permission", request.model_dump(), lambda: navigator.request_permission(request))
 
     @server.tool()
-    def request_review(patch: str, summary: str = "") -> Review:
+    async def request_review(patch: str, summary: str = "") -> Review:
         """Ask for a review of `patch` (a unified diff of the work so far), described by `summary`. Passed or failed,
         with the navigator's comment."""
         request = ReviewRequest(patch=patch, summary=summary)
-        return ask("request_review", request.model_dump(), lambda: navigator.request_review(request))
+        return await ask("request_review", request.model_dump(), lambda: navigator.request_review(request))
 
     @server.tool()
-    def request_guidance(question: str) -> Guidance:
+    async def request_guidance(question: str) -> Guidance:
         """Ask the navigator a question about the task or the code; the answer comes back."""
-        return ask("request_guidance", {"question": question}, lambda: navigator.request_guidance(question))
+        return await ask("request_guidance", {"question": question}, lambda: navigator.request_guidance(question))
 
     if hasattr(navigator, "plan"):  # a planner (the model navigator): a fourth tool
 
         @server.tool()
-        def request_plan(task: str) -> Plan:
+        async def request_plan(task: str) -> Plan:
             """Before the agent's first step: the navigator explores the repository read-only and writes a plan for
             `task`; later reviews may update it (their `plan`)."""
-            return ask("request_plan", {"task": task}, lambda: navigator.plan(task))
+            return await ask("request_plan", {"task": task}, lambda: navigator.plan(task))
 
     return server
 
