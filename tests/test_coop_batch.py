@@ -102,3 +102,40 @@ def test_a_single_setting_counts_its_one_feature_and_never_says_both_pass() -> N
     rows = [line for line in text.splitlines() if line.startswith("│ 1,2")]
     assert [row.split("│")[6].strip() for row in rows] == ["—", "no"]  # the "both" column
     assert "pass rate (both features; single: one)" in text
+
+
+def test_the_live_line_shows_each_agents_step_and_the_command_it_is_running() -> None:
+    """The bar's line says what each agent of the pair is doing now: its last step, or the command under way with its
+    time so far (as the run's `command` events tell it); a command's end leaves the line to the step that follows."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from llm_ide.cli.coop_batch import PairProgress
+    from llm_ide.environments.live import CommandProgress
+    from llm_ide.run.outputs import RunEvent
+
+    progress = Progress(console=Console(file=StringIO()))
+    live = PairProgress(progress, total=1)
+    live.begin("pair 1,2 coop k=0")
+    said = []
+    events = [
+        ("1", RunEvent("agent1", "step", step=1, action="view src/a.py")),
+        ("2", RunEvent("agent2", "command", step=1, command=CommandProgress("start", "pytest -q tests"))),
+        ("2", RunEvent("agent2", "command", step=1, command=CommandProgress("output", "pytest -q tests", 12.4))),
+        ("2", RunEvent("agent2", "command", step=1, command=CommandProgress("end", "pytest -q tests", 13.0, (), 1))),
+        ("2", RunEvent("agent2", "phase", phase="warning: slow")),
+        ("2", RunEvent("agent2", "step", step=1, action="bash pytest -q tests\x1b[31m")),
+    ]
+    for agent, event in events:
+        live.event(agent, event)
+        said.append(progress.tasks[0].description.removeprefix("pair 1,2 coop k=0  "))
+    assert said == [
+        "agent 1 step 1: view src/a.py",
+        "agent 1 step 1: view src/a.py | agent 2 step 1: running pytest -q tests (0 s)",
+        "agent 1 step 1: view src/a.py | agent 2 step 1: running pytest -q tests (12 s)",
+        "agent 1 step 1: view src/a.py | agent 2 step 1: running pytest -q tests (12 s)",
+        "agent 1 step 1: view src/a.py | agent 2 step 1: running pytest -q tests (12 s)",
+        "agent 1 step 1: view src/a.py | agent 2 step 1: bash pytest -q tests",
+    ]

@@ -70,9 +70,14 @@ class PairProgress:
         self.progress.update(self.bar, description=escape(label))
 
     def event(self, agent: str, event: Any) -> None:
-        if event.kind != "step":
+        """An agent's step once done, and its command while it runs (with its time so far)."""
+        if event.kind == "step":
+            doing = terminal_safe(str(event.action))[:40]
+        elif event.kind == "command" and event.command.kind != "end":
+            doing = f"running {terminal_safe(event.command.command)[:40]} ({event.command.seconds:.0f} s)"
+        else:
             return
-        self.steps[agent] = f"agent {agent} step {event.step}: {terminal_safe(str(event.action))[:40]}"
+        self.steps[agent] = f"agent {agent} step {event.step}: {doing}"
         described = " | ".join(self.steps[a] for a in sorted(self.steps))
         self.progress.update(self.bar, description=escape(f"{self.current}  {described}"))
 
