@@ -14,6 +14,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -315,57 +317,73 @@ def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decisi
     assert "+            total += price * quantity" in result.submission
 
 
+@dataclass
+class Held:
+    process: subprocess.Popen[str]
+    url: str
+    answers: list[Any]  # what the permission's client got
+    release: Callable[[], None]  # the navigator answers; the client's thread is waited for
+
+
+@contextmanager
+def held_permission(tmp_path: Path, *args: str) -> Iterator[Held]:
+    """A SlowNavigator served (with ARGS) and asked a permission by a client in a thread, holding it until released:
+    the permission is released and the server stopped on leaving, whatever happened."""
+    asked, release = tmp_path / "asked", tmp_path / "release"
+    env = {**os.environ, "RELEASE_NAVIGATOR": str(release), "ASKED_NAVIGATOR": str(asked)}
+    process, url, _ = launch(tmp_path, ["--navigator", "remote_navigators:SlowNavigator", *args], env)
+    answers: list[Any] = []
+    client = threading.Thread(
+        target=lambda: answers.append(McpNavigator(url).request_permission(PermissionRequest(action="edit a.py"))),
+        daemon=True,
+    )
+
+    def released() -> None:
+        release.touch()
+        client.join(timeout=60)
+
+    client.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not asked.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert asked.exists(), "the navigator was never asked"
+        yield Held(process, url, answers, released)
+    finally:
+        released()
+        if process.poll() is None:
+            stop(process)
+
+
 def test_sigterm_mid_request_stops_the_server_once_the_answer_is_sent(tmp_path: Path, token: str) -> None:
     """`navigator serve` told to stop while its navigator thinks: it takes no new connection, the request under way
     gets its answer (the client asks nothing after it: the SDK's schema lookup comes first), then it exits 143."""
-    asked, release = tmp_path / "asked", tmp_path / "release"
-    env = {**os.environ, "RELEASE_NAVIGATOR": str(release), "ASKED_NAVIGATOR": str(asked)}
-    process, url, _ = launch(tmp_path, ["--navigator", "remote_navigators:SlowNavigator"], env)
-    answers: list[Any] = []
-    client = threading.Thread(
-        target=lambda: answers.append(McpNavigator(url).request_permission(PermissionRequest(action="edit a.py")))
-    )
-    client.start()
-    deadline = time.monotonic() + 60
-    while not asked.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert asked.exists(), "the navigator was never asked"
-    process.terminate()
-    address = urlsplit(url)
-    while listening(address.hostname or "", address.port or 0) and time.monotonic() < deadline:
-        time.sleep(0.05)  # until the server stops taking connections: it is stopping
-    assert not listening(address.hostname or "", address.port or 0)
-    release.touch()
-    client.join(timeout=60)
-    assert [(answer.approved, answer.reason, answer.by) for answer in answers] == [(True, "fine: edit a.py", "mcp")]
-    assert stop(process) == 128 + signal.SIGTERM
+    with held_permission(tmp_path) as held:
+        held.process.terminate()
+        address = urlsplit(held.url)
+        deadline = time.monotonic() + 60
+        while listening(address.hostname or "", address.port or 0) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the server stops taking connections: it is stopping
+        assert not listening(address.hostname or "", address.port or 0)
+        held.release()
+        assert [(a.approved, a.reason, a.by) for a in held.answers] == [(True, "fine: edit a.py", "mcp")]
+        assert stop(held.process) == 128 + signal.SIGTERM
 
 
 def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_path: Path, token: str) -> None:
     """One request at a time: a review asked while the navigator thinks about a permission waits; its client gives up
     meanwhile, so once the permission is answered the review is not run (nothing spent on it), and the next one is."""
-    asked, release, log = tmp_path / "asked", tmp_path / "release", tmp_path / "served.jsonl"
-    env = {**os.environ, "RELEASE_NAVIGATOR": str(release), "ASKED_NAVIGATOR": str(asked)}
-    process, url, _ = launch(tmp_path, ["--navigator", "remote_navigators:SlowNavigator", "--log", str(log)], env)
-    answers: list[Any] = []
-    client = threading.Thread(
-        target=lambda: answers.append(McpNavigator(url).request_permission(PermissionRequest(action="edit a.py")))
-    )
-    client.start()
-    deadline = time.monotonic() + 60
-    while not asked.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    with pytest.raises(NavigatorTimeout, match="did not answer within 0.5 s"):
-        McpNavigator(url, review_timeout=0.5).request_review(ReviewRequest(patch="+x\n", summary="late"))
-    release.touch()
-    client.join(timeout=60)
-    later = McpNavigator(url).request_guidance("what next?")
-    assert [answer.approved for answer in answers] == [True] and later.answer.endswith("you asked: what next?")
-    assert [json.loads(line)["tool"] for line in log.read_text().splitlines()] == [
-        "request_permission",
-        "request_guidance",
-    ]
-    assert stop(process) == 128 + signal.SIGTERM
+    log = tmp_path / "served.jsonl"
+    with held_permission(tmp_path, "--log", str(log)) as held:
+        with pytest.raises(NavigatorTimeout, match="did not answer within 0.5 s"):
+            McpNavigator(held.url, review_timeout=0.5).request_review(ReviewRequest(patch="+x\n", summary="late"))
+        held.release()
+        later = McpNavigator(held.url).request_guidance("what next?")
+        assert [answer.approved for answer in held.answers] == [True]
+        assert later.answer.endswith("you asked: what next?")
+        served = [json.loads(line)["tool"] for line in log.read_text().splitlines()]
+        assert served == ["request_permission", "request_guidance"]
+        assert stop(held.process) == 128 + signal.SIGTERM
 
 
 def listening(host: str, port: int) -> bool:
