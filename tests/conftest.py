@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -298,6 +298,14 @@ def make_git_repo(path: Path, files: dict[str, str]) -> Path:
     git(path, "add", "-A")
     git(path, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "maintenance.auto=false", "commit", "-q", "-m", "base")
     return path
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 120, what: str = "the condition") -> None:
+    """Until `predicate()` holds, looked at every 50 ms (a file, a port, a process: what a test synchronises on)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(0.05)
 
 
 def interrupt_when(path: Path, process: subprocess.Popen[str], seconds: float = 300) -> tuple[str, str]:

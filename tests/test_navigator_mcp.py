@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,7 +40,7 @@ from agent_script import (
 from agent_script import (
     CART_VIEW as VIEW,
 )
-from conftest import git, isolated_environ, make_git_repo
+from conftest import git, isolated_environ, make_git_repo, wait_for
 from in_process import invoke
 
 from llm_ide.config import load_config
@@ -344,9 +343,7 @@ def held_permission(tmp_path: Path, *args: str) -> Iterator[Held]:
 
     client.start()
     try:
-        deadline = time.monotonic() + 60
-        while not asked.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: asked.exists() or process.poll() is not None, 60, "the navigator to be asked")
         assert asked.exists(), "the navigator was never asked"
         yield Held(process, url, answers, released)
     finally:
@@ -361,13 +358,10 @@ def test_sigterm_mid_request_stops_the_server_once_the_answer_is_sent(tmp_path: 
     with held_permission(tmp_path) as held:
         held.process.terminate()
         address = urlsplit(held.url)
-        deadline = time.monotonic() + 60
-        while listening(address.hostname or "", address.port or 0) and time.monotonic() < deadline:
-            time.sleep(0.05)  # until the server stops taking connections: it is stopping
-        assert not listening(address.hostname or "", address.port or 0)
+        wait_for(lambda: not listening(address.hostname or "", address.port or 0), 60, "the server to stop listening")
         held.release()
         assert [(a.approved, a.reason, a.by) for a in held.answers] == [(True, "fine: edit a.py", "mcp")]
-        assert stop(held.process) == 128 + signal.SIGTERM
+        assert held.process.wait(timeout=60) == 128 + signal.SIGTERM  # by itself: the one SIGTERM above
 
 
 def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_path: Path, token: str) -> None:

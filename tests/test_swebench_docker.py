@@ -8,12 +8,12 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import wait_for
 from in_process import invoke
 from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
     FIX_COMMAND,
@@ -105,13 +105,6 @@ def test_batch_end_to_end(tiny_dataset: TinyDataset, tmp_path: Path, workers: in
         workers=workers,
     )
     assert (report.ids("resolved"), report.resolve_rate) == (IDS, 1.0)
-
-
-def wait_for(predicate, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting for the batch"
-        time.sleep(0.05)
 
 
 def test_killed_batch_resumes_without_redoing_finished_instances(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811

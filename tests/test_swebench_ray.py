@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import wait_for
 from pg_server import postgres_server
 from ray_cluster import ray_cluster
 from swebench_fixtures import (
@@ -39,13 +39,6 @@ COMMANDS = [
     "date +%s%N; echo three >> steps.txt",
     FIX_COMMAND,
 ]
-
-
-def wait_for(predicate: Any, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def dataset(root: Path, count: int) -> tuple[Path, list[dict[str, Any]]]:
@@ -136,7 +129,7 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(
         args = batch_args(path, model, output, write_config(tmp_path / "c.yaml"), cluster.address, postgres_url)
         batch = start([*args, "--prefetch-images"], cluster)
         try:
-            wait_for(lambda: any(len(ops) >= 1 for _, ops in running_on(scratch["node2"])))
+            wait_for(lambda: any(len(ops) >= 1 for _, ops in running_on(scratch["node2"])), timeout=300)
             raylet = cluster.nodes[1].raylet_pid()
             assert raylet is not None
             os.kill(raylet, signal.SIGKILL)
@@ -197,7 +190,10 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
         assert refused.returncode == 2 and "(attempts.max must be 1)" in " ".join(stderr.split()), stderr[-2000:]
         batch = start(args, cluster)
         try:
-            wait_for(lambda: all(any(len(ops) >= 1 for _, ops in running_on(folder)) for folder in scratch.values()))
+            wait_for(
+                lambda: all(any(len(ops) >= 1 for _, ops in running_on(folder)) for folder in scratch.values()),
+                timeout=300,
+            )
             batch.send_signal(signal.SIGINT)
             stdout, stderr = batch.communicate(timeout=300)
         finally:
@@ -338,7 +334,7 @@ def test_local_environment_retry_on_another_node_resumes_from_the_worktree_snaps
         args[args.index("--task-cpus") + 1] = "1"  # one instance per node
         batch = start([*args, "--environment", "local"], cluster)
         try:
-            wait_for(lambda: len(list(sync.glob("waiting-*"))) == 2)
+            wait_for(lambda: len(list(sync.glob("waiting-*"))) == 2, timeout=300)
             [(killed, _)] = running_on(scratch["node2"])
             cluster.nodes[1].kill()  # the whole node: its worker, mid-command, too
             for row in rows:
