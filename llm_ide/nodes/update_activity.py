@@ -21,7 +21,7 @@ def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elaps
     if state.get("submitted"):
         return Submitted()
     if agent.step_limit and n_operations >= agent.step_limit:
-        return StepLimit()
+        return StepLimit(f"the run's step limit ({agent.step_limit}) is reached")
     if agent.cost_limit and usage["cost"] >= agent.cost_limit:
         return CostLimit(f"the run's cost limit ${agent.cost_limit:.2f} is reached (spent ${usage['cost']:.4f})")
     if ctx.cost_budget and ctx.cost_budget.exhausted:
@@ -29,7 +29,7 @@ def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elaps
     if agent.token_limit and (tokens := usage["input_tokens"] + usage["output_tokens"]) >= agent.token_limit:
         return CostLimit(f"the run's token limit ({agent.token_limit:,}) is reached ({tokens:,} tokens)")  # any price
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
-        return TimeLimit()
+        return TimeLimit(f"the run's wall-time limit ({agent.wall_time_limit:g} s) is reached ({elapsed:.1f} s spent)")
     return None
 
 
