@@ -127,6 +127,30 @@ def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_
 
 
 @pytest.mark.usefixtures("needs_bwrap")
+def test_the_home_is_the_runs_own_from_one_command_to_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pip install --user x` (pip's choice where site-packages is read-only) then `import x` failed: the home was a new
+    tmpfs at each command. Now the commands' home is the run's own folder: nothing of the user's in it, what a command
+    leaves there the next one finds, and it goes with the run."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text("machine example.com password hunter2\n")
+    monkeypatch.setenv("HOME", str(home))
+    env = LocalEnvironment(make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"}), tools_dir=tmp_path / "tools")
+    site = "~/.local/lib/site-packages"
+    try:
+        first = env.execute(f"ls -A ~; mkdir -p {site} && echo 'KEPT = 7' > {site}/kept.py && echo $HOME")
+        then = env.execute(f"cd {site} && python3 -c 'import kept; print(kept.KEPT)'; cat ~/.netrc; echo $HOME")
+        assert first.output.split() == [str(home)] and first.returncode == 0, first.output
+        lines = then.output.splitlines()
+        assert lines[0] == "7" and "No such file or directory" in lines[1] and lines[2] == str(home), then.output
+        kept = Path(str(env.home))
+        assert (kept / ".local/lib/site-packages/kept.py").read_text() == "KEPT = 7\n"
+    finally:
+        env.close()
+    assert sorted(path.name for path in home.iterdir()) == [".netrc"] and not kept.exists()
+
+
+@pytest.mark.usefixtures("needs_bwrap")
 @pytest.mark.parametrize(("network", "interfaces"), [("none", {"lo"}), ("llm-ide", None)])
 def test_network_is_a_setting(tmp_path: Path, network: str, interfaces: set[str] | None) -> None:
     config = load_config("default", environment={"network": network, "tools": []})

@@ -122,8 +122,9 @@ def test_symbols(navigator: Navigator, tmp_path: Path) -> None:
 
 
 def test_the_parses_stay_in_tmpdir_for_the_next_call_when_the_home_is_new_at_each(tmp_path: Path) -> None:
-    """The sandbox gives each command an empty home, and $TMPDIR the run's scratch: the first call leaves a parse of
-    every project file there, the next ones (each with another empty home) parse none again and answer the same."""
+    """The parses go to $TMPDIR (the run's scratch), not the home (the run's own too, but not a tool's to fill): the
+    first call leaves a parse of every project file there, the next ones (each with another empty home) parse none
+    again and answer the same."""
     project, scratch = tmp_path / "project", tmp_path / "scratch"
     for name, text in FILES.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)

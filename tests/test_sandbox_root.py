@@ -374,14 +374,17 @@ def test_root_on_another_users_repository_runs_the_commands_as_its_owner(tmp_pat
     try:
         done = env.execute(
             "id -u; echo y = 2 >> a.py && echo edited; touch new.py && stat -c %u new.py;"
-            " grep -E '^CapEff:' /proc/self/status; echo scratch > $TMPDIR/s && echo scratch-ok; ls -A ~; echo home-ok"
+            " grep -E '^CapEff:' /proc/self/status; echo scratch > $TMPDIR/s && echo scratch-ok; ls -A ~;"
+            " echo mine > ~/kept && echo home-ok"
         )
+        again = env.execute("stat -c %u ~/kept; cat ~/kept")
     finally:
         env.close()
     lines = done.output.splitlines()
     assert lines[:4] == ["65534", "edited", "65534", "CapEff:\t0000000000000000"], done.output
     assert "scratch-ok" in lines and lines[-1] == "home-ok" and (repo / "a.py").read_text() == "x = 1\ny = 2\n"
     assert (repo / "new.py").stat().st_uid == 65534
+    assert again.output.split() == ["65534", "mine"], again.output  # the home is the run's, and theirs
 
 
 @pytest.mark.usefixtures("needs_bwrap")

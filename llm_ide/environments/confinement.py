@@ -98,7 +98,7 @@ class Confinement:
         sandbox.isolation = self.isolation
         sandbox.inner = self.switch()
         if self.run_as is not None:
-            sandbox.hidden_mode = "1777"  # the hidden homes: a scratch home for the user the command runs as
+            sandbox.hidden_mode = "1777"  # the hidden folders but the homes: the user the command runs as writes
         masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets, self.user())
         sandbox.sockets = masked
         argv = sandbox.argv(self.shell(command), cwd)

@@ -147,10 +147,11 @@ class LocalEnvironment:
         self._private: str | None = None
         self.scratch: str | None = owned_tempdir("tmp")  # the commands' $TMPDIR, sandboxed or not: gone with the run
         self.env["TMPDIR"] = self.scratch
-        self.confinement.make_theirs(Path(self.scratch), *([Path(self.tools_root)] if self._owns_tools else []))
+        self.home = owned_tempdir("home") if self.bwrap else None  # the sandboxed commands' $HOME, as $TMPDIR is
+        owned = [*([self.tools_root] if self._owns_tools else []), *filter(None, (self.scratch, self.home))]
+        self.confinement.make_theirs(*(Path(folder) for folder in owned))
         self._views(writable or [], readable, secluded or [])
-        owned = [self.tools_root] if self._owns_tools else []
-        self.leftovers = Leftovers(leftovers, self.env[TOKEN], [*owned, *([self.scratch] if self.scratch else [])])
+        self.leftovers = Leftovers(leftovers, self.env[TOKEN], owned)
         # its temp folders go with it, closed or not: dropped, or at the interpreter's exit (a Python API caller's)
         self._remove_folders = weakref.finalize(self, remove_folders, self.leftovers.folders, os.getpid())
         self.containment = containment(self.bwrap)
@@ -164,7 +165,9 @@ class LocalEnvironment:
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
         self.readable = [*readable_paths(readable), *git_paths(self.repo)]
         owner = self.confinement.run_as
-        self.hidden = hidden_paths(home_of(owner[0]) if owner else [])
+        homes = [Path.home(), *(home_of(owner[0]) if owner else [])]
+        self.hidden = hidden_paths(homes[1:])
+        self.homes = {Path(os.path.realpath(home)) for home in homes}  # shown as the run's home, the rest empty
         pythons = python_environments(self.repo, self.env, self.hidden if self.bwrap else [])
         self.readable += [path for path in pythons.shown if path not in self.readable]
         self.notes = [pythons.line(commands_python(self.repo, self.env))]
@@ -219,6 +222,7 @@ class LocalEnvironment:
             hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
             sandbox = Sandbox(self.bwrap, self.writable, self.readable, hidden, self.network, self.mounts)
             sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
+            sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes and self.home}
             return self.confinement.sandboxed(sandbox, command, cwd, self.env)
         if self.containment == "unshare":
             return self._run_namespace().argv(self.confinement.prefix + command, cwd), None
@@ -349,7 +353,7 @@ class LocalEnvironment:
             kill_adopted(self.env[TOKEN], self._groups)
         self.confinement.close()
         self._remove_folders()
-        self._private = self.scratch = None
+        self._private = self.scratch = self.home = None
         self.leftovers.close()
 
     def __enter__(self) -> LocalEnvironment:

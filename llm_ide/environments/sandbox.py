@@ -2,11 +2,13 @@
 scratch directory ($TMPDIR) writable, the rest of the file system read-only, network optional). No command keeps a
 privilege, root's included: every capability is dropped (in a user namespace of its own where they work here), so
 mount, umount, remount, nsenter and unshare are refused, and the kernel's settings in /proc are read-only. The user's
-home directory and runtime directory (keyrings, agent sockets) are empty in it, ssh-agent's sockets too, and every host
-Unix socket it could see answers no connection (environments/sockets.py): a command reads no credential, key or token
-kept there; what it needs from them (a toolchain in ~/.pyenv, the user's Python environment) is listed in
-`environment.readable` or found (environments/pythons.py), and the repository, the tools and the scratch directory
-show through wherever they are. The run's own files (its output folder) never show."""
+home directory is the run's own folder in it (empty at the start, kept from command to command: what `pip install
+--user` puts there, the next command imports; gone with the run), the runtime directory (keyrings, agent sockets) and
+ssh-agent's sockets are empty, and every host Unix socket it could see answers no connection
+(environments/sockets.py): a command reads no credential, key or token kept there; what it needs from them (a
+toolchain in ~/.pyenv, the user's Python environment) is listed in `environment.readable` or found
+(environments/pythons.py), and the repository, the tools and the scratch directory show through wherever they are.
+The run's own files (its output folder) never show."""
 
 from __future__ import annotations
 
@@ -165,6 +167,7 @@ class Sandbox:
     sockets: list[str] = field(default_factory=list)
     inner: list[str] = field(default_factory=list)
     hidden_mode: str | None = None  # the hidden folders' mode (bwrap's tmpfs: 0755, the sandbox's user's)
+    homes: dict[Path, Path] = field(default_factory=dict)  # hidden folders shown as the run's own (not a new tmpfs)
     unmasked: frozenset[str] = frozenset()  # where a socket masked before was gone when bwrap mounted over it
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
@@ -181,8 +184,7 @@ class Sandbox:
 
     def views(self) -> list[tuple[str, list[str]]]:
         """(where, bwrap options) of every folder shown, hidden or masked, in the order they apply at one depth."""
-        mode = ["--perms", self.hidden_mode] if self.hidden_mode else []
-        views = [(str(path), [*mode, "--tmpfs", str(path)]) for path in self.hidden]
+        views = [(str(path), self.hiding(path)) for path in self.hidden]
         for option, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
             # bwrap refuses to bind a missing path (and would fail every command)
             views += [(str(path), [option, str(path), str(path)]) for path in paths if path.exists()]
@@ -190,6 +192,13 @@ class Sandbox:
         views += [(where, ["--tmpfs", where]) for path in self.secluded for where in self.shown_at(path)]
         masks = [where for socket in self.sockets for where in self.shown_at(Path(socket))]
         return views + [(where, ["--ro-bind", "/dev/null", where]) for where in masks if where not in self.unmasked]
+
+    def hiding(self, path: Path) -> list[str]:
+        """A hidden folder: a home shown as the run's own (what a command leaves there the next one finds), any other
+        a new tmpfs."""
+        if path in self.homes:
+            return ["--bind", str(self.homes[path]), str(path)]
+        return [*(["--perms", self.hidden_mode] if self.hidden_mode else []), "--tmpfs", str(path)]
 
     def shown_at(self, path: Path) -> list[str]:
         """Where the commands see host path `path`: at itself, and inside each mount that shows it elsewhere."""
