@@ -18,7 +18,8 @@ A request with `"stream": true` gets its reply as server-sent events, one chunk 
 `Reply(gate=PATH)` only the first word is sent until PATH exists (not streamed: nothing is).
 `Reply(finish_reason="length")` is a reply cut at the length limit, `Reply(delay=S)` one that starts after S seconds;
 `Reply(pace=S)` streams a chunk every S seconds (a model writing at 1/S tokens per second), `Reply(pings=S)` streams
-nothing but an SSE comment every S seconds (a server alive that produces nothing).
+nothing but an SSE comment every S seconds (a server alive that produces nothing); `server.streamed` says how many
+chunks of how many each streamed reply got out (fewer: the client left).
 GET `/v1/models` lists `models` (`None`: 404); any other path is 404, as a real server's. `server.requests` records
 every request (path, headers, parsed body) in arrival order. POST `/v1/messages` answers the same replies in
 Anthropic's Messages API shape.
@@ -180,6 +181,7 @@ class OpenAIServer:
     hang_seconds: float = 60.0
     requests: list[RecordedRequest] = field(default_factory=list)
     dripped: list[int] = field(default_factory=list)  # bytes each dripping response got out before the client left
+    streamed: list[tuple[int, int]] = field(default_factory=list)  # each streamed reply: (chunks sent, of)
     together: int = 0  # the first `together` requests are answered only once all of them have arrived (else a 500)
     latency: float = 0.0  # seconds before each answer (benchmarks: a remote endpoint's round trip)
     models: list[str] | None = field(default_factory=list)  # GET /v1/models lists these; None: no such route (404)
@@ -338,6 +340,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if asked and server.stream_usage and "usage" in body:
                 chunks.append({**base, "choices": [], "usage": body["usage"]})
             self.close_connection = True
+            sent = 0
             try:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -354,8 +357,11 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                     data = chunk if isinstance(chunk, str) else json.dumps(chunk)
                     self.wfile.write(f"data: {data}\n\n".encode())
                     self.wfile.flush()
+                    sent += 1
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            finally:
+                server.streamed.append((sent, len(chunks) + 1))
 
         def _drip(self, status: int, headers: list[tuple[str, str]], data: bytes, seconds: float) -> None:
             lines = [f"HTTP/1.1 {status} OK", *(f"{name}: {value}" for name, value in headers)]

@@ -42,6 +42,7 @@ from agent_script import (
 )
 from conftest import git, isolated_environ, make_git_repo, wait_for
 from in_process import invoke
+from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
@@ -378,6 +379,34 @@ def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_
         served = [json.loads(line)["tool"] for line in log.read_text().splitlines()]
         assert served == ["request_permission", "request_guidance"]
         assert stop(held.process) == 128 + signal.SIGTERM
+
+
+def test_a_request_whose_client_gives_up_while_it_is_answered_is_cut_short(tmp_path: Path, token: str) -> None:
+    """The model navigator served, warmed up by a first guidance: a permission's reply streams in slowly (a word every
+    0.3 s, a minute and a half in all) and its client gives up after 4 s. The navigator stops reading the reply (the
+    endpoint's stream is closed) and asks nothing more for it, so the guidance asked next is answered at once."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    slow = Reply(text="Thinking " * 300 + "<approve>too late</approve>", pace=0.3)
+    log = tmp_path / "served.jsonl"
+    with OpenAIServer(replies=["<answer>warm</answer>", slow, "<answer>go on</answer>"], models=["m"]) as endpoint:
+        args = ["--model", "m", "--base-url", endpoint.url, "--repo", str(repo), "--log", str(log)]
+        process, url, _ = launch(tmp_path, args, dict(os.environ))
+        try:
+            first = McpNavigator(url).request_guidance("where to start?")
+            with pytest.raises(NavigatorTimeout, match="did not answer within 4 s"):
+                McpNavigator(url, permission_timeout=4).request_permission(PermissionRequest(action="edit a.py"))
+            later = McpNavigator(url).request_guidance("what next?")
+        finally:
+            assert stop(process) == 128 + signal.SIGTERM
+    assert (first.answer, later.answer) == ("warm", "go on")
+    streams = sorted(endpoint.streamed, key=lambda stream: stream[1])  # (chunks sent, of), in any order of their end
+    assert streams[:2] == [(4, 4), (5, 5)] and streams[2][0] < streams[2][1] == 305, endpoint.streamed
+    served = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(entry["tool"], entry.get("error")) for entry in served] == [
+        ("request_guidance", None),
+        ("request_permission", "navigator: the request's client gave up; its answer was cut short"),
+        ("request_guidance", None),
+    ]
 
 
 def listening(host: str, port: int) -> bool:

@@ -5,6 +5,7 @@ permission, review, guidance and planning requests."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
 from llm_ide.call_policy import CallPolicy
+from llm_ide.calls import CallProgress
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import ConfigError, FormatError, ModelError
 from llm_ide.models import Model, ModelTimeLimit, get_model
@@ -19,6 +21,7 @@ from llm_ide.navigator.gate import explorable
 from llm_ide.navigator.protocol import (
     Decision,
     Guidance,
+    NavigatorAbandoned,
     NavigatorError,
     NavigatorTimeout,
     NavigatorUsage,
@@ -93,6 +96,7 @@ class ModelNavigator:
         self.record_call = record_call
         self.calls: list[dict[str, Any]] = []  # the calls not yet taken by `drain`
         self.env: Any = None
+        self.abandoned = threading.Event()  # set by a server whose client gave up: the request under way stops
 
     @classmethod
     def create(
@@ -107,6 +111,7 @@ class ModelNavigator:
         codebase = Codebase.for_settings(env, local)
         navigator = cls(local, model, codebase, task=task)
         navigator.env = env
+        model.listener = navigator.cut_if_abandoned  # type: ignore[attr-defined]  # replies stream in: cut if left
         return navigator
 
     def close(self) -> None:
@@ -239,7 +244,13 @@ class ModelNavigator:
             task=self.task,
         )
 
+    def cut_if_abandoned(self, progress: CallProgress) -> None:
+        if progress.kind == "text" and self.abandoned.is_set():
+            raise NavigatorAbandoned("navigator: the request's client gave up; its answer was cut short")
+
     def _call(self, kind: str, messages: list[Message], deadline: float | None) -> str:
+        if self.abandoned.is_set():
+            raise NavigatorAbandoned("navigator: the request's client gave up; no further model call for it")
         index = self.usage.calls
         try:
             reply, call = self.policy.call(

@@ -75,6 +75,10 @@ class NavigatorTimeout(NavigatorError):
     """No answer within the deadline: the permission and review nodes apply `navigator.timeout_decision`."""
 
 
+class NavigatorAbandoned(NavigatorError):
+    """A served request's client gave up while the navigator answered it: the answer was cut short."""
+
+
 class Navigator(Protocol):
     def request_permission(self, request: PermissionRequest) -> Decision: ...
 

@@ -7,6 +7,7 @@ import hmac
 import ipaddress
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,14 +36,44 @@ LOOPBACK_NAMES = {"localhost"}
 class Answers:
     """The navigator's answers, one request at a time, in their order; each request, its answer (or error) and the
     navigator's own model calls appended to `log` (JSON lines) when there is one. A request whose client gave up while
-    it waited for its turn is not run (the SDK cancels it): the navigator spends nothing on an answer nobody reads."""
+    it waited for its turn is not run (the SDK cancels it): the navigator spends nothing on an answer nobody reads. One
+    whose client gives up while it is answered sets the navigator's `abandoned` event, if it has one (the model
+    navigator: no further model call, a reply streaming in cut); the next request waits for its end all the same."""
 
     def __init__(self, navigator: Navigator, log: Path | None) -> None:
         self.navigator, self.log, self.turn = navigator, log, anyio.Lock()
+        self.abandoned: threading.Event | None = getattr(navigator, "abandoned", None)
 
     async def __call__(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
         async with self.turn:
-            return await anyio.to_thread.run_sync(self.answer, tool, arguments, call)
+            answered = threading.Event()
+            async with anyio.create_task_group() as watching:
+                if self.abandoned is not None:
+                    self.abandoned.clear()
+                    watching.start_soon(self.watch, answered)
+                with anyio.CancelScope(shield=True):  # the navigator answers one request at a time: its end is awaited
+                    result, error = await anyio.to_thread.run_sync(self.settled, tool, arguments, call)
+                answered.set()
+                watching.cancel_scope.cancel()
+            if error is not None:
+                raise error  # out of the task group, which would wrap it in a group the SDK does not read
+            return result
+
+    async def watch(self, answered: threading.Event) -> None:
+        """Until the request is answered: its client leaving (the request cancelled) tells the navigator."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            if not answered.is_set() and self.abandoned is not None:
+                self.abandoned.set()
+
+    def settled(
+        self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]
+    ) -> tuple[Any, Exception | None]:
+        try:
+            return self.answer(tool, arguments, call), None
+        except Exception as error:
+            return None, error
 
     def answer(self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]) -> Any:
         from mcp.server.mcpserver.exceptions import ToolError
