@@ -4,6 +4,7 @@ client and by the driver's `McpNavigator`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -46,7 +47,7 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
-from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
+from llm_ide.navigator.protocol import NavigatorError, NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -407,6 +408,33 @@ def test_a_request_whose_client_gives_up_while_it_is_answered_is_cut_short(tmp_p
         ("request_permission", "navigator: the request's client gave up; its answer was cut short"),
         ("request_guidance", None),
     ]
+
+
+def test_a_second_ctrl_c_stops_the_server_at_once_and_quietly(tmp_path: Path, token: str) -> None:
+    """Ctrl-C stops `navigator serve` gracefully (the request under way would still get its answer, here a minute and
+    a half of streaming); a second Ctrl-C meanwhile stops it at once, exit 130, without the tracebacks of the requests
+    it cut short (uvicorn printed one per request, and one of its lifespan)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    slow = Reply(text="Thinking " * 300 + "<approve>too late</approve>", pace=0.3)
+    with OpenAIServer(replies=[slow], models=["m"]) as endpoint:
+        process, url, _ = launch(
+            tmp_path, ["--model", "m", "--base-url", endpoint.url, "--repo", str(repo)], {**os.environ}
+        )
+        asking = threading.Thread(target=ask_permission, args=(url,), daemon=True)
+        asking.start()
+        wait_for(lambda: any(r.path.endswith("/completions") for r in endpoint.requests), 60, "the model to be asked")
+        process.send_signal(signal.SIGINT)
+        address = urlsplit(url)
+        wait_for(lambda: not listening(address.hostname or "", address.port or 0), 60, "the server to stop listening")
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+    (log,) = tmp_path.glob("serve-*.log")
+    assert code == 130 and "Traceback" not in log.read_text(), log.read_text()
+
+
+def ask_permission(url: str) -> None:
+    with contextlib.suppress(NavigatorError):  # the server goes away unanswered
+        McpNavigator(url, permission_timeout=120).request_permission(PermissionRequest(action="edit a.py"))
 
 
 def listening(host: str, port: int) -> bool:

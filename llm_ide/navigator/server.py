@@ -6,11 +6,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
 import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -229,5 +231,10 @@ def serve(
             await super().startup(sockets)
             if self.started:
                 on_ready(url)
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            if self.force_exit:  # a second Ctrl-C: the requests cut short are no errors to print a traceback of
+                logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
 
     Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
