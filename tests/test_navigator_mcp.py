@@ -364,6 +364,8 @@ def test_sigterm_mid_request_stops_the_server_once_the_answer_is_sent(tmp_path: 
         held.release()
         assert [(a.approved, a.reason, a.by) for a in held.answers] == [(True, "fine: edit a.py", "mcp")]
         assert held.process.wait(timeout=60) == 128 + signal.SIGTERM  # by itself: the one SIGTERM above
+    (log,) = tmp_path.glob("serve-*.log")
+    assert log.read_text() == "navigator: stopping once the request under way is answered\n"
 
 
 def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_path: Path, token: str) -> None:
@@ -412,8 +414,8 @@ def test_a_request_whose_client_gives_up_while_it_is_answered_is_cut_short(tmp_p
 
 def test_a_second_ctrl_c_stops_the_server_at_once_and_quietly(tmp_path: Path, token: str) -> None:
     """Ctrl-C stops `navigator serve` gracefully (the request under way would still get its answer, here a minute and
-    a half of streaming); a second Ctrl-C meanwhile stops it at once, exit 130, without the tracebacks of the requests
-    it cut short (uvicorn printed one per request, and one of its lifespan)."""
+    a half of streaming), and says so; a second Ctrl-C meanwhile stops it at once, exit 130, without the tracebacks of
+    the requests it cut short (uvicorn printed one per request, and one of its lifespan)."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     slow = Reply(text="Thinking " * 300 + "<approve>too late</approve>", pace=0.3)
     with OpenAIServer(replies=[slow], models=["m"]) as endpoint:
@@ -424,12 +426,12 @@ def test_a_second_ctrl_c_stops_the_server_at_once_and_quietly(tmp_path: Path, to
         asking.start()
         wait_for(lambda: any(r.path.endswith("/completions") for r in endpoint.requests), 60, "the model to be asked")
         process.send_signal(signal.SIGINT)
-        address = urlsplit(url)
-        wait_for(lambda: not listening(address.hostname or "", address.port or 0), 60, "the server to stop listening")
+        (log,) = tmp_path.glob("serve-*.log")
+        said = "navigator: stopping once the request under way is answered (Ctrl-C again: at once)\n"
+        wait_for(lambda: said in log.read_text(), 60, "the server to say what it waits for")
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=60)
-    (log,) = tmp_path.glob("serve-*.log")
-    assert code == 130 and "Traceback" not in log.read_text(), log.read_text()
+    assert code == 130 and log.read_text().endswith(said) and "Traceback" not in log.read_text(), log.read_text()
 
 
 def ask_permission(url: str) -> None:

@@ -7,7 +7,9 @@ import hmac
 import ipaddress
 import json
 import logging
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -97,9 +99,8 @@ class Answers:
                     file.write(redact(json.dumps(entry)) + "\n")  # a request may quote a secret or the token
 
 
-def build_server(navigator: Navigator, log: Path | None = None) -> Any:
-    """An `MCPServer` whose tools call `navigator`, one request at a time (a navigator keeps its own context). With
-    `log`, every request, its answer (or error) and the navigator's own model calls are appended there (JSON lines)."""
+def build_server(ask: Answers) -> Any:
+    """An `MCPServer` whose tools call `ask.navigator`, one request at a time (a navigator keeps its own context)."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer(
@@ -109,7 +110,7 @@ def build_server(navigator: Navigator, log: Path | None = None) -> Any:
         "the navigator's usage.",
         log_level="WARNING",
     )
-    ask = Answers(navigator, log)
+    navigator = ask.navigator
 
     @server.tool()
     async def request_permission(
@@ -222,7 +223,8 @@ def serve(
     that carry it (a bearer token)."""
     import uvicorn
 
-    app = build_server(navigator, log).streamable_http_app(transport_security=loopback_only(sock))
+    ask = Answers(navigator, log)
+    app = build_server(ask).streamable_http_app(transport_security=loopback_only(sock))
     app = app if token is None else bearer_only(app, token)
     url = url_of(sock)
 
@@ -233,8 +235,12 @@ def serve(
                 on_ready(url)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            stopping = self.should_exit
             super().handle_exit(sig, frame)
             if self.force_exit:  # a second Ctrl-C: the requests cut short are no errors to print a traceback of
                 logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+            elif not stopping and ask.turn.locked():
+                hint = " (Ctrl-C again: at once)" if sig == signal.SIGINT else ""
+                print(f"navigator: stopping once the request under way is answered{hint}", file=sys.stderr, flush=True)
 
     Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
