@@ -222,7 +222,7 @@ class LocalEnvironment:
             hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
             sandbox = Sandbox(self.bwrap, self.writable, self.readable, hidden, self.network, self.mounts)
             sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
-            sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes and self.home}
+            sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes} if self.home else {}
             return self.confinement.sandboxed(sandbox, command, cwd, self.env)
         if self.containment == "unshare":
             return self._run_namespace().argv(self.confinement.prefix + command, cwd), None

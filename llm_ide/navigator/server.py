@@ -54,7 +54,7 @@ class Answers:
             async with anyio.create_task_group() as watching:
                 if self.abandoned is not None:
                     self.abandoned.clear()
-                    watching.start_soon(self.watch, answered)
+                    watching.start_soon(self.watch, answered, self.abandoned)
                 with anyio.CancelScope(shield=True):  # the navigator answers one request at a time: its end is awaited
                     result, error = await anyio.to_thread.run_sync(self.settled, tool, arguments, call)
                 answered.set()
@@ -63,13 +63,14 @@ class Answers:
                 raise error  # out of the task group, which would wrap it in a group the SDK does not read
             return result
 
-    async def watch(self, answered: threading.Event) -> None:
+    @staticmethod
+    async def watch(answered: threading.Event, abandoned: threading.Event) -> None:
         """Until the request is answered: its client leaving (the request cancelled) tells the navigator."""
         try:
             await anyio.sleep_forever()
         finally:
-            if not answered.is_set() and self.abandoned is not None:
-                self.abandoned.set()
+            if not answered.is_set():
+                abandoned.set()
 
     def settled(
         self, tool: str, arguments: dict[str, Any], call: Callable[[], BaseModel]
