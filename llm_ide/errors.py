@@ -78,6 +78,10 @@ class ConfigError(UsageError, ValueError):
     """A configuration file or value that does not validate; the message names the file and the key path."""
 
 
+class ThreadMismatchError(UsageError, ValueError):
+    """The thread names a run of another task: going on would mix two tasks in one history."""
+
+
 class CheckpointError(UsageError):
     """The checkpoint store cannot be opened (unknown scheme, unreachable database, unwritable file)."""
 

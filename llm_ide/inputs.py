@@ -3,6 +3,7 @@ check that turns a missing one into one clear message instead of a KeyError deep
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Required
 
 from typing_extensions import TypedDict  # pydantic (Studio's schemas) needs it on Python < 3.12
@@ -52,3 +53,6 @@ def require_inputs(state: dict[str, Any]) -> None:
     if missing:
         wanted = "; ".join(f"`{name}` ({REQUIRED[name]})" for name in missing)
         raise InputError(f"the graph input needs {wanted}")
+    if not Path(state["repo"]).expanduser().is_absolute():  # (relative: to the server's folder, no user's choice)
+        repo = state["repo"]
+        raise InputError(f"the graph input's `repo` must be an absolute path on the server's machine, not {repo!r}")

@@ -40,7 +40,6 @@ from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight
 from llm_ide.run.setup import build_context
-from llm_ide.run.thread import ThreadMismatchError
 from llm_ide.sampling.variant import Sampling
 from llm_ide.secrets import redact
 from llm_ide.settings import register_config_secrets
@@ -89,17 +88,19 @@ class StreamWarnings(logging.Handler):
     """The model's and the environment's warnings (a call's retry and why, an unsandboxed command), as the command
     line shows them: a note event in the stream of the run whose node logged it (outside a run: only logged)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
         super().__init__(logging.WARNING)
+        self.set_name(name)
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(RuntimeError):  # no graph run in this context
             get_stream_writer()({"event": "note", "level": "warning", "text": redact(record.getMessage())})
 
 
-WARNINGS = StreamWarnings()
-for name in ("llm_ide.models", "llm_ide.environment"):
-    logging.getLogger(name).addHandler(WARNINGS)
+WARNINGS = StreamWarnings("llm_ide.studio.stream")
+for logger in map(logging.getLogger, ("llm_ide.models", "llm_ide.environment")):
+    if all(handler.get_name() != WARNINGS.get_name() for handler in logger.handlers):  # the server loads this file
+        logger.addHandler(WARNINGS)  # once per graph of langgraph.json: one handler, or each warning comes thrice
 
 
 def thread_folder(thread: str) -> Path:
@@ -193,24 +194,12 @@ def thread_id() -> str:
     return str(get_config().get("configurable", {}).get("thread_id", "studio"))
 
 
-def check_thread_task(state: dict[str, Any]) -> None:
-    """A thread is one task's: a run given another (LangGraph has already written it into the state) is refused
-    before anything runs, its thread's outcome left as it was (the command line refuses such a --thread-id)."""
-    started = state.get("thread_task")
-    if started is not None and state.get("task") != started:
-        raise ThreadMismatchError(
-            f"thread {thread_id()} is a run of another task ({' '.join(started.split())[:80]!r}); "
-            "start a new thread (or give the same task to resume)"
-        )
-
-
 def bind(node: Node, run: StudioRun) -> Node:
     """`node` with the run's context; an error of ours becomes the run's exit status and message; a run that ends
     gets its patch."""
 
     def studio_node(state: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         run.progress.writer = runtime.stream_writer
-        check_thread_task(state)  # raised to the server: the thread's state keeps its outcome
         if run.ended_before is None:
             run.ended_before = bool(state.get("exit_status"))
         if run.ended_before:  # its outcome stays as it is: nothing is set up or run again
@@ -227,8 +216,6 @@ def bind(node: Node, run: StudioRun) -> Node:
             raise RuntimeError(f"{type(error).__name__}: {error}") from error
         if not state.get("base_commit") and run.base:
             update["base_commit"] = run.base
-        if "thread_task" not in state and isinstance(state.get("task"), str):
-            update["thread_task"] = state["task"]
         if update.get("exit_status") and not state.get("exit_status"):
             update["submission"] = run.patch()
             run.ended = True  # in Studio a run with an exit status is done (no driver resumes it)

@@ -73,12 +73,13 @@ TARGETS = {
     "fmt_skips": 10,
     "status_files": 3,
     "reading_path_files": 45,  # the goal is 24 (issue 39); 20 are the step's own, 25 what its `bash` action needs
-    "reading_path_lines": 6723,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
+    "reading_path_lines": 6732,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
     # r55: workspace/lifecycle.py imports the environments' interface from environments/base.py (+1); r62: the
     # variants' `check` before a run (variant.py +14: every door checks a navigator's or a sampler's model), the calls
     # paid at steps that never completed counted (run/trajectory.py +37), a command event's step (run/single.py +3);
     # r64: a cost limit says which one (nodes/update_activity.py, -2 with a call written shorter); r65: the sandboxed
-    # commands' home is the run's own folder, kept from command to command (environments/local.py, sandbox.py +13)
+    # commands' home is the run's own folder, kept from command to command (environments/local.py, sandbox.py +13);
+    # r66: a thread's task refused as a run's input is applied, not by Studio's first node (state/graph_state.py +9)
     "protocol_members": 12,
     "protocol_members_used_once": 0,
     "format_reads": 0,

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 from pathlib import Path
 
 import pytest
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, review, scripts
 from conftest import make_git_repo
+from langgraph.checkpoint.memory import InMemorySaver
 from test_studio import studio  # noqa: F401 - the fixture: langgraph dev on a free loopback port
+
+from llm_ide.attempts.studio import graph
+
+
+def worktrees(repo: Path) -> list[str]:
+    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=repo, capture_output=True, text=True)
+    return [line.removeprefix("worktree ") for line in listed.stdout.splitlines() if line.startswith("worktree ")]
+
+
+def test_the_attempts_worktrees_go_when_the_served_run_ends(tmp_path: Path) -> None:
+    """As the server runs it (in process): each attempt works in a worktree of the repository, removed at the end."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
+    }  # fmt: skip
+
+    async def run() -> dict:
+        async with graph({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": InMemorySaver()})
+            return await served.ainvoke(inputs, {"configurable": {"thread_id": "worktrees"}})
+
+    final = asyncio.run(run())
+    assert final["chosen"] == 1 and "+    return x + x\n" in final["submission"]
+    assert (tmp_path / "out" / "attempt1" / f"{final['attempts'][0]['run_id']}.traj.json").is_file()
+    assert worktrees(repo) == [str(repo.resolve())] and not (tmp_path / "out" / "attempt1" / "repo").exists()
+    assert (repo / "calc.py").read_text() == FILES["calc.py"]  # the user's repository untouched
 
 
 @pytest.mark.slow
@@ -37,3 +68,4 @@ def test_langgraph_dev_runs_the_attempts_graph(studio: str, tmp_path: Path) -> N
     assert final["chosen"] == 2 and final["chosen_by"] == "accept_score"
     assert "+    return x + x\n" in final["submission"]
     assert (tmp_path / "out" / "attempt2" / f"{final['attempts'][1]['run_id']}.traj.json").is_file()
+    assert worktrees(repo) == [str(repo.resolve())]  # each attempt's removed at the run's end

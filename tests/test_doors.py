@@ -114,6 +114,35 @@ def test_the_python_api_raises_the_line_the_command_line_prints(
     untouched(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ({"task": None}, "the run's `task` must be text, not NoneType None"),
+        ({"task": 5, "model": ["m"]}, "the run's `task` must be text, not int 5; `model` must be text, not list ['m']"),
+        ({"base_url": 8080}, "the run's `base_url` must be text, not int 8080"),
+    ],
+)
+@pytest.mark.parametrize("door", [run_task, run_attempts])
+def test_the_python_api_says_which_argument_has_the_wrong_type(
+    tmp_path: Path, door: Any, given: dict[str, Any], line: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    values = {"task": "Fix Cart.total.", "model": write_script(tmp_path / "s.yaml", FIX_SCRIPT), "repo": repo} | given
+    with pytest.raises(UsageError) as raised:
+        door(values.pop("task"), settings=load_config(), output_dir=tmp_path / "out", run_id="r", **values)
+    assert str(raised.value) == line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_python_api_takes_its_paths_as_text(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "fix.yaml", FIX_SCRIPT)
+    out = str(tmp_path / "out")
+    settings = load_config(environment={"tools": []})
+    result = run_task("Fix Cart.total.", model=model, settings=settings, repo=str(repo), output_dir=out, run_id="r")
+    assert result.exit_status == "submitted" and result.trajectory_path == tmp_path / "out" / "r.traj.json"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_command_line_prints_it_and_exits_2(tmp_path: Path, name: str) -> None:
     inputs, env, line = case(tmp_path, name)

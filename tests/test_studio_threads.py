@@ -5,6 +5,7 @@ the baseline and its warning, a model call's retry)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from openai_server import OpenAIServer, Reply
 from test_studio import BUGGY, SCRIPT, TEST
 
-from llm_ide.run.thread import ThreadMismatchError
+from llm_ide import studio
+from llm_ide.errors import ThreadMismatchError
 from llm_ide.studio import graph
 
 TASK = "Fix to_fahrenheit."
 QUIET = {"environment": {"tools": []}}
 
 
-def served_run(saver: InMemorySaver, thread: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+def served_run(saver: InMemorySaver, thread: str, inputs: dict[str, Any] | None) -> tuple[dict[str, Any], list[dict]]:
     """One server run on `thread` (the graph made anew, as the server's factory makes it for each run): its final
     values and its custom events."""
 
@@ -72,8 +74,12 @@ def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_
     assert said[2] == ("warning", said[2][1]) and said[2][1].startswith("warning: the repository has uncommitted ")
     assert "(notes.txt)" in said[2][1] and len(said) == 4
 
-    with pytest.raises(ThreadMismatchError, match=r"^thread t1 is a run of another task \('Fix to_fahrenheit.'\); "):
-        served_run(saver, "t1", {**inputs, "task": "Another task entirely."})
+    refused = r"^the thread is a run of another task \('Fix to_fahrenheit.'\); start a new thread \(or give the same "
+    for given in ({**inputs, "task": "Another task entirely."}, None):  # (nothing given: the refused input again)
+        with pytest.raises(ThreadMismatchError, match=refused):
+            served_run(saver, "t1", given)
+        kept = saver.get_tuple({"configurable": {"thread_id": "t1"}}).checkpoint["channel_values"]
+        assert (kept["task"], kept["exit_status"], kept["submission"]) == (TASK, "submitted", first["submission"])
     again, events = served_run(saver, "t1", inputs)  # the same task: the thread's outcome, nothing run again
     assert {key: again[key] for key in ("exit_status", "submission", "usage", "operations")} == {
         key: first[key] for key in ("exit_status", "submission", "usage", "operations")
@@ -87,6 +93,7 @@ def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_
         ({"config": "agent: {}"}, "`config` must be a mapping of settings, as a --config file holds, not str 'agent"),
         ({"repo": 5}, "`repo` must be text, not int 5"),
         ({"model": 5, "config": [1]}, "`model` must be text, not int 5; `config` must be a mapping of settings"),
+        ({"repo": "repo"}, "`repo` must be an absolute path on the server's machine, not 'repo'"),
     ],
 )
 def test_an_input_of_the_wrong_type_ends_the_run_with_one_line(tmp_path: Path, given: dict, line: str) -> None:
@@ -98,6 +105,10 @@ def test_an_input_of_the_wrong_type_ends_the_run_with_one_line(tmp_path: Path, g
 
 
 def test_a_model_calls_retry_is_a_warning_in_the_stream(tmp_path: Path) -> None:
+    for copy in ("sampled", "navigator"):  # the server loads the file once per graph of langgraph.json
+        spec = importlib.util.spec_from_file_location(f"studio_{copy}", Path(studio.__file__))
+        assert spec is not None and spec.loader is not None
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
     repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY})
     replies = [Reply(status=500, error_message="overloaded"), *single_call([act("Nothing to change.", "submit")])]
     config = {**QUIET, "model": {"retry_base_delay": 0.01, "retry_max_delay": 0.02}}

@@ -1,9 +1,9 @@
 """LangGraph Studio (`langgraph dev`): the attempts graph, as langgraph.json exports it (`llm-ide-attempts`).
 
 Its input is the agent graph's (`task`, `repo`, `model`, optionally `base_url`, `config`) plus `output`, the folder
-of the attempts' own runs (default `runs/<thread id>`); the server supplies the checkpointer of the outer graph. The
-run's context is built from the input by its first node, for this server call alone; an input it refuses (the checks of
-a run's preflight) ends the run at once, the line its `error`."""
+of the attempts' own runs (default `runs/<thread id>`; their worktrees removed at the run's end); the server supplies
+the checkpointer of the outer graph. The run's context is built from the input by its first node, for this server
+call alone; an input it refuses (the checks of a run's preflight) ends the run at once, the line its `error`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from langgraph.config import get_config
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, studio_context
+from llm_ide.attempts.choose import choose
+from llm_ide.attempts.context import AttemptsContext, remove_worktrees, studio_context
 from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.errors import UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput
@@ -42,7 +43,10 @@ async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
             except UsageError as error:  # a bad input ends the run at once, its line the run's error (as the agent's)
                 refused.append(error)
                 return {"pending": [], **ended(error)}
-            return node(state, runtime.override(context=ctx))
+            update = node(state, runtime.override(context=ctx))
+            if node is choose:  # the run is over: the attempts' worktrees go, as at the command line's end
+                remove_worktrees(ctx, [record["index"] for record in state.get("attempts", [])])
+            return update
 
         studio_node.__name__ = node.__name__
         return studio_node

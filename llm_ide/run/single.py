@@ -21,7 +21,7 @@ from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
-from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, ending, status_of
+from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep, Keep
 from llm_ide.graph import ENDING, after_render, build_graph
@@ -96,9 +96,19 @@ class Listeners:
         return tell
 
 
+FIELDS = (("task", str, "text"), ("model", str, "text"), ("run_id", str, "text"), ("base_url", str | None, "text"))
+
+
 def check_request(request: RunRequest) -> None:
-    """The preflight of a run the Python API is given: its task, limits, repository, model and what its variants
-    need (llm_ide/run/preflight.py), as the command line checks its own."""
+    """The preflight of a run the Python API is given: its fields' types, its task, limits, repository, model and
+    what its variants need (llm_ide/run/preflight.py), as the command line checks its own."""
+    wrong = [
+        f"`{name}` must be {said}, not {type(value).__name__} {value!r:.60}"
+        for name, kind, said in FIELDS
+        if not isinstance(value := getattr(request, name), kind)
+    ]
+    if wrong:
+        raise UsageError(f"the run's {'; '.join(wrong)}")
     variants = compose(request.settings, request.variants)
     preflight(
         request.model,

@@ -12,17 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import UsageError, install_signal_policy
+from llm_ide.errors import ThreadMismatchError, UsageError, install_signal_policy
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import RunStateError, thread_lock
 from llm_ide.run.logfile import run_log
 from llm_ide.settings import CoreSettings, register_config_secrets
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class ThreadMismatchError(UsageError, ValueError):
-    """The thread id names a run of another task: resuming it would mix two tasks in one history."""
 
 
 def prepare_output(output_dir: Path, run_id: str) -> Path:

@@ -7,15 +7,25 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Studio's schemas) needs it on Python < 3.12
 
-from llm_ide.errors import ExitStatus
+from llm_ide.errors import ExitStatus, ThreadMismatchError
 from llm_ide.state.context import Chunk, Scope
 from llm_ide.state.operations import OperationNode, merge_operations
+
+
+def one_task(kept: str, given: str) -> str:
+    """A thread is one task's: a run given another is refused as its input is applied (the thread left as it was)."""
+    if kept and given != kept:
+        summary = " ".join(kept.split())[:80]
+        raise ThreadMismatchError(
+            f"the thread is a run of another task ({summary!r}); start a new thread (or give the same task to resume)"
+        )
+    return given
 
 
 class AgentInput(TypedDict, total=False):
     """What a run starts from (the fields LangGraph Studio asks for)."""
 
-    task: str
+    task: Annotated[str, one_task]
     repo: str
     model: str
     base_url: str
@@ -48,7 +58,6 @@ class RunState(AgentInput, total=False):
     exit_status: ExitStatus | None
     error: str  # LangGraph Studio: the message of the error that ended the run
     submission: str  # LangGraph Studio: the patch, when the run has ended
-    thread_task: str  # LangGraph Studio: the task of the thread's first run (a later run of another is refused)
 
 
 class MemoryBase(TypedDict):
