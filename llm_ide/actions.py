@@ -128,6 +128,8 @@ def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     if text is None:
         return ActionOutcome(ws.observe("view_missing", path=path), 1)
     lines = text.split("\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # (the newline that ends the last line starts none)
     start = max(1, _int(params, "start_line", 1))
     end = _int(params, "end_line", start + ws.view_max_lines - 1)
     end = min(max(start, end), len(lines), start + ws.view_max_lines - 1)

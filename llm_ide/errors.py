@@ -158,9 +158,16 @@ class FormatError(ValueError):
 
 
 class FormatErrors(LlmIdeError):
-    """The model's replies could not be used `agent.max_format_errors` times in a row: `format_error`."""
+    """The model's replies could not be used `agent.max_format_errors` times in a row: `format_error`; the message
+    ends with the last one's reason (no later call says it: the inspector reads it there)."""
 
     exit_status = ExitStatus.FORMAT_ERROR
+    LAST = "; the last: "
+
+    @classmethod
+    def after(cls, count: int, limit: int, reason: str) -> FormatErrors:
+        said = f"{count} replies in a row could not be used (agent.max_format_errors: {limit})"
+        return cls(said + cls.LAST + (reason.strip().split("\n", 1)[0] or "(no reason)"))
 
 
 class TurnLimit(LlmIdeError):

@@ -51,7 +51,7 @@ def run_once(ctx: AgentContext, node: OperationNode, before: str | None, deadlin
             outcome = execute_action(ws, node.action_type, node.action_params)
             if node.action_type != "bash":
                 return outcome
-            return replace(outcome, observation=f"{ws.observe('rerun')}\n{outcome.observation}")
+            return replace(outcome, observation=f"{outcome.observation}\n{ws.observe('rerun')}".lstrip("\n"))
         if (told := started_before(ws, node)) is not None:
             return told
     ctx.intents.begin(node.id, node.action_type)

@@ -47,7 +47,7 @@ def ws(tmp_path: Path) -> Codebase:
 def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Codebase) -> None:
     outcome = execute_action(ws, "view", {"path": "./app/greet.py", "start_line": 4, "end_line": 40})
     assert outcome.observation.splitlines() == [
-        "app/greet.py (14 lines), lines 4-8:",
+        "app/greet.py (13 lines), lines 4-8:",
         "     4\tclass Greeter:",
         "     5\t    def hello(self, name):",
         "     6\t        return f'hello {name}'",
@@ -58,6 +58,11 @@ def test_view_caps_the_window_and_splits_accessed_code_per_scope(ws: Codebase) -
         Scope("app/greet.py", (4, 7), "Greeter", ""),
         Scope("app/greet.py", (5, 6), "Greeter", "hello"),
         Scope("app/greet.py", (8,), "Greeter", "bye"),
+    ]
+    tail = execute_action(ws, "view", {"path": "README.md", "start_line": 28})  # (the file ends with a newline)
+    assert tail.observation.splitlines() == [
+        "README.md (30 lines), lines 28-30:",
+        *(f"{n:>6}\tline {n}" for n in (28, 29, 30)),
     ]
     assert execute_action(ws, "view", {"path": "nope.py"}).returncode == 1
     bad = execute_action(ws, "view", {"path": "../etc/passwd"})

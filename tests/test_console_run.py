@@ -10,12 +10,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import in_terminal, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
+
+from llm_ide.run.outputs import describe_action
 
 REPLIES = single_call(FIX_SCRIPT)
 FIRST_THOUGHT = "Read the cart's total[1](shop/cart.py:11)."
@@ -99,7 +102,7 @@ def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None
     assert full.returncode == 0, full.stderr
     lines = full.stdout.splitlines()
     start = lines.index("rejected replies (format errors): 1")
-    assert lines[start + 1].startswith("✗ call 0 (step 1, act): Your response could not be used: missing the action")
+    assert lines[start + 1].startswith("✗ call 0 (step 1, act): missing the action")
     assert lines[start + 2] == f"    {garbage}"
     plain = run(["inspect", trajectory])
     assert "rejected replies" not in plain.stdout
@@ -110,9 +113,16 @@ def test_inspect_full_shows_the_rejected_replies_and_why(tmp_path: Path) -> None
     full = run(["inspect", "--full", str(tmp_path / "two" / "out" / "t.traj.json")])
     rejected = [line for line in full.stdout.splitlines() if line.startswith("✗ call ")]
     assert [line.split(":", 1)[0] for line in rejected] == [f"✗ call {i} (step 1, act)" for i in range(3)]
-    assert all("Your response could not be used" in line for line in rejected[:2])
-    assert rejected[2].endswith("the run ended on it (agent.max_format_errors reached); its reason is not recorded")
+    reasons = [line.split(": ", 1)[1] for line in rejected]  # the last one's read from the run's error
+    assert reasons[0].startswith("missing the action") and reasons == [reasons[0]] * 3
+    ended_by = "3 replies in a row could not be used (agent.max_format_errors: 3); the last: "
+    assert f"ended: {ended_by}{reasons[0]}" in full.stdout
     assert "    three" in full.stdout.splitlines()
+    page = tmp_path / "two" / "page.html"
+    assert run(["inspect", str(tmp_path / "two" / "out" / "t.traj.json"), "--html", str(page)]).returncode == 0
+    html = page.read_text()
+    assert f"<b>ended:</b> {ended_by}{reasons[0]}" in html and "Rejected replies (format errors): 3" in html
+    assert [html.count(f"✗ call {i} (step 1, act): {reasons[0]}") for i in range(3)] == [1, 1, 1]
 
 
 LESSON = "The odd-length branch of median is correct (median([3, 1, 2]) == 2); only even-length input is wrong."
@@ -136,3 +146,16 @@ def test_an_operation_judged_a_failed_alternative_is_told_with_its_lesson_once_i
     steps = [line for line in lines if line.startswith("step ")]
     assert steps[1].startswith("step   2 bash: python3 -c") and steps[3] == "step   3 edit calc/stats.py"
     assert steps[2] == told and [line for line in lines if "✗" in line] == [told]
+
+
+@pytest.mark.parametrize(
+    ("params", "label"),
+    [
+        ({"path": "a.py"}, "view a.py"),  # the whole file: no range (it read `a.py:1-` before)
+        ({"path": "a.py", "start_line": 3}, "view a.py:3-"),
+        ({"path": "a.py", "start_line": 3, "end_line": 9}, "view a.py:3-9"),
+        ({"path": "a.py", "end_line": 9}, "view a.py:1-9"),
+    ],
+)
+def test_a_view_steps_line_names_the_lines_asked_for(params: dict[str, int | str], label: str) -> None:
+    assert describe_action(SimpleNamespace(action_type="view", action_params=params)) == label

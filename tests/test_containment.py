@@ -278,9 +278,16 @@ def test_writable_setting_adds_paths_and_a_missing_one_is_skipped(tmp_path: Path
     assert (tmp_path / "cache" / "entry").read_text() == "hit\n" and not (tmp_path / "other").exists()
 
 
-def test_an_unsandboxed_run_says_so_on_the_console(tmp_path: Path) -> None:
-    """Without bwrap, local commands run on the host as they are: the user reads it at the start of the run, not only
-    in the log file."""
+NO_BWRAP = "bubblewrap (bwrap) is not installed", "install the bubblewrap package, or allow user namespaces"
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "said"),
+    [("bwrap", NO_BWRAP), ("none", ("environment.sandbox is none", "environment.sandbox: bwrap"))],
+)
+def test_an_unsandboxed_run_says_so_on_the_console(tmp_path: Path, sandbox: str, said: tuple[str, str]) -> None:
+    """Without bwrap (none on PATH, or `environment.sandbox: none`), local commands run on the host as they are: the
+    user reads it at the start of the run, not only in the log file."""
     bin_dir = tmp_path / "bin"  # every program of PATH but bwrap
     bin_dir.mkdir()
     for folder in os.environ["PATH"].split(os.pathsep):
@@ -291,18 +298,19 @@ def test_an_unsandboxed_run_says_so_on_the_console(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     script = [act("List it.", "bash", command="ls"), reflect(False, "Listed."), act("Done.", "submit")]
     model = write_script(tmp_path / "s.yaml", script)
-    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    (config := tmp_path / "c.yaml").write_text(f"environment: {{tools: [], sandbox: {sandbox}}}\n")
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(config)]
     done = subprocess.run(
         [sys.executable, "-m", "llm_ide", *args, "--output", str(tmp_path / "out")],
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": str(bin_dir)},
+        env={**os.environ, **({"PATH": str(bin_dir)} if sandbox == "bwrap" else {})},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    problem, remedy = said
     warning = (
-        "bubblewrap (bwrap) is not installed: local commands run unsandboxed, with access to the whole machine and "
-        "the agent's environment (install the bubblewrap package, or allow user namespaces, to contain them)"
+        f"{problem}: local commands run unsandboxed, with access to the whole machine and the agent's environment "
+        f"({remedy}, to contain them)"
     )
     assert done.stderr.splitlines()[0] == warning
     assert done.stdout.index("… starting environment") < done.stdout.index("step   1 bash: ls")

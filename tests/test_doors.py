@@ -18,6 +18,7 @@ import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
 from conftest import make_git_repo
 from in_process import invoke
+from openai_server import OpenAIServer
 from swebench_fixtures import build_dataset
 
 from llm_ide.attempts.run import run_attempts
@@ -55,6 +56,12 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             {},
             f"{script} is a file, not a repository: give the folder of a git repository",
         ),
+        "a subfolder": (
+            {"repo": repo / "shop", "model": f"scripted:{script}"},
+            {},
+            f"{repo / 'shop'} is a folder inside the git repository {repo}: give the repository's own folder (the "
+            "run's patch is the change of the whole repository against its commit)",
+        ),
         "no key": (
             {"repo": repo, "model": "openai:gpt-5-mini"},
             {},
@@ -87,7 +94,16 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
     return cases[name]
 
 
-NAMES = ["not a repository", "a file", "no key", "unreachable", "no scheme", "empty script", "empty provider model"]
+NAMES = [
+    "not a repository",
+    "a file",
+    "a subfolder",
+    "no key",
+    "unreachable",
+    "no scheme",
+    "empty script",
+    "empty provider model",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -134,6 +150,28 @@ def test_the_python_api_says_which_argument_has_the_wrong_type(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ({"run_id": None}, "the run needs run_id"),
+        ({"run_id": None, "output_dir": None}, "the run needs output_dir, run_id"),
+        ({"step_limit": 3}, "the run takes no argument step_limit (step_limit is a setting: load_config(agent="),
+        ({"settings": "default"}, "the run's `settings` must be settings (load_config(...)), not str 'default'"),
+    ],
+)
+def test_the_python_api_says_which_argument_is_missing_or_unknown(
+    tmp_path: Path, given: dict[str, Any], line: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    values = {"model": "scripted:none.yaml", "settings": load_config(), "repo": repo, "output_dir": tmp_path / "out"}
+    values = {key: value for key, value in (values | {"run_id": "r"} | given).items() if value is not None}
+    for door in (run_task, run_attempts):
+        with pytest.raises(UsageError) as raised:
+            door("Fix Cart.total.", **values)
+        assert str(raised.value).startswith(line)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_python_api_takes_its_paths_as_text(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "fix.yaml", FIX_SCRIPT)
@@ -141,6 +179,23 @@ def test_the_python_api_takes_its_paths_as_text(tmp_path: Path) -> None:
     settings = load_config(environment={"tools": []})
     result = run_task("Fix Cart.total.", model=model, settings=settings, repo=str(repo), output_dir=out, run_id="r")
     assert result.exit_status == "submitted" and result.trajectory_path == tmp_path / "out" / "r.traj.json"
+
+
+def test_https_to_a_plain_http_endpoint_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    """A local server given as https:// got through (its port answers): the run set up, then failed its first call
+    after every retry, a minute later, saying nothing of TLS."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=["never asked"]) as server:
+        url = server.url.replace("http://", "https://")
+        line = f"model tls-model: {url} does not answer TLS (wrong version number); for a plain HTTP server give "
+        with pytest.raises(UsageError) as raised:
+            run_task("t", model="tls-model", settings=load_config(), repo=repo, output_dir=tmp_path / "out",
+                     run_id="r", base_url=url)  # fmt: skip
+        assert str(raised.value) == line + server.url
+        argv = ["run", "--repo", str(repo), "--task", "t", "--model", "tls-model", "--base-url", url]
+        done = invoke(*argv, "--output", str(tmp_path / "out"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
+        assert (done.returncode, done.stderr) == (2, f"error: {line}{server.url}\n") and server.hits == 0
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -168,6 +223,22 @@ def studio_run(inputs: dict[str, Any], thread: str) -> dict[str, Any]:
             return await served.ainvoke({"task": "Fix Cart.total.", **inputs}, config)
 
     return asyncio.run(run())
+
+
+def test_an_environment_without_its_image_is_one_line_at_every_door(tmp_path: Path) -> None:
+    """A docker run without an image started (its folder, its log, its trajectory) and ended `environment_error`."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", ["never used"])
+    line = "the docker environment needs an image: give --image"
+    with pytest.raises(UsageError, match=f"^{line} IMAGE \\(or environment.image\\)$"):
+        run_task("t", model=model, settings=load_config(), repo=repo, output_dir=tmp_path / "out", run_id="r",
+                 environment="docker")  # fmt: skip
+    argv = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--environment", "docker"]
+    done = invoke(*argv, "--output", str(tmp_path / "out"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
+    assert (done.returncode, done.stderr) == (2, f"error: {line} IMAGE (or environment.image)\n")
+    final = studio_run({"repo": str(repo), "model": model, "config": {"environment": {"type": "docker"}}}, "no-image")
+    assert (final["exit_status"], final["error"]) == ("error", f"{line} IMAGE (or environment.image)")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -12,7 +12,7 @@ from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 from in_process import invoke
 
-WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt"
+WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt; echo wrote two"
 
 
 def llm_ide(*args: str, cwd: Path) -> subprocess.Popen:
@@ -66,7 +66,8 @@ def test_sigkill_mid_command_then_resume_loses_nothing_and_runs_it_again_once(tm
         (3, 2, "Done."),
     ]
     assert (repo / "trail.txt").read_text() == "one\ntwo\nthree\n"  # the killed command ran again, once in all
-    assert traj["operations"][1]["observation"].startswith("[The run was stopped while this command ran. The reposi")
+    assert traj["operations"][1]["observation"].startswith("wrote two\n[The run was stopped while this command ran.")
+    assert "\n         → wrote two  " in second.stdout  # its output, the note after it
     assert [c["index"] for c in traj["model_calls"]] == list(range(4))  # one call per step
     assert [c["kind"] for c in traj["model_calls"]] == ["act"] * 4
     readme = next(c for c in traj["code_context"] if c["file_path"] == "README.md")

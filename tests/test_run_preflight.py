@@ -38,7 +38,11 @@ def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Compl
         ),
         (["--model", "nosuchprovider-x:y"], {"OPENAI_API_KEY": "k"}, "error: could not reach model"),
         (["--model", "openai:x", "--base-url", "http://127.0.0.1:{port}/v1"], {"OPENAI_API_KEY": "k"}, None),
-        (["--model", "openai:x", "--environment", "docker"], {}, "error: model openai:x: OPENAI_API_KEY is not set"),
+        (
+            ["--model", "openai:x", "--environment", "docker", "--image", "i"],
+            {},
+            "error: model openai:x: OPENAI_API_KEY is not set",
+        ),
         (
             ["--model", "opneai:gpt-5-mini"],
             {"OPENAI_API_KEY": "k"},

@@ -113,9 +113,9 @@ def test_a_model_calls_retry_is_a_warning_in_the_stream(tmp_path: Path) -> None:
     replies = [Reply(status=500, error_message="overloaded"), *single_call([act("Nothing to change.", "submit")])]
     config = {**QUIET, "model": {"retry_base_delay": 0.01, "retry_max_delay": 0.02}}
     with OpenAIServer(replies=replies, models=None) as server:
-        inputs = {"task": TASK, "repo": str(repo), "model": "local-model", "base_url": server.url, "config": config}
+        inputs = {"task": TASK, "repo": str(repo), "model": "retried-model", "base_url": server.url, "config": config}
         final, events = served_run(InMemorySaver(), "retried", inputs)
     assert final["exit_status"] == "submitted" and server.hits == 2
     unpriced, retry = [text for level, text in notes(events) if level == "warning"]  # as the console shows them
-    assert unpriced.startswith("model local-model has no price in the config's model.prices")
-    assert retry.startswith("model local-model: ") and "overloaded" in retry and "; retry 1/" in retry
+    assert unpriced.startswith("model retried-model has no price in the config's model.prices")
+    assert retry.startswith("model retried-model: ") and "overloaded" in retry and "; retry 1/" in retry

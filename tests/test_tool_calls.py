@@ -28,7 +28,7 @@ from llm_ide.composition import BUNDLED
 from llm_ide.config import load_config
 from llm_ide.errors import FormatError, ModelError
 from llm_ide.exchange import TEXT, TOOLS, Offer, exchange_for
-from llm_ide.inspector.rejected import ENDED, rejected_replies
+from llm_ide.inspector.rejected import rejected_replies
 from llm_ide.models import get_model
 from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.prompting import render_string
@@ -104,7 +104,7 @@ def test_a_run_whose_actions_are_tools_fixes_the_cart_over_openai_wire(
         {"id": "call_0", "type": "function", "function": {"name": "view", "arguments": arguments}}
     ]  # the second call of that reply was not run and is not in the history
     assert outcome["role"] == "tool" and outcome["tool_call_id"] == "call_0"
-    assert outcome["content"].startswith("### Operation 0 (return code 0)\n```\nshop/cart.py (16 lines)")
+    assert outcome["content"].startswith("### Operation 0 (return code 0)\n```\nshop/cart.py (15 lines)")
     assert instruction == {"role": "user", "content": JUDGE_0}
     assert "Call exactly one in each reply" in system["content"] and "<view>" not in system["content"]
     assert "and one tool call: the action" in system["content"]
@@ -210,9 +210,9 @@ def test_unusable_tool_calls_are_format_errors_said_to_the_model_and_the_run_rec
     assert [(c["name"], c["arguments"]) for c in calls[0]["tool_calls"]] == [("open_file", '{"path": "shop/cart.py"}')]
     assert calls[2]["response"] == "I think the loop is wrong." and "tool_calls" not in calls[2]
     why = rejected_replies(calls, info)  # what `llm-ide inspect --full` and the page show
-    assert why[0].startswith("Your response could not be used: unknown tool 'open_file'")
-    assert why[1].startswith("Your response could not be used: `view`: the action's parameters are not valid JSON")
-    assert why[2] == ENDED
+    assert why[0].startswith("unknown tool 'open_file'; the tools are view, view_symbol,")
+    assert why[1].startswith("`view`: the action's parameters are not valid JSON (Expecting property name")
+    assert why[2] == info["error"].partition("; the last: ")[2] != "" and why[2].startswith("no tool call")
 
 
 def two_call_tool_script() -> list[Any]:

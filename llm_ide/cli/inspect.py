@@ -106,6 +106,8 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
     priced = run_priced(info)
     heading = escape(str(info.get("run_id", trajectory.stem)))
     screen.print(operation_tree(heading, info, operations, usage_text(stats, priced), full, cropped=screen.is_terminal))
+    if info.get("error"):  # why a run that did not submit ended
+        screen.print(f"[bold]ended:[/] {escape(terminal_safe(str(info['error'])))}")
     print_choice_and_messages(screen, info)
     screen.print(calls_table(calls, priced))
     if full:

@@ -101,7 +101,8 @@ def run(
     from llm_ide.priced import has_price
     from llm_ide.run.single import Listeners, RunRequest
 
-    check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=compose(settings, given))
+    variants, asked = compose(settings, given), (kind, image)
+    check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
     check_terminal(settings)
     priced = has_price(model, settings.model.prices)
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")

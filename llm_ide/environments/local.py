@@ -18,7 +18,7 @@ from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_adopted, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, bwrap_path, hidden_paths, resolve_inside
+from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside, sandbox_path
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
 from llm_ide.environments.views import check_mount_point, git_paths, readable_paths
@@ -141,7 +141,7 @@ class LocalEnvironment:
         self.env = {**scrubbed_environ(), **{key: str(value) for key, value in (env or {}).items()}}
         self.env[TOKEN] = uuid.uuid4().hex
         self.network = network
-        self.bwrap = bwrap_path() if sandbox == "bwrap" else None
+        self.bwrap = sandbox_path(sandbox)
         self.confinement = Confinement(self.bwrap, limits or Limits(), repository_owner(self.repo), sockets or [])
         self.mounts = self._mounts(mount_at)
         self._private: str | None = None

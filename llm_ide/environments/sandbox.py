@@ -29,6 +29,13 @@ log = logging.getLogger("llm_ide.environment")
 VANISHED = re.compile(r"^bwrap: Can't create file at (.+): [^:\n]+$", re.MULTILINE)
 
 
+def sandbox_path(setting: str) -> str | None:
+    """bwrap for `environment.sandbox: bwrap` when it works here; None otherwise, said once (`none` too)."""
+    if setting == "none":
+        warn_unsandboxed("environment.sandbox is none", "environment.sandbox: bwrap")
+    return bwrap_path() if setting == "bwrap" else None
+
+
 def bwrap_path() -> str | None:
     """bwrap when it is installed and works here (it may lack the right to create namespaces, e.g. in a container);
     otherwise None, said once."""
@@ -79,10 +86,10 @@ def _probe(bwrap: str) -> tuple[str, ...] | str:
     return problem
 
 
-def warn_unsandboxed(problem: str) -> None:
+def warn_unsandboxed(problem: str, remedy: str = "install the bubblewrap package, or allow user namespaces") -> None:
     message = (
         f"{problem}: local commands run unsandboxed, with access to the whole machine and the agent's "
-        "environment (install the bubblewrap package, or allow user namespaces, to contain them)"
+        f"environment ({remedy}, to contain them)"
     )
     warn_once(log, ("unsandboxed",), message)
 

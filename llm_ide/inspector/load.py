@@ -19,6 +19,7 @@ from llm_ide.inspector.model import (
     ScriptView,
     StepStat,
 )
+from llm_ide.inspector.rejected import rejected_replies
 from llm_ide.priced import run_priced
 from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import load_trajectory
@@ -56,7 +57,10 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
     info = data.get("info") or {}
     stats = info.get("model_stats") or {}
     operations = data["operations"]
-    calls = [call_view(call) for call in (data.get("model_calls") or side_calls(path))]
+    recorded = data.get("model_calls") or side_calls(path)
+    calls = [call_view(call) for call in recorded]
+    for position, why in rejected_replies(recorded, info).items():
+        calls[position].rejected = why
     assign_steps(calls)
     nodes = tree_nodes(operations, calls)
     memory = (info.get("config") or {}).get("memory") or {}
@@ -64,6 +68,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         title=str(info.get("run_id") or path.name.removesuffix(".traj.json")),
         source_format=str(data.get("format") or "llm-ide"),
         exit_status=str(info.get("exit_status") or ""),
+        error=str(info.get("error") or ""),
         model=str(info.get("model") or ""),
         task=str(data.get("task") or ""),
         patch=str(info.get("submission") or ""),

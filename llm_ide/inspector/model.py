@@ -20,6 +20,7 @@ class CallView(BaseModel):
     response_tokens: int = 0
     cost: float = 0.0
     seconds: float = 0.0
+    rejected: str = ""  # why its reply could not be used (a format error)
 
 
 class NodeView(BaseModel):
@@ -121,6 +122,7 @@ class RunView(BaseModel):
     title: str
     source_format: str
     exit_status: str = ""
+    error: str = ""  # why a run that did not submit ended
     model: str = ""
     task: str = ""
     patch: str = ""

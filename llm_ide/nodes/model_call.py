@@ -107,5 +107,5 @@ def rejected(
     update: dict[str, Any] = {"format_errors": errors, "retry": rejected_reply(reply, message, str(error), node)}
     limit = ctx.settings.agent.max_format_errors
     if errors >= limit:
-        update |= ended(FormatErrors(f"{errors} replies in a row could not be used (agent.max_format_errors: {limit})"))
+        update |= ended(FormatErrors.after(errors, limit, str(error)))
     return update

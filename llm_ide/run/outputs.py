@@ -83,7 +83,9 @@ def describe_action(node: Any) -> str:
         case "bash":
             return "bash: " + " ⏎ ".join(str(params.get("command", "")).splitlines())  # every line on the step's line
         case "view":
-            return f"view {params.get('path', '')}:{params.get('start_line', 1)}-{params.get('end_line', '')}"
+            start, end = params.get("start_line"), params.get("end_line")
+            lines = "" if start is None and end is None else f":{start or 1}-{'' if end is None else end}"
+            return f"view {params.get('path', '')}{lines}"
         case "view_symbol":
             return f"view_symbol {params.get('path', '')} {params.get('symbol', '')}"
         case "search":

@@ -8,6 +8,7 @@ import importlib.util
 import os
 import shlex
 import socket
+import ssl
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError, create_model
 
-from llm_ide.endpoint import listed_models
+from llm_ide.endpoint import listed_models, tls_context
+from llm_ide.environments import capabilities
 from llm_ide.errors import UsageError
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.pricing import find_price, langchain_providers
@@ -72,16 +74,22 @@ def preflight(
     timeout: float = PREFLIGHT_TIMEOUT,
     quiet: bool = True,
     variants: Variants | None = None,
+    environment: str | None = None,
+    image: str | None = None,
 ) -> None:
     """Everything a run needs before it starts, in the order a user fixes it: the task (when given), the limits, the
-    repository (when the run works on one), the model (name, key, endpoint), then what its `variants` need (their
-    own models checked as the run's). A failure is one line (a UsageError). `quiet`: the models' warnings (no price)
-    are left for the run to say (the command line says them here)."""
+    repository (when the run works on one), the image of an environment that runs one, the model (name, key,
+    endpoint), then what its `variants` need (their own models checked as the run's). A failure is one line (a
+    UsageError). `quiet`: the models' warnings (no price) are left for the run to say (the command line says them
+    here)."""
     if task is not None:
         check_task(task)
     check_limits(settings)
     if repo is not None:
         check_repository(Path(repo).expanduser())
+    kind = environment or settings.environment.type
+    if capabilities(kind).image and not (image or settings.environment.image):
+        raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
     if variants:
         check_variants(variants, settings, base_url, timeout, quiet)
@@ -121,9 +129,8 @@ def check_repository(repo: Path) -> None:
     if not repo.is_dir():
         raise PreflightError(f"repository not found: {repo}")
     quoted = shlex.quote(str(repo))
-    found = subprocess.run(  # in a repository: whether in its work tree, then HEAD's commit when it has one
-        ["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree", "--verify", "-q", "HEAD"], capture_output=True
-    )
+    asked = ["git", "-C", str(repo), "rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"]
+    found = subprocess.run(asked, capture_output=True, text=True)  # in a work tree: its top, then HEAD's commit if any
     if not found.stdout:
         raise PreflightError(
             f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
@@ -133,6 +140,12 @@ def check_repository(repo: Path) -> None:
         raise PreflightError(
             f"{repo} has no commit yet: the run's patch is the change against one; make it first: "
             f"git -C {quoted} add -A && git -C {quoted} commit -m base"
+        )
+    top = Path(found.stdout.splitlines()[0])
+    if top.resolve() != repo.resolve():
+        raise PreflightError(
+            f"{repo} is a folder inside the git repository {top}: give the repository's own folder (the run's patch is "
+            "the change of the whole repository against its commit)"
         )
 
 
@@ -217,8 +230,27 @@ def check_model(
             f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable {hint} "
             "(or use --model scripted:FILE.yaml for a dry run)"
         ) from None
+    if parsed.scheme == "https":
+        check_tls(model, url, (host, port), timeout)
     if settings.model.check_name and provider_of(model) in (None, "openai"):
         check_listed(model, url, settings, timeout)
+
+
+def check_tls(model: str, url: str, address: tuple[str, int], timeout: float) -> None:
+    """An https:// endpoint answers TLS with a certificate the run trusts (a plain HTTP server given https:// would
+    only fail the run's first call, after its retries); no answer in time is left to the run."""
+    try:
+        with socket.create_connection(address, timeout=timeout) as raw:
+            tls_context().wrap_socket(raw, server_hostname=address[0]).close()
+    except ssl.SSLCertVerificationError as error:
+        raise PreflightError(f"model {model}: {url}: certificate not trusted ({error.verify_message})") from None
+    except ssl.SSLError as error:
+        why, plain = str(error.reason or error).lower().replace("_", " "), urlparse(url)._replace(scheme="http")
+        raise PreflightError(
+            f"model {model}: {url} does not answer TLS ({why}); for a plain HTTP server give {plain.geturl()}"
+        ) from None
+    except OSError:
+        return
 
 
 def buildable(model: str, base_url: str | None) -> None:

@@ -8,7 +8,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import fields as members
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
-from llm_ide.settings import CoreSettings
+from llm_ide.settings import AgentSettings, CoreSettings
 from llm_ide.variant import AgentContext, Clock, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
@@ -97,6 +98,20 @@ class Listeners:
 
 
 FIELDS = (("task", str, "text"), ("model", str, "text"), ("run_id", str, "text"), ("base_url", str | None, "text"))
+TYPES = (*FIELDS, ("settings", CoreSettings, "settings (load_config(...))"))
+
+
+def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
+    """The Python API's run: `given` the fields of RunRequest; one missing or unknown is a UsageError saying which."""
+    names = [item.name for item in members(RunRequest)]
+    if unknown := [name for name in given if name not in names]:
+        settings = [name for name in unknown if name in AgentSettings.model_fields]
+        hint = f" ({settings[0]} is a setting: load_config(agent={{{settings[0]!r}: ...}}))" if settings else ""
+        raise UsageError(f"the run takes no argument {', '.join(unknown)}{hint}; it takes {', '.join(names[1:])}")
+    required = [item.name for item in members(RunRequest) if item.default is MISSING and item.name != "task"]
+    if missing := [name for name in required if name not in given]:
+        raise UsageError(f"the run needs {', '.join(missing)}")
+    return RunRequest(task=task, **given)
 
 
 def check_request(request: RunRequest) -> None:
@@ -104,7 +119,7 @@ def check_request(request: RunRequest) -> None:
     what its variants need (llm_ide/run/preflight.py), as the command line checks its own."""
     wrong = [
         f"`{name}` must be {said}, not {type(value).__name__} {value!r:.60}"
-        for name, kind, said in FIELDS
+        for name, kind, said in TYPES
         if not isinstance(value := getattr(request, name), kind)
     ]
     if wrong:
@@ -117,6 +132,8 @@ def check_request(request: RunRequest) -> None:
         repo=request.repo,
         task=request.task,
         variants=variants,
+        environment=request.environment,
+        image=request.image,
     )
 
 
@@ -134,7 +151,7 @@ def run_task(
     run (llm_ide/run/preflight.py): a problem raises a UsageError of one line, before anything is set up."""
     variants = tuple(fields.pop("variants", ()))
     lessons = tuple(fields.pop("carried_lessons", None) or ())
-    request = RunRequest(task=task, variants=variants, carried_lessons=lessons, **fields)
+    request = request_of(task, {**fields, "variants": variants, "carried_lessons": lessons})
     check_request(request)
     return Driver(request, Listeners(on_event, on_model_call, ask, on_command)).run()
 

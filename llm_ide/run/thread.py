@@ -85,7 +85,7 @@ def opened(
         compiled = graph(saver)
         snapshot = read_snapshot(compiled, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
-        if values.get("task") not in (None, task):
+        if values.get("task") and values["task"] != task:  # ("": the channel before any input, see one_task)
             raise ThreadMismatchError(
                 f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
             )

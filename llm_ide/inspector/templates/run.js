@@ -51,7 +51,8 @@
     box.className = "call";
     const summary = document.createElement("summary");
     summary.textContent = `#${call.index} ${call.kind}: ${call.prompt_chars.toLocaleString()} prompt chars, ` +
-      `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, $${call.cost.toFixed(4)}`;
+      `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, $${call.cost.toFixed(4)}` +
+      (call.rejected ? ` · ✗ rejected: ${call.rejected}` : "");
     const prompt = document.createElement("pre");
     prompt.className = "prompt";
     prompt.textContent = expand(call.text[0]);
