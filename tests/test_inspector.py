@@ -296,6 +296,8 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
              "reproduction\\3avalidate_reproduction -.-> reproduction\\3awrite_reproduction",
              "reproduction\\3areproduce_before --> reproduction\\3a__end__"}  # fmt: skip
     assert phase <= edges and not any(edge.startswith("reproduce ") for edge in edges)  # an action, no node
+    page = (Path(__file__).parents[1] / "docs" / "reproduction.md").read_text()
+    assert page.split("```mermaid\n", 1)[1].split("\n```", 1)[0].strip() == reproduction.stdout.strip()  # as it is
     unknown = cli("graph", "nope")
     assert (unknown.returncode, unknown.stderr.strip()) == (
         2,

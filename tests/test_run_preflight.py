@@ -39,6 +39,11 @@ def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Compl
         (["--model", "nosuchprovider-x:y"], {"OPENAI_API_KEY": "k"}, "error: could not reach model"),
         (["--model", "openai:x", "--base-url", "http://127.0.0.1:{port}/v1"], {"OPENAI_API_KEY": "k"}, None),
         (
+            ["--model", "openai:x", "--base-url", "http://127.0.0.1:{port}/v1"],
+            {},
+            "error: model openai:x: OPENAI_API_KEY is not set (a keyless server at --base-url: give its name alone, x)",
+        ),
+        (
             ["--model", "openai:x", "--environment", "docker", "--image", "i"],
             {},
             "error: model openai:x: OPENAI_API_KEY is not set",
@@ -101,6 +106,29 @@ def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: lis
     done = invoke(*args, "--output", str(tmp_path / "out"))
     assert (done.returncode, done.stderr) == (2, message.format(**files) + "\n")
     assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("folder", "error: reproduction script {path} is a folder: give one script (Python, or .sh)"),
+        ("empty", "error: reproduction script {path} is empty: it would show nothing of the issue"),
+        ("missing", "error: reproduction script not found: {path}"),
+    ],
+)
+def test_a_reproduction_that_is_no_script_is_refused_before_anything_runs(
+    tmp_path: Path, given: str, message: str
+) -> None:
+    path = tmp_path / given
+    if given == "folder":
+        path.mkdir()
+    elif given == "empty":
+        path.write_text("\n  \n")
+    script = tmp_path / "script.yaml"
+    script.write_text("- never used\n")
+    done = run_cli(tmp_path, "--model", f"scripted:{script}", "--reproduction", str(path), env={})
+    assert (done.returncode, done.stderr, done.stdout) == (2, message.format(path=path) + "\n", "")
+    assert not (tmp_path / "out").exists()
 
 
 def test_run_task_refuses_an_empty_task_before_writing_anything(tmp_path: Path) -> None:

@@ -208,10 +208,15 @@ def reproduction_variants(path: Path | None) -> list:
     from llm_ide.reproduction.script import script
     from llm_ide.reproduction.variant import Reproduction
 
+    if path.is_dir():
+        raise fail(f"reproduction script {path} is a folder: give one script (Python, or .sh)")
     if not path.is_file():
         raise fail(f"reproduction script not found: {path}")
     try:
-        return [Reproduction(script(path.read_text(encoding="utf-8"), path.name))]
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise fail(f"reproduction script {path} is empty: it would show nothing of the issue")
+        return [Reproduction(script(text, path.name))]
     except UnicodeDecodeError:
         raise fail(f"reproduction script {path}: not UTF-8 text") from None
 

@@ -194,7 +194,8 @@ def missing_key(model: str, settings: Any, base_url: str | None) -> str | None:
     names = PROVIDER_KEYS.get(provider, ())
     if not names or any(os.environ.get(name) for name in names):
         return None
-    return f"model {model}: {' or '.join(names)} is not set"
+    bare = f" (a keyless server at --base-url: give its name alone, {model.partition(':')[2]})" if base_url else ""
+    return f"model {model}: {' or '.join(names)} is not set{bare}"
 
 
 def check_model(
