@@ -228,6 +228,31 @@ def test_ctrl_c_during_the_demo_says_where_it_stopped_and_the_demo_goes_on_from_
     assert "Tests after the run: OK" in again.stdout and "submitted after" in again.stdout
 
 
+def test_ctrl_c_while_the_demo_checks_the_tests_after_its_run_keeps_its_patch(tmp_path: Path) -> None:
+    """The run had ended, then a Ctrl-C while the tests ran again exited 130 without a word, the patch not written."""
+    out, shim = tmp_path / "demo", tmp_path / "shim"
+    shim.mkdir()
+    (python := shim / "python3").write_text(  # the tests after the run (the trajectory says submitted) wait for .go
+        "#!/bin/sh\n"
+        f"if [ \"$*\" = '-m unittest discover -s tests -t .' ] && grep -qs submitted {out}/run/demo.traj.json; then\n"
+        f"  touch {out}/.waiting; while [ ! -f {out}/.go ]; do sleep 0.05; done\n"
+        "fi\n"
+        f'exec {shutil.which("python3")} "$@"\n'
+    )
+    python.chmod(0o755)
+    environ = {**os.environ, "LLM_IDE_CONFIG": "off", "PATH": f"{shim}:{os.environ['PATH']}"}
+    process = subprocess.Popen(
+        [*CLI, "demo", "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
+    )
+    stdout, stderr = interrupt_when(out / ".waiting", process)
+    assert process.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "Tests after the run" not in stdout
+    assert stderr.splitlines() == [f"interrupted: the tests after the run were stopped ({out / 'run'})"]
+    patch = (out / "run" / "demo.patch").read_text()
+    assert "+++ b/calc/stats.py" in patch and f"patch ({out / 'run' / 'demo.patch'}):" in stdout
+    assert "submitted after" in stdout
+
+
 def test_swebench_runs_offline_from_a_folder_of_bundles_or_a_rows_own_bundle(tmp_path: Path, shared_dir: Path) -> None:
     bundles = shared_dir / "data" / "repos"
     model = write_script(tmp_path / "fix.yaml", single_call([EMPTY_NAME_FIX, reflect(False, "Refused."), DONE]))

@@ -18,6 +18,7 @@ from llm_ide.cli.console import (
     StepPrinter,
     Thoughts,
     console,
+    err_console,
     fail,
     interrupted_exit,
     print_interrupted,
@@ -67,7 +68,13 @@ def demo(
         else:
             print_interrupted(f"the demo stopped before its first step; its folder {workdir} can be removed")
         raise interrupted_exit(interrupt) from None
-    passed, verdict = unittest_verdict(project)
+    try:
+        passed, verdict = unittest_verdict(project)
+    except KeyboardInterrupt as interrupt:  # the run has ended: its patch is kept, nothing is left to resume
+        write_patch(result.submission, workdir / "run" / f"{RUN_ID}.patch")
+        report(result)
+        err_console.print(f"[bold yellow]interrupted[/]: the tests after the run were stopped ({workdir / 'run'})")
+        raise interrupted_exit(interrupt) from None
     console.print(f"[bold]Tests after the run:[/] {verdict}")
     write_patch(result.submission, workdir / "run" / f"{RUN_ID}.patch")
     report(result)
