@@ -79,7 +79,12 @@ class CallPolicy:
         masked = self.mask(messages)
         started = time.perf_counter()
         with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
-            reply = self._complete(model, masked, deadline, tools)
+            try:
+                reply = self._complete(model, masked, deadline, tools)
+            except KeyboardInterrupt as interrupt:  # a reply streaming in is paid for: recorded, charged (the resumed
+                if (paid := getattr(interrupt, "paid", None)) is not None:  # run asks again: `discarded_calls`)
+                    self.settle(model, masked, paid, started, reservation, kind=kind, **fields)
+                raise
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
     def call_n(

@@ -8,7 +8,8 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from pydantic import SecretStr, ValidationError
 
 from llm_ide import endpoint, errors
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
+from llm_ide.calls import Call, CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
 from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, streamed
 from llm_ide.endpoint import (
     async_http_client,
@@ -103,19 +104,35 @@ class ChatModel:
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
-            response = None
-            if self.streams:
-                alive = lambda: endpoint.extend_deadline(self._deadline(deadline))  # noqa: E731
-                try:
-                    response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, True)
-                except NotStreamed:  # a server that does not stream: asked whole from now on, said once
-                    warn_once("stream", self.name, f"model {self.name}: the endpoint sends no streams; asked whole")
-                    self.stream = False
-            if response is None:
-                response = self._request(lambda: self._whole(payload, hints), deadline)
+            with self.charged_if_stopped(call, parts):
+                response = self._response(payload, hints, deadline, call)
             reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)
         return reply
+
+    def _response(self, payload: Any, hints: dict[str, Any], deadline: float | None, call: Call) -> Any:
+        response = None
+        if self.streams:
+            alive = lambda: endpoint.extend_deadline(self._deadline(deadline))  # noqa: E731
+            try:
+                response = self._request(lambda: streamed(self.chat, payload, hints, call, alive), deadline, True)
+            except NotStreamed:  # a server that does not stream: asked whole from now on, said once
+                warn_once("stream", self.name, f"model {self.name}: the endpoint sends no streams; asked whole")
+                self.stream = False
+        return response if response is not None else self._request(lambda: self._whole(payload, hints), deadline)
+
+    @contextmanager
+    def charged_if_stopped(self, call: Call, parts: tuple[int, int]) -> Iterator[None]:
+        """A Ctrl-C (or SIGTERM) while the reply streams in carries what is paid for all the same (`paid`: the prompt
+        and what streamed, estimated), though the reply is never used."""
+        try:
+            yield
+        except KeyboardInterrupt as interrupt:
+            if call.streamed:
+                tokens = self.tokens.scaled(parts), self.tokens.output(call.streamed)
+                cost = 0.0 if self.price is None else self.price.cost(*tokens, 0, 0)
+                interrupt.paid = ModelReply(call.streamed, *tokens, cost, estimated=True, finish_reason="interrupted")
+            raise
 
     def _whole(self, payload: Any, hints: dict[str, Any]) -> Any:
         """The reply asked whole: straight over the wire where it can be (`Completions`), else through LangChain."""

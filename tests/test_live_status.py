@@ -4,8 +4,11 @@ the reply itself appears as it streams in. Real `llm-ide run` processes against 
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -61,6 +64,35 @@ def test_verbose_shows_the_reply_as_it_streams_in(tmp_path: Path) -> None:
     assert f"submitted after {len(REPLIES)} model calls" in text
     # the streamed usage was counted: no estimate warning
     assert "no token usage" not in process.stderr.read().decode()
+
+
+def test_a_reply_stopped_while_it_streams_in_is_paid_for_and_counted_discarded(tmp_path: Path) -> None:
+    """Ctrl-C while a reply streamed in: the provider bills the prompt and what it sent, but the call was counted
+    nowhere (neither in the run's cost and tokens nor as discarded once the resumed run asked again)."""
+    gate = tmp_path / "never"
+    replies: list[str | Reply] = [Reply(text=REPLIES[0], gate=str(gate)), *REPLIES]
+    with OpenAIServer(replies=replies) as server:
+        command = [*run_args(tmp_path, server.url, "-v"), "--output", str(tmp_path / "out"), "--thread-id", "t"]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(tmp_path))
+        shown = bytearray()
+        while b"<thought>Read " not in shown and (chunk := os.read(process.stdout.fileno(), 4096)):
+            shown.extend(chunk)
+        process.send_signal(signal.SIGINT)  # the reply's first word is in: the rest never comes
+        assert process.wait(timeout=120) == 130, process.stderr.read().decode()
+        process.stdout.close()
+        process.stderr.close()
+        resumed = subprocess.run(command, capture_output=True, text=True, env=environment(tmp_path), timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"submitted after {len(REPLIES)} model calls (+1 discarded)" in resumed.stdout
+    stats = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["model_stats"]
+    assert (stats["api_calls"], stats["discarded_calls"]) == (len(REPLIES), 1)
+    prompts = [request.body["messages"] for request in server.requests]
+    assert prompts[0] == prompts[1] and len(server.requests) == len(REPLIES) + 1  # asked again, whole
+    with gzip.open(tmp_path / "out" / "t.calls.jsonl.gz", "rt") as log:
+        first = json.loads(log.readline())
+    assert (first["index"], first["finish_reason"], first["usage_estimated"]) == (0, "interrupted", True)
+    assert first["response"].startswith("<thought>Read") and first["prompt_tokens"] > 100
+    assert first["response_tokens"] > 0
 
 
 def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> None:
