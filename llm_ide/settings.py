@@ -27,13 +27,13 @@ from pydantic import (
 
 from llm_ide.errors import ConfigError
 from llm_ide.secrets import mark_secret_names, register, secrets_in
+from llm_ide.setting_errors import Layers, describe_error
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
 YAML_MAX_NODES = 100_000  # values a YAML document may hold once its aliases are expanded (the default config: ~600)
 MAX_SECONDS = 7 * 24 * 3600  # the longest timeout or time limit a setting may ask for (a week)
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]  # a timeout in seconds
-Layers = list[tuple[str, dict[str, Any]]]
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -365,7 +365,7 @@ def validate(schema: type[Model], layers: Layers) -> Model:
     try:
         return schema.model_validate(merged)
     except ValidationError as error:
-        raise ConfigError(describe_error(error, layers)) from None
+        raise ConfigError(describe_error(error, layers, schema)) from None
 
 
 def register_config_secrets(settings: CoreSettings) -> None:
@@ -373,27 +373,3 @@ def register_config_secrets(settings: CoreSettings) -> None:
     in every output from now on. Called by whoever runs with the settings, not by loading them."""
     mark_secret_names(settings.secrets)
     register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))
-
-
-def describe_error(error: ValidationError, layers: Layers) -> str:
-    """One line: the file that set the offending key, the key path, what is wrong."""
-    first = error.errors()[0]
-    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
-    key = ".".join(str(part) for part in loc)
-    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
-    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
-        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
-    what = {"extra_forbidden": "unknown setting", "missing": "missing setting"}.get(first["type"])
-    what = what or f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
-    more = error.error_count() - 1
-    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
-
-
-def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
-    for part in loc:
-        found = isinstance(data, dict) and part in data
-        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
-        if not found:
-            return False
-        data = data[part]
-    return True

@@ -192,7 +192,10 @@ def test_a_failing_run_closes_its_environment_and_the_client_gets_the_message(st
     failed = client.runs.create(client.threads.create()["thread_id"], assistant["assistant_id"], input=bad)
     client.runs.join(failed["thread_id"], failed["run_id"])
     state = client.threads.get_state(failed["thread_id"])["values"]
-    assert (state["exit_status"], state["error"]) == ("error", "settings: agent.step_limt: unknown setting")
+    assert (state["exit_status"], state["error"]) == (
+        "error",
+        "settings: agent.step_limt: unknown setting (did you mean step_limit?)",
+    )
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ from llm_ide.errors import UsageError
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import load_script
-from llm_ide.settings import CoreSettings, describe_error
+from llm_ide.setting_errors import describe_error
+from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variants
 
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts

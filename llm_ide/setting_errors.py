@@ -1,0 +1,47 @@
+"""A settings validation error as one line: the file that set the offending key, the key path, what is wrong (an
+unknown key: the nearest known name)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+Layers = list[tuple[str, dict[str, Any]]]
+
+
+def describe_error(error: ValidationError, layers: Layers, schema: type[BaseModel] | None = None) -> str:
+    """One line: the file that set the offending key, the key path, what is wrong (an unknown key: the `schema`'s
+    nearest name)."""
+    first = error.errors()[0]
+    loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
+    key = ".".join(str(part) for part in loc)
+    origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
+    if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
+        origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
+    said = {"extra_forbidden": f"unknown setting{nearest(schema, loc)}", "missing": "missing setting"}
+    what = said.get(first["type"])
+    what = what or f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    more = error.error_count() - 1
+    return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+
+
+def nearest(schema: Any, loc: tuple[str | int, ...]) -> str:
+    """` (did you mean NAME?)` for the unknown key at `loc`, when the section it is in has a name close to it."""
+    for part in loc[:-1]:
+        field = getattr(schema, "model_fields", {}).get(part)
+        schema = field.annotation if field is not None else None
+    names = list(getattr(schema, "model_fields", {}))
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1) if loc else []
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
+    for part in loc:
+        found = isinstance(data, dict) and part in data
+        found = found or (isinstance(data, list) and isinstance(part, int) and part < len(data))
+        if not found:
+            return False
+        data = data[part]
+    return True
