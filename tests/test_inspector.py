@@ -67,6 +67,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     return load_trajectory(trajectory), folder / "page.html"
 
 
+def test_a_run_folder_is_inspected_through_its_trajectory(demo_run: tuple[dict, Path]) -> None:
+    folder = demo_run[1].parent / "d" / "run"  # what a run prints as its folder, given where a trajectory is wanted
+    by_folder, by_file = cli("inspect", str(folder)), cli("inspect", str(folder / "demo.traj.json"))
+    assert by_folder.returncode == 0 and by_folder.stdout == by_file.stdout and "demo: submitted" in by_folder.stdout
+
+
 def test_a_free_runs_charts_say_their_real_maximum(demo_run: tuple[dict, Path]) -> None:
     """The demo's scripted model is free: its cost chart is flat and says max 0 (it said max 1.0000)."""
     page = demo_run[1].read_text()
@@ -229,6 +235,10 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
     ("args", "message"),
     [
         (["inspect", "nowhere.traj.json", "--html"], "error: trajectory not found: nowhere.traj.json"),
+        (
+            ["inspect", "{folder}"],
+            "error: {folder} is a folder: give a run's trajectory ({folder}/<thread id>.traj.json)",
+        ),
         (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
         (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
         (["inspect", "{list}", "--html"], "error: {list}: not a trajectory (a JSON object is expected)"),  # traceback

@@ -92,6 +92,7 @@ def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, An
 
 def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: Full = False) -> None:
     """Show a trajectory's operation tree (failed alternatives marked) and the size of every prompt."""
+    trajectory = run_trajectory(trajectory)
     if html or out is not None:
         from llm_ide.cli.inspector import write_inspector_page
 
@@ -115,6 +116,16 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
         patch = info.get("submission") or ""
         screen.print("[bold]patch:[/]")
         screen.print(terminal_safe(patch.rstrip("\n")) if patch.strip() else "(empty patch)", markup=False)
+
+
+def run_trajectory(path: Path) -> Path:
+    """`path`, or the one trajectory of the run folder it names (`runs/<thread id>`)."""
+    if not path.is_dir():
+        return path
+    found = sorted(path.glob("*.traj.json"))
+    if len(found) != 1:
+        raise fail(f"{path} is a folder: give a run's trajectory ({path / '<thread id>.traj.json'})")
+    return found[0]
 
 
 def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int, Any]], dict[str, Any]]:
