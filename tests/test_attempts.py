@@ -177,6 +177,21 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_the_command_
     assert "attempt 2: submitted, score 9, $0.0000 (chosen)" in output
 
 
+def test_a_run_stopped_before_it_chose_says_so_not_an_empty_patch(tmp_path: Path) -> None:
+    """The reviewer failed after both attempts submitted: the run printed `(empty patch)`, as if they found nothing."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(RIGHT)], [review(5, "Fixed.")])
+    (config := tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": 2}})
+    )
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "T"]
+    done = invoke(*args, "--output", str(tmp_path / "out"), "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "patch: none chosen yet: the run stopped before it chose among its attempts (2 submitted)" in done.stdout
+    assert "(empty patch)" not in done.stdout and not (tmp_path / "out" / "T.patch").exists()
+    assert "the run goes on where it stopped (model_error) with:" in done.stderr
+
+
 def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:
     """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.08 have room for three calls, not a
     fourth (a call starts only when one more call as dear as the dearest so far still fits)."""

@@ -178,7 +178,12 @@ def print_outcome(result: RunResult, request: RunRequest, priced: bool) -> int:
     if result.exit_status == ExitStatus.ENVIRONMENT_ERROR and not result.model_stats["api_calls"]:
         report(result, priced)
         return 2  # the environment could not start: a set-up problem, told in one line above
-    write_patch(result.submission, request.output_dir / f"{request.run_id}.patch")
+    done = [a for a in getattr(result, "attempts", []) if a["exit_status"] == ExitStatus.SUBMITTED]
+    if done and not result.submission.strip() and not ExitStatus(result.exit_status).finished:
+        said = f"none chosen yet: the run stopped before it chose among its attempts ({len(done)} submitted)"
+        console.print(f"[bold]patch:[/] {said}")  # (an empty patch would say the attempts found nothing)
+    else:
+        write_patch(result.submission, request.output_dir / f"{request.run_id}.patch")
     report(result, priced)
     return 0 if result.exit_status == ExitStatus.SUBMITTED else 1
 
