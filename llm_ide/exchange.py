@@ -172,6 +172,11 @@ class Exchange:
         return joined() if self.one_call and joined is not None else model
 
 
+def tools_asked(settings: CoreSettings) -> bool:
+    """Whether the actions are to be tools whatever the model (`model.action_format: tools`)."""
+    return settings.model.action_format == "tools"
+
+
 def exchange_for(settings: CoreSettings, model: Model) -> Exchange:
     """The run's exchange: `agent.single_call`, and `model.action_format` (`auto`: tools for a model that takes them
     by default, a provider's own API; text for any other)."""

@@ -187,6 +187,7 @@ class OpenAIServer:
     models: list[str] | None = field(default_factory=list)  # GET /v1/models lists these; None: no such route (404)
     stream_usage: bool = True  # False: a streamed reply never carries usage, whatever the request asks (llama.cpp)
     streams: bool = True  # False: a request for a stream is answered with one JSON body (a server that cannot stream)
+    props: dict[str, Any] | None = None  # GET /props answers these (llama.cpp's server: its chat template's abilities)
 
     def __post_init__(self) -> None:
         if not self.replies:
@@ -262,6 +263,8 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") == "/v1/models" and server.models is not None:
                 listed = [{"id": name, "object": "model", "owned_by": "test"} for name in server.models]
                 self._send_json(200, {"object": "list", "data": listed})
+            elif self.path.rstrip("/") == "/props" and server.props is not None:
+                self._send_json(200, server.props)
             else:
                 self._send_json(404, error_body(404, "", f"no route {self.path}"))
 

@@ -4,6 +4,7 @@ install: a bad model is one line and exit status 2, and nothing was set up."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import make_git_repo
 from in_process import invoke
+from openai_server import OpenAIServer
 
 
 def closed_port() -> int:
@@ -129,6 +131,32 @@ def test_a_reproduction_that_is_no_script_is_refused_before_anything_runs(
     done = run_cli(tmp_path, "--model", f"scripted:{script}", "--reproduction", str(path), env={})
     assert (done.returncode, done.stderr, done.stdout) == (2, message.format(path=path) + "\n", "")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("supports", "refused"), [(False, True), (True, False), (None, False)])
+def test_tools_asked_of_a_llama_cpp_template_without_them_is_one_line(
+    tmp_path: Path, supports: bool | None, refused: bool
+) -> None:
+    """llama.cpp's server drops the tools from the prompt when its chat template has none: the model, told its actions
+    are tools, saw none and every reply was rejected. Its /props says so (a server without /props: not asked)."""
+    from llm_ide.config import load_config
+    from llm_ide.run.preflight import PreflightError, check_model
+
+    props = None if supports is None else {"chat_template_caps": {"supports_tools": supports}}
+    settings = load_config(model={"action_format": "tools"})
+    with OpenAIServer(replies=["never asked"], props=props, models=None) as server:
+        root = server.url.removesuffix("/v1")
+        line = (
+            f"model small: the server's chat template renders no tools ({root}/props: supports_tools false); start "
+            "llama-server with one that does (--jinja, --chat-template-file), or set model.action_format: text"
+        )
+        if refused:
+            with pytest.raises(PreflightError, match=f"^{re.escape(line)}$"):
+                check_model("small", settings, server.url)
+        else:
+            check_model("small", settings, server.url)
+        check_model("small", load_config(model={"action_format": "text"}), server.url)  # text: not asked
+        assert server.hits == 0
 
 
 def test_run_task_refuses_an_empty_task_before_writing_anything(tmp_path: Path) -> None:

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 from pydantic import ValidationError, create_model
 
 from llm_ide.endpoint import listed_models, tls_context
 from llm_ide.environments import capabilities
 from llm_ide.errors import UsageError
+from llm_ide.exchange import tools_asked
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import load_script
@@ -236,6 +238,23 @@ def check_model(
         check_tls(model, url, (host, port), timeout)
     if settings.model.check_name and provider_of(model) in (None, "openai"):
         check_listed(model, url, settings, timeout)
+    if tools_asked(settings) and provider_of(model) in (None, "openai"):
+        check_template(model, url, timeout)
+
+
+def check_template(model: str, url: str, timeout: float) -> None:
+    """A llama.cpp server says what its chat template takes (GET /props): one that renders no tools drops them from
+    every prompt, and the model, told its actions are tools, is shown none. Other servers say nothing: not asked."""
+    root = urlparse(url)._replace(path="/props", query="", fragment="").geturl()
+    try:
+        caps = httpx.get(root, timeout=timeout, verify=tls_context()).json().get("chat_template_caps") or {}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return
+    if caps.get("supports_tools") is False:
+        raise PreflightError(
+            f"model {model}: the server's chat template renders no tools ({root}: supports_tools false); start "
+            "llama-server with one that does (--jinja, --chat-template-file), or set model.action_format: text"
+        )
 
 
 def check_tls(model: str, url: str, address: tuple[str, int], timeout: float) -> None:
