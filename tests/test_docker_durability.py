@@ -86,7 +86,8 @@ def killing_run(tmp_path: Path, name: str) -> tuple[list[str], str]:
 def assert_kept_the_edit(tmp_path: Path, run_id: str) -> list[dict]:
     traj = json.loads((tmp_path / "out" / f"{run_id}.traj.json").read_text())
     assert traj["info"]["exit_status"] == "submitted", traj["info"].get("error")
-    assert traj["operations"][2]["observation"].splitlines()[-1] == "VALUE = 2"  # after a note when run again
+    ran = traj["operations"][2]["observation"].split("\n[The run was stopped")[0]  # (a note follows when run again)
+    assert ran.splitlines()[-1] == "VALUE = 2"
     assert "-VALUE = 1\n+VALUE = 2" in traj["info"]["submission"]
     return traj["operations"]
 

@@ -241,7 +241,7 @@ def check_model_before_start(
     timeout: float | None = None,
     repo: Path | None = None,
     variants: Any = None,
-    environment: tuple[str | None, str | None] = (None, None),
+    environment: tuple[str | None, str | None] | None = (None, None),
 ) -> None:
     """The run's preflight (llm_ide/run/preflight.py, the same for every door): limits, the repository when given, the
     model's name, API key and endpoint, what the run's `variants` need, before the environment starts and the tools
@@ -254,10 +254,10 @@ def check_model_before_start(
     try:
         with warnings_on_console(held.append):
             wait = timeout or PREFLIGHT_TIMEOUT
-            kind, image = environment  # the kind asked for and its image (the settings' otherwise)
+            kind, image = environment or (None, None)  # the kind asked for and its image; None: each instance's
             preflight(
                 model, settings, base_url=base_url, repo=repo, timeout=wait, quiet=False, variants=variants,
-                environment=kind, image=image,
+                environment=kind, image=image, imaged=environment is not None,
             )  # fmt: skip
     except UsageError as error:
         raise fail(str(error)) from None

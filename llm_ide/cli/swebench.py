@@ -285,7 +285,7 @@ def swebench_single_command(
         repos=local_repos(repos, kind),
     )
     chosen, source = chosen_instance(subset, split, instance, kind, options.repos)
-    check_model_before_start(model, batch_config(options), base_url, timeout=5.0)
+    check_model_before_start(model, batch_config(options), base_url, timeout=5.0, environment=None)  # rows' images
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
     priced = has_price(model, batch_config(options).model.prices)

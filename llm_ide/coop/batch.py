@@ -127,6 +127,6 @@ def run_pairs(
 def check_inputs(model: str, settings: Settings, base_url: str | None, repo_source: Path) -> None:
     """A model no agent or planner could use, or a repository source git cannot read: one line before any pair."""
     for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
-        preflight(spec, settings, base_url=base_url)
+        preflight(spec, settings, base_url=base_url, imaged=False)  # (a task's image comes with it)
     if git(Path.cwd(), "ls-remote", str(repo_source), check=False).returncode != 0:
         raise CoopError(f"--repo-source {repo_source}: neither a git repository nor a bundle")

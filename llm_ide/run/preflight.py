@@ -79,6 +79,7 @@ def preflight(
     variants: Variants | None = None,
     environment: str | None = None,
     image: str | None = None,
+    imaged: bool = True,
 ) -> None:
     """Everything a run needs before it starts, in the order a user fixes it: the task (when given), the limits, the
     repository (when the run works on one), the image of an environment that runs one, the model (name, key,
@@ -90,8 +91,8 @@ def preflight(
     check_limits(settings)
     if repo is not None:
         check_repository(Path(repo).expanduser())
-    kind = environment or settings.environment.type
-    if capabilities(kind).image and not (image or settings.environment.image):
+    kind = environment or settings.environment.type  # (`imaged` False: a batch's images come with its instances)
+    if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
     if variants:
