@@ -97,8 +97,11 @@ class Listeners:
         return tell
 
 
-FIELDS = (("task", str, "text"), ("model", str, "text"), ("run_id", str, "text"), ("base_url", str | None, "text"))
-TYPES = (*FIELDS, ("settings", CoreSettings, "settings (load_config(...))"))
+TYPES = (
+    *((name, str, "text") for name in ("task", "model", "run_id")),
+    ("base_url", str | None, "text"),
+    ("settings", CoreSettings, "settings (load_config(...))"),
+)
 
 
 def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
