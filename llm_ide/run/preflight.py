@@ -227,7 +227,7 @@ def check_model(
         raise PreflightError(f"model {model}: the endpoint {url} is no http:// or https:// URL{example}")
     host, port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        connection = socket.create_connection((host, port), timeout=timeout)
     except OSError as error:
         hint = "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL"
         hint = hint if provider_of(model) is None else "endpoint with --base-url URL"
@@ -235,8 +235,9 @@ def check_model(
             f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable {hint} "
             "(or use --model scripted:FILE.yaml for a dry run)"
         ) from None
-    if parsed.scheme == "https":
-        check_tls(model, url, (host, port), timeout)
+    with connection:  # https: the handshake on it
+        if parsed.scheme == "https":
+            check_tls(model, url, connection, host)
     if settings.model.check_name and provider_of(model) in (None, "openai"):
         check_listed(model, url, settings, timeout)
     if tools_asked(settings) and provider_of(model) in (None, "openai"):
@@ -258,12 +259,11 @@ def check_template(model: str, url: str, timeout: float) -> None:
         )
 
 
-def check_tls(model: str, url: str, address: tuple[str, int], timeout: float) -> None:
+def check_tls(model: str, url: str, connection: socket.socket, host: str) -> None:
     """An https:// endpoint answers TLS with a certificate the run trusts (a plain HTTP server given https:// would
     only fail the run's first call, after its retries); no answer in time is left to the run."""
     try:
-        with socket.create_connection(address, timeout=timeout) as raw:
-            tls_context().wrap_socket(raw, server_hostname=address[0]).close()
+        tls_context().wrap_socket(connection, server_hostname=host).close()
     except ssl.SSLCertVerificationError as error:
         raise PreflightError(f"model {model}: {url}: certificate not trusted ({error.verify_message})") from None
     except ssl.SSLError as error:
