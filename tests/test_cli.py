@@ -114,7 +114,7 @@ def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: P
     assert "docker" in implied.stderr.lower() and not (repo / "ran-on-host").exists()
     for extra, message in [
         (["--environment", "local", "--image", "x"], "error: --image runs the task in a docker container"),
-        (["--environment", "kube"], "error: Invalid value for '--environment': Value error, 'kube' is not one of"),
+        (["--environment", "kube"], "error: Invalid value for '--environment': 'kube' is not one of"),
     ]:
         result = llm_ide(*base, *extra, "--output", str(tmp_path / "o2"), cwd=tmp_path)
         assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr

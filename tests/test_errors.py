@@ -83,8 +83,13 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list
     [
         (
             ["run", "--environment", "kube"],
-            "error: Invalid value for '--environment': Value error, 'kube' is not one of 'local', 'docker'. "
+            "error: Invalid value for '--environment': 'kube' is not one of 'local', 'docker'. "
             "(see: llm-ide run --help)",
+        ),
+        (
+            ["run", "--navigator", "humn"],
+            "error: Invalid value for '--navigator': 'humn' is not one of 'off', 'model', 'human', 'mcp'. "
+            "(did you mean human?) (see: llm-ide run --help)",
         ),
         (["run", "--step-limit", "many"], "error: Invalid value for '--step-limit'"),
         (["run", "--no-such-option"], "error: No such option: --no-such-option"),

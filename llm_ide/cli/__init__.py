@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import gc
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -47,7 +49,7 @@ class App(typer.Typer):
                     error.show()
                     sys.exit(0)
                 command = f" (see: {error.ctx.command_path} --help)" if getattr(error, "ctx", None) else ""
-                one_line(" ".join(error.format_message().split()) + command)
+                one_line(usage_message(error.format_message()) + command)
                 sys.exit(error.exit_code)
             sys.exit(code if isinstance(code, int) else 0)
 
@@ -103,6 +105,15 @@ def pipe_guarded() -> Iterator[None]:
 def is_usage_error(error: Exception) -> bool:
     """Click's own errors (typer vendors click in some versions: told by their shape, not their module)."""
     return any(cls.__name__ == "ClickException" for cls in type(error).__mro__)
+
+
+def usage_message(message: str) -> str:
+    """Click's message on one line, without pydantic's `Value error, ` (typer validates with it), and an unknown
+    choice with the nearest one: `'lokal' is not one of 'local', 'docker'. (did you mean local?)`."""
+    message = " ".join(message.replace("Value error, ", "").split())
+    choice = re.search(r"'([^']*)' is not one of ((?:'[^']*'(?:, )?)+)\.", message)
+    close = difflib.get_close_matches(choice[1], re.findall(r"'([^']*)'", choice[2]), n=1) if choice else []
+    return message + (f" (did you mean {close[0]}?)" if close else "")
 
 
 def one_line(message: str) -> None:
