@@ -57,6 +57,22 @@ def test_lines_option_prints_the_exact_format(repo: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("lines", "rows", "note"),
+    [
+        ("9,12-14,20", [1, 6, 7, 8, 9], "… pkg/box.py has 10 lines: 12-14,20 left out\n"),
+        ("10", [1, 6, 7, 10], ""),
+        ("11", [], ""),
+    ],
+)
+def test_lines_past_the_end_are_said_on_stderr(repo: Path, lines: str, rows: list[int], note: str) -> None:
+    result = context(repo, "pkg/box.py", "--lines", lines)
+    assert (result.returncode, result.stderr) == (0, note)
+    shown = [int(line.split("\t")[0]) for line in result.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert shown == rows
+    assert ("none of the chosen lines exist: the file has 10 lines" in result.stdout) == (not rows)
+
+
 def test_whole_function_option_resolves_duplicates_by_the_given_lines(repo: Path) -> None:
     result = context(repo / "pkg", "box.py", "--whole-function", "Box.value", "--lines", "10")
     assert (result.returncode, result.stderr) == (0, "")
@@ -126,7 +142,8 @@ def test_robustness_cases_exit_zero_and_show_the_lines_that_exist(
 ) -> None:
     (tmp_path / "f.py").write_bytes(data)
     result = context_in_process(tmp_path, "f.py", "--lines", lines, monkeypatch=monkeypatch)
-    assert result == (0, "### File: `f.py`\n" + stdout, "")
+    past = {"2,7-9": "… f.py has 2 lines: 7-9 left out\n", "2-999999999999": "… f.py has 2 lines: 3-1000000 left out\n"}
+    assert result == (0, "### File: `f.py`\n" + stdout, past.get(lines, ""))
 
 
 @pytest.mark.parametrize(
