@@ -237,6 +237,10 @@ def test_load_predictions_accepts_mapping_list_and_jsonl(tmp_path: Path) -> None
         load_predictions(tmp_path / "d.json")
     with pytest.raises(EvaluationError, match="not found"):
         load_predictions(tmp_path / "missing.json")
+    for name, empty in [("e.json", "{}"), ("f.json", "[]"), ("g.jsonl", "\n")]:
+        (tmp_path / name).write_text(empty)
+        with pytest.raises(EvaluationError, match=f"^{tmp_path / name} holds no predictions: nothing to evaluate"):
+            load_predictions(tmp_path / name)
 
 
 def wrong_patch(gold: str) -> str:

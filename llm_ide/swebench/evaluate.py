@@ -350,6 +350,8 @@ def load_predictions(path: Path) -> dict[str, dict[str, Any]]:
     items = list(data.values()) if isinstance(data, dict) else data
     if not isinstance(items, list) or not all(isinstance(p, dict) and "instance_id" in p for p in items):
         raise EvaluationError(f"{path}: expected predictions with an instance_id each ({{id: prediction}} or a list)")
+    if not items:
+        raise EvaluationError(f"{path} holds no predictions: nothing to evaluate (a batch writes one per finished run)")
     return {p["instance_id"]: p for p in items}
 
 
