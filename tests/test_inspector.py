@@ -250,6 +250,11 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
         (["inspect", "{planner}"], "error: {planner} is a coop planner's turns (JSON), not an agent run's trajectory"),
         (["report", "{folder}"], "error: {folder}: not a batch folder (exit_statuses.yaml is missing)"),
         (
+            ["report", "{traj}"],
+            "error: {traj} is a file: give a batch's folder (one run's trajectory: llm-ide inspect {traj})",
+        ),
+        (["report", "{folder}/none"], "error: batch folder not found: {folder}/none"),
+        (
             ["inspect", "{traj}", "--html", "{file}/pages/x.html"],
             "error: cannot write the page {file}/pages/x.html: {file} is a file, not a folder",
         ),

@@ -60,6 +60,8 @@ def report_command(
     from llm_ide.inspector.page import report_page, write_page
     from llm_ide.inspector.report import ReportError, load_batch, write_instance_pages
 
+    if run_dir.is_file():
+        raise fail(f"{run_dir} is a file: give a batch's folder (one run's trajectory: llm-ide inspect {run_dir})")
     if not run_dir.is_dir():
         raise fail(f"batch folder not found: {run_dir}")
     if status is not None and status not in set(ExitStatus):
