@@ -165,7 +165,7 @@ class LocalEnvironment:
         self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
         self.readable = [*readable_paths(readable), *git_paths(self.repo)]
         owner = self.confinement.run_as
-        homes = [Path.home(), *(home_of(owner[0]) if owner else [])]
+        homes = [Path.home(), *home_of(os.getuid()), *(home_of(owner[0]) if owner else [])]  # $HOME, passwd's
         self.hidden = hidden_paths(homes[1:])
         self.homes = {Path(os.path.realpath(home)) for home in homes}  # shown as the run's home, the rest empty
         pythons = python_environments(self.repo, self.env, self.hidden if self.bwrap else [])
