@@ -131,6 +131,27 @@ def test_a_users_own_repository_is_scrubbed_only_when_asked(tmp_path: Path, mode
         assert_kept(repo, shas)
 
 
+def test_a_mark_a_command_sets_in_the_users_repository_does_not_have_it_scrubbed(tmp_path: Path) -> None:
+    """A command of the agent marks the user's repository as llm-ide's own checkout (`git config llm-ide.owned
+    true`, the mark SWE-bench checkouts once had): the next run there still keeps its branches, tags and stash."""
+    _, row, shas = source_dataset(tmp_path)
+    repo = Path(row["repo"])
+    settings = load_config("default", environment={"tools": []})
+    steps = [
+        act("Mark.", "bash", command="git config llm-ide.owned true"),
+        reflect(False, "marked"),
+        act("Done.", "submit"),
+    ]
+    for run_id, script in (("mark", steps), ("next", None)):
+        result = run_task(
+            "t", model=write_script(tmp_path / "s.yaml", script or steps[-1:]), settings=settings,
+            output_dir=tmp_path / run_id, run_id=run_id, repo=repo,
+        )  # fmt: skip
+        assert result.exit_status == "submitted", result.error
+    assert git(repo, "config", "--get", "llm-ide.owned").strip() == "true"
+    assert_kept(repo, shas)
+
+
 @pytest.mark.docker
 def test_a_containers_copy_of_a_repository_holds_nothing_after_the_base_commit(tmp_path: Path) -> None:
     base_image_client()

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 from llm_ide.replay.formats import ReplayError
-from llm_ide.workspace.history import OWNED_KEY
 
 IDENTITY = ["-c", "user.name=llm-ide replay", "-c", "user.email=replay@llm-ide.invalid"]
 
@@ -61,7 +60,6 @@ def checkout(source: Path, into: Path, branch: str | None, commit: str | None, d
     done = git("checkout", "-q", "--detach", wanted, cwd=into)
     if done.returncode != 0:
         raise ReplayError(f"{source}: the repository has no commit {wanted}")
-    git("config", OWNED_KEY, "true", cwd=into)
     return git("rev-parse", "HEAD", cwd=into).stdout.strip()
 
 

@@ -26,6 +26,7 @@ from llm_ide.replay.script import MODEL, Script
 from llm_ide.replay.tree import TreeWatch, environment_changes, tracked_sections
 from llm_ide.run.outputs import RunResult
 from llm_ide.run.single import RunEvent, run_task
+from llm_ide.workspace.history import ours
 
 REPORT = "replay.json"
 RUN_DIR = "run"
@@ -169,7 +170,7 @@ def replay(
         commit = checkout(source, repo, branch, commit, trajectory.instance_id)  # bad input ends here, in one line
         if not unsandboxed:
             refuse_unsandboxed(settings)
-        settings = mounted_at_workdir(settings, trajectory.workdir)
+        settings = ours(mounted_at_workdir(settings, trajectory.workdir))  # our checkout: its future removed
         run_dir = fresh_output(out, run_id := run_id_of(trajectory, path))
         workdir = trajectory.workdir if trajectory.workdir and not settings.environment.mount_at else None
         rewrite = (lambda command: command.replace(workdir, str(repo))) if workdir else str

@@ -27,6 +27,7 @@ from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
 from llm_ide.swebench.store import OutputStore, output_folder
+from llm_ide.workspace.history import ours
 
 log = logging.getLogger("llm_ide.swebench")
 
@@ -153,6 +154,7 @@ def execute_instance(
     run_dir.mkdir(parents=True, exist_ok=True)
     kind = capabilities(options.environment)
     repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)  # worked on in place
+    settings = settings if kind.ephemeral else ours(settings)  # our checkout: its future removed, as in docker
     request = RunRequest(
         task=instance.problem_statement,
         model=options.model,

@@ -15,7 +15,6 @@ from llm_ide.run.preflight import (
     model_endpoint,
 )
 from llm_ide.swebench.dataset import Instance
-from llm_ide.workspace.history import mark_owned
 
 __all__ = [
     "PROVIDER_KEYS",
@@ -73,7 +72,6 @@ def clone_for_local(instance: Instance, destination: Path, repos: Path | None = 
             )
         wanted = branch
     git(instance, ["-C", str(partial), "checkout", "-q", "--detach", wanted])
-    mark_owned(partial)  # ours: what came after the base commit is removed before the agent starts
     partial.rename(destination)
     return destination
 

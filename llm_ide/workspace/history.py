@@ -7,21 +7,23 @@ recorded resolutions, grafts and alternates, then the objects nothing reaches an
 base's own history stay (`git describe` and version tools read them).
 
 It runs where the checkout is ours: a container's copy or an image's repository, and local checkouts llm-ide made
-(`git config llm-ide.owned true`, set by the SWE-bench local checkout). A user's own repository in a local run is
-never rewritten (its branches are the user's work, not a hidden answer) unless `environment.scrub_history: always`."""
+(SWE-bench's, a replay's: the code that made it says so, `ours`; never a mark in the repository, which the agent's
+commands write). A user's own repository in a local run is never rewritten (its branches are the user's work, not a
+hidden answer) unless `environment.scrub_history: always`."""
 
 from __future__ import annotations
 
 import logging
 import shlex
-import subprocess
-from pathlib import Path
+from typing import TypeVar
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
+from llm_ide.settings import CoreSettings
+
+Run = TypeVar("Run", bound=CoreSettings)
 
 log = logging.getLogger("llm_ide.run")
 
-OWNED_KEY = "llm-ide.owned"
 FOUND = "@@llm-ide-found "  # the lines of the script's report
 
 # $1: the base commit. Reports each kind of thing found on a line `@@llm-ide-found KIND COUNT [NAMES]`, deletes it,
@@ -83,22 +85,15 @@ later=$(git rev-list --all --not "$base" -- 2>/dev/null | head -n 1)
 """
 
 
-def owned(repo: Path) -> bool:
-    """Whether a local checkout is ours to rewrite (made by llm-ide: `git config llm-ide.owned true`)."""
-    done = subprocess.run(["git", "-C", str(repo), "config", "--get", OWNED_KEY], capture_output=True, text=True)
-    return done.stdout.strip() == "true"
-
-
-def mark_owned(repo: Path) -> None:
-    subprocess.run(["git", "-C", str(repo), "config", OWNED_KEY, "true"], check=True, capture_output=True)
+def ours(settings: Run) -> Run:
+    """The settings of a run in a local checkout llm-ide made: `auto` scrubs it, as it does a container's copy."""
+    if settings.environment.scrub_history != "auto":
+        return settings
+    return settings.merged({"environment": {"scrub_history": "always"}}, origin="llm-ide's own checkout")
 
 
 def applies(env: Environment, mode: str) -> bool:
-    if mode == "never":
-        return False
-    if mode == "always" or env.capabilities.ephemeral:
-        return True
-    return owned(env.repo)  # type: ignore[attr-defined]  # the repository itself: a local one
+    return mode == "always" or (mode == "auto" and env.capabilities.ephemeral)
 
 
 def hide_future(env: Environment, base: str, mode: str) -> str:
