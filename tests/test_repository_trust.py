@@ -3,13 +3,17 @@ code outside the sandbox, and the user's home stays hidden whatever $HOME says. 
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import uuid
 from pathlib import Path
 
 import pytest
+from agent_script import act, write_script
 from conftest import make_git_repo, require_bwrap
+from in_process import invoke
+from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
 from llm_ide.environments import make_environment
@@ -37,3 +41,57 @@ def test_the_users_home_is_hidden_when_home_names_another_folder(
         probe.unlink()
     assert marker not in result.output and result.output.endswith("kept\nkept\ndone\n"), result.output
     assert not (home / "left").exists()
+
+
+def plant(mark: Path, path: str) -> str:
+    """What a command writes into the repository's `.git` for git outside the sandbox to run: an fsmonitor command,
+    hooks, a clean filter `.gitattributes` names; then `path` changed (stat and content, so git reads it again)."""
+    touch = f"touch {mark}"
+    hook = f"#!/bin/sh\\n{touch}-hook-$(basename $0)\\n"
+    hooks = "post-index-change reference-transaction post-checkout pre-auto-gc"
+    return (
+        f"git config core.fsmonitor '{touch}-fsmonitor; false' && git config filter.x.clean '{touch}-filter; cat'"
+        f" && printf '* filter=x\\n' > .gitattributes && mkdir -p .git/hooks && for h in {hooks}; do"
+        f" printf '{hook}' > .git/hooks/$h && chmod +x .git/hooks/$h; done && echo changed >> {path}"
+        f" && touch -d 2001-01-01 {path} && echo planted"
+    )
+
+
+def ran(mark: Path) -> list[str]:
+    return sorted(path.name for path in mark.parent.glob(f"{mark.name}-*"))
+
+
+def test_what_a_replayed_command_writes_in_git_never_runs_outside_the_sandbox(tmp_path: Path) -> None:
+    """`llm-ide replay` looks at the checkout with git after every command: the hooks, fsmonitor command and filter
+    a command set up there stay unrun (each one ran as root on the host, once per step)."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    source = make_repo(tmp_path / "source")
+    steps = [("Plant.", plant(mark, "m.py"), 0, "planted\n"), ("Look.", "git status --short; echo looked", 0, "")]
+    trajectory = mini_trajectory(tmp_path / f"{INSTANCE}.traj.json", steps)
+    done = invoke("replay", str(trajectory), "--repo", str(source), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = json.loads(next((tmp_path / "out" / "run").glob("*.traj.json")).read_text())
+    assert "planted" in run["operations"][0]["observation"] and "looked" in run["operations"][1]["observation"]
+    assert ran(mark) == []
+
+
+def test_what_a_reproduction_test_writes_in_git_never_runs_outside_the_sandbox(tmp_path: Path) -> None:
+    """A test the agent wrote (reproduction.generate) runs in the sandbox and sets up hooks and an fsmonitor command
+    in the repository: neither the next try's file listing nor the next run's start on the repository runs them."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = f"import subprocess\nsubprocess.run({plant(mark, 'a.py')!r}, shell=True)\nprint('Issue resolved')\n"
+    writes = [
+        f"<reproduction>\n```python\n{text}```\n</reproduction>" for text in (script, "print('Issue reproduced')\n")
+    ]
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\nreproduction: {generate: true}\n")
+    for run_id, replies in (("R", [*writes, act("Done.", "submit")]), ("S", [act("Done.", "submit")])):
+        config = ["--config", str(tmp_path / "c.yaml")] if run_id == "R" else []
+        model = write_script(tmp_path / f"{run_id}.yaml", replies)
+        args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--thread-id", run_id, *config]
+        done = invoke(*args, "--output", str(tmp_path / run_id), cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (repo / ".git" / "hooks" / "post-index-change").is_file()  # planted: git in the repository would run it
+    assert [name for name in ran(mark) if "filter" not in name] == []

@@ -21,7 +21,7 @@ from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside, sandbox_path
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
-from llm_ide.environments.views import check_mount_point, git_paths, readable_paths
+from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
@@ -327,7 +327,7 @@ class LocalEnvironment:
         """Our own commands (patch extraction), outside the sandbox: stdout, and stderr too when they fail."""
         try:
             done = subprocess.run(
-                ["bash", "-c", command], cwd=self.repo, env=self.env, capture_output=True, timeout=timeout
+                ["bash", "-c", command], cwd=self.repo, env=self.env | UNHOOKED, capture_output=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return 124, b"timed out"

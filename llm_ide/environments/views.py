@@ -8,6 +8,16 @@ from pathlib import Path
 
 from llm_ide.settings import bundled_yaml
 
+# llm-ide's own git outside the sandbox, in a repository whose `.git` the commands write: none of its hooks runs, nor
+# an fsmonitor command (`git status`, `ls-files`, `diff` ran one, as root on the host)
+UNHOOKED = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "core.hooksPath",
+    "GIT_CONFIG_VALUE_0": os.devnull,
+    "GIT_CONFIG_KEY_1": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_1": "false",
+}
+
 
 def git_paths(repo: Path) -> list[Path]:
     """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):

@@ -1,14 +1,18 @@
 """The working tree around each replayed command: the tracked files (those of the base commit) that differ from it,
-taken before every step and at the end; what a command changed is the difference of the two states around it."""
+taken before every step and at the end; what a command changed is the difference of the two states around it. git
+looks at it through a git directory of ours beside the checkout (the base commit's objects, an index): the
+checkout's own `.git`, which the commands write, has no say (its hooks, fsmonitor command and filters never run)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from llm_ide.commands import read_only
+from llm_ide.environments.views import UNHOOKED
 
 State = dict[str, bytes | None]  # path → content (None: deleted), for the tracked files that differ from the base
 
@@ -20,8 +24,9 @@ class FileChange:
     new: str  # "" when the command deleted it
 
 
-def git_out(repo: Path, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
+def git_out(repo: Path, *args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> bytes:
+    environ = {**os.environ, **UNHOOKED, **(env or {})}
+    return subprocess.run(["git", *args], cwd=repo, env=environ, input=input, capture_output=True, check=True).stdout
 
 
 class TreeWatch:
@@ -29,11 +34,19 @@ class TreeWatch:
         self.repo = repo
         self.base = base
         self.tracked = set(git_out(repo, "ls-tree", "-r", "-z", "--name-only", base).decode().split("\0")) - {""}
+        own = repo.parent / f"{repo.name}.watch.git"  # outside the checkout: read-only to the commands
+        self.env = {"GIT_DIR": str(own), "GIT_INDEX_FILE": str(own / "index"), "GIT_WORK_TREE": str(repo)}
+        objects = git_out(repo, "rev-list", "--objects", "--no-walk", base)
+        pack = git_out(repo, "pack-objects", "--window=0", "--stdout", input=objects)
+        git_out(repo, "init", "-q", "--bare", "--template=", str(own))
+        git_out(repo, "index-pack", "--stdin", env=self.env, input=pack)
+        git_out(repo, "read-tree", base, env=self.env)
+        git_out(repo, "update-index", "-q", "--refresh", env=self.env)
         self.states: list[State] = []
         self._blobs: dict[str, bytes] = {}
 
     def take(self, *_: object) -> None:
-        names = git_out(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base, "--")
+        names = git_out(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base, "--", env=self.env)
         state: State = {}
         for name in names.decode("utf-8", "surrogateescape").split("\0"):
             if name in self.tracked:
@@ -43,7 +56,7 @@ class TreeWatch:
 
     def base_content(self, path: str) -> bytes:
         if path not in self._blobs:
-            self._blobs[path] = git_out(self.repo, "show", f"{self.base}:{path}")
+            self._blobs[path] = git_out(self.repo, "show", f"{self.base}:{path}", env=self.env)
         return self._blobs[path]
 
     def content(self, state: State, path: str) -> bytes | None:
@@ -63,7 +76,8 @@ class TreeWatch:
 
     def final_diff(self) -> str:
         """The tracked files' diff against the base, as git prints it."""
-        return git_out(self.repo, "diff", "--no-renames", "--no-ext-diff", self.base, "--").decode("utf-8", "replace")
+        diff = git_out(self.repo, "diff", "--no-renames", "--no-ext-diff", self.base, "--", env=self.env)
+        return diff.decode("utf-8", "replace")
 
 
 def text(data: bytes | None) -> str:
