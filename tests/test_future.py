@@ -131,11 +131,13 @@ def test_a_users_own_repository_is_scrubbed_only_when_asked(tmp_path: Path, mode
         assert_kept(repo, shas)
 
 
-def test_a_mark_a_command_sets_in_the_users_repository_does_not_have_it_scrubbed(tmp_path: Path) -> None:
-    """A command of the agent marks the user's repository as llm-ide's own checkout (`git config llm-ide.owned
-    true`, the mark SWE-bench checkouts once had): the next run there still keeps its branches, tags and stash."""
+def test_a_mark_in_the_users_repository_does_not_have_it_scrubbed(tmp_path: Path) -> None:
+    """The user's repository marked as llm-ide's own checkout (`git config llm-ide.owned true`, the mark SWE-bench
+    checkouts once had; a sandboxed command can no longer write the config, an unsandboxed one can): a run there keeps
+    its branches, tags and stash, and its command's try to set the mark is refused."""
     _, row, shas = source_dataset(tmp_path)
     repo = Path(row["repo"])
+    git(repo, "config", "llm-ide.owned", "true")
     settings = load_config("default", environment={"tools": []})
     steps = [
         act("Mark.", "bash", command="git config llm-ide.owned true"),
@@ -148,7 +150,8 @@ def test_a_mark_a_command_sets_in_the_users_repository_does_not_have_it_scrubbed
             output_dir=tmp_path / run_id, run_id=run_id, repo=repo,
         )  # fmt: skip
         assert result.exit_status == "submitted", result.error
-    assert git(repo, "config", "--get", "llm-ide.owned").strip() == "true"
+    trajectory = json.loads((tmp_path / "mark" / "mark.traj.json").read_text())
+    assert trajectory["operations"][0]["observation"].startswith("error: could not write config file .git/config")
     assert_kept(repo, shas)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
 from llm_ide.environments import make_environment
+from llm_ide.environments.local import LocalEnvironment
 
 
 def test_the_users_home_is_hidden_when_home_names_another_folder(
@@ -44,17 +46,20 @@ def test_the_users_home_is_hidden_when_home_names_another_folder(
 
 
 def plant(mark: Path, path: str) -> str:
-    """What a command writes into the repository's `.git` for git outside the sandbox to run: an fsmonitor command,
-    hooks, a clean filter `.gitattributes` names; then `path` changed (stat and content, so git reads it again)."""
+    """What a command writes into the repository's `.git` for git outside the sandbox to run (an fsmonitor command,
+    hooks, a clean filter `.gitattributes` names), each tried, then `path` changed (stat and content, so git reads it
+    again)."""
     touch = f"touch {mark}"
     hook = f"#!/bin/sh\\n{touch}-hook-$(basename $0)\\n"
     hooks = "post-index-change reference-transaction post-checkout pre-auto-gc"
     return (
-        f"git config core.fsmonitor '{touch}-fsmonitor; false' && git config filter.x.clean '{touch}-filter; cat'"
-        f" && printf '* filter=x\\n' > .gitattributes && mkdir -p .git/hooks && for h in {hooks}; do"
-        f" printf '{hook}' > .git/hooks/$h && chmod +x .git/hooks/$h; done && echo changed >> {path}"
-        f" && touch -d 2001-01-01 {path} && echo planted"
+        f"git config core.fsmonitor '{touch}-fsmonitor; false'; git config filter.x.clean '{touch}-filter; cat';"
+        f" printf '* filter=x\\n' > .gitattributes; for h in {hooks}; do printf '{hook}' > .git/hooks/$h"
+        f" && chmod +x .git/hooks/$h; done; echo changed >> {path} && touch -d 2001-01-01 {path} && echo planted"
     )
+
+
+REFUSED = ("could not write config file .git/config", ".git/hooks/post-checkout: Read-only file system")
 
 
 def ran(mark: Path) -> list[str]:
@@ -72,7 +77,8 @@ def test_what_a_replayed_command_writes_in_git_never_runs_outside_the_sandbox(tm
     done = invoke("replay", str(trajectory), "--repo", str(source), "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run = json.loads(next((tmp_path / "out" / "run").glob("*.traj.json")).read_text())
-    assert "planted" in run["operations"][0]["observation"] and "looked" in run["operations"][1]["observation"]
+    planted, looked = (operation["observation"] for operation in run["operations"][:2])
+    assert "planted" in planted and all(refusal in planted for refusal in REFUSED) and "looked" in looked
     assert ran(mark) == []
 
 
@@ -86,12 +92,39 @@ def test_what_a_reproduction_test_writes_in_git_never_runs_outside_the_sandbox(t
     writes = [
         f"<reproduction>\n```python\n{text}```\n</reproduction>" for text in (script, "print('Issue reproduced')\n")
     ]
-    (tmp_path / "c.yaml").write_text("environment: {tools: []}\nreproduction: {generate: true}\n")
+    (tmp_path / "R.config.yaml").write_text("environment: {tools: []}\nreproduction: {generate: true}\n")
+    (tmp_path / "S.config.yaml").write_text("environment: {tools: []}\n")  # (no tools to build: a minute saved)
     for run_id, replies in (("R", [*writes, act("Done.", "submit")]), ("S", [act("Done.", "submit")])):
-        config = ["--config", str(tmp_path / "c.yaml")] if run_id == "R" else []
+        config = ["--config", str(tmp_path / f"{run_id}.config.yaml")]
         model = write_script(tmp_path / f"{run_id}.yaml", replies)
         args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--thread-id", run_id, *config]
         done = invoke(*args, "--output", str(tmp_path / run_id), cwd=tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
-    assert (repo / ".git" / "hooks" / "post-index-change").is_file()  # planted: git in the repository would run it
-    assert [name for name in ran(mark) if "filter" not in name] == []
+    assert not (repo / ".git" / "hooks" / "post-index-change").exists()
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text() and ran(mark) == []
+
+
+@pytest.mark.parametrize("mount_at", [None, "/testbed"])
+def test_the_repositorys_git_config_and_hooks_are_read_only_and_git_work_goes_on(
+    tmp_path: Path, mount_at: str | None
+) -> None:
+    """What would run a program in git outside the sandbox later (the user's own git, llm-ide's next run) cannot be
+    written: `.git/config` (filters, fsmonitor, hooksPath, aliases) and `.git/hooks`, made first where a repository
+    has none; where the checkout is shown elsewhere (/testbed) too. Branches, stashes and commits are the commands'."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})  # (no hooks folder: made --template=)
+    assert not (repo / ".git" / "hooks").exists()
+    config = (repo / ".git" / "config").read_text()
+    work = (
+        "git stash -q && git stash pop -q && git checkout -q -b work && git add -A"
+        " && git -c user.name=a -c user.email=a@b commit -qm w && git log --format=%s -1"
+    )
+    with LocalEnvironment(repo, mount_at=mount_at, tools_dir=tmp_path / "tools") as environment:
+        planted = environment.execute(plant(mark, "a.py")).output
+        done = environment.execute(work)
+    assert "planted" in planted and all(refusal in planted for refusal in REFUSED), planted
+    assert (done.returncode, done.output) == (0, "w\n")
+    assert (repo / ".git" / "config").read_text() == config and list((repo / ".git" / "hooks").iterdir()) == []
+    git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
+    assert (git.stdout, ran(mark)) == ("", [])  # (.gitattributes committed: its filter is defined nowhere)

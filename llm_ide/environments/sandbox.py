@@ -193,8 +193,8 @@ class Sandbox:
         """(where, bwrap options) of every folder shown, hidden or masked, in the order they apply at one depth."""
         views = [(str(path), self.hiding(path)) for path in self.hidden]
         for option, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
-            # bwrap refuses to bind a missing path (and would fail every command)
-            views += [(str(path), [option, str(path), str(path)]) for path in paths if path.exists()]
+            # bwrap refuses to bind a missing path (and would fail every command); a mount shows it at its place too
+            views += [(at, [option, str(path), at]) for path in paths if path.exists() for at in self.shown_at(path)]
         views += [(target, ["--bind", str(source), target]) for target, source in self.mounts.items()]
         views += [(where, ["--tmpfs", where]) for path in self.secluded for where in self.shown_at(path)]
         masks = [where for socket in self.sockets for where in self.shown_at(Path(socket))]

@@ -21,8 +21,10 @@ UNHOOKED = {
 
 def git_paths(repo: Path) -> list[Path]:
     """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):
-    shown read-only, as git in the commands needs them."""
+    shown read-only, as git in the commands needs them; and its own `.git`'s config and hooks, read-only too: what git
+    run later outside the sandbox (the user's, ours) would run (a hook, a filter, an fsmonitor command, an alias)."""
     dot, found = repo / ".git", []
+    own = [dot / "config", dot / "hooks"] if dot.is_dir() else []
     try:
         if dot.is_file():
             line = dot.read_text(encoding="utf-8").strip()
@@ -37,9 +39,11 @@ def git_paths(repo: Path) -> list[Path]:
         alternates = git_dir / "objects" / "info" / "alternates"
         if alternates.is_file():
             found += [Path(os.path.realpath(git_dir / "objects" / line)) for line in alternates.read_text().split()]
+        if own:
+            (dot / "hooks").mkdir(exist_ok=True)  # as `git init` makes it: a folder the commands could fill otherwise
     except (OSError, UnicodeDecodeError):
-        return found
-    return [path for path in found if not path.is_relative_to(repo)]
+        pass
+    return [path for path in found if not path.is_relative_to(repo)] + [path for path in own if path.exists()]
 
 
 def readable_paths(entries: list[str] | None) -> list[Path]:
