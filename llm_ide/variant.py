@@ -318,7 +318,7 @@ class AgentContext:
     policy: CallPolicy = field(default_factory=CallPolicy)  # how every model call of the run is made
     cost_budget: Budget | None = None
     snapshot_patch: Callable[[], str] | None = None  # the worktree against the base commit, after each change
-    restore_worktree: Callable[[str], bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
+    restore_worktree: Callable[..., bool] | None = None  # puts a snapshot back (a command interrupted by a kill)
     intents: IntentLog | None = None
     variants: Variants = field(default_factory=Variants)
     resources: dict[str, Any] = field(default_factory=dict)  # filled once as the run opens (Any: each variant's own)

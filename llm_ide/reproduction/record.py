@@ -29,7 +29,7 @@ def record_of(state: Any) -> dict[str, Any]:
 def original(ctx: AgentContext, state: Any) -> None:
     """The worktree put back as the run found it (a test, or a killed one, may have written into it)."""
     if ctx.restore_worktree is not None and "worktree_patch" in state:
-        ctx.restore_worktree(state["worktree_patch"])
+        ctx.restore_worktree(state["worktree_patch"], keep=False)  # what a script wrote: not kept
 
 
 def run_all(ctx: AgentContext, state: Any) -> list[Script]:

@@ -22,7 +22,8 @@ from llm_ide.tools.installer import install_tools as install
 from llm_ide.tools.installer import tool_usage_text
 from llm_ide.variant import AgentContext, Clock, Opening, Variants
 from llm_ide.workspace.intents import IntentLog
-from llm_ide.workspace.lifecycle import restorer, snapshotter
+from llm_ide.workspace.lifecycle import snapshotter
+from llm_ide.workspace.putback import restorer
 
 log = logging.getLogger("llm_ide.run")
 
@@ -84,11 +85,13 @@ def build_context(
     variants: Variants | None = None,
     keep: Keep | None = None,
     clock: Clock | None = None,
+    kept: Path | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
     the agent's commands as it runs; `keep`: the run's (its models may keep what they need there across processes:
-    llm_ide/fileio.py)."""
+    llm_ide/fileio.py); `kept`: where a worktree put back before an operation runs again keeps what it held
+    (llm_ide/workspace/putback.py)."""
     models = RunModels(settings, on_model_call, keep)
     exchange = exchange_for(settings, models(model_spec, base_url))  # a bad model fails before any tool
     model = models.agent(model_spec, base_url, exchange.prepare)
@@ -105,7 +108,7 @@ def build_context(
         intents=intents,
         cost_budget=cost_budget,
         snapshot_patch=snapshotter(env, base, settings) if base else None,
-        restore_worktree=restorer(env, base, settings) if base else None,
+        restore_worktree=restorer(env, base, settings, kept) if base else None,
         variants=compose(settings) if variants is None else variants,
         clock=clock or Clock(),
     )

@@ -307,6 +307,7 @@ class Stream:
             ),
             keep=request.keep or FolderKeep(request.output_dir),
             clock=Clock(time.monotonic() - unrecorded_time(self.outputs.recorder.path, self.thread)),
+            kept=request.output_dir / request.run_id,
         )
         self.ctx = ctx
         log.info(

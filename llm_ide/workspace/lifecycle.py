@@ -1,7 +1,6 @@
 """A run's workspace across faults: the environment opened (a killed run's leftovers reaped, the base commit kept out
-of the agent's reach, the repository's future removed, a resumed run's worktree put back as its last snapshot), the
-worktree put back before an interrupted command runs again, and the run's patch at the end (the last snapshot when
-the environment is gone)."""
+of the agent's reach, the repository's future removed, a resumed run's worktree put back as its last snapshot), and
+the run's patch at the end (the last snapshot when the environment is gone); putback.py: before a command runs again."""
 
 from __future__ import annotations
 
@@ -89,20 +88,6 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
             raise PatchError(f"patch extraction failed: {error}") from None
 
     return snapshot
-
-
-def restorer(env: Environment, base: str, settings: CoreSettings) -> Callable[[str], bool]:
-    """Puts the worktree back as a snapshot has it; False when it cannot (the caller then tells the agent)."""
-
-    def restore(snapshot: str) -> bool:
-        try:
-            keep_base(env, base).restore(snapshot, settings.patch)
-        except PatchError as error:
-            log.warning("the worktree could not be put back before running a command again: %s", error)
-            return False
-        return True
-
-    return restore
 
 
 def final_patch(env: Environment, base: str | None, settings: CoreSettings, values: dict[str, Any]) -> str:
