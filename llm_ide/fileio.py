@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
+
+UMASK = os.umask(0o022)
+os.umask(UMASK)  # the process's, read once: a file written here gets the mode open() would give it, not mkstemp's 0600
 
 
 def atomic_write(path: Path, data: str | bytes | Iterable[bytes], sync: bool = True) -> None:
@@ -18,6 +22,7 @@ def atomic_write(path: Path, data: str | bytes | Iterable[bytes], sync: bool = T
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(fd, stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~UMASK)  # the file's own
             if isinstance(data, str):
                 handle.write(data.encode("utf-8"))
             elif isinstance(data, bytes):
