@@ -317,3 +317,31 @@ def test_parallel_attempts_add_their_worktrees_one_at_a_time(tmp_path: Path) -> 
     assert len(heads) == 1 and len(next(iter(heads)).strip()) == 40
     listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True).stdout
     assert sum(str(path) in listed for path in paths) == 24
+
+
+def test_a_thread_id_resumes_as_the_kind_of_run_it_was_never_over_it(tmp_path: Path) -> None:
+    """A finished run at the same id run again with attempts started anew over its trajectory and patch; a run with
+    attempts run again without them was refused as if its checkpoint had been emptied."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(RIGHT)], [review(5, "Fixed.")] * 2)
+    configs = {most: tmp_path / f"max{most}.yaml" for most in (1, 2)}
+    for most, path in configs.items():
+        path.write_text(yaml.safe_dump({**NO_TOOLS, "attempts": {"max": most}}))
+    out = tmp_path / "out"
+
+    def run(thread: str, most: int) -> subprocess.CompletedProcess:
+        spec = model.replace("{attempt}", "1") if most == 1 else model  # a run without attempts: one script
+        args = ["run", "--repo", str(repo), "--task", TASK, "--model", spec, "--thread-id", thread, "--output"]
+        return invoke(*args, str(out), "--config", str(configs[most]), cwd=tmp_path)
+
+    assert run("T", 1).returncode == 0 and run("U", 2).returncode == 0
+    saved = {name: (out / name).read_bytes() for name in ("T.traj.json", "T.patch", "U.traj.json", "U.patch")}
+    said = {"T": "without attempts", "U": "with attempts"}
+    for thread, most, had in (("T", 2, 1), ("U", 1, 2)):
+        done = run(thread, most)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr == (
+            f"error: thread {thread} is a run {said[thread]} ({out / thread}.traj.json): resume it as it ran "
+            f"(attempts.max: {had}), or give a new --thread-id\n"
+        )
+    assert {name: (out / name).read_bytes() for name in saved} == saved

@@ -22,7 +22,7 @@ from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
-from llm_ide.run.guard import repo_lock
+from llm_ide.run.guard import check_kind, repo_lock
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult, check_request, request_of
 from llm_ide.run.thread import Thread, opened, start
 from llm_ide.secrets import redacted
@@ -64,6 +64,9 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
         opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread,
         repo_lock(repo, in_place),
     ):
+        if not thread.resumed:
+            calls = output_dir / f"{request.run_id}.calls.jsonl.gz"
+            check_kind(output_dir / f"{request.run_id}.traj.json", calls, attempts=True)
         return Attempts(ctx, thread, info, in_place).run()
 
 
