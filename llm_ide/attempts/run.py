@@ -22,7 +22,7 @@ from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
-from llm_ide.run.guard import check_kind, repo_lock
+from llm_ide.run.guard import RunStateError, has_work, repo_lock, saved_trajectory
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult, check_request, request_of
 from llm_ide.run.thread import Thread, opened, start
 from llm_ide.secrets import redacted
@@ -48,7 +48,9 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
     """A run at a task, however it is asked for: `attempts.max` attempts reviewed and one chosen (each attempt a run of
     the agent with the settings' variants and the request's), or, with one attempt, the agent's run itself."""
     compose(request.settings, request.variants)  # a combination that cannot work: refused before anything starts
-    if request.settings.attempts.max <= 1:  # type: ignore[attr-defined]
+    attempted = request.settings.attempts.max > 1  # type: ignore[attr-defined]
+    check_kind(request.output_dir, request.run_id, attempted)
+    if not attempted:
         return Driver(request, listeners).run()
     output_dir, settings = start(request.output_dir, request.run_id, request.settings, request.environment)
     request = replace(request, output_dir=output_dir, settings=settings)
@@ -64,9 +66,6 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
         opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread,
         repo_lock(repo, in_place),
     ):
-        if not thread.resumed:
-            calls = output_dir / f"{request.run_id}.calls.jsonl.gz"
-            check_kind(output_dir / f"{request.run_id}.traj.json", calls, attempts=True)
         return Attempts(ctx, thread, info, in_place).run()
 
 
@@ -162,4 +161,20 @@ def finish(path: Path, values: dict[str, Any], info: dict[str, Any], read: Read)
         error=values.get("error", info.get("error", "")),
         attempts=data["info"]["attempts"],
         chosen=values.get("chosen"),
+    )
+
+
+def check_kind(output_dir: Path, run_id: str, attempts: bool) -> None:
+    """A thread id's run is resumed as the kind of run it was, with attempts or without, never started over as the
+    other kind (over its trajectory and patch)."""
+    trajectory, calls = output_dir / f"{run_id}.traj.json", output_dir / f"{run_id}.calls.jsonl.gz"
+    info = saved_trajectory(trajectory) if output_dir.is_dir() else None  # (not a folder: the run says so)
+    if info is None or info.get("unreadable") or ("attempts" in info) == attempts or not has_work(info, calls):
+        return
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    had = (config.get("attempts") or {}).get("max", "> 1") if "attempts" in info else 1
+    kind = "with" if "attempts" in info else "without"
+    raise RunStateError(
+        f"thread {run_id} is a run {kind} attempts ({trajectory}): resume it as it ran (attempts.max: {had}), or "
+        "give a new --thread-id"
     )

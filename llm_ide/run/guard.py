@@ -113,7 +113,6 @@ def check_saved_state(
     """Refuse to start over a trajectory whose checkpoint is gone or behind it (emptied, truncated, WAL lost)."""
     info = saved_trajectory(trajectory)
     if not has_checkpoint:
-        check_kind(trajectory, calls, attempts=False)
         if has_work(info, calls):
             raise RunStateError(
                 f"{checkpoint} holds no state for this thread but {trajectory.name} records a run: refusing to "
@@ -126,18 +125,3 @@ def check_saved_state(
             f"{checkpoint} is behind the trajectory ({state_operations} < {info['n_operations']} operations; was its "
             f"WAL lost?): refusing to resume over {trajectory.name}"
         )
-
-
-def check_kind(trajectory: Path, calls: Path, attempts: bool) -> None:
-    """A thread id's run is resumed as the kind of run it was, with attempts or without, never started over as the
-    other kind (over its trajectory and patch)."""
-    info = saved_trajectory(trajectory)
-    if info is None or info.get("unreadable") or ("attempts" in info) == attempts or not has_work(info, calls):
-        return
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    had = (config.get("attempts") or {}).get("max", "> 1") if "attempts" in info else 1
-    run_id, kind = trajectory.name.removesuffix(".traj.json"), "with" if "attempts" in info else "without"
-    raise RunStateError(
-        f"thread {run_id} is a run {kind} attempts ({trajectory}): resume it as it ran (attempts.max: {had}), or "
-        "give a new --thread-id"
-    )
