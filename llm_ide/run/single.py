@@ -39,6 +39,7 @@ from llm_ide.variant import AgentContext, Clock, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
+from llm_ide.workspace.submodules import warn_submodules
 
 log = logging.getLogger("llm_ide.run")
 
@@ -344,6 +345,8 @@ class Stream:
         submission = ""
         try:
             submission = final_patch(env, base, self.driver.request.settings, self.outputs.values)
+            if base:
+                warn_submodules(env)
         except Exception as error:  # the run's outcome must still be saved
             log.error("patch extraction failed: %s", error)
             submission = getattr(error, "patch", "")  # a repository lost under the run (RepositoryLost): its snapshot

@@ -1,0 +1,51 @@
+"""A submodule's files are its own repository's: a run's patch cannot hold their changes, and the run says so at its
+end rather than dropping them without a word."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from agent_script import act, reflect, write_script
+from conftest import make_git_repo
+from in_process import invoke
+
+WARNING = "not in the patch (a submodule's files belong to its own repository)"
+
+
+def with_submodules(tmp_path: Path) -> Path:
+    library = make_git_repo(tmp_path / "library", {"lib.py": "v = 1\n"})
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    for folder in ("vendor/one", "vendor/two"):
+        add = ["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), folder]
+        subprocess.run(add, cwd=repo, check=True, capture_output=True)
+    commit = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "submodules"]
+    subprocess.run(commit, cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("echo 'v = 2' >> vendor/one/lib.py", f"the git submodule vendor/one are {WARNING}"),
+        ("touch vendor/one/new.py vendor/two/new.py", f"the git submodules vendor/one, vendor/two are {WARNING}"),
+        ("cat vendor/one/lib.py", None),
+    ],
+)
+def test_changes_inside_a_submodule_are_said_at_the_end(tmp_path: Path, command: str, said: str | None) -> None:
+    repo = with_submodules(tmp_path)
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    steps = [
+        act("Change.", "bash", command=f"{command} && echo y >> a.py"),
+        reflect(False, "changed"),
+        act("Done.", "submit"),
+    ]
+    model = write_script(tmp_path / "s.yaml", steps)
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    done = invoke(*args, "--output", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert (WARNING in shown, said is None or said in shown) == (said is not None, True), shown
+    patch = next((tmp_path / "out").glob("*.patch")).read_text()
+    assert patch.startswith("diff --git a/a.py b/a.py") and "vendor" not in patch
