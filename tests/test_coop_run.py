@@ -172,15 +172,20 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
             "error: scripted model: file not found: {folder}/plan_1.yaml",
         ),
         (("--repo-source", "{folder}"), "error: --repo-source {folder}: neither a git repository nor a bundle"),
+        (
+            ("--config", "{folder}/human.yaml"),
+            "error: navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp",
+        ),
     ],
-    ids=["unknown-provider", "missing-script", "not-a-repository"],
+    ids=["unknown-provider", "missing-script", "not-a-repository", "human-navigator"],
 )
 def test_what_no_pair_could_use_is_one_line_before_any_pair(tmp_path: Path, option: tuple[str, str], said: str) -> None:
     """A model no agent or planner could use, a repository source git cannot read: said once, no pair started (it
-    was said once per pair, after a checkout each)."""
+    was said once per pair, after a checkout each; a human navigator's after each pair's planning)."""
     task, source = build_task(tmp_path)
     folder = tmp_path / "elsewhere"
     folder.mkdir()
+    (folder / "human.yaml").write_text(yaml.safe_dump({"navigator": {"mode": "human"}}))
     submit = [act("Go.", "submit")]
     model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
     args = coop_args(task, source, model, tmp_path / "out")

@@ -125,7 +125,10 @@ def run_pairs(
 
 
 def check_inputs(model: str, settings: Settings, base_url: str | None, repo_source: Path) -> None:
-    """A model no agent or planner could use, or a repository source git cannot read: one line before any pair."""
+    """A model no agent or planner could use, a repository source git cannot read, or a navigator that waits for a
+    person (nobody answers a pair's agents): one line before any pair."""
+    if settings.navigator.mode == "human":
+        raise CoopError("navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp")
     for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
         preflight(spec, settings, base_url=base_url, imaged=False)  # (a task's image comes with it)
     if git(Path.cwd(), "ls-remote", str(repo_source), check=False).returncode != 0:
