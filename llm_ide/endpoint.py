@@ -9,18 +9,24 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpcore
 import httpx
 
 Failure = Literal["auth", "transient", "fatal"]
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
+POLL = 0.25  # seconds between two looks at a cancel event while a read waits
 _local = threading.local()
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    """A request given up by whoever waited for it (the event of `request_cancel` set)."""
 
 
 class BadCompletion(Exception):
@@ -36,6 +42,37 @@ def request_deadline(at: float) -> Iterator[None]:
         yield
     finally:
         _local.deadline = previous
+
+
+@contextmanager
+def request_cancel(event: threading.Event) -> Iterator[None]:
+    """Every read of the requests made inside ends (`Cancelled`) soon after `event` is set, even one that waits for
+    the first byte of a reply: the connection is dropped, so the server stops working on it."""
+    previous = getattr(_local, "cancel", None)
+    _local.cancel = event
+    try:
+        yield
+    finally:
+        _local.cancel = previous
+
+
+def polled(read: Callable[[float | None], T], timeout: float | None, timed_out: type[Exception]) -> T:
+    """`read(seconds)` within `timeout` and the request's deadline; under `request_cancel`, in slices of `POLL`."""
+    cancel = getattr(_local, "cancel", None)
+    if cancel is None:
+        return read(remaining(timeout))
+    until = None if timeout is None else time.monotonic() + timeout
+    while not cancel.is_set():
+        left = None if until is None else until - time.monotonic()
+        if left is not None and left <= 0:
+            raise timed_out("no data within the read timeout")
+        wait = remaining(left)
+        try:
+            return read(POLL if wait is None else min(wait, POLL))
+        except timed_out:
+            if wait is not None and wait <= POLL:
+                raise
+    raise Cancelled("the request was given up")
 
 
 def extend_deadline(at: float) -> None:
@@ -80,7 +117,7 @@ class DeadlineStream(httpcore.NetworkStream):
         self.inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, remaining(timeout))
+        return polled(lambda seconds: self.inner.read(max_bytes, seconds), timeout, httpcore.ReadTimeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.inner.write(buffer, remaining(timeout))
@@ -243,6 +280,8 @@ def classify(error: BaseException) -> Failure | None:
     """What a failed call means: give up at once (auth), retry (transient), give up (fatal), or not ours (None)."""
     from langchain_core import exceptions as lc
 
+    if isinstance(cause(error, Cancelled), Cancelled):
+        return None
     if isinstance(error, lc.ModelAuthenticationError | lc.ModelPermissionDeniedError | lc.ModelNotFoundError):
         return "auth"
     status = getattr(error, "status_code", None)
@@ -273,11 +312,11 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def cause(error: BaseException) -> BaseException:
-    """The BadCompletion behind an SDK's connection error, else the error itself."""
+def cause(error: BaseException, kind: type[BaseException] = BadCompletion) -> BaseException:
+    """The `kind` (a BadCompletion) behind an SDK's connection error, else the error itself."""
     seen = error
     while seen is not None:
-        if isinstance(seen, BadCompletion):
+        if isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return error

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from llm_ide.endpoint import EndpointClient, remaining
+from llm_ide.endpoint import EndpointClient, polled, remaining
 
 Headers = list[tuple[str, str]]
 log = logging.getLogger("httpx")  # each request said as httpx says it, where it says it: its readers still see them
@@ -50,7 +50,10 @@ class DeadlineReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        self.sock.settimeout(remaining(self.timeout))
+        return polled(lambda seconds: self.receive(buffer, seconds), self.timeout, TimeoutError)
+
+    def receive(self, buffer: Any, seconds: float | None) -> int:
+        self.sock.settimeout(seconds)
         return self.sock.recv_into(buffer)
 
 

@@ -412,6 +412,32 @@ def test_a_request_whose_client_gives_up_while_it_is_answered_is_cut_short(tmp_p
     ]
 
 
+def test_a_request_whose_client_gives_up_before_the_reply_starts_is_cut_short(tmp_path: Path, token: str) -> None:
+    """A permission whose reply has not begun when its client gives up (a local model still reading the prompt: a
+    minute before its first byte) is dropped then, not when the reply comes: the guidance asked next is answered at
+    once, and the endpoint is asked nothing more for the abandoned request."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    slow = Reply(text="<approve>too late</approve>", delay=60)
+    log = tmp_path / "served.jsonl"
+    with OpenAIServer(replies=["<answer>warm</answer>", slow, "<answer>go on</answer>"], models=["m"]) as endpoint:
+        args = ["--model", "m", "--base-url", endpoint.url, "--repo", str(repo), "--log", str(log)]
+        process, url, _ = launch(tmp_path, args, dict(os.environ))
+        try:
+            McpNavigator(url).request_guidance("where to start?")
+            with pytest.raises(NavigatorTimeout, match="did not answer within 3 s"):
+                McpNavigator(url, permission_timeout=3).request_permission(PermissionRequest(action="edit a.py"))
+            later = McpNavigator(url, review_timeout=20).request_guidance("what next?")
+        finally:
+            assert stop(process) == 128 + signal.SIGTERM
+    assert later.answer == "go on" and len(endpoint.requests) == 3
+    served = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(entry["tool"], entry.get("error")) for entry in served] == [
+        ("request_guidance", None),
+        ("request_permission", "navigator: the request's client gave up; its answer was cut short"),
+        ("request_guidance", None),
+    ]
+
+
 def test_a_second_ctrl_c_stops_the_server_at_once_and_quietly(tmp_path: Path, token: str) -> None:
     """Ctrl-C stops `navigator serve` gracefully (the request under way would still get its answer, here a minute and
     a half of streaming), and says so; a second Ctrl-C meanwhile stops it at once, exit 130, without the tracebacks of

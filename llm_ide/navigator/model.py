@@ -14,6 +14,7 @@ from typing import Any
 from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallProgress
+from llm_ide.endpoint import request_cancel
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import ConfigError, FormatError, ModelError
 from llm_ide.models import Model, ModelTimeLimit, get_model
@@ -253,15 +254,20 @@ class ModelNavigator:
             raise NavigatorAbandoned("navigator: the request's client gave up; no further model call for it")
         index = self.usage.calls
         try:
-            reply, call = self.policy.call(
-                self.ctx.model, messages, kind=f"navigator_{kind}", deadline=deadline, index=index
-            )
+            with request_cancel(self.abandoned):  # a reply not begun yet is dropped too, its connection closed
+                reply, call = self.policy.call(
+                    self.ctx.model, messages, kind=f"navigator_{kind}", deadline=deadline, index=index
+                )
         except ModelTimeLimit as error:
             raise NavigatorTimeout(f"navigator: {error}") from None
         except ModelError as error:
             if "timeout" in str(error).lower() or "timed out" in str(error).lower():
                 raise NavigatorTimeout(f"navigator: {error}") from None
             raise NavigatorError(f"navigator: {error}") from None
+        except Exception:
+            if self.abandoned.is_set():
+                raise NavigatorAbandoned("navigator: the request's client gave up; its answer was cut short") from None
+            raise
         self.usage = NavigatorUsage(
             calls=self.usage.calls + 1,
             input_tokens=self.usage.input_tokens + reply.input_tokens,
