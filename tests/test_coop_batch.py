@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,7 @@ def test_the_live_line_shows_each_agents_step_and_the_command_it_is_running() ->
     ]
     for agent, event in events:
         live.event(agent, event)
-        said.append(progress.tasks[0].description.removeprefix("pair 1,2 coop k=0  "))
+        said.append(live.line().removeprefix("pair 1,2 coop k=0  "))
     assert said == [
         "agent 1 step 1: view src/a.py",
         "agent 1 step 1: view src/a.py | agent 2 step 1: running pytest -q tests (0 s)",
@@ -139,3 +140,6 @@ def test_the_live_line_shows_each_agents_step_and_the_command_it_is_running() ->
         "agent 1 step 1: view src/a.py | agent 2 step 1: running pytest -q tests (12 s)",
         "agent 1 step 1: view src/a.py | agent 2 step 1: bash pytest -q tests",
     ]
+    live.event("1", RunEvent("agent1", "command", step=2, command=CommandProgress("start", "sleep 30")))
+    time.sleep(1.1)  # a command that prints nothing: its seconds go on all the same (they stayed at 0 s)
+    assert live.line().endswith("agent 1 step 2: running sleep 30 (1 s) | agent 2 step 1: bash pytest -q tests")

@@ -3,12 +3,14 @@ the summary (pass rate, conflict rate, and both per setting)."""
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Any
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from llm_ide.cli.console import console
 from llm_ide.terminal import terminal_safe
@@ -58,8 +60,8 @@ class PairProgress:
     def __init__(self, progress: Progress, total: int) -> None:
         self.progress = progress
         self.bar = progress.add_task("pairs", total=total)
-        self.current = ""
-        self.steps: dict[str, str] = {}
+        self.current = "pairs"
+        self.steps: dict[str, tuple[str, float | None]] = {}  # agent: what it does, since when (a command under way)
 
     def start(self, run: Any) -> None:
         self.begin(f"pair {run.pair[0]},{run.pair[1]} {run.setting} k={run.k}")
@@ -67,19 +69,20 @@ class PairProgress:
     def begin(self, label: str) -> None:
         self.current = label
         self.steps = {}
-        self.progress.update(self.bar, description=escape(label))
 
     def event(self, agent: str, event: Any) -> None:
-        """An agent's step once done, and its command while it runs (with its time so far)."""
+        """An agent's step once done, and its command while it runs (its time so far counted on, output or not)."""
         if event.kind == "step":
-            doing = terminal_safe(str(event.action))[:40]
+            self.steps[agent] = (f"agent {agent} step {event.step}: {terminal_safe(str(event.action))[:40]}", None)
         elif event.kind == "command" and event.command.kind != "end":
-            doing = f"running {terminal_safe(event.command.command)[:40]} ({event.command.seconds:.0f} s)"
-        else:
-            return
-        self.steps[agent] = f"agent {agent} step {event.step}: {doing}"
-        described = " | ".join(self.steps[a] for a in sorted(self.steps))
-        self.progress.update(self.bar, description=escape(f"{self.current}  {described}"))
+            doing = f"agent {agent} step {event.step}: running {terminal_safe(event.command.command)[:40]}"
+            self.steps[agent] = (doing, time.monotonic() - event.command.seconds)
+
+    def line(self) -> str:
+        """The bar's line now: the pair, then each agent's step or its command with the seconds it has run."""
+        now = time.monotonic()
+        doing = [text if since is None else f"{text} ({now - since:.0f} s)" for text, since in self.steps.values()]
+        return "  ".join([self.current, " | ".join(sorted(doing))] if doing else [self.current])
 
     def done(self, run: Any, result: dict[str, Any]) -> None:
         """The pair's line above the bar (`run`: unused, the listener's signature)."""
@@ -95,14 +98,21 @@ class PairProgress:
         self.progress.advance(self.bar)
 
 
+class LineColumn(ProgressColumn):
+    """The pair's line, rendered anew at each refresh (a command's seconds go on while it prints nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pairs: PairProgress | None = None
+
+    def render(self, task: Any) -> Text:
+        return Text(self.pairs.line() if self.pairs else task.description)
+
+
 @contextmanager
 def pair_progress(total: int):  # noqa: ANN201
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
+    line = LineColumn()
+    columns = (SpinnerColumn(), line, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        yield PairProgress(progress, total)
+        line.pairs = PairProgress(progress, total)
+        yield line.pairs
