@@ -136,6 +136,13 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
         0,
     )
     assert (result["feature1"]["tests_passed"], result["feature2"]["tests_passed"]) == (2, 2)
+    assert sorted(path.name for path in folder.iterdir() if path.is_dir()) == [
+        "agent1",
+        "agent1-run",
+        "agent2",
+        "agent2-run",
+        "repo",
+    ]  # no grading left
     assert (folder / "plan_coop_k0_feature1.md").read_text() == "Append three() to pkg/core.py\n"
     assert (folder / "plan_coop_k0_feature2.md").read_text() == "Create pkg/extra.py with four()\n"
     assert json.loads((folder / "conversation.json").read_text())[0]["text"] == "core.py is mine"
@@ -159,6 +166,7 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     assert again.returncode == 0, again.stderr
     assert "merge clean, both passed: yes" in again.stdout
     regraded = json.loads((folder / "eval.json").read_text())
+    assert not (folder / "eval-scratch").exists()
     assert {k: regraded[k] for k in ("merge", "both_passed")} == {k: result[k] for k in ("merge", "both_passed")}
     assert regraded["feature1"]["tests_passed"] == result["feature1"]["tests_passed"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -231,7 +232,15 @@ def execute_phase(
 
 
 def grade(run: CoopRun, task: CoopTask, folder: Path, patches: list[str]) -> dict[str, Any]:
+    """eval.json's grades; the checkouts they took are removed after (a killed grading's, by the next)."""
     scratch = folder.resolve() / "eval-scratch"
+    try:
+        return graded_in(run, task, scratch, patches)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def graded_in(run: CoopRun, task: CoopTask, scratch: Path, patches: list[str]) -> dict[str, Any]:
     if len(patches) == 2:
         pair = evaluate_pair(
             task, run.pair, (patches[0], patches[1]), run.repo_source, scratch, setting=str(run.setting), k=run.k
