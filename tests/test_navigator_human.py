@@ -13,12 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from agent_script import BUGGY_FILES, TEST_COMMAND, single_call, write_script
-from conftest import make_git_repo
+from conftest import git, make_git_repo
 from test_navigator_graph import CHEAT, FIX, SUBMIT, TESTS, reflect
 
 from llm_ide.config import load_config
+from llm_ide.errors import UsageError
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -118,6 +120,18 @@ class Terminal:
     def finish(self) -> int:
         self.expect(r"trajectory: ")
         return self.process.wait(timeout=60)
+
+
+def test_an_answer_to_a_run_that_is_not_saved_starts_nothing(tmp_path: Path) -> None:
+    """`resume=` with a mistyped run id: one line, no new run started in its place (it asked its model, then the
+    same first question again, the answer dropped)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "driver.yaml", DRIVER)
+    settings = load_config("default", environment={"tools": []}, navigator={"mode": "human"})
+    with pytest.raises(UsageError, match=r"^run hmuan: no saved run in .*out awaits the answer given \(resume\)$"):
+        run_task("Cart.total ignores quantities.", model=model, settings=settings, output_dir=tmp_path / "out",
+                 run_id="hmuan", repo=repo, resume={"approved": True})  # fmt: skip
+    assert not list((tmp_path / "out").glob("*.traj.json")) and git(repo, "status", "--porcelain") == ""
 
 
 def test_cli_human_navigator_on_a_terminal(tmp_path: Path) -> None:

@@ -184,6 +184,8 @@ class Driver:
             opened(output_dir, request.run_id, request.task, request.checkpoint, database, build, every) as thread,
             repo_lock(request.repo, in_place),
         ):
+            if request.resume is not None and not thread.resumed:  # a mistyped id: no new run in its place
+                raise UsageError(f"run {request.run_id}: no saved run in {output_dir} awaits the answer given (resume)")
             if thread.spec != "memory":
                 check_saved_state(
                     has_checkpoint=thread.resumed,
