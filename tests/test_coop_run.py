@@ -201,6 +201,7 @@ def test_what_no_pair_could_use_is_one_line_before_any_pair(tmp_path: Path, opti
     done = invoke(*args, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.startswith(said.format(folder=folder)), done.stderr
     assert done.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
+    assert done.stdout == ""  # not a progress bar of pairs that never start
 
 
 @pytest.mark.parametrize(

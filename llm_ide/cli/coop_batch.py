@@ -67,6 +67,7 @@ class PairProgress:
         self.begin(f"pair {run.pair[0]},{run.pair[1]} {run.setting} k={run.k}")
 
     def begin(self, label: str) -> None:
+        self.progress.start()  # at the first pair: nothing shown when the checks before any pair fail
         self.current = label
         self.steps = {}
 
@@ -113,6 +114,10 @@ class LineColumn(ProgressColumn):
 def pair_progress(total: int):  # noqa: ANN201
     line = LineColumn()
     columns = (SpinnerColumn(), line, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        line.pairs = PairProgress(progress, total)
+    progress = Progress(*columns, console=console, transient=False)
+    line.pairs = PairProgress(progress, total)
+    try:
         yield line.pairs
+    finally:
+        if progress.live.is_started:
+            progress.stop()
