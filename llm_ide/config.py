@@ -16,6 +16,7 @@ from llm_ide.settings import PROMPTS_DIR, Layers, deep_merge, read_yaml, validat
 
 CONFIG_NAMES = ("default", "swebench")
 USER_CONFIG_VARIABLE = "LLM_IDE_CONFIG"
+Overrides = list[str | Path] | str | Path | None  # override files in order (or one)
 
 __all__ = [
     "PROMPTS_DIR",
@@ -72,10 +73,11 @@ def with_user_config(overrides: list[Path] | None) -> list[Path]:
     return [*([user] if user else []), *(overrides or [])]
 
 
-def config_layers(base: str | Path = "default", overrides: list[str | Path] | None = None, **values: Any) -> Layers:
-    """The (origin, data) layers in merge order: the base's `extends` chain, the override files, then `values`."""
+def config_layers(base: str | Path = "default", overrides: Overrides = None, **values: Any) -> Layers:
+    """The (origin, data) layers in merge order: the base's `extends` chain, the override files (or file), then
+    `values`."""
     layers = _layers_with_extends(resolve_config_path(base), set())
-    for override in overrides or []:
+    for override in [overrides] if isinstance(overrides, str | Path) else overrides or []:
         path = Path(override)
         data = read_yaml(path)
         if "extends" in data:
@@ -91,7 +93,7 @@ def validate_layers(layers: Layers, variants: Iterable[Any] = ()) -> Settings:
 
 
 def load_config(
-    base: str | Path = "default", overrides: list[str | Path] | None = None, variants: Iterable[Any] = (), **values: Any
+    base: str | Path = "default", overrides: Overrides = None, variants: Iterable[Any] = (), **values: Any
 ) -> Settings:
     """The bundled/base config (its `extends` chain first), each override file deep-merged in order, then `values`;
     validated once: a bad key or value raises ConfigError naming the file and the key path. `variants`: variants of

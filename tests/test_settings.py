@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from in_process import invoke
@@ -79,6 +81,16 @@ def test_values_of_the_python_api_are_validated_and_named(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=r"^command line: agent\.cost_limit: input should be a valid number"):
         settings.merged({"agent": {"cost_limit": "much"}}, origin="command line")
     assert settings.merged({"agent": {"cost_limit": 1}}).agent.cost_limit == 1.0 and settings.agent.cost_limit == 3.0
+
+
+@pytest.mark.parametrize("given", [lambda path: [path], lambda path: path, str, lambda path: [str(path)]])
+def test_override_files_are_a_list_or_one_file(tmp_path: Path, given: Callable[[Path], Any]) -> None:
+    """`load_config("default", Path("x.yaml"))` is the one file, as `[Path("x.yaml")]` (a bare path was iterated)."""
+    (override := tmp_path / "x.yaml").write_text("agent: {step_limit: 7}\n")
+    settings = load_config("default", given(override), agent={"cost_limit": 1})
+    assert (settings.agent.step_limit, settings.agent.cost_limit) == (7, 1.0)
+    with pytest.raises(ConfigError, match=f"^config file not found: {tmp_path}/y.yaml"):
+        load_config("default", given(tmp_path / "y.yaml"))
 
 
 def test_every_bundled_config_validates_and_unknown_names_are_refused() -> None:
