@@ -345,3 +345,6 @@ def test_a_thread_id_resumes_as_the_kind_of_run_it_was_never_over_it(tmp_path: P
             f"(attempts.max: {had}), or give a new --thread-id\n"
         )
     assert {name: (out / name).read_bytes() for name in saved} == saved
+    again = run("U", 2)  # as it ran: its result again, said as a single run says it
+    assert again.returncode == 0 and "… run U had already finished (submitted): its result again" in again.stdout
+    assert {name: (out / name).read_bytes() for name in saved} == saved
