@@ -15,6 +15,7 @@ from typing import Any
 from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.errors import crashed
+from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.instances import (
@@ -188,15 +189,20 @@ def prepare(
     return dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped
 
 
-def forget(output: Path, instances: list[Instance]) -> None:
-    """--redo-existing: drop the finished instances' predictions and run folders so they start afresh."""
-    store = OutputStore(output)
+def forget(options: BatchOptions, instances: list[Instance]) -> None:
+    """--redo-existing: drop the finished instances' predictions, run folders and threads (in a --checkpoint store
+    outside their folders) so they start afresh."""
+    store = OutputStore(options.output)
     existing = store.existing()
-    for instance in instances:
-        if instance.instance_id in existing:
-            shutil.rmtree(output / instance.instance_id, ignore_errors=True)
-            store.remove_prediction(instance.instance_id)
-            store.remove_status(instance.instance_id)  # nor does what it spent count against the batch's limit
+    redone = [instance.instance_id for instance in instances if instance.instance_id in existing]
+    if redone and options.checkpoint and options.checkpoint != "memory":
+        with open_checkpointer(options.checkpoint, Path(os.devnull)) as saver:
+            for instance_id in redone:
+                saver.delete_thread(instance_id)
+    for instance_id in redone:
+        shutil.rmtree(options.output / instance_id, ignore_errors=True)
+        store.remove_prediction(instance_id)
+        store.remove_status(instance_id)  # nor does what it spent count against the batch's limit
 
 
 def run_swebench(
@@ -228,7 +234,7 @@ def run_swebench(
         check_model(options.model, settings, options.base_url)
         check_variants(compose(settings), settings, options.base_url)
     if options.redo_existing and (options.output / PREDS).exists():
-        forget(options.output, todo)
+        forget(options, todo)
     progress = progress_factory(len(todo)) if progress_factory else None
     with batch_log(options.output):
         for error in dataset.errors:
