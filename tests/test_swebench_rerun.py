@@ -1,8 +1,9 @@
 """A batch run again (local environment, no docker): --redo-existing with a checkpoint store outside the run
-folders."""
+folders, a repository that lacks an instance's base commit."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from swebench_fixtures import FIX_COMMAND, WRONG_COMMAND, build_dataset, write_config, write_script
@@ -30,3 +31,27 @@ def test_redo_existing_with_a_shared_checkpoint_store_runs_the_instance_afresh(t
     redo = run_swebench(str(dataset), "test", options)
     assert redo.counts() == {"submitted": 1}
     assert read_preds(options.output)[row["instance_id"]]["model_patch"] == row["patch"]
+
+
+def test_a_repository_without_the_instances_base_is_its_environment_error_and_leaves_no_clone(tmp_path: Path) -> None:
+    """It was a crash: a traceback in swebench.log, `SWEbenchError: <id>: …` on the console, and the half clone
+    (`repo.partial`, a whole repository's objects) left in the instance's folder."""
+    dataset, rows = build_dataset(tmp_path / "data", 2)
+    lost = {**rows[0], "base_commit": "0" * 40}
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in [lost, rows[1]]))
+    options = BatchOptions(
+        model=write_script(tmp_path / "fix.yaml", [FIX_COMMAND]),
+        output=tmp_path / "out",
+        environment="local",
+        config_files=[write_config(tmp_path / "c.yaml")],
+    )
+    for _ in range(2):  # not a prediction: the next run tries it again
+        summary = run_swebench(str(dataset), "test", options)
+        failed = summary.outcomes[lost["instance_id"]]
+        assert (failed.exit_status, failed.steps) == ("environment_error", 0)
+        assert failed.error == f"{lost['repo']} holds neither the base commit {'0' * 40} nor a branch demo__calc-1"
+        assert list(read_preds(options.output)) == [rows[1]["instance_id"]]
+    assert not list((options.output / lost["instance_id"]).iterdir())
+    log = (options.output / "swebench.log").read_text()
+    assert "Traceback" not in log
+    assert log.count(f"WARNING demo__calc-1: environment_error (0 steps): {lost['repo']} holds neither") == 2

@@ -27,9 +27,11 @@ from llm_ide.swebench.instances import (
     batch_config,
     batch_log,
     execute_instance,
+    log_outcome,
+    not_checked_out,
     run_instance,
 )
-from llm_ide.swebench.preflight import check_model, check_variants
+from llm_ide.swebench.preflight import SWEbenchError, check_model, check_variants
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import PREDS, OutputStore, output_folder, read_preds, read_statuses
 
@@ -115,6 +117,10 @@ class Batch:
                 on_event=self.on_event,
                 stop=self.stop,
             )
+        except SWEbenchError as error:
+            outcome = not_checked_out(instance, error)
+            log_outcome(outcome, "0 steps")
+            self.store.record_status(instance.instance_id, outcome.exit_status, **outcome.details)
         except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
             log.exception("%s: crashed", instance.instance_id)
             status, text = crashed(error)

@@ -222,6 +222,13 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
     return outcome
 
 
+def not_checked_out(instance: Instance, error: Exception) -> Outcome:
+    """An instance whose repository could not be checked out here (its bundle lacks the base commit): as a container
+    that never started, an environment error retried on the next run."""
+    reason = str(error).removeprefix(f"{instance.instance_id}: ")
+    return Outcome(instance.instance_id, ExitStatus.ENVIRONMENT_ERROR, error=reason, details={"error": reason})
+
+
 def log_outcome(outcome: Outcome, facts: str) -> None:
     """swebench.log: how an instance ended, and why when it failed (a warning)."""
     reason = f": {one_line(outcome.error)}" if outcome.error else ""

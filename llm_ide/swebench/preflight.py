@@ -61,17 +61,21 @@ def clone_for_local(instance: Instance, destination: Path, repos: Path | None = 
     source = local_source(instance, repos)
     partial = destination.with_name(destination.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    git(instance, ["clone", "-q", "--no-checkout", source, str(partial)])
-    wanted = instance.base_commit or "HEAD"
-    if not holds(partial, f"{wanted}^{{commit}}"):
-        branch = f"origin/{instance.instance_id}"
-        if not holds(partial, branch):
-            raise SWEbenchError(
-                f"{instance.instance_id}: {source} holds neither the base commit {wanted} nor a branch "
-                f"{instance.instance_id}"
-            )
-        wanted = branch
-    git(instance, ["-C", str(partial), "checkout", "-q", "--detach", wanted])
+    try:
+        git(instance, ["clone", "-q", "--no-checkout", source, str(partial)])
+        wanted = instance.base_commit or "HEAD"
+        if not holds(partial, f"{wanted}^{{commit}}"):
+            branch = f"origin/{instance.instance_id}"
+            if not holds(partial, branch):
+                raise SWEbenchError(
+                    f"{instance.instance_id}: {source} holds neither the base commit {wanted} nor a branch "
+                    f"{instance.instance_id}"
+                )
+            wanted = branch
+        git(instance, ["-C", str(partial), "checkout", "-q", "--detach", wanted])
+    except BaseException:  # no half clone left behind (a whole repository's objects)
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     partial.rename(destination)
     return destination
 

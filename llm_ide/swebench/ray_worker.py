@@ -19,7 +19,8 @@ from llm_ide.environments.docker.images import ensure_image
 from llm_ide.errors import BudgetSpent, crashed
 from llm_ide.run.pg_thread import PostgresThread, is_postgres
 from llm_ide.swebench.dataset import Instance
-from llm_ide.swebench.instances import BatchOptions, Outcome, batch_config, execute_instance
+from llm_ide.swebench.instances import BatchOptions, Outcome, batch_config, execute_instance, not_checked_out
+from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.tools.progress import activity, outcome_line
 
 DOCKER_SLOT = "docker_slot"  # the custom resource a node offers when it runs docker: `ray start --resources`
@@ -164,6 +165,8 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
             intents=guard,
             keep=guard,
         )
+    except SWEbenchError as error:
+        outcome = not_checked_out(instance, error)
     except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
         status, text = crashed(error)
         outcome = Outcome(instance.instance_id, status, error=text, details={"error": text})
