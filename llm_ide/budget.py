@@ -30,13 +30,14 @@ class CostBudget:
     spent, what the calls under way may still cost and these calls fit in the limit, every call counted as the
     dearest one so far (before any call is known, as free: the first calls of concurrent runs all start); it reserves
     that much, and `add` settles a call at its real cost (`release`: a call that failed). `spent`: what was spent
-    before (a batch's earlier runs)."""
+    before (a batch's earlier runs), `dearest` what a call of theirs cost (a rerun with little left does not let its
+    first calls through as free)."""
 
-    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
+    def __init__(self, limit: float | None, spent: float = 0.0, dearest: float = 0.0) -> None:
         self.limit = limit if limit and limit > 0 else None
         self.spent = spent
         self.reserved = 0.0
-        self.dearest = 0.0
+        self.dearest = dearest
         self._lock = threading.Lock()
 
     def _room(self, calls: int) -> bool:

@@ -1,15 +1,16 @@
 """A batch run again (local environment, no docker): --redo-existing with a checkpoint store outside the run
-folders, a repository that lacks an instance's base commit."""
+folders, a repository that lacks an instance's base commit, the batch's cost limit with less than a call left."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from swebench_fixtures import FIX_COMMAND, WRONG_COMMAND, build_dataset, write_config, write_script
+from openai_server import OpenAIServer
+from swebench_fixtures import FIX_COMMAND, WRONG_COMMAND, build_dataset, dollar_calls, write_config, write_script
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
-from llm_ide.swebench.store import read_preds
+from llm_ide.swebench.store import OutputStore, read_preds
 
 
 def test_redo_existing_with_a_shared_checkpoint_store_runs_the_instance_afresh(tmp_path: Path) -> None:
@@ -55,3 +56,20 @@ def test_a_repository_without_the_instances_base_is_its_environment_error_and_le
     log = (options.output / "swebench.log").read_text()
     assert "Traceback" not in log
     assert log.count(f"WARNING demo__calc-1: environment_error (0 steps): {lost['repo']} holds neither") == 2
+
+
+def test_a_rerun_with_less_than_a_call_left_in_the_batchs_limit_makes_no_call(tmp_path: Path) -> None:
+    """$4 of $4.50 spent by $1 calls: the run stopped, and the same command again let its first call through as free
+    (the budget knew no call's price yet), spending $5 of $4.50."""
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    calls, config = dollar_calls(tmp_path, 3)
+    with OpenAIServer(replies=calls) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=4.5,
+        )  # fmt: skip
+        first = run_swebench(str(dataset), "test", options)
+        assert (server.hits, first.cost, first.not_started) == (4, 4.0, ["demo__shapes-1"])
+        again = run_swebench(str(dataset), "test", options)
+    assert (server.hits, again.outcomes, again.not_started) == (4, {}, ["demo__shapes-1"])
+    assert OutputStore(options.output).spent() == 4.0

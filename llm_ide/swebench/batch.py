@@ -92,7 +92,7 @@ class Batch:
         self.options, self.progress, self.summary = options, progress, summary
         self.settings = batch_config(options)
         self.store = OutputStore(options.output)
-        self.budget = CostBudget(options.cost_limit, summary.spent_before)
+        self.budget = CostBudget(options.cost_limit, summary.spent_before, self.store.call_cost())
         self.stop = threading.Event()
 
     def on_event(self, instance_id: str, event: Any) -> None:

@@ -202,7 +202,8 @@ class RayBatch:
         self.options, self.progress = options, progress
         self.store = OutputStore(options.output)
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.hub = BatchHub.options(scheduling_strategy=here).remote(options.cost_limit, spent)  # as long as we
+        hub = BatchHub.options(scheduling_strategy=here)
+        self.hub = hub.remote(options.cost_limit, spent, self.store.call_cost())  # as long as we
         self.task = ray.remote(run_instance_task).options(**task_options(options))
         self.queued, self.pending = list(instances), dict[Any, Instance]()
         self.outcomes: dict[str, Outcome] = {}

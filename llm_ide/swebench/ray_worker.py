@@ -34,8 +34,8 @@ class BatchHub:
     events the driver drains. Tasks call it fire-and-forget, except for the budget and the stop flag. An actor runs
     one method at a time: a call's admission (check and reservation) is atomic across every node."""
 
-    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
-        self.budget = CostBudget(limit, spent)
+    def __init__(self, limit: float | None, spent: float = 0.0, dearest: float = 0.0) -> None:
+        self.budget = CostBudget(limit, spent, dearest)
         self.stopped = False
         self.events: list[tuple[Any, ...]] = []
 

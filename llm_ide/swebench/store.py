@@ -152,6 +152,13 @@ class OutputStore:
             costs = [info.get("cost") for info in read_statuses(self.output).values()]
         return sum(cost for cost in costs if isinstance(cost, int | float) and math.isfinite(cost) and cost > 0)
 
+    def call_cost(self) -> float:
+        """What a model call of the batch's earlier runs cost: the dearest of their means (0 when none is known)."""
+        with file_lock(self.lock):
+            infos = read_statuses(self.output).values()
+        means = [info["cost"] / info["api_calls"] for info in infos if priced_calls(info)]
+        return max((mean for mean in means if math.isfinite(mean)), default=0.0)
+
     def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
         self.write_statuses(lambda instances: instances | {instance_id: {"exit_status": str(exit_status), **details}})
 
@@ -167,3 +174,8 @@ class OutputStore:
                 by_status.setdefault(info["exit_status"], []).append(iid)
             data = {"instances_by_exit_status": dict(sorted(by_status.items())), "instances": instances}
             atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def priced_calls(info: dict[str, Any]) -> bool:
+    cost, calls = info.get("cost"), info.get("api_calls")
+    return isinstance(cost, int | float) and cost > 0 and isinstance(calls, int) and calls > 0
