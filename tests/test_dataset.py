@@ -117,6 +117,20 @@ def test_malformed_rows_are_named_and_the_others_load(tmp_path: Path) -> None:
     assert "duplicate" in str(dataset.errors[6])
 
 
+def test_a_line_that_is_not_utf8_is_a_malformed_row_and_a_json_file_names_itself(tmp_path: Path) -> None:
+    """One byte that is not UTF-8 refused the whole dataset with Python's `'utf-8' codec can't decode byte 0xff in
+    position 19023`, naming neither the file nor the line. A row whose text holds U+2028 is one line of JSONL."""
+    lines = [json.dumps(ROWS[0]).encode(), b'{"instance_id": "bad__bytes-1", "problem_statement": "\xff"}']
+    lines.append(json.dumps({**ROWS[1], "problem_statement": "b\u2028c"}, ensure_ascii=False).encode())
+    (jsonl := tmp_path / "d.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    dataset = load_dataset(str(jsonl))
+    assert [i.instance_id for i in dataset.instances] == ["astropy__astropy-12907", "django__django-11099"]
+    assert [str(e) for e in dataset.errors] == ["row 1: field <json>: line 2 is not UTF-8 (invalid start byte)"]
+    (whole := tmp_path / "d.json").write_bytes(b"[" + lines[1] + b"]")
+    with pytest.raises(DatasetError, match=r"d\.json: not UTF-8 \(byte 55: invalid start byte\)$"):
+        load_dataset(str(whole))
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(None, "dataset file not found"), ("{not json", "not valid JSON"), ('"a string"', "expected a list")],

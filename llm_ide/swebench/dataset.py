@@ -181,19 +181,23 @@ def read_local_rows(path: Path) -> list[Any]:
             return pq.read_table(path).to_pylist()
         except Exception as error:  # pyarrow raises several unrelated types for unreadable files
             raise DatasetError(f"{path}: not a readable parquet file: {error}") from None
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
     if path.suffix == ".jsonl":
         rows: list[Any] = []
-        for number, line in enumerate(text.splitlines()):
+        for number, line in enumerate(raw.splitlines()):  # bytes: a string's U+2028 does not end its line
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(json.loads(line.decode("utf-8")))
+            except UnicodeDecodeError as error:
+                rows.append(RowError(len(rows), None, "<json>", f"line {number + 1} is not UTF-8 ({error.reason})"))
             except json.JSONDecodeError as error:
                 rows.append(RowError(len(rows), None, "<json>", f"line {number + 1} is not valid JSON: {error.msg}"))
         return rows
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{path}: not UTF-8 (byte {error.start}: {error.reason})") from None
     except json.JSONDecodeError as error:
         raise DatasetError(f"{path}: not valid JSON: {error}") from None
     if isinstance(data, dict):
