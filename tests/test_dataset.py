@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import invoke
 
 from llm_ide.swebench.dataset import (
     DatasetError,
@@ -171,10 +173,25 @@ def make(ids: list[str]) -> list[Instance]:
 
 @pytest.mark.parametrize(
     ("spec", "expected"),
-    [("", slice(None)), ("2:5", slice(2, 5)), (":3", slice(None, 3)), ("1::2", slice(1, None, 2)), ("4", slice(4, 5))],
+    [("", slice(None)), ("2:5", slice(2, 5)), (":3", slice(None, 3)), ("1::2", slice(1, None, 2)), ("4", slice(4, 5))]
+    + [("-1", slice(-1, None)), ("-2", slice(-2, -1))],
 )
 def test_parse_slice(spec: str, expected: slice) -> None:
     assert parse_slice(spec) == expected
+
+
+def test_a_slice_that_selects_nothing_is_named_in_the_error(tmp_path: Path) -> None:
+    """`--filter astropy --slice -1` selected nothing, and the error blamed the filter: `--filter 'astropy' matches
+    none of the 3 instances`."""
+    dataset = str(write_jsonl(tmp_path / "d.jsonl", ROWS))
+    common = ["swebench", "--subset", dataset, "--environment", "local", "--model", "scripted:none.yaml", "-o", "out"]
+    last = select(load_dataset(dataset).instances, filter_regex="astropy", slice_spec="-1")
+    assert [i.instance_id for i in last] == ["astropy__astropy-12907"]
+    done = invoke(*common, "--filter", "astropy", "--slice", "3", cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: no instance selected: --filter 'astropy' with --slice '3' matches none of the 3 instances\n",
+    )
 
 
 def test_selection_order_is_shuffle_filter_slice_skip() -> None:

@@ -169,7 +169,7 @@ def run_batch(
                 shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced),
                 before_run=lambda dataset, todo, skipped: _announce(
-                    dataset, todo, skipped, kind, filter_regex, options.repos
+                    dataset, todo, skipped, kind, (filter_regex, slice_spec), options.repos
                 ),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
@@ -203,14 +203,15 @@ def print_batch(summary: Any, output: Path) -> None:
 
 
 def _announce(
-    dataset: Any, todo: list[Any], skipped: list[str], kind: str | None, filter_regex: str, repos: Path | None
+    dataset: Any, todo: list[Any], skipped: list[str], kind: str | None, chosen: tuple[str, str], repos: Path | None
 ) -> None:
-    """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes); `repos`:
-    every instance to run must be there."""
+    """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes); `chosen`: the
+    --filter and --slice given; `repos`: every instance to run must be there."""
     for error in dataset.errors:
         err_console.print(f"[yellow]skipping malformed {error}[/]", soft_wrap=True)
     if not todo and not skipped:
-        chosen_by = f"--filter {filter_regex!r}" if filter_regex else "the selection"
+        parts = [f"{option} {value!r}" for option, value in zip(("--filter", "--slice"), chosen, strict=True) if value]
+        chosen_by = " with ".join(parts) or "the selection"
         raise fail(f"no instance selected: {chosen_by} matches none of the {len(dataset.instances)} instances")
     if skipped:
         console.print(

@@ -278,7 +278,7 @@ def parse_slice(spec: str) -> slice:
     except ValueError:
         raise ValueError(f"invalid slice {spec!r}: expected integers, e.g. 0:10") from None
     if len(values) == 1:
-        return slice(values[0], values[0] + 1 if values[0] is not None else None)
+        return slice(values[0], values[0] + 1 or None if values[0] is not None else None)  # -1: the last one
     return slice(*values)
 
 
