@@ -54,7 +54,7 @@ def test_a_repository_without_the_instances_base_is_its_environment_error_and_le
         assert list(read_preds(options.output)) == [rows[1]["instance_id"]]
     assert not list((options.output / lost["instance_id"]).iterdir())
     log = (options.output / "swebench.log").read_text()
-    assert "Traceback" not in log
+    assert "Traceback" not in log and f"demo__text-1: starting (checkout {options.output}/demo__text-1/repo)" in log
     assert log.count(f"WARNING demo__calc-1: environment_error (0 steps): {lost['repo']} holds neither") == 2
 
 

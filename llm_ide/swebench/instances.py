@@ -182,7 +182,8 @@ def execute_instance(
         if stop is not None and stop.is_set() and event.kind != "end":
             raise KeyboardInterrupt  # the run ends as `interrupted` (container removed, state saved)
 
-    log.info("%s: starting (image %s)", instance.instance_id, instance.image if repo is None else repo)
+    source = f"image {instance.image}" if repo is None else f"checkout {repo}"
+    log.info("%s: starting (%s)", instance.instance_id, source)
     try:
         result = run_at_task(request, Listeners(on_event=forward))
     except KeyboardInterrupt as interrupt:
