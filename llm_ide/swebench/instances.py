@@ -17,7 +17,7 @@ from llm_ide.attempts.run import run_at_task
 from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus, ending
+from llm_ide.errors import EnvironmentFailure, ExitStatus, ending
 from llm_ide.fileio import Keep
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
@@ -182,8 +182,7 @@ def execute_instance(
         if stop is not None and stop.is_set() and event.kind != "end":
             raise KeyboardInterrupt  # the run ends as `interrupted` (container removed, state saved)
 
-    source = f"image {instance.image}" if repo is None else f"checkout {repo}"
-    log.info("%s: starting (%s)", instance.instance_id, source)
+    log.info("%s: starting (%s)", instance.instance_id, f"checkout {repo}" if repo else f"image {instance.image}")
     try:
         result = run_at_task(request, Listeners(on_event=forward))
     except KeyboardInterrupt as interrupt:
@@ -226,8 +225,8 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
 def not_checked_out(instance: Instance, error: Exception) -> Outcome:
     """An instance whose repository could not be checked out here (its bundle lacks the base commit): as a container
     that never started, an environment error retried on the next run."""
-    reason = str(error).removeprefix(f"{instance.instance_id}: ")
-    return Outcome(instance.instance_id, ExitStatus.ENVIRONMENT_ERROR, error=reason, details={"error": reason})
+    status, reason = ending(EnvironmentFailure(str(error).removeprefix(f"{instance.instance_id}: ")))
+    return Outcome(instance.instance_id, status, error=reason, details={"error": reason})
 
 
 def log_outcome(outcome: Outcome, facts: str) -> None:
