@@ -10,7 +10,6 @@ import typer
 from llm_ide.cli.console import err_console, fail
 from llm_ide.codeview.files import LocalFiles
 from llm_ide.codeview.view import CodeView
-from llm_ide.inspector.load import line_ranges
 from llm_ide.state.context import Chunk
 
 LINE_SPEC = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -89,6 +88,8 @@ def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, who
         raise ValueError(f"{file} is a binary file, not source code: nothing to render")
     past = [number for number in numbers if number > view.line_count(file)]
     if past and len(past) < len(numbers):  # (none there: the render says so)
+        from llm_ide.inspector.load import line_ranges  # (the inspector's modules: not for `context --help`)
+
         err_console.print(f"[dim]… {file} has {view.line_count(file)} lines: {line_ranges(past)} left out[/]")
     if whole_function is None:
         return [Chunk(view.path(file), numbers)]
