@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import select
 import shutil
+import stat
 import subprocess
 import time
 import uuid
@@ -364,12 +365,14 @@ class LocalEnvironment:
 
 
 def git_identity(repo: Path) -> tuple[int, int] | None:
-    """The repository's `.git` (folder, or file of a linked worktree) as (device, inode); None when it has none."""
+    """The repository's `.git` (folder, or file of a linked worktree) as (device, inode); None when it has none, or a
+    folder without its HEAD (`rm -rf .git` leaves the config and hooks: read-only mount points in the sandbox)."""
     try:
         found = os.lstat(repo / ".git")
     except OSError:
         return None
-    return found.st_dev, found.st_ino
+    emptied = stat.S_ISDIR(found.st_mode) and not os.path.lexists(repo / ".git" / "HEAD")
+    return None if emptied else (found.st_dev, found.st_ino)
 
 
 def wait_until(process: subprocess.Popen[bytes], deadline: float) -> bool:
