@@ -10,7 +10,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
@@ -34,26 +34,25 @@ class BadCompletion(Exception):
 
 
 @contextmanager
-def request_deadline(at: float) -> Iterator[None]:
-    """Every socket operation of the requests made inside ends by `at` (time.monotonic())."""
-    previous = getattr(_local, "deadline", None)
-    _local.deadline = at
+def _held(name: str, value: object) -> Iterator[None]:
+    """`value` as this thread's `name` for the requests made inside, the previous one back after."""
+    previous = getattr(_local, name, None)
+    setattr(_local, name, value)
     try:
         yield
     finally:
-        _local.deadline = previous
+        setattr(_local, name, previous)
 
 
-@contextmanager
-def request_cancel(event: threading.Event) -> Iterator[None]:
+def request_deadline(at: float) -> AbstractContextManager[None]:
+    """Every socket operation of the requests made inside ends by `at` (time.monotonic())."""
+    return _held("deadline", at)
+
+
+def request_cancel(event: threading.Event) -> AbstractContextManager[None]:
     """Every read of the requests made inside ends (`Cancelled`) soon after `event` is set, even one that waits for
     the first byte of a reply: the connection is dropped, so the server stops working on it."""
-    previous = getattr(_local, "cancel", None)
-    _local.cancel = event
-    try:
-        yield
-    finally:
-        _local.cancel = previous
+    return _held("cancel", event)
 
 
 def polled(read: Callable[[float | None], T], timeout: float | None, timed_out: type[Exception]) -> T:
