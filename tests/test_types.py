@@ -7,6 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Cold, mypy reads what the checked modules import (langgraph, pydantic, langchain-core): 20-33 s of CPU per test on a
+# fresh clone, 2 s with the cache a rerun leaves. Over --cpu-limit on CI's fresh clone, so slow (CI runs it).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
