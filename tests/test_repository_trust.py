@@ -16,9 +16,12 @@ from conftest import make_git_repo, require_bwrap
 from in_process import invoke
 from test_replay import INSTANCE, make_repo, mini_trajectory
 
+from llm_ide.attempts.context import git as attempts_git
 from llm_ide.config import load_config
+from llm_ide.coop.task import git as coop_git
 from llm_ide.environments import make_environment
 from llm_ide.environments.local import LocalEnvironment
+from llm_ide.workspace.worktrees import git_worktree
 
 
 def test_the_users_home_is_hidden_when_home_names_another_folder(
@@ -130,3 +133,27 @@ def test_the_repositorys_git_config_and_hooks_are_read_only_and_git_work_goes_on
     assert (repo / ".git" / "config").read_text() == config and list((repo / ".git" / "hooks").iterdir()) == []
     git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
     assert (git.stdout, ran(mark)) == ("", [])  # (.gitattributes committed: its filter is defined nowhere)
+
+
+def test_llm_ides_own_worktree_checkout_and_merge_run_none_of_the_repositorys_hooks(tmp_path: Path) -> None:
+    """The attempts' worktrees and coop's merges are llm-ide's git on the host: a hook in the repository (put there by
+    an unsandboxed command, or the user's own) runs in none of them, and the git work itself is done."""
+    mark = tmp_path / "ran"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    user = ["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x"]
+    subprocess.run([*user, "commit", "-q", "--allow-empty", "-m", "f"], check=True)
+    subprocess.run([*user, "branch", "feature"], check=True)
+    subprocess.run([*user, "reset", "-q", "--hard", "HEAD~"], check=True)
+    hooks = repo / ".git" / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for name in ("post-checkout", "post-merge", "reference-transaction"):
+        (hooks / name).write_text(f"#!/bin/sh\necho {name} >> {mark}\n")
+        (hooks / name).chmod(0o755)
+    added = git_worktree(repo, "add", "--detach", "-f", str(tmp_path / "attempt"), "HEAD")
+    attempts_git(repo, "branch", "other")
+    coop_git(repo, "merge", "-q", "--ff-only", "feature")
+    assert (added.returncode, (tmp_path / "attempt" / "a.py").read_text()) == (0, "x = 1\n")
+    assert attempts_git(repo, "log", "--format=%s", "-1") == "f" and not mark.exists()
+    subprocess.run([*user, "merge", "-q", "other"], check=True)  # (up to date: no post-merge)
+    subprocess.run([*user, "checkout", "-q", "other"], check=True)  # the user's own git runs them
+    assert set(mark.read_text().split()) == {"post-checkout", "reference-transaction"}

@@ -4,6 +4,7 @@ chooser's models; built by `run_attempts`, or from the graph input under LangGra
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import threading
@@ -15,6 +16,7 @@ from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import Settings, compose
 from llm_ide.config import load_config
+from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.fileio import FolderKeep
 from llm_ide.inputs import require_inputs
@@ -146,7 +148,7 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
 
 
 def git(repo: Path, *args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=os.environ | UNHOOKED)
     if result.returncode != 0:
         raise EnvironmentFailure(f"git {' '.join(args)} in {repo}: {result.stderr.strip()[:300]}")
     return result.stdout.strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import UsageError
 
 FEATURE_FILES = ("feature.md", "feature.patch", "tests.patch")
@@ -105,7 +107,7 @@ def parse_pairs(task: CoopTask, spec: str) -> list[tuple[int, int]]:
 
 
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=os.environ | UNHOOKED)
     if check and result.returncode != 0:
         raise CoopError(f"git {' '.join(args)} failed in {repo}: {(result.stderr or result.stdout).strip()[:300]}")
     return result
