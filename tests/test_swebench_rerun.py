@@ -36,7 +36,7 @@ def test_redo_existing_with_a_shared_checkpoint_store_runs_the_instance_afresh(t
 
 def test_a_repository_without_the_instances_base_is_its_environment_error_and_leaves_no_clone(tmp_path: Path) -> None:
     """It was a crash: a traceback in swebench.log, `SWEbenchError: <id>: …` on the console, and the half clone
-    (`repo.partial`, a whole repository's objects) left in the instance's folder."""
+    (`repo.partial`, a whole repository's objects) left in the instance's folder, then an empty folder."""
     dataset, rows = build_dataset(tmp_path / "data", 2)
     lost = {**rows[0], "base_commit": "0" * 40}
     dataset.write_text("".join(json.dumps(row) + "\n" for row in [lost, rows[1]]))
@@ -52,7 +52,7 @@ def test_a_repository_without_the_instances_base_is_its_environment_error_and_le
         assert (failed.exit_status, failed.steps) == ("environment_error", 0)
         assert failed.error == f"{lost['repo']} holds neither the base commit {'0' * 40} nor a branch demo__calc-1"
         assert list(read_preds(options.output)) == [rows[1]["instance_id"]]
-    assert not list((options.output / lost["instance_id"]).iterdir())
+    assert not (options.output / lost["instance_id"]).exists()
     log = (options.output / "swebench.log").read_text()
     assert "Traceback" not in log and f"demo__text-1: starting (checkout {options.output}/demo__text-1/repo)" in log
     assert log.count(f"WARNING demo__calc-1: environment_error (0 steps): {lost['repo']} holds neither") == 2

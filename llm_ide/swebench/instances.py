@@ -8,7 +8,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,9 +151,16 @@ def execute_instance(
     `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
     `is_set()`; `intents` replaces the run folder's intent log, `keep` the run folder as its models' keep (e.g. both
     in Postgres). With `attempts.max` > 1 the outcome's patch is the chosen attempt's."""
+    fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     kind = capabilities(options.environment)
-    repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)  # worked on in place
+    try:  # (local: the checkout worked on in place)
+        repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)
+    except BaseException:
+        if fresh:  # no empty folder left for an instance that never started
+            with suppress(OSError):
+                run_dir.rmdir()
+        raise
     settings = settings if kind.ephemeral else ours(settings)  # our checkout: its future removed, as in docker
     request = RunRequest(
         task=instance.problem_statement,
