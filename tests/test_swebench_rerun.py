@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from in_process import invoke
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, WRONG_COMMAND, build_dataset, dollar_calls, write_config, write_script
 
@@ -73,3 +74,20 @@ def test_a_rerun_with_less_than_a_call_left_in_the_batchs_limit_makes_no_call(tm
         again = run_swebench(str(dataset), "test", options)
     assert (server.hits, again.outcomes, again.not_started) == (4, {}, ["demo__shapes-1"])
     assert OutputStore(options.output).spent() == 4.0
+
+
+def test_the_console_says_once_that_the_batchs_limit_left_instances_unstarted(tmp_path: Path) -> None:
+    """The batch's log line came after the log was closed: Python's own handler printed it on the console as well, as
+    "1 instances not started", under the command's own line."""
+    dataset, _ = build_dataset(tmp_path / "data", 3)
+    calls, config = dollar_calls(tmp_path, 3)
+    with OpenAIServer(replies=calls) as server:
+        ran = invoke(
+            "swebench", "--subset", str(dataset), "--split", "test", "--model", "gpt-test", "--base-url", server.url,
+            "--output", str(tmp_path / "out"), "--environment", "local", "--config", str(config), "--cost-limit", "4",
+        )  # fmt: skip
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 0, said
+    assert said.count("global cost limit") == 1 and "1 instance not started" in said and "batch:" not in said
+    log = (tmp_path / "out" / "swebench.log").read_text()
+    assert "reached (spent 4.0000, earlier runs in this folder included); 1 instance not started" in log

@@ -27,6 +27,7 @@ from llm_ide.swebench.instances import (
     batch_config,
     batch_log,
     execute_instance,
+    log_not_started,
     log_outcome,
     not_checked_out,
     run_instance,
@@ -73,14 +74,8 @@ def run_batch(
     with batch_log(options.output), progress:
         log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
         batch.run(instances)
-    if batch.budget.exhausted and summary.not_started:
-        log.warning(
-            "batch: global cost limit %.2f reached (spent %.4f, earlier runs in this folder included); %d instances "
-            "not started",
-            options.cost_limit or 0,
-            batch.budget.spent,
-            len(summary.not_started),
-        )
+        if batch.budget.exhausted and summary.not_started:
+            log_not_started(options.cost_limit or 0, batch.budget.spent, len(summary.not_started))
     return summary
 
 

@@ -229,6 +229,15 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
     return outcome
 
 
+def log_not_started(limit: float, spent: float, count: int) -> None:
+    """In the batch's log, while it is open (the console says it its own way)."""
+    log.warning(
+        "batch: global cost limit %.2f reached (spent %.4f, earlier runs in this folder included); %d instance%s not "
+        "started",
+        *(limit, spent, count, "s" * (count != 1)),
+    )
+
+
 def not_checked_out(instance: Instance, error: Exception) -> Outcome:
     """An instance whose repository could not be checked out here (its bundle lacks the base commit): as a container
     that never started, an environment error retried on the next run."""

@@ -25,6 +25,7 @@ from llm_ide.swebench.instances import (
     Outcome,
     batch_config,
     batch_log,
+    log_not_started,
     log_outcome,
     record_outcome,
 )
@@ -325,13 +326,7 @@ def run_batch_ray(
                 summary.outcomes.update(batch.outcomes)
                 summary.not_started.extend(batch.not_started)
             if options.cost_limit and batch.not_started:
-                log.warning(
-                    "batch: global cost limit %.2f reached (spent %.4f, earlier runs in this folder included); %d "
-                    "instances not started",
-                    options.cost_limit,
-                    batch.spent,
-                    len(batch.not_started),
-                )
+                log_not_started(options.cost_limit, batch.spent, len(batch.not_started))
     finally:
         ray.shutdown()
     return summary
