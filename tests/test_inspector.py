@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -422,9 +423,27 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
         "c__z-1": ["—", detail],
         "d__w-1": ["—", ""],
     }
-    assert totals == "4 of 4 instances shown; total 0 steps, $2.0000, 1 resolved, 1 not resolved, 1 evaluation errors"
-    assert list(report_rows("--unresolved")[0]) == ["b__y-1"]
+    assert totals == (
+        "4 of 4 instances shown; their total 0 steps, $2.0000, 1 resolved, 1 not resolved, 1 evaluation errors"
+    )
+    assert report_rows("--unresolved") == (  # the totals of the rows shown (they were the batch's)
+        {"b__y-1": ["not resolved", ""]},
+        "1 of 4 instances shown; their total 0 steps, $0.5000, 0 resolved, 1 not resolved, 0 evaluation errors",
+    )
     assert list(report_rows("--resolved")[0]) == ["a__x-1"]
+    filtered = invoke("report", str(tmp_path), "--resolved", "--html", str(tmp_path / "resolved.html"))
+    assert (filtered.returncode, filtered.stdout.split(" → ")[0]) == (0, "1 of 4 instances")
+    assert (tmp_path / "resolved.html").read_text().count("data-resolved=") == 1
+
+    shutil.rmtree(tmp_path / "evaluations")  # an empty table without a word, before
+    refused = invoke("report", str(tmp_path), "--unresolved")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"error: --unresolved: no evaluation of {tmp_path} found"
+        f" (llm-ide evaluate {tmp_path / 'preds.json'}, or --eval)\n"
+    )
+    (tmp_path / "evaluations" / "preds.1").mkdir(parents=True)
+    (tmp_path / "evaluations" / "preds.1" / "report.json").write_text(json.dumps(report))
 
     page = tmp_path / "report.html"
     done = invoke("report", str(tmp_path), "--html", str(page))

@@ -70,21 +70,26 @@ def report_command(
         batch, trajectories = load_batch(run_dir, evaluation)
     except ReportError as error:
         raise fail(str(error)) from None
+    if resolved is not None and not batch.evaluated:
+        wanted = "--resolved" if resolved else "--unresolved"
+        raise fail(f"{wanted}: no evaluation of {run_dir} found (llm-ide evaluate {run_dir / 'preds.json'}, or --eval)")
+    rows = [row for row in batch.rows if status in (None, row.exit_status) and resolved in (None, row.resolved)]
+    shown = batch.model_copy(update={"rows": rows})
     if html is not None:
-        problems = write_instance_pages(batch, trajectories, html.parent / f"{html.stem}_pages", html.parent)
+        problems = write_instance_pages(shown, trajectories, html.parent / f"{html.stem}_pages", html.parent)
         for problem in problems:
             err_console.print(f"[yellow]warning:[/] {escape(problem)}")
-        write_page(report_page(batch), html)
-        console.print(f"{len(batch.rows)} instances → {html} (+ {len(trajectories) - len(problems)} inspector pages)")
+        write_page(report_page(shown), html)
+        pages = sum(row.instance_id in trajectories for row in rows) - len(problems)
+        console.print(f"{len(rows)} of {len(batch.rows)} instances → {html} (+ {pages} inspector pages)")
         return
-    rows = [row for row in batch.rows if status in (None, row.exit_status) and resolved in (None, row.resolved)]
-    print_report(batch, rows)
+    print_report(shown, len(batch.rows))
 
 
-def print_report(batch: Any, rows: list[Any]) -> None:
-    """The rows shown, one per instance, then the batch's totals."""
+def print_report(batch: Any, instances: int) -> None:
+    """The rows shown, one per instance, then their totals (of the batch's `instances`)."""
     table = Table("instance", "exit status", "steps", "cost", "resolved", "evaluation error", title=batch.title)
-    for row in rows:
+    for row in batch.rows:
         error = (row.error or "error") if row.evaluation == "error" else ""
         resolved_cell = "—" if row.evaluation == "error" else row.verdict
         table.add_row(row.instance_id, row.exit_status, str(row.steps), f"${row.cost:.4f}", resolved_cell, error)
@@ -94,8 +99,8 @@ def print_report(batch: Any, rows: list[Any]) -> None:
     if totals["resolved"] is not None:
         counts = f"{totals['resolved']} resolved, {totals['unresolved']} not resolved"
         graded = f", {counts}, {totals['errors']} evaluation errors"
-    shown = f"{len(rows)} of {totals['instances']} instances shown"
-    console.print(f"{shown}; total {totals['steps']} steps, ${totals['cost']:.4f}{graded}")
+    shown = f"{totals['instances']} of {instances} instances shown"
+    console.print(f"{shown}; their total {totals['steps']} steps, ${totals['cost']:.4f}{graded}")
 
 
 def graph_command(
