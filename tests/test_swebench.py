@@ -324,6 +324,28 @@ def test_an_interrupted_instance_records_what_it_spent_and_the_batchs_limit_coun
     }
 
 
+def test_an_instance_interrupted_during_a_command_counts_the_steps_its_trajectory_holds(tmp_path: Path) -> None:
+    """Ctrl-C while step 2's command runs: the console and exit_statuses.yaml said "interrupted (2 steps)" (the step
+    under way) while the trajectory held one operation."""
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    (instance,) = load_dataset(str(dataset)).instances
+    options = BatchOptions(
+        model=write_script(tmp_path / "m.yaml", ["true", FIX_COMMAND]),
+        output=tmp_path / "out",
+        environment="local",
+        config_files=[write_config(tmp_path / "c.yaml")],
+    )
+    stop = threading.Event()
+    ended = run_instance(
+        instance, options, batch_config(options), OutputStore(options.output),
+        on_event=lambda _, event: stop.set() if (event.kind, event.step) == ("command", 2) else None, stop=stop,
+    )  # fmt: skip
+    trajectory = load_trajectory(options.output / instance.instance_id / f"{instance.instance_id}.traj.json")
+    assert (ended.exit_status, ended.steps, len(trajectory["operations"])) == ("interrupted", 1, 1)
+    statuses = yaml.safe_load((options.output / "exit_statuses.yaml").read_text())["instances"]
+    assert statuses[instance.instance_id]["steps"] == 1
+
+
 class CtrlCAfterTheFirstCall(Variant):
     """Ctrl-C as the step's reply has come (paid, logged) and its update is not saved yet."""
 

@@ -183,7 +183,9 @@ def execute_instance(
 
     def forward(event: Any) -> None:
         nonlocal steps, cost
-        steps, cost = max(steps, event.step), max(cost, event.cost)  # the run's so far
+        if event.kind in ("step", "end"):  # operations done (a command's or a rejected reply's: the step under way)
+            steps = max(steps, event.step)
+        cost = max(cost, event.cost)  # the run's so far
         if on_event is not None:
             on_event(instance.instance_id, event)
         if stop is not None and stop.is_set() and event.kind != "end":
