@@ -86,6 +86,20 @@ def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the
     assert 'title="The patch only edits the README; calc.double still adds 1."' in page
     assert "attempt 2 · score 9.0 · chosen" in page
 
+    logged = [
+        line.split(" INFO llm_ide.attempts: ")[1] for line in (tmp_path / "out" / "T.log").read_text().splitlines()
+    ]
+    assert logged == [  # the run's own log was empty: what each attempt did, the reviews, the choice and why
+        "attempt 1 of 3",
+        "attempt 1: submitted — 7 patch lines, $0.0000, 3 calls; its log: attempt1/T-attempt1.log",
+        "review: attempt 1 scored 2 — The patch only edits the README; calc.double still adds 1.",
+        "attempt 2 of 3",
+        "attempt 2: submitted — 8 patch lines, $0.0000, 3 calls; its log: attempt2/T-attempt2.log",
+        "review: attempt 2 scored 9 — Removes the + 1.",
+        "chosen: attempt 2 (accept_score) — Removes the + 1.",
+    ]
+    assert all((tmp_path / "out" / f"attempt{i}" / f"T-attempt{i}.log").is_file() for i in (1, 2))
+
 
 @pytest.mark.parametrize(("mode", "choices", "by"), [("model", [choice(2, "Only candidate 2 fixes calc.")], "chooser"),
                                                      ("best_score", [], "best_score")])  # fmt: skip

@@ -75,6 +75,9 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         reasons="",
         **summarize(ctx.settings, result.trajectory_path),
     )
+    own_log = relative(ctx.attempt_dir(index) / f"{result.run_id}.log", request.output_dir)
+    spent = f"{result.submission.count(chr(10))} patch lines, ${record['cost']:.4f}, {record['api_calls']} calls"
+    ctx.emit(f"attempt {index}: {result.exit_status}", f"{spent}; its log: {own_log}")
     return {"attempts": [record]}
 
 

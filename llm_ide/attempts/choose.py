@@ -99,7 +99,7 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
         by, calls = "chooser", [call]
     last = attempts[-1] if attempts else {}
     outcome = chosen or last
-    ctx.emit(f"chosen: attempt {chosen['index']} ({by})" if chosen else "chosen: none (no patch)")
+    ctx.emit(f"chosen: attempt {chosen['index']} ({by})" if chosen else "chosen: none (no patch)", reasons)
     return {
         "chosen": chosen["index"] if chosen else None,
         "chosen_by": by,

@@ -4,6 +4,7 @@ chooser's models; built by `run_attempts`, or from the graph input under LangGra
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -27,6 +28,8 @@ from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Listeners, RunEvent, RunRequest
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 from llm_ide.workspace.worktrees import git_worktree
+
+log = logging.getLogger("llm_ide.attempts")
 
 
 class TaskBudget(CostBudget):
@@ -118,7 +121,9 @@ class AttemptsContext:
         if self.stop.is_set() and event.kind not in ("end", "command"):
             raise KeyboardInterrupt
 
-    def emit(self, phase: str) -> None:
+    def emit(self, phase: str, detail: str = "") -> None:
+        """A phase to the caller, and with its `detail` to the run's log."""
+        log.info("%s%s", phase, f" — {detail}" if detail else "")
         self.listeners.emit(RunEvent(self.request.run_id, "phase", phase=phase))
 
     def ask(self, role: str, system: str, user: str, attempt: int = 0) -> tuple[str, dict[str, Any]]:

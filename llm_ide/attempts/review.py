@@ -46,7 +46,7 @@ def review_one(ctx: AttemptsContext, task: str, record: AttemptRecord) -> tuple[
         attempt=record["index"],
     )
     score, reasons = parse_review(text)
-    ctx.emit(f"review: attempt {record['index']} scored {score:g}")
+    ctx.emit(f"review: attempt {record['index']} scored {score:g}", reasons)
     return AttemptRecord(index=record["index"], score=score, reasons=reasons), call
 
 
