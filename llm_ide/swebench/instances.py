@@ -151,16 +151,8 @@ def execute_instance(
     `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
     `is_set()`; `intents` replaces the run folder's intent log, `keep` the run folder as its models' keep (e.g. both
     in Postgres). With `attempts.max` > 1 the outcome's patch is the chosen attempt's."""
-    fresh = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
     kind = capabilities(options.environment)
-    try:  # (local: the checkout worked on in place)
-        repo = None if kind.ephemeral else clone_for_local(instance, run_dir / "repo", options.repos)
-    except BaseException:
-        if fresh:  # no empty folder left for an instance that never started
-            with suppress(OSError):
-                run_dir.rmdir()
-        raise
+    repo = None if kind.ephemeral else local_checkout(instance, options, run_dir)  # worked on in place
     settings = settings if kind.ephemeral else ours(settings)  # our checkout: its future removed, as in docker
     request = RunRequest(
         task=instance.problem_statement,
@@ -183,9 +175,8 @@ def execute_instance(
 
     def forward(event: Any) -> None:
         nonlocal steps, cost
-        if event.kind in ("step", "end"):  # operations done (a command's or a rejected reply's: the step under way)
-            steps = max(steps, event.step)
-        cost = max(cost, event.cost)  # the run's so far
+        done = event.step if event.kind in ("step", "end") else 0  # (a command's or a rejection's: the step under way)
+        steps, cost = max(steps, done), max(cost, event.cost)  # the run's so far
         if on_event is not None:
             on_event(instance.instance_id, event)
         if stop is not None and stop.is_set() and event.kind != "end":
@@ -204,6 +195,19 @@ def execute_instance(
         shutil.rmtree(run_dir, ignore_errors=True)
         outcome.details.pop("trajectory", None)
     return outcome
+
+
+def local_checkout(instance: Instance, options: BatchOptions, run_dir: Path) -> Path:
+    """The instance's checkout in its run folder; where it fails, no empty folder left for an instance never started."""
+    fresh = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return clone_for_local(instance, run_dir / "repo", options.repos)
+    except BaseException:
+        if fresh:
+            with suppress(OSError):
+                run_dir.rmdir()
+        raise
 
 
 def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int) -> Outcome:
