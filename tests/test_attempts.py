@@ -229,6 +229,35 @@ def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_o
     assert result.model_stats["cost"] <= 0.08
 
 
+def test_a_reviewers_call_cut_off_before_its_node_saved_stays_in_the_runs_cost(tmp_path: Path) -> None:
+    """Ctrl-C as the reviewer's paid reply is told, before the review is saved: the resumed run asks the reviewer
+    again, and the first call's $1 was in no total (the run's cost, its trajectory, the task's budget)."""
+    dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
+    attempt, reviewed = [Reply(text, **dollar) for text in attempt_script(RIGHT)], Reply(review(9, "Fixed."), **dollar)
+    prices = {"gpt-test": {"input": 1.0, "output": 0.0}}
+    config = settings(max=2, accept_score=8).merged(
+        {"agent": {"single_call": False, "cost_limit": 0}, "model": {"prices": prices}}
+    )
+    run = {"model": "gpt-test", "output_dir": tmp_path / "out", "run_id": "T", "settings": config}
+    repo = make_git_repo(tmp_path / "repo", FILES)
+
+    def ctrl_c_at_the_score(event) -> None:
+        if event.kind == "phase" and event.phase.startswith("review: attempt 1 scored"):
+            raise KeyboardInterrupt
+
+    with OpenAIServer(replies=[*attempt, reviewed]) as server, pytest.raises(KeyboardInterrupt):
+        run_attempts(TASK, base_url=server.url, repo=repo, on_event=ctrl_c_at_the_score, **run)
+    with OpenAIServer(replies=[reviewed]) as server:  # the resumed run: the review again (the attempt is kept)
+        result = run_attempts(TASK, base_url=server.url, repo=repo, **run)
+        hits = server.hits
+    assert (hits, result.exit_status, result.chosen) == (1, "submitted", 1)
+    paid = len(attempt) + 2
+    assert (result.model_stats["cost"], result.model_stats["discarded_calls"]) == (paid, 1)
+    traj = json.loads((tmp_path / "out" / "T.traj.json").read_text())
+    assert traj["info"]["model_stats"]["cost"] == paid
+    assert [c["kind"] for c in traj["model_calls"]].count("review") == 1  # the history: the review that was saved
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", FILES)

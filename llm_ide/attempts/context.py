@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_ide.attempts.trajectory import paid_path
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import Settings, compose
@@ -24,6 +25,7 @@ from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
+from llm_ide.run.calls_log import CallLog
 from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Listeners, RunEvent, RunRequest
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
@@ -84,11 +86,22 @@ class AttemptsContext:
     policy: CallPolicy = field(default_factory=CallPolicy)  # the reviewer's and chooser's calls (the task's budget)
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _paid: CallLog | None = None
 
     def __post_init__(self) -> None:
         if self.budget is None:
             self.budget = TaskBudget(self.settings.attempts.cost_limit or None, self.request.cost_budget)
+        self.policy = self.policy.recording(self.paid)
         self.policy.budget = self.budget
+
+    def paid(self, call: dict[str, Any]) -> None:
+        """A reviewer's or chooser's call, logged as it is paid for (its node may never save: a kill)."""
+        with self._lock:
+            if self._paid is None:
+                self.request.output_dir.mkdir(parents=True, exist_ok=True)
+                self._paid = CallLog(paid_path(self.request.output_dir, self.request.run_id))
+            self._paid.append({**call, "index": len(self._paid.existing)})
+            self._paid.existing.append(call)
 
     @property
     def settings(self) -> Settings:

@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
 from llm_ide.attempts.graph import build_attempts_graph
-from llm_ide.attempts.trajectory import Read, write_combined
+from llm_ide.attempts.trajectory import Read, paid_outside, write_combined
 from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
@@ -82,9 +82,9 @@ class Attempts:
     def run(self) -> AttemptsResult:
         ctx, values, request = self.ctx, self.thread.values, self.ctx.request
         path = request.output_dir / f"{request.run_id}.traj.json"
-        spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + sum(
-            c.get("cost", 0.0) for c in values.get("calls", [])
-        )
+        reviews = sum(c.get("cost", 0.0) for c in values.get("calls", []))
+        outside = paid_outside(request.output_dir, request.run_id, values)["cost"]
+        spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + reviews + outside
         CostBudget.add(ctx.budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
         if self.thread.resumed and values.get("exit_status") and not self.thread.snapshot.next:
             again = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"

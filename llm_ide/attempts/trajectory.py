@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
+from llm_ide.run.calls_log import read_log
 from llm_ide.run.trajectory import FORMAT, added, load_trajectory, spent
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.version import __version__
@@ -23,6 +24,24 @@ USAGE_KEYS = (
     "cost",
     "estimated_calls",
 )
+
+
+def paid_path(output_dir: Path, run_id: str) -> Path:
+    """The reviewer's and chooser's calls, each appended as it is paid for (the state has it when its node saves)."""
+    return output_dir / f"{run_id}.calls.jsonl.gz"
+
+
+def paid_outside(output_dir: Path, run_id: str, state: dict[str, Any]) -> dict[str, Any]:
+    """The usage of the reviewer's and chooser's calls paid for and not in the state (a kill before their node saved;
+    the resumed run asks again)."""
+    path = paid_path(output_dir, run_id)
+    logged = read_log(path)[0] if path.exists() else []
+    outside = dict(empty_usage())
+    for call in logged:
+        outside = added(outside, spent(call))
+    for call in state.get("calls", []):
+        outside = {key: value - spent(call).get(key, 0) for key, value in outside.items()}
+    return outside if outside["api_calls"] > 0 else dict(empty_usage())
 
 
 def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -76,6 +95,9 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
     for call in state.get("calls", []):  # the reviewer's and the chooser's
         calls.append({**call, "index": len(calls)})
         usage = added(usage, spent(call))
+    if (outside := paid_outside(output_dir, info["run_id"], state))["api_calls"]:
+        discarded = usage.get("discarded_calls", 0) + outside["api_calls"]
+        usage = {**added(usage, outside), "api_calls": usage["api_calls"], "discarded_calls": discarded}
     return {
         "format": FORMAT,
         "info": {
