@@ -8,9 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 from in_process import invoke
+
+from llm_ide.config import load_config
+from llm_ide.run.single import run_task
 
 WAIT_FOR_GO = "touch waiting; while [ ! -f go ]; do sleep 0.05; done; echo two >> trail.txt; echo wrote two"
 
@@ -73,3 +77,43 @@ def test_sigkill_mid_command_then_resume_loses_nothing_and_runs_it_again_once(tm
     readme = next(c for c in traj["code_context"] if c["file_path"] == "README.md")
     assert readme["activity"]["referred"] == [1, 0, 0, 0]
     assert "+one\n+two\n+three" in traj["info"]["submission"]
+
+
+def test_a_resume_after_head_left_the_runs_history_says_what_the_patch_now_holds(tmp_path: Path) -> None:
+    """The user checked out an older commit while the run was stopped: the resume went on without a word, and its
+    patch (the working tree against the run's base) held the whole difference between the two commits."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    user = ["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x"]
+    (repo / "a.py").write_text("x = 2\n")
+    subprocess.run([*user, "commit", "-qam", "two"], check=True)
+    base = subprocess.run([*user, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    steps = [act("Note.", "bash", command="echo n > n.txt"), reflect(False, "noted"), act("Done.", "submit")]
+    model = write_script(tmp_path / "s.yaml", steps)
+    settings = load_config("default", environment={"tools": []})
+    run = {"model": model, "repo": repo, "output_dir": tmp_path / "out", "settings": settings}
+
+    said: list[str] = []
+
+    def stop_after_step_1(event) -> None:
+        if event.kind == "step":
+            raise KeyboardInterrupt
+
+    def listen(event) -> None:
+        if event.kind == "phase" and "HEAD" in event.phase:
+            said.append(event.phase)
+
+    for run_id, move in (("T", []), ("U", ["checkout", "-q", "HEAD~"])):
+        with pytest.raises(KeyboardInterrupt):
+            run_task("note", on_event=stop_after_step_1, **run, run_id=run_id)
+        if move:
+            subprocess.run([*user, *move], check=True)
+        again = run_task("note", on_event=listen, **run, run_id=run_id)
+        assert again.exit_status == "submitted"
+    head = subprocess.run([*user, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    short = base[:12]
+    assert said == [  # (HEAD where the run left it: nothing said)
+        f"warning: HEAD ({head}) is no longer the run's base commit {short} or a commit after it: the patch is the "
+        f"working tree against {short}, so it holds what the checkout changes from it; check out {short} (or a "
+        "branch holding it) to go on where the run stopped"
+    ]
+    assert "-x = 2\n+x = 1" in again.submission  # as the warning says

@@ -39,6 +39,7 @@ from llm_ide.variant import AgentContext, Clock, Variant, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
+from llm_ide.workspace.putback import moved_notes
 from llm_ide.workspace.submodules import warn_submodules
 
 log = logging.getLogger("llm_ide.run")
@@ -284,7 +285,7 @@ class Stream:
         env, base = open_environment(
             request.settings, request.repo, request.run_id, request.image, request.output_dir, base, snapshot, self.say
         )
-        for note in [] if thread.resumed or base is None else baseline_notes(env, base):
+        for note in [] if base is None else (moved_notes if thread.resumed else baseline_notes)(env, base):
             self.say(note)
         return env, base
 

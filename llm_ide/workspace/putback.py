@@ -19,6 +19,20 @@ log = logging.getLogger("llm_ide.run")
 said = logging.getLogger("llm_ide.environment")  # its warnings are shown on the console as they happen
 
 
+def moved_notes(env: Environment, base: str) -> list[str]:
+    """A resumed run's checkout whose HEAD is neither the run's base commit nor a commit after it (another branch
+    checked out, a reset since the run stopped): the patch is still the working tree against the base, so what the
+    commit checked out changes is in it."""
+    if env.run_trusted(f"git merge-base --is-ancestor {base} HEAD", 60)[0] == 0:
+        return []
+    head = env.run_trusted("git rev-parse --short=12 HEAD", 60)[1].decode(errors="replace").strip() or "none"
+    return [
+        f"warning: HEAD ({head}) is no longer the run's base commit {base[:12]} or a commit after it: the patch is "
+        f"the working tree against {base[:12]}, so it holds what the checkout changes from it; check out "
+        f"{base[:12]} (or a branch holding it) to go on where the run stopped"
+    ]
+
+
 def restorer(env: Environment, base: str, settings: CoreSettings, kept: Path | None = None) -> Callable[[str], bool]:
     """Puts the worktree back as a snapshot has it; False when it cannot (the caller then tells the agent). With
     `keep` (by default) and `kept`, what the worktree held, when it differs from the snapshot, is saved first
