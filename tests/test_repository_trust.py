@@ -157,3 +157,37 @@ def test_llm_ides_own_worktree_checkout_and_merge_run_none_of_the_repositorys_ho
     subprocess.run([*user, "merge", "-q", "other"], check=True)  # (up to date: no post-merge)
     subprocess.run([*user, "checkout", "-q", "other"], check=True)  # the user's own git runs them
     assert set(mark.read_text().split()) == {"post-checkout", "reference-transaction"}
+
+
+def test_a_submodules_git_config_and_hooks_are_read_only_too_and_its_git_work_goes_on(tmp_path: Path) -> None:
+    """`.git/modules/<name>/config` and hooks (a nested submodule's too) were writable: what a command set there ran
+    at the user's next `git submodule update` or commit in it, outside the sandbox."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    inner = make_git_repo(tmp_path / "inner", {"i.py": "i = 1\n"})
+    lib = make_git_repo(tmp_path / "lib", {"l.py": "l = 1\n"})
+    allow = ["-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"]
+    subprocess.run(["git", "-C", str(lib), *allow, "submodule", "add", "-q", str(inner), "deps/inner"], check=True)
+    subprocess.run(["git", "-C", str(lib), *allow, "commit", "-qm", "inner"], check=True)
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    subprocess.run(["git", "-C", str(repo), *allow, "submodule", "add", "-q", str(lib), "vendor/lib"], check=True)
+    subprocess.run(["git", "-C", str(repo), *allow, "submodule", "update", "-q", "--init", "--recursive"], check=True)
+    modules = [repo / ".git" / "modules" / "vendor" / "lib", repo / ".git/modules/vendor/lib/modules/deps/inner"]
+    configs = [module / "config" for module in modules]
+    before = [config.read_text() for config in configs]
+    hook = f"#!/bin/sh\\ntouch {mark}\\n"
+    work = "git add -A && git -c user.name=a -c user.email=a@b commit -qm w && git log --format=%s -1"
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        planted = [
+            environment.execute(f"cd {where} && git config core.fsmonitor 'touch {mark}; false'; printf '{hook}' >"
+                                f" $(git rev-parse --git-dir)/hooks/post-checkout; echo tried").output
+            for where in ("vendor/lib", "vendor/lib/deps/inner")
+        ]  # fmt: skip
+        done = environment.execute(f"cd vendor/lib && echo 2 >> l.py && {work}")
+    for output in planted:
+        assert "could not write config file" in output and "Read-only file system" in output, output
+    assert (done.returncode, done.output) == (0, "w\n")
+    assert [config.read_text() for config in configs] == before
+    assert not any((module / "hooks" / "post-checkout").exists() for module in modules)
+    subprocess.run(["git", "-C", str(repo / "vendor" / "lib"), "status", "-s"], check=True, capture_output=True)
+    assert not mark.exists()

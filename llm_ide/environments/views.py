@@ -21,8 +21,9 @@ UNHOOKED = {
 
 def git_paths(repo: Path) -> list[Path]:
     """Where the repository's git data lives outside it (a linked worktree's git dir and the main one, alternates):
-    shown read-only, as git in the commands needs them; and its own `.git`'s config and hooks, read-only too: what git
-    run later outside the sandbox (the user's, ours) would run (a hook, a filter, an fsmonitor command, an alias)."""
+    shown read-only, as git in the commands needs them; and its own `.git`'s config and hooks (and its submodules'),
+    read-only too: what git run later outside the sandbox (the user's, ours) would run (a hook, a filter, an fsmonitor
+    command, an alias)."""
     dot, found = repo / ".git", []
     own = [dot / "config", dot / "hooks"] if dot.is_dir() else []
     try:
@@ -40,10 +41,21 @@ def git_paths(repo: Path) -> list[Path]:
         if alternates.is_file():
             found += [Path(os.path.realpath(git_dir / "objects" / line)) for line in alternates.read_text().split()]
         if own:
-            (dot / "hooks").mkdir(exist_ok=True)  # as `git init` makes it: a folder the commands could fill otherwise
+            own += [path for module in module_dirs(dot / "modules") for path in (module / "config", module / "hooks")]
+            for hooks in own[1::2]:
+                hooks.mkdir(exist_ok=True)  # as `git init` makes it: a folder the commands could fill otherwise
     except (OSError, UnicodeDecodeError):
         pass
     return [path for path in found if not path.is_relative_to(repo)] + [path for path in own if path.exists()]
+
+
+def module_dirs(folder: Path) -> list[Path]:
+    """The git dirs of the submodules under `folder` (a git dir's `modules`; a name may hold slashes), nested too."""
+    found: list[Path] = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            found += [entry, *module_dirs(entry / "modules")] if (entry / "HEAD").is_file() else module_dirs(entry)
+    return found
 
 
 def readable_paths(entries: list[str] | None) -> list[Path]:
