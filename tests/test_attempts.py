@@ -284,19 +284,21 @@ def test_ctrl_c_stops_parallel_attempts_and_the_rerun_resumes_both(tmp_path: Pat
             pytest.fail(f"not both started in 300 s: {first.communicate()[0].decode()}\n{trajectories}")
         time.sleep(0.05)
     os.kill(first.pid, signal.SIGINT)
-    go.touch()
-    output = first.communicate(timeout=120)[0].decode()
+    output = first.communicate(timeout=60)[0].decode()  # their silent commands ended with it: the gate still shut
     assert first.returncode == 130, output
     for number in (1, 2):
         killed = json.loads((tmp_path / "out" / f"attempt{number}" / f"P-attempt{number}.traj.json").read_text())
-        assert killed["info"]["exit_status"] == "interrupted"
+        assert (killed["info"]["exit_status"], killed["operations"]) == ("interrupted", [])
 
+    go.touch()
     rerun = invoke(*args, cwd=tmp_path)
     output = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, output
     traj = json.loads((tmp_path / "out" / "P.traj.json").read_text())
     assert [(a["index"], a["exit_status"]) for a in traj["info"]["attempts"]] == [(1, "submitted"), (2, "submitted")]
-    assert sorted((tmp_path / "trail").read_text().split()) == ["1", "2"]  # the waiting commands ran once each
+    assert sorted((tmp_path / "trail").read_text().split()) == ["1", "1", "2", "2"]  # each cut command again
+    waits = [op for op in traj["operations"] if op["thought"] == "Wait."]
+    assert [op["observation"].startswith("[The run was stopped while this command ran.") for op in waits] == [True] * 2
     assert traj["info"]["choice"]["by"] == "only"  # the same fix twice: one distinct patch
 
 

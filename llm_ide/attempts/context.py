@@ -28,6 +28,7 @@ from llm_ide.prompting import render_string
 from llm_ide.run.calls_log import CallLog
 from llm_ide.run.preflight import preflight
 from llm_ide.run.single import Listeners, RunEvent, RunRequest
+from llm_ide.run.stopping import Commands
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 from llm_ide.workspace.worktrees import git_worktree
 
@@ -83,6 +84,7 @@ class AttemptsContext:
     listeners: Listeners = field(default_factory=Listeners)
     budget: Budget | None = None
     stop: threading.Event = field(default_factory=threading.Event)  # Ctrl-C: attempts in other threads end too
+    commands: Commands = field(default_factory=Commands)  # (those in a silent command, in it)
     policy: CallPolicy = field(default_factory=CallPolicy)  # the reviewer's and chooser's calls (the task's budget)
     _models: dict[str, Model] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -130,9 +132,15 @@ class AttemptsContext:
         """An attempt's event to the caller; once the run is stopped the attempt ends `interrupted` at its next step
         (its environment removed, its state saved). A command's progress is not a step: a command that ran to its
         end keeps its result."""
+        self.commands.note(event)
         self.listeners.emit(event)
         if self.stop.is_set() and event.kind not in ("end", "command"):
             raise KeyboardInterrupt
+
+    def halt(self) -> None:
+        """Ctrl-C: every attempt under way stops at its next event, one in a command that prints nothing in it."""
+        self.stop.set()
+        self.commands.interrupt()
 
     def emit(self, phase: str, detail: str = "") -> None:
         """A phase to the caller, and with its `detail` to the run's log."""

@@ -113,7 +113,7 @@ class Attempts:
         config = {"configurable": {"thread_id": request.run_id}}
         options = {"context": self.ctx, "stream_mode": "values", "durability": "sync"}
         written = None
-        with stop_on_signals(self.ctx.stop):
+        with stop_on_signals(self.ctx.halt):
             for state in self.thread.graph.stream(None if self.thread.resumed else inputs, config, **options):
                 values.clear()
                 values.update(state)
@@ -124,16 +124,17 @@ class Attempts:
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def stop_on_signals(halt: Callable[[], None]) -> Iterator[None]:
     """Ctrl-C, SIGTERM, SIGHUP also tell the attempts under way in the graph's other threads to stop (LangGraph waits
-    for them before the interrupt goes on): each ends `interrupted` at its next step, its environment removed."""
+    for them before the interrupt goes on): each ends `interrupted` at its next step (one in a silent command at once,
+    the command ended), its environment removed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
     def handler(signum: int, frame: Any) -> None:
-        stop.set()
+        halt()
         before = previous[signum]
         if callable(before):
             before(signum, frame)

@@ -28,6 +28,7 @@ from llm_ide.messages.variant import Messages
 from llm_ide.models import get_model
 from llm_ide.prompting import render_string
 from llm_ide.run.single import run_task
+from llm_ide.run.stopping import Commands
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.worktrees import WORKTREES
 
@@ -199,8 +200,10 @@ def execute_phase(
     }
 
     stop = threading.Event()  # Ctrl-C reaches the main thread only: the agents' runs are told through their events
+    commands = Commands()  # and one in a silent command, in its thread
 
     def told(agent: str, event: Any) -> None:
+        commands.note(event)
         emit(agent, event)
         if stop.is_set() and event.kind != "end":
             raise KeyboardInterrupt  # the agent's run ends `interrupted`, saved: a rerun resumes it
@@ -224,7 +227,8 @@ def execute_phase(
             return [future.result() for future in futures]
         except KeyboardInterrupt:
             stop.set()  # each agent stops at its next event (a model call, a command's progress, a step), unpaid
-            log.warning("interrupted: each agent stops at its next step, its work saved")
+            commands.interrupt()  # its command ended, as Ctrl-C ends a single run's
+            log.warning("interrupted: each agent stops at its next step (in a command: at once), its work saved")
             for future in futures:
                 future.cancel()
             wait(futures)

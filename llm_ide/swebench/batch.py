@@ -17,6 +17,7 @@ from llm_ide.composition import compose
 from llm_ide.errors import crashed
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
+from llm_ide.run.stopping import Commands
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.instances import (
     BATCH_LOG,
@@ -89,8 +90,10 @@ class Batch:
         self.store = OutputStore(options.output)
         self.budget = CostBudget(options.cost_limit, summary.spent_before, self.store.call_cost())
         self.stop = threading.Event()
+        self.commands = Commands()  # Ctrl-C: a run in a silent command stops in it, not after it
 
     def on_event(self, instance_id: str, event: Any) -> None:
+        self.commands.note(event)
         if event.kind == "tool":
             self.progress.tool(instance_id, event.tool)
             return
@@ -145,7 +148,8 @@ class Batch:
                     self.collect(future)
         except KeyboardInterrupt:
             self.stop.set()
-            log.warning("batch: interrupted; the running instances end at their next event (Ctrl-C again: at once)")
+            self.commands.interrupt()
+            log.warning("batch: interrupted; the running instances end now or at their next event (Ctrl-C again: at once)")
             pool.shutdown(wait=False, cancel_futures=True)
             try:
                 for future in futures:

@@ -15,6 +15,7 @@ from llm_ide.environments.base import EnvironmentFailure
 
 START_TIMEOUT = 120.0
 STATUS = re.compile(rb"ready|-?\d+")
+WAKE = 0.1  # seconds a read waits at most before it looks again (a KeyboardInterrupt raised in its thread lands)
 
 # The shell session: one long-lived bash inside the container. It reads this script, then its settings (the token
 # travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command) triples
@@ -100,11 +101,11 @@ class Session:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            self.sock.settimeout(remaining)
+            self.sock.settimeout(min(remaining, WAKE))
             try:
                 data = self.sock.recv(1 << 16)
             except TimeoutError:
-                return None
+                continue
             if not data:
                 self.alive = False
                 return b""
