@@ -149,7 +149,7 @@ class Batch:
         except KeyboardInterrupt:
             self.stop.set()
             self.commands.interrupt()
-            log.warning("batch: interrupted; the running instances end now or at their next event (Ctrl-C again: at once)")
+            log.warning("batch: interrupted; the running instances end at their next event (Ctrl-C again: at once)")
             pool.shutdown(wait=False, cancel_futures=True)
             try:
                 for future in futures:
