@@ -77,6 +77,8 @@ def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the
     review_prompt = next(c["prompt"] for c in traj["model_calls"] if c["kind"] == "review")
     assert "double(2) = 5" in review_prompt  # the attempt's test output reached the reviewer
     assert "README.md" in review_prompt and "The README is not the code." in review_prompt
+    with gzip.open(tmp_path / "out" / "T.calls.jsonl.gz", "rt") as log:  # complete: a plain gzip reader reads it
+        assert [json.loads(line)["kind"] for line in log] == ["review", "review"]
 
     run = load_run(result.trajectory_path)  # the inspector's view: a band per attempt, scores, the choice
     assert [(a.index, a.chosen, a.score) for a in run.attempts] == [(1, False, 2.0), (2, True, 9.0)]

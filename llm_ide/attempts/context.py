@@ -105,6 +105,12 @@ class AttemptsContext:
             self._paid.append({**call, "index": len(self._paid.existing)})
             self._paid.existing.append(call)
 
+    def close(self) -> None:
+        """The calls log's last gzip member completed (a plain `gzip -d` reads it)."""
+        with self._lock:
+            if self._paid is not None:
+                self._paid.close()
+
     @property
     def settings(self) -> Settings:
         return self.request.settings  # type: ignore[return-value]

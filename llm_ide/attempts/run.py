@@ -66,7 +66,10 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
         opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread,
         repo_lock(repo, in_place),
     ):
-        return Attempts(ctx, thread, info, in_place).run()
+        try:
+            return Attempts(ctx, thread, info, in_place).run()
+        finally:
+            ctx.close()
 
 
 @dataclass
