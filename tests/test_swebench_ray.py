@@ -259,6 +259,42 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     assert "global cost limit 4.00 reached (spent 4.0000, earlier runs in this folder included); 1 instance not" in log
 
 
+def test_ctrl_c_ends_a_ray_tasks_silent_command_at_once_and_the_rerun_runs_it_again(tmp_path: Path) -> None:
+    """The run is in a Ray worker, in a command that prints nothing (no event to stop at): the hub's stop flag
+    reaches it there, as Ctrl-C reaches a batch's threads; the rerun runs the cut command again."""
+    from ray_cluster import require_ray
+
+    from llm_ide.swebench.store import read_preds
+
+    require_ray()
+    data, _ = build_dataset(tmp_path / "data", 1)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    wait = f"echo waited >> {tmp_path}/trail; touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done"
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": [], "writable": [str(tmp_path)]}}))
+    model = write_script(tmp_path / "m.yaml", [wait, FIX_COMMAND])
+    command = [sys.executable, "-c", CLI, "swebench", "--subset", str(data), "--split", "test", "--model", model,
+               "--environment", "local", "--engine", "ray", "--output", str(tmp_path / "out"),
+               "--config", str(config)]  # fmt: skip
+    batch = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(started.exists, timeout=300, what="the command's start")
+        batch.send_signal(signal.SIGINT)
+        stdout, stderr = batch.communicate(timeout=120)  # the gate still shut
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+    assert batch.returncode == 130, stdout + stderr
+    statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
+    assert [(status["exit_status"], status["steps"]) for status in statuses.values()] == [("interrupted", 0)]
+
+    gate.touch()
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert (tmp_path / "trail").read_text() == "waited\nwaited\n"  # the cut command again, on resume
+    assert list(read_preds(tmp_path / "out")) == list(statuses)
+
+
 @pytest.mark.parametrize(
     ("environment", "address", "workers", "task_cpus", "nodes", "expected"),
     [

@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from llm_ide.environments.docker.cleanup import cleanup_containers, connect
 from llm_ide.environments.docker.images import ensure_image
 from llm_ide.errors import BudgetSpent, crashed
 from llm_ide.run.pg_thread import PostgresThread, is_postgres
+from llm_ide.run.stopping import Commands
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.instances import BatchOptions, Outcome, batch_config, execute_instance, not_checked_out
 from llm_ide.swebench.preflight import SWEbenchError
@@ -153,18 +157,25 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
             (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
             (run_dir / name).write_bytes(data)
     guard = PostgresThread(options.checkpoint, instance.instance_id) if is_postgres(options.checkpoint) else None
+    commands = Commands()
+
+    def on_event(instance_id: str, event: Any) -> None:
+        commands.note(event)
+        hub.post.remote(event_tuple(instance_id, node, event))
+
     try:
-        outcome = execute_instance(
-            instance,
-            options,
-            batch_config(options),
-            run_dir,
-            budget=RemoteBudget(hub),
-            on_event=lambda iid, event: hub.post.remote(event_tuple(iid, node, event)),
-            stop=stop,
-            intents=guard,
-            keep=guard,
-        )
+        with stopped_in_commands(stop, commands):
+            outcome = execute_instance(
+                instance,
+                options,
+                batch_config(options),
+                run_dir,
+                budget=RemoteBudget(hub),
+                on_event=on_event,
+                stop=stop,
+                intents=guard,
+                keep=guard,
+            )
     except SWEbenchError as error:
         outcome = not_checked_out(instance, error)
     except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
@@ -178,6 +189,27 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
     if not shared:
         shutil.rmtree(run_dir, ignore_errors=True)
     return TaskResult(outcome, files, node)
+
+
+@contextmanager
+def stopped_in_commands(stop: RemoteStop, commands: Commands) -> Iterator[None]:
+    """The hub's stop flag watched while the task runs: a run in a command that prints nothing (so sends no event to
+    stop at) is interrupted in it, as a batch's threads are at Ctrl-C; the command ends and runs again on resume."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(STOP_POLL):
+            if stop.is_set():
+                commands.interrupt()
+                return
+
+    watcher = threading.Thread(target=watch, name="llm-ide-stop-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def run_files(run_dir: Path, instance_id: str) -> dict[str, bytes]:
