@@ -325,6 +325,19 @@ def write_script(path: Path, commands: list[str]) -> str:
     return f"scripted:{path}"
 
 
+def gated_batch(folder: Path) -> list[str]:
+    """`swebench` arguments (local environment) for one instance whose first command prints nothing until
+    `folder/gate` exists (it adds a line to `folder/trail` and makes `folder/started` each time it runs), then fixes it;
+    the batch's output in `folder/out`."""
+    data, _ = build_dataset(folder / "data", 1)
+    wait = f"echo waited >> {folder}/trail; touch {folder}/started; while [ ! -e {folder}/gate ]; do sleep 0.05; done"
+    config = folder / "c.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": [], "writable": [str(folder)]}}))
+    model = write_script(folder / "m.yaml", [wait, FIX_COMMAND])
+    return ["swebench", "--subset", str(data), "--split", "test", "--model", model, "--environment", "local",
+            "--output", str(folder / "out"), "--config", str(config)]  # fmt: skip
+
+
 def dollar_calls(folder: Path, runs: int) -> tuple[list[Any], Path]:
     """A fix-check-submit session of three calls (one per step, each judging the previous step), every call costing $1
     (1M input tokens at $1/M of `gpt-test`), `runs` times over, and the batch config that prices it."""

@@ -26,6 +26,7 @@ from swebench_fixtures import (
     build_dataset,
     dollar_calls,
     dollar_steps,
+    gated_batch,
     write_config,
     write_script,
 )
@@ -350,24 +351,17 @@ def test_an_instance_interrupted_during_a_command_counts_the_steps_its_trajector
 def test_ctrl_c_ends_a_batchs_silent_command_at_once_and_the_rerun_runs_it_again(tmp_path: Path) -> None:
     """Ctrl-C reaches the main thread; the instances run in the pool's: one in a command that printed nothing ran
     until the command ended (here: never), as "the running instances end at their next event"."""
-    dataset, _ = build_dataset(tmp_path / "data", 1)
-    started, gate = tmp_path / "started", tmp_path / "gate"
-    wait = f"echo waited >> {tmp_path}/trail; touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done"
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"environment": {"tools": [], "writable": [str(tmp_path)]}}))
-    model = write_script(tmp_path / "m.yaml", [wait, FIX_COMMAND])
-    args = ["swebench", "--subset", str(dataset), "--split", "test", "--model", model, "--environment", "local",
-            "--output", str(tmp_path / "out"), "--config", str(config)]  # fmt: skip
+    args = gated_batch(tmp_path)
     cli = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
     batch = subprocess.Popen(cli, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wait_for(started.exists, what="the command's start")
+    wait_for((tmp_path / "started").exists, what="the command's start")
     batch.send_signal(signal.SIGINT)
     stdout, stderr = batch.communicate(timeout=60)  # the gate still shut
     assert batch.returncode == 130, stdout + stderr
     statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
     assert [(status["exit_status"], status["steps"]) for status in statuses.values()] == [("interrupted", 0)]
 
-    gate.touch()
+    (tmp_path / "gate").touch()
     rerun = invoke(*args)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert (tmp_path / "trail").read_text() == "waited\nwaited\n"  # the cut command again, on resume

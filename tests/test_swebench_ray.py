@@ -22,6 +22,7 @@ from ray_cluster import ray_cluster
 from swebench_fixtures import (
     FIX_COMMAND,
     build_dataset,
+    gated_batch,
     leftover_containers,
     official_image,
     write_config,
@@ -267,18 +268,10 @@ def test_ctrl_c_ends_a_ray_tasks_silent_command_at_once_and_the_rerun_runs_it_ag
     from llm_ide.swebench.store import read_preds
 
     require_ray()
-    data, _ = build_dataset(tmp_path / "data", 1)
-    started, gate = tmp_path / "started", tmp_path / "gate"
-    wait = f"echo waited >> {tmp_path}/trail; touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done"
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"environment": {"tools": [], "writable": [str(tmp_path)]}}))
-    model = write_script(tmp_path / "m.yaml", [wait, FIX_COMMAND])
-    command = [sys.executable, "-c", CLI, "swebench", "--subset", str(data), "--split", "test", "--model", model,
-               "--environment", "local", "--engine", "ray", "--output", str(tmp_path / "out"),
-               "--config", str(config)]  # fmt: skip
+    command = [sys.executable, "-c", CLI, *gated_batch(tmp_path), "--engine", "ray"]
     batch = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        wait_for(started.exists, timeout=300, what="the command's start")
+        wait_for((tmp_path / "started").exists, timeout=300, what="the command's start")
         batch.send_signal(signal.SIGINT)
         stdout, stderr = batch.communicate(timeout=120)  # the gate still shut
     finally:
@@ -288,7 +281,7 @@ def test_ctrl_c_ends_a_ray_tasks_silent_command_at_once_and_the_rerun_runs_it_ag
     statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
     assert [(status["exit_status"], status["steps"]) for status in statuses.values()] == [("interrupted", 0)]
 
-    gate.touch()
+    (tmp_path / "gate").touch()
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert (tmp_path / "trail").read_text() == "waited\nwaited\n"  # the cut command again, on resume

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+
+class Flag(Protocol):
+    def is_set(self) -> bool: ...
 
 
 class Commands:
@@ -37,3 +43,23 @@ class Commands:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(KeyboardInterrupt))
             self._threads -= others
         return len(others)
+
+    @contextmanager
+    def interrupted_when(self, stop: Flag, poll: float) -> Iterator[None]:
+        """For a run whose Ctrl-C comes as a flag, not a signal (a Ray task's): `stop` looked at every `poll` seconds
+        from a thread of its own; once set, the threads in a command are interrupted there."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(poll):
+                if stop.is_set():
+                    self.interrupt()
+                    return
+
+        watcher = threading.Thread(target=watch, name="llm-ide-stop-watch", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()

@@ -6,10 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,7 +161,7 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
         hub.post.remote(event_tuple(instance_id, node, event))
 
     try:
-        with stopped_in_commands(stop, commands):
+        with commands.interrupted_when(stop, STOP_POLL):  # a silent command gets the Ctrl-C too
             outcome = execute_instance(
                 instance,
                 options,
@@ -189,27 +186,6 @@ def run_instance_task(instance: Instance, options: BatchOptions, hub: Any, seed:
     if not shared:
         shutil.rmtree(run_dir, ignore_errors=True)
     return TaskResult(outcome, files, node)
-
-
-@contextmanager
-def stopped_in_commands(stop: RemoteStop, commands: Commands) -> Iterator[None]:
-    """The hub's stop flag watched while the task runs: a run in a command that prints nothing (so sends no event to
-    stop at) is interrupted in it, as a batch's threads are at Ctrl-C; the command ends and runs again on resume."""
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(STOP_POLL):
-            if stop.is_set():
-                commands.interrupt()
-                return
-
-    watcher = threading.Thread(target=watch, name="llm-ide-stop-watch", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
 
 
 def run_files(run_dir: Path, instance_id: str) -> dict[str, bytes]:
