@@ -106,7 +106,7 @@ def streamed(
     """`chat`'s reply requested as a stream, each piece of text told to `call` as it arrives (`alive` called for each
     piece of the reply, text or tool call), the pieces summed into one message (its text and usage; an OpenAI-style
     endpoint is asked to send the usage at the end)."""
-    from langchain_openai import ChatOpenAI
+    from langchain_openai.chat_models.base import ChatOpenAI
 
     options = {"stream_usage": True} if isinstance(chat, ChatOpenAI) else {}
     if call.streamed:  # a retry after a stream that broke off
@@ -198,7 +198,7 @@ class Completions:
     def of(chat: Any) -> Completions | None:
         """The direct way for a plain `ChatOpenAI` over an httpx client; None for any other model, or one that needs
         LangChain's own path (a rate limiter, a cache, the Responses API, a traced run)."""
-        from langchain_openai import ChatOpenAI
+        from langchain_openai.chat_models.base import ChatOpenAI
 
         plain = type(chat) is ChatOpenAI and chat.rate_limiter is None and not chat.cache and not chat.callbacks
         traced = any(os.environ.get(name, "").lower() in ("1", "true") for name in TRACING)

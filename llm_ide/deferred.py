@@ -7,6 +7,12 @@ gives. Every `llm-ide` process imports LangGraph, which pulls in (of the ~1.9 s 
 - `langgraph_sdk` (~0.05 s): `langgraph.runtime` takes `langgraph_sdk.auth.types`; the package's `__init__` imports
   the client of LangGraph's server (httpx, websockets), used only by a remote graph.
 - `trio`, where installed (selenium installs it; ~0.1 s): httpcore imports it to offer it as a backend, unused here.
+A run whose model is an OpenAI-compatible endpoint also imports LangChain's `ChatOpenAI` and the OpenAI SDK (~1.1 s
+with openai 3.x, ~0.45 s deferred):
+- `openai.types` and `openai.types.responses` (~0.55 s): their `__init__`s build ~900 API models (evals, graders, the
+  Responses API's events); the SDK's client takes a few modules from them, a chat completion a few more.
+- `langchain_openai` and `langchain_openai.chat_models` (~0.1 s): their `__init__`s import Azure's models, the
+  embeddings and the completion models besides `ChatOpenAI`, which llm-ide imports from its own module.
 The OpenAI SDK's aiohttp client is left out whole (ABSENT): where aiohttp is installed (`datasets` and swebench's
 `modal` install it), the SDK imports it (~0.2 s, and a CA bundle loaded) to offer `DefaultAioHttpClient`, which
 llm-ide never uses (its calls are synchronous, over its own httpx client); the SDK then does what it does where
@@ -24,7 +30,17 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import Any
 
-DEFERRED = frozenset({"langsmith.types", "langgraph_sdk", "trio"})
+DEFERRED = frozenset(
+    {
+        "langsmith.types",
+        "langgraph_sdk",
+        "trio",
+        "openai.types",
+        "openai.types.responses",
+        "langchain_openai",
+        "langchain_openai.chat_models",
+    }
+)
 ABSENT = frozenset({"openai._vendor.httpx_aiohttp"})
 
 

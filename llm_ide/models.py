@@ -147,7 +147,7 @@ class ChatModel:
     @property
     def takes_n(self) -> bool:
         """Whether one request can return several choices (the chat-completions `n`)."""
-        from langchain_openai import ChatOpenAI
+        from langchain_openai.chat_models.base import ChatOpenAI
 
         responses_api = getattr(self.chat, "use_responses_api", None)
         return isinstance(self.chat, ChatOpenAI) and not responses_api and not self.n_refused
@@ -341,7 +341,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
 
 
 def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
-    from langchain_openai import ChatOpenAI
+    from langchain_openai.chat_models.base import ChatOpenAI
 
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     room = reply_room(config, url is not None)

@@ -151,6 +151,40 @@ def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_pa
     ]
 
 
+def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_only_when_asked(tmp_path: Path) -> None:
+    """A model of an OpenAI-compatible endpoint imports `ChatOpenAI` and the SDK's client: their packages' `__init__`s
+    (~900 API models, Azure's classes) run at the first name asked of them, and the names are those a plain import
+    gives."""
+    done = after_config_show(
+        tmp_path,
+        """
+        import sys
+        from llm_ide.config import load_config
+        from llm_ide.models import get_model
+        model = get_model("local-model", load_config("default").model, "http://127.0.0.1:9/v1")
+        responses = [name for name in sys.modules if name.startswith("openai.types.responses.")]
+        azure = "langchain_openai.chat_models.azure" in sys.modules
+        built = "eval_create_params" in vars(sys.modules["openai.types"])
+        print(type(model.chat).__name__, len(responses) < 40, azure, built)
+        import langchain_openai
+        import openai.types
+        from openai.types.completion_usage import CompletionUsage
+        from openai.types.responses import Response
+        from openai.types.responses.response import Response as Direct
+        print(langchain_openai.ChatOpenAI is type(model.chat), openai.types.CompletionUsage is CompletionUsage)
+        print(Response is Direct, langchain_openai.AzureChatOpenAI.__module__)
+        print(len([name for name in sys.modules if name.startswith("openai.types.responses.")]) > 100)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-4:] == [
+        "ChatOpenAI True False False",
+        "True True",
+        "True langchain_openai.chat_models.azure",
+        "True",
+    ]
+
+
 def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Path) -> None:
     """Where aiohttp is installed (here: swebench's modal), the SDK would import it; left out, the SDK says what it
     says where aiohttp is missing, and the model's own clients are httpx's."""
