@@ -13,9 +13,9 @@ with openai 3.x, ~0.45 s deferred):
   Responses API's events); the SDK's client takes a few modules from them, a chat completion a few more.
 - `langchain_openai` and `langchain_openai.chat_models` (~0.1 s): their `__init__`s import Azure's models, the
   embeddings and the completion models besides `ChatOpenAI`, which llm-ide imports from its own module.
-The OpenAI SDK's aiohttp client is left out whole (ABSENT): where aiohttp is installed (`datasets` and swebench's
-`modal` install it), the SDK imports it (~0.2 s, and a CA bundle loaded) to offer `DefaultAioHttpClient`, which
-llm-ide never uses (its calls are synchronous, over its own httpx client); the SDK then does what it does where
+The OpenAI and Anthropic SDKs' aiohttp clients are left out whole (ABSENT): where aiohttp is installed (`datasets` and
+swebench's `modal` install it), each SDK imports it (~0.2 s, and a CA bundle loaded) to offer `DefaultAioHttpClient`,
+which llm-ide never uses (its calls are synchronous, over its own httpx client); the SDK then does what it does where
 aiohttp is missing.
 """
 
@@ -41,7 +41,7 @@ DEFERRED = frozenset(
         "langchain_openai.chat_models",
     }
 )
-ABSENT = frozenset({"openai._vendor.httpx_aiohttp"})
+ABSENT = frozenset({"openai._vendor.httpx_aiohttp", "anthropic._vendor.httpx_aiohttp"})
 
 
 class DeferredInit(MetaPathFinder, Loader):

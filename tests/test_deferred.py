@@ -185,28 +185,40 @@ def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_
     ]
 
 
-def test_the_command_line_leaves_the_openai_sdks_aiohttp_client_out(tmp_path: Path) -> None:
-    """Where aiohttp is installed (here: swebench's modal), the SDK would import it; left out, the SDK says what it
-    says where aiohttp is missing, and the model's own clients are httpx's."""
+@pytest.mark.parametrize(
+    ("sdk", "model", "client"),
+    [
+        (
+            "openai",
+            'ChatOpenAI(model="m", api_key="sk-test", base_url="http://127.0.0.1:9/v1")',
+            "async_client._client",
+        ),
+        ("anthropic", 'ChatAnthropic(model="m", api_key="sk-test")', "_async_client._client"),
+    ],
+)
+def test_the_command_line_leaves_the_sdks_aiohttp_client_out(tmp_path: Path, sdk: str, model: str, client: str) -> None:
+    """Where aiohttp is installed (here: swebench's modal), each SDK would import it; left out, the SDK says what it
+    says where aiohttp is missing, and the model's async client is an httpx one."""
+    pytest.importorskip(f"langchain_{sdk}")
     done = after_config_show(
         tmp_path,
-        """
+        f"""
         import importlib.util
         import sys
-        import openai
-        from langchain_openai import ChatOpenAI
-        model = ChatOpenAI(model="m", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+        import {sdk}
+        from langchain_{sdk} import {model.split("(")[0]}
+        model = {model}
         installed = importlib.util.find_spec("aiohttp") is not None
-        print(installed, "aiohttp" in sys.modules, type(model.async_client._client).__module__.split(".")[0])
+        print(installed, "aiohttp" in sys.modules, "aiohttp" in str(type(model.{client}).__mro__).lower())
         try:
-            openai.DefaultAioHttpClient()
+            {sdk}.DefaultAioHttpClient()
         except RuntimeError as error:
             print(error)
         """,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == [
-        "True False openai",
+        "True False False",
         "To use the aiohttp client you must have installed the package with the `aiohttp` extra",
     ]
 
