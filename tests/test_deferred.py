@@ -186,17 +186,15 @@ def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_
 
 
 @pytest.mark.parametrize(
-    ("sdk", "model", "client"),
+    ("sdk", "chat", "arguments", "client"),
     [
-        (
-            "openai",
-            'ChatOpenAI(model="m", api_key="sk-test", base_url="http://127.0.0.1:9/v1")',
-            "async_client._client",
-        ),
-        ("anthropic", 'ChatAnthropic(model="m", api_key="sk-test")', "_async_client._client"),
+        ("openai", "ChatOpenAI", 'base_url="http://127.0.0.1:9/v1"', "async_client._client"),
+        ("anthropic", "ChatAnthropic", "", "_async_client._client"),
     ],
 )
-def test_the_command_line_leaves_the_sdks_aiohttp_client_out(tmp_path: Path, sdk: str, model: str, client: str) -> None:
+def test_the_command_line_leaves_the_sdks_aiohttp_client_out(
+    tmp_path: Path, sdk: str, chat: str, arguments: str, client: str
+) -> None:
     """Where aiohttp is installed (here: swebench's modal), each SDK would import it; left out, the SDK says what it
     says where aiohttp is missing, and the model's async client is an httpx one."""
     pytest.importorskip(f"langchain_{sdk}")
@@ -206,8 +204,8 @@ def test_the_command_line_leaves_the_sdks_aiohttp_client_out(tmp_path: Path, sdk
         import importlib.util
         import sys
         import {sdk}
-        from langchain_{sdk} import {model.split("(")[0]}
-        model = {model}
+        from langchain_{sdk} import {chat}
+        model = {chat}(model="m", api_key="sk-test", {arguments})
         installed = importlib.util.find_spec("aiohttp") is not None
         print(installed, "aiohttp" in sys.modules, "aiohttp" in str(type(model.{client}).__mro__).lower())
         try:
