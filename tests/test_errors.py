@@ -94,8 +94,11 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list
         (["run", "--step-limit", "many"], "error: Invalid value for '--step-limit'"),
         (["run", "--no-such-option"], "error: No such option: --no-such-option"),
         *(
-            (["swebench", "--cost-limit", limit], f"error: Invalid value for '--cost-limit': Input should be {said}")
-            for limit, said in [("-5", "greater than or equal to 0"), ("inf", "a finite number (got inf)")]
+            (["swebench", "--cost-limit", limit], f"error: Invalid value for '--cost-limit': {said}")
+            for limit, said in [
+                ("-5", "-5.0 is not in the range x>=0."),
+                ("inf", "Input should be a finite number (got inf)"),
+            ]
         ),
         (["no-such-command"], "error: No such command 'no-such-command'. (see: llm-ide --help)"),
     ],

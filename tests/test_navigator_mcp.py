@@ -633,7 +633,7 @@ def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it
         (["--host", "0.0.0.0"], "--host 0.0.0.0: the navigator serves on loopback only (127.0.0.1, ::1 or localhost)"),
         (["--navigator", "remote_navigators"], "--navigator remote_navigators: expected MODULE:NAME"),
         (["--navigator", "remote_navigators:ONE_CALL"], "--navigator remote_navigators:ONE_CALL: not a navigator"),
-        (["--port", "99999"], "Invalid value for '--port': Input should be less than or equal to 65535"),  # a traceback
+        (["--port", "99999"], "Invalid value for '--port': 99999 is not in the range 0<=x<=65535."),  # a traceback
     ],
 )
 def test_bad_serve_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
