@@ -213,7 +213,7 @@ class ChannelSqliteSaver(SqliteSaver):
         if type(value) is OperationNode:
             part = self.serde.node_parts([value])[0]
             if len(part.raw) <= COMPRESS_OVER:
-                return part.kind.removesuffix(ZLIB), part.raw
+                return part.kind, part.raw
             self._insert_parts(cur, thread_id, ns, [part])
             return REF, part.digest
         if not _node_list(value):
@@ -227,7 +227,7 @@ class ChannelSqliteSaver(SqliteSaver):
         new = [part for part in parts if part.digest not in known]
         cur.executemany(
             "INSERT OR IGNORE INTO parts VALUES (?, ?, ?, ?, ?)",
-            [(thread_id, ns, part.digest, part.kind, part.data) for part in new],
+            [(thread_id, ns, part.digest, *part.stored) for part in new],
         )
         known.update(part.digest for part in new)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections import OrderedDict
+from functools import cached_property
 from hashlib import blake2b
 from typing import Any, NamedTuple
 
@@ -61,14 +62,22 @@ class Text(NamedTuple):
     value: str
 
 
-class Part(NamedTuple):
-    """An operation node as the SQLite saver stores it, once per content: its digest and its stored encoding."""
+class Part:
+    """An operation node as the SQLite saver stores it, once per content: LangGraph's msgpack encoding of the node;
+    its digest (8 bytes of BLAKE2b) and stored form (msgpack+zlib over 256 bytes, when that is smaller) made when
+    first asked: only the SQLite saver asks, once per node it has not stored."""
 
-    node: OperationNode
-    raw: bytes  # LangGraph's msgpack encoding of the node
-    digest: bytes  # 8 bytes of BLAKE2b over `raw`
-    kind: str  # the stored type: msgpack, or msgpack+zlib (over 256 bytes, when that is smaller)
-    data: bytes
+    def __init__(self, node: OperationNode, kind: str, raw: bytes) -> None:
+        self.node, self.kind, self.raw = node, kind, raw
+
+    @cached_property
+    def digest(self) -> bytes:
+        return blake2b(self.raw, digest_size=8).digest()
+
+    @cached_property
+    def stored(self) -> tuple[str, bytes]:
+        packed = zlib.compress(self.raw, NODE_LEVEL) if len(self.raw) > NODE_COMPRESS_OVER else self.raw
+        return (self.kind + ZLIB, packed) if len(packed) < len(self.raw) else (self.kind, self.raw)
 
 
 class CompressingSerializer(JsonPlusSerializer):
@@ -119,10 +128,7 @@ class CompressingSerializer(JsonPlusSerializer):
             with self._lock:
                 hit = self._nodes.get(id(node))
             if hit is None or hit.node is not node:
-                kind, raw = super().dumps_typed(node)
-                packed = zlib.compress(raw, NODE_LEVEL) if len(raw) > NODE_COMPRESS_OVER else raw
-                stored = (kind + ZLIB, packed) if len(packed) < len(raw) else (kind, raw)
-                hit = Part(node, raw, blake2b(raw, digest_size=8).digest(), *stored)
+                hit = Part(node, *super().dumps_typed(node))
                 with self._lock:
                     self._nodes[id(node)] = hit
                     while len(self._nodes) > NODES:
