@@ -14,12 +14,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import store_writer
 import yaml
 from agent_script import BUGGY_FILES
 from conftest import make_git_repo, wait_for
 from in_process import invoke
 from openai_server import OpenAIServer
 from rich.console import Console
+from store_writer import writer_process
 from swebench_fixtures import (
     FIX_COMMAND,
     assert_four_dollars,
@@ -57,19 +59,8 @@ def cli(program: str, *args: str, env: dict[str, str] | None = None, cwd: Path |
     return invoke(*args, program=program, env=env, cwd=cwd)
 
 
-def writer_process(output: Path, prefix: str, count: int) -> None:
-    store = OutputStore(output)
-    for n in range(count):
-        store.add_prediction(f"{prefix}-{n}", "m", f"patch {n}\n")
-        store.record_status(f"{prefix}-{n}", "submitted", cost=0.0)
-
-
 def test_output_store_survives_concurrent_threads_and_processes(tmp_path: Path) -> None:
-    code = (
-        f"import sys, pathlib; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-        f"from test_swebench import writer_process; writer_process(pathlib.Path({str(tmp_path)!r}), sys.argv[1], 10)"
-    )
-    procs = [subprocess.Popen([sys.executable, "-c", code, f"proc{p}"]) for p in range(2)]
+    procs = [subprocess.Popen([sys.executable, store_writer.__file__, tmp_path, f"proc{p}", "10"]) for p in range(2)]
     threads = [threading.Thread(target=writer_process, args=(tmp_path, f"thread{t}", 10)) for t in range(4)]
     for thread in threads:
         thread.start()
