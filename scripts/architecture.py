@@ -25,11 +25,12 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from code_shape import Shape, measure_shape
+from code_shape import Parse, Shape, measure_shape, parse
 from rich.console import Console
 from rich.table import Table
 from step_shape import measure_step
@@ -152,14 +153,14 @@ class Imports(ast.NodeVisitor):
         self.add(node.lineno, targets)
 
 
-def read_package(root: Path) -> dict[str, Module]:
+def read_package(root: Path, parse: Parse = parse) -> dict[str, Module]:
     package = root / PACKAGE
     files = sorted(p for p in package.rglob("*.py") if not p.relative_to(package).as_posix().startswith(SKIPPED))
     modules = {module_name(p.relative_to(package)): p for p in files}
     found: dict[str, Module] = {}
     for name, path in modules.items():
         module = Module(name, path.relative_to(package).as_posix())
-        Imports(module, set(modules), path.name == "__init__.py").visit(ast.parse(path.read_text(encoding="utf-8")))
+        Imports(module, set(modules), path.name == "__init__.py").visit(parse(path))
         found[name] = module
     return found
 
@@ -251,8 +252,9 @@ def measure(
     core: tuple[str, ...] = CORE,
     composition: str = COMPOSITION,
     words: re.Pattern[str] = VARIANT_WORDS,
+    parse: Parse = parse,
 ) -> Counts:
-    modules = read_package(root)
+    modules = read_package(root, parse)
     by_name = {m.name: m for m in modules.values()}
     names: set[str] = set()
     mentions = []
@@ -309,8 +311,9 @@ def main(
     details: Annotated[bool, typer.Option(help="List every counted mention, import, arrow and circle.")] = False,
 ) -> None:
     """Count the import structure against its targets; exit 1 when a target is missed."""
-    counts = measure(root)
-    shape, step = measure_shape(root), measure_step(root)
+    once = lru_cache(maxsize=None)(parse)
+    counts = measure(root, parse=once)
+    shape, step = measure_shape(root, once), measure_step(root, once)
     console = Console()
     table = Table(title=f"{PACKAGE}: import structure")
     for column in ("measure", "count", "target"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,15 @@ LONG_FUNCTION = 60
 STATUS_KEYS = {"exit_status"}
 BUNDLED_VARIANTS = ("navigator/variant.py", "reproduction/variant.py", "sampling/variant.py", "messages/variant.py")
 READING_PATH = re.compile(r"<!-- reading path -->(.*?)<!-- /reading path -->", re.DOTALL)
+
+
+Parse = Callable[[Path], ast.Module]
+
+
+def parse(path: Path) -> ast.Module:
+    """A file's syntax tree. The measures read the same files: scripts/architecture.py parses each once for its run
+    (`lru_cache(parse)`, dropped after it: the package's trees are ~350,000 objects a test's process would walk)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def package_files(root: Path) -> dict[str, Path]:
@@ -157,10 +167,10 @@ class Shape:
         }
 
 
-def measure_shape(root: Path) -> Shape:
+def measure_shape(root: Path, parse: Parse = parse) -> Shape:
     files = package_files(root)
     texts = {name: path.read_text(encoding="utf-8") for name, path in files.items()}
-    trees = {name: ast.parse(text) for name, text in texts.items()}
+    trees = {name: parse(path) for name, path in files.items()}
     skips = [
         (name, number)
         for name, text in texts.items()

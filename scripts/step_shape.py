@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from code_shape import Parse, parse
+
 PACKAGE = "llm_ide"
 SKIPPED = ("tools/packages/", "demo/")
 READERS = ("inspector/", "replay/", "cli/")
@@ -189,8 +191,8 @@ class StepShape:
         return lines
 
 
-def measure_step(root: Path) -> StepShape:
-    nodes = {name: list(ast.walk(ast.parse(path.read_text(encoding="utf-8")))) for name, path in sources(root).items()}
+def measure_step(root: Path, parse: Parse = parse) -> StepShape:
+    nodes = {name: list(ast.walk(parse(path))) for name, path in sources(root).items()}
     return StepShape(
         format_reads(nodes),
         tool_call_tags(root),
