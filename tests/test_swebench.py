@@ -21,7 +21,6 @@ from conftest import make_git_repo, wait_for
 from in_process import invoke
 from openai_server import OpenAIServer
 from rich.console import Console
-from store_writer import writer_process
 from swebench_fixtures import (
     FIX_COMMAND,
     assert_four_dollars,
@@ -60,8 +59,9 @@ def cli(program: str, *args: str, env: dict[str, str] | None = None, cwd: Path |
 
 
 def test_output_store_survives_concurrent_threads_and_processes(tmp_path: Path) -> None:
+    write = store_writer.writer_process
     procs = [subprocess.Popen([sys.executable, store_writer.__file__, tmp_path, f"proc{p}", "10"]) for p in range(2)]
-    threads = [threading.Thread(target=writer_process, args=(tmp_path, f"thread{t}", 10)) for t in range(4)]
+    threads = [threading.Thread(target=write, args=(tmp_path, f"thread{t}", 10)) for t in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
