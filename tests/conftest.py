@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import hashlib
 import json
 import os
@@ -54,14 +53,6 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
             yield
     finally:
         sys.dont_write_bytecode = writes
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection imported (the package, LangGraph, the test modules) frozen out of the garbage collector's full
-    passes, which a worker makes ~20 times a session: each walked all of it, ~0.2 s, ~10 s of CPU a run. A run's loop
-    leaves a heap frozen by its caller frozen (run/outputs.py, settled_heap)."""
-    gc.collect()
-    gc.freeze()
 
 
 @contextlib.contextmanager

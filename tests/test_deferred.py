@@ -244,8 +244,8 @@ def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back
 
 @pytest.mark.parametrize("frozen_by_caller", [True, False])
 def test_a_runs_loop_settles_the_heap_and_gives_it_back_as_it_found_it(frozen_by_caller: bool) -> None:
-    """The loop freezes what is alive and collects the young generation rarely; a caller's own freeze (this worker's:
-    conftest) is left as it was, not undone with the loop's."""
+    """The loop freezes what is alive and collects the young generation rarely; a caller's own freeze (a server's
+    after its imports) is left as it was, not undone with the loop's."""
     gc.freeze() if frozen_by_caller else gc.unfreeze()
     thresholds = gc.get_threshold()
     try:
@@ -253,7 +253,7 @@ def test_a_runs_loop_settles_the_heap_and_gives_it_back_as_it_found_it(frozen_by
             inside = (gc.get_threshold()[0], gc.get_freeze_count() > 0)
         after = (gc.get_threshold(), gc.get_freeze_count() > 0)
     finally:
-        gc.freeze()  # as conftest leaves a worker
+        gc.unfreeze()  # as the worker's heap was: a frozen one costs each run a walk of it (get_freeze_count)
     assert (inside, after) == ((LOOP_GC_THRESHOLD, True), (thresholds, frozen_by_caller))
 
 

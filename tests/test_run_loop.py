@@ -83,7 +83,7 @@ def test_a_run_takes_every_route_and_the_collector_is_set_for_its_loop_only(tmp_
         act("Done.", "submit"),
     ]
     seen: list[tuple[int, tuple[int, int, int], bool]] = []
-    before, frozen = gc.get_threshold(), gc.get_freeze_count() > 0  # this worker's heap: frozen after collection
+    before, frozen = gc.get_threshold(), gc.get_freeze_count() > 0  # as the caller left it
 
     def on_event(event: RunEvent) -> None:
         if event.kind in ("step", "format_error"):
