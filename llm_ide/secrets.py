@@ -30,20 +30,20 @@ PROVIDER = re.compile(
     r"|LITELLM|LANGSMITH|LANGCHAIN)_",
     re.IGNORECASE,
 )
-# credentials by shape: the whole match, or its `secret` group, is the secret
-SHAPES = [
-    re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@"),  # a URL (a DSN) with a password
-    re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@"),  # a DSN whose user is a key (Sentry)
-    re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE),  # a libpq keyword DSN
-    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),  # GitHub
-    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),  # GitLab
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}"),  # Slack
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),  # AWS access key ids
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWTs
-    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic
-    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),  # Google
-    re.compile(r"\bnpm_[A-Za-z0-9]{36}\b|\b[rs]k_live_[A-Za-z0-9]{20,}"),  # npm, Stripe
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),  # private keys
+# credentials by shape (the whole match, or its `secret` group, is the secret), each scanned only where the value
+SHAPES = [  # lower-cased holds a text of its: `in` runs in C, a scan ~1 µs a character (a run's settings: ~14 ms)
+    (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@")),  # a URL with a password
+    (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@")),  # a DSN whose user is a key
+    (("password=",), re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE)),  # a libpq keyword DSN
+    (("gh",), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),  # GitHub
+    (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),  # GitLab
+    (("xox", "xapp-"), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}")),  # Slack
+    (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),  # AWS access key ids
+    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),  # JWTs
+    (("sk-",), re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}")),  # OpenAI, Anthropic
+    (("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),  # Google
+    (("npm_", "k_live_"), re.compile(r"\bnpm_[A-Za-z0-9]{36}\b|\b[rs]k_live_[A-Za-z0-9]{20,}")),  # npm, Stripe
+    (("key-----",), re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----")),
 ]
 MIN_SECRET_LENGTH = 6
 NOT_SECRETS = {"true", "false", "yes", "no", "none", "null", "enabled", "disabled"}
@@ -70,10 +70,10 @@ def mark_secret_names(names: Iterable[str]) -> None:
 
 def credentials_in(value: str) -> list[str]:
     """The credentials `value` holds by their shape (the password of a URL, a token), none when it holds none."""
-    found = []
-    for shape in SHAPES:
-        for match in shape.finditer(value):
-            found.append(match.group("secret") if "secret" in shape.groupindex else match.group())
+    found, lowered = [], value.lower()
+    for needles, shape in SHAPES:
+        if any(needle in lowered for needle in needles):
+            found += [match.group("secret" if "secret" in shape.groupindex else 0) for match in shape.finditer(value)]
     return found
 
 
