@@ -31,7 +31,9 @@ def held_out(shared: Path) -> list[tuple[str, int]]:
     texts: dict[str, list[dict]] = {}
     found = []
     for name, position, count in counted:
-        message = texts.setdefault(name, json.loads((folder / name).read_text())["messages"])[position]
+        if name not in texts:  # each file read once (setdefault's default would read it for every message)
+            texts[name] = json.loads((folder / name).read_text())["messages"]
+        message = texts[name][position]
         content = message["content"]
         text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
         found.append((text, count))
