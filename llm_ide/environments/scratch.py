@@ -11,6 +11,7 @@ import re
 import shutil
 import signal
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 from llm_ide.environments.processes import carries, start_time
@@ -21,10 +22,21 @@ OWNED = re.compile(r"llm-ide-(?P<kind>[a-z]+)-(?P<namespace>\d+)\.(?P<pid>\d+)\.
 
 def owner_tag() -> str:
     """This process, as a name part: `<PID namespace>.<PID>.<start time>`."""
-    return f"{pid_namespace()}.{os.getpid()}.{start_time(os.getpid())}"
+    return tag_of(os.getpid())
 
 
 def pid_namespace() -> int:
+    return namespace_of(os.getpid())
+
+
+@lru_cache(maxsize=1)
+def tag_of(pid: int) -> str:
+    """Read once a process (by its PID: a forked child reads its own): names and sweeps ask at every run."""
+    return f"{pid_namespace()}.{pid}.{start_time(pid)}"
+
+
+@lru_cache(maxsize=1)
+def namespace_of(pid: int) -> int:
     try:
         return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
