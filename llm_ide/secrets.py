@@ -30,8 +30,8 @@ PROVIDER = re.compile(
     r"|LITELLM|LANGSMITH|LANGCHAIN)_",
     re.IGNORECASE,
 )
-# credentials by shape (the whole match, or its `secret` group, is the secret), each scanned only where the value
-SHAPES = [  # lower-cased holds a text of its: `in` runs in C, a scan ~1 µs a character (a run's settings: ~14 ms)
+# credentials by shape (the whole match, or its `secret` group, is the secret), each scanned only where the value,
+SHAPES = [  # lower-cased, holds one of its texts: `in` runs in C, a scan ~1 µs a character (a run's settings ~14 ms)
     (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@")),  # a URL with a password
     (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@")),  # a DSN whose user is a key
     (("password=",), re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE)),  # a libpq keyword DSN
