@@ -26,21 +26,17 @@ def owner_tag() -> str:
 
 
 def pid_namespace() -> int:
-    return namespace_of(os.getpid())
+    return int(owner_tag().split(".", 1)[0])
 
 
 @lru_cache(maxsize=1)
 def tag_of(pid: int) -> str:
     """Read once a process (by its PID: a forked child reads its own): names and sweeps ask at every run."""
-    return f"{pid_namespace()}.{pid}.{start_time(pid)}"
-
-
-@lru_cache(maxsize=1)
-def namespace_of(pid: int) -> int:
     try:
-        return os.stat("/proc/self/ns/pid").st_ino
+        namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
-        return 0
+        namespace = 0
+    return f"{namespace}.{pid}.{start_time(pid)}"
 
 
 def owned_name(kind: str) -> str:
