@@ -299,6 +299,46 @@ def wait_for(predicate: Callable[[], object], timeout: float = 120, what: str = 
         time.sleep(0.05)
 
 
+def running(marker: str, where: str = "cmdline") -> list[int]:
+    """Host pids of the processes whose command line (or environment: `where`) holds `marker` (pids inside a sandbox
+    differ from the host's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                cmdline = (entry / where).read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if marker.encode() in cmdline and state not in {"Z", "X"}:
+                found.append(int(entry.name))
+    return found
+
+
+def all_gone(marker: str, wait: float = 30.0, where: str = "cmdline") -> bool:
+    """Whether every process holding `marker` ends within `wait` seconds (a killed run's commands die a moment after
+    it: the kernel sends the death signals on its way out, not before the run's exit is seen)."""
+    end = time.monotonic() + wait
+    while running(marker, where):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def ended(process: subprocess.Popen[bytes], seconds: float = 120) -> tuple[int, str]:
+    """`process`'s exit status and stderr once it ends, its pipes drained meanwhile (a child blocked on a full pipe
+    never ends). One still running after `seconds` is aborted: with PYTHONFAULTHANDLER in its environment, the
+    failure shows where each of its threads was."""
+    try:
+        _, err = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, err = process.communicate()
+        pytest.fail(f"still running after {seconds:g} s; its stacks:\n{err.decode(errors='replace')}")
+    return process.returncode, err.decode(errors="replace")
+
+
 def interrupt_when(path: Path, process: subprocess.Popen[str], seconds: float = 300) -> tuple[str, str]:
     """Ctrl-C to `process` once it has made `path` (it is where the test wants it): its stdout and stderr."""
     deadline = time.monotonic() + seconds

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from agent_script import act, reflect
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
-from conftest import make_git_repo
+from conftest import all_gone, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
@@ -157,7 +157,9 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_the_command_
              *attempt_script(WRONG)[2:]]  # fmt: skip
     model = scripts(tmp_path / "scripts", [first, second], [review(2, "README only."), review(9, "Fixed.")])
     config = tmp_path / "config.yaml"
-    environment = {"tools": [], "writable": [str(tmp_path)]}  # the trail and the signal files, beside the worktrees
+    mark = f"{tmp_path.name}-{os.getpid()}"  # in the environment of the run's commands
+    # the trail and the signal files are beside the worktrees
+    environment = {"tools": [], "writable": [str(tmp_path)], "env": {"LLM_IDE_TEST_MARK": mark}}
     config.write_text(yaml.safe_dump({"environment": environment, "attempts": {"max": 3}}))
     args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "T"]
     args += ["--output", str(tmp_path / "out"), "--config", str(config)]
@@ -169,6 +171,7 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_the_command_
         time.sleep(0.05)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
+    assert all_gone(f"LLM_IDE_TEST_MARK={mark}", 60, "environ")  # the command dies a moment after the run: then `go`
     first_traj = (tmp_path / "out" / "attempt1" / "T-attempt1.traj.json").read_bytes()
 
     go.touch()

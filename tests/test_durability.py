@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -13,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from agent_script import act, reflect, write_script
-from conftest import make_git_repo
+from conftest import all_gone, make_git_repo
 from in_process import invoke
 
 STEPS = [
@@ -59,10 +59,19 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
     return process.returncode, output
 
 
+def mark(tmp_path: Path) -> str:
+    """LLM_IDE_TEST_MARK's value in the environment of the run's commands: this test's alone."""
+    return f"{tmp_path.name}-{os.getpid()}"
+
+
+def commands_gone(tmp_path: Path) -> bool:
+    return all_gone(f"LLM_IDE_TEST_MARK={mark(tmp_path)}", 60, "environ")
+
+
 def setup_run(tmp_path: Path, steps: list[str] = STEPS) -> tuple[Path, list[str]]:
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
-    mark = f"LLM_IDE_TEST_MARK: {tmp_path.name}-{os.getpid()}"  # in the environment of the run's commands
-    (tmp_path / "no-tools.yaml").write_text(f"environment:\n  tools: []\n  env: {{{mark}}}\n")
+    environment = {"tools": [], "env": {"LLM_IDE_TEST_MARK": mark(tmp_path)}}
+    (tmp_path / "no-tools.yaml").write_text(yaml.safe_dump({"environment": environment}))
     model = write_script(tmp_path / "script.yaml", steps)
     args = ["run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T"]
     args += ["--output", str(tmp_path / "out"), "--config", str(tmp_path / "no-tools.yaml")]
@@ -140,6 +149,7 @@ def test_a_command_killed_half_way_is_undone_and_run_again(tmp_path: Path) -> No
     assert (repo / "trail.txt").read_text() == "one\ntwo-a\n"
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    assert commands_gone(tmp_path)
     (repo / "go").touch()
     code, output = rerun(args, tmp_path)
     assert code == 0, output
@@ -219,28 +229,10 @@ def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:
     wait_for(repo / "waiting", first)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    commands_gone(tmp_path)  # the waiting command dies with the run, a moment later: before the test says `go`
+    assert commands_gone(tmp_path)  # the waiting command dies a moment after the run: then `go`
     saved = (tmp_path / "out" / "T.traj.json").read_bytes()
     assert json.loads(saved)["info"]["n_operations"] == 1
     return repo, args, saved
-
-
-def commands_gone(tmp_path: Path, seconds: float = 60) -> None:
-    """Until no process carries the run's mark (setup_run) in its environment: its commands are gone."""
-    mark = f"LLM_IDE_TEST_MARK={tmp_path.name}-{os.getpid()}".encode()
-    deadline = time.monotonic() + seconds
-    while any(mark in environ for environ in environments()):
-        assert time.monotonic() < deadline, "a command of the killed run is still alive"
-        time.sleep(0.05)
-
-
-def environments() -> list[bytes]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):  # ended meanwhile
-                found.append((entry / "environ").read_bytes())
-    return found
 
 
 def corrupt(database: Path, how: str) -> None:

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
-from conftest import in_terminal, make_git_repo
+from conftest import ended, in_terminal, make_git_repo
 from openai_server import OpenAIServer, Reply
 
 REPLIES = single_call(FIX_SCRIPT)  # one call per step
@@ -31,7 +31,7 @@ def run_args(tmp_path: Path, url: str, *extra: str) -> list[str]:
 
 def environment(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    return {**env, "COLUMNS": "160", "TERM": "xterm-256color", "LLM_IDE_CONFIG": "off"}
+    return {**env, "COLUMNS": "160", "TERM": "xterm-256color", "LLM_IDE_CONFIG": "off", "PYTHONFAULTHANDLER": "1"}
 
 
 def test_verbose_shows_the_reply_as_it_streams_in(tmp_path: Path) -> None:
@@ -78,9 +78,8 @@ def test_a_reply_stopped_while_it_streams_in_is_paid_for_and_counted_discarded(t
         while b"<thought>Read " not in shown and (chunk := os.read(process.stdout.fileno(), 4096)):
             shown.extend(chunk)
         process.send_signal(signal.SIGINT)  # the reply's first word is in: the rest never comes
-        assert process.wait(timeout=120) == 130, process.stderr.read().decode()
-        process.stdout.close()
-        process.stderr.close()
+        code, stderr = ended(process)
+        assert code == 130, stderr
         resumed = subprocess.run(command, capture_output=True, text=True, env=environment(tmp_path), timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"submitted after {len(REPLIES)} model calls (+1 discarded)" in resumed.stdout

@@ -11,7 +11,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from conftest import require_bwrap, wait_for
+from conftest import all_gone, require_bwrap, running, wait_for
 
 from llm_ide.config import ConfigError, load_config
 from llm_ide.environments import LocalEnvironment, make_environment
@@ -21,31 +21,6 @@ from llm_ide.environments.sandbox import absent, resolve_inside
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEADLINE = 60  # seconds a loaded machine may take to start or end a child (the README's line under -n: 10 was short)
-
-
-def running(marker: str, where: str = "cmdline") -> list[int]:
-    """Host pids of the processes whose command line (or environment: `where`) holds `marker` (pids inside a sandbox
-    differ from the host's)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                cmdline = (entry / where).read_bytes()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if marker.encode() in cmdline and state not in {"Z", "X"}:
-                found.append(int(entry.name))
-    return found
-
-
-def all_gone(marker: str, wait: float = 30.0, where: str = "cmdline") -> bool:
-    end = time.monotonic() + wait
-    while running(marker, where):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture

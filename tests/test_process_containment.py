@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, write_script
-from conftest import make_git_repo, require_bwrap
+from conftest import all_gone, make_git_repo, require_bwrap, running
 from test_durability import finish, llm_ide, wait_for
-from test_local_env import all_gone, running
 
 from llm_ide.environments.holding import namespace_tools
 
