@@ -317,7 +317,8 @@ def running(marker: str, where: str = "cmdline") -> list[int]:
 
 def all_gone(marker: str, wait: float = 30.0, where: str = "cmdline") -> bool:
     """Whether every process holding `marker` ends within `wait` seconds (a killed run's commands die a moment after
-    it: the kernel sends the death signals on its way out, not before the run's exit is seen)."""
+    it: each by a signal sent as its parent dies — sandbox, namespace init, shell in turn — while the test may see the
+    run's own exit first)."""
     end = time.monotonic() + wait
     while running(marker, where):
         if time.monotonic() > end:
