@@ -327,6 +327,25 @@ def all_gone(marker: str, wait: float = 30.0, where: str = "cmdline") -> bool:
     return True
 
 
+def marked(mark: str) -> list[int]:
+    """Host pids of the live processes whose environment holds a run's mark (LLM_IDE_TEST_MARK in its
+    `environment.env`): its commands, what they left, and its PID namespace's init and holder."""
+    return running(f"LLM_IDE_TEST_MARK={mark}", "environ")
+
+
+def none_marked(mark: str, wait: float = 10.0) -> bool:
+    return all_gone(f"LLM_IDE_TEST_MARK={mark}", wait, "environ")
+
+
+def killed_in_command(run: subprocess.Popen, mark: str) -> None:
+    """`run` (its process group) SIGKILLed while its command, which carries `mark`, runs; back once that command is
+    gone too, so that what the test does next (e.g. the file the command waits for) cannot reach it."""
+    assert marked(mark), "the run's command is under way, carrying its mark"
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert none_marked(mark, 60)
+
+
 def ended(process: subprocess.Popen[bytes], seconds: float = 120) -> tuple[int, str]:
     """`process`'s exit status and stderr once it ends, its pipes drained meanwhile (a child blocked on a full pipe
     never ends). One still running after `seconds` is aborted: with PYTHONFAULTHANDLER in its environment, the

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from agent_script import act, reflect
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
-from conftest import all_gone, make_git_repo, running
+from conftest import killed_in_command, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
@@ -169,10 +169,7 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_the_command_
         assert killed.poll() is None, killed.stdout.read().decode()
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert running(f"LLM_IDE_TEST_MARK={mark}", "environ")  # the waiting command carries the mark
-    os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait()
-    assert all_gone(f"LLM_IDE_TEST_MARK={mark}", 60, "environ")  # the command dies a moment after the run: then `go`
+    killed_in_command(killed, mark)
     first_traj = (tmp_path / "out" / "attempt1" / "T-attempt1.traj.json").read_bytes()
 
     go.touch()

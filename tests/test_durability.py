@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, write_script
-from conftest import all_gone, make_git_repo, running
+from conftest import killed_in_command, make_git_repo
 from in_process import invoke
 
 STEPS = [
@@ -62,14 +62,6 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 def mark(tmp_path: Path) -> str:
     """LLM_IDE_TEST_MARK's value in the environment of the run's commands: this test's alone."""
     return f"{tmp_path.name}-{os.getpid()}"
-
-
-def killed(first: subprocess.Popen, tmp_path: Path) -> None:
-    """`first` SIGKILLed while its command (which carries the mark) runs; back once the command is gone too."""
-    assert running(f"LLM_IDE_TEST_MARK={mark(tmp_path)}", "environ")
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    assert all_gone(f"LLM_IDE_TEST_MARK={mark(tmp_path)}", 60, "environ")  # a moment after the run: then `go`
 
 
 def setup_run(tmp_path: Path, steps: list[str] = STEPS) -> tuple[Path, list[str]]:
@@ -151,7 +143,7 @@ def test_a_command_killed_half_way_is_undone_and_run_again(tmp_path: Path) -> No
     first = llm_ide(args, tmp_path)
     wait_for(repo / "waiting", first)
     assert (repo / "trail.txt").read_text() == "one\ntwo-a\n"
-    killed(first, tmp_path)
+    killed_in_command(first, mark(tmp_path))
     (repo / "go").touch()
     code, output = rerun(args, tmp_path)
     assert code == 0, output
@@ -229,7 +221,7 @@ def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:
     repo, args = setup_run(tmp_path, WAITING_STEPS)
     first = llm_ide(args, tmp_path)
     wait_for(repo / "waiting", first)
-    killed(first, tmp_path)
+    killed_in_command(first, mark(tmp_path))
     saved = (tmp_path / "out" / "T.traj.json").read_bytes()
     assert json.loads(saved)["info"]["n_operations"] == 1
     return repo, args, saved

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, write_script
-from conftest import all_gone, make_git_repo, require_bwrap, running
+from conftest import all_gone, make_git_repo, marked, none_marked, require_bwrap, running
 from test_durability import finish, llm_ide, wait_for
 
 from llm_ide.environments.holding import namespace_tools
@@ -131,16 +131,6 @@ def test_sigkill_of_llm_ide_leaves_nothing_once_the_run_starts_again(tmp_path: P
     assert all_gone(one) and all_gone(two) and all_gone(three)
     assert not any(folder.exists() for folder in folders)
     assert not (tmp_path / "out" / "P.leftovers.json").exists()
-
-
-def marked(mark: str) -> list[int]:
-    """Host pids of the live processes whose environment holds the run's mark (`environment.env`): its commands, what
-    they left, and its PID namespace's init and holder."""
-    return running(f"LLM_IDE_TEST_MARK={mark}", "environ")
-
-
-def none_marked(mark: str) -> bool:
-    return all_gone(f"LLM_IDE_TEST_MARK={mark}", 10.0, "environ")
 
 
 def marked_run(tmp_path: Path, mode: str, steps: list[str], config: dict | None = None) -> tuple[Path, list[str], str]:
