@@ -26,6 +26,7 @@ Figures up to a step (calls of steps 1..N, cumulative), from the wire:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -68,16 +69,19 @@ def mini_python(console: Console) -> Path:
     venv = cache_dir()
     python = venv / "bin" / "python"
     marker, installed = venv / ".installed", f"{MINI_VERSION} compiled"
-    if marker.exists() and python.exists() and marker.read_text() == installed:
-        return python
-    uv = shutil.which("uv")
-    if uv is None:
-        raise SystemExit("bench_cost needs `uv` on PATH to install mini-swe-agent into its own venv")
-    console.print(f"installing mini-swe-agent=={MINI_VERSION} into {venv}")
-    subprocess.run([uv, "venv", "-q", "--clear", "-p", "3.11", str(venv)], check=True)
-    install = [uv, "pip", "install", "-q", "--compile-bytecode", "-p", str(python), f"mini-swe-agent=={MINI_VERSION}"]
-    subprocess.run(install, check=True)
-    marker.write_text(installed)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:  # two benches at once: one installs, the other waits
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and python.exists() and marker.read_text() == installed:
+            return python
+        uv = shutil.which("uv")
+        if uv is None:
+            raise SystemExit("bench_cost needs `uv` on PATH to install mini-swe-agent into its own venv")
+        console.print(f"installing mini-swe-agent=={MINI_VERSION} into {venv}")
+        subprocess.run([uv, "venv", "-q", "--clear", "-p", "3.11", str(venv)], check=True)
+        package = f"mini-swe-agent=={MINI_VERSION}"
+        subprocess.run([uv, "pip", "install", "-q", "--compile-bytecode", "-p", str(python), package], check=True)
+        marker.write_text(installed)
     return python
 
 
