@@ -26,7 +26,6 @@ Figures up to a step (calls of steps 1..N, cumulative), from the wire:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -43,6 +42,7 @@ import typer
 import yaml
 from bench_cost_session import ANNOTATION, mini_responses, verdict_words, with_check_script
 from bench_disk import folder_bytes, strace_prefix, writes_into
+from bench_mini import mini_python
 from bench_session_script import TASK, make_repo, session_script
 from rich.console import Console
 from rich.table import Table
@@ -51,38 +51,9 @@ from llm_ide.config import load_config
 from llm_ide.pricing import PROFILES, Price, settings_of
 from llm_ide.replay.endpoint import LoopbackEndpoint, completion, error, prompt_chars, shared_prefix
 
-MINI_VERSION = "2.4.6"
 MARKS = (10, 30, 50, 100)
 MINI = "mini"
 HERE = Path(__file__).resolve().parent
-
-
-def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "llm-ide" / "bench" / f"mini-swe-agent-{MINI_VERSION}"
-
-
-def mini_python(console: Console) -> Path:
-    """mini-swe-agent's own venv (created once with uv, reused afterwards), its modules compiled as pip compiles
-    llm-ide's dependencies: uv leaves them as source, and where PYTHONDONTWRITEBYTECODE is set every start compiled
-    litellm again (~4 s of CPU) and so did its first calls, inside the steps bench_step_cpu measures."""
-    venv = cache_dir()
-    python = venv / "bin" / "python"
-    marker, installed = venv / ".installed", f"{MINI_VERSION} compiled"
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:  # two benches at once: one installs, the other waits
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and python.exists() and marker.read_text() == installed:
-            return python
-        uv = shutil.which("uv")
-        if uv is None:
-            raise SystemExit("bench_cost needs `uv` on PATH to install mini-swe-agent into its own venv")
-        console.print(f"installing mini-swe-agent=={MINI_VERSION} into {venv}")
-        subprocess.run([uv, "venv", "-q", "--clear", "-p", "3.11", str(venv)], check=True)
-        package = f"mini-swe-agent=={MINI_VERSION}"
-        subprocess.run([uv, "pip", "install", "-q", "--compile-bytecode", "-p", str(python), package], check=True)
-        marker.write_text(installed)
-    return python
 
 
 # ---------------------------------------------------------------- the endpoint

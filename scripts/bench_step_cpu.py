@@ -41,10 +41,10 @@ from bench_cost import (
     Agent,
     Endpoint,
     llm_ide_command,
-    mini_python,
     replies_of,
 )
 from bench_cost_session import mini_responses, verdict_words, with_check_script
+from bench_mini import mini_python
 from bench_old_new import checkout
 from bench_session_script import TASK, make_repo, session_script
 from langgraph.graph import END, START, StateGraph
