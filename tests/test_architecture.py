@@ -27,7 +27,8 @@ def test_the_package_keeps_its_targets() -> None:
     assert 6 <= int(figures["reading_path_files"]) <= TARGETS["reading_path_files"]  # the six nodes at least
     counts = measure()
     assert set(counts.variant_names) <= {"navigator", "sampling", "attempts", "coop", "mailbox", "reproduction"}
-    seams = ("__init__.py", "coop/__init__.py", "swebench/", "environments/__init__.py")  # lazy facades and kinds
+    # lazy facades and kinds; the program, whose imports a Ctrl-C may interrupt
+    seams = ("__init__.py", "coop/__init__.py", "swebench/", "environments/__init__.py", "__main__.py")
     assert all(path.startswith(seams) for path, _, _ in counts.local_imports)
 
 

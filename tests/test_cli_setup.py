@@ -45,6 +45,24 @@ def test_version_is_the_package_version(command: list[str], tmp_path: Path) -> N
     assert version("llm-ide") == __version__  # pyproject reads it from llm_ide.__version__: one number
 
 
+@pytest.mark.parametrize("program", ["llm-ide", "mini-extra", "-m"])
+def test_a_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback(tmp_path: Path, program: str) -> None:
+    """The interrupt arrives while the program imports its command line: a stand-in for `typer` found first on the
+    path marks that it was reached and sends its own process SIGINT."""
+    (tmp_path / "typer").mkdir()
+    marker = tmp_path / "reached"
+    (tmp_path / "typer" / "__init__.py").write_text(
+        f"import os, pathlib, signal\npathlib.Path({str(marker)!r}).touch()\nos.kill(os.getpid(), signal.SIGINT)\n"
+    )
+    command = [sys.executable, "-m", "llm_ide"] if program == "-m" else [str(Path(llm_ide_program()).parent / program)]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = run(*command, "run", "--help", env=env, cwd=tmp_path)
+    assert marker.exists()
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+    imported = run(sys.executable, "-c", "import llm_ide.cli", env=env, cwd=tmp_path)  # where nothing catches it
+    assert imported.returncode == -2 and imported.stderr.splitlines()[-1] == "KeyboardInterrupt"
+
+
 def test_python_m_llm_ide_is_the_llm_ide_command(tmp_path: Path) -> None:
     module = run(sys.executable, "-m", "llm_ide", "--help", env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
     script = run(llm_ide_program(), "--help", env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
