@@ -45,22 +45,41 @@ def test_version_is_the_package_version(command: list[str], tmp_path: Path) -> N
     assert version("llm-ide") == __version__  # pyproject reads it from llm_ide.__version__: one number
 
 
-@pytest.mark.parametrize("program", ["llm-ide", "mini-extra", "-m"])
-def test_a_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback(tmp_path: Path, program: str) -> None:
-    """The interrupt arrives while the program imports its command line: a stand-in for `typer` found first on the
-    path marks that it was reached and sends its own process SIGINT."""
-    (tmp_path / "typer").mkdir()
+INTERRUPTING = {  # a stand-in package found first on the path: it marks that it was reached, then sends SIGINT
+    "at_import": "os.kill(os.getpid(), signal.SIGINT)\n",
+    # Python 3.11 wraps an interrupt in a class body's __set_name__ into a RuntimeError
+    "wrapped": "class F:\n    def __set_name__(self, owner, name):\n        signal.raise_signal(signal.SIGINT)\n"
+    "        while True:\n            pass\n\n\nclass C:\n    f = F()\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("package", "how", "program"),
+    [
+        ("typer", "at_import", "llm-ide"),
+        ("typer", "at_import", "mini-extra"),
+        ("typer", "at_import", "-m"),
+        ("yaml", "wrapped", "llm-ide"),
+        ("yaml", "at_import", "llm-ide"),
+    ],
+)
+def test_a_ctrl_c_while_the_program_loads_exits_130_without_a_traceback(
+    tmp_path: Path, package: str, how: str, program: str
+) -> None:
+    """typer: imported as the program loads its command line; yaml: as `run` loads its own modules."""
+    (tmp_path / package).mkdir()
     marker = tmp_path / "reached"
-    (tmp_path / "typer" / "__init__.py").write_text(
-        f"import os, pathlib, signal\npathlib.Path({str(marker)!r}).touch()\nos.kill(os.getpid(), signal.SIGINT)\n"
-    )
+    text = f"import os, pathlib, signal\npathlib.Path({str(marker)!r}).touch()\n{INTERRUPTING[how]}"
+    (tmp_path / package / "__init__.py").write_text(text)
     command = [sys.executable, "-m", "llm_ide"] if program == "-m" else [str(Path(llm_ide_program()).parent / program)]
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     done = run(*command, "run", "--help", env=env, cwd=tmp_path)
     assert marker.exists()
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
-    imported = run(sys.executable, "-c", "import llm_ide.cli", env=env, cwd=tmp_path)  # where nothing catches it
-    assert imported.returncode == -2 and imported.stderr.splitlines()[-1] == "KeyboardInterrupt"
+    imported = run(sys.executable, "-c", f"import {package}", env=env, cwd=tmp_path)  # where nothing catches it
+    assert (imported.returncode, imported.stderr.splitlines()[-1].split(":")[0]) == (
+        (-2, "KeyboardInterrupt") if how == "at_import" else (1, "RuntimeError")
+    )
 
 
 def test_python_m_llm_ide_is_the_llm_ide_command(tmp_path: Path) -> None:

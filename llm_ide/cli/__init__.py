@@ -43,6 +43,8 @@ class App(typer.Typer):
                 one_line("aborted")
                 sys.exit(1)
             except Exception as error:
+                if interrupted(error):  # as typer ends a command on Ctrl-C
+                    sys.exit(130)
                 if not is_usage_error(error):
                     raise
                 if type(error).__name__ == "NoArgsIsHelpError":  # `llm-ide` alone: the help
@@ -52,6 +54,14 @@ class App(typer.Typer):
                 one_line(usage_message(error.format_message()) + command)
                 sys.exit(error.exit_code)
             sys.exit(code if isinstance(code, int) else 0)
+
+
+def interrupted(error: BaseException | None) -> bool:
+    """Whether a Ctrl-C caused `error`: Python 3.11 wraps one that arrives in an import's `__set_name__` into a
+    RuntimeError."""
+    while error is not None and not isinstance(error, KeyboardInterrupt):
+        error = error.__cause__
+    return error is not None
 
 
 @contextmanager
