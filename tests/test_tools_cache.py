@@ -24,6 +24,7 @@ from llm_ide.environments.local import LocalEnvironment
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import load_tool_config
 from llm_ide.tools.installer import InstalledTool, ToolEvent, install_tools
+from llm_ide.tools.plan import BUILDS_WITHOUT_INDEX
 
 DEPENDENCY = "tinydep"
 
@@ -74,12 +75,6 @@ def write_dependent_tool(folder: Path, name: str = "greeter") -> Path:
     return path
 
 
-BUILDS_OFFLINE = (
-    "import importlib.util, sys, setuptools; major, minor = map(int, setuptools.__version__.split('.')[:2]);"
-    " sys.exit(0 if (major, minor) >= (70, 1) or importlib.util.find_spec('wheel') else 1)"
-)
-
-
 @pytest.fixture(scope="session")
 def build_backend(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Find-links holding a build backend for the tools' first, index-less builds, when the environments' `python3`
@@ -87,7 +82,7 @@ def build_backend(tmp_path_factory: pytest.TempPathFactory) -> str:
     stock 65.5). Downloaded once from the package index; "" when the interpreter builds offline by itself."""
     probe = tmp_path_factory.mktemp("probe") / "venv"  # what a tool's overlay venv sees: python3's own site
     subprocess.run(["python3", "-m", "venv", "--without-pip", "--system-site-packages", str(probe)], check=True)
-    if subprocess.run([probe / "bin" / "python", "-c", BUILDS_OFFLINE], capture_output=True).returncode == 0:
+    if subprocess.run([probe / "bin" / "python", "-c", BUILDS_WITHOUT_INDEX], capture_output=True).returncode == 0:
         return ""
     folder = tmp_path_factory.mktemp("build-backend")
     pip = tmp_path_factory.mktemp("pip") / "venv"  # a pip of its own (ensurepip's): the tests' venv may have none

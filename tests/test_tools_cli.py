@@ -12,6 +12,11 @@ VERSION_CHECK = (
     """'import sys; have = ".".join(map(str, sys.version_info[:2])); print("Python", sys.version.split()[0]);"""
     """ sys.exit(0 if have == "3.11" else "Python " + have + " found, 3.11 wanted")'"""
 )
+BUILDS = (  # the environment's setuptools builds an editable wheel without an index
+    """'import importlib.util, setuptools; version = tuple(int(part) for part in"""
+    """ setuptools.__version__.split(".")[:2]); raise SystemExit(0 if version >= (70, 1)"""
+    """ or importlib.util.find_spec("wheel") else 1)'"""
+)
 
 
 def llm_ide(*args: str, cwd: Path = REPO_ROOT) -> tuple[str, str, int]:
@@ -55,7 +60,7 @@ def test_tools_plan_docker_and_local() -> None:
         f"python3 -m venv --clear --without-pip --system-site-packages {venv} && {{ {venv}/bin/python -m pip --version"
         f" >/dev/null 2>&1 || {venv}/bin/python -m ensurepip --default-pip; }}",
         f"{venv}/bin/python -m pip --version",
-        f"cd /tools/debugger && {pip_env} && if {venv}/bin/python -c 'import setuptools' >/dev/null 2>&1;"
+        f"cd /tools/debugger && {pip_env} && if {venv}/bin/python -c {BUILDS} >/dev/null 2>&1;"
         f" then {venv}/bin/python -m pip install --no-build-isolation -e . || {venv}/bin/python -m pip install -e .;"
         f" else {venv}/bin/python -m pip install -e .; fi",
         f"mkdir -p /usr/local/bin && for f in {venv}/bin/*; do case ${{f##*/}} in"
@@ -74,7 +79,7 @@ def test_tools_plan_docker_and_local() -> None:
         ' Python 3.11 interpreter found (tried python3.11, python3)"; false; } && "$PY" -m venv --clear'
         " /run/tools/envs/navigator",
         f"{python} -c {VERSION_CHECK} && {python} -m pip --version",
-        f"cd /run/tools/navigator && {pip_env} && if {python} -c 'import setuptools' >/dev/null 2>&1;"
+        f"cd /run/tools/navigator && {pip_env} && if {python} -c {BUILDS} >/dev/null 2>&1;"
         f" then {python} -m pip install --no-build-isolation -e . || {python} -m pip install -e .;"
         f" else {python} -m pip install -e .; fi",
         "command -v /run/tools/envs/navigator/bin/navigator || { echo '/run/tools/envs/navigator/bin/navigator: not"

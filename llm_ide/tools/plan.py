@@ -22,6 +22,12 @@ IDENTITY = (
     "import os, platform, sys; "
     'print(os.path.realpath(sys.executable), platform.machine(), sys.version.replace("\\n", " "))'
 )
+# Whether the environment's setuptools builds an editable wheel by itself (no index): from 70.1 it has bdist_wheel,
+# before that only with `wheel` installed (Python 3.11's stock setuptools 65.5 has neither). Python 3.6 reads it.
+BUILDS_WITHOUT_INDEX = (
+    'import importlib.util, setuptools; version = tuple(int(part) for part in setuptools.__version__.split(".")[:2]);'
+    ' raise SystemExit(0 if version >= (70, 1) or importlib.util.find_spec("wheel") else 1)'
+)
 
 
 @dataclass(frozen=True)
@@ -156,11 +162,12 @@ def pip_command(tool: ToolConfig, target: Target) -> str:
     pip = f"{python} -m pip install"
     if tool.source is None:
         return f"{environment} && {pip} {quote(f'{tool.tool_name}=={tool.version}')}"
-    # Without build isolation no index is needed (setuptools comes from the environment); when that fails (e.g.
-    # setuptools too old for PEP 660 and no `wheel`), pip builds in isolation with setuptools from the index.
+    # Without build isolation no index is needed (setuptools comes from the environment); where that setuptools
+    # can't build a wheel, or the build fails (e.g. too old for a [project] table), pip builds in isolation with
+    # setuptools from the index.
     return (
         f"cd {quote(tool_dir(tool, target))} && {environment} &&"
-        f" if {python} -c 'import setuptools' >/dev/null 2>&1;"
+        f" if {python} -c {quote(BUILDS_WITHOUT_INDEX)} >/dev/null 2>&1;"
         f" then {pip} --no-build-isolation -e . || {pip} -e .; else {pip} -e .; fi"
     )
 
