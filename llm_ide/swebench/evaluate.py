@@ -141,6 +141,18 @@ def _archive(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
+def run_logged(container: Any, command: list[str], log: str) -> tuple[int, str]:
+    """Runs `command` in /testbed with its output into the container's file `log`, read back through the archive
+    API: an exec's attached stream can lose its first bytes under load (moby#27289), and a log without its start
+    marker is no verdict."""
+    code, _ = container.exec_run(["bash", "-c", f"{shlex.join(command)} > {shlex.quote(log)} 2>&1"], workdir="/testbed")
+    chunks, _ = container.get_archive(log)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+        member = tar.next()
+        data = tar.extractfile(member).read() if member else b""
+    return code, data.decode("utf-8", errors="replace") if data else ""
+
+
 def missing_runner(log: str, exit_code: int | None) -> str | None:
     """Why the test command could not start (not found, or `python -m` without the module), else None."""
     if exit_code == 127:
@@ -241,25 +253,18 @@ class Evaluator:
 
     def _apply(self, container: Any, result: EvalResult, folder: Path) -> None:
         """The official chain: each command in turn from a pristine tree; a patch already in the tree counts."""
-        import docker
-
         attempts: list[str] = []
         output = ""
         for number, command in enumerate(APPLY_COMMANDS):
             if number:
                 container.exec_run(["bash", "-c", RESET_TREE], workdir="/testbed")
-            try:
-                code, raw = container.exec_run([*command, PATCH_FILE], workdir="/testbed")
-            except docker.errors.APIError as error:
-                code, raw = 126, str(error).encode()
-            output = raw.decode("utf-8", errors="replace")
+            code, output = run_logged(container, [*command, PATCH_FILE], f"{EVAL_DIR}/apply.log")
             attempts.append(f"$ {shlex.join(command)} {PATCH_FILE}  # exit {code}\n{output}")
             if code == 0:
                 result.applied_with = shlex.join(command)
                 break
         else:
-            code, raw = container.exec_run([*REVERSE_CHECK, PATCH_FILE], workdir="/testbed")
-            check = raw.decode("utf-8", errors="replace")
+            code, check = run_logged(container, [*REVERSE_CHECK, PATCH_FILE], f"{EVAL_DIR}/apply.log")
             attempts.append(f"$ {shlex.join(REVERSE_CHECK)} {PATCH_FILE}  # exit {code}\n{check}")
             if code == 0:
                 result.applied_with = "already applied (git apply --check --reverse)"
@@ -279,8 +284,7 @@ class Evaluator:
             container.put_archive(EVAL_DIR, _archive({"patch.diff": patch, "eval.sh": script}))
             self._apply(container, result, folder)
             command = ["timeout", "-s", "KILL", str(int(self.timeout)), "bash", f"{EVAL_DIR}/eval.sh"]
-            code, output = container.exec_run(command, workdir="/testbed")
-            log = output.decode("utf-8", errors="replace")
+            code, log = run_logged(container, command, f"{EVAL_DIR}/test_output.txt")
             log_path = folder / "test_output.txt"
             log_path.write_text(log, encoding="utf-8")
             result.log = str(log_path)
