@@ -150,7 +150,7 @@ def run_logged(container: Any, command: list[str], log: str) -> tuple[int, str]:
     with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
         member = tar.next()
         data = tar.extractfile(member).read() if member else b""
-    return code, data.decode("utf-8", errors="replace") if data else ""
+    return code, data.decode("utf-8", errors="replace")
 
 
 def missing_runner(log: str, exit_code: int | None) -> str | None:
