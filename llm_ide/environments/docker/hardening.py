@@ -4,12 +4,14 @@ limits. PID 1 and our own set-up run as root; the commands' shell session runs a
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 import docker
 import docker.errors
+from docker.utils.socket import frames_iter
 
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.environments.docker.cleanup import one_line
@@ -77,10 +79,15 @@ def engine_cpus(client: docker.DockerClient) -> float:
 
 
 def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> tuple[int, str]:
-    """One of our set-up commands in the container, as `user`: its exit status and output."""
-    exec_id = api.exec_create(container_id, ["sh", "-c", script], user=user or ROOT)["Id"]
-    output = api.exec_start(exec_id).decode(errors="replace")
-    return api.exec_inspect(exec_id)["ExitCode"], output
+    """One of our set-up commands in the container, as `user`: its exit status and output. The script waits for a
+    line on stdin, sent once the output is attached: output written before the attach can be lost (moby#27289)."""
+    exec_id = api.exec_create(container_id, ["sh", "-c", f"read _ && {script}"], user=user or ROOT, stdin=True)["Id"]
+    raw = api.exec_start(exec_id, socket=True)
+    with contextlib.closing(raw):
+        with contextlib.suppress(OSError):  # (an unknown user: the exec has ended already)
+            getattr(raw, "_sock", raw).sendall(b"\n")
+        output = b"".join(data for _, data in frames_iter(raw, tty=False))
+    return api.exec_inspect(exec_id)["ExitCode"], output.decode(errors="replace")
 
 
 def hand_over(api: docker.APIClient, container_id: str, user: str, folders: list[str]) -> tuple[int, int]:
