@@ -178,14 +178,22 @@ def test_the_commands_run_as_the_images_user_or_the_one_set(
         assert "-x = 1\n+x = 2\n" in patch and "+y" in patch
 
 
-@pytest.mark.parametrize("user", ["nosuchuser", "nosuchuser:root"])
-def test_a_user_the_image_does_not_know_stops_the_set_up_in_one_line(run_id: str, tmp_path: Path, user: str) -> None:
-    """The user's ids come from `id` run as them (its output read once attached: it cannot be lost); a user the image
-    has not is refused with docker's own reason, and the container goes."""
+@pytest.mark.parametrize(
+    ("user", "reason"),
+    [
+        ("nosuchuser", "no user nosuchuser in /etc/passwd"),
+        ("nosuchuser:root", "no user nosuchuser in /etc/passwd"),
+        ("root:nosuchgroup", "no group nosuchgroup in /etc/group"),
+    ],
+)
+def test_a_user_the_image_does_not_know_stops_the_set_up_in_one_line(
+    run_id: str, tmp_path: Path, user: str, reason: str
+) -> None:
+    """The user's ids come from `id` run as them (its output read once attached: it cannot be lost); a user or group
+    the image has not is refused with the name it lacks (docker's own reason can end before it is attached), and the
+    container goes."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     with pytest.raises(EnvironmentFailure) as failure, make_environment(settings(user=user).environment, repo, run_id):
         pass
-    name = user.split(":")[0]
-    reason = f"unable to find user {name}: no matching entries in passwd file"
     assert str(failure.value) == f"environment.user {user}: not a user of this image ({reason})"
     assert containers_of(base_image_client(), run_id) == []

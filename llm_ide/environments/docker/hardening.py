@@ -90,6 +90,18 @@ def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> 
     return api.exec_inspect(exec_id)["ExitCode"], output.decode(errors="replace")
 
 
+def unknown_names(user: str) -> str:
+    """A script printing which names of `user` (`name`, `name:group`) the image's /etc/passwd and /etc/group lack, as
+    docker looks them up (an unknown user's exec can end before its reason is attached)."""
+    name, _, group = user.partition(":")
+    checks = [
+        f"cut -d: -f1 /etc/{table} | grep -qxF -- {quoted} || echo no {kind} {quoted} in /etc/{table}"
+        for part, kind, table in ((name, "user", "passwd"), (group, "group", "group"))
+        if part and not part.isdigit() and (quoted := shlex.quote(part))
+    ]
+    return " ; ".join(checks) or "true"
+
+
 def hand_over(api: docker.APIClient, container_id: str, user: str, folders: list[str]) -> tuple[int, int]:
     """The commands' user's numeric ids; `folders` made (as root) and given to them (not their content: a workdir the
     image holds stays as the image has it)."""
@@ -98,7 +110,8 @@ def hand_over(api: docker.APIClient, container_id: str, user: str, folders: list
     code, output = run_as(api, container_id, "id -u && id -g", user)
     ids = output.split()
     if code != 0 or len(ids) != 2 or not all(part.isdigit() for part in ids):
-        raise EnvironmentFailure(f"environment.user {user}: not a user of this image ({' '.join(output.split())})")
+        reason = run_as(api, container_id, unknown_names(user), ROOT)[1] or output or f"exit {code}"
+        raise EnvironmentFailure(f"environment.user {user}: not a user of this image ({' '.join(reason.split())})")
     uid, gid = int(ids[0]), int(ids[1])
     quoted = " ".join(shlex.quote(folder) for folder in folders)
     code, output = run_as(api, container_id, f"mkdir -p -- {quoted} && chown {uid}:{gid} -- {quoted}", ROOT)
