@@ -83,9 +83,10 @@ def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> 
     line on stdin, sent once the output is attached: output written before the attach can be lost (moby#27289)."""
     exec_id = api.exec_create(container_id, ["sh", "-c", f"read _ && {script}"], user=user or ROOT, stdin=True)["Id"]
     raw = api.exec_start(exec_id, socket=True)
-    with contextlib.closing(raw):
+    sock = getattr(raw, "_sock", raw)
+    with contextlib.closing(sock), contextlib.closing(raw):
         with contextlib.suppress(OSError):  # (an unknown user: the exec has ended already)
-            getattr(raw, "_sock", raw).sendall(b"\n")
+            sock.sendall(b"\n")
         output = b"".join(data for _, data in frames_iter(raw, tty=False))
     return api.exec_inspect(exec_id)["ExitCode"], output.decode(errors="replace")
 
