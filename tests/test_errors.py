@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -158,9 +159,13 @@ def test_every_error_carries_its_exit_status_and_code() -> None:
 
 
 TERMINATED_RUN = """
+import faulthandler
+import signal
 import sys
 from pathlib import Path
 from llm_ide import load_config, run_task
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's view into a run that does not end
 
 out = Path(sys.argv[1])
 
@@ -198,7 +203,14 @@ def terminate_a_run(tmp_path: Path, kind: str) -> tuple[subprocess.Popen[str], d
     )
     assert process.stdout is not None and process.stdout.readline() == "step 1 done\n", process.communicate()
     process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=120)
+    try:
+        process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)  # every thread's stack on stderr, read for a while, then the run killed
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.communicate(timeout=10)
+        process.kill()
+        pytest.fail(f"the run did not end within 120 s of SIGTERM; its threads:\n{process.communicate()[1]}")
     return process, json.loads((tmp_path / "out" / "t1.traj.json").read_text())
 
 
