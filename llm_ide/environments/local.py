@@ -280,14 +280,14 @@ class LocalEnvironment:
             pass_fds=marker.passed() if marker else (),
         )
         assert process.stdout is not None
-        if marker:
-            marker.spawned()
-        self.leftovers.command_started(process.pid)
-        if self.containment == "subreaper":
-            self._groups.add(process.pid)
         cap = OutputCap(self.output_max_bytes, on_output)
         fd = process.stdout.fileno()
-        try:
+        try:  # (from the start: a Ctrl-C or SIGTERM while it is being recorded must not leave it running)
+            if marker:
+                marker.spawned()
+            self.leftovers.command_started(process.pid)
+            if self.containment == "subreaper":
+                self._groups.add(process.pid)
             timed_out = pump_output(fd, cap, process, deadline)
             if not timed_out:  # the output ended (closed, or sent elsewhere): the command still has its deadline
                 timed_out = wait_until(process, deadline)
