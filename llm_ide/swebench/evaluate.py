@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.docker.cleanup import KEEPER, cleanup_containers, owner_labels, start_watchdog
+from llm_ide.environments.docker.hardening import ROOT, run_attached
 from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import render_source
 from llm_ide.settings import SweBenchSettings
@@ -141,16 +142,11 @@ def _archive(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def run_logged(container: Any, command: list[str], log: str) -> tuple[int, str]:
-    """Runs `command` in /testbed with its output into the container's file `log`, read back through the archive
-    API: an exec's attached stream can lose its first bytes under load (moby#27289), and a log without its start
-    marker is no verdict."""
-    code, _ = container.exec_run(["bash", "-c", f"{shlex.join(command)} > {shlex.quote(log)} 2>&1"], workdir="/testbed")
-    chunks, _ = container.get_archive(log)
-    with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
-        member = tar.next()
-        data = tar.extractfile(member).read() if member else b""
-    return code, data.decode("utf-8", errors="replace")
+def run_logged(container: Any, command: list[str]) -> tuple[int, str]:
+    """Runs `command` in /testbed: its exit status and its output as one stream, read whole (`run_attached`: a log
+    without its start marker is no verdict)."""
+    argv = ["bash", "-c", f"{shlex.join(command)} 2>&1"]
+    return run_attached(container.client.api, container.id, argv, ROOT, "/testbed")
 
 
 def missing_runner(log: str, exit_code: int | None) -> str | None:
@@ -258,13 +254,13 @@ class Evaluator:
         for number, command in enumerate(APPLY_COMMANDS):
             if number:
                 container.exec_run(["bash", "-c", RESET_TREE], workdir="/testbed")
-            code, output = run_logged(container, [*command, PATCH_FILE], f"{EVAL_DIR}/apply.log")
+            code, output = run_logged(container, [*command, PATCH_FILE])
             attempts.append(f"$ {shlex.join(command)} {PATCH_FILE}  # exit {code}\n{output}")
             if code == 0:
                 result.applied_with = shlex.join(command)
                 break
         else:
-            code, check = run_logged(container, [*REVERSE_CHECK, PATCH_FILE], f"{EVAL_DIR}/apply.log")
+            code, check = run_logged(container, [*REVERSE_CHECK, PATCH_FILE])
             attempts.append(f"$ {shlex.join(REVERSE_CHECK)} {PATCH_FILE}  # exit {code}\n{check}")
             if code == 0:
                 result.applied_with = "already applied (git apply --check --reverse)"
@@ -284,7 +280,7 @@ class Evaluator:
             container.put_archive(EVAL_DIR, _archive({"patch.diff": patch, "eval.sh": script}))
             self._apply(container, result, folder)
             command = ["timeout", "-s", "KILL", str(int(self.timeout)), "bash", f"{EVAL_DIR}/eval.sh"]
-            code, log = run_logged(container, command, f"{EVAL_DIR}/test_output.txt")
+            code, log = run_logged(container, command)
             log_path = folder / "test_output.txt"
             log_path.write_text(log, encoding="utf-8")
             result.log = str(log_path)

@@ -78,10 +78,14 @@ def engine_cpus(client: docker.DockerClient) -> float:
         return 1.0
 
 
-def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> tuple[int, str]:
-    """One of our set-up commands in the container, as `user`: its exit status and output. The script waits for a
-    line on stdin, sent once the output is attached: output written before the attach can be lost (moby#27289)."""
-    exec_id = api.exec_create(container_id, ["sh", "-c", f"read _ && {script}"], user=user or ROOT, stdin=True)["Id"]
+def run_attached(
+    api: docker.APIClient, container_id: str, argv: list[str], user: str = ROOT, workdir: str | None = None
+) -> tuple[int, str]:
+    """`argv` in the container, as `user`: its exit status and output (stdout, then stderr as they come). It starts
+    once a line is sent on its stdin, after its output is attached: output written before the attach can be lost
+    (moby#27289)."""
+    gated = ["sh", "-c", 'read _ && exec "$@" </dev/null', "sh", *argv]  # (no stdin left to wait on)
+    exec_id = api.exec_create(container_id, gated, user=user or ROOT, stdin=True, workdir=workdir)["Id"]
     raw = api.exec_start(exec_id, socket=True)
     sock = getattr(raw, "_sock", raw)
     with contextlib.closing(sock), contextlib.closing(raw):
@@ -89,6 +93,11 @@ def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> 
             sock.sendall(b"\n")
         output = b"".join(data for _, data in frames_iter(raw, tty=False))
     return api.exec_inspect(exec_id)["ExitCode"], output.decode(errors="replace")
+
+
+def run_as(api: docker.APIClient, container_id: str, script: str, user: str) -> tuple[int, str]:
+    """One of our set-up commands in the container, as `user`: its exit status and output."""
+    return run_attached(api, container_id, ["sh", "-c", script], user)
 
 
 def unknown_names(user: str) -> str:
