@@ -17,13 +17,13 @@ from llm_ide.navigator.variant import Navigator
 from llm_ide.patterns import BoundedPattern
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.sampling.variant import Demonstrations, Sampling
-from llm_ide.settings import CoreSettings, Strict, bundled_yaml
+from llm_ide.settings import CoreSettings, Strict, TemplateSet, bundled_yaml
 from llm_ide.variant import CombinationError, Variant, Variants
 
 BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages)
 
 
-class AttemptTemplates(Strict):
+class AttemptTemplates(TemplateSet):
     review_system: str
     review: str
     choose_system: str

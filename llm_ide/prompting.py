@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import operator
 import re
-import shlex
 from collections.abc import Callable, Collection
 from functools import lru_cache, partial
 from itertools import groupby
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined, Template, nodes
+from jinja2 import Template, nodes
 
 from llm_ide.settings import Templates
+from llm_ide.templating import JINJA, parse
 
-# The one Jinja environment of the project: prompts, observations, environment notes, tool scripts, eval scripts.
-JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-JINJA.filters["shquote"] = shlex.quote
 ROW = re.compile(r" *(\d+)\t")  # a numbered code row (the code context, the view actions, `nl -ba`)
-SUBSTITUTION = re.compile(r"\{\{ *([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*) *\}\}")  # `{{ name.attr }}`
-TAG_START = re.compile(r"\{[{%#]")  # (and a text ending in `{` before a tag: Jinja's tags begin at the first `{{`)
-OWN_NAMES = {"true", "false", "none", "True", "False", "None", "self"}  # names Jinja parses as constants, or its own
 COMPARE = {op: getattr(operator, op.replace("teq", "e")) for op in ("eq", "ne", "lt", "gt", "lteq", "gteq")}  # Jinja's
 
 
@@ -55,33 +49,17 @@ def render_source(source: str, **values: Any) -> str:
 def _renderer(source: str) -> Callable[..., str]:
     """Jinja's render of `source`; one of text, values, attributes, `if` and simple tests is not compiled but its parse
     rendered as Jinja's code renders it (a name not among the values: Jinja's own render)."""
-    tree = _text_and_values(source) or JINJA.parse(source)  # (a syntax error: Jinja's own, as compiling raises it)
+    tree = parse(source)  # (a syntax error: Jinja's own, as compiling raises it)
     try:
         body = _plan(tree.body)
     except NotImplementedError:
-        return JINJA.from_string(tree).render
+        return compile_template(source).render
     names = {node.name for node in tree.find_all(nodes.Name)}
 
     def render(**values: Any) -> str:
         return body(values) if names.issubset(values) else compile_template(source).render(**values)
 
     return render
-
-
-def _text_and_values(source: str) -> nodes.Template | None:
-    """Jinja's parse of a template of text and `{{ name.attr }}` tags only, read off the text (None: any other)."""
-    texts, tags = (parts := SUBSTITUTION.split(source))[::2], [tag.split(".") for tag in parts[1::2]]
-    if "\r" in source or any(map(TAG_START.search, texts)) or any(text.endswith("{") for text in texts[:-1]):
-        return None
-    if any(name in OWN_NAMES for name, *_ in tags):
-        return None
-    body: list[nodes.Node] = [nodes.TemplateData(texts[0])] if texts[0] else []
-    for (name, *attributes), text in zip(tags, texts[1:], strict=True):
-        value: nodes.Expr = nodes.Name(name, "load")
-        for attribute in attributes:
-            value = nodes.Getattr(value, attribute, "load")
-        body += [value, nodes.TemplateData(text)] if text else [value]
-    return nodes.Template([nodes.Output(body)] if body else [])
 
 
 def _plan(node: Any) -> Callable[[dict[str, Any]], Any]:

@@ -22,7 +22,8 @@ def describe_error(error: ValidationError, layers: Layers, schema: type[BaseMode
         origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
     said = {"extra_forbidden": f"unknown setting{nearest(schema, loc)}", "missing": "missing setting"}
     what = said.get(first["type"])
-    what = what or f"{first['msg'][:1].lower()}{first['msg'][1:]} (got {first.get('input')!r})"
+    got = "" if first["type"] == "template" else f" (got {first.get('input')!r})"  # (a template: long, and named)
+    what = what or f"{first['msg'][:1].lower()}{first['msg'][1:]}{got}"
     more = error.error_count() - 1
     return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ByteSize,
     ConfigDict,
@@ -22,12 +23,14 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from llm_ide.errors import ConfigError
 from llm_ide.secrets import mark_secret_names, register, secrets_in
 from llm_ide.setting_errors import Layers, describe_error
+from llm_ide.templating import parsed
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the default config in 5 ms, not 70
@@ -45,7 +48,19 @@ class Strict(BaseModel):
     )
 
 
-class BundledTemplates(Strict):
+TemplateText = Annotated[str, AfterValidator(parsed)]  # a setting that is a Jinja template
+
+
+class TemplateSet(Strict):
+    """A section of Jinja templates: every text in it is one (`parsed`), a tool's description too."""
+
+    @field_validator("*")
+    @classmethod
+    def _parsed(cls, value: Any) -> Any:
+        return parsed(value)
+
+
+class BundledTemplates(TemplateSet):
     """Jinja2 templates whose defaults are a mapping of a YAML file in llm_ide/prompts (`BUNDLED`: the file and the
     key); a template left out keeps its default."""
 
@@ -179,7 +194,7 @@ class CheckpointSettings(Strict):
     prune_every: NonNegativeInt
 
 
-class ObservationTemplates(Strict):
+class ObservationTemplates(TemplateSet):
     view: str
     view_missing: str
     view_symbol: str
@@ -203,7 +218,7 @@ class ObservationTemplates(Strict):
     already_applied: str
 
 
-class ToolFormatTemplates(Strict):
+class ToolFormatTemplates(TemplateSet):
     """The templates of the same names in a run whose actions are tools (`model.action_format`)."""
 
     actions: str
@@ -215,7 +230,7 @@ class ToolFormatTemplates(Strict):
     observation_turn: str  # the tool's result (the instruction follows it as the user's text)
 
 
-class Templates(Strict):
+class Templates(TemplateSet):
     """Jinja2 prompt templates (their text lives in the YAML)."""
 
     system: str
@@ -264,7 +279,7 @@ class PatchSettings(Strict):
 
 class SweBenchSettings(Strict):
     eval_timeout: Seconds
-    eval_script: str
+    eval_script: TemplateText
 
 
 class CoreSettings(Strict):

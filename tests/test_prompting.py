@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from jinja2 import Template, nodes
 
 import llm_ide
-from llm_ide.prompting import JINJA, OWN_NAMES, _renderer, _text_and_values, render_string
+from llm_ide.prompting import _renderer, render_string
+from llm_ide.templating import JINJA, OWN_NAMES, _text_and_values
 
 PROMPTS = Path(llm_ide.__file__).parent / "prompts"
 EXAMPLES = settings(

@@ -55,6 +55,49 @@ def test_a_bad_override_file_is_one_line_naming_the_file_and_the_key(tmp_path: P
     assert "did you mean" in message or "did you mean" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("base", "text", "message"),
+    [
+        (
+            "default",
+            "templates:\n  operation: '{% if node %}x'\n",
+            "templates.operation: not a template Jinja can parse: Unexpected end of template. Jinja was looking for "
+            "the following tags: 'elif' or 'else' or 'endif'. The innermost block that needs to be closed is 'if'. "
+            "(line 1)",
+        ),
+        (
+            "default",
+            "templates:\n  observations:\n    bash: |\n      ok\n      {{ output | nosuch }}\n",
+            "templates.observations.bash: not a template Jinja can parse: no filter named 'nosuch' (line 2)",
+        ),
+        (
+            "default",
+            "templates:\n  tool_format:\n    actions: '{% for %}'\n",
+            "templates.tool_format.actions: not a template Jinja can parse: Expected an expression, got 'end of "
+            "statement block' (line 1)",
+        ),
+        (
+            "default",
+            "sampling:\n  templates:\n    candidate: '{% if a is nosuch %}{% endif %}'\n",
+            "sampling.templates.candidate: not a template Jinja can parse: no test named 'nosuch' (line 1)",
+        ),
+        (
+            "swebench",
+            "swebench:\n  eval_script: '{{ x'\n",
+            "swebench.eval_script: not a template Jinja can parse: unexpected end of template, expected 'end of print "
+            "statement'. (line 1)",
+        ),
+    ],
+)
+def test_a_template_jinja_cannot_parse_is_refused_with_the_settings(
+    tmp_path: Path, base: str, text: str, message: str
+) -> None:
+    bad = write(tmp_path / "config.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(base, [bad])
+    assert str(error.value) == f"{bad}: {message}"
+
+
 def test_the_error_names_the_file_in_an_extends_chain_that_set_the_key(tmp_path: Path) -> None:
     base = write(tmp_path / "base.yaml", "extends: swebench\nagent:\n  wall_time_limit: soon\n")
     top = write(tmp_path / "top.yaml", "extends: base.yaml\nagent:\n  step_limit: 3\n")

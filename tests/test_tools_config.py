@@ -57,7 +57,7 @@ def test_python_version_stays_text(tmp_path: Path) -> None:
         ({"installation": "conda"}, "key `installation`: unsupported value 'conda' (supported: pip)"),
         ({"source": "missing-folder"}, "key `source`: folder not found: {tmp}/missing-folder"),
         ({"py_standalone": "three"}, "key `py_standalone`: 'three' is not a Python version (e.g. '3.11')"),
-        ({"setup_script": "{% if %}"}, "key `setup_script`: not a valid Jinja2 template (line 1: "),
+        ({"setup_script": "{% if %}"}, "key `setup_script`: not a template Jinja can parse: Expected an expression"),
         ({"source": None, "version": None}, "`version` is required when `source` is null"),
         ({"tool_name": "other"}, "key `tool_name`: 'other' does not match the file name 'demo.yaml'"),
     ],

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import PositiveInt
 
 from llm_ide.messages.channel import MessageTemplates
-from llm_ide.settings import PROMPTS_DIR, Strict, read_yaml, validate
+from llm_ide.settings import PROMPTS_DIR, Strict, TemplateSet, read_yaml, validate
 
 COOP_CONFIG = PROMPTS_DIR / "coop.yaml"
 
@@ -26,7 +26,7 @@ class ExecutionSettings(Strict):
     lockstep: bool
 
 
-class ToolMessages(Strict):
+class ToolMessages(TemplateSet):
     not_found: str
     outside: str
     bad_action: str
@@ -35,7 +35,7 @@ class ToolMessages(Strict):
     sent: str
 
 
-class CoopTemplates(Strict):
+class CoopTemplates(TemplateSet):
     planner_system: str
     planner_turn: str
     planner_history_entry: str

@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import render_string
-from llm_ide.settings import Strict
+from llm_ide.settings import TemplateSet
 
 _WRITE = threading.Lock()
 
@@ -22,7 +22,7 @@ class ChannelError(LlmIdeError):
     """The other agent's run failed while this one waited for its turn."""
 
 
-class MessageTemplates(Strict):
+class MessageTemplates(TemplateSet):
     sent: str
     duplicate: str
     received: str

@@ -35,7 +35,7 @@ from llm_ide.navigator.settings import PROMPTS
 from llm_ide.nodes.render_context import snapshot_text
 from llm_ide.parsing import parse_action
 from llm_ide.prompting import render_string, truncate
-from llm_ide.settings import CoreSettings, Strict, bundled_yaml, read_yaml
+from llm_ide.settings import CoreSettings, TemplateSet, bundled_yaml, read_yaml
 from llm_ide.state.context import Chunk, add_scope, with_operation
 from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
@@ -46,7 +46,7 @@ ANSWER = re.compile(r"<\s*(approve|deny|pass|fail|answer|plan)\s*>", re.IGNORECA
 Message = dict[str, str]
 
 
-class NavigatorTemplates(Strict):
+class NavigatorTemplates(TemplateSet):
     system: str
     plan: str
     permission: str

@@ -4,13 +4,12 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import jinja2
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from llm_ide.errors import UsageError
-from llm_ide.prompting import JINJA
 from llm_ide.settings import Strict, load_yaml
+from llm_ide.templating import syntax_error
 
 TOOLS_DIR = Path(__file__).parent
 KEYS = ("tool_name", "version", "source", "py_standalone", "installation", "setup_script", "executable", "usage")
@@ -85,11 +84,8 @@ class ToolConfig(Strict):
     @field_validator("setup_script", "usage")
     @classmethod
     def _template(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                JINJA.parse(value)
-            except jinja2.TemplateSyntaxError as error:
-                raise ValueError(f"not a valid Jinja2 template (line {error.lineno}: {error.message})") from None
+        if value is not None and (why := syntax_error(value)):
+            raise ValueError(f"not a template Jinja can parse: {why}")
         return value
 
     @model_validator(mode="after")
