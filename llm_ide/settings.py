@@ -130,7 +130,7 @@ class MemorySettings(Strict):
     section_max_chars: SectionCaps
 
 
-class EnvironmentMessages(Strict):
+class EnvironmentMessages(TemplateSet):
     elided: str
     timed_out: str
     session_lost: str

@@ -82,6 +82,12 @@ def test_a_bad_override_file_is_one_line_naming_the_file_and_the_key(tmp_path: P
             "sampling.templates.candidate: not a template Jinja can parse: no test named 'nosuch' (line 1)",
         ),
         (
+            "default",
+            "environment:\n  messages:\n    timed_out: 'after {{ timeout s'\n",
+            "environment.messages.timed_out: not a template Jinja can parse: expected token 'end of print statement', "
+            "got 's' (line 1)",
+        ),
+        (
             "swebench",
             "swebench:\n  eval_script: '{{ x'\n",
             "swebench.eval_script: not a template Jinja can parse: unexpected end of template, expected 'end of print "
