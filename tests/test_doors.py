@@ -309,6 +309,11 @@ NAVIGATOR, SAMPLED = "navigator_graph", "sampled_graph"
         (NAVIGATOR, {"navigator": {"mode": "model", "model": "opneai:gpt"}}, "navigator.model: model opneai:gpt: unk"),
         (NAVIGATOR, {"navigator": {"mode": "model", "model": "scripted:"}}, "navigator.model: model scripted: names"),
         (NAVIGATOR, {"navigator": {"mode": "model", "prompts": "/no.yaml"}}, "navigator.prompts /no.yaml: cannot be"),
+        (
+            NAVIGATOR,
+            {"navigator": {"mode": "model", "prompts": "PROMPTS"}},
+            "navigator.prompts PROMPTS: system: not a template Jinja can parse: Unexpected end of template.",
+        ),
         (NAVIGATOR, {"navigator": {"mode": "mcp", "url": "URL"}}, "navigator at URL is unreachable: ConnectError: "),
         (NAVIGATOR, {"navigator": {"mode": "mcp"}}, "navigator.url: missing setting (navigator.mode mcp needs the"),
         (SAMPLED, {"sampling": {"k": 2, "model": "opneai:gpt"}}, "sampling.model: model opneai:gpt: unknown provider"),
@@ -319,8 +324,10 @@ def test_what_a_variant_needs_is_one_line_at_every_door(
 ) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     url = f"http://127.0.0.1:{closed_port()}/mcp"
-    config = json.loads(json.dumps(config).replace("URL", url))
-    line = line.replace("URL", url)
+    prompts = tmp_path / "prompts.yaml"
+    prompts.write_text("system: '{% if memory %}'\n")  # a template of the navigator's own that Jinja cannot parse
+    config = json.loads(json.dumps(config).replace("URL", url).replace("PROMPTS", str(prompts)))
+    line = line.replace("URL", url).replace("PROMPTS", str(prompts))
     script = tmp_path / "driver.yaml"
     script.write_text("- never used\n")
     model = f"scripted:{script}"  # the driver's: never asked, nothing starts

@@ -35,7 +35,8 @@ from llm_ide.navigator.settings import PROMPTS
 from llm_ide.nodes.render_context import snapshot_text
 from llm_ide.parsing import parse_action
 from llm_ide.prompting import render_string, truncate
-from llm_ide.settings import CoreSettings, TemplateSet, bundled_yaml, read_yaml
+from llm_ide.setting_errors import Layers
+from llm_ide.settings import CoreSettings, TemplateSet, bundled_yaml, read_yaml, validate
 from llm_ide.state.context import Chunk, add_scope, with_operation
 from llm_ide.state.operations import OperationNode
 from llm_ide.state.references import count_references, parse_references
@@ -59,16 +60,19 @@ class NavigatorTemplates(TemplateSet):
 
 
 def load_templates(path: str | None) -> NavigatorTemplates:
-    data = {key: value for key, value in bundled_yaml(PROMPTS).items() if key not in ("driver", "tools", "lines")}
+    """The navigator's templates: the bundled ones, those of the `navigator.prompts` file over them (an error: one line
+    naming the file and the template)."""
+    bundled = {key: value for key, value in bundled_yaml(PROMPTS).items() if key not in ("driver", "tools", "lines")}
+    layers: Layers = [(PROMPTS, bundled)]
     if path:
         try:
-            data |= read_yaml(Path(path))
+            layers.append((f"navigator.prompts {path}", read_yaml(Path(path))))
         except ConfigError as error:
             raise NavigatorError(f"navigator.prompts {path}: cannot be read ({error})") from None
     try:
-        return NavigatorTemplates.model_validate(data)
-    except ValueError as error:
-        raise NavigatorError(f"navigator.prompts: {' '.join(str(error).split())[:300]}") from None
+        return validate(NavigatorTemplates, layers)
+    except ConfigError as error:
+        raise NavigatorError(str(error)) from None
 
 
 class ModelNavigator:
