@@ -42,13 +42,24 @@ def syntax_error(source: str) -> str | None:
 def parsed(value: Any) -> Any:
     """`value` (a template setting, or a mapping or list holding templates) if Jinja can parse and compile each: a
     broken template is refused with the settings (one line naming the file and the key), not when a run renders it."""
-    texts = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
-    for text in texts:
-        if isinstance(text, dict | list):
-            parsed(text)
-        elif isinstance(text, str) and (why := syntax_error(text)):
-            raise PydanticCustomError("template", "not a template Jinja can parse: {why}", {"why": why})
+    if found := _broken(value):
+        where, why = found
+        raise PydanticCustomError(
+            "template", "{where}not a template Jinja can parse: {why}", {"where": where, "why": why}
+        )
     return value
+
+
+def _broken(value: Any, where: str = "") -> tuple[str, str] | None:
+    """The first template of `value` Jinja cannot take: where it is within `value` (`bash.description: `), and why."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+    if items is None:
+        why = syntax_error(value) if isinstance(value, str) else None
+        return (f"{where}: " if where else "", why) if why else None
+    for key, item in items:
+        if found := _broken(item, f"{where}.{key}" if where else str(key)):
+            return found
+    return None
 
 
 def _text_and_values(source: str) -> nodes.Template | None:

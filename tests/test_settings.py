@@ -78,6 +78,12 @@ def test_a_bad_override_file_is_one_line_naming_the_file_and_the_key(tmp_path: P
         ),
         (
             "default",
+            "templates:\n  tools:\n    bash:\n      description: '{% for %}'\n",
+            "templates.tools: bash.description: not a template Jinja can parse: Expected an expression, got 'end of "
+            "statement block' (line 1)",
+        ),
+        (
+            "default",
             "sampling:\n  templates:\n    candidate: '{% if a is nosuch %}{% endif %}'\n",
             "sampling.templates.candidate: not a template Jinja can parse: no test named 'nosuch' (line 1)",
         ),
