@@ -25,9 +25,10 @@ def parse(source: str) -> nodes.Template:
     return _text_and_values(source) or JINJA.parse(source)
 
 
+@lru_cache(maxsize=1024)
 def syntax_error(source: str) -> str | None:
     """Why Jinja cannot parse `source`, or would refuse to compile it (a filter or test it does not have), on one line
-    (None: neither)."""
+    (None: neither). Kept: every validation of the settings asks again about the same texts."""
     try:
         tree = parse(source)
     except TemplateSyntaxError as error:
