@@ -20,7 +20,7 @@ import httpx
 
 Failure = Literal["auth", "transient", "fatal"]
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
-POLL = 0.25  # seconds between two looks at a cancel event while a read waits
+POLL = 0.25  # seconds between two looks at a cancel event, and at signals, while a read waits
 _local = threading.local()
 T = TypeVar("T")
 
@@ -56,12 +56,12 @@ def request_cancel(event: threading.Event) -> AbstractContextManager[None]:
 
 
 def polled(read: Callable[[float | None], T], timeout: float | None, timed_out: type[Exception]) -> T:
-    """`read(seconds)` within `timeout` and the request's deadline; under `request_cancel`, in slices of `POLL`."""
+    """`read(seconds)` within `timeout` and the request's deadline, in slices of `POLL`: a signal the kernel gave
+    another thread (Ctrl-C, SIGTERM) runs its handler only once this thread leaves the read, and a read under
+    `request_cancel` ends once the event is set."""
     cancel = getattr(_local, "cancel", None)
-    if cancel is None:
-        return read(remaining(timeout))
     until = None if timeout is None else time.monotonic() + timeout
-    while not cancel.is_set():
+    while cancel is None or not cancel.is_set():
         left = None if until is None else until - time.monotonic()
         if left is not None and left <= 0:
             raise timed_out("no data within the read timeout")
