@@ -65,11 +65,17 @@ class TokenEstimates:
     def __init__(self) -> None:
         self.prompt_ratio = self.output_ratio = self.tools_factor = 1.0
         self.learnt = self.learnt_tools = False
+        self.known: dict[str, int] = {}  # the previous prompt's texts and their estimates
 
-    @staticmethod
-    def parts(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
-        """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions."""
-        return estimate_prompt_tokens(messages), estimate_tokens(json.dumps(tools)) if tools else 0
+    def parts(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions, as
+        `estimate_prompt_tokens` gives them; a text the previous prompt held is not weighed again (a prompt repeats
+        most of the previous one: ~0.5 ms a step)."""
+        known, texts = self.known, [sent_text(message) for message in messages]
+        tool_text = json.dumps(tools) if tools else ""
+        fresh = {text: known[text] if text in known else estimate_tokens(text) for text in [*texts, tool_text]}
+        self.known = fresh  # replaced, not changed: requests made at the same time each read a whole one
+        return REQUEST_TOKENS + sum(MESSAGE_TOKENS + fresh[text] for text in texts), fresh[tool_text] if tools else 0
 
     def scaled(self, parts: tuple[int, int]) -> int:
         return round(parts[0] * self.prompt_ratio + parts[1] * self.tools_factor)

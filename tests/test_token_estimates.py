@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.calls import TOKEN_PIECES, estimate_tokens, piece_hundredths
-from llm_ide.chat_wire import estimate_prompt_tokens
+from llm_ide.chat_wire import TokenEstimates, estimate_prompt_tokens
 from llm_ide.config import load_config
 from llm_ide.models import get_model
 
@@ -104,6 +104,26 @@ def test_after_one_counted_call_the_estimate_is_within_ten_percent_in_both_forma
     assert unreported.estimated and abs(unreported.input_tokens / counted(large) - 1) <= 0.10
     if tools and not tools_counted:
         assert first > 1.25 * counted(small)  # before any count, the tools are assumed shown: learnt otherwise
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["text", "tools"])
+def test_each_prompt_is_estimated_as_the_heuristic_estimates_it_from_scratch(tools: list | None) -> None:
+    """A text the previous prompt held keeps its estimate, and only those are kept: through a growing conversation, a
+    renewed snapshot (the turns gone) and the tools dropped and given again, each prompt's parts are the heuristic's."""
+    estimates, snapshot, turns, seen = TokenEstimates(), prompt(10), [], []
+    for step in range(8):
+        if step == 4:
+            snapshot, turns = prompt(12), []
+        call = {"name": "bash", "args": {"command": f"ls dir_{step}"}}
+        turns += [
+            {"role": "assistant", "content": "ok", "tool_calls": [call]},
+            {"role": "user", "content": "a.py\n" * step},
+        ]
+        given, messages = tools if step % 3 else None, [*snapshot, *turns]
+        seen.append(estimates.parts(messages, given))  # type: ignore[arg-type]
+        assert seen[-1] == (estimate_prompt_tokens(messages), estimate_tokens(json.dumps(given)) if given else 0)  # type: ignore[arg-type]
+        assert len(estimates.known) <= len(messages) + 1
+    assert len(set(seen)) == 8
 
 
 SPELLED_OUT = re.compile(r"[^\W\d_]+|\d|\n| +|\s|[^\w\s]|_")  # the pieces, class by class
