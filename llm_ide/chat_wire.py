@@ -46,11 +46,13 @@ def sent_text(message: Message) -> str:
     )
 
 
-def estimate_prompt_tokens(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
+def estimate_prompt_tokens(
+    messages: list[Message], tools: list[dict[str, Any]] | None = None, estimate: Callable[[str], int] = estimate_tokens
+) -> int:
     """The prompt's tokens for a chat server: each message's with the template's markers around it, and the tools'
-    definitions (which a server renders into the prompt as JSON)."""
-    tokens = REQUEST_TOKENS + sum(MESSAGE_TOKENS + estimate_tokens(sent_text(message)) for message in messages)
-    return tokens + (estimate_tokens(json.dumps(tools)) if tools else 0)
+    definitions (which a server renders into the prompt as JSON); `estimate` weighs a text."""
+    tokens = REQUEST_TOKENS + sum(MESSAGE_TOKENS + estimate(sent_text(message)) for message in messages)
+    return tokens + (estimate(json.dumps(tools)) if tools else 0)
 
 
 class TokenEstimates:
@@ -71,11 +73,17 @@ class TokenEstimates:
         """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions, as
         `estimate_prompt_tokens` gives them; a text the previous prompt held is not weighed again (a prompt repeats
         most of the previous one: ~0.5 ms a step)."""
-        known, texts = self.known, [sent_text(message) for message in messages]
-        tool_text = json.dumps(tools) if tools else ""
-        fresh = {text: known[text] if text in known else estimate_tokens(text) for text in [*texts, tool_text]}
+        known, fresh = self.known, dict[str, int]()
+
+        def estimate(text: str) -> int:
+            tokens = known.get(text)
+            fresh[text] = tokens = estimate_tokens(text) if tokens is None else tokens
+            return tokens
+
+        prompt = estimate_prompt_tokens(messages, None, estimate)
+        tools_tokens = estimate(json.dumps(tools)) if tools else 0
         self.known = fresh  # replaced, not changed: requests made at the same time each read a whole one
-        return REQUEST_TOKENS + sum(MESSAGE_TOKENS + fresh[text] for text in texts), fresh[tool_text] if tools else 0
+        return prompt, tools_tokens
 
     def scaled(self, parts: tuple[int, int]) -> int:
         return round(parts[0] * self.prompt_ratio + parts[1] * self.tools_factor)
