@@ -180,6 +180,36 @@ def test_the_replay_answers_with_tool_calls_in_tools_format(demo: tuple[Path, Pa
     assert ours[0].calls == ours[1].calls == 6 and ours[0].raw != ours[1].raw and ours[1].output > 0
 
 
+@pytest.mark.parametrize("flag", [[], ["--action-format", "text"]])
+def test_our_own_run_with_tool_calls_replays_in_its_format_or_the_one_asked(
+    flag: list[str], demo: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A run of ours that acted by tool calls replays as tools without the flag, each reply its own word for word
+    (text and call: both sides' outputs equal), and with tags when asked; either way to the same tree."""
+    repo, trajectory = demo
+    args = ["--repo", str(repo), "--out", str(tmp_path / "a"), "--action-format", "tools"]
+    first = cli("replay", str(trajectory), *args, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    ran = report_of(tmp_path / "a").run_trajectory
+    done = cli("replay", ran, "--repo", str(repo), "--out", str(tmp_path / "b"), *flag, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = report_of(tmp_path / "b")
+    assert (report.exit_status, report.same_as_submission, report.diverged) == ("submitted", True, "")
+    assert [step.action for step in report.steps] == [step.action for step in report_of(tmp_path / "a").steps]
+    wire = [json.loads(line) for line in (tmp_path / "b" / "wire.jsonl").read_text().splitlines()]
+    recorded = [
+        (c["response"], c.get("tool_calls", [{}])[0].get("arguments"))
+        for c in json.loads(Path(ran).read_text())["model_calls"]
+    ]
+    if flag:
+        assert report.action_format == "text" and all("tool_call" not in call for call in wire)
+        assert "<bash>" in wire[1]["response"]
+    else:
+        assert report.action_format == "tools" and "without the tool list" in done.stdout
+        assert [(c["response"], c["tool_call"]["arguments"]) for c in wire] == recorded
+        assert report.totals("llm-ide").output == report.totals("original").output
+
+
 RAISED = MODULE.replace("alpha_value = 1\n", "alpha_value = 10\n").replace("omega_value = 2\n", "omega_value = 20\n")
 REWRITE = [
     ("Read the whole module.", "cat m.py", 0, MODULE),

@@ -47,6 +47,11 @@ class Step:
     returncode: int | None = None  # the original's
 
 
+def written(text: str, call: dict[str, str] | None) -> str:
+    """A reply's text, then its tool call's name and arguments on a line of their own: what the model wrote."""
+    return text + (f"\n{call['name']} {call['arguments']}" if call else "")
+
+
 @dataclass(frozen=True)
 class Request:
     """One request of the original run: its messages and the reply; `step` is the step (1-based) whose action the
@@ -55,6 +60,12 @@ class Request:
     step: int
     messages: list[Message]
     response: str
+    call: dict[str, str] | None = None  # the reply's first tool call (its name, its arguments), where it made one
+
+    @property
+    def written(self) -> str:
+        """What the model wrote: the text, and the call's name and arguments (as a replay's reply counts them)."""
+        return written(self.response, self.call)
 
 
 @dataclass
@@ -70,6 +81,7 @@ class Trajectory:
     workdir: str | None = None  # where the original's commands ran, when it is a fixed path (/testbed)
     observation_template: str = ""  # how the original rendered a command's output and return code (Jinja2)
     observed: dict[int, int] = field(default_factory=dict)  # a request message's position → the step (0-based) it shows
+    action_format: str | None = None  # ours: tools where the replies made tool calls, else text
 
 
 def load(path: Path) -> Trajectory:
@@ -181,10 +193,15 @@ def llm_ide_trajectory(data: dict[str, Any]) -> Trajectory:
         )
         for op in operations
     ]
+    calls = [call for call in data.get("model_calls") or [] if call.get("prompt")]
     requests = [
-        Request(int(call.get("step") or 0) + 1, split_prompt(str(call["prompt"])), str(call.get("response") or ""))
-        for call in data.get("model_calls") or []
-        if call.get("prompt")
+        Request(
+            int(call.get("step") or 0) + 1,
+            split_prompt(str(call["prompt"])),
+            str(call.get("response") or ""),
+            first_call(call.get("tool_calls")),
+        )
+        for call in calls
     ]
     system = next((r.messages[0]["content"] for r in requests if r.messages and r.messages[0]["role"] == "system"), "")
     environment = (info.get("config") or {}).get("environment") or {}
@@ -201,7 +218,15 @@ def llm_ide_trajectory(data: dict[str, Any]) -> Trajectory:
         workdir=absolute(
             environment.get("mount_at") or (environment.get("workdir") if environment.get("type") == "docker" else None)
         ),
+        action_format=("tools" if any(r.call for r in requests) else "text") if requests else None,
     )
+
+
+def first_call(calls: Any) -> dict[str, str] | None:
+    """A recorded reply's first tool call as the replay answers it: its name and its arguments' text."""
+    if not calls:
+        return None
+    return {"name": str(calls[0]["name"]), "arguments": str(calls[0]["arguments"])}
 
 
 def name_or_none(value: Any) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jinja2 import TemplateError
@@ -38,7 +38,7 @@ def original_calls(requests: list[Request]) -> list[Priced]:
     priced, previous = [], []
     for request in requests:
         cached = shared_prefix(previous, request.messages)
-        priced.append(Priced(request.step, request.messages, prompt_chars(request.messages), cached, request.response))
+        priced.append(Priced(request.step, request.messages, prompt_chars(request.messages), cached, request.written))
         previous = request.messages
     return priced
 
@@ -61,7 +61,7 @@ def full_history_calls(trajectory: Trajectory, operations: list[dict[str, Any]])
                 messages[position] = {"role": "user", "content": template.render(output=output)}
     except (TemplateError, TypeError, ValueError, KeyError, ArithmeticError):  # the trajectory's template, not ours
         return None
-    return original_calls([Request(r.step, messages[: len(r.messages)], r.response) for r in trajectory.requests])
+    return original_calls([replace(r, messages=messages[: len(r.messages)]) for r in trajectory.requests])
 
 
 def wire_calls(calls: list[WireCall]) -> list[Priced]:

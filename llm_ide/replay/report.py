@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from llm_ide.replay.formats import LLM_IDE_FORMAT
 from llm_ide.replay.model import AGENTS, HISTORY, MARKS, AgentStep, Fraction, ReplayReport
 from llm_ide.terminal import terminal_safe
 
@@ -146,6 +147,8 @@ def print_report(report: ReplayReport, console: Console, misses_shown: int = 40,
             f"changed before the first step, as the original's environment had them (its submission changes them, no "
             f"command of it writes them): {', '.join(report.environment_changes)}"
         )
+    if report.format == LLM_IDE_FORMAT and report.action_format == "tools":
+        notes.append("the original's prompts as its run recorded them: without the tool list every request carried")
     if report.workdir_rewritten:
         notes.append("no bubblewrap: the commands ran at the checkout's own path (the original's workdir rewritten)")
     for note in notes:

@@ -48,8 +48,9 @@ def settings_for(
     prices: Prices | None = None,
 ) -> Settings:
     """The bundled config, then the replay's defaults (local, no network, no tools: the original had none, no cost
-    limit, the original's command timeout), then the `overrides` files; the environment type, the step limit and the
-    model's price (the replay's `prices`, which bill both agents) are the replay's whatever the files say,
+    limit, the original's command timeout, our own run's action format: tools where it made tool calls), then the
+    `overrides` files; the environment type, the step limit and the model's price (the replay's `prices`, which bill
+    both agents) are the replay's whatever the files say,
     `single_call` and `action_format` (tools: the endpoint answers with tool calls) too when given. The original's
     workdir (/testbed) is where bubblewrap shows the checkout."""
     defaults: dict[str, Any] = {
@@ -58,6 +59,8 @@ def settings_for(
     }
     if trajectory.command_timeout:
         defaults["environment"]["command_timeout"] = trajectory.command_timeout
+    if trajectory.action_format:
+        defaults["model"] = {"action_format": trajectory.action_format}
     forced: dict[str, Any] = {
         "environment": {"type": "local"},
         "agent": {

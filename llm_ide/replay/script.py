@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from llm_ide.parsing import body_text
 from llm_ide.replay.endpoint import completion, error, prompt_chars, shared_prefix, wire_messages
-from llm_ide.replay.formats import Message, Request, Step
+from llm_ide.replay.formats import Message, Request, Step, written
 from llm_ide.text import first_sentence
 
 MODEL = "replay"
@@ -30,7 +30,7 @@ class Reply:
     @property
     def written(self) -> str:
         """What the model wrote: the text, and the call's name and arguments."""
-        return self.text + (f"\n{self.call['name']} {self.call['arguments']}" if self.call else "")
+        return written(self.text, self.call)
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,16 @@ def planned_replies(
 
 def verbatim(replies: list[Reply], recorded: list[Request]) -> list[Reply]:
     """Our own trajectory's recorded replies in place of the rebuilt ones where the replay makes the calls the original
-    made (the same steps in the same order, the actions in the text): it is then answered word for word as the
-    original was, and both sides' figures are equal."""
-    if [r.step for r in recorded] != [r.step for r in replies] or any(r.call for r in replies):
+    made (the same steps in the same order, each action where the original's was: in the text, or a tool call): it is
+    then answered word for word as the original was, and both sides' figures are equal."""
+    if [r.step for r in recorded] != [r.step for r in replies]:
         return replies
-    if not all(request.response.strip() for request in recorded):
+    pairs = list(zip(replies, recorded, strict=True))
+    if any((reply.call is None) != (request.call is None) for reply, request in pairs):
         return replies
-    return [replace(reply, text=request.response) for reply, request in zip(replies, recorded, strict=True)]
+    if not all(request.response.strip() or request.call for request in recorded):
+        return replies
+    return [replace(reply, text=request.response, call=request.call) for reply, request in pairs]
 
 
 class Script:
