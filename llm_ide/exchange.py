@@ -61,7 +61,15 @@ class TextForm:
         return [line for line in lines if line]
 
     def action(self, reply: ModelReply, offer: Offer) -> ParsedAction:
-        return parse_action(reply.text, offer.grammar)
+        try:
+            return parse_action(reply.text, offer.grammar)
+        except FormatError as error:
+            if not reply.tool_calls:
+                raise
+            raise FormatError(
+                f"{error}; the reply's tool call `{reply.tool_calls[0].name}` is no action here: this run's actions "
+                "are tags in the text, not tools (model.action_format)"
+            ) from None
 
     def reply_message(self, text: str, node: OperationNode) -> Message:
         return {"role": "assistant", "content": text}

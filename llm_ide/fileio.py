@@ -54,17 +54,30 @@ class Keep(Protocol):
 
 
 class FolderKeep:
-    """A keep in a folder (the run's): a file per name."""
+    """A keep in a folder (the run's): a file per name, after `prefix` (`<run id>.` in a folder runs share)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self, folder: Path, prefix: str = "") -> None:
+        self.folder, self.prefix = folder, prefix
 
     def lines(self, name: str) -> list[str]:
-        return (self.folder / name).read_text(encoding="utf-8").splitlines() if (self.folder / name).is_file() else []
+        path = self.folder / f"{self.prefix}{name}"
+        return path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
 
     def write(self, name: str, lines: list[str], append: bool = True) -> None:
-        with (self.folder / name).open("a" if append else "w", encoding="utf-8") as file:
+        with (self.folder / f"{self.prefix}{name}").open("a" if append else "w", encoding="utf-8") as file:
             file.writelines(f"{line}\n" for line in lines)
+
+
+IGNORE_ALL = "# made by llm-ide: its runs' files are no part of a repository\n*\n"
+
+
+def make_output_folder(path: Path) -> None:
+    """`path` and its missing parents, created; the topmost one created holds a .gitignore of everything in it (as
+    pytest's cache does), so that runs' files never enter a repository they are made in: its patches, `git status`."""
+    missing = next((folder for folder in reversed([path, *path.parents]) if not folder.exists()), None)
+    path.mkdir(parents=True, exist_ok=True)
+    if missing is not None:
+        (missing / ".gitignore").write_text(IGNORE_ALL, encoding="utf-8")
 
 
 NAME_MAX_CHARS = 200

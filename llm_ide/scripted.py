@@ -61,12 +61,12 @@ class ScriptedModel:
 
     concurrent = False  # it answers at once: several calls go one after the other, so the order is the script's
     takes_tools = True  # its items say whether a reply calls a tool
-    tools_by_default = False  # `model.action_format: auto` gives it the actions in the text
 
     def __init__(self, path: Path, keep: Keep | None = None, responses: list[ScriptItem] | None = None) -> None:
         self.path, self.keep = path, keep
         self.name = f"scripted:{path}"
         self.responses = load_script(path) if responses is None else responses
+        self.tools_by_default = any(map(calls_a_tool, self.responses))  # `auto`: tools where its items make calls
         self.listener: CallListener | None = None  # told of each call (a live status)
         stem = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:40]
         self.place = Place(keep, f"scripted-{stem}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}.place")
@@ -131,6 +131,13 @@ def choose(item: ScriptItem, prompt: str) -> tuple[str, tuple[ToolCall, ...]]:
         made = ToolCall.of(call["name"], call.get("arguments") or {}, "call_scripted")
         return clean_text(item.get("text", "")), (made,)
     return choose(item["then"] if item["if_prompt_contains"] in prompt else item["else"], prompt)
+
+
+def calls_a_tool(item: ScriptItem) -> bool:
+    """Whether an item answers with a tool call (either reply of a choice)."""
+    if isinstance(item, str):
+        return False
+    return "tool_call" in item or calls_a_tool(item["then"]) or calls_a_tool(item["else"])
 
 
 def valid_reply(item: object) -> bool:

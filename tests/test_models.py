@@ -358,6 +358,9 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
         again.complete([{"role": "user", "content": "step 4"}])
     (place,) = run.iterdir()  # one small file beside the run: a line per call answered
     assert place.name.startswith("scripted-script-") and len(place.read_text().splitlines()) == 3
+    other = get_model(f"scripted:{path}", config, keep=FolderKeep(run, "t2."))  # another run in the same folder
+    assert other.complete([{"role": "user", "content": "step 4"}]).text == first.text  # from the start
+    assert sorted(p.name for p in run.iterdir()) == [place.name, f"t2.{place.name}"]
 
 
 @pytest.mark.parametrize(

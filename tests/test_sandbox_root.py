@@ -279,6 +279,28 @@ def test_the_output_folder_never_reaches_the_commands_or_the_patch(tmp_path: Pat
     assert patch == trajectory["info"]["submission"] and "-x = 1\n+x = 2\n" in patch and "runs/" not in patch
 
 
+def test_runs_made_in_the_repository_stay_out_of_every_later_patch_and_each_plays_its_script(tmp_path: Path) -> None:
+    """Two runs from inside the repository (default output folders runs/a, runs/b), the same script: the second's
+    patch holds its edit only (runs/ made ignorable by the first), `git status` shows the edit only, and each run
+    plays the script from its start (its place is its own)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    model = write_script(tmp_path / "s.yaml", [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"),
+                                               reflect(False, "Edited."), act("Done.", "submit")])  # fmt: skip
+    args = ["run", "--repo", ".", "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    patches = []
+    for thread in ("a", "b"):
+        subprocess.run(["git", "checkout", "-q", "."], cwd=repo, check=True)
+        done = here(*args, "--thread-id", thread, cwd=repo)
+        assert done.returncode == 0, done.stdout + done.stderr
+        patches.append((repo / "runs" / thread / f"{thread}.patch").read_text())
+        places = list((repo / "runs" / thread).glob(f"{thread}.scripted-s-*.place"))
+        assert len(places) == 1 and len(places[0].read_text().splitlines()) == 2
+    assert patches[0] == patches[1] and "-x = 1\n+x = 2\n" in patches[1] and "runs/" not in patches[1]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert status.stdout == " M a.py\n" and (repo / "runs" / ".gitignore").read_text().endswith("\n*\n")
+
+
 def test_the_output_folder_cannot_be_the_repository(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")

@@ -225,12 +225,12 @@ def two_call_tool_script() -> list[Any]:
     return items
 
 
-@pytest.mark.parametrize("single_call", [True, False])
-def test_the_scripted_model_answers_with_tool_calls(single_call: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("single_call", "action_format"), [(True, "auto"), (False, "tools")])
+def test_the_scripted_model_answers_with_tool_calls(single_call: bool, action_format: str, tmp_path: Path) -> None:
     """A script of tool calls and reflections plays in one call per step (each reflection joins the call after it)
-    and in two (the reflect call, then the act call, each with the tools)."""
+    and in two (the reflect call, then the act call, each with the tools); `auto` gives it tools."""
     script = write_script(tmp_path / "script.yaml", two_call_tool_script())
-    values = {"agent": {"single_call": single_call}, "model": {"action_format": "tools"}}
+    values = {"agent": {"single_call": single_call}, "model": {"action_format": action_format}}
     result, trajectory = run_at(tmp_path, script, None, **values)
     check_fix_run(result, trajectory)
     kinds = [call["kind"] for call in trajectory["model_calls"]]
@@ -247,6 +247,19 @@ def test_the_scripted_model_answers_with_tool_calls(single_call: bool, tmp_path:
     plain = write_script(tmp_path / "plain.yaml", [act("Done.", "submit")])
     result, trajectory = run_at(tmp_path / "text", plain, None)  # auto: a script in the text format, as before
     assert result.exit_status == "submitted" and "[tool]" not in trajectory["model_calls"][0]["prompt"]
+
+
+def test_a_tool_call_in_a_run_of_tags_is_a_format_error_that_says_so(tmp_path: Path) -> None:
+    """`model.action_format: text`: a reply that only calls a tool is asked again with why, naming the call, until
+    `agent.max_format_errors` in a row end the run; nothing is run."""
+    script = write_script(tmp_path / "script.yaml", two_call_tool_script())
+    values = {"model": {"action_format": "text"}, "agent": {"max_format_errors": 2}}
+    result, trajectory = run_at(tmp_path, script, None, **values)
+    assert (result.exit_status, trajectory["operations"]) == ("format_error", [])
+    whys = [call["prompt"].rpartition("[user]\n")[2] for call in trajectory["model_calls"][1:]]
+    assert len(trajectory["model_calls"]) == 2 and "<view>" in trajectory["model_calls"][0]["prompt"]
+    assert "the reply's tool call `view` is no action here: this run's actions are tags in the text" in whys[0]
+    assert "the reply's tool call `bash` is no action here" in result.error  # the second item's
 
 
 def test_a_script_item_that_is_no_reply_is_one_line(tmp_path: Path) -> None:
@@ -266,6 +279,9 @@ def test_a_script_item_that_is_no_reply_is_one_line(tmp_path: Path) -> None:
         ("anthropic:claude-haiku-4-5", True, "text", "text"),
         ("scripted", False, "auto", "text"),
         ("scripted", False, "tools", "tools"),
+        ("scripted-tools", False, "auto", "tools"),  # an item of its script is a tool call
+        ("scripted-choice", False, "auto", "tools"),  # a choice of its script may answer with one
+        ("scripted-tools", False, "text", "text"),
     ],
 )
 def test_auto_gives_tools_to_provider_models_at_their_own_api(
@@ -274,8 +290,11 @@ def test_auto_gives_tools_to_provider_models_at_their_own_api(
     if spec.startswith("anthropic:"):
         pytest.importorskip("langchain_anthropic")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-secret")
-    if spec == "scripted":
-        spec = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    call = {"text": "Done.", "tool_call": {"name": "submit", "arguments": {}}}
+    items = {"scripted": [act("Done.", "submit")], "scripted-tools": ["good: fine.", call]}
+    items["scripted-choice"] = [{"if_prompt_contains": "x", "then": act("Done.", "submit"), "else": call}]
+    if spec.startswith("scripted"):
+        spec = write_script(tmp_path / "s.yaml", items[spec])
     settings = load_config("default", model={"action_format": setting})
     model = get_model(spec, settings.model, "http://127.0.0.1:9/v1" if by_url else None)
     assert ("tools" if exchange_for(settings, model).form is TOOLS else "text") == expected

@@ -130,8 +130,9 @@ class AttemptsContext:
         spec = (settings.reviewer if role == "review" else settings.chooser).model or self.request.model
         with self._lock:
             if role not in self._models:
-                spec, folder = attempt_model(spec, role), self.request.output_dir  # a resumed run's go on there
-                self._models[role] = get_model(spec, self.settings.model, self.request.base_url, FolderKeep(folder))
+                spec, request = attempt_model(spec, role), self.request  # a resumed run's go on there
+                keep = FolderKeep(request.output_dir, f"{request.run_id}.")
+                self._models[role] = get_model(spec, self.settings.model, request.base_url, keep)
             return self._models[role]
 
     def forward(self, event: Any) -> None:

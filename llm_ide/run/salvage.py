@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import OutputFolderLost
+from llm_ide.fileio import make_output_folder
 
 
 def folder_lost(output_dir: Path) -> str:
@@ -30,7 +31,7 @@ def sqlite_path(spec: str) -> Path | None:
 def recreate_output(output_dir: Path, saver: Any, checkpoint: Path | None, recorder: Any) -> None:
     """The folder again: the checkpoint database copied back from its open connection when its file went with the
     folder, the calls log rewritten from the calls held in memory (their prompts were only in the lost file)."""
-    output_dir.mkdir(parents=True, exist_ok=True)
+    make_output_folder(output_dir)
     conn = getattr(saver, "conn", None)
     if checkpoint is not None and not checkpoint.exists() and isinstance(conn, sqlite3.Connection):
         checkpoint.parent.mkdir(parents=True, exist_ok=True)

@@ -309,7 +309,7 @@ class Stream:
             on_command=listeners.command_listener(
                 request.run_id, lambda: self.outputs.values.get("n_operations", 0) + 1
             ),
-            keep=request.keep or FolderKeep(request.output_dir),
+            keep=request.keep or FolderKeep(request.output_dir, f"{request.run_id}."),
             clock=Clock(time.monotonic() - unrecorded_time(self.outputs.recorder.path, self.thread)),
             kept=request.output_dir / request.run_id,
         )

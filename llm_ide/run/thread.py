@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import ThreadMismatchError, UsageError, install_signal_policy
+from llm_ide.fileio import make_output_folder
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import RunStateError, thread_lock
 from llm_ide.run.logfile import run_log
@@ -26,7 +27,7 @@ def prepare_output(output_dir: Path, run_id: str) -> Path:
     if not RUN_ID.fullmatch(run_id):
         raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
     try:
-        output_dir.mkdir(parents=True, exist_ok=True)
+        make_output_folder(output_dir)
     except OSError as error:
         raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
     return output_dir
