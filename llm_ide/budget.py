@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from llm_ide.errors import BudgetSpent
 
 EPSILON = 1e-9  # dollars: sums of float prices that land on the limit count as on it
 
 
+@runtime_checkable
 class Budget(Protocol):
     @property
     def exhausted(self) -> bool: ...

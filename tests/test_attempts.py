@@ -310,7 +310,7 @@ def test_the_graph_streams_each_attempts_steps_to_its_custom_stream(tmp_path: Pa
 
     from llm_ide.attempts.context import AttemptsContext
     from llm_ide.attempts.graph import build_attempts_graph
-    from llm_ide.run.single import RunRequest
+    from llm_ide.run.request import RunRequest
 
     repo = make_git_repo(tmp_path / "repo", FILES)
     model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)],

@@ -164,7 +164,8 @@ def test_robustness_cases_exit_zero_and_show_the_lines_that_exist(
         (["pkg/box.py"], "error: give --lines (e.g. 12,40-45) and/or --whole-function QUALNAME"),
         ([], "error: give a FILE (with --lines and/or --whole-function) or --chunks chunks.json"),
         (["--chunks", "none.json"], "error: no such file: none.json"),
-        (["--chunks", "pkg"], "error: cannot read pkg: Is a directory"),
+        (["--chunks", "pkg"], "error: pkg is a folder: give a chunks JSON file"),
+        (["pkg", "--lines", "1"], "error: pkg is a folder: give a source file"),
         (
             ["pkg/box.py", "--chunks", "c.json"],
             "error: give either FILE with --lines/--whole-function, or --chunks chunks.json, not both",

@@ -136,6 +136,19 @@ def test_the_python_api_raises_the_line_the_command_line_prints(
         ({"task": None}, "the run's `task` must be text, not NoneType None"),
         ({"task": 5, "model": ["m"]}, "the run's `task` must be text, not int 5; `model` must be text, not list ['m']"),
         ({"base_url": 8080}, "the run's `base_url` must be text, not int 8080"),
+        ({"repo": 5}, "the run's `repo` must be a path, not int 5"),
+        (
+            {"output_dir": 5, "checkpoint": 1},
+            "the run's `checkpoint` must be text, not int 1; `output_dir` must be a path, not int 5",
+        ),
+        ({"task_vars": ["x"]}, "the run's `task_vars` must be a mapping of names to values, not list ['x']"),
+        ({"cost_budget": 1.5}, "the run's `cost_budget` must be a shared budget (CostBudget), not float 1.5"),
+        (
+            {"variants": "navigator"},
+            "the run's `variants` must be a list of variants (Variant classes or instances), not str 'navigator'",
+        ),
+        ({"variants": [print]}, "the run's `variants` holds <built-in function print>, which is no Variant"),
+        ({"carried_lessons": 3}, "the run's `carried_lessons` must be a list of texts, not int 3"),
     ],
 )
 @pytest.mark.parametrize("door", [run_task, run_attempts])
@@ -143,9 +156,10 @@ def test_the_python_api_says_which_argument_has_the_wrong_type(
     tmp_path: Path, door: Any, given: dict[str, Any], line: str
 ) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    values = {"task": "Fix Cart.total.", "model": write_script(tmp_path / "s.yaml", FIX_SCRIPT), "repo": repo} | given
+    values = {"task": "Fix Cart.total.", "model": write_script(tmp_path / "s.yaml", FIX_SCRIPT), "repo": repo}
+    values |= {"output_dir": tmp_path / "out"} | given
     with pytest.raises(UsageError) as raised:
-        door(values.pop("task"), settings=load_config(), output_dir=tmp_path / "out", run_id="r", **values)
+        door(values.pop("task"), settings=load_config(), run_id="r", **values)
     assert str(raised.value) == line
     assert not (tmp_path / "out").exists()
 

@@ -95,10 +95,13 @@ def test_bad_model_fails_in_one_line_before_the_environment_starts(
         (["--task", "  \n\t"], "error: the task is empty (--task): say what the agent should do"),
         (["--task-file", "{blank}"], "error: the task is empty (task file {blank}): say what the agent should do"),
         (["--task-file", "{binary}"], "error: task file {binary}: not UTF-8 text"),
+        (["--task-file", "{folder}"], "error: task file {folder} is a folder: give the file that holds the task"),
+        (["--task-file", "{missing}"], "error: task file not found: {missing}"),
     ],
 )
 def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: list[str], message: str) -> None:
-    files = {"blank": tmp_path / "blank.md", "binary": tmp_path / "binary.md"}
+    files = {"blank": tmp_path / "blank.md", "binary": tmp_path / "binary.md", "folder": tmp_path}
+    files["missing"] = tmp_path / "missing.md"
     files["blank"].write_text("\n   \n")
     files["binary"].write_bytes(b"\xff\xfe\x00")
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})

@@ -27,7 +27,8 @@ from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
 from llm_ide.run.calls_log import CallLog
 from llm_ide.run.preflight import preflight
-from llm_ide.run.single import Listeners, RunEvent, RunRequest
+from llm_ide.run.request import RunRequest
+from llm_ide.run.single import Listeners, RunEvent
 from llm_ide.run.stopping import Commands
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 from llm_ide.workspace.worktrees import git_worktree

@@ -23,7 +23,8 @@ from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
 from llm_ide.run.guard import RunStateError, has_work, repo_lock, saved_trajectory
-from llm_ide.run.single import Driver, Listeners, RunEvent, RunRequest, RunResult, check_request, request_of
+from llm_ide.run.request import RunRequest, check_request, request_of
+from llm_ide.run.single import Driver, Listeners, RunEvent, RunResult
 from llm_ide.run.thread import Thread, opened, start
 from llm_ide.secrets import redacted
 
@@ -38,8 +39,7 @@ class AttemptsResult(RunResult):
 
 def run_attempts(task: str, *, on_event: Callable[[RunEvent], None] | None = None, **fields: Any) -> RunResult:
     """The Python API of a run at a task with attempts (`fields`: those of `RunRequest`); its thread is resumed."""
-    variants = tuple(fields.pop("variants", ()))
-    request = request_of(task, {**fields, "variants": variants})
+    request = request_of(task, fields)
     check_request(request)
     return run_at_task(request, Listeners(on_event))
 

@@ -83,7 +83,8 @@ def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, who
         raise ValueError("give --lines (e.g. 12,40-45) and/or --whole-function QUALNAME")
     numbers = parse_line_spec(lines) if lines is not None else []
     if not view.exists(file):
-        raise ValueError(f"no such file: {file}")
+        said = f"{file} is a folder: give a source file" if Path(file).is_dir() else f"no such file: {file}"
+        raise ValueError(said)
     if binary(Path(file)):
         raise ValueError(f"{file} is a binary file, not source code: nothing to render")
     past = [number for number in numbers if number > view.line_count(file)]
@@ -106,6 +107,8 @@ def _chunks_from_file(path: Path) -> list[Chunk]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder: give a chunks JSON file") from None
     except OSError as error:
         raise ValueError(f"cannot read {path}: {error.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

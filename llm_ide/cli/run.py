@@ -52,7 +52,8 @@ from llm_ide.terminal import terminal_safe
 if TYPE_CHECKING:
     from llm_ide.config import Settings
     from llm_ide.run.outputs import RunResult
-    from llm_ide.run.single import Listeners, RunRequest
+    from llm_ide.run.request import RunRequest
+    from llm_ide.run.single import Listeners
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
@@ -99,7 +100,8 @@ def run(
     from llm_ide.cli.navigator import check_terminal
     from llm_ide.composition import compose
     from llm_ide.priced import has_price
-    from llm_ide.run.single import Listeners, RunRequest
+    from llm_ide.run.request import RunRequest
+    from llm_ide.run.single import Listeners
 
     variants, asked = compose(settings, given), (kind, image)
     check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
@@ -194,6 +196,8 @@ def task_text(task: str | None, task_file: Path | None) -> str:
         raise fail("give exactly one of --task TEXT or --task-file FILE")
     if task_file is None:
         text, source = task or "", "--task"
+    elif task_file.is_dir():
+        raise fail(f"task file {task_file} is a folder: give the file that holds the task")
     elif not task_file.is_file():
         raise fail(f"task file not found: {task_file}")
     else:

@@ -8,15 +8,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, replace
-from dataclasses import fields as members
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from langgraph.types import Command
 
 from llm_ide import verdict
-from llm_ide.budget import Budget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
@@ -24,18 +22,18 @@ from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
 from llm_ide.faults import failpoint
-from llm_ide.fileio import FolderKeep, Keep
+from llm_ide.fileio import FolderKeep
 from llm_ide.graph import ENDING, after_render, build_graph
 from llm_ide.run.guard import check_saved_state, repo_lock
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
-from llm_ide.run.preflight import check_task, preflight
+from llm_ide.run.preflight import check_task
+from llm_ide.run.request import RunRequest, check_request, request_of
 from llm_ide.run.salvage import folder_lost
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
-from llm_ide.settings import AgentSettings, CoreSettings
-from llm_ide.variant import AgentContext, Clock, Variant, Variants
+from llm_ide.variant import AgentContext, Clock, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
 from llm_ide.workspace.patch import baseline_notes
@@ -43,31 +41,6 @@ from llm_ide.workspace.putback import moved_notes
 from llm_ide.workspace.submodules import warn_submodules
 
 log = logging.getLogger("llm_ide.run")
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """A run at a task: the task, model and settings, where its outputs (and, unless `checkpoint` names another
-    store, its checkpoints) go, the repository or image it works on, the budget it shares, and the variants given
-    beside those its settings ask for. `resume`: the answer to the question a run awaits (a person's)."""
-
-    task: str
-    model: str
-    settings: CoreSettings
-    output_dir: Path
-    run_id: str
-    repo: Path | None = None
-    environment: str | None = None
-    image: str | None = None
-    base_url: str | None = None
-    checkpoint: str | None = None
-    task_vars: dict[str, Any] | None = None
-    cost_budget: Budget | None = None
-    variants: tuple[Variant | type[Variant], ...] = ()  # a class of one's own: there when the settings enable it
-    carried_lessons: tuple[str, ...] = ()  # lessons learnt before this run (an earlier attempt's), shown first
-    intents: IntentLog | None = None  # where started operations are recorded (default: a file in the output folder)
-    keep: Keep | None = None  # where its models keep what they need across processes (default: the output folder)
-    resume: Any = None
 
 
 @dataclass(frozen=True)
@@ -99,49 +72,6 @@ class Listeners:
         return tell
 
 
-TYPES = (
-    *((name, str, "text") for name in ("task", "model", "run_id")),
-    ("base_url", str | None, "text"),
-    ("settings", CoreSettings, "settings (load_config(...))"),
-)
-
-
-def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
-    """The Python API's run: `given` the fields of RunRequest; one missing or unknown is a UsageError saying which."""
-    names = [item.name for item in members(RunRequest)]
-    if unknown := [name for name in given if name not in names]:
-        settings = [name for name in unknown if name in AgentSettings.model_fields]
-        hint = f" ({settings[0]} is a setting: load_config(agent={{{settings[0]!r}: ...}}))" if settings else ""
-        raise UsageError(f"the run takes no argument {', '.join(unknown)}{hint}; it takes {', '.join(names[1:])}")
-    required = [item.name for item in members(RunRequest) if item.default is MISSING and item.name != "task"]
-    if missing := [name for name in required if name not in given]:
-        raise UsageError(f"the run needs {', '.join(missing)}")
-    return RunRequest(task=task, **given)
-
-
-def check_request(request: RunRequest) -> None:
-    """The preflight of a run the Python API is given: its fields' types, its task, limits, repository, model and
-    what its variants need (llm_ide/run/preflight.py), as the command line checks its own."""
-    wrong = [
-        f"`{name}` must be {said}, not {type(value).__name__} {value!r:.60}"
-        for name, kind, said in TYPES
-        if not isinstance(value := getattr(request, name), kind)
-    ]
-    if wrong:
-        raise UsageError(f"the run's {'; '.join(wrong)}")
-    variants = compose(request.settings, request.variants)
-    preflight(
-        request.model,
-        request.settings,
-        base_url=request.base_url,
-        repo=request.repo,
-        task=request.task,
-        variants=variants,
-        environment=request.environment,
-        image=request.image,
-    )
-
-
 def run_task(
     task: str,
     *,
@@ -154,9 +84,7 @@ def run_task(
     """The Python API of one run: the agent at `task` until it submits or reaches a limit (`fields`: those of
     `RunRequest`); the thread `run_id` is resumed when it is unfinished. Checked first as the command line checks a
     run (llm_ide/run/preflight.py): a problem raises a UsageError of one line, before anything is set up."""
-    variants = tuple(fields.pop("variants", ()))
-    lessons = tuple(fields.pop("carried_lessons", None) or ())
-    request = request_of(task, {**fields, "variants": variants, "carried_lessons": lessons})
+    request = request_of(task, fields)
     check_request(request)
     return Driver(request, Listeners(on_event, on_model_call, ask, on_command)).run()
 

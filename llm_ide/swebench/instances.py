@@ -22,7 +22,8 @@ from llm_ide.fileio import Keep
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
-from llm_ide.run.single import Listeners, RunRequest
+from llm_ide.run.request import RunRequest
+from llm_ide.run.single import Listeners
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
