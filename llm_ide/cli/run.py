@@ -52,8 +52,7 @@ from llm_ide.terminal import terminal_safe
 if TYPE_CHECKING:
     from llm_ide.config import Settings
     from llm_ide.run.outputs import RunResult
-    from llm_ide.run.request import RunRequest
-    from llm_ide.run.single import Listeners
+    from llm_ide.run.single import Listeners, RunRequest
 
 
 def environment_kind(environment: str | None, image: str | None) -> str | None:
@@ -100,8 +99,7 @@ def run(
     from llm_ide.cli.navigator import check_terminal
     from llm_ide.composition import compose
     from llm_ide.priced import has_price
-    from llm_ide.run.request import RunRequest
-    from llm_ide.run.single import Listeners
+    from llm_ide.run.single import Listeners, RunRequest
 
     variants, asked = compose(settings, given), (kind, image)
     check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
