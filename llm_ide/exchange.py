@@ -20,6 +20,7 @@ from llm_ide.state.operations import OperationNode
 from llm_ide.verdict import Verdict
 
 PLACEHOLDER = re.compile(r"<[A-Za-z][^<>\n]{0,60}>")
+TAGS_NOT_TOOLS = "; the reply's tool call `{}` is no action here: the run's actions are tags, not tools (action_format)"
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,9 @@ class TextForm:
     def action(self, reply: ModelReply, offer: Offer) -> ParsedAction:
         try:
             return parse_action(reply.text, offer.grammar)
-        except FormatError as error:
-            if not reply.tool_calls:
-                raise
-            raise FormatError(
-                f"{error}; the reply's tool call `{reply.tool_calls[0].name}` is no action here: this run's actions "
-                "are tags in the text, not tools (model.action_format)"
-            ) from None
+        except FormatError as error:  # a tool call (a script's) said to be none: the actions are tags here
+            said = "".join(TAGS_NOT_TOOLS.format(call.name) for call in reply.tool_calls[:1])
+            raise FormatError(f"{error}{said}") from None
 
     def reply_message(self, text: str, node: OperationNode) -> Message:
         return {"role": "assistant", "content": text}

@@ -68,18 +68,6 @@ class FolderKeep:
             file.writelines(f"{line}\n" for line in lines)
 
 
-IGNORE_ALL = "# made by llm-ide: its runs' files are no part of a repository\n*\n"
-
-
-def make_output_folder(path: Path) -> None:
-    """`path` and its missing parents, created; the topmost one created holds a .gitignore of everything in it (as
-    pytest's cache does), so that runs' files never enter a repository they are made in: its patches, `git status`."""
-    missing = next((folder for folder in reversed([path, *path.parents]) if not folder.exists()), None)
-    path.mkdir(parents=True, exist_ok=True)
-    if missing is not None:
-        (missing / ".gitignore").write_text(IGNORE_ALL, encoding="utf-8")
-
-
 NAME_MAX_CHARS = 200
 
 

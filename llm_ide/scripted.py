@@ -133,11 +133,10 @@ def choose(item: ScriptItem, prompt: str) -> tuple[str, tuple[ToolCall, ...]]:
     return choose(item["then"] if item["if_prompt_contains"] in prompt else item["else"], prompt)
 
 
-def calls_a_tool(item: ScriptItem) -> bool:
+def calls_a_tool(item: Any) -> bool:
     """Whether an item answers with a tool call (either reply of a choice)."""
-    if isinstance(item, str):
-        return False
-    return "tool_call" in item or calls_a_tool(item["then"]) or calls_a_tool(item["else"])
+    choices = (item.get("then"), item.get("else")) if isinstance(item, dict) else ()
+    return isinstance(item, dict) and "tool_call" in item or any(map(calls_a_tool, choices))
 
 
 def valid_reply(item: object) -> bool:

@@ -193,7 +193,7 @@ def test_the_models_keep_in_postgres_outlives_the_run_folder_and_not_the_thread(
     with PostgresThread(postgres_url, "pg-keep") as guard:
         first = run(tmp_path, postgres_url, "pg-keep", SCRIPT[:4], single_call=False, keep=guard)
     assert first.exit_status == "model_error" and "ran out of responses after 4 calls" in first.error
-    assert not list((tmp_path / "out").glob("scripted-*"))  # nothing of the model's in the run folder
+    assert not list((tmp_path / "out").glob("*scripted-*"))  # nothing of the model's in the run folder
     (place,) = {name for (name,) in rows(postgres_url, "SELECT name FROM llm_ide_kept WHERE thread_id = 'pg-keep'")}
     with PostgresThread(postgres_url, "pg-keep") as guard:
         assert len(guard.lines(place)) == 4

@@ -357,8 +357,12 @@ def test_output_folder_deleted_mid_run_is_one_line_and_the_rerun_resumes(tmp_pat
     saved = trajectory(tmp_path)
     assert saved["info"]["exit_status"] == "interrupted" and saved["info"]["n_operations"] == 1
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "T.calls.jsonl.gz", "T.checkpoint.sqlite", "T.patch", "T.traj.json",
-    ]  # fmt: skip
+        ".gitignore",
+        "T.calls.jsonl.gz",
+        "T.checkpoint.sqlite",
+        "T.patch",
+        "T.traj.json",
+    ]  # fmt: skip  (recreated as a new output folder is: ignored by git)
     # the scripted model's place in its script went with the folder: the rerun's model answers from where the run is
     write_script(tmp_path / "script.yaml", [reflect(False, "two"), act("Done.", "submit")])
     code, output = rerun(args, tmp_path)

@@ -100,7 +100,7 @@ def test_a_thread_checkpointed_before_reflect_and_branch_existed_goes_on_through
         graph, thread = build_graph(saver), {"configurable": {"thread_id": "t1"}}
         graph.update_state(thread, {"pending": None}, as_node="branch")  # as the older graph left it: `act` next
         assert graph.get_state(thread).next == ("act",)
-    next((tmp_path / "out").glob("scripted-*")).unlink()  # the scripted model's place: a fresh script for the rest
+    next((tmp_path / "out").glob("*scripted-*")).unlink()  # the scripted model's place: a fresh script for the rest
     assert run([reflect(False, "it said hi"), act("Done.", "submit")]) == "submitted"
     operations = json.loads((tmp_path / "out" / "t1.traj.json").read_text())["operations"]
     assert [(o["action_type"], o["bad_action"], o["summary"]) for o in operations] == [

@@ -160,7 +160,7 @@ def test_a_thread_that_kept_its_verdict_apart_goes_on_at_the_node_it_stopped_at(
         new = {name: saver.get_next_version(versions.get(name), None) for name in ("judged", "changed")}
         checkpoint.update(id=str(uuid6(clock_seq=saved.metadata["step"] + 1)), channel_versions={**versions, **new})
         saver.put(saved.config, checkpoint, {**saved.metadata, "step": saved.metadata["step"] + 1}, new)
-    next((tmp_path / "out").glob("scripted-*")).unlink()  # the scripted model's place: a fresh script for the rest
+    next((tmp_path / "out").glob("*scripted-*")).unlink()  # the scripted model's place: a fresh script for the rest
     assert run([reflect(False, "it said again"), act("Done.", "submit")]) == "submitted"
     operations = json.loads((tmp_path / "out" / "t1.traj.json").read_text())["operations"]
     assert [(o["action_type"], o["bad_action"], o["summary"], o["observation"]) for o in operations] == [

@@ -258,7 +258,7 @@ def test_a_tool_call_in_a_run_of_tags_is_a_format_error_that_says_so(tmp_path: P
     assert (result.exit_status, trajectory["operations"]) == ("format_error", [])
     whys = [call["prompt"].rpartition("[user]\n")[2] for call in trajectory["model_calls"][1:]]
     assert len(trajectory["model_calls"]) == 2 and "<view>" in trajectory["model_calls"][0]["prompt"]
-    assert "the reply's tool call `view` is no action here: this run's actions are tags in the text" in whys[0]
+    assert "the reply's tool call `view` is no action here: the run's actions are tags, not tools" in whys[0]
     assert "the reply's tool call `bash` is no action here" in result.error  # the second item's
 
 

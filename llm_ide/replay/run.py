@@ -91,12 +91,14 @@ def run_id_of(trajectory: Trajectory, path: Path) -> str:
 
 def fresh_output(out: Path, run_id: str) -> Path:
     """`out/run`, emptied when it holds an earlier replay's run (one that ended, or this one's stopped before its
-    report: nothing but the files of its run id); a folder that is not a replay's is refused."""
+    report: nothing but the files of its run id, and the .gitignore a run's folder has); a folder that is not a
+    replay's is refused."""
     if out.exists() and not out.is_dir():
         raise ReplayError(f"--out {out} is a file, not a folder: give a folder")
     run_dir = out / RUN_DIR
     if run_dir.exists():
-        ours = run_dir.is_dir() and all(entry.name.startswith(f"{run_id}.") for entry in run_dir.iterdir())
+        names = [entry.name for entry in run_dir.iterdir()] if run_dir.is_dir() else [""]
+        ours = all(name.startswith(f"{run_id}.") or name == ".gitignore" for name in names)
         if not (out / REPORT).is_file() and not ours:
             raise ReplayError(f"{out} holds a {RUN_DIR}/ folder that is no replay's: give another --out")
         shutil.rmtree(run_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import OutputFolderLost
-from llm_ide.fileio import make_output_folder
+from llm_ide.run.thread import make_output_folder
 
 
 def folder_lost(output_dir: Path) -> str:

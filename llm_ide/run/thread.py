@@ -13,13 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import ThreadMismatchError, UsageError, install_signal_policy
-from llm_ide.fileio import make_output_folder
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import RunStateError, thread_lock
 from llm_ide.run.logfile import run_log
 from llm_ide.settings import CoreSettings, register_config_secrets
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+IGNORE_ALL = "# made by llm-ide: its runs' files are no part of a repository\n*\n"
+
+
+def make_output_folder(path: Path) -> None:
+    """`path` and its missing parents, created; the topmost one created holds a .gitignore of everything in it (as
+    pytest's cache does), so that runs' files never enter a repository they are made in: its patches, `git status`."""
+    missing = next((folder for folder in reversed([path, *path.parents]) if not folder.exists()), None)
+    path.mkdir(parents=True, exist_ok=True)
+    if missing is not None:
+        (missing / ".gitignore").write_text(IGNORE_ALL, encoding="utf-8")
 
 
 def prepare_output(output_dir: Path, run_id: str) -> Path:
