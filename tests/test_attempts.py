@@ -209,6 +209,44 @@ def test_a_run_stopped_before_it_chose_says_so_not_an_empty_patch(tmp_path: Path
     assert "the run goes on where it stopped (model_error) with:" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("how", "status", "error", "resumed"),
+    [
+        ("ctrl-c", "interrupted", "interrupted by the user", "submitted"),
+        ("step limit", "step_limit", "attempt 2: the run's step limit (1) is reached", "step_limit"),
+    ],
+)
+def test_an_attempts_run_stopped_says_how_in_its_trajectory_and_inspect(
+    tmp_path: Path, how: str, status: str, error: str, resumed: str
+) -> None:
+    """Ctrl-C left the combined trajectory without an exit status (`inspect`: `None`, `chosen: no attempt ()`), and a
+    run whose attempts all reached a limit did not say which."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    attempts, reviews = [attempt_script(RIGHT), attempt_script(RIGHT)], [review(2, "x"), review(2, "y")]
+    model = scripts(tmp_path / "scripts", attempts, reviews)
+    limits = {"agent": {"step_limit": 1}} if how == "step limit" else {}
+    run = {"model": model, "settings": settings(max=2).merged(limits), "output_dir": tmp_path / "out", "run_id": "T"}
+
+    def ctrl_c_at_the_second_step(event) -> None:
+        if how == "ctrl-c" and event.kind == "step" and event.step == 2:
+            raise KeyboardInterrupt
+
+    try:
+        result = run_attempts(TASK, repo=repo, on_event=ctrl_c_at_the_second_step, **run)
+    except KeyboardInterrupt:
+        result = None
+    assert (how == "ctrl-c") == (result is None)
+    info = json.loads((tmp_path / "out" / "T.traj.json").read_text())["info"]
+    assert (info["exit_status"], info["error"]) == (status, error)
+    shown = invoke("inspect", str(tmp_path / "out" / "T.traj.json"), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"T: {status} — ") and f"ended: {error}" in shown.stdout
+    assert ("chosen:" in shown.stdout) == (how != "ctrl-c")  # no choice made yet: none shown
+    assert status in run_page(load_run(tmp_path / "out" / "T.traj.json"))
+    again = run_attempts(TASK, repo=repo, **run)  # the interrupted run resumes; the limited one is its result again
+    assert again.exit_status == resumed
+
+
 def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:
     """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.08 have room for three calls, not a
     fourth (a call starts only when one more call as dear as the dearest so far still fits)."""

@@ -108,4 +108,5 @@ def choose(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str,
         "calls": calls,
         "exit_status": outcome.get("exit_status") or "error",
         "submission": chosen["submission"] if chosen else "",
+        **({"error": f"attempt {outcome['index']}: {outcome['error']}"} if outcome.get("error") else {}),
     }

@@ -102,6 +102,10 @@ class Attempts:
             status, self.info["error"] = ending(error)
             self.thread.values.update(ended(error))
             log.error("%s: %s", status, error)
+        except KeyboardInterrupt as interrupt:  # the trajectory says so; the thread resumes where it was
+            status, self.info["error"] = ending(interrupt)
+            write_combined(path, {**self.thread.values, "exit_status": status}, self.info, self.read)
+            raise
         values = self.thread.values
         result = finish(path, values, self.info, self.read)
         if result.exit_status.finished and self.in_place:

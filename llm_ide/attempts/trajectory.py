@@ -106,6 +106,7 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
             "n_operations": len(operations),
             **info,
             "exit_status": state.get("exit_status") or info.get("exit_status"),
+            **({"error": state["error"]} if state.get("error") else {}),
             "submission": state.get("submission", ""),
             "attempts": attempts_info(state),
             "choice": {

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.tree import Tree
 
 PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
+NOT_ENDED = "not ended (still running, or killed)"  # a trajectory written before its run's end
 
 Trajectory = Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")]
 Page = Annotated[
@@ -160,7 +161,8 @@ def operation_tree(
 
     from llm_ide.state.operations import reasoning_chain
 
-    root = Tree(f"[bold]{heading}[/]: {info['exit_status']} — {len(operations)} operations, {escape(usage)}")
+    status = info.get("exit_status") or NOT_ENDED
+    root = Tree(f"[bold]{heading}[/]: {status} — {len(operations)} operations, {escape(usage)}")
     attempts = {int(a["index"]): a for a in info.get("attempts") or []}
     for number in sorted({attempt for attempt, _ in operations}):
         nodes = [node for attempt, node in operations if attempt == number]
@@ -173,7 +175,7 @@ def operation_tree(
 
 def print_choice_and_messages(screen: Console, info: dict[str, Any]) -> None:
     """The attempt chosen and why; in a coop run, the other agent's messages and where they arrived."""
-    if choice := info.get("choice"):
+    if (choice := info.get("choice")) and choice.get("by"):  # (none yet: the run stopped before its choice)
         picked = f"attempt {choice['attempt']}" if choice.get("attempt") else "no attempt"
         reasons = escape(_crop(choice.get("reasons", ""), 300, True))
         screen.print(f"[bold]chosen:[/] {picked} ({choice.get('by', '')}) {reasons}")
