@@ -165,6 +165,28 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     assert other.stderr.startswith(f"error: thread id '{run_id}' is a run of another task")
 
 
+@pytest.mark.parametrize("ending", ["ctrl-c", "model error"])
+def test_a_run_kept_in_memory_says_it_cannot_be_resumed_not_how_to(tmp_path: Path, ending: str) -> None:
+    """`--checkpoint memory`: Ctrl-C (or a model error) printed a resume command, which started the run over."""
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
+    script = [act("Wait.", "bash", command=WAIT_FOR_GO), reflect(False, "waited"), act("Done.", "submit")]
+    args = ["run", "--repo", "repo", "--task", "wait", "--config", str(no_tools(tmp_path, max_retries=0))]
+    args += ["--checkpoint", "memory", "--thread-id", "m"]
+    if ending == "ctrl-c":
+        args += ["--model", write_script(tmp_path / "script.yaml", script)]
+        run = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = interrupt_when(repo / "waiting", run, seconds=120)
+        code, said = run.returncode, "interrupted: saved at its last completed step"
+    else:
+        with OpenAIServer(replies=[400]) as server:
+            done = llm_ide(*args, "--model", "test-model", "--base-url", server.url, cwd=tmp_path,
+                           env={**os.environ, "OPENAI_API_KEY": "sk-test-key-for-the-loopback-server"})  # fmt: skip
+        code, stdout, stderr, said = done.returncode, done.stdout, done.stderr, "the run stopped (model_error)"
+    assert (code, "Traceback" in stderr) == (130 if ending == "ctrl-c" else 1, False), stdout + stderr
+    assert said in stderr and "resume with:" not in stderr and "goes on where it stopped" not in stderr
+    assert "(--checkpoint memory): it cannot be resumed; the same command starts it over" in stderr
+
+
 def test_a_run_whose_output_pipe_closes_ends_as_interrupted_and_resumes(tmp_path: Path) -> None:
     """`llm-ide run … | head -2`: the write that finds the pipe closed ends the run as Ctrl-C would (it ended `error`
     with no reason), told on stderr with the command that resumes it; exit 141, as SIGPIPE's."""

@@ -148,12 +148,18 @@ def command_line(*extra: str) -> str:
     return shlex.join([program if program in PROGRAMS else "llm-ide", *sys.argv[1:], *extra])
 
 
-def print_interrupted(note: str, *extra: str) -> None:
+IN_MEMORY = "its thread was in memory only (--checkpoint memory): it cannot be resumed; the same command starts it over"
+
+
+def print_interrupted(note: str, *extra: str, checkpoint: str | None = None) -> None:
     """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues (on lines of their own: a tool's
-    spinner still up is ended first)."""
+    spinner still up is ended first); a thread kept in memory is gone, and the line says so instead."""
     if tool_progress.cache_info().currsize:
         tool_progress().stop()
     err_console.print(f"[bold yellow]interrupted[/]: {escape(note)}")
+    if checkpoint == "memory":
+        err_console.print(IN_MEMORY)
+        return
     err_console.print("resume with:")
     err_console.print(command_line(*extra), markup=False)
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from llm_ide.cli.console import (
+    IN_MEMORY,
     StepPrinter,
     Thoughts,
     check_model_before_start,
@@ -124,7 +125,11 @@ def run(
     listeners = Listeners(on_event, status, ask, status.command)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None)
     code = print_outcome(result, request, priced)
-    if not ExitStatus(result.exit_status).finished and result.exit_status != ExitStatus.AWAITING_ANSWER:
+    if ExitStatus(result.exit_status).finished or result.exit_status == ExitStatus.AWAITING_ANSWER:
+        raise typer.Exit(code)
+    if checkpoint == "memory":
+        err_console.print(f"the run stopped ({result.exit_status}); {IN_MEMORY}")
+    else:
         err_console.print(f"the run goes on where it stopped ({result.exit_status}) with:")  # a model error, say
         err_console.print(command_line(*([] if thread_id else ["--thread-id", run_id])), markup=False)
     raise typer.Exit(code)
@@ -168,7 +173,8 @@ def run_to_end(request: RunRequest, listeners: Listeners, status: ThinkingStatus
     except KeyboardInterrupt as interrupt:
         status.stop()
         saved = f"saved at its last completed step ({request.output_dir / (request.run_id + '.traj.json')})"
-        print_interrupted(saved, *([] if thread_given else ["--thread-id", request.run_id]))
+        thread = [] if thread_given else ["--thread-id", request.run_id]
+        print_interrupted(saved, *thread, checkpoint=request.checkpoint)
         raise interrupted_exit(interrupt) from None
 
 

@@ -175,9 +175,8 @@ def run_batch(
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        print_interrupted(
-            f"finished instances are in {options.output / 'preds.json'}; the others continue where they were"
-        )
+        others = "start over (--checkpoint memory)" if options.checkpoint == "memory" else "continue where they were"
+        print_interrupted(f"finished instances are in {options.output / 'preds.json'}; the others {others}")
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -330,5 +329,6 @@ def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter) -> Any:
     except SWEbenchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        print_interrupted(f"saved at its last completed step ({options.output / chosen.instance_id})")
+        saved = f"saved at its last completed step ({options.output / chosen.instance_id})"
+        print_interrupted(saved, checkpoint=options.checkpoint)
         raise interrupted_exit(interrupt) from None
