@@ -258,6 +258,10 @@ def test_missing_image_and_unreachable_engine_are_clear_errors(client, run_id: s
         "docker image llm-ide-missing:nope not found locally; pull or build it (docker pull llm-ide-missing:nope); "
         "scripts/build_base_image.sh builds the small local base image"
     )
+    for image, why in [("Bad Image!!", "repository name must be lowercase"), ("a:b:c", "its format")]:
+        with pytest.raises(EnvironmentFailure) as error:  # was docker's APIError: a traceback, exit 1, a resume hint
+            make_environment(settings(image=image, pull="missing"), None, run_id, None, None)
+        assert str(error.value) == f"docker image {image!r} is not a valid image name ({why})"
     with pytest.raises(EnvironmentFailure, match="needs an image"):
         make_environment(settings(image=None), None, run_id, None, None)
     with pytest.raises(EnvironmentFailure, match="repository not found"):

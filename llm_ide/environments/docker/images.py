@@ -26,6 +26,11 @@ def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
         return
     except docker.errors.ImageNotFound:
         pass
+    except docker.errors.APIError as error:
+        if error.status_code != 400:
+            raise
+        why = one_line(error.explanation or error).rpartition("invalid reference format")[2].strip(": ")
+        raise EnvironmentFailure(f"docker image {image!r} is not a valid image name ({why or 'its format'})") from None
     hint = (
         "build it with scripts/build_base_image.sh"
         if image == BASE_IMAGE
