@@ -247,6 +247,30 @@ def test_an_attempts_run_stopped_says_how_in_its_trajectory_and_inspect(
     assert again.exit_status == resumed
 
 
+@pytest.mark.parametrize("dirty", [False, True])
+def test_attempts_warn_that_uncommitted_changes_are_not_theirs(tmp_path: Path, dirty: bool) -> None:
+    """A plain run warns that uncommitted changes go into its patch; attempts start from the commit without them, and
+    said nothing."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    if dirty:
+        (repo / "README.md").write_text("calc, work in progress\n")
+        (repo / "notes.txt").write_text("todo\n")
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    (config := tmp_path / "config.yaml").write_text(yaml.safe_dump({**NO_TOOLS, "attempts": {"max": 2}}))
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "T", "--config", str(config)]
+    done = invoke(*args, "--output", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout[:12]
+    warning = (
+        "… warning: the repository has uncommitted changes (README.md, notes.txt): each attempt starts from commit "
+        f"{head} without them; commit them for the attempts to have them"
+    )
+    assert (warning in done.stdout.splitlines()) == dirty, done.stdout
+    assert "uncommitted" not in done.stdout.replace(warning, "")  # the attempts' own worktrees are clean
+    patch = (tmp_path / "out" / "T.patch").read_text()
+    assert "+    return x + x\n" in patch and "todo" not in patch and "work in progress" not in patch
+
+
 def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:
     """gpt-5-mini prices, 100k prompt tokens a call ($0.025): the task's $0.08 have room for three calls, not a
     fourth (a call starts only when one more call as dear as the dearest so far still fits)."""

@@ -188,6 +188,13 @@ def git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
+def uncommitted(repo: Path) -> str:
+    """The repository's changes that are not in its HEAD commit (a few of their paths), or nothing."""
+    status = git(repo, "status", "--porcelain", "--untracked-files=normal").splitlines()
+    paths = [line.split(maxsplit=1)[1] for line in status if line.strip()]  # (`git` strips the first line's space)
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
 def worktree(repo: Path, *args: str, check: bool = True) -> None:
     """`git worktree ARGS` in `repo`, one at a time (parallel attempts share the repository); a failure raised when
     `check`."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees
+from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees, uncommitted
 from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.trajectory import Read, paid_outside, write_combined
 from llm_ide.budget import CostBudget
@@ -116,6 +116,11 @@ class Attempts:
         """The graph to its end; the thread's values follow its state."""
         request, repo, values = self.ctx.request, self.ctx.request.repo, self.thread.values
         base = values.get("base_commit") or (git(repo, "rev-parse", "HEAD") if self.in_place and repo else "")
+        if not self.thread.resumed and self.in_place and repo and (changed := uncommitted(repo)):
+            left = (
+                f"each attempt starts from commit {base[:12]} without them; commit them for the attempts to have them"
+            )
+            self.ctx.emit(f"warning: the repository has uncommitted changes ({changed}): {left}")
         inputs = {"task": request.task, "repo": str(repo or ""), "model": request.model, "base_commit": base}
         config = {"configurable": {"thread_id": request.run_id}}
         options = {"context": self.ctx, "stream_mode": "values", "durability": "sync"}
