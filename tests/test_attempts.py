@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect
-from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts, write
+from attempts_scripts import FILES, RIGHT, TASK, TEST, WRONG, attempt_script, choice, review, scripts, write
 from conftest import killed_in_command, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
@@ -23,6 +23,7 @@ from openai_server import OpenAIServer, Reply
 from llm_ide import run_attempts  # the Python API
 from llm_ide.attempts.context import worktree
 from llm_ide.config import load_config
+from llm_ide.errors import UsageError
 from llm_ide.inspector.load import load_run
 from llm_ide.inspector.page import run_page
 
@@ -269,6 +270,28 @@ def test_attempts_warn_that_uncommitted_changes_are_not_theirs(tmp_path: Path, d
     assert "uncommitted" not in done.stdout.replace(warning, "")  # the attempts' own worktrees are clean
     patch = (tmp_path / "out" / "T.patch").read_text()
     assert "+    return x + x\n" in patch and "todo" not in patch and "work in progress" not in patch
+
+
+@pytest.mark.parametrize("attempts", [1, 2])
+def test_run_attempts_tells_each_listener_run_task_does(tmp_path: Path, attempts: int) -> None:
+    """`run_attempts(on_model_call=…)` was refused ("the run takes no argument"), and the command line's live status
+    (the model's call, the command under way) saw nothing of an attempt's."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    calls, commands, events = [], [], []
+    model = model if attempts > 1 else model.replace("{attempt}", "1")  # one attempt: the agent's run itself
+    run = {"model": model, "settings": settings(max=attempts), "repo": repo, "run_id": "T"}
+    told = {"on_model_call": calls.append, "on_command": commands.append, "on_event": events.append}
+    result = run_attempts(TASK, output_dir=tmp_path / "out", **run, **told)
+    assert result.exit_status == "submitted"
+    own = tmp_path / "out" / ("attempt1/T-attempt1.traj.json" if attempts > 1 else "T.traj.json")
+    asked = len(json.loads(own.read_text())["model_calls"])
+    assert [c.kind for c in calls if c.kind != "text"] == ["start", "end"] * asked and asked == 3
+    ran = [(c.command, c.returncode) for c in commands if c.kind == "end"]
+    assert ran == [(TEST, 1), (RIGHT, 0)]
+    assert [e.command.command for e in events if e.kind == "command" and e.command.kind == "end"] == [TEST, RIGHT]
+    with pytest.raises(UsageError, match="; it takes .*, on_event, on_model_call, ask, on_command$"):
+        run_attempts(TASK, output_dir=tmp_path / "o", on_call=print, **run)
 
 
 def test_one_cost_budget_for_the_task_stops_the_attempt_under_way_and_the_next_ones(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from llm_ide.attempts.context import AttemptsContext, attempt_model, local_workt
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
-from llm_ide.run.single import Driver, Listeners
+from llm_ide.run.single import Driver
 
 
 class AttemptUnfinished(LlmIdeError):
@@ -54,7 +54,8 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         carried_lessons=tuple(state.get("carried_lessons") or ()),
         intents=None,  # each attempt's own, in its folder
     )
-    listeners = Listeners(on_event=streamed(ctx, index, getattr(runtime, "stream_writer", None)))
+    told = ctx.listeners  # the caller's: each attempt's model calls, commands and questions too
+    listeners = replace(told, on_event=streamed(ctx, index, getattr(runtime, "stream_writer", None)))
     driver = Driver(attempt_request, listeners)
     result = contextvars.Context().run(driver.run)  # a thread of its own, not a child of this graph's run
     if not result.exit_status.finished:

@@ -19,8 +19,10 @@ from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees, unc
 from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.trajectory import Read, paid_outside, write_combined
 from llm_ide.budget import CostBudget
+from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
+from llm_ide.environments.live import CommandListener
 from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
 from llm_ide.run.guard import RunStateError, has_work, repo_lock, saved_trajectory
 from llm_ide.run.request import RunRequest, check_request, request_of
@@ -37,11 +39,20 @@ class AttemptsResult(RunResult):
     chosen: int | None = None
 
 
-def run_attempts(task: str, *, on_event: Callable[[RunEvent], None] | None = None, **fields: Any) -> RunResult:
-    """The Python API of a run at a task with attempts (`fields`: those of `RunRequest`); its thread is resumed."""
+def run_attempts(
+    task: str,
+    *,
+    on_event: Callable[[RunEvent], None] | None = None,
+    on_model_call: CallListener | None = None,
+    ask: Callable[[dict[str, Any]], Any] | None = None,
+    on_command: CommandListener | None = None,
+    **fields: Any,
+) -> RunResult:
+    """The Python API of a run at a task with attempts: `run_task`'s arguments (`fields`: those of `RunRequest`; the
+    listeners are told each attempt's events, model calls, commands and questions); its thread is resumed."""
     request = request_of(task, fields)
     check_request(request)
-    return run_at_task(request, Listeners(on_event))
+    return run_at_task(request, Listeners(on_event, on_model_call, ask, on_command))
 
 
 def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:

@@ -63,6 +63,9 @@ def is_variant(value: Any) -> bool:
     return isinstance(value, Variant) or (isinstance(value, type) and issubclass(value, Variant))
 
 
+LISTENERS = ("on_event", "on_model_call", "ask", "on_command")  # run_task's and run_attempts' own arguments
+
+
 def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     """The Python API's run: `given` the fields of RunRequest; one missing, unknown or of another type is a UsageError
     saying which (paths may be text)."""
@@ -70,7 +73,9 @@ def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     if unknown := [name for name in given if name not in names]:
         settings = [name for name in unknown if name in AgentSettings.model_fields]
         hint = f" ({settings[0]} is a setting: load_config(agent={{{settings[0]!r}: ...}}))" if settings else ""
-        raise UsageError(f"the run takes no argument {', '.join(unknown)}{hint}; it takes {', '.join(names[1:])}")
+        raise UsageError(
+            f"the run takes no argument {', '.join(unknown)}{hint}; it takes {', '.join([*names[1:], *LISTENERS])}"
+        )
     required = [item.name for item in members(RunRequest) if item.default is MISSING and item.name != "task"]
     if missing := [name for name in required if name not in given]:
         raise UsageError(f"the run needs {', '.join(missing)}")
