@@ -118,6 +118,13 @@ def compose(settings: Any, given: Iterable[Variant | Kind] = (), from_settings: 
     place of the one its settings would make. The actions of the others answer that they are absent. A combination
     that cannot work is refused."""
     given = list(given)
+    kinds_given = [item if isinstance(item, type) else type(item) for item in given]
+    if unloaded := [(kind, key) for kind in kinds_given for key in kind.settings if not hasattr(settings, key)]:
+        kind, key = unloaded[0]
+        raise CombinationError(
+            f"variant {kind.name}'s settings section `{key}` is not in the run's settings: load them with it "
+            f"(load_config(..., variants=[{kind.__name__}]))"
+        )
     made = [item for item in given if not isinstance(item, type)]
     kinds = [*(item for item in given if isinstance(item, type)), *(BUNDLED if from_settings else ())]
     chosen = [found for kind in kinds if (found := kind.enabled(settings)) is not None]

@@ -139,7 +139,7 @@ class StudioRun:
     def _build(self, state: dict[str, Any]) -> AgentContext:
         require_inputs(state)
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
-        settings = load_config(values.pop("base", "default"), **values)
+        settings = load_config(values.pop("base", "default"), variants=self.variants, **values)
         repo = Path(state["repo"]).expanduser().resolve()
         variants = compose(settings, self.variants, from_settings=False)
         preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo, variants=variants)  # as the CLI

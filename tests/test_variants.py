@@ -29,6 +29,7 @@ from test_navigator_graph import CHEAT, PLAN
 from typing_extensions import TypedDict
 
 from llm_ide.actions import ActionOutcome, ParamError
+from llm_ide.attempts.run import run_attempts
 from llm_ide.composition import compose
 from llm_ide.config import ConfigError, load_config
 from llm_ide.coop.settings import load_coop_settings
@@ -277,6 +278,23 @@ def test_a_variant_of_ones_own_gets_its_settings_from_a_config_file(tmp_path: Pa
         )  # fmt: skip
         prompt = load_trajectory(result.trajectory_path)["model_calls"][0]["prompt"]
         assert result.exit_status == "submitted" and ("Note: Mind the tests." in prompt) == enabled
+
+
+@pytest.mark.parametrize("door", [run_task, run_attempts])
+@pytest.mark.parametrize("given", [StepNote, StepNote()])
+def test_a_variant_whose_settings_were_not_loaded_is_one_line(tmp_path: Path, door: Any, given: Any) -> None:
+    """Settings loaded without the variant's section: an AttributeError from the composition (its class), or a run
+    that ended `error` at its first prompt (an instance)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "driver.yaml", [act("Done.", "submit")])
+    with pytest.raises(CombinationError) as refused:
+        door(TASK, model=model, output_dir=tmp_path / "out", settings=load_config(), run_id="n", repo=repo,
+             variants=[given])  # fmt: skip
+    assert str(refused.value) == (
+        "variant step_note's settings section `step_note` is not in the run's settings: load them with it "
+        "(load_config(..., variants=[StepNote]))"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 # Combinations
