@@ -126,7 +126,8 @@ def streamed(
     if call.streamed:  # a retry after a stream that broke off
         call.start()
     message = None
-    for chunk in chunks_of(chat.stream(payload, **hints, **options)):
+    ours = isinstance(getattr(getattr(chat, "root_client", None), "_client", None), EndpointClient)
+    for chunk in chunks_of(chat.stream(payload, **hints, **options), ours):
         message = chunk if message is None else message + chunk
         arguments = "".join(str(part.get("args") or "") for part in getattr(chunk, "tool_call_chunks", None) or [])
         if chunk.text or arguments:
@@ -142,15 +143,18 @@ class NotStreamed(Exception):
     """The endpoint answered a request for a stream with no stream (a server that does not stream): ask it whole."""
 
 
-def chunks_of(stream: Iterator[Any]) -> Iterator[Any]:
+def chunks_of(stream: Iterator[Any], ours: bool = False) -> Iterator[Any]:
     """A reply's chunks as they come; an endpoint that sent none as a stream (it answered with one body) raises
-    NotStreamed."""
+    NotStreamed. Through our own client (`ours`), which reads a body that is not a stream, a reply that was no whole
+    completion either is one bad reply (retried), not an endpoint that does not stream."""
     try:
         yield from stream
     except ValueError as error:
-        if "No generation chunks" in str(error):
-            raise NotStreamed(str(error)) from None
-        raise
+        if "No generation chunks" not in str(error):
+            raise
+        if ours and received() is None:
+            raise BadCompletion("the streamed reply held nothing (no chunk, no whole completion)") from None
+        raise NotStreamed(str(error)) from None
 
 
 def strict_calls(message: Any) -> Any:

@@ -70,3 +70,27 @@ def test_an_endpoint_that_does_not_stream_is_asked_whole_from_then_on(caplog: py
     assert [bool(request.body.get("stream")) for request in server.requests] == [True, False, False]
     said = [record.getMessage() for record in caplog.records if "sends no streams" in record.getMessage()]
     assert said == ["model gpt-nostream: the endpoint sends no streams; asked whole"]
+
+
+WHY = "the streamed reply held nothing (no chunk, no whole completion)"
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        Reply(body=b"not a stream, not JSON"),
+        Reply(body=b"data: [DONE]\n\n", headers=(("content-type", "text/event-stream"),)),
+    ],
+)
+def test_one_broken_stream_is_a_retry_and_the_next_calls_still_stream(
+    caplog: pytest.LogCaptureFixture, broken: Reply
+) -> None:
+    """A streaming endpoint's one bad 200 (a body that is no stream, or a stream of nothing) turned streaming off for
+    the whole run ("the endpoint sends no streams") and was no retry."""
+    with OpenAIServer(replies=[broken, "first", "second"]) as server:
+        model = get_model("gpt-test", model_settings(max_retries=2), base_url=server.url)
+        model.listener = lambda progress: None  # type: ignore[attr-defined]
+        assert [model.complete(MESSAGES).text for _ in range(2)] == ["first", "second"]
+    assert [bool(request.body.get("stream")) for request in server.requests] == [True, True, True]
+    said = [record.getMessage() for record in caplog.records if record.name.startswith("llm_ide")]
+    assert len(said) == 1 and said[0].startswith(f"model gpt-test: BadCompletion: {WHY}; retry 1/2 in "), said
