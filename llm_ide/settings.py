@@ -301,7 +301,17 @@ class CoreSettings(Strict):
 
 
 class ConfigLoader(SAFE_LOADER):  # type: ignore[misc,valid-type]
-    """The settings' YAML: `1e9` and `1.0e12` are numbers, as in YAML 1.2 (PyYAML's YAML 1.1 reads them as text)."""
+    """The settings' YAML: `1e9` and `1.0e12` are numbers, as in YAML 1.2 (PyYAML's YAML 1.1 reads them as text); a
+    key given twice in one mapping is an error (PyYAML keeps the last; a merged `<<:` key may be overridden)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = None if key_node.tag == "tag:yaml.org,2002:merge" else self.construct_object(key_node, deep=True)
+            if key is not None and key in seen:
+                raise yaml.YAMLError(f"the key {key!r} is given twice (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")

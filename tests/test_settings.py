@@ -42,6 +42,8 @@ def write(path: Path, text: str) -> Path:
         ("checkpoint: null\n", "checkpoint: input should be a valid dictionary or instance of CheckpointSettings"),
         ("extends: swebench\n", "extends: only a base config may extend another"),
         ("agent: [1, 2\n", "not valid YAML"),
+        ("agent:\n  step_limit: 3\n  step_limit: 5\n", "not valid YAML: the key 'step_limit' is given twice (line 3)"),
+        ("agent: {}\nmodel: {}\nagent: {step_limit: 1}\n", "not valid YAML: the key 'agent' is given twice (line 3)"),
         ("- agent\n", "expected a mapping at the top level, got list"),
     ],
 )
