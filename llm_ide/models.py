@@ -36,7 +36,7 @@ from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings
-from llm_ide.text import clean_text
+from llm_ide.text import clean_text, plural
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class ChatModel:
         if kind == "fatal":
             raise ModelError(f"model {self.name}: {detail}") from None
         if attempt >= self.max_retries:
-            raise ModelError(f"model {self.name} failed after {attempt + 1} attempts: {detail}") from None
+            raise ModelError(f"model {self.name} failed after {plural(attempt + 1, 'attempt')}: {detail}") from None
         delay = backoff_delay(attempt, self.base_delay, self.max_delay, self.rng)
         if (asked := retry_after(error)) is not None:
             if asked > MAX_RETRY_AFTER:

@@ -21,7 +21,7 @@ from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_
 from llm_ide.errors import ModelError
 from llm_ide.fileio import Keep
 from llm_ide.settings import load_yaml
-from llm_ide.text import clean_text
+from llm_ide.text import clean_text, plural
 from llm_ide.verdict import alone
 
 ScriptItem = str | dict[str, Any]
@@ -87,7 +87,7 @@ class ScriptedModel:
                 position = self.place.find(digest)
                 if position >= len(self.responses):
                     raise ModelError(
-                        f"scripted model ran out of responses after {len(self.responses)} calls ({self.path})"
+                        f"scripted model ran out of responses after {plural(len(self.responses), 'call')} ({self.path})"
                     )
                 self.place.take(position, digest)
             text, calls = choose(self.responses[position], prompt)

@@ -48,7 +48,7 @@ def test_a_stream_that_produces_nothing_is_cut_and_said_naming_the_setting(strea
         with pytest.raises(ModelError) as raised:
             model.complete(MESSAGES)
     assert str(raised.value) == (
-        "model gpt-test failed after 1 attempts: nothing came for 0.5 s (model.timeout; raise it for a slow model)"
+        "model gpt-test failed after 1 attempt: nothing came for 0.5 s (model.timeout; raise it for a slow model)"
     )
 
 

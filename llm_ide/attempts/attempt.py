@@ -16,6 +16,7 @@ from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
 from llm_ide.run.single import Driver
+from llm_ide.text import plural
 
 
 class AttemptUnfinished(LlmIdeError):
@@ -77,7 +78,8 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         **summarize(ctx.settings, result.trajectory_path),
     )
     own_log = relative(ctx.attempt_dir(index) / f"{result.run_id}.log", request.output_dir)
-    spent = f"{result.submission.count(chr(10))} patch lines, ${record['cost']:.4f}, {record['api_calls']} calls"
+    lines, calls = plural(result.submission.count(chr(10)), "patch line"), plural(record["api_calls"], "call")
+    spent = f"{lines}, ${record['cost']:.4f}, {calls}"
     ctx.emit(f"attempt {index}: {result.exit_status}", f"{spent}; its log: {own_log}")
     return {"attempts": [record]}
 

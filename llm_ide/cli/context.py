@@ -11,6 +11,7 @@ from llm_ide.cli.console import err_console, fail
 from llm_ide.codeview.files import LocalFiles
 from llm_ide.codeview.view import CodeView
 from llm_ide.state.context import Chunk
+from llm_ide.text import plural
 
 LINE_SPEC = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 MAX_LINES = 1_000_000
@@ -91,7 +92,7 @@ def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, who
     if past and len(past) < len(numbers):  # (none there: the render says so)
         from llm_ide.inspector.load import line_ranges  # (the inspector's modules: not for `context --help`)
 
-        err_console.print(f"[dim]… {file} has {view.line_count(file)} lines: {line_ranges(past)} left out[/]")
+        err_console.print(f"[dim]… {file} has {plural(view.line_count(file), 'line')}: {line_ranges(past)} left out[/]")
     if whole_function is None:
         return [Chunk(view.path(file), numbers)]
     scope = view.symbol_scope(file, whole_function, near=numbers[0] if numbers else None)

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from llm_ide.cli.console import console, fail, money, usage_text
 from llm_ide.terminal import terminal_safe
+from llm_ide.text import plural
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -162,7 +163,7 @@ def operation_tree(
     from llm_ide.state.operations import reasoning_chain
 
     status = info.get("exit_status") or NOT_ENDED
-    root = Tree(f"[bold]{heading}[/]: {status} — {len(operations)} operations, {escape(usage)}")
+    root = Tree(f"[bold]{heading}[/]: {status} — {plural(len(operations), 'operation')}, {escape(usage)}")
     attempts = {int(a["index"]): a for a in info.get("attempts") or []}
     for number in sorted({attempt for attempt, _ in operations}):
         nodes = [node for attempt, node in operations if attempt == number]

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from llm_ide.cli.console import console, err_console, fail, print_whole
 from llm_ide.errors import ExitStatus
+from llm_ide.text import plural
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:
@@ -29,7 +30,8 @@ def write_inspector_page(trajectory: Path, out: Path | None) -> None:
     except TrajectoryError as error:
         raise fail(str(error)) from None
     page = write_page(run_page(run), html_page_path(trajectory, out))
-    console.print(f"{len(run.nodes)} operations, {len(run.calls)} model calls → {page} ({page.stat().st_size:,} bytes)")
+    counts = f"{plural(len(run.nodes), 'operation')}, {plural(len(run.calls), 'model call')}"
+    console.print(f"{counts} → {page} ({page.stat().st_size:,} bytes)")
 
 
 def report_command(

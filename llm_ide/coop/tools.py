@@ -8,6 +8,7 @@ from typing import Any
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.patterns import BoundedPattern, PatternError
 from llm_ide.prompting import render_string
+from llm_ide.text import plural
 
 READ_ONLY = ("list_files", "read_file", "grep_search")
 
@@ -42,7 +43,7 @@ def read_file(repo: Path, params: dict[str, Any], settings: CoopSettings) -> str
     end = min(len(lines), int(params.get("end_line") or start + settings.planning.read_max_lines - 1))
     end = min(end, start + settings.planning.read_max_lines - 1)
     shown = [f"{n:>6}\t{lines[n - 1]}" for n in range(start, end + 1)]
-    return f"{params['path']} ({len(lines)} lines), lines {start}-{end}:\n" + "\n".join(shown)
+    return f"{params['path']} ({plural(len(lines), 'line')}), lines {start}-{end}:\n" + "\n".join(shown)
 
 
 def search(pattern: BoundedPattern, line: str) -> bool:
