@@ -105,6 +105,19 @@ def test_progress_plain_lines_and_live_render() -> None:
     assert (progress.done, dict(progress.statuses), list(progress.running)) == (1, {"submitted": 1}, ["b__y-2"])
 
 
+def test_an_interrupted_instance_is_not_counted_done() -> None:
+    """Ctrl-C in a batch of one: its summary said `1/1 done`."""
+    plain = io.StringIO()
+    with BatchProgress(total=2, console=Console(file=plain, width=200), title="swebench") as progress:
+        progress.start("a__x-1")
+        progress.finish("a__x-1", "submitted", cost=0.5, steps=4)
+        progress.start("b__y-2")
+        progress.finish("b__y-2", "interrupted", cost=0.25, steps=1, error="interrupted by the user")
+    lines = plain.getvalue().splitlines()
+    assert lines[4].startswith("[1/2] b__y-2: interrupted (1 step, $0.25): interrupted by the user | total $0.75 | ")
+    assert lines[5] == "swebench: 1/2 done, cost $0.75, interrupted: 1, submitted: 1"
+
+
 def test_progress_of_an_unpriced_model_shows_no_cost_of_zero() -> None:
     plain = io.StringIO()
     with BatchProgress(3, Console(file=plain, width=200), "swebench", priced=False) as progress:

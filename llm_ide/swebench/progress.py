@@ -109,7 +109,7 @@ class BatchProgress:
         with self._lock:
             self.running.pop(instance_id, None)
             self._add_cost(instance_id, cost)
-            self.done += 1
+            self.done += exit_status != "interrupted"  # stopped, not done: the batch's next run resumes it
             self.statuses[exit_status] += 1
             reason = f": {one_line(error)}" if error else ""
             ended = f"{instance_id}: {exit_status} ({steps} step{'s' * (steps != 1)}, {self.money(cost)}){reason}"
