@@ -8,6 +8,7 @@ import pytest
 from codeview_cases import CountingFiles
 
 from llm_ide.codeview import CodeView, FileIndex, LocalFiles, build_index
+from llm_ide.codeview.index import MAX_PARSED_BYTES
 from llm_ide.state.context import Chunk, Scope
 
 SOURCE = '''
@@ -279,3 +280,18 @@ def test_a_file_back_at_a_former_content_reuses_that_parse_and_line_index_only_f
             assert index.frames is not seen[text][0].frames
         seen[text] = (index, keys)
         assert view.scopes("m.py", [11]) == fresh.scopes("m.py", [11]) and view._parsed["m.py"] is index  # unchanged
+
+
+@pytest.mark.parametrize("padding", [0, MAX_PARSED_BYTES])
+def test_a_python_file_past_the_parse_limit_is_shown_as_plain_lines(tmp_path: Path, padding: int) -> None:
+    """A generated 67 MB Python file took 20 s and 3 GB a view (its whole tree-sitter parse and index): past the
+    limit its lines are shown as they are, without its structure; under it, the structure as always."""
+    text = SOURCE + "\n" + "#" * padding + "\n"
+    (tmp_path / "m.py").write_text(text)
+    view = CodeView(LocalFiles(tmp_path))
+    scopes = view.scopes("m.py", [11])
+    index = view._parsed["m.py"]
+    assert index.lines == text.splitlines() and view.line_count("m.py") == len(text.splitlines())
+    parsed = padding == 0
+    assert (index.tree is not None, bool(index.definitions)) == (parsed, parsed)
+    assert [scope.function for scope in scopes] == (["method.helper"] if parsed else [""])  # (module level)

@@ -116,6 +116,9 @@ class FileIndex:
 _PREFIXES: list[str] = []
 
 
+MAX_PARSED_BYTES = 4_000_000  # a Python file's structure is read up to this size (tree-sitter: seconds, gigabytes)
+
+
 def _prefixes(count: int) -> list[str]:
     """Row prefixes `f"{n:>6}\\t"` for n = 1 to at least count (shared, grown on demand: formatting is slow)."""
     if len(_PREFIXES) < count:
@@ -146,7 +149,7 @@ def build_index(path: str, data: bytes, mtime_ns: int, previous: FileIndex | Non
     """The index of `data`; `previous` (the index of the file's former content) lets tree-sitter reparse only what
     changed, and the frames of the definitions and statements it left as they were are copied, not walked again."""
     index = FileIndex(data=data, mtime_ns=mtime_ns, lines=display_lines(data))
-    if is_python(path, data):
+    if is_python(path, data) and len(data) <= MAX_PARSED_BYTES:  # (larger: generated code, shown as plain lines)
         if previous is None or previous.tree is None:
             _index_python(index, _parser().parse(data))
         else:
