@@ -13,6 +13,7 @@ from llm_ide.codeview import CodeView
 from llm_ide.codeview.observed import observed_scopes
 from llm_ide.environments.base import UNNAMEABLE, Environment, OutsideRepository
 from llm_ide.environments.live import CommandListener, watched
+from llm_ide.grep_rows import grep_hits, shown_path
 from llm_ide.parsing import Grammar
 from llm_ide.prompting import render, truncate
 from llm_ide.secrets import redact
@@ -177,13 +178,12 @@ def search(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     if target != "." and not ws.env.inside(target):  # grep follows a symlink named on its command line
         raise OutsideRepository(target)
     command = (
-        f"grep -rnHIE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
+        f"grep -rnHIZE --exclude-dir=.git --exclude-dir=node_modules --exclude-dir=__pycache__ {include}"
         f"-e {shlex.quote(pattern)} -- {shlex.quote(target)} | head -n {ws.search_max_results * 20}"
     )
     result = ws.env.execute(command, timeout=ws.timeout())
-    hits = [line.removeprefix("./") for line in result.output.splitlines() if re.match(r"[^:]+:\d+:", line)]
-    if selected is not None:
-        hits = [hit for hit in hits if selected.fullmatch(hit.split(":", 1)[0])]
+    found = [(path, rest) for path, rest in grep_hits(result.output) if selected is None or selected.fullmatch(path)]
+    hits = [f"{shown_path(path)}:{rest}" for path, rest in found]
     if not hits and f"{target}: No such file or directory" in result.output:
         return ActionOutcome(ws.observe("search_missing", path=target), 1)
     if not hits:

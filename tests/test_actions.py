@@ -148,6 +148,27 @@ def test_search_takes_a_file_a_directory_or_a_path_glob(ws: Codebase, path: str,
     assert sorted(found.observation.splitlines()[1:]) == expected
 
 
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("odd\nname.py", "$'app/odd\\nname.py'"),
+        ("tab\there.py", "$'app/tab\\there.py'"),
+        ("colon:12:x.py", "app/colon:12:x.py"),
+        ("grep: look.py", "app/grep: look.py"),
+    ],
+)
+def test_search_shows_a_file_name_with_a_newline_or_a_colon_whole(ws: Codebase, name: str, shown: str) -> None:
+    """A name holding a newline was cut: its hit shown under the name's last part, as a file that does not exist."""
+    ws.env.write_file(f"app/{name}", b"def hello():\n    pass\n")
+    found = execute_action(ws, "search", {"pattern": r"def hello", "path": "app"})
+    assert found.returncode == 0, found.observation
+    assert sorted(found.observation.splitlines()[1:]) == sorted(
+        ["app/greet.py:5:    def hello(self, name):", f"{shown}:1:def hello():"]
+    )
+    only = execute_action(ws, "search", {"pattern": r"def hello", "path": "app/*e*.py"})  # a glob matches it whole
+    assert (f"{shown}:1:def hello():" in only.observation) == ("e" in name)
+
+
 def test_search_names_a_missing_path_and_refuses_one_outside_the_repository(ws: Codebase) -> None:
     missing = execute_action(ws, "search", {"pattern": "x", "path": "nowhere/"})
     assert (missing.returncode, missing.observation.strip()) == (1, "No file or directory nowhere.")
