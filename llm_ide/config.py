@@ -4,7 +4,6 @@ variant's: llm_ide/composition.py). Loading has no side effect: the runner regis
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -13,15 +12,17 @@ from typing import Any
 from llm_ide.composition import Settings, kinds_of, settings_class
 from llm_ide.errors import ConfigError
 from llm_ide.settings import PROMPTS_DIR, Layers, deep_merge, read_yaml, validate
+from llm_ide.user_config import USER_CONFIG_VARIABLE, default_user_config, user_config_path
 
 CONFIG_NAMES = ("default", "swebench")
-USER_CONFIG_VARIABLE = "LLM_IDE_CONFIG"
 Overrides = list[str | Path] | str | Path | None  # override files in order (or one)
 
 __all__ = [
     "PROMPTS_DIR",
     "ConfigError",
+    "USER_CONFIG_VARIABLE",
     "Settings",
+    "default_user_config",
     "deep_merge",
     "load_config",
     "read_yaml",
@@ -45,26 +46,6 @@ def resolve_config_path(name: str | Path) -> Path:
 def bundled_config(name: str) -> Settings:
     """A bundled config (`default`, `swebench`), loaded once per process."""
     return load_config(name)
-
-
-def user_config_path() -> Path | None:
-    """The user's own config file, merged under `--config` by the CLI: `$LLM_IDE_CONFIG` (`off`: none; a path that is
-    not a file is an error), else `$XDG_CONFIG_HOME/llm-ide/config.yaml` (`~/.config/…`) when it exists."""
-    value = os.environ.get(USER_CONFIG_VARIABLE)
-    if value == "off":
-        return None
-    if value:
-        path = Path(value).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"{USER_CONFIG_VARIABLE}={value}: no such config file (unset it, or =off for none)")
-        return path
-    path = default_user_config()
-    return path if path.is_file() else None
-
-
-def default_user_config() -> Path:
-    """Where the user's config file is looked for when $LLM_IDE_CONFIG is unset."""
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "llm-ide" / "config.yaml"
 
 
 def with_user_config(overrides: list[Path] | None) -> list[Path]:

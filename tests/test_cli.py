@@ -104,6 +104,25 @@ def test_the_defaults_help_shows_are_the_loaded_configs_values() -> None:
         assert (key, config, bundled_value(key, config or "default")) == (key, config, value)
 
 
+@pytest.mark.parametrize(
+    ("user", "shown"),
+    [
+        ("agent:\n  step_limit: 42\n", "(config agent.step_limit = 100; your config {path}: 42)"),
+        ("agent:\n  step_limit: 100\n", "(config agent.step_limit = 100)"),
+        ("agent: [unclosed\n", "(config agent.step_limit = 100)"),  # said when a command runs, not by --help
+    ],
+)
+def test_run_help_shows_the_users_config_beside_the_default(tmp_path: Path, user: str, shown: str) -> None:
+    """`run --help` showed the bundled default although the user's config file set another value (a fresh process:
+    the help is made as the command line's module loads)."""
+    (path := tmp_path / "user.yaml").write_text(user)
+    env = {**os.environ, "LLM_IDE_CONFIG": str(path), "COLUMNS": "400", "TERM": "dumb", "NO_COLOR": "1"}
+    done = subprocess.run([*CLI, "run", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if "--step-limit" in line)
+    assert f"[default: {shown.format(path=path)}]" in line, line
+
+
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     model = write_script(tmp_path / "s.yaml", [act("Run it.", "bash", command="touch ran-on-host"), "submit"])

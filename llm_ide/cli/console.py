@@ -23,6 +23,7 @@ from rich.text import Text
 
 from llm_ide.secrets import redact
 from llm_ide.terminal import terminal_safe
+from llm_ide.user_config import user_config_path
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `openai:x:` is no emoji
@@ -234,9 +235,20 @@ def bundled_value(key: str, config: str = "default") -> Any:
 
 
 def config_default(key: str, config: str = "default") -> str:
-    """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`."""
+    """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`; and the user's config
+    file's value where it sets another (read as its YAML says: a mistake in it is told when a command runs)."""
     value = bundled_value(key, config)
-    return f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"
+    said = f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"
+    try:
+        path = user_config_path()
+        mine: Any = yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
+    except (OSError, ValueError, yaml.YAMLError):
+        return said
+    for part in key.split("."):
+        if not isinstance(mine, dict) or part not in mine:
+            return said
+        mine = mine[part]
+    return said if mine == value else f"{said}; your config {path}: {'none' if mine is None else mine}"
 
 
 def check_model_before_start(

@@ -1,0 +1,30 @@
+"""Where the user's own config file is (light: `--help` reads it to show the user's values beside the defaults)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from llm_ide.errors import ConfigError
+
+USER_CONFIG_VARIABLE = "LLM_IDE_CONFIG"
+
+
+def user_config_path() -> Path | None:
+    """The user's own config file, merged under `--config` by the CLI: `$LLM_IDE_CONFIG` (`off`: none; a path that is
+    not a file is an error), else `$XDG_CONFIG_HOME/llm-ide/config.yaml` (`~/.config/…`) when it exists."""
+    value = os.environ.get(USER_CONFIG_VARIABLE)
+    if value == "off":
+        return None
+    if value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{USER_CONFIG_VARIABLE}={value}: no such config file (unset it, or =off for none)")
+        return path
+    path = default_user_config()
+    return path if path.is_file() else None
+
+
+def default_user_config() -> Path:
+    """Where the user's config file is looked for when $LLM_IDE_CONFIG is unset."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "llm-ide" / "config.yaml"
