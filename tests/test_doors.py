@@ -186,6 +186,32 @@ def test_the_python_api_says_which_argument_is_missing_or_unknown(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("listener", ["on_event", "on_model_call", "on_command"])
+def test_a_listener_that_raises_ends_the_run_error_saved_and_one_at_the_end_reaches_the_caller(
+    tmp_path: Path, listener: str
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", FIX_SCRIPT)
+    run = {"model": model, "settings": load_config(environment={"tools": []}), "repo": repo}
+
+    def raising(kinds: tuple[str, ...]) -> Any:
+        def listen(told: Any) -> None:
+            if told.kind in kinds:
+                raise ValueError(f"a bug in {listener}")
+
+        return listen
+
+    told = {listener: raising(("start", "step"))}
+    result = run_task("Fix Cart.total.", output_dir=tmp_path / "a", run_id="r", **run, **told)
+    info = json.loads((tmp_path / "a" / "r.traj.json").read_text())["info"]
+    assert (result.exit_status, result.error) == ("error", f"ValueError: a bug in {listener}")
+    assert (info["exit_status"], info["error"]) == ("error", f"ValueError: a bug in {listener}")
+    if listener == "on_event":
+        with pytest.raises(ValueError, match="a bug in on_event"):
+            run_task("Fix Cart.total.", output_dir=tmp_path / "b", run_id="r", on_event=raising(("end",)), **run)
+        assert json.loads((tmp_path / "b" / "r.traj.json").read_text())["info"]["exit_status"] == "submitted"
+
+
 def test_the_python_api_takes_its_paths_as_text(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "fix.yaml", FIX_SCRIPT)
