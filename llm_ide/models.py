@@ -36,7 +36,8 @@ from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import ModelSettings
-from llm_ide.text import clean_text, plural
+from llm_ide.terminal import plural
+from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
 

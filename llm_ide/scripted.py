@@ -21,7 +21,8 @@ from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_
 from llm_ide.errors import ModelError
 from llm_ide.fileio import Keep
 from llm_ide.settings import load_yaml
-from llm_ide.text import clean_text, plural
+from llm_ide.terminal import plural
+from llm_ide.text import clean_text
 from llm_ide.verdict import alone
 
 ScriptItem = str | dict[str, Any]

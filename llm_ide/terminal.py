@@ -18,3 +18,8 @@ CONTROL = re.compile(
 def terminal_safe(text: str) -> str:
     """`text` as plain characters: escape sequences and control characters (but newlines and tabs) removed."""
     return CONTROL.sub("", text)
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 call`, `2 calls`, `0 calls`."""
+    return f"{count} {noun}{'s' * (count != 1)}"

@@ -55,8 +55,3 @@ def extract_tag(text: str, name: str, required: bool = True) -> str | None:
     else:
         closing_at = closing.start()
     return rest[:closing_at].strip()
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 call`, `2 calls`, `0 calls`."""
-    return f"{count} {noun}{'s' * (count != 1)}"

@@ -16,7 +16,7 @@ from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
 from llm_ide.run.single import Driver
-from llm_ide.text import plural
+from llm_ide.terminal import plural
 
 
 class AttemptUnfinished(LlmIdeError):

@@ -11,7 +11,7 @@ from llm_ide.cli.console import err_console, fail
 from llm_ide.codeview.files import LocalFiles
 from llm_ide.codeview.view import CodeView
 from llm_ide.state.context import Chunk
-from llm_ide.text import plural
+from llm_ide.terminal import plural
 
 LINE_SPEC = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 MAX_LINES = 1_000_000

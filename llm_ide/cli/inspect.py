@@ -13,8 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from llm_ide.cli.console import console, fail, money, usage_text
-from llm_ide.terminal import terminal_safe
-from llm_ide.text import plural
+from llm_ide.terminal import plural, terminal_safe
 
 if TYPE_CHECKING:
     from rich.table import Table

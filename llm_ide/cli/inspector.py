@@ -11,7 +11,7 @@ from rich.table import Table
 
 from llm_ide.cli.console import console, err_console, fail, print_whole
 from llm_ide.errors import ExitStatus
-from llm_ide.text import plural
+from llm_ide.terminal import plural
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:

@@ -125,14 +125,19 @@ def run(
     listeners = Listeners(on_event, status, ask, status.command)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None)
     code = print_outcome(result, request, priced)
-    if ExitStatus(result.exit_status).finished or result.exit_status == ExitStatus.AWAITING_ANSWER:
-        raise typer.Exit(code)
-    if checkpoint == "memory":
-        err_console.print(f"the run stopped ({result.exit_status}); {IN_MEMORY}")
-    else:
-        err_console.print(f"the run goes on where it stopped ({result.exit_status}) with:")  # a model error, say
-        err_console.print(command_line(*([] if thread_id else ["--thread-id", run_id])), markup=False)
+    print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id])
     raise typer.Exit(code)
+
+
+def print_how_it_goes_on(status: ExitStatus, checkpoint: str | None, thread: list[str]) -> None:
+    """A run that stopped short of its end (a model error, say): the command that resumes it, if it can be."""
+    if ExitStatus(status).finished or status == ExitStatus.AWAITING_ANSWER:
+        return
+    if checkpoint == "memory":
+        err_console.print(f"the run stopped ({status}); {IN_MEMORY}")
+    else:
+        err_console.print(f"the run goes on where it stopped ({status}) with:")
+        err_console.print(command_line(*thread), markup=False)
 
 
 def run_settings(

@@ -8,7 +8,7 @@ from typing import Any
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.patterns import BoundedPattern, PatternError
 from llm_ide.prompting import render_string
-from llm_ide.text import plural
+from llm_ide.terminal import plural
 
 READ_ONLY = ("list_files", "read_file", "grep_search")
 
