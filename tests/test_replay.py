@@ -10,8 +10,10 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from conftest import require_bwrap
 from in_process import invoke
 
 from llm_ide.environments.sandbox import bwrap_path
+from llm_ide.replay.endpoint import LoopbackEndpoint
 from llm_ide.replay.formats import Request, Trajectory, load
 from llm_ide.replay.measure import full_history_calls
 from llm_ide.replay.metrics import Text, edit_lines, occurs, references
@@ -564,3 +567,30 @@ def test_full_history_renders_the_replayed_output_with_the_trajectory_s_own_temp
         [*messages[:3], {"role": "user", "content": shown}],
     ]
     assert [(call.raw, call.cached) for call in calls] == [(5, 0), (6 + len(shown), 5)]
+
+
+@pytest.mark.parametrize("how", ["answer fails", "client leaves"])
+def test_the_loopback_endpoint_says_a_failed_request_in_a_log_line_not_a_traceback(
+    how: str, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ctrl-C during a replay's request printed socketserver's traceback (`Exception occurred during processing of
+    request from …`) among the replay's own lines."""
+    answered = threading.Event()
+
+    def answer(body: dict) -> tuple[int, dict]:
+        answered.set()
+        if how == "answer fails":
+            raise ValueError("no such step")
+        raise ConnectionResetError("the client left")
+
+    with LoopbackEndpoint(answer, ["m"]) as endpoint:
+        host, port = endpoint.httpd.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as client:
+            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}")
+            assert answered.wait(10)
+            client.settimeout(10)
+            assert client.recv(100) == b""  # the request ended without an answer, the connection closed
+    said = [record.getMessage() for record in caplog.records if record.name == "llm_ide.replay"]
+    expected = ["the loopback endpoint could not answer a request: ValueError: no such step"]
+    assert said == (expected if how == "answer fails" else [])
+    assert "Traceback" not in capfd.readouterr().err

@@ -6,6 +6,8 @@ arguments) with its tools, as sent, after the system message: the prompt a provi
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +18,18 @@ from llm_ide.inspector.load import content_text
 from llm_ide.text import shared_start
 
 Answer = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+log = logging.getLogger("llm_ide.replay")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A request that failed is a line of the log, not a traceback on stderr; one whose client left (Ctrl-C while
+        it waited for its answer) says nothing."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError | KeyboardInterrupt):
+            log.warning("the loopback endpoint could not answer a request: %s: %s", type(error).__name__, error)
 
 
 def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> int:
@@ -86,7 +100,7 @@ class LoopbackEndpoint:
     def __init__(self, answer: Answer, models: list[str]) -> None:
         self.answer = answer
         self.models = models
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.httpd = Server(("127.0.0.1", 0), self.handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
