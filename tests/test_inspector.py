@@ -243,7 +243,8 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
         (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
         (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
         (["inspect", "{list}", "--html"], "error: {list}: not a trajectory (a JSON object is expected)"),  # traceback
-        (["inspect", "{list}"], "error: {list} is not an llm-ide trajectory (no operations, info and model stats)"),
+        (["inspect", "{list}"], "error: {list}: not a trajectory (a JSON object is expected)"),
+        (["inspect", "{bad}"], "error: {bad}: not an llm-ide trajectory (no operations)"),
         (
             ["inspect", "{mini}"],
             "error: {mini} is a mini-swe-agent trajectory: `llm-ide inspect --html` shows it as one page",
@@ -269,7 +270,8 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
 def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path, "file": tmp_path / "f"}
     names["file"].write_text("not a folder")
-    names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": []}))
+    usage = dict.fromkeys(("api_calls", "input_tokens", "output_tokens", "cost"), 0)
+    names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": [], "info": {"model_stats": usage}}))
     names["bad"].write_text(json.dumps({"hello": 1}))
     for name, content in (("list", [1, 2]), ("mini", {"trajectory_format": "mini-swe-agent-1"}),
                           ("planner", {"agent": "1", "turns": [], "forced": False})):  # fmt: skip
@@ -277,6 +279,51 @@ def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message:
         names[name].write_text(json.dumps(content))
     result = cli(*[a.format(**names) for a in args])
     assert (result.returncode, result.stderr.strip()) == (2, message.format(**names))
+
+
+def corrupt(data: dict, where: str, value: object) -> None:
+    """`value` at `where` (`info.model_stats`, `operations.1.parent_id`, …); `DELETE` removes the key."""
+    *path, last = where.split(".")
+    for part in path:
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    if value == "DELETE":
+        del data[last]
+    elif isinstance(data, list):
+        data[int(last)] = value
+    else:
+        data[last] = value
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        ("operations.1.parent_id", 999, "warning: operation 1's parent 999 is not in the file: shown at the root"),
+        ("info.model_stats.api_calls", "DELETE", "warning: info.model_stats has no api_calls: counted as 0"),
+        ("info", "DELETE", "warning: no info: the run's outcome, usage unknown"),
+        ("model_calls", None, ""),
+        ("info.model_stats", "x", "error: {traj}: info.model_stats: an object expected, not str 'x'"),
+        ("info.model_stats.cost", "a lot", "error: {traj}: info.model_stats.cost: a number expected, not str 'a lot'"),
+        ("model_calls.0", 5, "error: {traj}: model_calls[0]: an object expected, not int 5"),
+        ("operations", "abc", "error: {traj}: operations: a list expected, not str 'abc'"),
+        ("operations.0", "x", "error: {traj}: operations[0]: an object expected, not str 'x'"),
+        ("info", [], "error: {traj}: info: an object expected, not list []"),
+        ("operations.0.id", "DELETE", "error: {traj}: malformed trajectory (OperationNode.__init__() missing 1 "
+         "required positional argument: 'id')"),
+    ],
+)  # fmt: skip
+def test_a_hand_broken_trajectory_is_shown_or_refused_in_one_line_alike_in_both_views(
+    demo_run: tuple[dict, Path], tmp_path: Path, where: str, value: object, said: str
+) -> None:
+    """Each was a traceback in one view or both (a parent not in the file, `model_calls` null, `model_stats` a
+    text…); what can be shown is, the repair said, and the views agree."""
+    data = json.loads(json.dumps(demo_run[0]))
+    corrupt(data, where, value)
+    (traj := tmp_path / "t.traj.json").write_text(json.dumps(data))
+    text, page = cli("inspect", str(traj)), cli("inspect", str(traj), "--html", str(tmp_path / "t.html"))
+    for shown in (text, page):
+        assert "Traceback" not in shown.stderr and shown.stderr.strip() == said.format(traj=traj), shown.stderr
+        assert shown.returncode == (2 if said.startswith("error") else 0)
+    assert ("5 operations" in text.stdout, (tmp_path / "t.html").exists()) == (not said.startswith("error"),) * 2
 
 
 def test_graph_prints_the_state_machine_as_mermaid() -> None:

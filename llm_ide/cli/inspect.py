@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.cli.console import console, fail, money, usage_text
+from llm_ide.cli.console import console, err_console, fail, money, usage_text
 from llm_ide.terminal import plural, terminal_safe
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def run_trajectory(path: Path) -> Path:
 def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int, Any]], dict[str, Any]]:
     """The trajectory (`full`: with what it keeps in files beside it), its operations with the attempt each belongs
     to, and its model usage."""
-    from llm_ide.inspector.load import MINI_FORMAT
+    from llm_ide.inspector.load import MINI_FORMAT, TrajectoryError, checked, malformed
     from llm_ide.run.trajectory import load_trajectory
     from llm_ide.state.operations import node_of
 
@@ -146,11 +146,20 @@ def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int
         raise fail(f"{trajectory} is a mini-swe-agent trajectory: `llm-ide inspect --html` shows it as one page")
     if isinstance(data, dict) and "turns" in data and "operations" not in data:
         raise fail(f"{trajectory} is a coop planner's turns (JSON), not an agent run's trajectory")
+    if not isinstance(data, dict):
+        raise fail(f"{trajectory}: not a trajectory (a JSON object is expected)")
+    if "operations" not in data:
+        raise fail(f"{trajectory}: not an llm-ide trajectory (no operations)")
     try:
+        data, notes = checked(data, trajectory)
         operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
-        return data, operations, data["info"]["model_stats"]
-    except (KeyError, TypeError, AttributeError):
-        raise fail(f"{trajectory} is not an llm-ide trajectory (no operations, info and model stats)") from None
+    except TrajectoryError as error:
+        raise fail(str(error)) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise fail(str(malformed(trajectory, error))) from None
+    for note in notes:
+        err_console.print(f"warning: {note}", markup=False)
+    return data, operations, data["info"]["model_stats"]
 
 
 def operation_tree(
@@ -189,13 +198,12 @@ def calls_table(calls: list[dict[str, Any]], priced: bool) -> Table:
     from rich.table import Table
 
     table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
-    for call in calls:
+    for position, call in enumerate(calls):
+        cost = call.get("cost")
         table.add_row(
-            str(call["index"]),
-            call["kind"],
-            str(call["prompt_chars"]),
-            str(call["prompt_tokens"]),
-            str(call["response_tokens"]),
-            money(call["cost"], priced),
+            str(call.get("index", position)),
+            str(call.get("kind", "?")),
+            *(str(call.get(key, "?")) for key in ("prompt_chars", "prompt_tokens", "response_tokens")),
+            money(cost, priced) if isinstance(cost, int | float) else "?",
         )
     return table

@@ -29,6 +29,8 @@ def write_inspector_page(trajectory: Path, out: Path | None) -> None:
         run = load_run(trajectory)
     except TrajectoryError as error:
         raise fail(str(error)) from None
+    for note in run.notes:
+        err_console.print(f"warning: {note}", markup=False)
     page = write_page(run_page(run), html_page_path(trajectory, out))
     counts = f"{plural(len(run.nodes), 'operation')}, {plural(len(run.calls), 'model call')}"
     console.print(f"{counts} → {page} ({page.stat().st_size:,} bytes)")

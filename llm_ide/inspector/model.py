@@ -121,6 +121,7 @@ class ReplayView(BaseModel):
 class RunView(BaseModel):
     title: str
     source_format: str
+    notes: list[str] = Field(default_factory=list)  # what was wrong in the file, and how it is shown all the same
     exit_status: str = ""
     error: str = ""  # why a run that did not submit ended
     model: str = ""
