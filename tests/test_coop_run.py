@@ -217,6 +217,28 @@ def test_coop_evaluate_says_what_it_needs(tmp_path: Path, args: tuple[str, ...],
     assert (done.returncode, done.stdout, done.stderr) == (2, "", said)
 
 
+@pytest.mark.parametrize("below", ["", "/pairs"])
+@pytest.mark.parametrize("command", ["run", "evaluate --gold"])
+def test_an_output_that_is_a_file_is_one_line_before_anything(tmp_path: Path, command: str, below: str) -> None:
+    """`coop run -o FILE` and `coop evaluate --gold … -o FILE` were a traceback (exit 1) once a pair began."""
+    task, source = build_task(tmp_path)
+    (blocker := tmp_path / "a-file").write_text("not a folder")
+    out = Path(f"{blocker}{below}")
+    submit = [act("Go.", "submit")]
+    model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
+    if command == "run":
+        args = coop_args(task, source, model, tmp_path / "out")
+        args[args.index("-o") + 1] = str(out)
+    else:
+        args = ["coop", "evaluate", "--gold", str(task), "--repo-source", str(source), "--no-tests", "-o", str(out)]
+    done = invoke(*args, cwd=tmp_path)
+    said = "it" if not below else str(blocker)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", f"error: --output {out}: {said} is a file, not a folder: give a folder (it is created if missing)\n"
+    )  # fmt: skip
+    assert blocker.read_text() == "not a folder"
+
+
 def gated_scripts(folder: Path, gate: Path, waiting: tuple[str, ...]) -> str:
     """Both planners agree at once; agent 1 appends three() to core.py, agent 2 creates extra.py, each agent of
     `waiting` first in a command that marks that it started (in its worktree) and waits for `gate`."""

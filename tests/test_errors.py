@@ -65,8 +65,14 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--output", "a-file"], "output folder a-file: cannot create it (File exists)"),
-        (["--output", "a-file/below"], "output folder a-file/below: cannot create it (Not a directory)"),
+        (
+            ["--output", "a-file"],
+            "output folder a-file: it is a file, not a folder: give a folder (it is created if missing)",
+        ),
+        (
+            ["--output", "a-file/below"],
+            "output folder a-file/below: a-file is a file, not a folder: give a folder (it is created if missing)",
+        ),
         (["--thread-id", "a/b"], "thread id 'a/b': use letters, digits, '.', '_' and '-' (it names the run's files)"),
         (["--thread-id", "../up"], "thread id '../up': use letters, digits"),
     ],

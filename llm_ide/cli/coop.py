@@ -120,13 +120,16 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
     summary.json."""
     from llm_ide.cli.coop_batch import pair_progress
     from llm_ide.coop.evaluate import evaluate_pair
-    from llm_ide.coop.task import CoopError, load_task, parse_pairs
+    from llm_ide.coop.task import load_task, parse_pairs
+    from llm_ide.errors import UsageError
+    from llm_ide.run.thread import refuse_a_file
 
     try:
         task = load_task(gold)
         chosen = parse_pairs(task, pairs)
         source = repository_source(gold, repo_source)
         out = output or Path("runs") / "coop-gold" / task.name.replace("/", "_")
+        refuse_a_file(out, "--output")
         out.mkdir(parents=True, exist_ok=True)
         table = Table("pair", "merge", "strategy", "sections", "feature 1", "feature 2", "both", "seconds")
         results = []
@@ -140,7 +143,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
                 results.append(result)
                 table.add_row(*gold_row(pair, result.model_dump()))
                 progress.done(None, result.model_dump())
-    except CoopError as error:
+    except UsageError as error:  # (a CoopError too)
         raise fail(str(error)) from None
     print_whole(table)
     conflicted = sum(r.merge.status == "conflicts" for r in results)
@@ -244,10 +247,12 @@ def run_command(
     from llm_ide.coop.settings import load_coop_settings
     from llm_ide.coop.task import load_task, parse_pairs
     from llm_ide.errors import LlmIdeError
+    from llm_ide.run.thread import refuse_a_file
 
     names = setting_names(setting)
     check_environment(environment)
     try:
+        refuse_a_file(output, "--output")
         task = load_task(task_dir)
         source = repository_source(task_dir, repo_source)
         settings, coop = load_config("default", with_user_config(config)), load_coop_settings(coop_config)

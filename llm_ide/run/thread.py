@@ -31,10 +31,18 @@ def make_output_folder(path: Path) -> None:
         (missing / ".gitignore").write_text(IGNORE_ALL, encoding="utf-8")
 
 
+def refuse_a_file(folder: Path, option: str = "output folder") -> None:
+    """A file where an output folder (or one of its parents) should be: a usage error of one line."""
+    if blocker := next((path for path in [folder, *folder.parents] if path.is_file()), None):
+        said = "it" if blocker == folder else blocker
+        raise UsageError(f"{option} {folder}: {said} is a file, not a folder: give a folder (it is created if missing)")
+
+
 def prepare_output(output_dir: Path, run_id: str) -> Path:
     """The run's output folder, created; a thread id that cannot name its files is a usage error."""
     if not RUN_ID.fullmatch(run_id):
         raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+    refuse_a_file(output_dir)
     try:
         make_output_folder(output_dir)
     except OSError as error:
