@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from llm_ide.config import load_config
@@ -23,8 +24,10 @@ from llm_ide.coop.phases import CoopRun, execute_phase, grade, plan_phase, prepa
 from llm_ide.coop.planning import build_planning_graph, merge_dict
 from llm_ide.coop.settings import CoopSettings, load_coop_settings
 from llm_ide.coop.task import CoopTask, load_task
+from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
 from llm_ide.graph import build_graph
+from llm_ide.inputs import InputError
 from llm_ide.messages.variant import Messages
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variants
@@ -72,9 +75,31 @@ def context_of(runtime: Runtime[PairContext]) -> PairContext:
     return runtime.context if isinstance(runtime.context, PairContext) else PairContext()
 
 
-def spec(state: PairState) -> Any:
-    run = CoopRun.model_validate(state["run"])
-    return run, load_task(run.task)
+INPUTS = {
+    "run": (dict, 'a mapping of the pair ({"task": folder, "pair": [i, j], "setting", "model", "repo_source"})'),
+    "output": (str, "the folder of the pair's files, as text"),
+    "config": (dict, "a mapping of agent settings, as a --config file holds"),
+    "coop": (dict, "a mapping of coop settings, as coop.yaml holds"),
+}
+
+
+def spec(state: PairState) -> tuple[CoopRun, CoopTask]:
+    """The pair and its task from the graph's input (LangGraph Studio's form too): a missing or wrong field is an
+    InputError of one line naming it, before anything runs."""
+    wrong = [f"`{name}` must be {said}" for name, (kind, said) in INPUTS.items()
+             if (state.get(name) is not None and not isinstance(state[name], kind))
+             or (name == "run" and not state.get(name))]  # fmt: skip
+    if wrong:
+        raise InputError(f"the graph input's {'; '.join(wrong)}")
+    try:
+        run = CoopRun.model_validate(state["run"])
+        return run, load_task(run.task)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InputError(f"the graph input's `run.{where}`: {first['msg'].lower()}") from None
+    except UsageError as error:
+        raise InputError(f"the graph input's `run.task`: {error}") from None
 
 
 def build_pair_graph(
@@ -85,6 +110,12 @@ def build_pair_graph(
 
     def prepare_pair(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
         run, task = spec(state)
+        ctx = context_of(runtime)
+        try:
+            ctx.loaded(state)  # the settings, checked before the folder and the checkout
+        except UsageError as error:
+            field, said = "config" if ctx.settings is None else "coop", str(error).split(": ", 1)[-1]
+            raise InputError(f"the graph input's `{field}`: {said}") from None
         folder, _ = prepare(run, task, Path(state.get("output") or "runs/coop"))
         return {"folder": str(folder)}
 
