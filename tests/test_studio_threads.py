@@ -25,9 +25,11 @@ TASK = "Fix to_fahrenheit."
 QUIET = {"environment": {"tools": []}}
 
 
-def served_run(saver: InMemorySaver, thread: str, inputs: dict[str, Any] | None) -> tuple[dict[str, Any], list[dict]]:
+def served_run(
+    saver: InMemorySaver, thread: str, inputs: dict[str, Any] | None, stop_before: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], list[dict]]:
     """One server run on `thread` (the graph made anew, as the server's factory makes it for each run): its final
-    values and its custom events."""
+    values and its custom events; `stop_before`: the nodes it is interrupted before (as a client can ask)."""
 
     async def run() -> tuple[dict[str, Any], list[dict]]:
         async with graph({"configurable": {}}) as compiled:
@@ -35,7 +37,8 @@ def served_run(saver: InMemorySaver, thread: str, inputs: dict[str, Any] | None)
             config = {"configurable": {"thread_id": thread}}
             values: dict[str, Any] = {}
             events: list[dict] = []
-            async for mode, chunk in served.astream(inputs, config, stream_mode=["custom", "values"]):
+            modes = ["custom", "values"]
+            async for mode, chunk in served.astream(inputs, config, stream_mode=modes, interrupt_before=stop_before):
                 if mode == "values":
                     values = chunk
                 else:
@@ -85,6 +88,23 @@ def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_
         key: first[key] for key in ("exit_status", "submission", "usage", "operations")
     }
     assert list(own_tmp.iterdir()) == []  # the ended thread's folder went, and the refused run made none
+
+
+@pytest.mark.parametrize("again", ["the same task", "null"])
+def test_a_thread_cut_before_its_action_ran_runs_that_action_when_given_its_task_again(
+    tmp_path: Path, again: str
+) -> None:
+    """Given its task again (what Studio's form sends), a thread cut as its step's action was about to run started
+    the step over: a model call more, and the action the model had chosen never ran; `null` resumed it."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
+    saver = InMemorySaver()
+    cut, _ = served_run(saver, "t1", inputs, stop_before=("execute_tool",))
+    assert cut.get("exit_status") is None and cut["usage"]["api_calls"] == 1
+    final, _ = served_run(saver, "t1", inputs if again == "the same task" else None)
+    assert (final["exit_status"], final["usage"]["api_calls"]) == ("submitted", 4)  # the script's four replies
+    assert [op.action_type for op in final["operations"]] == ["view", "edit", "bash", "submit"]
+    assert "+    return celsius * 9 / 5 + 32" in final["submission"]
 
 
 @pytest.mark.parametrize(
