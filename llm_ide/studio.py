@@ -43,6 +43,7 @@ from llm_ide.run.setup import build_context
 from llm_ide.sampling.variant import Sampling
 from llm_ide.secrets import redact
 from llm_ide.settings import register_config_secrets
+from llm_ide.state.graph_state import one_task
 from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.patch import base_commit, baseline_notes, extract_patch
 
@@ -225,13 +226,34 @@ def bind(node: Node, run: StudioRun) -> Node:
     return studio_node
 
 
+class StudioGraph(CompiledStateGraph):
+    """The graph as served: a run given a task on a thread that holds one is checked before anything of it is
+    written. Another task is refused (ThreadMismatchError), the thread left as it was, its state readable; its own
+    task on a thread cut mid-step (what Studio's form sends again) resumes the step where it stopped, as `null` does."""
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        async for chunk in super().astream(await self.given(input, config), config, **kwargs):
+            yield chunk
+
+    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+        config = config or {}
+        if not isinstance(input, dict) or "task" not in input or "thread_id" not in config.get("configurable", {}):
+            return input
+        thread = await self.aget_state(config)
+        kept = thread.values.get("task") or ""
+        one_task(kept, input["task"])
+        return None if kept and thread.next and not thread.values.get("exit_status") else input
+
+
 @asynccontextmanager
 async def served(variants: list[Variant], defaults: dict[str, Any] | None = None) -> AsyncIterator[CompiledStateGraph]:
     """The graph of one server call with `variants`; what its run opened is closed when the server is done with it."""
     run = StudioRun(variants, defaults)
     try:
         wrap = lambda node: bind(node, run)  # noqa: E731
-        yield build_graph(context_schema=None, wrap=wrap, variants=Variants(tuple(variants)), input_schema=StudioInput)
+        drawn = Variants(tuple(variants))
+        built = build_graph(context_schema=None, wrap=wrap, variants=drawn, input_schema=StudioInput)
+        yield StudioGraph(**{key: value for key, value in vars(built).items() if key != "__orig_class__"})
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
 

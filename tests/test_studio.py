@@ -49,6 +49,7 @@ SCRIPT = [
     reflect(False, "The round-trip test passes.", "Run the unit tests after an edit."),
     act("Fixed and tested; submit.", "submit"),
 ]
+REFUSED = r"^ThreadMismatchError: the thread is a run of another task \('Fix to_fahrenheit.'\); start a new thread"
 
 
 def require_langgraph_dev() -> None:
@@ -263,3 +264,51 @@ def test_the_input_schemas_mark_what_is_required_and_a_missing_task_is_one_clear
     assert final.get("attempts", []) == [] and not (tmp_path / "attempts").exists()
     (run,) = client.runs.list(thread["thread_id"])
     assert run["status"] == "success"
+
+
+@pytest.mark.slow
+def test_a_served_thread_cut_mid_step_resumes_on_its_task_and_stays_readable_after_a_refusal(
+    studio: str, tmp_path: Path
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    gate = tmp_path / "gate"
+    command = f"while [ ! -e {gate} ]; do sleep 0.05; done; echo let go"
+    steps = [
+        act("Wait for the build.", "bash", command=command),
+        reflect(False, "The build is done."),
+        act("Read it[1](temps.py:4).", "view", path="temps.py", start_line=1, end_line=10),
+        reflect(False, "Read."),
+        act("Done.", "submit"),
+    ]
+    model = write_script(tmp_path / "s.yaml", single_call(steps))
+    inputs = {"task": "Fix to_fahrenheit.", "repo": str(repo), "model": model, "config": {"environment": {"tools": []}}}
+    client = get_sync_client(url=studio)
+    thread = client.threads.create()["thread_id"]
+    run_id = ""
+    for chunk in client.runs.stream(thread, "llm-ide", input=inputs, stream_mode="custom", on_disconnect="continue"):
+        if chunk.event == "metadata":
+            run_id = chunk.data["run_id"]
+        if chunk.event == "custom" and chunk.data["event"] == "command" and chunk.data["kind"] == "start":
+            client.runs.cancel(thread, run_id, wait=True, action="interrupt")
+            break
+    cut = client.threads.get_state(thread)
+    assert cut["next"] == ["execute_tool"] and cut["values"]["usage"]["api_calls"] == 1
+
+    other = {**inputs, "task": "Another task entirely."}
+    with pytest.raises(Exception, match=REFUSED):
+        client.runs.wait(thread, "llm-ide", input=other)
+    kept = client.threads.get_state(thread)  # was HTTP 400: the refused input's writes were kept and met again
+    assert (kept["values"], kept["next"], kept["checkpoint"]) == (cut["values"], cut["next"], cut["checkpoint"])
+
+    gate.touch()
+    final = client.runs.wait(thread, "llm-ide", input=inputs)  # the task again, as Studio's form sends it: resumed
+    assert (final.get("exit_status"), final["usage"]["api_calls"]) == ("submitted", 3), final  # was 4: asked again
+    assert [op["action_type"] for op in final["operations"]] == ["bash", "view", "submit"]
+    assert final["operations"][0]["observation"].strip().endswith("let go")
+
+    with pytest.raises(Exception, match=REFUSED):
+        client.runs.wait(thread, "llm-ide", input=other)
+    ended = client.threads.get_state(thread)
+    assert {key: ended["values"][key] for key in final} == final and ended["next"] == []

@@ -78,11 +78,15 @@ def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_
     assert "(notes.txt)" in said[2][1] and len(said) == 4
 
     refused = r"^the thread is a run of another task \('Fix to_fahrenheit.'\); start a new thread \(or give the same "
-    for given in ({**inputs, "task": "Another task entirely."}, None):  # (nothing given: the refused input again)
-        with pytest.raises(ThreadMismatchError, match=refused):
-            served_run(saver, "t1", given)
-        kept = saver.get_tuple({"configurable": {"thread_id": "t1"}}).checkpoint["channel_values"]
-        assert (kept["task"], kept["exit_status"], kept["submission"]) == (TASK, "submitted", first["submission"])
+    thread = {"configurable": {"thread_id": "t1"}}
+    checkpoints = len(list(saver.list(thread)))
+    with pytest.raises(ThreadMismatchError, match=refused):
+        served_run(saver, "t1", {**inputs, "task": "Another task entirely."})
+    ended, events = served_run(saver, "t1", None)  # the refusal left nothing for `null` to meet: the thread's outcome
+    assert (ended["exit_status"], ended["submission"], events) == ("submitted", first["submission"], [])
+    assert len(list(saver.list(thread))) == checkpoints and not saver.get_tuple(thread).pending_writes
+    kept = saver.get_tuple(thread).checkpoint["channel_values"]
+    assert (kept["task"], kept["exit_status"], kept["submission"]) == (TASK, "submitted", first["submission"])
     again, events = served_run(saver, "t1", inputs)  # the same task: the thread's outcome, nothing run again
     assert {key: again[key] for key in ("exit_status", "submission", "usage", "operations")} == {
         key: first[key] for key in ("exit_status", "submission", "usage", "operations")
