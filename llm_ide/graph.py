@@ -6,8 +6,7 @@
 skipped when none is due: the first step, an operation judged as it ran); `branch` places the step's operation by it;
 `act` gets the action; `execute_tool` runs it; `update_activity` commits the step and ends the run at a limit.
 `reflect` and `act` ask again for a reply they could not read; a node that ends the run (an exit status in the state)
-goes to `update_activity`, which counts the run's time and ends it. A thread cut as its step's action was to run enters
-again at `execute_tool`."""
+goes to `update_activity`, which counts the run's time and ends it."""
 
 from __future__ import annotations
 
@@ -92,17 +91,6 @@ def asking(node: str, following: str) -> Route:
     return (lambda state: ENDING if state.get("exit_status") else node if state.get("retry") else following), ends
 
 
-def entry(first: str) -> Callable[[AgentState], str]:
-    def entered(state: AgentState) -> str:
-        """A thread cut as its step's action was to run, given its task again (as Studio's form does; `null` resumes
-        there too): that action runs, no call asks for another."""
-        pending = state.get("pending")
-        cut = pending is not None and pending.action_type and pending.returncode is None
-        return "execute_tool" if cut and not state.get("exit_status") else first
-
-    return entered
-
-
 def onwards(following: str, ending: str = ENDING) -> Route:
     return (lambda state: ending if state.get("exit_status") else following), (following, ending)
 
@@ -133,8 +121,7 @@ def build_graph(
         wrapped = (wrap or (lambda inner: inner))(guarded(node))
         route, ends = routes.get(name, (None, None))
         builder.add_node(name, routed(wrapped, route) if route else wrapped, input_schema=node_state, destinations=ends)
-    builder.add_conditional_edges(START, entry(order[0]), [order[0], "execute_tool"])
-    for source, target in (("branch", "act"), ("execute_tool", ENDING)):
+    for source, target in ((START, order[0]), ("branch", "act"), ("execute_tool", ENDING)):
         builder.add_edge(source, target)
     name = "-".join(["llm-ide", *(v.name for v in variants if v.nodes())])
     return builder.compile(checkpointer=checkpointer, name=name)

@@ -331,8 +331,7 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert result.returncode == 0, result.stderr
     assert "graph TD;" in result.stdout
     edges = {line.strip().rstrip(";") for line in result.stdout.splitlines() if "->" in line}
-    assert {"__start__ -.-> render_context", "branch --> act", "execute_tool --> update_activity"} <= edges
-    assert "__start__ -.-> execute_tool" in edges  # a thread cut as its action was to run, given its task again
+    assert {"__start__ --> render_context", "branch --> act", "execute_tool --> update_activity"} <= edges
     assert {"render_context -.-> reflect", "render_context -.-> branch", "reflect -.-> branch"} <= edges  # the card's
     assert {"act -.-> execute_tool", "act -.-> update_activity", "update_activity -.-> render_context"} <= edges
     assert {"reflect -.-> reflect", "act -.-> act"} <= edges  # a reply that could not be read is asked again
@@ -351,11 +350,11 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
     navigator = cli("graph", "navigator", "--mermaid")
     edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
-    assert {"__start__ -.-> plan", "plan -.-> render_context", "plan -.-> update_activity"} <= edges
+    assert {"__start__ --> plan", "plan -.-> render_context", "plan -.-> update_activity"} <= edges
     assert not any("permission" in edge or "consult" in edge for edge in edges)  # around the action: no node
     reproduction = cli("graph", "reproduction", "--mermaid")
     edges = {line.strip().rstrip(";") for line in reproduction.stdout.splitlines() if "->" in line}
-    assert {"__start__ -.-> reproduction\\3a__start__", "reproduction\\3a__end__ -.-> render_context"} <= edges
+    assert {"__start__ --> reproduction\\3a__start__", "reproduction\\3a__end__ -.-> render_context"} <= edges
     phase = {"reproduction\\3awrite_reproduction -.-> reproduction\\3avalidate_reproduction",
              "reproduction\\3avalidate_reproduction -.-> reproduction\\3awrite_reproduction",
              "reproduction\\3areproduce_before --> reproduction\\3a__end__"}  # fmt: skip

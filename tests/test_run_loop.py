@@ -26,7 +26,6 @@ from llm_ide.run.single import run_task
 
 EDGES = {
     ("__start__", "render_context"),
-    ("__start__", "execute_tool"),  # a thread cut as its step's action was to run, given its task again
     ("render_context", "reflect"),
     ("render_context", "branch"),
     ("render_context", "update_activity"),
@@ -69,7 +68,7 @@ def test_the_six_nodes_route_as_drawn() -> None:
     }  # fmt: skip
     assert {(edge.source, edge.target) for edge in graph.edges} == EDGES
     conditional = {(edge.source, edge.target) for edge in graph.edges if edge.conditional}
-    static = {("branch", "act"), ("execute_tool", "update_activity")}  # START: a step cut as its action was to run
+    static = {("__start__", "render_context"), ("branch", "act"), ("execute_tool", "update_activity")}
     assert conditional == EDGES - static
 
 
