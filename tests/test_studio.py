@@ -93,6 +93,22 @@ def stop(process: subprocess.Popen[bytes]) -> int:
     return process.wait()
 
 
+def gated_run(tmp_path: Path, first: str = "") -> tuple[Path, Path, str]:
+    """A repository, the gate its run's first command waits for (after `first`), and the scripted model: that command,
+    a view, submit."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    gate = tmp_path / "gate"
+    command = f"{first}while [ ! -e {gate} ]; do sleep 0.05; done; echo let go"
+    steps = [
+        act("Wait for the build.", "bash", command=command),
+        reflect(False, "The build is done."),
+        act("Read it[1](temps.py:4).", "view", path="temps.py", start_line=1, end_line=10),
+        reflect(False, "Read."),
+        act("Done.", "submit"),
+    ]
+    return repo, gate, write_script(tmp_path / "script.yaml", single_call(steps))
+
+
 @pytest.fixture
 def studio(tmp_path: Path) -> Iterator[str]:
     """`langgraph dev` on a free loopback port, serving the repository's langgraph.json (it keeps its in-memory
@@ -272,17 +288,7 @@ def test_a_served_thread_cut_mid_step_resumes_on_its_task_and_stays_readable_aft
 ) -> None:
     from langgraph_sdk import get_sync_client
 
-    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
-    gate = tmp_path / "gate"
-    command = f"while [ ! -e {gate} ]; do sleep 0.05; done; echo let go"
-    steps = [
-        act("Wait for the build.", "bash", command=command),
-        reflect(False, "The build is done."),
-        act("Read it[1](temps.py:4).", "view", path="temps.py", start_line=1, end_line=10),
-        reflect(False, "Read."),
-        act("Done.", "submit"),
-    ]
-    model = write_script(tmp_path / "s.yaml", single_call(steps))
+    repo, gate, model = gated_run(tmp_path)
     inputs = {"task": "Fix to_fahrenheit.", "repo": str(repo), "model": model, "config": {"environment": {"tools": []}}}
     client = get_sync_client(url=studio)
     thread = client.threads.create()["thread_id"]

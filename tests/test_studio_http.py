@@ -11,9 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agent_script import act, reflect, single_call, write_script
-from conftest import make_git_repo
-from test_studio import BUGGY, ROOT, TEST, studio  # noqa: F401  (the fixture: `langgraph dev` on a free port)
+from test_studio import ROOT, gated_run, studio  # noqa: F401  (the fixture: `langgraph dev` on a free port)
 
 DOC = ROOT / "docs" / "studio.md"
 
@@ -26,17 +24,7 @@ def blocks() -> dict[str, str]:
 
 def setting(tmp_path: Path, url: str) -> tuple[dict[str, str], Path]:
     """The environment the blocks read (URL, TASK, REPO, MODEL) and the gate the run's command waits for."""
-    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
-    gate = tmp_path / "gate"
-    command = f"touch started; while [ ! -e {gate} ]; do sleep 0.05; done; echo let go"
-    steps = [
-        act("Wait for the build.", "bash", command=command),
-        reflect(False, "The build is done."),
-        act("Read it[1](temps.py:4).", "view", path="temps.py", start_line=1, end_line=10),
-        reflect(False, "Read."),
-        act("Done.", "submit"),
-    ]
-    model = write_script(tmp_path / "script.yaml", single_call(steps))
+    repo, gate, model = gated_run(tmp_path, "touch started; ")
     (tmp_path / "config.yaml").write_text("environment: {tools: []}\n")
     env = {**os.environ, "URL": url, "TASK": "Fix to_fahrenheit.", "REPO": str(repo), "MODEL": model}
     return env, gate
