@@ -298,32 +298,51 @@ def corrupt(data: dict, where: str, value: object) -> None:
     ("where", "value", "said"),
     [
         ("operations.1.parent_id", 999, "warning: operation 1's parent 999 is not in the file: shown at the root"),
+        ("operations.2.parent_id", 3, "warning: operation 2's parent 3 loops back to it: shown at the root"),
+        ("operations.1.parent_id", 1, "warning: operation 1's parent 1 loops back to it: shown at the root"),
+        ("operations", "REVERSE", ""),  # each child before its parent
         ("info.model_stats.api_calls", "DELETE", "warning: info.model_stats has no api_calls: counted as 0"),
         ("info", "DELETE", "warning: no info: the run's outcome, usage unknown"),
-        ("model_calls", None, ""),
+        ("info", None, "warning: no info: the run's outcome, usage unknown"),
+        ("model_calls", None, ""),  # read from the calls log beside the trajectory
+        ("operations.2.observation", None, ""),
+        ("info.received", [{"text": "hi"}], ""),
         ("info.model_stats", "x", "error: {traj}: info.model_stats: an object expected, not str 'x'"),
         ("info.model_stats.cost", "a lot", "error: {traj}: info.model_stats.cost: a number expected, not str 'a lot'"),
         ("model_calls.0", 5, "error: {traj}: model_calls[0]: an object expected, not int 5"),
         ("operations", "abc", "error: {traj}: operations: a list expected, not str 'abc'"),
         ("operations.0", "x", "error: {traj}: operations[0]: an object expected, not str 'x'"),
+        ("operations.2.attempt", "x", "error: {traj}: operations[2].attempt: an integer expected, not str 'x'"),
         ("info", [], "error: {traj}: info: an object expected, not list []"),
-        ("operations.0.id", "DELETE", "error: {traj}: malformed trajectory (OperationNode.__init__() missing 1 "
-         "required positional argument: 'id')"),
+        ("info.attempts", [5], "error: {traj}: info.attempts[0]: an object expected, not int 5"),
+        ("info.choice", "x", "error: {traj}: info.choice: an object expected, not str 'x'"),
+        ("operations.0.id", "DELETE", "error: {traj}: operations[0].id: missing"),
+        ("", "TRUNCATE", "error: {traj}: not a readable trajectory (Unterminated string starting at: line 1 column 12 "
+         "(char 11))"),
     ],
 )  # fmt: skip
-def test_a_hand_broken_trajectory_is_shown_or_refused_in_one_line_alike_in_both_views(
+def test_a_hand_broken_trajectory_is_shown_or_refused_in_one_line_alike_in_every_view(
     demo_run: tuple[dict, Path], tmp_path: Path, where: str, value: object, said: str
 ) -> None:
-    """Each was a traceback in one view or both (a parent not in the file, `model_calls` null, `model_stats` a
-    text…); what can be shown is, the repair said, and the views agree."""
-    data = json.loads(json.dumps(demo_run[0]))
-    corrupt(data, where, value)
-    (traj := tmp_path / "t.traj.json").write_text(json.dumps(data))
-    text, page = cli("inspect", str(traj)), cli("inspect", str(traj), "--html", str(tmp_path / "t.html"))
-    for shown in (text, page):
+    """Each was a traceback in one view or more (a parent not in the file or looping, `model_calls` null beside its
+    calls log, `model_stats` a text, a call not an object…); what can be shown is, the repair said, and the views
+    agree."""
+    run = demo_run[1].parent / "d" / "run"
+    data = json.loads((run / "demo.traj.json").read_text())
+    if value == "REVERSE":
+        data["operations"].reverse()
+    elif value != "TRUNCATE":
+        corrupt(data, where, value)
+    traj = tmp_path / "demo.traj.json"
+    traj.write_text(json.dumps(data)[: 20 if value == "TRUNCATE" else None])
+    shutil.copy(run / "demo.calls.jsonl.gz", tmp_path)
+    text, full = cli("inspect", str(traj)), cli("inspect", "--full", str(traj))
+    page = cli("inspect", str(traj), "--html", str(tmp_path / "t.html"))
+    for shown in (text, full, page):
         assert "Traceback" not in shown.stderr and shown.stderr.strip() == said.format(traj=traj), shown.stderr
         assert shown.returncode == (2 if said.startswith("error") else 0)
-    assert ("5 operations" in text.stdout, (tmp_path / "t.html").exists()) == (not said.startswith("error"),) * 2
+    shown_all = ("5 operations" in text.stdout, "5 operations, 5 model calls" in page.stdout)
+    assert (*shown_all, (tmp_path / "t.html").exists()) == (not said.startswith("error"),) * 3
 
 
 def test_graph_prints_the_state_machine_as_mermaid() -> None:
@@ -383,7 +402,8 @@ def test_attempts_side_by_side_and_decision_marks(tmp_path: Path) -> None:
 
     operations = [
         op(1, 0, None), op(1, 1, 0, denied=True, lessons="navigator: not in the plan"), op(1, 2, 0),
-        op(2, 0, None, candidates=["ls", "ls -la"]), op(2, 1, 0, review={"passed": False, "comment": "no test"}),
+        op(2, 0, None, candidates=[{"action_params": {"command": c}} for c in ("ls", "ls -la")]),
+        op(2, 1, 0, review={"passed": False, "comment": "no test"}),
         op(2, 2, 1),
     ]  # fmt: skip
     attempts = [{"index": 1, "score": 3.0, "exit_status": "submitted"},

@@ -130,29 +130,23 @@ def run_trajectory(path: Path) -> Path:
 
 
 def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int, Any]], dict[str, Any]]:
-    """The trajectory (`full`: with what it keeps in files beside it), its operations with the attempt each belongs
-    to, and its model usage."""
-    from llm_ide.inspector.load import MINI_FORMAT, TrajectoryError, checked, malformed
-    from llm_ide.run.trajectory import load_trajectory
+    """The trajectory as the page reads it (`full`: with each call's prompt), its operations with the attempt each
+    belongs to, and its model usage; each repair said."""
+    from llm_ide.inspector.load import MINI_FORMAT
+    from llm_ide.inspector.recorded import TrajectoryError, llm_ide_trajectory, malformed, read_json
     from llm_ide.state.operations import node_of
 
-    if not trajectory.is_file():
-        raise fail(f"trajectory not found: {trajectory}")
     try:
-        data = load_trajectory(trajectory) if full else json.loads(trajectory.read_text(encoding="utf-8"))
-    except (ValueError, KeyError, TypeError) as error:
-        raise fail(f"{trajectory} is not an llm-ide trajectory: {error}") from None
-    if isinstance(data, dict) and data.get("trajectory_format") == MINI_FORMAT:
-        raise fail(f"{trajectory} is a mini-swe-agent trajectory: `llm-ide inspect --html` shows it as one page")
-    if isinstance(data, dict) and "turns" in data and "operations" not in data:
-        raise fail(f"{trajectory} is a coop planner's turns (JSON), not an agent run's trajectory")
-    if not isinstance(data, dict):
-        raise fail(f"{trajectory}: not a trajectory (a JSON object is expected)")
-    if "operations" not in data:
-        raise fail(f"{trajectory}: not an llm-ide trajectory (no operations)")
-    try:
-        data, notes = checked(data, trajectory)
-        operations = [(int(op.get("attempt") or 0), node_of(op)) for op in data["operations"]]
+        data = read_json(trajectory)
+        if data.get("trajectory_format") == MINI_FORMAT:
+            said = "`llm-ide inspect --html` shows it as one page"
+            raise TrajectoryError(f"{trajectory} is a mini-swe-agent trajectory: {said}")
+        if "turns" in data and "operations" not in data:
+            raise TrajectoryError(f"{trajectory} is a coop planner's turns (JSON), not an agent run's trajectory")
+        if "operations" not in data:
+            raise TrajectoryError(f"{trajectory}: not an llm-ide trajectory (no operations)")
+        data, notes = llm_ide_trajectory(data, trajectory, prompts=full)
+        operations = [(op.get("attempt", 0), node_of(op)) for op in data["operations"]]
     except TrajectoryError as error:
         raise fail(str(error)) from None
     except (KeyError, TypeError, ValueError, AttributeError) as error:
@@ -176,9 +170,10 @@ def operation_tree(
     for number in sorted({attempt for attempt, _ in operations}):
         nodes = [node for attempt, node in operations if attempt == number]
         chain = {node.id for node in reasoning_chain(nodes)}
-        branches = {None: root.add(attempt_label(attempts[number])) if number in attempts else root}
-        for node in nodes:
-            branches[node.id] = branches[node.parent_id].add(_label(node, node.id in chain, full, cropped))
+        top = root.add(attempt_label(attempts[number])) if number in attempts else root
+        branches = {node.id: Tree(_label(node, node.id in chain, full, cropped)) for node in nodes}
+        for node in nodes:  # in the file's order, a child possibly before its parent
+            (top if node.parent_id is None else branches[node.parent_id]).children.append(branches[node.id])
     return root
 
 
@@ -189,8 +184,8 @@ def print_choice_and_messages(screen: Console, info: dict[str, Any]) -> None:
         reasons = escape(_crop(choice.get("reasons", ""), 300, True))
         screen.print(f"[bold]chosen:[/] {picked} ({choice.get('by', '')}) {reasons}")
     for message in info.get("received") or []:
-        sender, text = escape(str(message["from"])), escape(terminal_safe(str(message["text"])))
-        screen.print(f"message before operation {message['step'] + 1}, from agent {sender}: {text}")
+        sender, text = escape(str(message.get("from", "?"))), escape(terminal_safe(message.get("text", "")))
+        screen.print(f"message before operation {message.get('step', 0) + 1}, from agent {sender}: {text}")
 
 
 def calls_table(calls: list[dict[str, Any]], priced: bool) -> Table:

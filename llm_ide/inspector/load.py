@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import UsageError
 from llm_ide.inspector.model import (
     AttemptView,
     CallView,
@@ -19,10 +17,9 @@ from llm_ide.inspector.model import (
     ScriptView,
     StepStat,
 )
+from llm_ide.inspector.recorded import TrajectoryError, llm_ide_trajectory, malformed, read_json
 from llm_ide.inspector.rejected import rejected_replies
 from llm_ide.priced import run_priced
-from llm_ide.run.calls_log import read_log
-from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.context import ScoreParams, score_steps
 from llm_ide.state.operations import node_of, reasoning_chain
 
@@ -31,64 +28,13 @@ MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 MARK_FIELDS = {"denied": "denied", "review": "review", "candidates": "sampled"}
 
 
-class TrajectoryError(UsageError):
-    """A file the inspector cannot read as a trajectory."""
-
-
-USAGE_KEYS = ("api_calls", "input_tokens", "output_tokens", "cost")
-
-
-def malformed(path: Path, error: Exception) -> TrajectoryError:
-    said = str(error).splitlines()[0] if str(error) else repr(error)
-    return TrajectoryError(f"{path}: malformed trajectory ({said})")
-
-
-def checked(data: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[str]]:
-    """An llm-ide trajectory's shape, checked once for every view: a field of the wrong type is a TrajectoryError
-    naming it; what can still be shown is (a copy repaired), each repair said in a line."""
-
-    def wrong(field: str, expected: str, value: Any) -> TrajectoryError:
-        return TrajectoryError(f"{path}: {field}: {expected} expected, not {type(value).__name__} {value!r:.40}")
-
-    operations, calls, info = data.get("operations"), data.get("model_calls"), data.get("info")
-    info, notes = {} if info is None else info, [] if "info" in data else ["no info: the run's outcome, usage unknown"]
-    for field, value, kind in (("operations", operations, list), ("model_calls", calls, list), ("info", info, dict)):
-        if not isinstance(value, kind) and (value is not None or field == "operations"):
-            raise wrong(field, "a list" if kind is list else "an object", value)
-    for field, items in (("operations", operations), ("model_calls", calls or [])):
-        if (bad := next((n for n, item in enumerate(items) if not isinstance(item, dict)), None)) is not None:
-            raise wrong(f"{field}[{bad}]", "an object", items[bad])
-    stats = info.get("model_stats") if info.get("model_stats") is not None else {}
-    if not isinstance(stats, dict):
-        raise wrong("info.model_stats", "an object", stats)
-    if bad := next((key for key in USAGE_KEYS if not isinstance(stats.get(key, 0), int | float)), None):
-        raise wrong(f"info.model_stats.{bad}", "a number", stats[bad])
-    if (missing := [key for key in USAGE_KEYS if key not in stats]) and "info" in data:
-        notes.append(f"info.model_stats has no {', '.join(missing)}: counted as 0")
-    ids = {op.get("id") for op in operations}
-    repaired = []
-    for op in operations:
-        if op.get("parent_id") is not None and op["parent_id"] not in ids:
-            notes.append(f"operation {op.get('id')}'s parent {op['parent_id']} is not in the file: shown at the root")
-            op = {**op, "parent_id": None}
-        repaired.append(op)
-    usage = {**dict.fromkeys(USAGE_KEYS, 0), **stats}
-    fixed = {**data, "operations": repaired, "model_calls": calls or [], "info": {**info, "model_stats": usage}}
-    return fixed, notes
-
-
 def load_run(path: Path) -> RunView:
-    try:
-        data = load_trajectory(path)  # the prompts come back from the calls log the trajectory references
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TrajectoryError(f"{path}: not a readable trajectory ({error})") from None
-    if not isinstance(data, dict):
-        raise TrajectoryError(f"{path}: not a trajectory (a JSON object is expected)")
+    data = read_json(path)
     try:
         if data.get("trajectory_format") == MINI_FORMAT:
             return mini_run(data, path)
         if "operations" in data:
-            data, notes = checked(data, path)
+            data, notes = llm_ide_trajectory(data, path, prompts=True)
             return llm_ide_run(data, path).model_copy(update={"notes": notes})
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise malformed(path, error) from None
@@ -99,7 +45,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
     info = data.get("info") or {}
     stats = info.get("model_stats") or {}
     operations = data["operations"]
-    recorded = data.get("model_calls") or side_calls(path)
+    recorded = data["model_calls"]
     calls = [call_view(call) for call in recorded]
     for position, why in rejected_replies(recorded, info).items():
         calls[position].rejected = why
@@ -163,15 +109,6 @@ def navigator_view(record: dict[str, Any] | None) -> NavigatorView | None:
         guidance=list(record.get("guidance") or []),
         ended=str(record.get("ended") or ""),
     )
-
-
-def side_calls(path: Path) -> list[dict[str, Any]]:
-    """The calls log beside a trajectory that references it instead of holding its calls (a killed run's)."""
-    log = path.with_name(path.name.removesuffix(".traj.json") + ".calls.jsonl.gz")
-    if not log.is_file():
-        return []
-    calls = {call["index"]: call for call in read_log(log)[0]}
-    return [calls[index] for index in sorted(calls)]
 
 
 def call_view(call: dict[str, Any]) -> CallView:
