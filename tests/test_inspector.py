@@ -301,6 +301,7 @@ def corrupt(data: dict, where: str, value: object) -> None:
         ("operations.2.parent_id", 3, "warning: operation 2's parent 3 loops back to it: shown at the root"),
         ("operations.1.parent_id", 1, "warning: operation 1's parent 1 loops back to it: shown at the root"),
         ("operations", "REVERSE", ""),  # each child before its parent
+        ("operations.4.id", 1, "warning: operation 1 is in the file twice: both shown"),
         ("info.model_stats.api_calls", "DELETE", "warning: info.model_stats has no api_calls: counted as 0"),
         ("info", "DELETE", "warning: no info: the run's outcome, usage unknown"),
         ("info", None, "warning: no info: the run's outcome, usage unknown"),

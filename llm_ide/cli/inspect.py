@@ -171,9 +171,10 @@ def operation_tree(
         nodes = [node for attempt, node in operations if attempt == number]
         chain = {node.id for node in reasoning_chain(nodes)}
         top = root.add(attempt_label(attempts[number])) if number in attempts else root
-        branches = {node.id: Tree(_label(node, node.id in chain, full, cropped)) for node in nodes}
-        for node in nodes:  # in the file's order, a child possibly before its parent
-            (top if node.parent_id is None else branches[node.parent_id]).children.append(branches[node.id])
+        drawn = [(node, Tree(_label(node, node.id in chain, full, cropped))) for node in nodes]
+        branches = {node.id: branch for node, branch in reversed(drawn)}  # an id twice: its first node's children
+        for node, branch in drawn:  # in the file's order, a child possibly before its parent
+            (top if node.parent_id is None else branches[node.parent_id]).children.append(branch)
     return root
 
 

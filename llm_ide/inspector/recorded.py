@@ -192,6 +192,8 @@ def rooted(operations: list[dict[str, Any]], notes: list[str]) -> list[dict[str,
     """Each operation under a parent of its own attempt that leads to the root; one whose parent is not in the file,
     or whose parents loop back to it, is shown at the root, and said."""
     parents = {(op.get("attempt", 0), op["id"]): op.get("parent_id") for op in operations}
+    keys = [(op.get("attempt", 0), op["id"]) for op in operations]
+    notes += [f"operation {key[1]} is in the file twice: both shown" for key in parents if keys.count(key) > 1]
     repaired = []
     for op in operations:
         attempt, parent, seen = op.get("attempt", 0), op.get("parent_id"), {op["id"]}
