@@ -209,3 +209,24 @@ def test_gold_without_tests_says_nothing_of_passing(shared_dir: Path, tmp_path: 
     assert done.stdout.strip().endswith(f"2 pairs: 2 conflict under the naive merge → {tmp_path}")
     told = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("pair 1,")]  # as each ends
     assert told == ["pair 1,2 gold: conflicts, not graded", "pair 1,3 gold: conflicts, not graded"]
+
+
+@pytest.mark.parametrize(
+    ("source", "made"),
+    [("nowhere", None), ("a-file", "not a bundle\n"), ("a-folder", ""), ("a-folder/dirty-equals.bundle", None)],
+)
+def test_gold_with_a_source_git_cannot_read_is_one_line_before_anything(
+    shared_dir: Path, tmp_path: Path, source: str, made: str | None
+) -> None:
+    """`coop evaluate --gold … --repo-source X`: a file that is no bundle was git's lines (five, a blank among them)
+    after the output folder was made and the progress shown, and any source git cannot read was said that late."""
+    task = shared_dir / "data" / "cooperbench" / "dataset" / "samuelcolvin_dirty_equals_task" / "task43"
+    (tmp_path / "a-folder").mkdir()
+    if made:
+        (tmp_path / source).write_text(made)
+    out = tmp_path / "out"
+    done = invoke("coop", "evaluate", "--gold", str(task), "--repo-source", source, "--pairs", "1,2", "--no-tests",
+                  "-o", str(out), cwd=tmp_path)  # fmt: skip
+    said = f"error: --repo-source {source}: neither a git repository nor a bundle\n"
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", said)
+    assert not out.exists() and "Traceback" not in done.stderr

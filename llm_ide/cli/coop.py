@@ -120,7 +120,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
     summary.json."""
     from llm_ide.cli.coop_batch import pair_progress
     from llm_ide.coop.evaluate import evaluate_pair
-    from llm_ide.coop.task import load_task, parse_pairs
+    from llm_ide.coop.task import check_source, load_task, parse_pairs
     from llm_ide.errors import UsageError
     from llm_ide.run.thread import refuse_a_file
 
@@ -128,6 +128,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
         task = load_task(gold)
         chosen = parse_pairs(task, pairs)
         source = repository_source(gold, repo_source)
+        check_source(source)
         out = output or Path("runs") / "coop-gold" / task.name.replace("/", "_")
         refuse_a_file(out, "--output")
         out.mkdir(parents=True, exist_ok=True)

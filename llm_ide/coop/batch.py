@@ -14,7 +14,7 @@ from llm_ide.composition import Settings
 from llm_ide.coop.phases import agent_model
 from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import CoopSettings
-from llm_ide.coop.task import CoopError, CoopTask, git
+from llm_ide.coop.task import CoopError, CoopTask, check_source
 from llm_ide.errors import LlmIdeError
 from llm_ide.run.preflight import preflight
 
@@ -131,5 +131,4 @@ def check_inputs(model: str, settings: Settings, base_url: str | None, repo_sour
         raise CoopError("navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp")
     for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
         preflight(spec, settings, base_url=base_url, imaged=False)  # (a task's image comes with it)
-    if git(Path.cwd(), "ls-remote", str(repo_source), check=False).returncode != 0:
-        raise CoopError(f"--repo-source {repo_source}: neither a git repository nor a bundle")
+    check_source(repo_source)

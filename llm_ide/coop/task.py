@@ -113,6 +113,12 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
     return result
 
 
+def check_source(source: Path, option: str = "--repo-source") -> None:
+    """A repository source git cannot read (neither a clone nor a bundle): one line, before anything is made."""
+    if git(Path.cwd(), "ls-remote", str(source), check=False).returncode != 0:
+        raise CoopError(f"{option} {source}: neither a git repository nor a bundle")
+
+
 def checkout_base(task: CoopTask, source: Path, destination: Path) -> Path:
     """A clone of the repository source (a local clone or a git bundle, never the network) at the base commit."""
     if not source.exists():
@@ -123,7 +129,7 @@ def checkout_base(task: CoopTask, source: Path, destination: Path) -> Path:
         ["git", "clone", "-q", "--no-checkout", str(source), str(destination)], capture_output=True, text=True
     )
     if cloned.returncode != 0:
-        raise CoopError(f"cannot clone {source}: {cloned.stderr.strip()[:300]}")
+        raise CoopError(f"cannot clone {source}: {' '.join(cloned.stderr.split())[:300]}")
     if git(destination, "cat-file", "-e", f"{task.base_commit}^{{commit}}", check=False).returncode != 0:
         raise CoopError(f"base commit {task.base_commit} of {task.name} is not in the repository source {source}")
     git(destination, "checkout", "-q", "-B", "base", task.base_commit)
