@@ -37,11 +37,13 @@ class AttemptsStudioInput(StudioInput, total=False):
     output: str  # the folder of the attempts' runs (default runs/<thread id>)
 
 
-def require_inputs(state: dict[str, Any]) -> None:
+AGENT_KINDS = {name: (str, "text") for name in (*REQUIRED, "base_url", "base_commit", "output")} | {
+    "config": (dict, "a mapping of settings, as a --config file holds")
+}
+
+
+def check_fields(state: dict[str, Any], kinds: dict[str, tuple[type, str]], required: dict[str, str]) -> None:
     """An InputError naming every input of the wrong type, else every required one that is missing or blank."""
-    kinds = {name: (str, "text") for name in (*REQUIRED, "base_url", "base_commit", "output")} | {
-        "config": (dict, "a mapping of settings, as a --config file holds")
-    }
     wrong = [
         f"`{name}` must be {said}, not {type(state[name]).__name__} {state[name]!r:.60}"
         for name, (kind, said) in kinds.items()
@@ -49,10 +51,15 @@ def require_inputs(state: dict[str, Any]) -> None:
     ]
     if wrong:
         raise InputError(f"the graph input's {'; '.join(wrong)}")
-    missing = [name for name in REQUIRED if not str(state.get(name) or "").strip()]
+    missing = [name for name in required if not state.get(name) or not str(state[name]).strip()]
     if missing:
-        wanted = "; ".join(f"`{name}` ({REQUIRED[name]})" for name in missing)
+        wanted = "; ".join(f"`{name}` ({required[name]})" for name in missing)
         raise InputError(f"the graph input needs {wanted}")
+
+
+def require_inputs(state: dict[str, Any]) -> None:
+    """The agent graph's input: `check_fields`, and the repository an absolute path."""
+    check_fields(state, AGENT_KINDS, REQUIRED)
     if not Path(state["repo"]).expanduser().is_absolute():  # (relative: to the server's folder, no user's choice)
         repo = state["repo"]
         raise InputError(f"the graph input's `repo` must be an absolute path on the server's machine, not {repo!r}")

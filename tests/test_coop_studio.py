@@ -38,34 +38,59 @@ def test_langgraph_dev_runs_a_coop_pair(studio: str, tmp_path: Path) -> None:  #
 
 
 DROP = object()
+PAIR = '{{"task": folder, "pair": [i, j], "setting", "model", "repo_source"}}'
+FILE_SAID = "it is a file, not a folder: give a folder (it is created if missing)"
 
 
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ({"run": None}, "the graph input's `run` must be a mapping of the pair ({{\"task\": folder, \"pair\": [i, j], "
-         "\"setting\", \"model\", \"repo_source\"}})"),
-        ({"run": "task7"}, "the graph input's `run` must be a mapping of the pair"),
-        ({"output": 5}, "the graph input's `output` must be the folder of the pair's files, as text"),
+        ({"run": None}, f"the graph input needs `run` (the pair: {PAIR})"),
+        ({"run": {}}, f"the graph input needs `run` (the pair: {PAIR})"),
+        ({"run": "task7"}, f"the graph input's `run` must be a mapping of the pair ({PAIR}), not str 'task7'"),
+        ({"output": 5}, "the graph input's `output` must be the folder of the pair's files, as text, not int 5"),
         ({"config": "x", "coop": []}, "the graph input's `config` must be a mapping of agent settings, as a --config "
-         "file holds; `coop` must be a mapping of coop settings, as coop.yaml holds"),
+         "file holds, not str 'x'; `coop` must be a mapping of coop settings, as coop.yaml holds, not list []"),
         ({"run.pair": DROP}, "the graph input's `run.pair`: field required"),
         ({"run.pair": [1]}, "the graph input's `run.pair.1`: field required"),
+        ({"run.pair": [2, 2]}, "the graph input's `run.pair`: [2, 2]: give two different features"),
+        ({"run.pair": [1, 9]}, "the graph input's `run.pair`: {tmp}/dataset/demo_task/task7: no feature9 (features: "
+         "1, 2, 3, 4)"),
+        ({"run.k": -1}, "the graph input's `run.k`: input should be greater than or equal to 0"),
+        ({"run.environment": "vm"}, "the graph input's `run.environment`: unknown environment 'vm': choose one of "
+         "local, docker"),
+        ({"run.repo_sorce": "x"}, "the graph input's `run.repo_sorce`: unknown field (use task, pair, setting, model, "
+         "k, repo_source, base_url, environment)"),
         ({"run.task": "{tmp}/nowhere"}, "the graph input's `run.task`: task folder not found: {tmp}/nowhere"),
+        ({"run.model": ""}, "the graph input's `run.model`: no model: give one"),
+        ({"run.model": "scripted:{tmp}/none.yaml"}, "the graph input's `run.model`: scripted model: file not found: "
+         "{tmp}/none.yaml"),
+        ({"run.repo_source": "{tmp}/nowhere"}, "the graph input's `run.repo_source`: {tmp}/nowhere: neither a git "
+         "repository nor a bundle"),
+        ({"run.repo_source": "{tmp}/a-file"}, "the graph input's `run.repo_source`: {tmp}/a-file: neither a git "
+         "repository nor a bundle"),
+        ({"output": "{tmp}/a-file"}, f"the graph input's `output`: {{tmp}}/a-file: {FILE_SAID}"),
+        ({"output": "{tmp}/a-file/pairs"}, "the graph input's `output`: {tmp}/a-file/pairs: {tmp}/a-file is a file, "
+         "not a folder: give a folder (it is created if missing)"),
         ({"config": {"agent": {"step_limt": 3}}},
          "the graph input's `config`: agent.step_limt: unknown setting (did you mean step_limit?)"),
+        ({"config": {"navigator": {"mode": "human"}}}, "the graph input's `config`: navigator.mode human: nobody "
+         "answers a coop run's agents; use navigator.mode model or mcp"),
         ({"coop": {"planning": {"max_iterations": "many"}}},
          "the graph input's `coop`: planning.max_iterations: input should be a valid integer (got 'many')"),
     ],
 )  # fmt: skip
 def test_the_pair_graphs_input_is_checked_before_anything_runs(tmp_path: Path, given: dict, said: str) -> None:
     """Studio's form for the coop graph: a missing `run` was KeyError 'run' ("An internal error occurred"), a field of
-    it a pydantic dump, a setting's mistake found after the checkout."""
+    it a pydantic dump or never checked (a pair with no such feature, a negative k, an unknown field), a setting's,
+    a model's or the source's mistake found after the checkout, an output that is a file NotADirectoryError."""
     from llm_ide.coop.pair import build_pair_graph
     from llm_ide.inputs import InputError
 
     task, source = build_task(tmp_path)
-    run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": "scripted:x.yaml", "repo_source": str(source)}
+    (tmp_path / "a-file").write_text("not a folder")
+    model = pair_scripts(tmp_path / "scripts")
+    run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": model, "repo_source": str(source)}
     inputs = {"run": run, "output": str(tmp_path / "out")}
     for key, value in given.items():
         value = value.format(tmp=tmp_path) if isinstance(value, str) else value
@@ -76,5 +101,6 @@ def test_the_pair_graphs_input_is_checked_before_anything_runs(tmp_path: Path, g
             target[name] = value
     with pytest.raises(InputError) as raised:
         build_pair_graph().invoke(inputs, {"configurable": {"thread_id": "t"}})
-    assert str(raised.value).startswith(said.format(tmp=tmp_path)) and "\n" not in str(raised.value)
-    assert not (tmp_path / "out").exists()  # nothing made: no folder, no checkout
+    assert str(raised.value).startswith(said.format(tmp=tmp_path)), str(raised.value)
+    assert "\n" not in str(raised.value) and "Traceback" not in str(raised.value)
+    assert not (tmp_path / "out").exists() and (tmp_path / "a-file").read_text() == "not a folder"  # nothing made

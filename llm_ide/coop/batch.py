@@ -11,12 +11,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from llm_ide.composition import Settings
-from llm_ide.coop.phases import agent_model
+from llm_ide.coop.phases import check_models
 from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import CoopSettings
-from llm_ide.coop.task import CoopError, CoopTask, check_source
+from llm_ide.coop.task import CoopTask, check_source
 from llm_ide.errors import LlmIdeError
-from llm_ide.run.preflight import preflight
 
 
 class Rates(BaseModel):
@@ -125,10 +124,6 @@ def run_pairs(
 
 
 def check_inputs(model: str, settings: Settings, base_url: str | None, repo_source: Path) -> None:
-    """A model no agent or planner could use, a repository source git cannot read, or a navigator that waits for a
-    person (nobody answers a pair's agents): one line before any pair."""
-    if settings.navigator.mode == "human":
-        raise CoopError("navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp")
-    for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
-        preflight(spec, settings, base_url=base_url, imaged=False)  # (a task's image comes with it)
+    """Each model and the repository source (`check_models`, `check_source`): one line before any pair."""
+    check_models(model, settings, base_url)
     check_source(repo_source)

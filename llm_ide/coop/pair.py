@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Required
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -20,15 +20,17 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from llm_ide.config import load_config
-from llm_ide.coop.phases import CoopRun, execute_phase, grade, plan_phase, prepare
+from llm_ide.coop.phases import CoopRun, check_models, execute_phase, grade, plan_phase, prepare
 from llm_ide.coop.planning import build_planning_graph, merge_dict
 from llm_ide.coop.settings import CoopSettings, load_coop_settings
-from llm_ide.coop.task import CoopTask, load_task
-from llm_ide.errors import UsageError
+from llm_ide.coop.task import CoopError, CoopTask, check_source, load_task
+from llm_ide.environments import environment_kind
+from llm_ide.errors import LlmIdeError, UsageError
 from llm_ide.fileio import atomic_write
 from llm_ide.graph import build_graph
-from llm_ide.inputs import InputError
+from llm_ide.inputs import InputError, check_fields
 from llm_ide.messages.variant import Messages
+from llm_ide.run.thread import refuse_a_file
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variants
 
@@ -38,7 +40,7 @@ class PairInput(TypedDict, total=False):
     and (LangGraph Studio) agent settings overrides like the agent graph's `config` (`base` names the base config)
     and coop settings overrides (`coop`, over coop.yaml)."""
 
-    run: dict[str, Any]
+    run: Required[dict[str, Any]]
     output: str
     config: dict[str, Any]
     coop: dict[str, Any]
@@ -75,8 +77,9 @@ def context_of(runtime: Runtime[PairContext]) -> PairContext:
     return runtime.context if isinstance(runtime.context, PairContext) else PairContext()
 
 
+PAIR = '{"task": folder, "pair": [i, j], "setting", "model", "repo_source"}'
 INPUTS = {
-    "run": (dict, 'a mapping of the pair ({"task": folder, "pair": [i, j], "setting", "model", "repo_source"})'),
+    "run": (dict, f"a mapping of the pair ({PAIR})"),
     "output": (str, "the folder of the pair's files, as text"),
     "config": (dict, "a mapping of agent settings, as a --config file holds"),
     "coop": (dict, "a mapping of coop settings, as coop.yaml holds"),
@@ -86,20 +89,48 @@ INPUTS = {
 def spec(state: PairState) -> tuple[CoopRun, CoopTask]:
     """The pair and its task from the graph's input (LangGraph Studio's form too): a missing or wrong field is an
     InputError of one line naming it, before anything runs."""
-    wrong = [f"`{name}` must be {said}" for name, (kind, said) in INPUTS.items()
-             if (state.get(name) is not None and not isinstance(state[name], kind))
-             or (name == "run" and not state.get(name))]  # fmt: skip
-    if wrong:
-        raise InputError(f"the graph input's {'; '.join(wrong)}")
+    check_fields(dict(state), INPUTS, {"run": f"the pair: {PAIR}"})
+    if unknown := sorted(set(state["run"]) - set(CoopRun.model_fields)):
+        raise InputError(f"the graph input's `run.{unknown[0]}`: unknown field (use {', '.join(CoopRun.model_fields)})")
     try:
         run = CoopRun.model_validate(state["run"])
-        return run, load_task(run.task)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise InputError(f"the graph input's `run.{where}`: {first['msg'].lower()}") from None
+    field = "task"
+    try:
+        task = load_task(run.task)
+        field = "pair"
+        if run.pair[0] == run.pair[1]:
+            raise CoopError(f"{list(run.pair)}: give two different features")
+        task.feature(run.pair[0]), task.feature(run.pair[1])
+        field = "environment"
+        environment_kind(run.environment or "local")
     except UsageError as error:
-        raise InputError(f"the graph input's `run.task`: {error}") from None
+        raise InputError(f"the graph input's `run.{field}`: {error}") from None
+    return run, task
+
+
+def check_before_anything(state: PairState, run: CoopRun, ctx: PairContext) -> None:
+    """The settings, the models, the repository source and the output folder, checked before the folder and the
+    checkout (each mistake named by its field)."""
+    try:
+        settings, _ = ctx.loaded(state)
+    except UsageError as error:
+        field, said = "config" if ctx.settings is None else "coop", str(error).split(": ", 1)[-1]
+        raise InputError(f"the graph input's `{field}`: {said}") from None
+    checks: list[tuple[str, Callable[[], None]]] = [
+        ("config" if settings.navigator.mode == "human" else "run.model",
+         lambda: check_models(run.model, settings, run.base_url)),
+        ("run.repo_source", lambda: check_source(run.repo_source, "")),
+        ("output", lambda: refuse_a_file(Path(state.get("output") or "runs/coop"), "")),
+    ]  # fmt: skip
+    for field, check in checks:
+        try:
+            check()
+        except LlmIdeError as error:
+            raise InputError(f"the graph input's `{field}`: {str(error).strip()}") from None
 
 
 def build_pair_graph(
@@ -111,11 +142,7 @@ def build_pair_graph(
     def prepare_pair(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
         run, task = spec(state)
         ctx = context_of(runtime)
-        try:
-            ctx.loaded(state)  # the settings, checked before the folder and the checkout
-        except UsageError as error:
-            field, said = "config" if ctx.settings is None else "coop", str(error).split(": ", 1)[-1]
-            raise InputError(f"the graph input's `{field}`: {said}") from None
+        check_before_anything(state, run, ctx)
         folder, _ = prepare(run, task, Path(state.get("output") or "runs/coop"))
         return {"folder": str(folder)}
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from llm_ide.composition import Settings
 from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
@@ -27,6 +28,7 @@ from llm_ide.messages.channel import Mailbox, Turns
 from llm_ide.messages.variant import Messages
 from llm_ide.models import get_model
 from llm_ide.prompting import render_string
+from llm_ide.run.preflight import preflight
 from llm_ide.run.single import run_task
 from llm_ide.run.stopping import Commands
 from llm_ide.settings import CoreSettings
@@ -47,7 +49,7 @@ class CoopRun(BaseModel):
     pair: tuple[int, int]
     setting: Setting
     model: str
-    k: int = 0
+    k: int = Field(0, ge=0)
     repo_source: Path
     base_url: str | None = None
     environment: str | None = None
@@ -66,6 +68,15 @@ def agent_model(spec: str, agent: str, phase: str) -> str:
     """`{agent}` and `{phase}` (plan | run) in a model spec pick one per agent and phase (e.g. scripted files);
     otherwise every agent and phase share the spec."""
     return spec.replace("{agent}", agent).replace("{phase}", phase)
+
+
+def check_models(model: str, settings: Settings, base_url: str | None) -> None:
+    """A model no agent or planner could use, or a navigator that waits for a person (nobody answers a pair's
+    agents): one line."""
+    if settings.navigator.mode == "human":
+        raise CoopError("navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp")
+    for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
+        preflight(spec, settings, base_url=base_url, imaged=False)  # (a task's image comes with it)
 
 
 def plan_phase(
