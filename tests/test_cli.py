@@ -114,11 +114,17 @@ def test_the_defaults_help_shows_are_the_loaded_configs_values() -> None:
 )
 def test_run_help_shows_the_users_config_beside_the_default(tmp_path: Path, user: str, shown: str) -> None:
     """`run --help` showed the bundled default although the user's config file set another value (a fresh process:
-    the help is made as the command line's module loads)."""
+    the help is made as the command line's module loads); the file is read once, not once per option."""
     (path := tmp_path / "user.yaml").write_text(user)
     env = {**os.environ, "LLM_IDE_CONFIG": str(path), "COLUMNS": "400", "TERM": "dumb", "NO_COLOR": "1"}
-    done = subprocess.run([*CLI, "run", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    counted = (
+        "import atexit, sys; opened = []; atexit.register(lambda: print('opened', len(opened), file=sys.stderr));"
+        f" sys.addaudithook(lambda e, a: e == 'open' and str(a[0]) == {str(path)!r} and opened.append(1)); "
+    )
+    done = subprocess.run(
+        [CLI[0], "-c", counted + CLI[2], "run", "--help"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (0, "opened 1"), done.stderr
     line = next(line for line in done.stdout.splitlines() if "--step-limit" in line)
     assert f"[default: {shown.format(path=path)}]" in line, line
 

@@ -234,16 +234,26 @@ def bundled_value(key: str, config: str = "default") -> Any:
     return value
 
 
+@cache
+def users_yaml(path: Path) -> Any:
+    """The user's config file as read once per process for every option's `--help` text (None where it does not read:
+    a mistake in it is told when a command runs)."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+
+
 def config_default(key: str, config: str = "default") -> str:
     """`key` and its value in a bundled config, for `--help`: `config agent.step_limit = 100`; and the user's config
-    file's value where it sets another (read as its YAML says: a mistake in it is told when a command runs)."""
+    file's value where it sets another."""
     value = bundled_value(key, config)
     said = f"{'' if config == 'default' else config + ' '}config {key} = {'none' if value is None else value}"
     try:
         path = user_config_path()
-        mine: Any = yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
-    except (OSError, ValueError, yaml.YAMLError):
+    except ValueError:
         return said
+    mine: Any = users_yaml(path) if path else None
     for part in key.split("."):
         if not isinstance(mine, dict) or part not in mine:
             return said
