@@ -129,6 +129,24 @@ def test_run_help_shows_the_users_config_beside_the_default(tmp_path: Path, user
     assert f"[default: {shown.format(path=path)}]" in line, line
 
 
+@pytest.mark.parametrize("short", [False, True])
+def test_run_takes_mini_swe_agents_short_options(tmp_path: Path, short: bool) -> None:
+    """`-m`, `-t`, `-c` and `-o` as mini-swe-agent's `mini` and our own swebench commands take them (`run` refused
+    `-o`: "No such option")."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    model = write_script(
+        tmp_path / "s.yaml",
+        [act("Add it.", "bash", command="echo y > b.py"), reflect(False, "made"), act("Done.", "submit")],
+    )
+    given = {"--model": model, "--task": "make b", "--config": str(no_tools(tmp_path)), "--output": "out"}
+    args = [item for option, value in given.items() for item in ((option[1:3] if short else option), value)]
+    result = invoke("run", "--repo", str(repo), "--thread-id", "T", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trajectory = json.loads((tmp_path / "out" / "T.traj.json").read_text())
+    assert (trajectory["info"]["exit_status"], (repo / "b.py").read_text()) == ("submitted", "y\n")
+    assert "+y" in (tmp_path / "out" / "T.patch").read_text()
+
+
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     model = write_script(tmp_path / "s.yaml", [act("Run it.", "bash", command="touch ran-on-host"), "submit"])

@@ -22,17 +22,29 @@ class NavigatorMode(StrEnum):
 EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
 
 Repo = Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")]
-Task = Annotated[str | None, typer.Option(help="The task text.", show_default="none; or --task-file")]
+Task = Annotated[str | None, typer.Option("--task", "-t", help="The task text.", show_default="none; or --task-file")]
 TaskFile = Annotated[Path | None, typer.Option(help="A file holding the task text.", show_default="none; or --task")]
 RunModel = Annotated[
     str | None,
-    typer.Option(help="provider:name, scripted:PATH, or an OpenAI-compatible name.", show_default="$LLM_IDE_MODEL"),
+    typer.Option(
+        "--model",
+        "-m",
+        help="provider:name, scripted:PATH, or an OpenAI-compatible name.",
+        show_default="$LLM_IDE_MODEL",
+    ),
 ]
 RunConfig = Annotated[
     list[Path] | None,
-    typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML file(s) overriding any config key.",
+        show_default="none: llm_ide/prompts/default.yaml",
+    ),
 ]
-Output = Annotated[Path | None, typer.Option(help="Output directory.", show_default="runs/<thread id>")]
+Output = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Output directory.", show_default="runs/<thread id>")
+]
 StepLimit = Annotated[
     int | None,
     typer.Option(help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")),
