@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_script import act, reflect, write_script
@@ -117,3 +118,49 @@ def test_a_resume_after_head_left_the_runs_history_says_what_the_patch_now_holds
         "branch holding it) to go on where the run stopped"
     ]
     assert "-x = 2\n+x = 1" in again.submission  # as the warning says
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "status", "said"),
+    [
+        ({"step_limit": 1}, {"step_limit": 0}, "step_limit", "the run's step limit (1) is reached"),
+        ({"token_limit": 1}, {"token_limit": 10**9}, "cost_limit", "the run's token limit (1) is reached"),
+        ({"wall_time_limit": 0.001}, {"wall_time_limit": 0}, "time_limit", "the run's wall-time limit (0.001 s)"),
+    ],
+)
+def test_a_run_stopped_at_a_limit_goes_on_from_there_when_given_a_higher_one(
+    tmp_path: Path, first: dict[str, float], then: dict[str, float], status: str, said: str
+) -> None:
+    """A run that reached a limit was done for good: the same thread given a higher limit gave its result again, and
+    only a new thread went further (its steps paid again). It goes on from its last step, the same limit ends it again
+    as it was, and the command line says which."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "wrote one")]
+    model = write_script(tmp_path / "s.yaml", [*script, act("Two.", "bash", command="echo two >> trail.txt")] + [
+        reflect(False, "wrote two"), act("Done.", "submit")])  # fmt: skip
+    run = {"repo": repo, "model": model, "output_dir": tmp_path / "out", "run_id": "T"}
+
+    def attempt(agent: dict[str, float]) -> tuple[str, list[str]]:
+        events: list[Any] = []
+        settings = load_config("default", environment={"tools": []}, agent=agent)
+        result = run_task("write the trail", on_event=events.append, settings=settings, **run)
+        return result.exit_status, [event.phase for event in events if event.kind == "phase"]
+
+    assert attempt(first)[0] == status and (repo / "trail.txt").read_text() == "one\n"
+    ended = json.loads((tmp_path / "out" / "T.traj.json").read_text())["info"]
+    assert ended["error"].startswith(said)
+    again, phases = attempt(first)
+    assert again == status and phases[0].endswith("a higher limit continues it, a new --thread-id runs the task anew")
+    went_on, phases = attempt(then)
+    assert (
+        phases[0].startswith(f"run T had stopped at a limit ({said}")
+        and phases[1] == "resuming run T after step 1 (its checkpoint)"
+    )
+    traj = json.loads((tmp_path / "out" / "T.traj.json").read_text())
+    assert (went_on, traj["info"]["exit_status"], traj["info"].get("error")) == ("submitted", "submitted", None)
+    assert [op["thought"] for op in traj["operations"]] == ["One.", "Two.", "Done."]
+    assert [op["parent_id"] for op in traj["operations"]] == [None, 0, 1]
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n" and traj["info"]["model_stats"]["api_calls"] == 3
+    cli = invoke("run", "--repo", str(repo), "--task", "write the trail", "--model", model, "--thread-id", "T",
+                 "--output", str(tmp_path / "out"), "--step-limit", "1", cwd=tmp_path)  # fmt: skip
+    assert cli.returncode == 0 and "run T had already finished (submitted): its result again; a new" in cli.stdout

@@ -4,27 +4,31 @@ passes here, so its time is always counted."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
+from llm_ide.settings import AgentSettings
 from llm_ide.state.context import add_scope, created_named, with_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.state.references import count_references, parse_references
 from llm_ide.variant import AgentContext
 
 
-def limit_reached(ctx: AgentContext, state: AgentState, n_operations: int, elapsed: float) -> LlmIdeError | None:
-    agent = ctx.settings.agent
+def run_limit(
+    agent: AgentSettings, state: Mapping[str, Any], steps: int, elapsed: float, spent: bool
+) -> LlmIdeError | None:
+    """What ends the run at this step, if anything (`spent`: a cost limit it shares): its submission, or a limit."""
     usage = state.get("usage") or empty_usage()
     if state.get("submitted"):
         return Submitted()
-    if agent.step_limit and n_operations >= agent.step_limit:
+    if agent.step_limit and steps >= agent.step_limit:
         return StepLimit(f"the run's step limit ({agent.step_limit}) is reached")
     if agent.cost_limit and usage["cost"] >= agent.cost_limit:
         return CostLimit(f"the run's cost limit ${agent.cost_limit:.2f} is reached (spent ${usage['cost']:.4f})")
-    if ctx.cost_budget and ctx.cost_budget.exhausted:
+    if spent:
         return CostLimit("the shared cost limit is reached")
     if agent.token_limit and (tokens := usage["input_tokens"] + usage["output_tokens"]) >= agent.token_limit:
         return CostLimit(f"the run's token limit ({agent.token_limit:,}) is reached ({tokens:,} tokens)")  # any price
@@ -61,6 +65,7 @@ def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[s
     if changed := state.get("changed"):
         update["operations"] = [*changed, *update.get("operations", [])]
     steps = update.get("n_operations", state.get("n_operations", 0))
-    if not state.get("exit_status") and (limit := limit_reached(ctx, state, steps, elapsed)):
+    spent = ctx.cost_budget is not None and ctx.cost_budget.exhausted
+    if not state.get("exit_status") and (limit := run_limit(ctx.settings.agent, state, steps, elapsed, spent)):
         update |= ended(limit)
     return update

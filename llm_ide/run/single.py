@@ -23,7 +23,8 @@ from llm_ide.environments.live import CommandListener, CommandProgress
 from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
 from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep
-from llm_ide.graph import ENDING, after_render, build_graph
+from llm_ide.graph import CORE, ENDING, after_render, build_graph
+from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.guard import check_saved_state, repo_lock
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
@@ -41,6 +42,7 @@ from llm_ide.workspace.putback import moved_notes
 from llm_ide.workspace.submodules import warn_submodules
 
 log = logging.getLogger("llm_ide.run")
+LIMITS = frozenset({ExitStatus.STEP_LIMIT, ExitStatus.COST_LIMIT, ExitStatus.TIME_LIMIT})  # a higher one continues
 
 
 @dataclass(frozen=True)
@@ -123,16 +125,17 @@ class Driver:
                     calls=output_dir / f"{request.run_id}.calls.jsonl.gz",
                     checkpoint=thread.spec,
                 )
+            values, reopened = thread.values, beyond_its_limit(thread, request)
             outputs = RunOutputs(
-                request.run_id, thread, Recorder(output_dir, request.run_id, variants.info), self.info()
+                request.run_id, reopened or thread, Recorder(output_dir, request.run_id, variants.info), self.info()
             )
             outputs.emit = self.listeners.emit
-            values = thread.values
-            if values.get("exit_status") and status_of(values["exit_status"]).finished and not thread.snapshot.tasks:
-                ended = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
-                outputs.emit(RunEvent(request.run_id, "phase", phase=f"{ended}; a new --thread-id runs the task anew"))
+            finished = values.get("exit_status") and status_of(values["exit_status"]).finished
+            if reopened is not None or (finished and not thread.snapshot.tasks):
+                outputs.emit(RunEvent(request.run_id, "phase", phase=finished_phase(request.run_id, values, reopened)))
+            if reopened is None and finished and not thread.snapshot.tasks:
                 return outputs.finished_before(settings, request.repo, request.image)
-            return Stream(replace(self, request=request), thread, outputs, variants).run()
+            return Stream(replace(self, request=request), reopened or thread, outputs, variants).run()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -299,6 +302,33 @@ def upgraded(graph: Any, config: dict[str, Any]) -> None:
     if saved is not None and (committed := verdict.kept_apart(saved.checkpoint["channel_values"])):
         goto = list(graph.get_state(config).next)  # as the node that commits a verdict, which has no edge of its own
         graph.update_state(config, Command(update=committed, goto=goto), as_node=ENDING)
+
+
+def beyond_its_limit(thread: Thread, request: RunRequest) -> Thread | None:
+    """A thread that stopped at a limit the request's settings no longer reach (a higher step limit, 0 for none):
+    reopened at its next step, its exit status cleared; None for any other thread."""
+    values = thread.values
+    if values.get("exit_status") not in LIMITS or thread.snapshot.tasks:
+        return None
+    shared = request.cost_budget is not None and request.cost_budget.exhausted
+    steps, elapsed = values.get("n_operations", 0), values.get("elapsed", 0.0)
+    if run_limit(request.settings.agent, values, steps, elapsed, shared) is not None:
+        return None
+    config = {"configurable": {"thread_id": request.run_id}}
+    going_on = Command(update={"exit_status": None, "error": ""}, goto=next(iter(CORE)))
+    thread.graph.update_state(config, going_on, as_node=ENDING)
+    snapshot = thread.graph.get_state(config)
+    return replace(thread, snapshot=snapshot, values=dict(snapshot.values))
+
+
+def finished_phase(run_id: str, values: dict[str, Any], reopened: Thread | None) -> str:
+    """What a finished thread's run says: it goes on past the limit it had reached, or gives its result again."""
+    status = values["exit_status"]
+    if reopened is not None:
+        said = values.get("error") or status
+        return f"run {run_id} had stopped at a limit ({said}): it goes on, under the limits given now"
+    hint = "a higher limit continues it, " if status in LIMITS else ""
+    return f"run {run_id} had already finished ({status}): its result again; {hint}a new --thread-id runs the task anew"
 
 
 def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:
