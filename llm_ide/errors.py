@@ -189,6 +189,9 @@ def ended(error: LlmIdeError) -> dict[str, object]:
     return {"exit_status": status, **({"error": message} if message else {})}
 
 
+LIMITS = frozenset({ExitStatus.STEP_LIMIT, ExitStatus.COST_LIMIT, ExitStatus.TIME_LIMIT})  # a higher one goes on
+
+
 def status_of(value: str | None) -> ExitStatus:
     """The exit status a run's state or trajectory holds; none at all: it ended in an error of the program."""
     return ExitStatus(value) if value else ExitStatus.ERROR

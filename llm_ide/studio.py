@@ -32,14 +32,15 @@ from llm_ide.composition import compose
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.live import CommandProgress
-from llm_ide.errors import LlmIdeError, UsageError, ended
+from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
 from llm_ide.fileio import FolderKeep
-from llm_ide.graph import build_graph
+from llm_ide.graph import ENDING, build_graph
 from llm_ide.inputs import StudioInput, require_inputs
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight
 from llm_ide.run.setup import build_context
+from llm_ide.run.single import going_on, past_its_limit
 from llm_ide.sampling.variant import Sampling
 from llm_ide.secrets import redact
 from llm_ide.settings import register_config_secrets
@@ -137,10 +138,13 @@ class StudioRun:
                 raise
         return self.ctx
 
+    def settings(self, state: dict[str, Any]) -> Any:
+        values = deep_merge(self.defaults, dict(state.get("config") or {}))
+        return load_config(values.pop("base", "default"), variants=self.variants, **values)
+
     def _build(self, state: dict[str, Any]) -> AgentContext:
         require_inputs(state)
-        values = deep_merge(self.defaults, dict(state.get("config") or {}))
-        settings = load_config(values.pop("base", "default"), variants=self.variants, **values)
+        settings = self.settings(state)
         repo = Path(state["repo"]).expanduser().resolve()
         variants = compose(settings, self.variants, from_settings=False)
         preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo, variants=variants)  # as the CLI
@@ -219,7 +223,7 @@ def bind(node: Node, run: StudioRun) -> Node:
             update["base_commit"] = run.base
         if update.get("exit_status") and not state.get("exit_status"):
             update["submission"] = run.patch()
-            run.ended = True  # in Studio a run with an exit status is done (no driver resumes it)
+            run.ended = update["exit_status"] not in LIMITS  # done, unless a higher limit makes it go on
         return update
 
     studio_node.__name__ = node.__name__
@@ -229,7 +233,12 @@ def bind(node: Node, run: StudioRun) -> Node:
 class StudioGraph(CompiledStateGraph):
     """The graph as served: a run given a task on a thread that holds one is checked before anything of it is
     written. Another task is refused (ThreadMismatchError), the thread left as it was, its state readable; its own
-    task on a thread cut mid-step (what Studio's form sends again) resumes the step where it stopped, as `null` does."""
+    task on a thread cut mid-step (what Studio's form sends again) resumes the step where it stopped, as `null` does,
+    and on a thread stopped at a limit its `config` no longer reaches goes on from the next step."""
+
+    def __init__(self, *, studio_run: StudioRun | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.studio_run = studio_run
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         async for chunk in super().astream(await self.given(input, config), config, **kwargs):
@@ -242,6 +251,11 @@ class StudioGraph(CompiledStateGraph):
         thread = await self.aget_state(config)
         kept = thread.values.get("task") or ""
         one_task(kept, input["task"])
+        if kept and not thread.next and self.studio_run is not None and thread.values.get("exit_status") in LIMITS:
+            with contextlib.suppress(LlmIdeError):  # a bad `config`: the run says it, as for any thread
+                if past_its_limit(thread.values, self.studio_run.settings(input).agent):
+                    await self.aupdate_state(config, going_on(config=input.get("config") or {}), as_node=ENDING)
+                    return None
         return None if kept and thread.next and not thread.values.get("exit_status") else input
 
 
@@ -253,7 +267,9 @@ async def served(variants: list[Variant], defaults: dict[str, Any] | None = None
         wrap = lambda node: bind(node, run)  # noqa: E731
         drawn = Variants(tuple(variants))
         built = build_graph(context_schema=None, wrap=wrap, variants=drawn, input_schema=StudioInput)
-        yield StudioGraph(**{key: value for key, value in vars(built).items() if key != "__orig_class__"})
+        yield StudioGraph(
+            studio_run=run, **{key: value for key, value in vars(built).items() if key != "__orig_class__"}
+        )
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
 

@@ -111,6 +111,24 @@ def test_a_thread_cut_before_its_action_ran_runs_that_action_when_given_its_task
     assert "+    return celsius * 9 / 5 + 32" in final["submission"]
 
 
+def test_a_thread_stopped_at_its_step_limit_goes_on_when_given_its_task_with_a_higher_one(tmp_path: Path) -> None:
+    """As `llm-ide run` does: given its task with a `config` whose step limit is higher, a thread that had stopped at
+    its limit goes on from its next step (the script where it was); with the same limit it stays as it is."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    model = write_script(tmp_path / "s.yaml", SCRIPT)
+    inputs = {"task": TASK, "repo": str(repo), "model": model, "config": {**QUIET, "agent": {"step_limit": 2}}}
+    saver = InMemorySaver()
+    stopped, _ = served_run(saver, "t1", inputs)
+    assert (stopped["exit_status"], stopped["n_operations"], stopped["usage"]["api_calls"]) == ("step_limit", 2, 2)
+    assert stopped["error"] == "the run's step limit (2) is reached" and "+    return celsius" in stopped["submission"]
+    again, _ = served_run(saver, "t1", inputs)
+    assert (again["exit_status"], again["n_operations"], again["usage"]["api_calls"]) == ("step_limit", 2, 2)
+    final, _ = served_run(saver, "t1", {**inputs, "config": {**QUIET, "agent": {"step_limit": 0}}})
+    assert (final["exit_status"], final["usage"]["api_calls"], final.get("error")) == ("submitted", 4, "")
+    assert [op.action_type for op in final["operations"]] == ["view", "edit", "bash", "submit"]
+    assert "+    return celsius * 9 / 5 + 32" in final["submission"]
+
+
 @pytest.mark.parametrize(
     ("given", "line"),
     [

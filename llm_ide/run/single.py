@@ -20,7 +20,16 @@ from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
-from llm_ide.errors import AwaitingAnswer, ExitStatus, LlmIdeError, OutputFolderLost, UsageError, ending, status_of
+from llm_ide.errors import (
+    LIMITS,
+    AwaitingAnswer,
+    ExitStatus,
+    LlmIdeError,
+    OutputFolderLost,
+    UsageError,
+    ending,
+    status_of,
+)
 from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep
 from llm_ide.graph import CORE, ENDING, after_render, build_graph
@@ -34,6 +43,7 @@ from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
+from llm_ide.settings import AgentSettings
 from llm_ide.variant import AgentContext, Clock, Variants
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
@@ -42,7 +52,6 @@ from llm_ide.workspace.putback import moved_notes
 from llm_ide.workspace.submodules import warn_submodules
 
 log = logging.getLogger("llm_ide.run")
-LIMITS = frozenset({ExitStatus.STEP_LIMIT, ExitStatus.COST_LIMIT, ExitStatus.TIME_LIMIT})  # a higher one continues
 
 
 @dataclass(frozen=True)
@@ -304,19 +313,25 @@ def upgraded(graph: Any, config: dict[str, Any]) -> None:
         graph.update_state(config, Command(update=committed, goto=goto), as_node=ENDING)
 
 
-def beyond_its_limit(thread: Thread, request: RunRequest) -> Thread | None:
-    """A thread that stopped at a limit the request's settings no longer reach (a higher step limit, 0 for none):
-    reopened at its next step, its exit status cleared; None for any other thread."""
-    values = thread.values
-    if values.get("exit_status") not in LIMITS or thread.snapshot.tasks:
-        return None
-    shared = request.cost_budget is not None and request.cost_budget.exhausted
+def going_on(**update: Any) -> Command:
+    """The update as ENDING that makes a thread stopped at a limit go on from its next step (with `update`)."""
+    return Command(update={"exit_status": None, "error": "", **update}, goto=next(iter(CORE)))
+
+
+def past_its_limit(values: dict[str, Any], agent: AgentSettings, spent: bool = False) -> bool:
+    """Whether a thread stopped at a limit that `agent`'s limits no longer reach (a higher step limit, 0 for none;
+    `spent`: a cost limit it shares is): it can go on from its next step, its exit status cleared (`going_on`)."""
     steps, elapsed = values.get("n_operations", 0), values.get("elapsed", 0.0)
-    if run_limit(request.settings.agent, values, steps, elapsed, shared) is not None:
+    return values.get("exit_status") in LIMITS and run_limit(agent, values, steps, elapsed, spent) is None
+
+
+def beyond_its_limit(thread: Thread, request: RunRequest) -> Thread | None:
+    """A thread that stopped at a limit the request's settings no longer reach, reopened; None for any other."""
+    spent = request.cost_budget is not None and request.cost_budget.exhausted
+    if thread.snapshot.tasks or not past_its_limit(thread.values, request.settings.agent, spent):
         return None
     config = {"configurable": {"thread_id": request.run_id}}
-    going_on = Command(update={"exit_status": None, "error": ""}, goto=next(iter(CORE)))
-    thread.graph.update_state(config, going_on, as_node=ENDING)
+    thread.graph.update_state(config, going_on(), as_node=ENDING)
     snapshot = thread.graph.get_state(config)
     return replace(thread, snapshot=snapshot, values=dict(snapshot.values))
 
