@@ -29,7 +29,7 @@ from langgraph.runtime import Runtime
 
 from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
-from llm_ide.config import deep_merge, load_config
+from llm_ide.config import Settings, deep_merge, load_config
 from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.live import CommandProgress
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
@@ -138,7 +138,7 @@ class StudioRun:
                 raise
         return self.ctx
 
-    def settings(self, state: dict[str, Any]) -> Any:
+    def settings(self, state: dict[str, Any]) -> Settings:
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
         return load_config(values.pop("base", "default"), variants=self.variants, **values)
 
