@@ -206,7 +206,7 @@ def test_ctrl_c_during_the_demo_says_where_it_stopped_and_the_demo_goes_on_from_
     out = tmp_path / "demo"
     environ = {**os.environ, "LLM_IDE_CONFIG": "off", "PATH": f"{python_shim(tmp_path / 'shim')}:{os.environ['PATH']}"}
     process = subprocess.Popen(
-        [*CLI, "demo", "--output", str(out)],
+        [*CLI, "demo", "-o", str(out)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -220,7 +220,7 @@ def test_ctrl_c_during_the_demo_says_where_it_stopped_and_the_demo_goes_on_from_
     said = lines.index(f"interrupted: the demo stopped at its last completed step ({out / 'run'})")
     assert lines[said + 1] == "resume with:"
     words = shlex.split(lines[said + 2])
-    assert words[:2] == ["llm-ide", "demo"] and words[words.index("--output") + 1] == str(out)
+    assert words[:2] == ["llm-ide", "demo"] and words[words.index("-o") + 1] == str(out)
 
     again = llm_ide(*words[1:], cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr

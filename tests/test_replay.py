@@ -190,11 +190,11 @@ def test_our_own_run_with_tool_calls_replays_in_its_format_or_the_one_asked(
     """A run of ours that acted by tool calls replays as tools without the flag, each reply its own word for word
     (text and call: both sides' outputs equal), and with tags when asked; either way to the same tree."""
     repo, trajectory = demo
-    args = ["--repo", str(repo), "--out", str(tmp_path / "a"), "--action-format", "tools"]
+    args = ["--repo", str(repo), "-o", str(tmp_path / "a"), "--action-format", "tools"]
     first = cli("replay", str(trajectory), *args, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     ran = report_of(tmp_path / "a").run_trajectory
-    done = cli("replay", ran, "--repo", str(repo), "--out", str(tmp_path / "b"), *flag, cwd=tmp_path)
+    done = cli("replay", ran, "--repo", str(repo), "--output", str(tmp_path / "b"), *flag, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     report = report_of(tmp_path / "b")
     assert (report.exit_status, report.same_as_submission, report.diverged) == ("submitted", True, "")

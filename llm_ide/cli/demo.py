@@ -34,6 +34,8 @@ def demo(
     output: Annotated[
         Path | None,
         typer.Option(
+            "--output",
+            "-o",
             help="Where to keep the demo project and its run; an interrupted demo there continues.",
             show_default="a new llm-ide-demo-* temp dir",
         ),

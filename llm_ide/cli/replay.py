@@ -44,7 +44,13 @@ Branch = Annotated[
 Commit = Annotated[str | None, typer.Option(help="The commit to replay on.", show_default="the branch's")]
 Out = Annotated[
     Path | None,
-    typer.Option(help="Where the report, the wire log and the replayed run go.", show_default="replays/<run id>"),
+    typer.Option(
+        "--output",
+        "-o",
+        "--out",
+        help="Where the report, the wire log and the replayed run go.",
+        show_default="replays/<run id>",
+    ),
 ]
 Html = Annotated[
     bool, typer.Option("--html", help="Write the replayed run's inspector page with the misses.", show_default="off")
