@@ -165,7 +165,12 @@ def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: P
     assert not (repo / "ran-on-host").exists()
 
 
-def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_patch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["--task", "--task-file -"])
+def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_patch(
+    tmp_path: Path, given: str
+) -> None:
+    """Also with the task read from standard input (`--task-file -`, which said "task file not found", as did a pipe
+    `<(…)`): the resume command gives it as `--task` text, the stream being gone."""
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
     model = write_script(
         tmp_path / "script.yaml",
@@ -177,15 +182,23 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
             act("Done.", "submit"),
         ],
     )
-    args = ["run", "--repo", "repo", "--task", "write the trail", "--model", model, "--config", "no-tools.yaml"]
+    task = ["--task", "write the trail"] if given == "--task" else ["--task-file", "-"]
+    args = ["run", "--repo", "repo", *task, "--model", model, "--config", "no-tools.yaml"]
     no_tools(tmp_path)
-    first = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [*CLI, *args], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert first.stdin is not None
+    first.stdin.write("write the trail" if given != "--task" else "")
+    first.stdin.close()
+    first.stdin = None  # (communicate would flush it)
     stdout, stderr = interrupt_when(repo / "waiting", first, seconds=120)
     assert first.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     resume = stderr.splitlines()[stderr.splitlines().index("resume with:") + 1]
     words = shlex.split(resume)
-    assert words[:2] == ["llm-ide", "run"] and "--thread-id" in words
+    assert words[:2] == ["llm-ide", "run"] and "--thread-id" in words and "--task-file" not in words
+    assert words[words.index("--task") + 1] == "write the trail"
     run_id = words[words.index("--thread-id") + 1]
 
     (repo / "go").touch()

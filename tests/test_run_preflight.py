@@ -97,11 +97,17 @@ def test_bad_model_fails_in_one_line_before_the_environment_starts(
         (["--task-file", "{binary}"], "error: task file {binary}: not UTF-8 text"),
         (["--task-file", "{folder}"], "error: task file {folder} is a folder: give the file that holds the task"),
         (["--task-file", "{missing}"], "error: task file not found: {missing}"),
+        (["--task-file", "{pipe}"], "error: the task is empty (task file {pipe}): say what the agent should do"),
     ],
 )
 def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: list[str], message: str) -> None:
-    files = {"blank": tmp_path / "blank.md", "binary": tmp_path / "binary.md", "folder": tmp_path}
-    files["missing"] = tmp_path / "missing.md"
+    """A pipe (`<(…)`) is read as a file is (it was "not found")."""
+    files: dict[str, Path | str] = {"blank": tmp_path / "blank.md", "binary": tmp_path / "binary.md"}
+    files["folder"], files["missing"] = tmp_path, tmp_path / "missing.md"
+    read, write = os.pipe()
+    os.write(write, b"  \n")
+    os.close(write)
+    files["pipe"] = f"/dev/fd/{read}"
     files["blank"].write_text("\n   \n")
     files["binary"].write_bytes(b"\xff\xfe\x00")
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
@@ -109,6 +115,7 @@ def test_an_empty_task_is_refused_before_anything_runs(tmp_path: Path, task: lis
     script.write_text("- never used\n")
     args = ["run", "--repo", str(repo), *[a.format(**files) for a in task], "--model", f"scripted:{script}"]
     done = invoke(*args, "--output", str(tmp_path / "out"))
+    os.close(read)
     assert (done.returncode, done.stderr) == (2, message.format(**files) + "\n")
     assert done.stdout == "" and not (tmp_path / "out").exists()
 

@@ -143,16 +143,19 @@ def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
 PROGRAMS = ("llm-ide", "mini-extra")
 
 
-def command_line(*extra: str) -> str:
-    """This process's command line, shell-quoted, with `extra` arguments appended: what resumes a run."""
+def command_line(*extra: str, args: list[str] | None = None) -> str:
+    """This process's command line (or `args` in its place), shell-quoted, with `extra` arguments appended: what
+    resumes a run."""
     program = Path(sys.argv[0]).name
-    return shlex.join([program if program in PROGRAMS else "llm-ide", *sys.argv[1:], *extra])
+    return shlex.join(
+        [program if program in PROGRAMS else "llm-ide", *(sys.argv[1:] if args is None else args), *extra]
+    )
 
 
 IN_MEMORY = "its thread was in memory only (--checkpoint memory): it cannot be resumed; the same command starts it over"
 
 
-def print_interrupted(note: str, *extra: str, checkpoint: str | None = None) -> None:
+def print_interrupted(note: str, *extra: str, checkpoint: str | None = None, args: list[str] | None = None) -> None:
     """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues (on lines of their own: a tool's
     spinner still up is ended first); a thread kept in memory is gone, and the line says so instead."""
     if tool_progress.cache_info().currsize:
@@ -162,7 +165,7 @@ def print_interrupted(note: str, *extra: str, checkpoint: str | None = None) -> 
         err_console.print(IN_MEMORY)
         return
     err_console.print("resume with:")
-    err_console.print(command_line(*extra), markup=False)
+    err_console.print(command_line(*extra, args=args), markup=False)
 
 
 Say = Callable[[RenderableType], None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -123,13 +124,14 @@ def run(
         variants=tuple(given),
     )
     listeners = Listeners(on_event, status, ask, status.command)
-    result = run_to_end(request, listeners, status, thread_given=thread_id is not None)
+    again = resuming_args(task_file, text)
+    result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
-    print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id])
+    print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again)
     raise typer.Exit(code)
 
 
-def print_how_it_goes_on(status: ExitStatus, checkpoint: str | None, thread: list[str]) -> None:
+def print_how_it_goes_on(status: ExitStatus, checkpoint: str | None, thread: list[str], args: list[str] | None) -> None:
     """A run that stopped short of its end (a model error, say): the command that resumes it, if it can be."""
     if ExitStatus(status).finished or status == ExitStatus.AWAITING_ANSWER:
         return
@@ -137,7 +139,7 @@ def print_how_it_goes_on(status: ExitStatus, checkpoint: str | None, thread: lis
         err_console.print(f"the run stopped ({status}); {IN_MEMORY}")
     else:
         err_console.print(f"the run goes on where it stopped ({status}) with:")
-        err_console.print(command_line(*thread), markup=False)
+        err_console.print(command_line(*thread, args=args), markup=False)
 
 
 def run_settings(
@@ -163,7 +165,9 @@ def run_settings(
     return settings
 
 
-def run_to_end(request: RunRequest, listeners: Listeners, status: ThinkingStatus, thread_given: bool) -> RunResult:
+def run_to_end(
+    request: RunRequest, listeners: Listeners, status: ThinkingStatus, thread_given: bool, args: list[str] | None = None
+) -> RunResult:
     """The run, its warnings above the live line; Ctrl-C (or SIGTERM/SIGHUP) says where it was saved and how to
     resume (`--thread-id`, unless the command line gave it)."""
     from llm_ide.attempts.run import run_at_task
@@ -179,7 +183,7 @@ def run_to_end(request: RunRequest, listeners: Listeners, status: ThinkingStatus
         status.stop()
         saved = f"saved at its last completed step ({request.output_dir / (request.run_id + '.traj.json')})"
         thread = [] if thread_given else ["--thread-id", request.run_id]
-        print_interrupted(saved, *thread, checkpoint=request.checkpoint)
+        print_interrupted(saved, *thread, checkpoint=request.checkpoint, args=args)
         raise interrupted_exit(interrupt) from None
 
 
@@ -207,16 +211,37 @@ def task_text(task: str | None, task_file: Path | None) -> str:
         text, source = task or "", "--task"
     elif task_file.is_dir():
         raise fail(f"task file {task_file} is a folder: give the file that holds the task")
-    elif not task_file.is_file():
+    elif not streamed(task_file) and not task_file.exists():
         raise fail(f"task file not found: {task_file}")
     else:
+        source = "--task-file -" if str(task_file) == "-" else f"task file {task_file}"
         try:
-            text, source = task_file.read_text(encoding="utf-8"), f"task file {task_file}"
+            text = (sys.stdin.buffer.read() if str(task_file) == "-" else task_file.read_bytes()).decode("utf-8")
         except UnicodeDecodeError:
-            raise fail(f"task file {task_file}: not UTF-8 text") from None
+            raise fail(f"{source}: not UTF-8 text") from None
+        except OSError as error:
+            raise fail(f"{source}: cannot read it ({error.strerror})") from None
     if not text.strip():
         raise fail(f"the task is empty ({source}): say what the agent should do")
     return text
+
+
+def streamed(task_file: Path | None) -> bool:
+    """A task read from a stream (`-`: standard input; a pipe, `<(…)`), gone once read."""
+    return task_file is not None and (str(task_file) == "-" or (task_file.exists() and not task_file.is_file()))
+
+
+def resuming_args(task_file: Path | None, text: str) -> list[str] | None:
+    """The command line's arguments with a task read from a stream given as `--task` text instead: what resumes the
+    run (None: the command line as it is)."""
+    if not streamed(task_file):
+        return None
+    args, kept = sys.argv[1:], []
+    for index, arg in enumerate(args):
+        given_file = arg == "--task-file" or (index and args[index - 1] == "--task-file")
+        if not given_file and not arg.startswith("--task-file="):
+            kept.append(arg)
+    return [*kept, "--task", text]
 
 
 def reproduction_variants(path: Path | None) -> list:

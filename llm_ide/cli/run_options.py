@@ -23,7 +23,9 @@ EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # 
 
 Repo = Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")]
 Task = Annotated[str | None, typer.Option("--task", "-t", help="The task text.", show_default="none; or --task-file")]
-TaskFile = Annotated[Path | None, typer.Option(help="A file holding the task text.", show_default="none; or --task")]
+TaskFile = Annotated[
+    Path | None, typer.Option(help="A file holding the task text (-: standard input).", show_default="none; or --task")
+]
 RunModel = Annotated[
     str | None,
     typer.Option(
