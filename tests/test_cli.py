@@ -132,15 +132,17 @@ def test_run_help_shows_the_users_config_beside_the_default(tmp_path: Path, user
 @pytest.mark.parametrize("short", [False, True])
 def test_run_takes_mini_swe_agents_short_options(tmp_path: Path, short: bool) -> None:
     """`-m`, `-t`, `-c` and `-o` as mini-swe-agent's `mini` and our own swebench commands take them (`run` refused
-    `-o`: "No such option")."""
+    `-o`: "No such option"); without `--repo` (as `mini`) the repository is the current folder (it was required)."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     model = write_script(
         tmp_path / "s.yaml",
         [act("Add it.", "bash", command="echo y > b.py"), reflect(False, "made"), act("Done.", "submit")],
     )
-    given = {"--model": model, "--task": "make b", "--config": str(no_tools(tmp_path)), "--output": "out"}
+    out = str(tmp_path / "out")
+    given = {"--model": model, "--task": "make b", "--config": str(no_tools(tmp_path)), "--output": out}
     args = [item for option, value in given.items() for item in ((option[1:3] if short else option), value)]
-    result = invoke("run", "--repo", str(repo), "--thread-id", "T", *args, cwd=tmp_path)
+    where = ([], repo) if short else (["--repo", str(repo)], tmp_path)
+    result = invoke("run", *where[0], "--thread-id", "T", *args, cwd=where[1])
     assert result.returncode == 0, result.stdout + result.stderr
     trajectory = json.loads((tmp_path / "out" / "T.traj.json").read_text())
     assert (trajectory["info"]["exit_status"], (repo / "b.py").read_text()) == ("submitted", "y\n")

@@ -71,7 +71,7 @@ def environment_kind(environment: str | None, image: str | None) -> str | None:
 
 
 def run(
-    repo: Repo,
+    repo: Repo = Path("."),
     task: Task = None,
     task_file: TaskFile = None,
     model: RunModel = None,
@@ -91,7 +91,7 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
     the model thinks, a live line shows the seconds and tokens so far."""
-    text = task_text(task, task_file)
+    text, repo = task_text(task, task_file), Path.cwd() if repo == Path(".") else repo  # the folder said whole
     given = reproduction_variants(reproduction)
     model = model_name(model)
     kind = environment_kind(environment, image)

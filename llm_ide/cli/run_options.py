@@ -21,7 +21,12 @@ class NavigatorMode(StrEnum):
 
 EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
 
-Repo = Annotated[Path, typer.Option(help="Repository to work on (local: edited in place; docker: copied in).")]
+Repo = Annotated[
+    Path,
+    typer.Option(
+        help="Repository to work on (local: edited in place; docker: copied in).", show_default="the current folder"
+    ),
+]
 Task = Annotated[str | None, typer.Option("--task", "-t", help="The task text.", show_default="none; or --task-file")]
 TaskFile = Annotated[
     Path | None, typer.Option(help="A file holding the task text (-: standard input).", show_default="none; or --task")
