@@ -149,6 +149,36 @@ def test_run_takes_mini_swe_agents_short_options(tmp_path: Path, short: bool) ->
     assert "+y" in (tmp_path / "out" / "T.patch").read_text()
 
 
+@pytest.mark.parametrize(
+    ("limit", "raised"),
+    [
+        (["--step-limit", "2"], ["--step-limit", "4"]),
+        (["--step-limit=2"], ["--step-limit", "4"]),
+        (["-c", "tokens.yaml"], []),  # a limit of the config files: the same command, given one that raises it
+    ],
+)
+def test_a_run_stopped_at_its_limit_prints_the_command_that_goes_on_and_it_does(
+    tmp_path: Path, limit: list[str], raised: list[str]
+) -> None:
+    """The command doubles the limit that stopped the run (its own value dropped from the line), or names the setting
+    a --config file raises; given it, the run goes on from its last step to its end."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "one")]
+    script += [act("Two.", "bash", command="echo two >> trail.txt"), reflect(False, "two"), act("Done.", "submit")]
+    (tmp_path / "tokens.yaml").write_text("agent: {token_limit: 1000}\n")  # a call is over 1,000
+    (tmp_path / "more.yaml").write_text("agent: {token_limit: 0}\n")
+    args = ["run", "-t", "trail", "-m", write_script(tmp_path / "s.yaml", script), "-c", str(no_tools(tmp_path))]
+    first = invoke(*args, "-o", "out", "--repo", str(repo), *limit, cwd=tmp_path)
+    lines = first.stderr.splitlines()
+    said = "a higher step limit" if raised else "a --config file raising agent.token_limit"
+    assert (first.returncode, lines[-2]) == (1, f"it goes on from its last step with {said}:"), first.stderr
+    again = shlex.split(lines[-1])
+    assert "--thread-id" in again and (again[-2:] == raised and again.count(raised[0]) == 1 if raised else True)
+    went_on = invoke(*again[1:], *([] if raised else ["-c", "more.yaml"]), cwd=tmp_path)
+    assert went_on.returncode == 0, went_on.stdout + went_on.stderr
+    assert "had stopped at a limit" in went_on.stdout and (repo / "trail.txt").read_text() == "one\ntwo\n"
+
+
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     model = write_script(tmp_path / "s.yaml", [act("Run it.", "bash", command="touch ran-on-host"), "submit"])

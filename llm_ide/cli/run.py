@@ -48,7 +48,7 @@ from llm_ide.cli.run_options import (
 )
 from llm_ide.cli.status import ThinkingStatus
 from llm_ide.environments import KINDS, capabilities
-from llm_ide.errors import ExitStatus, install_signal_policy
+from llm_ide.errors import LIMITS, ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -127,12 +127,39 @@ def run(
     again = resuming_args(task_file, text)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
-    print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again)
+    thread = [] if thread_id else ["--thread-id", run_id]
+    print_how_it_goes_on(result.exit_status, checkpoint, thread, again, higher_limit(result, settings))
     raise typer.Exit(code)
 
 
-def print_how_it_goes_on(status: ExitStatus, checkpoint: str | None, thread: list[str], args: list[str] | None) -> None:
-    """A run that stopped short of its end (a model error, say): the command that resumes it, if it can be."""
+def higher_limit(result: RunResult, settings: Settings) -> tuple[str, list[str]] | None:
+    """How a run stopped at one of its limits goes on from its last step: the options that double that limit, or the
+    setting a --config file raises; None for another ending (or a limit a batch shares, or attempts)."""
+    agent, stats, status = settings.agent, result.model_stats, result.exit_status
+    if settings.attempts.max > 1 or status not in LIMITS:  # type: ignore[attr-defined]
+        return None
+    if status == ExitStatus.STEP_LIMIT:
+        return "a higher step limit", ["--step-limit", str(2 * agent.step_limit)]
+    if status == ExitStatus.COST_LIMIT and agent.cost_limit and stats["cost"] >= agent.cost_limit:
+        return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
+    tokens = agent.token_limit and stats["input_tokens"] + stats["output_tokens"] >= agent.token_limit
+    key = "wall_time_limit" if status == ExitStatus.TIME_LIMIT else "token_limit" if tokens else None
+    return (f"a --config file raising agent.{key}", []) if key else None
+
+
+def print_how_it_goes_on(
+    status: ExitStatus,
+    checkpoint: str | None,
+    thread: list[str],
+    args: list[str] | None,
+    raised: tuple[str, list[str]] | None,
+) -> None:
+    """A run that stopped short of its end (a model error, say; a limit): the command that resumes it, if it can be."""
+    if raised is not None and checkpoint != "memory":
+        said, options = raised
+        given = dropped(sys.argv[1:] if args is None else args, options[0]) if options else args
+        err_console.print(f"it goes on from its last step with {said}:")
+        err_console.print(command_line(*thread, *options, args=given), markup=False)
     if ExitStatus(status).finished or status == ExitStatus.AWAITING_ANSWER:
         return
     if checkpoint == "memory":
@@ -234,14 +261,16 @@ def streamed(task_file: Path | None) -> bool:
 def resuming_args(task_file: Path | None, text: str) -> list[str] | None:
     """The command line's arguments with a task read from a stream given as `--task` text instead: what resumes the
     run (None: the command line as it is)."""
-    if not streamed(task_file):
-        return None
-    args, kept = sys.argv[1:], []
-    for index, arg in enumerate(args):
-        given_file = arg == "--task-file" or (index and args[index - 1] == "--task-file")
-        if not given_file and not arg.startswith("--task-file="):
-            kept.append(arg)
-    return [*kept, "--task", text]
+    return [*dropped(sys.argv[1:], "--task-file"), "--task", text] if streamed(task_file) else None
+
+
+def dropped(args: list[str], option: str) -> list[str]:
+    """`args` without `option` and its value (`--option VALUE`, `--option=VALUE`)."""
+    return [
+        arg
+        for index, arg in enumerate(args)
+        if arg != option and not arg.startswith(option + "=") and not (index and args[index - 1] == option)
+    ]
 
 
 def reproduction_variants(path: Path | None) -> list:
