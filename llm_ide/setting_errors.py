@@ -1,14 +1,17 @@
 """A settings validation error as one line: the file that set the offending key, the key path, what is wrong (an
-unknown key: the nearest known name)."""
+unknown key or tool: the nearest known name)."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 
 Layers = list[tuple[str, dict[str, Any]]]
+TOOLS_DIR = Path(__file__).parent / "tools"
 
 
 def describe_error(error: ValidationError, layers: Layers, schema: type[BaseModel] | None = None) -> str:
@@ -46,3 +49,19 @@ def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:
             return False
         data = data[part]
     return True
+
+
+def known_tool(name: str) -> str:
+    """A tool of `environment.tools`: one in llm_ide/tools, or a tool yaml's path; a misspelt name is an error, not a
+    tool that fails to install while the run goes on without it."""
+    shipped = sorted(path.stem for path in TOOLS_DIR.glob("*.yaml"))
+    if name in shipped or "/" in name or name.endswith((".yaml", ".yml")):
+        return name
+    close = difflib.get_close_matches(name, shipped, n=1)
+    hint = f"did you mean {close[0]}?; " if close else ""
+    raise PydanticCustomError(
+        "unknown_tool", f"unknown tool ({hint}the tools: {', '.join(shipped)}, or a tool yaml's path)"
+    )
+
+
+ToolName = Annotated[str, AfterValidator(known_tool)]

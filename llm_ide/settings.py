@@ -29,7 +29,7 @@ from pydantic import (
 
 from llm_ide.errors import ConfigError
 from llm_ide.secrets import mark_secret_names, register, secrets_in
-from llm_ide.setting_errors import Layers, describe_error
+from llm_ide.setting_errors import Layers, ToolName, describe_error
 from llm_ide.templating import parsed
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -171,7 +171,7 @@ class EnvironmentSettings(Strict):
     env: dict[str, Annotated[str, Field(strict=False)]]  # a number is its text (OMP_NUM_THREADS: 1)
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages
-    tools: list[str]
+    tools: list[ToolName]
 
 
 class ModelSettings(Strict):

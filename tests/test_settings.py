@@ -30,6 +30,11 @@ def write(path: Path, text: str) -> Path:
         ("memory:\n  gamma: 1.5\n", "memory.gamma: input should be less than or equal to 1 (got 1.5)"),
         ("environment:\n  type: kube\n", "environment.type: input should be 'local' or 'docker' (got 'kube')"),
         ("environment:\n  tools: debugger\n", "environment.tools: input should be a valid list (got 'debugger')"),
+        ("environment:\n  tools: [navigatr]\n", "environment.tools.0: unknown tool (did you mean navigator?;"),
+        (
+            "environment:\n  tools: [debugger, zzz]\n",
+            "environment.tools.1: unknown tool (the tools: debugger, navigator,",
+        ),
         ("model:\n  prices:\n    my-model: {input: 1}\n", "model.prices.my-model.output: missing setting"),
         (
             "model:\n  prices:\n    my-model: {input: 1, output: 2, cache: 3}\n",
@@ -138,6 +143,10 @@ def test_values_of_the_python_api_are_validated_and_named(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=r"^command line: agent\.cost_limit: input should be a valid number"):
         settings.merged({"agent": {"cost_limit": "much"}}, origin="command line")
     assert settings.merged({"agent": {"cost_limit": 1}}).agent.cost_limit == 1.0 and settings.agent.cost_limit == 3.0
+    tools = ["debugger", "navigator", "mine/tool.yaml", "other.yml"]  # shipped names and tool yamls' paths
+    assert load_config("default", environment={"tools": tools}).environment.tools == tools
+    with pytest.raises(ConfigError, match=r"^settings: environment\.tools\.0: unknown tool \(did you mean debugger\?"):
+        load_config("default", environment={"tools": ["debuger"]})
 
 
 @pytest.mark.parametrize("given", [lambda path: [path], lambda path: path, str, lambda path: [str(path)]])
