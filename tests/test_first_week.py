@@ -70,6 +70,19 @@ def test_a_folder_that_is_no_repository_or_has_no_commit_is_refused_and_left_as_
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("inside", [".git", ".git/refs"])
+def test_a_folder_inside_a_git_directory_is_refused_with_the_work_tree_to_give(tmp_path: Path, inside: str) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    before = sorted(path.name for path in (repo / inside).iterdir())
+    model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
+    result = llm_ide("run", "--repo", str(repo / inside), "--task", "t", "--model", model, cwd=tmp_path)
+    one_line(
+        result, f"{repo / inside} is inside the git directory {repo / '.git'}, not a work tree: give --repo {repo}"
+    )
+    assert "init" not in result.stderr  # never the advice to make a repository in there
+    assert sorted(path.name for path in (repo / inside).iterdir()) == before and not (tmp_path / "runs").exists()
+
+
 def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:
     for command, said in [
         ("run", "Maximum number of operations; 0: no limit."),

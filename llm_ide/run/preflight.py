@@ -125,6 +125,16 @@ def check_limits(settings: CoreSettings) -> None:
         raise PreflightError(describe_error(error, [("settings", values)])) from None
 
 
+def check_not_in_git_dir(repo: Path) -> None:
+    """A folder inside a git directory (`.git`, `.git/hooks`) is refused with the work tree to give, never with the
+    advice to make a repository in there."""
+    asked = ["git", "-C", str(repo), "rev-parse", "--absolute-git-dir"]
+    git_dir = subprocess.run(asked, capture_output=True, text=True).stdout.strip()
+    if git_dir:
+        tree = f"--repo {Path(git_dir).parent}" if Path(git_dir).name == ".git" else "the folder of its work tree"
+        raise PreflightError(f"{repo} is inside the git directory {git_dir}, not a work tree: give {tree}")
+
+
 def check_repository(repo: Path) -> None:
     """The patch is the working tree's change against a commit: a folder that is not there, not a git repository, or
     a repository without a commit is refused (nothing is run in it or written to it)."""
@@ -136,6 +146,7 @@ def check_repository(repo: Path) -> None:
     asked = ["git", "-C", str(repo), "rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"]
     found = subprocess.run(asked, capture_output=True, text=True)  # in a work tree: its top, then HEAD's commit if any
     if not found.stdout:
+        check_not_in_git_dir(repo)
         raise PreflightError(
             f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
             f"git -C {quoted} init && git -C {quoted} add -A && git -C {quoted} commit -m base"
