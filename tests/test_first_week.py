@@ -83,6 +83,19 @@ def test_a_folder_inside_a_git_directory_is_refused_with_the_work_tree_to_give(t
     assert sorted(path.name for path in (repo / inside).iterdir()) == before and not (tmp_path / "runs").exists()
 
 
+def test_another_users_repository_that_git_refuses_is_one_line_with_git_s_reason(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a repository to another user")
+    tmp_path.chmod(0o755)
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+    model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
+    result = llm_ide("run", "--repo", str(repo), "--task", "t", "--model", model, cwd=tmp_path)
+    one_line(result, f"git refuses {repo}: it is another user's repository (git's dubious ownership)")
+    assert result.stderr.rstrip().endswith(f"git config --global --add safe.directory {repo}")
+    assert "init" not in result.stderr and not (tmp_path / "runs").exists()
+
+
 def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:
     for command, said in [
         ("run", "Maximum number of operations; 0: no limit."),

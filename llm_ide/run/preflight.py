@@ -145,6 +145,11 @@ def check_repository(repo: Path) -> None:
     quoted = shlex.quote(str(repo))
     asked = ["git", "-C", str(repo), "rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"]
     found = subprocess.run(asked, capture_output=True, text=True)  # in a work tree: its top, then HEAD's commit if any
+    if "dubious ownership" in found.stderr:  # git's safe.directory: root (or another user) on this one's repository
+        raise PreflightError(
+            f"git refuses {repo}: it is another user's repository (git's dubious ownership); if you trust it: "
+            f"git config --global --add safe.directory {shlex.quote(str(repo.resolve()))}"
+        )
     if not found.stdout:
         check_not_in_git_dir(repo)
         raise PreflightError(
