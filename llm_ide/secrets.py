@@ -54,12 +54,12 @@ _lock = threading.Lock()
 
 
 def is_secret_name(name: str) -> bool:
-    """KEY, TOKEN, SECRET, PASS(WORD), CREDENTIAL, AUTH(ORIZATION) … as a word of the name or a word's end
-    (`DB_PASS`, `PGPASSWORD`, `X-Api-Key`, `Authorization`; not `GIT_AUTHOR_NAME`), a provider's variable, or a
-    name the settings mark as secret."""
+    """KEY, TOKEN, SECRET, PASS(WORD), CREDENTIAL, AUTH(ORIZATION) … as a word of the name or a word's end (`DB_PASS`,
+    `PGPASSWORD`, `X-Api-Key`; not `GIT_AUTHOR_NAME`, a git setting's `GIT_CONFIG_KEY_0`), a provider's, or marked."""
     if name.upper() in _marked or PROVIDER.search(name):
         return True
-    return any(SECRET_WORD.search(word) for word in re.split(r"[^A-Z0-9]+", name.upper()) if word)
+    words = [word for word in re.split(r"[^A-Z0-9]+", name.upper()) if word]
+    return not re.fullmatch(r"GIT_CONFIG_KEY_\d+", name.upper()) and any(map(SECRET_WORD.search, words))
 
 
 def mark_secret_names(names: Iterable[str]) -> None:

@@ -20,10 +20,11 @@ from urllib.parse import quote, quote_plus
 import pytest
 import yaml
 from agent_script import act, reflect, single_call
-from conftest import BASE_IMAGE, base_image_client
+from conftest import BASE_IMAGE, base_image_client, make_git_repo
 from openai_server import OpenAIServer
 from swebench_fixtures import build_dataset
 
+from llm_ide.environments import LocalEnvironment
 from llm_ide.secrets import is_secret_name
 
 CLI = "from llm_ide.cli import app; app()"
@@ -223,7 +224,28 @@ def test_secrets_stay_out_of_a_batch_and_its_preds(tmp_path: Path) -> None:
         ("PATH", False),
         ("KEYBOARD_LAYOUT", False),
         ("PASSAGE_COUNT", False),
+        ("GIT_CONFIG_KEY_0", False),  # a git setting's name (GIT_CONFIG_COUNT), not a key
+        ("GIT_CONFIG_KEY_12", False),
+        ("MY_GIT_CONFIG_KEY_0", True),
+        ("GIT_CONFIG_KEY_TOKEN", True),
     ],
 )
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_git_settings_given_in_the_environment_reach_the_commands_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    """GIT_CONFIG_COUNT with GIT_CONFIG_KEY_<n> and _VALUE_<n> (CI sets them): the key's name was taken for a secret
+    and kept from the commands, so every git command of the agent failed (`unable to parse command-line config`)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    for name, value in {"COUNT": "1", "KEY_0": "alias.greeting", "VALUE_0": "!echo hello-from-git-config"}.items():
+        monkeypatch.setenv(f"GIT_CONFIG_{name}", value)
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools", sandbox=sandbox)
+    try:
+        done = env.execute("git greeting; echo x >> a.py; git status --short; echo $GIT_CONFIG_KEY_0")
+    finally:
+        env.close()
+    assert (done.returncode, done.output.splitlines()) == (0, ["hello-from-git-config", " M a.py", "alias.greeting"])
