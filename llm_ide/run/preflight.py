@@ -64,6 +64,7 @@ PROVIDER_URLS: dict[str, tuple[tuple[str, ...], str]] = {
     "anthropic": (("ANTHROPIC_API_URL", "ANTHROPIC_BASE_URL"), "https://api.anthropic.com"),
 }
 KEY_KWARGS = {"api_key", "openai_api_key", "anthropic_api_key", "google_api_key"}
+LOCAL_NETWORKS = ("none", "host", "llm-ide")  # llm-ide: the default, docker's bridge of ours
 MAX_LISTED = 20  # model names shown when the endpoint does not list the one asked for
 
 
@@ -92,6 +93,7 @@ def preflight(
     if repo is not None:
         check_repository(Path(repo).expanduser())
     kind = environment or settings.environment.type  # (`imaged` False: a batch's images come with its instances)
+    check_network(settings.environment.network, kind)
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
@@ -123,6 +125,16 @@ def check_limits(settings: CoreSettings) -> None:
         create_model("Limits", agent=(type(settings.agent), ...)).model_validate(values)
     except ValidationError as error:
         raise PreflightError(describe_error(error, [("settings", values)])) from None
+
+
+def check_network(network: str | None, kind: str) -> None:
+    """Locally `none` cuts the commands off the network; the default (our docker bridge's name) and `host` keep the
+    host's. Any other value (a typo of none, null) is refused, never taken for the host's network."""
+    if kind == "local" and network not in LOCAL_NETWORKS:
+        raise PreflightError(
+            f"environment.network: {network!r}: a local run shares the host's network (host, or the default "
+            f"llm-ide) or has none (none)"
+        )
 
 
 def check_not_in_git_dir(repo: Path) -> None:
