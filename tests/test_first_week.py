@@ -97,22 +97,36 @@ def test_another_users_repository_that_git_refuses_is_one_line_with_git_s_reason
     assert "init" not in result.stderr and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize(("network", "runs"), [("nnone", False), (None, False), ("None", False), ("host", True)])
-def test_a_local_run_s_network_is_the_host_s_or_none_and_a_typo_is_no_host_network(
-    tmp_path: Path, network: str | None, runs: bool
+@pytest.mark.parametrize(
+    ("setting", "value", "runs"),
+    [
+        ("network", "nnone", False),
+        ("network", None, False),
+        ("network", "None", False),
+        ("network", "host", True),
+        ("mount_at", "relative/x", False),
+        ("mount_at", "/", False),
+        ("mount_at", "/proc/llm-ide-x", False),
+        ("mount_at", "/testbed", True),
+    ],
+)
+def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
+    tmp_path: Path, setting: str, value: str | None, runs: bool
 ) -> None:
     """Locally `none` cuts the commands off the network and any other value kept it: a typo of none, or null, gave
-    them the host's network without a word."""
+    them the host's network without a word. A mount point bwrap cannot make was said after the environment started,
+    in three lines."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {"network": network, "tools": []}}))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {setting: value, "tools": []}}))
     model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml", "-o", "out"]
     result = llm_ide(*args, cwd=tmp_path)
     if runs:
         assert result.returncode == 0 and "submitted" in result.stdout, result.stdout + result.stderr
         return
-    one_line(result, f"environment.network: {network!r}: a local run shares the host's network")
-    assert "none" in result.stderr and not (tmp_path / "out").exists()
+    said = f"{value!r}: a local run shares the host's network" if setting == "network" else f"{value}: a mount point"
+    one_line(result, f"environment.{setting}: {said}")
+    assert not (tmp_path / "out").exists()
 
 
 def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:

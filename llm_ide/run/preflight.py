@@ -19,6 +19,7 @@ from pydantic import ValidationError, create_model
 
 from llm_ide.endpoint import listed_models, tls_context
 from llm_ide.environments import capabilities
+from llm_ide.environments.views import check_mount_point
 from llm_ide.errors import UsageError
 from llm_ide.exchange import tools_asked
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
@@ -94,6 +95,7 @@ def preflight(
         check_repository(Path(repo).expanduser())
     kind = environment or settings.environment.type  # (`imaged` False: a batch's images come with its instances)
     check_network(settings.environment.network, kind)
+    check_mount(settings.environment.mount_at, kind)
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
@@ -135,6 +137,15 @@ def check_network(network: str | None, kind: str) -> None:
             f"environment.network: {network!r}: a local run shares the host's network (host, or the default "
             f"llm-ide) or has none (none)"
         )
+
+
+def check_mount(mount_at: str | None, kind: str) -> None:
+    """Where a local run shows the repository (`environment.mount_at`), checked before anything starts."""
+    if kind == "local" and mount_at is not None:
+        try:
+            check_mount_point(mount_at)
+        except ValueError as error:
+            raise PreflightError(f"environment.mount_at: {error}") from None
 
 
 def check_not_in_git_dir(repo: Path) -> None:
