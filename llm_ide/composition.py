@@ -18,7 +18,7 @@ from llm_ide.patterns import BoundedPattern
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.sampling.variant import Demonstrations, Sampling
 from llm_ide.settings import CoreSettings, Strict, TemplateSet, bundled_yaml
-from llm_ide.variant import CombinationError, Variant, Variants
+from llm_ide.variant import CombinationError, ModelUse, Variant, Variants
 
 BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages)
 
@@ -62,6 +62,18 @@ class AttemptsSettings(Strict):
     def compiles(cls, value: str) -> str:
         BoundedPattern(value, what="the pattern")  # an invalid one is said where the config sets it
         return value
+
+
+def attempt_uses(model: str, settings: Any) -> list[ModelUse]:
+    """With attempts, the reviewer's and the chooser's models where they are not the first attempt's (`{attempt}` in
+    a spec becomes the role's name)."""
+    attempts = getattr(settings, "attempts", None)
+    if attempts is None or attempts.max == 1:
+        return []
+    roles = [("reviewer", "review")] + ([("chooser", "choose")] if attempts.choose == "model" else [])
+    specs = {key: (getattr(attempts, key).model or model).replace("{attempt}", name) for key, name in roles}
+    first = model.replace("{attempt}", "1")
+    return [ModelUse(f"attempts.{key}.model", spec) for key, spec in specs.items() if spec != first]
 
 
 Kind = type[Variant]

@@ -481,3 +481,38 @@ def test_a_thread_id_resumes_as_the_kind_of_run_it_was_never_over_it(tmp_path: P
     again = run("U", 2)  # as it ran: its result again, said as a single run says it
     assert again.returncode == 0 and "… run U had already finished (submitted): its result again" in again.stdout
     assert {name: (out / name).read_bytes() for name in saved} == saved
+
+
+@pytest.mark.parametrize(
+    ("attempts", "missing", "line"),
+    [
+        (
+            {"max": 2},
+            "attemptreview.yaml",
+            "attempts.reviewer.model: scripted model: file not found: {s}/attemptreview",
+        ),
+        ({"max": 2}, "attemptchoose.yaml", "attempts.chooser.model: scripted model: file not found: {s}/attemptchoose"),
+        ({"max": 2, "choose": "best_score"}, "attemptchoose.yaml", None),  # no chooser: its file is not needed
+        ({"max": 2, "reviewer": {"model": "opneai:gpt"}}, None, "attempts.reviewer.model: model opneai:gpt: unknown"),
+    ],  # the reviewer's and chooser's models were first built after the attempts had run (and been paid for)
+)
+def test_the_reviewers_and_choosers_models_are_checked_before_anything_starts(
+    tmp_path: Path, attempts: dict, missing: str | None, line: str | None
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "s", [attempt_script(RIGHT), attempt_script(RIGHT)], [review(9, "Fixed.")])
+    if missing:
+        (tmp_path / "s" / missing).unlink()
+    (config := tmp_path / "config.yaml").write_text(yaml.safe_dump({**NO_TOOLS, "attempts": attempts}))
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--config", str(config)]
+    done = invoke(*args, "--output", str(tmp_path / "out"), cwd=tmp_path, env={**os.environ, "LLM_IDE_CONFIG": "off"})
+    run = dict(model=model, settings=settings(**attempts), output_dir=tmp_path / "api", run_id="T", repo=repo)
+    if line is None:
+        assert done.returncode == 0 and run_attempts(TASK, **run).exit_status == "submitted", done.stderr
+        return
+    line = line.replace("{s}", str(tmp_path / "s"))
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1) and done.stderr.startswith(f"error: {line}")
+    with pytest.raises(UsageError, match=f"^{line}"):
+        run_attempts(TASK, **run)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""

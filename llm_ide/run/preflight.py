@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import httpx
 from pydantic import ValidationError, create_model
 
+from llm_ide.composition import attempt_uses
 from llm_ide.endpoint import listed_models, tls_context
 from llm_ide.environments import capabilities
 from llm_ide.environments.views import check_mount_point
@@ -99,15 +100,20 @@ def preflight(
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
-    if variants:
-        check_variants(variants, settings, base_url, timeout, quiet)
+    check_variants(variants or Variants(), settings, base_url, timeout, quiet, model)
 
 
 def check_variants(
-    variants: Variants, settings: Any, base_url: str | None, timeout: float = PREFLIGHT_TIMEOUT, quiet: bool = True
+    variants: Variants,
+    settings: Any,
+    base_url: str | None,
+    timeout: float = PREFLIGHT_TIMEOUT,
+    quiet: bool = True,
+    model: str | None = None,
 ) -> None:
-    """What the run's variants need, their own models checked as the run's (the setting naming one says which)."""
-    for use in variants.check(settings):
+    """What the run's variants need, their own models checked as the run's (the setting naming one says which); with
+    the run's `model`, the reviewer's and chooser's (composition.attempt_uses) too."""
+    for use in [*variants.check(settings), *(attempt_uses(model, settings) if model else [])]:
         try:
             check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
         except PreflightError as error:
@@ -246,7 +252,8 @@ def check_model(
 ) -> None:
     """The model names something, has its key, could be built (none is: the run builds its own, once), its endpoint
     accepts a connection within `timeout`, and an OpenAI-compatible endpoint that lists its models lists this one. A
-    run whose model is `…{attempt}…` (one per try) is checked with the first one's. `quiet`: a model without a price
+    run whose model is `…{attempt}…` (one per try) is checked with the first one's (its reviewer's and chooser's:
+    check_variants). `quiet`: a model without a price
     is left for the run to say."""
     model = model.replace("{attempt}", "1")
     if problem := empty_name(model) or missing_key(model, settings, base_url):

@@ -237,7 +237,7 @@ def run_swebench(
     if check and todo:
         settings = batch_config(options)
         check_model(options.model, settings, options.base_url)
-        check_variants(compose(settings), settings, options.base_url)
+        check_variants(compose(settings), settings, options.base_url, model=options.model)
     if options.redo_existing and (options.output / PREDS).exists():
         forget(options, todo)
     progress = progress_factory(len(todo)) if progress_factory else None
