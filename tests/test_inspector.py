@@ -257,6 +257,11 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
         ),
         (["report", "{folder}/none"], "error: batch folder not found: {folder}/none"),
         (
+            ["report", "{folder}", "--eval", "{folder}/none.json"],
+            "error: evaluation report not found: {folder}/none.json",
+        ),
+        (["report", "{folder}", "--eval", "{folder}"], "error: evaluation report not found: {folder}"),
+        (
             ["inspect", "{traj}", "--html", "{file}/pages/x.html"],
             "error: cannot write the page {file}/pages/x.html: {file} is a file, not a folder",
         ),

@@ -64,6 +64,8 @@ def verdicts(path: Path) -> dict[str, tuple[str, str]] | None:
 def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView, dict[str, Path]]:
     """The rows of a batch and, per instance, the trajectory that backs its inspector page."""
     statuses_path = run_dir / STATUSES
+    if evaluation and not evaluation.is_file():
+        raise ReportError(f"evaluation report not found: {evaluation}")
     if not statuses_path.is_file():
         raise ReportError(f"{run_dir}: not a batch folder ({STATUSES} is missing)")
     try:
