@@ -135,6 +135,17 @@ def test_demo_into_the_same_output_twice_is_one_line(tmp_path: Path) -> None:
     assert_one_line(second, "D already holds a demo project: give another --output, or remove D/project")
 
 
+@pytest.mark.parametrize(
+    ("output", "why"), [("taken", "Not a directory"), ("taken/D", "Not a directory"), ("/proc/D", "No such file")]
+)  # a traceback (exit 1)
+def test_a_demo_output_that_cannot_be_made_is_one_line(tmp_path: Path, output: str, why: str) -> None:
+    (tmp_path / "taken").write_text("mine\n")
+    result = cli(tmp_path, "demo", "--output", output)
+    assert_one_line(result, f"error: output folder {output}: cannot make it ({why}")
+    assert result.stderr.strip().endswith("give another --output") and result.stdout == ""
+    assert (tmp_path / "taken").read_text() == "mine\n"
+
+
 @pytest.mark.parametrize("content", ["instances: {a: [unclosed\n", "- just a list\n", "instances: [a, b]\n"])
 def test_a_corrupt_exit_statuses_file_is_said_in_one_line_and_rebuilt(tmp_path: Path, content: str) -> None:
     """Issue 10 §2: the file is derived data, rebuilt from the instances' trajectories (one warning line)."""

@@ -107,7 +107,12 @@ def finished(trajectory: Path) -> bool:
 def prepare(project: Path, resuming: bool) -> str:
     """The demo's task; its project copied and committed first (unless an interrupted demo is continued)."""
     if not resuming:
-        shutil.copytree(DEMO_DIR / "project", project)
+        try:
+            shutil.copytree(DEMO_DIR / "project", project)
+        except OSError as error:
+            raise fail(
+                f"output folder {project.parent}: cannot make it ({error.strerror}); give another --output"
+            ) from None
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "demo project"]):
             subprocess.run(
                 ["git", "-c", "user.name=llm-ide", "-c", "user.email=demo@llm-ide", *args], cwd=project, check=True
