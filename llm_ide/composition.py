@@ -66,8 +66,10 @@ class AttemptsSettings(Strict):
 
 def attempt_uses(model: str, settings: Any) -> list[ModelUse]:
     """With attempts, the reviewer's and the chooser's models where they are not the first attempt's (`{attempt}` in
-    a spec becomes the role's name)."""
+    a spec becomes the role's name); without them, a spec of one model per attempt is refused."""
     attempts = getattr(settings, "attempts", None)
+    if (attempts is None or attempts.max == 1) and "{attempt}" in model:
+        raise CombinationError(f"model {model}: `{{attempt}}` names one model per attempt: give attempts.max > 1")
     if attempts is None or attempts.max == 1:
         return []
     roles = [("reviewer", "review")] + ([("chooser", "choose")] if attempts.choose == "model" else [])

@@ -20,7 +20,7 @@ from conftest import killed_in_command, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
-from llm_ide import run_attempts  # the Python API
+from llm_ide import run_attempts, run_task  # the Python API
 from llm_ide.attempts.context import worktree
 from llm_ide.config import load_config
 from llm_ide.errors import UsageError
@@ -516,3 +516,22 @@ def test_the_reviewers_and_choosers_models_are_checked_before_anything_starts(
         run_attempts(TASK, **run)
     assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
     assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""
+
+
+@pytest.mark.parametrize("most", [None, 1])
+def test_a_model_per_attempt_in_a_run_without_attempts_is_one_line(tmp_path: Path, most: int | None) -> None:
+    """The preflight checked the first attempt's script, then the run looked for `attempt{attempt}.yaml` itself."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "s", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    config = {**NO_TOOLS, **({"attempts": {"max": most}} if most else {})}
+    (path := tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--config", str(path)]
+    done = invoke(*args, "--output", str(tmp_path / "out"), cwd=tmp_path, env={**os.environ, "LLM_IDE_CONFIG": "off"})
+    line = f"model {model}: `{{attempt}}` names one model per attempt: give attempts.max > 1"
+    assert (done.returncode, done.stderr) == (2, f"error: {line}\n")
+    run = dict(model=model, settings=load_config("default", **config), output_dir=tmp_path / "api", run_id="T")
+    for api in (run_task, run_attempts):
+        with pytest.raises(UsageError) as raised:
+            api(TASK, **run, repo=repo)
+        assert str(raised.value) == line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
