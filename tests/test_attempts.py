@@ -26,6 +26,7 @@ from llm_ide.config import load_config
 from llm_ide.errors import UsageError
 from llm_ide.inspector.load import load_run
 from llm_ide.inspector.page import run_page
+from llm_ide.swebench.attempts import AttemptsReport
 
 NO_TOOLS = {"environment": {"tools": []}}
 
@@ -535,3 +536,17 @@ def test_a_model_per_attempt_in_a_run_without_attempts_is_one_line(tmp_path: Pat
             api(TASK, **run, repo=repo)
         assert str(raised.value) == line
     assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
+
+
+@pytest.mark.parametrize(
+    ("attempts", "k", "passed"),
+    [
+        ({"a": {}, "b": {}}, 1, 1),  # a batch without attempts (each instance's run is its one try): it said pass@0
+        ({}, 1, 1),
+        ({"a": {1: "resolved"}, "b": {1: "unresolved", 2: "resolved"}}, 2, 2),
+    ],
+)
+def test_evaluate_attempts_counts_a_run_without_attempts_as_one_try(attempts: dict, k: int, passed: int) -> None:
+    graded = AttemptsReport({"a": "resolved", "b": "unresolved"}, attempts).to_json()
+    assert (graded["k"], graded["pass_at_k_count"], graded["chosen_resolved_count"]) == (k, passed, 1)
+    assert graded["pass_at_k"] == passed / 2

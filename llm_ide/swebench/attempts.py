@@ -42,7 +42,7 @@ class AttemptsReport:
 
     @property
     def k(self) -> int:
-        return max((len(statuses) for statuses in self.attempts.values()), default=1)
+        return max((len(statuses) for statuses in self.attempts.values()), default=0) or 1  # a run without: its own
 
     def passed(self, instance_id: str) -> bool:
         statuses = self.attempts.get(instance_id) or {0: self.chosen[instance_id]}
