@@ -186,6 +186,12 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
         ({"LLM_IDE_CONFIG": "{tmp}/missing.yaml"}, [], "error: LLM_IDE_CONFIG={tmp}/missing.yaml: no such config file"),
         ({"LLM_IDE_CONFIG": "{tmp}/bad.yaml"}, [], "error: {tmp}/bad.yaml: agent.step_limt: unknown setting"),
         ({}, ["agent.nope"], "error: no setting named agent.nope (llm-ide config show lists them all)"),
+        (
+            {},
+            ["agent.step_limit", "agent.step_limt"],
+            "error: no setting named agent.step_limt (did you mean agent.step_limit? llm-ide config show lists them",
+        ),  # the typo was left out silently, the other key shown
+        ({}, ["agnt"], "error: no setting named agnt (did you mean agent? llm-ide config show lists them all)"),
         ({}, ["--base", "other"], "error: config not found: other (neither a file nor one of ['default', 'swebench'])"),
     ],
 )

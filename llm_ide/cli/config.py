@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -74,9 +75,14 @@ def show_command(
         raise fail(str(error)) from None
     marked = {str(name).upper() for key, value, _ in rows if key == "secrets" for name in value or []}
     wanted = keys or []
+    names = {".".join(row[0].split(".")[:end]) for row in rows for end in range(1, row[0].count(".") + 2)}
+    if unknown := [key for key in wanted if key not in names]:
+        section, _, last = unknown[0].rpartition(".")
+        siblings = sorted(name.rpartition(".")[2] for name in names if name.rpartition(".")[0] == section)
+        close = difflib.get_close_matches(last, siblings, n=1)
+        hint = f"did you mean {'.'.join(filter(None, [section, close[0]]))}? " if close else ""
+        raise fail(f"no setting named {', '.join(unknown)} ({hint}llm-ide config show lists them all)")
     rows = [row for row in rows if not wanted or any(row[0] == k or row[0].startswith(k + ".") for k in wanted)]
-    if not rows:
-        raise fail(f"no setting named {', '.join(wanted)} (llm-ide config show lists them all)")
     console.print(f"# user config: {user or why_no_user_config()}", markup=False)
     for key, value, origin in rows:
         shown = shown_value(masked(key, value, marked), full)
