@@ -71,6 +71,7 @@ def test_each_prompt_is_stored_once_and_the_trajectory_references_the_log(tmp_pa
     assert all(call["prompt"].startswith("[system]\n") for call in traj["model_calls"])
     assert all(len(call["prompt"]) > call["prompt_chars"] > 0 for call in traj["model_calls"])
     assert gzip.decompress((output / "d.calls.jsonl.gz").read_bytes()).count(b"\n") == 12
+    assert load_trajectory(str(output / "d.traj.json")) == traj  # a path as text, as the rest of the API takes
 
 
 def test_a_killed_writer_leaves_every_flushed_call_and_reopening_completes_the_log(tmp_path: Path) -> None:

@@ -206,12 +206,12 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, default=_encode).encode("utf-8")
 
 
-def load_trajectory(path: Path) -> dict[str, Any]:
+def load_trajectory(path: Path | str) -> dict[str, Any]:
     """A trajectory with each model call's prompt put back from the calls log beside it (when it is there)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data, folder = json.loads(Path(path).read_text(encoding="utf-8")), Path(path).parent
     name = (data.get("info") or {}).get("calls_log") if isinstance(data, dict) else None  # no trajectory: as read
-    if name and (path.parent / name).is_file():
-        logged = {record["index"]: record for record in read_log(path.parent / name)[0]}
+    if name and (folder / name).is_file():
+        logged = {record["index"]: record for record in read_log(folder / name)[0]}
         for call in data.get("model_calls", []):
             record = logged.get(call.get("index"), {})
             call.update({key: record[key] for key in PROMPT_KEYS if key in record})
