@@ -64,13 +64,15 @@ class AttemptsSettings(Strict):
         return value
 
 
-def attempt_uses(model: str, settings: Any) -> list[ModelUse]:
-    """With attempts, the reviewer's and the chooser's models where they are not the first attempt's (`{attempt}` in
-    a spec becomes the role's name); without them, a spec of one model per attempt is refused."""
+def attempt_uses(model: str, settings: Any, attempted: bool | None = None) -> list[ModelUse]:
+    """With attempts (`attempted`; None: `attempts.max` > 1), the reviewer's and the chooser's models where they are
+    not the first attempt's (`{attempt}` in a spec becomes the role's name); without them, a spec of one model per
+    attempt is refused."""
     attempts = getattr(settings, "attempts", None)
-    if (attempts is None or attempts.max == 1) and "{attempt}" in model:
+    attempted = attempts is not None and attempts.max > 1 if attempted is None else attempted
+    if not attempted and "{attempt}" in model:
         raise CombinationError(f"model {model}: `{{attempt}}` names one model per attempt: give attempts.max > 1")
-    if attempts is None or attempts.max == 1:
+    if not attempted or attempts is None:
         return []
     roles = [("reviewer", "review")] + ([("chooser", "choose")] if attempts.choose == "model" else [])
     specs = {key: (getattr(attempts, key).model or model).replace("{attempt}", name) for key, name in roles}

@@ -35,7 +35,7 @@ def test_run_in_docker_fixes_the_demo_bug_and_leaves_nothing_behind(tmp_path: Pa
         text=True,
         cwd=tmp_path,
     )
-    assert result.returncode == 2 and "--repo" in result.stderr  # usage error, no traceback
+    assert (result.returncode, result.stderr) == (2, "error: give exactly one of --task TEXT or --task-file FILE\n")
     result = subprocess.run(
         [
             sys.executable,

@@ -177,7 +177,9 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
         base_url=state.get("base_url"),
     )
     variants = compose(request.settings)
-    preflight(request.model, request.settings, base_url=request.base_url, repo=request.repo, variants=variants)
+    preflight(
+        request.model, request.settings, base_url=request.base_url, repo=request.repo, variants=variants, attempted=True
+    )
     return AttemptsContext(request)
 
 

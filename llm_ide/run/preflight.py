@@ -83,6 +83,7 @@ def preflight(
     environment: str | None = None,
     image: str | None = None,
     imaged: bool = True,
+    attempted: bool | None = None,
 ) -> None:
     """Everything a run needs before it starts, in the order a user fixes it: the task (when given), the limits, the
     repository (when the run works on one), the image of an environment that runs one, the model (name, key,
@@ -100,7 +101,7 @@ def preflight(
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
-    check_variants(variants or Variants(), settings, base_url, timeout, quiet, model)
+    check_variants(variants or Variants(), settings, base_url, timeout, quiet, model, attempted)
 
 
 def check_variants(
@@ -110,10 +111,12 @@ def check_variants(
     timeout: float = PREFLIGHT_TIMEOUT,
     quiet: bool = True,
     model: str | None = None,
+    attempted: bool | None = None,
 ) -> None:
     """What the run's variants need, their own models checked as the run's (the setting naming one says which); with
-    the run's `model`, the reviewer's and chooser's (composition.attempt_uses) too."""
-    for use in [*variants.check(settings), *(attempt_uses(model, settings) if model else [])]:
+    the run's `model`, the reviewer's and chooser's (composition.attempt_uses; `attempted`: the attempts graph's run,
+    whatever `attempts.max`) too."""
+    for use in [*variants.check(settings), *(attempt_uses(model, settings, attempted) if model else [])]:
         try:
             check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
         except PreflightError as error:
