@@ -114,8 +114,8 @@ def check_variants(
     attempted: bool | None = None,
 ) -> None:
     """What the run's variants need, their own models checked as the run's (the setting naming one says which); with
-    the run's `model`, the reviewer's and chooser's (composition.attempt_uses; `attempted`: the attempts graph's run,
-    whatever `attempts.max`) too."""
+    the run's `model`, the reviewer's and chooser's (composition.attempt_uses; `attempted`: tried and reviewed whatever
+    the settings' number of tries) too."""
     for use in [*variants.check(settings), *(attempt_uses(model, settings, attempted) if model else [])]:
         try:
             check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
