@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, single_call, write_script
-from conftest import git, interrupt_when, make_git_repo, require_docker
+from conftest import git, interrupt_when, make_git_repo, require_bwrap, require_docker
 from in_process import invoke
 
 CLI = [sys.executable, "-m", "llm_ide"]
@@ -116,6 +116,8 @@ def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
     """Locally `none` cuts the commands off the network and any other value kept it: a typo of none, or null, gave
     them the host's network without a word. A mount point bwrap cannot make was said after the environment started,
     in three lines."""
+    if setting == "mount_at" and runs:
+        require_bwrap()  # (a mount point is bubblewrap's)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {setting: value, "tools": []}}))
     model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
