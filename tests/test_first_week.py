@@ -97,37 +97,43 @@ def test_another_users_repository_that_git_refuses_is_one_line_with_git_s_reason
     assert "init" not in result.stderr and not (tmp_path / "runs").exists()
 
 
+HOSTS = "a local run shares the host's network"
+
+
 @pytest.mark.parametrize(
-    ("setting", "value", "runs"),
+    ("environment", "said"),
     [
-        ("network", "nnone", False),
-        ("network", None, False),
-        ("network", "None", False),
-        ("network", "host", True),
-        ("mount_at", "relative/x", False),
-        ("mount_at", "/", False),
-        ("mount_at", "/proc/llm-ide-x", False),
-        ("mount_at", "/testbed", True),
+        ({"network": "nnone"}, f"environment.network: 'nnone': {HOSTS}"),
+        ({"network": None}, f"environment.network: None: {HOSTS}"),
+        ({"network": "None"}, f"environment.network: 'None': {HOSTS}"),
+        ({"network": "host"}, None),
+        ({"mount_at": "relative/x"}, "environment.mount_at: relative/x: a mount point must be an absolute path"),
+        ({"mount_at": "/"}, "environment.mount_at: /: a mount point must be an absolute path"),
+        ({"mount_at": "/proc/llm-ide-x"}, "environment.mount_at: /proc/llm-ide-x: a mount point must be an absolute"),
+        (
+            {"mount_at": "/testbed", "sandbox": "none"},
+            "environment.mount_at (/testbed) needs bubblewrap, and environment.sandbox is none",
+        ),  # fmt: skip
+        ({"mount_at": "/testbed"}, None),
     ],
 )
 def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
-    tmp_path: Path, setting: str, value: str | None, runs: bool
+    tmp_path: Path, environment: dict[str, str | None], said: str | None
 ) -> None:
     """Locally `none` cuts the commands off the network and any other value kept it: a typo of none, or null, gave
-    them the host's network without a word. A mount point bwrap cannot make was said after the environment started,
-    in three lines."""
-    if setting == "mount_at" and runs:
+    them the host's network without a word. A mount point bwrap cannot make, or no bwrap to make it, was said after
+    the environment started, in three lines."""
+    if "mount_at" in environment and said is None:
         require_bwrap()  # (a mount point is bubblewrap's)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {setting: value, "tools": []}}))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {**environment, "tools": []}}))
     model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml", "-o", "out"]
     result = llm_ide(*args, cwd=tmp_path)
-    if runs:
+    if said is None:
         assert result.returncode == 0 and "submitted" in result.stdout, result.stdout + result.stderr
         return
-    said = f"{value!r}: a local run shares the host's network" if setting == "network" else f"{value}: a mount point"
-    one_line(result, f"environment.{setting}: {said}")
+    one_line(result, said)
     assert not (tmp_path / "out").exists()
 
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError, create_model
 from llm_ide.composition import attempt_uses
 from llm_ide.endpoint import listed_models, tls_context
 from llm_ide.environments import capabilities
+from llm_ide.environments.sandbox import bwrap_problem
 from llm_ide.environments.views import check_mount_point
 from llm_ide.errors import UsageError
 from llm_ide.exchange import tools_asked
@@ -97,7 +98,7 @@ def preflight(
         check_repository(Path(repo).expanduser())
     kind = environment or settings.environment.type  # (`imaged` False: a batch's images come with its instances)
     check_network(settings.environment.network, kind)
-    check_mount(settings.environment.mount_at, kind)
+    check_mount(settings.environment.mount_at, settings.environment.sandbox, kind)
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
@@ -148,13 +149,17 @@ def check_network(network: str | None, kind: str) -> None:
         )
 
 
-def check_mount(mount_at: str | None, kind: str) -> None:
-    """Where a local run shows the repository (`environment.mount_at`), checked before anything starts."""
-    if kind == "local" and mount_at is not None:
-        try:
-            check_mount_point(mount_at)
-        except ValueError as error:
-            raise PreflightError(f"environment.mount_at: {error}") from None
+def check_mount(mount_at: str | None, sandbox: str, kind: str) -> None:
+    """Where a local run shows the repository (`environment.mount_at`): a path bubblewrap can make, and bubblewrap
+    there to make it, checked before anything starts."""
+    if kind != "local" or mount_at is None:
+        return
+    try:
+        check_mount_point(mount_at)
+    except ValueError as error:
+        raise PreflightError(f"environment.mount_at: {error}") from None
+    if problem := "environment.sandbox is none" if sandbox == "none" else bwrap_problem():
+        raise PreflightError(f"environment.mount_at ({mount_at}) needs bubblewrap, and {problem}")
 
 
 def check_not_in_git_dir(repo: Path) -> None:
