@@ -64,20 +64,32 @@ class AttemptsSettings(Strict):
         return value
 
 
+ROLES = {"review": "reviewer", "choose": "chooser"}  # the attempts' roles and the settings that name their models
+
+
+def attempt_model(spec: str, name: str) -> str:
+    """`{attempt}` in a model spec picks one per attempt (its number) and role (`review`, `choose`)."""
+    return spec.replace("{attempt}", name)
+
+
+def role_spec(attempts: Any, model: str, role: str) -> str:
+    """The model spec of the attempts' reviewer or chooser: the one its setting names, else the run's."""
+    return attempt_model(getattr(attempts, ROLES[role]).model or model, role)
+
+
 def attempt_uses(model: str, settings: Any, attempted: bool | None = None) -> list[ModelUse]:
     """With attempts (`attempted`; None: `attempts.max` > 1), the reviewer's and the chooser's models where they are
-    not the first attempt's (`{attempt}` in a spec becomes the role's name); without them, a spec of one model per
-    attempt is refused."""
+    not the first attempt's; without them, a spec of one model per attempt is refused."""
     attempts = getattr(settings, "attempts", None)
     attempted = attempts is not None and attempts.max > 1 if attempted is None else attempted
     if not attempted and "{attempt}" in model:
         raise CombinationError(f"model {model}: `{{attempt}}` names one model per attempt: give attempts.max > 1")
     if not attempted or attempts is None:
         return []
-    roles = [("reviewer", "review")] + ([("chooser", "choose")] if attempts.choose == "model" else [])
-    specs = {key: (getattr(attempts, key).model or model).replace("{attempt}", name) for key, name in roles}
-    first = model.replace("{attempt}", "1")
-    return [ModelUse(f"attempts.{key}.model", spec) for key, spec in specs.items() if spec != first]
+    roles = ["review"] + (["choose"] if attempts.choose == "model" else [])
+    specs = {role: role_spec(attempts, model, role) for role in roles}
+    first = attempt_model(model, "1")
+    return [ModelUse(f"attempts.{ROLES[role]}.model", spec) for role, spec in specs.items() if spec != first]
 
 
 Kind = type[Variant]

@@ -11,8 +11,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, attempt_model, local_worktree, summarize
+from llm_ide.attempts.context import AttemptsContext, local_worktree, summarize
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
+from llm_ide.composition import attempt_model
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
 from llm_ide.run.single import Driver

@@ -16,7 +16,7 @@ from typing import Any
 from llm_ide.attempts.trajectory import paid_path
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
-from llm_ide.composition import Settings, compose
+from llm_ide.composition import Settings, compose, role_spec
 from llm_ide.config import load_config
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import EnvironmentFailure
@@ -71,11 +71,6 @@ class TaskBudget(CostBudget):
         return super().exhausted or (self.batch is not None and self.batch.exhausted)
 
 
-def attempt_model(spec: str, role: str) -> str:
-    """`{attempt}` in a model spec picks one per attempt (its number) and role (`review`, `choose`)."""
-    return spec.replace("{attempt}", role)
-
-
 @dataclass
 class AttemptsContext:
     """The attempts' run: its request (each attempt's run is made from it), who is told what it does, the task's
@@ -127,11 +122,9 @@ class AttemptsContext:
         return self.request.output_dir / f"attempt{index}"
 
     def role_model(self, role: str) -> Model:
-        settings = self.settings.attempts
-        spec = (settings.reviewer if role == "review" else settings.chooser).model or self.request.model
         with self._lock:
             if role not in self._models:
-                spec, request = attempt_model(spec, role), self.request  # a resumed run's go on there
+                spec, request = role_spec(self.settings.attempts, self.request.model, role), self.request
                 keep = FolderKeep(request.output_dir, f"{request.run_id}.")
                 self._models[role] = get_model(spec, self.settings.model, request.base_url, keep)
             return self._models[role]

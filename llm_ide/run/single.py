@@ -140,9 +140,10 @@ class Driver:
             )
             outputs.emit = self.listeners.emit
             finished = values.get("exit_status") and status_of(values["exit_status"]).finished
-            if reopened is not None or (finished and not thread.snapshot.tasks):
+            done = reopened is None and finished and not thread.snapshot.tasks
+            if reopened is not None or done:
                 outputs.emit(RunEvent(request.run_id, "phase", phase=finished_phase(request.run_id, values, reopened)))
-            if reopened is None and finished and not thread.snapshot.tasks:
+            if done:
                 return outputs.finished_before(settings, request.repo, request.image)
             return Stream(replace(self, request=request), reopened or thread, outputs, variants).run()
 
