@@ -176,7 +176,7 @@ def test_batch_report_lists_instances_links_their_pages_and_filters(browser, tmp
     short = tmp_path / "short.yaml"
     short.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "agent": {"step_limit": 1}}))
     out = tmp_path / "out"
-    for configs, only in (([short], "demo__calc"), ([config], "")):
+    for configs, only in (([short], "demo__calc"), ([config], "text|shapes")):
         options = BatchOptions(model=model, output=out, environment="local", config_files=configs)
         run_swebench(str(dataset), "test", options, filter_regex=only)
     ids = sorted(row["instance_id"] for row in rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from in_process import invoke
 from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, WRONG_COMMAND, build_dataset, dollar_calls, write_config, write_script
@@ -91,3 +92,45 @@ def test_the_console_says_once_that_the_batchs_limit_left_instances_unstarted(tm
     assert said.count("global cost limit") == 1 and "1 instance not started" in said and "batch:" not in said
     log = (tmp_path / "out" / "swebench.log").read_text()
     assert "reached (spent 4.0000, earlier runs in this folder included); 1 instance not started" in log
+
+
+def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a_higher_one(tmp_path: Path) -> None:
+    """It was finished for good: the same command with a higher --step-limit skipped it, and only --redo-existing
+    went further, every step paid again. Now it goes on from its last step (the scripted model's replies and the
+    commands not repeated); the same limit still skips it."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat"])
+    config, output = write_config(tmp_path / "c.yaml", step_limit=1), tmp_path / "out"
+    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
+    args += ["-o", str(output)]
+    ran_as = [("1", "1 instance run, 0 skipped"), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
+    for limit, said in ran_as:
+        ran = invoke(*args, "--step-limit", limit)
+        assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
+        assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]  # the fix, from the first step
+    assert "goes on from its last step, under the limits given now" in ran.stdout
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
+    assert statuses[row["instance_id"]]["exit_status"] == "submitted"
+    traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+    commands = [op["action_params"].get("command") for op in traj["operations"]]
+    assert commands == [FIX_COMMAND, "git diff --stat", None] and traj["info"]["exit_status"] == "submitted"
+
+
+def test_instances_the_batchs_cost_limit_stopped_go_on_when_it_is_raised(tmp_path: Path) -> None:
+    """$1 calls, $2 for the batch: the instance stopped after two calls; the same limit again makes no call, a higher
+    one lets it go on from there (one more call, not three), and what it spent counts once."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    calls, config = dollar_calls(tmp_path, 1)
+    with OpenAIServer(replies=calls) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
+            cost_limit=2.0,
+        )  # fmt: skip
+        runs = [run_swebench(str(dataset), "test", options) for _ in range(2)]
+        options.cost_limit = 5.0
+        runs.append(run_swebench(str(dataset), "test", options))
+        assert server.hits == 3
+    assert [run.counts() for run in runs] == [{"cost_limit": 1}, {}, {"submitted": 1}]
+    assert [run.skipped_existing for run in runs] == [[], [row["instance_id"]], []]
+    assert OutputStore(options.output).spent() == 3.0 and runs[-1].cost == 3.0
+    assert read_preds(options.output)[row["instance_id"]]["model_patch"] == row["patch"]

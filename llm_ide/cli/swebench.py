@@ -168,9 +168,7 @@ def run_batch(
                 filter_regex=filter_regex,
                 shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced),
-                before_run=lambda dataset, todo, skipped: _announce(
-                    dataset, todo, skipped, kind, (filter_regex, slice_spec), options.repos
-                ),
+                before_run=lambda selection: _announce(selection, kind, (filter_regex, slice_spec), options.repos),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
         raise fail(str(error)) from None
@@ -201,11 +199,10 @@ def print_batch(summary: Any, output: Path) -> None:
         raise typer.Exit(1)
 
 
-def _announce(
-    dataset: Any, todo: list[Any], skipped: list[str], kind: str | None, chosen: tuple[str, str], repos: Path | None
-) -> None:
+def _announce(selection: Any, kind: str | None, chosen: tuple[str, str], repos: Path | None) -> None:
     """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes); `chosen`: the
     --filter and --slice given; `repos`: every instance to run must be there."""
+    dataset, todo, skipped, going_on = selection.dataset, selection.todo, selection.skipped, selection.going_on
     for error in dataset.errors:
         err_console.print(f"[yellow]skipping malformed {error}[/]", soft_wrap=True)
     if not todo and not skipped:
@@ -216,6 +213,12 @@ def _announce(
         console.print(
             f"{len(skipped)} instance{'s' * (len(skipped) != 1)} skipped as finished in an earlier run "
             "(in preds.json; --redo-existing runs them again)"
+        )
+    if going_on:
+        console.print(
+            f"{len(going_on)} instance{'s' * (len(going_on) != 1)} stopped at a limit in an earlier run "
+            f"go{'es' * (len(going_on) == 1)} on from {'its' if len(going_on) == 1 else 'their'} last step, under the "
+            "limits given now"
         )
     if todo and kind is not None:
         _check_environment(kind)

@@ -9,14 +9,16 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
-from llm_ide.errors import crashed
+from llm_ide.errors import LIMITS, crashed
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
+from llm_ide.run.single import past_its_limit
 from llm_ide.run.stopping import Commands
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.instances import (
@@ -45,6 +47,7 @@ __all__ = [
     "BatchSummary",
     "Outcome",
     "OutputStore",
+    "Selection",
     "batch_config",
     "execute_instance",
     "run_batch",
@@ -172,26 +175,73 @@ def leave_at_once(signum: int, frame: object) -> None:
     os._exit(130)
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The instances a batch runs (`todo`, those of `going_on` among them) and those it skips as finished."""
+
+    dataset: Dataset
+    todo: list[Instance]
+    skipped: list[str]
+    going_on: list[str]  # stopped at a limit the batch's settings no longer reach: they go on from their last step
+
+
 def prepare(
     subset: str,
     split: str,
+    options: BatchOptions,
     *,
     slice_spec: str = "",
     filter_regex: str = "",
     shuffle: bool = False,
-    output: Path,
-    redo_existing: bool = False,
-) -> tuple[Dataset, list[Instance], list[str]]:
-    """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo).
-    Returns (dataset, instances to run, ids skipped as already done)."""
-    if output.exists():
-        output_folder(output)  # a file there is said now
+) -> Selection:
+    """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo), but those
+    stopped at a limit the batch's settings no longer reach."""
+    if options.output.exists():
+        output_folder(options.output)  # a file there is said now
     dataset = load_dataset(subset, split)
     chosen = select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec)
-    existing = set(read_preds(output))
-    read_statuses(output)  # a corrupt file is said now, not after the first instance
-    skipped = [] if redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
-    return dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped
+    existing = set(read_preds(options.output))
+    finished = [] if options.redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
+    going_on = beyond_their_limits(options, finished)
+    skipped = [instance_id for instance_id in finished if instance_id not in going_on]
+    return Selection(dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped, going_on)
+
+
+def beyond_their_limits(options: BatchOptions, finished: list[str]) -> list[str]:
+    """The finished instances that stopped at a limit (step, cost, tokens, time, the batch's cost limit) the batch's
+    settings no longer reach, as their threads' last checkpoints say; attempts' runs do not go on."""
+    statuses = read_statuses(options.output)  # (a corrupt file is said now, not after the first instance)
+    stopped = [instance_id for instance_id in finished if statuses.get(instance_id, {}).get("exit_status") in LIMITS]
+    settings = batch_config(options) if stopped else None
+    if settings is None or settings.attempts.max > 1 or options.checkpoint == "memory":
+        return []
+    store = OutputStore(options.output)
+    spent = CostBudget(options.cost_limit, store.spent(), store.call_cost()).exhausted  # (what the runs will have)
+    values = last_values(options, stopped)
+    return [
+        instance_id for instance_id in stopped if past_its_limit(values.get(instance_id, {}), settings.agent, spent)
+    ]
+
+
+def last_values(options: BatchOptions, instance_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each instance's thread as its last checkpoint holds it (none: not there), in `--checkpoint` or its folder."""
+    stores = (
+        [(options.checkpoint, instance_ids)]
+        if options.checkpoint
+        else [
+            (f"sqlite:{path}", [instance_id])
+            for instance_id in instance_ids
+            if (path := options.output / instance_id / f"{instance_id}.checkpoint.sqlite").is_file()
+        ]
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for spec, threads in stores:
+        with open_checkpointer(spec, Path(os.devnull)) as saver:
+            for thread_id in threads:
+                saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+                if saved is not None:
+                    found[thread_id] = dict(saved.checkpoint["channel_values"])
+    return found
 
 
 def forget(options: BatchOptions, instances: list[Instance]) -> None:
@@ -219,31 +269,26 @@ def run_swebench(
     filter_regex: str = "",
     shuffle: bool = False,
     progress_factory: Callable[[int], BatchProgress] | None = None,
-    before_run: Callable[[Dataset, list[Instance], list[str]], None] | None = None,
+    before_run: Callable[[Selection], None] | None = None,
     check: bool = True,
 ) -> BatchSummary:
     """The Python-level batch entry point (what `llm-ide swebench` runs)."""
-    dataset, todo, skipped = prepare(
-        subset,
-        split,
-        slice_spec=slice_spec,
-        filter_regex=filter_regex,
-        shuffle=shuffle,
-        output=options.output,
-        redo_existing=options.redo_existing,
-    )
+    selection = prepare(subset, split, options, slice_spec=slice_spec, filter_regex=filter_regex, shuffle=shuffle)
+    dataset, todo = selection.dataset, selection.todo
     if before_run is not None:
-        before_run(dataset, todo, skipped)
+        before_run(selection)
     if check and todo:
         settings = batch_config(options)
         check_model(options.model, settings, options.base_url)
         check_variants(compose(settings), settings, options.base_url, model=options.model)
     if options.redo_existing and (options.output / PREDS).exists():
         forget(options, todo)
+    for instance_id in selection.going_on:  # out of preds.json while it runs: an interrupted one resumes next time
+        OutputStore(options.output).remove_prediction(instance_id)
     progress = progress_factory(len(todo)) if progress_factory else None
     with batch_log(options.output):
         for error in dataset.errors:
             log.error("skipping malformed %s", error)
-    summary = run_batch(todo, options, progress=progress, skipped_existing=skipped)
+    summary = run_batch(todo, options, progress=progress, skipped_existing=selection.skipped)
     summary.row_errors = [str(error) for error in dataset.errors]
     return summary
