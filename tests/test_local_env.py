@@ -15,7 +15,7 @@ from conftest import all_gone, require_bwrap, running, wait_for
 
 from llm_ide.config import ConfigError, load_config
 from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.environments.base import EnvironmentFailure, FileSnapshot
+from llm_ide.environments.base import SETTLED_NS, EnvironmentFailure, FileSnapshot
 from llm_ide.environments.output import OutputCap
 from llm_ide.environments.sandbox import absent, resolve_inside
 
@@ -361,3 +361,32 @@ def test_what_commands_leave_in_their_temp_folder_goes_with_the_run(tmp_path: Pa
         inside = env.execute(f"{sys.executable} -c '{made}'").output.strip()
         assert inside.startswith(scratch + os.sep) and Path(inside).is_dir()
     assert not Path(scratch).exists() and not Path(inside).exists()
+
+
+def test_a_file_read_again_is_not_reread_while_its_stat_says_unchanged_and_every_change_is_seen(tmp_path: Path) -> None:
+    """Each step reads the files its code context shows (whole: a same-size edit with the mtime restored must be
+    seen); a file whose stat is as at its last read, settled by then, is that read again. Any write, rename or
+    `touch` changes the ctime (which no one can set back): read anew."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("a = 1\n")
+    (repo / "b.py").write_text("b = 1\n")
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools", sandbox="none") as env:
+        changed = (repo / "a.py").stat().st_ctime_ns
+        while time.time_ns() < changed + SETTLED_NS[0] + 10_000_000:  # (the files age: not a synchronisation)
+            time.sleep(0.01)
+        first = env.read_files(["a.py", "b.py"])
+        assert first["a.py"].settled and env.read_files(["a.py"])["a.py"] is first["a.py"]  # not read again
+
+        mtime = (repo / "a.py").stat().st_mtime_ns
+        (repo / "a.py").write_text("a = 2\n")  # the same size, its mtime put back
+        os.utime(repo / "a.py", ns=(mtime, mtime))
+        os.replace(repo / "b.py", repo / "c.py")
+        (repo / "b.py").write_text("b = 2\n")  # another file in its place
+        os.utime(repo / "b.py", ns=(first["b.py"].mtime_ns,) * 2)
+        again = env.read_files(["a.py", "b.py"])
+        assert (again["a.py"].data, again["b.py"].data) == (b"a = 2\n", b"b = 2\n")
+        assert not again["a.py"].settled and env.read_files(["a.py"])["a.py"] is not again["a.py"]  # just changed
+
+        (repo / "b.py").unlink()
+        assert env.read_files(["b.py", "c.py"]) == {"b.py": None, "c.py": FileSnapshot.read(repo / "c.py")}

@@ -80,8 +80,8 @@ def paths_named(texts: list[str], workdir: str) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _paths_in(text: str, prefix: str) -> tuple[str, ...]:
-    """One text's path-like words (memoised: every step asks again about the same earlier outputs)."""
-    return tuple(PATH_WORD.findall(text.replace(prefix, " ")))
+    """One text's path-like words, each once (memoised: every step asks again about the same earlier outputs)."""
+    return tuple(dict.fromkeys(PATH_WORD.findall(text.replace(prefix, " "))))
 
 
 def _command_paths(command: str) -> list[str]:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -51,23 +52,48 @@ class CommandResult:
     truncated: bool = False
 
 
+SETTLED_NS = (50_000_000, 2_000_000_000)  # a file changed this long before it was read (its file system's timestamps
+# in fractions of a second, or in whole seconds as FAT's, some network ones'): any later change shows in its stat
+
+
 @dataclass
 class FileSnapshot:
     data: bytes
     mtime_ns: int
+    stamp: tuple[int, ...] = field(default=(), compare=False)  # size, mtime, ctime, inode, device (a write: the ctime)
+    settled: bool = field(default=False, compare=False)  # changed SETTLED_NS before the read: equal stamp, equal bytes
 
     @classmethod
     def read(cls, path: Path) -> FileSnapshot | None:
         """The file at `path` as it is now; None when there is none (missing, a folder, a name no file can have)."""
+        started = time.time_ns()
         try:
             with open(path, "rb", buffering=0) as handle:  # (no buffer: it is read whole)
-                return cls(handle.read(), os.fstat(handle.fileno()).st_mtime_ns)
+                data, stat = handle.read(), os.fstat(handle.fileno())
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         except OSError as error:
             if error.errno in UNNAMEABLE:
                 return None
             raise
+        whole_seconds = stat.st_ctime_ns % 1_000_000_000 == 0
+        settled = stat.st_ctime_ns < started - SETTLED_NS[whole_seconds]  # (a write during the read: later)
+        return cls(data, stat.st_mtime_ns, _stamp(stat), settled)
+
+    def again(self, path: Path) -> FileSnapshot | None:
+        """The file at `path` as it is now: this snapshot while its stamp says it is unchanged (no read; as git trusts
+        a racily clean index entry only once it is settled), else read anew."""
+        if self.settled:
+            try:
+                if _stamp(os.stat(path)) == self.stamp:
+                    return self
+            except OSError:
+                pass
+        return FileSnapshot.read(path)
+
+
+def _stamp(stat: os.stat_result) -> tuple[int, ...]:
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev
 
 
 class FileSource(Protocol):
