@@ -115,6 +115,8 @@ HOSTS = "a local run shares the host's network"
             "environment.mount_at (/testbed) needs bubblewrap, and environment.sandbox is none",
         ),  # fmt: skip
         ({"mount_at": "/testbed"}, None),
+        ({"writable": ["~/no-such-cache"]}, "environment.writable: ~/no-such-cache: no such file or folder (make it"),
+        ({"writable": ["."]}, None),
     ],
 )
 def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
@@ -122,7 +124,8 @@ def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
 ) -> None:
     """Locally `none` cuts the commands off the network and any other value kept it: a typo of none, or null, gave
     them the host's network without a word. A mount point bwrap cannot make, or no bwrap to make it, was said after
-    the environment started, in three lines."""
+    the environment started, in three lines. A writable path not there was left out of the sandbox without a word
+    (its commands found it read-only)."""
     if "mount_at" in environment and said is None:
         require_bwrap()  # (a mount point is bubblewrap's)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})

@@ -99,6 +99,7 @@ def preflight(
     kind = environment or settings.environment.type  # (`imaged` False: a batch's images come with its instances)
     check_network(settings.environment.network, kind)
     check_mount(settings.environment.mount_at, settings.environment.sandbox, kind)
+    check_writable(settings.environment.writable, kind)
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
@@ -160,6 +161,14 @@ def check_mount(mount_at: str | None, sandbox: str, kind: str) -> None:
         raise PreflightError(f"environment.mount_at: {error}") from None
     if problem := "environment.sandbox is none" if sandbox == "none" else bwrap_problem():
         raise PreflightError(f"environment.mount_at ({mount_at}) needs bubblewrap, and {problem}")
+
+
+def check_writable(writable: list[str], kind: str) -> None:
+    """The paths a local run's sandboxed commands may write besides the repository: each there (bubblewrap shows only
+    what exists; the commands found a path listed but missing read-only, and nothing said why)."""
+    missing = [path for path in writable if kind == "local" and not Path(path).expanduser().exists()]
+    if missing:
+        raise PreflightError(f"environment.writable: {missing[0]}: no such file or folder (make it first)")
 
 
 def check_not_in_git_dir(repo: Path) -> None:
