@@ -237,8 +237,13 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
     [
         (["inspect", "nowhere.traj.json", "--html"], "error: trajectory not found: nowhere.traj.json"),
         (
-            ["inspect", "{folder}"],
-            "error: {folder} is a folder: give a run's trajectory ({folder}/<thread id>.traj.json)",
+            ["inspect", "{folder}"],  # (it said "is a folder: give a run's trajectory", as if none was there)
+            "error: {folder} holds 4 runs' trajectories (a.traj.json, list.traj.json, mini.traj.json, "
+            "planner.traj.json): give one",
+        ),
+        (
+            ["inspect", "{empty}"],
+            "error: {empty} is a folder without a trajectory: give a run's ({empty}/<thread id>.traj.json)",
         ),
         (["inspect", "{traj}", "x.html"], "error: x.html: an output page is only written with --html"),
         (["inspect", "{bad}", "--html"], "error: {bad}: neither an llm-ide nor a mini-swe-agent-1 trajectory"),
@@ -275,6 +280,8 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
 def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     names = {"traj": tmp_path / "a.traj.json", "bad": tmp_path / "b.json", "folder": tmp_path, "file": tmp_path / "f"}
     names["file"].write_text("not a folder")
+    names["empty"] = tmp_path / "empty"
+    names["empty"].mkdir()
     usage = dict.fromkeys(("api_calls", "input_tokens", "output_tokens", "cost"), 0)
     names["traj"].write_text(json.dumps({"format": "llm-ide-1", "operations": [], "info": {"model_stats": usage}}))
     names["bad"].write_text(json.dumps({"hello": 1}))

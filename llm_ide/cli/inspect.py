@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
 NOT_ENDED = "not ended (still running, or killed)"  # a trajectory written before its run's end
+MAX_NAMED = 5  # trajectories a folder of several runs names
 
 Trajectory = Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")]
 Page = Annotated[
@@ -124,8 +125,12 @@ def run_trajectory(path: Path) -> Path:
     if not path.is_dir():
         return path
     found = sorted(path.glob("*.traj.json"))
-    if len(found) != 1:
-        raise fail(f"{path} is a folder: give a run's trajectory ({path / '<thread id>.traj.json'})")
+    if len(found) > 1:
+        names = ", ".join(trajectory.name for trajectory in found[:MAX_NAMED])
+        more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
+        raise fail(f"{path} holds {len(found)} runs' trajectories ({names}{more}): give one")
+    if not found:
+        raise fail(f"{path} is a folder without a trajectory: give a run's ({path / '<thread id>.traj.json'})")
     return found[0]
 
 
