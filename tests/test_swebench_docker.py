@@ -249,3 +249,23 @@ def test_second_interrupt_leaves_at_once_and_containers_go(tiny_dataset: TinyDat
     rerun = in_process(args)
     assert rerun.returncode == 0, rerun.stderr
     assert preds_ids(output) == IDS
+
+
+def test_a_step_limited_instance_goes_on_in_a_new_container(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811
+    """Its container is gone with the first batch: the one the higher limit starts gets the worktree back (the fix
+    of step 1 is in `git diff` at step 2) and the patch holds it once."""
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat"])
+    output, config = tmp_path / "out", write_config(tmp_path / "c.yaml", step_limit=1)
+    args = [*batch_args(tiny_dataset.path, model, output, config, 1), "--filter", "calc"]
+    for limit in ("1", "0"):
+        result = in_process([*args, "--step-limit", limit])
+        assert result.returncode == 0, result.stderr
+    assert "1 instance stopped at a limit in an earlier run goes on from its last step" in result.stdout
+    steps = operations(output, "demo__calc-1")
+    assert [op["action_params"].get("command") for op in steps] == [FIX_COMMAND, "git diff --stat", None]
+    assert "stats.py | 2 +-" in steps[1]["observation"].replace("calc/", "")
+    assert (
+        json.loads((output / "preds.json").read_text())["demo__calc-1"]["model_patch"]
+        == tiny_dataset.row("demo__calc-1")["patch"]
+    )
+    assert leftover_containers(tiny_dataset.client, "demo__") == []
