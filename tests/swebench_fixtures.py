@@ -356,6 +356,15 @@ def dollar_calls(folder: Path, runs: int) -> tuple[list[Any], Path]:
     return calls * runs, config
 
 
+def priced_options(folder: Path, config: Path, url: str, **options: Any) -> Any:
+    """A local batch of `gpt-test` (priced by `config`, served at `url`) into `folder/out`."""
+    from llm_ide.swebench.batch import BatchOptions
+
+    return BatchOptions(
+        model="gpt-test", output=folder / "out", environment="local", config_files=[config], base_url=url, **options
+    )
+
+
 def dollar_steps(folder: Path, calls: int) -> tuple[list[Any], Path]:
     """`calls` replies of $1 each that serve as a reflection and as an action alike (a bash command, never a submit),
     so runs served by one endpoint at the same time take them in any order; and the config that prices them."""

@@ -28,6 +28,7 @@ from swebench_fixtures import (
     dollar_calls,
     dollar_steps,
     gated_batch,
+    priced_options,
     write_config,
     write_script,
 )
@@ -262,10 +263,7 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     dataset, _ = build_dataset(tmp_path / "data", 3)
     calls, config = dollar_calls(tmp_path, 3)
     with OpenAIServer(replies=calls) as server:
-        options = BatchOptions(
-            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
-            cost_limit=4.0,
-        )  # fmt: skip
+        options = priced_options(tmp_path, config, server.url, cost_limit=4.0)
         summary = run_swebench(str(dataset), "test", options)
     assert {k: (v.exit_status, v.cost, v.error) for k, v in summary.outcomes.items()} == {
         "demo__calc-1": ("submitted", 3.0, ""),
@@ -293,9 +291,7 @@ def test_an_instance_whose_first_call_the_batchs_limit_refused_runs_when_the_lim
     calls, config = dollar_calls(tmp_path, 1)
     (instance,) = load_dataset(str(dataset)).instances
     with OpenAIServer(replies=calls) as server:
-        options = BatchOptions(
-            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url
-        )
+        options = priced_options(tmp_path, config, server.url)
         spent = CostBudget(2.0, 2.0)  # what the others spent
         refused = run_instance(instance, options, batch_config(options), OutputStore(options.output), budget=spent)
         assert (refused.exit_status, refused.cost, refused.steps, server.hits) == ("cost_limit", 0.0, 0, 0)
@@ -313,9 +309,7 @@ def test_an_interrupted_instance_records_what_it_spent_and_the_batchs_limit_coun
     (instance,) = load_dataset(str(dataset)).instances
     stop = threading.Event()
     with OpenAIServer(replies=calls) as server:
-        options = BatchOptions(
-            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url
-        )
+        options = priced_options(tmp_path, config, server.url)
         ended = run_instance(  # Ctrl-C in the batch as its first step is told: the run ends at its next event
             instance, options, batch_config(options), OutputStore(options.output),
             on_event=lambda _, event: stop.set() if event.kind == "step" else None, stop=stop,
@@ -453,9 +447,6 @@ def test_global_cost_limit_holds_for_runs_calling_at_the_same_moment(tmp_path: P
     dataset, _ = build_dataset(tmp_path / "data", 3)
     calls, config = dollar_steps(tmp_path, 12)
     with OpenAIServer(replies=calls, together=3) as server:
-        options = BatchOptions(
-            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
-            cost_limit=4.0, workers=3,
-        )  # fmt: skip
+        options = priced_options(tmp_path, config, server.url, cost_limit=4.0, workers=3)
         summary = run_swebench(str(dataset), "test", options)
     assert_four_dollars(server, summary)

@@ -9,7 +9,15 @@ from pathlib import Path
 import yaml
 from in_process import invoke
 from openai_server import OpenAIServer
-from swebench_fixtures import FIX_COMMAND, WRONG_COMMAND, build_dataset, dollar_calls, write_config, write_script
+from swebench_fixtures import (
+    FIX_COMMAND,
+    WRONG_COMMAND,
+    build_dataset,
+    dollar_calls,
+    priced_options,
+    write_config,
+    write_script,
+)
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.store import OutputStore, read_preds
@@ -66,10 +74,7 @@ def test_a_rerun_with_less_than_a_call_left_in_the_batchs_limit_makes_no_call(tm
     dataset, _ = build_dataset(tmp_path / "data", 3)
     calls, config = dollar_calls(tmp_path, 3)
     with OpenAIServer(replies=calls) as server:
-        options = BatchOptions(
-            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
-            cost_limit=4.5,
-        )  # fmt: skip
+        options = priced_options(tmp_path, config, server.url, cost_limit=4.5)
         first = run_swebench(str(dataset), "test", options)
         assert (server.hits, first.cost, first.not_started) == (4, 4.0, ["demo__shapes-1"])
         again = run_swebench(str(dataset), "test", options)
@@ -122,10 +127,7 @@ def test_instances_the_batchs_cost_limit_stopped_go_on_when_it_is_raised(tmp_pat
     dataset, (row,) = build_dataset(tmp_path / "data", 1)
     calls, config = dollar_calls(tmp_path, 1)
     with OpenAIServer(replies=calls) as server:
-        options = BatchOptions(
-            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url,
-            cost_limit=2.0,
-        )  # fmt: skip
+        options = priced_options(tmp_path, config, server.url, cost_limit=2.0)
         runs = [run_swebench(str(dataset), "test", options) for _ in range(2)]
         options.cost_limit = 5.0
         runs.append(run_swebench(str(dataset), "test", options))
