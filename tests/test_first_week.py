@@ -374,3 +374,16 @@ def test_an_evaluation_that_graded_nothing_fails(tmp_path: Path) -> None:
     assert "resolved 0/2 (0.0%), unresolved 0, error 1, empty patch 1" in result.stdout
     assert result.stderr.startswith("nothing could be evaluated: 1 errors, 1 empty patches of 2 predictions")
     assert json.loads((tmp_path / "ev" / "report.json").read_text())["total"] == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("-5", "(got -5.0)"), ("0", "(got 0.0)"), ("nan", "(got nan)")],
+)
+def test_an_evaluation_timeout_that_is_no_time_is_a_usage_error(tmp_path: Path, value: str, says: str) -> None:
+    """A negative --timeout made every instance an error (`timeout` refused it: "no test-output markers"), and 0
+    silently meant the config's 1800 s."""
+    (preds := tmp_path / "preds.json").write_text(json.dumps({"demo__calc-1": {"model_patch": ""}}))
+    result = llm_ide("evaluate", str(preds), "--subset", str(preds), "--timeout", value, cwd=tmp_path)
+    one_line(result, "Invalid value for '--timeout'")
+    assert says in result.stderr and not (tmp_path / "evaluations").exists()

@@ -94,6 +94,12 @@ def dollars(value: float | None) -> float | None:
     return value
 
 
+def seconds(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"Input should be a finite number greater than 0 (got {value})")
+    return value
+
+
 BatchCostLimit = Annotated[
     float | None,
     typer.Option(
@@ -135,7 +141,9 @@ EvaluationOutput = Annotated[
 EvaluationTimeout = Annotated[
     float | None,
     typer.Option(
-        help="Seconds per instance's test run.", show_default=config_default("swebench.eval_timeout", "swebench")
+        callback=seconds,
+        help="Seconds per instance's test run.",
+        show_default=config_default("swebench.eval_timeout", "swebench"),
     ),
 ]
 Attempts = Annotated[
