@@ -192,6 +192,8 @@ def main(
     data = data / "data" if not (data / "trajectories").is_dir() and (data / "data" / "trajectories").is_dir() else data
     instances = selected(data, part, only, repo, quick)
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
+    if missing := [str(path) for path in config or [] if not path.is_file()]:
+        raise SystemExit(f"--config: no file {', '.join(missing)}")
     formats = ["text", "tools"] if action_format == "both" else [action_format]
     if not set(formats) <= {"text", "tools"}:
         raise SystemExit(f"--action-format: text, tools or both, not {action_format}")

@@ -56,3 +56,15 @@ def test_the_bench_replays_the_part_and_the_repositories_asked_for(shared_dir: P
         [*command, "--only", "psf__requests-1766,pallets__flask-5014"], capture_output=True, text=True
     )
     assert set(re.findall(r"\w+__[\w-]+-\d+", both.stdout)) == {"psf__requests-1766", "pallets__flask-5014"}
+
+
+def test_a_config_file_that_is_not_there_is_one_line_before_any_replay(tmp_path: Path) -> None:
+    """docs/replay.md once named a variant file that had gone (rich.yaml): each of its replays failed in turn, after
+    the others had run."""
+    gone = tmp_path / "rich.yaml"
+    (lean := tmp_path / "lean.yaml").write_text("memory: {}\n")
+    command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--quick", "--out", str(tmp_path / "o")]
+    done = subprocess.run([*command, "--config", str(lean), "--config", str(gone)], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (1, ""), done.stdout
+    assert done.stderr == f"--config: no file {gone}\n"
+    assert not (tmp_path / "o").exists()
