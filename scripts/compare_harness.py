@@ -82,6 +82,16 @@ def sh(*args: str, cwd: Path | None = None, stdin: str | None = None) -> str:
     return subprocess.run(args, cwd=cwd, input=stdin, check=True, capture_output=True, text=True).stdout
 
 
+def checkout(repo: Path, row: dict[str, Any], source: Path) -> None:
+    try:
+        sh("git", "-C", str(repo), "checkout", "-q", row["base_commit"])
+    except subprocess.CalledProcessError:
+        raise SystemExit(
+            f"{row['instance_id']}: {source} has no commit {row['base_commit'][:12]}: give a clone with the "
+            "repository's history (the eval script checks the base commit out)"
+        ) from None
+
+
 def build_image(row: dict[str, Any], source: Path, work: Path) -> None:
     """The instance image under its official name (skipped when it exists)."""
     import docker
@@ -96,7 +106,7 @@ def build_image(row: dict[str, Any], source: Path, work: Path) -> None:
     shutil.rmtree(context, ignore_errors=True)
     context.mkdir(parents=True)
     sh("git", "clone", "-q", "--no-checkout", str(source), str(context / "testbed"))
-    sh("git", "-C", str(context / "testbed"), "checkout", "-q", row["base_commit"])
+    checkout(context / "testbed", row, source)
     sh("uv", "pip", "install", "-q", "--python", "/usr/bin/python3.11", "--target", str(context / "site"),
        *ENVIRONMENTS[row["repo"]])  # fmt: skip
     src = "/testbed/src" if (context / "testbed" / "src").is_dir() else "/testbed"
@@ -134,7 +144,7 @@ def predictions(row: dict[str, Any], source: Path, work: Path) -> dict[str, str]
     repo = work / "clone"
     if not repo.exists():
         sh("git", "clone", "-q", str(source), str(repo))
-        sh("git", "-C", str(repo), "checkout", "-q", row["base_commit"])
+        checkout(repo, row, source)
     gold: str = row["patch"]
     first = gold.split("\n", 1)[0].split(" b/", 1)[1]
     text = (repo / first).read_text()

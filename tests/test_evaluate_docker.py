@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from swebench_fixtures import (
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[1]
 
 FORGED_CONFTEST = """\
 import atexit
@@ -205,3 +207,16 @@ def test_two_prediction_files_in_one_folder_keep_their_own_logs(calc_dataset: di
     again = evaluate(calc_dataset["path"], tmp_path / "a.json", "--output", str(folders[0]))
     assert again.returncode == 2
     assert "already holds an evaluation" in again.stderr + again.stdout
+
+
+def test_compare_harness_on_a_repository_without_the_base_commit_is_one_line(shared_dir: Path, tmp_path: Path) -> None:
+    """The shared bundles hold each instance's tree on a branch, not its base commit (which the eval script checks
+    out): compare_harness said so in a traceback."""
+    flask = shared_dir / "data" / "repos" / "pallets__flask.bundle"
+    command = [sys.executable, str(ROOT / "scripts" / "compare_harness.py"), "--work", str(tmp_path / "w")]
+    command += ["--dataset", str(shared_dir / "data/swebench/SWE-bench_Verified-test.jsonl")]
+    done = subprocess.run([*command, "--repo", f"pallets__flask-5014={flask}"], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"pallets__flask-5014: {flask} has no commit 7ee9ceb71e86"), done.stderr
+    assert "a clone with the repository's history" in done.stderr
