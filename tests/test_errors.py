@@ -43,7 +43,7 @@ def closed_port() -> int:
 @pytest.mark.parametrize(
     ("checkpoint", "expected"),
     [
-        ("redis://x", "--checkpoint redis://x: unknown kind of store; use sqlite:PATH, postgres://… or memory"),
+        ("redis://x", "Invalid value for '--checkpoint': use sqlite:PATH, postgres://… or memory (got redis://x)"),
         ("postgres://me:hunter22@127.0.0.1:{port}/db", "--checkpoint postgres://me:***@127.0.0.1:{port}/db: cannot"),
         ("sqlite:{tmp}/file/x.sqlite", "--checkpoint sqlite:{tmp}/file/x.sqlite: cannot open"),
         ("sqlite:{tmp}/garbage.sqlite", "--checkpoint sqlite:{tmp}/garbage.sqlite: not a usable database"),

@@ -387,3 +387,17 @@ def test_an_evaluation_timeout_that_is_no_time_is_a_usage_error(tmp_path: Path, 
     result = llm_ide("evaluate", str(preds), "--subset", str(preds), "--timeout", value, cwd=tmp_path)
     one_line(result, "Invalid value for '--timeout'")
     assert says in result.stderr and not (tmp_path / "evaluations").exists()
+
+
+@pytest.mark.parametrize("command", ["swebench", "swebench-single"])
+@pytest.mark.parametrize("spec", ["foo", "sqlite:", "postgres"])
+def test_a_checkpoint_store_of_no_known_kind_is_a_usage_error(tmp_path: Path, command: str, spec: str) -> None:
+    """A batch started every instance with it, each ending as `error` (CheckpointError), and exited 1."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    row = {"instance_id": "demo__a-1", "repo": str(repo), "base_commit": git(repo, "rev-parse", "HEAD").strip()}
+    (dataset := tmp_path / "data.jsonl").write_text(json.dumps({**row, "problem_statement": "fix a"}) + "\n")
+    write_script(tmp_path / "s.yaml", [DONE])
+    args = ["--subset", str(dataset), "--environment", "local", "-m", "scripted:s.yaml", "-o", "out"]
+    result = llm_ide(command, *args, "--checkpoint", spec, cwd=tmp_path)
+    one_line(result, "Invalid value for '--checkpoint': use sqlite:PATH, postgres://… or memory")
+    assert f"(got {spec})" in result.stderr and not (tmp_path / "out").exists()

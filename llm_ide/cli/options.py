@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from llm_ide.cli.console import config_default, fail
+from llm_ide.cli.run_options import store
 
 Subset = Annotated[
     str,
@@ -44,7 +45,9 @@ EnvironmentKind = Annotated[
 ]
 Checkpoint = Annotated[
     str | None,
-    typer.Option(help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"),
+    typer.Option(
+        callback=store, help="sqlite:PATH | postgres://… | memory.", show_default="SQLite in each instance's folder"
+    ),
 ]
 Engine = Annotated[
     str, typer.Option(help="local (a thread pool of --workers) or ray (Ray tasks on the cluster at --address).")

@@ -67,10 +67,24 @@ ThreadId = Annotated[
         show_default="run-<YYYYmmdd-HHMMSS>",
     ),
 ]
+
+
+STORES = ("sqlite:", "postgres://", "postgresql://")
+
+
+def store(spec: str | None) -> str | None:
+    """A --checkpoint of a known kind, checked before anything runs (a batch's every instance failed on it)."""
+    if spec is None or spec == "memory" or (spec.startswith(STORES) and spec != "sqlite:"):
+        return spec
+    raise typer.BadParameter(f"use sqlite:PATH, postgres://… or memory (got {spec})")
+
+
 Checkpoint = Annotated[
     str | None,
     typer.Option(
-        help="sqlite:PATH | postgres://… | memory.", show_default="sqlite:<output>/<thread id>.checkpoint.sqlite"
+        callback=store,
+        help="sqlite:PATH | postgres://… | memory.",
+        show_default="sqlite:<output>/<thread id>.checkpoint.sqlite",
     ),
 ]
 Environment = Annotated[
