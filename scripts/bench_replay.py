@@ -123,13 +123,18 @@ def selected(
         instances = [instance for instance in instances if instance in chosen]
     wanted = {name for item in only or [] for name in item.split(",") if name}
     names = {name for item in repos or [] for name in item.split(",") if name}
-    return [
+    chosen = [
         instance
         for instance in instances
         if (not wanted or instance in wanted)
         and (not names or names & {repo_of(instance), re.sub(r"-\d+$", "", instance)})
         and (not quick or instance in QUICK)
     ]
+    if not chosen:
+        every = len(list(folder.glob("*.traj.json")))
+        given = "--set, --only, --repo and --quick as given"
+        raise SystemExit(f"no trajectory chosen: none of the {every} in {folder} matches {given}")
+    return chosen
 
 
 def replay_all(data: Path, jobs: list[Job], folder: Path, single_call: bool, at_once: int) -> list[Run]:

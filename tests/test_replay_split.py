@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,3 +69,15 @@ def test_a_config_file_that_is_not_there_is_one_line_before_any_replay(tmp_path:
     assert (done.returncode, done.stdout) == (1, ""), done.stdout
     assert done.stderr == f"--config: no file {gone}\n"
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "narrowed", [["--repo", "sympi"], ["--only", "psf__requests-1"], ["--repo", "flask", "--set", "heldout"]]
+)
+def test_a_selection_of_no_trajectory_is_one_line(shared_dir: Path, tmp_path: Path, narrowed: list[str]) -> None:
+    """It was a StopIteration traceback from the pooled table."""
+    command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--reports", str(tmp_path), *narrowed]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (1, ""), done.stdout
+    assert done.stderr.startswith("no trajectory chosen: none of the 36 in ") and done.stderr.count("\n") == 1
+    assert done.stderr.endswith("matches --set, --only, --repo and --quick as given\n"), done.stderr
