@@ -59,9 +59,11 @@ def checkout(old: str, new: Path) -> Iterator[Path]:
         return
     folder = Path(tempfile.mkdtemp(prefix="bench-old-new-"))
     try:
-        archive = subprocess.run(["git", "-C", str(new), "archive", old], capture_output=True, check=True).stdout
+        archive = subprocess.run(["git", "-C", str(new), "archive", old], capture_output=True)
+        if archive.returncode:
+            raise SystemExit(f"{old}: neither a folder nor a revision of {new}")
         (folder / "old").mkdir()
-        subprocess.run(["tar", "-x", "-C", str(folder / "old")], input=archive, check=True)
+        subprocess.run(["tar", "-x", "-C", str(folder / "old")], input=archive.stdout, check=True)
         if (new.parent / "shared").exists():
             (folder / "shared").symlink_to((new.parent / "shared").resolve())
         yield folder / "old"

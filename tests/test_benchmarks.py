@@ -210,3 +210,21 @@ def test_the_price_lists_a_benchmark_gives_an_older_package_are_the_profiles() -
     namespace: dict[str, object] = {"Price": Price}  # the lists an older package gets, run on their own
     exec(compile(ast.Module(body=fallback.body, type_ignores=[]), "bench_bill", "exec"), namespace)
     assert namespace["PROFILES"] == PROFILES
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "says"),
+    [
+        (
+            "bench_old_new",
+            ["--old", "no-such-rev", "--only", "bench_context"],
+            "no-such-rev: neither a folder nor a revision",
+        ),
+    ],
+)
+def test_an_old_revision_or_a_price_profile_that_is_not_there_is_said_without_a_traceback(
+    script: str, args: list[str], says: str
+) -> None:
+    done = run_script(SCRIPTS / f"{script}.py", *args, cwd=SCRIPTS)
+    assert done.returncode in (1, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert says in " ".join(done.stderr.split()) and done.stdout == "", done.stderr[-2000:]
