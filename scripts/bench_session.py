@@ -261,6 +261,8 @@ def main(
         Path | None, typer.Option(help="Keep the sessions (repositories, trajectories, databases).")
     ] = None,
 ) -> None:
+    if prices not in PROFILES:
+        raise typer.BadParameter(f"--prices: {', '.join(PROFILES)}, not {prices}")
     console = Console()
     workdir = Path(tempfile.mkdtemp(prefix="bench-session-")) if keep is None else keep
     workdir.mkdir(parents=True, exist_ok=True)

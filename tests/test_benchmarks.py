@@ -220,6 +220,7 @@ def test_the_price_lists_a_benchmark_gives_an_older_package_are_the_profiles() -
             ["--old", "no-such-rev", "--only", "bench_context"],
             "no-such-rev: neither a folder nor a revision",
         ),
+        ("bench_session", ["--quick", "--prices", "gtp"], "--prices: gpt, claude55, open, not gtp"),
     ],
 )
 def test_an_old_revision_or_a_price_profile_that_is_not_there_is_said_without_a_traceback(
