@@ -169,6 +169,8 @@ def main(
 def compared(old: Path, new: Path, only: list[str] | None, skip: list[str] | None, timeout: float, quick: bool) -> None:
     console = Console(width=140)
     names = sorted(benchmarks(old) | benchmarks(new))
+    if unknown := sorted(set(only or []) - set(names)):
+        raise SystemExit(f"--only {' '.join(unknown)}: no such benchmark on either side (e.g. bench_sampling)")
     if quick:
         names = ["bench_attempts"]
     names = [n for n in names if (not only or n in only) and n not in (skip or [])]

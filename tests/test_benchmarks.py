@@ -221,9 +221,10 @@ def test_the_price_lists_a_benchmark_gives_an_older_package_are_the_profiles() -
             "no-such-rev: neither a folder nor a revision",
         ),
         ("bench_session", ["--quick", "--prices", "gtp"], "--prices: gpt, claude55, open, not gtp"),
+        ("bench_old_new", ["--old", str(SCRIPTS.parent), "--only", "sampling"], "--only sampling: no such benchmark"),
     ],
 )
-def test_an_old_revision_or_a_price_profile_that_is_not_there_is_said_without_a_traceback(
+def test_an_old_revision_a_price_profile_or_a_benchmark_that_is_not_there_is_said_without_a_traceback(
     script: str, args: list[str], says: str
 ) -> None:
     done = run_script(SCRIPTS / f"{script}.py", *args, cwd=SCRIPTS)
