@@ -401,3 +401,22 @@ def test_a_checkpoint_store_of_no_known_kind_is_a_usage_error(tmp_path: Path, co
     result = llm_ide(command, *args, "--checkpoint", spec, cwd=tmp_path)
     one_line(result, "Invalid value for '--checkpoint': use sqlite:PATH, postgres://… or memory")
     assert f"(got {spec})" in result.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("swebench", ["--address", "10.0.0.1:6379"]),
+        ("swebench", ["--shared-output"]),
+        ("swebench", ["--prefetch-images"]),
+        ("evaluate", ["--address", "10.0.0.1:6379"]),
+    ],
+)
+def test_a_ray_option_without_engine_ray_is_a_usage_error(tmp_path: Path, command: str, option: list[str]) -> None:
+    """It was ignored: the batch ran on this machine's thread pool, though the user named a cluster."""
+    (dataset := tmp_path / "data.jsonl").write_text(json.dumps({"instance_id": "demo__a-1", "repo": "x/y"}) + "\n")
+    (preds := tmp_path / "preds.json").write_text(json.dumps({"demo__a-1": {"instance_id": "demo__a-1"}}))
+    args = [str(preds)] if command == "evaluate" else ["-m", "scripted:s.yaml", "--environment", "local"]
+    result = llm_ide(command, *args, "--subset", str(dataset), "-o", "out", *option, cwd=tmp_path)
+    one_line(result, f"{option[0]} is for --engine ray")
+    assert not (tmp_path / "out").exists()

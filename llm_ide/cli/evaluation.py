@@ -22,6 +22,7 @@ from llm_ide.cli.options import (
     Predictions,
     Split,
     Subset,
+    check_engine,
 )
 from llm_ide.terminal import terminal_safe
 
@@ -89,14 +90,13 @@ def evaluate_command(
     address: Address = None,
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
+    check_engine(engine, {"--address": address})
     settings, preds, dataset, folder = evaluation_inputs(predictions, subset, split, config, output)
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
     instances = {i.instance_id: i for i in dataset.instances}
     where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
     console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
-    if engine not in ("local", "ray"):
-        raise fail(f"unknown engine {engine!r}: use local or ray")
     report = grade(preds, instances, settings, folder, workers=workers, timeout=timeout, engine=engine, address=address)
     print_whole(report_table(report))
     data = report.to_json()

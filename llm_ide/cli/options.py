@@ -97,6 +97,14 @@ def dollars(value: float | None) -> float | None:
     return value
 
 
+def check_engine(engine: str, ray_options: dict[str, object]) -> None:
+    """The engine named right, and no option of Ray's given to the local one (it would be ignored)."""
+    if engine not in ("local", "ray"):
+        raise fail(f"unknown engine {engine!r}: use local or ray")
+    if engine == "local" and (given := [name for name, value in ray_options.items() if value]):
+        raise fail(f"{given[0]} is for --engine ray (the local engine runs the instances on this machine)")
+
+
 def seconds(value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and value > 0):
         raise typer.BadParameter(f"Input should be a finite number greater than 0 (got {value})")

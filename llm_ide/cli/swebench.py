@@ -47,6 +47,7 @@ from llm_ide.cli.options import (
     Subset,
     TaskCpus,
     TaskMemory,
+    check_engine,
     model_name,
 )
 from llm_ide.errors import ExitStatus, install_signal_policy
@@ -119,8 +120,7 @@ def swebench_command(
 
     model = model_name(model)
     kind = _environment(environment)
-    if engine not in ("local", "ray"):
-        raise fail(f"unknown engine {engine!r}: use local or ray")
+    check_engine(engine, {"--address": address, "--shared-output": shared_output, "--prefetch-images": prefetch_images})
     options = _options(
         model=model,
         output=output,
