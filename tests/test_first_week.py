@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -420,3 +421,23 @@ def test_a_ray_option_without_engine_ray_is_a_usage_error(tmp_path: Path, comman
     result = llm_ide(command, *args, "--subset", str(dataset), "-o", "out", *option, cwd=tmp_path)
     one_line(result, f"{option[0]} is for --engine ray")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", ["swebench", "evaluate"])
+def test_a_ray_address_where_nothing_listens_is_one_line(tmp_path: Path, command: str) -> None:
+    """ray.init retried it for minutes, printing Ray's log lines, deaf to Ctrl-C and SIGTERM."""
+    pytest.importorskip("ray")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    (dataset := tmp_path / "data.jsonl").write_text(
+        json.dumps({"instance_id": "demo__a-1", "repo": "x/y", "problem_statement": "fix a"}) + "\n"
+    )
+    (preds := tmp_path / "preds.json").write_text(json.dumps({"demo__a-1": {"instance_id": "demo__a-1"}}))
+    write_script(tmp_path / "s.yaml", [DONE])
+    args = [str(preds), "-o", "ev"] if command == "evaluate" else ["-m", "scripted:s.yaml", "--environment", "local"]
+    result = llm_ide(command, *args, "--subset", str(dataset), "--engine", "ray", "--address", address, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stderr.strip().splitlines()
+    assert said == [f"error: could not connect to Ray at {address}: nothing listens there (ray start --head there?)"]

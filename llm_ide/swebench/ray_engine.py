@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,8 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
         "log_to_driver": False,
         "runtime_env": {"env_vars": forwarded_env()},
     }
+    if address and (host_port := address.rpartition(":"))[2].isdigit() and not listening(host_port[0], host_port[2]):
+        raise SWEbenchError(f"could not connect to Ray at {address}: nothing listens there (ray start --head there?)")
     try:
         if address:
             ray.init(address=address, **common)
@@ -96,6 +99,15 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = address or "a local one-node cluster"
         raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
+
+
+def listening(host: str, port: str) -> bool:
+    """Whether anything answers at HOST:PORT (ray.init retries a closed one for minutes, deaf to Ctrl-C)."""
+    try:
+        socket.create_connection((host.removeprefix("ray://").strip("[]"), int(port)), timeout=10).close()
+    except OSError:
+        return False
+    return True
 
 
 def alive_nodes() -> list[dict[str, Any]]:
