@@ -220,3 +220,17 @@ def test_compare_harness_on_a_repository_without_the_base_commit_is_one_line(sha
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"pallets__flask-5014: {flask} has no commit 7ee9ceb71e86"), done.stderr
     assert "a clone with the repository's history" in done.stderr
+
+
+def test_a_timeout_under_a_second_still_ends_the_tests(calc_dataset: dict[str, Any], tmp_path: Path) -> None:
+    """`timeout -s KILL 0` (a 0.5 s timeout cut to a whole number) is no timeout at all: the tests ran on."""
+    gold = calc_dataset["gold"]
+    sleeping = "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
+    sleeping += "@@ -0,0 +1,2 @@\n+import time\n+time.sleep(60)\n"
+    preds = {"demo__calc-1": {"instance_id": "demo__calc-1", "model_patch": gold + sleeping}}
+    (preds_path := tmp_path / "preds.json").write_text(json.dumps(preds))
+    result = evaluate(calc_dataset["path"], preds_path, "--timeout", "0.5", "-o", str(tmp_path / "ev"))
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())
+    assert report["instances"]["demo__calc-1"]["status"] == "error", result.stdout
+    assert report["instances"]["demo__calc-1"]["detail"] == "the tests timed out after 1s"
+    assert result.returncode == 1, result.stdout + result.stderr

@@ -6,6 +6,7 @@ import contextlib
 import io
 import itertools
 import json
+import math
 import re
 import shlex
 import tarfile
@@ -279,13 +280,14 @@ class Evaluator:
             container.exec_run(["mkdir", "-p", EVAL_DIR])
             container.put_archive(EVAL_DIR, _archive({"patch.diff": patch, "eval.sh": script}))
             self._apply(container, result, folder)
-            command = ["timeout", "-s", "KILL", str(int(self.timeout)), "bash", f"{EVAL_DIR}/eval.sh"]
+            seconds = math.ceil(self.timeout)  # `timeout 0` would be none at all
+            command = ["timeout", "-s", "KILL", str(seconds), "bash", f"{EVAL_DIR}/eval.sh"]
             code, log = run_logged(container, command)
             log_path = folder / "test_output.txt"
             log_path.write_text(log, encoding="utf-8")
             result.log = str(log_path)
             if code == 137 and END_MARKER not in log:
-                raise EvaluationError(f"the tests timed out after {int(self.timeout)}s")
+                raise EvaluationError(f"the tests timed out after {seconds}s")
             test_log = read_test_log(log, parser)
             result.test_exit_code = test_log.exit_code
             problem = missing_runner(log, test_log.exit_code)
