@@ -278,6 +278,8 @@ def main(
 
 def instances(data: Path, only: list[str] | None, quick: bool) -> list[str]:
     names = sorted(path.name.removesuffix(".traj.json") for path in (data / TRAJECTORIES).glob("*.traj.json"))
+    if unknown := sorted(set(only or []) - set(names)):
+        raise SystemExit(f"--only {' '.join(unknown)}: no such trajectory in {data / TRAJECTORIES}")
     return [name for name in names if (not only or name in only) and (not quick or name in QUICK)]
 
 

@@ -222,11 +222,13 @@ def test_the_price_lists_a_benchmark_gives_an_older_package_are_the_profiles() -
         ),
         ("bench_session", ["--quick", "--prices", "gtp"], "--prices: gpt, claude55, open, not gtp"),
         ("bench_old_new", ["--old", str(SCRIPTS.parent), "--only", "sampling"], "--only sampling: no such benchmark"),
+        ("bench_old_new_replays", ["--old", str(SCRIPTS.parent), "--only", "x-1"], "--only x-1: no such trajectory"),
     ],
 )
 def test_an_old_revision_a_price_profile_or_a_benchmark_that_is_not_there_is_said_without_a_traceback(
-    script: str, args: list[str], says: str
+    script: str, args: list[str], says: str, request: pytest.FixtureRequest
 ) -> None:
+    needs(script, request)
     done = run_script(SCRIPTS / f"{script}.py", *args, cwd=SCRIPTS)
     assert done.returncode in (1, 2) and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert says in " ".join(done.stderr.split()) and done.stdout == "", done.stderr[-2000:]
