@@ -113,6 +113,7 @@ def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a
         ran = invoke(*args, "--step-limit", limit)
         assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
         assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]  # the fix, from the first step
+        assert ("0/0 done" in ran.stdout, "0 instances\n" in ran.stdout) == (False, False)  # (none to run: no progress)
     assert "goes on from its last step, under the limits given now" in ran.stdout
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
     assert statuses[row["instance_id"]]["exit_status"] == "submitted"

@@ -67,6 +67,8 @@ def run_batch(
     instances as `interrupted`."""
     summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
     summary.spent_before = OutputStore(options.output).spent()
+    if not instances:  # (every one skipped as finished: no progress of none to say)
+        return summary
     progress = progress or BatchProgress(total=len(instances), live=False)
     if instances and is_postgres(options.checkpoint):
         prepare_postgres(options.checkpoint)
