@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -232,9 +233,15 @@ def test_load_predictions_accepts_mapping_list_and_jsonl(tmp_path: Path) -> None
     (tmp_path / "c.jsonl").write_text(json.dumps(pred) + "\n")
     for name in ("a.json", "b.json", "c.jsonl"):
         assert load_predictions(tmp_path / name) == {"a__b-1": pred}
-    (tmp_path / "d.json").write_text(json.dumps([{"model_patch": "x"}]))
-    with pytest.raises(EvaluationError, match="instance_id each"):
-        load_predictions(tmp_path / "d.json")
+    for content, said in [  # (a prediction without its id said "expected predictions with an instance_id each")
+        ([{"model_patch": "x"}], "prediction 1 has no instance_id"),
+        ({"a__b-1": pred, "c__d-2": {"model_patch": "x"}}, "prediction 'c__d-2' has no instance_id"),
+        ([pred, "diff"], "expected predictions with an instance_id each"),
+        ("text", "expected predictions with an instance_id each"),
+    ]:
+        (tmp_path / "d.json").write_text(json.dumps(content))
+        with pytest.raises(EvaluationError, match=f"^{tmp_path / 'd.json'}: {re.escape(said)}"):
+            load_predictions(tmp_path / "d.json")
     with pytest.raises(EvaluationError, match="not found"):
         load_predictions(tmp_path / "missing.json")
     for name, empty in [("e.json", "{}"), ("f.json", "[]"), ("g.jsonl", "\n")]:

@@ -349,9 +349,12 @@ def load_predictions(path: Path) -> dict[str, dict[str, Any]]:
             data = json.loads(text)
     except json.JSONDecodeError as error:
         raise EvaluationError(f"{path}: not valid JSON: {error}") from None
-    items = list(data.values()) if isinstance(data, dict) else data
-    if not isinstance(items, list) or not all(isinstance(p, dict) and "instance_id" in p for p in items):
+    entries = list(data.items() if isinstance(data, dict) else enumerate(data, 1) if isinstance(data, list) else [])
+    if not isinstance(data, dict | list) or not all(isinstance(p, dict) for _, p in entries):
         raise EvaluationError(f"{path}: expected predictions with an instance_id each ({{id: prediction}} or a list)")
+    if missing := [key for key, p in entries if "instance_id" not in p]:
+        raise EvaluationError(f"{path}: prediction {missing[0]!r} has no instance_id (each names its instance)")
+    items = [p for _, p in entries]
     if not items:
         raise EvaluationError(f"{path} holds no predictions: nothing to evaluate (a batch writes one per finished run)")
     return {p["instance_id"]: p for p in items}
