@@ -29,7 +29,7 @@ from llm_ide.settings import EnvironmentSettings
 
 READ_CHUNK = 1 << 16
 EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
-READS = 512  # files whose latest read is kept (as many as a code view parses)
+READS = 64 << 20  # bytes of the files whose latest read is kept, the least recently read out first
 START_TRIES = 8  # starts of one command whose sandbox could not be set up (a host socket it masks vanished meanwhile)
 
 
@@ -155,6 +155,7 @@ class LocalEnvironment:
         self._views(writable or [], readable, secluded or [])
         self.leftovers = Leftovers(leftovers, self.env[TOKEN], owned)
         self._reads: dict[Path, FileSnapshot] = {}
+        self._kept = 0  # their bytes
         # its temp folders go with it, closed or not: dropped, or at the interpreter's exit (a Python API caller's)
         self._remove_folders = weakref.finalize(self, remove_folders, self.leftovers.folders, os.getpid())
         self.containment = containment(self.bwrap)
@@ -309,16 +310,17 @@ class LocalEnvironment:
         return {path: self._snapshot(path) for path in paths}
 
     def _snapshot(self, path: str) -> FileSnapshot | None:
-        """The file as it is now: its latest read again while its stat says it is unchanged (READS kept)."""
+        """The file as it is now: its latest read again while its stat says it is unchanged (READS bytes kept)."""
         target = None if absent(os.path.join(self.repo, path)) else resolve_inside(self.repo, path)  # (a cheap miss)
         if target is None:
             return None
         known = self._reads.pop(target, None)
+        self._kept -= len(known.data) if known else 0
         snapshot = known.again(target) if known else FileSnapshot.read(target)
         if snapshot is not None and snapshot.settled:
-            self._reads[target] = snapshot  # (the most recent last)
-            if len(self._reads) > READS:
-                del self._reads[next(iter(self._reads))]
+            self._reads[target], self._kept = snapshot, self._kept + len(snapshot.data)  # (the most recent last)
+            while self._kept > READS:
+                self._kept -= len(self._reads.pop(next(iter(self._reads))).data)
         return snapshot
 
     def write_file(self, path: str, data: bytes) -> None:
