@@ -244,7 +244,8 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
 
     third = llm_ide(*words[1:], cwd=tmp_path)  # once more: said to have finished, its result again, nothing run
     assert third.returncode == 0 and third.stdout.splitlines()[0] == (
-        f"… run {run_id} had already finished (submitted): its result again; a new --thread-id runs the task anew"
+        f"… run {run_id} had already finished (submitted): its result again; "
+        "a new --thread-id or output folder runs the task anew"
     )
     assert patch.rstrip("\n") in third.stdout and "starting environment" not in third.stdout
 

@@ -150,7 +150,9 @@ def test_a_run_stopped_at_a_limit_goes_on_from_there_when_given_a_higher_one(
     ended = json.loads((tmp_path / "out" / "T.traj.json").read_text())["info"]
     assert ended["error"].startswith(said)
     again, phases = attempt(first)
-    assert again == status and phases[0].endswith("a higher limit continues it, a new --thread-id runs the task anew")
+    assert again == status and phases[0].endswith(
+        "a higher limit continues it, a new --thread-id or output folder runs the task anew"
+    )
     went_on, phases = attempt(then)
     assert (
         phases[0].startswith(f"run T had stopped at a limit ({said}")

@@ -102,7 +102,7 @@ class Attempts:
         CostBudget.add(ctx.budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
         if self.thread.resumed and values.get("exit_status") and not self.thread.snapshot.next:
             again = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
-            ctx.emit(f"{again}; a new --thread-id runs the task anew")
+            ctx.emit(f"{again}; a new --thread-id or output folder runs the task anew")
             return finish(path, values, self.info, self.read)
         if self.thread.resumed:
             done = [r["index"] for r in values.get("attempts", [])]

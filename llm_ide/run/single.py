@@ -344,7 +344,8 @@ def finished_phase(run_id: str, values: dict[str, Any], reopened: Thread | None)
         said = values.get("error") or status
         return f"run {run_id} had stopped at a limit ({said}): it goes on, under the limits given now"
     hint = "a higher limit continues it, " if status in LIMITS else ""
-    return f"run {run_id} had already finished ({status}): its result again; {hint}a new --thread-id runs the task anew"
+    anew = "a new --thread-id or output folder runs the task anew"
+    return f"run {run_id} had already finished ({status}): its result again; {hint}{anew}"
 
 
 def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:
