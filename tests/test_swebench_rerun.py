@@ -4,6 +4,7 @@ folders, a repository that lacks an instance's base commit, the batch's cost lim
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import yaml
@@ -137,3 +138,21 @@ def test_instances_the_batchs_cost_limit_stopped_go_on_when_it_is_raised(tmp_pat
     assert [run.skipped_existing for run in runs] == [[], [row["instance_id"]], []]
     assert OutputStore(options.output).spent() == 3.0 and runs[-1].cost == 3.0
     assert read_preds(options.output)[row["instance_id"]]["model_patch"] == row["patch"]
+
+
+def test_swebench_single_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_it_does(tmp_path: Path) -> None:
+    """`run` printed it, `swebench-single` said only `step_limit after 1 step`; pasted, the command goes on from the
+    step it stopped at."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat"])
+    args = ["swebench-single", "--subset", str(dataset), "-i", row["instance_id"], "--model", model]
+    args += ["--environment", "local", "-c", str(write_config(tmp_path / "c.yaml")), "-o", str(tmp_path / "out")]
+    stopped = invoke(*args, "--step-limit", "1")
+    said = stopped.stderr.splitlines()
+    assert stopped.returncode == 1 and said[-2] == "it goes on from its last step with a higher step limit:", said
+    program, *pasted = shlex.split(said[-1])
+    assert (program, pasted) == ("llm-ide", [*args, "--step-limit", "2"])
+    went_on = invoke(*pasted)  # one step more (the limit doubled), the first not run again
+    assert "step   2 bash: git diff --stat" in went_on.stdout and "step   1 " not in went_on.stdout, went_on.stdout
+    assert went_on.returncode == 1 and "step_limit after 2 steps" in went_on.stdout
+    assert went_on.stderr.splitlines()[-1].endswith("--step-limit 4")

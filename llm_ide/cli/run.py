@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -128,21 +128,23 @@ def run(
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
     thread = [] if thread_id else ["--thread-id", run_id]
-    print_how_it_goes_on(result.exit_status, checkpoint, thread, again, higher_limit(result, settings))
+    raised = higher_limit(result.exit_status, result.model_stats, settings)
+    print_how_it_goes_on(result.exit_status, checkpoint, thread, again, raised)
     raise typer.Exit(code)
 
 
-def higher_limit(result: RunResult, settings: Settings) -> tuple[str, list[str]] | None:
-    """How a run stopped at one of its limits goes on from its last step: the options that double that limit, or the
-    setting a --config file raises; None for another ending (or a limit a batch shares, or attempts)."""
-    agent, stats, status = settings.agent, result.model_stats, result.exit_status
+def higher_limit(status: ExitStatus, stats: dict[str, Any], settings: Settings) -> tuple[str, list[str]] | None:
+    """How a run stopped at one of its limits (`stats`: what it used) goes on from its last step: the options that
+    double that limit, or the setting a --config file raises; None for another ending (or a limit a batch shares, or
+    attempts)."""
+    agent = settings.agent
     if settings.attempts.max > 1 or status not in LIMITS:  # type: ignore[attr-defined]
         return None
     if status == ExitStatus.STEP_LIMIT:
         return "a higher step limit", ["--step-limit", str(2 * agent.step_limit)]
-    if status == ExitStatus.COST_LIMIT and agent.cost_limit and stats["cost"] >= agent.cost_limit:
+    if status == ExitStatus.COST_LIMIT and agent.cost_limit and stats.get("cost", 0.0) >= agent.cost_limit:
         return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
-    tokens = agent.token_limit and stats["input_tokens"] + stats["output_tokens"] >= agent.token_limit
+    tokens = agent.token_limit and stats.get("input_tokens", 0) + stats.get("output_tokens", 0) >= agent.token_limit
     key = "wall_time_limit" if status == ExitStatus.TIME_LIMIT else "token_limit" if tokens else None
     return (f"a --config file raising agent.{key}", []) if key else None
 
