@@ -70,7 +70,7 @@ def run_batch(
     if not instances:  # (every one skipped as finished: no progress of none to say)
         return summary
     progress = progress or BatchProgress(total=len(instances), live=False)
-    if instances and is_postgres(options.checkpoint):
+    if is_postgres(options.checkpoint):
         prepare_postgres(options.checkpoint)
     if options.engine == "ray":
         from llm_ide.swebench.ray_engine import run_batch_ray  # ray is an optional extra: imported when asked for
