@@ -154,29 +154,35 @@ def test_run_takes_mini_swe_agents_short_options(tmp_path: Path, short: bool) ->
     [
         (["--step-limit", "2"], ["--step-limit", "4"]),
         (["--step-limit=2"], ["--step-limit", "4"]),
-        (["-c", "tokens.yaml"], []),  # a limit of the config files: the same command, given one that raises it
+        (["-c", "tokens.yaml"], ["-c", "out/T.limits.yaml"]),  # a limit no option sets: a file of the run's doubles it
     ],
 )
 def test_a_run_stopped_at_its_limit_prints_the_command_that_goes_on_and_it_does(
     tmp_path: Path, limit: list[str], raised: list[str]
 ) -> None:
-    """The command doubles the limit that stopped the run (its own value dropped from the line), or names the setting
-    a --config file raises; given it, the run goes on from its last step to its end."""
+    """The command doubles the limit that stopped the run (its own value dropped from the line); a limit of the config
+    files (`agent.token_limit`, `agent.wall_time_limit`) is doubled in a --config file the run writes (the command
+    named the setting to raise, and pasted as printed it stopped again at once); pasted as printed, again after each
+    stop, the run goes on from its last step to its end."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "one")]
     script += [act("Two.", "bash", command="echo two >> trail.txt"), reflect(False, "two"), act("Done.", "submit")]
     (tmp_path / "tokens.yaml").write_text("agent: {token_limit: 1000}\n")  # a call is over 1,000
-    (tmp_path / "more.yaml").write_text("agent: {token_limit: 0}\n")
     args = ["run", "-t", "trail", "-m", write_script(tmp_path / "s.yaml", script), "-c", str(no_tools(tmp_path))]
-    first = invoke(*args, "-o", "out", "--repo", str(repo), *limit, cwd=tmp_path)
-    lines = first.stderr.splitlines()
-    said = "a higher step limit" if raised else "a --config file raising agent.token_limit"
-    assert (first.returncode, lines[-2]) == (1, f"it goes on from its last step with {said}:"), first.stderr
-    again = shlex.split(lines[-1])
-    assert "--thread-id" in again and (again[-2:] == raised and again.count(raised[0]) == 1 if raised else True)
-    went_on = invoke(*again[1:], *([] if raised else ["-c", "more.yaml"]), cwd=tmp_path)
+    args += ["-o", "out", "--repo", str(repo), "--thread-id", "T"]
+    went_on = invoke(*args, *limit, cwd=tmp_path)
+    for stop in range(4):
+        lines = went_on.stderr.splitlines()
+        if went_on.returncode == 0 and stop:
+            break
+        said = f"agent.token_limit doubled to {1000 * 2 ** (stop + 1)} (" if raised[0] == "-c" else "a higher step"
+        assert went_on.returncode == 1 and lines[-2].startswith(f"it goes on from its last step with {said}"), lines
+        again = shlex.split(lines[-1])
+        assert again == ["llm-ide", *args, *(limit if raised[0] == "-c" else []), *raised]
+        went_on = invoke(*again[1:], cwd=tmp_path)
+        assert "had stopped at a limit" in went_on.stdout, went_on.stdout + went_on.stderr
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
-    assert "had stopped at a limit" in went_on.stdout and (repo / "trail.txt").read_text() == "one\ntwo\n"
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"
 
 
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:

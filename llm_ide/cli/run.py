@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.text import Text
 
@@ -49,6 +50,7 @@ from llm_ide.cli.run_options import (
 from llm_ide.cli.status import ThinkingStatus
 from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import LIMITS, ExitStatus, install_signal_policy
+from llm_ide.fileio import atomic_write
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -128,15 +130,18 @@ def run(
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
     thread = [] if thread_id else ["--thread-id", run_id]
-    raised = higher_limit(result.exit_status, result.model_stats, settings)
+    limits = None if checkpoint == "memory" else request.output_dir / f"{run_id}.limits.yaml"
+    raised = higher_limit(result.exit_status, result.model_stats, settings, limits)
     print_how_it_goes_on(result.exit_status, checkpoint, thread, again, raised)
     raise typer.Exit(code)
 
 
-def higher_limit(status: ExitStatus, stats: dict[str, Any], settings: Settings) -> tuple[str, list[str]] | None:
+def higher_limit(
+    status: ExitStatus, stats: dict[str, Any], settings: Settings, limits: Path | None
+) -> tuple[str, list[str]] | None:
     """How a run stopped at one of its limits (`stats`: what it used) goes on from its last step: the options that
-    double that limit, or the setting a --config file raises; None for another ending (or a limit a batch shares, or
-    attempts)."""
+    double that limit, or, for a limit no option sets, a `--config` file doubling it (written to `limits`); None for
+    another ending (or a limit a batch shares, attempts, or no file to write)."""
     agent = settings.agent
     if settings.attempts.max > 1 or status not in LIMITS:  # type: ignore[attr-defined]
         return None
@@ -146,7 +151,11 @@ def higher_limit(status: ExitStatus, stats: dict[str, Any], settings: Settings) 
         return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
     tokens = agent.token_limit and stats.get("input_tokens", 0) + stats.get("output_tokens", 0) >= agent.token_limit
     key = "wall_time_limit" if status == ExitStatus.TIME_LIMIT else "token_limit" if tokens else None
-    return (f"a --config file raising agent.{key}", []) if key else None
+    if not key or limits is None:
+        return None
+    value = 2 * getattr(agent, key)
+    atomic_write(limits, yaml.safe_dump({"agent": {key: value}}))
+    return f"agent.{key} doubled to {value:g} (a --config file: {limits})", ["-c", str(limits)]
 
 
 def print_how_it_goes_on(
@@ -159,7 +168,8 @@ def print_how_it_goes_on(
     """A run that stopped short of its end (a model error, say; a limit): the command that resumes it, if it can be."""
     if raised is not None and checkpoint != "memory":
         said, options = raised
-        given = dropped(sys.argv[1:] if args is None else args, options[0]) if options else args
+        again = options[1] if options[0] == "-c" else None  # the limits file, given again; a limit's option, anew
+        given = dropped(sys.argv[1:] if args is None else args, options[0], again)
         err_console.print(f"it goes on from its last step with {said}:")
         err_console.print(command_line(*thread, *options, args=given), markup=False)
     if ExitStatus(status).finished or status == ExitStatus.AWAITING_ANSWER:
@@ -266,13 +276,20 @@ def resuming_args(task_file: Path | None, text: str) -> list[str] | None:
     return [*dropped(sys.argv[1:], "--task-file"), "--task", text] if streamed(task_file) else None
 
 
-def dropped(args: list[str], option: str) -> list[str]:
-    """`args` without `option` and its value (`--option VALUE`, `--option=VALUE`)."""
-    return [
-        arg
-        for index, arg in enumerate(args)
-        if arg != option and not arg.startswith(option + "=") and not (index and args[index - 1] == option)
-    ]
+def dropped(args: list[str], option: str, value: str | None = None) -> list[str]:
+    """`args` without `option` and its value (`--option VALUE`, `--option=VALUE`); with `value` (`-c`, the limits
+    file), only where it is given that value, as `-c` or `--config`."""
+    names = ("-c", "--config") if option == "-c" else (option,)
+    kept, index = [], 0
+    while index < len(args):
+        name, equals, given = args[index].partition("=")
+        if args[index] in names and index + 1 < len(args) and value in (None, args[index + 1]):
+            index += 2
+            continue
+        if not (equals and name in names and value in (None, given)):
+            kept.append(args[index])
+        index += 1
+    return kept
 
 
 def reproduction_variants(path: Path | None) -> list:
@@ -311,8 +328,6 @@ def reproduction_lines(trajectory: Path) -> list[str]:
 
 def write_patch(submission: str, path: Path) -> None:
     """The patch written to `path` and printed under its name, coloured on a terminal like `git diff`."""
-    from llm_ide.fileio import atomic_write
-
     atomic_write(path, submission)
     console.print(f"[bold]patch[/] ({escape(str(path))}):")
     console.print(coloured_patch(terminal_safe(submission.rstrip("\n"))) if submission.strip() else "(empty patch)")

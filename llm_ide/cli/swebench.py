@@ -299,7 +299,8 @@ def swebench_single_command(
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {money(outcome.cost, priced)}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
-    raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options))
+    limits = None if checkpoint == "memory" else output / chosen.instance_id / f"{chosen.instance_id}.limits.yaml"
+    raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits)
     print_how_it_goes_on(outcome.exit_status, checkpoint, [], None, raised)
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
 
