@@ -7,6 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
 import yaml
 from in_process import invoke
 from openai_server import OpenAIServer
@@ -121,6 +122,31 @@ def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a
     traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
     commands = [op["action_params"].get("command") for op in traj["operations"]]
     assert commands == [FIX_COMMAND, "git diff --stat", None] and traj["info"]["exit_status"] == "submitted"
+
+
+@pytest.mark.parametrize("program", ["llm-ide", "mini-extra"])
+def test_a_batch_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_it_does(
+    tmp_path: Path, program: str
+) -> None:
+    """`run` printed the command that goes on from a limit, the batch said only `step_limit: 1`: now it says how, and
+    with a step limit prints the command, the limit doubled; pasted as printed, again after each stop, it goes on
+    from the last step (no command run twice) to the end (swebench-single: as `run`, in the test below)."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat", "git status --short"])
+    config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
+    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
+    args += ["-o", str(output), "--step-limit", "1"]
+    ran = invoke(*args, program=program)
+    for limit in (2, 4):
+        said = "1 instance stopped at a limit: the same command with a higher --step-limit goes on from its last step"
+        assert ran.stdout.splitlines()[-2] == said, ran.stdout + ran.stderr
+        again = shlex.split(ran.stdout.splitlines()[-1])
+        assert again == [program, *args[:-2], "--step-limit", str(limit)]
+        ran = invoke(*again[1:], program=program)
+    assert "stopped at a limit:" not in ran.stdout and ran.returncode == 0, ran.stdout + ran.stderr
+    traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+    commands = [op["action_params"].get("command") for op in traj["operations"]]
+    assert commands == [FIX_COMMAND, "git diff --stat", "git status --short", None]
 
 
 def test_instances_the_batchs_cost_limit_stopped_go_on_when_it_is_raised(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from llm_ide.cli.console import (
     StepPrinter,
     Thoughts,
     check_model_before_start,
+    command_line,
     console,
     err_console,
     fail,
@@ -50,6 +52,7 @@ from llm_ide.cli.options import (
     check_engine,
     model_name,
 )
+from llm_ide.cli.run import dropped
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -143,6 +146,7 @@ def swebench_command(
     checked = kind if engine == "local" else None  # the Ray engine checks it on its nodes
     summary = run_batch(subset, split, options, checked, slice_spec, filter_regex, shuffle)
     print_batch(summary, output)
+    print_going_on([o.exit_status for o in summary.outcomes.values()], options, BATCH_WAYS)
 
 
 def run_batch(
@@ -197,6 +201,30 @@ def print_batch(summary: Any, output: Path) -> None:
     if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):
         err_console.print(f"[bold red]every instance failed[/] (reasons above and in {output / 'swebench.log'})")
         raise typer.Exit(1)
+
+
+BATCH_WAYS = {
+    ExitStatus.STEP_LIMIT: "a higher --step-limit",
+    ExitStatus.COST_LIMIT: "a --config file raising agent.cost_limit or agent.token_limit (or a higher --cost-limit)",
+    ExitStatus.TIME_LIMIT: "a --config file raising agent.wall_time_limit",
+}
+
+
+def print_going_on(statuses: list[str], options: BatchOptions, ways: dict[ExitStatus, str]) -> None:
+    """Instances stopped at a limit: what makes them go on from their last step (the same command, the limit raised;
+    only a step limit stopped them: that command, the limit doubled); with attempts, nothing (they stay finished)."""
+    from llm_ide.swebench.batch import batch_config
+
+    settings = batch_config(options)
+    stopped = Counter(status for status in statuses if status in ways)
+    if not stopped or settings.attempts.max > 1:  # attempts stopped at a limit stay finished
+        return
+    count, said = sum(stopped.values()), ", or ".join(ways[ExitStatus(status)] for status in sorted(stopped))
+    whose = f"{count} instance{'s' * (count != 1)} stopped at a limit", "its" if count == 1 else "their"
+    console.print(f"{whose[0]}: the same command with {said} goes on from {whose[1]} last step")
+    if set(stopped) == {ExitStatus.STEP_LIMIT}:
+        doubled = ["--step-limit", str(2 * settings.agent.step_limit)]
+        console.print(command_line(*doubled, args=dropped(sys.argv[1:], "--step-limit")), markup=False)
 
 
 def _announce(selection: Any, kind: str | None, chosen: tuple[str, str], repos: Path | None) -> None:
