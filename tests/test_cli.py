@@ -149,6 +149,26 @@ def test_run_takes_mini_swe_agents_short_options(tmp_path: Path, short: bool) ->
     assert "+y" in (tmp_path / "out" / "T.patch").read_text()
 
 
+@pytest.mark.parametrize("given", [["-o", "last.traj.json"], ["--output=out/run.json"]])
+def test_run_refuses_minis_trajectory_file_as_its_output_folder(tmp_path: Path, given: list[str]) -> None:
+    """mini's `-o` names the trajectory file: given to `run`, it became a folder `last.traj.json/` of the run's files.
+    Now one line before the run, nothing made; a folder that is there, whatever its name, is taken."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    model = write_script(
+        tmp_path / "s.yaml",
+        [act("Add it.", "bash", command="echo y > b.py"), reflect(False, "b"), act("Done.", "submit")],
+    )
+    args = ["run", "-t", "make b", "-m", model, "-c", str(no_tools(tmp_path)), "--thread-id", "T"]
+    refused = invoke(*args, *given, cwd=repo)
+    folder = given[-1].rpartition("=")[2]
+    said = f"error: -o {folder}: -o is the run's output folder (mini-swe-agent's is the trajectory file); give a folder"
+    assert (refused.returncode, refused.stderr.count("\n")) == (2, 1) and refused.stderr.startswith(said)
+    assert "<folder>/T.traj.json" in refused.stderr and not (repo / folder).exists() and not (repo / "b.py").exists()
+    (repo / folder).mkdir(parents=True)
+    taken = invoke(*args, *given, cwd=repo)
+    assert taken.returncode == 0 and (repo / folder / "T.traj.json").is_file(), taken.stdout + taken.stderr
+
+
 @pytest.mark.parametrize(
     ("limit", "raised"),
     [

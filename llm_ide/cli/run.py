@@ -116,7 +116,7 @@ def run(
         text,
         model,
         settings,
-        output or Path("runs") / run_id,
+        output_folder(output, run_id),
         run_id,
         repo=repo.resolve(),
         environment=kind,
@@ -134,6 +134,17 @@ def run(
     raised = higher_limit(result.exit_status, result.model_stats, settings, limits)
     print_how_it_goes_on(result.exit_status, checkpoint, thread, again, raised)
     raise typer.Exit(code)
+
+
+def output_folder(output: Path | None, run_id: str) -> Path:
+    """`--output`/`-o`: the run's folder; a name of a JSON file (mini-swe-agent's `-o`, its trajectory file) is
+    refused, where it became a folder of that name."""
+    if output is not None and output.suffix == ".json" and not output.is_dir():
+        raise fail(
+            f"-o {output}: -o is the run's output folder (mini-swe-agent's is the trajectory file); give a folder: "
+            f"the trajectory is <folder>/{run_id}.traj.json"
+        )
+    return output or Path("runs") / run_id
 
 
 def higher_limit(
