@@ -5,15 +5,19 @@ replies and why."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call, write_script
 from conftest import in_terminal, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
@@ -159,3 +163,32 @@ def test_an_operation_judged_a_failed_alternative_is_told_with_its_lesson_once_i
 )
 def test_a_view_steps_line_names_the_lines_asked_for(params: dict[str, int | str], label: str) -> None:
     assert describe_action(SimpleNamespace(action_type="view", action_params=params)) == label
+
+
+def test_a_task_typed_at_the_terminal_is_asked_for_and_run(tmp_path: Path) -> None:
+    """`--task-file -` with the terminal as standard input waited without a word (a newcomer saw nothing happen):
+    now a line says to type the task and end it with Ctrl-D; what was typed is the run's task."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    model = write_script(tmp_path / "s.yaml", FIX_SCRIPT)
+    argv = [*CLI, "run", "--repo", str(repo), "--task-file", "-", "-m", model, "-c", str(config), "-o", "out"]
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(argv + ["--thread-id", "t"], stdin=secondary, stdout=secondary, stderr=secondary,
+                               cwd=tmp_path, env=environment())  # fmt: skip
+    os.close(secondary)
+    output = bytearray()
+    try:
+        while b"Ctrl-D" not in output and select.select([primary], [], [], 60)[0]:
+            output.extend(os.read(primary, 4096))
+        said = ESCAPES.sub(b"", bytes(output)).decode()
+        assert "… --task-file -: type the task, then Ctrl-D on a line of its own" in said, said
+        os.write(primary, b"Cart.total ignores quantities.\n\x04")
+        with contextlib.suppress(OSError):  # EIO: the process closed the terminal
+            while chunk := os.read(primary, 4096):
+                output.extend(chunk)
+        assert process.wait(timeout=60) == 0, output.decode(errors="replace")
+    finally:
+        process.kill()
+        os.close(primary)
+    trajectory = json.loads((tmp_path / "out" / "t.traj.json").read_text())
+    assert trajectory["task"] == "Cart.total ignores quantities.\n" and trajectory["info"]["exit_status"] == "submitted"

@@ -265,6 +265,8 @@ def task_text(task: str | None, task_file: Path | None) -> str:
         raise fail(f"task file not found: {task_file}")
     else:
         source = "--task-file -" if str(task_file) == "-" else f"task file {task_file}"
+        if source == "--task-file -" and sys.stdin.isatty():  # else it waited without a word
+            err_console.print("… --task-file -: type the task, then Ctrl-D on a line of its own", markup=False)
         try:
             text = (sys.stdin.buffer.read() if str(task_file) == "-" else task_file.read_bytes()).decode("utf-8")
         except UnicodeDecodeError:
