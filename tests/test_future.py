@@ -170,6 +170,8 @@ def test_a_containers_copy_of_a_repository_holds_nothing_after_the_base_commit(t
     assert_unseen(operations[0]["observation"], shas)
     assert git(clone, "rev-parse", "origin/release").strip() == shas["fix"]  # the host's copy is left as it was
     assert_kept(source, shas)
+    said = f"removed what came after the base commit {shas['base'][:12]} (the container's copy; the repository given"
+    assert f"{said} is left as it is): 1 remotes (origin)" in (tmp_path / "out" / "f.log").read_text()
 
 
 def official_verdict(dataset: Path, predictions: Path, run_id: str, cwd: Path) -> dict[str, list[str]]:

@@ -114,4 +114,5 @@ def hide_future(env: Environment, base: str, mode: str) -> str:
             found.append(f"{count} {kind}" + (f" ({listed})" if listed else ""))
     if not found:
         return ""
-    return f"removed what came after the base commit {base[:12]}: " + ", ".join(found)
+    where = " (the container's copy; the repository given is left as it is)" * env.capabilities.ephemeral
+    return f"removed what came after the base commit {base[:12]}{where}: " + ", ".join(found)
