@@ -125,14 +125,12 @@ def run(
         checkpoint=checkpoint,
         variants=tuple(given),
     )
-    listeners = Listeners(on_event, status, ask, status.command)
-    again = resuming_args(task_file, text)
+    listeners, again = Listeners(on_event, status, ask, status.command), resuming_args(task_file, text)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
-    thread = [] if thread_id else ["--thread-id", run_id]
-    limits = None if checkpoint == "memory" else request.output_dir / f"{run_id}.limits.yaml"
+    limits = limits_file(checkpoint, request.output_dir, run_id)
     raised = higher_limit(result.exit_status, result.model_stats, settings, limits)
-    print_how_it_goes_on(result.exit_status, checkpoint, thread, again, raised)
+    print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again, raised)
     raise typer.Exit(code)
 
 
@@ -145,6 +143,11 @@ def output_folder(output: Path | None, run_id: str) -> Path:
             f"the trajectory is <folder>/{run_id}.traj.json"
         )
     return output or Path("runs") / run_id
+
+
+def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | None:
+    """Where a run's raised limits go for the command that goes on (a run kept in memory only does not go on)."""
+    return None if checkpoint == "memory" else folder / f"{run_id}.limits.yaml"
 
 
 def higher_limit(

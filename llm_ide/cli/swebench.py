@@ -298,7 +298,7 @@ def swebench_single_command(
     thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
-    from llm_ide.cli.run import higher_limit, print_how_it_goes_on
+    from llm_ide.cli.run import higher_limit, limits_file, print_how_it_goes_on
     from llm_ide.config import with_user_config
     from llm_ide.priced import has_price
     from llm_ide.swebench.batch import batch_config
@@ -327,7 +327,7 @@ def swebench_single_command(
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {money(outcome.cost, priced)}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
-    limits = None if checkpoint == "memory" else output / chosen.instance_id / f"{chosen.instance_id}.limits.yaml"
+    limits = limits_file(checkpoint, output / chosen.instance_id, chosen.instance_id)
     raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits)
     print_how_it_goes_on(outcome.exit_status, checkpoint, [], None, raised)
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
