@@ -195,7 +195,6 @@ def main(
 ) -> None:
     console = Console(width=max(Console().width, 200))
     data = data / "data" if not (data / "trajectories").is_dir() and (data / "data" / "trajectories").is_dir() else data
-    instances = selected(data, part, only, repo, quick)
     variants: list[Path | None] = [*([None] if default or not config else []), *(config or [])]
     if missing := [str(path) for path in config or [] if not path.is_file()]:
         raise SystemExit(f"--config: no file {', '.join(missing)}")
@@ -205,6 +204,7 @@ def main(
     profiles = profile or list(PROFILES)
     if unknown := set(profiles) - set(PROFILES):
         raise SystemExit(f"--profile: {', '.join(PROFILES)}, not {', '.join(sorted(unknown))}")
+    instances = selected(data, part, only, repo, quick)  # (the options first: a mistake in one is said at once)
     todo = [Job(i, v, kind, name) for v in variants for name in profiles for kind in formats for i in instances]
     started = time.perf_counter()
     if reports is not None and not reports.is_dir():
