@@ -52,12 +52,12 @@ from llm_ide.cli.options import (
     check_engine,
     model_name,
 )
-from llm_ide.cli.run import dropped
+from llm_ide.cli.run import dropped, higher_limit
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from llm_ide.swebench.batch import BatchOptions
+    from llm_ide.swebench.batch import BatchOptions, Selection
 
 
 def _environment(kind: str) -> str:
@@ -146,7 +146,7 @@ def swebench_command(
     checked = kind if engine == "local" else None  # the Ray engine checks it on its nodes
     summary = run_batch(subset, split, options, checked, slice_spec, filter_regex, shuffle)
     print_batch(summary, output)
-    print_going_on([o.exit_status for o in summary.outcomes.values()], options, BATCH_WAYS)
+    print_going_on([o.exit_status for o in summary.outcomes.values()], options)
 
 
 def run_batch(
@@ -210,24 +210,23 @@ BATCH_WAYS = {
 }
 
 
-def print_going_on(statuses: list[str], options: BatchOptions, ways: dict[ExitStatus, str]) -> None:
+def print_going_on(statuses: list[str], options: BatchOptions) -> None:
     """Instances stopped at a limit: what makes them go on from their last step (the same command, the limit raised;
     only a step limit stopped them: that command, the limit doubled); with attempts, nothing (they stay finished)."""
     from llm_ide.swebench.batch import batch_config
 
-    settings = batch_config(options)
-    stopped = Counter(status for status in statuses if status in ways)
-    if not stopped or settings.attempts.max > 1:  # attempts stopped at a limit stay finished
+    stopped = Counter(ExitStatus(status) for status in statuses if status in BATCH_WAYS)
+    raised = higher_limit(ExitStatus.STEP_LIMIT, {}, batch_config(options), None)
+    if not stopped or raised is None:  # (None: attempts, which stay finished)
         return
-    count, said = sum(stopped.values()), ", or ".join(ways[ExitStatus(status)] for status in sorted(stopped))
+    count, said = sum(stopped.values()), ", or ".join(BATCH_WAYS[status] for status in sorted(stopped))
     whose = f"{count} instance{'s' * (count != 1)} stopped at a limit", "its" if count == 1 else "their"
     console.print(f"{whose[0]}: the same command with {said} goes on from {whose[1]} last step")
     if set(stopped) == {ExitStatus.STEP_LIMIT}:
-        doubled = ["--step-limit", str(2 * settings.agent.step_limit)]
-        console.print(command_line(*doubled, args=dropped(sys.argv[1:], "--step-limit")), markup=False)
+        console.print(command_line(*raised[1], args=dropped(sys.argv[1:], raised[1][0])), markup=False)
 
 
-def _announce(selection: Any, kind: str | None, chosen: tuple[str, str], repos: Path | None) -> None:
+def _announce(selection: Selection, kind: str | None, chosen: tuple[str, str], repos: Path | None) -> None:
     """`kind`: the environment to check on this machine (None: the Ray engine checks it on its nodes); `chosen`: the
     --filter and --slice given; `repos`: every instance to run must be there."""
     dataset, todo, skipped, going_on = selection.dataset, selection.todo, selection.skipped, selection.going_on
@@ -298,7 +297,7 @@ def swebench_single_command(
     thoughts: Thoughts = True,
 ) -> None:
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
-    from llm_ide.cli.run import higher_limit, limits_file, print_how_it_goes_on
+    from llm_ide.cli.run import limits_file, print_how_it_goes_on
     from llm_ide.config import with_user_config
     from llm_ide.priced import has_price
     from llm_ide.swebench.batch import batch_config

@@ -40,7 +40,7 @@ from llm_ide.run.preflight import check_task
 from llm_ide.run.request import RunRequest, check_request, request_of
 from llm_ide.run.salvage import folder_lost
 from llm_ide.run.setup import build_context
-from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start
+from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, thread_database
 from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
 from llm_ide.settings import AgentSettings
@@ -117,7 +117,7 @@ class Driver:
         output_dir, settings = start(request.output_dir, request.run_id, request.settings, request.environment)
         request = replace(request, output_dir=output_dir, settings=settings)
         build = lambda saver: build_graph(saver, variants=variants)  # noqa: E731
-        database = f"{request.run_id}.checkpoint.sqlite"
+        database = thread_database(request.run_id)
         every = settings.checkpoint.keep_history
         in_place = not capabilities(settings.environment.type).ephemeral
         with (

@@ -61,6 +61,11 @@ def start(output_dir: Path, run_id: str, settings: Any, environment: str | None)
     return output_dir, settings
 
 
+def thread_database(run_id: str) -> str:
+    """The SQLite file in a run's folder that holds its thread (unless `--checkpoint` names another store)."""
+    return f"{run_id}.checkpoint.sqlite"
+
+
 @dataclass
 class Thread:
     spec: str  # the checkpointer's
@@ -110,4 +115,4 @@ def opened(
         yield Thread(spec, saver, compiled, snapshot, values)
 
 
-__all__ = ["CoreSettings", "Thread", "ThreadMismatchError", "opened", "prepare_output", "start"]
+__all__ = ["CoreSettings", "Thread", "ThreadMismatchError", "opened", "prepare_output", "start", "thread_database"]

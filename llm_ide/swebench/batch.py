@@ -20,6 +20,7 @@ from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.run.single import past_its_limit
 from llm_ide.run.stopping import Commands
+from llm_ide.run.thread import thread_database
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.instances import (
     BATCH_LOG,
@@ -227,22 +228,22 @@ def beyond_their_limits(options: BatchOptions, finished: list[str]) -> list[str]
 
 def last_values(options: BatchOptions, instance_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Each instance's thread as its last checkpoint holds it (none: not there), in `--checkpoint` or its folder."""
-    stores = (
-        [(options.checkpoint, instance_ids)]
-        if options.checkpoint
-        else [
-            (f"sqlite:{path}", [instance_id])
-            for instance_id in instance_ids
-            if (path := options.output / instance_id / f"{instance_id}.checkpoint.sqlite").is_file()
-        ]
-    )
+    if options.checkpoint:
+        return thread_values(options.checkpoint, instance_ids)
     found: dict[str, dict[str, Any]] = {}
-    for spec, threads in stores:
-        with open_checkpointer(spec, Path(os.devnull)) as saver:
-            for thread_id in threads:
-                saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-                if saved is not None:
-                    found[thread_id] = dict(saved.checkpoint["channel_values"])
+    for instance_id in instance_ids:
+        if (path := options.output / instance_id / thread_database(instance_id)).is_file():
+            found |= thread_values(f"sqlite:{path}", [instance_id])
+    return found
+
+
+def thread_values(spec: str, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    with open_checkpointer(spec, Path(os.devnull)) as saver:
+        for thread_id in thread_ids:
+            saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+            if saved is not None:
+                found[thread_id] = dict(saved.checkpoint["channel_values"])
     return found
 
 
