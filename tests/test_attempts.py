@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -247,6 +248,82 @@ def test_an_attempts_run_stopped_says_how_in_its_trajectory_and_inspect(
     assert status in run_page(load_run(tmp_path / "out" / "T.traj.json"))
     again = run_attempts(TASK, repo=repo, **run)  # the interrupted run resumes; the limited one is its result again
     assert again.exit_status == resumed
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_attempts_stopped_at_their_step_limit_go_on_when_the_run_is_given_a_higher_one(
+    tmp_path: Path, parallel: bool
+) -> None:
+    """A finished run whose attempts reached their step limit was its result again whatever limit it was given: the
+    attempts go on from their last step (not anew), are reviewed and chosen among again; one after the other, the
+    first accepted stops the rest, as in a fresh run."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    reviews = [review(3, "Unfinished."), review(1, "Unfinished."), review(9, "Removes the + 1."), review(2, "README.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(WRONG)], reviews)
+    events: list[str] = []
+
+    def run(step_limit: int):
+        given = settings(max=2, parallel=parallel).merged({"agent": {"step_limit": step_limit}})
+        return run_attempts(TASK, model=model, settings=given, output_dir=tmp_path / "out", run_id="T", repo=repo,
+                            on_event=lambda event: events.append(event.phase))  # fmt: skip
+
+    first = run(2)
+    assert (first.exit_status, [(a["exit_status"], a["score"]) for a in first.attempts]) == (
+        "step_limit",
+        [("step_limit", 3.0), ("step_limit", 1.0)],
+    )
+    events.clear()
+    assert run(2).attempts == first.attempts  # the same limit: its result again, nothing run
+    assert events == ["run T had already finished (step_limit): its result again; a higher limit continues the "
+                      "attempts stopped at one, a new --thread-id or output folder runs the task anew"]  # fmt: skip
+    events.clear()
+    going = run(0)
+    assert (
+        "run T had stopped at a limit: 2 attempts (1, 2) going on from their last step, under the limits given now"
+        in events
+    )
+    went_on = [("submitted", 9.0), ("submitted", 2.0)] if parallel else [("submitted", 9.0), ("step_limit", 1.0)]
+    assert [(a["exit_status"], a["score"]) for a in going.attempts] == went_on  # sequential: 1 accepted, 2 left
+    assert (going.exit_status, going.chosen) == ("submitted", 1)
+    assert "-    return x + x + 1  # BUG\n+    return x + x" in going.submission
+    assert len(prompts(tmp_path / "out", 1)) == 3  # 2 steps, then the third: from its last step, not anew
+    assert len(prompts(tmp_path / "out", 2)) == (3 if parallel else 2)
+    assert (repo / "calc.py").read_text() == FILES["calc.py"]
+    traj = json.loads(going.trajectory_path.read_text())
+    assert [c["kind"] for c in traj["model_calls"] if c["kind"] == "review"] == ["review"] * (4 if parallel else 3)
+
+
+def test_an_attempts_run_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_it_does(tmp_path: Path) -> None:
+    """`run` with attempts printed nothing after a step limit (a single run prints the command that goes on)."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    reviews = [review(2, "Unfinished.")] * 4 + [review(9, "Fixed.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(WRONG)], reviews)
+    (config := tmp_path / "config.yaml").write_text(yaml.safe_dump({**NO_TOOLS, "attempts": {"max": 2}}))
+    args = [
+        "run",
+        "--repo",
+        str(repo),
+        "--task",
+        TASK,
+        "--model",
+        model,
+        "--thread-id",
+        "T",
+        "-o",
+        str(tmp_path / "out"),
+    ]
+    stopped = invoke(*args, "-c", str(config), "--step-limit", "1", cwd=tmp_path)
+    said = stopped.stderr.splitlines()
+    assert stopped.returncode == 1 and said[-2] == "it goes on from its last step with a higher step limit:", said
+    again = shlex.split(said[-1])
+    assert again == ["llm-ide", *args, "-c", str(config), "--step-limit", "2"]
+    went_on = invoke(*again[1:], cwd=tmp_path)
+    assert went_on.returncode == 1 and shlex.split(went_on.stderr.splitlines()[-1])[-1] == "4"  # at 2: on again
+    done = invoke(*again[1:-1], "0", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "attempt 1: submitted, score 9, $0.0000 (chosen)" in done.stdout
+    assert "attempt 2: step_limit, score 2" in done.stdout  # attempt 1 accepted: the second stays where it was
+    assert len(prompts(tmp_path / "out", 1)) == 3 and len(prompts(tmp_path / "out", 2)) == 2
 
 
 @pytest.mark.parametrize("dirty", [False, True])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import subprocess
 from pathlib import Path
 
@@ -69,3 +71,41 @@ def test_langgraph_dev_runs_the_attempts_graph(studio: str, tmp_path: Path) -> N
     assert "+    return x + x\n" in final["submission"]
     assert (tmp_path / "out" / "attempt2" / f"{final['attempts'][1]['run_id']}.traj.json").is_file()
     assert worktrees(repo) == [str(repo.resolve())]  # each attempt's removed at the run's end
+
+
+def test_a_served_run_whose_attempts_stopped_at_their_step_limit_goes_on_when_given_a_higher_one(
+    tmp_path: Path,
+) -> None:
+    """Studio's form sent again with a higher `agent.step_limit` chose again among the same stopped attempts: they go
+    on from their last step (not anew), in worktrees of their own again, then are reviewed and chosen among."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    reviews = [review(2, "Unfinished."), review(2, "Unfinished."), review(9, "Fixed."), review(1, "README.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(WRONG)], reviews)
+    saver = InMemorySaver()
+
+    def inputs(step_limit: int) -> dict:
+        config = {"environment": {"tools": []}, "attempts": {"max": 2, "parallel": True}}
+        return {"task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
+                "config": {**config, "agent": {"step_limit": step_limit}}}  # fmt: skip
+
+    async def run(step_limit: int) -> dict:
+        async with graph({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": saver})
+            return await served.ainvoke(inputs(step_limit), {"configurable": {"thread_id": "limits"}})
+
+    stopped = asyncio.run(run(1))
+    assert (stopped["exit_status"], [a["exit_status"] for a in stopped["attempts"]]) == (
+        "step_limit",
+        ["step_limit"] * 2,
+    )
+    final = asyncio.run(run(0))
+    assert [(a["exit_status"], a["score"]) for a in final["attempts"]] == [("submitted", 9.0), ("submitted", 1.0)]
+    assert (final["exit_status"], final["chosen"], final["going_on"]) == ("submitted", 1, [])
+    assert "+    return x + x\n" in final["submission"]
+    for record in final["attempts"]:
+        folder = tmp_path / "out" / f"attempt{record['index']}"
+        traj = json.loads((folder / f"{record['run_id']}.traj.json").read_text())
+        assert [op["action_type"] for op in traj["operations"]] == ["bash", "bash", "submit"]
+        with gzip.open(folder / f"{record['run_id']}.calls.jsonl.gz", "rt") as log:
+            assert sum(1 for line in log if line.strip()) == 3  # from the second step on, not anew
+    assert worktrees(repo) == [str(repo.resolve())]

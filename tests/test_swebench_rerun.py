@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from attempts_scripts import review, scripts
 from in_process import invoke
 from openai_server import OpenAIServer
 from swebench_fixtures import (
@@ -17,6 +18,7 @@ from swebench_fixtures import (
     build_dataset,
     dollar_calls,
     priced_options,
+    script,
     write_config,
     write_script,
 )
@@ -122,6 +124,39 @@ def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a
     traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
     commands = [op["action_params"].get("command") for op in traj["operations"]]
     assert commands == [FIX_COMMAND, "git diff --stat", None] and traj["info"]["exit_status"] == "submitted"
+
+
+def test_an_instances_attempts_stopped_at_their_step_limit_go_on_when_the_batch_is_given_a_higher_one(
+    tmp_path: Path,
+) -> None:
+    """With attempts the instance stayed finished at any limit: now its attempts go on from their last step (each
+    attempt's commands not run twice), are reviewed and chosen among again; the same limit still skips it."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    reviews = [review(2, "Unfinished."), review(2, "Unfinished."), review(9, "Fixed."), review(1, "Unneeded.")]
+    model = scripts(tmp_path / "scripts", [script([FIX_COMMAND, "git diff --stat"])] * 2, reviews)
+    config, output = tmp_path / "c.yaml", tmp_path / "out"
+    config.write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": 2, "parallel": True}}))
+    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
+    args += ["-o", str(output)]
+    ran_as = [("1", "1 instance run, 0 skipped"), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
+    for limit, said in ran_as:
+        ran = invoke(*args, "--step-limit", limit)
+        assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
+        assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]  # the fix, from the first step
+        printed = shlex.split(ran.stdout.splitlines()[-1]) if limit == "1" and "0 skipped" in said else None
+        assert printed in (None, ["llm-ide", *args, "--step-limit", "2"])  # the command that goes on, as for one run
+    folder = output / row["instance_id"]
+    traj = json.loads((folder / f"{row['instance_id']}.traj.json").read_text())
+    assert [(a["exit_status"], a["score"]) for a in traj["info"]["attempts"]] == [
+        ("submitted", 9.0),
+        ("submitted", 1.0),
+    ]
+    for index in (1, 2):
+        own = json.loads((folder / f"attempt{index}" / f"{row['instance_id']}-attempt{index}.traj.json").read_text())
+        commands = [op["action_params"].get("command") for op in own["operations"]]
+        assert commands == [FIX_COMMAND, "git diff --stat", None]
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
+    assert statuses[row["instance_id"]]["exit_status"] == "submitted"
 
 
 @pytest.mark.parametrize("program", ["llm-ide", "mini-extra"])

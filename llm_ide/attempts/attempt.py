@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.attempts.context import AttemptsContext, local_worktree, summarize
+from llm_ide.attempts.context import AttemptsContext, attempt_store, local_worktree, summarize
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.composition import attempt_model
 from llm_ide.environments import capabilities
@@ -41,7 +41,6 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
             raise LlmIdeError(f"{repo}: attempts in the local environment need a git repository with a commit")
         repo = local_worktree(ctx, index, base)
     ctx.emit(f"attempt {index} of {ctx.settings.attempts.max}")
-    shared = request.checkpoint if request.checkpoint and request.checkpoint.startswith("postgres") else None
     attempt_request = replace(
         request,
         task=state["task"],
@@ -51,7 +50,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         run_id=ctx.attempt_id(index),
         repo=repo,
         environment=environment,
-        checkpoint=shared,
+        checkpoint=attempt_store(request.checkpoint),
         cost_budget=ctx.budget,
         carried_lessons=tuple(state.get("carried_lessons") or ()),
         intents=None,  # each attempt's own, in its folder

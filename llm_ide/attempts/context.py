@@ -116,10 +116,10 @@ class AttemptsContext:
         return self.request.repo
 
     def attempt_id(self, index: int) -> str:
-        return f"{self.request.run_id}-attempt{index}"
+        return attempt_id(self.request.run_id, index)
 
     def attempt_dir(self, index: int) -> Path:
-        return self.request.output_dir / f"attempt{index}"
+        return attempt_dir(self.request.output_dir, index)
 
     def role_model(self, role: str) -> Model:
         with self._lock:
@@ -154,6 +154,25 @@ class AttemptsContext:
         model = self.role_model(role)
         reply, call = self.policy.call(model, messages, kind=role, attempt=attempt, model=model.name)
         return reply.text, call
+
+
+def attempts_database(run_id: str) -> str:
+    """The SQLite file in the run's folder that holds its attempts graph's thread (each attempt's: in its folder)."""
+    return f"{run_id}.attempts.sqlite"
+
+
+def attempt_id(run_id: str, index: int) -> str:
+    return f"{run_id}-attempt{index}"
+
+
+def attempt_dir(output_dir: Path, index: int) -> Path:
+    return output_dir / f"attempt{index}"
+
+
+def attempt_store(checkpoint: str | None) -> str | None:
+    """The store of the attempts' threads: a PostgreSQL store the run was given, shared; else each its own SQLite file
+    in its folder (None)."""
+    return checkpoint if checkpoint and checkpoint.startswith("postgres") else None
 
 
 def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:

@@ -1,6 +1,7 @@
 """The `dispatch` node: which attempts start now. One after another: the next one, unless an attempt was accepted (a
 review score of `accept_score` or more, and nothing found wrong by running its patch), `attempts.max` is reached or
-the task's budget is spent. In parallel: all of them at once, then none."""
+the task's budget is spent. In parallel: all of them at once, then none. Attempts that go on past their limits (a
+finished run resumed with higher ones) come first, in the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from langgraph.types import Send
 
 from llm_ide.attempts.choose import unfaulted
 from llm_ide.attempts.context import AttemptsContext, git
+from llm_ide.attempts.limits import reopened
 from llm_ide.attempts.state import AttemptsState
 from llm_ide.environments import capabilities
 
@@ -20,21 +22,27 @@ SHARED = ("task", "repo", "model", "base_url", "config", "base_commit", "output"
 def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[str, Any]:
     ctx = runtime.context
     settings = ctx.settings.attempts
-    attempts = state.get("attempts", [])
+    assert ctx.budget is not None
+    update = reopened(ctx, dict(state)) if state.get("exit_status") else {}  # a finished run given again
+    attempts, going = state.get("attempts", []), update.get("going_on", state.get("going_on", []))
     accept = settings.accept_score
     accepted = any(
         accept is not None and (r.get("score") or 0) >= accept and r.get("submission") and unfaulted(r)
         for r in attempts
+        if r["index"] not in going  # (reviewed again once it has gone on)
     )
-    assert ctx.budget is not None
-    base = {}  # LangGraph Studio's input has no base commit: the repository's HEAD
     local = not capabilities(ctx.request.environment or ctx.settings.environment.type).ephemeral
-    if not state.get("base_commit") and ctx.repo is not None and local:
-        base = {"base_commit": git(ctx.repo, "rev-parse", "--verify", "HEAD")}
-    if accepted or len(attempts) >= settings.max or ctx.budget.exhausted or (attempts and settings.parallel):
-        return {"pending": [], **base}
+    if not state.get("base_commit") and ctx.repo is not None and local:  # Studio's input has none: the HEAD
+        update["base_commit"] = git(ctx.repo, "rev-parse", "--verify", "HEAD")
+    if accepted or ctx.budget.exhausted:
+        return {**update, "pending": [], "going_on": []}
+    if going:
+        now = going if settings.parallel else going[:1]
+        return {**update, "pending": now, "going_on": going[len(now) :]}
+    if len(attempts) >= settings.max or (attempts and settings.parallel):
+        return {**update, "pending": []}
     last = len(attempts) + 1
-    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last]), **base}
+    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last]), **update}
 
 
 def send_attempts(state: AttemptsState) -> list[Send] | str:

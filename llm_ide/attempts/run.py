@@ -15,15 +15,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from llm_ide.attempts.context import AttemptsContext, git, remove_worktrees, uncommitted
+from llm_ide.attempts.context import AttemptsContext, attempts_database, git, remove_worktrees, uncommitted
 from llm_ide.attempts.graph import build_attempts_graph
-from llm_ide.attempts.trajectory import Read, paid_outside, write_combined
+from llm_ide.attempts.limits import past_their_limits, task_spent
+from llm_ide.attempts.trajectory import Read, write_combined
 from llm_ide.budget import CostBudget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandListener
-from llm_ide.errors import LlmIdeError, Terminated, UsageError, ended, ending, status_of
+from llm_ide.errors import LIMITS, LlmIdeError, Terminated, UsageError, ended, ending, status_of
 from llm_ide.run.guard import RunStateError, has_work, repo_lock, saved_trajectory
 from llm_ide.run.request import RunRequest, check_request, request_of
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunResult
@@ -72,7 +73,7 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
     repo = Path(request.repo).resolve() if request.repo else None
     ctx = AttemptsContext(replace(request, repo=repo, environment=kind), listeners)
     info = {"run_id": request.run_id, "model": request.model, "config": redacted(settings.model_dump(mode="json"))}
-    database = f"{request.run_id}.attempts.sqlite"
+    database = attempts_database(request.run_id)
     with (
         opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread,
         repo_lock(repo, in_place),
@@ -96,19 +97,16 @@ class Attempts:
     def run(self) -> AttemptsResult:
         ctx, values, request = self.ctx, self.thread.values, self.ctx.request
         path = request.output_dir / f"{request.run_id}.traj.json"
-        reviews = sum(c.get("cost", 0.0) for c in values.get("calls", []))
-        outside = paid_outside(request.output_dir, request.run_id, values)["cost"]
-        spent = sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + reviews + outside
+        spent = task_spent(request.output_dir, request.run_id, values)
         CostBudget.add(ctx.budget, spent)  # a resumed task's earlier spending (the batch's budget counted it before)
-        if self.thread.resumed and values.get("exit_status") and not self.thread.snapshot.next:
-            again = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
-            ctx.emit(f"{again}; a new --thread-id or output folder runs the task anew")
+        again = self.thread.resumed and bool(values.get("exit_status")) and not self.thread.snapshot.next
+        if again and not self.goes_on(values):
             return finish(path, values, self.info, self.read)
-        if self.thread.resumed:
+        if self.thread.resumed and not again:
             done = [r["index"] for r in values.get("attempts", [])]
             ctx.emit(f"resuming run {request.run_id}: attempts {done or 'none'} finished are kept")
         try:
-            self.stream(path)
+            self.stream(path, again)
         except LlmIdeError as error:
             status, self.info["error"] = ending(error)
             self.thread.values.update(ended(error))
@@ -123,8 +121,21 @@ class Attempts:
             remove_worktrees(ctx, [r["index"] for r in values.get("attempts", [])])
         return result
 
-    def stream(self, path: Path) -> None:
-        """The graph to its end; the thread's values follow its state."""
+    def goes_on(self, values: dict[str, Any]) -> bool:
+        """Whether a finished run given again goes on (attempts past their limits: `dispatch` reopens it); if not,
+        it says its result comes again."""
+        request, budget = self.ctx.request, self.ctx.budget
+        spent = budget is not None and budget.exhausted
+        if past_their_limits(request.output_dir, request.run_id, request.checkpoint, values, request.settings, spent):
+            return True
+        hint = "a higher limit continues the attempts stopped at one, " if values["exit_status"] in LIMITS else ""
+        said = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
+        self.ctx.emit(f"{said}; {hint}a new --thread-id or output folder runs the task anew")
+        return False
+
+    def stream(self, path: Path, again: bool = False) -> None:
+        """The graph to its end (`again`: a finished run given its input again); the thread's values follow its
+        state."""
         request, repo, values = self.ctx.request, self.ctx.request.repo, self.thread.values
         base = values.get("base_commit") or (git(repo, "rev-parse", "HEAD") if self.in_place and repo else "")
         if not self.thread.resumed and self.in_place and repo and (changed := uncommitted(repo)):
@@ -137,7 +148,8 @@ class Attempts:
         options = {"context": self.ctx, "stream_mode": "values", "durability": "sync"}
         written = None
         with stop_on_signals(self.ctx.halt):
-            for state in self.thread.graph.stream(None if self.thread.resumed else inputs, config, **options):
+            given = None if self.thread.resumed and not again else inputs
+            for state in self.thread.graph.stream(given, config, **options):
                 values.clear()
                 values.update(state)
                 progress = [(r["index"], r.get("score")) for r in values.get("attempts", [])]

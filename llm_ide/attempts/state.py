@@ -54,6 +54,7 @@ class AttemptTask(AttemptsInput, total=False):
 class AttemptsState(AttemptsInput, total=False):
     attempts: Annotated[list[AttemptRecord], merge_attempts]
     pending: list[int]  # the attempts `dispatch` starts now
+    going_on: list[int]  # attempts stopped at a limit the settings no longer reach: each goes on from its last step
     calls: Annotated[list[dict[str, Any]], operator.add]  # the reviewer's and the chooser's model calls
     verification: dict[str, Any]  # by variant: what its verification ran (kept, so that nothing runs twice)
     chosen: int | None  # the chosen attempt's index

@@ -155,12 +155,15 @@ def higher_limit(
 ) -> tuple[str, list[str]] | None:
     """How a run stopped at one of its limits (`stats`: what it used) goes on from its last step: the options that
     double that limit, or, for a limit no option sets, a `--config` file doubling it (written to `limits`); None for
-    another ending (or a limit a batch shares, attempts, or no file to write)."""
+    another ending (or a limit a batch shares, or no file to write); with attempts, the step limit alone (each attempt
+    has its own, the task its budget)."""
     agent = settings.agent
-    if settings.attempts.max > 1 or status not in LIMITS:  # type: ignore[attr-defined]
+    if status not in LIMITS:
         return None
     if status == ExitStatus.STEP_LIMIT:
         return "a higher step limit", ["--step-limit", str(2 * agent.step_limit)]
+    if settings.attempts.max > 1:  # type: ignore[attr-defined]
+        return None
     if status == ExitStatus.COST_LIMIT and agent.cost_limit and stats.get("cost", 0.0) >= agent.cost_limit:
         return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
     tokens = agent.token_limit and stats.get("input_tokens", 0) + stats.get("output_tokens", 0) >= agent.token_limit

@@ -212,12 +212,12 @@ BATCH_WAYS = {
 
 def print_going_on(statuses: list[str], options: BatchOptions) -> None:
     """Instances stopped at a limit: what makes them go on from their last step (the same command, the limit raised;
-    only a step limit stopped them: that command, the limit doubled); with attempts, nothing (they stay finished)."""
+    only a step limit stopped them: that command, the limit doubled)."""
     from llm_ide.swebench.batch import batch_config
 
     stopped = Counter(ExitStatus(status) for status in statuses if status in BATCH_WAYS)
     raised = higher_limit(ExitStatus.STEP_LIMIT, {}, batch_config(options), None)
-    if not stopped or raised is None:  # (None: attempts, which stay finished)
+    if not stopped or raised is None:
         return
     count, said = sum(stopped.values()), ", or ".join(BATCH_WAYS[status] for status in sorted(stopped))
     whose = f"{count} instance{'s' * (count != 1)} stopped at a limit", "its" if count == 1 else "their"

@@ -5,6 +5,7 @@ started over; a thread of another task refused)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,6 +67,17 @@ def thread_database(run_id: str) -> str:
     return f"{run_id}.checkpoint.sqlite"
 
 
+def thread_values(spec: str, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each thread's values as its last checkpoint in the store `spec` holds them (a thread not there: left out)."""
+    found: dict[str, dict[str, Any]] = {}
+    with open_checkpointer(spec, Path(os.devnull)) as saver:
+        for thread_id in thread_ids:
+            saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+            if saved is not None:
+                found[thread_id] = dict(saved.checkpoint["channel_values"])
+    return found
+
+
 @dataclass
 class Thread:
     spec: str  # the checkpointer's
@@ -115,4 +127,13 @@ def opened(
         yield Thread(spec, saver, compiled, snapshot, values)
 
 
-__all__ = ["CoreSettings", "Thread", "ThreadMismatchError", "opened", "prepare_output", "start", "thread_database"]
+__all__ = [
+    "CoreSettings",
+    "Thread",
+    "ThreadMismatchError",
+    "opened",
+    "prepare_output",
+    "start",
+    "thread_database",
+    "thread_values",
+]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_ide.attempts.context import attempts_database
+from llm_ide.attempts.limits import task_going_on
 from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
 from llm_ide.errors import LIMITS, crashed
@@ -20,7 +22,7 @@ from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.run.single import past_its_limit
 from llm_ide.run.stopping import Commands
-from llm_ide.run.thread import thread_database
+from llm_ide.run.thread import thread_database, thread_values
 from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
 from llm_ide.swebench.instances import (
     BATCH_LOG,
@@ -212,38 +214,35 @@ def prepare(
 
 def beyond_their_limits(options: BatchOptions, finished: list[str]) -> list[str]:
     """The finished instances that stopped at a limit (step, cost, tokens, time, the batch's cost limit) the batch's
-    settings no longer reach, as their threads' last checkpoints say; attempts' runs do not go on."""
+    settings no longer reach, as their threads' last checkpoints say (with attempts: their attempts' threads)."""
     statuses = read_statuses(options.output)  # (a corrupt file is said now, not after the first instance)
     stopped = [instance_id for instance_id in finished if statuses.get(instance_id, {}).get("exit_status") in LIMITS]
     settings = batch_config(options) if stopped else None
-    if settings is None or settings.attempts.max > 1 or options.checkpoint == "memory":
+    if settings is None or options.checkpoint == "memory":
         return []
     store = OutputStore(options.output)
     spent = CostBudget(options.cost_limit, store.spent(), store.call_cost()).exhausted  # (what the runs will have)
-    values = last_values(options, stopped)
-    return [
-        instance_id for instance_id in stopped if past_its_limit(values.get(instance_id, {}), settings.agent, spent)
-    ]
+    attempts = settings.attempts.max > 1
+    values = last_values(options, stopped, attempts)
+
+    def goes_on(instance_id: str) -> bool:
+        if not attempts:
+            return past_its_limit(values.get(instance_id, {}), settings.agent, spent)
+        folder, thread = options.output / instance_id, values.get(instance_id, {})
+        return not spent and task_going_on(folder, instance_id, options.checkpoint, thread, settings)
+
+    return [instance_id for instance_id in stopped if goes_on(instance_id)]
 
 
-def last_values(options: BatchOptions, instance_ids: list[str]) -> dict[str, dict[str, Any]]:
+def last_values(options: BatchOptions, instance_ids: list[str], attempts: bool = False) -> dict[str, dict[str, Any]]:
     """Each instance's thread as its last checkpoint holds it (none: not there), in `--checkpoint` or its folder."""
     if options.checkpoint:
         return thread_values(options.checkpoint, instance_ids)
     found: dict[str, dict[str, Any]] = {}
     for instance_id in instance_ids:
-        if (path := options.output / instance_id / thread_database(instance_id)).is_file():
+        database = attempts_database(instance_id) if attempts else thread_database(instance_id)
+        if (path := options.output / instance_id / database).is_file():
             found |= thread_values(f"sqlite:{path}", [instance_id])
-    return found
-
-
-def thread_values(spec: str, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    with open_checkpointer(spec, Path(os.devnull)) as saver:
-        for thread_id in thread_ids:
-            saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-            if saved is not None:
-                found[thread_id] = dict(saved.checkpoint["channel_values"])
     return found
 
 
