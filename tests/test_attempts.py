@@ -322,6 +322,7 @@ def test_an_attempts_run_stopped_at_its_step_limit_prints_the_command_that_goes_
     done = invoke(*again[1:-1], "0", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "attempt 1: submitted, score 9, $0.0000 (chosen)" in done.stdout
+    assert "… review: attempt 1 scored 9 — Fixed.\n… chosen: attempt 1 (accept_score) — Fixed.\n" in done.stdout
     assert "attempt 2: step_limit, score 2" in done.stdout  # attempt 1 accepted: the second stays where it was
     assert len(prompts(tmp_path / "out", 1)) == 3 and len(prompts(tmp_path / "out", 2)) == 2
 

@@ -144,9 +144,9 @@ class AttemptsContext:
         self.commands.interrupt()
 
     def emit(self, phase: str, detail: str = "") -> None:
-        """A phase to the caller, and with its `detail` to the run's log."""
+        """A phase to the caller (its `detail`, e.g. a review's reasons, as the event's observation) and the log."""
         log.info("%s%s", phase, f" — {detail}" if detail else "")
-        self.listeners.emit(RunEvent(self.request.run_id, "phase", phase=phase))
+        self.listeners.emit(RunEvent(self.request.run_id, "phase", phase=phase, observation=detail))
 
     def ask(self, role: str, system: str, user: str, attempt: int = 0) -> tuple[str, dict[str, Any]]:
         """One reviewer or chooser call by the call policy (the task's budget charged): the reply and its record."""

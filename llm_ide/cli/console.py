@@ -42,13 +42,15 @@ Thoughts = Annotated[
 
 
 WHY_CHARS = 400  # of why a reply was rejected, on its console line (cut at a word)
+DETAIL_CHARS = 200  # of a phase's detail (a review's reasons, a choice's), on its line
 
 
 @dataclass
 class StepPrinter:
-    """A run's events on the console: its phases, its tools' progress, each reply rejected (why, as it happens), and
-    each step: the action, the reasoning that chose it (unless `thoughts` is off), the first line of what it showed,
-    and the run's cost so far (its tokens, for a model of no price: never a cost of $0 that is only unknown)."""
+    """A run's events on the console: its phases (a review's reasons beside it, unless `thoughts` is off), its tools'
+    progress, each reply rejected (why, as it happens), and each step: the action, the reasoning that chose it (unless
+    `thoughts` is off), the first line of what it showed, and the run's cost so far (its tokens, for a model of no
+    price: never a cost of $0 that is only unknown)."""
 
     priced: bool = True
     thoughts: bool = True
@@ -58,7 +60,9 @@ class StepPrinter:
             tool_progress()(event.tool)
         elif event.kind == "phase":
             style = "yellow" if event.phase.startswith("warning:") else "dim"
-            console.print(f"[{style}]… {escape(terminal_safe(event.phase))}[/]")
+            detail = " ".join(terminal_safe(event.observation).split()) if self.thoughts else ""
+            said = f"{event.phase} — {whole_words(detail, DETAIL_CHARS)}" if detail else event.phase
+            console.print(f"[{style}]… {escape(terminal_safe(said))}[/]")
         elif event.kind == "step":
             self.step(event)
         elif event.kind == "verdict":
