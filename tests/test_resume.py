@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from agent_script import act, reflect, write_script
-from conftest import make_git_repo
+from conftest import git, make_git_repo
 from in_process import invoke
 
 from llm_ide.config import load_config
@@ -78,6 +78,36 @@ def test_sigkill_mid_command_then_resume_loses_nothing_and_runs_it_again_once(tm
     readme = next(c for c in traj["code_context"] if c["file_path"] == "README.md")
     assert readme["activity"]["referred"] == [1, 0, 0, 0]
     assert "+one\n+two\n+three" in traj["info"]["submission"]
+
+
+@pytest.mark.parametrize("where", ["another repository", "a clone of it"])
+def test_a_thread_resumed_in_another_repository_is_refused_in_a_clone_goes_on(tmp_path: Path, where: str) -> None:
+    """`--thread-id T --repo OTHER`, T begun in another repository: it resumed there without a word (and ended in a
+    patch extraction error of git's). A clone of the thread's repository (another node's checkout) goes on."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    model = write_script(tmp_path / "s.yaml", [act("One.", "bash", command="echo one >> trail.txt")] + [
+        reflect(False, "one"), act("Done.", "submit")])  # fmt: skip
+    (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
+    args = ["run", "-t", "trail", "-m", model, "-c", "no-tools.yaml", "-o", "out", "--thread-id", "T"]
+    first = invoke(*args, "--repo", str(repo), "--step-limit", "1", cwd=tmp_path)
+    assert first.returncode == 1 and "step_limit" in first.stdout, first.stdout + first.stderr
+    other = tmp_path / "other"
+    if where == "another repository":
+        make_git_repo(other, {"b.py": "y = 1\n"})
+    else:
+        git(tmp_path, "clone", "-q", str(repo), str(other))
+    again = invoke(*args, "--repo", str(other), "--step-limit", "4", cwd=tmp_path)
+    if where == "another repository":
+        base = git(repo, "rev-parse", "--short=12", "HEAD").strip()
+        assert (again.returncode, again.stdout) == (2, ""), again.stdout + again.stderr
+        assert again.stderr == (
+            f"error: thread T started in {repo}; --repo {other} is another repository (no commit {base}, the thread's "
+            "base): give the thread's repository (or a clone of it), or a new --thread-id\n"
+        )
+        assert sorted(p.name for p in other.iterdir()) == [".git", "b.py"]
+    else:
+        assert again.returncode == 0 and "resuming run T after step 1" in again.stdout, again.stdout + again.stderr
+        assert "+one" in (tmp_path / "out" / "T.patch").read_text()
 
 
 def test_a_resume_after_head_left_the_runs_history_says_what_the_patch_now_holds(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ import fcntl
 import hashlib
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import UsageError
 
 
@@ -50,6 +52,26 @@ def repo_lock(repo: Path | None, in_place: bool) -> Iterator[None]:
     advice = "wait for it to end, or give this run a clone or a git worktree of its own"
     with held(handle, lambda holder: f"repository {repo} is being changed by another run (process {holder}); {advice}"):
         yield
+
+
+def check_same_repository(run_id: str, values: dict[str, Any], repo: Path | None) -> None:
+    """A thread resumed with `--repo` another repository than the one it started in (its base commit is none of
+    that repository's commits): a usage error naming both. Another checkout of the same one (a clone, a worktree, a
+    retry on another node) goes on."""
+    started, base = values.get("repo") or "", values.get("base_commit")
+    if repo is None or not started or not base or Path(started).resolve() == Path(repo).resolve():
+        return
+    if not git_fails(repo, "rev-parse", "--git-dir") and git_fails(repo, "cat-file", "-e", f"{base}^{{commit}}"):
+        raise UsageError(
+            f"thread {run_id} started in {started}; --repo {repo} is another repository (no commit {base[:12]}, the "
+            "thread's base): give the thread's repository (or a clone of it), or a new --thread-id"
+        )
+
+
+def git_fails(repo: Path, *args: str) -> bool:
+    return (
+        subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=os.environ | UNHOOKED).returncode != 0
+    )
 
 
 @contextmanager

@@ -34,7 +34,7 @@ from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep
 from llm_ide.graph import CORE, ENDING, after_render, build_graph
 from llm_ide.nodes.update_activity import run_limit
-from llm_ide.run.guard import check_saved_state, repo_lock
+from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
 from llm_ide.run.request import RunRequest, check_request, request_of
@@ -126,6 +126,7 @@ class Driver:
         ):
             if request.resume is not None and not thread.resumed:  # a mistyped id: no new run in its place
                 raise UsageError(f"run {request.run_id}: no saved run in {output_dir} awaits the answer given (resume)")
+            check_same_repository(request.run_id, thread.values, request.repo)
             if thread.spec != "memory":
                 check_saved_state(
                     has_checkpoint=thread.resumed,
