@@ -228,7 +228,8 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     tmp_path: Path, given: str
 ) -> None:
     """Also with the task read from standard input (`--task-file -`, which said "task file not found", as did a pipe
-    `<(…)`): the resume command gives it as `--task` text, the stream being gone."""
+    `<(…)`): the resume command leaves the task out, the stream being gone and the thread holding it (it repeated the
+    whole task as `--task '…'`, lines and quotes in it); the task given again must be the thread's."""
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
     model = write_script(
         tmp_path / "script.yaml",
@@ -247,7 +248,7 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
         [*CLI, *args], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert first.stdin is not None
-    first.stdin.write("write the trail" if given != "--task" else "")
+    first.stdin.write("write the trail\nit's 'long'\n" if given != "--task" else "")
     first.stdin.close()
     first.stdin = None  # (communicate would flush it)
     stdout, stderr = interrupt_when(repo / "waiting", first, seconds=120)
@@ -256,7 +257,8 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     resume = stderr.splitlines()[stderr.splitlines().index("resume with:") + 1]
     words = shlex.split(resume)
     assert words[:2] == ["llm-ide", "run"] and "--thread-id" in words and "--task-file" not in words
-    assert words[words.index("--task") + 1] == "write the trail"
+    assert words[words.index("--task") + 1] == "write the trail" if given == "--task" else "--task" not in words
+    assert resume == shlex.join(words) and "\n" not in resume
     run_id = words[words.index("--thread-id") + 1]
 
     (repo / "go").touch()
@@ -275,7 +277,8 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     )
     assert patch.rstrip("\n") in third.stdout and "starting environment" not in third.stdout
 
-    other = llm_ide(*[w if w != "write the trail" else "another task" for w in words[1:]], cwd=tmp_path)
+    other = [w if w != "write the trail" else "another task" for w in words[1:]]
+    other = llm_ide(*other, *(["--task", "another task"] if given != "--task" else []), cwd=tmp_path)
     assert (other.returncode, other.stderr.count("\n")) == (2, 1), other.stderr
     assert other.stderr.startswith(f"error: thread id '{run_id}' is a run of another task")
 

@@ -62,6 +62,19 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
     assert "hunter22" not in result.stderr
 
 
+@pytest.mark.parametrize("output", [[], ["--output", "elsewhere"]])
+def test_a_thread_id_without_a_task_and_no_run_to_take_it_from_is_one_line(tmp_path: Path, output: list[str]) -> None:
+    """`--thread-id T` without a task resumes T with its own task; with no run T to take it from, the line says so."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (script := tmp_path / "script.yaml").write_text("responses: []\n")
+    result = cli(tmp_path, "run", "--repo", str(repo), "--model", f"scripted:{script}", "--thread-id", "T", *output)
+    folder = output[-1] if output else "runs/T"
+    assert_one_line(
+        result, f"give exactly one of --task TEXT or --task-file FILE (no run T in {folder} to take the task from)"
+    )
+    assert not (tmp_path / folder).exists()
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

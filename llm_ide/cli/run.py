@@ -29,6 +29,7 @@ from llm_ide.cli.console import (
     warnings_on_console,
 )
 from llm_ide.cli.options import BaseUrl, model_name
+from llm_ide.cli.resuming import dropped, resuming_args, task_text
 from llm_ide.cli.run_options import (
     Checkpoint,
     CostLimit,
@@ -93,10 +94,10 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
     the model thinks, a live line shows the seconds and tokens so far."""
-    text, repo = task_text(task, task_file), Path.cwd() if repo == Path(".") else repo  # the folder said whole
-    given = reproduction_variants(reproduction)
-    model = model_name(model)
-    kind = environment_kind(environment, image)
+    run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
+    text = task_text(task, task_file, output_folder(output, run_id) / run_id if thread_id else None)
+    repo, given = Path.cwd() if repo == Path(".") else repo, reproduction_variants(reproduction)  # the folder, whole
+    model, kind = model_name(model), environment_kind(environment, image)
     settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)
     from llm_ide.cli.ask import ask_on_terminal
@@ -109,7 +110,6 @@ def run(
     check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
     check_terminal(settings)
     priced = has_price(model, settings.model.prices)
-    run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
     on_event = StepPrinter(priced, thoughts and not verbose)  # -v showed the reply, its reasoning too
     request = RunRequest(
@@ -125,7 +125,7 @@ def run(
         checkpoint=checkpoint,
         variants=tuple(given),
     )
-    listeners, again = Listeners(on_event, status, ask, status.command), resuming_args(task_file, text)
+    listeners, again = Listeners(on_event, status, ask, status.command), resuming_args(task_file)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
     limits = limits_file(checkpoint, request.output_dir, run_id)
@@ -257,58 +257,6 @@ def print_outcome(result: RunResult, request: RunRequest, priced: bool) -> int:
         write_patch(result.submission, request.output_dir / f"{request.run_id}.patch")
     report(result, priced)
     return 0 if result.exit_status == ExitStatus.SUBMITTED else 1
-
-
-def task_text(task: str | None, task_file: Path | None) -> str:
-    """The task from --task or --task-file; a blank one is refused (it would run the whole loop for nothing)."""
-    if (task is None) == (task_file is None):
-        raise fail("give exactly one of --task TEXT or --task-file FILE")
-    if task_file is None:
-        text, source = task or "", "--task"
-    elif task_file.is_dir():
-        raise fail(f"task file {task_file} is a folder: give the file that holds the task")
-    elif not streamed(task_file) and not task_file.exists():
-        raise fail(f"task file not found: {task_file}")
-    else:
-        source = "--task-file -" if str(task_file) == "-" else f"task file {task_file}"
-        if source == "--task-file -" and sys.stdin.isatty():  # else it waited without a word
-            err_console.print("… --task-file -: type the task, then Ctrl-D on a line of its own", markup=False)
-        try:
-            text = (sys.stdin.buffer.read() if str(task_file) == "-" else task_file.read_bytes()).decode("utf-8")
-        except UnicodeDecodeError:
-            raise fail(f"{source}: not UTF-8 text") from None
-        except OSError as error:
-            raise fail(f"{source}: cannot read it ({error.strerror})") from None
-    if not text.strip():
-        raise fail(f"the task is empty ({source}): say what the agent should do")
-    return text
-
-
-def streamed(task_file: Path | None) -> bool:
-    """A task read from a stream (`-`: standard input; a pipe, `<(…)`), gone once read."""
-    return task_file is not None and (str(task_file) == "-" or (task_file.exists() and not task_file.is_file()))
-
-
-def resuming_args(task_file: Path | None, text: str) -> list[str] | None:
-    """The command line's arguments with a task read from a stream given as `--task` text instead: what resumes the
-    run (None: the command line as it is)."""
-    return [*dropped(sys.argv[1:], "--task-file"), "--task", text] if streamed(task_file) else None
-
-
-def dropped(args: list[str], option: str, value: str | None = None) -> list[str]:
-    """`args` without `option` and its value (`--option VALUE`, `--option=VALUE`); with `value` (`-c`, the limits
-    file), only where it is given that value, as `-c` or `--config`."""
-    names = ("-c", "--config") if option == "-c" else (option,)
-    kept, index = [], 0
-    while index < len(args):
-        name, equals, given = args[index].partition("=")
-        if args[index] in names and index + 1 < len(args) and value in (None, args[index + 1]):
-            index += 2
-            continue
-        if not (equals and name in names and value in (None, given)):
-            kept.append(args[index])
-        index += 1
-    return kept
 
 
 def reproduction_variants(path: Path | None) -> list:

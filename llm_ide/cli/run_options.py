@@ -63,7 +63,7 @@ CostLimit = Annotated[
 ThreadId = Annotated[
     str | None,
     typer.Option(
-        help="Run id; an unfinished run with this id resumes (with the same task).",
+        help="Run id; an unfinished run with this id resumes (with the same task; none given: the run's own).",
         show_default="run-<YYYYmmdd-HHMMSS>",
     ),
 ]
