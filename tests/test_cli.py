@@ -345,17 +345,25 @@ def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> N
     assert "goes on where it stopped" not in result.stderr
 
 
-def test_a_run_ended_by_a_model_error_says_the_command_that_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chosen", ["--model", "LLM_IDE_MODEL"])
+def test_a_run_ended_by_a_model_error_says_the_command_that_goes_on(tmp_path: Path, chosen: str) -> None:
+    """With the model chosen by $LLM_IDE_MODEL the command names it: pasted in a shell without the variable it said
+    "no model" (with another value, it went on with another model)."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     config = no_tools(tmp_path, max_retries=1, retry_base_delay=0.01, retry_max_delay=0.02)
-    args = ["run", "--repo", str(repo), "--task", "t", "--model", "test-model", "--config", str(config)]
-    environ = {**os.environ, "OPENAI_API_KEY": "sk-test-key-for-the-loopback-server"}
+    args = ["run", "--repo", str(repo), "--task", "t", "--config", str(config)]
+    environ = {k: v for k, v in os.environ.items() if k != "LLM_IDE_MODEL"}
+    environ["OPENAI_API_KEY"] = "sk-test-key-for-the-loopback-server"
+    given = ["--model", "test-model"] if chosen == "--model" else []
+    first = environ if given else {**environ, "LLM_IDE_MODEL": "test-model"}
     with OpenAIServer(replies=[500, 500, act("Done.", "submit")]) as server:  # the server is down, then back
-        failed = llm_ide(*args, "--base-url", server.url, cwd=tmp_path, env=environ)
+        failed = llm_ide(*args, *given, "--base-url", server.url, cwd=tmp_path, env=first)
         *_, said, command = failed.stderr.splitlines()
         assert (failed.returncode, said) == (1, "the run goes on where it stopped (model_error) with:")
         assert command.startswith("llm-ide run --repo ") and " --thread-id run-" in command
-        resumed = llm_ide(*shlex.split(command)[1:], cwd=tmp_path, env=environ)
+        words = shlex.split(command)
+        assert words[words.index("--model") + 1] == "test-model" and words.count("--model") == 1
+        resumed = llm_ide(*words[1:], cwd=tmp_path, env=environ)
     assert resumed.returncode == 0 and "goes on where it stopped" not in resumed.stderr, resumed.stderr
     assert "resuming run run-" in resumed.stdout and "submitted" in resumed.stdout
 

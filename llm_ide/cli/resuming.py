@@ -1,10 +1,11 @@
 """What a run's command line needs so that the command it prints to resume it (or to go on past a limit), pasted in
 a fresh shell, does what the run did: a task read from a stream is the thread's (read from its trajectory, not given
-again)."""
+again), the model $LLM_IDE_MODEL chose is named."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -59,10 +60,12 @@ def streamed(path: Path | None) -> bool:
     return path is not None and (str(path) == "-" or (path.exists() and not path.is_file()))
 
 
-def resuming_args(task_file: Path | None) -> list[str]:
+def resuming_args(task_file: Path | None, model: str | None) -> list[str]:
     """The command line's arguments as they resume the run: a task read from a stream left out (the thread holds
-    it)."""
-    return dropped(sys.argv[1:], "--task-file") if streamed(task_file) else sys.argv[1:]
+    it), the model $LLM_IDE_MODEL chose named (`model`: the option's, None)."""
+    args = dropped(sys.argv[1:], "--task-file") if streamed(task_file) else sys.argv[1:]
+    chosen = os.environ.get("LLM_IDE_MODEL") if model is None else None
+    return [*args, "--model", chosen] if chosen else args
 
 
 def dropped(args: list[str], option: str, value: str | None = None) -> list[str]:

@@ -97,7 +97,7 @@ def run(
     run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
     text = task_text(task, task_file, output_folder(output, run_id) / run_id if thread_id else None)
     repo, given = Path.cwd() if repo == Path(".") else repo, reproduction_variants(reproduction)  # the folder, whole
-    model, kind = model_name(model), environment_kind(environment, image)
+    again, model, kind = resuming_args(task_file, model), model_name(model), environment_kind(environment, image)
     settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)
     from llm_ide.cli.ask import ask_on_terminal
@@ -125,7 +125,7 @@ def run(
         checkpoint=checkpoint,
         variants=tuple(given),
     )
-    listeners, again = Listeners(on_event, status, ask, status.command), resuming_args(task_file)
+    listeners = Listeners(on_event, status, ask, status.command)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
     limits = limits_file(checkpoint, request.output_dir, run_id)
