@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,31 @@ def test_a_run_stopped_at_its_limit_prints_the_command_that_goes_on_and_it_does(
         assert "had stopped at a limit" in went_on.stdout, went_on.stdout + went_on.stderr
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
     assert (repo / "trail.txt").read_text() == "one\ntwo\n"
+
+
+@pytest.mark.parametrize("given", ["-c", "--config="])
+def test_a_config_read_from_a_pipe_is_saved_and_the_command_that_goes_on_names_the_copy(
+    tmp_path: Path, given: str
+) -> None:
+    """`-c <(…)`: the command printed named /dev/fd/63, gone once read ("config file not found" when pasted); the
+    config is saved beside the run's outputs as it is read, and the command names that file."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "one"), act("Done.", "submit")]
+    config = json.dumps({"environment": {"tools": [], "pull": "never"}})
+    os.mkfifo(pipe := tmp_path / "pipe")
+    threading.Thread(target=pipe.write_text, args=(config,), daemon=True).start()  # a writer, as `<(…)` is
+    option = ["-c", str(pipe)] if given == "-c" else [f"--config={pipe}"]
+    args = ["run", "-t", "trail", "-m", write_script(tmp_path / "s.yaml", script), "-o", "out", "--repo", str(repo)]
+    first = invoke(*args, *option, "--thread-id", "T", "--step-limit", "1", cwd=tmp_path)
+    assert first.returncode == 1 and "step_limit" in first.stdout, first.stdout + first.stderr
+    copy = ["-c", "out/T.config.yaml"] if given == "-c" else ["--config=out/T.config.yaml"]
+    again = shlex.split(first.stderr.splitlines()[-1])
+    assert again == ["llm-ide", *args, *copy, "--thread-id", "T", "--step-limit", "2"]
+    assert (tmp_path / "out" / "T.config.yaml").read_text() == config
+    went_on = invoke(*again[1:], cwd=tmp_path)
+    assert went_on.returncode == 0 and "had stopped at a limit" in went_on.stdout, went_on.stdout + went_on.stderr
+    assert (repo / "trail.txt").read_text() == "one\n"
+    assert json.loads((tmp_path / "out" / "T.traj.json").read_text())["info"]["config"]["environment"]["tools"] == []
 
 
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """What a run's command line needs so that the command it prints to resume it (or to go on past a limit), pasted in
 a fresh shell, does what the run did: a task read from a stream is the thread's (read from its trajectory, not given
-again), the model $LLM_IDE_MODEL chose is named."""
+again), the model $LLM_IDE_MODEL chose is named, a `--config` read from a stream is the copy saved beside the run's
+outputs."""
 
 from __future__ import annotations
 
@@ -60,12 +61,49 @@ def streamed(path: Path | None) -> bool:
     return path is not None and (str(path) == "-" or (path.exists() and not path.is_file()))
 
 
-def resuming_args(task_file: Path | None, model: str | None) -> list[str]:
+def config_copy(thread: Path, index: int) -> Path:
+    """Where the `index`th `--config` read from a stream is saved (`thread`: `<output>/<thread id>`)."""
+    return thread.parent / f"{thread.name}.config{'' if index == 1 else f'-{index}'}.yaml"
+
+
+def kept_configs(config: list[Path] | None, thread: Path) -> list[Path] | None:
+    """The `--config` files, each one read from a stream saved first beside the run's outputs (and read from there):
+    the command that resumes the run names the copy, the stream being gone."""
+    from llm_ide.run.thread import prepare_output
+
+    kept, index = [], 0
+    for path in config or []:
+        if streamed(path):
+            index += 1
+            prepare_output(thread.parent, thread.name)
+            try:
+                (copy := config_copy(thread, index)).write_bytes(path.read_bytes())
+            except OSError as error:
+                raise fail(f"--config {path}: cannot read it or save it ({error.strerror})") from None
+            path = copy
+        kept.append(path)
+    return kept if config is not None else None
+
+
+def resuming_args(task_file: Path | None, model: str | None, config: list[Path] | None, thread: Path) -> list[str]:
     """The command line's arguments as they resume the run: a task read from a stream left out (the thread holds
-    it), the model $LLM_IDE_MODEL chose named (`model`: the option's, None)."""
+    it), a `--config` read from a stream given as its saved copy (`thread`: `<output>/<thread id>`), the model
+    $LLM_IDE_MODEL chose named (`model`: the option's, None)."""
     args = dropped(sys.argv[1:], "--task-file") if streamed(task_file) else sys.argv[1:]
+    for index, stream in enumerate([str(path) for path in config or [] if streamed(path)], 1):
+        args = replaced(args, stream, str(config_copy(thread, index)))
     chosen = os.environ.get("LLM_IDE_MODEL") if model is None else None
     return [*args, "--model", chosen] if chosen else args
+
+
+def replaced(args: list[str], stream: str, copy: str) -> list[str]:
+    """`args` with the first `-c STREAM` / `--config STREAM` / `--config=STREAM` naming `copy` instead."""
+    for index, arg in enumerate(args):
+        if arg == f"--config={stream}":
+            return [*args[:index], f"--config={copy}", *args[index + 1 :]]
+        if arg in ("-c", "--config") and args[index + 1 : index + 2] == [stream]:
+            return [*args[: index + 1], copy, *args[index + 2 :]]
+    return args
 
 
 def dropped(args: list[str], option: str, value: str | None = None) -> list[str]:

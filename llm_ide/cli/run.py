@@ -29,7 +29,7 @@ from llm_ide.cli.console import (
     warnings_on_console,
 )
 from llm_ide.cli.options import BaseUrl, model_name
-from llm_ide.cli.resuming import dropped, resuming_args, task_text
+from llm_ide.cli.resuming import dropped, kept_configs, resuming_args, task_text
 from llm_ide.cli.run_options import (
     Checkpoint,
     CostLimit,
@@ -94,11 +94,11 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
     the model thinks, a live line shows the seconds and tokens so far."""
-    run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
-    text = task_text(task, task_file, output_folder(output, run_id) / run_id if thread_id else None)
+    run_id, thread, text = thread_and_task(output, thread_id, task, task_file)
     repo, given = Path.cwd() if repo == Path(".") else repo, reproduction_variants(reproduction)  # the folder, whole
-    again, model, kind = resuming_args(task_file, model), model_name(model), environment_kind(environment, image)
-    settings = run_settings(config, step_limit, cost_limit, navigator, verbose)
+    again, model = resuming_args(task_file, model, config, thread), model_name(model)
+    kind = environment_kind(environment, image)
+    settings = run_settings(kept_configs(config, thread), step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.cli.navigator import check_terminal
@@ -116,7 +116,7 @@ def run(
         text,
         model,
         settings,
-        output_folder(output, run_id),
+        thread.parent,
         run_id,
         repo=repo.resolve(),
         environment=kind,
@@ -132,6 +132,16 @@ def run(
     raised = higher_limit(result.exit_status, result.model_stats, settings, limits)
     print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again, raised)
     raise typer.Exit(code)
+
+
+def thread_and_task(
+    output: Path | None, thread_id: str | None, task: str | None, task_file: Path | None
+) -> tuple[str, Path, str]:
+    """The run's id (`--thread-id`, else one of the time), `<output>/<id>` (what its files are named after) and its
+    task (with `--thread-id` and no task given: the run's own)."""
+    run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
+    thread = output_folder(output, run_id) / run_id
+    return run_id, thread, task_text(task, task_file, thread if thread_id else None)
 
 
 def output_folder(output: Path | None, run_id: str) -> Path:
