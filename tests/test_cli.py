@@ -309,9 +309,10 @@ def test_run_interrupted_prints_the_resume_command_which_resumes_and_writes_the_
     assert other.stderr.startswith(f"error: thread id '{run_id}' is a run of another task")
 
 
-@pytest.mark.parametrize("ending", ["ctrl-c", "model error"])
+@pytest.mark.parametrize("ending", ["ctrl-c", "model error", "step limit", "token limit"])
 def test_a_run_kept_in_memory_says_it_cannot_be_resumed_not_how_to(tmp_path: Path, ending: str) -> None:
-    """`--checkpoint memory`: Ctrl-C (or a model error) printed a resume command, which started the run over."""
+    """`--checkpoint memory`: Ctrl-C (or a model error) printed a resume command, which started the run over; a stop
+    at a limit said nothing: it says that it cannot go on, and which checkpoint would let it."""
     repo = make_git_repo(tmp_path / "repo", {"README.md": "demo\n", ".gitignore": "waiting\ngo\n"})
     script = [act("Wait.", "bash", command=WAIT_FOR_GO), reflect(False, "waited"), act("Done.", "submit")]
     args = ["run", "--repo", "repo", "--task", "wait", "--config", str(no_tools(tmp_path, max_retries=0))]
@@ -321,6 +322,21 @@ def test_a_run_kept_in_memory_says_it_cannot_be_resumed_not_how_to(tmp_path: Pat
         run = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stdout, stderr = interrupt_when(repo / "waiting", run, seconds=120)
         code, said = run.returncode, "interrupted: saved at its last completed step"
+    elif ending.endswith("limit"):
+        (tmp_path / "tokens.yaml").write_text("agent: {token_limit: 100}\n")
+        limit = ["--step-limit", "1"] if ending == "step limit" else ["-c", "tokens.yaml"]
+        script[0] = act("Note.", "bash", command="echo one >> trail.txt")
+        done = llm_ide(*args, *limit, "--model", write_script(tmp_path / "script.yaml", script), cwd=tmp_path)
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
+        raised = "a higher step limit" if ending == "step limit" else "agent.token_limit doubled to 200"
+        assert (code, stderr.splitlines()[-1]) == (
+            1,
+            f"it cannot go on from its last step with {raised}: its thread was in memory only (--checkpoint memory) "
+            "and is gone; the same command starts it over, and one with a checkpoint that outlives the process (the "
+            "default, or --checkpoint sqlite:PATH|postgres://…) can go on after a limit",
+        ), stdout + stderr
+        assert "--thread-id" not in stderr and not list((tmp_path / "runs" / "m").glob("*.limits.yaml"))
+        return
     else:
         with OpenAIServer(replies=[400]) as server:
             done = llm_ide(*args, "--model", "test-model", "--base-url", server.url, cwd=tmp_path,

@@ -184,6 +184,25 @@ def test_a_batch_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_i
     assert commands == [FIX_COMMAND, "git diff --stat", "git status --short", None]
 
 
+def test_a_batch_kept_in_memory_stopped_at_its_step_limit_says_it_cannot_go_on(tmp_path: Path) -> None:
+    """`--checkpoint memory`: the batch printed the command that goes on, which skipped the instance as finished (its
+    thread gone with the process)."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat"])
+    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "--checkpoint", "memory"]
+    args += ["-c", str(write_config(tmp_path / "c.yaml")), "-o", str(tmp_path / "out"), "--step-limit", "1"]
+    ran = invoke(*args)
+    assert ran.stdout.splitlines()[-1] == (
+        "1 instance stopped at a limit: its thread was in memory only (--checkpoint memory) and is gone; the same "
+        "command skips it as finished; a batch with a checkpoint that outlives the process (the default, or "
+        "--checkpoint sqlite:PATH|postgres://…) can go on after a limit"
+    ), ran.stdout + ran.stderr
+    again = invoke(*args[:-1], "2")
+    assert "0 instances run, 1 skipped as finished" in again.stdout and "step   " not in again.stdout, again.stdout
+    status = json.loads((tmp_path / "out" / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+    assert status["info"]["exit_status"] == "step_limit"
+
+
 def test_instances_the_batchs_cost_limit_stopped_go_on_when_it_is_raised(tmp_path: Path) -> None:
     """$1 calls, $2 for the batch: the instance stopped after two calls; the same limit again makes no call, a higher
     one lets it go on from there (one more call, not three), and what it spent counts once."""

@@ -165,8 +165,8 @@ def higher_limit(
 ) -> tuple[str, list[str]] | None:
     """How a run stopped at one of its limits (`stats`: what it used) goes on from its last step: the options that
     double that limit, or, for a limit no option sets, a `--config` file doubling it (written to `limits`); None for
-    another ending (or a limit a batch shares, or no file to write); with attempts, the step limit alone (each attempt
-    has its own, the task its budget)."""
+    another ending (or a limit a batch shares); with attempts, the step limit alone (each attempt has its own, the
+    task its budget); no options where there is no file to write it in."""
     agent = settings.agent
     if status not in LIMITS:
         return None
@@ -178,11 +178,20 @@ def higher_limit(
         return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
     tokens = agent.token_limit and stats.get("input_tokens", 0) + stats.get("output_tokens", 0) >= agent.token_limit
     key = "wall_time_limit" if status == ExitStatus.TIME_LIMIT else "token_limit" if tokens else None
-    if not key or limits is None:
+    if not key:
         return None
     value = 2 * getattr(agent, key)
+    if limits is None:
+        return f"agent.{key} doubled to {value:g}", []
     atomic_write(limits, yaml.safe_dump({"agent": {key: value}}))
     return f"agent.{key} doubled to {value:g} (a --config file: {limits})", ["-c", str(limits)]
+
+
+OUTLIVING = "a checkpoint that outlives the process (the default, or --checkpoint sqlite:PATH|postgres://…)"
+NO_GOING_ON = (
+    "its thread was in memory only (--checkpoint memory) and is gone; the same command starts it over, and one with "
+    f"{OUTLIVING} can go on after a limit"
+)
 
 
 def print_how_it_goes_on(
@@ -192,8 +201,11 @@ def print_how_it_goes_on(
     args: list[str] | None,
     raised: tuple[str, list[str]] | None,
 ) -> None:
-    """A run that stopped short of its end (a model error, say; a limit): the command that resumes it, if it can be."""
-    if raised is not None and checkpoint != "memory":
+    """A run that stopped short of its end (a model error, say; a limit): the command that resumes it, if it can be;
+    a thread kept in memory only cannot (gone with the process): the line says so, and how to run so that it can."""
+    if raised is not None and checkpoint == "memory":
+        err_console.print(f"it cannot go on from its last step with {raised[0]}: {NO_GOING_ON}", markup=False)
+    elif raised is not None and raised[1]:
         said, options = raised
         again = options[1] if options[0] == "-c" else None  # the limits file, given again; a limit's option, anew
         given = dropped(sys.argv[1:] if args is None else args, options[0], again)

@@ -52,7 +52,7 @@ from llm_ide.cli.options import (
     check_engine,
     model_name,
 )
-from llm_ide.cli.run import dropped, higher_limit
+from llm_ide.cli.run import OUTLIVING, dropped, higher_limit
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -221,6 +221,10 @@ def print_going_on(statuses: list[str], options: BatchOptions) -> None:
         return
     count, said = sum(stopped.values()), ", or ".join(BATCH_WAYS[status] for status in sorted(stopped))
     whose = f"{count} instance{'s' * (count != 1)} stopped at a limit", "its" if count == 1 else "their"
+    if options.checkpoint == "memory":
+        gone = f"{whose[1]} thread{'s were' if count > 1 else ' was'} in memory only (--checkpoint memory) and is gone"
+        said = f"the same command skips {'them' if count > 1 else 'it'} as finished; a batch with {OUTLIVING} can go on"
+        return console.print(f"{whose[0]}: {gone}; {said} after a limit", markup=False)
     console.print(f"{whose[0]}: the same command with {said} goes on from {whose[1]} last step")
     if set(stopped) == {ExitStatus.STEP_LIMIT}:
         console.print(command_line(*raised[1], args=dropped(sys.argv[1:], raised[1][0])), markup=False)
