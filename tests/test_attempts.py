@@ -212,6 +212,21 @@ def test_a_run_stopped_before_it_chose_says_so_not_an_empty_patch(tmp_path: Path
     assert "the run goes on where it stopped (model_error) with:" in done.stderr
 
 
+def test_an_attempts_thread_resumed_in_another_repository_is_refused(tmp_path: Path) -> None:
+    """As a run's (tests/test_resume.py): `--thread-id T --repo OTHER`, T's attempts begun in another repository."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(RIGHT)], [review(5, "Fixed.")])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": 2}}))
+    args = ["run", "--task", TASK, "--model", model, "--thread-id", "T", "--output", "out", "--config", "config.yaml"]
+    stopped = invoke(*args, "--repo", str(repo), cwd=tmp_path)  # the reviewer's script ran out: it goes on
+    assert stopped.returncode == 1 and "goes on where it stopped" in stopped.stderr, stopped.stdout + stopped.stderr
+    other = make_git_repo(tmp_path / "other", {"b.py": "y = 1\n"})
+    refused = invoke(*args, "--repo", str(other), cwd=tmp_path)
+    assert (refused.returncode, refused.stderr.count("\n")) == (2, 1), refused.stdout + refused.stderr
+    assert refused.stderr.startswith(f"error: thread T started in {repo}; --repo {other} is another repository (no")
+    assert sorted(path.name for path in other.iterdir()) == [".git", "b.py"]
+
+
 @pytest.mark.parametrize(
     ("how", "status", "error", "resumed"),
     [

@@ -25,7 +25,7 @@ from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandListener
 from llm_ide.errors import LIMITS, LlmIdeError, Terminated, UsageError, ended, ending, status_of
-from llm_ide.run.guard import RunStateError, has_work, repo_lock, saved_trajectory
+from llm_ide.run.guard import RunStateError, check_same_repository, has_work, repo_lock, saved_trajectory
 from llm_ide.run.request import RunRequest, check_request, request_of
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunResult
 from llm_ide.run.thread import Thread, opened, start
@@ -78,6 +78,7 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
         opened(output_dir, request.run_id, request.task, request.checkpoint, database, build_attempts_graph) as thread,
         repo_lock(repo, in_place),
     ):
+        check_same_repository(request.run_id, thread.values, repo)
         try:
             return Attempts(ctx, thread, info, in_place).run()
         finally:
