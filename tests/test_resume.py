@@ -110,6 +110,29 @@ def test_a_thread_resumed_in_another_repository_is_refused_in_a_clone_goes_on(tm
         assert "+one" in (tmp_path / "out" / "T.patch").read_text()
 
 
+def test_a_run_stopped_before_its_first_step_resumes_with_its_own_task(tmp_path: Path) -> None:
+    """Ctrl-C while the environment started: the trajectory held no task (""), so `--thread-id T` alone, the command
+    printed for a task read from a stream, found none to go on with."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    settings = load_config("default", environment={"tools": []})
+
+    def stop_at_the_start(event) -> None:
+        if event.kind == "phase" and event.phase == "starting environment":
+            raise KeyboardInterrupt
+
+    run = {"model": model, "repo": repo, "run_id": "T", "output_dir": tmp_path / "out", "settings": settings}
+    with pytest.raises(KeyboardInterrupt):
+        run_task("a task\nof two lines", on_event=stop_at_the_start, **run)
+    traj = json.loads((tmp_path / "out" / "T.traj.json").read_text())
+    assert (traj["task"], traj["info"]["exit_status"]) == ("a task\nof two lines", "interrupted")
+    (tmp_path / "no-tools.yaml").write_text("environment:\n  tools: []\n")
+    args = ["--repo", str(repo), "--model", model, "-c", "no-tools.yaml", "-o", "out", "--thread-id", "T"]
+    resumed = invoke("run", *args, cwd=tmp_path)
+    assert resumed.returncode == 0 and "submitted" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert json.loads((tmp_path / "out" / "T.traj.json").read_text())["task"] == "a task\nof two lines"
+
+
 def test_a_resume_after_head_left_the_runs_history_says_what_the_patch_now_holds(tmp_path: Path) -> None:
     """The user checked out an older commit while the run was stopped: the resume went on without a word, and its
     patch (the working tree against the run's base) held the whole difference between the two commits."""

@@ -135,6 +135,7 @@ class Driver:
                     calls=output_dir / f"{request.run_id}.calls.jsonl.gz",
                     checkpoint=thread.spec,
                 )
+            thread.values.setdefault("task", request.task)  # in the trajectory of a run stopped before its first input
             values, reopened = thread.values, beyond_its_limit(thread, request)
             outputs = RunOutputs(
                 request.run_id, reopened or thread, Recorder(output_dir, request.run_id, variants.info), self.info()
