@@ -4,6 +4,7 @@ folders, a repository that lacks an instance's base commit, the batch's cost lim
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -159,25 +160,28 @@ def test_an_instances_attempts_stopped_at_their_step_limit_go_on_when_the_batch_
     assert statuses[row["instance_id"]]["exit_status"] == "submitted"
 
 
-@pytest.mark.parametrize("program", ["llm-ide", "mini-extra"])
+@pytest.mark.parametrize(("program", "chosen"), [("llm-ide", "--model"), ("mini-extra", "--model"), ("llm-ide", "env")])
 def test_a_batch_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_it_does(
-    tmp_path: Path, program: str
+    tmp_path: Path, program: str, chosen: str
 ) -> None:
     """`run` printed the command that goes on from a limit, the batch said only `step_limit: 1`: now it says how, and
     with a step limit prints the command, the limit doubled; pasted as printed, again after each stop, it goes on
-    from the last step (no command run twice) to the end (swebench-single: as `run`, in the test below)."""
+    from the last step (no command run twice) to the end (swebench-single: as `run`, in the test below). A model
+    $LLM_IDE_MODEL chose is named in it (pasted without the variable, it said 'no model')."""
     dataset, (row,) = build_dataset(tmp_path / "data", 1)
     model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat", "git status --short"])
     config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
-    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
+    named = ["--model", model] if chosen == "--model" else []
+    args = ["swebench", "--subset", str(dataset), *named, "--environment", "local", "-c", str(config)]
     args += ["-o", str(output), "--step-limit", "1"]
-    ran = invoke(*args, program=program)
+    environ = {key: value for key, value in os.environ.items() if key != "LLM_IDE_MODEL"}
+    ran = invoke(*args, program=program, env=environ if named else {**environ, "LLM_IDE_MODEL": model})
     for limit in (2, 4):
         said = "1 instance stopped at a limit: the same command with a higher --step-limit goes on from its last step"
         assert ran.stdout.splitlines()[-2] == said, ran.stdout + ran.stderr
         again = shlex.split(ran.stdout.splitlines()[-1])
-        assert again == [program, *args[:-2], "--step-limit", str(limit)]
-        ran = invoke(*again[1:], program=program)
+        assert again == [program, *args[:-2], *([] if named else ["--model", model]), "--step-limit", str(limit)]
+        ran = invoke(*again[1:], program=program, env=environ)
     assert "stopped at a limit:" not in ran.stdout and ran.returncode == 0, ran.stdout + ran.stderr
     traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
     commands = [op["action_params"].get("command") for op in traj["operations"]]

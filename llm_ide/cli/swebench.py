@@ -52,7 +52,8 @@ from llm_ide.cli.options import (
     check_engine,
     model_name,
 )
-from llm_ide.cli.run import OUTLIVING, dropped, higher_limit
+from llm_ide.cli.resuming import dropped, with_chosen_model
+from llm_ide.cli.run import OUTLIVING, higher_limit
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -121,7 +122,7 @@ def swebench_command(
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
     from llm_ide.config import with_user_config
 
-    model = model_name(model)
+    again, model = with_chosen_model(sys.argv[1:], model), model_name(model)
     kind = _environment(environment)
     check_engine(engine, {"--address": address, "--shared-output": shared_output, "--prefetch-images": prefetch_images})
     options = _options(
@@ -144,23 +145,24 @@ def swebench_command(
         repos=local_repos(repos, kind),
     )
     checked = kind if engine == "local" else None  # the Ray engine checks it on its nodes
-    summary = run_batch(subset, split, options, checked, slice_spec, filter_regex, shuffle)
+    summary = run_batch(subset, split, options, checked, (slice_spec, filter_regex, shuffle), again)
     print_batch(summary, output)
-    print_going_on([o.exit_status for o in summary.outcomes.values()], options)
+    print_going_on([o.exit_status for o in summary.outcomes.values()], options, again)
 
 
 def run_batch(
-    subset: str, split: str, options: BatchOptions, kind: str | None, slice_spec: str, filter_regex: str, shuffle: bool
+    subset: str, split: str, options: BatchOptions, kind: str | None, chosen: tuple[str, str, bool], again: list[str]
 ) -> Any:
-    """The batch with its progress; `kind`: the environment to check here once the instances are chosen. Interrupted:
-    the finished instances stay, the others resume where they were next time."""
+    """The batch with its progress; `kind`: the environment to check here once the instances are chosen; `chosen`:
+    --slice, --filter, --shuffle; `again`: the command line that resumes it. Interrupted: the finished instances stay,
+    the others resume where they were next time."""
     from llm_ide.priced import has_price
     from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
     from llm_ide.swebench.dataset import DatasetError
     from llm_ide.swebench.preflight import SWEbenchError
     from llm_ide.swebench.progress import BatchProgress
 
-    priced = has_price(options.model, batch_config(options).model.prices)
+    priced, (slice_spec, filter_regex, shuffle) = has_price(options.model, batch_config(options).model.prices), chosen
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
@@ -178,7 +180,7 @@ def run_batch(
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
         others = "start over (--checkpoint memory)" if options.checkpoint == "memory" else "continue where they were"
-        print_interrupted(f"finished instances are in {options.output / 'preds.json'}; the others {others}")
+        print_interrupted(f"finished instances are in {options.output / 'preds.json'}; the others {others}", args=again)
         if isinstance(interrupt, BatchAbandoned):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -210,7 +212,7 @@ BATCH_WAYS = {
 }
 
 
-def print_going_on(statuses: list[str], options: BatchOptions) -> None:
+def print_going_on(statuses: list[str], options: BatchOptions, again: list[str]) -> None:
     """Instances stopped at a limit: what makes them go on from their last step (the same command, the limit raised;
     only a step limit stopped them: that command, the limit doubled)."""
     from llm_ide.swebench.batch import batch_config
@@ -227,7 +229,7 @@ def print_going_on(statuses: list[str], options: BatchOptions) -> None:
         return console.print(f"{whose[0]}: {gone}; {said} after a limit", markup=False)
     console.print(f"{whose[0]}: the same command with {said} goes on from {whose[1]} last step")
     if set(stopped) == {ExitStatus.STEP_LIMIT}:
-        console.print(command_line(*raised[1], args=dropped(sys.argv[1:], raised[1][0])), markup=False)
+        console.print(command_line(*raised[1], args=dropped(again, raised[1][0])), markup=False)
 
 
 def _announce(selection: Selection, kind: str | None, chosen: tuple[str, str], repos: Path | None) -> None:
@@ -306,7 +308,7 @@ def swebench_single_command(
     from llm_ide.priced import has_price
     from llm_ide.swebench.batch import batch_config
 
-    model = model_name(model)
+    again, model = with_chosen_model(sys.argv[1:], model), model_name(model)
     kind = _environment(environment)
     options = _options(
         model=model,
@@ -324,7 +326,7 @@ def swebench_single_command(
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
     priced = has_price(model, batch_config(options).model.prices)
-    outcome = run_single(chosen, options, StepPrinter(priced, thoughts))
+    outcome = run_single(chosen, options, StepPrinter(priced, thoughts), again)
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     steps = f"{outcome.steps} step{'s' * (outcome.steps != 1)}"
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {money(outcome.cost, priced)}")
@@ -332,7 +334,7 @@ def swebench_single_command(
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     limits = limits_file(checkpoint, output / chosen.instance_id, chosen.instance_id)
     raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits)
-    print_how_it_goes_on(outcome.exit_status, checkpoint, [], None, raised)
+    print_how_it_goes_on(outcome.exit_status, checkpoint, [], again, raised)
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
 
 
@@ -349,8 +351,9 @@ def chosen_instance(subset: str, split: str, instance: str, kind: str, repos: Pa
         raise fail(str(error)) from None
 
 
-def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter) -> Any:
-    """One instance's run, its steps printed live; interrupted: saved at its last completed step."""
+def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: list[str]) -> Any:
+    """One instance's run, its steps printed live; interrupted: saved at its last completed step (`again`: the
+    command line that resumes it)."""
     from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.preflight import SWEbenchError
 
@@ -368,5 +371,5 @@ def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter) -> Any:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
         saved = f"saved at its last completed step ({options.output / chosen.instance_id})"
-        print_interrupted(saved, checkpoint=options.checkpoint)
+        print_interrupted(saved, checkpoint=options.checkpoint, args=again)
         raise interrupted_exit(interrupt) from None
