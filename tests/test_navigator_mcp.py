@@ -634,6 +634,8 @@ def test_llm_ide_run_tells_a_navigator_server_that_is_down_in_one_line_before_it
         (["--navigator", "remote_navigators"], "--navigator remote_navigators: expected MODULE:NAME"),
         (["--navigator", "remote_navigators:ONE_CALL"], "--navigator remote_navigators:ONE_CALL: not a navigator"),
         (["--port", "99999"], "Invalid value for '--port': 99999 is not in the range 0<=x<=65535."),  # a traceback
+        (["--log", "missing/serve.log"], "--log missing/serve.log: no such directory: missing"),
+        (["--log", "."], "--log .: a directory, not a file"),  # was a traceback at the first request
     ],
 )
 def test_bad_serve_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -94,6 +94,8 @@ def serve_command(
 
     if log is not None and not log.parent.is_dir():
         raise fail(f"--log {log}: no such directory: {log.parent}")
+    if log is not None and log.is_dir():
+        raise fail(f"--log {log}: a directory, not a file")
     given = os.environ.get(TOKEN_VARIABLE, "").strip()
     if given and not no_token and len(given) < MIN_TOKEN_CHARS:
         raise fail(
