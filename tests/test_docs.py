@@ -3,7 +3,10 @@ every environment variable the program reads is documented."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,21 @@ def test_no_text_points_outside_the_repository(page: Path) -> None:
     text = page.read_text()
     for outside in ("../shared", "shared/data", "shared/seeds", "SPEC", "/work/"):
         assert outside not in text, f"{page.name} mentions {outside}"
+
+
+PLACEHOLDERS = {"architecture.md": {"task"}}  # a name the prose stands for, as `model=...` is
+
+
+@pytest.mark.parametrize(
+    "page", [page for page in PAGES if "```python" in page.read_text()], ids=lambda page: page.name
+)
+def test_a_pages_python_blocks_name_only_what_they_import_or_define(page: Path, tmp_path: Path) -> None:
+    program = tmp_path / f"{page.stem}.py"  # the page's blocks in order: a later one goes on from an earlier one
+    program.write_text("\n".join(re.findall(r"```python\n(.*?)```", page.read_text(), re.S)))
+    ruff = [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "F821", "--output-format", "json"]
+    found = subprocess.run([*ruff, str(program)], capture_output=True, text=True, check=False)
+    undefined = {re.sub(r"Undefined name `(.+)`", r"\1", issue["message"]) for issue in json.loads(found.stdout)}
+    assert undefined == PLACEHOLDERS.get(page.name, set()), f"{page.name}: its Python uses {sorted(undefined)} unset"
 
 
 def test_the_readme_is_what_a_newcomer_reads_in_five_minutes() -> None:
