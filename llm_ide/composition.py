@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveInt, create_model, field_validator
 
@@ -44,7 +44,7 @@ class AttemptsSettings(Strict):
 
     max: PositiveInt = 1  # 1: a plain run, no outer graph
     parallel: bool = False  # all attempts at once (LangGraph Send); otherwise one after another
-    accept_score: float | None = 8.0  # a review score this high stops the run; None: never early
+    accept_score: Annotated[float, Field(ge=0, le=10)] | None = 8.0  # a review this high stops the run; None: never
     carry_lessons: bool = True  # the reviewer's critique and the attempt's lessons go into the next attempt
     cost_limit: NonNegativeFloat = 0.0  # the task's budget over every attempt, review and choice; 0: none
     choose: Literal["model", "best_score"] = "model"

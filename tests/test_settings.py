@@ -28,6 +28,7 @@ def write(path: Path, text: str) -> Path:
         ),
         ("agent:\n  step_limit: -1\n", "agent.step_limit: input should be greater than or equal to 0 (got -1)"),
         ("memory:\n  gamma: 1.5\n", "memory.gamma: input should be less than or equal to 1 (got 1.5)"),
+        ("attempts:\n  accept_score: 11\n", "attempts.accept_score: input should be less than or equal to 10 (got 11)"),
         ("environment:\n  type: kube\n", "environment.type: input should be 'local' or 'docker' (got 'kube')"),
         ("environment:\n  tools: debugger\n", "environment.tools: input should be a valid list (got 'debugger')"),
         ("environment:\n  tools: [navigatr]\n", "environment.tools.0: unknown tool (did you mean navigator?;"),
