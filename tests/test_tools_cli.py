@@ -148,3 +148,7 @@ def test_tools_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     out, err, status = llm_ide("list", "--tools-dir", str(tmp_path))
     assert (out, status) == ("", 2) and err.startswith(f"error: {tmp_path / 'bad.yaml'}: ")
+    (tmp_path / "bad.yaml").write_text("tool_name: [bad\n")  # YAML's own message spans lines, a caret on one
+    out, err, status = llm_ide("plan", str(tmp_path / "bad.yaml"))
+    assert (out, status, err.count("\n")) == ("", 2, 1)
+    assert err.startswith(f"error: {tmp_path / 'bad.yaml'}: not valid YAML: while parsing a flow sequence in ")

@@ -134,7 +134,7 @@ def load_tool_config(path: Path) -> ToolConfig:
     except FileNotFoundError:
         raise ToolConfigError(f"{path}: tool config not found") from None
     except yaml.YAMLError as error:
-        raise ToolConfigError(f"{path}: not valid YAML: {error}") from None
+        raise ToolConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
     return parse_tool_config(data, path)
 
 
