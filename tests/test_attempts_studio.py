@@ -109,3 +109,29 @@ def test_a_served_run_whose_attempts_stopped_at_their_step_limit_goes_on_when_gi
         with gzip.open(folder / f"{record['run_id']}.calls.jsonl.gz", "rt") as log:
             assert sum(1 for line in log if line.strip()) == 3  # from the second step on, not anew
     assert worktrees(repo) == [str(repo.resolve())]
+
+
+@pytest.mark.parametrize("output", ["file", "file/out"])
+def test_an_output_that_is_a_file_ends_the_served_run_in_one_line(tmp_path: Path, output: str) -> None:
+    """Was a NotADirectoryError from making attempt 1's worktree: "An internal error occurred" to the client."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    (tmp_path / "file").write_text("mine\n")
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / output),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 2}},
+    }  # fmt: skip
+
+    async def run() -> dict:
+        async with graph({"configurable": {}}) as compiled:
+            served = compiled.copy(update={"checkpointer": InMemorySaver()})
+            return await served.ainvoke(inputs, {"configurable": {"thread_id": "filed"}})
+
+    final = asyncio.run(run())
+    said = "it" if output == "file" else str(tmp_path / "file")
+    assert (final["exit_status"], final["error"]) == (
+        "error",
+        f"the graph input's `output` {tmp_path / output}: {said} is a file, not a folder: give a folder (it is "
+        "created if missing)",
+    )
+    assert (tmp_path / "file").read_text() == "mine\n" and worktrees(repo) == [str(repo.resolve())]
