@@ -441,3 +441,25 @@ def test_a_ray_address_where_nothing_listens_is_one_line(tmp_path: Path, command
     assert result.returncode == 2, result.stdout + result.stderr
     said = result.stderr.strip().splitlines()
     assert said == [f"error: could not connect to Ray at {address}: nothing listens there (ray start --head there?)"]
+
+
+def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path) -> None:
+    """docs/running.md's `run_task` block as written, the demo's project and script for the model: its listener
+    printed every event (bare `phase 0`, `command 2` lines) where the page shows steps."""
+    demo = Path(__file__).resolve().parents[1] / "llm_ide" / "demo"
+    page = (demo.parents[1] / "docs" / "running.md").read_text()
+    block = page.split("## Python\n\n```python\n", 1)[1].split("```", 1)[0]
+    block = block.replace('"openai:gpt-5-mini"', f'"scripted:{demo / "script.yaml"}"')
+    block = block.replace('load_config("default", ', 'load_config("default", environment={"tools": []}, ')
+    shutil.copytree(demo / "project", tmp_path / "myproject")
+    git(tmp_path / "myproject", "init", "-q")
+    git(tmp_path / "myproject", "add", "-A")
+    git(tmp_path / "myproject", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "base")
+    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    probe = "python3 -c 'from calc.stats import median; print(median([3, 1, 2]), median([4, 1, 3, 2]))'"
+    steps = ["1 view calc/stats.py:1-25", f"2 bash: {probe}", "3 edit calc/stats.py"]
+    steps += ["4 bash: python3 -m unittest discover -s tests -t . 2>&1", "5 submit", "submitted 0.0 "]  # no error
+    assert lines[:6] == steps
+    assert lines[6] == "diff --git a/calc/stats.py b/calc/stats.py" and (tmp_path / "runs" / "median").is_dir()
