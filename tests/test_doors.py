@@ -80,6 +80,16 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             f"model local-model: the endpoint 127.0.0.1:{port}/v1 is no http:// or https:// URL (e.g. "
             f"http://127.0.0.1:{port}/v1)",
         ),
+        "a port out of range": (  # the rest were tracebacks: urlparse's ValueError
+            {"repo": repo, "model": "local-model", "base_url": "http://127.0.0.1:99999/v1"},
+            {},
+            "model local-model: the endpoint http://127.0.0.1:99999/v1 is no valid URL (Port out of range 0-65535)",
+        ),
+        "a broken host": (
+            {"repo": repo, "model": "local-model", "base_url": "http://[::1/v1"},
+            {},
+            "model local-model: the endpoint http://[::1/v1 is no valid URL (Invalid IPv6 URL)",
+        ),
         "empty script": (
             {"repo": repo, "model": "scripted:"},
             {},
@@ -101,6 +111,8 @@ NAMES = [
     "no key",
     "unreachable",
     "no scheme",
+    "a port out of range",
+    "a broken host",
     "empty script",
     "empty provider model",
 ]

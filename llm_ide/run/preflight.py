@@ -12,7 +12,7 @@ import ssl
 import subprocess
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 import httpx
 from pydantic import ValidationError, create_model
@@ -284,11 +284,7 @@ def check_model(
     url = model_endpoint(model, base_url)
     if url is None:
         return
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        example = "" if "://" in url else f" (e.g. http://{url})"
-        raise PreflightError(f"model {model}: the endpoint {url} is no http:// or https:// URL{example}")
-    host, port = parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
+    parsed, host, port = endpoint_address(model, url)
     try:
         connection = socket.create_connection((host, port), timeout=timeout)
     except OSError as error:
@@ -305,6 +301,19 @@ def check_model(
         check_listed(model, url, settings, timeout)
     if tools_asked(settings) and provider_of(model) in (None, "openai"):
         check_template(model, url, timeout)
+
+
+def endpoint_address(model: str, url: str) -> tuple[ParseResult, str, int]:
+    """The endpoint's parsed URL, host and port; a URL that names none is one line."""
+    try:
+        parsed = urlparse(url)
+        port = parsed.port
+    except ValueError as error:
+        raise PreflightError(f"model {model}: the endpoint {url} is no valid URL ({error})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        example = "" if "://" in url else f" (e.g. http://{url})"
+        raise PreflightError(f"model {model}: the endpoint {url} is no http:// or https:// URL{example}")
+    return parsed, parsed.hostname, port or (443 if parsed.scheme == "https" else 80)
 
 
 def check_template(model: str, url: str, timeout: float) -> None:
