@@ -88,6 +88,11 @@ def test_task_folder_loads_and_pairs_parse(task_and_repo: tuple[Path, Path]) -> 
         parse_pairs(task, "1,9")
     with pytest.raises(CoopError, match="bad pair '1,1'"):
         parse_pairs(task, "1,1")
+    with pytest.raises(CoopError, match="bad pair '01,1'"):  # the same feature twice, as written otherwise
+        parse_pairs(task, "01,1")
+    assert parse_pairs(task, "1,2 2,1") == [(1, 2), (2, 1)]  # agent 1 and 2 swapped: another run
+    with pytest.raises(CoopError, match=r"^pair 1,2 given twice \(in '1,2 3,4 01,2'\): give each pair once$"):
+        parse_pairs(task, "1,2 3,4 01,2")  # was run twice into one folder, counted twice in the summary
 
 
 @pytest.mark.parametrize(

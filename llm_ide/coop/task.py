@@ -96,10 +96,12 @@ def parse_pairs(task: CoopTask, spec: str) -> list[tuple[int, int]]:
     pairs = []
     for item in spec.replace(";", " ").split():
         parts = item.split(",")
-        if len(parts) != 2 or not all(part.strip().isdigit() for part in parts) or parts[0] == parts[1]:
+        if len(parts) != 2 or not all(part.strip().isdigit() for part in parts) or int(parts[0]) == int(parts[1]):
             raise CoopError(f"bad pair {item!r}: give two different feature numbers as i,j (or `all`)")
         first, second = int(parts[0]), int(parts[1])
         task.feature(first), task.feature(second)
+        if (first, second) in pairs:
+            raise CoopError(f"pair {first},{second} given twice (in {spec!r}): give each pair once")
         pairs.append((first, second))
     if not pairs:
         raise CoopError("no pair given: --pair i,j or --pairs all|i,j k,l")
