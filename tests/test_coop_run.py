@@ -204,6 +204,17 @@ def test_what_no_pair_could_use_is_one_line_before_any_pair(tmp_path: Path, opti
     assert done.stdout == ""  # not a progress bar of pairs that never start
 
 
+@pytest.mark.parametrize("settings", [("coop,coop",), ("solo", "coop, solo")])
+def test_a_setting_given_twice_is_one_line_before_any_pair(tmp_path: Path, settings: tuple[str, ...]) -> None:
+    """Each pair ran twice in that setting, into one folder, and the summary counted it twice."""
+    task, source = build_task(tmp_path)
+    given = [arg for setting in settings for arg in ("--setting", setting)]
+    done = invoke(*coop_args(task, source, "scripted:nowhere.yaml", tmp_path / "out", *given), cwd=tmp_path)
+    twice = "coop" if len(settings) == 1 else "solo"
+    assert (done.returncode, done.stdout) == (2, "") and not (tmp_path / "out").exists()
+    assert done.stderr == f"error: setting {twice!r} given twice: give each setting once\n"
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

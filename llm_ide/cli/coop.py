@@ -291,6 +291,8 @@ def setting_names(given: list[str] | None) -> list[str]:
     names = [name.strip() for item in (given or ["coop"]) for name in item.split(",") if name.strip()]
     if unknown := [name for name in names if name not in {s.value for s in Setting}]:
         raise fail(f"unknown setting {unknown[0]!r}: use single, solo, coop or coop_ablation")
+    if twice := [name for index, name in enumerate(names) if name in names[:index]]:
+        raise fail(f"setting {twice[0]!r} given twice: give each setting once")
     return names
 
 
