@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,20 @@ def test_the_console_says_once_that_the_batchs_limit_left_instances_unstarted(tm
     assert "reached (spent 4.0000, earlier runs in this folder included); 1 instance not started" in log
 
 
+def ran_at_rising_limits(args: list[str], output: Path, row: dict) -> subprocess.CompletedProcess[str]:
+    """The batch at --step-limit 1 (it stops there and prints the command that goes on), again at 1 (skipped), then
+    with none (it goes on): the fix in preds.json from the first step on; the last run."""
+    ran_as = [("1", "1 instance run, 0 skipped"), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
+    for limit, said in ran_as:
+        ran = invoke(*args, "--step-limit", limit)
+        assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
+        assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]  # the fix, from the first step
+        assert ("0/0 done" in ran.stdout, "0 instances\n" in ran.stdout) == (False, False)  # (none to run: no progress)
+        if "0 skipped" in said:
+            assert shlex.split(ran.stdout.splitlines()[-1]) == ["llm-ide", *args, "--step-limit", "2"]
+    return ran
+
+
 def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a_higher_one(tmp_path: Path) -> None:
     """It was finished for good: the same command with a higher --step-limit skipped it, and only --redo-existing
     went further, every step paid again. Now it goes on from its last step (the scripted model's replies and the
@@ -113,12 +128,7 @@ def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a
     config, output = write_config(tmp_path / "c.yaml", step_limit=1), tmp_path / "out"
     args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
     args += ["-o", str(output)]
-    ran_as = [("1", "1 instance run, 0 skipped"), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
-    for limit, said in ran_as:
-        ran = invoke(*args, "--step-limit", limit)
-        assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
-        assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]  # the fix, from the first step
-        assert ("0/0 done" in ran.stdout, "0 instances\n" in ran.stdout) == (False, False)  # (none to run: no progress)
+    ran = ran_at_rising_limits(args, output, row)
     assert "goes on from its last step, under the limits given now" in ran.stdout
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
     assert statuses[row["instance_id"]]["exit_status"] == "submitted"
@@ -139,13 +149,7 @@ def test_an_instances_attempts_stopped_at_their_step_limit_go_on_when_the_batch_
     config.write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": 2, "parallel": True}}))
     args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
     args += ["-o", str(output)]
-    ran_as = [("1", "1 instance run, 0 skipped"), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
-    for limit, said in ran_as:
-        ran = invoke(*args, "--step-limit", limit)
-        assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
-        assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]  # the fix, from the first step
-        printed = shlex.split(ran.stdout.splitlines()[-1]) if limit == "1" and "0 skipped" in said else None
-        assert printed in (None, ["llm-ide", *args, "--step-limit", "2"])  # the command that goes on, as for one run
+    ran_at_rising_limits(args, output, row)
     folder = output / row["instance_id"]
     traj = json.loads((folder / f"{row['instance_id']}.traj.json").read_text())
     assert [(a["exit_status"], a["score"]) for a in traj["info"]["attempts"]] == [
