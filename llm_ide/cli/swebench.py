@@ -224,9 +224,11 @@ def print_going_on(statuses: list[str], options: BatchOptions, again: list[str])
     count, said = sum(stopped.values()), ", or ".join(BATCH_WAYS[status] for status in sorted(stopped))
     whose = f"{count} instance{'s' * (count != 1)} stopped at a limit", "its" if count == 1 else "their"
     if options.checkpoint == "memory":
-        gone = f"{whose[1]} thread{'s were' if count > 1 else ' was'} in memory only (--checkpoint memory) and is gone"
-        said = f"the same command skips {'them' if count > 1 else 'it'} as finished; a batch with {OUTLIVING} can go on"
-        return console.print(f"{whose[0]}: {gone}; {said} after a limit", markup=False)
+        threads, are, them = ("threads were", "are", "them") if count > 1 else ("thread was", "is", "it")
+        gone = f"{whose[1]} {threads} in memory only (--checkpoint memory) and {are} gone"
+        said = f"the same command skips {them} as finished; a batch with {OUTLIVING} can go on"
+        console.print(f"{whose[0]}: {gone}; {said} after a limit", markup=False)
+        return
     console.print(f"{whose[0]}: the same command with {said} goes on from {whose[1]} last step")
     if set(stopped) == {ExitStatus.STEP_LIMIT}:
         console.print(command_line(*raised[1], args=dropped(again, raised[1][0])), markup=False)
