@@ -48,6 +48,31 @@ def test_parallel_attempts_in_docker_each_get_a_container_and_leave_none(tmp_pat
     assert leftover_containers(docker.from_env(), "par-attempt") == []
 
 
+def test_attempts_stopped_at_their_step_limit_go_on_in_new_containers_with_their_changes(tmp_path: Path) -> None:
+    """Each attempt's container is gone when the run ends: going on past the limit, each attempt starts a new one with
+    its worktree put back as its last step left it (the fix made before the limit is in the patch it submits)."""
+    import docker
+
+    require_docker()
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    reviews = [review(2, "Unfinished."), review(2, "Unfinished."), review(9, "Fixed."), review(3, "README.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(WRONG)], reviews)
+    run = {"model": model, "output_dir": tmp_path / "out", "run_id": "lim", "repo": repo, "environment": "docker"}
+
+    def settings(step_limit: int):
+        given = {"tools": []}, {"max": 2, "parallel": True}, {"step_limit": step_limit}
+        return load_config("default", environment=given[0], attempts=given[1], agent=given[2])
+
+    stopped = run_attempts(TASK, settings=settings(2), image=BASE_IMAGE, **run)
+    assert [a["exit_status"] for a in stopped.attempts] == ["step_limit", "step_limit"]
+    went_on = run_attempts(TASK, settings=settings(0), image=BASE_IMAGE, **run)
+    assert [(a["exit_status"], a["score"]) for a in went_on.attempts] == [("submitted", 9.0), ("submitted", 3.0)]
+    assert (went_on.chosen, went_on.exit_status) == (1, "submitted")
+    assert "+    return x + x\n" in went_on.submission  # made at step 2, in the first container
+    assert "see the issue tracker" in went_on.attempts[1]["submission"]
+    assert leftover_containers(docker.from_env(), "lim-attempt") == []
+
+
 def test_swebench_with_three_attempts_then_evaluate_attempts(tiny_dataset: TinyDataset, tmp_path: Path) -> None:  # noqa: F811
     folder = tmp_path / "scripts"
     wrong, right = script([WRONG_COMMAND]), script([FIX_COMMAND])
