@@ -158,7 +158,8 @@ def test_a_kill_during_attempt_2_resumes_it_with_attempt_1_kept_and_the_command_
     ]
     first = [act("Record.", "bash", command=f"echo a1 >> {trail}"), reflect(False, "recorded"),
              *attempt_script(WRONG)[2:]]  # fmt: skip
-    model = scripts(tmp_path / "scripts", [first, second], [review(2, "README only."), review(9, "Fixed.")])
+    tries = [first, second, attempt_script(RIGHT)]  # the third is never run
+    model = scripts(tmp_path / "scripts", tries, [review(2, "README only."), review(9, "Fixed.")])
     config = tmp_path / "config.yaml"
     mark = f"{tmp_path.name}-{os.getpid()}"  # in the environment of the run's commands
     # the trail and the signal files are beside the worktrees
@@ -350,7 +351,7 @@ def test_attempts_warn_that_uncommitted_changes_are_not_theirs(tmp_path: Path, d
     if dirty:
         (repo / "README.md").write_text("calc, work in progress\n")
         (repo / "notes.txt").write_text("todo\n")
-    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)] * 2, [review(9, "Fixed.")])  # the second never runs
     (config := tmp_path / "config.yaml").write_text(yaml.safe_dump({**NO_TOOLS, "attempts": {"max": 2}}))
     args = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--thread-id", "T", "--config", str(config)]
     done = invoke(*args, "--output", str(tmp_path / "out"), cwd=tmp_path)
@@ -371,7 +372,7 @@ def test_run_attempts_tells_each_listener_run_task_does(tmp_path: Path, attempts
     """`run_attempts(on_model_call=…)` was refused ("the run takes no argument"), and the command line's live status
     (the model's call, the command under way) saw nothing of an attempt's."""
     repo = make_git_repo(tmp_path / "repo", FILES)
-    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)] * 2, [review(9, "Fixed.")])  # the second never runs
     calls, commands, events = [], [], []
     model = model if attempts > 1 else model.replace("{attempt}", "1")  # one attempt: the agent's run itself
     run = {"model": model, "settings": settings(max=attempts), "repo": repo, "run_id": "T"}
@@ -511,7 +512,8 @@ def test_an_attempt_stopped_by_a_model_error_stops_the_run_and_the_rerun_resumes
     repo = make_git_repo(tmp_path / "repo", FILES)
     second = attempt_script(RIGHT)
     folder = tmp_path / "scripts"
-    model = scripts(folder, [attempt_script(WRONG), second[:3]], [review(2, "README only."), review(9, "Fixed.")])
+    tries = [attempt_script(WRONG), second[:3], attempt_script(RIGHT)]  # the third is never run
+    model = scripts(folder, tries, [review(2, "README only."), review(9, "Fixed.")])
     run = dict(model=model, settings=settings(max=3), output_dir=tmp_path / "out", run_id="T", repo=repo)
     stopped = run_attempts(TASK, **run)
     assert stopped.exit_status == "model_error"  # the script ran out during attempt 2

@@ -87,7 +87,8 @@ def run(tmp_path: Path, on: set[str], demonstration: Path) -> tuple[Any, dict[st
         config["attempts"] = {"max": 2, "accept_score": 8}
         write(tmp_path / "scripts" / "attempt1.json", driver(on))
         write(tmp_path / "scripts" / "attemptreview.json", [review(9, "Multiplies by the quantity.")])
-        write(tmp_path / "scripts" / "attemptchoose.json", [])  # never asked (accepted), checked before the run
+        for never_asked in ("attempt2", "attemptchoose"):  # (the first attempt is accepted) checked before the run
+            write(tmp_path / "scripts" / f"{never_asked}.json", [])
         model = f"scripted:{tmp_path}/scripts/attempt{{attempt}}.json"
         result = run_attempts(TASK, model=model, settings=load_config("default", **config), **fields)
         trajectory = tmp_path / "out" / "attempt1" / "pair-attempt1.traj.json"

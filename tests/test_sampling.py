@@ -311,7 +311,8 @@ def test_attempts_sample_too_and_the_combined_trajectory_keeps_each_attempts_can
         fix = [right, wrong, right, f"<choice>{pick}</choice>"]  # two distinct candidates: the discriminator picks
         return [*[check] * 3, reflect(False, "double(2) is 5."), *fix, reflect(False, "Applied."), *[done] * 3]
 
-    model = scripts(tmp_path / "scripts", [attempt(2), attempt(1)], [review(2, "README only."), review(9, "Fixed.")])
+    tries = [attempt(2), attempt(1), attempt(1)]  # the third is never run
+    model = scripts(tmp_path / "scripts", tries, [review(2, "README only."), review(9, "Fixed.")])
     config = settings(k=3).merged({"attempts": {"max": 3}})
     repo = make_git_repo(tmp_path / "repo", FILES)
     result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
