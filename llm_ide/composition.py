@@ -78,8 +78,9 @@ def role_spec(attempts: Any, model: str, role: str) -> str:
 
 
 def attempt_uses(model: str, settings: Any, attempted: bool | None = None) -> list[ModelUse]:
-    """With attempts (`attempted`; None: `attempts.max` > 1), the reviewer's and the chooser's models where they are
-    not the first attempt's; without them, a spec of one model per attempt is refused."""
+    """With attempts (`attempted`; None: `attempts.max` > 1), the models of attempts 2 to `attempts.max`, the
+    reviewer's and the chooser's, each spec once and not the first attempt's; without them, a spec of one model per
+    attempt is refused."""
     attempts = getattr(settings, "attempts", None)
     attempted = attempts is not None and attempts.max > 1 if attempted is None else attempted
     if not attempted and "{attempt}" in model:
@@ -87,9 +88,12 @@ def attempt_uses(model: str, settings: Any, attempted: bool | None = None) -> li
     if not attempted or attempts is None:
         return []
     roles = ["review"] + (["choose"] if attempts.choose == "model" else [])
-    specs = {role: role_spec(attempts, model, role) for role in roles}
-    first = attempt_model(model, "1")
-    return [ModelUse(f"attempts.{ROLES[role]}.model", spec) for role, spec in specs.items() if spec != first]
+    tries = [(f"attempt {number}'s model", attempt_model(model, str(number))) for number in range(2, attempts.max + 1)]
+    named = [*tries, *((f"attempts.{ROLES[role]}.model", role_spec(attempts, model, role)) for role in roles)]
+    uses: dict[str, str] = {}  # spec → the first setting naming it
+    for setting, spec in named:
+        uses.setdefault(spec, setting)
+    return [ModelUse(setting, spec) for spec, setting in uses.items() if spec != attempt_model(model, "1")]
 
 
 Kind = type[Variant]

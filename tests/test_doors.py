@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -334,13 +335,17 @@ def test_a_limit_that_is_no_number_is_one_line_at_every_door(tmp_path: Path, val
 
 
 def studio_graph_run(name: str, inputs: dict[str, Any], thread: str) -> dict[str, Any]:
-    """A graph of llm_ide.studio as `langgraph dev` serves it (`name`: navigator_graph, sampled_graph), in process."""
+    """A graph of llm_ide.studio as `langgraph dev` serves it (`name`: navigator_graph, sampled_graph; attempts:
+    llm_ide.attempts.studio.graph), in process."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from llm_ide import studio
+    from llm_ide.attempts import studio as attempts_studio
+
+    made = attempts_studio.graph if name == "attempts" else getattr(studio, name)
 
     async def run() -> dict[str, Any]:
-        async with getattr(studio, name)({"configurable": {}}) as compiled:
+        async with made({"configurable": {}}) as compiled:
             served = compiled.copy(update={"checkpointer": InMemorySaver()})
             return await served.ainvoke({"task": "Fix Cart.total.", **inputs}, {"configurable": {"thread_id": thread}})
 
@@ -407,29 +412,53 @@ def test_what_a_variant_needs_is_one_line_at_every_door(
 def test_the_attempts_graph_in_studio_ends_at_once_with_the_line_as_its_error(tmp_path: Path) -> None:
     """The attempts graph as `langgraph dev` serves it (llm_ide.attempts.studio.graph): a bad input was an error of
     the server's run (a traceback in its log); now the run ends, the line its `error`, nothing run or written."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from llm_ide.attempts.studio import graph
-
     inputs, _, line = case(tmp_path, "not a repository")
-
-    async def run() -> dict[str, Any]:
-        async with graph({"configurable": {}}) as compiled:
-            served = compiled.copy(update={"checkpointer": InMemorySaver()})
-            given = {
-                "task": "Fix Cart.total.",
-                "output": str(tmp_path / "out"),
-                **{k: str(v) for k, v in inputs.items()},
-            }
-            return await served.ainvoke(given, {"configurable": {"thread_id": "doors-attempts"}})
-
-    final = asyncio.run(run())
+    final = studio_graph_run("attempts", {"output": str(tmp_path / "out"), **{k: str(v) for k, v in inputs.items()}},
+                             "doors-attempts")  # fmt: skip
     assert (final["exit_status"], final["error"]) == ("error", line)
     assert final.get("attempts", []) == [] and final.get("chosen") is None and final.get("submission", "") == ""
     untouched(tmp_path)
 
 
 NO_TOOLS = {"environment": {"tools": []}}
+
+
+def attempts_door(door: str, tmp_path: Path, model: str, config: dict[str, Any]) -> str:
+    """The one line `door` (run, run_attempts, swebench, studio: the attempts graph) stops a run with attempts at."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    (path := tmp_path / "config.yaml").write_text(json.dumps(config))
+    out, environ = tmp_path / "out", {**os.environ, "LLM_IDE_CONFIG": "off"}
+    if door in ("run", "swebench"):
+        dataset, _ = build_dataset(tmp_path / "data", 1)
+        where = ["--repo", str(repo), "--task", "Fix Cart.total."] if door == "run" else ["--subset", str(dataset)]
+        done = invoke(door, *where, "--model", model, "--environment", "local", "-c", str(path), "-o", str(out),
+                      env=environ)  # fmt: skip
+        assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stdout + done.stderr
+        return done.stderr.removeprefix("error: ").rstrip("\n")
+    if door == "studio":
+        final = studio_graph_run("attempts", {"repo": str(repo), "model": model, "config": config, "output": str(out)},
+                                 "doors-attempt-models")  # fmt: skip
+        assert final["exit_status"] == "error" and final.get("attempts", []) == [] and final.get("chosen") is None
+        return final["error"]
+    with pytest.raises(UsageError) as raised:
+        run_attempts("t", model=model, settings=load_config(**config), output_dir=out, run_id="r", repo=repo)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("door", ["run", "run_attempts", "swebench", "studio"])
+@pytest.mark.parametrize("missing", [2, 3])
+def test_every_attempts_model_is_checked_before_anything_starts(tmp_path: Path, door: str, missing: int) -> None:
+    """Only the first attempt's model (and the reviewer's and chooser's) was checked: with attempt 3's script missing,
+    attempts 1 and 2 ran (and were paid for), then the run ended model_error."""
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    for name in {"a1", "a2", "a3", "areview", "achoose"} - {f"a{missing}"}:
+        (folder / f"{name}.yaml").write_text("- never used\n")
+    line = attempts_door(door, tmp_path, f"scripted:{folder}/a{{attempt}}.yaml", {**NO_TOOLS, "attempts": {"max": 3}})
+    assert line == f"attempt {missing}'s model: scripted model: file not found: {folder}/a{missing}.yaml"
+    assert not (tmp_path / "out").exists(), "nothing was written"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path / "repo", capture_output=True, text=True)
+    assert status.stdout == "" and [p.name for p in folder.iterdir() if not p.name.endswith(".yaml")] == []
 
 
 def test_a_studio_run_holds_the_repository_it_changes_in_place(tmp_path: Path) -> None:

@@ -116,8 +116,8 @@ def check_variants(
     attempted: bool | None = None,
 ) -> None:
     """What the run's variants need, their own models checked as the run's (the setting naming one says which); with
-    the run's `model`, the reviewer's and chooser's (composition.attempt_uses; `attempted`: tried and reviewed whatever
-    the settings' number of tries) too."""
+    the run's `model`, every attempt's, the reviewer's and chooser's (composition.attempt_uses; `attempted`: tried
+    and reviewed whatever the settings' number of tries) too."""
     for use in [*variants.check(settings), *(attempt_uses(model, settings, attempted) if model else [])]:
         try:
             check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
@@ -269,9 +269,8 @@ def check_model(
 ) -> None:
     """The model names something, has its key, could be built (none is: the run builds its own, once), its endpoint
     accepts a connection within `timeout`, and an OpenAI-compatible endpoint that lists its models lists this one. A
-    run whose model is `…{attempt}…` (one per try) is checked with the first one's (its reviewer's and chooser's:
-    check_variants). `quiet`: a model without a price
-    is left for the run to say."""
+    run whose model is `…{attempt}…` (one per try) is checked with the first one's (the other tries', its reviewer's
+    and chooser's: check_variants). `quiet`: a model without a price is left for the run to say."""
     model = model.replace("{attempt}", "1")
     if problem := empty_name(model) or missing_key(model, settings, base_url):
         raise PreflightError(problem)
