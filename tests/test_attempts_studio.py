@@ -48,8 +48,8 @@ def test_langgraph_dev_runs_the_attempts_graph(studio: str, tmp_path: Path) -> N
     from langgraph_sdk import get_sync_client
 
     repo = make_git_repo(tmp_path / "repo", FILES)
-    model = scripts(tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)],
-                    [review(1, "README only."), review(9, "Fixed.")])  # fmt: skip
+    attempts = [attempt_script(WRONG), attempt_script(RIGHT), attempt_script(RIGHT)]  # 3: checked, never run
+    model = scripts(tmp_path / "scripts", attempts, [review(1, "README only."), review(9, "Fixed.")])
     client = get_sync_client(url=studio)
     (assistant,) = client.assistants.search(graph_id="llm-ide-attempts")
     fields = client.assistants.get_schemas(assistant["assistant_id"])["input_schema"]["properties"]
