@@ -11,7 +11,8 @@ option parsing, its one-line errors and exit codes, its consoles. For the call's
 command's own: `sys.argv`, the working directory, the environment (`env` replaces it whole, as it would for a
 child), stdin (`input`, else empty), stdout and stderr (captured, decoded as UTF-8), the root logger (no handler: a
 warning nobody shows goes to stderr, as Python does in a fresh process), the signal handlers. All of it is put back
-afterwards. An exception nobody caught is a traceback on stderr and exit code 1, as in a child.
+afterwards, less the CLI's deferred imports (llm_ide/deferred.py), installed for the rest of the test process. An
+exception nobody caught is a traceback on stderr and exit code 1, as in a child.
 
 What stays a child process (tests/README.md): exit by a signal, Ctrl-C and SIGTERM, a terminal (pty), a stdin that
 blocks or is read interactively, `atexit` and what a process leaves behind when it ends, and start-up itself.

@@ -96,8 +96,8 @@ def test_a_model_per_endpoint_loads_no_bundle_again_and_its_async_client_trusts_
     its own for each endpoint, loading the bundle again (50-80 ms)."""
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "server.pem"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    http_client(1.0)  # the bundle loaded once, and what langchain's OpenAI package loads as it is imported
-    import langchain_openai  # noqa: F401
+    http_client(1.0)  # the bundle loaded once, and what langchain's OpenAI package loads as it is imported: its
+    import langchain_openai.chat_models.base  # noqa: F401  # module's own (a CLI call made before defers the package)
 
     loads: list[object] = []
     default_context = ssl.create_default_context
