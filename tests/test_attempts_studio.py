@@ -22,6 +22,17 @@ def worktrees(repo: Path) -> list[str]:
     return [line.removeprefix("worktree ") for line in listed.stdout.splitlines() if line.startswith("worktree ")]
 
 
+def served(inputs: dict, thread: str, saver: InMemorySaver | None = None) -> dict:
+    """The attempts graph's run as `langgraph dev` serves it, in process, on `thread` (its checkpoints in `saver`)."""
+
+    async def run() -> dict:
+        async with graph({"configurable": {}}) as compiled:
+            server = compiled.copy(update={"checkpointer": saver or InMemorySaver()})
+            return await server.ainvoke(inputs, {"configurable": {"thread_id": thread}})
+
+    return asyncio.run(run())
+
+
 def test_the_attempts_worktrees_go_when_the_served_run_ends(tmp_path: Path) -> None:
     """As the server runs it (in process): each attempt works in a worktree of the repository, removed at the end."""
     repo = make_git_repo(tmp_path / "repo", FILES)
@@ -31,12 +42,7 @@ def test_the_attempts_worktrees_go_when_the_served_run_ends(tmp_path: Path) -> N
         "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
     }  # fmt: skip
 
-    async def run() -> dict:
-        async with graph({"configurable": {}}) as compiled:
-            served = compiled.copy(update={"checkpointer": InMemorySaver()})
-            return await served.ainvoke(inputs, {"configurable": {"thread_id": "worktrees"}})
-
-    final = asyncio.run(run())
+    final = served(inputs, "worktrees")
     assert final["chosen"] == 1 and "+    return x + x\n" in final["submission"]
     assert (tmp_path / "out" / "attempt1" / f"{final['attempts'][0]['run_id']}.traj.json").is_file()
     assert worktrees(repo) == [str(repo.resolve())] and not (tmp_path / "out" / "attempt1" / "repo").exists()
@@ -88,17 +94,12 @@ def test_a_served_run_whose_attempts_stopped_at_their_step_limit_goes_on_when_gi
         return {"task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
                 "config": {**config, "agent": {"step_limit": step_limit}}}  # fmt: skip
 
-    async def run(step_limit: int) -> dict:
-        async with graph({"configurable": {}}) as compiled:
-            served = compiled.copy(update={"checkpointer": saver})
-            return await served.ainvoke(inputs(step_limit), {"configurable": {"thread_id": "limits"}})
-
-    stopped = asyncio.run(run(1))
+    stopped = served(inputs(1), "limits", saver)
     assert (stopped["exit_status"], [a["exit_status"] for a in stopped["attempts"]]) == (
         "step_limit",
         ["step_limit"] * 2,
     )
-    final = asyncio.run(run(0))
+    final = served(inputs(0), "limits", saver)
     assert [(a["exit_status"], a["score"]) for a in final["attempts"]] == [("submitted", 9.0), ("submitted", 1.0)]
     assert (final["exit_status"], final["chosen"], final["going_on"]) == ("submitted", 1, [])
     assert "+    return x + x\n" in final["submission"]
@@ -122,12 +123,7 @@ def test_an_output_that_is_a_file_ends_the_served_run_in_one_line(tmp_path: Path
         "config": {"environment": {"tools": []}, "attempts": {"max": 2}},
     }  # fmt: skip
 
-    async def run() -> dict:
-        async with graph({"configurable": {}}) as compiled:
-            served = compiled.copy(update={"checkpointer": InMemorySaver()})
-            return await served.ainvoke(inputs, {"configurable": {"thread_id": "filed"}})
-
-    final = asyncio.run(run())
+    final = served(inputs, "filed")
     said = "it" if output == "file" else str(tmp_path / "file")
     assert (final["exit_status"], final["error"]) == (
         "error",
