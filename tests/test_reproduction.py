@@ -37,6 +37,7 @@ from swebench_fixtures import FIX_COMMAND, build_dataset
 from swebench_fixtures import script as batch_script
 
 from llm_ide import run_attempts
+from llm_ide.errors import UsageError
 from llm_ide.inspector.load import load_run
 from llm_ide.inspector.page import run_page
 from llm_ide.reproduction.script import script
@@ -139,6 +140,29 @@ def test_a_written_test_that_fails_validation_is_dropped_and_the_next_one_kept(t
     assert (
         traj["info"]["model_stats"]["api_calls"] == 2 + 3
     )  # two tests written, then the agent's 3 steps (one call each)
+
+
+@pytest.mark.parametrize("entry", [run_task, run_attempts])
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("reproduce.py", "Reproduction takes scripts (script(text, name)), not str 'reproduce.py'"),
+        (Path("reproduce.py"), "Reproduction takes scripts (script(text, name)), not PosixPath"),
+        ([script(REPRO)], "Reproduction takes scripts (script(text, name)), not list"),
+        (script("  \n", "check.py"), "reproduction script check.py is empty: it would show nothing of the issue"),
+    ],
+)
+def test_a_given_script_that_is_no_script_is_one_line_before_the_run(
+    tmp_path: Path, entry: object, given: object, message: str
+) -> None:
+    model = write_script(tmp_path / "m.yaml", fix_script(RIGHT))
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    with pytest.raises(UsageError) as error:
+        entry(TASK, model=model, settings=config(), output_dir=tmp_path / "out", run_id="G", repo=repo,
+              variants=[Reproduction(given)])  # fmt: skip
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+    assert not (tmp_path / "out").exists() and subprocess.run(["git", "status", "--short"], cwd=repo,
+        capture_output=True, text=True, check=True).stdout == ""  # fmt: skip
 
 
 def test_a_hanging_reproduction_is_cut_at_its_timeout_and_the_run_goes_on(tmp_path: Path) -> None:

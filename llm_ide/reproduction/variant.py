@@ -12,6 +12,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from llm_ide.actions import ActionOutcome
+from llm_ide.errors import UsageError
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.nodes.reproduce import reproduce
 from llm_ide.reproduction.phase import reproduction
@@ -66,6 +67,17 @@ class Reproduction(Variant):
     @classmethod
     def enabled(cls, settings: Any) -> Reproduction | None:
         return cls() if settings.reproduction.generate else None
+
+    def check(self, settings: Any) -> list:
+        """Each given script is one `script(text, name)` with something in it."""
+        for item in self.given:
+            if not isinstance(item, dict) or not isinstance(item.get("content"), str):
+                raise UsageError(
+                    f"Reproduction takes scripts (script(text, name)), not {type(item).__name__} {item!r:.60}"
+                )
+            if not item["content"].strip():
+                raise UsageError(f"reproduction script {item.get('name')} is empty: it would show nothing of the issue")
+        return []
 
     def nodes(self) -> list[Hook]:
         return [Hook("reproduction", reproduction, once=True)]
