@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
@@ -17,28 +17,52 @@ TOOLS_DIR = Path(__file__).parent / "tools"
 def describe_error(error: ValidationError, layers: Layers, schema: type[BaseModel] | None = None) -> str:
     """One line: the file that set the offending key, the key path, what is wrong (an unknown key: the `schema`'s
     nearest name)."""
-    first = error.errors()[0]
+    errors = error.errors()
+    first = next((item for item in errors if typo_of(item, errors[0])), errors[0])  # `outpt`, not `output` missing
     loc = tuple(part for part in first["loc"] if isinstance(part, str | int))
     key = ".".join(str(part) for part in loc)
     origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
     if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
         origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
-    said = {"extra_forbidden": f"unknown setting{nearest(schema, loc)}", "missing": "missing setting"}
-    what = said.get(first["type"])
+    said = {
+        "extra_forbidden": f"unknown setting{nearest(schema, loc)}",
+        "missing": "missing setting",
+        "model_type": f"input should be a section: a mapping of {keys(schema, loc)}",
+    }
     got = "" if first["type"] == "template" else f" (got {first.get('input')!r})"  # (a template: long, and named)
-    what = what or f"{first['msg'][:1].lower()}{first['msg'][1:]}{got}"
+    what = said.get(first["type"]) or f"{first['msg'][:1].lower()}{first['msg'][1:]}"
+    what += got if first["type"] not in ("extra_forbidden", "missing") else ""
     more = error.error_count() - 1
     return f"{origin}: {key}: {what}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 
 
-def nearest(schema: Any, loc: tuple[str | int, ...]) -> str:
-    """` (did you mean NAME?)` for the unknown key at `loc`, when the section it is in has a name close to it."""
-    for part in loc[:-1]:
+def typo_of(item: Any, missing: Any) -> bool:
+    """Whether `item` is an unknown key beside the `missing` one (its misspelling, most likely)."""
+    siblings = item["loc"][:-1] == missing["loc"][:-1]
+    return missing["type"] == "missing" and item["type"] == "extra_forbidden" and siblings
+
+
+def section(schema: Any, loc: tuple[str | int, ...]) -> list[str]:
+    """The setting names of the section at `loc` (none when the path leaves the typed settings)."""
+    for part in loc:
+        if get_origin(schema) is dict:  # a mapping of named sections (model.prices)
+            schema = get_args(schema)[1]
+            continue
         field = getattr(schema, "model_fields", {}).get(part)
         schema = field.annotation if field is not None else None
-    names = list(getattr(schema, "model_fields", {}))
-    close = difflib.get_close_matches(str(loc[-1]), names, n=1) if loc else []
+    return list(getattr(schema, "model_fields", {}))
+
+
+def nearest(schema: Any, loc: tuple[str | int, ...]) -> str:
+    """` (did you mean NAME?)` for the unknown key at `loc`, when the section it is in has a name close to it."""
+    close = difflib.get_close_matches(str(loc[-1]), section(schema, loc[:-1]), n=1) if loc else []
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def keys(schema: Any, loc: tuple[str | int, ...]) -> str:
+    """The names a section at `loc` takes, the first 6 of them."""
+    names = section(schema, loc)
+    return ", ".join(names[:6]) + (", …" if len(names) > 6 else "") if names else "settings"
 
 
 def _holds(data: Any, loc: tuple[str | int, ...]) -> bool:

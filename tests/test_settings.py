@@ -39,13 +39,30 @@ def write(path: Path, text: str) -> Path:
         ("model:\n  prices:\n    my-model: {input: 1}\n", "model.prices.my-model.output: missing setting"),
         (
             "model:\n  prices:\n    my-model: {input: 1, output: 2, cache: 3}\n",
-            "model.prices.my-model.cache: unknown setting",
+            "model.prices.my-model.cache: unknown setting (did you mean cache_read?)",
         ),
         (
             "templates:\n  observations:\n    veiw: x\n",
             "templates.observations.veiw: unknown setting (did you mean view?)",
         ),
-        ("checkpoint: null\n", "checkpoint: input should be a valid dictionary or instance of CheckpointSettings"),
+        (
+            "checkpoint: null\n",
+            "checkpoint: input should be a section: a mapping of keep_history, prune_every (got None)",
+        ),
+        (
+            "reproduction:\n  markers: Issue\n",
+            "reproduction.markers: input should be a section: a mapping of reproduced, resolved, other (got 'Issue')",
+        ),
+        ("memory: [1]\n", "memory: input should be a section: a mapping of alpha, beta, gamma, threshold, "),
+        (
+            "model:\n  prices:\n    my-model: 3\n",
+            "model.prices.my-model: input should be a section: a mapping of input, output, cache_read, cache_write "
+            "(got 3)",
+        ),
+        (
+            "model:\n  prices:\n    my-model: {input: 1, outpt: 2}\n",
+            "model.prices.my-model.outpt: unknown setting (did you mean output?) (and 1 more error)",
+        ),
         ("extends: swebench\n", "extends: only a base config may extend another"),
         ("agent: [1, 2\n", "not valid YAML"),
         ("agent:\n  step_limit: 3\n  step_limit: 5\n", "not valid YAML: the key 'step_limit' is given twice (line 3)"),
