@@ -28,6 +28,7 @@ from llm_ide.composition import BUNDLED
 from llm_ide.config import load_config
 from llm_ide.errors import FormatError, ModelError
 from llm_ide.exchange import TEXT, TOOLS, Offer, exchange_for
+from llm_ide.inspector.load import load_run
 from llm_ide.inspector.rejected import rejected_replies
 from llm_ide.models import get_model
 from llm_ide.navigator.settings import NavigatorSettings
@@ -213,6 +214,15 @@ def test_unusable_tool_calls_are_format_errors_said_to_the_model_and_the_run_rec
     assert why[0].startswith("unknown tool 'open_file'; the tools are view, view_symbol,")
     assert why[1].startswith("`view`: the action's parameters are not valid JSON (Expecting property name")
     assert why[2] == info["error"].partition("; the last: ")[2] != "" and why[2].startswith("no tool call")
+    full = invoke("inspect", "--full", str(result.trajectory_path)).stdout.splitlines()
+    start = full.index("rejected replies (format errors): 3")
+    assert full[start + 1 : start + 4] == [
+        f"✗ call 0 (step 1, act): {why[0]}",
+        "    I open it.",
+        '    → open_file {"path": "shop/cart.py"}',
+    ]
+    page = load_run(result.trajectory_path).calls
+    assert page[1].response == 'Read it.\n→ view {"path": "shop/cart.py",' and page[2].response == calls[2]["response"]
 
 
 def two_call_tool_script() -> list[Any]:

@@ -81,7 +81,7 @@ def attempt_label(attempt: dict[str, Any]) -> str:
 
 def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, Any]) -> None:
     """`--full`: every reply the run could not use (a format error), why, and the reply itself."""
-    from llm_ide.inspector.rejected import rejected_replies
+    from llm_ide.inspector.rejected import rejected_replies, reply_text
 
     rejected = rejected_replies(calls, info)
     out.print(f"[bold]rejected replies[/] (format errors): {len(rejected) or 'none'}")
@@ -89,7 +89,7 @@ def print_rejected(out: Console, calls: list[dict[str, Any]], info: dict[str, An
         call = calls[position]
         where = f"step {call['step'] + 1 if isinstance(call.get('step'), int) else '?'}, {call['kind']}"
         out.print(f"[red]✗ call {call['index']}[/] ({escape(where)}): {escape(terminal_safe(why))}")
-        out.print(indent(terminal_safe(call["response"].rstrip()) or "(empty reply)", "    "), markup=False)
+        out.print(indent(terminal_safe(reply_text(call).rstrip()) or "(empty reply)", "    "), markup=False)
 
 
 def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: Full = False) -> None:

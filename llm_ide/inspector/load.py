@@ -18,7 +18,7 @@ from llm_ide.inspector.model import (
     StepStat,
 )
 from llm_ide.inspector.recorded import TrajectoryError, llm_ide_trajectory, malformed, read_json
-from llm_ide.inspector.rejected import rejected_replies
+from llm_ide.inspector.rejected import rejected_replies, reply_text
 from llm_ide.priced import run_priced
 from llm_ide.state.context import ScoreParams, score_steps
 from llm_ide.state.operations import node_of, reasoning_chain
@@ -115,7 +115,7 @@ def call_view(call: dict[str, Any]) -> CallView:
     details = call.get("input_token_details") or {}
     cached = call.get("cache_read_tokens", call.get("cached_tokens", details.get("cache_read", 0))) or 0
     fields = {key: call[key] for key in CallView.model_fields if key in call and call[key] is not None}
-    return CallView(**{**fields, "cached_tokens": int(cached)})
+    return CallView(**{**fields, "response": reply_text(call), "cached_tokens": int(cached)})
 
 
 def assign_steps(calls: list[CallView]) -> None:

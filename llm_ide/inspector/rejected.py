@@ -8,12 +8,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from llm_ide.calls import with_calls
 from llm_ide.errors import FormatErrors
 from llm_ide.settings import bundled_yaml
 
 ASSISTANT, ANSWERS = "[assistant]\n", ("\n\n[user]\n", "\n\n[tool]\n")
 SEEN = 200  # characters of a reply looked for in the next prompt (a long reply may be capped there)
 ENDED = "the run ended on it (agent.max_format_errors reached); its reason is not recorded"
+
+
+def reply_text(call: dict[str, Any]) -> str:
+    """A recorded call's reply as a person reads it: its text, then its tool calls (`→ view {...}`)."""
+    calls = [(str(item.get("name")), str(item.get("arguments"))) for item in call.get("tool_calls") or []]
+    return with_calls(str(call.get("response") or ""), calls)
 
 
 def message_start(info: dict[str, Any]) -> str:
