@@ -19,9 +19,12 @@ def user_config_path() -> Path | None:
     if value:
         path = Path(value).expanduser()
         if not path.is_file():
-            raise ConfigError(f"{USER_CONFIG_VARIABLE}={value}: no such config file (unset it, or =off for none)")
+            what = "a folder, not a config file" if path.is_dir() else "no such config file"
+            raise ConfigError(f"{USER_CONFIG_VARIABLE}={value}: {what} (unset it, or =off for none)")
         return path
     path = default_user_config()
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a config file (move it, or set {USER_CONFIG_VARIABLE}=off)")
     return path if path.is_file() else None
 
 

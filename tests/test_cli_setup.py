@@ -185,6 +185,12 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
     [
         ({"LLM_IDE_CONFIG": "{tmp}/missing.yaml"}, [], "error: LLM_IDE_CONFIG={tmp}/missing.yaml: no such config file"),
         ({"LLM_IDE_CONFIG": "{tmp}/bad.yaml"}, [], "error: {tmp}/bad.yaml: agent.step_limt: unknown setting"),
+        ({"LLM_IDE_CONFIG": "{tmp}"}, [], "error: LLM_IDE_CONFIG={tmp}: a folder, not a config file (unset it, or"),
+        (
+            {"XDG_CONFIG_HOME": "{tmp}/xdg"},
+            [],
+            "error: {tmp}/xdg/llm-ide/config.yaml: a folder, not a config file (move it, or set LLM_IDE_CONFIG=off)",
+        ),  # was `user config: none (… does not exist)`
         ({}, ["agent.nope"], "error: no setting named agent.nope (llm-ide config show lists them all)"),
         (
             {},
@@ -197,6 +203,7 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
 )
 def test_config_show_errors_are_one_line(tmp_path: Path, env: dict[str, str], args: list[str], message: str) -> None:
     write_yaml(tmp_path / "bad.yaml", {"agent": {"step_limt": 3}})
+    (tmp_path / "xdg" / "llm-ide" / "config.yaml").mkdir(parents=True)
     env = user_env(tmp_path, **{key: value.format(tmp=tmp_path) for key, value in env.items()})
     code, lines, stderr = show(env, *args)
     assert (code, lines, len(stderr.splitlines())) == (2, [], 1)
