@@ -48,10 +48,11 @@ def bundled_config(name: str) -> Settings:
     return load_config(name)
 
 
-def with_user_config(overrides: list[Path] | None) -> list[Path]:
-    """The override files of a command: the user's config file (if any), then the `--config` files."""
+def with_user_config(overrides: Overrides = None) -> list[Path]:
+    """The override files of a command: the user's config file (if any), then the `--config` files (or file)."""
     user = user_config_path()
-    return [*([user] if user else []), *(overrides or [])]
+    given = [overrides] if isinstance(overrides, str | Path) else overrides or []
+    return [*([user] if user else []), *map(Path, given)]
 
 
 def config_layers(base: str | Path = "default", overrides: Overrides = None, **values: Any) -> Layers:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from in_process import invoke
 
-from llm_ide.config import ConfigError, Settings, load_config
+from llm_ide.config import ConfigError, Settings, load_config, with_user_config
 
 
 def write(path: Path, text: str) -> Path:
@@ -233,3 +233,19 @@ def test_the_cli_reports_a_bad_config_in_one_line_with_exit_code_2(tmp_path: Pat
     lines = result.stderr.strip().splitlines()
     assert (result.returncode, len(lines), lines[0].startswith(message)) == (2, 1, True), result.stderr
     assert "Traceback" not in result.stderr + result.stdout and "got 'three'" in result.stderr
+
+
+@pytest.mark.parametrize("given", ["over", "path", "list", "none"])
+def test_with_user_config_gives_the_command_lines_layers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """docs/configuration.md: `load_config("default", with_user_config(...))`, a file given as text, a Path or in a
+    list (text was taken a character at a time: `config file not found: o`)."""
+    user = write(tmp_path / "user.yaml", "agent: {cost_limit: 1.0, step_limit: 7}\n")
+    over = write(tmp_path / "over.yaml", "agent: {step_limit: 9}\n")
+    monkeypatch.setenv("LLM_IDE_CONFIG", str(user))
+    overrides = {"over": str(over), "path": over, "list": [str(over)], "none": None}[given]
+    files = with_user_config(overrides)
+    assert files == [user, *([over] if overrides else [])]
+    settings = load_config("default", files)
+    assert (settings.agent.cost_limit, settings.agent.step_limit) == (1.0, 9 if overrides else 7)
