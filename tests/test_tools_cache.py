@@ -13,6 +13,7 @@ import sys
 import threading
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,6 +21,7 @@ from conftest import make_git_repo, require_bwrap, unavailable
 from in_process import invoke
 from test_tools_install import write_package
 
+from llm_ide.cli.console import warnings_on_console
 from llm_ide.environments.local import LocalEnvironment
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import load_tool_config
@@ -207,9 +209,14 @@ def test_another_interpreter_gets_its_own_entry(tmp_path: Path, offline_pip: dic
 def test_an_unusable_cache_folder_installs_without_the_cache(tmp_path: Path, offline_pip: dict[str, str]) -> None:
     (blocker := tmp_path / "a-file").write_text("not a folder")
     tool = write_dependent_tool(tmp_path / "tool-configs")
-    with environment(tmp_path, "uncached", offline_pip) as env:
+    said: list[Any] = []
+    with environment(tmp_path, "uncached", offline_pip) as env, warnings_on_console(said.append):
         installed, _ = install(env, tool, ToolCache(blocker / "cache"))
         assert installed.how == "built"
+        assert [str(line) for line in said] == [
+            f"tool greeter: the tool cache cannot be used ({blocker}/cache/locks: Not a directory); installing without "
+            "it"
+        ], "said on the console, not only in the run's log"
         assert installed.invocation.startswith(f"{env.tools_root}/envs/greeter/"), "the run's own tools folder"
         assert env.execute(f"{installed.invocation} x").returncode == 0
 
@@ -260,6 +267,11 @@ def test_tools_cache_command_lists_and_clears_the_entries(tmp_path: Path, offlin
     assert len(listed) == 2 and listed[1].split()[:2] == ["local", entry.name] and listed[1].endswith(" MB")
     assert tools_cache("--clear") == [f"removed 1 entries from {cache.root}"]
     assert tools_cache()[1:] == ["(empty)"] and not (cache.root / "local").exists()
+    for args in ([], ["--clear"]):
+        done = invoke("tools", "cache", *args, env={**os.environ, "LLM_IDE_TOOLS_CACHE": str(tool)})
+        assert (done.returncode, done.stdout) == (2, "") and tool.is_file()
+        said = f"error: LLM_IDE_TOOLS_CACHE={tool}: not a folder, so no run can use the cache (give a folder, or =off)"
+        assert done.stderr == said + "\n"
 
 
 def test_the_run_that_built_an_entry_cannot_write_it_and_a_later_run_gets_what_was_built(

@@ -118,6 +118,8 @@ def cache_command(
     if root is None:
         typer.echo(f"the tool cache is off ({CACHE_VARIABLE})")
         return
+    if root.exists() and not root.is_dir():
+        raise fail(f"{CACHE_VARIABLE}={root}: not a folder, so no run can use the cache (give a folder, or =off)")
     entries = cache_entries(root)
     if clear:
         clear_cache(root)

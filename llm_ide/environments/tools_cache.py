@@ -7,7 +7,7 @@ import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger("llm_ide.tools")
+log = logging.getLogger("llm_ide.environment")  # shown on the console as it happens
 
 CACHE_VARIABLE = "LLM_IDE_TOOLS_CACHE"  # a folder, or `off`; default: $XDG_CACHE_HOME/llm-ide/tools
 OFF = {"", "0", "off", "none", "false", "no"}

@@ -32,6 +32,7 @@ from llm_ide.tools.config import ToolConfig
 from llm_ide.tools.plan import Target, build_steps, interpreter_probe, isolation, quote, tool_dir, venv_dir
 
 log = logging.getLogger("llm_ide.tools")
+said = logging.getLogger("llm_ide.environment")  # shown on the console as it happens: a cache that cannot be used
 
 SKIPPED = {"__pycache__", ".git", "build", "dist", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
 COMPLETE = ".complete"
@@ -148,7 +149,7 @@ class ToolCache:
                 return self._local(env, tool, target, key, identity, build)
             return self._docker(env, tool, target, key, identity, build, timeout)
         except CacheUnavailable as error:
-            log.warning("tool %s: the tool cache cannot be used (%s); installing without it", tool.tool_name, error)
+            said.warning("tool %s: the tool cache cannot be used (%s); installing without it", tool.tool_name, error)
         build(target)
         return Lookup(target, hit=False)
 
