@@ -53,6 +53,10 @@ def write(path: Path, text: str) -> Path:
             "reproduction:\n  markers: Issue\n",
             "reproduction.markers: input should be a section: a mapping of reproduced, resolved, other (got 'Issue')",
         ),
+        (
+            "reproduction:\n  markers: {other: Issue resolved}\n",
+            "reproduction.markers: the markers must differ: one line cannot say two verdicts (got {'reproduced': ",
+        ),
         ("memory: [1]\n", "memory: input should be a section: a mapping of alpha, beta, gamma, threshold, "),
         (
             "model:\n  prices:\n    my-model: 3\n",

@@ -3,7 +3,8 @@ prompts/reproduction.yaml)."""
 
 from __future__ import annotations
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
+from pydantic_core import PydanticCustomError
 
 from llm_ide.settings import BundledTemplates, Seconds, Strict
 
@@ -32,6 +33,13 @@ class Markers(Strict):
     reproduced: str = "Issue reproduced"
     resolved: str = "Issue resolved"
     other: str = "Other issues"
+
+    @model_validator(mode="after")
+    def distinct(self) -> Markers:
+        texts = [text for text in (self.reproduced, self.resolved, self.other) if text]
+        if len(set(texts)) < len(texts):
+            raise PydanticCustomError("markers", "the markers must differ: one line cannot say two verdicts")
+        return self
 
 
 class ReproductionSettings(Strict):
