@@ -52,6 +52,25 @@ def test_values_of_the_right_type_still_load(tmp_path: Path) -> None:
     assert settings.environment.limits.memory == 10**9
 
 
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("folder", "error: {given}: is a directory, not a config file"),  # was `cannot read it or save it`
+        ("missing.yaml", "error: config file not found: {given}"),
+        ("list.yaml", "error: {given}: expected a mapping at the top level, got list"),
+    ],
+)
+def test_a_bad_config_option_is_one_line_before_anything_is_written(tmp_path: Path, given: str, message: str) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "list.yaml").write_text("- agent\n")
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    path, out = tmp_path / given, tmp_path / "out"
+    args = ["--repo", str(repo), "--task", "t", "--model", "scripted:none.yaml", "--output", str(out)]
+    done = invoke("run", *args, "--config", str(path))
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", message.format(given=path) + "\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("token", "refused"), [("x", True), ("a" * 15, True), ("a" * 16, False)])
 def test_navigator_serve_refuses_a_short_token(tmp_path: Path, token: str, refused: bool) -> None:
     """A refused token ends the command at once, in one line (exit 2); a long enough one gets past the check (the

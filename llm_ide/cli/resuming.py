@@ -58,7 +58,7 @@ def saved_task(thread: Path) -> str:
 
 def streamed(path: Path | None) -> bool:
     """A file read from a stream (`-`: standard input; a pipe, `<(…)`), gone once read."""
-    return path is not None and (str(path) == "-" or (path.exists() and not path.is_file()))
+    return path is not None and (str(path) == "-" or (path.exists() and not path.is_file() and not path.is_dir()))
 
 
 def config_copy(thread: Path, index: int) -> Path:
