@@ -230,3 +230,11 @@ def test_config_show_names_every_origin_and_shortens_long_values(tmp_path: Path)
     code, every, _ = show(user_env(tmp_path))
     assert len(every) > 200 and all("  # " in line for line in every[1:])
     assert "model.prices.gpt-5-mini.cache_write: null  # built-in" in every  # a default of the typed settings
+    (base := tmp_path / "base.yaml").write_text("extends: swebench\nagent: {step_limit: 3}\n")
+    (over := tmp_path / "over.yaml").write_text("agent: {cost_limit: 2}\n")
+    code, mine, _ = show(
+        user_env(tmp_path), "--base", str(base), "--config", str(over), "agent", "swebench.eval_timeout"
+    )
+    assert code == 0 and f"agent.step_limit: 3  # --base {base}" in mine  # was `--config`: no option gave it so
+    assert f"agent.cost_limit: 2.0  # --config {over}" in mine
+    assert mine[-1] == "swebench.eval_timeout: 1800.0  # bundled swebench.yaml"

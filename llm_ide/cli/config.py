@@ -29,7 +29,7 @@ def shown_value(value: Any, full: bool) -> str:
     return f"{text[:SHORT]}… ({len(text)} chars; --full shows it)"
 
 
-def shown_origin(origin: str, user: Path | None) -> str:
+def shown_origin(origin: str, user: Path | None, configs: list[Path]) -> str:
     from llm_ide.config import PROMPTS_DIR
 
     path = Path(origin)
@@ -37,7 +37,9 @@ def shown_origin(origin: str, user: Path | None) -> str:
         return f"bundled {path.name}"
     if user is not None and path == user:
         return f"user config {user}"
-    return origin if origin == "built-in" else f"--config {origin}"
+    if origin == "built-in":
+        return origin
+    return f"--config {origin}" if path in configs else f"--base {origin}"  # a base file, or one it extends
 
 
 def why_no_user_config() -> str:
@@ -86,7 +88,7 @@ def show_command(
     console.print(f"# user config: {user or why_no_user_config()}", markup=False)
     for key, value, origin in rows:
         shown = shown_value(masked(key, value, marked), full)
-        console.print(f"{key}: {shown}  # {shown_origin(origin, user)}", markup=False)
+        console.print(f"{key}: {shown}  # {shown_origin(origin, user, config or [])}", markup=False)
 
 
 def masked(key: str, value: Any, marked: set[str]) -> Any:
