@@ -119,6 +119,14 @@ def test_malformed_rows_are_named_and_the_others_load(tmp_path: Path) -> None:
     assert "duplicate" in str(dataset.errors[6])
 
 
+@pytest.mark.parametrize(("given", "kept"), [("", ""), (" \n\t", ""), (None, ""), ("print(1)\n", "print(1)\n")])
+def test_a_rows_blank_reproduction_is_none(tmp_path: Path, given: str | None, kept: str) -> None:
+    """A blank `reproduction` was taken as a script: run empty, it exits 0, judged 'resolved' on the original code."""
+    row = {**ROWS[0], "reproduction": given}
+    (instance,) = load_dataset(str(write_jsonl(tmp_path / "d.jsonl", [row]))).instances
+    assert instance.reproduction == kept
+
+
 def test_a_line_that_is_not_utf8_is_a_malformed_row_and_a_json_file_names_itself(tmp_path: Path) -> None:
     """One byte that is not UTF-8 refused the whole dataset with Python's `'utf-8' codec can't decode byte 0xff in
     position 19023`, naming neither the file nor the line. A row whose text holds U+2028 is one line of JSONL."""

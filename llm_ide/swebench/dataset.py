@@ -104,6 +104,12 @@ def _optional_str(value: Any) -> str | None:
     return value
 
 
+def _optional_script(value: Any) -> str | None:
+    """A script's text; a blank one is none (an empty script exits 0: judged 'resolved' on the original code)."""
+    text = _optional_str(value)
+    return text if text and text.strip() else None
+
+
 def parse_row(row: Any, index: int) -> Instance | RowError:
     if not isinstance(row, dict):
         return RowError(index, None, "<row>", f"expected an object, got {type(row).__name__}")
@@ -125,7 +131,7 @@ def parse_row(row: Any, index: int) -> Instance | RowError:
         ("base_commit", "base_commit", _optional_str),
         ("patch", "patch", _optional_str),
         ("test_patch", "test_patch", _optional_str),
-        ("reproduction", "reproduction", _optional_str),
+        ("reproduction", "reproduction", _optional_script),
         ("image", "image", _optional_str),
         ("image", "image_name", _optional_str),
     ]:
