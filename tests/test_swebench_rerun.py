@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,32 @@ def test_a_batch_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_i
     traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
     commands = [op["action_params"].get("command") for op in traj["operations"]]
     assert commands == [FIX_COMMAND, "git diff --stat", "git status --short", None]
+
+
+@pytest.mark.parametrize("program", ["swebench", "swebench-single"])
+def test_a_config_read_from_a_pipe_is_kept_and_the_command_that_goes_on_names_the_copy(
+    tmp_path: Path, program: str
+) -> None:
+    """`-c <(…)`: the batch read the stream at its first use and found it empty at the next (its step limit, its
+    tools: silently the defaults), and the command printed named /dev/fd/63, gone; now the config is saved in the
+    output folder as it is read, as `run` does, and the command names that copy."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    config = yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 1}})
+    chosen = ["-i", row["instance_id"]] if program == "swebench-single" else []
+    args = [program, "--subset", str(dataset), *chosen, "--model", model, "--environment", "local", "-o", "out"]
+    cli = shlex.join([sys.executable, "-c", "from llm_ide.cli import app; app()", *args])
+    first = subprocess.run(["bash", "-c", f"{cli} -c <(printf %s {shlex.quote(config)})"], cwd=tmp_path, text=True,
+                           capture_output=True, timeout=300)  # fmt: skip
+    said = (first.stderr if chosen else first.stdout).splitlines()
+    assert "step_limit" in first.stdout and first.returncode == (1 if chosen else 0), first.stdout + first.stderr
+    copy = tmp_path / "out" / f"{program}.config.yaml"
+    assert shlex.split(said[-1]) == ["llm-ide", *args, "-c", str(copy.relative_to(tmp_path)), "--step-limit", "2"]
+    assert copy.read_text() == config
+    went_on = invoke(*shlex.split(said[-1])[1:], cwd=tmp_path)
+    assert went_on.returncode == 0 and "submitted" in went_on.stdout, went_on.stdout + went_on.stderr
+    traj = json.loads((tmp_path / "out" / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+    assert [op["action_params"].get("command") for op in traj["operations"]] == [FIX_COMMAND, None]
 
 
 def test_a_batch_kept_in_memory_stopped_at_its_step_limit_says_it_cannot_go_on(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ from llm_ide.cli.options import (
     check_engine,
     model_name,
 )
-from llm_ide.cli.resuming import dropped, with_chosen_model
+from llm_ide.cli.resuming import dropped, kept_configs, resuming_args
 from llm_ide.cli.run import OUTLIVING, higher_limit
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
@@ -122,7 +122,7 @@ def swebench_command(
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
     from llm_ide.config import with_user_config
 
-    again, model = with_chosen_model(sys.argv[1:], model), model_name(model)
+    again, model = resuming_args(None, model, config, output / "swebench"), model_name(model)
     kind = _environment(environment)
     check_engine(engine, {"--address": address, "--shared-output": shared_output, "--prefetch-images": prefetch_images})
     options = _options(
@@ -130,7 +130,7 @@ def swebench_command(
         output=output,
         workers=workers,
         environment=kind,
-        config_files=with_user_config(config),
+        config_files=with_user_config(kept_configs(config, output / "swebench")),
         base_url=base_url,
         cost_limit=cost_limit,
         checkpoint=checkpoint,
@@ -310,13 +310,13 @@ def swebench_single_command(
     from llm_ide.priced import has_price
     from llm_ide.swebench.batch import batch_config
 
-    again, model = with_chosen_model(sys.argv[1:], model), model_name(model)
+    again, model = resuming_args(None, model, config, output / "swebench-single"), model_name(model)
     kind = _environment(environment)
     options = _options(
         model=model,
         output=output,
         environment=kind,
-        config_files=with_user_config(config),
+        config_files=with_user_config(kept_configs(config, output / "swebench-single")),
         base_url=base_url,
         checkpoint=checkpoint,
         step_limit=step_limit,
