@@ -36,10 +36,11 @@ def past_their_limits(
     for index in [r["index"] for r in values.get("attempts", []) if r.get("exit_status") in LIMITS]:
         thread_id = attempt_id(run_id, index)
         database = attempt_dir(output_dir, index) / thread_database(thread_id)
-        spec = attempt_store(checkpoint) or f"sqlite:{database}"
-        if spec.startswith("sqlite:") and not database.is_file():
-            continue
-        if past_its_limit(thread_values(spec, [thread_id]).get(thread_id, {}), settings.agent, spent):
+        shared = attempt_store(checkpoint)
+        if not shared and not database.is_file():
+            continue  # (never started: nothing to go on from)
+        thread = thread_values(shared or f"sqlite:{database}", [thread_id]).get(thread_id, {})
+        if past_its_limit(thread, settings.agent, spent):
             found.append(index)
     return found
 

@@ -92,13 +92,7 @@ def resuming_args(task_file: Path | None, model: str | None, config: list[Path] 
     args = dropped(sys.argv[1:], "--task-file") if streamed(task_file) else sys.argv[1:]
     for index, stream in enumerate([str(path) for path in config or [] if streamed(path)], 1):
         args = replaced(args, stream, str(config_copy(thread, index)))
-    return with_chosen_model(args, model)
-
-
-def with_chosen_model(args: list[str], model: str | None) -> list[str]:
-    """`args` naming the model $LLM_IDE_MODEL chose (`model`: the --model option's, None when not given): the command
-    printed to resume a run, pasted in a shell without that variable (or with another), runs the same model."""
-    chosen = os.environ.get("LLM_IDE_MODEL") if model is None else None
+    chosen = os.environ.get("LLM_IDE_MODEL") if model is None else None  # pasted without the variable: the same model
     return [*args, "--model", chosen] if chosen else args
 
 
