@@ -13,11 +13,14 @@ CONTROL = re.compile(
     r"|[\x80-\x9f]"
     r"|[\x00-\x08\x0b-\x1f\x7f]"
 )
+# The bidirectional embeddings, overrides and isolates, which reorder what follows them on screen (Trojan Source).
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_safe(text: str) -> str:
-    """`text` as plain characters: escape sequences and control characters (but newlines and tabs) removed."""
-    return CONTROL.sub("", text)
+    """`text` as plain characters: escape sequences and control characters (but newlines and tabs) removed, the
+    bidirectional controls shown as `<U+202E>`."""
+    return BIDI.sub(lambda match: f"<U+{ord(match[0]):04X}>", CONTROL.sub("", text))
 
 
 def plural(count: int, noun: str) -> str:

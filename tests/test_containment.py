@@ -26,6 +26,7 @@ from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.run.single import run_task
+from llm_ide.terminal import terminal_safe
 from llm_ide.workspace.patch import extract_patch, keep_base
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -242,7 +243,7 @@ def test_patch_extraction_works_with_6000_new_files(tmp_path: Path) -> None:
 
 def test_control_sequences_never_reach_the_console(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    hostile = r"printf '\033]0;pwned\007\033[2J\033[31mred\033[0m \033]52;c;Y2xpcA==\007done\n'"
+    hostile = r"printf '\033]0;pwned\007\033[2J\033[31mred\033[0m \033]52;c;Y2xpcA==\007done \342\200\256txt.exe\n'"
     model = write_script(
         tmp_path / "script.yaml",
         [act("Print.", "bash", command=hostile), reflect(False, "Printed."), act("Done.", "submit")],
@@ -254,9 +255,16 @@ def test_control_sequences_never_reach_the_console(tmp_path: Path) -> None:
     env = {**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color"}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert b"red done" in done.stdout  # the observation's text, its sequences removed
+    assert b"red done <U+202E>txt.exe" in done.stdout  # the observation's text, its sequences removed or shown
+    assert "\u202e".encode() not in done.stdout + done.stderr
     assert b"\x1b]" not in done.stdout + done.stderr
     assert b"\x1b[2J" not in done.stdout and b"\x1b[31m" not in done.stdout and b"\x07" not in done.stdout
+
+
+@pytest.mark.parametrize("control", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2069"])
+def test_bidirectional_controls_are_shown_not_obeyed(control: str) -> None:
+    shown = terminal_safe(f"name{control}txt.exe")
+    assert shown == f"name<U+{ord(control):04X}>txt.exe" and control not in shown
 
 
 def test_a_submitted_run_whose_patch_cannot_be_extracted_is_an_error(tmp_path: Path) -> None:
