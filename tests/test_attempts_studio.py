@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, review, scripts
+from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
 from conftest import make_git_repo
 from langgraph.checkpoint.memory import InMemorySaver
 from test_studio import studio  # noqa: F401 - the fixture: langgraph dev on a free loopback port
@@ -109,6 +109,29 @@ def test_a_served_run_whose_attempts_stopped_at_their_step_limit_goes_on_when_gi
         assert [op["action_type"] for op in traj["operations"]] == ["bash", "bash", "submit"]
         with gzip.open(folder / f"{record['run_id']}.calls.jsonl.gz", "rt") as log:
             assert sum(1 for line in log if line.strip()) == 3  # from the second step on, not anew
+    assert worktrees(repo) == [str(repo.resolve())]
+
+
+def test_a_finished_served_run_given_again_is_its_result_with_no_call_made_again(tmp_path: Path) -> None:
+    """Studio's form sent again to a finished thread, the same limits: was the chooser asked again (a paid call)."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    reviews = [review(5, "Maybe."), review(4, "Maybe.")]
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(WRONG)], reviews, [choice(1, "Fix.")])
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 2}},
+    }  # fmt: skip
+    saver = InMemorySaver()
+
+    first = served(inputs, "again", saver)
+    assert (first["exit_status"], first["chosen"], first["chosen_by"], len(first["calls"])) == (
+        "submitted",
+        1,
+        "chooser",
+        3,
+    )
+    again = served(inputs, "again", saver)
+    assert again == first  # the reviews' and the chooser's calls as they were: none made again
     assert worktrees(repo) == [str(repo.resolve())]
 
 

@@ -1,18 +1,20 @@
 """The `dispatch` node: which attempts start now. One after another: the next one, unless an attempt was accepted (a
 review score of `accept_score` or more, and nothing found wrong by running its patch), `attempts.max` is reached or
 the task's budget is spent. In parallel: all of them at once, then none. Attempts that go on past their limits (a
-finished run resumed with higher ones) come first, in the same way."""
+finished run resumed with higher ones) come first, in the same way. A finished run given again with nothing to go on
+(LangGraph Studio's form sent again) ends at once, its result kept: nothing is chosen (or paid for) again."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from llm_ide.attempts.choose import unfaulted
 from llm_ide.attempts.context import AttemptsContext, git
-from llm_ide.attempts.limits import reopened
+from llm_ide.attempts.limits import CLEARED, reopened
 from llm_ide.attempts.state import AttemptsState
 from llm_ide.environments import capabilities
 
@@ -42,13 +44,15 @@ def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[st
     if len(attempts) >= settings.max or (attempts and settings.parallel):
         return {**update, "pending": []}
     last = len(attempts) + 1
-    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last]), **update}
+    anew = CLEARED if state.get("exit_status") else {}  # a finished run given a higher attempts.max: chosen anew
+    return {"pending": list(range(last, settings.max + 1) if settings.parallel else [last]), **update, **anew}
 
 
 def send_attempts(state: AttemptsState) -> list[Send] | str:
-    """The pending attempts, each through its own Send; none left: the choice."""
+    """The pending attempts, each through its own Send; none left: the choice, or the end of a run that had finished
+    and was given again with nothing to go on (its result stands)."""
     if not state.get("pending"):
-        return "choose"
+        return END if state.get("exit_status") else "choose"
     shared = {key: state[key] for key in SHARED if key in state}
     lessons = state.get("carried_lessons", [])
     return [Send("attempt", {**shared, "index": index, "carried_lessons": lessons}) for index in state["pending"]]

@@ -33,7 +33,7 @@ def build_attempts_graph(
     builder.add_node("review", wrap(review))
     builder.add_node("choose", wrap(choose))
     builder.add_edge(START, "dispatch")
-    builder.add_conditional_edges("dispatch", send_attempts, ["attempt", "choose"])
+    builder.add_conditional_edges("dispatch", send_attempts, ["attempt", "choose", END])
     builder.add_edge("attempt", "verify")
     builder.add_edge("verify", "review")
     builder.add_edge("review", "dispatch")
