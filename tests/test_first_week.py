@@ -118,6 +118,9 @@ HOSTS = "a local run shares the host's network"
         ({"mount_at": "/testbed"}, None),
         ({"writable": ["~/no-such-cache"]}, "environment.writable: ~/no-such-cache: no such file or folder (make it"),
         ({"writable": ["."]}, None),
+        ({"readable": ["~/.pyenv", "/no-such-data"]}, "environment.readable: /no-such-data: no such file or folder"),
+        ({"readable": ["~/no-such-toolchain"]}, "environment.readable: ~/no-such-toolchain: no such file or folder"),
+        ({"readable": ["~/.pyenv", "~/go/bin", "."]}, None),  # the bundled list's toolchains: shown where there
     ],
 )
 def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
@@ -126,14 +129,15 @@ def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
     """Locally `none` cuts the commands off the network and any other value kept it: a typo of none, or null, gave
     them the host's network without a word. A mount point bwrap cannot make, or no bwrap to make it, was said after
     the environment started, in three lines. A writable path not there was left out of the sandbox without a word
-    (its commands found it read-only)."""
+    (its commands found it read-only); a readable one too (a typo showed nothing)."""
     if "mount_at" in environment and said is None:
         require_bwrap()  # (a mount point is bubblewrap's)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {**environment, "tools": []}}))
     model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml", "-o", "out"]
-    result = llm_ide(*args, cwd=tmp_path)
+    (home := tmp_path / "home").mkdir()  # (no toolchain in it)
+    result = llm_ide(*args, cwd=tmp_path, env={"HOME": str(home)} if "readable" in environment else None)
     if said is None:
         assert result.returncode == 0 and "submitted" in result.stdout, result.stdout + result.stderr
         return

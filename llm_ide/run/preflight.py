@@ -28,7 +28,7 @@ from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.scripted import load_script
 from llm_ide.setting_errors import describe_error
-from llm_ide.settings import CoreSettings
+from llm_ide.settings import CoreSettings, bundled_yaml
 from llm_ide.variant import Variants
 
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
@@ -100,6 +100,7 @@ def preflight(
     check_network(settings.environment.network, kind)
     check_mount(settings.environment.mount_at, settings.environment.sandbox, kind)
     check_writable(settings.environment.writable, kind)
+    check_readable(settings.environment.readable, kind)
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
         raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
     check_model(model, settings, base_url, timeout, quiet)
@@ -169,6 +170,15 @@ def check_writable(writable: list[str], kind: str) -> None:
     missing = [path for path in writable if kind == "local" and not Path(path).expanduser().exists()]
     if missing:
         raise PreflightError(f"environment.writable: {missing[0]}: no such file or folder (make it first)")
+
+
+def check_readable(readable: list[str], kind: str) -> None:
+    """The paths a local run shows its sandboxed commands read-only: each there, but the bundled list's toolchains
+    (shown where installed). A typo showed nothing, without a word."""
+    bundled = bundled_yaml("default.yaml")["environment"]["readable"]
+    missing = [path for path in readable if path not in bundled and not Path(path).expanduser().exists()]
+    if kind == "local" and missing:
+        raise PreflightError(f"environment.readable: {missing[0]}: no such file or folder")
 
 
 def check_not_in_git_dir(repo: Path) -> None:
