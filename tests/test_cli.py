@@ -231,6 +231,28 @@ def test_a_config_read_from_a_pipe_is_saved_and_the_command_that_goes_on_names_t
     assert json.loads((tmp_path / "out" / "T.traj.json").read_text())["info"]["config"]["environment"]["tools"] == []
 
 
+@pytest.mark.parametrize("name", ["/dev/stdin", "/dev/fd/0"])
+def test_a_task_file_naming_standard_input_is_read_as_dash_is(tmp_path: Path, name: str) -> None:
+    """`--task-file /dev/stdin < task.txt`: standard input a file, it was taken for one, and the command that goes on
+    named /dev/stdin (pasted, it read the terminal without a word, or found the task empty)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "one"), act("Done.", "submit")]
+    (task := tmp_path / "task.txt").write_text("write the trail\n")
+    args = ["run", "-m", write_script(tmp_path / "s.yaml", script), "-c", str(no_tools(tmp_path)), "-o", "out"]
+    args += ["--repo", str(repo), "--thread-id", "T"]
+    with task.open() as stdin:
+        first = subprocess.run(
+            [*CLI, *args, "--task-file", name, "--step-limit", "1"], cwd=tmp_path, stdin=stdin, capture_output=True
+        )
+    stderr = first.stderr.decode()
+    assert first.returncode == 1 and "step_limit" in first.stdout.decode(), stderr
+    again = shlex.split(stderr.splitlines()[-1])
+    assert again == ["llm-ide", *args, "--step-limit", "2"]  # the task left out: the thread holds it
+    went_on = invoke(*again[1:], cwd=tmp_path)
+    assert went_on.returncode == 0 and "had stopped at a limit" in went_on.stdout, went_on.stdout + went_on.stderr
+    assert json.loads((tmp_path / "out" / "T.traj.json").read_text())["task"] == "write the trail\n"
+
+
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     model = write_script(tmp_path / "s.yaml", [act("Run it.", "bash", command="touch ran-on-host"), "submit"])

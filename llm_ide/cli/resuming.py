@@ -12,6 +12,8 @@ from pathlib import Path
 
 from llm_ide.cli.console import err_console, fail
 
+STDIN = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")  # standard input, even a file (`< task.txt`) or a terminal
+
 
 def task_text(task: str | None, task_file: Path | None, thread: Path | None = None) -> str:
     """The task from --task or --task-file; with neither, a thread's (`thread`: `<output>/<thread id>`, given
@@ -27,11 +29,12 @@ def task_text(task: str | None, task_file: Path | None, thread: Path | None = No
     elif not streamed(task_file) and not task_file.exists():
         raise fail(f"task file not found: {task_file}")
     else:
-        source = "--task-file -" if str(task_file) == "-" else f"task file {task_file}"
-        if source == "--task-file -" and sys.stdin.isatty():  # else it waited without a word
-            err_console.print("… --task-file -: type the task, then Ctrl-D on a line of its own", markup=False)
+        stdin = str(task_file) in STDIN
+        source = f"--task-file {task_file}" if stdin else f"task file {task_file}"
+        if stdin and sys.stdin.isatty():  # else it waited without a word
+            err_console.print(f"… {source}: type the task, then Ctrl-D on a line of its own", markup=False)
         try:
-            text = (sys.stdin.buffer.read() if str(task_file) == "-" else task_file.read_bytes()).decode("utf-8")
+            text = (sys.stdin.buffer.read() if stdin else task_file.read_bytes()).decode("utf-8")
         except UnicodeDecodeError:
             raise fail(f"{source}: not UTF-8 text") from None
         except OSError as error:
@@ -57,8 +60,9 @@ def saved_task(thread: Path) -> str:
 
 
 def streamed(path: Path | None) -> bool:
-    """A file read from a stream (`-`: standard input; a pipe, `<(…)`), gone once read."""
-    return path is not None and (str(path) == "-" or (path.exists() and not path.is_file() and not path.is_dir()))
+    """A file read from a stream (`-` or another name of standard input, whatever it is; a pipe, `<(…)`), gone once
+    read."""
+    return path is not None and (str(path) in STDIN or (path.exists() and not path.is_file() and not path.is_dir()))
 
 
 def config_copy(thread: Path, index: int) -> Path:
