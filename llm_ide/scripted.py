@@ -15,18 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_tokens, message_text, observed
 from llm_ide.errors import ModelError
 from llm_ide.fileio import Keep
-from llm_ide.settings import load_yaml
+from llm_ide.script_file import ScriptItem, load_script
 from llm_ide.terminal import plural
 from llm_ide.text import clean_text
 from llm_ide.verdict import alone
-
-ScriptItem = str | dict[str, Any]
-CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
 
 
 class Place:
@@ -138,50 +133,3 @@ def calls_a_tool(item: Any) -> bool:
     """Whether an item answers with a tool call (either reply of a choice)."""
     choices = (item.get("then"), item.get("else")) if isinstance(item, dict) else ()
     return isinstance(item, dict) and "tool_call" in item or any(map(calls_a_tool, choices))
-
-
-def valid_reply(item: object) -> bool:
-    """A text, or a tool call (its name, its arguments as a mapping or a JSON text) with the text before it."""
-    if not isinstance(item, dict):
-        return isinstance(item, str)
-    call = item.get("tool_call")
-    return (
-        set(item) <= {"text", "tool_call"}
-        and isinstance(item.get("text", ""), str)
-        and isinstance(call, dict)
-        and set(call) <= {"name", "arguments"}
-        and isinstance(call.get("name"), str)
-        and isinstance(call.get("arguments", {}), dict | str)
-    )
-
-
-def valid_item(item: object) -> bool:
-    if isinstance(item, dict) and "if_prompt_contains" in item:
-        return (
-            set(item) == CHOICE_KEYS
-            and isinstance(item["if_prompt_contains"], str)
-            and all(valid_reply(item[key]) for key in ("then", "else"))
-        )
-    return valid_reply(item)
-
-
-def load_script(path: Path) -> list[ScriptItem]:
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader)
-    except FileNotFoundError:
-        raise ModelError(f"scripted model: file not found: {path}") from None
-    except IsADirectoryError:
-        raise ModelError(f"scripted model: {path} is a directory: give a YAML file of replies") from None
-    except PermissionError:
-        raise ModelError(f"scripted model: {path} cannot be read (permission denied)") from None
-    except UnicodeDecodeError as error:
-        raise ModelError(f"scripted model: {path} is not UTF-8 text (byte {error.start}: {error.reason})") from None
-    except yaml.YAMLError as error:
-        raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
-    responses = data.get("responses") if isinstance(data, dict) else data
-    if not isinstance(responses, list) or not all(valid_item(item) for item in responses):
-        raise ModelError(
-            f"scripted model: {path} must hold a list of strings, {{text, tool_call: {{name, arguments}}}} tool calls "
-            "or {if_prompt_contains, then, else} choices (or a mapping with a `responses:` list)"
-        )
-    return responses

@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import random
+import re
 import uuid
 from pathlib import Path
 
@@ -369,13 +370,24 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
         (None, "file not found"),
         ("- a\n- [b\n", "not valid YAML"),
         ("just a string\n", "must hold a list of strings"),
-        ("- a\n- {b: c}\n", "must hold a list of strings"),
+        ("- a\n- {b: c}\n", ": item 2 of 2: unknown key 'b' (a reply is a text, or {text, tool_call}"),
         ("steps: [a]\n", "must hold a list of strings"),
+        ("- a\n- 5\n- c\n", ": item 2 of 3: 5 is neither a text nor a mapping"),
+        ("- a\n-\n", ": item 2 of 2: null is neither a text nor a mapping"),
+        ("- {text: x, tool_call: {name: view, args: {}}}\n", ": item 1 of 1: its tool_call has an unknown key 'args'"),
+        ("- a\n- {text: x, tool_call: {arguments: {}}}\n", ": item 2 of 2: its tool_call has no name (a string)"),
+        ("- a\n- {text: x}\n", ": item 2 of 2: its tool_call is missing or not a mapping {name, arguments}"),
+        (
+            "- {if_prompt_contains: x, then: a}\n",
+            ": item 1 of 1: a choice has the keys if_prompt_contains, then, else,",
+        ),
+        ("- {if_prompt_contains: x, then: a, else: [b]}\n", ': item 1 of 1: its else: ["b"] is neither a text'),
     ],
 )
 def test_scripted_model_rejects_bad_scripts(tmp_path: Path, config: ModelSettings, content: str | None, message: str):
+    """A bad item is named by its number and what is wrong with it (was: the whole format, no item named)."""
     path = tmp_path / "script.yaml"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(ModelError, match=f"^scripted model: .*{message}"):
+    with pytest.raises(ModelError, match=f"^scripted model: .*{re.escape(message)}"):
         get_model(f"scripted:{path}", config)

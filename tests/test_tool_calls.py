@@ -274,7 +274,7 @@ def test_a_tool_call_in_a_run_of_tags_is_a_format_error_that_says_so(tmp_path: P
 
 def test_a_script_item_that_is_no_reply_is_one_line(tmp_path: Path) -> None:
     (path := tmp_path / "bad.yaml").write_text(yaml.safe_dump([{"text": "x", "tool_call": {"arguments": {}}}]))
-    with pytest.raises(ModelError, match=r"must hold a list of strings, \{text, tool_call: \{name, arguments\}\}"):
+    with pytest.raises(ModelError, match=r": item 1 of 1: its tool_call has no name \(a string\)$"):
         get_model(f"scripted:{path}", load_config("default").model)
 
 
