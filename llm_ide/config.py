@@ -71,7 +71,18 @@ def config_layers(base: str | Path = "default", overrides: Overrides = None, **v
 
 
 def validate_layers(layers: Layers, variants: Iterable[Any] = ()) -> Settings:
-    return validate(settings_class(kinds_of(variants)), layers)
+    """The layers validated as the whole settings; a base file that extends no bundled config and misses settings is
+    told what it lacks (the bundled config it did not extend), not only the first setting missing."""
+    try:
+        return validate(settings_class(kinds_of(variants)), layers)
+    except ConfigError as error:
+        root, said = layers[0][0], str(error)
+        if Path(root).parent == PROMPTS_DIR or not (said.startswith(f"{root}: ") and ": missing setting" in said):
+            raise
+        raise ConfigError(
+            f"{root}: extends no bundled config, so it must set every setting: add `extends: default` (or `extends: "
+            f"swebench`) to start from one; {said.removeprefix(f'{root}: ')}"
+        ) from None
 
 
 def load_config(

@@ -124,6 +124,12 @@ def user_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**env, "HOME": str(tmp_path / "home"), **extra}
 
 
+NO_EXTENDS = (
+    "extends no bundled config, so it must set every setting: add `extends: default` (or `extends: swebench`) to "
+    "start from one"
+)
+
+
 def show(env: dict[str, str], *args: str) -> tuple[int, list[str], str]:
     done = invoke("config", "show", *args, env=env)
     return done.returncode, done.stdout.splitlines(), done.stderr
@@ -199,13 +205,17 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
         ),  # the typo was left out silently, the other key shown
         ({}, ["agnt"], "error: no setting named agnt (did you mean agent? llm-ide config show lists them all)"),
         ({}, ["--base", "other"], "error: config not found: other (neither a file nor one of ['default', 'swebench'])"),
-    ],
+        ({}, ["--base", "{tmp}/lone.yaml"], f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing"),
+        ({}, ["--base", "{tmp}/top.yaml"], f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing"),
+    ],  # a base file without `extends`: was only "agent.cost_limit: missing setting (and 12 more errors)"
 )
 def test_config_show_errors_are_one_line(tmp_path: Path, env: dict[str, str], args: list[str], message: str) -> None:
     write_yaml(tmp_path / "bad.yaml", {"agent": {"step_limt": 3}})
+    write_yaml(tmp_path / "lone.yaml", {"agent": {"step_limit": 3}})
+    write_yaml(tmp_path / "top.yaml", {"extends": "lone.yaml"})
     (tmp_path / "xdg" / "llm-ide" / "config.yaml").mkdir(parents=True)
     env = user_env(tmp_path, **{key: value.format(tmp=tmp_path) for key, value in env.items()})
-    code, lines, stderr = show(env, *args)
+    code, lines, stderr = show(env, *[arg.format(tmp=tmp_path) for arg in args])
     assert (code, lines, len(stderr.splitlines())) == (2, [], 1)
     assert stderr.startswith(message.format(tmp=tmp_path))
 

@@ -61,7 +61,10 @@ def show_command(
         typer.Option(help="YAML file(s) merged over the rest, as a command's --config.", show_default="none"),
     ] = None,
     base: Annotated[
-        str, typer.Option(help="The bundled config: default (run) or swebench (swebench, evaluate).")
+        str,
+        typer.Option(
+            help="The bundled config: default (run) or swebench (swebench, evaluate); or a YAML file that extends one."
+        ),
     ] = "default",
     full: Annotated[
         bool, typer.Option("--full", help="Long values (prompt templates) in full.", show_default="shortened")
