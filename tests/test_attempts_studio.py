@@ -135,6 +135,33 @@ def test_a_finished_served_run_given_again_is_its_result_with_no_call_made_again
     assert worktrees(repo) == [str(repo.resolve())]
 
 
+def test_a_finished_served_run_given_a_higher_attempts_max_runs_the_new_attempts_and_chooses_anew(
+    tmp_path: Path,
+) -> None:
+    """Two attempts, none accepted, the same patch (attempt 1 chosen as the only one); sent again with
+    `attempts.max: 3`: attempt 3 runs, is reviewed, and the chooser chooses among the three (the first choice's fields
+    were kept: the run ended at once)."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    attempts = [attempt_script(WRONG), attempt_script(WRONG), attempt_script(RIGHT)]
+    reviews = [review(3, "No."), review(2, "No."), review(6, "Fixes it.")]
+    model = scripts(tmp_path / "scripts", attempts, reviews, [choice(2, "The fix.")])
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 2, "accept_score": 8}},
+    }  # fmt: skip
+    saver = InMemorySaver()
+
+    first = served(inputs, "more", saver)
+    assert (first["exit_status"], first["chosen"], first["chosen_by"]) == ("submitted", 1, "only")
+    assert [r["index"] for r in first["attempts"]] == [1, 2]
+    more = served({**inputs, "config": {**inputs["config"], "attempts": {"max": 3, "accept_score": 8}}}, "more", saver)
+    assert (more["exit_status"], more["chosen"], more["chosen_by"]) == ("submitted", 3, "chooser")
+    assert [(r["index"], r["score"]) for r in more["attempts"]] == [(1, 3), (2, 2), (3, 6)]
+    assert "return x + x\n" in more["submission"] and "README" not in more["submission"]
+    assert len(more["calls"]) == len(first["calls"]) + 2  # attempt 3's review and the new choice
+    assert worktrees(repo) == [str(repo.resolve())]
+
+
 @pytest.mark.parametrize("output", ["file", "file/out"])
 def test_an_output_that_is_a_file_ends_the_served_run_in_one_line(tmp_path: Path, output: str) -> None:
     """Was a NotADirectoryError from making attempt 1's worktree: "An internal error occurred" to the client."""
