@@ -309,6 +309,41 @@ def test_attempts_stopped_at_their_step_limit_go_on_when_the_run_is_given_a_high
     assert [c["kind"] for c in traj["model_calls"] if c["kind"] == "review"] == ["review"] * (4 if parallel else 3)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_finished_run_given_a_higher_attempts_max_adds_attempts_unless_one_was_accepted(
+    tmp_path: Path, parallel: bool
+) -> None:
+    """Two attempts, none accepted: given `attempts.max: 3` the run said "already finished" and ran nothing. One after
+    another, attempt 3 now runs and the choice is made among the three; all at once, the attempts run are all there
+    are. An accepted attempt stays the result whatever the maximum."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    attempts = [attempt_script(WRONG), attempt_script(WRONG), attempt_script(RIGHT), attempt_script(WRONG)]
+    reviews = [review(3, "No."), review(2, "No."), review(9, "Fixes it.")]
+    model = scripts(tmp_path / "scripts", attempts, reviews)  # (the fourth never runs)
+    events: list[str] = []
+
+    def run(most: int):
+        given = settings(max=most, parallel=parallel, accept_score=8)
+        return run_attempts(TASK, model=model, settings=given, output_dir=tmp_path / "out", run_id="T", repo=repo,
+                            on_event=lambda event: events.append(event.phase))  # fmt: skip
+
+    first = run(2)
+    assert [(a["index"], a["score"]) for a in first.attempts] == [(1, 3.0), (2, 2.0)]
+    events.clear()
+    more = run(3)
+    if parallel:
+        assert more.attempts == first.attempts and events[0].startswith("run T had already finished (submitted)")
+        return
+    assert "run T had finished: none of its 2 accepted, attempts to 3 follow" in events
+    assert [(a["index"], a["score"]) for a in more.attempts] == [(1, 3.0), (2, 2.0), (3, 9.0)]
+    assert (more.exit_status, more.chosen) == ("submitted", 3)
+    assert "-    return x + x + 1  # BUG\n+    return x + x" in more.submission
+    assert (repo / "calc.py").read_text() == FILES["calc.py"]
+    events.clear()
+    assert run(4).attempts == more.attempts  # attempt 3 accepted: the result again
+    assert events[0].startswith("run T had already finished (submitted): its result again")
+
+
 def test_an_attempts_run_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_it_does(tmp_path: Path) -> None:
     """`run` with attempts printed nothing after a step limit (a single run prints the command that goes on)."""
     repo = make_git_repo(tmp_path / "repo", FILES)

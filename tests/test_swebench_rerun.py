@@ -165,6 +165,26 @@ def test_an_instances_attempts_stopped_at_their_step_limit_go_on_when_the_batch_
     assert statuses[row["instance_id"]]["exit_status"] == "submitted"
 
 
+def test_a_finished_instance_that_accepted_no_attempt_gets_more_when_the_batch_is_given_a_higher_attempts_max(
+    tmp_path: Path,
+) -> None:
+    """It was skipped as finished: now its third attempt runs, and the choice among the three is its prediction; the
+    same maximum still skips it."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    attempts = [script([WRONG_COMMAND])] * 2 + [script([FIX_COMMAND])]
+    model = scripts(tmp_path / "scripts", attempts, [review(3, "No."), review(2, "No."), review(9, "Fixed.")])
+    config, output = tmp_path / "c.yaml", tmp_path / "out"
+    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
+    for most, said in [(2, "1 instance run, 0 skipped"), (2, "0 instances run, 1 skipped"), (3, "1 instance run")]:
+        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": most, "accept_score": 8}}))
+        ran = invoke(*args, "-o", str(output))
+        assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
+        assert ("README.md" in read_preds(output)[row["instance_id"]]["model_patch"]) == (most == 2)
+    assert read_preds(output)[row["instance_id"]]["model_patch"] == row["patch"]
+    traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
+    assert [(a["index"], a["score"]) for a in traj["info"]["attempts"]] == [(1, 3.0), (2, 2.0), (3, 9.0)]
+
+
 @pytest.mark.parametrize(("program", "chosen"), [("llm-ide", "--model"), ("mini-extra", "--model"), ("llm-ide", "env")])
 def test_a_batch_stopped_at_its_step_limit_prints_the_command_that_goes_on_and_it_does(
     tmp_path: Path, program: str, chosen: str

@@ -12,9 +12,8 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from llm_ide.attempts.choose import unfaulted
 from llm_ide.attempts.context import AttemptsContext, git
-from llm_ide.attempts.limits import CLEARED, reopened
+from llm_ide.attempts.limits import CLEARED, accepted, reopened
 from llm_ide.attempts.state import AttemptsState
 from llm_ide.environments import capabilities
 
@@ -27,16 +26,10 @@ def dispatch(state: AttemptsState, runtime: Runtime[AttemptsContext]) -> dict[st
     assert ctx.budget is not None
     update = reopened(ctx, dict(state)) if state.get("exit_status") else {}  # a finished run given again
     attempts, going = state.get("attempts", []), update.get("going_on", state.get("going_on", []))
-    accept = settings.accept_score
-    accepted = any(
-        accept is not None and (r.get("score") or 0) >= accept and r.get("submission") and unfaulted(r)
-        for r in attempts
-        if r["index"] not in going  # (reviewed again once it has gone on)
-    )
     local = not capabilities(ctx.request.environment or ctx.settings.environment.type).ephemeral
     if not state.get("base_commit") and ctx.repo is not None and local:  # Studio's input has none: the HEAD
         update["base_commit"] = git(ctx.repo, "rev-parse", "--verify", "HEAD")
-    if accepted or ctx.budget.exhausted:
+    if accepted(attempts, settings.accept_score, going) or ctx.budget.exhausted:
         return {**update, "pending": [], "going_on": []}
     if going:
         now = going if settings.parallel else going[:1]

@@ -1,12 +1,15 @@
 """A finished run with attempts given again: its attempts that stopped at a limit the settings given now no longer
-reach go on from their last step (each in its own thread), then all are checked, reviewed and chosen among again; at
-every door (`run`, the Python API, a batch, LangGraph Studio)."""
+reach go on from their last step (each in its own thread), and a higher `attempts.max` adds attempts where none was
+accepted; then all are checked, reviewed and chosen among again; at every door (`run`, the Python API, a batch,
+LangGraph Studio)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from llm_ide.attempts.choose import unfaulted
 from llm_ide.attempts.context import AttemptsContext, attempt_dir, attempt_id, attempt_store
 from llm_ide.attempts.trajectory import paid_outside
 from llm_ide.budget import CostBudget
@@ -16,6 +19,24 @@ from llm_ide.run.thread import thread_database, thread_values
 from llm_ide.terminal import plural
 
 CLEARED = {"exit_status": None, "submission": "", "chosen": None, "chosen_by": "", "choice_reasons": "", "error": ""}
+
+
+def accepted(attempts: list[dict[str, Any]], accept_score: float | None, going: Collection[int] = ()) -> bool:
+    """Whether an attempt was accepted: a review score of `accept_score` or more, and nothing found wrong by running its
+    patch (those `going` on aside: reviewed again once they have)."""
+    return accept_score is not None and any(
+        (r.get("score") or 0) >= accept_score and r.get("submission") and unfaulted(r)
+        for r in attempts
+        if r["index"] not in going
+    )
+
+
+def more_attempts(values: dict[str, Any], settings: Any) -> bool:
+    """Whether a finished run given again has attempts to add: none accepted and fewer than `attempts.max` (one after
+    another; all at once, the attempts run are all there are)."""
+    attempts, given = values.get("attempts", []), settings.attempts
+    done = accepted(attempts, given.accept_score) or (attempts and given.parallel)
+    return bool(values.get("exit_status")) and not done and len(attempts) < given.max
 
 
 def task_spent(output_dir: Path, run_id: str, values: dict[str, Any]) -> float:
@@ -48,7 +69,8 @@ def past_their_limits(
 def task_going_on(output_dir: Path, run_id: str, checkpoint: str | None, values: dict[str, Any], settings: Any) -> bool:
     """Whether a finished task's attempts go on when it runs again under `settings` (the batch's budget aside)."""
     spent = CostBudget(settings.attempts.cost_limit or None, task_spent(output_dir, run_id, values)).exhausted
-    return bool(past_their_limits(output_dir, run_id, checkpoint, values, settings, spent))
+    more = not spent and more_attempts(values, settings)
+    return more or bool(past_their_limits(output_dir, run_id, checkpoint, values, settings, spent))
 
 
 def reopened(ctx: AttemptsContext, values: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, attempts_database, git, remove_worktrees, uncommitted
 from llm_ide.attempts.graph import build_attempts_graph
-from llm_ide.attempts.limits import past_their_limits, task_spent
+from llm_ide.attempts.limits import more_attempts, past_their_limits, task_spent
 from llm_ide.attempts.trajectory import Read, write_combined
 from llm_ide.budget import CostBudget
 from llm_ide.calls import CallListener
@@ -128,6 +128,10 @@ class Attempts:
         request, budget = self.ctx.request, self.ctx.budget
         spent = budget is not None and budget.exhausted
         if past_their_limits(request.output_dir, request.run_id, request.checkpoint, values, request.settings, spent):
+            return True
+        if not spent and more_attempts(values, request.settings):
+            done, most = len(values.get("attempts", [])), request.settings.attempts.max
+            self.ctx.emit(f"run {request.run_id} had finished: none of its {done} accepted, attempts to {most} follow")
             return True
         hint = "a higher limit continues the attempts stopped at one, " if values["exit_status"] in LIMITS else ""
         said = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"

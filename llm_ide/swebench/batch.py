@@ -187,7 +187,8 @@ class Selection:
     dataset: Dataset
     todo: list[Instance]
     skipped: list[str]
-    going_on: list[str]  # stopped at a limit the batch's settings no longer reach: they go on from their last step
+    going_on: list[str]  # stopped at a limit the batch's settings no longer reach (they go on from their last step),
+    # or with attempts to add (none accepted, a higher attempts.max)
 
 
 def prepare(
@@ -214,15 +215,18 @@ def prepare(
 
 def beyond_their_limits(options: BatchOptions, finished: list[str]) -> list[str]:
     """The finished instances that stopped at a limit (step, cost, tokens, time, the batch's cost limit) the batch's
-    settings no longer reach, as their threads' last checkpoints say (with attempts: their attempts' threads)."""
+    settings no longer reach, as their threads' last checkpoints say (with attempts: their attempts' threads), and
+    with attempts those that accepted none and have fewer than a higher `attempts.max` gives."""
     statuses = read_statuses(options.output)  # (a corrupt file is said now, not after the first instance)
-    stopped = [instance_id for instance_id in finished if statuses.get(instance_id, {}).get("exit_status") in LIMITS]
-    settings = batch_config(options) if stopped else None
+    settings = batch_config(options) if finished else None
     if settings is None or options.checkpoint == "memory":
+        return []
+    attempts = settings.attempts.max > 1  # (with attempts, any may have attempts to add: a higher attempts.max)
+    stopped = [i for i in finished if attempts or statuses.get(i, {}).get("exit_status") in LIMITS]
+    if not stopped:
         return []
     store = OutputStore(options.output)
     spent = CostBudget(options.cost_limit, store.spent(), store.call_cost()).exhausted  # (what the runs will have)
-    attempts = settings.attempts.max > 1
     values = last_values(options, stopped, attempts)
 
     def goes_on(instance_id: str) -> bool:
