@@ -112,10 +112,11 @@ def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_
     repo.mkdir()
     env = LocalEnvironment(repo, tools_dir=tmp_path / "tools")
     probe = Path.home() / f".llm-ide-probe-{tmp_path.name}"
+    mark = os.getpid()  # the sleeps this test starts, not those of a suite running beside it on the machine
     command = (
         f"echo in > inside.txt; echo out > {tmp_path}/outside.txt; echo $?; echo home > {probe}; echo $?;"
         " mktemp >/dev/null && echo scratch-ok;"
-        " setsid sleep 310.7 & ( sleep 310.8 & ) ; nohup sleep 310.9 >/dev/null 2>&1 & echo started"
+        f" setsid sleep 310.7{mark} & ( sleep 310.8{mark} & ) ; nohup sleep 310.9{mark} >/dev/null 2>&1 & echo started"
     )
     result = env.execute(command, timeout=60)
     assert result.output.splitlines()[-2:] == ["scratch-ok", "started"] and not result.timed_out
@@ -124,7 +125,7 @@ def test_the_sandbox_writes_only_the_repository_and_detached_processes_end_with_
         assert not (tmp_path / "outside.txt").exists() and not probe.exists()
     finally:
         probe.unlink(missing_ok=True)
-    survivors = subprocess.run(["pgrep", "-f", "sleep 310.[789]"], capture_output=True, text=True).stdout
+    survivors = subprocess.run(["pgrep", "-f", f"sleep 310.[789]{mark}$"], capture_output=True, text=True).stdout
     assert survivors == ""
 
 
