@@ -162,6 +162,12 @@ def test_the_python_api_raises_the_line_the_command_line_prints(
         ),
         ({"variants": [print]}, "the run's `variants` holds <built-in function print>, which is no Variant"),
         ({"carried_lessons": 3}, "the run's `carried_lessons` must be a list of texts, not int 3"),
+        ({"on_event": 3}, "the run's `on_event` must be a function (a callable), not int 3"),
+        (
+            {"on_model_call": "print", "ask": [input]},
+            "the run's `on_model_call` must be a function (a callable), not str 'print'; "
+            "`ask` must be a function (a callable), not list [<built-in function input>]",
+        ),
     ],
 )
 @pytest.mark.parametrize("door", [run_task, run_attempts])

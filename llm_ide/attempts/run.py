@@ -51,9 +51,10 @@ def run_attempts(
 ) -> RunResult:
     """The Python API of a run at a task with attempts: `run_task`'s arguments (`fields`: those of `RunRequest`; the
     listeners are told each attempt's events, model calls, commands and questions); its thread is resumed."""
+    listeners = Listeners(on_event, on_model_call, ask, on_command)
     request = request_of(task, fields)
     check_request(request)
-    return run_at_task(request, Listeners(on_event, on_model_call, ask, on_command))
+    return run_at_task(request, listeners)
 
 
 def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:

@@ -66,6 +66,17 @@ def is_variant(value: Any) -> bool:
 LISTENERS = ("on_event", "on_model_call", "ask", "on_command")  # run_task's and run_attempts' own arguments
 
 
+def check_listeners(listeners: dict[str, Any]) -> None:
+    """The Python API's listeners (LISTENERS): each a callable or None; another value is a UsageError saying which."""
+    wrong = [
+        f"`{name}` must be a function (a callable), not {type(value).__name__} {value!r:.60}"
+        for name, value in listeners.items()
+        if value is not None and not callable(value)
+    ]
+    if wrong:
+        raise UsageError(f"the run's {'; '.join(wrong)}")
+
+
 def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     """The Python API's run: `given` the fields of RunRequest; one missing, unknown or of another type is a UsageError
     saying which (paths may be text)."""

@@ -37,7 +37,7 @@ from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
-from llm_ide.run.request import RunRequest, check_request, request_of
+from llm_ide.run.request import RunRequest, check_listeners, check_request, request_of
 from llm_ide.run.salvage import folder_lost
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, thread_database
@@ -64,6 +64,9 @@ class Listeners:
     on_model_call: CallListener | None = None
     ask: Callable[[dict[str, Any]], Any] | None = None
     on_command: CommandListener | None = None
+
+    def __post_init__(self) -> None:
+        check_listeners(vars(self))
 
     def emit(self, event: RunEvent) -> None:
         if self.on_event is not None:
@@ -95,9 +98,10 @@ def run_task(
     """The Python API of one run: the agent at `task` until it submits or reaches a limit (`fields`: those of
     `RunRequest`); the thread `run_id` is resumed when it is unfinished. Checked first as the command line checks a
     run (llm_ide/run/preflight.py): a problem raises a UsageError of one line, before anything is set up."""
+    listeners = Listeners(on_event, on_model_call, ask, on_command)
     request = request_of(task, fields)
     check_request(request)
-    return Driver(request, Listeners(on_event, on_model_call, ask, on_command)).run()
+    return Driver(request, listeners).run()
 
 
 @dataclass
