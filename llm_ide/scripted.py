@@ -65,7 +65,7 @@ class ScriptedModel:
         self.tools_by_default = any(map(calls_a_tool, self.responses))  # `auto`: tools where its items make calls
         self.listener: CallListener | None = None  # told of each call (a live status)
         stem = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)[:40]
-        self.place = Place(keep, f"scripted-{stem}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}.place")
+        self.place = Place(keep, f"scripted-{stem}-{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}.place")
         self._lock = threading.Lock()
 
     def joined(self) -> ScriptedModel:

@@ -364,6 +364,24 @@ def test_scripted_model_positions_resume_and_exhaustion(tmp_path: Path, config: 
     assert sorted(p.name for p in run.iterdir()) == [place.name, f"t2.{place.name}"]
 
 
+def test_a_scripted_model_resumed_under_another_spelling_of_its_path_goes_on(
+    tmp_path: Path, config: ModelSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command printed to resume a run names its script as it was given: pasted in another folder (the path
+    adjusted), or given whole, the script goes on where it was, not from its start."""
+    path = write(tmp_path / "script.yaml", "- first\n- second\n- third\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.chdir(tmp_path)
+    started = get_model("scripted:script.yaml", config, keep=FolderKeep(run))
+    assert started.complete([{"role": "user", "content": "step 1"}]).text == "first"
+    monkeypatch.chdir(run)
+    for spec, step, reply in (("scripted:../script.yaml", 2, "second"), (f"scripted:{path}", 3, "third")):
+        resumed = get_model(spec, config, keep=FolderKeep(run))
+        assert resumed.complete([{"role": "user", "content": f"step {step}"}]).text == reply
+    assert len(list(run.iterdir())) == 1, "one place for the one script"
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
