@@ -171,6 +171,28 @@ def test_run_refuses_minis_trajectory_file_as_its_output_folder(tmp_path: Path, 
 
 
 @pytest.mark.parametrize(
+    ("given", "written", "setting"),
+    [
+        ("agent.step_limit=5", "'agent: {step_limit: 5}'", lambda settings: settings.agent.step_limit == 5),
+        ("model.kwargs.stop=it's", "'model: {kwargs: {stop: it'\"'\"'s}}'", lambda s: s.model.kwargs["stop"] == "it's"),
+    ],
+)
+def test_minis_key_value_config_is_refused_with_the_yaml_that_says_it(
+    tmp_path: Path, given: str, written: str, setting: Any
+) -> None:
+    """mini's `-c KEY=VALUE` given to `run` was `config file not found: agent.step_limit=5`; now the line says -c takes
+    YAML files and gives the option that says the same, which sets it."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    refused = invoke("run", "-t", "t", "-m", model, "-c", str(no_tools(tmp_path)), "-c", given, cwd=repo)
+    said = f"error: --config {given}: it takes YAML files, not mini-swe-agent's KEY=VALUE: -c <(echo {written})\n"
+    assert (refused.returncode, refused.stderr) == (2, said)
+    assert not (repo / "runs").exists()
+    (tmp_path / "said.yaml").write_text(shlex.split(written)[0])
+    assert setting(load_config(overrides=[tmp_path / "said.yaml"]))
+
+
+@pytest.mark.parametrize(
     ("limit", "raised"),
     [
         (["--step-limit", "2"], ["--step-limit", "4"]),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -77,6 +79,9 @@ def kept_configs(config: list[Path] | None, thread: Path) -> list[Path] | None:
 
     kept, index = [], 0
     for path in config or []:
+        if (written := minis_setting(path)) is not None:
+            said = f"it takes YAML files, not mini-swe-agent's KEY=VALUE: -c <(echo {shlex.quote(written)})"
+            raise fail(f"--config {path}: {said}")
         if streamed(path):
             index += 1
             prepare_output(thread.parent, thread.name)
@@ -87,6 +92,18 @@ def kept_configs(config: list[Path] | None, thread: Path) -> list[Path] | None:
             path = copy
         kept.append(path)
     return kept if config is not None else None
+
+
+def minis_setting(path: Path) -> str | None:
+    """mini-swe-agent's `-c KEY=VALUE` (no such file) as the YAML that says it (`agent: {step_limit: 5}`), else None."""
+    key, equals, value = str(path).partition("=")
+    if not equals or path.exists() or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", key):
+        return None
+    *parents, leaf = key.split(".")
+    written = f"{leaf}: {value}"
+    for parent in reversed(parents):
+        written = f"{parent}: {{{written}}}"
+    return written
 
 
 def resuming_args(task_file: Path | None, model: str | None, config: list[Path] | None, thread: Path) -> list[str]:
