@@ -377,7 +377,8 @@ def test_an_evaluation_that_graded_nothing_fails(tmp_path: Path) -> None:
     result = llm_ide("evaluate", str(preds), "--subset", str(dataset), "-o", "ev", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "resolved 0/2 (0.0%), unresolved 0, error 1, empty patch 1" in result.stdout
-    assert result.stderr.startswith("nothing could be evaluated: 1 errors, 1 empty patches of 2 predictions")
+    assert result.stdout.startswith("evaluating 2 predictions with 1 worker into ")  # one, not "1 workers"
+    assert result.stderr.startswith("nothing could be evaluated: 1 error, 1 empty patch of 2 predictions")
     assert json.loads((tmp_path / "ev" / "report.json").read_text())["total"] == 2
 
 

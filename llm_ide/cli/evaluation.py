@@ -24,7 +24,7 @@ from llm_ide.cli.options import (
     Subset,
     check_engine,
 )
-from llm_ide.terminal import terminal_safe
+from llm_ide.terminal import plural, terminal_safe
 
 
 def report_table(report: Any) -> Table:
@@ -95,8 +95,8 @@ def evaluate_command(
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
     instances = {i.instance_id: i for i in dataset.instances}
-    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else f"{workers} workers"
-    console.print(f"evaluating {len(preds)} predictions with {where} into {folder}", markup=False)
+    where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else plural(workers, "worker")
+    console.print(f"evaluating {plural(len(preds), 'prediction')} with {where} into {folder}", markup=False)
     report = grade(preds, instances, settings, folder, workers=workers, timeout=timeout, engine=engine, address=address)
     print_whole(report_table(report))
     data = report.to_json()
@@ -178,7 +178,8 @@ def print_totals(data: dict[str, Any], folder: Path) -> None:
         )
     if not data["resolved"] + data["unresolved"]:  # no patch was graded: an evaluation that did not happen
         err_console.print(
-            f"[bold red]nothing could be evaluated[/]: {data['error']} errors, {data['empty_patch']} empty patches "
-            f"of {data['total']} predictions (the reasons above and in {folder / 'logs'})"
+            f"[bold red]nothing could be evaluated[/]: {plural(data['error'], 'error')}, {data['empty_patch']} empty "
+            f"patch{'es' * (data['empty_patch'] != 1)} of {plural(data['total'], 'prediction')} (the reasons above and "
+            f"in {folder / 'logs'})"
         )
         raise typer.Exit(1)
