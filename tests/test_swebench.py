@@ -441,6 +441,20 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     assert "every instance failed" not in mixed.stderr and "submitted: 2" in mixed.stdout
 
 
+def test_a_batch_without_a_prediction_names_no_predictions_file(tmp_path: Path) -> None:
+    """A batch whose instances never started (their repository gone) writes no preds.json: its summary said
+    `preds: out/preds.json` all the same, a file `llm-ide evaluate` then did not find."""
+    dataset, rows = build_dataset(tmp_path / "data", 1)
+    dataset.write_text(json.dumps({**rows[0], "repo": str(tmp_path / "no-such-repo")}) + "\n")
+    out = tmp_path / "out"
+    args = ["--subset", str(dataset), "--environment", "local", "-c", str(write_config(tmp_path / "c.yaml"))]
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    failed = cli("llm-ide", "swebench", *args, "--model", model, "-o", str(out))
+    assert failed.returncode == 1 and not (out / "preds.json").exists(), failed.stdout + failed.stderr
+    said = f"preds: none (no instance has a prediction yet)  exit statuses: {out / 'exit_statuses.yaml'}"
+    assert said in failed.stdout.splitlines(), failed.stdout
+
+
 def test_global_cost_limit_holds_for_runs_calling_at_the_same_moment(tmp_path: Path) -> None:
     """Three workers whose first calls the server answers only once all three have arrived: each call is admitted
     against the budget before it starts, so $4 buys four $1 calls whatever the order, never more."""

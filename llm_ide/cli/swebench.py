@@ -192,7 +192,8 @@ def print_batch(summary: Any, output: Path) -> None:
     """What ran, where it went; a batch whose every instance failed exits 1."""
     ran, finished = len(summary.outcomes), len(summary.skipped_existing)
     console.print(f"{ran} instance{'s' * (ran != 1)} run, {finished} skipped as finished in an earlier run")
-    console.print(f"preds: {output / 'preds.json'}  exit statuses: {output / 'exit_statuses.yaml'}")
+    preds = output / "preds.json" if (output / "preds.json").exists() else "none (no instance has a prediction yet)"
+    console.print(f"preds: {preds}  exit statuses: {output / 'exit_statuses.yaml'}")
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
     if summary.not_started:
         before = f", ${summary.spent_before:.4f} of it by earlier runs in {output}" if summary.spent_before else ""
