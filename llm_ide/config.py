@@ -72,16 +72,18 @@ def config_layers(base: str | Path = "default", overrides: Overrides = None, **v
 
 def validate_layers(layers: Layers, variants: Iterable[Any] = ()) -> Settings:
     """The layers validated as the whole settings; a base file that extends no bundled config and misses settings is
-    told what it lacks (the bundled config it did not extend), not only the first setting missing."""
+    told what it lacks (the bundled config it did not extend), not only the first setting missing, whichever file
+    over it (one it extends, the user's, `--config`) set the section missing it."""
     try:
         return validate(settings_class(kinds_of(variants)), layers)
     except ConfigError as error:
         root, said = layers[0][0], str(error)
-        if Path(root).parent == PROMPTS_DIR or not (said.startswith(f"{root}: ") and ": missing setting" in said):
+        origin = next((name for name, _ in layers if said.startswith(f"{name}: ")), None)
+        if Path(root).parent == PROMPTS_DIR or origin is None or ": missing setting" not in said:
             raise
         raise ConfigError(
             f"{root}: extends no bundled config, so it must set every setting: add `extends: default` (or `extends: "
-            f"swebench`) to start from one; {said.removeprefix(f'{root}: ')}"
+            f"swebench`) to start from one; {said.removeprefix(f'{origin}: ')}"
         ) from None
 
 

@@ -207,12 +207,25 @@ def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:
         ({}, ["--base", "other"], "error: config not found: other (neither a file nor one of ['default', 'swebench'])"),
         ({}, ["--base", "{tmp}/lone.yaml"], f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing"),
         ({}, ["--base", "{tmp}/top.yaml"], f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing"),
+        ({}, ["--base", "{tmp}/sets.yaml"], f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing"),
+        (
+            {},
+            ["--base", "{tmp}/lone.yaml", "--config", "{tmp}/step.yaml"],
+            f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing",
+        ),
+        (
+            {"LLM_IDE_CONFIG": "{tmp}/step.yaml"},
+            ["--base", "{tmp}/lone.yaml"],
+            f"error: {{tmp}}/lone.yaml: {NO_EXTENDS}; agent.cost_limit: missing",
+        ),  # a file over the lone one setting `agent` too: was "step.yaml: agent.cost_limit: missing setting" alone
     ],  # a base file without `extends`: was only "agent.cost_limit: missing setting (and 12 more errors)"
 )
 def test_config_show_errors_are_one_line(tmp_path: Path, env: dict[str, str], args: list[str], message: str) -> None:
     write_yaml(tmp_path / "bad.yaml", {"agent": {"step_limt": 3}})
     write_yaml(tmp_path / "lone.yaml", {"agent": {"step_limit": 3}})
     write_yaml(tmp_path / "top.yaml", {"extends": "lone.yaml"})
+    write_yaml(tmp_path / "sets.yaml", {"extends": "lone.yaml", "agent": {"step_limit": 4}})
+    write_yaml(tmp_path / "step.yaml", {"agent": {"step_limit": 5}})
     (tmp_path / "xdg" / "llm-ide" / "config.yaml").mkdir(parents=True)
     env = user_env(tmp_path, **{key: value.format(tmp=tmp_path) for key, value in env.items()})
     code, lines, stderr = show(env, *[arg.format(tmp=tmp_path) for arg in args])
