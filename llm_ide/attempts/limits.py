@@ -66,11 +66,13 @@ def past_their_limits(
     return found
 
 
-def task_going_on(output_dir: Path, run_id: str, checkpoint: str | None, values: dict[str, Any], settings: Any) -> bool:
-    """Whether a finished task's attempts go on when it runs again under `settings` (the batch's budget aside)."""
+def task_going_on(output_dir: Path, run_id: str, checkpoint: str | None, values: dict[str, Any], settings: Any) -> str:
+    """How a finished task's attempts go on when it runs again under `settings` (the batch's budget aside): `limits`
+    (some past the limits they stopped at), `more` (attempts to add), or not at all (empty)."""
     spent = CostBudget(settings.attempts.cost_limit or None, task_spent(output_dir, run_id, values)).exhausted
-    more = not spent and more_attempts(values, settings)
-    return more or bool(past_their_limits(output_dir, run_id, checkpoint, values, settings, spent))
+    if past_their_limits(output_dir, run_id, checkpoint, values, settings, spent):
+        return "limits"
+    return "more" if not spent and more_attempts(values, settings) else ""
 
 
 def reopened(ctx: AttemptsContext, values: dict[str, Any]) -> dict[str, Any]:

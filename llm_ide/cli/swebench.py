@@ -250,11 +250,17 @@ def _announce(selection: Selection, kind: str | None, chosen: tuple[str, str], r
             f"{len(skipped)} instance{'s' * (len(skipped) != 1)} skipped as finished in an earlier run "
             "(in preds.json; --redo-existing runs them again)"
         )
-    if going_on:
+    if stopped := [instance_id for instance_id in going_on if instance_id not in selection.more]:
         console.print(
-            f"{len(going_on)} instance{'s' * (len(going_on) != 1)} stopped at a limit in an earlier run "
-            f"go{'es' * (len(going_on) == 1)} on from {'its' if len(going_on) == 1 else 'their'} last step, under the "
+            f"{len(stopped)} instance{'s' * (len(stopped) != 1)} stopped at a limit in an earlier run "
+            f"go{'es' * (len(stopped) == 1)} on from {'its' if len(stopped) == 1 else 'their'} last step, under the "
             "limits given now"
+        )
+    if more := selection.more:
+        one = len(more) == 1
+        console.print(
+            f"{len(more)} instance{'s' * (not one)} finished in an earlier run with no attempt accepted "
+            f"get{'s' * one} more attempts, up to attempts.max"
         )
     if todo and kind is not None:
         _check_environment(kind)

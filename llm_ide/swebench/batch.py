@@ -9,7 +9,7 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +188,8 @@ class Selection:
     todo: list[Instance]
     skipped: list[str]
     going_on: list[str]  # stopped at a limit the batch's settings no longer reach (they go on from their last step),
-    # or with attempts to add (none accepted, a higher attempts.max)
+    # or with attempts to add (none accepted, a higher attempts.max): those alone in `more`
+    more: list[str] = field(default_factory=list)
 
 
 def prepare(
@@ -210,32 +211,34 @@ def prepare(
     finished = [] if options.redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
     going_on = beyond_their_limits(options, finished)
     skipped = [instance_id for instance_id in finished if instance_id not in going_on]
-    return Selection(dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped, going_on)
+    more = [instance_id for instance_id, how in going_on.items() if how == "more"]
+    return Selection(dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped, list(going_on), more)
 
 
-def beyond_their_limits(options: BatchOptions, finished: list[str]) -> list[str]:
+def beyond_their_limits(options: BatchOptions, finished: list[str]) -> dict[str, str]:
     """The finished instances that stopped at a limit (step, cost, tokens, time, the batch's cost limit) the batch's
     settings no longer reach, as their threads' last checkpoints say (with attempts: their attempts' threads), and
-    with attempts those that accepted none and have fewer than a higher `attempts.max` gives."""
+    with attempts those that accepted none and have fewer than a higher `attempts.max` gives: each with how it goes
+    on (`limits`, `more`)."""
     statuses = read_statuses(options.output)  # (a corrupt file is said now, not after the first instance)
     settings = batch_config(options) if finished else None
     if settings is None or options.checkpoint == "memory":
-        return []
+        return {}
     attempts = settings.attempts.max > 1  # (with attempts, any may have attempts to add: a higher attempts.max)
     stopped = [i for i in finished if attempts or statuses.get(i, {}).get("exit_status") in LIMITS]
     if not stopped:
-        return []
+        return {}
     store = OutputStore(options.output)
     spent = CostBudget(options.cost_limit, store.spent(), store.call_cost()).exhausted  # (what the runs will have)
     values = last_values(options, stopped, attempts)
 
-    def goes_on(instance_id: str) -> bool:
+    def goes_on(instance_id: str) -> str:
         if not attempts:
-            return past_its_limit(values.get(instance_id, {}), settings.agent, spent)
+            return "limits" if past_its_limit(values.get(instance_id, {}), settings.agent, spent) else ""
         folder, thread = options.output / instance_id, values.get(instance_id, {})
-        return not spent and task_going_on(folder, instance_id, options.checkpoint, thread, settings)
+        return "" if spent else task_going_on(folder, instance_id, options.checkpoint, thread, settings)
 
-    return [instance_id for instance_id in stopped if goes_on(instance_id)]
+    return {instance_id: how for instance_id in stopped if (how := goes_on(instance_id))}
 
 
 def last_values(options: BatchOptions, instance_ids: list[str], attempts: bool = False) -> dict[str, dict[str, Any]]:
