@@ -203,6 +203,27 @@ def test_unreachable_model_and_missing_key_fail_before_the_batch(tmp_path: Path)
     )
 
 
+@pytest.mark.parametrize(
+    ("environment", "said"),
+    [
+        ({"readable": ["/no-such-data"]}, "error: environment.readable: /no-such-data: no such file or folder"),
+        ({"writable": ["/no-such-cache"]}, "error: environment.writable: /no-such-cache: no such file or folder"),
+    ],
+)
+def test_a_local_batch_refuses_paths_of_its_sandbox_that_are_not_there(
+    tmp_path: Path, environment: dict, said: str
+) -> None:
+    """`run` refuses them before it starts; a batch in the local environment ran every instance without them (its
+    commands found the one read-only, the other not there), without a word."""
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    (config := tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {"tools": [], **environment}}))
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
+    refused = invoke(*args, "-o", str(tmp_path / "out"))
+    assert (refused.returncode, refused.stderr.count("\n")) == (2, 1), refused.stdout + refused.stderr
+    assert refused.stderr.startswith(said) and not (tmp_path / "out" / "preds.json").exists()
+
+
 def test_local_environment_batch_fixes_every_instance_and_resume_skips_them(tmp_path: Path) -> None:
     dataset, rows = build_dataset(tmp_path / "data", 3)
     model = write_script(tmp_path / "fix.yaml", ["grep -rn '# BUG' --include='*.py' .", FIX_COMMAND])

@@ -38,7 +38,7 @@ from llm_ide.swebench.instances import (
     not_checked_out,
     run_instance,
 )
-from llm_ide.swebench.preflight import SWEbenchError, check_model, check_variants
+from llm_ide.swebench.preflight import SWEbenchError, check_model, check_readable, check_variants, check_writable
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import PREDS, OutputStore, output_folder, read_preds, read_statuses
 
@@ -288,6 +288,9 @@ def run_swebench(
         before_run(selection)
     if check and todo:
         settings = batch_config(options)
+        if options.engine == "local":  # (a Ray batch's paths are its nodes')
+            check_writable(settings.environment.writable, options.environment)
+            check_readable(settings.environment.readable, options.environment)
         check_model(options.model, settings, options.base_url)
         check_variants(compose(settings), settings, options.base_url, model=options.model)
     if options.redo_existing and (options.output / PREDS).exists():

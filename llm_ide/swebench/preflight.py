@@ -11,7 +11,9 @@ from llm_ide.run.preflight import (
     PROVIDER_URLS,
     PreflightError,
     check_model,
+    check_readable,
     check_variants,
+    check_writable,
     model_endpoint,
 )
 from llm_ide.swebench.dataset import Instance
@@ -22,7 +24,9 @@ __all__ = [
     "SWEbenchError",
     "check_docker",
     "check_model",
+    "check_readable",
     "check_variants",
+    "check_writable",
     "clone_for_local",
     "local_source",
     "model_endpoint",
