@@ -12,6 +12,7 @@ import pytest
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
 from conftest import make_git_repo
 from langgraph.checkpoint.memory import InMemorySaver
+from openai_server import OpenAIServer, Reply
 from test_studio import studio  # noqa: F401 - the fixture: langgraph dev on a free loopback port
 
 from llm_ide.attempts.studio import graph
@@ -159,6 +160,39 @@ def test_a_finished_served_run_given_a_higher_attempts_max_runs_the_new_attempts
     assert [(r["index"], r["score"]) for r in more["attempts"]] == [(1, 3), (2, 2), (3, 6)]
     assert "return x + x\n" in more["submission"] and "README" not in more["submission"]
     assert len(more["calls"]) == len(first["calls"]) + 2  # attempt 3's review and the new choice
+    assert worktrees(repo) == [str(repo.resolve())]
+
+
+@pytest.mark.parametrize("most", [2, 3])
+def test_a_served_run_whose_task_budget_was_spent_runs_no_more_attempts_when_sent_again(
+    tmp_path: Path, most: int
+) -> None:
+    """attempts.cost_limit $6.5: attempt 1 ($5) and its review ($1) leave no room for a call, so the run chose it.
+    Studio's form sent again (its maximum, or a higher one) ran attempt 2 on a budget that forgot the $6 (the command
+    line and a batch count them): the task paid past its limit."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    dollar = {"input_tokens": 1_000_000, "output_tokens": 0}
+    replies = [*(Reply(text, **dollar) for text in attempt_script(RIGHT)), Reply(review(5, "Maybe."), **dollar)]
+    prices = {"gpt-test": {"input": 1.0, "output": 0}}
+    config = {
+        "environment": {"tools": []}, "attempts": {"max": 2, "accept_score": 8, "cost_limit": 6.5},
+        "agent": {"single_call": False, "cost_limit": 0}, "model": {"prices": prices},
+    }  # fmt: skip
+    saver = InMemorySaver()
+    with OpenAIServer(replies=replies) as server:
+        inputs = {"task": TASK, "repo": str(repo), "model": "gpt-test", "base_url": server.url,
+                  "output": str(tmp_path / "out"), "config": config}  # fmt: skip
+        first = served(inputs, "spent", saver)
+    assert ([r["index"] for r in first["attempts"]], first["chosen"], server.hits) == ([1], 1, 6)
+    with OpenAIServer(replies=replies) as server:
+        again = {
+            **inputs,
+            "base_url": server.url,
+            "config": {**config, "attempts": {**config["attempts"], "max": most}},
+        }
+        second = served(again, "spent", saver)
+        hits = server.hits
+    assert (hits, [r["index"] for r in second["attempts"]], second["chosen"]) == (0, [1], 1)
     assert worktrees(repo) == [str(repo.resolve())]
 
 

@@ -19,6 +19,8 @@ from langgraph.runtime import Runtime
 from llm_ide.attempts.choose import choose
 from llm_ide.attempts.context import AttemptsContext, remove_worktrees, studio_context
 from llm_ide.attempts.graph import build_attempts_graph
+from llm_ide.attempts.limits import task_spent
+from llm_ide.budget import CostBudget
 from llm_ide.errors import UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput
 
@@ -31,7 +33,10 @@ async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
     def context(state: dict[str, Any]) -> AttemptsContext:
         if not built:
             thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
-            built.append(studio_context(state, thread))
+            built.append(ctx := studio_context(state, thread))
+            if "attempts" in state:  # what the task spent before this call counts (as at the command line)
+                request = ctx.request
+                CostBudget.add(ctx.budget, task_spent(request.output_dir, request.run_id, state))
         return built[0]
 
     def wrap(node: Callable[..., Any]) -> Callable[..., Any]:
