@@ -99,6 +99,7 @@ def test_another_users_repository_that_git_refuses_is_one_line_with_git_s_reason
 
 
 HOSTS = "a local run shares the host's network"
+LONG = f"/tmp/{'x' * 300}/data"
 
 
 @pytest.mark.parametrize(
@@ -121,7 +122,9 @@ HOSTS = "a local run shares the host's network"
         ({"readable": ["~/.pyenv", "/no-such-data"]}, "environment.readable: /no-such-data: no such file or folder"),
         ({"readable": ["~/no-such-toolchain"]}, "environment.readable: ~/no-such-toolchain: no such file or folder"),
         ({"readable": ["~/.pyenv", "~/go/bin", "."]}, None),  # the bundled list's toolchains: shown where there
-    ],
+        ({"readable": [LONG]}, f"environment.readable: {LONG}: cannot be reached (File name too long)"),
+        ({"writable": [LONG]}, f"environment.writable: {LONG}: cannot be reached (File name too long)"),
+    ],  # a path whose lookup fails (too long; as a user, under another's folder: permission denied) was a traceback
 )
 def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
     tmp_path: Path, environment: dict[str, str | None], said: str | None

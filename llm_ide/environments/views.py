@@ -65,6 +65,15 @@ def readable_paths(entries: list[str] | None) -> list[Path]:
     return [Path(os.path.realpath(Path(entry).expanduser())) for entry in entries]
 
 
+def absent(path: str) -> str | None:
+    """What keeps `path` (`~` its user's home) from being shown to the commands: not there, or not to be looked up
+    (a name too long; as a user, a folder of another's on the way); None: it is there."""
+    try:
+        return None if Path(path).expanduser().exists() else f"{path}: no such file or folder"
+    except OSError as error:
+        return f"{path}: cannot be reached ({error.strerror})"
+
+
 def check_mount_point(target: str) -> str:
     """A path where bwrap can show a folder: absolute, and existing or not under an existing top-level entry (bwrap
     cannot make a folder in the read-only root's existing entries)."""

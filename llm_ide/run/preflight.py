@@ -21,7 +21,7 @@ from llm_ide.composition import attempt_uses
 from llm_ide.endpoint import listed_models, tls_context
 from llm_ide.environments import capabilities
 from llm_ide.environments.sandbox import bwrap_problem
-from llm_ide.environments.views import check_mount_point
+from llm_ide.environments.views import absent, check_mount_point
 from llm_ide.errors import UsageError
 from llm_ide.exchange import tools_asked
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
@@ -167,18 +167,19 @@ def check_mount(mount_at: str | None, sandbox: str, kind: str) -> None:
 def check_writable(writable: list[str], kind: str) -> None:
     """The paths a local run's sandboxed commands may write besides the repository: each there (bubblewrap shows only
     what exists; the commands found a path listed but missing read-only, and nothing said why)."""
-    missing = [path for path in writable if kind == "local" and not Path(path).expanduser().exists()]
-    if missing:
-        raise PreflightError(f"environment.writable: {missing[0]}: no such file or folder (make it first)")
+    problems = [problem for path in writable if kind == "local" and (problem := absent(path))]
+    if problems:
+        made = " (make it first)" if problems[0].endswith("no such file or folder") else ""
+        raise PreflightError(f"environment.writable: {problems[0]}{made}")
 
 
 def check_readable(readable: list[str], kind: str) -> None:
     """The paths a local run shows its sandboxed commands read-only: each there, but the bundled list's toolchains
     (shown where installed). A typo showed nothing, without a word."""
     bundled = bundled_yaml("default.yaml")["environment"]["readable"]
-    missing = [path for path in readable if path not in bundled and not Path(path).expanduser().exists()]
-    if kind == "local" and missing:
-        raise PreflightError(f"environment.readable: {missing[0]}: no such file or folder")
+    problems = [problem for path in readable if kind == "local" and path not in bundled and (problem := absent(path))]
+    if problems:
+        raise PreflightError(f"environment.readable: {problems[0]}")
 
 
 def check_not_in_git_dir(repo: Path) -> None:
