@@ -275,6 +275,15 @@ def test_a_task_file_naming_standard_input_is_read_as_dash_is(tmp_path: Path, na
     assert json.loads((tmp_path / "out" / "T.traj.json").read_text())["task"] == "write the trail\n"
 
 
+@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
+def test_a_task_file_naming_standard_input_when_it_is_closed_is_one_line(tmp_path: Path, name: str) -> None:
+    """`<&-`: an AttributeError's traceback (`/dev/stdin` was a line before it was read as standard input)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    args = ["run", "--repo", str(repo), "--task-file", name, "-m", write_script(tmp_path / "s.yaml", ["submit"])]
+    closed = subprocess.run(["sh", "-c", 'exec "$@" <&-', "sh", *CLI, *args], cwd=tmp_path, capture_output=True)
+    assert (closed.returncode, closed.stderr.decode()) == (2, f"error: --task-file {name}: standard input is closed\n")
+
+
 def test_image_implies_docker_and_contradictions_are_one_line_errors(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     model = write_script(tmp_path / "s.yaml", [act("Run it.", "bash", command="touch ran-on-host"), "submit"])

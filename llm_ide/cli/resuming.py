@@ -33,6 +33,8 @@ def task_text(task: str | None, task_file: Path | None, thread: Path | None = No
     else:
         stdin = str(task_file) in STDIN
         source = f"--task-file {task_file}" if stdin else f"task file {task_file}"
+        if stdin and sys.stdin is None:  # (`<&-`)
+            raise fail(f"{source}: standard input is closed")
         if stdin and sys.stdin.isatty():  # else it waited without a word
             err_console.print(f"… {source}: type the task, then Ctrl-D on a line of its own", markup=False)
         try:
