@@ -290,8 +290,10 @@ def test_attempts_stopped_at_their_step_limit_go_on_when_the_run_is_given_a_high
     )
     events.clear()
     assert run(2).attempts == first.attempts  # the same limit: its result again, nothing run
+    more = "" if parallel else "a higher attempts.max adds attempts, "  # (none accepted)
     assert events == ["run T had already finished (step_limit): its result again; a higher limit continues the "
-                      "attempts stopped at one, a new --thread-id or output folder runs the task anew"]  # fmt: skip
+                      f"attempts stopped at one, {more}a new --thread-id or output folder runs the task "
+                      "anew"]  # fmt: skip
     events.clear()
     going = run(0)
     assert (
@@ -329,6 +331,11 @@ def test_a_finished_run_given_a_higher_attempts_max_adds_attempts_unless_one_was
 
     first = run(2)
     assert [(a["index"], a["score"]) for a in first.attempts] == [(1, 3.0), (2, 2.0)]
+    events.clear()
+    assert run(2).attempts == first.attempts
+    hint = "" if parallel else "a higher attempts.max adds attempts, "
+    assert events == [f"run T had already finished (submitted): its result again; {hint}a new --thread-id or output "
+                      "folder runs the task anew"]  # fmt: skip
     events.clear()
     more = run(3)
     if parallel:

@@ -69,6 +69,8 @@ def past_their_limits(
 def task_going_on(output_dir: Path, run_id: str, checkpoint: str | None, values: dict[str, Any], settings: Any) -> str:
     """How a finished task's attempts go on when it runs again under `settings` (the batch's budget aside): `limits`
     (some past the limits they stopped at), `more` (attempts to add), or not at all (empty)."""
+    if values.get("exit_status") not in LIMITS and not more_attempts(values, settings):
+        return ""  # (the usual finished task: its threads and calls logs not read)
     spent = CostBudget(settings.attempts.cost_limit or None, task_spent(output_dir, run_id, values)).exhausted
     if past_their_limits(output_dir, run_id, checkpoint, values, settings, spent):
         return "limits"

@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_ide.attempts.context import AttemptsContext, attempts_database, git, remove_worktrees, uncommitted
 from llm_ide.attempts.graph import build_attempts_graph
-from llm_ide.attempts.limits import more_attempts, past_their_limits, task_spent
+from llm_ide.attempts.limits import accepted, more_attempts, past_their_limits, task_spent
 from llm_ide.attempts.trajectory import Read, write_combined
 from llm_ide.budget import CostBudget
 from llm_ide.calls import CallListener
@@ -134,7 +134,10 @@ class Attempts:
             done, most = len(values.get("attempts", [])), request.settings.attempts.max
             self.ctx.emit(f"run {request.run_id} had finished: none of its {done} accepted, attempts to {most} follow")
             return True
+        given = request.settings.attempts
         hint = "a higher limit continues the attempts stopped at one, " if values["exit_status"] in LIMITS else ""
+        if not spent and not given.parallel and not accepted(values.get("attempts", []), given.accept_score):
+            hint += "a higher attempts.max adds attempts, "
         said = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
         self.ctx.emit(f"{said}; {hint}a new --thread-id or output folder runs the task anew")
         return False
