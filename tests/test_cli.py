@@ -531,3 +531,18 @@ def test_a_run_names_its_baseline_and_warns_of_uncommitted_changes(tmp_path: Pat
     )
     patch = next((tmp_path / "dirty").glob("*.patch")).read_text()
     assert "+x = 10  # work in progress" in patch and "+todo" in patch  # as the warning said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--repo", "/nope/\x1b[31mred\u202etxt", "--task", "x"], "repository not found: /nope/red<U+202E>txt"),
+        (["swebench", "--subset", "/nope/\u2066rows.json"], "/nope/<U+2066>rows.json"),
+    ],
+)
+def test_a_usage_error_shows_what_was_typed_in_it_not_obeyed(tmp_path: Path, args: list[str], said: str) -> None:
+    """A usage error's line printed the user's text raw: an escape sequence or a bidi control in a path reached the
+    terminal (the run's own errors were cleaned)."""
+    done = invoke(*args, "--model", "scripted:x.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "\x1b" not in done.stderr and not set(done.stderr) & {"\u202e", "\u2066"}

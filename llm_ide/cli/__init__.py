@@ -19,6 +19,7 @@ from rich.markup import escape
 from llm_ide import deferred
 from llm_ide.cli.lazy import lazy_group
 from llm_ide.errors import Terminated
+from llm_ide.terminal import terminal_safe
 from llm_ide.version import __version__
 
 COMMAND_GC_THRESHOLD = 100_000
@@ -127,7 +128,7 @@ def usage_message(message: str) -> str:
 
 
 def one_line(message: str) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(terminal_safe(message))}")
 
 
 def print_version(value: bool) -> None:

@@ -30,7 +30,8 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    """The one line of a usage error (what the user typed in it shown, not obeyed: escape codes, bidi controls)."""
+    err_console.print(f"[bold red]error:[/] {escape(terminal_safe(message))}")
     return typer.Exit(2)
 
 
