@@ -276,6 +276,27 @@ def test_a_task_file_naming_standard_input_is_read_as_dash_is(tmp_path: Path, na
 
 
 @pytest.mark.parametrize("name", ["-", "/dev/stdin"])
+def test_a_config_read_from_standard_input_is_saved_and_read_once(tmp_path: Path, name: str) -> None:
+    """`-c - < config.yaml`: a file named `-` was read ("cannot read it or save it"); it is standard input, saved as
+    `-c <(…)` is and named so by the command that goes on. With the task read from it too: one line, exit 2 (the
+    second reader found it empty)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "one"), act("Done.", "submit")]
+    config = json.dumps({"environment": {"tools": [], "pull": "never"}, "agent": {"step_limit": 1}})
+    args = ["run", "-t", "trail", "-m", write_script(tmp_path / "s.yaml", script), "-o", "out", "--repo", str(repo)]
+    first = invoke(*args, "-c", name, "--thread-id", "T", cwd=tmp_path, input=config)
+    assert first.returncode == 1 and "step_limit" in first.stdout, first.stdout + first.stderr
+    again = shlex.split(first.stderr.splitlines()[-1])
+    assert again == ["llm-ide", *args, "-c", "out/T.config.yaml", "--thread-id", "T", "--step-limit", "2"]
+    assert (tmp_path / "out" / "T.config.yaml").read_text() == config
+    went_on = invoke(*again[1:], cwd=tmp_path)
+    assert went_on.returncode == 0 and (repo / "trail.txt").read_text() == "one\n", went_on.stdout + went_on.stderr
+    both = invoke(*args[:1], *args[3:], "--task-file", "-", "-c", name, "--thread-id", "U", cwd=tmp_path, input="x")
+    said = f"error: --task-file - and --config {name} both read standard input, which is read once: give one of them"
+    assert both.returncode == 2 and both.stderr.startswith(said) and both.stderr.count("\n") == 1, both.stderr
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
 def test_a_task_file_naming_standard_input_when_it_is_closed_is_one_line(tmp_path: Path, name: str) -> None:
     """`<&-`: an AttributeError's traceback (`/dev/stdin` was a line before it was read as standard input)."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})

@@ -33,12 +33,10 @@ def task_text(task: str | None, task_file: Path | None, thread: Path | None = No
     else:
         stdin = str(task_file) in STDIN
         source = f"--task-file {task_file}" if stdin else f"task file {task_file}"
-        if stdin and sys.stdin is None:  # (`<&-`)
-            raise fail(f"{source}: standard input is closed")
-        if stdin and sys.stdin.isatty():  # else it waited without a word
+        if stdin and sys.stdin is not None and sys.stdin.isatty():  # else it waited without a word
             err_console.print(f"… {source}: type the task, then Ctrl-D on a line of its own", markup=False)
         try:
-            text = (sys.stdin.buffer.read() if stdin else task_file.read_bytes()).decode("utf-8")
+            text = (standard_input(source) if stdin else task_file.read_bytes()).decode("utf-8")
         except UnicodeDecodeError:
             raise fail(f"{source}: not UTF-8 text") from None
         except OSError as error:
@@ -46,6 +44,13 @@ def task_text(task: str | None, task_file: Path | None, thread: Path | None = No
     if not text.strip():
         raise fail(f"the task is empty ({source}): say what the agent should do")
     return text
+
+
+def standard_input(source: str) -> bytes:
+    """All of standard input, for the option `source` naming it (`<&-`: closed, a usage error)."""
+    if sys.stdin is None:
+        raise fail(f"{source}: standard input is closed")
+    return sys.stdin.buffer.read()
 
 
 def saved_task(thread: Path) -> str:
@@ -74,11 +79,15 @@ def config_copy(thread: Path, index: int) -> Path:
     return thread.parent / f"{thread.name}.config{'' if index == 1 else f'-{index}'}.yaml"
 
 
-def kept_configs(config: list[Path] | None, thread: Path) -> list[Path] | None:
+def kept_configs(config: list[Path] | None, thread: Path, task_file: Path | None = None) -> list[Path] | None:
     """The `--config` files, each one read from a stream saved first beside the run's outputs (and read from there):
-    the command that resumes the run names the copy, the stream being gone."""
+    the command that resumes the run names the copy, the stream being gone. Standard input (`-c -`) is read once,
+    by one option."""
     from llm_ide.run.thread import prepare_output
 
+    readers = [f"--config {path}" for path in config or [] if str(path) in STDIN]
+    if len(readers := [*([f"--task-file {task_file}"] if str(task_file) in STDIN else []), *readers]) > 1:
+        raise fail(f"{' and '.join(readers)} both read standard input, which is read once: give one of them a file")
     kept, index = [], 0
     for path in config or []:
         if (written := minis_setting(path)) is not None:
@@ -88,7 +97,8 @@ def kept_configs(config: list[Path] | None, thread: Path) -> list[Path] | None:
             index += 1
             prepare_output(thread.parent, thread.name)
             try:
-                (copy := config_copy(thread, index)).write_bytes(path.read_bytes())
+                data = standard_input(f"--config {path}") if str(path) in STDIN else path.read_bytes()
+                (copy := config_copy(thread, index)).write_bytes(data)
             except OSError as error:
                 raise fail(f"--config {path}: cannot read it or save it ({error.strerror})") from None
             path = copy

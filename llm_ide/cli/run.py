@@ -98,7 +98,7 @@ def run(
     repo, given = Path.cwd() if repo == Path(".") else repo, reproduction_variants(reproduction)  # the folder, whole
     again, model = resuming_args(task_file, model, config, thread), model_name(model)
     kind = environment_kind(environment, image)
-    settings = run_settings(kept_configs(config, thread), step_limit, cost_limit, navigator, verbose)
+    settings = run_settings(kept_configs(config, thread, task_file), step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.cli.navigator import check_terminal
