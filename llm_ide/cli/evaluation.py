@@ -24,6 +24,7 @@ from llm_ide.cli.options import (
     Subset,
     check_engine,
 )
+from llm_ide.errors import install_signal_policy
 from llm_ide.terminal import plural, terminal_safe
 
 
@@ -91,6 +92,7 @@ def evaluate_command(
 ) -> None:
     """Apply each predicted patch in its instance's image, run the instance's tests, report the resolve rate."""
     check_engine(engine, {"--address": address})
+    install_signal_policy()  # SIGTERM/SIGHUP stop an evaluation like Ctrl-C: its partial report kept
     settings, preds, dataset, folder = evaluation_inputs(predictions, subset, split, config, output)
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
