@@ -214,6 +214,11 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
 
     assert result.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {output / 'swebench.log'})"
 
+    single_args = ["--subset", str(dataset), "-i", "demo__gone-1", "-o", str(tmp_path / "single"), "-c", str(config)]
+    single = in_process(command("llm-ide", "swebench-single", *single_args, "--model", model))  # as `run`: exit 2
+    assert single.returncode == 2, single.stderr
+    assert "llm-ide-test/never-built:1 not found locally" in single.stderr
+
 
 def running_sleep(client: Any, pid: int) -> list[str]:
     """The batch's containers whose command `sleep 8` is running now (the processes docker lists in each)."""

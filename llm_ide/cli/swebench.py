@@ -344,7 +344,8 @@ def swebench_single_command(
     limits = limits_file(checkpoint, output / chosen.instance_id, chosen.instance_id)
     raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits)
     print_how_it_goes_on(outcome.exit_status, checkpoint, [], again, raised)
-    raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 1)
+    unstarted = outcome.exit_status == ExitStatus.ENVIRONMENT_ERROR and not outcome.steps  # as `llm-ide run`: 2
+    raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 2 if unstarted else 1)
 
 
 def chosen_instance(subset: str, split: str, instance: str, kind: str, repos: Path | None) -> tuple[Any, str]:
