@@ -319,7 +319,8 @@ def test_evaluate_patch_that_does_not_apply_empty_patch_and_missing_image(
     by_id = {r.instance_id: r for r in report.results}
     assert sorted(seen) == sorted(preds)
     assert (by_id["demo__calc-1"].status, by_id["demo__calc-1"].patch_applied) == ("error", False)
-    assert "patch did not apply" in by_id["demo__calc-1"].detail
+    said = "patch did not apply: error: calc/stats.py: patch does not apply (each attempt in apply.log)"
+    assert by_id["demo__calc-1"].detail == said  # git apply's reason (GNU patch is not in the image), not a list
     assert (by_id["demo__text-1"].status, by_id["demo__text-1"].detail) == ("empty_patch", "empty patch")
     assert by_id["demo__ghost-1"].status == "error"
     assert "llm-ide-test/does-not-exist:never" in by_id["demo__ghost-1"].detail

@@ -251,11 +251,12 @@ class Evaluator:
     def _apply(self, container: Any, result: EvalResult, folder: Path) -> None:
         """The official chain: each command in turn from a pristine tree; a patch already in the tree counts."""
         attempts: list[str] = []
-        output = ""
+        reason = ""  # git apply's, the first command's: the later ones may not even be in the image
         for number, command in enumerate(APPLY_COMMANDS):
             if number:
                 container.exec_run(["bash", "-c", RESET_TREE], workdir="/testbed")
             code, output = run_logged(container, [*command, PATCH_FILE])
+            reason = reason or (output.strip().splitlines() or [f"exit {code}"])[-1]
             attempts.append(f"$ {shlex.join(command)} {PATCH_FILE}  # exit {code}\n{output}")
             if code == 0:
                 result.applied_with = shlex.join(command)
@@ -268,7 +269,7 @@ class Evaluator:
         (folder / "apply.log").write_text("\n".join(attempts), encoding="utf-8")
         result.patch_applied = bool(result.applied_with)
         if not result.patch_applied:
-            raise EvaluationError(f"patch did not apply: {output.strip().splitlines()[-1:]}")
+            raise EvaluationError(f"patch did not apply: {reason} (each attempt in apply.log)")
 
     def _run(self, instance: Instance, patch: str, result: EvalResult, folder: Path) -> None:
         parser = log_parser(instance.log_parser)
