@@ -148,6 +148,39 @@ def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
     assert not (tmp_path / "out").exists()
 
 
+DOCKER_NETWORKS = "a docker run joins a docker network by its name (the default llm-ide, host, yours) or has none"
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "network", "said"),
+    [
+        ("run", "docker", None, f"environment.network: None: {DOCKER_NETWORKS}"),
+        ("swebench", "docker", None, f"environment.network: None: {DOCKER_NETWORKS}"),
+        ("swebench", "local", "nnone", f"environment.network: 'nnone': {HOSTS}"),
+    ],
+)
+def test_a_network_of_null_in_docker_or_a_typo_in_a_batch_is_refused_before_it_starts(
+    tmp_path: Path, command: str, kind: str, network: str | None, said: str
+) -> None:
+    """In docker, null was docker's default bridge (the network, and the host's services, for a user who meant none)
+    without a word; a batch never checked the network at all (a typo of none: the host's network)."""
+    if kind == "docker":
+        require_docker()
+    environment = {"network": network, "tools": [], "pull": "never"}  # (a regression pulls nothing, clones nothing)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": environment}))
+    model = write_script(tmp_path / "s.yaml", ["<submit></submit>"])
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    if command == "run":
+        args = ["run", "--repo", str(repo), "--task", "t", "--image", "llm-ide-base:bookworm"]
+    else:
+        row = {"instance_id": "demo__x-1", "repo": str(repo), "base_commit": "0" * 40, "problem_statement": "p"}
+        (tmp_path / "d.jsonl").write_text(json.dumps(row) + "\n")
+        args = ["swebench", "--subset", "d.jsonl", "--environment", kind]
+    result = llm_ide(*args, "--model", model, "--config", "c.yaml", "-o", "out", cwd=tmp_path)
+    one_line(result, said)
+    assert not (tmp_path / "out" / "demo__x-1").exists()
+
+
 def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:
     for command, said in [
         ("run", "Maximum number of operations; 0: no limit."),

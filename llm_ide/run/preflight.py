@@ -143,12 +143,12 @@ def check_limits(settings: CoreSettings) -> None:
 
 def check_network(network: str | None, kind: str) -> None:
     """Locally `none` cuts the commands off the network; the default (our docker bridge's name) and `host` keep the
-    host's. Any other value (a typo of none, null) is refused, never taken for the host's network."""
-    if kind == "local" and network not in LOCAL_NETWORKS:
-        raise PreflightError(
-            f"environment.network: {network!r}: a local run shares the host's network (host, or the default "
-            f"llm-ide) or has none (none)"
-        )
+    host's. Any other value (a typo of none, null) is refused, never taken for the host's network; in docker, null
+    (which docker takes for its default bridge)."""
+    if network is None or (kind == "local" and network not in LOCAL_NETWORKS):
+        joins = "shares the host's network (host, or the default llm-ide)"
+        joins = joins if kind == "local" else "joins a docker network by its name (the default llm-ide, host, yours)"
+        raise PreflightError(f"environment.network: {network!r}: a {kind} run {joins} or has none (none)")
 
 
 def check_mount(mount_at: str | None, sandbox: str, kind: str) -> None:

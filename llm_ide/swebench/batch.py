@@ -38,7 +38,14 @@ from llm_ide.swebench.instances import (
     not_checked_out,
     run_instance,
 )
-from llm_ide.swebench.preflight import SWEbenchError, check_model, check_readable, check_variants, check_writable
+from llm_ide.swebench.preflight import (
+    SWEbenchError,
+    check_model,
+    check_network,
+    check_readable,
+    check_variants,
+    check_writable,
+)
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import PREDS, OutputStore, output_folder, read_preds, read_statuses
 
@@ -288,6 +295,7 @@ def run_swebench(
         before_run(selection)
     if check and todo:
         settings = batch_config(options)
+        check_network(settings.environment.network, options.environment)
         if options.engine == "local":  # (a Ray batch's paths are its nodes')
             check_writable(settings.environment.writable, options.environment)
             check_readable(settings.environment.readable, options.environment)
