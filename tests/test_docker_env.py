@@ -264,6 +264,10 @@ def test_missing_image_and_unreachable_engine_are_clear_errors(client, run_id: s
         assert str(error.value) == f"docker image {image!r} is not a valid image name ({why})"
     with pytest.raises(EnvironmentFailure, match="needs an image"):
         make_environment(settings(image=None), None, run_id, None, None)
+    with pytest.raises(EnvironmentFailure) as error:  # was docker's 404 of the container's start, its URL and all
+        make_environment(settings(network="nnone"), None, run_id, None, None)
+    said = "environment.network nnone: no such docker network (`docker network ls` lists them; none: no network)"
+    assert str(error.value) == said
     with pytest.raises(EnvironmentFailure, match="repository not found"):
         make_environment(settings(), tmp_path / "absent", run_id, None, None)
     assert containers_of(client, run_id) == []

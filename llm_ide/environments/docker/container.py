@@ -33,7 +33,7 @@ from llm_ide.environments.docker.cleanup import (
     start_watchdog,
 )
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
-from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ensure_network
+from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, network_mode
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
@@ -128,10 +128,8 @@ class DockerEnvironment:
 
     def _start_container(self, env: dict[str, str], network: str | None, limits: Limits) -> None:
         options = limits.create_options(self.client)
-        if network == DEFAULT_NETWORK:
-            network = ensure_network(self.client)
         if network:
-            options["network_mode"] = network
+            options["network_mode"] = network = network_mode(self.client, network)
         volumes: dict[str, dict[str, str]] = {}
         if network != "none" and CA_BUNDLE.is_file():
             volumes[str(CA_BUNDLE)] = {"bind": str(CA_BUNDLE), "mode": "ro"}

@@ -17,7 +17,7 @@ from llm_ide.environments.docker.cleanup import one_line
 BASE_IMAGE = "llm-ide-base:bookworm"
 DEFAULT_NETWORK = "llm-ide"
 
-__all__ = ["BASE_IMAGE", "DEFAULT_NETWORK", "ensure_image", "ensure_network"]
+__all__ = ["BASE_IMAGE", "DEFAULT_NETWORK", "ensure_image", "ensure_network", "network_mode"]
 
 
 def ensure_image(client: docker.DockerClient, image: str, pull: str) -> None:
@@ -65,6 +65,21 @@ def ensure_network(client: docker.DockerClient, name: str = DEFAULT_NETWORK) -> 
             with contextlib.suppress(docker.errors.APIError):  # still in use by a container: it stays, unused by us
                 network.remove()
         return name if len(_named(client, name)) == 1 else keep.id
+
+
+def network_mode(client: docker.DockerClient, name: str) -> str:
+    """The network a container joins: our bridge (made once), or a network of the engine (`none`, `host`, one of the
+    user's) that exists, or another container's (`container:NAME`). A name the engine lacks is one line."""
+    if name == DEFAULT_NETWORK:
+        return ensure_network(client, name)
+    try:
+        if not name.startswith("container:"):
+            client.networks.get(name)
+    except docker.errors.NotFound:
+        raise EnvironmentFailure(
+            f"environment.network {name}: no such docker network (`docker network ls` lists them; none: no network)"
+        ) from None
+    return name
 
 
 def _named(client: docker.DockerClient, name: str) -> list[Any]:
