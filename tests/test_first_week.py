@@ -8,9 +8,10 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -464,24 +465,44 @@ def test_a_ray_option_without_engine_ray_is_a_usage_error(tmp_path: Path, comman
     assert not (tmp_path / "out").exists()
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("command", ["swebench", "evaluate"])
-def test_a_ray_address_where_nothing_listens_is_one_line(tmp_path: Path, command: str) -> None:
-    """ray.init retried it for minutes, printing Ray's log lines, deaf to Ctrl-C and SIGTERM."""
+@pytest.mark.parametrize(
+    ("there", "said"),
+    [
+        (None, "nothing listens there (ray start --head there?)"),
+        ("http", "what listens there is not a Ray head node (the --port of `ray start --head`, 6379 by default?)"),
+    ],
+)
+def test_a_ray_address_where_nothing_or_no_ray_listens_is_one_line(
+    tmp_path: Path, command: str, there: str | None, said: str
+) -> None:
+    """ray.init retried it for minutes, printing Ray's log lines, deaf to Ctrl-C and SIGTERM; where something else
+    listened (a web server, Postgres), it still did."""
     pytest.importorskip("ray")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{probe.getsockname()[1]}"
     (dataset := tmp_path / "data.jsonl").write_text(
         json.dumps({"instance_id": "demo__a-1", "repo": "x/y", "problem_statement": "fix a"}) + "\n"
     )
     (preds := tmp_path / "preds.json").write_text(json.dumps({"demo__a-1": {"instance_id": "demo__a-1"}}))
     write_script(tmp_path / "s.yaml", [DONE])
     args = [str(preds), "-o", "ev"] if command == "evaluate" else ["-m", "scripted:s.yaml", "--environment", "local"]
-    result = llm_ide(command, *args, "--subset", str(dataset), "--engine", "ray", "--address", address, cwd=tmp_path)
+    with ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler) as server:
+        if there:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        else:
+            server.server_close()
+        address = f"127.0.0.1:{server.server_address[1]}"
+        ray_args = ["--engine", "ray", "--address", address]
+        result = llm_ide(command, *args, "--subset", str(dataset), *ray_args, cwd=tmp_path)
+        if there:
+            server.shutdown()
     assert result.returncode == 2, result.stdout + result.stderr
-    said = result.stderr.strip().splitlines()
-    assert said == [f"error: could not connect to Ray at {address}: nothing listens there (ray start --head there?)"]
+    assert result.stderr.strip().splitlines() == [f"error: could not connect to Ray at {address}: {said}"]
 
 
 def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path) -> None:

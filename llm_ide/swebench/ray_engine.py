@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import socket
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ FORWARDED_ENV = (  # every provider's key and endpoint variable: the nodes build
 )
 MAX_RETRIES = 3  # a task whose node (or worker process) died runs again, up to this many times
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # a one-node cluster started by the batch: results are small
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)  # and an empty SETTINGS frame
+HTTP2_SETTINGS = 4  # the type of the frame a gRPC server answers with first
 
 
 def forwarded_env() -> dict[str, str]:
@@ -84,8 +87,8 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
         "log_to_driver": False,
         "runtime_env": {"env_vars": forwarded_env()},
     }
-    if address and (host_port := address.rpartition(":"))[2].isdigit() and not listening(host_port[0], host_port[2]):
-        raise SWEbenchError(f"could not connect to Ray at {address}: nothing listens there (ray start --head there?)")
+    if address and (host_port := address.rpartition(":"))[2].isdigit() and (wrong := not_ray(*host_port[::2])):
+        raise SWEbenchError(f"could not connect to Ray at {address}: {wrong}")
     try:
         if address:
             ray.init(address=address, **common)
@@ -101,13 +104,24 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
         raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
 
 
-def listening(host: str, port: str) -> bool:
-    """Whether anything answers at HOST:PORT (ray.init retries a closed one for minutes, deaf to Ctrl-C)."""
+def not_ray(host: str, port: str) -> str:
+    """Why HOST:PORT is no Ray head ("" when it may be): ray.init retries one where nothing listens, or where
+    something else does, for minutes, printing Ray's log lines, deaf to Ctrl-C. Ray's GCS speaks gRPC: it answers
+    an HTTP/2 preface with a SETTINGS frame (not checked under TLS, RAY_USE_TLS)."""
     try:
-        socket.create_connection((host.removeprefix("ray://").strip("[]"), int(port)), timeout=10).close()
+        sock = socket.create_connection((host.removeprefix("ray://").strip("[]"), int(port)), timeout=10)
     except OSError:
-        return False
-    return True
+        return "nothing listens there (ray start --head there?)"
+    answer = b""
+    with sock, suppress(OSError):
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return ""
+        sock.sendall(HTTP2_PREFACE)
+        while len(answer) < 4 and (chunk := sock.recv(4 - len(answer))):
+            answer += chunk
+    if len(answer) < 4 or answer[3] != HTTP2_SETTINGS:
+        return "what listens there is not a Ray head node (the --port of `ray start --head`, 6379 by default?)"
+    return ""
 
 
 def alive_nodes() -> list[dict[str, Any]]:
