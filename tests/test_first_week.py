@@ -505,6 +505,28 @@ def test_a_ray_address_where_nothing_or_no_ray_listens_is_one_line(
     assert result.stderr.strip().splitlines() == [f"error: could not connect to Ray at {address}: {said}"]
 
 
+@pytest.mark.slow
+def test_a_ray_head_refusing_the_drivers_token_is_one_line(tmp_path: Path) -> None:
+    """ray.init retried for 20 s, a GCS warning a second, then said it could not connect, naming no token."""
+    from ray_cluster import ray_cluster
+
+    (dataset := tmp_path / "data.jsonl").write_text(
+        json.dumps({"instance_id": "demo__a-1", "repo": "x/y", "problem_statement": "fix a"}) + "\n"
+    )
+    write_script(tmp_path / "s.yaml", [DONE])
+    batch = ["-m", "scripted:s.yaml", "--environment", "local", "--subset", str(dataset), "--engine", "ray"]
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    with ray_cluster(tmp_path / "ray", [{}]) as cluster:
+        for auth, said in [({}, "wants a token"), ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, "refuses")]:
+            command = [sys.executable, "-m", "llm_ide", "swebench", *batch, "--address", cluster.address]
+            result = subprocess.run(command, cwd=tmp_path, env={**bare, **auth}, capture_output=True, text=True)
+            assert result.returncode == 2, result.stdout + result.stderr
+            assert result.stderr.splitlines() == [
+                f"error: could not connect to Ray at {cluster.address}: the cluster {said}"
+                f"{' this token' * bool(auth)} (RAY_AUTH_MODE=token and RAY_AUTH_TOKEN as on its nodes)"
+            ]
+
+
 def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path) -> None:
     """docs/running.md's `run_task` block as written, the demo's project and script for the model: its listener
     printed every event (bare `phase 0`, `command 2` lines) where the page shows steps."""

@@ -13,7 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import grpc
 import ray
+from ray._private.authentication.grpc_authentication_client_interceptor import (
+    _get_authentication_metadata_tuple,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from llm_ide.environments import capabilities
@@ -87,7 +91,8 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
         "log_to_driver": False,
         "runtime_env": {"env_vars": forwarded_env()},
     }
-    if address and (host_port := address.rpartition(":"))[2].isdigit() and (wrong := not_ray(*host_port[::2])):
+    host_port = address.rpartition(":") if address else ("", "", "")
+    if address and host_port[2].isdigit() and (wrong := not_ray(*host_port[::2]) or token_refused(address)):
         raise SWEbenchError(f"could not connect to Ray at {address}: {wrong}")
     try:
         if address:
@@ -121,6 +126,22 @@ def not_ray(host: str, port: str) -> str:
             answer += chunk
     if len(answer) < 4 or answer[3] != HTTP2_SETTINGS:
         return "what listens there is not a Ray head node (the --port of `ray start --head`, 6379 by default?)"
+    return ""
+
+
+def token_refused(address: str) -> str:
+    """Why the head refuses this driver's token ("" when it does not): ray.init retries that for 20 s, printing a line
+    a second, and then names no token."""
+    if address.startswith("ray://") or os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return ""
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId")
+        try:
+            call(b"", timeout=10, metadata=_get_authentication_metadata_tuple())
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                given = "refuses this token" if os.environ.get("RAY_AUTH_MODE") == "token" else "wants a token"
+                return f"the cluster {given} (RAY_AUTH_MODE=token and RAY_AUTH_TOKEN as on its nodes)"
     return ""
 
 
