@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -525,6 +526,22 @@ def test_a_ray_head_refusing_the_drivers_token_is_one_line(tmp_path: Path) -> No
                 f"error: could not connect to Ray at {cluster.address}: the cluster {said}"
                 f"{' this token' * bool(auth)} (RAY_AUTH_MODE=token and RAY_AUTH_TOKEN as on its nodes)"
             ]
+
+
+def test_a_ray_batchs_relative_sqlite_store_and_repos_are_the_drivers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--checkpoint sqlite:rel.sqlite` went to the Ray workers' folder (where `ray start` ran), while the driver's
+    `--redo-existing` cleared ./rel.sqlite: the redone instances were "already finished" in the other one."""
+    pytest.importorskip("ray")
+    from llm_ide.swebench.instances import BatchOptions
+    from llm_ide.swebench.ray_engine import absolute
+
+    options = BatchOptions(model="m", output=Path("out"), checkpoint="sqlite:rel.sqlite", repos=Path("repos"))
+    monkeypatch.chdir(tmp_path)
+    seen = absolute(options)
+    assert (seen.checkpoint, seen.repos) == (f"sqlite:{tmp_path / 'rel.sqlite'}", tmp_path / "repos")
+    assert absolute(replace(options, checkpoint="postgres://h/db", repos=None)).checkpoint == "postgres://h/db"
 
 
 def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path) -> None:

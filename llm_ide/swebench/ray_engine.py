@@ -72,11 +72,16 @@ def absolute(options: BatchOptions) -> BatchOptions:
     model = options.model
     if model.startswith("scripted:") and not Path(model.removeprefix("scripted:")).is_absolute():
         model = "scripted:" + str(Path(model.removeprefix("scripted:")).resolve())
+    checkpoint = options.checkpoint
+    if checkpoint and checkpoint.startswith("sqlite:"):
+        checkpoint = f"sqlite:{Path(checkpoint.removeprefix('sqlite:')).expanduser().resolve()}"
     return replace(
         options,
         model=model,
         output=options.output.resolve(),
         config_files=[path.resolve() for path in options.config_files],
+        checkpoint=checkpoint,
+        repos=options.repos.expanduser().resolve() if options.repos else None,
     )
 
 
