@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, single_call, write_script
-from conftest import git, interrupt_when, make_git_repo, require_bwrap, require_docker
+from conftest import git, interrupt_when, make_git_repo, require_bwrap, require_docker, wait_for
 from in_process import invoke
 
 CLI = [sys.executable, "-m", "llm_ide"]
@@ -542,6 +542,42 @@ def test_a_ray_batchs_relative_sqlite_store_and_repos_are_the_drivers(
     seen = absolute(options)
     assert (seen.checkpoint, seen.repos) == (f"sqlite:{tmp_path / 'rel.sqlite'}", tmp_path / "repos")
     assert absolute(replace(options, checkpoint="postgres://h/db", repos=None)).checkpoint == "postgres://h/db"
+
+
+@pytest.mark.slow
+def test_a_ray_task_that_raises_is_its_error_in_one_line_not_its_traceback(tmp_path: Path) -> None:
+    """The batch's Postgres database refuses connections while it runs: the next task's thread guard raised, and its
+    instance's reason was Ray's text of the task's traceback (file, line, source, carets)."""
+    import psycopg
+    from pg_server import postgres_server
+    from swebench_fixtures import FIX_COMMAND, build_dataset
+    from swebench_fixtures import write_script as write_commands
+
+    pytest.importorskip("ray")
+    data, _ = build_dataset(tmp_path / "data", 2)
+    wait = f"touch {tmp_path}/started; while [ ! -e {tmp_path}/gate ]; do sleep 0.05; done"
+    (config := tmp_path / "c.yaml").write_text(
+        yaml.safe_dump({"environment": {"tools": [], "writable": [str(tmp_path)]}})
+    )
+    model = write_commands(tmp_path / "m.yaml", [wait, FIX_COMMAND])
+    with postgres_server() as url, psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE batch")
+        args = ["swebench", "--subset", str(data), "-m", model, "-c", str(config), "--environment", "local"]
+        store = ["--engine", "ray", "--checkpoint", url.rpartition("/")[0] + "/batch", "-o", str(tmp_path / "out")]
+        batch = subprocess.Popen([*CLI, *args, *store], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_for((tmp_path / "started").exists, timeout=300, what="the first instance's command")
+            admin.execute("ALTER DATABASE batch ALLOW_CONNECTIONS false")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'batch'")
+            (tmp_path / "gate").touch()
+            stdout, _ = batch.communicate(timeout=300)
+        finally:
+            batch.kill()
+    statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
+    errors = {status["error"] for status in statuses.values()}
+    assert len(errors) == 2 and any(error.startswith("CheckpointError: postgres intents of ") for error in errors)
+    assert not any("File " in error or "^^^" in error or "ray::" in error for error in errors), errors
+    assert "Traceback" not in stdout.decode()
 
 
 def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path) -> None:

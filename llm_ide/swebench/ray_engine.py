@@ -308,8 +308,9 @@ class RayBatch:
         except ray.exceptions.TaskCancelledError:
             self.not_started.append(instance.instance_id)
             return
-        except ray.exceptions.RayError as error:  # the task's nodes died more often than it may be retried
-            status, text = crashed(error)
+        except ray.exceptions.RayError as error:  # its nodes died more often than it may be retried, or it raised
+            cause = error.cause if isinstance(error, ray.exceptions.RayTaskError) and error.cause else error
+            status, text = crashed(cause)  # (a RayTaskError's text is the task's traceback)
             text = " ".join(text.split())[:300]
             outcome, files = Outcome(instance.instance_id, status, error=text, details={"error": text}), {}
         if outcome.exit_status is None:
