@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from agent_script import BUGGY_FILES, act, reflect, write_script
 from conftest import make_git_repo
+from in_process import invoke
 from langgraph.checkpoint.base import empty_checkpoint
 from pg_server import postgres_server
 
@@ -292,3 +294,20 @@ def test_the_keep_table_is_made_by_the_first_thing_kept(postgres_url: str) -> No
     assert rows(url, tables) == [("llm_ide_intents",), ("llm_ide_kept",)]
     with PostgresThread(url, "a") as again:  # no checkpoint: a thread started afresh
         assert again.lines("place") == []
+
+
+def test_a_thread_missing_from_the_postgres_store_is_said_without_the_password(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The refusal to start over a run the store no longer holds printed the URL's password (the others mask it)."""
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS emptied")
+        admin.execute("CREATE DATABASE emptied")
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    secret = postgres_url.replace("postgres@", "postgres:s3cret@")  # (the test server trusts any password)
+    run = ["run", "--repo", str(repo), "--task", "t", "-m", model, "--thread-id", "t", "-o", str(tmp_path / "out")]
+    assert invoke(*run, "--checkpoint", secret, cwd=tmp_path).returncode == 0
+    done = invoke(*run, "--checkpoint", secret.rpartition("/")[0] + "/emptied", cwd=tmp_path)
+    assert done.returncode == 2 and "holds no state for this thread" in done.stderr, done.stderr
+    assert "s3cret" not in done.stderr and "postgres:***@" in done.stderr

@@ -60,7 +60,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
         saver_class = postgres_saver()
     except ImportError:
         raise CheckpointError("Postgres checkpoints need: pip install 'llm-ide[postgres]'") from None
-    where = _without_password(url)
+    where = without_password(url)
     try:
         conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10)
     except OperationalError as error:
@@ -100,7 +100,7 @@ def _sqlite(path: Path, keep_every: bool) -> Iterator[BaseCheckpointSaver]:
         conn.close()
 
 
-def _without_password(url: str) -> str:
+def without_password(url: str) -> str:
     parsed = urlsplit(url)
     if parsed.password is None:
         return url

@@ -34,6 +34,7 @@ from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep
 from llm_ide.graph import CORE, ENDING, after_render, build_graph
 from llm_ide.nodes.update_activity import run_limit
+from llm_ide.run.checkpoint import without_password
 from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
@@ -137,7 +138,7 @@ class Driver:
                     state_operations=thread.values.get("n_operations", 0),
                     trajectory=output_dir / f"{request.run_id}.traj.json",
                     calls=output_dir / f"{request.run_id}.calls.jsonl.gz",
-                    checkpoint=thread.spec,
+                    checkpoint=without_password(thread.spec),
                 )
             thread.values.setdefault("task", request.task)  # in the trajectory of a run stopped before its first input
             values, reopened = thread.values, beyond_its_limit(thread, request)
