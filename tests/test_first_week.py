@@ -504,6 +504,7 @@ def test_a_ray_address_where_nothing_or_no_ray_listens_is_one_line(
             server.shutdown()
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [f"error: could not connect to Ray at {address}: {said}"]
+    assert not (tmp_path / "ev").exists() and not (tmp_path / "swebench_output").exists()  # no empty folder left
 
 
 @pytest.mark.slow

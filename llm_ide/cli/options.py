@@ -98,11 +98,20 @@ def dollars(value: float | None) -> float | None:
 
 
 def check_engine(engine: str, ray_options: dict[str, object]) -> None:
-    """The engine named right, and no option of Ray's given to the local one (it would be ignored)."""
+    """The engine named right, no option of Ray's given to the local one (it would be ignored), and a Ray `--address`
+    a head that takes our token."""
     if engine not in ("local", "ray"):
         raise fail(f"unknown engine {engine!r}: use local or ray")
     if engine == "local" and (given := [name for name, value in ray_options.items() if value]):
         raise fail(f"{given[0]} is for --engine ray (the local engine runs the instances on this machine)")
+    if engine == "ray" and (address := ray_options.get("--address")):  # before any folder is made
+        from llm_ide.swebench.preflight import SWEbenchError
+        from llm_ide.swebench.ray_engine import check_address
+
+        try:
+            check_address(str(address))
+        except SWEbenchError as error:
+            raise fail(str(error)) from None
 
 
 def seconds(value: float | None) -> float | None:

@@ -96,9 +96,7 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
         "log_to_driver": False,
         "runtime_env": {"env_vars": forwarded_env()},
     }
-    host_port = address.rpartition(":") if address else ("", "", "")
-    if address and host_port[2].isdigit() and (wrong := not_ray(*host_port[::2]) or token_refused(address)):
-        raise SWEbenchError(f"could not connect to Ray at {address}: {wrong}")
+    check_address(address)
     try:
         if address:
             ray.init(address=address, **common)
@@ -112,6 +110,13 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = address or "a local one-node cluster"
         raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
+
+
+def check_address(address: str | None) -> None:
+    """A HOST:PORT `--address` is a Ray head that takes this driver's token (ray.init would wait minutes otherwise)."""
+    host_port = address.rpartition(":") if address else ("", "", "")
+    if address and host_port[2].isdigit() and (wrong := not_ray(*host_port[::2]) or token_refused(address)):
+        raise SWEbenchError(f"could not connect to Ray at {address}: {wrong}")
 
 
 def not_ray(host: str, port: str) -> str:
