@@ -15,10 +15,14 @@ from typing import Any
 
 import grpc
 import ray
-from ray._private.authentication.grpc_authentication_client_interceptor import (
-    _get_authentication_metadata_tuple,
-)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+try:  # Ray's private module (the token ray.init sends): in another Ray version the token check is left to ray.init
+    from ray._private.authentication.grpc_authentication_client_interceptor import (
+        _get_authentication_metadata_tuple,
+    )
+except ImportError:
+    _get_authentication_metadata_tuple = None  # type: ignore[assignment]
 
 from llm_ide.environments import capabilities
 from llm_ide.errors import crashed
@@ -142,7 +146,8 @@ def not_ray(host: str, port: str) -> str:
 def token_refused(address: str) -> str:
     """Why the head refuses this driver's token ("" when it does not): ray.init retries that for 20 s, printing a line
     a second, and then names no token."""
-    if address.startswith("ray://") or os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+    tls = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
+    if address.startswith("ray://") or tls or _get_authentication_metadata_tuple is None:
         return ""
     with grpc.insecure_channel(address) as channel:
         call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId")
