@@ -581,6 +581,22 @@ def test_a_ray_task_that_raises_is_its_error_in_one_line_not_its_traceback(tmp_p
     assert "Traceback" not in stdout.decode()
 
 
+@pytest.mark.parametrize("kind", ["raised", "died"])
+def test_a_ray_tasks_failure_is_its_own_exception_in_one_line(kind: str) -> None:
+    """What a batch's and an evaluation's instance says when its Ray task failed: the exception the task raised (the
+    evaluation gave Ray's text of its traceback: colours, the worker, carets), or Ray's own error when no task
+    raised (its node died)."""
+    exceptions = pytest.importorskip("ray.exceptions")
+    from llm_ide.errors import ExitStatus, crashed
+    from llm_ide.swebench.ray_engine import raised
+
+    traceback = "\x1b[36mray::evaluate()\x1b[39m\nTraceback (most recent call last):\n  File x.py\n  ^^^\nValueError"
+    error = exceptions.RayTaskError("evaluate", traceback, ValueError("boom")) if kind == "raised" else None
+    error = error or exceptions.WorkerCrashedError()
+    said = "ValueError: boom" if kind == "raised" else f"WorkerCrashedError: {exceptions.WorkerCrashedError()}"
+    assert crashed(raised(error)) == (ExitStatus.ERROR, said)
+
+
 def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path) -> None:
     """docs/running.md's `run_task` block as written, the demo's project and script for the model: its listener
     printed every event (bare `phase 0`, `command 2` lines) where the page shows steps."""

@@ -160,6 +160,12 @@ def token_refused(address: str) -> str:
     return ""
 
 
+def raised(error: ray.exceptions.RayError) -> BaseException:
+    """What a Ray task's failure was: the task's own exception when it raised (a RayTaskError's text is the task's
+    traceback, with colours, the worker's pid and carets), else Ray's error (its nodes died, it was cancelled)."""
+    return error.cause if isinstance(error, ray.exceptions.RayTaskError) and error.cause else error
+
+
 def alive_nodes() -> list[dict[str, Any]]:
 
     return [node for node in ray.nodes() if node.get("Alive")]
@@ -319,8 +325,7 @@ class RayBatch:
             self.not_started.append(instance.instance_id)
             return
         except ray.exceptions.RayError as error:  # its nodes died more often than it may be retried, or it raised
-            cause = error.cause if isinstance(error, ray.exceptions.RayTaskError) and error.cause else error
-            status, text = crashed(cause)  # (a RayTaskError's text is the task's traceback)
+            status, text = crashed(raised(error))
             text = " ".join(text.split())[:300]
             outcome, files = Outcome(instance.instance_id, status, error=text, details={"error": text}), {}
         if outcome.exit_status is None:

@@ -12,11 +12,12 @@ import docker
 import ray
 
 from llm_ide.environments.docker import RUN_ID_LABEL
+from llm_ide.errors import crashed
 from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.evaluate import EvalReport, EvalResult, EvaluationError, Evaluator
 from llm_ide.swebench.preflight import SWEbenchError
-from llm_ide.swebench.ray_engine import MAX_RETRIES, alive_nodes, connect, docker_nodes, on_nodes
+from llm_ide.swebench.ray_engine import MAX_RETRIES, alive_nodes, connect, docker_nodes, on_nodes, raised
 from llm_ide.swebench.ray_worker import DOCKER_SLOT, node_name, scratch_folder
 
 
@@ -85,8 +86,9 @@ def evaluate_on_ray(
                     iid = pending.pop(ref)
                     try:
                         result, files, _node = ray.get(ref)
-                    except ray.exceptions.RayError as error:
-                        result, files = EvalResult(iid, "error", detail=" ".join(str(error).split())[:300]), {}
+                    except ray.exceptions.RayError as error:  # (the task's own exception when it raised)
+                        said = " ".join(crashed(raised(error))[1].split())[:300]
+                        result, files = EvalResult(iid, "error", detail=said), {}
                     if files:
                         folder = log_dir / iid
                         folder.mkdir(parents=True, exist_ok=True)
