@@ -224,6 +224,22 @@ def test_a_local_batch_refuses_paths_of_its_sandbox_that_are_not_there(
     assert refused.stderr.startswith(said) and not (tmp_path / "out" / "preds.json").exists()
 
 
+@pytest.mark.parametrize("given", ["/nope/repo", "./gone/repo", "~/gone-llm-ide-repo"])
+def test_a_rows_repository_path_that_is_not_there_is_said_so(tmp_path: Path, given: str) -> None:
+    """A row's `repo` naming a local path that is not there was taken for GitHub's owner/name: the instance's error
+    was git's failure to clone https://github.com//nope/repo.git (offline: a wait, then a network error)."""
+    dataset, rows = build_dataset(tmp_path / "data", 1)
+    dataset.write_text(json.dumps({**rows[0], "repo": given}) + "\n")
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    options = BatchOptions(model=model, output=tmp_path / "out", environment="local",
+                           config_files=[write_config(tmp_path / "c.yaml")])  # fmt: skip
+    summary = run_swebench(str(dataset), "test", options)
+    error = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"][rows[0]["instance_id"]]
+    assert summary.counts() == {"environment_error": 1}
+    assert error["error"].endswith(f"its repository {given} is not there (the row's `repo` field)"), error
+    assert "github.com" not in error["error"]
+
+
 def test_local_environment_batch_fixes_every_instance_and_resume_skips_them(tmp_path: Path) -> None:
     dataset, rows = build_dataset(tmp_path / "data", 3)
     model = write_script(tmp_path / "fix.yaml", ["grep -rn '# BUG' --include='*.py' .", FIX_COMMAND])

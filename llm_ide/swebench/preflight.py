@@ -55,6 +55,8 @@ def local_source(instance: Instance, repos: Path | None) -> str:
         raise SWEbenchError(f"{instance.instance_id}: the local environment needs the row's `repo` field (or --repos)")
     if Path(source).expanduser().exists():
         return str(Path(source).expanduser().absolute())
+    if source.startswith(("/", "./", "../", "~")):  # a path, not GitHub's owner/name
+        raise SWEbenchError(f"{instance.instance_id}: its repository {source} is not there (the row's `repo` field)")
     return source if "://" in source or source.startswith("git@") else f"https://github.com/{source}.git"
 
 
