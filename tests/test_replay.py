@@ -449,6 +449,8 @@ def interrupt_when_lines(path: Path, lines: int, process: subprocess.Popen[str])
         ("no commit", "the repository has no commit 0123456789abcdef"),
         ("bundle without the branch", "the bundle has no branch demo__demo-1"),
         ("clone without the branch", "the repository has no branch demo__demo-1"),
+        ("a readable path not there", "environment.readable: /nope/llm-ide: no such file or folder"),
+        ("a writable path not there", "environment.writable: /nope/llm-ide: no such file or folder (make it first)"),
     ],
 )
 def test_bad_input_is_one_line_and_nothing_is_written(case: str, expected: str, tmp_path: Path) -> None:
@@ -462,6 +464,9 @@ def test_bad_input_is_one_line_and_nothing_is_written(case: str, expected: str, 
     elif case == "bundle without the branch":
         git(repo, "bundle", "create", "-q", str(tmp_path / "repo.bundle"), "other")
         args = ["--repo", str(tmp_path / "repo.bundle")]
+    elif "path not there" in case:  # (the replay ran without it, its commands found nothing there, without a word)
+        (config := tmp_path / "c.yaml").write_text(json.dumps({"environment": {case.split()[1]: ["/nope/llm-ide"]}}))
+        args += ["-c", str(config)]
     source = Path(args[1])
     before = fingerprint(source)
     done = cli("replay", str(trajectory), *args, "--out", str(tmp_path / "out"), cwd=tmp_path)

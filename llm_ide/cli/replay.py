@@ -57,7 +57,9 @@ Html = Annotated[
 ]
 Config = Annotated[
     list[Path] | None,
-    typer.Option(help="YAML file(s) overriding any config key (memory settings…).", show_default="none"),
+    typer.Option(
+        "--config", "-c", help="YAML file(s) overriding any config key (memory settings…).", show_default="none"
+    ),
 ]
 SingleCall = Annotated[
     bool | None, typer.Option("--single-call/--two-calls", help="agent.single_call.", show_default="the config's")

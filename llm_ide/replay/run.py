@@ -25,6 +25,7 @@ from llm_ide.replay.model import Prices, ReplayReport
 from llm_ide.replay.script import MODEL, Script
 from llm_ide.replay.tree import TreeWatch, environment_changes, tracked_sections
 from llm_ide.run.outputs import RunResult
+from llm_ide.run.preflight import PreflightError, check_readable, check_writable
 from llm_ide.run.single import RunEvent, run_task
 from llm_ide.workspace.history import ours
 
@@ -52,7 +53,7 @@ def settings_for(
     `overrides` files; the environment type, the step limit and the model's price (the replay's `prices`, which bill
     both agents) are the replay's whatever the files say,
     `single_call` and `action_format` (tools: the endpoint answers with tool calls) too when given. The original's
-    workdir (/testbed) is where bubblewrap shows the checkout."""
+    workdir (/testbed) is where bubblewrap shows the checkout. Paths to show that are not there: a ReplayError."""
     defaults: dict[str, Any] = {
         "agent": {"cost_limit": 0},
         "environment": {"tools": [], "network": "none", "sandbox": "bwrap"},
@@ -74,7 +75,13 @@ def settings_for(
     }
     base = len(config_layers("default"))
     layers = config_layers("default", overrides)
-    return validate_layers([*layers[:base], ("replay", defaults), *layers[base:], ("replay", forced)])
+    settings = validate_layers([*layers[:base], ("replay", defaults), *layers[base:], ("replay", forced)])
+    try:  # (as a run's preflight: the sandbox would show neither, without a word)
+        check_writable(settings.environment.writable, "local")
+        check_readable(settings.environment.readable, "local")
+    except PreflightError as error:
+        raise ReplayError(str(error)) from None
+    return settings
 
 
 def sandbox_problem(settings: Settings) -> str | None:
