@@ -474,7 +474,8 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     mixed = cli("llm-ide", "swebench", *args, "--model", model, "-o", str(tmp_path / "mixed"))
     assert mixed.returncode == 0, mixed.stdout + mixed.stderr
     [line] = [line for line in mixed.stdout.splitlines() if "demo__nowhere-1: environment_error" in line]
-    assert "demo__nowhere-1: environment_error (0 steps, $0.00): git clone -q " in line
+    said = f"demo__nowhere-1: environment_error (0 steps, $0.00): its repository {tmp_path / 'no-such-repo'} is not"
+    assert said in line
     assert "every instance failed" not in mixed.stderr and "submitted: 2" in mixed.stdout
 
 
