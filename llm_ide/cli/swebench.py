@@ -250,13 +250,13 @@ def _announce(selection: Selection, kind: str | None, chosen: tuple[str, str], r
             f"{len(skipped)} instance{'s' * (len(skipped) != 1)} skipped as finished in an earlier run "
             "(in preds.json; --redo-existing runs them again)"
         )
-    if stopped := [instance_id for instance_id in going_on if instance_id not in selection.more]:
+    if stopped := [instance_id for instance_id, how in going_on.items() if how == "limits"]:
         console.print(
             f"{len(stopped)} instance{'s' * (len(stopped) != 1)} stopped at a limit in an earlier run "
             f"go{'es' * (len(stopped) == 1)} on from {'its' if len(stopped) == 1 else 'their'} last step, under the "
             "limits given now"
         )
-    if more := selection.more:
+    if more := [instance_id for instance_id, how in going_on.items() if how == "more"]:
         one = len(more) == 1
         console.print(
             f"{len(more)} instance{'s' * (not one)} finished in an earlier run with no attempt accepted "

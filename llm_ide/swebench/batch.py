@@ -9,7 +9,7 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +194,8 @@ class Selection:
     dataset: Dataset
     todo: list[Instance]
     skipped: list[str]
-    going_on: list[str]  # stopped at a limit the batch's settings no longer reach (they go on from their last step),
-    # or with attempts to add (none accepted, a higher attempts.max): those alone in `more`
-    more: list[str] = field(default_factory=list)
+    going_on: dict[str, str]  # how each finished one goes on: `limits` (stopped at one the batch's settings no longer
+    # reach: from its last step) or `more` (attempts to add: none accepted, a higher attempts.max)
 
 
 def prepare(
@@ -218,8 +217,7 @@ def prepare(
     finished = [] if options.redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
     going_on = beyond_their_limits(options, finished)
     skipped = [instance_id for instance_id in finished if instance_id not in going_on]
-    more = [instance_id for instance_id, how in going_on.items() if how == "more"]
-    return Selection(dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped, list(going_on), more)
+    return Selection(dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped, going_on)
 
 
 def beyond_their_limits(options: BatchOptions, finished: list[str]) -> dict[str, str]:

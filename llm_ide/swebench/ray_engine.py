@@ -10,6 +10,7 @@ import os
 import socket
 from contextlib import suppress
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 try:  # Ray's private module (the token ray.init sends): in another Ray version the token check is left to ray.init
-    from ray._private.authentication.grpc_authentication_client_interceptor import (
-        _get_authentication_metadata_tuple,
-    )
+    from ray._private.authentication.grpc_authentication_client_interceptor import _get_authentication_metadata_tuple
 except ImportError:
     _get_authentication_metadata_tuple = None  # type: ignore[assignment]
 
@@ -116,6 +115,7 @@ def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> No
         raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
 
 
+@cache  # (the command line checks it before making any folder, connect() again: asked once)
 def check_address(address: str | None) -> None:
     """A HOST:PORT `--address` is a Ray head that takes this driver's token (ray.init would wait minutes otherwise)."""
     host_port = address.rpartition(":") if address else ("", "", "")
@@ -133,7 +133,7 @@ def not_ray(host: str, port: str) -> str:
         return "nothing listens there (ray start --head there?)"
     answer = b""
     with sock, suppress(OSError):
-        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        if ray_tls():
             return ""
         sock.sendall(HTTP2_PREFACE)
         while len(answer) < 4 and (chunk := sock.recv(4 - len(answer))):
@@ -143,11 +143,14 @@ def not_ray(host: str, port: str) -> str:
     return ""
 
 
+def ray_tls() -> bool:
+    """Whether Ray's gRPC runs over TLS (`RAY_USE_TLS`): the checks before ray.init speak it in the clear only."""
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
+
+
 def token_refused(address: str) -> str:
-    """Why the head refuses this driver's token ("" when it does not): ray.init retries that for 20 s, printing a line
-    a second, and then names no token."""
-    tls = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
-    if address.startswith("ray://") or tls or _get_authentication_metadata_tuple is None:
+    """Why the head refuses this driver's token ("" if not): ray.init retries for 20 s, then names no token."""
+    if address.startswith("ray://") or ray_tls() or _get_authentication_metadata_tuple is None:
         return ""
     with grpc.insecure_channel(address) as channel:
         call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId")
@@ -167,7 +170,6 @@ def raised(error: ray.exceptions.RayError) -> BaseException:
 
 
 def alive_nodes() -> list[dict[str, Any]]:
-
     return [node for node in ray.nodes() if node.get("Alive")]
 
 
@@ -308,7 +310,6 @@ class RayBatch:
                 self.progress.event(instance_id, kind, phase=phase, step=step, action=action, cost=cost)
 
     def wait(self, timeout: float = 0.5) -> None:
-
         ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
         self.drain()
         for ref in ready:
@@ -317,7 +318,6 @@ class RayBatch:
             self.submit()
 
     def collect(self, ref: Any, instance: Instance) -> None:
-
         try:
             result = ray.get(ref)
             outcome, files = result.outcome, result.files
