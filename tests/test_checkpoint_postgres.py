@@ -306,7 +306,10 @@ def test_a_thread_missing_from_the_postgres_store_is_said_without_the_password(
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
     secret = postgres_url.replace("postgres@", "postgres:s3cret@")  # (the test server trusts any password)
+    no_tools = tmp_path / "c.yaml"
+    no_tools.write_text("environment: {tools: []}\n")  # no tools to build: the refusal is what is checked
     run = ["run", "--repo", str(repo), "--task", "t", "-m", model, "--thread-id", "t", "-o", str(tmp_path / "out")]
+    run += ["-c", str(no_tools)]
     assert invoke(*run, "--checkpoint", secret, cwd=tmp_path).returncode == 0
     done = invoke(*run, "--checkpoint", secret.rpartition("/")[0] + "/emptied", cwd=tmp_path)
     assert done.returncode == 2 and "holds no state for this thread" in done.stderr, done.stderr
