@@ -272,14 +272,16 @@ def test_attempts_stopped_at_their_step_limit_go_on_when_the_run_is_given_a_high
 ) -> None:
     """A finished run whose attempts reached their step limit was its result again whatever limit it was given: the
     attempts go on from their last step (not anew), are reviewed and chosen among again; one after the other, the
-    first accepted stops the rest, as in a fresh run."""
+    first accepted stops the rest, as in a fresh run. All at once, a higher attempts.max adds none, and the attempts
+    say how many there are (they said "attempt 1 of 3")."""
     repo = make_git_repo(tmp_path / "repo", FILES)
     reviews = [review(3, "Unfinished."), review(1, "Unfinished."), review(9, "Removes the + 1."), review(2, "README.")]
-    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT), attempt_script(WRONG)], reviews)
+    attempts = [attempt_script(RIGHT), attempt_script(WRONG), attempt_script(WRONG)]  # (the third never runs)
+    model = scripts(tmp_path / "scripts", attempts, reviews)
     events: list[str] = []
 
-    def run(step_limit: int):
-        given = settings(max=2, parallel=parallel).merged({"agent": {"step_limit": step_limit}})
+    def run(step_limit: int, most: int = 2):
+        given = settings(max=most, parallel=parallel).merged({"agent": {"step_limit": step_limit}})
         return run_attempts(TASK, model=model, settings=given, output_dir=tmp_path / "out", run_id="T", repo=repo,
                             on_event=lambda event: events.append(event.phase))  # fmt: skip
 
@@ -295,10 +297,13 @@ def test_attempts_stopped_at_their_step_limit_go_on_when_the_run_is_given_a_high
                       f"attempts stopped at one, {more}a new --thread-id or output folder runs the task "
                       "anew"]  # fmt: skip
     events.clear()
-    going = run(0)
+    going = run(0, most=3)  # all at once, the attempts run are all there are: no third one, none said
     assert (
         "run T had stopped at a limit: 2 attempts (1, 2) going on from their last step, under the limits given now"
         in events
+    )
+    assert sorted(e for e in events if e.startswith("attempt ") and " of " in e) == (  # (at once: in any order)
+        ["attempt 1 of 2", "attempt 2 of 2"] if parallel else ["attempt 1 of 3"]
     )
     went_on = [("submitted", 9.0), ("submitted", 2.0)] if parallel else [("submitted", 9.0), ("step_limit", 1.0)]
     assert [(a["exit_status"], a["score"]) for a in going.attempts] == went_on  # sequential: 1 accepted, 2 left

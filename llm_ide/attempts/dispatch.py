@@ -47,5 +47,8 @@ def send_attempts(state: AttemptsState) -> list[Send] | str:
     if not state.get("pending"):
         return END if state.get("exit_status") else "choose"
     shared = {key: state[key] for key in SHARED if key in state}
-    lessons = state.get("carried_lessons", [])
-    return [Send("attempt", {**shared, "index": index, "carried_lessons": lessons}) for index in state["pending"]]
+    lessons, known = state.get("carried_lessons", []), len(state.get("attempts", []))
+    return [
+        Send("attempt", {**shared, "index": index, "carried_lessons": lessons, "known": known})
+        for index in state["pending"]
+    ]

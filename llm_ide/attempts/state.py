@@ -49,6 +49,7 @@ class AttemptTask(AttemptsInput, total=False):
     """What one `attempt` node gets through its Send."""
 
     index: int
+    known: int  # the attempts the run held when it was sent: in parallel, all there are (a finished run gone on)
 
 
 class AttemptsState(AttemptsInput, total=False):
