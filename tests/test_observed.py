@@ -308,3 +308,29 @@ def test_a_file_no_command_names_is_matched_when_the_context_holds_it(shared_dir
         ws, real_command(shared_dir, "sphinx-doc__sphinx-9281", "nl -ba sphinx/util/inspect.py | sed -n '430,460p'")
     ) == spec({"sphinx/util/inspect.py": "430-460"})
     assert shown(ws, hidden) == spec({"sphinx/util/inspect.py": "433-445"})
+
+
+NUMBERED = (
+    "def f():\n    total = compute_the_total(1)\n    return total\n\n\ndef g():\n    other = compute_the_total(2)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("nl -ba a.py | sed -n '2,3p'", [2, 3]),
+        ("cat -n a.py | sed -n '7p'", [7]),
+        ("grep -n compute_the_total a.py", [2, 7]),
+        ("grep -n -A 1 'total = ' a.py", [2, 3]),  # `2:text`, then the context row `3-text`
+        ("grep -n -B 1 'other = ' a.py", [6, 7]),
+        ("awk '{print NR\": \"$0}' a.py | sed -n '2p'", [2]),
+        ("awk '{printf \"%4d | %s\\n\", NR, $0}' a.py | sed -n '3p'", [3]),
+        ("awk '{print NR\"  \"$0}' a.py | sed -n '7p'", [7]),
+    ],
+)
+def test_each_numbered_row_shape_of_the_docs_marks_its_line(tmp_path: Path, command: str, expected: list[int]) -> None:
+    """docs/code-context.md's first row: `nl -ba`, `cat -n`, `grep -n` with its context rows (`12-text`), `12: text`,
+    `  12 | text`, `12  text`, each on a real command's output."""
+    (tmp_path / "a.py").write_text(NUMBERED)
+    ws = Codebase.for_settings(LocalEnvironment(tmp_path, tools_dir=tmp_path / ".tools"), load_config("default"))
+    assert shown(ws, command) == {"a.py": expected}
