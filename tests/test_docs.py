@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_ide.config import load_config
 from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +19,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
 READS = re.compile(r"""(?:environ(?:\.get)?\(|environ\[|getenv\(|env_float\()\s*["']([A-Z][A-Z0-9_]+)["']""")
 NAMED = re.compile(r"""^[A-Z_]*VARIABLE\s*=\s*["']([A-Z][A-Z0-9_]+)["']""", re.M)
+CITED_PATH = re.compile(r"`((?:llm_ide|tests|scripts|docs|prompts)/[\w./*<>-]*)(?::[\w-]+)?`")
+CITED_TEST = re.compile(r"`(?:tests/[\w/]+\.py::)?(test_\w{20,})`")
+CITED_SETTING = re.compile(r"`([a-z_]+(?:\.[\w-]+)+)(?:[:=][^`]*)?`")
+ELSEWHERE = {"tests/test_blueprints.py"}  # flask's (pallets__flask-5014), not ours
+FORMER_SETTINGS = {"memory.cached_price"}  # 0922c50's, named in benchmarks of old against new
+FREE_FORM = ("model.kwargs.", "environment.env.")  # keys of the user's choosing
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
@@ -88,3 +95,32 @@ def test_every_environment_variable_the_program_reads_is_documented() -> None:
     assert {"LLM_IDE_MODEL", "LLM_IDE_CONFIG", "LLM_IDE_TOOLS_CACHE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"} <= found
     documented = (ROOT / "docs" / "configuration.md").read_text()
     assert sorted(name for name in found if f"`{name}`" not in documented) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_the_files_and_tests_a_page_cites_exist(page: Path) -> None:
+    text = page.read_text()
+    for cited in sorted(set(CITED_PATH.findall(text)) - ELSEWHERE):
+        pattern = re.sub(r"<[^>]*>", "*", f"llm_ide/{cited}" if cited.startswith("prompts/") else cited)
+        assert next(ROOT.glob(pattern), None) if "*" in pattern else (ROOT / pattern).exists(), f"{page.name}: {cited}"
+    tests = "\n".join(source.read_text() for source in (ROOT / "tests").glob("*.py"))
+    for name in set(CITED_TEST.findall(text)):
+        assert f"def {name}(" in tests, f"{page.name}: no test {name}"
+
+
+def setting_names() -> set[str]:
+    def names(data: object, prefix: str = "") -> set[str]:
+        items = data.items() if isinstance(data, dict) else ()
+        return {name for key, value in items for name in {prefix + key, *names(value, f"{prefix}{key}.")}}
+
+    return names(load_config("default").model_dump()) | names(load_config("swebench").model_dump())
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_the_settings_a_page_names_exist(page: Path) -> None:
+    known = setting_names()
+    sections = {name for name in known if "." not in name}
+    named = {name for name in CITED_SETTING.findall(page.read_text()) if name.split(".")[0] in sections}
+    unknown = {name for name in named - known - FORMER_SETTINGS if not name.startswith(FREE_FORM)}
+    unknown = {name for name in unknown if not re.search(r"\.(py|yaml|log|json)$|^swebench\.harness\.", name)}
+    assert sorted(unknown) == [], f"{page.name} names settings there are not"
