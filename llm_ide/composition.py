@@ -17,13 +17,15 @@ from llm_ide.navigator.variant import Navigator
 from llm_ide.patterns import BoundedPattern
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.sampling.variant import Demonstrations, Sampling
-from llm_ide.settings import CoreSettings, Strict, TemplateSet, bundled_yaml
+from llm_ide.settings import BundledTemplates, CoreSettings, Strict
 from llm_ide.variant import CombinationError, ModelUse, Variant, Variants
 
 BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages)
 
 
-class AttemptTemplates(TemplateSet):
+class AttemptTemplates(BundledTemplates):
+    BUNDLED = ("attempts.yaml", "templates")
+
     review_system: str
     review: str
     choose_system: str
@@ -53,9 +55,7 @@ class AttemptsSettings(Strict):
     patch_chars: PositiveInt = 20000
     reviewer: RoleSettings = Field(default_factory=RoleSettings)
     chooser: RoleSettings = Field(default_factory=RoleSettings)
-    templates: AttemptTemplates = Field(
-        default_factory=lambda: AttemptTemplates(**bundled_yaml("attempts.yaml")["templates"])
-    )
+    templates: AttemptTemplates = Field(default_factory=lambda: AttemptTemplates())
 
     @field_validator("test_pattern")
     @classmethod

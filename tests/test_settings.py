@@ -253,3 +253,15 @@ def test_with_user_config_gives_the_command_lines_layers(
     assert files == [user, *([over] if overrides else [])]
     settings = load_config("default", files)
     assert (settings.agent.cost_limit, settings.agent.step_limit) == (1.0, 9 if overrides else 7)
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("attempts", "review"), ("sampling", "pairwise"), ("reproduction", "write")]
+)
+def test_one_template_of_a_variant_is_overridden_alone(tmp_path: Path, section: str, key: str) -> None:
+    """`<section>.templates` takes any of its templates; the others keep the bundled prompts (each page says so)."""
+    bundled = getattr(load_config("default"), section).templates
+    assert key in type(bundled).model_fields
+    mine = load_config("default", write(tmp_path / "mine.yaml", f"{section}:\n  templates:\n    {key}: mine\n"))
+    templates = getattr(mine, section).templates
+    assert templates == bundled.model_copy(update={key: "mine"})
