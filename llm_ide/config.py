@@ -11,7 +11,7 @@ from typing import Any
 
 from llm_ide.composition import Settings, kinds_of, settings_class
 from llm_ide.errors import ConfigError
-from llm_ide.settings import PROMPTS_DIR, Layers, deep_merge, read_yaml, validate
+from llm_ide.settings import PROMPTS_DIR, BundledTemplates, Layers, deep_merge, read_yaml, validate
 from llm_ide.user_config import USER_CONFIG_VARIABLE, default_user_config, user_config_path
 
 CONFIG_NAMES = ("default", "swebench")
@@ -133,10 +133,21 @@ def _sets(layer: dict[str, Any], path: tuple[str, ...]) -> bool:
 
 
 def explain(layers: Layers) -> list[tuple[str, Any, str]]:
-    """Every effective setting as (dotted key, value, origin): the last layer that set it, `built-in` when none did
-    (a default of the typed settings)."""
-    effective = validate_layers(layers).model_dump(mode="json")
+    """Every effective setting as (dotted key, value, origin): the last layer that set it, else the bundled prompts
+    file of a template's section, else `built-in` (a default of the typed settings)."""
+    settings = validate_layers(layers)
     return [
-        (".".join(path), value, next((name for name, data in reversed(layers) if _sets(data, path)), "built-in"))
-        for path, value in _leaves(effective)
+        (".".join(path), value, _origin(layers, settings, path))
+        for path, value in _leaves(settings.model_dump(mode="json"))
     ]
+
+
+def _origin(layers: Layers, settings: Settings, path: tuple[str, ...]) -> str:
+    if layer := next((name for name, data in reversed(layers) if _sets(data, path)), None):
+        return layer
+    node: Any = settings
+    for part in path:
+        if isinstance(node, BundledTemplates):
+            return str(PROMPTS_DIR / node.BUNDLED[0])
+        node = getattr(node, part, None)
+    return "built-in"

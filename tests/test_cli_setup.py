@@ -253,6 +253,9 @@ def test_config_show_names_every_origin_and_shortens_long_values(tmp_path: Path)
     code, every, _ = show(user_env(tmp_path))
     assert len(every) > 200 and all("  # " in line for line in every[1:])
     assert "model.prices.gpt-5-mini.cache_write: null  # built-in" in every  # a default of the typed settings
+    for section, bundled in [("sampling", "sampling"), ("reproduction", "reproduction"), ("navigator", "navigator")]:
+        templates = [line for line in every if line.startswith(f"{section}.templates.")]  # their prompts' own file
+        assert templates and all(line.endswith(f"  # bundled {bundled}.yaml") for line in templates), templates[0]
     (base := tmp_path / "base.yaml").write_text("extends: swebench\nagent: {step_limit: 3}\n")
     (over := tmp_path / "over.yaml").write_text("agent: {cost_limit: 2}\n")
     code, mine, _ = show(
