@@ -124,3 +124,27 @@ def test_the_settings_a_page_names_exist(page: Path) -> None:
     unknown = {name for name in named - known - FORMER_SETTINGS if not name.startswith(FREE_FORM)}
     unknown = {name for name in unknown if not re.search(r"\.(py|yaml|log|json)$|^swebench\.harness\.", name)}
     assert sorted(unknown) == [], f"{page.name} names settings there are not"
+
+
+def test_the_configuration_page_names_every_settings_section() -> None:
+    listed = (ROOT / "docs" / "configuration.md").read_text().split("## What there is to set", 1)[1].split("\n## ")[0]
+    sections = {name for name in setting_names() if "." not in name} - {"swebench"}  # swebench.md: its own config
+    assert sorted(name for name in sections if f"`{name}`" not in listed) == []
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if "## Settings (`" in page.read_text()], ids=lambda p: p.name)
+def test_a_settings_table_lists_its_sections_keys_with_their_defaults(page: Path) -> None:
+    section = re.search(r"^## Settings \(`(\w+):`\)$", page.read_text(), re.M)[1]
+    table = page.read_text().split(f"## Settings (`{section}:`)", 1)[1].split("\n## ")[0]
+    defaults = getattr(load_config("default"), section).model_dump()
+    rows = [
+        (re.findall(r"`(\w+)`", keys), values.split(","))
+        for keys, values in re.findall(r"^\| (`.+?) \| (.+?) \|", table, re.M)
+    ]
+    listed = {key for keys, _ in rows for key in keys}
+    assert listed == set(defaults), f"{page.name}'s table of {section}: {sorted(listed ^ set(defaults))}"
+    for keys, values in rows:
+        for key, value in zip(keys, [value.strip() for value in values], strict=False):
+            if isinstance(defaults[key], bool | int | float) and len(values) == len(keys):
+                said = {"true": True, "false": False}.get(value, value)
+                assert float(said) == defaults[key], f"{page.name}: {section}.{key} is {defaults[key]}, not {value}"
