@@ -12,8 +12,7 @@ from dataclasses import dataclass
 MAX_STARTS = 16  # alignments tried for one output row (a line repeated more often anchors nothing)
 MIN_CHARS = 10  # non-blank characters a run (or a lone row) needs to count as shown code
 UNNAMED = (3, 40)  # non-blank rows and characters a run needs in a file neither the command nor the output names
-# `  12\t` (nl), `12:` and context rows `12-` (grep -n), `12: `, `  12 | `, `12  ` (awk's NR)
-NUMBER_PREFIX = re.compile(r"\s*(\d{1,9})(?:\t| *[|│:] ?| +|-)(.*)")
+NUMBER_PREFIX = re.compile(r"\s*(\d{1,9})(?:\t| *[|│:] ?| +|-)(.*)")  # `  12\t`, `12:`, `12-` (grep), ` 12 | `, `12  `
 MARKER = re.compile(r"[>+](?=[ \t])")  # pytest's `>` on the failing line, a diff's `+`: one column of indentation
 
 
