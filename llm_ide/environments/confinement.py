@@ -18,6 +18,7 @@ from pathlib import Path
 from llm_ide.environments.limits import Cgroup, Limits, cgroups_usable, ulimit_line, warn_unenforced
 from llm_ide.environments.processes import Launch
 from llm_ide.environments.sandbox import ISOLATIONS, Sandbox, isolation
+from llm_ide.environments.scope import keyring_spawner
 from llm_ide.environments.sockets import abstract_guard, host_sockets
 
 SWITCH = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
@@ -94,7 +95,8 @@ class Confinement:
 
     def sandboxed(self, sandbox: Sandbox, command: str, cwd: Path, environ: dict[str, str]) -> Launch:
         """The command in bubblewrap (the host's sockets masked, the isolation, the user, the limits), and what starts
-        it when abstract sockets listen on the host (sockets.abstract_guard)."""
+        it: a thread with a keyring of its own, which also holds the scope of abstract sockets when some listen on the
+        host (sockets.abstract_guard)."""
         sandbox.isolation = self.isolation
         sandbox.inner = self.switch()
         if self.run_as is not None:
@@ -102,7 +104,8 @@ class Confinement:
         masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets, self.user())
         sandbox.sockets = masked
         argv = sandbox.argv(self.shell(command), cwd)
-        return argv, abstract_guard() if abstract and sandbox.network else None
+        guard = abstract_guard() if abstract and sandbox.network else None
+        return argv, guard or keyring_spawner(os.getpid()).start
 
     def close(self) -> None:
         if self.cgroup is not None:

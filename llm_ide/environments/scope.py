@@ -1,12 +1,16 @@
-"""A thread of llm-ide that starts the sandboxed commands while abstract sockets listen on the host, holding Landlock's
-scope of them (Linux 6.12 and later): no abstract socket made outside a command answers it. A Landlock domain is a
+"""The threads of llm-ide that start the sandboxed commands. Each holds a session keyring of its own, new and empty,
+that the commands inherit: the keys in llm-ide's (a Kerberos ticket, a token a tool keeps in the kernel's keyring)
+are not theirs to read. While abstract sockets listen on the host, another one also holds Landlock's scope of them
+(Linux 6.12 and later): no abstract socket made outside a command answers it. Keyrings and Landlock domains are a
 thread's, inherited by what it starts: the agent's other threads keep theirs (environments/sockets.py decides when)."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
+import platform
 import queue
 import subprocess
 import threading
@@ -18,6 +22,9 @@ from llm_ide.environments.processes import kill_group
 from llm_ide.errors import EnvironmentFailure
 
 CREATE_RULESET, RESTRICT_SELF, NO_NEW_PRIVS = 444, 446, 38  # Landlock's system calls; prctl's option
+# keyctl's system call, by machine, and its operation that gives the caller a new anonymous session keyring
+KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 355, "s390x": 280, "i686": 288, "armv7l": 311}
+JOIN_SESSION_KEYRING = 1
 Popen = subprocess.Popen[bytes]
 
 
@@ -60,9 +67,34 @@ class Spawner:
 
 
 @cache
+def keyring_spawner(pid: int) -> Spawner:
+    """This process's thread with a keyring of its own (per process id: a forked child has none of its parent's
+    threads)."""
+    return Spawner(own_session_keyring, "llm-ide-commands")
+
+
+@cache
 def scoped_spawner(pid: int) -> Spawner:
-    """This process's scoped thread (per process id: a forked child has none of its parent's threads)."""
-    return Spawner(scope_abstract_sockets, "llm-ide-scoped")
+    """This process's thread with a keyring of its own and the scope of abstract sockets."""
+    return Spawner(scoped, "llm-ide-scoped")
+
+
+def scoped() -> None:
+    own_session_keyring()
+    scope_abstract_sockets()
+
+
+def own_session_keyring() -> None:
+    """The calling thread, and all it starts from now on, given a new, empty session keyring (where the kernel lets no
+    process use keyctl, a seccomp filter's doing, the commands cannot either)."""
+    number = KEYCTL.get(platform.machine())
+    if number is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, JOIN_SESSION_KEYRING, None) < 0:
+        error = ctypes.get_errno()
+        if error not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
+            raise EnvironmentFailure(f"no session keyring of their own for the commands: {os.strerror(error)}")
 
 
 def scope_abstract_sockets() -> None:

@@ -1,0 +1,50 @@
+"""The kernel's keyrings: a key in llm-ide's session keyring (a Kerberos ticket, a token a tool keeps there) is not a
+sandboxed command's to read. Each command used to inherit llm-ide's session keyring and `keyctl read` its keys."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import make_git_repo, require_bwrap
+
+from llm_ide.environments import LocalEnvironment
+
+SESSION, JOIN, REVOKE = -3, 1, 3  # KEY_SPEC_SESSION_KEYRING; keyctl's operations
+KEYCTL, ADD_KEY = {"x86_64": 250, "aarch64": 219}, {"x86_64": 248, "aarch64": 217}  # system call numbers
+# every key of the session keyring, its user keyring's and its user session keyring's, read
+READ_KEYS = """import ctypes, struct
+libc = ctypes.CDLL(None)
+buffer = ctypes.create_string_buffer(65536)
+for ring in (-3, -4, -5):
+    size = libc.syscall({keyctl}, 11, ring, buffer, 65536)
+    for key in struct.unpack("%di" % (size // 4), buffer.raw[:size]) if size > 0 else ():
+        length = libc.syscall({keyctl}, 11, key, buffer, 65536)
+        print(ring, key, buffer.raw[: max(length, 0)].decode(errors="replace"))
+print("keys-read")
+"""
+
+
+def test_a_command_reads_no_key_of_llm_ides_session_keyring(tmp_path: Path) -> None:
+    require_bwrap()
+    keyctl = KEYCTL.get(platform.machine())
+    if keyctl is None:
+        pytest.skip(f"no keyctl system call number known for {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    # this thread's own session keyring first: the key goes nowhere another process of the machine would look
+    if libc.syscall(keyctl, JOIN, None) < 0:
+        pytest.skip("keyctl is not allowed here")
+    secret = f"keyring-secret-{uuid.uuid4().hex}"
+    key = libc.syscall(ADD_KEY[platform.machine()], b"user", b"llm-ide-test", secret.encode(), len(secret), SESSION)
+    assert key > 0, ctypes.get_errno()
+    script = tmp_path / "read_keys.py"
+    script.write_text(READ_KEYS.format(keyctl=keyctl))
+    try:
+        with LocalEnvironment(make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"}), tools_dir=tmp_path / "t") as env:
+            done = env.execute(f"python3 {script}", timeout=60)
+    finally:
+        libc.syscall(keyctl, REVOKE, key)
+    assert "keys-read" in done.output and secret not in done.output, done.output
