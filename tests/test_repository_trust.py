@@ -191,3 +191,35 @@ def test_a_submodules_git_config_and_hooks_are_read_only_too_and_its_git_work_go
     assert not any((module / "hooks" / "post-checkout").exists() for module in modules)
     subprocess.run(["git", "-C", str(repo / "vendor" / "lib"), "status", "-s"], check=True, capture_output=True)
     assert not mark.exists()
+
+
+def redirect(mark: Path) -> str:
+    """A config of the command's with an fsmonitor command and a clean filter, in a copy of `.git`'s refs and objects
+    at `.git/c`, and `.git/commondir` naming it: git reads that config instead of the read-only one."""
+    config = f'[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch {mark}-fsmonitor; false"\\n'
+    config += f'[filter "x"]\\n\\tclean = "touch {mark}-filter; cat"\\n'
+    return (
+        f"mkdir .git/c && cp -r .git/objects .git/refs .git/HEAD .git/c/ && printf '{config}' > .git/c/config"
+        " && echo c > .git/commondir && printf '* filter=x\\n' > .gitattributes && git config core.fsmonitor"
+        " && echo changed >> a.py && echo redirected"
+    )
+
+
+@pytest.mark.parametrize("mount_at", [None, "/testbed"])
+def test_no_command_points_git_at_a_config_of_its_own(tmp_path: Path, mount_at: str | None) -> None:
+    """Two ways round the read-only `.git/config`: a `commondir` written in `.git` (git reads the config of the folder
+    it names), and `.git` renamed away for a new one whose config is the command's. Before, git on the host ran
+    either's fsmonitor command. Now the `commondir` is removed once the command ends, and `.git` is a mount point no
+    command renames."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    replace = f"mv .git .git-old; mkdir -p .git && git init -q && git config core.fsmonitor 'touch {mark}-new; false'"
+    with LocalEnvironment(repo, mount_at=mount_at, tools_dir=tmp_path / "tools") as environment:
+        redirected = environment.execute(redirect(mark)).output
+        replaced = environment.execute(replace + "; echo replaced").output
+    assert "redirected" in redirected and f"touch {mark}-fsmonitor" in redirected, redirected  # git read it inside
+    assert not (repo / ".git" / "commondir").exists()
+    assert "Device or resource busy" in replaced and not (repo / ".git-old").exists(), replaced
+    git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
+    assert (git.returncode, ran(mark)) == (0, []), git.stderr

@@ -22,7 +22,7 @@ from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside, sandbox_path
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
-from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths
+from llm_ide.environments.views import UNHOOKED, check_mount_point, drop_redirect, git_paths, readable_paths
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
@@ -161,12 +161,12 @@ class LocalEnvironment:
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
-        self._git = git_identity(self.repo)  # the repository's .git as the run found it
+        self._git, self._redirected = git_identity(self.repo), (self.repo / ".git" / "commondir").exists()
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
         """What the sandboxed commands write, read and never see (readable None: the bundled config's)."""
-        extra = readable_paths(writable)
-        self.writable = [self.repo, Path(self.tools_root), *([Path(self.scratch)] if self.scratch else []), *extra]
+        scratch = [Path(self.scratch)] if self.scratch else []
+        self.writable = [self.repo, self.repo / ".git", Path(self.tools_root), *scratch, *readable_paths(writable)]
         self.readable = [*readable_paths(readable), *git_paths(self.repo)]
         owner = self.confinement.run_as
         homes = [Path.home(), *home_of(os.getuid()), *(home_of(owner[0]) if owner else [])]  # $HOME, passwd's
@@ -255,6 +255,7 @@ class LocalEnvironment:
                 break
             forget_listings()
             unmasked |= set(VANISHED.findall(cap.text()))
+        drop_redirect(self.repo, self._redirected)
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once
             raise RepositoryLost(
