@@ -22,7 +22,7 @@ from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside, sandbox_path
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
-from llm_ide.environments.views import UNHOOKED, check_mount_point, drop_redirect, git_paths, readable_paths
+from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
@@ -255,7 +255,8 @@ class LocalEnvironment:
                 break
             forget_listings()
             unmasked |= set(VANISHED.findall(cap.text()))
-        drop_redirect(self.repo, self._redirected)
+        if not self._redirected and (redirect := self.repo / ".git" / "commondir").is_file():
+            redirect.unlink()  # a command's: git would read the config and hooks of the folder it names
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once
             raise RepositoryLost(

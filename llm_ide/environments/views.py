@@ -3,14 +3,10 @@ data kept outside it, `environment.readable`, the folder a checkout is shown at 
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 from pathlib import Path
 
 from llm_ide.settings import bundled_yaml
-
-log = logging.getLogger("llm_ide.environment")
 
 # llm-ide's own git outside the sandbox, in a repository whose `.git` the commands write: none of its hooks runs, nor
 # an fsmonitor command (`git status`, `ls-files`, `diff` ran one, as root on the host)
@@ -51,18 +47,6 @@ def git_paths(repo: Path) -> list[Path]:
     except (OSError, UnicodeDecodeError):
         pass
     return [path for path in found if not path.is_relative_to(repo)] + [path for path in own if path.exists()]
-
-
-def drop_redirect(repo: Path, kept: bool) -> None:
-    """A `commondir` (a linked worktree's file: git then reads the config, hooks and refs of the folder it names) a
-    command put in the repository's own git directory, removed (`kept`: one was there at the start): through it, git
-    run later outside the sandbox (the user's, ours) would read a config the commands wrote (an fsmonitor command, a
-    filter)."""
-    path = repo / ".git" / "commondir"
-    if not kept and (path.is_file() or path.is_symlink()):
-        with contextlib.suppress(OSError):
-            path.unlink()
-            log.warning("a command wrote %s (git would read another folder's config and hooks): removed", path)
 
 
 def module_dirs(folder: Path) -> list[Path]:
