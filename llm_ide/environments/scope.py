@@ -23,7 +23,7 @@ from llm_ide.errors import EnvironmentFailure
 
 CREATE_RULESET, RESTRICT_SELF, NO_NEW_PRIVS = 444, 446, 38  # Landlock's system calls; prctl's option
 # keyctl's system call, by machine, and its operation that gives the caller a new anonymous session keyring
-KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 355, "s390x": 280, "i686": 288, "armv7l": 311}
+KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "s390x": 280, "i686": 288, "armv7l": 311}
 JOIN_SESSION_KEYRING = 1
 Popen = subprocess.Popen[bytes]
 
