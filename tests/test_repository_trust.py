@@ -17,10 +17,13 @@ from in_process import invoke
 from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.attempts.context import git as attempts_git
+from llm_ide.attempts.context import uncommitted
 from llm_ide.config import load_config
 from llm_ide.coop.task import git as coop_git
 from llm_ide.environments import make_environment
 from llm_ide.environments.local import LocalEnvironment
+from llm_ide.workspace.patch import base_commit, baseline_notes, extract_patch, keep_base
+from llm_ide.workspace.submodules import changed_submodules
 from llm_ide.workspace.worktrees import git_worktree
 
 
@@ -223,3 +226,43 @@ def test_no_command_points_git_at_a_config_of_its_own(tmp_path: Path, mount_at: 
     assert "Device or resource busy" in replaced and not (repo / ".git-old").exists(), replaced
     git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
     assert (git.returncode, ran(mark)) == (0, []), git.stderr
+
+
+def nested(mark: Path) -> str:
+    """A repository made inside the worktree and staged there as a gitlink, whose own config has a clean filter, and a
+    file of it changed with its size kept (git must read it, through the filter, to tell)."""
+    return (
+        "git init -q sub && cd sub && echo a > f && printf '* filter=x\\n' > .gitattributes"
+        f" && git config filter.x.clean 'touch {mark}; cat' && git add . && git -c user.name=a -c user.email=a@a"
+        " commit -qm s && echo b > f && touch -d 2020-01-01 f && cd .. && git add sub && echo nested"
+    )
+
+
+@pytest.mark.parametrize("mount_at", [None, "/testbed"])
+def test_a_repository_a_command_makes_in_the_worktree_runs_nothing_of_its_config_outside(
+    tmp_path: Path, mount_at: str | None
+) -> None:
+    """Git looks into a gitlink's repository (`add -A`, `status`) and runs it under that repository's own config,
+    which the command wrote. The patch's staging and the end of a run's check of the submodules ran its clean filter
+    on the host, outside the sandbox. Now the staging takes gitlinks as unchanged and the check runs where the
+    commands run; the patch and the check say what they said."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    settings = load_config("default").patch
+    with LocalEnvironment(repo, mount_at=mount_at, tools_dir=tmp_path / "tools") as environment:
+        base = base_commit(environment)
+        assert base is not None
+        keep_base(environment, base)
+        assert "nested" in environment.execute(nested(mark)).output
+        first = extract_patch(environment, base, settings)
+        environment.execute("echo c > sub/f && touch -d 2020-01-02 sub/f && echo y = 2 >> a.py")
+        second = extract_patch(environment, base, settings)
+        changed = changed_submodules(environment)
+    with LocalEnvironment(repo, mount_at=mount_at, tools_dir=tmp_path / "tools") as environment:
+        notes = baseline_notes(environment, base)  # the next run's start in this repository
+    assert not mark.exists()
+    assert "+Subproject commit " in first and "+y = 2" in second and "+Subproject commit " in second
+    assert changed == ["sub"]  # (its filter ran in the sandbox, where it writes nothing outside)
+    assert "uncommitted changes (a.py, sub)" in notes[1] and uncommitted(repo) == "a.py, sub"
+    assert not mark.exists()

@@ -206,7 +206,7 @@ def git(repo: Path, *args: str) -> str:
 
 def uncommitted(repo: Path) -> str:
     """The repository's changes that are not in its HEAD commit (a few of their paths), or nothing."""
-    status = git(repo, "status", "--porcelain", "--untracked-files=normal").splitlines()
+    status = git(repo, "status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=dirty").splitlines()
     paths = [line.split(maxsplit=1)[1] for line in status if line.strip()]  # (`git` strips the first line's space)
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from llm_ide.commands import read_only
 from llm_ide.environments.views import UNHOOKED
 
+OWN = ("--ignore-submodules=dirty",)  # git never runs in a submodule (under a config a command may have written)
 State = dict[str, bytes | None]  # path → content (None: deleted), for the tracked files that differ from the base
 
 
@@ -46,7 +47,7 @@ class TreeWatch:
         self._blobs: dict[str, bytes] = {}
 
     def take(self, *_: object) -> None:
-        names = git_out(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base, "--", env=self.env)
+        names = git_out(self.repo, "diff", "--name-only", "-z", "--no-renames", *OWN, self.base, "--", env=self.env)
         state: State = {}
         for name in names.decode("utf-8", "surrogateescape").split("\0"):
             if name in self.tracked:
@@ -76,7 +77,7 @@ class TreeWatch:
 
     def final_diff(self) -> str:
         """The tracked files' diff against the base, as git prints it."""
-        diff = git_out(self.repo, "diff", "--no-renames", "--no-ext-diff", self.base, "--", env=self.env)
+        diff = git_out(self.repo, "diff", "--no-renames", "--no-ext-diff", *OWN, self.base, "--", env=self.env)
         return diff.decode("utf-8", "replace")
 
 

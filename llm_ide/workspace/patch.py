@@ -21,6 +21,11 @@ LOST = 87  # ... that finds the repository's own git directory gone, another one
 SPLIT = """added=(); while IFS= read -r -d '' f; do case $f in :*' A') IFS= read -r -d '' p; added+=("$p");;
  :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
 SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
+# `add -A .`, gitlinks taken as unchanged: git would run in each under its config, a command's (a filter run outside)
+ADD = (
+    "ls-files -s -z | sed -z -n 's/^160000 [0-9a-f]* [0-3]\\t//p' | {git} update-index -z --assume-unchanged --stdin"
+    " && {git} add -A ."
+)
 
 
 class PatchError(RuntimeError): ...
@@ -35,7 +40,7 @@ def baseline_notes(env: Environment, base: str) -> list[str]:
     """What a new run takes as its baseline, and a warning when the repository has changes that are not in it (they
     would be part of the patch, which is the working tree against the base commit)."""
     note = f"baseline: commit {base[:12]} (HEAD); the patch is the working tree's change against it"
-    returncode, output = env.run_trusted("git status --porcelain --untracked-files=normal", 60)
+    returncode, output = env.run_trusted("git status --porcelain -unormal --ignore-submodules=dirty", 60)
     paths = [line[3:] for line in output.decode(errors="replace").splitlines() if line[3:]] if returncode == 0 else []
     if not paths:
         return [note]
@@ -102,13 +107,14 @@ class BaseTree:
         as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
+        add = ADD.format(git=git)
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
         # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
         again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
 
         def script() -> str:  # (the files left out: the last call's, none after a new base is installed)
             return (
-                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} add -A . && {git} {diff} --raw"
+                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} {add} && {git} {diff} --raw"
                 f" --no-abbrev --numstat > {git_dir}/changes && {SPLIT} < {git_dir}/changes && echo {token} && {SIZES}"
                 f" && echo {token} && {git} {again if self.excluded else ''}{then}; }} || {missing}"
             )
@@ -134,7 +140,7 @@ class BaseTree:
             return result
         self.excluded = excluded  # other ones: staged anew, in one more call
         self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
-        return self._run(f"add -A . && {git} {again if excluded else ''}{then}")
+        return self._run(f"{add} && {git} {again if excluded else ''}{then}")
 
     def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,

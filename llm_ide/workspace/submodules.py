@@ -12,11 +12,14 @@ said = logging.getLogger("llm_ide.environment")  # its warnings are shown on the
 
 
 def changed_submodules(env: Environment) -> list[str]:
-    """The submodules whose files differ from their commit or hold new files (`git status` v2: `S.M.`, `S..U`)."""
-    returncode, output = env.run_trusted("git -c core.quotepath=off status --porcelain=v2 --ignore-submodules=none", 60)
-    if returncode != 0:
+    """The submodules whose files differ from their commit or hold new files (`git status` v2: `S.M.`, `S..U`). Asked
+    where the commands run: git runs in each submodule under its own config, which a command may have written (a
+    repository it made and staged, a clean filter in it)."""
+    status = "git -c core.quotepath=off status --porcelain=v2 --ignore-submodules=none"
+    found = env.execute(f"{status} | grep -a '^1 .. S' || true", 60)  # only their lines: an output is cut at its cap
+    if found.returncode != 0 or found.timed_out:
         return []
-    entries = [line.split(" ", 8) for line in output.decode(errors="replace").splitlines() if line.startswith("1 ")]
+    entries = [line.split(" ", 8) for line in found.output.splitlines() if line.startswith("1 ")]
     return [entry[8] for entry in entries if len(entry) == 9 and entry[2][0] == "S" and entry[2][2:] != ".."]
 
 
