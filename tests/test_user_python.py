@@ -164,6 +164,7 @@ def test_a_baseline_that_ran_no_test_could_not_verify_and_is_never_a_pass(tmp_pa
     assert any(line.startswith("verify: could not verify regressions of tests/test_calc.py") and reason in line
                for line in said), said  # fmt: skip
     assert sum(line.startswith("verify: attempt ") and "could not verify" in line for line in said) == 2
+    assert "verify: attempt 1's patch against 1 reproduction and 1 test file" in said  # (not "1 reproductions")
 
 
 def test_an_attempt_whose_checks_could_not_run_ranks_below_a_verified_one(tmp_path: Path) -> None:

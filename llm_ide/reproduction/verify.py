@@ -14,6 +14,7 @@ from typing import Any
 from llm_ide.errors import LlmIdeError
 from llm_ide.reproduction.regression import edited_files, passed_tests, source_stems, touching
 from llm_ide.reproduction.script import UNVERIFIED, Script, key, reproduction_script
+from llm_ide.terminal import plural
 from llm_ide.verification import Finished, Verified
 
 
@@ -71,8 +72,8 @@ def check_patch(bench: Any, run: Finished, tests: dict[str, Script], record: dic
     started = time.monotonic()
     entry.pop("error", None)
     bench.emit(
-        f"verify: attempt {run.index}'s patch against {len(missing)} reproductions"
-        + (f" and {len(files)} test files" if regression else "")
+        f"verify: attempt {run.index}'s patch against {plural(len(missing), 'reproduction')}"
+        + (f" and {plural(len(files), 'test file')}" if regression else "")
     )
     try:
         with bench.clean(f"attempt{run.index}", run.patch) as env:
