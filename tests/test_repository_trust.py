@@ -263,6 +263,8 @@ def test_a_repository_a_command_makes_in_the_worktree_runs_nothing_of_its_config
         notes = baseline_notes(environment, base)  # the next run's start in this repository
     assert not mark.exists()
     assert "+Subproject commit " in first and "+y = 2" in second and "+Subproject commit " in second
-    assert changed == ["sub"]  # (its filter ran in the sandbox, where it writes nothing outside)
+    assert changed == [
+        ("sub", True)
+    ]  # new to the index (its filter ran in the sandbox, where it writes nothing outside)
     assert "uncommitted changes (a.py, sub)" in notes[1] and uncommitted(repo) == "a.py, sub"
     assert not mark.exists()

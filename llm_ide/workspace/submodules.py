@@ -11,23 +11,36 @@ from llm_ide.environments.base import Environment
 said = logging.getLogger("llm_ide.environment")  # its warnings are shown on the console as they happen
 
 
-def changed_submodules(env: Environment) -> list[str]:
-    """The submodules whose files differ from their commit or hold new files (`git status` v2: `S.M.`, `S..U`). Asked
-    where the commands run: git runs in each submodule under its own config, which a command may have written (a
-    repository it made and staged, a clean filter in it)."""
+def changed_submodules(env: Environment) -> list[tuple[str, bool]]:
+    """The submodules whose files differ from their commit or hold new files (`git status` v2: `S.M.`, `S..U`), each
+    with whether it is new to the index (a repository the commands made and staged). Asked where the commands run:
+    git runs in each submodule under its own config, which a command may have written (a clean filter in it)."""
     status = "git -c core.quotepath=off status --porcelain=v2 --ignore-submodules=none"
     found = env.execute(f"{status} | grep -a '^1 .. S' || true", 60)  # only their lines: an output is cut at its cap
     if found.returncode != 0 or found.timed_out:
         return []
     entries = [line.split(" ", 8) for line in found.output.splitlines() if line.startswith("1 ")]
-    return [entry[8] for entry in entries if len(entry) == 9 and entry[2][0] == "S" and entry[2][2:] != ".."]
+    return [
+        (e[8], e[1][0] == "A")
+        for e in entries
+        if len(e) == 9 and e[2][0] == "S" and (e[2][2:] != ".." or e[1][0] == "A")
+    ]
 
 
 def warn_submodules(env: Environment) -> None:
-    if found := changed_submodules(env):
+    found = changed_submodules(env)
+    changed, made = [path for path, new in found if not new], [path for path, new in found if new]
+    if changed:
         said.warning(
             "changes inside the git submodule%s %s are not in the patch (a submodule's files belong to its own "
             "repository): commit them there, or move the files into this repository",
-            "s" * (len(found) > 1),
-            ", ".join(found),
+            "s" * (len(changed) > 1),
+            ", ".join(changed),
+        )
+    if made:
+        said.warning(
+            "git repositories in the worktree are staged as submodules since the last commit (%s): a config a command "
+            "wrote there runs (a filter) when git runs in them, or `git status` here while they stay staged; remove "
+            "them before you do (git rm -r --cached PATH, then rm -rf PATH)",
+            ", ".join(made),
         )
