@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import threading
 import time
@@ -22,6 +23,7 @@ Failure = Literal["auth", "transient", "fatal"]
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
 POLL = 0.25  # seconds between two looks at a cancel event, and at signals, while a read waits
 _local = threading.local()
+CONTEXT_FULL = re.compile(r"context.{0,12}(length|size|window)|exceed_context|prompt is too long|too many tokens", re.I)
 T = TypeVar("T")
 
 
@@ -87,6 +89,32 @@ def waited(error: BaseException, timeout: float, idle: bool) -> str | None:
         return None
     what = "nothing came for" if idle else "no whole reply within"
     return f"{what} {timeout:g} s (model.timeout; raise it for a slow model)"
+
+
+def unreachable(error: BaseException) -> str | None:
+    """What a request that found no server, or lost it (refused, reset, closed mid-reply), met: the endpoint and why."""
+    chain = [error]
+    while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 20:
+        chain.append(inner)
+    lost = (OSError, httpx.TransportError, httpcore.NetworkError, httpcore.RemoteProtocolError)
+    if timed_out(error) or isinstance(chain[-1], BadCompletion | Cancelled):
+        return None
+    if not any(isinstance(seen, lost) or type(seen).__name__ == "APIConnectionError" for seen in chain):
+        return None
+    why = re.sub(r"^\[Errno -?\d+\] ", "", " ".join(str(chain[-1]).split())) or type(chain[-1]).__name__
+    url = getattr(getattr(error, "request", None), "url", None)  # the SDK's error holds the request
+    where = f" {url.scheme}://{url.netloc.decode()}" if isinstance(url, httpx.URL) else ""
+    return f"the endpoint{where} did not answer ({why[:200]}; is its server still running?)"
+
+
+def context_full(error: BaseException) -> str:
+    """A hint for a request refused because the prompt is longer than the model's context (empty for any other)."""
+    if getattr(error, "status_code", None) not in (400, 413) or not CONTEXT_FULL.search(str(error)):
+        return ""
+    return (
+        "; the prompt is longer than the model's context: lower memory.prompt_budget_chars (about 3 characters per "
+        "token of the context) or serve the model with a longer context"
+    )
 
 
 def timed_out(error: BaseException) -> bool:

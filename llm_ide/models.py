@@ -209,11 +209,12 @@ class ChatModel:
         kind = classify(error)
         if kind is None:
             raise error
-        detail = endpoint.waited(error, self.timeout, idle) or describe(cause(error), self.secrets)
+        detail = endpoint.waited(error, self.timeout, idle) or endpoint.unreachable(error)
+        detail = detail or describe(cause(error), self.secrets)
         if kind == "auth":
             raise ModelAuthError(f"model {self.name}: {detail} (check the model name, URL and API key)") from None
         if kind == "fatal":
-            raise ModelError(f"model {self.name}: {detail}") from None
+            raise ModelError(f"model {self.name}: {detail}{endpoint.context_full(error)}") from None
         if attempt >= self.max_retries:
             raise ModelError(f"model {self.name} failed after {plural(attempt + 1, 'attempt')}: {detail}") from None
         delay = backoff_delay(attempt, self.base_delay, self.max_delay, self.rng)

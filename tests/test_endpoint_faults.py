@@ -222,3 +222,33 @@ def test_every_prompt_stays_within_budget_whatever_the_model_writes(tmp_path: Pa
     checkpoint = tmp_path / "out" / "t1.checkpoint.sqlite"
     stored = sum(p.stat().st_size for p in checkpoint.parent.glob("t1.checkpoint.sqlite*"))
     assert stored < 5_000_000
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_server_gone_names_the_endpoint_and_why(stream: bool) -> None:
+    """A local server that died mid-run: the line says which endpoint did not answer and why, not `Connection error.`"""
+    with OpenAIServer(replies=["never sent"]) as server:
+        url = server.url
+    model = get_model("gpt-4o", model_config(stream=stream), base_url=url)
+    said = rf"after 3 attempts: the endpoint {url.removesuffix('/v1')} did not answer \(Connection refused;"
+    with pytest.raises(ModelError, match=said):
+        model.complete(MESSAGES)
+
+
+@pytest.mark.parametrize(
+    ("message", "hinted"),
+    [
+        ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", True),
+        ("the request exceeds the available context size, try increasing it", True),  # llama.cpp's server
+        ("prompt is too long: 212000 tokens > 200000 maximum", True),
+        ("temperature must be at most 2", False),
+    ],
+)
+def test_a_prompt_past_the_context_names_the_setting_that_shortens_it(message: str, hinted: bool) -> None:
+    with OpenAIServer(replies=[Reply(status=400, error_message=message)]) as server:
+        model = get_model("gpt-4o", model_config(), base_url=server.url)
+        with pytest.raises(ModelError) as raised:
+            model.complete(MESSAGES)
+    assert server.hits == 1
+    assert message[:30] in str(raised.value)
+    assert ("lower memory.prompt_budget_chars" in str(raised.value)) is hinted
