@@ -91,7 +91,9 @@ def parse_params(raw: str | None) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except json.JSONDecodeError as error:
-        raise FormatError(f"the action's parameters are not valid JSON ({error.msg} at line {error.lineno})") from None
+        raise FormatError(
+            f"the action's parameters are not valid JSON ({error.msg}: line {error.lineno} column {error.colno})"
+        ) from None
     except RecursionError:
         raise FormatError(f"the action's parameters are nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(value, dict):

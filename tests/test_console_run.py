@@ -22,6 +22,7 @@ from conftest import in_terminal, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
 
+from llm_ide.cli.console import usage_text
 from llm_ide.run.outputs import describe_action
 
 REPLIES = single_call(FIX_SCRIPT)
@@ -192,3 +193,11 @@ def test_a_task_typed_at_the_terminal_is_asked_for_and_run(tmp_path: Path) -> No
         os.close(primary)
     trajectory = json.loads((tmp_path / "out" / "t.traj.json").read_text())
     assert trajectory["task"] == "Cart.total ignores quantities.\n" and trajectory["info"]["exit_status"] == "submitted"
+
+
+@pytest.mark.parametrize(
+    ("estimated", "said"), [(0, "3+1 tokens, "), (1, "(estimated for 1 call)"), (2, "(estimated for 2 calls)")]
+)
+def test_the_usage_says_how_many_calls_were_estimated(estimated: int, said: str) -> None:
+    stats = {"api_calls": 3, "estimated_calls": estimated, "input_tokens": 3, "output_tokens": 1, "cost": 0.0}
+    assert said in usage_text(stats, priced=False)
