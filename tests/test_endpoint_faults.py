@@ -239,14 +239,15 @@ def test_a_server_gone_names_the_endpoint_and_why(stream: bool) -> None:
     ("message", "hinted"),
     [
         ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", True),
-        ("the request exceeds the available context size, try increasing it", True),  # llama.cpp's server
+        ("request (1520 tokens) exceeds the available context size (1024 tokens), try increasing it", True),
         ("prompt is too long: 212000 tokens > 200000 maximum", True),
         ("temperature must be at most 2", False),
     ],
 )
-def test_a_prompt_past_the_context_names_the_setting_that_shortens_it(message: str, hinted: bool) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_prompt_past_the_context_names_the_setting_that_shortens_it(message: str, hinted: bool, stream: bool) -> None:
     with OpenAIServer(replies=[Reply(status=400, error_message=message)]) as server:
-        model = get_model("gpt-4o", model_config(), base_url=server.url)
+        model = get_model("gpt-4o", model_config(stream=stream), base_url=server.url)
         with pytest.raises(ModelError) as raised:
             model.complete(MESSAGES)
     assert server.hits == 1
