@@ -145,3 +145,13 @@ class PlainPost:
             if isinstance(sock, DeadlineSocket) and not sock.closed_by_peer():
                 return connection
             connection.close()
+
+
+def answers_http(host: str, port: int, timeout: float) -> bool:
+    """Whether `host:port` answers a plain HTTP request (a server given as https:// that speaks none)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as connection:
+            connection.sendall(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            return connection.recv(5) == b"HTTP/"
+    except OSError:
+        return False

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +256,46 @@ def test_https_to_a_plain_http_endpoint_is_one_line_before_anything_starts(tmp_p
         done = invoke(*argv, "--output", str(tmp_path / "out"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
         assert (done.returncode, done.stderr) == (2, f"error: {line}{server.url}\n") and server.hits == 0
     assert not (tmp_path / "out").exists()
+
+
+def quiet_to_tls(listener: socket.socket) -> None:
+    """An HTTP server as llama.cpp's is: it answers a request once its head has ended (a blank line), so a TLS hello,
+    which never ends one, is met with silence until the client leaves."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        with connection:
+            head = b""
+            while b"\r\n\r\n" not in head and (data := connection.recv(4096)):
+                head += data
+            if b"\r\n\r\n" in head:
+                connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def test_https_to_a_plain_http_server_silent_to_tls_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    """llama.cpp's server says nothing to a TLS hello: the handshake's timeout let the run start, whose every call then
+    waited model.timeout (600 s) before its retries."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        threading.Thread(target=quiet_to_tls, args=(listener,), daemon=True).start()
+        url = f"https://127.0.0.1:{listener.getsockname()[1]}/v1"
+        with pytest.raises(UsageError) as raised:
+            run_task(
+                "t",
+                model="local",
+                settings=load_config(),
+                repo=repo,
+                output_dir=tmp_path / "o",
+                run_id="r",
+                base_url=url,
+            )
+    plain = url.replace("https://", "http://")
+    assert str(raised.value) == (
+        f"model local: {url} does not answer TLS (it answers plain HTTP); for a plain HTTP server give {plain}"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -25,6 +25,7 @@ from llm_ide.environments.views import absent, check_mount_point
 from llm_ide.errors import UsageError
 from llm_ide.exchange import tools_asked
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
+from llm_ide.plain_post import answers_http
 from llm_ide.pricing import find_price, langchain_providers
 from llm_ide.script_file import load_script
 from llm_ide.setting_errors import describe_error
@@ -306,7 +307,7 @@ def check_model(
         ) from None
     with connection:  # https: the handshake on it
         if parsed.scheme == "https":
-            check_tls(model, url, connection, host)
+            check_tls(model, url, connection, (host, port))
     if settings.model.check_name and provider_of(model) in (None, "openai"):
         check_listed(model, url, settings, timeout)
     if tools_asked(settings) and provider_of(model) in (None, "openai"):
@@ -341,20 +342,20 @@ def check_template(model: str, url: str, timeout: float) -> None:
         )
 
 
-def check_tls(model: str, url: str, connection: socket.socket, host: str) -> None:
-    """An https:// endpoint answers TLS with a certificate the run trusts (a plain HTTP server given https:// would
-    only fail the run's first call, after its retries); no answer in time is left to the run."""
+def check_tls(model: str, url: str, connection: socket.socket, address: tuple[str, int]) -> None:
+    """An https:// endpoint answers TLS with a certificate the run trusts, not plain HTTP (llama.cpp's: silent)."""
     try:
-        tls_context().wrap_socket(connection, server_hostname=host).close()
+        return tls_context().wrap_socket(connection, server_hostname=address[0]).close()
     except ssl.SSLCertVerificationError as error:
         raise PreflightError(f"model {model}: {url}: certificate not trusted ({error.verify_message})") from None
     except ssl.SSLError as error:
-        why, plain = str(error.reason or error).lower().replace("_", " "), urlparse(url)._replace(scheme="http")
-        raise PreflightError(
-            f"model {model}: {url} does not answer TLS ({why}); for a plain HTTP server give {plain.geturl()}"
-        ) from None
-    except OSError:
-        return
+        why = str(error.reason or error).lower().replace("_", " ")
+    except OSError:  # no answer in time: left to the run, unless the port answers plain HTTP
+        if not answers_http(*address, PREFLIGHT_TIMEOUT):
+            return
+        why = "it answers plain HTTP"
+    plain = urlparse(url)._replace(scheme="http").geturl()
+    raise PreflightError(f"model {model}: {url} does not answer TLS ({why}); for a plain HTTP server give {plain}")
 
 
 def buildable(model: str, base_url: str | None) -> None:
