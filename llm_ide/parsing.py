@@ -91,9 +91,7 @@ def parse_params(raw: str | None) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except json.JSONDecodeError as error:
-        raise FormatError(
-            f"the action's parameters are not valid JSON ({error.msg}: line {error.lineno} column {error.colno})"
-        ) from None
+        raise FormatError(f"the action's parameters are not valid JSON ({error})") from None
     except RecursionError:
         raise FormatError(f"the action's parameters are nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(value, dict):

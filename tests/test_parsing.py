@@ -74,7 +74,7 @@ def test_actions_parse_in_the_terse_and_the_tagged_format(
     [
         ("I think I should look at the code.", "missing the action"),
         ('Look.\n<view>{"path": "a.py",</view>', "not valid JSON"),
-        ('Cut at the length limit.\n<view>{"path": "sh', r"\(Unterminated string starting at: line 1 column 10\)"),
+        ('Cut.\n<view>{"path": "sh', r"\(Unterminated string starting at: line 1 column 10 \(char 9\)\)"),
         ("<thought>x</thought><action_type>dance</action_type>", "unknown action_type 'dance'"),
     ],
 )

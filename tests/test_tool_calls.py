@@ -437,7 +437,7 @@ def test_each_rejected_reply_is_told_on_the_console_as_it_happens(tmp_path: Path
     assert before_gate == out[first] + "\n"
     second = out.index(
         "step   1 ✗ reply rejected (2 of 3 in a row): `view`: the action's parameters are not valid JSON "
-        "(Expecting property name enclosed in double quotes: line 1 column 2)"
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
     )
     assert first < second < out.index("step   1 view shop/cart.py:1-15")
     assert sum("reply rejected" in line for line in out) == 2 and len(server.requests) == 7  # each told once
