@@ -138,6 +138,12 @@ def register(values: Iterable[str]) -> None:
         _registered.update(value for value in values if isinstance(value, str) and maskable(value))
 
 
+def registered() -> list[str]:
+    """The values `register` was given (a URL's password on the command line): what a usage error's line masks."""
+    with _lock:
+        return list(_registered)
+
+
 def secrets_in(data: Any, secret_key: bool = False) -> list[str]:
     """The secret values in nested settings data: the strings under a secret name (at any depth below it)."""
     found: list[str] = []

@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,14 @@ def test_run_task_refuses_an_empty_task_before_writing_anything(tmp_path: Path) 
             " \n", model="scripted:none.yaml", settings=load_config(), output_dir=tmp_path / "o", run_id="r", repo=repo
         )
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("form", ["--base-url {url}", "--base-url={url}"])
+def test_a_password_in_the_base_url_is_masked_in_the_line_that_refuses_it(tmp_path: Path, form: str) -> None:
+    """A URL's password given on the command line was printed whole by the line saying the endpoint does not answer
+    (one in OPENAI_BASE_URL was masked)."""
+    password = f"pw{uuid.uuid4().hex[:12]}"
+    url = f"http://user:{password}@127.0.0.1:{closed_port()}/v1"
+    done = run_cli(tmp_path, "--model", "local-x", *form.format(url=url).split(" "), env={"OPENAI_API_KEY": "k"})
+    assert done.returncode == 2 and "error: could not reach model local-x at http://user:***@127.0.0.1:" in done.stderr
+    assert password not in done.stdout + done.stderr, done.stderr

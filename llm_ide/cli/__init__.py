@@ -19,6 +19,7 @@ from rich.markup import escape
 from llm_ide import deferred
 from llm_ide.cli.lazy import lazy_group
 from llm_ide.errors import Terminated
+from llm_ide.secrets import credentials_in, redact, register, registered
 from llm_ide.terminal import terminal_safe
 from llm_ide.version import __version__
 
@@ -34,6 +35,9 @@ class App(typer.Typer):
         from llm_ide.errors import LlmIdeError, ending
 
         deferred.install()
+        given = kwargs.get("args", args[0] if args else sys.argv[1:])
+        values = [part for argument in given or () for part in str(argument).split("=", 1)]  # (`--base-url=URL`)
+        register(found for value in values for found in credentials_in(value))  # a URL's password
         with collected_rarely(), pipe_guarded():
             try:
                 code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
@@ -128,7 +132,8 @@ def usage_message(message: str) -> str:
 
 
 def one_line(message: str) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(terminal_safe(message))}")
+    error = escape(terminal_safe(redact(message, registered())))
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {error}")
 
 
 def print_version(value: bool) -> None:

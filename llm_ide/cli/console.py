@@ -21,7 +21,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from llm_ide.secrets import redact
+from llm_ide.secrets import redact, registered
 from llm_ide.terminal import plural, terminal_safe
 from llm_ide.user_config import user_config_path
 
@@ -31,7 +31,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 def fail(message: str) -> typer.Exit:
     """The one line of a usage error (what the user typed in it shown, not obeyed: escape codes, bidi controls)."""
-    err_console.print(f"[bold red]error:[/] {escape(terminal_safe(message))}")
+    err_console.print(f"[bold red]error:[/] {escape(terminal_safe(redact(message, registered())))}")
     return typer.Exit(2)
 
 
