@@ -14,9 +14,12 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import ended, in_terminal, make_git_repo
 from openai_server import OpenAIServer, Reply
+
+from llm_ide.cli.status import thinking_line
 
 REPLIES = single_call(FIX_SCRIPT)  # one call per step
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
@@ -104,3 +107,23 @@ def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> N
     assert len({seconds for seconds, _ in lines}) >= 2, screen  # the seconds count while a call is under way
     assert all(int(tokens.replace(",", "")) > 100 for _, tokens in lines)  # the prompt's size, estimated
     assert "step   1 view shop/cart.py" in screen and f"submitted after {len(REPLIES)} model calls" in screen
+
+
+@pytest.mark.parametrize(
+    ("out", "first", "line"),
+    [
+        (0, None, "model thinking · 4.0 s · prompt ~1,200 tokens"),
+        (1, 9.5, "model thinking · 4.0 s · prompt ~1,200 tokens · 1 token out"),  # (it said "1 tokens out")
+        (1234, 8.0, "model thinking · 4.0 s · prompt ~1,200 tokens · 1,234 tokens out · 617.0 tokens/s"),
+    ],
+)
+def test_the_thinking_line_counts_the_tokens_out_and_their_rate_once_a_second_has_passed(
+    out: int, first: float | None, line: str
+) -> None:
+    call: dict[str, float | int | str] = {
+        "started": 6.0,
+        "prompt": 1200,
+        "out": out,
+        **({"first": first} if first else {}),
+    }
+    assert thinking_line([call], now=10.0) == line

@@ -143,4 +143,4 @@ def thinking_line(calls: list[dict[str, float | int | str]], now: float) -> str:
         return line
     first = min((float(call["first"]) for call in calls if call.get("first")), default=now)
     rate = f" · {out / (now - first):.1f} tokens/s" if now - first >= 1 else ""
-    return f"{line} · {out:,} tokens out{rate}"
+    return f"{line} · {out:,} token{'s' * (out != 1)} out{rate}"
