@@ -11,6 +11,10 @@ from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 from in_process import invoke
 
+from llm_ide.config import load_config
+from llm_ide.environments.local import LocalEnvironment
+from llm_ide.workspace.patch import base_commit, extract_patch, keep_base
+
 WARNING = "not in the patch (a submodule's files belong to its own repository)"
 
 
@@ -55,3 +59,31 @@ def test_changes_inside_a_submodule_are_said_at_the_end(tmp_path: Path, command:
     assert (WARNING in shown, said is None or said in shown) == (said is not None and WARNING in said, True), shown
     patch = next((tmp_path / "out").glob("*.patch")).read_text()
     assert patch.startswith("diff --git a/a.py b/a.py") and "vendor" not in patch
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git -C vendor/one checkout -q HEAD~1", "+Subproject commit "),  # its commit changed: in the patch
+        ("git rm -q vendor/one", "deleted file mode 160000"),
+        ("rm -rf vendor/one", "deleted file mode 160000"),
+    ],
+)
+def test_a_submodules_new_commit_or_removal_is_in_the_patch(tmp_path: Path, command: str, expected: str) -> None:
+    """The patch's staging takes the gitlinks as unchanged while `add -A` (git would look inside each), then stages
+    their commits alone. Taken as unchanged only, a submodule moved to another commit or removed was missing from the
+    patch, and nothing said so."""
+    repo = with_submodules(tmp_path)
+    subprocess.run(["git", "-C", str(tmp_path / "library"), "commit", "-q", "--allow-empty", "-m", "2"], check=True)
+    pull = "git -c protocol.file.allow=always submodule -q update --remote vendor/one"
+    subprocess.run(pull, shell=True, cwd=repo, check=True, capture_output=True)
+    commit = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "newer"]
+    subprocess.run(commit, cwd=repo, check=True, capture_output=True)
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        base = base_commit(environment)
+        assert base is not None
+        keep_base(environment, base)
+        assert extract_patch(environment, base, load_config("default").patch) == ""
+        environment.execute(command)
+        patch = extract_patch(environment, base, load_config("default").patch)
+    assert "diff --git a/vendor/one b/vendor/one" in patch and expected in patch, patch

@@ -21,10 +21,13 @@ LOST = 87  # ... that finds the repository's own git directory gone, another one
 SPLIT = """added=(); while IFS= read -r -d '' f; do case $f in :*' A') IFS= read -r -d '' p; added+=("$p");;
  :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
 SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
-# `add -A .`, gitlinks taken as unchanged: git would run in each under its config, a command's (a filter run outside)
+# `add -A .`, gitlinks taken as unchanged: git would run in each under its config, a command's (a filter run outside);
+# then their commits alone staged (or their removal): `update-index` reads a gitlink's HEAD, it runs no git in it
 ADD = (
-    "ls-files -s -z | sed -z -n 's/^160000 [0-9a-f]* [0-3]\\t//p' | {git} update-index -z --assume-unchanged --stdin"
-    " && {git} add -A ."
+    "ls-files -s -z | while IFS= read -r -d '' e; do case $e in '160000 '*) printf '%s\\0' \"${{e#*$'\\t'}}\";; esac;"
+    " done > {links} && {{ ! [ -s {links} ] || {git} update-index -z --assume-unchanged --stdin < {links}; }} && {git}"
+    " add -A . && {{ ! [ -s {links} ] || {{ {git} update-index -z --no-assume-unchanged --stdin < {links} && {git}"
+    " update-index -z --remove --stdin < {links}; }}; }}"
 )
 
 
@@ -107,7 +110,7 @@ class BaseTree:
         as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
-        add = ADD.format(git=git)
+        add = ADD.format(git=git, links=f"{git_dir}/gitlinks")
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
         # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
         again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
