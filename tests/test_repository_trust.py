@@ -268,3 +268,29 @@ def test_a_repository_a_command_makes_in_the_worktree_runs_nothing_of_its_config
     ]  # new to the index (its filter ran in the sandbox, where it writes nothing outside)
     assert "uncommitted changes (a.py, sub)" in notes[1] and uncommitted(repo) == "a.py, sub"
     assert not mark.exists()
+
+
+@pytest.mark.parametrize("layout", ["worktree", "symlink"])
+def test_a_git_file_or_a_git_symlink_keeps_the_commands_running_and_git_pointed_where_it_was(
+    tmp_path: Path, layout: str
+) -> None:
+    """`.git` as a file (a linked worktree: the attempts', coop's, the user's) or a symlink to the git directory. The
+    file was writable: a command pointed it at a git directory of its own (`gitdir: …`), whose fsmonitor command git
+    on the host then ran. With `.git` a symlink, bubblewrap could not mount on it and every command failed."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    main = make_git_repo(tmp_path / "main", {"a.py": "x = 1\n"})
+    if layout == "worktree":
+        subprocess.run(["git", "-C", str(main), "worktree", "add", "-q", str(tmp_path / "repo")], check=True)
+        repo = tmp_path / "repo"
+    else:
+        repo, gitdir = main, tmp_path / "gitdir"
+        (main / ".git").rename(gitdir)
+        (main / ".git").symlink_to(gitdir)
+    own = f"git init -q evil && git -C evil config core.fsmonitor 'touch {mark}-fsmonitor; false'"
+    point = f"{own}; printf 'gitdir: evil/.git\\n' > .git; git status --short; echo done"
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        output = environment.execute(point).output
+    assert "done" in output and "?? a.py" not in output, output  # git in the sandbox as outside: on the repository
+    git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
+    assert (git.returncode, ran(mark)) == (0, []), git.stderr

@@ -165,8 +165,9 @@ class LocalEnvironment:
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
         """What the sandboxed commands write, read and never see (readable None: the bundled config's)."""
-        scratch = [Path(self.scratch)] if self.scratch else []
-        self.writable = [self.repo, self.repo / ".git", Path(self.tools_root), *scratch, *readable_paths(writable)]
+        scratch, dot = [Path(self.scratch)] if self.scratch else [], self.repo / ".git"
+        mounted = [dot] if dot.is_dir() and not dot.is_symlink() else []  # a mount point: no command renames it
+        self.writable = [self.repo, *mounted, Path(self.tools_root), *scratch, *readable_paths(writable)]
         self.readable = [*readable_paths(readable), *git_paths(self.repo)]
         owner = self.confinement.run_as
         homes = [Path.home(), *home_of(os.getuid()), *(home_of(owner[0]) if owner else [])]  # $HOME, passwd's

@@ -25,7 +25,8 @@ def git_paths(repo: Path) -> list[Path]:
     read-only too: what git run later outside the sandbox (the user's, ours) would run (a hook, a filter, an fsmonitor
     command, an alias)."""
     dot, found = repo / ".git", []
-    own = [dot / "config", dot / "hooks"] if dot.is_dir() else []
+    dot = Path(os.path.realpath(dot)) if dot.is_symlink() else dot  # (bwrap mounts nothing through a symlink)
+    own = [dot / "config", dot / "hooks"] if dot.is_dir() else [dot]  # a file (a worktree's `gitdir: …`) read-only too
     try:
         if dot.is_file():
             line = dot.read_text(encoding="utf-8").strip()
