@@ -12,6 +12,7 @@ import pytest
 from conftest import make_git_repo, require_bwrap
 
 from llm_ide.environments import LocalEnvironment
+from llm_ide.environments.scope import keyctl_number
 
 SESSION, JOIN, REVOKE = -3, 1, 3  # KEY_SPEC_SESSION_KEYRING; keyctl's operations
 KEYCTL, ADD_KEY = {"x86_64": 250, "aarch64": 219}, {"x86_64": 248, "aarch64": 217}  # system call numbers
@@ -48,3 +49,14 @@ def test_a_command_reads_no_key_of_llm_ides_session_keyring(tmp_path: Path) -> N
     finally:
         libc.syscall(keyctl, REVOKE, key)
     assert "keys-read" in done.output and secret not in done.output, done.output
+
+
+@pytest.mark.parametrize(
+    ("machine", "pointer", "number"),
+    [("x86_64", 8, 250), ("aarch64", 8, 219), ("x86_64", 4, None), ("aarch64", 4, 311), ("i686", 4, 288)],
+)
+def test_keyctls_number_is_the_processs_abi_not_the_kernels(machine: str, pointer: int, number: int | None) -> None:
+    """`uname -m` names the kernel: a 32-bit Python on a 64-bit kernel (Raspberry Pi OS's armhf on its aarch64
+    kernel) makes the 32-bit ABI's system calls, where aarch64's 219 is mincore: it failed, and every command with it;
+    x86_64's is either i386's or x32's, not known (the keyring stays shared there, as where no number is known)."""
+    assert keyctl_number(machine, pointer) == number

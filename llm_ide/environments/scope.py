@@ -22,8 +22,10 @@ from llm_ide.environments.processes import kill_group
 from llm_ide.errors import EnvironmentFailure
 
 CREATE_RULESET, RESTRICT_SELF, NO_NEW_PRIVS = 444, 446, 38  # Landlock's system calls; prctl's option
-# keyctl's system call, by machine, and its operation that gives the caller a new anonymous session keyring
-KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "s390x": 280, "i686": 288, "armv7l": 311}
+# keyctl's system call, by machine and pointer size (a 32-bit process on a 64-bit kernel makes the 32-bit ABI's calls:
+# 219 is mincore there; x86_64's is i386's or x32's, unknown), and its operation that gives a new session keyring
+KEYCTL = {("x86_64", 8): 250, ("aarch64", 8): 219, ("riscv64", 8): 219, ("s390x", 8): 280, ("i686", 4): 288}
+KEYCTL |= {("armv7l", 4): 311, ("aarch64", 4): 311}
 JOIN_SESSION_KEYRING = 1
 Popen = subprocess.Popen[bytes]
 
@@ -87,14 +89,18 @@ def scoped() -> None:
 def own_session_keyring() -> None:
     """The calling thread, and all it starts from now on, given a new, empty session keyring (where the kernel lets no
     process use keyctl, a seccomp filter's doing, the commands cannot either)."""
-    number = KEYCTL.get(platform.machine())
-    if number is None:
+    if (number := keyctl_number(platform.machine(), ctypes.sizeof(ctypes.c_void_p))) is None:
         return
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.syscall(number, JOIN_SESSION_KEYRING, None) < 0:
         error = ctypes.get_errno()
         if error not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
             raise EnvironmentFailure(f"no session keyring of their own for the commands: {os.strerror(error)}")
+
+
+def keyctl_number(machine: str, pointer: int) -> int | None:
+    """keyctl's system call number for a process of `pointer`-byte pointers on a kernel of `machine` (None: unknown)."""
+    return KEYCTL.get((machine, pointer))
 
 
 def scope_abstract_sockets() -> None:
