@@ -294,3 +294,29 @@ def test_a_git_file_or_a_git_symlink_keeps_the_commands_running_and_git_pointed_
     assert "done" in output and "?? a.py" not in output, output  # git in the sandbox as outside: on the repository
     git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
     assert (git.returncode, ran(mark)) == (0, []), git.stderr
+
+
+def test_a_commondir_written_in_a_submodules_git_directory_is_removed(tmp_path: Path) -> None:
+    """`.git/modules/<name>/commondir` pointed git in the submodule at a config of the command's (as `.git/commondir`
+    did in the repository's own): the user's next `git status` here, which looks into each submodule, ran its
+    fsmonitor command on the host."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    lib = make_git_repo(tmp_path / "lib", {"l.py": "l = 1\n"})
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    allow = ["-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"]
+    subprocess.run(["git", "-C", str(repo), *allow, "submodule", "add", "-q", str(lib), "vendor/lib"], check=True)
+    subprocess.run(["git", "-C", str(repo), *allow, "commit", "-qm", "lib"], check=True)
+    module = repo / ".git" / "modules" / "vendor" / "lib"
+    config = f'[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch {mark}-fsmonitor; false"\\n'
+    planted = (
+        "cd vendor/lib && d=$(git rev-parse --git-dir) && mkdir $d/c && cp -r $d/objects $d/refs $d/HEAD $d/c/ &&"
+        f" printf '{config}' > $d/c/config && echo c > $d/commondir && git config core.fsmonitor && echo redirected"
+    )
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        output = environment.execute(planted).output
+    assert "redirected" in output and f"touch {mark}-fsmonitor" in output, output  # git read it inside
+    assert not (module / "commondir").exists()
+    for where in (repo, repo / "vendor" / "lib"):
+        git = subprocess.run(["git", "-C", str(where), "status", "--short"], capture_output=True, text=True)
+        assert (git.returncode, ran(mark)) == (0, []), git.stderr

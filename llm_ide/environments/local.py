@@ -22,7 +22,7 @@ from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside, sandbox_path
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
-from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths
+from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths, redirects
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact, scrubbed_environ
 from llm_ide.settings import EnvironmentSettings
@@ -161,7 +161,7 @@ class LocalEnvironment:
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
-        self._git, self._redirected = git_identity(self.repo), (self.repo / ".git" / "commondir").exists()
+        self._git, self._redirects = git_identity(self.repo), redirects(self.repo)  # (the ones found are kept)
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
         """What the sandboxed commands write, read and never see (readable None: the bundled config's)."""
@@ -256,7 +256,7 @@ class LocalEnvironment:
                 break
             forget_listings()
             unmasked |= set(VANISHED.findall(cap.text()))
-        if not self._redirected and (redirect := self.repo / ".git" / "commondir").is_file():
+        for redirect in redirects(self.repo) - self._redirects:
             redirect.unlink()  # a command's: git would read the config and hooks of the folder it names
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once

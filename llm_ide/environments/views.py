@@ -50,6 +50,13 @@ def git_paths(repo: Path) -> list[Path]:
     return [path for path in found if not path.is_relative_to(repo)] + [path for path in own if path.exists()]
 
 
+def redirects(repo: Path) -> set[Path]:
+    """The `commondir` files in the repository's git directory and its submodules': each names a folder whose config
+    and hooks git reads instead."""
+    dot = repo / ".git"
+    return {found for path in [dot, *module_dirs(dot / "modules")] if (found := path / "commondir").is_file()}
+
+
 def module_dirs(folder: Path) -> list[Path]:
     """The git dirs of the submodules under `folder` (a git dir's `modules`; a name may hold slashes), nested too."""
     found: list[Path] = []
