@@ -161,7 +161,7 @@ class LocalEnvironment:
         self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
-        self._git, self._redirects = git_identity(self.repo), redirects(self.repo)  # (the ones found are kept)
+        self._git, self._redirects = git_identity(self.repo), redirects(self.repo)  # (the ones there are kept)
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
         """What the sandboxed commands write, read and never see (readable None: the bundled config's)."""
@@ -256,7 +256,7 @@ class LocalEnvironment:
                 break
             forget_listings()
             unmasked |= set(VANISHED.findall(cap.text()))
-        for redirect in redirects(self.repo) - self._redirects:
+        for redirect in filter(Path.is_file, self._redirects):
             redirect.unlink()  # a command's: git would read the config and hooks of the folder it names
         if self._git is not None and git_identity(self.repo) != self._git:  # our work in place: the user's history
             self._git = None  # said once

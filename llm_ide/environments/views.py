@@ -50,11 +50,10 @@ def git_paths(repo: Path) -> list[Path]:
     return [path for path in found if not path.is_relative_to(repo)] + [path for path in own if path.exists()]
 
 
-def redirects(repo: Path) -> set[Path]:
-    """The `commondir` files in the repository's git directory and its submodules': each names a folder whose config
-    and hooks git reads instead."""
+def redirects(repo: Path) -> list[Path]:
+    """Where no `commondir` is yet, in the git directory and its submodules' (git would read the config it names)."""
     dot = repo / ".git"
-    return {found for path in [dot, *module_dirs(dot / "modules")] if (found := path / "commondir").is_file()}
+    return [found for path in [dot, *module_dirs(dot / "modules")] if not (found := path / "commondir").exists()]
 
 
 def module_dirs(folder: Path) -> list[Path]:
