@@ -21,12 +21,12 @@ LOST = 87  # ... that finds the repository's own git directory gone, another one
 SPLIT = """added=(); while IFS= read -r -d '' f; do case $f in :*' A') IFS= read -r -d '' p; added+=("$p");;
  :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
 SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
-# `add -A .`, gitlinks taken as unchanged: git would run in each under its config, a command's (a filter run outside);
-# then their commits alone staged (or their removal): `update-index` reads a gitlink's HEAD, it runs no git in it. A
-# repository without a commit (`git init scratch`) is left out, not the whole worktree's staging failed with it
-ADD = (
-    "ls-files -s -z | while IFS= read -r -d '' e; do case $e in '160000 '*) printf '%s\\0' \"${{e#*$'\\t'}}\";; esac;"
-    " done > {links} && {{ ! [ -s {links} ] || {git} update-index -z --assume-unchanged --stdin < {links}; }}"
+# `add -A .`, gitlinks as unchanged (git would run in each, under a config a command wrote), then their commits alone
+# (`update-index` reads a HEAD, runs no git in it); a repository without a commit left out, the staging not failed
+ADD = (  # (the gitlinks listed only where the index holds one: a loop over a big index costs as much as the add)
+    "ls-files -s | grep -q '^160000 ' && {git} ls-files -s -z | while IFS= read -r -d '' e; do case $e in '160000 '*)"
+    " printf '%s\\0' \"${{e#*$'\\t'}}\";; esac; done > {links} || : > {links}"
+    " && {{ ! [ -s {links} ] || {git} update-index -z --assume-unchanged --stdin < {links}; }}"
     " && {{ {git} add -A --ignore-errors . 2> {links}.errors || ! grep -v 'does not have a commit checked out'"
     " {links}.errors | grep -e ^error -e ^fatal >&2; }} && {{ ! [ -s {links} ] || {{ {git} update-index -z"
     " --no-assume-unchanged --stdin < {links} && {git} update-index -z --remove --stdin < {links}; }}; }}"
