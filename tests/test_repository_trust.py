@@ -320,3 +320,17 @@ def test_a_commondir_written_in_a_submodules_git_directory_is_removed(tmp_path: 
     for where in (repo, repo / "vendor" / "lib"):
         git = subprocess.run(["git", "-C", str(where), "status", "--short"], capture_output=True, text=True)
         assert (git.returncode, ran(mark)) == (0, []), git.stderr
+
+
+def test_a_worktree_config_git_reads_is_read_only_too(tmp_path: Path) -> None:
+    """With `extensions.worktreeConfig` (older `git sparse-checkout init` sets it) git reads `.git/config.worktree`
+    as well, which was writable: a command set an fsmonitor command there and the user's next `git status` ran it."""
+    require_bwrap()
+    mark = tmp_path / "ran"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    subprocess.run(["git", "-C", str(repo), "config", "extensions.worktreeConfig", "true"], check=True)
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        done = environment.execute(f"git config --worktree core.fsmonitor 'touch {mark}-fsmonitor; false'; echo set")
+    assert "set" in done.output and "could not" in done.output, done.output  # (lock or write refused)
+    git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
+    assert (git.returncode, ran(mark)) == (0, []), git.stderr

@@ -45,6 +45,9 @@ def git_paths(repo: Path) -> list[Path]:
             own += [path for module in module_dirs(dot / "modules") for path in (module / "config", module / "hooks")]
             for hooks in own[1::2]:
                 hooks.mkdir(exist_ok=True)  # as `git init` makes it: a folder the commands could fill otherwise
+            if dot.is_dir() and "worktreeconfig" in (dot / "config").read_text(errors="replace").lower():
+                (worktree := dot / "config.worktree").touch()  # read too (extensions.worktreeConfig): made, read-only
+                own.append(worktree)
     except (OSError, UnicodeDecodeError):
         pass
     return [path for path in found if not path.is_relative_to(repo)] + [path for path in own if path.exists()]
