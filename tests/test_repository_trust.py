@@ -162,6 +162,16 @@ def test_llm_ides_own_worktree_checkout_and_merge_run_none_of_the_repositorys_ho
     assert set(mark.read_text().split()) == {"post-checkout", "reference-transaction"}
 
 
+ALLOW = ["-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"]
+
+
+def submodule(repo: Path, source: Path, path: str, commit: bool = False) -> None:
+    """`source` added to `repo` as the submodule at `path` (and committed)."""
+    subprocess.run(["git", "-C", str(repo), *ALLOW, "submodule", "add", "-q", str(source), path], check=True)
+    if commit:
+        subprocess.run(["git", "-C", str(repo), *ALLOW, "commit", "-qm", path], check=True)
+
+
 def test_a_submodules_git_config_and_hooks_are_read_only_too_and_its_git_work_goes_on(tmp_path: Path) -> None:
     """`.git/modules/<name>/config` and hooks (a nested submodule's too) were writable: what a command set there ran
     at the user's next `git submodule update` or commit in it, outside the sandbox."""
@@ -169,12 +179,10 @@ def test_a_submodules_git_config_and_hooks_are_read_only_too_and_its_git_work_go
     mark = tmp_path / "ran"
     inner = make_git_repo(tmp_path / "inner", {"i.py": "i = 1\n"})
     lib = make_git_repo(tmp_path / "lib", {"l.py": "l = 1\n"})
-    allow = ["-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"]
-    subprocess.run(["git", "-C", str(lib), *allow, "submodule", "add", "-q", str(inner), "deps/inner"], check=True)
-    subprocess.run(["git", "-C", str(lib), *allow, "commit", "-qm", "inner"], check=True)
+    submodule(lib, inner, "deps/inner", commit=True)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    subprocess.run(["git", "-C", str(repo), *allow, "submodule", "add", "-q", str(lib), "vendor/lib"], check=True)
-    subprocess.run(["git", "-C", str(repo), *allow, "submodule", "update", "-q", "--init", "--recursive"], check=True)
+    submodule(repo, lib, "vendor/lib")
+    subprocess.run(["git", "-C", str(repo), *ALLOW, "submodule", "update", "-q", "--init", "--recursive"], check=True)
     modules = [repo / ".git" / "modules" / "vendor" / "lib", repo / ".git/modules/vendor/lib/modules/deps/inner"]
     configs = [module / "config" for module in modules]
     before = [config.read_text() for config in configs]
@@ -304,9 +312,7 @@ def test_a_commondir_written_in_a_submodules_git_directory_is_removed(tmp_path: 
     mark = tmp_path / "ran"
     lib = make_git_repo(tmp_path / "lib", {"l.py": "l = 1\n"})
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    allow = ["-c", "protocol.file.allow=always", "-c", "user.name=u", "-c", "user.email=u@x"]
-    subprocess.run(["git", "-C", str(repo), *allow, "submodule", "add", "-q", str(lib), "vendor/lib"], check=True)
-    subprocess.run(["git", "-C", str(repo), *allow, "commit", "-qm", "lib"], check=True)
+    submodule(repo, lib, "vendor/lib", commit=True)
     module = repo / ".git" / "modules" / "vendor" / "lib"
     config = f'[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch {mark}-fsmonitor; false"\\n'
     planted = (
