@@ -74,10 +74,12 @@ def test_a_submodules_new_commit_or_removal_is_in_the_patch(tmp_path: Path, comm
     their commits alone. Taken as unchanged only, a submodule moved to another commit or removed was missing from the
     patch, and nothing said so."""
     repo = with_submodules(tmp_path)
-    subprocess.run(["git", "-C", str(tmp_path / "library"), "commit", "-q", "--allow-empty", "-m", "2"], check=True)
+    identity = ["-c", "user.name=t", "-c", "user.email=t@t"]  # (a fresh machine has none)
+    newer = ["git", "-C", str(tmp_path / "library"), *identity, "commit", "-q", "--allow-empty", "-m", "2"]
+    subprocess.run(newer, check=True)
     pull = "git -c protocol.file.allow=always submodule -q update --remote vendor/one"
     subprocess.run(pull, shell=True, cwd=repo, check=True, capture_output=True)
-    commit = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "newer"]
+    commit = ["git", *identity, "commit", "-qam", "newer"]
     subprocess.run(commit, cwd=repo, check=True, capture_output=True)
     with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
         base = base_commit(environment)
