@@ -40,8 +40,8 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         if not base:
             raise LlmIdeError(f"{repo}: attempts in the local environment need a git repository with a commit")
         repo = local_worktree(ctx, index, base)
-    given = ctx.settings.attempts  # in parallel, a run that had attempts goes on with those alone
-    ctx.emit(f"attempt {index} of {state.get('known') if given.parallel and state.get('known') else given.max}")
+    given, known = ctx.settings.attempts, state.get("known", 0)  # in parallel, a run that had attempts: those alone
+    ctx.emit(f"attempt {index} of {known if given.parallel and known else given.max}")
     attempt_request = replace(
         request,
         task=state["task"],

@@ -120,13 +120,8 @@ def usage_text(stats: dict[str, Any], priced: bool) -> str:
     """A run's model usage in one phrase: calls (and those paid at steps that never completed), tokens (said when
     estimated), cost (or `unpriced`)."""
     estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
-    guess = (
-        ""
-        if not estimated
-        else " (estimated)"
-        if estimated == calls
-        else f" (estimated for {plural(estimated, 'call')})"
-    )
+    guess = " (estimated)" if estimated == calls else f" (estimated for {plural(estimated, 'call')})"
+    guess = guess if estimated else ""
     tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
     discarded = f" (+{stats['discarded_calls']} discarded)" if stats.get("discarded_calls") else ""
     return f"{calls} model call{'s' * (calls != 1)}{discarded}, {tokens}, {money(stats['cost'], priced)}"

@@ -89,18 +89,13 @@ def scoped() -> None:
 def own_session_keyring() -> None:
     """The calling thread, and all it starts from now on, given a new, empty session keyring (where the kernel lets no
     process use keyctl, a seccomp filter's doing, the commands cannot either)."""
-    if (number := keyctl_number(platform.machine(), ctypes.sizeof(ctypes.c_void_p))) is None:
+    if (number := KEYCTL.get((platform.machine(), ctypes.sizeof(ctypes.c_void_p)))) is None:
         return
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.syscall(number, JOIN_SESSION_KEYRING, None) < 0:
         error = ctypes.get_errno()
         if error not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
             raise EnvironmentFailure(f"no session keyring of their own for the commands: {os.strerror(error)}")
-
-
-def keyctl_number(machine: str, pointer: int) -> int | None:
-    """keyctl's system call number for a process of `pointer`-byte pointers on a kernel of `machine` (None: unknown)."""
-    return KEYCTL.get((machine, pointer))
 
 
 def scope_abstract_sockets() -> None:
