@@ -103,7 +103,7 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
         found = credentials_in(value)
         if found or is_secret_name(key):
             values |= {value, *found}
-    return sorted((value for value in values if maskable(value)), key=len, reverse=True)
+    return longest_first(value for value in values if maskable(value))
 
 
 _environment: tuple[dict[Any, Any], tuple[str, ...]] = ({}, ())
@@ -113,8 +113,7 @@ def environment_secrets() -> tuple[str, ...]:
     """`secret_values()` of this process's environment, found again only when the environment has changed (comparing
     it with the copy kept is a C-level dict comparison, not a scan of every variable)."""
     global _environment
-    data = getattr(os.environ, "_data", None)
-    current = data if data is not None else os.environ
+    current = getattr(os.environ, "_data", None) or os.environ
     kept, values = _environment
     if current != kept:  # copied only when it changed
         values = tuple(secret_values())
@@ -122,14 +121,16 @@ def environment_secrets() -> tuple[str, ...]:
     return values
 
 
+def longest_first(values: Iterable[str]) -> list[str]:  # then in order: one list whatever order a set gives
+    return sorted(values, key=lambda value: (-len(value), value))
+
+
 def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The secret values of the environment, of the loaded settings and `extra` ones (e.g. an API key given in the
-    code), longest first."""
+    """The secrets of the environment, the loaded settings and `extra` (an API key given in code), longest first."""
     with _lock:
         registered = set(_registered)
     found = secret_values(environ) if environ is not None else environment_secrets()
-    values = set(found) | registered | {value for value in extra if value and maskable(value)}
-    return sorted(values, key=len, reverse=True)
+    return longest_first({*found, *registered, *(value for value in extra if value and maskable(value))})
 
 
 def register(values: Iterable[str]) -> None:
@@ -194,21 +195,20 @@ def _forms(secret: str) -> tuple[set[str], set[str]]:
 
 @lru_cache(maxsize=64)
 def _compiled(secrets: tuple[str, ...]) -> tuple[list[str], list[str], re.Pattern[str] | None]:
-    plain: set[str] = set()
-    wrapped: set[str] = set()
+    plain, wrapped = set[str](), set[str]()
     for secret in secrets:
         forms, encoded = _forms(secret)
         plain |= forms
         wrapped |= encoded
-    alternatives = [re.escape(form) for form in sorted(plain, key=len, reverse=True)]
-    alternatives += [r"(?:\r?\n)?".join(map(re.escape, form)) for form in sorted(wrapped, key=len, reverse=True)]
+    alternatives = [re.escape(form) for form in longest_first(plain)]
+    alternatives += [r"(?:\r?\n)?".join(map(re.escape, form)) for form in longest_first(wrapped)]
     pattern = re.compile("|".join(alternatives)) if alternatives else None
     return sorted(plain), sorted(wrapped), pattern
 
 
 def redact(text: str, secrets: list[str] | None = None, mask: str = MASK) -> str:
     """`text` with every form of every secret replaced (all known secrets when `secrets` is None)."""
-    values = tuple(known_secrets() if secrets is None else sorted(set(secrets), key=len, reverse=True))
+    values = tuple(known_secrets() if secrets is None else longest_first(set(secrets)))
     if not values or not text:
         return text
     plain, wrapped, pattern = _compiled(values)
