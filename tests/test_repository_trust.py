@@ -278,6 +278,26 @@ def test_a_repository_a_command_makes_in_the_worktree_runs_nothing_of_its_config
     assert not mark.exists()
 
 
+def test_a_nested_repository_the_base_holds_runs_nothing_of_its_config_outside(tmp_path: Path) -> None:
+    """A gitlink in the base commit (a nested repository committed as one), whose config a command then gives a clean
+    filter: the staging takes it as unchanged from the first snapshot on (the base's gitlinks are looked for when it
+    is installed; a staging looks for them only once a base or a staging had one)."""
+    require_bwrap()
+    mark, identity = tmp_path / "ran", "-c user.name=a -c user.email=a@a"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    setup = "git init -q sub && echo a > sub/f && printf '* filter=x\\n' > sub/.gitattributes && git -C sub add ."
+    setup += f" && git {identity} -C sub commit -qm s && git add sub"
+    subprocess.run(f"{setup} && git {identity} commit -qm sub", shell=True, cwd=repo, check=True)
+    plant = f"cd sub && git config filter.x.clean 'touch {mark}; cat' && echo b > f && touch -d 2020-01-01 f && echo ok"
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        base = base_commit(environment)
+        assert base is not None
+        keep_base(environment, base)
+        assert "ok" in environment.execute(plant).output
+        patch = extract_patch(environment, base, load_config("default").patch)
+    assert (patch, mark.exists()) == ("", False)
+
+
 @pytest.mark.parametrize("layout", ["worktree", "symlink"])
 def test_a_git_file_or_a_git_symlink_keeps_the_commands_running_and_git_pointed_where_it_was(
     tmp_path: Path, layout: str

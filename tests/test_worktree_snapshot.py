@@ -74,8 +74,8 @@ def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_s
             before, gits = env.calls, env.gits()
             patch, gits = tree.extract(settings, check=True), env.gits() - gits
             assert (env.calls - before, patch) == (calls, BaseTree(env, base).extract(settings))
-            if calls == 1:  # the repository's check, the gitlinks listed (none to mark), add, 2 diffs
-                assert gits == 5 + bool(tree.excluded)  # (raw and numstat, the patch), the left-out reset
+            if calls == 1:  # the repository's check, add, 2 diffs (no gitlinks listed: no gitlink was ever staged)
+                assert gits == 4 + bool(tree.excluded)  # (raw and numstat, the patch), the left-out reset
             assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
         assert tree.pristine(settings) is False and tree.restore("", settings) == 6
         assert tree.pristine(settings) and tree.extract(settings) == ""

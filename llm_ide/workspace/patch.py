@@ -17,15 +17,16 @@ from llm_ide.settings import PatchSettings
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
-# bash on the staged changes' raw and numstat records (-z): passes the numstat ones on, keeps the new files' paths
-SPLIT = """added=(); while IFS= read -r -d '' f; do case $f in :*' A') IFS= read -r -d '' p; added+=("$p");;
- :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
+# bash on the staged changes' raw and numstat records (-z): passes the numstat ones on, keeps the new files' paths,
+# and sets `linked` when one is a gitlink (a nested repository's commit, staged): the stagings after look for them
+SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in :160000*|:*' 160000 '*) linked=1;;&
+ :*' A') IFS= read -r -d '' p; added+=("$p");; :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
 SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
 # `add -A .`, gitlinks as unchanged (git would run in each, under a config a command wrote), then their commits alone
-# (`update-index` reads a HEAD, runs no git in it); a repository without a commit left out, the staging not failed
-ADD = (  # (the gitlinks listed only where the index holds one: a loop over a big index costs as much as the add)
-    "ls-files -s | grep -q '^160000 ' && {git} ls-files -s -z | while IFS= read -r -d '' e; do case $e in '160000 '*)"
-    " printf '%s\\0' \"${{e#*$'\\t'}}\";; esac; done > {links} || : > {links}"
+# (`update-index` reads a HEAD, runs no git in it); a repository without a commit left out, the staging not failed;
+ADD = (  # the gitlinks listed only once the base or a staging had one (`seen`): a loop over an index costs an add
+    "{{ [ -f {seen} ] && {git} ls-files -s | grep -q '^160000 ' && {git} ls-files -s -z | while IFS= read -r -d '' e;"
+    " do case $e in '160000 '*) printf '%s\\0' \"${{e#*$'\\t'}}\";; esac; done > {links} || : > {links}; }}"
     " && {{ ! [ -s {links} ] || {git} update-index -z --assume-unchanged --stdin < {links}; }}"
     " && {{ {git} add -A --ignore-errors . 2> {links}.errors || ! grep -v 'does not have a commit checked out'"
     " {links}.errors | grep -e ^error -e ^fatal >&2; }} && {{ ! [ -s {links} ] || {{ {git} update-index -z"
@@ -88,11 +89,10 @@ class BaseTree:
         self.env.put_private(f"{self.git_dir}/base.pack", self.pack)
         script = (  # (an empty template: no hook samples copied)
             f"git init -q --bare --template= {git_dir} && git --git-dir={git_dir} index-pack --stdin"
-            f" < {git_dir}/base.pack && rm -f {git_dir}/base.pack {git_dir}/index"
+            f" < {git_dir}/base.pack && rm -f {git_dir}/base.pack {git_dir}/index && {{ ! git --git-dir={git_dir}"
+            f" ls-tree -r {shlex.quote(self.base)} | grep -q '^160000 ' || : > {git_dir}/gitlinks.seen; }}"
         )
-        returncode, output = self.env.run_trusted(script, 600)
-        if returncode != 0:
-            raise PatchError(f"cannot store the base commit: {output.decode(errors='replace').strip()[:300]}")
+        self._script(script, "cannot store the base commit")
         if self.env.own_paths:  # the run's own folder inside the repository: never staged
             lines = "".join(ignore_pattern(path) + "\n" for path in self.env.own_paths)
             self.env.put_private(f"{self.git_dir}/info/exclude", lines.encode())
@@ -102,9 +102,12 @@ class BaseTree:
         return f"GIT_DIR={git_dir} GIT_INDEX_FILE={git_dir}/{index} GIT_WORK_TREE=. GIT_LITERAL_PATHSPECS=1 git"
 
     def _run(self, command: str, index: str = "index") -> bytes:
-        returncode, output = self.env.run_trusted(f"{self._git(index)} -c core.quotepath=off {command}", 600)
+        return self._script(f"{self._git(index)} -c core.quotepath=off {command}")
+
+    def _script(self, script: str, failure: str = "patch extraction failed") -> bytes:
+        returncode, output = self.env.run_trusted(script, 600)
         if returncode != 0:
-            raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
+            raise PatchError(f"{failure} ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
     def _staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
@@ -112,15 +115,16 @@ class BaseTree:
         as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
         git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
-        add = ADD.format(git=git, links=f"{git_dir}/gitlinks")
+        add = ADD.format(git=git, links=f"{git_dir}/gitlinks", seen=(seen := f"{git_dir}/gitlinks.seen"))
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
         # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
         again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
 
         def script() -> str:  # (the files left out: the last call's, none after a new base is installed)
             return (
-                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {git} {add} && {git} {diff} --raw"
-                f" --no-abbrev --numstat > {git_dir}/changes && {SPLIT} < {git_dir}/changes && echo {token} && {SIZES}"
+                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {add} && {git} {diff} --raw --no-abbrev"
+                f" --numstat > {git_dir}/changes && {SPLIT} < {git_dir}/changes && {{ [ -z $linked ] || : > {seen}; }}"
+                f" && echo {token} && {SIZES}"
                 f" && echo {token} && {git} {again if self.excluded else ''}{then}; }} || {missing}"
             )
 
@@ -145,7 +149,8 @@ class BaseTree:
             return result
         self.excluded = excluded  # other ones: staged anew, in one more call
         self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
-        return self._run(f"{add} && {git} {again if excluded else ''}{then}")
+        linked = f"{{ ! {git} ls-files -s | grep -q '^160000 ' || : > {seen}; }}"  # (no diff of this staging)
+        return self._script(f"{add} && {linked} && {git} {again if excluded else ''}{then}")
 
     def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
@@ -172,16 +177,11 @@ class BaseTree:
         changes = split_z(self._run(f"diff-tree -r -z --no-renames --name-status {now} {wanted}"))
         put = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status != "D"]
         gone = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status == "D"]
-        for paths, command in (
-            (put, self._git("restore") + " checkout-index -f -z --stdin"),
-            (gone, "xargs -0 rm -f --"),
-        ):
+        for paths, run in ((put, self._git("restore") + " checkout-index -f -z --stdin"), (gone, "xargs -0 rm -f --")):
             if paths:
                 listing = f"{self.git_dir}/restore-paths"
                 self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in paths))
-                returncode, output = self.env.run_trusted(f"{command} < {shlex.quote(listing)}", 600)
-                if returncode != 0:
-                    raise PatchError(f"cannot restore the worktree: {output.decode(errors='replace').strip()[:300]}")
+                self._script(f"{run} < {shlex.quote(listing)}", "cannot restore the worktree")
         return len(put) + len(gone)
 
     def pristine(self, settings: PatchSettings) -> bool:
