@@ -67,6 +67,9 @@ def load_script(path: Path) -> list[ScriptItem]:
     except yaml.YAMLError as error:
         raise ModelError(f"scripted model: {path} is not valid YAML: {' '.join(str(error).split())}") from None
     responses = data.get("responses") if isinstance(data, dict) else data
+    if not responses and (data is None or isinstance(responses, list)):
+        said = "is empty" if data is None else "has no replies"
+        raise ModelError(f"scripted model: {path} {said}: give it a list of replies, one per model call")
     if not isinstance(responses, list):
         raise ModelError(
             f"scripted model: {path} must hold a list of strings, {{text, tool_call: {{name, arguments}}}} tool calls "

@@ -1,5 +1,5 @@
 """Bad input from models and users (issue 23 §4): a reply with lone surrogates goes through the run, a scripted
-model file that is not UTF-8 is one line."""
+model file that is not UTF-8 or holds no reply is one line."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
 from agent_script import act, reflect
 from conftest import make_git_repo
 from in_process import invoke
@@ -53,11 +54,22 @@ def test_lone_surrogates_in_replies_are_replaced_and_the_run_is_saved(tmp_path: 
         assert db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] > 0
 
 
-def test_a_scripted_model_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
-    script = tmp_path / "latin1.yaml"
-    script.write_bytes("responses:\n  - 'caf\u00e9'\n".encode("latin-1"))
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("responses:\n  - 'caf\u00e9'\n".encode("latin-1"), "is not UTF-8 text (byte 19: invalid continuation byte)"),
+        (b"", "is empty: give it a list of replies, one per model call"),
+        (b"# no reply yet\n", "is empty: give it a list of replies, one per model call"),
+        (b"[]\n", "has no replies: give it a list of replies, one per model call"),
+        (b"responses: []\n", "has no replies: give it a list of replies, one per model call"),
+    ],
+)
+def test_a_scripted_model_file_it_cannot_play_is_one_line(tmp_path: Path, content: bytes, said: str) -> None:
+    """A script of no replies was a run started and failed at its first call (model_error, exit 1)."""
+    script = tmp_path / "script.yaml"
+    script.write_bytes(content)
     result = llm_ide(tmp_path, *run_args(tmp_path, script))
     lines = result.stderr.strip().splitlines()
     assert (result.returncode, len(lines)) == (2, 1), result.stderr
-    assert lines[0] == f"error: scripted model: {script} is not UTF-8 text (byte 19: invalid continuation byte)"
+    assert lines[0] == f"error: scripted model: {script} {said}"
     assert not (tmp_path / "out" / "s.traj.json").exists()

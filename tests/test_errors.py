@@ -55,7 +55,7 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     spec, expected = (text.format(port=port, tmp=tmp_path) for text in (checkpoint, expected))
-    (script := tmp_path / "script.yaml").write_text("responses: []\n")  # a valid model: the checkpoint is the error
+    (script := tmp_path / "script.yaml").write_text("- unused\n")  # a valid model: the checkpoint is the error
     model = f"scripted:{script}"
     result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", model, "--checkpoint", spec)
     assert_one_line(result, expected)
@@ -66,7 +66,7 @@ def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, ch
 def test_a_thread_id_without_a_task_and_no_run_to_take_it_from_is_one_line(tmp_path: Path, output: list[str]) -> None:
     """`--thread-id T` without a task resumes T with its own task; with no run T to take it from, the line says so."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (script := tmp_path / "script.yaml").write_text("responses: []\n")
+    (script := tmp_path / "script.yaml").write_text("- unused\n")
     result = cli(tmp_path, "run", "--repo", str(repo), "--model", f"scripted:{script}", "--thread-id", "T", *output)
     folder = output[-1] if output else "runs/T"
     assert_one_line(
@@ -93,7 +93,7 @@ def test_a_thread_id_without_a_task_and_no_run_to_take_it_from_is_one_line(tmp_p
 def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     (tmp_path / "a-file").write_text("not a folder")
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (script := tmp_path / "script.yaml").write_text("responses: []\n")  # a valid model: the output is the error
+    (script := tmp_path / "script.yaml").write_text("- unused\n")  # a valid model: the output is the error
     result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", f"scripted:{script}", *args)
     assert_one_line(result, expected)
 

@@ -25,7 +25,7 @@ def test_render_and_update_leave_the_given_state_unchanged(tmp_path: Path) -> No
     repo = make_git_repo(tmp_path / "repo", {"calc.py": SOURCE})
     ctx = build_context(
         settings=load_config("default", environment={"tools": []}),
-        model_spec=write_script(tmp_path / "script.yaml", []),
+        model_spec=write_script(tmp_path / "script.yaml", ["unused"]),
         run_id="nodes",
         env=LocalEnvironment(repo),
     )

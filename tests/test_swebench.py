@@ -451,11 +451,11 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     dataset, rows = build_dataset(tmp_path / "data", 2)
     ids = sorted(row["instance_id"] for row in rows)
     empty = tmp_path / "empty.yaml"
-    empty.write_text("responses: []\n")
+    empty.write_text("- no action in this reply\n")  # asked again, the script has no more
     out = tmp_path / "out"
     args = ["--subset", str(dataset), "--environment", "local", "-c", str(write_config(tmp_path / "c.yaml"))]
     failed = cli("llm-ide", "swebench", *args, "--model", f"scripted:{empty}", "-o", str(out))
-    reason = f"scripted model ran out of responses after 0 calls ({empty})"
+    reason = f"scripted model ran out of responses after 1 call ({empty})"
     assert failed.returncode == 1, failed.stdout + failed.stderr
     finished = [line for line in failed.stdout.splitlines() if line.startswith("[")]
     assert sorted(line.split("] ")[1].split(" |")[0] for line in finished if "model_error" in line) == [
