@@ -484,6 +484,30 @@ def test_a_run_ended_by_a_model_error_says_the_command_that_goes_on(tmp_path: Pa
     assert "resuming run run-" in resumed.stdout and "submitted" in resumed.stdout
 
 
+@pytest.mark.parametrize("credentials", ["", "user:hunter22-url-password@"])
+def test_a_stopped_run_names_the_endpoint_openai_base_url_gave_it(tmp_path: Path, credentials: str) -> None:
+    """The command that goes on named no endpoint: pasted where $OPENAI_BASE_URL is unset or another, it went on at
+    another one. A URL holding a password is never printed: the command leaves that one to the variable."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = no_tools(tmp_path, max_retries=1, retry_base_delay=0.01, retry_max_delay=0.02)
+    args = ["run", "--repo", str(repo), "--task", "t", "--config", str(config), "--model", "test-model"]
+    environ = {k: v for k, v in os.environ.items() if k not in ("LLM_IDE_MODEL", "OPENAI_BASE_URL")}
+    environ["OPENAI_API_KEY"] = "sk-test-key-for-the-loopback-server"
+    with OpenAIServer(replies=[500, 500, act("Done.", "submit")]) as server:
+        url = server.url.replace("://", f"://{credentials}", 1)
+        failed = llm_ide(*args, cwd=tmp_path, env={**environ, "OPENAI_BASE_URL": url})
+        assert failed.returncode == 1 and "hunter22" not in failed.stdout + failed.stderr, failed.stderr
+        words = shlex.split(failed.stderr.splitlines()[-1])
+        if credentials:
+            assert "--base-url" not in words
+        else:
+            assert words[words.index("--base-url") + 1] == server.url and words.count("--base-url") == 1
+        elsewhere = url if credentials else "http://127.0.0.1:1/v1"  # pasted in a shell where it is another
+        resumed = llm_ide(*words[1:], cwd=tmp_path, env={**environ, "OPENAI_BASE_URL": elsewhere})
+    assert resumed.returncode == 0 and "resuming run run-" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert "submitted" in resumed.stdout
+
+
 def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     result = run_task(

@@ -19,6 +19,7 @@ from llm_ide.cli.console import (
     print_whole,
     warnings_on_console,
 )
+from llm_ide.cli.resuming import endpoint_args
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -275,7 +276,8 @@ def run_command(
     except LlmIdeError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
-        print_interrupted(f"each pair keeps what it did (plans, finished agents, checkpoints) in {output}")
+        kept = f"each pair keeps what it did (plans, finished agents, checkpoints) in {output}"
+        print_interrupted(kept, *endpoint_args(model, base_url))
         raise interrupted_exit(interrupt) from None
     console.print(pairs_table(results))
     console.print(summary_table(summary))

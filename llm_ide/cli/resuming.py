@@ -1,7 +1,7 @@
 """What a run's command line needs so that the command it prints to resume it (or to go on past a limit), pasted in
 a fresh shell, does what the run did: a task read from a stream is the thread's (read from its trajectory, not given
-again), the model $LLM_IDE_MODEL chose is named, a `--config` read from a stream is the copy saved beside the run's
-outputs."""
+again), the model $LLM_IDE_MODEL chose is named and the endpoint $OPENAI_BASE_URL gave it, a `--config` read from a
+stream is the copy saved beside the run's outputs."""
 
 from __future__ import annotations
 
@@ -118,15 +118,31 @@ def minis_setting(path: Path) -> str | None:
     return written
 
 
-def resuming_args(task_file: Path | None, model: str | None, config: list[Path] | None, thread: Path) -> list[str]:
+def resuming_args(
+    task_file: Path | None, model: str | None, config: list[Path] | None, thread: Path, base_url: str | None
+) -> list[str]:
     """The command line's arguments as they resume the run: a task read from a stream left out (the thread holds
     it), a `--config` read from a stream given as its saved copy (`thread`: `<output>/<thread id>`), the model
-    $LLM_IDE_MODEL chose named (`model`: the option's, None)."""
+    $LLM_IDE_MODEL chose named (`model`: the option's, None), the endpoint $OPENAI_BASE_URL gave it named."""
     args = dropped(sys.argv[1:], "--task-file") if streamed(task_file) else sys.argv[1:]
     for index, stream in enumerate([str(path) for path in config or [] if streamed(path)], 1):
         args = replaced(args, stream, str(config_copy(thread, index)))
     chosen = os.environ.get("LLM_IDE_MODEL") if model is None else None  # pasted without the variable: the same model
-    return [*args, "--model", chosen] if chosen else args
+    args = [*args, "--model", chosen] if chosen else args
+    return [*args, *endpoint_args(model or chosen or "", base_url)]
+
+
+def endpoint_args(model: str, base_url: str | None) -> list[str]:
+    """`--base-url` naming the endpoint $OPENAI_BASE_URL gave the run's model (pasted without the variable, or with
+    another value, the command went on at another endpoint); none when `--base-url` gave it, the model does not take
+    it (scripted, another provider), or the URL holds a credential: never printed, that URL is left to the variable."""
+    from llm_ide.run.preflight import provider_of
+    from llm_ide.secrets import credentials_in
+
+    url = os.environ.get("OPENAI_BASE_URL")
+    if base_url or not url or not model or model.startswith("scripted:") or provider_of(model) not in (None, "openai"):
+        return []
+    return [] if credentials_in(url) else ["--base-url", url]
 
 
 def replaced(args: list[str], stream: str, copy: str) -> list[str]:

@@ -96,7 +96,7 @@ def run(
     the model thinks, a live line shows the seconds and tokens so far."""
     run_id, thread, text = thread_and_task(output, thread_id, task, task_file)
     repo, given = Path.cwd() if repo == Path(".") else repo, reproduction_variants(reproduction)  # the folder, whole
-    again, model = resuming_args(task_file, model, config, thread), model_name(model)
+    again, model = resuming_args(task_file, model, config, thread, base_url), model_name(model)
     kind = environment_kind(environment, image)
     settings = run_settings(kept_configs(config, thread, task_file), step_limit, cost_limit, navigator, verbose)
     status = ThinkingStatus(console, verbose, err_console)

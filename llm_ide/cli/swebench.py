@@ -122,7 +122,7 @@ def swebench_command(
     """Run the agent on SWE-bench instances (resumable: finished instances are skipped, interrupted ones resume)."""
     from llm_ide.config import with_user_config
 
-    again, model = resuming_args(None, model, config, output / "swebench"), model_name(model)
+    again, model = resuming_args(None, model, config, output / "swebench", base_url), model_name(model)
     kind = _environment(environment)
     check_engine(engine, {"--address": address, "--shared-output": shared_output, "--prefetch-images": prefetch_images})
     options = _options(
@@ -317,7 +317,7 @@ def swebench_single_command(
     from llm_ide.priced import has_price
     from llm_ide.swebench.batch import batch_config
 
-    again, model = resuming_args(None, model, config, output / "swebench-single"), model_name(model)
+    again, model = resuming_args(None, model, config, output / "swebench-single", base_url), model_name(model)
     kind = _environment(environment)
     options = _options(
         model=model,
