@@ -105,9 +105,8 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class ModelResponse:
-    """The reply (or replies: the first is the step's) of a call, each its text and tool calls; the calls that made
-    them (recorded and charged); what a wrapper marks on the operation the reply makes (the candidates it chose
-    from)."""
+    """The reply (or replies: the first is the step's) of a call, each its text and tool calls; the calls that made them
+    (recorded and charged); what a wrapper marks on the operation the reply makes (the candidates it chose from)."""
 
     replies: tuple[ModelReply, ...]
     charged: tuple[ModelReply, ...] = ()
@@ -324,6 +323,7 @@ class AgentContext:
     resources: dict[str, Any] = field(default_factory=dict)  # filled once as the run opens (Any: each variant's own)
     clock: Clock = field(default_factory=Clock)
     memo: Memo = field(default_factory=Memo)
+    say: Callable[[str], None] = field(default=lambda said: None)  # a phase told as it happens (the live lines)
 
     @property
     def templates(self) -> Templates:

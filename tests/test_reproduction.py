@@ -64,6 +64,11 @@ def test_a_given_script_runs_on_the_original_code_by_the_action_and_at_submit(tm
                   "--thread-id", "R", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reproduction reproduce_double.py: reproduced on the original code, resolved at submit\n" in done.stdout
+    lines = done.stdout.splitlines()  # each result told live too, as it happens (was: only in the end summary)
+    steps = [index for index, line in enumerate(lines) if line.startswith("step ")]
+    start = lines.index("… reproduction reproduce_double.py on the original code: reproduced (exit 0)")
+    submit = lines.index("… reproduction reproduce_double.py at submit: resolved (exit 0)")
+    assert start < steps[0] and steps[-2] < submit < steps[-1] and "submit" in lines[steps[-1]], done.stdout
     traj = load_trajectory(tmp_path / "out" / "R.traj.json")
     (given,) = traj["info"]["reproduction"]["scripts"]
     assert (given["name"], given["source"], given["content"]) == ("reproduce_double.py", "given", REPRO)

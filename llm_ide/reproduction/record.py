@@ -32,6 +32,11 @@ def original(ctx: AgentContext, state: Any) -> None:
         ctx.restore_worktree(state["worktree_patch"], keep=False)  # what a script wrote: not kept
 
 
+def tell(ctx: AgentContext, item: Script, run: dict[str, Any], when: str) -> None:
+    """What a script showed `when` it ran, told as it happens (the console's live lines; a batch's phase column)."""
+    ctx.say(f"reproduction {item['name']} {when}: {run['verdict']} (exit {run['returncode']})")
+
+
 def run_all(ctx: AgentContext, state: Any) -> list[Script]:
     """Every kept script run on the code as it is now, each as the prompts show it (with its `run`)."""
     env = ctx.codebase.env

@@ -16,7 +16,7 @@ from llm_ide.errors import UsageError
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.nodes.reproduce import reproduce
 from llm_ide.reproduction.phase import reproduction
-from llm_ide.reproduction.record import record_of, run_all
+from llm_ide.reproduction.record import record_of, run_all, tell
 from llm_ide.reproduction.script import Script, setup_reproduction_script, shown
 from llm_ide.reproduction.settings import PROMPTS, ReproductionSettings
 from llm_ide.reproduction.verify import verify_runs
@@ -99,7 +99,10 @@ class Reproduction(Variant):
         record = record_of(state)
         if not result.submitted or not record["scripts"]:
             return result
-        after = {item["name"]: item["run"] for item in run_all(ctx, state)}
+        runs = run_all(ctx, state)
+        for item in runs:
+            tell(ctx, item, item["run"], "at submit")
+        after = {item["name"]: item["run"] for item in runs}
         return result.merged({"reproduction": {**record, "after": after}})
 
     def info(self, state: State) -> dict[str, Any]:

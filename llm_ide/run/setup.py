@@ -86,12 +86,13 @@ def build_context(
     keep: Keep | None = None,
     clock: Clock | None = None,
     kept: Path | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> AgentContext:
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
     the agent's commands as it runs; `keep`: the run's (its models may keep what they need there across processes:
     llm_ide/fileio.py); `kept`: where a worktree put back before an operation runs again keeps what it held
-    (llm_ide/workspace/putback.py)."""
+    (llm_ide/workspace/putback.py); `say`: told a phase of the run as it happens."""
     models = RunModels(settings, on_model_call, keep)
     exchange = exchange_for(settings, models(model_spec, base_url))  # a bad model fails before any tool
     model = models.agent(model_spec, base_url, exchange.prepare)
@@ -111,6 +112,7 @@ def build_context(
         restore_worktree=restorer(env, base, settings, kept) if base else None,
         variants=compose(settings) if variants is None else variants,
         clock=clock or Clock(),
+        **({"say": say} if say else {}),
     )
     opening = Opening(model_spec, base_url, on_model_call, models)
     ctx.resources.update((variant.name, variant.open(ctx, opening)) for variant in ctx.variants)

@@ -260,6 +260,7 @@ class Stream:
             keep=request.keep or FolderKeep(request.output_dir, f"{request.run_id}."),
             clock=Clock(time.monotonic() - unrecorded_time(self.outputs.recorder.path, self.thread)),
             kept=request.output_dir / request.run_id,
+            say=self.say,
         )
         self.ctx = ctx
         log.info(

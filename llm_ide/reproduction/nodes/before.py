@@ -4,7 +4,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.reproduction.record import PhaseState, original, record_of
+from llm_ide.reproduction.record import PhaseState, original, record_of, tell
 from llm_ide.reproduction.script import reproduction_script
 from llm_ide.variant import AgentContext
 
@@ -18,7 +18,8 @@ def reproduce_before(state: PhaseState, runtime: Runtime[AgentContext]) -> dict[
     scripts = list(record["scripts"])
     for item in fresh:
         original(ctx, state)
-        scripts.append({**item, "before": reproduction_script(ctx.codebase.env, item, ctx.settings)})
+        scripts.append({**item, "before": (run := reproduction_script(ctx.codebase.env, item, ctx.settings))})
+        tell(ctx, item, run, "on the original code")
     if fresh:
         original(ctx, state)
     scripts.sort(key=lambda item: item["source"] != "given")
