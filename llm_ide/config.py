@@ -5,16 +5,20 @@ variant's: llm_ide/composition.py). Loading has no side effect: the runner regis
 from __future__ import annotations
 
 from collections.abc import Iterable
+from copy import deepcopy
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from llm_ide.composition import Settings, kinds_of, settings_class
 from llm_ide.errors import ConfigError
-from llm_ide.settings import PROMPTS_DIR, BundledTemplates, Layers, deep_merge, read_yaml, validate
+from llm_ide.settings import PROMPTS_DIR, BundledTemplates, Layers, deep_merge, parsed_config, read_yaml, validate
 from llm_ide.user_config import USER_CONFIG_VARIABLE, default_user_config, user_config_path
 
 CONFIG_NAMES = ("default", "swebench")
+PATH_LISTS = ("readable", "writable")  # environment's: a file's relative paths are relative to its folder
 Overrides = list[str | Path] | str | Path | None  # override files in order (or one)
 
 __all__ = [
@@ -42,6 +46,41 @@ def resolve_config_path(name: str | Path) -> Path:
     raise ConfigError(f"config not found: {name} (neither a file nor one of {list(CONFIG_NAMES)})")
 
 
+def anchored(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A config's relative `environment.readable` and `writable` paths made relative to `folder` (a file's own, as
+    its `extends` is, not the folder the command runs in); absolute and `~` paths as they are."""
+    section = data.get("environment")
+    for key in PATH_LISTS if isinstance(section, dict) else ():
+        if isinstance(entries := section.get(key), list):
+            section[key] = [str(folder / path) if relative(path) else path for path in entries]
+    return data
+
+
+def relative(path: Any) -> bool:
+    return isinstance(path, str) and bool(path) and not path.startswith(("/", "~"))
+
+
+def read_layer(path: Path) -> dict[str, Any]:
+    """A config file's settings, its relative paths relative to its folder (a stream's, `-c -` or `-c <(…)`: to the
+    current folder)."""
+    streamed = not path.is_file() or str(path.absolute()).startswith(("/dev/", "/proc/"))
+    return anchored(read_yaml(path), Path.cwd() if streamed else path.parent.absolute())
+
+
+def anchored_text(raw: bytes, folder: Path) -> bytes:
+    """A config read from a stream (`-c -`, `-c <(…)`), its relative paths made relative to `folder` (the current
+    one, the stream having none): what its copy beside the run's outputs holds. As it was where it names none, or
+    where it is no YAML mapping (loading the copy says what is wrong with it)."""
+    try:
+        data = parsed_config(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return raw
+    if not isinstance(data, dict):
+        return raw
+    moved = anchored(deepcopy(data), folder)
+    return raw if moved == data else yaml.safe_dump(moved, sort_keys=False, allow_unicode=True).encode("utf-8")
+
+
 @cache
 def bundled_config(name: str) -> Settings:
     """A bundled config (`default`, `swebench`), loaded once per process."""
@@ -61,7 +100,7 @@ def config_layers(base: str | Path = "default", overrides: Overrides = None, **v
     layers = _layers_with_extends(resolve_config_path(base), set())
     for override in [overrides] if isinstance(overrides, str | Path) else overrides or []:
         path = Path(override)
-        data = read_yaml(path)
+        data = read_layer(path)
         if "extends" in data:
             raise ConfigError(f"{path}: extends: only a base config may extend another; an override file cannot")
         layers.append((str(path), data))
@@ -99,7 +138,7 @@ def load_config(
 def _layers_with_extends(path: Path, seen: set[Path]) -> Layers:
     if path.resolve() in seen:
         raise ConfigError(f"{path}: extends: loops back to itself")
-    data = read_yaml(path)
+    data = read_layer(path)
     parent = data.pop("extends", None)
     if parent is None:
         return [(str(path), data)]

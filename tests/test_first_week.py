@@ -150,6 +150,31 @@ def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("given", ["file", "stream"])
+def test_a_config_file_s_relative_paths_are_relative_to_its_folder(tmp_path: Path, given: str) -> None:
+    """`writable: [cache]` in conf/c.yaml was ./cache wherever the command ran (refused there: no such folder), where
+    `extends:` in it is relative to conf/. A config read from a stream has no folder: its paths are the current
+    folder's, in the copy a resume reads too."""
+    require_bwrap()  # (the cache writable: a command writes into it)
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    text = yaml.safe_dump({"environment": {"tools": [], "writable": ["cache"], "readable": ["data"]}})
+    folder = tmp_path / "conf" if given == "file" else tmp_path
+    for name in ("cache", "data"):
+        (folder / name).mkdir(parents=True)
+    (tmp_path / "conf").mkdir(exist_ok=True)
+    (tmp_path / "conf" / "c.yaml").write_text(text)
+    steps = [act("Write.", "bash", command=f"echo hit > {folder}/cache/entry"), reflect(False, "Wrote."), DONE]
+    model = write_script(tmp_path / "s.yaml", steps)
+    config = ["-c", "conf/c.yaml"] if given == "file" else ["-c", "-"]
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, *config, "-o", "out", "--thread-id", "T"]
+    result = invoke(*args, cwd=tmp_path, input=None if given == "file" else text)
+    assert result.returncode == 0 and "submitted" in result.stdout, result.stdout + result.stderr
+    assert (folder / "cache" / "entry").read_text() == "hit\n"
+    if given == "stream":
+        kept = yaml.safe_load((tmp_path / "out" / "T.config.yaml").read_text())["environment"]
+        assert (kept["writable"], kept["readable"]) == ([str(tmp_path / "cache")], [str(tmp_path / "data")])
+
+
 DOCKER_NETWORKS = "a docker run joins a docker network by its name (the default llm-ide, host, yours) or has none"
 
 

@@ -83,6 +83,7 @@ def kept_configs(config: list[Path] | None, thread: Path, task_file: Path | None
     """The `--config` files, each one read from a stream saved first beside the run's outputs (and read from there):
     the command that resumes the run names the copy, the stream being gone. Standard input (`-c -`) is read once,
     by one option."""
+    from llm_ide.config import anchored_text
     from llm_ide.run.thread import prepare_output
 
     readers = [f"--config {path}" for path in config or [] if str(path) in STDIN]
@@ -98,7 +99,7 @@ def kept_configs(config: list[Path] | None, thread: Path, task_file: Path | None
             prepare_output(thread.parent, thread.name)
             try:
                 data = standard_input(f"--config {path}") if str(path) in STDIN else path.read_bytes()
-                (copy := config_copy(thread, index)).write_bytes(data)
+                (copy := config_copy(thread, index)).write_bytes(anchored_text(data, Path.cwd()))
             except OSError as error:
                 raise fail(f"--config {path}: cannot read it or save it ({error.strerror})") from None
             path = copy
