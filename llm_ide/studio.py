@@ -32,6 +32,7 @@ from llm_ide.composition import compose
 from llm_ide.config import Settings, deep_merge, load_config
 from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.live import CommandProgress
+from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
 from llm_ide.fileio import FolderKeep
 from llm_ide.graph import ENDING, build_graph
@@ -151,6 +152,7 @@ class StudioRun:
         register_config_secrets(settings)
         run_id = thread_id()
         self.held.enter_context(repo_lock(repo, not capabilities(settings.environment.type).ephemeral))
+        self.held.enter_context(cache_in_use(bool(settings.environment.tools)))
         self.progress.note("starting environment")
         env = make_environment(settings.environment, repo, run_id)
         try:

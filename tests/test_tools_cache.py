@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import make_git_repo, require_bwrap, unavailable
+from agent_script import act, reflect, write_script
+from conftest import make_git_repo, require_bwrap, unavailable, wait_for
 from in_process import invoke
 from test_tools_install import write_package
 
@@ -297,3 +298,36 @@ def test_the_run_that_built_an_entry_cannot_write_it_and_a_later_run_gets_what_w
         assert second.how == "from cache" and second.invocation == first.invocation
         assert env.execute(f"{second.invocation} two").output.startswith("greeter runs on Python")
     assert {path: path.read_bytes() for path in built} == built and not (entry / "planted").exists()
+
+
+def test_clearing_the_cache_while_a_run_uses_it_is_refused(tmp_path: Path) -> None:
+    """`tools cache --clear` removed the tools a run going on was using (its debugger gone under it): it is refused
+    in one line while a run holds the cache, and clears it once the run has ended."""
+    cache = tmp_path / "cache"
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    debugger = f"{cache}/local/*/envs/debugger/bin/debugger"  # the run's, from its cache entry
+    wait = (
+        f"touch started && while [ ! -e go ]; do sleep 0.05; done && {debugger} --help > /dev/null && echo tool-there"
+    )
+    steps = [act("Wait.", "bash", command=wait), reflect(False, "Ok."), act("Done.", "submit")]
+    model = write_script(tmp_path / "s.yaml", steps)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {"tools": ["debugger"]}}))
+    environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache)}
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "-c", str(tmp_path / "c.yaml"), "-o", "out"]
+    command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
+    run = subprocess.Popen(
+        command, cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: (repo / "started").exists() or run.poll() is not None, what="the run's command")
+        refused = invoke("tools", "cache", "--clear", env=environ)
+        (repo / "go").touch()
+        stdout, stderr = run.communicate(timeout=300)
+    finally:
+        run.kill()
+    said = f"error: the tool cache {cache} is in use by a run going on (its tools are there): clear it once none is\n"
+    assert (refused.returncode, refused.stdout, refused.stderr) == (2, "", said)
+    assert run.returncode == 0 and "tool-there" in stdout and "submitted" in stdout, stdout + stderr
+    [entry] = (cache / "local").iterdir()
+    cleared = invoke("tools", "cache", "--clear", env=environ)
+    assert (cleared.returncode, cleared.stdout) == (0, f"removed 1 entries from {cache}\n") and not entry.exists()

@@ -105,13 +105,13 @@ def cache_command(
     clear: Annotated[
         bool,
         typer.Option(
-            "--clear", help="Remove every cached tool environment (not while runs are going).", show_default="off"
+            "--clear", help="Remove every cached tool environment (refused while a run uses them).", show_default="off"
         ),
     ] = False,
 ) -> None:
     """The per-user cache of built tool environments: its folder, then each entry (where it is used, tool and key,
     size). Runs fill it; a changed tool source or another interpreter gets a new entry."""
-    from llm_ide.environments.tools_cache import CACHE_VARIABLE, default_root
+    from llm_ide.environments.tools_cache import CACHE_VARIABLE, cache_alone, default_root
     from llm_ide.tools.cache import cache_entries, clear_cache
 
     root = default_root()
@@ -122,7 +122,12 @@ def cache_command(
         raise fail(f"{CACHE_VARIABLE}={root}: not a folder, so no run can use the cache (give a folder, or =off)")
     entries = cache_entries(root)
     if clear:
-        clear_cache(root)
+        with cache_alone(root) as alone:
+            if not alone:
+                raise fail(
+                    f"the tool cache {root} is in use by a run going on (its tools are there): clear it once none is"
+                )
+            clear_cache(root)
         typer.echo(f"removed {len(entries)} entries from {root}")
         return
     typer.echo(f"{root} ({CACHE_VARIABLE}=DIR or =off to change)")

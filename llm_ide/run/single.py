@@ -20,6 +20,7 @@ from llm_ide.composition import compose
 from llm_ide.environments import capabilities
 from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
+from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import (
     LIMITS,
     AwaitingAnswer,
@@ -128,6 +129,7 @@ class Driver:
         with (
             opened(output_dir, request.run_id, request.task, request.checkpoint, database, build, every) as thread,
             repo_lock(request.repo, in_place),
+            cache_in_use(bool(settings.environment.tools)),
         ):
             if request.resume is not None and not thread.resumed:  # a mistyped id: no new run in its place
                 raise UsageError(f"run {request.run_id}: no saved run in {output_dir} awaits the answer given (resume)")
