@@ -360,3 +360,25 @@ def test_a_worktree_config_git_reads_is_read_only_too(tmp_path: Path) -> None:
     assert "set" in done.output and "could not" in done.output, done.output  # (lock or write refused)
     git = subprocess.run(["git", "-C", str(repo), "status", "--short"], capture_output=True, text=True)
     assert (git.returncode, ran(mark)) == (0, []), git.stderr
+
+
+def test_the_users_own_diff_settings_leave_the_patch_as_git_apply_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patch is `git diff`'s output, and git read the user's config: `diff.noprefix` (a common setting) dropped
+    the a/ b/ prefixes, `color.ui=always` coloured it, a diff.external printed something else; `git apply` refused
+    it. Now the diff is asked plain."""
+    require_bwrap()
+    config = tmp_path / "gitconfig"
+    config.write_text("[diff]\n\tnoprefix = true\n\texternal = /bin/true\n[color]\n\tui = always\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        base = base_commit(environment)
+        assert base is not None
+        keep_base(environment, base)
+        environment.execute("echo x = 2 > a.py")
+        (tmp_path / "run.patch").write_text(extract_patch(environment, base, load_config("default").patch))
+    subprocess.run(["git", "checkout", "-q", "a.py"], cwd=repo, check=True)
+    subprocess.run(["git", "apply", str(tmp_path / "run.patch")], cwd=repo, check=True)
+    assert (repo / "a.py").read_text() == "x = 2\n"

@@ -17,6 +17,8 @@ from llm_ide.settings import PatchSettings
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
+# the patch as `git apply` takes it, whatever a config says (diff.noprefix, color.ui=always, diff.external, a textconv)
+PLAIN = "--no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ --no-renames"
 # bash on the staged changes' raw and numstat records (-z): passes the numstat ones on, keeps the new files' paths,
 # and sets `linked` when one is a gitlink (a nested repository's commit, staged): the stagings after look for them
 SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in :160000*|:*' 160000 '*) linked=1;;&
@@ -114,7 +116,7 @@ class BaseTree:
         """The working tree staged in our index against the base (ignored, artefact, binary and oversized new files left
         as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
-        git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached --no-renames -z {base}"
+        git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached {PLAIN} -z {base}"
         add = ADD.format(git=git, links=f"{git_dir}/gitlinks", seen=(seen := f"{git_dir}/gitlinks.seen"))
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
         # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
@@ -159,7 +161,7 @@ class BaseTree:
         found = f"git rev-parse --absolute-git-dir --verify -q {shlex.quote(self.base)}^{{commit}} 2>/dev/null"
         line = shlex.quote(self.repository + "\n")  # its git directory, then (the commit found) the commit's id
         first = f'case "$({found})" in {line}*) ;; *) exit {LOST};; esac; '
-        diff = self._staged(settings, f"diff --cached --no-renames {shlex.quote(self.base)}", first if check else "")
+        diff = self._staged(settings, f"diff --cached {PLAIN} {shlex.quote(self.base)}", first if check else "")
         return diff.decode("utf-8", errors="replace")
 
     def restore(self, patch: str, settings: PatchSettings) -> int:
