@@ -197,3 +197,32 @@ def test_a_user_the_image_does_not_know_stops_the_set_up_in_one_line(
         pass
     assert str(failure.value) == f"environment.user {user}: not a user of this image ({reason})"
     assert containers_of(base_image_client(), run_id) == []
+
+
+PLANTED = (  # the commands' git config: the container's global one, the repository's; and the files' attributes
+    "git config --global core.fsmonitor 'echo fsmonitor >> /tmp/ran; false' && git config --global diff.noprefix true"
+    " && git config --global filter.f.clean 'echo filter >> /tmp/ran; cat' && git config --global color.ui always"
+    " && printf '#!/bin/sh\\necho external >> /tmp/ran\\n' > /tmp/external && chmod +x /tmp/external"
+    " && git config --global diff.external /tmp/external && git config core.fsmonitor 'echo repo >> /tmp/ran; false'"
+    " && echo '* filter=f' > .gitattributes && echo 'x = 2' > a.py"
+)
+
+
+def test_the_git_config_a_command_writes_runs_nothing_of_ours_and_leaves_the_patch_as_git_apply_takes_it(
+    run_id: str, tmp_path: Path
+) -> None:
+    """Our own git in the container (the patch's staging and diff) read the container's global config the commands
+    wrote: it ran their fsmonitor command, clean filter and diff.external (an empty patch), and wrote a coloured patch
+    without a/ b/ prefixes (`git apply` refuses it). Now it reads none of their config."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = settings()
+    with make_environment(config.environment, repo, run_id) as env:
+        base = git(repo, "rev-parse", "HEAD").strip()
+        keep_base(env, base)
+        assert env.execute(PLANTED).returncode == 0
+        patch = extract_patch(env, base, config.patch, check=True)
+        ran = env.execute("cat /tmp/ran").output
+    (tmp_path / "run.patch").write_text(patch)
+    git(repo, "apply", str(tmp_path / "run.patch"))
+    assert ((repo / "a.py").read_text(), (repo / ".gitattributes").read_text()) == ("x = 2\n", "* filter=f\n")
+    assert "No such file" in ran

@@ -37,6 +37,7 @@ from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, ne
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
+from llm_ide.environments.views import UNHOOKED
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
@@ -47,6 +48,10 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
 TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
+# our own git in the container reads no config the commands write (the container's global and system ones, HOME's for
+# a git before 2.32: a filter, an fsmonitor command, diff.external), runs no hook, takes any owner's repository
+OWN_GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": "/dev/null", "XDG_CONFIG_HOME": "/"}
+OWN_GIT |= UNHOOKED | {"GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_2": "safe.directory", "GIT_CONFIG_VALUE_2": "*"}
 
 
 class DockerEnvironment:
@@ -314,7 +319,8 @@ class DockerEnvironment:
 
     def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
         errors = f"/tmp/.llm-ide-err-{uuid.uuid4().hex}"
-        script = f"({command}) 2>{errors}; rc=$?; [ $rc = 0 ] || cat {errors}; rm -f {errors}; exit $rc"
+        own = " ".join(f"{name}={shlex.quote(value)}" for name, value in OWN_GIT.items())
+        script = f"(export {own}; {command}) 2>{errors}; rc=$?; [ $rc = 0 ] || cat {errors}; rm -f {errors}; exit $rc"
         sink = Collector()
         returncode, _, lost = self.run(script, sink, timeout)
         if lost:
