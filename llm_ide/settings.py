@@ -168,6 +168,7 @@ class EnvironmentSettings(Strict):
     sockets: list[str] = []  # local with bwrap: host Unix sockets the commands may connect to (every other: none)
     limits: LimitSettings  # local: what one command may use
     scrub_history: Literal["auto", "always", "never"]  # what came after the base commit removed (workspace/history.py)
+    require_repository: bool = False  # a workdir that is no git repository with a commit: an environment_error
     env: dict[str, Annotated[str, Field(strict=False)]]  # a number is its text (OMP_NUM_THREADS: 1)
     pull: Literal["missing", "never"]
     messages: EnvironmentMessages

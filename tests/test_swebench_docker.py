@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import wait_for
+from conftest import BASE_IMAGE, wait_for
 from in_process import invoke
 from swebench_fixtures import (  # noqa: F401 - tiny_dataset is a fixture
     FIX_COMMAND,
@@ -189,8 +189,11 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
     tiny_dataset: TinyDataset,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """An image not found, and (issue: it ran the agent, `submitted` an empty prediction) one whose /testbed is no
+    repository: each its instance's environment_error at its start, said in one line, retried on the next run."""
     rows = [dict(tiny_dataset.row("demo__calc-1")), {**tiny_dataset.row("demo__calc-1"), "instance_id": "demo__gone-1"}]
     rows[1]["image_name"] = "llm-ide-test/never-built:1"
+    rows.append({**rows[0], "instance_id": "demo__bare-1", "image_name": BASE_IMAGE})  # (no /testbed in it)
     dataset = tmp_path / "d.jsonl"
     dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
     config = write_config(tmp_path / "c.yaml")
@@ -203,10 +206,12 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
         result = in_process(batch_args(dataset, model, output, config, 2))
         assert result.returncode == (1 if rerun else 0), result.stderr  # the rerun runs only the failing one
         statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances_by_exit_status"]
-        assert statuses == {"environment_error": ["demo__gone-1"], "submitted": ["demo__calc-1"]}
+        assert statuses == {"environment_error": ["demo__bare-1", "demo__gone-1"], "submitted": ["demo__calc-1"]}
         assert preds_ids(output) == ["demo__calc-1"]  # the failed start is not a prediction: the rerun retries it
     [line] = [line for line in result.stdout.splitlines() if "demo__gone-1: environment_error" in line]
     assert "llm-ide-test/never-built:1 not found locally" in line  # why, on the console
+    [line] = [line for line in result.stdout.splitlines() if "demo__bare-1: environment_error (0 steps" in line]
+    assert f"/testbed (image {BASE_IMAGE}) is not a git repository with a commit: no patch to make" in line
     assert "llm-ide-test/never-built:1 not found locally" in (output / "demo__gone-1" / "demo__gone-1.log").read_text()
     batch_log = (output / "swebench.log").read_text()
     assert "WARNING demo__gone-1: environment_error (cost 0.0000, 0 patch lines): " in batch_log

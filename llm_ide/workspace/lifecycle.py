@@ -57,6 +57,9 @@ def open_environment(
         say(note)
     try:
         base = base or base_commit(env)
+        if base is None and settings.environment.require_repository:
+            where = f" (image {image})" if image else ""
+            raise EnvironmentFailure(f"{env.workdir}{where} is not a git repository with a commit: no patch to make")
         if base is None:
             log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
             say("not a git repository with a commit: no patch will be extracted")
