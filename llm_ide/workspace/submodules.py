@@ -9,15 +9,19 @@ import logging
 from llm_ide.environments.base import Environment
 
 said = logging.getLogger("llm_ide.environment")  # its warnings are shown on the console as they happen
+CHECK_SECONDS = 60
 
 
-def changed_submodules(env: Environment) -> list[tuple[str, bool]]:
+def changed_submodules(env: Environment) -> list[tuple[str, bool]] | None:
     """The submodules whose files differ from their commit or hold new files (`git status` v2: `S.M.`, `S..U`), each
-    with whether it is new to the index (a repository the commands made and staged). Asked where the commands run:
-    git runs in each submodule under its own config, which a command may have written (a clean filter in it)."""
-    status = "git -c core.quotepath=off status --porcelain=v2 --ignore-submodules=none"
-    found = env.execute(f"{status} | grep -a '^1 .. S' || true", 60)  # only their lines: an output is cut at its cap
-    if found.returncode != 0 or found.timed_out:
+    with whether it is new to the index (a repository the commands made and staged); None when `git status` did not
+    end in time. Asked where the commands run: git runs in each submodule under its own config, which a command may
+    have written (a clean filter in it; its fsmonitor command is left out, `-c` reaching the submodules' git too)."""
+    status = "git -c core.quotepath=off -c core.fsmonitor=false status --porcelain=v2 --ignore-submodules=none"
+    found = env.execute(f"{status} | grep -a '^1 .. S' || true", CHECK_SECONDS)  # only their lines: output is capped
+    if found.timed_out:
+        return None
+    if found.returncode != 0:
         return []
     entries = [line.split(" ", 8) for line in found.output.splitlines() if line.startswith("1 ")]
     return [
@@ -29,6 +33,13 @@ def changed_submodules(env: Environment) -> list[tuple[str, bool]]:
 
 def warn_submodules(env: Environment) -> None:
     found = changed_submodules(env)
+    if found is None:
+        said.warning(
+            "whether files inside git submodules changed (they would not be in the patch) is not known: `git status` "
+            "did not end within %d s (a filter in a submodule's config?)",
+            CHECK_SECONDS,
+        )
+        return
     changed, made = [path for path, new in found if not new], [path for path, new in found if new]
     if changed:
         said.warning(
