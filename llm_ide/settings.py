@@ -383,8 +383,7 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any], copy: bool = True
 
 
 def validate(schema: type[Model], layers: Layers) -> Model:
-    """The layers deep-merged in order and validated as `schema`; an error is one ConfigError line naming the layer
-    that set the offending key."""
+    """The layers deep-merged in order, validated as `schema`; an error: one ConfigError line naming the key's layer."""
     merged: dict[str, Any] = {}
     for _, data in layers:
         deep_merge(merged, data, copy=False)

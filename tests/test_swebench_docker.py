@@ -211,7 +211,7 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
     [line] = [line for line in result.stdout.splitlines() if "demo__gone-1: environment_error" in line]
     assert "llm-ide-test/never-built:1 not found locally" in line  # why, on the console
     [line] = [line for line in result.stdout.splitlines() if "demo__bare-1: environment_error (0 steps" in line]
-    assert f"/testbed (image {BASE_IMAGE}) is not a git repository with a commit: no patch to make" in line
+    assert f"/testbed is not a git repository with a commit (image: {BASE_IMAGE})" in line
     assert "llm-ide-test/never-built:1 not found locally" in (output / "demo__gone-1" / "demo__gone-1.log").read_text()
     batch_log = (output / "swebench.log").read_text()
     assert "WARNING demo__gone-1: environment_error (cost 0.0000, 0 patch lines): " in batch_log

@@ -23,8 +23,7 @@ log = logging.getLogger("llm_ide.run")
 
 
 def check_output_folder(output_dir: Path, repo: Path | None) -> None:
-    """The run's own folder may be inside the repository (its commands never see it, its patch never holds it) or
-    outside it, never the repository itself."""
+    """The run's folder may be in the repository (its commands and its patch never see it) or outside, never be it."""
     if repo is not None and Path(output_dir).resolve() == Path(repo).resolve():
         raise UsageError(
             f"the output folder is the repository itself ({Path(repo).resolve()}): the agent's commands would see "
@@ -58,8 +57,7 @@ def open_environment(
     try:
         base = base or base_commit(env)
         if base is None and settings.environment.require_repository:
-            where = f" (image {image})" if image else ""
-            raise EnvironmentFailure(f"{env.workdir}{where} is not a git repository with a commit: no patch to make")
+            raise EnvironmentFailure(f"{env.workdir} is not a git repository with a commit (image: {image or 'none'})")
         if base is None:
             log.warning("%s is not a git repository with a commit: no patch will be extracted", env.workdir)
             say("not a git repository with a commit: no patch will be extracted")
@@ -94,8 +92,7 @@ def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable
 
 
 def final_patch(env: Environment, base: str | None, settings: CoreSettings, values: dict[str, Any]) -> str:
-    """The run's patch from the environment; when that fails (the container is gone), the last worktree snapshot;
-    PatchError when there is neither."""
+    """The run's patch from the environment, else (the container gone) the last worktree snapshot; else PatchError."""
     if base is None:
         return ""
     try:
@@ -111,8 +108,7 @@ def final_patch(env: Environment, base: str | None, settings: CoreSettings, valu
 
 
 def latest_worktree_patch(snapshot: Any) -> str | None:
-    """The worktree snapshot of the newest completed step, counting writes saved after the last checkpoint row (None
-    when the run has none)."""
+    """The newest completed step's worktree snapshot, writes saved after the last checkpoint row counted (or None)."""
     for task in snapshot.tasks:
         if isinstance(task.result, dict) and "worktree_patch" in task.result:
             return task.result["worktree_patch"]

@@ -17,8 +17,7 @@ from llm_ide.settings import PatchSettings
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
-# the patch as `git apply` takes it, whatever a config says (diff.noprefix, color.ui=always, diff.external, a textconv)
-PLAIN = "--no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ --no-renames"
+PLAIN = "--no-renames --no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/"  # whatever a config says
 # bash on the staged changes' raw and numstat records (-z): passes the numstat ones on, keeps the new files' paths,
 # and sets `linked` when one is a gitlink (a nested repository's commit, staged): the stagings after look for them
 SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in :160000*|:*' 160000 '*) linked=1;;&
