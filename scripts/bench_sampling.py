@@ -170,7 +170,8 @@ def main(
         ("k=3 n (one request)", {"k": 3, "choice": "ask_colleagues", "n": "auto"}, True),
     ]
     with tempfile.TemporaryDirectory(prefix="bench-sampling-") as tmp:
-        run_one(Path(tmp), "warm-up", 3, seed, {"k": 1}, False)  # imports and caches: the seconds compare
+        if not quick:  # imports and caches: the seconds compare (a quick run's are not read)
+            run_one(Path(tmp), "warm-up", 3, seed, {"k": 1}, False)
         runs = [run_one(Path(tmp), name.split(" ")[0].replace("=", "") + str(i), steps, seed, s, n)
                 for i, (name, s, n) in enumerate(configs)]  # fmt: skip
         timed = [timed_at_latency(Path(tmp), f"latency-k{k}", latency_steps, seed, k, latency) for k in (1, 3)]
