@@ -68,7 +68,7 @@ def main(
     requests: Annotated[int, typer.Option(help="Requests per way of asking.")] = 50,
     quick: Annotated[bool, typer.Option(help="Small sizes, the same comparison: what the test suite runs.")] = False,
 ) -> None:
-    requests = 5 if quick else requests
+    requests = 3 if quick else requests
     os.environ[TOKEN_VARIABLE] = secrets.token_urlsafe(32)  # the server's and both clients'
     server = subprocess.Popen(
         [sys.executable, "-c", "from llm_ide.cli import app; app()", "navigator", "serve", "--port", "0"]

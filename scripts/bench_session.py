@@ -20,8 +20,8 @@ holding copies of big standard-library modules (a ~4,600- and a ~6,400-line file
 (d) the bill to the shorter session's end, ours (every call) against the full-history agent's (one call per step, its
     prompt the previous one and a turn: a cached re-read but for the turn), characters at a profile's prices (gpt;
     `--prices`, bench_bill.py), which the memory is given as its price: what a user pays, where (a) counts characters.
-When the machinery median is above 10 ms (or with --profile), a third 100-step session runs under cProfile and the
-top costs are printed.
+When the machinery median is above 10 ms (not in --quick) or with --profile, a third 100-step session runs under
+cProfile and the top costs are printed.
 """
 
 from __future__ import annotations
@@ -368,7 +368,7 @@ def main(
         growth = sum(long.sizes[scale.long][:2]) / sum(long.sizes[scale.short][:2])
         held = {step: sum(long.sizes[step][:2]) / 1024 for step in (scale.short, scale.long)}  # db + WAL, KiB
 
-        if p50 > 10 or profile:
+        if profile or (p50 > 10 and not quick):  # a quick run's machinery time is read by no one
             profiler = ThreadProfiler()
             run_session(workdir, scale.short, seed, profiler, scale.size_marks, PROFILES[prices])
             for table in profile_tables(profiler.stats(), scale.short):
