@@ -59,3 +59,31 @@ def test_keyctls_number_is_the_processs_abi_not_the_kernels(machine: str, pointe
     kernel) makes the 32-bit ABI's system calls, where aarch64's 219 is mincore: it failed, and every command with it;
     x86_64's is either i386's or x32's, not known (the keyring stays shared there, as where no number is known)."""
     assert scope.KEYCTL.get((machine, pointer)) == number
+
+
+ADD_KEY_SCRIPT = """import ctypes
+secret = {secret!r}.encode()
+print("added", ctypes.CDLL(None).syscall({add_key}, b"user", secret, secret, len(secret), -3))
+"""
+
+
+def test_a_key_a_command_adds_is_not_the_next_runs_nor_kept_by_llm_ide(tmp_path: Path) -> None:
+    """The Python API and the Studio server run one run after another (and several at once) in one process: every
+    command joined that process's one keyring, so a key a command of one run added there was the next run's to read
+    (and stayed as long as the process)."""
+    require_bwrap()
+    keyctl, add_key = KEYCTL.get(platform.machine()), ADD_KEY.get(platform.machine())
+    if keyctl is None or add_key is None:
+        pytest.skip(f"no keyctl system call number known for {platform.machine()}")
+    secret = f"run-a-secret-{uuid.uuid4().hex}"
+    (tmp_path / "add.py").write_text(ADD_KEY_SCRIPT.format(secret=secret, add_key=add_key))
+    (tmp_path / "read.py").write_text(READ_KEYS.format(keyctl=keyctl))
+    outputs = []
+    for name, script in (("a", "add.py"), ("b", "read.py")):
+        repo = make_git_repo(tmp_path / name, {"a.py": "x = 1\n"})
+        with LocalEnvironment(repo, tools_dir=tmp_path / f"tools-{name}") as env:
+            outputs.append(env.execute(f"python3 {tmp_path / script}", timeout=60).output)
+    added, read = outputs
+    if "added -1" in added:
+        pytest.skip("keyctl is not allowed in the sandbox here")
+    assert "keys-read" in read and secret not in read, read

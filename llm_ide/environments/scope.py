@@ -1,8 +1,10 @@
-"""The threads of llm-ide that start the sandboxed commands. Each holds a session keyring of its own, new and empty,
-that the commands inherit: the keys in llm-ide's (a Kerberos ticket, a token a tool keeps in the kernel's keyring)
-are not theirs to read. While abstract sockets listen on the host, another one also holds Landlock's scope of them
-(Linux 6.12 and later): no abstract socket made outside a command answers it. Keyrings and Landlock domains are a
-thread's, inherited by what it starts: the agent's other threads keep theirs (environments/sockets.py decides when)."""
+"""The threads of llm-ide that start the sandboxed commands. Each joins a new, empty session keyring before every
+command, which the command inherits: the keys in llm-ide's (a Kerberos ticket, a token a tool keeps in the kernel's
+keyring) are not theirs to read, nor those another command added (an earlier or a parallel run's, in the Python API or
+the Studio server: one process, one such thread for all their runs). While abstract sockets listen on the host,
+another one also holds Landlock's scope of them (Linux 6.12 and later): no abstract socket made outside a command
+answers it. Keyrings and Landlock domains are a thread's, inherited by what it starts: the agent's other threads keep
+theirs (environments/sockets.py decides when)."""
 
 from __future__ import annotations
 
@@ -32,9 +34,11 @@ Popen = subprocess.Popen[bytes]
 
 class Spawner:
     """A thread of this process that first runs `prepare` on itself, then starts the processes it is given for the
-    whole life of the process (a death signal set in a child fires when the thread that started it ends)."""
+    whole life of the process (a death signal set in a child fires when the thread that started it ends), each after
+    `each` ran on it."""
 
-    def __init__(self, prepare: Callable[[], None], name: str) -> None:
+    def __init__(self, prepare: Callable[[], None], name: str, each: Callable[[], None] = lambda: None) -> None:
+        self.each = each
         self.calls: queue.SimpleQueue[tuple[Callable[[], Popen], Future[Popen]]] = queue.SimpleQueue()
         ready: Future[None] = Future()
         threading.Thread(target=self._serve, args=(prepare, ready), name=name, daemon=True).start()
@@ -50,6 +54,7 @@ class Spawner:
         while True:
             start, started = self.calls.get()
             try:
+                self.each()
                 started.set_result(start())
             except BaseException as error:  # noqa: BLE001 (told to the caller)
                 started.set_exception(error)
@@ -72,13 +77,13 @@ class Spawner:
 def keyring_spawner(pid: int) -> Spawner:
     """This process's thread with a keyring of its own (per process id: a forked child has none of its parent's
     threads)."""
-    return Spawner(own_session_keyring, "llm-ide-commands")
+    return Spawner(own_session_keyring, "llm-ide-commands", own_session_keyring)
 
 
 @cache
 def scoped_spawner(pid: int) -> Spawner:
     """This process's thread with a keyring of its own and the scope of abstract sockets."""
-    return Spawner(scoped, "llm-ide-scoped")
+    return Spawner(scoped, "llm-ide-scoped", own_session_keyring)
 
 
 def scoped() -> None:
