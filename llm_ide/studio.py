@@ -127,17 +127,22 @@ class StudioRun:
         self.ended_before: bool | None = None  # the thread had ended before this server run (known at its first node)
         self.progress = Progress()
         self.held = contextlib.ExitStack()  # the repository's lock, while the run changes it in place
+        self.building = threading.Lock()  # a set-up under way: what it opens is closed with the run
+        self.closed = False
 
     def context(self, state: dict[str, Any]) -> AgentContext:
         if self.failed is not None:
             raise self.failed
-        if self.ctx is None:
-            try:
-                self.ctx = self._build(state)
-            except UsageError as error:  # a bad input: said once, not checked again by the nodes that follow
-                self.failed = error
-                raise
-        return self.ctx
+        with self.building:
+            if self.closed:
+                raise RuntimeError("the run was stopped")
+            if self.ctx is None:
+                try:
+                    self.ctx = self._build(state)
+                except UsageError as error:  # a bad input: said once, not checked again by the nodes that follow
+                    self.failed = error
+                    raise
+            return self.ctx
 
     def settings(self, state: dict[str, Any]) -> Settings:
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
@@ -188,6 +193,10 @@ class StudioRun:
             return ""
 
     def close(self) -> None:
+        """What the run opened, closed; a set-up under way (a run cancelled meanwhile: its node's thread goes on)
+        ends first."""
+        with self.building:
+            self.closed = True
         if self.ctx is not None:
             self.ctx.codebase.env.close()
         self.held.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, single_call, write_script
 from conftest import git, make_git_repo, unavailable
+from test_tools_install import write_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,10 @@ SCRIPT = [
     act("Fixed and tested; submit.", "submit"),
 ]
 REFUSED = r"^ThreadMismatchError: the thread is a run of another task \('Fix to_fahrenheit.'\); start a new thread"
+
+
+def wait_for(path: Path) -> str:
+    return f"while [ ! -e {path} ]; do sleep 0.05; done"
 
 
 def require_langgraph_dev() -> None:
@@ -213,6 +218,27 @@ def test_a_failing_run_closes_its_environment_and_the_client_gets_the_message(st
         "error",
         "settings: agent.step_limt: unknown setting (did you mean step_limit?)",
     )
+
+
+@pytest.mark.slow
+def test_a_run_interrupted_while_it_sets_up_leaves_nothing_open(studio: str, tmp_path: Path) -> None:
+    """The server closed what the run had opened when it was interrupted (nothing yet) while the node's thread went
+    on setting up an environment that no one closed: its folders, its cgroup, its processes, until the server's exit."""
+    from langgraph_sdk import get_sync_client
+
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY})
+    setting_up, gate = repo / "setting-up", tmp_path / "gate"  # (the repository: what a command writes)
+    tool = write_tool(tmp_path / "tools", "gated", setup_script=f"touch {setting_up}; {wait_for(gate)}")
+    model = write_script(tmp_path / "script.yaml", single_call([act("Nothing to change.", "submit")]))
+    inputs = {"task": "Fix it.", "repo": str(repo), "model": model, "config": {"environment": {"tools": [str(tool)]}}}
+    client = get_sync_client(url=studio)
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.create(thread, "llm-ide", input=inputs)
+    subprocess.run(["bash", "-c", wait_for(setting_up)], timeout=300, check=True)
+    client.runs.cancel(thread, run["run_id"], wait=True, action="interrupt")
+    gate.touch()
+    assert client.runs.wait(thread, "llm-ide", input=None)["exit_status"] == "submitted"
+    assert list((tmp_path / "server-tmp").glob("llm-ide-*")) == []
 
 
 @pytest.mark.slow
