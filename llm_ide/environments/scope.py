@@ -1,10 +1,9 @@
 """The threads of llm-ide that start the sandboxed commands. Each joins a new, empty session keyring before every
-command, which the command inherits: the keys in llm-ide's (a Kerberos ticket, a token a tool keeps in the kernel's
-keyring) are not theirs to read, nor those another command added (an earlier or a parallel run's, in the Python API or
-the Studio server: one process, one such thread for all their runs). While abstract sockets listen on the host,
-another one also holds Landlock's scope of them (Linux 6.12 and later): no abstract socket made outside a command
-answers it. Keyrings and Landlock domains are a thread's, inherited by what it starts: the agent's other threads keep
-theirs (environments/sockets.py decides when)."""
+command, which it inherits: neither the keys in llm-ide's (a Kerberos ticket, a token a tool keeps in the kernel's
+keyring) nor those another command added (another run's, in the Python API's or Studio's process) are its to read.
+While abstract sockets listen on the host, another one also holds Landlock's scope of them (Linux 6.12 and later):
+no abstract socket made outside a command answers it. Keyrings and Landlock domains are a thread's, inherited by what
+it starts: the agent's other threads keep theirs (environments/sockets.py decides when)."""
 
 from __future__ import annotations
 
@@ -34,11 +33,9 @@ Popen = subprocess.Popen[bytes]
 
 class Spawner:
     """A thread of this process that first runs `prepare` on itself, then starts the processes it is given for the
-    whole life of the process (a death signal set in a child fires when the thread that started it ends), each after
-    `each` ran on it."""
+    whole life of the process (a death signal set in a child fires when the thread that started it ends)."""
 
-    def __init__(self, prepare: Callable[[], None], name: str, each: Callable[[], None] = lambda: None) -> None:
-        self.each = each
+    def __init__(self, prepare: Callable[[], None], name: str) -> None:
         self.calls: queue.SimpleQueue[tuple[Callable[[], Popen], Future[Popen]]] = queue.SimpleQueue()
         ready: Future[None] = Future()
         threading.Thread(target=self._serve, args=(prepare, ready), name=name, daemon=True).start()
@@ -54,7 +51,7 @@ class Spawner:
         while True:
             start, started = self.calls.get()
             try:
-                self.each()
+                own_session_keyring()  # a new one for each command
                 started.set_result(start())
             except BaseException as error:  # noqa: BLE001 (told to the caller)
                 started.set_exception(error)
@@ -77,18 +74,13 @@ class Spawner:
 def keyring_spawner(pid: int) -> Spawner:
     """This process's thread with a keyring of its own (per process id: a forked child has none of its parent's
     threads)."""
-    return Spawner(own_session_keyring, "llm-ide-commands", own_session_keyring)
+    return Spawner(own_session_keyring, "llm-ide-commands")
 
 
 @cache
 def scoped_spawner(pid: int) -> Spawner:
     """This process's thread with a keyring of its own and the scope of abstract sockets."""
-    return Spawner(scoped, "llm-ide-scoped", own_session_keyring)
-
-
-def scoped() -> None:
-    own_session_keyring()
-    scope_abstract_sockets()
+    return Spawner(scope_abstract_sockets, "llm-ide-scoped")
 
 
 def own_session_keyring() -> None:
