@@ -11,6 +11,8 @@ import signal
 import threading
 from enum import StrEnum
 
+from llm_ide.secrets import credentials_in, redact
+
 _said: set[tuple[str, ...]] = set()
 _said_lock = threading.Lock()
 
@@ -69,9 +71,14 @@ class LlmIdeError(Exception):
 
 
 class UsageError(LlmIdeError):
-    """A bad input of the user (option, file, URL, settings): exit code 2, before anything runs."""
+    """A bad input of the user (option, file, URL, settings): exit code 2, before anything runs. The credentials its
+    line holds (a URL's password) are masked: the Python API and Studio give the line as it is raised."""
 
     exit_code = 2
+
+    def __init__(self, line: object = "", *rest: object) -> None:
+        found = [secret for word in str(line).split() for secret in credentials_in(word)]
+        super().__init__(redact(line, found) if isinstance(line, str) else line, *rest)
 
 
 class ConfigError(UsageError, ValueError):

@@ -76,6 +76,13 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL (or use --model scripted:FILE.yaml for "
             "a dry run)",
         ),
+        "unreachable, its password masked": (  # the Python API and Studio said the password
+            {"repo": repo, "model": "local-model", "base_url": f"http://me:pass-{port}-word@127.0.0.1:{port}/v1"},
+            {},
+            f"could not reach model local-model at http://me:***@127.0.0.1:{port}/v1 (Connection refused); give a "
+            "reachable OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL (or use --model "
+            "scripted:FILE.yaml for a dry run)",
+        ),
         "no scheme": (
             {"repo": repo, "model": "local-model", "base_url": f"127.0.0.1:{port}/v1"},
             {},
@@ -112,6 +119,7 @@ NAMES = [
     "a subfolder",
     "no key",
     "unreachable",
+    "unreachable, its password masked",
     "no scheme",
     "a port out of range",
     "a broken host",
