@@ -88,7 +88,7 @@ def run(tmp_path: Path, on: set[str], demonstration: Path) -> tuple[Any, dict[st
         write(tmp_path / "scripts" / "attempt1.json", driver(on))
         write(tmp_path / "scripts" / "attemptreview.json", [review(9, "Multiplies by the quantity.")])
         for never_asked in ("attempt2", "attemptchoose"):  # (the first attempt is accepted) checked before the run
-            write(tmp_path / "scripts" / f"{never_asked}.json", [])
+            write(tmp_path / "scripts" / f"{never_asked}.json", ["never asked"])
         model = f"scripted:{tmp_path}/scripts/attempt{{attempt}}.json"
         result = run_attempts(TASK, model=model, settings=load_config("default", **config), **fields)
         trajectory = tmp_path / "out" / "attempt1" / "pair-attempt1.traj.json"
