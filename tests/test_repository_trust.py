@@ -382,3 +382,28 @@ def test_the_users_own_diff_settings_leave_the_patch_as_git_apply_takes_it(
     subprocess.run(["git", "checkout", "-q", "a.py"], cwd=repo, check=True)
     subprocess.run(["git", "apply", str(tmp_path / "run.patch")], cwd=repo, check=True)
     assert (repo / "a.py").read_text() == "x = 2\n"
+
+
+@pytest.mark.parametrize(
+    "setting", ["[diff]\n\tcontext = 0\n", "[diff]\n\tsubmodule = log\n", "[diff]\n\tignoreSubmodules = all\n"]
+)
+def test_the_users_diff_context_and_submodule_settings_leave_the_patch_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    """`diff.context = 0` gave a patch of no context lines (`git apply` refuses it), `diff.submodule = log` a gitlink
+    as a "Submodule sub …" line and `diff.ignoreSubmodules = all` none: the gitlink a command staged was lost."""
+    require_bwrap()
+    (config := tmp_path / "gitconfig").write_text(setting)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\ny = 1\nz = 1\n"})
+    nest = "git init -q sub && git -C sub -c user.name=a -c user.email=a@a commit -q --allow-empty -m s && git add sub"
+    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+        base = base_commit(environment)
+        assert base is not None
+        keep_base(environment, base)
+        environment.execute(f"sed -i s/y/Y/ a.py && {nest}")
+        patch = extract_patch(environment, base, load_config("default").patch)
+    (tmp_path / "run.patch").write_text(patch)
+    subprocess.run(["git", "checkout", "-q", "a.py"], cwd=repo, check=True)
+    subprocess.run(["git", "apply", "--check", "--exclude=sub", str(tmp_path / "run.patch")], cwd=repo, check=True)
+    assert "\n+Subproject commit " in patch and "\n x = 1\n" in patch, patch

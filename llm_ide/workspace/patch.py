@@ -17,9 +17,9 @@ from llm_ide.settings import PatchSettings
 GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
-PLAIN = "--no-renames --no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/"  # whatever a config says
-# bash on the staged changes' raw and numstat records (-z): passes the numstat ones on, keeps the new files' paths,
-# and sets `linked` when one is a gitlink (a nested repository's commit, staged): the stagings after look for them
+PLAIN = "--no-renames --no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ -U3 --submodule=short"
+PLAIN += " --ignore-submodules=none"  # whatever a config says (diff.noprefix, .context, .submodule, color.ui…)
+# bash on the staged diff's raw and numstat records (-z): numstat passed on, new paths kept, `linked` set at a gitlink
 SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in :160000*|:*' 160000 '*) linked=1;;&
  :*' A') IFS= read -r -d '' p; added+=("$p");; :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
 SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
