@@ -226,3 +226,14 @@ def test_the_git_config_a_command_writes_runs_nothing_of_ours_and_leaves_the_pat
     git(repo, "apply", str(tmp_path / "run.patch"))
     assert ((repo / "a.py").read_text(), (repo / ".gitattributes").read_text()) == ("x = 2\n", "* filter=f\n")
     assert "No such file" in ran
+
+
+def test_a_git_before_2_32_reads_no_global_config_a_command_wrote(run_id: str, tmp_path: Path) -> None:
+    """A git before 2.32 takes no GIT_CONFIG_GLOBAL (unset here, as such a git does): it reads $HOME/.gitconfig and
+    $XDG_CONFIG_HOME/git/config. Our own git had XDG_CONFIG_HOME=/, so it read /git/config, which a command as root
+    writes (a filter, an fsmonitor command, diff.external there would run at every snapshot)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with make_environment(settings().environment, repo, run_id) as env:
+        assert env.execute("mkdir -p /git && git config -f /git/config user.name planted").returncode == 0
+        _, read = env.run_trusted("unset GIT_CONFIG_GLOBAL; git config --get user.name || echo none", 60)
+    assert read.decode().split() == ["none"]

@@ -50,7 +50,7 @@ TOOLS_ROOT = "/tools"
 TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 # our own git in the container reads no config the commands write (the container's global and system ones, HOME's for
 # a git before 2.32: a filter, an fsmonitor command, diff.external), runs no hook, takes any owner's repository
-OWN_GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": "/dev/null", "XDG_CONFIG_HOME": "/"}
+OWN_GIT = {"GIT_CONFIG_NOSYSTEM": "1"} | dict.fromkeys(("GIT_CONFIG_GLOBAL", "HOME", "XDG_CONFIG_HOME"), "/dev/null")
 OWN_GIT |= UNHOOKED | {"GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_2": "safe.directory", "GIT_CONFIG_VALUE_2": "*"}
 
 
