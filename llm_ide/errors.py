@@ -7,12 +7,14 @@ ends with when it stops the run, and the CLI's exit code (2: a bad input, told b
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 from enum import StrEnum
 
-from llm_ide.secrets import credentials_in, redact
+from llm_ide.secrets import MASK, credentials_in
 
+SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")  # where a URL starts in a word
 _said: set[tuple[str, ...]] = set()
 _said_lock = threading.Lock()
 
@@ -77,8 +79,18 @@ class UsageError(LlmIdeError):
     exit_code = 2
 
     def __init__(self, line: object = "", *rest: object) -> None:
-        found = [secret for word in str(line).split() for secret in credentials_in(word)]
-        super().__init__(redact(line, found) if isinstance(line, str) else line, *rest)
+        super().__init__(re.sub(r"\S+", masked, line) if isinstance(line, str) else line, *rest)
+
+
+def masked(word: re.Match[str]) -> str:
+    """A word with the credentials it holds masked, a URL's quoted or after `=` too (`'…'`, `--base-url=…`); in
+    their place (`:…@`, `=…`): a short password masked everywhere in the line made it unreadable."""
+    text = word.group()
+    starts = {0, *(match.start() for match in SCHEME.finditer(text))}
+    for secret in {secret for start in starts for secret in credentials_in(text[start:])}:
+        before, after = next((b, a) for b, a in ((":", "@"), ("=", ""), ("", "")) if b + secret + a in text)
+        text = text.replace(before + secret + after, before + MASK + after)
+    return text
 
 
 class ConfigError(UsageError, ValueError):

@@ -188,6 +188,30 @@ def test_every_error_carries_its_exit_status_and_code() -> None:
     assert issubclass(Terminated, KeyboardInterrupt) and Terminated(signal.SIGTERM).code == 143
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("at http://me:p@127.0.0.1:8/v1 (refused)", "at http://me:***@127.0.0.1:8/v1 (refused)"),  # a short one
+        ("(got 'ws://me:hunter22@h/mcp')", "(got 'ws://me:***@h/mcp')"),  # quoted ({url!r})
+        ("--base-url=http://me:hunter22@h/v1: bad", "--base-url=http://me:***@h/v1: bad"),
+        ("dsn host=h password=ab", "dsn host=h password=***"),
+    ],
+)
+def test_a_usage_errors_line_masks_its_credentials_where_they_are(line: str, said: str) -> None:
+    """The URL password of a word that does not start with the URL (quoted, after `=`) was said as it is; a short
+    one was masked everywhere in the line (each `p` of it a `***`)."""
+    assert str(UsageError(line)) == said
+
+
+def test_a_navigator_url_of_another_scheme_is_refused_without_its_password() -> None:
+    """The Python API's line (`got '…'`, the URL quoted): the CLI masked it only as it printed it."""
+    from llm_ide.navigator.mcp_client import McpNavigator
+
+    with pytest.raises(UsageError) as refused:
+        McpNavigator("ws://me:hunter22@127.0.0.1:1/mcp")
+    assert "hunter22" not in str(refused.value) and "ws://me:***@" in str(refused.value)
+
+
 TERMINATED_RUN = """
 import faulthandler
 import signal
