@@ -237,3 +237,45 @@ def test_a_git_before_2_32_reads_no_global_config_a_command_wrote(run_id: str, t
         assert env.execute("mkdir -p /git && git config -f /git/config user.name planted").returncode == 0
         _, read = env.run_trusted("unset GIT_CONFIG_GLOBAL; git config --get user.name || echo none", 60)
     assert read.decode().split() == ["none"]
+
+
+PRIVATE = "for d in /var/lib/llm-ide/*/base-*.git; do mkdir -p $d/info && {}; done"
+WRITTEN = {  # a command writing into our private git directory, then the change the patch should hold anyway
+    "a config's fileMode": (
+        "printf '[core]\\n\\tfileMode = false\\n' >> $d/config",
+        "chmod +x a.py",
+        "new mode 100755",
+    ),
+    "an exclude": ("echo new.py >> $d/info/exclude", "echo y = 1 > new.py", "+y = 1"),
+    "a binary attribute": ("echo 'a.py binary' > $d/info/attributes", "echo x = 2 > a.py", "+x = 2"),
+    "a clean filter": (
+        "echo '* filter=f' > $d/info/attributes && printf '[filter \"f\"]\\n\\tclean = sed s/2/1/\\n' >> $d/config",
+        "echo x = 2 > a.py",
+        "+x = 2",
+    ),
+    "a file left out": ("printf 'a.py\\0' >> $d/excluded", "echo x = 2 > a.py", "+x = 2"),  # (as bin.dat is)
+    "a replaced base": (  # by a commit holding the change
+        "git push -q $d HEAD:x && git --git-dir=$d replace $(git rev-parse HEAD~ HEAD) && git reset -q HEAD~",
+        "echo x = 2 > a.py && git -c user.name=a -c user.email=a@b commit -qam x",
+        "+x = 2",
+    ),
+}
+
+
+@pytest.mark.parametrize(("private", "change", "expected"), WRITTEN.values(), ids=list(WRITTEN))
+def test_what_a_command_writes_into_our_private_git_directory_changes_nothing_in_the_patch(
+    run_id: str, tmp_path: Path, private: str, change: str, expected: str
+) -> None:
+    """The commands run as root in the container, where our git directory of the base commit is: its config, its
+    info/exclude and info/attributes, its list of files left out (and a replace ref) they wrote were ours too: an exec
+    bit's change, a new file, a file made binary, filtered clean or listed was left out of the patch. Now each staging
+    writes them anew, and reads no replace ref."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    config = settings()
+    with make_environment(config.environment, repo, run_id) as env:
+        base = git(repo, "rev-parse", "HEAD").strip()
+        env.execute("printf '\\0' > bin.dat")  # a binary file: left out
+        assert "bin.dat" not in extract_patch(env, base, config.patch)
+        result = env.execute(f"{change} && {PRIVATE.format(private)}")
+        assert result.returncode == 0, result.output
+        assert expected in extract_patch(env, base, config.patch, check=True)

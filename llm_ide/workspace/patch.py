@@ -86,17 +86,22 @@ class BaseTree:
         self._install()
 
     def _install(self) -> None:
-        git_dir, self.excluded = shlex.quote(self.git_dir), set[str]()  # left out of the index by the last staging
+        d, self.excluded = shlex.quote(self.git_dir), set[str]()  # left out of the index by the last staging
         self.env.put_private(f"{self.git_dir}/base.pack", self.pack)
-        script = (  # (an empty template: no hook samples copied)
-            f"git init -q --bare --template= {git_dir} && git --git-dir={git_dir} index-pack --stdin"
-            f" < {git_dir}/base.pack && rm -f {git_dir}/base.pack {git_dir}/index && {{ ! git --git-dir={git_dir}"
-            f" ls-tree -r {shlex.quote(self.base)} | grep -q '^160000 ' || : > {git_dir}/gitlinks.seen; }}"
+        script = (  # (an empty template: no hook samples copied); the config git makes is kept (the first install's)
+            f"git init -q --bare --template= {d} && mkdir -p {d}/info && git --git-dir={d} index-pack --stdin"
+            f" < {d}/base.pack >/dev/null && rm -f {d}/base.pack {d}/index && {{ ! git --git-dir={d} ls-tree -r"
+            f" {shlex.quote(self.base)} | grep -q '^160000 ' || : > {d}/gitlinks.seen; }} && cat {d}/config"
         )
-        self._script(script, "cannot store the base commit")
-        if self.env.own_paths:  # the run's own folder inside the repository: never staged
-            lines = "".join(ignore_pattern(path) + "\n" for path in self.env.own_paths)
-            self.env.put_private(f"{self.git_dir}/info/exclude", lines.encode())
+        self.config = getattr(self, "config", self._script(script, "cannot store the base commit", "").decode())
+
+    def _own(self) -> str:
+        """Builtins writing anew what git reads in our directory (the commands, root in a container, can write it)."""
+        d, left = shlex.quote(self.git_dir), " ".join(shlex.quote(path) for path in sorted(self.excluded))
+        exclude = shlex.quote("".join(ignore_pattern(path) + "\n" for path in self.env.own_paths))  # the run's folder
+        writes = f"printf %s {shlex.quote(self.config)} >{d}/config && printf %s {exclude} >{d}/info/exclude && :"
+        writes += f" >{d}/info/attributes" + (f" && printf '%s\\0' {left} >{d}/excluded" if left else "")
+        return f"{{ {writes}; }} 2>/dev/null || exit {MISSING}; "
 
     def _git(self, index: str = "index") -> str:
         git_dir = shlex.quote(self.git_dir)
@@ -105,8 +110,8 @@ class BaseTree:
     def _run(self, command: str, index: str = "index") -> bytes:
         return self._script(f"{self._git(index)} -c core.quotepath=off {command}")
 
-    def _script(self, script: str, failure: str = "patch extraction failed") -> bytes:
-        returncode, output = self.env.run_trusted(script, 600)
+    def _script(self, script: str, failure: str = "patch extraction failed", own: str | None = None) -> bytes:
+        returncode, output = self.env.run_trusted((self._own() if own is None else own) + script, 600)
         if returncode != 0:
             raise PatchError(f"{failure} ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
@@ -129,7 +134,7 @@ class BaseTree:
                 f" && echo {token} && {git} {again if self.excluded else ''}{then}; }} || {missing}"
             )
 
-        returncode, output = self.env.run_trusted(first + script(), 600)
+        returncode, output = self.env.run_trusted(first + self._own() + script(), 600)
         if returncode == LOST and first:
             raise RepositoryLost(
                 f"the repository's git directory ({self.repository}) was deleted or replaced during the run (its base "
@@ -137,7 +142,7 @@ class BaseTree:
             )
         if returncode == MISSING:
             self._install()
-            returncode, output = self.env.run_trusted(script(), 600)
+            returncode, output = self.env.run_trusted(self._own() + script(), 600)
         if returncode != 0:
             raise PatchError(f"patch extraction failed ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         numstat, sizes, result = output.split(f"{token}\n".encode(), 2)
@@ -149,7 +154,6 @@ class BaseTree:
         if excluded == self.excluded:  # exact: `then` ran with just the files this call finds to leave out left out
             return result
         self.excluded = excluded  # other ones: staged anew, in one more call
-        self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
         linked = f"{{ ! {git} ls-files -s | grep -q '^160000 ' || : > {seen}; }}"  # (no diff of this staging)
         return self._script(f"{add} && {linked} && {git} {again if excluded else ''}{then}")
 
@@ -169,18 +173,15 @@ class BaseTree:
         binary and oversized files stay as they are). The number of files put back; PatchError when the patch does
         not apply to the base (e.g. a secret masked in its context lines)."""
         now = self._staged(settings, "write-tree").decode().strip()
-        diff = f"{self.git_dir}/restore.diff"
+        diff, listing, git = f"{self.git_dir}/restore.diff", f"{self.git_dir}/restore-paths", self._git("restore")
         self.env.put_private(diff, patch.encode("utf-8"))
-        self._run(f"read-tree {shlex.quote(self.base)}", index="restore")
-        if patch.strip():
-            self._run(f"apply --cached --whitespace=nowarn {shlex.quote(diff)}", index="restore")
-        wanted = self._run("write-tree", index="restore").decode().strip()
+        apply = f"{git} apply --cached --whitespace=nowarn {shlex.quote(diff)} && " if patch.strip() else ""
+        wanted = self._run(f"read-tree {shlex.quote(self.base)} && {apply}{git} write-tree", "restore").decode().strip()
         changes = split_z(self._run(f"diff-tree -r -z --no-renames --name-status {now} {wanted}"))
         put = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status != "D"]
         gone = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status == "D"]
-        for paths, run in ((put, self._git("restore") + " checkout-index -f -z --stdin"), (gone, "xargs -0 rm -f --")):
+        for paths, run in ((put, f"{git} checkout-index -f -z --stdin"), (gone, "xargs -0 rm -f --")):
             if paths:
-                listing = f"{self.git_dir}/restore-paths"
                 self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in paths))
                 self._script(f"{run} < {shlex.quote(listing)}", "cannot restore the worktree")
         return len(put) + len(gone)
@@ -188,8 +189,7 @@ class BaseTree:
     def pristine(self, settings: PatchSettings) -> bool:
         """Whether the working tree is the base commit's (a fresh checkout)."""
         tree = self._staged(settings, f"rev-parse {shlex.quote(self.base)}^{{tree}} && {self._git()} write-tree")
-        base, now = tree.decode().split()
-        return base == now
+        return len(set(tree.decode().split())) == 1  # the base's tree, the worktree's
 
 
 def split_z(output: bytes) -> list[str]:

@@ -52,6 +52,7 @@ TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
 # a git before 2.32: a filter, an fsmonitor command, diff.external), runs no hook, takes any owner's repository
 OWN_GIT = {"GIT_CONFIG_NOSYSTEM": "1"} | dict.fromkeys(("GIT_CONFIG_GLOBAL", "HOME", "XDG_CONFIG_HOME"), "/dev/null")
 OWN_GIT |= UNHOOKED | {"GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_2": "safe.directory", "GIT_CONFIG_VALUE_2": "*"}
+OWN_GIT["GIT_NO_REPLACE_OBJECTS"] = "1"  # the base commit's objects as they are, whatever replace ref a command wrote
 
 
 class DockerEnvironment:
