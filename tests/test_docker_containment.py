@@ -253,7 +253,6 @@ WRITTEN = {  # a command writing into our private git directory, then the change
         "echo x = 2 > a.py",
         "+x = 2",
     ),
-    "a file left out": ("printf 'a.py\\0' >> $d/excluded", "echo x = 2 > a.py", "+x = 2"),  # (as bin.dat is)
     "a replaced base": (  # by a commit holding the change
         "git push -q $d HEAD:x && git --git-dir=$d replace $(git rev-parse HEAD~ HEAD) && git reset -q HEAD~",
         "echo x = 2 > a.py && git -c user.name=a -c user.email=a@b commit -qam x",

@@ -104,3 +104,21 @@ def test_a_snapshot_whose_base_is_gone_installs_it_again_and_leaves_out_the_same
         assert first == BaseTree(env, base).extract(settings) and first.startswith("diff --git a/a.py b/a.py")
     finally:
         env.close()
+
+
+def test_a_left_out_list_longer_than_one_argument_may_be_leaves_the_snapshots_whole(tmp_path: Path) -> None:
+    """Over 128 KiB of left-out paths (a build's binaries the repository does not ignore): the list goes to our
+    directory as a file; written into the staging's script, it made bash's argument too long (a traceback)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    base, settings = git(repo, "rev-parse", "HEAD").strip(), load_config("default").patch
+    folder = repo / ("binaries-" + "b" * 100)
+    folder.mkdir()
+    for number in range(600):
+        (folder / f"{number}-{'c' * 220}.bin").write_bytes(b"\x00")
+    (repo / "a.py").write_text("x = 2\n")
+    env = LocalEnvironment(repo, tools_dir=tmp_path / "tools", sandbox="none")
+    try:
+        tree = BaseTree(env, base)
+        assert tree.extract(settings).startswith("diff --git a/a.py b/a.py") and len(tree.excluded) == 600
+    finally:
+        env.close()

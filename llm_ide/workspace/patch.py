@@ -97,11 +97,10 @@ class BaseTree:
 
     def _own(self) -> str:
         """Builtins writing anew what git reads in our directory (the commands, root in a container, can write it)."""
-        d, left = shlex.quote(self.git_dir), " ".join(shlex.quote(path) for path in sorted(self.excluded))
+        d = shlex.quote(self.git_dir)
         exclude = shlex.quote("".join(ignore_pattern(path) + "\n" for path in self.env.own_paths))  # the run's folder
-        writes = f"printf %s {shlex.quote(self.config)} >{d}/config && printf %s {exclude} >{d}/info/exclude && :"
-        writes += f" >{d}/info/attributes" + (f" && printf '%s\\0' {left} >{d}/excluded" if left else "")
-        return f"{{ {writes}; }} 2>/dev/null || exit {MISSING}; "
+        writes = f"printf %s {shlex.quote(self.config)} >{d}/config && printf %s {exclude} >{d}/info/exclude"
+        return f"{{ {writes} && : >{d}/info/attributes; }} 2>/dev/null || exit {MISSING}; "
 
     def _git(self, index: str = "index") -> str:
         git_dir = shlex.quote(self.git_dir)
@@ -153,7 +152,8 @@ class BaseTree:
                 excluded.add(name)
         if excluded == self.excluded:  # exact: `then` ran with just the files this call finds to leave out left out
             return result
-        self.excluded = excluded  # other ones: staged anew, in one more call
+        self.excluded = excluded  # other ones: staged anew, in one more call (the list a file: it may be long)
+        self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
         linked = f"{{ ! {git} ls-files -s | grep -q '^160000 ' || : > {seen}; }}"  # (no diff of this staging)
         return self._script(f"{add} && {linked} && {git} {again if excluded else ''}{then}")
 
