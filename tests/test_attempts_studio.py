@@ -6,14 +6,18 @@ import asyncio
 import gzip
 import json
 import subprocess
+import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
+from agent_script import act, reflect
 from attempts_scripts import FILES, RIGHT, TASK, WRONG, attempt_script, choice, review, scripts
 from conftest import make_git_repo
 from langgraph.checkpoint.memory import InMemorySaver
 from openai_server import OpenAIServer, Reply
-from test_studio import studio  # noqa: F401 - the fixture: langgraph dev on a free loopback port
+from test_studio import studio, wait_for  # noqa: F401 - the fixture: langgraph dev on a free loopback port
+from test_tools_install import write_tool
 
 from llm_ide.attempts.studio import graph
 
@@ -23,7 +27,7 @@ def worktrees(repo: Path) -> list[str]:
     return [line.removeprefix("worktree ") for line in listed.stdout.splitlines() if line.startswith("worktree ")]
 
 
-def served(inputs: dict, thread: str, saver: InMemorySaver | None = None) -> dict:
+def served(inputs: dict | None, thread: str, saver: InMemorySaver | None = None) -> dict:
     """The attempts graph's run as `langgraph dev` serves it, in process, on `thread` (its checkpoints in `saver`)."""
 
     async def run() -> dict:
@@ -215,3 +219,57 @@ def test_an_output_that_is_a_file_ends_the_served_run_in_one_line(tmp_path: Path
         "created if missing)",
     )
     assert (tmp_path / "file").read_text() == "mine\n" and worktrees(repo) == [str(repo.resolve())]
+
+
+def running(mark: Path) -> list[str]:
+    """The processes whose command line names `mark`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with suppress(OSError):
+            if str(mark) in (line := cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")):
+                found.append(line)
+    return found
+
+
+@pytest.mark.parametrize("where", ["command", "setup"])
+def test_a_served_run_cancelled_mid_attempt_leaves_nothing_open_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The server cancels a run (interrupted, cancelled) and leaves the graph's context: the attempt under way went on
+    in its thread — its command, its environment's folders, its model's calls — and the resumed run's attempt found
+    its thread still being run (RunStateError)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the environments' folders go
+    (tmp_path / "tmp").mkdir()
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    gate, started = tmp_path / "gate", tmp_path / "out" / "attempt1" / "repo" / "started"  # (the attempt's worktree)
+    gated = f"touch {started}; {wait_for(gate)}"
+    config: dict = {"environment": {"tools": []}, "attempts": {"max": 1}}
+    first = attempt_script(RIGHT)
+    if where == "setup":
+        config["environment"]["tools"] = [str(write_tool(tmp_path / "tools", "gated", setup_script=gated))]
+    else:
+        first = [act("Wait for the build.", "bash", command=gated), reflect(False, "Built."), *first]
+    model = scripts(tmp_path / "scripts", [first], [review(9, "Fixed.")])
+    inputs = {"task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"), "config": config}
+    saver = InMemorySaver()
+    at = {"configurable": {"thread_id": "cut"}}
+
+    async def cut() -> tuple[list[str], list[Path]]:
+        async with graph({"configurable": {}}) as compiled:
+            run = asyncio.create_task(compiled.copy(update={"checkpointer": saver}).ainvoke(inputs, at))
+            await asyncio.to_thread(subprocess.run, ["bash", "-c", wait_for(started)], timeout=300, check=True)
+            run.cancel()
+            with suppress(asyncio.CancelledError):
+                await run
+            if where == "setup":
+                gate.touch()  # the setup ends; the attempt stops at its next step
+        left = running(gate), list((tmp_path / "tmp").iterdir())  # the server's loop goes on: its threads too
+        gate.touch()
+        return left
+
+    assert asyncio.run(cut()) == ([], [])
+    final = served(None, "cut", saver)
+    assert (final["exit_status"], final["chosen"]) == ("submitted", 1) and "+    return x + x\n" in final["submission"]
+    assert worktrees(repo) == [str(repo.resolve())] and list((tmp_path / "tmp").iterdir()) == []
+    with gzip.open(tmp_path / "out" / "cut.calls.jsonl.gz", "rt") as log:
+        assert len(log.read().splitlines()) == 1  # the review's call, its gzip member completed

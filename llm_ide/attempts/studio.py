@@ -3,10 +3,14 @@
 Its input is the agent graph's (`task`, `repo`, `model`, optionally `base_url`, `config`) plus `output`, the folder
 of the attempts' own runs (default `runs/<thread id>`; their worktrees removed at the run's end); the server supplies
 the checkpointer of the outer graph. The run's context is built from the input by its first node, for this server
-call alone; an input it refuses (the checks of a run's preflight) ends the run at once, the line its `error`."""
+call alone; an input it refuses (the checks of a run's preflight) ends the run at once, the line its `error`. When
+the server is done with the call (the run ended, cancelled or interrupted), the attempts under way stop as at Ctrl-C
+(each at its next step, a command ended; its environment removed, its thread saved to resume) and are waited for."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,35 +29,71 @@ from llm_ide.errors import UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput
 
 
-@asynccontextmanager
-async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
-    built: list[AttemptsContext] = []
-    refused: list[UsageError] = []
+class ServedAttempts:
+    """One server call's run: its context, built by its first node, and the nodes under way (in the server's threads,
+    which go on after the run is cancelled)."""
 
-    def context(state: dict[str, Any]) -> AttemptsContext:
-        if not built:
+    def __init__(self) -> None:
+        self.ctx: AttemptsContext | None = None
+        self.refused: UsageError | None = None
+        self.running = 0
+        self.closed = False
+        self.changed = threading.Condition()
+
+    def context(self, state: dict[str, Any]) -> AttemptsContext:
+        if self.ctx is None:
             thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
-            built.append(ctx := studio_context(state, thread))
+            self.ctx = ctx = studio_context(state, thread)
             if "attempts" in state:  # what the task spent before this call counts (as at the command line)
-                request = ctx.request
-                CostBudget.add(ctx.budget, task_spent(request.output_dir, request.run_id, state))
-        return built[0]
+                CostBudget.add(ctx.budget, task_spent(ctx.request.output_dir, ctx.request.run_id, state))
+        return self.ctx
 
-    def wrap(node: Callable[..., Any]) -> Callable[..., Any]:
-        def studio_node(state: dict[str, Any], runtime: Runtime[Any]) -> Any:
-            if refused:  # the run ended at its first node: nothing else runs
+    def node(self, node: Callable[..., Any], state: dict[str, Any], runtime: Runtime[Any]) -> Any:
+        with self.changed:
+            if self.closed:
+                raise RuntimeError("the run was stopped")
+            self.running += 1
+        try:
+            if self.refused is not None:  # the run ended at its first node: nothing else runs
                 return {}
             try:
-                ctx = context(dict(state))
+                ctx = self.context(dict(state))
             except UsageError as error:  # a bad input ends the run at once, its line the run's error (as the agent's)
-                refused.append(error)
+                self.refused = error
                 return {"pending": [], **ended(error)}
             update = node(state, runtime.override(context=ctx))
             if node is choose:  # the run is over: the attempts' worktrees go, as at the command line's end
                 remove_worktrees(ctx, [record["index"] for record in state.get("attempts", [])])
             return update
+        finally:
+            with self.changed:
+                self.running -= 1
+                self.changed.notify_all()
+
+    def close(self) -> None:
+        """The nodes under way stopped (an attempt at its next step, its command ended) and waited for; the calls
+        log completed."""
+        with self.changed:
+            self.closed = True
+            if self.ctx is not None:
+                self.ctx.halt()
+            self.changed.wait_for(lambda: self.running == 0)
+        if self.ctx is not None:
+            self.ctx.close()
+
+
+@asynccontextmanager
+async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
+    run = ServedAttempts()
+
+    def wrap(node: Callable[..., Any]) -> Callable[..., Any]:
+        def studio_node(state: dict[str, Any], runtime: Runtime[Any]) -> Any:
+            return run.node(node, state, runtime)
 
         studio_node.__name__ = node.__name__
         return studio_node
 
-    yield build_attempts_graph(context_schema=None, input_schema=AttemptsStudioInput, wrap=wrap)
+    try:
+        yield build_attempts_graph(context_schema=None, input_schema=AttemptsStudioInput, wrap=wrap)
+    finally:
+        await asyncio.to_thread(run.close)  # off the server's event loop
