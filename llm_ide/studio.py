@@ -247,9 +247,16 @@ class StudioGraph(CompiledStateGraph):
     task on a thread cut mid-step (what Studio's form sends again) resumes the step where it stopped, as `null` does,
     and on a thread stopped at a limit its `config` no longer reaches goes on from the next step."""
 
-    def __init__(self, *, studio_run: StudioRun | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        studio_run: StudioRun | None = None,
+        _serde_allowlist: set[tuple[str, ...]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.studio_run = studio_run
+        self._serde_allowlist = _serde_allowlist  # its state's types (LANGGRAPH_STRICT_MSGPACK): kept by `copy`
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         async for chunk in super().astream(await self.given(input, config), config, **kwargs):

@@ -115,9 +115,9 @@ def gated_run(tmp_path: Path, first: str = "") -> tuple[Path, Path, str]:
 
 
 @pytest.fixture
-def studio(tmp_path: Path) -> Iterator[str]:
+def studio(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """`langgraph dev` on a free loopback port, serving the repository's langgraph.json (it keeps its in-memory
-    store in ROOT/.langgraph_api, which is git-ignored)."""
+    store in ROOT/.langgraph_api, which is git-ignored); an indirect parametrize adds to its environment."""
     require_langgraph_dev()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -126,6 +126,7 @@ def studio(tmp_path: Path) -> Iterator[str]:
     server_tmp.mkdir()
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONUNBUFFERED": "1"}
     env["TMPDIR"] = str(server_tmp)
+    env.update(getattr(request, "param", {}))
     command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
     command += ["--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as output:
@@ -344,3 +345,27 @@ def test_a_served_thread_cut_mid_step_resumes_on_its_task_and_stays_readable_aft
         client.runs.wait(thread, "llm-ide", input=other)
     ended = client.threads.get_state(thread)
     assert {key: ended["values"][key] for key in final} == final and ended["next"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("studio", [{"LANGGRAPH_STRICT_MSGPACK": "true"}], indirect=True)
+def test_a_run_interrupted_and_resumed_under_strict_msgpack_reads_its_own_state(studio: str, tmp_path: Path) -> None:
+    """The server copies the graph with its checkpointer: the copy lost the types of the state that LangGraph allows
+    under LANGGRAPH_STRICT_MSGPACK (OperationNode), read back as dicts ("'dict' object has no attribute
+    'action_type'")."""
+    from langgraph_sdk import get_sync_client
+
+    repo, gate, model = gated_run(tmp_path, "touch started; ")
+    inputs = {"task": "Fix it.", "repo": str(repo), "model": model, "config": {"environment": {"tools": []}}}
+    client = get_sync_client(url=studio)
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.create(thread, "llm-ide", input=inputs)
+    subprocess.run(["bash", "-c", wait_for(repo / "started")], timeout=300, check=True)
+    client.runs.cancel(thread, run["run_id"], wait=True, action="interrupt")
+    gate.touch()
+    final = client.runs.wait(thread, "llm-ide", input=None, raise_error=True)
+    assert (final["exit_status"], [op["action_type"] for op in final["operations"]]) == (
+        "submitted",
+        ["bash", "view", "submit"],
+    )
+    assert "Blocked deserialization" not in (tmp_path / "langgraph-dev.log").read_text()
