@@ -44,6 +44,8 @@ class ServedAttempts:
         if self.ctx is None:
             thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
             self.ctx = ctx = studio_context(state, thread)
+            if self.closed:  # stopped while the context was built: its attempts stop at once too
+                ctx.halt()
             if "attempts" in state:  # what the task spent before this call counts (as at the command line)
                 CostBudget.add(ctx.budget, task_spent(ctx.request.output_dir, ctx.request.run_id, state))
         return self.ctx
