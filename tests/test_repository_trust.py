@@ -15,6 +15,7 @@ from agent_script import act, write_script
 from conftest import make_git_repo, require_bwrap
 from in_process import invoke
 from test_replay import INSTANCE, make_repo, mini_trajectory
+from test_submodules import patch_after
 
 from llm_ide.attempts.context import git as attempts_git
 from llm_ide.attempts.context import uncommitted
@@ -289,13 +290,8 @@ def test_a_nested_repository_the_base_holds_runs_nothing_of_its_config_outside(t
     setup += f" && git {identity} -C sub commit -qm s && git add sub"
     subprocess.run(f"{setup} && git {identity} commit -qm sub", shell=True, cwd=repo, check=True)
     plant = f"cd sub && git config filter.x.clean 'touch {mark}; cat' && echo b > f && touch -d 2020-01-01 f && echo ok"
-    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
-        base = base_commit(environment)
-        assert base is not None
-        keep_base(environment, base)
-        assert "ok" in environment.execute(plant).output
-        patch = extract_patch(environment, base, load_config("default").patch)
-    assert (patch, mark.exists()) == ("", False)
+    patch, output = patch_after(repo, plant)
+    assert (patch, mark.exists(), "ok" in output) == ("", False, True)
 
 
 @pytest.mark.parametrize("layout", ["worktree", "symlink"])
@@ -373,12 +369,7 @@ def test_the_users_own_diff_settings_leave_the_patch_as_git_apply_takes_it(
     config.write_text("[diff]\n\tnoprefix = true\n\texternal = /bin/true\n[color]\n\tui = always\n")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
-        base = base_commit(environment)
-        assert base is not None
-        keep_base(environment, base)
-        environment.execute("echo x = 2 > a.py")
-        (tmp_path / "run.patch").write_text(extract_patch(environment, base, load_config("default").patch))
+    (tmp_path / "run.patch").write_text(patch_after(repo, "echo x = 2 > a.py")[0])
     subprocess.run(["git", "checkout", "-q", "a.py"], cwd=repo, check=True)
     subprocess.run(["git", "apply", str(tmp_path / "run.patch")], cwd=repo, check=True)
     assert (repo / "a.py").read_text() == "x = 2\n"
@@ -397,12 +388,7 @@ def test_the_users_diff_context_and_submodule_settings_leave_the_patch_whole(
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\ny = 1\nz = 1\n"})
     nest = "git init -q sub && git -C sub -c user.name=a -c user.email=a@a commit -q --allow-empty -m s && git add sub"
-    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
-        base = base_commit(environment)
-        assert base is not None
-        keep_base(environment, base)
-        environment.execute(f"sed -i s/y/Y/ a.py && {nest}")
-        patch = extract_patch(environment, base, load_config("default").patch)
+    patch, _ = patch_after(repo, f"sed -i s/y/Y/ a.py && {nest}")
     (tmp_path / "run.patch").write_text(patch)
     subprocess.run(["git", "checkout", "-q", "a.py"], cwd=repo, check=True)
     subprocess.run(["git", "apply", "--check", "--exclude=sub", str(tmp_path / "run.patch")], cwd=repo, check=True)

@@ -113,10 +113,15 @@ def test_a_repository_without_a_commit_in_the_worktree_leaves_the_patch_whole(tm
     """`git init scratch` by a command (no commit in it): `git add -A` refused the whole worktree ('scratch/' does
     not have a commit checked out) and the patch extraction failed, the run's result lost with it."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    with LocalEnvironment(repo, tools_dir=tmp_path / "tools") as environment:
+    patch, _ = patch_after(repo, "git init -q scratch && touch scratch/f && echo y = 2 >> a.py")
+    assert patch.startswith("diff --git a/a.py b/a.py") and "+y = 2" in patch and "scratch" not in patch, patch
+
+
+def patch_after(repo: Path, command: str) -> tuple[str, str]:
+    """The patch after `command` ran in `repo` (its base kept first, tools beside it), and the command's output."""
+    with LocalEnvironment(repo, tools_dir=repo.parent / "tools") as environment:
         base = base_commit(environment)
         assert base is not None
         keep_base(environment, base)
-        environment.execute("git init -q scratch && touch scratch/f && echo y = 2 >> a.py")
-        patch = extract_patch(environment, base, load_config("default").patch)
-    assert patch.startswith("diff --git a/a.py b/a.py") and "+y = 2" in patch and "scratch" not in patch, patch
+        output = environment.execute(command).output
+        return extract_patch(environment, base, load_config("default").patch), output
