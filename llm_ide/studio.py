@@ -135,7 +135,7 @@ class StudioRun:
             raise self.failed
         with self.building:
             if self.closed:
-                raise RuntimeError("the run was stopped")
+                raise LlmIdeError("the run was stopped")
             if self.ctx is None:
                 try:
                     self.ctx = self._build(state)

@@ -512,7 +512,7 @@ def test_a_spawner_passes_what_its_thread_holds_to_what_it_starts_and_to_nothing
     def refuse() -> None:
         raise EnvironmentFailure("no scope here")
 
-    spawner, flag = Spawner(no_new_privs, "test-spawner"), ["grep", "NoNewPrivs", "/proc/self/status"]
+    spawner, flag = Spawner("test-spawner", no_new_privs), ["grep", "NoNewPrivs", "/proc/self/status"]
     child = start_with_parent(flag, by=spawner.start, stdout=subprocess.PIPE, start_new_session=True)
     assert (child.communicate(timeout=60)[0], child.returncode) == (b"NoNewPrivs:\t1\n", 0)
     assert subprocess.run(flag, capture_output=True, check=True).stdout == b"NoNewPrivs:\t0\n"
@@ -520,7 +520,7 @@ def test_a_spawner_passes_what_its_thread_holds_to_what_it_starts_and_to_nothing
     with pytest.raises(FileNotFoundError):
         spawner.start(lambda: subprocess.Popen(["/nonexistent/program"]))
     with pytest.raises(EnvironmentFailure, match="no scope here"):
-        Spawner(refuse, "test-refused")
+        Spawner("test-refused", refuse)
 
 
 @pytest.mark.usefixtures("needs_bwrap")

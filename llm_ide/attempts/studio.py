@@ -25,7 +25,7 @@ from llm_ide.attempts.context import AttemptsContext, remove_worktrees, studio_c
 from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.limits import task_spent
 from llm_ide.budget import CostBudget
-from llm_ide.errors import UsageError, ended
+from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput
 
 
@@ -53,7 +53,7 @@ class ServedAttempts:
     def node(self, node: Callable[..., Any], state: dict[str, Any], runtime: Runtime[Any]) -> Any:
         with self.changed:
             if self.closed:
-                raise RuntimeError("the run was stopped")
+                raise LlmIdeError("the run was stopped")
             self.running += 1
         try:
             if self.refused is not None:  # the run ended at its first node: nothing else runs

@@ -32,10 +32,10 @@ Popen = subprocess.Popen[bytes]
 
 
 class Spawner:
-    """A thread of this process that first runs `prepare` on itself, then starts the processes it is given for the
-    whole life of the process (a death signal set in a child fires when the thread that started it ends)."""
+    """A thread that runs `prepare` on itself, then starts the processes it is given, each in a new, empty session
+    keyring, for the whole life of the process (a child's death signal fires when the thread that started it ends)."""
 
-    def __init__(self, prepare: Callable[[], None], name: str) -> None:
+    def __init__(self, name: str, prepare: Callable[[], None] = lambda: None) -> None:
         self.calls: queue.SimpleQueue[tuple[Callable[[], Popen], Future[Popen]]] = queue.SimpleQueue()
         ready: Future[None] = Future()
         threading.Thread(target=self._serve, args=(prepare, ready), name=name, daemon=True).start()
@@ -72,15 +72,14 @@ class Spawner:
 
 @cache
 def keyring_spawner(pid: int) -> Spawner:
-    """This process's thread with a keyring of its own (per process id: a forked child has none of its parent's
-    threads)."""
-    return Spawner(own_session_keyring, "llm-ide-commands")
+    """This process's thread that starts the commands (per process id: a forked child has none of its parent's)."""
+    return Spawner("llm-ide-commands")
 
 
 @cache
 def scoped_spawner(pid: int) -> Spawner:
-    """This process's thread with a keyring of its own and the scope of abstract sockets."""
-    return Spawner(scope_abstract_sockets, "llm-ide-scoped")
+    """This process's thread that starts the commands in the scope of abstract sockets."""
+    return Spawner("llm-ide-scoped", scope_abstract_sockets)
 
 
 def own_session_keyring() -> None:

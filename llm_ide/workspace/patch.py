@@ -93,7 +93,8 @@ class BaseTree:
             f" < {d}/base.pack >/dev/null && rm -f {d}/base.pack {d}/index && {{ ! git --git-dir={d} ls-tree -r"
             f" {shlex.quote(self.base)} | grep -q '^160000 ' || : > {d}/gitlinks.seen; }} && cat {d}/config"
         )
-        self.config = getattr(self, "config", self._script(script, "cannot store the base commit", "").decode())
+        made = self._script(script, "cannot store the base commit", "").decode()
+        self.config: str = getattr(self, "config", made)  # a reinstall keeps the first (its config may be a command's)
 
     def _own(self) -> str:
         """Builtins writing anew what git reads in our directory (the commands, root in a container, can write it)."""
