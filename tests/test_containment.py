@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from agent_script import act, reflect, write_script
-from conftest import git, make_git_repo, require_bwrap
+from conftest import BASE_IMAGE, base_image_client, git, make_git_repo, require_bwrap
 from in_process import invoke
 
 from llm_ide.actions import Codebase, execute_action
@@ -225,6 +225,37 @@ def test_the_patch_survives_a_deleted_git_directory(tmp_path: Path, sabotage: st
     assert "deleted file mode" in patch and "+y = 1" in patch
     assert ".git" not in patch
     env.close()
+
+
+NOT_UTF8 = {"latin.py": "# café\nname = 'José'\n", 'odd "name" [1].py': "s = 'Ä'\n"}  # as Latin-1 bytes
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.slow])])
+def test_a_patch_of_non_utf8_files_applies_to_the_base_and_gives_their_bytes(tmp_path: Path, kind: str) -> None:
+    """A Latin-1 file's changed lines came out with U+FFFD for its bytes (the patch is text: JSON, checkpoints), so
+    the patch did not apply to the base. Now such a file's change is a binary patch (ASCII), the others' stay text."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    for name, text in NOT_UTF8.items():
+        (repo / name).write_bytes(text.encode("latin-1"))
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "latin-1")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    subprocess.run(["git", "clone", "-q", str(repo), str(tmp_path / "base")], check=True)
+    if kind == "docker":
+        base_image_client()  # (skips without it)
+    config = load_config("default", environment={"type": kind, "tools": [], "image": BASE_IMAGE})
+    with make_environment(config.environment, repo, f"test-{os.getpid()}-latin") as env:
+        keep_base(env, base)
+        env.execute("sed -i 's/Jos/Joe/; s/s = /t = /' *.py && echo x = 2 > a.py")
+        wanted = {name: data for name in [*NOT_UTF8, "a.py"] if (data := env.read_files([name])[name]) is not None}
+        patch = extract_patch(env, base, config.patch)
+    assert patch.isascii() and patch.count("GIT binary patch") == 2 and "-x = 1\n+x = 2\n" in patch
+    (tmp_path / "run.patch").write_text(patch)
+    git(tmp_path / "base", "apply", str(tmp_path / "run.patch"))
+    assert {name: (tmp_path / "base" / name).read_bytes() for name in wanted} == {
+        name: snapshot.data for name, snapshot in wanted.items()
+    }
+    assert wanted["latin.py"].data == "# café\nname = 'Joeé'\n".encode("latin-1")
 
 
 @pytest.mark.slow

@@ -3,6 +3,8 @@ outside the repository (a deleted or rewritten `.git` keeps the patch), at any n
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import re
 import shlex
 import uuid
@@ -12,9 +14,11 @@ from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
 from llm_ide.errors import RepositoryLost
+from llm_ide.secrets import redact
 from llm_ide.settings import PatchSettings
 
-GLOB = re.compile(r"[*?\[\\]")  # what a .gitignore pattern reads as a pattern, not a character
+GLOB = re.compile(r"[*?\[\\]")
+SECTION = re.compile(rb"^diff --git ", re.M)  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
 PLAIN = "--no-renames --no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ -U3 --submodule=short"
@@ -107,8 +111,8 @@ class BaseTree:
         git_dir = shlex.quote(self.git_dir)
         return f"GIT_DIR={git_dir} GIT_INDEX_FILE={git_dir}/{index} GIT_WORK_TREE=. GIT_LITERAL_PATHSPECS=1 git"
 
-    def _run(self, command: str, index: str = "index") -> bytes:
-        return self._script(f"{self._git(index)} -c core.quotepath=off {command}")
+    def _run(self, command: str, index: str = "index", write: str = "") -> bytes:
+        return self._script(f"{write}{self._git(index)} -c core.quotepath=off {command}")
 
     def _script(self, script: str, failure: str = "patch extraction failed", own: str | None = None) -> bytes:
         returncode, output = self.env.run_trusted((self._own() if own is None else own) + script, 600)
@@ -166,6 +170,10 @@ class BaseTree:
         line = shlex.quote(self.repository + "\n")  # its git directory, then (the commit found) the commit's id
         first = f'case "$({found})" in {line}*) ;; *) exit {LOST};; esac; '
         diff = self._staged(settings, f"diff --cached {PLAIN} {shlex.quote(self.base)}", first if check else "")
+        if paths := not_utf8(diff):  # as text their bytes would be lost: a binary patch keeps them (and is ASCII)
+            attributes = shlex.quote("".join(f'"/{quoted(path)}" binary\n' for path in paths))
+            write = f"printf %s {attributes} > {shlex.quote(self.git_dir)}/info/attributes && "
+            diff = self._run(f"diff --cached --binary {PLAIN} {shlex.quote(self.base)}", write=write)
         return diff.decode("utf-8", errors="replace")
 
     def restore(self, patch: str, settings: PatchSettings) -> int:
@@ -191,6 +199,29 @@ class BaseTree:
         """Whether the working tree is the base commit's (a fresh checkout)."""
         tree = self._staged(settings, f"rev-parse {shlex.quote(self.base)}^{{tree}} && {self._git()} write-tree")
         return len(set(tree.decode().split())) == 1  # the base's tree, the worktree's
+
+
+def not_utf8(diff: bytes) -> list[str]:
+    """The (UTF-8) paths of the diff's sections whose text is not UTF-8 (a Latin-1 source file's); one whose text
+    holds a secret stays text, where it is masked."""
+    found = []
+    for section in SECTION.split(diff)[1:]:
+        header = section.split(b"\n", 1)[0]  # `a/P b/P` (no renames), both C-quoted or neither: its first half
+        first = header[: (len(header) - 1) // 2]
+        try:
+            section.decode("utf-8")
+        except UnicodeDecodeError:
+            with contextlib.suppress(UnicodeDecodeError):
+                name = (codecs.escape_decode(first[1:-1])[0] if first[:1] == b'"' else first).decode("utf-8")
+                if redact(lossy := section.decode("utf-8", errors="replace")) == lossy:
+                    found.append(name.removeprefix("a/"))
+    return found
+
+
+def quoted(path: str) -> str:
+    """A gitattributes pattern matching `path` alone (relative to the top), as the inside of a C-quoted string."""
+    pattern = GLOB.sub(lambda found: "\\" + found.group(), path)
+    return pattern.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
 
 
 def split_z(output: bytes) -> list[str]:
