@@ -278,3 +278,29 @@ def test_what_a_command_writes_into_our_private_git_directory_changes_nothing_in
         result = env.execute(f"{change} && {PRIVATE.format(private)}")
         assert result.returncode == 0, result.output
         assert expected in extract_patch(env, base, config.patch, check=True)
+
+
+def test_a_commondir_a_command_writes_is_removed_when_it_ends_as_in_a_local_run(run_id: str, tmp_path: Path) -> None:
+    """A `.git/commondir` a command wrote (a submodule's too) had git read the config, hooks and refs of the folder it
+    names, and the next snapshot found the base commit gone: the run ended `environment_error`. A local run removes
+    it when the command ends; now a docker run does too (one the repository had at the start stays)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    for module, commondir in (("sub", None), ("kept", "../..")):
+        (folder := repo / ".git" / "modules" / module).mkdir(parents=True)
+        (folder / "HEAD").write_text("ref: refs/heads/main\n")
+        if commondir:
+            (folder / "commondir").write_text(commondir + "\n")
+    config = settings()
+    with make_environment(config.environment, repo, run_id) as env:
+        base = git(repo, "rev-parse", "HEAD").strip()
+        keep_base(env, base)
+        plant = "git init -q --bare /tmp/c && for d in .git .git/modules/sub; do echo /tmp/c > $d/commondir; done"
+        assert env.execute(f"{plant} && echo x = 2 > a.py && git rev-parse --git-common-dir").output == "/tmp/c\n"
+        left = env.execute("ls .git/commondir .git/modules/{sub,kept}/commondir 2>&1").output
+        patch = extract_patch(env, base, config.patch, check=True)
+    assert "-x = 1\n+x = 2\n" in patch
+    assert left.splitlines() == [
+        "ls: cannot access '.git/commondir': No such file or directory",
+        "ls: cannot access '.git/modules/sub/commondir': No such file or directory",
+        ".git/modules/kept/commondir",
+    ]

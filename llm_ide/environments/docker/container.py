@@ -34,6 +34,7 @@ from llm_ide.environments.docker.cleanup import (
 )
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, network_mode
+from llm_ide.environments.docker.redirects import removal
 from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
@@ -108,6 +109,7 @@ class DockerEnvironment:
             self._session = self._open_session()
             if repo is not None:  # the run's own folder, when it is inside the repository, stays out
                 self.copy_in(Path(repo).resolve(), workdir, [path.resolve() for path in secluded or []])
+            self._redirects = removal(self.run_trusted, workdir)
         except BaseException:
             self.close()
             raise
@@ -258,6 +260,8 @@ class DockerEnvironment:
         start = time.monotonic()
         cap = OutputCap(self.output_max_bytes, on_output)
         returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
+        if not lost:
+            self.run(self._redirects, Collector(), self.command_timeout)
         output = redact(cap.text(self.messages["elided"]))  # environment.env may hold secrets
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=f"{round(timeout, 1):g}"))
