@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import socket
 import threading
 import uuid
@@ -14,11 +15,13 @@ from pathlib import Path
 
 import docker
 import pytest
+from agent_script import act, reflect, write_script
 from conftest import BASE_IMAGE, base_image_client, containers_of, git, make_git_repo, remove_containers
 
 from llm_ide.config import load_config
 from llm_ide.environments import make_environment
 from llm_ide.environments.base import EnvironmentFailure, OutsideRepository
+from llm_ide.run.single import run_task
 from llm_ide.workspace.patch import extract_patch, keep_base
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -304,3 +307,55 @@ def test_a_commondir_a_command_writes_is_removed_when_it_ends_as_in_a_local_run(
         "ls: cannot access '.git/modules/sub/commondir': No such file or directory",
         ".git/modules/kept/commondir",
     ]
+
+
+@pytest.fixture
+def held_repositories_image() -> Iterator[str]:
+    """An image declaring a user (dev) and holding two repositories: root's /testbed, dev's /home/dev/repo."""
+    client = base_image_client()
+    tag = f"llm-ide-test-held:{uuid.uuid4().hex[:10]}"
+    commit = "git init -q -b main && echo 'VALUE = 1' > app.py && git add -A && git -c user.name=a -c user.email=a@b"
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nRUN useradd -m -u 1500 dev && mkdir /testbed && cd /testbed && {commit} commit -qm base"
+        f"\nUSER dev\nRUN mkdir /home/dev/repo && cd /home/dev/repo && {commit} commit -qm base\n"
+    )
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    yield tag
+    with contextlib.suppress(docker.errors.APIError):
+        client.images.remove(tag, force=True)
+
+
+@pytest.mark.parametrize(
+    ("workdir", "status", "error"),
+    [
+        (
+            "/testbed",
+            "environment_error",
+            "environment.user dev cannot write /testbed/.git (owned by root) in the "
+            "repository the image holds: set environment.user to its owner (`user: root`), or make the image's "
+            "repository its user's",
+        ),
+        ("/home/dev/repo", "submitted", None),
+    ],
+)
+def test_a_repository_the_images_user_cannot_write_is_refused_at_the_start_in_one_line(
+    run_id: str, tmp_path: Path, held_repositories_image: str, workdir: str, status: str, error: str | None
+) -> None:
+    """An image declaring a user whose repository is root's: the run's edits and commands were all refused
+    (`Permission denied`), and it submitted an empty patch as a success. Now the set-up refuses it in one line
+    naming the user and the first path it cannot write; a repository that is the user's runs as before."""
+    responses = [act("Change it.", "bash", command="echo 'VALUE = 2' > app.py")]
+    responses += [reflect(False, "changed"), act("Done.", "submit")]
+    result = run_task(
+        "change VALUE",
+        model=write_script(tmp_path / "script.yaml", responses),
+        settings=settings(workdir=workdir),
+        output_dir=tmp_path / "out",
+        run_id=run_id,
+        repo=None,
+        environment="docker",
+        image=held_repositories_image,
+    )
+    info = json.loads(result.trajectory_path.read_text())["info"]
+    assert (result.exit_status, info.get("error")) == (status, error)
+    assert ("+VALUE = 2" in result.submission) == (status == "submitted")

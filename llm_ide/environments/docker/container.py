@@ -32,7 +32,7 @@ from llm_ide.environments.docker.cleanup import (
     remove_container,
     start_watchdog,
 )
-from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over
+from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over, refuse_unwritable
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, network_mode
 from llm_ide.environments.docker.redirects import removal
 from llm_ide.environments.docker.session import Collector, Session, Sink
@@ -109,6 +109,8 @@ class DockerEnvironment:
             self._session = self._open_session()
             if repo is not None:  # the run's own folder, when it is inside the repository, stays out
                 self.copy_in(Path(repo).resolve(), workdir, [path.resolve() for path in secluded or []])
+            else:
+                refuse_unwritable(self.client.api, str(self.container_id), self.user, workdir)
             self._redirects = removal(self.run_trusted, workdir)
         except BaseException:
             self.close()

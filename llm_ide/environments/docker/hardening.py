@@ -128,3 +128,19 @@ def hand_over(api: docker.APIClient, container_id: str, user: str, folders: list
     if code != 0:
         raise EnvironmentFailure(f"cannot give {user} its folders: {' '.join(output.split())[:300]}")
     return uid, gid
+
+
+def refuse_unwritable(api: docker.APIClient, container_id: str, user: str, workdir: str) -> None:
+    """A repository the image holds that the commands' user cannot write (root's files, the image's `USER dev`) is
+    refused in one line: every edit of the run would fail, and it would submit an empty patch as a success."""
+    if not user:
+        return
+    top = shlex.quote(workdir)  # (git's objects are read-only to their owner too)
+    found = f"find {top} -path {top}/.git/objects -prune -o ! -type l ! -writable -print -quit 2>/dev/null"
+    output = run_as(api, container_id, f'p=$({found}); [ -z "$p" ] || stat -c "%U %n" -- "$p"', user)[1].strip()
+    if output:
+        owner, _, path = output.partition(" ")
+        raise EnvironmentFailure(
+            f"environment.user {user} cannot write {path} (owned by {owner}) in the repository the image holds: "
+            "set environment.user to its owner (`user: root`), or make the image's repository its user's"
+        )
