@@ -47,9 +47,9 @@ from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redacted
 from llm_ide.settings import AgentSettings
 from llm_ide.variant import AgentContext, Clock, Variants
+from llm_ide.workspace.baseline import baseline_notes
 from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
-from llm_ide.workspace.patch import baseline_notes
 from llm_ide.workspace.putback import moved_notes
 from llm_ide.workspace.submodules import warn_submodules
 

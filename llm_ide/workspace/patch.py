@@ -3,9 +3,6 @@ outside the repository (a deleted or rewritten `.git` keeps the patch), at any n
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import re
 import shlex
 import uuid
 import weakref
@@ -14,11 +11,9 @@ from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
 from llm_ide.errors import RepositoryLost
-from llm_ide.secrets import redact
 from llm_ide.settings import PatchSettings
+from llm_ide.workspace.binary import GLOB, as_binary, not_utf8
 
-GLOB = re.compile(r"[*?\[\\]")
-SECTION = re.compile(rb"^diff --git ", re.M)  # what a .gitignore pattern reads as a pattern, not a character
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
 PLAIN = "--no-renames --no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ -U3 --submodule=short"
@@ -45,22 +40,6 @@ class PatchError(RuntimeError): ...
 def base_commit(env: Environment) -> str | None:
     returncode, output = env.run_trusted("git rev-parse --verify HEAD", 60)  # ours: outside the sandbox
     return output.decode(errors="replace").strip() if returncode == 0 else None
-
-
-def baseline_notes(env: Environment, base: str) -> list[str]:
-    """What a new run takes as its baseline, and a warning when the repository has changes that are not in it (they
-    would be part of the patch, which is the working tree against the base commit)."""
-    note = f"baseline: commit {base[:12]} (HEAD); the patch is the working tree's change against it"
-    returncode, output = env.run_trusted("git status --porcelain -unormal --ignore-submodules=dirty", 60)
-    paths = [line[3:] for line in output.decode(errors="replace").splitlines() if line[3:]] if returncode == 0 else []
-    if not paths:
-        return [note]
-    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return [
-        note,
-        f"warning: the repository has uncommitted changes ({shown}): they are not in the baseline, so the patch "
-        "will hold them too; commit or stash them first for a patch of the run's own change",
-    ]
 
 
 def ignore_pattern(path: str) -> str:
@@ -170,11 +149,11 @@ class BaseTree:
         line = shlex.quote(self.repository + "\n")  # its git directory, then (the commit found) the commit's id
         first = f'case "$({found})" in {line}*) ;; *) exit {LOST};; esac; '
         diff = self._staged(settings, f"diff --cached {PLAIN} {shlex.quote(self.base)}", first if check else "")
-        if paths := not_utf8(diff):  # as text their bytes would be lost: a binary patch keeps them (and is ASCII)
-            attributes = shlex.quote("".join(f'"/{quoted(path)}" binary\n' for path in paths))
-            write = f"printf %s {attributes} > {shlex.quote(self.git_dir)}/info/attributes && "
-            diff = self._run(f"diff --cached --binary {PLAIN} {shlex.quote(self.base)}", write=write)
-        return diff.decode("utf-8", errors="replace")
+        text = diff.decode("utf-8", errors="replace")
+        if "\ufffd" in text and (paths := not_utf8(diff)):  # their bytes lost as text: binary patches (binary.py)
+            diff = self._run(f"diff --cached --binary {PLAIN} {self.base}", write=as_binary(self.git_dir, paths))
+            text = diff.decode("utf-8", errors="replace")
+        return text
 
     def restore(self, patch: str, settings: PatchSettings) -> int:
         """The working tree put back as the snapshot `patch` (an `extract` of it) has it: each file the patch covers
@@ -199,29 +178,6 @@ class BaseTree:
         """Whether the working tree is the base commit's (a fresh checkout)."""
         tree = self._staged(settings, f"rev-parse {shlex.quote(self.base)}^{{tree}} && {self._git()} write-tree")
         return len(set(tree.decode().split())) == 1  # the base's tree, the worktree's
-
-
-def not_utf8(diff: bytes) -> list[str]:
-    """The (UTF-8) paths of the diff's sections whose text is not UTF-8 (a Latin-1 source file's); one whose text
-    holds a secret stays text, where it is masked."""
-    found = []
-    for section in SECTION.split(diff)[1:]:
-        header = section.split(b"\n", 1)[0]  # `a/P b/P` (no renames), both C-quoted or neither: its first half
-        first = header[: (len(header) - 1) // 2]
-        try:
-            section.decode("utf-8")
-        except UnicodeDecodeError:
-            with contextlib.suppress(UnicodeDecodeError):
-                name = (codecs.escape_decode(first[1:-1])[0] if first[:1] == b'"' else first).decode("utf-8")
-                if redact(lossy := section.decode("utf-8", errors="replace")) == lossy:
-                    found.append(name.removeprefix("a/"))
-    return found
-
-
-def quoted(path: str) -> str:
-    """A gitattributes pattern matching `path` alone (relative to the top), as the inside of a C-quoted string."""
-    pattern = GLOB.sub(lambda found: "\\" + found.group(), path)
-    return pattern.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
 
 
 def split_z(output: bytes) -> list[str]:
