@@ -4,10 +4,10 @@ agent's commands and masked in every output (observations, model requests and re
 A secret is the value of an environment variable, an `environment.env` entry or a model setting (e.g. a header)
 whose name says so (KEY, TOKEN, SECRET, PASS, PASSWORD, CREDENTIAL, AUTH … as a word or a word's end) or that the
 settings list under `secrets`, and a credential found by its shape in any variable's value, whatever its name (a URL
-or DSN with a password, GitHub, GitLab, Slack, AWS, OpenAI, Anthropic, Google and npm tokens, JWTs, private keys), as
-gitleaks and detect-secrets find them. Masking covers the value as is, reversed, rot13'd, URL-encoded, hex and base64
-(at any alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH` characters or more. The
-environment's secrets are found once per change of the environment, not at every output."""
+or DSN with a password or a `?api-key=`, GitHub, GitLab, Slack, AWS, OpenAI, Anthropic, Google and npm tokens, JWTs,
+private keys), as gitleaks and detect-secrets find them. Masking covers the value as is, reversed, rot13'd, URL-encoded,
+hex and base64 (at any alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH` characters or more.
+The environment's secrets are found once per change of the environment, not at every output."""
 
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ PROVIDER = re.compile(
     r"|LITELLM|LANGSMITH|LANGCHAIN)_",
     re.IGNORECASE,
 )
+QUERY = r"[?&](?:[\w.-]*[_.-])?(?:api)?(?:key|token|secret|passw(?:or)?d|pass|auth|sig(?:nature)?)s?="  # `?api-key=…`
 # credentials by shape (the whole match, or its `secret` group, is the secret), each scanned only where the value,
 SHAPES = [  # lower-cased, holds one of its texts: `in` runs in C, a scan ~1 µs a character (a run's settings ~14 ms)
     (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@")),  # a URL with a password
     (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@")),  # a DSN whose user is a key
+    (("key", "token", "secret", "pass", "auth", "sig"), re.compile(QUERY + r"(?P<secret>[^&#\s'\"]+)", re.I)),  # URLs'
     (("password=",), re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE)),  # a libpq keyword DSN
     (("gh",), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),  # GitHub
     (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),  # GitLab
@@ -127,10 +129,8 @@ def longest_first(values: Iterable[str]) -> list[str]:  # then in order: one lis
 
 def known_secrets(*extra: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
     """The secrets of the environment, the loaded settings and `extra` (an API key given in code), longest first."""
-    with _lock:
-        registered = set(_registered)
     found = secret_values(environ) if environ is not None else environment_secrets()
-    return longest_first({*found, *registered, *(value for value in extra if value and maskable(value))})
+    return longest_first({*found, *registered(), *(value for value in extra if value and maskable(value))})
 
 
 def register(values: Iterable[str]) -> None:

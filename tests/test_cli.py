@@ -497,7 +497,7 @@ def test_a_stopped_run_names_the_endpoint_openai_base_url_gave_it(tmp_path: Path
         url = server.url.replace("://", f"://{credentials}", 1)
         failed = llm_ide(*args, cwd=tmp_path, env={**environ, "OPENAI_BASE_URL": url})
         assert failed.returncode == 1 and "hunter22" not in failed.stdout + failed.stderr, failed.stderr
-        words = shlex.split(failed.stderr.splitlines()[-1])
+        words = shlex.split(failed.stderr.splitlines()[-1], comments=True)
         if credentials:
             assert "--base-url" not in words
         else:
@@ -506,6 +506,38 @@ def test_a_stopped_run_names_the_endpoint_openai_base_url_gave_it(tmp_path: Path
         resumed = llm_ide(*words[1:], cwd=tmp_path, env={**environ, "OPENAI_BASE_URL": elsewhere})
     assert resumed.returncode == 0 and "resuming run run-" in resumed.stdout, resumed.stdout + resumed.stderr
     assert "submitted" in resumed.stdout
+
+
+@pytest.mark.parametrize("given", ["OPENAI_BASE_URL", "--base-url"])
+@pytest.mark.parametrize("credential", ["user:hunter22-url-password@", "?api-key=hunter22-query-token"])
+def test_a_credential_of_the_endpoint_is_not_printed_in_the_command_that_goes_on(
+    tmp_path: Path, given: str, credential: str
+) -> None:
+    """A token in the endpoint's query string (a shape the secrets filter did not know) was printed in the command
+    that goes on, and in the run's error line, log, trajectory and checkpoint; a password typed into --base-url was
+    printed back in that command. The command masks it, or leaves the URL to the variable, and its comment says so."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    args = ["run", "--repo", str(repo), "--task", "t", "--config", str(no_tools(tmp_path, max_retries=0))]
+    environ = {k: v for k, v in os.environ.items() if k not in ("LLM_IDE_MODEL", "OPENAI_BASE_URL")}
+    environ["OPENAI_API_KEY"] = "sk-test-key-for-the-loopback-server"
+    with OpenAIServer(replies=[500]) as server:
+        url = server.url.replace("://", f"://{credential}") if credential.endswith("@") else server.url + credential
+        option = ["--base-url", url] if given == "--base-url" else []
+        env = environ if option else {**environ, "OPENAI_BASE_URL": url}
+        failed = llm_ide(*args, "--model", "test-model", *option, "--thread-id", "t", cwd=tmp_path, env=env)
+    assert failed.returncode == 1 and "hunter22" not in failed.stdout + failed.stderr, failed.stdout + failed.stderr
+    assert [
+        path for path in (tmp_path / "runs").rglob("*") if path.is_file() and b"hunter22" in path.read_bytes()
+    ] == []
+    command, note = failed.stderr.splitlines()[-1].split("  # ")
+    words = shlex.split(command)
+    if option:
+        masked = url.replace("hunter22-url-password", "***").replace("hunter22-query-token", "***")
+        assert words[words.index("--base-url") + 1] == masked
+        assert note == "*** stands for a password or token given on the command line, not printed: put it back"
+    else:
+        assert "--base-url" not in words
+        assert note == "the endpoint is $OPENAI_BASE_URL's, as set now: its URL holds a credential, not printed"
 
 
 def test_inspect_piped_is_not_cropped_and_full_shows_the_whole_story(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 import sys
 from collections.abc import Callable, Iterator
@@ -21,7 +22,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from llm_ide.secrets import redact, registered
+from llm_ide.errors import masked
+from llm_ide.secrets import MASK, redact, registered
 from llm_ide.terminal import plural, terminal_safe
 from llm_ide.user_config import user_config_path
 
@@ -147,15 +149,22 @@ def interrupted_exit(interrupt: KeyboardInterrupt) -> typer.Exit:
 
 
 PROGRAMS = ("llm-ide", "mini-extra")
+MASKED = f"{MASK} stands for a password or token given on the command line, not printed: put it back"
+
+
+class Note(str):
+    """A word of a command's arguments that is none: what the printed command cannot say (a shell comment after it)."""
 
 
 def command_line(*extra: str, args: list[str] | None = None) -> str:
     """This process's command line (or `args` in its place), shell-quoted, with `extra` arguments appended: what
-    resumes a run."""
+    resumes a run. A credential in it is masked, and a comment after it says so (and the `Note`s of `args`)."""
     program = Path(sys.argv[0]).name
-    return shlex.join(
-        [program if program in PROGRAMS else "llm-ide", *(sys.argv[1:] if args is None else args), *extra]
-    )
+    given = [program if program in PROGRAMS else "llm-ide", *(sys.argv[1:] if args is None else args), *extra]
+    words = [word for word in given if not isinstance(word, Note)]
+    shown = [re.sub(r"\S+", masked, word) for word in words]
+    notes = [*([MASKED] if shown != words else []), *(word for word in given if isinstance(word, Note))]
+    return shlex.join(shown) + "".join(f"  # {note}" for note in notes)
 
 
 IN_MEMORY = "its thread was in memory only (--checkpoint memory): it cannot be resumed; the same command starts it over"

@@ -12,8 +12,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from llm_ide.cli.console import err_console, fail
+from llm_ide.cli.console import Note, err_console, fail
 
+LEFT_TO_VARIABLE = Note("the endpoint is $OPENAI_BASE_URL's, as set now: its URL holds a credential, not printed")
 STDIN = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")  # standard input, even a file (`< task.txt`) or a terminal
 
 
@@ -136,14 +137,15 @@ def resuming_args(
 def endpoint_args(model: str, base_url: str | None) -> list[str]:
     """`--base-url` naming the endpoint $OPENAI_BASE_URL gave the run's model (pasted without the variable, or with
     another value, the command went on at another endpoint); none when `--base-url` gave it, the model does not take
-    it (scripted, another provider), or the URL holds a credential: never printed, that URL is left to the variable."""
+    it (scripted, another provider); where the URL holds a credential (never printed), a note leaving it to the
+    variable."""
     from llm_ide.run.preflight import provider_of
     from llm_ide.secrets import credentials_in
 
     url = os.environ.get("OPENAI_BASE_URL")
     if base_url or not url or not model or model.startswith("scripted:") or provider_of(model) not in (None, "openai"):
         return []
-    return [] if credentials_in(url) else ["--base-url", url]
+    return [LEFT_TO_VARIABLE] if credentials_in(url) else ["--base-url", url]
 
 
 def replaced(args: list[str], stream: str, copy: str) -> list[str]:
