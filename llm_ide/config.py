@@ -18,7 +18,7 @@ from llm_ide.settings import PROMPTS_DIR, BundledTemplates, Layers, deep_merge, 
 from llm_ide.user_config import USER_CONFIG_VARIABLE, default_user_config, user_config_path
 
 CONFIG_NAMES = ("default", "swebench")
-PATH_LISTS = ("readable", "writable")  # environment's: a file's relative paths are relative to its folder
+PATH_LISTS = ("readable", "writable", "sockets")  # environment's: a file's relative paths are relative to its folder
 Overrides = list[str | Path] | str | Path | None  # override files in order (or one)
 
 __all__ = [
@@ -47,8 +47,8 @@ def resolve_config_path(name: str | Path) -> Path:
 
 
 def anchored(data: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """A config's relative `environment.readable` and `writable` paths made relative to `folder` (a file's own, as
-    its `extends` is, not the folder the command runs in); absolute and `~` paths as they are."""
+    """A config's relative `environment.readable`, `writable` and `sockets` paths made relative to `folder` (a file's
+    own, as its `extends` is, not the folder the command runs in); absolute and `~` paths as they are."""
     section = data.get("environment")
     for key in PATH_LISTS if isinstance(section, dict) else ():
         if isinstance(entries := section.get(key), list):

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -153,26 +154,36 @@ def test_a_local_run_s_network_and_mount_point_are_checked_before_it_starts(
 @pytest.mark.parametrize("given", ["file", "stream"])
 def test_a_config_file_s_relative_paths_are_relative_to_its_folder(tmp_path: Path, given: str) -> None:
     """`writable: [cache]` in conf/c.yaml was ./cache wherever the command ran (refused there: no such folder), where
-    `extends:` in it is relative to conf/. A config read from a stream has no folder: its paths are the current
-    folder's, in the copy a resume reads too."""
-    require_bwrap()  # (the cache writable: a command writes into it)
+    `extends:` in it is relative to conf/; `sockets: [agent.sock]` too (the socket in conf/ was masked). A config read
+    from a stream has no folder: its paths are the current folder's, in the copy a resume reads too."""
+    require_bwrap()  # (the cache writable: a command writes into it; the socket masked but the one listed)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    text = yaml.safe_dump({"environment": {"tools": [], "writable": ["cache"], "readable": ["data"]}})
+    environment = {"tools": [], "writable": ["cache"], "readable": ["data"], "sockets": ["agent.sock"]}
+    text = yaml.safe_dump({"environment": environment})
     folder = tmp_path / "conf" if given == "file" else tmp_path
     for name in ("cache", "data"):
         (folder / name).mkdir(parents=True)
     (tmp_path / "conf").mkdir(exist_ok=True)
     (tmp_path / "conf" / "c.yaml").write_text(text)
-    steps = [act("Write.", "bash", command=f"echo hit > {folder}/cache/entry"), reflect(False, "Wrote."), DONE]
+    connect = f"import socket; socket.socket(socket.AF_UNIX).connect({str(folder / 'agent.sock')!r})"
+    command = f"echo hit > {folder}/cache/entry && python3 -c {shlex.quote(connect)} && echo answered"
+    steps = [act("Write.", "bash", command=command), reflect(False, "Wrote."), DONE]
     model = write_script(tmp_path / "s.yaml", steps)
     config = ["-c", "conf/c.yaml"] if given == "file" else ["-c", "-"]
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, *config, "-o", "out", "--thread-id", "T"]
-    result = invoke(*args, cwd=tmp_path, input=None if given == "file" else text)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(folder / "agent.sock"))
+        server.listen()
+        result = invoke(*args, cwd=tmp_path, input=None if given == "file" else text)
     assert result.returncode == 0 and "submitted" in result.stdout, result.stdout + result.stderr
     assert (folder / "cache" / "entry").read_text() == "hit\n"
+    observation = json.loads((tmp_path / "out" / "T.traj.json").read_text())["operations"][0]["observation"]
+    assert observation.strip() == "answered", observation
     if given == "stream":
         kept = yaml.safe_load((tmp_path / "out" / "T.config.yaml").read_text())["environment"]
-        assert (kept["writable"], kept["readable"]) == ([str(tmp_path / "cache")], [str(tmp_path / "data")])
+        assert [kept[key] for key in ("writable", "readable", "sockets")] == [
+            [str(tmp_path / name)] for name in ("cache", "data", "agent.sock")
+        ]
 
 
 DOCKER_NETWORKS = "a docker run joins a docker network by its name (the default llm-ide, host, yours) or has none"
