@@ -197,6 +197,11 @@ def test_the_python_api_says_which_argument_has_the_wrong_type(
     [
         ({"run_id": None}, "the run needs run_id"),
         ({"run_id": None, "output_dir": None}, "the run needs output_dir, run_id"),
+        (
+            {"settings": None, "run_id": None},
+            "the run needs settings (settings=load_config(): `from llm_ide import load_config`, the default config), "
+            "run_id",
+        ),
         ({"step_limit": 3}, "the run takes no argument step_limit (step_limit is a setting: load_config(agent="),
         ({"settings": "default"}, "the run's `settings` must be settings (load_config(...)), not str 'default'"),
     ],

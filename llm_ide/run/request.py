@@ -63,6 +63,7 @@ def is_variant(value: Any) -> bool:
     return isinstance(value, Variant) or (isinstance(value, type) and issubclass(value, Variant))
 
 
+NEEDED = {"settings": " (settings=load_config(): `from llm_ide import load_config`, the default config)"}
 LISTENERS = ("on_event", "on_model_call", "ask", "on_command")  # run_task's and run_attempts' own arguments
 
 
@@ -89,7 +90,7 @@ def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
         )
     required = [item.name for item in members(RunRequest) if item.default is MISSING and item.name != "task"]
     if missing := [name for name in required if name not in given]:
-        raise UsageError(f"the run needs {', '.join(missing)}")
+        raise UsageError(f"the run needs {', '.join(name + NEEDED.get(name, '') for name in missing)}")
     values = {"variants": (), **given, "task": task, "carried_lessons": given.get("carried_lessons") or ()}
     wrong = [
         f"`{name}` must be {said}, not {type(value).__name__} {value!r:.60}"
