@@ -331,3 +331,29 @@ def test_clearing_the_cache_while_a_run_uses_it_is_refused(tmp_path: Path) -> No
     [entry] = (cache / "local").iterdir()
     cleared = invoke("tools", "cache", "--clear", env=environ)
     assert (cleared.returncode, cleared.stdout) == (0, f"removed 1 entries from {cache}\n") and not entry.exists()
+
+
+ANOTHER_BUILD_AT_THE_LOCK = """
+import fcntl, pathlib, sys
+entry = pathlib.Path(sys.argv.pop()) / "local" / "another-tool-2"
+def another_build(event, args):  # an entry another run completes as --clear takes the cache's lock
+    if event == "fcntl.flock" and args[1] & fcntl.LOCK_EX:
+        entry.mkdir(parents=True, exist_ok=True)
+        (entry / ".complete").touch()
+sys.addaudithook(another_build)
+from llm_ide.cli import app
+app()
+"""
+
+
+def test_clearing_the_cache_counts_the_entries_it_removes(tmp_path: Path) -> None:
+    """`tools cache --clear` counted the entries before it took the cache's lock: an entry another run completed
+    meanwhile was removed and not counted. A child process: its audit hook adds that entry as the lock is taken."""
+    cache = tmp_path / "cache"
+    (cache / "local" / "a-tool-1").mkdir(parents=True)
+    (cache / "local" / "a-tool-1" / ".complete").touch()
+    command = [sys.executable, "-c", ANOTHER_BUILD_AT_THE_LOCK, "tools", "cache", "--clear", str(cache)]
+    environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache)}
+    cleared = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=120)
+    assert (cleared.returncode, cleared.stdout) == (0, f"removed 2 entries from {cache}\n"), cleared.stderr
+    assert not (cache / "local").exists()

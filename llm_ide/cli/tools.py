@@ -120,16 +120,17 @@ def cache_command(
         return
     if root.exists() and not root.is_dir():
         raise fail(f"{CACHE_VARIABLE}={root}: not a folder, so no run can use the cache (give a folder, or =off)")
-    entries = cache_entries(root)
     if clear:
         with cache_alone(root) as alone:
             if not alone:
                 raise fail(
                     f"the tool cache {root} is in use by a run going on (its tools are there): clear it once none is"
                 )
+            removed = len(cache_entries(root))  # counted under the lock: what a run completed before it, too
             clear_cache(root)
-        typer.echo(f"removed {len(entries)} entries from {root}")
+        typer.echo(f"removed {removed} entries from {root}")
         return
+    entries = cache_entries(root)
     typer.echo(f"{root} ({CACHE_VARIABLE}=DIR or =off to change)")
     for kind, name, size in entries:
         typer.echo(f"{kind:<7} {name:<40} {size / 1e6:8.1f} MB")
