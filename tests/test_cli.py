@@ -446,6 +446,20 @@ def test_a_run_whose_output_pipe_closes_ends_as_interrupted_and_resumes(tmp_path
     assert second.returncode == 0 and "submitted" in second.stdout, second.stdout + second.stderr
 
 
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["config", "show"], ["tools", "list"]])
+def test_a_command_whose_output_pipe_is_closed_ends_quietly_as_sigpipe(tmp_path: Path, args: list[str]) -> None:
+    """`llm-ide config show | head -1`: the write that found the pipe closed ended the command as typer ends one on
+    Ctrl-C (exit 130, what a script takes for the user's Ctrl-C); it exits 141 as SIGPIPE's (as a run does), with
+    nothing on stderr. A child process, its stdout a pipe whose reader is gone before it writes."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run([*CLI, *args], cwd=tmp_path, stdout=writer, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     config = no_tools(tmp_path, max_retries=3, retry_base_delay=0.01, retry_max_delay=0.02)

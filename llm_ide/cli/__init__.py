@@ -38,7 +38,7 @@ class App(typer.Typer):
         given = kwargs.get("args", args[0] if args else sys.argv[1:])
         values = [part for argument in given or () for part in str(argument).split("=", 1)]  # (`--base-url=URL`)
         register(found for value in values for found in credentials_in(value))  # a URL's password
-        with collected_rarely(), pipe_guarded():
+        with collected_rarely(), pipe_guarded() as guard:
             try:
                 code = super().__call__(*args, **{"prog_name": self.info.name, **kwargs, "standalone_mode": False})
             except LlmIdeError as error:
@@ -49,7 +49,7 @@ class App(typer.Typer):
                 sys.exit(1)
             except Exception as error:
                 if interrupted(error):  # as typer ends a command on Ctrl-C
-                    sys.exit(130)
+                    sys.exit(guard.code or 130)
                 if not is_usage_error(error):
                     raise
                 if type(error).__name__ == "NoArgsIsHelpError":  # `llm-ide` alone: the help
@@ -58,7 +58,7 @@ class App(typer.Typer):
                 command = f" (see: {error.ctx.command_path} --help)" if getattr(error, "ctx", None) else ""
                 one_line(usage_message(error.format_message()) + command)
                 sys.exit(error.exit_code)
-            sys.exit(code if isinstance(code, int) else 0)
+            sys.exit(guard.code or (code if isinstance(code, int) else 0))
 
 
 def interrupted(error: BaseException | None) -> bool:
@@ -89,6 +89,7 @@ class PipeGuard:
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
+        self.code = 0  # 141 once the pipe closed: where typer ended it as a Ctrl-C (130), any command exits so
 
     def write(self, text: str) -> int:
         return self.guarded(self.stream.write, text)
@@ -101,6 +102,7 @@ class PipeGuard:
             return call(*args)
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            self.code = 128 + signal.SIGPIPE
             raise Terminated(signal.SIGPIPE) from None
 
     def __getattr__(self, name: str) -> Any:
@@ -108,11 +110,11 @@ class PipeGuard:
 
 
 @contextmanager
-def pipe_guarded() -> Iterator[None]:
+def pipe_guarded() -> Iterator[PipeGuard]:
     stdout = sys.stdout
-    sys.stdout = PipeGuard(stdout)
+    sys.stdout = guard = PipeGuard(stdout)
     try:
-        yield
+        yield guard
     finally:
         sys.stdout = stdout
 
