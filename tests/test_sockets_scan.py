@@ -58,6 +58,16 @@ def test_each_socket_is_found_once_at_its_real_path(
     assert [path for path in found if path.startswith(str(tmp_path))] == [linked_temp[name] for name in expected]
 
 
+def test_a_socket_listed_under_the_home_answers(
+    tmp_path: Path, linked_temp: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`environment.sockets: [~/…]` was a folder named `~` in the current one (the socket stayed masked): `~` is the
+    home, as it is in `readable` and `writable`."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    found, _ = host_sockets({}, [], ["~/link/ssh-agent0/agent.1"], USER)
+    assert [path for path in found if path.startswith(str(tmp_path))] == [linked_temp["listening"]]
+
+
 def test_a_socket_made_right_after_a_listing_is_in_the_next_one(tmp_path: Path) -> None:
     """Within the clock tick of the folder's last change (its change time may not move): listed again, every time."""
     servers = []

@@ -131,7 +131,7 @@ def host_sockets(
         *(scanned([folder], depth, hidden) for folder, depth in tops.items()),
         scanned(sorted({real_path(path) for path in (*TEMP_FOLDERS, tempfile.gettempdir())}), 1, hidden, True),
     )
-    keep = {real_path(path) for path in allowed}
+    keep = {real_path(os.path.expanduser(path)) for path in allowed}  # `~`: the home
     found, searchable, folders = set(), Searchable(*user), {str(folder) for folder in hidden}
     inside = tuple(folder.rstrip("/") + "/" for folder in folders)  # (sandbox.within of them all, in one call)
     for real in candidates:
