@@ -135,8 +135,9 @@ def refuse_unwritable(api: docker.APIClient, container_id: str, user: str, workd
     refused in one line: every edit of the run would fail, and it would submit an empty patch as a success."""
     if not user:
         return
-    top = shlex.quote(workdir)  # (git's objects are read-only to their owner too)
-    found = f"find {top} -path {top}/.git/objects -prune -o ! -type l ! -writable -print -quit 2>/dev/null"
+    top = shlex.quote(workdir)  # (git's objects are read-only to their owner too; what the user owns it can chmod)
+    prune = f"-path {top}/.git/objects -prune"
+    found = f'find {top} {prune} -o ! -type l ! -writable ! -user "$(id -u)" -print -quit 2>/dev/null'
     output = run_as(api, container_id, f'p=$({found}); [ -z "$p" ] || stat -c "%U %n" -- "$p"', user)[1].strip()
     if output:
         owner, _, path = output.partition(" ")
