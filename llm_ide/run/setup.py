@@ -22,7 +22,7 @@ from llm_ide.tools.installer import install_tools as install
 from llm_ide.tools.installer import tool_usage_text
 from llm_ide.variant import AgentContext, Clock, Opening, Variants
 from llm_ide.workspace.intents import IntentLog
-from llm_ide.workspace.lifecycle import snapshotter
+from llm_ide.workspace.patch import snapshotter
 from llm_ide.workspace.putback import restorer
 
 log = logging.getLogger("llm_ide.run")

@@ -14,7 +14,6 @@ from llm_ide.environments import make_environment
 from llm_ide.environments.base import Environment
 from llm_ide.environments.scratch import reap_leftovers, sweep_temp_folders
 from llm_ide.errors import EnvironmentFailure, ExitStatus, RepositoryLost, UsageError, ending
-from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
 from llm_ide.workspace.patch import PatchError, base_commit, extract_patch, keep_base
@@ -74,21 +73,6 @@ def open_environment(
     except BaseException:
         env.close()
         raise
-
-
-def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable[[], str]:
-    """The worktree's snapshot (its diff against the base), as the checkpoint keeps it: a secret the agent wrote into a
-    file is masked there too (and in a worktree put back from it). A failure ends the run (`error`)."""
-
-    def snapshot() -> str:
-        try:
-            return redact(extract_patch(env, base, settings.patch, check=True))
-        except EnvironmentFailure:
-            raise
-        except Exception as error:
-            raise PatchError(f"patch extraction failed: {error}") from None
-
-    return snapshot
 
 
 def final_patch(env: Environment, base: str | None, settings: CoreSettings, values: dict[str, Any]) -> str:

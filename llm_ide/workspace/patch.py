@@ -6,12 +6,14 @@ from __future__ import annotations
 import shlex
 import uuid
 import weakref
+from collections.abc import Callable
 from fnmatch import fnmatch
 from typing import Any
 
 from llm_ide.environments.base import Environment, EnvironmentFailure
 from llm_ide.errors import RepositoryLost
-from llm_ide.settings import PatchSettings
+from llm_ide.secrets import redact
+from llm_ide.settings import CoreSettings, PatchSettings
 from llm_ide.workspace.binary import GLOB, as_binary, not_utf8
 
 MISSING = 86  # exit status of an extraction that finds the private base directory gone or broken
@@ -200,3 +202,18 @@ def keep_base(env: Environment, base: str) -> BaseTree:
 
 def extract_patch(env: Environment, base: str, settings: PatchSettings, check: bool = False) -> str:
     return keep_base(env, base).extract(settings, check)
+
+
+def snapshotter(env: Environment, base: str, settings: CoreSettings) -> Callable[[], str]:
+    """The worktree's snapshot (its diff against the base), as the checkpoint keeps it: a secret the agent wrote into a
+    file is masked there too (and in a worktree put back from it). A failure ends the run (`error`)."""
+
+    def snapshot() -> str:
+        try:
+            return redact(extract_patch(env, base, settings.patch, check=True))
+        except EnvironmentFailure:
+            raise
+        except Exception as error:
+            raise PatchError(f"patch extraction failed: {error}") from None
+
+    return snapshot
