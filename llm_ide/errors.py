@@ -12,7 +12,7 @@ import signal
 import threading
 from enum import StrEnum
 
-from llm_ide.secrets import MASK, credentials_in
+from llm_ide.credentials import MASK, credentials_in
 
 SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")  # where a URL starts in a word
 _said: set[tuple[str, ...]] = set()

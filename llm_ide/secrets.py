@@ -1,13 +1,8 @@
-"""The one secrets filter: which names and values are secrets (API keys, tokens, passwords), kept away from the
-agent's commands and masked in every output (observations, model requests and replies, logs, trajectories, preds).
-
-A secret is the value of an environment variable, an `environment.env` entry or a model setting (e.g. a header)
-whose name says so (KEY, TOKEN, SECRET, PASS, PASSWORD, CREDENTIAL, AUTH … as a word or a word's end) or that the
-settings list under `secrets`, and a credential found by its shape in any variable's value, whatever its name (a URL
-or DSN with a password or a `?api-key=`, GitHub, GitLab, Slack, AWS, OpenAI, Anthropic, Google and npm tokens, JWTs,
-private keys), as gitleaks and detect-secrets find them. Masking covers the value as is, reversed, rot13'd, URL-encoded,
-hex and base64 (at any alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH` characters or more.
-The environment's secrets are found once per change of the environment, not at every output."""
+"""The one secrets filter: the secrets known (the environment's, found by credentials.py's rules once per change of
+the environment, not at every output; the settings' and those given in code) masked in every output (observations,
+model requests and replies, logs, trajectories, preds). Masking covers the value as is, reversed, rot13'd,
+URL-encoded, hex and base64 (at any alignment, wrapped over lines or not), for values of `MIN_SECRET_LENGTH`
+characters or more."""
 
 from __future__ import annotations
 
@@ -22,79 +17,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-SECRET_WORD = re.compile(
-    r"(KEYS?|TOKENS?|SECRETS?|PASS|PASSWD|PASSWORDS?|PASSPHRASE|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE|PRIVATE)$"
-)
-PROVIDER = re.compile(
-    r"^(OPENAI|ANTHROPIC|AZURE_OPENAI|GEMINI|MISTRAL|COHERE|GROQ|TOGETHER|DEEPSEEK|OPENROUTER|XAI|FIREWORKS"
-    r"|LITELLM|LANGSMITH|LANGCHAIN)_",
-    re.IGNORECASE,
-)
-QUERY = r"[?&](?:[\w.-]*[_.-])?(?:api)?(?:key|token|secret|passw(?:or)?d|pass|auth|sig(?:nature)?)s?="  # `?api-key=…`
-# credentials by shape (the whole match, or its `secret` group, is the secret), each scanned only where the value,
-SHAPES = [  # lower-cased, holds one of its texts: `in` runs in C, a scan ~1 µs a character (a run's settings ~14 ms)
-    (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@")),  # a URL with a password
-    (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@")),  # a DSN whose user is a key
-    (("key", "token", "secret", "pass", "auth", "sig"), re.compile(QUERY + r"(?P<secret>[^&#\s'\"]+)", re.I)),  # URLs'
-    (("password=",), re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE)),  # a libpq keyword DSN
-    (("gh",), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),  # GitHub
-    (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),  # GitLab
-    (("xox", "xapp-"), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}")),  # Slack
-    (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),  # AWS access key ids
-    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),  # JWTs
-    (("sk-",), re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}")),  # OpenAI, Anthropic
-    (("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),  # Google
-    (("npm_", "k_live_"), re.compile(r"\bnpm_[A-Za-z0-9]{36}\b|\b[rs]k_live_[A-Za-z0-9]{20,}")),  # npm, Stripe
-    (("key-----",), re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----")),
-]
-MIN_SECRET_LENGTH = 6
-NOT_SECRETS = {"true", "false", "yes", "no", "none", "null", "enabled", "disabled"}
-MASK = "***"
+from llm_ide.credentials import MASK, MIN_SECRET_LENGTH, credentials_in, is_secret_name, maskable
+
 _registered: set[str] = set()
-_marked: set[str] = set()
 _lock = threading.Lock()
-
-
-def is_secret_name(name: str) -> bool:
-    """KEY, TOKEN, SECRET, PASS(WORD), CREDENTIAL, AUTH(ORIZATION) … as a word of the name or a word's end (`DB_PASS`,
-    `PGPASSWORD`, `X-Api-Key`; not `GIT_AUTHOR_NAME`, a git setting's `GIT_CONFIG_KEY_0`), a provider's, or marked."""
-    if name.upper() in _marked or PROVIDER.search(name):
-        return True
-    words = [word for word in re.split(r"[^A-Z0-9]+", name.upper()) if word]
-    return not re.fullmatch(r"GIT_CONFIG_KEY_\d+", name.upper()) and any(map(SECRET_WORD.search, words))
-
-
-def mark_secret_names(names: Iterable[str]) -> None:
-    """Names the settings list under `secrets`: secret whatever they are called."""
-    with _lock:
-        _marked.update(name.upper() for name in names)
-
-
-def credentials_in(value: str) -> list[str]:
-    """The credentials `value` holds by their shape (the password of a URL, a token), none when it holds none."""
-    found, lowered = [], value.lower()
-    for needles, shape in SHAPES:
-        if any(needle in lowered for needle in needles):
-            found += [match.group("secret" if "secret" in shape.groupindex else 0) for match in shape.finditer(value)]
-    return found
-
-
-def is_secret_variable(name: str, value: str) -> bool:
-    """A variable the agent's commands never get: secret by its name, or holding a credential by its value's shape."""
-    return is_secret_name(name) or bool(credentials_in(value))
-
-
-def scrubbed_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment without secret-looking variables: what commands the agent runs on the host inherit."""
-    return {
-        key: value
-        for key, value in (os.environ if environ is None else environ).items()
-        if not is_secret_variable(key, value)
-    }
-
-
-def maskable(value: str) -> bool:
-    return len(value) >= MIN_SECRET_LENGTH and value.strip().lower() not in NOT_SECRETS
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -143,35 +69,6 @@ def registered() -> list[str]:
     """The values `register` was given (a URL's password on the command line): what a usage error's line masks."""
     with _lock:
         return list(_registered)
-
-
-def secrets_in(data: Any, secret_key: bool = False) -> list[str]:
-    """The secret values in nested settings data: the strings under a secret name (at any depth below it)."""
-    found: list[str] = []
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            found += secrets_in(value, secret_key or (isinstance(key, str) and is_secret_name(key)))
-    elif isinstance(data, list | tuple):
-        for value in data:
-            found += secrets_in(value, secret_key)
-    elif isinstance(data, str) and secret_key:
-        found.append(data)
-        found += [part for part in data.split() if maskable(part)]  # "Bearer sk-…": the token on its own too
-    elif isinstance(data, str) and (credentials := credentials_in(data)):
-        found += [data, *credentials]
-    return found
-
-
-def redacted(data: Any, secret_key: bool = False) -> Any:
-    """Nested settings data with every value under a secret name replaced by the mask."""
-    if isinstance(data, Mapping):
-        return {
-            key: redacted(value, secret_key or (isinstance(key, str) and is_secret_name(key)))
-            for key, value in data.items()
-        }
-    if isinstance(data, list | tuple):
-        return [redacted(value, secret_key) for value in data]
-    return MASK if isinstance(data, str) and (secret_key or credentials_in(data)) else data
 
 
 def _base64_forms(raw: bytes) -> set[str]:

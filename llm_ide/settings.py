@@ -27,8 +27,9 @@ from pydantic import (
     model_validator,
 )
 
+from llm_ide.credentials import mark_secret_names, secrets_in
 from llm_ide.errors import ConfigError
-from llm_ide.secrets import mark_secret_names, register, secrets_in
+from llm_ide.secrets import register
 from llm_ide.setting_errors import Layers, ToolName, describe_error
 from llm_ide.templating import parsed
 

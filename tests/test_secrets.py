@@ -24,8 +24,8 @@ from conftest import BASE_IMAGE, base_image_client, make_git_repo
 from openai_server import OpenAIServer
 from swebench_fixtures import build_dataset
 
+from llm_ide.credentials import is_secret_name
 from llm_ide.environments import LocalEnvironment
-from llm_ide.secrets import is_secret_name
 
 CLI = "from llm_ide.cli import app; app()"
 PY = (

@@ -20,7 +20,8 @@ from agent_script import act, reflect, write_script
 from conftest import make_git_repo
 from in_process import invoke
 
-from llm_ide.secrets import credentials_in, known_secrets, redact, scrubbed_environ
+from llm_ide.credentials import credentials_in, scrubbed_environ
+from llm_ide.secrets import known_secrets, redact
 
 
 def shaped() -> dict[str, str]:

@@ -22,6 +22,7 @@ from llm_ide.attempts.trajectory import Read, write_combined
 from llm_ide.budget import CostBudget
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
+from llm_ide.credentials import redacted
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandListener
 from llm_ide.errors import LIMITS, LlmIdeError, Terminated, UsageError, ended, ending, status_of
@@ -29,7 +30,6 @@ from llm_ide.run.guard import RunStateError, check_same_repository, has_work, re
 from llm_ide.run.request import RunRequest, check_request, request_of
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunResult
 from llm_ide.run.thread import Thread, opened, start
-from llm_ide.secrets import redacted
 
 log = logging.getLogger("llm_ide.run")
 

@@ -18,8 +18,9 @@ from rich.markup import escape
 
 from llm_ide import deferred
 from llm_ide.cli.lazy import lazy_group
+from llm_ide.credentials import credentials_in
 from llm_ide.errors import Terminated
-from llm_ide.secrets import credentials_in, redact, register, registered
+from llm_ide.secrets import redact, register, registered
 from llm_ide.terminal import terminal_safe
 from llm_ide.version import __version__
 

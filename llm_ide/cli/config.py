@@ -97,7 +97,7 @@ def show_command(
 def masked(key: str, value: Any, marked: set[str]) -> Any:
     """A setting as `config show` prints it: a secret (by its key's name, a name the settings list under `secrets`,
     or a credential by its shape) masked."""
-    from llm_ide.secrets import is_secret_name, redacted
+    from llm_ide.credentials import is_secret_name, redacted
 
     if key == "secrets":  # the names of secrets, not secrets
         return value

@@ -139,8 +139,8 @@ def endpoint_args(model: str, base_url: str | None) -> list[str]:
     another value, the command went on at another endpoint); none when `--base-url` gave it, the model does not take
     it (scripted, another provider); where the URL holds a credential (never printed), a note leaving it to the
     variable."""
+    from llm_ide.credentials import credentials_in
     from llm_ide.run.preflight import provider_of
-    from llm_ide.secrets import credentials_in
 
     url = os.environ.get("OPENAI_BASE_URL")
     if base_url or not url or not model or model.startswith("scripted:") or provider_of(model) not in (None, "openai"):

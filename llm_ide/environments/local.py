@@ -12,6 +12,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from llm_ide.credentials import scrubbed_environ
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
 from llm_ide.environments.holding import RunNamespace, containment, namespace_tools
@@ -24,7 +25,7 @@ from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
 from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths, redirects
 from llm_ide.errors import RepositoryLost, UsageError
-from llm_ide.secrets import redact, scrubbed_environ
+from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
 READ_CHUNK = 1 << 16

@@ -17,6 +17,7 @@ from langgraph.types import Command
 from llm_ide import verdict
 from llm_ide.calls import CallListener
 from llm_ide.composition import compose
+from llm_ide.credentials import redacted
 from llm_ide.environments import capabilities
 from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener, CommandProgress
@@ -44,7 +45,6 @@ from llm_ide.run.salvage import folder_lost
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, thread_database
 from llm_ide.run.trajectory import Recorder
-from llm_ide.secrets import redacted
 from llm_ide.settings import AgentSettings
 from llm_ide.variant import AgentContext, Clock, Variants
 from llm_ide.workspace.baseline import baseline_notes
