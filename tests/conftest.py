@@ -240,7 +240,7 @@ def require_docker() -> None:
 
 def require_bwrap() -> str:
     """bubblewrap, installed and able to create its namespaces here (a container may forbid them)."""
-    from llm_ide.environments.sandbox import bwrap_path
+    from llm_ide.environments.bwrap import bwrap_path
 
     found = bwrap_path()
     if found is None:

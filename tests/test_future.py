@@ -20,7 +20,7 @@ from swebench_fixtures import FIX_COMMAND, build_dataset, build_image, fixed, wr
 from swebench_fixtures import write_script as write_batch_script
 
 from llm_ide.config import load_config
-from llm_ide.environments.sandbox import bwrap_path
+from llm_ide.environments.bwrap import bwrap_path
 from llm_ide.run.single import run_task
 
 MARK = "FUTURE-FIX-7731"

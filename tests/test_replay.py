@@ -21,7 +21,7 @@ import pytest
 from conftest import require_bwrap
 from in_process import invoke
 
-from llm_ide.environments.sandbox import bwrap_path
+from llm_ide.environments.bwrap import bwrap_path
 from llm_ide.replay.endpoint import LoopbackEndpoint
 from llm_ide.replay.formats import Request, Trajectory, load
 from llm_ide.replay.measure import full_history_calls

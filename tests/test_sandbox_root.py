@@ -359,7 +359,7 @@ def test_what_a_sigkill_leaves_is_removed_by_the_next_start(tmp_path: Path, what
 
 
 def shutil_which_bwrap() -> bool:
-    from llm_ide.environments.sandbox import bwrap_path
+    from llm_ide.environments.bwrap import bwrap_path
 
     return bwrap_path() is not None
 

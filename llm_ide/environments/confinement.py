@@ -15,9 +15,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llm_ide.environments.bwrap import isolation
 from llm_ide.environments.limits import Cgroup, Limits, cgroups_usable, ulimit_line, warn_unenforced
 from llm_ide.environments.processes import Launch
-from llm_ide.environments.sandbox import ISOLATIONS, Sandbox, isolation
+from llm_ide.environments.sandbox import ISOLATIONS, Sandbox
 from llm_ide.environments.scope import keyring_spawner
 from llm_ide.environments.sockets import abstract_guard, host_sockets
 

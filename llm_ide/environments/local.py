@@ -14,13 +14,14 @@ from typing import Any
 
 from llm_ide.credentials import scrubbed_environ
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
+from llm_ide.environments.bwrap import sandbox_path
 from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
 from llm_ide.environments.holding import RunNamespace, containment, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_adopted, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside, sandbox_path
+from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings
 from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths, redirects

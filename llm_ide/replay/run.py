@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
-from llm_ide.environments.sandbox import bwrap_path, bwrap_problem
+from llm_ide.environments.bwrap import bwrap_path, bwrap_problem
 from llm_ide.environments.scratch import owned_name, sweep_temp_folders
 from llm_ide.exchange import TOOLS, exchange_for
 from llm_ide.fileio import atomic_write

@@ -20,7 +20,7 @@ from pydantic import ValidationError, create_model
 from llm_ide.composition import attempt_uses
 from llm_ide.endpoint import listed_models, tls_context
 from llm_ide.environments import capabilities
-from llm_ide.environments.sandbox import bwrap_problem
+from llm_ide.environments.bwrap import bwrap_problem
 from llm_ide.environments.views import absent, check_mount_point
 from llm_ide.errors import UsageError
 from llm_ide.exchange import tools_asked
