@@ -15,7 +15,8 @@ from conftest import make_git_repo, require_bwrap, unavailable
 
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
-from llm_ide.environments.limits import Limits, cgroups_usable
+from llm_ide.environments.cgroups import cgroups_usable
+from llm_ide.environments.limits import Limits
 from llm_ide.run.single import run_task
 
 FORKS = (

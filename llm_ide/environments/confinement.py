@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_ide.environments.bwrap import isolation
-from llm_ide.environments.limits import Cgroup, Limits, cgroups_usable, ulimit_line, warn_unenforced
+from llm_ide.environments.cgroups import Cgroup, cgroups_usable
+from llm_ide.environments.limits import Limits, ulimit_line, warn_unenforced
 from llm_ide.environments.processes import Launch
 from llm_ide.environments.sandbox import ISOLATIONS, Sandbox
 from llm_ide.environments.scope import keyring_spawner
