@@ -1,7 +1,7 @@
 """How a local run holds its commands' processes without bubblewrap: in a PID namespace of its own, made with
 `unshare` and held for the whole run (they end with the run); without one, this process becomes a child subreaper
 (prctl PR_SET_CHILD_SUBREAPER), and the commands' orphans it adopts are killed when the run ends
-(processes.kill_adopted)."""
+(`kill_adopted`)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import time
 from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.processes import LIBC, start_with_parent
+from llm_ide.environments.processes import LIBC, carries, start_with_parent
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
 
 PR_SET_CHILD_SUBREAPER = 36
+MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the parents of the next one's orphans)
 # the namespace's init: it reaps (orphans are re-parented to it; bash reaps them while it waits for its reader) and
 # ends, taking every process left in the namespace with it, when its stdin (a pipe only llm-ide holds open) ends: when
 # the run closes it, or when llm-ide dies however it dies, even before any death signal was set up. A reader a command
@@ -135,3 +136,38 @@ SUBREAPER_ONLY = (
     "no PID namespace available (bwrap and unshare do not work here): a command's background processes are "
     "adopted and killed when it ends, except those that clear their environment"
 )
+
+
+def adopted_children() -> list[int]:
+    """The children of every thread of this process."""
+    pids = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            pids += [int(pid) for pid in (task / "children").read_text().split()]
+    return pids
+
+
+def in_groups(pid: int, groups: set[int]) -> bool:
+    try:
+        return os.getpgid(pid) in groups
+    except ProcessLookupError:
+        return False
+
+
+def kill_adopted(token: str, groups: set[int]) -> int:
+    """Kills (and reaps) this process's children that carry `token` or belong to one of `groups` (a command's process
+    group: one that cleared its environment), round after round as their own orphans come back to it; the number
+    killed."""
+    killed = 0
+    for _ in range(MAX_SWEEPS):
+        found = [pid for pid in adopted_children() if carries(pid, token) or in_groups(pid, groups)]
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in found:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        killed += len(found)
+    return killed

@@ -1,7 +1,7 @@
 """Every process a local run starts ends with it. In a PID namespace the kernel kills every process left in it once
 its init exits: bubblewrap gives each command its own (they end with the command); without bwrap the run holds one of
 its own, or adopts the commands' orphans (holding.py): those carrying the environment's token are killed when the
-run ends (`kill_adopted`).
+run ends (holding.kill_adopted).
 
 What a run killed outright (SIGKILL) may leave — its command's processes, its temp folders — is recorded in the run's
 output folder (`<run id>.leftovers.json`) and reaped by the next start of the same run (scratch.py)."""
@@ -30,7 +30,6 @@ PR_SET_PDEATHSIG = 1
 # run's cgroup (the N files after the parent's PID), so that all it starts is counted there
 JOIN = 'n=$2; shift 2; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
 GUARD = ["bash", "-c", '[ "$PPID" = "$1" ] || exit 137; ' + JOIN, "llm-ide-guard"]
-MAX_SWEEPS = 100  # rounds of killing adopted processes (each round kills the parents of the next one's orphans)
 # `setpriv --pdeathsig` sets the death signal and execs the command: unlike a preexec_fn it keeps subprocess's fast
 # vfork path (about 10 ms less per command) and is safe with threads.
 SETPRIV = shutil.which("setpriv")
@@ -82,41 +81,6 @@ def carries(pid: int, token: str) -> bool:
     except OSError:
         return False
     return f"{TOKEN}={token}".encode() in environ.split(b"\0")
-
-
-def adopted_children() -> list[int]:
-    """The children of every thread of this process."""
-    pids = []
-    for task in Path("/proc/self/task").iterdir():
-        with contextlib.suppress(OSError):
-            pids += [int(pid) for pid in (task / "children").read_text().split()]
-    return pids
-
-
-def in_groups(pid: int, groups: set[int]) -> bool:
-    try:
-        return os.getpgid(pid) in groups
-    except ProcessLookupError:
-        return False
-
-
-def kill_adopted(token: str, groups: set[int]) -> int:
-    """Kills (and reaps) this process's children that carry `token` or belong to one of `groups` (a command's process
-    group: one that cleared its environment), round after round as their own orphans come back to it; the number
-    killed."""
-    killed = 0
-    for _ in range(MAX_SWEEPS):
-        found = [pid for pid in adopted_children() if carries(pid, token) or in_groups(pid, groups)]
-        if not found:
-            break
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in found:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-        killed += len(found)
-    return killed
 
 
 def start_time(pid: int) -> int | None:
