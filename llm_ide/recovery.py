@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llm_ide.actions import ActionOutcome, Codebase, execute_action
+from llm_ide.actions import execute_action
+from llm_ide.codebase import ActionOutcome, Codebase
 from llm_ide.faults import failpoint
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import AgentContext

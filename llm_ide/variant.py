@@ -26,10 +26,11 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
 from typing import Any, ClassVar, NamedTuple
 
-from llm_ide.actions import CORE_GRAMMAR, ActionOutcome, Codebase
+from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.budget import Budget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
+from llm_ide.codebase import ActionOutcome, Codebase
 from llm_ide.errors import UsageError
 from llm_ide.exchange import TEXT, Exchange
 from llm_ide.models import Message, Model, ModelReply

@@ -48,16 +48,18 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                              "verdict.py")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "script_file.py",
                         "pricing.py", "priced.py", "call_policy.py", "workspace/")),
-    ("agent core", ("actions.py", "action_tools.py", "commands.py", "parsing.py", "exchange.py", "conversation.py",
-                    "variant.py", "verification.py", "recovery.py", "nodes/", "graph.py")),
+    ("agent core", ("codebase.py", "file_actions.py", "actions.py", "action_tools.py", "commands.py", "parsing.py",
+                    "exchange.py", "conversation.py", "variant.py", "verification.py", "recovery.py", "nodes/",
+                    "graph.py")),
     ("variants", ("navigator/", "sampling/", "messages/", "reproduction/")),
     ("composition", ("composition.py", "config.py")),
     ("driver", ("run/",)),
     ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
     ("interfaces", ("studio.py", "cli/", "__init__.py", "__main__.py")),
 ]  # fmt: skip
-CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "conversation.py",
-        "settings.py", "config.py", "exchange.py", "verdict.py", "call_policy.py", "run/", "workspace/")  # fmt: skip
+CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "codebase.py", "file_actions.py",
+        "conversation.py", "settings.py", "config.py", "exchange.py", "verdict.py", "call_policy.py", "run/",
+        "workspace/")  # fmt: skip
 COMPOSITION = "composition.py"  # the one core file that may name the variants
 VARIANT_WORDS = re.compile(
     r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts|reproductions?|reproduce)\b", re.IGNORECASE

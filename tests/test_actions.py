@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from conftest import git, make_git_repo
 
-from llm_ide.actions import Codebase, execute_action
+from llm_ide.actions import execute_action
+from llm_ide.codebase import Codebase
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment

@@ -20,7 +20,8 @@ from agent_script import act, reflect, write_script
 from conftest import BASE_IMAGE, base_image_client, git, make_git_repo, require_bwrap
 from in_process import invoke
 
-from llm_ide.actions import Codebase, execute_action
+from llm_ide.actions import execute_action
+from llm_ide.codebase import Codebase
 from llm_ide.codeview import CodeView
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment

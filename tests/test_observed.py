@@ -11,8 +11,9 @@ import pytest
 from conftest import unavailable
 from mini_trajectories import checkout, real_command
 
-from llm_ide.actions import Codebase, execute_action
+from llm_ide.actions import execute_action
 from llm_ide.cli.context import parse_line_spec
+from llm_ide.codebase import Codebase
 from llm_ide.codeview import CodeView
 from llm_ide.codeview.matching import LineKeys
 from llm_ide.codeview.observed import shown_lines

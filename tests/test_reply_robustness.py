@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.actions import ACTIONS, CORE_GRAMMAR, Codebase, execute_action
+from llm_ide.actions import ACTIONS, CORE_GRAMMAR, execute_action
 from llm_ide.calls import ModelReply, ToolCall
+from llm_ide.codebase import Codebase
 from llm_ide.composition import BUNDLED, compose
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment

@@ -21,9 +21,10 @@ from conftest import make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
-from llm_ide.actions import CORE_GRAMMAR, ActionOutcome, ParamError
+from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import ModelReply, ToolCall, message_text
+from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.composition import BUNDLED
 from llm_ide.config import load_config
 from llm_ide.errors import FormatError, ModelError

@@ -28,8 +28,8 @@ from langgraph.runtime import Runtime
 from test_navigator_graph import CHEAT, PLAN
 from typing_extensions import TypedDict
 
-from llm_ide.actions import ActionOutcome, ParamError
 from llm_ide.attempts.run import run_attempts
+from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.composition import compose
 from llm_ide.config import ConfigError, load_config
 from llm_ide.coop.settings import load_coop_settings

@@ -7,7 +7,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from llm_ide.actions import ActionOutcome, ParamError
+from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.messages.channel import Mailbox
 from llm_ide.messages.receive_messages import receive_messages
 from llm_ide.settings import bundled_yaml

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from llm_ide.actions import Codebase
 from llm_ide.call_policy import CallPolicy
+from llm_ide.codebase import Codebase
 from llm_ide.models import Model, get_model
 from llm_ide.navigator.human import HumanNavigator
 from llm_ide.navigator.mcp_client import McpNavigator

@@ -6,7 +6,7 @@ import difflib
 from typing import Any
 
 from llm_ide import commands
-from llm_ide.actions import Codebase, ParamError
+from llm_ide.codebase import Codebase, ParamError
 from llm_ide.environments.base import OutsideRepository
 from llm_ide.navigator.settings import NavigatorSettings
 

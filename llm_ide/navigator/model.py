@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.actions import CORE_GRAMMAR, Codebase, execute_action
+from llm_ide.actions import CORE_GRAMMAR, execute_action
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallProgress
+from llm_ide.codebase import Codebase
 from llm_ide.endpoint import request_cancel
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import ConfigError, FormatError, ModelError

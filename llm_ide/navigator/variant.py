@@ -9,7 +9,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from llm_ide.actions import ActionOutcome
+from llm_ide.codebase import ActionOutcome
 from llm_ide.errors import ConfigError
 from llm_ide.navigator.factory import make_navigator
 from llm_ide.navigator.mcp_client import McpNavigator

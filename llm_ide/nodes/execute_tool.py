@@ -9,7 +9,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.actions import ACTIONS, ActionOutcome, ParamError
+from llm_ide.actions import ACTIONS
+from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.codeview.changes import edited_scopes
 from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure

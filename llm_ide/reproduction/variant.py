@@ -11,7 +11,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from llm_ide.actions import ActionOutcome
+from llm_ide.codebase import ActionOutcome
 from llm_ide.errors import UsageError
 from llm_ide.prompting import render_string
 from llm_ide.reproduction.nodes.reproduce import reproduce

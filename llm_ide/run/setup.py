@@ -5,10 +5,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llm_ide.actions import Codebase
 from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
+from llm_ide.codebase import Codebase
 from llm_ide.composition import compose
 from llm_ide.environments import make_environment
 from llm_ide.environments.base import Environment
