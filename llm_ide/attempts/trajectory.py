@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
-from llm_ide.run.calls_log import read_log
+from llm_ide.run.calls_read import read_log
 from llm_ide.run.trajectory import FORMAT, added, load_trajectory, spent
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.version import __version__

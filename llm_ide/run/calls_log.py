@@ -9,52 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
+from llm_ide.run.calls_read import GZIP, SHARED, plain_records, read_log
 from llm_ide.text import shared_start
 
-GZIP = 31  # zlib's wbits for a gzip container
 LEVEL = 6
-CHUNK = 1 << 16
 PROMPT_KEYS = ("prompt", "messages")  # kept in the log only; the trajectory holds the rest of each call
-SHARED = "prompt_shared"  # a logged prompt is what follows the first SHARED characters of the previous record's
 MIN_SHARED = 1024  # a shorter shared start is written out
-
-
-def read_log(path: Path) -> tuple[list[dict[str, Any]], bool]:
-    """The records of a log and whether its last gzip member is complete (not so after a kill): every record
-    flushed before the writer stopped is read; a torn last line is left out."""
-    text, damaged = bytearray(), False
-    data = path.read_bytes()
-    unzip, fed = zlib.decompressobj(GZIP), 0
-    while fed < len(data):
-        piece = data[fed : fed + CHUNK]
-        fed += len(piece)
-        try:
-            text += unzip.decompress(piece)
-        except zlib.error:  # damaged data: keep what came before it
-            damaged = True
-            break
-        if unzip.eof:  # the next member, if any, starts in the unused bytes
-            data, fed = unzip.unused_data + data[fed:], 0
-            unzip = zlib.decompressobj(GZIP)
-    complete = not damaged and fed == 0  # nothing in an unfinished member
-    return parse_records(bytes(text).split(b"\n")), complete
-
-
-def parse_records(lines: list[bytes] | list[str]) -> list[dict[str, Any]]:
-    """The call records among JSON lines, their prompts whole again; a torn or foreign line is left out."""
-    records: list[dict[str, Any]] = []
-    previous = ""
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("index"), int):
-            if isinstance(shared := record.pop(SHARED, None), int) and isinstance(record.get("prompt"), str):
-                record["prompt"] = previous[:shared] + record["prompt"]
-            previous = record["prompt"] if isinstance(record.get("prompt"), str) else previous
-            records.append(record)
-    return records
 
 
 def encoded(records: list[dict[str, Any]], previous: str = "") -> tuple[bytes, str]:
@@ -71,11 +31,6 @@ def encoded(records: list[dict[str, Any]], previous: str = "") -> tuple[bytes, s
             previous = prompt
         lines.append(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
     return b"".join(lines), previous
-
-
-def plain_records(path: Path) -> list[dict[str, Any]]:
-    """The records of an uncompressed JSON-lines log (written by llm-ide 0.1 before the gzip log)."""
-    return parse_records(path.read_text(encoding="utf-8", errors="replace").splitlines())
 
 
 class CallLog:

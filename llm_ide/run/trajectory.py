@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
-from llm_ide.run.calls_log import PROMPT_KEYS, CallLog, read_log, without_prompt
+from llm_ide.run.calls_log import PROMPT_KEYS, CallLog, without_prompt
+from llm_ide.run.calls_read import read_log
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.state.operations import node_record
 from llm_ide.version import __version__
