@@ -1,13 +1,41 @@
-"""Whether a model's cost is known, for what shows one (the console, the inspector): a model without a price in
-`model.prices` is shown as unpriced, with its tokens, never as a cost of $0."""
+"""A model's price found by its name in `model.prices` (exact, without its provider's prefix, without a date suffix),
+and whether its cost is known, for what shows one (the console, the inspector): a model without a price there is
+shown as unpriced, with its tokens, never as a cost of $0."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from llm_ide.pricing import find_price
+from llm_ide.pricing import Price, price_of
 from llm_ide.settings import PriceSettings
+
+DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+
+
+def langchain_providers() -> frozenset[str]:
+    from langchain.chat_models import base
+
+    return frozenset(getattr(base, "_BUILTIN_PROVIDERS", ()))  # init_chat_model's own provider table
+
+
+def bare_model_name(name: str) -> str:
+    """`openai:gpt-5-mini`, `tensorblock/gpt-5-mini`, `openrouter/openai/gpt-5-mini` → `gpt-5-mini`."""
+    prefix, _, rest = name.partition(":")
+    if rest and prefix in langchain_providers():
+        name = rest
+    return name.rsplit("/", 1)[-1]
+
+
+def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
+    """The price of `name`: exact, then without provider prefix, then without a date/`-latest` suffix."""
+    bare = bare_model_name(name)
+    for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
+        entry = prices.get(candidate)
+        if entry is not None:
+            return price_of(entry)
+    return None
 
 
 def has_price(model: str, prices: Mapping[str, PriceSettings]) -> bool:

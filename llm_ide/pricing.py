@@ -1,15 +1,11 @@
-"""What a model's tokens cost: the prices of the config's `model.prices`, found by the model's name; the price lists
-the benchmarks bill both agents with (`PROFILES`)."""
+"""What a model's tokens cost: the prices of the config's `model.prices` (found by the model's name: priced.py); the
+price lists the benchmarks bill both agents with (`PROFILES`)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from llm_ide.settings import PriceSettings
-
-DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
 @dataclass(frozen=True)
@@ -64,28 +60,4 @@ def settings_of(price: Price) -> dict[str, float]:
     return {key: value for key, value in asdict(price).items() if value is not None}
 
 
-def langchain_providers() -> frozenset[str]:
-    from langchain.chat_models import base
-
-    return frozenset(getattr(base, "_BUILTIN_PROVIDERS", ()))  # init_chat_model's own provider table
-
-
-def bare_model_name(name: str) -> str:
-    """`openai:gpt-5-mini`, `tensorblock/gpt-5-mini`, `openrouter/openai/gpt-5-mini` → `gpt-5-mini`."""
-    prefix, _, rest = name.partition(":")
-    if rest and prefix in langchain_providers():
-        name = rest
-    return name.rsplit("/", 1)[-1]
-
-
-def find_price(name: str, prices: Mapping[str, PriceSettings]) -> Price | None:
-    """The price of `name`: exact, then without provider prefix, then without a date/`-latest` suffix."""
-    bare = bare_model_name(name)
-    for candidate in (name, bare, DATE_SUFFIX.sub("", bare)):
-        entry = prices.get(candidate)
-        if entry is not None:
-            return price_of(entry)
-    return None
-
-
-__all__ = ["PROFILES", "Price", "bare_model_name", "find_price", "langchain_providers", "price_of", "settings_of"]
+__all__ = ["PROFILES", "Price", "price_of", "settings_of"]

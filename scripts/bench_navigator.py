@@ -34,7 +34,7 @@ from llm_ide.config import load_config
 from llm_ide.graph import build_graph
 from llm_ide.navigator.protocol import Decision, Guidance, PermissionRequest, Review, ReviewRequest
 from llm_ide.navigator.variant import Navigator
-from llm_ide.pricing import find_price
+from llm_ide.priced import find_price
 from llm_ide.run.setup import build_context
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory

@@ -35,7 +35,7 @@ from rich.table import Table
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
-from llm_ide.pricing import find_price
+from llm_ide.priced import find_price
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 

@@ -14,7 +14,8 @@ from llm_ide.calls import estimate_tokens
 from llm_ide.config import load_config
 from llm_ide.fileio import FolderKeep
 from llm_ide.models import ModelAuthError, ModelError, ModelReply, ScriptedModel, backoff_delay, get_model
-from llm_ide.pricing import Price, find_price
+from llm_ide.priced import find_price
+from llm_ide.pricing import Price
 from llm_ide.settings import ModelSettings, PriceSettings
 
 SECRET = "sk-test-" + "S3cr3tK3yValue" * 3

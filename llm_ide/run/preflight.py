@@ -26,7 +26,7 @@ from llm_ide.errors import UsageError
 from llm_ide.exchange import tools_asked
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.plain_post import answers_http
-from llm_ide.pricing import find_price, langchain_providers
+from llm_ide.priced import find_price, langchain_providers
 from llm_ide.script_file import load_script
 from llm_ide.setting_errors import describe_error
 from llm_ide.settings import CoreSettings, bundled_yaml
