@@ -6,8 +6,6 @@ and deadlines are the model's own (llm_ide/models.py). A reply's tool calls are 
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -16,16 +14,14 @@ from typing import Any
 
 from llm_ide.budget import Budget, admitted
 from llm_ide.calls import message_text
-from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.models import Message, Model, ModelReply
-from llm_ide.prompting import render, truncate
+from llm_ide.prompting import truncate
 from llm_ide.secrets import known_secrets, redact
 from llm_ide.settings import Templates
 
 Tools = list[dict[str, Any]] | None  # the actions as tools, or none (llm_ide/action_tools.py)
 
 Recorder = Callable[[dict[str, Any]], None]
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -80,105 +76,14 @@ class CallPolicy:
         started = time.perf_counter()
         with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
             try:
-                reply = self._complete(model, masked, deadline, tools)
+                reply = self.complete(model, masked, deadline, tools)
             except KeyboardInterrupt as interrupt:  # a reply streaming in is paid for: recorded, charged (the resumed
                 if (paid := getattr(interrupt, "paid", None)) is not None:  # run asks again: `discarded_calls`)
                     self.settle(model, masked, paid, started, reservation, kind=kind, **fields)
                 raise
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
-    def call_n(
-        self,
-        model: Model,
-        messages: Sequence[Message],
-        n: int,
-        /,
-        *,
-        kind: str,
-        deadline: float | None = None,
-        tools: Tools = None,
-        batched: bool = True,
-        index: int = 0,
-        **fields: Any,
-    ) -> tuple[list[ModelReply], list[ModelReply]]:
-        """`n` replies, and the calls that made them as recorded and charged: one request when the provider takes `n`
-        (and `batched`), else `n` requests at the same time (recorded at `index`, `index + 1`, …)."""
-        masked = self.mask(messages)
-        if batched and getattr(model, "takes_n", False):
-            try:
-                return self._one_request(model, masked, n, kind, deadline, tools, index=index, **fields)
-            except (ModelAuthError, ModelTimeLimit):
-                raise
-            except ModelError as error:  # e.g. a proxy whose provider takes no `n`: n requests, now and from then on
-                log.warning(
-                    "model %s: a request for %d choices failed (%s); asking %d requests instead",
-                    model.name,
-                    n,
-                    error,
-                    n,
-                )
-                model.n_refused = True  # type: ignore[attr-defined]
-        with self.room(n) as reservation:
-            replies = self._together(model, masked, n, deadline, tools)
-        settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
-        settled = [
-            self.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
-            for position, ((reply, started), held) in enumerate(zip(replies, settle, strict=True))
-        ]
-        return settled, settled
-
-    def _one_request(
-        self,
-        model: Any,
-        masked: list[Message],
-        n: int,
-        kind: str,
-        deadline: float | None,
-        tools: Tools,
-        **fields: Any,
-    ) -> tuple[list[ModelReply], list[ModelReply]]:
-        started = time.perf_counter()
-        with self.room() as reservation:
-            replies = [self.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
-        texts = [reply.shown() for reply in replies]
-        combined = replace(replies[0], text=render(self.templates, "choices", texts=texts) if self.templates else "")
-        charged, _ = self.settle(
-            model, masked, replace(combined, tool_calls=()), started, reservation, **fields, kind=kind
-        )
-        return replies, [charged]
-
-    def _together(
-        self, model: Model, masked: list[Message], n: int, deadline: float | None, tools: Tools
-    ) -> list[tuple[ModelReply, float]]:
-        """One call per reply, each in its own (daemon) thread, so the n take the time of the slowest and Ctrl-C is
-        not held up by them; one after the other for a model that answers at once. The first failure is raised."""
-        results: list[tuple[ModelReply, float] | BaseException | None] = [None] * n
-
-        def one(position: int) -> None:
-            started = time.perf_counter()
-            try:
-                results[position] = (self._complete(model, masked, deadline, tools), started)
-            except BaseException as error:  # handed to the caller's thread
-                results[position] = error
-
-        if getattr(model, "concurrent", True):
-            threads = [threading.Thread(target=one, args=(position,), daemon=True) for position in range(n)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        else:
-            for position in range(n):
-                one(position)
-        replies = []
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            if result is not None:
-                replies.append(result)
-        return replies
-
-    def _complete(self, model: Model, masked: list[Message], deadline: float | None, tools: Tools) -> ModelReply:
+    def complete(self, model: Model, masked: list[Message], deadline: float | None, tools: Tools) -> ModelReply:
         return model.complete(masked, deadline=deadline, tools=tools)
 
     def cleaned(self, reply: ModelReply) -> ModelReply:

@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("settings and memory", ("setting_errors.py", "templating.py", "settings.py", "prompting.py", "state/",
                              "verdict.py")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "scripted.py", "script_file.py",
-                        "pricing.py", "priced.py", "call_policy.py", "workspace/")),
+                        "pricing.py", "priced.py", "call_policy.py", "many_calls.py", "workspace/")),
     ("agent core", ("codebase.py", "file_actions.py", "actions.py", "action_tools.py", "commands.py", "parsing.py",
                     "exchange.py", "conversation.py", "variant.py", "verification.py", "recovery.py", "nodes/",
                     "graph.py")),

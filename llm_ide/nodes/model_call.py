@@ -14,6 +14,7 @@ from llm_ide.calls import ModelReply
 from llm_ide.conversation import messages_for
 from llm_ide.errors import FormatError, FormatErrors, ended
 from llm_ide.exchange import Offer, Reading, rejected_reply
+from llm_ide.many_calls import call_n
 from llm_ide.prompting import render
 from llm_ide.state.graph_state import AgentState, Proposal, Usage, empty_usage
 from llm_ide.variant import AgentContext, ModelRequest, ModelResponse
@@ -43,8 +44,8 @@ class Spending:
             reply, _ = ctx.policy.call(model, request.messages, **how, **fields)
             replies, charged = [reply], [reply]
         else:
-            replies, charged = ctx.policy.call_n(
-                model, request.messages, request.n, batched=request.batched, **how, **fields
+            replies, charged = call_n(
+                ctx.policy, model, request.messages, request.n, batched=request.batched, **how, **fields
             )
         for reply in charged:
             self.usage = counted(self.usage, reply)

@@ -1,0 +1,113 @@
+"""`n` replies to one request, each recorded and charged through the run's call policy (call_policy.py): what a
+model call of the step asks when it wants several candidates (a sampler's `k`). One request where the provider takes
+`n` (a proxy whose provider refuses it: `n` requests from then on), else `n` requests at the same time."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from llm_ide.call_policy import CallPolicy, Tools
+from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
+from llm_ide.models import Message, Model, ModelReply
+from llm_ide.prompting import render
+
+log = logging.getLogger("llm_ide.call_policy")  # its warnings, as they were when these were its methods
+
+
+def call_n(
+    policy: CallPolicy,
+    model: Model,
+    messages: Sequence[Message],
+    n: int,
+    /,
+    *,
+    kind: str,
+    deadline: float | None = None,
+    tools: Tools = None,
+    batched: bool = True,
+    index: int = 0,
+    **fields: Any,
+) -> tuple[list[ModelReply], list[ModelReply]]:
+    """`n` replies, and the calls that made them as recorded and charged: one request when the provider takes `n`
+    (and `batched`), else `n` requests at the same time (recorded at `index`, `index + 1`, …)."""
+    masked = policy.mask(messages)
+    if batched and getattr(model, "takes_n", False):
+        try:
+            return _one_request(policy, model, masked, n, kind, deadline, tools, index=index, **fields)
+        except (ModelAuthError, ModelTimeLimit):
+            raise
+        except ModelError as error:  # e.g. a proxy whose provider takes no `n`: n requests, now and from then on
+            log.warning(
+                "model %s: a request for %d choices failed (%s); asking %d requests instead",
+                model.name,
+                n,
+                error,
+                n,
+            )
+            model.n_refused = True  # type: ignore[attr-defined]
+    with policy.room(n) as reservation:
+        replies = _together(policy, model, masked, n, deadline, tools)
+    settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
+    settled = [
+        policy.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
+        for position, ((reply, started), held) in enumerate(zip(replies, settle, strict=True))
+    ]
+    return settled, settled
+
+
+def _one_request(
+    policy: CallPolicy,
+    model: Any,
+    masked: list[Message],
+    n: int,
+    kind: str,
+    deadline: float | None,
+    tools: Tools,
+    **fields: Any,
+) -> tuple[list[ModelReply], list[ModelReply]]:
+    started = time.perf_counter()
+    with policy.room() as reservation:
+        replies = [policy.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
+    texts = [reply.shown() for reply in replies]
+    combined = replace(replies[0], text=render(policy.templates, "choices", texts=texts) if policy.templates else "")
+    charged, _ = policy.settle(
+        model, masked, replace(combined, tool_calls=()), started, reservation, **fields, kind=kind
+    )
+    return replies, [charged]
+
+
+def _together(
+    policy: CallPolicy, model: Model, masked: list[Message], n: int, deadline: float | None, tools: Tools
+) -> list[tuple[ModelReply, float]]:
+    """One call per reply, each in its own (daemon) thread, so the n take the time of the slowest and Ctrl-C is
+    not held up by them; one after the other for a model that answers at once. The first failure is raised."""
+    results: list[tuple[ModelReply, float] | BaseException | None] = [None] * n
+
+    def one(position: int) -> None:
+        started = time.perf_counter()
+        try:
+            results[position] = (policy.complete(model, masked, deadline, tools), started)
+        except BaseException as error:  # handed to the caller's thread
+            results[position] = error
+
+    if getattr(model, "concurrent", True):
+        threads = [threading.Thread(target=one, args=(position,), daemon=True) for position in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    else:
+        for position in range(n):
+            one(position)
+    replies = []
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+        if result is not None:
+            replies.append(result)
+    return replies
