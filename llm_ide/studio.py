@@ -47,8 +47,8 @@ from llm_ide.secrets import redact
 from llm_ide.settings import register_config_secrets
 from llm_ide.state.graph_state import one_task
 from llm_ide.variant import AgentContext, Variant, Variants
-from llm_ide.workspace.baseline import baseline_notes
-from llm_ide.workspace.patch import base_commit, extract_patch
+from llm_ide.workspace.lifecycle import base_commit, baseline_notes
+from llm_ide.workspace.patch import extract_patch
 
 log = logging.getLogger("llm_ide.studio")
 Node = Callable[..., dict[str, Any]]

@@ -23,8 +23,8 @@ from llm_ide.config import load_config
 from llm_ide.coop.task import git as coop_git
 from llm_ide.environments import make_environment
 from llm_ide.environments.local import LocalEnvironment
-from llm_ide.workspace.baseline import baseline_notes
-from llm_ide.workspace.patch import base_commit, extract_patch, keep_base
+from llm_ide.workspace.lifecycle import base_commit, baseline_notes
+from llm_ide.workspace.patch import extract_patch, keep_base
 from llm_ide.workspace.submodules import changed_submodules
 from llm_ide.workspace.worktrees import git_worktree
 

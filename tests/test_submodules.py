@@ -13,7 +13,8 @@ from in_process import invoke
 
 from llm_ide.config import load_config
 from llm_ide.environments.local import LocalEnvironment
-from llm_ide.workspace.patch import base_commit, extract_patch, keep_base
+from llm_ide.workspace.lifecycle import base_commit
+from llm_ide.workspace.patch import extract_patch, keep_base
 
 WARNING = "not in the patch (a submodule's files belong to its own repository)"
 

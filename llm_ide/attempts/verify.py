@@ -23,7 +23,8 @@ from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.base import Environment
 from llm_ide.errors import EnvironmentFailure, LlmIdeError
 from llm_ide.verification import Finished, Verifier
-from llm_ide.workspace.patch import PatchError, base_commit, keep_base
+from llm_ide.workspace.lifecycle import base_commit
+from llm_ide.workspace.patch import PatchError, keep_base
 
 log = logging.getLogger("llm_ide.run")
 

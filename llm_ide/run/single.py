@@ -47,9 +47,14 @@ from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, threa
 from llm_ide.run.trajectory import Recorder
 from llm_ide.settings import AgentSettings
 from llm_ide.variant import AgentContext, Clock, Variants
-from llm_ide.workspace.baseline import baseline_notes
 from llm_ide.workspace.intents import IntentLog
-from llm_ide.workspace.lifecycle import check_output_folder, final_patch, latest_worktree_patch, open_environment
+from llm_ide.workspace.lifecycle import (
+    baseline_notes,
+    check_output_folder,
+    final_patch,
+    latest_worktree_patch,
+    open_environment,
+)
 from llm_ide.workspace.putback import moved_notes
 from llm_ide.workspace.submodules import warn_submodules
 

@@ -39,11 +39,6 @@ ADD = (  # the gitlinks listed only once the base or a staging had one (`seen`):
 class PatchError(RuntimeError): ...
 
 
-def base_commit(env: Environment) -> str | None:
-    returncode, output = env.run_trusted("git rev-parse --verify HEAD", 60)  # ours: outside the sandbox
-    return output.decode(errors="replace").strip() if returncode == 0 else None
-
-
 def ignore_pattern(path: str) -> str:
     """The .gitignore line that matches folder `path` (relative to the repository) and nothing else."""
     return "/" + GLOB.sub(lambda found: "\\" + found.group(), path) + "/"
