@@ -13,8 +13,19 @@ from typing import Any
 import yaml
 
 from llm_ide.composition import Settings, kinds_of, settings_class
+from llm_ide.credentials import mark_secret_names, secrets_in
 from llm_ide.errors import ConfigError
-from llm_ide.settings import PROMPTS_DIR, BundledTemplates, Layers, deep_merge, parsed_config, read_yaml, validate
+from llm_ide.secrets import register
+from llm_ide.settings import (
+    PROMPTS_DIR,
+    BundledTemplates,
+    CoreSettings,
+    Layers,
+    deep_merge,
+    parsed_config,
+    read_yaml,
+    validate,
+)
 from llm_ide.user_config import USER_CONFIG_VARIABLE, default_user_config, user_config_path
 
 CONFIG_NAMES = ("default", "swebench")
@@ -190,3 +201,10 @@ def _origin(layers: Layers, settings: Settings, path: tuple[str, ...]) -> str:
             return str(PROMPTS_DIR / node.BUNDLED[0])
         node = getattr(node, part, None)
     return "built-in"
+
+
+def register_config_secrets(settings: CoreSettings) -> None:
+    """The secrets the settings hold (headers, `environment.env`), added to the process-wide secret filter: masked
+    in every output from now on. Called by whoever runs with the settings, not by loading them."""
+    mark_secret_names(settings.secrets)
+    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))

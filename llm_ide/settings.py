@@ -27,9 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from llm_ide.credentials import mark_secret_names, secrets_in
 from llm_ide.errors import ConfigError
-from llm_ide.secrets import register
 from llm_ide.setting_errors import Layers, ToolName, describe_error
 from llm_ide.templating import parsed
 
@@ -392,10 +390,3 @@ def validate(schema: type[Model], layers: Layers) -> Model:
         return schema.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(describe_error(error, layers, schema)) from None
-
-
-def register_config_secrets(settings: CoreSettings) -> None:
-    """The secrets the settings hold (headers, `environment.env`), added to the process-wide secret filter: masked
-    in every output from now on. Called by whoever runs with the settings, not by loading them."""
-    mark_secret_names(settings.secrets)
-    register(secrets_in(settings.environment.env) + secrets_in(settings.model.kwargs))

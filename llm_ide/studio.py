@@ -29,7 +29,7 @@ from langgraph.runtime import Runtime
 
 from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
-from llm_ide.config import Settings, deep_merge, load_config
+from llm_ide.config import Settings, deep_merge, load_config, register_config_secrets
 from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
@@ -44,7 +44,6 @@ from llm_ide.run.setup import build_context
 from llm_ide.run.single import going_on, past_its_limit
 from llm_ide.sampling.variant import Sampling
 from llm_ide.secrets import redact
-from llm_ide.settings import register_config_secrets
 from llm_ide.state.graph_state import one_task
 from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.lifecycle import base_commit, baseline_notes

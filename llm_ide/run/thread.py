@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_ide.config import register_config_secrets
 from llm_ide.errors import ThreadMismatchError, UsageError, install_signal_policy
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import RunStateError, thread_lock
 from llm_ide.run.logfile import run_log
-from llm_ide.settings import CoreSettings, register_config_secrets
+from llm_ide.settings import CoreSettings
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 IGNORE_ALL = "# made by llm-ide: its runs' files are no part of a repository\n*\n"
