@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import stat
 import subprocess
@@ -18,7 +17,7 @@ from llm_ide.environments.bwrap import sandbox_path
 from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
 from llm_ide.environments.holding import RunNamespace, containment, kill_adopted, namespace_tools
 from llm_ide.environments.limits import Limits
-from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
+from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, drain, pump_output, render
 from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside
@@ -29,8 +28,6 @@ from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
-READ_CHUNK = 1 << 16
-EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
 READS = 64 << 20  # bytes of the files whose latest read is kept, the least recently read out first
 START_TRIES = 8  # starts of one command whose sandbox could not be set up (a host socket it masks vanished meanwhile)
 
@@ -38,36 +35,6 @@ START_TRIES = 8  # starts of one command whose sandbox could not be set up (a ho
 def signal_returncode(returncode: int) -> int:
     """Killed by signal N → 128 + N, as a shell reports it (and as docker exec does)."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-def pump_output(fd: int, cap: OutputCap, process: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Streams `fd` into `cap` until EOF, the deadline, or shortly after `process` exits. True when the deadline hit."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    exited_at: float | None = None
-    while True:
-        now = time.monotonic()
-        if exited_at is None and process.poll() is not None:
-            exited_at = now
-        if exited_at is not None and now - exited_at > EXIT_GRACE:
-            return False
-        if now >= deadline:
-            return exited_at is None
-        if poller.poll(min(deadline - now, 0.05) * 1000):
-            data = os.read(fd, READ_CHUNK)
-            if not data:
-                return False
-            cap.feed(data)
-
-
-def drain(fd: int, cap: OutputCap, seconds: float) -> None:
-    """Reads what is left in the pipe after a kill (bounded in time: an escaped process may still hold it)."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
-        data = os.read(fd, READ_CHUNK)
-        if not data:
-            return
-        cap.feed(data)
 
 
 class LocalEnvironment:

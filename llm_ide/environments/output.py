@@ -1,5 +1,13 @@
+"""A command's output as the agent gets it: read from its pipe as it arrives (`pump_output`; `drain` after a kill)
+into a cap that keeps its head and tail (`OutputCap`), and the notes on it (the `environment.messages` templates of the
+bundled default config: elision line, timeout note)."""
+
 from __future__ import annotations
 
+import os
+import select
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -8,6 +16,8 @@ from llm_ide.prompting import render_source
 from llm_ide.settings import bundled_yaml
 
 OnOutput = Callable[[bytes], None] | None  # told a command's output as it arrives
+READ_CHUNK = 1 << 16
+EXIT_GRACE = 0.2  # seconds to drain output after the shell exits while a background child still holds the pipe
 
 
 def render(template: str, **values: object) -> str:
@@ -74,3 +84,33 @@ class OutputCap:
         return append_note(bytes(self.head).decode("utf-8", errors="replace"), note) + tail.decode(
             "utf-8", errors="replace"
         )
+
+
+def pump_output(fd: int, cap: OutputCap, process: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Streams `fd` into `cap` until EOF, the deadline, or shortly after `process` exits. True when the deadline hit."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    exited_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if exited_at is None and process.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > EXIT_GRACE:
+            return False
+        if now >= deadline:
+            return exited_at is None
+        if poller.poll(min(deadline - now, 0.05) * 1000):
+            data = os.read(fd, READ_CHUNK)
+            if not data:
+                return False
+            cap.feed(data)
+
+
+def drain(fd: int, cap: OutputCap, seconds: float) -> None:
+    """Reads what is left in the pipe after a kill (bounded in time: an escaped process may still hold it)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+        data = os.read(fd, READ_CHUNK)
+        if not data:
+            return
+        cap.feed(data)
