@@ -77,7 +77,7 @@ TARGETS = {
     "fmt_skips": 10,
     "status_files": 3,
     "reading_path_files": 46,  # the goal is 24 (issue 39); 20 are the step's own, 26 what its `bash` action needs
-    "reading_path_lines": 6860,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
+    "reading_path_lines": 6118,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
     # r55: workspace/lifecycle.py imports the environments' interface from environments/base.py (+1); r62: the
     # variants' `check` before a run (variant.py +14: every door checks a navigator's or a sampler's model), the calls
     # paid at steps that never completed counted (run/trajectory.py +37), a command event's step (run/single.py +3);
@@ -105,7 +105,14 @@ TARGETS = {
     # repository without a commit no longer failing it (patch.py +5), keyctl's number by the process's ABI (scope.py
     # +1), a `.git` symlink no mount point (local.py +1); +6 at bf4bc24 already; r91: a new keyring before each command
     # (scope.py, -3 with its two spawners' set-ups one), the patch's gitlinks looked for once the base or a staging had
-    # one and its scripts' failures said by one method (patch.py, 0), secrets longest first then in order (0)
+    # one and its scripts' failures said by one method (patch.py, 0), secrets longest first then in order (0); h_path:
+    # what a step never runs moved out of the files it reads (-742): the worktree's snapshotter to patch.py
+    # (lifecycle.py off the path), what is a secret to credentials.py, whether bwrap works to environments/bwrap.py, the
+    # run's cgroup to environments/cgroups.py (limits.py off the path, cgroups.py on it), the adopted orphans' killing
+    # to holding.py, the file actions to file_actions.py (their shared Codebase to codebase.py, on the path), the calls
+    # log's reader to run/calls_read.py, a price by the model's name to priced.py, a sampler's n replies to
+    # many_calls.py, the base commit and baseline notes to workspace/lifecycle.py; a command's pipe read into its cap to
+    # environments/output.py (on the path, +7 with its docstring)
     "protocol_members": 12,
     "protocol_members_used_once": 0,
     "format_reads": 0,
