@@ -23,6 +23,7 @@ from in_process import invoke
 from llm_ide.actions import execute_action
 from llm_ide.codebase import Codebase
 from llm_ide.codeview import CodeView
+from llm_ide.codeview.changes import tracked_diff
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import EnvironmentFailure
@@ -257,6 +258,9 @@ def test_a_patch_of_non_utf8_files_applies_to_the_base_and_gives_their_bytes(tmp
         name: snapshot.data for name, snapshot in wanted.items()
     }
     assert wanted["latin.py"].data == "# café\nname = 'Joeé'\n".encode("latin-1")
+    shown = tracked_diff(patch)  # the prompt's changes: a binary section's header alone, not its base85 lines
+    assert shown.count("GIT binary patch") == 2 and "\nliteral " not in shown and "\ndelta " not in shown
+    assert "\n+x = 2" in shown and "\nliteral " in patch
 
 
 @pytest.mark.slow

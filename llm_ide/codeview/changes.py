@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 INDEX = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+.*\n", re.M)
+BINARY = "\nGIT binary patch"  # a section of `git diff --binary` (workspace/binary.py)
 MARGIN = 3  # lines around a change that count as accessed with it
 
 
@@ -56,9 +57,14 @@ def _target(section: str) -> str:
 
 
 def tracked_diff(patch: str) -> str:
-    """The patch's sections of files the base has (the files the agent created left out), without `index` lines."""
-    kept = [text for text in sections(patch).values() if not _created(text)]
+    """The patch's sections of files the base has (the files the agent created left out), without `index` lines; a
+    binary one (a file that is not UTF-8) as its header alone: its base85 lines say nothing a model can read."""
+    kept = [_header(text) if BINARY in text else text for text in sections(patch).values() if not _created(text)]
     return "\n".join(INDEX.sub("", "diff --git " + text, count=1) for text in kept)
+
+
+def _header(section: str) -> str:
+    return section.split(BINARY, 1)[0] + BINARY
 
 
 def _created(section: str) -> bool:
