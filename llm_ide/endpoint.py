@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeVar
 import httpcore
 import httpx
 
+from llm_ide.endpoint_url import below
+
 Failure = Literal["auth", "transient", "fatal"]
 MAX_CALL_TOKENS = 10_000_000  # no model reads or writes more in one call
 POLL = 0.25  # seconds between two looks at a cancel event, and at signals, while a read waits
@@ -291,7 +293,7 @@ def listed_models(url: str, api_key: str | None, timeout: float) -> list[str] | 
     route, or does not answer in time; [] when nothing answers at that path at all (404)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        response = httpx.get(url.rstrip("/") + "/models", headers=headers, timeout=timeout, verify=tls_context())
+        response = httpx.get(below(url, "/models"), headers=headers, timeout=timeout, verify=tls_context())
         if response.status_code == 404:
             return []
         data = response.json().get("data") if response.status_code == 200 else None

@@ -30,6 +30,7 @@ from llm_ide.endpoint import (
     request_deadline,
     retry_after,
 )
+from llm_ide.endpoint_url import query_apart
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.fileio import Keep
 from llm_ide.priced import find_price, langchain_providers
@@ -316,9 +317,10 @@ def client_kwargs(settings: ModelSettings, max_tokens: int | None = None, by_url
 
 
 def our_clients(kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """An OpenAI model's HTTP clients, sync and async, are ours (endpoint.py) unless `model.kwargs` gives its own."""
+    """An OpenAI model's HTTP clients, sync and async, are ours (endpoint.py) unless `model.kwargs` gives its own; a
+    query its URL carries is sent with each request."""
     made = {"http_client": http_client, "http_async_client": async_http_client}
-    return {name: make(timeout) for name, make in made.items() if name not in kwargs} | kwargs
+    return {name: make(timeout) for name, make in made.items() if name not in kwargs} | query_apart(kwargs)
 
 
 def construct(spec: str, factory: Callable[[], Any]) -> Any:
@@ -333,9 +335,10 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     from langchain.chat_models import init_chat_model
 
     provider, name = spec.split(":", 1)
-    by_url = provider == "openai" and bool(base_url or os.environ.get("OPENAI_BASE_URL"))
+    url = base_url or (os.environ.get("OPENAI_BASE_URL") if provider == "openai" else None)
+    by_url = provider == "openai" and bool(url)
     room = reply_room(config, by_url)
-    kwargs = client_kwargs(config, room, by_url) | ({"base_url": base_url} if base_url else {})
+    kwargs = client_kwargs(config, room, by_url) | ({"base_url": url} if url else {})
     if provider == "openai":
         kwargs = our_clients(kwargs, config.timeout)
     chat = construct(spec, lambda: init_chat_model(name, model_provider=provider, **kwargs))
@@ -347,14 +350,14 @@ def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | No
 
     url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     room = reply_room(config, url is not None)
-    kwargs = our_clients(client_kwargs(config, room, url is not None), config.timeout)
+    kwargs = our_clients(client_kwargs(config, room, url is not None) | {"base_url": url}, config.timeout)
     given = [str(kwargs.pop(name)) for name in ("api_key", "openai_api_key") if name in kwargs]  # model.kwargs's key
     key = next(iter(given), None) or os.environ.get("OPENAI_API_KEY") or (KEYLESS_PLACEHOLDER if url else None)
     if key is None:
         raise ModelAuthError(
             f"model {spec}: OPENAI_API_KEY is not set (for a keyless local server give --base-url or OPENAI_BASE_URL)"
         )
-    chat = construct(spec, lambda: ChatOpenAI(model=spec, base_url=url, api_key=SecretStr(key), **kwargs))
+    chat = construct(spec, lambda: ChatOpenAI(model=spec, api_key=SecretStr(key), **kwargs))
     return ChatModel(spec, chat, config, api_key=key, max_tokens=room)
 
 

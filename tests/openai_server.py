@@ -260,10 +260,11 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/v1/models" and server.models is not None:
+            route = self.path.partition("?")[0].rstrip("/")  # (a query is the endpoint's, e.g. `?api-key=…`)
+            if route == "/v1/models" and server.models is not None:
                 listed = [{"id": name, "object": "model", "owned_by": "test"} for name in server.models]
                 self._send_json(200, {"object": "list", "data": listed})
-            elif self.path.rstrip("/") == "/props" and server.props is not None:
+            elif route == "/props" and server.props is not None:
                 self._send_json(200, server.props)
             else:
                 self._send_json(404, error_body(404, "", f"no route {self.path}"))
@@ -271,7 +272,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", 0)))
             anthropic = self.path.rstrip("/") == "/v1/messages"
-            if not anthropic and self.path.rstrip("/") != "/v1/chat/completions":
+            if not anthropic and self.path.partition("?")[0].rstrip("/") != "/v1/chat/completions":
                 self._send_json(404, error_body(404, "", f"no route {self.path}"))
                 return
             try:

@@ -12,6 +12,7 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.calls import estimate_tokens
 from llm_ide.config import load_config
+from llm_ide.endpoint import listed_models
 from llm_ide.fileio import FolderKeep
 from llm_ide.models import ModelAuthError, ModelError, ModelReply, ScriptedModel, backoff_delay, get_model
 from llm_ide.priced import find_price
@@ -237,6 +238,24 @@ def test_base_url_from_environment_and_keyless_placeholder(
     assert (from_env.text, from_argument.text) == ("from env", "from argument")
     assert (env_server.hits, arg_server.hits) == (1, 1)
     assert env_server.requests[0].headers["authorization"] == "Bearer not-needed"
+
+
+@pytest.mark.parametrize("spec", ["gpt-5-mini", "openai:gpt-5-mini"])
+@pytest.mark.parametrize("given", ["argument", "environment"])
+def test_a_query_in_the_endpoint_url_is_sent_with_each_request(
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch, spec: str, given: str
+) -> None:
+    """`?api-key=…` (or Azure's `?api-version=…`) in the endpoint's URL: the SDK put `/chat/completions` after the
+    query, and every call was a 404. The query is now sent with each request, the path where it belongs."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used-here")
+    with OpenAIServer(replies=["answered"], models=["gpt-5-mini"]) as server:
+        url = server.url + "?api-key=q-secret-1&api-version=2"
+        if given == "environment":
+            monkeypatch.setenv("OPENAI_BASE_URL", url)
+        model = get_model(spec, config, base_url=url if given == "argument" else None)
+        assert model.complete(MESSAGES).text == "answered"
+        assert listed_models(url, None, 5) == ["gpt-5-mini"]
+    assert [request.path for request in server.requests] == ["/v1/chat/completions?api-key=q-secret-1&api-version=2"]
 
 
 @pytest.mark.parametrize("name", ["api_key", "openai_api_key"])
