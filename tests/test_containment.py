@@ -28,7 +28,7 @@ from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
 from llm_ide.errors import EnvironmentFailure
 from llm_ide.run.single import run_task
-from llm_ide.terminal import terminal_safe
+from llm_ide.terminal import BIDI, CONTROL, terminal_safe
 from llm_ide.workspace.patch import extract_patch, keep_base
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -302,6 +302,15 @@ def test_control_sequences_never_reach_the_console(tmp_path: Path) -> None:
 def test_bidirectional_controls_are_shown_not_obeyed(control: str) -> None:
     shown = terminal_safe(f"name{control}txt.exe")
     assert shown == f"name<U+{ord(control):04X}>txt.exe" and control not in shown
+
+
+def test_every_character_is_made_safe_as_the_substitutions_make_it() -> None:
+    """A text of printable characters is returned as it is: no character the substitutions change is let through."""
+    substituted = lambda text: BIDI.sub(lambda m: f"<U+{ord(m[0]):04X}>", CONTROL.sub("", text))  # noqa: E731
+    for start in range(0, 0x110000, 0x1000):  # (every control character is in the first plane)
+        text = "\n\t".join(chr(code) for code in range(start, start + 0x1000) if not 0xD800 <= code < 0xE000)
+        assert terminal_safe(text) == substituted(text)
+        assert start > 0xFFFF or all(terminal_safe(f"a{c}\nb") == substituted(f"a{c}\nb") for c in text)
 
 
 def test_a_submitted_run_whose_patch_cannot_be_extracted_is_an_error(tmp_path: Path) -> None:
