@@ -382,7 +382,8 @@ def test_graph_prints_the_state_machine_as_mermaid() -> None:
     assert {"dispatch -.-> choose", "choose --> __end__"} <= edges
     navigator = cli("graph", "navigator", "--mermaid")
     edges = {line.strip().rstrip(";") for line in navigator.stdout.splitlines() if "->" in line}
-    assert {"__start__ --> plan", "plan -.-> render_context", "plan -.-> update_activity"} <= edges
+    assert {"__start__ --> plan", "plan -.-> navigator_budget", "plan -.-> update_activity"} <= edges
+    assert {"navigator_budget -.-> render_context", "update_activity -.-> navigator_budget"} <= edges  # each step
     assert not any("permission" in edge or "consult" in edge for edge in edges)  # around the action: no node
     reproduction = cli("graph", "reproduction", "--mermaid")
     edges = {line.strip().rstrip(";") for line in reproduction.stdout.splitlines() if "->" in line}

@@ -29,7 +29,7 @@ from agent_script import (
     CART_VIEW as VIEW,
 )
 from conftest import make_git_repo
-from openai_server import HANG, OpenAIServer
+from openai_server import HANG, OpenAIServer, Reply
 
 from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
@@ -236,6 +236,20 @@ def test_a_navigator_model_that_times_out_gets_timeout_decision(
     assert f"applied timeout_decision: {decision}" in entry["reason"]
     assert (traj["operations"][0].get("denied") is None) is applied
     assert traj["info"]["model_stats"]["api_calls"] == driver_calls
+
+
+def test_the_runs_cost_limit_counts_the_navigators_calls_with_the_drivers(tmp_path: Path) -> None:
+    """The navigator's plan alone spends $1 of a $0.50 limit: the run ends `cost_limit` before the driver's first call
+    (it went on to submit, the limit checked against the driver's $0 only)."""
+    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        driver = [FIX, reflect(False, "fixed"), SUBMIT]
+        result, traj = run(tmp_path, driver, None, nav, model=prices, agent={"cost_limit": 0.5})
+    assert result.exit_status == "cost_limit" == traj["info"]["exit_status"]
+    assert "the navigator $1.0000" in result.error
+    assert traj["info"]["model_stats"]["api_calls"] == 0 and traj["info"]["navigator"]["usage"]["cost"] == 1.0
 
 
 def test_without_a_navigator_the_graph_and_the_records_are_unchanged(tmp_path: Path) -> None:

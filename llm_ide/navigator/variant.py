@@ -14,6 +14,7 @@ from llm_ide.errors import ConfigError
 from llm_ide.navigator.factory import make_navigator
 from llm_ide.navigator.mcp_client import McpNavigator
 from llm_ide.navigator.model import load_templates
+from llm_ide.navigator.nodes.budget import budget
 from llm_ide.navigator.nodes.consult import consult
 from llm_ide.navigator.nodes.permission import permission
 from llm_ide.navigator.nodes.plan import plan
@@ -89,7 +90,7 @@ class Navigator(Variant):
         return [ModelUse("navigator.model", navigator.model, navigator.base_url)]
 
     def nodes(self) -> list[Hook]:
-        return [Hook("plan", plan, once=True)]
+        return [Hook("plan", plan, once=True), Hook("navigator_budget", budget)]
 
     def open(self, ctx: AgentContext, opening: Opening) -> Any:
         return make_navigator(
