@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from agent_script import (
     BUGGY_FILES,
     TEST_COMMAND,
@@ -29,6 +30,7 @@ from agent_script import (
     CART_VIEW as VIEW,
 )
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import HANG, OpenAIServer, Reply
 
 from llm_ide.config import load_config
@@ -250,6 +252,21 @@ def test_the_runs_cost_limit_counts_the_navigators_calls_with_the_drivers(tmp_pa
     assert result.exit_status == "cost_limit" == traj["info"]["exit_status"]
     assert "the navigator $1.0000" in result.error
     assert traj["info"]["model_stats"]["api_calls"] == 0 and traj["info"]["navigator"]["usage"]["cost"] == 1.0
+
+
+def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(tmp_path: Path) -> None:
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = tmp_path / "nav.yaml"
+        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
+        driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
+        done = invoke("run", "--repo", "repo", *args, "--cost-limit", "0.5", cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert "the run's cost limit $0.5 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 1")
 
 
 def test_without_a_navigator_the_graph_and_the_records_are_unchanged(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def run(
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
     limits = limits_file(checkpoint, request.output_dir, run_id)
-    raised = higher_limit(result.exit_status, result.model_stats, settings, limits)
+    raised = higher_limit(result.exit_status, spent(result), settings, limits)
     print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again, raised)
     raise typer.Exit(code)
 
@@ -158,6 +158,16 @@ def output_folder(output: Path | None, run_id: str) -> Path:
 def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | None:
     """Where a run's raised limits go for the command that goes on (a run kept in memory only does not go on)."""
     return None if checkpoint == "memory" else folder / f"{run_id}.limits.yaml"
+
+
+def spent(result: RunResult) -> dict[str, Any]:
+    """What a run used, a navigator's cost with the driver's where it stopped at its cost limit (which counts both)."""
+    stats, trajectory = result.model_stats, result.trajectory_path
+    if result.exit_status != ExitStatus.COST_LIMIT or not trajectory.is_file():
+        return stats
+    info = json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
+    navigator = ((info.get("navigator") or {}).get("usage") or {}).get("cost") or 0.0
+    return {**stats, "cost": stats.get("cost", 0.0) + navigator}
 
 
 def higher_limit(
