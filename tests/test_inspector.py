@@ -255,6 +255,15 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
             "error: {mini} is a mini-swe-agent trajectory: `llm-ide inspect --html` shows it as one page",
         ),  # fmt: skip
         (["inspect", "{planner}"], "error: {planner} is a coop planner's turns (JSON), not an agent run's trajectory"),
+        (  # the page said "neither an llm-ide nor a mini-swe-agent-1 trajectory"
+            ["inspect", "{planner}", "--html"],
+            "error: {planner} is a coop planner's turns (JSON), not an agent run's trajectory",
+        ),
+        (  # it said "holds 2 runs' trajectories (planner_1.traj.json, planner_2.traj.json): give one", both refused
+            ["inspect", "{pair}"],
+            "error: {pair} is a coop pair's folder: give one of its agents' runs "
+            "({pair}/agent1-run, {pair}/agent2-run)",
+        ),
         (["report", "{folder}"], "error: {folder}: not a batch folder (exit_statuses.yaml is missing)"),
         (
             ["report", "{traj}"],
@@ -289,6 +298,11 @@ def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message:
                           ("planner", {"agent": "1", "turns": [], "forced": False})):  # fmt: skip
         names[name] = tmp_path / f"{name}.traj.json"
         names[name].write_text(json.dumps(content))
+    names["pair"] = tmp_path / "pair"  # a `coop run` pair's folder
+    for name in ("agent1-run", "agent2-run"):
+        (names["pair"] / name).mkdir(parents=True)
+    for name in ("run.json", "planner_1.traj.json", "planner_2.traj.json"):
+        (names["pair"] / name).write_text(names["planner"].read_text())
     result = cli(*[a.format(**names) for a in args])
     assert (result.returncode, result.stderr.strip()) == (2, message.format(**names))
 

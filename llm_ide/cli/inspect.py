@@ -124,6 +124,9 @@ def run_trajectory(path: Path) -> Path:
     """`path`, or the one trajectory of the run folder it names (`runs/<thread id>`)."""
     if not path.is_dir():
         return path
+    if (path / "run.json").is_file():  # a coop pair's: its planners' turns here, its agents' runs in agent<n>-run/
+        runs = ", ".join(str(run) for run in sorted(path.glob("agent*-run"))) or "none has run yet"
+        raise fail(f"{path} is a coop pair's folder: give one of its agents' runs ({runs})")
     found = sorted(path.glob("*.traj.json"))
     if len(found) > 1:
         names = ", ".join(trajectory.name for trajectory in found[:MAX_NAMED])
@@ -137,7 +140,7 @@ def run_trajectory(path: Path) -> Path:
 def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int, Any]], dict[str, Any]]:
     """The trajectory as the page reads it (`full`: with each call's prompt), its operations with the attempt each
     belongs to, and its model usage; each repair said."""
-    from llm_ide.inspector.load import MINI_FORMAT
+    from llm_ide.inspector.load import MINI_FORMAT, refuse_planner_turns
     from llm_ide.inspector.recorded import TrajectoryError, llm_ide_trajectory, malformed, read_json
     from llm_ide.state.operations import node_of
 
@@ -146,8 +149,7 @@ def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int
         if data.get("trajectory_format") == MINI_FORMAT:
             said = "`llm-ide inspect --html` shows it as one page"
             raise TrajectoryError(f"{trajectory} is a mini-swe-agent trajectory: {said}")
-        if "turns" in data and "operations" not in data:
-            raise TrajectoryError(f"{trajectory} is a coop planner's turns (JSON), not an agent run's trajectory")
+        refuse_planner_turns(data, trajectory)
         if "operations" not in data:
             raise TrajectoryError(f"{trajectory}: not an llm-ide trajectory (no operations)")
         data, notes = llm_ide_trajectory(data, trajectory, prompts=full)

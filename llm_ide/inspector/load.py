@@ -28,8 +28,15 @@ MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 MARK_FIELDS = {"denied": "denied", "review": "review", "candidates": "sampled"}
 
 
+def refuse_planner_turns(data: dict[str, Any], path: Path) -> None:
+    """A coop planner's turns (`planner_<n>.traj.json`) are not a run: every view refuses them in the same line."""
+    if "turns" in data and "operations" not in data:
+        raise TrajectoryError(f"{path} is a coop planner's turns (JSON), not an agent run's trajectory")
+
+
 def load_run(path: Path) -> RunView:
     data = read_json(path)
+    refuse_planner_turns(data, path)
     try:
         if data.get("trajectory_format") == MINI_FORMAT:
             return mini_run(data, path)
