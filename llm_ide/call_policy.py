@@ -77,9 +77,9 @@ class CallPolicy:
         with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
             try:
                 reply = self.complete(model, masked, deadline, tools)
-            except KeyboardInterrupt as interrupt:  # a reply streaming in is paid for: recorded, charged (the resumed
-                if (paid := getattr(interrupt, "paid", None)) is not None:  # run asks again: `discarded_calls`)
-                    self.settle(model, masked, paid, started, reservation, kind=kind, **fields)
+            except BaseException as error:  # replies that streamed in part are paid for: recorded, charged (a later
+                for paid in getattr(error, "paid", ()):  # call of the same index, asked again: `discarded_calls`)
+                    self.settle(model, masked, paid, started, kind=kind, **fields)
                 raise
         return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
 
@@ -103,8 +103,11 @@ class CallPolicy:
         kind: str,
         **fields: Any,
     ) -> tuple[ModelReply, dict[str, Any]]:
-        """A reply made: masked, capped, recorded, charged (settling the budget's `reservation` for it)."""
-        reply = self.cleaned(reply)
+        """A reply made: masked, capped, recorded, charged (settling the budget's `reservation` for it); the attempts
+        before it whose streams broke off first, at its place in the run (`fields`)."""
+        for paid in reply.cut:
+            self.settle(model, masked, paid, started, kind=kind, **fields)
+        reply = self.cleaned(replace(reply, cut=()))
         shown = [message_text(m) for m in masked]
         record = {
             **fields,

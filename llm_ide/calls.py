@@ -72,7 +72,8 @@ class ModelReply:
     counts all prompt tokens, of which `cache_read_tokens` were read from the provider's prompt cache and
     `cache_write_tokens` written to it. `estimated`: the counts are estimates from the text (the response carried no
     usage, or an impossible one: `reported_usage`). `finish_reason` "length": the reply was cut at the length limit
-    (the request's max_tokens, or the model's own)."""
+    (the request's max_tokens, or the model's own); "cut": its stream broke off (a dying server, nothing for the
+    timeout), "interrupted": a Ctrl-C stopped it. `cut`: the attempts before it whose streams broke off, paid for."""
 
     text: str
     input_tokens: int
@@ -84,6 +85,7 @@ class ModelReply:
     estimated: bool = False
     finish_reason: str | None = None  # "stop", "length", … as the endpoint said (None: it did not say)
     tool_calls: tuple[ToolCall, ...] = ()
+    cut: tuple[ModelReply, ...] = ()
 
     def shown(self) -> str:
         """The reply as a record shows it: its text, then each call on a line of its own."""
@@ -199,9 +201,12 @@ class Call:
     output_scale: float = 1.0
     counted: RunningEstimate = field(default_factory=RunningEstimate)  # the streamed text's tokens
     arguments: RunningEstimate = field(default_factory=RunningEstimate)  # of the tool calls streamed so far
+    broken: list[str] = field(default_factory=list)  # what streamed of each attempt that broke off (paid for)
 
     def start(self) -> None:
-        """The request goes out (again, after a retry: what streamed before is dropped)."""
+        """The request goes out (again, after a retry: what streamed before is kept in `broken`)."""
+        if self.streamed:
+            self.broken.append(self.streamed)
         self.streamed, self.started, self.first = "", time.monotonic(), None
         self.counted, self.arguments = RunningEstimate(), RunningEstimate()
         self.listener(CallProgress("start", self.model, prompt_tokens=self.prompt_tokens))

@@ -114,6 +114,17 @@ class TokenEstimates:
             self.output_ratio += self.WEIGHT * (output_tokens / written - self.output_ratio)
 
 
+ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
+
+
+def finish_reason(response: Any) -> str | None:
+    """Why the reply ended, in OpenAI's words: "length" for a reply cut at the limit (Anthropic's `max_tokens`),
+    "tool_calls" for one that called tools (`tool_use`)."""
+    metadata = getattr(response, "response_metadata", None) or {}
+    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+    return ANTHROPIC_REASONS.get(reason, reason) if isinstance(reason, str) else None
+
+
 def streamed(
     chat: Any, payload: Any, hints: dict[str, Any], call: Call, alive: Callable[[], None] | None = None
 ) -> Any:

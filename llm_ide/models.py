@@ -10,6 +10,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from pydantic import SecretStr, ValidationError
 from llm_ide import endpoint, errors
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import Call, CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
-from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, streamed
+from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, finish_reason, streamed
 from llm_ide.endpoint import (
     async_http_client,
     cause,
@@ -110,7 +111,7 @@ class ChatModel:
                 response = self._response(payload, hints, deadline, call)
             reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)
-        return reply
+        return replace(reply, cut=self.paid(call.broken, parts)) if call.broken else reply
 
     def _response(self, payload: Any, hints: dict[str, Any], deadline: float | None, call: Call) -> Any:
         response = None
@@ -125,16 +126,25 @@ class ChatModel:
 
     @contextmanager
     def charged_if_stopped(self, call: Call, parts: tuple[int, int]) -> Iterator[None]:
-        """A Ctrl-C (or SIGTERM) while the reply streams in carries what is paid for all the same (`paid`: the prompt
-        and what streamed, estimated), though the reply is never used."""
+        """A reply that streamed in part is paid for all the same, though never used: what leaves the call (a Ctrl-C or
+        SIGTERM, the error after streams that broke off) carries each such attempt (`paid`, estimated)."""
         try:
             yield
-        except KeyboardInterrupt as interrupt:
-            if call.streamed:
-                tokens = self.tokens.scaled(parts), self.tokens.output(call.streamed)
-                cost = 0.0 if self.price is None else self.price.cost(*tokens, 0, 0)
-                interrupt.paid = ModelReply(call.streamed, *tokens, cost, estimated=True, finish_reason="interrupted")
+        except BaseException as error:
+            if texts := [*call.broken, call.streamed] if call.streamed else call.broken:
+                error.paid = self.paid(texts, parts, "interrupted" if isinstance(error, KeyboardInterrupt) else "cut")
             raise
+
+    def paid(self, texts: list[str], parts: tuple[int, int], last: str = "cut") -> tuple[ModelReply, ...]:
+        """The attempts that streamed `texts` and stopped (the last one for the reason `last`): their prompt and what
+        they wrote, estimated."""
+        prompt, ends = self.tokens.scaled(parts), ["cut"] * (len(texts) - 1) + [last]
+        replies = []
+        for text, end in zip(texts, ends, strict=True):
+            output = self.tokens.output(text)
+            cost = 0.0 if self.price is None else self.price.cost(prompt, output)
+            replies.append(ModelReply(text, prompt, output, cost, estimated=True, finish_reason=end))
+        return tuple(replies)
 
     def _whole(self, payload: Any, hints: dict[str, Any]) -> Any:
         """The reply asked whole: straight over the wire where it can be (`Completions`), else through LangChain."""
@@ -273,17 +283,6 @@ class ChatModel:
             f"{output_tokens}): the cost and the cost limits use the estimate (said once per run; each call records "
             "both as reported_usage and its tokens)"
         )
-
-
-ANTHROPIC_REASONS = {"max_tokens": "length", "end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls"}
-
-
-def finish_reason(response: Any) -> str | None:
-    """Why the reply ended, in OpenAI's words: "length" for a reply cut at the limit (Anthropic's `max_tokens`),
-    "tool_calls" for one that called tools (`tool_use`)."""
-    metadata = getattr(response, "response_metadata", None) or {}
-    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
-    return ANTHROPIC_REASONS.get(reason, reason) if isinstance(reason, str) else None
 
 
 def unpriced(name: str) -> str:

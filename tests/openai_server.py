@@ -17,6 +17,7 @@ A request with `"stream": true` gets its reply as server-sent events, one chunk 
 `stream_options.include_usage` asks for it, unless `stream_usage=False`: a server that never sends it); with
 `Reply(gate=PATH)` only the first word is sent until PATH exists (not streamed: nothing is).
 `Reply(finish_reason="length")` is a reply cut at the length limit, `Reply(delay=S)` one that starts after S seconds;
+`Reply(cut=N)` streams N chunks, then its server dies (the connection closed, the chunked body unfinished);
 `Reply(pace=S)` streams a chunk every S seconds (a model writing at 1/S tokens per second), `Reply(pings=S)` streams
 nothing but an SSE comment every S seconds (a server alive that produces nothing); `server.streamed` says how many
 chunks of how many each streamed reply got out (fewer: the client left).
@@ -65,6 +66,7 @@ class Reply:
     pace: float = 0.0  # streamed: seconds between two chunks
     pings: float = 0.0  # streamed: only ": ping" comments, this many seconds apart, until the client leaves
     tool_calls: tuple[tuple[str, Any], ...] = ()  # (tool name, arguments: a mapping, or a str sent as it is)
+    cut: int | None = None  # streamed: the server dies after this many chunks (its chunked body left unfinished)
 
 
 @dataclass(frozen=True)
@@ -345,23 +347,33 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 chunks.append({**base, "choices": [], "usage": body["usage"]})
             self.close_connection = True
             sent = 0
+            chunked = reply.cut is not None  # as real servers send a stream: its end is a chunk of its own
+
+            def send(data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+                self.wfile.flush()
+
             try:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
+                if chunked:
+                    self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 while reply.pings and not server._closing.wait(reply.pings):
-                    self.wfile.write(b": ping\n\n")
-                    self.wfile.flush()
+                    send(b": ping\n\n")
                 for number, chunk in enumerate([*chunks, "[DONE]"]):
+                    if number == reply.cut:
+                        return  # the server dies: the connection closes with the body unfinished
                     while number == 1 and reply.gate and not Path(reply.gate).exists():
                         if server._closing.wait(0.02):
                             return
                     if number and reply.pace and server._closing.wait(reply.pace):
                         return
                     data = chunk if isinstance(chunk, str) else json.dumps(chunk)
-                    self.wfile.write(f"data: {data}\n\n".encode())
-                    self.wfile.flush()
+                    send(f"data: {data}\n\n".encode())
                     sent += 1
+                if chunked:
+                    self.wfile.write(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):
                 pass
             finally:

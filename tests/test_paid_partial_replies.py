@@ -1,0 +1,91 @@
+"""A reply that streamed in part is paid for (the provider bills the prompt and what it sent), though never used: one
+a dying server cut (retried or not) as one Ctrl-C stopped, recorded, charged and counted as an estimate; its prompt's
+part the provider's cache held (the prefix it shares with the run's previous request) priced at the cache read
+price. Against the loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
+from conftest import make_git_repo
+from openai_server import OpenAIServer, Reply
+
+from llm_ide.budget import CostBudget
+from llm_ide.call_policy import CallPolicy
+from llm_ide.config import load_config
+from llm_ide.errors import ModelError
+from llm_ide.models import get_model
+from llm_ide.pricing import Price
+
+PRICE = Price(input=2.0, output=8.0, cache_read=0.2)
+PRICES = {"gpt-test": {"input": PRICE.input, "output": PRICE.output, "cache_read": PRICE.cache_read}}
+WORDS = " ".join(f"word{index}" for index in range(40))
+SYSTEM = {"role": "system", "content": "You are careful. " * 200}
+FIRST = [SYSTEM, {"role": "user", "content": "Fix calc.py."}]
+SECOND = [*FIRST, {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Now the tests."}]
+
+
+def chat_model(url: str, retries: int) -> Any:
+    settings = {"max_retries": retries, "retry_base_delay": 0.0, "stream": True, "prices": PRICES}
+    return get_model("gpt-test", load_config(model=settings).model, base_url=url)
+
+
+def billed(record: dict[str, Any]) -> float:
+    tokens = record["prompt_tokens"], record["response_tokens"], record["cache_read_tokens"]
+    return PRICE.cost(*tokens)
+
+
+@pytest.mark.parametrize("retried", [True, False])
+def test_a_stream_a_dying_server_cut_is_recorded_and_charged_whether_retried_or_not(retried: bool) -> None:
+    """Before: the cut attempts were neither in the calls log nor in the budget (the retry's reply alone was)."""
+    replies: list[str | Reply] = [Reply(WORDS, cut=5), "whole"] if retried else [Reply(WORDS, cut=5)]
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=replies) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=1)
+        if retried:
+            assert policy.call(model, FIRST, kind="act", index=0)[0].text == "whole"
+        else:
+            with pytest.raises(ModelError, match="failed after 2 attempts"):
+                policy.call(model, FIRST, kind="act", index=0)
+    cut = records[:-1] if retried else records
+    assert len(cut) == (1 if retried else 2) and len(server.requests) == 2
+    for record in cut:
+        assert (record["index"], record["finish_reason"], record["usage_estimated"]) == (0, "cut", True)
+        assert record["response"] == " ".join(WORDS.split()[:5]) + " " and record["response_tokens"] > 0
+        assert record["prompt_tokens"] > 100 and record["cost"] == pytest.approx(billed(record)) and record["cost"] > 0
+    assert budget.spent == pytest.approx(sum(record["cost"] for record in records))
+
+
+def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path) -> None:
+    """A `llm-ide run` whose first reply's stream a dying server cut, then asked again: the run's cost and tokens
+    (its trajectory's `model_stats`, the summary's line) count the cut call, as a discarded one, estimated."""
+    replies = single_call(FIX_SCRIPT)
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        json.dumps({"environment": {"tools": []}, "model": {"stream": True, "retry_base_delay": 0.0, "prices": PRICES}})
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | {"LLM_IDE_CONFIG": "off"}
+    with OpenAIServer(replies=[Reply(replies[0], cut=3), *replies]) as server:
+        run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+        run += ["--model", "gpt-test", "--base-url", server.url, "--output", str(tmp_path / "out"), "--thread-id", "t"]
+        done = subprocess.run(
+            [sys.executable, "-m", "llm_ide", *run], capture_output=True, text=True, env=env, timeout=300
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"submitted after {len(replies)} model calls (+1 discarded)" in done.stdout
+    with gzip.open(tmp_path / "out" / "t.calls.jsonl.gz", "rt") as log:
+        calls = [json.loads(line) for line in log]
+    assert (calls[0]["index"], calls[0]["finish_reason"], calls[0]["usage_estimated"]) == (0, "cut", True)
+    stats = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["model_stats"]
+    assert (stats["api_calls"], stats["discarded_calls"], stats["estimated_calls"]) == (len(replies), 1, 1)
+    assert stats["cost"] == pytest.approx(sum(call["cost"] for call in calls)) and calls[0]["cost"] > 0
