@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
+
+from llm_ide.text import shared_start
 
 
 class ToolCallDict(TypedDict):
@@ -64,6 +66,20 @@ def message_text(message: Message) -> str:
 def prompt_chars(messages: Iterable[Message]) -> int:
     """What a request's messages hold, in characters: their texts and their calls' names and arguments."""
     return sum(len(message_text(message)) for message in messages)
+
+
+def shared_prefix(previous: Sequence[Any], current: Sequence[Any], text: Callable[[Any], str] = message_text) -> int:
+    """Characters of `current`'s messages (each `text`) that repeat, as a prefix, the previous request's messages:
+    what a provider's prompt cache holds of a request, re-read at its cache read price."""
+    shared = 0
+    for old, new in zip(previous, current, strict=False):
+        a, b = text(old), text(new)
+        if old.get("role") != new.get("role"):
+            break
+        if a != b:
+            return shared + shared_start(a, b)
+        shared += len(a)
+    return shared
 
 
 @dataclass(frozen=True)

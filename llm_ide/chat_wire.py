@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import httpcore
 import httpx
 
-from llm_ide.calls import Call, Message, ToolCall, estimate_tokens
+from llm_ide.calls import Call, Message, ToolCall, estimate_tokens, prompt_chars, shared_prefix
 from llm_ide.endpoint import BadCompletion, EndpointClient, check_body, received
 from llm_ide.plain_post import PlainPost, body_bytes, wire_json
 from llm_ide.text import clean_text
@@ -68,6 +68,8 @@ class TokenEstimates:
         self.prompt_ratio = self.output_ratio = self.tools_factor = 1.0
         self.learnt = self.learnt_tools = False
         self.known: dict[str, int] = {}  # the previous prompt's texts and their estimates
+        self.previous: list[Message] = []  # the request before the latest one
+        self.latest: list[Message] = []
 
     def parts(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
         """The heuristic's tokens of the messages (with the template's markers) and of the tools' definitions, as
@@ -83,7 +85,18 @@ class TokenEstimates:
         prompt = estimate_prompt_tokens(messages, None, estimate)
         tools_tokens = estimate(json.dumps(tools)) if tools else 0
         self.known = fresh  # replaced, not changed: requests made at the same time each read a whole one
+        self.previous, self.latest = self.latest, messages
         return prompt, tools_tokens
+
+    def cached(self, messages: list[Message], parts: tuple[int, int], again: bool = False) -> int:
+        """Of the prompt `parts` of the latest request (`messages`), the tokens a provider's prompt cache holds: the
+        prefix it shares with the request before it (`again`: with itself, an attempt asked again), its share of the
+        messages' tokens, and the tools' definitions (rendered before them, the same at every request) once any is."""
+        shared, total = shared_prefix(messages if again else self.previous, messages), prompt_chars(messages)
+        if not shared or not total:
+            return 0
+        cached = parts[0] * self.prompt_ratio * shared / total + parts[1] * self.tools_factor
+        return min(self.scaled(parts), round(cached))
 
     def scaled(self, parts: tuple[int, int]) -> int:
         return round(parts[0] * self.prompt_ratio + parts[1] * self.tools_factor)

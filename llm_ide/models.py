@@ -43,6 +43,7 @@ from llm_ide.text import clean_text
 
 log = logging.getLogger(__name__)
 
+Paid = tuple[ModelReply, ...]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
 ONE_CALL_OPTION = {"ChatOpenAI", "AzureChatOpenAI", "ChatAnthropic"}  # take `parallel_tool_calls=False`
@@ -107,11 +108,11 @@ class ChatModel:
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
-            with self.charged_if_stopped(call, parts):
+            with self.charged_if_stopped(call, messages, parts):
                 response = self._response(payload, hints, deadline, call)
             reply = self._reply(response, messages, parts)
             call.replied(reply.input_tokens, reply.output_tokens)
-        return replace(reply, cut=self.paid(call.broken, parts)) if call.broken else reply
+        return replace(reply, cut=self.paid(call.broken, messages, parts)) if call.broken else reply
 
     def _response(self, payload: Any, hints: dict[str, Any], deadline: float | None, call: Call) -> Any:
         response = None
@@ -125,25 +126,27 @@ class ChatModel:
         return response if response is not None else self._request(lambda: self._whole(payload, hints), deadline)
 
     @contextmanager
-    def charged_if_stopped(self, call: Call, parts: tuple[int, int]) -> Iterator[None]:
+    def charged_if_stopped(self, call: Call, messages: list[Message], parts: tuple[int, int]) -> Iterator[None]:
         """A reply that streamed in part is paid for all the same, though never used: what leaves the call (a Ctrl-C or
         SIGTERM, the error after streams that broke off) carries each such attempt (`paid`, estimated)."""
         try:
             yield
         except BaseException as error:
             if texts := [*call.broken, call.streamed] if call.streamed else call.broken:
-                error.paid = self.paid(texts, parts, "interrupted" if isinstance(error, KeyboardInterrupt) else "cut")
+                end = "interrupted" if isinstance(error, KeyboardInterrupt) else "cut"
+                error.paid = self.paid(texts, messages, parts, end)
             raise
 
-    def paid(self, texts: list[str], parts: tuple[int, int], last: str = "cut") -> tuple[ModelReply, ...]:
+    def paid(self, texts: list[str], messages: list[Message], parts: tuple[int, int], last: str = "cut") -> Paid:
         """The attempts that streamed `texts` and stopped (the last one for the reason `last`): their prompt and what
-        they wrote, estimated."""
+        they wrote, estimated; the prompt's prefix the provider's cache held (what the previous request, or the
+        attempt before, sent) at the cache read price."""
         prompt, ends = self.tokens.scaled(parts), ["cut"] * (len(texts) - 1) + [last]
         replies = []
-        for text, end in zip(texts, ends, strict=True):
-            output = self.tokens.output(text)
-            cost = 0.0 if self.price is None else self.price.cost(prompt, output)
-            replies.append(ModelReply(text, prompt, output, cost, estimated=True, finish_reason=end))
+        for attempt, (text, end) in enumerate(zip(texts, ends, strict=True)):
+            output, cached = self.tokens.output(text), self.tokens.cached(messages, parts, again=attempt > 0)
+            cost = 0.0 if self.price is None else self.price.cost(prompt, output, cached)
+            replies.append(ModelReply(text, prompt, output, cost, cached, estimated=True, finish_reason=end))
         return tuple(replies)
 
     def _whole(self, payload: Any, hints: dict[str, Any]) -> Any:

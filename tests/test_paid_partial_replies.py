@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from openai_server import OpenAIServer, Reply
 
 from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
+from llm_ide.calls import CallProgress
 from llm_ide.config import load_config
 from llm_ide.errors import ModelError
 from llm_ide.models import get_model
@@ -63,6 +65,38 @@ def test_a_stream_a_dying_server_cut_is_recorded_and_charged_whether_retried_or_
         assert record["response"] == " ".join(WORDS.split()[:5]) + " " and record["response_tokens"] > 0
         assert record["prompt_tokens"] > 100 and record["cost"] == pytest.approx(billed(record)) and record["cost"] > 0
     assert budget.spent == pytest.approx(sum(record["cost"] for record in records))
+    if not retried:  # the second attempt sent the first's prompt again: its provider's cache held all of it
+        assert [record["cache_read_tokens"] for record in cut] == [0, cut[1]["prompt_tokens"]]
+
+
+class Stop:
+    """A listener that stops the call (a Ctrl-C) once the reply's third piece is in."""
+
+    def __init__(self) -> None:
+        self.pieces = 0
+
+    def __call__(self, progress: CallProgress) -> None:
+        self.pieces += progress.kind == "text"
+        if self.pieces == 3 and progress.kind == "text":
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("how", ["cut", "interrupted"])
+def test_a_reply_paid_in_part_reads_from_the_cache_what_it_shares_with_the_previous_request(how: str) -> None:
+    """Before: its whole prompt was priced uncached, though a provider's cache held all the previous request sent."""
+    second = Reply(WORDS, cut=5) if how == "cut" else Reply(WORDS, pace=0.01)
+    records: list[dict[str, Any]] = []
+    with OpenAIServer(replies=["first", second, "again"]) as server:
+        policy, model = CallPolicy(records.append), chat_model(server.url, retries=1)
+        policy.call(model, FIRST, kind="act", index=0)
+        model.listener = Stop() if how == "interrupted" else None
+        with pytest.raises(KeyboardInterrupt) if how == "interrupted" else nullcontext():
+            policy.call(model, SECOND, kind="act", index=1)
+    paid = records[1]
+    assert (paid["finish_reason"], paid["usage_estimated"]) == (how, True)
+    shared = sum(len(message["content"]) for message in FIRST) / sum(len(message["content"]) for message in SECOND)
+    assert paid["cache_read_tokens"] == pytest.approx(shared * paid["prompt_tokens"], rel=0.05)
+    assert paid["cost"] == pytest.approx(billed(paid)) and paid["cost"] < PRICE.cost(paid["prompt_tokens"], 0) / 2
 
 
 def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path) -> None:

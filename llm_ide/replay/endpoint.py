@@ -14,8 +14,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from llm_ide import calls
 from llm_ide.inspector.load import content_text
-from llm_ide.text import shared_start
 
 Answer = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 log = logging.getLogger("llm_ide.replay")
@@ -34,15 +34,7 @@ class Server(ThreadingHTTPServer):
 
 def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> int:
     """Characters of `current`'s messages that repeat, as a prefix, the previous request's messages."""
-    shared = 0
-    for old, new in zip(previous, current, strict=False):
-        a, b = content_text(old), content_text(new)
-        if old.get("role") != new.get("role"):
-            break
-        if a != b:
-            return shared + shared_start(a, b)
-        shared += len(a)
-    return shared
+    return calls.shared_prefix(previous, current, content_text)
 
 
 def prompt_chars(messages: list[dict[str, Any]]) -> int:
