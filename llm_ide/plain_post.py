@@ -147,11 +147,16 @@ class PlainPost:
             connection.close()
 
 
-def answers_http(host: str, port: int, timeout: float) -> bool:
-    """Whether `host:port` answers a plain HTTP request (a server given as https:// that speaks none)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as connection:
-            connection.sendall(f"HEAD / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+def answers_http(tls: ssl.SSLSocket) -> bool:
+    """Whether a connection whose TLS hello got no answer in time answers plain HTTP once the hello is ended as an HTTP
+    request's head: a plain HTTP server that waits for a head to end (llama.cpp's) took it for one; a TLS server slow
+    to handshake never answers so (though an HTTPS port of nginx answers a plain request of its own, with a 400). The
+    connection is closed."""
+    timeout = tls.gettimeout()
+    with socket.socket(fileno=tls.detach()) as connection:
+        try:
+            connection.settimeout(timeout)
+            connection.sendall(b"\r\n\r\n")
             return connection.recv(5) == b"HTTP/"
-    except OSError:
-        return False
+        except OSError:
+            return False

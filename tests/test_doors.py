@@ -27,6 +27,7 @@ from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
 from llm_ide.errors import LlmIdeError, UsageError
 from llm_ide.run.guard import repo_lock
+from llm_ide.run.preflight import check_model
 from llm_ide.run.single import run_task
 from llm_ide.swebench.batch import run_swebench
 from llm_ide.swebench.instances import BatchOptions
@@ -309,6 +310,43 @@ def test_https_to_a_plain_http_server_silent_to_tls_is_one_line_before_anything_
         f"model local: {url} does not answer TLS (it answers plain HTTP); for a plain HTTP server give {plain}"
     )
     assert not (tmp_path / "o").exists()
+
+
+def slow_to_handshake(listener: socket.socket) -> None:
+    """An HTTPS port as nginx's is when its handshakes are slow: a plain HTTP request is answered at once ("400 The
+    plain HTTP request was sent to HTTPS port"), a TLS hello not before the client leaves."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=answer_as_https_port, args=(connection,), daemon=True).start()
+
+
+def answer_as_https_port(connection: socket.socket) -> None:
+    with connection:
+        head = connection.recv(4096)
+        if head[:1] == b"\x16":  # a TLS record: the hello's answer is not ready before the client gives up
+            while connection.recv(4096):
+                pass
+            return
+        while b"\r\n\r\n" not in head and (data := connection.recv(4096)):
+            head += data
+        said = b"The plain HTTP request was sent to HTTPS port"
+        connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(said), said))
+
+
+def test_an_https_endpoint_slow_to_handshake_is_not_taken_for_one_that_speaks_plain_http() -> None:
+    """The handshake's timeout sent a plain HTTP request to the port, which an HTTPS port of nginx answers (with a 400):
+    a working endpoint was refused as "does not answer TLS (it answers plain HTTP)"."""
+    settings = load_config(model={"check_name": False})
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        threading.Thread(target=slow_to_handshake, args=(listener,), daemon=True).start()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:  # it does answer plain HTTP
+            plain.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
+            assert plain.recv(12) == b"HTTP/1.1 400"
+        check_model("slow-tls", settings, f"https://127.0.0.1:{port}/v1", timeout=0.5, quiet=True)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -344,18 +344,18 @@ def check_template(model: str, url: str, timeout: float) -> None:
 
 def check_tls(model: str, url: str, connection: socket.socket, address: tuple[str, int]) -> None:
     """An https:// endpoint answers TLS with a certificate the run trusts, not plain HTTP (llama.cpp's: silent)."""
-    try:
-        return tls_context().wrap_socket(connection, server_hostname=address[0]).close()
-    except ssl.SSLCertVerificationError as error:
-        raise PreflightError(f"model {model}: {url}: certificate not trusted ({error.verify_message})") from None
-    except ssl.SSLError as error:
-        why = str(error.reason or error).lower().replace("_", " ")
-    except OSError:  # no answer in time: left to the run, unless the port answers plain HTTP
-        if not answers_http(*address, PREFLIGHT_TIMEOUT):
-            return
-        why = "it answers plain HTTP"
+    with tls_context().wrap_socket(connection, server_hostname=address[0], do_handshake_on_connect=False) as tls:
+        try:
+            return tls.do_handshake()
+        except ssl.SSLCertVerificationError as error:
+            raise PreflightError(f"model {model}: {url}: certificate not trusted ({error.verify_message})") from None
+        except ssl.SSLError as error:
+            why = str(error.reason or error).lower().replace("_", " ")
+        except OSError:  # no answer in time: left to the run, unless the hello ended as an HTTP head gets an answer
+            why = "it answers plain HTTP" if answers_http(tls) else ""
     plain = urlparse(url)._replace(scheme="http").geturl()
-    raise PreflightError(f"model {model}: {url} does not answer TLS ({why}); for a plain HTTP server give {plain}")
+    if why:
+        raise PreflightError(f"model {model}: {url} does not answer TLS ({why}); for a plain HTTP server give {plain}")
 
 
 def buildable(model: str, base_url: str | None) -> None:
