@@ -103,8 +103,7 @@ class CallPolicy:
         kind: str,
         **fields: Any,
     ) -> tuple[ModelReply, dict[str, Any]]:
-        """A reply made: masked, capped, recorded, charged (settling the budget's `reservation` for it); the attempts
-        before it whose streams broke off first, at its place in the run (`fields`)."""
+        """A reply made (its `cut` requests first): masked, capped, recorded, charged (settling its `reservation`)."""
         for paid in reply.cut:
             self.settle(model, masked, paid, started, kind=kind, **fields)
         reply = self.cleaned(replace(reply, cut=()))

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
-
-from llm_ide.text import shared_start
 
 
 class ToolCallDict(TypedDict):
@@ -68,28 +66,13 @@ def prompt_chars(messages: Iterable[Message]) -> int:
     return sum(len(message_text(message)) for message in messages)
 
 
-def shared_prefix(previous: Sequence[Any], current: Sequence[Any], text: Callable[[Any], str] = message_text) -> int:
-    """Characters of `current`'s messages (each `text`) that repeat, as a prefix, the previous request's messages:
-    what a provider's prompt cache holds of a request, re-read at its cache read price."""
-    shared = 0
-    for old, new in zip(previous, current, strict=False):
-        a, b = text(old), text(new)
-        if old.get("role") != new.get("role"):
-            break
-        if a != b:
-            return shared + shared_start(a, b)
-        shared += len(a)
-    return shared
-
-
 @dataclass(frozen=True)
 class ModelReply:
     """A reply and its usage: its text and its tool calls (data, in the order the model made them); `input_tokens`
     counts all prompt tokens, of which `cache_read_tokens` were read from the provider's prompt cache and
     `cache_write_tokens` written to it. `estimated`: the counts are estimates from the text (the response carried no
     usage, or an impossible one: `reported_usage`). `finish_reason` "length": the reply was cut at the length limit
-    (the request's max_tokens, or the model's own); "cut": its stream broke off (a dying server, nothing for the
-    timeout), "interrupted": a Ctrl-C stopped it. `cut`: the attempts before it whose streams broke off, paid for."""
+    (the request's max_tokens, or the model's own)."""
 
     text: str
     input_tokens: int
@@ -101,7 +84,7 @@ class ModelReply:
     estimated: bool = False
     finish_reason: str | None = None  # "stop", "length", … as the endpoint said (None: it did not say)
     tool_calls: tuple[ToolCall, ...] = ()
-    cut: tuple[ModelReply, ...] = ()
+    cut: tuple[ModelReply, ...] = ()  # the requests before it whose streams broke off (finish_reason "cut"), paid
 
     def shown(self) -> str:
         """The reply as a record shows it: its text, then each call on a line of its own."""
@@ -119,11 +102,6 @@ class Model(Protocol):
     def complete(
         self, messages: list[Message], deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> ModelReply: ...
-
-
-def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
-    """The characters a reply wrote: its text and its calls' names and arguments."""
-    return len(text) + sum(len(call.name) + len(call.arguments) for call in calls)
 
 
 # A BPE tokenizer's pieces, roughly (letters, a digit, a line break, spaces, a mark), each weighing hundredths of a
@@ -217,12 +195,10 @@ class Call:
     output_scale: float = 1.0
     counted: RunningEstimate = field(default_factory=RunningEstimate)  # the streamed text's tokens
     arguments: RunningEstimate = field(default_factory=RunningEstimate)  # of the tool calls streamed so far
-    broken: list[str] = field(default_factory=list)  # what streamed of each attempt that broke off (paid for)
+    broken: list[str] = field(default_factory=list)  # what streamed of each request that broke off (paid for)
 
     def start(self) -> None:
-        """The request goes out (again, after a retry: what streamed before is kept in `broken`)."""
-        if self.streamed:
-            self.broken.append(self.streamed)
+        """The request goes out (again, after a retry: what streamed before is dropped)."""
         self.streamed, self.started, self.first = "", time.monotonic(), None
         self.counted, self.arguments = RunningEstimate(), RunningEstimate()
         self.listener(CallProgress("start", self.model, prompt_tokens=self.prompt_tokens))

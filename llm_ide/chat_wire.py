@@ -7,16 +7,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import httpcore
 import httpx
 
-from llm_ide.calls import Call, Message, ToolCall, estimate_tokens, prompt_chars, shared_prefix
+from llm_ide.calls import Call, Message, ToolCall, estimate_tokens, message_text, prompt_chars
 from llm_ide.endpoint import BadCompletion, EndpointClient, check_body, received
 from llm_ide.plain_post import PlainPost, body_bytes, wire_json
-from llm_ide.text import clean_text
+from llm_ide.text import clean_text, shared_start
 
 MESSAGE_TOKENS = 4  # a chat template's tokens around each message (its role, its start and end markers)
 REQUEST_TOKENS = 3  # around the whole prompt (the assistant's turn opened)
@@ -53,6 +53,25 @@ def estimate_prompt_tokens(
     definitions (which a server renders into the prompt as JSON); `estimate` weighs a text."""
     tokens = REQUEST_TOKENS + sum(MESSAGE_TOKENS + estimate(sent_text(message)) for message in messages)
     return tokens + (estimate(json.dumps(tools)) if tools else 0)
+
+
+def written_chars(text: str, calls: tuple[ToolCall, ...]) -> int:
+    """The characters a reply wrote: its text and its calls' names and arguments."""
+    return len(text) + sum(len(call.name) + len(call.arguments) for call in calls)
+
+
+def shared_prefix(previous: Sequence[Any], current: Sequence[Any], text: Callable[[Any], str] = message_text) -> int:
+    """Characters of `current`'s messages (each `text`) that repeat, as a prefix, the previous request's messages:
+    what a provider's prompt cache holds of a request, re-read at its cache read price."""
+    shared = 0
+    for old, new in zip(previous, current, strict=False):
+        a, b = text(old), text(new)
+        if old.get("role") != new.get("role"):
+            break
+        if a != b:
+            return shared + shared_start(a, b)
+        shared += len(a)
+    return shared
 
 
 class TokenEstimates:
@@ -147,7 +166,8 @@ def streamed(
     from langchain_openai.chat_models.base import ChatOpenAI
 
     options = {"stream_usage": True} if isinstance(chat, ChatOpenAI) else {}
-    if call.streamed:  # a retry after a stream that broke off
+    if call.streamed:  # a retry after a stream that broke off (paid for)
+        call.broken.append(call.streamed)
         call.start()
     message = None
     ours = isinstance(getattr(getattr(chat, "root_client", None), "_client", None), EndpointClient)

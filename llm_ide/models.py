@@ -18,8 +18,8 @@ from pydantic import SecretStr, ValidationError
 
 from llm_ide import endpoint, errors
 from llm_ide.cache_hints import with_cache_hints
-from llm_ide.calls import Call, CallListener, Message, Model, ModelReply, observed, prompt_chars, written_chars
-from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, finish_reason, streamed
+from llm_ide.calls import Call, CallListener, Message, Model, ModelReply, observed, prompt_chars
+from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, finish_reason, streamed, written_chars
 from llm_ide.endpoint import (
     async_http_client,
     cause,
@@ -128,7 +128,7 @@ class ChatModel:
     @contextmanager
     def charged_if_stopped(self, call: Call, messages: list[Message], parts: tuple[int, int]) -> Iterator[None]:
         """A reply that streamed in part is paid for all the same, though never used: what leaves the call (a Ctrl-C or
-        SIGTERM, the error after streams that broke off) carries each such attempt (`paid`, estimated)."""
+        SIGTERM, the error after streams that broke off) carries each such request (`paid`, estimated)."""
         try:
             yield
         except BaseException as error:
@@ -138,9 +138,9 @@ class ChatModel:
             raise
 
     def paid(self, texts: list[str], messages: list[Message], parts: tuple[int, int], last: str = "cut") -> Paid:
-        """The attempts that streamed `texts` and stopped (the last one for the reason `last`): their prompt and what
+        """The requests that streamed `texts` and stopped (the last one for the reason `last`): their prompt and what
         they wrote, estimated; the prompt's prefix the provider's cache held (what the previous request, or the
-        attempt before, sent) at the cache read price."""
+        request before, sent) at the cache read price."""
         prompt, ends = self.tokens.scaled(parts), ["cut"] * (len(texts) - 1) + [last]
         replies = []
         for attempt, (text, end) in enumerate(zip(texts, ends, strict=True)):

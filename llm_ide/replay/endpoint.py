@@ -14,7 +14,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from llm_ide import calls
+from llm_ide import chat_wire
 from llm_ide.inspector.load import content_text
 
 Answer = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -34,7 +34,7 @@ class Server(ThreadingHTTPServer):
 
 def shared_prefix(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> int:
     """Characters of `current`'s messages that repeat, as a prefix, the previous request's messages."""
-    return calls.shared_prefix(previous, current, content_text)
+    return chat_wire.shared_prefix(previous, current, content_text)
 
 
 def prompt_chars(messages: list[dict[str, Any]]) -> int:
