@@ -269,6 +269,30 @@ def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_g
     assert "the run's cost limit $0.5 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 1")
 
 
+@pytest.mark.parametrize(("limit", "going_on"), [("0.5", False), ("1.5", True)])
+def test_a_run_its_navigator_stopped_at_its_cost_limit_goes_on_only_under_a_limit_above_both_costs(
+    tmp_path: Path, limit: str, going_on: bool
+) -> None:
+    """A run the navigator's $1 plan stopped at its $0.50 cost limit went on when run again under that same limit (the
+    limit no longer reached by the driver's $0 alone): the driver's next call was made past the limit, every time."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = tmp_path / "nav.yaml"
+        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
+        driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
+        invoke("run", "--repo", "repo", *args, "--cost-limit", "0.5", cwd=tmp_path)
+        again = invoke("run", "--repo", "repo", *args, "--cost-limit", limit, cwd=tmp_path)
+    traj = load_trajectory(tmp_path / "runs" / "t" / "t.traj.json")
+    said = again.stdout + again.stderr
+    assert ("it goes on, under the limits given now" in said) == going_on, said
+    assert traj["info"]["exit_status"] == ("submitted" if going_on else "cost_limit"), said
+    assert traj["info"]["model_stats"]["api_calls"] == (2 if going_on else 0)
+
+
 def test_without_a_navigator_the_graph_and_the_records_are_unchanged(tmp_path: Path) -> None:
     driver = [act("Ask.", "request_review", summary="x"), reflect(False, "no navigator"), SUBMIT]
     result, traj = run(tmp_path, driver, None, {"mode": "off"})

@@ -22,12 +22,14 @@ def run_limit(
 ) -> LlmIdeError | None:
     """What ends the run at this step, if anything (`spent`: a cost limit it shares): its submission, or a limit."""
     usage = state.get("usage") or empty_usage()
+    apart = [value.get("usage") for value in state.values() if isinstance(value, Mapping)]  # a variant's own calls
+    cost = usage["cost"] + sum(calls.get("cost", 0.0) for calls in apart if isinstance(calls, Mapping))
     if state.get("submitted"):
         return Submitted()
     if agent.step_limit and steps >= agent.step_limit:
         return StepLimit(f"the run's step limit ({agent.step_limit}) is reached")
-    if agent.cost_limit and usage["cost"] >= agent.cost_limit:
-        return CostLimit(f"the run's cost limit ${agent.cost_limit:.2f} is reached (spent ${usage['cost']:.4f})")
+    if agent.cost_limit and cost >= agent.cost_limit:
+        return CostLimit(f"the run's cost limit ${agent.cost_limit:.2f} is reached (spent ${cost:.4f})")
     if spent:
         return CostLimit("the shared cost limit is reached")
     if agent.token_limit and (tokens := usage["input_tokens"] + usage["output_tokens"]) >= agent.token_limit:
