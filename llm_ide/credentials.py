@@ -23,12 +23,13 @@ PROVIDER = re.compile(
     r"|LITELLM|LANGSMITH|LANGCHAIN)_",
     re.IGNORECASE,
 )
-QUERY = r"[?&](?:[\w.-]*[_.-])?(?:api)?(?:key|token|secret|passw(?:or)?d|pass|auth|sig(?:nature)?)s?="  # `?api-key=…`
+# a URL's query parameter named as a credential: `?api-key=`, `?accessToken=`, Azure Functions' `?code=`
+QUERY = r"[?&](?:code|[\w.-]*?(?:key|token|secret|passw(?:or)?d|pass|auth|sig(?:nature)?)s?)=(?P<secret>[^&#\s'\"]+)"
 # credentials by shape (the whole match, or its `secret` group, is the secret), each scanned only where the value,
 SHAPES = [  # lower-cased, holds one of its texts: `in` runs in C, a scan ~1 µs a character (a run's settings ~14 ms)
     (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<secret>[^@\s/]+)@")),  # a URL with a password
     (("://",), re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9]{16,})@")),  # a DSN whose user is a key
-    (("key", "token", "secret", "pass", "auth", "sig"), re.compile(QUERY + r"(?P<secret>[^&#\s'\"]+)", re.I)),  # URLs'
+    (("key", "token", "secret", "pass", "auth", "sig", "code="), re.compile(QUERY, re.I)),  # URLs'
     (("password=",), re.compile(r"(?:^|\s)password=(?P<secret>[^\s']+)", re.IGNORECASE)),  # a libpq keyword DSN
     (("gh",), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),  # GitHub
     (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),  # GitLab

@@ -523,7 +523,9 @@ def test_a_stopped_run_names_the_endpoint_openai_base_url_gave_it(tmp_path: Path
 
 
 @pytest.mark.parametrize("given", ["OPENAI_BASE_URL", "--base-url"])
-@pytest.mark.parametrize("credential", ["user:hunter22-url-password@", "?api-key=hunter22-query-token"])
+@pytest.mark.parametrize(
+    "credential", ["user:hunter22-url-password@", "?api-key=hunter22-query-token", "?code=hunter22-query-token"]
+)
 def test_a_credential_of_the_endpoint_is_not_printed_in_the_command_that_goes_on(
     tmp_path: Path, given: str, credential: str
 ) -> None:

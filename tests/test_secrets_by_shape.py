@@ -50,7 +50,10 @@ def shaped() -> dict[str, str]:
         ("host=db password=secret123 user=x", ["secret123"]),
         ("http://127.0.0.1:8000/v1?api-key=hunter2xyz", ["hunter2xyz"]),
         ("https://h/v1?api-version=2024-06-01&access_token=tok123&x=1", ["tok123"]),
+        ("https://fn.azurewebsites.net/api/v1?code=hunter2xyz", ["hunter2xyz"]),  # Azure Functions' key
+        ("https://h/v1?accessToken=tok123&subscriptionKey=k456&clientSecret=s789", ["tok123", "k456", "s789"]),
         ("https://h/search?q=monkey&passage=2&keyword=x", []),
+        ("https://h/v1?encode=utf-8&zipcode=12345&codes=abcdef", []),
         ("https://github.com/org/repo.git", []),
         ("ssh://git@github.com/org/repo", []),
         ("/usr/local/bin:/usr/bin", []),
