@@ -195,6 +195,20 @@ def test_a_base_url_whose_path_answers_nothing_is_one_line_naming_the_one_that_d
     assert not (tmp_path / "out").exists()
 
 
+def test_the_url_a_base_url_with_a_query_is_a_typo_for_keeps_its_query(tmp_path: Path) -> None:
+    """The URL named for a path that answers nothing dropped the endpoint's query (Azure's `?api-version=`, a key):
+    the one it said to pass lost what the endpoint needs; and the GET it named put `/models` after the query."""
+    with OpenAIServer(replies=[SUBMIT], models=["qwen-local"]) as server:
+        origin = server.url.removesuffix("/v1")
+        result = run(cli(tmp_path, origin + "/v2?api-version=2024-06-01", model="qwen-local"))
+    assert server.hits == 0 and result.returncode == 2
+    assert result.stderr == (
+        f"error: nothing answers at {origin}/v2?api-version=2024-06-01 (GET {origin}/v2/models?api-version=2024-06-01:"
+        f" 404), but {origin}/v1?api-version=2024-06-01 lists qwen-local; pass --base-url"
+        f" {origin}/v1?api-version=2024-06-01\n"
+    )
+
+
 def test_streamed_replies_without_usage_are_marked_estimated_in_calls_model_stats_and_the_console(
     tmp_path: Path,
 ) -> None:

@@ -18,7 +18,7 @@ import httpx
 from pydantic import ValidationError, create_model
 
 from llm_ide.composition import attempt_uses
-from llm_ide.endpoint import listed_models, tls_context
+from llm_ide.endpoint import below, listed_models, tls_context
 from llm_ide.environments import capabilities
 from llm_ide.environments.bwrap import bwrap_problem
 from llm_ide.environments.views import absent, check_mount_point
@@ -382,10 +382,10 @@ def check_listed(model: str, url: str, settings: Any, timeout: float) -> None:
     key = key if isinstance(key, str) else None
     listed = listed_models(url, key, timeout)
     if listed == [] and urlparse(url).path.rstrip("/") != "/v1":
-        served = f"{urlparse(url)._replace(path='/v1', query='', fragment='').geturl()}"
+        served = urlparse(url)._replace(path="/v1", fragment="").geturl()  # (its query the endpoint's: a key)
         if elsewhere := listed_models(served, key, timeout):
             raise PreflightError(
-                f"nothing answers at {url} (GET {url.rstrip('/')}/models: 404), but {served} lists "
+                f"nothing answers at {url} (GET {below(url, '/models')}: 404), but {served} lists "
                 f"{shown(elsewhere)}; pass --base-url {served}"
             )
     if not listed or name in listed or f"{name}:latest" in listed:
