@@ -16,8 +16,8 @@ def below(url: str, tail: str) -> str:
 
 def query_apart(kwargs: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI client's arguments with its `base_url`'s query in `default_query` (which `model.kwargs` may extend)."""
-    base, _, query = str(kwargs.get("base_url") or "").partition("?")
-    if not query:
+    base, mark, query = str(kwargs.get("base_url") or "").partition("?")
+    if not mark:
         return kwargs
     asked = dict(parse_qsl(query, keep_blank_values=True)) | dict(kwargs.get("default_query") or {})
     return kwargs | {"base_url": base, "default_query": asked}

@@ -337,8 +337,8 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
     from langchain.chat_models import init_chat_model
 
     provider, name = spec.split(":", 1)
-    url = base_url or (os.environ.get("OPENAI_BASE_URL") if provider == "openai" else None)
-    by_url = provider == "openai" and bool(url)
+    by_url = provider == "openai" and bool(base_url or os.environ.get("OPENAI_BASE_URL"))
+    url = base_url or (os.environ.get("OPENAI_BASE_URL") if by_url and "base_url" not in config.kwargs else None)
     room = reply_room(config, by_url)
     kwargs = client_kwargs(config, room, by_url) | ({"base_url": url} if url else {})
     if provider == "openai":
@@ -350,7 +350,7 @@ def provider_model(spec: str, config: ModelSettings, base_url: str | None) -> Ch
 def openai_compatible_model(spec: str, config: ModelSettings, base_url: str | None) -> ChatModel:
     from langchain_openai.chat_models.base import ChatOpenAI
 
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    url = base_url or config.kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
     room = reply_room(config, url is not None)
     kwargs = our_clients(client_kwargs(config, room, url is not None) | {"base_url": url}, config.timeout)
     given = [str(kwargs.pop(name)) for name in ("api_key", "openai_api_key") if name in kwargs]  # model.kwargs's key

@@ -258,6 +258,23 @@ def test_a_query_in_the_endpoint_url_is_sent_with_each_request(
     assert [request.path for request in server.requests] == ["/v1/chat/completions?api-key=q-secret-1&api-version=2"]
 
 
+@pytest.mark.parametrize("spec", ["gpt-5-mini", "openai:gpt-5-mini"])
+@pytest.mark.parametrize("given", [("argument", "kwargs", "environment"), ("kwargs", "environment"), ("kwargs",)])
+def test_the_endpoint_is_the_argument_s_then_model_kwargs_then_the_environment_s(
+    config: ModelSettings, monkeypatch: pytest.MonkeyPatch, spec: str, given: tuple[str, ...]
+) -> None:
+    """`--base-url` first, then `model.kwargs.base_url`, then $OPENAI_BASE_URL; a bare `?` ends no URL's path."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used-here")
+    with OpenAIServer(replies=["a"]) as a, OpenAIServer(replies=["k"]) as k, OpenAIServer(replies=["e"]) as e:
+        urls = {"argument": a.url + "?", "kwargs": k.url, "environment": e.url}
+        if "environment" in given:
+            monkeypatch.setenv("OPENAI_BASE_URL", urls["environment"])
+        settings = config.model_copy(update={"kwargs": {"base_url": urls["kwargs"]}})
+        model = get_model(spec, settings, base_url=urls["argument"] if "argument" in given else None)
+        assert model.complete(MESSAGES).text == given[0][0]
+    assert [len(server.requests) for server in (a, k, e)] == [int(name == given[0]) for name in urls]
+
+
 @pytest.mark.parametrize("name", ["api_key", "openai_api_key"])
 @pytest.mark.parametrize("environment_key", [None, "sk-from-the-environment"])
 def test_a_key_in_model_kwargs_is_the_one_an_endpoint_given_by_url_is_sent(
