@@ -460,6 +460,14 @@ def test_a_command_whose_output_pipe_is_closed_ends_quietly_as_sigpipe(tmp_path:
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.parametrize("args", [["--help"], ["config", "show"]])
+def test_a_command_whose_output_cannot_be_written_says_so_in_one_line(tmp_path: Path, args: list[str]) -> None:
+    """`llm-ide config show > /dev/full` (a full disk) ended in a traceback; it is one line, exit 1."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*CLI, *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert (done.returncode, done.stderr) == (1, "error: cannot write the command's output: No space left on device\n")
+
+
 def test_model_retries_and_their_reason_show_on_the_console(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     config = no_tools(tmp_path, max_retries=3, retry_base_delay=0.01, retry_max_delay=0.02)

@@ -19,7 +19,7 @@ from rich.markup import escape
 from llm_ide import deferred
 from llm_ide.cli.lazy import lazy_group
 from llm_ide.credentials import credentials_in
-from llm_ide.errors import Terminated
+from llm_ide.errors import LlmIdeError, Terminated
 from llm_ide.secrets import redact, register, registered
 from llm_ide.terminal import terminal_safe
 from llm_ide.version import __version__
@@ -33,7 +33,7 @@ class App(typer.Typer):
     that cannot be opened, with the error's exit code)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from llm_ide.errors import LlmIdeError, ending
+        from llm_ide.errors import ending
 
         deferred.install()
         given = kwargs.get("args", args[0] if args else sys.argv[1:])
@@ -105,6 +105,9 @@ class PipeGuard:
             os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
             self.code = 128 + signal.SIGPIPE
             raise Terminated(signal.SIGPIPE) from None
+        except OSError as error:  # (a full disk, /dev/full)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            raise LlmIdeError(f"cannot write the command's output: {error.strerror or error}") from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
