@@ -242,6 +242,29 @@ def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back
     assert done.stdout.splitlines()[-1].split()[:3] == ["True", "True", "700"], done.stdout
 
 
+def test_a_commands_process_frees_its_garbage_at_exit_and_freezes_the_rest(tmp_path: Path) -> None:
+    """At exit the command line collects once, as the interpreter would, then freezes what is alive: the garbage a
+    command left is finalized as before, and the interpreter's passes as it tears the modules down walk nothing."""
+    done = after_config_show(
+        tmp_path,
+        """
+        class Cycle:
+            def __del__(self):
+                print("finalized", flush=True)
+
+        left = Cycle()
+        left.itself = left
+        del left
+        """,
+        before="""
+        import atexit, gc
+        atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0, flush=True))  # runs last
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["finalized", "frozen at exit: True"], done.stdout
+
+
 @pytest.mark.parametrize("frozen_by_caller", [True, False])
 def test_a_runs_loop_settles_the_heap_and_gives_it_back_as_it_found_it(frozen_by_caller: bool) -> None:
     """The loop freezes what is alive and collects the young generation rarely; a caller's own freeze (a server's

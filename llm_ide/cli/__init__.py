@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import gc
 import os
@@ -81,6 +82,18 @@ def collected_rarely() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
+
+
+def frozen_at_exit() -> None:
+    """The process's garbage collected once more at exit, as the interpreter would, then what is still alive frozen:
+    the interpreter's own full passes as it tears the modules down (three, each walking the ~300,000 objects of the
+    imports and the run: ~0.3 s of CPU per `llm-ide run`) then walk nothing. The last exit handler: registered when
+    the command line is imported, before any of a command's own."""
+    gc.collect()
+    gc.freeze()
+
+
+atexit.register(frozen_at_exit)
 
 
 class PipeGuard:
