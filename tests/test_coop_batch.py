@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from agent_script import act
 from in_process import invoke
 from test_coop_evaluate import build_task
 from test_coop_messages import pair_scripts
+from test_coop_run import scripts
 
 from llm_ide.coop import collect, summarize
 
@@ -143,3 +145,26 @@ def test_the_live_line_shows_each_agents_step_and_the_command_it_is_running() ->
     live.event("1", RunEvent("agent1", "command", step=2, command=CommandProgress("start", "sleep 30")))
     time.sleep(1.1)  # a command that prints nothing: its seconds go on all the same (they stayed at 0 s)
     assert live.line().endswith("agent 1 step 2: running sleep 30 (1 s) | agent 2 step 1: bash pytest -q tests")
+
+
+def test_evaluating_a_folder_keeps_an_unfinished_pair_counted_as_an_error(tmp_path: Path) -> None:
+    """Agent 2's script runs out: the batch's summary counts 1 pair, 1 error; `coop evaluate` over the folder kept
+    neither (it rewrote summary.json with 0 pairs, 0 errors), only saying "1 unfinished" on the console."""
+    task, source = build_task(tmp_path)
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump({"environment": {"tools": []}}))
+    model = scripts(tmp_path / "scripts", plan_1=[act("Done.", "agreement_reached", plan="three()")],
+                    plan_2=[act("Done.", "agreement_reached", plan="four()")], run_1=[act("Submit.", "submit")],
+                    run_2=[act("Look.", "bash", command="ls")])  # fmt: skip
+    out = tmp_path / "out"
+    args = ("--model", model, "--repo-source", str(source), "-o", str(out), "--config", str(tmp_path / "agent.yaml"))
+    done = invoke("coop", "run", str(task), "--pair", "1,2", *args)
+    assert done.returncode == 1 and "ran out of responses" in done.stdout, done.stdout + done.stderr
+    ran = json.loads((out / "summary.json").read_text())
+    assert (ran["total"]["pairs"], ran["total"]["errors"]) == (1, 1)
+    assert summarize(collect(out)).as_dict() == ran
+
+    again = invoke("coop", "evaluate", str(out), env={**os.environ, "COLUMNS": "200"})
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads((out / "summary.json").read_text()) == ran
+    assert "0 pairs graded, 1 unfinished" in again.stdout
+    assert "patch_agent2.patch missing" in again.stdout

@@ -191,9 +191,9 @@ def grade_folder(folder: Path) -> None:
     console.print(pairs_table(results))
     console.print(summary_table(summary))
     (folder / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
-    unfinished = len(pairs) - len(results)
-    more = f", {unfinished} unfinished (no eval.json)" if unfinished else ""
-    console.print(f"{many(len(results), 'pair')} graded{more}")
+    unfinished = sum(bool(result.get("error")) for result in results)
+    more = f", {unfinished} unfinished (no eval.json: counted as errors)" if unfinished else ""
+    console.print(f"{many(len(results) - unfinished, 'pair')} graded{more}")
 
 
 def regrade(folder: Path) -> None:

@@ -70,8 +70,20 @@ def summarize(results: Iterable[dict[str, Any]]) -> Summary:
 
 
 def collect(folder: Path) -> list[dict[str, Any]]:
-    """The eval.json of every pair folder under `folder` (the --output of `coop run`)."""
-    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*/eval.json"))]
+    """The eval.json of every pair folder under `folder` (the --output of `coop run`); a pair without one is an error
+    record saying what it lacks (a summary counts it)."""
+    pairs = {path.parent for path in (*folder.glob("*/eval.json"), *folder.glob("*/run.json"))}
+    return [pair_result(pair) for pair in sorted(pairs)]
+
+
+def pair_result(pair: Path) -> dict[str, Any]:
+    """A pair folder's eval.json, else `{setting, k, pair, error}`: unfinished (its missing patches) or ungraded."""
+    if (graded := pair / "eval.json").is_file():
+        return json.loads(graded.read_text(encoding="utf-8"))
+    run = CoopRun.model_validate_json((pair / "run.json").read_text(encoding="utf-8"))
+    missing = [name for agent in run.agents() if not (pair / (name := f"patch_agent{agent}.patch")).is_file()]
+    why = f"{', '.join(missing)} missing (run it again to resume)" if missing else "not graded (no eval.json)"
+    return {"setting": str(run.setting), "k": run.k, "pair": list(run.pair), "error": f"unfinished: {why}"}
 
 
 def run_pairs(
