@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
-from llm_ide.errors import BudgetSpent
+from llm_ide.errors import BudgetSpent, usd
 
 EPSILON = 1e-9  # dollars: sums of float prices that land on the limit count as on it
 
@@ -56,7 +56,8 @@ class CostBudget:
         """The reservation for `calls` calls; BudgetSpent when there is no room for them."""
         with self._lock:
             if not self._room(calls):
-                raise BudgetSpent(f"the shared cost limit ${self.limit:.2f} is reached (spent ${self.spent:.4f})")
+                limit, spent = usd(self.limit), usd(self.spent)
+                raise BudgetSpent(f"the shared cost limit {limit} is reached (spent {spent})")
             reservation = calls * self.dearest
             self.reserved += reservation
             return reservation

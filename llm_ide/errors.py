@@ -7,6 +7,7 @@ ends with when it stops the run, and the CLI's exit code (2: a bad input, told b
 from __future__ import annotations
 
 import logging
+import math
 import re
 import signal
 import threading
@@ -140,6 +141,13 @@ class StepLimit(LlmIdeError):
     """The run made `agent.step_limit` operations."""
 
     exit_status = ExitStatus.STEP_LIMIT
+
+
+def usd(amount: float) -> str:
+    """Dollars as every cost and limit is shown: 4 decimals, and below $0.0001 its first two significant digits (a
+    limit of $0.0012 is not $0.00, a cost of $0.00004 not $0.0000)."""
+    places = 4 if not amount or abs(amount) >= 1e-4 else 1 - math.floor(math.log10(abs(amount)))
+    return f"${amount:.{places}f}"
 
 
 class CostLimit(LlmIdeError):

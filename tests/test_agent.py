@@ -97,7 +97,7 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
     ("agent", "status", "n_ops", "error"),
     [
         ({"step_limit": 2}, "step_limit", 2, "the run's step limit (2) is reached"),
-        ({"cost_limit": 1e-9}, "cost_limit", 1, "the run's cost limit $0.00 is reached (spent $0.0260)"),
+        ({"cost_limit": 0.0012}, "cost_limit", 1, "the run's cost limit $0.0012 is reached (spent $0.0260)"),
     ],
 )
 def test_limits_end_the_run_with_their_status_and_a_patch(

@@ -310,7 +310,7 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
     assert (summary.cost, summary.spent_before) == (4.0, 0.0)
 
-    text_went_on = {"demo__text-1": ("cost_limit", 3.0, "the run's cost limit $3.00 is reached (spent $3.0000)")}
+    text_went_on = {"demo__text-1": ("cost_limit", 3.0, "the run's cost limit $3.0000 is reached (spent $3.0000)")}
     for limit, hits, outcomes in [(4.0, 0, {}), (6.0, 2, text_went_on)]:  # (stopped by the batch's: it goes on)
         with OpenAIServer(replies=calls) as server:  # the same command again, then with $2 more: what is left
             again = run_swebench(str(dataset), "test", replace(options, base_url=server.url, cost_limit=limit))

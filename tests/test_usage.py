@@ -8,7 +8,9 @@ from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
 from openai_server import OpenAIServer, Reply
 
+from llm_ide.budget import CostBudget
 from llm_ide.config import load_config
+from llm_ide.errors import BudgetSpent
 from llm_ide.run.single import run_task
 
 
@@ -46,3 +48,18 @@ def test_cached_tokens_and_cost_reach_model_stats_and_every_recorded_call(tmp_pa
     calls = traj["model_calls"]
     assert [(c["prompt_tokens"], c["cache_read_tokens"], c["response_tokens"]) for c in calls] == tokens
     assert [c["cost"] for c in calls] == pytest.approx(costs)
+
+
+@pytest.mark.parametrize(
+    ("limit", "spent", "said"),
+    [
+        (0.0012, 0.0019, "the shared cost limit $0.0012 is reached (spent $0.0019)"),
+        (0.00004, 0.00005, "the shared cost limit $0.000040 is reached (spent $0.000050)"),
+        (3.0, 3.25, "the shared cost limit $3.0000 is reached (spent $3.2500)"),
+    ],
+)
+def test_a_sub_cent_cost_limit_is_said_with_its_digits(limit: float, spent: float, said: str) -> None:
+    """A limit below a cent was said as `$0.00` (two decimals), a cost below $0.0001 as `$0.0000`."""
+    with pytest.raises(BudgetSpent) as spent_all:
+        CostBudget(limit, spent).admit()
+    assert str(spent_all.value) == said

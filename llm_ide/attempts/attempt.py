@@ -15,7 +15,7 @@ from llm_ide.attempts.context import AttemptsContext, attempt_store, local_workt
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.composition import attempt_model
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus, LlmIdeError
+from llm_ide.errors import ExitStatus, LlmIdeError, usd
 from llm_ide.run.single import Driver
 from llm_ide.terminal import plural
 
@@ -80,7 +80,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
     )
     own_log = relative(ctx.attempt_dir(index) / f"{result.run_id}.log", request.output_dir)
     lines, calls = plural(result.submission.count(chr(10)), "patch line"), plural(record["api_calls"], "call")
-    spent = f"{lines}, ${record['cost']:.4f}, {calls}"
+    spent = f"{lines}, {usd(record['cost'])}, {calls}"
     ctx.emit(f"attempt {index}: {result.exit_status}", f"{spent}; its log: {own_log}")
     return {"attempts": [record]}
 

@@ -22,7 +22,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from llm_ide.errors import masked
+from llm_ide.errors import masked, usd
 from llm_ide.secrets import MASK, redact, registered
 from llm_ide.terminal import plural, terminal_safe
 from llm_ide.user_config import user_config_path
@@ -115,7 +115,7 @@ def first_meaningful_line(text: str) -> str:
 
 
 def money(cost: float, priced: bool = True) -> str:
-    return f"${cost:.4f}" if priced else "unpriced"
+    return usd(cost) if priced else "unpriced"
 
 
 def usage_text(stats: dict[str, Any], priced: bool) -> str:

@@ -196,9 +196,9 @@ def print_batch(summary: Any, output: Path) -> None:
     console.print(f"preds: {preds}  exit statuses: {output / 'exit_statuses.yaml'}")
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")
     if summary.not_started:
-        before = f", ${summary.spent_before:.4f} of it by earlier runs in {output}" if summary.spent_before else ""
+        before = f", {money(summary.spent_before)} of it by earlier runs in {output}" if summary.spent_before else ""
         console.print(
-            f"[yellow]global cost limit reached (spent ${summary.spent_before + summary.cost:.4f}{before}): "
+            f"[yellow]global cost limit reached (spent {money(summary.spent_before + summary.cost)}{before}): "
             f"{len(summary.not_started)} instance{'s' * (len(summary.not_started) != 1)} not started[/]"
         )
     if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):

@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended
+from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended, usd
 from llm_ide.settings import AgentSettings
 from llm_ide.state.context import add_scope, created_named, with_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
@@ -21,18 +21,19 @@ def run_limit(
     agent: AgentSettings, state: Mapping[str, Any], steps: int, elapsed: float, spent: bool
 ) -> LlmIdeError | None:
     """What ends the run at this step, if anything (`spent`: a cost limit it shares): its submission, or a limit."""
-    usage = state.get("usage") or empty_usage()
     apart = [value.get("usage") for value in state.values() if isinstance(value, Mapping)]  # a variant's own calls
-    cost = usage["cost"] + sum(calls.get("cost", 0.0) for calls in apart if isinstance(calls, Mapping))
+    every = [state.get("usage") or empty_usage(), *(calls for calls in apart if isinstance(calls, Mapping))]
+    cost = sum(calls.get("cost", 0.0) for calls in every)
+    tokens = sum(calls.get("input_tokens", 0) + calls.get("output_tokens", 0) for calls in every)
     if state.get("submitted"):
         return Submitted()
     if agent.step_limit and steps >= agent.step_limit:
         return StepLimit(f"the run's step limit ({agent.step_limit}) is reached")
     if agent.cost_limit and cost >= agent.cost_limit:
-        return CostLimit(f"the run's cost limit ${agent.cost_limit:.2f} is reached (spent ${cost:.4f})")
+        return CostLimit(f"the run's cost limit {usd(agent.cost_limit)} is reached (spent {usd(cost)})")
     if spent:
         return CostLimit("the shared cost limit is reached")
-    if agent.token_limit and (tokens := usage["input_tokens"] + usage["output_tokens"]) >= agent.token_limit:
+    if agent.token_limit and tokens >= agent.token_limit:
         return CostLimit(f"the run's token limit ({agent.token_limit:,}) is reached ({tokens:,} tokens)")  # any price
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
         return TimeLimit(f"the run's wall-time limit ({agent.wall_time_limit:g} s) is reached ({elapsed:.1f} s spent)")

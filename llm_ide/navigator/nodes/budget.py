@@ -7,7 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.errors import CostLimit, ended
+from llm_ide.errors import CostLimit, ended, usd
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.variant import AgentContext
 
@@ -20,5 +20,5 @@ def budget(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
     driver, navigator = (state.get("usage") or empty_usage())["cost"], record["usage"]["cost"]
     if driver + navigator < limit:
         return {}
-    spent = f"${driver + navigator:.4f}: the driver ${driver:.4f}, the navigator ${navigator:.4f}"
-    return ended(CostLimit(f"the run's cost limit ${limit:g} is reached (spent {spent})"))
+    spent = f"{usd(driver + navigator)}: the driver {usd(driver)}, the navigator {usd(navigator)}"
+    return ended(CostLimit(f"the run's cost limit {usd(limit)} is reached (spent {spent})"))
