@@ -254,6 +254,19 @@ def test_the_runs_cost_limit_counts_the_navigators_calls_with_the_drivers(tmp_pa
     assert traj["info"]["model_stats"]["api_calls"] == 0 and traj["info"]["navigator"]["usage"]["cost"] == 1.0
 
 
+def test_the_runs_token_limit_counts_the_navigators_tokens_with_the_drivers(tmp_path: Path) -> None:
+    """The navigator's plan alone takes 1,000 tokens of a 500-token limit: the run ends `cost_limit` before the
+    driver's first call (the token limit counted the driver's tokens only, while the cost limit counted both)."""
+    plan = Reply(text=PLAN[1], input_tokens=900, output_tokens=100)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"model": "navigator-test", "base_url": server.url, "gate": []}
+        driver = [FIX, reflect(False, "fixed"), SUBMIT]
+        result, traj = run(tmp_path, driver, None, nav, agent={"token_limit": 500})
+    assert result.exit_status == "cost_limit" == traj["info"]["exit_status"]
+    assert result.error == "the run's token limit (500) is reached (1,000 tokens: the driver 0, the navigator 1,000)"
+    assert traj["info"]["model_stats"]["api_calls"] == 0
+
+
 def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(tmp_path: Path) -> None:
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
     plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)

@@ -1,5 +1,6 @@
-"""Before each step: the run's cost limit (`agent.cost_limit`) counts the navigator's model calls with the driver's,
-so a run with a navigator ends (`cost_limit`) before the driver's next call once both together reached it."""
+"""Before each step: the run's cost and token limits (`agent.cost_limit`, `agent.token_limit`) count the navigator's
+model calls with the driver's, so a run with a navigator ends (`cost_limit`) before the driver's next call once both
+together reached one of them."""
 
 from __future__ import annotations
 
@@ -8,17 +9,27 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import CostLimit, ended, usd
+from llm_ide.settings import AgentSettings
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.variant import AgentContext
 
 
 def budget(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-    limit = runtime.context.settings.agent.cost_limit
     record: dict[str, Any] = state.get("navigator") or {}  # type: ignore[assignment]
-    if not limit or not record or state.get("exit_status"):
+    if not record or state.get("exit_status"):
         return {}
-    driver, navigator = (state.get("usage") or empty_usage())["cost"], record["usage"]["cost"]
-    if driver + navigator < limit:
-        return {}
-    spent = f"{usd(driver + navigator)}: the driver {usd(driver)}, the navigator {usd(navigator)}"
-    return ended(CostLimit(f"the run's cost limit {usd(limit)} is reached (spent {spent})"))
+    driver = dict(state.get("usage") or empty_usage())
+    reached = limit_reached(runtime.context.settings.agent, driver, record["usage"])
+    return ended(CostLimit(reached)) if reached else {}
+
+
+def limit_reached(agent: AgentSettings, driver: dict[str, Any], navigator: dict[str, Any]) -> str | None:
+    """The limit the driver's and the navigator's usage reached together, if any, each one's part said."""
+    if agent.cost_limit and (cost := driver["cost"] + navigator["cost"]) >= agent.cost_limit:
+        parts = f"the driver {usd(driver['cost'])}, the navigator {usd(navigator['cost'])}"
+        return f"the run's cost limit {usd(agent.cost_limit)} is reached (spent {usd(cost)}: {parts})"
+    mine, its = (usage["input_tokens"] + usage["output_tokens"] for usage in (driver, navigator))
+    if agent.token_limit and mine + its >= agent.token_limit:  # whatever the price, as the driver's alone
+        parts = f"{mine + its:,} tokens: the driver {mine:,}, the navigator {its:,}"
+        return f"the run's token limit ({agent.token_limit:,}) is reached ({parts})"
+    return None
