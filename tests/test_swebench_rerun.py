@@ -14,7 +14,7 @@ import pytest
 import yaml
 from attempts_scripts import review, scripts
 from in_process import invoke
-from openai_server import OpenAIServer
+from openai_server import OpenAIServer, Reply
 from swebench_fixtures import (
     FIX_COMMAND,
     WRONG_COMMAND,
@@ -292,3 +292,23 @@ def test_swebench_single_stopped_at_its_step_limit_prints_the_command_that_goes_
     assert "step   2 bash: git diff --stat" in went_on.stdout and "step   1 " not in went_on.stdout, went_on.stdout
     assert went_on.returncode == 1 and "step_limit after 2 steps" in went_on.stdout
     assert went_on.stderr.splitlines()[-1].endswith("--step-limit 4")
+
+
+def test_swebench_single_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The navigator's permission for the first command spends $1 of a $0.50 --cost-limit: `run` printed the command
+    with the limit doubled (its cost counts the navigator's), swebench-single nothing (it read the driver's $0)."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    plan = Reply(text="<plan>Fix it.</plan>", input_tokens=100, output_tokens=0)
+    approve = Reply(text="<approve>Fine.</approve>", input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan, approve]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": ["bash"]}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = tmp_path / "nav.yaml"
+        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
+        args = ["--subset", str(dataset), "-i", row["instance_id"], "--model", model, "--environment", "local"]
+        done = invoke("swebench-single", *args, "-c", str(config), "-o", "out", "--cost-limit", "0.5", cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert "the navigator $1.1000" in said and said.rstrip().endswith("--cost-limit 1"), said

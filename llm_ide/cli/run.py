@@ -129,7 +129,7 @@ def run(
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
     code = print_outcome(result, request, priced)
     limits = limits_file(checkpoint, request.output_dir, run_id)
-    raised = higher_limit(result.exit_status, spent(result), settings, limits)
+    raised = higher_limit(result.exit_status, result.model_stats, settings, limits, result.trajectory_path)
     print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again, raised)
     raise typer.Exit(code)
 
@@ -160,23 +160,25 @@ def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | Non
     return None if checkpoint == "memory" else folder / f"{run_id}.limits.yaml"
 
 
-def spent(result: RunResult) -> dict[str, Any]:
-    """What a run used, a navigator's cost with the driver's where it stopped at its cost limit (which counts both)."""
-    stats, trajectory = result.model_stats, result.trajectory_path
-    if result.exit_status != ExitStatus.COST_LIMIT or not trajectory.is_file():
+def spent(stats: dict[str, Any], trajectory: Path | None) -> dict[str, Any]:
+    """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with a
+    navigator's cost and tokens added."""
+    if trajectory is None or not trajectory.is_file():
         return stats
     info = json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
-    navigator = ((info.get("navigator") or {}).get("usage") or {}).get("cost") or 0.0
-    return {**stats, "cost": stats.get("cost", 0.0) + navigator}
+    stats, navigator = info.get("model_stats") or stats, (info.get("navigator") or {}).get("usage") or {}
+    added = {key: stats.get(key, 0) + navigator.get(key, 0) for key in ("cost", "input_tokens", "output_tokens")}
+    return {**stats, **added}
 
 
 def higher_limit(
-    status: ExitStatus, stats: dict[str, Any], settings: Settings, limits: Path | None
+    status: ExitStatus, stats: dict[str, Any], settings: Settings, limits: Path | None, trajectory: Path | None = None
 ) -> tuple[str, list[str]] | None:
-    """How a run stopped at one of its limits (`stats`: what it used) goes on from its last step: the options that
-    double that limit, or, for a limit no option sets, a `--config` file doubling it (written to `limits`); None for
-    another ending (or a limit a batch shares); with attempts, the step limit alone (each attempt has its own, the
-    task its budget); no options where there is no file to write it in."""
+    """How a run stopped at one of its limits (`stats`: what it used; its `trajectory`, read by `spent`, adds a
+    navigator's part as the limits count it) goes on from its last step: the options that double that limit, or, for a
+    limit no option sets, a `--config` file doubling it (written to `limits`); None for another ending (or a limit a
+    batch shares); with attempts, the step limit alone (each attempt has its own, the task its budget); no options
+    where there is no file to write it in."""
     agent = settings.agent
     if status not in LIMITS:
         return None
@@ -184,6 +186,7 @@ def higher_limit(
         return "a higher step limit", ["--step-limit", str(2 * agent.step_limit)]
     if settings.attempts.max > 1:  # type: ignore[attr-defined]
         return None
+    stats = spent(stats, trajectory) if status == ExitStatus.COST_LIMIT else stats
     if status == ExitStatus.COST_LIMIT and agent.cost_limit and stats.get("cost", 0.0) >= agent.cost_limit:
         return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
     tokens = agent.token_limit and stats.get("input_tokens", 0) + stats.get("output_tokens", 0) >= agent.token_limit

@@ -342,7 +342,8 @@ def swebench_single_command(
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     limits = limits_file(checkpoint, output / chosen.instance_id, chosen.instance_id)
-    raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits)
+    trajectory = output / outcome.details["trajectory"] if "trajectory" in outcome.details else None
+    raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits, trajectory)
     print_how_it_goes_on(outcome.exit_status, checkpoint, [], again, raised)
     unstarted = outcome.exit_status == ExitStatus.ENVIRONMENT_ERROR and not outcome.steps  # as `llm-ide run`: 2
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 2 if unstarted else 1)
