@@ -4,6 +4,7 @@ end to end by `run_task` on a real repository, the driver and the navigator both
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,27 @@ def test_a_run_its_navigator_stopped_at_its_cost_limit_goes_on_only_under_a_limi
     assert ("it goes on, under the limits given now" in said) == going_on, said
     assert traj["info"]["exit_status"] == ("submitted" if going_on else "cost_limit"), said
     assert traj["info"]["model_stats"]["api_calls"] == (2 if going_on else 0)
+
+
+def test_the_console_and_inspect_show_the_navigators_spend_beside_the_drivers(tmp_path: Path) -> None:
+    """The navigator's plan costs $1, the driver's calls $0: the run's last line and `inspect` said $0.0000 only (the
+    HTML page alone showed the navigator's)."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = tmp_path / "nav.yaml"
+        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
+        driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    navigator = "its navigator: 1 model call, 1000+0 tokens, $1.0000"
+    (last,) = [line for line in done.stdout.splitlines() if line.startswith("submitted after ")]
+    assert last.endswith(f", $0.0000; {navigator}"), last
+    shown = invoke("inspect", str(tmp_path / "runs" / "t" / "t.traj.json"), env={**os.environ, "COLUMNS": "200"})
+    assert f"$0.0000; {navigator}" in shown.stdout, shown.stdout
 
 
 def test_without_a_navigator_the_graph_and_the_records_are_unchanged(tmp_path: Path) -> None:

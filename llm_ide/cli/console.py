@@ -118,15 +118,30 @@ def money(cost: float, priced: bool = True) -> str:
     return usd(cost) if priced else "unpriced"
 
 
-def usage_text(stats: dict[str, Any], priced: bool) -> str:
+def navigator_usage(info: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory's `info`: its navigator's model usage (calls, tokens, cost; the driver's `model_stats` exclude it),
+    empty for a run without one."""
+    return (info.get("navigator") or {}).get("usage") or {}
+
+
+def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | None = None) -> str:
     """A run's model usage in one phrase: calls (and those paid at steps that never completed), tokens (said when
-    estimated), cost (or `unpriced`)."""
+    estimated), cost (or `unpriced`); a navigator's that made calls after it."""
     estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
     guess = " (estimated)" if estimated == calls else f" (estimated for {plural(estimated, 'call')})"
     guess = guess if estimated else ""
     tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
     discarded = f" (+{stats['discarded_calls']} discarded)" if stats.get("discarded_calls") else ""
-    return f"{calls} model call{'s' * (calls != 1)}{discarded}, {tokens}, {money(stats['cost'], priced)}"
+    said = f"{calls} model call{'s' * (calls != 1)}{discarded}, {tokens}, {money(stats['cost'], priced)}"
+    return said + navigator_text(navigator, priced)
+
+
+def navigator_text(navigator: dict[str, Any] | None, priced: bool) -> str:
+    """`; its navigator: <calls>, <tokens>, <cost>` after the driver's usage, for a navigator that made calls."""
+    if not navigator or not navigator.get("calls"):
+        return ""
+    spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens, {money(navigator['cost'], priced)}"
+    return f"; its navigator: {plural(navigator['calls'], 'model call')}, {spent}"
 
 
 @cache

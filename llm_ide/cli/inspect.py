@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llm_ide.cli.console import console, err_console, fail, money, usage_text
+from llm_ide.cli.console import console, err_console, fail, money, navigator_usage, usage_text
 from llm_ide.terminal import plural, terminal_safe
 
 if TYPE_CHECKING:
@@ -108,7 +108,8 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
     screen = console if console.is_terminal else Console(highlight=False, width=PIPED_WIDTH, no_color=True)
     priced = run_priced(info)
     heading = escape(str(info.get("run_id", trajectory.stem)))
-    screen.print(operation_tree(heading, info, operations, usage_text(stats, priced), full, cropped=screen.is_terminal))
+    used = usage_text(stats, priced, navigator_usage(info))
+    screen.print(operation_tree(heading, info, operations, used, full, cropped=screen.is_terminal))
     if info.get("error"):  # why a run that did not submit ended
         screen.print(f"[bold]ended:[/] {escape(terminal_safe(str(info['error'])))}")
     print_choice_and_messages(screen, info)

@@ -24,6 +24,7 @@ from llm_ide.cli.console import (
     fail,
     interrupted_exit,
     money,
+    navigator_usage,
     print_interrupted,
     usage_text,
     warnings_on_console,
@@ -163,12 +164,20 @@ def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | Non
 def spent(stats: dict[str, Any], trajectory: Path | None) -> dict[str, Any]:
     """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with a
     navigator's cost and tokens added."""
-    if trajectory is None or not trajectory.is_file():
-        return stats
-    info = json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
-    stats, navigator = info.get("model_stats") or stats, (info.get("navigator") or {}).get("usage") or {}
+    info = trajectory_info(trajectory)
+    stats, navigator = info.get("model_stats") or stats, navigator_usage(info)
     added = {key: stats.get(key, 0) + navigator.get(key, 0) for key in ("cost", "input_tokens", "output_tokens")}
     return {**stats, **added}
+
+
+def trajectory_info(trajectory: Path | None) -> dict[str, Any]:
+    """A run's trajectory's `info` (empty where there is none to read)."""
+    if trajectory is None:
+        return {}
+    try:
+        return json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def higher_limit(
@@ -350,7 +359,8 @@ def coloured_patch(patch: str) -> Text:
 
 def report(result, priced: bool = True) -> None:
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
-    console.print(f"[bold {colour}]{result.exit_status}[/] after {escape(usage_text(result.model_stats, priced))}")
+    used = usage_text(result.model_stats, priced, navigator_usage(trajectory_info(result.trajectory_path)))
+    console.print(f"[bold {colour}]{result.exit_status}[/] after {escape(used)}")
     for line in reproduction_lines(result.trajectory_path):
         console.print(line, markup=False)
     for attempt in getattr(result, "attempts", []):

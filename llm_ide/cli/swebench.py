@@ -20,6 +20,8 @@ from llm_ide.cli.console import (
     fail,
     interrupted_exit,
     money,
+    navigator_text,
+    navigator_usage,
     print_interrupted,
     warnings_on_console,
 )
@@ -53,7 +55,7 @@ from llm_ide.cli.options import (
     model_name,
 )
 from llm_ide.cli.resuming import dropped, kept_configs, resuming_args
-from llm_ide.cli.run import OUTLIVING, higher_limit
+from llm_ide.cli.run import OUTLIVING, higher_limit, trajectory_info
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -337,12 +339,13 @@ def swebench_single_command(
     priced = has_price(model, batch_config(options).model.prices)
     outcome = run_single(chosen, options, StepPrinter(priced, thoughts), again)
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
+    trajectory = output / outcome.details["trajectory"] if "trajectory" in outcome.details else None
     steps = f"{outcome.steps} step{'s' * (outcome.steps != 1)}"
-    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {money(outcome.cost, priced)}")
+    spent = money(outcome.cost, priced) + navigator_text(navigator_usage(trajectory_info(trajectory)), priced)
+    console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {spent}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     limits = limits_file(checkpoint, output / chosen.instance_id, chosen.instance_id)
-    trajectory = output / outcome.details["trajectory"] if "trajectory" in outcome.details else None
     raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits, trajectory)
     print_how_it_goes_on(outcome.exit_status, checkpoint, [], again, raised)
     unstarted = outcome.exit_status == ExitStatus.ENVIRONMENT_ERROR and not outcome.steps  # as `llm-ide run`: 2
