@@ -114,7 +114,8 @@ TARGETS = {
     # log's reader to run/calls_read.py, a price by the model's name to priced.py, a sampler's n replies to
     # many_calls.py, the base commit and baseline notes to workspace/lifecycle.py; a command's pipe read into its cap to
     # environments/output.py (on the path, +7 with its docstring); r92 review: the run's cost limit counts a
-    # variant's calls kept apart from the driver's, so a run they stopped goes on only under a higher limit (+2)
+    # variant's calls kept apart from the driver's, so a run they stopped goes on only under a higher limit (+2), and
+    # its token limit their tokens (+3); a cut stream's paid attempts charged (call_policy.py +2, calls.py -3)
     "protocol_members": 12,
     "protocol_members_used_once": 0,
     "format_reads": 0,
