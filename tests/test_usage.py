@@ -11,7 +11,9 @@ from openai_server import OpenAIServer, Reply
 from llm_ide.budget import CostBudget
 from llm_ide.config import load_config
 from llm_ide.errors import BudgetSpent
+from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.single import run_task
+from llm_ide.state.graph_state import empty_usage
 
 
 def test_cached_tokens_and_cost_reach_model_stats_and_every_recorded_call(tmp_path: Path) -> None:
@@ -63,3 +65,27 @@ def test_a_sub_cent_cost_limit_is_said_with_its_digits(limit: float, spent: floa
     with pytest.raises(BudgetSpent) as spent_all:
         CostBudget(limit, spent).admit()
     assert str(spent_all.value) == said
+
+
+@pytest.mark.parametrize(
+    ("limits", "said"),
+    [
+        ({"cost_limit": 1.5}, "the run's cost limit $1.5000 is reached (spent $1.7500)"),
+        ({"cost_limit": 2.0}, None),
+        ({"token_limit": 1_000}, "the run's token limit (1,000) is reached (1,200 tokens)"),
+        ({"token_limit": 1_500}, None),
+    ],
+)
+def test_the_runs_limits_count_a_variants_own_calls_with_the_drivers(
+    limits: dict[str, float], said: str | None
+) -> None:
+    """A run a navigator's calls stopped at its limit (its usage kept apart in its own record) stays stopped under the
+    same limit when run again: the limit counts both, the cost and the tokens alike (not the driver's alone)."""
+    agent = load_config("default").agent.model_copy(update=limits)
+    driver = {**empty_usage(), "input_tokens": 150, "output_tokens": 50, "cost": 0.75}
+    state = {
+        "usage": driver,
+        "navigator": {"usage": {**empty_usage(), "input_tokens": 900, "output_tokens": 100, "cost": 1.0}},
+    }
+    ended = run_limit(agent, state, steps=1, elapsed=0.0, spent=False)
+    assert (str(ended) if ended else None) == said
