@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from agent_script import BUGGY_FILES, FIX_SCRIPT, act, reflect, write_script
 from conftest import git, interrupt_when, make_git_repo
 from in_process import invoke
@@ -20,7 +21,9 @@ from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
 
+from llm_ide.cli.run import higher_limit
 from llm_ide.config import load_config
+from llm_ide.errors import ExitStatus
 from llm_ide.run.single import run_task
 
 CLI = [sys.executable, "-c", "from llm_ide.cli import app; app()"]
@@ -647,3 +650,31 @@ def test_a_usage_error_shows_what_was_typed_in_it_not_obeyed(tmp_path: Path, arg
     done = invoke(*args, "--model", "scripted:x.yaml", cwd=tmp_path)
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "\x1b" not in done.stderr and not set(done.stderr) & {"\u202e", "\u2066"}
+
+
+@pytest.mark.parametrize(
+    ("ending", "limits", "used", "raised"),
+    [
+        ("cost_limit", {"cost_limit": 0.5}, {"cost": 0.6}, ("a higher cost limit", ["--cost-limit", "1"])),
+        ("cost_limit", {"cost_limit": 0.5}, {"cost": 1.0}, ("a higher cost limit", ["--cost-limit", "2"])),
+        ("cost_limit", {"cost_limit": 0.5}, {"cost": 5.0}, ("a higher cost limit", ["--cost-limit", "8"])),
+        ("cost_limit", {"token_limit": 500}, {"input_tokens": 900, "output_tokens": 100}, ("token_limit", 2000)),
+        ("time_limit", {"wall_time_limit": 60}, {}, ("wall_time_limit", 120)),
+    ],
+)
+def test_the_limit_a_stopped_run_goes_on_under_is_above_what_it_used(
+    tmp_path: Path, ending: str, limits: dict[str, float], used: dict[str, float], raised: tuple[str, Any]
+) -> None:
+    """One call can overshoot a limit by more than the limit itself ($1 spent of $0.50): the doubled limit ($1) would
+    stop the run again at once. The limit is doubled until it is above what the run used."""
+    settings = load_config("default", agent=limits)
+    said = higher_limit(ExitStatus(ending), used, settings, tmp_path / "limits.yaml")
+    if isinstance(raised[1], list):
+        assert said == raised
+    else:
+        key, value = raised
+        assert said == (
+            f"agent.{key} doubled to {value} (a --config file: {tmp_path / 'limits.yaml'})",
+            ["-c", str(tmp_path / "limits.yaml")],
+        )
+        assert yaml.safe_load((tmp_path / "limits.yaml").read_text()) == {"agent": {key: value}}

@@ -280,7 +280,7 @@ def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_g
         args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
         done = invoke("run", "--repo", "repo", *args, "--cost-limit", "0.5", cwd=tmp_path)
     said = done.stdout + done.stderr
-    assert "the run's cost limit $0.5000 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 1")
+    assert "the run's cost limit $0.5000 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 2")
 
 
 @pytest.mark.parametrize(("limit", "going_on"), [("0.5", False), ("1.5", True)])

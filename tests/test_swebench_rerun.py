@@ -311,5 +311,6 @@ def test_swebench_single_its_navigator_brought_to_its_cost_limit_prints_the_comm
         args = ["--subset", str(dataset), "-i", row["instance_id"], "--model", model, "--environment", "local"]
         done = invoke("swebench-single", *args, "-c", str(config), "-o", "out", "--cost-limit", "0.5", cwd=tmp_path)
     said = done.stdout + done.stderr
-    assert "the navigator $1.1000" in said and said.rstrip().endswith("--cost-limit 1"), said
+    assert "the run's cost limit $0.5000 is reached (spent $1.1000)" in said, said
+    assert said.rstrip().endswith("--cost-limit 2"), said
     assert "cost_limit after 1 step, $0.0000; its navigator: 2 model calls, 1100+0 tokens, $1.1000" in said, said

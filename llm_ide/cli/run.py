@@ -196,17 +196,27 @@ def higher_limit(
     if settings.attempts.max > 1:  # type: ignore[attr-defined]
         return None
     stats = spent(stats, trajectory) if status == ExitStatus.COST_LIMIT else stats
-    if status == ExitStatus.COST_LIMIT and agent.cost_limit and stats.get("cost", 0.0) >= agent.cost_limit:
-        return "a higher cost limit", ["--cost-limit", f"{2 * agent.cost_limit:g}"]
-    tokens = agent.token_limit and stats.get("input_tokens", 0) + stats.get("output_tokens", 0) >= agent.token_limit
+    if status == ExitStatus.COST_LIMIT and agent.cost_limit and (cost := stats.get("cost", 0.0)) >= agent.cost_limit:
+        return "a higher cost limit", ["--cost-limit", f"{doubled(agent.cost_limit, cost):g}"]
+    used = stats.get("input_tokens", 0) + stats.get("output_tokens", 0)
+    tokens = agent.token_limit and used >= agent.token_limit
     key = "wall_time_limit" if status == ExitStatus.TIME_LIMIT else "token_limit" if tokens else None
     if not key:
         return None
-    value = 2 * getattr(agent, key)
+    value = doubled(getattr(agent, key), used if tokens else 0)
     if limits is None:
         return f"agent.{key} doubled to {value:g}", []
     atomic_write(limits, yaml.safe_dump({"agent": {key: value}}))
     return f"agent.{key} doubled to {value:g} (a --config file: {limits})", ["-c", str(limits)]
+
+
+def doubled(limit: float, used: float) -> float:
+    """`limit` doubled, again while what the run `used` is not under it (one call can overshoot a limit by more than
+    the limit: the command that goes on would stop at once)."""
+    value = 2 * limit
+    while value <= used:
+        value *= 2
+    return value
 
 
 OUTLIVING = "a checkpoint that outlives the process (the default, or --checkpoint sqlite:PATH|postgres://…)"
