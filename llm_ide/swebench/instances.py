@@ -4,6 +4,7 @@ share."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -114,8 +115,20 @@ def unfinished(outcome: Outcome) -> bool:
 
 
 def refused_at_once(outcome: Outcome) -> bool:
-    """The batch's cost limit refused the run's first model call (the other runs spent the rest meanwhile)."""
-    return outcome.exit_status == ExitStatus.COST_LIMIT and outcome.details.get("api_calls") == 0
+    """The batch's cost limit refused the run's first model call (the other runs spent the rest meanwhile): no call
+    made, the driver's nor a variant's of its own (a navigator's plan that spent the run's limit is work done)."""
+    details = outcome.details
+    return outcome.exit_status == ExitStatus.COST_LIMIT and details.get("api_calls") == 0 and not details.get("apart")
+
+
+def calls_apart(trajectory: Path) -> int:
+    """The model calls a run's variants made on their own, kept apart from the driver's (their `usage` in `info`)."""
+    try:
+        info = json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
+    except (OSError, ValueError, AttributeError):
+        return 0
+    kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
+    return sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in kept if isinstance(usage, dict))
 
 
 def run_instance(
@@ -232,6 +245,8 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
     )
     if outcome.error:
         outcome.details["error"] = one_line(outcome.error)
+    if outcome.exit_status == ExitStatus.COST_LIMIT and (apart := calls_apart(trajectory)):
+        outcome.details["apart"] = apart  # (their calls, the run's work: never taken for one the batch refused)
     log_outcome(outcome, f"cost {outcome.cost:.4f}, {outcome.patch.count(chr(10))} patch lines")
     return outcome
 
