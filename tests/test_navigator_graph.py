@@ -268,17 +268,26 @@ def test_the_runs_token_limit_counts_the_navigators_tokens_with_the_drivers(tmp_
     assert traj["info"]["model_stats"]["api_calls"] == 0
 
 
-def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(tmp_path: Path) -> None:
+PRICED_PLAN = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)  # $1 at priced_navigator_run's price
+
+
+def priced_navigator_run(tmp_path: Path, url: str) -> list[str]:
+    """`run`'s arguments for the buggy repository (made in `tmp_path`), the driver's fix and a navigator at `url` whose
+    plan (`PRICED_PLAN`) costs $1, thread `t`."""
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
-    with OpenAIServer(replies=[plan]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
-        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
-        config = tmp_path / "nav.yaml"
-        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
-        driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
-        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
-        done = invoke("run", "--repo", "repo", *args, "--cost-limit", "0.5", cwd=tmp_path)
+    nav = {"mode": "model", "model": "navigator-test", "base_url": url, "gate": []}
+    prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+    config = tmp_path / "nav.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
+    driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
+    task = ["--task", "Cart.total ignores quantities."]
+    return ["--repo", "repo", *task, "--model", driver, "-c", str(config), "--thread-id", "t"]
+
+
+def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(tmp_path: Path) -> None:
+    with OpenAIServer(replies=[PRICED_PLAN]) as server:
+        args = priced_navigator_run(tmp_path, server.url)
+        done = invoke("run", *args, "--cost-limit", "0.5", cwd=tmp_path)
     said = done.stdout + done.stderr
     assert "the run's cost limit $0.5000 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 2")
 
@@ -289,17 +298,10 @@ def test_a_run_its_navigator_stopped_at_its_cost_limit_goes_on_only_under_a_limi
 ) -> None:
     """A run the navigator's $1 plan stopped at its $0.50 cost limit went on when run again under that same limit (the
     limit no longer reached by the driver's $0 alone): the driver's next call was made past the limit, every time."""
-    make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
-    with OpenAIServer(replies=[plan]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
-        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
-        config = tmp_path / "nav.yaml"
-        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
-        driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
-        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
-        invoke("run", "--repo", "repo", *args, "--cost-limit", "0.5", cwd=tmp_path)
-        again = invoke("run", "--repo", "repo", *args, "--cost-limit", limit, cwd=tmp_path)
+    with OpenAIServer(replies=[PRICED_PLAN]) as server:
+        args = priced_navigator_run(tmp_path, server.url)
+        invoke("run", *args, "--cost-limit", "0.5", cwd=tmp_path)
+        again = invoke("run", *args, "--cost-limit", limit, cwd=tmp_path)
     traj = load_trajectory(tmp_path / "runs" / "t" / "t.traj.json")
     said = again.stdout + again.stderr
     assert ("it goes on, under the limits given now" in said) == going_on, said
@@ -310,16 +312,9 @@ def test_a_run_its_navigator_stopped_at_its_cost_limit_goes_on_only_under_a_limi
 def test_the_console_and_inspect_show_the_navigators_spend_beside_the_drivers(tmp_path: Path) -> None:
     """The navigator's plan costs $1, the driver's calls $0: the run's last line and `inspect` said $0.0000 only (the
     HTML page alone showed the navigator's)."""
-    make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    plan = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0)
-    with OpenAIServer(replies=[plan]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
-        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
-        config = tmp_path / "nav.yaml"
-        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
-        driver = write_script(tmp_path / "driver.yaml", [FIX, reflect(False, "fixed"), SUBMIT])
-        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", str(config), "--thread-id", "t"]
-        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    with OpenAIServer(replies=[PRICED_PLAN]) as server:
+        args = priced_navigator_run(tmp_path, server.url)
+        done = invoke("run", *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     navigator = "its navigator: 1 model call, 1000+0 tokens, $1.0000"
     (last,) = [line for line in done.stdout.splitlines() if line.startswith("submitted after ")]

@@ -294,23 +294,29 @@ def test_swebench_single_stopped_at_its_step_limit_prints_the_command_that_goes_
     assert went_on.stderr.splitlines()[-1].endswith("--step-limit 4")
 
 
-def test_swebench_single_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(
-    tmp_path: Path,
-) -> None:
-    """The navigator's permission for the first command spends $1 of a $0.50 --cost-limit: `run` printed the command
-    with the limit doubled (its cost counts the navigator's), swebench-single nothing (it read the driver's $0)."""
+def navigated_single(tmp_path: Path, replies: list[Reply], gate: list[str]) -> tuple[str, str]:
+    """`swebench-single` of one instance under a $0.50 --cost-limit, its navigator's `replies` priced at $1 per 1,000
+    input tokens (permission asked for `gate`): what it said, and the instance."""
     dataset, (row,) = build_dataset(tmp_path / "data", 1)
     model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
-    plan = Reply(text="<plan>Fix it.</plan>", input_tokens=100, output_tokens=0)
-    approve = Reply(text="<approve>Fine.</approve>", input_tokens=1000, output_tokens=0)
-    with OpenAIServer(replies=[plan, approve]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": ["bash"]}
+    with OpenAIServer(replies=replies) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": gate}
         prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
         config = tmp_path / "nav.yaml"
         config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
         args = ["--subset", str(dataset), "-i", row["instance_id"], "--model", model, "--environment", "local"]
         done = invoke("swebench-single", *args, "-c", str(config), "-o", "out", "--cost-limit", "0.5", cwd=tmp_path)
-    said = done.stdout + done.stderr
+    return done.stdout + done.stderr, row["instance_id"]
+
+
+def test_swebench_single_its_navigator_brought_to_its_cost_limit_prints_the_command_that_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The navigator's permission for the first command spends $1 of a $0.50 --cost-limit: `run` printed the command
+    with the limit doubled (its cost counts the navigator's), swebench-single nothing (it read the driver's $0)."""
+    plan = Reply(text="<plan>Fix it.</plan>", input_tokens=100, output_tokens=0)
+    approve = Reply(text="<approve>Fine.</approve>", input_tokens=1000, output_tokens=0)
+    said, _ = navigated_single(tmp_path, [plan, approve], ["bash"])
     assert "the run's cost limit $0.5000 is reached (spent $1.1000)" in said, said
     assert said.rstrip().endswith("--cost-limit 2"), said
     assert "cost_limit after 1 step, $0.0000; its navigator: 2 model calls, 1100+0 tokens, $1.1000" in said, said
@@ -322,17 +328,9 @@ def test_swebench_single_a_run_its_navigator_stopped_before_the_drivers_first_ca
     """The navigator's plan spends $1 of a $0.50 --cost-limit before the driver's first call: taken for a run the
     batch's budget refused (no driver call), its folder went (the trajectory, the record of the $1 paid) and the
     instance stayed out of preds.json, so a rerun paid the navigator again."""
-    dataset, (row,) = build_dataset(tmp_path / "data", 1)
-    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
-    with OpenAIServer(replies=[Reply(text="<plan>Fix it.</plan>", input_tokens=1000, output_tokens=0)]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
-        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
-        config = tmp_path / "nav.yaml"
-        config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav, "model": prices}))
-        args = ["--subset", str(dataset), "-i", row["instance_id"], "--model", model, "--environment", "local"]
-        done = invoke("swebench-single", *args, "-c", str(config), "-o", "out", "--cost-limit", "0.5", cwd=tmp_path)
-    said = done.stdout + done.stderr
-    traj = tmp_path / "out" / row["instance_id"] / f"{row['instance_id']}.traj.json"
+    plan = Reply(text="<plan>Fix it.</plan>", input_tokens=1000, output_tokens=0)
+    said, instance = navigated_single(tmp_path, [plan], [])
+    traj = tmp_path / "out" / instance / f"{instance}.traj.json"
     assert traj.is_file(), said
     info = json.loads(traj.read_text())["info"]
     assert (info["exit_status"], info["model_stats"]["api_calls"], info["navigator"]["usage"]["cost"]) == (
@@ -340,5 +338,5 @@ def test_swebench_single_a_run_its_navigator_stopped_before_the_drivers_first_ca
         0,
         1.0,
     )
-    assert read_preds(tmp_path / "out")[row["instance_id"]]["model_patch"] == ""
+    assert read_preds(tmp_path / "out")[instance]["model_patch"] == ""
     assert said.rstrip().endswith("--cost-limit 2"), said
