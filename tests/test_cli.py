@@ -21,7 +21,7 @@ from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
 
-from llm_ide.cli.run import higher_limit
+from llm_ide.cli.run import doubled, higher_limit
 from llm_ide.config import load_config
 from llm_ide.errors import ExitStatus
 from llm_ide.run.single import run_task
@@ -405,7 +405,8 @@ def test_a_run_kept_in_memory_says_it_cannot_be_resumed_not_how_to(tmp_path: Pat
         script[0] = act("Note.", "bash", command="echo one >> trail.txt")
         done = llm_ide(*args, *limit, "--model", write_script(tmp_path / "script.yaml", script), cwd=tmp_path)
         code, stdout, stderr = done.returncode, done.stdout, done.stderr
-        raised = "a higher step limit" if ending == "step limit" else "agent.token_limit doubled to 200"
+        used = re.search(r"token limit \(100\) is reached \(([\d,]+) tokens\)", stderr)  # (doubled while not above)
+        raised = "a higher step limit" if used is None else f"agent.token_limit doubled to {doubled(100, int(used[1]))}"
         assert (code, stderr.splitlines()[-1]) == (
             1,
             f"it cannot go on from its last step with {raised}: its thread was in memory only (--checkpoint memory) "
