@@ -164,20 +164,12 @@ def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | Non
 def spent(stats: dict[str, Any], trajectory: Path | None) -> dict[str, Any]:
     """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with a
     navigator's cost and tokens added."""
+    from llm_ide.run.outputs import trajectory_info
+
     info = trajectory_info(trajectory)
     stats, navigator = info.get("model_stats") or stats, navigator_usage(info)
     added = {key: stats.get(key, 0) + navigator.get(key, 0) for key in ("cost", "input_tokens", "output_tokens")}
     return {**stats, **added}
-
-
-def trajectory_info(trajectory: Path | None) -> dict[str, Any]:
-    """A run's trajectory's `info` (empty where there is none to read)."""
-    if trajectory is None:
-        return {}
-    try:
-        return json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
-    except (OSError, ValueError, AttributeError):
-        return {}
 
 
 def higher_limit(
@@ -368,6 +360,8 @@ def coloured_patch(patch: str) -> Text:
 
 
 def report(result, priced: bool = True) -> None:
+    from llm_ide.run.outputs import trajectory_info
+
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
     used = usage_text(result.model_stats, priced, navigator_usage(trajectory_info(result.trajectory_path)))
     console.print(f"[bold {colour}]{result.exit_status}[/] after {escape(used)}")

@@ -55,7 +55,7 @@ from llm_ide.cli.options import (
     model_name,
 )
 from llm_ide.cli.resuming import dropped, kept_configs, resuming_args
-from llm_ide.cli.run import OUTLIVING, higher_limit, trajectory_info
+from llm_ide.cli.run import OUTLIVING, higher_limit
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -317,6 +317,7 @@ def swebench_single_command(
     from llm_ide.cli.run import limits_file, print_how_it_goes_on
     from llm_ide.config import with_user_config
     from llm_ide.priced import has_price
+    from llm_ide.run.outputs import trajectory_info
     from llm_ide.swebench.batch import batch_config
 
     again, model = resuming_args(None, model, config, output / "swebench-single", base_url), model_name(model)

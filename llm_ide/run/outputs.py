@@ -4,6 +4,7 @@ told), the checkpoints pruned, and its result however it ends."""
 from __future__ import annotations
 
 import gc
+import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -76,6 +77,16 @@ class RunResult:
     error: str = ""
     written: int = 0  # bytes the trajectory's rewrites and the calls log's records wrote in this process
     interrupt: dict[str, Any] | None = None  # the run awaits an answer (a person's): what it asks
+
+
+def trajectory_info(trajectory: Path | None) -> dict[str, Any]:
+    """A run's trajectory's `info` (empty where there is none to read)."""
+    if trajectory is None:
+        return {}
+    try:
+        return json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def describe_action(node: Any) -> str:

@@ -4,7 +4,6 @@ share."""
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
@@ -23,6 +22,7 @@ from llm_ide.fileio import Keep
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
+from llm_ide.run.outputs import trajectory_info
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners
 from llm_ide.swebench.dataset import Instance
@@ -123,11 +123,7 @@ def refused_at_once(outcome: Outcome) -> bool:
 
 def calls_apart(trajectory: Path) -> int:
     """The model calls a run's variants made on their own, kept apart from the driver's (their `usage` in `info`)."""
-    try:
-        info = json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
-    except (OSError, ValueError, AttributeError):
-        return 0
-    kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
+    kept = [value.get("usage") for value in trajectory_info(trajectory).values() if isinstance(value, dict)]
     return sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in kept if isinstance(usage, dict))
 
 
