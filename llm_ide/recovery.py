@@ -1,17 +1,11 @@
-"""An operation's effect on the worktree exactly once, across kills: an operation a killed process had started is
-run again on the worktree as it was before it, or, where that cannot be, told rather than run twice
-(llm_ide/workspace/intents.py records what was started)."""
+"""Resuming an operation a killed process had started (llm_ide/workspace/intents.py records what was started) when
+the worktree cannot be put back as it was before it: told rather than run twice, or run when it had not begun to
+change anything (llm_ide/nodes/execute_tool.py runs an operation once across kills)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from llm_ide.actions import execute_action
 from llm_ide.codebase import ActionOutcome, Codebase
-from llm_ide.faults import failpoint
 from llm_ide.state.operations import OperationNode
-from llm_ide.variant import AgentContext
-from llm_ide.workspace.intents import CHANGES_WORKSPACE, edit_applied
 
 
 def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
@@ -39,22 +33,12 @@ def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
     return ActionOutcome(ws.observe("interrupted", action_type=node.action_type), -1)
 
 
-def run_once(ctx: AgentContext, node: OperationNode, before: str | None, deadline: float | None) -> ActionOutcome:
-    """The operation, its effect on the worktree exactly once: one a killed process had started runs again on the
-    worktree put back as the snapshot `before` it had (a command's effects outside the worktree may then happen
-    twice: its observation says so); without a snapshot it is not run again and the agent is told. A command is cut
-    at the wall-time `deadline`."""
-    ws = replace(ctx.codebase, deadline=deadline)
-    if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
-        return execute_action(ws, node.action_type, node.action_params)
-    if ctx.intents.started_before(node.id):
-        if before is not None and ctx.restore_worktree is not None and ctx.restore_worktree(before):
-            outcome = execute_action(ws, node.action_type, node.action_params)
-            if node.action_type != "bash":
-                return outcome
-            return replace(outcome, observation=f"{outcome.observation}\n{ws.observe('rerun')}".lstrip("\n"))
-        if (told := started_before(ws, node)) is not None:
-            return told
-    ctx.intents.begin(node.id, node.action_type)
-    failpoint("execute.begun")  # recorded as started, not run yet
-    return execute_action(ws, node.action_type, node.action_params)
+def edit_applied(text: str, old: str, new: str) -> bool | None:
+    """Whether an edit (`old` → `new`) is in `text`: True applied, False not yet, None cannot tell."""
+    if new and old in new:
+        if new in text:
+            return True
+        return False if text.count(old) == 1 else None
+    if text.count(old) == 1:
+        return False
+    return True if new and new in text and old not in text else None

@@ -1,5 +1,5 @@
 """The step's action: the pending operation run through the variants' wrappers (a gate may settle it without running
-it), once even across kills (llm_ide/recovery.py); the code it showed or changed is what it accessed."""
+it), once even across kills (`run_once`); the code it showed or changed is what it accessed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.actions import ACTIONS
+from llm_ide.actions import ACTIONS, execute_action
 from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.codeview.changes import edited_scopes
 from llm_ide.commands import read_only
@@ -18,7 +18,7 @@ from llm_ide.errors import ended
 from llm_ide.faults import failpoint
 from llm_ide.nodes.model_call import wall_deadline
 from llm_ide.prompting import truncate
-from llm_ide.recovery import run_once
+from llm_ide.recovery import started_before
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
@@ -31,6 +31,27 @@ def may_change(node: OperationNode) -> bool:
     if node.action_type != "bash":
         return node.action_type in CHANGES_WORKSPACE
     return not read_only(str(node.action_params.get("command") or ""))
+
+
+def run_once(ctx: AgentContext, node: OperationNode, before: str | None, deadline: float | None) -> ActionOutcome:
+    """The operation, its effect on the worktree exactly once: one a killed process had started runs again on the
+    worktree put back as the snapshot `before` it had (a command's effects outside the worktree may then happen
+    twice: its observation says so); without a snapshot it is not run again and the agent is told. A command is cut
+    at the wall-time `deadline`."""
+    ws = replace(ctx.codebase, deadline=deadline)
+    if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
+        return execute_action(ws, node.action_type, node.action_params)
+    if ctx.intents.started_before(node.id):
+        if before is not None and ctx.restore_worktree is not None and ctx.restore_worktree(before):
+            outcome = execute_action(ws, node.action_type, node.action_params)
+            if node.action_type != "bash":
+                return outcome
+            return replace(outcome, observation=f"{outcome.observation}\n{ws.observe('rerun')}".lstrip("\n"))
+        if (told := started_before(ws, node)) is not None:
+            return told
+    ctx.intents.begin(node.id, node.action_type)
+    failpoint("execute.begun")  # recorded as started, not run yet
+    return execute_action(ws, node.action_type, node.action_params)
 
 
 def perform(ctx: AgentContext, state: AgentState, node: OperationNode) -> ActionResult:

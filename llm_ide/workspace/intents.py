@@ -43,14 +43,3 @@ class IntentLog:
             finally:
                 os.close(fd)
             self._started.add(node_id)
-
-
-def edit_applied(text: str, old: str, new: str) -> bool | None:
-    """Whether an edit (`old` → `new`) is in `text`: True applied, False not yet, None cannot tell."""
-    if new and old in new:
-        if new in text:
-            return True
-        return False if text.count(old) == 1 else None
-    if text.count(old) == 1:
-        return False
-    return True if new and new in text and old not in text else None

@@ -1,6 +1,6 @@
-"""The worktree put back as the last completed step left it before an operation a kill cut runs again
-(llm_ide/recovery.py). What its files held then, the cut operation's partial changes or the user's own made since the
-kill, is written to the run's folder first: putting the worktree back never loses them."""
+"""The worktree put back as the last completed step left it before an operation a kill cut runs again (`run_once`,
+llm_ide/nodes/execute_tool.py). What its files held then, the cut operation's partial changes or the user's own made
+since the kill, is written to the run's folder first: putting the worktree back never loses them."""
 
 from __future__ import annotations
 
