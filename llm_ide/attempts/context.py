@@ -25,12 +25,12 @@ from llm_ide.inputs import require_inputs
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
-from llm_ide.run.calls_log import CallLog
 from llm_ide.run.preflight import preflight
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners, RunEvent
 from llm_ide.run.stopping import Commands
 from llm_ide.run.thread import refuse_a_file
+from llm_ide.run.trajectory import CallLog
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 from llm_ide.workspace.worktrees import git_worktree
 

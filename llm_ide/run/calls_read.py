@@ -1,4 +1,4 @@
-"""A run's calls log (run/calls_log.py) read back: every record flushed before its writer stopped (a killed run's last
+"""A run's calls log (run/trajectory.py) read back: every record flushed before its writer stopped (a killed run's last
 gzip member is incomplete), each prompt whole again, a torn or foreign line left out; and the uncompressed log of
 llm-ide 0.1. Read when a run resumes, and by whatever shows a finished run's calls."""
 
