@@ -1,6 +1,7 @@
 """The core's actions, run by name (`execute_action`): `bash` (a command in the environment, with the code its output
 showed and the locations a configured tool named), `submit`, and the actions on files (file_actions.py); a bad
-parameter, a path outside the repository or one no file can have is told to the model, and the run goes on."""
+parameter, a path outside the repository or one no file can have is told to the model, and the run goes on. Whether a
+command only reads (`read_only`) is told from its words, without running it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Collection
 from contextlib import nullcontext
 from typing import Any
 
@@ -20,6 +22,7 @@ from llm_ide.file_actions import create, edit, search, view, view_symbol
 from llm_ide.parsing import Grammar
 from llm_ide.prompting import truncate
 from llm_ide.secrets import redact
+from llm_ide.sed import only_prints as prints
 from llm_ide.state.context import Scope, normalize_path
 
 LOCATION_PATTERNS = (
@@ -91,6 +94,27 @@ def _segments(command: str) -> list[list[str]]:
         else:
             segments[-1].append(token)
     return [segment for segment in segments if segment]
+
+
+WRITES = (">", ">>", "tee", "-i", "--in-place")
+READERS = ("cat", "ls", "grep", "head", "tail", "wc", "find", "nl", "sed", "git")
+GIT_READERS = ("diff", "log", "show", "status", "grep", "blame")
+WRITING = {"git": ("--output", "-O", "--open-files", "--ext"), "find": ("-delete", "-exec", "-ok", "-fprint", "-fls")}
+
+
+def read_only(command: str, readers: Collection[str] = READERS, git_readers: Collection[str] = GIT_READERS) -> bool:
+    """Every part of the command (lines too) is one of `readers` (sed that only prints, git with one of `git_readers`;
+    no option that writes or runs a program); no redirection into a file, no substitution."""
+    command = command.replace("2>&1", " ").replace(">&2", " ").replace("\n", ";")
+    if any(mark in command for mark in (">", "$(", "`", "<(")) or not (segments := _segments(command)):
+        return False
+    for words in segments:
+        tool = words[0].rsplit("/", 1)[-1]
+        if tool not in readers or any(word in WRITES or word.startswith(WRITING.get(tool, ())) for word in words[1:]):
+            return False
+        if (tool == "git" and (len(words) < 2 or words[1] not in git_readers)) or (tool == "sed" and not prints(words)):
+            return False
+    return True
 
 
 def tool_locations(command: str, output: str, ws: Codebase) -> list[tuple[str, int]]:

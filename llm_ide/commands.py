@@ -1,34 +1,9 @@
-"""What a shell command does, as far as can be told without running it: whether it only reads, which files it writes
-whole, which file it shows whole."""
+"""What a shell command does to files, as far as can be told without running it: which files it writes whole, which
+file it shows whole (whether it only reads: `read_only`, llm_ide/actions.py)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
-
-from llm_ide.actions import _segments
-from llm_ide.sed import only_prints as prints
-
-WRITES = (">", ">>", "tee", "-i", "--in-place")
-READERS = ("cat", "ls", "grep", "head", "tail", "wc", "find", "nl", "sed", "git")
-GIT_READERS = ("diff", "log", "show", "status", "grep", "blame")
-WRITING = {"git": ("--output", "-O", "--open-files", "--ext"), "find": ("-delete", "-exec", "-ok", "-fprint", "-fls")}
-
-
-def read_only(command: str, readers: Collection[str] = READERS, git_readers: Collection[str] = GIT_READERS) -> bool:
-    """Every part of the command (lines too) is one of `readers` (sed that only prints, git with one of `git_readers`;
-    no option that writes or runs a program); no redirection into a file, no substitution."""
-    command = command.replace("2>&1", " ").replace(">&2", " ").replace("\n", ";")
-    if any(mark in command for mark in (">", "$(", "`", "<(")) or not (segments := _segments(command)):
-        return False
-    for words in segments:
-        tool = words[0].rsplit("/", 1)[-1]
-        if tool not in readers or any(word in WRITES or word.startswith(WRITING.get(tool, ())) for word in words[1:]):
-            return False
-        if (tool == "git" and (len(words) < 2 or words[1] not in git_readers)) or (tool == "sed" and not prints(words)):
-            return False
-    return True
-
 
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 WORD = r"(['\"]?)(?P<{name}>[^\s'\"<>|&;()]+)\{group}"

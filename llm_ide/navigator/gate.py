@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from llm_ide import commands
+from llm_ide import actions
 from llm_ide.codebase import Codebase, ParamError
 from llm_ide.environments.base import OutsideRepository
 from llm_ide.navigator.settings import NavigatorSettings
@@ -16,7 +16,7 @@ READ_ONLY_ACTIONS = frozenset({"view", "view_symbol", "search"})
 def read_only(command: str, settings: NavigatorSettings) -> bool:
     """Every part of the command is a listed reader (sed without -i, git with a read-only subcommand); no redirection
     into a file."""
-    return commands.read_only(command, settings.read_only_commands, settings.read_only_git)
+    return actions.read_only(command, settings.read_only_commands, settings.read_only_git)
 
 
 def is_test(command: str, settings: NavigatorSettings) -> bool:

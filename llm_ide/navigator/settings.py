@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator
 
-from llm_ide.commands import GIT_READERS, READERS
+from llm_ide.actions import GIT_READERS, READERS
 from llm_ide.settings import BundledTemplates, Seconds, Strict
 
 PROMPTS = "navigator.yaml"

@@ -9,10 +9,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.actions import ACTIONS, execute_action
+from llm_ide.actions import ACTIONS, execute_action, read_only
 from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.codeview.changes import edited_scopes
-from llm_ide.commands import read_only
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ended
 from llm_ide.faults import failpoint

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from llm_ide.commands import read_only
+from llm_ide.actions import read_only
 from llm_ide.environments.views import UNHOOKED
 
 OWN = ("--ignore-submodules=dirty",)  # git never runs in a submodule (under a config a command may have written)
