@@ -1,4 +1,4 @@
-"""Resuming an operation a killed process had started (llm_ide/workspace/intents.py records what was started) when
+"""Resuming an operation a killed process had started (llm_ide/kills.py records what was started) when
 the worktree cannot be put back as it was before it: told rather than run twice, or run when it had not begun to
 change anything (llm_ide/nodes/execute_tool.py runs an operation once across kills)."""
 

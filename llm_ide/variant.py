@@ -33,12 +33,12 @@ from llm_ide.calls import CallListener
 from llm_ide.codebase import ActionOutcome, Codebase
 from llm_ide.errors import UsageError
 from llm_ide.exchange import TEXT, Exchange
+from llm_ide.kills import IntentLog
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.parsing import Grammar
 from llm_ide.settings import CoreSettings, Templates
 from llm_ide.state.context import Scope, ScoreParams
 from llm_ide.state.operations import OperationNode
-from llm_ide.workspace.intents import IntentLog
 
 Node = Callable[..., dict[str, Any]]
 State = Mapping[str, Any]  # the run's state as a variant reads it (the core's channels and its own)

@@ -14,7 +14,7 @@ from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.codeview.changes import edited_scopes
 from llm_ide.environments.base import EnvironmentFailure
 from llm_ide.errors import ended
-from llm_ide.faults import failpoint
+from llm_ide.kills import CHANGES_WORKSPACE, failpoint
 from llm_ide.nodes.model_call import wall_deadline
 from llm_ide.prompting import truncate
 from llm_ide.recovery import started_before
@@ -23,7 +23,6 @@ from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
 from llm_ide.text import clean_text
 from llm_ide.variant import ActionResult, AgentContext
-from llm_ide.workspace.intents import CHANGES_WORKSPACE
 
 
 def may_change(node: OperationNode) -> bool:

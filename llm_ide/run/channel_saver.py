@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from llm_ide.errors import CheckpointError
-from llm_ide.faults import failpoint
+from llm_ide.kills import failpoint
 from llm_ide.run.serde import COMPRESS_OVER, PARTS, REF, ZLIB, CompressingSerializer, Part, PartList, PartRef
 from llm_ide.run.versions import StoredApart, inline, short_version
 from llm_ide.state.operations import OperationNode

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 
-from llm_ide.faults import failpoint
+from llm_ide.kills import failpoint
 from llm_ide.run.serde import Text
 from llm_ide.run.versions import INLINE_STR, StoredApart, short_version
 

@@ -15,10 +15,10 @@ from llm_ide.budget import Budget
 from llm_ide.composition import compose
 from llm_ide.errors import UsageError
 from llm_ide.fileio import Keep
+from llm_ide.kills import IntentLog
 from llm_ide.run.preflight import preflight
 from llm_ide.settings import AgentSettings, CoreSettings
 from llm_ide.variant import Variant
-from llm_ide.workspace.intents import IntentLog
 
 
 @dataclass(frozen=True)

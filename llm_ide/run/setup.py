@@ -15,13 +15,13 @@ from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener
 from llm_ide.exchange import exchange_for
 from llm_ide.fileio import Keep
+from llm_ide.kills import IntentLog
 from llm_ide.models import Model, get_model
 from llm_ide.settings import CoreSettings
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.installer import install_tools as install
 from llm_ide.tools.installer import tool_usage_text
 from llm_ide.variant import AgentContext, Clock, Opening, Variants
-from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.patch import snapshotter
 from llm_ide.workspace.putback import restorer
 

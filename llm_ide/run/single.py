@@ -32,9 +32,9 @@ from llm_ide.errors import (
     ending,
     status_of,
 )
-from llm_ide.faults import failpoint
 from llm_ide.fileio import FolderKeep
 from llm_ide.graph import CORE, ENDING, after_render, build_graph
+from llm_ide.kills import IntentLog, failpoint
 from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.checkpoint import without_password
 from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock
@@ -47,7 +47,6 @@ from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, threa
 from llm_ide.run.trajectory import Recorder
 from llm_ide.settings import AgentSettings
 from llm_ide.variant import AgentContext, Clock, Variants
-from llm_ide.workspace.intents import IntentLog
 from llm_ide.workspace.lifecycle import (
     baseline_notes,
     check_output_folder,

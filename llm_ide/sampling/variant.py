@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from llm_ide.faults import failpoint
+from llm_ide.kills import failpoint
 from llm_ide.sampling.candidates import fold
 from llm_ide.sampling.choose import Chooser
 from llm_ide.sampling.demonstrations import render_demonstrations

@@ -1,11 +1,17 @@
-"""At most once: an operation that changes the workspace is recorded (and synced to disk) before it runs, so that a
-resumed run which meets it again knows a killed process had started it, and does not run it a second time."""
+"""Kills survived, and made at will. At most once: an operation that changes the workspace is recorded (and synced to
+disk) before it runs, so that a resumed run which meets it again knows a killed process had started it, and does not
+run it a second time (`IntentLog`). Failpoints, for the fault tests and scripts/fault_suite.py: with
+`LLM_IDE_FAILPOINTS="name=N,…"` in the environment the process SIGKILLs itself the N-th time it reaches the failpoint
+`name` (a kill at an exact moment, such as between a step's saved writes and its checkpoint row). Without the variable
+a failpoint costs one lookup."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
+from collections import Counter
 from pathlib import Path
 
 CHANGES_WORKSPACE = frozenset({"bash", "edit", "create"})
@@ -43,3 +49,28 @@ class IntentLog:
             finally:
                 os.close(fd)
             self._started.add(node_id)
+
+
+_hits: Counter[str] = Counter()
+_lock = threading.Lock()
+
+
+def armed() -> dict[str, int]:
+    spec = os.environ.get("LLM_IDE_FAILPOINTS", "")
+    points = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, count = item.partition("=")
+        points[name] = int(count or 1)
+    return points
+
+
+def failpoint(name: str) -> None:
+    if "LLM_IDE_FAILPOINTS" not in os.environ:
+        return
+    target = armed().get(name)
+    if target is None:
+        return
+    with _lock:
+        _hits[name] += 1
+        if _hits[name] == target:
+            os.kill(os.getpid(), signal.SIGKILL)
