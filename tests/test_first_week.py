@@ -20,7 +20,7 @@ import pytest
 import yaml
 from agent_script import act, reflect, single_call, write_script
 from conftest import git, interrupt_when, make_git_repo, require_bwrap, require_docker, wait_for
-from in_process import invoke
+from in_process import invoke, run_script
 
 CLI = [sys.executable, "-m", "llm_ide"]
 HEAVY = ("langgraph", "langchain", "llm_ide.composition", "llm_ide.graph", "llm_ide.cli.run", "llm_ide.run")
@@ -645,7 +645,8 @@ def test_the_python_example_of_running_md_prints_one_line_a_step(tmp_path: Path)
     git(tmp_path / "myproject", "init", "-q")
     git(tmp_path / "myproject", "add", "-A")
     git(tmp_path / "myproject", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "base")
-    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    (example := tmp_path / "example.py").write_text(block)
+    done = run_script(example, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     probe = "python3 -c 'from calc.stats import median; print(median([3, 1, 2]), median([4, 1, 3, 2]))'"
