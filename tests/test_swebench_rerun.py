@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -226,9 +225,13 @@ def test_a_config_read_from_a_pipe_is_kept_and_the_command_that_goes_on_names_th
     config = yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 1}})
     chosen = ["-i", row["instance_id"]] if program == "swebench-single" else []
     args = [program, "--subset", str(dataset), *chosen, "--model", model, "--environment", "local", "-o", "out"]
-    cli = shlex.join([sys.executable, "-c", "from llm_ide.cli import app; app()", *args])
-    first = subprocess.run(["bash", "-c", f"{cli} -c <(printf %s {shlex.quote(config)})"], cwd=tmp_path, text=True,
-                           capture_output=True, timeout=300)  # fmt: skip
+    reader, writer = os.pipe()  # `<(…)`: /dev/fd/N, a pipe whose writer has written and closed
+    os.write(writer, config.encode())
+    os.close(writer)
+    try:
+        first = invoke(*args, "-c", f"/dev/fd/{reader}", cwd=tmp_path)
+    finally:
+        os.close(reader)
     said = (first.stderr if chosen else first.stdout).splitlines()
     assert "step_limit" in first.stdout and first.returncode == (1 if chosen else 0), first.stdout + first.stderr
     copy = tmp_path / "out" / f"{program}.config.yaml"
