@@ -8,8 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.budget import CostBudget
@@ -112,9 +111,7 @@ def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path)
     with OpenAIServer(replies=[Reply(replies[0], cut=3), *replies]) as server:
         run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
         run += ["--model", "gpt-test", "--base-url", server.url, "--output", str(tmp_path / "out"), "--thread-id", "t"]
-        done = subprocess.run(
-            [sys.executable, "-m", "llm_ide", *run], capture_output=True, text=True, env=env, timeout=300
-        )
+        done = invoke(*run, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"submitted after {len(replies)} model calls (+1 discarded)" in done.stdout
     with gzip.open(tmp_path / "out" / "t.calls.jsonl.gz", "rt") as log:
