@@ -1,5 +1,5 @@
-"""The run's cgroup (environments/limits.py says when there is one): made at the first command in each hierarchy that
-has the pids or the memory controller, its limits set, joined by every command, removed (what is left in it killed)
+"""The run's cgroup (environments/limits.py says when there is one): made with the local environment in each hierarchy
+that has the pids or the memory controller, its limits set, joined by every command, removed (what is left in it killed)
 when the run closes; and whether one can be made here at all (the cgroups killed runs left removed on the way)."""
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def controller_dirs() -> dict[str, Path]:
 
 
 class Cgroup:
-    """The run's cgroup (one per controller hierarchy), made at the first command and removed when the run closes;
-    `procs`: the files a command's first process writes its PID to, so that all it starts is counted."""
+    """The run's cgroup (one per controller hierarchy), made with the local environment and removed when the run
+    closes; `procs`: the files a command's first process writes its PID to, so that all it starts is counted."""
 
     def __init__(self, limits: Limits) -> None:
         self.dirs: list[Path] = []

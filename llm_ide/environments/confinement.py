@@ -59,6 +59,7 @@ class Confinement:
         if self.limits.processes and as_root and not self._cgroups:
             warn_unenforced("processes")
         self.prefix = ulimit_line(self.limits, self._cgroups, as_root)
+        self.procs: list[str] = self._join_files()
 
     def switch(self) -> list[str]:
         if self.run_as is None:
@@ -79,16 +80,15 @@ class Confinement:
                 with contextlib.suppress(OSError):
                     os.chown(path, *self.run_as)
 
-    def procs(self) -> list[str]:
-        """The cgroup.procs files a command joins (the run's cgroup, made at its first command)."""
+    def _join_files(self) -> list[str]:
+        """The cgroup.procs files every command joins: the run's cgroup, made with the environment."""
         if not self._cgroups:
             return []
-        if self.cgroup is None:
-            try:
-                self.cgroup = Cgroup(self.limits)
-            except OSError:
-                self._cgroups = False
-                return []
+        try:
+            self.cgroup = Cgroup(self.limits)
+        except OSError:
+            self._cgroups = False
+            return []
         return self.cgroup.procs
 
     def shell(self, command: str) -> list[str]:
@@ -110,6 +110,7 @@ class Confinement:
         return argv, guard or keyring_spawner(os.getpid()).start
 
     def close(self) -> None:
+        self.procs = []
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None

@@ -251,7 +251,7 @@ class LocalEnvironment:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            cgroup=self.confinement.procs(),
+            cgroup=self.confinement.procs,
             pass_fds=marker.passed() if marker else (),
         )
         assert process.stdout is not None
