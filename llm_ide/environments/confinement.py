@@ -114,31 +114,3 @@ class Confinement:
         if self.cgroup is not None:
             self.cgroup.close()
             self.cgroup = None
-
-
-class StartMarker:
-    """A pipe the command's shell writes one byte to before anything else (and closes: nothing it starts holds it).
-    Without that byte the command never started: the sandbox's set-up failed (a socket it was to mask vanished
-    meanwhile), and running it again repeats nothing."""
-
-    def __init__(self) -> None:
-        self.read, self.write = os.pipe()
-        os.set_inheritable(self.write, True)
-
-    def prefix(self) -> str:
-        return f"printf . >&{self.write}; exec {self.write}>&-; "
-
-    def passed(self) -> tuple[int, ...]:
-        return (self.write,)
-
-    def spawned(self) -> None:
-        os.close(self.write)
-
-    def started(self) -> bool:
-        os.set_blocking(self.read, False)
-        try:
-            return os.read(self.read, 1) == b"."
-        except BlockingIOError:  # nothing yet, and a process of the command still holds it open: it started
-            return True
-        finally:
-            os.close(self.read)

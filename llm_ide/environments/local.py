@@ -14,11 +14,11 @@ from typing import Any
 from llm_ide.credentials import scrubbed_environ
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.bwrap import sandbox_path
-from llm_ide.environments.confinement import Confinement, StartMarker, home_of, repository_owner
+from llm_ide.environments.confinement import Confinement, home_of, repository_owner
 from llm_ide.environments.holding import RunNamespace, containment, kill_adopted, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, drain, pump_output, render
-from llm_ide.environments.processes import TOKEN, Launch, Leftovers, kill_group, start_with_parent
+from llm_ide.environments.processes import TOKEN, Launch, Leftovers, StartMarker, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside
 from llm_ide.environments.scratch import owned_tempdir, remove_folders

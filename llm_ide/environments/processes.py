@@ -1,4 +1,7 @@
-"""Every process a local run starts ends with it. In a PID namespace the kernel kills every process left in it once
+"""How a local command is started and ended: `start_with_parent` spawns it (dying with llm-ide, in the run's
+cgroup), a `StartMarker` tells a command that started from one whose sandbox never did, `kill_group` ends it.
+
+Every process a local run starts ends with it. In a PID namespace the kernel kills every process left in it once
 its init exits: bubblewrap gives each command its own (they end with the command); without bwrap the run holds one of
 its own, or adopts the commands' orphans (holding.py): those carrying the environment's token are killed when the
 run ends (holding.kill_adopted).
@@ -68,6 +71,34 @@ def start_with_parent(
         options["preexec_fn"] = partial(die_with_parent, os.getpid(), tuple(cgroup))
     start = partial(subprocess.Popen, argv, **options)
     return start() if by is None else by(start)
+
+
+class StartMarker:
+    """A pipe the command's shell writes one byte to before anything else (and closes: nothing it starts holds it).
+    Without that byte the command never started: the sandbox's set-up failed (a socket it was to mask vanished
+    meanwhile), and running it again repeats nothing."""
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        os.set_inheritable(self.write, True)
+
+    def prefix(self) -> str:
+        return f"printf . >&{self.write}; exec {self.write}>&-; "
+
+    def passed(self) -> tuple[int, ...]:
+        return (self.write,)
+
+    def spawned(self) -> None:
+        os.close(self.write)
+
+    def started(self) -> bool:
+        os.set_blocking(self.read, False)
+        try:
+            return os.read(self.read, 1) == b"."
+        except BlockingIOError:  # nothing yet, and a process of the command still holds it open: it started
+            return True
+        finally:
+            os.close(self.read)
 
 
 def kill_group(pgid: int) -> None:
