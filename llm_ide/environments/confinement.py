@@ -1,5 +1,7 @@
-"""What surrounds one local command: bubblewrap's view and its isolation (environments/sandbox.py), the host sockets
-it masks (environments/sockets.py), the limits (environments/limits.py) and the user the command runs as.
+"""What a local environment's commands run under, decided once at its start and kept as data: the isolation
+bubblewrap gives them (environments/bwrap.py probes it), the limits (environments/limits.py, and the run's cgroup:
+environments/cgroups.py) and the user they run as. Each command's own part (the host sockets it masks, bubblewrap's
+view) is LocalEnvironment._sandboxed's.
 
 Root on a repository another user owns (a devcontainer's bind mount, `sudo`): a command holding no capability could
 not write that user's files, so with bubblewrap it runs as the repository's owner (setpriv, with the two
@@ -18,10 +20,7 @@ from pathlib import Path
 from llm_ide.environments.bwrap import isolation
 from llm_ide.environments.cgroups import Cgroup, cgroups_usable
 from llm_ide.environments.limits import Limits, ulimit_line, warn_unenforced
-from llm_ide.environments.processes import Launch
-from llm_ide.environments.sandbox import ISOLATIONS, Sandbox
-from llm_ide.environments.scope import keyring_spawner
-from llm_ide.environments.sockets import abstract_guard, host_sockets
+from llm_ide.environments.sandbox import ISOLATIONS
 
 SWITCH = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
 
@@ -43,7 +42,10 @@ def home_of(uid: int) -> list[Path]:
 
 @dataclass
 class Confinement:
-    """The argv of each command (and the cgroup it joins) for a local environment."""
+    """What a local environment's commands run under, decided once at its start and kept as data: `isolation`
+    (bwrap's options that take the privileges), `inner` (what makes the command the user it runs as), `user` ((uid,
+    gids) it runs as), `hidden_mode` (the hidden folders' mode), `prefix` (the limits' ulimit line, on the command's
+    first line: its line numbers stay) and `procs` (the cgroup files each command joins)."""
 
     bwrap: str | None
     limits: Limits
@@ -60,14 +62,17 @@ class Confinement:
             warn_unenforced("processes")
         self.prefix = ulimit_line(self.limits, self._cgroups, as_root)
         self.procs: list[str] = self._join_files()
+        self.inner = self._switch()
+        self.user = self._user()
+        self.hidden_mode = "1777" if self.run_as else None  # the hidden folders but the homes: the user writes them
 
-    def switch(self) -> list[str]:
+    def _switch(self) -> list[str]:
         if self.run_as is None:
             return []
         uid, gid = self.run_as
         return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 
-    def user(self) -> tuple[int, set[int]]:
+    def _user(self) -> tuple[int, set[int]]:
         """Who the commands run as: (uid, gids)."""
         if self.run_as is not None:
             return self.run_as[0], {self.run_as[1]}
@@ -90,24 +95,6 @@ class Confinement:
             self._cgroups = False
             return []
         return self.cgroup.procs
-
-    def shell(self, command: str) -> list[str]:
-        """The command's shell, its limits set first (on its first line: the command's line numbers stay)."""
-        return ["bash", "-c", self.prefix + command]
-
-    def sandboxed(self, sandbox: Sandbox, command: str, cwd: Path, environ: dict[str, str]) -> Launch:
-        """The command in bubblewrap (the host's sockets masked, the isolation, the user, the limits), and what starts
-        it: a thread with a keyring of its own, which also holds the scope of abstract sockets when some listen on the
-        host (sockets.abstract_guard)."""
-        sandbox.isolation = self.isolation
-        sandbox.inner = self.switch()
-        if self.run_as is not None:
-            sandbox.hidden_mode = "1777"  # the hidden folders but the homes: the user the command runs as writes
-        masked, abstract = host_sockets(environ, [*sandbox.hidden, *sandbox.secluded], self.sockets, self.user())
-        sandbox.sockets = masked
-        argv = sandbox.argv(self.shell(command), cwd)
-        guard = abstract_guard() if abstract and sandbox.network else None
-        return argv, guard or keyring_spawner(os.getpid()).start
 
     def close(self) -> None:
         self.procs = []

@@ -21,8 +21,9 @@ from llm_ide.environments.output import OnOutput, OutputCap, append_note, defaul
 from llm_ide.environments.processes import TOKEN, Launch, Leftovers, StartMarker, kill_group, start_with_parent
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside
+from llm_ide.environments.scope import keyring_spawner
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
-from llm_ide.environments.sockets import forget_listings
+from llm_ide.environments.sockets import abstract_guard, forget_listings, host_sockets
 from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths, redirects
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact
@@ -190,17 +191,30 @@ class LocalEnvironment:
         return resolve_inside(self.repo, path) is not None
 
     def _argv(self, command: str, cwd: Path, unmasked: Collection[str] = ()) -> Launch:
+        """The command's argv (its limits set first, on its first line: its line numbers stay) and what starts it."""
+        command = self.confinement.prefix + command
         if self.bwrap:
-            if self.mounts:
-                cwd = Path(self.workdir, cwd.relative_to(self.repo))
-            hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
-            sandbox = Sandbox(self.bwrap, self.writable, self.readable, hidden, self.network, self.mounts)
-            sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
-            sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes} if self.home else {}
-            return self.confinement.sandboxed(sandbox, command, cwd, self.env)
+            return self._sandboxed(self.bwrap, command, cwd, unmasked)
         if self.containment == "unshare":
-            return self._run_namespace().argv(self.confinement.prefix + command, cwd), None
-        return self.confinement.shell(command), None
+            return self._run_namespace().argv(command, cwd), None
+        return ["bash", "-c", command], None
+
+    def _sandboxed(self, bwrap: str, command: str, cwd: Path, unmasked: Collection[str]) -> Launch:
+        """The command in bubblewrap (the host's sockets masked; the isolation, user and limits of the run's
+        Confinement), and what starts it: a thread with a keyring of its own, which also holds the scope of abstract
+        sockets when some listen on the host (sockets.abstract_guard)."""
+        if self.mounts:
+            cwd = Path(self.workdir, cwd.relative_to(self.repo))
+        confined = self.confinement
+        hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
+        sandbox = Sandbox(bwrap, self.writable, self.readable, hidden, self.network, self.mounts, confined.isolation)
+        sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
+        sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes} if self.home else {}
+        sandbox.inner, sandbox.hidden_mode = confined.inner, confined.hidden_mode
+        sandbox.sockets, abstract = host_sockets(self.env, [*hidden, *self.secluded], confined.sockets, confined.user)
+        argv = sandbox.argv(["bash", "-c", command], cwd)
+        guard = abstract_guard() if abstract and self.network else None
+        return argv, guard or keyring_spawner(os.getpid()).start
 
     def _run_namespace(self) -> RunNamespace:
         """The run's PID namespace, made at the first command (again if it was lost)."""
