@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import make_git_repo, require_bwrap
 
-from llm_ide.environments import LocalEnvironment, scope
+from llm_ide.environments import LocalEnvironment, processes
 
 SESSION, JOIN, REVOKE = -3, 1, 3  # KEY_SPEC_SESSION_KEYRING; keyctl's operations
 KEYCTL, ADD_KEY = {"x86_64": 250, "aarch64": 219}, {"x86_64": 248, "aarch64": 217}  # system call numbers
@@ -58,7 +58,7 @@ def test_keyctls_number_is_the_processs_abi_not_the_kernels(machine: str, pointe
     """`uname -m` names the kernel: a 32-bit Python on a 64-bit kernel (Raspberry Pi OS's armhf on its aarch64
     kernel) makes the 32-bit ABI's system calls, where aarch64's 219 is mincore: it failed, and every command with it;
     x86_64's is either i386's or x32's, not known (the keyring stays shared there, as where no number is known)."""
-    assert scope.KEYCTL.get((machine, pointer)) == number
+    assert processes.KEYCTL.get((machine, pointer)) == number
 
 
 ADD_KEY_SCRIPT = """import ctypes

@@ -33,11 +33,10 @@ from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.environments.processes import LIBC, start_with_parent
+from llm_ide.environments.processes import LIBC, Spawner, start_with_parent
 from llm_ide.environments.sandbox import VANISHED, Sandbox
-from llm_ide.environments.scope import Spawner
+from llm_ide.environments.scope import LANDLOCK_ABI_SCOPES, landlock_abi
 from llm_ide.environments.scratch import OWNED, sweep_temp_folders
-from llm_ide.environments.sockets import LANDLOCK_ABI_SCOPES, landlock_abi
 from llm_ide.errors import EnvironmentFailure
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -18,12 +18,20 @@ from llm_ide.environments.confinement import Confinement, home_of, repository_ow
 from llm_ide.environments.holding import RunNamespace, containment, kill_adopted, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, drain, pump_output, render
-from llm_ide.environments.processes import TOKEN, Launch, Leftovers, StartMarker, kill_group, start_with_parent
+from llm_ide.environments.processes import (
+    TOKEN,
+    Launch,
+    Leftovers,
+    StartMarker,
+    keyring_spawner,
+    kill_group,
+    start_with_parent,
+)
 from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside
-from llm_ide.environments.scope import keyring_spawner
+from llm_ide.environments.scope import abstract_guard
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
-from llm_ide.environments.sockets import abstract_guard, forget_listings, host_sockets
+from llm_ide.environments.sockets import forget_listings, host_sockets
 from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths, redirects
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact
@@ -202,7 +210,7 @@ class LocalEnvironment:
     def _sandboxed(self, bwrap: str, command: str, cwd: Path, unmasked: Collection[str]) -> Launch:
         """The command in bubblewrap (the host's sockets masked; the isolation, user and limits of the run's
         Confinement), and what starts it: a thread with a keyring of its own, which also holds the scope of abstract
-        sockets when some listen on the host (sockets.abstract_guard)."""
+        sockets when some listen on the host (scope.abstract_guard)."""
         if self.mounts:
             cwd = Path(self.workdir, cwd.relative_to(self.repo))
         confined = self.confinement

@@ -1,5 +1,8 @@
 """How a local command is started and ended: `start_with_parent` spawns it (dying with llm-ide, in the run's
-cgroup), a `StartMarker` tells a command that started from one whose sandbox never did, `kill_group` ends it.
+cgroup), from a `Spawner`'s thread when sandboxed (each command in a new, empty session keyring, which it inherits:
+neither the keys in llm-ide's, a Kerberos ticket or a token a tool keeps in the kernel's keyring, nor those another
+command added, another run's in the Python API's or Studio's process, are its to read), a `StartMarker` tells a
+command that started from one whose sandbox never did, `kill_group` ends it.
 
 Every process a local run starts ends with it. In a PID namespace the kernel kills every process left in it once
 its init exits: bubblewrap gives each command its own (they end with the command); without bwrap the run holds one of
@@ -13,18 +16,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import mmap
 import os
+import platform
+import queue
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
+from llm_ide.errors import EnvironmentFailure
 from llm_ide.fileio import atomic_write
 
 TOKEN = "LLM_IDE_RUN_TOKEN"  # in every command's environment: which run a process belongs to
@@ -37,6 +46,12 @@ GUARD = ["bash", "-c", '[ "$PPID" = "$1" ] || exit 137; ' + JOIN, "llm-ide-guard
 # vfork path (about 10 ms less per command) and is safe with threads.
 SETPRIV = shutil.which("setpriv")
 LIBC = ctypes.CDLL(None, use_errno=True)
+# keyctl's system call, by machine and pointer size (a 32-bit process on a 64-bit kernel makes the 32-bit ABI's calls:
+# 219 is mincore there; x86_64's is i386's or x32's, unknown), and its operation that gives a new session keyring
+KEYCTL = {("x86_64", 8): 250, ("aarch64", 8): 219, ("riscv64", 8): 219, ("s390x", 8): 280, ("i686", 4): 288}
+KEYCTL |= {("armv7l", 4): 311, ("aarch64", 4): 311}
+JOIN_SESSION_KEYRING = 1
+Popen = subprocess.Popen[bytes]
 
 
 def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
@@ -54,8 +69,65 @@ def die_with_parent(parent: int, cgroup: tuple[str, ...] = ()) -> None:
         os._exit(125)
 
 
-Starter = Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]  # e.g. scope.Spawner.start
+Starter = Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]  # e.g. Spawner.start
 Launch = tuple[list[str], Starter | None]  # a command's argv and what starts it (None: the calling thread)
+
+
+class Spawner:
+    """A thread that runs `prepare` on itself, then starts the processes it is given, each in a new, empty session
+    keyring, for the whole life of the process (a child's death signal fires when the thread that started it ends)."""
+
+    def __init__(self, name: str, prepare: Callable[[], None] = lambda: None) -> None:
+        self.calls: queue.SimpleQueue[tuple[Callable[[], Popen], Future[Popen]]] = queue.SimpleQueue()
+        ready: Future[None] = Future()
+        threading.Thread(target=self._serve, args=(prepare, ready), name=name, daemon=True).start()
+        ready.result()
+
+    def _serve(self, prepare: Callable[[], None], ready: Future[None]) -> None:
+        try:
+            prepare()
+        except BaseException as error:  # noqa: BLE001 (told to the caller)
+            ready.set_exception(error)
+            return
+        ready.set_result(None)
+        while True:
+            start, started = self.calls.get()
+            try:
+                own_session_keyring()  # a new one for each command
+                started.set_result(start())
+            except BaseException as error:  # noqa: BLE001 (told to the caller)
+                started.set_exception(error)
+
+    def start(self, start: Callable[[], Popen]) -> Popen:
+        """`start()` run on the thread; interrupted meanwhile, what it started ends before the interruption goes on."""
+        started: Future[Popen] = Future()
+        self.calls.put((start, started))
+        try:
+            return started.result()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                process = started.result()
+                kill_group(process.pid)
+                process.wait()
+            raise
+
+
+@cache
+def keyring_spawner(pid: int) -> Spawner:
+    """This process's thread that starts the commands (per process id: a forked child has none of its parent's)."""
+    return Spawner("llm-ide-commands")
+
+
+def own_session_keyring() -> None:
+    """The calling thread, and all it starts from now on, given a new, empty session keyring (where the kernel lets no
+    process use keyctl, a seccomp filter's doing, the commands cannot either)."""
+    if (number := KEYCTL.get((platform.machine(), ctypes.sizeof(ctypes.c_void_p)))) is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, JOIN_SESSION_KEYRING, None) < 0:
+        error = ctypes.get_errno()
+        if error not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
+            raise EnvironmentFailure(f"no session keyring of their own for the commands: {os.strerror(error)}")
 
 
 def start_with_parent(

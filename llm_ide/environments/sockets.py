@@ -7,28 +7,20 @@ folders where services and agents put them (/run, /var/run a few levels down; th
 agents' and servers' folders), and those the environment names (SSH_AUTH_SOCK, DOCKER_HOST, CONTAINER_HOST, D-Bus
 addresses). Each that the command could see is masked by /dev/null (a connection is refused). Abstract sockets (a
 name, no file: X11's, some D-Bus buses, old containerd shims) are kept from a command that shares the host's network
-by a Landlock scope (Linux 6.12 and later); with `environment.network: none` it has a network namespace of its own,
-where they do not exist."""
+by a Landlock scope (Linux 6.12 and later: environments/scope.py); with `environment.network: none` it has a network
+namespace of its own, where they do not exist."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import logging
 import os
 import re
 import stat
 import tempfile
 import time
-from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.processes import Starter
 from llm_ide.environments.sandbox import real_path
-from llm_ide.environments.scope import scoped_spawner
-from llm_ide.errors import warn_once
-
-log = logging.getLogger("llm_ide.environment")
 
 # where services put their sockets, and how many levels down (/run/docker.sock, /run/containerd/containerd.sock,
 # /run/user/1000/podman/podman.sock); in the temp folders, the top level and the folders agents and servers make
@@ -40,7 +32,6 @@ MAX_ENTRIES = 20_000  # entries looked at per scan: a huge temp folder costs a c
 TICK_NS = 100_000_000  # a folder changed this recently is listed again at the next command (10 clock ticks at least)
 LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's flags
 VARIABLES = ("SSH_AUTH_SOCK", "DOCKER_HOST", "CONTAINER_HOST", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS")
-LANDLOCK_ABI_SCOPES = 6  # the Landlock ABI whose `scoped` field has LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 
 
 def listening(table: str = "/proc/net/unix") -> tuple[set[str], bool]:
@@ -165,30 +156,3 @@ class Searchable:
         if found.st_uid == self.uid:
             return bool(found.st_mode & stat.S_IXUSR)
         return bool(found.st_mode & (stat.S_IXGRP if found.st_gid in self.gids else stat.S_IXOTH))
-
-
-@cache
-def landlock_abi() -> int:
-    """The Landlock ABI of this kernel (0: none)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return max(0, int(libc.syscall(444, None, 0, 1)))  # landlock_create_ruleset(NULL, 0, VERSION)
-    except (OSError, AttributeError):
-        return 0
-
-
-def abstract_guard() -> Starter | None:
-    """What starts a command so that no abstract socket made outside it answers it: our thread holding Landlock's scope
-    (environments/scope.py); None (said once) where Landlock cannot scope them."""
-    if landlock_abi() < LANDLOCK_ABI_SCOPES:
-        warn_abstract()
-        return None
-    return scoped_spawner(os.getpid()).start
-
-
-def warn_abstract() -> None:
-    message = (
-        "abstract Unix sockets (X11's, D-Bus's) listen on this host and Landlock cannot scope them here (Linux 6.12 "
-        "or later): the commands can reach them; environment.network: none cuts them off"
-    )
-    warn_once(log, ("abstract sockets",), message)
