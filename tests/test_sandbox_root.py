@@ -33,6 +33,7 @@ from test_replay import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment, make_environment
+from llm_ide.environments.bwrap import ISOLATIONS, argv_head
 from llm_ide.environments.processes import LIBC, Spawner, start_with_parent
 from llm_ide.environments.sandbox import VANISHED, Sandbox
 from llm_ide.environments.scope import LANDLOCK_ABI_SCOPES, landlock_abi
@@ -467,7 +468,8 @@ def test_a_masked_socket_gone_before_the_mounts_fails_the_set_up_and_is_left_unm
 
             def start(unmasked: frozenset[str]) -> subprocess.CompletedProcess[str]:
                 sockets = [str(gone), str(kept)]  # and no hidden folder: another test's /tmp/ssh-*, gone, would fail it
-                sandbox = Sandbox(require_bwrap(), [tmp_path], [], [], sockets=sockets, unmasked=unmasked)
+                head = argv_head(require_bwrap(), ISOLATIONS[-1], True, [])
+                sandbox = Sandbox(head, [tmp_path], [], [], sockets=sockets, unmasked=unmasked)
                 argv = sandbox.argv(["bash", "-c", f"echo started; {probe}"], tmp_path)
                 return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 

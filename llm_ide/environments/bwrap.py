@@ -1,19 +1,34 @@
 """Whether bubblewrap can sandbox the local commands here, asked once at a run's set-up (and by the preflight): bwrap
 installed and working (it may lack the right to create namespaces, e.g. in a container), the isolation that works
-(probed once), and a run without it said once."""
+(probed once), and a run without it said once; and what every command's bubblewrap line starts with (`argv_head`),
+decided once per run."""
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.sandbox import ISOLATIONS, Sandbox
+from llm_ide.environments.sandbox import Sandbox
+from llm_ide.environments.views import hidden_paths
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")
+
+# what takes every privilege from a command: all capabilities dropped, in a user namespace of its own where they work
+# (then nothing it does counts as root's towards the host; no further one can be made in it: bwrap 0.8), else in the
+# host's (a container that forbids them)
+ISOLATIONS = (
+    ("--unshare-user", "--disable-userns", "--cap-drop", "ALL"),
+    ("--unshare-user", "--cap-drop", "ALL"),
+    ("--cap-drop", "ALL"),
+)
+
+# the kernel's settings and triggers: files root may write without any capability (the owner's bits), read-only
+KERNEL_FILES = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 
 
 def sandbox_path(setting: str) -> str | None:
@@ -52,7 +67,8 @@ def _probe(bwrap: str) -> tuple[str, ...] | str:
     """The isolation options that work here, or why none does."""
     problem = ""
     for options in ISOLATIONS:
-        argv = Sandbox(bwrap, writable=[], isolation=options).argv(["true"], Path("/"))
+        sandbox = Sandbox(argv_head(bwrap, options, True, []), writable=[], hidden=hidden_paths())
+        argv = sandbox.argv(["true"], Path("/"))
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as error:
@@ -61,6 +77,35 @@ def _probe(bwrap: str) -> tuple[str, ...] | str:
             return options
         problem = problem or " ".join(done.stderr.split())[:200] or f"exit status {done.returncode}"
     return problem
+
+
+def argv_head(bwrap: str, isolation: tuple[str, ...], network: bool, mounts: list[str]) -> tuple[str, ...]:
+    """What every command's bubblewrap line starts with, decided once per run: its own PID, IPC and UTS namespaces
+    and session, `isolation` (ISOLATIONS), no network but its own unless `network`, `/` read-only (rebuilt when a
+    mount point in `mounts` is missing), its own /dev and /proc, the kernel's settings read-only."""
+    argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session", *isolation]
+    if not network:
+        argv.append("--unshare-net")
+    argv += [*root_binds(mounts), "--dev", "/dev", "--proc", "/proc"]
+    for path in KERNEL_FILES:
+        argv += ["--ro-bind-try", path, path]
+    return tuple(argv)
+
+
+def root_binds(targets: list[str]) -> list[str]:
+    """`/` read-only. A mount point missing on the host (e.g. /testbed) cannot be made in it: then the root is rebuilt
+    from its entries (read-only binds, symlinks kept as symlinks), where bwrap can make it."""
+    if all(Path(target).exists() for target in targets):
+        return ["--ro-bind", "/", "/"]
+    argv = []
+    for entry in sorted(Path("/").iterdir()):
+        if entry.name in ("dev", "proc") or str(entry) in targets:
+            continue
+        if entry.is_symlink():
+            argv += ["--symlink", os.readlink(entry), str(entry)]
+        elif entry.exists():
+            argv += ["--ro-bind", str(entry), str(entry)]
+    return argv
 
 
 def warn_unsandboxed(problem: str, remedy: str = "install the bubblewrap package, or allow user namespaces") -> None:

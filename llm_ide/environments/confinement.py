@@ -17,10 +17,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llm_ide.environments.bwrap import isolation
+from llm_ide.environments.bwrap import ISOLATIONS, isolation
 from llm_ide.environments.cgroups import Cgroup, cgroups_usable
 from llm_ide.environments.limits import Limits, ulimit_line, warn_unenforced
-from llm_ide.environments.sandbox import ISOLATIONS
 
 SWITCH = ("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
 

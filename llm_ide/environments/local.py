@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_ide.credentials import scrubbed_environ
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
-from llm_ide.environments.bwrap import sandbox_path
+from llm_ide.environments.bwrap import argv_head, sandbox_path
 from llm_ide.environments.confinement import Confinement, home_of, repository_owner
 from llm_ide.environments.holding import RunNamespace, containment, kill_adopted, namespace_tools
 from llm_ide.environments.limits import Limits
@@ -28,11 +28,11 @@ from llm_ide.environments.processes import (
     start_with_parent,
 )
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, hidden_paths, resolve_inside
+from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, resolve_inside
 from llm_ide.environments.scope import abstract_guard
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings, host_sockets
-from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, readable_paths, redirects
+from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, hidden_paths, readable_paths, redirects
 from llm_ide.errors import RepositoryLost, UsageError
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
@@ -124,6 +124,8 @@ class LocalEnvironment:
         self.bwrap = sandbox_path(sandbox)
         self.confinement = Confinement(self.bwrap, limits or Limits(), repository_owner(self.repo), sockets or [])
         self.mounts = self._mounts(mount_at)
+        isolation = self.confinement.isolation  # what every bubblewrap line starts with, decided once
+        self.head = argv_head(self.bwrap, isolation, network, list(self.mounts)) if self.bwrap else ()
         self._private: str | None = None
         self.scratch: str | None = owned_tempdir("tmp")  # the commands' $TMPDIR, sandboxed or not: gone with the run
         self.env["TMPDIR"] = self.scratch
@@ -202,12 +204,12 @@ class LocalEnvironment:
         """The command's argv (its limits set first, on its first line: its line numbers stay) and what starts it."""
         command = self.confinement.prefix + command
         if self.bwrap:
-            return self._sandboxed(self.bwrap, command, cwd, unmasked)
+            return self._sandboxed(command, cwd, unmasked)
         if self.containment == "unshare":
             return self._run_namespace().argv(command, cwd), None
         return ["bash", "-c", command], None
 
-    def _sandboxed(self, bwrap: str, command: str, cwd: Path, unmasked: Collection[str]) -> Launch:
+    def _sandboxed(self, command: str, cwd: Path, unmasked: Collection[str]) -> Launch:
         """The command in bubblewrap (the host's sockets masked; the isolation, user and limits of the run's
         Confinement), and what starts it: a thread with a keyring of its own, which also holds the scope of abstract
         sockets when some listen on the host (scope.abstract_guard)."""
@@ -215,10 +217,10 @@ class LocalEnvironment:
             cwd = Path(self.workdir, cwd.relative_to(self.repo))
         confined = self.confinement
         hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
-        sandbox = Sandbox(bwrap, self.writable, self.readable, hidden, self.network, self.mounts, confined.isolation)
+        sandbox = Sandbox(self.head, self.writable, self.readable, hidden, self.mounts, inner=confined.inner)
         sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
         sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes} if self.home else {}
-        sandbox.inner, sandbox.hidden_mode = confined.inner, confined.hidden_mode
+        sandbox.hidden_mode = confined.hidden_mode
         sandbox.sockets, abstract = host_sockets(self.env, [*hidden, *self.secluded], confined.sockets, confined.user)
         argv = sandbox.argv(["bash", "-c", command], cwd)
         guard = abstract_guard() if abstract and self.network else None

@@ -14,22 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # bwrap's word for a path to mount over that was gone (a socket masked at the scan) and cannot be made in the root
 VANISHED = re.compile(r"^bwrap: Can't create file at (.+): [^:\n]+$", re.MULTILINE)
-
-
-# what takes every privilege from a command: all capabilities dropped, in a user namespace of its own where they work
-# (then nothing it does counts as root's towards the host; no further one can be made in it: bwrap 0.8), else in the
-# host's (a container that forbids them)
-ISOLATIONS = (
-    ("--unshare-user", "--disable-userns", "--cap-drop", "ALL"),
-    ("--unshare-user", "--cap-drop", "ALL"),
-    ("--cap-drop", "ALL"),
-)
 
 
 def resolve_inside(root: Path, path: str) -> Path | None:
@@ -80,34 +69,20 @@ def within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
-def hidden_paths(homes: list[Path] | None = None) -> list[Path]:
-    """What a sandboxed command sees empty: the user's home (and `homes`: another user's whose commands these are),
-    the user's runtime directory (keyrings, agent sockets) and ssh-agent's socket folders in the temp directory."""
-    found = [Path.home(), *(homes or []), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
-    real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
-    return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
-
-
-# the kernel's settings and triggers: files root may write without any capability (the owner's bits), read-only
-KERNEL_FILES = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
-
-
 @dataclass
 class Sandbox:
-    """One bubblewrap command line per command: `/` read-only, `hidden` empty (a tmpfs each), `readable` shown
-    read-only and `writable` writable wherever they are (inside a hidden folder too); `mounts`: more writable folders,
-    each shown at another path (e.g. a checkout at /testbed); `secluded`: our own folders (the run's output), empty
-    wherever they are, even inside the repository; `sockets`: host Unix sockets that answer nothing in it. A deeper
-    path is set up after the shallower one it lies in. `isolation`: what takes the privileges (ISOLATIONS);
-    `inner`: what runs the command (the limits, the user it runs as)."""
+    """One bubblewrap command line per command: `head` (bwrap.argv_head: decided once per run, `/` read-only and the
+    isolation), then `hidden` empty (a tmpfs each), `readable` shown read-only and `writable` writable wherever they
+    are (inside a hidden folder too); `mounts`: more writable folders, each shown at another path (e.g. a checkout at
+    /testbed); `secluded`: our own folders (the run's output), empty wherever they are, even inside the repository;
+    `sockets`: host Unix sockets that answer nothing in it. A deeper path is set up after the shallower one it lies
+    in. `inner`: what runs the command (the limits, the user it runs as)."""
 
-    bwrap: str
+    head: tuple[str, ...]
     writable: list[Path]
     readable: list[Path] = field(default_factory=list)
-    hidden: list[Path] = field(default_factory=hidden_paths)
-    network: bool = True
+    hidden: list[Path] = field(default_factory=list)
     mounts: dict[str, Path] = field(default_factory=dict)
-    isolation: tuple[str, ...] = ISOLATIONS[-1]
     secluded: list[Path] = field(default_factory=list)
     sockets: list[str] = field(default_factory=list)
     inner: list[str] = field(default_factory=list)
@@ -116,13 +91,7 @@ class Sandbox:
     unmasked: frozenset[str] = frozenset()  # where a socket masked before was gone when bwrap mounted over it
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
-        argv = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
-        argv += self.isolation
-        if not self.network:
-            argv.append("--unshare-net")
-        argv += [*root_binds(list(self.mounts)), "--dev", "/dev", "--proc", "/proc"]
-        for path in KERNEL_FILES:
-            argv += ["--ro-bind-try", path, path]
+        argv = list(self.head)
         for _, operation in sorted(self.views(), key=lambda view: len(Path(view[0]).parts)):
             argv += operation
         return [*argv, "--chdir", str(cwd), *self.inner, *command]
@@ -152,19 +121,3 @@ class Sandbox:
             if path.is_relative_to(source):
                 found.append(str(Path(target, path.relative_to(source))))
         return found
-
-
-def root_binds(targets: list[str]) -> list[str]:
-    """`/` read-only. A mount point missing on the host (e.g. /testbed) cannot be made in it: then the root is rebuilt
-    from its entries (read-only binds, symlinks kept as symlinks), where bwrap can make it."""
-    if all(Path(target).exists() for target in targets):
-        return ["--ro-bind", "/", "/"]
-    argv = []
-    for entry in sorted(Path("/").iterdir()):
-        if entry.name in ("dev", "proc") or str(entry) in targets:
-            continue
-        if entry.is_symlink():
-            argv += ["--symlink", os.readlink(entry), str(entry)]
-        elif entry.exists():
-            argv += ["--ro-bind", str(entry), str(entry)]
-    return argv

@@ -1,9 +1,11 @@
 """What a local run's commands see beyond the repository, found once when its environment opens: the repository's git
-data kept outside it, `environment.readable`, the folder a checkout is shown at (`environment.mount_at`)."""
+data kept outside it, `environment.readable`, the folder a checkout is shown at (`environment.mount_at`), and the
+folders they see empty (`hidden_paths`)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from llm_ide.settings import bundled_yaml
@@ -92,3 +94,11 @@ def check_mount_point(target: str) -> str:
     if not path.is_absolute() or path == top.parent or (not path.exists() and path != top and top.exists()):
         raise ValueError(f"{target}: a mount point must be an absolute path that exists or whose top folder does not")
     return str(path)
+
+
+def hidden_paths(homes: list[Path] | None = None) -> list[Path]:
+    """What a sandboxed command sees empty: the user's home (and `homes`: another user's whose commands these are),
+    the user's runtime directory (keyrings, agent sockets) and ssh-agent's socket folders in the temp directory."""
+    found = [Path.home(), *(homes or []), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
+    real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
+    return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
