@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +29,6 @@ def repository_owner(repo: Path) -> tuple[int, int] | None:
         return None
     found = repo.stat()
     return (found.st_uid, found.st_gid) if found.st_uid != 0 else None
-
-
-def home_of(uid: int) -> list[Path]:
-    try:
-        return [Path(pwd.getpwuid(uid).pw_dir)]
-    except KeyError:
-        return []
 
 
 @dataclass

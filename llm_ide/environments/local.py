@@ -14,7 +14,7 @@ from typing import Any
 from llm_ide.credentials import scrubbed_environ
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
 from llm_ide.environments.bwrap import argv_head, sandbox_path
-from llm_ide.environments.confinement import Confinement, home_of, repository_owner
+from llm_ide.environments.confinement import Confinement, repository_owner
 from llm_ide.environments.holding import RunNamespace, containment, kill_adopted, namespace_tools
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, drain, pump_output, render
@@ -27,13 +27,12 @@ from llm_ide.environments.processes import (
     kill_group,
     start_with_parent,
 )
-from llm_ide.environments.pythons import commands_python, python_environments
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, resolve_inside
 from llm_ide.environments.scope import abstract_guard
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings, host_sockets
-from llm_ide.environments.views import UNHOOKED, check_mount_point, git_paths, hidden_paths, readable_paths, redirects
-from llm_ide.errors import RepositoryLost, UsageError
+from llm_ide.environments.views import UNHOOKED, check_mount_point, found_views, redirects
+from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
@@ -144,22 +143,13 @@ class LocalEnvironment:
         self._git, self._redirects = git_identity(self.repo), redirects(self.repo)  # (the ones there are kept)
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
-        """What the sandboxed commands write, read and never see (readable None: the bundled config's)."""
-        scratch, dot = [Path(self.scratch)] if self.scratch else [], self.repo / ".git"
-        mounted = [dot] if dot.is_dir() and not dot.is_symlink() else []  # a mount point: no command renames it
-        self.writable = [self.repo, *mounted, Path(self.tools_root), *scratch, *readable_paths(writable)]
-        self.readable = [*readable_paths(readable), *git_paths(self.repo)]
-        owner = self.confinement.run_as
-        homes = [Path.home(), *home_of(os.getuid()), *(home_of(owner[0]) if owner else [])]  # $HOME, passwd's
-        self.hidden = hidden_paths(homes[1:])
-        self.homes = {Path(os.path.realpath(home)) for home in homes}  # shown as the run's home, the rest empty
-        pythons = python_environments(self.repo, self.env, self.hidden if self.bwrap else [])
-        self.readable += [path for path in pythons.shown if path not in self.readable]
-        self.notes = [pythons.line(commands_python(self.repo, self.env))]
-        self.secluded = [Path(path).resolve() for path in secluded]
-        if self.repo in self.secluded:  # refused before a run starts (workspace/lifecycle.py): a caller of ours
-            raise UsageError(f"the output folder is the repository itself ({self.repo})")
-        self.own_paths = [str(path.relative_to(self.repo)) for path in self.secluded if path.is_relative_to(self.repo)]
+        """What the sandboxed commands write, read and never see (views.found_views)."""
+        shared = [Path(self.tools_root), *([Path(self.scratch)] if self.scratch else [])]  # ours, the commands write
+        owner, asked = self.confinement.run_as, (writable, readable)
+        found = found_views(self.repo, self.env, shared, asked, secluded, owner, sandboxed=self.bwrap is not None)
+        self.writable, self.readable, self.hidden = found.writable, found.readable, found.hidden
+        self.homes, self.secluded = found.homes, found.secluded
+        self.own_paths, self.notes = found.own_paths, found.notes
 
     def _mounts(self, mount_at: str | None) -> dict[str, Path]:
         if mount_at is None:

@@ -1,13 +1,17 @@
-"""What a local run's commands see beyond the repository, found once when its environment opens: the repository's git
-data kept outside it, `environment.readable`, the folder a checkout is shown at (`environment.mount_at`), and the
-folders they see empty (`hidden_paths`)."""
+"""What a local run's commands see beyond the repository, found once when its environment opens (`found_views`): the
+repository's git data kept outside it, `environment.readable`, the folder a checkout is shown at
+(`environment.mount_at`), the folders they see empty (`hidden_paths`) and the Python environments they use."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from llm_ide.environments.pythons import commands_python, python_environments
+from llm_ide.errors import UsageError
 from llm_ide.settings import bundled_yaml
 
 # llm-ide's own git outside the sandbox, in a repository whose `.git` the commands write: none of its hooks runs, nor
@@ -102,3 +106,56 @@ def hidden_paths(homes: list[Path] | None = None) -> list[Path]:
     found = [Path.home(), *(homes or []), Path(f"/run/user/{os.getuid()}"), *Path(tempfile.gettempdir()).glob("ssh-*")]
     real = {Path(os.path.realpath(path)) for path in found if path.is_dir()}
     return sorted((path for path in real if path != Path("/")), key=lambda path: len(path.parts))
+
+
+def home_of(uid: int) -> list[Path]:
+    try:
+        return [Path(pwd.getpwuid(uid).pw_dir)]
+    except KeyError:
+        return []
+
+
+@dataclass
+class Views:
+    """What a local environment's commands write, read, see empty (`hidden`; those in `homes` shown as the run's
+    home) and never see (`secluded`, the run's own folders; `own_paths`, those inside the repository), and `notes`
+    (which Python they use)."""
+
+    writable: list[Path]
+    readable: list[Path]
+    hidden: list[Path]
+    homes: set[Path]
+    secluded: list[Path]
+    own_paths: list[str]
+    notes: list[str]
+
+
+def found_views(
+    repo: Path,
+    environ: dict[str, str],
+    shared: list[Path],
+    asked: tuple[list[str], list[str] | None],
+    secluded: list[Path],
+    owner: tuple[int, int] | None,
+    *,
+    sandboxed: bool,
+) -> Views:
+    """The views of `repo`'s commands: our folders they write (`shared`), `environment.writable` and `.readable`
+    (`asked`; readable None: the bundled config's), the homes of the users they may be (`owner`: the repository's,
+    whose they are), and the Python they use."""
+    writable, readable = asked
+    dot = repo / ".git"
+    mounted = [dot] if dot.is_dir() and not dot.is_symlink() else []  # a mount point: no command renames it
+    written = [repo, *mounted, *shared, *readable_paths(writable)]
+    shown = [*readable_paths(readable), *git_paths(repo)]
+    homes = [Path.home(), *home_of(os.getuid()), *(home_of(owner[0]) if owner else [])]  # $HOME, passwd's
+    hidden = hidden_paths(homes[1:])
+    pythons = python_environments(repo, environ, hidden if sandboxed else [])
+    shown += [path for path in pythons.shown if path not in shown]
+    notes = [pythons.line(commands_python(repo, environ))]
+    ours = [Path(path).resolve() for path in secluded]
+    if repo in ours:  # refused before a run starts (workspace/lifecycle.py): a caller of ours
+        raise UsageError(f"the output folder is the repository itself ({repo})")
+    inside = [str(path.relative_to(repo)) for path in ours if path.is_relative_to(repo)]
+    real_homes = {Path(os.path.realpath(home)) for home in homes}  # shown as the run's home, the rest empty
+    return Views(written, shown, hidden, real_homes, ours, inside, notes)
