@@ -121,8 +121,8 @@ class LocalEnvironment:
         self.env[TOKEN] = uuid.uuid4().hex
         self.network = network
         self.bwrap = sandbox_path(sandbox)
+        self.mounts = self._mounts(mount_at)  # (before the confinement: a refused mount point leaves no cgroup)
         self.confinement = Confinement(self.bwrap, limits or Limits(), repository_owner(self.repo), sockets or [])
-        self.mounts = self._mounts(mount_at)
         isolation = self.confinement.isolation  # what every bubblewrap line starts with, decided once
         self.head = argv_head(self.bwrap, isolation, network, list(self.mounts)) if self.bwrap else ()
         self._private: str | None = None
