@@ -51,11 +51,16 @@ def call_n(
             )
             model.n_refused = True  # type: ignore[attr-defined]
     with policy.room(n) as reservation:
-        replies = _together(policy, model, masked, n, deadline, tools)
+        results = _together(policy, model, masked, n, deadline, tools)
+        if failed := next((result for result, _ in results if isinstance(result, BaseException)), None):
+            for position, (result, started) in enumerate(results):  # what the others replied is paid all the same
+                for paid in [result] if isinstance(result, ModelReply) else getattr(result, "paid", ()):
+                    policy.settle(model, masked, paid, started, kind=kind, index=index + position, **fields)
+            raise failed  # (the reservation released)
     settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
     settled = [
         policy.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
-        for position, ((reply, started), held) in enumerate(zip(replies, settle, strict=True))
+        for position, ((reply, started), held) in enumerate(zip(results, settle, strict=True))
     ]
     return settled, settled
 
@@ -83,17 +88,18 @@ def _one_request(
 
 def _together(
     policy: CallPolicy, model: Model, masked: list[Message], n: int, deadline: float | None, tools: Tools
-) -> list[tuple[ModelReply, float]]:
+) -> list[tuple[Any, float]]:
     """One call per reply, each in its own (daemon) thread, so the n take the time of the slowest and Ctrl-C is
-    not held up by them; one after the other for a model that answers at once. The first failure is raised."""
-    results: list[tuple[ModelReply, float] | BaseException | None] = [None] * n
+    not held up by them; one after the other for a model that answers at once. Each reply, or the error its call
+    raised, with when its call started."""
+    results: list[tuple[Any, float]] = [(None, 0.0)] * n
 
     def one(position: int) -> None:
         started = time.perf_counter()
         try:
             results[position] = (policy.complete(model, masked, deadline, tools), started)
         except BaseException as error:  # handed to the caller's thread
-            results[position] = error
+            results[position] = (error, started)
 
     if getattr(model, "concurrent", True):
         threads = [threading.Thread(target=one, args=(position,), daemon=True) for position in range(n)]
@@ -104,10 +110,4 @@ def _together(
     else:
         for position in range(n):
             one(position)
-    replies = []
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-        if result is not None:
-            replies.append(result)
-    return replies
+    return results

@@ -23,6 +23,7 @@ from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallProgress
 from llm_ide.config import load_config
 from llm_ide.errors import ModelError
+from llm_ide.many_calls import call_n
 from llm_ide.models import get_model
 from llm_ide.pricing import Price
 
@@ -120,3 +121,18 @@ def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path)
     stats = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["model_stats"]
     assert (stats["api_calls"], stats["discarded_calls"], stats["estimated_calls"]) == (len(replies), 1, 1)
     assert stats["cost"] == pytest.approx(sum(call["cost"] for call in calls)) and calls[0]["cost"] > 0
+
+
+@pytest.mark.parametrize("failing", [400, Reply(WORDS, cut=5)], ids=["refused", "cut"])
+def test_the_replies_of_n_together_are_paid_when_one_of_them_fails(failing: int | Reply) -> None:
+    """A sampler's n requests at the same time, one failing: before, the replies the others gave (and a cut one's
+    part) were neither in the calls log nor in the budget, though the provider bills them."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=[WORDS, WORDS, failing]) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
+        with pytest.raises(ModelError):
+            call_n(policy, model, FIRST, 3, kind="act", batched=False, index=4)
+    assert len(records) == (2 if failing == 400 else 3) and len(server.requests) == 3
+    assert {record["index"] for record in records} <= {4, 5, 6} and all(record["cost"] > 0 for record in records)
+    assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
