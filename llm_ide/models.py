@@ -110,7 +110,7 @@ class ChatModel:
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
             with self.charged_if_stopped(call, messages, parts):
                 response = self._response(payload, hints, deadline, call)
-            reply = self._reply(response, messages, parts)
+            reply = self._reply(response, messages, parts, again=bool(call.broken))
             call.replied(reply.input_tokens, reply.output_tokens)
         return replace(reply, cut=self.paid(call.broken, messages, parts)) if call.broken else reply
 
@@ -241,7 +241,7 @@ class ChatModel:
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
         time.sleep(delay)
 
-    def _reply(self, response: Any, messages: list[Message], parts: tuple[int, int]) -> ModelReply:
+    def _reply(self, response: Any, messages: list[Message], parts: tuple[int, int], again: bool = False) -> ModelReply:
         text, calls, usage = clean_text(response.text), calls_of(response), response.usage_metadata
         wrote = text + "".join(call.name + call.arguments for call in calls)
         read = written = 0
@@ -262,6 +262,7 @@ class ChatModel:
         else:
             warn_once("usage", self.name, f"model {self.name}: the response carries no token usage; estimating it")
             input_tokens, output_tokens = self.tokens.scaled(parts), self.tokens.output(wrote)
+            read = self.tokens.cached(messages, parts, again)  # as a cut stream's (`paid`)
         finish = finish_reason(response)
         if finish == "length":
             self._warn_cut(output_tokens)

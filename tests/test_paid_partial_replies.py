@@ -99,6 +99,23 @@ def test_a_reply_paid_in_part_reads_from_the_cache_what_it_shares_with_the_previ
     assert paid["cost"] == pytest.approx(billed(paid)) and paid["cost"] < PRICE.cost(paid["prompt_tokens"], 0) / 2
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_reply_without_usage_reads_from_the_cache_what_it_shares_as_a_cut_one_does(stream: bool) -> None:
+    """A server that sends no usage (llama.cpp's streams): its tokens estimated, and (before: none) the prompt's prefix
+    the previous request sent priced at the cache read price, as for a reply cut in its stream."""
+    records: list[dict[str, Any]] = []
+    with OpenAIServer(replies=["first", Reply(WORDS, usage=False)]) as server:
+        policy, model = CallPolicy(records.append), chat_model(server.url, retries=0)
+        model.stream = stream
+        policy.call(model, FIRST, kind="act", index=0)
+        policy.call(model, SECOND, kind="act", index=1)
+    estimated = records[1]
+    assert estimated["usage_estimated"] is True
+    shared = sum(len(message["content"]) for message in FIRST) / sum(len(message["content"]) for message in SECOND)
+    assert estimated["cache_read_tokens"] == pytest.approx(shared * estimated["prompt_tokens"], rel=0.05)
+    assert estimated["cost"] == pytest.approx(billed(estimated))
+
+
 def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path) -> None:
     """A `llm-ide run` whose first reply's stream a dying server cut, then asked again: the run's cost and tokens
     (its trajectory's `model_stats`, the summary's line) count the cut call, as a discarded one, estimated."""
