@@ -464,9 +464,12 @@ def test_a_command_whose_output_pipe_is_closed_ends_quietly_as_sigpipe(tmp_path:
     assert (done.returncode, done.stderr) == (141, "")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["config", "show"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["config", "show"], ["--version"], ["tools", "list"], ["graph", "--mermaid"]]
+)
 def test_a_command_whose_output_cannot_be_written_says_so_in_one_line(tmp_path: Path, args: list[str]) -> None:
-    """`llm-ide config show > /dev/full` (a full disk) ended in a traceback; it is one line, exit 1."""
+    """`llm-ide config show > /dev/full` (a full disk) ended in a traceback; it is one line, exit 1. `--version`,
+    `tools list` and `graph` exited 0 in silence: the failed write was a probe of click's, which swallows errors."""
     with open("/dev/full", "w") as full:
         done = subprocess.run([*CLI, *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True)
     assert (done.returncode, done.stderr) == (1, "error: cannot write the command's output: No space left on device\n")

@@ -60,6 +60,9 @@ class App(typer.Typer):
                 command = f" (see: {error.ctx.command_path} --help)" if getattr(error, "ctx", None) else ""
                 one_line(usage_message(error.format_message()) + command)
                 sys.exit(error.exit_code)
+            if guard.failed is not None:  # (click's probe of a stream's kind swallows the error)
+                one_line(str(guard.failed))
+                sys.exit(guard.failed.exit_code)
             sys.exit(guard.code or (code if isinstance(code, int) else 0))
 
 
@@ -104,6 +107,7 @@ class PipeGuard:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
         self.code = 0  # 141 once the pipe closed: where typer ended it as a Ctrl-C (130), any command exits so
+        self.failed: LlmIdeError | None = None  # a write that failed: said at the end, if click swallowed it
 
     def write(self, text: str) -> int:
         return self.guarded(self.stream.write, text)
@@ -120,7 +124,8 @@ class PipeGuard:
             raise Terminated(signal.SIGPIPE) from None
         except OSError as error:  # (a full disk, /dev/full)
             os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
-            raise LlmIdeError(f"cannot write the command's output: {error.strerror or error}") from None
+            self.failed = LlmIdeError(f"cannot write the command's output: {error.strerror or error}")
+            raise self.failed from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
