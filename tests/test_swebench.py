@@ -86,23 +86,23 @@ def test_progress_plain_lines_and_live_render() -> None:
         progress.event("a__x-1", "phase", phase="starting environment")
         progress.event("a__x-1", "step", step=3, action="bash: pytest -q", cost=0.25)
         progress.start("b__y-2")
-        progress.event("b__y-2", "step", step=1, action="view a.py:1-20", cost=0.05)
+        progress.event("b__y-2", "step", step=1, action="view a.py:1-20", cost=0.00004)  # .2f: "$0.00"
         live = Console(file=io.StringIO(), width=160, force_terminal=True, color_system=None)
         live.print(progress.render())
         screen = live.file.getvalue()
         progress.finish("a__x-1", "submitted", cost=0.5, steps=4)
-    assert "0/3" in screen and "$0.30" in screen and "ETA -:--:--" in screen
+    assert "0/3" in screen and "$0.2500" in screen and "ETA -:--:--" in screen
     assert [line.split()[:3] for line in screen.splitlines() if "__" in line] == [
         ["a__x-1", "step", "3"],
         ["b__y-2", "step", "1"],
     ]
-    assert "bash: pytest -q" in screen and "$0.25" in screen
+    assert "bash: pytest -q" in screen and "$0.25" in screen and "$0.000040" in screen  # as errors.usd says costs
     lines = plain.getvalue().splitlines()
     assert lines[0] == "swebench: 3 instances"
     assert lines[1:3] == ["[0/3] a__x-1: started", "[0/3] b__y-2: started"]
-    assert lines[3].startswith("[1/3] a__x-1: submitted (4 steps, $0.50) | total $0.55 | ETA ")
+    assert lines[3].startswith("[1/3] a__x-1: submitted (4 steps, $0.5000) | total $0.5000 | ETA ")
     assert lines[3].endswith("| submitted: 1")
-    assert lines[4] == "swebench: 1/3 done, cost $0.55, submitted: 1"
+    assert lines[4] == "swebench: 1/3 done, cost $0.5000, submitted: 1"
     assert (progress.done, dict(progress.statuses), list(progress.running)) == (1, {"submitted": 1}, ["b__y-2"])
 
 
@@ -115,8 +115,9 @@ def test_an_interrupted_instance_is_not_counted_done() -> None:
         progress.start("b__y-2")
         progress.finish("b__y-2", "interrupted", cost=0.25, steps=1, error="interrupted by the user")
     lines = plain.getvalue().splitlines()
-    assert lines[4].startswith("[1/2] b__y-2: interrupted (1 step, $0.25): interrupted by the user | total $0.75 | ")
-    assert lines[5] == "swebench: 1/2 done, cost $0.75, interrupted: 1, submitted: 1"
+    said = "[1/2] b__y-2: interrupted (1 step, $0.2500): interrupted by the user | total $0.7500 | "
+    assert lines[4].startswith(said)
+    assert lines[5] == "swebench: 1/2 done, cost $0.7500, interrupted: 1, submitted: 1"
 
 
 def test_progress_of_an_unpriced_model_shows_no_cost_of_zero() -> None:
@@ -459,7 +460,7 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     assert failed.returncode == 1, failed.stdout + failed.stderr
     finished = [line for line in failed.stdout.splitlines() if line.startswith("[")]
     assert sorted(line.split("] ")[1].split(" |")[0] for line in finished if "model_error" in line) == [
-        f"{instance_id}: model_error (0 steps, $0.00): {reason}" for instance_id in ids
+        f"{instance_id}: model_error (0 steps, $0.0000): {reason}" for instance_id in ids
     ]
     assert failed.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {out / 'swebench.log'})"
     log = (out / "swebench.log").read_text()
@@ -474,7 +475,7 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     mixed = cli("llm-ide", "swebench", *args, "--model", model, "-o", str(tmp_path / "mixed"))
     assert mixed.returncode == 0, mixed.stdout + mixed.stderr
     [line] = [line for line in mixed.stdout.splitlines() if "demo__nowhere-1: environment_error" in line]
-    said = f"demo__nowhere-1: environment_error (0 steps, $0.00): its repository {tmp_path / 'no-such-repo'} is not"
+    said = f"demo__nowhere-1: environment_error (0 steps, $0.0000): its repository {tmp_path / 'no-such-repo'} is not"
     assert said in line
     assert "every instance failed" not in mixed.stderr and "submitted: 2" in mixed.stdout
 

@@ -72,7 +72,7 @@ def test_batch_end_to_end(tiny_dataset: TinyDataset, tmp_path: Path, workers: in
     output = tmp_path / "out"
     result = in_process(batch_args(tiny_dataset.path, model, output, write_config(tmp_path / "c.yaml"), workers))
     assert result.returncode == 0, result.stderr
-    assert "swebench: 3/3 done, cost $0.00, submitted: 3" in result.stdout
+    assert "swebench: 3/3 done, cost $0.0000, submitted: 3" in result.stdout
 
     predictions = get_predictions_from_file(str(output / "preds.json"), "SWE-bench/SWE-bench_Lite", "test")
     assert sorted(p["instance_id"] for p in predictions) == IDS

@@ -141,7 +141,7 @@ def test_node_killed_mid_instance_resumes_on_the_other_node(
             if batch.poll() is None:
                 batch.kill()
     assert batch.returncode == 0, stderr[-3000:]
-    assert "swebench: 6/6 done, cost $0.00, submitted: 6" in stdout
+    assert "swebench: 6/6 done, cost $0.0000, submitted: 6" in stdout
 
     preds = json.loads((output / "preds.json").read_text())
     assert sorted(preds) == ids
@@ -373,7 +373,7 @@ def test_local_environment_retry_on_another_node_resumes_from_the_worktree_snaps
             if batch.poll() is None:
                 batch.kill()
     assert batch.returncode == 0, stderr[-3000:]
-    assert "swebench: 2/2 done, cost $0.00, submitted: 2" in stdout
+    assert "swebench: 2/2 done, cost $0.0000, submitted: 2" in stdout
     preds = json.loads((output / "preds.json").read_text())
     for row in rows:
         added = [line for line in preds[row["instance_id"]]["model_patch"].splitlines() if line.startswith("+")]

@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from llm_ide.errors import usd
 from llm_ide.terminal import terminal_safe
 from llm_ide.tools.progress import activity, outcome_line
 
@@ -118,7 +119,7 @@ class BatchProgress:
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # above the live display, if any
 
     def money(self, cost: float) -> str:
-        return f"${cost:.2f}" if self.priced else "unpriced"
+        return usd(cost) if self.priced else "unpriced"
 
     def _add_cost(self, instance_id: str, cost: float) -> None:
         """`cost` is cumulative per run; only its increase is added to the batch total."""
