@@ -194,6 +194,8 @@ def grade_folder(folder: Path) -> None:
     unfinished = sum(bool(result.get("error")) for result in results)
     more = f", {unfinished} unfinished (no eval.json: counted as errors)" if unfinished else ""
     console.print(f"{many(len(results) - unfinished, 'pair')} graded{more}")
+    if summary.total.errors:  # as `coop run` of the same pairs exits
+        raise typer.Exit(1)
 
 
 def regrade(folder: Path) -> None:
