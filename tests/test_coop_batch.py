@@ -16,7 +16,10 @@ from test_coop_evaluate import build_task
 from test_coop_messages import pair_scripts
 from test_coop_run import scripts
 
-from llm_ide.coop import collect, summarize
+from llm_ide.config import load_config
+from llm_ide.coop import collect, load_task, run_pairs, summarize
+from llm_ide.coop.run import CoopRun
+from llm_ide.coop.settings import load_coop_settings
 
 
 @pytest.mark.slow
@@ -168,3 +171,26 @@ def test_evaluating_a_folder_keeps_an_unfinished_pair_counted_as_an_error(tmp_pa
     assert json.loads((out / "summary.json").read_text()) == ran
     assert "0 pairs graded, 1 unfinished" in again.stdout
     assert "patch_agent2.patch missing" in again.stdout
+
+
+def test_evaluating_a_folder_counts_the_pairs_a_stopped_batch_never_started(tmp_path: Path) -> None:
+    """A batch of two pairs stopped (Ctrl-C) before its second began: `coop evaluate` over its folder counted only the
+    first (the second has no folder) and exited 0."""
+    task, source = build_task(tmp_path)
+    model = scripts(tmp_path / "scripts", plan_1=[act("Done.", "agreement_reached", plan="three()")],
+                    plan_2=[act("Done.", "agreement_reached", plan="four()")], run_1=[act("Submit.", "submit")],
+                    run_2=[act("Submit.", "submit")])  # fmt: skip
+
+    def stopped_at_the_second(run: CoopRun) -> None:
+        if tuple(run.pair) == (1, 3):
+            raise KeyboardInterrupt
+
+    out, settings = tmp_path / "out", load_config("default", environment={"tools": []})
+    with pytest.raises(KeyboardInterrupt):
+        run_pairs(load_task(task), [(1, 2), (1, 3)], ["coop"], model=model, repo_source=source, output=out,
+                  settings=settings, coop=load_coop_settings(), on_pair=stopped_at_the_second)  # fmt: skip
+    assert [path.name for path in out.iterdir() if path.is_dir()] == ["demo_task7_f1_f2_coop_k0"]
+    again = invoke("coop", "evaluate", str(out), env={**os.environ, "COLUMNS": "200"})
+    assert again.returncode == 1 and "1 pair graded, 1 unfinished" in again.stdout, again.stdout + again.stderr
+    summary = json.loads((out / "summary.json").read_text())["total"]
+    assert (summary["pairs"], summary["errors"]) == (2, 1)

@@ -16,6 +16,7 @@ from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopTask, check_source
 from llm_ide.errors import LlmIdeError
+from llm_ide.fileio import atomic_write
 
 
 class Rates(BaseModel):
@@ -69,11 +70,30 @@ def summarize(results: Iterable[dict[str, Any]]) -> Summary:
     return Summary(total=total, by_setting=ranked)
 
 
+PLANNED = "pairs.json"  # the pairs a batch was asked for, each its folder's name: one never started is counted
+
+
 def collect(folder: Path) -> list[dict[str, Any]]:
-    """The eval.json of every pair folder under `folder` (the --output of `coop run`); a pair without one is an error
-    record saying what it lacks (a summary counts it)."""
+    """The eval.json of every pair folder under `folder` (the --output of `coop run`); a pair without one, or a pair a
+    batch was asked for whose folder was never made, is an error record saying what it lacks (a summary counts it)."""
     pairs = {path.parent for path in (*folder.glob("*/eval.json"), *folder.glob("*/run.json"))}
-    return [pair_result(pair) for pair in sorted(pairs)]
+    unstarted = [item for name, item in planned(folder).items() if not (folder / name).is_dir()]
+    return [pair_result(pair) for pair in sorted(pairs)] + [
+        {**item, "error": "unfinished: never started"} for item in unstarted
+    ]
+
+
+def planned(folder: Path) -> dict[str, dict[str, Any]]:
+    """The pairs batches were asked for in `folder`: folder name → {setting, k, pair}."""
+    path = folder / PLANNED
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def plan_batch(task: CoopTask, runs: list[CoopRun], output: Path) -> None:
+    """The batch's pairs added to those `output` holds (before any runs: a batch stopped early counts the rest)."""
+    output.mkdir(parents=True, exist_ok=True)
+    asked = {run.folder_name(task): {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)} for run in runs}
+    atomic_write(output / PLANNED, json.dumps({**planned(output), **asked}, indent=2) + "\n")
 
 
 def pair_result(pair: Path) -> dict[str, Any]:
@@ -107,28 +127,24 @@ def run_pairs(
     """Every pair in every setting, one after the other; each result is eval.json's content, or `{…, "error"}`. What
     every pair needs (each model the agents and planners use, the repository source) is checked first, once."""
     check_inputs(model, settings, base_url, repo_source)
+    fields = {"model": model, "k": k, "repo_source": repo_source.resolve(), "base_url": base_url}
+    runs = [
+        CoopRun(task=task.folder, pair=pair, setting=Setting(setting), environment=environment, **fields)
+        for setting in settings_names
+        for pair in pairs
+    ]
+    plan_batch(task, runs, output)
     results = []
-    for setting in settings_names:
-        for pair in pairs:
-            run = CoopRun(
-                task=task.folder,
-                pair=pair,
-                setting=Setting(setting),
-                model=model,
-                k=k,
-                repo_source=repo_source.resolve(),
-                base_url=base_url,
-                environment=environment,
-            )
-            if on_pair:
-                on_pair(run)
-            try:
-                result = run_pair(run, task, output, settings, coop, on_event=on_event, evaluate=evaluate)
-            except LlmIdeError as error:
-                result = {"setting": setting, "k": k, "pair": list(pair), "error": str(error)}
-            results.append(result)
-            if on_result:
-                on_result(run, result)
+    for run in runs:
+        if on_pair:
+            on_pair(run)
+        try:
+            result = run_pair(run, task, output, settings, coop, on_event=on_event, evaluate=evaluate)
+        except LlmIdeError as error:
+            result = {"setting": str(run.setting), "k": k, "pair": list(run.pair), "error": str(error)}
+        results.append(result)
+        if on_result:
+            on_result(run, result)
     summary = summarize(results)
     output.mkdir(parents=True, exist_ok=True)
     (output / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
