@@ -320,7 +320,7 @@ def test_swebench_single_its_navigator_brought_to_its_cost_limit_prints_the_comm
     plan = Reply(text="<plan>Fix it.</plan>", input_tokens=100, output_tokens=0)
     approve = Reply(text="<approve>Fine.</approve>", input_tokens=1000, output_tokens=0)
     said, _ = navigated_single(tmp_path, [plan, approve], ["bash"])
-    assert "the run's cost limit $0.5000 is reached (spent $1.1000)" in said, said
+    assert "is reached (spent $1.1000: the driver $0.0000, the navigator $1.1000)" in said, said  # (no parts before)
     assert said.rstrip().endswith("--cost-limit 2"), said
     assert "cost_limit after 1 step, $0.0000; its navigator: 2 model calls, 1100+0 tokens, $1.1000" in said, said
 

@@ -70,9 +70,15 @@ def test_a_sub_cent_cost_limit_is_said_with_its_digits(limit: float, spent: floa
 @pytest.mark.parametrize(
     ("limits", "said"),
     [
-        ({"cost_limit": 1.5}, "the run's cost limit $1.5000 is reached (spent $1.7500)"),
+        (
+            {"cost_limit": 1.5},
+            "the run's cost limit $1.5000 is reached (spent $1.7500: the driver $0.7500, the navigator $1.0000)",
+        ),
         ({"cost_limit": 2.0}, None),
-        ({"token_limit": 1_000}, "the run's token limit (1,000) is reached (1,200 tokens)"),
+        (
+            {"token_limit": 1_000},
+            "the run's token limit (1,000) is reached (1,200 tokens: the driver 200, the navigator 1,000)",
+        ),
         ({"token_limit": 1_500}, None),
     ],
 )
@@ -80,7 +86,8 @@ def test_the_runs_limits_count_a_variants_own_calls_with_the_drivers(
     limits: dict[str, float], said: str | None
 ) -> None:
     """A run a navigator's calls stopped at its limit (its usage kept apart in its own record) stays stopped under the
-    same limit when run again: the limit counts both, the cost and the tokens alike (not the driver's alone)."""
+    same limit when run again: the limit counts both, the cost and the tokens alike (not the driver's alone), and
+    says each one's part as the navigator's own check does (it said the sum only)."""
     agent = load_config("default").agent.model_copy(update=limits)
     driver = {**empty_usage(), "input_tokens": 150, "output_tokens": 50, "cost": 0.75}
     state = {
