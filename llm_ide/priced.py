@@ -49,3 +49,12 @@ def run_priced(info: Mapping[str, Any]) -> bool:
     if not isinstance(prices, dict):
         return True
     return has_price(str(info.get("model", "")), {name: PriceSettings(**price) for name, price in prices.items()})
+
+
+def navigator_priced(info: Mapping[str, Any]) -> bool:
+    """Whether a trajectory's model navigator (`navigator.model`, else the run's model) had a price in its run's config
+    (a navigator of another mode: taken as priced, its cost as it said it)."""
+    navigator = (info.get("config") or {}).get("navigator") or {}
+    if navigator.get("mode", "model") != "model":
+        return True
+    return run_priced({**info, "model": navigator.get("model") or info.get("model", "")})

@@ -292,6 +292,17 @@ def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_g
     assert "the run's cost limit $0.5000 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 2")
 
 
+def test_an_unpriced_navigators_cost_is_said_unpriced_not_zero(tmp_path: Path) -> None:
+    """A navigator whose model has no price in `model.prices` beside a driver that is priced (a scripted one): the
+    run's last line said `its navigator: 1 model call, 1000+0 tokens, $0.0000`, a cost of nothing."""
+    with OpenAIServer(replies=[PRICED_PLAN]) as server:
+        args = priced_navigator_run(tmp_path, server.url)
+        config = tmp_path / "nav.yaml"
+        config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "model": {}}))
+        done = invoke("run", *args, cwd=tmp_path)
+    assert "its navigator: 1 model call, 1000+0 tokens, unpriced" in done.stdout, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(("limit", "going_on"), [("0.5", False), ("1.5", True)])
 def test_a_run_its_navigator_stopped_at_its_cost_limit_goes_on_only_under_a_limit_above_both_costs(
     tmp_path: Path, limit: str, going_on: bool

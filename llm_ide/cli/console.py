@@ -120,8 +120,11 @@ def money(cost: float, priced: bool = True) -> str:
 
 def navigator_usage(info: dict[str, Any]) -> dict[str, Any]:
     """A trajectory's `info`: its navigator's model usage (calls, tokens, cost; the driver's `model_stats` exclude it),
-    empty for a run without one."""
-    return (info.get("navigator") or {}).get("usage") or {}
+    empty for a run without one; `priced`: whether its model had a price."""
+    from llm_ide.priced import navigator_priced
+
+    usage = (info.get("navigator") or {}).get("usage") or {}
+    return {**usage, "priced": navigator_priced(info)} if usage else {}
 
 
 def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | None = None) -> str:
@@ -140,7 +143,8 @@ def navigator_text(navigator: dict[str, Any] | None, priced: bool) -> str:
     """`; its navigator: <calls>, <tokens>, <cost>` after the driver's usage, for a navigator that made calls."""
     if not navigator or not navigator.get("calls"):
         return ""
-    spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens, {money(navigator['cost'], priced)}"
+    cost = money(navigator["cost"], navigator.get("priced", priced))  # its own model's price, not the driver's
+    spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens, {cost}"
     return f"; its navigator: {plural(navigator['calls'], 'model call')}, {spent}"
 
 
