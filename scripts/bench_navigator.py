@@ -190,7 +190,7 @@ def cost_share(root: Path) -> dict[str, float]:
     nav_cost = price.cost(nav_usage["input_tokens"], nav_usage["output_tokens"])
     return {
         "driver_calls": driver_usage["api_calls"],
-        "navigator_calls": nav_usage["calls"],
+        "navigator_calls": nav_usage["api_calls"],
         "driver_tokens": driver_usage["input_tokens"] + driver_usage["output_tokens"],
         "navigator_tokens": nav_usage["input_tokens"] + nav_usage["output_tokens"],
         "driver_cost": driver_cost,

@@ -34,9 +34,11 @@ from conftest import make_git_repo
 from in_process import invoke
 from openai_server import HANG, OpenAIServer, Reply
 
+from llm_ide.cli.console import navigator_text, navigator_usage
 from llm_ide.config import load_config
-from llm_ide.inspector.load import load_run
+from llm_ide.inspector.load import load_run, navigator_view
 from llm_ide.inspector.page import run_page
+from llm_ide.navigator.protocol import NavigatorUsage
 from llm_ide.run.single import RunResult, run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -110,7 +112,7 @@ def test_a_denied_edit_gets_a_sibling_alternative_that_is_approved_and_the_run_s
     ]  # fmt: skip
     assert record["decisions"][0]["reason"] == reason
     assert record["decisions"][0]["action"].startswith('edit {"path": "tests/test_cart.py"')
-    assert record["usage"]["calls"] == 5 == len(record["calls"]) == record["turns"]
+    assert record["usage"]["api_calls"] == 5 == len(record["calls"]) == record["turns"]
     assert [c["kind"] for c in record["calls"]][:2] == ["navigator_plan", "navigator_plan"]
     assert traj["info"]["model_stats"]["api_calls"] == len(driver)  # the driver's usage, apart
     assert record["plan"].startswith("1. In Cart.total")
@@ -341,3 +343,16 @@ def test_without_a_navigator_the_graph_and_the_records_are_unchanged(tmp_path: P
     assert "navigator" not in traj["info"]
     assert traj["operations"][0]["observation"].startswith("No navigator in this run")
     assert "request_review" not in json.dumps(traj["model_calls"][0]["prompt"])
+
+
+@pytest.mark.parametrize("key", ["api_calls", "calls"])
+def test_the_navigators_calls_are_api_calls_as_the_drivers_and_a_record_of_before_reads(key: str) -> None:
+    """The navigator's usage said `calls` where the driver's says `api_calls`; a trajectory or checkpoint written
+    before (`calls`) reads the same."""
+    usage = {key: 2, "input_tokens": 10, "cached_tokens": 0, "output_tokens": 5, "cost": 0.5}
+    assert NavigatorUsage(**usage).model_dump()["api_calls"] == 2
+    assert navigator_text(navigator_usage({"navigator": {"usage": usage}}), True) == (
+        "; its navigator: 2 model calls, 10+5 tokens, $0.5000"
+    )
+    view = navigator_view({"mode": "model", "usage": usage})
+    assert view is not None and view.calls == 2

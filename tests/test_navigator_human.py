@@ -87,7 +87,7 @@ def test_python_api_returns_the_pending_question_and_resumes_with_the_answer(tmp
     assert record["reviews"][0] | {"cost": 0} == {  # operation 3: step 4
         "step": 4, "action": "submit", "round": 1, "passed": True, "comment": "Good.", "by": "human", "cost": 0
     }  # fmt: skip
-    assert record["usage"]["calls"] == 0 and record["turns"] == 4
+    assert record["usage"]["api_calls"] == 0 and record["turns"] == 4
     assert traj["info"]["model_stats"]["api_calls"] == len(single_call(DRIVER))  # one call per step
 
 

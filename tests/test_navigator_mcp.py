@@ -216,7 +216,7 @@ def test_the_mcp_sdk_client_is_gated_reviewed_and_guided_by_a_served_model_navig
         {"passed": True, "comment": "Cart.total multiplies by the quantity.", "by": "model"},
         {"answer": "In Cart.total, shop/cart.py line 14.", "by": "model"},
     ]
-    assert [result["usage"]["calls"] for result in results] == [2, 1, 2, 1, 1]  # exploring costs calls too
+    assert [result["usage"]["api_calls"] for result in results] == [2, 1, 2, 1, 1]  # exploring costs calls too
     assert all(result["usage"]["input_tokens"] > 0 for result in results)
     assert git(repo, "status", "--porcelain") == ""  # read-only: the served navigator changed nothing
 
@@ -262,7 +262,7 @@ def test_a_driver_run_is_planned_gated_and_reviewed_by_a_served_navigator(serve:
     assert "# Plan (from the navigator)\n1. In Cart.total multiply" in traj["model_calls"][0]["prompt"]
     record = traj["info"]["navigator"]
     assert [(d["approved"], d["by"]) for d in record["decisions"]] == [(False, "mcp"), (True, "mcp"), (True, "mcp")]
-    assert record["usage"]["calls"] == len(navigator)  # the server's model calls, apart from the driver's
+    assert record["usage"]["api_calls"] == len(navigator)  # the server's model calls, apart from the driver's
     assert traj["info"]["model_stats"]["api_calls"] == len(single_call(driver)) == 5  # one call per step
 
     served = [json.loads(line) for line in log.read_text().splitlines()]  # the server's own record
@@ -283,7 +283,7 @@ def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(rules
     )
     assert (denied.approved, denied.by) == (False, "mcp")
     assert denied.reason == "leave the tests alone (edit tests/test_cart.py)"
-    assert (denied.usage.calls, denied.usage.input_tokens, denied.usage.cost) == (1, 120, 0.0021)
+    assert (denied.usage.api_calls, denied.usage.input_tokens, denied.usage.cost) == (1, 120, 0.0021)
     review = navigator.request_review(ReviewRequest(patch=CODE_DIFF, summary="rate"))
     assert (review.passed, review.comment, review.by) == (True, "looks right: rate", "mcp")
     assert navigator.request_guidance("why?").answer == "start from the failing test; you asked: why?"

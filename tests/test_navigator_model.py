@@ -57,7 +57,7 @@ def test_plan_explores_read_only_in_its_own_memory_then_answers_every_request(ma
     )
     plan = nav.plan("Cart.total ignores quantities.")
     assert plan.text == "1. Multiply price by quantity in Cart.total.\n2. Run the tests."
-    assert plan.usage.calls == 5
+    assert plan.usage.api_calls == 5
     assert [n.action_type for n in nav.nodes] == ["view", "bash"]  # the edit and `sed -i` were refused, never run
     assert "price * quantity" not in (tmp_path / "repo" / "shop/cart.py").read_text()
     assert "Refused: `edit` is not read-only" in nav.logged[2]["prompt"]
@@ -65,7 +65,7 @@ def test_plan_explores_read_only_in_its_own_memory_then_answers_every_request(ma
 
     request = PermissionRequest(action="edit tests/test_cart.py", thought="Relax the test.", diff="-16.0\n+11.5")
     decision = nav.request_permission(request)
-    assert (decision.approved, decision.by, decision.usage.calls) == (False, "model", 1)
+    assert (decision.approved, decision.by, decision.usage.api_calls) == (False, "model", 1)
     assert decision.reason == "Editing the tests hides the bug; fix Cart.total instead."
     prompt = nav.logged[5]["prompt"]
     assert "## Code Context" in prompt and "total += price" in prompt  # its own memory, rendered by the snapshot
@@ -77,7 +77,7 @@ def test_plan_explores_read_only_in_its_own_memory_then_answers_every_request(ma
     assert "FAILED" in nav.nodes[-1].observation  # the reviewer ran the tests
     assert nav.plan_text == "1. Use price * quantity."
     assert nav.request_guidance("Where?").answer == "Look at the loop in Cart.total."
-    assert nav.usage.calls == 9 == len(nav.drain())
+    assert nav.usage.api_calls == 9 == len(nav.drain())
     assert [c["kind"] for c in nav.logged][-3:] == ["navigator_review", "navigator_review", "navigator_guidance"]
 
 

@@ -141,11 +141,12 @@ def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | 
 
 def navigator_text(navigator: dict[str, Any] | None, priced: bool) -> str:
     """`; its navigator: <calls>, <tokens>, <cost>` after the driver's usage, for a navigator that made calls."""
-    if not navigator or not navigator.get("calls"):
+    calls = (navigator or {}).get("api_calls", (navigator or {}).get("calls"))  # (a record of before: `calls`)
+    if not calls:
         return ""
     cost = money(navigator["cost"], navigator.get("priced", priced))  # its own model's price, not the driver's
     spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens, {cost}"
-    return f"; its navigator: {plural(navigator['calls'], 'model call')}, {spent}"
+    return f"; its navigator: {plural(calls, 'model call')}, {spent}"
 
 
 @cache

@@ -108,7 +108,7 @@ def navigator_view(record: dict[str, Any] | None) -> NavigatorView | None:
     return NavigatorView(
         mode=str(record.get("mode") or ""),
         plan=str(record.get("plan") or ""),
-        calls=int(usage.get("calls") or 0),
+        calls=int(usage.get("api_calls", usage.get("calls")) or 0),
         tokens=int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0),
         cost=float(usage.get("cost") or 0.0),
         decisions=list(record.get("decisions") or []),

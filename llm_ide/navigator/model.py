@@ -98,7 +98,7 @@ class ModelNavigator:
         self.plan_text = ""
         self.nodes: list[OperationNode] = []
         self.chunks: list[Chunk] = []
-        self.usage = NavigatorUsage(calls=calls)
+        self.usage = NavigatorUsage(api_calls=calls)
         self.record_call = record_call
         self.calls: list[dict[str, Any]] = []  # the calls not yet taken by `drain`
         self.env: Any = None
@@ -257,7 +257,7 @@ class ModelNavigator:
     def _call(self, kind: str, messages: list[Message], deadline: float | None) -> str:
         if self.abandoned.is_set():
             raise NavigatorAbandoned("navigator: the request's client gave up; no further model call for it")
-        index = self.usage.calls
+        index = self.usage.api_calls
         try:
             with request_cancel(self.abandoned):  # a reply not begun yet is dropped too, its connection closed
                 reply, call = self.policy.call(
@@ -274,7 +274,7 @@ class ModelNavigator:
                 raise NavigatorAbandoned("navigator: the request's client gave up; its answer was cut short") from None
             raise
         self.usage = NavigatorUsage(
-            calls=self.usage.calls + 1,
+            api_calls=self.usage.api_calls + 1,
             input_tokens=self.usage.input_tokens + reply.input_tokens,
             cached_tokens=self.usage.cached_tokens + reply.cache_read_tokens,
             output_tokens=self.usage.output_tokens + reply.output_tokens,
@@ -288,7 +288,7 @@ class ModelNavigator:
     def _spent(self, before: NavigatorUsage) -> NavigatorUsage:
         now = self.usage
         return NavigatorUsage(
-            calls=now.calls - before.calls,
+            api_calls=now.api_calls - before.api_calls,
             input_tokens=now.input_tokens - before.input_tokens,
             cached_tokens=now.cached_tokens - before.cached_tokens,
             output_tokens=now.output_tokens - before.output_tokens,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from llm_ide.errors import LlmIdeError, UsageError
 
@@ -15,7 +15,10 @@ TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"
 
 
 class NavigatorUsage(BaseModel):
-    calls: int = 0
+    """A navigator's model usage, its calls named as the driver's are (`api_calls`; a record or server of before:
+    `calls`)."""
+
+    api_calls: int = Field(0, validation_alias=AliasChoices("api_calls", "calls"))
     input_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0

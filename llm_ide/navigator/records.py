@@ -46,7 +46,7 @@ def record_of(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
         navigator.task = state.get("task", "")
     if hasattr(navigator, "plan_text") and not navigator.plan_text:
         navigator.plan_text = state.get("plan", "")  # type: ignore[typeddict-item]  # a resumed run: its own plan
-    if hasattr(navigator, "usage") and navigator.usage.calls < record["usage"]["calls"]:
+    if hasattr(navigator, "usage") and navigator.usage.api_calls < NavigatorUsage(**record["usage"]).api_calls:
         navigator.usage = NavigatorUsage(**record["usage"])  # a resumed run: the scripted replies go on from there
     return {key: list(value) if isinstance(value, list) else value for key, value in record.items()}
 
@@ -55,13 +55,13 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
     """The navigator's usage and turns after one answer (a human's or a server's answer is one turn)."""
     total = NavigatorUsage(**record["usage"])
     record["usage"] = NavigatorUsage(
-        calls=total.calls + usage.calls,
+        api_calls=total.api_calls + usage.api_calls,
         input_tokens=total.input_tokens + usage.input_tokens,
         cached_tokens=total.cached_tokens + usage.cached_tokens,
         output_tokens=total.output_tokens + usage.output_tokens,
         cost=total.cost + usage.cost,
     ).model_dump()
-    record["turns"] += usage.calls if by == "model" else 1
+    record["turns"] += usage.api_calls if by == "model" else 1
     drain = getattr(navigator_of(ctx), "drain", None)
     if drain is not None:
         record["calls"] += drain()
