@@ -5,7 +5,7 @@ cannot overshoot the limit together."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -86,3 +86,17 @@ def admitted(budget: Budget | None, calls: int = 1) -> Iterator[Any]:
     except BaseException:
         budget.release(reservation)
         raise
+
+
+def shares(usages: Mapping[str, Mapping[str, Any]], cost: bool = True) -> str:
+    """`: the driver $0.2000, the <variant> $0.4000` (each one's cost, else its tokens) when a variant's own calls
+    (its channel's `usage`) count beside the driver's, else nothing."""
+    figures = {key: usage.get("input_tokens", 0) + usage.get("output_tokens", 0) for key, usage in usages.items()}
+    if cost:
+        figures = {key: usage.get("cost", 0.0) for key, usage in usages.items()}
+    said = [
+        f"the {key} {usd(value) if cost else f'{value:,}'}"
+        for key, value in figures.items()
+        if value or key == "driver"
+    ]
+    return ": " + ", ".join(said) if len(said) > 1 else ""

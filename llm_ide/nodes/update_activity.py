@@ -9,6 +9,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from llm_ide.budget import shares
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended, usd
 from llm_ide.settings import AgentSettings
 from llm_ide.state.context import add_scope, created_named, with_operation
@@ -20,42 +21,29 @@ from llm_ide.variant import AgentContext
 def run_limit(
     agent: AgentSettings, state: Mapping[str, Any], steps: int, elapsed: float, spent: bool
 ) -> LlmIdeError | None:
-    """What ends the run at this step, if anything (`spent`: a cost limit it shares): its submission, or a limit; a
-    limit the driver's calls and a variant's own reached together says each one's part."""
-    apart = {key: value.get("usage") for key, value in state.items() if isinstance(value, Mapping)}
-    every = {"driver": state.get("usage") or empty_usage()}  # and a variant's own calls (`usage` in its channel)
-    every |= {key: calls for key, calls in apart.items() if isinstance(calls, Mapping)}
-    costs = {key: calls.get("cost", 0.0) for key, calls in every.items()}
-    tokens = {key: calls.get("input_tokens", 0) + calls.get("output_tokens", 0) for key, calls in every.items()}
-    cost, token_count = sum(costs.values()), sum(tokens.values())
+    """What ends the run at this step, if anything (`spent`: a cost limit it shares): its submission, or a limit."""
+    apart = {key: value.get("usage") for key, value in state.items() if isinstance(value, Mapping)}  # a variant's own
+    every = {"driver": state.get("usage") or empty_usage()} | {k: c for k, c in apart.items() if isinstance(c, Mapping)}
+    cost = sum(calls.get("cost", 0.0) for calls in every.values())
+    tokens = sum(calls.get("input_tokens", 0) + calls.get("output_tokens", 0) for calls in every.values())
     if state.get("submitted"):
         return Submitted()
     if agent.step_limit and steps >= agent.step_limit:
         return StepLimit(f"the run's step limit ({agent.step_limit}) is reached")
     if agent.cost_limit and cost >= agent.cost_limit:
-        return CostLimit(
-            f"the run's cost limit {usd(agent.cost_limit)} is reached (spent {usd(cost)}{parts(costs, usd)})"
-        )
+        return CostLimit(f"the run's cost limit {usd(agent.cost_limit)} is reached (spent {usd(cost)}{shares(every)})")
     if spent:
         return CostLimit("the shared cost limit is reached")
-    if agent.token_limit and token_count >= agent.token_limit:  # any price
-        said = f"{token_count:,} tokens{parts(tokens, '{:,}'.format)}"
-        return CostLimit(f"the run's token limit ({agent.token_limit:,}) is reached ({said})")
+    if (limit := agent.token_limit) and tokens >= limit:  # any price
+        return CostLimit(f"the run's token limit ({limit:,}) is reached ({tokens:,} tokens{shares(every, 0)})")
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
         return TimeLimit(f"the run's wall-time limit ({agent.wall_time_limit:g} s) is reached ({elapsed:.1f} s spent)")
     return None
 
 
-def parts(figures: Mapping[str, Any], shown: Any) -> str:
-    """`: the driver $0.2000, the navigator $0.4000` when a variant's calls count too, else nothing."""
-    shown_parts = [f"the {key} {shown(value)}" for key, value in figures.items() if value or key == "driver"]
-    return ": " + ", ".join(shown_parts) if len(shown_parts) > 1 else ""
-
-
 def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     """The pending operation in the tree and every chunk's activity entry for it."""
-    view = ctx.codebase.view
-    pending = state["pending"]
+    view, pending = ctx.codebase.view, state["pending"]
     assert pending is not None
     n_operations = state.get("n_operations", 0)
     chunks = list(state.get("code_context", []))  # add_scope puts a changed chunk's copy in its place
