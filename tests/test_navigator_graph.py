@@ -294,6 +294,28 @@ def test_a_run_its_navigator_brought_to_its_cost_limit_prints_the_command_that_g
     assert "the run's cost limit $0.5000 is reached" in said and said.rstrip().endswith("--thread-id t --cost-limit 2")
 
 
+def test_a_cost_limit_says_an_unpriced_drivers_part_unpriced_not_zero(tmp_path: Path) -> None:
+    """The navigator's $1 plan stops the run at its $0.50 limit before the driver's first call; the driver's model has
+    no price in `model.prices`: its part was said `$0.0000`, a cost nobody knows."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=[PRICED_PLAN]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        limit = {"cost_limit": 0.5}
+        settings = load_config("default", environment={"tools": []}, navigator=nav, model=prices, agent=limit)
+        result = run_task(
+            "Cart.total ignores quantities.",
+            model="driver-test",
+            base_url=server.url,
+            settings=settings,
+            output_dir=tmp_path / "out",
+            run_id="nav",
+            repo=tmp_path / "repo",
+        )
+    said = "the run's cost limit $0.5000 is reached (spent $1.0000: the driver unpriced, the navigator $1.0000)"
+    assert (result.exit_status, result.error) == ("cost_limit", said)
+
+
 def test_an_unpriced_navigators_cost_is_said_unpriced_not_zero(tmp_path: Path) -> None:
     """A navigator whose model has no price in `model.prices` beside a driver that is priced (a scripted one): the
     run's last line said `its navigator: 1 model call, 1000+0 tokens, $0.0000`, a cost of nothing."""
