@@ -35,7 +35,7 @@ def run_limit(
     if spent:
         return CostLimit("the shared cost limit is reached")
     if (limit := agent.token_limit) and tokens >= limit:  # any price
-        return CostLimit(f"the run's token limit ({limit:,}) is reached ({tokens:,} tokens{shares(every, 0)})")
+        return CostLimit(f"the run's token limit ({limit:,}) is reached ({tokens:,} tokens{shares(every, False)})")
     if agent.wall_time_limit and elapsed >= agent.wall_time_limit:
         return TimeLimit(f"the run's wall-time limit ({agent.wall_time_limit:g} s) is reached ({elapsed:.1f} s spent)")
     return None
