@@ -8,7 +8,6 @@ import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
 
 UMASK = os.umask(0o022)
 os.umask(UMASK)  # the process's, read once: a file written here gets the mode open() would give it, not mkstemp's 0600
@@ -43,29 +42,6 @@ def atomic_write(path: Path, data: str | bytes | Iterable[bytes], sync: bool = T
                 os.fsync(folder)
             finally:
                 os.close(folder)
-
-
-class Keep(Protocol):
-    """Where a model keeps what it needs across a run's processes (a scripted model: its place): named lists of lines,
-    as durable as the run's checkpoints (a file in the run's folder; rows in Postgres: llm_ide/run/pg_thread.py)."""
-
-    def lines(self, name: str) -> list[str]: ...
-    def write(self, name: str, lines: list[str], append: bool = True) -> None: ...
-
-
-class FolderKeep:
-    """A keep in a folder (the run's): a file per name, after `prefix` (`<run id>.` in a folder runs share)."""
-
-    def __init__(self, folder: Path, prefix: str = "") -> None:
-        self.folder, self.prefix = folder, prefix
-
-    def lines(self, name: str) -> list[str]:
-        path = self.folder / f"{self.prefix}{name}"
-        return path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-
-    def write(self, name: str, lines: list[str], append: bool = True) -> None:
-        with (self.folder / f"{self.prefix}{name}").open("a" if append else "w", encoding="utf-8") as file:
-            file.writelines(f"{line}\n" for line in lines)
 
 
 NAME_MAX_CHARS = 200

@@ -33,7 +33,7 @@ from llm_ide.endpoint import (
 )
 from llm_ide.endpoint_url import query_apart
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
-from llm_ide.fileio import Keep
+from llm_ide.keep import Keep
 from llm_ide.priced import find_price, langchain_providers
 from llm_ide.scripted import ScriptedModel
 from llm_ide.secrets import known_secrets, redact

@@ -2,7 +2,7 @@
 dry runs. A reply is a text, or a tool call with the text before it (`{text: …, tool_call: {name: view, arguments:
 {path: a.py}}}`, answered as the provider would: the call as data), or a choice between two by the prompt.
 
-It is an ordinary chat model that keeps its own place in its script: given the run's keep (llm_ide/fileio.py), it
+It is an ordinary chat model that keeps its own place in its script: given the run's keep (llm_ide/keep.py), it
 writes there a line per call it answered (the prompt's digest), so that the run resumed in another process, or on
 another machine, goes on where it was; a call made again after a resume (the step a kill interrupted runs again, with
 the same prompt) gets the reply it had."""
@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_tokens, message_text, observed
 from llm_ide.errors import ModelError
-from llm_ide.fileio import Keep
+from llm_ide.keep import Keep
 from llm_ide.script_file import ScriptItem, load_script
 from llm_ide.terminal import plural
 from llm_ide.text import clean_text

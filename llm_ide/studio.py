@@ -34,9 +34,9 @@ from llm_ide.environments import capabilities, make_environment
 from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
-from llm_ide.fileio import FolderKeep
 from llm_ide.graph import ENDING, build_graph
 from llm_ide.inputs import StudioInput, require_inputs
+from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight

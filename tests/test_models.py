@@ -13,7 +13,7 @@ from openai_server import OpenAIServer, Reply
 from llm_ide.calls import estimate_tokens
 from llm_ide.config import load_config
 from llm_ide.endpoint import listed_models
-from llm_ide.fileio import FolderKeep
+from llm_ide.keep import FolderKeep
 from llm_ide.models import ModelAuthError, ModelError, ModelReply, ScriptedModel, backoff_delay, get_model
 from llm_ide.priced import find_price
 from llm_ide.pricing import Price

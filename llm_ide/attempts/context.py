@@ -20,8 +20,8 @@ from llm_ide.composition import Settings, compose, role_spec
 from llm_ide.config import load_config
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import EnvironmentFailure
-from llm_ide.fileio import FolderKeep
 from llm_ide.inputs import require_inputs
+from llm_ide.keep import FolderKeep
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string

@@ -23,7 +23,8 @@ from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
-from llm_ide.fileio import FolderKeep, atomic_write
+from llm_ide.fileio import atomic_write
+from llm_ide.keep import FolderKeep
 from llm_ide.messages.channel import Mailbox, Turns
 from llm_ide.messages.variant import Messages
 from llm_ide.models import get_model

@@ -41,7 +41,7 @@ def prepare_postgres(url: str) -> None:
 class PostgresThread:
     """Held for one run of `thread_id`: a session advisory lock (a second holder waits until the first one's
     connection is gone, e.g. its node died), the thread's intents, each committed before its operation runs, and its
-    keep (llm_ide/fileio.py), each write committed before the model's reply is used."""
+    keep (llm_ide/keep.py), each write committed before the model's reply is used."""
 
     def __init__(self, url: str, thread_id: str) -> None:
         import psycopg

@@ -14,7 +14,7 @@ from typing import Any
 from llm_ide.budget import Budget
 from llm_ide.composition import compose
 from llm_ide.errors import UsageError
-from llm_ide.fileio import Keep
+from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
 from llm_ide.run.preflight import preflight
 from llm_ide.settings import AgentSettings, CoreSettings

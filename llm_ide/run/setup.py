@@ -14,7 +14,7 @@ from llm_ide.environments import make_environment
 from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener
 from llm_ide.exchange import exchange_for
-from llm_ide.fileio import Keep
+from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
 from llm_ide.models import Model, get_model
 from llm_ide.settings import CoreSettings
@@ -91,7 +91,7 @@ def build_context(
     """What the nodes need, with the resources each of the run's `variants` (by default those its settings ask for)
     opens once the tools are in; `on_model_call` is told of each model call as it happens, `on_command` of each of
     the agent's commands as it runs; `keep`: the run's (its models may keep what they need there across processes:
-    llm_ide/fileio.py); `kept`: where a worktree put back before an operation runs again keeps what it held
+    llm_ide/keep.py); `kept`: where a worktree put back before an operation runs again keeps what it held
     (llm_ide/workspace/putback.py); `say`: told a phase of the run as it happens."""
     models = RunModels(settings, on_model_call, keep)
     exchange = exchange_for(settings, models(model_spec, base_url))  # a bad model fails before any tool

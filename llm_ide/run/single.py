@@ -32,8 +32,8 @@ from llm_ide.errors import (
     ending,
     status_of,
 )
-from llm_ide.fileio import FolderKeep
 from llm_ide.graph import CORE, ENDING, after_render, build_graph
+from llm_ide.keep import FolderKeep
 from llm_ide.kills import IntentLog, failpoint
 from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.checkpoint import without_password

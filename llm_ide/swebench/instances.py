@@ -18,7 +18,7 @@ from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
 from llm_ide.errors import EnvironmentFailure, ExitStatus, ending
-from llm_ide.fileio import Keep
+from llm_ide.keep import Keep
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
