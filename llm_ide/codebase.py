@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_ide.codeview import CodeView
-from llm_ide.environments.base import Environment, OutsideRepository
+from llm_ide.environments.base import Environment
 from llm_ide.environments.live import CommandListener
 from llm_ide.prompting import render
 from llm_ide.settings import CoreSettings, Templates
-from llm_ide.state.context import Scope, normalize_path
+from llm_ide.state.context import Scope
 
 MIN_TIMEOUT = 0.1  # seconds a command gets when the wall-time limit is (all but) reached
 
@@ -70,20 +70,3 @@ class Codebase:
 
     def observe(self, name: str, **values: Any) -> str:
         return render(self.templates, f"observations.{name}", **values)
-
-    def path(self, params: dict[str, Any], key: str = "path") -> str:
-        raw = params.get(key)
-        if not isinstance(raw, str) or not raw.strip():
-            raise ParamError(f"`{key}` must be a non-empty string")
-        path = normalize_path(raw.strip(), self.env.workdir)
-        if not path:
-            raise ParamError(f"`{key}` must name a file inside the repository, got {raw!r}")
-        if path.startswith("../") or path == ".." or path.startswith("/"):
-            raise OutsideRepository(raw.strip())
-        return path
-
-    def read_text(self, path: str) -> str | None:
-        snapshot = self.env.read_files([path])[path]
-        if snapshot is None and not self.env.inside(path):
-            raise OutsideRepository(path)
-        return None if snapshot is None else snapshot.data.decode("utf-8", errors="surrogateescape")

@@ -15,6 +15,27 @@ from llm_ide.grep_rows import grep_hits, shown_path
 from llm_ide.state.context import normalize_path
 
 
+def named_path(ws: Codebase, params: dict[str, Any], key: str = "path") -> str:
+    """The file an action's `key` parameter names, relative to the repository."""
+    raw = params.get(key)
+    if not isinstance(raw, str) or not raw.strip():
+        raise ParamError(f"`{key}` must be a non-empty string")
+    path = normalize_path(raw.strip(), ws.env.workdir)
+    if not path:
+        raise ParamError(f"`{key}` must name a file inside the repository, got {raw!r}")
+    if path.startswith("../") or path == ".." or path.startswith("/"):
+        raise OutsideRepository(raw.strip())
+    return path
+
+
+def file_text(ws: Codebase, path: str) -> str | None:
+    """A file's text (None: there is no such file)."""
+    snapshot = ws.env.read_files([path])[path]
+    if snapshot is None and not ws.env.inside(path):
+        raise OutsideRepository(path)
+    return None if snapshot is None else snapshot.data.decode("utf-8", errors="surrogateescape")
+
+
 def numbered(lines: list[str], start: int) -> str:
     return "\n".join(f"{number:>6}\t{text.rstrip(chr(13))}" for number, text in enumerate(lines, start))
 
@@ -39,8 +60,8 @@ def _int(params: dict[str, Any], key: str, default: int) -> int:
 
 
 def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    path = ws.path(params)
-    text = ws.read_text(path)
+    path = named_path(ws, params)
+    text = file_text(ws, path)
     if text is None:
         return ActionOutcome(ws.observe("view_missing", path=path), 1)
     lines = text.split("\n")
@@ -57,12 +78,12 @@ def view(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
 
 
 def view_symbol(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    path = ws.path(params)
+    path = named_path(ws, params)
     symbol = params.get("symbol")
     symbol = symbol.strip() if isinstance(symbol, str) else ""
     if not symbol:
         raise ParamError("`symbol` must be a qualified name such as `Class.method`")
-    text = ws.read_text(path)
+    text = file_text(ws, path)
     if text is None:
         return ActionOutcome(ws.observe("view_missing", path=path), 1)
     span = ws.view.definition_range(path, symbol)
@@ -121,7 +142,7 @@ def _search_scope(ws: Codebase, params: dict[str, Any], raw: str) -> tuple[str, 
     if not raw or normalize_path(raw, ws.env.workdir) == "":
         return ".", "", None
     if not any(c in raw for c in GLOB_CHARS):
-        return ws.path(params), "", None
+        return named_path(ws, params), "", None
     glob = normalize_path(raw, ws.env.workdir)
     if glob.startswith(("../", "/")) or glob == "..":
         raise OutsideRepository(raw)
@@ -164,13 +185,13 @@ def _glob_regex(parts: list[str]) -> str:
 
 
 def edit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    path = ws.path(params)
+    path = named_path(ws, params)
     old, new = params.get("old"), params.get("new")
     if not isinstance(old, str) or not old:
         raise ParamError("`old` must be the exact, non-empty text to replace")
     if not isinstance(new, str):
         raise ParamError("`new` must be a string (may be empty)")
-    text = ws.read_text(path)
+    text = file_text(ws, path)
     if text is None:
         return ActionOutcome(ws.observe("view_missing", path=path), 1)
     count = text.count(old)
@@ -194,11 +215,11 @@ def edit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
 
 
 def create(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
-    path = ws.path(params)
+    path = named_path(ws, params)
     content = params.get("content")
     if not isinstance(content, str):
         raise ParamError("`content` must be the file's text")
-    if ws.read_text(path) is not None:
+    if file_text(ws, path) is not None:
         return ActionOutcome(ws.observe("create_exists", path=path), 1)
     ws.env.write_file(path, content.encode("utf-8"))
     total = content.count("\n") + (0 if content.endswith("\n") else 1)

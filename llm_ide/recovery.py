@@ -5,6 +5,7 @@ change anything (llm_ide/nodes/execute_tool.py runs an operation once across kil
 from __future__ import annotations
 
 from llm_ide.codebase import ActionOutcome, Codebase
+from llm_ide.file_actions import file_text, named_path
 from llm_ide.state.operations import OperationNode
 
 
@@ -15,10 +16,10 @@ def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:
     path = params.get("path") if isinstance(params.get("path"), str) else None
     if node.action_type in {"edit", "create"} and path:
         try:
-            path = ws.path(params)
+            path = named_path(ws, params)
         except ValueError:
             return None
-        text = ws.read_text(path)
+        text = file_text(ws, path)
         if node.action_type == "create":
             if text is None:
                 return None

@@ -29,6 +29,7 @@ from llm_ide.composition import BUNDLED
 from llm_ide.config import load_config
 from llm_ide.errors import FormatError, ModelError
 from llm_ide.exchange import TEXT, TOOLS, Offer, exchange_for
+from llm_ide.file_actions import file_text
 from llm_ide.inspector.load import load_run
 from llm_ide.inspector.rejected import rejected_replies
 from llm_ide.models import get_model
@@ -327,7 +328,7 @@ class WordCount(Variant):
         path = node.action_params.get("path")
         if not isinstance(path, str):
             raise ParamError("`path` must be a file")
-        words = len((ctx.codebase.read_text(path) or "").split())
+        words = len((file_text(ctx.codebase, path) or "").split())
         return ActionResult(node).settled(ActionOutcome(f"{words} words", 0))
 
     actions = {"word_count": Action(count, lambda ctx, params: ActionOutcome("absent", 1), schema=schema)}

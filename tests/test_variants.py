@@ -33,6 +33,7 @@ from llm_ide.codebase import ActionOutcome, ParamError
 from llm_ide.composition import compose
 from llm_ide.config import ConfigError, load_config
 from llm_ide.coop.settings import load_coop_settings
+from llm_ide.file_actions import file_text, named_path
 from llm_ide.graph import build_graph
 from llm_ide.messages.channel import Mailbox
 from llm_ide.messages.variant import Messages
@@ -121,7 +122,7 @@ def word_count(ctx: Any, state: dict[str, Any], node: OperationNode) -> ActionRe
     path = node.action_params.get("path")
     if not isinstance(path, str):
         raise ParamError("`path` must name a file")
-    text = ctx.codebase.read_text(ctx.codebase.path(node.action_params))
+    text = file_text(ctx.codebase, named_path(ctx.codebase, node.action_params))
     return ActionResult(node).settled(ActionOutcome(f"{path}: {len((text or '').split())} words", 0))
 
 

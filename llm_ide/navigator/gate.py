@@ -8,6 +8,7 @@ from typing import Any
 from llm_ide import actions
 from llm_ide.codebase import Codebase, ParamError
 from llm_ide.environments.base import OutsideRepository
+from llm_ide.file_actions import file_text, named_path
 from llm_ide.navigator.settings import NavigatorSettings
 
 READ_ONLY_ACTIONS = frozenset({"view", "view_symbol", "search"})
@@ -43,8 +44,8 @@ def diff_preview(ws: Codebase, action_type: str, params: dict[str, Any], limit: 
     if action_type not in {"edit", "create"}:
         return ""
     try:
-        path = ws.path(params)
-        before = ws.read_text(path)
+        path = named_path(ws, params)
+        before = file_text(ws, path)
     except (ParamError, OutsideRepository) as error:
         return f"(no preview: {error})"
     if action_type == "create":
