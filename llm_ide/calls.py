@@ -165,20 +165,6 @@ class CallProgress:
     seconds: float = 0.0  # since the request went out
     rate: float | None = None  # output tokens per second since the first one came (None: under a second of them)
 
-    def as_event(self) -> dict[str, Any]:
-        """The progress as a stream event (JSON) for Studio clients."""
-        rate = None if self.rate is None else round(self.rate, 2)
-        return {
-            "event": "model",
-            "kind": self.kind,
-            "model": self.model,
-            "seconds": round(self.seconds, 2),
-            "prompt_tokens": self.prompt_tokens,
-            "output_tokens": self.output_tokens,
-            "tokens_per_second": rate,
-            "text": self.text,
-        }
-
 
 CallListener = Callable[[CallProgress], None]
 

@@ -54,6 +54,21 @@ Node = Callable[..., dict[str, Any]]
 EVERY = 0.25  # seconds between two events of a streaming reply (its text joined meanwhile)
 
 
+def model_event(progress: CallProgress) -> dict[str, Any]:
+    """A model call's progress as a stream event (JSON) for Studio clients."""
+    rate = None if progress.rate is None else round(progress.rate, 2)
+    return {
+        "event": "model",
+        "kind": progress.kind,
+        "model": progress.model,
+        "seconds": round(progress.seconds, 2),
+        "prompt_tokens": progress.prompt_tokens,
+        "output_tokens": progress.output_tokens,
+        "tokens_per_second": rate,
+        "text": progress.text,
+    }
+
+
 class Progress:
     """What the run is doing as custom stream events (`stream_mode="custom"`): each model call (`event: model`, its
     tokens so far, their rate, the reply's text as it comes, joined into an event every EVERY seconds), each of
@@ -77,7 +92,7 @@ class Progress:
             if progress.kind == "text" and now - self.told < EVERY:
                 return
             text, self.pending, self.told = self.pending, "", now
-        self.write({**progress.as_event(), "text": text})
+        self.write({**model_event(progress), "text": text})
 
     def command(self, progress: CommandProgress) -> None:
         self.write(progress.as_event())
