@@ -28,7 +28,8 @@ from rich.table import Table
 
 from llm_ide.codeview import CodeView, LocalFiles
 from llm_ide.config import load_config
-from llm_ide.state.context import Activity, Chunk, ScoreParams, rescore, select_chunks, trim_to_budget
+from llm_ide.state.context import Activity, Chunk, ScoreParams, rescore
+from llm_ide.state.selection import select_chunks, trim_to_budget
 
 TIMED = ("cold_ratio", "warm_ratio", "warm_reread_ratio")  # ratios of two timings (bench_old_new)
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

@@ -10,15 +10,13 @@ from llm_ide.state.context import (
     Scope,
     ScoreParams,
     add_scope,
-    copy_chunks,
     created_named,
     normalize_path,
     referral_score,
     rescore,
-    select_chunks,
-    trim_to_budget,
     with_operation,
 )
+from llm_ide.state.selection import copy_chunks, select_chunks, trim_to_budget
 
 
 def chunk(name: str, accessed: list[int], referred: list[int] | None = None, score: float = 0.0) -> Chunk:

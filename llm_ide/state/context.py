@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
@@ -94,52 +94,6 @@ def rescore(chunks: Iterable[Chunk], n_operations: int, params: ScoreParams) -> 
         score = activity.score if start else 0.0
         new = score_steps(activity.accessed[start:n_operations], activity.referred[start:n_operations], params, score)
         activity.score, activity.scored = new[-1] if new else score, n_operations
-
-
-def copy_chunks(chunks: list[Chunk]) -> list[Chunk]:
-    """Copies a node can change without touching the state it was given (built directly: `replace` is 3× slower)."""
-    return [
-        Chunk(c.file_path, list(c.lines), c.class_name, c.function, c.whole_function, copy_activity(c), c.created)
-        for c in chunks
-    ]
-
-
-def copy_activity(c: Chunk) -> Activity:
-    return Activity(list(c.activity.accessed), list(c.activity.referred), c.activity.score, c.activity.scored)
-
-
-def scored(chunks: list[Chunk], n_operations: int, params: ScoreParams) -> list[Chunk]:
-    """`chunks` with scores up to date: themselves when they are (update_activity rescores), else rescored copies."""
-    if all(chunk.activity.scored == n_operations for chunk in chunks):
-        return chunks
-    chunks = copy_chunks(chunks)
-    rescore(chunks, n_operations, params)
-    return chunks
-
-
-def select_chunks(chunks: list[Chunk], params: ScoreParams) -> list[Chunk]:
-    """Chunks worth rendering, in their original order: score above the threshold or accessed just now."""
-    return [c for c in chunks if c.activity.score > params.threshold or _accessed_last(c)]
-
-
-def trim_to_budget(chunks: list[Chunk], size: Callable[[int], int], budget: int) -> list[Chunk]:
-    """Drop chunks (`size(i)`: chunk i's) until the summed size fits, those of files the agent created first, then the
-    lowest-scored; never one accessed by the latest operation, and a created file's just accessed (a scratch script)
-    is shown beside the budget. (Kept: the longest run from the other end that fits: only its sizes are asked.)"""
-    order = sorted(range(len(chunks)), key=lambda i: (not chunks[i].created, chunks[i].activity.score, -i))
-    kept = {i for i in order if _accessed_last(chunks[i])}
-    room = budget - sum(size(i) for i in kept if not chunks[i].created)
-    for index in reversed(order):
-        if index not in kept:
-            if (needed := size(index)) > room:
-                break
-            room -= needed
-            kept.add(index)
-    return [chunk for i, chunk in enumerate(chunks) if i in kept]
-
-
-def _accessed_last(chunk: Chunk) -> bool:
-    return bool(chunk.activity.accessed) and chunk.activity.accessed[-1] == 1
 
 
 def find_chunk(chunks: list[Chunk], scope: Scope) -> int | None:
