@@ -1,12 +1,30 @@
-"""Resuming an operation a killed process had started (llm_ide/kills.py records what was started) when
-the worktree cannot be put back as it was before it: told rather than run twice, or run when it had not begun to
-change anything (llm_ide/nodes/execute_tool.py runs an operation once across kills)."""
+"""Resuming an operation a killed process had started (llm_ide/kills.py records what was started): run again on the
+worktree put back as it was before it, or, when it cannot be, told rather than run twice, or run when it had not begun
+to change anything (llm_ide/nodes/execute_tool.py runs an operation once across kills)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
+from llm_ide.actions import execute_action
 from llm_ide.codebase import ActionOutcome, Codebase
 from llm_ide.file_actions import file_text, named_path
 from llm_ide.state.operations import OperationNode
+
+
+def resume(
+    ws: Codebase, node: OperationNode, before: str | None, restore: Callable[[str], bool] | None
+) -> ActionOutcome | None:
+    """An operation a killed process had started: run again on the worktree put back (`restore`) as the snapshot
+    `before` it had (a command's observation says it ran again), else what `started_before` tells. None: it had not
+    begun to change anything, so it runs now."""
+    if before is not None and restore is not None and restore(before):
+        outcome = execute_action(ws, node.action_type, node.action_params)
+        if node.action_type != "bash":
+            return outcome
+        return replace(outcome, observation=f"{outcome.observation}\n{ws.observe('rerun')}".lstrip("\n"))
+    return started_before(ws, node)
 
 
 def started_before(ws: Codebase, node: OperationNode) -> ActionOutcome | None:

@@ -17,7 +17,7 @@ from llm_ide.errors import ended
 from llm_ide.kills import CHANGES_WORKSPACE, failpoint
 from llm_ide.nodes.model_call import wall_deadline
 from llm_ide.prompting import truncate
-from llm_ide.recovery import started_before
+from llm_ide.recovery import resume
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
@@ -39,14 +39,8 @@ def run_once(ctx: AgentContext, node: OperationNode, before: str | None, deadlin
     ws = replace(ctx.codebase, deadline=deadline)
     if ctx.intents is None or node.action_type not in CHANGES_WORKSPACE:
         return execute_action(ws, node.action_type, node.action_params)
-    if ctx.intents.started_before(node.id):
-        if before is not None and ctx.restore_worktree is not None and ctx.restore_worktree(before):
-            outcome = execute_action(ws, node.action_type, node.action_params)
-            if node.action_type != "bash":
-                return outcome
-            return replace(outcome, observation=f"{outcome.observation}\n{ws.observe('rerun')}".lstrip("\n"))
-        if (told := started_before(ws, node)) is not None:
-            return told
+    if ctx.intents.started_before(node.id) and (resumed := resume(ws, node, before, ctx.restore_worktree)) is not None:
+        return resumed
     ctx.intents.begin(node.id, node.action_type)
     failpoint("execute.begun")  # recorded as started, not run yet
     return execute_action(ws, node.action_type, node.action_params)
