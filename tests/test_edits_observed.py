@@ -7,11 +7,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from agent_script import act, reflect, write_script
 from mini_trajectories import checkout, real_command
 from test_agent import config
 
-from llm_ide.codeview.changes import changed_lines
+from llm_ide.codeview.changes import _differences, changed_lines
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
 from llm_ide.run.single import run_task
@@ -134,6 +135,26 @@ def test_changed_lines_between_worktree_snapshots(shared_dir: Path, session_cach
         after = extract_patch(env, base, settings)
         assert {path: (sorted(lines), new) for path, (lines, new) in changed_lines(before, after).items()} == expected
         before = after
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "expected"),
+    [
+        ([], [], set()),
+        ([1, 2, 3], [1, 2, 3], set()),
+        ([], ["a", "b"], {0, 1}),
+        ([1, 2], [], {-1, 0}),
+        ([1, 2, 3], [1, "x", 3], {1}),
+        ([1, 2, 3], [1, 3], {0, 1}),
+        ([1, 2], ["x", 1, 2, "y"], {0, 3}),
+        (["a", "a"], ["a", "a", "a"], {2}),  # the shared head and tail must not overlap
+        (["a", "a", "a"], ["a"], {0, 1}),
+    ],
+)
+def test_differences_marks_what_is_new_and_both_sides_of_a_removal(
+    previous: list[int | str], current: list[int | str], expected: set[int]
+) -> None:
+    assert _differences(previous, current) == expected
 
 
 PERL = r"""perl -0pi -e \

@@ -135,14 +135,22 @@ def changed_lines(before: str, after: str) -> dict[str, tuple[set[int], bool]]:
     return changed
 
 
+def _common_prefix(first: list[int | str], second: list[int | str]) -> int:
+    """How many leading items the two lists share, found by comparing halving slices (list equality runs in C)."""
+    low, high = 0, min(len(first), len(second))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if first[low:middle] == second[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _differences(previous: list[int | str], current: list[int | str]) -> set[int]:
     """Indices into `current` of what is not in `previous`, and both neighbours of what was only removed."""
-    head = 0
-    while head < len(previous) and head < len(current) and previous[head] == current[head]:
-        head += 1
-    tail = 0
-    while tail < len(previous) - head and tail < len(current) - head and previous[-1 - tail] == current[-1 - tail]:
-        tail += 1
+    head = _common_prefix(previous, current)
+    tail = _common_prefix(previous[head:][::-1], current[head:][::-1])
     found: set[int] = set()
     matcher = SequenceMatcher(None, previous[head : len(previous) - tail], current[head : len(current) - tail], False)
     for tag, _, _, first, last in matcher.get_opcodes():
