@@ -4,7 +4,8 @@ by: a tag's content, the first sentence of a paragraph."""
 from __future__ import annotations
 
 import re
-from typing import AnyStr
+from collections.abc import Sequence
+from typing import Any
 
 from llm_ide.errors import FormatError
 
@@ -19,9 +20,9 @@ def clean_text(text: str) -> str:
     return LONE_SURROGATE.sub("\ufffd", text)
 
 
-def shared_start(first: AnyStr, second: AnyStr) -> int:
-    """The length of the start two texts share: a binary search over C-level comparisons of slices (a loop over
-    the characters, as `os.path.commonprefix` runs, costs milliseconds on a prompt)."""
+def shared_start(first: Sequence[Any], second: Sequence[Any]) -> int:
+    """How long a start two texts or lists share: a binary search over C-level comparisons of slices (a loop over
+    the items, as `os.path.commonprefix` runs, costs milliseconds on a prompt)."""
     low, high = 0, min(len(first), len(second))
     while low < high:
         middle = (low + high + 1) // 2

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
+from llm_ide.text import shared_start
+
 if TYPE_CHECKING:
     from llm_ide.codeview.view import CodeView
     from llm_ide.state.context import Scope
@@ -135,22 +137,10 @@ def changed_lines(before: str, after: str) -> dict[str, tuple[set[int], bool]]:
     return changed
 
 
-def _common_prefix(first: list[int | str], second: list[int | str]) -> int:
-    """How many leading items the two lists share, found by comparing halving slices (list equality runs in C)."""
-    low, high = 0, min(len(first), len(second))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if first[low:middle] == second[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 def _differences(previous: list[int | str], current: list[int | str]) -> set[int]:
     """Indices into `current` of what is not in `previous`, and both neighbours of what was only removed."""
-    head = _common_prefix(previous, current)
-    tail = _common_prefix(previous[head:][::-1], current[head:][::-1])
+    head = shared_start(previous, current)
+    tail = shared_start(previous[head:][::-1], current[head:][::-1])
     found: set[int] = set()
     matcher = SequenceMatcher(None, previous[head : len(previous) - tail], current[head : len(current) - tail], False)
     for tag, _, _, first, last in matcher.get_opcodes():
