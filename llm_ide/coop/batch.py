@@ -89,10 +89,15 @@ def planned(folder: Path) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
+def named(run: CoopRun) -> dict[str, Any]:
+    """A pair's setting, k and agents, as its result names them."""
+    return {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
+
+
 def plan_batch(task: CoopTask, runs: list[CoopRun], output: Path) -> None:
     """The batch's pairs added to those `output` holds (before any runs: a batch stopped early counts the rest)."""
     output.mkdir(parents=True, exist_ok=True)
-    asked = {run.folder_name(task): {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)} for run in runs}
+    asked = {run.folder_name(task): named(run) for run in runs}
     atomic_write(output / PLANNED, json.dumps({**planned(output), **asked}, indent=2) + "\n")
 
 
@@ -141,7 +146,7 @@ def run_pairs(
         try:
             result = run_pair(run, task, output, settings, coop, on_event=on_event, evaluate=evaluate)
         except LlmIdeError as error:
-            result = {"setting": str(run.setting), "k": k, "pair": list(run.pair), "error": str(error)}
+            result = {**named(run), "error": str(error)}
         results.append(result)
         if on_result:
             on_result(run, result)
