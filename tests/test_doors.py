@@ -392,6 +392,26 @@ def test_an_environment_without_its_image_is_one_line_at_every_door(tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("door", [run_task, run_attempts])
+def test_an_image_given_to_the_python_api_runs_in_its_container_as_the_command_lines_does(
+    tmp_path: Path, door: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`image=` was ignored by the Python API: the run went on the host, in the repository itself, where `--image`
+    runs in docker (and with `--environment local` is refused). Here the Docker engine is a closed port."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "fix.yaml", FIX_SCRIPT)
+    run = {"model": model, "settings": load_config(environment={"tools": []}), "repo": repo, "image": "absent:1"}
+    line = "`image` runs the task in a docker container: it cannot go with `environment` local"
+    with pytest.raises(UsageError, match=f"^{line}$"):
+        door("Fix Cart.total.", output_dir=tmp_path / "local", run_id="r", environment="local", **run)
+    assert not (tmp_path / "local").exists()
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{closed_port()}")
+    result = door("Fix Cart.total.", output_dir=tmp_path / "out", run_id="r", **run)
+    assert result.exit_status == "environment_error" and "the Docker engine is not reachable" in result.error
+    changed = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert changed.stdout == "", "the repository on the host was left alone"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_studio_ends_the_run_at_once_with_the_line_as_its_error(
     tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch

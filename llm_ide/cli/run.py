@@ -50,7 +50,6 @@ from llm_ide.cli.run_options import (
     Verbose,
 )
 from llm_ide.cli.status import ThinkingStatus
-from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import LIMITS, ExitStatus, install_signal_policy
 from llm_ide.fileio import atomic_write
 from llm_ide.terminal import terminal_safe
@@ -64,14 +63,12 @@ if TYPE_CHECKING:
 def environment_kind(environment: str | None, image: str | None) -> str | None:
     """`--image` means the kind that runs from an image: implied when `--environment` is not given, an error with a
     kind that runs in place."""
-    if image is None:
-        return environment
-    imaged = next(name for name, kind in KINDS.items() if kind.capabilities.image)
-    if environment is not None and not capabilities(environment).image:
-        raise fail(f"--image runs the task in a {imaged} container: it cannot go with --environment {environment}")
-    if environment is None:
-        console.print(f"[dim]… --image {escape(image)}: running in {imaged}[/]")
-    return imaged
+    from llm_ide.run.request import imaged_environment
+
+    kind = imaged_environment(environment, image, ("--image", "--environment"))
+    if image is not None and environment is None:
+        console.print(f"[dim]… --image {escape(image)}: running in {kind}[/]")
+    return kind
 
 
 def run(

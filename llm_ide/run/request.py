@@ -13,6 +13,7 @@ from typing import Any
 
 from llm_ide.budget import Budget
 from llm_ide.composition import compose
+from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import UsageError
 from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
@@ -78,6 +79,20 @@ def check_listeners(listeners: dict[str, Any]) -> None:
         raise UsageError(f"the run's {'; '.join(wrong)}")
 
 
+def imaged_environment(
+    environment: str | None, image: str | None, names: tuple[str, str] = ("`image`", "`environment`")
+) -> str | None:
+    """The kind of environment of a run given an image: the one that runs from an image, implied when no kind is
+    given; a kind that runs in place (where the image would be ignored) is a UsageError. `names`: the door's."""
+    if image is None:
+        return environment
+    imaged = next(name for name, kind in KINDS.items() if kind.capabilities.image)
+    if environment is not None and not capabilities(environment).image:
+        said = f"{names[0]} runs the task in a {imaged} container"
+        raise UsageError(f"{said}: it cannot go with {names[1]} {environment}")
+    return imaged
+
+
 def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     """The Python API's run: `given` the fields of RunRequest; one missing, unknown or of another type is a UsageError
     saying which (paths may be text)."""
@@ -104,6 +119,7 @@ def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
         raise UsageError(f"the run's {'; '.join(wrong)}")
     paths = {name: Path(values[name]) for name in ("output_dir", "repo") if values.get(name) is not None}
     variants, lessons = tuple(values.pop("variants")), tuple(map(str, values.pop("carried_lessons")))
+    values["environment"] = imaged_environment(values.get("environment"), values.get("image"))
     return RunRequest(**{**values, **paths, "variants": variants, "carried_lessons": lessons})
 
 
