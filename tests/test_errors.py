@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -96,6 +97,25 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list
     (script := tmp_path / "script.yaml").write_text("- unused\n")  # a valid model: the output is the error
     result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", f"scripted:{script}", *args)
     assert_one_line(result, expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--task", "t", "--thread-id", ""], "thread id '': use letters, digits, '.', '_' and '-'"),
+        (["cleanup", "--all", "--dry-run", "--run-id", ""], "--run-id is empty: give a run's id, or leave the option"),
+    ],
+)
+def test_an_empty_id_is_refused_not_taken_for_none_given(tmp_path: Path, args: list[str], expected: str) -> None:
+    """`--thread-id "$T"`, `--run-id "$R"` with the variable unset: the run was a new one (not T's, resumed), and
+    cleanup took every run's containers (live ones too, with --all). Here its engine is a closed port."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (script := tmp_path / "script.yaml").write_text("- unused\n")
+    model = ["--repo", str(repo), "--model", f"scripted:{script}"] if args[0] == "run" else []
+    environ = {**os.environ, "DOCKER_HOST": f"tcp://127.0.0.1:{closed_port()}"}
+    result = invoke(*args, *model, cwd=tmp_path, env=environ)
+    assert_one_line(result, expected)
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(

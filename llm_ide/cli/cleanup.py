@@ -28,6 +28,8 @@ def cleanup_command(
     from llm_ide.environments.base import EnvironmentFailure
     from llm_ide.environments.docker import cleanup_containers
 
+    if run_id is not None and not run_id.strip():  # (`--run-id "$R"`, R unset): not every run's containers
+        raise fail("--run-id is empty: give a run's id, or leave the option out for every run's containers")
     try:
         sweep = cleanup_containers(include_live=all_containers, run_id=run_id, dry_run=dry_run)
     except EnvironmentFailure as error:

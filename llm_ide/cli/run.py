@@ -137,7 +137,10 @@ def thread_and_task(
 ) -> tuple[str, Path, str]:
     """The run's id (`--thread-id`, else one of the time), `<output>/<id>` (what its files are named after) and its
     task (with `--thread-id` and no task given: the run's own)."""
-    run_id = thread_id or time.strftime("run-%Y%m%d-%H%M%S")
+    from llm_ide.run.thread import check_run_id
+
+    run_id = time.strftime("run-%Y%m%d-%H%M%S") if thread_id is None else thread_id
+    check_run_id(run_id)  # an empty one (`--thread-id "$T"`, T unset) too: not a new run in the place of T's
     thread = output_folder(output, run_id) / run_id
     return run_id, thread, task_text(task, task_file, thread if thread_id else None)
 

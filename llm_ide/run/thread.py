@@ -40,10 +40,15 @@ def refuse_a_file(folder: Path, option: str = "output folder") -> None:
         raise UsageError(f"{option} {folder}: {said} is a file, not a folder: give a folder (it is created if missing)")
 
 
-def prepare_output(output_dir: Path, run_id: str) -> Path:
-    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
+def check_run_id(run_id: str) -> None:
+    """A thread id that cannot name the run's files (an empty one too) is a usage error."""
     if not RUN_ID.fullmatch(run_id):
         raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+
+
+def prepare_output(output_dir: Path, run_id: str) -> Path:
+    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
+    check_run_id(run_id)
     refuse_a_file(output_dir)
     try:
         make_output_folder(output_dir)
@@ -133,6 +138,7 @@ __all__ = [
     "Thread",
     "ThreadMismatchError",
     "opened",
+    "check_run_id",
     "prepare_output",
     "start",
     "thread_database",
