@@ -138,7 +138,22 @@ def test_the_chooser_picks_the_right_one_of_the_distinct_patches(tmp_path: Path,
     assert inspected.returncode == 0, inspected.stderr
     shown = inspected.stdout
     assert "attempt 1: submitted, score 3" in shown and "attempt 3: submitted, score 6 (chosen)" in shown
-    assert f"chosen: attempt 3 ({by})" in shown
+    assert f"chosen: attempt 3 ({by}) — " in shown
+
+
+def test_inspect_says_the_choice_as_the_run_said_it(tmp_path: Path) -> None:
+    """No attempt changed a file: the run said `chosen: none (no patch) — no attempt changed a file`, inspect
+    `chosen: no attempt (none) no attempt changed a file` (the reasons without their dash elsewhere too)."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script("true")] * 2, [review(3, "No change."), review(4, "None.")])
+    argv = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "--output", "out", "--thread-id", "T"]
+    config = tmp_path / "attempts.yaml"
+    config.write_text(yaml.safe_dump({"attempts": {"max": 2}, **NO_TOOLS}))
+    done = invoke(*argv, "-c", str(config), cwd=tmp_path)
+    line = "chosen: none (no patch) — no attempt changed a file\n"
+    assert done.returncode == 0 and f"… {line}" in done.stdout, done.stdout + done.stderr
+    inspected = invoke("inspect", "out/T.traj.json", cwd=tmp_path)
+    assert inspected.returncode == 0 and line in inspected.stdout, inspected.stdout
 
 
 @pytest.mark.slow

@@ -189,9 +189,9 @@ def operation_tree(
 def print_choice_and_messages(screen: Console, info: dict[str, Any]) -> None:
     """The attempt chosen and why; in a coop run, the other agent's messages and where they arrived."""
     if (choice := info.get("choice")) and choice.get("by"):  # (none yet: the run stopped before its choice)
-        picked = f"attempt {choice['attempt']}" if choice.get("attempt") else "no attempt"
+        picked = f"attempt {choice['attempt']} ({choice['by']})" if choice.get("attempt") else "none (no patch)"
         reasons = escape(_crop(choice.get("reasons", ""), 300, True))
-        screen.print(f"[bold]chosen:[/] {picked} ({choice.get('by', '')}) {reasons}")
+        screen.print(f"[bold]chosen:[/] {escape(picked)}{f' — {reasons}' if reasons else ''}")  # as the run said it
     for message in info.get("received") or []:
         sender, text = escape(str(message.get("from", "?"))), escape(terminal_safe(message.get("text", "")))
         screen.print(f"message before operation {message.get('step', 0) + 1}, from agent {sender}: {text}")
