@@ -96,10 +96,10 @@ def test_the_reviewer_stops_at_the_accepted_attempt_and_its_critique_reaches_the
     ]
     assert logged == [  # the run's own log was empty: what each attempt did, the reviews, the choice and why
         "attempt 1 of 3",
-        "attempt 1: submitted — 7 patch lines, $0.0000, 3 calls; its log: attempt1/T-attempt1.log",
+        f"attempt 1: submitted — 7 patch lines, $0.0000, 3 calls; its log: {tmp_path}/out/attempt1/T-attempt1.log",
         "review: attempt 1 scored 2 — The patch only edits the README; calc.double still adds 1.",
         "attempt 2 of 3",
-        "attempt 2: submitted — 8 patch lines, $0.0000, 3 calls; its log: attempt2/T-attempt2.log",
+        f"attempt 2: submitted — 8 patch lines, $0.0000, 3 calls; its log: {tmp_path}/out/attempt2/T-attempt2.log",
         "review: attempt 2 scored 9 — Removes the + 1.",
         "chosen: attempt 2 (accept_score) — Removes the + 1.",
     ]
@@ -154,6 +154,19 @@ def test_inspect_says_the_choice_as_the_run_said_it(tmp_path: Path) -> None:
     assert done.returncode == 0 and f"… {line}" in done.stdout, done.stdout + done.stderr
     inspected = invoke("inspect", "out/T.traj.json", cwd=tmp_path)
     assert inspected.returncode == 0 and line in inspected.stdout, inspected.stdout
+
+
+def test_the_console_names_each_attempts_log_where_it_is(tmp_path: Path) -> None:
+    """`--output out`: the console said `its log: attempt1/T-attempt1.log`, relative to the output folder, a path
+    that is not there from where the command ran."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)] * 2, [review(3, "Hm."), review(4, "Hm.")])
+    (config := tmp_path / "attempts.yaml").write_text(yaml.safe_dump({"attempts": {"max": 2}, **NO_TOOLS}))
+    argv = ["run", "--repo", str(repo), "--task", TASK, "--model", model, "-c", str(config), "--output", "out"]
+    done = invoke(*argv, "--thread-id", "T", cwd=tmp_path)
+    logs = [line.split("; its log: ")[1] for line in done.stdout.splitlines() if "; its log: " in line]
+    assert logs == ["out/attempt1/T-attempt1.log", "out/attempt2/T-attempt2.log"], done.stdout + done.stderr
+    assert all((tmp_path / log).is_file() for log in logs)
 
 
 @pytest.mark.slow

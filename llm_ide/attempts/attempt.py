@@ -78,7 +78,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         reasons="",
         **summarize(ctx.settings, result.trajectory_path),
     )
-    own_log = relative(ctx.attempt_dir(index) / f"{result.run_id}.log", request.output_dir)
+    own_log = ctx.attempt_dir(index) / f"{result.run_id}.log"  # as the run's output folder was given: one to open
     lines, calls = plural(result.submission.count(chr(10)), "patch line"), plural(record["api_calls"], "call")
     spent = f"{lines}, {usd(record['cost'])}, {calls}"
     ctx.emit(f"attempt {index}: {result.exit_status}", f"{spent}; its log: {own_log}")
