@@ -10,8 +10,6 @@ import base64
 import codecs
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -106,8 +104,7 @@ def test_credentials_by_shape_stay_out_of_commands_and_every_output(tmp_path: Pa
         write_script(tmp_path / "s.yaml", [*steps, act("Done.", "submit")]),
     ]
     args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "S"]
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *args], env={**os.environ, **values}, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = invoke(*args, env={**os.environ, **values}, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     trajectory = json.loads((tmp_path / "out" / "S.traj.json").read_text())
     observations = dict(zip(probes, (op["observation"] for op in trajectory["operations"]), strict=False))
