@@ -4,14 +4,14 @@ bench's selection of a part of it."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from in_process import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scripts" / "bench_replay.py"
 ORIGINAL_12 = {  # the trajectories the memory was tuned on before the split
     "pallets__flask-5014",
     "pylint-dev__pylint-6903",
@@ -43,19 +43,14 @@ def test_the_split_holds_out_a_third_of_every_repository_it_can(shared_dir: Path
 def test_the_bench_replays_the_part_and_the_repositories_asked_for(shared_dir: Path, tmp_path: Path) -> None:
     """With --reports nothing is replayed: an empty folder shows which runs were chosen (each without its report,
     counted as failed, not run: the bench exits 1)."""
-    command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--reports", str(tmp_path)]
-    done = subprocess.run(
-        [*command, "--set", "heldout", "--repo", "sympy"], capture_output=True, text=True, timeout=120
-    )
+    done = run_script(BENCH, "--reports", str(tmp_path), "--set", "heldout", "--repo", "sympy")
     assert done.returncode == 1, done.stderr
     listed = set(re.findall(r"sympy__sympy-\d+", done.stdout))
     assert listed == {"sympy__sympy-17630", "sympy__sympy-22714", "sympy__sympy-24661"}
     assert done.stdout.strip().splitlines()[-1].endswith("runs=0 same_tree=0/0 failed=3")
     assert "0 replays (9 failed or missing) (heldout)" in done.stdout  # 3 sessions × 3 price profiles
     assert f"default@gpt sympy__sympy-17630: no {tmp_path / 'none' / 'replay.json'}" in done.stdout
-    both = subprocess.run(
-        [*command, "--only", "psf__requests-1766,pallets__flask-5014"], capture_output=True, text=True
-    )
+    both = run_script(BENCH, "--reports", str(tmp_path), "--only", "psf__requests-1766,pallets__flask-5014")
     assert set(re.findall(r"\w+__[\w-]+-\d+", both.stdout)) == {"psf__requests-1766", "pallets__flask-5014"}
 
 
@@ -64,8 +59,7 @@ def test_a_config_file_that_is_not_there_is_one_line_before_any_replay(tmp_path:
     the others had run."""
     gone = tmp_path / "rich.yaml"
     (lean := tmp_path / "lean.yaml").write_text("memory: {}\n")
-    command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--quick", "--out", str(tmp_path / "o")]
-    done = subprocess.run([*command, "--config", str(lean), "--config", str(gone)], capture_output=True, text=True)
+    done = run_script(BENCH, "--quick", "--out", str(tmp_path / "o"), "--config", str(lean), "--config", str(gone))
     assert (done.returncode, done.stdout) == (1, ""), done.stdout
     assert done.stderr == f"--config: no file {gone}\n"
     assert not (tmp_path / "o").exists()
@@ -76,8 +70,7 @@ def test_a_config_file_that_is_not_there_is_one_line_before_any_replay(tmp_path:
 )
 def test_a_selection_of_no_trajectory_is_one_line(shared_dir: Path, tmp_path: Path, narrowed: list[str]) -> None:
     """It was a StopIteration traceback from the pooled table."""
-    command = [sys.executable, str(ROOT / "scripts" / "bench_replay.py"), "--reports", str(tmp_path), *narrowed]
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = run_script(BENCH, "--reports", str(tmp_path), *narrowed)
     assert (done.returncode, done.stdout) == (1, ""), done.stdout
     assert done.stderr.startswith("no trajectory chosen: none of the 36 in ") and done.stderr.count("\n") == 1
     assert done.stderr.endswith("matches --set, --only, --repo and --quick as given\n"), done.stderr
