@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import ended, in_terminal, make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.cli.status import thinking_line
@@ -83,7 +84,7 @@ def test_a_reply_stopped_while_it_streams_in_is_paid_for_and_counted_discarded(t
         process.send_signal(signal.SIGINT)  # the reply's first word is in: the rest never comes
         code, stderr = ended(process)
         assert code == 130, stderr
-        resumed = subprocess.run(command, capture_output=True, text=True, env=environment(tmp_path), timeout=300)
+        resumed = invoke(*command[3:], env=environment(tmp_path))  # a run to its end: in-process
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"submitted after {len(REPLIES)} model calls (+1 discarded)" in resumed.stdout
     stats = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["model_stats"]
