@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent_script import BUGGY_FILES, act, reflect, single_call, write_script
 from conftest import in_terminal, interrupt_when, make_git_repo
+from in_process import invoke
 from openai_server import OpenAIServer
 
 from llm_ide.cli.console import first_meaningful_line
@@ -128,7 +129,7 @@ def test_ctrl_c_during_a_command_keeps_the_runs_time(tmp_path: Path) -> None:
     assert info["exit_status"] == "interrupted" and info["elapsed"] > 0
     assert any(line.startswith("interrupted: saved at its last completed step") for line in stderr.splitlines())
     gate.touch()  # the rerun runs the cut command again (at once now) and finishes
-    rerun = subprocess.run(argv, capture_output=True, text=True, env=ENV, timeout=180)
+    rerun = invoke(*argv[3:], env=ENV)  # a run to its end: in-process
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     resumed = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]
     assert info["elapsed"] >= 1.5 and resumed["exit_status"] == "submitted"
