@@ -289,9 +289,8 @@ def test_a_coop_run_killed_during_execution_resumes_without_redoing_work(tmp_pat
     agent1 = folder / "agent1-run" / "agent1.traj.json"
     stamp = agent1.stat().st_mtime_ns
     gate.touch()
-    second = coop_run(task, source, model, out, "--coop-config", str(sequential))
-    stdout, stderr = second.communicate(timeout=600)
-    assert second.returncode == 0, stderr
+    second = invoke(*coop_args(task, source, model, out, "--coop-config", str(sequential)))  # to its end: in-process
+    assert second.returncode == 0, second.stderr
     result = json.loads((folder / "eval.json").read_text())
     assert (result["merge"]["status"], result["both_passed"]) == ("clean", True)
     assert agent1.stat().st_mtime_ns == stamp  # agent 1 finished before the kill: kept, not run again
@@ -325,9 +324,8 @@ def test_ctrl_c_stops_both_agents_at_their_next_step_and_says_how_to_resume(tmp_
         assert trajectory["operations"] == []  # mid-step: it resumes there
     assert not [line for line in commands_running() if str(gate) in line]  # the waits ended with the run
     gate.touch()
-    again = coop_run(task, source, model, out)
-    stdout, stderr = again.communicate(timeout=600)
-    assert again.returncode == 0, stderr
+    again = invoke(*coop_args(task, source, model, out))  # a run to its end: in-process
+    assert again.returncode == 0, again.stderr
     assert json.loads((folder / "eval.json").read_text())["both_passed"] is True
 
 
