@@ -51,12 +51,16 @@ def call_n(
             )
             model.n_refused = True  # type: ignore[attr-defined]
     with policy.room(n) as reservation:
-        results = _together(policy, model, masked, n, deadline, tools)
-        if failed := next((result for result, _ in results if isinstance(result, BaseException)), None):
-            for position, (result, started) in enumerate(results):  # what the others replied is paid all the same
+        results: list[tuple[Any, float]] = [(None, 0.0)] * n
+        try:
+            _together(policy, model, masked, results, deadline, tools)
+            if failed := next((result for result, _ in results if isinstance(result, BaseException)), None):
+                raise failed
+        except BaseException:  # one failed, or Ctrl-C while the others were under way: the replies in are paid
+            for position, (result, started) in enumerate(list(results)):
                 for paid in [result] if isinstance(result, ModelReply) else getattr(result, "paid", ()):
                     policy.settle(model, masked, paid, started, kind=kind, index=index + position, **fields)
-            raise failed  # (the reservation released)
+            raise  # (the reservation released)
     settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
     settled = [
         policy.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
@@ -87,12 +91,17 @@ def _one_request(
 
 
 def _together(
-    policy: CallPolicy, model: Model, masked: list[Message], n: int, deadline: float | None, tools: Tools
-) -> list[tuple[Any, float]]:
-    """One call per reply, each in its own (daemon) thread, so the n take the time of the slowest and Ctrl-C is
-    not held up by them; one after the other for a model that answers at once. Each reply, or the error its call
-    raised, with when its call started."""
-    results: list[tuple[Any, float]] = [(None, 0.0)] * n
+    policy: CallPolicy,
+    model: Model,
+    masked: list[Message],
+    results: list[tuple[Any, float]],
+    deadline: float | None,
+    tools: Tools,
+) -> None:
+    """One call per place in `results`, each in its own (daemon) thread, so they take the time of the slowest and
+    Ctrl-C is not held up by them; one after the other for a model that answers at once. Each reply, or the error its
+    call raised, with when its call started, put in its place as it comes (those in when a Ctrl-C came are paid)."""
+    n = len(results)
 
     def one(position: int) -> None:
         started = time.perf_counter()
@@ -110,4 +119,3 @@ def _together(
     else:
         for position in range(n):
             one(position)
-    return results

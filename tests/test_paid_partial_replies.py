@@ -8,6 +8,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
+import threading
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -152,4 +155,30 @@ def test_the_replies_of_n_together_are_paid_when_one_of_them_fails(failing: int 
             call_n(policy, model, FIRST, 3, kind="act", batched=False, index=4)
     assert len(records) == (2 if failing == 400 else 3) and len(server.requests) == 3
     assert {record["index"] for record in records} <= {4, 5, 6} and all(record["cost"] > 0 for record in records)
+    assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
+
+
+def interrupt_once(server: OpenAIServer, done: int) -> None:
+    """Ctrl-C (SIGINT to the main thread, as a terminal sends it) once `done` of the n calls have their reply and
+    the others have begun to stream theirs."""
+    calls = lambda: [thread for thread in threading.enumerate() if thread.name.endswith("(one)")]  # noqa: E731
+    while not (len(server.streamed) == done and len(server.requests) == 3 and len(calls()) == 3 - done):
+        time.sleep(0.01)
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+def test_the_replies_of_n_together_that_came_are_paid_when_ctrl_c_stops_the_others(tmp_path: Path) -> None:
+    """Ctrl-C while a sampler's n requests are under way: before, the replies already in (the provider bills them)
+    were neither in the calls log nor in the budget, as the interrupt left the wait for the others."""
+    gate = tmp_path / "never"
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=[WORDS, WORDS, Reply(WORDS, gate=str(gate))]) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
+        threading.Thread(target=interrupt_once, args=(server, 2), daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            call_n(policy, model, FIRST, 3, kind="act", batched=False, index=4)
+        gate.touch()
+    assert len(records) == len({record["index"] for record in records} & {4, 5, 6}) == 2  # which two: the threads'
+    assert all(record["response"] == WORDS and record["cost"] > 0 for record in records)
     assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
