@@ -44,10 +44,18 @@ from agent_script import (
 from conftest import git, isolated_environ, make_git_repo, wait_for
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
+from pydantic import BaseModel
 
 from llm_ide.config import load_config
 from llm_ide.navigator.mcp_client import McpNavigator, NavigatorUnavailable
-from llm_ide.navigator.protocol import NavigatorError, NavigatorTimeout, PermissionRequest, Plan, ReviewRequest
+from llm_ide.navigator.protocol import (
+    NavigatorError,
+    NavigatorTimeout,
+    NavigatorUsage,
+    PermissionRequest,
+    Plan,
+    ReviewRequest,
+)
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
@@ -288,6 +296,25 @@ def test_the_driver_side_mcp_navigator_gets_the_decisions_with_their_usage(rules
     assert (review.passed, review.comment, review.by) == (True, "looks right: rate", "mcp")
     assert navigator.request_guidance("why?").answer == "start from the failing test; you asked: why?"
     assert navigator.plan("Fix the rate.") == Plan(text="", by="mcp")  # a navigator that does not plan: no plan
+
+
+class UsageBefore(BaseModel):
+    """A navigator's usage as a client of before read it (r93 named its calls `api_calls`)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+def test_a_client_of_before_reads_the_calls_a_served_navigator_made(rules: str) -> None:
+    """Before: a served navigator's answer said only `api_calls`, and a client of before (its `calls`) read 0 calls,
+    so a run with it counted its navigator's spend as no calls."""
+    navigator = McpNavigator(rules)
+    answer = navigator._run(navigator._call("request_permission", {"action": "edit shop/cart.py"}), 60)
+    assert UsageBefore.model_validate(answer["usage"]).calls == 1
+    assert NavigatorUsage.model_validate(answer["usage"]).api_calls == 1
+    assert NavigatorUsage.model_validate(UsageBefore(calls=2).model_dump()).api_calls == 2  # a server of before
 
 
 def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decision(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, computed_field
 
 from llm_ide.errors import LlmIdeError, UsageError
 
@@ -16,13 +16,19 @@ TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"
 
 class NavigatorUsage(BaseModel):
     """A navigator's model usage, its calls named as the driver's are (`api_calls`; a record or server of before:
-    `calls`)."""
+    `calls`, which is written too, for a reader of before)."""
 
     api_calls: int = Field(0, validation_alias=AliasChoices("api_calls", "calls"))
     input_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def calls(self) -> int:
+        """`api_calls` under its name of before, written beside it: a client or reader of before reads them too."""
+        return self.api_calls
 
 
 class PermissionRequest(BaseModel):
