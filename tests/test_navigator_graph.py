@@ -378,3 +378,23 @@ def test_the_navigators_calls_are_api_calls_as_the_drivers_and_a_record_of_befor
     )
     view = navigator_view({"mode": "model", "usage": usage})
     assert view is not None and view.calls == 2
+
+
+def test_the_navigators_cache_reads_are_named_as_the_drivers_in_its_record(tmp_path: Path) -> None:
+    """The navigator's usage said `cached_tokens` where the driver's model_stats and calls say `cache_read_tokens`:
+    one name now in what a run writes."""
+    cached = Reply(text=PLAN[1], input_tokens=1000, output_tokens=0, cached_tokens=400)
+    with OpenAIServer(replies=[cached]) as server:
+        done = invoke("run", *priced_navigator_run(tmp_path, server.url), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    info = json.loads((tmp_path / "runs" / "t" / "t.traj.json").read_text())["info"]
+    assert "cache_read_tokens" in info["model_stats"]
+    usage = info["navigator"]["usage"]
+    assert usage["cache_read_tokens"] == 400 and "cached_tokens" not in usage
+
+
+@pytest.mark.parametrize("key", ["cache_read_tokens", "cached_tokens"])
+def test_a_navigators_usage_of_before_reads_its_cache_reads(key: str) -> None:
+    """A record, checkpoint or server answer of before (`cached_tokens`) reads the same."""
+    usage = NavigatorUsage.model_validate({"api_calls": 1, key: 7})
+    assert usage.cache_read_tokens == 7 and NavigatorUsage(**usage.model_dump()) == usage

@@ -276,7 +276,7 @@ class ModelNavigator:
         self.usage = NavigatorUsage(
             api_calls=self.usage.api_calls + 1,
             input_tokens=self.usage.input_tokens + reply.input_tokens,
-            cached_tokens=self.usage.cached_tokens + reply.cache_read_tokens,
+            cache_read_tokens=self.usage.cache_read_tokens + reply.cache_read_tokens,
             output_tokens=self.usage.output_tokens + reply.output_tokens,
             cost=self.usage.cost + reply.cost,
         )
@@ -290,7 +290,7 @@ class ModelNavigator:
         return NavigatorUsage(
             api_calls=now.api_calls - before.api_calls,
             input_tokens=now.input_tokens - before.input_tokens,
-            cached_tokens=now.cached_tokens - before.cached_tokens,
+            cache_read_tokens=now.cache_read_tokens - before.cache_read_tokens,
             output_tokens=now.output_tokens - before.output_tokens,
             cost=now.cost - before.cost,
         )

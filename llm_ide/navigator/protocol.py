@@ -15,12 +15,12 @@ TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"
 
 
 class NavigatorUsage(BaseModel):
-    """A navigator's model usage, its calls named as the driver's are (`api_calls`; a record or server of before:
-    `calls`, which is written too, for a reader of before)."""
+    """A navigator's model usage, named as the driver's is: `api_calls` (a record or server of before: `calls`, which
+    is written too, for a reader of before), `cache_read_tokens` (of before: `cached_tokens`)."""
 
     api_calls: int = Field(0, validation_alias=AliasChoices("api_calls", "calls"))
     input_tokens: int = 0
-    cached_tokens: int = 0
+    cache_read_tokens: int = Field(0, validation_alias=AliasChoices("cache_read_tokens", "cached_tokens"))
     output_tokens: int = 0
     cost: float = 0.0
 

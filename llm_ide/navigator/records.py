@@ -57,7 +57,7 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
     record["usage"] = NavigatorUsage(
         api_calls=total.api_calls + usage.api_calls,
         input_tokens=total.input_tokens + usage.input_tokens,
-        cached_tokens=total.cached_tokens + usage.cached_tokens,
+        cache_read_tokens=total.cache_read_tokens + usage.cache_read_tokens,
         output_tokens=total.output_tokens + usage.output_tokens,
         cost=total.cost + usage.cost,
     ).model_dump()
