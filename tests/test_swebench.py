@@ -12,6 +12,7 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import store_writer
@@ -35,6 +36,7 @@ from swebench_fixtures import (
 
 from llm_ide.budget import CostBudget
 from llm_ide.config import load_config
+from llm_ide.errors import usd
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.swebench.batch import BatchOptions, run_swebench
@@ -266,7 +268,7 @@ def test_local_environment_batch_fixes_every_instance_and_resume_skips_them(tmp_
     statuses = yaml.safe_load((options.output / "exit_statuses.yaml").read_text())
     assert sorted(statuses["instances_by_exit_status"]["submitted"]) == sorted(r["instance_id"] for r in rows)
     log = (options.output / "swebench.log").read_text()
-    assert log.count(": submitted (cost 0.0000") == 3
+    assert log.count(": submitted (cost $0.0000") == 3
     stamps = {p: p.stat().st_mtime_ns for p in options.output.rglob("*.traj.json")}
 
     again = run_swebench(str(dataset), "test", options)
@@ -465,7 +467,7 @@ def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_
     assert failed.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {out / 'swebench.log'})"
     log = (out / "swebench.log").read_text()
     for instance_id in ids:
-        assert f"WARNING {instance_id}: model_error (cost 0.0000, 0 patch lines): {reason}\n" in log
+        assert f"WARNING {instance_id}: model_error (cost $0.0000, 0 patch lines): {reason}\n" in log
     statuses = yaml.safe_load((out / "exit_statuses.yaml").read_text())["instances"]
     assert {statuses[instance_id]["error"] for instance_id in ids} == {reason}
 
@@ -503,3 +505,22 @@ def test_global_cost_limit_holds_for_runs_calling_at_the_same_moment(tmp_path: P
         options = priced_options(tmp_path, config, server.url, cost_limit=4.0, workers=3)
         summary = run_swebench(str(dataset), "test", options)
     assert_four_dollars(server, summary)
+
+
+@pytest.mark.parametrize("prices", [{}, {"gpt-test": {"input": 0.01, "output": 0.0}}], ids=["unpriced", "cheap"])
+def test_the_batch_log_says_an_instances_cost_as_the_console_does(tmp_path: Path, prices: dict[str, Any]) -> None:
+    """swebench.log said `cost 0.0000` for a model without a price (its cost unknown, not nothing) and rounded a cost
+    under $0.0001 to nothing; everywhere else it is `unpriced`, or dollars as errors.usd shows them."""
+    dataset, rows = build_dataset(tmp_path / "data", 1)
+    config = write_config(tmp_path / "c.yaml", max_format_errors=1)
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "model": {"prices": prices}}))
+    with OpenAIServer(replies=["no action in this reply"]) as server:
+        options = BatchOptions(
+            model="gpt-test", output=tmp_path / "out", environment="local", config_files=[config], base_url=server.url
+        )
+        run_swebench(str(dataset), "test", options)
+    cost = yaml.safe_load((options.output / "exit_statuses.yaml").read_text())["instances"][rows[0]["instance_id"]]
+    assert (0 < cost["cost"] < 1e-4) if prices else cost["cost"] == 0
+    said = f"cost {usd(cost['cost'])}" if prices else "cost unpriced"
+    line = next(line for line in (options.output / "swebench.log").read_text().splitlines() if "patch lines" in line)
+    assert f"({said}, 0 patch lines)" in line and said != "cost $0.0000", line

@@ -214,7 +214,7 @@ def test_missing_image_is_an_environment_error_retried_on_the_next_run(
     assert f"/testbed is not a git repository with a commit (image: {BASE_IMAGE})" in line
     assert "llm-ide-test/never-built:1 not found locally" in (output / "demo__gone-1" / "demo__gone-1.log").read_text()
     batch_log = (output / "swebench.log").read_text()
-    assert "WARNING demo__gone-1: environment_error (cost 0.0000, 0 patch lines): " in batch_log
+    assert "WARNING demo__gone-1: environment_error (cost $0.0000, 0 patch lines): " in batch_log
     assert batch_log.count("llm-ide-test/never-built:1 not found locally") == 2  # once per run
 
     assert result.stderr.splitlines()[-1] == f"every instance failed (reasons above and in {output / 'swebench.log'})"

@@ -257,7 +257,7 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     log = (tmp_path / "out" / "swebench.log").read_text()
     assert "demo__calc-1: submitted (node" in log.split("demo__text-1: cost_limit (node")[0]
     assert re.search(r"demo__text-1: cost_limit \(node \w+\): the shared cost limit is reached", log)
-    assert "global cost limit 4.00 reached (spent 4.0000, earlier runs in this folder included); 1 instance not" in log
+    assert "global cost limit $4.0000 reached (spent $4.0000, earlier runs in this folder included); 1 instance" in log
 
 
 def test_ctrl_c_ends_a_ray_tasks_silent_command_at_once_and_the_rerun_runs_it_again(tmp_path: Path) -> None:

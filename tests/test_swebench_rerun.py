@@ -102,7 +102,7 @@ def test_the_console_says_once_that_the_batchs_limit_left_instances_unstarted(tm
     assert ran.returncode == 0, said
     assert said.count("global cost limit") == 1 and "1 instance not started" in said and "batch:" not in said
     log = (tmp_path / "out" / "swebench.log").read_text()
-    assert "reached (spent 4.0000, earlier runs in this folder included); 1 instance not started" in log
+    assert "reached (spent $4.0000, earlier runs in this folder included); 1 instance not started" in log
 
 
 def ran_at_rising_limits(args: list[str], output: Path, row: dict) -> subprocess.CompletedProcess[str]:

@@ -17,8 +17,9 @@ from llm_ide.attempts.run import run_at_task
 from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
-from llm_ide.errors import EnvironmentFailure, ExitStatus, ending
+from llm_ide.errors import EnvironmentFailure, ExitStatus, ending, usd
 from llm_ide.keep import Keep
+from llm_ide.priced import has_price
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
@@ -200,7 +201,7 @@ def execute_instance(
             raise
         log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
         return Outcome(instance.instance_id, ending(interrupt)[0], cost=cost, steps=steps)
-    outcome = outcome_of(instance, options, result, steps)
+    outcome = outcome_of(instance, options, result, steps, has_price(options.model, settings.model.prices))
     if refused_at_once(outcome):  # nothing was done: the run's folder goes, and a rerun starts the instance anew
         shutil.rmtree(run_dir, ignore_errors=True)
         outcome.details.pop("trajectory", None)
@@ -220,7 +221,7 @@ def local_checkout(instance: Instance, options: BatchOptions, run_dir: Path) -> 
         raise
 
 
-def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int) -> Outcome:
+def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int, priced: bool) -> Outcome:
     stats = result.model_stats or {}
     trajectory = result.trajectory_path
     outcome = Outcome(
@@ -243,16 +244,17 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
         outcome.details["error"] = one_line(outcome.error)
     if outcome.exit_status == ExitStatus.COST_LIMIT and (apart := calls_apart(trajectory)):
         outcome.details["apart"] = apart  # (their calls, the run's work: never taken for one the batch refused)
-    log_outcome(outcome, f"cost {outcome.cost:.4f}, {outcome.patch.count(chr(10))} patch lines")
+    cost = usd(outcome.cost) if priced else "unpriced"  # (a model without a price: its cost unknown, not $0)
+    log_outcome(outcome, f"cost {cost}, {outcome.patch.count(chr(10))} patch lines")
     return outcome
 
 
 def log_not_started(limit: float, spent: float, count: int) -> None:
     """In the batch's log, while it is open (the console says it its own way)."""
     log.warning(
-        "batch: global cost limit %.2f reached (spent %.4f, earlier runs in this folder included); %d instance%s not "
+        "batch: global cost limit %s reached (spent %s, earlier runs in this folder included); %d instance%s not "
         "started",
-        *(limit, spent, count, "s" * (count != 1)),
+        *(usd(limit), usd(spent), count, "s" * (count != 1)),
     )
 
 
