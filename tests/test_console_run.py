@@ -59,6 +59,8 @@ def test_each_step_shows_its_reasoning_and_the_cost_so_far(tmp_path: Path) -> No
     assert lines[step + 1] == f"         {FIRST_THOUGHT}"  # the reasoning, under its action
     assert lines[step + 2].startswith("         → ") and re.search(r"\$0\.\d{4}$", lines[step + 2])
     assert "has no price" not in result.stderr and "unpriced" not in result.stdout
+    logged = [line for line in (tmp_path / "out" / "t.log").read_text().splitlines() if ": step " in line]
+    assert logged and all(re.search(r"\(cost \$0\.\d{4}\)$", line) for line in logged), logged
     assert re.search(r"submitted after \d+ model calls, \d+\+\d+ tokens, \$0\.\d{4}$", result.stdout, re.M)
 
 
@@ -74,6 +76,8 @@ def test_an_unpriced_model_is_shown_unpriced_with_its_tokens_and_warned_about_on
     assert totals == sorted(totals) and totals[0] > 0  # the run's tokens so far, growing
     assert re.search(r"submitted after \d+ model calls, \d+\+\d+ tokens, unpriced$", result.stdout, re.M)
     assert FIRST_THOUGHT not in result.stdout  # --no-thoughts
+    logged = [line for line in (tmp_path / "out" / "t.log").read_text().splitlines() if ": step " in line]
+    assert logged and all(line.endswith("(cost unpriced)") for line in logged), logged  # (it said `cost 0.0000`)
 
     page = tmp_path / "page.html"  # the inspector's page says so too: no $0, no cost chart
     assert run(["inspect", str(tmp_path / "out" / "t.traj.json"), "--html", str(page)]).returncode == 0

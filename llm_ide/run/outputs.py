@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import ExitStatus, status_of
+from llm_ide.errors import ExitStatus, status_of, usd
+from llm_ide.priced import has_price
 from llm_ide.run.checkpoint import prune
 from llm_ide.run.salvage import ensure_output, recreate_output, sqlite_path
 from llm_ide.run.thread import Thread
@@ -136,6 +137,7 @@ class RunOutputs:
     def _stream(self, states: Iterator[dict[str, Any]], ctx: AgentContext) -> None:
         checkpoints = ctx.settings.checkpoint
         prune_every = 0 if checkpoints.keep_history else checkpoints.prune_every
+        priced = has_price(ctx.model.name, ctx.settings.model.prices)  # else its cost is unknown, not $0
         for state in states:
             ensure_output(self.recorder.path.parent)
             if "__interrupt__" in state:
@@ -156,7 +158,7 @@ class RunOutputs:
             action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
             done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
             self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
-            log.info("step %d: %s (cost %.4f)", self.steps, action, cost)
+            log.info("step %d: %s (cost %s)", self.steps, action, usd(cost) if priced else "unpriced")
 
     def tell_failed(self, operations: list[Any]) -> None:
         """The operation before the latest, told when its verdict (which came with the latest) made it a failed
