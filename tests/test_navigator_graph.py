@@ -398,3 +398,21 @@ def test_a_navigators_usage_of_before_reads_its_cache_reads(key: str) -> None:
     """A record, checkpoint or server answer of before (`cached_tokens`) reads the same."""
     usage = NavigatorUsage.model_validate({"api_calls": 1, key: 7})
     assert usage.cache_read_tokens == 7 and NavigatorUsage(**usage.model_dump()) == usage
+
+
+def test_a_navigator_call_whose_stream_was_cut_is_in_its_usage_and_its_calls(tmp_path: Path) -> None:
+    """The navigator's plan streamed in part, cut by a dying server, then asked again: the provider bills the cut one
+    too, and the run's budget was charged with it, but the navigator's usage and calls (the trajectory's, the
+    console's `its navigator: …`) counted the retried reply alone."""
+    with OpenAIServer(replies=[Reply(text=PLAN[1], cut=3), PRICED_PLAN]) as server:
+        args = priced_navigator_run(tmp_path, server.url)
+        config = yaml.safe_load((tmp_path / "nav.yaml").read_text())
+        config["model"] |= {"stream": True, "retry_base_delay": 0.0, "max_retries": 1}
+        (tmp_path / "nav.yaml").write_text(yaml.safe_dump(config))
+        done = invoke("run", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(server.requests) == 2
+    record = json.loads((tmp_path / "runs" / "t" / "t.traj.json").read_text())["info"]["navigator"]
+    assert [call.get("finish_reason") for call in record["calls"]] == ["cut", None]
+    assert record["usage"]["api_calls"] == 2 and record["usage"]["cost"] > 1.0
+    assert record["usage"]["cost"] == pytest.approx(sum(call["cost"] for call in record["calls"]))

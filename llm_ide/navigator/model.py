@@ -91,7 +91,7 @@ class ModelNavigator:
         policy: CallPolicy | None = None,
     ) -> None:
         self.ctx = AgentContext(settings=settings, model=model, codebase=codebase)  # its own, isolated
-        self.policy = (policy or CallPolicy()).recording(None)  # the run's budget; its calls recorded here
+        self.policy = (policy or CallPolicy()).recording(self._spent_on)  # the run's budget; its calls recorded here
         self.config = settings.navigator
         self.templates = load_templates(self.config.prompts)
         self.task = task
@@ -260,7 +260,7 @@ class ModelNavigator:
         index = self.usage.api_calls
         try:
             with request_cancel(self.abandoned):  # a reply not begun yet is dropped too, its connection closed
-                reply, call = self.policy.call(
+                reply, _ = self.policy.call(
                     self.ctx.model, messages, kind=f"navigator_{kind}", deadline=deadline, index=index
                 )
         except ModelTimeLimit as error:
@@ -273,17 +273,21 @@ class ModelNavigator:
             if self.abandoned.is_set():
                 raise NavigatorAbandoned("navigator: the request's client gave up; its answer was cut short") from None
             raise
+        return reply.text
+
+    def _spent_on(self, call: dict[str, Any]) -> None:
+        """A call the policy recorded, counted in the usage and kept: each reply, and each request paid without one
+        (a stream cut, then asked again)."""
         self.usage = NavigatorUsage(
             api_calls=self.usage.api_calls + 1,
-            input_tokens=self.usage.input_tokens + reply.input_tokens,
-            cache_read_tokens=self.usage.cache_read_tokens + reply.cache_read_tokens,
-            output_tokens=self.usage.output_tokens + reply.output_tokens,
-            cost=self.usage.cost + reply.cost,
+            input_tokens=self.usage.input_tokens + call["prompt_tokens"],
+            cache_read_tokens=self.usage.cache_read_tokens + call["cache_read_tokens"],
+            output_tokens=self.usage.output_tokens + call["response_tokens"],
+            cost=self.usage.cost + call["cost"],
         )
         self.calls.append({key: value for key, value in call.items() if key != "prompt"})
         if self.record_call is not None:
             self.record_call(call)
-        return reply.text
 
     def _spent(self, before: NavigatorUsage) -> NavigatorUsage:
         now = self.usage
