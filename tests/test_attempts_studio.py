@@ -221,6 +221,21 @@ def test_an_output_that_is_a_file_ends_the_served_run_in_one_line(tmp_path: Path
     assert (tmp_path / "file").read_text() == "mine\n" and worktrees(repo) == [str(repo.resolve())]
 
 
+def test_an_output_named_as_a_json_file_ends_the_served_run_in_one_line(tmp_path: Path) -> None:
+    """As `llm-ide run -o x.json` refuses it (mini-swe-agent's -o is the trajectory file): was taken as a folder."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    output = tmp_path / "last.traj.json"
+    config = {"environment": {"tools": []}, "attempts": {"max": 2}}
+    final = served({"task": TASK, "repo": str(repo), "model": model, "output": str(output), "config": config}, "named")
+    assert (final["exit_status"], final["error"]) == (
+        "error",
+        f"the graph input's `output` {output}: the graph input's `output` is the run's output folder (mini-swe-agent's "
+        "-o is the trajectory file); give a folder: the trajectory is <folder>/named.traj.json",
+    )
+    assert not output.exists() and worktrees(repo) == [str(repo.resolve())]
+
+
 def running(mark: Path) -> list[str]:
     """The processes whose command line names `mark`."""
     found = []

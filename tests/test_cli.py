@@ -165,7 +165,7 @@ def test_run_refuses_minis_trajectory_file_as_its_output_folder(tmp_path: Path, 
     args = ["run", "-t", "make b", "-m", model, "-c", str(no_tools(tmp_path)), "--thread-id", "T"]
     refused = invoke(*args, *given, cwd=repo)
     folder = given[-1].rpartition("=")[2]
-    said = f"error: -o {folder}: -o is the run's output folder (mini-swe-agent's is the trajectory file); give a folder"
+    said = f"error: -o {folder}: -o is the run's output folder (mini-swe-agent's -o is the trajectory file); give a"
     assert (refused.returncode, refused.stderr.count("\n")) == (2, 1) and refused.stderr.startswith(said)
     assert "<folder>/T.traj.json" in refused.stderr and not (repo / folder).exists() and not (repo / "b.py").exists()
     (repo / folder).mkdir(parents=True)

@@ -220,6 +220,29 @@ def test_the_python_api_says_which_argument_is_missing_or_unknown(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("output", ["last.traj.json", Path("out/run.json")])
+@pytest.mark.parametrize("door", [run_task, run_attempts])
+def test_the_python_api_refuses_minis_trajectory_file_as_its_output_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, door: Any, output: str | Path
+) -> None:
+    """As `llm-ide run -o x.json` (tests/test_cli.py): was taken, a folder `last.traj.json/` of the run's files made.
+    Now the same one line, nothing made; a folder that is there, whatever its name, is taken."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    monkeypatch.chdir(tmp_path)
+    model = write_script(tmp_path / "s.yaml", FIX_SCRIPT)
+    run = {"model": model, "settings": load_config(environment={"tools": []}), "repo": repo, "run_id": "r"}
+    with pytest.raises(UsageError) as raised:
+        door("Fix Cart.total.", output_dir=output, **run)
+    assert str(raised.value) == (
+        f"`output_dir` {output}: `output_dir` is the run's output folder (mini-swe-agent's -o is the trajectory "
+        "file); give a folder: the trajectory is <folder>/r.traj.json"
+    )
+    assert not Path(output).exists() and not Path("out").exists()
+    Path(output).mkdir(parents=True)
+    result = door("Fix Cart.total.", output_dir=output, **run)
+    assert result.exit_status == "submitted" and (Path(output) / "r.traj.json").is_file()
+
+
 @pytest.mark.parametrize("listener", ["on_event", "on_model_call", "on_command"])
 def test_a_listener_that_raises_ends_the_run_error_saved_and_one_at_the_end_reaches_the_caller(
     tmp_path: Path, listener: str

@@ -29,7 +29,7 @@ from llm_ide.run.preflight import preflight
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners, RunEvent
 from llm_ide.run.stopping import Commands
-from llm_ide.run.thread import refuse_a_file
+from llm_ide.run.thread import refuse_a_file, refuse_a_json_name
 from llm_ide.run.trajectory import CallLog
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 from llm_ide.workspace.worktrees import git_worktree
@@ -190,6 +190,7 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
         base_url=state.get("base_url"),
     )
     refuse_a_file(request.output_dir, "the graph input's `output`")
+    refuse_a_json_name(request.output_dir, request.run_id, "the graph input's `output`")
     variants = compose(request.settings)
     preflight(
         request.model, request.settings, base_url=request.base_url, repo=request.repo, variants=variants, attempted=True

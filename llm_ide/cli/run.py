@@ -148,11 +148,10 @@ def thread_and_task(
 def output_folder(output: Path | None, run_id: str) -> Path:
     """`--output`/`-o`: the run's folder; a name of a JSON file (mini-swe-agent's `-o`, its trajectory file) is
     refused, where it became a folder of that name."""
-    if output is not None and output.suffix == ".json" and not output.is_dir():
-        raise fail(
-            f"-o {output}: -o is the run's output folder (mini-swe-agent's is the trajectory file); give a folder: "
-            f"the trajectory is <folder>/{run_id}.traj.json"
-        )
+    from llm_ide.run.thread import refuse_a_json_name
+
+    if output is not None:
+        refuse_a_json_name(output, run_id, "-o")
     return output or Path("runs") / run_id
 
 

@@ -18,6 +18,7 @@ from llm_ide.errors import UsageError
 from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
 from llm_ide.run.preflight import preflight
+from llm_ide.run.thread import refuse_a_json_name
 from llm_ide.settings import AgentSettings, CoreSettings
 from llm_ide.variant import Variant
 
@@ -118,6 +119,7 @@ def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     if wrong:
         raise UsageError(f"the run's {'; '.join(wrong)}")
     paths = {name: Path(values[name]) for name in ("output_dir", "repo") if values.get(name) is not None}
+    refuse_a_json_name(paths["output_dir"], values["run_id"], "`output_dir`")
     variants, lessons = tuple(values.pop("variants")), tuple(map(str, values.pop("carried_lessons")))
     values["environment"] = imaged_environment(values.get("environment"), values.get("image"))
     return RunRequest(**{**values, **paths, "variants": variants, "carried_lessons": lessons})

@@ -40,6 +40,16 @@ def refuse_a_file(folder: Path, option: str = "output folder") -> None:
         raise UsageError(f"{option} {folder}: {said} is a file, not a folder: give a folder (it is created if missing)")
 
 
+def refuse_a_json_name(folder: Path, run_id: str, option: str) -> None:
+    """A run's output folder named as a JSON file (mini-swe-agent's `-o` is its trajectory file) is a usage error, where
+    it became a folder of that name; an existing folder of that name is taken."""
+    if folder.suffix == ".json" and not folder.is_dir():
+        raise UsageError(
+            f"{option} {folder}: {option} is the run's output folder (mini-swe-agent's -o is the trajectory file); "
+            f"give a folder: the trajectory is <folder>/{run_id}.traj.json"
+        )
+
+
 def check_run_id(run_id: str) -> None:
     """A thread id that cannot name the run's files (an empty one too) is a usage error."""
     if not RUN_ID.fullmatch(run_id):
