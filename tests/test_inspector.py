@@ -279,7 +279,6 @@ def test_lanes_keep_the_branch_that_goes_on_straight_and_never_cross_a_node(
             ["inspect", "{traj}", "--html", "{file}/pages/x.html"],
             "error: cannot write the page {file}/pages/x.html: {file} is a file, not a folder",
         ),
-        (["inspect", "{traj}", "--html", "{folder}"], "error: cannot write the page {folder}: Is a directory"),
         (
             ["inspect", "{traj}", "--html", "/proc/llm-ide/x.html"],
             "error: cannot write the page /proc/llm-ide/x.html: No such file or directory",
@@ -305,6 +304,24 @@ def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message:
         (names["pair"] / name).write_text(names["planner"].read_text())
     result = cli(*[a.format(**names) for a in args])
     assert (result.returncode, result.stderr.strip()) == (2, message.format(**names))
+
+
+@pytest.mark.parametrize(
+    ("out", "page"), [("pages", "pages/a.html"), ("pages/x.html", "pages/x.html"), ("new.html", "new.html")]
+)
+def test_inspect_html_into_a_folder_writes_the_page_named_after_the_run_in_it(
+    tmp_path: Path, out: str, page: str
+) -> None:
+    """`--html FOLDER` was "cannot write the page FOLDER: Is a directory": a folder now takes `<run id>.html`."""
+    usage = dict.fromkeys(("api_calls", "input_tokens", "output_tokens", "cost"), 0)
+    trajectory = tmp_path / "runs" / "a.traj.json"
+    trajectory.parent.mkdir()
+    trajectory.write_text(json.dumps({"format": "llm-ide-1", "operations": [], "info": {"model_stats": usage}}))
+    (tmp_path / "pages").mkdir()
+    result = cli("inspect", str(trajectory), "--html", str(tmp_path / out))
+    assert result.returncode == 0 and f"→ {tmp_path / page} (" in result.stdout, result.stderr
+    in_pages = [Path(page).name] if page.startswith("pages/") else []
+    assert "<html" in (tmp_path / page).read_text() and [p.name for p in (tmp_path / "pages").iterdir()] == in_pages
 
 
 def corrupt(data: dict, where: str, value: object) -> None:

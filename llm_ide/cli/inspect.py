@@ -26,7 +26,10 @@ MAX_NAMED = 5  # trajectories a folder of several runs names
 Trajectory = Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")]
 Page = Annotated[
     Path | None,
-    typer.Argument(help="With --html: the page to write.", show_default="<run id>.html beside the trajectory"),
+    typer.Argument(
+        help="With --html: the page to write; a folder: <run id>.html in it.",
+        show_default="<run id>.html beside the trajectory",
+    ),
 ]
 Html = Annotated[bool, typer.Option("--html", help="Write a self-contained HTML inspector page.", show_default="off")]
 Full = Annotated[

@@ -15,7 +15,11 @@ from llm_ide.terminal import plural
 
 
 def html_page_path(trajectory: Path, out: Path | None) -> Path:
-    return out or trajectory.with_name(trajectory.name.removesuffix(".traj.json") + ".html")
+    """`out`; a folder: the page named after the run in it; none: beside the trajectory."""
+    named = trajectory.name.removesuffix(".traj.json") + ".html"
+    if out is None:
+        return trajectory.with_name(named)
+    return out / named if out.is_dir() else out
 
 
 def write_inspector_page(trajectory: Path, out: Path | None) -> None:
