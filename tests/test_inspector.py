@@ -324,6 +324,21 @@ def test_inspect_html_into_a_folder_writes_the_page_named_after_the_run_in_it(
     assert "<html" in (tmp_path / page).read_text() and [p.name for p in (tmp_path / "pages").iterdir()] == in_pages
 
 
+def test_inspect_of_a_demo_folder_shows_its_run(demo_run: tuple[dict, Path], tmp_path: Path) -> None:
+    """`llm-ide inspect D` of `llm-ide demo --output D` said "D is a folder without a trajectory: give a run's
+    (D/<thread id>.traj.json)", no such file: the demo's is D/run/demo.traj.json. A folder of runs, one level down,
+    names them as paths in it."""
+    folder = demo_run[1].parent / "d"
+    shown = cli("inspect", str(folder))
+    assert shown.returncode == 0 and shown.stdout.startswith("demo: submitted"), shown.stderr
+    for name in ("x", "y"):
+        (tmp_path / name).mkdir()
+        shutil.copy(folder / "run" / "demo.traj.json", tmp_path / name / f"{name}.traj.json")
+    several = cli("inspect", str(tmp_path))
+    said = f"error: {tmp_path} holds 2 runs' trajectories (x/x.traj.json, y/y.traj.json): give one"
+    assert (several.returncode, several.stderr.strip()) == (2, said)
+
+
 def corrupt(data: dict, where: str, value: object) -> None:
     """`value` at `where` (`info.model_stats`, `operations.1.parent_id`, …); `DELETE` removes the key."""
     *path, last = where.split(".")

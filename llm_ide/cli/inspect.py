@@ -23,7 +23,13 @@ PIPED_WIDTH = 1_000_000  # piped output is not cut to a terminal's width
 NOT_ENDED = "not ended (still running, or killed)"  # a trajectory written before its run's end
 MAX_NAMED = 5  # trajectories a folder of several runs names
 
-Trajectory = Annotated[Path, typer.Argument(help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html).")]
+Trajectory = Annotated[
+    Path,
+    typer.Argument(
+        help="A <run id>.traj.json file (llm-ide, or mini-swe-agent with --html), or a folder holding one (or a folder "
+        "in it holding one: `llm-ide demo --output D`'s D)."
+    ),
+]
 Page = Annotated[
     Path | None,
     typer.Argument(
@@ -125,15 +131,16 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
 
 
 def run_trajectory(path: Path) -> Path:
-    """`path`, or the one trajectory of the run folder it names (`runs/<thread id>`)."""
+    """`path`, or the one trajectory of the run folder it names (`runs/<thread id>`), else of a folder in it (a demo's
+    `run/`, a batch's instances)."""
     if not path.is_dir():
         return path
     if (path / "run.json").is_file():  # a coop pair's: its planners' turns here, its agents' runs in agent<n>-run/
         runs = ", ".join(str(run) for run in sorted(path.glob("agent*-run"))) or "none has run yet"
         raise fail(f"{path} is a coop pair's folder: give one of its agents' runs ({runs})")
-    found = sorted(path.glob("*.traj.json"))
+    found = sorted(path.glob("*.traj.json")) or sorted(path.glob("*/*.traj.json"))
     if len(found) > 1:
-        names = ", ".join(trajectory.name for trajectory in found[:MAX_NAMED])
+        names = ", ".join(str(trajectory.relative_to(path)) for trajectory in found[:MAX_NAMED])
         more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
         raise fail(f"{path} holds {len(found)} runs' trajectories ({names}{more}): give one")
     if not found:
