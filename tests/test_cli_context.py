@@ -37,6 +37,7 @@ def context_in_process(cwd: Path, *args: str, monkeypatch: pytest.MonkeyPatch) -
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "box.py").write_bytes(BOX)
+    (tmp_path / "pkg" / "empty.py").write_bytes(b"")
     return tmp_path
 
 
@@ -62,7 +63,6 @@ def test_lines_option_prints_the_exact_format(repo: Path) -> None:
     [
         ("9,12-14,20", [1, 6, 7, 8, 9], "… pkg/box.py has 10 lines: 12-14,20 left out\n"),
         ("10", [1, 6, 7, 10], ""),
-        ("11", [], ""),
     ],
 )
 def test_lines_past_the_end_are_said_on_stderr(repo: Path, lines: str, rows: list[int], note: str) -> None:
@@ -70,7 +70,13 @@ def test_lines_past_the_end_are_said_on_stderr(repo: Path, lines: str, rows: lis
     assert (result.returncode, result.stderr) == (0, note)
     shown = [int(line.split("\t")[0]) for line in result.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert shown == rows
-    assert ("none of the chosen lines exist: the file has 10 lines" in result.stdout) == (not rows)
+
+
+def test_lines_past_the_end_beside_a_whole_function_are_said_on_stderr(repo: Path) -> None:
+    """They were dropped unsaid (the function shown alone), where beside lines that exist they were said."""
+    result = context(repo, "pkg/box.py", "--lines", "12", "--whole-function", "Box.value")
+    assert (result.returncode, result.stderr) == (0, "… pkg/box.py has 10 lines: 12 left out\n")
+    assert "     4\t        return self._value" in result.stdout
 
 
 def test_whole_function_option_resolves_duplicates_by_the_given_lines(repo: Path) -> None:
@@ -133,7 +139,6 @@ def test_chunks_file_with_relative_absolute_and_missing_paths(
         (b"x = '\xff'\ny = 2\n", "1", "     1\tx = '\ufffd'\n"),
         (b"a\x0cb = 1\nc = 2\n", "2,7-9", "     2\tc = 2\n"),
         (b"\tif x:\n\t\ty\n", "2", "     1\t\tif x:\n     2\t\t\ty\n"),
-        (b"one\n", "5", "[none of the chosen lines exist: the file has 1 lines]\n"),
         (b"one\ntwo\n", "2-999999999999", "     2\ttwo\n"),
     ],
 )
@@ -159,6 +164,18 @@ def test_robustness_cases_exit_zero_and_show_the_lines_that_exist(
         ),
         (["pkg/box.py", "--lines", "0"], "error: malformed line spec '0': lines start at 1 and ranges go upwards (0)"),
         (["pkg/box.py", "--lines", ""], "error: malformed line spec '': expected numbers and ranges like 12,40-45"),
+        (  # it was exit 0, a note on stdout: nothing of what was asked is there, as for a range that cannot be
+            ["pkg/box.py", "--lines", "11"],
+            "error: --lines 11: pkg/box.py has 10 lines (1-10): none of the lines asked for is there",
+        ),
+        (
+            ["pkg/box.py", "--lines", "12,100-200"],
+            "error: --lines 12,100-200: pkg/box.py has 10 lines (1-10): none of the lines asked for is there",
+        ),
+        (
+            ["pkg/empty.py", "--lines", "1"],
+            "error: --lines 1: pkg/empty.py is empty: none of the lines asked for is there",
+        ),
         (["pkg/missing.py", "--lines", "1"], "error: no such file: pkg/missing.py"),
         (["pkg/box.py", "--whole-function", "Box.nope"], "error: no definition named 'Box.nope' in pkg/box.py"),
         (["pkg/box.py"], "error: give --lines (e.g. 12,40-45) and/or --whole-function QUALNAME"),

@@ -88,11 +88,15 @@ def _chunk_from_options(view: CodeView, file: str | None, lines: str | None, who
         raise ValueError(said)
     if binary(Path(file)):
         raise ValueError(f"{file} is a binary file, not source code: nothing to render")
-    past = [number for number in numbers if number > view.line_count(file)]
-    if past and len(past) < len(numbers):  # (none there: the render says so)
+    count = view.line_count(file)
+    past = [number for number in numbers if number > count]
+    if past and len(past) == len(numbers) and whole_function is None:  # as a range that cannot be: nothing to show
+        said = f"{file} is empty" if count == 0 else f"{file} has {plural(count, 'line')} (1-{count})"
+        raise ValueError(f"--lines {lines}: {said}: none of the lines asked for is there")
+    if past:
         from llm_ide.inspector.load import line_ranges  # (the inspector's modules: not for `context --help`)
 
-        err_console.print(f"[dim]… {file} has {plural(view.line_count(file), 'line')}: {line_ranges(past)} left out[/]")
+        err_console.print(f"[dim]… {file} has {plural(count, 'line')}: {line_ranges(past)} left out[/]")
     if whole_function is None:
         return [Chunk(view.path(file), numbers)]
     scope = view.symbol_scope(file, whole_function, near=numbers[0] if numbers else None)
