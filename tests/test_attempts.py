@@ -156,6 +156,28 @@ def test_inspect_says_the_choice_as_the_run_said_it(tmp_path: Path) -> None:
     assert inspected.returncode == 0 and line in inspected.stdout, inspected.stdout
 
 
+def test_inspect_says_which_attempt_each_model_call_is_of(tmp_path: Path) -> None:
+    """The calls table of a run of attempts had no attempt column: its two `review` rows (and each attempt's `act`
+    rows) could not be told apart. The chooser's call, of them all, is `—`."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(
+        tmp_path / "scripts", [attempt_script(WRONG), attempt_script(RIGHT)], [review(3, "No."), review(4, "So so.")]
+    )
+    config = settings(max=2, choose="model")
+    result = run_attempts(TASK, model=model, settings=config, output_dir=tmp_path / "out", run_id="T", repo=repo)
+    inspected = invoke("inspect", str(result.trajectory_path))
+    assert inspected.returncode == 0, inspected.stderr
+    table = inspected.stdout.partition("┃ call")[2].splitlines()  # (the tree above draws │ too)
+    rows = [[cell.strip() for cell in line.split("│")[1:4]] for line in table if line.startswith("│")]
+    assert rows == [
+        *([str(n), "1", "act"] for n in range(3)),
+        *([str(n), "2", "act"] for n in range(3, 6)),
+        ["6", "1", "review"],
+        ["7", "2", "review"],
+        ["8", "—", "choose"],
+    ]
+
+
 def test_the_console_names_each_attempts_log_where_it_is(tmp_path: Path) -> None:
     """`--output out`: the console said `its log: attempt1/T-attempt1.log`, relative to the output folder, a path
     that is not there from where the command ran."""

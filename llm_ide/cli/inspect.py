@@ -208,14 +208,18 @@ def print_choice_and_messages(screen: Console, info: dict[str, Any]) -> None:
 
 
 def calls_table(calls: list[dict[str, Any]], priced: bool) -> Table:
-    """Each model call: its kind, prompt size, tokens and cost."""
+    """Each model call: its kind, prompt size, tokens and cost; in a run of attempts, the attempt it is of (— for the
+    chooser's, of them all)."""
     from rich.table import Table
 
-    table = Table("call", "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
+    attempted = any(call.get("attempt") for call in calls)
+    which = ["attempt"] if attempted else []
+    table = Table("call", *which, "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
     for position, call in enumerate(calls):
         cost = call.get("cost")
         table.add_row(
             str(call.get("index", position)),
+            *[str(call.get("attempt") or "—") for _ in which],
             str(call.get("kind", "?")),
             *(str(call.get(key, "?")) for key in ("prompt_chars", "prompt_tokens", "response_tokens")),
             money(cost, priced) if isinstance(cost, int | float) else "?",
