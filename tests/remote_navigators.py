@@ -10,7 +10,7 @@ from pathlib import Path
 from llm_ide.errors import ModelError
 from llm_ide.navigator.protocol import Decision, Guidance, NavigatorUsage, PermissionRequest, Review, ReviewRequest
 
-ONE_CALL = NavigatorUsage(api_calls=1, input_tokens=120, output_tokens=8, cost=0.0021)
+ONE_CALL = NavigatorUsage(api_calls=1, input_tokens=120, cache_read_tokens=90, output_tokens=8, cost=0.0021)
 
 
 class RulesNavigator:

@@ -303,6 +303,7 @@ class UsageBefore(BaseModel):
 
     calls: int = 0
     input_tokens: int = 0
+    cached_tokens: int = 0  # r94 named them `cache_read_tokens`
     output_tokens: int = 0
     cost: float = 0.0
 
@@ -315,6 +316,17 @@ def test_a_client_of_before_reads_the_calls_a_served_navigator_made(rules: str) 
     assert UsageBefore.model_validate(answer["usage"]).calls == 1
     assert NavigatorUsage.model_validate(answer["usage"]).api_calls == 1
     assert NavigatorUsage.model_validate(UsageBefore(calls=2).model_dump()).api_calls == 2  # a server of before
+
+
+def test_a_client_of_before_reads_the_cache_reads_of_a_served_navigator(rules: str) -> None:
+    """Before: a served navigator's answer said only `cache_read_tokens`, and a client of before (its
+    `cached_tokens`) read 0 tokens from the prompt cache."""
+    navigator = McpNavigator(rules)
+    answer = navigator._run(navigator._call("request_permission", {"action": "edit shop/cart.py"}), 60)
+    assert UsageBefore.model_validate(answer["usage"]).cached_tokens == 90
+    assert NavigatorUsage.model_validate(answer["usage"]).cache_read_tokens == 90
+    before = UsageBefore(cached_tokens=40).model_dump()  # a server of before
+    assert NavigatorUsage.model_validate(before).cache_read_tokens == 40
 
 
 def test_a_served_navigator_that_does_not_answer_in_time_gets_the_timeout_decision(

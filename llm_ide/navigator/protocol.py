@@ -15,8 +15,8 @@ TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"
 
 
 class NavigatorUsage(BaseModel):
-    """A navigator's model usage, named as the driver's is: `api_calls` (a record or server of before: `calls`, which
-    is written too, for a reader of before), `cache_read_tokens` (of before: `cached_tokens`)."""
+    """A navigator's model usage, named as the driver's is: `api_calls` (a record or server of before: `calls`),
+    `cache_read_tokens` (of before: `cached_tokens`); the names of before are written too, for a reader of before."""
 
     api_calls: int = Field(0, validation_alias=AliasChoices("api_calls", "calls"))
     input_tokens: int = 0
@@ -29,6 +29,12 @@ class NavigatorUsage(BaseModel):
     def calls(self) -> int:
         """`api_calls` under its name of before, written beside it: a client or reader of before reads them too."""
         return self.api_calls
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cached_tokens(self) -> int:
+        """`cache_read_tokens` under its name of before, written beside it."""
+        return self.cache_read_tokens
 
 
 class PermissionRequest(BaseModel):
