@@ -3,6 +3,8 @@ guidance, its calls, tokens and cost (apart from the driver's), its turns; and t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from llm_ide.errors import TurnLimit, ended
@@ -67,6 +69,24 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
         record["calls"] += drain()
     if by != "model" and ctx.cost_budget is not None:  # a model navigator's calls are charged as they are made
         ctx.cost_budget.add(usage.cost)
+
+
+@contextmanager
+def saved_if_cut(ctx: AgentContext, record: dict[str, Any]) -> Iterator[None]:
+    """A node's turn with the navigator: an error that cuts it carries the update the node owes (`unsaved`: the record
+    with the calls the navigator made so far, in its usage, turns and calls), which the run saves as it ends."""
+    try:
+        yield
+    except Exception as error:
+        navigator: Any = navigator_of(ctx)
+        usage: NavigatorUsage | None = getattr(navigator, "usage", None)
+        before = NavigatorUsage(**record["usage"])
+        if usage is not None and usage.api_calls > before.api_calls:
+            record["usage"] = usage.model_dump()
+            record["turns"] += usage.api_calls - before.api_calls
+        record["calls"] += navigator.drain() if hasattr(navigator, "drain") else []
+        error.unsaved = {"navigator": record}  # type: ignore[attr-defined]
+        raise
 
 
 def turn_limit(ctx: AgentContext, state: AgentState, record: dict[str, Any], review: bool) -> str:

@@ -209,6 +209,7 @@ class Stream:
             raise
         except Exception as error:
             self.count_time()
+            self.save_unsaved(error)
             lost = not outputs.recorder.path.parent.is_dir()  # what failed was a write into the deleted folder
             status, outputs.info["error"] = ending(OutputFolderLost(folder_lost(request.output_dir)) if lost else error)
             log.log(logging.ERROR, "%s: %s", status, error, exc_info=not isinstance(error, LlmIdeError) and not lost)
@@ -226,6 +227,20 @@ class Stream:
         if self.ctx is not None:
             since = time.monotonic() - self.ctx.clock.mark
             self.outputs.info["elapsed"] = round(self.outputs.values.get("elapsed", 0.0) + since, 3)
+
+    def save_unsaved(self, error: BaseException) -> None:
+        """The update the node an error cut short owes (its `unsaved`: what it spent), saved in the state: its
+        checkpoint and trajectory; the thread's next step stays next."""
+        update = getattr(error, "unsaved", None)
+        if not update:
+            return
+        self.outputs.values.update(update)
+        graph, config = self.thread.graph, {"configurable": {"thread_id": self.driver.request.run_id}}
+        try:
+            goto = list(graph.get_state(config).next)
+            graph.update_state(config, Command(update=update, goto=goto), as_node=ENDING)
+        except Exception as failure:  # the checkpoint's database lost: the trajectory still holds it
+            log.error("what the step spent is not in its checkpoint: %s", failure)
 
     def open(self) -> tuple[Any, str | None]:
         request, thread = self.driver.request, self.thread

@@ -9,7 +9,7 @@ from typing import Any
 
 from llm_ide import verdict
 from llm_ide.navigator.protocol import NavigatorTimeout, Review, ReviewRequest
-from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
+from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, saved_if_cut, spend, turn_limit
 from llm_ide.prompting import render_string
 from llm_ide.state.graph_state import AgentState
 from llm_ide.state.operations import OperationNode
@@ -38,7 +38,8 @@ def review(ctx: AgentContext, state: AgentState, node: OperationNode, record: di
     config = ctx.settings.navigator
     summary = str(node.action_params.get("summary") or node.thought)
     record["rounds"] += 1
-    result = ask_review(ctx, ReviewRequest(patch=current_patch(ctx, state), summary=summary), record["rounds"])
+    with saved_if_cut(ctx, record):
+        result = ask_review(ctx, ReviewRequest(patch=current_patch(ctx, state), summary=summary), record["rounds"])
     spend(ctx, record, result.usage, result.by)
     done = state.get("n_operations", 0)  # the steps done: this one is done + 1, as the console numbers it
     entry = {"round": record["rounds"], "passed": result.passed, "comment": result.comment, "by": result.by}
@@ -70,7 +71,8 @@ def consult(ctx: AgentContext, state: AgentState, node: OperationNode) -> Action
         return review(ctx, state, node, record)
     question = str(node.action_params.get("question") or node.thought)
     try:
-        guidance = navigator_of(ctx).request_guidance(question)
+        with saved_if_cut(ctx, record):
+            guidance = navigator_of(ctx).request_guidance(question)
         answer, by, usage = guidance.answer, guidance.by, guidance.usage
     except NavigatorTimeout as error:
         answer, by, usage = str(error), "timeout", None

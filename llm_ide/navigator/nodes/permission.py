@@ -11,7 +11,7 @@ from llm_ide.conversation import params_text
 from llm_ide.navigator.gate import diff_preview, gated
 from llm_ide.navigator.nodes.consult import review
 from llm_ide.navigator.protocol import NavigatorTimeout, PermissionRequest
-from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, spend, turn_limit
+from llm_ide.navigator.records import end, navigator_of, on_timeout, record_of, saved_if_cut, spend, turn_limit
 from llm_ide.nodes.render_context import code_context_text
 from llm_ide.prompting import render_string, truncate
 from llm_ide.state.graph_state import AgentState
@@ -59,7 +59,8 @@ def permission(ctx: AgentContext, state: AgentState, node: OperationNode, run: A
         return run(node)
     request = permission_request(ctx, state, node)
     try:
-        decision = navigator_of(ctx).request_permission(request)
+        with saved_if_cut(ctx, record):
+            decision = navigator_of(ctx).request_permission(request)
     except NavigatorTimeout as error:
         decision = on_timeout(ctx, error)
     spend(ctx, record, decision.usage, decision.by)

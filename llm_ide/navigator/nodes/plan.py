@@ -4,7 +4,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from llm_ide.navigator.records import end, navigator_of, record_of, spend, turn_limit
+from llm_ide.navigator.records import end, navigator_of, record_of, saved_if_cut, spend, turn_limit
 from llm_ide.state.graph_state import AgentState
 from llm_ide.variant import AgentContext
 
@@ -21,7 +21,8 @@ def plan(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         return {"plan": "", "navigator": record}
     if reason := turn_limit(ctx, state, record, review=False):
         return end(record, reason)
-    result = navigator.plan(state["task"])
+    with saved_if_cut(ctx, record):
+        result = navigator.plan(state["task"])
     spend(ctx, record, result.usage, result.by)
     record["plan"] = result.text
     return {"plan": result.text, "navigator": record}

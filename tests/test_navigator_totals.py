@@ -1,0 +1,49 @@
+"""A run's totals count every call its navigator paid for, however the run ends: an error in the navigator's node, a
+call cut short. Real runs (`llm-ide run`), the scripted model or a model on loopback HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, reflect, write_script
+from conftest import make_git_repo
+from in_process import invoke
+
+from llm_ide.inspector.load import load_run
+from llm_ide.run.trajectory import load_trajectory
+
+VIEW = '<view>{"path": "shop/cart.py"}</view>'
+PLAN = "<plan>1. In Cart.total multiply price by quantity.</plan>"
+DRIVER = [CART_FIX, reflect(False, "fixed"), CART_SUBMIT]
+
+
+def navigator_run(tmp_path: Path, navigator: list[str], driver: list[str]) -> list[str]:
+    """`run`'s arguments: the buggy repository, a scripted driver and a scripted model navigator, thread `t`."""
+    if not (tmp_path / "repo").exists():
+        make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    nav = {"mode": "model", "model": write_script(tmp_path / "nav.yaml", navigator), "gate": []}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav}))
+    task = ["--task", "Cart.total ignores quantities.", "--thread-id", "t"]
+    return ["--repo", "repo", *task, "--model", write_script(tmp_path / "s1.yaml", driver), "-c", "config.yaml"]
+
+
+def test_a_run_its_navigator_ended_in_an_error_counts_the_calls_it_made(tmp_path: Path) -> None:
+    """The navigator's script ran out as it planned, after 2 calls: the run ended `error after 0 model calls, 0+0
+    tokens` alone, its trajectory without `info.navigator` (the plan node's update lost with its error), so neither
+    the last line nor the inspector counted them; resumed, its state had not kept them either."""
+    done = invoke("run", *navigator_run(tmp_path, [VIEW, VIEW], DRIVER), cwd=tmp_path)
+    said = done.stdout + done.stderr
+    assert "error after 0 model calls, 0+0 tokens, $0.0000; its navigator: 2 model calls" in said, said
+    path = tmp_path / "runs" / "t" / "t.traj.json"
+    record = load_trajectory(path)["info"]["navigator"]
+    assert (record["usage"]["api_calls"], record["turns"], len(record["calls"])) == (2, 2, 2)
+    view = load_run(path).navigator
+    assert view is not None and view.calls == 2
+
+    again = invoke("run", *navigator_run(tmp_path, [VIEW, VIEW, PLAN], DRIVER), cwd=tmp_path)  # goes on from its state
+    info = load_trajectory(path)["info"]
+    assert info["exit_status"] == "submitted", again.stdout + again.stderr
+    record = info["navigator"]
+    assert record["plan"].startswith("1. In Cart.total"), again.stdout + again.stderr
+    assert record["usage"]["api_calls"] == len(record["calls"]) == 2 + 3  # the plan asked again: 3 calls more
