@@ -3,14 +3,20 @@ call cut short. Real runs (`llm-ide run`), the scripted model or a model on loop
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
+import pytest
 import yaml
 from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, reflect, write_script
 from conftest import make_git_repo
 from in_process import invoke
+from openai_server import OpenAIServer, Reply
 
+from llm_ide.calls import CallProgress
+from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
+from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
 VIEW = '<view>{"path": "shop/cart.py"}</view>'
@@ -47,3 +53,43 @@ def test_a_run_its_navigator_ended_in_an_error_counts_the_calls_it_made(tmp_path
     record = info["navigator"]
     assert record["plan"].startswith("1. In Cart.total"), again.stdout + again.stderr
     assert record["usage"]["api_calls"] == len(record["calls"]) == 2 + 3  # the plan asked again: 3 calls more
+
+
+class Stop:
+    """A listener that stops the call (a Ctrl-C) once the reply's third piece is in."""
+
+    def __init__(self) -> None:
+        self.pieces = 0
+
+    def __call__(self, progress: CallProgress) -> None:
+        self.pieces += progress.kind == "text"
+        if self.pieces == 3 and progress.kind == "text":
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("how", ["interrupted", "cut"])
+def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Path, how: str) -> None:
+    """Ctrl-C as the navigator's plan streamed in, or its server dying mid-stream (no retry left): the part it paid for
+    reached its usage and the run's budget, but not the record the run saves, so the trajectory's `info.navigator`
+    had no call at all."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    words = f"{PLAN} " + "and then more words " * 20
+    reply = Reply(text=words, pace=0.01) if how == "interrupted" else Reply(text=words, cut=3)
+    with OpenAIServer(replies=[reply]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"navigator-test": {"input": 1000.0, "output": 0.0}}
+        model = {"stream": True, "max_retries": 0, "prices": prices}
+        settings = load_config("default", environment={"tools": []}, navigator=nav, model=model)
+        with pytest.raises(KeyboardInterrupt) if how == "interrupted" else nullcontext():
+            run_task(
+                "Cart.total ignores quantities.",
+                model=write_script(tmp_path / "driver.yaml", DRIVER),
+                settings=settings,
+                output_dir=tmp_path / "out",
+                run_id="nav",
+                repo=tmp_path / "repo",
+                on_model_call=Stop() if how == "interrupted" else None,
+            )
+    record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
+    assert [call["finish_reason"] for call in record["calls"]] == [how]
+    assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0

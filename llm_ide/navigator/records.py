@@ -73,11 +73,12 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
 
 @contextmanager
 def saved_if_cut(ctx: AgentContext, record: dict[str, Any]) -> Iterator[None]:
-    """A node's turn with the navigator: an error that cuts it carries the update the node owes (`unsaved`: the record
-    with the calls the navigator made so far, in its usage, turns and calls), which the run saves as it ends."""
+    """A node's turn with the navigator: an error or Ctrl-C that cuts it carries the update the node owes (`unsaved`:
+    the record with the calls the navigator made so far, the paid part of one cut short too, in its usage, turns and
+    calls), which the run saves as it ends."""
     try:
         yield
-    except Exception as error:
+    except BaseException as error:
         navigator: Any = navigator_of(ctx)
         usage: NavigatorUsage | None = getattr(navigator, "usage", None)
         before = NavigatorUsage(**record["usage"])

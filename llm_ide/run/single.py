@@ -206,6 +206,7 @@ class Stream:
             status, outputs.info["error"] = ending(interrupt)
             log.warning("%s", outputs.info["error"])
             self.count_time()
+            self.save_unsaved(interrupt)
             raise
         except Exception as error:
             self.count_time()
@@ -229,7 +230,7 @@ class Stream:
             self.outputs.info["elapsed"] = round(self.outputs.values.get("elapsed", 0.0) + since, 3)
 
     def save_unsaved(self, error: BaseException) -> None:
-        """The update the node an error cut short owes (its `unsaved`: what it spent), saved in the state: its
+        """The update the node an error or Ctrl-C cut short owes (its `unsaved`: what it spent), saved in the state: its
         checkpoint and trajectory; the thread's next step stays next."""
         update = getattr(error, "unsaved", None)
         if not update:
