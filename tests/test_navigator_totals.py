@@ -93,3 +93,28 @@ def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Pa
     record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
     assert [call["finish_reason"] for call in record["calls"]] == [how]
     assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0
+
+
+def test_a_review_call_its_deadline_cut_short_is_in_the_navigators_usage(tmp_path: Path) -> None:
+    """The review's reply streamed in part, then its deadline passed: the run goes on (`timeout_decision`), the part
+    paid was kept in the record's calls but not counted in its usage (the timeout's answer has none)."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=[Reply(text="<pass>Fine as it is.</pass>", gate=str(tmp_path / "never"))]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": [], "plan": False}
+        nav |= {"review_on_submit": True, "review_timeout": 1.0, "timeout_decision": "allow"}
+        prices = {"navigator-test": {"input": 1000.0, "output": 0.0}}
+        model = {"stream": True, "max_retries": 0, "prices": prices}
+        settings = load_config("default", environment={"tools": []}, navigator=nav, model=model)
+        result = run_task(
+            "Cart.total ignores quantities.",
+            model=write_script(tmp_path / "driver.yaml", DRIVER),
+            settings=settings,
+            output_dir=tmp_path / "out",
+            run_id="nav",
+            repo=tmp_path / "repo",
+        )
+        (tmp_path / "never").touch()
+    assert result.exit_status == "submitted", result.error
+    record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
+    assert [review["by"] for review in record["reviews"]] == ["timeout"] and len(record["calls"]) == 1
+    assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0

@@ -64,11 +64,21 @@ def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: 
         cost=total.cost + usage.cost,
     ).model_dump()
     record["turns"] += usage.api_calls if by == "model" else 1
-    drain = getattr(navigator_of(ctx), "drain", None)
-    if drain is not None:
-        record["calls"] += drain()
+    settle(ctx, record)
     if by != "model" and ctx.cost_budget is not None:  # a model navigator's calls are charged as they are made
         ctx.cost_budget.add(usage.cost)
+
+
+def settle(ctx: AgentContext, record: dict[str, Any]) -> None:
+    """The navigator's calls taken into the record: those its own usage counts beyond the record's (the paid part of
+    a call cut short: a timeout, an error, Ctrl-C; an answer's counted already) in the usage and turns too."""
+    navigator: Any = navigator_of(ctx)
+    usage: NavigatorUsage | None = getattr(navigator, "usage", None)
+    before = NavigatorUsage(**record["usage"])
+    if usage is not None and usage.api_calls > before.api_calls:
+        record["usage"] = usage.model_dump()
+        record["turns"] += usage.api_calls - before.api_calls
+    record["calls"] += navigator.drain() if hasattr(navigator, "drain") else []
 
 
 @contextmanager
@@ -79,13 +89,7 @@ def saved_if_cut(ctx: AgentContext, record: dict[str, Any]) -> Iterator[None]:
     try:
         yield
     except BaseException as error:
-        navigator: Any = navigator_of(ctx)
-        usage: NavigatorUsage | None = getattr(navigator, "usage", None)
-        before = NavigatorUsage(**record["usage"])
-        if usage is not None and usage.api_calls > before.api_calls:
-            record["usage"] = usage.model_dump()
-            record["turns"] += usage.api_calls - before.api_calls
-        record["calls"] += navigator.drain() if hasattr(navigator, "drain") else []
+        settle(ctx, record)
         error.unsaved = {"navigator": record}  # type: ignore[attr-defined]
         raise
 
