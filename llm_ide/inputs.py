@@ -3,6 +3,7 @@ check that turns a missing one into one clear message instead of a KeyError deep
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Required
 
@@ -63,3 +64,15 @@ def require_inputs(state: dict[str, Any]) -> None:
     if not Path(state["repo"]).expanduser().is_absolute():  # (relative: to the server's folder, no user's choice)
         repo = state["repo"]
         raise InputError(f"the graph input's `repo` must be an absolute path on the server's machine, not {repo!r}")
+
+
+def unknown_field(given: dict[str, Any], schema: type) -> InputError | None:
+    """The first field of `given` that `schema` (a graph's input) lacks, named as `--confg` is at the command line
+    (LangGraph would drop it unsaid: a mistyped `config` ignored), else None."""
+    known = list(schema.__annotations__)
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return None
+    close = difflib.get_close_matches(unknown[0], known, n=1)
+    hint = f"did you mean {close[0]}?; " if close else ""
+    return InputError(f"the graph input's `{unknown[0]}`: unknown field ({hint}use {', '.join(known)})")

@@ -35,7 +35,7 @@ from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
 from llm_ide.graph import ENDING, build_graph
-from llm_ide.inputs import StudioInput, require_inputs
+from llm_ide.inputs import StudioInput, require_inputs, unknown_field
 from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock
@@ -274,7 +274,10 @@ class StudioGraph(CompiledStateGraph):
         self._serde_allowlist = _serde_allowlist  # its state's types (LANGGRAPH_STRICT_MSGPACK): kept by `copy`
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        async for chunk in super().astream(await self.given(input, config), config, **kwargs):
+        given = await self.given(input, config)
+        if isinstance(given, dict) and self.studio_run is not None and (error := unknown_field(given, StudioInput)):
+            self.studio_run.failed = error  # an input applied: its first node ends the run with the line
+        async for chunk in super().astream(given, config, **kwargs):
             yield chunk
 
     async def given(self, input: Any, config: RunnableConfig | None) -> Any:

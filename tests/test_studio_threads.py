@@ -136,6 +136,8 @@ def test_a_thread_stopped_at_its_step_limit_goes_on_when_given_its_task_with_a_h
         ({"repo": 5}, "`repo` must be text, not int 5"),
         ({"model": 5, "config": [1]}, "`model` must be text, not int 5; `config` must be a mapping of settings"),
         ({"repo": "repo"}, "`repo` must be an absolute path on the server's machine, not 'repo'"),
+        ({"confg": {}}, "`confg`: unknown field (did you mean config?; use task, repo, model, base_url, config)"),
+        ({"bogus": 1, "task": ""}, "`bogus`: unknown field (use task, repo, model, base_url, config)"),
     ],
 )
 def test_an_input_of_the_wrong_type_ends_the_run_with_one_line(tmp_path: Path, given: dict, line: str) -> None:
