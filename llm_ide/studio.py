@@ -30,7 +30,7 @@ from langgraph.runtime import Runtime
 from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
 from llm_ide.config import Settings, deep_merge, load_config, register_config_secrets
-from llm_ide.environments import capabilities, make_environment
+from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
@@ -46,7 +46,7 @@ from llm_ide.sampling.variant import Sampling
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import one_task
 from llm_ide.variant import AgentContext, Variant, Variants
-from llm_ide.workspace.lifecycle import base_commit, baseline_notes
+from llm_ide.workspace.lifecycle import baseline_notes, open_environment
 from llm_ide.workspace.patch import extract_patch
 
 log = logging.getLogger("llm_ide.studio")
@@ -174,12 +174,12 @@ class StudioRun:
         self.held.enter_context(repo_lock(repo, not capabilities(settings.environment.type).ephemeral))
         self.held.enter_context(cache_in_use(bool(settings.environment.tools)))
         self.progress.note("starting environment")
-        env = make_environment(settings.environment, repo, run_id)
+        self.folder = thread_folder(run_id)  # a resumed thread's scripted models go on where they were
+        known = state.get("base_commit")  # as the command line opens it: its notes, the base kept, its future removed
+        env, self.base = open_environment(settings, repo, run_id, None, self.folder, known, None, self.progress.note)
         try:
-            self.base = state.get("base_commit") or base_commit(env)
-            for note in [] if state.get("base_commit") or not self.base else baseline_notes(env, self.base):
+            for note in [] if known or not self.base else baseline_notes(env, self.base):
                 self.progress.note(note)
-            self.folder = thread_folder(run_id)  # a resumed thread's scripted models go on where they were
             self.progress.note("installing tools")
             self.ctx = build_context(
                 settings=settings,

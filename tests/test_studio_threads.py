@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,10 @@ def test_a_thread_says_its_setting_up_and_refuses_a_run_of_another_task_keeping_
     assert first["exit_status"] == "submitted" and "+mine" in first["submission"]
     said = notes(events)
     assert said[0] == ("info", "starting environment") and said[-1] == ("info", "installing tools")
-    assert said[1][1].startswith("baseline: commit ")
-    assert said[2] == ("warning", said[2][1]) and said[2][1].startswith("warning: the repository has uncommitted ")
-    assert "(notes.txt)" in said[2][1] and len(said) == 4
+    assert said[1][1].startswith("the commands use Python ")  # the environment's notes, as on the console
+    assert said[-3][1].startswith("baseline: commit ")
+    assert said[-2] == ("warning", said[-2][1]) and said[-2][1].startswith("warning: the repository has uncommitted ")
+    assert "(notes.txt)" in said[-2][1] and sum(level == "warning" for level, _ in said) == 1
 
     refused = r"^the thread is a run of another task \('Fix to_fahrenheit.'\); start a new thread \(or give the same "
     thread = {"configurable": {"thread_id": "t1"}}
@@ -163,3 +165,24 @@ def test_a_model_calls_retry_is_a_warning_in_the_stream(tmp_path: Path) -> None:
     unpriced, retry = [text for level, text in notes(events) if level == "warning"]  # as the console shows them
     assert unpriced.startswith("model retried-model has no price in the config's model.prices")
     assert retry.startswith("model retried-model: ") and "overloaded" in retry and "; retry 1/" in retry
+
+
+def test_a_run_removes_the_repositorys_future_and_says_its_environment_as_the_command_line_does(
+    tmp_path: Path,
+) -> None:
+    """`environment.scrub_history: always`: what came after the base commit (a branch holding the fix) is gone before
+    the first step, and the stream says so; so is the Python the commands use (the console's lines at its start)."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    run = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)  # noqa: E731
+    run("checkout", "-q", "-b", "the-fix")
+    (repo / "temps.py").write_text(BUGGY.replace("9 / 5 - 32", "9 / 5 + 32"))
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "the fix")
+    run("checkout", "-q", "-")
+    config = {**QUIET, "environment": {"tools": [], "scrub_history": "always"}}
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": config}
+    final, events = served_run(InMemorySaver(), "scrubbed", inputs)
+    assert final["exit_status"] == "submitted"
+    said = [text for _, text in notes(events)]
+    assert any(text.startswith("removed what came after the base commit") for text in said), said
+    assert any(text.startswith("the commands use Python") for text in said), said
+    assert run("branch", "--list", "the-fix").stdout == ""
