@@ -62,6 +62,8 @@ FILE_SAID = "it is a file, not a folder: give a folder (it is created if missing
         ({"run.repo_sorce": "x"}, "the graph input's `run.repo_sorce`: unknown field (use task, pair, setting, model, "
          "k, repo_source, base_url, environment)"),
         ({"run.task": "{tmp}/nowhere"}, "the graph input's `run.task`: task folder not found: {tmp}/nowhere"),
+        ({"run.task": "{tmp}/nowhere", "run.repo_source": DROP},
+         "the graph input's `run.task`: task folder not found: {tmp}/nowhere"),
         ({"run.model": ""}, "the graph input's `run.model`: no model: give one"),
         ({"run.model": "scripted:{tmp}/none.yaml"}, "the graph input's `run.model`: scripted model: file not found: "
          "{tmp}/none.yaml"),
@@ -104,3 +106,28 @@ def test_the_pair_graphs_input_is_checked_before_anything_runs(tmp_path: Path, g
     assert str(raised.value).startswith(said.format(tmp=tmp_path)), str(raised.value)
     assert "\n" not in str(raised.value) and "Traceback" not in str(raised.value)
     assert not (tmp_path / "out").exists() and (tmp_path / "a-file").read_text() == "not a folder"  # nothing made
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_the_pair_graph_takes_the_bundle_beside_the_dataset_as_coop_run_does(tmp_path: Path, beside: bool) -> None:
+    """`run.repo_source` left out: the one `repos/*.bundle` beside the dataset, as `llm-ide coop run` without
+    `--repo-source` (was `field required`); without one, one line naming the field."""
+    import subprocess
+
+    from llm_ide.coop.pair import build_pair_graph
+    from llm_ide.inputs import InputError
+
+    task, source = build_task(tmp_path)
+    bundle = tmp_path / "repos" / "demo.bundle"
+    if beside:
+        bundle.parent.mkdir()
+        subprocess.run(["git", "-C", str(source), "bundle", "create", str(bundle), "--all"], check=True)
+    run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": pair_scripts(tmp_path / "scripts")}
+    inputs = {"run": run, "output": str(tmp_path / "out"), "config": {"environment": {"tools": []}}}
+    if not beside:
+        with pytest.raises(InputError, match=r"^the graph input's `run.repo_source`: no repository source: give "):
+            build_pair_graph().invoke(inputs, {"configurable": {"thread_id": "t"}})
+        return
+    final = build_pair_graph().invoke(inputs, {"configurable": {"thread_id": "t"}})
+    assert json.loads((Path(final["folder"]) / "run.json").read_text())["repo_source"] == str(bundle)
+    assert final["result"]["merge"]["status"] in ("clean", "conflicts")

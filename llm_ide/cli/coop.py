@@ -77,16 +77,9 @@ CoopConfig = Annotated[Path | None, typer.Option(help="Coop settings override.",
 Evaluate = Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")]
 
 
-def default_source(task_dir: Path) -> Path | None:
-    """The bundle CooperBench ships beside its dataset folder (`repos/<repo>.bundle`), when there is one."""
-    repos = task_dir.resolve().parents[2] / "repos" if len(task_dir.resolve().parents) > 2 else None
-    bundles = sorted(repos.glob("*.bundle")) if repos and repos.is_dir() else []
-    return bundles[0] if len(bundles) == 1 else None
-
-
 def repository_source(task_dir: Path, given: Path | None) -> Path:
     """`--repo-source`, else the bundle beside the dataset; neither: a CoopError."""
-    from llm_ide.coop.task import CoopError
+    from llm_ide.coop.task import CoopError, default_source
 
     source = given or default_source(task_dir)
     if source is None:

@@ -23,7 +23,7 @@ from llm_ide.config import load_config
 from llm_ide.coop.phases import CoopRun, check_models, execute_phase, grade, plan_phase, prepare
 from llm_ide.coop.planning import build_planning_graph, merge_dict
 from llm_ide.coop.settings import CoopSettings, load_coop_settings
-from llm_ide.coop.task import CoopError, CoopTask, check_source, load_task
+from llm_ide.coop.task import CoopError, CoopTask, check_source, default_source, load_task
 from llm_ide.environments import environment_kind
 from llm_ide.errors import LlmIdeError, UsageError
 from llm_ide.fileio import atomic_write
@@ -78,6 +78,7 @@ def context_of(runtime: Runtime[PairContext]) -> PairContext:
 
 
 PAIR = '{"task": folder, "pair": [i, j], "setting", "model", "repo_source"}'
+NO_SOURCE = "no repository source: give one (a local clone or a git bundle; none is beside the dataset, repos/*.bundle)"
 INPUTS = {
     "run": (dict, f"a mapping of the pair ({PAIR})"),
     "output": (str, "the folder of the pair's files, as text"),
@@ -92,8 +93,12 @@ def spec(state: PairState) -> tuple[CoopRun, CoopTask]:
     check_fields(dict(state), INPUTS, {"run": f"the pair: {PAIR}"})
     if unknown := sorted(set(state["run"]) - set(CoopRun.model_fields)):
         raise InputError(f"the graph input's `run.{unknown[0]}`: unknown field (use {', '.join(CoopRun.model_fields)})")
+    given = dict(state["run"])
+    guessed = not given.get("repo_source") and isinstance(given.get("task"), str)
+    if guessed:  # as `coop run` without --repo-source: the bundle beside the dataset
+        given["repo_source"] = str(default_source(Path(given["task"])) or "")
     try:
-        run = CoopRun.model_validate(state["run"])
+        run = CoopRun.model_validate(given)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -101,6 +106,9 @@ def spec(state: PairState) -> tuple[CoopRun, CoopTask]:
     field = "task"
     try:
         task = load_task(run.task)
+        field = "repo_source"
+        if guessed and not given["repo_source"]:
+            raise CoopError(NO_SOURCE)
         field = "pair"
         if run.pair[0] == run.pair[1]:
             raise CoopError(f"{list(run.pair)}: give two different features")

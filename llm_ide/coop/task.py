@@ -115,6 +115,13 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
     return result
 
 
+def default_source(task_dir: Path) -> Path | None:
+    """The bundle CooperBench ships beside its dataset folder (`repos/<repo>.bundle`), when there is one."""
+    repos = task_dir.resolve().parents[2] / "repos" if len(task_dir.resolve().parents) > 2 else None
+    bundles = sorted(repos.glob("*.bundle")) if repos and repos.is_dir() else []
+    return bundles[0] if len(bundles) == 1 else None
+
+
 def check_source(source: Path, option: str = "--repo-source") -> None:
     """A repository source git cannot read (neither a clone nor a bundle): one line, before anything is made."""
     if git(Path.cwd(), "ls-remote", str(source), check=False).returncode != 0:
