@@ -31,7 +31,7 @@ from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, resolve_insi
 from llm_ide.environments.scope import abstract_guard
 from llm_ide.environments.scratch import owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings, host_sockets
-from llm_ide.environments.views import UNHOOKED, check_mount_point, found_views, redirects
+from llm_ide.environments.views import UNHOOKED, found_views, mount_points, redirects
 from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
@@ -110,10 +110,6 @@ class LocalEnvironment:
         self.repo = Path(repo).resolve()
         if not self.repo.is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
-        self.workdir = str(self.repo)
-        self._owns_tools = tools_dir is None
-        self.tools_root = str(Path(tools_dir).resolve() if tools_dir else Path(owned_tempdir("tools")))
-        Path(self.tools_root).mkdir(parents=True, exist_ok=True)
         self.command_timeout = command_timeout
         self.output_max_bytes = output_max_bytes
         self.messages = {**default_messages(), **(messages or {})}
@@ -121,26 +117,35 @@ class LocalEnvironment:
         self.env[TOKEN] = uuid.uuid4().hex
         self.network = network
         self.bwrap = sandbox_path(sandbox)
-        self.mounts = self._mounts(mount_at)  # (before the confinement: a refused mount point leaves no cgroup)
+        self.mounts = mount_points(self.bwrap, mount_at, self.repo)  # (refused: before anything is made)
+        self.workdir = next(iter(self.mounts), str(self.repo))  # (absolute paths in actions are relative to it)
         self.confinement = Confinement(self.bwrap, limits or Limits(), repository_owner(self.repo), sockets or [])
-        isolation = self.confinement.isolation  # what every bubblewrap line starts with, decided once
-        self.head = argv_head(self.bwrap, isolation, network, list(self.mounts)) if self.bwrap else ()
-        self._private: str | None = None
-        self.scratch: str | None = owned_tempdir("tmp")  # the commands' $TMPDIR, sandboxed or not: gone with the run
-        self.env["TMPDIR"] = self.scratch
-        self.home = owned_tempdir("home") if self.bwrap else None  # the sandboxed commands' $HOME, as $TMPDIR is
-        owned = [*([self.tools_root] if self._owns_tools else []), *filter(None, (self.scratch, self.home))]
-        self.confinement.make_theirs(*(Path(folder) for folder in owned))
-        self._views(writable or [], readable, secluded or [])
-        self.leftovers = Leftovers(leftovers, self.env[TOKEN], owned)
+        owned: list[str] = []  # its temp folders, each as soon as it is made
+        # they go with it, closed or not: dropped, or at the interpreter's exit (a Python API caller's)
+        self._remove_folders = weakref.finalize(self, remove_folders, owned, os.getpid())
+        try:  # failed or interrupted on the way: what it made goes (its cgroup, its temp folders), its error told
+            self._owns_tools = tools_dir is None
+            self.tools_root = str(Path(tools_dir).resolve() if tools_dir else Path(owned_tempdir("tools", owned)))
+            Path(self.tools_root).mkdir(parents=True, exist_ok=True)
+            isolation = self.confinement.isolation  # what every bubblewrap line starts with, decided once
+            self.head = argv_head(self.bwrap, isolation, network, list(self.mounts)) if self.bwrap else ()
+            self._private: str | None = None
+            self.scratch: str | None = owned_tempdir("tmp", owned)  # the commands' $TMPDIR, sandboxed or not
+            self.env["TMPDIR"] = self.scratch
+            self.home = owned_tempdir("home", owned) if self.bwrap else None  # the sandboxed commands' $HOME
+            self.confinement.make_theirs(*(Path(folder) for folder in owned))
+            self._views(writable or [], readable, secluded or [])
+            self.containment = containment(self.bwrap)
+            self._git, self._redirects = git_identity(self.repo), redirects(self.repo)  # (the ones there are kept)
+            self.leftovers = Leftovers(leftovers, self.env[TOKEN], owned)
+        except BaseException:
+            self.confinement.close()
+            self._remove_folders()
+            raise
         self._reads: dict[Path, FileSnapshot] = {}
         self._kept = 0  # their bytes
-        # its temp folders go with it, closed or not: dropped, or at the interpreter's exit (a Python API caller's)
-        self._remove_folders = weakref.finalize(self, remove_folders, self.leftovers.folders, os.getpid())
-        self.containment = containment(self.bwrap)
         self._namespace: RunNamespace | None = None
         self._groups: set[int] = set()  # the commands' process groups (subreaper: killed with the run)
-        self._git, self._redirects = git_identity(self.repo), redirects(self.repo)  # (the ones there are kept)
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
         """What the sandboxed commands write, read and never see (views.found_views)."""
@@ -150,17 +155,6 @@ class LocalEnvironment:
         self.writable, self.readable, self.hidden = found.writable, found.readable, found.hidden
         self.homes, self.secluded = found.homes, found.secluded
         self.own_paths, self.notes = found.own_paths, found.notes
-
-    def _mounts(self, mount_at: str | None) -> dict[str, Path]:
-        if mount_at is None:
-            return {}
-        if self.bwrap is None:
-            raise EnvironmentFailure(f"environment.mount_at ({mount_at}) needs bubblewrap (sandbox: bwrap, installed)")
-        try:
-            self.workdir = check_mount_point(mount_at)
-        except ValueError as error:
-            raise EnvironmentFailure(f"environment.mount_at: {error}") from None
-        return {self.workdir: self.repo}
 
     def allow_write(self, path: Path) -> None:
         """Lets the sandboxed commands write `path` too (e.g. a tool cache entry being built)."""

@@ -44,9 +44,13 @@ def owned_name(kind: str) -> str:
     return f"llm-ide-{kind}-{owner_tag()}-"
 
 
-def owned_tempdir(kind: str) -> str:
-    """A new temp folder of this process's (mode 0700), removed by a later start once this process is gone."""
-    return tempfile.mkdtemp(prefix=owned_name(kind))
+def owned_tempdir(kind: str, made: list[str] | None = None) -> str:
+    """A new temp folder of this process's (mode 0700), removed by a later start once this process is gone; added to
+    `made` as soon as it is."""
+    folder = tempfile.mkdtemp(prefix=owned_name(kind))
+    if made is not None:
+        made.append(folder)
+    return folder
 
 
 def remove_folders(folders: list[str], owner: int) -> None:

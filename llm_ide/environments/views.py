@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llm_ide.environments.pythons import commands_python, python_environments
-from llm_ide.errors import UsageError
+from llm_ide.errors import EnvironmentFailure, UsageError
 from llm_ide.settings import bundled_yaml
 
 # llm-ide's own git outside the sandbox, in a repository whose `.git` the commands write: none of its hooks runs, nor
@@ -98,6 +98,18 @@ def check_mount_point(target: str) -> str:
     if not path.is_absolute() or path == top.parent or (not path.exists() and path != top and top.exists()):
         raise ValueError(f"{target}: a mount point must be an absolute path that exists or whose top folder does not")
     return str(path)
+
+
+def mount_points(bwrap: str | None, mount_at: str | None, repo: Path) -> dict[str, Path]:
+    """`environment.mount_at`: {where the commands see the repository: the repository} (bwrap only)."""
+    if mount_at is None:
+        return {}
+    if bwrap is None:
+        raise EnvironmentFailure(f"environment.mount_at ({mount_at}) needs bubblewrap (sandbox: bwrap, installed)")
+    try:
+        return {check_mount_point(mount_at): repo}
+    except ValueError as error:
+        raise EnvironmentFailure(f"environment.mount_at: {error}") from None
 
 
 def hidden_paths(homes: list[Path] | None = None) -> list[Path]:

@@ -1,0 +1,82 @@
+"""A local environment that fails or is interrupted as it starts leaves nothing behind: neither its cgroup nor a temp
+folder (the next start would sweep them, but a failed start cleans up after itself), and its error is one line."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from agent_script import act, write_script
+from conftest import make_git_repo
+
+from llm_ide.environments import LocalEnvironment
+from llm_ide.environments.cgroups import controller_dirs
+from llm_ide.environments.limits import Limits
+from llm_ide.environments.scratch import OWNED
+from llm_ide.errors import UsageError
+
+
+def made_by(pid: int, temp: Path) -> list[str]:
+    """The temp folders in `temp` and the cgroups that process `pid` made."""
+    places = [temp, *{parent for parent in controller_dirs().values() if os.access(parent, os.W_OK)}]
+    return [
+        str(entry)
+        for place in places
+        for entry in place.iterdir()
+        if (m := OWNED.match(entry.name)) and int(m["pid"]) == pid
+    ]
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_a_start_that_fails_after_its_cgroup_is_made_removes_what_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    """The output folder refused as the repository itself, once the confinement (the run's cgroup) and the folders
+    are made: they go, and the error is the one line the user gets."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    before = made_by(os.getpid(), temp)  # (what this process's earlier environments hold)
+    with pytest.raises(UsageError, match="the output folder is the repository itself") as raised:
+        LocalEnvironment(repo, sandbox=sandbox, secluded=[repo], limits=Limits(processes=512, memory=1 << 30))
+    assert "\n" not in str(raised.value)
+    assert made_by(os.getpid(), temp) == before
+
+
+def test_a_run_interrupted_as_its_environment_starts_removes_what_it_made(tmp_path: Path) -> None:
+    """SIGTERM while the start asks the repository's Python what it is (a virtualenv's python3 that sends it and waits
+    to be killed): the run ends interrupted, in one line, and its cgroup and temp folders are gone."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python3").write_text("#!/bin/sh\nkill -TERM $PPID\nexec sleep 600\n")
+    (venv / "bin" / "python3").chmod(0o755)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--output", str(tmp_path / "out")]
+    environ = {**os.environ, "TMPDIR": str(temp), "VIRTUAL_ENV": str(venv), "LLM_IDE_TOOLS_CACHE": "off"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llm_ide", *args, "--config", str(tmp_path / "c.yaml")],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # (the sleeping probe goes with its session)
+    )
+    try:
+        output, _ = process.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0 and "Traceback" not in output, output
+    assert made_by(process.pid, temp) == [], output
