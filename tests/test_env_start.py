@@ -4,6 +4,7 @@ folder (the next start would sweep them, but a failed start cleans up after itse
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from conftest import make_git_repo
 from llm_ide.environments import LocalEnvironment
 from llm_ide.environments.cgroups import controller_dirs
 from llm_ide.environments.limits import Limits
+from llm_ide.environments.sandbox import Sandbox
 from llm_ide.environments.scratch import OWNED
 from llm_ide.errors import UsageError
 
@@ -80,3 +82,14 @@ def test_a_run_interrupted_as_its_environment_starts_removes_what_it_made(tmp_pa
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode != 0 and "Traceback" not in output, output
     assert made_by(process.pid, temp) == [], output
+
+
+def test_a_sandbox_is_complete_when_built(tmp_path: Path) -> None:
+    """A command's Sandbox is built whole (its views, masked sockets, home and user at once) and never changed."""
+    home, shown = str(tmp_path / "home"), str(tmp_path)
+    sandbox = Sandbox(("bwrap",), [tmp_path], hidden=[Path(home)], homes={Path(home): tmp_path}, inner=["setpriv"])
+    assert sandbox.argv(["true"], tmp_path) == [
+        *("bwrap", "--bind", shown, shown, "--bind", shown, home, "--chdir", shown, "setpriv", "true")
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sandbox.sockets = ["/run/x.sock"]  # type: ignore[misc]

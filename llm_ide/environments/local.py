@@ -201,11 +201,10 @@ class LocalEnvironment:
             cwd = Path(self.workdir, cwd.relative_to(self.repo))
         confined = self.confinement
         hidden = [path for path in self.hidden if path.is_dir()]  # an ssh-agent's folder gone since: not mounted
-        sandbox = Sandbox(self.head, self.writable, self.readable, hidden, self.mounts, inner=confined.inner)
-        sandbox.secluded, sandbox.unmasked = self.secluded, frozenset(unmasked)
-        sandbox.homes = {path: Path(self.home) for path in hidden if path in self.homes} if self.home else {}
-        sandbox.hidden_mode = confined.hidden_mode
-        sandbox.sockets, abstract = host_sockets(self.env, [*hidden, *self.secluded], confined.sockets, confined.user)
+        sockets, abstract = host_sockets(self.env, [*hidden, *self.secluded], confined.sockets, confined.user)
+        homes = {path: Path(self.home) for path in hidden if path in self.homes} if self.home else {}
+        views = (self.readable, hidden, self.mounts, self.secluded, sockets, confined.inner, confined.hidden_mode)
+        sandbox = Sandbox(self.head, self.writable, *views, homes, frozenset(unmasked))  # (in its fields' order)
         argv = sandbox.argv(["bash", "-c", command], cwd)
         guard = abstract_guard() if abstract and self.network else None
         return argv, guard or keyring_spawner(os.getpid()).start

@@ -69,14 +69,14 @@ def within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sandbox:
     """One bubblewrap command line per command: `head` (bwrap.argv_head: decided once per run, `/` read-only and the
     isolation), then `hidden` empty (a tmpfs each), `readable` shown read-only and `writable` writable wherever they
     are (inside a hidden folder too); `mounts`: more writable folders, each shown at another path (e.g. a checkout at
     /testbed); `secluded`: our own folders (the run's output), empty wherever they are, even inside the repository;
     `sockets`: host Unix sockets that answer nothing in it. A deeper path is set up after the shallower one it lies
-    in. `inner`: what runs the command (the limits, the user it runs as)."""
+    in. `inner`: what runs the command (the limits, the user it runs as). Built whole, for one command."""
 
     head: tuple[str, ...]
     writable: list[Path]
