@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,33 @@ def test_a_start_that_fails_after_its_cgroup_is_made_removes_what_it_made(
     assert made_by(os.getpid(), temp) == before
 
 
+def interrupted_run(tmp_path: Path, repo: Path, environ: dict[str, str]) -> tuple[int, str, Path]:
+    """`llm-ide run` on `repo` with `environ` added (where something sends it SIGTERM): its PID, output and temp
+    directory, once it ended (interrupted, in one line)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--output", str(tmp_path / "out")]
+    environ = {**os.environ, "TMPDIR": str(temp), "LLM_IDE_TOOLS_CACHE": "off", **environ}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llm_ide", *args, "--config", str(tmp_path / "c.yaml")],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # (what sends the signal finds it as its process group; goes with it)
+    )
+    try:
+        output, _ = process.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0 and "interrupted" in output and "Traceback" not in output, output
+    return process.pid, output, temp
+
+
 def test_a_run_interrupted_as_its_environment_starts_removes_what_it_made(tmp_path: Path) -> None:
     """SIGTERM while the start asks the repository's Python what it is (a virtualenv's python3 that sends it and waits
     to be killed): the run ends interrupted, in one line, and its cgroup and temp folders are gone."""
@@ -60,28 +88,23 @@ def test_a_run_interrupted_as_its_environment_starts_removes_what_it_made(tmp_pa
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python3").write_text("#!/bin/sh\nkill -TERM $PPID\nexec sleep 600\n")
     (venv / "bin" / "python3").chmod(0o755)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
-    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
-    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--output", str(tmp_path / "out")]
-    environ = {**os.environ, "TMPDIR": str(temp), "VIRTUAL_ENV": str(venv), "LLM_IDE_TOOLS_CACHE": "off"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llm_ide", *args, "--config", str(tmp_path / "c.yaml")],
-        cwd=tmp_path,
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # (the sleeping probe goes with its session)
-    )
-    try:
-        output, _ = process.communicate(timeout=300)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode != 0 and "Traceback" not in output, output
-    assert made_by(process.pid, temp) == [], output
+    pid, output, temp = interrupted_run(tmp_path, repo, {"VIRTUAL_ENV": str(venv)})
+    assert made_by(pid, temp) == [], output
+
+
+def test_a_run_interrupted_as_it_reports_its_baseline_closes_its_environment(tmp_path: Path) -> None:
+    """SIGTERM once the environment is made, while the run asks git what its baseline holds (a `git` that sends it to
+    the run, then waits to be killed): the environment is closed (its cgroup, temp folders and leftovers record gone),
+    not left to the interpreter's exit or the next start."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    fake = tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    status = 'if [ "$1" = status ]; then kill -TERM "$(ps -o pgid= -p $$ | tr -d " ")"; exec sleep 600; fi'
+    fake.write_text(f'#!/bin/sh\n{status}\nexec {shutil.which("git")} "$@"\n')
+    fake.chmod(0o755)
+    pid, output, temp = interrupted_run(tmp_path, repo, {"PATH": f"{fake.parent}:{os.environ['PATH']}"})
+    assert made_by(pid, temp) == [], output
+    assert list((tmp_path / "out").glob("*.leftovers.json")) == [], output
 
 
 def test_a_sandbox_is_complete_when_built(tmp_path: Path) -> None:

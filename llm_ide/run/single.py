@@ -255,8 +255,12 @@ class Stream:
         env, base = open_environment(
             request.settings, request.repo, request.run_id, request.image, request.output_dir, base, snapshot, self.say
         )
-        for note in [] if base is None else (moved_notes if thread.resumed else baseline_notes)(env, base):
-            self.say(note)
+        try:  # (failed or interrupted here, the run has no environment to close: this closes it)
+            for note in [] if base is None else (moved_notes if thread.resumed else baseline_notes)(env, base):
+                self.say(note)
+        except BaseException:
+            env.close()
+            raise
         return env, base
 
     def context(self, env: Environment, base: str | None) -> AgentContext:
