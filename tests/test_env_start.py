@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -73,9 +74,10 @@ def interrupted_run(tmp_path: Path, repo: Path, environ: dict[str, str]) -> tupl
     )
     try:
         output, _ = process.communicate(timeout=300)
-    finally:
+    except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+        raise
     assert process.returncode != 0 and "interrupted" in output and "Traceback" not in output, output
     return process.pid, output, temp
 
@@ -105,6 +107,31 @@ def test_a_run_interrupted_as_it_reports_its_baseline_closes_its_environment(tmp
     pid, output, temp = interrupted_run(tmp_path, repo, {"PATH": f"{fake.parent}:{os.environ['PATH']}"})
     assert made_by(pid, temp) == [], output
     assert list((tmp_path / "out").glob("*.leftovers.json")) == [], output
+
+
+def test_a_python_probe_interrupted_leaves_nothing_it_started_running(tmp_path: Path) -> None:
+    """The start's probe of a Python that starts a process of its own (a shim running the real interpreter), when the
+    run is interrupted meanwhile: that process ends with the probe, not left running after the run."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    venv, started = tmp_path / "venv", tmp_path / "started"
+    (venv / "bin").mkdir(parents=True)
+    in_communicate = "until grep -q poll /proc/$PPID/wchan; do :; done"  # (not while llm-ide is in Popen() still)
+    (venv / "bin" / "python3").write_text(
+        f"#!/bin/sh\nsleep 600 &\necho $! > {started}\n{in_communicate}\nkill -TERM $PPID\nwait\n"
+    )
+    (venv / "bin" / "python3").chmod(0o755)
+    interrupted_run(tmp_path, repo, {"VIRTUAL_ENV": str(venv)})
+    try:
+        descriptor = os.pidfd_open(int(started.read_text()))
+    except ProcessLookupError:
+        return  # gone already
+    try:
+        ended = select.select([descriptor], [], [], 30)[0]  # (readable once it has exited)
+        if not ended:
+            os.kill(int(started.read_text()), signal.SIGKILL)
+    finally:
+        os.close(descriptor)
+    assert ended, "the probe's own process outlived the run"
 
 
 def test_a_sandbox_is_complete_when_built(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from llm_ide.environments.processes import kill_group
+
 CREDENTIALS = (
     ".ssh",
     ".aws",
@@ -90,13 +92,24 @@ def is_script(executable: str) -> bool:
 def asked(executable: str, path_variable: str, home: str, cwd: str) -> Interpreter | None:
     env = {"PATH": path_variable, "LC_ALL": "C.UTF-8", "HOME": home}
     try:
-        done = subprocess.run(
-            [executable, "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT, env=env, cwd=cwd
-        )
-        prefix, base, exec_prefix, base_exec, paths, version = json.loads(done.stdout.strip().splitlines()[-1])
+        output = probe_output([executable, "-c", PROBE], env, cwd)
+        prefix, base, exec_prefix, base_exec, paths, version = json.loads(output.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
         return None
     return Interpreter(executable, prefix, (prefix, base, exec_prefix, base_exec, *paths), version)
+
+
+def probe_output(argv: list[str], env: dict[str, str], cwd: str) -> str:
+    """What `argv` prints, run in a session of its own: timed out or interrupted, what it started (a shim's
+    interpreter) is killed with it."""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd, start_new_session=True
+    ) as process:
+        try:
+            return process.communicate(timeout=PROBE_TIMEOUT)[0]
+        except BaseException:
+            kill_group(process.pid)
+            raise
 
 
 def interpreter_in(prefix: Path) -> Path | None:
