@@ -44,6 +44,19 @@ HANG = "hang"
 INVALID_JSON = "invalid_json"
 
 
+class CtrlCAtPiece:
+    """A model call's listener (`on_model_call`) that stops the call as Ctrl-C does once the reply's `piece`-th piece
+    of text is in: a stream the user cut mid-reply."""
+
+    def __init__(self, piece: int = 3) -> None:
+        self.piece, self.pieces = piece, 0
+
+    def __call__(self, progress: Any) -> None:  # (a CallProgress)
+        self.pieces += progress.kind == "text"
+        if self.pieces == self.piece and progress.kind == "text":
+            raise KeyboardInterrupt
+
+
 @dataclass(frozen=True)
 class Reply:
     text: str | None = None

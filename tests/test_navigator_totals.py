@@ -11,9 +11,8 @@ import yaml
 from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, reflect, write_script
 from conftest import make_git_repo
 from in_process import invoke
-from openai_server import OpenAIServer, Reply
+from openai_server import CtrlCAtPiece, OpenAIServer, Reply
 
-from llm_ide.calls import CallProgress
 from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
 from llm_ide.run.single import run_task
@@ -55,18 +54,6 @@ def test_a_run_its_navigator_ended_in_an_error_counts_the_calls_it_made(tmp_path
     assert record["usage"]["api_calls"] == len(record["calls"]) == 2 + 3  # the plan asked again: 3 calls more
 
 
-class Stop:
-    """A listener that stops the call (a Ctrl-C) once the reply's third piece is in."""
-
-    def __init__(self) -> None:
-        self.pieces = 0
-
-    def __call__(self, progress: CallProgress) -> None:
-        self.pieces += progress.kind == "text"
-        if self.pieces == 3 and progress.kind == "text":
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("how", ["interrupted", "cut"])
 def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Path, how: str) -> None:
     """Ctrl-C as the navigator's plan streamed in, or its server dying mid-stream (no retry left): the part it paid for
@@ -88,7 +75,7 @@ def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Pa
                 output_dir=tmp_path / "out",
                 run_id="nav",
                 repo=tmp_path / "repo",
-                on_model_call=Stop() if how == "interrupted" else None,
+                on_model_call=CtrlCAtPiece() if how == "interrupted" else None,
             )
     record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
     assert [call["finish_reason"] for call in record["calls"]] == [how]

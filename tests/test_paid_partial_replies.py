@@ -19,11 +19,10 @@ import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
 from in_process import invoke
-from openai_server import OpenAIServer, Reply
+from openai_server import CtrlCAtPiece, OpenAIServer, Reply
 
 from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
-from llm_ide.calls import CallProgress
 from llm_ide.config import load_config
 from llm_ide.errors import ModelError
 from llm_ide.many_calls import call_n
@@ -72,18 +71,6 @@ def test_a_stream_a_dying_server_cut_is_recorded_and_charged_whether_retried_or_
         assert [record["cache_read_tokens"] for record in cut] == [0, cut[1]["prompt_tokens"]]
 
 
-class Stop:
-    """A listener that stops the call (a Ctrl-C) once the reply's third piece is in."""
-
-    def __init__(self) -> None:
-        self.pieces = 0
-
-    def __call__(self, progress: CallProgress) -> None:
-        self.pieces += progress.kind == "text"
-        if self.pieces == 3 and progress.kind == "text":
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("how", ["cut", "interrupted"])
 def test_a_reply_paid_in_part_reads_from_the_cache_what_it_shares_with_the_previous_request(how: str) -> None:
     """Before: its whole prompt was priced uncached, though a provider's cache held all the previous request sent."""
@@ -92,7 +79,7 @@ def test_a_reply_paid_in_part_reads_from_the_cache_what_it_shares_with_the_previ
     with OpenAIServer(replies=["first", second, "again"]) as server:
         policy, model = CallPolicy(records.append), chat_model(server.url, retries=1)
         policy.call(model, FIRST, kind="act", index=0)
-        model.listener = Stop() if how == "interrupted" else None
+        model.listener = CtrlCAtPiece() if how == "interrupted" else None
         with pytest.raises(KeyboardInterrupt) if how == "interrupted" else nullcontext():
             policy.call(model, SECOND, kind="act", index=1)
     paid = records[1]
