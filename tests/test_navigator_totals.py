@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -54,6 +55,22 @@ def test_a_run_its_navigator_ended_in_an_error_counts_the_calls_it_made(tmp_path
     assert record["usage"]["api_calls"] == len(record["calls"]) == 2 + 3  # the plan asked again: 3 calls more
 
 
+def priced_navigator_run(tmp_path: Path, url: str, navigator: dict[str, Any], listener: Any = None) -> Any:
+    """The driver's script run on tmp_path/repo with a priced, streaming model navigator at `url` (no retries)."""
+    nav = {"mode": "model", "model": "navigator-test", "base_url": url, "gate": [], **navigator}
+    prices = {"navigator-test": {"input": 1000.0, "output": 0.0}}
+    model = {"stream": True, "max_retries": 0, "prices": prices}
+    return run_task(
+        "Cart.total ignores quantities.",
+        model=write_script(tmp_path / "driver.yaml", DRIVER),
+        settings=load_config("default", environment={"tools": []}, navigator=nav, model=model),
+        output_dir=tmp_path / "out",
+        run_id="nav",
+        repo=tmp_path / "repo",
+        on_model_call=listener,
+    )
+
+
 @pytest.mark.parametrize("how", ["interrupted", "cut"])
 def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Path, how: str) -> None:
     """Ctrl-C as the navigator's plan streamed in, or its server dying mid-stream (no retry left): the part it paid for
@@ -62,21 +79,9 @@ def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Pa
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
     words = f"{PLAN} " + "and then more words " * 20
     reply = Reply(text=words, pace=0.01) if how == "interrupted" else Reply(text=words, cut=3)
-    with OpenAIServer(replies=[reply]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
-        prices = {"navigator-test": {"input": 1000.0, "output": 0.0}}
-        model = {"stream": True, "max_retries": 0, "prices": prices}
-        settings = load_config("default", environment={"tools": []}, navigator=nav, model=model)
-        with pytest.raises(KeyboardInterrupt) if how == "interrupted" else nullcontext():
-            run_task(
-                "Cart.total ignores quantities.",
-                model=write_script(tmp_path / "driver.yaml", DRIVER),
-                settings=settings,
-                output_dir=tmp_path / "out",
-                run_id="nav",
-                repo=tmp_path / "repo",
-                on_model_call=CtrlCAtPiece() if how == "interrupted" else None,
-            )
+    stopped = pytest.raises(KeyboardInterrupt) if how == "interrupted" else nullcontext()
+    with OpenAIServer(replies=[reply]) as server, stopped:
+        priced_navigator_run(tmp_path, server.url, {}, CtrlCAtPiece() if how == "interrupted" else None)
     record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
     assert [call["finish_reason"] for call in record["calls"]] == [how]
     assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0
@@ -87,19 +92,8 @@ def test_a_review_call_its_deadline_cut_short_is_in_the_navigators_usage(tmp_pat
     paid was kept in the record's calls but not counted in its usage (the timeout's answer has none)."""
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
     with OpenAIServer(replies=[Reply(text="<pass>Fine as it is.</pass>", gate=str(tmp_path / "never"))]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": [], "plan": False}
-        nav |= {"review_on_submit": True, "review_timeout": 1.0, "timeout_decision": "allow"}
-        prices = {"navigator-test": {"input": 1000.0, "output": 0.0}}
-        model = {"stream": True, "max_retries": 0, "prices": prices}
-        settings = load_config("default", environment={"tools": []}, navigator=nav, model=model)
-        result = run_task(
-            "Cart.total ignores quantities.",
-            model=write_script(tmp_path / "driver.yaml", DRIVER),
-            settings=settings,
-            output_dir=tmp_path / "out",
-            run_id="nav",
-            repo=tmp_path / "repo",
-        )
+        review = {"plan": False, "review_on_submit": True, "review_timeout": 1.0, "timeout_decision": "allow"}
+        result = priced_navigator_run(tmp_path, server.url, review)
         (tmp_path / "never").touch()
     assert result.exit_status == "submitted", result.error
     record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
