@@ -171,6 +171,23 @@ def test_coop_pair_runs_in_worktrees_merges_cleanly_and_both_pass(tmp_path: Path
     assert regraded["feature1"]["tests_passed"] == result["feature1"]["tests_passed"]
 
 
+def test_a_rerun_without_evaluation_adds_its_phase_seconds_to_the_earlier_runs(tmp_path: Path) -> None:
+    """A pair run with --no-evaluate, then again: the second finds everything done (planning and agents kept) and its
+    eval.json gives the seconds of both runs together, not the second's alone (0.0 s)."""
+    task, source = build_task(tmp_path)
+    model = gated_scripts(tmp_path / "scripts", tmp_path / "gate", waiting=())
+    out = tmp_path / "out"
+    folder = out / "demo_task7_f1_f2_coop_k0"
+    seconds = []
+    for _ in range(2):
+        done = invoke(*coop_args(task, source, model, out, "--no-evaluate"))
+        assert done.returncode == 0, done.stderr
+        seconds.append(json.loads((folder / "eval.json").read_text())["seconds"])
+    assert set(seconds[0]) == set(seconds[1]) == {"planning", "execution"}
+    assert seconds[0]["execution"] > 0
+    assert all(seconds[1][phase] >= seconds[0][phase] for phase in seconds[0]), seconds
+
+
 @pytest.mark.parametrize(
     ("option", "said"),
     [
@@ -323,10 +340,17 @@ def test_ctrl_c_stops_both_agents_at_their_next_step_and_says_how_to_resume(tmp_
         assert (trajectory["info"]["exit_status"], len(trajectory["model_calls"])) == ("interrupted", 1)  # no more
         assert trajectory["operations"] == []  # mid-step: it resumes there
     assert not [line for line in commands_running() if str(gate) in line]  # the waits ended with the run
+    cut_short = json.loads((folder / "seconds.json").read_text())  # the time the interrupted run spent is kept
+    assert cut_short["planning"] > 0 and cut_short["execution"] > 0
     gate.touch()
     again = invoke(*coop_args(task, source, model, out))  # a run to its end: in-process
     assert again.returncode == 0, again.stderr
-    assert json.loads((folder / "eval.json").read_text())["both_passed"] is True
+    result = json.loads((folder / "eval.json").read_text())
+    assert result["both_passed"] is True
+    assert result["seconds"]["execution"] >= round(cut_short["execution"], 2)  # both runs' execution, not the last's
+    for agent in (1, 2):  # the pair's execution holds each agent's run, both of its parts (before Ctrl-C and after)
+        elapsed = json.loads((folder / f"agent{agent}-run" / f"agent{agent}.traj.json").read_text())["info"]["elapsed"]
+        assert result["seconds"]["execution"] >= elapsed - 0.01, (result["seconds"], elapsed)
 
 
 def commands_running() -> list[str]:

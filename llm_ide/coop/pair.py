@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Required
@@ -155,30 +156,34 @@ def build_pair_graph(
         return {"folder": str(folder)}
 
     def plan(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
-        (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
+        (run, task), ctx = spec(state), context_of(runtime)
         settings, coop = ctx.loaded(state)
         folder = Path(state["folder"])
-        plans = plan_phase(run, task, folder, folder / "repo", settings, coop, planning)
-        return {"plans": plans, "seconds": {"planning": round(time.perf_counter() - started, 2)}}
+        with timed(folder, "planning"):
+            plans = plan_phase(run, task, folder, folder / "repo", settings, coop, planning)
+        return {"plans": plans, "seconds": {"planning": phase_seconds(folder)["planning"]}}
 
     def execute(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
-        (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
+        (run, task), ctx = spec(state), context_of(runtime)
         settings, coop = ctx.loaded(state)
         folder, emit = Path(state["folder"]), ctx.on_event or (lambda agent, event: None)
         assert agent is not None  # the execution's graph, drawn inside this node (each run composes its own)
-        patches = execute_phase(run, task, folder, folder / "repo", state["plans"], settings, coop, emit)
-        return {"patches": patches, "seconds": {"execution": round(time.perf_counter() - started, 2)}}
+        with timed(folder, "execution"):
+            patches = execute_phase(run, task, folder, folder / "repo", state["plans"], settings, coop, emit)
+        return {"patches": patches, "seconds": {"execution": phase_seconds(folder)["execution"]}}
 
     def evaluate(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
-        (run, task), ctx, started = spec(state), context_of(runtime), time.perf_counter()
+        (run, task), ctx = spec(state), context_of(runtime)
         folder = Path(state["folder"])
         if ctx.evaluate and (kept := graded(folder, run)) is not None:
             return {"result": kept, "seconds": kept.get("seconds", {})}  # a finished pair rerun: its tests not again
         result: dict[str, Any] = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
-        seconds = dict(state.get("seconds", {}))
         if ctx.evaluate:
-            result.update(grade(run, task, folder, state["patches"]))
-            seconds["evaluation"] = round(time.perf_counter() - started, 2)
+            with timed(folder, "evaluation"):
+                result.update(grade(run, task, folder, state["patches"]))
+        seconds = phase_seconds(folder)
+        if not ctx.evaluate:
+            seconds.pop("evaluation", None)  # (an earlier run's: not this result's)
         result["seconds"] = seconds
         atomic_write(folder / "eval.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         return {"result": result, "seconds": seconds}
@@ -192,6 +197,34 @@ def build_pair_graph(
     builder.add_edge("execute", "evaluate")
     builder.add_edge("evaluate", END)
     return builder.compile(checkpointer=checkpointer, name="coop-pair")
+
+
+SECONDS = "seconds.json"
+
+
+def phase_seconds(folder: Path) -> dict[str, float]:
+    """The seconds each phase of the pair took so far, over every run of it."""
+    return {phase: round(value, 2) for phase, value in spent_so_far(folder).items()}
+
+
+def spent_so_far(folder: Path) -> dict[str, float]:
+    try:
+        return {phase: float(value) for phase, value in json.loads((folder / SECONDS).read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+@contextmanager
+def timed(folder: Path, phase: str) -> Iterator[None]:
+    """The time in `phase` added to seconds.json, also when an error or Ctrl-C ends it: a pair's phase times add up
+    over its reruns, as a run's `info.elapsed` does over its resumes."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        spent = spent_so_far(folder)
+        spent[phase] = spent.get(phase, 0.0) + time.perf_counter() - started
+        atomic_write(folder / SECONDS, json.dumps(spent) + "\n")
 
 
 def graded(folder: Path, run: CoopRun) -> dict[str, Any] | None:
