@@ -20,10 +20,10 @@ CLI = "from llm_ide.cli import app; app()"
 
 
 def swebench(
-    dataset: Path, model: str, config: Path, output: Path, failpoints: str = ""
+    dataset: Path, model: str, config: Path, output: Path, failpoints: str = "", workers: str = "2"
 ) -> subprocess.CompletedProcess[str]:
     """The batch; with failpoints it kills itself: a child process, else in-process."""
-    args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-w", "2"]
+    args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", model, "-w", workers]
     args += ["-c", str(config), "-o", str(output)]
     if not failpoints:
         return invoke(*args)
@@ -47,6 +47,23 @@ def test_batch_killed_right_after_a_submit_loses_no_patch(tmp_path: Path) -> Non
         assert preds[row["instance_id"]]["model_patch"] in (("", row["patch"]) if stopped else (row["patch"],))
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
     assert sorted(statuses["instances_by_exit_status"]["submitted"]) == sorted(r["instance_id"] for r in rows)
+
+
+def test_a_batch_run_again_after_a_kill_says_how_many_instances_resumed(tmp_path: Path) -> None:
+    """One worker, three instances: the kill comes in the second's second command, the first finished, the third never
+    started. The rerun said "2 instances run" alone; now the console and swebench.log both say which resumed."""
+    dataset, rows = build_dataset(tmp_path / "data", 3)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND, "git diff --stat"])
+    config, output = write_config(tmp_path / "c.yaml"), tmp_path / "out"
+    killed = swebench(dataset, model, config, output, "execute.done=4", workers="1")
+    assert killed.returncode == -9, killed.stderr
+    assert len(read_preds(output)) == 1 and len([path for path in output.iterdir() if path.is_dir()]) == 2
+    again = swebench(dataset, model, config, output, workers="1")
+    assert again.returncode == 0, again.stderr
+    said = "2 instances run (1 resumed, 1 new), 1 skipped as finished in an earlier run"
+    assert said in again.stdout
+    assert (output / "swebench.log").read_text().splitlines()[-1].endswith(f"INFO batch: {said}")
+    assert len(read_preds(output)) == 3
 
 
 @pytest.mark.parametrize(

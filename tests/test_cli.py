@@ -605,10 +605,11 @@ def test_filter_searches_the_whole_id_and_the_batch_counts_finished_instances(tm
     first = llm_ide(*args, "--filter", "calc|text", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     assert sorted(json.loads((tmp_path / "out" / "preds.json").read_text())) == ["demo__calc-1", "demo__text-1"]
-    assert "2 instances run, 0 skipped as finished in an earlier run" in first.stdout and "submitted: 2" in first.stdout
+    assert "2 instances run (0 resumed, 2 new), 0 skipped as finished in an earlier run" in first.stdout
+    assert "submitted: 2" in first.stdout
     again = llm_ide(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "1 instance run, 2 skipped as finished in an earlier run" in again.stdout
+    assert "1 instance run (0 resumed, 1 new), 2 skipped as finished in an earlier run" in again.stdout
     none = llm_ide(*args, "--filter", "nothing-like-this", cwd=tmp_path)
     assert (none.returncode, none.stderr.count("\n")) == (2, 1), none.stderr
     assert none.stderr.startswith("error: no instance selected: --filter 'nothing-like-this' matches none of the 3")

@@ -108,7 +108,8 @@ def test_the_console_says_once_that_the_batchs_limit_left_instances_unstarted(tm
 def ran_at_rising_limits(args: list[str], output: Path, row: dict) -> subprocess.CompletedProcess[str]:
     """The batch at --step-limit 1 (it stops there and prints the command that goes on), again at 1 (skipped), then
     with none (it goes on): the fix in preds.json from the first step on; the last run."""
-    ran_as = [("1", "1 instance run, 0 skipped"), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
+    first = "1 instance run (0 resumed, 1 new), 0 skipped"
+    ran_as = [("1", first), ("1", "0 instances run, 1 skipped"), ("0", "1 instance stopped at")]
     for limit, said in ran_as:
         ran = invoke(*args, "--step-limit", limit)
         assert ran.returncode == 0 and said in ran.stdout, ran.stdout + ran.stderr
@@ -130,6 +131,7 @@ def test_an_instance_stopped_at_its_step_limit_goes_on_when_the_batch_is_given_a
     args += ["-o", str(output)]
     ran = ran_at_rising_limits(args, output, row)
     assert "goes on from its last step, under the limits given now" in ran.stdout
+    assert "1 instance run (1 resumed, 0 new), 0 skipped" in ran.stdout
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
     assert statuses[row["instance_id"]]["exit_status"] == "submitted"
     traj = json.loads((output / row["instance_id"] / f"{row['instance_id']}.traj.json").read_text())
@@ -175,7 +177,8 @@ def test_a_finished_instance_that_accepted_no_attempt_gets_more_when_the_batch_i
     config, output = tmp_path / "c.yaml", tmp_path / "out"
     args = ["swebench", "--subset", str(dataset), "--model", model, "--environment", "local", "-c", str(config)]
     more = "1 instance finished in an earlier run with no attempt accepted gets more attempts, up to attempts.max"
-    for most, said in [(2, "1 instance run, 0 skipped"), (2, "0 instances run, 1 skipped"), (3, more)]:
+    first = "1 instance run (0 resumed, 1 new), 0 skipped"
+    for most, said in [(2, first), (2, "0 instances run, 1 skipped"), (3, more)]:
         config.write_text(yaml.safe_dump({"environment": {"tools": []}, "attempts": {"max": most, "accept_score": 8}}))
         ran = invoke(*args, "-o", str(output))
         assert ran.returncode == 0 and said in ran.stdout and "stopped at a limit" not in ran.stdout, ran.stdout

@@ -192,8 +192,7 @@ def run_batch(
 
 def print_batch(summary: Any, output: Path) -> None:
     """What ran, where it went; a batch whose every instance failed exits 1."""
-    ran, finished = len(summary.outcomes), len(summary.skipped_existing)
-    console.print(f"{ran} instance{'s' * (ran != 1)} run, {finished} skipped as finished in an earlier run")
+    console.print(summary.said())
     preds = output / "preds.json" if (output / "preds.json").exists() else "none (no instance has a prediction yet)"
     console.print(f"preds: {preds}  exit statuses: {output / 'exit_statuses.yaml'}")
     console.print(f"log: {output / 'swebench.log'}  trajectories: {output}/<instance id>/")

@@ -196,6 +196,7 @@ class Selection:
     skipped: list[str]
     going_on: dict[str, str]  # how each finished one goes on: `limits` (stopped at one the batch's settings no longer
     # reach: from its last step) or `more` (attempts to add: none accepted, a higher attempts.max)
+    resumed: list[str]  # those of `todo` that go on from their thread's last checkpoint
 
 
 def prepare(
@@ -217,7 +218,18 @@ def prepare(
     finished = [] if options.redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
     going_on = beyond_their_limits(options, finished)
     skipped = [instance_id for instance_id in finished if instance_id not in going_on]
-    return Selection(dataset, [i for i in chosen if i.instance_id not in set(skipped)], skipped, going_on)
+    todo = [i.instance_id for i in chosen if i.instance_id not in set(skipped)]
+    resumed = with_a_thread(options, [i for i in todo if not (options.redo_existing and i in existing)])
+    return Selection(dataset, [i for i in chosen if i.instance_id in set(todo)], skipped, going_on, resumed)
+
+
+def with_a_thread(options: BatchOptions, instance_ids: list[str]) -> list[str]:
+    """The instances whose thread (with attempts: their attempts' thread) a checkpoint holds: they resume from it."""
+    if options.checkpoint == "memory" or not instance_ids:
+        return []
+    found = set(last_values(options, instance_ids))
+    found |= {i for i in instance_ids if (options.output / i / attempts_database(i)).is_file()}
+    return [instance_id for instance_id in instance_ids if instance_id in found]
 
 
 def beyond_their_limits(options: BatchOptions, finished: list[str]) -> dict[str, str]:
@@ -308,5 +320,7 @@ def run_swebench(
         for error in dataset.errors:
             log.error("skipping malformed %s", error)
     summary = run_batch(todo, options, progress=progress, skipped_existing=selection.skipped)
-    summary.row_errors = [str(error) for error in dataset.errors]
+    summary.resumed, summary.row_errors = selection.resumed, [str(error) for error in dataset.errors]
+    with batch_log(options.output):
+        log.info("batch: %s", summary.said())
     return summary

@@ -83,6 +83,14 @@ class BatchSummary:
     not_started: list[str] = field(default_factory=list)
     row_errors: list[str] = field(default_factory=list)
     spent_before: float = 0.0  # what the earlier runs in its output folder spent (its cost limit counts it)
+    resumed: list[str] = field(default_factory=list)  # those of `selected` that went on from their checkpoint
+
+    def said(self) -> str:
+        """What ran (resumed, new) and what was skipped: the console's line and swebench.log's last."""
+        ran, skipped = len(self.outcomes), len(self.skipped_existing)
+        resumed = len(set(self.resumed) & set(self.outcomes))
+        how = f" ({resumed} resumed, {ran - resumed} new)" if ran else ""
+        return f"{ran} instance{'s' * (ran != 1)} run{how}, {skipped} skipped as finished in an earlier run"
 
     @property
     def cost(self) -> float:
