@@ -14,6 +14,7 @@ from conftest import make_git_repo
 from in_process import invoke
 from openai_server import CtrlCAtPiece, OpenAIServer, Reply
 
+from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
 from llm_ide.inspector.load import load_run
 from llm_ide.run.single import run_task
@@ -55,15 +56,19 @@ def test_a_run_its_navigator_ended_in_an_error_counts_the_calls_it_made(tmp_path
     assert record["usage"]["api_calls"] == len(record["calls"]) == 2 + 3  # the plan asked again: 3 calls more
 
 
-def priced_navigator_run(tmp_path: Path, url: str, navigator: dict[str, Any], listener: Any = None) -> Any:
-    """The driver's script run on tmp_path/repo with a priced, streaming model navigator at `url` (no retries)."""
+def priced_navigator_run(
+    tmp_path: Path, url: str, navigator: dict[str, Any], listener: Any = None, attempts: int | None = None
+) -> Any:
+    """The driver's script run on tmp_path/repo with a priced, streaming model navigator at `url` (no retries); with
+    `attempts`, as attempts (`run_attempts`, at most that many)."""
     nav = {"mode": "model", "model": "navigator-test", "base_url": url, "gate": [], **navigator}
     prices = {"navigator-test": {"input": 1000.0, "output": 0.0}}
     model = {"stream": True, "max_retries": 0, "prices": prices}
-    return run_task(
+    tried = {} if attempts is None else {"attempts": {"max": attempts}}
+    return (run_task if attempts is None else run_attempts)(
         "Cart.total ignores quantities.",
         model=write_script(tmp_path / "driver.yaml", DRIVER),
-        settings=load_config("default", environment={"tools": []}, navigator=nav, model=model),
+        settings=load_config("default", environment={"tools": []}, navigator=nav, model=model, **tried),
         output_dir=tmp_path / "out",
         run_id="nav",
         repo=tmp_path / "repo",
@@ -71,18 +76,21 @@ def priced_navigator_run(tmp_path: Path, url: str, navigator: dict[str, Any], li
     )
 
 
+@pytest.mark.parametrize("attempts", [1, 2])
 @pytest.mark.parametrize("how", ["interrupted", "cut"])
-def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Path, how: str) -> None:
+def test_a_navigator_call_cut_short_is_in_the_runs_navigator_record(tmp_path: Path, how: str, attempts: int) -> None:
     """Ctrl-C as the navigator's plan streamed in, or its server dying mid-stream (no retry left): the part it paid for
     reached its usage and the run's budget, but not the record the run saves, so the trajectory's `info.navigator`
-    had no call at all."""
+    had no call at all. With attempts, the attempt's run (its own `Driver`) saves it in the attempt's trajectory."""
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
     words = f"{PLAN} " + "and then more words " * 20
     reply = Reply(text=words, pace=0.01) if how == "interrupted" else Reply(text=words, cut=3)
     stopped = pytest.raises(KeyboardInterrupt) if how == "interrupted" else nullcontext()
     with OpenAIServer(replies=[reply]) as server, stopped:
-        priced_navigator_run(tmp_path, server.url, {}, CtrlCAtPiece() if how == "interrupted" else None)
-    record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
+        listener = CtrlCAtPiece() if how == "interrupted" else None
+        priced_navigator_run(tmp_path, server.url, {}, listener, attempts=attempts)
+    own = tmp_path / "out" / ("nav.traj.json" if attempts == 1 else "attempt1/nav-attempt1.traj.json")
+    record = load_trajectory(own)["info"]["navigator"]
     assert [call["finish_reason"] for call in record["calls"]] == [how]
     assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0
 
