@@ -40,6 +40,7 @@ from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight
+from llm_ide.run.served import ServedGraph
 from llm_ide.run.setup import build_context
 from llm_ide.run.single import going_on, past_its_limit
 from llm_ide.sampling.variant import Sampling
@@ -256,31 +257,23 @@ def bind(node: Node, run: StudioRun) -> Node:
     return studio_node
 
 
-class StudioGraph(CompiledStateGraph):
+class StudioGraph(ServedGraph):
     """The graph as served: a run given a task on a thread that holds one is checked before anything of it is
     written. Another task is refused (ThreadMismatchError), the thread left as it was, its state readable; its own
     task on a thread cut mid-step (what Studio's form sends again) resumes the step where it stopped, as `null` does,
     and on a thread stopped at a limit its `config` no longer reaches goes on from the next step."""
 
-    def __init__(
-        self,
-        *,
-        studio_run: StudioRun | None = None,
-        _serde_allowlist: set[tuple[str, ...]] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, studio_run: StudioRun | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.studio_run = studio_run
-        self._serde_allowlist = _serde_allowlist  # its state's types (LANGGRAPH_STRICT_MSGPACK): kept by `copy`
-
-    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        given = await self.given(input, config)
-        if isinstance(given, dict) and self.studio_run is not None and (error := unknown_field(given, StudioInput)):
-            self.studio_run.failed = error  # an input applied: its first node ends the run with the line
-        async for chunk in super().astream(given, config, **kwargs):
-            yield chunk
 
     async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+        given = await self.applied(input, config)
+        if isinstance(given, dict) and self.studio_run is not None and (error := unknown_field(given, StudioInput)):
+            self.studio_run.failed = error  # an input applied: its first node ends the run with the line
+        return given
+
+    async def applied(self, input: Any, config: RunnableConfig | None) -> Any:
         config = config or {}
         if not isinstance(input, dict) or "task" not in input or "thread_id" not in config.get("configurable", {}):
             return input
@@ -303,9 +296,7 @@ async def served(variants: list[Variant], defaults: dict[str, Any] | None = None
         wrap = lambda node: bind(node, run)  # noqa: E731
         drawn = Variants(tuple(variants))
         built = build_graph(context_schema=None, wrap=wrap, variants=drawn, input_schema=StudioInput)
-        yield StudioGraph(
-            studio_run=run, **{key: value for key, value in vars(built).items() if key != "__orig_class__"}
-        )
+        yield StudioGraph.of(built, studio_run=run)
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
 

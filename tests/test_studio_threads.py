@@ -5,6 +5,7 @@ the baseline and its warning, a model call's retry)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import subprocess
 import tempfile
@@ -19,6 +20,8 @@ from openai_server import OpenAIServer, Reply
 from test_studio import BUGGY, SCRIPT, TEST
 
 from llm_ide import studio
+from llm_ide.attempts import studio as attempts_studio
+from llm_ide.coop import pair
 from llm_ide.errors import ThreadMismatchError
 from llm_ide.studio import graph
 
@@ -35,7 +38,7 @@ def served_run(
     async def run() -> tuple[dict[str, Any], list[dict]]:
         async with graph({"configurable": {}}) as compiled:
             served = compiled.copy(update={"checkpointer": saver})
-            config = {"configurable": {"thread_id": thread}}
+            config = {"configurable": {"thread_id": thread, "graph_id": "llm-ide"}}  # as the server's
             values: dict[str, Any] = {}
             events: list[dict] = []
             modes = ["custom", "values"]
@@ -111,6 +114,30 @@ def test_a_thread_cut_before_its_action_ran_runs_that_action_when_given_its_task
     assert (final["exit_status"], final["usage"]["api_calls"]) == ("submitted", 4)  # the script's four replies
     assert [op.action_type for op in final["operations"]] == ["view", "edit", "bash", "submit"]
     assert "+    return celsius * 9 / 5 + 32" in final["submission"]
+
+
+@pytest.mark.parametrize("other", ["llm-ide-attempts", "coop"])
+def test_a_thread_resumed_with_another_graph_says_which_graph_it_is_of(tmp_path: Path, other: str) -> None:
+    """An `llm-ide` thread cut before its action, resumed (`null`) with the attempts or the coop graph: a run that met
+    none of its nodes, no outcome and no error; now one line naming the thread's graph, the thread as it was."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
+    saver = InMemorySaver()
+    served_run(saver, "t1", inputs, stop_before=("execute_tool",))
+    config = {"configurable": {"thread_id": "t1", "graph_id": other}}
+    kept = saver.get_tuple(config).checkpoint["id"]
+
+    async def resume() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            made = pair.graph({}) if other == "coop" else await stack.enter_async_context(attempts_studio.graph({}))
+            await made.copy(update={"checkpointer": saver}).ainvoke(None, config)
+
+    said = f"^the thread is a run of the 'llm-ide' graph, not of '{other}'; run it with that graph \\(or start a new"
+    with pytest.raises(ThreadMismatchError, match=said):
+        asyncio.run(resume())
+    assert saver.get_tuple(config).checkpoint["id"] == kept
+    final, _ = served_run(saver, "t1", None)
+    assert (final["exit_status"], final["usage"]["api_calls"]) == ("submitted", 4)
 
 
 def test_a_thread_stopped_at_its_step_limit_goes_on_when_given_its_task_with_a_higher_one(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from llm_ide.attempts.limits import task_spent
 from llm_ide.budget import CostBudget
 from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput
+from llm_ide.run.served import ServedGraph
 
 
 class ServedAttempts:
@@ -96,6 +97,7 @@ async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
         return studio_node
 
     try:
-        yield build_attempts_graph(context_schema=None, input_schema=AttemptsStudioInput, wrap=wrap)
+        built = build_attempts_graph(context_schema=None, input_schema=AttemptsStudioInput, wrap=wrap)
+        yield ServedGraph.of(built)  # a thread of another graph refused
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop

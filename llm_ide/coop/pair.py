@@ -31,6 +31,7 @@ from llm_ide.fileio import atomic_write
 from llm_ide.graph import build_graph
 from llm_ide.inputs import InputError, check_fields
 from llm_ide.messages.variant import Messages
+from llm_ide.run.served import ServedGraph
 from llm_ide.run.thread import refuse_a_file
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variants
@@ -241,7 +242,7 @@ def graded(folder: Path, run: CoopRun) -> dict[str, Any] | None:
 
 def graph(config: RunnableConfig) -> CompiledStateGraph:
     """LangGraph Studio (langgraph.json): the pair graph; input {run: {task, pair, setting, model, …}, output}."""
-    return build_pair_graph(context_schema=None)
+    return ServedGraph.of(build_pair_graph(context_schema=None))  # a thread of another graph refused
 
 
 def run_pair(
