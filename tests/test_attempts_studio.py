@@ -236,6 +236,26 @@ def test_an_output_named_as_a_json_file_ends_the_served_run_in_one_line(tmp_path
     assert not output.exists() and worktrees(repo) == [str(repo.resolve())]
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            {"confg": {}},
+            "`confg`: unknown field (did you mean config?; use task, repo, model, base_url, config, output)",
+        ),
+        ({"outptu": "x"}, "`outptu`: unknown field (did you mean output?; use task, repo, model, base_url, config, "),
+    ],
+)
+def test_an_input_field_of_no_such_name_ends_the_served_run_in_one_line(tmp_path: Path, given: dict, said: str) -> None:
+    """LangGraph dropped it unsaid (`confg`: the attempts run with the defaults), as the agent graph's did."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    inputs = {"task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"), **given}
+    final = served(inputs, "unknown")
+    assert final["exit_status"] == "error" and final["error"].startswith(f"the graph input's {said}"), final["error"]
+    assert not final.get("attempts") and not (tmp_path / "out").exists()
+
+
 def running(mark: Path) -> list[str]:
     """The processes whose command line names `mark`."""
     found = []

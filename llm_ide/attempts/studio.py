@@ -26,7 +26,7 @@ from llm_ide.attempts.graph import build_attempts_graph
 from llm_ide.attempts.limits import task_spent
 from llm_ide.budget import CostBudget
 from llm_ide.errors import LlmIdeError, UsageError, ended
-from llm_ide.inputs import AttemptsStudioInput
+from llm_ide.inputs import AttemptsStudioInput, unknown_field
 from llm_ide.run.served import ServedGraph
 
 
@@ -37,11 +37,14 @@ class ServedAttempts:
     def __init__(self) -> None:
         self.ctx: AttemptsContext | None = None
         self.refused: UsageError | None = None
+        self.unknown: UsageError | None = None  # an input field of no such name: the first node ends the run with it
         self.running = 0
         self.closed = False
         self.changed = threading.Condition()
 
     def context(self, state: dict[str, Any]) -> AttemptsContext:
+        if self.unknown is not None:
+            raise self.unknown
         if self.ctx is None:
             thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
             self.ctx = ctx = studio_context(state, thread)
@@ -85,6 +88,20 @@ class ServedAttempts:
             self.ctx.close()
 
 
+class AttemptsGraph(ServedGraph):
+    """The attempts graph as served: an input it applies with a field of no such name (`confg`: LangGraph would drop
+    it unsaid) ends the run at its first node, as the agent graph's does."""
+
+    def __init__(self, *, served_run: ServedAttempts | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.served_run = served_run
+
+    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+        if isinstance(input, dict) and self.served_run is not None:
+            self.served_run.unknown = unknown_field(input, AttemptsStudioInput)
+        return input
+
+
 @asynccontextmanager
 async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
     run = ServedAttempts()
@@ -98,6 +115,6 @@ async def graph(config: RunnableConfig) -> AsyncIterator[CompiledStateGraph]:
 
     try:
         built = build_attempts_graph(context_schema=None, input_schema=AttemptsStudioInput, wrap=wrap)
-        yield ServedGraph.of(built)  # a thread of another graph refused
+        yield AttemptsGraph.of(built, served_run=run)
     finally:
         await asyncio.to_thread(run.close)  # off the server's event loop
