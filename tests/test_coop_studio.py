@@ -108,6 +108,30 @@ def test_the_pair_graphs_input_is_checked_before_anything_runs(tmp_path: Path, g
     assert not (tmp_path / "out").exists() and (tmp_path / "a-file").read_text() == "not a folder"  # nothing made
 
 
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("cop", "the graph input's `cop`: unknown field (did you mean coop?; use run, output, config, coop)"),
+        ("outputs", "the graph input's `outputs`: unknown field (did you mean output?; use run, output, config, coop)"),
+    ],
+)
+def test_the_served_pair_graph_refuses_an_input_field_of_no_such_name(tmp_path: Path, field: str, said: str) -> None:
+    """LangGraph dropped it unsaid (`cop`: the pair run with coop.yaml's settings): refused as the pair graph's other
+    input mistakes are, before anything is made, as the agent graphs refuse theirs."""
+    import asyncio
+
+    from llm_ide.coop.pair import graph
+    from llm_ide.inputs import InputError
+
+    task, source = build_task(tmp_path)
+    run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": pair_scripts(tmp_path / "scripts"),
+           "repo_source": str(source)}  # fmt: skip
+    inputs = {"run": run, "output": str(tmp_path / "out"), field: {"execution": {"lockstep": True}}}
+    with pytest.raises(InputError) as raised:
+        asyncio.run(graph({}).ainvoke(inputs, {"configurable": {"thread_id": "t"}}))
+    assert str(raised.value) == said and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("beside", [True, False])
 def test_the_pair_graph_takes_the_bundle_beside_the_dataset_as_coop_run_does(tmp_path: Path, beside: bool) -> None:
     """`run.repo_source` left out: the one `repos/*.bundle` beside the dataset, as `llm-ide coop run` without

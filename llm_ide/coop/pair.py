@@ -29,7 +29,7 @@ from llm_ide.environments import environment_kind
 from llm_ide.errors import LlmIdeError, UsageError
 from llm_ide.fileio import atomic_write
 from llm_ide.graph import build_graph
-from llm_ide.inputs import InputError, check_fields
+from llm_ide.inputs import InputError, check_fields, unknown_field
 from llm_ide.messages.variant import Messages
 from llm_ide.run.served import ServedGraph
 from llm_ide.run.thread import refuse_a_file
@@ -240,9 +240,19 @@ def graded(folder: Path, run: CoopRun) -> dict[str, Any] | None:
     return None
 
 
+class PairGraph(ServedGraph):
+    """The pair graph as served: an input with a field of no such name (`cop`: LangGraph would drop it unsaid) is
+    refused before anything runs, as its other input errors are (an InputError, the server's error of the run)."""
+
+    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+        if isinstance(input, dict) and (error := unknown_field(input, PairInput)):
+            raise error
+        return input
+
+
 def graph(config: RunnableConfig) -> CompiledStateGraph:
     """LangGraph Studio (langgraph.json): the pair graph; input {run: {task, pair, setting, model, …}, output}."""
-    return ServedGraph.of(build_pair_graph(context_schema=None))  # a thread of another graph refused
+    return PairGraph.of(build_pair_graph(context_schema=None))
 
 
 def run_pair(
