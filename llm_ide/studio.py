@@ -181,7 +181,8 @@ class StudioRun:
         try:
             for note in [] if known or not self.base else baseline_notes(env, self.base):
                 self.progress.note(note)
-            self.progress.note("installing tools")
+            if settings.environment.tools:
+                self.progress.note("installing tools")
             self.ctx = build_context(
                 settings=settings,
                 model_spec=state["model"],

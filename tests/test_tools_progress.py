@@ -45,3 +45,12 @@ def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path) -> N
     assert "building the tools" not in second.stdout  # nothing built: nothing to wait for
     assert "✗ tool broken failed to install" in second.stdout, "its setup step runs (and fails) on every run"
     assert (tmp_path / "tools-cache" / "local").is_dir(), "(the preflight tests rely on runs creating the cache)"
+
+
+def test_no_tools_to_install_is_not_said(tmp_path: Path) -> None:
+    """`environment.tools: []`: the console said `… installing tools` with nothing to install."""
+    config = tmp_path / "no-tools.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": []}}))
+    done = run_cli(tmp_path, "none", config, write_script(tmp_path / "script.yaml", [act("Done.", "submit")]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "… starting environment" in done.stdout and "installing tools" not in done.stdout, done.stdout

@@ -265,7 +265,8 @@ class Stream:
 
     def context(self, env: Environment, base: str | None) -> AgentContext:
         request, listeners = self.driver.request, self.driver.listeners
-        self.say("installing tools")
+        if request.settings.environment.tools:
+            self.say("installing tools")
         ctx = build_context(
             settings=request.settings,
             model_spec=request.model,
