@@ -18,12 +18,14 @@ import pytest
 from agent_script import act, write_script
 from conftest import make_git_repo
 
+from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
 from llm_ide.environments.cgroups import controller_dirs
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.sandbox import Sandbox
 from llm_ide.environments.scratch import OWNED
 from llm_ide.errors import UsageError
+from llm_ide.workspace.lifecycle import open_environment
 
 
 def made_by(pid: int, temp: Path) -> list[str]:
@@ -107,6 +109,28 @@ def test_a_run_interrupted_as_it_reports_its_baseline_closes_its_environment(tmp
     pid, output, temp = interrupted_run(tmp_path, repo, {"PATH": f"{fake.parent}:{os.environ['PATH']}"})
     assert made_by(pid, temp) == [], output
     assert list((tmp_path / "out").glob("*.leftovers.json")) == [], output
+
+
+def test_an_interruption_as_the_start_says_its_notes_closes_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the start tells its notes (the progress callback interrupted at the first): the environment is
+    closed (its cgroup, temp folders and leftovers record gone), as for any failure later in the start."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    temp, out = tmp_path / "tmp", tmp_path / "out"
+    temp.mkdir()
+    out.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    before = made_by(os.getpid(), temp)
+    settings = load_config("default", environment={"tools": []})
+
+    def interrupted(note: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        open_environment(settings, repo, "r1", None, out, None, None, interrupted)
+    assert made_by(os.getpid(), temp) == before
+    assert list(out.glob("*.leftovers.json")) == []
 
 
 def test_a_python_probe_interrupted_leaves_nothing_it_started_running(tmp_path: Path) -> None:

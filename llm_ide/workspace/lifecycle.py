@@ -71,10 +71,10 @@ def open_environment(
     if swept := sweep_temp_folders():
         log.info("removed %d temp folders of llm-ide runs that were killed", swept)
     env = make_environment(settings.environment, repo, run_id, image, leftovers=leftovers, output_dir=output_dir)
-    for note in env.notes:
-        log.info("%s", note)
-        say(note)
-    try:
+    try:  # (failed or interrupted from here on, even as its notes are told: it is closed)
+        for note in env.notes:
+            log.info("%s", note)
+            say(note)
         base = base or base_commit(env)
         if base is None and settings.environment.require_repository:
             raise EnvironmentFailure(f"{env.workdir} is not a git repository with a commit (image: {image or 'none'})")
