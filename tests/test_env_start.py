@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from agent_script import act, write_script
-from conftest import make_git_repo
+from conftest import make_git_repo, require_bwrap
 
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
@@ -156,6 +156,31 @@ def test_a_python_probe_interrupted_leaves_nothing_it_started_running(tmp_path: 
     finally:
         os.close(descriptor)
     assert ended, "the probe's own process outlived the run"
+
+
+def refused(output: str) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("cwd", "on_output", "error"),
+    [("gone", None, FileNotFoundError), (None, refused, KeyboardInterrupt)],
+    ids=["not-started", "interrupted"],
+)
+def test_a_sandboxed_command_not_started_or_interrupted_leaves_no_descriptor_open(
+    tmp_path: Path, cwd: str | None, on_output: object, error: type[BaseException]
+) -> None:
+    """A command whose process cannot start (its folder gone) or that is interrupted as it runs (Ctrl-C at its first
+    output): the pipe that tells whether its sandbox started it is closed all the same, at every try."""
+    require_bwrap()
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with LocalEnvironment(repo, sandbox="bwrap") as env:
+        env.execute("true")
+        before = sorted(os.listdir("/proc/self/fd"))
+        for _ in range(3):
+            with pytest.raises(error):
+                env.execute("echo out", cwd=cwd, on_output=on_output)  # type: ignore[arg-type]
+        assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def test_a_sandbox_is_complete_when_built(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -225,11 +226,11 @@ class LocalEnvironment:
         where = self._path(cwd) if cwd else self.repo
         unmasked: set[str] = set()  # masked sockets that were gone when bwrap mounted over them
         for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
-            marker = StartMarker() if self.bwrap else None
-            launch = self._argv((marker.prefix() if marker else "") + command, where, unmasked)
-            returncode, timed_out, cap = self._run(launch, where, start + timeout, marker, on_output)
-            if marker is None or marker.started() or not tries_left:
-                break
+            with StartMarker() if self.bwrap else contextlib.nullcontext() as marker:  # (its pipe closed however)
+                launch = self._argv((marker.prefix() if marker else "") + command, where, unmasked)
+                returncode, timed_out, cap = self._run(launch, where, start + timeout, marker, on_output)
+                if marker is None or marker.started() or not tries_left:
+                    break
             forget_listings()
             unmasked |= set(VANISHED.findall(cap.text()))
         for redirect in filter(Path.is_file, self._redirects):

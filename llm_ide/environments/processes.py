@@ -145,14 +145,19 @@ def start_with_parent(
     return start() if by is None else by(start)
 
 
-class StartMarker:
+class StartMarker(contextlib.AbstractContextManager["StartMarker"]):
     """A pipe the command's shell writes one byte to before anything else (and closes: nothing it starts holds it).
     Without that byte the command never started: the sandbox's set-up failed (a socket it was to mask vanished
-    meanwhile), and running it again repeats nothing."""
+    meanwhile), and running it again repeats nothing. Used with `with`: its ends are closed whatever happens."""
 
     def __init__(self) -> None:
         self.read, self.write = os.pipe()
+        self.open = {self.read, self.write}
         os.set_inheritable(self.write, True)
+
+    def __exit__(self, *exc: object) -> None:
+        while self.open:
+            os.close(self.open.pop())
 
     def prefix(self) -> str:
         return f"printf . >&{self.write}; exec {self.write}>&-; "
@@ -161,6 +166,7 @@ class StartMarker:
         return (self.write,)
 
     def spawned(self) -> None:
+        self.open.discard(self.write)
         os.close(self.write)
 
     def started(self) -> bool:
@@ -169,8 +175,6 @@ class StartMarker:
             return os.read(self.read, 1) == b"."
         except BlockingIOError:  # nothing yet, and a process of the command still holds it open: it started
             return True
-        finally:
-            os.close(self.read)
 
 
 def kill_group(pgid: int) -> None:
