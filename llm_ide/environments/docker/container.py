@@ -101,8 +101,8 @@ class DockerEnvironment:
         if repo is not None and not Path(repo).is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
         limits = limits or Limits.bundled()
-        self._start_container(env or {}, network, limits)
-        try:
+        try:  # failed or interrupted from the container's start on: it goes there and then
+            self._start_container(env or {}, network, limits)
             self.user = limits.commands_user(self.client, image)
             folders = [TOOLS_ROOT, PRIVATE_ROOT, workdir, LINK_DIR]
             self.owner = hand_over(self.client.api, str(self.container_id), self.user, folders)
@@ -171,8 +171,7 @@ class DockerEnvironment:
         try:
             container.start()
             self._start_watchdog()
-        except docker.errors.DockerException as error:
-            self.close()
+        except docker.errors.DockerException as error:  # (closed by __init__)
             raise EnvironmentFailure(f"could not start a container from {self.image}: {one_line(error)}") from None
 
     def _start_watchdog(self) -> None:
