@@ -57,7 +57,7 @@ class Cgroup:
                     self.dirs.append(folder)
                     enable(parent, [k for k, p in parents.items() if p == parent])
                 set_limit(folder, kind, wanted[kind] or 0)
-        except OSError:
+        except BaseException:  # (an interruption part-way too: what was made goes)
             self.close()
             raise
         self.kinds = set(parents)
