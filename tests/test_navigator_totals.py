@@ -3,6 +3,7 @@ call cut short. Real runs (`llm-ide run`), the scripted model or a model on loop
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,14 @@ from typing import Any
 import pytest
 import yaml
 from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, reflect, write_script
+from attempts_scripts import review, scripts
 from conftest import make_git_repo
 from in_process import invoke
 from openai_server import CtrlCAtPiece, OpenAIServer, Reply
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
+from llm_ide.errors import usd
 from llm_ide.inspector.load import load_run
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
@@ -107,3 +110,33 @@ def test_a_review_call_its_deadline_cut_short_is_in_the_navigators_usage(tmp_pat
     record = load_trajectory(tmp_path / "out" / "nav.traj.json")["info"]["navigator"]
     assert [review["by"] for review in record["reviews"]] == ["timeout"] and len(record["calls"]) == 1
     assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0
+
+
+def test_a_run_with_attempts_says_what_its_attempts_navigators_spent(tmp_path: Path) -> None:
+    """Two attempts, each planned by a priced model navigator: each attempt's trajectory had its navigator's usage, the
+    run's own none, so its last line, its trajectory and `inspect` said the drivers' spend alone."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    driver = scripts(tmp_path / "scripts", [DRIVER, DRIVER], [review(3, "Hm."), review(4, "Fine.")])
+    plan = Reply(text=PLAN, input_tokens=1000, output_tokens=7, cached_tokens=400)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        model = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = {"environment": {"tools": []}, "navigator": nav, "model": model, "attempts": {"max": 2}}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "runs" / "t"
+    own = [load_trajectory(out / f"attempt{n}" / f"t-attempt{n}.traj.json")["info"]["navigator"] for n in (1, 2)]
+    cost = sum(record["usage"]["cost"] for record in own)
+    assert cost > 0 and all(record["usage"]["api_calls"] == 1 for record in own)
+    usage = load_trajectory(out / "t.traj.json")["info"]["navigator"]["usage"]
+    summed = {"api_calls": 2, "input_tokens": 2000, "cache_read_tokens": 800, "output_tokens": 14, "cost": cost}
+    assert {key: usage[key] for key in summed} == summed
+    navigator = f"; its navigator: 2 model calls, 2000+14 tokens, {usd(cost)}"
+    (last,) = [line for line in done.stdout.splitlines() if line.startswith("submitted after ")]
+    assert last.endswith(navigator), last
+    shown = invoke("inspect", str(out / "t.traj.json"), env={**os.environ, "COLUMNS": "200"})
+    assert navigator in shown.stdout, shown.stdout
+    view = load_run(out / "t.traj.json").navigator
+    assert view is not None and (view.calls, view.tokens, view.cost) == (2, 2014, cost)

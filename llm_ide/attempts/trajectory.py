@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
+from llm_ide.navigator.protocol import NavigatorUsage
 from llm_ide.run.calls_read import read_log
 from llm_ide.run.trajectory import FORMAT, added, load_trajectory, spent
 from llm_ide.state.graph_state import empty_usage
@@ -44,6 +45,16 @@ def paid_outside(output_dir: Path, run_id: str, state: dict[str, Any]) -> dict[s
     return outside if outside["api_calls"] > 0 else dict(empty_usage())
 
 
+def navigators(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The attempts' navigators as one (`info.navigator`): their mode and their usage summed, as `model_stats` sum
+    their drivers' ({}: no attempt had one)."""
+    usages = [NavigatorUsage(**(record.get("usage") or {})) for record in records]
+    if not usages:
+        return {}
+    summed = {key: sum(getattr(usage, key) for usage in usages) for key in NavigatorUsage.model_fields}
+    return {"mode": records[0].get("mode", ""), "usage": NavigatorUsage(**summed).model_dump()}
+
+
 def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
     chosen = state.get("chosen")
     return [
@@ -77,6 +88,7 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
     operations: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     usage: dict[str, Any] = dict(empty_usage())
+    navigated: list[dict[str, Any]] = []
     for record in state.get("attempts", []):
         path = output_dir / record.get("trajectory", "")
         try:
@@ -86,6 +98,8 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
         stats = (data.get("info") or {}).get("model_stats") or {}
         for key in USAGE_KEYS:
             usage[key] += stats.get(key, 0) or 0
+        if navigator := (data.get("info") or {}).get("navigator"):
+            navigated.append(navigator)
         operations += [{**op, "attempt": record["index"]} for op in data.get("operations", [])]
         offset = len(calls)
         calls += [
@@ -103,6 +117,7 @@ def combined(output_dir: Path, state: dict[str, Any], info: dict[str, Any], read
         "info": {
             "version": __version__,
             "model_stats": usage,
+            **({"navigator": navigator} if (navigator := navigators(navigated)) else {}),
             "n_operations": len(operations),
             **info,
             "exit_status": state.get("exit_status") or info.get("exit_status"),
