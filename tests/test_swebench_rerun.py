@@ -26,7 +26,7 @@ from swebench_fixtures import (
 )
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
-from llm_ide.swebench.store import OutputStore, read_preds
+from llm_ide.swebench.store import OutputStore, read_preds, statuses_from_trajectories
 
 
 def test_redo_existing_with_a_shared_checkpoint_store_runs_the_instance_afresh(tmp_path: Path) -> None:
@@ -346,3 +346,28 @@ def test_swebench_single_a_run_its_navigator_stopped_before_the_drivers_first_ca
     )
     assert read_preds(tmp_path / "out")[instance]["model_patch"] == ""
     assert said.rstrip().endswith("--cost-limit 2"), said
+
+
+@pytest.mark.parametrize("attempts", [1, 2])
+def test_a_batch_counts_its_navigators_spend_in_each_instances_cost(tmp_path: Path, attempts: int) -> None:
+    """Each navigator's plan costs $1 (the driver's calls $0): the progress line, the batch's total and
+    exit_statuses.yaml (which a rerun's --cost-limit counts as spent) said $0.0000, its attempts' or not."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = scripts(tmp_path / "scripts", [script([FIX_COMMAND])] * 2, [review(3, "No."), review(9, "Fixed.")])
+    model = model if attempts > 1 else model.replace("{attempt}", "1")
+    plan = Reply(text="<plan>Fix it.</plan>", input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = {"environment": {"tools": []}, "navigator": nav, "model": prices, "attempts": {"max": attempts}}
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+        args = ["--subset", str(dataset), "--model", model, "--environment", "local", "-c", "c.yaml", "-o", "out"]
+        done = invoke("swebench", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    spent = f"${attempts}.0000"
+    assert f"{row['instance_id']}: submitted (2 steps, {spent}) | total {spent}" in done.stdout, done.stdout
+    assert f"1/1 done, cost {spent}" in done.stdout, done.stdout
+    status = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"][row["instance_id"]]
+    assert (status["cost"], status["calls_apart"]) == (attempts, attempts)
+    assert OutputStore(tmp_path / "out").spent() == attempts
+    assert statuses_from_trajectories(tmp_path / "out")[row["instance_id"]]["cost"] == attempts

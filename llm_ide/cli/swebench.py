@@ -341,7 +341,9 @@ def swebench_single_command(
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     trajectory = output / outcome.details["trajectory"] if "trajectory" in outcome.details else None
     steps = f"{outcome.steps} step{'s' * (outcome.steps != 1)}"
-    spent = money(outcome.cost, priced) + navigator_text(navigator_usage(trajectory_info(trajectory)), priced)
+    info = trajectory_info(trajectory)
+    driver = (info.get("model_stats") or {}).get("cost", outcome.cost)  # (its cost has the navigator's: said apart)
+    spent = money(driver, priced) + navigator_text(navigator_usage(info), priced)
     console.print(f"[bold {colour}]{outcome.exit_status}[/] after {steps}, {spent}")
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")

@@ -29,7 +29,7 @@ from llm_ide.run.single import Listeners
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
-from llm_ide.swebench.store import OutputStore, output_folder
+from llm_ide.swebench.store import OutputStore, output_folder, spent_apart
 from llm_ide.workspace.history import ours
 
 log = logging.getLogger("llm_ide.swebench")
@@ -126,14 +126,8 @@ def unfinished(outcome: Outcome) -> bool:
 def refused_at_once(outcome: Outcome) -> bool:
     """The batch's cost limit refused the run's first model call (the other runs spent the rest meanwhile): no call
     made, the driver's nor a variant's of its own (a navigator's plan that spent the run's limit is work done)."""
-    details = outcome.details
-    return outcome.exit_status == ExitStatus.COST_LIMIT and details.get("api_calls") == 0 and not details.get("apart")
-
-
-def calls_apart(trajectory: Path) -> int:
-    """The model calls a run's variants made on their own, kept apart from the driver's (their `usage` in `info`)."""
-    kept = [value.get("usage") for value in trajectory_info(trajectory).values() if isinstance(value, dict)]
-    return sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in kept if isinstance(usage, dict))
+    calls = outcome.details.get("api_calls"), outcome.details.get("calls_apart")
+    return outcome.exit_status == ExitStatus.COST_LIMIT and calls == (0, None)
 
 
 def run_instance(
@@ -232,16 +226,19 @@ def local_checkout(instance: Instance, options: BatchOptions, run_dir: Path) -> 
 def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int, priced: bool) -> Outcome:
     stats = result.model_stats or {}
     trajectory = result.trajectory_path
+    apart, cost_apart = spent_apart(trajectory_info(trajectory))  # a navigator's, its attempts' too
+    cost = float(stats.get("cost", 0.0)) + cost_apart
     outcome = Outcome(
         instance.instance_id,
         result.exit_status,
-        cost=float(stats.get("cost", 0.0)),
+        cost=cost,
         steps=steps,
         patch=result.submission or "",
         error=getattr(result, "error", ""),
         details={
-            "cost": float(stats.get("cost", 0.0)),
+            "cost": cost,
             "api_calls": int(stats.get("api_calls", 0)),
+            **({"calls_apart": apart} if apart else {}),
             "patch_lines": (result.submission or "").count("\n"),
             "trajectory": str(trajectory.relative_to(options.output))
             if trajectory.is_relative_to(options.output)
@@ -250,8 +247,6 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
     )
     if outcome.error:
         outcome.details["error"] = one_line(outcome.error)
-    if outcome.exit_status == ExitStatus.COST_LIMIT and (apart := calls_apart(trajectory)):
-        outcome.details["apart"] = apart  # (their calls, the run's work: never taken for one the batch refused)
     cost = usd(outcome.cost) if priced else "unpriced"  # (a model without a price: its cost unknown, not $0)
     log_outcome(outcome, f"cost {cost}, {outcome.patch.count(chr(10))} patch lines")
     return outcome

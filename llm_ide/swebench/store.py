@@ -88,11 +88,12 @@ def statuses_from_trajectories(output: Path) -> dict[str, dict[str, Any]]:
             continue
         if path.parent.name != instance_id or not info.get("exit_status"):
             continue
-        stats = info.get("model_stats") or {}
+        stats, (calls_apart, cost_apart) = info.get("model_stats") or {}, spent_apart(info)
         instances[instance_id] = {
             "exit_status": info["exit_status"],
-            "cost": float(stats.get("cost", 0.0)),
+            "cost": float(stats.get("cost", 0.0)) + cost_apart,
             "api_calls": int(stats.get("api_calls", 0)),
+            **({"calls_apart": calls_apart} if calls_apart else {}),
             "patch_lines": str(info.get("submission") or "").count("\n"),
             "trajectory": str(path.relative_to(output)),
         }
@@ -156,7 +157,7 @@ class OutputStore:
         """What a model call of the batch's earlier runs cost: the dearest of their means (0 when none is known)."""
         with file_lock(self.lock):
             infos = read_statuses(self.output).values()
-        means = [info["cost"] / info["api_calls"] for info in infos if priced_calls(info)]
+        means = [info["cost"] / all_calls(info) for info in infos if priced_calls(info)]
         return max((mean for mean in means if math.isfinite(mean)), default=0.0)
 
     def record_status(self, instance_id: str, exit_status: str, **details: Any) -> None:
@@ -178,4 +179,19 @@ class OutputStore:
 
 def priced_calls(info: dict[str, Any]) -> bool:
     cost, calls = info.get("cost"), info.get("api_calls")
-    return isinstance(cost, int | float) and cost > 0 and isinstance(calls, int) and calls > 0
+    return isinstance(cost, int | float) and cost > 0 and isinstance(calls, int) and all_calls(info) > 0
+
+
+def all_calls(info: dict[str, Any]) -> int:
+    """An instance's model calls: the driver's and those of its variants kept apart (a navigator's)."""
+    apart = info.get("calls_apart")
+    return info["api_calls"] + (apart if isinstance(apart, int) and apart > 0 else 0)
+
+
+def spent_apart(info: dict[str, Any]) -> tuple[int, float]:
+    """The model calls and cost a run's variants spent on their own, apart from the driver's `model_stats` (their
+    `usage` in its trajectory's `info`: a navigator's)."""
+    kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
+    usages = [usage for usage in kept if isinstance(usage, dict)]
+    calls = sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in usages)
+    return calls, sum(float(usage.get("cost") or 0.0) for usage in usages)
