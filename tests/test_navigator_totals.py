@@ -140,3 +140,29 @@ def test_a_run_with_attempts_says_what_its_attempts_navigators_spent(tmp_path: P
     assert navigator in shown.stdout, shown.stdout
     view = load_run(out / "t.traj.json").navigator
     assert view is not None and (view.calls, view.tokens, view.cost) == (2, 2014, cost)
+
+
+def test_a_task_its_attempts_navigators_brought_to_its_cost_limit_stays_there_when_run_again(tmp_path: Path) -> None:
+    """The first attempt's navigator spends the task's $1 `attempts.cost_limit` on its plan: run again under the same
+    limit, the task took its spending for $0 (its attempts' drivers' alone), so attempt 1 went on and attempt 2's
+    navigator paid $1 more."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    driver = scripts(tmp_path / "scripts", [DRIVER, DRIVER], [review(3, "Hm."), review(4, "Fine.")])
+    plan = Reply(text=PLAN, input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[plan]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        model = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        tried = {"max": 2, "cost_limit": 1.0}
+        settings = load_config("default", environment={"tools": []}, navigator=nav, model=model, attempts=tried)
+        for _ in range(2):
+            result = run_attempts(
+                "Cart.total ignores quantities.",
+                model=driver,
+                settings=settings,
+                output_dir=tmp_path / "out",
+                run_id="nav",
+                repo=tmp_path / "repo",
+            )
+            assert result.exit_status == "cost_limit", result.error
+    assert len(server.requests) == 1
+    assert [(a["index"], a["exit_status"]) for a in result.attempts] == [(1, "cost_limit")]

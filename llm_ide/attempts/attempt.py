@@ -16,6 +16,7 @@ from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.composition import attempt_model
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError, usd
+from llm_ide.run.outputs import spent_apart, trajectory_info
 from llm_ide.run.single import Driver
 from llm_ide.terminal import plural
 
@@ -71,6 +72,7 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         exit_status=str(result.exit_status),
         submission=result.submission,
         cost=float(result.model_stats.get("cost", 0.0)),
+        cost_apart=spent_apart(trajectory_info(result.trajectory_path))[1],
         api_calls=int(result.model_stats.get("api_calls", 0)),
         trajectory=str(relative(result.trajectory_path, request.output_dir)),
         error=result.error,

@@ -40,10 +40,12 @@ def more_attempts(values: dict[str, Any], settings: Any) -> bool:
 
 
 def task_spent(output_dir: Path, run_id: str, values: dict[str, Any]) -> float:
-    """What a task's attempts, reviews and choice have spent, as its thread and its calls log say."""
+    """What a task's attempts (their navigators too), reviews and choice have spent, as its thread and its calls log
+    say."""
     reviews = sum(c.get("cost", 0.0) for c in values.get("calls", []))
     outside = paid_outside(output_dir, run_id, values)["cost"]
-    return sum(r.get("cost", 0.0) for r in values.get("attempts", [])) + reviews + outside
+    attempts = sum(r.get("cost", 0.0) + r.get("cost_apart", 0.0) for r in values.get("attempts", []))
+    return attempts + reviews + outside
 
 
 def past_their_limits(

@@ -17,6 +17,7 @@ class AttemptRecord(TypedDict, total=False):
     exit_status: str
     submission: str
     cost: float
+    cost_apart: float  # what its variants paid apart from its driver's calls (its navigator's)
     api_calls: int
     steps: int
     trajectory: str  # the attempt's own trajectory, relative to the run's output folder

@@ -90,6 +90,15 @@ def trajectory_info(trajectory: Path | None) -> dict[str, Any]:
         return {}
 
 
+def spent_apart(info: dict[str, Any]) -> tuple[int, float]:
+    """The model calls and cost a run's variants paid on their own, apart from the driver's `model_stats` (their
+    `usage` in its trajectory's `info`)."""
+    kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
+    usages = [usage for usage in kept if isinstance(usage, dict)]
+    calls = sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in usages)
+    return calls, sum(float(usage.get("cost") or 0.0) for usage in usages)
+
+
 def describe_action(node: Any) -> str:
     params = node.action_params
     match node.action_type:

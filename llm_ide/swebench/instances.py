@@ -23,13 +23,13 @@ from llm_ide.priced import has_price
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
-from llm_ide.run.outputs import trajectory_info
+from llm_ide.run.outputs import spent_apart, trajectory_info
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
-from llm_ide.swebench.store import OutputStore, output_folder, spent_apart
+from llm_ide.swebench.store import OutputStore, output_folder
 from llm_ide.workspace.history import ours
 
 log = logging.getLogger("llm_ide.swebench")

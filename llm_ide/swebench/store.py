@@ -16,6 +16,7 @@ import yaml
 
 from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
+from llm_ide.run.outputs import spent_apart
 from llm_ide.settings import load_yaml
 
 PREDS = "preds.json"
@@ -186,12 +187,3 @@ def all_calls(info: dict[str, Any]) -> int:
     """An instance's model calls: the driver's and those of its variants kept apart (a navigator's)."""
     apart = info.get("calls_apart")
     return info["api_calls"] + (apart if isinstance(apart, int) and apart > 0 else 0)
-
-
-def spent_apart(info: dict[str, Any]) -> tuple[int, float]:
-    """The model calls and cost a run's variants spent on their own, apart from the driver's `model_stats` (their
-    `usage` in its trajectory's `info`: a navigator's)."""
-    kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
-    usages = [usage for usage in kept if isinstance(usage, dict)]
-    calls = sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in usages)
-    return calls, sum(float(usage.get("cost") or 0.0) for usage in usages)
