@@ -110,16 +110,8 @@ def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path)
     """A `llm-ide run` whose first reply's stream a dying server cut, then asked again: the run's cost and tokens
     (its trajectory's `model_stats`, the summary's line) count the cut call, as a discarded one, estimated."""
     replies = single_call(FIX_SCRIPT)
-    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        json.dumps({"environment": {"tools": []}, "model": {"stream": True, "retry_base_delay": 0.0, "prices": PRICES}})
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | {"LLM_IDE_CONFIG": "off"}
     with OpenAIServer(replies=[Reply(replies[0], cut=3), *replies]) as server:
-        run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
-        run += ["--model", "gpt-test", "--base-url", server.url, "--output", str(tmp_path / "out"), "--thread-id", "t"]
-        done = invoke(*run, env=env)
+        done = cut_run(tmp_path, server.url, retries=6)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"submitted after {len(replies)} model calls (+1 discarded)" in done.stdout
     with gzip.open(tmp_path / "out" / "t.calls.jsonl.gz", "rt") as log:
@@ -128,6 +120,27 @@ def test_a_run_counts_a_cut_stream_in_its_cost_and_its_calls_log(tmp_path: Path)
     stats = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["model_stats"]
     assert (stats["api_calls"], stats["discarded_calls"], stats["estimated_calls"]) == (len(replies), 1, 1)
     assert stats["cost"] == pytest.approx(sum(call["cost"] for call in calls)) and calls[0]["cost"] > 0
+
+
+def test_a_run_ended_by_a_cut_stream_says_which_of_its_tokens_are_estimated(tmp_path: Path) -> None:
+    """One whole reply, then a stream the server cut and no retry: the summary's line said `(estimated)` of all its
+    tokens (the one estimated call was as many as the run's calls, the discarded one left out of the count)."""
+    replies = single_call(FIX_SCRIPT)
+    with OpenAIServer(replies=[replies[0], Reply(replies[1], cut=3)]) as server:
+        done = cut_run(tmp_path, server.url, retries=0)
+    assert "model_error after 1 model call (+1 discarded)" in done.stdout, done.stdout + done.stderr
+    assert "tokens (estimated for 1 call)" in done.stdout
+
+
+def cut_run(tmp_path: Path, url: str, retries: int) -> Any:
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    config = tmp_path / "c.yaml"
+    model = {"stream": True, "retry_base_delay": 0.0, "max_retries": retries, "prices": PRICES}
+    config.write_text(json.dumps({"environment": {"tools": []}, "model": model}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | {"LLM_IDE_CONFIG": "off"}
+    run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+    run += ["--model", "gpt-test", "--base-url", url, "--output", str(tmp_path / "out"), "--thread-id", "t"]
+    return invoke(*run, env=env)
 
 
 @pytest.mark.parametrize("failing", [400, Reply(WORDS, cut=5)], ids=["refused", "cut"])

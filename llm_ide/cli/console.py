@@ -131,7 +131,8 @@ def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | 
     """A run's model usage in one phrase: calls (and those paid at steps that never completed), tokens (said when
     estimated), cost (or `unpriced`); a navigator's that made calls after it."""
     estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
-    guess = " (estimated)" if estimated == calls else f" (estimated for {plural(estimated, 'call')})"
+    made = calls + int(stats.get("discarded_calls") or 0)  # the tokens are those of the discarded calls too
+    guess = " (estimated)" if estimated == made else f" (estimated for {plural(estimated, 'call')})"
     guess = guess if estimated else ""
     tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
     discarded = f" (+{stats['discarded_calls']} discarded)" if stats.get("discarded_calls") else ""
