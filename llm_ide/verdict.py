@@ -71,7 +71,7 @@ def parse(text: str) -> Verdict:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     opening = _VERDICT.match(lines[0]) if lines else None
     if opening is None:
-        raise FormatError("the reflection's first line must be `good: <summary>` or `bad: <summary>`")
+        raise FormatError("the reply's first line must be the verdict, `good` or `bad`")
     summary, lessons = [opening.group(2).strip()], []
     for line in lines[1:]:
         if lesson := _LESSON.match(line):

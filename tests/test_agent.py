@@ -89,7 +89,7 @@ def test_format_errors_are_asked_again_then_end_the_run(tmp_path: Path) -> None:
         and "[assistant]\nI think I should look" in prompts[1]
     )
     assert "<bad_action> must be true or false, got 'maybe'" in prompts[3]
-    assert "first line must be `good: <summary>` or `bad: <summary>`" in prompts[4]
+    assert "first line must be the verdict, `good` or `bad`" in prompts[4]
     assert len(prompts) == 5
 
 
@@ -165,6 +165,22 @@ def test_garbage_from_the_endpoint_ends_with_format_error(tmp_path: Path) -> Non
     assert result.exit_status == "format_error"
     assert server.hits == 2
     assert "Your response could not be used" in server.requests[1].body["messages"][-1]["content"]
+
+
+def test_a_reply_without_its_verdict_is_told_the_verdict_of_the_format_it_was_given(tmp_path: Path) -> None:
+    """One call per step, a reply after the first without `good`/`bad`: it was told its first line must be
+    `good: <summary>`, beside a format asking for `good` alone on it (a small model, SmolLM2, never got it right)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    unjudged = "The tests fail.\n<bash>python -m pytest -q</bash>"
+    with OpenAIServer(replies=['Look.\n<view>{"path": "shop/cart.py"}</view>', unjudged]) as server:
+        settings, out = config(max_format_errors=2), tmp_path / "out"
+        result = run_task(
+            "fix", model="m", base_url=server.url, settings=settings, output_dir=out, repo=repo, run_id="t"
+        )
+    assert result.exit_status == "format_error"
+    told = server.requests[2].body["messages"][-1]["content"]
+    assert "first line must be the verdict, `good` or `bad`" in told and "\ngood   (or `bad`)\n" in told
+    assert "good: <summary>" not in told
 
 
 def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path) -> None:
