@@ -183,6 +183,24 @@ def test_a_reply_without_its_verdict_is_told_the_verdict_of_the_format_it_was_gi
     assert "good: <summary>" not in told
 
 
+@pytest.mark.parametrize("finish_reason", ["length", "stop"])
+def test_a_reply_rejected_after_it_was_cut_at_the_length_limit_is_told_so(tmp_path: Path, finish_reason: str) -> None:
+    """A reply cut at `model.max_tokens` before its action: the model was told only `missing the action`, and wrote
+    as long a reply again (SmolLM2 at 256 tokens, three times in a row)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    rambling = Reply("I will look at the cart, then " * 20, output_tokens=256, finish_reason=finish_reason)
+    with OpenAIServer(replies=[rambling]) as server:
+        settings, out = config(max_format_errors=2), tmp_path / "out"
+        result = run_task(
+            "fix", model="m", base_url=server.url, settings=settings, output_dir=out, repo=repo, run_id="t"
+        )
+    assert result.exit_status == "format_error"
+    told = server.requests[1].body["messages"][-1]["content"]
+    assert told.startswith("Your response could not be used: missing the action")
+    said = "it was cut at the length limit (256 tokens) before it ended: write a shorter reply"
+    assert (said in told) == (finish_reason == "length")
+
+
 def test_finished_run_is_not_redone_and_new_files_enter_the_patch(tmp_path: Path) -> None:
     script = [
         act("Add a helper.", "create", path="shop/util.py", content="def double(x):\n    return 2 * x\n"),

@@ -102,9 +102,9 @@ def rejected(
     """The reply asked for again with the format it must have; `agent.max_format_errors` in a row end the run."""
     errors = state.get("format_errors", 0) + 1
     formats = {part: render(ctx.templates, part) for part in ("reflect_format", "act_format")}
-    message = render(
-        ctx.templates, "format_error", error=str(error), expected=render(ctx.templates, expected, **formats)
-    )
+    cut = reply.output_tokens if reply.finish_reason == "length" else None  # the room it had ran out first
+    expected = render(ctx.templates, expected, **formats)
+    message = render(ctx.templates, "format_error", error=str(error), expected=expected, cut=cut)
     update: dict[str, Any] = {"format_errors": errors, "retry": rejected_reply(reply, message, str(error), node)}
     limit = ctx.settings.agent.max_format_errors
     if errors >= limit:
