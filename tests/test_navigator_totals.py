@@ -54,6 +54,7 @@ def test_a_run_its_navigator_ended_in_an_error_counts_the_calls_it_made(tmp_path
     again = invoke("run", *navigator_run(tmp_path, [VIEW, VIEW, PLAN], DRIVER), cwd=tmp_path)  # goes on from its state
     info = load_trajectory(path)["info"]
     assert info["exit_status"] == "submitted", again.stdout + again.stderr
+    assert "resuming run t before its first step" in again.stdout  # (was `after step 0`)
     record = info["navigator"]
     assert record["plan"].startswith("1. In Cart.total"), again.stdout + again.stderr
     assert record["usage"]["api_calls"] == len(record["calls"]) == 2 + 3  # the plan asked again: 3 calls more

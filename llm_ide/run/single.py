@@ -246,9 +246,9 @@ class Stream:
     def open(self) -> tuple[Any, str | None]:
         request, thread = self.driver.request, self.thread
         if thread.resumed:
-            self.say(
-                f"resuming run {request.run_id} after step {thread.values.get('n_operations', 0)} (its checkpoint)"
-            )
+            done = thread.values.get("n_operations", 0)
+            where = f"after step {done}" if done else "before its first step"
+            self.say(f"resuming run {request.run_id} {where} (its checkpoint)")
         self.say("starting environment")
         base = thread.values.get("base_commit") if thread.resumed else None
         snapshot = latest_worktree_patch(thread.snapshot) if thread.resumed else None
