@@ -578,6 +578,10 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
     html = page.read_text()
     assert '<span class="resolved-error">1 evaluation errors</span>' in html
     assert f'<td class="resolved-error">{detail}</td>' in html and html.count('data-resolved="error"') == 1
+    (tmp_path / "pages").mkdir()  # a folder: report.html in it, as inspect's page (was "Is a directory")
+    into = invoke("report", str(tmp_path), "--html", str(tmp_path / "pages"))
+    assert (into.returncode, into.stdout.split(" → ")[1].split(" (")[0]) == (0, str(tmp_path / "pages" / "report.html"))
+    assert (tmp_path / "pages" / "report.html").read_text() == html
 
 
 HOSTILE = (

@@ -46,7 +46,8 @@ def report_command(
         Path | None,
         typer.Option(
             "--html",
-            help="Write an HTML report here, with one inspector page per instance beside it.",
+            help="Write an HTML report here (a folder: report.html in it), with one inspector page per instance "
+            "beside it.",
             show_default="no",
         ),
     ] = None,
@@ -84,6 +85,7 @@ def report_command(
     rows = [row for row in batch.rows if status in (None, row.exit_status) and resolved in (None, row.resolved)]
     shown = batch.model_copy(update={"rows": rows})
     if html is not None:
+        html = html / "report.html" if html.is_dir() else html  # as `inspect --html FOLDER` takes a folder
         problems = write_instance_pages(shown, trajectories, html.parent / f"{html.stem}_pages", html.parent)
         for problem in problems:
             err_console.print(f"[yellow]warning:[/] {escape(problem)}")
