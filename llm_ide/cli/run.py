@@ -161,14 +161,13 @@ def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | Non
 
 
 def spent(stats: dict[str, Any], trajectory: Path | None) -> dict[str, Any]:
-    """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with a
-    navigator's cost and tokens added."""
-    from llm_ide.run.outputs import trajectory_info
+    """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with what
+    its variants paid apart (a navigator's cost and tokens) added."""
+    from llm_ide.run.outputs import spent_apart, trajectory_info
 
     info = trajectory_info(trajectory)
-    stats, navigator = info.get("model_stats") or stats, navigator_usage(info)
-    added = {key: stats.get(key, 0) + navigator.get(key, 0) for key in ("cost", "input_tokens", "output_tokens")}
-    return {**stats, **added}
+    stats, apart = info.get("model_stats") or stats, spent_apart(info)
+    return {**stats, **{key: stats.get(key, 0) + apart[key] for key in ("cost", "input_tokens", "output_tokens")}}
 
 
 def higher_limit(

@@ -90,13 +90,13 @@ def trajectory_info(trajectory: Path | None) -> dict[str, Any]:
         return {}
 
 
-def spent_apart(info: dict[str, Any]) -> tuple[int, float]:
-    """The model calls and cost a run's variants paid on their own, apart from the driver's `model_stats` (their
-    `usage` in its trajectory's `info`)."""
+def spent_apart(info: dict[str, Any]) -> dict[str, Any]:
+    """The model calls, tokens and cost a run's variants paid on their own, apart from the driver's `model_stats`
+    (their `usage` in its trajectory's `info`; a record of before names the calls `calls`)."""
     kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
     usages = [usage for usage in kept if isinstance(usage, dict)]
-    calls = sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in usages)
-    return calls, sum(float(usage.get("cost") or 0.0) for usage in usages)
+    summed = {key: sum(usage.get(key) or 0 for usage in usages) for key in ("input_tokens", "output_tokens", "cost")}
+    return {"api_calls": sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in usages), **summed}
 
 
 def describe_action(node: Any) -> str:

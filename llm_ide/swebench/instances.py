@@ -226,8 +226,8 @@ def local_checkout(instance: Instance, options: BatchOptions, run_dir: Path) -> 
 def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int, priced: bool) -> Outcome:
     stats = result.model_stats or {}
     trajectory = result.trajectory_path
-    apart, cost_apart = spent_apart(trajectory_info(trajectory))  # a navigator's, its attempts' too
-    cost = float(stats.get("cost", 0.0)) + cost_apart
+    apart = spent_apart(trajectory_info(trajectory))  # a navigator's, its attempts' too
+    cost = float(stats.get("cost", 0.0)) + apart["cost"]
     outcome = Outcome(
         instance.instance_id,
         result.exit_status,
@@ -238,7 +238,7 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
         details={
             "cost": cost,
             "api_calls": int(stats.get("api_calls", 0)),
-            **({"calls_apart": apart} if apart else {}),
+            **({"calls_apart": apart["api_calls"]} if apart["api_calls"] else {}),
             "patch_lines": (result.submission or "").count("\n"),
             "trajectory": str(trajectory.relative_to(options.output))
             if trajectory.is_relative_to(options.output)

@@ -89,12 +89,12 @@ def statuses_from_trajectories(output: Path) -> dict[str, dict[str, Any]]:
             continue
         if path.parent.name != instance_id or not info.get("exit_status"):
             continue
-        stats, (calls_apart, cost_apart) = info.get("model_stats") or {}, spent_apart(info)
+        stats, apart = info.get("model_stats") or {}, spent_apart(info)
         instances[instance_id] = {
             "exit_status": info["exit_status"],
-            "cost": float(stats.get("cost", 0.0)) + cost_apart,
+            "cost": float(stats.get("cost", 0.0)) + apart["cost"],
             "api_calls": int(stats.get("api_calls", 0)),
-            **({"calls_apart": calls_apart} if calls_apart else {}),
+            **({"calls_apart": apart["api_calls"]} if apart["api_calls"] else {}),
             "patch_lines": str(info.get("submission") or "").count("\n"),
             "trajectory": str(path.relative_to(output)),
         }
