@@ -43,8 +43,11 @@ AGENT_KINDS = {name: (str, "text") for name in (*REQUIRED, "base_url", "base_com
 }
 
 
-def check_fields(state: dict[str, Any], kinds: dict[str, tuple[type, str]], required: dict[str, str]) -> None:
-    """An InputError naming every input of the wrong type, else every required one that is missing or blank."""
+def check_fields(
+    state: dict[str, Any], kinds: dict[str, tuple[type, str]], required: dict[str, str], blank: tuple[str, ...] = ()
+) -> None:
+    """An InputError naming every input of the wrong type, else every required one that is missing or blank (those
+    in `blank` only when missing: a blank one is the run's preflight's to refuse, as at every door)."""
     wrong = [
         f"`{name}` must be {said}, not {type(state[name]).__name__} {state[name]!r:.60}"
         for name, (kind, said) in kinds.items()
@@ -52,15 +55,19 @@ def check_fields(state: dict[str, Any], kinds: dict[str, tuple[type, str]], requ
     ]
     if wrong:
         raise InputError(f"the graph input's {'; '.join(wrong)}")
-    missing = [name for name in required if not state.get(name) or not str(state[name]).strip()]
+    missing = [
+        name
+        for name in required
+        if state.get(name) is None or (name not in blank and (not state[name] or not str(state[name]).strip()))
+    ]
     if missing:
         wanted = "; ".join(f"`{name}` ({required[name]})" for name in missing)
         raise InputError(f"the graph input needs {wanted}")
 
 
 def require_inputs(state: dict[str, Any]) -> None:
-    """The agent graph's input: `check_fields`, and the repository an absolute path."""
-    check_fields(state, AGENT_KINDS, REQUIRED)
+    """The agent graph's input: `check_fields` (a blank task: the preflight's), the repository an absolute path."""
+    check_fields(state, AGENT_KINDS, REQUIRED, blank=("task",))
     if not Path(state["repo"]).expanduser().is_absolute():  # (relative: to the server's folder, no user's choice)
         repo = state["repo"]
         raise InputError(f"the graph input's `repo` must be an absolute path on the server's machine, not {repo!r}")

@@ -169,7 +169,8 @@ class StudioRun:
         settings = self.settings(state)
         repo = Path(state["repo"]).expanduser().resolve()
         variants = compose(settings, self.variants, from_settings=False)
-        preflight(state["model"], settings, base_url=state.get("base_url"), repo=repo, variants=variants)  # as the CLI
+        task, base_url = state["task"], state.get("base_url")
+        preflight(state["model"], settings, base_url=base_url, repo=repo, task=task, variants=variants)  # as the CLI
         register_config_secrets(settings)
         run_id = thread_id()
         self.held.enter_context(repo_lock(repo, not capabilities(settings.environment.type).ephemeral))

@@ -617,3 +617,26 @@ def test_a_studio_run_holds_the_repository_it_changes_in_place(tmp_path: Path) -
     assert studio_run(inputs, "doors-free")["exit_status"] == "submitted"
     with repo_lock(repo, in_place=True):  # let go by the run that ended
         pass
+
+
+@pytest.mark.parametrize("task", ["", " \n\t"])
+def test_an_empty_task_is_the_same_line_at_every_door(tmp_path: Path, task: str) -> None:
+    """The command line and the Python API said "the task is empty", the Studio graphs "the graph input needs `task`
+    (the task text)" for a task given blank: one check (run/preflight.check_task), one line."""
+    line = "the task is empty: say what the agent should do"
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", ["never used"])
+    for api in (run_task, run_attempts):
+        with pytest.raises(UsageError) as raised:
+            api(task, model=model, settings=load_config(), repo=repo, output_dir=tmp_path / "out", run_id="r")
+        assert str(raised.value) == line
+    done = invoke("run", "--repo", str(repo), "--task", task, "--model", model, "-o", str(tmp_path / "out"),
+                  env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    assert (done.returncode, done.stderr) == (2, "error: the task is empty (--task): say what the agent should do\n")
+    for graph in ("graph", SAMPLED, NAVIGATOR, "attempts"):
+        inputs = {"task": task, "repo": str(repo), "model": model}
+        inputs |= {"output": str(tmp_path / "out")} if graph == "attempts" else {}
+        final = studio_graph_run(graph, inputs, f"empty-{graph}")
+        assert (final["exit_status"], final["error"]) == ("error", line), graph
+    assert not (tmp_path / "out").exists()
+

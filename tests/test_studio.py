@@ -272,6 +272,9 @@ def test_the_sampled_graph_runs_the_discriminators_pick(studio: str, tmp_path: P
     assert "+    return celsius * 9 / 5 + 32" in final["submission"]
 
 
+EMPTY_TASK = "the task is empty: say what the agent should do"
+
+
 @pytest.mark.slow
 def test_the_input_schemas_mark_what_is_required_and_a_missing_task_is_one_clear_error(
     studio: str, tmp_path: Path
@@ -288,13 +291,14 @@ def test_the_input_schemas_mark_what_is_required_and_a_missing_task_is_one_clear
     repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
     model = write_script(tmp_path / "script.yaml", SCRIPT)
     (assistant,) = client.assistants.search(graph_id="llm-ide")
-    for inputs, missing in [
-        ({"repo": str(repo), "model": model}, "`task` (the task text)"),
-        ({"task": "  ", "repo": str(repo)}, "`task` (the task text); `model` (as for --model, e.g. scripted:PATH)"),
+    for inputs, line in [
+        ({"repo": str(repo), "model": model}, EMPTY_TASK),  # (a task not given reads "" in the graph's state)
+        ({"task": "  ", "repo": str(repo)}, "the graph input needs `model` (as for --model, e.g. scripted:PATH)"),
+        ({"task": "  ", "repo": str(repo), "model": model}, EMPTY_TASK),  # as at every door
     ]:
         thread = client.threads.create()
         final = client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=inputs, raise_error=True)
-        assert (final["exit_status"], final["error"]) == ("error", f"the graph input needs {missing}")
+        assert (final["exit_status"], final["error"]) == ("error", line)
         assert final.get("operations", []) == [] and final["submission"] == ""
     (run,) = client.runs.list(thread["thread_id"])
     assert run["status"] == "success"  # the error is the run's outcome, told in its state: no traceback
@@ -303,7 +307,7 @@ def test_the_input_schemas_mark_what_is_required_and_a_missing_task_is_one_clear
     inputs = {"repo": str(repo), "model": model, "output": str(tmp_path / "attempts")}
     thread = client.threads.create()
     final = client.runs.wait(thread["thread_id"], attempts["assistant_id"], input=inputs, raise_error=True)
-    assert (final["exit_status"], final["error"]) == ("error", "the graph input needs `task` (the task text)")
+    assert (final["exit_status"], final["error"]) == ("error", EMPTY_TASK)
     assert final.get("attempts", []) == [] and not (tmp_path / "attempts").exists()
     (run,) = client.runs.list(thread["thread_id"])
     assert run["status"] == "success"

@@ -193,7 +193,13 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
     refuse_a_json_name(request.output_dir, request.run_id, "the graph input's `output`")
     variants = compose(request.settings)
     preflight(
-        request.model, request.settings, base_url=request.base_url, repo=request.repo, variants=variants, attempted=True
+        request.model,
+        request.settings,
+        base_url=request.base_url,
+        repo=request.repo,
+        task=request.task,
+        variants=variants,
+        attempted=True,
     )
     return AttemptsContext(request)
 

@@ -42,8 +42,13 @@ def task_text(task: str | None, task_file: Path | None, thread: Path | None = No
             raise fail(f"{source}: not UTF-8 text") from None
         except OSError as error:
             raise fail(f"{source}: cannot read it ({error.strerror})") from None
-    if not text.strip():
-        raise fail(f"the task is empty ({source}): say what the agent should do")
+    from llm_ide.errors import UsageError
+    from llm_ide.run.preflight import check_task
+
+    try:
+        check_task(text, source)
+    except UsageError as error:
+        raise fail(str(error)) from None
     return text
 
 

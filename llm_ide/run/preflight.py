@@ -127,9 +127,10 @@ def check_variants(
             raise PreflightError(f"{use.setting}: {error}") from None
 
 
-def check_task(task: str) -> None:
+def check_task(task: str, source: str | None = None) -> None:
+    """A blank task, refused in these words at every door (`source`: where the command line read it from)."""
     if not task.strip():
-        raise PreflightError("the task is empty: say what the agent should do")
+        raise PreflightError(f"the task is empty{f' ({source})' if source else ''}: say what the agent should do")
 
 
 def check_limits(settings: CoreSettings) -> None:
