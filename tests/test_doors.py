@@ -640,3 +640,23 @@ def test_an_empty_task_is_the_same_line_at_every_door(tmp_path: Path, task: str)
         assert (final["exit_status"], final["error"]) == ("error", line), graph
     assert not (tmp_path / "out").exists()
 
+
+def test_an_output_folder_that_is_the_repository_is_named_as_each_door_names_it(tmp_path: Path) -> None:
+    """The Python API's `output_dir=` and the attempts graph's `output` were told to "give --output a folder"."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", ["never used"])
+    line = (
+        f"the output folder is the repository itself ({repo}): the agent's commands would see and change the run's "
+        "own files; give {} a folder inside or outside it"
+    )
+    for api in (run_task, run_attempts):
+        with pytest.raises(UsageError) as raised:
+            api("Fix Cart.total.", model=model, settings=load_config(), repo=repo, output_dir=repo, run_id="r")
+        assert str(raised.value) == line.format("`output_dir`")
+    done = invoke("run", "--repo", str(repo), "--task", "t", "--model", model, "-o", str(repo),
+                  env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    assert (done.returncode, done.stderr) == (2, f"error: {line.format('--output')}\n")
+    final = studio_graph_run("attempts", {"repo": str(repo), "model": model, "output": str(repo)}, "output-is-repo")
+    assert (final["exit_status"], final["error"]) == ("error", line.format("the graph input's `output`"))
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert status.stdout == "", "nothing was written in the repository"

@@ -32,6 +32,7 @@ from llm_ide.run.stopping import Commands
 from llm_ide.run.thread import refuse_a_file, refuse_a_json_name
 from llm_ide.run.trajectory import CallLog
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
+from llm_ide.workspace.lifecycle import check_output_folder
 from llm_ide.workspace.worktrees import git_worktree
 
 log = logging.getLogger("llm_ide.attempts")
@@ -191,6 +192,7 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
     )
     refuse_a_file(request.output_dir, "the graph input's `output`")
     refuse_a_json_name(request.output_dir, request.run_id, "the graph input's `output`")
+    check_output_folder(request.output_dir, request.repo, "the graph input's `output`")
     variants = compose(request.settings)
     preflight(
         request.model,

@@ -103,9 +103,11 @@ def run(
     from llm_ide.composition import compose
     from llm_ide.priced import has_price
     from llm_ide.run.single import Listeners, RunRequest
+    from llm_ide.workspace.lifecycle import check_output_folder
 
     variants, asked = compose(settings, given), (kind, image)
     check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
+    check_output_folder(thread.parent, repo, "--output")
     check_terminal(settings)
     priced = has_price(model, settings.model.prices)
     ask = ask_on_terminal if settings.navigator.mode == "human" else None

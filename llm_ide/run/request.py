@@ -21,6 +21,7 @@ from llm_ide.run.preflight import preflight
 from llm_ide.run.thread import refuse_a_json_name
 from llm_ide.settings import AgentSettings, CoreSettings
 from llm_ide.variant import Variant
+from llm_ide.workspace.lifecycle import check_output_folder
 
 
 @dataclass(frozen=True)
@@ -139,3 +140,4 @@ def check_request(request: RunRequest) -> None:
         environment=request.environment,
         image=request.image,
     )
+    check_output_folder(request.output_dir, request.repo, "`output_dir`")

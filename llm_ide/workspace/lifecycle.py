@@ -42,12 +42,13 @@ def baseline_notes(env: Environment, base: str) -> list[str]:
     ]
 
 
-def check_output_folder(output_dir: Path, repo: Path | None) -> None:
-    """The run's folder may be in the repository (its commands and its patch never see it) or outside, never be it."""
+def check_output_folder(output_dir: Path, repo: Path | None, option: str = "the run") -> None:
+    """The run's folder may be in the repository (its commands and its patch never see it) or outside, never be it
+    (`option`: what the door that was used calls it: --output, `output_dir`, the graph input's `output`)."""
     if repo is not None and Path(output_dir).resolve() == Path(repo).resolve():
         raise UsageError(
             f"the output folder is the repository itself ({Path(repo).resolve()}): the agent's commands would see "
-            "and change the run's own files; give --output a folder inside or outside it"
+            f"and change the run's own files; give {option} a folder inside or outside it"
         )
 
 
