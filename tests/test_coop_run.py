@@ -413,3 +413,31 @@ def test_scripted_coop_run_on_the_shared_task_grades_like_gold(shared_dir: Path,
     assert (result["feature1"]["passed"], result["feature2"]["passed"]) == (gold.feature1.passed, gold.feature2.passed)
     assert (result["both_passed"], gold.both_passed) == (True, True)
     assert result["feature1"]["tests_passed"] == gold.feature1.tests_passed > 0
+
+
+@pytest.mark.parametrize("given", ["short", "environment"])
+def test_coop_run_takes_the_model_and_config_as_llm_ide_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """`coop run` had no -m/-c and no $LLM_IDE_MODEL (a required --model): `llm-ide run`'s options, the same checks."""
+    task, source = build_task(tmp_path)
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "human.yaml").write_text(yaml.safe_dump({"navigator": {"mode": "human"}}))
+    submit = [act("Go.", "submit")]
+    model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
+    args = coop_args(task, source, model, tmp_path / "out")
+    args[args.index("--config") : args.index("--config") + 2] = ["-c", str(folder / "human.yaml")]
+    if given == "short":
+        args[args.index("--model")] = "-m"
+    else:
+        del args[args.index("--model") : args.index("--model") + 2]
+        monkeypatch.setenv("LLM_IDE_MODEL", model)
+    done = invoke(*args, cwd=tmp_path)
+    line = "error: navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp\n"
+    assert (done.returncode, done.stderr, done.stdout) == (2, line, "")
+    monkeypatch.delenv("LLM_IDE_MODEL", raising=False)
+    args = [arg for arg in args if arg not in ("-m", model)]
+    done = invoke(*args, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (2, invoke("run", "--task", "t", cwd=tmp_path).stderr)
+    assert done.stderr.startswith("error: no model: pass --model") and not (tmp_path / "out").exists()

@@ -19,7 +19,9 @@ from llm_ide.cli.console import (
     print_whole,
     warnings_on_console,
 )
+from llm_ide.cli.options import BaseUrl, model_name
 from llm_ide.cli.resuming import endpoint_args
+from llm_ide.cli.run_options import MODEL_HELP, RunConfig
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -54,8 +56,13 @@ Tests = Annotated[bool, typer.Option("--tests/--no-tests", help="Run each featur
 TaskDir = Annotated[Path, typer.Argument(help="A task folder: dataset/<repo>_task/task<id>/.")]
 Pair = Annotated[str, typer.Option("--pair", "--pairs", help="i,j (or several: `1,2 3,4`, or `all`).")]
 AgentModel = Annotated[
-    str,
-    typer.Option(help="The model of every agent; `{agent}`/`{phase}` (plan, run) in it pick one per agent/phase."),
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help=f"{MODEL_HELP[:-1]}: every agent's; `{{agent}}`/`{{phase}}` (plan, run) in it pick one per agent/phase.",
+        show_default="$LLM_IDE_MODEL",
+    ),
 ]
 SettingNames = Annotated[
     list[str] | None,
@@ -70,9 +77,7 @@ RepoSource = Annotated[
     typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
 ]
 PairsOutput = Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")]
-BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.", show_default="none")]
 Environment = Annotated[str, typer.Option(help="local or docker.")]
-AgentConfig = Annotated[list[Path] | None, typer.Option(help="Agent config file(s).", show_default="none")]
 CoopConfig = Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")]
 Evaluate = Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")]
 
@@ -226,14 +231,14 @@ def regrade(folder: Path) -> None:
 def run_command(
     task_dir: TaskDir,
     pair: Pair,
-    model: AgentModel,
+    model: AgentModel = None,
     setting: SettingNames = None,
     k: Repetition = 0,
     repo_source: RepoSource = None,
     output: PairsOutput = Path("runs/coop"),
     base_url: BaseUrl = None,
     environment: Environment = "local",
-    config: AgentConfig = None,
+    config: RunConfig = None,
     coop_config: CoopConfig = None,
     evaluate: Evaluate = True,
 ) -> None:
@@ -246,7 +251,7 @@ def run_command(
     from llm_ide.errors import LlmIdeError
     from llm_ide.run.thread import refuse_a_file
 
-    names = setting_names(setting)
+    names, model = setting_names(setting), model_name(model)
     check_environment(environment)
     try:
         refuse_a_file(output, "--output")

@@ -11,22 +11,14 @@ from typing import Annotated
 import typer
 
 from llm_ide.cli.console import config_default, fail
-from llm_ide.cli.run_options import store
+from llm_ide.cli.run_options import RunModel, store
 
 Subset = Annotated[
     str,
     typer.Option(help="lite | verified | full | a Hugging Face dataset name | a local .json/.jsonl/.parquet file."),
 ]
 Split = Annotated[str, typer.Option(help="Dataset split (dev, test); ignored for local files.")]
-Model = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="provider:name, scripted:PATH, or an OpenAI-compatible name.",
-        show_default="$LLM_IDE_MODEL",
-    ),
-]
+Model = RunModel
 BaseUrl = Annotated[
     str | None,
     typer.Option(help="OpenAI-compatible endpoint.", show_default="$OPENAI_BASE_URL, else the provider's own"),

@@ -31,15 +31,8 @@ Task = Annotated[str | None, typer.Option("--task", "-t", help="The task text.",
 TaskFile = Annotated[
     Path | None, typer.Option(help="A file holding the task text (-: standard input).", show_default="none; or --task")
 ]
-RunModel = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="provider:name, scripted:PATH, or an OpenAI-compatible name.",
-        show_default="$LLM_IDE_MODEL",
-    ),
-]
+MODEL_HELP = "provider:name, scripted:PATH, or an OpenAI-compatible name."
+RunModel = Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP, show_default="$LLM_IDE_MODEL")]
 RunConfig = Annotated[
     list[Path] | None,
     typer.Option(
