@@ -205,3 +205,13 @@ def test_a_task_typed_at_the_terminal_is_asked_for_and_run(tmp_path: Path) -> No
 def test_the_usage_says_how_many_calls_were_estimated(estimated: int, said: str) -> None:
     stats = {"api_calls": 3, "estimated_calls": estimated, "input_tokens": 3, "output_tokens": 1, "cost": 0.0}
     assert said in usage_text(stats, priced=False)
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_the_demo_streams_each_reply_with_verbose_as_run_does(flag: str, tmp_path: Path) -> None:
+    """`llm-ide demo -v` was "No such option": run's -v/--verbose (each model reply as it streams in)."""
+    quiet = invoke("demo", "--output", str(tmp_path / "quiet"), env=environment())
+    result = invoke("demo", "--output", str(tmp_path / "demo"), flag, env=environment())
+    assert (quiet.returncode, result.returncode) == (0, 0), result.stdout + result.stderr
+    reply = '<action_params>{"path": "calc/stats.py", "start_line": 1, "end_line": 25}</action_params>'
+    assert reply in result.stdout and reply not in quiet.stdout

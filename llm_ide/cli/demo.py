@@ -24,6 +24,8 @@ from llm_ide.cli.console import (
     print_interrupted,
 )
 from llm_ide.cli.run import report, write_patch
+from llm_ide.cli.run_options import Verbose
+from llm_ide.cli.status import ThinkingStatus
 from llm_ide.errors import ExitStatus, install_signal_policy
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
@@ -40,11 +42,15 @@ def demo(
             show_default="a new llm-ide-demo-* temp dir",
         ),
     ] = None,
+    verbose: Verbose = False,
     thoughts: Thoughts = True,
 ) -> None:
     """Fix a small bug in a bundled project, offline, with the full agent and a scripted model."""
     from llm_ide.config import load_config
     from llm_ide.run.single import run_task
+
+    streamed = {"model": {"stream": True}} if verbose else {}
+    status = ThinkingStatus(console, verbose, err_console)
 
     workdir = output or Path(tempfile.mkdtemp(prefix="llm-ide-demo-"))
     project, checkpoint = workdir / "project", workdir / "run" / f"{RUN_ID}.checkpoint.sqlite"
@@ -57,13 +63,16 @@ def demo(
         result = run_task(
             task,
             model=f"scripted:{DEMO_DIR / 'script.yaml'}",
-            settings=load_config("default", overrides=[DEMO_DIR / "config.yaml"]),
+            settings=load_config("default", overrides=[DEMO_DIR / "config.yaml"], **streamed),
             output_dir=workdir / "run",
             run_id=RUN_ID,
             repo=project,
-            on_event=StepPrinter(thoughts=thoughts),
+            on_event=StepPrinter(thoughts=thoughts and not verbose),  # -v showed the reply, its reasoning too
+            on_model_call=status,
+            on_command=status.command,
         )
     except KeyboardInterrupt as interrupt:
+        status.stop()
         if checkpoint.exists():
             stopped = f"the demo stopped at its last completed step ({workdir / 'run'})"
             print_interrupted(stopped, *([] if output else ["--output", str(workdir)]))
