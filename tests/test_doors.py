@@ -660,3 +660,27 @@ def test_an_output_folder_that_is_the_repository_is_named_as_each_door_names_it(
     assert (final["exit_status"], final["error"]) == ("error", line.format("the graph input's `output`"))
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
     assert status.stdout == "", "nothing was written in the repository"
+
+
+RUN_LIMITS = [
+    (("--step-limit", "-1"), "agent.step_limit: input should be greater than or equal to 0 (got -1)"),
+    (("--cost-limit", "nan"), "agent.cost_limit: input should be a finite number (got nan)"),
+    (("--cost-limit", "-1"), "agent.cost_limit: input should be greater than or equal to 0 (got -1.0)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "line"),
+    [
+        *((command, *limit) for command in [("run", "--task", "t"), ("swebench-single",)] for limit in RUN_LIMITS),
+        (("swebench",), *RUN_LIMITS[0]),  # (its --cost-limit is the batch's, a limit of its own)
+    ],
+)
+def test_a_run_limit_is_checked_alike_by_every_command_that_sets_it(
+    tmp_path: Path, command: tuple[str, ...], option: tuple[str, str], line: str
+) -> None:
+    """`swebench`'s and `swebench-single`'s --step-limit was click's "-1 is not in the range x>=0", swebench-single's
+    --cost-limit "settings: agent.cost_limit: …", where `run` says "command line: agent.…"."""
+    done = invoke(*command, "--model", "scripted:x.yaml", *option, cwd=tmp_path,
+                  env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    assert (done.returncode, done.stderr) == (2, f"error: command line: {line}\n")

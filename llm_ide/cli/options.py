@@ -55,7 +55,6 @@ Address = Annotated[
 StepLimit = Annotated[
     int | None,
     typer.Option(
-        min=0,
         help="Maximum operations per instance; 0: no limit.",
         show_default=config_default("agent.step_limit", "swebench"),
     ),

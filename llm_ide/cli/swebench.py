@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,12 +79,14 @@ def _options(**values: Any) -> Any:
 
     step_limit, run_cost_limit = values.pop("step_limit", None), values.pop("run_cost_limit", None)
     agent = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", run_cost_limit)) if v is not None}
-    options = BatchOptions(config_values={"agent": agent} if agent else {}, **values)
+    options = BatchOptions(**values)
     try:
-        batch_config(options)
+        settings = batch_config(options)
+        if agent:  # checked as `run` checks its limits: the command line's, named so
+            settings.merged({"agent": agent}, origin="command line")
     except ConfigError as error:
         raise fail(str(error)) from None
-    return options
+    return replace(options, config_values={"agent": agent}) if agent else options
 
 
 def _check_environment(kind: str) -> None:
