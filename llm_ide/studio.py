@@ -26,6 +26,7 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import StateSnapshot
 
 from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
@@ -269,25 +270,40 @@ class StudioGraph(ServedGraph):
         super().__init__(**kwargs)
         self.studio_run = studio_run
 
-    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
-        given = await self.applied(input, config)
-        if isinstance(given, dict) and self.studio_run is not None and (error := unknown_field(given, StudioInput)):
+    def seen(self, input: Any) -> None:
+        if isinstance(input, dict) and self.studio_run is not None and (error := unknown_field(input, StudioInput)):
             self.studio_run.failed = error  # an input applied: its first node ends the run with the line
-        return given
 
-    async def applied(self, input: Any, config: RunnableConfig | None) -> Any:
-        config = config or {}
-        if not isinstance(input, dict) or "task" not in input or "thread_id" not in config.get("configurable", {}):
-            return input
-        thread = await self.aget_state(config)
+    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+        if not self.on_its_thread(input, config):
+            return await super().given(input, config)
+        given, going = self.resumed(await self.aget_state(config or {}), input)
+        if going is not None:
+            await self.aupdate_state(config or {}, going, as_node=ENDING)
+        return await super().given(given, config)
+
+    def given_now(self, input: Any, config: RunnableConfig | None) -> Any:
+        if not self.on_its_thread(input, config):
+            return super().given_now(input, config)
+        given, going = self.resumed(self.get_state(config or {}), input)
+        if going is not None:
+            self.update_state(config or {}, going, as_node=ENDING)
+        return super().given_now(given, config)
+
+    @staticmethod
+    def on_its_thread(input: Any, config: RunnableConfig | None) -> bool:
+        return isinstance(input, dict) and "task" in input and "thread_id" in (config or {}).get("configurable", {})
+
+    def resumed(self, thread: StateSnapshot, input: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        """What the run on `thread` starts from given `input` (None: where the thread stopped), and the update that
+        lets a thread stopped at a limit its `config` no longer reaches go on (None: none)."""
         kept = thread.values.get("task") or ""
         one_task(kept, input["task"])
         if kept and not thread.next and self.studio_run is not None and thread.values.get("exit_status") in LIMITS:
             with contextlib.suppress(LlmIdeError):  # a bad `config`: the run says it, as for any thread
                 if past_its_limit(thread.values, self.studio_run.settings(input).agent):
-                    await self.aupdate_state(config, going_on(config=input.get("config") or {}), as_node=ENDING)
-                    return None
-        return None if kept and thread.next and not thread.values.get("exit_status") else input
+                    return None, going_on(config=input.get("config") or {})
+        return (None if kept and thread.next and not thread.values.get("exit_status") else input), None
 
 
 @asynccontextmanager

@@ -116,10 +116,50 @@ def test_a_thread_cut_before_its_action_ran_runs_that_action_when_given_its_task
     assert "+    return celsius * 9 / 5 + 32" in final["submission"]
 
 
+def run_as(way: str, made: Any, inputs: Any, config: dict[str, Any]) -> Any:
+    """`made` run on `inputs` one of the four ways a compiled graph runs (the sync ones in a thread of their own)."""
+    if way == "ainvoke":
+        return made.ainvoke(inputs, config)
+    if way == "astream":
+        return collected(made.astream(inputs, config))
+    runner = made.invoke if way == "invoke" else lambda *args: list(made.stream(*args))
+    return asyncio.to_thread(runner, inputs, config)
+
+
+async def collected(chunks: Any) -> list[Any]:
+    return [chunk async for chunk in chunks]
+
+
+WAYS = ["ainvoke", "astream", "invoke", "stream"]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_cut_thread_given_its_task_again_resumes_its_step_whichever_way_it_is_run(tmp_path: Path, way: str) -> None:
+    """invoke and stream (sync) skipped the served graph's look at the thread: the task given again started the cut
+    step over (a model call more, the chosen action never run), as astream had until it was checked there."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
+    saver = InMemorySaver()
+    served_run(saver, "t1", inputs, stop_before=("execute_tool",))
+    config = {"configurable": {"thread_id": "t1", "graph_id": "llm-ide"}}
+    asyncio.run(run_as_served(way, saver, inputs, config))
+    final = saver.get_tuple(config).checkpoint["channel_values"]
+    assert (final["exit_status"], final["usage"]["api_calls"]) == ("submitted", 4)
+    with pytest.raises(ThreadMismatchError, match="^the thread is a run of another task"):
+        asyncio.run(run_as_served(way, saver, {**inputs, "task": "Another task entirely."}, config))
+
+
+async def run_as_served(way: str, saver: InMemorySaver, inputs: Any, config: dict[str, Any]) -> Any:
+    async with graph({"configurable": {}}) as compiled:
+        return await run_as(way, compiled.copy(update={"checkpointer": saver}), inputs, config)
+
+
+@pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("other", ["llm-ide-attempts", "coop"])
-def test_a_thread_resumed_with_another_graph_says_which_graph_it_is_of(tmp_path: Path, other: str) -> None:
+def test_a_thread_resumed_with_another_graph_says_which_graph_it_is_of(tmp_path: Path, other: str, way: str) -> None:
     """An `llm-ide` thread cut before its action, resumed (`null`) with the attempts or the coop graph: a run that met
-    none of its nodes, no outcome and no error; now one line naming the thread's graph, the thread as it was."""
+    none of its nodes, no outcome and no error; now one line naming the thread's graph, the thread as it was. The
+    sync ways (invoke, stream) were not checked: the check was astream's alone."""
     repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
     inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
     saver = InMemorySaver()
@@ -130,7 +170,7 @@ def test_a_thread_resumed_with_another_graph_says_which_graph_it_is_of(tmp_path:
     async def resume() -> None:
         async with contextlib.AsyncExitStack() as stack:
             made = pair.graph({}) if other == "coop" else await stack.enter_async_context(attempts_studio.graph({}))
-            await made.copy(update={"checkpointer": saver}).ainvoke(None, config)
+            await run_as(way, made.copy(update={"checkpointer": saver}), None, config)
 
     said = f"^the thread is a run of the 'llm-ide' graph, not of '{other}'; run it with that graph \\(or start a new"
     with pytest.raises(ThreadMismatchError, match=said):

@@ -96,10 +96,9 @@ class AttemptsGraph(ServedGraph):
         super().__init__(**kwargs)
         self.served_run = served_run
 
-    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+    def seen(self, input: Any) -> None:
         if isinstance(input, dict) and self.served_run is not None:
             self.served_run.unknown = unknown_field(input, AttemptsStudioInput)
-        return input
 
 
 @asynccontextmanager

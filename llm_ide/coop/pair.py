@@ -244,10 +244,9 @@ class PairGraph(ServedGraph):
     """The pair graph as served: an input with a field of no such name (`cop`: LangGraph would drop it unsaid) is
     refused before anything runs, as its other input errors are (an InputError, the server's error of the run)."""
 
-    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+    def seen(self, input: Any) -> None:
         if isinstance(input, dict) and (error := unknown_field(input, PairInput)):
             raise error
-        return input
 
 
 def graph(config: RunnableConfig) -> CompiledStateGraph:

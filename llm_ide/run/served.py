@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.state import CompiledStateGraph
 
 from llm_ide.errors import ThreadMismatchError
@@ -26,22 +26,40 @@ class ServedGraph(CompiledStateGraph):
         return cls(**{key: value for key, value in vars(built).items() if key != "__orig_class__"}, **kwargs)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        await self.own_thread(config or {})
+        if saver := self.thread_saver(config or {}):
+            self.refuse_another(await saver.aget_tuple(config or {}), config or {})
         async for chunk in super().astream(await self.given(input, config), config, **kwargs):
             yield chunk
 
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        """As `astream` (`invoke` runs it): the same checks, with the saver's sync methods."""
+        if saver := self.thread_saver(config or {}):
+            self.refuse_another(saver.get_tuple(config or {}), config or {})
+        yield from super().stream(self.given_now(input, config), config, **kwargs)
+
+    def seen(self, input: Any) -> None:
+        """The input's own checks, before the run and whatever its thread holds (none here)."""
+
     async def given(self, input: Any, config: RunnableConfig | None) -> Any:
+        self.seen(input)
         return input
 
-    async def own_thread(self, config: RunnableConfig) -> None:
-        configurable, saver = config.get("configurable", {}), self.checkpointer
-        if not isinstance(saver, BaseCheckpointSaver) or "thread_id" not in configurable:
-            return
-        saved = await (self._apply_checkpointer_allowlist(saver) or saver).aget_tuple(config)  # its types allowed
+    def given_now(self, input: Any, config: RunnableConfig | None) -> Any:
+        self.seen(input)
+        return input
+
+    def thread_saver(self, config: RunnableConfig) -> BaseCheckpointSaver | None:
+        """The saver of the run's thread (its state's types allowed), if it runs on one."""
+        saver = self.checkpointer
+        if not isinstance(saver, BaseCheckpointSaver) or "thread_id" not in config.get("configurable", {}):
+            return None
+        return self._apply_checkpointer_allowlist(saver) or saver
+
+    def refuse_another(self, saved: CheckpointTuple | None, config: RunnableConfig) -> None:
         if saved is None or not set(saved.checkpoint["channel_values"]) - set(self.channels):
             return
         owner = saved.metadata.get("graph_id")
-        this = configurable.get("graph_id") or self.name
+        this = config.get("configurable", {}).get("graph_id") or self.name
         said = f"the {owner!r} graph" if owner and owner != this else "another graph"
         raise ThreadMismatchError(
             f"the thread is a run of {said}, not of {this!r}; run it with that graph (or start a new thread)"
