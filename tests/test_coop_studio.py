@@ -121,15 +121,45 @@ def test_the_served_pair_graph_refuses_an_input_field_of_no_such_name(tmp_path: 
     import asyncio
 
     from llm_ide.coop.pair import graph
-    from llm_ide.inputs import InputError
 
     task, source = build_task(tmp_path)
     run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": pair_scripts(tmp_path / "scripts"),
            "repo_source": str(source)}  # fmt: skip
     inputs = {"run": run, "output": str(tmp_path / "out"), field: {"execution": {"lockstep": True}}}
-    with pytest.raises(InputError) as raised:
-        asyncio.run(graph({}).ainvoke(inputs, {"configurable": {"thread_id": "t"}}))
-    assert str(raised.value) == said and not (tmp_path / "out").exists()
+    final = asyncio.run(graph({}).ainvoke(inputs, {"configurable": {"thread_id": "t"}}))
+    assert (final["exit_status"], final["error"]) == ("error", said) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"run": None}, "the graph input needs `run` (the pair: {pair})"),
+        ({"run.model": "nosuch:model"}, "the graph input's `run.model`: model nosuch:model: unknown provider 'nosuch'"),
+        ({"run.pair": [1, 9]}, "the graph input's `run.pair`: "),
+    ],
+)
+@pytest.mark.parametrize("way", ["ainvoke", "invoke"])
+def test_the_served_pair_graph_ends_the_run_with_its_error_as_the_agent_graphs_do(
+    tmp_path: Path, given: dict, said: str, way: str
+) -> None:
+    """A bad input was an InputError the server made the run's failure (Studio showed `__error__`), where the agent
+    and attempts graphs end the run, its `exit_status` error and the line its `error`: the pair graph now does too
+    (the pair graph itself, as `coop run` runs it, still raises)."""
+    import asyncio
+
+    from llm_ide.coop.pair import graph
+
+    task, source = build_task(tmp_path)
+    run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": pair_scripts(tmp_path / "scripts"),
+           "repo_source": str(source)}  # fmt: skip
+    inputs = {"run": run, "output": str(tmp_path / "out")}
+    for key, value in given.items():
+        run[key.removeprefix("run.")] = value if key.startswith("run.") else None
+        inputs |= {} if key.startswith("run.") else {key: value}
+    served, config = graph({}), {"configurable": {"thread_id": "t"}}
+    final = asyncio.run(served.ainvoke(inputs, config)) if way == "ainvoke" else served.invoke(inputs, config)
+    assert final["exit_status"] == "error" and final["error"].startswith(said.format(pair=PAIR.format()))
+    assert "folder" not in final and "result" not in final and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("beside", [True, False])

@@ -26,7 +26,7 @@ from llm_ide.coop.planning import build_planning_graph, merge_dict
 from llm_ide.coop.settings import CoopSettings, load_coop_settings
 from llm_ide.coop.task import CoopError, CoopTask, check_source, default_source, load_task
 from llm_ide.environments import environment_kind
-from llm_ide.errors import LlmIdeError, UsageError
+from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.fileio import atomic_write
 from llm_ide.graph import build_graph
 from llm_ide.inputs import InputError, check_fields, unknown_field
@@ -35,6 +35,8 @@ from llm_ide.run.served import ServedGraph
 from llm_ide.run.thread import refuse_a_file
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variants
+
+Node = Callable[..., dict[str, Any]]
 
 
 class PairInput(TypedDict, total=False):
@@ -49,6 +51,8 @@ class PairInput(TypedDict, total=False):
 
 
 class PairState(PairInput, total=False):
+    exit_status: str  # served (Studio): an error of ours ends the run, as the agent graph's (`error` its line)
+    error: str
     folder: str
     plans: dict[str, str]
     patches: list[str]
@@ -144,7 +148,9 @@ def check_before_anything(state: PairState, run: CoopRun, ctx: PairContext) -> N
 
 
 def build_pair_graph(
-    checkpointer: Any = None, context_schema: type[PairContext] | None = PairContext
+    checkpointer: Any = None,
+    context_schema: type[PairContext] | None = PairContext,
+    wrap: Callable[[Node], Node] = lambda node: node,
 ) -> CompiledStateGraph:
     planning = build_planning_graph()  # its checkpointer (planning.sqlite) is attached per pair
     agent = build_graph(variants=Variants((Messages(),)))  # as drawn: each agent's run adds its settings' variants
@@ -191,7 +197,7 @@ def build_pair_graph(
 
     builder = StateGraph(PairState, context_schema=context_schema, input_schema=PairInput)
     for name, node in (("prepare", prepare_pair), ("plan", plan), ("execute", execute), ("evaluate", evaluate)):
-        builder.add_node(name, node)
+        builder.add_node(name, wrap(node))
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "plan")
     builder.add_edge("plan", "execute")
@@ -241,17 +247,39 @@ def graded(folder: Path, run: CoopRun) -> dict[str, Any] | None:
 
 
 class PairGraph(ServedGraph):
-    """The pair graph as served: an input with a field of no such name (`cop`: LangGraph would drop it unsaid) is
-    refused before anything runs, as its other input errors are (an InputError, the server's error of the run)."""
+    """The pair graph as served: an error of ours ends the run, its exit status and line in the state (`exit_status`,
+    `error`) as the agent graph's do, nothing after it run; an input with a field of no such name (`cop`: LangGraph
+    would drop it unsaid) ends it so at its first node."""
+
+    def __init__(self, *, refused: list[LlmIdeError] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.refused = refused if refused is not None else []
 
     def seen(self, input: Any) -> None:
         if isinstance(input, dict) and (error := unknown_field(input, PairInput)):
-            raise error
+            self.refused.append(error)
+
+
+def ending_the_run(node: Node, refused: list[LlmIdeError]) -> Node:
+    def served_node(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:
+        if state.get("exit_status"):
+            return {}
+        try:
+            if refused:
+                raise refused[0]
+            return node(state, runtime)
+        except LlmIdeError as error:
+            return ended(error)
+
+    served_node.__name__ = node.__name__
+    return served_node
 
 
 def graph(config: RunnableConfig) -> CompiledStateGraph:
     """LangGraph Studio (langgraph.json): the pair graph; input {run: {task, pair, setting, model, …}, output}."""
-    return PairGraph.of(build_pair_graph(context_schema=None))
+    refused: list[LlmIdeError] = []
+    built = build_pair_graph(context_schema=None, wrap=lambda node: ending_the_run(node, refused))
+    return PairGraph.of(built, refused=refused)
 
 
 def run_pair(
