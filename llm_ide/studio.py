@@ -34,12 +34,12 @@ from llm_ide.config import Settings, deep_merge, load_config, register_config_se
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
-from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
+from llm_ide.errors import LIMITS, LlmIdeError, ThreadMismatchError, UsageError, ended
 from llm_ide.graph import ENDING, build_graph
 from llm_ide.inputs import StudioInput, require_inputs, unknown_field
 from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
-from llm_ide.run.guard import repo_lock
+from llm_ide.run.guard import check_same_repository, repo_lock
 from llm_ide.run.preflight import preflight
 from llm_ide.run.served import ServedGraph
 from llm_ide.run.setup import build_context
@@ -299,6 +299,12 @@ class StudioGraph(ServedGraph):
         lets a thread stopped at a limit its `config` no longer reaches go on (None: none)."""
         kept = thread.values.get("task") or ""
         one_task(kept, input["task"])
+        if kept and isinstance(repo := input.get("repo"), str):
+            thread_id = thread.config.get("configurable", {}).get("thread_id", "")
+            try:
+                check_same_repository(thread_id, thread.values, Path(repo), "the graph input's `repo`", "a new thread")
+            except UsageError as error:
+                raise ThreadMismatchError(str(error)) from None
         if kept and not thread.next and self.studio_run is not None and thread.values.get("exit_status") in LIMITS:
             with contextlib.suppress(LlmIdeError):  # a bad `config`: the run says it, as for any thread
                 if past_its_limit(thread.values, self.studio_run.settings(input).agent):

@@ -253,3 +253,29 @@ def test_a_run_removes_the_repositorys_future_and_says_its_environment_as_the_co
     assert any(text.startswith("removed what came after the base commit") for text in said), said
     assert any(text.startswith("the commands use Python") for text in said), said
     assert run("branch", "--list", "the-fix").stdout == ""
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_thread_given_its_task_with_another_repository_is_refused_as_the_command_line_refuses_it(
+    tmp_path: Path, cut: bool
+) -> None:
+    """A thread cut mid-step went on in its own repository, the other one given ignored unsaid; an ended one took the
+    other as its `repo` beside the first one's patch. As `llm-ide run --thread-id` with another --repo: one line, the
+    thread as it was; another checkout of the same repository goes on."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    other = make_git_repo(tmp_path / "other", {"x.py": "x = 1\n"})
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
+    saver = InMemorySaver()
+    first, _ = served_run(saver, "t1", inputs, stop_before=("execute_tool",) if cut else ())
+    base = first["base_commit"]
+    said = (
+        f"thread t1 started in {repo}; the graph input's `repo` {other} is another repository (no commit "
+        f"{base[:12]}, the thread's base): give the thread's repository (or a clone of it), or a new thread"
+    )
+    with pytest.raises(ThreadMismatchError) as raised:
+        served_run(saver, "t1", {**inputs, "repo": str(other)})
+    assert str(raised.value) == said
+    kept = saver.get_tuple({"configurable": {"thread_id": "t1"}}).checkpoint["channel_values"]
+    assert kept["repo"] == str(repo)
+    final, _ = served_run(saver, "t1", inputs)
+    assert (final["exit_status"], final["repo"]) == ("submitted", str(repo))

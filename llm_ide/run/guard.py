@@ -54,17 +54,19 @@ def repo_lock(repo: Path | None, in_place: bool) -> Iterator[None]:
         yield
 
 
-def check_same_repository(run_id: str, values: dict[str, Any], repo: Path | None) -> None:
+def check_same_repository(
+    run_id: str, values: dict[str, Any], repo: Path | None, given: str = "--repo", instead: str = "a new --thread-id"
+) -> None:
     """A thread resumed with `--repo` another repository than the one it started in (its base commit is none of
-    that repository's commits): a usage error naming both. Another checkout of the same one (a clone, a worktree, a
-    retry on another node) goes on."""
+    that repository's commits): a usage error naming both (`given`, `instead`: in the words of the door used).
+    Another checkout of the same one (a clone, a worktree, a retry on another node) goes on."""
     started, base = values.get("repo") or "", values.get("base_commit")
     if repo is None or not started or not base or Path(started).resolve() == Path(repo).resolve():
         return
     if not git_fails(repo, "rev-parse", "--git-dir") and git_fails(repo, "cat-file", "-e", f"{base}^{{commit}}"):
         raise UsageError(
-            f"thread {run_id} started in {started}; --repo {repo} is another repository (no commit {base[:12]}, the "
-            "thread's base): give the thread's repository (or a clone of it), or a new --thread-id"
+            f"thread {run_id} started in {started}; {given} {repo} is another repository (no commit {base[:12]}, "
+            f"the thread's base): give the thread's repository (or a clone of it), or {instead}"
         )
 
 
