@@ -92,7 +92,7 @@ def run(
 ) -> None:
     """Run the agent on one task in a repository; print the patch and write it to <output>/<thread id>.patch. While
     the model thinks, a live line shows the seconds and tokens so far."""
-    run_id, thread, text = thread_and_task(output, thread_id, task, task_file)
+    run_id, thread, text = thread_and_task(output, thread_id, task, task_file, repo)
     repo, given = Path.cwd() if repo == Path(".") else repo, reproduction_variants(reproduction)  # the folder, whole
     again, model = resuming_args(task_file, model, config, thread, base_url), model_name(model)
     kind = environment_kind(environment, image)
@@ -103,11 +103,9 @@ def run(
     from llm_ide.composition import compose
     from llm_ide.priced import has_price
     from llm_ide.run.single import Listeners, RunRequest
-    from llm_ide.workspace.lifecycle import check_output_folder
 
     variants, asked = compose(settings, given), (kind, image)
     check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
-    check_output_folder(thread.parent, repo, "--output")
     check_terminal(settings)
     priced = has_price(model, settings.model.prices)
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
@@ -135,15 +133,17 @@ def run(
 
 
 def thread_and_task(
-    output: Path | None, thread_id: str | None, task: str | None, task_file: Path | None
+    output: Path | None, thread_id: str | None, task: str | None, task_file: Path | None, repo: Path
 ) -> tuple[str, Path, str]:
-    """The run's id (`--thread-id`, else one of the time), `<output>/<id>` (what its files are named after) and its
-    task (with `--thread-id` and no task given: the run's own)."""
+    """The run's id (`--thread-id`, else one of the time), `<output>/<id>` (what its files are named after; its
+    folder not the repository) and its task (with `--thread-id` and no task given: the run's own)."""
     from llm_ide.run.thread import check_run_id
+    from llm_ide.workspace.lifecycle import check_output_folder
 
     run_id = time.strftime("run-%Y%m%d-%H%M%S") if thread_id is None else thread_id
     check_run_id(run_id)  # an empty one (`--thread-id "$T"`, T unset) too: not a new run in the place of T's
     thread = output_folder(output, run_id) / run_id
+    check_output_folder(thread.parent, repo, "--output")
     return run_id, thread, task_text(task, task_file, thread if thread_id else None)
 
 

@@ -127,8 +127,7 @@ def check_variants(
             raise PreflightError(f"{use.setting}: {error}") from None
 
 
-def check_task(task: str, source: str | None = None) -> None:
-    """A blank task, refused in these words at every door (`source`: where the command line read it from)."""
+def check_task(task: str, source: str | None = None) -> None:  # (`source`: where the command line read it)
     if not task.strip():
         raise PreflightError(f"the task is empty{f' ({source})' if source else ''}: say what the agent should do")
 

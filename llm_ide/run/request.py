@@ -130,6 +130,7 @@ def check_request(request: RunRequest) -> None:
     """The preflight of a run the Python API is given: its task, limits, repository, model and what its variants
     need (llm_ide/run/preflight.py), as the command line checks its own."""
     variants = compose(request.settings, request.variants)
+    check_output_folder(request.output_dir, request.repo, "`output_dir`")
     preflight(
         request.model,
         request.settings,
@@ -140,4 +141,3 @@ def check_request(request: RunRequest) -> None:
         environment=request.environment,
         image=request.image,
     )
-    check_output_folder(request.output_dir, request.repo, "`output_dir`")
