@@ -684,3 +684,16 @@ def test_a_run_limit_is_checked_alike_by_every_command_that_sets_it(
     done = invoke(*command, "--model", "scripted:x.yaml", *option, cwd=tmp_path,
                   env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
     assert (done.returncode, done.stderr) == (2, f"error: command line: {line}\n")
+
+
+@pytest.mark.parametrize(
+    "command", [("run", "--task", "t"), ("swebench",), ("swebench-single",), ("coop", "run", ".", "--pair", "1,2")]
+)
+def test_an_unknown_environment_is_the_same_line_from_every_command(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """`run` said click's "'kube' is not one of 'local', 'docker'", the SWE-bench commands "unknown environment
+    'kube': use docker or local", `coop run` "… use local or docker"."""
+    done = invoke(*command, "--model", "scripted:x.yaml", "--environment", "kube", cwd=tmp_path,
+                  env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    name = " ".join(command[:2] if command[0] == "coop" else command[:1])
+    said = "error: Invalid value for '--environment': 'kube' is not one of 'local', 'docker'."
+    assert (done.returncode, done.stderr) == (2, f"{said} (see: llm-ide {name} --help)\n")

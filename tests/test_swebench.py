@@ -202,7 +202,8 @@ def test_unreachable_model_and_missing_key_fail_before_the_batch(tmp_path: Path)
     bad_env = cli("llm-ide", "swebench", "--subset", str(dataset), "--environment", "podman", "--model", "m", env=env)
     assert (bad_env.returncode, bad_env.stderr.strip()) == (
         2,
-        "error: unknown environment 'podman': use docker or local",
+        "error: Invalid value for '--environment': 'podman' is not one of 'local', 'docker'. "
+        "(see: llm-ide swebench --help)",
     )
 
 

@@ -21,7 +21,7 @@ from llm_ide.cli.console import (
 )
 from llm_ide.cli.options import BaseUrl, model_name
 from llm_ide.cli.resuming import endpoint_args
-from llm_ide.cli.run_options import MODEL_HELP, RunConfig
+from llm_ide.cli.run_options import MODEL_HELP, RunConfig, environment_kind
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -77,7 +77,7 @@ RepoSource = Annotated[
     typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
 ]
 PairsOutput = Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")]
-Environment = Annotated[str, typer.Option(help="local or docker.")]
+Environment = Annotated[str, typer.Option(callback=environment_kind, help="local or docker.")]
 CoopConfig = Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")]
 Evaluate = Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")]
 
@@ -252,7 +252,6 @@ def run_command(
     from llm_ide.run.thread import refuse_a_file
 
     names, model = setting_names(setting), model_name(model)
-    check_environment(environment)
     try:
         refuse_a_file(output, "--output")
         task = load_task(task_dir)
@@ -296,13 +295,6 @@ def setting_names(given: list[str] | None) -> list[str]:
     if twice := [name for index, name in enumerate(names) if name in names[:index]]:
         raise fail(f"setting {twice[0]!r} given twice: give each setting once")
     return names
-
-
-def check_environment(environment: str) -> None:
-    from llm_ide.environments import KINDS
-
-    if environment not in KINDS:
-        raise fail(f"unknown environment {environment!r}: use {' or '.join(KINDS)}")
 
 
 def run_with_progress(task: Any, pairs: list[tuple[int, int]], names: list[str], **options: Any) -> tuple[Any, Any]:

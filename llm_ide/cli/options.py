@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from llm_ide.cli.console import config_default, fail
-from llm_ide.cli.run_options import RunModel, store
+from llm_ide.cli.run_options import RunModel, environment_kind, store
 
 Subset = Annotated[
     str,
@@ -33,7 +33,13 @@ ConfigFiles = Annotated[
     ),
 ]
 EnvironmentKind = Annotated[
-    str, typer.Option("--environment", "--environment-class", help="docker (one container per instance) or local.")
+    str,
+    typer.Option(
+        "--environment",
+        "--environment-class",
+        callback=environment_kind,
+        help="docker (one container per instance) or local.",
+    ),
 ]
 Checkpoint = Annotated[
     str | None,

@@ -21,6 +21,18 @@ class NavigatorMode(StrEnum):
 
 EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
 
+
+def environment_kind(value: str) -> str:
+    """A --environment taken as text (the SWE-bench commands': mini-swe-agent's class names too, `DockerEnvironment`)
+    refused in the words `run`'s choice of EnvironmentType is."""
+    kind = value.lower().removesuffix("environment")
+    if kind not in KINDS:
+        raise typer.BadParameter(
+            f"{value!r} is not one of {', '.join(map(repr, KINDS))}.", param_hint="'--environment'"
+        )
+    return kind
+
+
 Repo = Annotated[
     Path,
     typer.Option(

@@ -64,15 +64,6 @@ if TYPE_CHECKING:
     from llm_ide.swebench.batch import BatchOptions, Selection
 
 
-def _environment(kind: str) -> str:
-    from llm_ide.environments import KINDS
-
-    kind = kind.lower().removesuffix("environment")
-    if kind not in KINDS:
-        raise fail(f"unknown environment {kind!r}: use {' or '.join(sorted(KINDS))}")
-    return kind
-
-
 def _options(**values: Any) -> Any:
     from llm_ide.config import ConfigError
     from llm_ide.swebench.batch import BatchOptions, batch_config
@@ -128,7 +119,7 @@ def swebench_command(
     from llm_ide.config import with_user_config
 
     again, model = resuming_args(None, model, config, output / "swebench", base_url), model_name(model)
-    kind = _environment(environment)
+    kind = environment
     check_engine(engine, {"--address": address, "--shared-output": shared_output, "--prefetch-images": prefetch_images})
     options = _options(
         model=model,
@@ -323,7 +314,7 @@ def swebench_single_command(
     from llm_ide.swebench.batch import batch_config
 
     again, model = resuming_args(None, model, config, output / "swebench-single", base_url), model_name(model)
-    kind = _environment(environment)
+    kind = environment
     options = _options(
         model=model,
         output=output,
