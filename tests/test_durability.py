@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act, reflect, write_script
-from conftest import killed_in_command, make_git_repo
+from conftest import isolated_environ, killed_in_command, make_git_repo
 from in_process import invoke
 
 STEPS = [
@@ -216,15 +216,36 @@ def test_a_second_run_on_the_same_thread_or_repository_exits_naming_the_first(tm
         assert (repo / "trail.txt").read_text() == "one\ntwo\none\ntwo\n"
 
 
-def killed_mid_run(tmp_path: Path) -> tuple[Path, list[str], bytes]:
-    """A run SIGKILLed while its second command runs (one operation saved); its trajectory's bytes."""
-    repo, args = setup_run(tmp_path, WAITING_STEPS)
-    first = llm_ide(args, tmp_path)
+@pytest.fixture(scope="session")
+def killed_run(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> tuple[Path, list[str]]:
+    """A run SIGKILLed while its second command runs (one operation saved), made once per worker and kept
+    as it was left beside it: a kill costs a child process (~1 s of CPU) and every test below reruns the same
+    killed run. Its environment is a test's (conftest.isolated_environ); its temp folders are in its folder too, so
+    that the copy holds all the run left."""
+    folder = tmp_path_factory.mktemp("killed-run")
+    (folder / "tmp").mkdir()
+    repo, args = setup_run(folder, WAITING_STEPS)
+    env = isolated_environ(tmp_path_factory, session_cache) | {"TMPDIR": str(folder / "tmp")}
+    first = llm_ide(args, folder, env=env)
     wait_for(repo / "waiting", first)
-    killed_in_command(first, mark(tmp_path))
-    saved = (tmp_path / "out" / "T.traj.json").read_bytes()
-    assert json.loads(saved)["info"]["n_operations"] == 1
-    return repo, args, saved
+    killed_in_command(first, mark(folder))
+    assert json.loads((folder / "out" / "T.traj.json").read_bytes())["info"]["n_operations"] == 1
+    shutil.copytree(folder, pristine(folder), symlinks=True)
+    return folder, args
+
+
+def pristine(folder: Path) -> Path:
+    return folder.with_name(f"{folder.name}-pristine")
+
+
+@pytest.fixture
+def killed_mid_run(killed_run: tuple[Path, list[str]]) -> tuple[Path, list[str], bytes]:
+    """The killed run as it was left, in its folder again (what the test before changed is gone); its trajectory's
+    bytes."""
+    folder, args = killed_run
+    shutil.rmtree(folder)
+    shutil.copytree(pristine(folder), folder, symlinks=True)
+    return folder, args, (folder / "out" / "T.traj.json").read_bytes()
 
 
 def corrupt(database: Path, how: str) -> None:
@@ -248,25 +269,28 @@ def corrupt(database: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["emptied", "truncated", "wal_lost", "random", "deleted"])
-def test_corrupt_checkpoint_is_one_line_and_keeps_the_trajectory(tmp_path: Path, how: str) -> None:
-    repo, args, saved = killed_mid_run(tmp_path)
-    corrupt(tmp_path / "out" / "T.checkpoint.sqlite", how)
+def test_corrupt_checkpoint_is_one_line_and_keeps_the_trajectory(
+    killed_mid_run: tuple[Path, list[str], bytes], how: str
+) -> None:
+    folder, args, saved = killed_mid_run
+    repo = folder / "repo"
+    corrupt(folder / "out" / "T.checkpoint.sqlite", how)
     (repo / "go").touch()
-    code, output = rerun(args, tmp_path)
+    code, output = rerun(args, folder)
     assert code == 2, output
     assert len(output.strip().splitlines()) == 1 and output.startswith("error:"), output
-    assert (tmp_path / "out" / "T.traj.json").read_bytes() == saved
+    assert (folder / "out" / "T.traj.json").read_bytes() == saved
     assert (repo / "trail.txt").read_text() == "one\n"
 
 
-def test_an_empty_object_line_in_the_calls_log_is_skipped(tmp_path: Path) -> None:
-    repo, args, _ = killed_mid_run(tmp_path)
-    with (tmp_path / "out" / "T.calls.jsonl").open("a") as handle:
+def test_an_empty_object_line_in_the_calls_log_is_skipped(killed_mid_run: tuple[Path, list[str], bytes]) -> None:
+    folder, args, _ = killed_mid_run
+    with (folder / "out" / "T.calls.jsonl").open("a") as handle:
         handle.write("{}\n[1, 2]\n")
-    (repo / "go").touch()
-    code, output = rerun(args, tmp_path)
+    (folder / "repo" / "go").touch()
+    code, output = rerun(args, folder)
     assert code == 0, output
-    traj = trajectory(tmp_path)
+    traj = trajectory(folder)
     assert [c["index"] for c in traj["model_calls"]] == list(range(3))
     assert traj["operations"][1]["observation"].startswith(RERUN)
 
@@ -303,17 +327,17 @@ def test_full_disk_ends_the_run_in_one_line_and_it_resumes_once_there_is_room(tm
     assert (repo / "trail.txt").read_text() == "one\ntwo\nthree\n"
 
 
-def test_read_only_run_folder_is_one_line_and_keeps_everything(tmp_path: Path) -> None:
+def test_read_only_run_folder_is_one_line_and_keeps_everything(killed_mid_run: tuple[Path, list[str], bytes]) -> None:
     """A checkpoint (and trajectory) on a read-only mount: one line, nothing changed (a read-only bind mount holds
     even for root, unlike file modes)."""
-    repo, args, saved = killed_mid_run(tmp_path)
-    out = tmp_path / "out"
+    folder, args, saved = killed_mid_run
+    out = folder / "out"
     if subprocess.run(["mount", "--bind", str(out), str(out)], capture_output=True).returncode != 0:
         pytest.skip("cannot bind-mount (needs root)")
     try:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], check=True, capture_output=True)
-        (repo / "go").touch()
-        code, output = rerun(args, tmp_path)
+        (folder / "repo" / "go").touch()
+        code, output = rerun(args, folder)
     finally:
         subprocess.run(["umount", str(out)], capture_output=True)
     assert code == 2, output
