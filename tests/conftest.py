@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -196,8 +197,16 @@ def isolated_environ(tmp_path_factory: pytest.TempPathFactory, session_cache: Pa
     the venv's activation puts it (`.venv/bin/python -m pytest` unactivated: the commands' `python3` would be
     another one, e.g. a version manager's shim or the system's without pytest)."""
     kept = {name: value for name, value in os.environ.items() if not name.startswith(LEAKY)}
-    folders = {"XDG_CONFIG_HOME": str(tmp_path_factory.mktemp("config")), "XDG_CACHE_HOME": str(session_cache)}
+    folders = {"XDG_CONFIG_HOME": config_home(tmp_path_factory), "XDG_CACHE_HOME": str(session_cache)}
     return kept | folders | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PATH": venv_first(kept.get("PATH", ""))}
+
+
+def config_home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An empty folder of its own, in one folder for the session: `mktemp` lists the base temp folder to number each
+    folder it makes, and a folder per test there made each test's `mktemp` (its `tmp_path`'s too) list one more."""
+    homes = tmp_path_factory.getbasetemp() / "config-homes"
+    homes.mkdir(exist_ok=True)
+    return tempfile.mkdtemp(prefix="config-", dir=homes)
 
 
 def venv_first(path: str) -> str:
