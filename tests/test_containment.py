@@ -376,35 +376,39 @@ def test_an_unsandboxed_run_says_so_on_the_console(tmp_path: Path, sandbox: str,
 
 
 @pytest.mark.parametrize(
-    ("who", "sabotage"),
+    ("who", "sabotage", "sandbox"),
     [
-        ("command", "rm -rf .git"),
-        ("command", "rm -rf .git && git init -q"),
-        ("reproduction script", ""),
+        ("command", "rm -rf .git", "bwrap"),
+        ("command", "rm -rf .git && git init -q", "bwrap"),
+        ("command", 'rm -rf "$PWD"', "bwrap"),
+        ("command", 'rm -rf "$PWD"', "none"),
+        ("command", "cd .. && mv repo moved", "none"),
+        ("reproduction script", "", "bwrap"),
     ],
 )
 def test_a_run_whose_git_goes_ends_with_environment_error_and_keeps_its_work(
-    tmp_path: Path, who: str, sabotage: str
+    tmp_path: Path, who: str, sabotage: str, sandbox: str
 ) -> None:
     """Issue 32 §6: a reproduction script deleted the user's `.git` (a local run works in place) and the run still
     ended `submitted`, nothing said. Now the run ends `environment_error` with a line saying it, and its patch (the
-    last worktree snapshot it holds: the edit before the loss) is written in the output folder."""
+    last worktree snapshot it holds: the edit before the loss) is written in the output folder. The whole repository
+    removed or moved away (unsandboxed, where a command can): the same, not `error` with the patch extraction's
+    FileNotFoundError."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
     if who == "command":
         steps += [act("Break it.", "bash", command=f"echo 'y = 1' > b.py; {sabotage}"), reflect(False, "Broke.")]
     steps.append(act("Done.", "submit"))
     (tmp_path / "reproduce.sh").write_text("if grep -q 'x = 2' a.py; then rm -rf .git; fi; echo checked\n")
-    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], sandbox: {sandbox}}}\n")
     args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
     args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g"]
     args += ["--reproduction", str(tmp_path / "reproduce.sh")] if who != "command" else []
     done = invoke(*args)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "environment_error after" in done.stdout
-    assert (
-        "was deleted or replaced" in done.stderr and "the patch kept is the run's last worktree snapshot" in done.stderr
-    )
+    assert "was deleted or" in done.stderr and "the patch kept is the run's last worktree snapshot" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and "Errno" not in done.stderr
     trajectory = json.loads((tmp_path / "out" / "g.traj.json").read_text())
     assert trajectory["info"]["exit_status"] == "environment_error"
     patch = (tmp_path / "out" / "g.patch").read_text()

@@ -182,6 +182,15 @@ class LocalEnvironment:
             raise OutsideRepository(path)
         return target
 
+    def _here(self) -> Path:
+        """The repository, still there: a command of the run may have removed or moved it (`rm -rf "$PWD"`)."""
+        if not self.repo.is_dir():
+            raise RepositoryLost(
+                f"the repository ({self.repo}) was deleted or moved away by a command of the run: "
+                "the patch kept is the run's last worktree snapshot"
+            )
+        return self.repo
+
     def inside(self, path: str) -> bool:
         return resolve_inside(self.repo, path) is not None
 
@@ -223,7 +232,7 @@ class LocalEnvironment:
     ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
-        where = self._path(cwd) if cwd else self.repo
+        where = self._path(cwd) if cwd else self._here()
         unmasked: set[str] = set()  # masked sockets that were gone when bwrap mounted over them
         for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
             with StartMarker() if self.bwrap else contextlib.nullcontext() as marker:  # (its pipe closed however)
@@ -321,7 +330,7 @@ class LocalEnvironment:
         """Our own commands (patch extraction), outside the sandbox: stdout, and stderr too when they fail."""
         try:
             done = subprocess.run(
-                ["bash", "-c", command], cwd=self.repo, env=self.env | UNHOOKED, capture_output=True, timeout=timeout
+                ["bash", "-c", command], cwd=self._here(), env=self.env | UNHOOKED, capture_output=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return 124, b"timed out"
