@@ -122,6 +122,9 @@ class EnvironmentFailure(LlmIdeError):
     exit_status = ExitStatus.ENVIRONMENT_ERROR
 
 
+KEPT = "the patch kept is the run's last worktree snapshot"
+
+
 class RepositoryLost(EnvironmentFailure):
     """The repository's git directory was deleted or replaced under the run (a command, a reproduction script): the
     run ends with `environment_error`, its patch the last worktree snapshot it holds (`patch`)."""
@@ -129,6 +132,11 @@ class RepositoryLost(EnvironmentFailure):
     def __init__(self, message: str, patch: str = "") -> None:
         super().__init__(message)
         self.patch = patch
+
+    @classmethod
+    def away(cls, what: str) -> RepositoryLost:
+        """The repository's folder itself (`what`) deleted or moved away."""
+        return cls(f"{what} was deleted or moved away by a command of the run: {KEPT}")
 
 
 class Submitted(LlmIdeError):

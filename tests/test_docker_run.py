@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_script import act, reflect, write_script
 from conftest import BASE_IMAGE, git, require_docker
+from in_process import invoke
 
 from llm_ide.cli.demo import DEMO_DIR
 
@@ -77,7 +79,6 @@ def test_run_in_docker_fixes_the_demo_bug_and_leaves_nothing_behind(tmp_path: Pa
 @pytest.mark.slow
 def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_path: Path) -> None:
     require_docker()
-    from agent_script import act, reflect, write_script
     from conftest import make_git_repo
 
     from llm_ide.config import load_config
@@ -116,3 +117,32 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
     assert "+VALUE = 2" in resumed.submission and "+kept" in resumed.submission
     assert git(repo, "status", "--porcelain") == ""
     assert containers("llm-ide.run-id=resume-docker") == []
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("sabotage", ["cd / && rm -rf /testbed", "cd / && mv /testbed /moved"], ids=["rm", "mv"])
+def test_a_command_removing_the_containers_workdir_ends_the_run_environment_error(
+    tmp_path: Path, sabotage: str
+) -> None:
+    """A command deleted or moved the container's workdir: reading the files its output named crashed the run (`error`,
+    tarfile's `ReadError: truncated header`: the session's cd failed before tar ran). Now the run ends
+    `environment_error` as a local one whose repository goes does, in one line, with the last worktree snapshot."""
+    require_docker()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("x = 1\n")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
+    steps += [act("Break it[1](a.py:1).", "bash", command=f"cat a.py; {sabotage}"), reflect(False, "Broke.")]
+    steps.append(act("Done.", "submit"))
+    (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], type: docker, image: '{BASE_IMAGE}'}}\n")
+    args = ["run", "--repo", str(project), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
+    done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "w")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "environment_error after" in done.stdout
+    assert "the container's workdir (/testbed) was deleted or moved away by a command of the run" in done.stderr
+    info = json.loads((tmp_path / "out" / "w.traj.json").read_text())["info"]
+    assert info["exit_status"] == "environment_error" and "-x = 1\n+x = 2\n" in info["submission"]
+    assert containers("llm-ide.run-id=w") == []

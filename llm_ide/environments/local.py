@@ -185,10 +185,7 @@ class LocalEnvironment:
     def _here(self) -> Path:
         """The repository, still there: a command of the run may have removed or moved it (`rm -rf "$PWD"`)."""
         if not self.repo.is_dir():
-            raise RepositoryLost(
-                f"the repository ({self.repo}) was deleted or moved away by a command of the run: "
-                "the patch kept is the run's last worktree snapshot"
-            )
+            raise RepositoryLost.away(f"the repository ({self.repo})")
         return self.repo
 
     def inside(self, path: str) -> bool:

@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import getpass
 import os
+import select
 import socket
 import time
 from dataclasses import dataclass
@@ -36,6 +37,15 @@ WATCHDOG = ["sh", "-c", "read -r _; kill -USR2 1", "llm-ide-watchdog"]
 def start_watchdog(api: Any, container_id: str) -> Any:
     """The watchdog of a container started with KEEPER: the stream to hold while the container should live."""
     return api.exec_start(api.exec_create(container_id, WATCHDOG, stdin=True)["Id"], socket=True)
+
+
+def watchdog_alive(watchdog: Any) -> bool:
+    """Whether a watchdog's stream is still open (it shows nothing until it ends)."""
+    sock = getattr(watchdog, "_sock", watchdog)
+    try:
+        return not select.select([sock], [], [], 0)[0]
+    except (OSError, ValueError):
+        return False
 
 
 class Closable(Protocol):

@@ -6,7 +6,6 @@ import contextlib
 import io
 import posixpath
 import re
-import select
 import shlex
 import tarfile
 import tempfile
@@ -31,6 +30,7 @@ from llm_ide.environments.docker.cleanup import (
     owner_labels,
     remove_container,
     start_watchdog,
+    watchdog_alive,
 )
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over, refuse_unwritable
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, network_mode
@@ -39,12 +39,14 @@ from llm_ide.environments.docker.session import Collector, Session, Sink
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
 from llm_ide.environments.views import UNHOOKED
+from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
 PRIVATE_ROOT = "/var/lib/llm-ide"
 LINK_DIR = "/usr/local/bin"  # where the tools link their commands (tools/plan.py): the commands' user's too
 OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
+GONE = 85  # ... of one of ours that finds the workdir gone (a command deleted or moved it)
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
@@ -181,7 +183,7 @@ class DockerEnvironment:
     def _renew_watchdog(self) -> None:
         """After a lost session (every process killed?) a new watchdog starts; the old one's end may reach its stream
         later, and closing a live one would end the container, so only the dead are let go."""
-        for watchdog in [w for w in self._watchdogs if not _alive(w)]:
+        for watchdog in [w for w in self._watchdogs if not watchdog_alive(w)]:
             self._watchdogs.remove(watchdog)
             with contextlib.suppress(Exception):
                 watchdog.close()
@@ -207,7 +209,7 @@ class DockerEnvironment:
                 self._kill(old, server=True)
             old.close()
         if self._session is None:
-            if old is not None or not any(_alive(w) for w in self._watchdogs):
+            if old is not None or not any(watchdog_alive(w) for w in self._watchdogs):
                 self._renew_watchdog()
             self._session = self._open_session()
         return self._session
@@ -270,6 +272,10 @@ class DockerEnvironment:
             output = append_note(output, render(self.messages["session_lost"]))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
+    def _in_workdir(self) -> str:
+        """Shell code: into the workdir, else exit GONE (run from "/": the session's own cd would fail first)."""
+        return f"cd -- {shlex.quote(self.workdir)} 2>/dev/null || exit {GONE}; "
+
     def _inside_check(self) -> str:
         """Shell code: `inside PATH` succeeds when PATH, symlinks resolved, is inside the workdir."""
         workdir = shlex.quote(self.workdir)
@@ -287,14 +293,16 @@ class DockerEnvironment:
         if not paths:
             return snapshots
         command = (
-            f"{self._inside_check()}for p in {' '.join(shlex.quote(path) for path in paths)}; do "
+            f"{self._in_workdir()}{self._inside_check()}for p in {' '.join(shlex.quote(path) for path in paths)}; do "
             'inside "$p" && printf \'%s\\0\' "$p"; done | '
             "tar -c -h --no-recursion --ignore-failed-read --format=posix -f - --null -T -"
         )
         archive = Collector()
-        returncode, _, lost = self.run(command + " 2>/dev/null", archive, self.command_timeout)
-        if lost or returncode > 1:
+        returncode, _, lost = self.run(command + " 2>/dev/null", archive, self.command_timeout, "/")
+        if lost or 1 < returncode != GONE:
             raise EnvironmentFailure(f"reading files from the container failed (tar exit status {returncode})")
+        if returncode == GONE:  # no file there to read
+            return snapshots
         wanted: dict[str, list[str]] = {}
         for path in paths:
             wanted.setdefault(member_key(path), []).append(path)
@@ -328,9 +336,11 @@ class DockerEnvironment:
         own = " ".join(f"{name}={shlex.quote(value)}" for name, value in OWN_GIT.items())
         script = f"(export {own}; {command}) 2>{errors}; rc=$?; [ $rc = 0 ] || cat {errors}; rm -f {errors}; exit $rc"
         sink = Collector()
-        returncode, _, lost = self.run(script, sink, timeout)
+        returncode, _, lost = self.run(self._in_workdir() + script, sink, timeout, "/")
         if lost:
             raise EnvironmentFailure("the container's shell session ended during one of our own commands")
+        if returncode == GONE:
+            raise RepositoryLost.away(f"the container's workdir ({self.workdir})")
         return returncode, bytes(sink.data)
 
     def private_dir(self, name: str) -> str:
@@ -387,11 +397,3 @@ class DockerEnvironment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _alive(watchdog: Any) -> bool:  # a watchdog's stream shows nothing until it ends
-    sock = getattr(watchdog, "_sock", watchdog)
-    try:
-        return not select.select([sock], [], [], 0)[0]
-    except (OSError, ValueError):
-        return False
