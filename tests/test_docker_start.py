@@ -5,6 +5,7 @@ this process (SIGINT, a Ctrl-C) or drops the connection when a given request goe
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -13,10 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BASE_IMAGE, base_image_client, containers_of, remove_containers
+from agent_script import act, write_script
+from conftest import BASE_IMAGE, base_image_client, containers_of, make_git_repo, remove_containers, wait_for
+from in_process import invoke
 
 from llm_ide.config import load_config
 from llm_ide.environments import make_environment
+from llm_ide.errors import EnvironmentFailure
 
 pytestmark = pytest.mark.docker
 
@@ -25,10 +29,13 @@ ENGINE = "/var/run/docker.sock"
 
 class Relay:
     """A Unix socket that passes the Docker API on to the engine; the first request whose line holds `marker`
-    is passed on and this process sent SIGINT (`act` "interrupt"), or its connection closed unsent ("drop")."""
+    is passed on and this process sent SIGINT (`act` "interrupt"), or its connection closed unsent ("drop"), or
+    that and every connection closed, later ones refused, as of an engine gone ("gone"); `skip`: that many such
+    requests go through first."""
 
-    def __init__(self, path: Path, marker: bytes, act: str) -> None:
-        self.marker, self.act, self.fired = marker, act, False
+    def __init__(self, path: Path, marker: bytes, act: str, skip: int = 0) -> None:
+        self.path, self.marker, self.act, self.fired, self.skip = path, marker, act, False, skip
+        self.connections: list[socket.socket] = []
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(str(path))
         self.server.listen()
@@ -40,6 +47,7 @@ class Relay:
                 client, _ = self.server.accept()
                 engine = socket.socket(socket.AF_UNIX)
                 engine.connect(ENGINE)
+                self.connections += [client, engine]
                 threading.Thread(target=self.pass_on, args=(client, engine, True), daemon=True).start()
                 threading.Thread(target=self.pass_on, args=(engine, client, False), daemon=True).start()
 
@@ -47,8 +55,16 @@ class Relay:
         with contextlib.suppress(OSError):
             while data := source.recv(1 << 16):
                 fire = requests and not self.fired and self.marker in data.split(b"\r\n", 1)[0]
+                if fire and self.skip:
+                    fire, self.skip = False, self.skip - 1
                 self.fired |= fire
-                if fire and self.act == "drop":
+                if fire and self.act == "gone":
+                    self.server.close()
+                    self.path.unlink()
+                    for end in self.connections:
+                        with contextlib.suppress(OSError):
+                            end.shutdown(socket.SHUT_RDWR)
+                if fire and self.act != "interrupt":
                     break
                 target.sendall(data)
                 if fire:
@@ -67,23 +83,44 @@ def run_id() -> Iterator[str]:
 
 
 @pytest.mark.parametrize(
-    ("marker", "act", "error"),
+    ("marker", "act", "skip", "error"),
     [
-        (b"/start ", "interrupt", KeyboardInterrupt),
-        (b"/start ", "drop", OSError),  # (requests' ConnectionError, no DockerException),
+        (b"/start ", "interrupt", 0, KeyboardInterrupt),
+        (b"/start ", "drop", 0, EnvironmentFailure),  # (requests' ConnectionError, an OSError, no DockerException)
+        (b"/containers/create", "drop", 0, EnvironmentFailure),
+        (b"/containers/create", "gone", 0, EnvironmentFailure),
+        (b"/exec", "gone", 2, EnvironmentFailure),  # (past the watchdog's: the container goes with its connection)
     ],
-    ids=["interrupted", "dropped"],
+    ids=["interrupted", "dropped", "create-dropped", "create-gone", "gone-once-started"],
 )
 def test_a_container_start_interrupted_or_failed_removes_the_container(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_id: str, marker: bytes, act: str, error: type
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_id: str, marker: bytes, act: str, skip: int, error: type
 ) -> None:
-    """Ctrl-C while the engine starts the container, or the connection lost then: the container is gone when the
-    error reaches the caller."""
+    """Ctrl-C while the engine starts the container, or the connection lost then, or the engine gone: the container
+    is gone when the error reaches the caller, a lost engine an EnvironmentFailure in one line."""
     client = base_image_client()
-    relay = Relay(tmp_path / "docker.sock", marker, act)
+    relay = Relay(tmp_path / "docker.sock", marker, act, skip)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'docker.sock'}")
     config = load_config("default", environment={"type": "docker", "image": BASE_IMAGE, "tools": []}).environment
-    with pytest.raises(error):
+    with pytest.raises(error) as raised:
         make_environment(config, None, run_id, None, None)
-    assert relay.fired
-    assert containers_of(client, run_id) == []
+    assert relay.fired and "\n" not in str(raised.value)
+    wait_for(lambda: containers_of(client, run_id) == [], 30, "the container's removal")
+
+
+def test_an_engine_lost_as_the_container_is_created_ends_the_run_in_one_line(tmp_path: Path) -> None:
+    """`llm-ide run` whose engine goes away as it creates the container: the run ended `error` with requests'
+    `ConnectionError: ('Connection aborted.', …)`; now `environment_error`, one line, exit code 2 as for an engine
+    not reachable at all."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    relay = Relay(tmp_path / "docker.sock", b"/containers/create", "gone")
+    (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], type: docker, image: '{BASE_IMAGE}'}}\n")
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model]
+    args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "e"]
+    done = invoke(*args, env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'docker.sock'}"})
+    assert relay.fired, done.stdout + done.stderr
+    assert done.returncode == 2 and "environment_error after 0 model calls" in done.stdout, done.stdout + done.stderr
+    assert done.stderr.startswith("could not start a container from") and done.stderr.count("\n") == 1, done.stderr
+    info = json.loads((tmp_path / "out" / "e.traj.json").read_text())["info"]
+    assert info["exit_status"] == "environment_error" and "\n" not in info["error"]

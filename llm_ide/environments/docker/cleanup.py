@@ -52,6 +52,7 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
+ENGINE_ERRORS = (docker.errors.DockerException, OSError)  # the engine's answer, or its connection lost (requests')
 LABEL = "llm-ide"
 RUN_ID_LABEL = "llm-ide.run-id"
 PID_LABEL = "llm-ide.pid"

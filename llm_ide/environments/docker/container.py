@@ -22,6 +22,7 @@ from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFa
 from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
+    ENGINE_ERRORS,
     KEEPER,
     cleanup_containers,
     connect,
@@ -99,11 +100,11 @@ class DockerEnvironment:
         self._watchdogs: list[Any] = []  # more than one only while a replaced one may still be alive
         self.container_id: str | None = None
         self.client = connect()
-        ensure_image(self.client, image, pull)
         if repo is not None and not Path(repo).is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
         limits = limits or Limits.bundled()
         try:  # failed or interrupted from the container's start on: it goes there and then
+            ensure_image(self.client, image, pull)
             self._start_container(env or {}, network, limits)
             self.user = limits.commands_user(self.client, image)
             folders = [TOOLS_ROOT, PRIVATE_ROOT, workdir, LINK_DIR]
@@ -114,8 +115,12 @@ class DockerEnvironment:
             else:
                 refuse_unwritable(self.client.api, str(self.container_id), self.user, workdir)
             self._redirects = removal(self.run_trusted, workdir)
-        except BaseException:
-            self.close()
+        except BaseException as error:
+            try:
+                self.close()
+            finally:  # the engine failing, or its connection lost (requests' errors are OSErrors): one line
+                if isinstance(error, ENGINE_ERRORS):
+                    raise EnvironmentFailure(f"could not start a container from {image}: {one_line(error)}") from None
             raise
 
     @classmethod
@@ -151,30 +156,24 @@ class DockerEnvironment:
             options["volumes"] = volumes
         name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
         install_cleanup_handlers()
-        with contextlib.suppress(docker.errors.DockerException):  # what a killed run of this id left (watchdog gone)
+        with contextlib.suppress(*ENGINE_ERRORS):  # what a killed run of this id left (watchdog gone)
             cleanup_containers(self.client, run_id=self.run_id)
-        try:
-            container = self.client.containers.create(
-                self.image,
-                entrypoint=KEEPER,
-                command=[],
-                name=name,
-                labels=owner_labels(self.run_id),
-                environment={key: str(value) for key, value in env.items()},
-                working_dir=self.workdir,
-                auto_remove=True,
-                detach=True,
-                **options,
-            )
-        except docker.errors.DockerException as error:
-            raise EnvironmentFailure(f"could not create a container from {self.image}: {one_line(error)}") from None
+        container = self.client.containers.create(
+            self.image,
+            entrypoint=KEEPER,
+            command=[],
+            name=name,
+            labels=owner_labels(self.run_id),
+            environment={key: str(value) for key, value in env.items()},
+            working_dir=self.workdir,
+            auto_remove=True,
+            detach=True,
+            **options,
+        )
         self.container_id = container.id
         _LIVE[container.id] = self
-        try:
-            container.start()
-            self._start_watchdog()
-        except docker.errors.DockerException as error:  # (closed by __init__)
-            raise EnvironmentFailure(f"could not start a container from {self.image}: {one_line(error)}") from None
+        container.start()  # (failed: closed and told by __init__)
+        self._start_watchdog()
 
     def _start_watchdog(self) -> None:
         assert self.container_id is not None
@@ -383,6 +382,8 @@ class DockerEnvironment:
             return
         try:
             remove_container(self.client, container_id)
+        except ENGINE_ERRORS as error:  # (the watchdog ends it once the engine sees our connections close)
+            raise EnvironmentFailure(f"could not remove container {container_id[:12]}: {one_line(error)}") from None
         finally:
             for connection in (self._session, *self._watchdogs):
                 if connection is not None:
