@@ -9,6 +9,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +32,16 @@ ENGINE = "/var/run/docker.sock"
 class Relay:
     """A Unix socket that passes the Docker API on to the engine; the first request whose line holds `marker`
     is passed on and this process sent SIGINT (`act` "interrupt"), or its connection closed unsent ("drop"), or
-    that and every connection closed, later ones refused, as of an engine gone ("gone"); `skip`: that many such
-    requests go through first."""
+    that and every connection closed, later ones refused, as of an engine gone ("gone"), or passed on and the main
+    thread sent SIGINT once the engine answered it, the answer held ("answered": Ctrl-C when the engine has done it
+    and the client does not know yet), or as that with `answered` set instead ("held": another process interrupted);
+    `skip`: that many such requests go through first."""
 
     def __init__(self, path: Path, marker: bytes, act: str, skip: int = 0) -> None:
         self.path, self.marker, self.act, self.fired, self.skip = path, marker, act, False, skip
         self.connections: list[socket.socket] = []
+        self.answering: socket.socket | None = None  # the engine's end whose answer interrupts ("answered")
+        self.main, self.answered = threading.main_thread().ident, threading.Event()
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(str(path))
         self.server.listen()
@@ -54,6 +60,11 @@ class Relay:
     def pass_on(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(1 << 16):
+                if source is self.answering:
+                    if self.act == "answered":
+                        signal.pthread_kill(self.main, signal.SIGINT)  # (the main thread's recv interrupted: no race)
+                    self.answered.set()
+                    return
                 fire = requests and not self.fired and self.marker in data.split(b"\r\n", 1)[0]
                 if fire and self.skip:
                     fire, self.skip = False, self.skip - 1
@@ -64,10 +75,11 @@ class Relay:
                     for end in self.connections:
                         with contextlib.suppress(OSError):
                             end.shutdown(socket.SHUT_RDWR)
-                if fire and self.act != "interrupt":
+                if fire and self.act in {"drop", "gone"}:
                     break
+                self.answering = target if fire and self.act in {"answered", "held"} else self.answering
                 target.sendall(data)
-                if fire:
+                if fire and self.act == "interrupt":
                     os.kill(os.getpid(), signal.SIGINT)
         for end in (source, target):
             with contextlib.suppress(OSError):
@@ -86,12 +98,22 @@ def run_id() -> Iterator[str]:
     ("marker", "act", "skip", "error"),
     [
         (b"/start ", "interrupt", 0, KeyboardInterrupt),
+        (b"/containers/create", "answered", 0, KeyboardInterrupt),
+        (b"/start ", "answered", 0, KeyboardInterrupt),
         (b"/start ", "drop", 0, EnvironmentFailure),  # (requests' ConnectionError, an OSError, no DockerException)
         (b"/containers/create", "drop", 0, EnvironmentFailure),
         (b"/containers/create", "gone", 0, EnvironmentFailure),
         (b"/exec", "gone", 2, EnvironmentFailure),  # (past the watchdog's: the container goes with its connection)
     ],
-    ids=["interrupted", "dropped", "create-dropped", "create-gone", "gone-once-started"],
+    ids=[
+        "interrupted",
+        "created-interrupted",
+        "started-interrupted",
+        "dropped",
+        "create-dropped",
+        "create-gone",
+        "gone-once-started",
+    ],
 )
 def test_a_container_start_interrupted_or_failed_removes_the_container(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_id: str, marker: bytes, act: str, skip: int, error: type
@@ -124,3 +146,29 @@ def test_an_engine_lost_as_the_container_is_created_ends_the_run_in_one_line(tmp
     assert done.stderr.startswith("could not start a container from") and done.stderr.count("\n") == 1, done.stderr
     info = json.loads((tmp_path / "out" / "e.traj.json").read_text())["info"]
     assert info["exit_status"] == "environment_error" and "\n" not in info["error"]
+
+
+@pytest.mark.parametrize("marker", [b"/containers/create", b"/start "], ids=["create", "start"])
+def test_ctrl_c_to_the_cli_as_the_engine_makes_the_container_leaves_none(
+    tmp_path: Path, run_id: str, marker: bytes
+) -> None:
+    """SIGINT to `llm-ide run` once the engine has created (or started) the container, before the answer reaches
+    it: the run ends interrupted, and once the process has exited no container of its run is left (a create's was,
+    `Created`: the environment knew no id to remove)."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    relay = Relay(tmp_path / "docker.sock", marker, "held")
+    (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], type: docker, image: '{BASE_IMAGE}'}}\n")
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    args += ["--output", str(tmp_path / "out"), "--thread-id", run_id]
+    environ = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'docker.sock'}"}
+    command = [sys.executable, "-m", "llm_ide", *args]
+    with subprocess.Popen(command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+        try:
+            assert relay.answered.wait(120), "the request never reached the engine"
+            process.send_signal(signal.SIGINT)
+            output, _ = process.communicate(timeout=120)
+        finally:
+            process.kill()
+    assert process.returncode == 130 and "interrupted" in output and "Traceback" not in output, output
+    assert containers_of(base_image_client(), run_id) == []

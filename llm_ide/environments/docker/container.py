@@ -158,6 +158,7 @@ class DockerEnvironment:
         install_cleanup_handlers()
         with contextlib.suppress(*ENGINE_ERRORS):  # what a killed run of this id left (watchdog gone)
             cleanup_containers(self.client, run_id=self.run_id)
+        self.container_id, _LIVE[name] = name, self  # (its id once known: a create interrupted by then goes by name)
         container = self.client.containers.create(
             self.image,
             entrypoint=KEEPER,
@@ -170,8 +171,7 @@ class DockerEnvironment:
             detach=True,
             **options,
         )
-        self.container_id = container.id
-        _LIVE[container.id] = self
+        self.container_id, _LIVE[container.id] = container.id, _LIVE.pop(name)
         container.start()  # (failed: closed and told by __init__)
         self._start_watchdog()
 
