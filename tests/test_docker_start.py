@@ -1,6 +1,7 @@
 """A docker environment that fails or is interrupted as it starts its container removes it there and then, not at the
 interpreter's exit (in Studio, the server's): the Docker API reached through a relay on loopback that interrupts
-this process (SIGINT, a Ctrl-C) or drops the connection when a given request goes through."""
+this process (SIGINT, a Ctrl-C) or drops the connection when a given request goes through. An engine lost later, as
+the run edits a file, ends it `environment_error` too."""
 
 from __future__ import annotations
 
@@ -172,3 +173,24 @@ def test_ctrl_c_to_the_cli_as_the_engine_makes_the_container_leaves_none(
             process.kill()
     assert process.returncode == 130 and "interrupted" in output and "Traceback" not in output, output
     assert containers_of(base_image_client(), run_id) == []
+
+
+def test_an_engine_lost_during_a_run_ends_it_environment_error_with_its_trajectory(tmp_path: Path, run_id: str) -> None:
+    """The engine gone as an edit copies the file into the container: the run ended `error` with requests'
+    ConnectionError, and the container's removal at its end raised again, so neither its trajectory nor its patch
+    was written. Now the edit's failure ends it `environment_error`, the removal that cannot happen is a warning
+    (the watchdog's connection closed, the engine removes the container), and the outcome is saved."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    relay = Relay(tmp_path / "docker.sock", b"/archive?path=%2Ftmp ", "gone")  # (write_file's staging copy)
+    (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], type: docker, image: '{BASE_IMAGE}'}}\n")
+    model = write_script(tmp_path / "s.yaml", [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2")])
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    args += ["--output", str(tmp_path / "out"), "--thread-id", run_id]
+    done = invoke(*args, env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'docker.sock'}"})
+    assert relay.fired
+    assert done.returncode == 1 and "environment_error after 1 model call" in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    trajectory = json.loads((tmp_path / "out" / f"{run_id}.traj.json").read_text())
+    assert trajectory["info"]["exit_status"] == "environment_error" and "\n" not in trajectory["info"]["error"]
+    assert "Environment failure: copying into the container failed" in trajectory["operations"][0]["observation"]
+    wait_for(lambda: containers_of(base_image_client(), run_id) == [], 30, "the container's removal")
