@@ -182,12 +182,6 @@ class LocalEnvironment:
             raise OutsideRepository(path)
         return target
 
-    def _here(self) -> Path:
-        """The repository, still there: a command of the run may have removed or moved it (`rm -rf "$PWD"`)."""
-        if not self.repo.is_dir():
-            raise RepositoryLost.away(f"the repository ({self.repo})")
-        return self.repo
-
     def inside(self, path: str) -> bool:
         return resolve_inside(self.repo, path) is not None
 
@@ -229,7 +223,7 @@ class LocalEnvironment:
     ) -> CommandResult:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
-        where = self._path(cwd) if cwd else self._here()
+        where = self._path(cwd) if cwd else self.repo
         unmasked: set[str] = set()  # masked sockets that were gone when bwrap mounted over them
         for tries_left in reversed(range(START_TRIES)):  # a sandbox that never started the command: again
             with StartMarker() if self.bwrap else contextlib.nullcontext() as marker:  # (its pipe closed however)
@@ -310,9 +304,7 @@ class LocalEnvironment:
         return snapshot
 
     def write_file(self, path: str, data: bytes) -> None:
-        target = self._path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        self.put_private(str(self._path(path)), data)
 
     def copy_in(self, source: Path, destination: str) -> None:
         """Our own copies (the tools): the destination is trusted, e.g. the tools folder outside the repository."""
@@ -325,9 +317,11 @@ class LocalEnvironment:
 
     def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
         """Our own commands (patch extraction), outside the sandbox: stdout, and stderr too when they fail."""
+        if not self.repo.is_dir():  # a command of the run removed or moved it (`rm -rf "$PWD"`)
+            raise RepositoryLost.away(f"the repository ({self.repo})")
         try:
             done = subprocess.run(
-                ["bash", "-c", command], cwd=self._here(), env=self.env | UNHOOKED, capture_output=True, timeout=timeout
+                ["bash", "-c", command], cwd=self.repo, env=self.env | UNHOOKED, capture_output=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return 124, b"timed out"
