@@ -135,8 +135,8 @@ class RepositoryLost(EnvironmentFailure):
 
     @classmethod
     def away(cls, what: str) -> RepositoryLost:
-        """The repository's folder itself (`what`) deleted or moved away."""
-        return cls(f"{what} was deleted or moved away by a command of the run: {KEPT}")
+        """The repository's folder itself (`what`) deleted, moved away or closed to us."""
+        return cls(f"{what} was deleted, moved away or made unreadable by a command of the run: {KEPT}")
 
 
 class Submitted(LlmIdeError):

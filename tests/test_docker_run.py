@@ -142,7 +142,7 @@ def test_a_command_removing_the_containers_workdir_ends_the_run_environment_erro
     done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "w")
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert "environment_error after" in done.stdout
-    assert "the container's workdir (/testbed) was deleted or moved away by a command of the run" in done.stderr
+    assert "the container's workdir (/testbed) was deleted, moved away or made unreadable by a command" in done.stderr
     info = json.loads((tmp_path / "out" / "w.traj.json").read_text())["info"]
     assert info["exit_status"] == "environment_error" and "-x = 1\n+x = 2\n" in info["submission"]
     assert containers("llm-ide.run-id=w") == []

@@ -317,7 +317,7 @@ class LocalEnvironment:
 
     def run_trusted(self, command: str, timeout: float) -> tuple[int, bytes]:
         """Our own commands (patch extraction), outside the sandbox: stdout, and stderr too when they fail."""
-        if not self.repo.is_dir():  # a command of the run removed or moved it (`rm -rf "$PWD"`)
+        if not os.access(self.repo, os.X_OK):  # a command removed, moved or locked it (`rm -rf "$PWD"`, `chmod 0 .`)
             raise RepositoryLost.away(f"the repository ({self.repo})")
         try:
             done = subprocess.run(
