@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -181,6 +182,15 @@ def streamed(
     if message is None:
         raise BadCompletion("the streamed reply held nothing")
     return strict_calls(message)
+
+
+def pause(seconds: float) -> None:
+    """The wait before a request is asked again: an interrupt in it stopped no request (`between`: none to pay for)."""
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt as interrupt:
+        interrupt.between = True  # type: ignore[attr-defined]
+        raise
 
 
 class NotStreamed(Exception):

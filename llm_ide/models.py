@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from llm_ide import endpoint, errors
+from llm_ide import chat_wire, endpoint, errors
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import Call, CallListener, Message, Model, ModelReply, observed, prompt_chars
 from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, finish_reason, streamed, written_chars
@@ -127,13 +127,14 @@ class ChatModel:
 
     @contextmanager
     def charged_if_stopped(self, call: Call, messages: list[Message], parts: tuple[int, int]) -> Iterator[None]:
-        """A reply that streamed in part is paid for all the same, though never used: what leaves the call (a Ctrl-C or
-        SIGTERM, the error after streams that broke off) carries each such request (`paid`, estimated)."""
+        """A reply that streamed in part, or a request out when a Ctrl-C or SIGTERM came, is paid for all the same:
+        what leaves the call (the interrupt, the error after broken streams) carries each one (`paid`, estimated)."""
         try:
             yield
         except BaseException as error:
-            if texts := [*call.broken, call.streamed] if call.streamed else call.broken:
-                end = "interrupted" if isinstance(error, KeyboardInterrupt) else "cut"
+            out = isinstance(error, KeyboardInterrupt) and not getattr(error, "between", False)  # a request out
+            end = "interrupted" if isinstance(error, KeyboardInterrupt) else "cut"
+            if texts := [*call.broken, call.streamed] if call.streamed or out else call.broken:
                 error.paid = self.paid(texts, messages, parts, end)
             raise
 
@@ -239,7 +240,7 @@ class ChatModel:
         if deadline is not None and time.monotonic() + delay >= deadline:
             raise ModelTimeLimit(f"model {self.name}: {detail}; no time left to retry before the wall-time limit")
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
-        time.sleep(delay)
+        chat_wire.pause(delay)
 
     def _reply(self, response: Any, messages: list[Message], parts: tuple[int, int], again: bool = False) -> ModelReply:
         text, calls, usage = clean_text(response.text), calls_of(response), response.usage_metadata
@@ -278,15 +279,14 @@ class ChatModel:
         )
 
     def _warn_usage(self, reported: dict[str, Any], input_tokens: int, output_tokens: int) -> None:
-        if self.usage_warned:
-            return
-        self.usage_warned = True
-        log.warning(
-            f"model {self.name}: implausible usage reported (input {reported['input_tokens']}, output "
-            f"{reported['output_tokens']} tokens); counted as estimated from the text (input {input_tokens}, output "
-            f"{output_tokens}): the cost and the cost limits use the estimate (said once per run; each call records "
-            "both as reported_usage and its tokens)"
-        )
+        if not self.usage_warned:
+            self.usage_warned = True
+            log.warning(
+                f"model {self.name}: implausible usage reported (input {reported['input_tokens']}, output "
+                f"{reported['output_tokens']} tokens); counted as estimated from the text (input {input_tokens}, "
+                f"output {output_tokens}): the cost and the cost limits use the estimate (said once per run; each call "
+                "records both as reported_usage and its tokens)"
+            )
 
 
 def unpriced(name: str) -> str:

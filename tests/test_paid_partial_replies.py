@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import nullcontext
@@ -19,7 +21,7 @@ import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import make_git_repo
 from in_process import invoke
-from openai_server import CtrlCAtPiece, OpenAIServer, Reply
+from openai_server import HANG, CtrlCAtPiece, OpenAIServer, Reply
 
 from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
@@ -182,3 +184,75 @@ def test_the_replies_of_n_together_that_came_are_paid_when_ctrl_c_stops_the_othe
     assert len(records) == len({record["index"] for record in records} & {4, 5, 6}) == 2  # which two: the threads'
     assert all(record["response"] == WORDS and record["cost"] > 0 for record in records)
     assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
+
+
+def interrupt_when_asked(server: OpenAIServer, asked: int) -> None:
+    """Ctrl-C (SIGINT to the main thread) once the server has `asked` requests, none of them answered yet."""
+    while len(server.requests) < asked:
+        time.sleep(0.01)
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_call_ctrl_c_stopped_before_its_reply_began_is_paid_for_its_prompt(stream: bool) -> None:
+    """Ctrl-C while the server read the prompt, no piece of the reply in yet: the provider bills the prompt it was
+    sent. Before: the call was neither in the calls log nor in the budget."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=["first", HANG], hang_seconds=30) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
+        model.stream = stream
+        policy.call(model, FIRST, kind="act", index=0)
+        threading.Thread(target=interrupt_when_asked, args=(server, 2), daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            policy.call(model, SECOND, kind="act", index=1)
+    assert len(records) == 2, records
+    paid = records[1]
+    assert (paid["index"], paid["finish_reason"], paid["usage_estimated"]) == (1, "interrupted", True)
+    assert (paid["response"], paid["response_tokens"]) == ("", 0) and paid["prompt_tokens"] > 100
+    assert paid["cost"] == pytest.approx(billed(paid)) and paid["cost"] > 0
+    assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
+
+
+def test_a_retry_ctrl_c_stopped_before_its_reply_began_is_paid_as_the_cut_stream_before_it() -> None:
+    """A stream a dying server cut, asked again, Ctrl-C before the retry's reply began: two requests paid, the cut
+    one as cut, the retry as interrupted. Before: only the cut one, recorded as interrupted."""
+    records: list[dict[str, Any]] = []
+    with OpenAIServer(replies=[Reply(WORDS, cut=5), HANG], hang_seconds=30) as server:
+        policy, model = CallPolicy(records.append), chat_model(server.url, retries=1)
+        threading.Thread(target=interrupt_when_asked, args=(server, 2), daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            policy.call(model, FIRST, kind="act", index=0)
+    assert [record["finish_reason"] for record in records] == ["cut", "interrupted"]
+    assert [record["response_tokens"] > 0 for record in records] == [True, False]
+
+
+class InterruptAtRetry(logging.Handler):
+    """Ctrl-C (SIGINT to the main thread, from a thread of its own) once the model waits to ask again."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retry 1/1" in record.getMessage():
+            threading.Thread(target=interrupt_in_pause, daemon=True).start()
+
+
+def interrupt_in_pause() -> None:
+    main = threading.main_thread().ident or 0
+    while sys._current_frames()[main].f_code.co_name != "pause":
+        time.sleep(0.01)
+    signal.pthread_kill(main, signal.SIGINT)
+
+
+def test_ctrl_c_in_the_wait_before_a_retry_pays_for_no_request_more() -> None:
+    """A request refused (503, retry after 30 s), Ctrl-C in the wait: no request was out, none is paid for."""
+    records: list[dict[str, Any]] = []
+    refused = Reply(status=503, headers=(("retry-after", "30"),))
+    handler, logger = InterruptAtRetry(), logging.getLogger("llm_ide.models")
+    logger.addHandler(handler)
+    try:
+        with OpenAIServer(replies=[refused, "never asked"]) as server:
+            policy, model = CallPolicy(records.append), chat_model(server.url, retries=1)
+            with pytest.raises(KeyboardInterrupt):
+                policy.call(model, FIRST, kind="act", index=0)
+    finally:
+        logger.removeHandler(handler)
+    assert (records, len(server.requests)) == ([], 1)
