@@ -167,3 +167,32 @@ def test_a_task_its_attempts_navigators_brought_to_its_cost_limit_stays_there_wh
             assert result.exit_status == "cost_limit", result.error
     assert len(server.requests) == 1
     assert [(a["index"], a["exit_status"]) for a in result.attempts] == [(1, "cost_limit")]
+
+
+@pytest.mark.parametrize("server", ["anthropic", "no usage"])
+def test_a_navigators_cache_writes_and_estimated_calls_are_in_its_usage_and_said(tmp_path: Path, server: str) -> None:
+    """The navigator's usage had no `cache_write_tokens` nor `estimated_calls`, which the driver's has: the tokens
+    an Anthropic navigator wrote to its cache were not in its record, and a call whose usage was estimated (a server
+    that sent none) was said as exact, in the run's last line and in `inspect`."""
+    pytest.importorskip("langchain_anthropic")
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    anthropic = server == "anthropic"
+    plan = Reply(text=PLAN, input_tokens=1000, output_tokens=7, cache_write_tokens=300, usage=anthropic)
+    with OpenAIServer(replies=[plan]) as endpoint:
+        url = endpoint.url.removesuffix("/v1") if anthropic else endpoint.url
+        name = "anthropic:claude-haiku-4-5" if anthropic else "navigator-test"
+        nav = {"mode": "model", "model": name, "base_url": url, "gate": []}
+        config = {"environment": {"tools": []}, "navigator": nav, "model": {"stream": False}}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        driver = write_script(tmp_path / "driver.yaml", DRIVER)
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
+        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test", "COLUMNS": "200"}
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    path = tmp_path / "runs" / "t" / "t.traj.json"
+    usage = load_trajectory(path)["info"]["navigator"]["usage"]
+    assert (usage["cache_write_tokens"], usage["estimated_calls"]) == ((300, 0) if anthropic else (0, 1))
+    (last,) = [line for line in done.stdout.splitlines() if line.startswith("submitted after ")]
+    shown = invoke("inspect", str(path), env=env).stdout
+    for said in (last, shown):
+        assert ("tokens (estimated), " in said.partition("its navigator:")[2]) is not anthropic, said

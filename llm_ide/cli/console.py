@@ -130,11 +130,9 @@ def navigator_usage(info: dict[str, Any]) -> dict[str, Any]:
 def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | None = None) -> str:
     """A run's model usage in one phrase: calls (and those paid at steps that never completed), tokens (said when
     estimated), cost (or `unpriced`); a navigator's that made calls after it."""
-    estimated, calls = int(stats.get("estimated_calls") or 0), int(stats["api_calls"])
+    calls = int(stats["api_calls"])
     made = calls + int(stats.get("discarded_calls") or 0)  # the tokens are those of the discarded calls too
-    guess = " (estimated)" if estimated == made else f" (estimated for {plural(estimated, 'call')})"
-    guess = guess if estimated else ""
-    tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guess}"
+    tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guessed(stats, made)}"
     discarded = f" (+{stats['discarded_calls']} discarded)" if stats.get("discarded_calls") else ""
     said = f"{calls} model call{'s' * (calls != 1)}{discarded}, {tokens}, {money(stats['cost'], priced)}"
     return said + navigator_text(navigator, priced)
@@ -146,8 +144,16 @@ def navigator_text(navigator: dict[str, Any] | None, priced: bool) -> str:
     if not calls:
         return ""
     cost = money(navigator["cost"], navigator.get("priced", priced))  # its own model's price, not the driver's
-    spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens, {cost}"
+    spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens{guessed(navigator, calls)}, {cost}"
     return f"; its navigator: {plural(calls, 'model call')}, {spent}"
+
+
+def guessed(usage: dict[str, Any], made: int) -> str:
+    """What of a usage's tokens (of `made` calls) is estimated: ` (estimated)`, ` (estimated for N calls)`, or ''."""
+    estimated = int(usage.get("estimated_calls") or 0)
+    if not estimated:
+        return ""
+    return " (estimated)" if estimated >= made else f" (estimated for {plural(estimated, 'call')})"
 
 
 @cache

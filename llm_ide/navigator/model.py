@@ -278,23 +278,19 @@ class ModelNavigator:
     def _spent_on(self, call: dict[str, Any]) -> None:
         """A call the policy recorded, counted in the usage and kept: each reply, and each request paid without one
         (a stream cut, then asked again)."""
-        self.usage = NavigatorUsage(
-            api_calls=self.usage.api_calls + 1,
-            input_tokens=self.usage.input_tokens + call["prompt_tokens"],
-            cache_read_tokens=self.usage.cache_read_tokens + call["cache_read_tokens"],
-            output_tokens=self.usage.output_tokens + call["response_tokens"],
-            cost=self.usage.cost + call["cost"],
+        spent = NavigatorUsage(
+            api_calls=1,
+            input_tokens=call["prompt_tokens"],
+            cache_read_tokens=call["cache_read_tokens"],
+            cache_write_tokens=call["cache_write_tokens"],
+            output_tokens=call["response_tokens"],
+            cost=call["cost"],
+            estimated_calls=int(bool(call.get("usage_estimated"))),
         )
+        self.usage = self.usage.plus(spent)
         self.calls.append({key: value for key, value in call.items() if key != "prompt"})
         if self.record_call is not None:
             self.record_call(call)
 
     def _spent(self, before: NavigatorUsage) -> NavigatorUsage:
-        now = self.usage
-        return NavigatorUsage(
-            api_calls=now.api_calls - before.api_calls,
-            input_tokens=now.input_tokens - before.input_tokens,
-            cache_read_tokens=now.cache_read_tokens - before.cache_read_tokens,
-            output_tokens=now.output_tokens - before.output_tokens,
-            cost=now.cost - before.cost,
-        )
+        return self.usage.plus(before, -1)

@@ -16,13 +16,22 @@ TOKEN_VARIABLE = "LLM_IDE_NAVIGATOR_TOKEN"
 
 class NavigatorUsage(BaseModel):
     """A navigator's model usage, named as the driver's is: `api_calls` (a record or server of before: `calls`),
-    `cache_read_tokens` (of before: `cached_tokens`); the names of before are written too, for a reader of before."""
+    `cache_read_tokens` (of before: `cached_tokens`); the names of before are written too, for a reader of before.
+    `estimated_calls`: those whose usage was estimated (a reply without usage, a call cut short)."""
 
     api_calls: int = Field(0, validation_alias=AliasChoices("api_calls", "calls"))
     input_tokens: int = 0
     cache_read_tokens: int = Field(0, validation_alias=AliasChoices("cache_read_tokens", "cached_tokens"))
+    cache_write_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    estimated_calls: int = 0
+
+    def plus(self, other: NavigatorUsage, sign: int = 1) -> NavigatorUsage:
+        """This usage and `other`'s (`sign` -1: without it)."""
+        return NavigatorUsage(
+            **{key: getattr(self, key) + sign * getattr(other, key) for key in NavigatorUsage.model_fields}
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

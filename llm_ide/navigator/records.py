@@ -55,14 +55,7 @@ def record_of(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
 
 def spend(ctx: AgentContext, record: dict[str, Any], usage: NavigatorUsage, by: str) -> None:
     """The navigator's usage and turns after one answer (a human's or a server's answer is one turn)."""
-    total = NavigatorUsage(**record["usage"])
-    record["usage"] = NavigatorUsage(
-        api_calls=total.api_calls + usage.api_calls,
-        input_tokens=total.input_tokens + usage.input_tokens,
-        cache_read_tokens=total.cache_read_tokens + usage.cache_read_tokens,
-        output_tokens=total.output_tokens + usage.output_tokens,
-        cost=total.cost + usage.cost,
-    ).model_dump()
+    record["usage"] = NavigatorUsage(**record["usage"]).plus(usage).model_dump()
     record["turns"] += usage.api_calls if by == "model" else 1
     settle(ctx, record)
     if by != "model" and ctx.cost_budget is not None:  # a model navigator's calls are charged as they are made
