@@ -196,3 +196,26 @@ def test_a_navigators_cache_writes_and_estimated_calls_are_in_its_usage_and_said
     shown = invoke("inspect", str(path), env=env).stdout
     for said in (last, shown):
         assert ("tokens (estimated), " in said.partition("its navigator:")[2]) is not anthropic, said
+
+
+def test_the_lines_of_a_run_with_attempts_say_what_each_attempt_spent_with_its_navigator(tmp_path: Path) -> None:
+    """Two attempts, each planned by a priced navigator ($1 a plan), their drivers free: each step's line, each
+    attempt's live line and each attempt's line at the end said $0.0000 (the driver's alone) while the run's last
+    line said $1 a navigator; the attempts' lines now sum to the run's total."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    driver = scripts(tmp_path / "scripts", [DRIVER, DRIVER], [review(3, "Hm."), review(4, "Fine.")])
+    with OpenAIServer(replies=[Reply(text=PLAN, input_tokens=1000, output_tokens=7)]) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        model = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = {"environment": {"tools": []}, "navigator": nav, "model": model, "attempts": {"max": 2}}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[-1] for line in lines if line.lstrip().startswith("→ ")] == ["$1.0000"] * 4
+    assert [line.split(", ")[1] for line in lines if " patch lines, " in line] == ["$1.0000"] * 2
+    ends = [line for line in lines if line.startswith("attempt ") and ", score " in line]
+    assert [line.split(", ")[2].removesuffix(" (chosen)") for line in ends] == ["$1.0000"] * 2, ends
+    (last,) = [line for line in lines if line.startswith("submitted after ")]
+    assert last.endswith("$0.0000; its navigator: 2 model calls, 2000+14 tokens, $2.0000"), last

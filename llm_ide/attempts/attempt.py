@@ -66,13 +66,14 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
             f"attempt {index} stopped with {result.exit_status} ({result.error or 'see its trajectory'})",
             result.exit_status,
         )
+    apart = spent_apart(trajectory_info(result.trajectory_path))  # its navigator's
     record = AttemptRecord(
         index=index,
         run_id=result.run_id,
         exit_status=str(result.exit_status),
         submission=result.submission,
         cost=float(result.model_stats.get("cost", 0.0)),
-        cost_apart=spent_apart(trajectory_info(result.trajectory_path))["cost"],
+        cost_apart=apart["cost"],
         api_calls=int(result.model_stats.get("api_calls", 0)),
         trajectory=str(relative(result.trajectory_path, request.output_dir)),
         error=result.error,
@@ -81,8 +82,9 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
         **summarize(ctx.settings, result.trajectory_path),
     )
     own_log = ctx.attempt_dir(index) / f"{result.run_id}.log"  # as the run's output folder was given: one to open
-    lines, calls = plural(result.submission.count(chr(10)), "patch line"), plural(record["api_calls"], "call")
-    spent = f"{lines}, {usd(record['cost'])}, {calls}"
+    lines = plural(result.submission.count(chr(10)), "patch line")
+    calls = plural(record["api_calls"] + apart["api_calls"], "call")
+    spent = f"{lines}, {usd(record['cost'] + record['cost_apart'])}, {calls}"
     ctx.emit(f"attempt {index}: {result.exit_status}", f"{spent}; its log: {own_log}")
     return {"attempts": [record]}
 

@@ -65,6 +65,7 @@ def attempts_info(state: dict[str, Any]) -> list[dict[str, Any]]:
             "reasons": record.get("reasons", ""),
             "exit_status": record.get("exit_status", ""),
             "cost": record.get("cost", 0.0),
+            **({"cost_apart": record["cost_apart"]} if record.get("cost_apart") else {}),
             "steps": record.get("steps", 0),
             "submission": record.get("submission", ""),
             "trajectory": record.get("trajectory", ""),

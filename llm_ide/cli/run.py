@@ -370,7 +370,7 @@ def report(result, priced: bool = True) -> None:
     for attempt in getattr(result, "attempts", []):
         score = "not reviewed" if attempt["score"] is None else f"score {attempt['score']:g}"
         chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""
-        spent = money(attempt["cost"], priced)
+        spent = money(attempt["cost"] + attempt.get("cost_apart", 0.0), priced)  # its navigator's too
         console.print(f"attempt {attempt['index']}: {attempt['exit_status']}, {score}, {spent}{chosen}")
     if result.error:
         err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")

@@ -17,7 +17,7 @@ from llm_ide.priced import has_price
 from llm_ide.run.checkpoint import prune
 from llm_ide.run.salvage import ensure_output, recreate_output, sqlite_path
 from llm_ide.run.thread import Thread
-from llm_ide.run.trajectory import Recorder
+from llm_ide.run.trajectory import Recorder, added
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.state.graph_state import empty_usage
@@ -59,7 +59,7 @@ class RunEvent:
     step: int = 0
     action: str = ""
     observation: str = ""
-    cost: float = 0.0
+    cost: float = 0.0  # kinds "step", "end": the run's so far, what its variants paid apart too
     exit_status: ExitStatus | None = None
     tool: Any = None  # kind "tool": a llm_ide.tools.installer.ToolEvent
     thought: str = ""  # kind "step": the reasoning that chose the action
@@ -163,7 +163,7 @@ class RunOutputs:
             if prune_every and self.steps % prune_every == 0:
                 prune(self.thread.saver, self.run_id)
             self.tell_failed(state["operations"])
-            node, usage = state["operations"][-1], state.get("usage") or empty_usage()
+            node, usage = state["operations"][-1], added(state.get("usage") or empty_usage(), spent_apart(state))
             action, cost, tokens = describe_action(node), usage["cost"], usage["input_tokens"] + usage["output_tokens"]
             done = {"step": self.steps, "action": action, "observation": node.observation, "thought": node.thought}
             self.emit(RunEvent(self.run_id, "step", **done, cost=cost, tokens=tokens))
@@ -221,11 +221,8 @@ class RunOutputs:
                     self.info.setdefault("error", f"the trajectory could not be saved: {error}")
                     log.error("trajectory not saved (%s); the last one written is kept", error)
         usage = self.recorder.paid(self.values)
-        self.emit(
-            RunEvent(
-                self.run_id, "end", step=self.values.get("n_operations", 0), cost=usage["cost"], exit_status=status
-            )
-        )
+        cost = usage["cost"] + spent_apart(self.values)["cost"]  # with what its variants paid apart
+        self.emit(RunEvent(self.run_id, "end", step=self.values.get("n_operations", 0), cost=cost, exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)
         error, path, written = self.info.get("error", ""), self.recorder.path, self.recorder.written
         return RunResult(self.run_id, status, submission, path, usage, error, written=written, interrupt=self.interrupt)
