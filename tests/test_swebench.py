@@ -525,3 +525,23 @@ def test_the_batch_log_says_an_instances_cost_as_the_console_does(tmp_path: Path
     said = f"cost {usd(cost['cost'])}" if prices else "cost unpriced"
     line = next(line for line in (options.output / "swebench.log").read_text().splitlines() if "patch lines" in line)
     assert f"({said}, 0 patch lines)" in line and said != "cost $0.0000", line
+
+
+def test_an_instances_live_cost_counts_each_of_its_attempts(tmp_path: Path) -> None:
+    """Two attempts of one instance, $3 each: the events the batch's live line reads said each attempt's own cost
+    ($3, then from $0 again), so the line, which adds a run's rises, stayed at $3 until the instance ended at $6."""
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    calls, config = dollar_calls(tmp_path, 2)
+    data = yaml.safe_load(config.read_text())
+    (tmp_path / "review.yaml").write_text(yaml.safe_dump({"responses": ["<score>3</score><reasons>Hm.</reasons>"] * 2}))
+    reviewer = {"model": f"scripted:{tmp_path / 'review.yaml'}"}
+    data["attempts"] = {"max": 2, "choose": "best_score", "reviewer": reviewer}
+    config.write_text(yaml.safe_dump(data))
+    (instance,) = load_dataset(str(dataset)).instances
+    told: list[float] = []
+    with OpenAIServer(replies=calls) as server:
+        options = priced_options(tmp_path, config, server.url)
+        tell = lambda _, event: told.append(event.cost) if event.kind in ("step", "end") else None  # noqa: E731
+        ended = run_instance(instance, options, batch_config(options), OutputStore(options.output), on_event=tell)
+    assert (ended.exit_status, ended.cost, server.hits) == ("submitted", 6.0, 6)
+    assert told == sorted(told) and told[-1] == 6.0, told

@@ -9,7 +9,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -184,14 +184,14 @@ def execute_instance(
         intents=intents,
         keep=keep,
     )
-    steps, cost = 0, 0.0
+    steps, costs = 0, dict[str, float]()  # each of its runs' cost so far (an attempt's run tells its own)
 
     def forward(event: Any) -> None:
-        nonlocal steps, cost
+        nonlocal steps
         done = event.step if event.kind in ("step", "end") else 0  # (a command's or a rejection's: the step under way)
-        steps, cost = max(steps, done), max(cost, event.cost)  # the run's so far
+        steps, costs[event.run_id] = max(steps, done), max(costs.get(event.run_id, 0.0), event.cost)
         if on_event is not None:
-            on_event(instance.instance_id, event)
+            on_event(instance.instance_id, replace(event, cost=sum(costs.values())))
         if stop is not None and stop.is_set() and event.kind != "end":
             raise KeyboardInterrupt  # the run ends as `interrupted` (container removed, state saved)
 
@@ -202,7 +202,7 @@ def execute_instance(
         if stop is None or not stop.is_set():
             raise
         log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
-        return Outcome(instance.instance_id, ending(interrupt)[0], cost=cost, steps=steps)
+        return Outcome(instance.instance_id, ending(interrupt)[0], cost=sum(costs.values()), steps=steps)
     outcome = outcome_of(instance, options, result, steps, has_price(options.model, settings.model.prices))
     if refused_at_once(outcome):  # nothing was done: the run's folder goes, and a rerun starts the instance anew
         shutil.rmtree(run_dir, ignore_errors=True)
