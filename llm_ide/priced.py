@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from llm_ide.errors import usd
 from llm_ide.pricing import Price, price_of
 from llm_ide.settings import PriceSettings
 
@@ -58,3 +59,26 @@ def navigator_priced(info: Mapping[str, Any]) -> bool:
     if navigator.get("mode", "model") != "model":
         return True
     return run_priced({**info, "model": navigator.get("model") or info.get("model", "")})
+
+
+def apart_priced(info: Mapping[str, Any]) -> bool | None:
+    """Whether the calls a run's variants paid apart from its driver's (a model navigator's) had a price; None: it has
+    none of them."""
+    navigator = (info.get("config") or {}).get("navigator") or {}
+    return navigator_priced(info) if navigator.get("mode", "model") == "model" else None
+
+
+def settings_apart_priced(model: str, settings: Any) -> bool | None:
+    """`apart_priced` of a run to come, from its settings."""
+    config = {"model": settings.model.model_dump(), "navigator": settings.navigator.model_dump()}
+    return apart_priced({"config": config, "model": model})
+
+
+def cost_text(cost: float, priced: bool = True, apart: bool | None = None) -> str:
+    """A run's cost as shown: `$X`; `unpriced` when no model of it has a price (its cost unknown, never $0); `$X +
+    unpriced` when its driver's model or its variants' (`apart`: a navigator's; None: as the driver's) has one and
+    the other none."""
+    apart = priced if apart is None else apart
+    if priced and apart:
+        return usd(cost)
+    return f"{usd(cost)} + unpriced" if priced or apart else "unpriced"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, reflect, write_script
+from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, FIX_SCRIPT, reflect, single_call, write_script
 from attempts_scripts import review, scripts
 from conftest import make_git_repo
 from in_process import invoke
@@ -219,3 +219,37 @@ def test_the_lines_of_a_run_with_attempts_say_what_each_attempt_spent_with_its_n
     assert [line.split(", ")[2].removesuffix(" (chosen)") for line in ends] == ["$1.0000"] * 2, ends
     (last,) = [line for line in lines if line.startswith("submitted after ")]
     assert last.endswith("$0.0000; its navigator: 2 model calls, 2000+14 tokens, $2.0000"), last
+
+
+@pytest.mark.parametrize("priced", ["navigator", "driver"])
+def test_a_run_whose_driver_or_navigator_alone_has_a_price_says_both_parts(tmp_path: Path, priced: str) -> None:
+    """The driver's model priced and the navigator's not (here with attempts), or the other way round: each step's
+    line, each attempt's live and final line said the priced part alone (`$0.0000`) or `unpriced` alone (hiding
+    the navigator's $1 plan); they now say `$X + unpriced`."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    plan = Reply(text=PLAN, input_tokens=1000, output_tokens=7)
+    replies = [plan, *single_call(FIX_SCRIPT)] if priced == "navigator" else [plan]
+    with OpenAIServer(replies=replies) as server:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
+        prices = {"navigator-test": {"input": 1000.0, "output": 0.0}} if priced == "navigator" else {}
+        config = {"environment": {"tools": []}, "navigator": nav, "model": {"prices": prices}}
+        if priced == "navigator":
+            driver = ["--model", "gpt-free", "--base-url", server.url]
+        else:
+            config["attempts"] = {"max": 2}
+            driver = ["--model", scripts(tmp_path / "scripts", [DRIVER, DRIVER], [review(3, "Hm."), review(4, "Ok.")])]
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        args = ["--task", "Cart.total ignores quantities.", *driver, "-c", "config.yaml", "--thread-id", "t"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | {"LLM_IDE_CONFIG": "off"}
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines, known = done.stdout.splitlines(), "$1.0000" if priced == "navigator" else "$0.0000"
+    steps = [line for line in lines if line.lstrip().startswith("→ ")]
+    assert steps and all(
+        line.endswith(f"tokens, {known} + unpriced" if priced == "navigator" else f"  {known} + unpriced")
+        for line in steps
+    ), steps
+    if priced == "driver":
+        assert [line.split(", ")[1] for line in lines if " patch lines, " in line] == [f"{known} + unpriced"] * 2
+        ends = [line.removesuffix(" (chosen)") for line in lines if line.startswith("attempt ") and ", score " in line]
+        assert [line.split(", ")[2] for line in ends] == [f"{known} + unpriced"] * 2, ends

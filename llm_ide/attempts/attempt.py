@@ -15,7 +15,8 @@ from llm_ide.attempts.context import AttemptsContext, attempt_store, local_workt
 from llm_ide.attempts.state import AttemptRecord, AttemptTask
 from llm_ide.composition import attempt_model
 from llm_ide.environments import capabilities
-from llm_ide.errors import ExitStatus, LlmIdeError, usd
+from llm_ide.errors import ExitStatus, LlmIdeError
+from llm_ide.priced import apart_priced, cost_text, run_priced
 from llm_ide.run.outputs import spent_apart, trajectory_info
 from llm_ide.run.single import Driver
 from llm_ide.terminal import plural
@@ -66,7 +67,8 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
             f"attempt {index} stopped with {result.exit_status} ({result.error or 'see its trajectory'})",
             result.exit_status,
         )
-    apart = spent_apart(trajectory_info(result.trajectory_path))  # its navigator's
+    info = trajectory_info(result.trajectory_path)
+    apart = spent_apart(info)  # its navigator's
     record = AttemptRecord(
         index=index,
         run_id=result.run_id,
@@ -84,7 +86,8 @@ def attempt(state: AttemptTask, runtime: Runtime[AttemptsContext]) -> dict[str, 
     own_log = ctx.attempt_dir(index) / f"{result.run_id}.log"  # as the run's output folder was given: one to open
     lines = plural(result.submission.count(chr(10)), "patch line")
     calls = plural(record["api_calls"] + apart["api_calls"], "call")
-    spent = f"{lines}, {usd(record['cost'] + record['cost_apart'])}, {calls}"
+    cost = cost_text(record["cost"] + record["cost_apart"], run_priced(info), apart_priced(info))
+    spent = f"{lines}, {cost}, {calls}"
     ctx.emit(f"attempt {index}: {result.exit_status}", f"{spent}; its log: {own_log}")
     return {"attempts": [record]}
 

@@ -22,7 +22,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from llm_ide.errors import masked, usd
+from llm_ide.errors import masked
 from llm_ide.secrets import MASK, redact, registered
 from llm_ide.terminal import plural, terminal_safe
 from llm_ide.user_config import user_config_path
@@ -57,6 +57,7 @@ class StepPrinter:
 
     priced: bool = True
     thoughts: bool = True
+    apart: bool | None = None  # whether what its variants pay apart (a navigator's calls) has a price; None: priced
 
     def __call__(self, event: Any) -> None:
         if event.kind == "tool":
@@ -93,7 +94,9 @@ class StepPrinter:
         thought = terminal_safe(getattr(event, "thought", "")).strip()
         if self.thoughts and thought:
             text.append("\n" + indent(thought, STEP_INDENT), style="italic")
-        spent = money(event.cost) if self.priced else f"{getattr(event, 'tokens', 0):,} tokens, unpriced"
+        spent = money(event.cost, self.priced, self.apart)
+        if not self.priced:  # the driver's cost unknown: its tokens said (a cost of $0 that is only unknown never)
+            spent = f"{getattr(event, 'tokens', 0):,} tokens, {spent}"
         if first:
             text.append(f"\n{STEP_INDENT}").append(f"→ {first[:110]}", style="dim").append("  ").append(spent, "green")
         console.print(text)
@@ -114,8 +117,11 @@ def first_meaningful_line(text: str) -> str:
     return next((line for line in lines if any(char.isalnum() for char in line)), lines[0] if lines else "")
 
 
-def money(cost: float, priced: bool = True) -> str:
-    return usd(cost) if priced else "unpriced"
+def money(cost: float, priced: bool = True, apart: bool | None = None) -> str:
+    """`cost`, `unpriced`, or `$X + unpriced` when only the driver or only what its variants paid apart is priced."""
+    from llm_ide.priced import cost_text
+
+    return cost_text(cost, priced, apart)
 
 
 def navigator_usage(info: dict[str, Any]) -> dict[str, Any]:

@@ -101,15 +101,15 @@ def run(
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.cli.navigator import check_terminal
     from llm_ide.composition import compose
-    from llm_ide.priced import has_price
+    from llm_ide.priced import has_price, settings_apart_priced
     from llm_ide.run.single import Listeners, RunRequest
 
     variants, asked = compose(settings, given), (kind, image)
     check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
     check_terminal(settings)
-    priced = has_price(model, settings.model.prices)
+    priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
-    on_event = StepPrinter(priced, thoughts and not verbose)  # -v showed the reply, its reasoning too
+    on_event = StepPrinter(priced, thoughts and not verbose, apart)  # -v showed the reply, its reasoning too
     request = RunRequest(
         text,
         model,
@@ -360,17 +360,19 @@ def coloured_patch(patch: str) -> Text:
 
 
 def report(result, priced: bool = True) -> None:
+    from llm_ide.priced import apart_priced
     from llm_ide.run.outputs import trajectory_info
 
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
-    used = usage_text(result.model_stats, priced, navigator_usage(trajectory_info(result.trajectory_path)))
+    navigator = navigator_usage(info := trajectory_info(result.trajectory_path))
+    used = usage_text(result.model_stats, priced, navigator)
     console.print(f"[bold {colour}]{result.exit_status}[/] after {escape(used)}")
     for line in reproduction_lines(result.trajectory_path):
         console.print(line, markup=False)
     for attempt in getattr(result, "attempts", []):
         score = "not reviewed" if attempt["score"] is None else f"score {attempt['score']:g}"
         chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""
-        spent = money(attempt["cost"] + attempt.get("cost_apart", 0.0), priced)  # its navigator's too
+        spent = money(attempt["cost"] + attempt.get("cost_apart", 0.0), priced, apart_priced(info))
         console.print(f"attempt {attempt['index']}: {attempt['exit_status']}, {score}, {spent}{chosen}")
     if result.error:
         err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")

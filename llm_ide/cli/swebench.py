@@ -152,13 +152,14 @@ def run_batch(
     """The batch with its progress; `kind`: the environment to check here once the instances are chosen; `chosen`:
     --slice, --filter, --shuffle; `again`: the command line that resumes it. Interrupted: the finished instances stay,
     the others resume where they were next time."""
-    from llm_ide.priced import has_price
+    from llm_ide.priced import has_price, settings_apart_priced
     from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
     from llm_ide.swebench.dataset import DatasetError
     from llm_ide.swebench.preflight import SWEbenchError
     from llm_ide.swebench.progress import BatchProgress
 
     priced, (slice_spec, filter_regex, shuffle) = has_price(options.model, batch_config(options).model.prices), chosen
+    apart = settings_apart_priced(options.model, batch_config(options))
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
@@ -169,7 +170,7 @@ def run_batch(
                 slice_spec=slice_spec,
                 filter_regex=filter_regex,
                 shuffle=shuffle,
-                progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced),
+                progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced, apart=apart),
                 before_run=lambda selection: _announce(selection, kind, (filter_regex, slice_spec), options.repos),
             )
     except (DatasetError, SWEbenchError, ValueError) as error:
@@ -309,7 +310,7 @@ def swebench_single_command(
     """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
     from llm_ide.cli.run import limits_file, print_how_it_goes_on
     from llm_ide.config import with_user_config
-    from llm_ide.priced import has_price
+    from llm_ide.priced import has_price, settings_apart_priced
     from llm_ide.run.outputs import trajectory_info
     from llm_ide.swebench.batch import batch_config
 
@@ -330,8 +331,9 @@ def swebench_single_command(
     check_model_before_start(model, batch_config(options), base_url, timeout=5.0, environment=None)  # rows' images
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
-    priced = has_price(model, batch_config(options).model.prices)
-    outcome = run_single(chosen, options, StepPrinter(priced, thoughts), again)
+    settings = batch_config(options)
+    priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
+    outcome = run_single(chosen, options, StepPrinter(priced, thoughts, apart), again)
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     trajectory = output / outcome.details["trajectory"] if "trajectory" in outcome.details else None
     steps = f"{outcome.steps} step{'s' * (outcome.steps != 1)}"

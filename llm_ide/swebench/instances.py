@@ -19,7 +19,7 @@ from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
 from llm_ide.errors import EnvironmentFailure, ExitStatus, ending, usd
 from llm_ide.keep import Keep
-from llm_ide.priced import has_price
+from llm_ide.priced import apart_priced, cost_text, has_price
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.logfile import QuietFileHandler
@@ -226,7 +226,8 @@ def local_checkout(instance: Instance, options: BatchOptions, run_dir: Path) -> 
 def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: int, priced: bool) -> Outcome:
     stats = result.model_stats or {}
     trajectory = result.trajectory_path
-    apart = spent_apart(trajectory_info(trajectory))  # a navigator's, its attempts' too
+    info = trajectory_info(trajectory)
+    apart = spent_apart(info)  # a navigator's, its attempts' too
     cost = float(stats.get("cost", 0.0)) + apart["cost"]
     outcome = Outcome(
         instance.instance_id,
@@ -247,7 +248,7 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
     )
     if outcome.error:
         outcome.details["error"] = one_line(outcome.error)
-    cost = usd(outcome.cost) if priced else "unpriced"  # (a model without a price: its cost unknown, not $0)
+    cost = cost_text(outcome.cost, priced, apart_priced(info))  # (a model without a price: unknown, not $0)
     log_outcome(outcome, f"cost {cost}, {outcome.patch.count(chr(10))} patch lines")
     return outcome
 

@@ -14,7 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from llm_ide.errors import usd
+from llm_ide.priced import cost_text
 from llm_ide.terminal import terminal_safe
 from llm_ide.tools.progress import activity, outcome_line
 
@@ -52,6 +52,7 @@ class BatchProgress:
     title: str = "SWE-bench"
     live: bool | None = None  # None: live display iff the console is a terminal
     priced: bool = True  # False: the model has no price, its cost is shown as `unpriced`, never as $0
+    apart: bool | None = None  # whether the runs' variants' own calls (a navigator's) have a price (None: priced)
     done: int = 0
     cost: float = 0.0
     statuses: Counter[str] = field(default_factory=Counter)
@@ -119,7 +120,7 @@ class BatchProgress:
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # above the live display, if any
 
     def money(self, cost: float) -> str:
-        return usd(cost) if self.priced else "unpriced"
+        return cost_text(cost, self.priced, self.apart)
 
     def _add_cost(self, instance_id: str, cost: float) -> None:
         """`cost` is cumulative per run; only its increase is added to the batch total."""
