@@ -658,3 +658,29 @@ def test_ids_and_paths_from_a_batch_never_leave_its_folder(
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"error: {batch / 'exit_statuses.yaml'}: ") and said in done.stderr
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_report_says_unpriced_for_a_run_of_no_price_and_for_a_part_of_one(tmp_path: Path) -> None:
+    """A batch's rows said a dollar figure whatever the models' prices: $0.0000 for a run whose model had none (its
+    cost unknown), and a run whose navigator had none said its driver's cost as if it were all."""
+    prices = {"gpt-test": {"input": 1.0, "output": 1.0}}
+    runs = {
+        "a__x-1": ("gpt-test", {}, "$0.5000"),
+        "b__y-1": ("gpt-free", {}, "unpriced"),
+        "c__z-1": ("gpt-test", {"mode": "model", "model": "gpt-free"}, "$0.5000 + unpriced"),
+    }
+    statuses = {"instances": {i: {"exit_status": "submitted", "cost": 0.5 * (i != "b__y-1")} for i in runs}}
+    (tmp_path / "exit_statuses.yaml").write_text(yaml.safe_dump(statuses))
+    for instance, (model, navigator, _) in runs.items():
+        config = {"model": {"prices": prices}, "navigator": navigator}
+        (tmp_path / instance).mkdir()
+        info = {"run_id": instance, "model": model, "config": config, "n_operations": 1}
+        (tmp_path / instance / f"{instance}.traj.json").write_text(json.dumps({"info": info, "operations": []}))
+    done = invoke("report", str(tmp_path), env={**os.environ, "COLUMNS": "200"})
+    assert (done.returncode, done.stderr) == (0, "")
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines() if "__" in line]
+    assert {row[0]: row[3] for row in cells} == {instance: said for instance, (_, _, said) in runs.items()}
+    assert done.stdout.splitlines()[-1] == "3 of 3 instances shown; their total 3 steps, $1.0000 + unpriced"
+    page = tmp_path / "report.html"
+    assert invoke("report", str(tmp_path), "--html", str(page)).returncode == 0
+    assert all(f">{said}</td>" in page.read_text() for _, _, said in runs.values())

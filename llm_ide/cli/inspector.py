@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from llm_ide.cli.console import console, err_console, fail, money, print_whole
+from llm_ide.cli.console import console, err_console, fail, print_whole
 from llm_ide.errors import ExitStatus
 from llm_ide.terminal import plural
 
@@ -102,7 +102,7 @@ def print_report(batch: Any, instances: int) -> None:
     for row in batch.rows:
         error = (row.error or "error") if row.evaluation == "error" else ""
         resolved_cell = "—" if row.evaluation == "error" else row.verdict
-        table.add_row(row.instance_id, row.exit_status, str(row.steps), money(row.cost), resolved_cell, error)
+        table.add_row(row.instance_id, row.exit_status, str(row.steps), row.spent, resolved_cell, error)
     print_whole(table)
     totals = batch.totals()
     graded = ""
@@ -110,7 +110,7 @@ def print_report(batch: Any, instances: int) -> None:
         counts = f"{totals['resolved']} resolved, {totals['unresolved']} not resolved"
         graded = f", {counts}, {totals['errors']} evaluation errors"
     shown = f"{totals['instances']} of {instances} instances shown"
-    console.print(f"{shown}; their total {totals['steps']} steps, {money(totals['cost'])}{graded}")
+    console.print(f"{shown}; their total {totals['steps']} steps, {totals['spent']}{graded}")
 
 
 def graph_command(

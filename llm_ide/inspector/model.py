@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llm_ide.priced import cost_text
+
 
 class CallView(BaseModel):
     index: int
@@ -149,9 +151,16 @@ class InstanceRow(BaseModel):
     exit_status: str = ""
     steps: int = 0
     cost: float = 0.0
+    priced: bool = True  # whether its driver's model had a price (else its cost is unknown, not $0)
+    apart: bool | None = None  # whether what its variants paid apart (a navigator's) had one; None: no such part
     evaluation: str | None = None  # resolved | unresolved | empty_patch | error; None: not evaluated
     error: str = ""  # why the evaluation failed (status error), when the report says
     page: str | None = None
+
+    @property
+    def spent(self) -> str:
+        """Its cost as shown: `$X`, `unpriced`, or `$X + unpriced` (a part priced, a part not)."""
+        return cost_text(self.cost, self.priced, self.apart)
 
     @property
     def resolved(self) -> bool | None:
@@ -170,6 +179,11 @@ class BatchView(BaseModel):
     rows: list[InstanceRow]
     evaluated: bool = False
 
+    def spent(self) -> str:
+        """The rows' cost as shown: `unpriced` said when a row's part had no price, a dollar figure when one had one."""
+        parts = [part for row in self.rows for part in (row.priced, row.apart) if part is not None]
+        return cost_text(sum(row.cost for row in self.rows), any(parts) or not parts, all(parts))
+
     def totals(self) -> dict[str, Any]:
         def count(verdict: str) -> int | None:
             return sum(row.verdict == verdict for row in self.rows) if self.evaluated else None
@@ -178,6 +192,7 @@ class BatchView(BaseModel):
             "instances": len(self.rows),
             "steps": sum(row.steps for row in self.rows),
             "cost": sum(row.cost for row in self.rows),
+            "spent": self.spent(),
             "resolved": count("resolved"),
             "unresolved": count("not resolved"),
             "errors": count("error"),

@@ -14,6 +14,7 @@ from llm_ide.fileio import file_name_problem
 from llm_ide.inspector.load import TrajectoryError, load_run
 from llm_ide.inspector.model import BatchView, InstanceRow
 from llm_ide.inspector.page import run_page, write_page
+from llm_ide.priced import apart_priced, run_priced
 from llm_ide.settings import load_yaml
 
 STATUSES = "exit_statuses.yaml"
@@ -84,10 +85,10 @@ def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView
     for instance_id, info in sorted(statuses.items(), key=lambda item: str(item[0])):
         info = info if isinstance(info, dict) else {}
         trajectory = inside_batch(run_dir, statuses_path, instance_id, info.get("trajectory"))
-        steps = 0
+        steps, prices = 0, {}
         if trajectory.is_file():
             trajectories[instance_id] = trajectory
-            steps = trajectory_steps(trajectory)
+            steps, prices = trajectory_facts(trajectory)
         verdict, error = (graded or {}).get(instance_id, (None, ""))
         rows.append(
             InstanceRow(
@@ -95,6 +96,7 @@ def load_batch(run_dir: Path, evaluation: Path | None = None) -> tuple[BatchView
                 exit_status=str(info.get("exit_status") or ""),
                 steps=steps,
                 cost=number(info.get("cost")),
+                **prices,
                 evaluation=verdict,
                 error=error,
             )
@@ -124,12 +126,15 @@ def number(value: Any) -> float:
     return found if math.isfinite(found) else 0.0
 
 
-def trajectory_steps(path: Path) -> int:
+def trajectory_facts(path: Path) -> tuple[int, dict[str, Any]]:
+    """A trajectory's steps, and whether its driver's model and what its variants paid apart had a price."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return int((data.get("info") or {}).get("n_operations") or len(data.get("operations") or []))
+        info = data.get("info") or {}
+        prices = {"priced": run_priced(info), "apart": apart_priced(info)}
+        return int(info.get("n_operations") or len(data.get("operations") or [])), prices
     except (OSError, ValueError, TypeError, AttributeError):
-        return 0
+        return 0, {}
 
 
 def write_instance_pages(batch: BatchView, trajectories: dict[str, Path], folder: Path, relative_to: Path) -> list[str]:
