@@ -253,3 +253,22 @@ def test_a_run_whose_driver_or_navigator_alone_has_a_price_says_both_parts(tmp_p
         assert [line.split(", ")[1] for line in lines if " patch lines, " in line] == [f"{known} + unpriced"] * 2
         ends = [line.removesuffix(" (chosen)") for line in lines if line.startswith("attempt ") and ", score " in line]
         assert [line.split(", ")[2] for line in ends] == [f"{known} + unpriced"] * 2, ends
+
+
+def test_the_run_page_says_a_navigator_of_no_price_unpriced_and_its_estimated_calls(tmp_path: Path) -> None:
+    """The inspector's page said the navigator's cost in dollars ($0.0000 for a model of no price: unknown, not
+    nothing) and its tokens as exact when its server sent no usage."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=[Reply(text=PLAN, usage=False)]) as endpoint:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": endpoint.url, "gate": []}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": nav}))
+        driver = write_script(tmp_path / "driver.yaml", DRIVER)
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    path, page = tmp_path / "runs" / "t" / "t.traj.json", tmp_path / "t.html"
+    view = load_run(path).navigator
+    assert view is not None and (view.priced, view.estimated) == (False, 1)
+    assert invoke("inspect", str(path), "--html", str(page)).returncode == 0
+    summary = page.read_text().partition('id="navigator"><summary>')[2].partition("</summary>")[0]
+    assert "tokens (estimated for 1), unpriced" in summary and "$" not in summary, summary

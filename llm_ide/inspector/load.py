@@ -19,7 +19,7 @@ from llm_ide.inspector.model import (
 )
 from llm_ide.inspector.recorded import TrajectoryError, llm_ide_trajectory, malformed, read_json
 from llm_ide.inspector.rejected import rejected_replies, reply_text
-from llm_ide.priced import run_priced
+from llm_ide.priced import navigator_priced, run_priced
 from llm_ide.state.context import ScoreParams, score_steps
 from llm_ide.state.operations import node_of, reasoning_chain
 
@@ -80,7 +80,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
             MessageView(sender=str(m.get("from")), text=str(m.get("text")), step=int(m.get("step") or 0))
             for m in info.get("received") or []
         ],
-        navigator=navigator_view(info.get("navigator")),
+        navigator=navigator_view(info.get("navigator"), navigator_priced(info)),
         reproductions=script_views(info.get("reproduction") or {}),
         dropped=sum(not c.get("kept") for c in (info.get("reproduction") or {}).get("candidates") or []),
     )
@@ -101,7 +101,7 @@ def script_views(record: dict[str, Any]) -> list[ScriptView]:
     ]
 
 
-def navigator_view(record: dict[str, Any] | None) -> NavigatorView | None:
+def navigator_view(record: dict[str, Any] | None, priced: bool = True) -> NavigatorView | None:
     if not record:
         return None
     usage = record.get("usage") or {}
@@ -110,7 +110,9 @@ def navigator_view(record: dict[str, Any] | None) -> NavigatorView | None:
         plan=str(record.get("plan") or ""),
         calls=int(usage.get("api_calls", usage.get("calls")) or 0),
         tokens=int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0),
+        estimated=int(usage.get("estimated_calls") or 0),
         cost=float(usage.get("cost") or 0.0),
+        priced=priced,
         decisions=list(record.get("decisions") or []),
         reviews=list(record.get("reviews") or []),
         guidance=list(record.get("guidance") or []),

@@ -104,7 +104,9 @@ class NavigatorView(BaseModel):
     plan: str = ""
     calls: int = 0
     tokens: int = 0
+    estimated: int = 0  # calls whose tokens (and cost) were estimated
     cost: float = 0.0
+    priced: bool = True  # whether its model had a price (else its cost is unknown, not $0)
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     reviews: list[dict[str, Any]] = Field(default_factory=list)
     guidance: list[dict[str, Any]] = Field(default_factory=list)
