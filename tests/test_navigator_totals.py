@@ -272,3 +272,28 @@ def test_the_run_page_says_a_navigator_of_no_price_unpriced_and_its_estimated_ca
     assert invoke("inspect", str(path), "--html", str(page)).returncode == 0
     summary = page.read_text().partition('id="navigator"><summary>')[2].partition("</summary>")[0]
     assert "tokens (estimated for 1), unpriced" in summary and "$" not in summary, summary
+
+
+def test_the_lines_of_a_run_with_attempts_sum_to_its_total_with_its_reviews(tmp_path: Path) -> None:
+    """Two free attempts, each reviewed by a priced reviewer ($1 a review): the run's total said $2 and its
+    attempts' lines $0 each, with nothing saying where the $2 went; a line now says the reviews' and choice's cost."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    driver = scripts(tmp_path / "scripts", [DRIVER, DRIVER], [])
+    reviewed = Reply(text=review(3, "Hm."), input_tokens=1000, output_tokens=0)
+    with OpenAIServer(replies=[reviewed]) as server:
+        attempts = {"max": 2, "choose": "best_score", "reviewer": {"model": "reviewer-test"}}
+        model = {"prices": {"reviewer-test": {"input": 1000.0, "output": 0.0}}}
+        config = {"environment": {"tools": []}, "model": model, "attempts": attempts}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "--base-url", server.url]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | {"LLM_IDE_CONFIG": "off"}
+        done = invoke("run", "--repo", "repo", *args, "-c", "config.yaml", "--thread-id", "t", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("submitted after ")][0].endswith(", $2.0000"), lines
+    ends = [
+        line.removesuffix(" (chosen)").split(", ")[2]
+        for line in lines
+        if line.startswith("attempt ") and ", score" in line
+    ]
+    assert ends == ["$0.0000"] * 2 and "reviews and choice: $2.0000" in lines, lines

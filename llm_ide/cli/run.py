@@ -374,6 +374,17 @@ def report(result, priced: bool = True) -> None:
         chosen = " [bold](chosen)[/]" if attempt["chosen"] else ""
         spent = money(attempt["cost"] + attempt.get("cost_apart", 0.0), priced, apart_priced(info))
         console.print(f"attempt {attempt['index']}: {attempt['exit_status']}, {score}, {spent}{chosen}")
+    if rest := attempts_rest(result, navigator):  # what the lines above do not hold: the reviews and the choice
+        console.print(f"reviews and choice: {money(rest, priced)}")
     if result.error:
         err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
     console.print(f"trajectory: {result.trajectory_path}")
+
+
+def attempts_rest(result, navigator: dict[str, Any]) -> float:
+    """The cost of a run with attempts that its attempts' lines do not hold (its reviewer's and chooser's calls): the
+    lines and it sum to the run's total."""
+    attempts = getattr(result, "attempts", [])
+    lines = sum(attempt["cost"] + attempt.get("cost_apart", 0.0) for attempt in attempts)
+    rest = result.model_stats.get("cost", 0.0) + navigator.get("cost", 0.0) - lines
+    return rest if attempts and rest >= 0.00005 else 0.0
