@@ -697,3 +697,22 @@ def test_an_unknown_environment_is_the_same_line_from_every_command(tmp_path: Pa
     name = " ".join(command[:2] if command[0] == "coop" else command[:1])
     said = "error: Invalid value for '--environment': 'kube' is not one of 'local', 'docker'."
     assert (done.returncode, done.stderr) == (2, f"{said} (see: llm-ide {name} --help)\n")
+
+
+def test_a_thread_resumed_in_another_repository_names_the_python_apis_arguments(tmp_path: Path) -> None:
+    """run_task's and run_attempts' callers, who pass repo= and run_id=, were told of "--repo" and "a new
+    --thread-id", the command line's options (which `llm-ide run` still says: tests/test_resume.py)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    other = make_git_repo(tmp_path / "other", {"b.py": "y = 1\n"})
+    values = {"model": write_script(tmp_path / "s.yaml", FIX_SCRIPT), "output_dir": tmp_path / "out", "run_id": "T"}
+    settings = load_config(agent={"step_limit": 1}, environment={"tools": []})
+    first = run_task("Fix Cart.total.", settings=settings, repo=repo, **values)
+    assert first.exit_status == "step_limit"
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout[:12]
+    for api in (run_task, run_attempts):
+        with pytest.raises(UsageError) as raised:
+            api("Fix Cart.total.", settings=settings, repo=other, **values)
+        assert str(raised.value) == (
+            f"thread T started in {repo}; `repo` {other} is another repository (no commit {base}, the thread's base): "
+            "give the thread's repository (or a clone of it), or a new `run_id`"
+        )

@@ -54,20 +54,33 @@ def repo_lock(repo: Path | None, in_place: bool) -> Iterator[None]:
         yield
 
 
+class AnotherRepository(UsageError):
+    """A thread resumed in another repository than the one it started in: its line names the door's option for the
+    repository and for a new thread (the Python API's by default; `said`: another door's)."""
+
+    def __init__(self, run_id: str, started: str, repo: Path, base: str, given: str, instead: str) -> None:
+        self.parts = (run_id, started, repo, base)
+        super().__init__(self.said(given, instead))
+
+    def said(self, given: str, instead: str) -> str:
+        run_id, started, repo, base = self.parts
+        return (
+            f"thread {run_id} started in {started}; {given} {repo} is another repository (no commit {base[:12]}, "
+            f"the thread's base): give the thread's repository (or a clone of it), or {instead}"
+        )
+
+
 def check_same_repository(
-    run_id: str, values: dict[str, Any], repo: Path | None, given: str = "--repo", instead: str = "a new --thread-id"
+    run_id: str, values: dict[str, Any], repo: Path | None, given: str = "`repo`", instead: str = "a new `run_id`"
 ) -> None:
-    """A thread resumed with `--repo` another repository than the one it started in (its base commit is none of
-    that repository's commits): a usage error naming both (`given`, `instead`: in the words of the door used).
+    """A thread resumed in another repository than the one it started in (its base commit is none of that
+    repository's commits): AnotherRepository naming both (`given`, `instead`: in the words of the door used).
     Another checkout of the same one (a clone, a worktree, a retry on another node) goes on."""
     started, base = values.get("repo") or "", values.get("base_commit")
     if repo is None or not started or not base or Path(started).resolve() == Path(repo).resolve():
         return
     if not git_fails(repo, "rev-parse", "--git-dir") and git_fails(repo, "cat-file", "-e", f"{base}^{{commit}}"):
-        raise UsageError(
-            f"thread {run_id} started in {started}; {given} {repo} is another repository (no commit {base[:12]}, "
-            f"the thread's base): give the thread's repository (or a clone of it), or {instead}"
-        )
+        raise AnotherRepository(run_id, started, repo, base, given, instead)
 
 
 def git_fails(repo: Path, *args: str) -> bool:
