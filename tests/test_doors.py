@@ -716,3 +716,12 @@ def test_a_thread_resumed_in_another_repository_names_the_python_apis_arguments(
             f"thread T started in {repo}; `repo` {other} is another repository (no commit {base}, the thread's base): "
             "give the thread's repository (or a clone of it), or a new `run_id`"
         )
+
+
+def test_attempts_without_a_repository_name_the_python_apis_argument(tmp_path: Path) -> None:
+    """run_attempts' callers were told "--repo PATH" (the command line always has one: the current folder)."""
+    model = write_script(tmp_path / "s.yaml", FIX_SCRIPT)
+    settings = load_config(attempts={"max": 2}, environment={"tools": []})
+    with pytest.raises(UsageError) as raised:
+        run_attempts("Fix Cart.total.", model=model, settings=settings, output_dir=tmp_path / "out", run_id="r")
+    assert str(raised.value) == "attempts in the local environment need a repository (`repo`)"

@@ -70,7 +70,7 @@ def run_at_task(request: RunRequest, listeners: Listeners) -> RunResult:
     kind = settings.environment.type
     in_place = not capabilities(kind).ephemeral  # the repository itself: each attempt in a git worktree of it
     if in_place and request.repo is None:
-        raise UsageError(f"attempts in the {kind} environment need a repository (--repo PATH)")
+        raise UsageError(f"attempts in the {kind} environment need a repository (`repo`)")
     repo = Path(request.repo).resolve() if request.repo else None
     ctx = AttemptsContext(replace(request, repo=repo, environment=kind), listeners)
     info = {"run_id": request.run_id, "model": request.model, "config": redacted(settings.model_dump(mode="json"))}
