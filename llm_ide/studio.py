@@ -34,19 +34,18 @@ from llm_ide.config import Settings, deep_merge, load_config, register_config_se
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
-from llm_ide.errors import LIMITS, LlmIdeError, ThreadMismatchError, UsageError, ended
-from llm_ide.graph import ENDING, build_graph
+from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
+from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs, unknown_field
 from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
-from llm_ide.run.guard import check_same_repository, repo_lock
+from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import preflight
 from llm_ide.run.served import ServedGraph
 from llm_ide.run.setup import build_context
 from llm_ide.run.single import going_on, past_its_limit
 from llm_ide.sampling.variant import Sampling
 from llm_ide.secrets import redact
-from llm_ide.state.graph_state import one_task
 from llm_ide.variant import AgentContext, Variant, Variants
 from llm_ide.workspace.lifecycle import baseline_notes, open_environment
 from llm_ide.workspace.patch import extract_patch
@@ -274,42 +273,16 @@ class StudioGraph(ServedGraph):
         if isinstance(input, dict) and self.studio_run is not None and (error := unknown_field(input, StudioInput)):
             self.studio_run.failed = error  # an input applied: its first node ends the run with the line
 
-    async def given(self, input: Any, config: RunnableConfig | None) -> Any:
-        if not self.on_its_thread(input, config):
-            return await super().given(input, config)
-        given, going = self.resumed(await self.aget_state(config or {}), input)
-        if going is not None:
-            await self.aupdate_state(config or {}, going, as_node=ENDING)
-        return await super().given(given, config)
-
-    def given_now(self, input: Any, config: RunnableConfig | None) -> Any:
-        if not self.on_its_thread(input, config):
-            return super().given_now(input, config)
-        given, going = self.resumed(self.get_state(config or {}), input)
-        if going is not None:
-            self.update_state(config or {}, going, as_node=ENDING)
-        return super().given_now(given, config)
-
-    @staticmethod
-    def on_its_thread(input: Any, config: RunnableConfig | None) -> bool:
-        return isinstance(input, dict) and "task" in input and "thread_id" in (config or {}).get("configurable", {})
-
     def resumed(self, thread: StateSnapshot, input: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
-        """What the run on `thread` starts from given `input` (None: where the thread stopped), and the update that
-        lets a thread stopped at a limit its `config` no longer reaches go on (None: none)."""
-        kept = thread.values.get("task") or ""
-        one_task(kept, input["task"])
-        if kept and isinstance(repo := input.get("repo"), str):
-            thread_id = thread.config.get("configurable", {}).get("thread_id", "")
-            try:
-                check_same_repository(thread_id, thread.values, Path(repo), "the graph input's `repo`", "a new thread")
-            except UsageError as error:
-                raise ThreadMismatchError(str(error)) from None
+        """As a served graph's (run/served.py); a thread stopped at a limit its `config` no longer reaches goes on
+        from its next step (the update that lets it)."""
+        given, _ = super().resumed(thread, input)
+        kept = thread.values.get("task")
         if kept and not thread.next and self.studio_run is not None and thread.values.get("exit_status") in LIMITS:
             with contextlib.suppress(LlmIdeError):  # a bad `config`: the run says it, as for any thread
                 if past_its_limit(thread.values, self.studio_run.settings(input).agent):
                     return None, going_on(config=input.get("config") or {})
-        return (None if kept and thread.next and not thread.values.get("exit_status") else input), None
+        return given, None
 
 
 @asynccontextmanager

@@ -20,6 +20,7 @@ from test_studio import studio, wait_for  # noqa: F401 - the fixture: langgraph 
 from test_tools_install import write_tool
 
 from llm_ide.attempts.studio import graph
+from llm_ide.errors import ThreadMismatchError
 
 
 def worktrees(repo: Path) -> list[str]:
@@ -27,13 +28,14 @@ def worktrees(repo: Path) -> list[str]:
     return [line.removeprefix("worktree ") for line in listed.stdout.splitlines() if line.startswith("worktree ")]
 
 
-def served(inputs: dict | None, thread: str, saver: InMemorySaver | None = None) -> dict:
-    """The attempts graph's run as `langgraph dev` serves it, in process, on `thread` (its checkpoints in `saver`)."""
+def served(inputs: dict | None, thread: str, saver: InMemorySaver | None = None, stop_before: tuple = ()) -> dict:
+    """The attempts graph's run as `langgraph dev` serves it, in process, on `thread` (its checkpoints in `saver`;
+    `stop_before`: the nodes it is interrupted before, as a client can ask)."""
 
     async def run() -> dict:
         async with graph({"configurable": {}}) as compiled:
             server = compiled.copy(update={"checkpointer": saver or InMemorySaver()})
-            return await server.ainvoke(inputs, {"configurable": {"thread_id": thread}})
+            return await server.ainvoke(inputs, {"configurable": {"thread_id": thread}}, interrupt_before=stop_before)
 
     return asyncio.run(run())
 
@@ -308,3 +310,50 @@ def test_a_served_run_cancelled_mid_attempt_leaves_nothing_open_and_resumes(
     assert worktrees(repo) == [str(repo.resolve())] and list((tmp_path / "tmp").iterdir()) == []
     with gzip.open(tmp_path / "out" / "cut.calls.jsonl.gz", "rt") as log:
         assert len(log.read().splitlines()) == 1  # the review's call, its gzip member completed
+
+
+@pytest.mark.parametrize("again", ["its task", "null"])
+def test_a_cut_served_run_given_its_task_again_resumes_where_it_stopped(tmp_path: Path, again: str) -> None:
+    """Cut before its attempt's review, then given its task again (what Studio's form sends): the run started over at
+    `dispatch`, which found the attempts all run and chose the one never reviewed; `null` reviewed it. As the agent
+    graph's cut thread (tests/test_studio_threads.py): where it stopped."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
+    }  # fmt: skip
+    saver = InMemorySaver()
+    cut = served(inputs, "cut", saver, stop_before=("review",))
+    assert [(r["index"], r.get("score")) for r in cut["attempts"]] == [(1, None)] and not cut.get("exit_status")
+    final = served(inputs if again == "its task" else None, "cut", saver)
+    assert [(r["index"], r["score"]) for r in final["attempts"]] == [(1, 9.0)] and len(final["calls"]) == 1
+    assert (final["exit_status"], final["chosen"]) == ("submitted", 1)
+    assert worktrees(repo) == [str(repo.resolve())]
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_served_run_given_its_task_with_another_repository_is_refused(tmp_path: Path, cut: bool) -> None:
+    """The attempts graph took the other `repo` unsaid (its attempts' worktrees made from a repository without the
+    thread's base commit); the agent graph and `llm-ide run --thread-id` refuse it: one line, the thread as it was."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    other = make_git_repo(tmp_path / "other", {"x.py": "x = 1\n"})
+    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
+    }  # fmt: skip
+    saver = InMemorySaver()
+    first = served(inputs, "t1", saver, stop_before=("review",) if cut else ())
+    base = first["base_commit"]
+    with pytest.raises(ThreadMismatchError) as raised:
+        served({**inputs, "repo": str(other)}, "t1", saver)
+    assert str(raised.value) == (
+        f"thread t1 started in {repo}; the graph input's `repo` {other} is another repository (no commit "
+        f"{base[:12]}, the thread's base): give the thread's repository (or a clone of it), or a new thread"
+    )
+    kept = saver.get_tuple({"configurable": {"thread_id": "t1"}}).checkpoint["channel_values"]
+    assert kept["repo"] == str(repo)
+    final = served(inputs, "t1", saver)
+    assert (final["exit_status"], final["chosen"], final["repo"]) == ("submitted", 1, str(repo))
+    assert worktrees(repo) == [str(repo.resolve())] and worktrees(other) == [str(other.resolve())]

@@ -89,8 +89,9 @@ class ServedAttempts:
 
 
 class AttemptsGraph(ServedGraph):
-    """The attempts graph as served: an input it applies with a field of no such name (`confg`: LangGraph would drop
-    it unsaid) ends the run at its first node, as the agent graph's does."""
+    """The attempts graph as served: its thread checked and a cut one resumed as the agent graph's (run/served.py);
+    an input it applies with a field of no such name (`confg`: LangGraph would drop it unsaid) ends the run at its
+    first node, as the agent graph's does."""
 
     def __init__(self, *, served_run: ServedAttempts | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -1,16 +1,24 @@
 """A graph as LangGraph's server runs it on a thread: a thread another graph wrote is refused before anything runs
-(a run of this graph on it would meet none of its nodes and end with nothing said), and the input is seen first."""
+(a run of this graph on it would meet none of its nodes and end with nothing said), and the input is seen first. A run
+given a task on a thread that holds one is checked before anything of it is written: another task, or another
+repository, is refused (ThreadMismatchError), the thread left as it was; its own task on a thread cut mid-step (what
+Studio's form sends again) resumes the step where it stopped, as `null` does."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 
-from llm_ide.errors import ThreadMismatchError
+from llm_ide.errors import ThreadMismatchError, UsageError
+from llm_ide.graph import ENDING
+from llm_ide.run.guard import check_same_repository
+from llm_ide.state.graph_state import one_task
 
 
 class ServedGraph(CompiledStateGraph):
@@ -41,12 +49,41 @@ class ServedGraph(CompiledStateGraph):
         """The input's own checks, before the run and whatever its thread holds (none here)."""
 
     async def given(self, input: Any, config: RunnableConfig | None) -> Any:
-        self.seen(input)
-        return input
+        given, going = (
+            self.resumed(await self.aget_state(config or {}), input)
+            if self.on_its_thread(input, config)
+            else (input, None)
+        )
+        if going is not None:
+            await self.aupdate_state(config or {}, going, as_node=ENDING)
+        self.seen(given)
+        return given
 
     def given_now(self, input: Any, config: RunnableConfig | None) -> Any:
-        self.seen(input)
-        return input
+        given, going = (
+            self.resumed(self.get_state(config or {}), input) if self.on_its_thread(input, config) else (input, None)
+        )
+        if going is not None:
+            self.update_state(config or {}, going, as_node=ENDING)
+        self.seen(given)
+        return given
+
+    @staticmethod
+    def on_its_thread(input: Any, config: RunnableConfig | None) -> bool:
+        return isinstance(input, dict) and "task" in input and "thread_id" in (config or {}).get("configurable", {})
+
+    def resumed(self, thread: StateSnapshot, input: dict[str, Any]) -> tuple[Any, Any]:
+        """What the run on `thread` starts from given `input` (None: where the thread stopped), and the update (as
+        the agent's last node) it needs first (None: none; the agent graph's, for a thread past a limit)."""
+        kept = thread.values.get("task") or ""
+        one_task(kept, input["task"])
+        if kept and isinstance(repo := input.get("repo"), str):
+            thread_id = thread.config.get("configurable", {}).get("thread_id", "")
+            try:
+                check_same_repository(thread_id, thread.values, Path(repo), "the graph input's `repo`", "a new thread")
+            except UsageError as error:
+                raise ThreadMismatchError(str(error)) from None
+        return (None if kept and thread.next and not thread.values.get("exit_status") else input), None
 
     def thread_saver(self, config: RunnableConfig) -> BaseCheckpointSaver | None:
         """The saver of the run's thread (its state's types allowed), if it runs on one."""
