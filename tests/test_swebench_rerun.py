@@ -371,3 +371,16 @@ def test_a_batch_counts_its_navigators_spend_in_each_instances_cost(tmp_path: Pa
     assert (status["cost"], status["calls_apart"]) == (attempts, attempts)
     assert OutputStore(tmp_path / "out").spent() == attempts
     assert statuses_from_trajectories(tmp_path / "out")[row["instance_id"]]["cost"] == attempts
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_swebench_single_streams_each_reply_with_verbose_as_run_does(tmp_path: Path, flag: str) -> None:
+    """`swebench-single -v` was "No such option" (it had run's --thoughts, not run's -v/--verbose)."""
+    dataset, (row,) = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "fix.yaml", [FIX_COMMAND])
+    args = ["swebench-single", "--subset", str(dataset), "-i", row["instance_id"], "--model", model]
+    args += ["--environment", "local", "-c", str(write_config(tmp_path / "c.yaml")), "--step-limit", "1"]
+    quiet = invoke(*args, "-o", str(tmp_path / "quiet"))
+    verbose = invoke(*args, "-o", str(tmp_path / "verbose"), flag)
+    assert (quiet.returncode, verbose.returncode) == (1, 1), verbose.stdout + verbose.stderr
+    assert "<action_params>" in verbose.stdout and "<action_params>" not in quiet.stdout, verbose.stdout

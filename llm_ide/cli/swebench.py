@@ -57,6 +57,8 @@ from llm_ide.cli.options import (
 )
 from llm_ide.cli.resuming import dropped, kept_configs, resuming_args
 from llm_ide.cli.run import OUTLIVING, higher_limit
+from llm_ide.cli.run_options import Verbose
+from llm_ide.cli.status import ThinkingStatus
 from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
@@ -305,11 +307,13 @@ def swebench_single_command(
     cost_limit: RunCostLimit = None,
     checkpoint: Checkpoint = None,
     repos: Repos = None,
+    verbose: Verbose = False,
     thoughts: Thoughts = True,
 ) -> None:
-    """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run)."""
+    """Run the agent on one SWE-bench instance, printing its steps live (resumes an interrupted run). While the model
+    thinks, a live line shows the seconds and tokens so far."""
     from llm_ide.cli.run import limits_file, print_how_it_goes_on
-    from llm_ide.config import with_user_config
+    from llm_ide.config import deep_merge, with_user_config
     from llm_ide.priced import has_price, settings_apart_priced
     from llm_ide.run.outputs import trajectory_info
     from llm_ide.swebench.batch import batch_config
@@ -327,13 +331,16 @@ def swebench_single_command(
         run_cost_limit=cost_limit,
         repos=local_repos(repos, kind),
     )
+    if verbose:
+        options = replace(options, config_values=deep_merge(options.config_values, {"model": {"stream": True}}))
     chosen, source = chosen_instance(subset, split, instance, kind, options.repos)
     check_model_before_start(model, batch_config(options), base_url, timeout=5.0, environment=None)  # rows' images
     _check_environment(kind)
     console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
     settings = batch_config(options)
     priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
-    outcome = run_single(chosen, options, StepPrinter(priced, thoughts, apart), again)
+    status = ThinkingStatus(console, verbose, err_console)
+    outcome = run_single(chosen, options, StepPrinter(priced, thoughts and not verbose, apart), again, status)
     colour = "green" if outcome.exit_status == ExitStatus.SUBMITTED else "yellow"
     trajectory = output / outcome.details["trajectory"] if "trajectory" in outcome.details else None
     steps = f"{outcome.steps} step{'s' * (outcome.steps != 1)}"
@@ -363,9 +370,10 @@ def chosen_instance(subset: str, split: str, instance: str, kind: str, repos: Pa
         raise fail(str(error)) from None
 
 
-def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: list[str]) -> Any:
-    """One instance's run, its steps printed live; interrupted: saved at its last completed step (`again`: the
-    command line that resumes it)."""
+def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: list[str], status: ThinkingStatus) -> Any:
+    """One instance's run, its steps printed live (its model calls and commands on `status`'s line); interrupted:
+    saved at its last completed step (`again`: the command line that resumes it)."""
+    from llm_ide.run.single import Listeners
     from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.preflight import SWEbenchError
 
@@ -378,10 +386,12 @@ def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: li
                 batch_config(options),
                 OutputStore(options.output),
                 on_event=lambda _, event: steps(event),
+                told=Listeners(on_model_call=status, on_command=status.command),
             )
     except SWEbenchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
+        status.stop()
         saved = f"saved at its last completed step ({options.output / chosen.instance_id})"
         print_interrupted(saved, checkpoint=options.checkpoint, args=again)
         raise interrupted_exit(interrupt) from None

@@ -139,10 +139,13 @@ def run_instance(
     budget: Any = None,
     on_event: EventSink | None = None,
     stop: threading.Event | None = None,
+    told: Listeners | None = None,
 ) -> Outcome:
-    """Run one instance with run_task (resuming its checkpoint when it has one) and record its prediction."""
+    """Run one instance with run_task (resuming its checkpoint when it has one) and record its prediction (`told`:
+    who else hears its model calls and commands, e.g. a console's live line)."""
+    run_dir = options.output / instance.instance_id
     outcome = execute_instance(
-        instance, options, settings, options.output / instance.instance_id, budget=budget, on_event=on_event, stop=stop
+        instance, options, settings, run_dir, budget=budget, on_event=on_event, stop=stop, told=told
     )
     record_outcome(store, options.model, outcome)
     return outcome
@@ -159,11 +162,11 @@ def execute_instance(
     stop: Any = None,
     intents: Any = None,
     keep: Keep | None = None,
+    told: Listeners | None = None,
 ) -> Outcome:
-    """Run one instance in `run_dir` (its thread resumed when it has a checkpoint); nothing shared is written:
-    `record_outcome` does that where the batch's files are (the driver, for a Ray batch). `stop` is anything with
-    `is_set()`; `intents` replaces the run folder's intent log, `keep` the run folder as its models' keep (e.g. both
-    in Postgres). With `attempts.max` > 1 the outcome's patch is the chosen attempt's."""
+    """Run one instance in `run_dir` (its thread resumed when it has a checkpoint); nothing shared is written (the
+    driver's `record_outcome` does it). `stop`: anything with `is_set()`; `intents`, `keep`: the run folder's intent log
+    and models' keep replaced (e.g. in Postgres); `told`: run_instance's. Attempts: the chosen one's patch."""
     kind = capabilities(options.environment)
     repo = None if kind.ephemeral else local_checkout(instance, options, run_dir)  # worked on in place
     settings = settings if kind.ephemeral else ours(settings)  # our checkout: its future removed, as in docker
@@ -197,7 +200,7 @@ def execute_instance(
 
     log.info("%s: starting (%s)", instance.instance_id, f"checkout {repo}" if repo else f"image {instance.image}")
     try:
-        result = run_at_task(request, Listeners(on_event=forward))
+        result = run_at_task(request, replace(told or Listeners(), on_event=forward))
     except KeyboardInterrupt as interrupt:
         if stop is None or not stop.is_set():
             raise
