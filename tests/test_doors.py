@@ -725,3 +725,20 @@ def test_attempts_without_a_repository_name_the_python_apis_argument(tmp_path: P
     with pytest.raises(UsageError) as raised:
         run_attempts("Fix Cart.total.", model=model, settings=settings, output_dir=tmp_path / "out", run_id="r")
     assert str(raised.value) == "attempts in the local environment need a repository (`repo`)"
+
+
+ENVIRONMENT_HELP = "<local|docker> local (on this host, in the repository) or docker (in a container, on a copy)."
+
+
+@pytest.mark.parametrize("command", [("run",), ("swebench",), ("swebench-single",), ("coop", "run")])
+def test_every_command_takes_environment_as_one_type_with_one_help(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """`run` took a choice (`DockerEnvironment`, which the SWE-bench commands take as mini-swe-agent does, refused),
+    the others text; each said the kinds its own way ("docker (one container per instance) or local.", "local or
+    docker.")."""
+    shown = invoke(*command, "--help", env={**os.environ, "COLUMNS": "400"})
+    row = next(line for line in shown.stdout.splitlines() if "--environment " in line or "--environment," in line)
+    assert ENVIRONMENT_HELP in " ".join(row.split()), row
+    given = {"run": ("--task", "t"), "coop": (".", "--pair", "1,2")}.get(command[0], ())
+    done = invoke(*command, *given, "--model", "scripted:none.yaml", "--environment", "LocalEnvironment",
+                  cwd=tmp_path, env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
+    assert done.returncode != 0 and "--environment" not in done.stderr, done.stderr

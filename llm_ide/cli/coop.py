@@ -21,7 +21,7 @@ from llm_ide.cli.console import (
 )
 from llm_ide.cli.options import BaseUrl, model_name
 from llm_ide.cli.resuming import endpoint_args
-from llm_ide.cli.run_options import MODEL_HELP, RunConfig, environment_kind
+from llm_ide.cli.run_options import MODEL_HELP, RunConfig, environment_option
 from llm_ide.environments.scratch import owned_name
 
 coop_app = typer.Typer(help="Cooperation: two agents, two features, one repository (CooperBench tasks).")
@@ -77,7 +77,7 @@ RepoSource = Annotated[
     typer.Option("--repo-source", help="A local clone or git bundle.", show_default="repos/*.bundle beside it"),
 ]
 PairsOutput = Annotated[Path, typer.Option("--output", "-o", help="Where the pair folders go.")]
-Environment = Annotated[str, typer.Option(callback=environment_kind, help="local or docker.")]
+Environment = Annotated[str, environment_option()]
 CoopConfig = Annotated[Path | None, typer.Option(help="Coop settings override.", show_default="none")]
 Evaluate = Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="Grade each pair.")]
 

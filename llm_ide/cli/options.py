@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from llm_ide.cli.console import config_default, fail
-from llm_ide.cli.run_options import RunModel, environment_kind, store
+from llm_ide.cli.run_options import RunModel, environment_option, store
 
 Subset = Annotated[
     str,
@@ -32,15 +32,7 @@ ConfigFiles = Annotated[
         show_default="none: llm_ide/prompts/swebench.yaml",
     ),
 ]
-EnvironmentKind = Annotated[
-    str,
-    typer.Option(
-        "--environment",
-        "--environment-class",
-        callback=environment_kind,
-        help="docker (one container per instance) or local.",
-    ),
-]
+EnvironmentKind = Annotated[str, environment_option(True, "--environment-class")]
 Checkpoint = Annotated[
     str | None,
     typer.Option(

@@ -19,18 +19,30 @@ class NavigatorMode(StrEnum):
     mcp = "mcp"
 
 
-EnvironmentType = StrEnum("EnvironmentType", {name: name for name in KINDS})  # type: ignore[misc]
-
-
-def environment_kind(value: str) -> str:
-    """A --environment taken as text (the SWE-bench commands': mini-swe-agent's class names too, `DockerEnvironment`)
-    refused in the words `run`'s choice of EnvironmentType is."""
+def environment_kind(value: str | None) -> str | None:
+    """--environment, one kind of KINDS (mini-swe-agent's class names too, `DockerEnvironment`); another is refused
+    as click refuses a choice."""
+    if value is None:
+        return None
     kind = value.lower().removesuffix("environment")
     if kind not in KINDS:
         raise typer.BadParameter(
             f"{value!r} is not one of {', '.join(map(repr, KINDS))}.", param_hint="'--environment'"
         )
     return kind
+
+
+def environment_option(show_default: str | bool = True, *aliases: str) -> typer.models.OptionInfo:
+    """The --environment of every command that runs the agent: one type, one check, one help (`show_default`: the
+    command's default)."""
+    return typer.Option(
+        "--environment",
+        *aliases,
+        callback=environment_kind,
+        metavar=f"<{'|'.join(KINDS)}>",
+        help="local (on this host, in the repository) or docker (in a container, on a copy).",
+        show_default=show_default,
+    )
 
 
 Repo = Annotated[
@@ -92,14 +104,7 @@ Checkpoint = Annotated[
         show_default="sqlite:<output>/<thread id>.checkpoint.sqlite",
     ),
 ]
-Environment = Annotated[
-    EnvironmentType | None,
-    typer.Option(
-        case_sensitive=False,
-        help="local (on this host, in the repository) or docker (in a container, on a copy).",
-        show_default=config_default("environment.type") + "; docker with --image",
-    ),
-]
+Environment = Annotated[str | None, environment_option(config_default("environment.type") + "; docker with --image")]
 Image = Annotated[
     str | None,
     typer.Option(help="Docker image; implies --environment docker.", show_default=config_default("environment.image")),
