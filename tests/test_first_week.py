@@ -223,8 +223,14 @@ def test_limits_of_zero_mean_none_and_the_help_says_so(tmp_path: Path) -> None:
     for command, said in [
         ("run", "Maximum number of operations; 0: no limit."),
         ("run", "Maximum model cost in USD; 0: no limit."),
-        ("swebench", "Maximum operations per instance; 0: no limit."),
-        ("swebench-single", "Maximum operations per instance; 0: no limit."),
+        ("swebench", "Maximum number of operations per instance; 0: no limit."),
+        (
+            "swebench",
+            "Maximum model cost in USD of the whole batch, what its earlier runs in --output spent included; "
+            "0: no limit.",
+        ),
+        ("swebench-single", "Maximum number of operations per instance; 0: no limit."),
+        ("swebench-single", "Maximum model cost in USD; 0: no limit."),  # was "Cost limit (USD) of this run."
     ]:
         shown = llm_ide(command, "--help", cwd=tmp_path, env={"COLUMNS": "400"})
         assert shown.returncode == 0 and said in shown.stdout, shown.stdout

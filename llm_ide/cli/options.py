@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from llm_ide.cli.console import config_default, fail
-from llm_ide.cli.run_options import RunModel, environment_option, store
+from llm_ide.cli.run_options import COST_LIMIT, STEP_LIMIT, RunModel, environment_option, store
 
 Subset = Annotated[
     str,
@@ -53,7 +53,7 @@ Address = Annotated[
 StepLimit = Annotated[
     int | None,
     typer.Option(
-        help="Maximum operations per instance; 0: no limit.",
+        help=STEP_LIMIT.format(" per instance"),
         show_default=config_default("agent.step_limit", "swebench"),
     ),
 ]
@@ -114,7 +114,7 @@ BatchCostLimit = Annotated[
     typer.Option(
         min=0,
         callback=dollars,
-        help="Global cost limit (USD) for the whole batch, what its earlier runs in --output spent included; 0: none.",
+        help=COST_LIMIT.format(" of the whole batch, what its earlier runs in --output spent included"),
         show_default="none",
     ),
 ]
@@ -132,7 +132,7 @@ Instance = Annotated[str, typer.Option("--instance", "-i", help="Instance id, or
 SingleOutput = Annotated[Path, typer.Option("--output", "-o", help="Output directory.")]
 RunCostLimit = Annotated[
     float | None,
-    typer.Option(help="Cost limit (USD) of this run.", show_default=config_default("agent.cost_limit", "swebench")),
+    typer.Option(help=COST_LIMIT.format(""), show_default=config_default("agent.cost_limit", "swebench")),
 ]
 
 # `evaluate`

@@ -69,13 +69,13 @@ RunConfig = Annotated[
 Output = Annotated[
     Path | None, typer.Option("--output", "-o", help="Output directory.", show_default="runs/<thread id>")
 ]
+STEP_LIMIT = "Maximum number of operations{}; 0: no limit."  # {}: whose (a batch's: " per instance")
+COST_LIMIT = "Maximum model cost in USD{}; 0: no limit."
 StepLimit = Annotated[
-    int | None,
-    typer.Option(help="Maximum number of operations; 0: no limit.", show_default=config_default("agent.step_limit")),
+    int | None, typer.Option(help=STEP_LIMIT.format(""), show_default=config_default("agent.step_limit"))
 ]
 CostLimit = Annotated[
-    float | None,
-    typer.Option(help="Maximum model cost in USD; 0: no limit.", show_default=config_default("agent.cost_limit")),
+    float | None, typer.Option(help=COST_LIMIT.format(""), show_default=config_default("agent.cost_limit"))
 ]
 ThreadId = Annotated[
     str | None,
