@@ -39,7 +39,7 @@ from llm_ide.graph import build_graph
 from llm_ide.inputs import StudioInput, require_inputs, unknown_field
 from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
-from llm_ide.run.guard import repo_lock
+from llm_ide.run.guard import repo_lock, went_on_with
 from llm_ide.run.preflight import preflight
 from llm_ide.run.served import ServedGraph
 from llm_ide.run.setup import build_context
@@ -145,6 +145,7 @@ class StudioRun:
         self.held = contextlib.ExitStack()  # the repository's lock, while the run changes it in place
         self.building = threading.Lock()  # a set-up under way: what it opens is closed with the run
         self.closed = False
+        self.anew: dict[str, Any] = {}  # a thread going on where it stopped: the fields it is given anew
 
     def context(self, state: dict[str, Any]) -> AgentContext:
         if self.failed is not None:
@@ -166,13 +167,17 @@ class StudioRun:
 
     def _build(self, state: dict[str, Any]) -> AgentContext:
         require_inputs(state)
+        run_id = thread_id()
+        said = [went_on_with(run_id, key, state.get(key), value) for key, value in self.anew.items()]
+        state = {**state, **self.anew}  # as the command line's run given another --model or --config
         settings = self.settings(state)
         repo = Path(state["repo"]).expanduser().resolve()
         variants = compose(settings, self.variants, from_settings=False)
         task, base_url = state["task"], state.get("base_url")
         preflight(state["model"], settings, base_url=base_url, repo=repo, task=task, variants=variants)  # as the CLI
         register_config_secrets(settings)
-        run_id = thread_id()
+        for line in said:
+            self.progress.note(line)
         self.held.enter_context(repo_lock(repo, not capabilities(settings.environment.type).ephemeral))
         self.held.enter_context(cache_in_use(bool(settings.environment.tools)))
         self.progress.note("starting environment")
@@ -272,6 +277,10 @@ class StudioGraph(ServedGraph):
     def seen(self, input: Any) -> None:
         if isinstance(input, dict) and self.studio_run is not None and (error := unknown_field(input, StudioInput)):
             self.studio_run.failed = error  # an input applied: its first node ends the run with the line
+
+    def anew(self, fields: dict[str, Any]) -> None:
+        if self.studio_run is not None:
+            self.studio_run.anew = fields
 
     def resumed(self, thread: StateSnapshot, input: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         """As a served graph's (run/served.py); a thread stopped at a limit its `config` no longer reaches goes on

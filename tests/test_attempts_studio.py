@@ -357,3 +357,20 @@ def test_a_served_run_given_its_task_with_another_repository_is_refused(tmp_path
     final = served(inputs, "t1", saver)
     assert (final["exit_status"], final["chosen"], final["repo"]) == ("submitted", 1, str(repo))
     assert worktrees(repo) == [str(repo.resolve())] and worktrees(other) == [str(other.resolve())]
+
+
+def test_a_cut_served_run_given_its_task_with_another_model_goes_on_with_it(tmp_path: Path) -> None:
+    """As the agent graph's (tests/test_studio_threads.py): the `model` given to a cut run was dropped unsaid (its
+    reviewer the thread's); `llm-ide run --thread-id T -m OTHER` goes on with OTHER."""
+    repo = make_git_repo(tmp_path / "repo", FILES)
+    first = scripts(tmp_path / "first", [attempt_script(RIGHT)], [review(9, "Fixed.")])
+    other = scripts(tmp_path / "other", [attempt_script(RIGHT)], [review(3, "Not sure.")])
+    inputs = {
+        "task": TASK, "repo": str(repo), "model": first, "output": str(tmp_path / "out"),
+        "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
+    }  # fmt: skip
+    saver = InMemorySaver()
+    served(inputs, "cut", saver, stop_before=("review",))
+    final = served({**inputs, "model": other}, "cut", saver)
+    assert [(r["index"], r["score"], r["reasons"]) for r in final["attempts"]] == [(1, 3.0, "Not sure.")]
+    assert worktrees(repo) == [str(repo.resolve())]

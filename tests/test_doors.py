@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
+from agent_script import BUGGY_FILES, FIX_SCRIPT, act, write_script
 from conftest import make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
@@ -742,3 +742,27 @@ def test_every_command_takes_environment_as_one_type_with_one_help(tmp_path: Pat
     done = invoke(*command, *given, "--model", "scripted:none.yaml", "--environment", "LocalEnvironment",
                   cwd=tmp_path, env={**os.environ, "LLM_IDE_CONFIG": "off"})  # fmt: skip
     assert done.returncode != 0 and "--environment" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("door", ["run", "run_task"])
+def test_a_thread_resumed_with_another_model_goes_on_with_it_and_says_so(tmp_path: Path, door: str) -> None:
+    """`llm-ide run --thread-id T -m OTHER` and run_task(model=OTHER) went on with OTHER unsaid (Studio dropped it:
+    tests/test_studio_threads.py); each door now says it, in the same line."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    first = write_script(tmp_path / "first.yaml", FIX_SCRIPT)
+    other = write_script(tmp_path / "other.yaml", [FIX_SCRIPT[1], act("Submit as it is.", "submit")])
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    said = f"run T started with model {first}: it goes on with model {other}, the one given now"
+    args = ["run", "--repo", str(repo), "-t", "Fix Cart.total.", "-c", "c.yaml", "-o", "out", "--thread-id", "T"]
+    env = {**os.environ, "LLM_IDE_CONFIG": "off"}
+    stopped = invoke(*args, "-m", first, "--step-limit", "1", cwd=tmp_path, env=env)
+    assert stopped.returncode == 1 and "step_limit" in stopped.stdout, stopped.stdout + stopped.stderr
+    if door == "run":
+        again = invoke(*args, "-m", other, "--step-limit", "4", cwd=tmp_path, env=env)
+        assert again.returncode == 0 and said in again.stdout, again.stdout + again.stderr
+        return
+    phases: list[str] = []
+    settings = load_config(agent={"step_limit": 4}, environment={"tools": []})
+    result = run_task("Fix Cart.total.", model=other, settings=settings, repo=repo, output_dir=tmp_path / "out",
+                      run_id="T", on_event=lambda event: phases.append(event.phase or ""))  # fmt: skip
+    assert result.exit_status == "submitted" and said in phases, phases

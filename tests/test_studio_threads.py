@@ -279,3 +279,19 @@ def test_a_thread_given_its_task_with_another_repository_is_refused_as_the_comma
     assert kept["repo"] == str(repo)
     final, _ = served_run(saver, "t1", inputs)
     assert (final["exit_status"], final["repo"]) == ("submitted", str(repo))
+
+
+def test_a_cut_thread_given_its_task_with_another_model_goes_on_with_it_and_says_so(tmp_path: Path) -> None:
+    """A cut thread given its task again with another `model` (`config`, `base_url`) went on with the thread's own,
+    the one given dropped unsaid; `llm-ide run --thread-id T -m OTHER` goes on with OTHER. Now the same: the run
+    goes on with the model given, and says it."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    first = write_script(tmp_path / "first.yaml", SCRIPT)
+    other = write_script(tmp_path / "other.yaml", [SCRIPT[1], act("Submit as it is.", "submit")])
+    inputs = {"task": TASK, "repo": str(repo), "model": first, "config": QUIET}
+    saver = InMemorySaver()
+    served_run(saver, "t1", inputs, stop_before=("execute_tool",))
+    final, events = served_run(saver, "t1", {**inputs, "model": other})
+    assert (final["exit_status"], [op.action_type for op in final["operations"]]) == ("submitted", ["view", "submit"])
+    said = f"run t1 started with model {first}: it goes on with model {other}, the one given now"
+    assert ("info", said) in notes(events), notes(events)

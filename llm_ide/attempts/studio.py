@@ -27,6 +27,7 @@ from llm_ide.attempts.limits import task_spent
 from llm_ide.budget import CostBudget
 from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.inputs import AttemptsStudioInput, unknown_field
+from llm_ide.run.guard import went_on_with
 from llm_ide.run.served import ServedGraph
 
 
@@ -38,6 +39,7 @@ class ServedAttempts:
         self.ctx: AttemptsContext | None = None
         self.refused: UsageError | None = None
         self.unknown: UsageError | None = None  # an input field of no such name: the first node ends the run with it
+        self.anew: dict[str, Any] = {}  # a thread going on where it stopped: the fields it is given anew
         self.running = 0
         self.closed = False
         self.changed = threading.Condition()
@@ -47,7 +49,10 @@ class ServedAttempts:
             raise self.unknown
         if self.ctx is None:
             thread = str(get_config().get("configurable", {}).get("thread_id", "studio"))
-            self.ctx = ctx = studio_context(state, thread)
+            said = [went_on_with(thread, key, state.get(key), value) for key, value in self.anew.items()]
+            self.ctx = ctx = studio_context({**state, **self.anew}, thread)
+            for line in said:
+                ctx.emit(line)
             if self.closed:  # stopped while the context was built: its attempts stop at once too
                 ctx.halt()
             if "attempts" in state:  # what the task spent before this call counts (as at the command line)
@@ -100,6 +105,10 @@ class AttemptsGraph(ServedGraph):
     def seen(self, input: Any) -> None:
         if isinstance(input, dict) and self.served_run is not None:
             self.served_run.unknown = unknown_field(input, AttemptsStudioInput)
+
+    def anew(self, fields: dict[str, Any]) -> None:
+        if self.served_run is not None:
+            self.served_run.anew = fields
 
 
 @asynccontextmanager

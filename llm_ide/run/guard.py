@@ -83,6 +83,14 @@ def check_same_repository(
         raise AnotherRepository(run_id, started, repo, base, given, instead)
 
 
+def went_on_with(run_id: str, field: str, started: Any, given: Any) -> str:
+    """What a resumed run says when given another model (endpoint, config) than its thread started with: it goes on
+    with the one given now (an endpoint's or a config's value unsaid: it may hold a credential)."""
+    if field == "model":
+        return f"run {run_id} started with model {started}: it goes on with model {given}, the one given now"
+    return f"run {run_id} goes on with the `{field}` given now, not the one it started with"
+
+
 def git_fails(repo: Path, *args: str) -> bool:
     return (
         subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=os.environ | UNHOOKED).returncode != 0

@@ -20,6 +20,8 @@ from llm_ide.graph import ENDING
 from llm_ide.run.guard import check_same_repository
 from llm_ide.state.graph_state import one_task
 
+GIVEN_AGAIN = ("model", "base_url", "config")  # what a run going on may be given anew
+
 
 class ServedGraph(CompiledStateGraph):
     """`given` sees the input before the run (an input it refuses, or another it runs from); a thread whose state
@@ -49,24 +51,30 @@ class ServedGraph(CompiledStateGraph):
         """The input's own checks, before the run and whatever its thread holds (none here)."""
 
     async def given(self, input: Any, config: RunnableConfig | None) -> Any:
-        given, going = (
-            self.resumed(await self.aget_state(config or {}), input)
-            if self.on_its_thread(input, config)
-            else (input, None)
-        )
+        thread = await self.aget_state(config or {}) if self.on_its_thread(input, config) else None
+        given, going = (input, None) if thread is None else self.resumed(thread, input)
         if going is not None:
             await self.aupdate_state(config or {}, going, as_node=ENDING)
-        self.seen(given)
-        return given
+        return self.settled(thread, input, given)
 
     def given_now(self, input: Any, config: RunnableConfig | None) -> Any:
-        given, going = (
-            self.resumed(self.get_state(config or {}), input) if self.on_its_thread(input, config) else (input, None)
-        )
+        thread = self.get_state(config or {}) if self.on_its_thread(input, config) else None
+        given, going = (input, None) if thread is None else self.resumed(thread, input)
         if going is not None:
             self.update_state(config or {}, going, as_node=ENDING)
+        return self.settled(thread, input, given)
+
+    def settled(self, thread: StateSnapshot | None, input: Any, given: Any) -> Any:
+        """The input seen; a thread going on where it stopped (`given` None) with another model, endpoint or config
+        than it started with goes on with those given now (`anew`)."""
         self.seen(given)
+        if thread is not None and given is None:
+            kept = thread.values
+            self.anew({key: input[key] for key in GIVEN_AGAIN if key in input and input[key] != kept.get(key)})
         return given
+
+    def anew(self, fields: dict[str, Any]) -> None:
+        """The fields a run on a thread going on where it stopped is given anew (its own graph's run uses them)."""
 
     @staticmethod
     def on_its_thread(input: Any, config: RunnableConfig | None) -> bool:

@@ -37,7 +37,7 @@ from llm_ide.keep import FolderKeep
 from llm_ide.kills import IntentLog, failpoint
 from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.checkpoint import without_password
-from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock
+from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock, went_on_with
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
 from llm_ide.run.request import RunRequest, check_listeners, check_request, request_of
@@ -138,6 +138,9 @@ class Driver:
             if request.resume is not None and not thread.resumed:  # a mistyped id: no new run in its place
                 raise UsageError(f"run {request.run_id}: no saved run in {output_dir} awaits the answer given (resume)")
             check_same_repository(request.run_id, thread.values, request.repo)
+            if thread.resumed and (started := thread.values.get("model")) and started != request.model:
+                said = went_on_with(request.run_id, "model", started, request.model)
+                self.listeners.emit(RunEvent(request.run_id, "phase", phase=said))
             if thread.spec != "memory":
                 check_saved_state(
                     has_checkpoint=thread.resumed,
