@@ -319,25 +319,24 @@ def swebench_single_command(
     from llm_ide.swebench.batch import batch_config
 
     again, model = resuming_args(None, model, config, output / "swebench-single", base_url), model_name(model)
-    kind = environment
     options = _options(
         model=model,
         output=output,
-        environment=kind,
+        environment=environment,
         config_files=with_user_config(kept_configs(config, output / "swebench-single")),
         base_url=base_url,
         checkpoint=checkpoint,
         step_limit=step_limit,
         run_cost_limit=cost_limit,
-        repos=local_repos(repos, kind),
+        repos=local_repos(repos, environment),
     )
     if verbose:
         options = replace(options, config_values=deep_merge(options.config_values, {"model": {"stream": True}}))
-    chosen, source = chosen_instance(subset, split, instance, kind, options.repos)
-    check_model_before_start(model, batch_config(options), base_url, timeout=5.0, environment=None)  # rows' images
-    _check_environment(kind)
-    console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
+    chosen, source = chosen_instance(subset, split, instance, environment, options.repos)
     settings = batch_config(options)
+    check_model_before_start(model, settings, base_url, timeout=5.0, environment=None)  # rows' images
+    _check_environment(environment)
+    console.print(f"[bold]{chosen.instance_id}[/] ({source}) → {output}")
     priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
     status = ThinkingStatus(console, verbose, err_console)
     outcome = run_single(chosen, options, StepPrinter(priced, thoughts and not verbose, apart), again, status)
@@ -351,7 +350,7 @@ def swebench_single_command(
     console.print(terminal_safe(outcome.patch) or "(empty patch)", markup=False)
     console.print(f"trajectory: {output / chosen.instance_id / (chosen.instance_id + '.traj.json')}")
     limits = limits_file(checkpoint, output / chosen.instance_id, chosen.instance_id)
-    raised = higher_limit(outcome.exit_status, outcome.details, batch_config(options), limits, trajectory)
+    raised = higher_limit(outcome.exit_status, outcome.details, settings, limits, trajectory)
     print_how_it_goes_on(outcome.exit_status, checkpoint, [], again, raised)
     unstarted = outcome.exit_status == ExitStatus.ENVIRONMENT_ERROR and not outcome.steps  # as `llm-ide run`: 2
     raise typer.Exit(0 if outcome.exit_status == ExitStatus.SUBMITTED else 2 if unstarted else 1)
