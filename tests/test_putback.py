@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_durability import RERUN, killed_mid_run, rerun, trajectory
+from test_durability import RERUN, killed_mid_run, killed_run, rerun, trajectory
+
+__all__ = ["killed_mid_run", "killed_run"]  # the killed run, one per worker (test_durability's fixtures)
 
 
-def test_changes_made_after_a_kill_are_saved_before_the_worktree_is_put_back(tmp_path: Path) -> None:
-    repo, args, _ = killed_mid_run(tmp_path)
+def test_changes_made_after_a_kill_are_saved_before_the_worktree_is_put_back(
+    killed_mid_run: tuple[Path, list[str], bytes],
+) -> None:
+    tmp_path, args, _ = killed_mid_run
+    repo = tmp_path / "repo"
     (repo / "README.md").write_text("demo\nmine, after the kill\n")
     (repo / "mine.txt").write_text("a file of mine\n")
     (repo / "go").touch()
@@ -24,8 +29,11 @@ def test_changes_made_after_a_kill_are_saved_before_the_worktree_is_put_back(tmp
     assert "+one" in held  # the whole worktree against the base commit: `git apply` it there
 
 
-def test_nothing_is_saved_when_the_worktree_is_as_the_last_step_left_it(tmp_path: Path) -> None:
-    repo, args, _ = killed_mid_run(tmp_path)
+def test_nothing_is_saved_when_the_worktree_is_as_the_last_step_left_it(
+    killed_mid_run: tuple[Path, list[str], bytes],
+) -> None:
+    tmp_path, args, _ = killed_mid_run
+    repo = tmp_path / "repo"
     (repo / "go").touch()
     code, output = rerun(args, tmp_path)
     assert code == 0, output
