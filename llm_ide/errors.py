@@ -243,6 +243,11 @@ def ending(error: BaseException) -> tuple[ExitStatus, str]:
     return crashed(error)
 
 
+def beside(first: str, then: str) -> str:
+    """The line of a run ended by two errors: its first cause, what failed after it beside it (never alone)."""
+    return f"{first} (then {then})" if first and then not in first else first or then
+
+
 def crashed(error: BaseException) -> tuple[ExitStatus, str]:
     """A crash around a run (an instance of a batch that did not get to end its run): an error, retried later."""
     return ExitStatus.ERROR, f"{type(error).__name__}: {error}"

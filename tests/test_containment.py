@@ -394,7 +394,7 @@ def test_a_run_whose_git_goes_ends_with_environment_error_and_keeps_its_work(
     ended `submitted`, nothing said. Now the run ends `environment_error` with a line saying it, and its patch (the
     last worktree snapshot it holds: the edit before the loss) is written in the output folder. The whole repository
     removed or moved away (unsandboxed, where a command can): the same, not `error` with the patch extraction's
-    FileNotFoundError."""
+    FileNotFoundError. Its line is the first cause (the step's), not the patch extraction's failing after it."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
     if who == "command":
@@ -412,5 +412,9 @@ def test_a_run_whose_git_goes_ends_with_environment_error_and_keeps_its_work(
     assert "Traceback" not in done.stdout + done.stderr and "Errno" not in done.stderr
     trajectory = json.loads((tmp_path / "out" / "g.traj.json").read_text())
     assert trajectory["info"]["exit_status"] == "environment_error"
+    error = trajectory["info"]["error"]
+    if who == "command":  # the step's failure ended it: its line first, the patch extraction's failing after beside it
+        first = trajectory["operations"][-1]["observation"].removeprefix("Environment failure: ")
+        assert error.startswith(first) and "patch extraction failed" in error and error in done.stderr, error
     patch = (tmp_path / "out" / "g.patch").read_text()
     assert patch == trajectory["info"]["submission"] and "-x = 1\n+x = 2\n" in patch and "b.py" not in patch

@@ -29,6 +29,7 @@ from llm_ide.errors import (
     LlmIdeError,
     OutputFolderLost,
     UsageError,
+    beside,
     ending,
     status_of,
 )
@@ -332,8 +333,9 @@ class Stream:
         except Exception as error:  # the run's outcome must still be saved
             log.error("patch extraction failed: %s", error)
             submission = getattr(error, "patch", "")  # a repository lost under the run (RepositoryLost): its snapshot
-            if status.finished:  # an empty patch is not the result of a finished run
-                status, self.outputs.info["error"] = ending(error)[0], f"patch extraction failed: {error}"
+            if status.finished:  # an empty patch is not the result of a finished run; its first cause stays said
+                first, info = self.outputs.info.get("error") or self.outputs.values.get("error", ""), self.outputs.info
+                status, info["error"] = ending(error)[0], beside(first, f"patch extraction failed: {error}")
         env.close()
         return status, submission
 
