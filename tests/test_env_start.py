@@ -24,7 +24,7 @@ from llm_ide.environments.cgroups import controller_dirs
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.sandbox import Sandbox
 from llm_ide.environments.scratch import OWNED
-from llm_ide.errors import UsageError
+from llm_ide.errors import EnvironmentFailure, UsageError
 from llm_ide.workspace.lifecycle import open_environment
 
 
@@ -52,6 +52,26 @@ def test_a_start_that_fails_after_its_cgroup_is_made_removes_what_it_made(
     before = made_by(os.getpid(), temp)  # (what this process's earlier environments hold)
     with pytest.raises(UsageError, match="the output folder is the repository itself") as raised:
         LocalEnvironment(repo, sandbox=sandbox, secluded=[repo], limits=Limits(processes=512, memory=1 << 30))
+    assert "\n" not in str(raised.value)
+    assert made_by(os.getpid(), temp) == before
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["under a file", pytest.param("in a locked folder", marks=pytest.mark.skipif(os.getuid() == 0, reason="root"))],
+)
+def test_a_tools_folder_that_cannot_be_made_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str):
+    """A `tools_dir` whose folder cannot be made (under a file; as a plain user, in a folder of mode 0) raised mkdir's
+    NotADirectoryError or PermissionError: now an EnvironmentFailure in one line, what the start made removed."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (temp := tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    (tmp_path / "file").write_text("")
+    (locked := tmp_path / "locked").mkdir(mode=0)
+    tools = (tmp_path / "file" if where == "under a file" else locked) / "tools"
+    before = made_by(os.getpid(), temp)
+    with pytest.raises(EnvironmentFailure, match=f"the tools folder {tools} cannot be made: ") as raised:
+        LocalEnvironment(repo, sandbox="none", tools_dir=tools)
     assert "\n" not in str(raised.value)
     assert made_by(os.getpid(), temp) == before
 

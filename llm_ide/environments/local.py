@@ -30,7 +30,7 @@ from llm_ide.environments.processes import (
 )
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, resolve_inside
 from llm_ide.environments.scope import abstract_guard
-from llm_ide.environments.scratch import owned_tempdir, remove_folders
+from llm_ide.environments.scratch import made_folder, owned_tempdir, remove_folders
 from llm_ide.environments.sockets import forget_listings, host_sockets
 from llm_ide.environments.views import UNHOOKED, found_views, mount_points, redirects
 from llm_ide.errors import RepositoryLost
@@ -127,7 +127,7 @@ class LocalEnvironment:
         try:  # failed or interrupted on the way: what it made goes (its cgroup, its temp folders), its error told
             self._owns_tools = tools_dir is None
             self.tools_root = str(Path(tools_dir).resolve() if tools_dir else Path(owned_tempdir("tools", owned)))
-            Path(self.tools_root).mkdir(parents=True, exist_ok=True)
+            made_folder(Path(self.tools_root), "the tools folder")
             isolation = self.confinement.isolation  # what every bubblewrap line starts with, decided once
             self.head = argv_head(self.bwrap, isolation, network, list(self.mounts)) if self.bwrap else ()
             self._private: str | None = None

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from llm_ide.environments.processes import carries, start_time
+from llm_ide.errors import EnvironmentFailure
 
 FOLDER_PREFIX = "llm-ide-"
 OWNED = re.compile(r"llm-ide-(?P<kind>[a-z]+)-(?P<namespace>\d+)\.(?P<pid>\d+)\.(?P<start>\d+)-")
@@ -51,6 +52,14 @@ def owned_tempdir(kind: str, made: list[str] | None = None) -> str:
     if made is not None:
         made.append(folder)
     return folder
+
+
+def made_folder(path: Path, what: str) -> None:
+    """`path` made with its parents, or an EnvironmentFailure of one line saying why it cannot be (`what`: whose)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise EnvironmentFailure(f"{what} {path} cannot be made: {error.strerror or error}") from None
 
 
 def remove_folders(folders: list[str], owner: int) -> None:
