@@ -47,6 +47,13 @@ def atomic_write(path: Path, data: str | bytes | Iterable[bytes], sync: bool = T
 NAME_MAX_CHARS = 200
 
 
+def removed_if_can(path: Path | None) -> None:
+    """`path` removed if it is there and can be: none given, gone, its folder replaced or read-only, it stays."""
+    with contextlib.suppress(OSError):
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+
 def file_name_problem(name: object) -> str | None:
     """Why `name` (an id read from a file: an instance id, a run id) cannot name a file or folder in an output folder
     (a path separator, `.` or `..`, a control character, too long); None when it can."""

@@ -76,6 +76,31 @@ def test_a_tools_folder_that_cannot_be_made_is_one_line(tmp_path: Path, monkeypa
     assert made_by(os.getpid(), temp) == before
 
 
+@pytest.mark.parametrize(
+    "change",
+    ["replaced by a file", pytest.param("read-only", marks=pytest.mark.skipif(os.getuid() == 0, reason="root"))],
+)
+def test_a_closing_environment_whose_record_folder_changed_still_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """The run's folder replaced by a file (or made read-only) under the run: removing its leftovers record raised
+    NotADirectoryError (PermissionError) from close(), which hid the error that had ended the run. The record is
+    left, the temp folders still go."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (temp := tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    (out := tmp_path / "out").mkdir()
+    before = made_by(os.getpid(), temp)
+    env = LocalEnvironment(repo, sandbox="none", leftovers=out / "g.leftovers.json")
+    if change == "read-only":
+        out.chmod(0o500)
+    else:
+        shutil.rmtree(out)
+        out.write_text("")
+    env.close()
+    assert made_by(os.getpid(), temp) == before
+
+
 def interrupted_run(tmp_path: Path, repo: Path, environ: dict[str, str]) -> tuple[int, str, Path]:
     """`llm-ide run` on `repo` with `environ` added (where something sends it SIGTERM): its PID, output and temp
     directory, once it ended (interrupted, in one line)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import EnvironmentFailure
-from llm_ide.fileio import atomic_write
+from llm_ide.fileio import atomic_write, removed_if_can
 
 TOKEN = "LLM_IDE_RUN_TOKEN"  # in every command's environment: which run a process belongs to
 PR_SET_PDEATHSIG = 1
@@ -252,5 +252,4 @@ class Leftovers:
 
     def close(self) -> None:
         self.close_record()
-        if self.path is not None:
-            self.path.unlink(missing_ok=True)
+        removed_if_can(self.path)  # (its folder lost, replaced or read-only: the record is a convenience)
