@@ -344,7 +344,10 @@ def reproduction_lines(trajectory: Path) -> list[str]:
 
 def write_patch(submission: str, path: Path) -> None:
     """The patch written to `path` and printed under its name, coloured on a terminal like `git diff`."""
-    atomic_write(path, submission)
+    try:
+        atomic_write(path, submission)
+    except OSError as error:  # the run's folder replaced or locked under it: the patch is printed, the report follows
+        err_console.print(f"the patch could not be written to {path}: {error.strerror or error}", markup=False)
     console.print(f"[bold]patch[/] ({escape(str(path))}):")
     console.print(coloured_patch(terminal_safe(submission.rstrip("\n"))) if submission.strip() else "(empty patch)")
 

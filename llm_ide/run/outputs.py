@@ -15,7 +15,7 @@ from typing import Any
 from llm_ide.errors import ExitStatus, status_of, usd
 from llm_ide.priced import has_price
 from llm_ide.run.checkpoint import prune
-from llm_ide.run.salvage import ensure_output, recreate_output, sqlite_path
+from llm_ide.run.salvage import ensure_output, not_recreated, recreate_output, sqlite_path
 from llm_ide.run.thread import Thread
 from llm_ide.run.trajectory import Recorder, added
 from llm_ide.secrets import redact
@@ -203,7 +203,10 @@ class RunOutputs:
                 log.error("checkpoint pruning failed: %s", error)
         output_dir = self.recorder.path.parent
         if not output_dir.is_dir():
-            recreate_output(output_dir, self.thread.saver, sqlite_path(spec), self.recorder)
+            try:
+                recreate_output(output_dir, self.thread.saver, sqlite_path(spec), self.recorder)
+            except OSError as error:  # a file in its place, a parent made read-only: said with what ended the run
+                self.info["error"] = not_recreated(output_dir, error, self.info.get("error", ""))
 
     def finish(self, status: ExitStatus, submission: str) -> RunResult:
         if not self.info.get("error") and self.values.get("error"):

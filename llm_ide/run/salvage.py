@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import OutputFolderLost
+from llm_ide.errors import OutputFolderLost, beside
 from llm_ide.run.thread import make_output_folder
 
 
@@ -17,6 +17,14 @@ def folder_lost(output_dir: Path) -> str:
         f"the output folder {output_dir} was deleted while the run ran: it is recreated with the run's checkpoint, "
         "calls and trajectory; run the same command again to resume"
     )
+
+
+def not_recreated(output_dir: Path, error: OSError, first: str) -> str:
+    """The line of a run whose output folder cannot be made again (a file in its place, a parent made read-only),
+    after `first`, the error that ended it (its loss: then this line alone)."""
+    lost = f"the output folder {output_dir} was deleted or replaced while the run ran and"
+    failed = f"cannot be recreated ({error.strerror or error}): the run's checkpoint, calls and trajectory are lost"
+    return f"{lost} {failed}" if first in ("", folder_lost(output_dir)) else beside(first, f"{output_dir} {failed}")
 
 
 def ensure_output(output_dir: Path) -> None:
