@@ -192,5 +192,6 @@ def test_an_engine_lost_during_a_run_ends_it_environment_error_with_its_trajecto
     assert "Traceback" not in done.stdout + done.stderr
     trajectory = json.loads((tmp_path / "out" / f"{run_id}.traj.json").read_text())
     assert trajectory["info"]["exit_status"] == "environment_error" and "\n" not in trajectory["info"]["error"]
+    assert trajectory["info"]["error"].startswith("copying into the container failed")  # its first cause, then the rest
     assert "Environment failure: copying into the container failed" in trajectory["operations"][0]["observation"]
     wait_for(lambda: containers_of(base_image_client(), run_id) == [], 30, "the container's removal")
