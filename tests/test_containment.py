@@ -433,3 +433,20 @@ def test_a_command_putting_a_file_in_place_of_the_run_folder_ends_the_run_in_one
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     lost = f"the output folder {tmp_path / 'out'} was deleted or replaced while the run ran and cannot be recreated"
     assert f"{lost} (File exists)" in " ".join(done.stderr.split()) and "+x = 2" in done.stdout
+
+
+def test_a_command_removing_both_git_and_the_run_folder_says_the_first_cause_first(tmp_path: Path) -> None:
+    """Unsandboxed, `rm -rf ../out .git`: the step ended the run on the lost `.git`, then the next write found the run's
+    folder gone, and the line said only that the folder was deleted. Now the `.git` loss comes first, the folder's
+    beside it."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
+    steps += [act("Break it.", "bash", command="rm -rf ../out .git"), reflect(False, "Broke.")]
+    (tmp_path / "c.yaml").write_text("environment: {tools: [], sandbox: none}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
+    done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    error = json.loads((tmp_path / "out" / "g.traj.json").read_text())["info"]["error"]
+    assert error.startswith(f"the repository's .git ({repo / '.git'}) was deleted or replaced by a command"), error
+    assert f"(then the output folder {tmp_path / 'out'} was deleted while the run ran" in error
+    assert error in " ".join(done.stderr.split())

@@ -148,11 +148,12 @@ class RunOutputs:
         prune_every = 0 if checkpoints.keep_history else checkpoints.prune_every
         priced = has_price(ctx.model.name, ctx.settings.model.prices)  # else its cost is unknown, not $0
         for state in states:
-            ensure_output(self.recorder.path.parent)
             if "__interrupt__" in state:
+                ensure_output(self.recorder.path.parent)
                 continue
             self.values.clear()
             self.values.update(state)
+            ensure_output(self.recorder.path.parent)  # (the state taken first: an error it ended with stays first)
             self.tell_rejected(state, ctx.settings.agent.max_format_errors)
             if state.get("n_operations", 0) <= self.steps:
                 continue

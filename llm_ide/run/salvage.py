@@ -19,6 +19,11 @@ def folder_lost(output_dir: Path) -> str:
     )
 
 
+def folder_gone(output_dir: Path, values: dict[str, Any]) -> OutputFolderLost:
+    """The output folder lost: the error that ends the run, after the one its state ended with (if any)."""
+    return OutputFolderLost(beside(str(values.get("error") or ""), folder_lost(output_dir)))
+
+
 def not_recreated(output_dir: Path, error: OSError, first: str) -> str:
     """The line of a run whose output folder cannot be made again (a file in its place, a parent made read-only),
     after `first`, the error that ended it (its loss: then this line alone)."""

@@ -27,7 +27,6 @@ from llm_ide.errors import (
     AwaitingAnswer,
     ExitStatus,
     LlmIdeError,
-    OutputFolderLost,
     UsageError,
     beside,
     ending,
@@ -42,7 +41,7 @@ from llm_ide.run.guard import check_same_repository, check_saved_state, repo_loc
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
 from llm_ide.run.request import RunRequest, check_listeners, check_request, request_of
-from llm_ide.run.salvage import folder_lost
+from llm_ide.run.salvage import folder_gone
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, thread_database
 from llm_ide.run.trajectory import Recorder
@@ -216,7 +215,7 @@ class Stream:
             self.count_time()
             self.save_unsaved(error)
             lost = not outputs.recorder.path.parent.is_dir()  # what failed was a write into the deleted folder
-            status, outputs.info["error"] = ending(OutputFolderLost(folder_lost(request.output_dir)) if lost else error)
+            status, outputs.info["error"] = ending(folder_gone(request.output_dir, outputs.values) if lost else error)
             log.log(logging.ERROR, "%s: %s", status, error, exc_info=not isinstance(error, LlmIdeError) and not lost)
         finally:
             submission = ""
