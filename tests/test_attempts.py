@@ -344,7 +344,7 @@ def test_attempts_stopped_at_their_step_limit_go_on_when_the_run_is_given_a_high
     assert run(2).attempts == first.attempts  # the same limit: its result again, nothing run
     more = "" if parallel else "a higher attempts.max adds attempts, "  # (none accepted)
     assert events == ["run T had already finished (step_limit): its result again; a higher limit continues the "
-                      f"attempts stopped at one, {more}a new --thread-id or output folder runs the task "
+                      f"attempts stopped at one, {more}a new `run_id` or `output_dir` runs the task "
                       "anew"]  # fmt: skip
     events.clear()
     going = run(0, most=3)  # all at once, the attempts run are all there are: no third one, none said
@@ -389,8 +389,8 @@ def test_a_finished_run_given_a_higher_attempts_max_adds_attempts_unless_one_was
     events.clear()
     assert run(2).attempts == first.attempts
     hint = "" if parallel else "a higher attempts.max adds attempts, "
-    assert events == [f"run T had already finished (submitted): its result again; {hint}a new --thread-id or output "
-                      "folder runs the task anew"]  # fmt: skip
+    assert events == [f"run T had already finished (submitted): its result again; {hint}a new `run_id` or "
+                      "`output_dir` runs the task anew"]  # fmt: skip
     events.clear()
     more = run(3)
     if parallel:

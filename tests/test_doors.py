@@ -766,3 +766,27 @@ def test_a_thread_resumed_with_another_model_goes_on_with_it_and_says_so(tmp_pat
     result = run_task("Fix Cart.total.", model=other, settings=settings, repo=repo, output_dir=tmp_path / "out",
                       run_id="T", on_event=lambda event: phases.append(event.phase or ""))  # fmt: skip
     assert result.exit_status == "submitted" and said in phases, phases
+
+
+@pytest.mark.parametrize("door", ["run", "run_task", "run_attempts"])
+def test_a_finished_thread_given_again_names_the_doors_way_to_run_it_anew(tmp_path: Path, door: str) -> None:
+    """run_task's and run_attempts' callers, who pass run_id= and output_dir=, were told "a new --thread-id or output
+    folder runs the task anew", the command line's words (which `llm-ide run` still says)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", FIX_SCRIPT)
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["run", "--repo", str(repo), "-t", "Fix Cart.total.", "-c", "c.yaml", "-o", "out", "--thread-id", "T"]
+    env = {**os.environ, "LLM_IDE_CONFIG": "off"}
+    first = invoke(*args, "-m", model, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    said = "run T had already finished (submitted): its result again; "
+    if door == "run":
+        again = invoke(*args, "-m", model, cwd=tmp_path, env=env)
+        assert f"{said}a new --thread-id or output folder runs the task anew" in again.stdout, again.stdout
+        return
+    phases: list[str] = []
+    api = run_task if door == "run_task" else run_attempts
+    settings = load_config(environment={"tools": []})
+    result = api("Fix Cart.total.", model=model, settings=settings, repo=repo, output_dir=tmp_path / "out",
+                 run_id="T", on_event=lambda event: event.kind == "phase" and phases.append(event.phase))  # fmt: skip
+    assert result.exit_status == "submitted" and phases == [f"{said}a new `run_id` or `output_dir` runs the task anew"]

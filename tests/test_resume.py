@@ -204,7 +204,7 @@ def test_a_run_stopped_at_a_limit_goes_on_from_there_when_given_a_higher_one(
     assert ended["error"].startswith(said)
     again, phases = attempt(first)
     assert again == status and phases[0].endswith(
-        "a higher limit continues it, a new --thread-id or output folder runs the task anew"
+        "a higher limit continues it, a new `run_id` or `output_dir` runs the task anew"
     )
     went_on, phases = attempt(then)
     assert (

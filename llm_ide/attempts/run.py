@@ -26,7 +26,14 @@ from llm_ide.credentials import redacted
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandListener
 from llm_ide.errors import LIMITS, LlmIdeError, Terminated, UsageError, ended, ending, status_of
-from llm_ide.run.guard import RunStateError, check_same_repository, has_work, repo_lock, saved_trajectory
+from llm_ide.run.guard import (
+    RunStateError,
+    check_same_repository,
+    finished_before,
+    has_work,
+    repo_lock,
+    saved_trajectory,
+)
 from llm_ide.run.request import RunRequest, check_request, request_of
 from llm_ide.run.single import Driver, Listeners, RunEvent, RunResult
 from llm_ide.run.thread import Thread, opened, start
@@ -138,8 +145,7 @@ class Attempts:
         hint = "a higher limit continues the attempts stopped at one, " if values["exit_status"] in LIMITS else ""
         if not spent and not given.parallel and not accepted(values.get("attempts", []), given.accept_score):
             hint += "a higher attempts.max adds attempts, "
-        said = f"run {request.run_id} had already finished ({values['exit_status']}): its result again"
-        self.ctx.emit(f"{said}; {hint}a new --thread-id or output folder runs the task anew")
+        self.ctx.emit(finished_before(request.run_id, values["exit_status"], hint))
         return False
 
     def stream(self, path: Path, again: bool = False) -> None:

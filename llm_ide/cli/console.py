@@ -58,6 +58,7 @@ class StepPrinter:
     priced: bool = True
     thoughts: bool = True
     apart: bool | None = None  # whether what its variants pay apart (a navigator's calls) has a price; None: priced
+    anew: str = ""  # the command's way to run a task anew, said by a finished run (FinishedBefore) in its words
 
     def __call__(self, event: Any) -> None:
         if event.kind == "tool":
@@ -65,7 +66,9 @@ class StepPrinter:
         elif event.kind == "phase":
             style = "yellow" if event.phase.startswith("warning:") else "dim"
             detail = " ".join(terminal_safe(event.observation).split()) if self.thoughts else ""
-            said = f"{event.phase} — {whole_words(detail, DETAIL_CHARS)}" if detail else event.phase
+            words = getattr(event.phase, "said", None)  # (run/guard.FinishedBefore)
+            phase = words(self.anew) if words and self.anew else event.phase
+            said = f"{phase} — {whole_words(detail, DETAIL_CHARS)}" if detail else phase
             console.print(f"[{style}]… {escape(terminal_safe(said))}[/]")
         elif event.kind == "step":
             self.step(event)

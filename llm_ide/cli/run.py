@@ -109,7 +109,7 @@ def run(
     check_terminal(settings)
     priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
-    on_event = StepPrinter(priced, thoughts and not verbose, apart)  # -v showed the reply, its reasoning too
+    on_event = StepPrinter(priced, thoughts and not verbose, apart, ANEW)  # -v showed the reply, its reasoning too
     request = RunRequest(
         text,
         model,
@@ -211,6 +211,7 @@ def doubled(limit: float, used: float) -> float:
     return value
 
 
+ANEW = "a new --thread-id or output folder"  # what runs a task anew (the Python API: a new `run_id` or `output_dir`)
 OUTLIVING = "a checkpoint that outlives the process (the default, or --checkpoint sqlite:PATH|postgres://…)"
 NO_GOING_ON = (
     "its thread was in memory only (--checkpoint memory) and is gone; the same command starts it over, and one with "

@@ -70,6 +70,27 @@ class AnotherRepository(UsageError):
         )
 
 
+ANEW = "a new `run_id` or `output_dir`"  # the Python API's way to run a task anew
+
+
+class FinishedBefore(str):
+    """What a thread that had already finished says, given again: its result comes again, and what continues it or
+    runs the task anew, in the Python API's words (`said`: another door's)."""
+
+    head: str
+
+    def said(self, anew: str) -> str:
+        return f"{self.head}{anew} runs the task anew"
+
+
+def finished_before(run_id: str, status: str, hint: str = "") -> FinishedBefore:
+    """`hint`: what continues it (", "-ended), before the way to run the task anew."""
+    head = f"run {run_id} had already finished ({status}): its result again; {hint}"
+    phase = FinishedBefore(f"{head}{ANEW} runs the task anew")
+    phase.head = head
+    return phase
+
+
 def check_same_repository(
     run_id: str, values: dict[str, Any], repo: Path | None, given: str = "`repo`", instead: str = "a new `run_id`"
 ) -> None:

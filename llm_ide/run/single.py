@@ -37,7 +37,7 @@ from llm_ide.keep import FolderKeep
 from llm_ide.kills import IntentLog, failpoint
 from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.checkpoint import without_password
-from llm_ide.run.guard import check_same_repository, check_saved_state, repo_lock, went_on_with
+from llm_ide.run.guard import check_same_repository, check_saved_state, finished_before, repo_lock, went_on_with
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.preflight import check_task
 from llm_ide.run.request import RunRequest, check_listeners, check_request, request_of
@@ -382,9 +382,7 @@ def finished_phase(run_id: str, values: dict[str, Any], reopened: Thread | None)
     if reopened is not None:
         said = values.get("error") or status
         return f"run {run_id} had stopped at a limit ({said}): it goes on, under the limits given now"
-    hint = "a higher limit continues it, " if status in LIMITS else ""
-    anew = "a new --thread-id or output folder runs the task anew"
-    return f"run {run_id} had already finished ({status}): its result again; {hint}{anew}"
+    return finished_before(run_id, status, "a higher limit continues it, " if status in LIMITS else "")
 
 
 def first_inputs(request: RunRequest, base: str | None, ctx: AgentContext) -> dict[str, Any]:
