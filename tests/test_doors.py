@@ -790,3 +790,25 @@ def test_a_finished_thread_given_again_names_the_doors_way_to_run_it_anew(tmp_pa
     result = api("Fix Cart.total.", model=model, settings=settings, repo=repo, output_dir=tmp_path / "out",
                  run_id="T", on_event=lambda event: event.kind == "phase" and phases.append(event.phase))  # fmt: skip
     assert result.exit_status == "submitted" and phases == [f"{said}a new `run_id` or `output_dir` runs the task anew"]
+
+
+@pytest.mark.parametrize("given", ["another task", "attempts"])
+def test_a_thread_the_api_cannot_go_on_with_names_a_new_run_id(tmp_path: Path, given: str) -> None:
+    """A thread id of another task (run_task) or of a run without attempts (run_attempts with attempts.max 2) told
+    the Python API's callers to "give a new --thread-id", the command line's option (which `llm-ide run` still says:
+    tests/test_cli.py, tests/test_attempts.py)."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    values = {"model": write_script(tmp_path / "s.yaml", FIX_SCRIPT), "output_dir": tmp_path / "out", "run_id": "T"}
+    settings = load_config(environment={"tools": []})
+    assert run_task("Fix Cart.total.", settings=settings, repo=repo, **values).exit_status == "submitted"
+    with pytest.raises(UsageError) as raised:
+        if given == "another task":
+            run_task("Another task.", settings=settings, repo=repo, **values)
+        else:
+            run_attempts("Fix Cart.total.", settings=settings.merged({"attempts": {"max": 2}}), repo=repo, **values)
+    said = {
+        "another task": "thread id 'T' is a run of another task; give a new `run_id` (or the same task to resume)",
+        "attempts": f"thread T is a run without attempts ({tmp_path / 'out' / 'T.traj.json'}): resume it as it ran "
+        "(attempts.max: 1), or give a new `run_id`",
+    }
+    assert str(raised.value) == said[given]

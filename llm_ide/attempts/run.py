@@ -27,6 +27,7 @@ from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandListener
 from llm_ide.errors import LIMITS, LlmIdeError, Terminated, UsageError, ended, ending, status_of
 from llm_ide.run.guard import (
+    NewThreadSaid,
     RunStateError,
     check_same_repository,
     finished_before,
@@ -217,6 +218,10 @@ def finish(path: Path, values: dict[str, Any], info: dict[str, Any], read: Read)
     )
 
 
+class AnotherKind(NewThreadSaid, RunStateError):
+    """The thread id is a run of the other kind (with attempts or without) than it is resumed as."""
+
+
 def check_kind(output_dir: Path, run_id: str, attempts: bool) -> None:
     """A thread id's run is resumed as the kind of run it was, with attempts or without, never started over as the
     other kind (over its trajectory and patch)."""
@@ -227,7 +232,6 @@ def check_kind(output_dir: Path, run_id: str, attempts: bool) -> None:
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
     had = (config.get("attempts") or {}).get("max", "> 1") if "attempts" in info else 1
     kind = "with" if "attempts" in info else "without"
-    raise RunStateError(
-        f"thread {run_id} is a run {kind} attempts ({trajectory}): resume it as it ran (attempts.max: {had}), or "
-        "give a new --thread-id"
+    raise AnotherKind(
+        f"thread {run_id} is a run {kind} attempts ({trajectory}): resume it as it ran (attempts.max: {had}), or give "
     )

@@ -274,7 +274,7 @@ def run_to_end(
     """The run, its warnings above the live line; Ctrl-C (or SIGTERM/SIGHUP) says where it was saved and how to
     resume (`--thread-id`, unless the command line gave it)."""
     from llm_ide.attempts.run import run_at_task
-    from llm_ide.run.guard import AnotherRepository
+    from llm_ide.run.guard import AnotherRepository, NewThreadSaid
     from llm_ide.run.single import ThreadMismatchError
 
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
@@ -283,6 +283,8 @@ def run_to_end(
             return run_at_task(request, listeners)
     except AnotherRepository as error:
         raise fail(error.said("--repo", "a new --thread-id")) from None
+    except NewThreadSaid as error:
+        raise fail(error.said("a new --thread-id")) from None
     except ThreadMismatchError as error:
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:

@@ -15,11 +15,27 @@ from pathlib import Path
 from typing import IO, Any
 
 from llm_ide.environments.views import UNHOOKED
-from llm_ide.errors import UsageError
+from llm_ide.errors import ThreadMismatchError, UsageError
 
 
 class RunStateError(UsageError):
     """The run cannot start: another process holds its thread, or its saved state is unusable (one line)."""
+
+
+class NewThreadSaid(UsageError):
+    """A thread that cannot go on as asked: its line names the door's way to a new thread (the Python API's, a new
+    `run_id`, by default; `said`: another door's)."""
+
+    def __init__(self, head: str, tail: str = "") -> None:
+        self.parts = (head, tail)
+        super().__init__(self.said("a new `run_id`"))
+
+    def said(self, new: str) -> str:
+        return f"{self.parts[0]}{new}{self.parts[1]}"
+
+
+class AnotherTask(NewThreadSaid, ThreadMismatchError):
+    """The thread id is a run of another task."""
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 from llm_ide.config import register_config_secrets
 from llm_ide.errors import ThreadMismatchError, UsageError, install_signal_policy
 from llm_ide.run.checkpoint import open_checkpointer
-from llm_ide.run.guard import RunStateError, thread_lock
+from llm_ide.run.guard import AnotherTask, RunStateError, thread_lock
 from llm_ide.run.logfile import run_log
 from llm_ide.settings import CoreSettings
 
@@ -137,9 +137,7 @@ def opened(
         snapshot = read_snapshot(compiled, run_id, spec)
         values: dict[str, Any] = dict(snapshot.values or {})
         if values.get("task") and values["task"] != task:  # ("": the channel before any input, see one_task)
-            raise ThreadMismatchError(
-                f"thread id {run_id!r} is a run of another task; give a new --thread-id (or the same task to resume)"
-            )
+            raise AnotherTask(f"thread id {run_id!r} is a run of another task; give ", " (or the same task to resume)")
         yield Thread(spec, saver, compiled, snapshot, values)
 
 
