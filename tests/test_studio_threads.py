@@ -295,3 +295,18 @@ def test_a_cut_thread_given_its_task_with_another_model_goes_on_with_it_and_says
     assert (final["exit_status"], [op.action_type for op in final["operations"]]) == ("submitted", ["view", "submit"])
     said = f"run t1 started with model {first}: it goes on with model {other}, the one given now"
     assert ("info", said) in notes(events), notes(events)
+
+
+@pytest.mark.parametrize("empty", [{"base_url": ""}, {"model": ""}, {"config": {}}])
+def test_a_cut_thread_given_its_task_with_an_empty_field_goes_on_with_its_own(
+    tmp_path: Path, empty: dict[str, Any]
+) -> None:
+    """A form's empty `base_url`, `model` or `config` (a field left blank) counted as given anew: the run said it went
+    on with it (an empty model ended it). An empty value is unset: the thread goes on with its own, unsaid."""
+    repo = make_git_repo(tmp_path / "repo", {"temps.py": BUGGY, "test_temps.py": TEST})
+    inputs = {"task": TASK, "repo": str(repo), "model": write_script(tmp_path / "s.yaml", SCRIPT), "config": QUIET}
+    saver = InMemorySaver()
+    served_run(saver, "t1", inputs, stop_before=("execute_tool",))
+    final, events = served_run(saver, "t1", {**inputs, **empty})
+    assert final["exit_status"] == "submitted", final.get("error")
+    assert not [text for _, text in notes(events) if "goes on with" in text], notes(events)

@@ -66,11 +66,11 @@ class ServedGraph(CompiledStateGraph):
 
     def settled(self, thread: StateSnapshot | None, input: Any, given: Any) -> Any:
         """The input seen; a thread going on where it stopped (`given` None) with another model, endpoint or config
-        than it started with goes on with those given now (`anew`)."""
+        than it started with goes on with those given now (`anew`); an empty one (a form's blank field) is unset."""
         self.seen(given)
         if thread is not None and given is None:
             kept = thread.values
-            self.anew({key: input[key] for key in GIVEN_AGAIN if key in input and input[key] != kept.get(key)})
+            self.anew({key: input[key] for key in GIVEN_AGAIN if input.get(key) and input[key] != kept.get(key)})
         return given
 
     def anew(self, fields: dict[str, Any]) -> None:
