@@ -812,3 +812,18 @@ def test_a_thread_the_api_cannot_go_on_with_names_a_new_run_id(tmp_path: Path, g
         "(attempts.max: 1), or give a new `run_id`",
     }
     assert str(raised.value) == said[given]
+
+
+def test_swebench_single_given_a_finished_instance_again_names_its_own_way_to_run_it_anew(tmp_path: Path) -> None:
+    """swebench-single, which has no --thread-id, said "a new --thread-id or output folder" (then the Python API's
+    words) of an instance it had finished: its own option now, --output."""
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    model = write_script(tmp_path / "s.yaml", [act("Submit as it is.", "submit")])
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["swebench-single", "--subset", str(dataset), "-i", "0", "--environment", "local", "-m", model]
+    args += ["-c", "c.yaml"]
+    env = {**os.environ, "LLM_IDE_CONFIG": "off"}
+    assert invoke(*args, "-o", "out", cwd=tmp_path, env=env).returncode == 0
+    again = invoke(*args, "-o", "out", cwd=tmp_path, env=env)
+    said = "… run demo__calc-1 had already finished (submitted): its result again; another --output runs the task anew"
+    assert again.returncode == 0 and said in again.stdout.splitlines(), again.stdout + again.stderr

@@ -376,6 +376,7 @@ def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: li
     from llm_ide.swebench.batch import OutputStore, batch_config, run_instance
     from llm_ide.swebench.preflight import SWEbenchError
 
+    printer = replace(steps, anew="another --output")  # what runs an instance it had finished anew
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
         with warnings_on_console():
@@ -384,7 +385,7 @@ def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: li
                 options,
                 batch_config(options),
                 OutputStore(options.output),
-                on_event=lambda _, event: steps(event),
+                on_event=lambda _, event: printer(event),
                 told=Listeners(on_model_call=status, on_command=status.command),
             )
     except SWEbenchError as error:
