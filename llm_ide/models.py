@@ -20,18 +20,16 @@ from llm_ide import chat_wire, endpoint, errors
 from llm_ide.cache_hints import with_cache_hints
 from llm_ide.calls import Call, CallListener, Message, Model, ModelReply, observed, prompt_chars
 from llm_ide.chat_wire import Completions, NotStreamed, TokenEstimates, calls_of, finish_reason, streamed, written_chars
+from llm_ide.client_options import client_kwargs, our_clients, reply_room
 from llm_ide.endpoint import (
-    async_http_client,
     cause,
     clamp_usage,
     classify,
     completion_message,
-    http_client,
     last_completion,
     request_deadline,
     retry_after,
 )
-from llm_ide.endpoint_url import query_apart
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.keep import Keep
 from llm_ide.priced import find_price, langchain_providers
@@ -47,7 +45,6 @@ Paid = tuple[ModelReply, ...]
 KEYLESS_PLACEHOLDER = "not-needed"
 MAX_RETRY_AFTER = 300.0  # seconds: a server asking for longer is given up on
 ONE_CALL_OPTION = {"ChatOpenAI", "AzureChatOpenAI", "ChatAnthropic"}  # take `parallel_tool_calls=False`
-LOCAL_MAX_TOKENS = 4096  # the room a reply gets from an endpoint given by URL when model.max_tokens is null
 
 
 def warn_once(topic: str, name: str, message: str) -> None:
@@ -294,36 +291,6 @@ def unpriced(name: str) -> str:
         f"model {name} has no price in the config's model.prices: it is shown as unpriced, with its tokens; its cost "
         "counts as 0, so the cost limit cannot be enforced (agent.token_limit still applies)"
     )
-
-
-def reply_room(settings: ModelSettings, by_url: bool) -> int | None:
-    """The max_tokens each reply is given: `model.max_tokens`, else LOCAL_MAX_TOKENS for an OpenAI-compatible
-    endpoint given by URL (a local server otherwise writes until its context is full), else none (the provider's own
-    limit: a reasoning model's thinking counts against it)."""
-    return settings.max_tokens or (LOCAL_MAX_TOKENS if by_url else None)
-
-
-def client_kwargs(settings: ModelSettings, max_tokens: int | None = None, by_url: bool = False) -> dict[str, Any]:
-    """The chat model's constructor arguments. An endpoint given by URL is sent `max_tokens` in the body (what
-    llama.cpp, vLLM, Ollama and LiteLLM read), a provider's own API its client's field (OpenAI's
-    max_completion_tokens); `model.kwargs` naming either wins."""
-    kwargs: dict[str, Any] = {"max_retries": 0, "timeout": settings.timeout}
-    if settings.temperature is not None:
-        kwargs["temperature"] = settings.temperature
-    if max_tokens is not None and not {"max_tokens", "max_completion_tokens"} & set(settings.kwargs):
-        if by_url:
-            kwargs["extra_body"] = {"max_tokens": max_tokens, **settings.kwargs.get("extra_body", {})}
-        else:
-            kwargs["max_tokens"] = max_tokens
-    merged = {**kwargs, **settings.kwargs}
-    return merged | ({"extra_body": kwargs["extra_body"]} if "extra_body" in kwargs else {})
-
-
-def our_clients(kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """An OpenAI model's HTTP clients, sync and async, are ours (endpoint.py) unless `model.kwargs` gives its own; a
-    query its URL carries is sent with each request."""
-    made = {"http_client": http_client, "http_async_client": async_http_client}
-    return {name: make(timeout) for name, make in made.items() if name not in kwargs} | query_apart(kwargs)
 
 
 def construct(spec: str, factory: Callable[[], Any]) -> Any:

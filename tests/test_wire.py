@@ -18,8 +18,9 @@ from conftest import make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 
+from llm_ide.client_options import LOCAL_MAX_TOKENS
 from llm_ide.config import load_config
-from llm_ide.models import LOCAL_MAX_TOKENS, get_model, warn_once
+from llm_ide.models import get_model, warn_once
 
 MESSAGES = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "Fix the bug."}]
 REPLIES = single_call(FIX_SCRIPT)
