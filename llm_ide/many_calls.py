@@ -81,7 +81,12 @@ def _one_request(
 ) -> tuple[list[ModelReply], list[ModelReply]]:
     started = time.perf_counter()
     with policy.room() as reservation:
-        replies = [policy.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
+        try:
+            replies = [policy.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
+        except BaseException as error:  # the request, out when a Ctrl-C came, is paid for its prompt: recorded, charged
+            for paid in getattr(error, "paid", ()):
+                policy.settle(model, masked, paid, started, kind=kind, **fields)
+            raise
     texts = [reply.shown() for reply in replies]
     combined = replace(replies[0], text=render(policy.templates, "choices", texts=texts) if policy.templates else "")
     charged, _ = policy.settle(

@@ -169,14 +169,15 @@ class ChatModel:
         self, messages: list[Message], n: int, deadline: float | None = None, tools: list[dict[str, Any]] | None = None
     ) -> list[ModelReply]:
         """`n` replies from one request (`takes_n`): the first carries the request's whole usage and cost (the
-        prompt is paid once), the others none."""
+        prompt is paid once), the others none; a Ctrl-C while it was out carries its prompt's (`paid`)."""
         from langchain_core.messages import convert_to_messages
 
         payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
         parts = self.tokens.parts(messages, tools)
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
-            result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
+            with self.charged_if_stopped(call, messages, parts):
+                result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
             choices = [generation.message for generation in result.generations[0]]
             first = self._reply(choices[0], messages, parts)
             call.replied(first.input_tokens, first.output_tokens)

@@ -256,3 +256,21 @@ def test_ctrl_c_in_the_wait_before_a_retry_pays_for_no_request_more() -> None:
     finally:
         logger.removeHandler(handler)
     assert (records, len(server.requests)) == ([], 1)
+
+
+def test_one_request_for_n_choices_ctrl_c_stopped_is_paid_for_its_prompt() -> None:
+    """A sampler's one request for n choices, Ctrl-C while the server read its prompt: the provider bills the prompt
+    once. Before: nothing was in the calls log nor in the budget."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=[HANG], hang_seconds=30) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
+        threading.Thread(target=interrupt_when_asked, args=(server, 1), daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            call_n(policy, model, FIRST, 3, kind="act", index=4)
+    assert server.requests[0].body["n"] == 3 and len(records) == 1, records
+    paid = records[0]
+    assert (paid["index"], paid["finish_reason"], paid["usage_estimated"]) == (4, "interrupted", True)
+    assert (paid["response"], paid["response_tokens"]) == ("", 0) and paid["prompt_tokens"] > 100
+    assert paid["cost"] == pytest.approx(billed(paid)) and paid["cost"] > 0
+    assert budget.spent == pytest.approx(paid["cost"]) and budget.reserved == 0
