@@ -9,6 +9,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any, NoReturn
 
 import httpcore
@@ -182,6 +183,15 @@ def streamed(
     if message is None:
         raise BadCompletion("the streamed reply held nothing")
     return strict_calls(message)
+
+
+calls_out: ContextVar[list[Call] | None] = ContextVar("calls_out", default=None)  # told of each call as it starts
+
+
+def told_out(call: Call) -> None:
+    """`call` is out: whoever waits for it in another thread (many_calls.py) can pay it if it stops waiting."""
+    if (out := calls_out.get()) is not None:
+        out.append(call)
 
 
 def pause(seconds: float) -> None:

@@ -12,6 +12,8 @@ from dataclasses import replace
 from typing import Any
 
 from llm_ide.call_policy import CallPolicy, Tools
+from llm_ide.calls import Call
+from llm_ide.chat_wire import calls_out
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.prompting import render
@@ -52,13 +54,14 @@ def call_n(
             model.n_refused = True  # type: ignore[attr-defined]
     with policy.room(n) as reservation:
         results: list[tuple[Any, float]] = [(None, 0.0)] * n
+        out: list[list[Call]] = [[] for _ in range(n)]  # each place's call, once it started
         try:
-            _together(policy, model, masked, results, deadline, tools)
+            _together(policy, model, masked, results, out, deadline, tools)
             if failed := next((result for result, _ in results if isinstance(result, BaseException)), None):
                 raise failed
-        except BaseException:  # one failed, or Ctrl-C while the others were under way: the replies in are paid
-            for position, (result, started) in enumerate(list(results)):
-                for paid in [result] if isinstance(result, ModelReply) else getattr(result, "paid", ()):
+        except BaseException:  # one failed, or Ctrl-C while the others were under way: the replies in are paid, and
+            for position, (result, started) in enumerate(list(results)):  # the requests still out
+                for paid in _paid(model, result, out[position], masked, tools):
                     policy.settle(model, masked, paid, started, kind=kind, index=index + position, **fields)
             raise  # (the reservation released)
     settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
@@ -67,6 +70,16 @@ def call_n(
         for position, ((reply, started), held) in enumerate(zip(results, settle, strict=True))
     ]
     return settled, settled
+
+
+def _paid(model: Model, result: Any, out: list[Call], masked: list[Message], tools: Tools) -> Sequence[ModelReply]:
+    """What one of the n calls is paid: its reply, the requests its error carries, or (a Ctrl-C came while it was
+    out: no result) its requests as the model prices a call stopped."""
+    if isinstance(result, ModelReply):
+        return [result]
+    if result is None and out and (stopped := getattr(model, "stopped", None)) is not None:
+        return stopped(out[-1], masked, tools)
+    return getattr(result, "paid", ())
 
 
 def _one_request(
@@ -100,20 +113,26 @@ def _together(
     model: Model,
     masked: list[Message],
     results: list[tuple[Any, float]],
+    out: list[list[Call]],
     deadline: float | None,
     tools: Tools,
 ) -> None:
     """One call per place in `results`, each in its own (daemon) thread, so they take the time of the slowest and
     Ctrl-C is not held up by them; one after the other for a model that answers at once. Each reply, or the error its
-    call raised, with when its call started, put in its place as it comes (those in when a Ctrl-C came are paid)."""
+    call raised, with when its call started, put in its place as it comes (those in when a Ctrl-C came are paid); the
+    model's call, as it starts, in its place in `out` (those still out when a Ctrl-C came are paid too)."""
     n = len(results)
 
     def one(position: int) -> None:
         started = time.perf_counter()
+        results[position] = (None, started)
+        told = calls_out.set(out[position])
         try:
             results[position] = (policy.complete(model, masked, deadline, tools), started)
         except BaseException as error:  # handed to the caller's thread
             results[position] = (error, started)
+        finally:
+            calls_out.reset(told)
 
     if getattr(model, "concurrent", True):
         threads = [threading.Thread(target=one, args=(position,), daemon=True) for position in range(n)]

@@ -105,6 +105,7 @@ class ChatModel:
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
         with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
+            chat_wire.told_out(call)
             with self.charged_if_stopped(call, messages, parts):
                 response = self._response(payload, hints, deadline, call)
             reply = self._reply(response, messages, parts, again=bool(call.broken))
@@ -134,6 +135,11 @@ class ChatModel:
             if texts := [*call.broken, call.streamed] if call.streamed or out else call.broken:
                 error.paid = self.paid(texts, messages, parts, end)
             raise
+
+    def stopped(self, call: Call, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> Paid:
+        """What `call` (its requests, the last one still out) is paid when a Ctrl-C stops waiting for it in another
+        thread: as `charged_if_stopped` pays it in its own."""
+        return self.paid([*call.broken, call.streamed], messages, self.tokens.parts(messages, tools), "interrupted")
 
     def paid(self, texts: list[str], messages: list[Message], parts: tuple[int, int], last: str = "cut") -> Paid:
         """The requests that streamed `texts` and stopped (the last one for the reason `last`): their prompt and what

@@ -160,32 +160,6 @@ def test_the_replies_of_n_together_are_paid_when_one_of_them_fails(failing: int 
     assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
 
 
-def interrupt_once(server: OpenAIServer, done: int) -> None:
-    """Ctrl-C (SIGINT to the main thread, as a terminal sends it) once `done` of the n calls have their reply and
-    the others have begun to stream theirs."""
-    calls = lambda: [thread for thread in threading.enumerate() if thread.name.endswith("(one)")]  # noqa: E731
-    while not (len(server.streamed) == done and len(server.requests) == 3 and len(calls()) == 3 - done):
-        time.sleep(0.01)
-    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
-
-
-def test_the_replies_of_n_together_that_came_are_paid_when_ctrl_c_stops_the_others(tmp_path: Path) -> None:
-    """Ctrl-C while a sampler's n requests are under way: before, the replies already in (the provider bills them)
-    were neither in the calls log nor in the budget, as the interrupt left the wait for the others."""
-    gate = tmp_path / "never"
-    records: list[dict[str, Any]] = []
-    budget = CostBudget(10.0)
-    with OpenAIServer(replies=[WORDS, WORDS, Reply(WORDS, gate=str(gate))]) as server:
-        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
-        threading.Thread(target=interrupt_once, args=(server, 2), daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            call_n(policy, model, FIRST, 3, kind="act", batched=False, index=4)
-        gate.touch()
-    assert len(records) == len({record["index"] for record in records} & {4, 5, 6}) == 2  # which two: the threads'
-    assert all(record["response"] == WORDS and record["cost"] > 0 for record in records)
-    assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
-
-
 def interrupt_when_asked(server: OpenAIServer, asked: int) -> None:
     """Ctrl-C (SIGINT to the main thread) once the server has `asked` requests, none of them answered yet."""
     while len(server.requests) < asked:
@@ -274,3 +248,37 @@ def test_one_request_for_n_choices_ctrl_c_stopped_is_paid_for_its_prompt() -> No
     assert (paid["response"], paid["response_tokens"]) == ("", 0) and paid["prompt_tokens"] > 100
     assert paid["cost"] == pytest.approx(billed(paid)) and paid["cost"] > 0
     assert budget.spent == pytest.approx(paid["cost"]) and budget.reserved == 0
+
+
+def interrupt_with_one_out(server: OpenAIServer, heard: list[str], piece: str | None) -> None:
+    """Ctrl-C (SIGINT to the main thread) once the n calls' requests are in and all but one have their reply, that
+    one's `piece` of text come (None: nothing of it)."""
+    calls = lambda: [thread for thread in threading.enumerate() if thread.name.endswith("(one)")]  # noqa: E731
+    while not (len(server.requests) == 3 and len(calls()) == 1 and (piece is None or piece in "".join(heard))):
+        time.sleep(0.01)
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_requests_of_n_together_still_out_when_ctrl_c_came_are_paid(tmp_path: Path, stream: bool) -> None:
+    """Ctrl-C while a sampler's n requests are under way, two replies in, the third's begun to stream (or not yet
+    come whole): the provider bills them all, the third's prompt and what it streamed too. Before: the two in alone
+    (and before those, none: the interrupt left the wait for the others)."""
+    gate, heard = tmp_path / "never", []
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=[WORDS, WORDS, Reply("held back", gate=str(gate))]) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
+        model.stream, model.listener = stream, lambda progress: heard.append(progress.text)
+        waiting = (server, heard, "held" if stream else None)
+        threading.Thread(target=interrupt_with_one_out, args=waiting, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            call_n(policy, model, FIRST, 3, kind="act", batched=False, index=4)
+        gate.touch()
+    assert sorted(record["index"] for record in records) == [4, 5, 6], records
+    stopped = [record for record in records if record.get("finish_reason") == "interrupted"]
+    assert [record["response"] for record in records if record not in stopped] == [WORDS, WORDS]
+    assert len(stopped) == 1 and stopped[0]["usage_estimated"] is True and stopped[0]["prompt_tokens"] > 100
+    assert stopped[0]["response"].strip() == ("held" if stream else "")
+    assert stopped[0]["cost"] == pytest.approx(billed(stopped[0])) and stopped[0]["cost"] > 0
+    assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
