@@ -82,7 +82,7 @@ def test_an_unpriced_model_is_shown_unpriced_with_its_tokens_and_warned_about_on
     page = tmp_path / "page.html"  # the inspector's page says so too: no $0, no cost chart
     assert run(["inspect", str(tmp_path / "out" / "t.traj.json"), "--html", str(page)]).returncode == 0
     html = page.read_text()
-    assert "<span>unpriced</span>" in html and "$0.0000" not in html and "cost ($)" not in html
+    assert '<span id="cost">unpriced</span>' in html and "$0.0000" not in html and "cost ($)" not in html
 
 
 def test_warnings_and_retries_land_on_their_own_lines_while_the_live_line_is_up(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ call cut short. Real runs (`llm-ide run`), the scripted model or a model on loop
 from __future__ import annotations
 
 import os
+import re
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -297,3 +298,23 @@ def test_the_lines_of_a_run_with_attempts_sum_to_its_total_with_its_reviews(tmp_
         if line.startswith("attempt ") and ", score" in line
     ]
     assert ends == ["$0.0000"] * 2 and "reviews and choice: $2.0000" in lines, lines
+
+
+def test_the_run_pages_header_says_the_runs_total_with_its_driver_and_navigator_apart(tmp_path: Path) -> None:
+    """A free (scripted) driver and a navigator paid $1: the page's header said `$0.0000`, the driver's cost alone, as
+    if the navigator's dollar were not the run's (the console's line says both, the report their sum)."""
+    make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    with OpenAIServer(replies=[Reply(text=PLAN, input_tokens=1000, output_tokens=0)]) as endpoint:
+        nav = {"mode": "model", "model": "navigator-test", "base_url": endpoint.url, "gate": []}
+        model = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
+        config = {"environment": {"tools": []}, "navigator": nav, "model": model}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        driver = write_script(tmp_path / "driver.yaml", DRIVER)
+        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
+        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "$0.0000; its navigator: 1 model call, 1000+0 tokens, $1.0000" in done.stdout, done.stdout
+    path, page = tmp_path / "runs" / "t" / "t.traj.json", tmp_path / "t.html"
+    assert invoke("inspect", str(path), "--html", str(page)).returncode == 0
+    header = re.search(r"model calls</span>\s*<span[^>]*>([^<]*)</span>", page.read_text())
+    assert header is not None and header[1] == "$1.0000 (driver $0.0000, navigator $1.0000)", header

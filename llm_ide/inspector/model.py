@@ -131,7 +131,7 @@ class RunView(BaseModel):
     model: str = ""
     task: str = ""
     patch: str = ""
-    cost: float = 0.0
+    cost: float = 0.0  # its driver's (`model_stats`): its navigator's is apart, in `navigator`
     priced: bool = True  # False: the model had no price: its cost is unknown, shown as unpriced, never as $0
     api_calls: int = 0
     elapsed: float = 0.0
@@ -146,6 +146,17 @@ class RunView(BaseModel):
     reproductions: list[ScriptView] = Field(default_factory=list)
     dropped: int = 0  # reproduction tests the agent wrote that failed their validation
     replay: ReplayView | None = None
+
+    @property
+    def spent(self) -> str:
+        """Its cost as shown: the run's total (`$X`, `unpriced`, `$X + unpriced`), with its driver's and its
+        navigator's apart when a navigator made calls (`cost` is the driver's alone)."""
+        navigator = self.navigator
+        if navigator is None or not navigator.calls:
+            return cost_text(self.cost, self.priced)
+        total = cost_text(self.cost + navigator.cost, self.priced, navigator.priced)
+        parts = f"driver {cost_text(self.cost, self.priced)}, navigator {cost_text(navigator.cost, navigator.priced)}"
+        return f"{total} ({parts})"
 
 
 class InstanceRow(BaseModel):
