@@ -527,9 +527,11 @@ def test_the_batch_log_says_an_instances_cost_as_the_console_does(tmp_path: Path
     assert f"({said}, 0 patch lines)" in line and said != "cost $0.0000", line
 
 
-def test_an_instances_live_cost_counts_each_of_its_attempts(tmp_path: Path) -> None:
-    """Two attempts of one instance, $3 each: the events the batch's live line reads said each attempt's own cost
-    ($3, then from $0 again), so the line, which adds a run's rises, stayed at $3 until the instance ended at $6."""
+def test_an_instances_live_cost_and_steps_count_each_of_its_attempts(tmp_path: Path) -> None:
+    """Two attempts of one instance, $3 and 3 steps each: the events the batch's live line reads said each attempt's
+    own cost ($3, then from $0 again), so the line, which adds a run's rises, stayed at $3 until the instance ended at
+    $6; its steps (the batch's line, exit_statuses.yaml of one interrupted) were the largest attempt's, 3, where
+    `llm-ide report` counts every attempt's, 6, as the cost counts every attempt's dollars."""
     dataset, _ = build_dataset(tmp_path / "data", 1)
     calls, config = dollar_calls(tmp_path, 2)
     data = yaml.safe_load(config.read_text())
@@ -543,5 +545,7 @@ def test_an_instances_live_cost_counts_each_of_its_attempts(tmp_path: Path) -> N
         options = priced_options(tmp_path, config, server.url)
         tell = lambda _, event: told.append(event.cost) if event.kind in ("step", "end") else None  # noqa: E731
         ended = run_instance(instance, options, batch_config(options), OutputStore(options.output), on_event=tell)
-    assert (ended.exit_status, ended.cost, server.hits) == ("submitted", 6.0, 6)
+    assert (ended.exit_status, ended.cost, ended.steps, server.hits) == ("submitted", 6.0, 6, 6)
     assert told == sorted(told) and told[-1] == 6.0, told
+    report = invoke("report", str(options.output))
+    assert report.stdout.splitlines()[-1] == "1 of 1 instances shown; their total 6 steps, $6.0000", report.stdout

@@ -365,7 +365,8 @@ def test_a_batch_counts_its_navigators_spend_in_each_instances_cost(tmp_path: Pa
         done = invoke("swebench", *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     spent = f"${attempts}.0000"
-    assert f"{row['instance_id']}: submitted (2 steps, {spent}) | total {spent}" in done.stdout, done.stdout
+    steps = f"{2 * attempts} steps"  # every attempt's, as its cost is
+    assert f"{row['instance_id']}: submitted ({steps}, {spent}) | total {spent}" in done.stdout, done.stdout
     assert f"1/1 done, cost {spent}" in done.stdout, done.stdout
     status = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"][row["instance_id"]]
     assert (status["cost"], status["calls_apart"]) == (attempts, attempts)

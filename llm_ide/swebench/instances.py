@@ -187,12 +187,12 @@ def execute_instance(
         intents=intents,
         keep=keep,
     )
-    steps, costs = 0, dict[str, float]()  # each of its runs' cost so far (an attempt's run tells its own)
+    steps, costs = dict[str, int](), dict[str, float]()  # each of its runs' steps and cost so far (an attempt's own)
 
     def forward(event: Any) -> None:
-        nonlocal steps
         done = event.step if event.kind in ("step", "end") else 0  # (a command's or a rejection's: the step under way)
-        steps, costs[event.run_id] = max(steps, done), max(costs.get(event.run_id, 0.0), event.cost)
+        steps[event.run_id] = max(steps.get(event.run_id, 0), done)
+        costs[event.run_id] = max(costs.get(event.run_id, 0.0), event.cost)
         if on_event is not None:
             on_event(instance.instance_id, replace(event, cost=sum(costs.values())))
         if stop is not None and stop.is_set() and event.kind != "end":
@@ -204,13 +204,19 @@ def execute_instance(
     except KeyboardInterrupt as interrupt:
         if stop is None or not stop.is_set():
             raise
-        log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
-        return Outcome(instance.instance_id, ending(interrupt)[0], cost=sum(costs.values()), steps=steps)
-    outcome = outcome_of(instance, options, result, steps, has_price(options.model, settings.model.prices))
+        return interrupted(instance, interrupt, sum(steps.values()), sum(costs.values()))  # every attempt's, summed
+    priced = has_price(options.model, settings.model.prices)
+    outcome = outcome_of(instance, options, result, sum(steps.values()), priced)  # (its steps: every attempt's)
     if refused_at_once(outcome):  # nothing was done: the run's folder goes, and a rerun starts the instance anew
         shutil.rmtree(run_dir, ignore_errors=True)
         outcome.details.pop("trajectory", None)
     return outcome
+
+
+def interrupted(instance: Instance, interrupt: KeyboardInterrupt, steps: int, cost: float) -> Outcome:
+    """An instance the batch's stop interrupted: it resumes on the next run."""
+    log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
+    return Outcome(instance.instance_id, ending(interrupt)[0], cost=cost, steps=steps)
 
 
 def local_checkout(instance: Instance, options: BatchOptions, run_dir: Path) -> Path:
