@@ -104,13 +104,18 @@ class ChatModel:
         nothing came for `timeout` seconds (however long it has been producing), another when not whole by then."""
         payload, hints = self._payload(messages, tools)
         parts = self.tokens.parts(messages, tools)
-        with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
+        made: list[ModelReply] = []
+        with (
+            carried(made),
+            observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call,
+        ):
             chat_wire.told_out(call)
             with self.charged_if_stopped(call, messages, parts):
                 response = self._response(payload, hints, deadline, call)
-            reply = self._reply(response, messages, parts, again=bool(call.broken))
+                reply = self._reply(response, messages, parts, again=bool(call.broken))
+                made.append(replace(reply, cut=self.paid(call.broken, messages, parts)) if call.broken else reply)
             call.replied(reply.input_tokens, reply.output_tokens)
-        return replace(reply, cut=self.paid(call.broken, messages, parts)) if call.broken else reply
+        return made[0]
 
     def _response(self, payload: Any, hints: dict[str, Any], deadline: float | None, call: Call) -> Any:
         response = None
@@ -181,13 +186,17 @@ class ChatModel:
         payload, hints = self._payload(messages, tools)
         batch = [convert_to_messages(payload)]
         parts = self.tokens.parts(messages, tools)
-        with observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call:
+        made: list[ModelReply] = []
+        with (
+            carried(made),
+            observed(self.listener, self.name, self.tokens.scaled(parts), self.tokens.output_ratio) as call,
+        ):
             with self.charged_if_stopped(call, messages, parts):
                 result = self._request(lambda: self.chat.generate(batch, n=n, **hints), deadline)
-            choices = [generation.message for generation in result.generations[0]]
-            first = self._reply(choices[0], messages, parts)
-            call.replied(first.input_tokens, first.output_tokens)
-        return [first, *(ModelReply(clean_text(c.text), 0, 0, 0.0, tool_calls=calls_of(c)) for c in choices[1:])]
+                choices = [generation.message for generation in result.generations[0]]
+                made.append(self._reply(choices[0], messages, parts))
+            call.replied(made[0].input_tokens, made[0].output_tokens)
+        return [*made, *(ModelReply(clean_text(c.text), 0, 0, 0.0, tool_calls=calls_of(c)) for c in choices[1:])]
 
     def _payload(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> tuple[Any, dict[str, Any]]:
         """The messages and the request's other arguments: the cache hints, and the tools as the provider takes them
@@ -291,6 +300,18 @@ class ChatModel:
                 f"output {output_tokens}): the cost and the cost limits use the estimate (said once per run; each call "
                 "records both as reported_usage and its tokens)"
             )
+
+
+@contextmanager
+def carried(made: list[ModelReply]) -> Iterator[None]:
+    """An interrupt that came once the reply was whole (`made`; its end told to the listener, the console's line)
+    carries it (`paid`): recorded and charged as any reply, not lost."""
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        if made:
+            interrupt.paid = tuple(made)  # type: ignore[attr-defined]
+        raise
 
 
 def unpriced(name: str) -> str:

@@ -282,3 +282,27 @@ def test_the_requests_of_n_together_still_out_when_ctrl_c_came_are_paid(tmp_path
     assert stopped[0]["response"].strip() == ("held" if stream else "")
     assert stopped[0]["cost"] == pytest.approx(billed(stopped[0])) and stopped[0]["cost"] > 0
     assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
+
+
+def ctrl_c_as_the_call_ends(progress: Any) -> None:
+    """A listener (the console's live line) that the Ctrl-C meets as it is told the call's end: the reply is whole."""
+    if progress.kind == "end":
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_reply_come_whole_just_before_ctrl_c_is_recorded_and_charged(stream: bool) -> None:
+    """Ctrl-C as the call's end is told (its reply whole, its usage counted, not yet recorded). Before: neither in the
+    calls log nor in the budget, though the provider bills all of it."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    with OpenAIServer(replies=[Reply(WORDS, input_tokens=2000, output_tokens=50)]) as server:
+        policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=0)
+        model.stream, model.listener = stream, ctrl_c_as_the_call_ends
+        with pytest.raises(KeyboardInterrupt):
+            policy.call(model, FIRST, kind="act", index=0)
+    assert len(records) == 1, records
+    whole = records[0]
+    assert (whole["response"], whole["prompt_tokens"], whole["response_tokens"]) == (WORDS, 2000, 50)
+    assert "usage_estimated" not in whole and "finish_reason" not in whole
+    assert whole["cost"] == pytest.approx(PRICE.cost(2000, 50)) and budget.spent == pytest.approx(whole["cost"])
