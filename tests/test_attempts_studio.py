@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_script import act, reflect
@@ -40,14 +41,20 @@ def served(inputs: dict | None, thread: str, saver: InMemorySaver | None = None,
     return asyncio.run(run())
 
 
-def test_the_attempts_worktrees_go_when_the_served_run_ends(tmp_path: Path) -> None:
-    """As the server runs it (in process): each attempt works in a worktree of the repository, removed at the end."""
+def one_attempt(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A repository and the input of a served run of one attempt, right and reviewed 9."""
     repo = make_git_repo(tmp_path / "repo", FILES)
     model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
     inputs = {
         "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
         "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
     }  # fmt: skip
+    return repo, inputs
+
+
+def test_the_attempts_worktrees_go_when_the_served_run_ends(tmp_path: Path) -> None:
+    """As the server runs it (in process): each attempt works in a worktree of the repository, removed at the end."""
+    repo, inputs = one_attempt(tmp_path)
 
     final = served(inputs, "worktrees")
     assert final["chosen"] == 1 and "+    return x + x\n" in final["submission"]
@@ -317,12 +324,7 @@ def test_a_cut_served_run_given_its_task_again_resumes_where_it_stopped(tmp_path
     """Cut before its attempt's review, then given its task again (what Studio's form sends): the run started over at
     `dispatch`, which found the attempts all run and chose the one never reviewed; `null` reviewed it. As the agent
     graph's cut thread (tests/test_studio_threads.py): where it stopped."""
-    repo = make_git_repo(tmp_path / "repo", FILES)
-    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
-    inputs = {
-        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
-        "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
-    }  # fmt: skip
+    repo, inputs = one_attempt(tmp_path)
     saver = InMemorySaver()
     cut = served(inputs, "cut", saver, stop_before=("review",))
     assert [(r["index"], r.get("score")) for r in cut["attempts"]] == [(1, None)] and not cut.get("exit_status")
@@ -336,13 +338,8 @@ def test_a_cut_served_run_given_its_task_again_resumes_where_it_stopped(tmp_path
 def test_a_served_run_given_its_task_with_another_repository_is_refused(tmp_path: Path, cut: bool) -> None:
     """The attempts graph took the other `repo` unsaid (its attempts' worktrees made from a repository without the
     thread's base commit); the agent graph and `llm-ide run --thread-id` refuse it: one line, the thread as it was."""
-    repo = make_git_repo(tmp_path / "repo", FILES)
+    repo, inputs = one_attempt(tmp_path)
     other = make_git_repo(tmp_path / "other", {"x.py": "x = 1\n"})
-    model = scripts(tmp_path / "scripts", [attempt_script(RIGHT)], [review(9, "Fixed.")])
-    inputs = {
-        "task": TASK, "repo": str(repo), "model": model, "output": str(tmp_path / "out"),
-        "config": {"environment": {"tools": []}, "attempts": {"max": 1}},
-    }  # fmt: skip
     saver = InMemorySaver()
     first = served(inputs, "t1", saver, stop_before=("review",) if cut else ())
     base = first["base_commit"]

@@ -420,16 +420,23 @@ def test_a_run_whose_git_goes_ends_with_environment_error_and_keeps_its_work(
     assert patch == trajectory["info"]["submission"] and "-x = 1\n+x = 2\n" in patch and "b.py" not in patch
 
 
+def edited_then_broken(tmp_path: Path, command: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """An unsandboxed run (thread g, its folder tmp_path/out) that edits a.py, then runs `command`."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
+    steps += [act("Break it.", "bash", command=command), reflect(False, "Broke.")]
+    (tmp_path / "c.yaml").write_text("environment: {tools: [], sandbox: none}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
+    return repo, invoke(
+        *args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g"
+    )
+
+
 def test_a_command_putting_a_file_in_place_of_the_run_folder_ends_the_run_in_one_line(tmp_path: Path) -> None:
     """Unsandboxed, a command replaced the run's folder with a file: the folder's recreation at the end raised
     FileExistsError (then the patch's write NotADirectoryError), a traceback in place of why the run ended. Now one
     line says the folder is lost and cannot be recreated; the patch is still printed."""
-    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
-    steps += [act("Break it.", "bash", command="rm -rf ../out && echo > ../out"), reflect(False, "Broke.")]
-    (tmp_path / "c.yaml").write_text("environment: {tools: [], sandbox: none}\n")
-    args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
-    done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g")
+    repo, done = edited_then_broken(tmp_path, "rm -rf ../out && echo > ../out")
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     lost = f"the output folder {tmp_path / 'out'} was deleted or replaced while the run ran and cannot be recreated"
     assert f"{lost} (File exists)" in " ".join(done.stderr.split()) and "+x = 2" in done.stdout
@@ -439,12 +446,7 @@ def test_a_command_removing_both_git_and_the_run_folder_says_the_first_cause_fir
     """Unsandboxed, `rm -rf ../out .git`: the step ended the run on the lost `.git`, then the next write found the run's
     folder gone, and the line said only that the folder was deleted. Now the `.git` loss comes first, the folder's
     beside it."""
-    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
-    steps += [act("Break it.", "bash", command="rm -rf ../out .git"), reflect(False, "Broke.")]
-    (tmp_path / "c.yaml").write_text("environment: {tools: [], sandbox: none}\n")
-    args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
-    done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g")
+    repo, done = edited_then_broken(tmp_path, "rm -rf ../out .git")
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     error = json.loads((tmp_path / "out" / "g.traj.json").read_text())["info"]["error"]
     assert error.startswith(f"the repository's .git ({repo / '.git'}) was deleted or replaced by a command"), error

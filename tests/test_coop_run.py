@@ -188,6 +188,19 @@ def test_a_rerun_without_evaluation_adds_its_phase_seconds_to_the_earlier_runs(t
     assert all(seconds[1][phase] >= seconds[0][phase] for phase in seconds[0]), seconds
 
 
+def submitting_pair(tmp_path: Path) -> tuple[Path, list[str]]:
+    """`coop run`'s arguments for a pair whose planners and agents submit at once, and a folder elsewhere holding
+    human.yaml (a human navigator)."""
+    task, source = build_task(tmp_path)
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "human.yaml").write_text(yaml.safe_dump({"navigator": {"mode": "human"}}))
+    submit = [act("Go.", "submit")]
+    model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
+    args = coop_args(task, source, model, tmp_path / "out")
+    return folder, args
+
+
 @pytest.mark.parametrize(
     ("option", "said"),
     [
@@ -207,13 +220,7 @@ def test_a_rerun_without_evaluation_adds_its_phase_seconds_to_the_earlier_runs(t
 def test_what_no_pair_could_use_is_one_line_before_any_pair(tmp_path: Path, option: tuple[str, str], said: str) -> None:
     """A model no agent or planner could use, a repository source git cannot read: said once, no pair started (it
     was said once per pair, after a checkout each; a human navigator's after each pair's planning)."""
-    task, source = build_task(tmp_path)
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "human.yaml").write_text(yaml.safe_dump({"navigator": {"mode": "human"}}))
-    submit = [act("Go.", "submit")]
-    model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
-    args = coop_args(task, source, model, tmp_path / "out")
+    folder, args = submitting_pair(tmp_path)
     args[args.index(option[0]) + 1] = option[1].format(folder=folder)
     done = invoke(*args, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.startswith(said.format(folder=folder)), done.stderr
@@ -420,13 +427,8 @@ def test_coop_run_takes_the_model_and_config_as_llm_ide_run_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
 ) -> None:
     """`coop run` had no -m/-c and no $LLM_IDE_MODEL (a required --model): `llm-ide run`'s options, the same checks."""
-    task, source = build_task(tmp_path)
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "human.yaml").write_text(yaml.safe_dump({"navigator": {"mode": "human"}}))
-    submit = [act("Go.", "submit")]
-    model = scripts(tmp_path / "scripts", plan_1=submit, plan_2=submit, run_1=submit, run_2=submit)
-    args = coop_args(task, source, model, tmp_path / "out")
+    folder, args = submitting_pair(tmp_path)
+    model = args[args.index("--model") + 1]
     args[args.index("--config") : args.index("--config") + 2] = ["-c", str(folder / "human.yaml")]
     if given == "short":
         args[args.index("--model")] = "-m"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -114,12 +115,11 @@ def test_a_review_call_its_deadline_cut_short_is_in_the_navigators_usage(tmp_pat
     assert record["usage"]["api_calls"] == 1 and record["usage"]["cost"] == record["calls"][0]["cost"] > 0
 
 
-def test_a_run_with_attempts_says_what_its_attempts_navigators_spent(tmp_path: Path) -> None:
-    """Two attempts, each planned by a priced model navigator: each attempt's trajectory had its navigator's usage, the
-    run's own none, so its last line, its trajectory and `inspect` said the drivers' spend alone."""
+def two_planned_attempts(tmp_path: Path, plan: Reply) -> subprocess.CompletedProcess[str]:
+    """`llm-ide run` (thread t) of two attempts, their drivers free, each planned by a navigator ($1 per 1,000 input
+    tokens) that replies `plan`."""
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
     driver = scripts(tmp_path / "scripts", [DRIVER, DRIVER], [review(3, "Hm."), review(4, "Fine.")])
-    plan = Reply(text=PLAN, input_tokens=1000, output_tokens=7, cached_tokens=400)
     with OpenAIServer(replies=[plan]) as server:
         nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
         model = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
@@ -127,6 +127,13 @@ def test_a_run_with_attempts_says_what_its_attempts_navigators_spent(tmp_path: P
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
         done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    return done
+
+
+def test_a_run_with_attempts_says_what_its_attempts_navigators_spent(tmp_path: Path) -> None:
+    """Two attempts, each planned by a priced model navigator: each attempt's trajectory had its navigator's usage, the
+    run's own none, so its last line, its trajectory and `inspect` said the drivers' spend alone."""
+    done = two_planned_attempts(tmp_path, Reply(text=PLAN, input_tokens=1000, output_tokens=7, cached_tokens=400))
     assert done.returncode == 0, done.stdout + done.stderr
     out = tmp_path / "runs" / "t"
     own = [load_trajectory(out / f"attempt{n}" / f"t-attempt{n}.traj.json")["info"]["navigator"] for n in (1, 2)]
@@ -203,15 +210,7 @@ def test_the_lines_of_a_run_with_attempts_say_what_each_attempt_spent_with_its_n
     """Two attempts, each planned by a priced navigator ($1 a plan), their drivers free: each step's line, each
     attempt's live line and each attempt's line at the end said $0.0000 (the driver's alone) while the run's last
     line said $1 a navigator; the attempts' lines now sum to the run's total."""
-    make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    driver = scripts(tmp_path / "scripts", [DRIVER, DRIVER], [review(3, "Hm."), review(4, "Fine.")])
-    with OpenAIServer(replies=[Reply(text=PLAN, input_tokens=1000, output_tokens=7)]) as server:
-        nav = {"mode": "model", "model": "navigator-test", "base_url": server.url, "gate": []}
-        model = {"prices": {"navigator-test": {"input": 1000.0, "output": 0.0}}}
-        config = {"environment": {"tools": []}, "navigator": nav, "model": model, "attempts": {"max": 2}}
-        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        args = ["--task", "Cart.total ignores quantities.", "--model", driver, "-c", "config.yaml", "--thread-id", "t"]
-        done = invoke("run", "--repo", "repo", *args, cwd=tmp_path)
+    done = two_planned_attempts(tmp_path, Reply(text=PLAN, input_tokens=1000, output_tokens=7))
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[-1] for line in lines if line.lstrip().startswith("→ ")] == ["$1.0000"] * 4

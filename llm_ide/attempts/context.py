@@ -16,7 +16,7 @@ from typing import Any
 from llm_ide.attempts.trajectory import paid_path
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
-from llm_ide.composition import Settings, compose, role_spec
+from llm_ide.composition import Settings, role_spec
 from llm_ide.config import load_config
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import EnvironmentFailure
@@ -25,14 +25,12 @@ from llm_ide.keep import FolderKeep
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
-from llm_ide.run.preflight import preflight
-from llm_ide.run.request import RunRequest
+from llm_ide.run.request import RunRequest, check_request
 from llm_ide.run.single import Listeners, RunEvent
 from llm_ide.run.stopping import Commands
 from llm_ide.run.thread import refuse_a_file, refuse_a_json_name
 from llm_ide.run.trajectory import CallLog
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
-from llm_ide.workspace.lifecycle import check_output_folder
 from llm_ide.workspace.worktrees import git_worktree
 
 log = logging.getLogger("llm_ide.attempts")
@@ -192,17 +190,7 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
     )
     refuse_a_file(request.output_dir, "the graph input's `output`")
     refuse_a_json_name(request.output_dir, request.run_id, "the graph input's `output`")
-    check_output_folder(request.output_dir, request.repo, "the graph input's `output`")
-    variants = compose(request.settings)
-    preflight(
-        request.model,
-        request.settings,
-        base_url=request.base_url,
-        repo=request.repo,
-        task=request.task,
-        variants=variants,
-        attempted=True,
-    )
+    check_request(request, "the graph input's `output`", attempted=True)
     return AttemptsContext(request)
 
 

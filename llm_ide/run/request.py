@@ -126,11 +126,12 @@ def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     return RunRequest(**{**values, **paths, "variants": variants, "carried_lessons": lessons})
 
 
-def check_request(request: RunRequest) -> None:
-    """The preflight of a run the Python API is given: its task, limits, repository, model and what its variants
-    need (llm_ide/run/preflight.py), as the command line checks its own."""
+def check_request(request: RunRequest, output: str = "`output_dir`", attempted: bool | None = None) -> None:
+    """The preflight of a run the Python API (or a Studio graph: `output`, what its input calls the folder) is given:
+    its task, limits, repository, model and what its variants need (llm_ide/run/preflight.py), as the command line
+    checks its own."""
     variants = compose(request.settings, request.variants)
-    check_output_folder(request.output_dir, request.repo, "`output_dir`")
+    check_output_folder(request.output_dir, request.repo, output)
     preflight(
         request.model,
         request.settings,
@@ -140,4 +141,5 @@ def check_request(request: RunRequest) -> None:
         variants=variants,
         environment=request.environment,
         image=request.image,
+        attempted=attempted,
     )
