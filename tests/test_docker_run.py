@@ -120,9 +120,11 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("sabotage", ["cd / && rm -rf /testbed", "cd / && mv /testbed /moved"], ids=["rm", "mv"])
+@pytest.mark.parametrize(
+    ("sabotage", "thread"), [("cd / && rm -rf /testbed", "gone-rm"), ("cd / && mv /testbed /moved", "gone-mv")]
+)  # a thread id each: its containers are counted by it while the other case's may still run (xdist)
 def test_a_command_removing_the_containers_workdir_ends_the_run_environment_error(
-    tmp_path: Path, sabotage: str
+    tmp_path: Path, sabotage: str, thread: str
 ) -> None:
     """A command deleted or moved the container's workdir: reading the files its output named crashed the run (`error`,
     tarfile's `ReadError: truncated header`: the session's cd failed before tar ran). Now the run ends
@@ -139,10 +141,10 @@ def test_a_command_removing_the_containers_workdir_ends_the_run_environment_erro
     steps.append(act("Done.", "submit"))
     (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], type: docker, image: '{BASE_IMAGE}'}}\n")
     args = ["run", "--repo", str(project), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
-    done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "w")
+    done = invoke(*args, "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", thread)
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert "environment_error after" in done.stdout
     assert "the container's workdir (/testbed) was deleted, moved away or made unreadable by a command" in done.stderr
-    info = json.loads((tmp_path / "out" / "w.traj.json").read_text())["info"]
+    info = json.loads((tmp_path / "out" / f"{thread}.traj.json").read_text())["info"]
     assert info["exit_status"] == "environment_error" and "-x = 1\n+x = 2\n" in info["submission"]
-    assert containers("llm-ide.run-id=w") == []
+    assert containers(f"llm-ide.run-id={thread}") == []
