@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -62,14 +63,17 @@ def cli(program: str, *args: str, env: dict[str, str] | None = None, cwd: Path |
 
 
 def test_output_store_survives_concurrent_threads_and_processes(tmp_path: Path) -> None:
+    """Two processes of their own (forked: a fresh interpreter importing the store cost ~1.2 s of CPU each; the
+    lock is the same flock across processes) and four threads write at once."""
     write = store_writer.writer_process
-    procs = [subprocess.Popen([sys.executable, store_writer.__file__, tmp_path, f"proc{p}", "10"]) for p in range(2)]
+    fork = multiprocessing.get_context("fork")
+    procs = [fork.Process(target=write, args=(tmp_path, f"proc{p}", 10)) for p in range(2)]
     threads = [threading.Thread(target=write, args=(tmp_path, f"thread{t}", 10)) for t in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert [proc.wait(timeout=120) for proc in procs] == [0, 0]
+    for worker in [*procs, *threads]:
+        worker.start()
+    for worker in [*procs, *threads]:
+        worker.join(timeout=120)
+    assert [proc.exitcode for proc in procs] == [0, 0]
     preds = read_preds(tmp_path)
     expected = {f"{who}-{n}" for who in ["proc0", "proc1", *(f"thread{t}" for t in range(4))] for n in range(10)}
     assert set(preds) == expected
