@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import conftest
 from in_process import run_script
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
@@ -44,6 +45,14 @@ def test_no_module_is_over_400_lines() -> None:
     sizes = {str(path.relative_to(package)): len(path.read_text().splitlines()) for path in package.rglob("*.py")}
     assert len(sizes) > 100 and sizes["models.py"] > 100
     assert {name: lines for name, lines in sizes.items() if lines > 400} == {}
+
+
+def test_the_suites_conftest_and_the_plugins_it_loads_are_not_over_400_lines() -> None:
+    tests = SCRIPTS.parent / "tests"
+    plugins = ["conftest", *getattr(conftest, "pytest_plugins", ())]
+    sizes = {name: len((tests / f"{name}.py").read_text().splitlines()) for name in plugins}
+    assert {name: lines for name, lines in sizes.items() if lines > 400} == {}
+    assert "cpu_accounting" in sizes  # --cpu-limit, --cpu-durations (test_cpu_guard runs them)
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
