@@ -182,6 +182,7 @@ class Call:
     counted: RunningEstimate = field(default_factory=RunningEstimate)  # the streamed text's tokens
     arguments: RunningEstimate = field(default_factory=RunningEstimate)  # of the tool calls streamed so far
     broken: list[str] = field(default_factory=list)  # what streamed of each request that broke off (paid for)
+    waiting: bool = False  # in the wait before a retry: none of its requests is out
 
     def start(self) -> None:
         """The request goes out (again, after a retry: what streamed before is dropped)."""

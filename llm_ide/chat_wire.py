@@ -194,6 +194,12 @@ def told_out(call: Call) -> None:
         out.append(call)
 
 
+def waits() -> None:
+    """The call out in this thread now waits to ask again (`pause`): whoever waits for it pays no request of it out."""
+    if out := calls_out.get():
+        out[-1].waiting = True
+
+
 def pause(seconds: float) -> None:
     """The wait before a request is asked again: an interrupt in it stopped no request (`between`: none to pay for)."""
     try:
@@ -201,6 +207,9 @@ def pause(seconds: float) -> None:
     except KeyboardInterrupt as interrupt:
         interrupt.between = True  # type: ignore[attr-defined]
         raise
+    finally:
+        if out := calls_out.get():
+            out[-1].waiting = False
 
 
 class NotStreamed(Exception):

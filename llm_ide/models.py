@@ -143,8 +143,9 @@ class ChatModel:
 
     def stopped(self, call: Call, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> Paid:
         """What `call` (its requests, the last one still out) is paid when a Ctrl-C stops waiting for it in another
-        thread: as `charged_if_stopped` pays it in its own."""
-        return self.paid([*call.broken, call.streamed], messages, self.tokens.parts(messages, tools), "interrupted")
+        thread: as `charged_if_stopped` pays it in its own (waiting to ask again, none of its requests was out)."""
+        texts = [*call.broken, call.streamed] if call.streamed or not call.waiting else call.broken
+        return self.paid(texts, messages, self.tokens.parts(messages, tools), "interrupted") if texts else ()
 
     def paid(self, texts: list[str], messages: list[Message], parts: tuple[int, int], last: str = "cut") -> Paid:
         """The requests that streamed `texts` and stopped (the last one for the reason `last`): their prompt and what
@@ -252,6 +253,7 @@ class ChatModel:
             delay = asked
         if deadline is not None and time.monotonic() + delay >= deadline:
             raise ModelTimeLimit(f"model {self.name}: {detail}; no time left to retry before the wall-time limit")
+        chat_wire.waits()
         log.warning("model %s: %s; retry %d/%d in %.2fs", self.name, detail, attempt + 1, self.max_retries, delay)
         chat_wire.pause(delay)
 

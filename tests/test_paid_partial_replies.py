@@ -306,3 +306,38 @@ def test_a_reply_come_whole_just_before_ctrl_c_is_recorded_and_charged(stream: b
     assert (whole["response"], whole["prompt_tokens"], whole["response_tokens"]) == (WORDS, 2000, 50)
     assert "usage_estimated" not in whole and "finish_reason" not in whole
     assert whole["cost"] == pytest.approx(PRICE.cost(2000, 50)) and budget.spent == pytest.approx(whole["cost"])
+
+
+class InterruptAtRetries(logging.Handler):
+    """Ctrl-C (SIGINT to the main thread) once `calls` calls wait to ask again: each said so as its wait began."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retry 1/1" in record.getMessage():
+            self.calls -= 1
+            if not self.calls:
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_ctrl_c_while_the_samplers_requests_wait_to_retry_pays_for_none(stream: bool) -> None:
+    """A sampler's two requests at the same time, both refused (503, retry after 30 s), Ctrl-C while their threads
+    wait to ask again: no request was out, none is paid for. Before: each was charged a prompt, as a request stopped."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    refused = Reply(status=503, headers=(("retry-after", "30"),))
+    handler, logger = InterruptAtRetries(2), logging.getLogger("llm_ide.models")
+    logger.addHandler(handler)
+    try:
+        with OpenAIServer(replies=[refused, refused, "never asked", "never asked"]) as server:
+            policy, model = CallPolicy(records.append, budget), chat_model(server.url, retries=1)
+            model.stream = stream
+            with pytest.raises(KeyboardInterrupt):
+                call_n(policy, model, FIRST, 2, kind="act", batched=False, index=4)
+    finally:
+        logger.removeHandler(handler)
+    assert (records, len(server.requests)) == ([], 2)
+    assert budget.spent == 0 and budget.reserved == 0
