@@ -8,17 +8,19 @@ import gzip
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import ended, in_terminal, make_git_repo
 from in_process import invoke
-from openai_server import OpenAIServer, Reply
+from openai_server import HANG, OpenAIServer, Reply
 
 from llm_ide.cli.status import thinking_line
 
@@ -128,3 +130,22 @@ def test_the_thinking_line_counts_the_tokens_out_and_their_rate_once_a_second_ha
         **({"first": first} if first else {}),
     }
     assert thinking_line([call], now=10.0) == line
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_run_stopped_whose_patch_then_cannot_be_had_says_so(tmp_path: Path, signum: int) -> None:
+    """Ctrl-C (or SIGTERM) while the model thinks, the repository's .git deleted meanwhile: the run's patch cannot be
+    taken. Before: the run's log alone said so; the console and the trajectory said only 'interrupted by ...' and how
+    to resume it."""
+    with OpenAIServer(replies=[REPLIES[0], HANG], hang_seconds=60) as server:
+        command = [*run_args(tmp_path, server.url), "--output", str(tmp_path / "out"), "--thread-id", "t"]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(tmp_path))
+        while len(server.requests) < 2:  # the second step's call is out: the first step done
+            time.sleep(0.01)
+        shutil.rmtree(tmp_path / "repo" / ".git")
+        process.send_signal(signum)
+        code, stderr = ended(process)
+    assert code == (130 if signum == signal.SIGINT else 128 + signum), stderr
+    error = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["error"]
+    assert error.startswith("interrupted by ") and "patch extraction failed: the repository's git directory" in error
+    assert " ".join(error.split()) in " ".join(stderr.split()) and "Traceback" not in stderr

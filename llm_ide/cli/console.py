@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shlex
@@ -206,17 +207,30 @@ def command_line(*extra: str, args: list[str] | None = None) -> str:
 IN_MEMORY = "its thread was in memory only (--checkpoint memory): it cannot be resumed; the same command starts it over"
 
 
-def print_interrupted(note: str, *extra: str, checkpoint: str | None = None, args: list[str] | None = None) -> None:
+def print_interrupted(
+    note: str, *extra: str, checkpoint: str | None = None, args: list[str] | None = None, trajectory: Path | None = None
+) -> None:
     """Ctrl-C or SIGTERM: say so, what was kept, and the exact command that continues (on lines of their own: a tool's
-    spinner still up is ended first); a thread kept in memory is gone, and the line says so instead."""
+    spinner still up is ended first); a thread kept in memory is gone, and the line says so instead. The run's line in
+    its `trajectory` is said too when something failed after the interruption (errors.beside: the patch not had)."""
     if tool_progress.cache_info().currsize:
         tool_progress().stop()
     err_console.print(f"[bold yellow]interrupted[/]: {escape(note)}")
+    if " (then " in (error := interrupted_line(trajectory)):
+        err_console.print(f"[red]{escape(terminal_safe(error))}[/]")
     if checkpoint == "memory":
         err_console.print(IN_MEMORY)
         return
     err_console.print("resume with:")
     err_console.print(command_line(*extra, args=args), markup=False)
+
+
+def interrupted_line(trajectory: Path | None) -> str:
+    """The line an interrupted run's trajectory ends with (none to read: empty)."""
+    try:
+        return str((json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}).get("error") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 Say = Callable[[RenderableType], None]

@@ -289,9 +289,10 @@ def run_to_end(
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
         status.stop()
-        saved = f"saved at its last completed step ({request.output_dir / (request.run_id + '.traj.json')})"
+        saved = request.output_dir / f"{request.run_id}.traj.json"
         thread = [] if thread_given else ["--thread-id", request.run_id]
-        print_interrupted(saved, *thread, checkpoint=request.checkpoint, args=args)
+        note, where = f"saved at its last completed step ({saved})", {"checkpoint": request.checkpoint, "args": args}
+        print_interrupted(note, *thread, **where, trajectory=saved)
         raise interrupted_exit(interrupt) from None
 
 

@@ -332,9 +332,9 @@ class Stream:
         except Exception as error:  # the run's outcome must still be saved
             log.error("patch extraction failed: %s", error)
             submission = getattr(error, "patch", "")  # a repository lost under the run (RepositoryLost): its snapshot
-            if status.finished:  # an empty patch is not the result of a finished run; its first cause stays said
-                first, info = self.outputs.info.get("error") or self.outputs.values.get("error", ""), self.outputs.info
-                status, info["error"] = ending(error)[0], beside(first, f"patch extraction failed: {error}")
+            status = ending(error)[0] if status.finished else status  # an empty patch is no finished run's result
+            first, info = self.outputs.info.get("error") or self.outputs.values.get("error", ""), self.outputs.info
+            info["error"] = beside(first, f"patch extraction failed: {error}")  # its first cause stays said (resumable)
         env.close()
         return status, submission
 
