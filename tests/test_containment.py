@@ -452,3 +452,25 @@ def test_a_command_removing_both_git_and_the_run_folder_says_the_first_cause_fir
     assert error.startswith(f"the repository's .git ({repo / '.git'}) was deleted or replaced by a command"), error
     assert f"(then the output folder {tmp_path / 'out'} was deleted while the run ran" in error
     assert error in " ".join(done.stderr.split())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_run_whose_folder_a_command_made_read_only_does_not_say_it_succeeded(tmp_path: Path) -> None:
+    """Unsandboxed, a command made the run's folder read-only (`chmod 555 ../out`): its trajectory and patch could not
+    be written, yet the run said `submitted` and exited 0. Now it ends resumable (the same command, the folder
+    writable again, saves its record), its line saying why, exit 1; the patch still printed."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    steps = [act("Edit.", "edit", path="a.py", old="x = 1", new="x = 2"), reflect(False, "Edited.")]
+    steps += [act("Lock.", "bash", command="chmod 555 ../out"), reflect(False, "Locked."), act("Done.", "submit")]
+    (tmp_path / "c.yaml").write_text("environment: {tools: [], sandbox: none}\n")
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", write_script(tmp_path / "s.yaml", steps)]
+    args += ["--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out"), "--thread-id", "g"]
+    done = invoke(*args)
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "interrupted after" in done.stdout and "+x = 2" in done.stdout
+    assert "the trajectory could not be saved" in done.stderr and "Permission denied" in done.stderr
+    (tmp_path / "out").chmod(0o755)
+    again = invoke(*args)
+    assert again.returncode == 0 and "submitted after" in again.stdout, again.stdout + again.stderr
+    trajectory = json.loads((tmp_path / "out" / "g.traj.json").read_text())
+    assert trajectory["info"]["exit_status"] == "submitted" and "+x = 2" in trajectory["info"]["submission"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.errors import ExitStatus, status_of, usd
+from llm_ide.errors import ExitStatus, OutputFolderLost, beside, status_of, usd
 from llm_ide.priced import has_price
 from llm_ide.run.checkpoint import prune
 from llm_ide.run.salvage import ensure_output, not_recreated, recreate_output, sqlite_path
@@ -220,9 +220,11 @@ class RunOutputs:
             try:
                 self.recorder.save(self.values, self.info)
                 break
-            except OSError as error:
+            except OSError as error:  # its record not saved: no finished run (the same command saves it, resumed)
                 if attempt:
-                    self.info.setdefault("error", f"the trajectory could not be saved: {error}")
+                    status = status if not status.finished else OutputFolderLost.exit_status
+                    unsaved = f"the trajectory could not be saved: {error}"
+                    self.info["error"] = beside(self.info.get("error", ""), unsaved)
                     log.error("trajectory not saved (%s); the last one written is kept", error)
         usage = self.recorder.paid(self.values)
         cost = usage["cost"] + spent_apart(self.values)["cost"]  # with what its variants paid apart
