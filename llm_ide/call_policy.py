@@ -14,6 +14,7 @@ from typing import Any
 
 from llm_ide.budget import Budget, admitted
 from llm_ide.calls import message_text
+from llm_ide.kills import interrupts_held
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.prompting import truncate
 from llm_ide.secrets import known_secrets, redact
@@ -72,16 +73,18 @@ class CallPolicy:
         **fields: Any,
     ) -> tuple[ModelReply, dict[str, Any]]:
         """One call: the reply (masked, capped) and its record; `fields` lead the record (its index, step…)."""
-        masked = self.mask(messages)
-        started = time.perf_counter()
-        with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
-            try:
-                reply = self.complete(model, masked, deadline, tools)
-            except BaseException as error:  # replies that streamed in part are paid for: recorded, charged (a later
-                for paid in getattr(error, "paid", ()):  # call of the same index, asked again: `discarded_calls`)
+        masked, started = self.mask(messages), time.perf_counter()
+        made: list[ModelReply] = []  # the reply, from the client's return until it is recorded and charged
+        try:
+            with self.room() as reservation:  # a shared budget with no room left ends the run (cost_limit)
+                made.append(self.complete(model, masked, deadline, tools))
+            with interrupts_held():  # its record and its charge whole: an interrupt in them comes after them
+                return self.settle(model, masked, made.pop(), started, reservation, kind=kind, **fields)
+        except BaseException as error:  # replies that streamed in part, or came whole as an interrupt came: paid
+            with interrupts_held():  # for, recorded, charged (a later call of its index asked again: discarded_calls)
+                for paid in getattr(error, "paid", None) or made:
                     self.settle(model, masked, paid, started, kind=kind, **fields)
-                raise
-        return self.settle(model, masked, reply, started, reservation, kind=kind, **fields)
+            raise
 
     def complete(self, model: Model, masked: list[Message], deadline: float | None, tools: Tools) -> ModelReply:
         return model.complete(masked, deadline=deadline, tools=tools)
@@ -123,11 +126,7 @@ class CallPolicy:
             "seconds": round(time.perf_counter() - started, 3),
             **({"reported_usage": reply.reported_usage} if reply.reported_usage else {}),
             **({"usage_estimated": True} if reply.estimated else {}),  # the tokens and cost are estimates
-            **(
-                {"finish_reason": reply.finish_reason}
-                if reply.finish_reason not in (None, "stop", "tool_calls")
-                else {}
-            ),
+            **({"finish_reason": end} if (end := reply.finish_reason) not in (None, "stop", "tool_calls") else {}),
         }
         if self.record is not None:
             self.record(record)

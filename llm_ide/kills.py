@@ -12,6 +12,8 @@ import os
 import signal
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CHANGES_WORKSPACE = frozenset({"bash", "edit", "create"})
@@ -74,3 +76,22 @@ def failpoint(name: str) -> None:
         _hits[name] += 1
         if _hits[name] == target:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP that come in the block are delivered as it ends (what it does is not cut half-way: a
+    reply's record and its charge); outside the main thread, which they never interrupt, none are held."""
+    came: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    held = {signum: signal.signal(signum, lambda signum, _: came.append(signum)) for signum in STOPPING} if main else {}
+    try:
+        yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # (None: not set from Python)
+        if came:
+            signal.raise_signal(came[0])

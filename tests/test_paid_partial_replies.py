@@ -26,7 +26,7 @@ from openai_server import HANG, CtrlCAtPiece, OpenAIServer, Reply
 from llm_ide.budget import CostBudget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.config import load_config
-from llm_ide.errors import ModelError
+from llm_ide.errors import ModelError, install_signal_policy
 from llm_ide.many_calls import call_n
 from llm_ide.models import get_model
 from llm_ide.pricing import Price
@@ -341,3 +341,30 @@ def test_ctrl_c_while_the_samplers_requests_wait_to_retry_pays_for_none(stream: 
         logger.removeHandler(handler)
     assert (records, len(server.requests)) == ([], 2)
     assert budget.spent == 0 and budget.reserved == 0
+
+
+def ctrl_c_as_it_is_recorded(records: list[dict[str, Any]], signum: int) -> Any:
+    """The calls log's record that Ctrl-C (or SIGTERM) meets as it is written: the signal to this process, then the
+    record kept (unless the interrupt left the recorder first)."""
+
+    def record(call: dict[str, Any]) -> None:
+        os.kill(os.getpid(), signum)
+        records.append(call)
+
+    return record
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_reply_ctrl_c_met_as_it_was_recorded_is_recorded_and_charged(signum: int) -> None:
+    """Ctrl-C (or SIGTERM) between the model client's return and the call's record: the reply, billed in full, was
+    neither in the calls log nor in the budget (its reservation held). Now both, and the interrupt right after."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    install_signal_policy()
+    with OpenAIServer(replies=[Reply(WORDS, input_tokens=2000, output_tokens=50)]) as server:
+        policy, model = CallPolicy(ctrl_c_as_it_is_recorded(records, signum), budget), chat_model(server.url, 0)
+        with pytest.raises(KeyboardInterrupt):
+            policy.call(model, FIRST, kind="act", index=0)
+    whole = pytest.approx(PRICE.cost(2000, 50))
+    assert [(record["response"], record["cost"]) for record in records] == [(WORDS, whole)]
+    assert budget.spent == whole and budget.reserved == 0
