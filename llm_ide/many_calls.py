@@ -15,6 +15,7 @@ from llm_ide.call_policy import CallPolicy, Tools
 from llm_ide.calls import Call
 from llm_ide.chat_wire import calls_out
 from llm_ide.errors import ModelAuthError, ModelError, ModelTimeLimit
+from llm_ide.kills import interrupts_held
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.prompting import render
 
@@ -52,24 +53,27 @@ def call_n(
                 n,
             )
             model.n_refused = True  # type: ignore[attr-defined]
-    with policy.room(n) as reservation:
-        results: list[tuple[Any, float]] = [(None, 0.0)] * n
-        out: list[list[Call]] = [[] for _ in range(n)]  # each place's call, once it started
-        try:
+    results: list[tuple[Any, float]] = [(None, 0.0)] * n
+    out: list[list[Call]] = [[] for _ in range(n)]  # each place's call, once it started
+    settled: list[ModelReply] = []
+    try:
+        with policy.room(n) as reservation:
             _together(policy, model, masked, results, out, deadline, tools)
             if failed := next((result for result, _ in results if isinstance(result, BaseException)), None):
                 raise failed
-        except BaseException:  # one failed, or Ctrl-C while the others were under way: the replies in are paid, and
-            for position, (result, started) in enumerate(list(results)):  # the requests still out
+        shares = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
+        with interrupts_held():  # their records and charges whole: an interrupt in them comes after them
+            for position, ((reply, started), held) in enumerate(zip(results, shares, strict=True)):
+                settled.append(
+                    policy.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
+                )
+        return settled, settled
+    except BaseException:  # one failed, or Ctrl-C while the others were under way or before the replies were settled:
+        with interrupts_held():  # the replies in are paid, and the requests still out
+            for position, (result, started) in enumerate(results[len(settled) :], len(settled)):
                 for paid in _paid(model, result, out[position], masked, tools):
                     policy.settle(model, masked, paid, started, kind=kind, index=index + position, **fields)
-            raise  # (the reservation released)
-    settle = [reservation] + [0.0] * (n - 1)  # the first reply settles the reservation of all n
-    settled = [
-        policy.settle(model, masked, reply, started, held, kind=kind, index=index + position, **fields)[0]
-        for position, ((reply, started), held) in enumerate(zip(results, settle, strict=True))
-    ]
-    return settled, settled
+        raise
 
 
 def _paid(model: Model, result: Any, out: list[Call], masked: list[Message], tools: Tools) -> Sequence[ModelReply]:
@@ -93,19 +97,26 @@ def _one_request(
     **fields: Any,
 ) -> tuple[list[ModelReply], list[ModelReply]]:
     started = time.perf_counter()
-    with policy.room() as reservation:
-        try:
-            replies = [policy.cleaned(reply) for reply in model.complete_n(masked, n, deadline=deadline, tools=tools)]
-        except BaseException as error:  # the request, out when a Ctrl-C came, is paid for its prompt: recorded, charged
-            for paid in getattr(error, "paid", ()):
+    made: list[ModelReply] = []  # the choices, from the client's return until they are recorded and charged
+    try:
+        with policy.room() as reservation:
+            made.extend(model.complete_n(masked, n, deadline=deadline, tools=tools))
+        replies = [policy.cleaned(reply) for reply in made]
+        texts = [reply.shown() for reply in replies]
+        combined = replace(
+            replies[0], text=render(policy.templates, "choices", texts=texts) if policy.templates else ""
+        )
+        with interrupts_held():  # its record and charge whole: an interrupt in them comes after them
+            charged, _ = policy.settle(
+                model, masked, replace(combined, tool_calls=()), started, reservation, **fields, kind=kind
+            )
+            made.clear()
+        return replies, [charged]
+    except BaseException as error:  # the request, out when a Ctrl-C came, is paid for its prompt; its choices, come
+        with interrupts_held():  # before it, as they came (the first carries the request's usage): recorded, charged
+            for paid in getattr(error, "paid", None) or made[:1]:
                 policy.settle(model, masked, paid, started, kind=kind, **fields)
-            raise
-    texts = [reply.shown() for reply in replies]
-    combined = replace(replies[0], text=render(policy.templates, "choices", texts=texts) if policy.templates else "")
-    charged, _ = policy.settle(
-        model, masked, replace(combined, tool_calls=()), started, reservation, **fields, kind=kind
-    )
-    return replies, [charged]
+        raise
 
 
 def _together(

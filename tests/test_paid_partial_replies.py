@@ -368,3 +368,19 @@ def test_a_reply_ctrl_c_met_as_it_was_recorded_is_recorded_and_charged(signum: i
     whole = pytest.approx(PRICE.cost(2000, 50))
     assert [(record["response"], record["cost"]) for record in records] == [(WORDS, whole)]
     assert budget.spent == whole and budget.reserved == 0
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["one request", "n requests"])
+def test_a_samplers_replies_ctrl_c_met_as_they_were_recorded_are_recorded_and_charged(batched: bool) -> None:
+    """A sampler's three replies come, Ctrl-C as the first is recorded: before, that one and those after it were
+    neither in the calls log nor in the budget (its reservation held), though the provider bills them all."""
+    records: list[dict[str, Any]] = []
+    budget = CostBudget(10.0)
+    replies = [Reply(choices=("a", "b", "c"))] if batched else ["a", "b", "c"]
+    with OpenAIServer(replies=replies) as server:
+        policy, model = CallPolicy(ctrl_c_as_it_is_recorded(records, signal.SIGINT), budget), chat_model(server.url, 0)
+        with pytest.raises(KeyboardInterrupt):
+            call_n(policy, model, FIRST, 3, kind="act", batched=batched, index=4)
+    assert [record["index"] for record in records] == ([4] if batched else [4, 5, 6]), records
+    assert all(record["cost"] > 0 for record in records) and "finish_reason" not in records[0]
+    assert budget.spent == pytest.approx(sum(record["cost"] for record in records)) and budget.reserved == 0
