@@ -102,6 +102,10 @@ class ThreadMismatchError(UsageError, ValueError):
     """The thread names a run of another task: going on would mix two tasks in one history."""
 
 
+class PreflightError(UsageError, ValueError):
+    """What stops a run before it starts (a ValueError too: LangGraph's server shows its message to the client)."""
+
+
 class CheckpointError(UsageError):
     """The checkpoint store cannot be opened (unknown scheme, unreachable database, unwritable file)."""
 

@@ -4,6 +4,7 @@ check that turns a missing one into one clear message instead of a KeyError deep
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Required
 
@@ -16,6 +17,27 @@ REQUIRED = {
     "repo": "a local repository path",
     "model": "as for --model, e.g. scripted:PATH",
 }
+
+
+@dataclass(frozen=True)
+class Names:
+    """What the door used calls a run's inputs, in a line that asks for one: the command line's options by default,
+    the Python API's arguments (API), the graph input's fields in Studio (GRAPH)."""
+
+    base_url: str = "--base-url"
+    model: str = "--model"
+    repo: str = "--repo"
+    image: str = "--image IMAGE (or environment.image)"
+    output: str = "--output"
+
+
+CLI = Names()
+API = Names("`base_url`", "`model`", "`repo`", "`image` (or environment.image)", "`output_dir`")
+GRAPH = Names(
+    *(f"the graph input's `{name}`" for name in ("base_url", "model", "repo")),
+    "environment.image in the graph input's `config`",
+    "the graph input's `output`",
+)
 
 
 class InputError(UsageError, ValueError):

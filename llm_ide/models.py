@@ -370,9 +370,10 @@ def takes_tools(chat: Any) -> bool:
     return type(chat).bind_tools is not BaseChatModel.bind_tools
 
 
-def unknown_provider(spec: str, base_url: str | None) -> str | None:
+def unknown_provider(spec: str, base_url: str | None, option: str = "--base-url") -> str | None:
     """`provider:name` whose provider langchain does not know, with no endpoint that could serve it as a model name
-    (an OpenAI-compatible server's `qwen2.5-coder:7b`): what to say, naming the known providers."""
+    (an OpenAI-compatible server's `qwen2.5-coder:7b`): what to say, naming the known providers (and `option`, the
+    door's name of the endpoint)."""
     prefix, colon, _ = spec.partition(":")
     known = langchain_providers()
     if not colon or prefix in known or base_url or os.environ.get("OPENAI_BASE_URL"):
@@ -381,7 +382,7 @@ def unknown_provider(spec: str, base_url: str | None) -> str | None:
     guess = f" (did you mean {close[0]}?)" if close else ""
     return (
         f"model {spec}: unknown provider {prefix!r}{guess}; known providers: {', '.join(sorted(known))} "
-        "(or give --base-url for a model name of an OpenAI-compatible endpoint)"
+        f"(or give {option} for a model name of an OpenAI-compatible endpoint)"
     )
 
 

@@ -36,7 +36,7 @@ from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
 from llm_ide.graph import build_graph
-from llm_ide.inputs import StudioInput, require_inputs, unknown_field
+from llm_ide.inputs import GRAPH, StudioInput, require_inputs, unknown_field
 from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock, went_on_with
@@ -174,7 +174,7 @@ class StudioRun:
         repo = Path(state["repo"]).expanduser().resolve()
         variants = compose(settings, self.variants, from_settings=False)
         task, base_url = state["task"], state.get("base_url")
-        preflight(state["model"], settings, base_url=base_url, repo=repo, task=task, variants=variants)  # as the CLI
+        preflight(state["model"], settings, base_url=base_url, repo=repo, task=task, variants=variants, names=GRAPH)
         register_config_secrets(settings)
         for line in said:
             self.progress.note(line)

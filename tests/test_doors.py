@@ -26,6 +26,8 @@ from swebench_fixtures import build_dataset
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
 from llm_ide.errors import LlmIdeError, UsageError
+from llm_ide.inputs import API, CLI, GRAPH
+from llm_ide.priced import langchain_providers
 from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import check_model
 from llm_ide.run.single import run_task
@@ -40,7 +42,8 @@ def closed_port() -> int:
 
 
 def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str]:
-    """(inputs, environment, the line every door says) of one bad input."""
+    """(inputs, environment, the line every door says, naming its inputs in its own words: {base_url}, {model},
+    {repo}) of one bad input."""
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     script = tmp_path / "script.yaml"
     script.write_text("- never used\n")
@@ -74,14 +77,14 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             {"repo": repo, "model": "local-model", "base_url": f"http://127.0.0.1:{port}/v1"},
             {},
             f"could not reach model local-model at http://127.0.0.1:{port}/v1 (Connection refused); give a reachable "
-            "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL (or use --model scripted:FILE.yaml for "
-            "a dry run)",
+            "OpenAI-compatible endpoint with {base_url} or OPENAI_BASE_URL (or use {model} scripted:FILE.yaml for a "
+            "dry run)",
         ),
         "unreachable, its password masked": (  # the Python API and Studio said the password
             {"repo": repo, "model": "local-model", "base_url": f"http://me:pass-{port}-word@127.0.0.1:{port}/v1"},
             {},
             f"could not reach model local-model at http://me:***@127.0.0.1:{port}/v1 (Connection refused); give a "
-            "reachable OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL (or use --model "
+            "reachable OpenAI-compatible endpoint with {base_url} or OPENAI_BASE_URL (or use {model} "
             "scripted:FILE.yaml for a dry run)",
         ),
         "no scheme": (
@@ -105,6 +108,31 @@ def case(tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, str], str
             {},
             "model scripted: names no script; give scripted:FILE.yaml (a YAML list of replies)",
         ),
+        "no key, a bare name": (
+            {"repo": repo, "model": "local-model"},
+            {},
+            "model local-model: OPENAI_API_KEY is not set (for a keyless local server give {base_url} or "
+            "OPENAI_BASE_URL)",
+        ),
+        "no key at an endpoint": (
+            {"repo": repo, "model": "openai:local", "base_url": f"http://127.0.0.1:{port}/v1"},
+            {},
+            "model openai:local: OPENAI_API_KEY is not set (a keyless server at {base_url}: give its name alone, "
+            "local)",
+        ),
+        "an unknown provider": (
+            {"repo": repo, "model": "opneai:gpt-5-mini"},
+            {},
+            "model opneai:gpt-5-mini: unknown provider 'opneai' (did you mean openai?); known providers: "
+            f"{', '.join(sorted(langchain_providers()))} (or give {{base_url}} for a model name of an "
+            "OpenAI-compatible endpoint)",
+        ),
+        "in the git directory": (
+            {"repo": repo / ".git" / "refs", "model": f"scripted:{script}"},
+            {},
+            f"{repo / '.git' / 'refs'} is inside the git directory {repo / '.git'}, not a work tree: give {{repo}} "
+            f"{repo}",
+        ),
         "empty provider model": (
             {"repo": repo, "model": "openai:"},
             {"OPENAI_API_KEY": "sk-test"},
@@ -125,6 +153,10 @@ NAMES = [
     "a port out of range",
     "a broken host",
     "empty script",
+    "no key, a bare name",
+    "no key at an endpoint",
+    "an unknown provider",
+    "in the git directory",
     "empty provider model",
 ]
 
@@ -149,7 +181,7 @@ def test_the_python_api_raises_the_line_the_command_line_prints(
         monkeypatch.setenv(key, value)
     with pytest.raises(UsageError) as raised:
         run_task("Fix Cart.total.", settings=load_config(), output_dir=tmp_path / "out", run_id="r", **inputs)
-    assert str(raised.value) == line and isinstance(raised.value, LlmIdeError)
+    assert str(raised.value) == line.format_map(vars(API)) and isinstance(raised.value, LlmIdeError)
     untouched(tmp_path)
 
 
@@ -380,7 +412,7 @@ def test_the_command_line_prints_it_and_exits_2(tmp_path: Path, name: str) -> No
     argv += ["--base-url", inputs["base_url"]] if "base_url" in inputs else []
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     done = invoke(*argv, env={**environ, **env, "LLM_IDE_CONFIG": "off"})
-    assert (done.returncode, done.stderr, done.stdout) == (2, f"error: {line}\n", "")
+    assert (done.returncode, done.stderr, done.stdout) == (2, f"error: {line.format_map(vars(CLI))}\n", "")
     untouched(tmp_path)
 
 
@@ -403,15 +435,16 @@ def test_an_environment_without_its_image_is_one_line_at_every_door(tmp_path: Pa
     """A docker run without an image started (its folder, its log, its trajectory) and ended `environment_error`."""
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "s.yaml", ["never used"])
-    line = "the docker environment needs an image: give --image"
-    with pytest.raises(UsageError, match=f"^{line} IMAGE \\(or environment.image\\)$"):
+    line = "the docker environment needs an image: give "
+    with pytest.raises(UsageError) as raised:
         run_task("t", model=model, settings=load_config(), repo=repo, output_dir=tmp_path / "out", run_id="r",
                  environment="docker")  # fmt: skip
+    assert str(raised.value) == f"{line}`image` (or environment.image)"
     argv = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--environment", "docker"]
     done = invoke(*argv, "--output", str(tmp_path / "out"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
-    assert (done.returncode, done.stderr) == (2, f"error: {line} IMAGE (or environment.image)\n")
+    assert (done.returncode, done.stderr) == (2, f"error: {line}--image IMAGE (or environment.image)\n")
     final = studio_run({"repo": str(repo), "model": model, "config": {"environment": {"type": "docker"}}}, "no-image")
-    assert (final["exit_status"], final["error"]) == ("error", f"{line} IMAGE (or environment.image)")
+    assert (final["exit_status"], final["error"]) == ("error", f"{line}environment.image in the graph input's `config`")
     assert not (tmp_path / "out").exists()
 
 
@@ -443,7 +476,7 @@ def test_studio_ends_the_run_at_once_with_the_line_as_its_error(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     final = studio_run({key: str(value) for key, value in inputs.items()}, f"doors-{name}")
-    assert (final["exit_status"], final["error"]) == ("error", line)
+    assert (final["exit_status"], final["error"]) == ("error", line.format_map(vars(GRAPH)))
     assert final.get("operations", []) == [] and final["submission"] == ""
     assert final.get("usage", {}).get("api_calls", 0) == 0
     untouched(tmp_path)
@@ -550,13 +583,14 @@ def test_what_a_variant_needs_is_one_line_at_every_door(
     assert not (tmp_path / "o").exists()
 
 
-def test_the_attempts_graph_in_studio_ends_at_once_with_the_line_as_its_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["not a repository", "unreachable", "in the git directory"])
+def test_the_attempts_graph_in_studio_ends_at_once_with_the_line_as_its_error(tmp_path: Path, name: str) -> None:
     """The attempts graph as `langgraph dev` serves it (llm_ide.attempts.studio.graph): a bad input was an error of
     the server's run (a traceback in its log); now the run ends, the line its `error`, nothing run or written."""
-    inputs, _, line = case(tmp_path, "not a repository")
+    inputs, _, line = case(tmp_path, name)
     final = studio_graph_run("attempts", {"output": str(tmp_path / "out"), **{k: str(v) for k, v in inputs.items()}},
-                             "doors-attempts")  # fmt: skip
-    assert (final["exit_status"], final["error"]) == ("error", line)
+                             f"doors-attempts-{name}")  # fmt: skip
+    assert (final["exit_status"], final["error"]) == ("error", line.format_map(vars(GRAPH)))
     assert final.get("attempts", []) == [] and final.get("chosen") is None and final.get("submission", "") == ""
     untouched(tmp_path)
 

@@ -20,7 +20,7 @@ from llm_ide.composition import Settings, role_spec
 from llm_ide.config import load_config
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import EnvironmentFailure
-from llm_ide.inputs import require_inputs
+from llm_ide.inputs import GRAPH, require_inputs
 from llm_ide.keep import FolderKeep
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
@@ -188,9 +188,9 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
         repo=Path(state["repo"]).expanduser().resolve(),
         base_url=state.get("base_url"),
     )
-    refuse_a_file(request.output_dir, "the graph input's `output`")
-    refuse_a_json_name(request.output_dir, request.run_id, "the graph input's `output`")
-    check_request(request, "the graph input's `output`", attempted=True)
+    refuse_a_file(request.output_dir, GRAPH.output)
+    refuse_a_json_name(request.output_dir, request.run_id, GRAPH.output)
+    check_request(request, GRAPH, attempted=True)
     return AttemptsContext(request)
 
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shlex
 import socket
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import ParseResult, urlparse
@@ -22,21 +20,19 @@ from llm_ide.endpoint import below, listed_models, tls_context
 from llm_ide.environments import capabilities
 from llm_ide.environments.bwrap import bwrap_problem
 from llm_ide.environments.views import absent, check_mount_point
-from llm_ide.errors import UsageError
+from llm_ide.errors import PreflightError
 from llm_ide.exchange import tools_asked
+from llm_ide.inputs import CLI, Names
 from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.plain_post import answers_http
 from llm_ide.priced import find_price, langchain_providers
+from llm_ide.run.repository_check import check_repository
 from llm_ide.script_file import load_script
 from llm_ide.setting_errors import describe_error
 from llm_ide.settings import CoreSettings, bundled_yaml
 from llm_ide.variant import Variants
 
 PREFLIGHT_TIMEOUT = 2.0  # seconds to connect to the model's endpoint before the run starts
-
-
-class PreflightError(UsageError, ValueError):
-    """What stops a run before it starts (a ValueError too: LangGraph's server shows its message to the client)."""
 
 
 # The API key variables of the langchain providers that need one (any of them will do); a provider left out here
@@ -86,26 +82,27 @@ def preflight(
     image: str | None = None,
     imaged: bool = True,
     attempted: bool | None = None,
+    names: Names = CLI,
 ) -> None:
     """Everything a run needs before it starts, in the order a user fixes it: the task (when given), the limits, the
     repository (when the run works on one), the image of an environment that runs one, the model (name, key,
     endpoint), then what its `variants` need (their own models checked as the run's). A failure is one line (a
-    UsageError). `quiet`: the models' warnings (no price) are left for the run to say (the command line says them
-    here)."""
+    UsageError) in the words of the door used (`names`). `quiet`: the models' warnings (no price) are left for the run
+    to say (the command line says them here)."""
     if task is not None:
         check_task(task)
     check_limits(settings)
     if repo is not None:
-        check_repository(Path(repo).expanduser())
+        check_repository(Path(repo).expanduser(), names.repo)
     kind = environment or settings.environment.type  # (`imaged` False: a batch's images come with its instances)
     check_network(settings.environment.network, kind)
     check_mount(settings.environment.mount_at, settings.environment.sandbox, kind)
     check_writable(settings.environment.writable, kind)
     check_readable(settings.environment.readable, kind)
     if imaged and capabilities(kind).image and not (image or settings.environment.image):
-        raise PreflightError(f"the {kind} environment needs an image: give --image IMAGE (or environment.image)")
-    check_model(model, settings, base_url, timeout, quiet)
-    check_variants(variants or Variants(), settings, base_url, timeout, quiet, model, attempted)
+        raise PreflightError(f"the {kind} environment needs an image: give {names.image}")
+    check_model(model, settings, base_url, timeout, quiet, names)
+    check_variants(variants or Variants(), settings, base_url, timeout, quiet, model, attempted, names)
 
 
 def check_variants(
@@ -116,13 +113,14 @@ def check_variants(
     quiet: bool = True,
     model: str | None = None,
     attempted: bool | None = None,
+    names: Names = CLI,
 ) -> None:
     """What the run's variants need, their own models checked as the run's (the setting naming one says which); with
     the run's `model`, every attempt's, the reviewer's and chooser's (composition.attempt_uses; `attempted`: tried
     and reviewed whatever the settings' number of tries) too."""
     for use in [*variants.check(settings), *(attempt_uses(model, settings, attempted) if model else [])]:
         try:
-            check_model(use.spec, settings, use.base_url or base_url, timeout, quiet)
+            check_model(use.spec, settings, use.base_url or base_url, timeout, quiet, names)
         except PreflightError as error:
             raise PreflightError(f"{use.setting}: {error}") from None
 
@@ -183,50 +181,6 @@ def check_readable(readable: list[str], kind: str) -> None:
         raise PreflightError(f"environment.readable: {problems[0]}")
 
 
-def check_not_in_git_dir(repo: Path) -> None:
-    """A folder inside a git directory (`.git`, `.git/hooks`) is refused with the work tree to give, never with the
-    advice to make a repository in there."""
-    asked = ["git", "-C", str(repo), "rev-parse", "--absolute-git-dir"]
-    git_dir = subprocess.run(asked, capture_output=True, text=True).stdout.strip()
-    if git_dir:
-        tree = f"--repo {Path(git_dir).parent}" if Path(git_dir).name == ".git" else "the folder of its work tree"
-        raise PreflightError(f"{repo} is inside the git directory {git_dir}, not a work tree: give {tree}")
-
-
-def check_repository(repo: Path) -> None:
-    """The patch is the working tree's change against a commit: a folder that is not there, not a git repository, or
-    a repository without a commit is refused (nothing is run in it or written to it)."""
-    if repo.exists() and not repo.is_dir():
-        raise PreflightError(f"{repo} is a file, not a repository: give the folder of a git repository")
-    if not repo.is_dir():
-        raise PreflightError(f"repository not found: {repo}")
-    quoted = shlex.quote(str(repo))
-    asked = ["git", "-C", str(repo), "rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"]
-    found = subprocess.run(asked, capture_output=True, text=True)  # in a work tree: its top, then HEAD's commit if any
-    if "dubious ownership" in found.stderr:  # git's safe.directory: root (or another user) on this one's repository
-        raise PreflightError(
-            f"git refuses {repo}: it is another user's repository (git's dubious ownership); if you trust it: "
-            f"git config --global --add safe.directory {shlex.quote(str(repo.resolve()))}"
-        )
-    if not found.stdout:
-        check_not_in_git_dir(repo)
-        raise PreflightError(
-            f"{repo} is not a git repository: the run's patch is the change against a commit; make one first: "
-            f"git -C {quoted} init && git -C {quoted} add -A && git -C {quoted} commit -m base"
-        )
-    if found.returncode != 0:
-        raise PreflightError(
-            f"{repo} has no commit yet: the run's patch is the change against one; make it first: "
-            f"git -C {quoted} add -A && git -C {quoted} commit -m base"
-        )
-    top = Path(found.stdout.splitlines()[0])
-    if top.resolve() != repo.resolve():
-        raise PreflightError(
-            f"{repo} is a folder inside the git repository {top}: give the repository's own folder (the run's patch is "
-            "the change of the whole repository against its commit)"
-        )
-
-
 def provider_of(model: str) -> str | None:
     """The langchain provider of `provider:name`; None for scripted and OpenAI-compatible names."""
     prefix, colon, _ = model.partition(":")
@@ -246,10 +200,10 @@ def model_endpoint(model: str, base_url: str | None) -> str | None:
     return next((os.environ[name] for name in variables if os.environ.get(name)), default)
 
 
-def empty_name(model: str) -> str | None:
+def empty_name(model: str, option: str = "--base-url") -> str | None:
     """A model spec that names nothing: blank, `scripted:` without a file, `provider:` without a model."""
     if not model.strip():
-        return "no model: give one (e.g. openai:gpt-5-mini, scripted:FILE.yaml, or a name with --base-url)"
+        return f"no model: give one (e.g. openai:gpt-5-mini, scripted:FILE.yaml, or a name with {option})"
     prefix, colon, name = model.partition(":")
     if prefix == "scripted" and not name.strip():
         return f"model {model} names no script; give scripted:FILE.yaml (a YAML list of replies)"
@@ -258,7 +212,7 @@ def empty_name(model: str) -> str | None:
     return None
 
 
-def missing_key(model: str, settings: Any, base_url: str | None) -> str | None:
+def missing_key(model: str, settings: Any, base_url: str | None, option: str = "--base-url") -> str | None:
     """A provider's model needs its API key variable (or a key in the settings' model kwargs); a bare
     OpenAI-compatible name needs OPENAI_API_KEY unless a URL (of a keyless local server) is given."""
     if KEY_KWARGS & set(settings.model.kwargs) or model.startswith("scripted:"):
@@ -267,27 +221,32 @@ def missing_key(model: str, settings: Any, base_url: str | None) -> str | None:
     if provider is None:
         if ":" in model or os.environ.get("OPENAI_API_KEY") or base_url or os.environ.get("OPENAI_BASE_URL"):
             return None  # an unknown provider is told by get_model
-        hint = "for a keyless local server give --base-url or OPENAI_BASE_URL"
+        hint = f"for a keyless local server give {option} or OPENAI_BASE_URL"
         return f"model {model}: OPENAI_API_KEY is not set ({hint})"
     names = PROVIDER_KEYS.get(provider, ())
     if not names or any(os.environ.get(name) for name in names):
         return None
-    bare = f" (a keyless server at --base-url: give its name alone, {model.partition(':')[2]})" if base_url else ""
+    bare = f" (a keyless server at {option}: give its name alone, {model.partition(':')[2]})" if base_url else ""
     return f"model {model}: {' or '.join(names)} is not set{bare}"
 
 
 def check_model(
-    model: str, settings: Any, base_url: str | None, timeout: float = PREFLIGHT_TIMEOUT, quiet: bool = False
+    model: str,
+    settings: Any,
+    base_url: str | None,
+    timeout: float = PREFLIGHT_TIMEOUT,
+    quiet: bool = False,
+    names: Names = CLI,
 ) -> None:
     """The model names something, has its key, could be built (none is: the run builds its own, once), its endpoint
     accepts a connection within `timeout`, and an OpenAI-compatible endpoint that lists its models lists this one. A
     run whose model is `…{attempt}…` (one per try) is checked with the first one's (the other tries', its reviewer's
     and chooser's: check_variants). `quiet`: a model without a price is left for the run to say."""
     model = model.replace("{attempt}", "1")
-    if problem := empty_name(model) or missing_key(model, settings, base_url):
+    if problem := empty_name(model, names.base_url) or missing_key(model, settings, base_url, names.base_url):
         raise PreflightError(problem)
     try:
-        buildable(model, base_url)
+        buildable(model, base_url, names.base_url)
     except ModelError as error:
         raise PreflightError(str(error)) from None
     if not quiet and not model.startswith("scripted:") and find_price(model, settings.model.prices) is None:
@@ -299,17 +258,17 @@ def check_model(
     try:
         connection = socket.create_connection((host, port), timeout=timeout)
     except OSError as error:
-        hint = "OpenAI-compatible endpoint with --base-url URL or OPENAI_BASE_URL"
-        hint = hint if provider_of(model) is None else "endpoint with --base-url URL"
+        hint = f"OpenAI-compatible endpoint with {names.base_url} or OPENAI_BASE_URL"
+        hint = hint if provider_of(model) is None else f"endpoint with {names.base_url}"
         raise PreflightError(
             f"could not reach model {model} at {url} ({error.strerror or error}); give a reachable {hint} "
-            "(or use --model scripted:FILE.yaml for a dry run)"
+            f"(or use {names.model} scripted:FILE.yaml for a dry run)"
         ) from None
     with connection:  # https: the handshake on it
         if parsed.scheme == "https":
             check_tls(model, url, connection, (host, port))
     if settings.model.check_name and provider_of(model) in (None, "openai"):
-        check_listed(model, url, settings, timeout)
+        check_listed(model, url, settings, timeout, names)
     if tools_asked(settings) and provider_of(model) in (None, "openai"):
         check_template(model, url, timeout)
 
@@ -358,12 +317,12 @@ def check_tls(model: str, url: str, connection: socket.socket, address: tuple[st
         raise PreflightError(f"model {model}: {url} does not answer TLS ({why}); for a plain HTTP server give {plain}")
 
 
-def buildable(model: str, base_url: str | None) -> None:
+def buildable(model: str, base_url: str | None, option: str = "--base-url") -> None:
     """What would keep the model from being built, told without building one: a script that cannot be read, an
     unknown provider, a provider whose integration package is not installed."""
     if model.startswith("scripted:"):
         load_script(Path(model.removeprefix("scripted:")).expanduser())
-    elif problem := unknown_provider(model, base_url):
+    elif problem := unknown_provider(model, base_url, option):
         raise ModelError(problem)
     elif (provider := provider_of(model)) is not None:
         from langchain.chat_models import base
@@ -373,7 +332,7 @@ def buildable(model: str, base_url: str | None) -> None:
             raise ModelError(f"cannot create model {model}: its integration package {package} is not installed")
 
 
-def check_listed(model: str, url: str, settings: Any, timeout: float) -> None:
+def check_listed(model: str, url: str, settings: Any, timeout: float, names: Names = CLI) -> None:
     """An OpenAI-compatible endpoint that lists its models (`/v1/models`) must list this one (Ollama's `name` is its
     `name:latest`); one that lists none, or cannot say in time, is not asked further. Where nothing answers at the
     URL's path but the same server's `/v1` lists models, the URL is a typo for that one."""
@@ -386,12 +345,12 @@ def check_listed(model: str, url: str, settings: Any, timeout: float) -> None:
         if elsewhere := listed_models(served, key, timeout):
             raise PreflightError(
                 f"nothing answers at {url} (GET {below(url, '/models')}: 404), but {served} lists "
-                f"{shown(elsewhere)}; pass --base-url {served}"
+                f"{shown(elsewhere)}; pass {names.base_url} {served}"
             )
     if not listed or name in listed or f"{name}:latest" in listed:
         return
     raise PreflightError(
-        f"model {name} is not served at {url}, which lists: {shown(listed)}; pass one of them to --model "
+        f"model {name} is not served at {url}, which lists: {shown(listed)}; pass one of them to {names.model} "
         "(or set model.check_name: false)"
     )
 

@@ -15,6 +15,7 @@ from llm_ide.budget import Budget
 from llm_ide.composition import compose
 from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import UsageError
+from llm_ide.inputs import API, Names
 from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
 from llm_ide.run.preflight import preflight
@@ -126,12 +127,12 @@ def request_of(task: Any, given: dict[str, Any]) -> RunRequest:
     return RunRequest(**{**values, **paths, "variants": variants, "carried_lessons": lessons})
 
 
-def check_request(request: RunRequest, output: str = "`output_dir`", attempted: bool | None = None) -> None:
-    """The preflight of a run the Python API (or a Studio graph: `output`, what its input calls the folder) is given:
+def check_request(request: RunRequest, names: Names = API, attempted: bool | None = None) -> None:
+    """The preflight of a run the Python API (or a Studio graph: `names`, what its input calls each of them) is given:
     its task, limits, repository, model and what its variants need (llm_ide/run/preflight.py), as the command line
     checks its own."""
     variants = compose(request.settings, request.variants)
-    check_output_folder(request.output_dir, request.repo, output)
+    check_output_folder(request.output_dir, request.repo, names.output)
     preflight(
         request.model,
         request.settings,
@@ -142,4 +143,5 @@ def check_request(request: RunRequest, output: str = "`output_dir`", attempted: 
         environment=request.environment,
         image=request.image,
         attempted=attempted,
+        names=names,
     )
