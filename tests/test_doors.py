@@ -752,13 +752,16 @@ def test_a_thread_resumed_in_another_repository_names_the_python_apis_arguments(
         )
 
 
-def test_attempts_without_a_repository_name_the_python_apis_argument(tmp_path: Path) -> None:
-    """run_attempts' callers were told "--repo PATH" (the command line always has one: the current folder)."""
+@pytest.mark.parametrize("door", [run_task, run_attempts])
+def test_a_run_without_a_repository_names_the_python_apis_argument_before_it_starts(tmp_path: Path, door: Any) -> None:
+    """run_attempts' callers were told "--repo PATH" (the command line always has one: the current folder); run_task's
+    run started (its folder, log and trajectory) and ended environment_error, "(--repo PATH)" its error."""
     model = write_script(tmp_path / "s.yaml", FIX_SCRIPT)
-    settings = load_config(attempts={"max": 2}, environment={"tools": []})
+    settings = load_config(attempts={"max": 2 if door is run_attempts else 1}, environment={"tools": []})
     with pytest.raises(UsageError) as raised:
-        run_attempts("Fix Cart.total.", model=model, settings=settings, output_dir=tmp_path / "out", run_id="r")
-    assert str(raised.value) == "attempts in the local environment need a repository (`repo`)"
+        door("Fix Cart.total.", model=model, settings=settings, output_dir=tmp_path / "out", run_id="r")
+    assert str(raised.value) == "a run in the local environment needs a repository (`repo`)"
+    assert not (tmp_path / "out").exists()
 
 
 ENVIRONMENT_HELP = "<local|docker> local (on this host, in the repository) or docker (in a container, on a copy)."

@@ -133,6 +133,9 @@ def check_request(request: RunRequest, names: Names = API, attempted: bool | Non
     checks its own."""
     variants = compose(request.settings, request.variants)
     check_output_folder(request.output_dir, request.repo, names.output)
+    kind = request.environment or request.settings.environment.type
+    if request.repo is None and not capabilities(kind).ephemeral:  # (it runs in the repository itself)
+        raise UsageError(f"a run in the {kind} environment needs a repository ({names.repo})")
     preflight(
         request.model,
         request.settings,
