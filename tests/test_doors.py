@@ -21,7 +21,8 @@ from agent_script import BUGGY_FILES, FIX_SCRIPT, act, write_script
 from conftest import make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
-from swebench_fixtures import build_dataset
+from swebench_fixtures import FIX_COMMAND, build_dataset
+from swebench_fixtures import write_script as batch_script
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
@@ -864,3 +865,27 @@ def test_swebench_single_given_a_finished_instance_again_names_its_own_way_to_ru
     again = invoke(*args, "-o", "out", cwd=tmp_path, env=env)
     said = "… run demo__calc-1 had already finished (submitted): its result again; another --output runs the task anew"
     assert again.returncode == 0 and said in again.stdout.splitlines(), again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_batchs_instance_whose_thread_ran_another_task_names_the_batchs_options(
+    tmp_path: Path, checkpoint: bool
+) -> None:
+    """`swebench` resuming an instance whose thread (in its folder, or a --checkpoint store) ran another problem
+    statement said "AnotherTask: … give a new `run_id`", the Python API's words, with a traceback in swebench.log."""
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    model = batch_script(tmp_path / "fix.yaml", ["ls", FIX_COMMAND])
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\nagent: {step_limit: 1}\n")
+    args = ["swebench", "--subset", str(dataset), "--split", "test", "--model", model, "--environment", "local"]
+    args += ["-c", "c.yaml", *(["--checkpoint", f"sqlite:{tmp_path / 'threads.db'}"] if checkpoint else [])]
+    env = {**os.environ, "LLM_IDE_CONFIG": "off"}
+    assert invoke(*args, "-o", "first", cwd=tmp_path, env=env).returncode == 0
+    dataset.write_text(dataset.read_text().replace('"problem_statement": "', '"problem_statement": "Now: '))
+    if not checkpoint:  # an instance interrupted in its folder: its thread resumes there, its task changed meanwhile
+        (tmp_path / "first" / "preds.json").unlink()
+    again = invoke(*args, "-o", "second" if checkpoint else "first", cwd=tmp_path, env=env)
+    new = "another --output and --checkpoint" if checkpoint else "another --output"
+    said = f"thread id 'demo__calc-1' is a run of another task; give {new} (or the same task to resume)"
+    assert f"demo__calc-1: error (0 steps, $0.0000): {said}" in " ".join(again.stdout.split()), again.stdout
+    log = (tmp_path / ("second" if checkpoint else "first") / "swebench.log").read_text()
+    assert f"demo__calc-1: error (0 steps): {said}" in log and "Traceback" not in log

@@ -22,6 +22,7 @@ from llm_ide.keep import Keep
 from llm_ide.priced import apart_priced, cost_text, has_price
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
+from llm_ide.run.guard import NewThreadSaid
 from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.run.outputs import spent_apart, trajectory_info
 from llm_ide.run.request import RunRequest
@@ -201,10 +202,10 @@ def execute_instance(
     log.info("%s: starting (%s)", instance.instance_id, f"checkout {repo}" if repo else f"image {instance.image}")
     try:
         result = run_at_task(request, replace(told or Listeners(), on_event=forward))
-    except KeyboardInterrupt as interrupt:
-        if stop is None or not stop.is_set():
-            raise
-        return interrupted(instance, interrupt, sum(steps.values()), sum(costs.values()))  # every attempt's, summed
+    except KeyboardInterrupt as interrupt:  # (not the batch's stop: raised again)
+        return interrupted(instance, interrupt, stop, sum(steps.values()), sum(costs.values()))  # every attempt's
+    except NewThreadSaid as error:  # its thread id is the instance's: a new thread is in another folder or store
+        return refused(instance, error, "another --output" + " and --checkpoint" * bool(options.checkpoint))
     priced = has_price(options.model, settings.model.prices)
     outcome = outcome_of(instance, options, result, sum(steps.values()), priced)  # (its steps: every attempt's)
     if refused_at_once(outcome):  # nothing was done: the run's folder goes, and a rerun starts the instance anew
@@ -213,8 +214,19 @@ def execute_instance(
     return outcome
 
 
-def interrupted(instance: Instance, interrupt: KeyboardInterrupt, steps: int, cost: float) -> Outcome:
-    """An instance the batch's stop interrupted: it resumes on the next run."""
+def refused(instance: Instance, error: NewThreadSaid, new: str) -> Outcome:
+    """An instance whose run refused its thread (of another task, or kind of run), `new` the batch's way to a new one:
+    an error, retried on the next run."""
+    reason = error.said(new)
+    outcome = Outcome(instance.instance_id, ending(error)[0], error=reason, details={"error": reason})
+    log_outcome(outcome, "0 steps")
+    return outcome
+
+
+def interrupted(instance: Instance, interrupt: KeyboardInterrupt, stop: Any, steps: int, cost: float) -> Outcome:
+    """An instance the batch's stop interrupted: it resumes on the next run (another interrupt is raised again)."""
+    if stop is None or not stop.is_set():
+        raise interrupt
     log.warning("%s: interrupted after %d steps; it resumes on the next run", instance.instance_id, steps)
     return Outcome(instance.instance_id, ending(interrupt)[0], cost=cost, steps=steps)
 
