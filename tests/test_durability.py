@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -394,4 +395,26 @@ def test_output_folder_deleted_mid_run_is_one_line_and_the_rerun_resumes(tmp_pat
     traj = trajectory(tmp_path)
     assert [o["thought"] for o in traj["operations"]] == ["First.", "Wait.", "Done."]
     assert [c["index"] for c in traj["model_calls"]] == list(range(3))
+    assert (repo / "trail.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_run_whose_folder_was_deleted_says_the_command_that_resumes_it(tmp_path: Path) -> None:
+    """A run given no --thread-id (its id made from the time) said "run the same command again to resume": that
+    command starts a new run under a new id. The command it prints resumes it."""
+    repo, args = setup_run(tmp_path, WAITING_STEPS)
+    args = args[: args.index("--thread-id")] + args[args.index("--thread-id") + 2 :]
+    first = llm_ide(args, tmp_path)
+    wait_for(repo / "waiting", first)
+    shutil.rmtree(tmp_path / "out")
+    (repo / "go").touch()
+    code, output = finish(first)
+    assert code == 1 and "same command" not in output, output
+    said = " ".join(output.split())
+    recreated = "it is recreated with the run's checkpoint, calls and trajectory, and the run can resume from them"
+    assert f"was deleted while the run ran: {recreated}" in said, output
+    printed = output.splitlines()[-1]
+    assert printed.startswith("llm-ide run ") and "--thread-id run-" in printed, output
+    write_script(tmp_path / "script.yaml", [reflect(False, "two"), act("Done.", "submit")])
+    code, again = rerun(shlex.split(printed)[1:], tmp_path)
+    assert code == 0 and "submitted" in again, again
     assert (repo / "trail.txt").read_text() == "one\ntwo\n"

@@ -13,9 +13,10 @@ from llm_ide.run.thread import make_output_folder
 
 
 def folder_lost(output_dir: Path) -> str:
+    """(How the run resumes is the door's to say: `llm-ide run` prints its command, without --thread-id a new run's.)"""
     return (
         f"the output folder {output_dir} was deleted while the run ran: it is recreated with the run's checkpoint, "
-        "calls and trajectory; run the same command again to resume"
+        "calls and trajectory, and the run can resume from them"
     )
 
 
