@@ -14,8 +14,7 @@ from in_process import invoke
 from typer.testing import CliRunner
 
 from llm_ide.cli import app
-from llm_ide.cli.console import StepPrinter
-from llm_ide.cli.run import coloured_patch
+from llm_ide.cli.console import StepPrinter, coloured_patch
 
 ENV = {**os.environ, "COLUMNS": "160", "TERM": "xterm-256color", "LLM_IDE_CONFIG": "off"}
 PATCH = """diff --git a/a.py b/a.py

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llm_ide.errors import masked
+from llm_ide.fileio import atomic_write
 from llm_ide.secrets import MASK, redact, registered
 from llm_ide.terminal import plural, terminal_safe
 from llm_ide.user_config import user_config_path
@@ -359,3 +360,26 @@ def check_model_before_start(
         raise fail(str(error)) from None
     for line in held:
         say(line)
+
+
+def write_patch(submission: str, path: Path) -> None:
+    """The patch written to `path` and printed under its name, coloured on a terminal like `git diff`."""
+    try:
+        atomic_write(path, submission)
+    except OSError as error:  # the run's folder replaced or locked under it: the patch is printed, the report follows
+        err_console.print(f"the patch could not be written to {path}: {error.strerror or error}", markup=False)
+    console.print(f"[bold]patch[/] ({escape(str(path))}):")
+    console.print(coloured_patch(terminal_safe(submission.rstrip("\n"))) if submission.strip() else "(empty patch)")
+
+
+PATCH_STYLES = (("+++", "bold"), ("---", "bold"), ("diff ", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def coloured_patch(patch: str) -> Text:
+    """A unified diff as `git diff` colours it: added lines green, removed red, hunk headers cyan, file headers bold
+    (a console that is no terminal prints it plain)."""
+    text = Text()
+    for line in patch.splitlines(keepends=True):
+        style = next((style for prefix, style in PATCH_STYLES if line.startswith(prefix)), "")
+        text.append(line, style=style)
+    return text

@@ -22,8 +22,9 @@ from llm_ide.cli.console import (
     fail,
     interrupted_exit,
     print_interrupted,
+    write_patch,
 )
-from llm_ide.cli.run import report, write_patch
+from llm_ide.cli.run import report
 from llm_ide.cli.run_options import Verbose
 from llm_ide.cli.status import ThinkingStatus
 from llm_ide.errors import ExitStatus, install_signal_policy

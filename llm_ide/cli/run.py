@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 import yaml
 from rich.markup import escape
-from rich.text import Text
 
 from llm_ide.cli.console import (
     IN_MEMORY,
@@ -28,6 +27,7 @@ from llm_ide.cli.console import (
     print_interrupted,
     usage_text,
     warnings_on_console,
+    write_patch,
 )
 from llm_ide.cli.options import BaseUrl, model_name
 from llm_ide.cli.resuming import dropped, kept_configs, resuming_args, task_text
@@ -344,29 +344,6 @@ def reproduction_lines(trajectory: Path) -> list[str]:
         + (f", {after[item['name']]['verdict']} at submit" if item["name"] in after else "")
         for item in record.get("scripts") or []
     ]
-
-
-def write_patch(submission: str, path: Path) -> None:
-    """The patch written to `path` and printed under its name, coloured on a terminal like `git diff`."""
-    try:
-        atomic_write(path, submission)
-    except OSError as error:  # the run's folder replaced or locked under it: the patch is printed, the report follows
-        err_console.print(f"the patch could not be written to {path}: {error.strerror or error}", markup=False)
-    console.print(f"[bold]patch[/] ({escape(str(path))}):")
-    console.print(coloured_patch(terminal_safe(submission.rstrip("\n"))) if submission.strip() else "(empty patch)")
-
-
-PATCH_STYLES = (("+++", "bold"), ("---", "bold"), ("diff ", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
-
-
-def coloured_patch(patch: str) -> Text:
-    """A unified diff as `git diff` colours it: added lines green, removed red, hunk headers cyan, file headers bold
-    (a console that is no terminal prints it plain)."""
-    text = Text()
-    for line in patch.splitlines(keepends=True):
-        style = next((style for prefix, style in PATCH_STYLES if line.startswith(prefix)), "")
-        text.append(line, style=style)
-    return text
 
 
 def report(result, priced: bool = True) -> None:
