@@ -442,6 +442,34 @@ def test_a_command_putting_a_file_in_place_of_the_run_folder_ends_the_run_in_one
     assert f"{lost} (File exists)" in " ".join(done.stderr.split()) and "+x = 2" in done.stdout
 
 
+def test_a_run_whose_folder_cannot_be_recreated_says_it_cannot_go_on_and_what_starts_it_over(tmp_path: Path) -> None:
+    """Its thread went with its folder, yet the run said "the run goes on where it stopped (interrupted) with:" and a
+    command that could not: `out` a file, then, removed, a new thread. It says what the command does: start over."""
+    repo, done = edited_then_broken(tmp_path, "rm -rf ../out && echo > ../out")
+    said = " ".join(done.stderr.split())
+    assert (
+        "goes on where it stopped" not in said
+        and (
+            f"the run cannot go on where it stopped: its thread went with {tmp_path / 'out'}; the same command starts "
+            "the task over once that folder can be made (or with another --output)"
+        )
+        in said
+    ), done.stderr
+    (tmp_path / "out").unlink()
+    args = [
+        "run",
+        "--repo",
+        str(repo),
+        "--task",
+        "t",
+        "--model",
+        write_script(tmp_path / "s.yaml", [act("Done.", "submit")]),
+    ]
+    again = invoke(*args, "-c", str(tmp_path / "c.yaml"), "-o", str(tmp_path / "out"), "--thread-id", "g")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads((tmp_path / "out" / "g.traj.json").read_text())["info"]["n_operations"] == 1
+
+
 def test_a_command_removing_both_git_and_the_run_folder_says_the_first_cause_first(tmp_path: Path) -> None:
     """Unsandboxed, `rm -rf ../out .git`: the step ended the run on the lost `.git`, then the next write found the run's
     folder gone, and the line said only that the folder was deleted. Now the `.git` loss comes first, the folder's

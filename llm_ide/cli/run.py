@@ -128,7 +128,8 @@ def run(
     code = print_outcome(result, request, priced)
     limits = limits_file(checkpoint, request.output_dir, run_id)
     raised = higher_limit(result.exit_status, result.model_stats, settings, limits, result.trajectory_path)
-    print_how_it_goes_on(result.exit_status, checkpoint, [] if thread_id else ["--thread-id", run_id], again, raised)
+    thread = [] if thread_id else ["--thread-id", run_id]
+    print_how_it_goes_on(result.exit_status, checkpoint, thread, again, raised, result.trajectory_path)
     raise typer.Exit(code)
 
 
@@ -212,6 +213,7 @@ def doubled(limit: float, used: float) -> float:
 
 
 ANEW = "a new --thread-id or output folder"  # what runs a task anew (the Python API: a new `run_id` or `output_dir`)
+AGAIN = "the same command starts the task over once that folder can be made (or with another --output)"
 OUTLIVING = "a checkpoint that outlives the process (the default, or --checkpoint sqlite:PATH|postgres://…)"
 NO_GOING_ON = (
     "its thread was in memory only (--checkpoint memory) and is gone; the same command starts it over, and one with "
@@ -225,9 +227,16 @@ def print_how_it_goes_on(
     thread: list[str],
     args: list[str] | None,
     raised: tuple[str, list[str]] | None,
+    trajectory: Path | None = None,
 ) -> None:
     """A run that stopped short of its end (a model error, say; a limit): the command that resumes it, if it can be;
-    a thread kept in memory only cannot (gone with the process): the line says so, and how to run so that it can."""
+    a thread kept in memory only cannot (gone with the process), nor one kept in its output folder that could not be
+    made again (its `trajectory` not there): the line says so, and how to run so that it can."""
+    if checkpoint is None and trajectory is not None and not trajectory.is_file():  # (the run's line said why)
+        if status in LIMITS or not ExitStatus(status).finished:
+            said = f"the run cannot go on where it stopped: its thread went with {trajectory.parent}; {AGAIN}"
+            err_console.print(said, markup=False)
+        return
     if raised is not None and checkpoint == "memory":
         err_console.print(f"it cannot go on from its last step with {raised[0]}: {NO_GOING_ON}", markup=False)
     elif raised is not None and raised[1]:
