@@ -182,6 +182,12 @@ def _sets(layer: dict[str, Any], path: tuple[str, ...]) -> bool:
     return True
 
 
+def set_by_file(layers: Layers, key: str) -> bool:
+    """Whether a file of one's own (the user's config, a `--config` file: not a bundled one) sets the dotted `key`."""
+    path = tuple(key.split("."))
+    return any(_sets(data, path) for name, data in layers if Path(name).parent != PROMPTS_DIR)
+
+
 def explain(layers: Layers) -> list[tuple[str, Any, str]]:
     """Every effective setting as (dotted key, value, origin): the last layer that set it, else the bundled prompts
     file of a template's section, else `built-in` (a default of the typed settings)."""

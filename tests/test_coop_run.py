@@ -443,3 +443,23 @@ def test_coop_run_takes_the_model_and_config_as_llm_ide_run_does(
     done = invoke(*args, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (2, invoke("run", "--task", "t", cwd=tmp_path).stderr)
     assert done.stderr.startswith("error: no model: pass --model") and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("coop_sets", "status"), [(False, "step_limit"), (True, "submitted")])
+def test_coop_run_gives_its_agents_the_step_limit_its_config_sets(tmp_path: Path, coop_sets: bool, status: str) -> None:
+    """`-c` setting agent.step_limit was silently replaced by coop.execution.step_limit (40). It is each agent's limit
+    now, unless the --coop-config file sets execution.step_limit, the more specific one."""
+    task, source = build_task(tmp_path)
+    run = [act("Create.", "create", path="pkg/extra.py", content=EXTRA), reflect(False, "added"), act("Go.", "submit")]
+    done = [act("Done.", "agreement_reached", plan="Create pkg/extra.py")]
+    model = scripts(tmp_path / "scripts", plan_1=done, plan_2=done, run_1=run, run_2=run)
+    args = coop_args(task, source, model, tmp_path / "out", "--no-evaluate")
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump({"environment": {"tools": []}, "agent": {"step_limit": 1}}))
+    if coop_sets:
+        (tmp_path / "coop.yaml").write_text(yaml.safe_dump({"execution": {"step_limit": 5}}))
+        args += ["--coop-config", str(tmp_path / "coop.yaml")]
+    finished = invoke(*args, cwd=tmp_path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    for agent in (1, 2):
+        path = tmp_path / "out" / "demo_task7_f1_f2_coop_k0" / f"agent{agent}-run" / f"agent{agent}.traj.json"
+        assert json.loads(path.read_text())["info"]["exit_status"] == status

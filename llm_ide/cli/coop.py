@@ -245,8 +245,8 @@ def run_command(
     """Plan, implement and grade feature pairs of a task (a rerun with the same output resumes); several pairs or
     settings make a batch with a progress bar and a summary (pass rate, conflict rate, per setting: summary.json)."""
     from llm_ide.cli.coop_batch import pairs_table, summary_table
-    from llm_ide.config import load_config, with_user_config
-    from llm_ide.coop.settings import load_coop_settings
+    from llm_ide.config import config_layers, validate_layers, with_user_config
+    from llm_ide.coop.settings import agents_step_limit, load_coop_settings
     from llm_ide.coop.task import load_task, parse_pairs
     from llm_ide.errors import LlmIdeError
     from llm_ide.run.thread import refuse_a_file
@@ -256,7 +256,9 @@ def run_command(
         refuse_a_file(output, "--output")
         task = load_task(task_dir)
         source = repository_source(task_dir, repo_source)
-        settings, coop = load_config("default", with_user_config(config)), load_coop_settings(coop_config)
+        layers = config_layers("default", with_user_config(config))
+        settings, coop = validate_layers(layers), load_coop_settings(coop_config)
+        coop = agents_step_limit(coop, settings, layers, coop_config)  # agent.step_limit in -c: each agent's
         chosen = parse_pairs(task, pair)
         results, summary = run_with_progress(
             task,

@@ -4,9 +4,11 @@ settings loader like the rest."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import PositiveInt
 
+from llm_ide.config import set_by_file
 from llm_ide.messages.channel import MessageTemplates
 from llm_ide.settings import PROMPTS_DIR, Strict, TemplateSet, read_yaml, validate
 
@@ -49,6 +51,16 @@ class CoopSettings(Strict):
     planning: PlanningSettings
     execution: ExecutionSettings
     templates: CoopTemplates
+
+
+def agents_step_limit(coop: CoopSettings, settings: Any, layers: Any, override: Path | None) -> CoopSettings:
+    """`coop` whose agents' step limit is the settings' agent.step_limit when a config file of one's own sets it (the
+    user's, `-c`), unless the coop override file sets execution.step_limit: the more specific one."""
+    coop_set = override is not None and set_by_file([(str(override), read_yaml(override))], "execution.step_limit")
+    if coop_set or not set_by_file(layers, "agent.step_limit"):
+        return coop
+    execution = coop.execution.model_copy(update={"step_limit": settings.agent.step_limit})
+    return coop.model_copy(update={"execution": execution})
 
 
 def load_coop_settings(override: Path | None = None, values: dict | None = None) -> CoopSettings:
