@@ -29,10 +29,11 @@ class Names:
     repo: str = "--repo"
     image: str = "--image IMAGE (or environment.image)"
     output: str = "--output"
+    checkpoint: str = "--checkpoint"
 
 
 CLI = Names()
-API = Names("`base_url`", "`model`", "`repo`", "`image` (or environment.image)", "`output_dir`")
+API = Names("`base_url`", "`model`", "`repo`", "`image` (or environment.image)", "`output_dir`", "`checkpoint`")
 GRAPH = Names(
     *(f"the graph input's `{name}`" for name in ("base_url", "model", "repo")),
     "environment.image in the graph input's `config`",

@@ -889,3 +889,16 @@ def test_a_batchs_instance_whose_thread_ran_another_task_names_the_batchs_option
     assert f"demo__calc-1: error (0 steps, $0.0000): {said}" in " ".join(again.stdout.split()), again.stdout
     log = (tmp_path / ("second" if checkpoint else "first") / "swebench.log").read_text()
     assert f"demo__calc-1: error (0 steps): {said}" in log and "Traceback" not in log
+
+
+@pytest.mark.parametrize("api", [run_task, run_attempts])
+def test_an_unknown_kind_of_checkpoint_store_names_the_apis_argument(tmp_path: Path, api: Any) -> None:
+    """run_task's and run_attempts' callers, who pass checkpoint=, were told "--checkpoint bogus: …" (the command
+    line's option, which checks its own value), once the run had made its folder."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    model = write_script(tmp_path / "s.yaml", ["never used"])
+    with pytest.raises(UsageError) as raised:
+        api("t", model=model, settings=load_config(), repo=repo, output_dir=tmp_path / "out", run_id="r",
+            checkpoint="bogus")  # fmt: skip
+    assert str(raised.value) == "`checkpoint` bogus: unknown kind of store; use sqlite:PATH, postgres://… or memory"
+    assert not (tmp_path / "out").exists()

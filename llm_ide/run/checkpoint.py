@@ -34,21 +34,29 @@ SQLITE_PRAGMAS = [
 ]
 
 
+STORES = ("postgres://", "postgresql://", "sqlite:")  # (or memory)
+
+
+def check_store(spec: str, option: str = "--checkpoint") -> None:
+    """A store of a kind there is (`option`: what the door used calls it), else a CheckpointError of one line."""
+    if spec != "memory" and not spec.startswith(STORES):
+        raise CheckpointError(f"{option} {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
+
+
 @contextmanager
 def open_checkpointer(spec: str | None, default_path: Path, keep_every: bool = False) -> Iterator[BaseCheckpointSaver]:
     """`sqlite:PATH` (default: `default_path`), `postgres://…`/`postgresql://…`, or `memory`; a store that cannot
     be opened is a CheckpointError (one line). `keep_every`: SQLite writes every checkpoint, none held (RERUNNABLE)."""
     spec = spec or f"sqlite:{default_path}"
+    check_store(spec)
     if spec == "memory":
         yield InMemorySaver(serde=serializer())
-    elif spec.startswith(("postgres://", "postgresql://")):
+    elif spec.startswith(STORES[:2]):
         with _postgres(spec) as saver:
             yield saver
-    elif spec.startswith("sqlite:"):
+    else:
         with _sqlite(Path(spec.removeprefix("sqlite:")).expanduser(), keep_every) as saver:
             yield saver
-    else:
-        raise CheckpointError(f"--checkpoint {spec}: unknown kind of store; use sqlite:PATH, postgres://… or memory")
 
 
 @contextmanager

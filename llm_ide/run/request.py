@@ -18,6 +18,7 @@ from llm_ide.errors import UsageError
 from llm_ide.inputs import API, Names
 from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
+from llm_ide.run.checkpoint import check_store
 from llm_ide.run.preflight import preflight
 from llm_ide.run.thread import refuse_a_json_name
 from llm_ide.settings import AgentSettings, CoreSettings
@@ -133,6 +134,8 @@ def check_request(request: RunRequest, names: Names = API, attempted: bool | Non
     checks its own."""
     variants = compose(request.settings, request.variants)
     check_output_folder(request.output_dir, request.repo, names.output)
+    if request.checkpoint is not None:
+        check_store(request.checkpoint, names.checkpoint)
     kind = request.environment or request.settings.environment.type
     if request.repo is None and not capabilities(kind).ephemeral:  # (it runs in the repository itself)
         raise UsageError(f"a run in the {kind} environment needs a repository ({names.repo})")
