@@ -4,6 +4,7 @@ planning, execution with messages, and evaluation."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,29 @@ def test_the_pair_graph_takes_the_bundle_beside_the_dataset_as_coop_run_does(tmp
     final = build_pair_graph().invoke(inputs, {"configurable": {"thread_id": "t"}})
     assert json.loads((Path(final["folder"]) / "run.json").read_text())["repo_source"] == str(bundle)
     assert final["result"]["merge"]["status"] in ("clean", "conflicts")
+
+
+@pytest.mark.parametrize("case", ["no key", "another task"])
+def test_the_pair_graph_names_its_inputs_fields_not_coop_runs_options(
+    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coop graph's user, who gives `run.base_url` and `output`, was told of "--base-url" (a model's key or
+    endpoint) and "choose another --output" (a folder holding another task's pair), `coop run`'s options."""
+    from llm_ide.coop.pair import graph
+
+    task, source = build_task(tmp_path)
+    model = "local-model" if case == "no key" else pair_scripts(tmp_path / "scripts")
+    run = {"task": str(task), "pair": [1, 2], "setting": "coop", "model": model, "repo_source": str(source)}
+    for name in [key for key in os.environ if key.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)
+    folder = tmp_path / "out" / "demo_task7_f1_f2_coop_k0"
+    if case == "another task":
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"task": str(tmp_path / "another")}))
+    final = graph({}).invoke({"run": run, "output": str(tmp_path / "out")}, {"configurable": {"thread_id": "t"}})
+    said = {
+        "no key": "the graph input's `run.model`: model local-model: OPENAI_API_KEY is not set (for a keyless local "
+        "server give the graph input's `run.base_url` or OPENAI_BASE_URL)",
+        "another task": f"{folder} holds a run of another task; give the graph input's `output` another folder",
+    }[case]
+    assert (final["exit_status"], final["error"]) == ("error", said)

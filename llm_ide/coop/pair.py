@@ -29,7 +29,7 @@ from llm_ide.environments import environment_kind
 from llm_ide.errors import LlmIdeError, UsageError, ended
 from llm_ide.fileio import atomic_write
 from llm_ide.graph import build_graph
-from llm_ide.inputs import InputError, check_fields, unknown_field
+from llm_ide.inputs import InputError, Names, check_fields, unknown_field
 from llm_ide.messages.variant import Messages
 from llm_ide.run.served import ServedGraph
 from llm_ide.run.thread import refuse_a_file
@@ -83,6 +83,11 @@ def context_of(runtime: Runtime[PairContext]) -> PairContext:
     return runtime.context if isinstance(runtime.context, PairContext) else PairContext()
 
 
+NAMES = Names(  # what the graph calls the run's inputs, in a line that asks for one
+    base_url="the graph input's `run.base_url`",
+    model="the graph input's `run.model`",
+    output="the graph input's `output`",
+)
 PAIR = '{"task": folder, "pair": [i, j], "setting", "model", "repo_source"}'
 NO_SOURCE = "no repository source: give one (a local clone or a git bundle; none is beside the dataset, repos/*.bundle)"
 INPUTS = {
@@ -136,7 +141,7 @@ def check_before_anything(state: PairState, run: CoopRun, ctx: PairContext) -> N
         raise InputError(f"the graph input's `{field}`: {said}") from None
     checks: list[tuple[str, Callable[[], None]]] = [
         ("config" if settings.navigator.mode == "human" else "run.model",
-         lambda: check_models(run.model, settings, run.base_url)),
+         lambda: check_models(run.model, settings, run.base_url, NAMES)),
         ("run.repo_source", lambda: check_source(run.repo_source, "")),
         ("output", lambda: refuse_a_file(Path(state.get("output") or "runs/coop"), "")),
     ]  # fmt: skip
@@ -159,7 +164,7 @@ def build_pair_graph(
         run, task = spec(state)
         ctx = context_of(runtime)
         check_before_anything(state, run, ctx)
-        folder, _ = prepare(run, task, Path(state.get("output") or "runs/coop"))
+        folder, _ = prepare(run, task, Path(state.get("output") or "runs/coop"), NAMES.output)
         return {"folder": str(folder)}
 
     def plan(state: PairState, runtime: Runtime[PairContext]) -> dict[str, Any]:

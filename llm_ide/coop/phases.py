@@ -24,6 +24,7 @@ from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
 from llm_ide.fileio import atomic_write
+from llm_ide.inputs import CLI, Names
 from llm_ide.keep import FolderKeep
 from llm_ide.messages.channel import Mailbox, Turns
 from llm_ide.messages.variant import Messages
@@ -71,13 +72,13 @@ def agent_model(spec: str, agent: str, phase: str) -> str:
     return spec.replace("{agent}", agent).replace("{phase}", phase)
 
 
-def check_models(model: str, settings: Settings, base_url: str | None) -> None:
+def check_models(model: str, settings: Settings, base_url: str | None, names: Names = CLI) -> None:
     """A model no agent or planner could use, or a navigator that waits for a person (nobody answers a pair's
-    agents): one line."""
+    agents): one line (`names`: the door's for the model and its endpoint)."""
     if settings.navigator.mode == "human":
         raise CoopError("navigator.mode human: nobody answers a coop run's agents; use navigator.mode model or mcp")
     for spec in sorted({agent_model(model, agent, phase) for agent in ("1", "2") for phase in ("plan", "run")}):
-        preflight(spec, settings, base_url=base_url, imaged=False)  # (a task's image comes with it)
+        preflight(spec, settings, base_url=base_url, imaged=False, names=names)  # (a task's image comes with it)
 
 
 def plan_phase(
@@ -176,13 +177,13 @@ def execute_agent(
     return result.submission
 
 
-def prepare(run: CoopRun, task: CoopTask, output: Path) -> tuple[Path, Path]:
+def prepare(run: CoopRun, task: CoopTask, output: Path, option: str = "--output") -> tuple[Path, Path]:
     """The pair's folder (run.json written, another task's folder refused) and its checkout at the base commit."""
     folder = output.resolve() / run.folder_name(task)  # absolute: git runs in the checkout and its worktrees
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "run.json"
     if manifest.exists() and json.loads(manifest.read_text())["task"] != str(run.task):
-        raise CoopError(f"{folder} holds a run of another task; choose another --output")
+        raise CoopError(f"{folder} holds a run of another task; give {option} another folder")
     atomic_write(manifest, run.model_dump_json(indent=2))
     repo = folder / "repo"
     if not (repo / ".git").exists():
