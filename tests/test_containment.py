@@ -447,6 +447,8 @@ def test_a_run_whose_folder_cannot_be_recreated_says_it_cannot_go_on_and_what_st
     command that could not: `out` a file, then, removed, a new thread. It says what the command does: start over."""
     repo, done = edited_then_broken(tmp_path, "rm -rf ../out && echo > ../out")
     said = " ".join(done.stderr.split())
+    trajectory = tmp_path / "out" / "g.traj.json"  # its line said this file, which is not there
+    assert f"trajectory: none, it could not be written ({trajectory})" in " ".join(done.stdout.split()), done.stdout
     assert (
         "goes on where it stopped" not in said
         and (

@@ -374,7 +374,8 @@ def report(result, priced: bool = True) -> None:
         console.print(f"reviews and choice: {money(rest, priced)}")
     if result.error:
         err_console.print(f"[red]{escape(terminal_safe(result.error))}[/]")
-    console.print(f"trajectory: {result.trajectory_path}")
+    path = result.trajectory_path
+    console.print(f"trajectory: {path}" if path.is_file() else f"trajectory: none, it could not be written ({path})")
 
 
 def attempts_rest(result, navigator: dict[str, Any]) -> float:
