@@ -19,6 +19,8 @@ from in_process import invoke
 from swebench_fixtures import build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
 
+from llm_ide import run_task
+from llm_ide.config import load_config
 from llm_ide.errors import ExitStatus, LlmIdeError, Terminated, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,22 +47,44 @@ def closed_port() -> int:
     ("checkpoint", "expected"),
     [
         ("redis://x", "Invalid value for '--checkpoint': use sqlite:PATH, postgres://… or memory (got redis://x)"),
-        ("postgres://me:hunter22@127.0.0.1:{port}/db", "--checkpoint postgres://me:***@127.0.0.1:{port}/db: cannot"),
-        ("sqlite:{tmp}/file/x.sqlite", "--checkpoint sqlite:{tmp}/file/x.sqlite: cannot open"),
-        ("sqlite:{tmp}/garbage.sqlite", "--checkpoint sqlite:{tmp}/garbage.sqlite: not a usable database"),
+        (
+            "postgres://me:hunter22@127.0.0.1:{port}/db",
+            "the checkpoint store postgres://me:***@127.0.0.1:{port}/db: cannot",
+        ),
+        ("sqlite:{tmp}/file/x.sqlite", "the checkpoint store sqlite:{tmp}/file/x.sqlite: cannot open"),
+        ("sqlite:{tmp}/garbage.sqlite", "the checkpoint store sqlite:{tmp}/garbage.sqlite: not a usable database"),
+        ("", "the checkpoint store sqlite:{tmp}/out/g.checkpoint.sqlite: not a usable database"),  # the folder's own
     ],
 )
 def test_a_checkpoint_store_that_cannot_be_opened_is_one_line(tmp_path: Path, checkpoint: str, expected: str) -> None:
+    """Named as the store, not as `--checkpoint` (which the default store was not given by, nor the Python API's
+    `checkpoint`), at the command line and through the API alike."""
     port = closed_port()
     (tmp_path / "file").write_text("a file, not a folder")
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "g.checkpoint.sqlite").write_bytes(b"not a database at all" * 100)
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     spec, expected = (text.format(port=port, tmp=tmp_path) for text in (checkpoint, expected))
     (script := tmp_path / "script.yaml").write_text("- unused\n")  # a valid model: the checkpoint is the error
-    model = f"scripted:{script}"
-    result = cli(tmp_path, "run", "--repo", str(repo), "--task", "t", "--model", model, "--checkpoint", spec)
+    model, store = f"scripted:{script}", ["--checkpoint", spec] if spec else []
+    given = ["--repo", str(repo), "--task", "t", "--model", model, "-o", str(tmp_path / "out"), "--thread-id", "g"]
+    result = cli(tmp_path, "run", *given, *store)
     assert_one_line(result, expected)
     assert "hunter22" not in result.stderr
+    if "--checkpoint" in expected:  # the command line's own check of the option
+        return
+    with pytest.raises(UsageError) as raised:
+        run_task(
+            "t",
+            settings=load_config(),
+            repo=repo,
+            model=model,
+            output_dir=tmp_path / "out",
+            run_id="g",
+            checkpoint=spec or None,
+        )
+    assert str(raised.value).startswith(expected) and "hunter22" not in str(raised.value), raised.value
 
 
 @pytest.mark.parametrize("output", [[], ["--output", "elsewhere"]])

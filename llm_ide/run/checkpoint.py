@@ -72,13 +72,15 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     try:
         conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10)
     except OperationalError as error:
-        raise CheckpointError(f"--checkpoint {where}: cannot connect: {_first_line(error)}") from None
+        raise CheckpointError(f"the checkpoint store {where}: cannot connect: {_first_line(error)}") from None
     with conn:
         saver = saver_class(conn, serde=serializer())
         try:
             saver.setup()
         except OperationalError as error:
-            raise CheckpointError(f"--checkpoint {where}: cannot create the tables: {_first_line(error)}") from None
+            raise CheckpointError(
+                f"the checkpoint store {where}: cannot create the tables: {_first_line(error)}"
+            ) from None
         yield saver
 
 
@@ -88,7 +90,7 @@ def _sqlite(path: Path, keep_every: bool) -> Iterator[BaseCheckpointSaver]:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), check_same_thread=False)
     except (OSError, sqlite3.Error) as error:
-        raise CheckpointError(f"--checkpoint sqlite:{path}: cannot open: {_first_line(error)}") from None
+        raise CheckpointError(f"the checkpoint store sqlite:{path}: cannot open: {_first_line(error)}") from None
     try:
         try:
             for pragma in SQLITE_PRAGMAS:
@@ -98,7 +100,9 @@ def _sqlite(path: Path, keep_every: bool) -> Iterator[BaseCheckpointSaver]:
             saver.setup()
             conn.execute("SELECT count(*) FROM checkpoints").fetchone()  # truncated or not a database: said here
         except sqlite3.Error as error:
-            raise CheckpointError(f"--checkpoint sqlite:{path}: not a usable database: {_first_line(error)}") from None
+            raise CheckpointError(
+                f"the checkpoint store sqlite:{path}: not a usable database: {_first_line(error)}"
+            ) from None
         try:
             yield saver
         finally:
