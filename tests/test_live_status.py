@@ -21,6 +21,7 @@ from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
 from conftest import ended, in_terminal, make_git_repo
 from in_process import invoke
 from openai_server import HANG, OpenAIServer, Reply
+from swebench_fixtures import build_dataset
 
 from llm_ide.cli.status import thinking_line
 
@@ -148,4 +149,26 @@ def test_a_run_stopped_whose_patch_then_cannot_be_had_says_so(tmp_path: Path, si
     assert code == (130 if signum == signal.SIGINT else 128 + signum), stderr
     error = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]["error"]
     assert error.startswith("interrupted by ") and "patch extraction failed: the repository's git directory" in error
+    assert " ".join(error.split()) in " ".join(stderr.split()) and "Traceback" not in stderr
+
+
+def test_an_instance_stopped_whose_patch_then_cannot_be_had_says_so(tmp_path: Path) -> None:
+    """swebench-single's Ctrl-C said only where the instance was saved and how to resume it, as run's did before
+    (above): the patch's failure was in its trajectory and log alone."""
+    dataset, rows = build_dataset(tmp_path / "data", 1)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    args = ["swebench-single", "--subset", str(dataset), "-i", "0", "--environment", "local", "-c", str(config)]
+    with OpenAIServer(replies=[REPLIES[0], HANG], hang_seconds=60) as server:
+        command = [sys.executable, "-m", "llm_ide", *args, "-m", "gpt-test", "--base-url", server.url]
+        command += ["-o", str(tmp_path / "out")]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(tmp_path))
+        while len(server.requests) < 2:  # the second step's call is out: the first step done
+            time.sleep(0.01)
+        folder = tmp_path / "out" / rows[0]["instance_id"]
+        shutil.rmtree(folder / "repo" / ".git")
+        process.send_signal(signal.SIGINT)
+        code, stderr = ended(process)
+    assert code == 130, stderr
+    error = json.loads((folder / f"{rows[0]['instance_id']}.traj.json").read_text())["info"]["error"]
+    assert "patch extraction failed: the repository's git directory" in error, error
     assert " ".join(error.split()) in " ".join(stderr.split()) and "Traceback" not in stderr

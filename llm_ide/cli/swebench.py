@@ -392,6 +392,8 @@ def run_single(chosen: Any, options: BatchOptions, steps: StepPrinter, again: li
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
         status.stop()
-        saved = f"saved at its last completed step ({options.output / chosen.instance_id})"
-        print_interrupted(saved, checkpoint=options.checkpoint, args=again)
+        folder = options.output / chosen.instance_id
+        trajectory = folder / f"{chosen.instance_id}.traj.json"
+        saved = f"saved at its last completed step ({folder})"
+        print_interrupted(saved, checkpoint=options.checkpoint, args=again, trajectory=trajectory)
         raise interrupted_exit(interrupt) from None
