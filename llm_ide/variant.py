@@ -149,11 +149,13 @@ class Opening:
 
 
 class ModelUse(NamedTuple):
-    """A model a variant calls besides the run's: the setting naming it, its spec, its endpoint (None: the run's)."""
+    """A model a variant calls besides the run's: the setting naming it, its spec, its endpoint (None: the run's) and
+    the setting naming that."""
 
     setting: str
     spec: str
     base_url: str | None = None
+    endpoint: str = ""
 
 
 class Variant:

@@ -584,6 +584,41 @@ def test_what_a_variant_needs_is_one_line_at_every_door(
     assert not (tmp_path / "o").exists()
 
 
+def test_a_navigators_own_endpoint_is_named_by_its_settings_at_every_door(tmp_path: Path) -> None:
+    """The navigator's model at its own endpoint (navigator.base_url), unreachable: the line told to give the run's
+    --base-url (or to use --model scripted:...), which would change the driver's model, not the navigator's."""
+    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    config = {"navigator": {"mode": "model", "model": "qwen", "base_url": base}}
+    (script := tmp_path / "driver.yaml").write_text("- never used\n")
+    hint = "endpoint with navigator.base_url or OPENAI_BASE_URL (or use navigator.model scripted:FILE.yaml for a dry"
+    with pytest.raises(UsageError) as raised:
+        run_task(
+            "t",
+            model=f"scripted:{script}",
+            settings=load_config(**config),
+            output_dir=tmp_path / "o",
+            run_id="r",
+            repo=repo,
+        )
+    said = str(raised.value)
+    assert said.startswith(f"navigator.model: could not reach model qwen at {base}") and hint in said, said
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    argv = [
+        "run",
+        "--repo",
+        str(repo),
+        "--task",
+        "t",
+        "--model",
+        f"scripted:{script}",
+        "-c",
+        str(tmp_path / "config.yaml"),
+    ]
+    done = invoke(*argv, "--output", str(tmp_path / "o"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
+    assert done.returncode == 2 and hint in " ".join(done.stderr.split()), done.stderr
+
+
 @pytest.mark.parametrize("name", ["not a repository", "unreachable", "in the git directory"])
 def test_the_attempts_graph_in_studio_ends_at_once_with_the_line_as_its_error(tmp_path: Path, name: str) -> None:
     """The attempts graph as `langgraph dev` serves it (llm_ide.attempts.studio.graph): a bad input was an error of

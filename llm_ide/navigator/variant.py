@@ -87,7 +87,7 @@ class Navigator(Variant):
             raise NavigatorUnready(str(error)) from None
         if navigator.mode != "model" or not navigator.model:
             return []
-        return [ModelUse("navigator.model", navigator.model, navigator.base_url)]
+        return [ModelUse("navigator.model", navigator.model, navigator.base_url, "navigator.base_url")]
 
     def nodes(self) -> list[Hook]:
         return [Hook("plan", plan, once=True), Hook("navigator_budget", budget)]

@@ -8,6 +8,7 @@ import importlib.util
 import os
 import socket
 import ssl
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import ParseResult, urlparse
@@ -119,8 +120,9 @@ def check_variants(
     the run's `model`, every attempt's, the reviewer's and chooser's (composition.attempt_uses; `attempted`: tried
     and reviewed whatever the settings' number of tries) too."""
     for use in [*variants.check(settings), *(attempt_uses(model, settings, attempted) if model else [])]:
+        said = replace(names, model=use.setting, base_url=use.endpoint if use.base_url else names.base_url)
         try:
-            check_model(use.spec, settings, use.base_url or base_url, timeout, quiet, names)
+            check_model(use.spec, settings, use.base_url or base_url, timeout, quiet, said)
         except PreflightError as error:
             raise PreflightError(f"{use.setting}: {error}") from None
 
