@@ -10,6 +10,8 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from llm_ide.environments.base import FileSnapshot
+
 
 def tar_directory(
     source: Path,
@@ -52,3 +54,18 @@ def pax_mtime_ns(member: tarfile.TarInfo) -> int:
 
 def member_key(path: str) -> str:
     return posixpath.normpath(path).lstrip("/")
+
+
+def read_tar(data: bytes, paths: list[str]) -> dict[str, FileSnapshot]:
+    """The files of `paths` (by their normalised names) a tar of them holds, with their exact mtimes."""
+    wanted: dict[str, list[str]] = {}
+    for path in paths:
+        wanted.setdefault(member_key(path), []).append(path)
+    snapshots: dict[str, FileSnapshot] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            if member.isfile() and (same := wanted.get(member_key(member.name))):
+                handle = tar.extractfile(member)
+                assert handle is not None
+                snapshots.update(dict.fromkeys(same, FileSnapshot(handle.read(), pax_mtime_ns(member))))
+    return snapshots

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import posixpath
 import re
 import shlex
-import tarfile
 import tempfile
 import threading
 import time
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.environments.base import Capabilities, CommandResult, EnvironmentFailure, FileSnapshot, OutsideRepository
-from llm_ide.environments.docker.archive import member_key, pax_mtime_ns, single_file_tar, tar_directory
+from llm_ide.environments.docker.archive import read_tar, single_file_tar, tar_directory
 from llm_ide.environments.docker.cleanup import (
     _LIVE,
     ENGINE_ERRORS,
@@ -301,17 +299,7 @@ class DockerEnvironment:
             raise EnvironmentFailure(f"reading files from the container failed (tar exit status {returncode})")
         if returncode == GONE:  # no file there to read
             return snapshots
-        wanted: dict[str, list[str]] = {}
-        for path in paths:
-            wanted.setdefault(member_key(path), []).append(path)
-        with tarfile.open(fileobj=io.BytesIO(archive.data), mode="r:") as tar:
-            for member in tar:
-                if member.isfile() and (same := wanted.get(member_key(member.name))):
-                    handle = tar.extractfile(member)
-                    assert handle is not None
-                    snapshot = FileSnapshot(handle.read(), pax_mtime_ns(member))
-                    snapshots.update(dict.fromkeys(same, snapshot))
-        return snapshots
+        return snapshots | read_tar(bytes(archive.data), paths)
 
     def write_file(self, path: str, data: bytes) -> None:
         staging = f".llm-ide-write-{uuid.uuid4().hex}"
