@@ -35,14 +35,17 @@ class Relay:
     is passed on and this process sent SIGINT (`act` "interrupt"), or its connection closed unsent ("drop"), or
     that and every connection closed, later ones refused, as of an engine gone ("gone"), or passed on and the main
     thread sent SIGINT once the engine answered it, the answer held ("answered": Ctrl-C when the engine has done it
-    and the client does not know yet), or as that with `answered` set instead ("held": another process interrupted);
-    `skip`: that many such requests go through first."""
+    and the client does not know yet), or as that with `answered` set instead ("held": another process interrupted),
+    or held back, the main thread sent SIGINT, and passed on once the engine has answered a removal ("in-flight":
+    Ctrl-C before the engine made the container, which it then makes); `skip`: that many such requests go first."""
 
     def __init__(self, path: Path, marker: bytes, act: str, skip: int = 0) -> None:
         self.path, self.marker, self.act, self.fired, self.skip = path, marker, act, False, skip
         self.connections: list[socket.socket] = []
         self.answering: socket.socket | None = None  # the engine's end whose answer interrupts ("answered")
         self.main, self.answered = threading.main_thread().ident, threading.Event()
+        self.removing: socket.socket | None = None  # the engine's end whose answer to a removal lets the held go
+        self.removed = threading.Event()
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(str(path))
         self.server.listen()
@@ -61,11 +64,15 @@ class Relay:
     def pass_on(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(1 << 16):
+                if source is self.removing:
+                    self.removed.set()
+                self.removing = target if requests and data.startswith(b"DELETE ") else self.removing
                 if source is self.answering:
                     if self.act == "answered":
                         signal.pthread_kill(self.main, signal.SIGINT)  # (the main thread's recv interrupted: no race)
                     self.answered.set()
-                    return
+                    if self.act != "in-flight":
+                        return
                 fire = requests and not self.fired and self.marker in data.split(b"\r\n", 1)[0]
                 if fire and self.skip:
                     fire, self.skip = False, self.skip - 1
@@ -78,10 +85,15 @@ class Relay:
                             end.shutdown(socket.SHUT_RDWR)
                 if fire and self.act in {"drop", "gone"}:
                     break
-                self.answering = target if fire and self.act in {"answered", "held"} else self.answering
+                self.answering = target if fire and self.act in {"answered", "held", "in-flight"} else self.answering
+                if fire and self.act == "in-flight":
+                    signal.pthread_kill(self.main, signal.SIGINT)
+                    self.removed.wait()
                 target.sendall(data)
                 if fire and self.act == "interrupt":
                     os.kill(os.getpid(), signal.SIGINT)
+        if target is self.answering and self.act == "in-flight":  # the client let go: the engine still answers
+            self.answered.wait()
         for end in (source, target):
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
@@ -195,3 +207,19 @@ def test_an_engine_lost_during_a_run_ends_it_environment_error_with_its_trajecto
     assert trajectory["info"]["error"].startswith("copying into the container failed")  # its first cause, then the rest
     assert "Environment failure: copying into the container failed" in trajectory["operations"][0]["observation"]
     wait_for(lambda: containers_of(base_image_client(), run_id) == [], 30, "the container's removal")
+
+
+def test_ctrl_c_before_the_engine_makes_the_container_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_id: str
+) -> None:
+    """Ctrl-C while the create request is with the engine, which makes the container only after our removal by name
+    found nothing: it stayed, `Created`, once the interrupt reached the caller; now the create's answer is waited for
+    and its container removed."""
+    client = base_image_client()
+    relay = Relay(tmp_path / "docker.sock", b"/containers/create", "in-flight")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'docker.sock'}")
+    config = load_config("default", environment={"type": "docker", "image": BASE_IMAGE, "tools": []}).environment
+    with pytest.raises(KeyboardInterrupt):
+        make_environment(config, None, run_id, None, None)
+    assert relay.removed.is_set() and relay.answered.wait(60), "the engine never answered the create"
+    assert containers_of(client, run_id) == []

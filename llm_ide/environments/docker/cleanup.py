@@ -9,7 +9,9 @@ import getpass
 import os
 import select
 import socket
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -97,6 +99,34 @@ def install_cleanup_handlers() -> None:
     _installed, _OWNER_PID = True, os.getpid()
     atexit.register(close_all)
     install_signal_policy()
+
+
+class Creation:
+    """A container's create request in a thread of its own: a Ctrl-C stops our waiting for it, not the request, whose
+    answer (the engine may make the container after we gave up) close() can still wait for and remove."""
+
+    def __init__(self, create: Callable[[], Any]) -> None:
+        self._create, self._done, self._made, self._error = create, threading.Event(), None, None
+        threading.Thread(target=self._run, name="llm-ide-create", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._made = self._create()
+        except BaseException as error:  # (told to the waiting caller)
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._made
+
+    def made(self, timeout: float) -> str | None:
+        """The id of the container made, once the engine answers within `timeout` (None: none made, or no answer)."""
+        self._done.wait(timeout)
+        return getattr(self._made, "id", None)
 
 
 def remove_container(client: docker.DockerClient, container_id: str, wait: float = 30.0) -> bool:

@@ -20,6 +20,7 @@ from llm_ide.environments.docker.cleanup import (
     _LIVE,
     ENGINE_ERRORS,
     KEEPER,
+    Creation,
     cleanup_containers,
     connect,
     install_cleanup_handlers,
@@ -96,6 +97,7 @@ class DockerEnvironment:
         self._session: Session | None = None
         self._watchdogs: list[Any] = []  # more than one only while a replaced one may still be alive
         self.container_id: str | None = None
+        self._creation: Creation | None = None  # a create request not answered yet
         self.client = connect()
         if repo is not None and not Path(repo).is_dir():
             raise EnvironmentFailure(f"repository not found: {repo}")
@@ -156,18 +158,21 @@ class DockerEnvironment:
         with contextlib.suppress(*ENGINE_ERRORS):  # what a killed run of this id left (watchdog gone)
             cleanup_containers(self.client, run_id=self.run_id)
         self.container_id, _LIVE[name] = name, self  # (its id once known: a create interrupted by then goes by name)
-        container = self.client.containers.create(
-            self.image,
-            entrypoint=KEEPER,
-            command=[],
-            name=name,
-            labels=owner_labels(self.run_id),
-            environment={key: str(value) for key, value in env.items()},
-            working_dir=self.workdir,
-            auto_remove=True,
-            detach=True,
-            **options,
+        self._creation = Creation(
+            lambda: self.client.containers.create(
+                self.image,
+                entrypoint=KEEPER,
+                command=[],
+                name=name,
+                labels=owner_labels(self.run_id),
+                environment={key: str(value) for key, value in env.items()},
+                working_dir=self.workdir,
+                auto_remove=True,
+                detach=True,
+                **options,
+            )
         )
+        container, self._creation = self._creation.result(), None
         self.container_id, _LIVE[container.id] = container.id, _LIVE.pop(name)
         container.start()  # (failed: closed and told by __init__)
         self._start_watchdog()
@@ -369,6 +374,8 @@ class DockerEnvironment:
             return
         try:
             remove_container(self.client, container_id)
+            if self._creation and (made := self._creation.made(self.client.api.timeout)):  # made after we gave up
+                remove_container(self.client, made)
         except ENGINE_ERRORS as error:  # the engine gone: the run says so; it ends the container with our connections
             log.info("could not remove container %s (llm-ide cleanup does): %s", container_id, one_line(error))
         finally:
