@@ -6,6 +6,7 @@ with a single `sed`; FAIL_TO_PASS tests arrive in each instance's `test_patch`, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import io
@@ -229,18 +230,19 @@ def _context(files: dict[str, Path | bytes], dockerfile: str) -> tuple[bytes, st
 
 
 def build_image(client: Any, tag: str, files: dict[str, Path | bytes], dockerfile: str, extra_tags: list[str]) -> str:
-    """Build (cached by content hash) with the docker SDK; no registry access."""
+    """Build (cached by content hash) with the docker SDK; no registry access. The image of ours (HASH_LABEL) the tag
+    named before goes once it has no tag left, unless a container or another image still uses it."""
     import docker.errors
 
     context, digest = _context(files, dockerfile)
     try:
-        image = client.images.get(tag)
-        if image.labels.get(HASH_LABEL) == digest:
+        replaced = client.images.get(tag)
+        if replaced.labels.get(HASH_LABEL) == digest:
             for other in extra_tags:
-                image.tag(other)
+                replaced.tag(other)
             return tag
     except docker.errors.ImageNotFound:
-        pass
+        replaced = None
     image, _ = client.images.build(
         fileobj=io.BytesIO(context),
         custom_context=True,
@@ -252,6 +254,10 @@ def build_image(client: Any, tag: str, files: dict[str, Path | bytes], dockerfil
     )
     for other in extra_tags:
         image.tag(other)
+    if replaced is not None and HASH_LABEL in replaced.labels and replaced.id != image.id:
+        with contextlib.suppress(docker.errors.APIError):  # (in use, a parent, or gone already: another worker's)
+            if not client.images.get(replaced.id).tags:
+                client.images.remove(replaced.id)
     return tag
 
 
