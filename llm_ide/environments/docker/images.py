@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +53,7 @@ def ensure_network(client: docker.DockerClient, name: str = DEFAULT_NETWORK) -> 
     once per host: its name, or its id while a copy of the name still in use makes the name ambiguous. Docker lets two
     concurrent creations make two networks of one name, and a container start then refuses the name: creation holds a
     host-wide lock, and extra copies are removed."""
-    with open(Path(tempfile.gettempdir()) / "llm-ide-docker-network.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with host_lock("llm-ide-docker-network.lock"):
         found = _named(client, name)
         if not found:
             try:
@@ -65,6 +66,29 @@ def ensure_network(client: docker.DockerClient, name: str = DEFAULT_NETWORK) -> 
             with contextlib.suppress(docker.errors.APIError):  # still in use by a container: it stays, unused by us
                 network.remove()
         return name if len(_named(client, name)) == 1 else keep.id
+
+
+@contextlib.contextmanager
+def host_lock(name: str) -> Iterator[None]:
+    """An exclusive flock on the temp folder's `name`, whichever user of the host made it (it is opened read-only, so
+    another's, or a root run's, serves as it is; one made here is readable by all), never through a symbolic link."""
+    path, flags = Path(tempfile.gettempdir()) / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        while True:
+            with contextlib.suppress(FileNotFoundError):
+                descriptor = os.open(path, flags)
+                break
+            with contextlib.suppress(FileExistsError):
+                descriptor = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o444)
+                os.fchmod(descriptor, 0o444)  # (whatever the umask)
+                break
+    except OSError as error:
+        raise EnvironmentFailure(f"cannot take the lock {path}: {error.strerror}") from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def network_mode(client: docker.DockerClient, name: str) -> str:
