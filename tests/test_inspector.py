@@ -161,6 +161,8 @@ def test_a_report_into_a_file_or_a_pipe_keeps_every_cell_whole(tmp_path: Path) -
         ["psf__requests-1142", "cost_limit", "0", "$0.0000", "resolved", ""],
         [long_id, "submitted", "0", "$0.5000", "—", error],
     ]
+    page = cli("report", str(tmp_path), "--html", f"{tmp_path}/pages/")  # a folder yet to be made: report.html in it
+    assert page.returncode == 0 and (tmp_path / "pages" / "report.html").is_file(), page.stderr
     bogus = cli("report", str(tmp_path), "--status", "bogus")  # no empty table for a status that does not exist
     assert (bogus.returncode, bogus.stdout) == (2, "")
     assert bogus.stderr.startswith("error: --status bogus: not an exit status; one of submitted, step_limit, ")
@@ -307,18 +309,20 @@ def test_bad_inputs_fail_with_one_line(tmp_path: Path, args: list[str], message:
 
 
 @pytest.mark.parametrize(
-    ("out", "page"), [("pages", "pages/a.html"), ("pages/x.html", "pages/x.html"), ("new.html", "new.html")]
+    ("out", "page"),
+    [("pages", "pages/a.html"), ("pages/x.html", "pages/x.html"), ("new.html", "new.html"), ("new/", "new/a.html")],
 )
 def test_inspect_html_into_a_folder_writes_the_page_named_after_the_run_in_it(
     tmp_path: Path, out: str, page: str
 ) -> None:
-    """`--html FOLDER` was "cannot write the page FOLDER: Is a directory": a folder now takes `<run id>.html`."""
+    """`--html FOLDER` was "cannot write the page FOLDER: Is a directory": a folder now takes `<run id>.html`. A folder
+    yet to be made, `new/`, was written as a file `new`."""
     usage = dict.fromkeys(("api_calls", "input_tokens", "output_tokens", "cost"), 0)
     trajectory = tmp_path / "runs" / "a.traj.json"
     trajectory.parent.mkdir()
     trajectory.write_text(json.dumps({"format": "llm-ide-1", "operations": [], "info": {"model_stats": usage}}))
     (tmp_path / "pages").mkdir()
-    result = cli("inspect", str(trajectory), "--html", str(tmp_path / out))
+    result = cli("inspect", str(trajectory), "--html", f"{tmp_path}/{out}")
     assert result.returncode == 0 and f"→ {tmp_path / page} (" in result.stdout, result.stderr
     in_pages = [Path(page).name] if page.startswith("pages/") else []
     assert "<html" in (tmp_path / page).read_text() and [p.name for p in (tmp_path / "pages").iterdir()] == in_pages

@@ -31,7 +31,7 @@ Trajectory = Annotated[
     ),
 ]
 Page = Annotated[
-    Path | None,
+    str | None,
     typer.Argument(
         help="With --html: the page to write; a folder: <run id>.html in it.",
         show_default="<run id>.html beside the trajectory",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,15 +15,19 @@ from llm_ide.errors import ExitStatus
 from llm_ide.terminal import plural
 
 
-def html_page_path(trajectory: Path, out: Path | None) -> Path:
+def page_in(out: str, named: str) -> Path:
+    """`out`, or `named` in it when it is a folder: one there, or a path ending in `/` (made when missing)."""
+    path = Path(out)
+    return path / named if out.endswith(("/", os.sep)) or path.is_dir() else path
+
+
+def html_page_path(trajectory: Path, out: str | None) -> Path:
     """`out`; a folder: the page named after the run in it; none: beside the trajectory."""
     named = trajectory.name.removesuffix(".traj.json") + ".html"
-    if out is None:
-        return trajectory.with_name(named)
-    return out / named if out.is_dir() else out
+    return trajectory.with_name(named) if out is None else page_in(out, named)
 
 
-def write_inspector_page(trajectory: Path, out: Path | None) -> None:
+def write_inspector_page(trajectory: Path, out: str | None) -> None:
     """The inspector page of one trajectory (llm-ide's or mini-swe-agent's)."""
     from llm_ide.inspector.load import TrajectoryError, load_run
     from llm_ide.inspector.page import run_page, write_page
@@ -43,9 +48,10 @@ def write_inspector_page(trajectory: Path, out: Path | None) -> None:
 def report_command(
     run_dir: Annotated[Path, typer.Argument(help="A SWE-bench batch folder (the --output of `llm-ide swebench`).")],
     html: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--html",
+            metavar="<path>",
             help="Write an HTML report here (a folder: report.html in it), with one inspector page per instance "
             "beside it.",
             show_default="no",
@@ -85,13 +91,13 @@ def report_command(
     rows = [row for row in batch.rows if status in (None, row.exit_status) and resolved in (None, row.resolved)]
     shown = batch.model_copy(update={"rows": rows})
     if html is not None:
-        html = html / "report.html" if html.is_dir() else html  # as `inspect --html FOLDER` takes a folder
-        problems = write_instance_pages(shown, trajectories, html.parent / f"{html.stem}_pages", html.parent)
+        page = page_in(html, "report.html")  # as `inspect --html FOLDER` takes a folder
+        problems = write_instance_pages(shown, trajectories, page.parent / f"{page.stem}_pages", page.parent)
         for problem in problems:
             err_console.print(f"[yellow]warning:[/] {escape(problem)}")
-        write_page(report_page(shown), html)
+        write_page(report_page(shown), page)
         pages = sum(row.instance_id in trajectories for row in rows) - len(problems)
-        console.print(f"{len(rows)} of {len(batch.rows)} instances → {html} (+ {pages} inspector pages)")
+        console.print(f"{len(rows)} of {len(batch.rows)} instances → {page} (+ {pages} inspector pages)")
         return
     print_report(shown, len(batch.rows))
 
