@@ -1,68 +1,20 @@
-"""The composition point: the variants this package ships, the whole settings of a run (the core's sections, every
-variant's as its `settings` declare them, the attempts' section), and the variants of a run (those given by the
-caller, such as a message channel to another agent, then those its settings ask for). Nothing else in the core names
-a variant."""
+"""The composition point: the variants this package ships and the variants of a run (those given by the caller, such
+as a message channel to another agent, then those its settings ask for); the whole settings of a run, which need
+none of the variants' behaviour, are whole_settings.py's. Nothing else in the core names a variant."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cache
-from typing import Annotated, Any, Literal
-
-from pydantic import Field, NonNegativeFloat, PositiveInt, create_model, field_validator
+from typing import Any
 
 from llm_ide.actions import ACTIONS
 from llm_ide.messages.variant import Messages
 from llm_ide.navigator.variant import Navigator
-from llm_ide.patterns import BoundedPattern
 from llm_ide.reproduction.variant import Reproduction
 from llm_ide.sampling.variant import Demonstrations, Sampling
-from llm_ide.settings import BundledTemplates, CoreSettings, Strict
 from llm_ide.variant import CombinationError, ModelUse, Variant, Variants
 
 BUNDLED: tuple[type[Variant], ...] = (Reproduction, Navigator, Sampling, Demonstrations, Messages)
-
-
-class AttemptTemplates(BundledTemplates):
-    BUNDLED = ("attempts.yaml", "templates")
-
-    review_system: str
-    review: str
-    choose_system: str
-    choose: str
-    carried_lesson: str
-    no_patch: str
-    no_tests: str
-    reasoning_step: str
-
-
-class RoleSettings(Strict):
-    model: str | None = None  # None: the agent's model (`{attempt}` in it becomes the role's name)
-
-
-class AttemptsSettings(Strict):
-    """Several attempts at the task, reviewed, one patch chosen: a variant of the run, not of the agent's graph
-    (llm_ide/attempts; templates in prompts/attempts.yaml)."""
-
-    max: PositiveInt = 1  # 1: a plain run, no outer graph
-    parallel: bool = False  # all attempts at once (LangGraph Send); otherwise one after another
-    accept_score: Annotated[float, Field(ge=0, le=10)] | None = 8.0  # a review this high stops the run; None: never
-    carry_lessons: bool = True  # the reviewer's critique and the attempt's lessons go into the next attempt
-    cost_limit: NonNegativeFloat = 0.0  # the task's budget over every attempt, review and choice; 0: none
-    choose: Literal["model", "best_score"] = "model"
-    test_pattern: str = "test"  # a bash command matching it (regex) ran tests: its output goes to the reviewer
-    test_output_chars: PositiveInt = 4000
-    patch_chars: PositiveInt = 20000
-    reviewer: RoleSettings = Field(default_factory=RoleSettings)
-    chooser: RoleSettings = Field(default_factory=RoleSettings)
-    templates: AttemptTemplates = Field(default_factory=lambda: AttemptTemplates())
-
-    @field_validator("test_pattern")
-    @classmethod
-    def compiles(cls, value: str) -> str:
-        BoundedPattern(value, what="the pattern")  # an invalid one is said where the config sets it
-        return value
-
 
 ROLES = {"review": "reviewer", "choose": "chooser"}  # the attempts' roles and the settings that name their models
 
@@ -96,40 +48,6 @@ def attempt_uses(model: str, settings: Any, attempted: bool | None = None) -> li
     return [ModelUse(setting, spec) for spec, setting in uses.items() if spec != attempt_model(model, "1")]
 
 
-Kind = type[Variant]
-
-
-def sections(kinds: Iterable[Kind]) -> dict[str, Any]:
-    """The settings sections variants declare (`Variant.settings`: name → (its type, its default's factory)), as the
-    fields of a settings class."""
-    return {
-        name: (model, Field(default_factory=default))
-        for kind in kinds
-        for name, (model, default) in kind.settings.items()
-    }
-
-
-class Settings(create_model("BundledSections", __base__=CoreSettings, **sections(BUNDLED))):  # type: ignore[misc]
-    """The whole configuration of a run: the core's sections, each bundled variant's as its `settings` declare it
-    (reproduction, navigator, sampling, demonstrations), and the attempts'."""
-
-    attempts: AttemptsSettings = Field(default_factory=AttemptsSettings)
-
-
-@cache
-def settings_class(kinds: tuple[Kind, ...] = ()) -> type[Settings]:
-    """The settings of a run with variants of one's own among `kinds`: their sections too (a section a variant of
-    the package has already is refused in one line)."""
-    fields = sections(kind for kind in kinds if kind not in BUNDLED)
-    if taken := sorted(set(fields) & set(Settings.model_fields)):
-        raise CombinationError(f"a variant's settings section is taken already: {', '.join(taken)}")
-    return create_model("Settings", __base__=Settings, **fields) if fields else Settings
-
-
-def kinds_of(variants: Iterable[Variant | Kind]) -> tuple[Kind, ...]:
-    return tuple(dict.fromkeys(item if isinstance(item, type) else type(item) for item in variants))
-
-
 def refused(settings: Any, items: list[Variant]) -> str | None:
     """Why variants cannot go together: a person asked in one run beside two agents messaging, or beside attempts."""
     people = [variant.name for variant in items if isinstance(variant, Navigator) and variant.mode == "human"]
@@ -143,7 +61,7 @@ def refused(settings: Any, items: list[Variant]) -> str | None:
     return None
 
 
-def compose(settings: Any, given: Iterable[Variant | Kind] = (), from_settings: bool = True) -> Variants:
+def compose(settings: Any, given: Iterable[Variant | type[Variant]] = (), from_settings: bool = True) -> Variants:
     """The variants of a run: those `given` (the caller's, outermost: their wrappers see what the others did; a
     variant class of one's own is there when the settings enable it), then the bundled ones its settings ask for
     (unless not `from_settings`: a graph drawn before its settings are known), in order; a variant given takes the

@@ -1,6 +1,7 @@
 """The configuration of a run: a bundled config (`default`, `swebench`) or a file, its `extends` chain, the user's
 config file and the override files, validated once as the whole settings (the core's sections and every bundled
-variant's: llm_ide/composition.py). Loading has no side effect: the runner registers the secrets the settings hold."""
+variant's: llm_ide/whole_settings.py). Loading has no side effect: the runner registers the secrets the settings
+hold."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 
 import yaml
 
-from llm_ide.composition import Settings, kinds_of, settings_class
 from llm_ide.credentials import mark_secret_names, secrets_in
 from llm_ide.errors import ConfigError
 from llm_ide.secrets import register
@@ -27,6 +27,7 @@ from llm_ide.settings import (
     validate,
 )
 from llm_ide.user_config import USER_CONFIG_VARIABLE, default_user_config, user_config_path
+from llm_ide.whole_settings import Settings, kinds_of, settings_class
 
 CONFIG_NAMES = ("default", "swebench")
 PATH_LISTS = ("readable", "writable", "sockets")  # environment's: a file's relative paths are relative to its folder

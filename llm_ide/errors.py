@@ -106,6 +106,10 @@ class PreflightError(UsageError, ValueError):
     """What stops a run before it starts (a ValueError too: LangGraph's server shows its message to the client)."""
 
 
+class CombinationError(UsageError):
+    """Variants that cannot go together (or a variant's settings section taken already), told in one line."""
+
+
 class CheckpointError(UsageError):
     """The checkpoint store cannot be opened (unknown scheme, unreachable database, unwritable file)."""
 

@@ -1,6 +1,6 @@
 """The typed configuration of the core: its sections of `prompts/default.yaml` (their values are the defaults), the
 strict base every section derives from, and the one way YAML settings are read, layered and validated (one line
-naming the file and the key on an error). The variants' sections join them at the top (llm_ide/composition.py).
+naming the file and the key on an error). The variants' sections join them at the top (llm_ide/whole_settings.py).
 Unknown keys are errors (`extra="forbid"`): a misspelt setting is reported, never ignored."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from llm_ide.budget import Budget
 from llm_ide.call_policy import CallPolicy
 from llm_ide.calls import CallListener
 from llm_ide.codebase import ActionOutcome, Codebase
-from llm_ide.errors import UsageError
+from llm_ide.errors import CombinationError
 from llm_ide.exchange import TEXT, Exchange
 from llm_ide.kills import IntentLog
 from llm_ide.models import Message, Model, ModelReply
@@ -193,10 +193,6 @@ class Variant:
         return {}
 
 
-class CombinationError(UsageError):
-    """Variants that cannot go together, told in one line."""
-
-
 @dataclass(frozen=True)
 class Variants:
     """The variants of one run, in order, and what they add up to; `absent`: the actions of the variants a run can
@@ -312,7 +308,7 @@ class AgentContext:
     (`resources[variant name]`), and the services the steps share (the call policy, the budget, the clock, the
     prompt parts made once)."""
 
-    settings: CoreSettings  # assembled at the top (llm_ide.composition): the variants' sections are there too
+    settings: CoreSettings  # assembled at the top (llm_ide.whole_settings): the variants' sections are there too
     model: Model
     codebase: Codebase
     exchange: Exchange = Exchange(one_call=True, form=TEXT)  # chosen once per run (llm_ide.exchange.exchange_for)

@@ -53,15 +53,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "exchange.py", "conversation.py", "variant.py", "verification.py", "recovery.py", "nodes/",
                     "graph.py")),
     ("variants", ("navigator/", "sampling/", "messages/", "reproduction/")),
-    ("composition", ("composition.py", "config.py")),
+    ("composition", ("composition.py", "whole_settings.py", "config.py")),
     ("driver", ("run/",)),
     ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
     ("interfaces", ("studio.py", "cli/", "__init__.py", "__main__.py")),
 ]  # fmt: skip
-CORE = ("graph.py", "variant.py", "composition.py", "state/", "nodes/", "actions.py", "codebase.py", "file_actions.py",
-        "conversation.py", "settings.py", "config.py", "exchange.py", "verdict.py", "call_policy.py", "run/",
-        "workspace/")  # fmt: skip
-COMPOSITION = "composition.py"  # the one core file that may name the variants
+CORE = ("graph.py", "variant.py", "composition.py", "whole_settings.py", "state/", "nodes/", "actions.py",
+        "codebase.py", "file_actions.py", "conversation.py", "settings.py", "config.py", "exchange.py", "verdict.py",
+        "call_policy.py", "run/", "workspace/")  # fmt: skip
+COMPOSITION = ("composition.py", "whole_settings.py")  # the core files that may name the variants (settings apart)
 VARIANT_WORDS = re.compile(
     r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts|reproductions?|reproduce)\b", re.IGNORECASE
 )
@@ -291,7 +291,7 @@ def measure(
     root: Path = ROOT,
     layers: list[tuple[str, tuple[str, ...]]] = LAYERS,
     core: tuple[str, ...] = CORE,
-    composition: str = COMPOSITION,
+    composition: tuple[str, ...] = COMPOSITION,
     words: re.Pattern[str] = VARIANT_WORDS,
     parse: Parse = parse,
 ) -> Counts:
@@ -305,7 +305,7 @@ def measure(
         text = (root / PACKAGE / module.path).read_text(encoding="utf-8")
         for number, line in enumerate(text.splitlines(), 1):
             for match in words.finditer(line):
-                if module.path == composition:
+                if module.path in composition:
                     names.add(match.group(1).lower())
                 else:
                     mentions.append((module.path, number, match.group(1)))
@@ -365,7 +365,8 @@ def main(
     console.print(table)
     console.print("layers, bottom first: " + " < ".join(name for name, _ in LAYERS))
     if details:
-        console.print(f"variant names at the composition point ({COMPOSITION}): {', '.join(counts.variant_names)}")
+        point, names = ", ".join(COMPOSITION), ", ".join(counts.variant_names)
+        console.print(f"variant names at the composition point ({point}): {names}")
         for path, line, word in counts.variant_mentions:
             console.print(f"  mention  {path}:{line}  {word}")
         for path, line, target in counts.local_imports:

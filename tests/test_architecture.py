@@ -75,12 +75,12 @@ def test_a_circle_an_arrow_back_up_a_local_import_and_a_variant_named_in_the_cor
         },
     )
     layers = [("foundation", ("base.py",)), ("core", ("core.py", "glue.py")), ("top", ("cli/", "__init__.py"))]
-    counts = measure(root, layers, core=("core.py", "glue.py"), composition="glue.py")
+    counts = measure(root, layers, core=("core.py", "glue.py"), composition=("glue.py",))
     assert counts.circles == [["llm_ide.base", "llm_ide.cli", "llm_ide.core"]]  # core and cli import each other too
     assert counts.arrows_up == [("base.py", "core.py"), ("core.py", "cli/__init__.py")]
     assert counts.local_imports == [("core.py", 5, "llm_ide.cli")]
     assert counts.variant_names == ["navigator", "sampling"] and counts.variant_mentions == []
-    moved = measure(root, layers, core=("core.py", "glue.py"), composition="core.py")
+    moved = measure(root, layers, core=("core.py", "glue.py"), composition=("core.py",))
     assert [(path, word) for path, _, word in moved.variant_mentions] == [
         ("glue.py", "navigator"),
         ("glue.py", "sampling"),
@@ -121,7 +121,7 @@ def test_the_folder_level_and_the_codes_shape_are_counted(tmp_path: Path) -> Non
     )
     top = ("high/", "status.py", "variant.py", "__init__.py", "navigator/", "reproduction/", "sampling/", "messages/")
     layers = [("low", ("low/", "high/c.py", "errors.py")), ("high", top)]
-    counts = measure(root, layers, core=(), composition="")
+    counts = measure(root, layers, core=(), composition=())
     assert counts.folder_circles == [["high", "low"]] and counts.split_folders == ["high"]
     assert counts.folder_arrows_up == [("low", "status")]  # `high` sits on its lowest module's layer
     shape = measure_shape(root)

@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.codebase import ActionOutcome, ParamError
-from llm_ide.composition import compose
+from llm_ide.composition import BUNDLED, compose
 from llm_ide.config import ConfigError, load_config
 from llm_ide.coop.settings import load_coop_settings
 from llm_ide.file_actions import file_text, named_path
@@ -54,6 +54,7 @@ from llm_ide.variant import (
     Variant,
     Variants,
 )
+from llm_ide.whole_settings import BUNDLED_SECTIONS
 
 TASK = "Cart.total ignores quantities."
 FIXED = "total += price * quantity"
@@ -279,6 +280,20 @@ def test_a_variant_of_ones_own_gets_its_settings_from_a_config_file(tmp_path: Pa
         )  # fmt: skip
         prompt = load_trajectory(result.trajectory_path)["model_calls"][0]["prompt"]
         assert result.exit_status == "submitted" and ("Note: Mind the tests." in prompt) == enabled
+
+
+def test_the_bundled_variants_sections_are_the_whole_settings_own_and_one_of_ones_own_cannot_take_one() -> None:
+    """The whole settings take each bundled variant's section from its settings module (not its behaviour): the
+    sections its class declares, in the composition's order; a variant of one's own declaring one is refused."""
+    assert tuple(kind.settings for kind in BUNDLED if kind.settings) == BUNDLED_SECTIONS
+    assert load_config(variants=[Navigator, Sampling]).navigator.mode == load_config().navigator.mode
+
+    class Taken(Variant):
+        name = "taken"
+        settings = {"navigator": (NoteSettings, NoteSettings)}
+
+    with pytest.raises(CombinationError, match="^a variant's settings section is taken already: navigator$"):
+        load_config(variants=[Taken])
 
 
 @pytest.mark.parametrize("door", [run_task, run_attempts])

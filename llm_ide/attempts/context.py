@@ -16,7 +16,7 @@ from typing import Any
 from llm_ide.attempts.trajectory import paid_path
 from llm_ide.budget import Budget, CostBudget
 from llm_ide.call_policy import CallPolicy
-from llm_ide.composition import Settings, role_spec
+from llm_ide.composition import role_spec
 from llm_ide.config import load_config
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import EnvironmentFailure
@@ -31,6 +31,7 @@ from llm_ide.run.stopping import Commands
 from llm_ide.run.thread import refuse_a_file, refuse_a_json_name
 from llm_ide.run.trajectory import CallLog
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
+from llm_ide.whole_settings import Settings
 from llm_ide.workspace.worktrees import git_worktree
 
 log = logging.getLogger("llm_ide.attempts")

@@ -10,13 +10,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from llm_ide.composition import Settings
 from llm_ide.coop.phases import check_models
 from llm_ide.coop.run import CoopRun, Setting, run_pair
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopTask, check_source
 from llm_ide.errors import LlmIdeError
 from llm_ide.fileio import atomic_write
+from llm_ide.whole_settings import Settings
 
 
 class Rates(BaseModel):

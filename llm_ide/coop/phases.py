@@ -18,7 +18,6 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel, Field
 
-from llm_ide.composition import Settings
 from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
 from llm_ide.coop.settings import CoopSettings
@@ -34,6 +33,7 @@ from llm_ide.run.preflight import preflight
 from llm_ide.run.single import run_task
 from llm_ide.run.stopping import Commands
 from llm_ide.settings import CoreSettings
+from llm_ide.whole_settings import Settings
 from llm_ide.workspace.worktrees import WORKTREES
 
 log = logging.getLogger(__name__)

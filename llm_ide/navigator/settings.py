@@ -57,3 +57,7 @@ class NavigatorSettings(Strict):
     def unquoted_off(cls, value: Any) -> Any:
         """`mode: off` unquoted is YAML's false: it means off."""
         return "off" if value is False else value
+
+
+# the Navigator variant's `settings`
+SECTION: dict[str, tuple[Any, Any]] = {"navigator": (NavigatorSettings, NavigatorSettings)}

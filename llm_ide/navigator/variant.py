@@ -19,7 +19,7 @@ from llm_ide.navigator.nodes.consult import consult
 from llm_ide.navigator.nodes.permission import permission
 from llm_ide.navigator.nodes.plan import plan
 from llm_ide.navigator.protocol import NavigatorError, NavigatorUnready
-from llm_ide.navigator.settings import PROMPTS, NavigatorSettings
+from llm_ide.navigator.settings import PROMPTS, SECTION
 from llm_ide.prompting import render_string
 from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
@@ -62,7 +62,7 @@ ACTIONS = {
 
 class Navigator(Variant):
     name = "navigator"
-    settings = {"navigator": (NavigatorSettings, NavigatorSettings)}
+    settings = SECTION
     state = NavigatorState
     actions = ACTIONS
 

@@ -3,6 +3,8 @@ prompts/reproduction.yaml)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, PositiveInt, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -59,3 +61,7 @@ class ReproductionSettings(Strict):
     )
     regression_timeout: Seconds = 900.0
     templates: ReproductionTemplates = Field(default_factory=lambda: ReproductionTemplates())
+
+
+# the Reproduction variant's `settings`
+SECTION: dict[str, tuple[Any, Any]] = {"reproduction": (ReproductionSettings, ReproductionSettings)}

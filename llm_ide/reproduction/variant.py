@@ -18,7 +18,7 @@ from llm_ide.reproduction.nodes.reproduce import reproduce
 from llm_ide.reproduction.phase import reproduction
 from llm_ide.reproduction.record import record_of, run_all, tell
 from llm_ide.reproduction.script import Script, setup_reproduction_script, shown
-from llm_ide.reproduction.settings import PROMPTS, ReproductionSettings
+from llm_ide.reproduction.settings import PROMPTS, SECTION
 from llm_ide.reproduction.verify import verify_runs
 from llm_ide.settings import bundled_yaml
 from llm_ide.state.operations import OperationNode
@@ -53,7 +53,7 @@ def facts_of(record: dict[str, Any]) -> dict[str, Any]:
 
 class Reproduction(Variant):
     name = "reproduction"
-    settings = {"reproduction": (ReproductionSettings, ReproductionSettings)}
+    settings = SECTION
     state = ReproductionState
     actions = {
         "reproduce": Action(

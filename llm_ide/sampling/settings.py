@@ -66,3 +66,8 @@ def check_demonstrations(paths: list[Path]) -> list[Path]:
 
 # trajectories of ours: paths, written as YAML text
 Demonstrations = Annotated[list[Annotated[Path, Field(strict=False)]], AfterValidator(check_demonstrations)]
+
+
+# the Sampling and the Demonstrations variants' `settings`
+SAMPLING: dict[str, tuple[Any, Any]] = {"sampling": (SamplingSettings, SamplingSettings)}
+DEMONSTRATIONS: dict[str, tuple[Any, Any]] = {"demonstrations": (Demonstrations, list)}

@@ -12,14 +12,13 @@ from llm_ide.kills import failpoint
 from llm_ide.sampling.candidates import fold
 from llm_ide.sampling.choose import Chooser
 from llm_ide.sampling.demonstrations import render_demonstrations
-from llm_ide.sampling.settings import Demonstrations as DemonstrationPaths
-from llm_ide.sampling.settings import SamplingSettings
+from llm_ide.sampling.settings import DEMONSTRATIONS, SAMPLING
 from llm_ide.variant import AgentContext, ModelCall, ModelRequest, ModelResponse, ModelUse, Opening, Variant
 
 
 class Sampling(Variant):
     name = "sampling"
-    settings = {"sampling": (SamplingSettings, SamplingSettings)}
+    settings = SAMPLING
 
     @classmethod
     def enabled(cls, settings: Any) -> Sampling | None:
@@ -57,7 +56,7 @@ class Sampling(Variant):
 
 class Demonstrations(Variant):
     name = "demonstrations"
-    settings = {"demonstrations": (DemonstrationPaths, list)}
+    settings = DEMONSTRATIONS
 
     @classmethod
     def enabled(cls, settings: Any) -> Demonstrations | None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.attempts.run import run_at_task
-from llm_ide.composition import Settings
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
 from llm_ide.errors import EnvironmentFailure, ExitStatus, ending, usd
@@ -31,6 +30,7 @@ from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
 from llm_ide.swebench.store import OutputStore, output_folder
+from llm_ide.whole_settings import Settings
 from llm_ide.workspace.history import ours
 
 log = logging.getLogger("llm_ide.swebench")
