@@ -692,7 +692,7 @@ def test_a_studio_run_holds_the_repository_it_changes_in_place(tmp_path: Path) -
 @pytest.mark.parametrize("task", ["", " \n\t"])
 def test_an_empty_task_is_the_same_line_at_every_door(tmp_path: Path, task: str) -> None:
     """The command line and the Python API said "the task is empty", the Studio graphs "the graph input needs `task`
-    (the task text)" for a task given blank: one check (run/preflight.check_task), one line."""
+    (the task text)" for a task given blank: one check (run/usage.check_task), one line."""
     line = "the task is empty: say what the agent should do"
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "s.yaml", ["never used"])

@@ -303,6 +303,56 @@ for argv in commands:
     helped(argv)
 print(len(commands), imported(not_for_help))
 """
+USAGE_ERRORS = """
+import sys
+from llm_ide.cli import app
+
+for line in sys.stdin.read().splitlines():
+    try:
+        app(["run", "--repo", "repo", "-m", "scripted:driver.yaml", *(line.split("|") if line else [])])
+    except SystemExit as exit:
+        shown = sorted({name if name.startswith("llm_ide") else name.split(".")[0] for name in sys.modules})
+        print(exit.code, [name for name in shown if name.startswith(tuple(sys.argv[1:]))])
+"""
+# a usage error of `run` before its preflight: not the agent, its variants, LangGraph or LangChain, an HTTP client
+NOT_FOR_USAGE_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.composition", "llm_ide.variant",
+                        "llm_ide.graph", "llm_ide.models", "llm_ide.run.thread", "llm_ide.run.preflight",
+                        "llm_ide.run.request", "llm_ide.reproduction.variant")  # fmt: skip
+
+
+def test_a_usage_error_of_run_before_its_preflight_imports_no_agent_variant_langgraph_or_http(tmp_path: Path) -> None:
+    """Each check `run` makes before its preflight (the thread id, the output folder, the task, the reproduction
+    script, the image, the config files, the settings and the options' values), in their order, says its line
+    without importing what the run would need."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"}).resolve()
+    (tmp_path / "bad.yaml").write_text("agent: [\n")
+    (tmp_path / "unknown.yaml").write_text("nonsense: 1\n")
+    cases = {
+        "--task|x|--thread-id|a b": "thread id 'a b': use letters, digits, '.', '_' and '-' (it names the run's files)",
+        "--task|x|-o|x.json|--thread-id|t": "-o x.json: -o is the run's output folder (mini-swe-agent's -o is the "
+        "trajectory file); give a folder: the trajectory is <folder>/t.traj.json",
+        "--task|x|-o|repo": f"the output folder is the repository itself ({repo}): the agent's commands "
+        "would see and change the run's own files; give --output a folder inside or outside it",
+        "": "give exactly one of --task TEXT or --task-file FILE",
+        "--task| ": "the task is empty (--task): say what the agent should do",
+        "--task|x|--reproduction|missing.py": "reproduction script not found: missing.py",
+        "--task|x|--image|i|--environment|local": "--image runs the task in a docker container: it cannot go with "
+        "--environment local",
+        "--task|x|-c|agent.step_limit=5": "--config agent.step_limit=5: it takes YAML files, not mini-swe-agent's "
+        "KEY=VALUE: -c <(echo 'agent: {step_limit: 5}')",
+        "--task|x|-c|missing.yaml": "config file not found: missing.yaml",
+        "--task|x|-c|bad.yaml": "bad.yaml: not valid YAML: while parsing a flow node did not find expected node "
+        'content in "<unicode string>", line 2, column 1',
+        "--task|x|-c|unknown.yaml": "unknown.yaml: nonsense: unknown setting",
+        "--task|x|--step-limit|-1": "command line: agent.step_limit: input should be greater than or equal to 0 "
+        "(got -1)",
+    }
+    argv = [sys.executable, "-c", USAGE_ERRORS, *NOT_FOR_USAGE_ERRORS]
+    result = subprocess.run(argv, input="\n".join(cases), capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert [f"error: {said}" for said in cases.values()] == result.stderr.splitlines()
+    assert result.stdout.splitlines() == ["2 []"] * len(cases)
+
+
 NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")
 NOT_FOR_HELP_OF_OURS = ("llm_ide.composition", "llm_ide.config", "llm_ide.graph", "llm_ide.run", "llm_ide.models")
 # `run --help` and the completion of its options: no environment kind or interface, no settings, no templates, no

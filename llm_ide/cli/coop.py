@@ -121,7 +121,7 @@ def grade_gold(gold: Path, pairs: str, repo_source: Path | None, output: Path | 
     from llm_ide.coop.evaluate import evaluate_pair
     from llm_ide.coop.task import check_source, load_task, parse_pairs
     from llm_ide.errors import UsageError
-    from llm_ide.run.thread import refuse_a_file
+    from llm_ide.run.usage import refuse_a_file
 
     try:
         task = load_task(gold)
@@ -249,7 +249,7 @@ def run_command(
     from llm_ide.coop.settings import agents_step_limit, load_coop_settings
     from llm_ide.coop.task import load_task, parse_pairs
     from llm_ide.errors import LlmIdeError
-    from llm_ide.run.thread import refuse_a_file
+    from llm_ide.run.usage import refuse_a_file
 
     names, model = setting_names(setting), model_name(model)
     try:

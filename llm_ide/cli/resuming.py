@@ -43,7 +43,7 @@ def task_text(task: str | None, task_file: Path | None, thread: Path | None = No
         except OSError as error:
             raise fail(f"{source}: cannot read it ({error.strerror})") from None
     from llm_ide.errors import UsageError
-    from llm_ide.run.preflight import check_task
+    from llm_ide.run.usage import check_task
 
     try:
         check_task(text, source)
@@ -90,7 +90,7 @@ def kept_configs(config: list[Path] | None, thread: Path, task_file: Path | None
     the command that resumes the run names the copy, the stream being gone. Standard input (`-c -`) is read once,
     by one option."""
     from llm_ide.config import anchored_text
-    from llm_ide.run.thread import prepare_output
+    from llm_ide.run.usage import prepare_output
 
     readers = [f"--config {path}" for path in config or [] if str(path) in STDIN]
     if len(readers := [*([f"--task-file {task_file}"] if str(task_file) in STDIN else []), *readers]) > 1:
@@ -145,10 +145,13 @@ def endpoint_args(model: str, base_url: str | None) -> list[str]:
     it (scripted, another provider); where the URL holds a credential (never printed), a note leaving it to the
     variable."""
     from llm_ide.credentials import credentials_in
-    from llm_ide.run.preflight import provider_of
 
     url = os.environ.get("OPENAI_BASE_URL")
-    if base_url or not url or not model or model.startswith("scripted:") or provider_of(model) not in (None, "openai"):
+    if base_url or not url or not model or model.startswith("scripted:"):
+        return []
+    from llm_ide.run.preflight import provider_of  # (the providers LangChain knows: not for the cases above)
+
+    if provider_of(model) not in (None, "openai"):
         return []
     return [LEFT_TO_VARIABLE] if credentials_in(url) else ["--base-url", url]
 

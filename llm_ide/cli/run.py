@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 def environment_kind(environment: str | None, image: str | None) -> str | None:
     """`--image` means the kind that runs from an image: implied when `--environment` is not given, an error with a
     kind that runs in place."""
-    from llm_ide.run.request import imaged_environment
+    from llm_ide.run.usage import imaged_environment
 
     kind = imaged_environment(environment, image, ("--image", "--environment"))
     if image is not None and environment is None:
@@ -138,8 +138,7 @@ def thread_and_task(
 ) -> tuple[str, Path, str]:
     """The run's id (`--thread-id`, else one of the time), `<output>/<id>` (what its files are named after; its
     folder not the repository) and its task (with `--thread-id` and no task given: the run's own)."""
-    from llm_ide.run.thread import check_run_id
-    from llm_ide.workspace.lifecycle import check_output_folder
+    from llm_ide.run.usage import check_output_folder, check_run_id
 
     run_id = time.strftime("run-%Y%m%d-%H%M%S") if thread_id is None else thread_id
     check_run_id(run_id)  # an empty one (`--thread-id "$T"`, T unset) too: not a new run in the place of T's
@@ -151,7 +150,7 @@ def thread_and_task(
 def output_folder(output: Path | None, run_id: str) -> Path:
     """`--output`/`-o`: the run's folder; a name of a JSON file (mini-swe-agent's `-o`, its trajectory file) is
     refused, where it became a folder of that name."""
-    from llm_ide.run.thread import refuse_a_json_name
+    from llm_ide.run.usage import refuse_a_json_name
 
     if output is not None:
         refuse_a_json_name(output, run_id, "-o")
@@ -325,20 +324,20 @@ def reproduction_variants(path: Path | None) -> list:
     """`--reproduction FILE`: the script given with the task."""
     if path is None:
         return []
-    from llm_ide.reproduction.script import script
-    from llm_ide.reproduction.variant import Reproduction
-
     if path.is_dir():
         raise fail(f"reproduction script {path} is a folder: give one script (Python, or .sh)")
     if not path.is_file():
         raise fail(f"reproduction script not found: {path}")
     try:
         text = path.read_text(encoding="utf-8")
-        if not text.strip():
-            raise fail(f"reproduction script {path} is empty: it would show nothing of the issue")
-        return [Reproduction(script(text, path.name))]
     except UnicodeDecodeError:
         raise fail(f"reproduction script {path}: not UTF-8 text") from None
+    if not text.strip():
+        raise fail(f"reproduction script {path} is empty: it would show nothing of the issue")
+    from llm_ide.reproduction.script import script
+    from llm_ide.reproduction.variant import Reproduction
+
+    return [Reproduction(script(text, path.name))]
 
 
 def reproduction_lines(trajectory: Path) -> list[str]:

@@ -32,7 +32,7 @@ from llm_ide.graph import build_graph
 from llm_ide.inputs import InputError, Names, check_fields, unknown_field
 from llm_ide.messages.variant import Messages
 from llm_ide.run.served import ServedGraph
-from llm_ide.run.thread import refuse_a_file
+from llm_ide.run.usage import refuse_a_file
 from llm_ide.settings import CoreSettings
 from llm_ide.variant import Variants
 

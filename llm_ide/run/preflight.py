@@ -28,6 +28,7 @@ from llm_ide.models import ModelError, unknown_provider, unpriced, warn_once
 from llm_ide.plain_post import answers_http
 from llm_ide.priced import find_price, langchain_providers
 from llm_ide.run.repository_check import check_repository
+from llm_ide.run.usage import check_task
 from llm_ide.script_file import load_script
 from llm_ide.setting_errors import describe_error
 from llm_ide.settings import CoreSettings, bundled_yaml
@@ -125,11 +126,6 @@ def check_variants(
             check_model(use.spec, settings, use.base_url or base_url, timeout, quiet, said)
         except PreflightError as error:
             raise PreflightError(f"{use.setting}: {error}") from None
-
-
-def check_task(task: str, source: str | None = None) -> None:  # (`source`: where the command line read it)
-    if not task.strip():
-        raise PreflightError(f"the task is empty{f' ({source})' if source else ''}: say what the agent should do")
 
 
 def check_limits(settings: CoreSettings) -> None:

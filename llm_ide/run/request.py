@@ -13,17 +13,16 @@ from typing import Any
 
 from llm_ide.budget import Budget
 from llm_ide.composition import compose
-from llm_ide.environments import KINDS, capabilities
+from llm_ide.environments import capabilities
 from llm_ide.errors import UsageError
 from llm_ide.inputs import API, Names
 from llm_ide.keep import Keep
 from llm_ide.kills import IntentLog
 from llm_ide.run.checkpoint import check_store
 from llm_ide.run.preflight import preflight
-from llm_ide.run.thread import refuse_a_json_name
+from llm_ide.run.usage import check_output_folder, imaged_environment, refuse_a_json_name
 from llm_ide.settings import AgentSettings, CoreSettings
 from llm_ide.variant import Variant
-from llm_ide.workspace.lifecycle import check_output_folder
 
 
 @dataclass(frozen=True)
@@ -81,20 +80,6 @@ def check_listeners(listeners: dict[str, Any]) -> None:
     ]
     if wrong:
         raise UsageError(f"the run's {'; '.join(wrong)}")
-
-
-def imaged_environment(
-    environment: str | None, image: str | None, names: tuple[str, str] = ("`image`", "`environment`")
-) -> str | None:
-    """The kind of environment of a run given an image: the one that runs from an image, implied when no kind is
-    given; a kind that runs in place (where the image would be ignored) is a UsageError. `names`: the door's."""
-    if image is None:
-        return environment
-    imaged = next(name for name, kind in KINDS.items() if kind.capabilities.image)
-    if environment is not None and not capabilities(environment).image:
-        said = f"{names[0]} runs the task in a {imaged} container"
-        raise UsageError(f"{said}: it cannot go with {names[1]} {environment}")
-    return imaged
 
 
 def request_of(task: Any, given: dict[str, Any]) -> RunRequest:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.errors import OutputFolderLost, beside
-from llm_ide.run.thread import make_output_folder
+from llm_ide.run.usage import make_output_folder
 
 
 def folder_lost(output_dir: Path) -> str:

@@ -39,17 +39,16 @@ from llm_ide.nodes.update_activity import run_limit
 from llm_ide.run.checkpoint import without_password
 from llm_ide.run.guard import check_same_repository, check_saved_state, finished_before, repo_lock, went_on_with
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
-from llm_ide.run.preflight import check_task
 from llm_ide.run.request import RunRequest, check_listeners, check_request, request_of
 from llm_ide.run.salvage import folder_gone
 from llm_ide.run.setup import build_context
 from llm_ide.run.thread import Thread, ThreadMismatchError, opened, start, thread_database
 from llm_ide.run.trajectory import Recorder
+from llm_ide.run.usage import check_output_folder, check_task
 from llm_ide.settings import AgentSettings
 from llm_ide.variant import AgentContext, Clock, Variants
 from llm_ide.workspace.lifecycle import (
     baseline_notes,
-    check_output_folder,
     final_patch,
     latest_worktree_patch,
     open_environment,

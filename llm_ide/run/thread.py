@@ -6,7 +6,6 @@ started over; a thread of another task refused)."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,57 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.config import register_config_secrets
-from llm_ide.errors import ThreadMismatchError, UsageError, install_signal_policy
+from llm_ide.errors import ThreadMismatchError, install_signal_policy
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.guard import AnotherTask, RunStateError, thread_lock
 from llm_ide.run.logfile import run_log
+from llm_ide.run.usage import prepare_output
 from llm_ide.settings import CoreSettings
-
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-IGNORE_ALL = "# made by llm-ide: its runs' files are no part of a repository\n*\n"
-
-
-def make_output_folder(path: Path) -> None:
-    """`path` and its missing parents, created; the topmost one created holds a .gitignore of everything in it (as
-    pytest's cache does), so that runs' files never enter a repository they are made in: its patches, `git status`."""
-    missing = next((folder for folder in reversed([path, *path.parents]) if not folder.exists()), None)
-    path.mkdir(parents=True, exist_ok=True)
-    if missing is not None:
-        (missing / ".gitignore").write_text(IGNORE_ALL, encoding="utf-8")
-
-
-def refuse_a_file(folder: Path, option: str = "output folder") -> None:
-    """A file where an output folder (or one of its parents) should be: a usage error of one line."""
-    if blocker := next((path for path in [folder, *folder.parents] if path.is_file()), None):
-        said = "it" if blocker == folder else blocker
-        raise UsageError(f"{option} {folder}: {said} is a file, not a folder: give a folder (it is created if missing)")
-
-
-def refuse_a_json_name(folder: Path, run_id: str, option: str) -> None:
-    """A run's output folder named as a JSON file (mini-swe-agent's `-o` is its trajectory file) is a usage error, where
-    it became a folder of that name; an existing folder of that name is taken."""
-    if folder.suffix == ".json" and not folder.is_dir():
-        raise UsageError(
-            f"{option} {folder}: {option} is the run's output folder (mini-swe-agent's -o is the trajectory file); "
-            f"give a folder: the trajectory is <folder>/{run_id}.traj.json"
-        )
-
-
-def check_run_id(run_id: str) -> None:
-    """A thread id that cannot name the run's files (an empty one too) is a usage error."""
-    if not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
-
-
-def prepare_output(output_dir: Path, run_id: str) -> Path:
-    """The run's output folder, created; a thread id that cannot name its files is a usage error."""
-    check_run_id(run_id)
-    refuse_a_file(output_dir)
-    try:
-        make_output_folder(output_dir)
-    except OSError as error:
-        raise UsageError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
-    return output_dir
 
 
 def start(output_dir: Path, run_id: str, settings: Any, environment: str | None) -> tuple[Path, Any]:
@@ -146,8 +100,6 @@ __all__ = [
     "Thread",
     "ThreadMismatchError",
     "opened",
-    "check_run_id",
-    "prepare_output",
     "start",
     "thread_database",
     "thread_values",

@@ -13,7 +13,7 @@ from typing import Any
 from llm_ide.environments import make_environment
 from llm_ide.environments.base import Environment
 from llm_ide.environments.scratch import reap_leftovers, sweep_temp_folders
-from llm_ide.errors import EnvironmentFailure, ExitStatus, RepositoryLost, UsageError, ending
+from llm_ide.errors import EnvironmentFailure, ExitStatus, RepositoryLost, ending
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
 from llm_ide.workspace.patch import PatchError, extract_patch, keep_base
@@ -40,16 +40,6 @@ def baseline_notes(env: Environment, base: str) -> list[str]:
         f"warning: the repository has uncommitted changes ({shown}): they are not in the baseline, so the patch "
         "will hold them too; commit or stash them first for a patch of the run's own change",
     ]
-
-
-def check_output_folder(output_dir: Path, repo: Path | None, option: str = "the run") -> None:
-    """The run's folder may be in the repository (its commands and its patch never see it) or outside, never be it
-    (`option`: what the door that was used calls it: --output, `output_dir`, the graph input's `output`)."""
-    if repo is not None and Path(output_dir).resolve() == Path(repo).resolve():
-        raise UsageError(
-            f"the output folder is the repository itself ({Path(repo).resolve()}): the agent's commands would see "
-            f"and change the run's own files; give {option} a folder inside or outside it"
-        )
 
 
 def open_environment(
