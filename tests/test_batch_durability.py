@@ -154,3 +154,34 @@ def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_
     assert sorted(preds) == sorted(row["instance_id"] for row in rows), again.stdout + again.stderr
     for row in rows:
         assert row["patch"] in preds[row["instance_id"]]["model_patch"]
+
+
+@pytest.mark.parametrize("checkpoint", [None, "sqlite"])
+def test_a_rerun_after_a_kill_counts_what_the_killed_runs_spent_in_the_batchs_cost_limit(
+    tmp_path: Path, checkpoint: str | None
+) -> None:
+    """$1 calls: the batch is killed in its second command ($2 paid, $1 of it after the last checkpoint). Its rerun
+    under a $3 limit took what exit_statuses.yaml held as spent (nothing: the killed run never recorded its outcome)
+    and made three more calls, $5 in all."""
+    from openai_server import OpenAIServer
+    from swebench_fixtures import dollar_steps
+
+    dataset, _ = build_dataset(tmp_path / "data", 1)
+    calls, config = dollar_steps(tmp_path, 10)
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "agent": {"cost_limit": 100}}))
+    output = tmp_path / "out"
+    with OpenAIServer(replies=calls) as server:
+        args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", "gpt-test", "--base-url",
+                server.url, "-c", str(config), "-o", str(output), "--cost-limit", "3"]  # fmt: skip
+        if checkpoint:
+            args += ["--checkpoint", f"sqlite:{tmp_path / 'threads.sqlite'}"]
+        env = {**os.environ, "OPENAI_API_KEY": "k", "LLM_IDE_FAILPOINTS": "execute.begun=2"}
+        killed = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env)
+        assert killed.returncode == -9 and server.hits == 2, killed.stderr
+        again = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env | {
+            "LLM_IDE_FAILPOINTS": ""
+        })  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert server.hits == 3
+    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
+    assert [(info["exit_status"], info["cost"]) for info in statuses.values()] == [("cost_limit", 3.0)]

@@ -47,7 +47,14 @@ from llm_ide.swebench.preflight import (
     check_writable,
 )
 from llm_ide.swebench.progress import BatchProgress
-from llm_ide.swebench.store import PREDS, OutputStore, output_folder, read_preds, read_statuses
+from llm_ide.swebench.store import (
+    PREDS,
+    OutputStore,
+    output_folder,
+    read_preds,
+    read_statuses,
+    unrecorded_spend,
+)
 
 log = logging.getLogger("llm_ide.swebench")
 __all__ = [
@@ -72,11 +79,12 @@ def run_batch(
     *,
     progress: BatchProgress | None = None,
     skipped_existing: list[str] | None = None,
+    unrecorded: float = 0.0,
 ) -> BatchSummary:
     """Run `instances` with `options.workers` threads (or as Ray tasks: `options.engine`); Ctrl-C ends the running
-    instances as `interrupted`."""
+    instances as `interrupted`; `unrecorded`: what their earlier runs paid beyond exit_statuses.yaml's record."""
     summary = BatchSummary(options.output, [i.instance_id for i in instances], skipped_existing or [])
-    summary.spent_before = OutputStore(options.output).spent()
+    summary.spent_before = OutputStore(options.output).spent() + unrecorded
     if not instances:  # (every one skipped as finished: no progress of none to say)
         return summary
     progress = progress or BatchProgress(total=len(instances), live=False)
@@ -197,6 +205,7 @@ class Selection:
     going_on: dict[str, str]  # how each finished one goes on: `limits` (stopped at one the batch's settings no longer
     # reach: from its last step) or `more` (attempts to add: none accepted, a higher attempts.max)
     resumed: list[str]  # those of `todo` that go on from their thread's last checkpoint
+    unrecorded: float = 0.0  # what their earlier runs paid that exit_statuses.yaml does not hold (a killed batch)
 
 
 def prepare(
@@ -219,15 +228,18 @@ def prepare(
     going_on = beyond_their_limits(options, finished)
     skipped = [instance_id for instance_id in finished if instance_id not in going_on]
     todo = [i.instance_id for i in chosen if i.instance_id not in set(skipped)]
-    resumed = with_a_thread(options, [i for i in todo if not (options.redo_existing and i in existing)])
-    return Selection(dataset, [i for i in chosen if i.instance_id in set(todo)], skipped, going_on, resumed)
+    resumable = [i for i in todo if not (options.redo_existing and i in existing)]
+    threads = {} if options.checkpoint == "memory" or not resumable else last_values(options, resumable)
+    resumed = with_a_thread(options, resumable, threads)
+    unrecorded = unrecorded_spend(options.output, resumable, threads)
+    return Selection(dataset, [i for i in chosen if i.instance_id in set(todo)], skipped, going_on, resumed, unrecorded)
 
 
-def with_a_thread(options: BatchOptions, instance_ids: list[str]) -> list[str]:
+def with_a_thread(options: BatchOptions, instance_ids: list[str], threads: dict[str, Any]) -> list[str]:
     """The instances whose thread (with attempts: their attempts' thread) a checkpoint holds: they resume from it."""
     if options.checkpoint == "memory" or not instance_ids:
         return []
-    found = set(last_values(options, instance_ids))
+    found = set(threads)
     found |= {i for i in instance_ids if (options.output / i / attempts_database(i)).is_file()}
     return [instance_id for instance_id in instance_ids if instance_id in found]
 
@@ -319,7 +331,9 @@ def run_swebench(
     with batch_log(options.output):
         for error in dataset.errors:
             log.error("skipping malformed %s", error)
-    summary = run_batch(todo, options, progress=progress, skipped_existing=selection.skipped)
+    summary = run_batch(
+        todo, options, progress=progress, skipped_existing=selection.skipped, unrecorded=selection.unrecorded
+    )
     summary.resumed, summary.row_errors = selection.resumed, [str(error) for error in dataset.errors]
     with batch_log(options.output):
         log.info("batch: %s", summary.said())

@@ -6,7 +6,7 @@ import fcntl
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,7 @@ import yaml
 
 from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
+from llm_ide.run.calls_read import read_log
 from llm_ide.run.outputs import spent_apart
 from llm_ide.settings import load_yaml
 
@@ -176,6 +177,26 @@ class OutputStore:
                 by_status.setdefault(info["exit_status"], []).append(iid)
             data = {"instances_by_exit_status": dict(sorted(by_status.items())), "instances": instances}
             atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def unrecorded_spend(output: Path, instance_ids: list[str], threads: Mapping[str, Mapping[str, Any]]) -> float:
+    """What the instances' earlier runs paid beyond what exit_statuses.yaml holds for them (a batch killed mid-run
+    recorded no outcome): each one's calls log, or its thread's last checkpoint (a Ray node kept the log)."""
+    statuses = read_statuses(output) if output.is_dir() else {}
+    total = 0.0
+    for instance_id in instance_ids:
+        log_path = output / instance_id / f"{instance_id}.calls.jsonl.gz"
+        logged = sum(call.get("cost") or 0.0 for call in read_log(log_path)[0]) if log_path.is_file() else 0.0
+        recorded = statuses.get(instance_id, {}).get("cost")
+        paid = max(logged, thread_cost(threads.get(instance_id, {})))
+        total += max(0.0, paid - (recorded if isinstance(recorded, int | float) else 0.0))
+    return total
+
+
+def thread_cost(values: Mapping[str, Any]) -> float:
+    """A thread's spend at its last checkpoint: its own calls and its variants' (a navigator's)."""
+    usages = [values.get("usage"), *(value.get("usage") for value in values.values() if isinstance(value, Mapping))]
+    return sum(float(usage.get("cost") or 0.0) for usage in usages if isinstance(usage, Mapping))
 
 
 def priced_calls(info: dict[str, Any]) -> bool:
