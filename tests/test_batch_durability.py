@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -156,32 +157,46 @@ def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_
         assert row["patch"] in preds[row["instance_id"]]["model_patch"]
 
 
-@pytest.mark.parametrize("checkpoint", [None, "sqlite"])
-def test_a_rerun_after_a_kill_counts_what_the_killed_runs_spent_in_the_batchs_cost_limit(
-    tmp_path: Path, checkpoint: str | None
-) -> None:
-    """$1 calls: the batch is killed in its second command ($2 paid, $1 of it after the last checkpoint). Its rerun
-    under a $3 limit took what exit_statuses.yaml held as spent (nothing: the killed run never recorded its outcome)
-    and made three more calls, $5 in all."""
+def killed_then_again(tmp_path: Path, count: int, checkpoint: str | None = None) -> tuple[Any, int]:
+    """$1 calls, one worker: the batch killed in its second command ($2 paid, $1 of it after the last checkpoint),
+    then the same command again under a $3 limit: (the rerun, the calls made in all)."""
     from openai_server import OpenAIServer
     from swebench_fixtures import dollar_steps
 
-    dataset, _ = build_dataset(tmp_path / "data", 1)
+    dataset, _ = build_dataset(tmp_path / "data", count)
     calls, config = dollar_steps(tmp_path, 10)
     config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "agent": {"cost_limit": 100}}))
-    output = tmp_path / "out"
     with OpenAIServer(replies=calls) as server:
         args = ["swebench", "--subset", str(dataset), "--environment", "local", "--model", "gpt-test", "--base-url",
-                server.url, "-c", str(config), "-o", str(output), "--cost-limit", "3"]  # fmt: skip
+                server.url, "-c", str(config), "-o", str(tmp_path / "out"), "--cost-limit", "3", "-w", "1"]  # fmt: skip
         if checkpoint:
             args += ["--checkpoint", f"sqlite:{tmp_path / 'threads.sqlite'}"]
         env = {**os.environ, "OPENAI_API_KEY": "k", "LLM_IDE_FAILPOINTS": "execute.begun=2"}
         killed = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env)
         assert killed.returncode == -9 and server.hits == 2, killed.stderr
-        again = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env | {
-            "LLM_IDE_FAILPOINTS": ""
-        })  # fmt: skip
+        env["LLM_IDE_FAILPOINTS"] = ""
+        again = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr
-    assert server.hits == 3
-    statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
+    return again, server.hits
+
+
+@pytest.mark.parametrize("checkpoint", [None, "sqlite"])
+def test_a_rerun_after_a_kill_counts_what_the_killed_runs_spent_in_the_batchs_cost_limit(
+    tmp_path: Path, checkpoint: str | None
+) -> None:
+    """The rerun took what exit_statuses.yaml held as spent (nothing: the killed run never recorded its outcome) and
+    made three more calls, $5 in all."""
+    _, calls = killed_then_again(tmp_path, 1, checkpoint)
+    assert calls == 3
+    statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
     assert [(info["exit_status"], info["cost"]) for info in statuses.values()] == [("cost_limit", 3.0)]
+
+
+def test_the_limit_reached_line_counts_a_resumed_instances_earlier_spend_once(tmp_path: Path) -> None:
+    """The resumed instance's cost is all it paid, its earlier runs' $2 included: the line added the earlier runs'
+    spend to it again ("spent $5.0000, $2.0000 of it by earlier runs")."""
+    again, calls = killed_then_again(tmp_path, 2)
+    assert calls == 3
+    said = " ".join(again.stdout.split())
+    assert "global cost limit reached (spent $3.0000, $2.0000 of it by earlier runs in " in said, said
+    assert "1 instance not started" in said

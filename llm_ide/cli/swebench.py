@@ -196,7 +196,7 @@ def print_batch(summary: Any, output: Path) -> None:
     if summary.not_started:
         before = f", {money(summary.spent_before)} of it by earlier runs in {output}" if summary.spent_before else ""
         console.print(
-            f"[yellow]global cost limit reached (spent {money(summary.spent_before + summary.cost)}{before}): "
+            f"[yellow]global cost limit reached (spent {money(summary.spent)}{before}): "
             f"{len(summary.not_started)} instance{'s' * (len(summary.not_started) != 1)} not started[/]"
         )
     if summary.outcomes and all(ExitStatus(outcome.exit_status).failed for outcome in summary.outcomes.values()):

@@ -98,6 +98,7 @@ def run_batch(
     with batch_log(options.output), progress:
         log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
         batch.run(instances)
+        summary.spent = batch.budget.spent
         if batch.budget.exhausted and summary.not_started:
             log_not_started(options.cost_limit or 0, batch.budget.spent, len(summary.not_started))
     return summary

@@ -84,6 +84,7 @@ class BatchSummary:
     not_started: list[str] = field(default_factory=list)
     row_errors: list[str] = field(default_factory=list)
     spent_before: float = 0.0  # what the earlier runs in its output folder spent (its cost limit counts it)
+    spent: float = 0.0  # what its cost limit counted at its end: the earlier runs' and this batch's calls
     resumed: list[str] = field(default_factory=list)  # those of `selected` that went on from their checkpoint
 
     def said(self) -> str:

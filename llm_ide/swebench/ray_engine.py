@@ -393,6 +393,7 @@ def run_batch_ray(
             finally:
                 summary.outcomes.update(batch.outcomes)
                 summary.not_started.extend(batch.not_started)
+                summary.spent = batch.spent
             if options.cost_limit and batch.not_started:
                 log_not_started(options.cost_limit, batch.spent, len(batch.not_started))
     finally:
