@@ -100,12 +100,13 @@ def start_node(
     cpus: float,
     port: int,
     auth: dict[str, str],
+    ray: str = RAY,
 ) -> Node:
     """`ray start --block` of one node (the head, on `port`, when `head` is None)."""
     temp_dir = Path("/tmp") / f"rt{os.getpid()}{name}"  # short: Ray's socket paths must stay under 108 bytes
     shutil.rmtree(temp_dir, ignore_errors=True)
     args = [
-        RAY, "start", "--block", "--disable-usage-stats", f"--num-cpus={cpus:g}",
+        ray, "start", "--block", "--disable-usage-stats", f"--num-cpus={cpus:g}",
         f"--resources={json.dumps(resources)}",
         f"--object-store-memory={OBJECT_STORE}", f"--temp-dir={temp_dir}",
         f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
@@ -149,7 +150,12 @@ def wait_nodes(address: str, nodes: list[Node], auth: dict[str, str], timeout: f
 
 @contextmanager
 def ray_cluster(
-    root: Path, resources: list[dict[str, float]], *, env: list[dict[str, str]] | None = None, cpus: float = 1
+    root: Path,
+    resources: list[dict[str, float]],
+    *,
+    env: list[dict[str, str]] | None = None,
+    cpus: float = 1,
+    ray: str = RAY,
 ) -> Iterator[Cluster]:
     require_ray()
     root.mkdir(parents=True, exist_ok=True)
@@ -158,10 +164,10 @@ def ray_cluster(
     try:
         token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)  # a driver in this process has it already
         port, auth = free_port(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
-        nodes.append(start_node("head", root, resources[0], None, env[0], cpus, port, auth))
+        nodes.append(start_node("head", root, resources[0], None, env[0], cpus, port, auth, ray))
         address = f"{node_ip()}:{port}"
         for number, (extra, node_env) in enumerate(zip(resources[1:], env[1:], strict=True), start=2):
-            nodes.append(start_node(f"node{number}", root, extra, address, node_env, cpus, port, auth))
+            nodes.append(start_node(f"node{number}", root, extra, address, node_env, cpus, port, auth, ray))
         wait_nodes(address, nodes, auth)
         yield Cluster(address, nodes, auth)
     finally:

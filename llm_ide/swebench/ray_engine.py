@@ -40,6 +40,7 @@ from llm_ide.swebench.instances import (
 )
 from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS, SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.ray_nodes import check_packages
 from llm_ide.swebench.ray_worker import (
     DOCKER_SLOT,
     BatchHub,
@@ -210,7 +211,6 @@ def slots(options: BatchOptions, nodes: list[dict[str, Any]]) -> int:
 
 
 def task_options(options: BatchOptions) -> dict[str, Any]:
-
     return {
         "num_cpus": options.task_cpus,
         "memory": options.task_memory_mb * 1024 * 1024,
@@ -222,7 +222,6 @@ def task_options(options: BatchOptions) -> dict[str, Any]:
 
 def on_nodes(function: Any, nodes: list[dict[str, Any]], *args: Any, timeout: float = 600) -> list[Any]:
     """`function(*args)` once on each node, pinned there."""
-
     remote = ray.remote(function)
     refs = [
         remote.options(
@@ -234,7 +233,6 @@ def on_nodes(function: Any, nodes: list[dict[str, Any]], *args: Any, timeout: fl
 
 
 def docker_nodes(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-
     return [node for node in nodes if node["Resources"].get(DOCKER_SLOT)]
 
 
@@ -372,6 +370,7 @@ def run_batch_ray(
     connect(options.ray_address, options.workers, options.task_cpus)
     try:
         nodes = check_cluster(options)
+        check_packages(nodes)
         with batch_log(options.output), progress:
             log.info(
                 "batch: %d instances as Ray tasks on %d nodes (%s), model %s",
