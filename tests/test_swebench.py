@@ -112,6 +112,23 @@ def test_progress_plain_lines_and_live_render() -> None:
     assert (progress.done, dict(progress.statuses), list(progress.running)) == (1, {"submitted": 1}, ["b__y-2"])
 
 
+@pytest.mark.parametrize("node", ["", "3b8df95f"])
+def test_a_long_phase_leaves_each_running_instances_id_node_and_cost_whole(node: str) -> None:
+    """A run's phase is a sentence at times (its baseline, the Python its commands use): the live table squeezed the
+    other columns for it, to `demo…` and `$0.00…` at 150 columns, and the node's to nothing."""
+    said = "baseline: commit b8cc466e0fb8 (HEAD); the patch is the working tree's change against it, " * 2
+    with BatchProgress(total=2, console=Console(file=io.StringIO(), width=200), title="swebench") as progress:
+        progress.start("demo__calc-1", node)
+        progress.event("demo__calc-1", "phase", phase=said)
+        progress.start("demo__shapes-1", node)
+        progress.event("demo__shapes-1", "step", step=2, action="bash: " + "x" * 200, cost=1.25)
+        live = Console(file=io.StringIO(), width=150, force_terminal=True, color_system=None)
+        live.print(progress.render())
+    rows = [line.split() for line in live.file.getvalue().splitlines() if "demo__" in line]
+    assert [row[:2] for row in rows] == [["demo__calc-1", node or "baseline:"], ["demo__shapes-1", node or "step"]]
+    assert "$1.2500" in rows[1] and "$0.0000" in rows[0]
+
+
 def test_an_interrupted_instance_is_not_counted_done() -> None:
     """Ctrl-C in a batch of one: its summary said `1/1 done`."""
     plain = io.StringIO()

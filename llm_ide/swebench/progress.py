@@ -157,9 +157,19 @@ class BatchProgress:
             statuses = Text(self.status_text(), style="dim" if not self.statuses else "")
             rows = Table(box=None, show_header=bool(self.running), padding=(0, 2))
             nodes = any(run.node for run in self.running.values())
+            whole = {  # never squeezed for a long phase or action: they take what is left
+                "instance": max((len(run.instance_id) for run in self.running.values()), default=8),
+                "node": max((len(run.node) for run in self.running.values()), default=4),
+                "cost": max((len(self.money(run.cost)) for run in self.running.values()), default=4),
+                "time": 7,
+            }
             for column in ("instance", *("node",) * nodes, "phase", "cost", "time", "last action"):
                 rows.add_column(
-                    column, overflow="ellipsis", no_wrap=True, max_width=60 if column == "last action" else None
+                    column,
+                    overflow="ellipsis",
+                    no_wrap=True,
+                    min_width=whole.get(column),
+                    max_width={"phase": 40, "last action": 60}.get(column),
                 )
             for run in sorted(self.running.values(), key=lambda r: r.started):
                 rows.add_row(
