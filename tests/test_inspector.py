@@ -688,3 +688,24 @@ def test_a_report_says_unpriced_for_a_run_of_no_price_and_for_a_part_of_one(tmp_
     page = tmp_path / "report.html"
     assert invoke("report", str(tmp_path), "--html", str(page)).returncode == 0
     assert all(f">{said}</td>" in page.read_text() for _, _, said in runs.values())
+
+
+def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(browser, tmp_path: Path) -> None:
+    """A model without a price, served on loopback: the page's header said unpriced, its panel `cost $0.0000`."""
+    from openai_server import OpenAIServer
+    from selenium.webdriver.common.by import By
+
+    repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--thread-id", "t"]
+    with OpenAIServer(replies=agent_script.single_call(agent_script.FIX_SCRIPT)) as server:
+        done = cli(*run, "--model", "local/free-model", "--base-url", server.url, "--output", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert cli("inspect", str(tmp_path / "out" / "t.traj.json"), "--html", str(tmp_path / "p.html")).returncode == 0
+    browser.get((tmp_path / "p.html").as_uri())
+    assert text_of(browser.find_element(By.ID, "cost")) == "unpriced"
+    for node in browser.find_elements(By.CSS_SELECTOR, "#tree .node"):
+        node.click()
+        facts = text_of(browser.find_element(By.ID, "panel-facts"))
+        calls = [text_of(call) for call in browser.find_elements(By.CSS_SELECTOR, "#panel-calls summary")]
+        assert "cost unpriced" in facts and calls and all(call.endswith(" out, unpriced") for call in calls), calls
+    assert browser.get_log("browser") == []

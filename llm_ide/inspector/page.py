@@ -72,6 +72,7 @@ def run_page(run: RunView) -> str:
         "nodes": {f"{n.attempt}:{n.id}": n.model_dump() for n in run.nodes},
         "chunks": [{"file": h.file_path, "lines": h.lines, "scores": h.scores, "shown": h.shown} for h in run.heat],
         "cell": HEAT_CELL,
+        "priced": run.priced,
     }
     return (
         environment()

@@ -1,6 +1,7 @@
 (() => {
   const data = JSON.parse(document.getElementById("run-data").textContent);
   const $ = (id) => document.getElementById(id);
+  const money = (cost) => (data.priced ? `$${cost.toFixed(4)}` : "unpriced");  // no price: unknown, never $0
   const REF = /\[(\d+)\]\(([^()\s:]+):(\d+)(?:-(\d+))?\)/g;
 
   function withRefs(target, text) {
@@ -51,7 +52,7 @@
     box.className = "call";
     const summary = document.createElement("summary");
     summary.textContent = `#${call.index} ${call.kind}: ${call.prompt_chars.toLocaleString()} prompt chars, ` +
-      `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, $${call.cost.toFixed(4)}` +
+      `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, ${money(call.cost)}` +
       (call.rejected ? ` · ✗ rejected: ${call.rejected}` : "");
     const prompt = document.createElement("pre");
     prompt.className = "prompt";
@@ -99,7 +100,7 @@
     $("panel-empty").hidden = true;
     $("panel-body").hidden = false;
     $("panel-title").textContent = `[${node.id}] ${node.action_type}` + (node.attempt ? ` (attempt ${node.attempt})` : "");
-    const facts = [`marks: ${node.marks.join(", ")}`, `duration ${node.duration.toFixed(2)} s`, `cost $${node.cost.toFixed(4)}`];
+    const facts = [`marks: ${node.marks.join(", ")}`, `duration ${node.duration.toFixed(2)} s`, `cost ${money(node.cost)}`];
     if (node.returncode !== null) facts.push(`exit code ${node.returncode}`);
     $("panel-facts").textContent = facts.join(" · ");
     withRefs($("panel-thought"), node.thought);
