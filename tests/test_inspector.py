@@ -11,13 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import agent_script
+import attempts_scripts
 import pytest
 import yaml
 from agent_script import act, reflect
 from conftest import make_git_repo, unavailable
 from in_process import invoke
+from openai_server import OpenAIServer
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
+from llm_ide import run_attempts
+from llm_ide.config import load_config
 from llm_ide.inspector.layout import assign_lanes
 from llm_ide.inspector.model import NodeView
 from llm_ide.run.trajectory import load_trajectory
@@ -692,7 +696,6 @@ def test_a_report_says_unpriced_for_a_run_of_no_price_and_for_a_part_of_one(tmp_
 
 def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(browser, tmp_path: Path) -> None:
     """A model without a price, served on loopback: the page's header said unpriced, its panel `cost $0.0000`."""
-    from openai_server import OpenAIServer
     from selenium.webdriver.common.by import By
 
     repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
@@ -709,3 +712,24 @@ def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(brows
         calls = [text_of(call) for call in browser.find_elements(By.CSS_SELECTOR, "#panel-calls summary")]
         assert "cost unpriced" in facts and calls and all(call.endswith(" out, unpriced") for call in calls), calls
     assert browser.get_log("browser") == []
+
+
+def test_a_run_of_attempts_charts_each_attempts_steps_apart(tmp_path: Path) -> None:
+    """Two attempts of three steps: each chart bar summed the same step of both (`step 1: 4,874`, no prompt's size)."""
+    repo = make_git_repo(tmp_path / "repo", attempts_scripts.FILES)
+    scripts = [attempts_scripts.attempt_script(fix) for fix in (attempts_scripts.WRONG, attempts_scripts.RIGHT)]
+    reviews = [attempts_scripts.review(2, "no"), attempts_scripts.review(9, "ok")]
+    model = attempts_scripts.scripts(tmp_path / "s", scripts, reviews)
+    settings = load_config("default", environment={"tools": []}, attempts={"max": 2})
+    out = tmp_path / "out"
+    result = run_attempts(attempts_scripts.TASK, model=model, settings=settings, output_dir=out, run_id="T", repo=repo)
+    assert cli("inspect", str(result.trajectory_path), "--html", str(tmp_path / "p.html")).returncode == 0
+    chart = re.search(r"<figcaption>prompt characters .*?</svg>", (tmp_path / "p.html").read_text(), re.S)
+    assert chart is not None
+    shown = re.findall(r"<title>([^<]*): ([\d,]+)</title>", chart.group(0))
+    sums: dict[tuple[int, int], int] = {}
+    for call in load_trajectory(result.trajectory_path)["model_calls"]:  # a review: with its attempt's last step
+        key = (call["attempt"], call.get("step", 2))
+        sums[key] = sums.get(key, 0) + call["prompt_chars"]
+    assert shown == [(f"attempt {a}, step {s + 1}", f"{chars:,}") for (a, s), chars in sorted(sums.items())]
+    assert len(shown) == 6

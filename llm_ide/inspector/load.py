@@ -206,15 +206,17 @@ def line_ranges(lines: list[int]) -> str:
 
 
 def step_stats(calls: list[CallView]) -> list[StepStat]:
-    stats: dict[int, StepStat] = {}
+    """Each step's sums, a step of each attempt apart (their steps are counted from 1 in each)."""
+    stats: dict[tuple[int, int], StepStat] = {}
     for call in calls:
-        stat = stats.setdefault(call.step or 0, StepStat(step=call.step or 0))
+        key = (call.attempt, call.step or 0)
+        stat = stats.setdefault(key, StepStat(attempt=key[0], step=key[1]))
         stat.prompt_chars += call.prompt_chars
         stat.cached_tokens += call.cached_tokens
         stat.uncached_tokens += max(0, call.prompt_tokens - call.cached_tokens)
         stat.output_tokens += call.response_tokens
         stat.cost += call.cost
-    return [stats[step] for step in sorted(stats)]
+    return [stats[key] for key in sorted(stats)]
 
 
 def mini_run(data: dict[str, Any], path: Path) -> RunView:
