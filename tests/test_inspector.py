@@ -17,7 +17,7 @@ import yaml
 from agent_script import act, reflect
 from conftest import make_git_repo, unavailable
 from in_process import invoke
-from openai_server import OpenAIServer
+from openai_server import OpenAIServer, Reply
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide import run_attempts
@@ -733,3 +733,20 @@ def test_a_run_of_attempts_charts_each_attempts_steps_apart(tmp_path: Path) -> N
         sums[key] = sums.get(key, 0) + call["prompt_chars"]
     assert shown == [(f"attempt {a}, step {s + 1}", f"{chars:,}") for (a, s), chars in sorted(sums.items())]
     assert len(shown) == 6
+
+
+def test_a_page_says_the_discarded_calls_its_cost_counts(tmp_path: Path) -> None:
+    """A stream cut mid-reply, asked again: the cost in the header counts the cut call, and the header said only the
+    calls of the run's history (`4 model calls`, the console's `(+1 discarded)` nowhere)."""
+    replies = agent_script.single_call(agent_script.FIX_SCRIPT)
+    repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    prices = {"gpt-test": {"input": 1.0, "output": 2.0}}
+    model = {"stream": True, "retry_base_delay": 0.0, "max_retries": 3, "prices": prices}
+    (config := tmp_path / "c.yaml").write_text(json.dumps({"environment": {"tools": []}, "model": model}))
+    run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--config", str(config)]
+    with OpenAIServer(replies=[Reply(replies[0], cut=3), *replies]) as server:
+        done = cli(*run, "--model", "gpt-test", "--base-url", server.url, "--output", str(tmp_path), "--thread-id", "t")
+    assert f"after {len(replies)} model calls (+1 discarded)" in done.stdout, done.stdout + done.stderr
+    assert cli("inspect", str(tmp_path / "t.traj.json"), "--html", str(tmp_path / "p.html")).returncode == 0
+    calls = re.search(r"<span[^>]*>(\d+ model calls[^<]*)</span>", (tmp_path / "p.html").read_text())
+    assert calls is not None and calls.group(1) == f"{len(replies)} model calls (+1 discarded)"

@@ -70,6 +70,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         cost=float(stats.get("cost") or 0.0),
         priced=run_priced(info),
         api_calls=int(stats.get("api_calls") or len(calls)),
+        discarded=int(stats.get("discarded_calls") or 0),
         elapsed=float(info.get("elapsed") or 0.0),
         nodes=nodes,
         calls=calls,

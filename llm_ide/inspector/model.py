@@ -135,6 +135,7 @@ class RunView(BaseModel):
     cost: float = 0.0  # its driver's (`model_stats`): its navigator's is apart, in `navigator`
     priced: bool = True  # False: the model had no price: its cost is unknown, shown as unpriced, never as $0
     api_calls: int = 0
+    discarded: int = 0  # calls paid for outside its history (a step that never completed): in its cost, not its calls
     elapsed: float = 0.0
     nodes: list[NodeView] = Field(default_factory=list)
     calls: list[CallView] = Field(default_factory=list)
