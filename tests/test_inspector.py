@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import attempts_scripts
 import pytest
 import yaml
 from agent_script import act, reflect
-from conftest import make_git_repo, unavailable
+from conftest import in_terminal, make_git_repo, unavailable
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
@@ -750,3 +751,25 @@ def test_a_page_says_the_discarded_calls_its_cost_counts(tmp_path: Path) -> None
     assert cli("inspect", str(tmp_path / "t.traj.json"), "--html", str(tmp_path / "p.html")).returncode == 0
     calls = re.search(r"<span[^>]*>(\d+ model calls[^<]*)</span>", (tmp_path / "p.html").read_text())
     assert calls is not None and calls.group(1) == f"{len(replies)} model calls (+1 discarded)"
+
+
+def test_a_long_runs_tree_is_shown_whole_in_a_terminal(tmp_path: Path) -> None:
+    """40 operations, a failed alternative every 10th: each step was nested under the one before, and a terminal
+    80 columns wide showed the first 19 of them, the rest cut off at its width."""
+    responses = []
+    for step in range(39):
+        if step % 10 == 9:
+            responses += [act(f"Guess {step}.", "bash", command="false"), reflect(True, f"Guess {step} refuted.")]
+        else:
+            view = act(f"Read {step}.", "view", path="shop/cart.py", start_line=1, end_line=5)
+            responses += [view, reflect(False, f"Read {step}.")]
+    script = agent_script.write_script(tmp_path / "s.yaml", [*responses, act("Done.", "submit")])
+    repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    run = ["run", "--repo", str(repo), "--task", "Read.", "--model", script, "--thread-id", "t", "--step-limit", "50"]
+    assert cli(*run, "--output", str(tmp_path / "out")).returncode == 0
+    command = [sys.executable, "-m", "llm_ide", "inspect", str(tmp_path / "out" / "t.traj.json")]
+    status, shown = in_terminal(command, {**os.environ, "COLUMNS": "80", "TERM": "dumb", "LLM_IDE_CONFIG": "off"})
+    assert status == 0, shown
+    drawn = re.findall(r"(✗ )?\[(\d+)\] (\w+)", re.sub(r"\x1b\[[0-9;]*m", "", shown.decode()))
+    assert [int(number) for _, number, _ in drawn] == list(range(40))
+    assert [number for failed, number, _ in drawn if failed] == ["9", "19", "29"]

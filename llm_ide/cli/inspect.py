@@ -177,7 +177,11 @@ def loaded(trajectory: Path, full: bool) -> tuple[dict[str, Any], list[tuple[int
 def operation_tree(
     heading: str, info: dict[str, Any], operations: list[tuple[int, Any]], usage: str, full: bool, cropped: bool
 ) -> Tree:
-    """The run's operations under its heading, one branch per attempt; those off the reasoning chain marked."""
+    """The run's operations under its heading, one branch per attempt; those off the reasoning chain marked. The
+    chain goes on at one level, as the page draws it, each alternative a branch off its parent: a run of hundreds of
+    steps nested as deep would be cut at a terminal's width."""
+    from itertools import pairwise
+
     from rich.tree import Tree
 
     from llm_ide.state.operations import reasoning_chain
@@ -187,12 +191,14 @@ def operation_tree(
     attempts = {int(a["index"]): a for a in info.get("attempts") or []}
     for number in sorted({attempt for attempt, _ in operations}):
         nodes = [node for attempt, node in operations if attempt == number]
-        chain = {node.id for node in reasoning_chain(nodes)}
+        chain = reasoning_chain(nodes)
+        going_on = {child.id for parent, child in pairwise(chain) if child.parent_id == parent.id}
         top = root.add(attempt_label(attempts[number])) if number in attempts else root
-        drawn = [(node, Tree(_label(node, node.id in chain, full, cropped))) for node in nodes]
+        drawn = [(node, Tree(_label(node, node in chain, full, cropped))) for node in nodes]
         branches = {node.id: branch for node, branch in reversed(drawn)}  # an id twice: its first node's children
         for node, branch in drawn:  # in the file's order, a child possibly before its parent
-            (top if node.parent_id is None else branches[node.parent_id]).children.append(branch)
+            under = node.parent_id is None or node.id in going_on
+            (top if under else branches[node.parent_id]).children.append(branch)
     return root
 
 
