@@ -715,25 +715,42 @@ def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(brows
     assert browser.get_log("browser") == []
 
 
-def test_a_run_of_attempts_charts_each_attempts_steps_apart(tmp_path: Path) -> None:
-    """Two attempts of three steps: each chart bar summed the same step of both (`step 1: 4,874`, no prompt's size)."""
-    repo = make_git_repo(tmp_path / "repo", attempts_scripts.FILES)
+@pytest.fixture(scope="module")
+def attempts_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A run of two attempts of three steps each, reviewed (its trajectory), and its page."""
+    folder = tmp_path_factory.mktemp("attempts")
+    repo = make_git_repo(folder / "repo", attempts_scripts.FILES)
     scripts = [attempts_scripts.attempt_script(fix) for fix in (attempts_scripts.WRONG, attempts_scripts.RIGHT)]
     reviews = [attempts_scripts.review(2, "no"), attempts_scripts.review(9, "ok")]
-    model = attempts_scripts.scripts(tmp_path / "s", scripts, reviews)
+    model = attempts_scripts.scripts(folder / "s", scripts, reviews)
     settings = load_config("default", environment={"tools": []}, attempts={"max": 2})
-    out = tmp_path / "out"
+    out = folder / "out"
     result = run_attempts(attempts_scripts.TASK, model=model, settings=settings, output_dir=out, run_id="T", repo=repo)
-    assert cli("inspect", str(result.trajectory_path), "--html", str(tmp_path / "p.html")).returncode == 0
-    chart = re.search(r"<figcaption>prompt characters .*?</svg>", (tmp_path / "p.html").read_text(), re.S)
+    assert cli("inspect", str(result.trajectory_path), "--html", str(folder / "p.html")).returncode == 0
+    return result.trajectory_path, (folder / "p.html").read_text()
+
+
+def test_a_run_of_attempts_charts_each_attempts_steps_apart(attempts_run: tuple[Path, str]) -> None:
+    """Each chart bar summed the same step of both attempts (`step 1: 4,874`, no prompt's size)."""
+    trajectory, page = attempts_run
+    chart = re.search(r"<figcaption>prompt characters .*?</svg>", page, re.S)
     assert chart is not None
     shown = re.findall(r"<title>([^<]*): ([\d,]+)</title>", chart.group(0))
     sums: dict[tuple[int, int], int] = {}
-    for call in load_trajectory(result.trajectory_path)["model_calls"]:  # a review: with its attempt's last step
+    for call in load_trajectory(trajectory)["model_calls"]:  # a review: with its attempt's last step
         key = (call["attempt"], call.get("step", 2))
         sums[key] = sums.get(key, 0) + call["prompt_chars"]
     assert shown == [(f"attempt {a}, step {s + 1}", f"{chars:,}") for (a, s), chars in sorted(sums.items())]
     assert len(shown) == 6
+
+
+def test_a_run_of_attempts_names_where_its_code_context_is(attempts_run: tuple[Path, str]) -> None:
+    """The run's own trajectory holds no code context, each attempt's does: the page said the run's held no chunk."""
+    trajectory, page = attempts_run
+    own = [attempt["trajectory"] for attempt in load_trajectory(trajectory)["info"]["attempts"]]
+    assert all(load_trajectory(trajectory.parent / path)["code_context"] for path in own)
+    said = f"each attempt's code context is in its own trajectory ({', '.join(own)}, beside this run's)."
+    assert said in page and "held no chunk" not in page
 
 
 def test_a_page_says_the_discarded_calls_its_cost_counts(tmp_path: Path) -> None:

@@ -78,6 +78,7 @@ class AttemptView(BaseModel):
     reasons: str = ""  # the reviewer's (llm_ide/attempts)
     checks: dict[str, Any] = Field(default_factory=dict)  # what running its patch in a clean environment found
     rank: list[int] = Field(default_factory=list)  # from those checks (lower is better)
+    trajectory: str = ""  # its own, beside the run's (with its code context), relative to the run's folder
 
 
 class ScriptView(BaseModel):
