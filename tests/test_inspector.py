@@ -790,3 +790,28 @@ def test_a_long_runs_tree_is_shown_whole_in_a_terminal(tmp_path: Path) -> None:
     drawn = re.findall(r"(✗ )?\[(\d+)\] (\w+)", re.sub(r"\x1b\[[0-9;]*m", "", shown.decode()))
     assert [int(number) for _, number, _ in drawn] == list(range(40))
     assert [number for failed, number, _ in drawn if failed] == ["9", "19", "29"]
+
+
+@pytest.mark.parametrize("every", [0, 2])
+def test_the_code_context_outlines_the_chunks_each_steps_prompt_held(tmp_path: Path, every: int) -> None:
+    """A chunk's cell was outlined whenever its score was above the threshold, as if each prompt rendered the context
+    anew: the prompts build on a snapshot renewed now and then (here never, or every 2 operations), and a demo's five
+    prompts, all 'No code in context yet', had every cell outlined."""
+    script = agent_script.write_script(tmp_path / "s.yaml", agent_script.FIX_SCRIPT)
+    repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"environment": {"tools": []}, "memory": {"snapshot_every": every}}))
+    run = ["run", "--repo", str(repo), "--task", "Fix Cart.total.", "--model", script, "--config", str(config)]
+    assert cli(*run, "--thread-id", "t", "--output", str(tmp_path / "out")).returncode == 0
+    assert cli("inspect", str(tmp_path / "out" / "t.traj.json"), "--html", str(tmp_path / "p.html")).returncode == 0
+    data = json.loads(re.findall(r'<script id="run-data" [^>]*>(.*?)</script>', (tmp_path / "p.html").read_text())[0])
+    calls = load_trajectory(tmp_path / "out" / "t.traj.json")["model_calls"]
+    prompts = {call["step"]: call["prompt"] for call in calls}
+    contexts = [prompts[step].split("## Code Context (as of ")[-1].split("\n## ")[0] for step in sorted(prompts)]
+    outlined = {(chunk["file"], tuple(chunk["lines"])): chunk["shown"] for chunk in data["chunks"]}
+
+    def held(file: str, lines: tuple[int, ...], context: str) -> bool:
+        return f"### File: `{file}`" in context and any(f"{line:>6}\t" in context for line in lines)
+
+    assert outlined == {key: [held(*key, context) for context in contexts] for key in outlined}
+    assert any(map(any, outlined.values())) == bool(every)

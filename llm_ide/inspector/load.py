@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from llm_ide.inspector.context_rows import prompt_rows, shown_in_prompts, step_prompts
 from llm_ide.inspector.model import (
     AttemptView,
     CallView,
@@ -74,7 +75,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         elapsed=float(info.get("elapsed") or 0.0),
         nodes=nodes,
         calls=calls,
-        heat=heat_strips(data.get("code_context") or [], memory, len(operations)),
+        heat=heat_strips(data.get("code_context") or [], memory, len(operations), calls),
         steps=step_stats(calls),
         attempts=[AttemptView(**attempt) for attempt in info.get("attempts") or []],
         messages=[
@@ -167,23 +168,30 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
     return nodes
 
 
-def heat_strips(chunks: list[dict[str, Any]], memory: dict[str, Any], steps: int) -> list[ChunkHeat]:
-    """Replays the decayed score S_t = γ·S_{t−1} + α·A_t + β·R_t of each chunk; a chunk is selected for the prompt of
-    step t when S_t is above the threshold or the previous operation accessed it."""
+def heat_strips(
+    chunks: list[dict[str, Any]], memory: dict[str, Any], steps: int, calls: list[CallView]
+) -> list[ChunkHeat]:
+    """Replays the decayed score S_t = γ·S_{t−1} + α·A_t + β·R_t of each chunk; it was shown at step t when its rows
+    were in that step's prompt's code context (a step whose prompt the calls log lost: when S_t is above the
+    threshold or the operation accessed it)."""
     params = ScoreParams(
         float(memory.get("alpha", 1.0)),
         float(memory.get("beta", 1.0)),
         float(memory.get("gamma", 0.9)),
         float(memory.get("threshold", 0.05)),
     )
+    prompts = step_prompts(calls)
+    rows = [prompt_rows(prompts[step]) if step in prompts else None for step in range(steps)]
     strips = []
     for chunk in chunks:
         activity = chunk.get("activity") or {}
         accessed, referred = (padded(activity.get(key) or [], steps) for key in ("accessed", "referred"))
         series = list(score_steps(accessed, referred, params))
         scores = [round(score, 3) for score in series]
-        shown = [score > params.threshold or a == 1 for score, a in zip(series, accessed, strict=True)]
         lines = sorted(chunk.get("lines") or [])
+        held = shown_in_prompts(chunk["file_path"], lines, rows)
+        estimated = (score > params.threshold or a == 1 for score, a in zip(series, accessed, strict=True))
+        shown = [guess if known is None else known for known, guess in zip(held, estimated, strict=True)]
         scope = ".".join(part for part in (chunk.get("class_name"), chunk.get("function")) if part)
         label = f"{chunk['file_path']}:{line_ranges(lines)}{' ' + scope if scope else ''}"
         strips.append(ChunkHeat(label=label, file_path=chunk["file_path"], lines=lines, scores=scores, shown=shown))
