@@ -717,13 +717,14 @@ def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(brows
 
 @pytest.fixture(scope="module")
 def attempts_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A run of two attempts of three steps each, reviewed (its trajectory), and its page."""
+    """A run of two attempts of three steps each, reviewed, neither accepted, the chooser's pick (its trajectory), and
+    its page."""
     folder = tmp_path_factory.mktemp("attempts")
     repo = make_git_repo(folder / "repo", attempts_scripts.FILES)
     scripts = [attempts_scripts.attempt_script(fix) for fix in (attempts_scripts.WRONG, attempts_scripts.RIGHT)]
     reviews = [attempts_scripts.review(2, "no"), attempts_scripts.review(9, "ok")]
-    model = attempts_scripts.scripts(folder / "s", scripts, reviews)
-    settings = load_config("default", environment={"tools": []}, attempts={"max": 2})
+    model = attempts_scripts.scripts(folder / "s", scripts, reviews, [attempts_scripts.choice(2, "it fixes it")])
+    settings = load_config("default", environment={"tools": []}, attempts={"max": 2, "accept_score": 10})
     out = folder / "out"
     result = run_attempts(attempts_scripts.TASK, model=model, settings=settings, output_dir=out, run_id="T", repo=repo)
     assert cli("inspect", str(result.trajectory_path), "--html", str(folder / "p.html")).returncode == 0
@@ -731,17 +732,18 @@ def attempts_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 def test_a_run_of_attempts_charts_each_attempts_steps_apart(attempts_run: tuple[Path, str]) -> None:
-    """Each chart bar summed the same step of both attempts (`step 1: 4,874`, no prompt's size)."""
+    """Each chart bar summed the same step of both attempts (`step 1: 4,874`, no prompt's size), and the chooser's call
+    was a `step 3` bar before them."""
     trajectory, page = attempts_run
     chart = re.search(r"<figcaption>prompt characters .*?</svg>", page, re.S)
     assert chart is not None
     shown = re.findall(r"<title>([^<]*): ([\d,]+)</title>", chart.group(0))
-    sums: dict[tuple[int, int], int] = {}
+    sums: dict[str, int] = {}
     for call in load_trajectory(trajectory)["model_calls"]:  # a review: with its attempt's last step
-        key = (call["attempt"], call.get("step", 2))
+        key = f"attempt {call['attempt']}, step {call.get('step', 2) + 1}" if call["attempt"] else "choice"
         sums[key] = sums.get(key, 0) + call["prompt_chars"]
-    assert shown == [(f"attempt {a}, step {s + 1}", f"{chars:,}") for (a, s), chars in sorted(sums.items())]
-    assert len(shown) == 6
+    assert shown == [(key, f"{chars:,}") for key, chars in sums.items()]
+    assert [key for key, _ in shown] == [f"attempt {a}, step {s}" for a in (1, 2) for s in (1, 2, 3)] + ["choice"]
 
 
 def test_a_run_of_attempts_names_where_its_code_context_is(attempts_run: tuple[Path, str]) -> None:

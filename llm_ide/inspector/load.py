@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -215,11 +216,15 @@ def line_ranges(lines: list[int]) -> str:
 
 
 def step_stats(calls: list[CallView]) -> list[StepStat]:
-    """Each step's sums, a step of each attempt apart (their steps are counted from 1 in each)."""
-    stats: dict[tuple[int, int], StepStat] = {}
+    """Each step's sums, a step of each attempt apart (their steps are counted from 1 in each), and in a run of
+    attempts the choice among them (its calls of no attempt) last."""
+    attempted = any(call.attempt for call in calls)
+    stats: dict[tuple[float, int], StepStat] = {}
     for call in calls:
-        key = (call.attempt, call.step or 0)
-        stat = stats.setdefault(key, StepStat(attempt=key[0], step=key[1]))
+        choice = attempted and not call.attempt
+        key = (math.inf, 0) if choice else (call.attempt, call.step or 0)
+        label = "choice" if choice else f"attempt {call.attempt}, " * bool(call.attempt) + f"step {key[1] + 1}"
+        stat = stats.setdefault(key, StepStat(step=key[1], label=label))
         stat.prompt_chars += call.prompt_chars
         stat.cached_tokens += call.cached_tokens
         stat.uncached_tokens += max(0, call.prompt_tokens - call.cached_tokens)

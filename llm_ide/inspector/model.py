@@ -62,7 +62,7 @@ class ChunkHeat(BaseModel):
 
 class StepStat(BaseModel):
     step: int
-    attempt: int = 0  # in a run of attempts, steps are counted in each attempt
+    label: str = ""  # `step 3`; in a run of attempts `attempt 2, step 3` (steps counted in each), or `choice`
     prompt_chars: int = 0
     cached_tokens: int = 0
     uncached_tokens: int = 0

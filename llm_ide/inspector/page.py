@@ -107,17 +107,12 @@ def charts(steps: list[StepStat], priced: bool = True) -> list[dict[str, Any]]:
                 "step": steps[i].step,
                 "cached": b / top * CHART_HEIGHT,
                 "uncached": a / top * CHART_HEIGHT,
-                "tip": f"{step_name(steps[i])}: " + (fmt.format(a) if not b else f"{b:,} cached, {a:,} uncached"),
+                "tip": f"{steps[i].label}: " + (fmt.format(a) if not b else f"{b:,} cached, {a:,} uncached"),
             }
             for i, (a, b) in enumerate(values)
         ]
         out.append({"title": title, "bars": bars, "max": fmt.format(largest), "width": max(len(values), 1) * BAR})
     return out
-
-
-def step_name(stat: StepStat) -> str:
-    """`step 3`, counted from 1 as the console counts steps; in a run of attempts `attempt 2, step 3`."""
-    return f"attempt {stat.attempt}, step {stat.step + 1}" if stat.attempt else f"step {stat.step + 1}"
 
 
 def diff_class(line: str) -> tuple[str, str]:
