@@ -11,6 +11,7 @@ from typing import Any
 from llm_ide.errors import usd
 from llm_ide.pricing import Price, price_of
 from llm_ide.settings import PriceSettings
+from llm_ide.terminal import plural
 
 DATE_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
@@ -82,3 +83,12 @@ def cost_text(cost: float, priced: bool = True, apart: bool | None = None) -> st
     if priced and apart:
         return usd(cost)
     return f"{usd(cost)} + unpriced" if priced or apart else "unpriced"
+
+
+def tokens_text(input_tokens: int, output_tokens: int, estimated: int, made: int) -> str:
+    """A usage's tokens as shown (`1200+80 tokens`), and what of them is estimated (of `made` calls): ` (estimated)`,
+    ` (estimated for N calls)`."""
+    said = f"{input_tokens}+{output_tokens} tokens"
+    if not estimated:
+        return said
+    return said + (" (estimated)" if estimated >= made else f" (estimated for {plural(estimated, 'call')})")

@@ -696,7 +696,8 @@ def test_a_report_says_unpriced_for_a_run_of_no_price_and_for_a_part_of_one(tmp_
 
 
 def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(browser, tmp_path: Path) -> None:
-    """A model without a price, served on loopback: the page's header said unpriced, its panel `cost $0.0000`."""
+    """A model without a price, served on loopback: the page's header said unpriced, its panel `cost $0.0000`; its
+    tokens, what such a run is measured by, were said nowhere on the page."""
     from selenium.webdriver.common.by import By
 
     repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
@@ -707,6 +708,8 @@ def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(brows
     assert cli("inspect", str(tmp_path / "out" / "t.traj.json"), "--html", str(tmp_path / "p.html")).returncode == 0
     browser.get((tmp_path / "p.html").as_uri())
     assert text_of(browser.find_element(By.ID, "cost")) == "unpriced"
+    said = re.search(r"^submitted after \d+ model calls, (\d+\+\d+ tokens), unpriced$", done.stdout, re.M)
+    assert said is not None and text_of(browser.find_element(By.ID, "tokens")) == said.group(1)  # (none: no figure)
     for node in browser.find_elements(By.CSS_SELECTOR, "#tree .node"):
         node.click()
         facts = text_of(browser.find_element(By.ID, "panel-facts"))

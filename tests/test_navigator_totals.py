@@ -315,5 +315,5 @@ def test_the_run_pages_header_says_the_runs_total_with_its_driver_and_navigator_
     assert "$0.0000; its navigator: 1 model call, 1000+0 tokens, $1.0000" in done.stdout, done.stdout
     path, page = tmp_path / "runs" / "t" / "t.traj.json", tmp_path / "t.html"
     assert invoke("inspect", str(path), "--html", str(page)).returncode == 0
-    header = re.search(r"model calls</span>\s*<span[^>]*>([^<]*)</span>", page.read_text())
+    header = re.search(r"<span id=\"cost\">([^<]*)</span>", page.read_text())
     assert header is not None and header[1] == "$1.0000 (driver $0.0000, navigator $1.0000)", header

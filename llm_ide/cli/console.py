@@ -141,9 +141,11 @@ def navigator_usage(info: dict[str, Any]) -> dict[str, Any]:
 def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | None = None) -> str:
     """A run's model usage in one phrase: calls (and those paid at steps that never completed), tokens (said when
     estimated), cost (or `unpriced`); a navigator's that made calls after it."""
+    from llm_ide.priced import tokens_text
+
     calls = int(stats["api_calls"])
     made = calls + int(stats.get("discarded_calls") or 0)  # the tokens are those of the discarded calls too
-    tokens = f"{stats['input_tokens']}+{stats['output_tokens']} tokens{guessed(stats, made)}"
+    tokens = tokens_text(stats["input_tokens"], stats["output_tokens"], int(stats.get("estimated_calls") or 0), made)
     discarded = f" (+{stats['discarded_calls']} discarded)" if stats.get("discarded_calls") else ""
     said = f"{calls} model call{'s' * (calls != 1)}{discarded}, {tokens}, {money(stats['cost'], priced)}"
     return said + navigator_text(navigator, priced)
@@ -151,20 +153,15 @@ def usage_text(stats: dict[str, Any], priced: bool, navigator: dict[str, Any] | 
 
 def navigator_text(navigator: dict[str, Any] | None, priced: bool) -> str:
     """`; its navigator: <calls>, <tokens>, <cost>` after the driver's usage, for a navigator that made calls."""
+    from llm_ide.priced import tokens_text
+
     calls = (navigator or {}).get("api_calls", (navigator or {}).get("calls"))  # (a record of before: `calls`)
     if not calls:
         return ""
     cost = money(navigator["cost"], navigator.get("priced", priced))  # its own model's price, not the driver's
-    spent = f"{navigator['input_tokens']}+{navigator['output_tokens']} tokens{guessed(navigator, calls)}, {cost}"
+    estimated = int(navigator.get("estimated_calls") or 0)
+    spent = f"{tokens_text(navigator['input_tokens'], navigator['output_tokens'], estimated, calls)}, {cost}"
     return f"; its navigator: {plural(calls, 'model call')}, {spent}"
-
-
-def guessed(usage: dict[str, Any], made: int) -> str:
-    """What of a usage's tokens (of `made` calls) is estimated: ` (estimated)`, ` (estimated for N calls)`, or ''."""
-    estimated = int(usage.get("estimated_calls") or 0)
-    if not estimated:
-        return ""
-    return " (estimated)" if estimated >= made else f" (estimated for {plural(estimated, 'call')})"
 
 
 @cache

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llm_ide.priced import cost_text
+from llm_ide.priced import cost_text, tokens_text
 
 
 class CallView(BaseModel):
@@ -137,6 +137,9 @@ class RunView(BaseModel):
     priced: bool = True  # False: the model had no price: its cost is unknown, shown as unpriced, never as $0
     api_calls: int = 0
     discarded: int = 0  # calls paid for outside its history (a step that never completed): in its cost, not its calls
+    input_tokens: int = 0  # its driver's, as its cost (the discarded calls' too)
+    output_tokens: int = 0
+    estimated: int = 0  # calls whose tokens were estimated
     elapsed: float = 0.0
     nodes: list[NodeView] = Field(default_factory=list)
     calls: list[CallView] = Field(default_factory=list)
@@ -149,6 +152,11 @@ class RunView(BaseModel):
     reproductions: list[ScriptView] = Field(default_factory=list)
     dropped: int = 0  # reproduction tests the agent wrote that failed their validation
     replay: ReplayView | None = None
+
+    @property
+    def tokens(self) -> str:
+        """Its driver's tokens as the console says them (`4735+386 tokens (estimated)`)."""
+        return tokens_text(self.input_tokens, self.output_tokens, self.estimated, self.api_calls + self.discarded)
 
     @property
     def spent(self) -> str:
