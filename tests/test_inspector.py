@@ -820,3 +820,22 @@ def test_the_code_context_outlines_the_chunks_each_steps_prompt_held(tmp_path: P
 
     assert outlined == {key: [held(*key, context) for context in contexts] for key in outlined}
     assert any(map(any, outlined.values())) == bool(every)
+
+
+def test_the_node_a_keyboard_reaches_is_drawn_focused(browser, demo_run: tuple[dict, Path]) -> None:
+    """Tab reaches the tree's nodes and Enter opens one, but the node focused looked as any other (no outline)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(demo_run[1].as_uri())
+    look = "const s = getComputedStyle(document.querySelector(`#tree .node[data-key='${arguments[0]}'] .row`));"
+    look += "return [s.fill, s.stroke];"
+    unfocused = browser.execute_script(look, "0:0")
+    for _ in range(10):
+        if browser.execute_script("return document.activeElement.dataset.key") == "0:0":
+            break
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+    assert browser.execute_script(look, "0:0") != unfocused == browser.execute_script(look, "0:1")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    assert text_of(browser.find_element(By.ID, "panel-title")) == "[0] view"
