@@ -823,7 +823,8 @@ def test_the_code_context_outlines_the_chunks_each_steps_prompt_held(tmp_path: P
 
 
 def test_the_node_a_keyboard_reaches_is_drawn_focused(browser, demo_run: tuple[dict, Path]) -> None:
-    """Tab reaches the tree's nodes and Enter opens one, but the node focused looked as any other (no outline)."""
+    """Tab reaches the tree's nodes and Enter opens one, but the node focused looked as any other (no outline); the
+    references in a thought were links no keyboard could reach."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -839,3 +840,8 @@ def test_the_node_a_keyboard_reaches_is_drawn_focused(browser, demo_run: tuple[d
     assert browser.execute_script(look, "0:0") != unfocused == browser.execute_script(look, "0:1")
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     assert text_of(browser.find_element(By.ID, "panel-title")) == "[0] view"
+    browser.execute_script("document.querySelector('#panel-thought a.ref').focus()")  # its thought's reference
+    assert browser.execute_script("return document.activeElement.className") == "ref"  # (a link without a target: no)
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    highlighted = browser.find_elements(By.CSS_SELECTOR, "#heat tr.highlight th")
+    assert [text_of(h) for h in highlighted] == ["calc/stats.py:10-17 median"]

@@ -13,7 +13,11 @@
       link.className = "ref";
       link.textContent = match[0];
       link.title = `${match[2]}:${match[3]}`;
-      link.addEventListener("click", () => showChunk(match[2], Number(match[3]), Number(match[4] || match[3])));
+      link.href = "#heat";  // a link a keyboard reaches too (Tab, Enter)
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        showChunk(match[2], Number(match[3]), Number(match[4] || match[3]));
+      });
       target.append(link);
       last = match.index + match[0].length;
     }
