@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import attempts_scripts
 import pytest
 import yaml
 from agent_script import act, reflect
-from conftest import in_terminal, make_git_repo, unavailable
+from conftest import in_terminal, killed_in_command, make_git_repo, unavailable
 from in_process import invoke
 from openai_server import OpenAIServer, Reply
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
@@ -845,3 +846,29 @@ def test_the_node_a_keyboard_reaches_is_drawn_focused(browser, demo_run: tuple[d
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     highlighted = browser.find_elements(By.CSS_SELECTOR, "#heat tr.highlight th")
     assert [text_of(h) for h in highlighted] == ["calc/stats.py:10-17 median"]
+
+
+def test_a_killed_run_says_the_calls_its_log_holds_past_its_trajectory(tmp_path: Path) -> None:
+    """SIGKILLed in its sixth step's command: the trajectory, written after steps 1 and 4, holds 4 calls, the calls
+    log 6, and every view showed 4 as if they were all."""
+    mark = f"{tmp_path.name}-{os.getpid()}"
+    wait = "touch waiting; while [ ! -f go ]; do sleep 0.05; done"
+    steps = [item for n in range(5) for item in (act(f"Step {n}.", "bash", command="true"), reflect(False, "ok"))]
+    script = agent_script.write_script(tmp_path / "s.yaml", [*steps, act("Wait.", "bash", command=wait)])
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "x\n", ".gitignore": "waiting\ngo\n"})
+    config = {"environment": {"tools": [], "env": {"LLM_IDE_TEST_MARK": mark}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    run = ["run", "--repo", str(repo), "--task", "Wait.", "--model", script, "--config", str(tmp_path / "c.yaml")]
+    command = [sys.executable, "-m", "llm_ide", *run, "--thread-id", "t", "--output", str(tmp_path / "out")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (repo / "waiting").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    killed_in_command(process, mark)
+    trajectory = tmp_path / "out" / "t.traj.json"
+    assert len(load_trajectory(trajectory)["operations"]) == 4
+    said = "warning: t.calls.jsonl.gz holds 2 calls past the trajectory's last: made after it was last written"
+    for view in ([], ["--full"], ["--html", str(tmp_path / "p.html")]):
+        shown = cli("inspect", str(trajectory), *view)
+        assert shown.returncode == 0 and shown.stderr.startswith(said), shown.stderr

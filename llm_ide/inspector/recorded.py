@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from llm_ide.errors import UsageError
 from llm_ide.run.calls_read import read_log
 from llm_ide.run.trajectory import PROMPT_KEYS
+from llm_ide.terminal import plural
 
 
 class TrajectoryError(UsageError):
@@ -174,10 +175,16 @@ def llm_ide_trajectory(data: dict[str, Any], path: Path, prompts: bool) -> tuple
         {**call, "index": n if call.get("index") is None else call["index"], "kind": call.get("kind", "?")}
         for n, call in enumerate(fixed.get("model_calls", []))
     ]
-    if prompts and valid.info.calls_log and (log := path.parent / valid.info.calls_log).is_file():
-        logged = {record.get("index"): record for record in logged_calls(log)}
-        for call in fixed["model_calls"]:
-            call.update({key: value for key, value in logged.get(call["index"], {}).items() if key in PROMPT_KEYS})
+    log = path.parent / valid.info.calls_log if valid.info.calls_log else None
+    if log is None or not log.is_file() or not (prompts or not valid.info.exit_status):
+        return fixed, notes
+    logged = {record.get("index"): record for record in logged_calls(log)}
+    for call in fixed["model_calls"]:
+        call.update({key: value for key, value in logged.get(call["index"], {}).items() if key in PROMPT_KEYS})
+    last = max((call["index"] for call in fixed["model_calls"]), default=-1)
+    if not valid.info.exit_status and (past := sum(index > last for index in logged)):
+        said = "made after it was last written, by a run that did not end (resumed, it writes them)"
+        notes.append(f"{log.name} holds {plural(past, 'call')} past the trajectory's last: {said}")
     return fixed, notes
 
 
