@@ -15,6 +15,7 @@ from pathlib import Path
 import agent_script
 import attempts_scripts
 import pytest
+import reproduction_scripts
 import yaml
 from agent_script import act, reflect
 from conftest import in_terminal, killed_in_command, make_git_repo, unavailable
@@ -22,7 +23,7 @@ from in_process import invoke
 from openai_server import OpenAIServer, Reply
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
-from llm_ide import run_attempts
+from llm_ide import run_attempts, run_task
 from llm_ide.config import load_config
 from llm_ide.inspector.layout import assign_lanes
 from llm_ide.inspector.model import NodeView
@@ -872,3 +873,24 @@ def test_a_killed_run_says_the_calls_its_log_holds_past_its_trajectory(tmp_path:
     for view in ([], ["--full"], ["--html", str(tmp_path / "p.html")]):
         shown = cli("inspect", str(trajectory), *view)
         assert shown.returncode == 0 and shown.stderr.startswith(said), shown.stderr
+
+
+def test_the_reproduction_tests_written_before_the_first_step_have_their_own_bar(tmp_path: Path) -> None:
+    """Two tests written (one dropped) before the first step, their calls recorded at step 0: the charts' `step 1`
+    bar summed their prompts with the first step's, a size no prompt had."""
+    shows_nothing = "import calc\nprint('double(1) =', calc.double(1))\nprint('Issue resolved')\n"
+    script = [reproduction_scripts.written(test) for test in (shows_nothing, reproduction_scripts.REPRO)]
+    script += reproduction_scripts.fix_script(reproduction_scripts.RIGHT)
+    model = agent_script.write_script(tmp_path / "m.yaml", script)
+    repo = make_git_repo(tmp_path / "repo", reproduction_scripts.FILES)
+    settings = reproduction_scripts.config(generate=True)
+    task = reproduction_scripts.TASK
+    result = run_task(task, model=model, settings=settings, output_dir=tmp_path / "out", run_id="G", repo=repo)
+    assert cli("inspect", str(result.trajectory_path), "--html", str(tmp_path / "p.html")).returncode == 0
+    chart = re.search(r"<figcaption>prompt characters .*?</svg>", (tmp_path / "p.html").read_text(), re.S)
+    assert chart is not None
+    calls = load_trajectory(result.trajectory_path)["model_calls"]
+    written = sum(call["prompt_chars"] for call in calls if call["kind"] == "write_reproduction")
+    steps = [(f"step {call['step'] + 1}", f"{call['prompt_chars']:,}") for call in calls if call["kind"] == "act"]
+    shown = re.findall(r"<title>([^<]*): ([\d,]+)</title>", chart.group(0))
+    assert shown == [("reproduction tests written", f"{written:,}"), *steps] and written > 0

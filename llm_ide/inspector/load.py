@@ -28,6 +28,7 @@ from llm_ide.state.operations import node_of, reasoning_chain
 MINI_FORMAT = "mini-swe-agent-1"
 MINI_COMMAND = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 MARK_FIELDS = {"denied": "denied", "review": "review", "candidates": "sampled"}
+BEFORE_STEPS = {"write_reproduction": "reproduction tests written"}  # call kinds of a phase before the first step
 
 
 def refuse_planner_turns(data: dict[str, Any], path: Path) -> None:
@@ -219,14 +220,16 @@ def line_ranges(lines: list[int]) -> str:
 
 
 def step_stats(calls: list[CallView]) -> list[StepStat]:
-    """Each step's sums, a step of each attempt apart (their steps are counted from 1 in each), and in a run of
-    attempts the choice among them (its calls of no attempt) last."""
+    """Each step's sums, a step of each attempt apart (their steps are counted from 1 in each), a phase before the
+    steps (the reproduction tests written) before them, and in a run of attempts the choice among them (its calls of
+    no attempt) last."""
     attempted = any(call.attempt for call in calls)
     stats: dict[tuple[float, int], StepStat] = {}
     for call in calls:
-        choice = attempted and not call.attempt
-        key = (math.inf, 0) if choice else (call.attempt, call.step or 0)
-        label = "choice" if choice else f"attempt {call.attempt}, " * bool(call.attempt) + f"step {key[1] + 1}"
+        choice, before = attempted and not call.attempt, BEFORE_STEPS.get(call.kind)
+        key = (math.inf, 0) if choice else (call.attempt, -1 if before else call.step or 0)
+        what = before or f"step {key[1] + 1}"
+        label = "choice" if choice else f"attempt {call.attempt}, " * bool(call.attempt) + what
         stat = stats.setdefault(key, StepStat(step=key[1], label=label))
         stat.prompt_chars += call.prompt_chars
         stat.cached_tokens += call.cached_tokens
