@@ -592,29 +592,14 @@ def test_a_navigators_own_endpoint_is_named_by_its_settings_at_every_door(tmp_pa
     config = {"navigator": {"mode": "model", "model": "qwen", "base_url": base}}
     (script := tmp_path / "driver.yaml").write_text("- never used\n")
     hint = "endpoint with navigator.base_url or OPENAI_BASE_URL (or use navigator.model scripted:FILE.yaml for a dry"
+    given = {"model": f"scripted:{script}", "output_dir": tmp_path / "o", "run_id": "r", "repo": repo}
     with pytest.raises(UsageError) as raised:
-        run_task(
-            "t",
-            model=f"scripted:{script}",
-            settings=load_config(**config),
-            output_dir=tmp_path / "o",
-            run_id="r",
-            repo=repo,
-        )
+        run_task("t", settings=load_config(**config), **given)
     said = str(raised.value)
     assert said.startswith(f"navigator.model: could not reach model qwen at {base}") and hint in said, said
     (tmp_path / "config.yaml").write_text(json.dumps(config))
-    argv = [
-        "run",
-        "--repo",
-        str(repo),
-        "--task",
-        "t",
-        "--model",
-        f"scripted:{script}",
-        "-c",
-        str(tmp_path / "config.yaml"),
-    ]
+    argv = ["run", "--repo", str(repo), "--task", "t", "--model", f"scripted:{script}"]
+    argv += ["-c", str(tmp_path / "config.yaml")]
     done = invoke(*argv, "--output", str(tmp_path / "o"), env={**os.environ, "LLM_IDE_CONFIG": "off"})
     assert done.returncode == 2 and hint in " ".join(done.stderr.split()), done.stderr
 
