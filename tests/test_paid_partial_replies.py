@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -354,13 +355,25 @@ def ctrl_c_as_it_is_recorded(records: list[dict[str, Any]], signum: int) -> Any:
     return record
 
 
+@pytest.fixture
+def signal_policy() -> Iterator[None]:
+    """SIGTERM and SIGHUP as an llm-ide process has them (errors.Terminated), whatever an earlier test of this worker
+    left there (Ray's init installs a SIGTERM handler that exits), and as they were after the test."""
+    stopping = (signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in stopping}
+    install_signal_policy()
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.usefixtures("signal_policy")
 def test_a_reply_ctrl_c_met_as_it_was_recorded_is_recorded_and_charged(signum: int) -> None:
     """Ctrl-C (or SIGTERM) between the model client's return and the call's record: the reply, billed in full, was
     neither in the calls log nor in the budget (its reservation held). Now both, and the interrupt right after."""
     records: list[dict[str, Any]] = []
     budget = CostBudget(10.0)
-    install_signal_policy()
     with OpenAIServer(replies=[Reply(WORDS, input_tokens=2000, output_tokens=50)]) as server:
         policy, model = CallPolicy(ctrl_c_as_it_is_recorded(records, signum), budget), chat_model(server.url, 0)
         with pytest.raises(KeyboardInterrupt):
