@@ -31,7 +31,8 @@ def test_a_rebuilt_test_image_removes_the_one_it_replaces(ours: bool, also_tagge
         if ours:
             build_image(client, tag, {"a": tag.encode()}, DOCKERFILE, [other] if also_tagged else [])
         else:
-            client.images.build(fileobj=io.BytesIO(f"FROM {BASE_IMAGE}\nLABEL user={tag}\n".encode()), tag=tag)
+            dockerfile = f"FROM {BASE_IMAGE}\nLABEL user={tag}\n".encode()
+            client.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, rm=True, forcerm=True)
         old = client.images.get(tag)
         assert (HASH_LABEL in old.labels) == ours
         build_image(client, tag, {"a": tag.encode() + b"-changed"}, DOCKERFILE, [])
