@@ -1,4 +1,5 @@
-"""The docker environment: session protocol (session.py), container lifecycle (container.py), cleanup (cleanup.py)."""
+"""The docker environment: session protocol (session.py), container lifecycle (container.py), our own commands' shell
+code (shell.py), cleanup (cleanup.py)."""
 
 from llm_ide.environments.docker.cleanup import (
     HOST_LABEL,

@@ -34,9 +34,9 @@ from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over, refus
 from llm_ide.environments.docker.images import DEFAULT_NETWORK, ensure_image, network_mode
 from llm_ide.environments.docker.redirects import removal
 from llm_ide.environments.docker.session import Collector, Session, Sink
+from llm_ide.environments.docker.shell import GONE, OUTSIDE, OWN_GIT, in_workdir, inside_check
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
-from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
@@ -44,17 +44,10 @@ from llm_ide.settings import EnvironmentSettings
 log = logging.getLogger("llm_ide.environment")
 PRIVATE_ROOT = "/var/lib/llm-ide"
 LINK_DIR = "/usr/local/bin"  # where the tools link their commands (tools/plan.py): the commands' user's too
-OUTSIDE = 87  # exit status of a script refusing a path outside the workdir
-GONE = 85  # ... of one of ours that finds the workdir gone (a command deleted or moved it)
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 KILL_GRACE = 5.0  # seconds past a command's timeout before the client kills its process group itself
 TOOLS_ROOT = "/tools"
 TOOLS_CACHE_MOUNT = "/opt/llm-ide-tools"
-# our own git in the container reads no config the commands write (the container's global and system ones, HOME's for
-# a git before 2.32: a filter, an fsmonitor command, diff.external), runs no hook, takes any owner's repository
-OWN_GIT = {"GIT_CONFIG_NOSYSTEM": "1"} | dict.fromkeys(("GIT_CONFIG_GLOBAL", "HOME", "XDG_CONFIG_HOME"), "/dev/null")
-OWN_GIT |= UNHOOKED | {"GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_2": "safe.directory", "GIT_CONFIG_VALUE_2": "*"}
-OWN_GIT["GIT_NO_REPLACE_OBJECTS"] = "1"  # the base commit's objects as they are, whatever replace ref a command wrote
 
 
 class DockerEnvironment:
@@ -273,28 +266,17 @@ class DockerEnvironment:
             output = append_note(output, render(self.messages["session_lost"]))
         return CommandResult(output, returncode, time.monotonic() - start, timed_out, cap.truncated)
 
-    def _in_workdir(self) -> str:
-        """Shell code: into the workdir, else exit GONE (run from "/": the session's own cd would fail first)."""
-        return f"cd -- {shlex.quote(self.workdir)} 2>/dev/null || exit {GONE}; "
-
-    def _inside_check(self) -> str:
-        """Shell code: `inside PATH` succeeds when PATH, symlinks resolved, is inside the workdir."""
-        workdir = shlex.quote(self.workdir)
-        return (
-            f'W=$(realpath -m -- {workdir}); inside() {{ local r; r=$(realpath -m -- "$1") && '
-            'case "$r/" in "$W"/*) return 0;; esac; return 1; }; '
-        )
-
     def inside(self, path: str) -> bool:
         sink = Collector()
-        return self.run(f"{self._inside_check()}inside {shlex.quote(path)}", sink, self.command_timeout)[0] == 0
+        return self.run(f"{inside_check(self.workdir)}inside {shlex.quote(path)}", sink, self.command_timeout)[0] == 0
 
     def read_files(self, paths: list[str]) -> dict[str, FileSnapshot | None]:
         snapshots: dict[str, FileSnapshot | None] = dict.fromkeys(paths)
         if not paths:
             return snapshots
         command = (
-            f"{self._in_workdir()}{self._inside_check()}for p in {' '.join(shlex.quote(path) for path in paths)}; do "
+            f"{in_workdir(self.workdir)}{inside_check(self.workdir)}"
+            f"for p in {' '.join(shlex.quote(path) for path in paths)}; do "
             'inside "$p" && printf \'%s\\0\' "$p"; done | '
             "tar -c -h --no-recursion --ignore-failed-read --format=posix -f - --null -T -"
         )
@@ -311,7 +293,7 @@ class DockerEnvironment:
         self._put_archive("/tmp", single_file_tar(staging, data, self.owner))
         target = shlex.quote(self._resolve(path))
         script = (
-            f"{self._inside_check()}if ! inside {target}; then rm -f /tmp/{staging}; exit {OUTSIDE}; fi; "
+            f"{inside_check(self.workdir)}if ! inside {target}; then rm -f /tmp/{staging}; exit {OUTSIDE}; fi; "
             f'mkdir -p -- "$(dirname -- {target})" && cat -- /tmp/{staging} > {target}; rc=$?; '
             f"rm -f /tmp/{staging}; exit $rc"
         )
@@ -327,7 +309,7 @@ class DockerEnvironment:
         own = " ".join(f"{name}={shlex.quote(value)}" for name, value in OWN_GIT.items())
         script = f"(export {own}; {command}) 2>{errors}; rc=$?; [ $rc = 0 ] || cat {errors}; rm -f {errors}; exit $rc"
         sink = Collector()
-        returncode, _, lost = self.run(self._in_workdir() + script, sink, timeout, "/")
+        returncode, _, lost = self.run(in_workdir(self.workdir) + script, sink, timeout, "/")
         if lost:
             raise EnvironmentFailure("the container's shell session ended during one of our own commands")
         if returncode == GONE:
