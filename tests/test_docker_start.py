@@ -37,10 +37,14 @@ class Relay:
     thread sent SIGINT once the engine answered it, the answer held ("answered": Ctrl-C when the engine has done it
     and the client does not know yet), or as that with `answered` set instead ("held": another process interrupted),
     or held back, the main thread sent SIGINT, and passed on once the engine has answered a removal ("in-flight":
-    Ctrl-C before the engine made the container, which it then makes); `skip`: that many such requests go first."""
+    Ctrl-C before the engine made the container, which it then makes), or that with a second SIGINT as the removal
+    is answered ("twice": Ctrl-C again while the first waits for the create's answer), or passed on and its answer
+    never passed back, the connection held ("kept": the client waits for ever); `skip`: that many such requests go
+    first. `pid`: the process SIGINT goes to (a child `llm-ide run`), else this one's main thread."""
 
     def __init__(self, path: Path, marker: bytes, act: str, skip: int = 0) -> None:
         self.path, self.marker, self.act, self.fired, self.skip = path, marker, act, False, skip
+        self.pid: int | None = None
         self.connections: list[socket.socket] = []
         self.answering: socket.socket | None = None  # the engine's end whose answer interrupts ("answered")
         self.main, self.answered = threading.main_thread().ident, threading.Event()
@@ -71,7 +75,9 @@ class Relay:
                     if self.act == "answered":
                         signal.pthread_kill(self.main, signal.SIGINT)  # (the main thread's recv interrupted: no race)
                     self.answered.set()
-                    if self.act != "in-flight":
+                    if self.act == "kept":
+                        continue
+                    if self.act not in {"in-flight", "twice"}:
                         return
                 fire = requests and not self.fired and self.marker in data.split(b"\r\n", 1)[0]
                 if fire and self.skip:
@@ -85,18 +91,27 @@ class Relay:
                             end.shutdown(socket.SHUT_RDWR)
                 if fire and self.act in {"drop", "gone"}:
                     break
-                self.answering = target if fire and self.act in {"answered", "held", "in-flight"} else self.answering
-                if fire and self.act == "in-flight":
-                    signal.pthread_kill(self.main, signal.SIGINT)
+                held = fire and self.act in {"answered", "held", "in-flight", "twice", "kept"}
+                self.answering = target if held else self.answering
+                if fire and self.act in {"in-flight", "twice"}:
+                    self.interrupt()
                     self.removed.wait()
+                    if self.act == "twice":
+                        self.interrupt()
                 target.sendall(data)
                 if fire and self.act == "interrupt":
                     os.kill(os.getpid(), signal.SIGINT)
-        if target is self.answering and self.act == "in-flight":  # the client let go: the engine still answers
+        if target is self.answering and self.act in {"in-flight", "twice"}:  # the client let go: the engine answers
             self.answered.wait()
         for end in (source, target):
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
+
+    def interrupt(self) -> None:
+        if self.pid is None:
+            signal.pthread_kill(self.main, signal.SIGINT)
+        else:
+            os.kill(self.pid, signal.SIGINT)
 
 
 @pytest.fixture

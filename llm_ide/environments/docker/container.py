@@ -38,6 +38,7 @@ from llm_ide.environments.docker.shell import GONE, OUTSIDE, OWN_GIT, in_workdir
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, default_messages, render
 from llm_ide.environments.tools_cache import docker_tools_cache
 from llm_ide.errors import RepositoryLost
+from llm_ide.kills import interrupts_held
 from llm_ide.secrets import redact
 from llm_ide.settings import EnvironmentSettings
 
@@ -350,24 +351,26 @@ class DockerEnvironment:
             raise EnvironmentFailure(f"copying into the container failed: {one_line(error)}") from None
 
     def close(self) -> None:
-        """Removes the container (and waits until it is gone), then lets go of the session and the watchdog."""
-        container_id, self.container_id = self.container_id, None
-        if container_id is None:
-            return
-        try:
-            remove_container(self.client, container_id)
-            if self._creation and (made := self._creation.made(self.client.api.timeout)):  # made after we gave up
-                remove_container(self.client, made)
-        except ENGINE_ERRORS as error:  # the engine gone: the run says so; it ends the container with our connections
-            log.info("could not remove container %s (llm-ide cleanup does): %s", container_id, one_line(error))
-        finally:
-            for connection in (self._session, *self._watchdogs):
-                if connection is not None:
-                    with contextlib.suppress(Exception):
-                        connection.close()
-            _LIVE.pop(container_id, None)
-            with contextlib.suppress(Exception):
-                self.client.close()
+        """Removes the container (and waits until it is gone), then lets go of the session and the watchdog. A Ctrl-C
+        meanwhile (a second one as the first waits for the engine's answer to the create) comes once it is done."""
+        with interrupts_held():
+            container_id, self.container_id = self.container_id, None
+            if container_id is None:
+                return
+            try:
+                remove_container(self.client, container_id)
+                if self._creation and (made := self._creation.made(self.client.api.timeout)):  # made as we gave up
+                    remove_container(self.client, made)
+            except ENGINE_ERRORS as error:  # the engine gone: the run says so; it ends the container with our sockets
+                log.info("could not remove container %s (llm-ide cleanup does): %s", container_id, one_line(error))
+            finally:
+                for connection in (self._session, *self._watchdogs):
+                    if connection is not None:
+                        with contextlib.suppress(Exception):
+                            connection.close()
+                _LIVE.pop(container_id, None)
+                with contextlib.suppress(Exception):
+                    self.client.close()
 
     def __enter__(self) -> DockerEnvironment:
         return self

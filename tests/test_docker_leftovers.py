@@ -1,0 +1,58 @@
+"""No container outlives its run, however the run ends as the engine makes it: a second Ctrl-C while the first waits for
+the create's answer still removes what the engine made."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from agent_script import act, write_script
+from conftest import BASE_IMAGE, base_image_client, containers_of, make_git_repo, remove_containers
+from test_docker_start import Relay
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def run_id() -> Iterator[str]:
+    run_id = f"test-left-{os.urandom(5).hex()}"
+    yield run_id
+    for each in (run_id, f"{run_id}-next"):
+        remove_containers(base_image_client(), each)
+
+
+def run_args(tmp_path: Path, run_id: str) -> list[str]:
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (tmp_path / "c.yaml").write_text(f"environment: {{tools: [], type: docker, image: '{BASE_IMAGE}'}}\n")
+    model = write_script(tmp_path / "s.yaml", [act("Done.", "submit")])
+    args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    return [*args, "--output", str(tmp_path / "out"), "--thread-id", run_id]
+
+
+def child(tmp_path: Path, relay: Relay, args: list[str]) -> subprocess.Popen[str]:
+    environ = {**os.environ, "DOCKER_HOST": f"unix://{relay.path}"}
+    command = [sys.executable, "-m", "llm_ide", *args]
+    process = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    relay.pid = process.pid
+    return process
+
+
+def test_a_second_ctrl_c_as_the_first_waits_for_the_create_still_removes_the_container(
+    tmp_path: Path, run_id: str
+) -> None:
+    """Ctrl-C while the engine makes the container, and again as the run waits for the engine's answer to remove what
+    it made: that wait was cut short and the container stayed, `Created`, after the run had exited; now the wait
+    goes on (the second Ctrl-C comes after it) and nothing of the run is left."""
+    relay = Relay(tmp_path / "docker.sock", b"/containers/create", "twice")
+    with child(tmp_path, relay, run_args(tmp_path, run_id)) as process:
+        try:
+            output, _ = process.communicate(timeout=120)
+        finally:
+            process.kill()
+    assert relay.fired and relay.removed.is_set() and relay.answered.is_set(), output
+    assert process.returncode == 130 and "interrupted" in output and "Traceback" not in output, output
+    assert containers_of(base_image_client(), run_id) == []
