@@ -226,7 +226,8 @@ def test_cleanup_sweeps_only_this_users_leftovers_on_this_host_and_says_which(cl
         {**dead_labels, "llm-ide.host": "another-host"},  # another host's run on a shared engine
         {key: value for key, value in dead_labels.items() if key != "llm-ide.user"},  # made before the user label
     ]
-    ours = [client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=dead_labels) for _ in range(2)]
+    # (running: any docker run that starts meanwhile removes our stopped or never started ones of a process gone)
+    ours = [client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=dead_labels, detach=True) for _ in "ab"]
     live = client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(run_id))
     for labels in others:
         client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=labels)
@@ -237,7 +238,7 @@ def test_cleanup_sweeps_only_this_users_leftovers_on_this_host_and_says_which(cl
         return result.stdout.splitlines()
 
     names = sorted(container.name for container in ours)
-    listed = [f"would remove {name} (run {run_id}, created)" for name in names]
+    listed = [f"would remove {name} (run {run_id}, running)" for name in names]
     assert sorted(cleanup("--dry-run")[:-1]) == listed
     assert len(containers_of(client, run_id)) == 6
     output = cleanup()

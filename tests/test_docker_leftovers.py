@@ -1,9 +1,12 @@
 """No container outlives its run, however the run ends as the engine makes it: a second Ctrl-C while the first waits for
-the create's answer still removes what the engine made."""
+the create's answer still removes what the engine made; a SIGKILL then leaves it `Created` (no watchdog yet), and the
+next docker run, whichever run it is, removes it and says so in one line."""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, write_script
 from conftest import BASE_IMAGE, base_image_client, containers_of, make_git_repo, remove_containers
+from in_process import invoke
 from test_docker_start import Relay
 
 pytestmark = pytest.mark.docker
@@ -56,3 +60,26 @@ def test_a_second_ctrl_c_as_the_first_waits_for_the_create_still_removes_the_con
     assert relay.fired and relay.removed.is_set() and relay.answered.is_set(), output
     assert process.returncode == 130 and "interrupted" in output and "Traceback" not in output, output
     assert containers_of(base_image_client(), run_id) == []
+
+
+def test_the_next_docker_run_removes_what_a_run_killed_as_the_engine_made_its_container_left(
+    tmp_path: Path, run_id: str
+) -> None:
+    """SIGKILL as the engine answers the create: the container is `Created`, never started, so no watchdog removes
+    it; only the same run's next start did. Any next docker run removes it now, and says so in one line."""
+    client = base_image_client()
+    relay = Relay(tmp_path / "docker.sock", b"/containers/create", "kept")
+    with child(tmp_path, relay, run_args(tmp_path / "killed", run_id)) as process:
+        try:
+            assert relay.answered.wait(120), "the create never reached the engine"
+            process.kill()
+        finally:
+            process.kill()
+    assert process.wait() == -signal.SIGKILL
+    [left] = containers_of(client, run_id)
+    assert left.status == "created" and left.labels["llm-ide.pid"] == str(process.pid)
+    done = invoke(*run_args(tmp_path / "next", f"{run_id}-next"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if f"{left.name} (run {run_id}, created)" in line]
+    assert len(said) == 1 and re.fullmatch(r"… removed \d+ containers? that killed runs left: .+", said[0]), said
+    assert containers_of(client, run_id) == [] and containers_of(client, f"{run_id}-next") == []

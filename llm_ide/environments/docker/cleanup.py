@@ -60,6 +60,7 @@ RUN_ID_LABEL = "llm-ide.run-id"
 PID_LABEL = "llm-ide.pid"
 HOST_LABEL = "llm-ide.host"
 USER_LABEL = "llm-ide.user"
+LEFT_STATES = ("created", "exited", "dead")  # never started, or stopped: where no watchdog removes a killed run's
 
 
 def one_line(error: BaseException) -> str:
@@ -202,18 +203,33 @@ def cleanup_containers(
     include_live: bool = False,
     run_id: str | None = None,
     dry_run: bool = False,
+    states: tuple[str, ...] = (),
 ) -> Sweep:
     """Removes the llm-ide containers that this user created on this host and whose run is over (its process is
-    gone), or all of this user's with `include_live`; only those of `run_id` when given. Another user's containers,
-    or another host's on a shared engine, are never touched. `dry_run`: only says what would go."""
+    gone), or all of this user's with `include_live`; only those of `run_id` when given, and in `states` when given.
+    Another user's containers, or another host's on a shared engine, are never touched. `dry_run`: only says what
+    would go."""
     client = client or connect()
     owner = [LABEL, f"{USER_LABEL}={current_user()}", f"{HOST_LABEL}={socket.gethostname()}"]
-    label_filter = owner + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])
+    filters: dict[str, Any] = {"label": owner + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])}
+    if states:
+        filters["status"] = list(states)
     sweep = Sweep([], [])
-    for container in client.containers.list(all=True, ignore_removed=True, filters={"label": label_filter}):
+    for container in client.containers.list(all=True, ignore_removed=True, filters=filters):
         left = LeftContainer(container.name, container.labels.get(RUN_ID_LABEL, "?"), container.status)
         if not include_live and owner_alive(container.labels):
             sweep.kept_live.append(left)
         elif dry_run or remove_container(client, container.id):
             sweep.removed.append(left)
     return sweep
+
+
+def sweep_left(client: docker.DockerClient, run_id: str) -> str:
+    """What killed runs left, removed as a run starts: its own containers whose process is gone (a run resumed), and
+    every run's never started or stopped ones (one killed as the engine made its container: no watchdog yet). A line
+    saying what went ('' when nothing did)."""
+    removed = cleanup_containers(client, run_id=run_id).removed + cleanup_containers(client, states=LEFT_STATES).removed
+    names = list(dict.fromkeys(str(left) for left in removed))
+    if not names:
+        return ""
+    return f"removed {len(names)} container{'s' * (len(names) != 1)} that killed runs left: {', '.join(names)}"

@@ -21,13 +21,13 @@ from llm_ide.environments.docker.cleanup import (
     ENGINE_ERRORS,
     KEEPER,
     Creation,
-    cleanup_containers,
     connect,
     install_cleanup_handlers,
     one_line,
     owner_labels,
     remove_container,
     start_watchdog,
+    sweep_left,
     watchdog_alive,
 )
 from llm_ide.environments.docker.hardening import ROOT, Limits, hand_over, refuse_unwritable
@@ -149,8 +149,9 @@ class DockerEnvironment:
             options["volumes"] = volumes
         name = f"llm-ide-{re.sub(r'[^a-zA-Z0-9_.-]', '-', self.run_id)[:60]}-{uuid.uuid4().hex[:8]}"
         install_cleanup_handlers()
-        with contextlib.suppress(*ENGINE_ERRORS):  # what a killed run of this id left (watchdog gone)
-            cleanup_containers(self.client, run_id=self.run_id)
+        with contextlib.suppress(*ENGINE_ERRORS):  # what killed runs left (this one's own, a run killed at its create)
+            if swept := sweep_left(self.client, self.run_id):
+                self.notes.append(swept)
         self.container_id, _LIVE[name] = name, self  # (its id once known: a create interrupted by then goes by name)
         self._creation = Creation(
             lambda: self.client.containers.create(
