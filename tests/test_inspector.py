@@ -524,7 +524,7 @@ def test_sampled_candidates_show_in_the_panel_and_the_text_tree(browser, tmp_pat
     assert browser.find_element(By.ID, "panel-sampling").is_displayed()
     items = [text_of(item) for item in browser.find_elements(By.CSS_SELECTOR, "#panel-candidates li")]
     assert items[0].startswith("2× view ") and items[1].startswith("✓ ran · 1× bash ") and len(items) == 2
-    assert "ask_colleagues · 3 samples, 1 choosing calls" in text_of(browser.find_element(By.ID, "panel-choice"))
+    assert text_of(browser.find_element(By.ID, "panel-choice")) == "ask_colleagues · 3 samples, 1 choosing call"
     assert "The tests say more." in text_of(browser.find_element(By.CSS_SELECTOR, "#panel-candidates pre"))
 
     text = cli("inspect", "--full", str(result.trajectory_path))
@@ -562,7 +562,7 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
         "d__w-1": ["—", ""],
     }
     assert totals == (
-        "4 of 4 instances shown; their total 0 steps, $2.0000, 1 resolved, 1 not resolved, 1 evaluation errors"
+        "4 of 4 instances shown; their total 0 steps, $2.0000, 1 resolved, 1 not resolved, 1 evaluation error"
     )
     assert report_rows("--unresolved") == (  # the totals of the rows shown (they were the batch's)
         {"b__y-1": ["not resolved", ""]},
@@ -587,7 +587,7 @@ def test_report_shows_evaluation_errors_in_their_own_column_and_total(tmp_path: 
     done = invoke("report", str(tmp_path), "--html", str(page))
     assert done.returncode == 0, done.stderr
     html = page.read_text()
-    assert '<span class="resolved-error">1 evaluation errors</span>' in html
+    assert '<span class="resolved-error">1 evaluation error</span>' in html
     assert f'<td class="resolved-error">{detail}</td>' in html and html.count('data-resolved="error"') == 1
     (tmp_path / "pages").mkdir()  # a folder: report.html in it, as inspect's page (was "Is a directory")
     into = invoke("report", str(tmp_path), "--html", str(tmp_path / "pages"))
@@ -894,3 +894,30 @@ def test_the_reproduction_tests_written_before_the_first_step_have_their_own_bar
     steps = [(f"step {call['step'] + 1}", f"{call['prompt_chars']:,}") for call in calls if call["kind"] == "act"]
     shown = re.findall(r"<title>([^<]*): ([\d,]+)</title>", chart.group(0))
     assert shown == [("reproduction tests written", f"{written:,}"), *steps] and written > 0
+
+
+def test_a_batch_of_one_one_step_run_says_its_counts_in_the_singular(tmp_path: Path) -> None:
+    """`report --html` said `(+ 1 inspector pages)`, its page `1 instances`, `1 steps`, the run's page `1 operations`,
+    `1 model calls`; the text report `1 of 1 instances shown; their total 1 steps`."""
+    repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    model = agent_script.write_script(tmp_path / "s.yaml", [act("Nothing to do.", "submit")])
+    batch = tmp_path / "batch"
+    (tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
+    run = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", str(tmp_path / "c.yaml")]
+    assert cli(*run, "--output", str(batch / "a__x-1"), "--thread-id", "a__x-1").returncode == 0
+    statuses = {"instances": {"a__x-1": {"exit_status": "submitted", "cost": 0.0}}}
+    (batch / "exit_statuses.yaml").write_text(yaml.safe_dump(statuses))
+    (batch / "eval").mkdir()
+    (batch / "eval" / "report.json").write_text(json.dumps({"resolved_ids": [], "error_ids": ["a__x-1"]}))
+    text = cli("report", str(batch))
+    assert text.returncode == 0, text.stderr
+    said = "1 of 1 instance shown; their total 1 step, $0.0000, 0 resolved, 0 not resolved, 1 evaluation error"
+    assert text.stdout.splitlines()[-1] == said
+    done = cli("report", str(batch), "--html", str(tmp_path / "out" / "report.html"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"1 of 1 instance → {tmp_path / 'out' / 'report.html'} (+ 1 inspector page)"
+    totals = re.findall(r"<span[^>]*>(\d+ [a-z ]+)</span>", (tmp_path / "out" / "report.html").read_text())
+    assert totals[:2] == ["1 instance", "0 resolved"] and {"1 evaluation error", "1 step"} <= set(totals)
+    page = (tmp_path / "out" / "report_pages" / "a__x-1.html").read_text()
+    facts = re.findall(r"<span(?: id=\"calls\")?>(\d+ [a-z ]+)</span>", page)
+    assert facts == ["1 operation", "1 model call"]

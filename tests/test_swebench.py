@@ -569,4 +569,4 @@ def test_an_instances_live_cost_and_steps_count_each_of_its_attempts(tmp_path: P
     assert (ended.exit_status, ended.cost, ended.steps, server.hits) == ("submitted", 6.0, 6, 6)
     assert told == sorted(told) and told[-1] == 6.0, told
     report = invoke("report", str(options.output))
-    assert report.stdout.splitlines()[-1] == "1 of 1 instances shown; their total 6 steps, $6.0000", report.stdout
+    assert report.stdout.splitlines()[-1] == "1 of 1 instance shown; their total 6 steps, $6.0000", report.stdout

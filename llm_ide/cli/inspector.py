@@ -97,7 +97,8 @@ def report_command(
             err_console.print(f"[yellow]warning:[/] {escape(problem)}")
         write_page(report_page(shown), page)
         pages = sum(row.instance_id in trajectories for row in rows) - len(problems)
-        console.print(f"{len(rows)} of {len(batch.rows)} instances → {page} (+ {pages} inspector pages)")
+        counted = f"{len(rows)} of {plural(len(batch.rows), 'instance')}"
+        console.print(f"{counted} → {page} (+ {plural(pages, 'inspector page')})")
         return
     print_report(shown, len(batch.rows))
 
@@ -114,9 +115,9 @@ def print_report(batch: Any, instances: int) -> None:
     graded = ""
     if totals["resolved"] is not None:
         counts = f"{totals['resolved']} resolved, {totals['unresolved']} not resolved"
-        graded = f", {counts}, {totals['errors']} evaluation errors"
-    shown = f"{totals['instances']} of {instances} instances shown"
-    console.print(f"{shown}; their total {totals['steps']} steps, {totals['spent']}{graded}")
+        graded = f", {counts}, {plural(totals['errors'], 'evaluation error')}"
+    shown = f"{totals['instances']} of {plural(instances, 'instance')} shown"
+    console.print(f"{shown}; their total {plural(totals['steps'], 'step')}, {totals['spent']}{graded}")
 
 
 def graph_command(

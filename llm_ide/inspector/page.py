@@ -14,6 +14,7 @@ from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
 from llm_ide.inspector.layout import layout
 from llm_ide.inspector.model import BatchView, RunView, StepStat
+from llm_ide.terminal import plural
 
 CHART_HEIGHT = 90
 BAR = 6
@@ -31,6 +32,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     pages.filters["tojson"] = lambda value: Markup(script_json(value))  # the one way data enters a page's script
+    pages.filters["plural"] = plural  # `{{ n|plural("call") }}`: 1 call, 2 calls
     return pages
 
 

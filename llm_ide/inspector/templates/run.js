@@ -2,6 +2,7 @@
   const data = JSON.parse(document.getElementById("run-data").textContent);
   const $ = (id) => document.getElementById(id);
   const money = (cost) => (data.priced ? `$${cost.toFixed(4)}` : "unpriced");  // no price: unknown, never $0
+  const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
   const REF = /\[(\d+)\]\(([^()\s:]+):(\d+)(?:-(\d+))?\)/g;
 
   function withRefs(target, text) {
@@ -73,7 +74,7 @@
     const list = $("panel-candidates");
     list.textContent = "";
     const choice = node.choice || {};
-    $("panel-choice").textContent = `${choice.method || ""} · ${choice.samples || 0} samples, ${choice.calls || 0} choosing calls`
+    $("panel-choice").textContent = `${choice.method || ""} · ${plural(choice.samples || 0, "sample")}, ${plural(choice.calls || 0, "choosing call")}`
       + (choice.model ? ` on ${choice.model}` : "") + (choice.fallback ? " · fallback (unusable reply)" : "");
     node.candidates.forEach((entry) => {
       const candidate = typeof entry === "string" ? { action_type: entry, action_params: {}, samples: 1, thought: "" } : entry;
