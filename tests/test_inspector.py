@@ -921,3 +921,39 @@ def test_a_batch_of_one_one_step_run_says_its_counts_in_the_singular(tmp_path: P
     page = (tmp_path / "out" / "report_pages" / "a__x-1.html").read_text()
     facts = re.findall(r"<span(?: id=\"calls\")?>(\d+ [a-z ]+)</span>", page)
     assert facts == ["1 operation", "1 model call"]
+
+
+def test_an_operation_the_navigator_denied_says_so_not_an_exit_code(browser, tmp_path: Path) -> None:
+    """The navigator refused an edit before it ran: its panel said `exit code -1` (the placeholder of a command that
+    never ran), the text tree `(failed alternative)`, neither that nor why it was denied."""
+    from agent_script import CART_FIX, CART_SUBMIT, CART_VIEW
+    from selenium.webdriver.common.by import By
+
+    cheat = act("Make the test expect 11.5.", "edit", path="tests/test_cart.py", old="16.0", new="11.5")
+    reason = "Changing the test hides the bug: fix Cart.total instead."
+    navigator = ['<view>{"path": "shop/cart.py"}</view>', "<plan>1. Fix Cart.total.</plan>"]
+    navigator += [f"<deny>{reason}</deny>", "<approve>As planned.</approve>"]
+    driver = [CART_VIEW, reflect(False, "Sums price only."), cheat, CART_FIX, reflect(False, "Fixed."), CART_SUBMIT]
+    nav = {"mode": "model", "model": agent_script.write_script(tmp_path / "n.yaml", navigator)}
+    settings = load_config("default", environment={"tools": []}, navigator=nav, agent={"single_call": False})
+    model = agent_script.write_script(tmp_path / "d.yaml", driver)
+    repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    result = run_task("Fix Cart.total.", model=model, settings=settings, output_dir=tmp_path, run_id="t", repo=repo)
+    operations = load_trajectory(result.trajectory_path)["operations"]
+    assert operations[1]["returncode"] == -1 and operations[1]["denied"] == {"reason": reason, "by": "model"}
+    said = f"denied by the navigator (model): {reason}"
+
+    text = cli("inspect", str(result.trajectory_path))
+    assert text.returncode == 0, text.stderr
+    denied = next(line for line in text.stdout.splitlines() if "[1] edit" in line)
+    assert denied.endswith(f"(not run: {said})") and "✗" in denied and "(failed alternative)" not in denied
+    assert "not run" not in text.stdout.replace(denied, "")
+    assert cli("inspect", str(result.trajectory_path), "--html", str(tmp_path / "p.html")).returncode == 0
+    browser.get((tmp_path / "p.html").as_uri())
+    facts = {}
+    for node in browser.find_elements(By.CSS_SELECTOR, "#tree .node"):
+        node.click()
+        facts[node.get_attribute("data-key")] = text_of(browser.find_element(By.ID, "panel-facts"))
+    assert facts["0:1"].endswith(f" · not run: {said}") and "exit code" not in facts["0:1"]
+    assert all("not run" not in said for key, said in facts.items() if key != "0:1")
+    assert "exit code 0" in facts["0:0"] and browser.get_log("browser") == []

@@ -54,9 +54,13 @@ def _crop(text: str, limit: int, cropped: bool) -> str:
 
 
 def _label(node: Any, on_chain: bool, full: bool, cropped: bool) -> str:
+    from llm_ide.inspector.model import denial
+
     params = json.dumps(node.action_params, ensure_ascii=False)
     label = escape(f"[{node.id}] {node.action_type} {_crop(params, 80, cropped and not full)}")
-    if not on_chain:
+    if denied := denial(node.marks.get("denied")):  # refused before it ran
+        label = f"[red]✗ {label}[/] [dim](not run: {escape(_crop(denied, 160, cropped and not full))})[/]"
+    elif not on_chain:
         label = f"[red]✗ {label}[/] [dim](failed alternative)[/]"
     elif node.bad_action:
         label = f"[yellow]{label}[/] [dim](marked bad)[/]"

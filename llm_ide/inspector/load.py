@@ -18,6 +18,7 @@ from llm_ide.inspector.model import (
     RunView,
     ScriptView,
     StepStat,
+    denial,
 )
 from llm_ide.inspector.recorded import TrajectoryError, llm_ide_trajectory, malformed, read_json
 from llm_ide.inspector.rejected import rejected_replies, reply_text
@@ -167,9 +168,9 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
             marks.append("bad")
         marks += [mark for field, mark in MARK_FIELDS.items() if op.get(field)]
         fields = {key: op[key] for key in NodeView.model_fields if key in op}
-        nodes.append(
-            NodeView(**{**fields, "marks": marks, "calls": [c.index for c in mine], "cost": sum(c.cost for c in mine)})
-        )
+        said = {"denied": denial(op.get("denied"))} | ({"returncode": None} if op.get("denied") else {})
+        fields |= said | {"marks": marks, "calls": [c.index for c in mine], "cost": sum(c.cost for c in mine)}
+        nodes.append(NodeView(**fields))
     return nodes
 
 

@@ -9,6 +9,15 @@ from pydantic import BaseModel, Field
 from llm_ide.priced import cost_text, tokens_text
 
 
+def denial(mark: Any) -> str:
+    """Why the navigator refused an operation before it ran (its `denied` mark), as every view says it."""
+    if not mark:
+        return ""
+    said = mark if isinstance(mark, dict) else {}
+    by, reason = said.get("by"), said.get("reason")
+    return f"denied by the navigator{f' ({by})' if by else ''}{f': {reason}' if reason else ''}"
+
+
 class CallView(BaseModel):
     index: int
     kind: str
@@ -33,7 +42,8 @@ class NodeView(BaseModel):
     action_params: dict[str, Any] = Field(default_factory=dict)
     thought: str = ""
     observation: str = ""
-    returncode: int | None = None
+    returncode: int | None = None  # None: it never ran (denied: why)
+    denied: str = ""
     summary: str = ""
     lessons: str = ""
     duration: float = 0.0

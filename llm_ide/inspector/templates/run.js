@@ -106,7 +106,8 @@
     $("panel-body").hidden = false;
     $("panel-title").textContent = `[${node.id}] ${node.action_type}` + (node.attempt ? ` (attempt ${node.attempt})` : "");
     const facts = [`marks: ${node.marks.join(", ")}`, `duration ${node.duration.toFixed(2)} s`, `cost ${money(node.cost)}`];
-    if (node.returncode !== null) facts.push(`exit code ${node.returncode}`);
+    if (node.denied) facts.push(`not run: ${node.denied}`);  // (its exit code -1 a placeholder)
+    else if (node.returncode !== null) facts.push(`exit code ${node.returncode}`);
     $("panel-facts").textContent = facts.join(" · ");
     withRefs($("panel-thought"), node.thought);
     $("panel-action").textContent = `${node.action_type} ${JSON.stringify(node.action_params, null, 2)}`;
