@@ -957,3 +957,31 @@ def test_an_operation_the_navigator_denied_says_so_not_an_exit_code(browser, tmp
     assert facts["0:1"].endswith(f" · not run: {said}") and "exit code" not in facts["0:1"]
     assert all("not run" not in said for key, said in facts.items() if key != "0:1")
     assert "exit code 0" in facts["0:0"] and browser.get_log("browser") == []
+
+
+def test_a_mini_swe_agent_pages_header_says_the_tokens_its_trajectory_holds(shared_dir: Path, tmp_path: Path) -> None:
+    """mini-swe-agent keeps each reply's usage (litellm's): its page said no tokens (its panel each call's); where
+    some replies lack it, the tokens are said as those of the calls that had it, and with none, not at all."""
+    source = shared_dir / "data" / "trajectories" / "mini-swe-agent" / "pallets__flask-5014.traj.json"
+    data = json.loads(source.read_text())
+    replies = [m for m in data["messages"] if m["role"] == "assistant"]
+    usages = [m["extra"]["response"]["usage"] for m in replies]
+    assert len(replies) == data["info"]["model_stats"]["api_calls"] == 20
+
+    def header(trajectory: Path) -> str | None:
+        page = trajectory.with_suffix(".html")
+        assert cli("inspect", str(trajectory), "--html", str(page)).returncode == 0
+        found = re.search(r'<span id="tokens">([^<]*)</span>', page.read_text())
+        return found.group(1) if found else None
+
+    sums = [sum(u[key] for u in usages) for key in ("prompt_tokens", "completion_tokens")]
+    assert header(source) == f"{sums[0]}+{sums[1]} tokens" and sums[0] > 0
+    for message in replies[5:]:
+        del message["extra"]["response"]["usage"]
+    (part := tmp_path / "part.traj.json").write_text(json.dumps(data))
+    sums = [sum(u[key] for u in usages[:5]) for key in ("prompt_tokens", "completion_tokens")]
+    assert header(part) == f"{sums[0]}+{sums[1]} tokens (the usage of 5 of 20 calls)"
+    for message in replies[:5]:
+        del message["extra"]["response"]["usage"]
+    (none := tmp_path / "none.traj.json").write_text(json.dumps(data))
+    assert header(none) is None

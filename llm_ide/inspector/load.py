@@ -253,23 +253,7 @@ def mini_run(data: dict[str, Any], path: Path) -> RunView:
         step = len(nodes)
         following = messages[position + 1] if position + 1 < len(messages) else {}
         observation = content_text(following) if following.get("role") == "user" else ""
-        usage = (((message.get("extra") or {}).get("response") or {}).get("usage")) or {}
-        cached = ((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0
-        prompt_chars = sum(len(content_text(m)) for m in messages[:position])
-        calls.append(
-            CallView(
-                index=step,
-                kind="step",
-                step=step,
-                response=text,
-                prompt_chars=prompt_chars,
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                cached_tokens=int(cached),
-                response_tokens=int(usage.get("completion_tokens") or 0),
-                cost=float(usage.get("cost") or 0.0),  # litellm's, where the provider's usage carries it
-                prompt=f"({position} earlier messages, {prompt_chars:,} characters: the whole history)",
-            )
-        )
+        calls.append(mini_call(messages, position, step))
         command = MINI_COMMAND.search(text)
         thought = text[: command.start()].strip() if command else text.strip()
         returncode = re.search(r"<returncode>(-?\d+)</returncode>", observation)
@@ -287,6 +271,7 @@ def mini_run(data: dict[str, Any], path: Path) -> RunView:
             )
         )
     stats = info.get("model_stats") or {}
+    reported = [message_usage(m) for m in messages if m.get("role") == "assistant" and message_usage(m)]
     return RunView(
         title=str(data.get("instance_id") or path.name.removesuffix(".traj.json")),
         source_format=MINI_FORMAT,
@@ -296,10 +281,37 @@ def mini_run(data: dict[str, Any], path: Path) -> RunView:
         patch=str(info.get("submission") or ""),
         cost=float(stats.get("instance_cost") or 0.0),
         api_calls=int(stats.get("api_calls") or len(calls)),
+        input_tokens=sum(call.prompt_tokens for call in calls),
+        output_tokens=sum(call.response_tokens for call in calls),
+        usage_calls=len(reported) if reported else None,
         nodes=nodes,
         calls=calls,
         steps=step_stats(calls),
     )
+
+
+def mini_call(messages: list[dict[str, Any]], position: int, step: int) -> CallView:
+    """The call that made the reply at `position`: its prompt the whole history before it, its usage where kept."""
+    usage = message_usage(messages[position])
+    cached = ((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0
+    prompt_chars = sum(len(content_text(m)) for m in messages[:position])
+    return CallView(
+        index=step,
+        kind="step",
+        step=step,
+        response=content_text(messages[position]),
+        prompt_chars=prompt_chars,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        cached_tokens=int(cached),
+        response_tokens=int(usage.get("completion_tokens") or 0),
+        cost=float(usage.get("cost") or 0.0),  # litellm's, where the provider's usage carries it
+        prompt=f"({position} earlier messages, {prompt_chars:,} characters: the whole history)",
+    )
+
+
+def message_usage(message: dict[str, Any]) -> dict[str, Any]:
+    """The usage the provider said for a mini-swe-agent reply (litellm's response, kept in its `extra`), or none."""
+    return (((message.get("extra") or {}).get("response") or {}).get("usage")) or {}
 
 
 def content_text(message: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llm_ide.priced import cost_text, tokens_text
+from llm_ide.terminal import plural
 
 
 def denial(mark: Any) -> str:
@@ -150,6 +151,7 @@ class RunView(BaseModel):
     input_tokens: int = 0  # its driver's, as its cost (the discarded calls' too)
     output_tokens: int = 0
     estimated: int = 0  # calls whose tokens were estimated
+    usage_calls: int | None = None  # another agent's trajectory: its calls that say their usage (None: all, or none)
     elapsed: float = 0.0
     nodes: list[NodeView] = Field(default_factory=list)
     calls: list[CallView] = Field(default_factory=list)
@@ -165,8 +167,12 @@ class RunView(BaseModel):
 
     @property
     def tokens(self) -> str:
-        """Its driver's tokens as the console says them (`4735+386 tokens (estimated)`)."""
-        return tokens_text(self.input_tokens, self.output_tokens, self.estimated, self.api_calls + self.discarded)
+        """Its driver's tokens as the console says them (`4735+386 tokens (estimated)`); another agent's, where its
+        trajectory says them (`… tokens (the usage of 3 of 5 calls)`: the others said none)."""
+        made = self.api_calls + self.discarded
+        said = tokens_text(self.input_tokens, self.output_tokens, self.estimated, made)
+        partial = self.usage_calls is not None and self.usage_calls < made
+        return f"{said} (the usage of {self.usage_calls} of {plural(made, 'call')})" if partial else said
 
     @property
     def spent(self) -> str:
