@@ -875,9 +875,9 @@ def test_a_killed_run_says_the_calls_its_log_holds_past_its_trajectory(tmp_path:
         assert shown.returncode == 0 and shown.stderr.startswith(said), shown.stderr
 
 
-def test_the_reproduction_tests_written_before_the_first_step_have_their_own_bar(tmp_path: Path) -> None:
-    """Two tests written (one dropped) before the first step, their calls recorded at step 0: the charts' `step 1`
-    bar summed their prompts with the first step's, a size no prompt had."""
+def reproduction_run(tmp_path: Path) -> Path:
+    """Two reproduction tests written (one dropped) before the first step, their calls recorded at step 0; then a fix
+    in three steps. Its trajectory, and its page beside it (p.html)."""
     shows_nothing = "import calc\nprint('double(1) =', calc.double(1))\nprint('Issue resolved')\n"
     script = [reproduction_scripts.written(test) for test in (shows_nothing, reproduction_scripts.REPRO)]
     script += reproduction_scripts.fix_script(reproduction_scripts.RIGHT)
@@ -887,9 +887,15 @@ def test_the_reproduction_tests_written_before_the_first_step_have_their_own_bar
     task = reproduction_scripts.TASK
     result = run_task(task, model=model, settings=settings, output_dir=tmp_path / "out", run_id="G", repo=repo)
     assert cli("inspect", str(result.trajectory_path), "--html", str(tmp_path / "p.html")).returncode == 0
+    return result.trajectory_path
+
+
+def test_the_reproduction_tests_written_before_the_first_step_have_their_own_bar(tmp_path: Path) -> None:
+    """The charts' `step 1` bar summed the reproduction tests' prompts with the first step's, a size no prompt had."""
+    trajectory = reproduction_run(tmp_path)
     chart = re.search(r"<figcaption>prompt characters .*?</svg>", (tmp_path / "p.html").read_text(), re.S)
     assert chart is not None
-    calls = load_trajectory(result.trajectory_path)["model_calls"]
+    calls = load_trajectory(trajectory)["model_calls"]
     written = sum(call["prompt_chars"] for call in calls if call["kind"] == "write_reproduction")
     steps = [(f"step {call['step'] + 1}", f"{call['prompt_chars']:,}") for call in calls if call["kind"] == "act"]
     shown = re.findall(r"<title>([^<]*): ([\d,]+)</title>", chart.group(0))
@@ -985,3 +991,30 @@ def test_a_mini_swe_agent_pages_header_says_the_tokens_its_trajectory_holds(shar
         del message["extra"]["response"]["usage"]
     (none := tmp_path / "none.traj.json").write_text(json.dumps(data))
     assert header(none) is None
+
+
+def test_the_calls_that_wrote_the_reproduction_tests_are_no_operations(browser, tmp_path: Path) -> None:
+    """The two calls that wrote the reproduction tests, before the first step, were drawn under operation [0] as if
+    part of it (its panel: three calls, its cost theirs too); they are apart, before the tree."""
+    from selenium.webdriver.common.by import By
+
+    calls = load_trajectory(reproduction_run(tmp_path))["model_calls"]
+    kinds = {call["index"]: call["kind"] for call in calls}
+    assert list(kinds.values()) == ["write_reproduction"] * 2 + ["act"] * 3
+    browser.get((tmp_path / "p.html").as_uri())
+
+    def shown(calls: list) -> list[str]:
+        return [text_of(call.find_element(By.CSS_SELECTOR, "summary")).split(":")[0] for call in calls]
+
+    for key, index in (("0:0", 2), ("0:1", 3), ("0:2", 4)):
+        browser.find_element(By.CSS_SELECTOR, f'#tree .node[data-key="{key}"]').click()
+        assert shown(browser.find_elements(By.CSS_SELECTOR, "#panel-calls details.call")) == [f"#{index} act"]
+    before = browser.find_element(By.ID, "before-steps")
+    said = "Reproduction tests written before the first step: 2 model calls"
+    assert text_of(before.find_element(By.CSS_SELECTOR, "summary")) == said
+    before.find_element(By.CSS_SELECTOR, "summary").click()
+    written = before.find_elements(By.CSS_SELECTOR, "details.call")
+    assert shown(written) == ["#0 write_reproduction", "#1 write_reproduction"]
+    for box, call in zip(written, calls, strict=False):
+        assert text_of(box.find_element(By.CSS_SELECTOR, "pre.response")) == call["response"]
+    assert browser.get_log("browser") == []

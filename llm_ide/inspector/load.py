@@ -149,7 +149,8 @@ def assign_steps(calls: list[CallView]) -> None:
 
 
 def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[NodeView]:
-    """Nodes with their marks; the reasoning chain is each attempt's own (ids restart in every attempt)."""
+    """Nodes with their marks and calls (not those of a phase before the steps: their step is 0, before the first
+    operation); the reasoning chain is each attempt's own (ids restart in every attempt)."""
     chain: set[tuple[int, int]] = set()
     for attempt in sorted({int(op.get("attempt") or 0) for op in operations}):
         records = [node_of(op) for op in operations if int(op.get("attempt") or 0) == attempt]
@@ -161,6 +162,7 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
             c
             for c in calls
             if c.attempt == attempt
+            and c.kind not in BEFORE_STEPS
             and ((c.kind != "reflect" and c.step == node_id) or (c.kind == "reflect" and c.step == node_id + 1))
         ]
         marks = ["chain" if (attempt, node_id) in chain else "failed"]

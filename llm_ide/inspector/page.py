@@ -13,6 +13,7 @@ from markupsafe import Markup
 from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
 from llm_ide.inspector.layout import layout
+from llm_ide.inspector.load import BEFORE_STEPS
 from llm_ide.inspector.model import BatchView, RunView, StepStat
 from llm_ide.terminal import plural
 
@@ -75,6 +76,7 @@ def run_page(run: RunView) -> str:
         "chunks": [{"file": h.file_path, "lines": h.lines, "scores": h.scores, "shown": h.shown} for h in run.heat],
         "cell": HEAT_CELL,
         "priced": run.priced,
+        "before": [call.index for call in run.calls if call.kind in BEFORE_STEPS],
     }
     return (
         environment()
@@ -87,6 +89,7 @@ def run_page(run: RunView) -> str:
             patch_lines=[diff_class(line) for line in run.patch.splitlines()],
             data=data,
             call_data={"lines": lines, "calls": calls},
+            before={what: sum(call.kind == kind for call in run.calls) for kind, what in BEFORE_STEPS.items()},
         )
     )
 

@@ -145,6 +145,14 @@
   }
   drawStrips();
 
+  const before = $("before-steps");  // the calls of a phase before the first step (no operation's)
+  if (before) {
+    before.addEventListener("toggle", () => {
+      const list = $("before-calls");
+      if (before.open && !list.childElementCount) data.before.forEach((index) => list.append(callDetails(index)));
+    });
+  }
+
   document.querySelectorAll("#tree .node").forEach((group) => {
     group.addEventListener("click", () => select(group));
     group.addEventListener("keydown", (event) => { if (event.key === "Enter") select(group); });
