@@ -271,7 +271,8 @@ def test_the_run_page_says_a_navigator_of_no_price_unpriced_and_its_estimated_ca
     assert view is not None and (view.priced, view.estimated) == (False, 1)
     assert invoke("inspect", str(path), "--html", str(page)).returncode == 0
     summary = page.read_text().partition('id="navigator"><summary>')[2].partition("</summary>")[0]
-    assert "tokens (estimated for 1), unpriced" in summary and "$" not in summary, summary
+    said = re.search(r"\b1 model call, \d+ tokens \(estimated for 1 call\), unpriced$", summary)  # (`1 model calls`)
+    assert said is not None and "$" not in summary, summary
 
 
 def test_the_lines_of_a_run_with_attempts_sum_to_its_total_with_its_reviews(tmp_path: Path) -> None:
