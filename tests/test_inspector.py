@@ -760,9 +760,12 @@ def test_a_run_of_attempts_names_where_its_code_context_is(attempts_run: tuple[P
     assert said in page and "held no chunk" not in page
 
 
-def test_a_page_says_the_discarded_calls_its_cost_counts(tmp_path: Path) -> None:
+def test_a_page_says_the_discarded_calls_its_cost_counts(browser, tmp_path: Path) -> None:
     """A stream cut mid-reply, asked again: the cost in the header counts the cut call, and the header said only the
-    calls of the run's history (`4 model calls`, the console's `(+1 discarded)` nowhere)."""
+    calls of the run's history (`4 model calls`, the console's `(+1 discarded)` nowhere). Then the header said it, and
+    neither the calls table nor the first operation's calls showed it: 5 calls said, 4 rows. Both show it, marked."""
+    from selenium.webdriver.common.by import By
+
     replies = agent_script.single_call(agent_script.FIX_SCRIPT)
     repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
     prices = {"gpt-test": {"input": 1.0, "output": 2.0}}
@@ -775,6 +778,24 @@ def test_a_page_says_the_discarded_calls_its_cost_counts(tmp_path: Path) -> None
     assert cli("inspect", str(tmp_path / "t.traj.json"), "--html", str(tmp_path / "p.html")).returncode == 0
     calls = re.search(r"<span[^>]*>(\d+ model calls[^<]*)</span>", (tmp_path / "p.html").read_text())
     assert calls is not None and calls.group(1) == f"{len(replies)} model calls (+1 discarded)"
+    recorded = load_trajectory(tmp_path / "t.traj.json")["model_calls"]
+    assert [call["index"] for call in recorded] == list(range(len(replies)))  # the cut call is in the log alone
+
+    text = cli("inspect", str(tmp_path / "t.traj.json"))
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.stdout.splitlines() if "│ act" in line]
+    assert [(row[0], row[-1]) for row in rows] == [("0", "its reply was cut off mid-way; asked again")] + [
+        (str(index), "") for index in range(len(replies))
+    ]
+    assert rows[0][4] != rows[1][4] and "discarded (paid, not in the run's history)" in text.stdout
+    browser.get((tmp_path / "p.html").as_uri())
+    browser.find_element(By.CSS_SELECTOR, '#tree .node[data-key="0:0"]').click()
+    shown = [text_of(c) for c in browser.find_elements(By.CSS_SELECTOR, "#panel-calls details.call summary")]
+    assert len(shown) == 2 and shown[0].startswith("#0 act: ") and shown[1].startswith("#0 act: ")
+    why = "its reply was cut off mid-way; asked again"
+    assert shown[0].endswith(f" · discarded (paid, not in the run's history): {why}")
+    assert "discarded" not in shown[1] and browser.get_log("browser") == []
+    costs = re.findall(r"cost \$([\d.]+)", text_of(browser.find_element(By.ID, "panel-facts")))
+    assert float(costs[0]) == pytest.approx(recorded[0]["cost"] + float(rows[0][5][1:]), abs=1e-4)  # both paid
 
 
 def test_a_long_runs_tree_is_shown_whole_in_a_terminal(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def inspect(trajectory: Trajectory, out: Page = None, html: Html = False, full: 
     if info.get("error"):  # why a run that did not submit ended
         screen.print(f"[bold]ended:[/] {escape(terminal_safe(str(info['error'])))}")
     print_choice_and_messages(screen, info)
-    screen.print(calls_table(calls, priced))
+    screen.print(calls_table(calls, priced, data.get("discarded_calls") or []))
     if full:
         print_rejected(screen, calls, info)
         patch = info.get("submission") or ""
@@ -217,15 +217,20 @@ def print_choice_and_messages(screen: Console, info: dict[str, Any]) -> None:
         screen.print(f"message before operation {message.get('step', 0) + 1}, from agent {sender}: {text}")
 
 
-def calls_table(calls: list[dict[str, Any]], priced: bool) -> Table:
+def calls_table(calls: list[dict[str, Any]], priced: bool, discarded: list[dict[str, Any]]) -> Table:
     """Each model call: its kind, prompt size, tokens and cost; in a run of attempts, the attempt it is of (— for the
-    chooser's, of them all)."""
+    chooser's, of them all); the calls paid for outside the run's history (`discarded`), each before the one that
+    replaced it, and why."""
     from rich.table import Table
 
     attempted = any(call.get("attempt") for call in calls)
     which = ["attempt"] if attempted else []
     table = Table("call", *which, "kind", "prompt chars", "prompt tokens", "response tokens", "cost")
-    for position, call in enumerate(calls):
+    if discarded:
+        table.add_column("discarded (paid, not in the run's history)")
+    in_order = lambda call: (call["index"], "discarded" not in call)  # noqa: E731  (a discarded call first)
+    rows = sorted([*calls, *discarded], key=in_order) if discarded else calls
+    for position, call in enumerate(rows):
         cost = call.get("cost")
         table.add_row(
             str(call.get("index", position)),
@@ -233,5 +238,6 @@ def calls_table(calls: list[dict[str, Any]], priced: bool) -> Table:
             str(call.get("kind", "?")),
             *(str(call.get(key, "?")) for key in ("prompt_chars", "prompt_tokens", "response_tokens")),
             money(cost, priced) if isinstance(cost, int | float) else "?",
+            *([escape(str(call.get("discarded", "")))] if discarded else []),
         )
     return table

@@ -41,7 +41,9 @@ def write_inspector_page(trajectory: Path, out: str | None) -> None:
     for note in run.notes:
         err_console.print(f"warning: {note}", markup=False)
     page = write_page(run_page(run), html_page_path(trajectory, out))
-    counts = f"{plural(len(run.nodes), 'operation')}, {plural(len(run.calls), 'model call')}"
+    discarded = sum(bool(call.discarded) for call in run.calls)
+    counts = f"{plural(len(run.nodes), 'operation')}, {plural(len(run.calls) - discarded, 'model call')}"
+    counts += f" (+{discarded} discarded)" if discarded else ""
     console.print(f"{counts} → {page} ({page.stat().st_size:,} bytes)")
 
 

@@ -57,10 +57,12 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
     stats = info.get("model_stats") or {}
     operations = data["operations"]
     recorded = data["model_calls"]
-    calls = [call_view(call) for call in recorded]
+    kept = [call_view(call) for call in recorded]
     for position, why in rejected_replies(recorded, info).items():
-        calls[position].rejected = why
-    assign_steps(calls)
+        kept[position].rejected = why
+    assign_steps(kept)
+    paid = [call_view(call) for call in data.get("discarded_calls") or []]  # each before the call that replaced it
+    calls = sorted([*kept, *paid], key=lambda call: (call.index, not call.discarded)) if paid else kept
     nodes = tree_nodes(operations, calls)
     memory = (info.get("config") or {}).get("memory") or {}
     return RunView(
@@ -81,7 +83,7 @@ def llm_ide_run(data: dict[str, Any], path: Path) -> RunView:
         elapsed=float(info.get("elapsed") or 0.0),
         nodes=nodes,
         calls=calls,
-        heat=heat_strips(data.get("code_context") or [], memory, len(operations), calls),
+        heat=heat_strips(data.get("code_context") or [], memory, len(operations), kept),
         steps=step_stats(calls),
         attempts=[AttemptView(**attempt) for attempt in info.get("attempts") or []],
         messages=[
@@ -159,8 +161,8 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
     for op in operations:
         node_id, attempt = op["id"], int(op.get("attempt") or 0)
         mine = [
-            c
-            for c in calls
+            (position, c)
+            for position, c in enumerate(calls)
             if c.attempt == attempt
             and c.kind not in BEFORE_STEPS
             and ((c.kind != "reflect" and c.step == node_id) or (c.kind == "reflect" and c.step == node_id + 1))
@@ -171,7 +173,7 @@ def tree_nodes(operations: list[dict[str, Any]], calls: list[CallView]) -> list[
         marks += [mark for field, mark in MARK_FIELDS.items() if op.get(field)]
         fields = {key: op[key] for key in NodeView.model_fields if key in op}
         said = {"denied": denial(op.get("denied"))} | ({"returncode": None} if op.get("denied") else {})
-        fields |= said | {"marks": marks, "calls": [c.index for c in mine], "cost": sum(c.cost for c in mine)}
+        fields |= said | {"marks": marks, "calls": [at for at, _ in mine], "cost": sum(c.cost for _, c in mine)}
         nodes.append(NodeView(**fields))
     return nodes
 

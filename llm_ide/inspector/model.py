@@ -33,6 +33,7 @@ class CallView(BaseModel):
     cost: float = 0.0
     seconds: float = 0.0
     rejected: str = ""  # why its reply could not be used (a format error)
+    discarded: str = ""  # why it is not in the run's history, though paid for (in the run's `discarded`)
 
 
 class NodeView(BaseModel):
@@ -50,7 +51,7 @@ class NodeView(BaseModel):
     duration: float = 0.0
     cost: float = 0.0
     marks: list[str] = Field(default_factory=list)
-    calls: list[int] = Field(default_factory=list)
+    calls: list[int] = Field(default_factory=list)  # positions in RunView.calls (an index is a discarded call's too)
     candidates: list[Any] = Field(default_factory=list)  # action sampling: every distinct candidate (a dict each)
     choice: dict[str, Any] = Field(default_factory=dict)  # action sampling: how the one that ran was chosen
 

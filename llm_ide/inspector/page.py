@@ -67,8 +67,8 @@ def intern_lines(texts: list[str]) -> tuple[list[str], list[list[int]]]:
 def run_page(run: RunView) -> str:
     tree = layout(run.nodes)
     lines, texts = intern_lines([text for call in run.calls for text in (call.prompt, call.response)])
-    calls = {
-        str(call.index): {**call.model_dump(exclude={"prompt", "response"}), "text": texts[2 * i : 2 * i + 2]}
+    calls = {  # by position: a discarded call has the index of the one that replaced it
+        str(i): {**call.model_dump(exclude={"prompt", "response"}), "text": texts[2 * i : 2 * i + 2]}
         for i, call in enumerate(run.calls)
     }
     data = {
@@ -76,7 +76,7 @@ def run_page(run: RunView) -> str:
         "chunks": [{"file": h.file_path, "lines": h.lines, "scores": h.scores, "shown": h.shown} for h in run.heat],
         "cell": HEAT_CELL,
         "priced": run.priced,
-        "before": [call.index for call in run.calls if call.kind in BEFORE_STEPS],
+        "before": [position for position, call in enumerate(run.calls) if call.kind in BEFORE_STEPS],
     }
     return (
         environment()

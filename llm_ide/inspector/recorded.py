@@ -176,6 +176,8 @@ def llm_ide_trajectory(data: dict[str, Any], path: Path, prompts: bool) -> tuple
         for n, call in enumerate(fixed.get("model_calls", []))
     ]
     log = path.parent / valid.info.calls_log if valid.info.calls_log else None
+    if log is not None and log.is_file() and valid.info.exit_status and valid.info.model_stats.discarded_calls:
+        fixed["discarded_calls"] = discarded_calls(log, fixed["model_calls"], prompts)
     if log is None or not log.is_file() or not (prompts or not valid.info.exit_status):
         return fixed, notes
     logged = {record.get("index"): record for record in logged_calls(log)}
@@ -186,6 +188,30 @@ def llm_ide_trajectory(data: dict[str, Any], path: Path, prompts: bool) -> tuple
         said = "made after it was last written, by a run that did not end (resumed, it writes them)"
         notes.append(f"{log.name} holds {plural(past, 'call')} past the trajectory's last: {said}")
     return fixed, notes
+
+
+def discarded_calls(log: Path, kept: list[dict[str, Any]], prompts: bool) -> list[dict[str, Any]]:
+    """The calls an ended run paid for outside its history (its `discarded_calls`), each with why (`discarded`): a
+    call its log holds that a later one of its index replaced (asked again), or made at a step that never completed."""
+    records = [record for record in read_log(log)[0] if isinstance(record.get("index"), int)]
+    last = {record["index"]: position for position, record in enumerate(records)}
+    history = {call["index"] for call in kept}
+    out = []
+    for position, record in enumerate(records):
+        if last[record["index"]] != position:
+            cut = record.get("finish_reason") == "cut"
+            why = "its reply was cut off mid-way; asked again" if cut else "its step was run again (interrupted)"
+        elif record["index"] not in history:
+            why = "made at a step that never completed"
+        else:
+            continue
+        try:
+            call = Call.model_validate(record).model_dump(exclude_unset=True)
+        except ValidationError:  # a record edited by hand: not shown (it is counted in the usage all the same)
+            continue
+        shown = call if prompts else {key: value for key, value in call.items() if key not in PROMPT_KEYS}
+        out.append({**shown, "discarded": why})
+    return out
 
 
 def logged_calls(log: Path) -> list[dict[str, Any]]:

@@ -54,11 +54,12 @@
   function callDetails(index) {
     const call = calls().calls[String(index)];
     const box = document.createElement("details");
-    box.className = "call";
+    box.className = call.discarded ? "call discarded" : "call";
     const summary = document.createElement("summary");
     summary.textContent = `#${call.index} ${call.kind}: ${call.prompt_chars.toLocaleString()} prompt chars, ` +
       `${call.prompt_tokens} in (${call.cached_tokens} cached) / ${call.response_tokens} out, ${money(call.cost)}` +
-      (call.rejected ? ` · ✗ rejected: ${call.rejected}` : "");
+      (call.rejected ? ` · ✗ rejected: ${call.rejected}` : "") +
+      (call.discarded ? ` · discarded (paid, not in the run's history): ${call.discarded}` : "");
     const prompt = document.createElement("pre");
     prompt.className = "prompt";
     prompt.textContent = expand(call.text[0]);
