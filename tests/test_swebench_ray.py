@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -383,3 +385,58 @@ def test_local_environment_retry_on_another_node_resumes_from_the_worktree_snaps
     assert resumed[1]["observation"].startswith("[The run was stopped while this command ran. The repository's")
     log = (output / killed / f"{killed}.log").read_text()
     assert f"run {killed} resumed" in log and "the worktree put back as the last completed step left it" in log
+
+
+def ray_processes(temp: Path) -> dict[int, tuple[str, int]]:
+    """pid → (name, start time) of the processes with a file open under `temp` (every Ray process has its logs open in
+    its session folder there; its title hides its command line and part of its environment)."""
+    from llm_ide.environments.processes import start_time
+
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()] if entry.name.isdigit() else []
+            if any(link.startswith(f"{temp}/") for link in links):
+                found[int(entry.name)] = ((entry / "comm").read_text().strip(), start_time(int(entry.name)))
+        except OSError:
+            continue
+    return found
+
+
+def still_running(pid: int, start: int) -> bool:
+    from llm_ide.environments.processes import start_time
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return start_time(pid) == start and state not in ("Z", "X")
+
+
+def test_a_killed_driver_leaves_nothing_of_its_own_ray_cluster(tmp_path: Path, postgres_url: str) -> None:
+    """`swebench --engine ray` without --address, SIGKILLed while its instance runs: Ray's raylet and GCS die with it
+    by themselves, but its agents lingered (a minute, 100 MB each), and its session folder, the nodes' scratch folder
+    (Postgres checkpoints: the run is there) and the run's temp folders stayed for good. Its reaper takes them all."""
+    from ray_cluster import require_ray
+
+    require_ray()
+    temp = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))  # short: Ray's socket paths must stay under 108 bytes
+    try:
+        command = [sys.executable, "-c", CLI, *gated_batch(tmp_path), "--engine", "ray", "--checkpoint", postgres_url]
+        env = {**os.environ, "TMPDIR": str(temp)}
+        batch = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        try:
+            wait_for((tmp_path / "started").exists, timeout=300, what="the instance's first command")
+            cluster = ray_processes(temp)
+            scratch = [path for path in temp.glob("llm-ide-ray*/*/*") if path.name.startswith("demo__")]
+            assert [path.name for path in scratch] == ["demo__calc-1"]  # the run's folder on the node
+            assert list(temp.glob("llm-ide-tmp-*")) and list(temp.glob("ray/session_*"))
+        finally:
+            batch.kill()
+            batch.communicate()
+        names = {name for name, _ in cluster.values()}
+        assert {"raylet", "gcs_server", "ray::DashboardA", "ray::RuntimeEnv", "ray::run_instan"} <= names, names
+        wait_for(lambda: [path for path in temp.rglob("*") if path != temp / "ray"] == [], what="the folders' removal")
+        assert [(pid, name) for pid, (name, start) in cluster.items() if still_running(pid, start)] == []
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -95,7 +95,7 @@ def check_engine(engine: str, ray_options: dict[str, object]) -> None:
         raise fail(f"{given[0]} is for --engine ray (the local engine runs the instances on this machine)")
     if engine == "ray" and (address := ray_options.get("--address")):  # before any folder is made
         from llm_ide.swebench.preflight import SWEbenchError
-        from llm_ide.swebench.ray_engine import check_address
+        from llm_ide.swebench.ray_connect import check_address
 
         try:
             check_address(str(address))

@@ -182,12 +182,12 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def carries(pid: int, token: str) -> bool:
+def carries(pid: int, token: str, variable: str = TOKEN) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
-    return f"{TOKEN}={token}".encode() in environ.split(b"\0")
+    return f"{variable}={token}".encode() in environ.split(b"\0")
 
 
 def start_time(pid: int) -> int | None:

@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import socket
-from contextlib import suppress
 from dataclasses import replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import grpc
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-try:  # Ray's private module (the token ray.init sends): in another Ray version the token check is left to ray.init
-    from ray._private.authentication.grpc_authentication_client_interceptor import _get_authentication_metadata_tuple
-except ImportError:
-    _get_authentication_metadata_tuple = None  # type: ignore[assignment]
 
 from llm_ide.environments import capabilities
 from llm_ide.errors import crashed
@@ -38,8 +28,9 @@ from llm_ide.swebench.instances import (
     log_outcome,
     record_outcome,
 )
-from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS, SWEbenchError
+from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
+from llm_ide.swebench.ray_connect import connect, disconnect
 from llm_ide.swebench.ray_nodes import check_packages
 from llm_ide.swebench.ray_worker import (
     DOCKER_SLOT,
@@ -53,21 +44,7 @@ from llm_ide.swebench.store import OutputStore
 
 log = logging.getLogger("llm_ide.swebench")
 
-FORWARDED_ENV = (  # every provider's key and endpoint variable: the nodes build the model as the driver did
-    "DOCKER_HOST",
-    *(name for names in PROVIDER_KEYS.values() for name in names),
-    *(name for names, _ in PROVIDER_URLS.values() for name in names),
-)
 MAX_RETRIES = 3  # a task whose node (or worker process) died runs again, up to this many times
-OBJECT_STORE_BYTES = 80 * 1024 * 1024  # a one-node cluster started by the batch: results are small
-HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)  # and an empty SETTINGS frame
-HTTP2_SETTINGS = 4  # the type of the frame a gRPC server answers with first
-
-
-def forwarded_env() -> dict[str, str]:
-    """The environment the runs need on the nodes (model keys, LLM_IDE_* settings); Ray's workers do not inherit
-    the driver's environment on a cluster started with `ray start`."""
-    return {k: v for k, v in os.environ.items() if k in FORWARDED_ENV or k.startswith("LLM_IDE_")}
 
 
 def absolute(options: BatchOptions) -> BatchOptions:
@@ -87,81 +64,6 @@ def absolute(options: BatchOptions) -> BatchOptions:
         checkpoint=checkpoint,
         repos=options.repos.expanduser().resolve() if options.repos else None,
     )
-
-
-def connect(address: str | None, workers: int = 1, task_cpus: float = 1.0) -> None:
-    """Join the cluster at `--address`, or start a one-node cluster (workers × task CPUs, workers docker slots)."""
-
-    if ray.is_initialized():
-        return
-    common: dict[str, Any] = {
-        "include_dashboard": False,
-        "logging_level": logging.WARNING,
-        "log_to_driver": False,
-        "runtime_env": {"env_vars": forwarded_env()},
-    }
-    check_address(address)
-    try:
-        if address:
-            ray.init(address=address, **common)
-        else:
-            ray.init(
-                num_cpus=max(1, math.ceil(workers * task_cpus)),  # Ray takes whole CPUs only
-                resources={DOCKER_SLOT: workers},
-                object_store_memory=OBJECT_STORE_BYTES,
-                **common,
-            )
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        where = address or "a local one-node cluster"
-        raise SWEbenchError(f"could not connect to Ray at {where}: {' '.join(str(error).split())[:300]}") from None
-
-
-@cache  # (the command line checks it before making any folder, connect() again: asked once)
-def check_address(address: str | None) -> None:
-    """A HOST:PORT `--address` is a Ray head that takes this driver's token (ray.init would wait minutes otherwise)."""
-    host_port = address.rpartition(":") if address else ("", "", "")
-    if address and host_port[2].isdigit() and (wrong := not_ray(*host_port[::2]) or token_refused(address)):
-        raise SWEbenchError(f"could not connect to Ray at {address}: {wrong}")
-
-
-def not_ray(host: str, port: str) -> str:
-    """Why HOST:PORT is no Ray head ("" when it may be): ray.init retries one where nothing listens, or where
-    something else does, for minutes, printing Ray's log lines, deaf to Ctrl-C. Ray's GCS speaks gRPC: it answers
-    an HTTP/2 preface with a SETTINGS frame (not checked under TLS, RAY_USE_TLS)."""
-    try:
-        sock = socket.create_connection((host.removeprefix("ray://").strip("[]"), int(port)), timeout=10)
-    except OSError:
-        return "nothing listens there (ray start --head there?)"
-    answer = b""
-    with sock, suppress(OSError):
-        if ray_tls():
-            return ""
-        sock.sendall(HTTP2_PREFACE)
-        while len(answer) < 4 and (chunk := sock.recv(4 - len(answer))):
-            answer += chunk
-    if len(answer) < 4 or answer[3] != HTTP2_SETTINGS:
-        return "what listens there is not a Ray head node (the --port of `ray start --head`, 6379 by default?)"
-    return ""
-
-
-def ray_tls() -> bool:
-    """Whether Ray's gRPC runs over TLS (`RAY_USE_TLS`): the checks before ray.init speak it in the clear only."""
-    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
-
-
-def token_refused(address: str) -> str:
-    """Why the head refuses this driver's token ("" if not): ray.init retries for 20 s, then names no token."""
-    if address.startswith("ray://") or ray_tls() or _get_authentication_metadata_tuple is None:
-        return ""
-    with grpc.insecure_channel(address) as channel:
-        call = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId")
-        try:
-            call(b"", timeout=10, metadata=_get_authentication_metadata_tuple())
-        except grpc.RpcError as error:
-            if error.code() == grpc.StatusCode.UNAUTHENTICATED:
-                given = "refuses this token" if os.environ.get("RAY_AUTH_MODE") == "token" else "wants a token"
-                return f"the cluster {given} (RAY_AUTH_MODE=token and RAY_AUTH_TOKEN as on its nodes)"
-    return ""
 
 
 def raised(error: ray.exceptions.RayError) -> BaseException:
@@ -367,7 +269,7 @@ def run_batch_ray(
 ) -> BatchSummary:
 
     options = absolute(options)
-    connect(options.ray_address, options.workers, options.task_cpus)
+    reaper = connect(options.ray_address, options.workers, options.task_cpus)
     try:
         nodes = check_cluster(options)
         check_packages(nodes)
@@ -396,5 +298,5 @@ def run_batch_ray(
             if options.cost_limit and batch.not_started:
                 log_not_started(options.cost_limit, batch.spent, len(batch.not_started))
     finally:
-        ray.shutdown()
+        disconnect(reaper)
     return summary

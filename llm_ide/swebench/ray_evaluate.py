@@ -17,7 +17,8 @@ from llm_ide.settings import SweBenchSettings
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.evaluate import EvalReport, EvalResult, EvaluationError, Evaluator
 from llm_ide.swebench.preflight import SWEbenchError
-from llm_ide.swebench.ray_engine import MAX_RETRIES, alive_nodes, connect, docker_nodes, on_nodes, raised
+from llm_ide.swebench.ray_connect import connect, disconnect
+from llm_ide.swebench.ray_engine import MAX_RETRIES, alive_nodes, docker_nodes, on_nodes, raised
 from llm_ide.swebench.ray_worker import DOCKER_SLOT, node_name, scratch_folder
 
 
@@ -62,7 +63,7 @@ def evaluate_on_ray(
     on_result: Callable[[EvalResult], None] | None = None,
 ) -> EvalReport:
     try:
-        connect(address, workers, task_cpus)
+        reaper = connect(address, workers, task_cpus)
     except SWEbenchError as error:
         raise EvaluationError(str(error)) from None
     try:
@@ -105,4 +106,4 @@ def evaluate_on_ray(
             raise
         return EvalReport(results)
     finally:
-        ray.shutdown()
+        disconnect(reaper)
