@@ -322,11 +322,13 @@ NOT_FOR_USAGE_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide
 
 def test_a_usage_error_of_run_before_its_preflight_imports_no_agent_variant_langgraph_or_http(tmp_path: Path) -> None:
     """Each check `run` makes before its preflight (the thread id, the output folder, the task, the reproduction
-    script, the image, the config files, the settings and the options' values), in their order, says its line
-    without importing what the run would need."""
+    script, the image, the config files, the settings and the options' values, the repository), in their order, says
+    its line without importing what the run would need."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"}).resolve()
     (tmp_path / "bad.yaml").write_text("agent: [\n")
     (tmp_path / "unknown.yaml").write_text("nonsense: 1\n")
+    (tmp_path / "a.txt").write_text("x\n")
+    (tmp_path / "plain").mkdir()
     cases = {
         "--task|x|--thread-id|a b": "thread id 'a b': use letters, digits, '.', '_' and '-' (it names the run's files)",
         "--task|x|-o|x.json|--thread-id|t": "-o x.json: -o is the run's output folder (mini-swe-agent's -o is the "
@@ -346,6 +348,10 @@ def test_a_usage_error_of_run_before_its_preflight_imports_no_agent_variant_lang
         "--task|x|-c|unknown.yaml": "unknown.yaml: nonsense: unknown setting",
         "--task|x|--step-limit|-1": "command line: agent.step_limit: input should be greater than or equal to 0 "
         "(got -1)",
+        "--task|x|--repo|missing": "repository not found: missing",
+        "--task|x|--repo|a.txt": "a.txt is a file, not a repository: give the folder of a git repository",
+        "--task|x|--repo|plain": "plain is not a git repository: the run's patch is the change against a commit; make "
+        "one first: git -C plain init && git -C plain add -A && git -C plain commit -m base",
     }
     argv = [sys.executable, "-c", USAGE_ERRORS, *NOT_FOR_USAGE_ERRORS]
     result = subprocess.run(argv, input="\n".join(cases), capture_output=True, text=True, cwd=tmp_path, timeout=120)

@@ -333,14 +333,13 @@ def check_model_before_start(
     base_url: str | None,
     say: Say = say_on_stderr,
     timeout: float | None = None,
-    repo: Path | None = None,
     variants: Any = None,
     environment: tuple[str | None, str | None] | None = (None, None),
 ) -> None:
-    """The run's preflight (llm_ide/run/preflight.py, the same for every door): limits, the repository when given, the
-    model's name, API key and endpoint, what the run's `variants` need, before the environment starts and the tools
-    install. A problem is the one line said; the models' warnings meanwhile (no price) are said only when the checks
-    pass."""
+    """The run's preflight (llm_ide/run/preflight.py, the same for every door): limits, the model's name, API key and
+    endpoint, what the run's `variants` need, before the environment starts and the tools install (`run` checks its
+    repository before: cli/run.py's `repository`). A problem is the one line said; the models' warnings meanwhile (no
+    price) are said only when the checks pass."""
     from llm_ide.errors import UsageError
     from llm_ide.run.preflight import PREFLIGHT_TIMEOUT, preflight
 
@@ -350,7 +349,7 @@ def check_model_before_start(
             wait = timeout or PREFLIGHT_TIMEOUT
             kind, image = environment or (None, None)  # the kind asked for and its image; None: each instance's
             preflight(
-                model, settings, base_url=base_url, repo=repo, timeout=wait, quiet=False, variants=variants,
+                model, settings, base_url=base_url, timeout=wait, quiet=False, variants=variants,
                 environment=kind, image=image, imaged=environment is not None,
             )  # fmt: skip
     except UsageError as error:

@@ -97,6 +97,7 @@ def run(
     again, model = resuming_args(task_file, model, config, thread, base_url), model_name(model)
     kind = environment_kind(environment, image)
     settings = run_settings(kept_configs(config, thread, task_file), step_limit, cost_limit, navigator, verbose)
+    repository(repo)  # (after the settings: at every door the preflight checks the limits, then the repository)
     status = ThinkingStatus(console, verbose, err_console)
     from llm_ide.cli.ask import ask_on_terminal
     from llm_ide.cli.navigator import check_terminal
@@ -105,7 +106,7 @@ def run(
     from llm_ide.run.single import Listeners, RunRequest
 
     variants, asked = compose(settings, given), (kind, image)
-    check_model_before_start(model, settings, base_url, status.say, repo=repo, variants=variants, environment=asked)
+    check_model_before_start(model, settings, base_url, status.say, variants=variants, environment=asked)
     check_terminal(settings)
     priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
     ask = ask_on_terminal if settings.navigator.mode == "human" else None
@@ -125,12 +126,23 @@ def run(
     )
     listeners = Listeners(on_event, status, ask, status.command)
     result = run_to_end(request, listeners, status, thread_given=thread_id is not None, args=again)
-    code = print_outcome(result, request, priced)
-    limits = limits_file(checkpoint, request.output_dir, run_id)
+    code, limits = print_outcome(result, request, priced), limits_file(checkpoint, request.output_dir, run_id)
     raised = higher_limit(result.exit_status, result.model_stats, settings, limits, result.trajectory_path)
     thread = [] if thread_id else ["--thread-id", run_id]
     print_how_it_goes_on(result.exit_status, checkpoint, thread, again, raised, result.trajectory_path)
     raise typer.Exit(code)
+
+
+def repository(repo: Path) -> None:
+    """The preflight's repository check (it needs the path alone), made before the variants and LangGraph are
+    imported: a folder that is not there, or no git work tree with a commit, is one line at once."""
+    from llm_ide.errors import PreflightError
+    from llm_ide.run.repository_check import check_repository
+
+    try:
+        check_repository(repo.expanduser())
+    except PreflightError as error:
+        raise fail(str(error)) from None
 
 
 def thread_and_task(
