@@ -307,12 +307,13 @@ USAGE_ERRORS = """
 import sys
 from llm_ide.cli import app
 
+command, not_imported = sys.argv[1 : sys.argv.index("--")], tuple(sys.argv[sys.argv.index("--") + 1 :])
 for line in sys.stdin.read().splitlines():
     try:
-        app(["run", "--repo", "repo", "-m", "scripted:driver.yaml", *(line.split("|") if line else [])])
+        app([*command, *(line.split("|") if line else [])])
     except SystemExit as exit:
         shown = sorted({name if name.startswith("llm_ide") else name.split(".")[0] for name in sys.modules})
-        print(exit.code, [name for name in shown if name.startswith(tuple(sys.argv[1:]))])
+        print(exit.code, [name for name in shown if name.startswith(not_imported)])
 """
 # a usage error of `run` before its preflight: not the agent, its variants, LangGraph or LangChain, an HTTP client
 NOT_FOR_USAGE_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.composition", "llm_ide.variant",
@@ -353,10 +354,27 @@ def test_a_usage_error_of_run_before_its_preflight_imports_no_agent_variant_lang
         "--task|x|--repo|plain": "plain is not a git repository: the run's patch is the change against a commit; make "
         "one first: git -C plain init && git -C plain add -A && git -C plain commit -m base",
     }
-    argv = [sys.executable, "-c", USAGE_ERRORS, *NOT_FOR_USAGE_ERRORS]
-    result = subprocess.run(argv, input="\n".join(cases), capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    usage_errors(tmp_path, ["run", "--repo", "repo", "-m", "scripted:driver.yaml"], cases, NOT_FOR_USAGE_ERRORS)
+
+
+def usage_errors(folder: Path, command: list[str], cases: dict[str, str], not_imported: tuple[str, ...]) -> None:
+    """Each of `cases` (what follows `command`, split at `|`) in one child process, one after the other: its line,
+    exit 2, and nothing of `not_imported` imported by then."""
+    argv = [sys.executable, "-c", USAGE_ERRORS, *command, "--", *not_imported]
+    result = subprocess.run(argv, input="\n".join(cases), capture_output=True, text=True, cwd=folder, timeout=120)
     assert [f"error: {said}" for said in cases.values()] == result.stderr.splitlines()
     assert result.stdout.splitlines() == ["2 []"] * len(cases)
+
+
+def test_a_replay_of_a_missing_or_unknown_trajectory_imports_no_replay_run_or_langgraph(tmp_path: Path) -> None:
+    """`replay` checked its trajectory after importing the replay's runner (the run, LangGraph, LangChain, httpx)."""
+    (tmp_path / "other.json").write_text("{}\n")
+    cases = {
+        "missing.traj.json": "trajectory not found: missing.traj.json",
+        "other.json": "other.json: not a trajectory of a known format (mini-swe-agent-1, llm-ide-1)",
+    }
+    heavy = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.replay.run", "llm_ide.run.single")
+    usage_errors(tmp_path, ["replay", "--repo", "repo"], cases, heavy)
 
 
 NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")

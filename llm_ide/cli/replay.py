@@ -127,13 +127,12 @@ def replay_command(
     side answers with the original's thoughts and commands. Prints, per step and in total, the bill and the raw and
     uncached characters of llm-ide and of the original at the same prices, edit grounding and reference recall, and
     the misses; writes replay.json, wire.jsonl and the run into --out. The definitions are in docs/replay.md."""
-    from llm_ide.config import ConfigError
-    from llm_ide.replay.formats import ReplayError, load
-    from llm_ide.replay.model import Prices
-    from llm_ide.replay.run import run_id_of
-
     if not trajectory.is_file():
         raise fail(f"trajectory not found: {trajectory}")
+    from llm_ide.config import ConfigError
+    from llm_ide.replay.formats import ReplayError, load, run_id_of
+    from llm_ide.replay.model import Prices
+
     changed = {"cached": cached_price, "input": input_price, "cache_write": cache_write_price, "output": output_price}
     prices = Prices.of(profile.value)
     if any(value is not None for value in changed.values()):

@@ -102,6 +102,12 @@ def load(path: Path) -> Trajectory:
     return trajectory
 
 
+def run_id_of(trajectory: Trajectory, path: Path) -> str:
+    """The replay's run id: the trajectory's instance, else its file's name, as a file name."""
+    name = trajectory.instance_id or path.name.removesuffix(".json").removesuffix(".traj")
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".-_") or "replay"
+
+
 def detect(data: Any) -> str | None:
     if not isinstance(data, dict):
         return None

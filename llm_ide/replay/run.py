@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from llm_ide.fileio import atomic_write
 from llm_ide.pricing import settings_of
 from llm_ide.replay.checkout import checkout, git
 from llm_ide.replay.endpoint import LoopbackEndpoint
-from llm_ide.replay.formats import LLM_IDE_FORMAT, ReplayError, Trajectory, load
+from llm_ide.replay.formats import LLM_IDE_FORMAT, ReplayError, Trajectory, load, run_id_of
 from llm_ide.replay.measure import divergence, measure
 from llm_ide.replay.model import Prices, ReplayReport
 from llm_ide.replay.script import MODEL, Script
@@ -89,11 +88,6 @@ def sandbox_problem(settings: Settings) -> str | None:
     if settings.environment.sandbox == "none":
         return "environment.sandbox is none"
     return bwrap_problem()
-
-
-def run_id_of(trajectory: Trajectory, path: Path) -> str:
-    name = trajectory.instance_id or path.name.removesuffix(".json").removesuffix(".traj")
-    return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".-_") or "replay"
 
 
 def fresh_output(out: Path, run_id: str) -> Path:
