@@ -61,6 +61,7 @@ PYTEST_CASES = {
         "tests/test_endpoint_faults.py::test_hostile_bytes",
         "tests/test_endpoint_faults.py::test_every_prompt_stays_within_budget",
         "tests/test_containment.py",
+        "tests/test_containment_patch.py",
         "tests/test_bad_input.py",
         "tests/test_future.py",
         "tests/test_errors.py::test_a_checkpoint_store_that_cannot_be_opened",
