@@ -18,7 +18,7 @@ import pytest
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo, require_bwrap
 from in_process import invoke
-from test_replay import INSTANCE, make_repo, mini_trajectory
+from replay_support import INSTANCE, make_repo, mini_trajectory
 
 from llm_ide.swebench.dataset import Instance, RowError, parse_row
 

@@ -14,7 +14,7 @@ import pytest
 from agent_script import act, write_script
 from conftest import make_git_repo, require_bwrap
 from in_process import invoke
-from test_replay import INSTANCE, make_repo, mini_trajectory
+from replay_support import INSTANCE, make_repo, mini_trajectory
 from test_submodules import patch_after
 
 from llm_ide.attempts.context import git as attempts_git
