@@ -22,22 +22,19 @@ they are not measured.
 
 from __future__ import annotations
 
-import ast
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from code_shape import Parse, Shape, measure_shape, parse
+from import_graph import PACKAGE, Counts, circles, folder_level, in_core, layer_of, read_package
 from rich.console import Console
 from rich.table import Table
 from step_shape import measure_step
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "llm_ide"
-SKIPPED = ("tools/packages/", "demo/")
 
 # Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -58,13 +55,21 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("drivers of many runs", ("attempts/", "coop/", "swebench/", "inspector/", "replay/")),
     ("interfaces", ("studio.py", "cli/", "__init__.py", "__main__.py")),
 ]  # fmt: skip
+
+
 CORE = ("graph.py", "variant.py", "composition.py", "whole_settings.py", "state/", "nodes/", "actions.py",
         "codebase.py", "file_actions.py", "conversation.py", "settings.py", "config.py", "exchange.py", "verdict.py",
         "call_policy.py", "run/", "workspace/")  # fmt: skip
+
+
 COMPOSITION = ("composition.py", "whole_settings.py")  # the core files that may name the variants (settings apart)
+
+
 VARIANT_WORDS = re.compile(
     r"\b(navigators?|sampling|sampled|sampler|coop|mailbox(?:es)?|attempts|reproductions?|reproduce)\b", re.IGNORECASE
 )
+
+
 TARGETS = {
     "variant_names": 5,
     "variant_mentions_elsewhere": 0,
@@ -140,154 +145,6 @@ TARGETS = {
 }
 
 
-@dataclass
-class Module:
-    name: str  # llm_ide.run.single
-    path: str  # run/single.py, relative to the package
-    imports: set[str] = field(default_factory=set)
-    local: list[tuple[int, str]] = field(default_factory=list)  # (line, imported module) inside a function
-
-
-def module_name(relative: Path) -> str:
-    parts = list(relative.with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join([PACKAGE, *parts])
-
-
-def resolve(names: set[str], module: str, level: int, current: str, is_package: bool, imported: list[str]) -> list[str]:
-    """The package's modules an import statement reaches (`from x import y`: x.y when it is a module, else x)."""
-    if level:
-        base = current.split(".") if is_package else current.split(".")[:-1]
-        base = base[: len(base) - level + 1]
-        module = ".".join([*base, *([module] if module else [])])
-    if not module.startswith(PACKAGE):
-        return []
-    found = [f"{module}.{name}" for name in imported if f"{module}.{name}" in names]
-    return found or ([module] if module in names else [])
-
-
-class Imports(ast.NodeVisitor):
-    def __init__(self, module: Module, names: set[str], is_package: bool) -> None:
-        self.module, self.names, self.is_package, self.depth = module, names, is_package, 0
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self.depth += 1
-        self.generic_visit(node)
-        self.depth -= 1
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def add(self, line: int, targets: list[str]) -> None:
-        for target in targets:
-            if target != self.module.name:
-                self.module.imports.add(target)
-                if self.depth:
-                    self.module.local.append((line, target))
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self.add(node.lineno, resolve(self.names, alias.name, 0, self.module.name, self.is_package, []))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        imported = [alias.name for alias in node.names]
-        targets = resolve(self.names, node.module or "", node.level, self.module.name, self.is_package, imported)
-        self.add(node.lineno, targets)
-
-
-def read_package(root: Path, parse: Parse = parse) -> dict[str, Module]:
-    package = root / PACKAGE
-    files = sorted(p for p in package.rglob("*.py") if not p.relative_to(package).as_posix().startswith(SKIPPED))
-    modules = {module_name(p.relative_to(package)): p for p in files}
-    found: dict[str, Module] = {}
-    for name, path in modules.items():
-        module = Module(name, path.relative_to(package).as_posix())
-        Imports(module, set(modules), path.name == "__init__.py").visit(parse(path))
-        found[name] = module
-    return found
-
-
-def layer_of(path: str, layers: list[tuple[str, tuple[str, ...]]]) -> int:
-    best, length = -1, -1
-    for index, (_, prefixes) in enumerate(layers):
-        for prefix in prefixes:
-            if (path == prefix or path.startswith(prefix) and prefix.endswith("/")) and len(prefix) > length:
-                best, length = index, len(prefix)
-    if best < 0:
-        raise SystemExit(f"{PACKAGE}/{path}: on no layer; add it to LAYERS in {Path(__file__).name}")
-    return best
-
-
-def circles(modules: dict[str, Module]) -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    groups: list[list[str]] = []
-    for start in sorted(modules):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(modules[start].imports)))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, edges = work[-1]
-            target = next(edges, None)
-            if target is not None:
-                if target not in index:
-                    index[target] = low[target] = len(index)
-                    stack.append(target)
-                    on_stack.add(target)
-                    work.append((target, iter(sorted(modules[target].imports))))
-                elif target in on_stack:
-                    low[node] = min(low[node], index[target])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                group = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.append(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    groups.append(sorted(group))
-    return sorted(groups)
-
-
-@dataclass
-class Counts:
-    variant_names: list[str]  # at the composition point
-    variant_mentions: list[tuple[str, int, str]]  # (file, line, word) elsewhere in the core
-    local_imports: list[tuple[str, int, str]]
-    arrows_up: list[tuple[str, str]]
-    circles: list[list[str]]
-    folder_circles: list[list[str]] = field(default_factory=list)
-    folder_arrows_up: list[tuple[str, str]] = field(default_factory=list)
-    split_folders: list[str] = field(default_factory=list)  # folders whose modules the layer table splits
-
-    def figures(self) -> dict[str, int]:
-        return {
-            "variant_names": len(self.variant_names),
-            "variant_mentions_elsewhere": len(self.variant_mentions),
-            "local_imports": len(self.local_imports),
-            "arrows_up": len(self.arrows_up),
-            "circles": len(self.circles),
-            "folder_circles": len(self.folder_circles),
-            "folder_arrows_up": len(self.folder_arrows_up),
-            "split_folders": len(self.split_folders),
-        }
-
-
-def in_core(path: str, core: tuple[str, ...]) -> bool:
-    return any(path == prefix or (prefix.endswith("/") and path.startswith(prefix)) for prefix in core)
-
-
 def measure(
     root: Path = ROOT,
     layers: list[tuple[str, tuple[str, ...]]] = LAYERS,
@@ -321,31 +178,6 @@ def measure(
     )
     counts = Counts(sorted(names), sorted(mentions), sorted(local), up, circles(modules))
     return folder_level(counts, modules, layers)
-
-
-def folder_of(path: str) -> str:
-    """A module's folder at the package's top (`run` for run/single.py), or the module itself (`graph`)."""
-    return path.split("/", 1)[0].removesuffix(".py")
-
-
-def folder_level(counts: Counts, modules: dict[str, Module], layers: list[tuple[str, tuple[str, ...]]]) -> Counts:
-    """The same structure one level up: each folder a node, an import between two folders an arrow; a folder whose
-    modules sit on different layers is counted (it would hide its arrows), and takes its lowest module's layer."""
-    by_name = {m.name: m for m in modules.values()}
-    folders: dict[str, Module] = {}
-    levels: dict[str, set[int]] = {}
-    for module in modules.values():
-        name = folder_of(module.path)
-        folder = folders.setdefault(name, Module(name, name))
-        folder.imports |= {folder_of(by_name[target].path) for target in module.imports} - {name}
-        levels.setdefault(name, set()).add(layer_of(module.path, layers))
-    layer = {name: min(found) for name, found in levels.items()}
-    counts.folder_circles = circles(folders)
-    counts.folder_arrows_up = sorted(
-        (name, target) for name, folder in folders.items() for target in folder.imports if layer[name] < layer[target]
-    )
-    counts.split_folders = sorted(name for name, found in levels.items() if len(found) > 1)
-    return counts
 
 
 def main(
