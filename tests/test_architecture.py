@@ -14,7 +14,7 @@ from in_process import run_script
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from architecture import TARGETS, measure  # noqa: E402
+from architecture import TARGETS, long_modules, measure  # noqa: E402
 from code_shape import measure_shape  # noqa: E402
 from step_shape import measure_step  # noqa: E402
 
@@ -38,6 +38,8 @@ def test_the_package_keeps_its_targets() -> None:
     # lazy facades and kinds; the program, whose imports a Ctrl-C may interrupt
     seams = ("__init__.py", "coop/__init__.py", "swebench/", "environments/__init__.py", "__main__.py")
     assert all(path.startswith(seams) for path in local_imports)
+    long = [line.split()[2] for line in lines if line.startswith("  long module ")]
+    assert len(long) == int(figures["long_test_and_script_modules"]) and all(long) and "tests/conftest.py" not in long
 
 
 def test_no_module_is_over_400_lines() -> None:
@@ -53,6 +55,18 @@ def test_the_suites_conftest_and_the_plugins_it_loads_are_not_over_400_lines() -
     sizes = {name: len((tests / f"{name}.py").read_text().splitlines()) for name in plugins}
     assert {name: lines for name, lines in sizes.items() if lines > 400} == {}
     assert "cpu_accounting" in sizes  # --cpu-limit, --cpu-durations (test_cpu_guard runs them)
+
+
+def test_the_test_and_script_modules_over_400_lines_are_counted(tmp_path: Path) -> None:
+    """A module of tests/ or scripts/ over 400 lines is counted with its lines; one of 400, a subfolder's (tests/data)
+    and a file that is no module are not."""
+    sizes = {"tests/test_long.py": 401, "tests/test_at_most.py": 400, "tests/data/generated.py": 900}
+    sizes |= {"scripts/bench_long.py": 500, "scripts/notes.md": 900, "llm_ide/big.py": 700}
+    for name, lines in sizes.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n" * lines)
+    assert long_modules(tmp_path) == {"scripts/bench_long.py": 500, "tests/test_long.py": 401}
+    assert long_modules(tmp_path, ("tests",)) == {"tests/test_long.py": 401}
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
