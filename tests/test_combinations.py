@@ -15,7 +15,7 @@ import pytest
 from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, CART_TESTS, CART_VIEW, act, reflect, single_call
 from attempts_scripts import review
 from conftest import make_git_repo
-from test_navigator_graph import CHEAT
+from navigator_support import CHEAT
 from test_variants import mailbox
 
 from llm_ide.attempts.run import run_attempts

@@ -15,9 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agent_script import BUGGY_FILES, TEST_COMMAND, single_call, write_script
+from agent_script import BUGGY_FILES, TEST_COMMAND, reflect, single_call, write_script
+from agent_script import CART_FIX as FIX
+from agent_script import CART_SUBMIT as SUBMIT
+from agent_script import CART_TESTS as TESTS
 from conftest import git, make_git_repo
-from test_navigator_graph import CHEAT, FIX, SUBMIT, TESTS, reflect
+from navigator_support import CHEAT
 
 from llm_ide.config import load_config
 from llm_ide.errors import UsageError

@@ -25,7 +25,7 @@ from agent_script import (
 )
 from conftest import make_git_repo
 from langgraph.runtime import Runtime
-from test_navigator_graph import CHEAT, PLAN
+from navigator_support import CHEAT, PLAN
 from typing_extensions import TypedDict
 
 from llm_ide.attempts.run import run_attempts
