@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from agent_script import act, reflect, write_script
 from conftest import BASE_IMAGE, base_image_client, make_git_repo
-from test_durability import finish, llm_ide
+from durability_support import finish, llm_ide
 
 STEPS = [
     act("Change it.", "edit", path="app.py", old="VALUE = 1\n", new="VALUE = 2\n"),

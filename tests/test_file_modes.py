@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_durability import setup_run
+from durability_support import setup_run
 
 
 def llm_ide_with_umask(umask: str, args: list[str], cwd: Path) -> None:

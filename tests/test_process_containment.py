@@ -17,7 +17,7 @@ import pytest
 import yaml
 from agent_script import act, reflect, write_script
 from conftest import all_gone, make_git_repo, marked, none_marked, require_bwrap, running
-from test_durability import finish, llm_ide, wait_for
+from durability_support import finish, llm_ide, wait_for
 
 from llm_ide.environments.holding import namespace_tools
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_durability import RERUN, killed_mid_run, killed_run, rerun, trajectory
+from durability_support import RERUN, killed_mid_run, killed_run, rerun, trajectory
 
-__all__ = ["killed_mid_run", "killed_run"]  # the killed run, one per worker (test_durability's fixtures)
+__all__ = ["killed_mid_run", "killed_run"]  # the killed run, one per worker (durability_support's fixtures)
 
 
 def test_changes_made_after_a_kill_are_saved_before_the_worktree_is_put_back(
