@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 from agent_script import act
+from coop_support import scripts
 from in_process import invoke
 from test_coop_evaluate import build_task
 from test_coop_messages import pair_scripts
-from test_coop_run import scripts
 
 from llm_ide.config import load_config
 from llm_ide.coop import collect, load_task, run_pairs, summarize

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from agent_script import act, reflect
+from coop_support import TWO, scripts
 from in_process import invoke
 from test_coop_evaluate import build_task
-from test_coop_run import TWO, scripts
 
 from llm_ide.config import load_config
 from llm_ide.coop.run import CoopRun, Setting, run_pair
@@ -144,7 +144,7 @@ def test_a_lockstep_coop_run_killed_mid_execution_resumes_with_its_messages(tmp_
     import signal
 
     import yaml
-    from test_coop_run import coop_run
+    from coop_support import coop_run
 
     task, source = build_task(tmp_path)
     gate = tmp_path / "gate"  # outside the worktree: the rerun puts the worktree back and runs the command again
