@@ -16,7 +16,7 @@ from agent_script import BUGGY_FILES, CART_FIX, CART_SUBMIT, CART_TESTS, CART_VI
 from attempts_scripts import review
 from conftest import make_git_repo
 from navigator_support import CHEAT
-from test_variants import mailbox
+from variants_support import mailbox
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config
