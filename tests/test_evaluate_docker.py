@@ -14,18 +14,8 @@ from typing import Any
 import pytest
 from conftest import BASE_IMAGE, base_image_client
 from in_process import invoke
-from swebench_fixtures import (
-    _calc,
-    build_image,
-    build_repo,
-    git,
-    instance_dockerfile,
-    instance_row,
-    leftover_containers,
-    pytest_files,
-    repo_files,
-    v5_eval_script,
-)
+from swebench_fixtures import _calc, build_repo, git, instance_row, leftover_containers, v5_eval_script
+from swebench_images import build_image, instance_dockerfile, pytest_files, repo_files
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]

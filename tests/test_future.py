@@ -16,8 +16,9 @@ import pytest
 from agent_script import act, reflect, write_script
 from conftest import BASE_IMAGE, base_image_client, git
 from in_process import invoke
-from swebench_fixtures import FIX_COMMAND, build_dataset, build_image, fixed, write_config
+from swebench_fixtures import FIX_COMMAND, build_dataset, fixed, write_config
 from swebench_fixtures import write_script as write_batch_script
+from swebench_images import build_image
 
 from llm_ide.config import load_config
 from llm_ide.environments.bwrap import bwrap_path

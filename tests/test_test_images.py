@@ -1,4 +1,4 @@
-"""The suite's image builder (swebench_fixtures.build_image): an image it builds anew under a tag (a new content
+"""The suite's image builder (swebench_images.build_image): an image it builds anew under a tag (a new content
 hash) replaces the one the tag named, which went on as an untagged image of ours at each rebuild; now it is removed,
 unless it still has a tag. An image not of ours (no HASH_LABEL) is never removed."""
 
@@ -11,7 +11,7 @@ import os
 import docker.errors
 import pytest
 from conftest import BASE_IMAGE, base_image_client
-from swebench_fixtures import HASH_LABEL, build_image
+from swebench_images import HASH_LABEL, build_image
 
 pytestmark = pytest.mark.docker
 
