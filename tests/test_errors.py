@@ -113,6 +113,7 @@ def test_a_thread_id_without_a_task_and_no_run_to_take_it_from_is_one_line(tmp_p
         ),
         (["--thread-id", "a/b"], "thread id 'a/b': use letters, digits, '.', '_' and '-' (it names the run's files)"),
         (["--thread-id", "../up"], "thread id '../up': use letters, digits"),
+        (["--thread-id", "x" * 129], f"thread id {'x' * 40}… is 129 characters long: at most 128 (it names the run's"),
     ],
 )
 def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:

@@ -11,6 +11,7 @@ from llm_ide.environments import KINDS, capabilities
 from llm_ide.errors import PreflightError, UsageError
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RUN_ID_MAX = 128  # a file name holds 255 bytes: the id, an attempt's suffix and the longest of a run's own suffixes
 IGNORE_ALL = "# made by llm-ide: its runs' files are no part of a repository\n*\n"
 
 
@@ -18,6 +19,11 @@ def check_run_id(run_id: str) -> None:
     """A thread id that cannot name the run's files (an empty one too) is a usage error."""
     if not RUN_ID.fullmatch(run_id):
         raise UsageError(f"thread id {run_id!r}: use letters, digits, '.', '_' and '-' (it names the run's files)")
+    if len(run_id) > RUN_ID_MAX:
+        raise UsageError(
+            f"thread id {run_id[:40]}… is {len(run_id)} characters long: "
+            f"at most {RUN_ID_MAX} (it names the run's files)"
+        )
 
 
 def check_task(task: str, source: str | None = None) -> None:  # (`source`: where the command line read it)
