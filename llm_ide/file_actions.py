@@ -205,8 +205,8 @@ def edit(ws: Codebase, params: dict[str, Any]) -> ActionOutcome:
     updated = text[:at] + new + text[at + len(old) :]
     ws.env.write_file(path, updated.encode("utf-8", errors="surrogateescape"))
     first = text.count("\n", 0, at) + 1
-    last = first + new.count("\n")
-    rows = updated.split("\n")
+    last = updated.count("\n", 0, at + len(new) - 1) + 1 if new else first  # the line of `new`'s last character
+    rows = updated.removesuffix("\n").split("\n")  # (a final newline ends the last line: no empty line after it)
     start, end = max(1, first - 3), min(len(rows), last + 3)
     observation = ws.observe(
         "edit", path=path, start=start, end=end, numbered=display(numbered(rows[start - 1 : end], start))

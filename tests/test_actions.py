@@ -107,6 +107,18 @@ def test_edit_replaces_one_occurrence_and_shows_the_region(ws: Codebase) -> None
     assert "name = name.title()\n        return name\n" in (Path(ws.env.workdir) / "app/greet.py").read_text()
 
 
+def test_an_edit_of_a_files_last_line_shows_the_lines_the_file_has(ws: Codebase) -> None:
+    """The final newline of the file, and that of `new`, began no line 14 of a 13-line file: the observation showed
+    one, empty, and the code context marked it accessed."""
+    params = {"path": "app/greet.py", "old": "hello('x'))\n", "new": "bye('x'))\n"}
+    outcome = execute_action(ws, "edit", params)
+    assert outcome.observation.splitlines()[0] == "Edited app/greet.py; lines 10-13 now read:"
+    assert outcome.observation.splitlines()[-1] == "    13\t    print(Greeter().bye('x'))"
+    assert outcome.accessed == [Scope("app/greet.py", (13,), "", "main")]
+    view = execute_action(ws, "view", {"path": "app/greet.py", "start_line": 10})
+    assert view.observation.splitlines()[0] == "app/greet.py (13 lines), lines 10-13:"
+
+
 def test_create_refuses_to_overwrite(ws: Codebase) -> None:
     created = execute_action(ws, "create", {"path": "app/new.py", "content": "def f():\n    return 1\n"})
     assert (created.returncode, created.observation) == (0, "Created app/new.py (2 lines).")
