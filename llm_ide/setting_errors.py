@@ -12,6 +12,18 @@ from pydantic_core import PydanticCustomError
 
 Layers = list[tuple[str, dict[str, Any]]]
 TOOLS_DIR = Path(__file__).parent / "tools"
+RETIRED = {  # a setting an earlier version had: what took its place, said where it is met in a config file
+    "memory.cached_price": "a model's own price of a re-read, model.prices.<model>.cache_read "
+    "(memory.unpriced.cache_read for a model without a price)",
+    "memory.history_recent": "memory.history_max",
+    "memory.history_brief": "memory.history_max",
+    "templates.rows_shown_above": "templates.rows_in_context",
+    "templates.observations.navigator_denied": "navigator.templates.denied",
+    "templates.observations.navigator_guidance": "navigator.templates.guidance",
+    "templates.observations.navigator_off": "navigator.templates.absent",
+    "templates.observations.navigator_review": "navigator.templates.review",
+    "templates.observations.navigator_timeout": "navigator.templates.timeout",
+}
 
 
 def describe_error(error: ValidationError, layers: Layers, schema: type[BaseModel] | None = None) -> str:
@@ -24,8 +36,11 @@ def describe_error(error: ValidationError, layers: Layers, schema: type[BaseMode
     origin = next((name for name, data in reversed(layers) if _holds(data, loc)), None)
     if origin is None:  # a missing key: the file that set its parent section (e.g. `agent: null`)
         origin = next((name for name, data in reversed(layers) if _holds(data, loc[:-1])), layers[0][0])
+    retired = RETIRED.get(key)
     said = {
-        "extra_forbidden": f"unknown setting{nearest(schema, loc)}",
+        "extra_forbidden": f"a setting of an earlier version: {retired} took its place"
+        if retired
+        else f"unknown setting{nearest(schema, loc)}",
         "missing": "missing setting",
         "model_type": f"input should be a section: a mapping of {keys(schema, loc)}",
     }

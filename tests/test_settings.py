@@ -85,6 +85,35 @@ def test_a_bad_override_file_is_one_line_naming_the_file_and_the_key(tmp_path: P
 
 
 @pytest.mark.parametrize(
+    ("key", "took_its_place", "now"),
+    [
+        ("memory.cached_price", "model.prices.<model>.cache_read", {"memory": {"unpriced": {"cache_read": 0.1}}}),
+        ("memory.history_recent", "memory.history_max", {"memory": {"history_max": 5}}),
+        ("templates.rows_shown_above", "templates.rows_in_context", {"templates": {"rows_in_context": "x"}}),
+        (
+            "templates.observations.navigator_off",
+            "navigator.templates.absent",
+            {"navigator": {"templates": {"absent": "x"}}},
+        ),
+    ],
+)
+def test_a_setting_of_an_earlier_version_names_the_one_that_took_its_place(
+    tmp_path: Path, key: str, took_its_place: str, now: dict[str, Any]
+) -> None:
+    """A config file written for an earlier version: `unknown setting` alone (or a guess at a name that does something
+    else) left its reader to find in the history where the setting went."""
+    *sections, name = key.split(".")
+    text = "".join(f"{'  ' * depth}{section}:\n" for depth, section in enumerate(sections))
+    old = write(tmp_path / "old.yaml", f"{text}{'  ' * len(sections)}{name}: 1\n")
+    with pytest.raises(ConfigError) as error:
+        load_config("default", [old])
+    message = str(error.value)
+    assert message.startswith(f"{old}: {key}: a setting of an earlier version: ") and "\n" not in message
+    assert f" {took_its_place} " in message and message.endswith(" took its place") and "did you mean" not in message
+    assert load_config("default", **now)  # what took its place is a setting of this version
+
+
+@pytest.mark.parametrize(
     ("base", "text", "message"),
     [
         (
