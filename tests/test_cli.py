@@ -78,6 +78,24 @@ def test_help_shows_every_default_and_no_spec_references(command: str, tmp_path:
     assert "../" not in result.stdout and "shared/" not in result.stdout  # no path outside the repository
 
 
+def test_every_config_option_is_also_c_as_runs_is(tmp_path: Path) -> None:
+    """`llm-ide run -c my.yaml`, then `llm-ide config show -c my.yaml` to see what it ran with: `No such option: -c`
+    (config show and navigator serve had --config alone)."""
+    taking = {line: names for line, command in COMMANDS for names in [option_names(command, "--config")] if names}
+    assert {"run", "config show", "navigator serve", "swebench", "coop run"} <= set(taking)
+    assert {line: names for line, names in taking.items() if "-c" not in names} == {}
+    (tmp_path / "over.yaml").write_text("agent:\n  step_limit: 9\n")
+    env, names = {**os.environ, "LLM_IDE_CONFIG": "off"}, ("-c", "--config")
+    short, long = (llm_ide("config", "show", "agent.step_limit", c, "over.yaml", cwd=tmp_path, env=env) for c in names)
+    assert (short.returncode, short.stdout.splitlines()[1:]) == (0, ["agent.step_limit: 9  # --config over.yaml"])
+    assert (short.stdout, short.stderr) == (long.stdout, long.stderr)
+
+
+def option_names(command: Any, name: str) -> list[str]:
+    """The names of `command`'s option that has `name` among them (none: [])."""
+    return next((option.opts for option in getattr(command, "params", []) if name in option.opts), [])
+
+
 @pytest.mark.parametrize(("group", "command"), GROUPS, ids=[group or "llm-ide" for group, _ in GROUPS])
 def test_a_groups_list_gives_each_command_its_first_paragraph_unbroken(
     group: str, command: Any, tmp_path: Path

@@ -58,7 +58,9 @@ def show_command(
     ] = None,
     config: Annotated[
         list[Path] | None,
-        typer.Option(help="YAML file(s) merged over the rest, as a command's --config.", show_default="none"),
+        typer.Option(
+            "--config", "-c", help="YAML file(s) merged over the rest, as a command's --config.", show_default="none"
+        ),
     ] = None,
     base: Annotated[
         str,

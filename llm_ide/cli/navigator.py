@@ -40,7 +40,12 @@ BaseUrl = Annotated[
 ]
 ConfigFiles = Annotated[
     list[Path] | None,
-    typer.Option(help="YAML file(s) overriding any config key.", show_default="none: llm_ide/prompts/default.yaml"),
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML file(s) overriding any config key.",
+        show_default="none: llm_ide/prompts/default.yaml",
+    ),
 ]
 Task = Annotated[
     str | None,
