@@ -10,7 +10,7 @@ from typing import Any, Required
 
 from typing_extensions import TypedDict  # pydantic (Studio's schemas) needs it on Python < 3.12
 
-from llm_ide.errors import UsageError
+from llm_ide.errors import ConfigError, UsageError
 
 REQUIRED = {
     "task": "the task text",
@@ -106,3 +106,14 @@ def unknown_field(given: dict[str, Any], schema: type) -> InputError | None:
     close = difflib.get_close_matches(unknown[0], known, n=1)
     hint = f"did you mean {close[0]}?; " if close else ""
     return InputError(f"the graph input's `{unknown[0]}`: unknown field ({hint}use {', '.join(known)})")
+
+
+def input_config_error(error: ConfigError) -> ConfigError:
+    """A mistake in the graph input's `config`, named by that field as the other fields' are (the settings it loads
+    name their layer `settings`)."""
+    said = str(error)
+    return (
+        ConfigError(f"the graph input's `config`: {said.removeprefix('settings: ')}")
+        if said.startswith("settings: ")
+        else error
+    )

@@ -30,13 +30,13 @@ from langgraph.types import StateSnapshot
 
 from llm_ide.calls import CallProgress
 from llm_ide.composition import compose
-from llm_ide.config import Settings, deep_merge, load_config, register_config_secrets
+from llm_ide.config import ConfigError, Settings, deep_merge, load_config, register_config_secrets
 from llm_ide.environments import capabilities
 from llm_ide.environments.live import CommandProgress
 from llm_ide.environments.tools_cache import cache_in_use
 from llm_ide.errors import LIMITS, LlmIdeError, UsageError, ended
 from llm_ide.graph import build_graph
-from llm_ide.inputs import GRAPH, StudioInput, require_inputs, unknown_field
+from llm_ide.inputs import GRAPH, StudioInput, input_config_error, require_inputs, unknown_field
 from llm_ide.keep import FolderKeep
 from llm_ide.navigator.variant import Navigator
 from llm_ide.run.guard import repo_lock, went_on_with
@@ -163,7 +163,10 @@ class StudioRun:
 
     def settings(self, state: dict[str, Any]) -> Settings:
         values = deep_merge(self.defaults, dict(state.get("config") or {}))
-        return load_config(values.pop("base", "default"), variants=self.variants, **values)
+        try:
+            return load_config(values.pop("base", "default"), variants=self.variants, **values)
+        except ConfigError as error:
+            raise input_config_error(error) from None
 
     def _build(self, state: dict[str, Any]) -> AgentContext:
         require_inputs(state)

@@ -253,6 +253,7 @@ def test_an_output_named_as_a_json_file_ends_the_served_run_in_one_line(tmp_path
             "`confg`: unknown field (did you mean config?; use task, repo, model, base_url, config, output)",
         ),
         ({"outptu": "x"}, "`outptu`: unknown field (did you mean output?; use task, repo, model, base_url, config, "),
+        ({"config": {"attempts": {"maxx": 2}}}, "`config`: attempts.maxx: unknown setting (did you mean max?)"),
     ],
 )
 def test_an_input_field_of_no_such_name_ends_the_served_run_in_one_line(tmp_path: Path, given: dict, said: str) -> None:

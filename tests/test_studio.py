@@ -217,7 +217,7 @@ def test_a_failing_run_closes_its_environment_and_the_client_gets_the_message(st
     state = client.threads.get_state(failed["thread_id"])["values"]
     assert (state["exit_status"], state["error"]) == (
         "error",
-        "settings: agent.step_limt: unknown setting (did you mean step_limit?)",
+        "the graph input's `config`: agent.step_limt: unknown setting (did you mean step_limit?)",
     )
 
 

@@ -207,6 +207,10 @@ def test_a_thread_stopped_at_its_step_limit_goes_on_when_given_its_task_with_a_h
         ({"repo": "repo"}, "`repo` must be an absolute path on the server's machine, not 'repo'"),
         ({"confg": {}}, "`confg`: unknown field (did you mean config?; use task, repo, model, base_url, config)"),
         ({"bogus": 1, "task": ""}, "`bogus`: unknown field (use task, repo, model, base_url, config)"),
+        (
+            {"config": {"agent": {"step_limt": 3}}},
+            "`config`: agent.step_limt: unknown setting (did you mean step_limit?)",
+        ),
     ],
 )
 def test_an_input_of_the_wrong_type_ends_the_run_with_one_line(tmp_path: Path, given: dict, line: str) -> None:

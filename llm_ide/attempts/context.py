@@ -19,8 +19,8 @@ from llm_ide.call_policy import CallPolicy
 from llm_ide.composition import role_spec
 from llm_ide.config import load_config
 from llm_ide.environments.views import UNHOOKED
-from llm_ide.errors import EnvironmentFailure
-from llm_ide.inputs import GRAPH, require_inputs
+from llm_ide.errors import ConfigError, EnvironmentFailure
+from llm_ide.inputs import GRAPH, input_config_error, require_inputs
 from llm_ide.keep import FolderKeep
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
@@ -180,10 +180,14 @@ def studio_context(state: dict[str, Any], thread: str) -> AttemptsContext:
     """LangGraph Studio (no context given): the run's context built from the graph input."""
     require_inputs(state)
     values = dict(state.get("config") or {})
+    try:
+        settings = load_config(values.pop("base", "default"), **values)
+    except ConfigError as error:
+        raise input_config_error(error) from None
     request = RunRequest(
         task=state["task"],
         model=state["model"],
-        settings=load_config(values.pop("base", "default"), **values),
+        settings=settings,
         output_dir=Path(state.get("output") or Path("runs") / thread),
         run_id=re.sub(r"[^A-Za-z0-9._-]", "-", thread),
         repo=Path(state["repo"]).expanduser().resolve(),
