@@ -124,6 +124,18 @@ class ModelAuthError(ModelError, UsageError):
     """Authentication, permission, not-found or missing-key failure: never retried."""
 
 
+class StoreLost(LlmIdeError):
+    """The checkpoint store went out of reach under a run (its database stopped, its network cut): the run stops at
+    its last checkpoint, resumable once the store is back; a batch stops there, its instances not run resumed by the
+    same command (`summary`: what the batch had done, when a batch raises it)."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+    def __init__(self, message: str, summary: object = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
 class EnvironmentFailure(LlmIdeError):
     """The environment cannot go on (container gone, engine unreachable): the run ends with `environment_error`."""
 

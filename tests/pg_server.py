@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import unavailable
@@ -77,9 +78,36 @@ def _run(bin_dir: Path, tool: str, *args: str) -> None:
         raise RuntimeError(f"{tool} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
 
 
+@dataclass
+class PostgresServer:
+    """A running test server that a test may stop and start again (its data kept): a store that dies mid-run."""
+
+    bin_dir: Path
+    data: Path
+    log: Path
+    options: str
+    url: str
+
+    def start(self) -> None:
+        _run(self.bin_dir, "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", self.options, "-w", "start")
+
+    def stop(self) -> None:
+        _run(self.bin_dir, "pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def running(self) -> bool:
+        return (self.data / "postmaster.pid").exists()
+
+
 @contextmanager
 def postgres_server(bin_dir: Path | None = None) -> Iterator[str]:
     """Start a fresh server (trust auth, loopback only); yield its URL; stop it and delete its files."""
+    with stoppable_postgres(bin_dir) as server:
+        yield server.url
+
+
+@contextmanager
+def stoppable_postgres(bin_dir: Path | None = None) -> Iterator[PostgresServer]:
+    """postgres_server's, as a PostgresServer (stopped at the end if it runs)."""
     bin_dir = bin_dir or require_postgres()
     base = Path(tempfile.mkdtemp(prefix="llm-ide-pg-"))
     data, sockets, log = base / "data", base / "sockets", base / "server.log"
@@ -89,14 +117,13 @@ def postgres_server(bin_dir: Path | None = None) -> Iterator[str]:
         for path in (base, sockets):
             os.chown(path, user.pw_uid, user.pw_gid)
     port = free_port()
-    started = False
+    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
+    server = PostgresServer(bin_dir, data, log, options, f"postgresql://postgres@127.0.0.1:{port}/postgres")
     try:
         _run(bin_dir, "initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
-        _run(bin_dir, "pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start")
-        started = True
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        server.start()
+        yield server
     finally:
-        if started:
-            _run(bin_dir, "pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
+        if server.running():
+            server.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from llm_ide.errors import CheckpointError
+from llm_ide.errors import CheckpointError, StoreLost
 from llm_ide.run.channel_saver import ChannelSqliteSaver
 from llm_ide.run.inline_saves import install as install_inline_saves
 from llm_ide.run.pg_saver import ChannelPostgres, postgres_saver
@@ -69,6 +70,7 @@ def _postgres(url: str) -> Iterator[BaseCheckpointSaver]:
     except ImportError:
         raise CheckpointError("Postgres checkpoints need: pip install 'llm-ide[postgres]'") from None
     where = without_password(url)
+    logging.getLogger("psycopg").setLevel(logging.ERROR)  # (a pipeline ended on a lost connection: the run says it)
     try:
         conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10)
     except OperationalError as error:
@@ -110,6 +112,31 @@ def _sqlite(path: Path, keep_every: bool) -> Iterator[BaseCheckpointSaver]:
                 saver.commit()
     finally:
         conn.close()
+
+
+def store_lost(spec: str, error: BaseException) -> StoreLost | None:
+    """A run's error that is its Postgres store lost (its connection broken, none to be had): one line naming the
+    store, and why a new connection fails now (else how the run's broke)."""
+    if not spec.startswith(STORES[:2]):
+        return None
+    from psycopg import OperationalError
+
+    if not isinstance(error, OperationalError):
+        return None
+    if why := out_of_reach(spec):
+        return StoreLost(f"the checkpoint store {without_password(spec)} is out of reach: {why}")
+    return StoreLost(f"the checkpoint store {without_password(spec)} broke the run's connection: {_first_line(error)}")
+
+
+def out_of_reach(url: str) -> str:
+    """Why a new connection to the Postgres store `url` fails ('' when one is had)."""
+    from psycopg import OperationalError, connect
+
+    try:
+        connect(url, connect_timeout=10).close()
+    except OperationalError as error:
+        return _first_line(error)
+    return ""
 
 
 def without_password(url: str) -> str:

@@ -36,7 +36,7 @@ from llm_ide.graph import CORE, ENDING, after_render, build_graph
 from llm_ide.keep import FolderKeep
 from llm_ide.kills import IntentLog, failpoint
 from llm_ide.nodes.update_activity import run_limit
-from llm_ide.run.checkpoint import without_password
+from llm_ide.run.checkpoint import store_lost, without_password
 from llm_ide.run.guard import check_same_repository, check_saved_state, finished_before, repo_lock, went_on_with
 from llm_ide.run.outputs import RunEvent, RunOutputs, RunResult
 from llm_ide.run.request import RunRequest, check_listeners, check_request, request_of
@@ -214,8 +214,9 @@ class Stream:
             self.count_time()
             self.save_unsaved(error)
             lost = not outputs.recorder.path.parent.is_dir()  # what failed was a write into the deleted folder
-            status, outputs.info["error"] = ending(folder_gone(request.output_dir, outputs.values) if lost else error)
-            log.log(logging.ERROR, "%s: %s", status, error, exc_info=not isinstance(error, LlmIdeError) and not lost)
+            said = folder_gone(request.output_dir, outputs.values) if lost else store_lost(self.thread.spec, error)
+            status, outputs.info["error"] = ending(said or error)
+            log.log(logging.ERROR, "%s: %s", status, said or error, exc_info=not isinstance(said or error, LlmIdeError))
         finally:
             submission = ""
             if env is not None:
