@@ -17,7 +17,7 @@ from llm_ide.attempts.context import attempts_database
 from llm_ide.attempts.limits import task_going_on
 from llm_ide.budget import CostBudget
 from llm_ide.composition import compose
-from llm_ide.errors import LIMITS, crashed
+from llm_ide.errors import LIMITS, StoreLost, crashed
 from llm_ide.run.checkpoint import open_checkpointer
 from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.run.single import past_its_limit
@@ -36,7 +36,11 @@ from llm_ide.swebench.instances import (
     log_not_started,
     log_outcome,
     not_checked_out,
+    not_opened,
+    record_outcome,
     run_instance,
+    say_store_lost,
+    store_out_of_reach,
 )
 from llm_ide.swebench.preflight import (
     SWEbenchError,
@@ -99,7 +103,9 @@ def run_batch(
         log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
         batch.run(instances)
         summary.spent = batch.budget.spent
-        if batch.budget.exhausted and summary.not_started:
+        if batch.lost:
+            say_store_lost(summary, batch.lost)
+        elif batch.budget.exhausted and summary.not_started:
             log_not_started(options.cost_limit or 0, batch.budget.spent, len(summary.not_started))
     return summary
 
@@ -115,6 +121,7 @@ class Batch:
         self.budget = CostBudget(options.cost_limit, summary.spent_before, self.store.call_cost())
         self.stop = threading.Event()
         self.commands = Commands()  # Ctrl-C: a run in a silent command stops in it, not after it
+        self.lost = ""  # why the batch stopped: its checkpoint store out of reach
 
     def on_event(self, instance_id: str, event: Any) -> None:
         self.commands.note(event)
@@ -144,15 +151,27 @@ class Batch:
             log_outcome(outcome, "0 steps")
             self.store.record_status(instance.instance_id, outcome.exit_status, **outcome.details)
         except Exception as error:  # one instance's crash must not stop the batch; it is retried on the next run
-            log.exception("%s: crashed", instance.instance_id)
-            status, text = crashed(error)
-            try:
-                self.store.record_status(instance.instance_id, status, error=text)
-            except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
-                log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
-            outcome = Outcome(instance.instance_id, status, error=text)
+            outcome = self.crashed(instance, error)
         self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
+        if not self.stop.is_set() and (why := store_out_of_reach(self.options, outcome)):
+            self.lost = why  # the instances after it would fail one by one: the batch stops, the rerun goes on
+            self.stop.set()
         return outcome
+
+    def crashed(self, instance: Instance, error: Exception) -> Outcome:
+        """An instance whose run raised: it could not open the batch's lost store (interrupted), or crashed."""
+        if why := store_out_of_reach(self.options):
+            outcome = not_opened(instance, why)
+            log_outcome(outcome, "0 steps")
+            record_outcome(self.store, self.options.model, outcome)
+            return outcome
+        log.exception("%s: crashed", instance.instance_id)
+        status, text = crashed(error)
+        try:
+            self.store.record_status(instance.instance_id, status, error=text)
+        except OSError as again:  # a full disk: the status is rebuilt from the trajectories later
+            log.error("%s: exit_statuses.yaml not updated: %s", instance.instance_id, again)
+        return Outcome(instance.instance_id, status, error=text)
 
     def collect(self, future: Future[Outcome]) -> None:
         outcome = future.result()
@@ -311,7 +330,8 @@ def run_swebench(
     before_run: Callable[[Selection], None] | None = None,
     check: bool = True,
 ) -> BatchSummary:
-    """The Python-level batch entry point (what `llm-ide swebench` runs)."""
+    """The Python-level batch entry point (what `llm-ide swebench` runs). A batch stopped as its checkpoint store went
+    out of reach raises StoreLost (its `summary`: what it did), once its records are written."""
     selection = prepare(subset, split, options, slice_spec=slice_spec, filter_regex=filter_regex, shuffle=shuffle)
     dataset, todo = selection.dataset, selection.todo
     if before_run is not None:
@@ -338,4 +358,6 @@ def run_swebench(
     summary.resumed, summary.row_errors = selection.resumed, [str(error) for error in dataset.errors]
     with batch_log(options.output):
         log.info("batch: %s", summary.said())
+    if summary.lost:
+        raise StoreLost(summary.lost, summary)
     return summary

@@ -16,14 +16,16 @@ from typing import Any
 from llm_ide.attempts.run import run_at_task
 from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
-from llm_ide.errors import EnvironmentFailure, ExitStatus, ending, usd
+from llm_ide.errors import EnvironmentFailure, ExitStatus, StoreLost, ending, usd
 from llm_ide.keep import Keep
 from llm_ide.priced import apart_priced, cost_text, has_price
 from llm_ide.reproduction.script import script
 from llm_ide.reproduction.variant import Reproduction
+from llm_ide.run.checkpoint import out_of_reach, without_password
 from llm_ide.run.guard import NewThreadSaid
 from llm_ide.run.logfile import QuietFileHandler
 from llm_ide.run.outputs import spent_apart, trajectory_info
+from llm_ide.run.pg_thread import is_postgres
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners
 from llm_ide.swebench.dataset import Instance
@@ -86,6 +88,7 @@ class BatchSummary:
     spent_before: float = 0.0  # what the earlier runs in its output folder spent (its cost limit counts it)
     spent: float = 0.0  # what its cost limit counted at its end: the earlier runs' and this batch's calls
     resumed: list[str] = field(default_factory=list)  # those of `selected` that went on from their checkpoint
+    lost: str = ""  # why the batch stopped before its end: its checkpoint store out of reach (`say_store_lost`)
 
     def said(self) -> str:
         """What ran (resumed, new) and what was skipped: the console's line and swebench.log's last."""
@@ -273,6 +276,30 @@ def outcome_of(instance: Instance, options: BatchOptions, result: Any, steps: in
     cost = cost_text(outcome.cost, priced, apart_priced(info))  # (a model without a price: unknown, not $0)
     log_outcome(outcome, f"cost {cost}, {outcome.patch.count(chr(10))} patch lines")
     return outcome
+
+
+def store_out_of_reach(options: BatchOptions, outcome: Outcome | None = None) -> str:
+    """After an instance that did not finish (interrupted, an error; None: one that raised): why the batch's Postgres
+    checkpoint store is out of reach, '' when it is not (or is no Postgres). The batch stops there."""
+    unfinished = outcome is None or outcome.exit_status in (ExitStatus.INTERRUPTED, ExitStatus.ERROR)
+    if not is_postgres(options.checkpoint) or not unfinished or not (why := out_of_reach(str(options.checkpoint))):
+        return ""
+    return f"the checkpoint store {without_password(str(options.checkpoint))} is out of reach: {why}"
+
+
+def not_opened(instance: Instance, why: str) -> Outcome:
+    """An instance whose run could not open the batch's lost store: interrupted before its first step (resumable)."""
+    status, reason = ending(StoreLost(why))
+    return Outcome(instance.instance_id, status, error=reason, details={"error": reason})
+
+
+def say_store_lost(summary: BatchSummary, why: str) -> None:
+    """The batch stopped at its store's loss (`why`): said in its log, with the instances it leaves to the rerun."""
+    cut = sorted(i for i, outcome in summary.outcomes.items() if outcome.exit_status == ExitStatus.INTERRUPTED)
+    counts = f"{len(cut)} instance{'s' * (len(cut) != 1)} interrupted, {len(summary.not_started)} not started"
+    summary.lost = f"{why}; the batch stopped ({counts}): the same command goes on with them once the store is back"
+    names = [", ".join(ids) or "none" for ids in (cut, sorted(summary.not_started))]
+    log.error("batch: stopped: %s; interrupted: %s; not started: %s", why, *names)
 
 
 def log_not_started(limit: float, spent: float, count: int) -> None:

@@ -26,7 +26,10 @@ from llm_ide.swebench.instances import (
     batch_log,
     log_not_started,
     log_outcome,
+    not_opened,
     record_outcome,
+    say_store_lost,
+    store_out_of_reach,
 )
 from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.swebench.progress import BatchProgress
@@ -181,6 +184,7 @@ class RayBatch:
         self.not_started: list[str] = []
         self.started: set[str] = set()
         self.spent = spent
+        self.lost = ""  # why the batch stopped: its checkpoint store out of reach
         self.submit()
 
     def submit(self) -> None:
@@ -225,9 +229,7 @@ class RayBatch:
             self.not_started.append(instance.instance_id)
             return
         except ray.exceptions.RayError as error:  # its nodes died more often than it may be retried, or it raised
-            status, text = crashed(raised(error))
-            text = " ".join(text.split())[:300]
-            outcome, files = Outcome(instance.instance_id, status, error=text, details={"error": text}), {}
+            outcome, files = self.crashed(instance, error), {}
         if outcome.exit_status is None:
             self.not_started.append(instance.instance_id)
             return
@@ -239,6 +241,27 @@ class RayBatch:
         log_outcome(outcome, f"node {outcome.node or '?'}")
         self.outcomes[instance.instance_id] = outcome
         self.progress.finish(instance.instance_id, outcome.exit_status, outcome.cost, outcome.steps, outcome.error)
+        if not self.lost and (why := store_out_of_reach(self.options, outcome)):
+            self.stop_at_loss(why)
+
+    def crashed(self, instance: Instance, error: ray.exceptions.RayError) -> Outcome:
+        """A task that failed: its run could not open the batch's lost store (interrupted), or it crashed."""
+        if why := store_out_of_reach(self.options):
+            return not_opened(instance, why)
+        status, text = crashed(raised(error))
+        text = " ".join(text.split())[:300]
+        return Outcome(instance.instance_id, status, error=text, details={"error": text})
+
+    def stop_at_loss(self, why: str) -> None:
+        """The checkpoint store is out of reach: no more tasks, the running ones end at their next event (as at
+        Ctrl-C, their state as their last checkpoint holds it), the batch then stops."""
+        self.lost = why
+        ray.get(self.hub.stop.remote())
+        self.not_started += [instance.instance_id for instance in self.queued]
+        self.queued = []
+        for ref, instance in self.pending.items():
+            if instance.instance_id not in self.started:
+                ray.cancel(ref, force=False)
 
     def interrupt(self, instances: list[Instance]) -> None:
         """Ctrl-C: queued tasks are cancelled, running ones end as `interrupted` at their next event (state saved,
@@ -295,7 +318,9 @@ def run_batch_ray(
                 summary.outcomes.update(batch.outcomes)
                 summary.not_started.extend(batch.not_started)
                 summary.spent = batch.spent
-            if options.cost_limit and batch.not_started:
+            if batch.lost:
+                say_store_lost(summary, batch.lost)
+            elif options.cost_limit and batch.not_started:
                 log_not_started(options.cost_limit, batch.spent, len(batch.not_started))
     finally:
         disconnect(reaper)
