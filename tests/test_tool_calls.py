@@ -1,25 +1,19 @@
 """Native tool calls (`model.action_format`): the actions as the provider's tools over OpenAI's and Anthropic's wire
-(the loopback server, tests/openai_server.py), whole runs to their patch, the format errors of a reply in tools format,
-the scripted model answering with tool calls, what `auto` picks, the variants' actions as tools, and every rejected
-reply told on the console as it happens (a real `llm-ide run`)."""
+(the loopback server, tests/openai_server.py), whole runs to their patch, the scripted model answering with tool
+calls, what `auto` picks, the variants' actions as tools, secrets masked in calls, a call in a reply's text that
+is text. The replies rejected as format errors are test_tool_calls_rejected's."""
 
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from agent_script import BUGGY_FILES, FIX_SCRIPT, act, cart_run, reflect, tool_script, write_script
-from conftest import make_git_repo
-from in_process import invoke
+from agent_script import BUGGY_FILES, act, write_script
 from openai_server import OpenAIServer, Reply
+from tool_calls_support import run_at, tool_replies, two_call_tool_script
 
 from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.call_policy import CallPolicy
@@ -30,19 +24,11 @@ from llm_ide.config import load_config
 from llm_ide.errors import FormatError, ModelError
 from llm_ide.exchange import TEXT, TOOLS, Offer, exchange_for
 from llm_ide.file_actions import file_text
-from llm_ide.inspector.load import load_run
-from llm_ide.inspector.rejected import rejected_replies
 from llm_ide.models import get_model
 from llm_ide.navigator.settings import NavigatorSettings
 from llm_ide.prompting import render_string
-from llm_ide.run.trajectory import load_trajectory
 from llm_ide.sampling.demonstrations import render_demonstrations
 from llm_ide.variant import Action, ActionResult, Variant
-
-TASK = "Cart.total ignores quantities."
-FIXED = "+            total += price * quantity"
-CORE = ["view", "view_symbol", "search", "edit", "create", "bash", "submit"]
-JUDGE_0 = "## Judge operation 0, then act"
 
 
 @pytest.fixture(autouse=True)
@@ -52,14 +38,13 @@ def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
 
 
-def tool_replies(script: list[tuple[str, str, dict[str, Any]]] | None = None) -> list[str | int | Reply]:
-    return [Reply(text, tool_calls=((name, args),)) for text, name, args in script or tool_script(FIX_SCRIPT)]
+FIXED = "+            total += price * quantity"
 
 
-def run_at(tmp_path: Path, spec: str, url: str | None, variants: list[Variant] | None = None, **values: Any) -> Any:
-    """A run at the cart's bug: its result and its trajectory."""
-    result = cart_run(tmp_path, spec, url, variants, **values)
-    return result, load_trajectory(result.trajectory_path)
+CORE = ["view", "view_symbol", "search", "edit", "create", "bash", "submit"]
+
+
+JUDGE_0 = "## Judge operation 0, then act"
 
 
 def check_fix_run(result: Any, trajectory: dict[str, Any]) -> None:
@@ -181,62 +166,6 @@ def test_anthropic_tool_use_carries_the_actions_and_their_results(tmp_path: Path
     assert text_block["text"] == JUDGE_0 and text_block["cache_control"] == {"type": "ephemeral"}
 
 
-def test_unusable_tool_calls_are_format_errors_said_to_the_model_and_the_run_records_its_time(tmp_path: Path) -> None:
-    """An unknown tool, arguments that are not JSON, a reply without a call: each asked again with why (the
-    rejected call answered with it), the third ends the run with format_error, its time and usage recorded."""
-    replies: list[str | int | Reply] = [
-        Reply("I open it.", tool_calls=(("open_file", {"path": "shop/cart.py"}),)),
-        Reply("Read it.", tool_calls=(("view", '{"path": "shop/cart.py",'),)),
-        "I think the loop is wrong.",
-    ]
-    with OpenAIServer(replies=replies) as server:
-        result, trajectory = run_at(tmp_path, "gpt-4o", server.url, model={"action_format": "tools"})
-    assert result.exit_status == "format_error" and result.submission == ""
-    info = trajectory["info"]
-    assert info["elapsed"] > 0 and info["model_stats"]["api_calls"] == 3
-    assert info["model_stats"]["input_tokens"] > 0 and info["model_stats"]["output_tokens"] > 0
-    second, third = server.requests[1].body["messages"], server.requests[2].body["messages"]
-    rejected, answer = second[-2:]
-    assert rejected["tool_calls"][0]["function"] == {"name": "open_file", "arguments": '{"path": "shop/cart.py"}'}
-    assert answer["role"] == "tool" and answer["tool_call_id"] == rejected["tool_calls"][0]["id"]
-    assert answer["content"].startswith(
-        "Your response could not be used: unknown tool 'open_file'; the tools are view, view_symbol, search, edit, "
-        "create, bash, submit\nRespond again: your text in exactly this form, and one tool call:"
-    )
-    assert third[-2]["tool_calls"][0]["function"]["arguments"] == json.dumps({"arguments": '{"path": "shop/cart.py",'})
-    assert third[-1]["content"].startswith(
-        "Your response could not be used: `view`: the action's parameters are not valid JSON (Expecting property name"
-    )
-    assert [message["role"] for message in third[:2]] == ["system", "user"]  # one rejected exchange at a time
-    calls = trajectory["model_calls"]
-    assert calls[0]["response"] == "I open it."
-    assert [(c["name"], c["arguments"]) for c in calls[0]["tool_calls"]] == [("open_file", '{"path": "shop/cart.py"}')]
-    assert calls[2]["response"] == "I think the loop is wrong." and "tool_calls" not in calls[2]
-    why = rejected_replies(calls, info)  # what `llm-ide inspect --full` and the page show
-    assert why[0].startswith("unknown tool 'open_file'; the tools are view, view_symbol,")
-    assert why[1].startswith("`view`: the action's parameters are not valid JSON (Expecting property name")
-    assert why[2] == info["error"].partition("; the last: ")[2] != "" and why[2].startswith("no tool call")
-    full = invoke("inspect", "--full", str(result.trajectory_path)).stdout.splitlines()
-    start = full.index("rejected replies (format errors): 3")
-    assert full[start + 1 : start + 4] == [
-        f"✗ call 0 (step 1, act): {why[0]}",
-        "    I open it.",
-        '    → open_file {"path": "shop/cart.py"}',
-    ]
-    page = load_run(result.trajectory_path).calls
-    assert page[1].response == 'Read it.\n→ view {"path": "shop/cart.py",' and page[2].response == calls[2]["response"]
-
-
-def two_call_tool_script() -> list[Any]:
-    """FIX_SCRIPT for the scripted model with the actions as tool calls, each reflection a text of its own."""
-    items: list[Any] = []
-    for text, name, args in tool_script(FIX_SCRIPT):
-        verdict, _, thought = text.rpartition("\n")  # the thoughts are one line each
-        items += [verdict] if verdict else []
-        items.append({"text": thought, "tool_call": {"name": name, "arguments": args}})
-    return items
-
-
 @pytest.mark.parametrize(("single_call", "action_format"), [(True, "auto"), (False, "tools")])
 def test_the_scripted_model_answers_with_tool_calls(single_call: bool, action_format: str, tmp_path: Path) -> None:
     """A script of tool calls and reflections plays in one call per step (each reflection joins the call after it)
@@ -259,19 +188,6 @@ def test_the_scripted_model_answers_with_tool_calls(single_call: bool, action_fo
     plain = write_script(tmp_path / "plain.yaml", [act("Done.", "submit")])
     result, trajectory = run_at(tmp_path / "text", plain, None)  # auto: a script in the text format, as before
     assert result.exit_status == "submitted" and "[tool]" not in trajectory["model_calls"][0]["prompt"]
-
-
-def test_a_tool_call_in_a_run_of_tags_is_a_format_error_that_says_so(tmp_path: Path) -> None:
-    """`model.action_format: text`: a reply that only calls a tool is asked again with why, naming the call, until
-    `agent.max_format_errors` in a row end the run; nothing is run."""
-    script = write_script(tmp_path / "script.yaml", two_call_tool_script())
-    values = {"model": {"action_format": "text"}, "agent": {"max_format_errors": 2}}
-    result, trajectory = run_at(tmp_path, script, None, **values)
-    assert (result.exit_status, trajectory["operations"]) == ("format_error", [])
-    whys = [call["prompt"].rpartition("[user]\n")[2] for call in trajectory["model_calls"][1:]]
-    assert len(trajectory["model_calls"]) == 2 and "<view>" in trajectory["model_calls"][0]["prompt"]
-    assert "the reply's tool call `view` is no action here: the run's actions are tags, not tools" in whys[0]
-    assert "the reply's tool call `bash` is no action here" in result.error  # the second item's
 
 
 def test_a_script_item_that_is_no_reply_is_one_line(tmp_path: Path) -> None:
@@ -395,72 +311,3 @@ def test_a_reply_keeps_its_calls_as_data_and_a_call_written_in_its_text_is_text(
     assert reply.shown() == quoted + '\n→ view {"path": "a.py"}'
     message = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "name": "submit", "args": {}}]}
     assert message_text(message) == "→ submit {}"  # type: ignore[arg-type]
-
-
-def cli_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    return {**env, "COLUMNS": "200", "LLM_IDE_CONFIG": "off"}
-
-
-def test_each_rejected_reply_is_told_on_the_console_as_it_happens(tmp_path: Path) -> None:
-    """A real `llm-ide run`: the first rejected reply's line is out while the next request is still unanswered (the
-    server holds it until the test has read that line), the second's follows, then the steps of the run."""
-    gate = tmp_path / "gate"
-    replies: list[str | int | Reply] = [
-        Reply("I open it.", tool_calls=(("open_file", {"path": "shop/cart.py"}),)),
-        Reply("Read it.", tool_calls=(("view", "{not json"),), gate=str(gate)),
-        *tool_replies(),
-    ]
-    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\nmodel: {action_format: tools}\n")
-    with OpenAIServer(replies=replies) as server:
-        run = ["run", "--repo", str(repo), "--task", TASK, "--config", str(config), "--model", "gpt-4o-mini"]
-        run += ["--base-url", server.url, "--thread-id", "t", "--output", str(tmp_path / "out")]
-        argv = [sys.executable, "-m", "llm_ide", *run]
-        with (tmp_path / "stderr").open("w") as stderr:
-            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=cli_env())
-        lines: queue.Queue[str | None] = queue.Queue()
-        reader = threading.Thread(target=lambda: [*map(lines.put, process.stdout or []), lines.put(None)])
-        reader.start()
-        seen: list[str | None] = []
-        while not seen or not (seen[-1] is None or "reply rejected" in seen[-1]):
-            seen.append(lines.get(timeout=120))
-        before_gate = seen[-1]  # the second reply is held back until the first rejection is on the console
-        gate.touch()
-        process.wait(timeout=300)
-        reader.join()
-    seen += [*iter(lines.get, None)] if seen[-1] is not None else []
-    out = [line.rstrip("\n") for line in seen if line is not None]
-    assert process.returncode == 0, "\n".join(out) + (tmp_path / "stderr").read_text()
-    first = out.index(
-        "step   1 ✗ reply rejected (1 of 3 in a row): unknown tool 'open_file'; the tools are view, view_symbol, "
-        "search, edit, create, bash, submit"
-    )
-    assert before_gate == out[first] + "\n"
-    second = out.index(
-        "step   1 ✗ reply rejected (2 of 3 in a row): `view`: the action's parameters are not valid JSON "
-        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
-    )
-    assert first < second < out.index("step   1 view shop/cart.py:1-15")
-    assert sum("reply rejected" in line for line in out) == 2 and len(server.requests) == 7  # each told once
-
-
-def test_garbage_until_format_error_is_told_reply_by_reply_and_the_time_is_recorded(tmp_path: Path) -> None:
-    """The text format through a real `llm-ide run`: three replies without an action, three lines saying why."""
-    repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
-    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\nmodel: {max_retries: 0}\n")
-    with OpenAIServer(replies=["one", "two", reflect(False, "A reflection alone is no action.")]) as server:
-        run = ["run", "--repo", str(repo), "--task", TASK, "--config", str(config), "--model", "gpt-4o-mini"]
-        run += ["--base-url", server.url, "--thread-id", "t", "--output", str(tmp_path / "out")]
-        done = invoke(*run, env=cli_env())
-    assert done.returncode == 1, done.stdout + done.stderr
-    told = [line for line in done.stdout.splitlines() if "reply rejected" in line]
-    assert [line.split(":", 1)[0] for line in told] == [
-        f"step   1 ✗ reply rejected ({n} of 3 in a row)" for n in (1, 2, 3)
-    ]
-    whole = ": missing the action: a tag named after its type (view, view_symbol, search, edit, create, bash, submit)"
-    assert all(line.endswith(f"{whole} holding its JSON parameters") for line in told)  # the run's own, no word cut
-    assert "format_error after 3 model calls" in done.stdout
-    info = json.loads((tmp_path / "out" / "t.traj.json").read_text())["info"]
-    assert info["exit_status"] == "format_error" and info["elapsed"] > 0
-    assert info["model_stats"]["api_calls"] == 3 and info["model_stats"]["input_tokens"] > 0
