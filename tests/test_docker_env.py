@@ -220,7 +220,9 @@ def test_container_removed_when_the_process_is_interrupted(client, run_id: str, 
 def test_cleanup_sweeps_only_this_users_leftovers_on_this_host_and_says_which(client, run_id: str) -> None:
     from llm_ide.environments.docker import owner_labels
 
-    dead_labels = {**owner_labels(run_id), "llm-ide.pid": str(2**22 + 7)}  # a pid no process has
+    # a pid no process has (2**22 + 7), no owner label (made before it): judged by its PID, as `cleanup` does; a
+    # docker run's start takes a running container only by that label (none starting meanwhile removes these)
+    dead_labels = {k: v for k, v in owner_labels(run_id).items() if k != "llm-ide.owner"} | {"llm-ide.pid": "4194311"}
     others = [
         {**dead_labels, "llm-ide.user": "someone-else"},  # another user's run on the same engine
         {**dead_labels, "llm-ide.host": "another-host"},  # another host's run on a shared engine

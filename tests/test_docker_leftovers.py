@@ -1,9 +1,11 @@
 """No container outlives its run, however the run ends as the engine makes it: a second Ctrl-C while the first waits for
 the create's answer still removes what the engine made; a SIGKILL then leaves it `Created` (no watchdog yet), and the
-next docker run, whichever run it is, removes it and says so in one line."""
+next docker run, whichever run it is, removes it and says so in one line, as it does a running one killed before its
+watchdog started."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,6 +19,8 @@ from agent_script import act, write_script
 from conftest import BASE_IMAGE, base_image_client, containers_of, make_git_repo, remove_containers
 from in_process import invoke
 from test_docker_start import Relay
+
+from llm_ide.environments.docker import owner_labels
 
 pytestmark = pytest.mark.docker
 
@@ -83,3 +87,21 @@ def test_the_next_docker_run_removes_what_a_run_killed_as_the_engine_made_its_co
     said = [line for line in done.stdout.splitlines() if f"{left.name} (run {run_id}, created)" in line]
     assert len(said) == 1 and re.fullmatch(r"… removed \d+ containers? that killed runs left: .+", said[0]), said
     assert containers_of(client, run_id) == [] and containers_of(client, f"{run_id}-next") == []
+
+
+def test_the_next_docker_run_removes_a_running_container_whose_owner_label_says_its_process_is_gone(
+    tmp_path: Path, run_id: str
+) -> None:
+    """A run killed after its container started and before its watchdog did leaves it running, with no one to stop
+    it. Its owner label (PID namespace, PID, start time) says its maker is gone, so the next docker run removes it; a
+    running container whose maker still runs stays."""
+    made = "import json; from llm_ide.environments.docker import owner_labels; print(json.dumps(owner_labels('{}')))"
+    gone = json.loads(subprocess.run([sys.executable, "-c", made.format(run_id)], capture_output=True).stdout)
+    client = base_image_client()
+    left = client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=gone, detach=True)
+    live = client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(run_id), detach=True)
+    done = invoke(*run_args(tmp_path / "next", f"{run_id}-next"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if "that killed runs left" in line]
+    assert len(said) == 1 and f"{left.name} (run {run_id}, running)" in said[0] and live.name not in said[0], said
+    assert [container.name for container in containers_of(client, run_id)] == [live.name]

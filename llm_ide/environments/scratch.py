@@ -73,9 +73,17 @@ def owner_gone(name: str) -> bool:
     """Whether `name` is owned (see `owned_name`) by a process of this PID namespace that no longer runs; a name of
     another namespace's process is never judged from here."""
     found = OWNED.match(name)
-    if found is None or int(found["namespace"]) != pid_namespace():
+    return found is not None and tag_gone(f"{found['namespace']}.{found['pid']}.{found['start']}")
+
+
+def tag_gone(tag: str) -> bool:
+    """Whether the process an `owner_tag` names no longer runs (its PID gone or reused); a tag of another PID
+    namespace's process, or one that is no tag, is never judged from here."""
+    try:
+        namespace, pid, start = (int(part) for part in tag.split("."))
+    except ValueError:
         return False
-    return start_time(int(found["pid"])) != int(found["start"])
+    return namespace == pid_namespace() and start_time(pid) != start
 
 
 def sweep_temp_folders(folder: Path | None = None) -> int:

@@ -19,6 +19,7 @@ import docker
 import docker.errors
 
 from llm_ide.environments.base import EnvironmentFailure
+from llm_ide.environments.scratch import owner_tag, tag_gone
 from llm_ide.errors import install_signal_policy
 
 # PID 1 of the container: it reaps orphans and outlives whatever the agent does inside (`kill -9 -1` spares it, a
@@ -60,6 +61,7 @@ RUN_ID_LABEL = "llm-ide.run-id"
 PID_LABEL = "llm-ide.pid"
 HOST_LABEL = "llm-ide.host"
 USER_LABEL = "llm-ide.user"
+OWNER_LABEL = "llm-ide.owner"  # the making process as `<PID namespace>.<PID>.<start time>`: a reused PID told apart
 LEFT_STATES = ("created", "exited", "dead")  # never started, or stopped: where no watchdog removes a killed run's
 
 
@@ -165,13 +167,17 @@ def owner_labels(run_id: str) -> dict[str, str]:
         PID_LABEL: str(os.getpid()),
         HOST_LABEL: socket.gethostname(),
         USER_LABEL: current_user(),
+        OWNER_LABEL: owner_tag(),
     }
 
 
 def owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process that made a container still runs (on this host; other hosts count as alive)."""
+    """Whether the process that made a container still runs (on this host; other hosts count as alive, as do other
+    PID namespaces' processes: a container made before the owner label by its PID alone)."""
     if labels.get(HOST_LABEL) != socket.gethostname():
         return labels.get(HOST_LABEL) is not None
+    if OWNER_LABEL in labels:
+        return not tag_gone(labels[OWNER_LABEL])
     try:
         os.kill(int(labels.get(PID_LABEL, "")), 0)
     except (ValueError, ProcessLookupError):
@@ -204,13 +210,14 @@ def cleanup_containers(
     run_id: str | None = None,
     dry_run: bool = False,
     states: tuple[str, ...] = (),
+    labelled: tuple[str, ...] = (),
 ) -> Sweep:
     """Removes the llm-ide containers that this user created on this host and whose run is over (its process is
-    gone), or all of this user's with `include_live`; only those of `run_id` when given, and in `states` when given.
-    Another user's containers, or another host's on a shared engine, are never touched. `dry_run`: only says what
-    would go."""
+    gone), or all of this user's with `include_live`; only those of `run_id` when given, in `states` and with the
+    `labelled` labels when given. Another user's containers, or another host's on a shared engine, are never touched.
+    `dry_run`: only says what would go."""
     client = client or connect()
-    owner = [LABEL, f"{USER_LABEL}={current_user()}", f"{HOST_LABEL}={socket.gethostname()}"]
+    owner = [LABEL, f"{USER_LABEL}={current_user()}", f"{HOST_LABEL}={socket.gethostname()}", *labelled]
     filters: dict[str, Any] = {"label": owner + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])}
     if states:
         filters["status"] = list(states)
@@ -225,10 +232,13 @@ def cleanup_containers(
 
 
 def sweep_left(client: docker.DockerClient, run_id: str) -> str:
-    """What killed runs left, removed as a run starts: its own containers whose process is gone (a run resumed), and
-    every run's never started or stopped ones (one killed as the engine made its container: no watchdog yet). A line
-    saying what went ('' when nothing did)."""
+    """What killed runs left, removed as a run starts: its own containers whose process is gone (a run resumed),
+    every run's never started or stopped ones (one killed as the engine made its container: no watchdog yet), and
+    the running ones whose owner label says their process is gone (one killed before its watchdog started; a
+    container without that label is judged by its PID alone, which another PID namespace may hold). A line saying
+    what went ('' when nothing did)."""
     removed = cleanup_containers(client, run_id=run_id).removed + cleanup_containers(client, states=LEFT_STATES).removed
+    removed += cleanup_containers(client, labelled=(OWNER_LABEL,)).removed
     names = list(dict.fromkeys(str(left) for left in removed))
     if not names:
         return ""
