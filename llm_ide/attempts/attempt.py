@@ -17,8 +17,8 @@ from llm_ide.composition import attempt_model
 from llm_ide.environments import capabilities
 from llm_ide.errors import ExitStatus, LlmIdeError
 from llm_ide.priced import apart_priced, cost_text, run_priced
-from llm_ide.run.outputs import spent_apart, trajectory_info
 from llm_ide.run.single import Driver
+from llm_ide.run.spent import spent_apart, trajectory_info
 from llm_ide.terminal import plural
 
 

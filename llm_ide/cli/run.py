@@ -177,7 +177,7 @@ def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | Non
 def spent(stats: dict[str, Any], trajectory: Path | None) -> dict[str, Any]:
     """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with what
     its variants paid apart (a navigator's cost and tokens) added."""
-    from llm_ide.run.outputs import spent_apart, trajectory_info
+    from llm_ide.run.spent import spent_apart, trajectory_info
 
     info = trajectory_info(trajectory)
     stats, apart = info.get("model_stats") or stats, spent_apart(info)
@@ -368,7 +368,7 @@ def reproduction_lines(trajectory: Path) -> list[str]:
 
 def report(result, priced: bool = True) -> None:
     from llm_ide.priced import apart_priced
-    from llm_ide.run.outputs import trajectory_info
+    from llm_ide.run.spent import trajectory_info
 
     colour = "green" if result.exit_status == ExitStatus.SUBMITTED else "yellow"
     navigator = navigator_usage(info := trajectory_info(result.trajectory_path))

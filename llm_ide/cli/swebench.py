@@ -315,7 +315,7 @@ def swebench_single_command(
     from llm_ide.cli.run import limits_file, print_how_it_goes_on
     from llm_ide.config import deep_merge, with_user_config
     from llm_ide.priced import has_price, settings_apart_priced
-    from llm_ide.run.outputs import trajectory_info
+    from llm_ide.run.spent import trajectory_info
     from llm_ide.swebench.batch import batch_config
 
     again, model = resuming_args(None, model, config, output / "swebench-single", base_url), model_name(model)

@@ -4,7 +4,6 @@ told), the checkpoints pruned, and its result however it ends."""
 from __future__ import annotations
 
 import gc
-import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from llm_ide.errors import ExitStatus, OutputFolderLost, beside, status_of, usd
 from llm_ide.priced import has_price
 from llm_ide.run.checkpoint import prune
 from llm_ide.run.salvage import ensure_output, not_recreated, recreate_output, sqlite_path
+from llm_ide.run.spent import spent_apart
 from llm_ide.run.thread import Thread
 from llm_ide.run.trajectory import Recorder, added
 from llm_ide.secrets import redact
@@ -78,25 +78,6 @@ class RunResult:
     error: str = ""
     written: int = 0  # bytes the trajectory's rewrites and the calls log's records wrote in this process
     interrupt: dict[str, Any] | None = None  # the run awaits an answer (a person's): what it asks
-
-
-def trajectory_info(trajectory: Path | None) -> dict[str, Any]:
-    """A run's trajectory's `info` (empty where there is none to read)."""
-    if trajectory is None:
-        return {}
-    try:
-        return json.loads(trajectory.read_text(encoding="utf-8")).get("info") or {}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def spent_apart(info: dict[str, Any]) -> dict[str, Any]:
-    """The model calls, tokens and cost a run's variants paid on their own, apart from the driver's `model_stats`
-    (their `usage` in its trajectory's `info`; a record of before names the calls `calls`)."""
-    kept = [value.get("usage") for value in info.values() if isinstance(value, dict)]
-    usages = [usage for usage in kept if isinstance(usage, dict)]
-    summed = {key: sum(usage.get(key) or 0 for usage in usages) for key in ("input_tokens", "output_tokens", "cost")}
-    return {"api_calls": sum(int(usage.get("api_calls") or usage.get("calls") or 0) for usage in usages), **summed}
 
 
 def describe_action(node: Any) -> str:

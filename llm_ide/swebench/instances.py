@@ -24,10 +24,10 @@ from llm_ide.reproduction.variant import Reproduction
 from llm_ide.run.checkpoint import out_of_reach, without_password
 from llm_ide.run.guard import NewThreadSaid
 from llm_ide.run.logfile import QuietFileHandler
-from llm_ide.run.outputs import spent_apart, trajectory_info
 from llm_ide.run.pg_thread import is_postgres
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners
+from llm_ide.run.spent import spent_apart, trajectory_info
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line

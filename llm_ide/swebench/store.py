@@ -17,7 +17,7 @@ import yaml
 from llm_ide.errors import UsageError
 from llm_ide.fileio import atomic_write
 from llm_ide.run.calls_read import read_log
-from llm_ide.run.outputs import spent_apart
+from llm_ide.run.spent import spent_apart
 from llm_ide.settings import load_yaml
 
 PREDS = "preds.json"
