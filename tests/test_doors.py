@@ -33,7 +33,7 @@ from llm_ide.run.guard import repo_lock
 from llm_ide.run.preflight import check_model
 from llm_ide.run.single import run_task
 from llm_ide.swebench.batch import run_swebench
-from llm_ide.swebench.instances import BatchOptions
+from llm_ide.swebench.choice import BatchOptions
 
 
 def closed_port() -> int:

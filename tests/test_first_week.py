@@ -377,6 +377,34 @@ def test_a_replay_of_a_missing_or_unknown_trajectory_imports_no_replay_run_or_la
     usage_errors(tmp_path, ["replay", "--repo", "repo"], cases, heavy)
 
 
+NOT_FOR_BATCH_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.composition", "llm_ide.graph",
+                        "llm_ide.models", "llm_ide.run.single", "llm_ide.attempts", "llm_ide.swebench.batch",
+                        "llm_ide.swebench.instances")  # fmt: skip
+
+
+def test_a_swebench_output_dataset_or_selection_refused_imports_no_batch_attempts_or_langgraph(tmp_path: Path) -> None:
+    """`swebench` checked its output folder, dataset, --slice and --filter in the batch's module, and `swebench-single`
+    its dataset and --instance after importing it (the run, attempts, the composition, LangGraph, LangChain, httpx)."""
+    row = {"instance_id": "demo__calc-1", "problem_statement": "x", "repo": "demo/calc", "base_commit": "abc"}
+    (tmp_path / "data.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "a.txt").write_text("x\n")
+    batch = {
+        "--subset|missing.jsonl": "dataset file not found: missing.jsonl",
+        "--slice|a:b": "invalid slice 'a:b': expected integers, e.g. 0:10",
+        "--filter|[": "invalid --filter regex '[': unterminated character set at position 0",
+        "-o|a.txt": "output folder a.txt: cannot make it (File exists); give another --output",
+    }
+    usage_errors(tmp_path, ["swebench", "--subset", "data.jsonl", "-m", "scripted:s.yaml"], batch, NOT_FOR_BATCH_ERRORS)
+    single = {
+        "--subset|missing.jsonl": "dataset file not found: missing.jsonl",
+        "--instance|3": "instance index 3 is out of range (the dataset has 1 instances)",
+        "--instance|calc-9": "no instance 'calc-9' in the dataset",
+    }
+    command = ["swebench-single", "--subset", "data.jsonl", "-m", "scripted:s.yaml"]
+    usage_errors(tmp_path, command, single, NOT_FOR_BATCH_ERRORS)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "data.jsonl"]
+
+
 NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")
 NOT_FOR_HELP_OF_OURS = ("llm_ide.composition", "llm_ide.config", "llm_ide.graph", "llm_ide.run", "llm_ide.models")
 # `run --help` and the completion of its options: no environment kind or interface, no settings, no templates, no
@@ -651,7 +679,7 @@ def test_a_ray_batchs_relative_sqlite_store_and_repos_are_the_drivers(
     """`--checkpoint sqlite:rel.sqlite` went to the Ray workers' folder (where `ray start` ran), while the driver's
     `--redo-existing` cleared ./rel.sqlite: the redone instances were "already finished" in the other one."""
     pytest.importorskip("ray")
-    from llm_ide.swebench.instances import BatchOptions
+    from llm_ide.swebench.choice import BatchOptions
     from llm_ide.swebench.ray_engine import absolute
 
     options = BatchOptions(model="m", output=Path("out"), checkpoint="sqlite:rel.sqlite", repos=Path("repos"))

@@ -41,8 +41,9 @@ from llm_ide.errors import usd
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.swebench.batch import BatchOptions, run_swebench
+from llm_ide.swebench.choice import batch_config
 from llm_ide.swebench.dataset import load_dataset
-from llm_ide.swebench.instances import batch_config, run_instance
+from llm_ide.swebench.instances import run_instance
 from llm_ide.swebench.preflight import model_endpoint
 from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import OutputStore, read_preds

@@ -63,12 +63,13 @@ from llm_ide.errors import ExitStatus, install_signal_policy
 from llm_ide.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from llm_ide.swebench.batch import BatchOptions, Selection
+    from llm_ide.swebench.batch import Selection
+    from llm_ide.swebench.choice import BatchOptions
 
 
 def _options(**values: Any) -> Any:
     from llm_ide.config import ConfigError
-    from llm_ide.swebench.batch import BatchOptions, batch_config
+    from llm_ide.swebench.choice import BatchOptions, batch_config
 
     step_limit, run_cost_limit = values.pop("step_limit", None), values.pop("run_cost_limit", None)
     agent = {k: v for k, v in (("step_limit", step_limit), ("cost_limit", run_cost_limit)) if v is not None}
@@ -155,27 +156,24 @@ def run_batch(
     --slice, --filter, --shuffle; `again`: the command line that resumes it. Interrupted: the finished instances stay,
     the others resume where they were next time."""
     from llm_ide.priced import has_price, settings_apart_priced
-    from llm_ide.swebench.batch import BatchAbandoned, batch_config, run_swebench
-    from llm_ide.swebench.dataset import DatasetError
-    from llm_ide.swebench.preflight import SWEbenchError
+    from llm_ide.swebench.choice import BatchAbandoned, batch_config, choose
     from llm_ide.swebench.progress import BatchProgress
 
-    priced, (slice_spec, filter_regex, shuffle) = has_price(options.model, batch_config(options).model.prices), chosen
+    priced, (slice_spec, filter_regex, _) = has_price(options.model, batch_config(options).model.prices), chosen
     apart = settings_apart_priced(options.model, batch_config(options))
     install_signal_policy()  # SIGTERM/SIGHUP end runs like Ctrl-C (errors.Terminated)
     try:
+        instances = choose(subset, split, options.output, *chosen)
+        from llm_ide.swebench.batch import run_chosen  # (the run's imports: once the instances are chosen)
+
         with warnings_on_console():
-            return run_swebench(
-                subset,
-                split,
+            return run_chosen(
+                instances,
                 options,
-                slice_spec=slice_spec,
-                filter_regex=filter_regex,
-                shuffle=shuffle,
                 progress_factory=lambda total: BatchProgress(total, console, "swebench", priced=priced, apart=apart),
                 before_run=lambda selection: _announce(selection, kind, (filter_regex, slice_spec), options.repos),
             )
-    except (DatasetError, SWEbenchError, ValueError) as error:
+    except ValueError as error:  # (a DatasetError, a SWEbenchError: ValueErrors too)
         raise fail(str(error)) from None
     except KeyboardInterrupt as interrupt:
         others = "start over (--checkpoint memory)" if options.checkpoint == "memory" else "continue where they were"
@@ -214,7 +212,7 @@ BATCH_WAYS = {
 def print_going_on(statuses: list[str], options: BatchOptions, again: list[str]) -> None:
     """Instances stopped at a limit: what makes them go on from their last step (the same command, the limit raised;
     only a step limit stopped them: that command, the limit doubled)."""
-    from llm_ide.swebench.batch import batch_config
+    from llm_ide.swebench.choice import batch_config
 
     stopped = Counter(ExitStatus(status) for status in statuses if status in BATCH_WAYS)
     raised = higher_limit(ExitStatus.STEP_LIMIT, {}, batch_config(options), None)
@@ -316,7 +314,7 @@ def swebench_single_command(
     from llm_ide.config import deep_merge, with_user_config
     from llm_ide.priced import has_price, settings_apart_priced
     from llm_ide.run.spent import trajectory_info
-    from llm_ide.swebench.batch import batch_config
+    from llm_ide.swebench.choice import batch_config
 
     again, model = resuming_args(None, model, config, output / "swebench-single", base_url), model_name(model)
     options = _options(
@@ -359,13 +357,16 @@ def swebench_single_command(
 def chosen_instance(subset: str, split: str, instance: str, kind: str, repos: Path | None) -> tuple[Any, str]:
     """`--instance` in the dataset, and what its run starts from: its image, or its repository here."""
     from llm_ide.environments import capabilities
-    from llm_ide.swebench.dataset import DatasetError, find_instance, load_dataset
-    from llm_ide.swebench.preflight import SWEbenchError, local_source
+    from llm_ide.swebench.dataset import find_instance, load_dataset
 
     try:
         chosen = find_instance(load_dataset(subset, split).instances, instance)
-        return chosen, chosen.image if capabilities(kind).image else local_source(chosen, repos)
-    except (DatasetError, SWEbenchError, ValueError) as error:
+        if capabilities(kind).image:
+            return chosen, chosen.image
+        from llm_ide.swebench.preflight import local_source  # (the run's preflight: once the instance is found)
+
+        return chosen, local_source(chosen, repos)
+    except ValueError as error:  # (a DatasetError, a SWEbenchError: ValueErrors too)
         raise fail(str(error)) from None
 
 

@@ -23,14 +23,12 @@ from llm_ide.run.pg_thread import is_postgres, prepare_postgres
 from llm_ide.run.single import past_its_limit
 from llm_ide.run.stopping import Commands
 from llm_ide.run.thread import thread_database, thread_values
-from llm_ide.swebench.dataset import Dataset, Instance, load_dataset, select
+from llm_ide.swebench.choice import BatchAbandoned, BatchOptions, Chosen, batch_config, choose
+from llm_ide.swebench.dataset import Dataset, Instance
 from llm_ide.swebench.instances import (
     BATCH_LOG,
-    BatchAbandoned,
-    BatchOptions,
     BatchSummary,
     Outcome,
-    batch_config,
     batch_log,
     execute_instance,
     log_not_started,
@@ -54,7 +52,6 @@ from llm_ide.swebench.progress import BatchProgress
 from llm_ide.swebench.store import (
     PREDS,
     OutputStore,
-    output_folder,
     read_preds,
     read_statuses,
     unrecorded_spend,
@@ -72,6 +69,7 @@ __all__ = [
     "batch_config",
     "execute_instance",
     "run_batch",
+    "run_chosen",
     "run_instance",
     "run_swebench",
 ]
@@ -228,21 +226,10 @@ class Selection:
     unrecorded: float = 0.0  # what their earlier runs paid that exit_statuses.yaml does not hold (a killed batch)
 
 
-def prepare(
-    subset: str,
-    split: str,
-    options: BatchOptions,
-    *,
-    slice_spec: str = "",
-    filter_regex: str = "",
-    shuffle: bool = False,
-) -> Selection:
-    """Load and select: shuffle → filter → slice → skip instances already in preds.json (unless redo), but those
-    stopped at a limit the batch's settings no longer reach."""
-    if options.output.exists():
-        output_folder(options.output)  # a file there is said now
-    dataset = load_dataset(subset, split)
-    chosen = select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec)
+def prepare(picked: Chosen, options: BatchOptions) -> Selection:
+    """The chosen instances but those already in preds.json (unless redo), skipped, and among them those stopped at a
+    limit the batch's settings no longer reach, which go on."""
+    dataset, chosen = picked.dataset, picked.instances
     existing = set(read_preds(options.output))
     finished = [] if options.redo_existing else [i.instance_id for i in chosen if i.instance_id in existing]
     going_on = beyond_their_limits(options, finished)
@@ -330,9 +317,23 @@ def run_swebench(
     before_run: Callable[[Selection], None] | None = None,
     check: bool = True,
 ) -> BatchSummary:
-    """The Python-level batch entry point (what `llm-ide swebench` runs). A batch stopped as its checkpoint store went
-    out of reach raises StoreLost (its `summary`: what it did), once its records are written."""
-    selection = prepare(subset, split, options, slice_spec=slice_spec, filter_regex=filter_regex, shuffle=shuffle)
+    """The Python-level batch entry point: the instances chosen (choice.py), then run."""
+    chosen = choose(subset, split, options.output, slice_spec=slice_spec, filter_regex=filter_regex, shuffle=shuffle)
+    return run_chosen(chosen, options, progress_factory=progress_factory, before_run=before_run, check=check)
+
+
+def run_chosen(
+    chosen: Chosen,
+    options: BatchOptions,
+    *,
+    progress_factory: Callable[[int], BatchProgress] | None = None,
+    before_run: Callable[[Selection], None] | None = None,
+    check: bool = True,
+) -> BatchSummary:
+    """What `llm-ide swebench` runs once it has chosen the instances: the finished ones skipped, the preflight, the
+    batch. A batch stopped as its checkpoint store went out of reach raises StoreLost (its `summary`: what it did),
+    once its records are written."""
+    selection = prepare(chosen, options)
     dataset, todo = selection.dataset, selection.todo
     if before_run is not None:
         before_run(selection)

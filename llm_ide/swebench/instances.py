@@ -1,6 +1,6 @@
-"""One SWE-bench instance's run and outcome (run_task, or attempts, in its own folder), and the options, log and
-summary of a batch of them: what the thread-pool engine (swebench/batch.py) and the Ray one (swebench/ray_*.py)
-share."""
+"""One SWE-bench instance's run and outcome (run_task, or attempts, in its own folder), and the log and summary of a
+batch of them (its options: swebench/choice.py): what the thread-pool engine (swebench/batch.py) and the Ray one
+(swebench/ray_*.py) share."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.attempts.run import run_at_task
-from llm_ide.config import deep_merge, load_config
 from llm_ide.environments import capabilities
 from llm_ide.errors import EnvironmentFailure, ExitStatus, StoreLost, ending, usd
 from llm_ide.keep import Keep
@@ -28,6 +27,7 @@ from llm_ide.run.pg_thread import is_postgres
 from llm_ide.run.request import RunRequest
 from llm_ide.run.single import Listeners
 from llm_ide.run.spent import spent_apart, trajectory_info
+from llm_ide.swebench.choice import BatchOptions
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.preflight import clone_for_local
 from llm_ide.swebench.progress import one_line
@@ -38,31 +38,6 @@ from llm_ide.workspace.history import ours
 log = logging.getLogger("llm_ide.swebench")
 
 BATCH_LOG = "swebench.log"
-
-
-class BatchAbandoned(KeyboardInterrupt):
-    """A second Ctrl-C: worker threads are still running; the caller should exit the process (os._exit)."""
-
-
-@dataclass
-class BatchOptions:
-    model: str
-    output: Path
-    workers: int = 1
-    environment: str = "docker"
-    config_files: list[Path] = field(default_factory=list)
-    base_url: str | None = None
-    cost_limit: float | None = None
-    checkpoint: str | None = None
-    redo_existing: bool = False
-    config_values: dict[str, Any] = field(default_factory=dict)
-    engine: str = "local"  # local: a thread pool; ray: Ray tasks on a cluster (swebench/ray_engine.py)
-    ray_address: str | None = None  # None: a one-node cluster started for the batch
-    ray_shared_output: bool = False  # the nodes write the run folders into `output` themselves
-    task_cpus: float = 1.0
-    task_memory_mb: int = 1024
-    prefetch_images: bool = False
-    repos: Path | None = None  # --environment local: the folder of `<owner>__<name>.bundle` files or clones
 
 
 @dataclass
@@ -106,11 +81,6 @@ class BatchSummary:
         for outcome in self.outcomes.values():
             counts[outcome.exit_status] = counts.get(outcome.exit_status, 0) + 1
         return dict(sorted(counts.items()))
-
-
-def batch_config(options: BatchOptions) -> Settings:
-    values = deep_merge(options.config_values, {"environment": {"type": options.environment}})
-    return load_config("swebench", list(options.config_files), **values)
 
 
 EventSink = Callable[[str, Any], None]

@@ -17,12 +17,11 @@ from llm_ide.environments import capabilities
 from llm_ide.errors import crashed
 from llm_ide.fileio import atomic_write
 from llm_ide.run.pg_thread import is_postgres
+from llm_ide.swebench.choice import BatchOptions, batch_config
 from llm_ide.swebench.dataset import Instance
 from llm_ide.swebench.instances import (
-    BatchOptions,
     BatchSummary,
     Outcome,
-    batch_config,
     batch_log,
     log_not_started,
     log_outcome,

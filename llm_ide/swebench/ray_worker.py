@@ -19,8 +19,9 @@ from llm_ide.environments.docker.images import ensure_image
 from llm_ide.errors import BudgetSpent, crashed
 from llm_ide.run.pg_thread import PostgresThread, is_postgres
 from llm_ide.run.stopping import Commands
+from llm_ide.swebench.choice import BatchOptions, batch_config
 from llm_ide.swebench.dataset import Instance
-from llm_ide.swebench.instances import BatchOptions, Outcome, batch_config, execute_instance, not_checked_out
+from llm_ide.swebench.instances import Outcome, execute_instance, not_checked_out
 from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.tools.progress import activity, outcome_line
 
