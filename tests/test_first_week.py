@@ -405,6 +405,35 @@ def test_a_swebench_output_dataset_or_selection_refused_imports_no_batch_attempt
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "data.jsonl"]
 
 
+NOT_FOR_COOP_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.composition", "llm_ide.graph",
+                       "llm_ide.models", "llm_ide.run.single", "llm_ide.coop.run", "llm_ide.coop.phases",
+                       "llm_ide.coop.batch", "llm_ide.coop.pair")  # fmt: skip
+
+
+def test_a_coop_task_setting_pair_or_folder_refused_imports_no_pair_graph_or_langgraph(tmp_path: Path) -> None:
+    """`coop run` checked --setting against an enum beside the pair's graph, and `coop evaluate` a folder without pairs
+    against the batch's pairs.json beside the batch's runner: one line cost LangGraph, LangChain and httpx."""
+    from test_coop_evaluate import build_task
+
+    task, repo = build_task(tmp_path)
+    (tmp_path / "a.txt").write_text("x\n")
+    (tmp_path / "plain").mkdir()
+    root = tmp_path.resolve()
+    run = {
+        "missing|--pair|1,2": f"task folder not found: {root}/missing",
+        "plain|--pair|1,2": f"{root}/plain: not a task folder (expected dataset/<repo>_task/task<id>/)",
+        f"{task}|--pair|1,2|--setting|coop,bogus": "unknown setting 'bogus': use single, solo, coop or coop_ablation",
+        f"{task}|--pair|1,2|--setting|solo|--setting|solo": "setting 'solo' given twice: give each setting once",
+        f"{task}|--pair|1,2|-o|a.txt": "--output a.txt: it is a file, not a folder: give a folder (it is created if "
+        "missing)",
+        f"{task}|--pair|1,2": "no repository source: give --repo-source PATH (a local clone or a git bundle)",
+        f"{task}|--pair|1,1|--repo-source|{repo}": "bad pair '1,1': give two different feature numbers as i,j (or "
+        "`all`)",
+    }
+    usage_errors(tmp_path, ["coop", "run", "-m", "scripted:s.yaml"], run, NOT_FOR_COOP_ERRORS)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "dataset", "plain", "source"]
+
+
 NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")
 NOT_FOR_HELP_OF_OURS = ("llm_ide.composition", "llm_ide.config", "llm_ide.graph", "llm_ide.run", "llm_ide.models")
 # `run --help` and the completion of its options: no environment kind or interface, no settings, no templates, no

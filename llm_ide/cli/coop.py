@@ -198,7 +198,8 @@ def grade_folder(folder: Path) -> None:
 
 def regrade(folder: Path) -> None:
     """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
-    from llm_ide.coop.phases import CoopRun, grade
+    from llm_ide.coop.phases import grade
+    from llm_ide.coop.record import CoopRun
     from llm_ide.coop.task import CoopError, load_task
     from llm_ide.fileio import atomic_write
 
@@ -289,7 +290,7 @@ def run_command(
 
 def setting_names(given: list[str] | None) -> list[str]:
     """`--setting`, repeated or comma-separated (coop when none), each a known one."""
-    from llm_ide.coop.run import Setting
+    from llm_ide.coop.record import Setting
 
     names = [name.strip() for item in (given or ["coop"]) for name in item.split(",") if name.strip()]
     if unknown := [name for name in names if name not in {s.value for s in Setting}]:

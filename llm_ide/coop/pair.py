@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from llm_ide.config import load_config
-from llm_ide.coop.phases import CoopRun, check_models, execute_phase, grade, plan_phase, prepare
+from llm_ide.coop.phases import check_models, execute_phase, grade, plan_phase, prepare
 from llm_ide.coop.planning import build_planning_graph, merge_dict
+from llm_ide.coop.record import CoopRun
 from llm_ide.coop.settings import CoopSettings, load_coop_settings
 from llm_ide.coop.task import CoopError, CoopTask, check_source, default_source, load_task
 from llm_ide.environments import environment_kind

@@ -11,15 +11,14 @@ import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from pydantic import BaseModel, Field
 
 from llm_ide.coop.evaluate import evaluate_pair, run_feature_tests
 from llm_ide.coop.planning import PlanningContext, build_planning_graph
+from llm_ide.coop.record import CoopRun, Setting
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopError, CoopTask, checkout_base, git
 from llm_ide.fileio import atomic_write
@@ -37,33 +36,6 @@ from llm_ide.whole_settings import Settings
 from llm_ide.workspace.worktrees import WORKTREES
 
 log = logging.getLogger(__name__)
-
-
-class Setting(StrEnum):
-    SINGLE = "single"
-    SOLO = "solo"
-    COOP = "coop"
-    COOP_ABLATION = "coop_ablation"
-
-
-class CoopRun(BaseModel):
-    task: Path
-    pair: tuple[int, int]
-    setting: Setting
-    model: str
-    k: int = Field(0, ge=0)
-    repo_source: Path
-    base_url: str | None = None
-    environment: str | None = None
-
-    def agents(self) -> dict[str, list[int]]:
-        """Agent → the features it implements."""
-        if self.setting in (Setting.COOP, Setting.COOP_ABLATION):
-            return {"1": [self.pair[0]], "2": [self.pair[1]]}
-        return {"1": list(self.pair) if self.setting == Setting.SOLO else [self.pair[0]]}
-
-    def folder_name(self, task: CoopTask) -> str:
-        return f"{task.repo_name}_task{task.task_id}_f{self.pair[0]}_f{self.pair[1]}_{self.setting}_k{self.k}"
 
 
 def agent_model(spec: str, agent: str, phase: str) -> str:

@@ -2,6 +2,6 @@
 llm_ide/coop/phases.py)."""
 
 from llm_ide.coop.pair import run_pair
-from llm_ide.coop.phases import CoopRun, Setting
+from llm_ide.coop.record import CoopRun, Setting
 
 __all__ = ["CoopRun", "Setting", "run_pair"]

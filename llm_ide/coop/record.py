@@ -1,0 +1,38 @@
+"""A coop pair's record (its folder's run.json): the task, the two features, the setting they run in, the model and the
+repetition; what the command line checks and reads without the pair's graph."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from llm_ide.coop.task import CoopTask
+
+
+class Setting(StrEnum):
+    SINGLE = "single"
+    SOLO = "solo"
+    COOP = "coop"
+    COOP_ABLATION = "coop_ablation"
+
+
+class CoopRun(BaseModel):
+    task: Path
+    pair: tuple[int, int]
+    setting: Setting
+    model: str
+    k: int = Field(0, ge=0)
+    repo_source: Path
+    base_url: str | None = None
+    environment: str | None = None
+
+    def agents(self) -> dict[str, list[int]]:
+        """Agent → the features it implements."""
+        if self.setting in (Setting.COOP, Setting.COOP_ABLATION):
+            return {"1": [self.pair[0]], "2": [self.pair[1]]}
+        return {"1": list(self.pair) if self.setting == Setting.SOLO else [self.pair[0]]}
+
+    def folder_name(self, task: CoopTask) -> str:
+        return f"{task.repo_name}_task{task.task_id}_f{self.pair[0]}_f{self.pair[1]}_{self.setting}_k{self.k}"
