@@ -431,6 +431,9 @@ def test_a_coop_task_setting_pair_or_folder_refused_imports_no_pair_graph_or_lan
         "`all`)",
     }
     usage_errors(tmp_path, ["coop", "run", "-m", "scripted:s.yaml"], run, NOT_FOR_COOP_ERRORS)
+    evaluate = {name: f"{root}/{name}: neither a coop run folder (run.json) nor a folder of them" for name in
+                ("missing", "plain", "a.txt")}  # fmt: skip
+    usage_errors(tmp_path, ["coop", "evaluate"], evaluate, NOT_FOR_COOP_ERRORS)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "dataset", "plain", "source"]
 
 

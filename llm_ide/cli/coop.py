@@ -173,12 +173,13 @@ def gold_row(pair: tuple[int, int], result: dict[str, Any]) -> list[str]:
 def grade_folder(folder: Path) -> None:
     """A folder of `coop run` pair folders: the ones without eval.json graded, then every pair and the summary."""
     from llm_ide.cli.coop_batch import pairs_table, summary_table
-    from llm_ide.coop.batch import collect, planned, summarize
-    from llm_ide.coop.run import CoopRun
+    from llm_ide.coop.record import CoopRun, planned
 
     pairs = sorted(path.parent for path in folder.glob("*/run.json"))
     if not pairs and not planned(folder):
         raise fail(f"{folder}: neither a coop run folder (run.json) nor a folder of them")
+    from llm_ide.coop.batch import collect, summarize  # (the pairs' runner: once there are pairs)
+
     for pair in pairs:
         run = CoopRun.model_validate_json((pair / "run.json").read_text())
         patches = [pair / f"patch_agent{agent}.patch" for agent in run.agents()]

@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from llm_ide.coop.phases import check_models
-from llm_ide.coop.run import CoopRun, Setting, run_pair
+from llm_ide.coop.record import PLANNED, CoopRun, Setting, planned
+from llm_ide.coop.run import run_pair
 from llm_ide.coop.settings import CoopSettings
 from llm_ide.coop.task import CoopTask, check_source
 from llm_ide.errors import LlmIdeError
@@ -70,9 +71,6 @@ def summarize(results: Iterable[dict[str, Any]]) -> Summary:
     return Summary(total=total, by_setting=ranked)
 
 
-PLANNED = "pairs.json"  # the pairs a batch was asked for, each its folder's name: one never started is counted
-
-
 def collect(folder: Path) -> list[dict[str, Any]]:
     """The eval.json of every pair folder under `folder` (the --output of `coop run`); a pair without one, or a pair a
     batch was asked for whose folder was never made, is an error record saying what it lacks (a summary counts it)."""
@@ -81,12 +79,6 @@ def collect(folder: Path) -> list[dict[str, Any]]:
     return [pair_result(pair) for pair in sorted(pairs)] + [
         {**item, "error": "unfinished: never started"} for item in unstarted
     ]
-
-
-def planned(folder: Path) -> dict[str, dict[str, Any]]:
-    """The pairs batches were asked for in `folder`: folder name → {setting, k, pair}."""
-    path = folder / PLANNED
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def named(run: CoopRun) -> dict[str, Any]:

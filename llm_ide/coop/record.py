@@ -1,10 +1,13 @@
 """A coop pair's record (its folder's run.json): the task, the two features, the setting they run in, the model and the
-repetition; what the command line checks and reads without the pair's graph."""
+repetition; and the pairs batches were asked for in a folder (pairs.json): what the command line checks and reads
+without the pairs' graph."""
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -36,3 +39,12 @@ class CoopRun(BaseModel):
 
     def folder_name(self, task: CoopTask) -> str:
         return f"{task.repo_name}_task{task.task_id}_f{self.pair[0]}_f{self.pair[1]}_{self.setting}_k{self.k}"
+
+
+PLANNED = "pairs.json"  # the pairs a batch was asked for, each its folder's name: one never started is counted
+
+
+def planned(folder: Path) -> dict[str, dict[str, Any]]:
+    """The pairs batches were asked for in `folder`: folder name → {setting, k, pair}."""
+    path = folder / PLANNED
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
