@@ -379,12 +379,14 @@ def test_a_replay_of_a_missing_or_unknown_trajectory_imports_no_replay_run_or_la
 
 NOT_FOR_BATCH_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.composition", "llm_ide.graph",
                         "llm_ide.models", "llm_ide.run.single", "llm_ide.attempts", "llm_ide.swebench.batch",
-                        "llm_ide.swebench.instances")  # fmt: skip
+                        "llm_ide.swebench.instances", "docker", "requests", "llm_ide.environments.docker",
+                        "llm_ide.environments.local")  # fmt: skip
 
 
 def test_a_swebench_output_dataset_or_selection_refused_imports_no_batch_attempts_or_langgraph(tmp_path: Path) -> None:
     """`swebench` checked its output folder, dataset, --slice and --filter in the batch's module, and `swebench-single`
-    its dataset and --instance after importing it (the run, attempts, the composition, LangGraph, LangChain, httpx)."""
+    its dataset and --instance after importing it (the run, attempts, the composition, LangGraph, LangChain, httpx);
+    and the check of --environment (docker by default) loaded the kind it named: the docker SDK and requests."""
     row = {"instance_id": "demo__calc-1", "problem_statement": "x", "repo": "demo/calc", "base_commit": "abc"}
     (tmp_path / "data.jsonl").write_text(json.dumps(row) + "\n")
     (tmp_path / "a.txt").write_text("x\n")
@@ -407,12 +409,13 @@ def test_a_swebench_output_dataset_or_selection_refused_imports_no_batch_attempt
 
 NOT_FOR_COOP_ERRORS = ("langgraph", "langchain", "langsmith", "httpx", "llm_ide.composition", "llm_ide.graph",
                        "llm_ide.models", "llm_ide.run.single", "llm_ide.coop.run", "llm_ide.coop.phases",
-                       "llm_ide.coop.batch", "llm_ide.coop.pair")  # fmt: skip
+                       "llm_ide.coop.batch", "llm_ide.coop.pair", "llm_ide.environments.local")  # fmt: skip
 
 
 def test_a_coop_task_setting_pair_or_folder_refused_imports_no_pair_graph_or_langgraph(tmp_path: Path) -> None:
     """`coop run` checked --setting against an enum beside the pair's graph, and `coop evaluate` a folder without pairs
-    against the batch's pairs.json beside the batch's runner: one line cost LangGraph, LangChain and httpx."""
+    against the batch's pairs.json beside the batch's runner: one line cost LangGraph, LangChain and httpx (and the
+    check of --environment loaded the local kind)."""
     from test_coop_evaluate import build_task
 
     task, repo = build_task(tmp_path)

@@ -55,6 +55,9 @@ class Kinds(Mapping[str, "type[Environment]"]):
     def __getitem__(self, name: str) -> type[Environment]:
         return self.loaders[name]()
 
+    def __contains__(self, name: object) -> bool:  # (Mapping's would load the kind)
+        return name in self.loaders
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.loaders)
 
