@@ -436,8 +436,15 @@ def test_a_coop_task_setting_pair_or_folder_refused_imports_no_pair_graph_or_lan
     usage_errors(tmp_path, ["coop", "run", "-m", "scripted:s.yaml"], run, NOT_FOR_COOP_ERRORS)
     evaluate = {name: f"{root}/{name}: neither a coop run folder (run.json) nor a folder of them" for name in
                 ("missing", "plain", "a.txt")}  # fmt: skip
+    (unfinished := tmp_path / "unfinished").mkdir()
+    (unfinished / "run.json").write_text(json.dumps({"task": str(task), "pair": [1, 2], "setting": "coop",
+                                                     "model": "m", "repo_source": str(repo)}))  # fmt: skip
+    evaluate["unfinished"] = (
+        f"{root}/unfinished: patch_agent1.patch, patch_agent2.patch missing (the run did not finish: "
+        "run it again to resume)"
+    )
     usage_errors(tmp_path, ["coop", "evaluate"], evaluate, NOT_FOR_COOP_ERRORS)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "dataset", "plain", "source"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.txt", "dataset", "plain", "source", "unfinished"]
 
 
 NOT_FOR_HELP = ("langgraph", "langchain", "langsmith", "docker", "requests", "httpx", "trio", "mcp", "jedi")

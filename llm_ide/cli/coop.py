@@ -199,7 +199,6 @@ def grade_folder(folder: Path) -> None:
 
 def regrade(folder: Path) -> None:
     """Grade a `coop run` pair folder again from its run.json and patches; eval.json is rewritten."""
-    from llm_ide.coop.phases import grade
     from llm_ide.coop.record import CoopRun
     from llm_ide.coop.task import CoopError, load_task
     from llm_ide.fileio import atomic_write
@@ -214,6 +213,8 @@ def regrade(folder: Path) -> None:
         if missing:
             raise CoopError(f"{folder}: {', '.join(missing)} missing (the run did not finish: run it again to resume)")
         task = load_task(run.task)
+        from llm_ide.coop.phases import grade  # (the pair's phases: once its record, patches and task are read)
+
         result = {"setting": str(run.setting), "k": run.k, "pair": list(run.pair)}
         result |= grade(run, task, folder, [p.read_text() for p in patches])
     except (CoopError, ValueError) as error:
