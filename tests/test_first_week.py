@@ -733,8 +733,9 @@ def test_a_ray_batchs_relative_sqlite_store_and_repos_are_the_drivers(
 
 @pytest.mark.slow
 def test_a_ray_task_that_raises_is_its_error_in_one_line_not_its_traceback(tmp_path: Path) -> None:
-    """The batch's Postgres database refuses connections while it runs: the next task's thread guard raised, and its
-    instance's reason was Ray's text of the task's traceback (file, line, source, carets)."""
+    """The batch's Postgres database refuses connections while a Ray task runs: the next task's thread guard raised,
+    and its instance's reason was Ray's text of the task's traceback (file, line, source, carets). The batch now stops
+    there: the cut instance's reason is one line naming the store, the next never starts, exit 1."""
     import psycopg
     from pg_server import postgres_server
     from swebench_fixtures import FIX_COMMAND, build_dataset
@@ -757,14 +758,15 @@ def test_a_ray_task_that_raises_is_its_error_in_one_line_not_its_traceback(tmp_p
             admin.execute("ALTER DATABASE batch ALLOW_CONNECTIONS false")
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'batch'")
             (tmp_path / "gate").touch()
-            stdout, _ = batch.communicate(timeout=300)
+            stdout, stderr = batch.communicate(timeout=300)
         finally:
             batch.kill()
     statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
-    errors = {status["error"] for status in statuses.values()}
-    assert len(errors) == 2 and any(error.startswith("CheckpointError: postgres intents of ") for error in errors)
-    assert not any("File " in error or "^^^" in error or "ray::" in error for error in errors), errors
-    assert "Traceback" not in stdout.decode()
+    [(status, error)] = [(status["exit_status"], status["error"]) for status in statuses.values()]
+    assert status == "interrupted" and error.startswith(f"the checkpoint store {url.rpartition('/')[0]}/batch is out")
+    assert not any(mark in error for mark in ("File ", "^^^", "ray::", "\n")), error
+    assert batch.returncode == 1 and "Traceback" not in stdout.decode() + stderr.decode()
+    assert "the batch stopped (1 instance interrupted, 1 not started)" in stderr.decode(), stderr.decode()
 
 
 @pytest.mark.parametrize("kind", ["raised", "died"])
