@@ -31,7 +31,7 @@ TESTS = Path(__file__).resolve().parent
 SHARED = TESTS.parent.parent / "shared"
 BASE_IMAGE = "llm-ide-base:bookworm"
 
-pytest_plugins = ("cpu_accounting",)  # --cpu-limit, --cpu-durations, --durations-from, --save-durations
+pytest_plugins = ("cpu_accounting", "shared_fixtures")  # --cpu-limit, --cpu-durations, …; browser, demo_run, token
 
 
 def pytest_configure(config: pytest.Config) -> None:

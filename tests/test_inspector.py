@@ -18,17 +18,11 @@ import pytest
 import yaml
 from agent_script import act, reflect
 from conftest import in_terminal, killed_in_command, make_git_repo
-from inspector_support import cli, demo_run_in
+from inspector_support import cli
 
 from llm_ide.inspector.layout import assign_lanes
 from llm_ide.inspector.model import NodeView
 from llm_ide.run.trajectory import load_trajectory
-
-
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """The demo run and its page, made once a worker (inspector_support.demo_run_in)."""
-    return demo_run_in(tmp_path_factory.getbasetemp())
 
 
 def test_a_run_folder_is_inspected_through_its_trajectory(demo_run: tuple[dict, Path]) -> None:

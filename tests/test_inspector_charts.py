@@ -13,17 +13,11 @@ import attempts_scripts
 import pytest
 import yaml
 from conftest import make_git_repo
-from inspector_support import cli, demo_run_in, reproduction_run
+from inspector_support import cli, reproduction_run
 
 from llm_ide import run_attempts
 from llm_ide.config import load_config
 from llm_ide.run.trajectory import load_trajectory
-
-
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """The demo run and its page, made once a worker (inspector_support.demo_run_in)."""
-    return demo_run_in(tmp_path_factory.getbasetemp())
 
 
 def test_a_free_runs_charts_say_their_real_maximum(demo_run: tuple[dict, Path]) -> None:

@@ -6,32 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import agent_script
 import pytest
 from agent_script import act, reflect
 from conftest import make_git_repo
-from inspector_support import chromium, cli, demo_run_in, reproduction_run, text_of
+from inspector_support import cli, reproduction_run, text_of
 from openai_server import OpenAIServer, Reply
 
 from llm_ide import run_task
 from llm_ide.config import load_config
 from llm_ide.run.trajectory import load_trajectory
 from llm_ide.state.operations import OperationNode, reasoning_chain
-
-
-@pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One headless Chromium per worker (inspector_support.chromium)."""
-    yield from chromium(tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """The demo run and its page, made once a worker (inspector_support.demo_run_in)."""
-    return demo_run_in(tmp_path_factory.getbasetemp())
 
 
 def test_run_page_draws_the_tree_marks_failed_alternatives_and_opens_nodes(browser, demo_run) -> None:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import agent_script
@@ -16,22 +15,10 @@ import yaml
 from agent_script import act
 from conftest import make_git_repo
 from in_process import invoke
-from inspector_support import chromium, cli, demo_run_in, text_of
+from inspector_support import cli, text_of
 from swebench_fixtures import FIX_COMMAND, build_dataset, write_config, write_script
 
 from llm_ide.swebench.batch import BatchOptions, run_swebench
-
-
-@pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One headless Chromium per worker (inspector_support.chromium)."""
-    yield from chromium(tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """The demo run and its page, made once a worker (inspector_support.demo_run_in)."""
-    return demo_run_in(tmp_path_factory.getbasetemp())
 
 
 def test_a_report_into_a_file_or_a_pipe_keeps_every_cell_whole(tmp_path: Path) -> None:

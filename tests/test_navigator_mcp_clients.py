@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,14 +59,6 @@ CHEAT = act(
 )
 
 Serve = Callable[..., str]
-
-
-@pytest.fixture
-def token(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The served navigators' bearer token, in the variable both the servers and the clients read."""
-    value = f"test-{uuid.uuid4().hex}"
-    monkeypatch.setenv(TOKEN_VARIABLE, value)
-    return value
 
 
 @pytest.fixture

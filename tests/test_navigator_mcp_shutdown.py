@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from agent_script import (
     CART_VIEW as VIEW,
 )
 from conftest import make_git_repo, wait_for
-from navigator_mcp_support import TOKEN_VARIABLE, launch, stop
+from navigator_mcp_support import launch, stop
 from openai_server import OpenAIServer, Reply
 
 from llm_ide.config import load_config
@@ -45,14 +44,6 @@ from llm_ide.navigator.protocol import (
 )
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
-
-
-@pytest.fixture
-def token(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The served navigators' bearer token, in the variable both the servers and the clients read."""
-    value = f"test-{uuid.uuid4().hex}"
-    monkeypatch.setenv(TOKEN_VARIABLE, value)
-    return value
 
 
 @dataclass
