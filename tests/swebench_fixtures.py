@@ -2,6 +2,7 @@
 
 Every bug is the same shape (an extra ` + 1` on a line ending in `# BUG`), so one scripted model can fix any of them
 with a single `sed`; FAIL_TO_PASS tests arrive in each instance's `test_patch`, as in SWE-bench.
+Beside them: the scripted model's replies, the batches the tests run, and the CLI in-process (`cli`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from in_process import invoke
 from swebench_images import GIT_ENV, build_image, instance_dockerfile, pytest_image, repo_files
 
 FIX_COMMAND = r"grep -rlZ --include='*.py' -e '# BUG$' . | xargs -0 sed -i 's/ + 1\(.*\)  # BUG$/\1/'"
@@ -218,6 +220,13 @@ def script(commands: list[str]) -> list[str]:
 def write_script(path: Path, commands: list[str]) -> str:
     path.write_text(yaml.safe_dump({"responses": script(commands)}, sort_keys=False))
     return f"scripted:{path}"
+
+
+def cli(
+    program: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`program` (llm-ide or mini-extra) with `args`, in-process."""
+    return invoke(*args, program=program, env=env, cwd=cwd)
 
 
 def gated_batch(folder: Path) -> list[str]:
