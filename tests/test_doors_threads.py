@@ -92,7 +92,7 @@ def test_a_finished_thread_given_again_names_the_doors_way_to_run_it_anew(tmp_pa
 def test_a_thread_the_api_cannot_go_on_with_names_a_new_run_id(tmp_path: Path, given: str) -> None:
     """A thread id of another task (run_task) or of a run without attempts (run_attempts with attempts.max 2) told
     the Python API's callers to "give a new --thread-id", the command line's option (which `llm-ide run` still says:
-    tests/test_cli.py, tests/test_attempts_resume.py)."""
+    tests/test_cli_resume.py, tests/test_attempts_resume.py)."""
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     values = {"model": write_script(tmp_path / "s.yaml", FIX_SCRIPT), "output_dir": tmp_path / "out", "run_id": "T"}
     settings = load_config(environment={"tools": []})
