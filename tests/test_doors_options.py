@@ -56,7 +56,7 @@ def test_a_limit_that_is_no_number_is_one_line_at_every_door(tmp_path: Path, val
     with pytest.raises(UsageError, match="^settings: agent"):
         run_task("t", model="scripted:x.yaml", settings=settings, output_dir=tmp_path / "o", run_id="r", repo=repo)
     final = studio_run({"repo": str(repo), "model": "scripted:x.yaml", "config": {"agent": values}}, "doors-limit")
-    assert (final["exit_status"], final["error"]) == ("error", line)
+    assert (final["exit_status"], final["error"]) == ("error", line.replace("settings:", "the graph input's `config`:"))
     option = "--cost-limit" if "cost_limit" in values else "--step-limit"
     argv = ["run", "--repo", str(repo), "--task", "t", "--model", "scripted:x.yaml"]
     done = invoke(*argv, option, str(next(iter(values.values()))), env={**os.environ, "LLM_IDE_CONFIG": "off"})
