@@ -221,14 +221,13 @@ def test_cleanup_sweeps_only_this_users_leftovers_on_this_host_and_says_which(cl
     from llm_ide.environments.docker import owner_labels
 
     # a pid no process has (2**22 + 7), no owner label (made before it): judged by its PID, as `cleanup` does; a
-    # docker run's start takes a running container only by that label (none starting meanwhile removes these)
+    # docker run's start takes another run's container only by that label (none starting meanwhile removes these)
     dead_labels = {k: v for k, v in owner_labels(run_id).items() if k != "llm-ide.owner"} | {"llm-ide.pid": "4194311"}
     others = [
         {**dead_labels, "llm-ide.user": "someone-else"},  # another user's run on the same engine
         {**dead_labels, "llm-ide.host": "another-host"},  # another host's run on a shared engine
         {key: value for key, value in dead_labels.items() if key != "llm-ide.user"},  # made before the user label
     ]
-    # (running: any docker run that starts meanwhile removes our stopped or never started ones of a process gone)
     ours = [client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=dead_labels, detach=True) for _ in "ab"]
     live = client.containers.create(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(run_id))
     for labels in others:

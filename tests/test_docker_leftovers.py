@@ -41,8 +41,14 @@ def run_args(tmp_path: Path, run_id: str) -> list[str]:
     return [*args, "--output", str(tmp_path / "out"), "--thread-id", run_id]
 
 
+def alone(run_id: str) -> dict[str, str]:
+    """The environment of a run whose containers no other test's docker run sweeps meanwhile: a user name of its own
+    (the user label a sweep keeps to; getpass reads LOGNAME first)."""
+    return {**os.environ, "LOGNAME": f"llm-ide-{run_id}"}
+
+
 def child(tmp_path: Path, relay: Relay, args: list[str]) -> subprocess.Popen[str]:
-    environ = {**os.environ, "DOCKER_HOST": f"unix://{relay.path}"}
+    environ = {**alone(args[args.index("--thread-id") + 1]), "DOCKER_HOST": f"unix://{relay.path}"}
     command = [sys.executable, "-m", "llm_ide", *args]
     process = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     relay.pid = process.pid
@@ -82,7 +88,7 @@ def test_the_next_docker_run_removes_what_a_run_killed_as_the_engine_made_its_co
     assert process.wait() == -signal.SIGKILL
     [left] = containers_of(client, run_id)
     assert left.status == "created" and left.labels["llm-ide.pid"] == str(process.pid)
-    done = invoke(*run_args(tmp_path / "next", f"{run_id}-next"))
+    done = invoke(*run_args(tmp_path / "next", f"{run_id}-next"), env=alone(run_id))
     assert done.returncode == 0, done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if f"{left.name} (run {run_id}, created)" in line]
     assert len(said) == 1 and re.fullmatch(r"… removed \d+ containers? that killed runs left: .+", said[0]), said
@@ -96,11 +102,12 @@ def test_the_next_docker_run_removes_a_running_container_whose_owner_label_says_
     it. Its owner label (PID namespace, PID, start time) says its maker is gone, so the next docker run removes it; a
     running container whose maker still runs stays."""
     made = "import json; from llm_ide.environments.docker import owner_labels; print(json.dumps(owner_labels('{}')))"
-    gone = json.loads(subprocess.run([sys.executable, "-c", made.format(run_id)], capture_output=True).stdout)
-    client = base_image_client()
+    made = subprocess.run([sys.executable, "-c", made.format(run_id)], capture_output=True, env=alone(run_id))
+    gone, client = json.loads(made.stdout), base_image_client()
     left = client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=gone, detach=True)
-    live = client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(run_id), detach=True)
-    done = invoke(*run_args(tmp_path / "next", f"{run_id}-next"))
+    mine = owner_labels(run_id) | {"llm-ide.user": gone["llm-ide.user"]}
+    live = client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=mine, detach=True)
+    done = invoke(*run_args(tmp_path / "next", f"{run_id}-next"), env=alone(run_id))
     assert done.returncode == 0, done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if "that killed runs left" in line]
     assert len(said) == 1 and f"{left.name} (run {run_id}, running)" in said[0] and live.name not in said[0], said

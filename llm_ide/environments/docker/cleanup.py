@@ -62,7 +62,6 @@ PID_LABEL = "llm-ide.pid"
 HOST_LABEL = "llm-ide.host"
 USER_LABEL = "llm-ide.user"
 OWNER_LABEL = "llm-ide.owner"  # the making process as `<PID namespace>.<PID>.<start time>`: a reused PID told apart
-LEFT_STATES = ("created", "exited", "dead")  # never started, or stopped: where no watchdog removes a killed run's
 
 
 def one_line(error: BaseException) -> str:
@@ -209,18 +208,15 @@ def cleanup_containers(
     include_live: bool = False,
     run_id: str | None = None,
     dry_run: bool = False,
-    states: tuple[str, ...] = (),
     labelled: tuple[str, ...] = (),
 ) -> Sweep:
     """Removes the llm-ide containers that this user created on this host and whose run is over (its process is
-    gone), or all of this user's with `include_live`; only those of `run_id` when given, in `states` and with the
-    `labelled` labels when given. Another user's containers, or another host's on a shared engine, are never touched.
-    `dry_run`: only says what would go."""
+    gone), or all of this user's with `include_live`; only those of `run_id`, and with the `labelled` labels, when
+    given. Another user's containers, or another host's on a shared engine, are never touched. `dry_run`: only says
+    what would go."""
     client = client or connect()
     owner = [LABEL, f"{USER_LABEL}={current_user()}", f"{HOST_LABEL}={socket.gethostname()}", *labelled]
     filters: dict[str, Any] = {"label": owner + ([f"{RUN_ID_LABEL}={run_id}"] if run_id else [])}
-    if states:
-        filters["status"] = list(states)
     sweep = Sweep([], [])
     for container in client.containers.list(all=True, ignore_removed=True, filters=filters):
         left = LeftContainer(container.name, container.labels.get(RUN_ID_LABEL, "?"), container.status)
@@ -232,13 +228,13 @@ def cleanup_containers(
 
 
 def sweep_left(client: docker.DockerClient, run_id: str) -> str:
-    """What killed runs left, removed as a run starts: its own containers whose process is gone (a run resumed),
-    every run's never started or stopped ones (one killed as the engine made its container: no watchdog yet), and
-    the running ones whose owner label says their process is gone (one killed before its watchdog started; a
-    container without that label is judged by its PID alone, which another PID namespace may hold). A line saying
-    what went ('' when nothing did)."""
-    removed = cleanup_containers(client, run_id=run_id).removed + cleanup_containers(client, states=LEFT_STATES).removed
-    removed += cleanup_containers(client, labelled=(OWNER_LABEL,)).removed
+    """What killed runs left, removed as a run starts: its own containers whose process is gone (a run resumed), and
+    every run's whose owner label says its process is gone (one killed as the engine made it, or before its watchdog
+    started: none removes it). A container without that label (an older llm-ide's) is left to `llm-ide cleanup`: its
+    PID alone may be another PID namespace's process. A line saying what went ('' when nothing did)."""
+    removed = (
+        cleanup_containers(client, run_id=run_id).removed + cleanup_containers(client, labelled=(OWNER_LABEL,)).removed
+    )
     names = list(dict.fromkeys(str(left) for left in removed))
     if not names:
         return ""
