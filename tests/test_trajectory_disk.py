@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_ide.config import load_config
+from llm_ide.run.call_log import CallLog
 from llm_ide.run.calls_read import read_log
 from llm_ide.run.single import run_task
-from llm_ide.run.trajectory import CallLog, Recorder, load_trajectory
+from llm_ide.run.trajectory import Recorder, load_trajectory
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(150))
 

@@ -25,10 +25,10 @@ from llm_ide.keep import FolderKeep
 from llm_ide.models import Model, get_model
 from llm_ide.patterns import BoundedPattern
 from llm_ide.prompting import render_string
+from llm_ide.run.call_log import CallLog
 from llm_ide.run.request import RunRequest, check_request
 from llm_ide.run.single import Listeners, RunEvent
 from llm_ide.run.stopping import Commands
-from llm_ide.run.trajectory import CallLog
 from llm_ide.run.usage import refuse_a_file, refuse_a_json_name
 from llm_ide.state.operations import all_lessons, node_of, reasoning_chain
 from llm_ide.whole_settings import Settings

@@ -10,8 +10,9 @@ from typing import Any
 
 from llm_ide.fileio import atomic_write
 from llm_ide.navigator.protocol import NavigatorUsage
+from llm_ide.run.call_log import added, spent
 from llm_ide.run.calls_read import read_log
-from llm_ide.run.trajectory import FORMAT, added, load_trajectory, spent
+from llm_ide.run.trajectory import FORMAT, load_trajectory
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.version import __version__
 

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from llm_ide.errors import UsageError
+from llm_ide.run.call_log import PROMPT_KEYS
 from llm_ide.run.calls_read import read_log
-from llm_ide.run.trajectory import PROMPT_KEYS
 from llm_ide.terminal import plural
 
 

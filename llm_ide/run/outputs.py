@@ -13,11 +13,12 @@ from typing import Any
 
 from llm_ide.errors import ExitStatus, OutputFolderLost, beside, status_of, usd
 from llm_ide.priced import has_price
+from llm_ide.run.call_log import added
 from llm_ide.run.checkpoint import prune
 from llm_ide.run.salvage import ensure_output, not_recreated, recreate_output, sqlite_path
 from llm_ide.run.spent import spent_apart
 from llm_ide.run.thread import Thread
-from llm_ide.run.trajectory import Recorder, added
+from llm_ide.run.trajectory import Recorder
 from llm_ide.secrets import redact
 from llm_ide.settings import CoreSettings
 from llm_ide.state.graph_state import empty_usage
@@ -207,7 +208,7 @@ class RunOutputs:
                     unsaved = f"the trajectory could not be saved: {error}"
                     self.info["error"] = beside(self.info.get("error", ""), unsaved)
                     log.error("trajectory not saved (%s); the last one written is kept", error)
-        usage = self.recorder.paid(self.values)
+        usage = self.recorder.calls.paid(self.values)
         cost = usage["cost"] + spent_apart(self.values)["cost"]  # with what its variants paid apart
         self.emit(RunEvent(self.run_id, "end", step=self.values.get("n_operations", 0), cost=cost, exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)

@@ -56,4 +56,4 @@ def recreate_output(output_dir: Path, saver: Any, checkpoint: Path | None, recor
                 conn.backup(target)
             finally:
                 target.close()
-    recorder.rewrite_calls()
+    recorder.calls.rewrite()

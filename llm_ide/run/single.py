@@ -277,7 +277,7 @@ class Stream:
             base_url=request.base_url,
             env=env,
             base=base,
-            record_call=self.outputs.recorder.record_call,
+            record_call=self.outputs.recorder.calls.record,
             cost_budget=request.cost_budget,
             task_vars=request.task_vars,
             variants=self.variants,
