@@ -55,9 +55,17 @@ def price_of(settings: PriceSettings) -> Price:
     return Price(settings.input, settings.output, settings.cache_read, settings.cache_write)
 
 
+def renewal_rates(model: object, unpriced: PriceSettings) -> tuple[float, float]:
+    """What the memory weighs a renewal at, per uncached prompt character: a re-read one (at most 1) and a reply's, at
+    the model's own prices (`unpriced` for a model without a price, or a free one)."""
+    price = getattr(model, "price", None)
+    price = price if isinstance(price, Price) and price.charged else price_of(unpriced)
+    return min(1.0, price.read / price.write), price.output / price.write
+
+
 def settings_of(price: Price) -> dict[str, float]:
     """`price` as an entry of the config's `model.prices`."""
     return {key: value for key, value in asdict(price).items() if value is not None}
 
 
-__all__ = ["PROFILES", "Price", "price_of", "settings_of"]
+__all__ = ["PROFILES", "Price", "price_of", "renewal_rates", "settings_of"]

@@ -36,6 +36,7 @@ from llm_ide.exchange import TEXT, Exchange
 from llm_ide.kills import IntentLog
 from llm_ide.models import Message, Model, ModelReply
 from llm_ide.parsing import Grammar
+from llm_ide.pricing import renewal_rates
 from llm_ide.settings import CoreSettings, Templates
 from llm_ide.state.context import Scope, ScoreParams
 from llm_ide.state.operations import OperationNode
@@ -323,6 +324,10 @@ class AgentContext:
     clock: Clock = field(default_factory=Clock)
     memo: Memo = field(default_factory=Memo)
     say: Callable[[str], None] = field(default=lambda said: None)  # a phase told as it happens (the live lines)
+    rates: tuple[float, float] = field(init=False)  # a renewal's prices (pricing.renewal_rates), fixed for the run
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rates", renewal_rates(self.model, self.settings.memory.unpriced))
 
     @property
     def templates(self) -> Templates:

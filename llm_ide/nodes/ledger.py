@@ -10,7 +10,6 @@ from functools import cached_property
 from itertools import accumulate
 
 from llm_ide.conversation import params_text
-from llm_ide.pricing import Price, price_of
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode
 from llm_ide.text import shared_start
@@ -19,12 +18,6 @@ from llm_ide.variant import AgentContext, Memo
 TURN_CHARS = 100  # an operation's turns beside its thought, action and output: verdict, tags, headings, instruction
 REPLY_CHARS = 20  # a reply's beside its thought and action: the verdict and the tags
 PAYBACK = 3  # calls after a renewal whose savings it may count on (a run rarely ends within three steps of one)
-
-
-def prices(ctx: AgentContext) -> Price:
-    """The model's own prices; `memory.unpriced` for a model without a price (or a free one)."""
-    price = getattr(ctx.model, "price", None)
-    return price if isinstance(price, Price) and price.charged else price_of(ctx.settings.memory.unpriced)
 
 
 def turn_chars(node: OperationNode, params: int | None = None) -> int:
@@ -66,12 +59,12 @@ class Ledger:
 
     @classmethod
     def of(cls, ctx: AgentContext, state: AgentState, old: MemoryBase) -> Ledger:
-        price, nodes = prices(ctx), state.get("operations", [])
+        (reread, output), nodes = ctx.rates, state.get("operations", [])
         params = [len(text) for text in params_texts(ctx.memo, nodes)]
         steps, usage = len(nodes), state.get("usage")
         return cls(
-            reread=min(1.0, price.read / price.write),
-            output=price.output / price.write,
+            reread=reread,
+            output=output,
             turns=[turn_chars(node, length) for node, length in zip(nodes, params, strict=True)],
             replies=[reply_chars(node, length) for node, length in zip(nodes, params, strict=True)],
             start=min(state.get("snapshot_step", 0), steps),
