@@ -1,6 +1,7 @@
 """The scripted model's file (`--model scripted:FILE.yaml`) read and checked: a YAML list of items (or a mapping with
 a `responses:` list), each a reply (a text, or a tool call with the text before it) or a choice between two by the
-prompt; a fault is one line naming the file, and the item by its number."""
+prompt; a fault is one line naming the file, and the item by its number. Once read, a script written for two calls per
+step is joined for a run of one (`joined_script`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import yaml
 
 from llm_ide.errors import ModelError
 from llm_ide.settings import load_yaml
+from llm_ide.verdict import alone
 
 ScriptItem = str | dict[str, Any]
 CHOICE_KEYS = {"if_prompt_contains", "then", "else"}
@@ -79,3 +81,34 @@ def load_script(path: Path) -> list[ScriptItem]:
         if problem := item_problem(item):
             raise ModelError(f"scripted model: {path}: item {number} of {len(responses)}: {problem}")
     return responses
+
+
+def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
+    """A script for a run of one call per step: an item that is only a verdict joins the item after it (so a script
+    written for two calls per step plays in one)."""
+    out: list[ScriptItem] = []
+    waiting: str | None = None
+    for item in items:
+        if waiting is None and isinstance(item, str) and alone(item):
+            waiting = item
+        elif waiting is None:
+            out.append(item)
+        else:
+            out.append(prefixed(waiting, item))
+            waiting = None
+    return out if waiting is None else [*out, waiting]
+
+
+def prefixed(text: str, item: ScriptItem) -> ScriptItem:
+    """An item whose reply (each of a choice's) opens with `text`; a tool call's text does."""
+    if isinstance(item, str):
+        return f"{text}\n{item}"
+    if "tool_call" in item:
+        return {**item, "text": f"{text}\n{item.get('text', '')}".rstrip("\n")}
+    return {**item, "then": prefixed(text, item["then"]), "else": prefixed(text, item["else"])}
+
+
+def calls_a_tool(item: Any) -> bool:
+    """Whether an item answers with a tool call (either reply of a choice)."""
+    choices = (item.get("then"), item.get("else")) if isinstance(item, dict) else ()
+    return isinstance(item, dict) and "tool_call" in item or any(map(calls_a_tool, choices))

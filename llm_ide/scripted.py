@@ -18,10 +18,9 @@ from typing import Any
 from llm_ide.calls import CallListener, Message, ModelReply, ToolCall, estimate_tokens, message_text, observed
 from llm_ide.errors import ModelError
 from llm_ide.keep import Keep
-from llm_ide.script_file import ScriptItem, load_script
+from llm_ide.script_file import ScriptItem, calls_a_tool, joined_script, load_script
 from llm_ide.terminal import plural
 from llm_ide.text import clean_text
-from llm_ide.verdict import alone
 
 
 class Place:
@@ -93,31 +92,6 @@ class ScriptedModel:
         return ModelReply(text, call.prompt_tokens, call.output_tokens, cost=0.0, estimated=True, tool_calls=calls)
 
 
-def joined_script(items: list[ScriptItem]) -> list[ScriptItem]:
-    """A script for a run of one call per step: an item that is only a verdict joins the item after it (so a script
-    written for two calls per step plays in one)."""
-    out: list[ScriptItem] = []
-    waiting: str | None = None
-    for item in items:
-        if waiting is None and isinstance(item, str) and alone(item):
-            waiting = item
-        elif waiting is None:
-            out.append(item)
-        else:
-            out.append(prefixed(waiting, item))
-            waiting = None
-    return out if waiting is None else [*out, waiting]
-
-
-def prefixed(text: str, item: ScriptItem) -> ScriptItem:
-    """An item whose reply (each of a choice's) opens with `text`; a tool call's text does."""
-    if isinstance(item, str):
-        return f"{text}\n{item}"
-    if "tool_call" in item:
-        return {**item, "text": f"{text}\n{item.get('text', '')}".rstrip("\n")}
-    return {**item, "then": prefixed(text, item["then"]), "else": prefixed(text, item["else"])}
-
-
 def choose(item: ScriptItem, prompt: str) -> tuple[str, tuple[ToolCall, ...]]:
     """The reply an item gives to `prompt`: its text (YAML escapes can carry lone surrogates: cleaned) and its calls."""
     if isinstance(item, str):
@@ -127,9 +101,3 @@ def choose(item: ScriptItem, prompt: str) -> tuple[str, tuple[ToolCall, ...]]:
         made = ToolCall.of(call["name"], call.get("arguments") or {}, "call_scripted")
         return clean_text(item.get("text", "")), (made,)
     return choose(item["then"] if item["if_prompt_contains"] in prompt else item["else"], prompt)
-
-
-def calls_a_tool(item: Any) -> bool:
-    """Whether an item answers with a tool call (either reply of a choice)."""
-    choices = (item.get("then"), item.get("else")) if isinstance(item, dict) else ()
-    return isinstance(item, dict) and "tool_call" in item or any(map(calls_a_tool, choices))

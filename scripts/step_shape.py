@@ -108,7 +108,7 @@ def verdict_files(nodes: Nodes) -> dict[str, list[str]]:
 def scripted_mentions(nodes: Nodes) -> list[tuple[str, int, str]]:
     found = []
     for name, walked in nodes.items():
-        if name in ("models.py", "scripted.py"):
+        if name in ("models.py", "scripted.py", "script_file.py"):  # the scripted model's own
             continue
         for node in walked:
             spelt = names_in(node) if not isinstance(node, ast.Constant) else None

@@ -14,7 +14,7 @@ from llm_ide.actions import CORE_GRAMMAR
 from llm_ide.config import load_config
 from llm_ide.parsing import parse_action
 from llm_ide.run.single import run_task
-from llm_ide.scripted import joined_script
+from llm_ide.script_file import joined_script
 
 
 def act(thought: str, action_type: str, **params: Any) -> str:
