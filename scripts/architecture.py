@@ -85,8 +85,8 @@ TARGETS = {
     "long_functions": 0,
     "fmt_skips": 2,
     "status_files": 2,
-    "reading_path_files": 39,  # the goal is 24 (issue 39); 20 are the step's own, 19 what its `bash` action needs
-    "reading_path_lines": 5417,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
+    "reading_path_files": 38,  # the goal is 24 (issue 39); 20 are the step's own, 19 what its `bash` action needs
+    "reading_path_lines": 5187,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
     # r55: workspace/lifecycle.py imports the environments' interface from environments/base.py (+1); r62: the
     # variants' `check` before a run (variant.py +14: every door checks a navigator's or a sampler's model), the calls
     # paid at steps that never completed counted (run/trajectory.py +37), a command event's step (run/single.py +3);
@@ -136,6 +136,10 @@ TARGETS = {
     # signals held (kills.py +21, interrupts_held; call_policy.py -1), a sampler's request waiting to retry paid
     # nothing (calls.py +1, Call.waiting), the variants' settings sections in their settings modules (variant.py -6),
     # a model a variant calls named with the setting of its own endpoint (variant.py +2, ModelUse.endpoint)
+    # readpath: a run's calls as they happen (their log, their lines for the trajectory, what they cost) in
+    # run/call_log.py, apart from the trajectory's rewrites (run/trajectory.py off the path, -133); a renewal's prices
+    # fixed once per run (AgentContext.rates: pricing.py off the path, -65); a script's items joined and checked for
+    # tool calls once, with the script (script_file.py; scripted.py -32)
     "protocol_members": 12,
     "protocol_members_used_once": 0,
     "format_reads": 0,
