@@ -17,6 +17,7 @@ import os
 import pty
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -225,6 +226,24 @@ def wait_for(predicate: Callable[[], object], timeout: float = 120, what: str = 
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(0.05)
+
+
+HELD_PORTS: list[socket.socket] = []
+
+
+def closed_port() -> int:
+    """A loopback port nothing answers on until the test ends: bound, never listening (a connection is refused), and
+    held, so that no other worker's server binding port 0 is given it meanwhile (a port freed at once was, by then)."""
+    probe = socket.socket()
+    HELD_PORTS.append(probe)
+    probe.bind(("127.0.0.1", 0))
+    return probe.getsockname()[1]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown() -> None:
+    while HELD_PORTS:
+        HELD_PORTS.pop().close()
 
 
 def running(marker: str, where: str = "cmdline") -> list[int]:

@@ -4,14 +4,7 @@ nothing listens on, the Studio graphs run in process as `langgraph dev` serves t
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def studio_run(inputs: dict[str, Any], thread: str) -> dict[str, Any]:

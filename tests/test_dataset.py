@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import closed_port
 from in_process import invoke
 
 from llm_ide.swebench.dataset import (
@@ -31,12 +31,6 @@ ROWS = [
     },
     {"instance_id": "sympy__sympy-20590", "problem_statement": "c", "eval_script": "pytest", "image_name": "x:y"},
 ]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:

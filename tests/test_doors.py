@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
-from conftest import make_git_repo
-from doors_support import NO_TOOLS, closed_port, studio_graph_run, studio_run
+from conftest import closed_port, make_git_repo
+from doors_support import NO_TOOLS, studio_graph_run, studio_run
 from in_process import invoke
 from openai_server import OpenAIServer
 

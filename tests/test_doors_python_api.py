@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, write_script
-from conftest import make_git_repo
-from doors_support import closed_port
+from conftest import closed_port, make_git_repo
 
 from llm_ide.attempts.run import run_attempts
 from llm_ide.config import load_config

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from agent_script import BUGGY_FILES
-from conftest import make_git_repo
-from doors_support import NAVIGATOR, NO_TOOLS, SAMPLED, closed_port, studio_graph_run
+from conftest import closed_port, make_git_repo
+from doors_support import NAVIGATOR, NO_TOOLS, SAMPLED, studio_graph_run
 from in_process import invoke
 from swebench_fixtures import build_dataset
 

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BASE_IMAGE, base_image_client, containers_of, make_git_repo
+from conftest import BASE_IMAGE, base_image_client, closed_port, containers_of, make_git_repo
 from in_process import invoke
 from swebench_fixtures import build_dataset, write_config
 from swebench_fixtures import write_script as write_batch_script
@@ -35,12 +34,6 @@ def assert_one_line(result: subprocess.CompletedProcess[str], expected: str) -> 
     assert (result.returncode, len(lines)) == (2, 1), result.stderr
     assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
     assert "Traceback" not in result.stdout + result.stderr
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize(

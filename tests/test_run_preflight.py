@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
-from conftest import make_git_repo
+from conftest import closed_port, make_git_repo
 from in_process import invoke
 from openai_server import OpenAIServer
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -5,11 +5,11 @@ sandbox paths that are not there."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import closed_port
 from in_process import invoke
 from swebench_fixtures import (
     FIX_COMMAND,
@@ -19,12 +19,6 @@ from swebench_fixtures import (
 )
 
 from llm_ide.swebench.preflight import model_endpoint
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize(
