@@ -21,6 +21,7 @@ from llm_ide.environments.sandbox import absent, resolve_inside
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEADLINE = 60  # seconds a loaded machine may take to start or end a child (the README's line under -n: 10 was short)
+OWN = f"{os.getpid():07d}"  # in each sleep marker: not another worker's nor another session's (fixed width: no prefix)
 
 
 @pytest.fixture
@@ -48,13 +49,14 @@ def test_execute_in_repo_with_config_env_cwd_and_returncode(env: LocalEnvironmen
 def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(
     env: LocalEnvironment, timeout: float, said: str
 ) -> None:
-    command = "echo started; sleep 300.1 & sleep 300; echo never"
+    marker = f"300.1{OWN}{int(timeout * 10)}"  # each case its own: xdist runs them side by side
+    command = f"echo started; sleep {marker} & sleep 300; echo never"
     result = env.execute(command, timeout=timeout)
     assert result.timed_out is True
     assert result.returncode == 137
     assert result.output.startswith("started\n")
     assert f"[command timed out after {said} s: " in result.output and "never" not in result.output
-    assert all_gone("300.1"), "the background child outlived the timeout"
+    assert all_gone(marker), "the background child outlived the timeout"
     assert env.execute("echo next").output == "next\n"
 
 
@@ -71,17 +73,17 @@ def test_timeout_holds_whatever_the_command_does_with_its_output(
 ) -> None:
     if command.startswith("setsid"):
         require_bwrap()  # a new session leaves the process group: only the sandbox's PID namespace ends it
-    result = env.execute(command, timeout=2)
+    result = env.execute(command.replace(marker, marker + OWN), timeout=2)
     assert (result.timed_out, result.returncode) == (True, 137)
     assert result.duration < 60, f"a 2 s timeout took {result.duration:.0f} s"
-    assert all_gone(marker)
+    assert all_gone(marker + OWN)
 
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "none"])
 def test_background_child_holding_the_pipe_does_not_block(tmp_path: Path, sandbox: str) -> None:
     if sandbox == "bwrap":
         require_bwrap()
-    marker = {"bwrap": "300.4", "none": "300.7"}[sandbox]  # each its own: xdist may run the two at once
+    marker = {"bwrap": "300.4", "none": "300.7"}[sandbox] + OWN  # each its own: xdist may run the two at once
     environment = LocalEnvironment(tmp_path, sandbox=sandbox, tools_dir=tmp_path / "tools")
     result = environment.execute(f"sleep {marker} & echo done", timeout=20)
     try:
@@ -215,7 +217,7 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
         faulthandler.register(signal.SIGUSR1, open({str(tmp_path / "stacks")!r}, "w"), all_threads=True)
         env = LocalEnvironment(Path({str(tmp_path)!r}))
         print("running", flush=True)
-        env.execute("sleep 300.5 & echo started > child.pid; sleep 300", timeout=600)
+        env.execute("sleep 300.5{OWN} & echo started > child.pid; sleep 300", timeout=600)
         """
     )
     process = subprocess.Popen(
@@ -234,7 +236,7 @@ def test_ctrl_c_during_a_command_kills_its_process_group(tmp_path: Path) -> None
     except subprocess.TimeoutExpired:
         pytest.fail(stuck(process, tmp_path / "stacks", "Ctrl-C did not end the agent"))
     assert process.returncode != 0 and "KeyboardInterrupt" in stderr
-    assert all_gone("300.5"), "Ctrl-C left the command's child running"
+    assert all_gone(f"300.5{OWN}"), "Ctrl-C left the command's child running"
 
 
 def stuck(process: subprocess.Popen[str], stacks: Path, what: str) -> str:
@@ -275,7 +277,7 @@ def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
         from pathlib import Path
         from llm_ide.environments import LocalEnvironment
         env = LocalEnvironment(Path({str(tmp_path)!r}))
-        env.execute("echo started > command.pid; exec sleep 300.6", timeout=600)
+        env.execute("echo started > command.pid; exec sleep 300.6{OWN}", timeout=600)
         """
     )
     process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT)
@@ -284,10 +286,10 @@ def test_a_command_dies_with_a_killed_agent(tmp_path: Path) -> None:
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert time.monotonic() < end, "the command did not start"
         time.sleep(0.05)
-    assert running("300.6")
+    assert running(f"300.6{OWN}")
     process.kill()
     process.wait(timeout=DEADLINE)
-    assert all_gone("300.6"), "the command outlived the SIGKILLed agent"
+    assert all_gone(f"300.6{OWN}"), "the command outlived the SIGKILLed agent"
 
 
 @pytest.mark.parametrize(
