@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,11 @@ from conftest import BASE_IMAGE, git, require_docker
 from in_process import invoke
 
 from llm_ide.cli.demo import DEMO_DIR
+
+
+def own_id(name: str) -> str:
+    """A run id no other session on this docker engine uses: its containers are counted by it."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def containers(label: str) -> list[str]:
@@ -25,6 +31,7 @@ def containers(label: str) -> list[str]:
 @pytest.mark.slow
 def test_run_in_docker_fixes_the_demo_bug_and_leaves_nothing_behind(tmp_path: Path) -> None:
     require_docker()
+    thread = own_id("docker-demo")
     project = tmp_path / "project"
     shutil.copytree(DEMO_DIR / "project", project)
     git(project, "init", "-q", "-b", "main")
@@ -59,7 +66,7 @@ def test_run_in_docker_fixes_the_demo_bug_and_leaves_nothing_behind(tmp_path: Pa
             "--output",
             str(tmp_path / "out"),
             "--thread-id",
-            "docker-demo",
+            thread,
         ],
         capture_output=True,
         text=True,
@@ -67,12 +74,12 @@ def test_run_in_docker_fixes_the_demo_bug_and_leaves_nothing_behind(tmp_path: Pa
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    traj = json.loads((tmp_path / "out" / "docker-demo.traj.json").read_text())
+    traj = json.loads((tmp_path / "out" / f"{thread}.traj.json").read_text())
     assert traj["info"]["exit_status"] == "submitted"
     assert "OK" in traj["operations"][3]["observation"] and "Ran 4 tests" in traj["operations"][3]["observation"]
     assert "+    return (ordered[middle - 1] + ordered[middle]) / 2" in traj["info"]["submission"]
     assert git(project, "status", "--porcelain") == ""  # the host copy is untouched: the patch is the result
-    assert containers("llm-ide.run-id=docker-demo") == []
+    assert containers(f"llm-ide.run-id={thread}") == []
 
 
 @pytest.mark.docker
@@ -84,6 +91,7 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
     from llm_ide.config import load_config
     from llm_ide.run.single import run_task
 
+    run_id = own_id("resume-docker")
     repo = make_git_repo(tmp_path / "repo", {"app.py": "VALUE = 1\n"})
     config = load_config("default", environment={"tools": []})
     first = [
@@ -99,7 +107,7 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
             model=write_script(script, responses),
             settings=config,
             output_dir=tmp_path / "out",
-            run_id="resume-docker",
+            run_id=run_id,
             repo=repo,
             environment="docker",
             image=BASE_IMAGE,
@@ -116,7 +124,7 @@ def test_a_resumed_docker_run_gets_its_changes_back_in_a_fresh_container(tmp_pat
     assert traj["operations"][2]["observation"] == "VALUE = 2\nkept"
     assert "+VALUE = 2" in resumed.submission and "+kept" in resumed.submission
     assert git(repo, "status", "--porcelain") == ""
-    assert containers("llm-ide.run-id=resume-docker") == []
+    assert containers(f"llm-ide.run-id={run_id}") == []
 
 
 @pytest.mark.docker
@@ -130,6 +138,7 @@ def test_a_command_removing_the_containers_workdir_ends_the_run_environment_erro
     tarfile's `ReadError: truncated header`: the session's cd failed before tar ran). Now the run ends
     `environment_error` as a local one whose repository goes does, in one line, with the last worktree snapshot."""
     require_docker()
+    thread = own_id(thread)
     project = tmp_path / "project"
     project.mkdir()
     (project / "a.py").write_text("x = 1\n")

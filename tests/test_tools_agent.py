@@ -4,6 +4,7 @@ the code its output names marked as accessed. No debugger-specific code is invol
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -45,12 +46,13 @@ def test_agent_drives_the_debugger_in_a_container(tmp_path: Path) -> None:
         ],
     )
     config = load_config("default", environment={"tools": ["debugger"]})
+    run_id = f"debugger-agent-{uuid.uuid4().hex[:8]}"  # its containers counted by it, not another session's
     result = run_task(
         "Cart.total ignores quantities.",
         model=script,
         settings=config,
         output_dir=tmp_path / "out",
-        run_id="debugger-agent",
+        run_id=run_id,
         repo=repo,
         environment="docker",
         image=BASE_IMAGE,
@@ -73,5 +75,5 @@ def test_agent_drives_the_debugger_in_a_container(tmp_path: Path) -> None:
     assert chunks[("Cart", "total")]["activity"]["accessed"][1] >= 1
     assert chunks[("CartTest", "test_total_counts_quantities")]["activity"]["accessed"][1] >= 1
     assert "+            total += price * quantity\n" in traj["info"]["submission"]
-    leftovers = ["docker", "ps", "-aq", "--filter", "label=llm-ide.run-id=debugger-agent"]
+    leftovers = ["docker", "ps", "-aq", "--filter", f"label=llm-ide.run-id={run_id}"]
     assert subprocess.run(leftovers, capture_output=True, text=True, check=True).stdout == ""
