@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -71,16 +72,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 90) -> None:
+def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 90) -> str:
+    """The server's URL once it answers: langgraph dev takes another port, and says which, when its own was taken
+    (free_port freed it, and another worker's bind(0) may be given it before the server binds it)."""
     import httpx
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if moved := re.search(rb"Port \d+ is already in use, using port (\d+) instead", log.read_bytes()):
+            url = f"http://127.0.0.1:{int(moved[1])}"
         if process.poll() is not None:
             pytest.fail(f"langgraph dev exited with {process.returncode}:\n{log.read_text()[-3000:]}")
         try:
             if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                return
+                return url
         except httpx.TransportError:
             pass
         time.sleep(0.3)
@@ -134,8 +139,7 @@ def studio(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
             command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        wait_ready(process, url, log)
-        yield url
+        yield wait_ready(process, url, log)
     finally:
         stop(process)
     assert process.returncode is not None
