@@ -116,14 +116,28 @@ def stoppable_postgres(bin_dir: Path | None = None) -> Iterator[PostgresServer]:
         user = pwd.getpwnam(SERVER_USER)
         for path in (base, sockets):
             os.chown(path, user.pw_uid, user.pw_gid)
+    server = None
+    try:
+        _run(bin_dir, "initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        server = started(bin_dir, data, log, sockets)
+        yield server
+    finally:
+        if server is not None and server.running():
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def started(bin_dir: Path, data: Path, log: Path, sockets: Path, tries: int = 5) -> PostgresServer:
+    """The server started on a free port: a port found free can be another process's before the server binds it, and
+    the server then tries another."""
     port = free_port()
     options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
     server = PostgresServer(bin_dir, data, log, options, f"postgresql://postgres@127.0.0.1:{port}/postgres")
     try:
-        _run(bin_dir, "initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
         server.start()
-        yield server
-    finally:
-        if server.running():
-            server.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    except RuntimeError:
+        if tries > 1 and "Address already in use" in log.read_text(errors="replace"):
+            log.unlink()
+            return started(bin_dir, data, log, sockets, tries - 1)
+        raise
+    return server
