@@ -11,6 +11,7 @@ from conftest import closed_port
 from in_process import invoke
 
 from llm_ide.swebench.dataset import (
+    Dataset,
     DatasetError,
     Instance,
     RowError,
@@ -213,14 +214,34 @@ def test_selection_order_is_shuffle_filter_slice_skip() -> None:
 
 
 def test_find_instance_by_id_or_index() -> None:
-    instances = make(["a__x-1", "b__y-2", "c__z-3"])
-    assert find_instance(instances, "b__y-2").instance_id == "b__y-2"
-    assert find_instance(instances, "2").instance_id == "c__z-3"
-    assert find_instance(instances, "-1").instance_id == "c__z-3"
+    dataset = Dataset("d.jsonl", make(["a__x-1", "b__y-2", "c__z-3"]), [])
+    assert find_instance(dataset, "b__y-2").instance_id == "b__y-2"
+    assert find_instance(dataset, "2").instance_id == "c__z-3"
+    assert find_instance(dataset, "-1").instance_id == "c__z-3"
     with pytest.raises(ValueError, match="index 3 is out of range"):
-        find_instance(instances, "3")
+        find_instance(dataset, "3")
     with pytest.raises(ValueError, match="no instance 'y-2'.*similar ids: b__y-2"):
-        find_instance(instances, "y-2")
+        find_instance(dataset, "y-2")
+
+
+@pytest.mark.parametrize(
+    ("instance", "said"),
+    [
+        ("bad__f2p-1", "instance 'bad__f2p-1' is malformed in the dataset: row 1 (bad__f2p-1): field FAIL_TO_PASS: "),
+        ("bad__statement-1", "instance 'bad__statement-1' is malformed in the dataset: row 3 (bad__statement-1): "),
+        ("gone__x-1", "no instance 'gone__x-1' in the dataset; 1 malformed row without an id skipped (row 2: field "),
+    ],
+)
+def test_swebench_single_names_what_is_wrong_with_a_malformed_row(tmp_path: Path, instance: str, said: str) -> None:
+    """`swebench-single -i ID` whose row was malformed said `no instance 'ID' in the dataset`, as if the id were not
+    there, and never why (the batch warns of each malformed row; swebench-single said nothing of them)."""
+    rows = [ROWS[0], {**ROWS[0], "instance_id": "bad__f2p-1", "FAIL_TO_PASS": "[x"}, "{not json"]
+    dataset = write_jsonl(tmp_path / "d.jsonl", [*rows, {"instance_id": "bad__statement-1", "problem_statement": " "}])
+    args = ["--subset", str(dataset), "-i", instance, "--environment", "local", "--model", "scripted:none.yaml"]
+    done = invoke("swebench-single", *args, "-o", "out", cwd=tmp_path, env={**os.environ, "COLUMNS": "300"})
+    assert (done.returncode, done.stdout, done.stderr.count("\n")) == (2, "", 1), done.stderr
+    assert done.stderr.startswith(f"error: {said}"), done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_row_error_text() -> None:

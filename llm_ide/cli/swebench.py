@@ -360,7 +360,7 @@ def chosen_instance(subset: str, split: str, instance: str, kind: str, repos: Pa
     from llm_ide.swebench.dataset import find_instance, load_dataset
 
     try:
-        chosen = find_instance(load_dataset(subset, split).instances, instance)
+        chosen = find_instance(load_dataset(subset, split), instance)
         if capabilities(kind).image:
             return chosen, chosen.image
         from llm_ide.swebench.preflight import local_source  # (the run's preflight: once the instance is found)

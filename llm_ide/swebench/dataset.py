@@ -310,11 +310,15 @@ def select(
     return [inst for inst in chosen if inst.instance_id not in skip_ids]
 
 
-def find_instance(instances: list[Instance], key: str) -> Instance:
-    """An instance by id, or by its index in the list when `key` is an integer."""
+def find_instance(dataset: Dataset, key: str) -> Instance:
+    """An instance by id, or by its index in the list of those that loaded when `key` is an integer. A malformed row
+    of that id is named with what is wrong with it, not taken for an id the dataset does not hold."""
+    instances = dataset.instances
     for inst in instances:
         if inst.instance_id == key:
             return inst
+    if malformed := [error for error in dataset.errors if error.instance_id == key]:
+        raise ValueError(f"instance {key!r} is malformed in the dataset: {malformed[0]}")
     if re.fullmatch(r"-?\d+", key):
         index = int(key)
         if -len(instances) <= index < len(instances):
@@ -322,4 +326,6 @@ def find_instance(instances: list[Instance], key: str) -> Instance:
         raise ValueError(f"instance index {index} is out of range (the dataset has {len(instances)} instances)")
     close = [inst.instance_id for inst in instances if key.lower() in inst.instance_id.lower()][:5]
     hint = f"; similar ids: {', '.join(close)}" if close else ""
+    if unnamed := [error for error in dataset.errors if error.instance_id is None]:
+        hint += f"; {len(unnamed)} malformed row{'s' * (len(unnamed) != 1)} without an id skipped ({unnamed[0]})"
     raise ValueError(f"no instance {key!r} in the dataset{hint}")
