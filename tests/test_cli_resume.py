@@ -292,6 +292,7 @@ def test_a_credential_of_the_endpoint_is_not_printed_in_the_command_that_goes_on
         ("cost_limit", {"cost_limit": 0.5}, {"cost": 5.0}, ("a higher cost limit", ["--cost-limit", "8"])),
         ("cost_limit", {"token_limit": 500}, {"input_tokens": 900, "output_tokens": 100}, ("token_limit", 2000)),
         ("time_limit", {"wall_time_limit": 60}, {}, ("wall_time_limit", 120)),
+        ("time_limit", {"wall_time_limit": 60}, {"elapsed": 250.5}, ("wall_time_limit", 480)),
     ],
 )
 def test_the_limit_a_stopped_run_goes_on_under_is_above_what_it_used(
@@ -310,3 +311,23 @@ def test_the_limit_a_stopped_run_goes_on_under_is_above_what_it_used(
             ["-c", str(tmp_path / "limits.yaml")],
         )
         assert yaml.safe_load((tmp_path / "limits.yaml").read_text()) == {"agent": {key: value}}
+
+
+def test_a_run_far_past_its_wall_time_limit_is_given_a_limit_above_the_time_it_spent(tmp_path: Path) -> None:
+    """The wall-time limit was doubled from its own value alone, not until above the time the run had spent (as the
+    cost and token limits are): a run whose steps took more than twice its limit got a command that, pasted, said
+    `had already finished (time_limit)` and doubled the limit once more, never going on."""
+    repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    script = [act("One.", "bash", command="echo one >> trail.txt"), reflect(False, "one"), act("Done.", "submit")]
+    (tmp_path / "time.yaml").write_text("agent: {wall_time_limit: 0.000001}\n")  # a step takes more than 2 µs
+    args = ["run", "-t", "trail", "-m", write_script(tmp_path / "s.yaml", script), "-c", str(no_tools(tmp_path))]
+    stopped = invoke(*args, "-o", "out", "--repo", str(repo), "--thread-id", "T", "-c", "time.yaml", cwd=tmp_path)
+    info = json.loads((tmp_path / "out" / "T.traj.json").read_text())["info"]
+    raised = yaml.safe_load((tmp_path / "out" / "T.limits.yaml").read_text())["agent"]["wall_time_limit"]
+    assert (stopped.returncode, info["exit_status"]) == (1, "time_limit"), stopped.stdout + stopped.stderr
+    assert raised > info["elapsed"] > 0.000002
+    lines = stopped.stderr.splitlines()
+    assert lines[-2].startswith(f"it goes on from its last step with agent.wall_time_limit doubled to {raised:g} ")
+    went_on = invoke(*shlex.split(lines[-1])[1:], cwd=tmp_path)
+    assert "had stopped at a limit" in went_on.stdout, went_on.stdout + went_on.stderr
+    assert "had already finished" not in went_on.stdout + went_on.stderr

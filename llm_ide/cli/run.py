@@ -175,13 +175,14 @@ def limits_file(checkpoint: str | None, folder: Path, run_id: str) -> Path | Non
 
 
 def spent(stats: dict[str, Any], trajectory: Path | None) -> dict[str, Any]:
-    """What a run used as its cost and token limits count it: its trajectory's model stats (else `stats`) with what
-    its variants paid apart (a navigator's cost and tokens) added."""
+    """What a run used as its limits count it: its trajectory's model stats (else `stats`) with what its variants
+    paid apart (a navigator's cost and tokens) added, and its `elapsed` seconds."""
     from llm_ide.run.spent import spent_apart, trajectory_info
 
     info = trajectory_info(trajectory)
     stats, apart = info.get("model_stats") or stats, spent_apart(info)
-    return {**stats, **{key: stats.get(key, 0) + apart[key] for key in ("cost", "input_tokens", "output_tokens")}}
+    added = {key: stats.get(key, 0) + apart[key] for key in ("cost", "input_tokens", "output_tokens")}
+    return {**stats, **added, "elapsed": float(info.get("elapsed") or stats.get("elapsed") or 0.0)}
 
 
 def higher_limit(
@@ -199,7 +200,7 @@ def higher_limit(
         return "a higher step limit", ["--step-limit", str(2 * agent.step_limit)]
     if settings.attempts.max > 1:  # type: ignore[attr-defined]
         return None
-    stats = spent(stats, trajectory) if status == ExitStatus.COST_LIMIT else stats
+    stats = spent(stats, trajectory)
     if status == ExitStatus.COST_LIMIT and agent.cost_limit and (cost := stats.get("cost", 0.0)) >= agent.cost_limit:
         return "a higher cost limit", ["--cost-limit", f"{doubled(agent.cost_limit, cost):g}"]
     used = stats.get("input_tokens", 0) + stats.get("output_tokens", 0)
@@ -207,7 +208,7 @@ def higher_limit(
     key = "wall_time_limit" if status == ExitStatus.TIME_LIMIT else "token_limit" if tokens else None
     if not key:
         return None
-    value = doubled(getattr(agent, key), used if tokens else 0)
+    value = doubled(getattr(agent, key), used if key == "token_limit" else stats["elapsed"])
     if limits is None:
         return f"agent.{key} doubled to {value:g}", []
     atomic_write(limits, yaml.safe_dump({"agent": {key: value}}))
