@@ -314,3 +314,27 @@ def test_a_killed_run_says_the_calls_its_log_holds_past_its_trajectory(tmp_path:
     for view in ([], ["--full"], ["--html", str(tmp_path / "p.html")]):
         shown = cli("inspect", str(trajectory), *view)
         assert shown.returncode == 0 and shown.stderr.startswith(said), shown.stderr
+
+
+@pytest.mark.parametrize("target", ["{traj}", "{other}", "{batch}/preds.json", "{batch}/exit_statuses.yaml"])
+def test_a_page_is_never_written_over_a_file_that_is_no_page(
+    demo_run: tuple[dict, Path], tmp_path: Path, target: str
+) -> None:
+    """`inspect RUN.traj.json --html RUN.traj.json` (or another run's trajectory as the page, or `report B --html
+    B/preds.json`) wrote the page over it: the run's trajectory, or the batch's predictions, gone. An .html page
+    there is written over, as before."""
+    trajectory = shutil.copy(demo_run[1].parent / "d" / "run" / "demo.traj.json", tmp_path / "demo.traj.json")
+    names = {"traj": trajectory, "other": shutil.copy(trajectory, tmp_path / "other.traj.json"), "batch": tmp_path}
+    (tmp_path / "exit_statuses.yaml").write_text(yaml.safe_dump({"instances": {"a__b-1": {"exit_status": "error"}}}))
+    (tmp_path / "preds.json").write_text(json.dumps({"a__b-1": {"instance_id": "a__b-1", "model_patch": ""}}))
+    page = Path(target.format(**names))
+    before = {path: path.is_file() and path.read_bytes() for path in tmp_path.iterdir()}
+    args = ["report", str(tmp_path)] if target.startswith("{batch}") else ["inspect", str(trajectory)]
+    refused = cli(*args, "--html", str(page))
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stdout + refused.stderr
+    said = f"error: cannot write the page {page}: a file that is no HTML page is there (give an .html name)\n"
+    assert refused.stderr == said
+    assert {path: path.is_file() and path.read_bytes() for path in tmp_path.iterdir()} == before  # nor pages made
+    (tmp_path / "old.html").write_text("an earlier page")
+    written = cli(*args, "--html", str(tmp_path / "old.html"))
+    assert written.returncode == 0 and (tmp_path / "old.html").read_text().startswith("<!DOCTYPE html>")

@@ -74,7 +74,7 @@ def report_command(
     ] = None,
 ) -> None:
     """One row per instance: exit status, steps, cost and whether the evaluation resolved it; with totals."""
-    from llm_ide.inspector.page import report_page, write_page
+    from llm_ide.inspector.page import page_path, report_page, write_page
     from llm_ide.inspector.report import ReportError, load_batch, write_instance_pages
 
     if run_dir.is_file():
@@ -93,7 +93,7 @@ def report_command(
     rows = [row for row in batch.rows if status in (None, row.exit_status) and resolved in (None, row.resolved)]
     shown = batch.model_copy(update={"rows": rows})
     if html is not None:
-        page = page_in(html, "report.html")  # as `inspect --html FOLDER` takes a folder
+        page = page_path(page_in(html, "report.html"))  # as `inspect --html FOLDER` takes a folder; checked first
         problems = write_instance_pages(shown, trajectories, page.parent / f"{page.stem}_pages", page.parent)
         for problem in problems:
             err_console.print(f"[yellow]warning:[/] {escape(problem)}")

@@ -137,11 +137,20 @@ def report_page(batch: BatchView) -> str:
     return environment().get_template("report.html.j2").render(batch=batch, totals=batch.totals(), statuses=statuses)
 
 
-def write_page(html: str, out: Path) -> Path:
-    """The page written at `out` (its folder made); a path that cannot be written is a UsageError (one line)."""
+def page_path(out: Path) -> Path:
+    """`out`, where a page may go: a UsageError (one line) when a file on its way is no folder, or when a file that
+    is not an HTML page is there (`inspect RUN.traj.json --html RUN.traj.json` wrote the page over the trajectory)."""
     blocker = next((folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()), None)
     if blocker is not None:
         raise UsageError(f"cannot write the page {out}: {blocker} is a file, not a folder")
+    if out.is_file() and out.suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"cannot write the page {out}: a file that is no HTML page is there (give an .html name)")
+    return out
+
+
+def write_page(html: str, out: Path) -> Path:
+    """The page written at `out` (its folder made); a path that cannot be written is a UsageError (one line)."""
+    page_path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, html)
