@@ -25,6 +25,15 @@ Run = TypeVar("Run", bound=CoreSettings)
 log = logging.getLogger("llm_ide.run")
 
 FOUND = "@@llm-ide-found "  # the lines of the script's report
+NOUNS = {  # each kind the script reports: its noun, one and many
+    "remotes": ("remote", "remotes"),
+    "refs": ("ref", "refs"),
+    "reflog-entries": ("reflog entry", "reflog entries"),
+    "pseudo-refs": ("pseudo-ref", "pseudo-refs"),
+    "worktrees": ("linked worktree", "linked worktrees"),
+    "alternates": ("alternates file", "alternates files"),
+    "unreachable-objects": ("unreachable object", "unreachable objects"),
+}
 
 # $1: the base commit. Reports each kind of thing found on a line `@@llm-ide-found KIND COUNT [NAMES]`, deletes it,
 # then checks that nothing but the base's history is left (exit 3 otherwise).
@@ -111,7 +120,8 @@ def hide_future(env: Environment, base: str, mode: str) -> str:
         if line.startswith(FOUND):
             kind, count, *names = line.removeprefix(FOUND).split(" ", 2)
             listed = " ".join(" ".join(names).split())
-            found.append(f"{count} {kind}" + (f" ({listed})" if listed else ""))
+            noun = NOUNS.get(kind, (kind, kind))[count != "1"]
+            found.append(f"{count} {noun}" + (f" ({listed})" if listed else ""))
     if not found:
         return ""
     where = " (the container's copy; the repository given is left as it is)" * env.capabilities.ephemeral
