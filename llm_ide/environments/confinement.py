@@ -1,7 +1,7 @@
 """What a local environment's commands run under, decided once at its start and kept as data: the isolation
 bubblewrap gives them (environments/bwrap.py probes it), the limits (environments/limits.py, and the run's cgroup:
 environments/cgroups.py) and the user they run as. Each command's own part (the host sockets it masks, bubblewrap's
-view) is LocalEnvironment._sandboxed's.
+view) is HostCommands._sandboxed's (host_commands.py).
 
 Root on a repository another user owns (a devcontainer's bind mount, `sudo`): a command holding no capability could
 not write that user's files, so with bubblewrap it runs as the repository's owner (setpriv, with the two
