@@ -16,8 +16,9 @@ from typing import Any
 
 from llm_ide.codebase import ActionOutcome, Codebase, ParamError
 from llm_ide.codeview.observed import observed_scopes
-from llm_ide.environments.base import UNNAMEABLE, OutsideRepository
+from llm_ide.environments.base import OutsideRepository
 from llm_ide.environments.live import watched
+from llm_ide.environments.snapshots import UNNAMEABLE
 from llm_ide.file_actions import create, edit, search, view, view_symbol
 from llm_ide.parsing import Grammar
 from llm_ide.prompting import truncate

@@ -15,9 +15,10 @@ from conftest import all_gone, require_bwrap, running, wait_for
 
 from llm_ide.config import ConfigError, load_config
 from llm_ide.environments import LocalEnvironment, make_environment
-from llm_ide.environments.base import SETTLED_NS, EnvironmentFailure, FileSnapshot
+from llm_ide.environments.base import EnvironmentFailure, FileSnapshot
 from llm_ide.environments.output import OutputCap
 from llm_ide.environments.sandbox import absent, resolve_inside
+from llm_ide.environments.snapshots import SETTLED_NS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEADLINE = 60  # seconds a loaded machine may take to start or end a child (the README's line under -n: 10 was short)

@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-import errno
-import os
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from llm_ide.environments.output import OnOutput
+from llm_ide.environments.snapshots import FileSnapshot
 from llm_ide.errors import EnvironmentFailure
 
 __all__ = [
@@ -32,9 +30,6 @@ class Capabilities:
     system_path: bool  # tools may be linked onto its own PATH (a container's /usr/local/bin)
 
 
-UNNAMEABLE = frozenset({errno.ENAMETOOLONG, errno.ELOOP})  # a path no file can have: no such file
-
-
 class OutsideRepository(ValueError):
     """A path that leads outside the repository (`..`, an absolute path, or a symlink pointing out): refused."""
 
@@ -50,50 +45,6 @@ class CommandResult:
     duration: float = 0.0
     timed_out: bool = False
     truncated: bool = False
-
-
-SETTLED_NS = (50_000_000, 2_000_000_000)  # a file changed this long before it was read (its file system's timestamps
-# in fractions of a second, or in whole seconds as FAT's, some network ones'): any later change shows in its stat
-
-
-@dataclass
-class FileSnapshot:
-    data: bytes
-    mtime_ns: int
-    stamp: tuple[int, ...] = field(default=(), compare=False)  # size, mtime, ctime, inode, device (a write: the ctime)
-    settled: bool = field(default=False, compare=False)  # changed SETTLED_NS before the read: equal stamp, equal bytes
-
-    @classmethod
-    def read(cls, path: Path) -> FileSnapshot | None:
-        """The file at `path` as it is now; None when there is none (missing, a folder, a name no file can have)."""
-        started = time.time_ns()
-        try:
-            with open(path, "rb", buffering=0) as handle:  # (no buffer: it is read whole)
-                data, stat = handle.read(), os.fstat(handle.fileno())
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-        except OSError as error:
-            if error.errno in UNNAMEABLE:
-                return None
-            raise
-        whole_seconds = stat.st_ctime_ns % 1_000_000_000 == 0
-        settled = stat.st_ctime_ns < started - SETTLED_NS[whole_seconds]  # (a write during the read: later)
-        return cls(data, stat.st_mtime_ns, _stamp(stat), settled)
-
-    def again(self, path: Path) -> FileSnapshot | None:
-        """The file at `path` as it is now: this snapshot while its stamp says it is unchanged (no read; as git trusts
-        a racily clean index entry only once it is settled), else read anew."""
-        if self.settled:
-            try:
-                if _stamp(os.stat(path)) == self.stamp:
-                    return self
-            except OSError:
-                pass
-        return FileSnapshot.read(path)
-
-
-def _stamp(stat: os.stat_result) -> tuple[int, ...]:
-    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev
 
 
 class FileSource(Protocol):

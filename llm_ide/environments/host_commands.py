@@ -12,7 +12,7 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
-from llm_ide.environments.base import CommandResult, FileSnapshot, OutsideRepository
+from llm_ide.environments.base import CommandResult, OutsideRepository
 from llm_ide.environments.confinement import Confinement
 from llm_ide.environments.holding import RunNamespace, namespace_tools
 from llm_ide.environments.output import OnOutput, OutputCap, append_note, drain, pump_output, render
@@ -26,12 +26,12 @@ from llm_ide.environments.processes import (
 )
 from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, resolve_inside
 from llm_ide.environments.scope import abstract_guard
+from llm_ide.environments.snapshots import FileSnapshot, LatestReads
 from llm_ide.environments.sockets import forget_listings, host_sockets
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact
 
-READS = 64 << 20  # bytes of the files whose latest read is kept, the least recently read out first
 START_TRIES = 8  # starts of one command whose sandbox could not be set up (a host socket it masks vanished meanwhile)
 
 
@@ -66,8 +66,7 @@ class HostCommands:
     leftovers: Leftovers
     _git: tuple[int, int] | None
     _redirects: list[Path]
-    _reads: dict[Path, FileSnapshot]
-    _kept: int  # their bytes
+    _reads: LatestReads
     _namespace: RunNamespace | None
     _groups: set[int]  # the commands' process groups (subreaper: killed with the run)
 
@@ -185,18 +184,9 @@ class HostCommands:
         return {path: self._snapshot(path) for path in paths}
 
     def _snapshot(self, path: str) -> FileSnapshot | None:
-        """The file as it is now: its latest read again while its stat says it is unchanged (READS bytes kept)."""
+        """The file as it is now (its latest read again while its stat says it is unchanged: snapshots.LatestReads)."""
         target = None if absent(os.path.join(self.repo, path)) else resolve_inside(self.repo, path)  # (a cheap miss)
-        if target is None:
-            return None
-        known = self._reads.pop(target, None)
-        self._kept -= len(known.data) if known else 0
-        snapshot = known.again(target) if known else FileSnapshot.read(target)
-        if snapshot is not None and snapshot.settled:
-            self._reads[target], self._kept = snapshot, self._kept + len(snapshot.data)  # (the most recent last)
-            while self._kept > READS:
-                self._kept -= len(self._reads.pop(next(iter(self._reads))).data)
-        return snapshot
+        return None if target is None else self._reads.read(target)
 
     def write_file(self, path: str, data: bytes) -> None:
         target = self._path(path)

@@ -22,6 +22,7 @@ from llm_ide.environments.limits import Limits
 from llm_ide.environments.output import default_messages
 from llm_ide.environments.processes import TOKEN, Leftovers
 from llm_ide.environments.scratch import made_folder, owned_tempdir, remove_folders
+from llm_ide.environments.snapshots import LatestReads
 from llm_ide.environments.views import found_views, mount_points, redirects
 from llm_ide.settings import EnvironmentSettings
 
@@ -123,7 +124,7 @@ class LocalEnvironment(HostCommands):
             self.confinement.close()
             self._remove_folders()
             raise
-        self._reads, self._kept = {}, 0
+        self._reads = LatestReads()
         self._namespace, self._groups = None, set()
 
     def _views(self, writable: list[str], readable: list[str] | None, secluded: list[Path]) -> None:
