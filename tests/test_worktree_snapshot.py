@@ -14,6 +14,7 @@ from conftest import git, make_git_repo
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
 from llm_ide.workspace.patch import BaseTree
+from llm_ide.workspace.putback import pristine, put_back
 
 
 class CountingEnvironment(LocalEnvironment):
@@ -77,8 +78,8 @@ def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_s
             if calls == 1:  # the repository's check, add, 2 diffs (no gitlinks listed: no gitlink was ever staged)
                 assert gits == 4 + bool(tree.excluded)  # (raw and numstat, the patch), the left-out reset
             assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
-        assert tree.pristine(settings) is False and tree.restore("", settings) == 6
-        assert tree.pristine(settings) and tree.extract(settings) == ""
+        assert pristine(tree, settings) is False and put_back(tree, "", settings) == 6
+        assert pristine(tree, settings) and tree.extract(settings) == ""
     finally:
         env.close()
 

@@ -25,6 +25,7 @@ from llm_ide.errors import EnvironmentFailure, LlmIdeError
 from llm_ide.verification import Finished, Verifier
 from llm_ide.workspace.lifecycle import base_commit
 from llm_ide.workspace.patch import PatchError, keep_base
+from llm_ide.workspace.putback import put_back
 
 log = logging.getLogger("llm_ide.run")
 
@@ -64,7 +65,7 @@ class Bench:
             if not base:
                 raise EnvironmentFailure("a clean environment needs a git repository with a commit")
             try:
-                keep_base(env, base).restore(patch, self.settings.patch)
+                put_back(keep_base(env, base), patch, self.settings.patch)
             except PatchError as error:
                 raise EnvironmentFailure(f"the patch does not apply to the base commit: {error}") from None
             yield env

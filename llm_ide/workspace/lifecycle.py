@@ -17,6 +17,7 @@ from llm_ide.errors import EnvironmentFailure, ExitStatus, RepositoryLost, endin
 from llm_ide.settings import CoreSettings
 from llm_ide.workspace.history import hide_future
 from llm_ide.workspace.patch import PatchError, extract_patch, keep_base
+from llm_ide.workspace.putback import pristine, put_back
 
 log = logging.getLogger("llm_ide.run")
 
@@ -77,8 +78,8 @@ def open_environment(
         if removed := hide_future(env, base, settings.environment.scrub_history):
             log.info("%s", removed)
             say(removed)
-        fresh = env.capabilities.ephemeral or tree.pristine(settings.patch)
-        if snapshot and fresh and (count := tree.restore(snapshot, settings.patch)):
+        fresh = env.capabilities.ephemeral or pristine(tree, settings.patch)
+        if snapshot and fresh and (count := put_back(tree, snapshot, settings.patch)):
             log.info("the worktree put back as the last completed step left it (%d files)", count)
             say(f"the worktree put back as the last completed step left it ({count} file{'s' * (count != 1)})")
         return env, base

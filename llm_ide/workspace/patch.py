@@ -73,7 +73,7 @@ class BaseTree:
             f" < {d}/base.pack >/dev/null && rm -f {d}/base.pack {d}/index && {{ ! git --git-dir={d} ls-tree -r"
             f" {shlex.quote(self.base)} | grep -q '^160000 ' || : > {d}/gitlinks.seen; }} && cat {d}/config"
         )
-        made = self._script(script, "cannot store the base commit", "").decode()
+        made = self.script(script, "cannot store the base commit", "").decode()
         self.config: str = getattr(self, "config", made)  # a reinstall keeps the first (its config may be a command's)
 
     def _own(self) -> str:
@@ -83,24 +83,24 @@ class BaseTree:
         writes = f"printf %s {shlex.quote(self.config)} >{d}/config && printf %s {exclude} >{d}/info/exclude"
         return f"{{ {writes} && : >{d}/info/attributes; }} 2>/dev/null || exit {MISSING}; "
 
-    def _git(self, index: str = "index") -> str:
+    def git(self, index: str = "index") -> str:
         git_dir = shlex.quote(self.git_dir)
         return f"GIT_DIR={git_dir} GIT_INDEX_FILE={git_dir}/{index} GIT_WORK_TREE=. GIT_LITERAL_PATHSPECS=1 git"
 
-    def _run(self, command: str, index: str = "index", write: str = "") -> bytes:
-        return self._script(f"{write}{self._git(index)} -c core.quotepath=off {command}")
+    def run_git(self, command: str, index: str = "index", write: str = "") -> bytes:
+        return self.script(f"{write}{self.git(index)} -c core.quotepath=off {command}")
 
-    def _script(self, script: str, failure: str = "patch extraction failed", own: str | None = None) -> bytes:
+    def script(self, script: str, failure: str = "patch extraction failed", own: str | None = None) -> bytes:
         returncode, output = self.env.run_trusted((self._own() if own is None else own) + script, 600)
         if returncode != 0:
             raise PatchError(f"{failure} ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
-    def _staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
+    def staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
         """The working tree staged in our index against the base (ignored, artefact, binary and oversized new files left
         as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
-        git, diff = f"{self._git()} -c core.quotepath=off", f"diff --cached {PLAIN} -z {base}"
+        git, diff = f"{self.git()} -c core.quotepath=off", f"diff --cached {PLAIN} -z {base}"
         add = ADD.format(git=git, links=f"{git_dir}/gitlinks", seen=(seen := f"{git_dir}/gitlinks.seen"))
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
         # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
@@ -136,7 +136,7 @@ class BaseTree:
         self.excluded = excluded  # other ones: staged anew, in one more call (the list a file: it may be long)
         self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
         linked = f"{{ ! {git} ls-files -s | grep -q '^160000 ' || : > {seen}; }}"  # (no diff of this staging)
-        return self._script(f"{add} && {linked} && {git} {again if excluded else ''}{then}")
+        return self.script(f"{add} && {linked} && {git} {again if excluded else ''}{then}")
 
     def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
@@ -145,36 +145,12 @@ class BaseTree:
         found = f"git rev-parse --absolute-git-dir --verify -q {shlex.quote(self.base)}^{{commit}} 2>/dev/null"
         line = shlex.quote(self.repository + "\n")  # its git directory, then (the commit found) the commit's id
         first = f'case "$({found})" in {line}*) ;; *) exit {LOST};; esac; '
-        diff = self._staged(settings, f"diff --cached {PLAIN} {shlex.quote(self.base)}", first if check else "")
+        diff = self.staged(settings, f"diff --cached {PLAIN} {shlex.quote(self.base)}", first if check else "")
         text = diff.decode("utf-8", errors="replace")
         if "\ufffd" in text and (paths := not_utf8(diff)):  # their bytes lost as text: binary patches (binary.py)
-            diff = self._run(f"diff --cached --binary {PLAIN} {self.base}", write=as_binary(self.git_dir, paths))
+            diff = self.run_git(f"diff --cached --binary {PLAIN} {self.base}", write=as_binary(self.git_dir, paths))
             text = diff.decode("utf-8", errors="replace")
         return text
-
-    def restore(self, patch: str, settings: PatchSettings) -> int:
-        """The working tree put back as the snapshot `patch` (an `extract` of it) has it: each file the patch covers
-        that differs now is written back, or removed when the snapshot has none; nothing else is touched (ignored,
-        binary and oversized files stay as they are). The number of files put back; PatchError when the patch does
-        not apply to the base (e.g. a secret masked in its context lines)."""
-        now = self._staged(settings, "write-tree").decode().strip()
-        diff, listing, git = f"{self.git_dir}/restore.diff", f"{self.git_dir}/restore-paths", self._git("restore")
-        self.env.put_private(diff, patch.encode("utf-8"))
-        apply = f"{git} apply --cached --whitespace=nowarn {shlex.quote(diff)} && " if patch.strip() else ""
-        wanted = self._run(f"read-tree {shlex.quote(self.base)} && {apply}{git} write-tree", "restore").decode().strip()
-        changes = split_z(self._run(f"diff-tree -r -z --no-renames --name-status {now} {wanted}"))
-        put = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status != "D"]
-        gone = [path for status, path in zip(changes[::2], changes[1::2], strict=True) if status == "D"]
-        for paths, run in ((put, f"{git} checkout-index -f -z --stdin"), (gone, "xargs -0 rm -f --")):
-            if paths:
-                self.env.put_private(listing, b"".join(path.encode() + b"\0" for path in paths))
-                self._script(f"{run} < {shlex.quote(listing)}", "cannot restore the worktree")
-        return len(put) + len(gone)
-
-    def pristine(self, settings: PatchSettings) -> bool:
-        """Whether the working tree is the base commit's (a fresh checkout)."""
-        tree = self._staged(settings, f"rev-parse {shlex.quote(self.base)}^{{tree}} && {self._git()} write-tree")
-        return len(set(tree.decode().split())) == 1  # the base's tree, the worktree's
 
 
 def split_z(output: bytes) -> list[str]:
