@@ -264,3 +264,45 @@ def test_real_swebench_files(shared_dir: Path, name: str, count: int) -> None:
         assert image_name(without) == instance.row["image"]  # the official naming rule, recomputed
         assert instance.fail_to_pass and isinstance(instance.fail_to_pass[0], str)
         assert instance.eval_script and ">>>>> Start Test Output" in instance.eval_script
+
+
+NUMBERED = [{"instance_id": "bad__statement-1", "problem_statement": ""}, ROWS[0], "{not json", ROWS[1], ROWS[2]]
+
+
+@pytest.mark.parametrize(
+    ("key", "found"),
+    [
+        ("0", "instance 0 is malformed in the dataset: row 0 (bad__statement-1): field problem_statement: missing"),
+        ("1", "astropy__astropy-12907"),
+        ("2", "instance 2 is malformed in the dataset: row 2: field <json>: line 4 is not valid JSON"),
+        ("3", "django__django-11099"),
+        ("-1", "sympy__sympy-20590"),
+        ("-5", "instance -5 is malformed in the dataset: row 0 (bad__statement-1)"),
+        ("5", "instance index 5 is out of range (the dataset has 5 rows)"),
+    ],
+)
+def test_a_row_number_is_the_datasets_row_malformed_rows_counted(tmp_path: Path, key: str, found: str) -> None:
+    """`swebench-single -i 0` with row 0 malformed ran row 1: the number counted only the rows that loaded (and
+    `--slice 0:2` chose rows 1 and 3). A blank line is no row."""
+    path = write_jsonl(tmp_path / "d.jsonl", [*NUMBERED[:2], "", *NUMBERED[2:]])
+    dataset = load_dataset(str(path))
+    try:
+        said = find_instance(dataset, key).instance_id
+    except ValueError as error:
+        said = str(error)
+    assert said.startswith(found), said
+    assert [i.index for i in dataset.instances] == [1, 3, 4]
+    assert [i.instance_id for i in select(dataset.rows(), slice_spec="0:2")] == ["astropy__astropy-12907"]
+    by_filter = select(dataset.rows(), filter_regex="__s", slice_spec="0")  # bad__statement-1's row, then sympy's
+    assert (by_filter, len(select(dataset.rows(), shuffle=True))) == ([], 3)
+
+
+def test_a_slice_of_malformed_rows_selects_nothing_and_says_so(tmp_path: Path) -> None:
+    dataset = str(write_jsonl(tmp_path / "d.jsonl", NUMBERED))
+    args = ["--subset", dataset, "--slice", "2:3", "--environment", "local", "--model", "scripted:none.yaml", "-o", "o"]
+    done = invoke("swebench", *args, cwd=tmp_path, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "error: no instance selected: --slice '2:3' matches none of the 3 instances (5 rows, 2 malformed)"
+    )
+    assert "skipping malformed row 0 (bad__statement-1): field problem_statement" in done.stderr

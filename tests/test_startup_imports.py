@@ -178,7 +178,7 @@ def test_a_swebench_output_dataset_or_selection_refused_imports_no_batch_attempt
     usage_errors(tmp_path, ["swebench", "--subset", "data.jsonl", "-m", "scripted:s.yaml"], batch, NOT_FOR_BATCH_ERRORS)
     single = {
         "--subset|missing.jsonl": "dataset file not found: missing.jsonl",
-        "--instance|3": "instance index 3 is out of range (the dataset has 1 instances)",
+        "--instance|3": "instance index 3 is out of range (the dataset has 1 row)",
         "--instance|calc-9": "no instance 'calc-9' in the dataset",
     }
     command = ["swebench-single", "--subset", "data.jsonl", "-m", "scripted:s.yaml"]

@@ -67,7 +67,15 @@ Repos = Annotated[
 ]
 
 # `swebench`
-Slice = Annotated[str, typer.Option("--slice", help="Python slice of the selection, e.g. 0:10.", show_default="all")]
+Slice = Annotated[
+    str,
+    typer.Option(
+        "--slice",
+        help="Python slice of the dataset's rows (malformed ones counted, then skipped), after --shuffle and "
+        "--filter, e.g. 0:10.",
+        show_default="all",
+    ),
+]
 Filter = Annotated[
     str,
     typer.Option(
@@ -128,7 +136,12 @@ PrefetchImages = Annotated[
 ]
 
 # `swebench-single`
-Instance = Annotated[str, typer.Option("--instance", "-i", help="Instance id, or its index in the dataset.")]
+Instance = Annotated[
+    str,
+    typer.Option(
+        "--instance", "-i", help="Instance id, or its row's number in the dataset (from 0, malformed rows counted)."
+    ),
+]
 SingleOutput = Annotated[Path, typer.Option("--output", "-o", help="Output directory.")]
 RunCostLimit = Annotated[
     float | None,

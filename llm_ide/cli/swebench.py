@@ -240,7 +240,7 @@ def _announce(selection: Selection, kind: str | None, chosen: tuple[str, str], r
     if not todo and not skipped:
         parts = [f"{option} {value!r}" for option, value in zip(("--filter", "--slice"), chosen, strict=True) if value]
         chosen_by = " with ".join(parts) or "the selection"
-        raise fail(f"no instance selected: {chosen_by} matches none of the {len(dataset.instances)} instances")
+        raise fail(f"no instance selected: {chosen_by} matches none of the {dataset.counted()}")
     if skipped:
         console.print(
             f"{len(skipped)} instance{'s' * (len(skipped) != 1)} skipped as finished in an earlier run "

@@ -60,4 +60,4 @@ def choose(
     if output.exists():
         output_folder(output)  # (made later, when the batch starts)
     dataset = load_dataset(subset, split)
-    return Chosen(dataset, select(dataset.instances, shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec))
+    return Chosen(dataset, select(dataset.rows(), shuffle=shuffle, filter_regex=filter_regex, slice_spec=slice_spec))

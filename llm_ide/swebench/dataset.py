@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from llm_ide.errors import UsageError
 from llm_ide.fileio import file_name_problem
+from llm_ide.terminal import plural
 
 SUBSETS: dict[str, str] = {
     "lite": "princeton-nlp/SWE-bench_Lite",
@@ -58,6 +59,7 @@ class Instance:
     test_patch: str = ""
     reproduction: str = ""  # a script that reproduces the issue, given with the task (llm_ide/reproduction)
     row: dict[str, Any] = field(default_factory=dict, repr=False)
+    index: int = 0  # its row's number in the dataset, from 0, malformed rows counted (-i N, --slice)
 
     def task_vars(self) -> dict[str, Any]:
         """Scalar fields of the row, for templates and tool setup scripts; never the fix or the hidden tests."""
@@ -70,6 +72,17 @@ class Dataset:
     source: str
     instances: list[Instance]
     errors: list[RowError]
+
+    def rows(self) -> list[Instance | RowError]:
+        """Every row in the dataset's order, the malformed ones too: what a row number counts."""
+        return sorted(
+            [*self.instances, *self.errors], key=lambda entry: entry.row if isinstance(entry, RowError) else entry.index
+        )
+
+    def counted(self) -> str:
+        """`3 instances`, and its rows when some are malformed: `3 instances (5 rows, 2 malformed)`."""
+        malformed = f" ({plural(len(self.rows()), 'row')}, {len(self.errors)} malformed)" if self.errors else ""
+        return plural(len(self.instances), "instance") + malformed
 
 
 def image_name(row: dict[str, Any]) -> str:
@@ -153,6 +166,7 @@ def parse_row(row: Any, index: int) -> Instance | RowError:
         test_patch=values["test_patch"] or "",
         reproduction=values["reproduction"] or "",
         row=dict(row),
+        index=index,
     )
 
 
@@ -289,15 +303,17 @@ def parse_slice(spec: str) -> slice:
 
 
 def select(
-    instances: list[Instance],
+    rows: list[Instance] | list[Instance | RowError],
     *,
     shuffle: bool = False,
     filter_regex: str = "",
     slice_spec: str = "",
     skip_ids: set[str] | frozenset[str] = frozenset(),
 ) -> list[Instance]:
-    """Selection order: shuffle (seeded, so reruns pick the same instances) → filter → slice → skip existing."""
-    chosen = list(instances)
+    """Selection order: shuffle (seeded, so reruns pick the same instances) → filter → slice → skip existing. `rows`:
+    the dataset's, malformed ones too (`Dataset.rows`), so that a slice counts rows as `-i N` does; they are then left
+    out."""
+    chosen = list(rows)
     if shuffle:
         random.Random(SHUFFLE_SEED).shuffle(chosen)
     if filter_regex:
@@ -305,14 +321,14 @@ def select(
             pattern = re.compile(filter_regex)
         except re.error as error:
             raise ValueError(f"invalid --filter regex {filter_regex!r}: {error}") from None
-        chosen = [inst for inst in chosen if pattern.search(inst.instance_id)]
+        chosen = [row for row in chosen if row.instance_id is not None and pattern.search(row.instance_id)]
     chosen = chosen[parse_slice(slice_spec)]
-    return [inst for inst in chosen if inst.instance_id not in skip_ids]
+    return [row for row in chosen if isinstance(row, Instance) and row.instance_id not in skip_ids]
 
 
 def find_instance(dataset: Dataset, key: str) -> Instance:
-    """An instance by id, or by its index in the list of those that loaded when `key` is an integer. A malformed row
-    of that id is named with what is wrong with it, not taken for an id the dataset does not hold."""
+    """An instance by id, or by its row's number in the dataset (malformed rows counted) when `key` is an integer. A
+    malformed row of that id or number is named with what is wrong with it, not taken for one the dataset lacks."""
     instances = dataset.instances
     for inst in instances:
         if inst.instance_id == key:
@@ -320,10 +336,12 @@ def find_instance(dataset: Dataset, key: str) -> Instance:
     if malformed := [error for error in dataset.errors if error.instance_id == key]:
         raise ValueError(f"instance {key!r} is malformed in the dataset: {malformed[0]}")
     if re.fullmatch(r"-?\d+", key):
-        index = int(key)
-        if -len(instances) <= index < len(instances):
-            return instances[index]
-        raise ValueError(f"instance index {index} is out of range (the dataset has {len(instances)} instances)")
+        index, rows = int(key), dataset.rows()
+        if not -len(rows) <= index < len(rows):
+            raise ValueError(f"instance index {index} is out of range (the dataset has {plural(len(rows), 'row')})")
+        if isinstance(row := rows[index], RowError):
+            raise ValueError(f"instance {index} is malformed in the dataset: {row}")
+        return row
     close = [inst.instance_id for inst in instances if key.lower() in inst.instance_id.lower()][:5]
     hint = f"; similar ids: {', '.join(close)}" if close else ""
     if unnamed := [error for error in dataset.errors if error.instance_id is None]:
