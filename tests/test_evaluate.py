@@ -4,6 +4,7 @@ evaluations of the tiny dataset's images (resolved, unresolved, errors; stopped 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -91,6 +92,42 @@ def test_load_predictions_accepts_mapping_list_and_jsonl(tmp_path: Path) -> None
         (tmp_path / name).write_text(empty)
         with pytest.raises(EvaluationError, match=f"^{tmp_path / name} holds no predictions: nothing to evaluate"):
             load_predictions(tmp_path / name)
+
+
+@pytest.mark.docker
+def test_a_prediction_whose_row_is_malformed_says_so_and_why(tmp_path: Path) -> None:
+    """A prediction whose instance's row was malformed was `instance is not in the dataset`, as if the id were not
+    there; a malformed row whose id an earlier row loaded under is that row's (its empty patch: no container)."""
+    good = {"instance_id": "demo__good-1", "problem_statement": "x", "image": "llm-ide-test/none:never"}
+    rows = [good, {**good, "instance_id": "demo__f2p-1", "FAIL_TO_PASS": "[x"}, {**good, "problem_statement": 1}]
+    rows.append({**good, "instance_id": "demo__blank-1", "problem_statement": " "})
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    patches = {"demo__good-1": "", "demo__f2p-1": "diff --git a/x b/x\n", "demo__blank-1": "", "demo__gone-1": "d"}
+    preds = {
+        key: {"instance_id": key, "model_name_or_path": "t", "model_patch": patch} for key, patch in patches.items()
+    }
+    (tmp_path / "preds.json").write_text(json.dumps(preds))
+    args = ["evaluate", str(tmp_path / "preds.json"), "--subset", str(tmp_path / "d.jsonl"), "-o", str(tmp_path / "e")]
+    done = invoke(*args, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 1, done.stderr  # nothing graded
+    report = json.loads((tmp_path / "e" / "report.json").read_text())
+    said = {key: (row["status"], row["detail"]) for key, row in report["instances"].items()}
+    assert said == {
+        "demo__good-1": ("empty_patch", "empty patch"),
+        "demo__f2p-1": (
+            "error",
+            "instance is malformed in the dataset: row 1 (demo__f2p-1): field FAIL_TO_PASS: "
+            "not a JSON list of test names (Expecting value at position 1)",
+        ),
+        "demo__blank-1": (
+            "error",
+            "instance is malformed in the dataset: row 3 (demo__blank-1): field "
+            "problem_statement: missing or not a non-empty string",
+        ),
+        "demo__gone-1": ("error", "instance is not in the dataset"),
+    }
+    assert "malformed row 2 (demo__good-1): field problem_statement: missing" in done.stderr  # warned of, not graded
+    assert "demo__f2p-1: error instance is malformed in the dataset: row 1" in done.stdout
 
 
 def wrong_patch(gold: str) -> str:

@@ -96,7 +96,7 @@ def evaluate_command(
     settings, preds, dataset, folder = evaluation_inputs(predictions, subset, split, config, output)
     for error in dataset.errors:
         err_console.print(f"[yellow]malformed {error}[/]", soft_wrap=True)
-    instances = {i.instance_id: i for i in dataset.instances}
+    instances = dataset.by_id()  # a malformed row's id: the row, said to be malformed, and why
     where = f"Ray tasks on {address or 'a local one-node cluster'}" if engine == "ray" else plural(workers, "worker")
     console.print(f"evaluating {plural(len(preds), 'prediction')} with {where} into {folder}", markup=False)
     report = grade(preds, instances, settings, folder, workers=workers, timeout=timeout, engine=engine, address=address)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.dataset import Instance, RowError
 from llm_ide.swebench.evaluate import EvalReport, EvalResult, Evaluator
 
 
@@ -86,7 +86,7 @@ class AttemptsReport:
 def evaluate_attempts(
     report: EvalReport,
     preds: dict[str, dict[str, Any]],
-    instances: dict[str, Instance],
+    instances: dict[str, Instance | RowError],
     run_folder: Path,
     evaluator: Evaluator,
     *,

@@ -79,6 +79,14 @@ class Dataset:
             [*self.instances, *self.errors], key=lambda entry: entry.row if isinstance(entry, RowError) else entry.index
         )
 
+    def by_id(self) -> dict[str, Instance | RowError]:
+        """Each id's instance, else its first malformed row (a duplicate's id is its earlier row's, which loaded)."""
+        found: dict[str, Instance | RowError] = {instance.instance_id: instance for instance in self.instances}
+        for error in self.errors:
+            if error.instance_id is not None:
+                found.setdefault(error.instance_id, error)
+        return found
+
     def counted(self) -> str:
         """`3 instances`, and its rows when some are malformed: `3 instances (5 rows, 2 malformed)`."""
         malformed = f" ({plural(len(self.rows()), 'row')}, {len(self.errors)} malformed)" if self.errors else ""

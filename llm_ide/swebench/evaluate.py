@@ -23,7 +23,7 @@ from llm_ide.environments.docker.hardening import ROOT, run_attached
 from llm_ide.errors import LlmIdeError
 from llm_ide.prompting import render_source
 from llm_ide.settings import SweBenchSettings
-from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.dataset import Instance, RowError
 from llm_ide.swebench.grading import (
     END_MARKER,
     START_MARKER,
@@ -179,11 +179,13 @@ class Evaluator:
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
 
-    def evaluate(self, instance: Instance | None, instance_id: str, patch: str | None) -> EvalResult:
+    def evaluate(self, instance: Instance | RowError | None, instance_id: str, patch: str | None) -> EvalResult:
         started = time.monotonic()
         result = EvalResult(instance_id, "error")
         if instance is None:
             result.detail = "instance is not in the dataset"
+        elif isinstance(instance, RowError):
+            result.detail = f"instance is malformed in the dataset: {instance}"
         elif patch in ("", None):  # the harness's empty-patch category: not run, neither resolved nor unresolved
             result.status, result.detail = "empty_patch", "empty patch"
         else:
@@ -305,7 +307,7 @@ class Evaluator:
 
 def evaluate_predictions(
     preds: dict[str, dict[str, Any]],
-    instances: dict[str, Instance],
+    instances: dict[str, Instance | RowError],
     *,
     settings: SweBenchSettings,
     log_dir: Path,

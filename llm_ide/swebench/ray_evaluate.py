@@ -14,7 +14,7 @@ import ray
 from llm_ide.environments.docker import RUN_ID_LABEL
 from llm_ide.errors import crashed
 from llm_ide.settings import SweBenchSettings
-from llm_ide.swebench.dataset import Instance
+from llm_ide.swebench.dataset import Instance, RowError
 from llm_ide.swebench.evaluate import EvalReport, EvalResult, EvaluationError, Evaluator
 from llm_ide.swebench.preflight import SWEbenchError
 from llm_ide.swebench.ray_connect import connect, disconnect
@@ -23,7 +23,11 @@ from llm_ide.swebench.ray_worker import DOCKER_SLOT, node_name, scratch_folder
 
 
 def evaluate_task(
-    settings: SweBenchSettings, instance: Instance | None, instance_id: str, patch: str | None, timeout: float | None
+    settings: SweBenchSettings,
+    instance: Instance | RowError | None,
+    instance_id: str,
+    patch: str | None,
+    timeout: float | None,
 ) -> tuple[EvalResult, dict[str, bytes], str]:
     """On a node: evaluate in a scratch folder; (result, its log files by name, node)."""
     scratch = scratch_folder(f"eval-{instance_id}")
@@ -51,7 +55,7 @@ def remove_eval_containers(instance_ids: list[str]) -> tuple[str, int]:
 
 def evaluate_on_ray(
     preds: dict[str, dict[str, Any]],
-    instances: dict[str, Instance],
+    instances: dict[str, Instance | RowError],
     *,
     settings: SweBenchSettings,
     log_dir: Path,
