@@ -240,7 +240,7 @@ def main(
     new: Annotated[Path, typer.Option(help="The new checkout.")] = HERE,
     profile: Annotated[list[str] | None, typer.Option(help="Price profiles (repeat).", show_default="all")] = None,
     only: Annotated[list[str] | None, typer.Option(help="Only these instances (repeat).")] = None,
-    quick: Annotated[bool, typer.Option(help=f"Only {', '.join(QUICK)}.")] = False,
+    quick: Annotated[bool, typer.Option(help=f"Only {', '.join(QUICK)}, under the first profile unless told.")] = False,
     jobs: Annotated[int, typer.Option(help="Replays at once (each its own process).")] = 2,
     out: Annotated[Path | None, typer.Option(help="Keep the reports here (old/, new/).")] = None,
     old_reports: Annotated[Path | None, typer.Option(help="The old side's kept reports: replay none.")] = None,
@@ -253,7 +253,7 @@ def main(
         Path | None, typer.Option("--markdown", help="Write the per-instance bills as one Markdown table here.")
     ] = None,
 ) -> None:
-    profiles = profile or list(PROFILES)
+    profiles = profile or list(PROFILES)[: 1 if quick else None]  # quick: the new side replays once per profile
     if unknown := set(profiles) - set(PROFILES):
         raise SystemExit(f"--profile: {', '.join(PROFILES)}, not {', '.join(sorted(unknown))}")
     folder = out or Path(tempfile.mkdtemp(prefix="bench-old-new-replays-"))
