@@ -4,7 +4,7 @@ by: a tag's content, the first sentence of a paragraph."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llm_ide.errors import FormatError
@@ -18,6 +18,10 @@ def clean_text(text: str) -> str:
     if "\0" in text:
         text = text.replace("\0", "\ufffd")
     return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def longest_first(values: Iterable[str]) -> list[str]:  # then in order: one list whatever order a set gives
+    return sorted(values, key=lambda value: (-len(value), value))
 
 
 def shared_start(first: Sequence[Any], second: Sequence[Any]) -> int:

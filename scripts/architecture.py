@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom first. A module's layer is that of its longest matching prefix (paths relative to llm_ide/).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("version.py", "errors.py", "credentials.py", "secrets.py", "fileio.py", "terminal.py", "text.py",
-                    "endpoint.py", "endpoint_url.py", "cache_hints.py", "calls.py", "chat_wire.py", "budget.py",
-                    "inputs.py", "kills.py", "patterns.py", "plain_post.py", "deferred.py", "sed.py", "grep_rows.py",
-                    "user_config.py", "keep.py")),
+    ("foundation", ("version.py", "errors.py", "credentials.py", "secret_forms.py", "secrets.py", "fileio.py",
+                    "terminal.py", "text.py", "endpoint.py", "endpoint_url.py", "cache_hints.py", "calls.py",
+                    "chat_wire.py", "budget.py", "inputs.py", "kills.py", "patterns.py", "plain_post.py", "deferred.py",
+                    "sed.py", "grep_rows.py", "user_config.py", "keep.py")),
     ("settings and memory", ("setting_errors.py", "templating.py", "settings.py", "prompting.py", "state/",
                              "verdict.py")),
     ("infrastructure", ("environments/", "codeview/", "tools/", "models.py", "client_options.py", "scripted.py",
