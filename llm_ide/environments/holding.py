@@ -15,7 +15,8 @@ import time
 from functools import cache
 from pathlib import Path
 
-from llm_ide.environments.processes import LIBC, carries, start_with_parent
+from llm_ide.environments.processes import LIBC, start_with_parent
+from llm_ide.environments.scratch import carries
 from llm_ide.errors import warn_once
 
 log = logging.getLogger("llm_ide.environment")

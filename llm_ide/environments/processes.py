@@ -182,14 +182,6 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def carries(pid: int, token: str, variable: str = TOKEN) -> bool:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return f"{variable}={token}".encode() in environ.split(b"\0")
-
-
 def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (tells a reused PID apart), None when it is gone."""
     try:

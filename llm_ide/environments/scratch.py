@@ -14,7 +14,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from llm_ide.environments.processes import carries, start_time
+from llm_ide.environments.processes import TOKEN, start_time
 from llm_ide.errors import EnvironmentFailure
 
 FOLDER_PREFIX = "llm-ide-"
@@ -97,6 +97,15 @@ def sweep_temp_folders(folder: Path | None = None) -> int:
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed += not os.path.lexists(entry.path)
     return removed
+
+
+def carries(pid: int, token: str, variable: str = TOKEN) -> bool:
+    """Whether the process has `variable`=`token` in its environment (False: gone, or not ours to read)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{variable}={token}".encode() in environ.split(b"\0")
 
 
 def carriers(token: str) -> list[int]:

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm_ide.environments.processes import carries, start_time
-from llm_ide.environments.scratch import pid_namespace
+from llm_ide.environments.processes import start_time
+from llm_ide.environments.scratch import carries, pid_namespace
 
 OWNER = "LLM_IDE_RAY_OWNER"
 ROUNDS = 100  # rounds of killing (a process the raylet started while we killed is found in the next)
