@@ -90,15 +90,15 @@ class Calls:
     happens; a call repeated after a resume appears again: the last record of an index wins), each call's record
     without its prompt (`lines`, for the trajectory), and what each index's last call cost. A call paid for whose step
     never completed (Ctrl-C, a crash, a kill; a resume asks again) is not in the run's history, and its cost is no
-    less spent: `paid` adds such calls to the history's usage (`discarded_calls`)."""
+    less spent: the trajectory's `Recorder.paid` adds such calls to the history's usage (`discarded_calls`)."""
 
     def __init__(self, path: Path, legacy: Path | None = None) -> None:
         self.log = CallLog(path, legacy)
         self.lines: dict[int, bytes] = {}
         self.written = 0  # the bytes appended to the log
         self._lock = threading.Lock()
-        self._spent: dict[int, dict[str, Any]] = {}  # each index's last call: what it cost
-        self._replaced = dict(empty_usage())  # the calls a later one of the same index replaced (asked again)
+        self.spent_at: dict[int, dict[str, Any]] = {}  # each index's last call: what it cost
+        self.replaced = dict(empty_usage())  # the calls a later one of the same index replaced (asked again)
         for call in self.log.existing:
             self._note(call)
 
@@ -110,22 +110,10 @@ class Calls:
 
     def _note(self, call: dict[str, Any]) -> None:
         index = call["index"]
-        if index in self._spent:
-            self._replaced = added(self._replaced, self._spent[index])
-        self._spent[index] = spent(call)
+        if index in self.spent_at:
+            self.replaced = added(self.replaced, self.spent_at[index])
+        self.spent_at[index] = spent(call)
         self.lines[index] = dumps(without_prompt(call))
-
-    def paid(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The state's usage, and the calls paid for outside its history (`discarded_calls`; in its cost and tokens)."""
-        usage = dict(state.get("usage") or empty_usage())
-        outside = self._replaced
-        for index, figures in self._spent.items():
-            if index >= usage["api_calls"]:  # made at a step that never completed
-                outside = added(outside, figures)
-        if not outside["api_calls"]:
-            return usage
-        total = added(usage, outside)
-        return {**total, "api_calls": usage["api_calls"], "discarded_calls": outside["api_calls"]}
 
     def rewrite(self) -> None:
         """The calls log again from the calls held in memory, without their prompts (its file was lost)."""

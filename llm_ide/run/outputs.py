@@ -208,7 +208,7 @@ class RunOutputs:
                     unsaved = f"the trajectory could not be saved: {error}"
                     self.info["error"] = beside(self.info.get("error", ""), unsaved)
                     log.error("trajectory not saved (%s); the last one written is kept", error)
-        usage = self.recorder.calls.paid(self.values)
+        usage = self.recorder.paid(self.values)
         cost = usage["cost"] + spent_apart(self.values)["cost"]  # with what its variants paid apart
         self.emit(RunEvent(self.run_id, "end", step=self.values.get("n_operations", 0), cost=cost, exit_status=status))
         log.info("run %s ended: %s", self.run_id, status)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_ide.fileio import atomic_write
-from llm_ide.run.call_log import PROMPT_KEYS, Calls, dumps
+from llm_ide.run.call_log import PROMPT_KEYS, Calls, added, dumps
 from llm_ide.run.calls_read import read_log
 from llm_ide.state.graph_state import empty_usage
 from llm_ide.state.operations import node_record
@@ -96,10 +96,22 @@ class Recorder:
                 self._busy = False
                 self._changed.notify_all()
 
+    def paid(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The state's usage, and the calls paid for outside its history (`discarded_calls`; in its cost and tokens)."""
+        usage = dict(state.get("usage") or empty_usage())
+        outside = self.calls.replaced
+        for index, figures in self.calls.spent_at.items():
+            if index >= usage["api_calls"]:  # made at a step that never completed
+                outside = added(outside, figures)
+        if not outside["api_calls"]:
+            return usage
+        total = added(usage, outside)
+        return {**total, "api_calls": usage["api_calls"], "discarded_calls": outside["api_calls"]}
+
     def _write_now(self, state: dict[str, Any], info: dict[str, Any], calls: list[bytes]) -> int:
         head = {
             "version": __version__,
-            "model_stats": self.calls.paid(state),
+            "model_stats": self.paid(state),
             "n_operations": state.get("n_operations", 0),
             "elapsed": round(state.get("elapsed", 0.0), 3),
             **info,
