@@ -41,13 +41,6 @@ class Reading:
     action: ParsedAction | None = None
 
 
-def rejected_reply(reply: ModelReply, message: str, error: str, node: str) -> dict[str, Any]:
-    """A reply that could not be used, as the step keeps it to ask again: its text and calls, why (the message the
-    model is told, the error the console says) and the node that asks again."""
-    calls = [call.record() for call in reply.tool_calls]
-    return {"text": reply.text, "tool_calls": calls, "message": message, "error": error, "node": node}
-
-
 class TextForm:
     """The actions in the reply's text: a tag named after the action holding its JSON parameters."""
 

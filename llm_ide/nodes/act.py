@@ -10,7 +10,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from llm_ide.errors import FormatError
-from llm_ide.nodes.model_call import ask, rejected
+from llm_ide.nodes.model_call import ask
+from llm_ide.nodes.rejected import rejected
 from llm_ide.state.graph_state import AgentState
 from llm_ide.variant import AgentContext
 

@@ -1,7 +1,6 @@
 """A model call of the step (`reflect`'s, `act`'s, a variant's node's): made through the variants' model-call
 wrappers and the run's call policy on the agent's model (or the one the request names), counted in the run's usage,
-cut at the wall-time limit; its reply read by the run's exchange, and a reply it cannot read asked again with why
-(`agent.max_format_errors` in a row end the run)."""
+cut at the wall-time limit; its reply read by the run's exchange (one it cannot read: nodes/rejected.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +11,9 @@ from typing import Any
 from llm_ide.call_policy import counted
 from llm_ide.calls import ModelReply
 from llm_ide.conversation import messages_for
-from llm_ide.errors import FormatError, FormatErrors, ended
-from llm_ide.exchange import Offer, Reading, rejected_reply
+from llm_ide.errors import FormatError
+from llm_ide.exchange import Offer, Reading
 from llm_ide.many_calls import call_n
-from llm_ide.prompting import render
 from llm_ide.state.graph_state import AgentState, Proposal, Usage, empty_usage
 from llm_ide.variant import AgentContext, ModelRequest, ModelResponse
 
@@ -94,19 +92,3 @@ def ask(ctx: AgentContext, state: AgentState, kind: str, read: Callable[[ModelRe
     except FormatError as error:
         reading = error
     return Asked(reading, response.reply, dict(response.marks), spending.spent())
-
-
-def rejected(
-    ctx: AgentContext, state: AgentState, reply: ModelReply, error: FormatError, expected: str, node: str
-) -> dict[str, Any]:
-    """The reply asked for again with the format it must have; `agent.max_format_errors` in a row end the run."""
-    errors = state.get("format_errors", 0) + 1
-    formats = {part: render(ctx.templates, part) for part in ("reflect_format", "act_format")}
-    cut = reply.output_tokens if reply.finish_reason == "length" else None  # the room it had ran out first
-    expected = render(ctx.templates, expected, **formats)
-    message = render(ctx.templates, "format_error", error=str(error), expected=expected, cut=cut)
-    update: dict[str, Any] = {"format_errors": errors, "retry": rejected_reply(reply, message, str(error), node)}
-    limit = ctx.settings.agent.max_format_errors
-    if errors >= limit:
-        update |= ended(FormatErrors.after(errors, limit, str(error)))
-    return update

@@ -12,7 +12,8 @@ from langgraph.runtime import Runtime
 
 from llm_ide import verdict
 from llm_ide.errors import FormatError
-from llm_ide.nodes.model_call import ask, rejected
+from llm_ide.nodes.model_call import ask
+from llm_ide.nodes.rejected import rejected
 from llm_ide.state.graph_state import AgentState
 from llm_ide.variant import AgentContext
 
