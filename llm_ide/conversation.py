@@ -1,8 +1,9 @@
-"""What a step's model call sends: the system part (formats, actions, task, tool usage: fixed for the run), the memory
-snapshot of the current epoch, then the turns of every operation since that snapshot; within an epoch each prompt
-extends the previous one (providers serve that prefix from their cache), a new snapshot starts the next epoch. The
-run's exchange (llm_ide/exchange.py) gives what depends on how the run talks to its model: an operation's reply and
-outcome as messages, a rejected reply's turns; the verdicts shown are the verdict module's (llm_ide/verdict.py)."""
+"""What a step's model call sends: the system part (formats, actions, task, tool usage: fixed for the run;
+system_part.py), the memory snapshot of the current epoch, then the turns of every operation since that snapshot;
+within an epoch each prompt extends the previous one (providers serve that prefix from their cache), a new snapshot
+starts the next epoch. The run's exchange (llm_ide/exchange.py) gives what depends on how the run talks to its model:
+an operation's reply and outcome as messages, a rejected reply's turns; the verdicts shown are the verdict module's
+(llm_ide/verdict.py)."""
 
 from __future__ import annotations
 
@@ -12,41 +13,16 @@ from dataclasses import dataclass, field, replace
 from llm_ide import verdict
 from llm_ide.calls import Message
 from llm_ide.parsing import body_text
-from llm_ide.prompting import ROW, render, rows_elided, truncate
+from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import VERDICT_PARTS, OperationNode
-from llm_ide.variant import AgentContext, joined
-
-
-def capped(ctx: AgentContext, sections: dict[str, str]) -> dict[str, str]:
-    """Whatever the task, the code, the thoughts or the lessons hold, each prompt section has a ceiling
-    (`memory.section_max_chars`; head and tail kept)."""
-    caps = ctx.settings.memory.section_max_chars.model_dump()
-    return {
-        name: truncate(text, caps[name], ctx.templates) if name in caps else text for name, text in sections.items()
-    }
+from llm_ide.system_part import system_part
+from llm_ide.variant import AgentContext
 
 
 def system_prompt(ctx: AgentContext, task: str, notes: str, more_actions: str) -> str:
-    """`notes`: the variants' text after the task (e.g. what a script showed on the original code); `more_actions`:
-    their notes on the action list."""
-
-    def make() -> str:
-        ws, templates, exchange = ctx.codebase, ctx.templates, ctx.exchange
-        lines = exchange.form.action_lines([action.line for action in ctx.variants.own.values()])
-        values = {"view_max_lines": ws.view_max_lines, "search_max_results": ws.search_max_results}
-        more = joined([*lines, more_actions])
-        actions = render(templates, "actions", **values, command_timeout=ws.command_timeout, more_actions=more)
-        sections = {
-            "task": render(templates, "task", task=task) + (f"\n\n{notes}" if notes else ""),
-            "tool_usage": ctx.tool_usage or render(templates, "tool_usage_empty"),
-        }
-        formats = {name: render(templates, name) for name in ("single_format", "reflect_format", "act_format")}
-        return render(
-            templates, "system", actions=actions, single=exchange.one_call, **formats, **capped(ctx, sections)
-        )
-
-    return ctx.memo.get(("system", task, notes, more_actions), make)
+    """The system part (system_part.py), made once for the run's task and its variants' notes."""
+    return ctx.memo.get(("system", task, notes, more_actions), lambda: system_part(ctx, task, notes, more_actions))
 
 
 def params_text(node: OperationNode) -> str:

@@ -13,13 +13,13 @@ from functools import lru_cache, partial
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
-from llm_ide.conversation import capped
 from llm_ide.nodes.ledger import params_texts
 from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.context import Chunk
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
 from llm_ide.state.selection import scored, select_chunks, trim_to_budget
+from llm_ide.system_part import capped
 from llm_ide.text import first_sentence
 from llm_ide.variant import AgentContext
 
