@@ -86,7 +86,7 @@ TARGETS = {
     "fmt_skips": 2,
     "status_files": 2,
     "reading_path_files": 38,  # the goal is 24 (issue 39); 20 are the step's own, 19 what its `bash` action needs
-    "reading_path_lines": 4944,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
+    "reading_path_lines": 4842,  # the goal is 3,200; q44c moved out the holding of processes without bwrap (-103);
     # r55: workspace/lifecycle.py imports the environments' interface from environments/base.py (+1); r62: the
     # variants' `check` before a run (variant.py +14: every door checks a navigator's or a sampler's model), the calls
     # paid at steps that never completed counted (run/trajectory.py +37), a command event's step (run/single.py +3);
@@ -143,6 +143,12 @@ TARGETS = {
     # readpath2: a local command's running apart from the environment's start (environments/host_commands.py on the path
     # for local.py, -141); a file's snapshot and latest reads in environments/snapshots.py (base.py off the path, -78);
     # the worktree put back from a snapshot, and checked pristine, in workspace/putback.py, off the path (patch.py -24)
+    # readpath3, by the lines each file runs in the traced step (sys.settrace), moved off the path what rarely runs:
+    # a secret's forms and pattern, made once per set of secrets, to secret_forms.py (secrets.py -39, text.py +4);
+    # whether a process carries a run's token to environments/scratch.py, by the reapers' carriers (processes.py -8);
+    # what a run paid beside its history to the trajectory (Recorder.paid; run/call_log.py -12);
+    # a reply the step cannot read to nodes/rejected.py (model_call.py -18, exchange.py -7; act.py, reflect.py +1);
+    # the system part, made once per run, and the sections' ceiling to system_part.py (conversation.py -24)
     "protocol_members": 12,
     "protocol_members_used_once": 0,
     "format_reads": 0,
