@@ -4,7 +4,6 @@ pip or an index, a changed source builds again, and concurrent runs build a tool
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import os
 import shutil
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from agent_script import act, reflect, write_script
-from conftest import make_git_repo, require_bwrap, unavailable, wait_for
+from conftest import make_git_repo, require_bwrap, wait_for
 from in_process import invoke
 from test_tools_install import write_package
 
@@ -28,7 +27,6 @@ from llm_ide.environments.local import LocalEnvironment
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import load_tool_config
 from llm_ide.tools.installer import InstalledTool, ToolEvent, install_tools
-from llm_ide.tools.plan import BUILDS_WITHOUT_INDEX
 
 DEPENDENCY = "tinydep"
 
@@ -77,42 +75,6 @@ def write_dependent_tool(folder: Path, name: str = "greeter") -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-@pytest.fixture(scope="session")
-def build_backend(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> str:
-    """A folder for PYTHONPATH holding `wheel` (<0.46: it has its own bdist_wheel), for the tools' first, index-less
-    builds when the environments' `python3` cannot build a package without an index: its setuptools is older than
-    70.1 and has no `wheel` (Python 3.11's stock 65.5). With it the build is the product's one without build isolation
-    (no setuptools installed into a throwaway environment per build: ~1.5-2 s of CPU each). Downloaded once per
-    session, for all xdist workers, by python3's own pip; "" when the interpreter builds offline by itself."""
-    probe = tmp_path_factory.mktemp("probe") / "venv"  # what a tool's overlay venv sees: python3's own site
-    subprocess.run(["python3", "-m", "venv", "--without-pip", "--system-site-packages", str(probe)], check=True)
-    if subprocess.run([probe / "bin" / "python", "-c", BUILDS_WITHOUT_INDEX], capture_output=True).returncode == 0:
-        return ""
-    folder = session_cache / "build-backend"
-    with (session_cache / "build-backend.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "wheel").is_dir():
-            download(probe / "bin" / "python", tmp_path_factory, folder)
-    return str(folder)
-
-
-def download(python: Path, tmp_path_factory: pytest.TempPathFactory, folder: Path) -> None:
-    """`wheel` from the package index, unpacked into `folder`; with `python`'s pip, else ensurepip's in a venv."""
-    if subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode != 0:
-        pip = tmp_path_factory.mktemp("pip") / "venv"  # a pip of its own: python3 may have none
-        subprocess.run([sys.executable, "-m", "venv", str(pip)], check=True)
-        python = pip / "bin" / "python"
-    wheels = tmp_path_factory.mktemp("wheel")
-    command = [python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(wheels)]
-    done = subprocess.run([*command, "wheel<0.46"], capture_output=True, text=True)
-    if done.returncode != 0:
-        unavailable(f"python3 cannot build packages offline and the package index is unreachable: {done.stderr[-300:]}")
-    [wheel] = wheels.glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(wheels / "unpacked")
-    (wheels / "unpacked").rename(folder)  # whole or not at all
 
 
 @pytest.fixture

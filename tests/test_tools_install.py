@@ -83,17 +83,31 @@ def project_python(tmp_path: Path) -> Path:
     return venv
 
 
-@pytest.fixture
-def env(tmp_path: Path, project_python: Path) -> Iterator[LocalEnvironment]:
+def local_environment(tmp_path: Path, project_python: Path, build_backend: str) -> Iterator[LocalEnvironment]:
     repo = make_git_repo(
         tmp_path / "repo",
         {"app.py": "import sys\n\n\ndef f(x):\n    y = x * 2\n    return y\n\n\nprint(f(21), sys.prefix)\n"},
     )
-    path = f"{project_python}/bin:{os.environ['PATH']}"
-    environment = LocalEnvironment(repo, env={"PATH": path}, tools_dir=tmp_path / "tools", command_timeout=600)
+    variables = {"PATH": f"{project_python}/bin:{os.environ['PATH']}"}
+    variables |= {"PYTHONPATH": build_backend} if build_backend else {}
+    environment = LocalEnvironment(repo, env=variables, tools_dir=tmp_path / "tools", command_timeout=600)
     yield environment
     environment.execute(f"{environment.tools_root}/envs/debugger/bin/debugger stop")
     environment.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path, project_python: Path) -> Iterator[LocalEnvironment]:
+    """Where python3 has no build backend of its own (setuptools < 70.1 without `wheel`), pip builds a tool in an
+    isolated environment with setuptools from the package index: the product's fallback."""
+    yield from local_environment(tmp_path, project_python, "")
+
+
+@pytest.fixture
+def wheel_env(tmp_path: Path, project_python: Path, build_backend: str) -> Iterator[LocalEnvironment]:
+    """The same with `wheel` importable (shared_fixtures.build_backend): builds without isolation, as where python3
+    has a build backend, and ~2 s of CPU less a tool (no setuptools from the index into a throwaway environment)."""
+    yield from local_environment(tmp_path, project_python, build_backend)
 
 
 def test_debugger_installs_from_source_into_the_local_environment_and_runs(
@@ -131,7 +145,10 @@ def test_debugger_installs_from_source_into_the_local_environment_and_runs(
 
 
 @pytest.mark.slow
-def test_standalone_tool_gets_its_own_venv_with_the_requested_python(env: LocalEnvironment, tmp_path: Path) -> None:
+def test_standalone_tool_gets_its_own_venv_with_the_requested_python(
+    wheel_env: LocalEnvironment, tmp_path: Path
+) -> None:
+    env = wheel_env
     tools = tmp_path / "tool-configs"
     config = write_tool(
         tools, "hello", py_standalone=HOST_PYTHON, setup_script="{{ invocation }} set up in {{ workdir }}"
@@ -150,8 +167,9 @@ def test_standalone_tool_gets_its_own_venv_with_the_requested_python(env: LocalE
 
 
 def test_failing_steps_are_reported_and_the_other_tools_install(
-    env: LocalEnvironment, tmp_path: Path, project_python: Path
+    wheel_env: LocalEnvironment, tmp_path: Path, project_python: Path
 ) -> None:
+    env = wheel_env
     tools = tmp_path / "tool-configs"
     missing_python = write_tool(tools, "ancient", py_standalone="3.99")
     broken_setup = write_tool(tools, "broken", setup_script="echo preparing {{ tool_dir }}; ls /no/such/dir")

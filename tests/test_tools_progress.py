@@ -13,20 +13,24 @@ from in_process import invoke
 from test_tools_install import write_tool
 
 
-def run_cli(tmp_path: Path, run_id: str, config: Path, model: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    tmp_path: Path, run_id: str, config: Path, model: str, build_backend: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """A run; with `build_backend` (shared_fixtures) on PYTHONPATH its tools build without pip's build isolation."""
     repo = make_git_repo(tmp_path / f"repo-{run_id}", {"a.py": "x = 1\n"})
     args = ["--model", model, "--config", str(config), "--output", str(tmp_path / run_id), "--thread-id", run_id]
     environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(tmp_path / "tools-cache")}
+    environ |= {"PYTHONPATH": build_backend} if build_backend else {}
     return invoke("run", "--repo", str(repo), "--task", "t", *args, env=environ)
 
 
-def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path) -> None:
+def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path, build_backend: str) -> None:
     broken = write_tool(tmp_path / "tool-configs", "broken", setup_script="ls /no/such/dir")
     config = tmp_path / "tools.yaml"
     config.write_text(yaml.safe_dump({"environment": {"tools": ["debugger", str(broken)]}}))
     model = write_script(tmp_path / "script.yaml", [act("Done.", "submit")])
 
-    first = run_cli(tmp_path, "first", config, model)
+    first = run_cli(tmp_path, "first", config, model, build_backend)
     assert first.returncode == 0, first.stdout + first.stderr
     lines = first.stdout.splitlines()
     assert any(line.startswith("✓ tool debugger installed (built and cached, ") for line in lines), first.stdout
@@ -39,7 +43,7 @@ def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path) -> N
     assert len(building) == 1 and "usually under a minute, a few minutes on a slow connection" in lines[building[0]]
     assert building[0] < min(i for i, line in enumerate(lines) if "tool debugger installed" in line)
 
-    second = run_cli(tmp_path, "second", config, model)
+    second = run_cli(tmp_path, "second", config, model, build_backend)
     assert second.returncode == 0, second.stdout + second.stderr
     assert any(line.startswith("✓ tool debugger installed (from cache, ") for line in second.stdout.splitlines())
     assert "building the tools" not in second.stdout  # nothing built: nothing to wait for
