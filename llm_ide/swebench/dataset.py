@@ -89,7 +89,8 @@ class Dataset:
 
     def counted(self) -> str:
         """`3 instances`, and its rows when some are malformed: `3 instances (5 rows, 2 malformed)`."""
-        malformed = f" ({plural(len(self.rows()), 'row')}, {len(self.errors)} malformed)" if self.errors else ""
+        rows = len(self.instances) + len(self.errors)
+        malformed = f" ({plural(rows, 'row')}, {len(self.errors)} malformed)" if self.errors else ""
         return plural(len(self.instances), "instance") + malformed
 
 
@@ -353,5 +354,5 @@ def find_instance(dataset: Dataset, key: str) -> Instance:
     close = [inst.instance_id for inst in instances if key.lower() in inst.instance_id.lower()][:5]
     hint = f"; similar ids: {', '.join(close)}" if close else ""
     if unnamed := [error for error in dataset.errors if error.instance_id is None]:
-        hint += f"; {len(unnamed)} malformed row{'s' * (len(unnamed) != 1)} without an id skipped ({unnamed[0]})"
+        hint += f"; {plural(len(unnamed), 'malformed row')} without an id skipped ({unnamed[0]})"
     raise ValueError(f"no instance {key!r} in the dataset{hint}")
