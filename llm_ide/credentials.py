@@ -90,6 +90,17 @@ def maskable(value: str) -> bool:
     return len(value) >= MIN_SECRET_LENGTH and value.strip().lower() not in NOT_SECRETS
 
 
+def secret_values(environ: Mapping[str, str] | None = None) -> set[str]:
+    """The secrets of the environment (long enough to be told apart from ordinary words): the values of its secret
+    variables, and the credentials any value holds (with the whole value that holds them)."""
+    values = set()
+    for key, value in (os.environ if environ is None else environ).items():
+        found = credentials_in(value)
+        if found or is_secret_name(key):
+            values |= {value, *found}
+    return {value for value in values if maskable(value)}
+
+
 def secrets_in(data: Any, secret_key: bool = False) -> list[str]:
     """The secret values in nested settings data: the strings under a secret name (at any depth below it)."""
     found: list[str] = []

@@ -6,13 +6,12 @@ URL-encoded, hex and base64 (at any alignment, wrapped over lines or not: secret
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from llm_ide.credentials import MASK, credentials_in, is_secret_name, maskable
+from llm_ide.credentials import MASK, maskable, secret_values
 from llm_ide.secret_forms import compiled
 from llm_ide.text import longest_first
 
@@ -20,28 +19,18 @@ _registered: set[str] = set()
 _lock = threading.Lock()
 
 
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The secrets of the environment (long enough to be told apart from ordinary words), longest first: the values
-    of its secret variables, and the credentials any value holds (with the whole value that holds them)."""
-    values = set()
-    for key, value in (os.environ if environ is None else environ).items():
-        found = credentials_in(value)
-        if found or is_secret_name(key):
-            values |= {value, *found}
-    return longest_first(value for value in values if maskable(value))
-
-
 _environment: tuple[dict[Any, Any], tuple[str, ...]] = ({}, ())
 
 
 def environment_secrets() -> tuple[str, ...]:
-    """`secret_values()` of this process's environment, found again only when the environment has changed (comparing
-    it with the copy kept is a C-level dict comparison, not a scan of every variable)."""
+    """The secrets of this process's environment (credentials.secret_values), longest first, found again only when
+    the environment has changed (comparing it with the copy kept is a C-level dict comparison, not a scan of every
+    variable)."""
     global _environment
     current = getattr(os.environ, "_data", None) or os.environ
     kept, values = _environment
     if current != kept:  # copied only when it changed
-        values = tuple(secret_values())
+        values = tuple(longest_first(secret_values()))
         _environment = (dict(current), values)
     return values
 
@@ -76,10 +65,3 @@ def redact(text: str, secrets: list[str] | None = None, mask: str = MASK) -> str
     if not any(form in text for form in plain) and not any(form in flat for form in wrapped):
         return text  # the usual case, at the speed of `in`
     return pattern.sub(mask, text)
-
-
-class RedactingFormatter(logging.Formatter):
-    """Log lines with every known secret masked."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))

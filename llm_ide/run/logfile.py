@@ -8,9 +8,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from llm_ide.secrets import RedactingFormatter
+from llm_ide.secrets import redact
 
 _CURRENT_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("llm_ide_run", default=None)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Log lines with every known secret masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 class QuietFileHandler(logging.FileHandler):
