@@ -1,5 +1,6 @@
 """The README and docs/ hold together: every link leads to a file of the repository, no text points outside it, and
-every environment variable the program reads is documented."""
+every environment variable the program reads is documented; the local-model session docs/local-models.md shows is what
+`llm-ide run` prints against the loopback server."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call
+from conftest import make_git_repo
+from first_week_support import llm_ide
+from openai_server import OpenAIServer
 
 from llm_ide.config import load_config
 from llm_ide.swebench.preflight import PROVIDER_KEYS, PROVIDER_URLS
@@ -148,3 +153,34 @@ def test_a_settings_table_lists_its_sections_keys_with_their_defaults(page: Path
             if isinstance(defaults[key], bool | int | float) and len(values) == len(keys):
                 said = {"true": True, "false": False}.get(value, value)
                 assert float(said) == defaults[key], f"{page.name}: {section}.{key} is {defaults[key]}, not {value}"
+
+
+def transcript_lines(text: str) -> list[str]:
+    """A run's step and end lines, the token counts and a test's seconds left out (they move with every prompt)."""
+    steps, _, end = text.partition("\npatch (")
+    kept = [line for line in steps.splitlines() if re.match(r"step |         ", line)] + re.findall(
+        "submitted after .*", end
+    )
+    return [re.sub(r"\d[\d,+]* tokens|in \d+\.\d+s", "…", line.rstrip()) for line in kept]
+
+
+def test_the_local_model_session_on_its_page_is_what_the_command_prints(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "local-models.md").read_text()
+    shown = next(block for block in re.findall(r"```text\n(.*?)```", page, re.S) if "--thread-id first-local" in block)
+    make_git_repo(tmp_path / "myproject", BUGGY_FILES)
+    (tmp_path / "no-tools.yaml").write_text("environment: {tools: []}\n")
+    with OpenAIServer(replies=single_call(FIX_SCRIPT), models=["qwen2.5-coder-7b"]) as server:
+        args = [
+            "--model",
+            "qwen2.5-coder-7b",
+            "--base-url",
+            server.url,
+            "--thread-id",
+            "first-local",
+            "-c",
+            "no-tools.yaml",
+        ]
+        done = llm_ide("run", "--repo", "./myproject", "--task", "Cart.total ignores quantities", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert transcript_lines(done.stdout) == transcript_lines(shown)
+    assert len(transcript_lines(shown)) == 17 and "✗ a failed alternative" in shown  # every step's lines compared
