@@ -4,10 +4,11 @@ unknown key or tool: the nearest known name)."""
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 Layers = list[tuple[str, dict[str, Any]]]
@@ -104,3 +105,16 @@ def known_tool(name: str) -> str:
 
 
 ToolName = Annotated[str, AfterValidator(known_tool)]
+
+
+DOCKER_BYTES = re.compile(r"(?i)([0-9]*\.?[0-9]+)(?:[bkmg]b?)?")  # docker's mem_limit: 536870912, "512m", "2gb"
+
+
+def docker_bytes(value: str) -> str:
+    """A size as docker takes it (`environment.memory`): "-5g" failed at the container's start, "0" meant no limit."""
+    if not (match := DOCKER_BYTES.fullmatch(value)) or not float(match[1]):
+        raise PydanticCustomError("bytes", "input should be a size above 0: bytes, or a number with k, m or g (512m)")
+    return value
+
+
+DockerBytes = Annotated[str, Field(strict=False), AfterValidator(docker_bytes)]  # 536870912 too

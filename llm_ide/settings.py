@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from llm_ide.errors import ConfigError
-from llm_ide.setting_errors import Layers, ToolName, describe_error
+from llm_ide.setting_errors import DockerBytes, Layers, ToolName, describe_error
 from llm_ide.templating import parsed
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -36,6 +36,7 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: the de
 YAML_MAX_NODES = 100_000  # values a YAML document may hold once its aliases are expanded (the default config: ~600)
 MAX_SECONDS = 7 * 24 * 3600  # the longest timeout or time limit a setting may ask for (a week)
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]  # a timeout in seconds
+Bytes = Annotated[ByteSize, Field(gt=0)]  # a size limit: 0 would be read as none
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -109,10 +110,10 @@ class PriceSettings(Strict):
 
 
 class MemorySettings(Strict):
-    alpha: float
-    beta: float
-    gamma: float = Field(gt=0, le=1)
-    threshold: float
+    alpha: NonNegativeFloat  # the weight of an access in a chunk's score
+    beta: NonNegativeFloat  # the weight of a reference
+    gamma: float = Field(gt=0, le=1)  # the decay per operation
+    threshold: NonNegativeFloat  # a chunk scoring above it is shown
     context_budget_chars: PositiveInt
     whole_file_chars: NonNegativeInt  # the files last read or written whole, shown whole beside the budget (0: none)
     read_through: float = Field(ge=0, le=1)  # a file whose active chunks hold this share of its lines: read through
@@ -139,8 +140,8 @@ class LimitSettings(Strict):
     """What one local command may use (environments/limits.py); None: no limit."""
 
     processes: PositiveInt | None  # its processes and threads together (a cgroup, as root; else per user: RLIMIT_NPROC)
-    file_size: ByteSize | None  # the largest file it may write ("4GiB", "100m")
-    memory: ByteSize | None  # its processes together (a cgroup, as root; else each process: RLIMIT_DATA)
+    file_size: Bytes | None  # the largest file it may write ("4GiB", "100m")
+    memory: Bytes | None  # its processes together (a cgroup, as root; else each process: RLIMIT_DATA)
     cpu_seconds: PositiveInt | None  # CPU time of each of its processes
 
 
@@ -155,7 +156,7 @@ class EnvironmentSettings(Strict):
     conda_env: str | None
     network: str | None
     cpus: PositiveFloat | None
-    memory: str | None  # docker's mem_limit: bytes or "512m", "2g"
+    memory: DockerBytes | None  # docker's mem_limit: bytes or "512m", "2g"
     pids_limit: PositiveInt | None  # docker: processes and threads in the container
     user: str = "auto"  # docker: the commands' user; auto: the image's own (root when it declares none)
     cap_add: list[str] = []  # docker: the capabilities root keeps in the container; every other one is dropped
@@ -181,7 +182,7 @@ class ModelSettings(Strict):
     max_retries: NonNegativeInt
     retry_base_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
     retry_max_delay: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
-    temperature: float | None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None  # None: the provider's default
     kwargs: dict[str, Any]
     prices: dict[str, PriceSettings]
     cache_hints: bool

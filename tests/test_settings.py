@@ -28,6 +28,16 @@ def write(path: Path, text: str) -> Path:
         ),
         ("agent:\n  step_limit: -1\n", "agent.step_limit: input should be greater than or equal to 0 (got -1)"),
         ("memory:\n  gamma: 1.5\n", "memory.gamma: input should be less than or equal to 1 (got 1.5)"),
+        ("memory:\n  alpha: -1\n", "memory.alpha: input should be greater than or equal to 0 (got -1)"),
+        ("memory:\n  beta: -0.5\n", "memory.beta: input should be greater than or equal to 0 (got -0.5)"),
+        ("memory:\n  threshold: -3\n", "memory.threshold: input should be greater than or equal to 0 (got -3)"),
+        ("model:\n  temperature: -1\n", "model.temperature: input should be greater than or equal to 0 (got -1)"),
+        ("model:\n  temperature: 7\n", "model.temperature: input should be less than or equal to 2 (got 7)"),
+        ("environment:\n  limits: {file_size: 0}\n", "environment.limits.file_size: input should be greater than 0"),
+        ("environment:\n  limits: {memory: 0}\n", "environment.limits.memory: input should be greater than 0"),
+        ("environment:\n  memory: -5g\n", "environment.memory: input should be a size above 0: bytes, or a number"),
+        ("environment:\n  memory: '0'\n", "environment.memory: input should be a size above 0: bytes, or a number"),
+        ("environment:\n  memory: lots\n", "environment.memory: input should be a size above 0: bytes, or a number"),
         ("attempts:\n  accept_score: 11\n", "attempts.accept_score: input should be less than or equal to 10 (got 11)"),
         ("environment:\n  type: kube\n", "environment.type: input should be 'local' or 'docker' (got 'kube')"),
         ("environment:\n  tools: debugger\n", "environment.tools: input should be a valid list (got 'debugger')"),
@@ -198,6 +208,22 @@ def test_values_of_the_python_api_are_validated_and_named(tmp_path: Path) -> Non
     assert load_config("default", environment={"tools": tools}).environment.tools == tools
     with pytest.raises(ConfigError, match=r"^settings: environment\.tools\.0: unknown tool \(did you mean debugger\?"):
         load_config("default", environment={"tools": ["debuger"]})
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "read"),
+    [
+        ("environment", {"memory": 536870912}, {"memory": "536870912"}),  # bytes: was "input should be a valid string"
+        ("environment", {"memory": "1.5GB"}, {"memory": "1.5GB"}),
+        ("environment", {"memory": None}, {"memory": None}),
+        ("memory", {"alpha": 0, "beta": 2.5, "threshold": 0}, {"alpha": 0.0, "beta": 2.5, "threshold": 0.0}),
+        ("model", {"temperature": 0}, {"temperature": 0.0}),
+        ("model", {"temperature": 2}, {"temperature": 2.0}),
+    ],
+)
+def test_the_ends_of_a_range_are_taken(section: str, values: dict[str, Any], read: dict[str, Any]) -> None:
+    taken = getattr(load_config("default", **{section: values}), section)
+    assert {key: getattr(taken, key) for key in read} == read
 
 
 @pytest.mark.parametrize("given", [lambda path: [path], lambda path: path, str, lambda path: [str(path)]])
