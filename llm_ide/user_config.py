@@ -12,7 +12,8 @@ USER_CONFIG_VARIABLE = "LLM_IDE_CONFIG"
 
 def user_config_path() -> Path | None:
     """The user's own config file, merged under `--config` by the CLI: `$LLM_IDE_CONFIG` (`off`: none; a path that is
-    not a file is an error), else `$XDG_CONFIG_HOME/llm-ide/config.yaml` (`~/.config/…`) when it exists."""
+    not a file is an error; empty: as unset), else `$XDG_CONFIG_HOME/llm-ide/config.yaml` (`~/.config/…`) when it
+    exists."""
     value = os.environ.get(USER_CONFIG_VARIABLE)
     if value == "off":
         return None

@@ -141,15 +141,20 @@ def write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize("where", ["home", "xdg", "variable"])
+@pytest.mark.parametrize("where", ["home", "xdg", "variable", "empty"])
 def test_the_user_config_is_found_without_flags_and_merged_under_config(tmp_path: Path, where: str) -> None:
     found = {
         "home": tmp_path / "home" / ".config" / "llm-ide" / "config.yaml",
+        "empty": tmp_path / "home" / ".config" / "llm-ide" / "config.yaml",  # LLM_IDE_CONFIG= : as unset
         "xdg": tmp_path / "xdg" / "llm-ide" / "config.yaml",
         "variable": tmp_path / "anywhere" / "mine.yaml",
     }[where]
     write_yaml(found, {"agent": {"step_limit": 7, "cost_limit": 0.5}})
-    extra = {"xdg": {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}, "variable": {"LLM_IDE_CONFIG": str(found)}}
+    extra = {
+        "xdg": {"XDG_CONFIG_HOME": str(tmp_path / "xdg")},
+        "variable": {"LLM_IDE_CONFIG": str(found)},
+        "empty": {"LLM_IDE_CONFIG": ""},
+    }
     env = user_env(tmp_path, **extra.get(where, {}))
     code, lines, _ = show(env, "agent.step_limit", "agent.cost_limit", "agent.max_format_errors")
     assert (code, lines) == (
@@ -167,6 +172,12 @@ def test_the_user_config_is_found_without_flags_and_merged_under_config(tmp_path
     assert f"agent.cost_limit: 0.5  # user config {found}" in lines  # the user's file over the bundled one
     code, lines, _ = show({**env, "LLM_IDE_CONFIG": "off"}, "agent.step_limit")
     assert lines == ["# user config: none (LLM_IDE_CONFIG=off)", "agent.step_limit: 100  # bundled default.yaml"]
+    found.unlink()
+    code, lines, stderr = show(env, "agent.step_limit")
+    said = {"empty": "is empty (read as unset)"}.get(where, "is unset")  # was "is unset" when set empty
+    default = tmp_path / ("xdg" if where == "xdg" else "home/.config") / "llm-ide" / "config.yaml"
+    none = f"# user config: none (LLM_IDE_CONFIG {said} and {default} does not exist)"
+    assert (code, lines[:1]) == ((2, []) if where == "variable" else (0, [none])), stderr
 
 
 def test_a_run_obeys_the_user_config(tmp_path: Path) -> None:

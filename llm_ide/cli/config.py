@@ -45,9 +45,11 @@ def shown_origin(origin: str, user: Path | None, configs: list[Path]) -> str:
 def why_no_user_config() -> str:
     from llm_ide.config import USER_CONFIG_VARIABLE, default_user_config
 
-    if os.environ.get(USER_CONFIG_VARIABLE) == "off":
+    value = os.environ.get(USER_CONFIG_VARIABLE)
+    if value == "off":
         return f"none ({USER_CONFIG_VARIABLE}=off)"
-    return f"none ({USER_CONFIG_VARIABLE} is unset and {default_user_config()} does not exist)"
+    said = "is unset" if value is None else "is empty (read as unset)"
+    return f"none ({USER_CONFIG_VARIABLE} {said} and {default_user_config()} does not exist)"
 
 
 @config_app.command("show")
