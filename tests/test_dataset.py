@@ -297,6 +297,22 @@ def test_a_row_number_is_the_datasets_row_malformed_rows_counted(tmp_path: Path,
     assert (by_filter, len(select(dataset.rows(), shuffle=True))) == ([], 3)
 
 
+@pytest.mark.parametrize("spec", ["0:2", "1:", ":-1", "0"])
+def test_a_shuffle_draws_instances_only(tmp_path: Path, spec: str) -> None:
+    """`--shuffle --slice 0:2` chose none of the 3 instances here: the seeded order drew rows 3 and 1, malformed, then
+    skipped."""
+    rows = [ROWS[0], NUMBERED[2], ROWS[1], NUMBERED[0], ROWS[2]]
+    dataset = load_dataset(str(write_jsonl(tmp_path / "d.jsonl", rows)))
+    drawn = [i.instance_id for i in select(dataset.rows(), shuffle=True)]
+    assert sorted(drawn) == sorted(i.instance_id for i in dataset.instances)
+    chosen = [i.instance_id for i in select(dataset.rows(), shuffle=True, slice_spec=spec)]
+    assert chosen == drawn[parse_slice(spec)] and len(chosen) == len(range(3)[parse_slice(spec)])
+    mend = [{"instance_id": f"mended__m-{n}", "problem_statement": "m"} for n in (0, 2)]
+    mended = load_dataset(str(write_jsonl(tmp_path / "m.jsonl", [ROWS[0], mend[0], ROWS[1], mend[1], ROWS[2]])))
+    redrawn = [i.instance_id for i in select(mended.rows(), shuffle=True)]
+    assert len(redrawn) == 5 and [i for i in redrawn if i in drawn] == drawn  # mended rows keep the others' order
+
+
 def test_a_slice_of_malformed_rows_selects_nothing_and_says_so(tmp_path: Path) -> None:
     dataset = str(write_jsonl(tmp_path / "d.jsonl", NUMBERED))
     args = ["--subset", dataset, "--slice", "2:3", "--environment", "local", "--model", "scripted:none.yaml", "-o", "o"]

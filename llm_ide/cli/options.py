@@ -71,8 +71,8 @@ Slice = Annotated[
     str,
     typer.Option(
         "--slice",
-        help="Python slice of the dataset's rows (malformed ones counted, then skipped), after --shuffle and "
-        "--filter, e.g. 0:10.",
+        help="Python slice of the dataset's rows (malformed ones counted, then skipped; after --shuffle, of its "
+        "instances), after --shuffle and --filter, e.g. 0:10.",
         show_default="all",
     ),
 ]

@@ -321,10 +321,12 @@ def select(
 ) -> list[Instance]:
     """Selection order: shuffle (seeded, so reruns pick the same instances) → filter → slice → skip existing. `rows`:
     the dataset's, malformed ones too (`Dataset.rows`), so that a slice counts rows as `-i N` does; they are then left
-    out."""
+    out. A shuffle draws instances: the seeded order of every row (a row mended keeps the others' order), malformed
+    ones left out of it."""
     chosen = list(rows)
     if shuffle:
         random.Random(SHUFFLE_SEED).shuffle(chosen)
+        chosen = [row for row in chosen if isinstance(row, Instance)]
     if filter_regex:
         try:
             pattern = re.compile(filter_regex)
