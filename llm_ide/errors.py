@@ -43,6 +43,7 @@ class ExitStatus(StrEnum):
     TURN_LIMIT = "turn_limit"  # a navigator turn limit: its turns, the driver's turns between reviews, review rounds
     AWAITING_ANSWER = "awaiting_navigator"  # a person's answer is pending (a human navigator's; it resumes with it)
     ERROR = "error"
+    NOT_STARTED = "not_started"  # a batch's instance it never started (exit_statuses.yaml; no run has it)
 
     @property
     def finished(self) -> bool:
@@ -52,6 +53,7 @@ class ExitStatus(StrEnum):
             ExitStatus.INTERRUPTED,
             ExitStatus.ERROR,
             ExitStatus.AWAITING_ANSWER,
+            ExitStatus.NOT_STARTED,
         }
 
     @property
@@ -266,6 +268,11 @@ def ending(error: BaseException) -> tuple[ExitStatus, str]:
 def beside(first: str, then: str) -> str:
     """The line of a run ended by two errors: its first cause, what failed after it beside it (never alone)."""
     return f"{first} (then {then})" if first and then not in first else first or then
+
+
+def not_started() -> dict[str, str]:
+    """exit_statuses.yaml's record of an instance its batch never started."""
+    return {"exit_status": str(ExitStatus.NOT_STARTED)}
 
 
 def crashed(error: BaseException) -> tuple[ExitStatus, str]:

@@ -229,11 +229,11 @@ def cli(
     return invoke(*args, program=program, env=env, cwd=cwd)
 
 
-def gated_batch(folder: Path) -> list[str]:
-    """`swebench` arguments (local environment) for one instance whose first command prints nothing until
+def gated_batch(folder: Path, instances: int = 1) -> list[str]:
+    """`swebench` arguments (local environment) for instances whose first command prints nothing until
     `folder/gate` exists (it adds a line to `folder/trail` and makes `folder/started` each time it runs), then fixes it;
     the batch's output in `folder/out`."""
-    data, _ = build_dataset(folder / "data", 1)
+    data, _ = build_dataset(folder / "data", instances)
     wait = f"echo waited >> {folder}/trail; touch {folder}/started; while [ ! -e {folder}/gate ]; do sleep 0.05; done"
     config = folder / "c.yaml"
     config.write_text(yaml.safe_dump({"environment": {"tools": [], "writable": [str(folder)]}}))

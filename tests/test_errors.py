@@ -222,7 +222,7 @@ def test_every_error_carries_its_exit_status_and_code() -> None:
     assert (EnvironmentFailure.exit_status, EnvironmentFailure.exit_code) == (ExitStatus.ENVIRONMENT_ERROR, 1)
     assert issubclass(ConfigError, UsageError) and issubclass(UsageError, LlmIdeError)
     unfinished = [status for status in ExitStatus if not status.finished]
-    assert unfinished == ["model_error", "interrupted", "awaiting_navigator", "error"]
+    assert unfinished == ["model_error", "interrupted", "awaiting_navigator", "error", "not_started"]
     assert issubclass(Terminated, KeyboardInterrupt) and Terminated(signal.SIGTERM).code == 143
 
 

@@ -76,7 +76,8 @@ def test_a_batch_whose_store_dies_stops_in_one_line_and_its_rerun_goes_on(
     assert f"{unrun}: started" not in done.stdout
     assert list(read_preds(output)) == [first]
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())["instances"]
-    assert {i: s["exit_status"] for i, s in statuses.items()} == {first: "submitted", cut: "interrupted"}
+    expected = {first: "submitted", cut: "interrupted", unrun: "not_started"}  # (unrun was missing)
+    assert {i: s["exit_status"] for i, s in statuses.items()} == expected
     assert statuses[cut]["error"].startswith(where)
     log = (output / "swebench.log").read_text()
     assert f"batch: stopped: {where}" in log and f"; interrupted: {cut}; not started: {unrun}\n" in log

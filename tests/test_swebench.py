@@ -227,8 +227,9 @@ def test_an_instance_interrupted_during_a_command_counts_the_steps_its_trajector
 
 def test_ctrl_c_ends_a_batchs_silent_command_at_once_and_the_rerun_runs_it_again(tmp_path: Path) -> None:
     """Ctrl-C reaches the main thread; the instances run in the pool's: one in a command that printed nothing ran
-    until the command ended (here: never), as "the running instances end at their next event"."""
-    args = gated_batch(tmp_path)
+    until the command ended (here: never), as "the running instances end at their next event". The one queued behind
+    it (one worker) is in exit_statuses.yaml as not started (it was missing)."""
+    args = gated_batch(tmp_path, 2)
     cli = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]
     batch = subprocess.Popen(cli, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for((tmp_path / "started").exists, what="the command's start")
@@ -236,13 +237,16 @@ def test_ctrl_c_ends_a_batchs_silent_command_at_once_and_the_rerun_runs_it_again
     stdout, stderr = batch.communicate(timeout=60)  # the gate still shut
     assert batch.returncode == 130, stdout + stderr
     statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
-    assert [(status["exit_status"], status["steps"]) for status in statuses.values()] == [("interrupted", 0)]
+    said = [(status["exit_status"], status.get("steps")) for status in statuses.values()]
+    assert said == [("interrupted", 0), ("not_started", None)]
 
     (tmp_path / "gate").touch()
     rerun = invoke(*args)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert (tmp_path / "trail").read_text() == "waited\nwaited\n"  # the cut command again, on resume
-    assert list(read_preds(tmp_path / "out")) == list(statuses)
+    assert (tmp_path / "trail").read_text() == "waited\n" * 3  # the cut command again, on resume; then the other's
+    assert sorted(read_preds(tmp_path / "out")) == sorted(statuses)
+    again = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
+    assert {status["exit_status"] for status in again.values()} == {"submitted"}
 
 
 def test_failed_instances_say_why_and_a_batch_of_nothing_but_failures_exits_non_zero(tmp_path: Path) -> None:

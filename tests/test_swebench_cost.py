@@ -33,8 +33,12 @@ from llm_ide.swebench.batch import BatchOptions, run_swebench
 from llm_ide.swebench.choice import batch_config
 from llm_ide.swebench.dataset import load_dataset
 from llm_ide.swebench.instances import run_instance
-from llm_ide.swebench.store import OutputStore, read_preds
+from llm_ide.swebench.store import OutputStore, read_preds, read_statuses
 from llm_ide.variant import AgentContext, ModelCall, ModelRequest, ModelResponse, Variant
+
+
+def statuses(output: Path) -> dict[str, str]:
+    return {instance_id: info["exit_status"] for instance_id, info in read_statuses(output).items()}
 
 
 def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
@@ -50,6 +54,11 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
     }
     assert summary.not_started == ["demo__shapes-1"]
     assert sorted(read_preds(options.output)) == ["demo__calc-1", "demo__text-1"]
+    assert statuses(options.output) == {  # demo__shapes-1 was missing
+        "demo__calc-1": "submitted",
+        "demo__text-1": "cost_limit",
+        "demo__shapes-1": "not_started",
+    }
     assert (summary.cost, summary.spent_before) == (4.0, 0.0)
 
     text_went_on = {"demo__text-1": ("cost_limit", 3.0, "the run's cost limit $3.0000 is reached (spent $3.0000)")}
@@ -60,7 +69,7 @@ def test_global_cost_limit_stops_the_batch(tmp_path: Path) -> None:
         assert server.hits == hits and again.spent_before == 4.0 and again.skipped_existing == skipped
         assert {k: (v.exit_status, v.cost, v.error) for k, v in again.outcomes.items()} == outcomes
         assert again.not_started == ["demo__shapes-1"]
-    assert OutputStore(options.output).spent() == 6.0
+    assert OutputStore(options.output).spent() == 6.0 and statuses(options.output)["demo__shapes-1"] == "not_started"
 
 
 def test_an_instance_whose_first_call_the_batchs_limit_refused_runs_when_the_limit_is_raised(tmp_path: Path) -> None:

@@ -44,6 +44,8 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
     ended = {name: (outcome.exit_status, outcome.cost) for name, outcome in summary.outcomes.items()}
     assert ended == {"demo__calc-1": ("submitted", 3.0), "demo__text-1": ("cost_limit", 1.0)}
     assert (summary.not_started, summary.cost) == (["demo__shapes-1"], 4.0)
+    statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
+    assert statuses["demo__shapes-1"] == {"exit_status": "not_started"}  # as the local batch: it was missing
     log = (tmp_path / "out" / "swebench.log").read_text()
     assert "demo__calc-1: submitted (node" in log.split("demo__text-1: cost_limit (node")[0]
     assert re.search(r"demo__text-1: cost_limit \(node \w+\): the shared cost limit is reached", log)
@@ -52,13 +54,14 @@ def test_global_cost_limit_holds_across_ray_workers(tmp_path: Path) -> None:
 
 def test_ctrl_c_ends_a_ray_tasks_silent_command_at_once_and_the_rerun_runs_it_again(tmp_path: Path) -> None:
     """The run is in a Ray worker, in a command that prints nothing (no event to stop at): the hub's stop flag
-    reaches it there, as Ctrl-C reaches a batch's threads; the rerun runs the cut command again."""
+    reaches it there, as Ctrl-C reaches a batch's threads; the rerun runs the cut command again. The instance queued
+    behind it is in exit_statuses.yaml as not started, as in a local batch."""
     from ray_cluster import require_ray
 
     from llm_ide.swebench.store import read_preds
 
     require_ray()
-    command = [sys.executable, "-c", CLI, *gated_batch(tmp_path), "--engine", "ray"]
+    command = [sys.executable, "-c", CLI, *gated_batch(tmp_path, 2), "--engine", "ray"]
     batch = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for((tmp_path / "started").exists, timeout=300, what="the command's start")
@@ -69,13 +72,14 @@ def test_ctrl_c_ends_a_ray_tasks_silent_command_at_once_and_the_rerun_runs_it_ag
             batch.kill()
     assert batch.returncode == 130, stdout + stderr
     statuses = yaml.safe_load((tmp_path / "out" / "exit_statuses.yaml").read_text())["instances"]
-    assert [(status["exit_status"], status["steps"]) for status in statuses.values()] == [("interrupted", 0)]
+    said = [(status["exit_status"], status.get("steps")) for status in statuses.values()]
+    assert said == [("interrupted", 0), ("not_started", None)]
 
     (tmp_path / "gate").touch()
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert (tmp_path / "trail").read_text() == "waited\nwaited\n"  # the cut command again, on resume
-    assert list(read_preds(tmp_path / "out")) == list(statuses)
+    assert (tmp_path / "trail").read_text() == "waited\n" * 3  # the cut command again, on resume; then the other's
+    assert sorted(read_preds(tmp_path / "out")) == sorted(statuses)
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ from llm_ide.swebench.instances import (
     log_outcome,
     not_checked_out,
     not_opened,
+    record_not_started,
     record_outcome,
     run_instance,
     say_store_lost,
@@ -99,7 +100,10 @@ def run_batch(
     batch = Batch(options, progress, summary)
     with batch_log(options.output), progress:
         log.info("batch: %d instances, %d workers, model %s", len(instances), options.workers, options.model)
-        batch.run(instances)
+        try:
+            batch.run(instances)
+        finally:
+            record_not_started(batch.store, summary.not_started)
         summary.spent = batch.budget.spent
         if batch.lost:
             say_store_lost(summary, batch.lost)
@@ -181,7 +185,8 @@ class Batch:
     def run(self, instances: list[Instance]) -> None:
         """Every instance through the pool; Ctrl-C: the running ones end at their next event (twice: at once)."""
         pool = ThreadPoolExecutor(max_workers=max(1, self.options.workers))
-        futures: set[Future[Outcome]] = {pool.submit(self.work, instance) for instance in instances}
+        ids = {pool.submit(self.work, instance): instance.instance_id for instance in instances}
+        futures: set[Future[Outcome]] = set(ids)
         try:
             while futures:
                 finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -194,7 +199,9 @@ class Batch:
             pool.shutdown(wait=False, cancel_futures=True)
             try:
                 for future in futures:
-                    if not future.cancelled():
+                    if future.cancelled():
+                        self.summary.not_started.append(ids[future])
+                    else:
                         self.collect(future)
             except KeyboardInterrupt:  # a second Ctrl-C: leave the workers; checkpoints hold every finished step
                 log.warning("batch: interrupted again; leaving at once")

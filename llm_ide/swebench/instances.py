@@ -15,7 +15,7 @@ from typing import Any
 
 from llm_ide.attempts.run import run_at_task
 from llm_ide.environments import capabilities
-from llm_ide.errors import EnvironmentFailure, ExitStatus, StoreLost, ending, usd
+from llm_ide.errors import EnvironmentFailure, ExitStatus, StoreLost, ending, not_started, usd
 from llm_ide.keep import Keep
 from llm_ide.priced import apart_priced, cost_text, has_price
 from llm_ide.reproduction.script import script
@@ -270,6 +270,16 @@ def say_store_lost(summary: BatchSummary, why: str) -> None:
     summary.lost = f"{why}; the batch stopped ({counts}): the same command goes on with them once the store is back"
     names = [", ".join(ids) or "none" for ids in (cut, sorted(summary.not_started))]
     log.error("batch: stopped: %s; interrupted: %s; not started: %s", why, *names)
+
+
+def record_not_started(store: OutputStore, instance_ids: list[str]) -> None:
+    """exit_statuses.yaml lists each instance the batch never started (its budget spent, its store lost, Ctrl-C) as
+    `not_started`, unless an earlier run recorded how it ended (and what it paid)."""
+    unrun = {instance_id: not_started() for instance_id in instance_ids}
+    try:
+        store.write_statuses(lambda instances: instances | {i: info for i, info in unrun.items() if i not in instances})
+    except OSError as error:  # a full disk: the rerun runs them all the same
+        log.error("batch: exit_statuses.yaml not updated with the instances not started: %s", error)
 
 
 def log_not_started(limit: float, spent: float, count: int) -> None:

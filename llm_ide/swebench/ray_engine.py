@@ -26,6 +26,7 @@ from llm_ide.swebench.instances import (
     log_not_started,
     log_outcome,
     not_opened,
+    record_not_started,
     record_outcome,
     say_store_lost,
     store_out_of_reach,
@@ -317,6 +318,7 @@ def run_batch_ray(
                 summary.outcomes.update(batch.outcomes)
                 summary.not_started.extend(batch.not_started)
                 summary.spent = batch.spent
+                record_not_started(batch.store, batch.not_started)
             if batch.lost:
                 say_store_lost(summary, batch.lost)
             elif options.cost_limit and batch.not_started:
