@@ -45,6 +45,8 @@ from llm_ide.navigator.protocol import (
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
+GIVE_UP = 8  # seconds a client waits before it gives up: its request reaches the server well within, however loaded
+
 
 @dataclass
 class Held:
@@ -101,8 +103,8 @@ def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_
     meanwhile, so once the permission is answered the review is not run (nothing spent on it), and the next one is."""
     log = tmp_path / "served.jsonl"
     with held_permission(tmp_path, "--log", str(log)) as held:
-        with pytest.raises(NavigatorTimeout, match="did not answer within 0.5 s"):
-            McpNavigator(held.url, review_timeout=0.5).request_review(ReviewRequest(patch="+x\n", summary="late"))
+        with pytest.raises(NavigatorTimeout, match=f"did not answer within {GIVE_UP} s"):
+            McpNavigator(held.url, review_timeout=GIVE_UP).request_review(ReviewRequest(patch="+x\n", summary="late"))
         held.release()
         later = McpNavigator(held.url).request_guidance("what next?")
         assert [answer.approved for answer in held.answers] == [True]
@@ -114,8 +116,8 @@ def test_a_request_whose_client_gave_up_while_it_waited_its_turn_is_not_run(tmp_
 
 def test_a_request_whose_client_gives_up_while_it_is_answered_is_cut_short(tmp_path: Path, token: str) -> None:
     """The model navigator served, warmed up by a first guidance: a permission's reply streams in slowly (a word every
-    0.3 s, a minute and a half in all) and its client gives up after 4 s. The navigator stops reading the reply (the
-    endpoint's stream is closed) and asks nothing more for it, so the guidance asked next is answered at once."""
+    0.3 s, a minute and a half in all) and its client gives up after GIVE_UP s. The navigator stops reading the reply
+    (the endpoint's stream is closed) and asks nothing more for it, so the guidance asked next is answered at once."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     slow = Reply(text="Thinking " * 300 + "<approve>too late</approve>", pace=0.3)
     log = tmp_path / "served.jsonl"
@@ -124,8 +126,8 @@ def test_a_request_whose_client_gives_up_while_it_is_answered_is_cut_short(tmp_p
         process, url, _ = launch(tmp_path, args, dict(os.environ))
         try:
             first = McpNavigator(url).request_guidance("where to start?")
-            with pytest.raises(NavigatorTimeout, match="did not answer within 4 s"):
-                McpNavigator(url, permission_timeout=4).request_permission(PermissionRequest(action="edit a.py"))
+            with pytest.raises(NavigatorTimeout, match=f"did not answer within {GIVE_UP} s"):
+                McpNavigator(url, permission_timeout=GIVE_UP).request_permission(PermissionRequest(action="edit a.py"))
             later = McpNavigator(url).request_guidance("what next?")
         finally:
             assert stop(process) == 128 + signal.SIGTERM
@@ -152,8 +154,8 @@ def test_a_request_whose_client_gives_up_before_the_reply_starts_is_cut_short(tm
         process, url, _ = launch(tmp_path, args, dict(os.environ))
         try:
             McpNavigator(url).request_guidance("where to start?")
-            with pytest.raises(NavigatorTimeout, match="did not answer within 3 s"):
-                McpNavigator(url, permission_timeout=3).request_permission(PermissionRequest(action="edit a.py"))
+            with pytest.raises(NavigatorTimeout, match=f"did not answer within {GIVE_UP} s"):
+                McpNavigator(url, permission_timeout=GIVE_UP).request_permission(PermissionRequest(action="edit a.py"))
             later = McpNavigator(url, review_timeout=20).request_guidance("what next?")
         finally:
             assert stop(process) == 128 + signal.SIGTERM
