@@ -38,6 +38,19 @@ def wait_until_gone(client, run_id: str, seconds: float = 15) -> list:
     return left
 
 
+def wait_running(client, run_id: str, command: str, process: subprocess.Popen) -> None:
+    """Until `command` runs in the run's container (what a signal test waits for before it signals)."""
+    end = time.monotonic() + 120
+    while not any(
+        command in row[-1]
+        for c in containers_of(client, run_id)
+        if c.status == "running"  # top() fails on a container still being created
+        for row in c.top()["Processes"]
+    ):
+        assert time.monotonic() < end and process.poll() is None, "the run did not reach its command"
+        time.sleep(0.2)
+
+
 @pytest.fixture
 def client():
     return base_image_client()
@@ -210,7 +223,7 @@ def test_container_removed_when_the_process_is_interrupted(client, run_id: str, 
     )
     assert process.stdout is not None and process.stdout.readline() == "running\n", process.stderr
     assert len(containers_of(client, run_id)) == 1
-    time.sleep(0.3)
+    wait_running(client, run_id, "sleep 300", process)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == expected_returncode, stderr
@@ -343,15 +356,7 @@ def test_ctrl_c_on_a_docker_run_removes_its_container(client, run_id: str, tmp_p
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    end = time.monotonic() + 120
-    while not any(
-        "sleep 300" in row[-1]
-        for c in containers_of(client, run_id)
-        if c.status == "running"  # top() fails on a container still being created
-        for row in c.top()["Processes"]
-    ):
-        assert time.monotonic() < end and process.poll() is None, "the run did not reach its command"
-        time.sleep(0.2)
+    wait_running(client, run_id, "sleep 300", process)
     process.send_signal(signal.SIGINT)
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode != 0 and "Traceback" not in stdout, stdout
