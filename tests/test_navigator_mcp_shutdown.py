@@ -45,7 +45,7 @@ from llm_ide.navigator.protocol import (
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
-GIVE_UP = 8  # seconds a client waits before it gives up: its request reaches the server well within, however loaded
+GIVE_UP = 5  # seconds a client waits before it gives up: its request reaches the server well within, however loaded
 
 
 @dataclass
