@@ -1,6 +1,7 @@
 """What keeps the suite fast (tests/README.md): a test outside `slow` over --cpu-limit fails with its name and figure,
 a `slow` one does not, and --cpu-durations lists the dearest; the tests durations.json names start first, longest first,
-and --save-durations writes that file. A pytest of its own, with this conftest."""
+and --save-durations writes that file. A pytest of its own, with the plugin (tests/cpu_accounting.py) or, as the suite
+loads it, through this conftest: that one imports what the tests share (~1.7 s of CPU more per pytest)."""
 
 from __future__ import annotations
 
@@ -40,14 +41,14 @@ def test_cheap():
 
 
 def pytest_of_its_own(folder: Path) -> tuple[Callable[..., list[str]], dict[str, str]]:
-    """BURN in `folder`, and the command line (given its options) and environment of a pytest there with this
-    conftest. Each one's temporary folders are its own: under the default one it would prune the older sessions'
-    there (seconds of CPU each)."""
+    """BURN in `folder`, and the command line (given its options; `plugin=` the module loaded with -p) and environment
+    of a pytest there. Each one's temporary folders are its own: under the default one it would prune the older
+    sessions' there (seconds of CPU each)."""
     (folder / "test_burn.py").write_text(BURN)
     (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
-    argv = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q", "test_burn.py"]
 
-    def command(*options: str) -> list[str]:
+    def command(*options: str, plugin: str = "cpu_accounting") -> list[str]:
+        argv = [sys.executable, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider", "-q", "test_burn.py"]
         return [*argv, "--basetemp", str(folder / f"base-{uuid.uuid4().hex[:8]}"), *options]
 
     return command, {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -57,7 +58,7 @@ def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Pat
     pytest_with, env = pytest_of_its_own(tmp_path)
     runs = [  # side by side: each burns its own CPU
         subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for command in (pytest_with("--cpu-limit=0.1", "--cpu-durations=3"), pytest_with())
+        for command in (pytest_with("--cpu-limit=0.1", "--cpu-durations=3", plugin="conftest"), pytest_with())
     ]
     (stdout, stderr), (unguarded_out, unguarded_err) = (run.communicate(timeout=300) for run in runs)
     assert runs[0].returncode == 1, stdout + stderr
