@@ -112,6 +112,7 @@ def test_tools_plan_with_conda_and_without_source(tmp_path: Path) -> None:
         "py_standalone": "3.12",
         "installation": "pip",
         "setup_script": "cd {{ workdir }} && {{ invocation }} --version",
+        "check_script": "{{ invocation }} --help > /dev/null",
         "executable": "ruff check",
         "usage": "`{{ invocation }} PATH` lints.",
     }
@@ -125,6 +126,7 @@ def test_tools_plan_with_conda_and_without_source(tmp_path: Path) -> None:
         "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off &&"
         " conda run -n ruff python -m pip install ruff==0.6.9",
         "conda run -n ruff sh -c 'command -v ruff'",
+        "conda run -n ruff ruff check --help > /dev/null",
         "cd /testbed && conda run -n ruff ruff check --version",
     ]
 

@@ -51,13 +51,14 @@ def test_python_version_stays_text(tmp_path: Path) -> None:
         (
             {"extra": 1},
             "unknown key `extra` (allowed keys: tool_name, version, source, py_standalone, installation, "
-            "setup_script, executable, usage)",
+            "check_script, setup_script, executable, usage)",
         ),
         ({"usage": None}, "key `usage`: Input should be a valid string"),
         ({"installation": "conda"}, "key `installation`: unsupported value 'conda' (supported: pip)"),
         ({"source": "missing-folder"}, "key `source`: folder not found: {tmp}/missing-folder"),
         ({"py_standalone": "three"}, "key `py_standalone`: 'three' is not a Python version (e.g. '3.11')"),
         ({"setup_script": "{% if %}"}, "key `setup_script`: not a template Jinja can parse: Expected an expression"),
+        ({"check_script": "{{ x"}, "key `check_script`: not a template Jinja can parse: unexpected end of template"),
         ({"source": None, "version": None}, "`version` is required when `source` is null"),
         ({"tool_name": "other"}, "key `tool_name`: 'other' does not match the file name 'demo.yaml'"),
     ],
@@ -87,8 +88,8 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
     assert problems[0] == "key `installation`: unsupported value 'npm' (supported: pip)"
     assert problems[1:] == [
         "missing key `executable`",
-        "unknown key `x` (allowed keys: tool_name, version, source, py_standalone, installation, setup_script, "
-        "executable, usage)",
+        "unknown key `x` (allowed keys: tool_name, version, source, py_standalone, installation, check_script, "
+        "setup_script, executable, usage)",
     ]
 
 

@@ -121,9 +121,12 @@ def test_navigator_gets_its_own_python_in_the_container(container_env: Environme
 
 
 @pytest.mark.parametrize("mounted", [True, False])
-def test_next_container_takes_the_tool_from_the_cache_without_network(tmp_path: Path, mounted: bool) -> None:
+def test_next_container_takes_the_tool_from_the_cache_without_network(
+    tmp_path: Path, mounted: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     """The first container builds the debugger and the host keeps it; the next one, with no network at all, gets it
-    linked from the read-only mount of the cache (or, when the engine cannot see that folder, copied in)."""
+    linked from the read-only mount of the cache (or, when the engine cannot see that folder, copied in), and checked
+    there: each container is new (a local run's checks are remembered per entry: test_tools_checked.py)."""
     client = base_image_client()
     run_id = f"test-tools-cache-{uuid.uuid4().hex[:10]}"
     repo = make_git_repo(tmp_path / "repo", {"app.py": APP})
@@ -136,7 +139,11 @@ def test_next_container_takes_the_tool_from_the_cache_without_network(tmp_path: 
                 BASE_IMAGE, run_id=run_id, repo=repo, network=network, tools_cache=mount, workdir="/work/repo"
             ) as env:
                 events: list[ToolEvent] = []
-                report = install_tools(env, ["debugger"], {"workdir": env.workdir}, on_event=events.append, cache=cache)
+                caplog.clear()
+                with caplog.at_level(logging.INFO, logger="llm_ide.tools"):
+                    report = install_tools(
+                        env, ["debugger"], {"workdir": env.workdir}, on_event=events.append, cache=cache
+                    )
                 assert report.failed == [], report.failed[0].reason if report.failed else ""
                 reports.append((report.installed[0], events))
                 session = env.execute("debugger start app.py && debugger-commands 'b app.py:4' c 'p value'")
@@ -147,6 +154,8 @@ def test_next_container_takes_the_tool_from_the_cache_without_network(tmp_path: 
         assert (first.how, second.how) == ("built and cached", "from cache")
         assert "step" in {event.kind for event in first_events}
         assert [event.kind for event in second_events] == ["installing", "installed"], "nothing was built"
+        ran = [record.args[1] for record in caplog.records if record.msg == "tool %s: %s: %s"]
+        assert ran == ["link", "executable", "check"], "checked in the new container"
         [entry] = (cache.root / "docker").iterdir()
         expected = (
             f"/opt/llm-ide-tools/{entry.name}/tools/envs/debugger\n/opt/llm-ide-tools/{entry.name}/tools/debugger\n"

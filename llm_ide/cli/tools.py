@@ -81,7 +81,7 @@ def plan_command(
     """Print the exact commands that install the tool, one per line, in order."""
     from llm_ide.environments import KINDS
     from llm_ide.tools.config import TOOLS_DIR, ToolConfigError, load_tool_config, tool_config_path
-    from llm_ide.tools.plan import plan
+    from llm_ide.tools.plan import ScriptError, plan
 
     if environment not in KINDS:
         raise fail(f"--environment must be {' or '.join(sorted(KINDS))}, not {environment!r}")
@@ -90,12 +90,10 @@ def plan_command(
         tool = load_tool_config(tool_config_path(name, tools_dir or TOOLS_DIR))
     except ToolConfigError as error:
         raise fail(str(error)) from None
-    import jinja2
-
     try:
         commands = plan(tool, kind, conda=conda, tools_root=tools_root)
-    except jinja2.TemplateError as error:
-        raise fail(f"{tool_config_path(name, tools_dir or TOOLS_DIR)}: key `setup_script`: {error}") from None
+    except ScriptError as error:
+        raise fail(f"{tool_config_path(name, tools_dir or TOOLS_DIR)}: key `{error.key}`: {error}") from None
     for command in commands:
         typer.echo(command)
 

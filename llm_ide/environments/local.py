@@ -155,6 +155,14 @@ class LocalEnvironment(HostCommands):
         if resolved not in self.readable:
             self.readable.append(resolved)
 
+    def tool_check_context(self) -> dict[str, object]:
+        """What a tool's checks passing here depends on besides the tool (llm_ide/tools/checked.py): whether the
+        commands are sandboxed, the user and limits they run under, the variables that find programs and modules."""
+        uid, gids = self.confinement.user
+        found = {name: value for name, value in self.env.items() if name == "PATH" or name.startswith("PYTHON")}
+        limits = self.confinement.limits
+        return {"sandbox": self.bwrap, "user": [uid, sorted(gids)], "limits": repr(limits), "variables": found}
+
     def copy_in(self, source: Path, destination: str) -> None:
         """Our own copies (the tools): the destination is trusted, e.g. the tools folder outside the repository."""
         target = self.repo / destination

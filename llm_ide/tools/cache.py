@@ -103,6 +103,7 @@ class Lookup:
     target: Target  # where the tool is (for local: its cache entry)
     hit: bool  # installed from the cache (nothing was built)
     key: str | None = None  # None: not cacheable here (no interpreter found, local conda, an unknown environment)
+    entry: Path | None = None  # local: the cache entry the tool is used from in place
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class ToolCache:
             if allow_read := getattr(env, "allow_read", None):  # a sandboxed local environment: the tool is run
                 allow_read(entry)
             if (entry / COMPLETE).is_file():
-                return Lookup(here, hit=True, key=key)
+                return Lookup(here, hit=True, key=key, entry=entry)
             shutil.rmtree(entry, ignore_errors=True)
             try:
                 entry.mkdir(parents=True)
@@ -182,7 +183,7 @@ class ToolCache:
                 (entry / COMPLETE).write_text(identity + "\n", encoding="utf-8")
             except OSError as error:  # usable by this run; the next one builds it again
                 log.warning("tool %s: %s not marked complete (%s)", tool.tool_name, entry, error)
-        return Lookup(here, hit=False, key=key)
+        return Lookup(here, hit=False, key=key, entry=entry)
 
     def _docker(
         self,

@@ -12,7 +12,17 @@ from llm_ide.settings import Strict, load_yaml
 from llm_ide.templating import syntax_error
 
 TOOLS_DIR = Path(__file__).parent
-KEYS = ("tool_name", "version", "source", "py_standalone", "installation", "setup_script", "executable", "usage")
+KEYS = (
+    "tool_name",
+    "version",
+    "source",
+    "py_standalone",
+    "installation",
+    "check_script",
+    "setup_script",
+    "executable",
+    "usage",
+)
 SUPPORTED_INSTALLATIONS = ("pip",)
 
 
@@ -40,6 +50,9 @@ class ToolConfig(Strict):
     source: Annotated[Path, Field(strict=False)] | None  # a folder's path: YAML's text
     py_standalone: str | None
     installation: Literal["pip"]
+    # optional, ours (not SPEC §9's): commands that show the installed tool runs, whatever the run; a local run
+    # taking the tool from the cache runs them once per cache entry and kind of environment (tools/checked.py)
+    check_script: str | None = None
     setup_script: str | None
     executable: str
     usage: str
@@ -81,7 +94,7 @@ class ToolConfig(Strict):
             raise ValueError("must not be empty")
         return value.strip()
 
-    @field_validator("setup_script", "usage")
+    @field_validator("check_script", "setup_script", "usage")
     @classmethod
     def _template(cls, value: str | None) -> str | None:
         if value is not None and (why := syntax_error(value)):

@@ -16,8 +16,11 @@ import jinja2
 from llm_ide.environments.base import Environment, EnvironmentFailure
 from llm_ide.settings import PROMPTS_DIR, read_yaml
 from llm_ide.tools.cache import ToolCache
+from llm_ide.tools.checked import CheckMarker
 from llm_ide.tools.config import TOOLS_DIR, ToolConfig, ToolConfigError, load_tool_config, tool_config_path
 from llm_ide.tools.plan import (
+    CHECK_STEPS,
+    ScriptError,
     Step,
     Target,
     build_steps,
@@ -113,6 +116,21 @@ def run_step(env: Environment, tool: ToolConfig, step: Step, timeout: float) -> 
         raise StepFailed(FailedTool(tool.tool_name, step.name, step.command, tail(result.output), result.returncode))
 
 
+def run_every_time(env: Environment, tool: ToolConfig, steps: list[Step], entry: Path | None, timeout: float) -> None:
+    """The steps after the build; the checks among them (CHECK_STEPS) not again where they passed before with a local
+    cache `entry` as it is now, in this kind of environment (tools/checked.py)."""
+    checks = [step for step in steps if step.name in CHECK_STEPS]
+    marker = CheckMarker.of(entry, env, checks) if entry is not None and checks else None
+    held = marker is not None and marker.holds()
+    if held:
+        log.info("tool %s: checked before with %s as it is", tool.tool_name, entry)
+    for step in steps:
+        if not (held and step.name in CHECK_STEPS):
+            run_step(env, tool, step, timeout)
+    if marker is not None and not held:
+        marker.remember()
+
+
 def command_words(usage: str, invocation_text: str) -> tuple[str, ...]:
     """The words that call the tool: its invocation's first word and any `<that word>-suffix` the usage mentions
     (e.g. `debugger` and `debugger-commands`)."""
@@ -143,18 +161,17 @@ def install_tool(
             run_step(env, tool, step, timeout)
 
     try:
-        run_steps(tool, target, variables)  # a setup_script that needs a missing variable fails before any build
-    except jinja2.TemplateError as error:
-        raise StepFailed(FailedTool(tool.tool_name, "setup", "(setup_script template)", str(error))) from None
-    how = "built"
+        run_steps(tool, target, variables)  # a script that needs a missing variable fails before any build
+    except ScriptError as error:
+        raise StepFailed(FailedTool(tool.tool_name, error.step, f"({error.key} template)", str(error))) from None
+    how, entry = "built", None
     if cache is None:
         build(target)
     else:
         lookup = cache.install(env, tool, target, build, timeout)
-        target = lookup.target
+        target, entry = lookup.target, lookup.entry
         how = "from cache" if lookup.hit else "built and cached" if lookup.key else "built"
-    for step in run_steps(tool, target, variables):
-        run_step(env, tool, step, timeout)
+    run_every_time(env, tool, run_steps(tool, target, variables), entry, timeout)
     values = tool_variables(tool, target, variables)
     try:
         usage = render_template(tool.usage, values)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import jinja2
+
 from llm_ide.prompting import render_string
 from llm_ide.tools.config import ToolConfig
 
@@ -18,6 +20,7 @@ LOCAL_TOOLS_ROOT = "$TOOLS_ROOT"  # shown by `plan` for the local environment: t
 LINK_DIR = "/usr/local/bin"  # in a container, a plain tool's commands are linked here (on PATH, as pip put them)
 PIP_ENV = "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
 BUILD_STEPS = ("prepare", "copy", "environment", "verify", "pip")  # what the cache keeps; the rest runs every time
+CHECK_STEPS = ("executable", "check")  # of the rest, what a local cache entry proves once (tools/checked.py)
 IDENTITY = (
     "import os, platform, sys; "
     'print(os.path.realpath(sys.executable), platform.machine(), sys.version.replace("\\n", " "))'
@@ -211,14 +214,30 @@ def build_steps(tool: ToolConfig, target: Target) -> list[Step]:
     return [*planned, *environment_steps(tool, target), Step("pip", pip_command(tool, target))]
 
 
+class ScriptError(ValueError):
+    """A script of the tool's yaml (`key`) whose template does not render, e.g. a variable not given."""
+
+    def __init__(self, step: str, key: str, error: jinja2.TemplateError) -> None:
+        super().__init__(str(error))
+        self.step, self.key = step, key
+
+
 def run_steps(tool: ToolConfig, target: Target, variables: dict[str, Any]) -> list[Step]:
-    """The steps of every run, cached or not. Raises jinja2 errors when `setup_script` needs a variable not given."""
+    """The steps of every run, cached or not (CHECK_STEPS: those a local cache entry may have proved already).
+    Raises ScriptError when a script needs a variable not given."""
     planned: list[Step] = []
     if isolation(tool, target) == "overlay" and not target.local:
         planned.append(Step("link", link_command(tool, target)))
     planned.append(Step("executable", executable_check(tool, target)))
-    if tool.setup_script and tool.setup_script.strip():
-        planned.append(Step("setup", render_template(tool.setup_script, tool_variables(tool, target, variables))))
+    values = tool_variables(tool, target, variables)
+    for name, key, script in (
+        ("check", "check_script", tool.check_script),
+        ("setup", "setup_script", tool.setup_script),
+    ):
+        try:
+            planned += [Step(name, render_template(script, values))] if script and script.strip() else []
+        except jinja2.TemplateError as error:
+            raise ScriptError(name, key, error) from None
     return planned
 
 
