@@ -27,6 +27,7 @@ from llm_ide.environments.local import LocalEnvironment
 from llm_ide.tools.cache import ToolCache
 from llm_ide.tools.config import load_tool_config
 from llm_ide.tools.installer import InstalledTool, ToolEvent, install_tools
+from llm_ide.tools.plan import Target, interpreter_probe
 
 DEPENDENCY = "tinydep"
 
@@ -338,3 +339,17 @@ def test_clearing_the_cache_counts_the_entries_it_removes(tmp_path: Path) -> Non
     cleared = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=120)
     assert (cleared.returncode, cleared.stdout) == (0, f"removed 2 entries from {cache}\n"), cleared.stderr
     assert not (cache / "local").exists()
+
+
+@pytest.mark.parametrize("py_standalone", [None, f"{sys.version_info.major}.{sys.version_info.minor}"])
+def test_the_interpreter_probe_tells_what_a_full_start_tells(tmp_path: Path, py_standalone: str | None) -> None:
+    """The probe starts the interpreter without `site` (at every run's start): the line it prints, the cache key's
+    interpreter, is the one a start with `site` prints (entries built before stay found)."""
+    tool = load_tool_config(write_dependent_tool(tmp_path / "tool-configs"))
+    tool = tool.model_copy(update={"py_standalone": py_standalone})
+    with environment(tmp_path, "probe", {}) as env:
+        target = Target(env.tools_root, local=True)
+        probed = env.execute(interpreter_probe(tool, target))
+        full = env.execute(interpreter_probe(tool, target).replace(" -S -c ", " -c "))
+    assert " -S -c " in interpreter_probe(tool, target)
+    assert (probed.returncode, probed.output) == (0, full.output) and probed.output.startswith("/")

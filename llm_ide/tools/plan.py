@@ -126,7 +126,8 @@ def venv_command(version: str, target: str) -> str:
 
 def interpreter_probe(tool: ToolConfig, target: Target) -> str:
     """A command printing one line that identifies the interpreter the tool's environment is built from (part of the
-    cache key): its real path, machine and full version; for conda, conda's own path and the machine."""
+    cache key): its real path, machine and full version; for conda, conda's own path and the machine. Run at every
+    run's start, without `site` (-S: not needed to tell the interpreter; a quarter of its start)."""
     match isolation(tool, target):
         case "conda":
             return 'printf "conda %s %s\\n" "$(readlink -f "$(command -v conda)")" "$(uname -m)"'
@@ -138,10 +139,10 @@ def interpreter_probe(tool: ToolConfig, target: Target) -> str:
             candidates = " ".join(interpreter_candidates(version))
             return (
                 f'found=""; for candidate in {candidates}; do if command -v "$candidate" >/dev/null 2>&1'
-                f' && "$candidate" -c {quote(code)} 2>/dev/null; then found=1; break; fi; done; [ -n "$found" ]'
+                f' && "$candidate" -S -c {quote(code)} 2>/dev/null; then found=1; break; fi; done; [ -n "$found" ]'
             )
         case _:
-            return f"python3 -c {quote(IDENTITY)}"
+            return f"python3 -S -c {quote(IDENTITY)}"
 
 
 def environment_steps(tool: ToolConfig, target: Target) -> list[Step]:
