@@ -57,9 +57,9 @@ def test_tools_plan_docker_and_local() -> None:
     assert out.splitlines() == [
         "rm -rf /tools/debugger && mkdir -p /tools",
         f"copy {source}/debugger -> /tools/debugger",
-        f"python3 -m venv --clear --without-pip --system-site-packages {venv} && {{ {venv}/bin/python -m pip --version"
-        f" >/dev/null 2>&1 || {venv}/bin/python -m ensurepip --default-pip; }}",
-        f"{venv}/bin/python -m pip --version",
+        f"python3 -m venv --clear --without-pip --system-site-packages {venv}",
+        f"{venv}/bin/python -m pip --version || {{ {venv}/bin/python -m ensurepip --default-pip"
+        f" && {venv}/bin/python -m pip --version; }}",
         f"cd /tools/debugger && {pip_env} && if {venv}/bin/python -c {BUILDS} >/dev/null 2>&1;"
         f" then {venv}/bin/python -m pip install --no-build-isolation -e . || {venv}/bin/python -m pip install -e .;"
         f" else {venv}/bin/python -m pip install -e .; fi",
@@ -93,9 +93,8 @@ def test_tools_plan_local_keeps_plain_tools_out_of_the_users_python() -> None:
     python = "$TOOLS_ROOT/envs/debugger/bin/python"
     assert status == 0
     assert out.splitlines()[2:4] == [
-        "python3 -m venv --clear --without-pip --system-site-packages $TOOLS_ROOT/envs/debugger"
-        f" && {{ {python} -m pip --version >/dev/null 2>&1 || {python} -m ensurepip --default-pip; }}",
-        f"{python} -m pip --version",
+        "python3 -m venv --clear --without-pip --system-site-packages $TOOLS_ROOT/envs/debugger",
+        f"{python} -m pip --version || {{ {python} -m ensurepip --default-pip && {python} -m pip --version; }}",
     ]
     assert out.splitlines()[-1] == (
         "$TOOLS_ROOT/envs/debugger/bin/debugger --help > /dev/null"

@@ -152,10 +152,13 @@ def environment_steps(tool: ToolConfig, target: Target) -> list[Step]:
             create = f"conda create -n {tool.tool_name} python={tool.py_standalone} -y"
         case "venv":
             create = venv_command(str(tool.py_standalone), venv)
-        case _:  # pip and setuptools from the base interpreter when it has them (fast, no index needed)
+        case _:  # pip and setuptools from the base interpreter when it has them (fast, no index needed), else its own
             create = f"python3 -m venv --clear --without-pip --system-site-packages {quote(venv)}"
-            pip = f"{{ {python} -m pip --version >/dev/null 2>&1 || {python} -m ensurepip --default-pip; }}"
-            return [Step("environment", f"{create} && {pip}"), Step("verify", f"{python} -m pip --version")]
+            pip = f"{python} -m pip --version"
+            return [
+                Step("environment", create),
+                Step("verify", f"{pip} || {{ {python} -m ensurepip --default-pip && {pip}; }}"),
+            ]
     verify = f"{python} -c {quote(version_check(str(tool.py_standalone)))} && {python} -m pip --version"
     return [Step("environment", create), Step("verify", verify)]
 
