@@ -283,6 +283,7 @@ def test_the_calls_that_wrote_the_reproduction_tests_are_no_operations(browser, 
     """The two calls that wrote the reproduction tests, before the first step, were drawn under operation [0] as if
     part of it (its panel: three calls, its cost theirs too); they are apart, before the tree."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     calls = load_trajectory(reproduction_run(tmp_path))["model_calls"]
     kinds = {call["index"]: call["kind"] for call in calls}
@@ -299,7 +300,8 @@ def test_the_calls_that_wrote_the_reproduction_tests_are_no_operations(browser, 
     said = "Reproduction tests written before the first step: 2 model calls"
     assert text_of(before.find_element(By.CSS_SELECTOR, "summary")) == said
     before.find_element(By.CSS_SELECTOR, "summary").click()
-    written = before.find_elements(By.CSS_SELECTOR, "details.call")
+    # the calls are drawn by the details' toggle event, a task queued after the click: waited for
+    written = WebDriverWait(browser, 30).until(lambda _: before.find_elements(By.CSS_SELECTOR, "details.call"))
     assert shown(written) == ["#0 write_reproduction", "#1 write_reproduction"]
     for box, call in zip(written, calls, strict=False):
         assert text_of(box.find_element(By.CSS_SELECTOR, "pre.response")) == call["response"]

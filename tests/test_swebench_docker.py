@@ -148,7 +148,10 @@ def test_interrupted_batch_ends_running_instances_and_resumes_them(tiny_dataset:
     assert "interrupted: finished instances are in" in stderr
     assert stderr.splitlines()[-1] == shlex.join(["llm-ide", *args[4:]])  # the resume command: the same one
     statuses = yaml.safe_load((output / "exit_statuses.yaml").read_text())
-    assert statuses["instances_by_exit_status"] == {"interrupted": ["demo__calc-1", "demo__text-1"]}
+    assert statuses["instances_by_exit_status"] == {
+        "interrupted": ["demo__calc-1", "demo__text-1"],
+        "not_started": ["demo__shapes-1"],  # queued behind the two workers' instances
+    }
     assert preds_ids(output) == []
     assert leftover_containers(tiny_dataset.client, "demo__") == []
     at_stop = {i: operations(output, i) for i in ["demo__calc-1", "demo__text-1"]}
