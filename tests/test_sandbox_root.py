@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -227,9 +228,12 @@ def owned_folders(folder: Path, pid: int) -> list[str]:
 
 
 @pytest.mark.parametrize("what", ["replay", "run"])
-def test_what_a_sigkill_leaves_is_removed_by_the_next_start(tmp_path: Path, what: str) -> None:
+def test_what_a_sigkill_leaves_is_removed_by_the_next_start(
+    tmp_path: Path, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A replay killed once its checkout and its run's folders exist, a run killed as its environment starts: the
-    next start of any run removes every folder they left (their owner is gone), and no other."""
+    next start of any run (in-process, its temp directory the killed one's) removes every folder they left (their
+    owner is gone), and no other."""
     temp = tmp_path / "tmp"
     temp.mkdir()
     source = make_repo(tmp_path / "source")
@@ -261,8 +265,8 @@ def test_what_a_sigkill_leaves_is_removed_by_the_next_start(tmp_path: Path, what
     model = write_script(tmp_path / "next.yaml", [act("Done.", "submit")])
     later = ["run", "--repo", str(source), "--task", "t", "--model", model, "--output", str(tmp_path / "next")]
     later += ["--config", str(config)]
-    done = subprocess.run([sys.executable, "-m", "llm_ide", *later], cwd=tmp_path, env=environ, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads the call's TMPDIR, as a child's would
+    done = invoke(*later, cwd=tmp_path, env=environ)
     assert done.returncode == 0, done.stdout + done.stderr
     assert owned_folders(temp, process.pid) == [] and stranger.is_dir()
     assert [p.name for p in temp.iterdir() if p.name != stranger.name and not p.name.startswith("pytest")] == []
