@@ -5,13 +5,17 @@ leaves the OpenAI SDK's aiohttp client out."""
 
 from __future__ import annotations
 
+import fcntl
 import gc
+import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import isolated_environ
 
 from llm_ide.deferred import DeferredInit
 from llm_ide.run.outputs import LOOP_GC_THRESHOLD, settled_heap
@@ -41,18 +45,113 @@ def run_python(folder: Path, code: str, deferring: str = DEFERRING) -> subproces
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
 
 
-CONFIG_SHOW = """
+AFTER_CONFIG_SHOW = """
+import atexit, gc, json, sys, traceback
+passes = []
+gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "stop" else None)
+before = gc.get_threshold()
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0, flush=True))  # registered first: runs last
 from llm_ide.cli import app
+passes.clear()  # what the command line's own module imports (typer, rich) comes before
 try:
     app(["config", "show", "agent.step_limit"])
 except SystemExit:
     pass
+print("== gc passes")
+print(len(passes) <= 5, gc.get_threshold() == before, before[0], len(passes))
+for name, probe in json.loads(sys.argv[1]).items():
+    print(f"== {name}", flush=True)
+    try:
+        exec(probe, {})
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
+print("== exit", flush=True)
+
+
+class Cycle:
+    def __del__(self):
+        print("finalized", flush=True)
+
+
+left = Cycle()
+left.itself = left
+del left
 """
 
+PROBES = {
+    "langsmith": """
+        import sys
+        import langgraph.graph
+        print(sorted(name for name in sys.modules if name.startswith("langsmith.types")))
+        print("langgraph_sdk.client" in sys.modules, [name for name in sys.modules if name.startswith("trio.")])
+        from langsmith.types import Run
+        from langsmith.types.run import Run as Direct
+        print(Run is Direct, len([name for name in sys.modules if name.startswith("langsmith.types.")]) > 100)
+        """,
+    "openai types": """
+        import sys
+        from llm_ide.config import load_config
+        from llm_ide.models import get_model
+        model = get_model("local-model", load_config("default").model, "http://127.0.0.1:9/v1")
+        responses = [name for name in sys.modules if name.startswith("openai.types.responses.")]
+        azure = "langchain_openai.chat_models.azure" in sys.modules
+        built = "eval_create_params" in vars(sys.modules["openai.types"])
+        print(type(model.chat).__name__, len(responses) < 40, azure, built)
+        import langchain_openai
+        import openai.types
+        from openai.types.completion_usage import CompletionUsage
+        from openai.types.responses import Response
+        from openai.types.responses.response import Response as Direct
+        print(langchain_openai.ChatOpenAI is type(model.chat), openai.types.CompletionUsage is CompletionUsage)
+        print(Response is Direct, langchain_openai.AzureChatOpenAI.__module__)
+        print(len([name for name in sys.modules if name.startswith("openai.types.responses.")]) > 100)
+        """,
+    **{
+        f"aiohttp {sdk}": f"""
+        import importlib.util
+        import sys
+        import {sdk}
+        from langchain_{sdk} import {chat}
+        model = {chat}(model="m", api_key="sk-test", {arguments})
+        installed = importlib.util.find_spec("aiohttp") is not None
+        print(installed, "aiohttp" in sys.modules, "aiohttp" in str(type(model.{client}).__mro__).lower())
+        try:
+            {sdk}.DefaultAioHttpClient()
+        except RuntimeError as error:
+            print(error)
+        """
+        for sdk, chat, arguments, client in [
+            ("openai", "ChatOpenAI", 'base_url="http://127.0.0.1:9/v1"', "async_client._client"),
+            ("anthropic", "ChatAnthropic", "", "_async_client._client"),
+        ]
+    },
+}
 
-def after_config_show(folder: Path, code: str, before: str = "") -> subprocess.CompletedProcess[str]:
-    """`code` in a Python of its own, after `before` and the command line's `config show` (with its own deferring)."""
-    return run_python(folder, textwrap.dedent(before) + CONFIG_SHOW + textwrap.dedent(code), deferring="")
+
+@pytest.fixture(scope="session")
+def after_config_show(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> dict[str, list[str]]:
+    """What a Python of its own printed after the command line's `config show` (with its own deferring): the young
+    generation passes counted as it ran, then each probe's lines (a probe asks for more than those before it, and its
+    own checks of what is not imported yet see theirs as well), then what its exit said. Made once per session, for
+    all xdist workers: a process that imports the OpenAI and Anthropic SDKs costs ~5 s of CPU."""
+    saved = session_cache / "deferred-probes.json"
+    with (session_cache / "deferred-probes.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not saved.exists():
+            folder = tmp_path_factory.mktemp("deferred")
+            probes = json.dumps({name: textwrap.dedent(probe) for name, probe in PROBES.items()})
+            command = [sys.executable, "-c", AFTER_CONFIG_SHOW, probes]
+            env = isolated_environ(tmp_path_factory, session_cache)
+            done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stdout + done.stderr
+            sections: dict[str, list[str]] = {"": []}
+            for line in done.stdout.splitlines():
+                if line.startswith("== "):
+                    sections[line[3:]] = []
+                else:
+                    sections[next(reversed(sections))].append(line)
+            saved.write_text(json.dumps(sections))
+    return json.loads(saved.read_text())
 
 
 @pytest.fixture
@@ -130,54 +229,23 @@ def test_a_module_that_is_not_a_package_or_not_named_is_found_as_ever(package: P
     assert finder.find_spec("deferme", [str(package)]) is None  # not named
 
 
-def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(tmp_path: Path) -> None:
-    done = after_config_show(
-        tmp_path,
-        """
-        import sys
-        import langgraph.graph
-        print(sorted(name for name in sys.modules if name.startswith("langsmith.types")))
-        print("langgraph_sdk.client" in sys.modules, [name for name in sys.modules if name.startswith("trio.")])
-        from langsmith.types import Run
-        from langsmith.types.run import Run as Direct
-        print(Run is Direct, len([name for name in sys.modules if name.startswith("langsmith.types.")]) > 100)
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-3:] == [
+def test_the_command_line_leaves_langsmiths_api_types_unbuilt_until_asked(
+    after_config_show: dict[str, list[str]],
+) -> None:
+    assert after_config_show["langsmith"] == [
         "['langsmith.types', 'langsmith.types.run_select_field']",
         "False []",  # langgraph_sdk's client, trio's modules (where installed)
         "True True",
     ]
 
 
-def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_only_when_asked(tmp_path: Path) -> None:
+def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_only_when_asked(
+    after_config_show: dict[str, list[str]],
+) -> None:
     """A model of an OpenAI-compatible endpoint imports `ChatOpenAI` and the SDK's client: their packages' `__init__`s
     (~900 API models, Azure's classes) run at the first name asked of them, and the names are those a plain import
     gives."""
-    done = after_config_show(
-        tmp_path,
-        """
-        import sys
-        from llm_ide.config import load_config
-        from llm_ide.models import get_model
-        model = get_model("local-model", load_config("default").model, "http://127.0.0.1:9/v1")
-        responses = [name for name in sys.modules if name.startswith("openai.types.responses.")]
-        azure = "langchain_openai.chat_models.azure" in sys.modules
-        built = "eval_create_params" in vars(sys.modules["openai.types"])
-        print(type(model.chat).__name__, len(responses) < 40, azure, built)
-        import langchain_openai
-        import openai.types
-        from openai.types.completion_usage import CompletionUsage
-        from openai.types.responses import Response
-        from openai.types.responses.response import Response as Direct
-        print(langchain_openai.ChatOpenAI is type(model.chat), openai.types.CompletionUsage is CompletionUsage)
-        print(Response is Direct, langchain_openai.AzureChatOpenAI.__module__)
-        print(len([name for name in sys.modules if name.startswith("openai.types.responses.")]) > 100)
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-4:] == [
+    assert after_config_show["openai types"] == [
         "ChatOpenAI True False False",
         "True True",
         "True langchain_openai.chat_models.azure",
@@ -185,84 +253,33 @@ def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_
     ]
 
 
-@pytest.mark.parametrize(
-    ("sdk", "chat", "arguments", "client"),
-    [
-        ("openai", "ChatOpenAI", 'base_url="http://127.0.0.1:9/v1"', "async_client._client"),
-        ("anthropic", "ChatAnthropic", "", "_async_client._client"),
-    ],
-)
-def test_the_command_line_leaves_the_sdks_aiohttp_client_out(
-    tmp_path: Path, sdk: str, chat: str, arguments: str, client: str
-) -> None:
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_the_command_line_leaves_the_sdks_aiohttp_client_out(after_config_show: dict[str, list[str]], sdk: str) -> None:
     """Where aiohttp is installed (here: swebench's modal), each SDK would import it; left out, the SDK says what it
     says where aiohttp is missing, and the model's async client is an httpx one."""
-    pytest.importorskip(f"langchain_{sdk}")
-    done = after_config_show(
-        tmp_path,
-        f"""
-        import importlib.util
-        import sys
-        import {sdk}
-        from langchain_{sdk} import {chat}
-        model = {chat}(model="m", api_key="sk-test", {arguments})
-        installed = importlib.util.find_spec("aiohttp") is not None
-        print(installed, "aiohttp" in sys.modules, "aiohttp" in str(type(model.{client}).__mro__).lower())
-        try:
-            {sdk}.DefaultAioHttpClient()
-        except RuntimeError as error:
-            print(error)
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == [
+    if importlib.util.find_spec(f"langchain_{sdk}") is None:  # (importorskip would import it here: ~1.5 s)
+        pytest.skip(f"langchain_{sdk} is not installed")
+    assert after_config_show[f"aiohttp {sdk}"] == [
         "True False False",
         "To use the aiohttp client you must have installed the package with the `aiohttp` extra",
     ]
 
 
-def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back(tmp_path: Path) -> None:
+def test_a_commands_start_up_is_collected_rarely_and_the_thresholds_are_put_back(
+    after_config_show: dict[str, list[str]],
+) -> None:
     """`config show` imports the settings, the variants and LangGraph (~200,000 objects that stay): the young
     generation passes that walk them are counted (~250 with Python's own thresholds)."""
-    done = after_config_show(
-        tmp_path,
-        """
-        print(len(passes) <= 5, gc.get_threshold() == before, before[0], len(passes))
-        """,
-        before="""
-        import gc
-        passes = []
-        gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "stop" else None)
-        before = gc.get_threshold()
-        from llm_ide.cli import app
-        passes.clear()  # what the command line's own module imports (typer, rich) comes before
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1].split()[:3] == ["True", "True", "700"], done.stdout
+    [passes] = after_config_show["gc passes"]
+    assert passes.split()[:3] == ["True", "True", "700"], passes
 
 
-def test_a_commands_process_frees_its_garbage_at_exit_and_freezes_the_rest(tmp_path: Path) -> None:
+def test_a_commands_process_frees_its_garbage_at_exit_and_freezes_the_rest(
+    after_config_show: dict[str, list[str]],
+) -> None:
     """At exit the command line collects once, as the interpreter would, then freezes what is alive: the garbage a
     command left is finalized as before, and the interpreter's passes as it tears the modules down walk nothing."""
-    done = after_config_show(
-        tmp_path,
-        """
-        class Cycle:
-            def __del__(self):
-                print("finalized", flush=True)
-
-        left = Cycle()
-        left.itself = left
-        del left
-        """,
-        before="""
-        import atexit, gc
-        atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0, flush=True))  # runs last
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == ["finalized", "frozen at exit: True"], done.stdout
+    assert after_config_show["exit"] == ["finalized", "frozen at exit: True"]
 
 
 @pytest.mark.parametrize("frozen_by_caller", [True, False])
