@@ -36,19 +36,22 @@ def own_interpreter(path: str) -> bool:
     return os.path.abspath(path).startswith(os.path.abspath(sys.prefix) + os.sep)
 
 
-def project_environment(python: str | None) -> jedi.api.environment.Environment | None:
-    """The project's interpreter (for its installed packages): --python, $NAVIGATOR_PYTHON, else the first python3
-    on PATH that is not the navigator's own; None (jedi's default) when none fits."""
+def project_for(root: Path, python: str | None) -> jedi.Project:
+    """The project with its interpreter (for its installed packages): --python, $NAVIGATOR_PYTHON, else the first
+    python3 on PATH that is not the navigator's own; jedi's default when none fits. The project holds the one
+    environment (an interpreter jedi starts): the scripts and the project's search share it."""
     explicit = python or os.environ.get("NAVIGATOR_PYTHON")
     candidates = [explicit] if explicit else [shutil.which(name) for name in ("python3", "python")]
     for candidate in candidates:
         if candidate and (explicit or not own_interpreter(candidate)):
+            project = jedi.Project(root, environment_path=candidate)
             try:
-                return jedi.create_environment(candidate, safe=False)
+                project.get_environment()
+                return project
             except jedi.InvalidPythonEnvironment as error:
                 if explicit:
                     print(f"navigator: cannot use {candidate} ({error}); using its own interpreter", file=sys.stderr)
-    return None
+    return jedi.Project(root)
 
 
 def source(script: jedi.Script) -> str:
@@ -56,10 +59,10 @@ def source(script: jedi.Script) -> str:
 
 
 class Navigator:
-    def __init__(self, root: Path, environment: jedi.api.environment.Environment | None, limit: int) -> None:
+    def __init__(self, root: Path, python: str | None, limit: int) -> None:
         self.root = root.resolve()
-        self.environment = environment
-        self.project = jedi.Project(self.root, environment_path=environment.executable if environment else None)
+        self.project = project_for(self.root, python)
+        self.environment = self.project.get_environment()
         self.limit = limit
 
     def script(self, path: str | Path) -> jedi.Script:
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     keep_parses()
     root = Path(args.root or os.getcwd())
-    navigator = Navigator(root, project_environment(args.python), args.limit)
+    navigator = Navigator(root, args.python, args.limit)
     try:
         if args.command == "symbols":
             lines = navigator.render(navigator.symbols(args.query))
