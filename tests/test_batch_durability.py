@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,44 +108,55 @@ def test_preds_survive_a_full_disk(tmp_path: Path, small_disk: Path) -> None:
     store = OutputStore(small_disk)
     store.add_prediction("a", "m", "diff a\n")
     before = (small_disk / "preds.json").read_bytes()
-    filler = small_disk / "filler"
-    with pytest.raises(OSError), filler.open("wb") as handle:
-        while True:
-            handle.write(b"\0" * 65536)
-            handle.flush()
+    assert fill(small_disk)
     with pytest.raises(OSError):
         store.add_prediction("b", "m", "x" * 300_000)
     assert (small_disk / "preds.json").read_bytes() == before
     assert not [p.name for p in small_disk.iterdir() if p.name.startswith(".preds.json.")]
-    filler.unlink()
+    (small_disk / "filler").unlink()
     store.add_prediction("b", "m", "diff b\n")
     assert json.loads((small_disk / "preds.json").read_text())["b"]["model_patch"] == "diff b\n"
+
+
+def fill(disk: Path) -> bool:
+    """Fill the disk with a file `filler`: whether it ended full (OSError)."""
+    try:
+        with (disk / "filler").open("wb") as handle:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+    except OSError:
+        return True
 
 
 def test_batch_on_a_full_disk_says_one_line_per_instance_and_loses_no_patch(tmp_path: Path, small_disk: Path) -> None:
     """Both instances wait at a command; the disk is filled; they go on and fail; a rerun with room finishes both.
     The signal to go lies outside the repositories: the rerun puts a repository back as it was before the interrupted
-    command and runs it again, which then goes at once."""
+    command and runs it again, which then goes at once. The batch runs in-process; a thread fills the disk."""
     dataset, rows = build_dataset(tmp_path / "data", 2)
     go = tmp_path / "go"
     wait = f"touch waiting; while [ ! -f {go} ]; do sleep 0.05; done; echo went"
     model = write_script(tmp_path / "fix.yaml", [wait, FIX_COMMAND])
     config, output = write_config(tmp_path / "c.yaml"), small_disk / "out"
-    args = [sys.executable, "-c", CLI, "swebench", "--subset", str(dataset), "--environment", "local"]
-    args += ["--model", model, "-w", "2", "-c", str(config), "-o", str(output)]
-    batch = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     repos = [output / row["instance_id"] / "repo" for row in rows]
-    deadline = time.monotonic() + 300
-    while not all((repo / "waiting").exists() for repo in repos):
-        assert batch.poll() is None and time.monotonic() < deadline, batch.communicate()
-        time.sleep(0.05)
-    with pytest.raises(OSError), (small_disk / "filler").open("wb") as handle:
-        while True:
-            handle.write(b"\0" * 65536)
-            handle.flush()
-    go.touch()
-    stdout, stderr = batch.communicate(timeout=300)
-    assert "Traceback" not in stdout + stderr, stderr
+    ended, filled = threading.Event(), []
+
+    def fill_then_go() -> None:
+        while not all((repo / "waiting").exists() for repo in repos):
+            if ended.wait(0.05):
+                return
+        filled.append(fill(small_disk))
+        go.touch()
+
+    filling = threading.Thread(target=fill_then_go)
+    filling.start()
+    try:
+        batch = swebench(dataset, model, config, output)
+    finally:
+        ended.set()
+        filling.join()
+    assert filled == [True], batch.stdout + batch.stderr  # both waited, the batch still running, and the disk filled
+    assert "Traceback" not in batch.stdout + batch.stderr, batch.stderr
     if (output / "preds.json").exists():
         read_preds(output)  # whole, never half-written
     (small_disk / "filler").unlink()
@@ -175,7 +186,7 @@ def killed_then_again(tmp_path: Path, count: int, checkpoint: str | None = None)
         killed = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env)
         assert killed.returncode == -9 and server.hits == 2, killed.stderr
         env["LLM_IDE_FAILPOINTS"] = ""
-        again = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, env=env)
+        again = invoke(*args, env=env)  # the rerun after the killed child: in-process (tests/README.md)
     assert again.returncode == 0, again.stderr
     return again, server.hits
 
