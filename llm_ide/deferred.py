@@ -16,7 +16,9 @@ with openai 3.x, ~0.45 s deferred):
 The OpenAI and Anthropic SDKs' aiohttp clients are left out whole (ABSENT): where aiohttp is installed (`datasets` and
 swebench's `modal` install it), each SDK imports it (~0.2 s, and a CA bundle loaded) to offer `DefaultAioHttpClient`,
 which llm-ide never uses (its calls are synchronous, over its own httpx client); the SDK then does what it does where
-aiohttp is missing.
+aiohttp is missing. So is httpx's command-line client (`httpx._main`: rich's syntax highlighting and pygments, ~10 ms),
+which httpx's `__init__` imports for the `httpx` program only; `httpx.main` is then the stub it makes where its `cli`
+extra is missing.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ DEFERRED = frozenset(
         "langchain_openai.chat_models",
     }
 )
-ABSENT = frozenset({"openai._vendor.httpx_aiohttp", "anthropic._vendor.httpx_aiohttp"})
+ABSENT = frozenset({"openai._vendor.httpx_aiohttp", "anthropic._vendor.httpx_aiohttp", "httpx._main"})
 
 
 class DeferredInit(MetaPathFinder, Loader):

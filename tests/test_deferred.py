@@ -1,7 +1,7 @@
 """llm_ide/deferred.py: a deferred package imports as an empty module whose submodules import as before; its
 `__init__` runs once, at the first other name asked of it, from any thread; the command line defers what LangGraph's
 import would otherwise run in every `llm-ide` process (langsmith's API types, LangGraph's server client, trio), and
-leaves the OpenAI SDK's aiohttp client out."""
+leaves the OpenAI SDK's aiohttp client and httpx's own program out."""
 
 from __future__ import annotations
 
@@ -105,6 +105,16 @@ PROBES = {
         print(langchain_openai.ChatOpenAI is type(model.chat), openai.types.CompletionUsage is CompletionUsage)
         print(Response is Direct, langchain_openai.AzureChatOpenAI.__module__)
         print(len([name for name in sys.modules if name.startswith("openai.types.responses.")]) > 100)
+        """,
+    "httpx program": """
+        import sys
+        import httpx
+        print(httpx.Client.__module__, [name for name, module in sys.modules.items()
+                                     if module and name.startswith(("httpx._main", "pygments"))])
+        try:
+            httpx.main()
+        except SystemExit as exit:
+            print(exit.code)
         """,
     **{
         f"aiohttp {sdk}": f"""
@@ -250,6 +260,18 @@ def test_the_command_line_builds_the_openai_sdks_api_types_a_model_does_not_use_
         "True True",
         "True langchain_openai.chat_models.azure",
         "True",
+    ]
+
+
+def test_the_command_line_leaves_httpxs_own_program_out(after_config_show: dict[str, list[str]]) -> None:
+    """httpx's `__init__` imports its command-line client (rich's syntax highlighting, pygments) for the `httpx`
+    program: left out, the model's httpx is whole and `httpx.main` says what it says where its `cli` extra is
+    missing."""
+    assert after_config_show["httpx program"] == [
+        "httpx []",
+        "The httpx command line client could not run because the required dependencies were not installed.",
+        "Make sure you've installed everything with: pip install 'httpx[cli]'",
+        "1",
     ]
 
 

@@ -53,7 +53,7 @@ from llm_ide.cli import app
 not_for_help, not_for_run = sys.argv[1 : sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1 :]
 
 def imported(prefixes):
-    return sorted(name for name in sys.modules if name.startswith(tuple(prefixes)))
+    return sorted(name for name, module in sys.modules.items() if module and name.startswith(tuple(prefixes)))
 
 def helped(argv):
     try:
@@ -91,7 +91,8 @@ for line in sys.stdin.read().splitlines():
     try:
         app([*command, *(line.split("|") if line else [])])
     except SystemExit as exit:
-        shown = sorted({name if name.startswith("llm_ide") else name.split(".")[0] for name in sys.modules})
+        loaded = [name for name, module in sys.modules.items() if module]  # (deferred.ABSENT's are None)
+        shown = sorted({name if name.startswith("llm_ide") else name.split(".")[0] for name in loaded})
         print(exit.code, [name for name in shown if name.startswith(not_imported)])
 """
 # a usage error of `run` before its preflight: not the agent, its variants, LangGraph or LangChain, an HTTP client

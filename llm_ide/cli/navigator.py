@@ -6,6 +6,7 @@ import importlib
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -161,14 +162,20 @@ def model_navigator(
     return ModelNavigator.create(settings, spec, repo.resolve(), base_url, task=task or "")
 
 
-def check_terminal(settings: Any) -> None:
+def terminal_asker(settings: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """Before the run starts: `navigator.mode: human` has a terminal to ask on (what the navigator needs besides is
-    the preflight's, at every door)."""
-    if settings.navigator.mode == "human" and not sys.stdin.isatty():
+    the preflight's, at every door); then what asks it there (its module, with rich's syntax highlighting, is loaded
+    for that mode only)."""
+    if settings.navigator.mode != "human":
+        return None
+    if not sys.stdin.isatty():
         raise fail(
             "navigator.mode human asks on this terminal, and stdin is not one: run it on a terminal, or answer from "
             "Python (run_task returns the question; resume=… carries the answer)"
         )
+    from llm_ide.cli.ask import ask_on_terminal
+
+    return ask_on_terminal
 
 
 def import_navigator(spec: str) -> Any:

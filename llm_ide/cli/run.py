@@ -99,17 +99,15 @@ def run(
     settings = run_settings(kept_configs(config, thread, task_file), step_limit, cost_limit, navigator, verbose)
     repository(repo)  # (after the settings: at every door the preflight checks the limits, then the repository)
     status = ThinkingStatus(console, verbose, err_console)
-    from llm_ide.cli.ask import ask_on_terminal
-    from llm_ide.cli.navigator import check_terminal
+    from llm_ide.cli.navigator import terminal_asker
     from llm_ide.composition import compose
     from llm_ide.priced import has_price, settings_apart_priced
     from llm_ide.run.single import Listeners, RunRequest
 
     variants, asked = compose(settings, given), (kind, image)
     check_model_before_start(model, settings, base_url, status.say, variants=variants, environment=asked)
-    check_terminal(settings)
     priced, apart = has_price(model, settings.model.prices), settings_apart_priced(model, settings)
-    ask = ask_on_terminal if settings.navigator.mode == "human" else None
+    ask = terminal_asker(settings)
     on_event = StepPrinter(priced, thoughts and not verbose, apart, ANEW)  # -v showed the reply, its reasoning too
     request = RunRequest(
         text,
