@@ -176,9 +176,9 @@ def editable_projects(paths: tuple[str, ...]) -> list[str]:
     for folder in paths:
         if not folder.endswith("-packages"):
             continue
-        for record in Path(folder).glob("*.dist-info/direct_url.json"):
+        for record in direct_urls(folder):
             try:
-                data = json.loads(record.read_text(encoding="utf-8"))
+                data = json.loads(Path(record).read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
             if isinstance(data, dict) and (data.get("dir_info") or {}).get("editable") and data.get("url"):
@@ -186,6 +186,19 @@ def editable_projects(paths: tuple[str, ...]) -> list[str]:
                 if url.scheme == "file":
                     found.append(unquote(url.path))
     return found
+
+
+def direct_urls(folder: str) -> list[str]:
+    """The `*.dist-info/direct_url.json` files in `folder`, in a glob's order: a listing and a stat per dist-info (a
+    glob's selectors cost three times as much, ~5 ms a run for a few hundred packages)."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [
+                os.path.join(entry.path, "direct_url.json") for entry in entries if entry.name.endswith(".dist-info")
+            ]
+    except OSError:
+        return []
+    return [path for path in found if os.path.isfile(path)]
 
 
 def safe_to_show(path: Path, hidden: list[Path]) -> bool:
@@ -213,7 +226,7 @@ def python_environments(repo: Path, environ: dict[str, str], hidden: list[Path])
         if found := shutil.which(name, path=path_variable):
             interpreters.append((f"{name} on PATH", found))
     interpreters.append(("llm-ide's own environment", sys.executable))  # where a user keeps llm-ide, the project too
-    result, seen = PythonEnvironments(), set()
+    result, seen, scanned = PythonEnvironments(), set(), set()
     for label, executable in interpreters:
         if os.path.realpath(executable) in seen:
             continue
@@ -222,7 +235,9 @@ def python_environments(repo: Path, environ: dict[str, str], hidden: list[Path])
         if interpreter is None:
             continue
         result.found.append((label, interpreter))
-        for entry in [*interpreter.paths, *editable_projects(interpreter.paths), str(Path(executable).parent.parent)]:
+        folders = tuple(dict.fromkeys(path for path in interpreter.paths if path not in scanned))  # each read once
+        scanned.update(folders)
+        for entry in [*interpreter.paths, *editable_projects(folders), str(Path(executable).parent.parent)]:
             real = Path(os.path.realpath(entry))
             if real.is_dir() and real not in result.shown and safe_to_show(real, hidden):
                 result.shown.append(real)
