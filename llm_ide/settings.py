@@ -327,7 +327,10 @@ def load_yaml(text: str, loader: Any = SAFE_LOADER) -> Any:
     """The one way a YAML file is read: a safe loader (no python tags), and aliases expanded within YAML_MAX_NODES
     values. The loader shares an alias's value instead of copying it, so loading a bomb is cheap; merging, validating
     or printing it is not: it is measured here, stopping at the limit."""
-    data = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader, or one derived from it)
+    try:
+        data = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader, or one derived from it)
+    except (ValueError, TypeError, OverflowError) as error:  # `!!int x`: the tag's constructor raises Python's own
+        raise yaml.YAMLError(f"a value its tag cannot make: {error}") from None
     stack, count = [data], 0
     while stack:
         value = stack.pop()

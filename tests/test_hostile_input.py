@@ -196,6 +196,44 @@ def test_a_yaml_alias_bomb_is_one_line(tmp_path: Path, where: str, command: list
     one_line_error(done, "its aliases expand to more than 100,000 values")
 
 
+@pytest.mark.parametrize(
+    ("where", "command"),
+    [
+        ("config", ["config", "show", "--config", "bad.yaml"]),
+        ("statuses", ["report", "batch"]),
+        ("script", ["run", "--repo", "repo", "--task", "t", "--model", "scripted:bad.yaml"]),
+        ("tool", ["run", "--repo", "repo", "--task", "t", "--model", "scripted:bad.yaml", "--config", "c.yaml"]),
+    ],
+)
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("!!int x", "invalid literal for int() with base 10: 'x'"),
+        ("!!timestamp 2020-13-45", "month must be in 1..12"),
+        ("!!int " + "9" * 5000, "Exceeds the limit (4300 digits)"),
+    ],
+    ids=["int", "timestamp", "digits"],
+)
+def test_a_value_its_tag_cannot_make_is_one_line(
+    tmp_path: Path, where: str, command: list[str], value: str, said: str
+) -> None:
+    """A tag the safe loader knows over a value it cannot make raised Python's own error out of every YAML reader:
+    a traceback, where any other mistake in the file is one line naming it."""
+    make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (tmp_path / "batch").mkdir()
+    text = {
+        "config": f"model:\n  timeout: {value}\n",
+        "statuses": f"instances:\n  a: {value}\n",
+        "script": f"responses:\n  - {value}\n",
+        "tool": f"tool_name: t\ndescription: {value}\n",
+    }[where]
+    (tmp_path / ("batch/exit_statuses.yaml" if where == "statuses" else "bad.yaml")).write_text(text)
+    if where == "tool":
+        (tmp_path / "c.yaml").write_text(f"environment:\n  tools: [{tmp_path / 'bad.yaml'}]\n")
+    done = llm_ide(*command, cwd=tmp_path, env={"LLM_IDE_CONFIG": "off"})
+    one_line_error(done, said)
+
+
 @pytest.mark.parametrize("instance_id", ["../x", "/tmp/x", "a/b", "..", "tab\there", "x" * 201])
 def test_a_dataset_rows_instance_id_must_name_a_folder(instance_id: str) -> None:
     """A batch writes each instance's run into `<output>/<instance id>/`: an id that is a path is a row error."""
