@@ -75,8 +75,8 @@ def test_each_snapshot_equals_a_fresh_one_in_one_call_while_the_left_out_files_s
             before, gits = env.calls, env.gits()
             patch, gits = tree.extract(settings, check=True), env.gits() - gits
             assert (env.calls - before, patch) == (calls, BaseTree(env, base).extract(settings))
-            if calls == 1:  # the repository's check, add, 2 diffs (no gitlinks listed: no gitlink was ever staged)
-                assert gits == 4 + bool(tree.excluded)  # (raw and numstat, the patch), the left-out reset
+            if calls == 1:  # the repository's check, add, 1 diff (no gitlinks listed: no gitlink was ever staged):
+                assert gits == 3 + 2 * bool(tree.excluded)  # its records and patch; or the left-out reset, a 2nd diff
             assert sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git")) == files
         assert pristine(tree, settings) is False and put_back(tree, "", settings) == 6
         assert pristine(tree, settings) and tree.extract(settings) == ""

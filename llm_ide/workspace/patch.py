@@ -20,8 +20,8 @@ MISSING = 86  # exit status of an extraction that finds the private base directo
 LOST = 87  # ... that finds the repository's own git directory gone, another one, or without the base commit
 PLAIN = "--no-renames --no-color --no-ext-diff --no-textconv --src-prefix=a/ --dst-prefix=b/ -U3 --submodule=short"
 PLAIN += " --ignore-submodules=none"  # whatever a config says (diff.noprefix, .context, .submodule, color.ui…)
-# bash on the staged diff's raw and numstat records (-z): numstat passed on, new paths kept, `linked` set at a gitlink
-SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in :160000*|:*' 160000 '*) linked=1;;&
+# bash on the staged diff's -z records (raw, numstat) up to its patch: numstat passed on, new paths kept, `linked` set
+SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in '') break;; :160000*|:*' 160000 '*) linked=1;;&
  :*' A') IFS= read -r -d '' p; added+=("$p");; :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
 SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
 # `add -A .`, gitlinks as unchanged (git would run in each, under a config a command wrote), then their commits alone
@@ -45,8 +45,7 @@ def ignore_pattern(path: str) -> str:
 
 
 def is_artefact(path: str, patterns: list[str]) -> bool:
-    parts = path.split("/")
-    return any(fnmatch(part, pattern) or fnmatch(path, pattern) for pattern in patterns for part in parts)
+    return any(fnmatch(part, pattern) or fnmatch(path, pattern) for pattern in patterns for part in path.split("/"))
 
 
 class BaseTree:
@@ -96,22 +95,24 @@ class BaseTree:
             raise PatchError(f"{failure} ({returncode}): {output.decode(errors='replace').strip()[:500]}")
         return output
 
-    def staged(self, settings: PatchSettings, then: str, first: str = "") -> bytes:
+    def staged(self, settings: PatchSettings, then: str | None, first: str = "") -> bytes:
         """The working tree staged in our index against the base (ignored, artefact, binary and oversized new files left
-        as the base has them), then git command `then`'s output on it: one call (after the check `first`), one diff."""
+        as the base has them), then `then`'s output on it (None: the patch): one call (after the check `first`)."""
         base, token, git_dir = shlex.quote(self.base), uuid.uuid4().hex, shlex.quote(self.git_dir)
-        git, diff = f"{self.git()} -c core.quotepath=off", f"diff --cached {PLAIN} -z {base}"
+        git, changes = f"{self.git()} -c core.quotepath=off", f"{git_dir}/changes"
         add = ADD.format(git=git, links=f"{git_dir}/gitlinks", seen=(seen := f"{git_dir}/gitlinks.seen"))
         missing = f"{{ s=$?; {git} cat-file -e {base}^{{tree}} 2>/dev/null || exit {MISSING}; exit $s; }}"
         # the index kept between calls (made from the base the first time); `then` sees the last call's left out files
         again = f"reset -q {base} --pathspec-from-file={git_dir}/excluded --pathspec-file-nul && {git} "
+        command = f"diff --cached {PLAIN} {base}" if then is None else then
 
         def script() -> str:  # (the files left out: the last call's, none after a new base is installed)
+            rest = "cat" if then is None and not self.excluded else f"{git} {again if self.excluded else ''}{command}"
+            listing = f"{PLAIN if rest == 'cat' else PLAIN.replace(' -U3', '')} -z {base} --raw --no-abbrev --numstat"
             return (
-                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {add} && {git} {diff} --raw --no-abbrev"
-                f" --numstat > {git_dir}/changes && {SPLIT} < {git_dir}/changes && {{ [ -z $linked ] || : > {seen}; }}"
-                f" && echo {token} && {SIZES}"
-                f" && echo {token} && {git} {again if self.excluded else ''}{then}; }} || {missing}"
+                f"{{ {{ [ -f {git_dir}/index ] || {git} read-tree {base}; }} && {add} && {git} diff --cached {listing}"
+                f" > {changes} && {{ {SPLIT} && {{ [ -z $linked ] || : > {seen}; }} && echo {token} && {SIZES} && echo"
+                f" {token} && {rest}; }} < {changes}; }} || {missing}"
             )
 
         returncode, output = self.env.run_trusted(first + self._own() + script(), 600)
@@ -136,7 +137,7 @@ class BaseTree:
         self.excluded = excluded  # other ones: staged anew, in one more call (the list a file: it may be long)
         self.env.put_private(f"{self.git_dir}/excluded", b"".join(path.encode() + b"\0" for path in sorted(excluded)))
         linked = f"{{ ! {git} ls-files -s | grep -q '^160000 ' || : > {seen}; }}"  # (no diff of this staging)
-        return self.script(f"{add} && {linked} && {git} {again if excluded else ''}{then}")
+        return self.script(f"{add} && {linked} && {git} {again if excluded else ''}{command}")
 
     def extract(self, settings: PatchSettings, check: bool = False) -> str:
         """`git diff` of the working tree against the base, new files included; files matched by .gitignore,
@@ -145,11 +146,10 @@ class BaseTree:
         found = f"git rev-parse --absolute-git-dir --verify -q {shlex.quote(self.base)}^{{commit}} 2>/dev/null"
         line = shlex.quote(self.repository + "\n")  # its git directory, then (the commit found) the commit's id
         first = f'case "$({found})" in {line}*) ;; *) exit {LOST};; esac; '
-        diff = self.staged(settings, f"diff --cached {PLAIN} {shlex.quote(self.base)}", first if check else "")
-        text = diff.decode("utf-8", errors="replace")
-        if "\ufffd" in text and (paths := not_utf8(diff)):  # their bytes lost as text: binary patches (binary.py)
+        diff = self.staged(settings, None, first if check else "")
+        if "\ufffd" in (text := diff.decode("utf-8", errors="replace")) and (paths := not_utf8(diff)):  # binary.py
             diff = self.run_git(f"diff --cached --binary {PLAIN} {self.base}", write=as_binary(self.git_dir, paths))
-            text = diff.decode("utf-8", errors="replace")
+            return diff.decode("utf-8", errors="replace")  # (their bytes lost as text: binary patches)
         return text
 
 
@@ -162,8 +162,7 @@ _TREES: weakref.WeakKeyDictionary[Any, BaseTree] = weakref.WeakKeyDictionary()
 
 def keep_base(env: Environment, base: str) -> BaseTree:
     """Copies the base commit out of the repository (once per environment): call it before the agent's first step."""
-    tree = _TREES.get(env)
-    if tree is None or tree.base != base:
+    if (tree := _TREES.get(env)) is None or tree.base != base:
         try:
             tree = _TREES[env] = BaseTree(env, base)
         except PatchError as error:
