@@ -23,7 +23,8 @@ PLAIN += " --ignore-submodules=none"  # whatever a config says (diff.noprefix, .
 # bash on the staged diff's -z records (raw, numstat) up to its patch: numstat passed on, new paths kept, `linked` set
 SPLIT = """added=() linked=; while IFS= read -r -d '' f; do case $f in '') break;; :160000*|:*' 160000 '*) linked=1;;&
  :*' A') IFS= read -r -d '' p; added+=("$p");; :*) IFS= read -r -d '' p;; *) printf '%s\\0' "$f";; esac; done"""
-SIZES = """[ ${#added[@]} = 0 ] || printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --"""
+SIZES = """if a="${added[*]}"; [ ${#a} -lt 32768 ]; then [ -z "$a" ] || stat --printf '%s %n\\0' -- "${added[@]}" ||\
+ (exit 123); else printf '%s\\0' "${added[@]}" | xargs -0 stat --printf '%s %n\\0' --; fi"""  # xargs: a long list
 # `add -A .`, gitlinks as unchanged (git would run in each, under a config a command wrote), then their commits alone
 # (`update-index` reads a HEAD, runs no git in it); a repository without a commit left out, the staging not failed;
 ADD = (  # the gitlinks listed only once the base or a staging had one (`seen`): a loop over an index costs an add
