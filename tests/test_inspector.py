@@ -280,8 +280,9 @@ def test_a_long_runs_tree_is_shown_whole_in_a_terminal(tmp_path: Path) -> None:
             responses += [view, reflect(False, f"Read {step}.")]
     script = agent_script.write_script(tmp_path / "s.yaml", [*responses, act("Done.", "submit")])
     repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
     run = ["run", "--repo", str(repo), "--task", "Read.", "--model", script, "--thread-id", "t", "--step-limit", "50"]
-    assert cli(*run, "--output", str(tmp_path / "out")).returncode == 0
+    assert cli(*run, "--config", str(config), "--output", str(tmp_path / "out")).returncode == 0
     command = [sys.executable, "-m", "llm_ide", "inspect", str(tmp_path / "out" / "t.traj.json")]
     status, shown = in_terminal(command, {**os.environ, "COLUMNS": "80", "TERM": "dumb", "LLM_IDE_CONFIG": "off"})
     assert status == 0, shown
