@@ -163,7 +163,9 @@ def test_an_unpriced_runs_panel_says_its_nodes_and_calls_unpriced_not_zero(brows
     from selenium.webdriver.common.by import By
 
     repo = make_git_repo(tmp_path / "repo", agent_script.BUGGY_FILES)
+    (config := tmp_path / "c.yaml").write_text("environment: {tools: []}\n")
     run = ["run", "--repo", str(repo), "--task", "Cart.total ignores quantities.", "--thread-id", "t"]
+    run += ["--config", str(config)]
     with OpenAIServer(replies=agent_script.single_call(agent_script.FIX_SCRIPT)) as server:
         done = cli(*run, "--model", "local/free-model", "--base-url", server.url, "--output", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
