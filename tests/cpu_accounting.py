@@ -1,11 +1,14 @@
 """What each test costs, and the order tests start in (tests/README.md: the guard), loaded by conftest.py as a plugin:
---cpu-limit fails a test outside `slow` over its CPU seconds (its process and the children it waited for, setup to
-teardown), --cpu-durations lists the dearest, --durations-from starts the tests a JSON names first, longest first,
+--cpu-limit fails a test outside `slow` over its CPU seconds (setup to teardown: every process it started, where this
+process can have a cpuacct cgroup of its own, else its process and the children it waited for), --cpu-durations lists
+the dearest, --durations-from starts the tests a JSON names first, longest first,
 and --save-durations writes that JSON."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import resource
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ CPU_START = pytest.StashKey[float]()
 SPENT: list[tuple[float, str]] = []  # (CPU seconds, test id) of every test, gathered where the run reports
 WALL: dict[str, float] = {}  # test id -> wall seconds, setup to teardown, gathered where the run reports
 DURATIONS = TESTS / "durations.json"
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1's CPU accounting (v2 has one tree, which runs' limits use)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,7 +50,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: -known.get(item.nodeid, 0.0))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    global COUNTER
+    COUNTER = own_cpuacct()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if COUNTER is not None:  # back where it was; the folder goes once nothing is left in it
+        with contextlib.suppress(OSError):
+            (COUNTER.parent / "cgroup.procs").write_text(str(os.getpid()))
+            COUNTER.rmdir()
+
+
+def own_cpuacct() -> Path | None:
+    """A cpuacct cgroup of this process's own (cgroup v1, as root), which every process it starts joins: its figure
+    counts the commands a PID namespace reaps too (bubblewrap's), whose CPU rusage never sees. Those of a process
+    gone are removed on the way."""
+    with contextlib.suppress(OSError, ValueError):
+        entries = [line.split(":", 2) for line in Path("/proc/self/cgroup").read_text().splitlines()]
+        [place] = [path for _, controllers, path in entries if "cpuacct" in controllers.split(",")]
+        parent = CPUACCT / place.lstrip("/")
+        for left in parent.glob("llm-ide-tests-*"):
+            if not Path(f"/proc/{left.name.rpartition('-')[2]}").exists():  # (its workers' inside it: those first)
+                for folder in sorted([left, *left.rglob("llm-ide-tests-*")], key=lambda path: -len(path.parts)):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+        counter = parent / f"llm-ide-tests-{os.getpid()}"
+        counter.mkdir(exist_ok=True)
+        (counter / "cgroup.procs").write_text(str(os.getpid()))
+        return counter
+    return None
+
+
+COUNTER: Path | None = None
+
+
 def cpu_seconds() -> float:
+    if COUNTER is not None:
+        return int((COUNTER / "cpuacct.usage").read_text()) / 1e9
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 

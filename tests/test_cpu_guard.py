@@ -13,6 +13,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import cpu_accounting
+import pytest
+from conftest import require_bwrap
+
 TESTS = Path(__file__).resolve().parent
 BURN = """
 import time
@@ -47,8 +51,8 @@ def pytest_of_its_own(folder: Path) -> tuple[Callable[..., list[str]], dict[str,
     (folder / "test_burn.py").write_text(BURN)
     (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
 
-    def command(*options: str, plugin: str = "cpu_accounting") -> list[str]:
-        argv = [sys.executable, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider", "-q", "test_burn.py"]
+    def command(*options: str, plugin: str = "cpu_accounting", tests: str = "test_burn.py") -> list[str]:
+        argv = [sys.executable, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider", "-q", tests]
         return [*argv, "--basetemp", str(folder / f"base-{uuid.uuid4().hex[:8]}"), *options]
 
     return command, {**os.environ, "PYTHONPATH": str(TESTS), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -72,6 +76,31 @@ def test_a_test_over_the_cpu_limit_fails_with_its_name_unless_slow(tmp_path: Pat
     assert sorted(names[:2]) == ["test_burn.py::test_dear", "test_burn.py::test_dear_but_slow"], stdout
     assert names[2] == "test_burn.py::test_cheap", stdout  # under the limit: it passed
     assert runs[1].returncode == 0 and "3 passed" in unguarded_out, unguarded_out + unguarded_err
+
+
+SANDBOXED = """
+import subprocess, sys
+
+BUSY = "import time\\nstart = time.process_time()\\nwhile time.process_time() - start < 0.4:\\n    pass"
+
+
+def test_sandboxed():  # bubblewrap's monitor never waits for its PID namespace: rusage never sees this CPU
+    sandbox = ["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent"]
+    subprocess.run([*sandbox, sys.executable, "-c", BUSY], check=True)
+"""
+
+
+def test_a_sandboxed_commands_cpu_counts_where_a_cgroup_counts_it(tmp_path: Path) -> None:
+    require_bwrap()
+    own = cpu_accounting.COUNTER  # this pytest's, which the pytest below makes its own in
+    if own is None:
+        pytest.skip("no writable cgroup v1 cpuacct hierarchy here (root on a v1 or hybrid machine)")
+    pytest_with, env = pytest_of_its_own(tmp_path)
+    (tmp_path / "test_sandboxed.py").write_text(SANDBOXED)
+    command = pytest_with("--cpu-limit=0.3", tests="test_sandboxed.py")
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "test_sandboxed.py::test_sandboxed used 0." in done.stdout, done.stdout
+    assert list(own.glob("llm-ide-tests-*")) == [], "each pytest's cgroup goes with it"
 
 
 def test_the_tests_named_in_the_durations_file_start_first_longest_first(tmp_path: Path) -> None:
