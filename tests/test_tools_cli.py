@@ -50,7 +50,10 @@ def test_tools_list() -> None:
 
 def test_tools_plan_docker_and_local() -> None:
     source = TOOLS_DIR / "packages"
-    pip_env = "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
+    pip_env = (
+        "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
+        " PIP_NO_WARN_CONFLICTS=0"
+    )
     out, _, status = llm_ide("plan", "debugger")
     assert status == 0
     venv = "/tools/envs/debugger"
@@ -122,8 +125,8 @@ def test_tools_plan_with_conda_and_without_source(tmp_path: Path) -> None:
     assert out.splitlines() == [
         "conda create -n ruff python=3.12 -y",
         f"conda run -n ruff python -c {check} && conda run -n ruff python -m pip --version",
-        "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off &&"
-        " conda run -n ruff python -m pip install ruff==0.6.9",
+        "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off"
+        " PIP_NO_WARN_CONFLICTS=0 && conda run -n ruff python -m pip install ruff==0.6.9",
         "conda run -n ruff sh -c 'command -v ruff'",
         "conda run -n ruff ruff check --help > /dev/null",
         "cd /testbed && conda run -n ruff ruff check --version",
