@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,8 +21,15 @@ from llm_ide.tools.installer import FailedTool, InstalledTool, ToolEvent, instal
 HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def write_package(folder: Path, name: str) -> Path:
-    """A stdlib-only package with a console script `<name>` that prints its interpreter's version."""
+BUILD_SYSTEMS = {
+    "tool_backend": 'requires = []\nbuild-backend = "tool_backend"\nbackend-path = ["."]\n',
+    "setuptools": 'requires = ["setuptools>=61", "wheel"]\nbuild-backend = "setuptools.build_meta"\n',
+}
+
+
+def write_package(folder: Path, name: str, backend: str = "tool_backend") -> Path:
+    """A stdlib-only package with a console script `<name>` that prints its interpreter's version. Built by
+    tests/tool_backend.py (copied in) unless the test is about building with `setuptools`."""
     module = name.replace("-", "_")
     (folder / "src" / module).mkdir(parents=True)
     (folder / "src" / module / "__init__.py").write_text(
@@ -35,29 +43,15 @@ def write_package(folder: Path, name: str) -> Path:
             """
         )
     )
-    (folder / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["setuptools>=61", "wheel"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "{name}"
-            version = "0.1.0"
-
-            [project.scripts]
-            {name} = "{module}:main"
-
-            [tool.setuptools.packages.find]
-            where = ["src"]
-            """
-        )
-    )
+    finder = '\n[tool.setuptools.packages.find]\nwhere = ["src"]\n' if backend == "setuptools" else ""
+    project = f'[project]\nname = "{name}"\nversion = "0.1.0"\n\n[project.scripts]\n{name} = "{module}:main"\n'
+    (folder / "pyproject.toml").write_text(f"[build-system]\n{BUILD_SYSTEMS[backend]}\n{project}{finder}")
+    if backend == "tool_backend":
+        shutil.copyfile(Path(__file__).with_name("tool_backend.py"), folder / "tool_backend.py")
     return folder
 
 
-def write_tool(folder: Path, name: str, **values: object) -> Path:
+def write_tool(folder: Path, name: str, backend: str = "tool_backend", **values: object) -> Path:
     data = {
         "tool_name": name,
         "version": "0.1.0",
@@ -69,7 +63,7 @@ def write_tool(folder: Path, name: str, **values: object) -> Path:
         "usage": f"`{{{{ invocation }}}} ARGS` prints its Python version ({name}).",
         **values,
     }
-    write_package(folder / "packages" / name, name)
+    write_package(folder / "packages" / name, name, backend)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -151,7 +145,11 @@ def test_standalone_tool_gets_its_own_venv_with_the_requested_python(
     env = wheel_env
     tools = tmp_path / "tool-configs"
     config = write_tool(
-        tools, "hello", py_standalone=HOST_PYTHON, setup_script="{{ invocation }} set up in {{ workdir }}"
+        tools,
+        "hello",
+        backend="setuptools",
+        py_standalone=HOST_PYTHON,
+        setup_script="{{ invocation }} set up in {{ workdir }}",
     )
     report = install_tools(env, [str(config)], {"workdir": env.workdir}, tools_dir=tools)
     assert report.failed == []
