@@ -1,21 +1,25 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from in_process import invoke
 
 from llm_ide.tools.config import TOOLS_DIR
+from llm_ide.tools.plan import BUILDS_WITHOUT_INDEX
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VERSION_CHECK = (
     """'import sys; have = ".".join(map(str, sys.version_info[:2])); print("Python", sys.version.split()[0]);"""
     """ sys.exit(0 if have == "3.11" else "Python " + have + " found, 3.11 wanted")'"""
 )
-BUILDS = (  # the environment's setuptools builds an editable wheel without an index
-    """'import importlib.util, setuptools; version = tuple(int(part) for part in"""
-    """ setuptools.__version__.split(".")[:2]); raise SystemExit(0 if version >= (70, 1)"""
-    """ or importlib.util.find_spec("wheel") else 1)'"""
+BUILDS = f"'{BUILDS_WITHOUT_INDEX}'"  # the environment's setuptools builds an editable wheel without an index
+IMPORTING = (  # the same question answered by importing setuptools, as it was
+    'import importlib.util, setuptools; version = tuple(int(part) for part in setuptools.__version__.split(".")[:2]);'
+    ' raise SystemExit(0 if version >= (70, 1) or importlib.util.find_spec("wheel") else 1)'
 )
 
 
@@ -156,3 +160,39 @@ def test_tools_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     out, err, status = llm_ide("plan", str(tmp_path / "bad.yaml"))
     assert (out, status, err.count("\n")) == ("", 2, 1)
     assert err.startswith(f"error: {tmp_path / 'bad.yaml'}: not valid YAML: while parsing a flow sequence in ")
+
+
+@pytest.mark.parametrize(
+    ("version", "infos", "wheel", "builds"),
+    [
+        ("84.2.1", ["setuptools-84.2.1.dist-info"], False, True),
+        ("70.1.0", ["setuptools-70.1.0.dist-info"], False, True),
+        ("65.5.0", ["setuptools-65.5.0.dist-info"], False, False),
+        ("65.5.0", ["setuptools-65.5.0.dist-info"], True, True),
+        ("59.6.0", ["setuptools-59.6.0.egg-info"], False, False),  # a distribution's package (Debian)
+        ("84.2.1", ["setuptools-65.5.0.dist-info", "setuptools-84.2.1.dist-info"], False, True),  # a stale one left
+        ("65.5.0", ["setuptools-65.5.0.dist-info", "setuptools-84.2.1.dist-info"], False, False),
+        ("70.1.0", [], False, True),
+        (None, [], False, False),
+    ],
+)
+def test_whether_setuptools_builds_without_an_index_is_told_as_importing_it_tells(
+    tmp_path: Path, version: str | None, infos: list[str], wheel: bool, builds: bool
+) -> None:
+    """The probe reads setuptools' version from its one `-info` folder (no import: 0.1 s of CPU), else imports it:
+    its answer is the import's in every layout."""
+    site, imported = tmp_path / "site", tmp_path / "imported"
+    if version is not None:
+        (site / "setuptools").mkdir(parents=True)
+        (site / "setuptools" / "__init__.py").write_text(f"open({str(imported)!r}, 'w')\n__version__ = {version!r}\n")
+    for info in infos:
+        (site / info).mkdir(parents=True)
+    if wheel:
+        (site / "wheel").mkdir(parents=True)
+        (site / "wheel" / "__init__.py").touch()
+    answers = []
+    for probe in (BUILDS_WITHOUT_INDEX, IMPORTING):
+        imported.unlink(missing_ok=True)
+        done = subprocess.run([sys.executable, "-S", "-c", probe], env={"PYTHONPATH": str(site)}, capture_output=True)
+        answers.append((done.returncode == 0, imported.exists()))
+    assert answers == [(builds, version is not None and len(infos) != 1), (builds, version is not None)]
