@@ -20,7 +20,7 @@ import yaml
 from agent_script import act, reflect, write_script
 from conftest import make_git_repo, require_bwrap, wait_for
 from in_process import invoke
-from test_tools_install import write_package
+from test_tools_install import write_package, write_tool
 
 from llm_ide.cli.console import warnings_on_console
 from llm_ide.environments.local import LocalEnvironment
@@ -284,16 +284,16 @@ def test_the_run_that_built_an_entry_cannot_write_it_and_a_later_run_gets_what_w
 
 def test_clearing_the_cache_while_a_run_uses_it_is_refused(tmp_path: Path) -> None:
     """`tools cache --clear` removed the tools a run going on was using (its debugger gone under it): it is refused
-    in one line while a run holds the cache, and clears it once the run has ended."""
+    in one line while a run holds the cache, and clears it once the run has ended. (The run's tool is a test tool:
+    tool_backend builds it in half the debugger's CPU.)"""
     cache = tmp_path / "cache"
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    debugger = f"{cache}/local/*/envs/debugger/bin/debugger"  # the run's, from its cache entry
-    wait = (
-        f"touch started && while [ ! -e go ]; do sleep 0.05; done && {debugger} --help > /dev/null && echo tool-there"
-    )
+    tool = f"{cache}/local/*/envs/greeter/bin/greeter"  # the run's, from its cache entry
+    wait = f"touch started && while [ ! -e go ]; do sleep 0.05; done && {tool} > /dev/null && echo tool-there"
     steps = [act("Wait.", "bash", command=wait), reflect(False, "Ok."), act("Done.", "submit")]
     model = write_script(tmp_path / "s.yaml", steps)
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"environment": {"tools": ["debugger"]}}))
+    config = {"environment": {"tools": [str(write_tool(tmp_path / "tool-configs", "greeter"))]}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     environ = {**os.environ, "LLM_IDE_TOOLS_CACHE": str(cache)}
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "-c", str(tmp_path / "c.yaml"), "-o", "out"]
     command = [sys.executable, "-c", "from llm_ide.cli import app; app()", *args]

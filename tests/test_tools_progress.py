@@ -25,27 +25,29 @@ def run_cli(
 
 
 def test_installed_and_failed_tools_are_told_on_the_console(tmp_path: Path, build_backend: str) -> None:
+    # test tools: tests/tool_backend.py builds one in half the debugger's CPU (test_tools_install builds the debugger)
+    greeter = write_tool(tmp_path / "tool-configs", "greeter")
     broken = write_tool(tmp_path / "tool-configs", "broken", setup_script="ls /no/such/dir")
     config = tmp_path / "tools.yaml"
-    config.write_text(yaml.safe_dump({"environment": {"tools": ["debugger", str(broken)]}}))
+    config.write_text(yaml.safe_dump({"environment": {"tools": [str(greeter), str(broken)]}}))
     model = write_script(tmp_path / "script.yaml", [act("Done.", "submit")])
 
     first = run_cli(tmp_path, "first", config, model, build_backend)
     assert first.returncode == 0, first.stdout + first.stderr
     lines = first.stdout.splitlines()
-    assert any(line.startswith("✓ tool debugger installed (built and cached, ") for line in lines), first.stdout
+    assert any(line.startswith("✓ tool greeter installed (built and cached, ") for line in lines), first.stdout
     assert (
         "✗ tool broken failed to install: step `setup` failed, exit status 2: ls: cannot access '/no/such/dir': No such"
         " file or directory (the run goes on without it; the full output is in the run's log)"
     ) in lines, first.stdout
-    assert lines.index("… installing tools") < min(i for i, line in enumerate(lines) if "tool debugger" in line)
+    assert lines.index("… installing tools") < min(i for i, line in enumerate(lines) if "tool greeter" in line)
     building = [i for i, line in enumerate(lines) if line.startswith("… building the tools (a first run")]
     assert len(building) == 1 and "usually under a minute, a few minutes on a slow connection" in lines[building[0]]
-    assert building[0] < min(i for i, line in enumerate(lines) if "tool debugger installed" in line)
+    assert building[0] < min(i for i, line in enumerate(lines) if "tool greeter installed" in line)
 
     second = run_cli(tmp_path, "second", config, model, build_backend)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert any(line.startswith("✓ tool debugger installed (from cache, ") for line in second.stdout.splitlines())
+    assert any(line.startswith("✓ tool greeter installed (from cache, ") for line in second.stdout.splitlines())
     assert "building the tools" not in second.stdout  # nothing built: nothing to wait for
     assert "✗ tool broken failed to install" in second.stdout, "its setup step runs (and fails) on every run"
     assert (tmp_path / "tools-cache" / "local").is_dir(), "(the preflight tests rely on runs creating the cache)"
