@@ -6,6 +6,7 @@ environment differs."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from test_tools_install import write_tool
 from llm_ide.environments.limits import Limits
 from llm_ide.environments.local import LocalEnvironment
 from llm_ide.tools.cache import ToolCache
+from llm_ide.tools.checked import MARKER
 from llm_ide.tools.installer import InstallReport, ToolEvent, install_tools
 
 NAME = "greeter"
@@ -24,8 +26,8 @@ NAME = "greeter"
 class Runs:
     """Runs (each a new local environment) installing the same tool from one cache; its check counts itself."""
 
-    def __init__(self, tmp_path: Path, build_backend: str) -> None:
-        self.tmp_path, self.cache = tmp_path, ToolCache(tmp_path / "cache")
+    def __init__(self, tmp_path: Path, build_backend: str, cache: Path | None = None) -> None:
+        self.tmp_path, self.cache = tmp_path, ToolCache(cache or tmp_path / "cache")
         self.counts = tmp_path / "counts"
         self.counts.mkdir()
         check = f"{{{{ invocation }}}} checking > /dev/null && echo checked >> {self.counts}/checks"
@@ -59,16 +61,34 @@ class Runs:
         return entry
 
 
-@pytest.fixture
-def runs(tmp_path: Path, build_backend: str) -> Runs:
-    """Two runs done: the first built the tool and checked it, the second took it from the cache unchecked."""
-    done = Runs(tmp_path, build_backend)
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, build_backend: str) -> tuple[Path, Path]:
+    """The tool built, cached and checked by a first run, once per worker (a build is most of a test's CPU): its
+    cache, and a copy of it without the check's marker. Its environment holds absolute paths, so the copy is put back
+    in place before each test, not elsewhere. Its long folder name makes the scripts' interpreter path longer than a
+    shebang takes (127): pip writes them as `exec PYTHON`, whose failure names the interpreter (remove_interpreter)."""
+    done = Runs(tmp_path_factory.mktemp("the_tool_built_and_checked_once_per_worker"), build_backend)
     first, _, used = done.install()
     assert (first.installed[0].how, done.checks, used.startswith(f"{NAME} runs on Python")) == (
         "built and cached",
         1,
         True,
     )
+    pristine = done.cache.root.with_name("pristine")
+    shutil.copytree(done.cache.root, pristine, symlinks=True, ignore=shutil.ignore_patterns(f"{MARKER}*"))
+    return done.cache.root, pristine
+
+
+@pytest.fixture
+def runs(tmp_path: Path, build_backend: str, built: tuple[Path, Path]) -> Runs:
+    """Two runs done on the built entry put back in place (new files: unchecked in any environment): the first took
+    it from the cache and checked it, the second took it unchecked."""
+    cache, pristine = built
+    shutil.rmtree(cache)
+    shutil.copytree(pristine, cache, symlinks=True)
+    done = Runs(tmp_path, build_backend, cache)
+    first, _, used = done.install()
+    assert (first.installed[0].how, done.checks, used.startswith(f"{NAME} runs on Python")) == ("from cache", 1, True)
     second, events, used = done.install()
     assert second.installed[0].how == "from cache" and used.startswith(f"{NAME} runs on Python")
     assert [event.kind for event in events] == ["installing", "installed"]
