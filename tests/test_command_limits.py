@@ -88,7 +88,7 @@ def test_a_fork_bomb_and_a_disk_filler_end_as_their_commands_failure_and_the_run
         act("Done.", "submit"),
     ]
     settings = load_config(
-        "default", environment={"limits": LIMITS, "tools": [], "command_timeout": 8}, agent={"step_limit": 10}
+        "default", environment={"limits": LIMITS, "tools": [], "command_timeout": 2}, agent={"step_limit": 10}
     )
     model = write_script(tmp_path / "s.yaml", steps)
     result = run_task("t", model=model, settings=settings, output_dir=tmp_path / "out", run_id="L", repo=repo)
