@@ -173,7 +173,7 @@ def test_a_given_script_that_is_no_script_is_one_line_before_the_run(
 def test_a_hanging_reproduction_is_cut_at_its_timeout_and_the_run_goes_on(tmp_path: Path) -> None:
     hangs = "import threading\n\nprint('waiting for ever', flush=True)\nthreading.Event().wait()\n"
     model = write_script(tmp_path / "m.yaml", fix_script(RIGHT))
-    result = run_task(TASK, model=model, settings=config(timeout=2), output_dir=tmp_path / "out", run_id="H",
+    result = run_task(TASK, model=model, settings=config(timeout=1), output_dir=tmp_path / "out", run_id="H",
                       repo=make_git_repo(tmp_path / "repo", FILES), variants=[Reproduction(script(hangs))])  # fmt: skip
     assert result.exit_status == "submitted" and "+    return x + x\n" in result.submission
     traj = load_trajectory(result.trajectory_path)
@@ -181,7 +181,7 @@ def test_a_hanging_reproduction_is_cut_at_its_timeout_and_the_run_goes_on(tmp_pa
     before, after = record["scripts"][0]["before"], record["after"]["reproduce.py"]
     for run in (before, after):
         assert (run["timed_out"], run["verdict"], run["returncode"]) == (True, "timed out", 137)
-        assert run["output"].startswith("waiting for ever\n[command timed out after 2 s")
+        assert run["output"].startswith("waiting for ever\n[command timed out after 1 s")
     assert "printed on the original code (timed out, exit 137, cut at its timeout)" in first_prompt(traj)
     check = next(op for op in traj["operations"] if op["action_type"] == "reproduce")
     assert check["returncode"] == 1 and "reproduce.py: timed out (exit 137, cut at its timeout)" in check["observation"]
