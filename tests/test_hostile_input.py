@@ -140,12 +140,12 @@ def test_the_wall_time_limit_cuts_a_running_command(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     steps = [act("Wait.", "bash", command="sleep 60; echo slept"), reflect(False, "ok"), act("Done.", "submit")]
     model = write_script(tmp_path / "s.yaml", steps)
-    (tmp_path / "c.yaml").write_text("agent: {wall_time_limit: 4}\nenvironment: {tools: []}\n")
+    (tmp_path / "c.yaml").write_text("agent: {wall_time_limit: 1}\nenvironment: {tools: []}\n")
     args = ["run", "--repo", str(repo), "--task", "t", "--model", model, "--config", "c.yaml", "--thread-id", "w"]
     done = llm_ide(*args, "--output", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 1 and "time_limit after 1 model call" in done.stdout, done.stdout + done.stderr
     said = [
-        line for line in done.stderr.splitlines() if line.startswith("the run's wall-time limit (4 s) is reached (")
+        line for line in done.stderr.splitlines() if line.startswith("the run's wall-time limit (1 s) is reached (")
     ]
     assert len(said) == 1, done.stderr  # (after the warning of a machine without bubblewrap)
     (operation,) = json.loads((tmp_path / "out" / "w.traj.json").read_text())["operations"]
