@@ -141,7 +141,7 @@ def test_cli_human_navigator_on_a_terminal(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     model = write_script(tmp_path / "driver.yaml", [CHEAT, FIX, reflect(False, "fixed"), TESTS, SUBMIT])
     config = tmp_path / "navigator.yaml"
-    config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": {"permission_timeout": 5}}))
+    config.write_text(yaml.safe_dump({"environment": {"tools": []}, "navigator": {"permission_timeout": 1}}))
     args = [sys.executable, "-c", "from llm_ide.cli import app; app()", "run", "--repo", str(repo), "--model", model]
     args += ["--task", "Cart.total ignores quantities.", "--config", str(config), "--navigator", "human"]
     args += ["--output", str(tmp_path / "out"), "--thread-id", "tty"]
