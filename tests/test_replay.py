@@ -144,7 +144,8 @@ def test_the_commands_find_the_repository_at_testbed(sandbox: str, tmp_path: Pat
 def test_an_interrupted_replay_says_so_and_the_same_command_replays_it_again(tmp_path: Path) -> None:
     """Ctrl-C while a replayed command runs: one message (the steps done, the command again), exit 130, no report;
     the same command then replays it from the start (its unfinished run/ folder is its own)."""
-    waiting = [("Wait a little.", "sleep 4", 0, ""), *STEPS[3:]]
+    go = tmp_path / "go"  # the first run's command waits for it (cut by the Ctrl-C), the second's finds it
+    waiting = [("Wait a little.", f"test -e {go} || sleep 300", 0, ""), *STEPS[3:]]
     trajectory = mini_trajectory(tmp_path / f"{INSTANCE}.traj.json", [STEPS[0], *waiting])
     repo, out = make_repo(tmp_path / "repo"), tmp_path / "out"
     args = ["replay", str(trajectory), "--repo", str(repo), "--out", str(out)]
@@ -153,7 +154,7 @@ def test_an_interrupted_replay_says_so_and_the_same_command_replays_it_again(tmp
     process = subprocess.Popen([sys.executable, "-m", "llm_ide", *args], cwd=tmp_path, env=environ, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     wire = out / "wire.jsonl"
-    _, stderr = interrupt_when_lines(wire, 2, process)  # the second request: `sleep 4` is running
+    _, stderr = interrupt_when_lines(wire, 2, process)  # the second request: its command is about to run
     assert process.returncode == 130
     assert stderr.endswith(  # after the warning a machine without bubblewrap gives (--unsandboxed)
         f"interrupted after 1 of {len(waiting) + 2} steps: no report written (the run so far: {out / 'run'}); the "
@@ -161,6 +162,7 @@ def test_an_interrupted_replay_says_so_and_the_same_command_replays_it_again(tmp
     )
     assert stderr.count("\n") == 2 + (bwrap_path() is None), stderr
     assert not (out / "replay.json").exists()
+    go.touch()
     again = cli(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert report_of(out).exit_status == "submitted"
