@@ -316,8 +316,11 @@ def interrupt_when(path: Path, process: subprocess.Popen[str], seconds: float = 
     return process.communicate(timeout=120)
 
 
-def in_terminal(argv: list[str], env: dict[str, str], seconds: float = 300) -> tuple[int, bytes]:
-    """`argv` run with a pseudo-terminal as its stdout and stderr: its exit status and every byte it wrote there."""
+def in_terminal(
+    argv: list[str], env: dict[str, str], seconds: float = 300, watch: Callable[[bytes], object] | None = None
+) -> tuple[int, bytes]:
+    """`argv` run with a pseudo-terminal as its stdout and stderr: its exit status and every byte it wrote there
+    (`watch` sees them all after each read, e.g. to open a gate the command waits for)."""
     primary, secondary = pty.openpty()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=env)
     os.close(secondary)
@@ -331,6 +334,8 @@ def in_terminal(argv: list[str], env: dict[str, str], seconds: float = 300) -> t
         if not chunk:
             break
         output.extend(chunk)
+        if watch is not None:
+            watch(bytes(output))
     os.close(primary)
     return process.wait(timeout=60), bytes(output)
 

@@ -75,14 +75,17 @@ def test_a_commands_output_is_told_as_it_comes_and_the_step_shows_its_first_mean
 
 
 def test_info_elapsed_counts_the_time_of_a_run_that_ends_in_a_model_error(tmp_path: Path) -> None:
-    """The endpoint hangs: three attempts of 0.3 s each, then model_error; the time is in the trajectory."""
+    """The endpoint hangs: three attempts of 0.3 s each (no back-off to speak of), then model_error; the time is in
+    the trajectory."""
     repo = make_git_repo(tmp_path / "repo", BUGGY_FILES)
     with OpenAIServer(replies=["hang"]) as server:
         result = run_task(
             "Fix it.",
             model="gpt-test",
             base_url=server.url,
-            settings=load_config(environment={"tools": []}, model={"timeout": 0.3, "max_retries": 2}),
+            settings=load_config(
+                environment={"tools": []}, model={"timeout": 0.3, "max_retries": 2, "retry_base_delay": 0.01}
+            ),
             output_dir=tmp_path / "out",
             run_id="r",
             repo=repo,
@@ -105,12 +108,20 @@ ENV = {**os.environ, "COLUMNS": "160", "TERM": "xterm-256color", "LLM_IDE_CONFIG
 
 
 def test_a_terminal_shows_the_running_command_its_seconds_and_latest_line(tmp_path: Path) -> None:
-    """A real `llm-ide run` in a pseudo-terminal; the command prints, then works for a second and a half."""
-    status, output = in_terminal(run_argv(tmp_path, "echo compiling module one; sleep 1.5; echo linked"), ENV)
+    """A real `llm-ide run` in a pseudo-terminal; the command prints, then works until the terminal has shown two of
+    its seconds (a gate the test opens)."""
+    (tmp_path / "wait").write_text(f"until [ -e {tmp_path / 'gate'} ]; do sleep 0.05; done\n")
+    command = "echo compiling module one; sh ../wait; echo linked"  # short: the live line shows it whole
+    line = re.compile(re.escape(f"running {command} · ") + r"(\d+\.\d) s")
+
+    def watch(output: bytes) -> None:
+        if len(set(line.findall(ANSI.sub("", output.decode(errors="replace"))))) >= 2:
+            (tmp_path / "gate").touch()
+
+    status, output = in_terminal(run_argv(tmp_path, command), ENV, watch=watch)
     screen = ANSI.sub("", output.decode(errors="replace"))
     assert status == 0, screen
-    seconds = re.findall(r"running echo compiling module one; sleep 1\.5; echo linked · (\d+\.\d) s", screen)
-    assert len(set(seconds)) >= 2, screen  # the seconds count while it runs
+    assert len(set(line.findall(screen))) >= 2, screen  # the seconds count while it runs
     shown = screen.index("compiling module one", screen.index("running echo"))
     assert shown < screen.index("step   1 bash: echo compiling")  # its output, live, before the step's line
     assert "→ compiling module one" in screen and "submitted after 2 model calls" in screen
