@@ -20,6 +20,7 @@ import pytest
 from agent_script import BUGGY_FILES, FIX_SCRIPT, single_call, write_script
 from conftest import in_terminal, make_git_repo
 from in_process import invoke
+from openai_replies import Reply
 from openai_server import OpenAIServer
 
 from llm_ide.cli.console import usage_text
@@ -88,7 +89,7 @@ def test_an_unpriced_model_is_shown_unpriced_with_its_tokens_and_warned_about_on
 def test_warnings_and_retries_land_on_their_own_lines_while_the_live_line_is_up(tmp_path: Path) -> None:
     """On a terminal: the price warning (before the run), then a 429 answered while the spinner turns: each is a
     line of its own, above the live line, never glued to it."""
-    with OpenAIServer(replies=[429, *REPLIES], latency=0.4) as server:
+    with OpenAIServer(replies=[Reply(status=429, delay=0.4), *REPLIES]) as server:  # the live line up before it
         status, text = in_terminal([*CLI, *command(tmp_path, server.url, "local/qwen2.5-coder")], environment())
     assert status == 0, text.decode(errors="replace")
     assert text.count(b"has no price") == 1
