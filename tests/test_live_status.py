@@ -102,12 +102,19 @@ def test_a_reply_stopped_while_it_streams_in_is_paid_for_and_counted_discarded(t
 
 
 def test_a_terminal_sees_a_live_line_while_the_model_thinks(tmp_path: Path) -> None:
-    with OpenAIServer(replies=REPLIES, latency=0.3) as server:
+    """The first reply (after its first word) waits until the terminal has shown two of the call's seconds."""
+    thinking, gate = re.compile(r"model thinking · (\d+\.\d) s · prompt ~([\d,]+) tokens"), tmp_path / "gate"
+
+    def watch(output: bytes) -> None:
+        if len({seconds for seconds, _ in thinking.findall(ANSI.sub("", output.decode(errors="replace")))}) >= 2:
+            gate.touch()
+
+    with OpenAIServer(replies=[Reply(REPLIES[0], gate=str(gate)), *REPLIES[1:]]) as server:
         command = [*run_args(tmp_path, server.url), "--output", str(tmp_path / "out")]
-        status, output = in_terminal(command, environment(tmp_path))
+        status, output = in_terminal(command, environment(tmp_path), watch=watch)
         assert status == 0, output.decode(errors="replace")
     screen = ANSI.sub("", output.decode(errors="replace"))
-    lines = re.findall(r"model thinking · (\d+\.\d) s · prompt ~([\d,]+) tokens", screen)
+    lines = thinking.findall(screen)
     assert len({seconds for seconds, _ in lines}) >= 2, screen  # the seconds count while a call is under way
     assert all(int(tokens.replace(",", "")) > 100 for _, tokens in lines)  # the prompt's size, estimated
     assert "step   1 view shop/cart.py" in screen and f"submitted after {len(REPLIES)} model calls" in screen
