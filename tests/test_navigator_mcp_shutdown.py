@@ -45,7 +45,9 @@ from llm_ide.navigator.protocol import (
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory
 
-GIVE_UP = 5  # seconds a client waits before it gives up: its request reaches the server well within, however loaded
+# seconds a client waits before it gives up: its request (a warm server's round trip, and the model navigator's call
+# reaching the endpoint: ~50 ms here, loaded or not) reaches the server well within, however loaded
+GIVE_UP = 1.5
 
 
 @dataclass
