@@ -62,9 +62,9 @@ def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.timeout(120)
 def test_slow_drip_cannot_hold_a_request_past_its_total_deadline() -> None:
-    """One byte a second never trips a per-read timeout; the 2.5 s total deadline ends each attempt after a few."""
-    with OpenAIServer(replies=[Reply("a reply long enough to take minutes", drip=1.0)]) as server:
-        model = get_model("gpt-4o", model_config(timeout=2.5, max_retries=1), base_url=server.url)
+    """A byte every 0.1 s never trips a per-read timeout; the 0.6 s total deadline ends each attempt after a few."""
+    with OpenAIServer(replies=[Reply("a reply long enough to take a minute", drip=0.1)]) as server:
+        model = get_model("gpt-4o", model_config(timeout=0.6, max_retries=1), base_url=server.url)
         with pytest.raises(ModelError, match="failed after 2 attempts.*(deadline|[Tt]imeout)"):
             model.complete(MESSAGES)
     assert server.hits == 2
@@ -74,7 +74,7 @@ def test_slow_drip_cannot_hold_a_request_past_its_total_deadline() -> None:
 @pytest.mark.timeout(120)
 def test_slow_drip_cannot_hold_the_run_past_its_wall_time_limit(tmp_path: Path) -> None:
     with OpenAIServer(replies=[Reply("a reply long enough to take minutes", drip=1.0)]) as server:
-        result, _ = run_against(tmp_path, server, wall_time_limit=3)
+        result, _ = run_against(tmp_path, server, wall_time_limit=1.5)  # the call's own timeout: 5 s
     assert result.exit_status == "time_limit", result.error
     assert "wall-time limit" in result.error
 
