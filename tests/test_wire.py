@@ -124,18 +124,18 @@ def test_a_slow_first_reply_is_waited_for_within_the_timeout_and_retried_past_it
         "model.timeout: 600.0  # bundled default.yaml",
         "model.max_tokens: null  # bundled default.yaml",
     ]
-    slow = [Reply(REPLIES[0], delay=2.0), *REPLIES[1:]]
+    slow = [Reply(REPLIES[0], delay=1.0), *REPLIES[1:]]  # past the reads' 0.25 s slices
     with OpenAIServer(replies=slow) as server:
         waited = run(cli(tmp_path / "a", server.url, config="model: {timeout: 30}\n"))
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert server.hits == len(REPLIES) and "retry" not in waited.stderr
     # every call of the run has the timeout: the quick ones far within it on a loaded machine, the slow one far past
-    impatient = "model: {timeout: 5, max_retries: 1, retry_base_delay: 0.01}\n"
+    impatient = "model: {timeout: 2, max_retries: 1, retry_base_delay: 0.01}\n"
     with OpenAIServer(replies=[Reply(REPLIES[0], delay=120), *REPLIES]) as server:
         retried = run(cli(tmp_path / "b", server.url, config=impatient))
     assert retried.returncode == 0, retried.stdout + retried.stderr
     [retry] = [line for line in retried.stderr.splitlines() if "retry 1/1" in line]
-    assert retry.startswith("model gpt-test: nothing came for 5 s (model.timeout; raise it for a slow model)")
+    assert retry.startswith("model gpt-test: nothing came for 2 s (model.timeout; raise it for a slow model)")
     assert server.hits == len(REPLIES) + 1  # the one given up, then each reply once
 
 
