@@ -21,11 +21,11 @@ def model_settings(**values: object):
 
 
 def test_a_reply_still_producing_is_not_cut_by_the_timeout_and_its_rate_is_told() -> None:
-    """40 chunks 0.1 s apart: four seconds in all, twice `model.timeout`; a gap between two tokens would have to
-    last twenty paces (a loaded machine's stall) to be cut."""
+    """40 chunks 0.04 s apart: 1.6 seconds in all, twice `model.timeout` and past the second from which a rate is
+    told; a gap between two tokens would have to last twenty paces (a loaded machine's stall) to be cut."""
     told: list[CallProgress] = []
-    with OpenAIServer(replies=[Reply(WORDS, pace=0.1)]) as server:
-        model = get_model("gpt-test", model_settings(timeout=2.0), base_url=server.url)
+    with OpenAIServer(replies=[Reply(WORDS, pace=0.04)]) as server:
+        model = get_model("gpt-test", model_settings(timeout=0.8), base_url=server.url)
         model.listener = told.append  # type: ignore[attr-defined]
         reply = model.complete(MESSAGES)
     assert reply.text == WORDS and server.requests[0].body["stream"] is True
@@ -36,7 +36,7 @@ def test_a_reply_still_producing_is_not_cut_by_the_timeout_and_its_rate_is_told(
     assert counts == sorted(counts) and counts[-1] > 40  # the tokens so far, growing
     rated = [progress for progress in texts if progress.rate is not None]
     assert rated and all(progress.rate > 0 for progress in rated)  # a rate once a second of them has come
-    assert told[-1].seconds > 2.0  # it ran past the timeout: 39 paces of 0.1 s, the server's own waits
+    assert told[-1].seconds > 0.8  # it ran past the timeout: 39 paces of 0.04 s, the server's own waits
     assert told[-1].output_tokens == reply.output_tokens
 
 
