@@ -265,7 +265,7 @@ def test_an_https_endpoint_slow_to_handshake_is_not_taken_for_one_that_speaks_pl
         with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:  # it does answer plain HTTP
             plain.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
             assert plain.recv(12) == b"HTTP/1.1 400"
-        check_model("slow-tls", settings, f"https://127.0.0.1:{port}/v1", timeout=0.5, quiet=True)
+        check_model("slow-tls", settings, f"https://127.0.0.1:{port}/v1", timeout=0.2, quiet=True)
 
 
 @pytest.mark.parametrize("name", NAMES)
