@@ -178,7 +178,7 @@ def test_a_navigator_model_that_times_out_gets_timeout_decision(
     driver = [FIX, SUBMIT] if decision == "deny" else [FIX, reflect(False, "fixed"), SUBMIT]
     with OpenAIServer(replies=[HANG], hang_seconds=30) as server:
         nav = {"model": "navigator-test", "base_url": server.url, "plan": False, "timeout_decision": decision}
-        model = {"timeout": 0.5, "max_retries": 0}
+        model = {"timeout": 0.2, "max_retries": 0}  # the navigator's model: nothing comes (the driver is scripted)
         result, traj = run(tmp_path, driver, None, nav, model=model)
     assert result.exit_status == "submitted"
     assert ("price * quantity" in (tmp_path / "repo/shop/cart.py").read_text()) is applied
