@@ -55,19 +55,19 @@ def test_rate_limit_then_success_is_retried(config: ModelSettings, caplog: pytes
 
 
 @pytest.mark.parametrize(
-    ("reply", "expected"),
+    ("reply", "timeout", "expected"),
     [
-        (500, "OpenAIAPIError: Error code: 500 - test server error 500"),
-        (503, "OpenAIAPIError: Error code: 503 - test server error 503"),
-        ("invalid_json", "JSONDecodeError"),
-        ("hang", "no whole reply within 0.3 s (model.timeout; raise it for a slow model)"),
+        (500, 0.3, "OpenAIAPIError: Error code: 500 - test server error 500"),
+        (503, 0.3, "OpenAIAPIError: Error code: 503 - test server error 503"),
+        ("invalid_json", 0.3, "JSONDecodeError"),
+        ("hang", 0.1, "no whole reply within 0.1 s (model.timeout; raise it for a slow model)"),  # nothing comes
     ],
 )
 @pytest.mark.timeout(30)
 def test_transient_failures_beyond_the_retry_budget_end_in_model_error(
-    config: ModelSettings, reply: str | int, expected: str
+    config: ModelSettings, reply: str | int, timeout: float, expected: str
 ) -> None:
-    config = config.model_copy(update={"timeout": 0.3})
+    config = config.model_copy(update={"timeout": timeout})
     with OpenAIServer(replies=[reply]) as server, pytest.raises(ModelError) as raised:
         get_model("gpt-5-mini", config, base_url=server.url).complete(MESSAGES)
     message = str(raised.value)
