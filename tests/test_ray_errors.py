@@ -68,7 +68,7 @@ def test_a_ray_address_where_nothing_or_no_ray_listens_is_one_line(
     args = [str(preds), "-o", "ev"] if command == "evaluate" else ["-m", "scripted:s.yaml", "--environment", "local"]
     with ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler) as server:
         if there:
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()  # shutdown() waits a poll
         else:
             server.server_close()
         address = f"127.0.0.1:{server.server_address[1]}"
