@@ -106,7 +106,7 @@ def test_a_review_call_its_deadline_cut_short_is_in_the_navigators_usage(tmp_pat
     paid was kept in the record's calls but not counted in its usage (the timeout's answer has none)."""
     make_git_repo(tmp_path / "repo", BUGGY_FILES)
     with OpenAIServer(replies=[Reply(text="<pass>Fine as it is.</pass>", gate=str(tmp_path / "never"))]) as server:
-        review = {"plan": False, "review_on_submit": True, "review_timeout": 1.0, "timeout_decision": "allow"}
+        review = {"plan": False, "review_on_submit": True, "review_timeout": 0.5, "timeout_decision": "allow"}
         result = priced_navigator_run(tmp_path, server.url, review)
         (tmp_path / "never").touch()
     assert result.exit_status == "submitted", result.error
