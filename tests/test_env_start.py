@@ -133,12 +133,13 @@ def test_a_run_interrupted_as_its_environment_starts_removes_what_it_made(tmp_pa
     """SIGTERM while the start asks the repository's Python what it is (a virtualenv's python3 that sends it and waits
     to be killed): the run ends interrupted, in one line, and its cgroup and temp folders are gone."""
     repo = make_git_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    venv = tmp_path / "venv"
+    venv, probe = tmp_path / "venv", tmp_path / "probe"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python3").write_text("#!/bin/sh\nkill -TERM $PPID\nexec sleep 600\n")
+    (venv / "bin" / "python3").write_text(f"#!/bin/sh\necho $$ > {probe}\nkill -TERM $PPID\nexec sleep 600\n")
     (venv / "bin" / "python3").chmod(0o755)
     pid, output, temp = interrupted_run(tmp_path, repo, {"VIRTUAL_ENV": str(venv)})
     assert made_by(pid, temp) == [], output
+    assert ends_soon(int(probe.read_text())), "the probe outlived the run"  # (the signal may land as it starts)
 
 
 def test_a_run_interrupted_as_it_reports_its_baseline_closes_its_environment(tmp_path: Path) -> None:
@@ -190,17 +191,22 @@ def test_a_python_probe_interrupted_leaves_nothing_it_started_running(tmp_path: 
     )
     (venv / "bin" / "python3").chmod(0o755)
     interrupted_run(tmp_path, repo, {"VIRTUAL_ENV": str(venv)})
+    assert ends_soon(int(started.read_text())), "the probe's own process outlived the run"
+
+
+def ends_soon(pid: int) -> bool:
+    """Whether process `pid` is gone or ends within 30 s (else it is killed)."""
     try:
-        descriptor = os.pidfd_open(int(started.read_text()))
+        descriptor = os.pidfd_open(pid)
     except ProcessLookupError:
-        return  # gone already
+        return True
     try:
-        ended = select.select([descriptor], [], [], 30)[0]  # (readable once it has exited)
-        if not ended:
-            os.kill(int(started.read_text()), signal.SIGKILL)
+        if select.select([descriptor], [], [], 30)[0]:  # (readable once it has exited)
+            return True
+        os.kill(pid, signal.SIGKILL)
+        return False
     finally:
         os.close(descriptor)
-    assert ended, "the probe's own process outlived the run"
 
 
 def refused(output: str) -> None:

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from llm_ide.environments.processes import kill_group
+from llm_ide.environments.processes import keyring_spawner, kill_group
 
 CREDENTIALS = (
     ".ssh",
@@ -101,12 +101,16 @@ def asked(executable: str, path_variable: str, home: str, cwd: str) -> Interpret
 
 def probe_output(argv: list[str], env: dict[str, str], cwd: str) -> str:
     """What `argv` prints, run in a session of its own: timed out or interrupted, what it started (a shim's
-    interpreter) is killed with it."""
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd, start_new_session=True
-    ) as process:
+    interpreter) is killed with it. Started by the commands' thread: an interruption (a signal's handler runs on the
+    main thread) then never lands inside `Popen()`, where the process is running but nothing knows it."""
+
+    def start() -> subprocess.Popen[bytes]:
+        output, silent = subprocess.PIPE, subprocess.DEVNULL
+        return subprocess.Popen(argv, stdout=output, stderr=silent, env=env, cwd=cwd, start_new_session=True)
+
+    with keyring_spawner(os.getpid()).start(start) as process:
         try:
-            return process.communicate(timeout=PROBE_TIMEOUT)[0]
+            return process.communicate(timeout=PROBE_TIMEOUT)[0].decode()
         except BaseException:
             kill_group(process.pid)
             raise
