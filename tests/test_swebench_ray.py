@@ -5,6 +5,7 @@ a batch interrupted on both nodes; a SIGKILLed driver leaves nothing of its own 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import wait_for
+from conftest import BASE_IMAGE, wait_for
 from pg_server import postgres_server
 from ray_cluster import ray_cluster
 from swebench_fixtures import (
@@ -32,6 +33,8 @@ from swebench_fixtures import (
     write_config,
     write_script,
 )
+
+from llm_ide.environments.docker.cleanup import owner_labels
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -193,6 +196,8 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
         refused = start([*args, "--config", str(attempts)], cluster)
         _, stderr = refused.communicate(timeout=300)
         assert refused.returncode == 2 and "(attempts.max must be 1)" in " ".join(stderr.split()), stderr[-2000:]
+        # another run of one of the batch's instances, live on this host (a local run, another batch): not the batch's
+        other = client.containers.run(BASE_IMAGE, ["sleep", "infinity"], labels=owner_labels(ids[0]), detach=True)
         batch = start(args, cluster)
         try:
             wait_for(
@@ -204,7 +209,11 @@ def test_interrupt_ends_the_running_instances_and_removes_every_nodes_containers
         finally:
             if batch.poll() is None:
                 batch.kill()
+            alive = [container.id for container in client.containers.list(filters={"id": other.id})]
+            with contextlib.suppress(docker.errors.NotFound):
+                other.remove(force=True)
         assert batch.returncode == 130, stderr[-3000:]
+        assert alive == [other.id]  # the batch's removal of what its runs left passed over it
         assert (
             leftover_containers(client, f"{PREFIX}__", anyones=True) == []
         )  # removed on every node before the driver returned

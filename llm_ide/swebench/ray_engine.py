@@ -151,7 +151,8 @@ def prefetch_images(instances: list[Instance], options: BatchOptions, nodes: lis
 
 
 def remove_batch_containers(instances: list[Instance]) -> int:
-    """Every docker node removes the containers of the batch's runs (those of cancelled tasks)."""
+    """Every docker node removes the containers the batch's runs left (those of killed tasks); another run's of the
+    same instances, live, stays."""
 
     nodes = docker_nodes(alive_nodes())
     removed = on_nodes(remove_containers, nodes, [instance.instance_id for instance in instances], timeout=120)

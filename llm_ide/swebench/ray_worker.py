@@ -222,9 +222,11 @@ def ensure_images(images: list[str], pull: str) -> tuple[str, int, float]:
 
 
 def remove_containers(run_ids: list[str]) -> tuple[str, int]:
-    """On one node: remove this batch's containers (any left by a cancelled task)."""
+    """On one node: remove the containers of this batch's runs whose process is gone (a task's worker killed). A live
+    one is its own run's to remove, and may be another's of the same instance (another batch, a local run); one a task
+    still holds goes with its worker (its watchdog)."""
 
     client, removed = connect(), 0
     for run_id in run_ids:
-        removed += len(cleanup_containers(client, include_live=True, run_id=run_id).removed)
+        removed += len(cleanup_containers(client, run_id=run_id).removed)
     return node_name(), removed
