@@ -70,7 +70,8 @@ class Relay:
             while data := source.recv(1 << 16):
                 if source is self.removing:
                     self.removed.set()
-                self.removing = target if requests and data.startswith(b"DELETE ") else self.removing
+                if requests and self.fired and data.startswith(b"DELETE "):  # (not a sweep's, before: another run's)
+                    self.removing = target
                 if source is self.answering:
                     if self.act == "answered":
                         signal.pthread_kill(self.main, signal.SIGINT)  # (the main thread's recv interrupted: no race)
