@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.environments.sockets import host_sockets, listed, listening, named
+from llm_ide.environments.sandbox import host_sockets, listed, listening, named
 
 USER = (os.getuid(), {os.getgid()})
 

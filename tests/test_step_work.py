@@ -15,8 +15,7 @@ import pytest
 
 from llm_ide.conversation import Shown, params_text
 from llm_ide.environments.processes import Leftovers
-from llm_ide.environments.sandbox import real_path, resolve_inside, within
-from llm_ide.environments.sockets import host_sockets
+from llm_ide.environments.sandbox import host_sockets, real_path, resolve_inside, within
 from llm_ide.nodes.ledger import params_texts
 from llm_ide.secrets import known_secrets, redact, register
 from llm_ide.state.operations import OperationNode

@@ -24,10 +24,9 @@ from llm_ide.environments.processes import (
     kill_group,
     start_with_parent,
 )
-from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, resolve_inside
+from llm_ide.environments.sandbox import VANISHED, Sandbox, absent, forget_listings, host_sockets, resolve_inside
 from llm_ide.environments.scope import abstract_guard
 from llm_ide.environments.snapshots import FileSnapshot, LatestReads
-from llm_ide.environments.sockets import forget_listings, host_sockets
 from llm_ide.environments.views import UNHOOKED
 from llm_ide.errors import RepositoryLost
 from llm_ide.secrets import redact

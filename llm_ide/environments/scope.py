@@ -1,7 +1,7 @@
 """The Landlock scope of abstract sockets (Linux 6.12 and later): while abstract sockets listen on the host and the
 commands share its network, they are started from a thread of their own that holds the scope (a processes.Spawner),
 so that no abstract socket made outside a command answers it. A Landlock domain is a thread's, inherited by what it
-starts: the agent's other threads keep theirs (environments/sockets.py finds the sockets; LocalEnvironment decides
+starts: the agent's other threads keep theirs (environments/sandbox.py finds the sockets; LocalEnvironment decides
 when)."""
 
 from __future__ import annotations
