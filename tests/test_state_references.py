@@ -6,8 +6,15 @@ from pathlib import Path
 import pytest
 
 from llm_ide.codeview import CodeView, LocalFiles
-from llm_ide.state.context import Activity, Chunk, ScoreParams, with_operation
-from llm_ide.state.references import Reference, count_references, parse_references
+from llm_ide.state.context import (
+    Activity,
+    Chunk,
+    Reference,
+    ScoreParams,
+    count_references,
+    parse_references,
+    with_operation,
+)
 
 MOD = """
     import os

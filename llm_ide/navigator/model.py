@@ -38,9 +38,8 @@ from llm_ide.parsing import parse_action
 from llm_ide.prompting import render_string, truncate
 from llm_ide.setting_errors import Layers
 from llm_ide.settings import CoreSettings, TemplateSet, bundled_yaml, read_yaml, validate
-from llm_ide.state.context import Chunk, add_scope, with_operation
+from llm_ide.state.context import Chunk, add_scope, count_references, parse_references, with_operation
 from llm_ide.state.operations import OperationNode
-from llm_ide.state.references import count_references, parse_references
 from llm_ide.text import extract_tag
 from llm_ide.variant import AgentContext
 

@@ -12,9 +12,8 @@ from langgraph.runtime import Runtime
 from llm_ide.budget import shares
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended, usd
 from llm_ide.settings import AgentSettings
-from llm_ide.state.context import add_scope, created_named, with_operation
+from llm_ide.state.context import add_scope, count_references, created_named, parse_references, with_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
-from llm_ide.state.references import count_references, parse_references
 from llm_ide.variant import AgentContext
 
 

@@ -1,15 +1,17 @@
 from llm_ide.state.context import (
     Activity,
     Chunk,
+    Reference,
     Scope,
     ScoreParams,
     add_scope,
+    count_references,
     normalize_path,
+    parse_references,
     referral_score,
     rescore,
 )
 from llm_ide.state.operations import OperationNode, all_lessons, reasoning_chain
-from llm_ide.state.references import Reference, count_references, parse_references
 
 __all__ = [
     "Activity",
