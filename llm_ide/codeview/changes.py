@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from llm_ide.text import shared_start
@@ -58,9 +59,11 @@ def _target(section: str) -> str:
     return removed or header[2 : 2 + (len(header) - 5) // 2]
 
 
+@lru_cache(maxsize=2)
 def tracked_diff(patch: str) -> str:
     """The patch's sections of files the base has (the files the agent created left out), without `index` lines; a
-    binary one (a file that is not UTF-8) as its header alone: its base85 lines say nothing a model can read."""
+    binary one (a file that is not UTF-8) as its header alone: its base85 lines say nothing a model can read (kept for
+    the last two patches: most steps change none)."""
     kept = [_header(text) if BINARY in text else text for text in sections(patch).values() if not _created(text)]
     return "\n".join(INDEX.sub("", "diff --git " + text, count=1) for text in kept)
 

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from llm_ide.conversation import system_prompt
 from llm_ide.nodes.ledger import Ledger, new_chars
-from llm_ide.nodes.snapshot import base, code_context_text, compose
+from llm_ide.nodes.snapshot import Reading, base, code_context_text, compose
 from llm_ide.secrets import redact
 from llm_ide.state.graph_state import AgentState, MemoryBase
 from llm_ide.variant import AgentContext
@@ -25,11 +25,11 @@ Renewal = tuple[str, MemoryBase]  # the new snapshot and its base
 
 def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     """A fresh snapshot of the memory as it is now (what a full renewal would send)."""
-    return full(ctx, state)[0]
+    return full(ctx, Reading(ctx, state))[0]
 
 
-def full(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> Renewal:
-    text, since = compose(ctx, state, fresh := base(ctx, state, previous))
+def full(ctx: AgentContext, now: Reading, previous: MemoryBase | None = None) -> Renewal:
+    text, since = compose(ctx, now.state, fresh := base(ctx, now.state, now, previous), now)
     return text, {**fresh, "since": since}
 
 
@@ -45,12 +45,12 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
     full history's (memory settings in default.yaml); always before the prompt nears its budget."""
     memory, old = ctx.settings.memory, state.get("snapshot_base")
     if old is None:
-        text, fresh = full(ctx, state)
+        text, fresh = full(ctx, Reading(ctx, state))
         return text, {**fresh, "first": len(text), "balance": 0.0}
     ledger, snapshot = Ledger.of(ctx, state, old), state.get("snapshot", "")
     since = ledger.step - ledger.start
     if not snapshot or (memory.snapshot_every and since >= memory.snapshot_every):
-        return settled(ledger, snapshot, *full(ctx, state))
+        return settled(ledger, snapshot, *full(ctx, Reading(ctx, state)))
     parts = ctx.variants.prompt(ctx, state)
     size = len(system_prompt(ctx, state["task"], parts.task_notes, parts.actions)) + ledger.epoch
     forced = size > RENEW_AT * memory.prompt_budget_chars
@@ -68,14 +68,14 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
         or not ledger.allows(cheapest, len(old["text"]) + least, memory.overspend)
     ):
         return None  # neither can pay yet (either would send at least about this much): nothing rendered
-    renewed = settled(ledger, snapshot, *full(ctx, state, old))
+    renewed = settled(ledger, snapshot, *full(ctx, now := Reading(ctx, state), old))  # its reads kept for the next
     price = (1 - p) * new_chars(snapshot, renewed[0], ledger.latest)
     if forced or (
         dropped + followed >= memory.renew_ratio * price
         and ledger.allows(renewed[1]["balance"], len(renewed[0]), memory.overspend)
     ):
         return renewed
-    text, length = compose(ctx, state, old)
+    text, length = compose(ctx, state, old, now)
     price = (1 - p) * new_chars(snapshot, text, ledger.latest)
     deficit = ledger.renewed(snapshot, text)
     if dropped >= memory.renew_ratio * price and ledger.allows(deficit, len(text), memory.overspend):

@@ -7,8 +7,8 @@ base shows. The latest operation as it ran comes last."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import replace
-from functools import lru_cache, partial
+from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache, partial
 
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
@@ -179,21 +179,42 @@ def split(ctx: AgentContext, state: AgentState) -> tuple[list[OperationNode], li
     return chain[: len(chain) - len(recent)], recent
 
 
-def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = None) -> MemoryBase:
+@dataclass(frozen=True)
+class Reading:
+    """What the renders of one state read alike (the renewal rule's two): each once, when first asked, as before."""
+
+    ctx: AgentContext
+    state: AgentState
+
+    @cached_property
+    def split(self) -> tuple[list[OperationNode], list[OperationNode]]:
+        return split(self.ctx, self.state)
+
+    @cached_property
+    def lessons(self) -> list[str]:
+        return lessons_of(self.state)
+
+    @cached_property
+    def changes(self) -> str:
+        return tracked_diff(self.state.get("worktree_patch", ""))
+
+    @cached_property
+    def whole(self) -> tuple[list[str], list[str]]:
+        return whole_files(self.ctx, self.state)
+
+
+def base(ctx: AgentContext, state: AgentState, now: Reading, previous: MemoryBase | None = None) -> MemoryBase:
     """The base of a full renewal: everything the memory holds now but the recent operations (the files named read
     from the operations since the `previous` base only)."""
-    history, recent = split(ctx, state)
-    nodes, chain = state.get("operations", []), [*history, *recent]
+    (history, recent), nodes = now.split, state.get("operations", [])
     step = state.get("n_operations", 0)
     files = files_named(ctx, nodes[previous["step"] :], previous["files"]) if previous else files_named(ctx, nodes, [])
-    lessons = lessons_of(state)
-    changes = tracked_diff(state.get("worktree_patch", ""))
     parts = {
-        "lessons": "\n".join(f"- {lesson}" for lesson in lessons) or render(ctx.templates, "lessons_empty"),
+        "lessons": "\n".join(f"- {lesson}" for lesson in now.lessons) or render(ctx.templates, "lessons_empty"),
         "files": ", ".join(files),
-        "operation_history": history_text(ctx, chain, len(history)),
-        "changes": changes,
-        "code_context": code_context_text(ctx, state.get("code_context", []), step, whole=whole_files(ctx, state)),
+        "operation_history": history_text(ctx, [*history, *recent], len(history)),
+        "changes": now.changes,
+        "code_context": code_context_text(ctx, state.get("code_context", []), step, whole=now.whole),
     }
     preface = ctx.variants.prompt(ctx, state).preface  # e.g. a plan, ahead of the memory
     text = render(ctx.templates, "memory_base", step=step, preface=preface, **capped(ctx, parts))
@@ -201,9 +222,9 @@ def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = Non
         text=text,
         step=step,
         history=len(history),
-        lessons=lessons,
+        lessons=now.lessons,
         files=files,
-        changes=changes,
+        changes=now.changes,
         since=0,
         held=0.0,
         first=0,  # the ledger's figures: the renewal rule's (render_context)
@@ -211,23 +232,21 @@ def base(ctx: AgentContext, state: AgentState, previous: MemoryBase | None = Non
     )
 
 
-def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> str:
+def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase, now: Reading) -> str:
     """What the memory holds beyond the base `kept`: empty when nothing is new."""
-    history, recent = split(ctx, state)
+    history, recent = now.split
     chain = [*history, *recent]
     step = state.get("n_operations", 0)
-    changes = changed_sections(ctx, kept["changes"], tracked_diff(state.get("worktree_patch", "")))
+    changes = changed_sections(ctx, kept["changes"], now.changes)
     new_files = files_named(ctx, state.get("operations", [])[kept["step"] :], kept["files"])[len(kept["files"]) :]
     rows = lambda: frozenset(row for row in kept["text"].split("\n") if ROW.match(row))  # noqa: E731
     hide = ctx.memo.get(("rows", kept["text"]), rows)  # the base's numbered rows, found once per base
     parts = {
         "operation_history": "\n\n".join(briefs(ctx, history[kept["history"] :], chain[kept["history"] + 1 :])),
-        "lessons": "\n".join(f"- {lesson}" for lesson in lessons_of(state) if lesson not in kept["lessons"]),
+        "lessons": "\n".join(f"- {lesson}" for lesson in now.lessons if lesson not in kept["lessons"]),
         "files": ", ".join(new_files),
         "changes": changes,
-        "code_context": code_context_text(
-            ctx, state.get("code_context", []), step, hide, kept["step"], whole_files(ctx, state)
-        ),
+        "code_context": code_context_text(ctx, state.get("code_context", []), step, hide, kept["step"], now.whole),
     }
     if not any(parts.values()):
         return ""
@@ -242,11 +261,11 @@ def changed_sections(ctx: AgentContext, before: str, now: str) -> str:
     return "\n".join(parts)
 
 
-def compose(ctx: AgentContext, state: AgentState, kept: MemoryBase) -> tuple[str, int]:
+def compose(ctx: AgentContext, state: AgentState, kept: MemoryBase, now: Reading) -> tuple[str, int]:
     """The snapshot on the base `kept` (the base, what came since, the recent operations), and the length of what
     came since."""
-    since = since_text(ctx, state, kept) if state.get("n_operations", 0) > kept["step"] else ""
-    _, recent = split(ctx, state)
+    since = since_text(ctx, state, kept, now) if state.get("n_operations", 0) > kept["step"] else ""
+    _, recent = now.split
     latest = recent_text(ctx, recent, kept["text"] + since) if recent else ""
     latest = capped(ctx, {"latest": latest})["latest"]
     return render(ctx.templates, "snapshot", base=kept["text"], since=since, latest=latest), len(since)
