@@ -10,11 +10,13 @@ user's.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import fcntl
 import hashlib
 import os
 import pty
+import re
 import shutil
 import signal
 import socket
@@ -30,6 +32,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 SHARED = TESTS.parent.parent / "shared"
+PACKAGE = TESTS.parent / "llm_ide"
+DEMO_PROJECT = re.compile(r"/demo/project/")  # copied whole into the demo's repository: no __pycache__ there
 BASE_IMAGE = "llm-ide-base:bookworm"
 
 pytest_plugins = ("cpu_accounting", "shared_fixtures")  # --cpu-limit, --cpu-durations, …; browser, demo_run, token
@@ -45,9 +49,11 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection(session: pytest.Session) -> Iterator[None]:
     """Where PYTHONDONTWRITEBYTECODE is set (these machines set it), every pytest process would compile and
-    assertion-rewrite the test modules and the package they import anew: ~3 s of CPU per xdist worker. Collection
-    writes their bytecode (gitignored __pycache__, next to the sources); what a test imports later, and every program
-    it starts, follow the variable as before."""
+    assertion-rewrite the test modules and the package they import anew (~3 s of CPU per xdist worker), and every
+    `llm-ide` a test starts would compile the package's modules (~0.25 s of CPU each). Collection writes their
+    bytecode (gitignored __pycache__, next to the sources): the test modules' as they are imported, the whole
+    package's after them (what this conftest's plugins imported before collection too, and what only a command
+    imports). What a test imports later, and every program it starts, follow the variable as before."""
     writes = sys.dont_write_bytecode
     sys.dont_write_bytecode = False
     try:
@@ -60,13 +66,17 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
 @contextlib.contextmanager
 def compiled_once(config: pytest.Config) -> Iterator[None]:
     """xdist's workers collect side by side: on a fresh checkout each would compile the same modules. The first one
-    compiles them while the others wait, then they read its bytecode; a marker naming the test files' versions says
-    that it was done, and later sessions do not wait."""
-    versions = [(path.name, path.stat().st_mtime_ns, path.stat().st_size) for path in sorted(TESTS.glob("*.py"))]
+    compiles them while the others wait, then they read its bytecode; a marker naming the versions of the test files
+    and of the package's says that it was done, and later sessions do not wait. xdist's controller collects nothing."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        yield
+        return
+    sources = sorted([*TESTS.glob("*.py"), *PACKAGE.rglob("*.py")])
+    versions = [(str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in sources]
     key = hashlib.sha256(repr((versions, sys.version, pytest.__version__)).encode()).hexdigest()[:16]
     cache = TESTS / "__pycache__"
     marker = cache / f"collected-{key}"
-    if not hasattr(config, "workerinput") or marker.exists():
+    if marker.exists():
         yield
         return
     try:
@@ -82,6 +92,7 @@ def compiled_once(config: pytest.Config) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
         yield
         if not compiled:
+            compileall.compile_dir(PACKAGE, quiet=1, rx=DEMO_PROJECT)
             for stale in cache.glob("collected-*"):
                 stale.unlink(missing_ok=True)
             marker.touch()

@@ -1,10 +1,12 @@
 """What keeps the suite fast (tests/README.md): a test outside `slow` over --cpu-limit fails with its name and figure,
 a `slow` one does not, and --cpu-durations lists the dearest; the tests durations.json names start first, longest first,
-and --save-durations writes that file. A pytest of its own, with the plugin (tests/cpu_accounting.py) or, as the suite
-loads it, through this conftest: that one imports what the tests share (~1.7 s of CPU more per pytest)."""
+and --save-durations writes that file; collection leaves the package in bytecode. A pytest of its own, with the plugin
+(tests/cpu_accounting.py) or, as the suite loads it, through this conftest: that one imports what the tests share
+(~1.7 s of CPU more per pytest)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import cpu_accounting
 import pytest
-from conftest import require_bwrap
+from conftest import PACKAGE, require_bwrap
 
 TESTS = Path(__file__).resolve().parent
 BURN = """
@@ -122,3 +124,25 @@ def test_the_tests_named_in_the_durations_file_start_first_longest_first(tmp_pat
     saved = json.loads((tmp_path / "saved.json").read_text())
     assert sorted(saved) == sorted(names) and list(saved.values()) == sorted(saved.values(), reverse=True)
     assert [saved[name] for name in ids("--durations-from", "saved.json")] == sorted(saved.values(), reverse=True)
+
+
+def compiled(source: Path) -> bool:
+    """Whether `source`'s bytecode is there and of this version of it (a timestamp-based .pyc's header; one checked by
+    hash is taken as is)."""
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    header = cached.read_bytes()[:16] if cached.exists() else b""
+    if len(header) < 16 or int.from_bytes(header[4:8], "little"):
+        return len(header) == 16
+    stat = source.stat()
+    version = (int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF)
+    return (int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")) == version
+
+
+def test_collection_leaves_every_module_of_the_package_compiled_but_the_demos_project() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set, an `llm-ide` a test starts would otherwise compile each module it imports
+    that no pytest wrote (~0.25 s of CPU a run): those this conftest's plugins import before collection, and those
+    only a command imports. The demo's project is copied whole into a repository: no __pycache__ goes with it."""
+    demo = PACKAGE / "demo" / "project"
+    sources = [path for path in PACKAGE.rglob("*.py") if not path.is_relative_to(demo)]
+    assert len(sources) > 200 and [str(path) for path in sources if not compiled(path)] == []
+    assert list(demo.rglob("__pycache__")) == []
