@@ -36,6 +36,8 @@ PACKAGE = TESTS.parent / "llm_ide"
 DEMO_PROJECT = re.compile(r"/demo/project/")  # copied whole into the demo's repository: no __pycache__ there
 BASE_IMAGE = "llm-ide-base:bookworm"
 
+CALLERS_BYTECODE = sys.dont_write_bytecode  # PYTHONDONTWRITEBYTECODE: back as the caller set it after collection
+sys.dont_write_bytecode = False  # the plugins' imports too: pytest rewrites langsmith's asserts (its pytest plugin's)
 pytest_plugins = ("cpu_accounting", "shared_fixtures")  # --cpu-limit, --cpu-durations, …; browser, demo_run, token
 
 
@@ -49,18 +51,17 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection(session: pytest.Session) -> Iterator[None]:
     """Where PYTHONDONTWRITEBYTECODE is set (these machines set it), every pytest process would compile and
-    assertion-rewrite the test modules and the package they import anew (~3 s of CPU per xdist worker), and every
-    `llm-ide` a test starts would compile the package's modules (~0.25 s of CPU each). Collection writes their
-    bytecode (gitignored __pycache__, next to the sources): the test modules' as they are imported, the whole
-    package's after them (what this conftest's plugins imported before collection too, and what only a command
-    imports). What a test imports later, and every program it starts, follow the variable as before."""
-    writes = sys.dont_write_bytecode
-    sys.dont_write_bytecode = False
+    assertion-rewrite anew the test modules, the package and what this conftest's plugins import (pytest rewrites
+    langsmith's asserts: its pytest plugin is installed): ~3 s of CPU per xdist worker; and every `llm-ide` a test
+    starts would compile the package's modules (~0.2 s of CPU each). Their bytecode is written (gitignored
+    __pycache__, next to the sources) as they are imported, from this conftest's import to the end of collection,
+    then the whole package's (what only a command imports too). What a test imports later, and every program it
+    starts, follow the variable as before."""
     try:
         with compiled_once(session.config):
             yield
     finally:
-        sys.dont_write_bytecode = writes
+        sys.dont_write_bytecode = CALLERS_BYTECODE
 
 
 @contextlib.contextmanager

@@ -140,7 +140,7 @@ def compiled(source: Path) -> bool:
 
 def test_collection_leaves_every_module_of_the_package_compiled_but_the_demos_project() -> None:
     """Where PYTHONDONTWRITEBYTECODE is set, an `llm-ide` a test starts would otherwise compile each module it imports
-    that no pytest wrote (~0.25 s of CPU a run): those this conftest's plugins import before collection, and those
+    that no pytest wrote (~0.2 s of CPU a run): those this conftest's plugins import before collection, and those
     only a command imports. The demo's project is copied whole into a repository: no __pycache__ goes with it."""
     demo = PACKAGE / "demo" / "project"
     sources = [path for path in PACKAGE.rglob("*.py") if not path.is_relative_to(demo)]
