@@ -33,7 +33,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 SHARED = TESTS.parent.parent / "shared"
 PACKAGE = TESTS.parent / "llm_ide"
-DEMO_PROJECT = re.compile(r"/demo/project/")  # copied whole into the demo's repository: no __pycache__ there
+COPIED = re.compile(r"/demo/project/|/tools/packages/")  # copied whole (into the demo's repository, a run's tools)
 BASE_IMAGE = "llm-ide-base:bookworm"
 
 CALLERS_BYTECODE = sys.dont_write_bytecode  # PYTHONDONTWRITEBYTECODE: back as the caller set it after collection
@@ -93,7 +93,7 @@ def compiled_once(config: pytest.Config) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
         yield
         if not compiled:
-            compileall.compile_dir(PACKAGE, quiet=1, rx=DEMO_PROJECT)
+            compileall.compile_dir(PACKAGE, quiet=1, rx=COPIED)
             for stale in cache.glob("collected-*"):
                 stale.unlink(missing_ok=True)
             marker.touch()

@@ -138,11 +138,12 @@ def compiled(source: Path) -> bool:
     return (int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")) == version
 
 
-def test_collection_leaves_every_module_of_the_package_compiled_but_the_demos_project() -> None:
+def test_collection_leaves_every_module_of_the_package_compiled_but_what_it_copies_whole() -> None:
     """Where PYTHONDONTWRITEBYTECODE is set, an `llm-ide` a test starts would otherwise compile each module it imports
     that no pytest wrote (~0.2 s of CPU a run): those this conftest's plugins import before collection, and those
-    only a command imports. The demo's project is copied whole into a repository: no __pycache__ goes with it."""
-    demo = PACKAGE / "demo" / "project"
-    sources = [path for path in PACKAGE.rglob("*.py") if not path.is_relative_to(demo)]
+    only a command imports. The demo's project is copied whole into a repository, the tools' sources into a run's
+    environment: no __pycache__ goes with them."""
+    demo, tools = PACKAGE / "demo" / "project", PACKAGE / "tools" / "packages"
+    sources = [path for path in PACKAGE.rglob("*.py") if not any(path.is_relative_to(kept) for kept in (demo, tools))]
     assert len(sources) > 200 and [str(path) for path in sources if not compiled(path)] == []
     assert list(demo.rglob("__pycache__")) == []
