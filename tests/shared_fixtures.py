@@ -1,7 +1,9 @@
 """Fixtures several test modules share, loaded by conftest.py as a plugin: a fixture imported into each module would
 be a fixture of each module (ruff takes the import for unused), a session's once per module (Chromium started again,
 the demo run made again). The headless Chromium and the demo run's page, once a worker; the served navigators'
-token; `wheel` for the tools' index-less builds, once a session."""
+token; `wheel` for the tools' index-less builds, once a session. What they need of the package is imported as they are
+made: every pytest loads this plugin, xdist's controller and the suite's own pytests too, which make none (~1.5 s of CPU
+each)."""
 
 from __future__ import annotations
 
@@ -15,21 +17,22 @@ from pathlib import Path
 
 import pytest
 from conftest import unavailable
-from inspector_support import chromium, demo_run_in
 from navigator_mcp_support import TOKEN_VARIABLE
-
-from llm_ide.tools.plan import BUILDS_WITHOUT_INDEX
 
 
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One headless Chromium per worker (inspector_support.chromium)."""
+    from inspector_support import chromium
+
     yield from chromium(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     """The demo run and its page, made once a worker (inspector_support.demo_run_in)."""
+    from inspector_support import demo_run_in
+
     return demo_run_in(tmp_path_factory.getbasetemp())
 
 
@@ -48,6 +51,8 @@ def build_backend(tmp_path_factory: pytest.TempPathFactory, session_cache: Path)
     70.1 and has no `wheel` (Python 3.11's stock 65.5). With it the build is the product's one without build isolation
     (no setuptools installed into a throwaway environment per build: ~1.5-2 s of CPU each). Downloaded once per
     session, for all xdist workers, by python3's own pip; "" when the interpreter builds offline by itself."""
+    from llm_ide.tools.plan import BUILDS_WITHOUT_INDEX
+
     probe = tmp_path_factory.mktemp("probe") / "venv"  # what a tool's overlay venv sees: python3's own site
     subprocess.run(["python3", "-m", "venv", "--without-pip", "--system-site-packages", str(probe)], check=True)
     if subprocess.run([probe / "bin" / "python", "-c", BUILDS_WITHOUT_INDEX], capture_output=True).returncode == 0:

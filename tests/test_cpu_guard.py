@@ -1,8 +1,8 @@
 """What keeps the suite fast (tests/README.md): a test outside `slow` over --cpu-limit fails with its name and figure,
 a `slow` one does not, and --cpu-durations lists the dearest; the tests durations.json names start first, longest first,
 and --save-durations writes that file; collection leaves the package in bytecode. A pytest of its own, with the plugin
-(tests/cpu_accounting.py) or, as the suite loads it, through this conftest: that one imports what the tests share
-(~1.7 s of CPU more per pytest)."""
+(tests/cpu_accounting.py) or, as the suite loads it, through this conftest (with the fixtures the tests share, which
+import what they need as they are made)."""
 
 from __future__ import annotations
 
