@@ -17,7 +17,7 @@ from pathlib import Path
 
 import cpu_accounting
 import pytest
-from conftest import PACKAGE, require_bwrap
+from conftest import COPIED, PACKAGE, require_bwrap
 
 TESTS = Path(__file__).resolve().parent
 BURN = """
@@ -142,8 +142,9 @@ def test_collection_leaves_every_module_of_the_package_compiled_but_what_it_copi
     """Where PYTHONDONTWRITEBYTECODE is set, an `llm-ide` a test starts would otherwise compile each module it imports
     that no pytest wrote (~0.2 s of CPU a run): those this conftest's plugins import before collection, and those
     only a command imports. The demo's project is copied whole into a repository, the tools' sources into a run's
-    environment: no __pycache__ goes with them."""
+    environment: the compile passes over them (a __pycache__ there would go with them)."""
     demo, tools = PACKAGE / "demo" / "project", PACKAGE / "tools" / "packages"
-    sources = [path for path in PACKAGE.rglob("*.py") if not any(path.is_relative_to(kept) for kept in (demo, tools))]
+    every = list(PACKAGE.rglob("*.py"))
+    sources = [path for path in every if not any(path.is_relative_to(kept) for kept in (demo, tools))]
     assert len(sources) > 200 and [str(path) for path in sources if not compiled(path)] == []
-    assert list(demo.rglob("__pycache__")) == []
+    assert [path for path in every if bool(COPIED.search(str(path))) == (path in sources)] == []
