@@ -25,11 +25,11 @@ Renewal = tuple[str, MemoryBase]  # the new snapshot and its base
 
 def snapshot_text(ctx: AgentContext, state: AgentState) -> str:
     """A fresh snapshot of the memory as it is now (what a full renewal would send)."""
-    return full(ctx, Reading(ctx, state))[0]
+    return full(Reading(ctx, state))[0]
 
 
-def full(ctx: AgentContext, now: Reading, previous: MemoryBase | None = None) -> Renewal:
-    text, since = compose(ctx, now.state, fresh := base(ctx, now.state, now, previous), now)
+def full(now: Reading, previous: MemoryBase | None = None) -> Renewal:
+    text, since = compose(now, fresh := base(now, previous))
     return text, {**fresh, "since": since}
 
 
@@ -45,12 +45,12 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
     full history's (memory settings in default.yaml); always before the prompt nears its budget."""
     memory, old = ctx.settings.memory, state.get("snapshot_base")
     if old is None:
-        text, fresh = full(ctx, Reading(ctx, state))
+        text, fresh = full(Reading(ctx, state))
         return text, {**fresh, "first": len(text), "balance": 0.0}
     ledger, snapshot = Ledger.of(ctx, state, old), state.get("snapshot", "")
     since = ledger.step - ledger.start
     if not snapshot or (memory.snapshot_every and since >= memory.snapshot_every):
-        return settled(ledger, snapshot, *full(ctx, Reading(ctx, state)))
+        return settled(ledger, snapshot, *full(Reading(ctx, state)))
     parts = ctx.variants.prompt(ctx, state)
     size = len(system_prompt(ctx, state["task"], parts.task_notes, parts.actions)) + ledger.epoch
     forced = size > RENEW_AT * memory.prompt_budget_chars
@@ -68,14 +68,14 @@ def renewal(ctx: AgentContext, state: AgentState) -> Renewal | None:
         or not ledger.allows(cheapest, len(old["text"]) + least, memory.overspend)
     ):
         return None  # neither can pay yet (either would send at least about this much): nothing rendered
-    renewed = settled(ledger, snapshot, *full(ctx, now := Reading(ctx, state), old))  # its reads kept for the next
+    renewed = settled(ledger, snapshot, *full(now := Reading(ctx, state), old))  # its reads kept for the next
     price = (1 - p) * new_chars(snapshot, renewed[0], ledger.latest)
     if forced or (
         dropped + followed >= memory.renew_ratio * price
         and ledger.allows(renewed[1]["balance"], len(renewed[0]), memory.overspend)
     ):
         return renewed
-    text, length = compose(ctx, state, old, now)
+    text, length = compose(now, old)
     price = (1 - p) * new_chars(snapshot, text, ledger.latest)
     deficit = ledger.renewed(snapshot, text)
     if dropped >= memory.renew_ratio * price and ledger.allows(deficit, len(text), memory.overspend):

@@ -203,9 +203,10 @@ class Reading:
         return whole_files(self.ctx, self.state)
 
 
-def base(ctx: AgentContext, state: AgentState, now: Reading, previous: MemoryBase | None = None) -> MemoryBase:
+def base(now: Reading, previous: MemoryBase | None = None) -> MemoryBase:
     """The base of a full renewal: everything the memory holds now but the recent operations (the files named read
     from the operations since the `previous` base only)."""
+    ctx, state = now.ctx, now.state
     (history, recent), nodes = now.split, state.get("operations", [])
     step = state.get("n_operations", 0)
     files = files_named(ctx, nodes[previous["step"] :], previous["files"]) if previous else files_named(ctx, nodes, [])
@@ -232,8 +233,9 @@ def base(ctx: AgentContext, state: AgentState, now: Reading, previous: MemoryBas
     )
 
 
-def since_text(ctx: AgentContext, state: AgentState, kept: MemoryBase, now: Reading) -> str:
+def since_text(now: Reading, kept: MemoryBase) -> str:
     """What the memory holds beyond the base `kept`: empty when nothing is new."""
+    ctx, state = now.ctx, now.state
     history, recent = now.split
     chain = [*history, *recent]
     step = state.get("n_operations", 0)
@@ -261,10 +263,11 @@ def changed_sections(ctx: AgentContext, before: str, now: str) -> str:
     return "\n".join(parts)
 
 
-def compose(ctx: AgentContext, state: AgentState, kept: MemoryBase, now: Reading) -> tuple[str, int]:
+def compose(now: Reading, kept: MemoryBase) -> tuple[str, int]:
     """The snapshot on the base `kept` (the base, what came since, the recent operations), and the length of what
     came since."""
-    since = since_text(ctx, state, kept, now) if state.get("n_operations", 0) > kept["step"] else ""
+    ctx = now.ctx
+    since = since_text(now, kept) if now.state.get("n_operations", 0) > kept["step"] else ""
     _, recent = now.split
     latest = recent_text(ctx, recent, kept["text"] + since) if recent else ""
     latest = capped(ctx, {"latest": latest})["latest"]
