@@ -153,20 +153,21 @@ class DockerEnvironment:
             if swept := sweep_left(self.client, self.run_id):
                 self.notes.append(swept)
         self.container_id, _LIVE[name] = name, self  # (its id once known: a create interrupted by then goes by name)
-        self._creation = Creation(
-            lambda: self.client.containers.create(
-                self.image,
-                entrypoint=KEEPER,
-                command=[],
-                name=name,
-                labels=owner_labels(self.run_id),
-                environment={key: str(value) for key, value in env.items()},
-                working_dir=self.workdir,
-                auto_remove=True,
-                detach=True,
-                **options,
+        with interrupts_held():  # (a Ctrl-C as the request leaves comes once close() knows to wait for its answer)
+            self._creation = Creation(
+                lambda: self.client.containers.create(
+                    self.image,
+                    entrypoint=KEEPER,
+                    command=[],
+                    name=name,
+                    labels=owner_labels(self.run_id),
+                    environment={key: str(value) for key, value in env.items()},
+                    working_dir=self.workdir,
+                    auto_remove=True,
+                    detach=True,
+                    **options,
+                )
             )
-        )
         container, self._creation = self._creation.result(), None
         self.container_id, _LIVE[container.id] = container.id, _LIVE.pop(name)
         container.start()  # (failed: closed and told by __init__)
