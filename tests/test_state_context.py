@@ -11,6 +11,7 @@ from llm_ide.state.context import (
     ScoreParams,
     add_scope,
     created_named,
+    lead_in,
     normalize_path,
     referral_score,
     rescore,
@@ -314,3 +315,57 @@ def test_with_operation_scores_exactly_as_rescoring_the_whole_history(gamma: flo
             c.activity.scored = 0
         rescore(again, step + 1, params)
         assert [c.activity.score for c in chunks] == [c.activity.score for c in again]  # equal floats: same prompts
+
+
+RUN = [
+    "def run(argv=None):",
+    '    """standalone command line access point"""',
+    "    if argv is None:",
+    "        argv = sys.argv[1:]",
+    "",
+    '    s_opts = "hdi"',
+    "    l_opts = (",
+    '        "help",',
+    '        "duplicates=",',
+    "    )",
+    "    min_lines = DEFAULT_MIN",
+    "    ignore_comments = False",
+    "    ignore_docstrings = False",
+    "    ignore_imports = False",
+    "    opts, args = getopt(argv, s_opts, l_opts)",
+    "    for opt, val in opts:",
+    '        if opt in ("-d", "--duplicates"):',
+    "            min_lines = int(val)",
+]
+
+
+def rows(*lines: int) -> str:
+    return "sim.py\n" + "\n".join(f"{i:>6}\t{RUN[i - 1]}" for i in lines)
+
+
+@pytest.mark.parametrize(
+    ("seen", "view", "prompt", "expected"),
+    [
+        (range(1, 19), range(14, 19), set(), rows(*range(2, 14))),  # the LEAD_IN lines above the view
+        ([*range(1, 5), *range(14, 19)], range(14, 19), set(), rows(2, 3, 4)),  # only lines seen before
+        (range(1, 19), range(14, 19), {RUN[i].strip() for i in range(1, 12)}, rows(13)),  # none the prompt shows
+        (range(1, 19), range(14, 19), {f"{i:>6}\t{RUN[i - 1]}" for i in range(2, 14)}, ""),  # nor its rows
+        (range(1, 19), [14], set(), ""),  # a grep hit, no view of a range
+        (range(1, 19), range(1, 6), set(), ""),  # a view from the function's head
+        ([], range(14, 19), set(), ""),  # a function seen for the first time
+    ],
+)
+def test_a_view_into_a_function_seen_before_gets_the_rows_above_it_back(
+    seen: range | list[int], view: range | list[int], prompt: set[str], expected: str
+) -> None:
+    chunks = [Chunk("sim.py", list(seen), function="run")] if seen else []
+    scope = Scope("sim.py", tuple(view), function="run")
+    output = {RUN[i - 1].strip() for i in view}
+    assert lead_in(chunks, [scope], {"sim.py": RUN}.get, output, prompt.__contains__) == expected
+
+
+def test_an_edit_whose_output_shows_no_line_of_it_gets_no_rows_above() -> None:
+    """`sed -i` prints nothing: the lines it changed and three around them are accessed, not shown."""
+    chunks = [Chunk("sim.py", list(range(1, 19)), function="run")]
+    scope = Scope("sim.py", tuple(range(3, 10)), function="run")
+    assert lead_in(chunks, [scope], {"sim.py": RUN}.get, {""}, set().__contains__) == ""

@@ -4,7 +4,8 @@ passes here, so its time is always counted."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -12,7 +13,14 @@ from langgraph.runtime import Runtime
 from llm_ide.budget import shares
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended, usd
 from llm_ide.settings import AgentSettings
-from llm_ide.state.context import add_scope, count_references, created_named, parse_references, with_operation
+from llm_ide.state.context import (
+    add_scope,
+    count_references,
+    created_named,
+    lead_in,
+    parse_references,
+    with_operation,
+)
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.variant import AgentContext
 
@@ -46,6 +54,11 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     assert pending is not None
     n_operations = state.get("n_operations", 0)
     chunks = list(state.get("code_context", []))  # add_scope puts a changed chunk's copy in its place
+    if pending.action_type == "bash":
+        output = {line.strip() for line in pending.observation.split("\n")}
+        pending = replace(
+            pending, lead_in=lead_in(chunks, state.get("accessed", []), view.lines, output, shown_now(state))
+        )
     accessed = {add_scope(chunks, scope, n_operations) for scope in state.get("accessed", [])}
     if pending.action_type == "bash":
         accessed |= created_named(chunks, str(pending.action_params.get("command") or ""))
@@ -55,6 +68,16 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     )
     chunks = with_operation(chunks, accessed, referred, n_operations, ctx.score_params)
     return {"operations": [pending], "code_context": chunks, "n_operations": n_operations + 1}
+
+
+def shown_now(state: AgentState) -> Callable[[str], bool]:
+    """Whether the prompt shows a numbered row (the snapshot's) or a stripped line (an output since it, the pending
+    one's too)."""
+    pending = state["pending"]
+    epoch = [*state.get("operations", [])[state.get("snapshot_step", 0) :], *([pending] if pending else [])]
+    rows = set(state.get("snapshot", "").split("\n"))
+    seen = {line.strip() for node in epoch for line in node.observation.split("\n")}
+    return lambda text: text in rows or text in seen
 
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
@@ -149,6 +149,34 @@ def created_named(chunks: list[Chunk], command: str) -> set[int]:
         for index, chunk in enumerate(chunks)
         if chunk.created and re.search(rf"(?<![\w./-]){re.escape(chunk.file_path)}(?![\w./-])", command)
     }
+
+
+LEAD_IN = 12  # lines above what an output shows of a function that it shows again, when the agent saw them before
+
+
+def lead_in(
+    chunks: list[Chunk],
+    scopes: Iterable[Scope],
+    lines_of: Callable[[str], list[str] | None],
+    output: Collection[str],
+    shown: Callable[[str], bool],
+) -> str:
+    """The rows of the LEAD_IN lines above the first line an output (`output`, its stripped lines) shows of each
+    function (`scopes`: what the operation accessed) that the function's chunk held before it (the agent saw them) and
+    the prompt no longer shows (`shown`: a row, `f"{line:>6}\t{text}"`, or a stripped line of an output there): an
+    agent that views the middle of a function again gets back how it began, as it had seen it."""
+    parts = []
+    for scope in scopes:
+        index, text, first = find_chunk(chunks, scope), lines_of(scope.file_path), min(scope.lines, default=0)
+        if index is None or text is None or not 1 < first <= len(text) or text[first - 1].strip() not in output:
+            continue
+        if not {first + 1, first + 2} <= set(scope.lines):
+            continue  # a view of a range (three rows at least), not a grep hit
+        rows = [f"{i:>6}\t{text[i - 1]}" for i in chunks[index].lines if first - LEAD_IN <= i < first]
+        rows = [row for row in rows if not shown(row) and not shown(row.split("\t", 1)[1].strip())]
+        if rows:
+            parts.append(f"{scope.file_path}\n" + "\n".join(rows))
+    return "\n".join(parts)
 
 
 REFERENCE = re.compile(

@@ -24,6 +24,7 @@ class OperationNode(Judged, Record):
     returncode: int | None = None
     duration: float = 0.0
     marks: dict[str, Any] = field(default_factory=dict)  # what variants recorded on it, each under its own keys
+    lead_in: str = ""  # rows seen earlier just above what its output shows of a function (state/context.py: lead_in)
 
 
 def node_record(node: OperationNode) -> dict[str, Any]:
