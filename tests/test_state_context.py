@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llm_ide.nodes.update_activity import shown_now
 from llm_ide.state.context import (
     Activity,
     Chunk,
@@ -17,6 +18,7 @@ from llm_ide.state.context import (
     rescore,
     with_operation,
 )
+from llm_ide.state.operations import OperationNode
 from llm_ide.state.selection import copy_chunks, select_chunks, trim_to_budget
 
 
@@ -358,10 +360,28 @@ def rows(*lines: int) -> str:
 def test_a_view_into_a_function_seen_before_gets_the_rows_above_it_back(
     seen: range | list[int], view: range | list[int], prompt: set[str], expected: str
 ) -> None:
-    chunks = [Chunk("sim.py", list(seen), function="run")] if seen else []
+    chunks = [Chunk("sim.py", list(seen), function="run")] if seen else []  # the function's chunk before the view
     scope = Scope("sim.py", tuple(view), function="run")
     output = {RUN[i - 1].strip() for i in view}
     assert lead_in(chunks, [scope], {"sim.py": RUN}.get, output, prompt.__contains__) == expected
+
+
+def test_module_code_gets_no_rows_above() -> None:
+    """Top-level statements are one chunk of the whole module: the lines above a view of them belong to no one
+    definition."""
+    chunks = [Chunk("sim.py", list(range(1, 19)))]
+    scope = Scope("sim.py", tuple(range(14, 19)))
+    output = {RUN[i - 1].strip() for i in range(14, 19)}
+    assert lead_in(chunks, [scope], {"sim.py": RUN}.get, output, set().__contains__) == ""
+
+
+def test_rows_a_lead_in_of_the_epoch_showed_count_as_shown() -> None:
+    """The same view run again in one epoch (after each edit of the lines below) brings the rows back once."""
+    first = OperationNode(id=0, parent_id=None, observation="x = 1", lead_in=rows(2, 3))
+    state = {"operations": [first], "snapshot": "", "snapshot_step": 0, "pending": OperationNode(id=1, parent_id=0)}
+    shown = shown_now(state)  # type: ignore[arg-type]
+    assert [shown(f"{i:>6}\t{RUN[i - 1]}") for i in (2, 3, 4)] == [True, True, False]
+    assert shown("x = 1") and not shown("y = 2")
 
 
 def test_an_edit_whose_output_shows_no_line_of_it_gets_no_rows_above() -> None:

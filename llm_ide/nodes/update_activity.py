@@ -13,14 +13,7 @@ from langgraph.runtime import Runtime
 from llm_ide.budget import shares
 from llm_ide.errors import CostLimit, LlmIdeError, StepLimit, Submitted, TimeLimit, ended, usd
 from llm_ide.settings import AgentSettings
-from llm_ide.state.context import (
-    add_scope,
-    count_references,
-    created_named,
-    lead_in,
-    parse_references,
-    with_operation,
-)
+from llm_ide.state.context import add_scope, count_references, created_named, lead_in, parse_references, with_operation
 from llm_ide.state.graph_state import AgentState, empty_usage
 from llm_ide.variant import AgentContext
 
@@ -71,11 +64,9 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
 
 
 def shown_now(state: AgentState) -> Callable[[str], bool]:
-    """Whether the prompt shows a numbered row (the snapshot's) or a stripped line (an output since it, the pending
-    one's too)."""
-    pending = state["pending"]
-    epoch = [*state.get("operations", [])[state.get("snapshot_step", 0) :], *([pending] if pending else [])]
-    rows = set(state.get("snapshot", "").split("\n"))
+    """Whether the prompt shows a row (the snapshot's, a lead-in's since it) or a stripped line of an output since."""
+    epoch = [*state.get("operations", [])[state.get("snapshot_step", 0) :], *filter(None, [state["pending"]])]
+    rows = {*state.get("snapshot", "").split("\n"), *(row for node in epoch for row in node.lead_in.split("\n"))}
     seen = {line.strip() for node in epoch for line in node.observation.split("\n")}
     return lambda text: text in rows or text in seen
 

@@ -161,17 +161,15 @@ def lead_in(
     output: Collection[str],
     shown: Callable[[str], bool],
 ) -> str:
-    """The rows of the LEAD_IN lines above the first line an output (`output`, its stripped lines) shows of each
-    function (`scopes`: what the operation accessed) that the function's chunk held before it (the agent saw them) and
-    the prompt no longer shows (`shown`: a row, `f"{line:>6}\t{text}"`, or a stripped line of an output there): an
-    agent that views the middle of a function again gets back how it began, as it had seen it."""
+    """Rows the chunk of each function (`scopes`) held within LEAD_IN lines above the first line an output (its
+    stripped lines) shows of it, and the prompt (`shown`) no longer does: a view of its middle gets back its head."""
     parts = []
     for scope in scopes:
         index, text, first = find_chunk(chunks, scope), lines_of(scope.file_path), min(scope.lines, default=0)
         if index is None or text is None or not 1 < first <= len(text) or text[first - 1].strip() not in output:
             continue
-        if not {first + 1, first + 2} <= set(scope.lines):
-            continue  # a view of a range (three rows at least), not a grep hit
+        if not (scope.function or scope.class_name) or not {first + 1, first + 2} <= set(scope.lines):
+            continue  # a view of a range (three rows at least) of a definition, not a grep hit or module code
         rows = [f"{i:>6}\t{text[i - 1]}" for i in chunks[index].lines if first - LEAD_IN <= i < first]
         rows = [row for row in rows if not shown(row) and not shown(row.split("\t", 1)[1].strip())]
         if rows:
