@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -64,11 +65,16 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
 
 
 def shown_now(state: AgentState) -> Callable[[str], bool]:
-    """Whether the prompt shows a row (the snapshot's, a lead-in's since it) or a stripped line of an output since."""
-    epoch = [*state.get("operations", [])[state.get("snapshot_step", 0) :], *filter(None, [state["pending"]])]
-    rows = {*state.get("snapshot", "").split("\n"), *(row for node in epoch for row in node.lead_in.split("\n"))}
-    seen = {line.strip() for node in epoch for line in node.observation.split("\n")}
-    return lambda text: text in rows or text in seen
+    """Whether the prompt shows a row (the snapshot's, a lead-in's since it) or a stripped line of an output since;
+    the epoch read at the first question only (most steps ask none)."""
+
+    @cache
+    def shown() -> frozenset[str]:
+        epoch = [*state.get("operations", [])[state.get("snapshot_step", 0) :], *filter(None, [state["pending"]])]
+        rows = {*state.get("snapshot", "").split("\n"), *(row for node in epoch for row in node.lead_in.split("\n"))}
+        return frozenset(rows | {line.strip() for node in epoch for line in node.observation.split("\n")})
+
+    return lambda text: text in shown()
 
 
 def update_activity(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:

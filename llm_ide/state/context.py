@@ -165,11 +165,12 @@ def lead_in(
     stripped lines) shows of it, and the prompt (`shown`) no longer does: a view of its middle gets back its head."""
     parts = []
     for scope in scopes:
-        index, text, first = find_chunk(chunks, scope), lines_of(scope.file_path), min(scope.lines, default=0)
-        if index is None or text is None or not 1 < first <= len(text) or text[first - 1].strip() not in output:
-            continue
+        first = min(scope.lines, default=0)
         if not (scope.function or scope.class_name) or not {first + 1, first + 2} <= set(scope.lines):
             continue  # a view of a range (three rows at least) of a definition, not a grep hit or module code
+        index, text = find_chunk(chunks, scope), lines_of(scope.file_path)
+        if index is None or text is None or not 1 < first <= len(text) or text[first - 1].strip() not in output:
+            continue
         rows = [f"{i:>6}\t{text[i - 1]}" for i in chunks[index].lines if first - LEAD_IN <= i < first]
         rows = [row for row in rows if not shown(row) and not shown(row.split("\t", 1)[1].strip())]
         if rows:
