@@ -48,7 +48,7 @@ def committed(ctx: AgentContext, state: AgentState) -> dict[str, Any]:
     assert pending is not None
     n_operations = state.get("n_operations", 0)
     chunks = list(state.get("code_context", []))  # add_scope puts a changed chunk's copy in its place
-    if pending.action_type == "bash":
+    if pending.action_type == "bash":  # (before add_scope: the rows the chunks held before this operation)
         output = {line.strip() for line in pending.observation.split("\n")}
         pending = replace(
             pending, lead_in=lead_in(chunks, state.get("accessed", []), view.lines, output, shown_now(state))
