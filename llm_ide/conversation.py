@@ -8,6 +8,7 @@ an operation's reply and outcome as messages, a rejected reply's turns; the verd
 from __future__ import annotations
 
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 
 from llm_ide import verdict
@@ -17,7 +18,7 @@ from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.graph_state import AgentState, operations_now
 from llm_ide.state.operations import VERDICT_PARTS, OperationNode
 from llm_ide.system_part import system_part
-from llm_ide.variant import AgentContext
+from llm_ide.variant import AgentContext, Memo
 
 
 def system_prompt(ctx: AgentContext, task: str, notes: str, more_actions: str) -> str:
@@ -27,6 +28,18 @@ def system_prompt(ctx: AgentContext, task: str, notes: str, more_actions: str) -
 
 def params_text(node: OperationNode) -> str:
     return body_text(node.action_type, node.action_params)
+
+
+def params_texts(memo: Memo, nodes: list[OperationNode]) -> list[str]:
+    """Each operation's action text, written once (exact: kept by id with a deep copy of the action written from)."""
+    known = memo.get(("params",), dict)  # id -> (action type, its parameters, their text)
+    texts = []
+    for node in nodes:
+        kept = known.get(node.id)
+        if kept is None or kept[0] != node.action_type or kept[1] != node.action_params:
+            kept = known[node.id] = (node.action_type, deepcopy(node.action_params), params_text(node))
+        texts.append(kept[2])
+    return texts
 
 
 def action_turn(ctx: AgentContext, node: OperationNode) -> str:

@@ -15,8 +15,8 @@ from llm_ide.actions import execute_action
 from llm_ide.cli.context import parse_line_spec
 from llm_ide.codebase import Codebase
 from llm_ide.codeview import CodeView
-from llm_ide.codeview.matching import LineKeys
 from llm_ide.codeview.observed import shown_lines
+from llm_ide.codeview.reads import LineKeys
 from llm_ide.config import load_config
 from llm_ide.environments import LocalEnvironment
 

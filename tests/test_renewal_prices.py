@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llm_ide.config import load_config
-from llm_ide.nodes.ledger import PAYBACK, Ledger, turn_chars
+from llm_ide.nodes.render_context import PAYBACK, Ledger, turn_chars
 from llm_ide.pricing import PROFILES, Price, settings_of
 from llm_ide.run.single import run_task
 from llm_ide.run.trajectory import load_trajectory

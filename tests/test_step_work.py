@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from llm_ide.conversation import Shown, params_text
+from llm_ide.conversation import Shown, params_text, params_texts
 from llm_ide.environments.processes import Leftovers
 from llm_ide.environments.sandbox import host_sockets, real_path, resolve_inside, within
-from llm_ide.nodes.ledger import params_texts
 from llm_ide.secrets import known_secrets, redact, register
 from llm_ide.state.operations import OperationNode
 from llm_ide.variant import Memo

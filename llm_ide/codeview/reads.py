@@ -4,14 +4,39 @@ each content's stripped lines (what an output is matched against); codeview/view
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from llm_ide.codeview.index import FileIndex, display_lines
-from llm_ide.codeview.matching import LineKeys
 from llm_ide.environments.base import FileSnapshot, FileSource
 from llm_ide.state.context import normalize_path
+
+
+@dataclass(frozen=True)
+class LineKeys:
+    """One file content's lines stripped, their indentation, and where each stripped text occurs (1-based)."""
+
+    stripped: list[str]
+    indents: list[int]
+    where: dict[str, list[int]]
+
+    @classmethod
+    def of(cls, lines: list[str]) -> LineKeys:
+        stripped = list(map(str.strip, lines))
+        indents = list(map(operator.sub, map(len, lines), map(len, map(str.lstrip, lines))))  # (len - len lstripped)
+        where: dict[str, list[int]] = {}
+        for number, text in enumerate(stripped, start=1):
+            if text in where:
+                where[text].append(number)
+            elif len(text) > 2:
+                where[text] = [number]
+        return cls(stripped, indents, where)
+
+    def has(self, number: int, text: str) -> bool:
+        return 1 <= number <= len(self.stripped) and self.stripped[number - 1] == text.strip()
 
 
 class FileReads:

@@ -13,7 +13,7 @@ from functools import cached_property, lru_cache, partial
 from llm_ide.codeview.changes import sections, tracked_diff
 from llm_ide.codeview.observed import paths_named
 from llm_ide.commands import read_whole, written_whole
-from llm_ide.nodes.ledger import params_texts
+from llm_ide.conversation import params_texts
 from llm_ide.prompting import ROW, render, rows_elided
 from llm_ide.state.context import Chunk
 from llm_ide.state.graph_state import AgentState, MemoryBase
