@@ -225,6 +225,10 @@ def main(
     failed = [run for run in done if run.report is None]
     ran = f"{len(done) - len(failed)} replays" + (f" ({len(failed)} failed or missing)" if failed else "")
     console.print(f"{ran} ({part}) in {time.perf_counter() - started:.0f} s ({jobs} at once){kept}")
+    pythons = sorted({run.report.commands_python for run in done if run.report and run.report.commands_python})
+    if pythons:  # what the replayed commands print depends on it: compare replays run with the same one
+        differ = " (not the same in every replay: their outputs may differ too)" if len(pythons) > 1 else ""
+        console.print(f"the commands' python3: {'; '.join(pythons)}{differ}", highlight=False)
     for run in failed:
         console.print(f"  {run.group} {run.instance}: {' '.join(run.error.split())[:200]}", highlight=False)
     print(result_line(grouped(done)))

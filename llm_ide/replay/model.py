@@ -125,6 +125,7 @@ class ReplayReport(BaseModel):
     same_as_submission: bool | None = None  # the final tracked files' diff equals the original's submitted one
     environment_changes: list[str] = Field(default_factory=list)  # changed as the original's environment had them
     diverged: str = ""  # why the replayed actions stopped following the trajectory, if they did
+    commands_python: str = ""  # `python3` on the commands' PATH, its version at its path: what they print depends on it
 
     def billed(self, agent: str) -> bool:
         """Whether every step has `agent`'s figures (HISTORY: not for a trajectory without its observation template)."""

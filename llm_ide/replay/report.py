@@ -149,6 +149,8 @@ def print_report(report: ReplayReport, console: Console, misses_shown: int = 40,
         )
     if report.format == LLM_IDE_FORMAT and report.action_format == "tools":
         notes.append("the original's prompts as its run recorded them: without the tool list every request carried")
+    if report.commands_python:
+        notes.append(f"the commands' python3: {report.commands_python} (what they print depends on it)")
     if report.workdir_rewritten:
         notes.append("no bubblewrap: the commands ran at the checkout's own path (the original's workdir rewritten)")
     for note in notes:

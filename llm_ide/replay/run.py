@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.environments.bwrap import bwrap_path, bwrap_problem
+from llm_ide.environments.pythons import commands_python
 from llm_ide.environments.scratch import owned_name, sweep_temp_folders
 from llm_ide.exchange import TOOLS, exchange_for
 from llm_ide.fileio import atomic_write
@@ -208,9 +210,16 @@ def replay(
             same_as_submission=same_tree(watch, trajectory.submission),
             environment_changes=environment,
             diverged=divergence(trajectory, operations, rewrite) or (result.error if not steps else ""),
+            commands_python=python_of(repo),
         )
     atomic_write(out / REPORT, report.model_dump_json(indent=1))
     return report
+
+
+def python_of(repo: Path) -> str:
+    """The Python the replayed commands found as `python3` (the caller's PATH): its version at its path."""
+    found = commands_python(repo, dict(os.environ))
+    return f"{found.version} at {found.executable}" if found else ""
 
 
 def as_the_original_found_it(repo: Path, tracked: set[str], trajectory: Trajectory) -> list[str]:
