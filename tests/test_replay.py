@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -120,8 +121,9 @@ def test_the_environment_s_changes_are_those_no_command_could_write(
 
 
 def test_the_report_names_the_python3_the_commands_found(tmp_path: Path) -> None:
-    """What a replayed command prints depends on the `python3` it finds on the caller's PATH (a pytest's traceback):
-    the report names it, as the command itself saw it, and says so."""
+    """What a replayed command prints depends on the `python3` it finds on the caller's PATH and what it has installed
+    (a pytest plugin changes a failing pytest's traceback): the report names it, as the command itself saw it, with
+    its distributions' count and digest, and says so."""
     repo = make_repo(tmp_path / "repo")
     which = "python3 -c 'import platform, sys; print(platform.python_version(), sys.executable)'"
     trajectory = mini_trajectory(tmp_path / "t.traj.json", [("Which Python?", which, 0, "3.9.0 /usr/bin/python3\n")])
@@ -129,8 +131,10 @@ def test_the_report_names_the_python3_the_commands_found(tmp_path: Path) -> None
     assert done.returncode == 0, done.stdout + done.stderr
     report = report_of(tmp_path / "out")
     version, executable = json.loads(Path(report.run_trajectory).read_text())["operations"][0]["observation"].split()
-    assert report.commands_python == f"{version} at {executable}" and executable == shutil.which("python3")
-    assert f"the commands' python3: {version} at {executable} (what they print depends on it)" in done.stdout
+    named = rf"{re.escape(version)} at {re.escape(executable)} \((\d+) distributions, [0-9a-f]{{12}}\)"
+    found = re.fullmatch(named, report.commands_python)
+    assert found and int(found[1]) > 10 and executable == shutil.which("python3")
+    assert f"the commands' python3: {report.commands_python} (what they print depends on it)" in done.stdout
 
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "none"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.environments.bwrap import bwrap_path, bwrap_problem
-from llm_ide.environments.pythons import commands_python
+from llm_ide.environments.pythons import commands_python, probe_output
 from llm_ide.environments.scratch import owned_name, sweep_temp_folders
 from llm_ide.exchange import TOOLS, exchange_for
 from llm_ide.fileio import atomic_write
@@ -33,6 +34,10 @@ from llm_ide.workspace.history import ours
 REPORT = "replay.json"
 RUN_DIR = "run"
 WRITING = ("edit", "create")  # the actions of an llm-ide trajectory that write a file
+DISTRIBUTIONS = (  # what the commands' python3 has installed: how many, and a digest of their names and versions
+    "import hashlib, importlib.metadata as m; names = sorted({f\"{d.metadata['Name']}=={d.version}\" for d in "
+    "m.distributions()}); print(len(names), hashlib.sha256('\\n'.join(names).encode()).hexdigest()[:12])"
+)
 
 
 class Loopback:
@@ -217,9 +222,19 @@ def replay(
 
 
 def python_of(repo: Path) -> str:
-    """The Python the replayed commands found as `python3` (the caller's PATH): its version at its path."""
+    """The Python the replayed commands found as `python3` (the caller's PATH): its version at its path, and its
+    installed distributions (how many, a digest of their names and versions: a pytest plugin changes what a failing
+    pytest prints)."""
     found = commands_python(repo, dict(os.environ))
-    return f"{found.version} at {found.executable}" if found else ""
+    if found is None:
+        return ""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8", "HOME": str(Path.home())}
+    try:
+        listed = probe_output([found.executable, "-c", DISTRIBUTIONS], env, str(repo)).split()
+    except (OSError, subprocess.TimeoutExpired):
+        listed = []
+    installed = f" ({listed[0]} distributions, {listed[1]})" if len(listed) == 2 else ""
+    return f"{found.version} at {found.executable}{installed}"
 
 
 def as_the_original_found_it(repo: Path, tracked: set[str], trajectory: Trajectory) -> list[str]:
