@@ -214,19 +214,22 @@ class DockerEnvironment:
     def _resolve(self, path: str | None) -> str:
         return posixpath.join(self.workdir, path) if path else self.workdir
 
-    def run(self, command: str, sink: Sink, timeout: float, cwd: str | None = None) -> tuple[int, bool, bool]:
-        """Runs `command`, streaming its output into `sink`. Returns (returncode, timed_out, session_lost)."""
+    def run(
+        self, command: str, sink: Sink, timeout: float, cwd: str | None = None, after: str = ""
+    ) -> tuple[int, bool, bool]:
+        """Runs `command`, streaming its output into `sink`, then `after` (silent, in the same round trip). Returns
+        (returncode, timed_out, session_lost)."""
         if "\0" in command or (cwd and "\0" in cwd):
             raise ValueError("embedded null byte")  # as subprocess says; it would also break the session's framing
         with self._lock:
             session = self._session_ready()
             start = time.monotonic()  # before the send: the container's own timer starts after it, never before
             try:
-                session.send(repr(float(timeout)), self._resolve(cwd), command)
+                session.send(repr(float(timeout)), self._resolve(cwd), command, after)
             except OSError:  # the session went away between commands: nothing ran, so a fresh one may run it
                 session.stale = True
                 session, start = self._session_ready(), time.monotonic()
-                session.send(repr(float(timeout)), self._resolve(cwd), command)
+                session.send(repr(float(timeout)), self._resolve(cwd), command, after)
             try:
                 status = session.wait_token(sink, start + timeout + self.kill_grace)
                 if status is None and session.alive:  # the in-container timeout did not fire: kill the group here
@@ -259,9 +262,7 @@ class DockerEnvironment:
         timeout = self.command_timeout if timeout is None else timeout
         start = time.monotonic()
         cap = OutputCap(self.output_max_bytes, on_output)
-        returncode, timed_out, lost = self.run(command, cap, timeout, cwd)
-        if not lost:
-            self.run(self._redirects, Collector(), self.command_timeout)
+        returncode, timed_out, lost = self.run(command, cap, timeout, cwd, after=self._redirects)
         output = redact(cap.text(self.messages["elided"]))  # environment.env may hold secrets
         if timed_out:
             output = append_note(output, render(self.messages["timed_out"], timeout=f"{round(timeout, 1):g}"))

@@ -18,9 +18,10 @@ STATUS = re.compile(rb"ready|-?\d+")
 WAKE = 0.1  # seconds a read waits at most before it looks again (a KeyboardInterrupt raised in its thread lands)
 
 # The shell session: one long-lived bash inside the container. It reads this script, then its settings (the token
-# travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command) triples
-# from stdin and runs each command in its own process group under `timeout -s KILL`, so a timeout kills the whole
-# group inside the container. After each command it prints the token and the exit status.
+# travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command, after)
+# quadruples from stdin and runs each command in its own process group under `timeout -s KILL`, so a timeout kills the
+# whole group inside the container. After each command it runs `after` (ours, silent: what the command must not leave;
+# in the same round trip) and prints the token and the command's exit status.
 SESSION = r"""
 IFS= read -r -d '' token && IFS= read -r -d '' pidfile && IFS= read -r -d '' conda_env || exit 1
 if [ -n "$conda_env" ]; then
@@ -34,11 +35,13 @@ fi
 echo $$ > "$pidfile.session"
 printf '%sready\n' "$token"
 exec 2>/dev/null
-while IFS= read -r -d '' limit && IFS= read -r -d '' dir && IFS= read -r -d '' cmd; do
+while IFS= read -r -d '' limit && IFS= read -r -d '' dir && IFS= read -r -d '' cmd && IFS= read -r -d '' after; do
   (cd -- "$dir" && exec timeout -s KILL "$limit" bash -c "$cmd") </dev/null 2>&1 &
   echo $! > "$pidfile"
   wait $!
-  printf '%s%d\n' "$token" $?
+  status=$?
+  [ -z "$after" ] || (cd / && exec timeout -s KILL "$limit" bash -c "$after") </dev/null >/dev/null 2>&1
+  printf '%s%d\n' "$token" "$status"
 done
 """
 
