@@ -16,9 +16,12 @@ ABSENT = (
 
 
 def removal(run_trusted: Callable[[str, float], tuple[int, bytes]], workdir: str) -> str:
-    """The command removing, after each of the agent's commands, the `commondir` files there are not now (the ones
-    there are kept)."""
+    """The shell code removing, after each of the agent's commands, the `commondir` files there are not now (the ones
+    there are kept): builtins' tests, then `rm` only for one a command wrote (the session evaluates it itself)."""
     returncode, output = run_trusted(ABSENT, 60)
     folders = output.decode(errors="replace").split("\0") if returncode == 0 else [".git"]
     paths = [shlex.quote(posixpath.join(workdir, folder, "commondir")) for folder in folders if folder]
-    return f"rm -f -- {' '.join(paths)}"
+    return (
+        f"for __llm_ide_f in {' '.join(paths)}; do "
+        'if [ -e "$__llm_ide_f" ] || [ -L "$__llm_ide_f" ]; then timeout -s KILL 60 rm -f -- "$__llm_ide_f"; fi; done'
+    )

@@ -20,8 +20,9 @@ WAKE = 0.1  # seconds a read waits at most before it looks again (a KeyboardInte
 # The shell session: one long-lived bash inside the container. It reads this script, then its settings (the token
 # travels on stdin, never in argv where `ps` would show it), then NUL-separated (timeout, cwd, command, after)
 # quadruples from stdin and runs each command in its own process group under `timeout -s KILL`, so a timeout kills the
-# whole group inside the container. After each command it runs `after` (ours, silent: what the command must not leave;
-# in the same round trip) and prints the token and the command's exit status.
+# whole group inside the container. After each command it evaluates `after` (ours, silent: what the command must not
+# leave; in the same round trip, builtins until there is something to do) and prints the token and the command's exit
+# status.
 SESSION = r"""
 IFS= read -r -d '' token && IFS= read -r -d '' pidfile && IFS= read -r -d '' conda_env || exit 1
 if [ -n "$conda_env" ]; then
@@ -40,7 +41,7 @@ while IFS= read -r -d '' limit && IFS= read -r -d '' dir && IFS= read -r -d '' c
   echo $! > "$pidfile"
   wait $!
   status=$?
-  [ -z "$after" ] || (cd / && exec timeout -s KILL "$limit" bash -c "$after") </dev/null >/dev/null 2>&1
+  [ -z "$after" ] || eval "$after" </dev/null >/dev/null 2>&1
   printf '%s%d\n' "$token" "$status"
 done
 """
