@@ -172,9 +172,8 @@ def replay(
     unsandboxed: bool = False,
     action_format: str | None = None,
 ) -> ReplayReport:
-    """Replays the trajectory at `path` through llm-ide on a checkout of `source`; the report is also written to
-    `out/replay.json`, the replayed run's files to `out/run/`, every request to `out/wire.jsonl`. Another's commands
-    run only in the sandbox, unless `unsandboxed`."""
+    """Replays the trajectory at `path` through llm-ide on a checkout of `source`: the report (`out/replay.json`), the
+    run's files (`out/run/`), every request (`out/wire.jsonl`); the commands sandboxed unless `unsandboxed`."""
     trajectory, prices = load(path), prices or Prices()
     settings = settings_for(trajectory, overrides or [], single_call, action_format, prices)
     sweep_temp_folders()  # what replays and runs killed outright left
