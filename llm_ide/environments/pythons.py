@@ -90,13 +90,17 @@ def is_script(executable: str) -> bool:
 
 @lru_cache(maxsize=64)
 def asked(executable: str, path_variable: str, home: str, cwd: str) -> Interpreter | None:
-    env = {"PATH": path_variable, "LC_ALL": "C.UTF-8", "HOME": home}
     try:
-        output = probe_output([executable, "-c", PROBE], env, cwd)
+        output = probe_output([executable, "-c", PROBE], probe_env(path_variable, home), cwd)
         prefix, base, exec_prefix, base_exec, paths, version = json.loads(output.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
         return None
     return Interpreter(executable, prefix, (prefix, base, exec_prefix, base_exec, *paths), version)
+
+
+def probe_env(path_variable: str, home: str) -> dict[str, str]:
+    """What a probe of an interpreter runs with: the PATH it was found on, a fixed locale, the home."""
+    return {"PATH": path_variable, "LC_ALL": "C.UTF-8", "HOME": home}
 
 
 def probe_output(argv: list[str], env: dict[str, str], cwd: str) -> str:

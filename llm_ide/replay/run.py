@@ -14,7 +14,7 @@ from typing import Any
 
 from llm_ide.config import Settings, config_layers, validate_layers
 from llm_ide.environments.bwrap import bwrap_path, bwrap_problem
-from llm_ide.environments.pythons import commands_python, probe_output
+from llm_ide.environments.pythons import commands_python, probe_env, probe_output
 from llm_ide.environments.scratch import owned_name, sweep_temp_folders
 from llm_ide.exchange import TOOLS, exchange_for
 from llm_ide.fileio import atomic_write
@@ -227,7 +227,7 @@ def python_of(repo: Path) -> str:
     found = commands_python(repo, dict(os.environ))
     if found is None:
         return ""
-    env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8", "HOME": str(Path.home())}
+    env = probe_env(os.environ.get("PATH", os.defpath), str(Path.home()))
     try:
         listed = probe_output([found.executable, "-c", DISTRIBUTIONS], env, str(repo)).split()
     except (OSError, subprocess.TimeoutExpired):
