@@ -204,6 +204,20 @@ def start_cluster(
     return address
 
 
+def distinct(ports: Callable[[], int]) -> Callable[[], int]:
+    """`ports`, never one number twice: a port picked free and let go can be picked again at once, and Ray refuses to
+    start a node two of whose servers were given the same port (CI: the head's GCS and its node manager)."""
+    given: set[int] = set()
+
+    def pick() -> int:
+        while (port := ports()) in given:
+            pass
+        given.add(port)
+        return port
+
+    return pick
+
+
 def stop_nodes(nodes: list[Node]) -> None:
     for node in reversed(nodes):
         node.kill()
@@ -223,6 +237,7 @@ def ray_cluster(
 ) -> Iterator[Cluster]:
     """The cluster, started again on fresh ports (from `ports`) while a node lost one of its ports, ATTEMPTS times."""
     require_ray()
+    ports = distinct(ports)
     root.mkdir(parents=True, exist_ok=True)
     env = env or [{} for _ in resources]
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)  # a driver in this process has it already

@@ -37,3 +37,15 @@ def test_a_port_bound_by_another_process_first_starts_the_cluster_again_on_fresh
             assert listed.stdout.strip() == "[True, True]", listed.stderr
     assert [node.pids() for node in nodes] == [[], []]
     assert "ray_cluster: start 1/3 given up: head: a port it was given" in capsys.readouterr().err
+
+
+def test_a_port_drawn_twice_is_given_once_and_the_cluster_starts(tmp_path: Path) -> None:
+    """The same free port drawn twice in a row (as the kernel may hand out a port just let go): the head's GCS and its
+    node manager would share it, which Ray refuses (the head ends). Each number is given once, and no restart."""
+    port = free_port()
+    drawn = iter([port, port, port])
+    with ray_cluster(tmp_path / "ray", [{}, {}], ports=lambda: next(drawn, None) or free_port()) as cluster:
+        assert (cluster.address.endswith(f":{port}"), cluster.restarts) == (True, [])
+        command = [sys.executable, "-c", NODES, cluster.address]
+        listed = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **cluster.env}, timeout=120)
+        assert listed.stdout.strip() == "[True, True]", listed.stderr
